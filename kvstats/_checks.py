@@ -1,0 +1,113 @@
+"""Input validation shared by every module.
+
+Every public function validates its arguments with these helpers so that bad input
+gets one kind of message: a ``ValueError``/``TypeError`` naming the argument, what is
+allowed, and what was received. Never an ``assert``, never a silent NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+SeedLike = int | np.random.SeedSequence | np.random.Generator | None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: bool = False,
+                   allow_empty: bool = False) -> np.ndarray:
+    """Return ``x`` as a float32 or float64 array (other numeric dtypes become float64).
+
+    Raises a ``TypeError`` for non-numeric input and a ``ValueError`` for too few
+    dimensions, empty input or NaN/inf values, each naming ``name``.
+    """
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(f"{name} must be a numeric array; received {_describe(x)}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array; received {_describe(arr)}")
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    if arr.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s); received {_describe(arr)}")
+    if arr.size == 0 and not allow_empty:
+        raise ValueError(f"{name} must not be empty; received {_describe(arr)}")
+    if not allow_nonfinite and not np.isfinite(arr).all():
+        n_bad = int(arr.size - np.isfinite(arr).sum())
+        raise ValueError(f"{name} must be finite; received {n_bad} NaN/inf value(s) in {_describe(arr)}")
+    return arr
+
+
+def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as an ``int`` within ``[low, high]`` (either bound optional)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer; received {_describe(value)}")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}]; received {value}")
+    return value
+
+
+def check_real(value: Any, name: str, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False) -> float:
+    """Return ``value`` as a finite ``float`` within the given (open or closed) bounds."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
+        raise TypeError(f"{name} must be a finite real number; received {_describe(value)}")
+    value = float(value)
+    bad_low = low is not None and (value <= low if low_open else value < low)
+    bad_high = high is not None and (value >= high if high_open else value > high)
+    if bad_low or bad_high:
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        interval = f"{'(' if low_open else '['}{lo}, {hi}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be in {interval}; received {value}")
+    return value
+
+
+def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise a ``ValueError`` listing them."""
+    choices = list(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; received {_describe(value)}")
+    return value
+
+
+def as_generator(seed: SeedLike, name: str = "seed") -> np.random.Generator:
+    """Turn a seed (int, SeedSequence, Generator, or None for fresh OS entropy) into a Generator.
+
+    A Generator passed in is returned as is (shared state, as numpy does).
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, np.random.SeedSequence):
+        return np.random.default_rng(seed)
+    if isinstance(seed, Integral) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ValueError(f"{name} must be a non-negative integer; received {seed}")
+        return np.random.default_rng(int(seed))
+    raise TypeError(f"{name} must be an int, numpy SeedSequence, numpy Generator or None; "
+                    f"received {_describe(seed)}")
+
+
+def replicate_scale() -> str:
+    """Size of the exhaustive statistical checks: "ci" (bounded, default) or "full".
+
+    Read from the environment variable ``KVSTATS_TEST_SCALE``; tests use it to pick the
+    number of replicates so that CI stays within its time budget.
+    """
+    import os
+
+    scale = os.environ.get("KVSTATS_TEST_SCALE", "ci")
+    return check_choice(scale, "KVSTATS_TEST_SCALE", ["ci", "full"])
