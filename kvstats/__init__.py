@@ -25,7 +25,7 @@ _EXPORTS = {
     # data and measurement
     "sample": "kvstats.data.synthetic",
     "DISTRIBUTIONS": "kvstats.data.synthetic",
-    "Trials": "kvstats.data.synthetic",
+    "Trials": "kvstats.data.trials",
     "load_trials": "kvstats.data.real",
     "error_profile": "kvstats.metrics.profile",
     "summarize_profile": "kvstats.metrics.profile",
