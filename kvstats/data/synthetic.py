@@ -1,0 +1,275 @@
+"""Synthetic key/value/query distributions with documented scales.
+
+Every distribution returns independent trials of keys ``K (T, N, d)``, values
+``V (T, N, d)`` and queries ``q (T, n_q, d)``. Scales are chosen so that the baseline,
+``gaussian``, has ``E‖k‖² = d`` and queries ``q ~ N(0, I_d)``: the attention logits
+``q·k/√d`` then have unit variance, the regime of a freshly initialised transformer.
+
+Reproducibility. One seed gives the same bits on every machine. Each random quantity
+(keys, values, queries, bases, channel choices, focus positions) has its own stream
+spawned from the seed, and every stream is consumed in trial order. Consequently trial
+``t`` is the same whatever ``n_trials`` is: ``sample(..., n_trials=10, seed=s)`` is the
+first ten trials of ``sample(..., n_trials=1000, seed=s)`` (same other arguments).
+float32 output is the float64 sample rounded to float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
+from kvstats.data.trials import Trials
+
+__all__ = ["DISTRIBUTIONS", "VALUE_DISTRIBUTIONS", "sample", "default_params"]
+
+DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
+#: ``focused`` is defined by its alignment with the queries, which values do not have.
+VALUE_DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "outlier_channels")
+
+# Random streams per component (keys and values each get their own block).
+_N_STREAMS = 4
+# Bound on the float64 elements generated at once (32 MiB): the output is filled in
+# chunks of trials so that 1000 x 1024 x 128 float32 samples need no float64 copy.
+_CHUNK_ELEMENTS = 1 << 22
+
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gaussian": {"scale": 1.0},
+    "heavy_tailed": {"nu": 3.0, "scale": 1.0},
+    "low_rank": {"rank": None, "noise": 0.1, "scale": 1.0},
+    "focused": {"strength": 0.5, "n_focus": 1, "scale": 1.0},
+    "outlier_channels": {"n_channels": 4, "magnitude": 10.0, "offset": 0.0, "scale": 1.0},
+}
+
+_NU_MIN = 1.05
+
+
+def default_params(distribution: str) -> dict[str, Any]:
+    """Return the default parameters of ``distribution`` (a copy).
+
+    Examples
+    --------
+    >>> from kvstats.data import default_params
+    >>> default_params("heavy_tailed")
+    {'nu': 3.0, 'scale': 1.0}
+    """
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    return dict(_DEFAULTS[distribution])
+
+
+def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: int,
+             n_keys: int, *, what: str) -> dict[str, Any]:
+    unknown = sorted(set(params) - set(_DEFAULTS[distribution]))
+    if unknown:
+        raise ValueError(f"{what} {unknown} not accepted by distribution {distribution!r}; "
+                         f"allowed parameters are {sorted(_DEFAULTS[distribution])}")
+    p = {**_DEFAULTS[distribution], **params}
+    p["scale"] = check_real(p["scale"], "scale", low=0.0, low_open=True)
+    if distribution == "heavy_tailed":
+        nu = check_real(p["nu"], "nu", low=1.0, low_open=True)
+        if nu < _NU_MIN:
+            raise ValueError(f"nu must be >= {_NU_MIN} (the mean exists only for nu > 1, and "
+                             f"below {_NU_MIN} single draws reach 1e8 and more); received {nu}")
+        p["nu"] = nu
+    elif distribution == "low_rank":
+        p["rank"] = min(8, dim) if p["rank"] is None else check_int(p["rank"], "rank", low=1,
+                                                                     high=dim)
+        p["noise"] = check_real(p["noise"], "noise", low=0.0)
+    elif distribution == "focused":
+        p["n_focus"] = check_int(p["n_focus"], "n_focus", low=1)
+        if p["n_focus"] * n_queries > n_keys:
+            raise ValueError(f"n_focus * n_queries must be <= n_keys (each query gets its own "
+                             f"focus keys); received n_focus={p['n_focus']}, "
+                             f"n_queries={n_queries}, n_keys={n_keys}")
+        p["strength"] = check_real(p["strength"], "strength", low=0.0,
+                                   high=1.0 / p["n_focus"], low_open=True, high_open=True)
+    elif distribution == "outlier_channels":
+        p["n_channels"] = check_int(p["n_channels"], "n_channels", low=1, high=dim)
+        p["magnitude"] = check_real(p["magnitude"], "magnitude", low=0.0, low_open=True)
+        p["offset"] = check_real(p["offset"], "offset")
+    return p
+
+
+# --- generators: each fills trials [0, n) of one chunk from its own streams -------------
+
+def _gaussian(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any) -> np.ndarray:
+    return p["scale"] * g[0].standard_normal((n, N, d))
+
+
+def _heavy_tailed(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
+                  q: Any) -> np.ndarray:
+    # i.i.d. coordinates: the heavy tail lives in single coordinates, which is what a
+    # rotation can spread out (a multivariate t would only vary the norm).
+    return p["scale"] * g[0].standard_t(p["nu"], size=(n, N, d))
+
+
+def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any) -> np.ndarray:
+    r = p["rank"]
+    basis, _ = np.linalg.qr(g[1].standard_normal((n, d, r)))        # (n, d, r), orthonormal
+    coef = g[2].standard_normal((n, N, r)) * np.sqrt(d / r)        # E‖signal‖² = d
+    x = coef @ np.swapaxes(basis, -1, -2)
+    if p["noise"] > 0:
+        x += p["noise"] * g[0].standard_normal((n, N, d))
+    return p["scale"] * x
+
+
+def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
+                      q: Any) -> np.ndarray:
+    x = g[0].standard_normal((n, N, d))
+    ch = np.argsort(g[1].random((n, d)), axis=1)[:, : p["n_channels"]]       # (n, c)
+    sign = np.where(g[2].random((n, p["n_channels"])) < 0.5, -1.0, 1.0)
+    rows = np.arange(n)[:, None]
+    sel = x[rows, :, ch]                                                     # (n, c, N)
+    x[rows, :, ch] = p["magnitude"] * (sel + (p["offset"] * sign)[..., None])
+    return p["scale"] * x
+
+
+def _focused(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
+             q: np.ndarray) -> np.ndarray:
+    s, nf, sigma = p["strength"], p["n_focus"], p["scale"]
+    n_q = q.shape[1]
+    x = sigma * g[0].standard_normal((n, N, d))
+    pos = np.argsort(g[1].random((n, N)), axis=1)[:, : n_q * nf].reshape(n, n_q, nf)
+    qn = np.linalg.norm(q, axis=-1)                                           # (n, n_q)
+    qhat = q / qn[..., None]
+    # Background logits l = q·k/√d ~ N(0, σ²‖q‖²/d) given q, so E[e^l | q] = exp(σ²‖q‖²/2d).
+    # n_f focus keys at logit L each get e^L / (n_f e^L + S) with S ≈ (N - n_f) E[e^l];
+    # solving = s gives L below. The realised S fluctuates around its mean (relative sd
+    # ≈ 1.3/√N), so E[max p] ≈ s up to a small Jensen term.
+    log_s_bg = np.log(N - nf) + sigma**2 * qn**2 / (2 * d)
+    L = np.log(s) - np.log1p(-nf * s) + log_s_bg                              # (n, n_q)
+    rows = np.arange(n)[:, None, None]
+    z = x[rows, pos]                                                          # (n, n_q, nf, d)
+    qh = qhat[:, :, None, :]
+    z = z - np.sum(z * qh, axis=-1, keepdims=True) * qh                      # drop q-component
+    alpha = L * np.sqrt(d) / qn                                               # q·k_f/√d = L
+    x[rows, pos] = z + alpha[..., None, None] * qh
+    return x
+
+
+_GENERATORS: dict[str, Callable[..., np.ndarray]] = {
+    "gaussian": _gaussian,
+    "heavy_tailed": _heavy_tailed,
+    "low_rank": _low_rank,
+    "focused": _focused,
+    "outlier_channels": _outlier_channels,
+}
+
+
+def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p: dict,
+          q: np.ndarray | None) -> None:
+    T, N, d = out.shape
+    chunk = max(1, _CHUNK_ELEMENTS // (N * d))
+    fn = _GENERATORS[distribution]
+    for a in range(0, T, chunk):                 # chunks of trials, not vectors
+        b = min(T, a + chunk)
+        out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b])
+
+
+def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 0,
+           n_queries: int = 1, dtype: Any = np.float64, value_distribution: str | None = None,
+           value_params: Mapping[str, Any] | None = None, **params: Any) -> Trials:
+    """Draw independent trials of keys, values and queries from a synthetic distribution.
+
+    Parameters
+    ----------
+    distribution : str
+        Key distribution, one of ``DISTRIBUTIONS`` (parameters in ``**params``):
+
+        ``"gaussian"`` (``scale=1``)
+            ``k ~ N(0, scale² I_d)``; ``E‖k‖² = scale² d``.
+        ``"heavy_tailed"`` (``nu=3``, ``scale=1``)
+            i.i.d. coordinates ``scale · t_ν`` (standard Student-t, scale parameter 1,
+            *not* unit variance). Var = ν/(ν−2) for ν > 2; for 1 < ν ≤ 2 the variance is
+            infinite (SNR then varies wildly between trials, which is the point) and the
+            mean exists. Valid ν ≥ 1.05; ν ≤ 1 (no mean) is rejected.
+        ``"low_rank"`` (``rank=min(8, d)``, ``noise=0.1``, ``scale=1``)
+            ``k = scale · (B c + noise · z)`` with ``B (d × rank)`` a uniformly random
+            orthonormal basis drawn per trial (shared by the trial's keys),
+            ``c ~ N(0, (d/rank) I)`` so the signal has ``E‖Bc‖² = d`` like ``gaussian``,
+            and ``z ~ N(0, I_d)``: ``E‖k‖² = scale² d (1 + noise²)``.
+        ``"focused"`` (``strength=0.5``, ``n_focus=1``, ``scale=1``)
+            Gaussian keys (scale ``scale``), except that each query gets ``n_focus`` keys
+            of its own at random positions whose component along the query is set so
+            that each receives expected attention weight ``strength`` (``E[max p] ≈
+            strength``; their component orthogonal to the query stays Gaussian). Valid
+            ``0 < strength < 1/n_focus``; accurate when ``strength`` is well above the
+            unfocused top weight ``≈ exp(√(2 ln N) + 1/2)/N`` and for ``N ≳ 100``.
+        ``"outlier_channels"`` (``n_channels=4``, ``magnitude=10``, ``offset=0``, ``scale=1``)
+            Gaussian keys except ``n_channels`` channels, chosen at random per trial and
+            fixed across its keys (as in real keys of deeper layers), equal to
+            ``magnitude · (z ± offset)`` (sign random per channel): a channel-wise scale
+            and, with ``offset``, a channel-wise bias.
+    n_trials, n_keys, dim : int
+        ``T`` independent trials of ``N`` keys of dimension ``d``.
+    seed : int, SeedSequence, Generator or None
+        Source of randomness (see the module notes on reproducibility).
+    n_queries : int
+        Queries per trial, ``q ~ N(0, I_d)`` independent of everything except that
+        ``focused`` keys are built around them.
+    dtype : float32 or float64
+        Output dtype (float32 is the float64 draw rounded).
+    value_distribution : str, optional
+        Distribution of the values, one of ``VALUE_DISTRIBUTIONS``; default ``"gaussian"``
+        (standard normal, independent of the keys).
+    value_params : mapping, optional
+        Parameters of ``value_distribution``.
+    **params
+        Parameters of the key distribution; unknown names raise a ``ValueError`` listing
+        the allowed ones.
+
+    Returns
+    -------
+    Trials
+        ``K (T, N, d)``, ``V (T, N, d)``, ``q (T, n_queries, d)`` and ``meta`` recording
+        the distributions, the resolved parameters and the seed.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> t = kvstats.sample("heavy_tailed", n_trials=4, n_keys=32, dim=16, seed=1, nu=1.5)
+    >>> t.K.shape, t.q.shape, t.meta["params"]["nu"]
+    ((4, 32, 16), (4, 1, 16), 1.5)
+    >>> kvstats.sample("focused", 2, 64, 16, seed=0, n_queries=3, strength=0.8).q.shape
+    (2, 3, 16)
+    """
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    T = check_int(n_trials, "n_trials", low=1)
+    N = check_int(n_keys, "n_keys", low=1)
+    d = check_int(dim, "dim", low=1)
+    n_q = check_int(n_queries, "n_queries", low=1)
+    dt = np.dtype(dtype) if isinstance(dtype, (type, np.dtype, str)) else None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be one of [float32, float64]; received {_describe(dtype)}")
+    vdist = "gaussian" if value_distribution is None else value_distribution
+    if vdist == "focused":
+        raise ValueError(f"value_distribution must be one of {list(VALUE_DISTRIBUTIONS)} "
+                         "('focused' describes keys aligned with queries); received 'focused'")
+    check_choice(vdist, "value_distribution", VALUE_DISTRIBUTIONS)
+    if value_params is not None and not isinstance(value_params, Mapping):
+        raise TypeError(f"value_params must be a mapping; received {_describe(value_params)}")
+    kp = _resolve(distribution, params, d, n_q, N, what="parameter(s)")
+    vp = _resolve(vdist, dict(value_params or {}), d, n_q, N, what="value_params")
+
+    rng = as_generator(seed)
+    streams = rng.spawn(2 * _N_STREAMS + 1)
+    k_gens, v_gens, q_gen = streams[:_N_STREAMS], streams[_N_STREAMS:2 * _N_STREAMS], streams[-1]
+
+    q64 = q_gen.standard_normal((T, n_q, d))
+    K = np.empty((T, N, d), dtype=dt)
+    V = np.empty((T, N, d), dtype=dt)
+    _fill(K, distribution, k_gens, kp, q64)
+    _fill(V, vdist, v_gens, vp, None)
+    meta = {
+        "source": "synthetic",
+        "distribution": distribution,
+        "params": kp,
+        "value_distribution": vdist,
+        "value_params": vp,
+        "n_queries": n_q,
+        "seed": int(seed) if isinstance(seed, (int, np.integer)) else repr(seed),
+        "dtype": dt.name,
+    }
+    return Trials(K, V, q64.astype(dt), meta)
