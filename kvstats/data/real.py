@@ -1,0 +1,125 @@
+"""Trials from a captured real KV cache (``kvstats.models.capture``), numpy only.
+
+A capture file (``.npz``) holds post-RoPE ``K``, ``V`` of shape
+``(n_texts, n_layers, n_kv_heads, N, d)``, post-RoPE queries ``q`` of shape
+``(n_texts, n_layers, n_q_heads, N, d)`` and a JSON ``meta`` string (see
+docs/internals.md).
+
+Causal masking. The capture is a prefill: the query at position ``t`` attends only to
+keys ``0..t``. :func:`kvstats.error_profile` computes full attention of every query over
+all ``N`` keys of its trial, so only the queries of the **last position** ``N - 1`` (the
+decode-step query, which legitimately sees every key) are used: a trial's ``n_q`` queries
+are the ``G`` query heads of its KV head's group at position ``N - 1`` (``G = 3`` for
+SmolLM2). Earlier positions are never paired with keys they could not see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from kvstats._checks import _describe, check_int
+from kvstats.data.trials import Trials, group_query_heads
+
+__all__ = ["load_trials", "load_capture"]
+
+
+def load_capture(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Read and validate a capture file; return ``(K, V, q, meta)`` as stored.
+
+    Examples
+    --------
+    >>> import numpy as np, json, tempfile, os
+    >>> from kvstats.data.real import load_capture
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.npz")
+    >>> z = np.ones((1, 2, 1, 4, 8), np.float32)
+    >>> np.savez(p, K=z, V=z, q=np.ones((1, 2, 3, 4, 8), np.float32), meta=json.dumps({}))
+    >>> load_capture(p)[2].shape
+    (1, 2, 3, 4, 8)
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a path to a capture .npz file; received {_describe(path)}")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"path must be an existing capture file (write one with "
+                                f"kvstats.models.capture(..., path=...)); {os.fspath(path)!r} does not exist")
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"K", "V", "q", "meta"} - set(data.files)
+        if missing:
+            raise ValueError(f"path must be a capture file with arrays K, V, q, meta; "
+                             f"{os.fspath(path)!r} lacks {sorted(missing)}")
+        K, V, q = data["K"], data["V"], data["q"]
+        meta = json.loads(str(data["meta"]))
+    if K.ndim != 5 or V.shape != K.shape:
+        raise ValueError(f"capture K and V must both have shape (n_texts, n_layers, n_kv_heads, N, d); "
+                         f"received K {K.shape}, V {V.shape}")
+    if q.ndim != 5 or q.shape[:2] != K.shape[:2] or q.shape[3:] != K.shape[3:] or q.shape[2] % K.shape[2]:
+        raise ValueError(f"capture q must have shape (n_texts, n_layers, n_q_heads, N, d) with n_q_heads "
+                         f"a multiple of n_kv_heads={K.shape[2]}; received q {q.shape}, K {K.shape}")
+    return K, V, q, meta
+
+
+def _select(value, name: str, size: int) -> list[int]:
+    if value is None:
+        return list(range(size))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return [check_int(value, name, low=0, high=size - 1)]
+    if isinstance(value, Sequence) or isinstance(value, np.ndarray):
+        out = [check_int(v, name, low=0, high=size - 1) for v in value]
+        if not out:
+            raise ValueError(f"{name} must select at least one index in [0, {size - 1}]; received {value!r}")
+        return out
+    raise TypeError(f"{name} must be None, an int or a sequence of ints in [0, {size - 1}]; "
+                    f"received {_describe(value)}")
+
+
+def load_trials(path: str | os.PathLike, layer=None, head=None) -> Trials:
+    """Trials from a captured real cache: one per (text, layer, KV head).
+
+    Parameters
+    ----------
+    path : path
+        A capture ``.npz`` written by :func:`kvstats.models.capture`.
+    layer : int or sequence of int, optional
+        Layers to keep (default all).
+    head : int or sequence of int, optional
+        KV heads to keep (default all).
+
+    Returns
+    -------
+    Trials
+        ``K``, ``V`` of shape ``(n_texts * n_layers_sel * n_heads_sel, N, d)``, float32 as
+        captured; ``q`` of shape ``(…, G, d)``: the ``G`` query heads of the KV head's
+        group at the last position (see the module docstring for why). Trial ``t`` is
+        the C-order index over (text, layer, head); ``meta["text"]``, ``meta["layer"]``,
+        ``meta["head"]`` give each trial's origin, plus the capture's own metadata.
+
+    Examples
+    --------
+    >>> import numpy as np, json, tempfile, os
+    >>> from kvstats.data.real import load_trials
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.npz")
+    >>> rng = np.random.default_rng(0)
+    >>> K = rng.standard_normal((2, 4, 3, 16, 8)).astype(np.float32)
+    >>> q = rng.standard_normal((2, 4, 9, 16, 8)).astype(np.float32)
+    >>> np.savez(p, K=K, V=K, q=q, meta=json.dumps({"model": "toy"}))
+    >>> t = load_trials(p, layer=[0, 3])
+    >>> t.K.shape, t.q.shape, t.meta["layer"][:4]
+    ((12, 16, 8), (12, 3, 8), [0, 0, 0, 3])
+    """
+    K, V, q, meta = load_capture(path)
+    n_texts, n_layers, n_kv = K.shape[:3]
+    g = q.shape[2] // n_kv
+    layers = _select(layer, "layer", n_layers)
+    heads = _select(head, "head", n_kv)
+    q_heads = [h * g + j for h in heads for j in range(g)]  # query head h reads KV head h // g
+    Ks = K[:, layers][:, :, heads]
+    Vs = V[:, layers][:, :, heads]
+    qs = q[:, layers][:, :, q_heads, -1:, :]  # last position only: it sees all N keys
+    tt, ll, hh = np.meshgrid(np.arange(n_texts), layers, heads, indexing="ij")
+    info = {k: v for k, v in meta.items() if k not in ("token_ids",)}
+    info.update(distribution="real", path=os.fspath(path), query_positions="last",
+                text=tt.ravel().tolist(), layer=ll.ravel().tolist(), head=hh.ravel().tolist())
+    return group_query_heads(Ks, Vs, qs, info)
