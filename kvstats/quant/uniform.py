@@ -1,0 +1,289 @@
+"""KIVI-style asymmetric uniform quantization (Liu et al., 2024).
+
+Each group of ``group_size`` consecutive elements along an axis is coded with ``bits``
+bits against its own minimum and range:
+
+    zero = min(group),  scale = (max(group) − zero) / (2^bits − 1),
+    code = round((x − zero) / scale) ∈ {0, …, 2^bits − 1},   x̂ = zero + scale · code.
+
+``zero`` and ``scale`` are stored as float16 and the codes are computed against the
+stored (rounded) values, so decoding uses exactly what is stored. ``zero`` is rounded
+*down* and ``scale`` *up* to float16, so every element stays inside
+[zero, zero + (2^bits − 1)·scale] and the round-trip error is at most ``scale/2`` per
+element — an exact bound, not an approximate one. A constant group (max = min) whose
+value is a float16 number gets scale 0 and decodes exactly; any other constant group
+decodes within the same ``scale/2`` bound (scale is then at most one float16 spacing of
+the value). Never NaN.
+
+:class:`KIVIQuantizer` applies it the KIVI way: keys per channel (groups of tokens),
+values per token (groups of channels), and the most recent ``residual`` tokens kept in
+float16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kvstats._checks import as_float_array, check_int
+from kvstats.quant.packing import pack_codes, unpack_codes
+
+__all__ = ["UniformCodes", "uniform_quantize", "uniform_dequantize", "KIVICodes", "KIVIQuantizer"]
+
+_FP16_BITS = 16
+_FP16_MAX = float(np.finfo(np.float16).max)
+
+
+def _fp16_down(v: np.ndarray) -> np.ndarray:
+    """Largest float16 ≤ v (elementwise, v float64)."""
+    h = v.astype(np.float16)
+    return np.where(h.astype(np.float64) > v, np.nextafter(h, np.float16(-np.inf)), h)
+
+
+def _fp16_up(v: np.ndarray) -> np.ndarray:
+    """Smallest float16 ≥ v (elementwise, v float64)."""
+    h = v.astype(np.float16)
+    return np.where(h.astype(np.float64) < v, np.nextafter(h, np.float16(np.inf)), h)
+
+
+@dataclass(frozen=True, eq=False)
+class UniformCodes:
+    """Stored uniform codes.
+
+    With ``x`` moved so that the quantized ``axis`` is last (shape ``(*rest, L)``):
+    ``codes``: uint8 bitstream ``(*rest, ceil(L·bits/8))`` from
+    :func:`kvstats.quant.packing.pack_codes` (code i at stream bits [i·bits, (i+1)·bits));
+    ``scale``, ``zero``: float16 ``(*rest, ceil(L/group_size))``.
+    ``shape``/``dtype``/``axis`` describe the original array.
+    """
+
+    codes: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray
+    bits: int
+    axis: int
+    group_size: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored (packed codes, scales, zeros)."""
+        return int(self.codes.nbytes + self.scale.nbytes + self.zero.nbytes)
+
+    def stored_bits(self) -> dict[str, int]:
+        """Bits of information stored, by part (codes count ``bits`` each, fp16 16 each)."""
+        n_elem = int(np.prod(self.shape))
+        return {"codes": self.bits * n_elem, "scales": _FP16_BITS * self.scale.size,
+                "zeros": _FP16_BITS * self.zero.size}
+
+
+def _grouped(x: np.ndarray, group_size: int) -> np.ndarray:
+    """``(*rest, L)`` → ``(*rest, G, group_size)``, the last group padded by repeating its last element."""
+    length = x.shape[-1]
+    n_groups = -(-length // group_size)
+    pad = n_groups * group_size - length
+    if pad:
+        # Edge padding leaves each group's min and max unchanged.
+        x = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)], mode="edge")
+    return x.reshape(*x.shape[:-1], n_groups, group_size)
+
+
+def uniform_quantize(x: Any, bits: int, axis: int = -1, group_size: int = 32) -> UniformCodes:
+    """Asymmetric min/max uniform quantization in groups along ``axis``.
+
+    Parameters
+    ----------
+    x : array_like
+        Finite values (float32/float64); each group's values must lie within float16
+        range (|x| ≤ 65504), since zero and scale are stored as float16.
+    bits : int
+        1..8 bits per element.
+    axis : int
+        Axis along which consecutive elements are grouped (e.g. ``-2``: groups of tokens
+        per channel, KIVI keys; ``-1``: groups of channels per token, KIVI values).
+    group_size : int
+        Elements per group (≥ 1); a final partial group is its own group.
+
+    Returns
+    -------
+    UniformCodes
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0]])
+    >>> c = uniform_quantize(x, 2, axis=-1, group_size=4)
+    >>> uniform_dequantize(c).tolist()
+    [[0.0, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0]]
+    >>> c.scale.tolist(), c.zero.tolist()
+    ([[1.0], [0.0]], [[0.0], [5.0]])
+    """
+    x = as_float_array(x, "x", min_ndim=1)
+    bits = check_int(bits, "bits", low=1, high=8)
+    axis = check_int(axis, "axis", low=-x.ndim, high=x.ndim - 1) % x.ndim
+    group_size = check_int(group_size, "group_size", low=1)
+    if np.abs(x).max() > _FP16_MAX:
+        raise ValueError(f"x must lie within float16 range [-{_FP16_MAX}, {_FP16_MAX}] because "
+                         f"zero and scale are stored as float16; received max |x| = "
+                         f"{float(np.abs(x).max()):.6g}")
+    levels = 2 ** bits - 1
+    xm = np.moveaxis(x, axis, -1).astype(np.float64)
+    length = xm.shape[-1]
+    g = _grouped(xm, group_size)
+    zero16 = _fp16_down(g.min(axis=-1))
+    zero = zero16.astype(np.float64)
+    scale16 = _fp16_up((g.max(axis=-1) - zero) / levels)
+    for _ in range(3):  # guard the float64 rounding of the division: zero + L·scale ≥ max
+        short = zero + levels * scale16.astype(np.float64) < g.max(axis=-1)
+        if not short.any():
+            break
+        scale16 = np.where(short, np.nextafter(scale16, np.float16(np.inf)), scale16)
+    if not (np.isfinite(scale16).all() and np.isfinite(zero16).all()):
+        raise ValueError("x has a group whose range (max - min) / (2**bits - 1) exceeds float16 "
+                         f"range ({_FP16_MAX}); received bits={bits}, max range "
+                         f"{float((g.max(-1) - g.min(-1)).max()):.6g}")
+    scale = scale16.astype(np.float64)
+    safe = np.where(scale > 0, scale, 1.0)  # scale 0 only for constant groups: code 0, x̂ = zero
+    codes = np.clip(np.rint((g - zero[..., None]) / safe[..., None]), 0, levels)
+    codes = codes.astype(np.uint8).reshape(*xm.shape[:-1], -1)[..., :length]
+    return UniformCodes(codes=pack_codes(codes, bits), scale=scale16, zero=zero16, bits=bits,
+                        axis=axis, group_size=group_size, shape=x.shape, dtype=x.dtype)
+
+
+def uniform_dequantize(codes: UniformCodes) -> np.ndarray:
+    """Decode :class:`UniformCodes` to an array of the original shape and dtype.
+
+    Examples
+    --------
+    >>> x = np.linspace(-1, 1, 64).reshape(8, 8)
+    >>> c = uniform_quantize(x, 4, axis=0, group_size=8)
+    >>> bool(np.all(np.abs(uniform_dequantize(c) - x) <= c.scale.max() / 2))
+    True
+    """
+    if not isinstance(codes, UniformCodes):
+        raise TypeError(f"codes must be UniformCodes from uniform_quantize; "
+                        f"received {type(codes).__name__}")
+    moved = tuple(np.moveaxis(np.empty(codes.shape, dtype=bool), codes.axis, -1).shape)
+    length = moved[-1]
+    ints = unpack_codes(codes.codes, codes.bits, length).astype(np.float64)
+    g = _grouped(ints, codes.group_size)
+    x_hat = codes.zero.astype(np.float64)[..., None] + codes.scale.astype(np.float64)[..., None] * g
+    x_hat = x_hat.reshape(*moved[:-1], -1)[..., :length]
+    return np.moveaxis(x_hat, -1, codes.axis).astype(codes.dtype)
+
+
+# --------------------------------------------------------------------------- KIVI
+@dataclass(frozen=True, eq=False)
+class KIVICodes:
+    """KIVI codes: quantized keys/values of the first ``N − R`` tokens (None when none)
+    and the float16 window of the last ``R = min(residual, N)`` tokens."""
+
+    keys: UniformCodes | None
+    values: UniformCodes | None
+    key_window: np.ndarray
+    value_window: np.ndarray
+    n_tokens: int
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored."""
+        q = sum(c.nbytes for c in (self.keys, self.values) if c is not None)
+        return int(q + self.key_window.nbytes + self.value_window.nbytes)
+
+
+class KIVIQuantizer:
+    """KIVI (Liu et al., 2024): per-channel keys, per-token values, a float16 window.
+
+    Keys are quantized per channel: each channel's min/max over a group of
+    ``group_size`` tokens. Values are quantized per token: min/max over groups of
+    ``group_size`` channels. The last ``residual`` tokens (the most recent ones) are kept
+    in float16; with ``N ≤ residual`` nothing is quantized.
+
+    Parameters
+    ----------
+    bits : int
+        1..8 bits per quantized element.
+    group_size : int
+        Group length (tokens for keys, channels for values).
+    residual : int
+        Full-precision (float16) window of recent tokens, ≥ 0.
+
+    Examples
+    --------
+    >>> kivi = KIVIQuantizer(2, group_size=32, residual=32)
+    >>> K = np.random.default_rng(0).standard_normal((100, 64))
+    >>> K_hat, V_hat = kivi.decode(kivi.encode(K, K))
+    >>> bool(np.array_equal(K_hat[-32:], K[-32:].astype(np.float16)))
+    True
+    >>> key_bits, value_bits = kivi.stored_bits(100, 64)
+    >>> sum(key_bits.values()) / (100 * 64)  # 2-bit codes + scale/zero + window
+    7.44
+    """
+
+    def __init__(self, bits: int, group_size: int = 32, residual: int = 32):
+        self.bits = check_int(bits, "bits", low=1, high=8)
+        self.group_size = check_int(group_size, "group_size", low=1)
+        self.residual = check_int(residual, "residual", low=0)
+
+    def _window(self, x: np.ndarray, name: str) -> np.ndarray:
+        if x.size and np.abs(x).max() > _FP16_MAX:
+            raise ValueError(f"{name} window tokens must lie within float16 range; "
+                             f"received max |{name}| = {float(np.abs(x).max()):.6g}")
+        return x.astype(np.float16)
+
+    def encode(self, K: Any, V: Any) -> KIVICodes:
+        """Quantize keys and values ``(*batch, N, d)`` (same shape)."""
+        K = as_float_array(K, "K", min_ndim=2)
+        V = as_float_array(V, "V", min_ndim=2)
+        if K.shape != V.shape:
+            raise ValueError(f"K and V must have the same shape (*batch, N, d); "
+                             f"received K {K.shape} and V {V.shape}")
+        n_tokens = K.shape[-2]
+        n_q = max(n_tokens - self.residual, 0)
+        keys = values = None
+        if n_q:
+            keys = uniform_quantize(K[..., :n_q, :], self.bits, axis=-2, group_size=self.group_size)
+            values = uniform_quantize(V[..., :n_q, :], self.bits, axis=-1, group_size=self.group_size)
+        return KIVICodes(keys=keys, values=values,
+                         key_window=self._window(K[..., n_q:, :], "K"),
+                         value_window=self._window(V[..., n_q:, :], "V"),
+                         n_tokens=n_tokens, dtype=K.dtype)
+
+    def decode(self, codes: KIVICodes) -> tuple[np.ndarray, np.ndarray]:
+        """``(K̂, V̂)`` of shape ``(*batch, N, d)`` in the encoded dtype."""
+        if not isinstance(codes, KIVICodes):
+            raise TypeError(f"codes must be KIVICodes from KIVIQuantizer.encode; "
+                            f"received {type(codes).__name__}")
+        out = []
+        for q, w in ((codes.keys, codes.key_window), (codes.values, codes.value_window)):
+            w = w.astype(codes.dtype)
+            out.append(w if q is None else np.concatenate([uniform_dequantize(q), w], axis=-2))
+        return out[0], out[1]
+
+    def stored_bits(self, n_tokens: int, dim: int) -> tuple[dict[str, int], dict[str, int]]:
+        """Bits stored for one head of ``n_tokens`` tokens of dimension ``dim``: (keys, values) by part.
+
+        Keys: ``bits·(N−R)·d`` codes, one fp16 scale and zero per channel per group of
+        tokens (``ceil((N−R)/g)·d`` each), ``16·R·d`` window. Values: ``bits·(N−R)·d``
+        codes, ``(N−R)·ceil(d/g)`` scales and zeros, ``16·R·d`` window; R = min(residual, N).
+        """
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        dim = check_int(dim, "dim", low=1)
+        n_q = max(n_tokens - self.residual, 0)
+        window = _FP16_BITS * (n_tokens - n_q) * dim
+        key_groups = -(-n_q // self.group_size) * dim
+        value_groups = n_q * -(-dim // self.group_size)
+        keys = {"codes": self.bits * n_q * dim, "scales": _FP16_BITS * key_groups,
+                "zeros": _FP16_BITS * key_groups, "window": window}
+        values = {"codes": self.bits * n_q * dim, "scales": _FP16_BITS * value_groups,
+                  "zeros": _FP16_BITS * value_groups, "window": window}
+        return keys, values
+
+    def describe(self) -> dict[str, Any]:
+        """Every setting (bits, group size, window, the grouping of each side)."""
+        return {"quantizer": "kivi", "bits": self.bits, "group_size": self.group_size,
+                "residual": self.residual, "keys": "per_channel (groups of tokens)",
+                "values": "per_token (groups of channels)", "scale_zero_dtype": "float16"}
