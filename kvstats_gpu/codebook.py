@@ -1,0 +1,302 @@
+"""Lloyd–Max scalar encode/decode and the bit-plane code layout, without gathers.
+
+Encode is the count of boundaries below ``x`` (a sum of comparisons, the same as
+``np.searchsorted(boundaries, x)`` with ``side="left"``, which the numpy core uses).
+Decode selects the centroid by comparisons, ``sum_l (code == l) * c_l``: exactly one term
+is non-zero, so the result is exactly the float32 centroid (a telescoping sum of steps
+would round). Codebooks are static (compile-time constants baked into the kernels); they
+are fixed per (bits, dim) and small (at most 256 levels).
+
+Exactness against the numpy core, which compares in float64: boundaries are rounded
+*down* to float32. For a float32 ``x`` and a float64 boundary ``b``, ``x > b`` holds iff
+``x > fl_down(b)`` (fl_down(b) is the largest float32 <= b), so float32 codes equal the
+float64 ``searchsorted`` codes exactly.
+
+Bit-plane layout (the cache layout of :mod:`kvstats_gpu.attention`): ``b``-bit codes of
+``d`` coordinates are stored as ``b`` planes of ``d/8`` bytes; bit ``j`` of byte ``i`` of
+plane ``p`` is bit ``p`` of the code of coordinate ``8i + j``. For ``b = 1`` this is the
+numpy core's ``pack_bits`` (little bit order); for every ``b`` it takes exactly
+``b·d/8`` bytes, it packs and unpacks with shifts (no gathers, no cross-byte codes), and
+coordinate ``8i + j`` of all bytes is one contiguous ``d/8`` slice per ``j``, which is
+how the kernels consume it: they work on the 8 coordinate classes ``j = 0..7`` with the
+query permuted the same way, so nothing is ever interleaved inside a kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+
+from kvstats._checks import check_int
+from kvstats_gpu._common import (as_jax_float, check_finite_concrete, compiler_params, pad_rows,
+                                 resolve_impl, row_block)
+
+
+@dataclass(frozen=True)
+class StaticCodebook:
+    """A Lloyd–Max codebook as hashable float32 constants for the kernels.
+
+    Attributes
+    ----------
+    bits : int
+    centroids : tuple of float
+        ``2**bits`` float32 centroids (increasing).
+    boundaries : tuple of float
+        ``2**bits - 1`` boundaries rounded down to float32 (see module docstring).
+    """
+
+    bits: int
+    centroids: tuple
+    boundaries: tuple
+
+    @classmethod
+    def from_arrays(cls, centroids: Any, boundaries: Any) -> "StaticCodebook":
+        """Build from numpy arrays (e.g. ``Codebook.centroids``, ``Codebook.boundaries``).
+
+        Examples
+        --------
+        >>> cb = StaticCodebook.from_arrays([-1.0, 1.0], [0.0])
+        >>> cb.bits, cb.boundaries
+        (1, (0.0,))
+        """
+        c = np.asarray(centroids, dtype=np.float64)
+        bnd = np.asarray(boundaries, dtype=np.float64)
+        if c.ndim != 1 or c.size < 2 or c.size & (c.size - 1) or c.size > 256:
+            raise ValueError(f"centroids must be 1-D with 2**bits entries, bits in [1, 8]; received shape {c.shape}")
+        if bnd.shape != (c.size - 1,):
+            raise ValueError(f"boundaries must have shape ({c.size - 1},) for {c.size} centroids; "
+                             f"received shape {bnd.shape}")
+        if not (np.isfinite(c).all() and np.isfinite(bnd).all()):
+            raise ValueError("centroids and boundaries must be finite")
+        if np.any(np.diff(c) <= 0) or np.any(np.diff(bnd) <= 0):
+            raise ValueError("centroids and boundaries must be strictly increasing")
+        b32 = bnd.astype(np.float32)
+        too_big = b32.astype(np.float64) > bnd
+        b32[too_big] = np.nextafter(b32[too_big], np.float32(-np.inf))
+        return cls(int(c.size).bit_length() - 1, tuple(float(v) for v in c.astype(np.float32)),
+                   tuple(float(v) for v in b32))
+
+    @classmethod
+    def from_codebook(cls, codebook: Any) -> "StaticCodebook":
+        """Build from a :class:`kvstats.Codebook`."""
+        return cls.from_arrays(codebook.centroids, codebook.boundaries)
+
+
+def _as_static(codebook: Any) -> StaticCodebook:
+    if isinstance(codebook, StaticCodebook):
+        return codebook
+    if hasattr(codebook, "centroids") and hasattr(codebook, "boundaries"):
+        return StaticCodebook.from_codebook(codebook)
+    raise TypeError(f"codebook must be a StaticCodebook or a kvstats Codebook; received {type(codebook).__name__}")
+
+
+def encode_reference(x: Any, codebook: Any) -> jax.Array:
+    """Lloyd–Max codes ``(..., d)`` uint8: the number of boundaries strictly below ``x``.
+
+    Examples
+    --------
+    >>> cb = StaticCodebook.from_arrays([-1.5, -0.5, 0.5, 1.5], [-1.0, 0.0, 1.0])
+    >>> encode_reference([[-2.0, -0.2, 0.0, 3.0]], cb).tolist()
+    [[0, 1, 1, 3]]
+    """
+    cb = _as_static(codebook)
+    x = as_jax_float(x, "x")
+    check_finite_concrete(x, "x")
+    bnd = jnp.asarray(cb.boundaries, jnp.float32)
+    return jnp.sum(x.astype(jnp.float32)[..., None] > bnd, axis=-1).astype(jnp.uint8)
+
+
+def decode_reference(codes: Any, codebook: Any) -> jax.Array:
+    """Centroids of uint8 codes, float32 (an indexed lookup: the reference, not the kernel).
+
+    Examples
+    --------
+    >>> cb = StaticCodebook.from_arrays([-1.5, -0.5, 0.5, 1.5], [-1.0, 0.0, 1.0])
+    >>> decode_reference(np.array([[0, 3]], np.uint8), cb).tolist()
+    [[-1.5, 1.5]]
+    """
+    cb = _as_static(codebook)
+    codes = _check_codes(codes, cb.bits)
+    return jnp.asarray(cb.centroids, jnp.float32)[codes.astype(jnp.int32)]
+
+
+def _check_codes(codes: Any, bits: int) -> jax.Array:
+    codes = jnp.asarray(codes)
+    if codes.dtype != jnp.uint8:
+        raise TypeError(f"codes must be uint8; received dtype {codes.dtype}")
+    if not isinstance(codes, jax.core.Tracer) and codes.size and int(codes.max()) >= 2 ** bits:
+        raise ValueError(f"codes must be < 2**bits = {2 ** bits}; received max {int(codes.max())}")
+    return codes
+
+
+def pack_planes_reference(codes: Any, bits: int) -> jax.Array:
+    """Pack uint8 codes ``(..., d)`` (d a multiple of 8) into bit planes ``(..., bits, d/8)``.
+
+    Examples
+    --------
+    >>> pack_planes_reference(np.array([[1, 0, 0, 0, 0, 0, 0, 3]], np.uint8), 2).tolist()
+    [[[129], [128]]]
+    """
+    bits = check_int(bits, "bits", low=1, high=8)
+    codes = _check_codes(codes, bits)
+    d = codes.shape[-1]
+    if d % 8:
+        raise ValueError(f"codes' last axis must be a multiple of 8; received {d}")
+    c = codes.astype(jnp.uint32).reshape(*codes.shape[:-1], d // 8, 8)
+    p = jnp.arange(bits, dtype=jnp.uint32)[:, None, None]
+    bit = (c[..., None, :, :] >> p) & 1  # (..., bits, d/8, 8)
+    return jnp.sum(bit << jnp.arange(8, dtype=jnp.uint32), axis=-1).astype(jnp.uint8)
+
+
+def unpack_planes_reference(planes: Any) -> jax.Array:
+    """Inverse of :func:`pack_planes_reference`: ``(..., bits, d/8)`` → uint8 ``(..., d)``.
+
+    Examples
+    --------
+    >>> unpack_planes_reference(np.array([[[129], [128]]], np.uint8)).tolist()
+    [[1, 0, 0, 0, 0, 0, 0, 3]]
+    """
+    planes = jnp.asarray(planes)
+    if planes.dtype != jnp.uint8 or planes.ndim < 2:
+        raise TypeError(f"planes must be a uint8 array (..., bits, d/8); received {planes.dtype} {planes.shape}")
+    bits, d8 = planes.shape[-2:]
+    bit = (planes.astype(jnp.uint32)[..., None] >> jnp.arange(8, dtype=jnp.uint32)) & 1  # (..., bits, d8, 8)
+    code = jnp.sum(bit << jnp.arange(bits, dtype=jnp.uint32)[:, None, None], axis=-3)
+    return code.reshape(*planes.shape[:-2], d8 * 8).astype(jnp.uint8)
+
+
+def select_centroid(code: jax.Array, centroids: tuple) -> jax.Array:
+    """``sum_l (code == l) * c_l`` in float32: exactly the centroid, no gather."""
+    out = jnp.zeros(code.shape, jnp.float32)
+    for level, c in enumerate(centroids):
+        out = jnp.where(code == level, jnp.float32(c), out)
+    return out
+
+
+def codes_of_class(plane_vals: list, j: int) -> jax.Array:
+    """Codes of coordinates ``8i + j`` from loaded int32 planes (each ``(T, d/8)``)."""
+    code = (plane_vals[0] >> j) & 1
+    for p in range(1, len(plane_vals)):
+        code = code | (((plane_vals[p] >> j) & 1) << p)
+    return code
+
+
+def _encode_kernel(x_ref, o_ref, *, boundaries: tuple, bits: int, d8: int):
+    # x_ref (T, d) with coordinates class-major (column j*d8 + i holds coordinate 8i+j);
+    # o_ref (bits, T, d8) uint8.
+    planes = [None] * bits
+    for j in range(8):
+        xj = x_ref[:, pl.ds(j * d8, d8)].astype(jnp.float32)
+        code = jnp.zeros(xj.shape, jnp.int32)
+        for bnd in boundaries:
+            code = code + (xj > bnd).astype(jnp.int32)
+        for p in range(bits):
+            bit = ((code >> p) & 1) << j
+            planes[p] = bit if planes[p] is None else planes[p] | bit
+    for p in range(bits):
+        o_ref[p] = planes[p].astype(jnp.uint8)
+
+
+def _decode_kernel(*refs, centroids: tuple, bits: int, d8: int):
+    # refs: bits plane refs (T, d8) uint8, then o_ref (T, d) class-major float32.
+    plane_refs, o_ref = refs[:bits], refs[bits]
+    vals = [r[...].astype(jnp.int32) for r in plane_refs]
+    for j in range(8):
+        o_ref[:, pl.ds(j * d8, d8)] = select_centroid(codes_of_class(vals, j), centroids)
+
+
+def to_class_major(x: jax.Array) -> jax.Array:
+    """Permute the last axis so coordinate ``8i + j`` moves to ``j·d/8 + i`` (an XLA transpose)."""
+    d = x.shape[-1]
+    return jnp.swapaxes(x.reshape(*x.shape[:-1], d // 8, 8), -1, -2).reshape(x.shape)
+
+
+def from_class_major(x: jax.Array) -> jax.Array:
+    """Inverse of :func:`to_class_major`."""
+    d = x.shape[-1]
+    return jnp.swapaxes(x.reshape(*x.shape[:-1], 8, d // 8), -1, -2).reshape(x.shape)
+
+
+def encode_packed(x: Any, codebook: Any, *, impl: str = "auto", interpret: bool | None = None,
+                  block_rows: int | None = None) -> jax.Array:
+    """Encode ``x`` ``(..., d)`` with a Lloyd–Max codebook into bit planes ``(..., bits, d/8)``.
+
+    The kernel fuses comparison-count encoding with bit-plane packing; the reference is
+    ``pack_planes_reference(encode_reference(x))``. Both give identical bytes.
+
+    Examples
+    --------
+    >>> cb = StaticCodebook.from_arrays([-1.5, -0.5, 0.5, 1.5], [-1.0, 0.0, 1.0])
+    >>> x = np.linspace(-2, 2, 32, dtype=np.float32)[None]
+    >>> k = encode_packed(x, cb, impl="pallas", interpret=True)
+    >>> bool((k == encode_packed(x, cb, impl="reference")).all()), k.shape
+    (True, (1, 2, 4))
+    """
+    impl, interpret = resolve_impl(impl, interpret)
+    cb = _as_static(codebook)
+    x = as_jax_float(x, "x")
+    check_finite_concrete(x, "x")
+    d = x.shape[-1]
+    if d % 8:
+        raise ValueError(f"x's last axis must be a multiple of 8; received {d}")
+    if impl == "reference":
+        return pack_planes_reference(encode_reference(x, cb), cb.bits)
+    lead = x.shape[:-1]
+    T = row_block(math.prod(lead), block_rows)
+    x2, n = pad_rows(to_class_major(x), T)
+    d8 = d // 8
+    out = pl.pallas_call(
+        functools.partial(_encode_kernel, boundaries=cb.boundaries, bits=cb.bits, d8=d8),
+        out_shape=jax.ShapeDtypeStruct((cb.bits, x2.shape[0], d8), jnp.uint8),
+        grid=(x2.shape[0] // T,),
+        in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((cb.bits, T, d8), lambda i: (0, i, 0)),
+        compiler_params=compiler_params(),
+        interpret=interpret,
+        name="kvstats_lloyd_max_encode",
+    )(x2)
+    return jnp.moveaxis(out[:, :n], 0, 1).reshape(*lead, cb.bits, d8)
+
+
+def decode_packed(planes: Any, codebook: Any, *, impl: str = "auto", interpret: bool | None = None,
+                  block_rows: int | None = None) -> jax.Array:
+    """Decode bit planes ``(..., bits, d/8)`` to float32 centroids ``(..., d)``.
+
+    Examples
+    --------
+    >>> cb = StaticCodebook.from_arrays([-1.5, -0.5, 0.5, 1.5], [-1.0, 0.0, 1.0])
+    >>> x = np.linspace(-2, 2, 32, dtype=np.float32)[None]
+    >>> xh = decode_packed(encode_packed(x, cb), cb, impl="pallas", interpret=True)
+    >>> sorted(set(np.asarray(xh).ravel().tolist()))
+    [-1.5, -0.5, 0.5, 1.5]
+    """
+    impl, interpret = resolve_impl(impl, interpret)
+    cb = _as_static(codebook)
+    planes = jnp.asarray(planes)
+    if planes.dtype != jnp.uint8 or planes.ndim < 2 or planes.shape[-2] != cb.bits:
+        raise ValueError(f"planes must be uint8 (..., {cb.bits}, d/8) for a {cb.bits}-bit codebook; "
+                         f"received {planes.dtype} {planes.shape}")
+    if impl == "reference":
+        return decode_reference(unpack_planes_reference(planes), cb)
+    lead, d8 = planes.shape[:-2], planes.shape[-1]
+    T = row_block(math.prod(lead), block_rows)
+    p2 = [pad_rows(planes[..., p, :], T)[0] for p in range(cb.bits)]
+    n = math.prod(lead)
+    out = pl.pallas_call(
+        functools.partial(_decode_kernel, centroids=cb.centroids, bits=cb.bits, d8=d8),
+        out_shape=jax.ShapeDtypeStruct((p2[0].shape[0], 8 * d8), jnp.float32),
+        grid=(p2[0].shape[0] // T,),
+        in_specs=[pl.BlockSpec((T, d8), lambda i: (i, 0)) for _ in range(cb.bits)],
+        out_specs=pl.BlockSpec((T, 8 * d8), lambda i: (i, 0)),
+        compiler_params=compiler_params(),
+        interpret=interpret,
+        name="kvstats_lloyd_max_decode",
+    )(*p2)
+    return from_class_major(out[:n]).reshape(*lead, 8 * d8)
