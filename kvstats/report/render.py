@@ -1,0 +1,461 @@
+"""The hypothesis-test report: Markdown, self-contained HTML, CSV tables, JSON, figures."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from kvstats._checks import check_choice, check_int, check_real
+from kvstats.report.tables import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, compare_schemes,
+                                   find_crossovers, summary_table, theory_table)
+
+__all__ = ["Report", "hypothesis_report"]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`hypothesis_report` wrote: its tables and the paths of every file."""
+
+    summary: pd.DataFrame
+    comparisons: pd.DataFrame
+    crossovers: pd.DataFrame
+    theory: pd.DataFrame
+    files: dict[str, Path] = field(default_factory=dict)
+    figures: dict[str, Path] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------- formatting
+def _num(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    if math.isinf(x):
+        return "+inf" if x > 0 else "−inf"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def _p(x: float) -> str:
+    if x < 1e-300:
+        return "<1e-300"
+    return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
+
+
+def _ci(mean: float, low: float, high: float) -> str:
+    if mean == low == high:
+        return _num(mean)
+    return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
+
+
+def _case_title(case: dict[str, Any]) -> str:
+    params = "" if case["params"] in ("-", "") else f" ({case['params']})"
+    return f"{case['distribution']}{params}, d = {case['dim']}, N = {case['n_keys']}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines)
+
+
+class _Doc:
+    """Blocks rendered to both Markdown and HTML."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[str, Any]] = []
+
+    def h(self, level: int, text: str) -> None:
+        self.blocks.append((f"h{level}", text))
+
+    def p(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def ul(self, items: Sequence[str]) -> None:
+        self.blocks.append(("ul", list(items)))
+
+    def table(self, df: pd.DataFrame) -> None:
+        self.blocks.append(("table", df))
+
+    def fig(self, path: Path, caption: str) -> None:
+        self.blocks.append(("fig", (path, caption)))
+
+    def markdown(self, root: Path) -> str:
+        out = []
+        for kind, value in self.blocks:
+            if kind.startswith("h"):
+                out.append("#" * int(kind[1]) + " " + value)
+            elif kind == "p":
+                out.append(value)
+            elif kind == "ul":
+                out.append("\n".join(f"- {v}" for v in value))
+            elif kind == "table":
+                out.append(_md_table(value))
+            else:
+                path, caption = value
+                out.append(f"![{caption}]({os.path.relpath(path, root)})\n\n*{caption}*")
+        return "\n\n".join(out) + "\n"
+
+    def html(self, title: str) -> str:
+        body = []
+        for kind, value in self.blocks:
+            if kind.startswith("h"):
+                body.append(f"<{kind}>{html.escape(value)}</{kind}>")
+            elif kind == "p":
+                body.append(f"<p>{_inline(value)}</p>")
+            elif kind == "ul":
+                body.append("<ul>" + "".join(f"<li>{_inline(v)}</li>" for v in value) + "</ul>")
+            elif kind == "table":
+                body.append(value.to_html(index=False, escape=True, border=0, classes="t"))
+            else:
+                path, caption = value
+                data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+                body.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
+                 "line-height:1.45}table.t{border-collapse:collapse;font-size:12px;margin:0.5em 0}"
+                 "table.t td,table.t th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+                 "table.t th{background:#f2f2f2}img{max-width:100%}figcaption{font-style:italic;"
+                 "font-size:13px}code{background:#f4f4f4;padding:0 3px}")
+        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
+                + "\n".join(body) + "\n</body></html>\n")
+
+
+def _inline(text: str) -> str:
+    """Escape, then render Markdown's `code` and **bold** spans."""
+    text = html.escape(text)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+def _jsonable(obj: Any) -> Any:
+    """Non-finite floats become the strings "inf", "-inf", "nan" (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        x = float(obj)
+        return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return _jsonable(df.to_dict(orient="records"))
+
+
+# ---------------------------------------------------------------------- the report
+def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Wide, formatted table: one row per scheme at one case and budget."""
+    rows = []
+    for scheme, grp in summary.groupby("scheme", sort=False):
+        g = grp.set_index("metric")
+        row = {"scheme": scheme, "bits nominal": _num(g["bits_nominal"].iloc[0]),
+               "bits total": _num(g["bits_total"].iloc[0])}
+        for m in METRICS:
+            row[m] = _ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"])
+        row["kl p99"] = _num(g.loc["kl", "p99"])
+        row["kl max"] = _num(g.loc["kl", "max"])
+        row["trials"] = int(g.loc["kl", "n_trials"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
+    """Formatted pair × metric table (Mann–Whitney beside KS) plus energy rows."""
+    rows = []
+    mw = comp[comp["test"] == "mann_whitney"]
+    ks = comp[comp["test"] == "ks"].set_index(["scheme_a", "scheme_b", "metric"])
+    for r in mw.itertuples(index=False):
+        row = {"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": r.metric,
+               "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
+               "r [95% CI]": f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
+               "U": _num(r.statistic, 6), "p adj (MW)": _p(r.pvalue_adjusted)}
+        key = (r.scheme_a, r.scheme_b, r.metric)
+        if key in ks.index:
+            k = ks.loc[key]
+            row["KS D"] = _num(k["statistic"], 3)
+            row["p adj (KS)"] = _p(k["pvalue_adjusted"]) + (" †" if k["note"] else "")
+        row["winner"] = r.winner
+        rows.append(row)
+    for r in comp[comp["test"] == "energy"].itertuples(index=False):
+        rows.append({"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": "6D energy (standardised)",
+                     "mean a": "", "mean b": "", "r [95% CI]": "", "U": "",
+                     "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
+                     "p adj (KS)": f"p adj = {_p(r.pvalue_adjusted)}",
+                     "winner": "distributions differ" if r.significant else "no significant difference"})
+    return pd.DataFrame(rows)
+
+
+def _theory_fmt(theory: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in theory.itertuples(index=False):
+        rows.append({"case": _case_title(r._asdict()), "n": f"{r.budget:g}", "quantity": r.quantity,
+                     "scheme": r.scheme, "predicted": _num(r.predicted),
+                     "asymptotic": _num(r.predicted_asymptotic),
+                     "measured [95% CI]": _ci(r.measured, r.ci_low, r.ci_high),
+                     "measured / predicted": _num(r.measured / r.predicted)
+                     if r.quantity != "k_snr_db" else f"{r.measured - r.predicted:+.2f} dB"})
+    return pd.DataFrame(rows)
+
+
+def _options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    defaults = {"alpha": 0.05, "correction": "holm", "energy_resamples": 499,
+                "bootstrap_resamples": 999, "seed": 0, "figures": True, "confidence": 0.95}
+    cfg = dict(getattr(getattr(result, "config", None), "report", {}) or {})
+    unknown = set(cfg) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown report option(s) {sorted(unknown)} in the config; allowed: "
+                         f"{sorted(defaults)} (and comparisons)")
+    opts = {**defaults, **cfg, **{k: v for k, v in overrides.items() if v is not None}}
+    opts["alpha"] = check_real(opts["alpha"], "alpha", low=0, high=1, low_open=True, high_open=True)
+    opts["correction"] = check_choice(opts["correction"], "correction", ["holm", "fdr_bh"])
+    opts["energy_resamples"] = check_int(opts["energy_resamples"], "energy_resamples", low=1)
+    opts["bootstrap_resamples"] = check_int(opts["bootstrap_resamples"], "bootstrap_resamples", low=1)
+    opts["seed"] = check_int(opts["seed"], "seed", low=0)
+    return opts
+
+
+def hypothesis_report(result: Any, out_dir: str | os.PathLike, *, alpha: float | None = None,
+                      correction: str | None = None,
+                      comparisons: Sequence[tuple[str, str]] | None = None,
+                      energy_resamples: int | None = None, bootstrap_resamples: int | None = None,
+                      seed: int | None = None, figures: bool | None = None) -> Report:
+    """Write the hypothesis-test report of a sweep to ``out_dir``.
+
+    Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
+    base64 PNG), ``report.json`` (every number, non-finite values as strings),
+    ``tables/{summary,comparisons,crossovers,theory}.csv`` and ``figures/*.{png,svg}``.
+
+    Contents: per case and budget, every scheme's mean and bootstrap 95% CI of each
+    metric with KL p99/max and bits per coordinate (nominal and with overhead); pairwise
+    Mann–Whitney (rank-biserial r with CI), KS and standardised 6D energy tests with every
+    p-value of the report adjusted together (Holm, or Benjamini–Hochberg with
+    ``correction="fdr_bh"``) and the winner per metric; crossovers of the winner across
+    budgets; closed-form predictions beside measurements; the figures.
+
+    Parameters
+    ----------
+    result : SweepResult or path
+        A :func:`kvstats.run_sweep` result or a sweep output directory.
+    out_dir : path
+        Where to write.
+    alpha, correction, energy_resamples, bootstrap_resamples, seed, figures : optional
+        Override the config's ``[report]`` options (defaults 0.05, "holm", 499, 999, 0,
+        True).
+    comparisons : sequence of (str, str), optional
+        Scheme pairs (default: the config's ``comparisons``).
+
+    Returns
+    -------
+    Report
+
+    Examples
+    --------
+    >>> import kvstats, tempfile
+    >>> res = kvstats.run_sweep({"schemes": ["KV", "KQV", "QKQV"], "budgets": [3, 4],
+    ...     "distributions": ["gaussian"], "dims": [32], "n_keys": [64], "n_trials": 20},
+    ...     executor="serial", progress=False)
+    >>> rep = kvstats.hypothesis_report(res, tempfile.mkdtemp(), energy_resamples=99,
+    ...                                 bootstrap_resamples=199, figures=False)
+    >>> sorted(rep.files)
+    ['comparisons', 'crossovers', 'html', 'json', 'markdown', 'summary', 'theory']
+    """
+    from kvstats.sweep import SweepResult, load_result
+
+    if isinstance(result, (str, os.PathLike)):
+        result = load_result(result)
+    if not isinstance(result, SweepResult):
+        raise TypeError(f"result must be a SweepResult or a sweep directory; received {type(result).__name__}")
+    opts = _options(result, {"alpha": alpha, "correction": correction, "energy_resamples": energy_resamples,
+                             "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures})
+    if comparisons is None:
+        comparisons = result.config.comparisons
+    out = Path(out_dir)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    tic = time.perf_counter()
+    frame = result.frame
+
+    summary = summary_table(frame, confidence=opts["confidence"], n_resamples=opts["bootstrap_resamples"],
+                            seed=opts["seed"])
+    comp = compare_schemes(frame, comparisons, alpha=opts["alpha"], correction=opts["correction"],
+                           energy_resamples=opts["energy_resamples"], seed=opts["seed"])
+    cross = find_crossovers(comp)
+    theory = theory_table(frame, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+
+    files: dict[str, Path] = {}
+    for name, df in (("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)):
+        files[name] = out / "tables" / f"{name}.csv"
+        df.to_csv(files[name], index=False)
+
+    figs: dict[str, Path] = {}
+    if opts["figures"]:
+        figs = _figures(frame, comp, comparisons, out / "figures")
+
+    doc = _document(result, summary, comp, cross, theory, figs, opts)
+    files["markdown"] = out / "report.md"
+    files["markdown"].write_text(doc.markdown(out))
+    files["html"] = out / "report.html"
+    files["html"].write_text(doc.html("kvstats hypothesis report"))
+    payload = {"options": opts, "manifest": result.manifest, "summary": _records(summary),
+               "comparisons": _records(comp), "crossovers": _records(cross), "theory": _records(theory),
+               "figures": {k: str(v) for k, v in figs.items()},
+               "seconds": round(time.perf_counter() - tic, 3)}
+    files["json"] = out / "report.json"
+    files["json"].write_text(json.dumps(_jsonable(payload), indent=1, allow_nan=False, default=str))
+    return Report(summary, comp, cross, theory, files, figs)
+
+
+def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons, fig_dir: Path) -> dict[str, Path]:
+    from kvstats.report.plots import (plot_crossover, plot_kl_vs_bits, plot_lowrank_vs_heavytail,
+                                      plot_recall_vs_bits, plot_shannon_phi, save_figure,
+                                      scheme_palette)
+
+    palette = scheme_palette(frame["scheme"])
+    figs: dict[str, Path] = {}
+    for _, case in frame[list(CASE_COLUMNS)].drop_duplicates().iterrows():
+        slug = _slug(_case_title(case.to_dict()))
+        sel = dict(distribution=case["distribution"], params=case["params"], dim=int(case["dim"]),
+                   n_keys=int(case["n_keys"]))
+        for place in ("k", "v", "t"):
+            name = f"shannon_phi_{place}_{slug}"
+            try:
+                fig = plot_shannon_phi(frame, place, palette=palette, max_points=300, **sel)
+            except ValueError:  # e.g. only exact reconstructions: nothing finite to draw
+                continue
+            figs[name] = save_figure(fig, fig_dir / name)["png"]
+    figs["kl_vs_bits"] = save_figure(plot_kl_vs_bits(frame, palette=palette), fig_dir / "kl_vs_bits")["png"]
+    figs["recall_vs_bits"] = save_figure(plot_recall_vs_bits(frame, palette=palette),
+                                         fig_dir / "recall_vs_bits")["png"]
+    for a, b in comparisons:
+        rows = comp[(comp["scheme_a"] == a) & (comp["scheme_b"] == b) & (comp["test"] == "mann_whitney")
+                    & (comp["budget"] == comp["budget_b"])]
+        if rows["budget"].nunique() >= 2:
+            name = f"crossover_{_slug(a)}_vs_{_slug(b)}"
+            figs[name] = save_figure(plot_crossover(comp, pair=(a, b)), fig_dir / name)["png"]
+    if {"low_rank", "heavy_tailed"} <= set(frame["distribution"]):
+        figs["lowrank_vs_heavytail"] = save_figure(plot_lowrank_vs_heavytail(frame, palette=palette),
+                                                   fig_dir / "lowrank_vs_heavytail")["png"]
+    return figs
+
+
+def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
+    doc = _Doc()
+    man = result.manifest
+    cfg = result.config
+    n_tests = len(comp)
+    doc.h(1, "kvstats hypothesis report")
+    git = man.get("git") or {}
+    doc.ul([
+        f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell, {cfg.n_queries} "
+        f"quer{'y' if cfg.n_queries == 1 else 'ies'} per trial, root seed {man.get('seed')}; "
+        f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
+        f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
+        f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
+        f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
+        "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + ".",
+        f"Tests: {n_tests} p-values (Mann–Whitney and KS per metric, a standardised 6D energy "
+        f"permutation test with {opts['energy_resamples']} permutations per pair), adjusted together "
+        f"by **{opts['correction']}** at α = {opts['alpha']}. Means with {int(opts['confidence'] * 100)}% "
+        f"bootstrap CIs (BCa, {opts['bootstrap_resamples']} resamples).",
+        "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
+        "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p < α; "
+        "otherwise: no significant difference. r is the rank-biserial correlation, positive when "
+        "the first scheme's values tend to be larger.",
+        "Unit of observation: the trial (an independent K, V, q and an independent draw of the "
+        "scheme's randomness). All schemes of a case see the same trials; the two-sample tests "
+        "ignore that pairing, which makes them conservative, not anti-conservative.",
+    ])
+
+    doc.h(2, "Crossovers of the winner across budgets")
+    if cross.empty:
+        doc.p("No metric was tested at two or more budgets.")
+    else:
+        found = cross[cross["crossover"]]
+        if found.empty:
+            doc.p("**No crossover**: for every case, pair and metric, no two budgets have opposite "
+                  "significant winners.")
+        else:
+            doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
+            doc.ul(found["description"].tolist())
+        kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
+        if not kl.empty:
+            doc.p("Attention KL, winners by budget (no crossover):")
+            doc.ul([f"{_case_title(r._asdict())}, {r.scheme_a} vs {r.scheme_b}: {r.winners}"
+                    for r in kl.itertuples(index=False)])
+
+    doc.h(2, "Theory beside measurement")
+    if theory.empty:
+        doc.p("No scheme with a closed-form prediction (KV, KQV, QKQV, turboquant_*) at integer budgets.")
+    else:
+        doc.p("`k_snr_db`: predicted per-key SNR of the keys from the Lloyd–Max distortion D_n of "
+              "the sphere-coordinate density (relative MSE d_pad·D_n; with a 1-bit Gaussian QJL "
+              "residual d_pad·D_{n−1}·(π/2 − 1/d_pad)); exact for Gaussian keys, a yardstick "
+              "otherwise. `ip_var_ratio_same_budget`: variance of the q·k error of QKQV over KQV at "
+              "equal n, predicted (π/2 − 1/d_pad)·D_{n−1}/D_n (→ 2π). `ip_var_ratio_residual`: QKQV "
+              "at n over KQV at n−1, predicted π/2 − 1/d_pad (→ π/2). See kvstats.report.theory_table.")
+        doc.table(_theory_fmt(theory))
+
+    for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
+                            "(95% CI)."), ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate "
+                                           "with overhead (95% CI)."),
+                           ("lowrank_vs_heavytail", "Per-trial KL on low-rank, heavy-tailed and "
+                            "Gaussian keys.")):
+        if fname in figs:
+            doc.fig(figs[fname], caption)
+    for name, path in figs.items():
+        if name.startswith("crossover_"):
+            doc.fig(path, f"Rank-biserial r across budgets ({name[10:].replace('_vs_', ' vs ')}); "
+                    "positive = first scheme better; filled = significant after adjustment.")
+
+    for case_key, case_sum in summary.groupby(list(CASE_COLUMNS), sort=False):
+        case = dict(zip(CASE_COLUMNS, case_key))
+        title = _case_title(case)
+        doc.h(2, title)
+        slug = _slug(title)
+        for place in ("k", "v", "t"):
+            name = f"shannon_phi_{place}_{slug}"
+            if name in figs:
+                doc.fig(figs[name], f"Shannon–φ plane ({place.upper()}), {title}.")
+        case_comp = comp
+        for col in CASE_COLUMNS:
+            case_comp = case_comp[case_comp[col] == case[col]]
+        for budget, bsum in case_sum.groupby("budget", sort=True):
+            doc.h(3, f"{title}: n = {budget:g} bits per coordinate")
+            doc.table(_scheme_table(bsum))
+            bcomp = case_comp[case_comp["budget"] == budget]
+            if not bcomp.empty:
+                doc.table(_comparison_table(bcomp))
+    doc.p("† KS p-value with tied values: conservative. Full-precision numbers: tables/*.csv and "
+          "report.json.")
+    return doc
