@@ -1,0 +1,232 @@
+"""QJL sketching (keys → packed sign bits + norms) and scoring, as Pallas kernels.
+
+Bits are exactly the numpy core's (:func:`kvstats.quant.qjl.qjl_encode`): bit ``j`` of
+byte ``i`` is ``S[8i + j] · k >= 0`` (``sign(0) = +1``), little bit order as in the QJL
+CUDA kernels. The kernel never gathers: the sketch rows are permuted class-major on the
+host (row ``j·m/8 + i`` holds ``S[8i + j]``), so the projections of bit class ``j`` of
+every byte are one contiguous ``(T, m/8)`` product, and a byte is ``sum_j bit_j << j``.
+Scoring reverses this: ``<S q, sign(S k)> = sum_j <(S q)_class j, 2·((byte >> j) & 1) − 1>``,
+eight small matmuls per token block, with the ±1 signs made by shifts and ands.
+
+float32 projections decide the sign; the numpy core decides in float64, so a projection
+within float32 rounding of 0 (relative ~1e-7 of ‖S_i‖‖k‖) may get the other bit. The tests
+check exact equality on dyadic inputs (exact in both precisions, including exact zeros)
+and bound the mismatches on Gaussian inputs to those near-zero projections.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+
+from kvstats._checks import check_real
+from kvstats_gpu._common import (MIN_DOT, as_jax_float, check_finite_concrete, compiler_params, dot_nt,
+                                 next_pow2, pad_rows, resolve_impl, row_block)
+from kvstats_gpu.codebook import to_class_major
+
+
+def check_sketch(sketch: Any, dim: int | None = None, name: str = "sketch") -> jax.Array:
+    """Validate a sketch matrix ``(m, d)`` with m a multiple of 8; returns float32."""
+    s = as_jax_float(getattr(sketch, "matrix", sketch), name, min_ndim=2)
+    check_finite_concrete(s, name)
+    if s.ndim != 2 or s.shape[0] % 8:
+        raise ValueError(f"{name} must be a 2-D (m, d) matrix with m a multiple of 8 (one shared draw); "
+                         f"received shape {s.shape}")
+    if dim is not None and s.shape[1] != dim:
+        raise ValueError(f"{name} must have {dim} columns (the vectors' dimension); received shape {s.shape}")
+    return s.astype(jnp.float32)
+
+
+def qjl_sketch_reference(k: Any, sketch: Any) -> tuple[jax.Array, jax.Array]:
+    """Packed signs ``(..., m/8)`` uint8 of ``S k`` and float32 norms ``(...)`` (plain jnp).
+
+    Parameters
+    ----------
+    k : array ``(..., d)``
+    sketch : array ``(m, d)`` or a :class:`kvstats.quant.qjl.Sketch` (its ``.matrix``)
+
+    Examples
+    --------
+    >>> S = np.eye(8); k = np.array([[1.0, -1, 0, 2, -3, 0, 0, -1]], np.float32)
+    >>> bits, norms = qjl_sketch_reference(k, S)
+    >>> int(bits[0, 0]) == 0b01101101, float(norms[0]) == 4.0
+    (True, True)
+    """
+    k = as_jax_float(k, "k")
+    check_finite_concrete(k, "k")
+    s = check_sketch(sketch, k.shape[-1])
+    kf = k.astype(jnp.float32)
+    proj = jnp.matmul(kf, s.T, precision=jax.lax.Precision.HIGHEST)
+    bits = (proj >= 0).astype(jnp.uint32).reshape(*proj.shape[:-1], -1, 8)
+    packed = jnp.sum(bits << jnp.arange(8, dtype=jnp.uint32), axis=-1).astype(jnp.uint8)
+    return packed, jnp.sqrt(jnp.sum(kf * kf, axis=-1))
+
+
+def _sketch_kernel(k_ref, s_ref, bits_ref, norm_ref, *, m8: int):
+    k = k_ref[...]
+    packed = None
+    for j in range(8):
+        proj = dot_nt(k, s_ref[pl.ds(j * m8, m8), :])  # projections on rows 8i + j
+        bit = (proj >= 0).astype(jnp.int32) << j
+        packed = bit if packed is None else packed | bit
+    bits_ref[...] = packed.astype(jnp.uint8)
+    kf = k.astype(jnp.float32)
+    norm_ref[...] = jnp.sqrt(jnp.sum(kf * kf, axis=1))
+
+
+def qjl_sketch(k: Any, sketch: Any, *, impl: str = "auto", interpret: bool | None = None,
+               block_rows: int | None = None) -> tuple[jax.Array, jax.Array]:
+    """QJL-encode keys: packed sign bits ``(..., m/8)`` uint8 and float32 norms ``(...)``.
+
+    Same result as :func:`qjl_sketch_reference` (bit-exact for the same float32
+    projections); ``impl``/``interpret``/``block_rows`` as in :mod:`kvstats_gpu`.
+    float32 keys are projected at IEEE float32 precision; bf16 keys use the bf16 sketch
+    on the tensor cores (then the bits are those of the bf16-rounded sketch).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> S = rng.normal(size=(128, 64)); k = rng.normal(size=(3, 64)).astype(np.float32)
+    >>> b1, n1 = qjl_sketch(k, S, impl="pallas", interpret=True)
+    >>> b2, n2 = qjl_sketch_reference(k, S)
+    >>> bool((b1 == b2).all()), b1.shape
+    (True, (3, 16))
+    """
+    impl, interpret = resolve_impl(impl, interpret)
+    if impl == "reference":
+        return qjl_sketch_reference(k, sketch)
+    k = as_jax_float(k, "k")
+    check_finite_concrete(k, "k")
+    s = check_sketch(sketch, k.shape[-1])
+    m, d = s.shape
+    lead = k.shape[:-1]
+    T = row_block(math.prod(lead), block_rows)
+    k2, n = pad_rows(k, T)
+    s_cm = to_class_major(s.T).T.astype(k.dtype if k.dtype != jnp.float16 else jnp.float32)
+    bits, norms = pl.pallas_call(
+        functools.partial(_sketch_kernel, m8=m // 8),
+        out_shape=(jax.ShapeDtypeStruct((k2.shape[0], m // 8), jnp.uint8),
+                   jax.ShapeDtypeStruct((k2.shape[0],), jnp.float32)),
+        grid=(k2.shape[0] // T,),
+        in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0)), pl.BlockSpec((m, d), lambda i: (0, 0))],
+        out_specs=(pl.BlockSpec((T, m // 8), lambda i: (i, 0)), pl.BlockSpec((T,), lambda i: (i,))),
+        compiler_params=compiler_params(),
+        interpret=interpret,
+        name="kvstats_qjl_sketch",
+    )(k2, s_cm)
+    return bits[:n].reshape(*lead, m // 8), norms[:n].reshape(lead)
+
+
+def unpack_signs_reference(bits: jax.Array, m: int) -> jax.Array:
+    """Packed bits ``(..., m/8)`` → float32 ±1 ``(..., m)`` (bit 1 ↦ +1)."""
+    b = (bits.astype(jnp.uint32)[..., None] >> jnp.arange(8, dtype=jnp.uint32)) & 1
+    return (2.0 * b.reshape(*bits.shape[:-1], m).astype(jnp.float32) - 1.0)
+
+
+def _check_scores_args(q, bits, norms, sketch, scale):
+    q = as_jax_float(q, "q", min_ndim=3)
+    check_finite_concrete(q, "q")
+    s = check_sketch(sketch, q.shape[-1])
+    bits = jnp.asarray(bits)
+    norms = as_jax_float(norms, "norms", min_ndim=2)
+    if bits.dtype != jnp.uint8 or bits.ndim != 3 or bits.shape[-1] != s.shape[0] // 8:
+        raise ValueError(f"bits must be uint8 (H, N, m/8) with m/8 = {s.shape[0] // 8}; "
+                         f"received {bits.dtype} {bits.shape}")
+    if q.ndim != 3 or q.shape[0] != bits.shape[0]:
+        raise ValueError(f"q must be (H, G, d) with H = {bits.shape[0]} (bits' heads); received {q.shape}")
+    if norms.shape != bits.shape[:2]:
+        raise ValueError(f"norms must have shape {bits.shape[:2]} (H, N); received {norms.shape}")
+    scale = check_real(float(math.sqrt(math.pi / 2) / s.shape[0]) if scale is None else scale, "scale",
+                       low=0.0, low_open=True)
+    return q, bits, norms.astype(jnp.float32), s, scale
+
+
+def qjl_scores_reference(q: Any, bits: Any, norms: Any, sketch: Any, scale: float | None = None) -> jax.Array:
+    """Estimated scores ``scale · ‖k‖ · <S q, sign(S k)>``, ``(H, G, N)`` float32 (plain jnp).
+
+    Parameters
+    ----------
+    q : array ``(H, G, d)``
+        The G query heads of each of H KV heads (grouped-query attention).
+    bits : uint8 ``(H, N, m/8)``; norms : ``(H, N)``
+        From :func:`qjl_sketch` (or the numpy core's ``QJLCodes``).
+    sketch : ``(m, d)`` matrix or numpy ``Sketch``
+    scale : float, optional
+        The estimator's constant: ``Sketch.scale`` (√(π/2)/m for Gaussian rows, the
+        exact finite-d constant for orthogonal rows). Default √(π/2)/m.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> S = rng.normal(size=(64, 16)); k = rng.normal(size=(1, 5, 16)); q = rng.normal(size=(1, 2, 16))
+    >>> bits, norms = qjl_sketch_reference(k, S)
+    >>> qjl_scores_reference(q, bits, norms, S).shape
+    (1, 2, 5)
+    """
+    q, bits, norms, s, scale = _check_scores_args(q, bits, norms, sketch, scale)
+    hp = jax.lax.Precision.HIGHEST
+    sq = jnp.matmul(q.astype(jnp.float32), s.T, precision=hp)
+    signs = unpack_signs_reference(bits, s.shape[0])
+    return scale * norms[:, None, :] * jnp.matmul(sq, jnp.swapaxes(signs, -1, -2), precision=hp)
+
+
+def _scores_kernel(sq_ref, bits_ref, norm_ref, o_ref, *, m8: int, scale: float):
+    # sq_ref (Gp, m) class-major sketched queries; bits_ref (T, m8); norm_ref (T,)
+    byte = bits_ref[...].astype(jnp.int32)
+    acc = None
+    for j in range(8):
+        sign = (((byte >> j) & 1) * 2 - 1).astype(jnp.float32)
+        part = dot_nt(sq_ref[:, pl.ds(j * m8, m8)], sign)
+        acc = part if acc is None else acc + part
+    o_ref[...] = acc * (scale * norm_ref[...].astype(jnp.float32))[None, :]
+
+
+def qjl_scores(q: Any, bits: Any, norms: Any, sketch: Any, scale: float | None = None, *,
+               impl: str = "auto", interpret: bool | None = None, block_tokens: int = 128) -> jax.Array:
+    """QJL score estimates of all query heads against all packed keys, ``(H, G, N)`` float32.
+
+    One program per (KV head, block of ``block_tokens`` keys); the G query heads of the
+    KV head (padded to >= 16 rows for the tensor cores) share every unpacked sign block.
+    Arguments as in :func:`qjl_scores_reference`.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> S = rng.normal(size=(128, 64)); k = rng.normal(size=(2, 40, 64)); q = rng.normal(size=(2, 4, 64))
+    >>> bits, norms = qjl_sketch_reference(k, S)
+    >>> a = qjl_scores(q, bits, norms, S, impl="pallas", interpret=True, block_tokens=16)
+    >>> bool(np.allclose(a, qjl_scores_reference(q, bits, norms, S), rtol=1e-5, atol=1e-4))
+    True
+    """
+    impl, interpret = resolve_impl(impl, interpret)
+    q, bits, norms, s, scale = _check_scores_args(q, bits, norms, sketch, scale)
+    if impl == "reference":
+        return qjl_scores_reference(q, bits, norms, s, scale)
+    T = row_block(0, block_tokens)
+    H, G, _ = q.shape
+    N, m = bits.shape[1], s.shape[0]
+    Gp = max(MIN_DOT, next_pow2(G))
+    sq = jnp.matmul(q.astype(jnp.float32), s.T, precision=jax.lax.Precision.HIGHEST)
+    sq = to_class_major(jnp.pad(sq, ((0, 0), (0, Gp - G), (0, 0))))
+    Np = -(-N // T) * T
+    bits_p = jnp.pad(bits, ((0, 0), (0, Np - N), (0, 0)))
+    norms_p = jnp.pad(norms, ((0, 0), (0, Np - N)))
+    out = pl.pallas_call(
+        functools.partial(_scores_kernel, m8=m // 8, scale=scale),
+        out_shape=jax.ShapeDtypeStruct((H, Gp, Np), jnp.float32),
+        grid=(H, Np // T),
+        in_specs=[pl.BlockSpec((None, Gp, m), lambda h, t: (h, 0, 0)),
+                  pl.BlockSpec((None, T, m // 8), lambda h, t: (h, t, 0)),
+                  pl.BlockSpec((None, T), lambda h, t: (h, t))],
+        out_specs=pl.BlockSpec((None, Gp, T), lambda h, t: (h, 0, t)),
+        compiler_params=compiler_params(),
+        interpret=interpret,
+        name="kvstats_qjl_scores",
+    )(sq, bits_p, norms_p)
+    return out[:, :G, :N]
