@@ -1,0 +1,187 @@
+"""End-to-end quality of a quantized KV cache, as llama.cpp's KL-divergence mode reports it.
+
+The full-precision model (float32 ``DynamicCache``) and the same model reading its keys
+and values from a :class:`~kvstats.models.QuantizedCache` see the same token stream
+(teacher forcing); at every position the next-token distributions are compared:
+``KL(p_ref || p_quant)``, top-1 agreement, and the log-likelihood of the true next token
+(perplexity).
+
+Two ways to run the quantized model, both teacher-forced:
+
+- ``mode="prefill"``: one forward pass over the whole text through the quantized cache.
+  Every key and value is coded before attention reads it, so for per-vector schemes with
+  ``window=0`` this is exactly token-by-token decoding (verified in ``tests/models``) and
+  costs one pass; it is also what llama.cpp's perplexity/KL mode does.
+- ``mode="decode"``: a prefill of ``prefill_tokens`` tokens, then one token at a time, so
+  a full-precision window and token-grouped schemes (KIVI) behave as in generation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kvstats._checks import check_choice, check_int
+
+MODES = ("prefill", "decode")
+
+
+def _token_ids(tokenizer, texts, max_tokens, context):
+    if isinstance(texts, str) or not hasattr(texts, "__len__") or len(texts) == 0:
+        raise TypeError(f"texts must be a non-empty list of strings; received {texts!r:.80}")
+    out = []
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise TypeError(f"texts must be non-empty strings; item {i} is {text!r:.80}")
+        ids = list(tokenizer(text, add_special_tokens=True)["input_ids"])
+        if max_tokens is not None:
+            ids = ids[:max_tokens]
+        if context is not None and len(ids) > context:
+            raise ValueError(f"texts must fit the model's context: text {i} has {len(ids)} tokens "
+                             f"but max_position_embeddings={context}; pass max_tokens <= {context}")
+        if len(ids) < 2:
+            raise ValueError(f"texts must have at least 2 tokens; text {i} has {len(ids)}")
+        out.append(ids)
+    return out
+
+
+def _log_probs(model, ids, cache, mode, prefill_tokens):
+    import torch
+
+    x = torch.tensor([ids], dtype=torch.long)
+    with torch.inference_mode():
+        if mode == "prefill" or cache is None:
+            logits = model(input_ids=x, cache=cache, use_cache=cache is not None).logits[0]
+        else:
+            p = min(prefill_tokens, len(ids))
+            chunks = [model(input_ids=x[:, :p], cache=cache, use_cache=True).logits[0]]
+            for t in range(p, len(ids)):
+                chunks.append(model(input_ids=x[:, t:t + 1], cache=cache, use_cache=True).logits[0])
+            logits = torch.cat(chunks, dim=0)
+        return torch.log_softmax(logits.double(), dim=-1)
+
+
+def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, mode="prefill",
+               prefill_tokens=16, max_tokens=None, **scheme_params) -> pd.DataFrame:
+    """Per-position comparison of the quantized-cache model with the full-precision one.
+
+    Parameters
+    ----------
+    model, tokenizer
+        From :func:`kvstats.models.load_model`.
+    texts : list of str
+        Each text is one teacher-forced stream (truncated to ``max_tokens`` if given).
+    scheme : str
+        A :data:`kvstats.SCHEMES` name or ``"K{a}V{b}"``.
+    bits : int or None
+        Budget in bits per coordinate (None for identity / mixed names).
+    seed, window, **scheme_params
+        Passed to :class:`~kvstats.models.QuantizedCache` (a fresh cache per text, seeded
+        ``seed + text index`` so texts are independent draws of the scheme's randomness).
+    mode : {"prefill", "decode"}
+        See the module docstring.
+    prefill_tokens : int
+        Prompt tokens processed at once before decoding (``mode="decode"``).
+    max_tokens : int, optional
+        Truncate every text to this many tokens.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (text, position) predicting the next token, positions ``0..n-2``:
+        ``scheme, bits, window, mode, text, position, kl, top1_ref, top1_quant,
+        top1_agree, nll_ref, nll_quant``; ``attrs["bytes_per_token"]`` and
+        ``attrs["fp16_bytes_per_token"]`` give the cache's stored memory (mean over texts).
+        Summarize with :func:`summarize_quality`.
+
+    Raises
+    ------
+    ValueError
+        Unknown scheme or mode, texts longer than the model's context.
+
+    Examples
+    --------
+    >>> from kvstats.models import load_model, kl_quality, summarize_quality
+    >>> model, tok = load_model()                                          # doctest: +SKIP
+    >>> df = kl_quality(model, tok, ["The quick brown fox."], "KQV", 4)    # doctest: +SKIP
+    >>> summarize_quality(df)[["mean_kl", "top1_agreement"]]               # doctest: +SKIP
+    """
+    import torch
+
+    from kvstats.models.cache import QuantizedCache
+
+    mode = check_choice(mode, "mode", MODES)
+    prefill_tokens = check_int(prefill_tokens, "prefill_tokens", low=1)
+    seed = check_int(seed, "seed", low=0)
+    if max_tokens is not None:
+        max_tokens = check_int(max_tokens, "max_tokens", low=2)
+    QuantizedCache(scheme, bits, seed=seed, window=window, **scheme_params)  # validate early
+    context = getattr(model.config, "max_position_embeddings", None)
+    streams = _token_ids(tokenizer, texts, max_tokens, context)
+    frames, bpt, fp16 = [], [], []
+    for i, ids in enumerate(streams):
+        ref = _log_probs(model, ids, None, "prefill", prefill_tokens)[:-1]
+        cache = QuantizedCache(scheme, bits, seed=seed + i, window=window, **scheme_params)
+        quant = _log_probs(model, ids, cache, mode, prefill_tokens)[:-1]
+        bpt.append(cache.bytes_per_token())
+        fp16.append(cache.fp16_bytes_per_token())
+        target = torch.tensor(ids[1:], dtype=torch.long)[:, None]
+        kl = (ref.exp() * (ref - quant)).sum(-1).clamp_min(0.0)  # clamp: float rounding only
+        top_ref, top_q = ref.argmax(-1), quant.argmax(-1)
+        frames.append(pd.DataFrame({
+            "text": i, "position": np.arange(len(ids) - 1),
+            "kl": kl.numpy(), "top1_ref": top_ref.numpy(), "top1_quant": top_q.numpy(),
+            "top1_agree": (top_ref == top_q).numpy(),
+            "nll_ref": -ref.gather(-1, target)[:, 0].numpy(),
+            "nll_quant": -quant.gather(-1, target)[:, 0].numpy()}))
+    df = pd.concat(frames, ignore_index=True)
+    df.insert(0, "mode", mode)
+    df.insert(0, "window", window)
+    df.insert(0, "bits", np.nan if bits is None else float(bits))
+    df.insert(0, "scheme", scheme)
+    df.attrs.update(bytes_per_token=float(np.mean(bpt)), fp16_bytes_per_token=float(np.mean(fp16)))
+    return df
+
+
+def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
+    """llama.cpp-style summary of :func:`kl_quality` rows, one row per (scheme, bits, window, mode).
+
+    Columns: ``n_texts, n_positions, mean_kl, se_kl`` (standard error over positions, as
+    llama.cpp reports it), ``se_kl_text`` (over per-text means: positions of one text are
+    correlated, so this one is the honest error bar), ``median_kl, p99_kl, max_kl,
+    top1_agreement, ppl_ref, ppl_quant, ppl_ratio`` (perplexity = exp(mean NLL)), and,
+    when ``df.attrs`` has them, ``bytes_per_token, ratio_to_fp16``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kvstats.models import summarize_quality
+    >>> df = pd.DataFrame({"scheme": "KV", "bits": 4.0, "window": 0, "mode": "prefill",
+    ...                    "text": [0, 0, 1], "position": [0, 1, 0], "kl": [0.0, 0.2, 0.1],
+    ...                    "top1_agree": [True, False, True], "nll_ref": [1.0, 1.0, 1.0],
+    ...                    "nll_quant": [1.0, 1.2, 1.1]})
+    >>> round(float(summarize_quality(df)["mean_kl"].iloc[0]), 3)
+    0.1
+    """
+    need = {"scheme", "bits", "window", "mode", "text", "kl", "top1_agree", "nll_ref", "nll_quant"}
+    if not isinstance(df, pd.DataFrame) or need - set(df.columns):
+        missing = sorted(need - set(df.columns)) if isinstance(df, pd.DataFrame) else sorted(need)
+        raise ValueError(f"df must be the DataFrame returned by kl_quality; missing columns {missing}")
+    rows = []
+    for key, g in df.groupby(["scheme", "bits", "window", "mode"], dropna=False, sort=False):
+        kl = g["kl"].to_numpy(float)
+        per_text = g.groupby("text")["kl"].mean().to_numpy(float)
+        ppl_ref, ppl_q = float(np.exp(g["nll_ref"].mean())), float(np.exp(g["nll_quant"].mean()))
+        row = dict(zip(["scheme", "bits", "window", "mode"], key))
+        row.update(n_texts=int(g["text"].nunique()), n_positions=len(g), mean_kl=float(kl.mean()),
+                   se_kl=float(kl.std(ddof=1) / np.sqrt(kl.size)) if kl.size > 1 else np.nan,
+                   se_kl_text=(float(per_text.std(ddof=1) / np.sqrt(per_text.size))
+                               if per_text.size > 1 else np.nan),
+                   median_kl=float(np.median(kl)), p99_kl=float(np.quantile(kl, 0.99)),
+                   max_kl=float(kl.max()), top1_agreement=float(g["top1_agree"].mean()),
+                   ppl_ref=ppl_ref, ppl_quant=ppl_q, ppl_ratio=ppl_q / ppl_ref)
+        if "bytes_per_token" in df.attrs:
+            row["bytes_per_token"] = df.attrs["bytes_per_token"]
+            row["ratio_to_fp16"] = df.attrs["bytes_per_token"] / df.attrs["fp16_bytes_per_token"]
+        rows.append(row)
+    return pd.DataFrame(rows)
