@@ -1,0 +1,13 @@
+"""Measurement: stable attention, mechanism proxies and the per-trial 6D error profile."""
+
+from kvstats.metrics.attention import (argmax_shift, attention_logits, attention_output,
+                                       attention_weights, kl_divergence, log_softmax, softmax,
+                                       topk_recall)
+from kvstats.metrics.geometry import angle, norm_ratio, pooled_snr_db, snr_db
+from kvstats.metrics.profile import (METRIC_DIRECTIONS, PROFILE_COLUMNS, error_profile,
+                                     summarize_profile)
+
+__all__ = ["METRIC_DIRECTIONS", "PROFILE_COLUMNS", "angle", "argmax_shift", "attention_logits",
+           "attention_output", "attention_weights", "error_profile", "kl_divergence",
+           "log_softmax", "norm_ratio", "pooled_snr_db", "snr_db", "softmax",
+           "summarize_profile", "topk_recall"]

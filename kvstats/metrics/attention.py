@@ -1,0 +1,345 @@
+"""Attention and the mechanism proxies measured on its weights.
+
+Conventions: the attention logits are ``q·k/√d``; softmax and log-softmax subtract the
+row maximum, so they are finite for logits of any finite magnitude (1e4 and beyond),
+and ``-inf`` entries mean "masked" (weight exactly 0). Rankings (top-k recall, argmax)
+use the logits, never the probabilities, which tie once they underflow to zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kvstats._checks import _describe, as_float_array, check_int
+
+__all__ = ["softmax", "log_softmax", "attention_logits", "attention_weights",
+           "attention_output", "kl_divergence", "topk_recall", "argmax_shift"]
+
+
+# --- unchecked kernels (callers validate) -------------------------------------------
+
+def _log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    z = x - m                               # max entry becomes 0: exp never overflows
+    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+
+
+def _kl(logp: np.ndarray, logq: np.ndarray, axis: int = -1) -> np.ndarray:
+    p = np.exp(logp)
+    with np.errstate(invalid="ignore"):     # -inf - -inf where p == 0; masked out below
+        diff = logp - logq
+    # p == 0 contributes 0 (including underflowed p); p > 0 with q == 0 contributes +inf.
+    terms = p * np.where(p > 0, diff, 0.0)
+    # Rounding can leave a -1e-17 residue for identical rows; KL >= 0 by Gibbs.
+    return np.maximum(np.sum(terms, axis=axis), 0.0)
+
+
+def _topk_recall(ref: np.ndarray, quant: np.ndarray, k: int) -> np.ndarray:
+    n = ref.shape[-1]
+    top_ref = np.argpartition(ref, n - k, axis=-1)[..., n - k:]                # (..., k)
+    kth_quant = np.partition(quant, n - k, axis=-1)[..., n - k:n - k + 1]       # (..., 1)
+    hit = np.take_along_axis(quant, top_ref, axis=-1) >= kth_quant
+    return hit.sum(axis=-1) / k
+
+
+def _argmax_shift(ref: np.ndarray, quant: np.ndarray) -> np.ndarray:
+    top = np.argmax(ref, axis=-1)[..., None]
+    return np.take_along_axis(quant, top, axis=-1)[..., 0] < np.max(quant, axis=-1)
+
+
+# --- validation helpers ---------------------------------------------------------------
+
+def _logits_array(x: Any, name: str, axis: int) -> tuple[np.ndarray, int]:
+    arr = as_float_array(x, name, min_ndim=1, allow_nonfinite=True)
+    axis = check_int(axis, "axis", low=-arr.ndim, high=arr.ndim - 1)
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        raise ValueError(f"{name} must be finite or -inf (masked); received "
+                         f"{int(np.isnan(arr).sum())} NaN and {int(np.isposinf(arr).sum())} "
+                         f"+inf value(s) in {_describe(arr)}")
+    if np.isneginf(arr).all(axis=axis).any():
+        raise ValueError(f"{name} must have at least one entry > -inf along axis {axis} "
+                         "(a fully masked row has no distribution)")
+    return arr, axis
+
+
+def _pair(a: Any, b: Any, name_a: str, name_b: str, axis: int) -> tuple[np.ndarray, np.ndarray, int]:
+    x, axis = _logits_array(a, name_a, axis)
+    y, _ = _logits_array(b, name_b, axis)
+    if x.shape != y.shape:
+        raise ValueError(f"{name_b} must have the shape of {name_a} {x.shape}; "
+                         f"received {name_b} of shape {y.shape}")
+    return x, y, axis
+
+
+# --- public functions -----------------------------------------------------------------
+
+def log_softmax(x: Any, axis: int = -1) -> np.ndarray:
+    """Numerically stable log-softmax along ``axis``.
+
+    Computed as ``z - log(sum(exp(z)))`` with ``z = x - max(x)``, so it is finite and
+    accurate for logits of any finite magnitude. ``-inf`` entries (masked) stay ``-inf``.
+
+    Parameters
+    ----------
+    x : array_like
+        Logits; finite or ``-inf``, at least one finite entry per row.
+    axis : int
+        Axis over which the distribution lives.
+
+    Returns
+    -------
+    numpy.ndarray
+        Log-probabilities, same shape and float dtype as ``x``.
+
+    Examples
+    --------
+    >>> from kvstats.metrics import log_softmax
+    >>> log_softmax([1e4, 0.0]).round(3)
+    array([     0., -10000.])
+    """
+    arr, axis = _logits_array(x, "x", axis)
+    return _log_softmax(arr, axis)
+
+
+def softmax(x: Any, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along ``axis`` (max subtraction; ``-inf`` → weight 0).
+
+    Parameters
+    ----------
+    x : array_like
+        Logits; finite or ``-inf``, at least one finite entry per row.
+    axis : int
+        Axis over which the distribution lives.
+
+    Returns
+    -------
+    numpy.ndarray
+        Probabilities summing to 1 along ``axis``, same shape and float dtype as ``x``.
+
+    Examples
+    --------
+    >>> from kvstats.metrics import softmax
+    >>> softmax([1e4, 1e4 - 1.0, -float("inf")]).round(4)
+    array([0.7311, 0.2689, 0.    ])
+    """
+    arr, axis = _logits_array(x, "x", axis)
+    z = np.exp(arr - np.max(arr, axis=axis, keepdims=True))
+    return z / np.sum(z, axis=axis, keepdims=True)
+
+
+def _q_k(q: Any, K: Any) -> tuple[np.ndarray, np.ndarray]:
+    qa = as_float_array(q, "q", min_ndim=2)
+    Ka = as_float_array(K, "K", min_ndim=2)
+    if qa.shape[-1] != Ka.shape[-1]:
+        raise ValueError(f"q and K must share the feature axis d; received q of shape "
+                         f"{qa.shape} and K of shape {Ka.shape}")
+    try:
+        np.broadcast_shapes(qa.shape[:-2], Ka.shape[:-2])
+    except ValueError:
+        raise ValueError(f"the batch axes of q {qa.shape[:-2]} and K {Ka.shape[:-2]} must "
+                         "broadcast") from None
+    return qa, Ka
+
+
+def attention_logits(q: Any, K: Any, mask: Any = None) -> np.ndarray:
+    """Scaled attention logits ``q Kᵀ / √d``.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n_q, d)
+        Queries; several queries (positions, or the query heads of a grouped-query
+        group) share the keys.
+    K : array_like, shape (..., N, d)
+        Keys; batch axes broadcast against those of ``q``.
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., n_q, N)``; ``False`` entries get logit ``-inf``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n_q, N)
+        In the promoted float dtype of ``q`` and ``K``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.metrics import attention_logits
+    >>> attention_logits(np.ones((1, 4)), np.eye(4) * 2).tolist()
+    [[1.0, 1.0, 1.0, 1.0]]
+    """
+    qa, Ka = _q_k(q, K)
+    logits = (qa @ np.swapaxes(Ka, -1, -2)) / np.sqrt(qa.shape[-1]).astype(qa.dtype)
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.dtype != bool:
+            raise TypeError(f"mask must be a boolean array; received {_describe(m)}")
+        try:
+            m = np.broadcast_to(m, logits.shape)
+        except ValueError:
+            raise ValueError(f"mask must broadcast to the logits' shape {logits.shape}; "
+                             f"received {_describe(m)}") from None
+        logits = np.where(m, logits, -np.inf)
+    return logits
+
+
+def attention_weights(q: Any, K: Any, mask: Any = None) -> np.ndarray:
+    """Attention weights ``softmax(q Kᵀ / √d)`` over the keys.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n_q, d)
+    K : array_like, shape (..., N, d)
+    mask : array_like of bool, optional
+        As in :func:`attention_logits`; every query needs one unmasked key.
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n_q, N)
+        Rows sum to one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.metrics import attention_weights
+    >>> attention_weights(np.zeros((2, 1, 8)), np.ones((2, 5, 8))).shape
+    (2, 1, 5)
+    """
+    return softmax(attention_logits(q, K, mask))
+
+
+def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
+    """Attention output ``T = softmax(q Kᵀ/√d) V``.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n_q, d)
+    K : array_like, shape (..., N, d)
+    V : array_like, shape (..., N, d_v)
+    mask : array_like of bool, optional
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., n_q, d_v)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.metrics import attention_output
+    >>> attention_output(np.zeros((1, 4)), np.ones((3, 4)), np.arange(6.).reshape(3, 2))
+    array([[2., 3.]])
+    """
+    p = attention_weights(q, K, mask)
+    Va = as_float_array(V, "V", min_ndim=2)
+    if Va.shape[-2] != p.shape[-1]:
+        raise ValueError(f"V must have one row per key (N = {p.shape[-1]}); received V of "
+                         f"shape {Va.shape}")
+    return p.astype(np.result_type(p, Va), copy=False) @ Va
+
+
+def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:
+    """Kullback–Leibler divergence ``KL(p ‖ q) = Σ p (log p − log q)`` from log-probabilities.
+
+    Working from log-probabilities keeps the result finite and accurate when a
+    probability underflows: a term with ``p = exp(log p) = 0`` contributes exactly 0,
+    whatever ``log q`` is. A term with ``p > 0`` and ``log q = -inf`` gives ``+inf``
+    (``q`` cannot explain ``p``). The result is clipped at 0 (rounding can leave
+    ``-1e-17`` for identical rows; KL ≥ 0 exactly).
+
+    Parameters
+    ----------
+    logp, logq : array_like, same shape
+        Normalised log-probabilities (e.g. from :func:`log_softmax`), finite or ``-inf``.
+        Normalisation is checked: ``|log Σ exp| ≤ 1e-6`` (float64) or ``1e-3`` (float32).
+    axis : int
+        Axis of the distribution.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 divergences in nats, ``logp``'s shape without ``axis``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.metrics import kl_divergence, log_softmax
+    >>> lp, lq = log_softmax(np.array([2000.0, 0.0])), log_softmax(np.array([0.0, 0.0]))
+    >>> float(kl_divergence(lp, lq).round(6))      # p = (1, e^-2000): log 2
+    0.693147
+    """
+    lp, lq, axis = _pair(logp, logq, "logp", "logq", axis)
+    for name, arr in (("logp", lp), ("logq", lq)):
+        tol = 1e-3 if arr.dtype == np.float32 else 1e-6
+        m = np.max(arr, axis=axis, keepdims=True)
+        lse = (m + np.log(np.sum(np.exp(arr - m), axis=axis, keepdims=True)))
+        if np.abs(lse).max() > tol:
+            raise ValueError(f"{name} must be normalised log-probabilities (log Σ exp = 0 "
+                             f"within {tol:g}); received rows with log Σ exp up to "
+                             f"{np.abs(lse).max():.3g} (pass logits through log_softmax)")
+    return _kl(lp.astype(np.float64), lq.astype(np.float64), axis)
+
+
+def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
+    """Top-k routing recall ``|topk(ref) ∩ topk(quant)| / k`` along ``axis``.
+
+    Pass scores in which the ranking lives: logits or log-probabilities (preferred to
+    probabilities, which tie at 0 once they underflow).
+
+    Ties: a reference top-k key counts as retrieved when its quantized score is at least
+    the k-th largest quantized score, so ties at the quantized boundary count as hits
+    and no arbitrary tie-break is needed there; ties in ``ref`` at its k-th place (a
+    measure-zero event for continuous data) are broken by ``numpy.argpartition``
+    (deterministic, unspecified order). Identical inputs always give recall 1.
+
+    Parameters
+    ----------
+    ref, quant : array_like, same shape
+        Reference and quantized scores (finite or ``-inf``).
+    k : int
+        Size of the routing set, ``1 ≤ k ≤ N``.
+    axis : int
+        Axis of the keys.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 recall in ``{0, 1/k, ..., 1}``, ``ref``'s shape without ``axis``.
+
+    Examples
+    --------
+    >>> from kvstats.metrics import topk_recall
+    >>> float(topk_recall([5., 4., 3., 2., 1.], [5., 4., 1., 2., 3.], k=3))
+    0.6666666666666666
+    """
+    r, s, axis = _pair(ref, quant, "ref", "quant", axis)
+    n = r.shape[axis]
+    k = check_int(k, "k", low=1, high=n)
+    return _topk_recall(np.moveaxis(r, axis, -1), np.moveaxis(s, axis, -1), k)
+
+
+def argmax_shift(ref: Any, quant: Any, axis: int = -1) -> np.ndarray:
+    """Whether the top key changed: ``quant[argmax(ref)] < max(quant)``.
+
+    With this definition a tie for first place in ``quant`` that still includes the
+    reference's top key is no shift, and identical inputs never shift.
+
+    Parameters
+    ----------
+    ref, quant : array_like, same shape
+        Reference and quantized scores (logits preferred).
+    axis : int
+        Axis of the keys.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        ``ref``'s shape without ``axis``.
+
+    Examples
+    --------
+    >>> from kvstats.metrics import argmax_shift
+    >>> argmax_shift([[3., 1.], [3., 1.]], [[2., 2.], [1., 2.]]).tolist()
+    [False, True]
+    """
+    r, s, axis = _pair(ref, quant, "ref", "quant", axis)
+    return _argmax_shift(np.moveaxis(r, axis, -1), np.moveaxis(s, axis, -1))
