@@ -195,6 +195,9 @@ class SweepConfig:
     report : dict
         Options passed to :func:`kvstats.hypothesis_report` (``alpha``, ``correction``,
         ``energy_resamples``, ``bootstrap_resamples``, ...).
+    dtype : {"float64", "float32"}
+        Floating type of the sampled K, V, q (float32 halves memory and time; the float32
+        draw is the float64 draw rounded).
 
     Examples
     --------
@@ -216,6 +219,7 @@ class SweepConfig:
     chunk_size: int | None = None
     comparisons: tuple[tuple[str, str], ...] = DEFAULT_COMPARISONS
     report: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float64"
 
     def __post_init__(self) -> None:
         schemes = tuple(self._scheme(s) for s in _as_list(self.schemes, "schemes"))
@@ -254,6 +258,7 @@ class SweepConfig:
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
         object.__setattr__(self, "report", dict(self.report))
+        check_choice(self.dtype, "dtype", ["float64", "float32"])
 
     # ------------------------------------------------------------------ parsing
     @staticmethod
@@ -353,7 +358,7 @@ class SweepConfig:
             "budgets": list(self.budgets), "dims": list(self.dims), "n_keys": list(self.n_keys),
             "n_trials": self.n_trials, "n_queries": self.n_queries, "seed": self.seed,
             "chunk_size": self.chunk_size, "comparisons": [list(p) for p in self.comparisons],
-            "report": self.report,
+            "report": self.report, "dtype": self.dtype,
         }
 
     # ------------------------------------------------------------------ grid
@@ -382,7 +387,7 @@ class SweepConfig:
         """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
         text = _canonical({"cell": json.loads(cell.key()), "seed": self.seed,
                            "n_trials": self.n_trials, "n_queries": self.n_queries,
-                           "chunk": self.chunk_for(cell.n_keys, cell.dim)})
+                           "chunk": self.chunk_for(cell.n_keys, cell.dim), "dtype": self.dtype})
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -423,6 +428,7 @@ class _Task:
     n_queries: int
     chunk: int
     seed: int
+    dtype: str = "float64"
 
 
 def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
@@ -442,7 +448,7 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
         # The data seed depends on the case and chunk only: every scheme and budget of a
         # case sees the same trials (paired comparisons).
         trials = sample(first.distribution, t, n, d, seed=_derive_seed(task.seed, "data", case_key, b),
-                        n_queries=task.n_queries, **first.params)
+                        n_queries=task.n_queries, dtype=np.dtype(task.dtype), **first.params)
         for cell, cid in task.cells:
             tic = time.perf_counter()
             spec = cell.scheme
@@ -475,7 +481,7 @@ def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
     for cell, cid in todo:
         groups.setdefault((cell.case_key(), cell.budget), []).append((cell, cid))
     return [_Task(tuple(cells), config.n_trials, config.n_queries,
-                  config.chunk_for(cells[0][0].n_keys, cells[0][0].dim), config.seed)
+                  config.chunk_for(cells[0][0].n_keys, cells[0][0].dim), config.seed, config.dtype)
             for cells in groups.values()]
 
 

@@ -1,0 +1,179 @@
+"""The ``kvstats`` command: run sweeps, write reports, print closed-form predictions.
+
+Usage::
+
+    kvstats sweep --config experiments/quick.toml --out results/quick
+    kvstats report results/quick
+    kvstats theory --dim 128 --bits 2 3 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["main", "build_parser"]
+
+
+def _registries() -> tuple[list[str], list[str]]:
+    try:
+        from kvstats.data.synthetic import DISTRIBUTIONS
+        from kvstats.quant.schemes import SCHEMES
+        return list(SCHEMES), list(DISTRIBUTIONS)
+    except ImportError:  # keep --help working on a partial install
+        return [], []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (every option documented in ``--help``)."""
+    schemes, dists = _registries()
+    parser = argparse.ArgumentParser(
+        prog="kvstats",
+        description="Calibrated statistics for the damage KV-cache quantization does to attention.",
+        epilog=(f"Schemes: {', '.join(schemes)} and mixed precision K{{a}}V{{b}} (e.g. K4V2). "
+                f"Distributions: {', '.join(dists)}. See docs/usage.md for the config format."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    sw = sub.add_parser("sweep", help="run a sweep from a TOML config, then write the report and figures",
+                        description="Run the grid of a TOML config (schemes × budgets × distributions "
+                                    "× d × N × trials), write DIR/results.parquet, DIR/manifest.json, "
+                                    "DIR/cells/ (for resuming) and the report (DIR/report.md, "
+                                    "report.html, report.json, tables/, figures/).")
+    sw.add_argument("--config", required=True, type=Path, metavar="FILE",
+                    help="TOML sweep configuration (e.g. experiments/quick.toml)")
+    sw.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    sw.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="worker processes (default: number of CPUs available, at most the number "
+                         "of tasks; 1 runs in this process)")
+    sw.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    sw.add_argument("--resume", action="store_true",
+                    help="reuse cells already finished in DIR/cells (same config and seed); without "
+                         "it every cell is recomputed and overwritten")
+    sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
+    sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
+
+    rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
+                        description="Read DIR/results.parquet and DIR/manifest.json and write the "
+                                    "hypothesis-test report into DIR (or --out).")
+    rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
+    rp.add_argument("--out", type=Path, default=None, metavar="OUT",
+                    help="where to write the report (default: DIR)")
+    rp.add_argument("--alpha", type=float, default=None,
+                    help="significance level after adjustment (default: config's, else 0.05)")
+    rp.add_argument("--correction", choices=["holm", "fdr_bh"], default=None,
+                    help="multiple-testing correction over every p-value of the report "
+                         "(default: config's, else holm)")
+    rp.add_argument("--energy-resamples", type=int, default=None, metavar="B",
+                    help="permutations per 6D energy test (default: config's, else 499)")
+    rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
+                    help="bootstrap resamples per confidence interval (default: config's, else 999)")
+    rp.add_argument("--no-figures", action="store_true", help="skip the figures")
+
+    th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
+                        description="Print, per bit width, the Lloyd–Max distortion of the "
+                                    "sphere-coordinate density of dimension d_pad (next power of "
+                                    "two ≥ d), the predicted key SNR of an n-bit MSE quantizer and of "
+                                    "(n−1)-bit + 1-bit QJL residual, and the predicted q·k error "
+                                    "variance inflation of QKQV over KQV (→ 2π) and of the QJL "
+                                    "residual over the scalar residual (→ π/2).")
+    th.add_argument("--dim", type=int, required=True, metavar="D", help="head dimension d (≥ 3)")
+    th.add_argument("--bits", type=int, nargs="+", default=[2, 3, 4, 5, 6], metavar="N",
+                    help="bit budgets n (1..8; default 2 3 4 5 6)")
+    return parser
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from kvstats.report import hypothesis_report
+    from kvstats.sweep import SweepConfig, run_sweep
+
+    config = SweepConfig.from_toml(args.config)
+    tic = time.perf_counter()
+    executor = "serial" if args.workers == 1 else None
+    result = run_sweep(config, out=args.out, executor=executor, progress=not args.no_progress,
+                       resume=args.resume, workers=args.workers)
+    print(f"sweep: {result.manifest['n_cells']} cells ({result.manifest['n_computed']} computed), "
+          f"{len(result.frame)} rows in {time.perf_counter() - tic:.1f} s -> {args.out}")
+    if not args.no_report:
+        tic = time.perf_counter()
+        rep = hypothesis_report(result, args.out, figures=not args.no_figures)
+        print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
+              f"in {time.perf_counter() - tic:.1f} s")
+        found = rep.crossovers[rep.crossovers["crossover"]] if not rep.crossovers.empty else rep.crossovers
+        for line in found.get("description", []):
+            print("  " + line)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from kvstats.report import hypothesis_report
+
+    rep = hypothesis_report(args.dir, args.out or args.dir, alpha=args.alpha, correction=args.correction,
+                            energy_resamples=args.energy_resamples,
+                            bootstrap_resamples=args.bootstrap_resamples,
+                            figures=False if args.no_figures else None)
+    print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
+    return 0
+
+
+def _cmd_theory(args: argparse.Namespace) -> int:
+    from kvstats._checks import check_int
+    from kvstats.quant.codebook import lloyd_max_codebook
+
+    dim = check_int(args.dim, "--dim", low=3)
+    bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits]
+    d_pad = 1 << (dim - 1).bit_length()
+    mse = {b: float(lloyd_max_codebook(b, "beta", dim=d_pad).mse) for b in sorted(set(bits) | {b - 1 for b in bits if b > 1})}
+    gauss = {b: float(lloyd_max_codebook(b, "gaussian").mse) for b in bits}
+    print(f"d = {dim} (rotated and coded as d_pad = {d_pad}); D_n = Lloyd–Max MSE per coordinate of the "
+          f"sphere-coordinate density of dimension {d_pad}")
+    head = (f"{'n':>2} {'D_n':>11} {'d_pad*D_n':>10} {'N(0,1) D_n':>11} {'SNR_k MSE(n)':>13} "
+            f"{'SNR_k prod(n)':>14} {'ipvar QKQV/KQV':>15} {'ipvar resid':>12}")
+    print(head)
+    print("-" * len(head))
+    for b in bits:
+        rel = d_pad * mse[b]
+        if b >= 2:
+            rel_prod = d_pad * mse[b - 1] * (math.pi / 2 - 1 / d_pad)
+            prod_snr = f"{-10 * math.log10(rel_prod):14.2f}"
+            inflation = f"{(math.pi / 2 - 1 / d_pad) * mse[b - 1] / mse[b]:15.3f}"
+            resid = f"{math.pi / 2 - 1 / d_pad:12.4f}"
+        else:
+            prod_snr, inflation, resid = f"{'–':>14}", f"{'–':>15}", f"{'–':>12}"
+        print(f"{b:>2} {mse[b]:11.4e} {rel:10.5f} {gauss[b]:11.5f} {-10 * math.log10(rel):13.2f} "
+              f"{prod_snr} {inflation} {resid}")
+    print(f"SNR in dB. Asymptotic inflations: 2π = {2 * math.pi:.4f} (QKQV/KQV at equal n, "
+          f"as D_(n−1)/D_n → 4), π/2 = {math.pi / 2:.4f} (QJL residual over scalar residual).")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kvstats`` command; returns the exit status.
+
+    Examples
+    --------
+    >>> from kvstats.cli import main
+    >>> main(["theory", "--dim", "128", "--bits", "4"])  # doctest: +ELLIPSIS
+    d = 128 ...
+    0
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "theory": _cmd_theory}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        # bad input: a one-line message, not a traceback
+        print(f"kvstats {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
