@@ -1,0 +1,37 @@
+"""Calibrated two-sample statistics for comparing quantization schemes trial by trial.
+
+Rank tests (Mann–Whitney with rank-biserial effect size, two-sample KS), the energy
+distance and its fast permutation test for the multivariate 6D profiles, multiple-testing
+corrections, bootstrap intervals and simulated power. See docs/statistics.md.
+"""
+
+from ._base import TiesWarning
+from .bootstrap import BOOTSTRAP_METHODS, BootstrapResult, bootstrap_ci, bootstrap_ratio_ci
+from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
+from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
+from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
+from .rank import KSResult, MannWhitneyResult, ks_2samp, mann_whitney
+
+__all__ = [
+    "ADJUST_METHODS",
+    "BOOTSTRAP_METHODS",
+    "BootstrapResult",
+    "EnergyDistanceResult",
+    "EnergyTestResult",
+    "KSResult",
+    "MannWhitneyResult",
+    "MultipleTestResult",
+    "PowerResult",
+    "SampleSizeResult",
+    "TiesWarning",
+    "add_adjusted_pvalues",
+    "adjust_pvalues",
+    "bootstrap_ci",
+    "bootstrap_ratio_ci",
+    "energy_distance",
+    "energy_test",
+    "ks_2samp",
+    "mann_whitney",
+    "power_mann_whitney",
+    "trials_for_power",
+]

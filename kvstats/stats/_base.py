@@ -1,0 +1,63 @@
+"""Shared pieces of kvstats.stats: the result mix-in, the warning class, sample checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from kvstats._checks import _describe, as_float_array
+
+
+class TiesWarning(UserWarning):
+    """Tied values make a test's reference distribution (which assumes continuity) inexact.
+
+    Raised by :func:`kvstats.stats.ks_2samp` when the pooled sample contains tied values:
+    its p-value is then conservative (too large).
+    """
+
+
+class _FrameMixin:
+    """``to_frame()`` for frozen result dataclasses: one tidy row of the scalar fields.
+
+    Array-valued fields (e.g. a null distribution) are left out of the row; the column
+    set is fixed by the class, never by the arguments of the call.
+    """
+
+    _test_name: str = ""
+
+    def to_frame(self):
+        """Return the result as a one-row :class:`pandas.DataFrame` (snake_case columns)."""
+        import pandas as pd
+
+        row: dict[str, Any] = {"test": self._test_name} if self._test_name else {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, np.ndarray):
+                continue
+            if isinstance(value, np.generic):
+                value = value.item()
+            row[field.name] = value
+        return pd.DataFrame([row])
+
+
+def as_sample(x: Any, name: str, *, allow_inf: bool = False) -> np.ndarray:
+    """Return a 1-D float64 sample, rejecting empty input and NaN (and inf unless allowed)."""
+    arr = as_float_array(x, name, min_ndim=1, allow_nonfinite=True)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sample; received {_describe(arr)}")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must not contain NaN; received {int(np.isnan(arr).sum())} "
+                         f"NaN value(s) in {_describe(arr)}")
+    if not allow_inf and np.isinf(arr).any():
+        raise ValueError(f"{name} must be finite; received {int(np.isinf(arr).sum())} "
+                         f"inf value(s) in {_describe(arr)}")
+    return arr.astype(np.float64, copy=False)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` if it is a bool (or numpy bool), else raise a ``TypeError``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; received {_describe(value)}")
+    return bool(value)

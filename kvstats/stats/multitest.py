@@ -1,0 +1,141 @@
+"""Family-wise error and false-discovery corrections (statsmodels' multipletests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvstats._checks import _describe, as_float_array, check_choice, check_real
+
+__all__ = ["MultipleTestResult", "adjust_pvalues", "add_adjusted_pvalues", "ADJUST_METHODS"]
+
+# statsmodels.stats.multitest.multipletests method names
+ADJUST_METHODS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "simes-hochberg",
+                  "hommel", "fdr_by", "fdr_tsbh", "fdr_tsbky")
+
+
+@dataclass(frozen=True)
+class MultipleTestResult:
+    """Result of :func:`adjust_pvalues`.
+
+    Attributes
+    ----------
+    pvalues : ndarray
+        The raw p-values (float64, input shape).
+    pvalues_adjusted : ndarray
+        Adjusted p-values (same shape), to be compared with ``alpha``.
+    reject : ndarray of bool
+        Whether each null hypothesis is rejected at level ``alpha`` after adjustment.
+    method : str
+        Correction used.
+    alpha : float
+        Family-wise error rate (or false-discovery rate for "fdr_*").
+    """
+
+    pvalues: np.ndarray
+    pvalues_adjusted: np.ndarray
+    reject: np.ndarray
+    method: str
+    alpha: float
+
+    def to_frame(self):
+        """One row per hypothesis: ``pvalue, pvalue_adjusted, reject, adjust_method, alpha``."""
+        import pandas as pd
+
+        return pd.DataFrame({"pvalue": self.pvalues.ravel(),
+                             "pvalue_adjusted": self.pvalues_adjusted.ravel(),
+                             "reject": self.reject.ravel(), "adjust_method": self.method,
+                             "alpha": self.alpha})
+
+
+def adjust_pvalues(pvalues, method: str = "holm", alpha: float = 0.05) -> MultipleTestResult:
+    """Adjust a family of p-values for multiple testing.
+
+    Parameters
+    ----------
+    pvalues : array_like
+        p-values in [0, 1], any shape (the family is all of them). NaN is rejected.
+    method : str
+        "holm" (Holm 1979, family-wise error; default), "fdr_bh" (Benjamini & Hochberg
+        1995, false-discovery rate) or any other name of
+        ``statsmodels.stats.multitest.multipletests``: see ``ADJUST_METHODS``.
+    alpha : float in (0, 1)
+        Level at which ``reject`` is decided.
+
+    Returns
+    -------
+    MultipleTestResult
+        ``pvalues_adjusted`` and ``reject`` in the input's shape.
+
+    Examples
+    --------
+    >>> from kvstats.stats import adjust_pvalues
+    >>> res = adjust_pvalues([0.01, 0.02, 0.03, 0.5])
+    >>> res.pvalues_adjusted.round(3).tolist(), res.reject.tolist()
+    ([0.04, 0.06, 0.06, 0.5], [True, False, False, False])
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    p = as_float_array(pvalues, "pvalues", min_ndim=0).astype(np.float64)
+    if ((p < 0) | (p > 1)).any():
+        raise ValueError(f"pvalues must lie in [0, 1]; received values from {p.min()} to {p.max()}")
+    check_choice(method, "method", ADJUST_METHODS)
+    alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
+    reject, adjusted, _, _ = multipletests(p.ravel(), alpha=alpha, method=method)
+    return MultipleTestResult(pvalues=p, pvalues_adjusted=adjusted.reshape(p.shape),
+                              reject=reject.reshape(p.shape), method=method, alpha=alpha)
+
+
+def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
+                         pvalue_column: str = "pvalue", by=None):
+    """Return a copy of a tidy table of tests with adjusted p-values added.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per test, with a p-value column.
+    method, alpha :
+        As in :func:`adjust_pvalues`.
+    pvalue_column : str
+        Name of the column holding the raw p-values.
+    by : str or list of str, optional
+        Columns defining separate families (each adjusted on its own); default: the
+        whole table is one family, as for "every test in a report".
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``frame`` plus the columns ``pvalue_adjusted``, ``reject`` and ``adjust_method``
+        (fixed names whatever the arguments).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kvstats.stats import add_adjusted_pvalues
+    >>> df = pd.DataFrame({"budget": [2, 3, 4], "pvalue": [0.001, 0.04, 0.3]})
+    >>> add_adjusted_pvalues(df, method="fdr_bh")["reject"].tolist()
+    [True, False, False]
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame; received {_describe(frame)}")
+    if pvalue_column not in frame.columns:
+        raise ValueError(f"pvalue_column must name a column of frame {list(frame.columns)}; "
+                         f"received {pvalue_column!r}")
+    out = frame.copy()
+    out["pvalue_adjusted"] = np.nan
+    out["reject"] = False
+    out["adjust_method"] = method
+    if len(out) == 0:
+        check_choice(method, "method", ADJUST_METHODS)
+        return out
+    groups = [out.index] if by is None else [idx for _, idx in out.groupby(by, sort=False).groups.items()]
+    for idx in groups:
+        res = adjust_pvalues(out.loc[idx, pvalue_column].to_numpy(dtype=np.float64),
+                             method=method, alpha=alpha)
+        out.loc[idx, "pvalue_adjusted"] = res.pvalues_adjusted
+        out.loc[idx, "reject"] = res.reject
+    out["reject"] = out["reject"].astype(bool)
+    return out
