@@ -1,0 +1,186 @@
+"""Synthetic distributions: shapes, reproducibility, and their documented scales.
+
+Statistical checks use fixed seeds, state their tolerance in standard errors (SE)
+computed from the closed-form variance of the estimate, and would fail for a wrong
+scale (each tolerance is far below the effect of the parameter it checks).
+"""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import kvstats
+from kvstats.data import DISTRIBUTIONS, default_params, sample
+from kvstats.data import synthetic
+
+DIST_PARAMS = {"gaussian": {}, "heavy_tailed": {"nu": 1.5}, "low_rank": {"rank": 4},
+               "focused": {"strength": 0.7}, "outlier_channels": {"n_channels": 2}}
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_shapes_dtype_and_meta(dist):
+    t = sample(dist, 3, 40, 16, seed=5, n_queries=2, **DIST_PARAMS[dist])
+    assert t.K.shape == (3, 40, 16) and t.V.shape == (3, 40, 16) and t.q.shape == (3, 2, 16)
+    assert t.dtype == np.float64
+    assert t.meta["distribution"] == dist and t.meta["seed"] == 5
+    assert set(t.meta["params"]) == set(default_params(dist))
+    t32 = sample(dist, 3, 40, 16, seed=5, n_queries=2, dtype=np.float32, **DIST_PARAMS[dist])
+    assert t32.dtype == np.float32
+    # float32 is the float64 draw rounded
+    np.testing.assert_array_equal(t32.K, t.K.astype(np.float32))
+    np.testing.assert_array_equal(t32.q, t.q.astype(np.float32))
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_reproducible_prefix_and_chunk_invariant(dist, monkeypatch):
+    a = sample(dist, 7, 32, 8, seed=11, n_queries=2, **DIST_PARAMS[dist])
+    b = sample(dist, 7, 32, 8, seed=11, n_queries=2, **DIST_PARAMS[dist])
+    c = sample(dist, 7, 32, 8, seed=12, n_queries=2, **DIST_PARAMS[dist])
+    np.testing.assert_array_equal(a.K, b.K)
+    assert not np.array_equal(a.K, c.K)
+    # trial t does not depend on n_trials (documented)
+    p = sample(dist, 3, 32, 8, seed=11, n_queries=2, **DIST_PARAMS[dist])
+    for name in "KVq":
+        np.testing.assert_array_equal(getattr(p, name), getattr(a, name)[:3])
+    # nor on the internal chunking (one trial per chunk here)
+    monkeypatch.setattr(synthetic, "_CHUNK_ELEMENTS", 1)
+    d = sample(dist, 7, 32, 8, seed=11, n_queries=2, **DIST_PARAMS[dist])
+    for name in "KVq":
+        np.testing.assert_array_equal(getattr(d, name), getattr(a, name))
+
+
+def test_generator_seed_is_consumed():
+    rng = np.random.default_rng(3)
+    a, b = sample("gaussian", 2, 8, 4, seed=rng), sample("gaussian", 2, 8, 4, seed=rng)
+    assert not np.array_equal(a.K, b.K)
+
+
+def test_trials_and_components_independent():
+    t = sample("gaussian", 200, 64, 16, seed=2)
+    # Correlation between trials' key means, and between K and V: |r| < 5 SE (SE = 1/sqrt(n)).
+    m = t.K.mean(axis=(1, 2))
+    r = np.corrcoef(m[:-1], m[1:])[0, 1]
+    assert abs(r) < 5 / np.sqrt(199)
+    r_kv = np.corrcoef(t.K.ravel(), t.V.ravel())[0, 1]
+    assert abs(r_kv) < 5 / np.sqrt(t.K.size)
+
+
+def test_gaussian_scale_and_queries():
+    t = sample("gaussian", 50, 256, 64, seed=0, n_queries=4, scale=2.0)
+    # E‖k‖²/d = scale² = 4; Var(‖k‖²/d) = 2·scale⁴/d per key.
+    r = (t.K ** 2).sum(-1) / 64
+    se = np.sqrt(2 * 16 / 64 / r.size)
+    assert abs(r.mean() - 4.0) < 5 * se
+    # q ~ N(0, I): mean 0, variance 1 (SE of a sample variance of N(0,1): sqrt(2/n)).
+    assert abs(t.q.mean()) < 5 / np.sqrt(t.q.size)
+    assert abs(t.q.var() - 1) < 5 * np.sqrt(2 / t.q.size)
+
+
+@pytest.mark.parametrize("nu", [1.05, 1.5, 3.0])
+def test_heavy_tailed_is_student_t(nu):
+    t = sample("heavy_tailed", 10, 100, 20, seed=1, nu=nu)
+    x = t.K.ravel()
+    # KS against scipy's Student-t (fixed seed): a doubled ν is rejected at n = 20000.
+    assert stats.kstest(x, stats.t(nu).cdf).pvalue > 1e-3
+    assert stats.kstest(x, stats.t(2 * nu).cdf).pvalue < 1e-6
+
+
+def test_heavy_tailed_rejects_nu_at_or_below_one():
+    for nu in (1.0, 0.5):
+        with pytest.raises(ValueError, match=r"nu must be in \(1.0"):
+            sample("heavy_tailed", 1, 4, 4, nu=nu)
+    with pytest.raises(ValueError, match="nu must be >= 1.05"):
+        sample("heavy_tailed", 1, 4, 4, nu=1.01)
+
+
+def test_low_rank_structure_and_scale():
+    d, r, N = 32, 4, 200
+    t0 = sample("low_rank", 5, N, d, seed=0, rank=r, noise=0.0)
+    assert all(np.linalg.matrix_rank(k) == r for k in t0.K)
+    sigma = 0.1
+    t = sample("low_rank", 40, N, d, seed=1, rank=r, noise=sigma)
+    # Signal energy matches gaussian: E‖k‖² = d (1 + σ²).
+    e = (t.K ** 2).sum(-1) / d
+    assert abs(e.mean() / (1 + sigma ** 2) - 1) < 0.03     # SE ≈ sqrt(2/r)/sqrt(8000) ≈ 0.008
+    # Energy outside the top-r singular subspace ≈ σ² (d − r) per key (noise only).
+    s = np.linalg.svd(t.K, compute_uv=False)
+    resid = (s[:, r:] ** 2).sum(-1) / N
+    assert abs(resid.mean() / (sigma ** 2 * (d - r)) - 1) < 0.1
+    # Bases differ between trials.
+    u0 = np.linalg.svd(t0.K[0], full_matrices=False)[2][:r]
+    u1 = np.linalg.svd(t0.K[1], full_matrices=False)[2][:r]
+    assert np.linalg.norm(u0 @ u1.T) < 0.99 * np.sqrt(r)
+
+
+@pytest.mark.parametrize("strength,n_focus", [(0.2, 1), (0.5, 1), (0.9, 1), (0.3, 2)])
+def test_focused_strength_is_expected_top_weight(strength, n_focus):
+    T, N, d = 120, 512, 64
+    t = sample("focused", T, N, d, seed=4, n_queries=2, strength=strength, n_focus=n_focus)
+    p = kvstats.metrics.attention_weights(t.q, t.K)                     # (T, 2, N)
+    top = np.sort(p, axis=-1)[..., -n_focus:]
+    per_key = top.mean(-1)            # weight of each focus key (the top n_focus keys)
+    # Design accuracy: |E[weight] − strength| < 0.01 (Jensen term ~ p(1−p)·1.7/N plus SE ≈ 0.001).
+    assert abs(per_key.mean() - strength) < 0.01
+    if n_focus == 1:
+        assert abs(p.max(-1).mean() - strength) < 0.01
+
+
+def test_unfocused_top_weight_is_small():
+    # The baseline the focus construction must beat: gaussian keys, N = 512, top weight ≈ 0.03.
+    g = sample("gaussian", 100, 512, 64, seed=4, n_queries=2)
+    assert kvstats.metrics.attention_weights(g.q, g.K).max(-1).mean() < 0.1
+
+
+def test_focused_errors():
+    with pytest.raises(ValueError, match=r"strength must be in \(0.0, 0.5\)"):
+        sample("focused", 1, 16, 4, strength=0.6, n_focus=2)
+    with pytest.raises(ValueError, match="n_focus \\* n_queries must be <= n_keys"):
+        sample("focused", 1, 4, 4, n_queries=3, n_focus=2)
+
+
+def test_outlier_channels():
+    T, N, d, m, nc = 30, 256, 32, 8.0, 3
+    t = sample("outlier_channels", T, N, d, seed=2, n_channels=nc, magnitude=m, offset=0.5)
+    ms = (t.K ** 2).mean(axis=1)                                     # (T, d) per-channel power
+    order = np.sort(ms, axis=1)
+    # nc channels at magnitude² (1 + offset²) = 80, the rest at 1 (SE of a mean square ~ 0.1·level).
+    np.testing.assert_allclose(order[:, -nc:].mean(), m ** 2 * 1.25, rtol=0.05)
+    np.testing.assert_allclose(order[:, :-nc].mean(), 1.0, rtol=0.05)
+    assert order[:, -nc].min() > 10 * order[:, -nc - 1].max()       # clean separation
+    # Channels are fixed within a trial and vary across trials.
+    chans = [frozenset(np.argsort(r)[-nc:]) for r in ms]
+    assert len(set(chans)) > 1
+    mean = t.K.mean(axis=1)
+    top = np.take_along_axis(np.abs(mean), np.argsort(ms, 1)[:, -nc:], 1)
+    np.testing.assert_allclose(top.mean(), m * 0.5, rtol=0.05)     # channel bias = magnitude·offset
+
+
+def test_value_distribution():
+    t = sample("gaussian", 10, 100, 20, seed=3, value_distribution="heavy_tailed",
+               value_params={"nu": 2.0})
+    assert t.meta["value_distribution"] == "heavy_tailed" and t.meta["value_params"]["nu"] == 2.0
+    assert stats.kstest(t.V.ravel(), stats.t(2.0).cdf).pvalue > 1e-3
+    assert stats.kstest(t.K.ravel(), stats.norm.cdf).pvalue > 1e-3
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        sample("cauchy", 1, 4, 4)
+    with pytest.raises(ValueError, match=r"\['nu', 'scale'\]"):
+        sample("heavy_tailed", 1, 4, 4, df=3)
+    with pytest.raises(ValueError, match="value_params"):
+        sample("gaussian", 1, 4, 4, value_params={"rank": 2})
+    with pytest.raises(ValueError, match="value_distribution must be one of"):
+        sample("gaussian", 1, 4, 4, value_distribution="focused")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        sample("gaussian", 1, 4, 4, dtype=np.float16)
+    with pytest.raises(ValueError, match="rank must be an integer in"):
+        sample("low_rank", 1, 4, 4, rank=5)
+    with pytest.raises(ValueError, match="n_trials must be an integer"):
+        sample("gaussian", 0, 4, 4)
+    with pytest.raises(TypeError, match="n_keys must be an integer"):
+        sample("gaussian", 1, 4.0, 4)
+    with pytest.raises(ValueError, match="n_channels must be an integer in"):
+        sample("outlier_channels", 1, 4, 4, n_channels=5)
+    with pytest.raises(ValueError, match="scale must be in"):
+        sample("gaussian", 1, 4, 4, scale=0.0)

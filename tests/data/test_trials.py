@@ -1,0 +1,98 @@
+"""Trials container and the grouped-query arrangement."""
+
+import numpy as np
+import pytest
+
+from kvstats.data import Trials, group_query_heads
+
+
+def _arrays(T=3, N=5, d=4, n_q=2, dtype=np.float64):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((T, N, d)).astype(dtype), rng.standard_normal((T, N, d)).astype(dtype),
+            rng.standard_normal((T, n_q, d)).astype(dtype))
+
+
+def test_properties_and_dtypes():
+    K, V, q = _arrays()
+    t = Trials(K, V, q, {"a": 1})
+    assert (t.n_trials, t.n_keys, t.dim, t.n_queries, t.value_dim, len(t)) == (3, 5, 4, 2, 4, 3)
+    assert t.dtype == np.float64
+    # float32 kept when all are float32, promoted when mixed; ints become float64
+    assert Trials(*_arrays(dtype=np.float32)).dtype == np.float32
+    K32 = K.astype(np.float32)
+    assert Trials(K32, V, q).dtype == np.float64
+    assert Trials(np.ones((1, 2, 3), dtype=int), np.ones((1, 2, 3)), np.ones((1, 1, 3))).dtype == np.float64
+    assert t.astype(np.float32).K.dtype == np.float32
+
+
+@pytest.mark.parametrize("K_shape,V_shape,q_shape,match", [
+    ((3, 5), (3, 5, 4), (3, 2, 4), "K must have shape"),
+    ((3, 5, 4), (3, 6, 4), (3, 2, 4), "V must have the same number"),
+    ((3, 5, 4), (2, 5, 4), (3, 2, 4), "V must have the same number"),
+    ((3, 5, 4), (3, 5, 4), (3, 2, 5), "q must have shape"),
+    ((3, 5, 4), (3, 5, 4), (2, 2, 4), "q must have shape"),
+])
+def test_shape_errors(K_shape, V_shape, q_shape, match):
+    with pytest.raises(ValueError, match=match):
+        Trials(np.ones(K_shape), np.ones(V_shape), np.ones(q_shape))
+
+
+def test_value_errors():
+    K, V, q = _arrays()
+    K[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="K must be finite"):
+        Trials(K, V, q)
+    with pytest.raises(TypeError, match="meta must be a dict"):
+        Trials(*_arrays(), meta=[1])
+    with pytest.raises(TypeError, match="q must be a real numeric"):
+        Trials(*_arrays()[:2], np.array([["a"]]))
+
+
+def test_subset_variants():
+    t = Trials(*_arrays(T=6))
+    np.testing.assert_array_equal(t.subset(2).K, t.K[2:3])
+    np.testing.assert_array_equal(t.subset(-1).K, t.K[5:6])
+    np.testing.assert_array_equal(t.subset(slice(1, 4)).q, t.q[1:4])
+    s = t.subset([4, 0])
+    np.testing.assert_array_equal(s.V, t.V[[4, 0]])
+    assert s.meta["subset"] == [4, 0]
+    m = np.zeros(6, bool)
+    m[[1, 3]] = True
+    assert t.subset(m).meta["subset"] == [1, 3]
+    with pytest.raises(ValueError, match="idx must be an integer in"):
+        t.subset(6)
+    with pytest.raises(ValueError, match="boolean mask must have shape"):
+        t.subset(np.ones(3, bool))
+    with pytest.raises(ValueError, match="idx must index trials"):
+        t.subset([0, 9])
+    with pytest.raises(ValueError, match="at least one trial"):
+        t.subset(slice(3, 3))
+    with pytest.raises(TypeError, match="idx must be"):
+        t.subset(1.5)
+
+
+def test_group_query_heads_maps_heads_like_repeat_kv():
+    # 2 texts, H_kv = 3, g = 3 (SmolLM2's 9 query heads), 4 positions.
+    rng = np.random.default_rng(1)
+    B, H_kv, g, N, d, P = 2, 3, 3, 7, 8, 4
+    K = rng.standard_normal((B, H_kv, N, d))
+    V = rng.standard_normal((B, H_kv, N, d))
+    q = rng.standard_normal((B, H_kv * g, P, d))
+    t = group_query_heads(K, V, q, meta={"model": "x"})
+    assert t.K.shape == (B * H_kv, N, d) and t.q.shape == (B * H_kv, g * P, d)
+    assert t.meta == {"model": "x", "group_size": g, "n_kv_heads": H_kv, "batch_shape": (B,)}
+    for b in range(B):
+        for h in range(H_kv * g):            # query head h reads kv head h // g
+            trial = b * H_kv + h // g
+            np.testing.assert_array_equal(t.K[trial], K[b, h // g])
+            j = (h % g) * P                    # head-major within the group
+            np.testing.assert_array_equal(t.q[trial, j:j + P], q[b, h])
+
+
+def test_group_query_heads_errors():
+    with pytest.raises(ValueError, match="multiple of"):
+        group_query_heads(np.ones((2, 5, 4)), np.ones((2, 5, 4)), np.ones((3, 1, 4)))
+    with pytest.raises(ValueError, match="q must have shape"):
+        group_query_heads(np.ones((2, 5, 4)), np.ones((2, 5, 4)), np.ones((2, 1, 3)))
+    with pytest.raises(ValueError, match="V must have shape"):
+        group_query_heads(np.ones((2, 5, 4)), np.ones((2, 6, 4)), np.ones((2, 1, 4)))
