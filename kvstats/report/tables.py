@@ -129,9 +129,11 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
             x = grp[metric].to_numpy(dtype=np.float64)
             finite = np.isfinite(x)
             mean, low, high = _mean_ci(x, confidence, n_resamples, seed + 1000 * i + j)
-            xf = x[finite] if finite.any() else x
+            # with +inf present, interpolating quantiles would compute inf - inf
+            method = "linear" if finite.all() else "higher"
             rows.append({**base, "metric": metric, "mean": mean, "ci_low": low, "ci_high": high,
-                         "median": float(np.median(x)), "p99": float(np.quantile(xf, 0.99)),
+                         "median": float(np.quantile(x, 0.5, method=method)),
+                         "p99": float(np.quantile(x, 0.99, method=method)),
                          "max": float(np.max(x)), "n_trials": int(len(x)),
                          "n_nonfinite": int((~finite).sum())})
     return pd.DataFrame(rows)

@@ -1,0 +1,24 @@
+"""Synthetic per-trial frames with the sweep's columns, so the report is tested on known truths."""
+
+import numpy as np
+import pandas as pd
+
+from kvstats.report.tables import METRICS
+
+
+def make_frame(spec, n=60, seed=0, case=("gaussian", "-", 64, 128)):
+    """spec: {(scheme, budget): shift}; every metric of a trial is N(shift, 1) (kl: exp of it)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for (scheme, budget), shift in spec.items():
+        data = {m: rng.normal(shift, 1.0, n) for m in METRICS}
+        data["kl"] = np.exp(data["kl"])  # positive, like a KL
+        data["recall_at_5"] = rng.normal(shift, 1.0, n)
+        data["ip_var"] = np.exp(rng.normal(shift, 0.1, n))
+        parts.append(pd.DataFrame(data).assign(
+            distribution=case[0], params=case[1], dim=case[2], n_keys=case[3], budget=float(budget),
+            scheme=scheme, bits_nominal=float(budget), bits_total=float(budget) + 0.25,
+            trial=np.arange(n)))
+    return pd.concat(parts, ignore_index=True)
+
+

@@ -1,0 +1,91 @@
+"""hypothesis_report and the figures on a synthetic sweep result (no quantizer needed)."""
+
+import json
+import re
+
+import matplotlib
+import numpy as np
+import pytest
+
+from kvstats.report import (hypothesis_report, plot_crossover, plot_kl_vs_bits,
+                            plot_lowrank_vs_heavytail, plot_recall_vs_bits, plot_shannon_phi)
+from kvstats.report.tables import compare_schemes
+from kvstats.sweep import SweepConfig, SweepResult
+
+from _report_frames import make_frame
+
+
+def _result(frame):
+    cfg = SweepConfig.from_dict({"schemes": ["KQV", "QKQV", "KV"], "distributions": ["gaussian"],
+                                 "budgets": [2, 3], "n_trials": 40,
+                                 "report": {"energy_resamples": 99, "bootstrap_resamples": 199}})
+    manifest = {"n_cells": 6, "seed": 0, "started": "t0", "finished": "t1", "seconds": 1.0,
+                "n_computed": 6, "executor": "serial", "host": {"platform": "test", "cpus": 2},
+                "git": None, "versions": {"numpy": np.__version__}}
+    return SweepResult(frame, manifest, cfg)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    f = make_frame({("KQV", 2): 1.0, ("QKQV", 2): 0.0, ("KV", 2): 0.5,
+                    ("KQV", 3): 0.0, ("QKQV", 3): 1.0, ("KV", 3): 0.5}, n=40, seed=7)
+    g = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40,
+                   seed=8, case=("heavy_tailed", "nu=1.5", 64, 128))
+    h = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40,
+                   seed=9, case=("low_rank", "rank=4", 64, 128))
+    import pandas as pd
+    out = tmp_path_factory.mktemp("rep")
+    return hypothesis_report(_result(pd.concat([f, g, h], ignore_index=True)), out), out
+
+
+def test_report_files_and_content(report):
+    rep, out = report
+    for name in ("markdown", "html", "json", "summary", "comparisons", "crossovers", "theory"):
+        assert rep.files[name].is_file() and rep.files[name].stat().st_size > 0
+    md = rep.files["markdown"].read_text()
+    assert "CROSSOVER in kl for gaussian" in md          # the planted crossover is stated
+    assert "Winner rule" in md and "holm" in md
+    assert "## gaussian, d = 64, N = 128" in md
+    # every figure linked from the Markdown exists, PNG and SVG
+    for link in re.findall(r"\]\((figures/[^)]+\.png)\)", md):
+        assert (out / link).is_file() and (out / link).with_suffix(".svg").is_file()
+    assert {"kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail"} <= set(rep.figures)
+    assert any(k.startswith("crossover_kqv_vs_qkqv") for k in rep.figures)
+
+
+def test_html_is_self_contained(report):
+    rep, _ = report
+    html = rep.files["html"].read_text()
+    imgs = re.findall(r'<img[^>]*src="([^"]+)"', html)
+    assert imgs and all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert "http://" not in html and "https://" not in html
+
+
+def test_json_is_strict_and_complete(report):
+    rep, _ = report
+    payload = json.loads(rep.files["json"].read_text(),
+                         parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert len(payload["comparisons"]) == len(rep.comparisons)
+    assert len(payload["summary"]) == len(rep.summary)
+    assert payload["options"]["correction"] == "holm"
+
+
+def test_plots_return_figures_with_units(frame_factory):
+    f = frame_factory({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=30)
+    f["kl"] = np.abs(f["kl"])
+    fig = plot_shannon_phi(f, "k")
+    assert isinstance(fig, matplotlib.figure.Figure) and len([a for a in fig.axes if a.get_visible()]) == 2
+    assert fig.axes[0].get_xlabel() == "direction error φ_k (rad)" and "dB" in fig.axes[0].get_ylabel()
+    assert "nats" in plot_kl_vs_bits(f).axes[0].get_ylabel()
+    assert "fraction" in plot_recall_vs_bits(f).axes[0].get_ylabel()
+    comp = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False)
+    assert len(plot_crossover(comp, ["kl", "phi_k"]).axes) == 2
+    with pytest.raises(ValueError, match="place must be one of"):
+        plot_shannon_phi(f, "q")
+    with pytest.raises(ValueError, match="low_rank"):
+        plot_lowrank_vs_heavytail(f)
+    two = frame_factory({("KQV", 2): 0.0}, case=("gaussian", "-", 128, 128))
+    import pandas as pd
+    with pytest.raises(ValueError, match="exactly one case"):
+        plot_shannon_phi(pd.concat([f, two]), "k")
+    matplotlib.pyplot.close("all")

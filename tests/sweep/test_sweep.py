@@ -1,0 +1,195 @@
+"""The sweep runner: config validation, stable seeds, pairing, resume, executors, manifest."""
+
+import concurrent.futures as cf
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import kvstats
+from kvstats import sweep as sw
+from kvstats.sweep import SweepConfig, run_sweep
+
+TINY = {"schemes": ["KV", "KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+        "dims": [16], "n_keys": [32], "n_trials": 6, "chunk_size": 4, "seed": 11}
+
+
+def _metrics(frame):
+    return frame.drop(columns=[]).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- config
+def test_config_parsing_and_grid():
+    cfg = SweepConfig.from_dict({
+        "sweep": {"budgets": [2, 4], "dims": [16, 32], "n_keys": [8], "n_trials": 5},
+        "schemes": [{"name": "KQV"}, {"name": "QKQV", "params": {"sketch": "orthogonal"},
+                                      "label": "QKQV-orth"}, "K4V2"],
+        "distributions": [{"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]}],
+        "report": {"alpha": 0.01, "comparisons": [["KQV", "QKQV-orth"]]}})
+    # 2 param sets x 2 dims x (2 budgets x 2 schemes + 1 fixed-budget scheme)
+    assert len(cfg.cells()) == 2 * 2 * 5
+    assert cfg.comparisons == (("KQV", "QKQV-orth"),) and cfg.report == {"alpha": 0.01}
+    assert SweepConfig.from_dict(cfg.to_dict()) == cfg
+    ids = [cfg.cell_id(c) for c in cfg.cells()]
+    assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"schemes": ["KVQ"]}, r"scheme name must be one of \['KV', 'KQV'"),
+    ({"distributions": ["cauchy"]}, r"distribution name must be one of \['gaussian'"),
+    ({"budgets": [0, 2]}, r"budgets must be an integer in \[1, 8\]"),
+    ({"n_trials": 1}, r"n_trials must be an integer in \[2"),
+    ({"schemes": ["KQV", "KQV"]}, "distinct labels"),
+    ({"trials": 5}, r"unknown config key\(s\) \['trials'\]"),
+    ({"comparisons": [["KQV"]]}, "pairs of scheme labels"),
+])
+def test_config_errors_are_clear(bad, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        SweepConfig.from_dict({**TINY, **bad})
+
+
+def test_toml_round_trip(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[sweep]\nbudgets = [3]\ndims = [16]\nn_keys = [8]\nn_trials = 4\nseed = 2\n'
+                 '[[schemes]]\nname = "KQV"\n[[distributions]]\nname = "low_rank"\n'
+                 'params = {rank = 2}\n')
+    cfg = SweepConfig.from_toml(p)
+    assert cfg.distributions[0].params == {"rank": 2} and cfg.seed == 2
+    (tmp_path / "bad.toml").write_text("budgets = [")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        SweepConfig.from_toml(tmp_path / "bad.toml")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SweepConfig.from_toml(tmp_path / "missing.toml")
+
+
+def test_derived_seeds_are_stable_known_values():
+    # SHA-256 based: the same on every machine and process (Python's hash() is salted).
+    a = sw._derive_seed(0, "data", "case")
+    assert a == sw._derive_seed(0, "data", "case")
+    assert a != sw._derive_seed(1, "data", "case") and a != sw._derive_seed(0, "data", "case2")
+    assert sw._stable_words("x")[0] == int.from_bytes(
+        bytes.fromhex("2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881")[:4], "little")
+
+
+# ---------------------------------------------------------------- results
+@pytest.fixture(scope="module")
+def tiny():
+    return run_sweep(TINY, executor="serial", progress=False)
+
+
+def test_frame_columns_and_shape(tiny):
+    f = tiny.frame
+    assert len(f) == 3 * 2 * 6
+    for col in sw.CELL_COLUMNS + ("snr_k", "phi_k", "snr_t", "kl", "recall_at_5", "argmax_shift",
+                                   "ip_var"):
+        assert col in f.columns
+    assert sorted(f.trial.unique()) == list(range(6))
+    kqv = f[(f.scheme == "KQV") & (f.budget == 3)]
+    b = kvstats.make_scheme("KQV", 3, 16).bits_per_coord(32)
+    assert kqv.bits_total.iloc[0] == pytest.approx(b.total) and kqv.bits_nominal.iloc[0] == 3
+    assert np.isfinite(f[["snr_k", "phi_k", "kl"]].to_numpy()).all()
+
+
+def test_cells_independent_of_grid_and_order(tiny):
+    """A cell's numbers depend only on its key and the root seed, not on the other cells."""
+    other = {**TINY, "schemes": ["QKQV", "KQV"], "budgets": [3]}
+    g = run_sweep(other, executor="serial", progress=False).frame
+    for scheme in ("KQV", "QKQV"):
+        a = tiny.frame[(tiny.frame.scheme == scheme) & (tiny.frame.budget == 3)].reset_index(drop=True)
+        b = g[g.scheme == scheme].reset_index(drop=True)
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_schemes_of_a_case_see_the_same_trials(monkeypatch):
+    """Paired design: the data seed depends on the case (and chunk) only."""
+    import kvstats.data.synthetic as syn
+    seen = []
+    real = syn.sample
+
+    def spy(*args, seed, **kw):
+        seen.append((args, seed))
+        return real(*args, seed=seed, **kw)
+
+    monkeypatch.setattr(syn, "sample", spy)
+    run_sweep(TINY, executor="serial", progress=False)
+    # 2 budgets x 2 chunks (6 trials, chunk 4); every budget task draws the same two chunks
+    assert len(seen) == 4
+    by_chunk = {}
+    for args, seed in seen:
+        by_chunk.setdefault(args[1], set()).add(seed)  # args[1] = trials in the chunk
+    assert all(len(s) == 1 for s in by_chunk.values()) and len(by_chunk) == 2
+
+
+def test_chunks_hold_independent_trials(tiny):
+    kv = tiny.frame[(tiny.frame.scheme == "KV") & (tiny.frame.budget == 2)]
+    assert kv.snr_k.nunique() == len(kv)  # no chunk repeats another's trials
+
+
+def test_resume_recomputes_only_missing_cells(tmp_path, monkeypatch):
+    first = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert first.manifest["n_computed"] == 6
+    cells = sorted((tmp_path / "cells").iterdir())
+    assert len(cells) == 6
+    for path in cells[:2]:
+        path.unlink()
+    import kvstats.quant.schemes as schemes
+    calls = []
+    real = schemes.make_scheme
+
+    def counting(*args, **kw):
+        calls.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(schemes, "make_scheme", counting)
+    second = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert second.manifest["n_computed"] == 2
+    assert len(calls) == 2 * 2  # 2 cells x 2 chunks, nothing else recomputed
+    pd.testing.assert_frame_equal(first.frame, second.frame)
+    statuses = [c["status"] for c in second.manifest["cells"]]
+    assert statuses.count("resumed") == 4
+    # resume=False recomputes everything
+    calls.clear()
+    run_sweep(TINY, out=tmp_path, executor="serial", progress=False, resume=False)
+    assert len(calls) == 6 * 2
+
+
+def test_manifest_and_files(tmp_path, tiny):
+    res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    for key in ("config", "seed", "versions", "git", "started", "finished", "host", "cells"):
+        assert key in man
+    assert man["versions"]["numpy"] == np.__version__
+    assert SweepConfig.from_dict(man["config"]) == SweepConfig.from_dict(TINY)
+    loaded = sw.load_result(tmp_path)
+    pd.testing.assert_frame_equal(loaded.frame, res.frame)
+    pd.testing.assert_frame_equal(res.frame, tiny.frame)
+    with pytest.raises(FileNotFoundError, match="no finished sweep"):
+        sw.load_result(tmp_path / "cells")
+
+
+def test_executors_agree(tiny):
+    with cf.ThreadPoolExecutor(2) as pool:
+        threads = run_sweep(TINY, executor=pool, progress=False)
+    procs = run_sweep(TINY, executor=None, workers=2, progress=False)
+    pd.testing.assert_frame_equal(threads.frame, tiny.frame)
+    pd.testing.assert_frame_equal(procs.frame, tiny.frame)
+    assert procs.manifest["executor"].startswith("ProcessPoolExecutor")
+    with pytest.raises(TypeError, match="executor must be"):
+        run_sweep(TINY, executor="threads", progress=False)
+
+
+def test_dask_local_cluster_executor(tiny):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        res = run_sweep(TINY, executor=client.get_executor(), progress=False)
+    pd.testing.assert_frame_equal(res.frame, tiny.frame)
+
+
+def test_fixed_budget_schemes(tmp_path):
+    cfg = {**TINY, "schemes": ["K4V2", "K2V4", "KQV"], "budgets": [3]}
+    f = run_sweep(cfg, executor="serial", progress=False).frame
+    assert set(f[f.scheme == "K4V2"].budget) == {3.0}
+    assert set(f[f.scheme == "KQV"].budget) == {3.0}
