@@ -131,7 +131,7 @@ def _check_codes(codes: Any, bits: int) -> jax.Array:
     codes = jnp.asarray(codes)
     if codes.dtype != jnp.uint8:
         raise TypeError(f"codes must be uint8; received dtype {codes.dtype}")
-    if not isinstance(codes, jax.core.Tracer) and codes.size and int(codes.max()) >= 2 ** bits:
+    if not isinstance(codes, jax.core.Tracer) and codes.size and int(np.max(np.asarray(codes))) >= 2 ** bits:
         raise ValueError(f"codes must be < 2**bits = {2 ** bits}; received max {int(codes.max())}")
     return codes
 

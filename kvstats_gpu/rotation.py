@@ -38,7 +38,7 @@ def check_signs(signs: Any, name: str = "signs") -> jax.Array:
     if s.ndim != 1 or not is_pow2(s.shape[0]) or s.shape[0] < 8:
         raise ValueError(f"{name} must be 1-D with a power-of-two length >= 8 (one shared rotation; "
                          f"d_pad = next power of two of the head dim); received shape {s.shape}")
-    if not isinstance(s, jax.core.Tracer) and not bool(jnp.all(jnp.abs(s) == 1)):
+    if not isinstance(s, jax.core.Tracer) and not np.all(np.abs(np.asarray(s)) == 1):
         raise ValueError(f"{name} must contain only +1 and -1 values")
     return s.astype(jnp.float32)
 
