@@ -1,0 +1,230 @@
+"""Energy distance and the permutation energy test: exactness against direct computations,
+unbiasedness of the U-statistic, the blocked fast path, bounded memory, calibration, power."""
+
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from kvstats.stats import energy_distance, energy_test
+from kvstats.stats.energy import _permutation_statistics
+
+
+def _direct(X, Y, kind="V"):
+    """Plain pairwise computation with broadcasting (reference for the 6-D cases)."""
+    X = np.atleast_2d(np.asarray(X, float).reshape(len(X), -1))
+    Y = np.atleast_2d(np.asarray(Y, float).reshape(len(Y), -1))
+
+    def dist(A, B):
+        return np.sqrt(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    nx, ny = len(X), len(Y)
+    cx = nx * nx if kind == "V" else nx * (nx - 1)
+    cy = ny * ny if kind == "V" else ny * (ny - 1)
+    return 2 * dist(X, Y).mean() - dist(X, X).sum() / cx - dist(Y, Y).sum() / cy
+
+
+@pytest.mark.parametrize("n1,n2,seed", [(1, 1, 0), (5, 9, 1), (200, 150, 2), (40, 40, 3)])
+def test_energy_distance_1d_equals_scipy_squared(n1, n2, seed):
+    # reference: scipy.stats.energy_distance (V-statistic, square root of ours in 1-D)
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_t(3, n1), rng.normal(0.3, 2, n2)
+    res = energy_distance(x, y)
+    assert res.statistic == pytest.approx(stats.energy_distance(x, y) ** 2, rel=1e-10, abs=1e-14)
+    assert res.statistic == pytest.approx(_direct(x, y), rel=1e-10, abs=1e-14)
+    if min(n1, n2) >= 2:
+        assert energy_distance(x, y, kind="U").statistic == pytest.approx(_direct(x, y, "U"),
+                                                                          rel=1e-10, abs=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["V", "U"])
+def test_energy_distance_6d_equals_direct(kind):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(130, 6)) * [1, 2, 3, 0.1, 5, 1]
+    Y = rng.normal(0.2, 1, size=(170, 6))
+    res = energy_distance(X, Y, kind=kind)
+    assert res.statistic == pytest.approx(_direct(X, Y, kind), rel=1e-10)
+    assert res.statistic == pytest.approx(2 * res.mean_xy - res.mean_xx - res.mean_yy, rel=1e-12)
+    assert float(res) == res.statistic
+
+
+def test_energy_distance_blocks_and_float32():
+    # more rows than one distance block (2048): the blocked sums equal the direct sums
+    rng = np.random.default_rng(5)
+    X, Y = rng.normal(size=(2100, 2)), rng.normal(0.1, 1, size=(300, 2))
+    ref = _direct(X[:700], Y)
+    assert energy_distance(X[:700], Y).statistic == pytest.approx(ref, rel=1e-10)
+    big = energy_distance(X, Y).statistic
+    # reference: the same sums accumulated over explicit row chunks
+    from scipy.spatial.distance import cdist
+    sxx = sum(cdist(X[i:i + 500], X).sum() for i in range(0, 2100, 500))
+    direct = 2 * cdist(X, Y).mean() - sxx / 2100**2 - cdist(Y, Y).mean()
+    assert big == pytest.approx(direct, rel=1e-10)
+    # float32 input is computed in float64: same result as the float64 copy of the data
+    X32 = X[:100].astype(np.float32)
+    assert energy_distance(X32, Y).statistic == energy_distance(X32.astype(np.float64), Y).statistic
+
+
+def test_standardize_uses_pooled_column_sd():
+    rng = np.random.default_rng(6)
+    X, Y = rng.normal(size=(50, 3)), rng.normal(0.5, 1, size=(60, 3))
+    scale = np.array([10.0, 0.01, 3.0])          # e.g. dB next to radians
+    res = energy_distance(X * scale, Y * scale, standardize=True)
+    pooled_sd = np.concatenate([X, Y]).std(axis=0, ddof=1)
+    assert res.statistic == pytest.approx(_direct(X / pooled_sd, Y / pooled_sd), rel=1e-10)
+    assert res.statistic == pytest.approx(energy_distance(X, Y, standardize=True).statistic,
+                                          rel=1e-10)
+    # a constant column is left alone (it adds no distance)
+    Xc = np.column_stack([X, np.full(50, 7.0)])
+    Yc = np.column_stack([Y, np.full(60, 7.0)])
+    assert energy_distance(Xc, Yc, standardize=True).statistic == pytest.approx(
+        energy_distance(X, Y, standardize=True).statistic, rel=1e-12)
+
+
+def _population_energy_normal(mu_x, sd_x, mu_y, sd_y):
+    """Closed form of 2E|X-Y| - E|X-X'| - E|Y-Y'| for independent 1-D normals.
+
+    E|Z| for Z ~ N(m, s^2) is s sqrt(2/pi) exp(-m^2 / 2 s^2) + m (1 - 2 Phi(-m/s)).
+    """
+    def abs_mean(m, s):
+        return s * math.sqrt(2 / math.pi) * math.exp(-m * m / (2 * s * s)) + m * (1 - 2 * stats.norm.cdf(-m / s))
+
+    exy = abs_mean(mu_x - mu_y, math.hypot(sd_x, sd_y))
+    return 2 * exy - abs_mean(0, math.sqrt(2) * sd_x) - abs_mean(0, math.sqrt(2) * sd_y)
+
+
+@pytest.mark.slow
+def test_u_statistic_unbiased_v_biased(calib):
+    reps = calib.replicates(4000, 40000)
+    rng = np.random.default_rng(8)
+    truth = _population_energy_normal(0.0, 1.0, 0.5, 2.0)
+    u = np.empty(reps)
+    v = np.empty(reps)
+    for i in range(reps):   # tiny samples, where the V-statistic's bias is large
+        x, y = rng.normal(0.0, 1.0, 4), rng.normal(0.5, 2.0, 5)
+        u[i] = energy_distance(x, y, kind="U").statistic
+        v[i] = energy_distance(x, y, kind="V").statistic
+    se = u.std(ddof=1) / math.sqrt(reps)
+    assert abs(u.mean() - truth) < 4 * se, (u.mean(), truth, se)
+    # the same test applied to V fails (it can fail): V overestimates by E|X-X'|/n_x + ...
+    assert v.mean() - truth > 4 * v.std(ddof=1) / math.sqrt(reps)
+
+
+@pytest.mark.parametrize("kind", ["V", "U"])
+def test_fast_permutation_statistics_equal_brute_force(kind):
+    # reference: energy_distance on each explicitly relabelled split of the pooled sample
+    rng = np.random.default_rng(9)
+    Z = rng.normal(size=(37, 4))
+    n_x = 15
+    labels = np.zeros((12, 37), dtype=bool)
+    for k in range(12):
+        labels[k, rng.permutation(37)[:n_x]] = True
+    brute = [energy_distance(Z[lab], Z[~lab], kind=kind).statistic for lab in labels]
+    fast, _ = _permutation_statistics(Z, labels, kind)
+    np.testing.assert_allclose(fast, brute, rtol=1e-10)
+    # several distance blocks and permutation chunks give the same numbers
+    blocked, _ = _permutation_statistics(Z, labels, kind, block=8, chunk=5)
+    np.testing.assert_allclose(blocked, brute, rtol=1e-10)
+
+
+def test_energy_test_observed_statistic_and_pvalue_formula():
+    rng = np.random.default_rng(10)
+    X, Y = rng.normal(size=(40, 6)), rng.normal(0.3, 1, size=(35, 6))
+    for kind in ("V", "U"):
+        for standardize in (False, True):
+            res = energy_test(X, Y, n_resamples=199, seed=3, kind=kind, standardize=standardize)
+            ref = energy_distance(X, Y, kind=kind, standardize=standardize).statistic
+            assert res.statistic == pytest.approx(ref, rel=1e-10)
+            assert res.test_statistic == pytest.approx(40 * 35 / 75 * ref, rel=1e-10)
+            count = np.count_nonzero(res.null_distribution >= res.statistic)
+            assert res.pvalue == (1 + count) / 200
+            assert res.null_distribution.shape == (199,)
+    # same seed, same p-value; different seed, different null draws
+    a = energy_test(X, Y, n_resamples=99, seed=1)
+    assert a.pvalue == energy_test(X, Y, n_resamples=99, seed=1).pvalue
+    assert not np.array_equal(a.null_distribution,
+                              energy_test(X, Y, n_resamples=99, seed=2).null_distribution)
+    assert energy_test(X, Y, n_resamples=1).pvalue in (0.5, 1.0)
+
+
+def test_energy_test_matches_dcor_statistic():
+    rng = np.random.default_rng(11)
+    X, Y = rng.normal(size=(60, 6)), rng.normal(0.2, 1, size=(45, 6))
+    ours = energy_test(X, Y, n_resamples=9)
+    # reference: dcor 0.7, float(dcor.homogeneity.energy_test_statistic(X, Y)) on this data
+    # (n m / (n + m) times the V-statistic); hard-coded because importing dcor compiles
+    # numba code for ~15 s. experiments/bench_energy.py re-checks it live.
+    assert ours.test_statistic == pytest.approx(4.360105952264691, rel=1e-10)
+
+
+def test_energy_test_memory_is_bounded():
+    # 6,000 pooled points: the full distance matrix alone would be 288 MB of float64
+    rng = np.random.default_rng(12)
+    X, Y = rng.normal(size=(3000, 6)), rng.normal(size=(3000, 6))
+    tracemalloc.start()
+    try:
+        energy_test(X, Y, n_resamples=5, seed=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 120 * 2**20, f"peak {peak / 2**20:.0f} MB"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["continuous-6d", "tied-2d", "standardized-U"])
+def test_energy_test_null_calibration(calib, kind):
+    reps = calib.replicates(1000, 10000)
+    rng = np.random.default_rng({"continuous-6d": 31, "tied-2d": 32, "standardized-U": 33}[kind])
+    pvals = np.empty(reps)
+    for i in range(reps):
+        if kind == "tied-2d":      # Poisson(0.7) counts: most values 0 or 1
+            X, Y = rng.poisson(0.7, (15, 2)), rng.poisson(0.7, (20, 2))
+            pvals[i] = energy_test(X, Y, n_resamples=99, seed=rng).pvalue
+        else:
+            X = rng.normal(size=(12, 6)) * [1, 10, 0.1, 1, 1, 1]
+            Y = rng.normal(size=(18, 6)) * [1, 10, 0.1, 1, 1, 1]
+            std = kind == "standardized-U"
+            pvals[i] = energy_test(X, Y, n_resamples=99, seed=rng, standardize=std,
+                                   kind="U" if std else "V").pvalue
+    # permutation p-values are discrete (multiples of 1/100) and valid by construction;
+    # with continuous data P(p <= k/100) = k/100 exactly
+    if kind == "tied-2d":
+        calib.rejection_rate(pvals, alpha=0.05, upper_only=True)
+    else:
+        calib.rejection_rate(pvals, alpha=0.05)
+    calib.discrete_validity(pvals)
+
+
+def test_energy_test_power_on_clear_shift():
+    rng = np.random.default_rng(13)
+    pvals = [energy_test(rng.normal(size=(30, 6)), rng.normal(0.8, 1, size=(30, 6)),
+                         n_resamples=99, seed=rng).pvalue for _ in range(40)]
+    assert np.mean(np.array(pvals) <= 0.05) >= 0.95
+
+
+def test_bad_input():
+    X = np.zeros((5, 3))
+    with pytest.raises(ValueError, match="X must not be empty"):
+        energy_distance(np.zeros((0, 3)), X)
+    with pytest.raises(ValueError, match="Y must be finite"):
+        energy_distance(X, np.array([[1.0, np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="X must be finite"):
+        energy_test(np.array([[np.inf, 0.0, 0.0]]), X)
+    with pytest.raises(ValueError, match="same number of columns"):
+        energy_distance(X, np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="X must be 1-D"):
+        energy_distance(np.zeros((2, 2, 2)), X)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        energy_distance(X, X, kind="W")
+    with pytest.raises(ValueError, match="kind='U' needs at least 2"):
+        energy_distance(X[:1], X, kind="U")
+    with pytest.raises(ValueError, match="n_resamples must be an integer in"):
+        energy_test(X, X, n_resamples=0)
+    with pytest.raises(TypeError, match="n_resamples must be an integer"):
+        energy_test(X, X, n_resamples=9.5)
+    with pytest.raises(TypeError, match="standardize must be True or False"):
+        energy_test(X, X, standardize="yes")
+    with pytest.raises(TypeError, match="seed must be"):
+        energy_test(X, X, seed="abc")
