@@ -37,7 +37,8 @@ def _sumsq(a: np.ndarray) -> np.ndarray:
 
 def _reductions(x: np.ndarray, xh: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
     """float64 ‖x‖², ‖x̂‖², ‖e‖², ⟨x, e⟩ (e = x̂ − x)."""
-    out = (_sumsq(x), _sumsq(xh), _sumsq(e), _dot(x, e))
+    with np.errstate(over="ignore"):        # detected and redone below
+        out = (_sumsq(x), _sumsq(xh), _sumsq(e), _dot(x, e))
     if x.dtype == np.float32 and not all(np.isfinite(o).all() for o in out):
         # float32 squares overflow beyond ~1.8e19; redo the sums in float64.
         x64, xh64, e64 = (a.astype(np.float64) for a in (x, xh, e))
@@ -62,14 +63,16 @@ def _angle_direct(x: np.ndarray, xh: np.ndarray) -> np.ndarray:
     # φ = 2·atan2(‖u − v‖, ‖u + v‖) with u, v the unit vectors: accurate to rounding,
     # unlike arccos(cos φ), whose error is ~√eps near 0 and π. A zero vector gets
     # u = 0, which yields π/2 against a non-zero vector and 0 against a zero one.
-    nx2, nh2 = _sumsq(x).astype(np.float64), _sumsq(xh).astype(np.float64)
+    # Only the few rows the fast path rejects come here: float64 costs little.
+    x, xh = x.astype(np.float64), xh.astype(np.float64)
+    nx2, nh2 = _sumsq(x), _sumsq(xh)
     with np.errstate(divide="ignore"):
-        ix = np.where(nx2 > 0, 1.0 / np.sqrt(nx2), 0.0).astype(x.dtype)
-        ih = np.where(nh2 > 0, 1.0 / np.sqrt(nh2), 0.0).astype(x.dtype)
+        ix = np.where(nx2 > 0, 1.0 / np.sqrt(nx2), 0.0)
+        ih = np.where(nh2 > 0, 1.0 / np.sqrt(nh2), 0.0)
     u = x * ix[..., None]
     v = xh * ih[..., None]
-    a = np.sqrt(_sumsq(u - v).astype(np.float64))
-    b = np.sqrt(_sumsq(u + v).astype(np.float64))
+    a = np.sqrt(_sumsq(u - v))
+    b = np.sqrt(_sumsq(u + v))
     return 2.0 * np.arctan2(a, b)
 
 

@@ -230,7 +230,7 @@ def summarize_profile(df: pd.DataFrame, by: str | Sequence[str] | None = None,
     if missing:
         raise ValueError(f"by must name columns of df {list(df.columns)}; received {missing}")
     if metrics is None:
-        cols = [c for c in METRIC_DIRECTIONS if c in df.columns]
+        cols = [c for c in df.columns if c in METRIC_DIRECTIONS and c not in by_cols]
         if not cols:
             raise ValueError(f"df has none of the profile metrics {list(METRIC_DIRECTIONS)}; "
                              f"received columns {list(df.columns)}")

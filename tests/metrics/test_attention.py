@@ -1,0 +1,177 @@
+"""Stable softmax, attention, KL, top-k recall and argmax shift.
+
+References: scipy.special (softmax, log_softmax, rel_entr) and closed forms computed with
+Python's math module in float64 (math.fsum / log1p), stated per test.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import special
+
+from kvstats.metrics import (argmax_shift, attention_logits, attention_output, attention_weights,
+                             kl_divergence, log_softmax, softmax, topk_recall)
+
+
+def _ref_log_softmax(row):
+    """float64 closed form: (x − max) − log1p(Σ_{i≠argmax} exp(x_i − max)).
+
+    x − max is exact here (Sterbenz) and fsum/log1p are correctly rounded to ~1 ulp.
+    """
+    m = max(row)
+    i = row.index(m)
+    rest = math.fsum(math.exp(x - m) for j, x in enumerate(row) if j != i)
+    return [(x - m) - math.log1p(rest) for x in row]
+
+
+def test_matches_scipy_on_ordinary_logits():
+    x = np.random.default_rng(0).standard_normal((7, 5, 33)) * 3
+    np.testing.assert_allclose(softmax(x), special.softmax(x, axis=-1), rtol=1e-13)
+    np.testing.assert_allclose(log_softmax(x), special.log_softmax(x, axis=-1), rtol=1e-13,
+                               atol=1e-13)
+    np.testing.assert_allclose(softmax(x, axis=1), special.softmax(x, axis=1), rtol=1e-13)
+
+
+@pytest.mark.parametrize("row", [[1e4, 1e4 - 1.0, 0.0, -1e4], [-1e4, -1e4 + 2.5, -1e4 - 3.0],
+                                 [1e4, -1e4], [3e5, 3e5, 3e5 - 1e-3]])
+def test_extreme_logits_finite_and_exact(row):
+    ref = np.array(_ref_log_softmax(row))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lp = log_softmax(np.array(row))
+        p = softmax(np.array(row))
+    assert np.isfinite(lp).all() and np.isfinite(p).all()
+    np.testing.assert_allclose(lp, ref, rtol=1e-15, atol=1e-12)
+    np.testing.assert_allclose(p, np.exp(ref), rtol=1e-14, atol=1e-300)
+    # float32 input of magnitude 1e4 stays finite and close to the float64 reference
+    lp32 = log_softmax(np.array(row, dtype=np.float32))
+    assert lp32.dtype == np.float32 and np.isfinite(lp32).all()
+    np.testing.assert_allclose(lp32, ref, rtol=1e-6, atol=2e-3)
+
+
+def test_masked_entries():
+    x = np.array([[0.0, -np.inf, 1.0], [-np.inf, 2.0, -np.inf]])
+    p = softmax(x)
+    np.testing.assert_allclose(p, [[1 / (1 + np.e), 0, np.e / (1 + np.e)], [0, 1, 0]], rtol=1e-15)
+    assert np.isneginf(log_softmax(x)[0, 1])
+    with pytest.raises(ValueError, match="at least one entry > -inf"):
+        softmax([[-np.inf, -np.inf], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="NaN"):
+        softmax([0.0, np.nan])
+    with pytest.raises(ValueError, match=r"\+inf"):
+        log_softmax([0.0, np.inf])
+    with pytest.raises(ValueError, match="axis must be"):
+        softmax(np.zeros((2, 3)), axis=2)
+
+
+def test_attention_shapes_scale_and_gqa_broadcast():
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((4, 3, 16))           # 3 queries (e.g. a GQA group) per trial
+    K = rng.standard_normal((4, 10, 16))
+    V = rng.standard_normal((4, 10, 8))
+    logits = attention_logits(q, K)
+    np.testing.assert_allclose(logits, np.einsum("tqd,tnd->tqn", q, K) / 4.0, rtol=1e-13)
+    p = attention_weights(q, K)
+    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-14)
+    out = attention_output(q, K, V)
+    np.testing.assert_allclose(out, np.einsum("tqn,tnd->tqd", special.softmax(logits, -1), V),
+                               rtol=1e-12)
+    # one key set broadcast to several batches of queries
+    assert attention_weights(rng.standard_normal((2, 4, 3, 16)), K).shape == (2, 4, 3, 10)
+    mask = np.ones((3, 10), bool)
+    mask[:, 5:] = False
+    pm = attention_weights(q, K, mask=mask)
+    assert (pm[..., 5:] == 0).all()
+    np.testing.assert_allclose(pm[..., :5], special.softmax(logits[..., :5], -1), rtol=1e-13)
+    with pytest.raises(ValueError, match="share the feature axis"):
+        attention_logits(q, K[..., :8])
+    with pytest.raises(ValueError, match="must broadcast"):
+        attention_logits(q, K[:3])
+    with pytest.raises(ValueError, match="V must have one row per key"):
+        attention_output(q, K, V[:, :9])
+    with pytest.raises(TypeError, match="mask must be a boolean"):
+        attention_weights(q, K, mask=np.ones((3, 10)))
+
+
+def test_kl_equals_rel_entr_where_finite():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((50, 40)) * 2, rng.standard_normal((50, 40)) * 2
+    lp, lq = log_softmax(a), log_softmax(b)
+    ref = special.rel_entr(np.exp(lp), np.exp(lq)).sum(-1)
+    np.testing.assert_allclose(kl_divergence(lp, lq), ref, rtol=1e-12)
+    assert (kl_divergence(lp, lp) == 0).all()
+    assert (kl_divergence(lp, lq) >= 0).all()
+
+
+def test_kl_finite_under_underflow_and_extreme_logits():
+    # p = softmax([1e4, 0]) = (1, e^-1e4) underflows in the second entry; q = softmax([0, 1e4]).
+    # KL = 1·(0 − (−1e4)) + e^-1e4·(...) = 1e4 exactly in float64.
+    lp, lq = log_softmax(np.array([1e4, 0.0])), log_softmax(np.array([0.0, 1e4]))
+    lp2 = log_softmax(np.array([0.0, 0.0, -2000.0]))
+    lq2 = np.array([math.log(0.25), math.log(0.75), -np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kl_divergence(lp, lq) == pytest.approx(1e4, rel=1e-15)
+        # p = (1/2, 1/2, e^-2000 = 0 in float64): the underflowed entry contributes 0 although q = 0.
+        ref = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+        assert kl_divergence(lp2, lq2) == pytest.approx(ref, rel=1e-14)
+    # p > 0 where q = 0: +inf (documented)
+    assert np.isposinf(kl_divergence(np.log([0.5, 0.5]), np.array([0.0, -np.inf])))
+    # masked in both: 0 contribution
+    both = np.array([np.log(1.0), -np.inf])
+    assert kl_divergence(both, both) == 0.0
+
+
+def test_kl_small_perturbation_matches_second_order():
+    # KL(p ‖ softmax(l + δ)) = ½ Var_p(δ) + O(δ³): checks accuracy where terms cancel.
+    rng = np.random.default_rng(3)
+    lgt = rng.standard_normal((20, 256))
+    delta = 1e-4 * rng.standard_normal((20, 256))
+    lp, lq = log_softmax(lgt), log_softmax(lgt + delta)
+    p = np.exp(lp)
+    var = (p * delta ** 2).sum(-1) - (p * delta).sum(-1) ** 2
+    np.testing.assert_allclose(kl_divergence(lp, lq), 0.5 * var, rtol=1e-3)
+
+
+def test_kl_errors():
+    with pytest.raises(ValueError, match="normalised log-probabilities"):
+        kl_divergence(np.array([1.0, 2.0]), log_softmax(np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="shape of logp"):
+        kl_divergence(np.log([0.5, 0.5]), np.log([0.2, 0.3, 0.5]))
+
+
+def test_topk_recall_examples_and_ties():
+    assert topk_recall([5, 4, 3, 2, 1.0], [5, 4, 3, 2, 1.0], k=3) == 1.0
+    assert topk_recall([5, 4, 3, 2, 1.0], [1, 2, 3, 4, 5.0], k=2) == 0.0
+    assert topk_recall([5, 4, 3, 2, 1.0], [5, 4, 1, 2, 3.0], k=3) == pytest.approx(2 / 3)
+    # quantization collapsed keys 1..3 to one value: the boundary tie counts as retrieved
+    assert topk_recall([5, 4, 3, 2, 1.0], [5, 2, 2, 2, 1.0], k=2) == 1.0
+    # -inf masked keys never enter the top k of the reference
+    assert topk_recall([5, -np.inf, 3, 2.0], [5, 9, 3, 2.0], k=2) == 0.5
+    assert topk_recall(np.zeros((3, 7)), np.arange(21.0).reshape(3, 7), k=7).tolist() == [1] * 3
+    with pytest.raises(ValueError, match=r"k must be an integer in \[1, 5\]; received 6"):
+        topk_recall(np.zeros(5), np.zeros(5), k=6)
+    with pytest.raises(ValueError, match="k must be an integer"):
+        topk_recall(np.zeros(5), np.zeros(5), k=0)
+
+
+def test_topk_recall_hypergeometric_mean():
+    # Independent scores: |A ∩ B| ~ Hypergeometric(N, k, k), so E[recall] = k/N and
+    # Var[recall] = (k/N)(1−k/N)(N−k)/(N−1)/k. Tolerance: 5 SE over 4000 rows.
+    rng = np.random.default_rng(4)
+    N, k, n = 40, 5, 4000
+    r = topk_recall(rng.standard_normal((n, N)), rng.standard_normal((n, N)), k=k)
+    var = (k / N) * (1 - k / N) * (N - k) / (N - 1) / k
+    assert abs(r.mean() - k / N) < 5 * np.sqrt(var / n)
+    assert set(np.unique(r * k)) <= set(range(k + 1))
+
+
+def test_argmax_shift():
+    assert argmax_shift([[3.0, 1.0], [3.0, 1.0]], [[2.0, 2.0], [1.0, 2.0]]).tolist() == [False, True]
+    x = np.random.default_rng(5).standard_normal((100, 9))
+    assert not argmax_shift(x, x).any()
+    assert argmax_shift(x, -x).all()
+    # axis other than the last
+    assert argmax_shift(x.T, x.T, axis=0).shape == (100,)

@@ -1,0 +1,108 @@
+"""SNR, angle and norm ratio: hand values, conventions, and accuracy of the angle.
+
+Angle references are constructed exactly: x̂ = s·(cos θ · x + sin θ · ‖x‖ · w) with w a
+unit vector orthogonal to x has angle θ to x by construction (up to the rounding of
+forming x̂, ~1e-16 relative in float64).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from kvstats.metrics import angle, norm_ratio, pooled_snr_db, snr_db
+from kvstats.metrics.geometry import _angle_direct
+
+
+def _rotated(theta, d=64, scale=1.0, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    theta = np.asarray(theta, dtype=np.float64)
+    x = rng.standard_normal((theta.size, d))
+    w = rng.standard_normal((theta.size, d))
+    w -= (w * x).sum(-1, keepdims=True) / (x * x).sum(-1, keepdims=True) * x
+    w /= np.linalg.norm(w, axis=-1, keepdims=True)
+    xn = np.linalg.norm(x, axis=-1, keepdims=True)
+    xh = scale * (np.cos(theta)[:, None] * x + np.sin(theta)[:, None] * xn * w)
+    return x.astype(dtype), xh.astype(dtype)
+
+
+def test_hand_values():
+    np.testing.assert_allclose(snr_db([[3.0, 4.0]], [[3.0, 4.5]]), [10 * np.log10(25 / 0.25)])
+    np.testing.assert_allclose(norm_ratio([[3.0, 4.0]], [[6.0, 8.0]]), [2.0])
+    np.testing.assert_allclose(angle([[1.0, 0.0]], [[1.0, 1.0]]), [np.pi / 4], rtol=1e-15)
+    assert angle([[1.0, 0.0]], [[-2.0, 0.0]])[0] == pytest.approx(np.pi, rel=1e-15)
+    # ‖x − x̂‖² pooled: 25 / (0.25 + 0.25) → 10·log10(50)
+    assert float(pooled_snr_db([[3.0, 4.0], [0.0, 0.0]], [[3.0, 4.5], [0.0, 0.5]])) == \
+        pytest.approx(10 * np.log10(50))
+
+
+def test_conventions_for_exact_and_zero_vectors_without_warnings():
+    x = np.array([[1.0, 2.0], [0.0, 0.0], [0.0, 0.0], [1.0, 2.0]])
+    xh = np.array([[1.0, 2.0], [0.0, 0.0], [0.5, 0.0], [0.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s, a, r = snr_db(x, xh), angle(x, xh), norm_ratio(x, xh)
+        for dt in (np.float32, np.float64):
+            angle(x.astype(dt), xh.astype(dt))
+    assert s.tolist() == [np.inf, np.inf, -np.inf, 0.0]
+    np.testing.assert_allclose(a, [0.0, 0.0, np.pi / 2, np.pi / 2], atol=1e-15)
+    assert r.tolist() == [1.0, 1.0, np.inf, 0.0]
+
+
+@pytest.mark.parametrize("theta", [1e-12, 1e-8, 1e-4, 0.3, 1.5, 3.0, np.pi - 1e-6])
+@pytest.mark.parametrize("scale", [1.0, 0.7, 3.0])
+def test_angle_accurate_over_the_range(theta, scale):
+    x, xh = _rotated(np.full(8, theta), scale=scale, seed=int(theta * 1e3) % 97)
+    phi = angle(x, xh)
+    # relative 1e-9 everywhere (forming x̂ in float64 limits the reference to ~1e-15·d)
+    np.testing.assert_allclose(phi, theta, rtol=1e-9, atol=1e-15)
+    if theta <= 1e-8:
+        # arccos(cos φ) is wrong by orders of magnitude here: the test discriminates.
+        c = (x * xh).sum(-1) / np.linalg.norm(x, axis=-1) / np.linalg.norm(xh, axis=-1)
+        assert np.abs(np.arccos(np.clip(c, -1, 1)) - theta).max() > 100 * theta * 1e-9
+
+
+def test_angle_fast_path_agrees_with_direct_formula():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((40, 30, 128))
+    for noise in (1e-6, 1e-2, 0.5, 3.0):
+        xh = x + noise * rng.standard_normal(x.shape)
+        np.testing.assert_allclose(angle(x, xh), _angle_direct(x, xh), rtol=1e-9)
+        x32, xh32 = x.astype(np.float32), xh.astype(np.float32)
+        ref = _angle_direct(x32.astype(np.float64), xh32.astype(np.float64))
+        # float32: relative 2e-5 for noise ≥ 1e-2; tiny angles are limited by float32 x̂ itself
+        tol = 2e-5 if noise >= 1e-2 else 2e-2
+        np.testing.assert_allclose(angle(x32, xh32), ref, rtol=tol)
+
+
+def test_pure_scale_error_goes_the_direct_way():
+    x = np.random.default_rng(2).standard_normal((5, 64))
+    assert np.abs(angle(x, 1.01 * x)).max() < 1e-7
+    assert np.abs(angle(x, -0.5 * x) - np.pi).max() < 1e-7
+
+
+@pytest.mark.filterwarnings("error")
+def test_float32_overflow_is_redone_in_float64():
+    x = np.full((2, 4), 1e20, dtype=np.float32)
+    xh = x * np.float32(1.1)
+    np.testing.assert_allclose(snr_db(x, xh), 20.0, rtol=1e-5)
+    np.testing.assert_allclose(norm_ratio(x, xh), 1.1, rtol=1e-6)
+    np.testing.assert_allclose(angle(x, xh), 0.0, atol=1e-3)
+
+
+def test_snr_on_random_errors_matches_definition():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((20, 50, 32))
+    xh = x + 0.1 * rng.standard_normal(x.shape)
+    ref = 10 * np.log10((x ** 2).sum(-1) / ((x - xh) ** 2).sum(-1))
+    np.testing.assert_allclose(snr_db(x, xh), ref, rtol=1e-12)
+    assert snr_db(x, xh).shape == (20, 50)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="x_hat must have the shape of x"):
+        snr_db(np.ones((2, 3)), np.ones((3, 3)))
+    with pytest.raises(ValueError, match="x_hat must be finite"):
+        angle(np.ones((2, 3)), np.full((2, 3), np.nan))
+    with pytest.raises(TypeError, match="x must be a real numeric"):
+        norm_ratio(np.array(["a"]), np.ones(1))

@@ -1,0 +1,211 @@
+"""The per-trial error profile and its summary.
+
+The fast, chunked profile is checked against a plain per-trial reference written with
+the public single-purpose functions, on exact reconstructions (closed-form values), and
+statistically on Gaussian perturbations, where q·e ~ N(0, σ²‖q‖²) in closed form.
+"""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import kvstats
+from kvstats.data import Trials, group_query_heads
+from kvstats.metrics import (PROFILE_COLUMNS, angle, argmax_shift, attention_logits,
+                             error_profile, kl_divergence, log_softmax, norm_ratio, snr_db,
+                             summarize_profile, topk_recall)
+from kvstats.metrics import profile as profile_mod
+
+
+def _reference_profile(t, K_hat, V_hat, k=5):
+    rows = []
+    for i in range(t.n_trials):                    # plain loop: the reference, not the fast path
+        q, K, V, Kh, Vh = t.q[i], t.K[i], t.V[i], K_hat[i], V_hat[i]
+        lg, lgh = attention_logits(q, K), attention_logits(q, Kh)
+        lp, lq = log_softmax(lg), log_softmax(lgh)
+        T, Th = np.exp(lp) @ V, np.exp(lq) @ Vh
+        e = q @ (Kh - K).T
+        rows.append(dict(trial=i, snr_k=snr_db(K, Kh).mean(), phi_k=angle(K, Kh).mean(),
+                         norm_ratio_k=norm_ratio(K, Kh).mean(), snr_v=snr_db(V, Vh).mean(),
+                         phi_v=angle(V, Vh).mean(), norm_ratio_v=norm_ratio(V, Vh).mean(),
+                         snr_t=snr_db(T, Th).mean(), phi_t=angle(T, Th).mean(),
+                         norm_ratio_t=norm_ratio(T, Th).mean(), kl=kl_divergence(lp, lq).mean(),
+                         recall_at_5=topk_recall(lg, lgh, k).mean(),
+                         argmax_shift=argmax_shift(lg, lgh).mean(), ip_bias=e.mean(),
+                         ip_var=e.var()))
+    return pd.DataFrame(rows)
+
+
+def _perturbed(T=12, N=64, d=32, n_q=3, sigma=0.3, seed=0, dtype=np.float64, dist="gaussian"):
+    t = kvstats.sample(dist, T, N, d, seed=seed, n_queries=n_q, dtype=dtype)
+    rng = np.random.default_rng(seed + 100)
+    Kh = (t.K + sigma * rng.standard_normal(t.K.shape)).astype(dtype)
+    Vh = (t.V * 0.9 + sigma * rng.standard_normal(t.V.shape)).astype(dtype)
+    return t, Kh, Vh
+
+
+def test_exact_reconstruction():
+    t = kvstats.sample("focused", 6, 50, 16, seed=1, n_queries=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = error_profile(t, t.K, t.V, k=3)
+    assert list(df.columns) == list(PROFILE_COLUMNS)
+    assert df["trial"].tolist() == list(range(6))
+    for c in ("snr_k", "snr_v", "snr_t"):
+        assert np.isposinf(df[c]).all()
+    for c in ("phi_k", "phi_v", "phi_t", "kl", "argmax_shift", "ip_bias", "ip_var"):
+        assert (df[c] == 0).all(), c
+    for c in ("norm_ratio_k", "norm_ratio_v", "norm_ratio_t", "recall_at_5"):
+        assert (df[c] == 1).all(), c
+    assert df.attrs["k"] == 3
+    assert df.attrs["exact_vectors"] == {"k": 300, "v": 300, "t": 24}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_matches_plain_reference(dtype):
+    t, Kh, Vh = _perturbed(dtype=dtype)
+    df = error_profile(t, Kh, Vh)
+    ref = _reference_profile(t, Kh, Vh)
+    rtol = 1e-10 if dtype == np.float64 else 2e-4
+    pd.testing.assert_frame_equal(df, ref, check_dtype=False, rtol=rtol, atol=1e-12)
+    assert df.dtypes.drop("trial").eq(np.float64).all()
+
+
+def test_chunking_does_not_change_results(monkeypatch):
+    t, Kh, Vh = _perturbed(T=9)
+    full = error_profile(t, Kh, Vh)
+    monkeypatch.setattr(profile_mod, "_CHUNK_ELEMENTS", 1)        # one trial per chunk
+    pd.testing.assert_frame_equal(error_profile(t, Kh, Vh), full, rtol=1e-13)
+
+
+def test_float32_close_to_float64():
+    t, Kh, Vh = _perturbed(T=8, N=256, d=64)
+    a = error_profile(t, Kh, Vh)
+    b = error_profile(t.astype(np.float32), Kh.astype(np.float32), Vh.astype(np.float32))
+    # inputs rounded to float32 move every metric by ~1e-7 relative; KL (≈ 0.03) by ~1e-6
+    pd.testing.assert_frame_equal(a.drop(columns=["recall_at_5", "argmax_shift"]),
+                                  b.drop(columns=["recall_at_5", "argmax_shift"]), rtol=1e-4)
+
+
+def test_queries_are_averaged_and_gqa_works():
+    # n_q = 3 queries per trial equals the mean over three single-query profiles.
+    t, Kh, Vh = _perturbed(T=5, n_q=3)
+    df = error_profile(t, Kh, Vh)
+    singles = [error_profile(Trials(t.K, t.V, t.q[:, j:j + 1]), Kh, Vh) for j in range(3)]
+    for c in ("kl", "recall_at_5", "argmax_shift", "snr_t", "phi_t", "norm_ratio_t"):
+        np.testing.assert_allclose(df[c], np.mean([s[c] for s in singles], axis=0), rtol=1e-12)
+    np.testing.assert_allclose(df["snr_k"], singles[0]["snr_k"], rtol=1e-14)
+    # grouped-query layout (SmolLM2: 9 query heads over 3 KV heads) through the helper
+    rng = np.random.default_rng(0)
+    K = rng.standard_normal((2, 3, 40, 16))
+    q = rng.standard_normal((2, 9, 2, 16))
+    g = group_query_heads(K, K, q)
+    dfg = error_profile(g, g.K + 0.1, g.V)
+    assert len(dfg) == 6 and dfg.attrs["n_queries"] == 6
+
+
+def test_partially_exact_keys_leave_the_snr_mean():
+    t, Kh, Vh = _perturbed(T=4)
+    Kh = Kh.copy()
+    Kh[0, :10] = t.K[0, :10]                       # 10 exact keys in trial 0
+    df = error_profile(t, Kh, Vh)
+    per_key = snr_db(t.K[0], Kh[0])
+    assert np.isfinite(df.loc[0, "snr_k"])
+    assert df.loc[0, "snr_k"] == pytest.approx(per_key[10:].mean(), rel=1e-12)
+    assert df.attrs["exact_vectors"]["k"] == 10
+
+
+def test_inner_product_error_statistics():
+    # K̂ = K + σZ: given q, e_j = q·(σ z_j) ~ N(0, σ²‖q‖²) i.i.d. over keys, so
+    # E[ip_bias] = 0 with SD σ‖q‖/√N, and E[ip_var] = σ²‖q‖²(N−1)/N.
+    T, N, d, sigma = 300, 128, 32, 0.2
+    t = kvstats.sample("gaussian", T, N, d, seed=7)
+    Kh = t.K + sigma * np.random.default_rng(8).standard_normal(t.K.shape)
+    df = error_profile(t, Kh, t.V)
+    qn2 = (t.q[:, 0] ** 2).sum(-1)
+    z = df["ip_bias"] / np.sqrt(sigma ** 2 * qn2 / N)
+    assert abs(z.mean()) < 5 / np.sqrt(T)                # standardised bias: N(0, 1/T)
+    ratio = df["ip_var"] / (sigma ** 2 * qn2 * (N - 1) / N)
+    # ratio ~ χ²_{N−1}/(N−1): SD sqrt(2/(N−1)) per trial; 5 SE over T trials
+    assert abs(ratio.mean() - 1) < 5 * np.sqrt(2 / (N - 1) / T)
+
+
+def test_kl_matches_second_order_theory_for_small_key_noise():
+    # Logit error δ_j = q·σz_j/√d; KL ≈ ½ Var_p(δ) whose expectation is
+    # ½ σ²‖q‖²/d · (1 − Σ p²) (closed form, to O(σ³)).
+    T, N, d, sigma = 100, 256, 64, 1e-3
+    t = kvstats.sample("gaussian", T, N, d, seed=9)
+    Kh = t.K + sigma * np.random.default_rng(10).standard_normal(t.K.shape)
+    df = error_profile(t, Kh, t.V)
+    p = kvstats.metrics.attention_weights(t.q, t.K)[:, 0]
+    qn2 = (t.q[:, 0] ** 2).sum(-1)
+    pred = 0.5 * sigma ** 2 * qn2 / d * (1 - (p ** 2).sum(-1))
+    r = df["kl"] / pred        # per trial ~ weighted χ² / its mean: mean 1, SD ≲ 0.2
+    assert abs(r.mean() - 1) < 0.05
+
+
+def test_bad_input():
+    t, Kh, Vh = _perturbed(T=3, N=8)
+    with pytest.raises(ValueError, match=r"K_hat must have the shape of trials.K \(3, 8, 32\)"):
+        error_profile(t, Kh[:2], Vh)
+    with pytest.raises(ValueError, match="V_hat must have the shape of trials.V"):
+        error_profile(t, Kh, Vh[..., :16])
+    bad = Kh.copy()
+    bad[1, 2, 3] = np.nan
+    with pytest.raises(ValueError, match="K_hat must be finite"):
+        error_profile(t, bad, Vh)
+    with pytest.raises(ValueError, match=r"k must be an integer in \[1, 8\]; received 9"):
+        error_profile(t, Kh, Vh, k=9)
+    with pytest.raises(TypeError, match="trials must be a kvstats.Trials"):
+        error_profile((t.K, t.V, t.q), Kh, Vh)
+
+
+def test_summarize_profile():
+    t, Kh, Vh = _perturbed(T=40)
+    df = error_profile(t, Kh, Vh)
+    s = summarize_profile(df)
+    assert list(s.columns) == ["metric", "n", "mean", "median", "p01", "p99", "min", "max", "worst"]
+    assert list(s["metric"]) == list(PROFILE_COLUMNS[1:])
+    row = s.set_index("metric")
+    for c in ("kl", "snr_k", "ip_bias"):
+        assert row.loc[c, "mean"] == pytest.approx(df[c].mean())
+        assert row.loc[c, "p99"] == pytest.approx(np.percentile(df[c], 99))
+        assert row.loc[c, "p01"] == pytest.approx(np.percentile(df[c], 1))
+    assert row.loc["kl", "worst"] == df["kl"].max()
+    assert row.loc["snr_k", "worst"] == df["snr_k"].min()
+    assert row.loc["recall_at_5", "worst"] == df["recall_at_5"].min()
+    assert row.loc["ip_bias", "worst"] == df["ip_bias"].iloc[df["ip_bias"].abs().argmax()]
+    # grouping
+    both = pd.concat([df.assign(scheme="a"), df.assign(scheme="b", kl=df["kl"] * 2)])
+    g = summarize_profile(both, by="scheme", metrics=["kl"])
+    assert g["scheme"].tolist() == ["a", "b"]
+    assert g["mean"].iloc[1] == pytest.approx(2 * g["mean"].iloc[0])
+
+
+def test_summarize_handles_inf_without_nan():
+    t, Kh, Vh = _perturbed(T=10)
+    df = pd.concat([error_profile(t, Kh, Vh), error_profile(t, t.K, t.V)], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = summarize_profile(df).set_index("metric")
+    assert not s.drop(columns="n").isna().any().any()
+    assert np.isposinf(s.loc["snr_k", "mean"]) and np.isposinf(s.loc["snr_k", "max"])
+    assert np.isfinite(s.loc["snr_k", "p01"]) and np.isposinf(s.loc["snr_k", "p99"])
+    assert s.loc["snr_k", "worst"] == df["snr_k"].min()
+    # only-inf column: every statistic is inf, none NaN
+    s2 = summarize_profile(error_profile(t, t.K, t.V), metrics=["snr_k"])
+    assert np.isposinf(s2[["mean", "median", "p01", "p99", "min", "max"]].to_numpy()).all()
+
+
+def test_summarize_errors():
+    df = pd.DataFrame({"kl": [0.1, np.nan]})
+    with pytest.raises(ValueError, match="must not contain NaN"):
+        summarize_profile(df)
+    with pytest.raises(ValueError, match="by must name columns"):
+        summarize_profile(pd.DataFrame({"kl": [0.1]}), by="scheme")
+    with pytest.raises(ValueError, match="none of the profile metrics"):
+        summarize_profile(pd.DataFrame({"x": [0.1]}))
+    with pytest.raises(TypeError, match="df must be a pandas DataFrame"):
+        summarize_profile({"kl": [0.1]})
