@@ -1,0 +1,121 @@
+"""Multi-device decode attention: KV heads (and optionally the sequence) sharded with shard_map.
+
+Heads are independent, so sharding them needs no communication: each device runs
+:func:`kvstats_gpu.attention.decode_attention` on its KV heads and their query heads.
+Sharding the sequence as well splits each head's cache across devices; every device
+computes flash-decoding partials (max ``m``, sum ``l``, unnormalised accumulators) over
+its tokens, and the partials are combined exactly with one ``pmax`` and three ``psum``
+(rescaling by ``exp(m_dev − M)``), then normalised and inverse-rotated. A shard holding no
+valid tokens contributes ``l = 0`` and is ignored by the combine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from kvstats_gpu.attention import (CacheParams, CacheSpec, Partials, QuantizedKVCache, _check_cache,
+                                   _check_params, decode_partials, finalize_partials)
+
+
+def _cache_specs(head_axis, seq_axis) -> QuantizedKVCache:
+    planes = P(head_axis, None, seq_axis, None)
+    tok = P(head_axis, seq_axis)
+    signs = P(head_axis, seq_axis, None)
+    return QuantizedKVCache(planes, tok, signs, tok, planes, tok, signs, tok, P())
+
+
+def shard_cache(cache: QuantizedKVCache, mesh: Mesh, head_axis: str = "heads",
+                seq_axis: str | None = None) -> QuantizedKVCache:
+    """Place a cache on ``mesh``: heads along ``head_axis``, tokens along ``seq_axis`` (optional).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.attention import make_cache_spec, quantize_kv
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> cache = quantize_kv(np.ones((2, 8, 64)), np.ones((2, 8, 64)), spec, params)
+    >>> mesh = Mesh(np.array(jax.devices()[:1]), ("heads",))
+    >>> shard_cache(cache, mesh).k_norms.sharding.spec
+    PartitionSpec('heads', None)
+    """
+    specs = _cache_specs(head_axis, seq_axis)
+    return QuantizedKVCache(*[None if a is None else jax.device_put(a, NamedSharding(mesh, s))
+                              for a, s in zip(cache, specs)])
+
+
+def sharded_decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, params: CacheParams,
+                             mesh: Mesh, *, head_axis: str = "heads", seq_axis: str | None = None,
+                             impl: str = "auto", interpret: bool | None = None, block_tokens: int = 64,
+                             n_splits: int | None = None) -> jax.Array:
+    """:func:`~kvstats_gpu.attention.decode_attention` with heads (and tokens) sharded over ``mesh``.
+
+    Parameters
+    ----------
+    q : ``(H·G, dim)``
+    cache : QuantizedKVCache
+        H must be divisible by ``mesh.shape[head_axis]``; with ``seq_axis`` the capacity
+        must be divisible by ``mesh.shape[seq_axis] · block_tokens``.
+    mesh : jax.sharding.Mesh
+        With an axis ``head_axis`` and optionally ``seq_axis``.
+    Other arguments as in :func:`~kvstats_gpu.attention.decode_attention`.
+
+    Returns
+    -------
+    jax.Array ``(H·G, dim)`` float32, sharded over heads; equal to the single-device
+    result up to float32 summation order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.attention import make_cache_spec, quantize_kv, decode_attention
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> K = np.random.default_rng(0).normal(size=(2, 40, 64)).astype(np.float32)
+    >>> cache = quantize_kv(K, K, spec, params)
+    >>> mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("heads", "seq"))
+    >>> q = np.ones((4, 64), np.float32)
+    >>> o = sharded_decode_attention(q, cache, spec, params, mesh, seq_axis="seq")
+    >>> bool(np.allclose(o, decode_attention(q, cache, spec, params), atol=1e-5))
+    True
+    """
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a jax.sharding.Mesh; received {type(mesh).__name__}")
+    for nm, ax in (("head_axis", head_axis), ("seq_axis", seq_axis)):
+        if ax is not None and ax not in mesh.axis_names:
+            raise ValueError(f"{nm} must be one of the mesh axes {list(mesh.axis_names)}; received {ax!r}")
+    params = _check_params(spec, params)
+    _check_cache(cache, spec)
+    n_head_dev = mesh.shape[head_axis]
+    if cache.n_heads % n_head_dev:
+        raise ValueError(f"the cache's {cache.n_heads} KV heads must be divisible by mesh axis "
+                         f"{head_axis!r} of size {n_head_dev}")
+    n_seq_dev = 1 if seq_axis is None else mesh.shape[seq_axis]
+    if cache.capacity % (n_seq_dev * block_tokens):
+        raise ValueError(f"the cache capacity {cache.capacity} must be divisible by "
+                         f"{n_seq_dev} sequence shards x block_tokens {block_tokens}")
+    q = jnp.asarray(q)
+
+    def local(q_l, cache_l, params_l):
+        length = cache_l.length
+        if seq_axis is not None:
+            # valid tokens counted from this shard's first position (may be <= 0)
+            length = length - jax.lax.axis_index(seq_axis) * cache_l.capacity
+        parts = decode_partials(q_l, cache_l, spec, params_l, length=length, impl=impl,
+                                interpret=interpret, block_tokens=block_tokens, n_splits=n_splits)
+        if seq_axis is not None:
+            M = jax.lax.pmax(parts.m, seq_axis)
+            w = jnp.exp(parts.m - M)
+            parts = Partials(M, jax.lax.psum(w * parts.l, seq_axis),
+                             jax.lax.psum(w[..., None] * parts.a, seq_axis),
+                             None if parts.b is None else jax.lax.psum(w[..., None] * parts.b, seq_axis))
+        return finalize_partials(parts, spec, params_l, impl=impl, interpret=interpret)
+
+    param_specs = CacheParams(*[None if a is None else P() for a in params])
+    cache_specs = QuantizedKVCache(*[None if a is None else s
+                                     for a, s in zip(cache, _cache_specs(head_axis, seq_axis))])
+    fn = jax.shard_map(local, mesh=mesh, in_specs=(P(head_axis, None), cache_specs, param_specs),
+                       out_specs=P(head_axis, None), check_vma=False)
+    return jax.jit(fn)(q, cache, params)
