@@ -64,7 +64,8 @@ def _as_norm_dtype(norm_dtype: Any) -> np.dtype:
 
 def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
     """``‖x‖`` over the last axis in ``norm_dtype``; an overflow is an error, not an inf."""
-    norms = np.linalg.norm(x, axis=-1).astype(norm_dtype)
+    with np.errstate(over="ignore"):  # reported below as a ValueError
+        norms = np.linalg.norm(x, axis=-1).astype(norm_dtype)
     if not np.isfinite(norms).all():
         raise ValueError(f"{name} has vector norms beyond the range of norm_dtype={norm_dtype} "
                          f"(max {np.finfo(norm_dtype).max}); received max norm "
