@@ -37,14 +37,16 @@ _FP16_MAX = float(np.finfo(np.float16).max)
 
 
 def _fp16_down(v: np.ndarray) -> np.ndarray:
-    """Largest float16 ≤ v (elementwise, v float64)."""
-    h = v.astype(np.float16)
+    """Largest float16 ≤ v (elementwise, v float64); overflow gives ±inf, checked by the caller."""
+    with np.errstate(over="ignore"):
+        h = v.astype(np.float16)
     return np.where(h.astype(np.float64) > v, np.nextafter(h, np.float16(-np.inf)), h)
 
 
 def _fp16_up(v: np.ndarray) -> np.ndarray:
-    """Smallest float16 ≥ v (elementwise, v float64)."""
-    h = v.astype(np.float16)
+    """Smallest float16 ≥ v (elementwise, v float64); overflow gives ±inf, checked by the caller."""
+    with np.errstate(over="ignore"):
+        h = v.astype(np.float16)
     return np.where(h.astype(np.float64) < v, np.nextafter(h, np.float16(np.inf)), h)
 
 

@@ -1,0 +1,174 @@
+"""Tests of kvstats.quant.uniform: asymmetric min/max quantization and KIVI.
+
+The error bound |x - x̂| <= scale/2 is exact by construction (zero rounded down and
+scale rounded up to float16, so every element lies in [zero, zero + (2^b - 1) scale]);
+the accounting references are hand counts from the KIVI layout (Liu et al. 2024):
+per-channel key groups of tokens, per-token value groups of channels, fp16 scale and
+zero per group, an fp16 window of the most recent tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvstats.quant.packing import pack_codes, unpack_codes
+from kvstats.quant.uniform import KIVIQuantizer, UniformCodes, uniform_dequantize, uniform_quantize
+
+EPS = np.finfo(np.float64).eps
+
+
+def per_element_scale(codes: UniformCodes) -> np.ndarray:
+    """Each element's group scale, in the original layout."""
+    moved = np.moveaxis(np.empty(codes.shape), codes.axis, -1).shape
+    s = np.repeat(codes.scale.astype(np.float64), codes.group_size, axis=-1)[..., :moved[-1]]
+    return np.moveaxis(s, -1, codes.axis)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("axis,group_size", [(-1, 8), (-2, 5), (0, 3), (1, 64)])
+def test_round_trip_error_at_most_half_a_step(bits, axis, group_size):
+    rng = np.random.default_rng(bits)
+    x = rng.standard_t(3, size=(3, 23, 20)) * 7 + 2.5
+    codes = uniform_quantize(x, bits, axis=axis, group_size=group_size)
+    x_hat = uniform_dequantize(codes)
+    assert x_hat.shape == x.shape and x_hat.dtype == x.dtype
+    half = per_element_scale(codes) / 2
+    # exact bound up to float64 rounding of zero + scale * code
+    assert np.all(np.abs(x_hat - x) <= half + 8 * EPS * (np.abs(x) + 1))
+    # and the bound is essentially attained (rounding really is to the nearest level)
+    assert np.max(np.abs(x_hat - x) / half) > 0.9
+
+
+def test_scale_zero_float16_and_codes_consistent():
+    x = np.random.default_rng(0).uniform(-3, 5, size=(4, 33))
+    codes = uniform_quantize(x, 3, axis=-1, group_size=16)
+    assert codes.scale.dtype == np.float16 and codes.zero.dtype == np.float16
+    assert codes.scale.shape == (4, 3) and codes.zero.shape == (4, 3)
+    g = np.pad(x, [(0, 0), (0, 15)], mode="edge").reshape(4, 3, 16)
+    zero, scale = codes.zero.astype(float), codes.scale.astype(float)
+    assert np.all(zero <= g.min(-1)) and np.all(zero + 7 * scale >= g.max(-1))
+    # codes are those of the stored (float16) scale and zero, packed with pack_codes
+    ints = unpack_codes(codes.codes, 3, 33)
+    expected = np.clip(np.rint((g - zero[..., None]) / scale[..., None]), 0, 7)
+    np.testing.assert_array_equal(ints, expected.reshape(4, 48)[:, :33])
+    assert codes.codes.shape == (4, 13)  # ceil(33 * 3 / 8) bytes per row
+    np.testing.assert_array_equal(codes.codes, pack_codes(ints, 3))
+    np.testing.assert_array_equal(uniform_dequantize(codes),
+                                  (zero[..., None] + scale[..., None] * expected).reshape(4, 48)[:, :33])
+
+
+def test_constant_groups_decode_exactly_without_nan():
+    x = np.array([[0.0] * 6, [1.5] * 6, [-3.0] * 6, [0.1] * 6, [1e-9] * 6])
+    for bits in (1, 4, 8):
+        codes = uniform_quantize(x, bits, axis=-1, group_size=4)
+        x_hat = uniform_dequantize(codes)
+        assert np.isfinite(x_hat).all()
+        np.testing.assert_array_equal(x_hat[:3], x[:3])  # float16-representable: exact
+        assert np.all(np.abs(x_hat[3:] - x[3:]) <= per_element_scale(codes)[3:] / 2 + 1e-18)
+        assert np.all(codes.scale[:3] == 0)
+
+
+def test_float32_kept_and_extremes():
+    x = np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)
+    codes = uniform_quantize(x, 4, axis=0, group_size=8)
+    assert uniform_dequantize(codes).dtype == np.float32
+    big = np.array([[-60000.0, 60000.0]])
+    with pytest.raises(ValueError, match="float16"):
+        uniform_quantize(big, 1, axis=-1, group_size=2)  # range/1 = 120000 overflows
+    ok = uniform_dequantize(uniform_quantize(big, 8, axis=-1, group_size=2))
+    np.testing.assert_allclose(ok, big, atol=300)
+
+
+def test_uniform_errors():
+    with pytest.raises(ValueError, match="bits"):
+        uniform_quantize(np.ones(4), 9)
+    with pytest.raises(ValueError, match="axis"):
+        uniform_quantize(np.ones((2, 4)), 2, axis=2)
+    with pytest.raises(ValueError, match="group_size"):
+        uniform_quantize(np.ones(4), 2, group_size=0)
+    with pytest.raises(ValueError, match="finite"):
+        uniform_quantize(np.array([1.0, np.inf]), 2)
+    with pytest.raises(ValueError, match="float16 range"):
+        uniform_quantize(np.array([1e6, 0.0]), 2)
+    with pytest.raises(TypeError, match="UniformCodes"):
+        uniform_dequantize(np.ones(3))
+
+
+# --------------------------------------------------------------------------- KIVI
+def test_kivi_groups_and_window():
+    rng = np.random.default_rng(2)
+    K = rng.standard_normal((2, 75, 24))
+    V = rng.standard_normal((2, 75, 24))
+    kivi = KIVIQuantizer(2, group_size=16, residual=11)
+    codes = kivi.encode(K, V)
+    # keys: per channel over groups of 16 tokens (64 quantized tokens -> 4 groups)
+    assert codes.keys.scale.shape == (2, 24, 4)
+    # values: per token over groups of 16 channels (24 channels -> 2 groups)
+    assert codes.values.scale.shape == (2, 64, 2)
+    K_hat, V_hat = kivi.decode(codes)
+    assert K_hat.shape == K.shape and V_hat.shape == V.shape
+    np.testing.assert_array_equal(K_hat[:, -11:], K[:, -11:].astype(np.float16))
+    np.testing.assert_array_equal(V_hat[:, -11:], V[:, -11:].astype(np.float16))
+    ks = per_element_scale(codes.keys)
+    vs = per_element_scale(codes.values)
+    assert np.all(np.abs(K_hat[:, :64] - K[:, :64]) <= ks / 2 + 1e-12)
+    assert np.all(np.abs(V_hat[:, :64] - V[:, :64]) <= vs / 2 + 1e-12)
+    # per-channel keys really group along tokens: a channel scaled by 100 has a 100x step
+    K2 = K.copy()
+    K2[..., 3] *= 100
+    s2 = kivi.encode(K2, V).keys.scale.astype(float)
+    np.testing.assert_allclose(s2[:, 3] / codes.keys.scale[:, 3].astype(float), 100, rtol=2e-3)
+
+
+def test_kivi_short_context_is_all_window():
+    K = np.random.default_rng(3).standard_normal((10, 8))
+    kivi = KIVIQuantizer(4, group_size=4, residual=32)
+    codes = kivi.encode(K, K)
+    assert codes.keys is None and codes.values is None
+    K_hat, V_hat = kivi.decode(codes)
+    np.testing.assert_array_equal(K_hat, K.astype(np.float16).astype(np.float64))
+    keys, values = kivi.stored_bits(10, 8)
+    assert keys == {"codes": 0, "scales": 0, "zeros": 0, "window": 16 * 10 * 8}
+
+
+@pytest.mark.parametrize("n_tokens,dim,group,residual,bits", [
+    (100, 64, 32, 32, 2), (75, 24, 16, 11, 3), (33, 128, 32, 0, 4), (20, 10, 7, 32, 2),
+    (257, 48, 64, 128, 1)])
+def test_kivi_accounting_exact(n_tokens, dim, group, residual, bits):
+    kivi = KIVIQuantizer(bits, group_size=group, residual=residual)
+    keys, values = kivi.stored_bits(n_tokens, dim)
+    nq = max(n_tokens - residual, 0)
+    # hand count
+    assert keys["codes"] == values["codes"] == bits * nq * dim
+    assert keys["scales"] == keys["zeros"] == 16 * dim * -(-nq // group)
+    assert values["scales"] == values["zeros"] == 16 * nq * -(-dim // group)
+    assert keys["window"] == values["window"] == 16 * (n_tokens - nq) * dim
+    # and the count of what encode actually stores
+    rng = np.random.default_rng(n_tokens)
+    codes = kivi.encode(rng.standard_normal((n_tokens, dim)), rng.standard_normal((n_tokens, dim)))
+    for side, window, parts in ((codes.keys, codes.key_window, keys),
+                                (codes.values, codes.value_window, values)):
+        assert 16 * window.size == parts["window"] and window.dtype == np.float16
+        if side is None:
+            assert parts["codes"] == parts["scales"] == 0
+            continue
+        assert side.stored_bits() == {k: parts[k] for k in ("codes", "scales", "zeros")}
+        rows = int(np.prod(side.codes.shape[:-1]))  # packed rows, each padded to whole bytes
+        assert side.codes.nbytes == rows * -(-(nq * dim // rows) * bits // 8)
+
+
+def test_kivi_errors_and_describe():
+    with pytest.raises(ValueError, match="bits"):
+        KIVIQuantizer(0)
+    with pytest.raises(ValueError, match="residual"):
+        KIVIQuantizer(2, residual=-1)
+    kivi = KIVIQuantizer(2)
+    with pytest.raises(ValueError, match="same shape"):
+        kivi.encode(np.ones((4, 8)), np.ones((5, 8)))
+    with pytest.raises(ValueError, match="float16"):
+        kivi.encode(np.full((4, 8), 1e6), np.ones((4, 8)))
+    with pytest.raises(TypeError, match="KIVICodes"):
+        kivi.decode((np.ones(2), np.ones(2)))
+    d = kivi.describe()
+    assert d["bits"] == 2 and d["group_size"] == 32 and d["residual"] == 32
