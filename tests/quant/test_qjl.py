@@ -388,3 +388,105 @@ def test_qjl_keys_errors_and_describe():
     assert np.array_equal(a.inlier.signs, b.inlier.signs)
     assert not np.array_equal(a.inlier.signs, c.inlier.signs)
     assert isinstance(a.inlier, QJLCodes)
+
+
+# --------------------------------------------------------------------------- TurboQuant-prod
+R_PROD = {"ci": 3000, "full": 30000}[replicate_scale()]
+
+
+def test_prod_decode_scores_and_accounting():
+    from kvstats.quant.qjl import ProdQuantizer
+
+    rng = np.random.default_rng(0)
+    pq = ProdQuantizer(48, 3, seed=0)  # d = 48 pads to 64 for the Hadamard rotation
+    x = rng.standard_normal((10, 48))
+    q = rng.standard_normal((3, 48))
+    codes = pq.encode(x)
+    dec = pq.decode(codes)
+    assert dec.shape == x.shape and dec.dtype == x.dtype
+    expected = pq.mse.decode(codes.mse) + qjl_reconstruct(pq.sketch, codes.residual)
+    np.testing.assert_allclose(dec, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pq.scores(q, codes), q @ dec.T, rtol=1e-10, atol=1e-10)
+    assert pq.m == 64 and pq.sketch.matrix.shape == (64, 48)
+    bits = pq.bits_per_vector()
+    assert bits["residual_signs"] == 64 and bits["residual_norm"] == 16
+    assert {k: v for k, v in bits.items() if k.startswith("mse_")} == {
+        f"mse_{k}": v for k, v in pq.mse.bits_per_vector().items()}
+    assert codes.residual.signs.nbytes * 8 == 10 * 64
+    desc = pq.describe()
+    assert desc["sketch"] == "gaussian" and desc["m"] == 64 and desc["mse_bits"] == 2
+    assert ProdQuantizer(48, 3, m=100, sketch="orthogonal").describe()["m"] == 100
+    # float32 in, float32 out; zero vectors decode to zero
+    assert pq.decode(pq.encode(x.astype(np.float32))).dtype == np.float32
+    zero = pq.decode(pq.encode(np.zeros((2, 48))))
+    assert np.isfinite(zero).all() and np.abs(zero).max() == 0
+
+
+def test_prod_rejects_one_bit_and_bad_input():
+    from kvstats.quant.qjl import ProdQuantizer
+
+    with pytest.raises(ValueError, match="QJLKeyQuantizer"):
+        ProdQuantizer(32, 1)
+    with pytest.raises(ValueError, match="bits"):
+        ProdQuantizer(32, 10)
+    with pytest.raises(ValueError, match="sketch"):
+        ProdQuantizer(32, 3, sketch="sparse")
+    with pytest.raises(ValueError, match="dim=32"):
+        ProdQuantizer(32, 3).encode(np.ones((2, 16)))
+
+
+def test_prod_seeds_and_draws():
+    from kvstats.quant.qjl import ProdQuantizer
+
+    x = np.random.default_rng(1).standard_normal((5, 32))
+    a = ProdQuantizer(32, 3, seed=2).decode(ProdQuantizer(32, 3, seed=2).encode(x))
+    b = ProdQuantizer(32, 3, seed=2).decode(ProdQuantizer(32, 3, seed=2).encode(x))
+    c = ProdQuantizer(32, 3, seed=3).decode(ProdQuantizer(32, 3, seed=3).encode(x))
+    assert np.array_equal(a, b) and not np.allclose(a, c)
+    pq = ProdQuantizer(32, 3, seed=2, draws=3)
+    dec = pq.decode(pq.encode(x))  # one x broadcast over 3 independent draws
+    assert dec.shape == (3, 5, 32)
+    assert not np.allclose(dec[0], dec[1])
+
+
+@pytest.mark.parametrize("kind", SKETCHES)
+@pytest.mark.parametrize("bits", [2, 3])
+def test_prod_inner_products_unbiased(kind, bits):
+    from kvstats.quant.qjl import ProdQuantizer
+
+    d = 32
+    q, x = probe_pairs(d, seed=4)
+    pq = ProdQuantizer(d, bits, sketch=kind, seed=31, draws=R_PROD, norm_dtype=np.float64)
+    codes = pq.encode(x)
+    est = diag_pairs(pq.scores(q, codes))
+    assert np.abs(mean_z(est, (q * x).sum(-1))).max() < Z_MAX
+    if bits == 2:
+        # power: the 1-bit MSE part alone is biased (shrinks inner products, ~2/pi)
+        mse_only = diag_pairs(q @ np.swapaxes(pq.mse.decode(codes.mse), -1, -2))
+        assert np.abs(mean_z(mse_only, (q * x).sum(-1))).max() > 3 * Z_MAX
+
+
+@pytest.mark.slow
+def test_prod_residual_variance_is_pi_over_2_times_the_projection():
+    # Var<q, r̂ - r> / (|q|^2 |r|^2 / d) = pi/2 - cos^2(q, r) for a Gaussian sketch
+    # with m = d (TurboQuant, Thm. 2; QJL Lemma 3.2); the mean over random q, r is
+    # pi/2 - E cos^2 ≈ pi/2 - 1/d.
+    from kvstats.quant.qjl import ProdQuantizer
+
+    d = 32
+    rng = np.random.default_rng(7)
+    x, q = rng.standard_normal((8, d)), rng.standard_normal((8, d))
+    pq = ProdQuantizer(d, 3, sketch="gaussian", seed=41, draws=R_PROD, norm_dtype=np.float64)
+    codes = pq.encode(x)
+    r = x - pq.mse.decode(codes.mse)                          # (R, 8, d)
+    e = diag_pairs(qjl_scores(pq.sketch, q, codes.residual)) - (q * r).sum(-1)
+    rr, qq = (r * r).sum(-1), (q * q).sum(-1)
+    normed = e ** 2 / (qq * rr / d)                           # (R, 8)
+    cos2 = (q * r).sum(-1) ** 2 / (qq * rr)
+    per_draw = (normed - (math.pi / 2 - cos2)).mean(-1)      # independent across draws
+    assert abs(mean_z(per_draw, 0.0)) < Z_MAX
+    ratio = normed.mean()
+    # stated tolerance: 5% of pi/2 (the 1/d term is 2%, the sampling SE < 1%)
+    assert ratio == pytest.approx(math.pi / 2, rel=0.05)
+    # power: the scalar residual projection's ratio (1) is rejected
+    assert abs(mean_z(normed.mean(-1), 1.0)) > 3 * Z_MAX
