@@ -10,7 +10,8 @@ are fixed per (bits, dim) and small (at most 256 levels).
 Exactness against the numpy core, which compares in float64: boundaries are rounded
 *down* to float32. For a float32 ``x`` and a float64 boundary ``b``, ``x > b`` holds iff
 ``x > fl_down(b)`` (fl_down(b) is the largest float32 <= b), so float32 codes equal the
-float64 ``searchsorted`` codes exactly.
+float64 ``searchsorted`` codes exactly, for every normal float32 (XLA and GPUs flush
+subnormals, |x| < 1.2e-38, to zero).
 
 Bit-plane layout (the cache layout of :mod:`kvstats_gpu.attention`): ``b``-bit codes of
 ``d`` coordinates are stored as ``b`` planes of ``d/8`` bytes; bit ``j`` of byte ``i`` of

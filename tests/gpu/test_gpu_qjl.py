@@ -1,0 +1,107 @@
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kvstats.quant.qjl import make_sketch, qjl_encode
+from kvstats.quant.qjl import qjl_scores as np_qjl_scores
+from kvstats_gpu.qjl import qjl_scores, qjl_scores_reference, qjl_sketch, qjl_sketch_reference
+
+
+@pytest.mark.parametrize("m,d", [(64, 64), (256, 128)])
+def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d):
+    # Small integers: every product and sum is exact in float32 and float64, so the bits
+    # must agree exactly, including exact zero projections (sign(0) = +1 -> bit 1).
+    rng = np.random.default_rng(m)
+    S = rng.integers(-2, 3, size=(m, d)).astype(np.float64)
+    k = rng.integers(-1, 2, size=(2, 24, d)).astype(np.float32)
+    k[0, 0] = 0.0  # zero vector: all projections 0, all bits 1, norm 0
+    assert np.any(k.astype(np.float64) @ S.T == 0)  # the sign-of-zero convention is exercised
+    sk = dataclasses.replace(make_sketch("gaussian", m, d, seed=0), matrix=S)
+    want = qjl_encode(sk, k)
+    bits_k, norms_k = qjl_sketch(k, S, impl="pallas", interpret=True)
+    bits_r, norms_r = qjl_sketch_reference(k, S)
+    np.testing.assert_array_equal(np.asarray(bits_k), want.signs)
+    np.testing.assert_array_equal(np.asarray(bits_r), want.signs)
+    assert np.all(np.asarray(bits_k)[0, 0] == 255)
+    np.testing.assert_array_equal(np.asarray(norms_k).astype(np.float16), want.norms)
+    np.testing.assert_allclose(np.asarray(norms_k), np.asarray(norms_r), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "orthogonal"])
+def test_bits_on_gaussian_inputs_differ_only_at_near_zero_projections(kind):
+    sk = make_sketch(kind, 128, 128, seed=1)
+    k = np.random.default_rng(2).normal(size=(64, 128)).astype(np.float32)
+    want = np.unpackbits(qjl_encode(sk, k).signs, axis=-1, bitorder="little")
+    got = np.unpackbits(np.asarray(qjl_sketch(k, sk, impl="pallas", interpret=True)[0]), axis=-1,
+                        bitorder="little")
+    proj = k.astype(np.float64) @ sk.matrix.T
+    scale = np.linalg.norm(k, axis=-1, keepdims=True) * np.linalg.norm(sk.matrix, axis=-1)
+    near_zero = np.abs(proj) <= 1e-5 * scale  # float32 rounding bound with a wide margin
+    assert np.all((got == want) | near_zero)
+    assert near_zero.mean() < 1e-3
+
+
+def test_scores_equal_numpy_core():
+    sk = make_sketch("orthogonal", 128, 64, seed=4)
+    rng = np.random.default_rng(3)
+    k = rng.normal(size=(2, 70, 64)).astype(np.float32)
+    q = rng.normal(size=(2, 3, 64)).astype(np.float32)
+    codes = qjl_encode(sk, k)
+    want = np_qjl_scores(sk, q, codes)
+    norms = codes.norms.astype(np.float32)
+    got_k = qjl_scores(q, codes.signs, norms, sk, sk.scale, impl="pallas", interpret=True, block_tokens=32)
+    got_r = qjl_scores_reference(q, codes.signs, norms, sk, sk.scale)
+    # float32 dot products of length m=128 with O(10) terms: ~1e-5 relative to the largest score
+    tol = 1e-5 * np.abs(want).max()
+    np.testing.assert_allclose(np.asarray(got_r), want, atol=tol)
+    np.testing.assert_allclose(np.asarray(got_k), want, atol=tol)
+
+
+@pytest.mark.slow
+def test_gpu_estimator_is_unbiased_over_sketch_draws():
+    # Unbiasedness of c·‖k‖·<Sq, sign(Sk)> over Gaussian sketches (Zandieh et al., Lemma 3.2),
+    # with the GPU reference path vmapped over independent sketch draws. The exact variance
+    # per draw is ((π/2)‖q‖²‖k‖² − <q,k>²)/m (kvstats.quant.qjl), so the mean over R draws
+    # is tested with a 4.5-sigma bound (false alarm ~7e-6).
+    from kvstats._checks import replicate_scale
+    R = 400 if replicate_scale() == "ci" else 20000
+    m, d = 32, 16
+    rng = np.random.default_rng(5)
+    q = rng.normal(size=(1, 1, d)).astype(np.float32)
+    k = rng.normal(size=(1, 1, d)).astype(np.float32)
+    S = rng.normal(size=(R, m, d)).astype(np.float32)
+    est = jax.vmap(lambda s: qjl_scores_reference(q, *qjl_sketch_reference(k, s), s)[0, 0, 0])(S)
+    true = float(q.ravel() @ k.ravel())
+    var = (math.pi / 2 * np.sum(q ** 2) * np.sum(k ** 2) - true ** 2) / m
+    z = (float(np.mean(est)) - true) / math.sqrt(var / R)
+    assert abs(z) < 4.5
+    assert np.var(np.asarray(est)) == pytest.approx(var, rel=0.35)  # and the variance is the stated one
+
+
+def test_lowers_for_cuda(lower_cuda):
+    S = make_sketch("gaussian", 128, 128, seed=0).matrix
+    assert "triton" in lower_cuda(lambda z: qjl_sketch(z, S, impl="pallas", interpret=False),
+                                  jnp.zeros((8192, 128), jnp.float32))
+    assert "triton" in lower_cuda(lambda z: qjl_sketch(z, S, impl="pallas", interpret=False),
+                                  jnp.zeros((8192, 128), jnp.bfloat16))
+    assert "triton" in lower_cuda(
+        lambda a, b, c: qjl_scores(a, b, c, S, impl="pallas", interpret=False),
+        jnp.zeros((8, 4, 128)), jnp.zeros((8, 32768, 16), jnp.uint8), jnp.zeros((8, 32768), jnp.float16))
+
+
+def test_bad_input_messages():
+    S = np.ones((16, 8))
+    with pytest.raises(ValueError, match="multiple of 8"):
+        qjl_sketch(np.ones((2, 8)), np.ones((12, 8)))
+    with pytest.raises(ValueError, match="9 columns"):
+        qjl_sketch(np.ones((2, 9)), S)
+    with pytest.raises(ValueError, match=r"bits must be uint8 \(H, N, m/8\)"):
+        qjl_scores(np.ones((1, 2, 8)), np.zeros((1, 5, 3), np.uint8), np.ones((1, 5)), S)
+    with pytest.raises(ValueError, match="norms must have shape"):
+        qjl_scores(np.ones((1, 2, 8)), np.zeros((1, 5, 2), np.uint8), np.ones((1, 4)), S)
+    with pytest.raises(ValueError, match="scale"):
+        qjl_scores(np.ones((1, 2, 8)), np.zeros((1, 5, 2), np.uint8), np.ones((1, 5)), S, scale=-1.0)
