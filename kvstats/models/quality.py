@@ -71,8 +71,10 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         From :func:`kvstats.models.load_model`.
     texts : list of str
         Each text is one teacher-forced stream (truncated to ``max_tokens`` if given).
-    scheme : str
-        A :data:`kvstats.SCHEMES` name or ``"K{a}V{b}"``.
+    scheme : str or list of (str, int or None)
+        A :data:`kvstats.SCHEMES` name or ``"K{a}V{b}"``; or a list of ``(scheme, bits)``
+        pairs, all compared against one full-precision pass per text (``bits`` must then
+        be None).
     bits : int or None
         Budget in bits per coordinate (None for identity / mixed names).
     seed, window, **scheme_params
@@ -90,8 +92,9 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     pandas.DataFrame
         One row per (text, position) predicting the next token, positions ``0..n-2``:
         ``scheme, bits, window, mode, text, position, kl, top1_ref, top1_quant,
-        top1_agree, nll_ref, nll_quant``; ``attrs["bytes_per_token"]`` and
-        ``attrs["fp16_bytes_per_token"]`` give the cache's stored memory (mean over texts).
+        top1_agree, nll_ref, nll_quant``; ``attrs["memory"]`` maps ``"scheme:bits"`` to
+        (stored bytes per token, fp16 bytes per token), means over texts (and, for a
+        single scheme, ``attrs["bytes_per_token"]``, ``attrs["fp16_bytes_per_token"]``).
         Summarize with :func:`summarize_quality`.
 
     Raises
@@ -115,31 +118,46 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     seed = check_int(seed, "seed", low=0)
     if max_tokens is not None:
         max_tokens = check_int(max_tokens, "max_tokens", low=2)
-    QuantizedCache(scheme, bits, seed=seed, window=window, **scheme_params)  # validate early
+    if isinstance(scheme, str):
+        configs = [(scheme, bits)]
+    elif isinstance(scheme, (list, tuple)) and scheme and all(
+            isinstance(c, (list, tuple)) and len(c) == 2 and isinstance(c[0], str) for c in scheme):
+        if bits is not None:
+            raise ValueError(f"bits must be None when scheme is a list of (scheme, bits) pairs; received {bits!r}")
+        configs = [tuple(c) for c in scheme]
+    else:
+        raise TypeError(f"scheme must be a scheme name or a non-empty list of (name, bits) pairs; "
+                        f"received {scheme!r:.80}")
+    for name, b in configs:  # validate every configuration before the first forward pass
+        QuantizedCache(name, b, seed=seed, window=window, **scheme_params)
     context = getattr(model.config, "max_position_embeddings", None)
     streams = _token_ids(tokenizer, texts, max_tokens, context)
-    frames, bpt, fp16 = [], [], []
+    frames, memory = [], {}
     for i, ids in enumerate(streams):
         ref = _log_probs(model, ids, None, "prefill", prefill_tokens)[:-1]
-        cache = QuantizedCache(scheme, bits, seed=seed + i, window=window, **scheme_params)
-        quant = _log_probs(model, ids, cache, mode, prefill_tokens)[:-1]
-        bpt.append(cache.bytes_per_token())
-        fp16.append(cache.fp16_bytes_per_token())
+        p_ref = ref.exp()
         target = torch.tensor(ids[1:], dtype=torch.long)[:, None]
-        kl = (ref.exp() * (ref - quant)).sum(-1).clamp_min(0.0)  # clamp: float rounding only
-        top_ref, top_q = ref.argmax(-1), quant.argmax(-1)
-        frames.append(pd.DataFrame({
-            "text": i, "position": np.arange(len(ids) - 1),
-            "kl": kl.numpy(), "top1_ref": top_ref.numpy(), "top1_quant": top_q.numpy(),
-            "top1_agree": (top_ref == top_q).numpy(),
-            "nll_ref": -ref.gather(-1, target)[:, 0].numpy(),
-            "nll_quant": -quant.gather(-1, target)[:, 0].numpy()}))
+        nll_ref = -ref.gather(-1, target)[:, 0].numpy()
+        top_ref = ref.argmax(-1)
+        for name, b in configs:
+            cache = QuantizedCache(name, b, seed=seed + i, window=window, **scheme_params)
+            quant = _log_probs(model, ids, cache, mode, prefill_tokens)[:-1]
+            memory.setdefault((name, b), []).append((cache.bytes_per_token(), cache.fp16_bytes_per_token()))
+            kl = (p_ref * (ref - quant)).sum(-1).clamp_min(0.0)  # clamp: float rounding only
+            top_q = quant.argmax(-1)
+            frames.append(pd.DataFrame({
+                "scheme": name, "bits": np.nan if b is None else float(b), "window": window,
+                "mode": mode, "text": i, "position": np.arange(len(ids) - 1),
+                "kl": kl.numpy(), "top1_ref": top_ref.numpy(), "top1_quant": top_q.numpy(),
+                "top1_agree": (top_ref == top_q).numpy(), "nll_ref": nll_ref,
+                "nll_quant": -quant.gather(-1, target)[:, 0].numpy()}))
     df = pd.concat(frames, ignore_index=True)
-    df.insert(0, "mode", mode)
-    df.insert(0, "window", window)
-    df.insert(0, "bits", np.nan if bits is None else float(bits))
-    df.insert(0, "scheme", scheme)
-    df.attrs.update(bytes_per_token=float(np.mean(bpt)), fp16_bytes_per_token=float(np.mean(fp16)))
+    mem = {f"{name}:{b}": (float(np.mean([m[0] for m in v])), float(np.mean([m[1] for m in v])))
+           for (name, b), v in memory.items()}
+    df.attrs["memory"] = mem
+    if len(configs) == 1:
+        df.attrs.update(bytes_per_token=next(iter(mem.values()))[0],
+                        fp16_bytes_per_token=next(iter(mem.values()))[1])
     return df
 
 
@@ -150,7 +168,7 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     llama.cpp reports it), ``se_kl_text`` (over per-text means: positions of one text are
     correlated, so this one is the honest error bar), ``median_kl, p99_kl, max_kl,
     top1_agreement, ppl_ref, ppl_quant, ppl_ratio`` (perplexity = exp(mean NLL)), and,
-    when ``df.attrs`` has them, ``bytes_per_token, ratio_to_fp16``.
+    when ``df.attrs["memory"]`` has them, ``bytes_per_token, ratio_to_fp16``.
 
     Examples
     --------
@@ -180,8 +198,10 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
                    median_kl=float(np.median(kl)), p99_kl=float(np.quantile(kl, 0.99)),
                    max_kl=float(kl.max()), top1_agreement=float(g["top1_agree"].mean()),
                    ppl_ref=ppl_ref, ppl_quant=ppl_q, ppl_ratio=ppl_q / ppl_ref)
-        if "bytes_per_token" in df.attrs:
-            row["bytes_per_token"] = df.attrs["bytes_per_token"]
-            row["ratio_to_fp16"] = df.attrs["bytes_per_token"] / df.attrs["fp16_bytes_per_token"]
+        bits = None if pd.isna(key[1]) else (int(key[1]) if float(key[1]).is_integer() else key[1])
+        mem = df.attrs.get("memory", {}).get(f"{key[0]}:{bits}")
+        if mem is not None:
+            row["bytes_per_token"] = mem[0]
+            row["ratio_to_fp16"] = mem[0] / mem[1]
         rows.append(row)
     return pd.DataFrame(rows)
