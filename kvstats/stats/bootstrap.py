@@ -61,9 +61,10 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names):
                 raise ValueError(f"method='BCa' needs at least 2 observations in {name} "
                                  f"(its jackknife); received {arr.size}")
     with warnings.catch_warnings():
-        warnings.simplefilter("error", stats.DegenerateDataWarning)
         # 0/0 in BCa's acceleration for degenerate data; a non-finite interval is an error below
         warnings.simplefilter("ignore", RuntimeWarning)
+        # (after the line above: DegenerateDataWarning is a RuntimeWarning, newest filter wins)
+        warnings.simplefilter("error", stats.DegenerateDataWarning)
         try:
             res = stats.bootstrap(data, statistic, n_resamples=n_resamples,
                                   confidence_level=confidence, method=method, rng=rng,

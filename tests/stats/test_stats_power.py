@@ -1,0 +1,64 @@
+"""Simulated Mann–Whitney power and sample size: against closed forms and each other."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from kvstats.stats import power_mann_whitney, trials_for_power
+
+
+def test_null_power_is_alpha():
+    # effect 0: the power is the size of the asymptotic test (alpha within MC error)
+    res = power_mann_whitney(0.0, n_x=40, n_sim=4000, seed=1)
+    lo, hi = stats.binom.ppf(0.005, 4000, 0.05) / 4000, stats.binom.isf(0.005, 4000, 0.05) / 4000
+    assert lo <= res.power <= hi
+
+
+def test_power_against_noether_normal_approximation():
+    # reference: Noether (1987) large-sample power
+    # Phi(sqrt(12 n_x n_y / (N+1)) |theta - 1/2| - z_{1-alpha/2}), at a moderate effect
+    r, n = 0.3, 60
+    res = power_mann_whitney(r, n_x=n, n_sim=4000, seed=2)
+    theta = (1 + r) / 2
+    approx = stats.norm.cdf(math.sqrt(12 * n * n / (2 * n + 1)) * (theta - 0.5)
+                            - stats.norm.ppf(0.975))
+    assert abs(res.power - approx) < 4 * res.standard_error + 0.02
+    # r and the equivalent shift give the same simulated experiment
+    same = power_mann_whitney(res.shift, n_x=n, effect_type="shift", n_sim=4000, seed=2)
+    assert same.power == res.power and same.rank_biserial == pytest.approx(r)
+
+
+def test_power_increases_with_n_and_one_sided_beats_two_sided():
+    small = power_mann_whitney(0.3, n_x=20, n_sim=2000, seed=3).power
+    large = power_mann_whitney(0.3, n_x=80, n_sim=2000, seed=3).power
+    greater = power_mann_whitney(0.3, n_x=20, n_sim=2000, seed=3, alternative="greater").power
+    assert small < large and small < greater
+
+
+def test_trials_for_power_is_minimal():
+    res = trials_for_power(0.5, power=0.8, n_sim=2000, seed=4)
+    assert res.achieved_power >= 0.8
+    below = power_mann_whitney(0.5, n_x=res.n_x - 1, n_sim=2000, seed=4).power
+    assert below < 0.8
+    assert abs(res.n_x - res.noether_n_x) <= max(3, 0.2 * res.noether_n_x)
+    unequal = trials_for_power(-0.4, power=0.9, ratio=2.0, n_sim=1000, seed=5)
+    assert unequal.n_y == round(2 * unequal.n_x) and unequal.achieved_power >= 0.9
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match=r"effect must be in \(-1.0, 1.0\)"):
+        power_mann_whitney(1.0, n_x=10)
+    with pytest.raises(ValueError, match="effect_type must be one of"):
+        power_mann_whitney(0.2, n_x=10, effect_type="d")
+    with pytest.raises(ValueError, match="n_x must be an integer in"):
+        power_mann_whitney(0.2, n_x=0)
+    with pytest.raises(ValueError, match="n_sim must be an integer in"):
+        power_mann_whitney(0.2, n_x=5, n_sim=0)
+    with pytest.raises(ValueError, match="effect must be nonzero"):
+        trials_for_power(0.0)
+    with pytest.raises(ValueError, match="effect must point the way"):
+        trials_for_power(-0.3, alternative="greater")
+    with pytest.raises(ValueError, match="target power 0.99 not reached"):
+        trials_for_power(0.01, power=0.99, n_sim=50, max_n=64)
