@@ -167,7 +167,7 @@ def uniform_dequantize(codes: UniformCodes) -> np.ndarray:
     if not isinstance(codes, UniformCodes):
         raise TypeError(f"codes must be UniformCodes from uniform_quantize; "
                         f"received {type(codes).__name__}")
-    moved = tuple(np.moveaxis(np.empty(codes.shape, dtype=bool), codes.axis, -1).shape)
+    moved = codes.shape[:codes.axis] + codes.shape[codes.axis + 1:] + (codes.shape[codes.axis],)
     length = moved[-1]
     ints = unpack_codes(codes.codes, codes.bits, length).astype(np.float64)
     g = _grouped(ints, codes.group_size)
