@@ -461,6 +461,7 @@ class ProdQuantizer:
                              "received 1 — a 1-bit code is the QJL sketch alone: use "
                              "QJLKeyQuantizer(dim, m=dim)")
         self.bits = bits
+        check_choice(sketch, "sketch", SKETCHES)
         self.draws = _as_draws(draws)
         self.norm_dtype = _as_norm_dtype(norm_dtype)
         mse_rng, sketch_rng = as_generator(seed).spawn(2)
