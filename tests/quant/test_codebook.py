@@ -1,0 +1,247 @@
+"""Tests for kvstats.quant.codebook: Lloyd--Max codebooks against classical values,
+their defining conditions, Monte-Carlo, and the empirical Lloyd iteration."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from kvstats._checks import replicate_scale
+from kvstats.quant.codebook import (Codebook, empirical_codebook, lloyd_max_codebook,
+                                    lloyd_step)
+
+# Max (1960), Table I, optimal mean-squared error of the N(0, 1) quantizer with 2, 4, 8, 16
+# levels (also quoted in Zandieh et al. 2025, TurboQuant, Sec. 3.1).
+MAX_1960 = {1: 0.3634, 2: 0.1175, 3: 0.03454, 4: 0.009497}
+# Max (1960), Table I: output levels of the 4- and 8-level quantizers (positive half).
+MAX_1960_LEVELS = {2: [0.4528, 1.510], 3: [0.2451, 0.7560, 1.344, 2.152]}
+
+
+def beta_pdf(d):
+    return stats.beta((d - 1) / 2, (d - 1) / 2, loc=-1, scale=2).pdf
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_gaussian_mse_matches_max_1960(bits):
+    cb = lloyd_max_codebook(bits)
+    assert cb.mse == pytest.approx(MAX_1960[bits], rel=1e-3)
+
+
+@pytest.mark.parametrize("bits", [2, 3])
+def test_gaussian_levels_match_max_1960(bits):
+    cb = lloyd_max_codebook(bits)
+    np.testing.assert_allclose(cb.centroids[2 ** (bits - 1):], MAX_1960_LEVELS[bits], rtol=2e-3)
+
+
+def test_one_bit_closed_forms():
+    # 1 bit: centroids +-E|X|; N(0,1): sqrt(2/pi), MSE 1 - 2/pi (exact closed forms)
+    g = lloyd_max_codebook(1)
+    np.testing.assert_allclose(g.centroids, [-np.sqrt(2 / np.pi), np.sqrt(2 / np.pi)], rtol=1e-14)
+    assert g.mse == pytest.approx(1 - 2 / np.pi, rel=1e-13)
+    # sphere coordinate, d = 2 (arcsine law): E|cos theta| = 2/pi; MSE = 1/2 - 4/pi^2
+    a = lloyd_max_codebook(1, "beta", dim=2)
+    np.testing.assert_allclose(a.centroids, [-2 / np.pi, 2 / np.pi], rtol=1e-13)
+    assert a.mse == pytest.approx(0.5 - 4 / np.pi ** 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_beta_dim3_is_uniform_quantizer(bits):
+    """d = 3: a sphere coordinate is Uniform[-1, 1] (Archimedes), whose Lloyd--Max
+    quantizer is the uniform one: MSE = (2/L)^2/12 and centroids at cell midpoints."""
+    L = 2 ** bits
+    cb = lloyd_max_codebook(bits, "beta", dim=3)
+    np.testing.assert_allclose(cb.centroids, -1 + (2 * np.arange(L) + 1) / L, rtol=0, atol=1e-12)
+    assert cb.mse == pytest.approx((2 / L) ** 2 / 12, rel=1e-10)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_beta_d128_close_to_gaussian(bits):
+    """d * MSE of the sphere coordinate at d = 128 within 2% of the N(0,1) value (the
+    coordinate tends to N(0, 1/d)); and it converges to it as d grows."""
+    g = lloyd_max_codebook(bits).mse
+    assert 128 * lloyd_max_codebook(bits, "beta", dim=128).mse == pytest.approx(g, rel=0.02)
+    gaps = [abs(d * lloyd_max_codebook(bits, "beta", dim=d).mse - g) for d in (16, 128, 1024, 65536)]
+    assert all(np.diff(gaps) < 0)
+    assert gaps[-1] < 1e-4 * g
+
+
+@pytest.mark.parametrize("dist,dim", [("gaussian", None), ("beta", 2), ("beta", 5),
+                                      ("beta", 128), ("beta", 1024)])
+def test_mse_decreases_with_bits_and_structure(dist, dim):
+    mses = []
+    for bits in range(1, 9):
+        cb = lloyd_max_codebook(bits, dist, dim)
+        L = 2 ** bits
+        assert cb.centroids.shape == (L,) and cb.boundaries.shape == (L - 1,)
+        assert cb.centroids.dtype == np.float64
+        assert np.all(np.diff(cb.centroids) > 0)
+        np.testing.assert_allclose(cb.centroids, -cb.centroids[::-1], rtol=0, atol=1e-15)
+        # Lloyd condition 1: boundaries are midpoints of adjacent centroids
+        np.testing.assert_allclose(cb.boundaries, 0.5 * (cb.centroids[1:] + cb.centroids[:-1]),
+                                   rtol=0, atol=1e-15)
+        mses.append(cb.mse)
+    assert np.all(np.diff(mses) < 0)
+    # high-resolution regime: each extra bit divides the MSE by about 4
+    assert 3.9 < mses[-2] / mses[-1] < 4.1
+
+
+@pytest.mark.parametrize("dist,dim", [("gaussian", None), ("beta", 2), ("beta", 7), ("beta", 64),
+                                      ("beta", 1024)])
+@pytest.mark.parametrize("bits", [2, 5, 8])
+def test_fixed_point_of_lloyd_step(dist, dim, bits):
+    """Lloyd condition 2 (centroid = conditional mean of its cell) to the stated tolerance:
+    one more plain Lloyd step moves no centroid by more than 1e-12 * max|c|."""
+    cb = lloyd_max_codebook(bits, dist, dim)
+    half = cb.centroids[: 2 ** (bits - 1)]
+    change = np.max(np.abs(lloyd_step(half, dist, dim) - half)) / np.max(np.abs(half))
+    assert change <= 1e-12
+
+
+@pytest.mark.parametrize("dist,dim,bits", [("gaussian", None, 3), ("beta", 16, 2), ("beta", 6, 3)])
+def test_conditional_means_and_mse_by_quadrature(dist, dim, bits):
+    """Independent check with adaptive quadrature (scipy.integrate.quad) of the density:
+    each centroid is the conditional mean of its cell, and .mse is the integral of
+    (x - Q(x))^2 f(x)."""
+    cb = lloyd_max_codebook(bits, dist, dim)
+    pdf = stats.norm.pdf if dist == "gaussian" else beta_pdf(dim)
+    lo, hi = (-np.inf, np.inf) if dist == "gaussian" else (-1.0, 1.0)
+    edges = np.concatenate([[lo], cb.boundaries, [hi]])
+    mse = 0.0
+    for i, c in enumerate(cb.centroids):
+        a, b = edges[i], edges[i + 1]
+        p = integrate.quad(pdf, a, b, epsabs=1e-14, epsrel=1e-12)[0]
+        m1 = integrate.quad(lambda x: x * pdf(x), a, b, epsabs=1e-14, epsrel=1e-12)[0]
+        assert m1 / p == pytest.approx(c, rel=1e-8)
+        mse += integrate.quad(lambda x: (x - c) ** 2 * pdf(x), a, b, epsabs=1e-15, epsrel=1e-12)[0]
+    assert cb.mse == pytest.approx(mse, rel=1e-8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dist,dim", [("gaussian", None), ("beta", 128)])
+def test_mse_equals_monte_carlo(dist, dim):
+    """Statistical check: .mse vs the Monte-Carlo mean of (X - Q(X))^2 for bits 1..4;
+    |difference| < 4 standard errors (each comparison fails with probability ~6e-5 if
+    .mse is right; 8 comparisons)."""
+    n = 200_000 if replicate_scale() == "ci" else 5_000_000
+    rng = np.random.default_rng(123)
+    if dist == "gaussian":
+        x = rng.standard_normal(n)
+    else:
+        g = rng.standard_normal((n, dim))
+        x = g[:, 0] / np.linalg.norm(g, axis=1)  # a coordinate of a uniform point on S^{d-1}
+    for bits in range(1, 5):
+        cb = lloyd_max_codebook(bits, dist, dim)
+        err = (x - cb.decode(cb.encode(x))) ** 2
+        se = err.std(ddof=1) / np.sqrt(n)
+        assert abs(err.mean() - cb.mse) < 4 * se
+
+
+def test_encode_decode_and_scaled():
+    cb = lloyd_max_codebook(2)
+    # boundaries of the 2-bit N(0,1) quantizer: -0.9816, 0, 0.9816 (Max 1960)
+    x = np.array([-5.0, -0.5, 0.0, 0.3, 7.0])
+    codes = cb.encode(x)
+    assert codes.dtype == np.uint8
+    # ties go to the lower cell: 0.0 (a boundary) gets code 1, not 2
+    assert codes.tolist() == [0, 1, 1, 2, 3]
+    assert cb.encode(cb.boundaries).tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(cb.decode(codes), cb.centroids[codes])
+    assert cb.decode(codes, np.float32).dtype == np.float32
+    # float32 input: no upcast, same codes away from boundaries
+    x32 = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    assert np.mean(cb.encode(x32) == cb.encode(x32.astype(np.float64))) == 1.0
+    s = cb.scaled(0.25)
+    np.testing.assert_allclose(s.centroids, 0.25 * cb.centroids)
+    assert s.mse == pytest.approx(cb.mse / 16) and s.scale == 0.25
+    assert np.array_equal(s.encode(0.25 * x), cb.encode(x))
+
+
+def test_cached_and_read_only():
+    a = lloyd_max_codebook(4, "beta", dim=128)
+    assert lloyd_max_codebook(4, "beta", 128) is a
+    with pytest.raises(ValueError):
+        a.centroids[0] = 0.0
+    assert isinstance(a, Codebook) and a.distribution == "beta" and a.dim == 128
+
+
+def test_no_warning_when_converged():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for bits in range(1, 9):
+            lloyd_max_codebook(bits, "beta", dim=100_000)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match=r"bits must be an integer in \[1, 8\]; received 9"):
+        lloyd_max_codebook(9)
+    with pytest.raises(ValueError, match=r"bits must be an integer in \[1, 8\]; received 0"):
+        lloyd_max_codebook(0)
+    with pytest.raises(TypeError, match="bits must be an integer"):
+        lloyd_max_codebook(2.0)
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        lloyd_max_codebook(2, "laplace")
+    with pytest.raises(ValueError, match="dim is required"):
+        lloyd_max_codebook(2, "beta")
+    with pytest.raises(ValueError, match=r"dim must be an integer in \[2, inf\]"):
+        lloyd_max_codebook(2, "beta", dim=1)
+    with pytest.raises(ValueError, match="dim must be None"):
+        lloyd_max_codebook(2, "gaussian", dim=64)
+    cb = lloyd_max_codebook(2)
+    with pytest.raises(ValueError, match="finite"):
+        cb.encode([np.nan])
+    with pytest.raises(ValueError, match=r"codes must be in \[0, 3\]"):
+        cb.decode(np.array([4]))
+    with pytest.raises(TypeError, match="codes must be an integer array"):
+        cb.decode(np.array([0.5]))
+    with pytest.raises(ValueError, match="s must be in"):
+        cb.scaled(0.0)
+
+
+# --- empirical -----------------------------------------------------------------------------
+
+def _brute_force_lloyd(x, c, n_iter):
+    """Plain reference: assign by nearest centroid with a dense distance matrix."""
+    for _ in range(n_iter):
+        assign = np.argmin(np.abs(x[:, None] - c[None, :]), axis=1)
+        c = np.array([x[assign == i].mean() if np.any(assign == i) else c[i]
+                      for i in range(c.size)])
+    return c
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3])
+def test_empirical_fixed_point_and_reference(bits):
+    rng = np.random.default_rng(bits)
+    x = rng.standard_t(4, 2000)
+    cb = empirical_codebook(x, bits)
+    assert cb.distribution == "empirical" and cb.centroids.shape == (2 ** bits,)
+    # fixed point: every centroid is the mean of the sample points in its cell
+    codes = cb.encode(x)
+    for i, c in enumerate(cb.centroids):
+        assert x[codes == i].mean() == pytest.approx(c, rel=1e-12, abs=1e-14)
+    # one more brute-force Lloyd step changes nothing (fast path vs plain reference)
+    np.testing.assert_allclose(_brute_force_lloyd(x, cb.centroids, 1), cb.centroids, rtol=1e-12)
+    assert cb.mse == pytest.approx(np.mean((x - cb.centroids[codes]) ** 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_empirical_converges_to_gaussian_codebook(bits):
+    """A large N(0,1) sample: centroids within 0.05 and MSE within 2% of Max (1960).
+    (Sampling error: the outer cell at 4 bits holds ~0.7% of the sample, ~2800 points, and
+    its fixed-point centroid moved by up to 0.03 across 5 seeds.)"""
+    x = np.random.default_rng(7).standard_normal(400_000)
+    cb = empirical_codebook(x, bits)
+    np.testing.assert_allclose(cb.centroids, lloyd_max_codebook(bits).centroids, atol=0.05)
+    assert cb.mse == pytest.approx(MAX_1960[bits], rel=0.02)
+
+
+def test_empirical_small_and_bad_samples():
+    cb = empirical_codebook([0.0, 0.0, 1.0, 1.0, 5.0, 5.0, 5.0, 9.0], 2)
+    np.testing.assert_allclose(cb.centroids, [0.0, 1.0, 5.0, 9.0])
+    assert cb.mse == 0.0
+    with pytest.raises(ValueError, match="at least 2\\*\\*bits = 4 distinct values; received 3"):
+        empirical_codebook([1.0, 2.0, 3.0, 3.0], 2)
+    with pytest.raises(ValueError, match="finite"):
+        empirical_codebook([1.0, np.inf, 2.0], 1)
+    with pytest.raises(ValueError, match="bits"):
+        empirical_codebook([1.0, 2.0], 9)

@@ -1,0 +1,238 @@
+"""Tests for kvstats.quant.rotation: exactness, orthogonality, draws, and the sphere law."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from kvstats.quant.rotation import (ROTATIONS, Rotation, fwht, hadamard, make_rotation,
+                                    next_pow2, normalize_draws)
+
+
+def sphere_coordinate(d):
+    """One coordinate of a uniform point on S^{d-1}: (X+1)/2 ~ Beta((d-1)/2, (d-1)/2)."""
+    return stats.beta((d - 1) / 2, (d - 1) / 2, loc=-1, scale=2)
+
+
+# --- Hadamard and the fast transform ---------------------------------------------------
+
+@pytest.mark.parametrize("d", [1, 2, 4, 8, 64, 128, 256, 1024])
+def test_hadamard_is_sylvester_and_orthogonal(d):
+    h = hadamard(d)
+    assert set(np.unique(h)) <= {-1.0, 1.0}
+    np.testing.assert_array_equal(h @ h.T, d * np.eye(d))
+    np.testing.assert_array_equal(h, h.T)
+    if d >= 2:  # Sylvester recursion H_d = [[H, H], [H, -H]]
+        g = hadamard(d // 2)
+        np.testing.assert_array_equal(h, np.block([[g, g], [g, -g]]))
+
+
+@pytest.mark.parametrize("d", [1, 2, 8, 64, 128, 512, 1024])
+@pytest.mark.parametrize("block", [1, 2, 32, 128])
+def test_fwht_equals_dense_product_float64(d, block):
+    x = np.random.default_rng(d).standard_normal((3, 5, d))
+    np.testing.assert_allclose(fwht(x, block=block), x @ hadamard(d), rtol=0, atol=1e-12)
+
+
+def test_fwht_keeps_float32_and_does_not_modify_input():
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    x0 = x.copy()
+    y = fwht(x)
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_allclose(y, x.astype(np.float64) @ hadamard(64), rtol=0, atol=1e-4)
+    assert fwht(np.arange(4)).dtype == np.float64  # integers become float64
+
+
+def test_fwht_bad_input():
+    with pytest.raises(ValueError, match="power of two"):
+        fwht(np.ones(6))
+    with pytest.raises(ValueError, match="finite"):
+        fwht(np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match="block"):
+        fwht(np.ones(8), block=3)
+    with pytest.raises(TypeError, match="x must be a real numeric"):
+        fwht(np.array(["a", "b"]))
+
+
+# --- rotations ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ROTATIONS)
+@pytest.mark.parametrize("d", [5, 64, 96, 128])
+def test_rotation_is_an_isometry_and_matches_its_matrix(kind, d):
+    r = make_rotation(kind, d, seed=3, draws=4)
+    m = r.matrix()
+    assert m.shape == (4, r.out_dim, d)
+    # columns orthonormal: R^T R = I_d (for padded Hadamard the map is an isometry
+    # R^d -> R^{d_pad}); for square maps also R R^T = I
+    np.testing.assert_allclose(np.swapaxes(m, -1, -2) @ m, np.broadcast_to(np.eye(d), (4, d, d)),
+                               rtol=0, atol=1e-13)
+    if r.out_dim == d:
+        np.testing.assert_allclose(m @ np.swapaxes(m, -1, -2), np.broadcast_to(np.eye(d), (4, d, d)),
+                                   rtol=0, atol=1e-13)
+    x = np.random.default_rng(1).standard_normal((4, 7, d))
+    y = r.apply(x)
+    np.testing.assert_allclose(y, np.einsum("tij,tnj->tni", m, x), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-13)
+    np.testing.assert_allclose(r.inverse(y), x, rtol=0, atol=1e-12)
+
+
+def test_padding_rule():
+    assert [next_pow2(d) for d in (1, 2, 3, 64, 65, 96, 128)] == [1, 2, 4, 64, 128, 128, 128]
+    assert make_rotation("hadamard", 96).out_dim == 128
+    assert make_rotation("haar", 96).out_dim == 96
+    assert make_rotation("identity", 96).out_dim == 96
+
+
+@pytest.mark.parametrize("kind", ROTATIONS)
+def test_float32_in_float32_out(kind):
+    r = make_rotation(kind, 96, seed=0)
+    x = np.random.default_rng(0).standard_normal((10, 96)).astype(np.float32)
+    y = r.apply(x)
+    assert y.dtype == np.float32 and r.inverse(y).dtype == np.float32
+    np.testing.assert_allclose(r.inverse(y), x, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ROTATIONS)
+def test_draws_batch_equals_loop_over_draws(kind):
+    """Reference (one rotation per draw, plain loop) vs the batched fast path."""
+    d = 24
+    r = make_rotation(kind, d, seed=11, draws=(2, 3))
+    x = np.random.default_rng(2).standard_normal((2, 3, 5, d))
+    y = r.apply(x)
+    assert y.shape == (2, 3, 5, r.out_dim)
+    for i in range(2):
+        for j in range(3):
+            one = r.draw((i, j))
+            np.testing.assert_allclose(one.apply(x[i, j]), y[i, j], rtol=0, atol=1e-13)
+            np.testing.assert_allclose(one.inverse(y[i, j]), x[i, j], rtol=0, atol=1e-12)
+    assert np.array_equal(r.draw(4).matrix(), r.draw((1, 1)).matrix())  # flat index
+
+
+def test_batch_broadcasts_against_draws():
+    r = make_rotation("hadamard", 16, seed=0, draws=6)
+    x = np.random.default_rng(0).standard_normal((9, 16))  # batch = (): shared by all draws
+    y = r.apply(x)
+    assert y.shape == (6, 9, 16)
+    np.testing.assert_allclose(y[4], r.draw(4).apply(x), atol=1e-14)
+    with pytest.raises(ValueError, match=r"\(\*batch, n, 16\)"):
+        r.apply(np.ones(16))  # no token axis with draws != ()
+
+
+def test_seeds():
+    a = make_rotation("hadamard", 128, seed=5, draws=3)
+    b = make_rotation("hadamard", 128, seed=5, draws=3)
+    c = make_rotation("hadamard", 128, seed=6, draws=3)
+    assert np.array_equal(a.signs, b.signs)
+    assert not np.array_equal(a.signs, c.signs)
+    # independent draws differ from each other; signs are fair coins
+    assert not np.array_equal(a.signs[0], a.signs[1])
+    h1 = make_rotation("haar", 8, seed=1).matrix()
+    assert np.array_equal(h1, make_rotation("haar", 8, seed=1).matrix())
+    assert not np.allclose(h1, make_rotation("haar", 8, seed=2).matrix())
+
+
+def test_signs_are_fair_and_independent():
+    """Binomial test on 2**17 signs: P(+1) = 1/2 (two-sided exact test, alpha = 1e-4)."""
+    s = make_rotation("hadamard", 128, seed=0, draws=1024).signs
+    k = int((s > 0).sum())
+    assert stats.binomtest(k, s.size, 0.5).pvalue > 1e-4
+    # lag-1 agreement within a draw is also Binomial(n, 1/2) under independence
+    agree = int((s[:, 1:] == s[:, :-1]).sum())
+    assert stats.binomtest(agree, s[:, 1:].size, 0.5).pvalue > 1e-4
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        make_rotation("dct", 8)
+    with pytest.raises(ValueError, match="dim must be an integer in"):
+        make_rotation("haar", 0)
+    with pytest.raises(TypeError, match="draws"):
+        make_rotation("haar", 4, draws="3")
+    with pytest.raises(ValueError, match=r"draws\[0\]"):
+        make_rotation("haar", 4, draws=(0,))
+    r = make_rotation("hadamard", 6)
+    with pytest.raises(ValueError, match="last axis of length 6"):
+        r.apply(np.ones(8))
+    with pytest.raises(ValueError, match="last axis of length 8"):
+        r.inverse(np.ones(6))
+    with pytest.raises(ValueError, match="finite"):
+        r.apply(np.full(6, np.inf))
+    with pytest.raises(ValueError, match="draws != ()"):
+        r.draw(0)
+    assert normalize_draws([2, 3]) == (2, 3)
+    assert isinstance(r, Rotation)
+
+
+# --- the sphere law after rotation (statistical) -------------------------------------------
+# One coordinate per independent draw (rotation and input both fresh), so the KS sample is
+# i.i.d. Reference: the exact law of a coordinate of a uniform point on S^{d-1}.
+
+D = 64
+N_KS = 20_000  # KS at alpha = 1e-3; power shown below by rejecting a wrong dimension
+
+
+def _rotated_coordinate(kind, x, seed):
+    """Coordinate 0 and 5 of the rotated unit vectors x / ||x||, each input its own draw."""
+    r = make_rotation(kind, x.shape[-1], seed=seed, draws=x.shape[0])
+    u = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    return r.apply(u[:, None, :])[:, 0, [0, 5]]
+
+
+def test_gaussian_inputs_after_hadamard_follow_sphere_law():
+    x = np.random.default_rng(10).standard_normal((N_KS, D))
+    y = _rotated_coordinate("hadamard", x, seed=20)
+    for j in range(2):
+        assert stats.kstest(y[:, j], sphere_coordinate(D).cdf).pvalue > 1e-3
+    # power at this sample size: the law of a neighbouring dimension is rejected
+    assert stats.kstest(y[:, 0], sphere_coordinate(D // 2).cdf).pvalue < 1e-6
+
+
+def test_padded_dimension_follows_sphere_law_of_d_pad():
+    """d = 48 padded to 64: a coordinate of R u has the sphere law of dimension 64."""
+    x = np.random.default_rng(12).standard_normal((N_KS, 48))
+    y = _rotated_coordinate("hadamard", x, seed=21)[:, 0]
+    assert stats.kstest(y, sphere_coordinate(64).cdf).pvalue > 1e-3
+    assert stats.kstest(y, sphere_coordinate(48).cdf).pvalue < 1e-6
+
+
+def _moments_match(y, d):
+    """Mean 0 and variance 1/d hold for ANY unit input under a random-sign Hadamard round
+    (E[y_i] = 0 and E[y_i^2] = sum_j u_j^2 / d exactly); checked within 4 standard errors."""
+    n = y.size
+    assert abs(y.mean()) <= 4 * y.std() / np.sqrt(n)
+    sq = y * y
+    # (+ rounding slack: for one-hot inputs y^2 = 1/d exactly and the standard error is 0)
+    assert abs(sq.mean() - 1 / d) <= 4 * sq.std() / np.sqrt(n) + 1e-15
+
+
+def test_one_hot_inputs_single_hadamard_round_is_not_the_sphere_law():
+    """Known limitation: H D e_k / sqrt(d) has every coordinate exactly +-1/sqrt(d)."""
+    x = np.zeros((N_KS, D))
+    x[np.arange(N_KS), np.random.default_rng(0).integers(0, D, N_KS)] = 1.0
+    y = _rotated_coordinate("hadamard", x, seed=22)
+    np.testing.assert_allclose(np.abs(y), 1 / np.sqrt(D), rtol=1e-14)
+    _moments_match(y[:, 0], D)
+    assert stats.kstest(y[:, 0], sphere_coordinate(D).cdf).pvalue < 1e-6
+    # a Haar rotation maps any fixed unit vector to a uniform point: the law is exact
+    n_haar = 3000
+    z = _rotated_coordinate("haar", x[:n_haar], seed=23)
+    for j in range(2):
+        assert stats.kstest(z[:, j], sphere_coordinate(D).cdf).pvalue > 1e-3
+
+
+def test_heavy_tailed_inputs_single_hadamard_round():
+    """Student-t (nu = 1.5) inputs: u = x/||x|| is dominated by a few coordinates, so one
+    randomized Hadamard round gives a Rademacher sum with few large weights: correct mean
+    and variance but lighter tails than the sphere law, rejected by KS at this n. With
+    nu = 5 the inputs are spread enough that KS does not reject. A Haar rotation is exact."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_t(1.5, (N_KS, D))
+    y = _rotated_coordinate("hadamard", x, seed=24)[:, 0]
+    _moments_match(y, D)
+    assert stats.kstest(y, sphere_coordinate(D).cdf).pvalue < 1e-6
+    assert stats.kurtosis(y) < stats.kurtosis(sphere_coordinate(D).rvs(N_KS, random_state=1))
+    x5 = rng.standard_t(5.0, (N_KS, D))
+    y5 = _rotated_coordinate("hadamard", x5, seed=25)[:, 0]
+    assert stats.kstest(y5, sphere_coordinate(D).cdf).pvalue > 1e-3
+    z = _rotated_coordinate("haar", x[:3000], seed=26)[:, 0]
+    assert stats.kstest(z, sphere_coordinate(D).cdf).pvalue > 1e-3
