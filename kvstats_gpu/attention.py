@@ -348,9 +348,16 @@ def quantize_kv(K: Any, V: Any, spec: CacheSpec, params: CacheParams, *, capacit
     """
     params = _check_params(spec, params)
     K, V = _check_kv(K, V, spec.dim)
-    H, N, _ = K.shape
+    impl, interpret = resolve_impl(impl, interpret)
+    N = K.shape[1]
     capacity = N if capacity is None else check_int(capacity, "capacity", low=N)
     C = -(-capacity // PAGE) * PAGE
+    return _quantize_jit(K, V, params, spec=spec, C=C, impl=impl, interpret=interpret)
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "C", "impl", "interpret"))
+def _quantize_jit(K, V, params, *, spec, C, impl, interpret):
+    N = K.shape[1]
     ks = _encode_side(K, spec.k_codebook, params.k_signs, params.k_sketch, impl, interpret)
     vs = _encode_side(V, spec.v_codebook, params.v_signs, params.v_sketch, impl, interpret)
 
@@ -392,6 +399,12 @@ def append_kv(cache: QuantizedKVCache, K: Any, V: Any, spec: CacheSpec, params: 
     if not isinstance(cache.length, jax.core.Tracer) and int(cache.length) + n > cache.capacity:
         raise ValueError(f"appending {n} tokens to a cache holding {int(cache.length)} exceeds its "
                          f"capacity {cache.capacity}; allocate a larger capacity in quantize_kv")
+    impl, interpret = resolve_impl(impl, interpret)
+    return _append_jit(cache, K, V, params, spec=spec, impl=impl, interpret=interpret)
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "impl", "interpret"))
+def _append_jit(cache, K, V, params, *, spec, impl, interpret):
     ks = _encode_side(K, spec.k_codebook, params.k_signs, params.k_sketch, impl, interpret)
     vs = _encode_side(V, spec.v_codebook, params.v_signs, params.v_sketch, impl, interpret)
     pos = cache.length.astype(jnp.int32)
@@ -407,7 +420,7 @@ def append_kv(cache: QuantizedKVCache, K: Any, V: Any, spec: CacheSpec, params: 
     axes = (2, 1, 1, 1)
     new = [put(o, nw, ax) for o, nw, ax in zip(cache[:4], ks, axes)]
     new += [put(o, nw, ax) for o, nw, ax in zip(cache[4:8], vs, axes)]
-    return QuantizedKVCache(*new, cache.length + n)
+    return QuantizedKVCache(*new, cache.length + K.shape[1])
 
 
 def _check_cache(cache, spec):
@@ -454,6 +467,11 @@ def dequantize_kv(cache: QuantizedKVCache, spec: CacheSpec, params: CacheParams)
     """
     params = _check_params(spec, params)
     _check_cache(cache, spec)
+    return _dequantize_jit(cache, params, spec=spec)
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _dequantize_jit(cache, params, *, spec):
     K = _dequant_side(*cache[:4], spec.k_codebook, params.k_signs, params.k_sketch, spec.k_scale, spec.dim)
     V = _dequant_side(*cache[4:8], spec.v_codebook, params.v_signs, params.v_sketch, spec.v_scale, spec.dim)
     return K, V
@@ -774,8 +792,7 @@ def decode_partials(q: Any, cache: QuantizedKVCache, spec: CacheSpec, params: Ca
     length = cache.length if length is None else jnp.asarray(length, jnp.int32)
     if impl == "reference":
         return _partials_reference(qr, sq, cache, spec, length)
-    if not (isinstance(block_tokens, int) and is_pow2(block_tokens) and MIN_DOT <= block_tokens <= PAGE):
-        raise ValueError(f"block_tokens must be a power of two in [{MIN_DOT}, {PAGE}]; received {block_tokens!r}")
+    _check_blocking(cache.capacity, block_tokens, n_splits)
     return _partials_pallas(qr, sq, cache, spec, length, block_tokens=block_tokens, n_splits=n_splits,
                             interpret=interpret, num_warps=check_int(num_warps, "num_warps", low=1, high=32))
 
@@ -817,8 +834,29 @@ def decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, params: C
     >>> bool(np.allclose(o, ref, atol=1e-4))
     True
     """
+    if not isinstance(cache, QuantizedKVCache):
+        raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
     if not isinstance(cache.length, jax.core.Tracer) and int(cache.length) < 1:
         raise ValueError(f"cache.length must be >= 1 to attend; received {int(cache.length)}")
+    # validate eagerly (clear errors), then run one compiled program
+    impl, interpret = resolve_impl(impl, interpret)
+    params = _check_params(spec, params)
+    _check_cache(cache, spec)
+    _queries(q, spec, params, cache.n_heads)
+    if impl == "pallas":
+        _check_blocking(cache.capacity, block_tokens, n_splits)
+    return _decode_jit(q, cache, params, spec=spec, impl=impl, interpret=interpret, block_tokens=block_tokens,
+                       n_splits=n_splits, num_warps=check_int(num_warps, "num_warps", low=1, high=32))
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "impl", "interpret", "block_tokens", "n_splits", "num_warps"))
+def _decode_jit(q, cache, params, *, spec, impl, interpret, block_tokens, n_splits, num_warps):
     parts = decode_partials(q, cache, spec, params, impl=impl, interpret=interpret,
                             block_tokens=block_tokens, n_splits=n_splits, num_warps=num_warps)
     return finalize_partials(parts, spec, params, impl=impl, interpret=interpret)
+
+
+def _check_blocking(C, block_tokens, n_splits):
+    if not (isinstance(block_tokens, int) and is_pow2(block_tokens) and MIN_DOT <= block_tokens <= PAGE):
+        raise ValueError(f"block_tokens must be a power of two in [{MIN_DOT}, {PAGE}]; received {block_tokens!r}")
+    _choose_splits(C, block_tokens, n_splits)
