@@ -27,8 +27,8 @@ def _result(frame):
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    f = make_frame({("KQV", 2): 1.0, ("QKQV", 2): 0.0, ("KV", 2): 0.5,
-                    ("KQV", 3): 0.0, ("QKQV", 3): 1.0, ("KV", 3): 0.5}, n=40, seed=7)
+    f = make_frame({("KQV", 2): 1.5, ("QKQV", 2): 0.0, ("KV", 2): 0.75,
+                    ("KQV", 3): 0.0, ("QKQV", 3): 1.5, ("KV", 3): 0.75}, n=40, seed=7)
     g = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40,
                    seed=8, case=("heavy_tailed", "nu=1.5", 64, 128))
     h = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40,
