@@ -1,0 +1,48 @@
+"""Real-GPU checks (compiled Triton kernels, no interpreter); skipped without a GPU.
+None of these ran in the session that wrote them (no GPU was lent): see docs/gpu.md."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import kvstats
+from kvstats_gpu.attention import decode_attention, make_cache_spec, quantize_kv
+from kvstats_gpu.codebook import StaticCodebook, encode_packed
+from kvstats_gpu.qjl import qjl_scores, qjl_sketch
+from kvstats_gpu.rotation import rotate
+
+pytestmark = pytest.mark.gpu
+
+
+def test_compiled_small_kernels_equal_references():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4096, 128)).astype(np.float32)
+    signs = np.where(rng.random(128) < 0.5, -1.0, 1.0)
+    np.testing.assert_allclose(np.asarray(rotate(x, signs, impl="pallas")),
+                               np.asarray(rotate(x, signs, impl="reference")), atol=1e-5)
+    cb = StaticCodebook.from_codebook(kvstats.lloyd_max_codebook(4, "beta", dim=128))
+    y = np.asarray(rotate(x / np.linalg.norm(x, axis=-1, keepdims=True), signs, impl="reference"))
+    np.testing.assert_array_equal(np.asarray(encode_packed(y, cb, impl="pallas")),
+                                  np.asarray(encode_packed(y, cb, impl="reference")))
+    S = rng.normal(size=(128, 128)).astype(np.float32)
+    b1, n1 = qjl_sketch(x, S, impl="pallas")
+    b2, n2 = qjl_sketch(x, S, impl="reference")
+    assert np.mean(np.asarray(b1) != np.asarray(b2)) < 1e-4  # only near-zero projections may differ
+    q = rng.normal(size=(8, 4, 128)).astype(np.float32)
+    bits = np.asarray(b2).reshape(8, 512, 16)
+    norms = np.asarray(n2).reshape(8, 512)
+    np.testing.assert_allclose(np.asarray(qjl_scores(q, bits, norms, S, impl="pallas")),
+                               np.asarray(qjl_scores(q, bits, norms, S, impl="reference")), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("QKQV", 3)])
+def test_compiled_decode_attention_at_32k_tokens(name, bits):
+    spec, params = make_cache_spec(name, bits, 128, seed=0)
+    rng = np.random.default_rng(1)
+    K = jnp.asarray(rng.normal(size=(8, 32768, 128)), jnp.bfloat16)
+    V = jnp.asarray(rng.normal(size=(8, 32768, 128)), jnp.bfloat16)
+    cache = quantize_kv(K, V, spec, params)
+    q = jnp.asarray(rng.normal(size=(32, 128)), jnp.bfloat16)
+    got = np.asarray(decode_attention(q, cache, spec, params, impl="pallas"))
+    want = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
+    np.testing.assert_allclose(got, want, atol=5e-5)

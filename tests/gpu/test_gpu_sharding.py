@@ -1,0 +1,40 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from jax.sharding import Mesh
+
+import jax
+from kvstats_gpu.sharding import sharded_decode_attention
+
+
+def test_sharded_equals_single_device_on_4_host_devices():
+    # XLA reads the device count once, at import, so this runs in a fresh interpreter.
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    script = Path(__file__).with_name("_multidevice_check.py")
+    res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         cwd=Path(__file__).parents[2])
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = dict(line.split() for line in res.stdout.strip().splitlines())
+    assert lines.pop("devices") == "4"
+    assert set(lines) == {"heads4_len700", "heads2_seq2_len700", "heads4_len300", "heads2_seq2_len300",
+                          "pallas_seq4"}
+    for name, diff in lines.items():
+        # only the float32 summation order differs (the combine is exact algebra)
+        assert float(diff) < 1e-5, (name, diff)
+
+
+def test_bad_mesh_arguments():
+    from test_gpu_attention import _kv, manual_spec
+    from kvstats_gpu.attention import quantize_kv
+    spec, params = manual_spec(64, 3, 2, 0, 64)
+    K, V, q = _kv(2, 10, 64, 2)
+    cache = quantize_kv(K, V, spec, params, impl="reference")
+    mesh = Mesh(np.array(jax.devices()[:1]), ("heads",))
+    with pytest.raises(TypeError, match="mesh must be a jax.sharding.Mesh"):
+        sharded_decode_attention(q, cache, spec, params, "mesh")
+    with pytest.raises(ValueError, match="seq_axis must be one of the mesh axes"):
+        sharded_decode_attention(q, cache, spec, params, mesh, seq_axis="seq")
