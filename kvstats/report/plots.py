@@ -26,6 +26,7 @@ __all__ = ["plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_c
            "plot_lowrank_vs_heavytail", "scheme_palette", "save_figure", "select_case"]
 
 _PLACES = {"k": "keys K", "v": "values V", "t": "attention output T"}
+_KL_FLOOR = 1e-6
 
 
 def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
@@ -329,7 +330,8 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
     """Damage on low-rank vs heavy-tailed (and Gaussian) keys, per scheme, budget and d.
 
     Box plots (per trial) of ``metric`` by distribution; one panel per head dimension,
-    budgets on the x axis, one colour per distribution setting, one row per scheme.
+    budgets on the x axis, one colour per distribution setting, one row per scheme. KL is
+    drawn on a log axis, floored at 1e-6 nats for display (exact zeros exist).
 
     Examples
     --------
@@ -360,7 +362,12 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
                              squeeze=False, constrained_layout=True, sharey=True)
     settings = list(dict.fromkeys(sel.sort_values("distribution")["setting"]))
     pal = dict(zip(settings, sns.color_palette("colorblind", len(settings))))
-    positive = (sel[metric] > 0).all()
+    log = metric == "kl"
+    if log:
+        # KL spans many decades (and can be exactly 0): log axis, floored for display only
+        sel = sel.assign(**{metric: sel[metric].clip(lower=_KL_FLOOR)})
+    sel = sel.assign(n=sel["budget"].map(lambda b: f"{b:g}"))
+    order = [f"{b:g}" for b in sorted(sel["budget"].unique())]
     for i, scheme in enumerate(schemes):
         for j, d in enumerate(dims):
             ax = axes[i, j]
@@ -368,12 +375,12 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
             if sub.empty:
                 ax.set_visible(False)
                 continue
-            sns.boxplot(data=sub, x="budget", y=metric, hue="setting", hue_order=settings, palette=pal,
-                        ax=ax, fliersize=1, linewidth=0.6, log_scale=bool(positive and metric == "kl"),
+            sns.boxplot(data=sub, x="n", y=metric, order=order, hue="setting", hue_order=settings,
+                        palette=pal, ax=ax, fliersize=1, linewidth=0.6, log_scale=log,
                         legend=(i == 0 and j == 0))
             ax.set_title(f"{scheme}, d = {d}", fontsize=9)
             ax.set_xlabel("budget n (bits/coord)")
-            ax.set_ylabel("KL (nats)" if metric == "kl" else metric)
+            ax.set_ylabel(f"KL (nats, floored at {_KL_FLOOR:g})" if log else metric)
     first = axes[0, 0]
     if first.get_legend() is not None:
         handles, labels = first.get_legend_handles_labels()
