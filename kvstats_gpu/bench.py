@@ -1,0 +1,200 @@
+"""Benchmark: quantized-cache decode attention vs dense bf16 attention at model scale.
+
+Run ``python -m kvstats_gpu.bench`` (``--quick`` for 32k tokens only, ``--json FILE`` to
+save the figures). One script, in this order:
+
+1. correctness: the Pallas kernels (compiled on a GPU, interpreted on a CPU) against
+   their jnp references on a small cache; stops with exit status 1 on a mismatch;
+2. throughput: for each context length (32k and 128k tokens, 8 KV heads, 4 query heads
+   per KV head, d = 128), the time of one decode step over the quantized cache and of
+   ``jax.nn.dot_product_attention`` on the same shape in bf16, the bytes each reads, the
+   achieved memory bandwidth and its fraction of the device's peak, and the cache bytes
+   per token against fp16.
+
+On a CPU the figures are CPU figures of the jnp reference path on a small configuration
+(the Pallas interpreter is a correctness tool, not a fast path), and the script says so.
+On a GPU it is sized to finish in well under 5 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kvstats_gpu._common import on_gpu
+from kvstats_gpu.attention import (cache_bytes_per_token, decode_attention, dense_decode_attention,
+                                   dequantize_kv, make_cache_spec, quantize_kv)
+
+# Peak HBM bandwidth in bytes/s by jax device_kind (vendor data sheets).
+PEAK_BANDWIDTH = {
+    "NVIDIA H200": 4.8e12,
+    "NVIDIA H100 80GB HBM3": 3.35e12,
+    "NVIDIA H100 PCIe": 2.0e12,
+    "NVIDIA H100 NVL": 3.9e12,
+    "NVIDIA A100-SXM4-80GB": 2.039e12,
+    "NVIDIA A100-SXM4-40GB": 1.555e12,
+    "NVIDIA A100 80GB PCIe": 1.935e12,
+    "NVIDIA A100-PCIE-40GB": 1.555e12,
+    "NVIDIA L40S": 0.864e12,
+    "NVIDIA L4": 0.3e12,
+    "NVIDIA GeForce RTX 4090": 1.008e12,
+    "NVIDIA GeForce RTX 3090": 0.936e12,
+}
+
+
+def peak_bandwidth(device_kind: str) -> float | None:
+    """Peak bandwidth for a device kind (exact name, else the longest table name it contains)."""
+    if device_kind in PEAK_BANDWIDTH:
+        return PEAK_BANDWIDTH[device_kind]
+    hits = [k for k in PEAK_BANDWIDTH if k.lower() in device_kind.lower() or device_kind.lower() in k.lower()]
+    return PEAK_BANDWIDTH[max(hits, key=len)] if hits else None
+
+
+def _time(fn, *args, reps: int) -> float:
+    """Median seconds per call after a compile + warm-up call."""
+    jax.block_until_ready(fn(*args))
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def correctness_check(impl_note: str) -> dict[str, float]:
+    """Kernels vs references on a small cache; raises AssertionError on a mismatch."""
+    interpret = not on_gpu()
+    out = {}
+    rng = np.random.default_rng(0)
+    for name, bits in (("KQV", 4), ("QKQV", 3)):
+        spec, params = make_cache_spec(name, bits, 128, seed=1)
+        K, V = rng.normal(size=(2, 2, 300, 128)).astype(np.float32)
+        q = rng.normal(size=(8, 128)).astype(np.float32)
+        cache = quantize_kv(K, V, spec, params, impl="pallas", interpret=interpret)
+        got = np.asarray(decode_attention(q, cache, spec, params, impl="pallas", interpret=interpret,
+                                          block_tokens=64))
+        ref = np.asarray(dense_decode_attention(q, *dequantize_kv(cache, spec, params), length=300))
+        err = float(np.abs(got - ref).max())
+        if not err < 1e-4:
+            raise AssertionError(f"{name}: Pallas decode attention differs from the dense reference by {err}")
+        out[f"{name}{bits}_max_abs_err_vs_dense_on_dequantized"] = err
+    print(f"correctness ({impl_note}): " + ", ".join(f"{k} = {v:.2e}" for k, v in out.items()))
+    return out
+
+
+def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, group: int, dim: int,
+        reps: int) -> list[dict[str, Any]]:
+    gpu = on_gpu()
+    device = jax.devices()[0]
+    peak = peak_bandwidth(device.device_kind) if gpu else None
+    rows = []
+    key = jax.random.key(0)
+    for n in tokens:
+        k1, k2, k3, key = jax.random.split(key, 4)
+        K = jax.random.normal(k1, (n_kv_heads, n, dim), jnp.bfloat16)
+        V = jax.random.normal(k2, (n_kv_heads, n, dim), jnp.bfloat16)
+        q = jax.random.normal(k3, (n_kv_heads * group, dim), jnp.bfloat16)
+        # dense bf16 baseline at the same shape (B=1, one query position, GQA)
+        # (B, T, heads, d) layout prepared once, outside the timed step
+        Kd, Vd, qd = jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None], q[None, None]
+        dense = jax.jit(jax.nn.dot_product_attention)
+        t_dense = _time(dense, qd, Kd, Vd, reps=reps)
+        del Kd, Vd
+        dense_bytes = 2 * K.size * 2 + q.size * 2
+        for name, bits in schemes:
+            spec, params = make_cache_spec(name, bits, dim, seed=0)
+            cache = quantize_kv(K, V, spec, params)
+            step = jax.jit(lambda q, c: decode_attention(q, c, spec, params))
+            t_q = _time(step, q, cache, reps=reps)
+            acc = cache_bytes_per_token(spec, n_kv_heads)
+            q_bytes = n * acc["bytes"]
+            row = {"device": device.device_kind, "platform": device.platform, "tokens": n,
+                   "kv_heads": n_kv_heads, "q_heads": n_kv_heads * group, "dim": dim,
+                   "scheme": f"{name}@{bits}", "path": "pallas" if gpu else "jnp reference (CPU)",
+                   "quant_ms": 1e3 * t_q, "dense_bf16_ms": 1e3 * t_dense, "speedup_vs_dense": t_dense / t_q,
+                   "quant_GBps": q_bytes / t_q / 1e9, "dense_GBps": dense_bytes / t_dense / 1e9,
+                   "quant_frac_peak": None if peak is None else q_bytes / t_q / peak,
+                   "dense_frac_peak": None if peak is None else dense_bytes / t_dense / peak,
+                   "cache_bytes_per_token": acc["bytes"], "fp16_bytes_per_token": acc["fp16_bytes"],
+                   "ratio_to_fp16": acc["ratio_to_fp16"]}
+            rows.append(row)
+            del cache
+        del K, V
+    return rows
+
+
+def _fmt(rows: list[dict[str, Any]]) -> str:
+    cols = ["tokens", "scheme", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "quant_GBps",
+            "quant_frac_peak", "dense_GBps", "dense_frac_peak", "cache_bytes_per_token", "ratio_to_fp16"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r[c]
+            cells.append("n/a" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kvstats_gpu.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="32k tokens only (GPU) / the smallest CPU size")
+    p.add_argument("--tokens", type=int, nargs="+", default=None, help="context lengths (default 32768 131072 "
+                   "on a GPU, 2048 8192 on a CPU)")
+    p.add_argument("--schemes", nargs="+", default=["KQV:4", "QKQV:4", "turboquant_mse:4"],
+                   help="NAME:BITS entries (default KQV:4 QKQV:4 turboquant_mse:4)")
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--group", type=int, default=4, help="query heads per KV head")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--json", default=None, help="write the figures to this file")
+    args = p.parse_args(argv)
+    gpu = on_gpu()
+    device = jax.devices()[0]
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"kvstats_gpu benchmark, {stamp}, jax {jax.__version__}, device: {device.device_kind} ({device.platform})")
+    if not gpu:
+        print("NOTE: no GPU. These are CPU figures of the jnp reference path on a small configuration; "
+              "they say nothing about GPU performance.")
+    schemes = []
+    for s in args.schemes:
+        name, _, bits = s.partition(":")
+        schemes.append((name, int(bits)))
+    if args.tokens is not None:
+        tokens = args.tokens
+    elif gpu:
+        tokens = [32768] if args.quick else [32768, 131072]
+    else:
+        tokens = [2048] if args.quick else [2048, 8192]
+    reps = args.reps or (20 if gpu else 3)
+    if not gpu and args.kv_heads == 8 and args.tokens is None:
+        kv_heads = 2  # keep the CPU run to seconds
+    else:
+        kv_heads = args.kv_heads
+    try:
+        check = correctness_check("compiled Triton kernels" if gpu else "Pallas interpreter on the CPU")
+    except AssertionError as exc:
+        print(f"CORRECTNESS FAILURE: {exc}", file=sys.stderr)
+        return 1
+    rows = run(tokens, schemes, kv_heads, args.group, args.dim, reps)
+    print(_fmt(rows))
+    if gpu and rows and rows[0]["quant_frac_peak"] is None:
+        print(f"(no peak bandwidth on record for {device.device_kind!r}: add it to PEAK_BANDWIDTH)")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"date": stamp, "jax": jax.__version__, "device": device.device_kind,
+                       "gpu": gpu, "correctness": check, "rows": rows}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
