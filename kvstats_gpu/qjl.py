@@ -69,15 +69,14 @@ def qjl_sketch_reference(k: Any, sketch: Any) -> tuple[jax.Array, jax.Array]:
 
 
 def _sketch_kernel(k_ref, s_ref, bits_ref, norm_ref, *, m8: int):
-    k = k_ref[...]
+    k = k_ref[...].astype(jnp.float32)
     packed = None
     for j in range(8):
         proj = dot_nt(k, s_ref[pl.ds(j * m8, m8), :])  # projections on rows 8i + j
         bit = (proj >= 0).astype(jnp.int32) << j
         packed = bit if packed is None else packed | bit
     bits_ref[...] = packed.astype(jnp.uint8)
-    kf = k.astype(jnp.float32)
-    norm_ref[...] = jnp.sqrt(jnp.sum(kf * kf, axis=1))
+    norm_ref[...] = jnp.sqrt(jnp.sum(k * k, axis=1))
 
 
 def qjl_sketch(k: Any, sketch: Any, *, impl: str = "auto", interpret: bool | None = None,
@@ -86,8 +85,8 @@ def qjl_sketch(k: Any, sketch: Any, *, impl: str = "auto", interpret: bool | Non
 
     Same result as :func:`qjl_sketch_reference` (bit-exact for the same float32
     projections); ``impl``/``interpret``/``block_rows`` as in :mod:`kvstats_gpu`.
-    float32 keys are projected at IEEE float32 precision; bf16 keys use the bf16 sketch
-    on the tensor cores (then the bits are those of the bf16-rounded sketch).
+    Keys of any float dtype are projected in float32 at IEEE precision (not TF32), so
+    bf16 keys get the bits of their exact float32 values, as in the reference.
 
     Examples
     --------
@@ -108,7 +107,7 @@ def qjl_sketch(k: Any, sketch: Any, *, impl: str = "auto", interpret: bool | Non
     lead = k.shape[:-1]
     T = row_block(math.prod(lead), block_rows)
     k2, n = pad_rows(k, T)
-    s_cm = to_class_major(s.T).T.astype(k.dtype if k.dtype != jnp.float16 else jnp.float32)
+    s_cm = to_class_major(s.T).T  # float32: the encode path is not bandwidth-bound
     bits, norms = pl.pallas_call(
         functools.partial(_sketch_kernel, m8=m // 8),
         out_shape=(jax.ShapeDtypeStruct((k2.shape[0], m // 8), jnp.uint8),

@@ -31,13 +31,13 @@ def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d):
     np.testing.assert_allclose(np.asarray(norms_k), np.asarray(norms_r), rtol=1e-6)
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "orthogonal"])
-def test_bits_on_gaussian_inputs_differ_only_at_near_zero_projections(kind):
+@pytest.mark.parametrize("kind,dtype", [("gaussian", jnp.float32), ("orthogonal", jnp.bfloat16)])
+def test_bits_on_gaussian_inputs_differ_only_at_near_zero_projections(kind, dtype):
     sk = make_sketch(kind, 128, 128, seed=1)
-    k = np.random.default_rng(2).normal(size=(64, 128)).astype(np.float32)
+    k = np.asarray(jnp.asarray(np.random.default_rng(2).normal(size=(64, 128)), dtype).astype(jnp.float32))
     want = np.unpackbits(qjl_encode(sk, k).signs, axis=-1, bitorder="little")
-    got = np.unpackbits(np.asarray(qjl_sketch(k, sk, impl="pallas", interpret=True)[0]), axis=-1,
-                        bitorder="little")
+    got = np.unpackbits(np.asarray(qjl_sketch(jnp.asarray(k, dtype), sk, impl="pallas", interpret=True)[0]),
+                        axis=-1, bitorder="little")
     proj = k.astype(np.float64) @ sk.matrix.T
     scale = np.linalg.norm(k, axis=-1, keepdims=True) * np.linalg.norm(sk.matrix, axis=-1)
     near_zero = np.abs(proj) <= 1e-5 * scale  # float32 rounding bound with a wide margin
