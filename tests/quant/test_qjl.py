@@ -490,3 +490,27 @@ def test_prod_residual_variance_is_pi_over_2_times_the_projection():
     assert ratio == pytest.approx(math.pi / 2, rel=0.05)
     # power: the scalar residual projection's ratio (1) is rejected
     assert abs(mean_z(normed.mean(-1), 1.0)) > 3 * Z_MAX
+
+
+@pytest.mark.slow
+def test_trading_a_scalar_bit_for_the_residual_inflates_inner_product_error():
+    # b-bit prod vs b-bit MSE: E<q, x̂ - x>^2 ratio ≈ (pi/2) D_{b-1} / D_b (docs/qjl.md §2,
+    # D_b = d·MSE of the Lloyd–Max codebook for the sphere coordinate of dimension d);
+    # the approximation treats the MSE error as isotropic, so the stated tolerance is 10%.
+    from kvstats.quant.codebook import lloyd_max_codebook
+    from kvstats.quant.mse import MSEQuantizer
+    from kvstats.quant.qjl import ProdQuantizer
+
+    d, bits = 128, 3
+    n_draws = {"ci": 300, "full": 3000}[replicate_scale()]
+    rng = np.random.default_rng(0)
+    x, q = rng.standard_normal((16, d)), rng.standard_normal((16, d))
+    ip = (q * x).sum(-1)
+    pq = ProdQuantizer(d, bits, seed=1, draws=n_draws, norm_dtype=np.float64)
+    mq = MSEQuantizer(d, bits, seed=2, draws=n_draws, norm_dtype=np.float64)
+    e_prod = diag_pairs(pq.scores(q, pq.encode(x))) - ip
+    e_mse = (q * mq.decode(mq.encode(x))).sum(-1) - ip
+    ratio = (e_prod ** 2).mean() / (e_mse ** 2).mean()
+    d_lo, d_hi = (lloyd_max_codebook(b, "beta", dim=d).mse for b in (bits - 1, bits))
+    assert ratio == pytest.approx(math.pi / 2 * d_lo / d_hi, rel=0.10)
+    assert ratio > 4.0  # power: far from "no inflation" (1) and from pi/2 alone
