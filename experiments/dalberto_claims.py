@@ -1,0 +1,126 @@
+"""The seed paper's claims, checked one by one on finished sweeps (numbers for docs/results.md).
+
+    python experiments/dalberto_claims.py results/dalberto_d128 results/dalberto_d1024
+
+Reads each sweep directory (``results.parquet`` + ``manifest.json`` and the report's
+``tables/comparisons.csv``, whose p-values are adjusted over the whole report) and prints
+Markdown tables:
+
+1. KQV vs QKQV attention KL per case and budget: means, ratio QKQV/KQV with a bootstrap
+   CI, rank-biserial r (KQV vs QKQV; the paper reports r = −0.983 and a 2.25x ratio at
+   n = 4), adjusted p.
+2. K geometry (φ_k, SNR_k) winners of KQV vs QKQV by budget: is there a crossover?
+3. Low-rank vs heavy-tailed keys: mean KL per scheme and budget, ratio low-rank /
+   heavy-tailed with a Mann–Whitney test between the two (independent cases).
+4. KV vs KQV on heavy tails vs Gaussian keys: φ_k and KL.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kvstats.stats import bootstrap_ratio_ci, mann_whitney
+from kvstats.sweep import load_result
+
+
+def _case(r) -> str:
+    p = "" if r["params"] == "-" else f" ({r['params']})"
+    return f"{r['distribution']}{p}, d={r['dim']}"
+
+
+def _p(x: float) -> str:
+    return "<1e-300" if x < 1e-300 else (f"{x:.1e}" if x < 1e-3 else f"{x:.3f}")
+
+
+def kl_table(frame: pd.DataFrame, comp: pd.DataFrame) -> str:
+    rows = ["| case | n | mean KL KQV | mean KL QKQV | QKQV/KQV [95% CI] | r (KQV vs QKQV) [95% CI] | p adj (Holm) | winner |",
+            "|---|---|---|---|---|---|---|---|"]
+    mw = comp[(comp.test == "mann_whitney") & (comp.metric == "kl") & (comp.scheme_a == "KQV")
+              & (comp.scheme_b == "QKQV")]
+    for (dist, params, dim), grp in frame.groupby(["distribution", "params", "dim"], sort=False):
+        for n in sorted(grp.budget.unique()):
+            a = grp[(grp.scheme == "KQV") & (grp.budget == n)]["kl"].to_numpy()
+            b = grp[(grp.scheme == "QKQV") & (grp.budget == n)]["kl"].to_numpy()
+            if not len(a) or not len(b):
+                continue
+            ci = bootstrap_ratio_ci(b, a, n_resamples=1999, seed=int(n))
+            t = mw[(mw.distribution == dist) & (mw.params == params) & (mw.dim == dim) & (mw.budget == n)]
+            t = t.iloc[0]
+            rows.append(f"| {_case({'distribution': dist, 'params': params, 'dim': dim})} | {n:g} | "
+                        f"{a.mean():.4g} | {b.mean():.4g} | {b.mean() / a.mean():.3g} "
+                        f"[{ci.low:.3g}, {ci.high:.3g}] | {t.effect:+.3f} [{t.effect_low:+.3f}, "
+                        f"{t.effect_high:+.3f}] | {_p(t.pvalue_adjusted)} | {t.winner} |")
+    return "\n".join(rows)
+
+
+def geometry_table(cross: pd.DataFrame) -> str:
+    rows = ["| case | metric | winners by budget (KQV vs QKQV) | crossover |", "|---|---|---|---|"]
+    sel = cross[(cross.scheme_a == "KQV") & (cross.scheme_b == "QKQV")
+                & cross.metric.isin(["phi_k", "snr_k", "phi_t", "snr_t"])]
+    for r in sel.itertuples(index=False):
+        rows.append(f"| {_case(r._asdict())} | {r.metric} | {r.winners} | {'**yes**' if r.crossover else 'no'} |")
+    return "\n".join(rows)
+
+
+def damage_table(frame: pd.DataFrame) -> str:
+    rows = ["| d | scheme | n | mean KL low-rank | mean KL heavy-tailed (ν) | low-rank / heavy-tailed | r (low-rank vs heavy) | p (MW, raw) |",
+            "|---|---|---|---|---|---|---|---|"]
+    lr = frame[frame.distribution == "low_rank"]
+    ht = frame[frame.distribution == "heavy_tailed"]
+    for (dim, scheme, n), a in lr.groupby(["dim", "scheme", "budget"], sort=True):
+        for params, b in ht[(ht.dim == dim) & (ht.scheme == scheme) & (ht.budget == n)].groupby("params"):
+            x, y = a["kl"].to_numpy(), b["kl"].to_numpy()
+            res = mann_whitney(x, y)
+            rows.append(f"| {dim} | {scheme} | {n:g} | {x.mean():.4g} | {y.mean():.4g} ({params}) | "
+                        f"{x.mean() / y.mean():.3g} | {res.rank_biserial:+.3f} | {_p(res.pvalue)} |")
+    return "\n".join(rows)
+
+
+def kv_table(frame: pd.DataFrame, comp: pd.DataFrame) -> str:
+    rows = ["| case | n | φ_k KV | φ_k KQV | mean KL KV | mean KL KQV | KL winner (KQV vs KV, Holm) |",
+            "|---|---|---|---|---|---|---|"]
+    mw = comp[(comp.test == "mann_whitney") & (comp.metric == "kl") & (comp.scheme_a == "KQV")
+              & (comp.scheme_b == "KV")]
+    sel = frame[frame.distribution.isin(["gaussian", "heavy_tailed"])]
+    for (dist, params, dim), grp in sel.groupby(["distribution", "params", "dim"], sort=False):
+        for n in sorted(grp.budget.unique()):
+            kv = grp[(grp.scheme == "KV") & (grp.budget == n)]
+            kqv = grp[(grp.scheme == "KQV") & (grp.budget == n)]
+            t = mw[(mw.distribution == dist) & (mw.params == params) & (mw.dim == dim) & (mw.budget == n)]
+            win = t.iloc[0].winner if len(t) else "–"
+            rows.append(f"| {_case({'distribution': dist, 'params': params, 'dim': dim})} | {n:g} | "
+                        f"{kv.phi_k.mean():.4f} | {kqv.phi_k.mean():.4f} | {kv.kl.mean():.4g} | "
+                        f"{kqv.kl.mean():.4g} | {win} |")
+    return "\n".join(rows)
+
+
+def main(dirs: list[str]) -> None:
+    for d in dirs:
+        res = load_result(d)
+        comp = pd.read_csv(Path(d) / "tables" / "comparisons.csv", keep_default_na=False,
+                           na_values=["NaN", "nan", ""])
+        cross = pd.read_csv(Path(d) / "tables" / "crossovers.csv", keep_default_na=False)
+        cross["crossover"] = cross["crossover"].astype(str) == "True"
+        cfg = res.config
+        print(f"\n## {d}: {len(cfg.cells())} cells, {cfg.n_trials} trials/cell, N = {list(cfg.n_keys)}, "
+              f"d = {list(cfg.dims)}, seed {cfg.seed}, {res.manifest['seconds']:.0f} s "
+              f"({res.manifest['executor']})\n")
+        print("### KQV vs QKQV: attention KL\n")
+        print(kl_table(res.frame, comp))
+        print("\n### K geometry and output: winners by budget\n")
+        print(geometry_table(cross))
+        if {"low_rank", "heavy_tailed"} <= set(res.frame.distribution):
+            print("\n### Low-rank vs heavy-tailed keys\n")
+            print(damage_table(res.frame))
+        print("\n### KV vs KQV: heavy tails vs Gaussian\n")
+        print(kv_table(res.frame, comp))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])
