@@ -222,7 +222,7 @@ def energy_distance(X, Y, standardize: bool = False, kind: str = "V") -> EnergyD
                                 n_x=n_x, n_y=n_y, dim=dim)
 
 
-def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int = _BLOCK,
+def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None = None,
                            chunk: int | None = None):
     """s_xx = a'Da for every row a of ``labels`` (K, n) bool, and the row sums r = D 1.
 
@@ -233,6 +233,11 @@ def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int = _BLOC
     """
     n = len(Z)
     k = len(labels)
+    if block is None:
+        # equal blocks of at most _BLOCK rows, and at least 4 of them when n allows: only the
+        # upper triangle is multiplied, so finer blocks waste less work on diagonal blocks
+        n_blocks = max(-(-n // _BLOCK), min(4, -(-n // 512)))
+        block = -(-n // n_blocks)
     if chunk is None:
         # label columns of two blocks (float64) plus the product, within _CHUNK_BYTES
         chunk = max(1, min(k, _CHUNK_BYTES // (3 * 8 * min(block, n))))
@@ -271,6 +276,25 @@ def _permutation_statistics(Z: np.ndarray, labels: np.ndarray, kind: str, **bloc
     s_yy = total - 2.0 * t + s_xx
     stat, *_ = _combine(s_xx, s_yy, s_xy, n_x, n_y, kind)
     return stat, total
+
+
+def _random_subsets(rng: np.random.Generator, k: int, n: int, m: int) -> np.ndarray:
+    """(k, n) bool rows, each marking a uniformly random m-subset of range(n), independently.
+
+    The m smallest of n i.i.d. uniform keys form a uniform random m-subset; a partial sort
+    (np.partition) finds them faster than shuffling every row. A row whose threshold key is
+    tied (probability about n 2**-53) is redrawn.
+    """
+    out = np.empty((k, n), dtype=bool)
+    todo = np.arange(k)
+    while todo.size:
+        keys = rng.random((todo.size, n))
+        kth = np.partition(keys, m - 1, axis=1)[:, m - 1:m]
+        rows = keys <= kth
+        good = rows.sum(axis=1) == m
+        out[todo[good]] = rows[good]
+        todo = todo[~good]
+    return out
 
 
 def energy_test(X, Y, n_resamples: int = 999, seed=0, standardize: bool = False,
@@ -324,7 +348,7 @@ def energy_test(X, Y, n_resamples: int = 999, seed=0, standardize: bool = False,
     # row 0: the observed labelling; rows 1..B: independent uniform relabellings
     labels = np.empty((n_resamples + 1, n), dtype=bool)
     labels[0] = observed
-    labels[1:] = rng.permuted(np.broadcast_to(observed, (n_resamples, n)), axis=1)
+    labels[1:] = _random_subsets(rng, n_resamples, n, n_x)
     stats_all, total = _permutation_statistics(Z, labels, kind)
     t_obs, null = float(stats_all[0]), stats_all[1:]
     tol = 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0

@@ -228,3 +228,14 @@ def test_bad_input():
         energy_test(X, X, standardize="yes")
     with pytest.raises(TypeError, match="seed must be"):
         energy_test(X, X, seed="abc")
+
+
+def test_random_subsets_are_uniform():
+    # all C(6, 2) = 15 subsets equally likely: chi-square goodness of fit over 30,000 draws
+    from kvstats.stats.energy import _random_subsets
+    rows = _random_subsets(np.random.default_rng(14), 30000, 6, 2)
+    assert (rows.sum(axis=1) == 2).all()
+    codes = (rows * (1 << np.arange(6))).sum(axis=1)
+    _, counts = np.unique(codes, return_counts=True)
+    assert counts.size == 15
+    assert stats.chisquare(counts).pvalue > 1e-3
