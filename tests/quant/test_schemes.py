@@ -37,11 +37,12 @@ def test_round_trip_shape_dtype_and_error(name, dtype):
     assert K_hat.shape == K.shape and V_hat.shape == V.shape
     assert K_hat.dtype == dtype and V_hat.dtype == dtype
     assert np.isfinite(K_hat).all() and np.isfinite(V_hat).all()
-    # At 4 bits (K4V2: 2 bits on V) every coder keeps most of the energy; the qjl key
-    # reconstruction is unbiased but noisy (its relative error is about pi/2 - 1 for m=4d).
+    # Relative MSE at 4 bits: an n-bit Lloyd-Max side is near D_beta(n)*d = 0.0095; a 1-bit
+    # QJL residual side is pi/2 times the (n-1)-bit MSE (0.0345*pi/2 = 0.054): unbiased, not
+    # MSE-optimal; K4V2's 2-bit values 0.117; qjl keys (m = 4d) about pi/2/4 = 0.39.
     rel = lambda x, y: np.sum((x - y) ** 2) / np.sum(x ** 2)
-    limit_k = 0.5 if name == "qjl" else 0.05
-    limit_v = 0.15 if name == "K4V2" else 0.1
+    limit_k = {"qjl": 0.5, "QKQV": 0.07, "turboquant_prod": 0.07}.get(name, 0.02)
+    limit_v = {"K4V2": 0.13, "KQV": 0.07, "QKQV": 0.07, "turboquant_prod": 0.07}.get(name, 0.02)
     assert rel(K, K_hat) < limit_k
     assert rel(V, V_hat) < limit_v
     if name == "identity":
