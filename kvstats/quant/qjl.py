@@ -36,7 +36,7 @@ from kvstats.quant.packing import pack_bits, unpack_bits
 
 __all__ = ["SKETCHES", "Sketch", "make_sketch", "QJLCodes", "qjl_encode", "qjl_scores",
            "qjl_reconstruct", "ProdCodes", "ProdQuantizer", "QJLKeyCodes", "QJLKeyQuantizer",
-           "sphere_abs_moment", "qjl_variance"]
+           "sphere_abs_moment", "qjl_variance", "qjl_reconstruction_mse"]
 
 SKETCHES = ("gaussian", "orthogonal")
 _NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -168,6 +168,42 @@ def qjl_variance(kind: str, m: int, q: Any, k: Any) -> np.ndarray:
         total_t += count * ((rows - es2) / (d - 1) if d > 1 else 0.0)
     c = 1.0 / (m * math.sqrt(d) * mu)
     return c ** 2 * kk * d * (a2 * total_s + b2 * total_t)
+
+
+def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
+    """Relative MSE of the reconstruction: ``E‖x̃ − x‖² / ‖x‖²`` for x̃ = c‖x‖Sᵀsign(Sx).
+
+    Gaussian: π·d/(2m) − 1/m. Orthogonal: 1/(m·μ²) + P/m² − 1 with μ = E|u₁| and P the
+    number of ordered row pairs in different orthogonal blocks (rows of one block are
+    orthogonal, so only those pairs add a cross term). At m = d this is π/2 − 1/d
+    (Gaussian) against 1/(d μ²) − 1 ≈ π/2 − 1 (orthogonal). docs/qjl.md derives both.
+
+    Parameters
+    ----------
+    kind : {"gaussian", "orthogonal"}
+    m, dim : int
+        Sketch rows and vector dimension.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(qjl_reconstruction_mse("gaussian", 128, 128), 4)  # pi/2 - 1/128
+    1.563
+    >>> round(qjl_reconstruction_mse("orthogonal", 128, 128), 4)
+    0.5647
+    """
+    kind = check_choice(kind, "kind", SKETCHES)
+    m = check_int(m, "m", low=1)
+    d = check_int(dim, "dim", low=1)
+    if kind == "gaussian":
+        return math.pi * d / (2 * m) - 1 / m
+    mu = sphere_abs_moment(d)
+    sizes = [d] * (m // d) + ([m % d] if m % d else [])
+    pairs = m * m - sum(s * s for s in sizes)
+    return 1 / (m * mu ** 2) + pairs / m ** 2 - 1
 
 
 # --------------------------------------------------------------------------- sketch

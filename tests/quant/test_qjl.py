@@ -514,3 +514,19 @@ def test_trading_a_scalar_bit_for_the_residual_inflates_inner_product_error():
     d_lo, d_hi = (lloyd_max_codebook(b, "beta", dim=d).mse for b in (bits - 1, bits))
     assert ratio == pytest.approx(math.pi / 2 * d_lo / d_hi, rel=0.10)
     assert ratio > 4.0  # power: far from "no inflation" (1) and from pi/2 alone
+
+
+@pytest.mark.parametrize("kind", SKETCHES)
+@pytest.mark.parametrize("m", [16, 24, 40])
+def test_reconstruction_mse_matches_closed_form(kind, m):
+    from kvstats.quant.qjl import qjl_reconstruction_mse
+
+    d = 16
+    x = np.random.default_rng(5).standard_normal((4, d))
+    s = make_sketch(kind, m, d, seed=17, draws=R)
+    rec = qjl_reconstruct(s, qjl_encode(s, x, norm_dtype=np.float64))
+    rel = ((rec - x) ** 2).sum(-1) / (x ** 2).sum(-1)         # (R, 4)
+    assert np.abs(mean_z(rel, qjl_reconstruction_mse(kind, m, d))).max() < Z_MAX
+    # power: the other sketch kind's closed form is rejected
+    other = SKETCHES[1 - SKETCHES.index(kind)]
+    assert np.abs(mean_z(rel, qjl_reconstruction_mse(other, m, d))).min() > 3 * Z_MAX
