@@ -1,0 +1,53 @@
+"""Quantizers: rotations, Lloyd--Max codebooks, bit packing, the MSE (TurboQuant-mse)
+quantizer, QJL sketches and TurboQuant-prod, KIVI-style uniform quantization, and the
+scheme registry. Names are imported lazily (on first access) so ``import kvstats.quant``
+stays cheap and the submodules can import each other without cycles.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> submodule that defines it
+_EXPORTS = {
+    # rotation.py
+    "ROTATIONS": "rotation", "Rotation": "rotation", "make_rotation": "rotation",
+    "fwht": "rotation", "hadamard": "rotation", "next_pow2": "rotation",
+    "normalize_draws": "rotation",
+    # codebook.py
+    "Codebook": "codebook", "lloyd_max_codebook": "codebook", "empirical_codebook": "codebook",
+    # packing.py
+    "pack_bits": "packing", "unpack_bits": "packing", "pack_codes": "packing",
+    "unpack_codes": "packing", "packed_size": "packing",
+    # mse.py
+    "MSEQuantizer": "mse", "MSECodes": "mse",
+    # qjl.py
+    "SKETCHES": "qjl", "Sketch": "qjl", "make_sketch": "qjl", "QJLCodes": "qjl",
+    "qjl_encode": "qjl", "qjl_scores": "qjl", "qjl_reconstruct": "qjl", "ProdCodes": "qjl",
+    "ProdQuantizer": "qjl", "QJLKeyCodes": "qjl", "QJLKeyQuantizer": "qjl",
+    # uniform.py
+    "UniformCodes": "uniform", "uniform_quantize": "uniform", "uniform_dequantize": "uniform",
+    "KIVICodes": "uniform", "KIVIQuantizer": "uniform",
+    # schemes.py
+    "SCHEMES": "schemes", "make_scheme": "schemes", "BitBudget": "schemes",
+}
+_SUBMODULES = {"rotation", "codebook", "packing", "mse", "qjl", "uniform", "schemes"}
+
+__all__ = sorted(_EXPORTS) + sorted(_SUBMODULES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"kvstats.quant.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"kvstats.quant.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'kvstats.quant' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

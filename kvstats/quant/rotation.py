@@ -11,7 +11,12 @@ sphere. Three kinds are offered (``ROTATIONS``):
     ``d_pad``, the next power of two ``>= d``; ``pad`` appends ``d_pad - d`` zeros. The
     map is an isometry from R^d into R^{d_pad} computed in O(d log d); a scheme that
     codes the rotated vector stores ``d_pad`` coordinates (bit accounting counts
-    ``d_pad / d`` per input coordinate).
+    ``d_pad / d`` per input coordinate). For a uniform unit ``u`` in R^d, a coordinate of
+    ``R u`` is exactly ``sqrt(d/d_pad)`` times a sphere coordinate of dimension ``d``
+    (variance ``1/d_pad``, like the sphere law of dimension ``d_pad`` it is coded with).
+    A single round is not a uniform rotation: a one-hot input gives coordinates exactly
+    ``+-1/sqrt(d_pad)``, and inputs dominated by a few coordinates (heavy tails) give
+    lighter-than-sphere tails; the mean 0 and variance ``1/d_pad`` hold for every input.
 ``"haar"``
     A Haar-distributed orthogonal matrix (QR of a Gaussian matrix with the sign fix of
     Mezzadri, 2007), O(d^2) per vector. ``d_pad = d``.
@@ -155,10 +160,15 @@ def fwht(x: Any, block: int = 128) -> np.ndarray:
     array([ 3., -1.])
     """
     x = as_float_array(x, "x", min_ndim=1)
-    d = x.shape[-1]
-    _check_pow2(d, "x.shape[-1]")
+    _check_pow2(x.shape[-1], "x.shape[-1]")
     block = check_int(block, "block", low=1)
     _check_pow2(block, "block")
+    return _fwht(x, block)
+
+
+def _fwht(x: np.ndarray, block: int = 128) -> np.ndarray:
+    """`fwht` without validation."""
+    d = x.shape[-1]
     b = min(block, d)
     if b > 1:
         y = np.matmul(x.reshape(-1, b), _hadamard_cached(b, x.dtype.name)).reshape(x.shape)
@@ -243,26 +253,30 @@ class Rotation:
         >>> y.shape, round(float(np.linalg.norm(y)), 12)
         ((4,), 3.0)
         """
-        x = self._check_input(x, "x", self.dim)
+        return self._apply(self._check_input(x, "x", self.dim))
+
+    def _apply(self, x: np.ndarray) -> np.ndarray:
+        """`apply` without validation (``x`` float32/float64 with last axis ``dim``)."""
         if self.kind == "identity":
-            out = np.array(x, copy=True)
             if self.draws:
-                shape = np.broadcast_shapes(x.shape, self.draws + (1, self.dim))
-                out = np.ascontiguousarray(np.broadcast_to(out, shape))
-            return out
+                if x.ndim < 2:
+                    raise ValueError(f"x must have shape (*batch, n, {self.dim}) when draws="
+                                     f"{self.draws}; received {_describe(x)}")
+                shape = np.broadcast_shapes(x.shape, self.draws + (1, x.shape[-1]))
+                return np.broadcast_to(x, shape).copy()
+            return x.copy()
         if self.kind == "haar":
             q = self._param(self.orthogonal, x, 2)  # (*draws, 1, d, d)
             if self.draws:
                 q = q[..., 0, :, :]
             return np.matmul(x, np.swapaxes(q, -1, -2))
-        s = self._param(self.signs, x, 1)
+        # the 1/sqrt(d_pad) normalisation is folded into the signs (one pass less)
+        s = self._param(self.signs / np.sqrt(self.out_dim), x, 1)
         if self.out_dim != self.dim:
             pad = np.zeros(x.shape[:-1] + (self.out_dim,), dtype=x.dtype)
             pad[..., : self.dim] = x
             x = pad
-        y = fwht(x * s)
-        y *= x.dtype.type(1.0 / np.sqrt(self.out_dim))
-        return y
+        return _fwht(x * s)
 
     def inverse(self, y: Any) -> np.ndarray:
         """Undo `apply`: ``(..., out_dim)`` -> ``(..., dim)`` (the transpose map).
@@ -286,18 +300,20 @@ class Rotation:
         >>> bool(np.allclose(r.inverse(r.apply(x)), x))
         True
         """
-        y = self._check_input(y, "y", self.out_dim)
+        return self._inverse(self._check_input(y, "y", self.out_dim))
+
+    def _inverse(self, y: np.ndarray) -> np.ndarray:
+        """`inverse` without validation (``y`` float32/float64 with last axis ``out_dim``)."""
         if self.kind == "identity":
-            return self.apply(y)
+            return self._apply(y)
         if self.kind == "haar":
             q = self._param(self.orthogonal, y, 2)
             if self.draws:
                 q = q[..., 0, :, :]
             return np.matmul(y, q)
-        s = self._param(self.signs, y, 1)
-        x = fwht(y)
+        s = self._param(self.signs / np.sqrt(self.out_dim), y, 1)
+        x = _fwht(y)
         x *= s
-        x *= y.dtype.type(1.0 / np.sqrt(self.out_dim))
         if self.out_dim != self.dim:
             x = np.ascontiguousarray(x[..., : self.dim])
         return x

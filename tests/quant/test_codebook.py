@@ -245,3 +245,31 @@ def test_empirical_small_and_bad_samples():
         empirical_codebook([1.0, np.inf, 2.0], 1)
     with pytest.raises(ValueError, match="bits"):
         empirical_codebook([1.0, 2.0], 9)
+
+
+@pytest.mark.parametrize("dist,dim", [("gaussian", None), ("beta", 128)])
+@pytest.mark.parametrize("bits", range(1, 9))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fast_encode_equals_searchsorted(dist, dim, bits, dtype):
+    """Fast encode (comparison count / grid lookup) vs the plain searchsorted reference,
+    on random values and on adversarial ones: every boundary, its float neighbours, and
+    every grid edge of the lookup table."""
+    cb = lloyd_max_codebook(bits, dist, dim)
+    rng = np.random.default_rng(bits)
+    b = cb.boundaries.astype(dtype)
+    span = 1.5 * float(cb.centroids[-1])
+    z = [b, np.nextafter(b, -np.inf), np.nextafter(b, np.inf),
+         rng.uniform(-span, span, 20_000), [-10 * span, 10 * span, 0.0]]
+    if cb._grid is not None:
+        lo, inv, base, _, _ = cb._grid
+        edges = lo + np.arange(base.size) / inv
+        z += [edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf)]
+    z = np.concatenate(z).astype(dtype)
+    np.testing.assert_array_equal(cb.encode(z), cb.encode_reference(z))
+    np.testing.assert_array_equal(cb.encode(z.reshape(-1, 1)), cb.encode_reference(z)[:, None])
+
+
+def test_empirical_codebook_fast_encode():
+    cb = empirical_codebook(np.random.default_rng(0).standard_t(2, 5000), 6)
+    z = np.concatenate([cb.boundaries, np.random.default_rng(1).standard_t(2, 5000)])
+    np.testing.assert_array_equal(cb.encode(z), cb.encode_reference(z))

@@ -1,0 +1,205 @@
+"""Tests for kvstats.quant.mse: the TurboQuant-mse quantizer."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from kvstats._checks import replicate_scale
+from kvstats.quant.codebook import lloyd_max_codebook
+from kvstats.quant.mse import MSECodes, MSEQuantizer
+from kvstats.quant.packing import unpack_codes
+from kvstats.quant.rotation import make_rotation
+
+
+def reference_roundtrip(q, x):
+    """Plain reference with the dense rotation matrix and searchsorted on the boundaries."""
+    m = q.rotation.matrix()  # (out_dim, d) for draws=()
+    norms = np.linalg.norm(x, axis=-1)
+    u = x / np.where(norms > 0, norms, 1.0)[..., None]
+    y = u @ m.T
+    codes = np.searchsorted(q.codebook.boundaries, y)
+    x_hat = (q.codebook.centroids[codes] @ m) * norms.astype(q.norm_dtype).astype(float)[..., None]
+    return codes, x_hat
+
+
+@pytest.mark.parametrize("rotation", ["hadamard", "haar", "identity"])
+@pytest.mark.parametrize("d,bits", [(64, 1), (96, 2), (128, 3), (128, 4), (64, 5), (32, 8)])
+def test_fast_path_equals_dense_reference(rotation, d, bits):
+    q = MSEQuantizer(d, bits, rotation=rotation, seed=4)
+    x = np.random.default_rng(d + bits).standard_normal((200, d))
+    codes_ref, x_hat_ref = reference_roundtrip(q, x)
+    c = q.encode(x)
+    codes = unpack_codes(c.codes, bits, q.n_coords)
+    # identical codes except where y is within rounding of a boundary (then adjacent)
+    diff = codes.astype(int) - codes_ref
+    assert np.all(np.abs(diff) <= 1) and np.mean(diff == 0) > 0.9999
+    same = np.all(diff == 0, axis=-1)
+    np.testing.assert_allclose(q.decode(c)[same], x_hat_ref[same], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("rotation", ["hadamard", "haar"])
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_unit_vector_error_equals_codebook_distortion(rotation, bits):
+    """E||u - u_hat||^2 = d * mse_beta(bits, d) for u uniform on the sphere (a rotation of a
+    uniform vector is uniform, so each rotated coordinate has exactly the sphere law the
+    codebook was built for). Gaussian inputs, norms stored in float64 so the only error is
+    the codebook's. Mean over n vectors within 4 standard errors."""
+    d, n = 128, 4000
+    q = MSEQuantizer(d, bits, rotation=rotation, seed=bits, norm_dtype=np.float64)
+    x = np.random.default_rng(100 + bits).standard_normal((n, d))
+    u = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    err = np.sum((u - q.decode(q.encode(u))) ** 2, axis=-1)
+    expected = d * lloyd_max_codebook(bits, "beta", dim=d).mse
+    assert abs(err.mean() - expected) < 4 * err.std(ddof=1) / np.sqrt(n)
+
+
+@pytest.mark.slow
+def test_padded_dimension_error():
+    """d = 96 padded to d_pad = 128. A rotated coordinate is exactly sqrt(96/128) times a
+    sphere coordinate of dimension 96 (variance 1/128 like the Beta(128) law the codebook
+    assumes, slightly different shape), so the error e = y - y_hat in the rotated space has
+    E||e||^2 close to 128 * mse_beta(128) (within 2%). Decoding applies R^T, an orthogonal
+    projection onto the 96-dim image, so per vector ||u - u_hat||^2 <= ||e||^2 exactly, and
+    on average about d/d_pad = 0.75 of it once the error is spread (measured 0.754 at
+    4 bits; 0.84 at 1 bit where the error is correlated with the signal)."""
+    n = 4000 if replicate_scale() == "ci" else 40_000
+    x = np.random.default_rng(5).standard_normal((n, 96))
+    u = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    for bits in (1, 2, 4):
+        q = MSEQuantizer(96, bits, seed=6, norm_dtype=np.float64)
+        c = q.encode(u)
+        y = q.rotation.apply(u)
+        e = np.sum((y - q.codebook.centroids[unpack_codes(c.codes, bits, 128)]) ** 2, -1)
+        err = np.sum((u - q.decode(c)) ** 2, -1)
+        assert e.mean() == pytest.approx(128 * lloyd_max_codebook(bits, "beta", dim=128).mse,
+                                         rel=0.02)
+        assert np.all(err <= e + 1e-12)
+        assert 0.75 - 0.03 < err.mean() / e.mean() < (0.78 if bits == 4 else 0.9)
+
+
+def test_float16_norm_error_is_bounded():
+    """Norms stored in float16 change x_hat by the norm's relative rounding, <= 2^-11."""
+    x = np.random.default_rng(3).standard_normal((500, 64)) * 3.0
+    a = MSEQuantizer(64, 4, seed=0)
+    b = MSEQuantizer(64, 4, seed=0, norm_dtype=np.float64)
+    xa, xb = a.decode(a.encode(x)), b.decode(b.encode(x))
+    rel = np.linalg.norm(xa - xb, axis=-1) / np.linalg.norm(xb, axis=-1)
+    assert np.all(rel <= 2.0 ** -11) and rel.max() > 0
+
+
+def test_error_decreases_about_fourfold_per_bit():
+    x = np.random.default_rng(0).standard_normal((2000, 64))
+    errs = []
+    for bits in range(1, 9):
+        q = MSEQuantizer(64, bits, seed=1)
+        errs.append(np.mean(np.sum((x - q.decode(q.encode(x))) ** 2, -1) / np.sum(x * x, -1)))
+    assert np.all(np.diff(errs) < 0)
+    assert 3.5 < errs[4] / errs[5] < 4.5
+
+
+@pytest.mark.parametrize("rotation", ["hadamard", "haar", "identity"])
+def test_draws_batch_equals_loop_over_draws(rotation):
+    """Fast batched path vs a plain loop over per-draw quantizers built from each draw's
+    rotation: bit-identical codes for the Hadamard and identity paths (same elementwise
+    arithmetic); Haar goes through batched BLAS, so codes may differ at rounding ties."""
+    d, draws = 48, (3, 2)
+    qb = MSEQuantizer(d, 3, rotation=rotation, seed=9, draws=draws)
+    x = np.random.default_rng(1).standard_normal((3, 2, 10, d)).astype(np.float32)
+    cb = qb.encode(x)
+    assert cb.codes.shape == (3, 2, 10, 3 * qb.n_coords // 8)
+    xb = qb.decode(cb)
+    for i in range(3):
+        for j in range(2):
+            rot = qb.rotation.draw((i, j)) if qb.rotation.draws else qb.rotation
+            q1 = MSEQuantizer(d, 3, rotation=rot)
+            c1 = q1.encode(x[i, j])
+            np.testing.assert_array_equal(c1.norms, cb.norms[i, j])
+            if rotation == "haar":
+                assert np.mean(c1.codes == cb.codes[i, j]) > 0.99
+            else:
+                np.testing.assert_array_equal(c1.codes, cb.codes[i, j])
+                np.testing.assert_array_equal(q1.decode(c1), xb[i, j])
+
+
+def test_shared_input_broadcasts_against_draws():
+    q = MSEQuantizer(16, 2, seed=0, draws=5)
+    x = np.random.default_rng(0).standard_normal((7, 16))
+    c = q.encode(x)
+    assert c.codes.shape == (5, 7, 4) and c.norms.shape == (5, 7)
+    assert q.decode(c).shape == (5, 7, 16)
+
+
+def test_seeds():
+    x = np.random.default_rng(0).standard_normal((50, 128))
+    a = MSEQuantizer(128, 4, seed=1).encode(x)
+    b = MSEQuantizer(128, 4, seed=1).encode(x)
+    c = MSEQuantizer(128, 4, seed=2).encode(x)
+    np.testing.assert_array_equal(a.codes, b.codes)
+    np.testing.assert_array_equal(a.norms, b.norms)
+    assert not np.array_equal(MSEQuantizer(128, 4, seed=1).rotation.signs,
+                              MSEQuantizer(128, 4, seed=2).rotation.signs)
+    assert np.mean(a.codes == c.codes) < 0.5
+
+
+def test_zero_vectors_decode_to_zero():
+    x = np.random.default_rng(0).standard_normal((4, 3, 96)).astype(np.float32)
+    x[1, 2] = 0.0
+    x[3] = 0.0
+    for rotation in ("hadamard", "haar", "identity"):
+        q = MSEQuantizer(96, 3, rotation=rotation, seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = q.decode(q.encode(x))
+        assert np.all(np.isfinite(out))
+        assert np.all(out[1, 2] == 0) and np.all(out[3] == 0)
+        assert np.all(np.linalg.norm(out[0], axis=-1) > 0)
+
+
+def test_dtypes_and_accounting():
+    q = MSEQuantizer(96, 3, seed=0)
+    x64 = np.random.default_rng(0).standard_normal((5, 96))
+    c = q.encode(x64.astype(np.float32))
+    assert isinstance(c, MSECodes)
+    assert q.decode(c).dtype == np.float32
+    assert q.decode(q.encode(x64)).dtype == np.float64
+    assert q.decode(q.encode(np.ones((2, 96), dtype=np.int32))).dtype == np.float64
+    assert c.codes.dtype == np.uint8 and c.codes.shape == (5, 48)  # 3 bits x 128 / 8
+    assert c.norms.dtype == np.float16 and c.n_coords == 128 and c.bits == 3
+    assert c.nbytes == 5 * (48 + 2)
+    assert q.bits_per_vector() == {"codes": 384, "norm": 16}
+    assert MSEQuantizer(128, 4, norm_dtype=np.float32).bits_per_vector() == {"codes": 512, "norm": 32}
+    np.testing.assert_array_equal(c.norms, np.linalg.norm(x64.astype(np.float32), axis=-1)
+                                  .astype(np.float16))
+    d = q.describe()
+    assert d["rotation"] == "hadamard" and d["n_coords"] == 128 and d["norm_dtype"] == "float16"
+
+
+def test_bad_input():
+    q = MSEQuantizer(8, 2, seed=0)
+    with pytest.raises(ValueError, match="finite"):
+        q.encode(np.array([[np.nan] * 8]))
+    with pytest.raises(ValueError, match="finite"):
+        q.encode(np.array([[np.inf] + [0.0] * 7]))
+    with pytest.raises(ValueError, match="last axis of length 8"):
+        q.encode(np.ones((2, 7)))
+    with pytest.raises(ValueError, match="norm_dtype=np.float32"):
+        q.encode(np.full((1, 8), 1e5))
+    big = MSEQuantizer(8, 2, seed=0, norm_dtype=np.float32)
+    out = big.decode(big.encode(np.full((1, 8), 1e5)))
+    assert np.all(np.isfinite(out))
+    huge = np.full((1, 8), 1e300)  # squares overflow: the norm is recomputed with scaling
+    c = MSEQuantizer(8, 2, norm_dtype=np.float64).encode(huge)
+    assert c.norms[0] == pytest.approx(1e300 * np.sqrt(8))
+    with pytest.raises(ValueError, match=r"bits must be an integer in \[1, 8\]"):
+        MSEQuantizer(8, 0)
+    with pytest.raises(ValueError, match="rotation must be one of"):
+        MSEQuantizer(8, 2, rotation="dct")
+    with pytest.raises(ValueError, match="rotation must have dim 8"):
+        MSEQuantizer(8, 2, rotation=make_rotation("haar", 4))
+    with pytest.raises(ValueError, match="norm_dtype must be one of"):
+        MSEQuantizer(8, 2, norm_dtype=np.int8)
+    with pytest.raises(TypeError, match="codes must be MSECodes"):
+        q.decode(np.zeros((1, 2), np.uint8))
+    with pytest.raises(ValueError, match="bits=2"):
+        q.decode(MSEQuantizer(8, 3).encode(np.ones((1, 8))))
