@@ -447,6 +447,15 @@ def test_prod_seeds_and_draws():
     dec = pq.decode(pq.encode(x))  # one x broadcast over 3 independent draws
     assert dec.shape == (3, 5, 32)
     assert not np.allclose(dec[0], dec[1])
+    # the residual sketch of each draw equals a loop over the draws' sketches
+    codes = pq.encode(x)
+    r = x - pq.mse.decode(codes.mse)
+    for i in range(3):
+        one = Sketch(pq.sketch.kind, pq.m, 32, (), pq.sketch.matrix[i], pq.sketch.scale)
+        c1 = qjl_encode(one, r[i])
+        assert np.array_equal(c1.signs, codes.residual.signs[i])
+        np.testing.assert_allclose(qjl_reconstruct(one, c1), dec[i] - pq.mse.decode(codes.mse)[i],
+                                   rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", SKETCHES)
