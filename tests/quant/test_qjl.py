@@ -154,7 +154,7 @@ def test_draws_batching_equals_loop():
     s = make_sketch("orthogonal", 24, 16, seed=7, draws=(2, 3))
     k = rng.standard_normal((2, 3, 5, 16))
     q = rng.standard_normal((2, 3, 4, 16))
-    codes, est = qjl_encode(s, k), None
+    codes = qjl_encode(s, k)
     est = qjl_scores(s, q, codes)
     for i in range(2):
         for j in range(3):
