@@ -719,7 +719,11 @@ class QJLKeyQuantizer:
             raise ValueError(f"q must have last dimension dim={self.dim}; received shape {q.shape}")
         if self.n_outliers == 0:
             return qjl_scores(self.sketch, q, codes.inlier)
-        _broadcast_batch(q.shape[:-2], self.draws, "q")
+        try:
+            np.broadcast_shapes(q.shape[:-2], codes.inlier.signs.shape[:-2])
+        except ValueError as exc:
+            raise ValueError(f"the batch axes of q {q.shape[:-2]} must broadcast against those "
+                             f"of the codes {codes.inlier.signs.shape[:-2]}") from exc
         idx = codes.outlier_idx.astype(np.intp)  # (*b, G, n_out)
         # Query values on each group's outlier channels: (..., n_q, G, n_out).
         qx, ix = q[..., :, None, :], idx[..., None, :, :]

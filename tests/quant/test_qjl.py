@@ -539,3 +539,18 @@ def test_reconstruction_mse_matches_closed_form(kind, m):
     # power: the other sketch kind's closed form is rejected
     other = SKETCHES[1 - SKETCHES.index(kind)]
     assert np.abs(mean_z(rel, qjl_reconstruction_mse(other, m, d))).min() > 3 * Z_MAX
+
+
+@pytest.mark.parametrize("draws", [(), (3,), (2, 3)])
+def test_qjl_keys_batch_broadcasting(draws):
+    rng = np.random.default_rng(10)
+    K = rng.standard_normal((2, 3, 20, 16))
+    qk = QJLKeyQuantizer(16, 24, n_outliers=3, group_size=8, seed=2, draws=draws)
+    codes = qk.encode(K)
+    dec = qk.decode(codes)
+    for q in (rng.standard_normal((5, 16)), rng.standard_normal((2, 1, 5, 16))):
+        est = qk.scores(q, codes)
+        assert est.shape == (2, 3, 5, 20)
+        np.testing.assert_allclose(est, q @ np.swapaxes(dec, -1, -2), rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="broadcast"):
+        qk.scores(rng.standard_normal((3, 1, 5, 16)), codes)
