@@ -24,10 +24,11 @@ for length in (700, 300):  # 300 < capacity/2: the second sequence shard holds n
     K, V, q = _kv(4, length, 64, 2, seed=length)
     cache = quantize_kv(K, V, spec, params, capacity=1024, impl="reference")
     single = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
-    heads = Mesh(np.array(jax.devices()), ("heads",))
-    out = sharded_decode_attention(q, shard_cache(cache, heads), spec, params, heads, impl="reference")
-    assert len(out.sharding.device_set) == 4
-    print(f"heads4_len{length}", np.abs(np.asarray(out) - single).max())
+    if length == 700:
+        heads = Mesh(np.array(jax.devices()), ("heads",))
+        out = sharded_decode_attention(q, shard_cache(cache, heads), spec, params, heads, impl="reference")
+        assert len(out.sharding.device_set) == 4
+        print(f"heads4_len{length}", np.abs(np.asarray(out) - single).max())
     grid = Mesh(np.array(jax.devices()).reshape(2, 2), ("heads", "seq"))
     out = sharded_decode_attention(q, shard_cache(cache, grid, seq_axis="seq"), spec, params, grid,
                                    seq_axis="seq", impl="reference")

@@ -12,7 +12,7 @@ def _codebook(bits, dim=128):
     return kvstats.lloyd_max_codebook(bits, "beta", dim=dim)
 
 
-@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+@pytest.mark.parametrize("bits", [1, 3])  # one plane; several planes, odd count
 def test_codes_equal_numpy_core_exactly(bits):
     cb = _codebook(bits)
     x = (np.random.default_rng(bits).normal(size=(6, 9, 128)) / np.sqrt(128)).astype(np.float32)
