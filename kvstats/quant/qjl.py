@@ -560,7 +560,8 @@ class QJLKeyCodes:
     ``inlier``: QJL codes of the keys with their outlier channels zeroed. ``outlier``:
     QJL codes of the outlier channels alone (None when ``n_outliers = 0``).
     ``outlier_idx``: ``(*batch, n_groups, n_outliers)`` channel indices (ascending;
-    uint8 for d ≤ 256, else uint16). ``n_tokens``, ``group_size``: the grouping.
+    uint8 for d ≤ 256, else uint16). ``n_tokens``, ``group_size``: the grouping;
+    ``dtype``: the encoded keys' dtype (what :meth:`QJLKeyQuantizer.decode` returns).
     """
 
     inlier: QJLCodes
@@ -568,6 +569,7 @@ class QJLKeyCodes:
     outlier_idx: np.ndarray
     n_tokens: int
     group_size: int
+    dtype: np.dtype = np.dtype(np.float64)
 
     @property
     def nbytes(self) -> int:
@@ -670,7 +672,7 @@ class QJLKeyQuantizer:
         if self.n_outliers == 0:
             idx = np.zeros((*K.shape[:-2], g, 0), dtype=self.idx_dtype)
             return QJLKeyCodes(qjl_encode(self.sketch, K, self.norm_dtype), None, idx,
-                               n_tokens, self.group_size)
+                               n_tokens, self.group_size, K.dtype)
         # Zero padding of the last partial group leaves its channel norms unchanged.
         padded = self._pad_tokens(K)
         energy = np.square(padded).reshape(*K.shape[:-2], g, self.group_size, self.dim).sum(axis=-2)
@@ -681,7 +683,7 @@ class QJLKeyQuantizer:
         k_in = np.where(mask, 0, K).astype(K.dtype, copy=False)
         return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype),
                            qjl_encode(self.outlier_sketch, k_out, self.norm_dtype),
-                           idx, n_tokens, self.group_size)
+                           idx, n_tokens, self.group_size, K.dtype)
 
     def _check(self, codes: Any) -> QJLKeyCodes:
         if not isinstance(codes, QJLKeyCodes):
@@ -745,9 +747,13 @@ class QJLKeyQuantizer:
                 + self._grouped_scores(self.outlier_sketch, restricted(self.outlier_sketch),
                                        codes.outlier, n)).astype(q.dtype, copy=False)
 
-    def decode(self, codes: QJLKeyCodes, dtype: Any = np.float64) -> np.ndarray:
-        """Unbiased reconstruction ``(*batch, N, d)``: each part's ``c‖k‖Sᵀsign(Sk)`` on its channels."""
+    def decode(self, codes: QJLKeyCodes, dtype: Any = None) -> np.ndarray:
+        """Unbiased reconstruction ``(*batch, N, d)``: each part's ``c‖k‖Sᵀsign(Sk)`` on its channels.
+
+        In the dtype that was encoded unless ``dtype`` is given.
+        """
         codes = self._check(codes)
+        dtype = codes.dtype if dtype is None else dtype
         rec = qjl_reconstruct(self.sketch, codes.inlier, dtype)
         if self.n_outliers == 0:
             return rec

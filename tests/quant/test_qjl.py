@@ -299,7 +299,8 @@ def test_qjl_keys_scores_equal_decoded_inner_products(kind):
     codes = qk.encode(K)
     est = qk.scores(q, codes)
     dec = qk.decode(codes)
-    assert est.shape == (4, 3, 37) and dec.shape == (4, 37, 16)
+    assert est.shape == (4, 3, 37) and dec.shape == (4, 37, 16) and dec.dtype == np.float64
+    assert qk.decode(qk.encode(K.astype(np.float32))).dtype == np.float32
     np.testing.assert_allclose(est, q @ np.swapaxes(dec, -1, -2), rtol=1e-10, atol=1e-9)
     plain = QJLKeyQuantizer(16, 24, sketch=kind, seed=1)
     pc = plain.encode(K)
