@@ -284,6 +284,23 @@ class KIVIQuantizer:
                   "zeros": _FP16_BITS * value_groups, "window": window}
         return keys, values
 
+    def bits_per_coord(self, n_tokens: int, dim: int) -> dict[str, float]:
+        """Stored bits per coordinate (÷ N·d) by part, ``key_<part>``/``value_<part>``, and
+        the totals ``key_total``/``value_total`` (multiply by d for bits per token).
+
+        Examples
+        --------
+        >>> KIVIQuantizer(2, group_size=32, residual=32).bits_per_coord(100, 64)["key_total"]
+        7.44
+        """
+        keys, values = self.stored_bits(n_tokens, dim)
+        coords = n_tokens * dim
+        out = {f"key_{p}": b / coords for p, b in keys.items()}
+        out.update({f"value_{p}": b / coords for p, b in values.items()})
+        out["key_total"] = sum(keys.values()) / coords
+        out["value_total"] = sum(values.values()) / coords
+        return out
+
     def describe(self) -> dict[str, Any]:
         """Every setting (bits, group size, window, the grouping of each side)."""
         return {"quantizer": "kivi", "bits": self.bits, "group_size": self.group_size,

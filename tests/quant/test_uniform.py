@@ -144,6 +144,9 @@ def test_kivi_accounting_exact(n_tokens, dim, group, residual, bits):
     assert keys["scales"] == keys["zeros"] == 16 * dim * -(-nq // group)
     assert values["scales"] == values["zeros"] == 16 * nq * -(-dim // group)
     assert keys["window"] == values["window"] == 16 * (n_tokens - nq) * dim
+    per_coord = kivi.bits_per_coord(n_tokens, dim)
+    assert per_coord["key_total"] == pytest.approx(sum(keys.values()) / (n_tokens * dim), rel=1e-12)
+    assert per_coord["value_window"] == pytest.approx(16 * (n_tokens - nq) / n_tokens, rel=1e-12)
     # and the count of what encode actually stores
     rng = np.random.default_rng(n_tokens)
     codes = kivi.encode(rng.standard_normal((n_tokens, dim)), rng.standard_normal((n_tokens, dim)))
