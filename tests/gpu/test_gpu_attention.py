@@ -116,7 +116,7 @@ def test_append_equals_quantizing_everything():
                   np.zeros((2, PAGE, 64)), np.zeros((2, PAGE, 64)), spec, params)
 
 
-@pytest.mark.parametrize("name,bits", [("KQV", 4), ("QKQV", 3), ("K4V2", None)])
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("QKQV", 3), ("K4V2", None), ("KV", 3)])
 def test_parity_with_numpy_scheme(name, bits):
     d, N, G = 64, 40, 3
     scheme = kvstats.make_scheme(name, bits, d, seed=11)
