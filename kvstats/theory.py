@@ -1,0 +1,335 @@
+"""Closed-form predictions to set beside measurements (derivations in docs/theory.md).
+
+Each function names the paper its formula comes from:
+
+- `sphere_coordinate_pdf`: the law of one coordinate of a uniform point on S^{d-1}
+  (classical; used by TurboQuant, Zandieh et al. 2025, Lemma 1).
+- `lloyd_max_distortion`, `unit_vector_mse`: the Lloyd--Max MSE (Lloyd 1957/1982, Max
+  1960) per coordinate, and the resulting TurboQuant-mse error of a unit vector.
+- `qjl_inner_product_variance`: variance of the QJL inner-product estimator with a
+  Gaussian sketch (Zandieh, Daliri & Han 2024, QJL; exact form derived here).
+- `residual_inflation`, `bit_trade_inflation`: the pi/2 cost of a 1-bit QJL residual and
+  the ~2 pi cost of trading one scalar bit for it (TurboQuant-prod, DESIGN.md).
+- `turboquant_mse_bounds`, `turboquant_prod_bounds`, `turboquant_prod_distortion`: the
+  TurboQuant upper and lower distortion bounds (Zandieh et al. 2025, Theorems 1-3) and
+  the prediction for TurboQuant-prod they bracket.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from kvstats._checks import as_float_array, check_int, check_real
+from kvstats.quant.codebook import lloyd_max_codebook
+
+__all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "unit_vector_mse",
+           "qjl_inner_product_variance", "residual_inflation", "bit_trade_inflation",
+           "turboquant_mse_bounds", "turboquant_prod_bounds", "turboquant_prod_distortion",
+           "distortion_table"]
+
+SQRT3_PI_2 = math.sqrt(3.0) * math.pi / 2  # TurboQuant-mse constant, ~2.72
+SQRT3_PI2 = math.sqrt(3.0) * math.pi ** 2  # TurboQuant-prod constant, ~17.1
+
+
+def sphere_coordinate_pdf(x: Any, dim: int) -> np.ndarray:
+    """Density of one coordinate of a uniform point on S^{dim-1}.
+
+    ``f(x) = Gamma(dim/2) / (sqrt(pi) Gamma((dim-1)/2)) (1 - x^2)^((dim-3)/2)`` on
+    [-1, 1] (0 outside): ``(X + 1)/2 ~ Beta((dim-1)/2, (dim-1)/2)``, variance ``1/dim``,
+    and ``sqrt(dim) X -> N(0, 1)``.
+
+    Parameters
+    ----------
+    x : array_like
+    dim : int
+        ``>= 2`` (``dim = 2`` is the arcsine density, infinite at +-1).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the shape of ``x``.
+
+    Examples
+    --------
+    >>> sphere_coordinate_pdf([-0.5, 0.0, 0.5], 3).round(12)  # d = 3: uniform on [-1, 1]
+    array([0.5, 0.5, 0.5])
+    """
+    x = as_float_array(x, "x").astype(np.float64)
+    dim = check_int(dim, "dim", low=2)
+    logc = special.gammaln(dim / 2) - 0.5 * math.log(math.pi) - special.gammaln((dim - 1) / 2)
+    inside = np.abs(x) < 1
+    out = np.zeros_like(x)
+    out[inside] = np.exp(logc + (dim - 3) / 2 * np.log1p(-x[inside] ** 2))
+    if dim == 2:
+        out[np.abs(x) == 1] = np.inf
+    elif dim == 3:
+        out[np.abs(x) == 1] = np.exp(logc)
+    return out
+
+
+def lloyd_max_distortion(bits: int, distribution: str = "gaussian", dim: int | None = None) -> float:
+    """Lloyd--Max MSE per coordinate, ``E[(X - Q(X))^2]``, for the density as given.
+
+    Delegates to `kvstats.lloyd_max_codebook` (exact integrals, cached). ``bits = 0`` is
+    allowed and gives the variance (the 0-bit quantizer outputs the mean, 0): 1 for the
+    Gaussian, ``1/dim`` for the sphere coordinate.
+
+    Parameters
+    ----------
+    bits : int
+        0..8.
+    distribution : {"gaussian", "beta"}
+    dim : int or None
+        Sphere dimension for "beta".
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(lloyd_max_distortion(1), 4)  # Max (1960): 1 - 2/pi
+    0.3634
+    >>> round(128 * lloyd_max_distortion(4, "beta", 128), 5)
+    0.00931
+    """
+    bits = check_int(bits, "bits", low=0, high=8)
+    if bits == 0:
+        cb = lloyd_max_codebook(1, distribution, dim)  # validates distribution and dim
+        return 1.0 if cb.distribution == "gaussian" else 1.0 / cb.dim
+    return float(lloyd_max_codebook(bits, distribution, dim).mse)
+
+
+def unit_vector_mse(bits: int, dim: int) -> float:
+    """TurboQuant-mse error ``E||u - u_hat||^2`` of a unit vector: ``dim * D_beta(bits, dim)``.
+
+    Exact for a Haar rotation (every coordinate of the rotated vector has the sphere law
+    the codebook is optimal for); ``dim`` is the number of coded coordinates (``d_pad``
+    for a padded Hadamard rotation). This is the paper's ``D_mse`` (Zandieh et al. 2025,
+    Theorem 1), which it rounds to 0.36, 0.117, 0.03, 0.009 for b = 1..4.
+
+    Examples
+    --------
+    >>> [round(unit_vector_mse(b, 128), 4) for b in (1, 2, 3, 4)]
+    [0.3609, 0.116, 0.034, 0.0093]
+    """
+    dim = check_int(dim, "dim", low=2)
+    return dim * lloyd_max_distortion(bits, "beta", dim)
+
+
+def qjl_inner_product_variance(q_norm: Any, k_norm: Any, cos_qk: Any, m: int) -> np.ndarray:
+    """Variance of the Gaussian-sketch QJL estimator of ``<q, k>``.
+
+    The estimator ``sqrt(pi/2)/m * ||k|| * sum_i <s_i, q> sign(<s_i, k>)``, rows
+    ``s_i ~ N(0, I)`` i.i.d., is an average of m i.i.d. terms
+    ``X_i = sqrt(pi/2) ||k|| <s_i, q> sign(<s_i, k>)`` with ``E X_i = <q, k>`` (QJL, Zandieh
+    et al. 2024, Lemma 3.2) and ``E X_i^2 = (pi/2) ||k||^2 E<s_i, q>^2 = (pi/2) ||q||^2 ||k||^2``
+    (the sign squares to 1). Hence, exactly,
+
+        Var = ((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m.
+
+    Parameters
+    ----------
+    q_norm, k_norm : array_like
+        Non-negative norms (broadcast together).
+    cos_qk : array_like
+        Cosine of the angle between q and k, in [-1, 1].
+    m : int
+        Sketch rows, >= 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, broadcast shape.
+
+    Examples
+    --------
+    >>> round(float(qjl_inner_product_variance(1.0, 1.0, 0.0, 1)), 6)  # pi/2
+    1.570796
+    """
+    qn = as_float_array(q_norm, "q_norm").astype(np.float64)
+    kn = as_float_array(k_norm, "k_norm").astype(np.float64)
+    cos = as_float_array(cos_qk, "cos_qk").astype(np.float64)
+    m = check_int(m, "m", low=1)
+    if np.any(qn < 0) or np.any(kn < 0):
+        raise ValueError(f"q_norm and k_norm must be >= 0; received minima {qn.min()}, {kn.min()}")
+    if np.any(np.abs(cos) > 1):
+        raise ValueError(f"cos_qk must be in [-1, 1]; received values in [{cos.min()}, {cos.max()}]")
+    return (math.pi / 2 - cos * cos) * (qn * kn) ** 2 / m
+
+
+def residual_inflation(dim: int | None = None, m: int | None = None) -> float:
+    """Variance cost of estimating ``<q, r>`` with a 1-bit Gaussian QJL of the residual r.
+
+    Ratio of ``E[(<q, r_hat> - <q, r>)^2]`` (the QJL estimate's error, from
+    `qjl_inner_product_variance`) to ``E[<q, r>^2] = ||q||^2 ||r||^2 / dim`` (the error of
+    dropping r: the residual's own projection), for r of isotropic direction in R^dim:
+
+        ((pi/2) - 1/dim) * dim / m   ->   pi/2  (m = dim, dim -> infinity).
+
+    Parameters
+    ----------
+    dim : int or None
+        Dimension of r (``d_pad``); None gives the limit pi/2.
+    m : int or None
+        Sketch rows (default ``dim``).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(residual_inflation(), 4), round(residual_inflation(128), 4)
+    (1.5708, 1.563)
+    """
+    if dim is None:
+        if m is not None:
+            raise ValueError("m needs dim; received dim=None and m=" + repr(m))
+        return math.pi / 2
+    dim = check_int(dim, "dim", low=2)
+    m = dim if m is None else check_int(m, "m", low=1)
+    return (math.pi / 2 - 1 / dim) * dim / m
+
+
+def bit_trade_inflation(bits: int, dim: int | None = None) -> float:
+    """Inner-product variance of ``(bits-1)``-bit MSE + 1-bit QJL residual over ``bits``-bit MSE.
+
+    Same budget, one scalar bit traded for the 1-bit residual sketch (QKQV vs KQV keys):
+    the b-bit error projection has variance ``||q||^2 D_b`` per unit ``||x||^2``, the
+    traded one ``residual_inflation(dim) * ||q||^2 D_{b-1}``, so the ratio is
+
+        residual_inflation(dim) * D_{b-1} / D_b
+
+    with the exact Lloyd--Max distortions (sphere coordinate of dimension ``dim``, or the
+    Gaussian when ``dim`` is None, with the limit pi/2). As ``D_{b-1}/D_b -> 4`` (high
+    resolution) it tends to ``4 * pi/2 = 2 pi``; for the Gaussian it is 4.86, 5.34, 5.71,
+    5.96, 6.11, 6.19, 6.24 at b = 2..8.
+
+    Parameters
+    ----------
+    bits : int
+        Total bits per coordinate, 1..8 (b = 1 compares a bare 1-bit sketch with the
+        1-bit scalar code).
+    dim : int or None
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(bit_trade_inflation(4), 3)
+    5.712
+    """
+    bits = check_int(bits, "bits", low=1, high=8)
+    dist = "gaussian" if dim is None else "beta"
+    d_prev = lloyd_max_distortion(bits - 1, dist, dim)
+    d_cur = lloyd_max_distortion(bits, dist, dim)
+    return residual_inflation(dim) * d_prev / d_cur
+
+
+def turboquant_mse_bounds(bits: int) -> tuple[float, float]:
+    """TurboQuant bounds on the MSE of a unit vector at ``bits`` bits per coordinate.
+
+    Upper (TurboQuant-mse, Zandieh et al. 2025, Theorem 1): ``(sqrt(3) pi / 2) 4^-b``;
+    lower (any quantizer, Theorem 3, via Shannon's lower bound, a large-dimension
+    statement): ``4^-b``.
+
+    Returns
+    -------
+    (lower, upper) : tuple of float
+
+    Examples
+    --------
+    >>> lo, hi = turboquant_mse_bounds(2)
+    >>> lo, round(hi, 4)
+    (0.0625, 0.17)
+    """
+    bits = check_int(bits, "bits", low=1)
+    return 4.0 ** -bits, SQRT3_PI_2 * 4.0 ** -bits
+
+
+def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[float, float]:
+    """TurboQuant bounds on the inner-product distortion ``E|<y, x> - <y, x_hat>|^2``.
+
+    For unit x in R^dim at ``bits`` bits per coordinate: upper (TurboQuant-prod, Zandieh
+    et al. 2025, Theorem 2) ``sqrt(3) pi^2 ||y||^2 / dim * 4^-b``; lower (Theorem 3)
+    ``||y||^2 / dim * 4^-b``.
+
+    Returns
+    -------
+    (lower, upper) : tuple of float
+
+    Examples
+    --------
+    >>> lo, hi = turboquant_prod_bounds(1, 128)
+    >>> round(lo * 128, 4), round(hi * 128, 3)
+    (0.25, 4.274)
+    """
+    bits = check_int(bits, "bits", low=1)
+    dim = check_int(dim, "dim", low=1)
+    y_norm = check_real(y_norm, "y_norm", low=0.0)
+    base = y_norm ** 2 / dim * 4.0 ** -bits
+    return base, SQRT3_PI2 * base
+
+
+def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> float:
+    """Predicted ``E|<y, x> - <y, x_hat>|^2`` of TurboQuant-prod for a unit x.
+
+    ``(bits-1)``-bit MSE code (residual energy ``E||r||^2 = dim * D_{b-1}``, exact for a
+    Haar rotation) plus a Gaussian QJL of the residual with m = dim rows: by
+    `qjl_inner_product_variance` with an isotropic residual direction,
+
+        (pi/2 - 1/dim) * ||y||^2 * D_{b-1},
+
+    with ``D_0 = 1/dim`` (no scalar bits: a bare QJL of x). It lies within
+    `turboquant_prod_bounds`, approaching the upper bound as b grows (then
+    ``D_{b-1} 4^b -> 4 * sqrt(3) pi / 2``).
+
+    Examples
+    --------
+    >>> d = turboquant_prod_distortion(3, 128)
+    >>> lo, hi = turboquant_prod_bounds(3, 128)
+    >>> bool(lo < d < hi)
+    True
+    """
+    bits = check_int(bits, "bits", low=1, high=9)
+    dim = check_int(dim, "dim", low=2)
+    y_norm = check_real(y_norm, "y_norm", low=0.0)
+    return (math.pi / 2 - 1 / dim) * y_norm ** 2 * lloyd_max_distortion(bits - 1, "beta", dim)
+
+
+def distortion_table(bits: Any = range(1, 9), dims: Any = (64, 128, 1024)):
+    """Tidy table of Lloyd--Max distortions: Gaussian and ``dim * D_beta(dim)`` per bits.
+
+    Columns: ``bits, distribution, dim, mse, dim_times_mse, ratio_to_gaussian,
+    tq_lower, tq_upper`` (``dim`` is NaN for the Gaussian row, whose ``dim_times_mse``
+    is its own MSE).
+
+    Examples
+    --------
+    >>> t = distortion_table(bits=[1, 2], dims=[128])
+    >>> list(t.distribution)
+    ['gaussian', 'beta', 'gaussian', 'beta']
+    """
+    import pandas as pd
+
+    rows = []
+    for b in bits:
+        b = check_int(b, "bits", low=1, high=8)
+        g = lloyd_max_distortion(b)
+        lo, hi = turboquant_mse_bounds(b)
+        rows.append(dict(bits=b, distribution="gaussian", dim=np.nan, mse=g, dim_times_mse=g,
+                         ratio_to_gaussian=1.0, tq_lower=lo, tq_upper=hi))
+        for d in dims:
+            d = check_int(d, "dims", low=2)
+            mse = lloyd_max_distortion(b, "beta", d)
+            rows.append(dict(bits=b, distribution="beta", dim=d, mse=mse, dim_times_mse=d * mse,
+                             ratio_to_gaussian=d * mse / g, tq_lower=lo, tq_upper=hi))
+    return pd.DataFrame(rows)
+
