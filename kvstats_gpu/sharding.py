@@ -40,7 +40,7 @@ def shard_cache(cache: QuantizedKVCache, mesh: Mesh, head_axis: str = "heads",
     >>> cache = quantize_kv(np.ones((2, 8, 64)), np.ones((2, 8, 64)), spec, params)
     >>> mesh = Mesh(np.array(jax.devices()[:1]), ("heads",))
     >>> shard_cache(cache, mesh).k_norms.sharding.spec
-    PartitionSpec('heads', None)
+    P('heads', None)
     """
     specs = _cache_specs(head_axis, seq_axis)
     return QuantizedKVCache(*[None if a is None else jax.device_put(a, NamedSharding(mesh, s))
