@@ -116,9 +116,10 @@ def test_append_equals_quantizing_everything():
                   np.zeros((2, PAGE, 64)), np.zeros((2, PAGE, 64)), spec, params)
 
 
-@pytest.mark.parametrize("name,bits", [("KQV", 4), ("QKQV", 3), ("K4V2", None), ("KV", 3)])
-def test_parity_with_numpy_scheme(name, bits):
-    d, N, G = 64, 40, 3
+@pytest.mark.parametrize("name,bits,d", [("KQV", 4, 64), ("QKQV", 3, 64), ("K4V2", None, 64), ("KV", 3, 64),
+                                         ("QKQV", 4, 96)])  # d = 96: zero-padded to 128 coordinates
+def test_parity_with_numpy_scheme(name, bits, d):
+    N, G = 40, 3
     scheme = kvstats.make_scheme(name, bits, d, seed=11)
     spec, params = make_cache_spec(name, bits, d, seed=11)
     K, V, q = _kv(2, N, d, G, seed=13)
