@@ -37,7 +37,13 @@ _EXPORTS = {
     "decode_attention": "kvstats_gpu.attention",
     "dense_decode_attention": "kvstats_gpu.attention",
     "cache_bytes_per_token": "kvstats_gpu.attention",
+    "spec_from_scheme": "kvstats_gpu.attention",
+    "decode_partials": "kvstats_gpu.attention",
+    "combine_partials": "kvstats_gpu.attention",
+    "finalize_partials": "kvstats_gpu.attention",
+    "Partials": "kvstats_gpu.attention",
     "sharded_decode_attention": "kvstats_gpu.sharding",
+    "shard_cache": "kvstats_gpu.sharding",
 }
 
 __all__ = sorted(_EXPORTS)

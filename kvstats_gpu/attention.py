@@ -745,19 +745,27 @@ def _partials_pallas(qr, sq, cache, spec, length, *, block_tokens, n_splits, int
         interpret=interpret,
         name="kvstats_quantized_decode_attention",
     )(*args)
-    a, b = outs[0], (outs[1] if spec.v_m else None)
-    m, l = outs[-2], outs[-1]
-    # flash-decoding combine over the splits
-    M = jnp.max(m, axis=1)
-    w = jnp.exp(m - M[:, None])
-    a = from_class_major(jnp.sum(w[..., None] * a, axis=1))[:, :G]
-    if b is not None:
-        b = from_class_major(jnp.sum(w[..., None] * b, axis=1))[:, :G]
-    return Partials(M[:, :G], jnp.sum(w * l, axis=1)[:, :G], a, b)
+    # flash-decoding combine over the splits, then back to natural coordinate order
+    m, l, a, b = combine_partials(Partials(outs[-2], outs[-1], outs[0], outs[1] if spec.v_m else None), axis=1)
+    return Partials(m[:, :G], l[:, :G], from_class_major(a)[:, :G],
+                    None if b is None else from_class_major(b)[:, :G])
 
 
 def combine_partials(parts: Partials, axis: int = 0) -> Partials:
-    """Combine partials stacked along ``axis`` (e.g. sequence shards): rescale by ``exp(m − M)``."""
+    """Combine partials stacked along ``axis`` (splits or sequence shards) into one.
+
+    Each part is rescaled by ``exp(m_part − M)`` with ``M`` the overall max, so the result
+    is exactly the state of one pass over all their tokens (a part without valid tokens has
+    ``m = -1e30``, weight 0).
+
+    Examples
+    --------
+    >>> p = Partials(m=jnp.array([[0.0], [1.0]]), l=jnp.array([[1.0], [1.0]]),
+    ...              a=jnp.array([[[2.0]], [[4.0]]]), b=None)
+    >>> c = combine_partials(p)
+    >>> float(c.m[0]), round(float(c.a[0, 0] / c.l[0]), 4)  # softmax([0, 1]) . [2, 4]
+    (1.0, 3.4621)
+    """
     M = jnp.max(parts.m, axis=axis)
     w = jnp.exp(parts.m - jnp.expand_dims(M, axis))
     a = jnp.sum(jnp.expand_dims(w, -1) * parts.a, axis=axis)

@@ -37,23 +37,26 @@ def _kv(H, N, d, G, seed=0, q_scale=1.0):
     return K, V, (q_scale * rng.normal(size=(H * G, d))).astype(np.float32)
 
 
-# Each case: (d, k_bits, v_bits, k_m, v_m, N, G, block_tokens, n_splits). Together they cover
-# d=64 (below Triton's 16-wide dot: broadcast products) and d=128 (tensor-core dots), scalar
-# keys, prod keys (scalar + QJL residual), pure QJL keys, values with and without the QJL
-# residual, a GQA group that is not a power of two, several splits with empty trailing
-# splits and a partial last block.
+# Each case: (d, k_bits, v_bits, k_m, v_m, N, G, block_tokens, n_splits, q_scale, q dtype).
+# Together they cover d=64 (below Triton's 16-wide dot: broadcast products) and d=128
+# (tensor-core dots), scalar keys, prod keys (scalar + QJL residual), pure QJL keys, values
+# with and without the QJL residual, a GQA group that is not a power of two, several splits
+# with empty trailing splits and a partial last block, near-one-hot attention (q_scale 40:
+# logits spread over hundreds, so the running max and the split rescaling carry the
+# result), and bf16 queries.
 KERNEL_CASES = [
-    (64, 4, 3, 0, 64, 90, 3, 16, 4),     # KQV at 4 bits
-    (128, 2, 2, 128, 128, 200, 4, 64, 2),  # QKQV at 3 bits
-    (64, 0, 2, 128, 0, 40, 2, 32, 1),     # pure QJL keys (m = 2d), 2-bit values
+    (64, 4, 3, 0, 64, 90, 3, 16, 4, 1.0, jnp.float32),       # KQV at 4 bits
+    (128, 2, 2, 128, 128, 200, 4, 64, 2, 40.0, jnp.float32),  # QKQV at 3 bits, peaked
+    (64, 0, 2, 128, 0, 40, 2, 32, 1, 1.0, jnp.bfloat16),     # pure QJL keys (m = 2d), 2-bit values
 ]
 
 
 @pytest.mark.parametrize("case", KERNEL_CASES)
 def test_kernel_matches_reference_and_dense_on_dequantized_cache(case):
-    d, kb, vb, km, vm, N, G, T, S = case
+    d, kb, vb, km, vm, N, G, T, S, q_scale, dtype = case
     spec, params = manual_spec(d, kb, vb, km, vm)
-    K, V, q = _kv(2, N, d, G, seed=d + N)
+    K, V, q = _kv(2, N, d, G, seed=d + N, q_scale=q_scale)
+    q = jnp.asarray(q, dtype)  # every path computes in float32 from the same (rounded) query
     cache = quantize_kv(K, V, spec, params, impl="reference")
     got = np.asarray(decode_attention(q, cache, spec, params, impl="pallas", interpret=True,
                                       block_tokens=T, n_splits=S))
