@@ -126,6 +126,9 @@ class MSEQuantizer:
         self.dim = check_int(dim, "dim", low=2)
         self.bits = check_int(bits, "bits", low=1, high=8)
         if isinstance(rotation, Rotation):
+            if normalize_draws(draws) != ():
+                raise ValueError(f"draws must be () when rotation is a Rotation (its own draws "
+                                 f"{rotation.draws} are used); received {draws!r}")
             if rotation.dim != self.dim:
                 raise ValueError(f"rotation must have dim {self.dim}; received a Rotation with "
                                  f"dim {rotation.dim}")

@@ -217,13 +217,15 @@ class Rotation:
 
     # -- helpers -------------------------------------------------------------------
     def _param(self, p: np.ndarray, x: np.ndarray, trailing: int) -> np.ndarray:
-        """Cast a parameter to x's dtype and insert the token axis after ``draws``."""
+        """Cast a parameter to x's dtype; for elementwise parameters (``trailing`` = 1 axis
+        after ``draws``) insert the token axis so that ``(*batch, n, d)`` broadcasts."""
         p = p.astype(x.dtype, copy=False)
         if self.draws:
             if x.ndim < 2:
                 raise ValueError(f"x must have shape (*batch, n, {self.dim}) when draws="
                                  f"{self.draws}; received {_describe(x)}")
-            p = np.expand_dims(p, axis=p.ndim - trailing)
+            if trailing:
+                p = np.expand_dims(p, axis=p.ndim - trailing)
         return p
 
     def _check_input(self, x: Any, name: str, width: int) -> np.ndarray:
@@ -266,9 +268,7 @@ class Rotation:
                 return np.broadcast_to(x, shape).copy()
             return x.copy()
         if self.kind == "haar":
-            q = self._param(self.orthogonal, x, 2)  # (*draws, 1, d, d)
-            if self.draws:
-                q = q[..., 0, :, :]
+            q = self._param(self.orthogonal, x, 0)  # (*draws, d, d); matmul broadcasts
             return np.matmul(x, np.swapaxes(q, -1, -2))
         # the 1/sqrt(d_pad) normalisation is folded into the signs (one pass less)
         s = self._param(self.signs / np.sqrt(self.out_dim), x, 1)
@@ -307,16 +307,15 @@ class Rotation:
         if self.kind == "identity":
             return self._apply(y)
         if self.kind == "haar":
-            q = self._param(self.orthogonal, y, 2)
-            if self.draws:
-                q = q[..., 0, :, :]
-            return np.matmul(y, q)
-        s = self._param(self.signs / np.sqrt(self.out_dim), y, 1)
+            return np.matmul(y, self._param(self.orthogonal, y, 0))
+        s = self._param(self.signs[..., : self.dim] / np.sqrt(self.out_dim), y, 1)
         x = _fwht(y)
-        x *= s
         if self.out_dim != self.dim:
-            x = np.ascontiguousarray(x[..., : self.dim])
-        return x
+            x = x[..., : self.dim]
+        if x.shape == np.broadcast_shapes(x.shape, s.shape) and x.flags.c_contiguous:
+            x *= s  # in place: no new array
+            return x
+        return x * s  # y shared by all draws (broadcast), or a padded slice
 
     def matrix(self) -> np.ndarray:
         """Dense matrix of the map, ``(*draws, out_dim, dim)`` float64: ``apply(x) == M @ x``.

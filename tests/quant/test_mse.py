@@ -197,6 +197,8 @@ def test_bad_input():
         MSEQuantizer(8, 2, rotation="dct")
     with pytest.raises(ValueError, match="rotation must have dim 8"):
         MSEQuantizer(8, 2, rotation=make_rotation("haar", 4))
+    with pytest.raises(ValueError, match=r"draws must be \(\) when rotation is a Rotation"):
+        MSEQuantizer(8, 2, rotation=make_rotation("haar", 8), draws=3)
     with pytest.raises(ValueError, match="norm_dtype must be one of"):
         MSEQuantizer(8, 2, norm_dtype=np.int8)
     with pytest.raises(TypeError, match="codes must be MSECodes"):

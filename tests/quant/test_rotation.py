@@ -241,3 +241,14 @@ def test_heavy_tailed_inputs_single_hadamard_round():
     assert stats.kstest(y5, sphere_coordinate(D).cdf).pvalue > 1e-3
     z = _rotated_coordinate("haar", x[:3000], seed=26)[:, 0]
     assert stats.kstest(z, sphere_coordinate(D).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("kind", ROTATIONS)
+@pytest.mark.parametrize("d", [12, 16])
+def test_inverse_broadcasts_shared_input_against_draws(kind, d):
+    r = make_rotation(kind, d, seed=0, draws=3)
+    y = np.random.default_rng(0).standard_normal((5, r.out_dim))  # shared by all draws
+    x = r.inverse(y)
+    assert x.shape == (3, 5, d)
+    for i in range(3):
+        np.testing.assert_allclose(x[i], r.draw(i).inverse(y), rtol=0, atol=1e-13)
