@@ -127,9 +127,8 @@ def test_mse_equals_monte_carlo(dist, dim):
     rng = np.random.default_rng(123)
     if dist == "gaussian":
         x = rng.standard_normal(n)
-    else:
-        g = rng.standard_normal((n, dim))
-        x = g[:, 0] / np.linalg.norm(g, axis=1)  # a coordinate of a uniform point on S^{d-1}
+    else:  # a coordinate of a uniform point on S^{d-1}: 2 Beta((d-1)/2, (d-1)/2) - 1
+        x = 2 * rng.beta((dim - 1) / 2, (dim - 1) / 2, n) - 1
     for bits in range(1, 5):
         cb = lloyd_max_codebook(bits, dist, dim)
         err = (x - cb.decode(cb.encode(x))) ** 2
