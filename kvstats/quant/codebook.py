@@ -48,6 +48,7 @@ __all__ = ["Codebook", "DISTRIBUTIONS", "empirical_codebook", "lloyd_max_codeboo
 
 DISTRIBUTIONS = ("gaussian", "beta")
 TOL = 1e-12
+_CHUNK = 1 << 16  # values per cache-sized chunk in Codebook.encode
 TOL_FLOOR = 1e-9  # accepted when rounding in the cell integrals stops the iteration earlier
 MAX_ITER = 500
 
@@ -118,26 +119,46 @@ class Codebook:
         return np.searchsorted(self.boundaries.astype(x.dtype), x).astype(np.uint8)
 
     def _encode(self, x: np.ndarray) -> np.ndarray:
-        """`encode` without validation; ``x`` float32 or float64."""
+        """`encode` without validation; ``x`` float32 or float64.
+
+        Works on chunks of ``_CHUNK`` values so that the repeated passes over a chunk
+        (one per boundary, or the grid lookups) stay in cache: ~3x faster than whole-array
+        passes for 2**20+ values.
+        """
+        flat = np.ascontiguousarray(x).reshape(-1)
+        out = np.empty(flat.size, dtype=np.uint8)
         b = self.boundaries.astype(x.dtype)
-        if b.size <= 15:
-            codes = np.zeros(x.shape, dtype=np.uint8)
-            for bk in b:  # loop over <= 15 boundaries, vectorised over x
-                codes += x > bk
-            return codes
-        grid = self._grid
-        if grid is None:
-            return np.searchsorted(b, x).astype(np.uint8)
+        grid = None if b.size <= 15 else self._grid
+        if b.size > 15 and grid is None:
+            out[...] = np.searchsorted(b, flat)
+            return out.reshape(x.shape)
+        tmp = np.empty(min(_CHUNK, flat.size), dtype=np.bool_)
+        for start in range(0, flat.size, _CHUNK):  # loop over chunks, vectorised inside
+            xs = flat[start:start + _CHUNK]
+            cs = out[start:start + _CHUNK]
+            ts = tmp[: xs.size]
+            if grid is None:
+                cs[...] = 0
+                for bk in b:  # <= 15 boundaries: count comparisons
+                    np.greater(xs, bk, out=ts)
+                    cs += ts.view(np.uint8)
+            else:
+                self._encode_grid(xs, cs, ts, grid)
+        return out.reshape(x.shape)
+
+    @staticmethod
+    def _encode_grid(x: np.ndarray, out: np.ndarray, tmp: np.ndarray, grid) -> None:
         lo, inv_step, base, below, above = grid
         idx = np.subtract(x, x.dtype.type(lo))
         idx *= x.dtype.type(inv_step)
         np.clip(idx, 0, base.size - 1, out=idx)
         idx = idx.astype(np.intp)  # intp indices with mode="clip": numpy's fastest gather
         # base = (#boundaries below the grid edge) - 1, mod 256; +1 from `below` undoes it
-        codes = np.take(base, idx, mode="clip")
-        codes += x > np.take(below.astype(x.dtype), idx, mode="clip")
-        codes += x > np.take(above.astype(x.dtype), idx, mode="clip")
-        return codes
+        np.take(base, idx, mode="clip", out=out)
+        np.greater(x, np.take(below.astype(x.dtype), idx, mode="clip"), out=tmp)
+        out += tmp.view(np.uint8)
+        np.greater(x, np.take(above.astype(x.dtype), idx, mode="clip"), out=tmp)
+        out += tmp.view(np.uint8)
 
     @cached_property
     def _grid(self):

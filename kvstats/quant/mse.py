@@ -31,6 +31,7 @@ from kvstats.quant.rotation import ROTATIONS, Rotation, make_rotation, normalize
 __all__ = ["MSECodes", "MSEQuantizer", "NORM_DTYPES"]
 
 NORM_DTYPES = (np.float16, np.float32, np.float64)
+_CHUNK_VALUES = 1 << 16  # coded values per cache-sized chunk of rows (draws == ())
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,9 +189,19 @@ class MSEQuantizer:
                                  "norm_dtype=np.float32")
         inv = np.zeros_like(norms)
         np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
-        y = self.rotation._apply(x * inv.astype(x.dtype)[..., None])
-        codes = self.codebook._encode(y)
-        packed = pack_codes(codes, self.bits)
+        inv = inv.astype(x.dtype)
+        if self.draws:  # independent rotations: one batched pass (broadcasts batch/draws)
+            y = self.rotation._apply(x * inv[..., None])
+            packed = pack_codes(self.codebook._encode(y), self.bits)
+        else:  # one rotation: rows in cache-sized chunks (same arithmetic per row)
+            flat, inv = x.reshape(-1, self.dim), inv.reshape(-1)
+            packed = np.empty((flat.shape[0], packed_size(self.n_coords, self.bits)), np.uint8)
+            rows = max(1, _CHUNK_VALUES // self.n_coords)
+            for start in range(0, flat.shape[0], rows):
+                stop = start + rows
+                y = self.rotation._apply(flat[start:stop] * inv[start:stop, None])
+                packed[start:stop] = pack_codes(self.codebook._encode(y), self.bits)
+            packed = packed.reshape(x.shape[:-1] + packed.shape[-1:])
         stored = np.broadcast_to(norms.astype(self.norm_dtype), packed.shape[:-1]).copy()
         return MSECodes(packed, stored, self.bits, self.n_coords, x.dtype)
 
@@ -228,19 +239,30 @@ class MSEQuantizer:
                              f"{packed_size(self.n_coords, self.bits)}; received "
                              f"{_describe(codes.codes)}")
         dtype = np.dtype(codes.dtype)
-        packed = codes.codes
+        norms = codes.norms.astype(dtype)
+        if self.draws:
+            x = self.rotation._inverse(self._centroids(codes.codes, dtype))
+            x *= norms[..., None]
+            return x
+        flat, norms = codes.codes.reshape(-1, codes.codes.shape[-1]), norms.reshape(-1)
+        out = np.empty((flat.shape[0], self.dim), dtype=dtype)
+        rows = max(1, _CHUNK_VALUES // self.n_coords)
+        for start in range(0, flat.shape[0], rows):  # cache-sized chunks of rows
+            stop = start + rows
+            x = self.rotation._inverse(self._centroids(flat[start:stop], dtype))
+            np.multiply(x, norms[start:stop, None], out=out[start:stop])
+        return out.reshape(codes.codes.shape[:-1] + (self.dim,))
+
+    def _centroids(self, packed: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Centroid of every packed code, ``(..., n_coords)`` in ``dtype``."""
         if 8 % self.bits == 0:
             # whole codes per byte: one gather of a (256, 8/bits) table of centroids per
             # packed byte replaces unpacking
             table = _byte_table(self.codebook, dtype.name)
             y = np.take(table, packed, axis=0).reshape(packed.shape[:-1] + (-1,))
-            y = y[..., : self.n_coords]
-        else:
-            idx = unpack_codes(packed, self.bits, self.n_coords)
-            y = np.take(self.codebook.centroids.astype(dtype), idx, mode="clip")
-        x = self.rotation._inverse(y)
-        x *= codes.norms.astype(dtype)[..., None]
-        return x
+            return y[..., : self.n_coords]
+        idx = unpack_codes(packed, self.bits, self.n_coords)
+        return np.take(self.codebook.centroids.astype(dtype), idx, mode="clip")
 
     def bits_per_vector(self) -> dict[str, int]:
         """Stored bits per vector by part: ``{"codes": bits * d_pad, "norm": 16 | 32 | 64}``.

@@ -272,3 +272,12 @@ def test_empirical_codebook_fast_encode():
     cb = empirical_codebook(np.random.default_rng(0).standard_t(2, 5000), 6)
     z = np.concatenate([cb.boundaries, np.random.default_rng(1).standard_t(2, 5000)])
     np.testing.assert_array_equal(cb.encode(z), cb.encode_reference(z))
+
+
+def test_encode_across_chunks():
+    """Values are coded in chunks of 2**16; a length with several chunks and a remainder,
+    in a non-contiguous (transposed) layout, equals the reference."""
+    for bits in (3, 6):
+        cb = lloyd_max_codebook(bits)
+        z = np.random.default_rng(bits).standard_normal((3 * 2 ** 15 + 11, 5)).T
+        np.testing.assert_array_equal(cb.encode(z), cb.encode_reference(z))

@@ -9,7 +9,7 @@ from kvstats._checks import replicate_scale
 from kvstats.quant.codebook import lloyd_max_codebook
 from kvstats.quant.mse import MSECodes, MSEQuantizer
 from kvstats.quant.packing import unpack_codes
-from kvstats.quant.rotation import make_rotation
+from kvstats.quant.rotation import Rotation, make_rotation
 
 
 def reference_roundtrip(q, x):
@@ -205,3 +205,22 @@ def test_bad_input():
         q.decode(np.zeros((1, 2), np.uint8))
     with pytest.raises(ValueError, match="bits=2"):
         q.decode(MSEQuantizer(8, 3).encode(np.ones((1, 8))))
+
+
+@pytest.mark.parametrize("bits", [3, 4])
+def test_chunked_rows_equal_batched_path(bits):
+    """draws=() codes rows in cache-sized chunks; a rotation with draws=(1,) and the same
+    signs takes the one-pass batched path: the codes and decoded vectors must agree
+    across several chunk boundaries (and a remainder)."""
+    d = 64
+    q = MSEQuantizer(d, bits, seed=3)
+    rows = 3 * (2 ** 16 // d) + 7
+    x = np.random.default_rng(bits).standard_normal((rows, d)).astype(np.float32)
+    x[5] = 0.0
+    c = q.encode(x)
+    batched = MSEQuantizer(d, bits, rotation=Rotation("hadamard", d, d, (1,), q.rotation.signs[None]))
+    cb = batched.encode(x[None])
+    np.testing.assert_array_equal(c.codes, cb.codes[0])
+    np.testing.assert_array_equal(c.norms, cb.norms[0])
+    np.testing.assert_allclose(q.decode(c), batched.decode(cb)[0], rtol=0, atol=1e-6)
+    assert np.all(q.decode(c)[5] == 0)
