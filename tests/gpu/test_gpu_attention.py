@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import kvstats
+from kvstats.quant.packing import unpack_codes
 from kvstats.quant.qjl import make_sketch
 from kvstats.quant.rotation import make_rotation
 from kvstats_gpu.attention import (PAGE, CacheParams, CacheSpec, append_kv, cache_bytes_per_token,
                                    decode_attention, decode_partials, dense_decode_attention,
                                    dequantize_kv, make_cache_spec, quantize_kv)
-from kvstats_gpu.codebook import StaticCodebook
+from kvstats_gpu.codebook import StaticCodebook, unpack_planes_reference
 
 
 def manual_spec(d, k_bits, v_bits, k_m, v_m, seed=0):
@@ -217,3 +218,28 @@ def test_bad_input_messages():
         decode_attention(q, cache._replace(length=jnp.asarray(0, jnp.int32)), spec, params)
     with pytest.raises(TypeError, match="QuantizedKVCache"):
         decode_attention(q, tuple(cache), spec, params)
+
+
+def test_stored_codes_signs_and_norms_equal_numpy_core():
+    # The bytes themselves: the numpy core's TurboQuant-prod keys (rotation, Lloyd–Max codes,
+    # residual sketch signs, float16 norms) vs the GPU cache for the same scheme and seed.
+    d, N = 64, 200
+    scheme = kvstats.make_scheme("QKQV", 4, d, seed=21)
+    spec, params = make_cache_spec("QKQV", 4, d, seed=21)
+    K, V, _ = _kv(2, N, d, 1, seed=23)
+    want = scheme.key_quantizer.encode(K.astype(np.float64))
+    cache = quantize_kv(K, V, spec, params, impl="reference")
+    got_codes = np.asarray(unpack_planes_reference(jnp.swapaxes(cache.k_planes, 1, 2)))[:, :N]
+    want_codes = unpack_codes(want.mse.codes, 3, d)
+    # float32 vs float64 rotation: a code differs only when a coordinate is within rounding
+    # of a boundary; with 25,600 codes we allow a handful
+    assert np.mean(got_codes != want_codes) <= 1e-3
+    np.testing.assert_array_equal(np.asarray(cache.k_norms)[:, :N], want.mse.norms)
+    same_vec = np.all(got_codes == want_codes, axis=-1)
+    # where the codes agree the residuals agree to float32 rounding, so the sign bits do too
+    # except for near-zero projections
+    got_bits = np.unpackbits(np.asarray(cache.k_signs)[:, :N], axis=-1, bitorder="little")
+    want_bits = np.unpackbits(want.residual.signs, axis=-1, bitorder="little")
+    assert np.mean(got_bits[same_vec] != want_bits[same_vec]) <= 1e-3
+    np.testing.assert_allclose(np.asarray(cache.k_snorms, np.float32)[:, :N][same_vec],
+                               want.residual.norms.astype(np.float32)[same_vec], rtol=2e-3)
