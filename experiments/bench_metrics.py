@@ -64,8 +64,6 @@ def run(trials: int, keys: int, dim: int, chunk: int, bits: int, schemes: list[s
 
 def claims(T: int, seed: int) -> str:
     """KL and q·k-error-variance ratios QKQV/KQV per budget, with theory beside them."""
-    import math
-
     from kvstats.stats import bootstrap_ratio_ci, mann_whitney
 
     d, N = 128, 1024
@@ -82,8 +80,7 @@ def claims(T: int, seed: int) -> str:
         ci = bootstrap_ratio_ci(b, a, n_resamples=1999, seed=n)
         mw = mann_whitney(a, b, alternative="less")
         ipr = prof["QKQV"]["ip_var"].mean() / prof["KQV"]["ip_var"].mean()
-        D = [float(kvstats.lloyd_max_codebook(k, "beta", dim=d).mse) for k in (n - 1, n)]
-        pred = (math.pi / 2 - 1 / d) * D[0] / D[1]
+        pred = kvstats.theory.bit_trade_inflation(n, dim=d)     # (π/2 − 1/d)·D_{n−1}/D_n
         lines.append(f"| {n} | {a.mean():.3g} | {b.mean():.3g} | {ci.estimate:.2f} "
                      f"[{ci.low:.2f}, {ci.high:.2f}] | {mw.rank_biserial:.3f} | {mw.pvalue:.1e} | "
                      f"{ipr:.2f} | {pred:.2f} |")
@@ -94,7 +91,8 @@ def claims(T: int, seed: int) -> str:
             "budget (independent data and scheme randomness per trial). The KL ratio CI is "
             "a BCa bootstrap of mean(QKQV)/mean(KQV) (`kvstats.stats.bootstrap_ratio_ci`); "
             "r and p are `kvstats.stats.mann_whitney(KQV, QKQV, alternative='less')`. "
-            "Predicted ratio: (π/2 − 1/d)·D_{n−1}/D_n, the q·k error variance of QKQV's "
+            "Predicted ratio: `kvstats.theory.bit_trade_inflation(n, dim=128)` = "
+            "(π/2 − 1/d)·D_{n−1}/D_n, the q·k error variance of QKQV's "
             "keys over KQV's (D_b the Lloyd–Max distortion of the sphere-coordinate density, "
             "d = 128), which is also the KL ratio to second order in the logit error "
             "(KL ≈ ½ Var_p(δ)).\n\n")

@@ -82,7 +82,8 @@ def test_ip_var_ratio_matches_theory(gaussian_profiles, n):
     kqv = gaussian_profiles["KQV", n]["ip_var"].to_numpy()
     qkqv = gaussian_profiles["QKQV", n]["ip_var"].to_numpy()
     measured = qkqv.mean() / kqv.mean()
-    predicted = predicted_ip_var_ratio(n, 128)
+    predicted = kvstats.theory.bit_trade_inflation(n, dim=128)
+    assert predicted == pytest.approx(predicted_ip_var_ratio(n, 128), rel=1e-12)
     assert measured == pytest.approx(predicted, rel=0.10)
     # QJL's residual estimate is unbiased: mean q·k error ≈ 0 within 5 SE (across trials).
     b = gaussian_profiles["QKQV", n]["ip_bias"].to_numpy()
