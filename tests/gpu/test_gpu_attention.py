@@ -12,7 +12,7 @@ import kvstats
 from kvstats.quant.packing import unpack_codes
 from kvstats.quant.qjl import make_sketch
 from kvstats.quant.rotation import make_rotation
-from kvstats_gpu.attention import (PAGE, CacheParams, CacheSpec, append_kv, cache_bytes_per_token,
+from kvstats_gpu.attention import (PAGE, CacheParams, CacheSpec, QuantizedKVCache, append_kv, cache_bytes_per_token,
                                    decode_attention, decode_partials, dense_decode_attention,
                                    dequantize_kv, make_cache_spec, quantize_kv)
 from kvstats_gpu.codebook import StaticCodebook, unpack_planes_reference
@@ -180,19 +180,20 @@ def test_memory_is_proportional_to_code_bits():
     assert cache.nbytes / (2 * K.size * 2) == pytest.approx(acc["ratio_to_fp16"])
 
 
-@pytest.mark.parametrize("kb,vb,km,vm", [(4, 3, 0, 128), (2, 2, 128, 128), (0, 3, 256, 0)])
-def test_decode_lowers_for_cuda(kb, vb, km, vm, lower_cuda):
-    # model-scale shape: 32k tokens, 8 KV heads, 4 query heads each, d = 128 (lowering only)
-    spec, params = manual_spec(128, kb, vb, km, vm)
-    H, C = 8, 32768
+@pytest.mark.parametrize("d,kb,vb,km,vm", [(128, 4, 3, 0, 128), (128, 2, 2, 128, 128), (128, 0, 3, 256, 0),
+                                          (64, 4, 3, 0, 64)])  # d = 64 (SmolLM2): sub-16 products
+def test_decode_lowers_for_cuda(d, kb, vb, km, vm, lower_cuda):
+    # model-scale shape: 32k tokens, 8 KV heads, 4 query heads each (lowering only)
+    spec, params = manual_spec(d, kb, vb, km, vm)
+    H, C, d8 = 8, 32768, d // 8
     z = lambda *s: jnp.zeros(s, jnp.uint8)  # noqa: E731
     h = lambda: jnp.zeros((H, C), jnp.float16)  # noqa: E731
-    cache = type(quantize_kv(np.ones((1, 1, 128)), np.ones((1, 1, 128)), spec, params, impl="reference"))(
-        z(H, kb, C, 16) if kb else None, h() if kb else None, z(H, C, km // 8) if km else None,
-        h() if km else None, z(H, vb, C, 16), h(), z(H, C, vm // 8) if vm else None, h() if vm else None,
+    cache = QuantizedKVCache(
+        z(H, kb, C, d8) if kb else None, h() if kb else None, z(H, C, km // 8) if km else None,
+        h() if km else None, z(H, vb, C, d8), h(), z(H, C, vm // 8) if vm else None, h() if vm else None,
         jnp.asarray(C, jnp.int32))
     text = lower_cuda(lambda qq, c: decode_attention(qq, c, spec, params, impl="pallas", interpret=False),
-                      jnp.zeros((32, 128), jnp.bfloat16), cache)
+                      jnp.zeros((32, d), jnp.bfloat16), cache)
     assert "kvstats_quantized_decode_attention" in text and "triton" in text
 
 

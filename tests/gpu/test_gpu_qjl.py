@@ -91,6 +91,12 @@ def test_lowers_for_cuda(lower_cuda):
     assert "triton" in lower_cuda(
         lambda a, b, c: qjl_scores(a, b, c, S, impl="pallas", interpret=False),
         jnp.zeros((8, 4, 128)), jnp.zeros((8, 32768, 16), jnp.uint8), jnp.zeros((8, 32768), jnp.float16))
+    S64 = make_sketch("gaussian", 64, 64, seed=0).matrix  # m/8 = 8 < 16: broadcast products
+    assert "triton" in lower_cuda(lambda z: qjl_sketch(z, S64, impl="pallas", interpret=False),
+                                  jnp.zeros((8192, 64), jnp.float32))
+    assert "triton" in lower_cuda(
+        lambda a, b, c: qjl_scores(a, b, c, S64, impl="pallas", interpret=False),
+        jnp.zeros((3, 3, 64)), jnp.zeros((3, 4096, 8), jnp.uint8), jnp.zeros((3, 4096), jnp.float16))
 
 
 def test_bad_input_messages():
