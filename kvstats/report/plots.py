@@ -9,6 +9,7 @@ across all figures of a report (pass ``palette`` to keep them equal between call
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -375,9 +376,12 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
             if sub.empty:
                 ax.set_visible(False)
                 continue
-            sns.boxplot(data=sub, x="n", y=metric, order=order, hue="setting", hue_order=settings,
-                        palette=pal, ax=ax, fliersize=1, linewidth=0.6, log_scale=log,
-                        legend=(i == 0 and j == 0))
+            with warnings.catch_warnings():
+                # seaborn 0.13 passes matplotlib's deprecated `vert`; not ours to fix
+                warnings.simplefilter("ignore", matplotlib.MatplotlibDeprecationWarning)
+                sns.boxplot(data=sub, x="n", y=metric, order=order, hue="setting", hue_order=settings,
+                            palette=pal, ax=ax, fliersize=1, linewidth=0.6, log_scale=log,
+                            legend=(i == 0 and j == 0))
             ax.set_title(f"{scheme}, d = {d}", fontsize=9)
             ax.set_xlabel("budget n (bits/coord)")
             ax.set_ylabel(f"KL (nats, floored at {_KL_FLOOR:g})" if log else metric)
