@@ -1,7 +1,6 @@
 """Decode attention over a quantized cache: kernel (interpret mode) vs jnp reference vs the
 float32 dense reference on the dequantized cache; numpy-core parity; memory accounting."""
 
-import math
 
 import jax
 import jax.numpy as jnp

@@ -1,0 +1,34 @@
+import jax
+import numpy as np
+import pytest
+
+from kvstats_gpu._common import hadamard_np, next_pow2, resolve_impl, row_block
+
+
+def test_dispatch_rule():
+    gpu = jax.default_backend() == "gpu"
+    assert resolve_impl("auto", None) == (("pallas", False) if gpu else ("reference", True))
+    assert resolve_impl("pallas", None) == ("pallas", not gpu)  # interpreter unless on a GPU
+    assert resolve_impl("pallas", False) == ("pallas", False)   # allowed: lowering for CUDA on a CPU
+    assert resolve_impl("reference", True) == ("reference", True)
+    with pytest.raises(ValueError, match=r"impl must be one of \['auto', 'pallas', 'reference'\]"):
+        resolve_impl("triton", None)
+    with pytest.raises(TypeError, match="interpret must be True, False or None"):
+        resolve_impl("auto", 1)
+
+
+def test_small_helpers():
+    h = hadamard_np(16)
+    np.testing.assert_array_equal(h @ h.T, 16 * np.eye(16))  # Sylvester: H Hᵀ = d I
+    assert [next_pow2(n) for n in (1, 2, 3, 64, 65)] == [1, 2, 4, 64, 128]
+    assert row_block(3, None) == 16 and row_block(1000, None) == 64 and row_block(5, 32) == 32
+    with pytest.raises(ValueError, match="block_rows must be a power of two >= 16"):
+        row_block(5, 8)
+
+
+def test_kvstats_never_imports_jax():
+    import subprocess
+    import sys
+    code = "import sys, kvstats, kvstats.quant.schemes; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
