@@ -97,8 +97,9 @@ class MSEQuantizer:
         ``(*batch, n, dim)`` broadcast ``batch`` against ``draws``.
     norm_dtype : {numpy.float16, numpy.float32, numpy.float64}
         Storage type of the norms. float16 (the default, 16 bits) overflows above 65504:
-        such inputs raise a ValueError that suggests float32; norms below ~6e-8 are stored
-        as 0 (the vector then decodes to 0).
+        such inputs raise a ValueError that suggests float32; norms below 6.1e-5 are float16
+        subnormals (less relative precision) and below ~3e-8 round to 0 (the vector then
+        decodes to 0).
 
     Attributes
     ----------
@@ -135,7 +136,10 @@ class MSEQuantizer:
                                  f"dim {rotation.dim}")
             self.rotation = rotation
         else:
-            kind = check_choice(rotation, "rotation", ROTATIONS + ("a Rotation instance",))
+            if not isinstance(rotation, str) or rotation not in ROTATIONS:
+                raise ValueError(f"rotation must be one of {list(ROTATIONS)} or a Rotation; "
+                                 f"received {_describe(rotation)}")
+            kind = rotation
             self.rotation = make_rotation(kind, self.dim, seed=seed, draws=normalize_draws(draws))
         self.draws = self.rotation.draws
         try:
