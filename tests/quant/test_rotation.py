@@ -126,6 +126,10 @@ def test_seeds():
     assert not np.array_equal(a.signs, c.signs)
     # independent draws differ from each other; signs are fair coins
     assert not np.array_equal(a.signs[0], a.signs[1])
+    # different seeds: sign agreement between the two streams is Binomial(n, 1/2)
+    u = make_rotation("hadamard", 128, seed=5, draws=512).signs
+    v = make_rotation("hadamard", 128, seed=6, draws=512).signs
+    assert stats.binomtest(int((u == v).sum()), u.size, 0.5).pvalue > 1e-4
     h1 = make_rotation("haar", 8, seed=1).matrix()
     assert np.array_equal(h1, make_rotation("haar", 8, seed=1).matrix())
     assert not np.allclose(h1, make_rotation("haar", 8, seed=2).matrix())
