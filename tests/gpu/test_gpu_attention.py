@@ -243,3 +243,25 @@ def test_stored_codes_signs_and_norms_equal_numpy_core():
     assert np.mean(got_bits[same_vec] != want_bits[same_vec]) <= 1e-3
     np.testing.assert_allclose(np.asarray(cache.k_snorms, np.float32)[:, :N][same_vec],
                                want.residual.norms.astype(np.float32)[same_vec], rtol=2e-3)
+
+
+def test_vmap_over_a_batch_of_sequences(lower_cuda):
+    # Batched decoding: jax.vmap over caches of different lengths (pallas_call's batching
+    # rule adds a grid axis); each sequence equals its own unbatched result.
+    spec, params = manual_spec(64, 3, 2, 0, 64)
+    caches, qs, singles = [], [], []
+    for b, n in enumerate((50, 200)):
+        K, V, q = _kv(2, n, 64, 2, seed=b)
+        cache = quantize_kv(K, V, spec, params, capacity=256, impl="reference")
+        caches.append(cache)
+        qs.append(q)
+        singles.append(np.asarray(decode_attention(q, cache, spec, params, impl="reference")))
+    batch = jax.tree.map(lambda *a: jnp.stack(a), *caches)
+    qb = jnp.stack(qs)
+    step = jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas", interpret=True,
+                                                  block_tokens=32))
+    out = np.asarray(step(qb, batch))
+    for i in range(2):
+        np.testing.assert_allclose(out[i], singles[i], atol=2e-5)
+    assert "triton" in lower_cuda(jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas",
+                                                                         interpret=False)), qb, batch)
