@@ -265,3 +265,33 @@ def test_vmap_over_a_batch_of_sequences(lower_cuda):
         np.testing.assert_allclose(out[i], singles[i], atol=2e-5)
     assert "triton" in lower_cuda(jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas",
                                                                          interpret=False)), qb, batch)
+
+
+@pytest.mark.slow
+def test_prod_inner_products_are_unbiased_over_draws():
+    # TurboQuant-prod is unbiased for inner products (the 1-bit QJL residual corrects the
+    # MSE codes' shrinkage; Zandieh et al. 2025, Thm. 2). Through the GPU cache: over R
+    # independent seeds (rotation + sketch), mean of <q, k̂> − <q, k> must be 0 within a
+    # 4.5-sigma t bound (false alarm ~1e-5). The same mean for the MSE-only scheme at the
+    # same bits is biased (shrinkage), which the test also checks: it could fail.
+    from kvstats._checks import replicate_scale
+    R = 150 if replicate_scale() == "ci" else 2000
+    d = 64
+    rng = np.random.default_rng(31)
+    K = rng.normal(size=(1, 8, d)).astype(np.float32)
+    q = rng.normal(size=(d,)).astype(np.float32)
+    true = K[0] @ q
+    diffs = {"QKQV": [], "K2V2": []}
+    for name in diffs:
+        for r in range(R):
+            bits = 3 if name == "QKQV" else None
+            spec, params = make_cache_spec(name, bits, d, seed=1000 + r)
+            Kh, _ = dequantize_kv(quantize_kv(K, K, spec, params, impl="reference"), spec, params)
+            diffs[name].append(np.asarray(Kh)[0, :8] @ q - true)
+    for name, want_unbiased in (("QKQV", True), ("K2V2", False)):
+        x = np.asarray(diffs[name])  # (R, 8 keys)
+        t = x.mean(axis=0) / (x.std(axis=0, ddof=1) / np.sqrt(R))
+        if want_unbiased:
+            assert np.all(np.abs(t) < 4.5), t
+        else:
+            assert np.any(np.abs(t) > 4.5), t
