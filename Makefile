@@ -21,12 +21,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kvstats sweep --config experiments/quick.toml --out results/quick
 
+# One BLAS thread per test process: two xdist workers on two cores, no oversubscription.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The exhaustive statistical checks at full size (minutes to hours).
 test-full: $(STAMP)
-	KVSTATS_TEST_SCALE=full $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	KVSTATS_TEST_SCALE=full OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) results .pytest_cache
