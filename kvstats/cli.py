@@ -121,31 +121,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_theory(args: argparse.Namespace) -> int:
+    from kvstats import theory
     from kvstats._checks import check_int
-    from kvstats.quant.codebook import lloyd_max_codebook
 
     dim = check_int(args.dim, "--dim", low=3)
     bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits]
     d_pad = 1 << (dim - 1).bit_length()
-    mse = {b: float(lloyd_max_codebook(b, "beta", dim=d_pad).mse) for b in sorted(set(bits) | {b - 1 for b in bits if b > 1})}
-    gauss = {b: float(lloyd_max_codebook(b, "gaussian").mse) for b in bits}
     print(f"d = {dim} (rotated and coded as d_pad = {d_pad}); D_n = Lloyd–Max MSE per coordinate of the "
-          f"sphere-coordinate density of dimension {d_pad}")
+          f"sphere-coordinate density of dimension {d_pad} (kvstats.theory)")
     head = (f"{'n':>2} {'D_n':>11} {'d_pad*D_n':>10} {'N(0,1) D_n':>11} {'SNR_k MSE(n)':>13} "
             f"{'SNR_k prod(n)':>14} {'ipvar QKQV/KQV':>15} {'ipvar resid':>12}")
     print(head)
     print("-" * len(head))
+    resid = theory.residual_inflation(d_pad)
     for b in bits:
-        rel = d_pad * mse[b]
+        rel = theory.unit_vector_mse(b, d_pad)
         if b >= 2:
-            rel_prod = d_pad * mse[b - 1] * (math.pi / 2 - 1 / d_pad)
+            rel_prod = theory.unit_vector_mse(b - 1, d_pad) * resid
             prod_snr = f"{-10 * math.log10(rel_prod):14.2f}"
-            inflation = f"{(math.pi / 2 - 1 / d_pad) * mse[b - 1] / mse[b]:15.3f}"
-            resid = f"{math.pi / 2 - 1 / d_pad:12.4f}"
+            inflation = f"{theory.bit_trade_inflation(b, d_pad):15.3f}"
+            resid_s = f"{resid:12.4f}"
         else:
-            prod_snr, inflation, resid = f"{'–':>14}", f"{'–':>15}", f"{'–':>12}"
-        print(f"{b:>2} {mse[b]:11.4e} {rel:10.5f} {gauss[b]:11.5f} {-10 * math.log10(rel):13.2f} "
-              f"{prod_snr} {inflation} {resid}")
+            prod_snr, inflation, resid_s = f"{'–':>14}", f"{'–':>15}", f"{'–':>12}"
+        print(f"{b:>2} {theory.lloyd_max_distortion(b, 'beta', d_pad):11.4e} {rel:10.5f} "
+              f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5f} {-10 * math.log10(rel):13.2f} "
+              f"{prod_snr} {inflation} {resid_s}")
     print(f"SNR in dB. Asymptotic inflations: 2π = {2 * math.pi:.4f} (QKQV/KQV at equal n, "
           f"as D_(n−1)/D_n → 4), π/2 = {math.pi / 2:.4f} (QJL residual over scalar residual).")
     return 0

@@ -397,9 +397,15 @@ def _fmt_budget(b: float) -> str:
 
 
 # ---------------------------------------------------------------------- theory
-def _beta_mse(bits: int, dim: int) -> float:
-    from kvstats.quant.codebook import lloyd_max_codebook
-    return float(lloyd_max_codebook(bits, "beta", dim=dim).mse)
+def _predict_k_rel_mse(scheme: str, n: int, d_pad: int) -> float:
+    """Relative key MSE E‖k − k̂‖²/‖k‖² of a scheme's key side (kvstats.theory)."""
+    from kvstats import theory
+
+    if scheme in ("QKQV", "turboquant_prod"):
+        # Gaussian QJL reconstruction of the residual r with m = d_pad rows:
+        # E‖r̂ − r‖² = ‖r‖²(π/2·d_pad/m − 1/m), the same factor as residual_inflation(d_pad)
+        return theory.unit_vector_mse(n - 1, d_pad) * theory.residual_inflation(d_pad)
+    return theory.unit_vector_mse(n, d_pad)
 
 
 def _pad(dim: int) -> int:
@@ -429,6 +435,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
       QJL estimate of q·r has variance ((π/2)‖q‖²‖r‖² − (q·r)²)/m, the bare residual
       projection ‖q‖²‖r‖²/d_pad, so with m = d_pad the ratio is π/2 − 1/d_pad (→ π/2).
 
+    The closed forms come from :mod:`kvstats.theory` (``unit_vector_mse``,
+    ``residual_inflation``, ``bit_trade_inflation``).
+
     Measured ratios are ratios of the mean ``ip_var`` (variance over query–key pairs of
     the q·k error, per trial) with a bootstrap CI (:func:`kvstats.stats.bootstrap_ratio_ci`).
     Predictions assume the default settings (Hadamard rotation, Gaussian sketch,
@@ -450,7 +459,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
     """
     frame = check_frame(frame)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
-    from kvstats.stats import bootstrap_ratio_ci
+    from kvstats import theory
 
     rows = []
     plain = frame  # schemes are matched by label: only default-setting labels are used
@@ -467,12 +476,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                 sub = at[at["scheme"] == scheme]
                 if sub.empty:
                     continue
-                if scheme in ("QKQV", "turboquant_prod"):
-                    if n < 2:
-                        continue
-                    rel = d_pad * _beta_mse(n - 1, d_pad) * (math.pi / 2 - 1 / d_pad)
-                else:
-                    rel = d_pad * _beta_mse(n, d_pad)
+                if scheme in ("QKQV", "turboquant_prod") and n < 2:
+                    continue
+                rel = _predict_k_rel_mse(scheme, n, d_pad)
                 x = sub["snr_k"].to_numpy(np.float64)
                 mean, low, high = _mean_ci(x, 0.95, n_resamples, seed + n)
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": scheme,
@@ -482,7 +488,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                 q = at[at["scheme"] == "QKQV"]["ip_var"].to_numpy(np.float64) if "ip_var" in at else None
                 k = at[at["scheme"] == "KQV"]["ip_var"].to_numpy(np.float64) if "ip_var" in at else None
                 if q is not None and len(q) and len(k):
-                    pred = (math.pi / 2 - 1 / d_pad) * _beta_mse(n - 1, d_pad) / _beta_mse(n, d_pad)
+                    pred = theory.bit_trade_inflation(n, d_pad)
                     rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_same_budget",
                                  "scheme": "QKQV/KQV", "predicted": pred,
                                  "predicted_asymptotic": 2 * math.pi,
@@ -490,7 +496,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                 prev = grp[(grp["budget"] == n - 1) & (grp["scheme"] == "KQV")]
                 if q is not None and len(q) and len(prev):
                     rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_residual",
-                                 "scheme": f"QKQV(n)/KQV(n-1)", "predicted": math.pi / 2 - 1 / d_pad,
+                                 "scheme": "QKQV(n)/KQV(n-1)", "predicted": theory.residual_inflation(d_pad),
                                  "predicted_asymptotic": math.pi / 2,
                                  **_ratio(q, prev["ip_var"].to_numpy(np.float64), n_resamples,
                                           seed + 200 + n)})
