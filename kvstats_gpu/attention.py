@@ -525,6 +525,8 @@ def dense_decode_attention(q: Any, K: Any, V: Any, length: Any = None) -> jax.Ar
     hp = jax.lax.Precision.HIGHEST
     s = jnp.einsum("hgd,hnd->hgn", q.reshape(H, G, d), K, precision=hp) / math.sqrt(d)
     if length is not None:
+        if not isinstance(length, jax.core.Tracer) and int(length) < 1:
+            raise ValueError(f"length must be >= 1 (an empty softmax is undefined); received {int(length)}")
         s = jnp.where(jnp.arange(N) < length, s, -jnp.inf)
     p = jax.nn.softmax(s, axis=-1)
     return jnp.einsum("hgn,hnd->hgd", p, V, precision=hp).reshape(H * G, d)

@@ -218,6 +218,8 @@ def test_bad_input_messages():
         decode_attention(q, cache._replace(length=jnp.asarray(0, jnp.int32)), spec, params)
     with pytest.raises(TypeError, match="QuantizedKVCache"):
         decode_attention(q, tuple(cache), spec, params)
+    with pytest.raises(ValueError, match="length must be >= 1"):
+        dense_decode_attention(q, K, V, length=0)
 
 
 def test_stored_codes_signs_and_norms_equal_numpy_core():
