@@ -67,16 +67,17 @@ def geometry_table(cross: pd.DataFrame) -> str:
 
 
 def damage_table(frame: pd.DataFrame) -> str:
-    rows = ["| d | scheme | n | mean KL low-rank | mean KL heavy-tailed (ν) | low-rank / heavy-tailed | r (low-rank vs heavy) | p (MW, raw) |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| d | scheme | n | heavy-tailed | KL low-rank: mean / median | KL heavy-tailed: mean / median | φ_k low-rank / heavy | r (low-rank vs heavy) | p (MW, raw) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     lr = frame[frame.distribution == "low_rank"]
     ht = frame[frame.distribution == "heavy_tailed"]
     for (dim, scheme, n), a in lr.groupby(["dim", "scheme", "budget"], sort=True):
         for params, b in ht[(ht.dim == dim) & (ht.scheme == scheme) & (ht.budget == n)].groupby("params"):
             x, y = a["kl"].to_numpy(), b["kl"].to_numpy()
             res = mann_whitney(x, y)
-            rows.append(f"| {dim} | {scheme} | {n:g} | {x.mean():.4g} | {y.mean():.4g} ({params}) | "
-                        f"{x.mean() / y.mean():.3g} | {res.rank_biserial:+.3f} | {_p(res.pvalue)} |")
+            rows.append(f"| {dim} | {scheme} | {n:g} | {params} | {x.mean():.3g} / {np.median(x):.3g} | "
+                        f"{y.mean():.3g} / {np.median(y):.3g} | {a.phi_k.mean():.3f} / {b.phi_k.mean():.3f} | "
+                        f"{res.rank_biserial:+.3f} | {_p(res.pvalue)} |")
     return "\n".join(rows)
 
 
