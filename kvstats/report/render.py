@@ -200,7 +200,7 @@ def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
         row = {"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
                "r [95% CI]": f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
-               "U": _num(r.statistic, 6), "p adj (MW)": _p(r.pvalue_adjusted)}
+               "U": f"{r.statistic:.7g}", "p adj (MW)": _p(r.pvalue_adjusted)}
         key = (r.scheme_a, r.scheme_b, r.metric)
         if key in ks.index:
             k = ks.loc[key]
