@@ -13,6 +13,11 @@ from kvstats.models.texts import STDLIB_SOURCES, stdlib_texts
 
 
 def main() -> None:
+    import torch
+
+    # One thread: on a loaded 2-core machine a second OpenMP thread per small op costs
+    # more than it saves (one-token decode steps measured 30x slower with two).
+    torch.set_num_threads(1)
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/real/capture.npz")
     ap.add_argument("--tokens", type=int, default=256)

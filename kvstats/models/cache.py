@@ -22,11 +22,16 @@ both cases); ``tests/models`` checks this.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from kvstats._checks import check_int
+
+# Schemes with no random component (no rotation, no sketch).
+_DETERMINISTIC = {"KV", "identity", "kivi"}
 
 # Schemes whose stored statistics span groups of tokens (and their group-size parameter).
 _TOKEN_GROUPED = {"kivi": "group_size", "qjl": "group_size"}
@@ -51,7 +56,7 @@ class _CodesLayer(DynamicLayer):
         self.keys = key_states[..., :0, :]
         self.values = value_states[..., :0, :]
         n_heads, dim = key_states.shape[1], key_states.shape[-1]
-        draws = (n_heads,) if self.owner.per_head else ()
+        draws = (n_heads,) if self.owner.per_head and not self.owner.deterministic else ()
         seed = np.random.SeedSequence([self.owner.seed, self.layer_idx])
         self.scheme = self.owner._make(dim, seed, draws)
         self.is_initialized = True
@@ -81,6 +86,12 @@ class _CodesLayer(DynamicLayer):
                 self._decoded_v.append(v_hat)
             tail_k, tail_v = tail_k[..., n_code:, :], tail_v[..., n_code:, :]
         self.keys, self.values = tail_k.contiguous(), tail_v.contiguous()
+        return self.dequantized()
+
+    def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer's keys and values as attention reads them: decoded codes, then the tail."""
+        if not self.is_initialized:
+            raise ValueError("the layer is empty: nothing has been cached yet")
         if self.owner.keep_decoded:
             parts_k, parts_v = self._decoded_k, self._decoded_v
         else:
@@ -176,6 +187,10 @@ class QuantizedCache(Cache):
         self.token_group = (check_int(params.get(group_param, 32), group_param, low=1)
                             if group_param else 1)
         self._make_scheme = make_scheme
+        # Schemes without random components need no per-head draws.
+        mse_only = scheme_name in ("turboquant_mse", "mixed") or re.fullmatch(r"K\dV\d", scheme_name)
+        self.deterministic = scheme_name in _DETERMINISTIC or bool(
+            mse_only and params.get("rotation") == "identity")
         # Fail now, not inside a forward pass: unknown names, bad bits or parameters.
         make_scheme(scheme_name, bits, 64, seed=0, **params)
         super().__init__(layer_class_to_replicate=self._new_layer)

@@ -23,13 +23,17 @@ def test_chunks_are_coded_with_the_same_randomness(name, bits):
     parts.update(k[:, :, :10], v[:, :, :10], layer_idx=0)
     parts.update(k[:, :, 10:11], v[:, :, 10:11], layer_idx=0)
     K2, V2 = parts.update(k[:, :, 11:], v[:, :, 11:], layer_idx=0)
-    torch.testing.assert_close(K1, K2, rtol=0, atol=0)
-    torch.testing.assert_close(V1, V2, rtol=0, atol=0)
+    # Same codes; the float32 decode may differ in the last bit (vectorised fwht over
+    # differently sized arrays), so a tolerance of a few float32 ulps of O(1) values.
+    torch.testing.assert_close(K1, K2, rtol=0, atol=1e-6)
+    torch.testing.assert_close(V1, V2, rtol=0, atol=1e-6)
     assert parts.get_seq_length() == 15 and parts.nbytes() == whole.nbytes()
-    # ... and the codes really are lossy and layer-specific (per-layer seeds).
+    # ... and the codes really are lossy and, for randomized schemes, layer-specific
+    # (per-layer seeds).
     assert not torch.equal(K1, k)
-    K_other, _ = whole.update(k, v, layer_idx=1)
-    assert not torch.equal(K_other, K1)
+    if name != "KV":
+        K_other, _ = whole.update(k, v, layer_idx=1)
+        assert (K_other - K1).abs().max() > 1e-3
 
 
 def test_keep_decoded_buffer_does_not_change_results():
