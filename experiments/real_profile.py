@@ -38,7 +38,7 @@ def profile(trials, chunk=360, seed=0):
                 sub = trials.subset(slice(start, min(trials.n_trials, start + chunk)))
                 # Same seed for every scheme: paired design; a distinct stream per chunk.
                 scheme = kvstats.make_scheme(name, n, trials.dim, seed=np.random.SeedSequence([seed, n, start]),
-                                             draws=sub.n_trials)
+                                             draws=() if name == "KV" else sub.n_trials)  # KV has no randomness
                 K_hat, V_hat = scheme.dequantize(scheme.quantize(sub.K, sub.V))
                 df = kvstats.error_profile(sub, K_hat, V_hat)
                 df["trial"] += start
