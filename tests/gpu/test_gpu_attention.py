@@ -1,6 +1,6 @@
-"""Decode attention over a quantized cache: kernel (interpret mode) vs jnp reference vs the
-float32 dense reference on the dequantized cache; numpy-core parity; memory accounting."""
-
+"""Quantized-cache attention through the jnp path: dense-reference agreement, numpy-core
+parity (codes, signs, norms, outputs), the scheme's own error, unbiasedness, memory, append.
+The Pallas-kernel counterparts are in test_gpu_attention_kernel.py."""
 
 import jax
 import jax.numpy as jnp
@@ -8,64 +8,12 @@ import numpy as np
 import pytest
 
 import kvstats
+from _gpu_helpers import _kv, manual_spec
 from kvstats.quant.packing import unpack_codes
-from kvstats.quant.qjl import make_sketch
-from kvstats.quant.rotation import make_rotation
-from kvstats_gpu.attention import (PAGE, CacheParams, CacheSpec, QuantizedKVCache, append_kv, cache_bytes_per_token,
-                                   decode_attention, decode_partials, dense_decode_attention,
-                                   dequantize_kv, make_cache_spec, quantize_kv)
-from kvstats_gpu.codebook import StaticCodebook, unpack_planes_reference
-
-
-def manual_spec(d, k_bits, v_bits, k_m, v_m, seed=0):
-    """A spec from the numpy core's primitives (codebook, rotation, sketch), any combination."""
-    cb = (lambda b: StaticCodebook.from_codebook(kvstats.lloyd_max_codebook(b, "beta", dim=d))
-          if b else None)
-    ks = make_sketch("gaussian", k_m, d, seed=seed + 3) if k_m else None
-    vs = make_sketch("orthogonal", v_m, d, seed=seed + 4) if v_m else None
-    spec = CacheSpec(dim=d, k_dpad=d, v_dpad=d, k_codebook=cb(k_bits), v_codebook=cb(v_bits), k_m=k_m,
-                     v_m=v_m, k_scale=ks.scale if ks else 0.0, v_scale=vs.scale if vs else 0.0)
-    f = lambda a: None if a is None else jnp.asarray(a, jnp.float32)  # noqa: E731
-    return spec, CacheParams(f(make_rotation("hadamard", d, seed=seed + 1).signs),
-                             f(make_rotation("hadamard", d, seed=seed + 2).signs),
-                             f(None if ks is None else ks.matrix), f(None if vs is None else vs.matrix))
-
-
-def _kv(H, N, d, G, seed=0, q_scale=1.0):
-    rng = np.random.default_rng(seed)
-    K, V = rng.normal(size=(2, H, N, d)).astype(np.float32)
-    return K, V, (q_scale * rng.normal(size=(H * G, d))).astype(np.float32)
-
-
-# Each case: (d, k_bits, v_bits, k_m, v_m, N, G, block_tokens, n_splits, q_scale, q dtype).
-# Together they cover d=64 (below Triton's 16-wide dot: broadcast products) and d=128
-# (tensor-core dots), scalar keys, prod keys (scalar + QJL residual), pure QJL keys, values
-# with and without the QJL residual, a GQA group that is not a power of two, several splits
-# with empty trailing splits and a partial last block, near-one-hot attention (q_scale 40:
-# logits spread over hundreds, so the running max and the split rescaling carry the
-# result), and bf16 queries.
-KERNEL_CASES = [
-    (64, 4, 3, 0, 64, 90, 3, 16, 4, 1.0, jnp.float32),       # KQV at 4 bits
-    (128, 2, 2, 128, 128, 200, 4, 64, 2, 40.0, jnp.float32),  # QKQV at 3 bits, peaked
-    (64, 0, 2, 128, 0, 40, 2, 32, 1, 1.0, jnp.bfloat16),     # pure QJL keys (m = 2d), 2-bit values
-]
-
-
-@pytest.mark.parametrize("case", KERNEL_CASES)
-def test_kernel_matches_reference_and_dense_on_dequantized_cache(case):
-    d, kb, vb, km, vm, N, G, T, S, q_scale, dtype = case
-    spec, params = manual_spec(d, kb, vb, km, vm)
-    K, V, q = _kv(2, N, d, G, seed=d + N, q_scale=q_scale)
-    q = jnp.asarray(q, dtype)  # every path computes in float32 from the same (rounded) query
-    cache = quantize_kv(K, V, spec, params, impl="reference")
-    got = np.asarray(decode_attention(q, cache, spec, params, impl="pallas", interpret=True,
-                                      block_tokens=T, n_splits=S))
-    ref = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
-    Kh, Vh = dequantize_kv(cache, spec, params)
-    dense = np.asarray(dense_decode_attention(q, Kh, Vh, length=N))
-    # float32 end to end; outputs are O(1): 2e-5 is ~100x the rounding of d-long sums
-    np.testing.assert_allclose(got, dense, atol=2e-5)
-    np.testing.assert_allclose(ref, dense, atol=2e-5)
+from kvstats_gpu.attention import (PAGE, CacheSpec, append_kv, cache_bytes_per_token, decode_attention,
+                                   decode_partials, dense_decode_attention, dequantize_kv, make_cache_spec,
+                                   quantize_kv)
+from kvstats_gpu.codebook import unpack_planes_reference
 
 
 @pytest.mark.parametrize("kb,vb,km,vm", [(4, 3, 0, 64), (2, 2, 64, 64), (3, 2, 0, 0), (0, 3, 64, 0)])
@@ -81,25 +29,6 @@ def test_reference_partials_match_dense_softmax(kb, vb, km, vm):
     np.testing.assert_allclose(got, dense, atol=2e-5)
     parts = decode_partials(q, cache, spec, params, impl="reference")
     assert parts.m.shape == (3, G) and np.all(np.asarray(parts.l) >= 1.0)  # the max term is exp(0)
-
-
-def test_quantize_kernels_match_reference_codes():
-    spec, params = manual_spec(128, 3, 2, 0, 128)
-    K, V, _ = _kv(2, 24, 128, 1, seed=3)
-    a = quantize_kv(K, V, spec, params, impl="pallas", interpret=True)
-    b = quantize_kv(K, V, spec, params, impl="reference")
-    for name, x, y in zip(a._fields, a, b):
-        if x is None:
-            assert y is None
-            continue
-        x, y = np.asarray(x), np.asarray(y)
-        if x.dtype == np.uint8:
-            # identical kernels on identical inputs are bit-exact (tests above); here the
-            # rotations differ in float32 summation order, so a code may flip when a rotated
-            # coordinate is within an ulp of a boundary (never seen; allowed at <= 1e-3)
-            assert np.mean(x != y) <= 1e-3, name
-        else:
-            np.testing.assert_allclose(x.astype(np.float32), y.astype(np.float32), rtol=1e-3, err_msg=name)
 
 
 def test_append_equals_quantizing_everything():
@@ -179,23 +108,6 @@ def test_memory_is_proportional_to_code_bits():
     assert cache.nbytes / (2 * K.size * 2) == pytest.approx(acc["ratio_to_fp16"])
 
 
-@pytest.mark.parametrize("d,kb,vb,km,vm", [(128, 4, 3, 0, 128), (128, 2, 2, 128, 128), (128, 0, 3, 256, 0),
-                                          (64, 4, 3, 0, 64)])  # d = 64 (SmolLM2): sub-16 products
-def test_decode_lowers_for_cuda(d, kb, vb, km, vm, lower_cuda):
-    # model-scale shape: 32k tokens, 8 KV heads, 4 query heads each (lowering only)
-    spec, params = manual_spec(d, kb, vb, km, vm)
-    H, C, d8 = 8, 32768, d // 8
-    z = lambda *s: jnp.zeros(s, jnp.uint8)  # noqa: E731
-    h = lambda: jnp.zeros((H, C), jnp.float16)  # noqa: E731
-    cache = QuantizedKVCache(
-        z(H, kb, C, d8) if kb else None, h() if kb else None, z(H, C, km // 8) if km else None,
-        h() if km else None, z(H, vb, C, d8), h(), z(H, C, vm // 8) if vm else None, h() if vm else None,
-        jnp.asarray(C, jnp.int32))
-    text = lower_cuda(lambda qq, c: decode_attention(qq, c, spec, params, impl="pallas", interpret=False),
-                      jnp.zeros((32, d), jnp.bfloat16), cache)
-    assert "kvstats_quantized_decode_attention" in text and "triton" in text
-
-
 def test_bad_input_messages():
     spec, params = manual_spec(64, 3, 2, 0, 64)
     K, V, q = _kv(2, 10, 64, 2)
@@ -245,28 +157,6 @@ def test_stored_codes_signs_and_norms_equal_numpy_core():
     assert np.mean(got_bits[same_vec] != want_bits[same_vec]) <= 1e-3
     np.testing.assert_allclose(np.asarray(cache.k_snorms, np.float32)[:, :N][same_vec],
                                want.residual.norms.astype(np.float32)[same_vec], rtol=2e-3)
-
-
-def test_vmap_over_a_batch_of_sequences(lower_cuda):
-    # Batched decoding: jax.vmap over caches of different lengths (pallas_call's batching
-    # rule adds a grid axis); each sequence equals its own unbatched result.
-    spec, params = manual_spec(64, 3, 2, 0, 64)
-    caches, qs, singles = [], [], []
-    for b, n in enumerate((50, 200)):
-        K, V, q = _kv(2, n, 64, 2, seed=b)
-        cache = quantize_kv(K, V, spec, params, capacity=256, impl="reference")
-        caches.append(cache)
-        qs.append(q)
-        singles.append(np.asarray(decode_attention(q, cache, spec, params, impl="reference")))
-    batch = jax.tree.map(lambda *a: jnp.stack(a), *caches)
-    qb = jnp.stack(qs)
-    step = jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas", interpret=True,
-                                                  block_tokens=32))
-    out = np.asarray(step(qb, batch))
-    for i in range(2):
-        np.testing.assert_allclose(out[i], singles[i], atol=2e-5)
-    assert "triton" in lower_cuda(jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas",
-                                                                         interpret=False)), qb, batch)
 
 
 @pytest.mark.slow
