@@ -453,10 +453,15 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
             tic = time.perf_counter()
             spec = cell.scheme
             bits = None if spec.fixed_budget else cell.budget
-            scheme = make_scheme(spec.name, bits, d, seed=_derive_seed(task.seed, "scheme", cell.key(), b),
-                                 draws=t, **spec.params)
-            K_hat, V_hat = scheme.dequantize(scheme.quantize(trials.K, trials.V))
-            prof = error_profile(trials, K_hat, V_hat)
+            try:
+                scheme = make_scheme(spec.name, bits, d, seed=_derive_seed(task.seed, "scheme", cell.key(), b),
+                                     draws=t, **spec.params)
+                K_hat, V_hat = scheme.dequantize(scheme.quantize(trials.K, trials.V))
+                prof = error_profile(trials, K_hat, V_hat)
+            except (ValueError, TypeError) as exc:
+                # say which cell: the message alone does not tell a 90-cell grid apart
+                raise type(exc)(f"{exc} [cell: {spec.display()} at n={cell.budget}, "
+                                f"{cell.distribution}({_fmt_params(cell.params)}), d={d}, N={n}]") from exc
             prof["trial"] = np.arange(start, start + t)
             parts[cid].append(prof)
             budgets.setdefault(cid, scheme.bits_per_coord(n))
