@@ -112,7 +112,7 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     >>> f = pd.DataFrame({m: rng.random(50) for m in METRICS}).assign(distribution="gaussian",
     ...     params="-", dim=64, n_keys=128, budget=4.0, scheme="KQV", bits_nominal=4.0,
     ...     bits_total=4.25, trial=np.arange(50))
-    >>> summary_table(f, n_resamples=199).set_index("metric").loc["kl", "n_trials"]
+    >>> int(summary_table(f, n_resamples=199).set_index("metric").loc["kl", "n_trials"])
     50
     """
     frame = check_frame(frame)
