@@ -44,8 +44,8 @@ from jax.experimental import pallas as pl
 from kvstats._checks import check_int, check_real
 from kvstats_gpu._common import (MIN_DOT, NEG, as_jax_float, check_finite_concrete, compiler_params,
                                  dot_nn, dot_nt, is_pow2, next_pow2, resolve_impl)
-from kvstats_gpu.codebook import (StaticCodebook, codes_of_class, decode_packed, decode_reference,
-                                  encode_packed, from_class_major, select_centroid, to_class_major,
+from kvstats_gpu.codebook import (StaticCodebook, centroid_of_class, decode_packed, decode_reference,
+                                  encode_packed, from_class_major, to_class_major,
                                   unpack_planes_reference)
 from kvstats_gpu.qjl import check_sketch, qjl_sketch, unpack_signs_reference
 from kvstats_gpu.rotation import check_signs, rotate
@@ -625,7 +625,7 @@ def _decode_kernel(*refs, spec: CacheSpec, T: int, L: int, Gp: int):
             planes = [r[rows, :].astype(jnp.int32) for r in kp_refs]
             sk = None
             for j in range(8):
-                c = select_centroid(codes_of_class(planes, j), spec.k_codebook.centroids)
+                c = centroid_of_class(planes, j, spec.k_codebook.centroids)
                 part = dot_nt(qr[j], c)
                 sk = part if sk is None else sk + part
             s = sk * kn_ref[rows].astype(jnp.float32)[None, :]
@@ -645,7 +645,7 @@ def _decode_kernel(*refs, spec: CacheSpec, T: int, L: int, Gp: int):
         pv = p * vn_ref[rows].astype(jnp.float32)[None, :]
         vplanes = [r[rows, :].astype(jnp.int32) for r in vp_refs]
         new_a = tuple(corr[:, None] * acc_a[j]
-                      + dot_nn(pv, select_centroid(codes_of_class(vplanes, j), spec.v_codebook.centroids))
+                      + dot_nn(pv, centroid_of_class(vplanes, j, spec.v_codebook.centroids))
                       for j in range(8))
         new_b = acc_b
         if spec.v_m:

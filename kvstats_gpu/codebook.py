@@ -2,9 +2,9 @@
 
 Encode is the count of boundaries below ``x`` (a sum of comparisons, the same as
 ``np.searchsorted(boundaries, x)`` with ``side="left"``, which the numpy core uses).
-Decode selects the centroid by comparisons, ``sum_l (code == l) * c_l``: exactly one term
-is non-zero, so the result is exactly the float32 centroid (a telescoping sum of steps
-would round). Codebooks are static (compile-time constants baked into the kernels); they
+Decode selects the centroid with a multiplexer tree over the code's bits (``2**bits − 1``
+selects between constants, no comparisons): the result is exactly the float32 centroid
+(a telescoping sum of steps would round). Codebooks are static (compile-time constants baked into the kernels); they
 are fixed per (bits, dim) and small (at most 256 levels).
 
 Exactness against the numpy core, which compares in float64: boundaries are rounded
@@ -173,20 +173,20 @@ def unpack_planes_reference(planes: Any) -> jax.Array:
     return code.reshape(*planes.shape[:-2], d8 * 8).astype(jnp.uint8)
 
 
-def select_centroid(code: jax.Array, centroids: tuple) -> jax.Array:
-    """``sum_l (code == l) * c_l`` in float32: exactly the centroid, no gather."""
-    out = jnp.zeros(code.shape, jnp.float32)
-    for level, c in enumerate(centroids):
-        out = jnp.where(code == level, jnp.float32(c), out)
-    return out
+def centroid_of_class(plane_vals: list, j: int, centroids: tuple) -> jax.Array:
+    """Centroids of coordinates ``8i + j`` straight from the loaded int32 bit planes.
 
-
-def codes_of_class(plane_vals: list, j: int) -> jax.Array:
-    """Codes of coordinates ``8i + j`` from loaded int32 planes (each ``(T, d/8)``)."""
-    code = (plane_vals[0] >> j) & 1
-    for p in range(1, len(plane_vals)):
-        code = code | (((plane_vals[p] >> j) & 1) << p)
-    return code
+    A multiplexer tree over the code bits: level p selects, by bit p, between the pairs of
+    values left by level p−1 (code order puts the two codes that differ only in bit 0 next
+    to each other, then bit 1, ...). ``2**bits − 1`` selects, no comparisons, no code
+    assembly, no gather; the result is exactly a float32 centroid.
+    """
+    vals = list(centroids)
+    for p, plane in enumerate(plane_vals):
+        bit = ((plane >> j) & 1) == 1
+        vals = [jnp.where(bit, jnp.float32(vals[2 * i + 1]), jnp.float32(vals[2 * i]))
+                for i in range(len(vals) // 2)]
+    return vals[0]
 
 
 def _encode_kernel(x_ref, o_ref, *, boundaries: tuple, bits: int, d8: int):
@@ -210,7 +210,7 @@ def _decode_kernel(*refs, centroids: tuple, bits: int, d8: int):
     plane_refs, o_ref = refs[:bits], refs[bits]
     vals = [r[...].astype(jnp.int32) for r in plane_refs]
     for j in range(8):
-        o_ref[:, pl.ds(j * d8, d8)] = select_centroid(codes_of_class(vals, j), centroids)
+        o_ref[:, pl.ds(j * d8, d8)] = centroid_of_class(vals, j, centroids)
 
 
 def to_class_major(x: jax.Array) -> jax.Array:
