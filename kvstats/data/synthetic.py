@@ -195,8 +195,11 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             of its own at random positions whose component along the query is set so
             that each receives expected attention weight ``strength`` (``E[max p] ≈
             strength``; their component orthogonal to the query stays Gaussian). Valid
-            ``0 < strength < 1/n_focus``; accurate when ``strength`` is well above the
-            unfocused top weight ``≈ exp(√(2 ln N) + 1/2)/N`` and for ``N ≳ 100``.
+            ``0 < strength < 1/n_focus``; accurate (within 0.01) when ``strength`` is well
+            above the unfocused top weight ``≈ exp(√(2 ln N) + 1/2)/N``, for ``N ≳ 100``
+            and ``scale ≤ 1.5``; at larger ``scale`` the lognormal background sum
+            fluctuates more and ``E[max p]`` exceeds small strengths (0.21 for 0.2 at
+            ``scale = 2``, N = 1024).
         ``"outlier_channels"`` (``n_channels=4``, ``magnitude=10``, ``offset=0``, ``scale=1``)
             Gaussian keys except ``n_channels`` channels, chosen at random per trial and
             fixed across its keys (as in real keys of deeper layers), equal to

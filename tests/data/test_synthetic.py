@@ -112,10 +112,12 @@ def test_low_rank_structure_and_scale():
     assert np.linalg.norm(u0 @ u1.T) < 0.99 * np.sqrt(r)
 
 
-@pytest.mark.parametrize("strength,n_focus", [(0.2, 1), (0.5, 1), (0.9, 1), (0.3, 2)])
-def test_focused_strength_is_expected_top_weight(strength, n_focus):
+@pytest.mark.parametrize("strength,n_focus,scale", [(0.2, 1, 1.0), (0.5, 1, 1.0), (0.9, 1, 1.0),
+                                                   (0.3, 2, 1.0), (0.2, 1, 0.5), (0.2, 1, 1.5)])
+def test_focused_strength_is_expected_top_weight(strength, n_focus, scale):
     T, N, d = 120, 512, 64
-    t = sample("focused", T, N, d, seed=4, n_queries=2, strength=strength, n_focus=n_focus)
+    t = sample("focused", T, N, d, seed=4, n_queries=2, strength=strength, n_focus=n_focus,
+               scale=scale)
     p = kvstats.metrics.attention_weights(t.q, t.K)                     # (T, 2, N)
     top = np.sort(p, axis=-1)[..., -n_focus:]
     per_key = top.mean(-1)            # weight of each focus key (the top n_focus keys)

@@ -168,6 +168,16 @@ def test_topk_recall_hypergeometric_mean():
     assert set(np.unique(r * k)) <= set(range(k + 1))
 
 
+def test_topk_recall_matches_sorting_reference():
+    # Without ties the top-k sets are unique: compare with full sorting and set intersection.
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((300, 50)), rng.standard_normal((300, 50))
+    b = a + 0.5 * b                                   # correlated, recall spread over 0..1
+    for k in (1, 5, 17, 50):
+        ref = [len(set(np.argsort(x)[-k:]) & set(np.argsort(y)[-k:])) / k for x, y in zip(a, b)]
+        np.testing.assert_array_equal(topk_recall(a, b, k=k), ref)
+
+
 def test_argmax_shift():
     assert argmax_shift([[3.0, 1.0], [3.0, 1.0]], [[2.0, 2.0], [1.0, 2.0]]).tolist() == [False, True]
     x = np.random.default_rng(5).standard_normal((100, 9))
