@@ -63,25 +63,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--resamples", type=int, default=999)
-    ap.add_argument("--dcor-resamples", type=int, default=999,
-                    help="B for dcor; if below --resamples its time is scaled linearly")
-    ap.add_argument("--big-n", type=int, default=20000)
-    ap.add_argument("--big-resamples", type=int, default=999)
-    ap.add_argument("--skip-big", action="store_true")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-
-    import dcor
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu_model()}, "
-          f"{cores} usable cores, numpy {np.__version__}, dcor {dcor.__version__}")
-
-    rng = np.random.default_rng(args.seed)
+def compare_with_dcor(args, rng, dcor, cores) -> None:
     n, B = args.n, args.resamples
     X = rng.normal(size=(n, 6))
     Y = rng.normal(size=(n, 6))
@@ -126,6 +108,29 @@ def main() -> None:
     print(f"process peak RSS after kvstats: {rss_after_ours:.0f} MB, after dcor: "
           f"{rss_after_dcor:.0f} MB (getrusage ru_maxrss; interpreter, libraries and data included)")
 
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--resamples", type=int, default=999)
+    ap.add_argument("--dcor-resamples", type=int, default=999,
+                    help="B for dcor; if below --resamples its time is scaled linearly")
+    ap.add_argument("--big-n", type=int, default=20000)
+    ap.add_argument("--big-resamples", type=int, default=999)
+    ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--only-big", action="store_true", help="skip the comparison with dcor")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import dcor
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu_model()}, "
+          f"{cores} usable cores, numpy {np.__version__}, dcor {dcor.__version__}")
+
+    rng = np.random.default_rng(args.seed)
+    if not args.only_big:
+        compare_with_dcor(args, rng, dcor, cores)
     if not args.skip_big:
         nb, Bb = args.big_n, args.big_resamples
         Xb = rng.normal(size=(nb, 6))

@@ -75,7 +75,7 @@ class EnergyDistanceResult(_FrameMixin):
         return self.statistic
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # holds an array: identity equality and hash
 class EnergyTestResult(_FrameMixin):
     """Result of :func:`energy_test`.
 
@@ -263,7 +263,8 @@ def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None 
                 contrib = np.einsum("ik,ik->k", a_i, d_ij @ a_j)
                 acc += contrib if j0 == i0 else 2.0 * contrib
         s_xx[c0:c0 + chunk] = acc
-        t[c0:c0 + chunk] = lab.astype(np.float64) @ r   # r is complete after chunk 0
+        for j0 in starts:   # r is complete after chunk 0; column blocks keep memory bounded
+            t[c0:c0 + chunk] += lab[:, j0:j0 + block].astype(np.float64) @ r[j0:j0 + block]
     return s_xx, t, r.sum()
 
 

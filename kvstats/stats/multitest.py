@@ -15,7 +15,7 @@ ADJUST_METHODS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "simes-
                   "hommel", "fdr_by", "fdr_tsbh", "fdr_tsbky")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # holds arrays: identity equality and hash
 class MultipleTestResult:
     """Result of :func:`adjust_pvalues`.
 

@@ -51,9 +51,9 @@ class MannWhitneyResult(_FrameMixin):
     common_language : float
         U / (n_x n_y) = P(X > Y) + P(X = Y) / 2.
     zscore : float
-        Standardised U used by the asymptotic method (continuity and tie corrected, for
-        the statistic the alternative uses); NaN is never stored: exact results keep the
-        value the normal approximation would give, for reference.
+        Standardised U of the normal approximation (tie and continuity corrected, for the
+        U the alternative uses; +-inf when every value is tied). Reported for exact
+        results too, for reference.
     alternative, method : str
         The alternative and the method actually used ("exact" or "asymptotic").
     n_x, n_y : int
@@ -141,7 +141,7 @@ def _mwu_core(x: np.ndarray, y: np.ndarray, alternative: str, continuity: bool =
         u, factor = n1 * n2 - u1, 1.0
     else:
         u, factor = np.maximum(u1, n1 * n2 - u1), 2.0
-    sd = np.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))) if n > 1 else np.zeros_like(u1)
+    sd = np.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))   # n >= 2 always
     # The p-value is always an upper tail of u, so the continuity correction subtracts 1/2.
     num = u - n1 * n2 / 2 - (0.5 if continuity else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
