@@ -1,6 +1,7 @@
 """The seed paper's claims, checked one by one on finished sweeps (numbers for docs/results.md).
 
     python experiments/dalberto_claims.py results/dalberto_d128 results/dalberto_d1024
+    python experiments/dalberto_claims.py --figures docs/figures results/dalberto_d128 ...
 
 Reads each sweep directory (``results.parquet`` + ``manifest.json`` and the report's
 ``tables/comparisons.csv``, whose p-values are adjusted over the whole report) and prints
@@ -99,7 +100,40 @@ def kv_table(frame: pd.DataFrame, comp: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
+def figures(dirs: list[str], out: Path) -> None:
+    """Small PNGs of the key figures for docs/ (dpi 80)."""
+    from kvstats.report import (plot_crossover, plot_kl_vs_bits, plot_lowrank_vs_heavytail,
+                                plot_shannon_phi, save_figure)
+
+    out.mkdir(parents=True, exist_ok=True)
+    for d in dirs:
+        res = load_result(d)
+        tag = Path(d).name
+        comp = pd.read_csv(Path(d) / "tables" / "comparisons.csv", keep_default_na=False,
+                           na_values=["NaN", "nan", ""])
+        f = res.frame
+        for stem, fig in ((f"{tag}_kl_vs_bits", lambda: plot_kl_vs_bits(f)),
+                          (f"{tag}_crossover_kqv_qkqv", lambda: plot_crossover(comp, pair=("KQV", "QKQV")))):
+            _save_png(fig(), out / stem)
+        for dist, params in (("gaussian", "-"), ("heavy_tailed", "nu=1.5")):
+            if ((f.distribution == dist) & (f.params == params)).any():
+                for place in ("k", "t"):
+                    _save_png(plot_shannon_phi(f, place, distribution=dist, params=params, max_points=200),
+                              out / f"{tag}_shannon_phi_{place}_{dist}")
+        if {"low_rank", "heavy_tailed"} <= set(f.distribution):
+            _save_png(plot_lowrank_vs_heavytail(f), out / f"{tag}_lowrank_vs_heavytail")
+
+
+def _save_png(fig, stem: Path) -> None:
+    import matplotlib.pyplot as plt
+    fig.savefig(stem.with_suffix(".png"), dpi=80, bbox_inches="tight")
+    plt.close(fig)
+
+
 def main(dirs: list[str]) -> None:
+    if dirs and dirs[0] == "--figures":
+        figures(dirs[2:], Path(dirs[1]))
+        return
     for d in dirs:
         res = load_result(d)
         comp = pd.read_csv(Path(d) / "tables" / "comparisons.csv", keep_default_na=False,

@@ -188,8 +188,9 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
             ax.errorbar(grp["bits_total"], grp["mean"],
                         yerr=[grp["mean"] - grp["low"], grp["high"] - grp["mean"]],
                         marker="o", ms=4, capsize=3, color=palette[scheme], label=scheme)
-        if log and (sub["low"] > 0).all():
-            ax.set_yscale("log")
+        if log and (sub["mean"] > 0).all():
+            # a lower CI end ≤ 0 (heavy tails) is clipped at the axis floor
+            ax.set_yscale("log", nonpositive="clip")
         ax.set_title(_case_label(case), fontsize=9)
         ax.set_xlabel("bits per coordinate, with overhead")
         ax.set_ylabel(ylabel)
