@@ -66,9 +66,15 @@ def main() -> None:
     parser.add_argument("--full-grid", action="store_true",
                         help="also time experiments/dalberto.toml restricted to d = 128")
     args = parser.parse_args()
+    try:  # both paths run with one BLAS thread: on a shared machine extra threads only spin
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=1, user_api="blas")
+        blas = "1 BLAS thread"
+    except ImportError:
+        blas = "default BLAS threads"
 
     print(f"# bench_sweep  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, {blas}")
     print("| N | cells | trials/cell | vectorised (s) | per-trial loop (s) | speed-up | Gaussian mean KL vec / loop |")
     print("|---|---|---|---|---|---|---|")
     for n_keys in args.n_keys:
