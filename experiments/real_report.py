@@ -101,7 +101,24 @@ def section_profile(res: str) -> str:
                      "rb_low", "rb_high", "mw_p_holm", "wilcoxon_p"]])]
     path_l = os.path.join(res, "profile.csv")
     if os.path.exists(path_l):
-        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "layer", "kl", "recall_at_5"])
+        from scipy.stats import wilcoxon
+
+        from kvstats.stats import mann_whitney
+
+        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "kl", "recall_at_5"])
+        rows = []
+        for n, g in prof[prof.scheme.isin(["KQV", "QKQV"])].groupby("bits"):
+            per_text = g.groupby(["scheme", "text"]).kl.mean().unstack(0)
+            mw = mann_whitney(per_text["KQV"].to_numpy(), per_text["QKQV"].to_numpy())
+            rows.append(dict(bits=n, n_texts=len(per_text), mean_kqv=per_text["KQV"].mean(),
+                             mean_qkqv=per_text["QKQV"].mean(),
+                             ratio=per_text["KQV"].mean() / per_text["QKQV"].mean(),
+                             texts_kqv_lower=int((per_text["KQV"] < per_text["QKQV"]).sum()),
+                             rank_biserial=mw.rank_biserial, mw_p=mw.pvalue,
+                             wilcoxon_p=wilcoxon(per_text["KQV"], per_text["QKQV"]).pvalue))
+        out += ["\nThe same question with the text as the unit (trials of one text share it, so they are "
+                "not independent): mean attention KL per text over its 90 (layer, head) trials, "
+                "Mann–Whitney (26 vs 26) and paired Wilcoxon signed-rank:\n", md(pd.DataFrame(rows))]
         by_layer = prof[prof.bits == 4].groupby(["layer", "scheme"]).kl.mean().unstack().reset_index()
         out += ["\nMean attention KL per layer at n = 4:\n", md(by_layer)]
     path_r = os.path.join(res, "synthetic_ranking.csv")
