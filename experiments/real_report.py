@@ -105,7 +105,7 @@ def section_profile(res: str) -> str:
 
         from kvstats.stats import mann_whitney
 
-        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "kl", "recall_at_5"])
+        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "head", "kl", "recall_at_5"])
         rows = []
         for n, g in prof[prof.scheme.isin(["KQV", "QKQV"])].groupby("bits"):
             per_text = g.groupby(["scheme", "text"]).kl.mean().unstack(0)
@@ -116,6 +116,20 @@ def section_profile(res: str) -> str:
                              texts_kqv_lower=int((per_text["KQV"] < per_text["QKQV"]).sum()),
                              rank_biserial=mw.rank_biserial, mw_p=mw.pvalue,
                              wilcoxon_p=wilcoxon(per_text["KQV"], per_text["QKQV"]).pvalue))
+        stats_path = os.path.join(res, "stats_layer_head.csv")
+        if os.path.exists(stats_path):
+            from scipy.stats import spearmanr
+
+            k = pd.read_csv(stats_path)
+            k = k[k.tensor == "K"]
+            m = (prof[prof.bits == 4].groupby(["layer", "head", "scheme"]).kl.mean().unstack()
+                 .reset_index().merge(k, on=["layer", "head"]))
+            corr = pd.DataFrame([{"key_statistic": c, **{sc: spearmanr(m[c], m[sc]).statistic
+                                                          for sc in ("KV", "KQV", "QKQV")}}
+                                 for c in ("n_outlier_channels", "max_channel_ratio", "kurt_pooled",
+                                           "kurt_channel", "effective_rank", "mean_sq_norm")])
+            out += ["\nWhat makes a (layer, head) hard? Spearman correlation over the 90 (layer, head) "
+                    "pairs between its mean attention KL at n = 4 and statistics of its keys:\n", md(corr)]
         out += ["\nThe same question with the text as the unit (trials of one text share it, so they are "
                 "not independent): mean attention KL per text over its 90 (layer, head) trials, "
                 "Mann–Whitney (26 vs 26) and paired Wilcoxon signed-rank:\n", md(pd.DataFrame(rows))]
