@@ -4,8 +4,8 @@ Usage: python experiments/real_report.py [--results results/real] [--out docs/re
 
 Only numbers computed by experiments/real_stats.py, real_profile.py and real_e2e.py are
 written; a section whose results file is missing says so. The prose interpreting the
-numbers is in docs/real_model_notes.md (hand-written after reading the tables) and is
-appended verbatim.
+numbers is hand-written below the MARKER line of docs/real_model.md and is kept verbatim
+when the tables are regenerated.
 """
 
 import argparse
@@ -15,6 +15,9 @@ import platform
 
 import numpy as np
 import pandas as pd
+
+
+MARKER = "<!-- hand-written below: kept by experiments/real_report.py -->"
 
 
 def md(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
@@ -196,11 +199,15 @@ model. Text: `inspect.getdoc` of 26 standard-library modules
 """
     parts = [header, section_stats(args.results), section_norms(args.results),
              section_profile(args.results), section_e2e(args.results)]
-    notes = os.path.join(os.path.dirname(args.out), "real_model_notes.md")
-    if os.path.exists(notes):
-        parts.append(open(notes).read())
+    # The hand-written part (method notes and findings) sits below MARKER in the output
+    # file and is kept when the tables above it are regenerated.
+    notes = ""
+    if os.path.exists(args.out):
+        old = open(args.out).read()
+        if MARKER in old:
+            notes = old[old.index(MARKER):]
     with open(args.out, "w") as f:
-        f.write("\n\n".join(parts) + "\n")
+        f.write("\n\n".join(parts) + "\n\n" + (notes or MARKER + "\n"))
     print(f"wrote {args.out}")
 
 
