@@ -20,18 +20,20 @@ def binom_interval(n: int, p: float, level: float = 0.99) -> tuple[float, float]
     return stats.binom.ppf(tail, n, p) / n, stats.binom.isf(tail, n, p) / n
 
 
-def check_rejection_rate(pvalues, alpha: float = 0.05, level: float = 0.99, upper_only=False):
+def check_rejection_rate(pvalues, alpha: float = 0.05, level: float = 0.99, upper_only=False,
+                         slack_low: float = 0.0):
     """Assert the rejection rate P(p <= alpha) lies in its binomial interval under the null.
 
     ``upper_only`` for tests that are only guaranteed to be valid (conservative), e.g.
-    discrete data: then only the upper limit is checked.
+    discrete data: then only the upper limit is checked. ``slack_low`` widens the lower
+    limit for tests known to be slightly conservative (stated at each use).
     """
     pvalues = np.asarray(pvalues)
     rate = float(np.mean(pvalues <= alpha))
     lo, hi = binom_interval(pvalues.size, alpha, level)
     assert rate <= hi, f"rejection rate {rate:.4f} at alpha={alpha} above {hi:.4f} (n={pvalues.size})"
     if not upper_only:
-        assert rate >= lo, f"rejection rate {rate:.4f} at alpha={alpha} below {lo:.4f} (n={pvalues.size})"
+        assert rate >= lo - slack_low, f"rejection rate {rate:.4f} at alpha={alpha} below {lo:.4f} (n={pvalues.size})"
     return rate
 
 

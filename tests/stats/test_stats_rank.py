@@ -130,7 +130,11 @@ def test_mann_whitney_null_calibration(calib, kind):
         a = attain[attain <= 0.05].max()
         calib.rejection_rate(pvals, alpha=a)
     else:
-        calib.rejection_rate(pvals, alpha=0.05)
+        # The continuity correction makes the asymptotic test slightly conservative:
+        # vectorised checks over ~10^5 null replicates give 0.0489 (continuous) and 0.0485
+        # (these ties) at alpha = 0.05, so the lower limit allows 0.003 below the binomial
+        # interval (it matters only at the "full" replicate count).
+        calib.rejection_rate(pvals, alpha=0.05, slack_low=0.003)
         calib.discrete_validity(pvals)
         # near-continuous p-values: uniform (KS against U(0, 1)) up to the lattice of U
         if kind == "continuous":
