@@ -48,6 +48,13 @@ def test_attention_recomputed_from_capture_matches_module_output(cap):
     assert err < 1e-4 * max(1.0, np.abs(cap.attn_out).max()), err
 
 
+def test_batching_does_not_change_the_capture(cap, smollm):
+    model, tok = smollm
+    both = capture(model, tok, stdlib_texts(["json", "heapq"]), max_tokens=N_TOK, batch_size=2)
+    for name in ("K", "V", "q"):
+        np.testing.assert_allclose(getattr(both, name), getattr(cap, name), rtol=0, atol=1e-4)
+
+
 def test_capture_file_feeds_load_trials(cap, tmp_path):
     path = cap.save(tmp_path / "cap.npz")
     t = load_trials(path, layer=[0, 29])
