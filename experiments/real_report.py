@@ -149,6 +149,31 @@ def section_profile(res: str) -> str:
     return "\n".join(out)
 
 
+def figures(res: str, out_dir: str) -> str:
+    """Shannon–φ planes of the real trials with kvstats.plot_shannon_phi."""
+    path = os.path.join(res, "profile.csv")
+    if not os.path.exists(path):
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import kvstats
+
+    prof = pd.read_csv(path)
+    frame = prof.rename(columns={"bits": "budget"}).assign(
+        distribution="real SmolLM2 caches", params="-", dim=64, n_keys=256, bits_nominal=lambda f: f.budget)
+    frame["bits_total"] = [kvstats.make_scheme(sc, int(b), 64).bits_per_coord(256).total
+                           for sc, b in zip(frame.scheme, frame.budget)]
+    os.makedirs(out_dir, exist_ok=True)
+    lines = ["## Shannon–φ planes of the real trials\n"]
+    for place in ("k", "t"):
+        fig = kvstats.plot_shannon_phi(frame, place=place, budgets=[2, 4, 6])
+        name = f"real_shannon_phi_{place}.png"
+        fig.savefig(os.path.join(out_dir, name), dpi=110)
+        lines.append(f"![Shannon–φ plane, place {place}](figures/{name})\n")
+    return "\n".join(lines)
+
+
 def section_e2e(res: str) -> str:
     path = os.path.join(res, "e2e_summary.csv")
     if not os.path.exists(path):
@@ -202,7 +227,9 @@ model. Text: `inspect.getdoc` of 26 standard-library modules
 `kvstats.stats` (Mann–Whitney, Holm) and `scipy.stats.wilcoxon` (paired signed-rank).
 """
     parts = [header, section_stats(args.results), section_norms(args.results),
-             section_profile(args.results), section_e2e(args.results)]
+             section_profile(args.results),
+             figures(args.results, os.path.join(os.path.dirname(args.out), "figures")),
+             section_e2e(args.results)]
     # The hand-written part (method notes and findings) sits below MARKER in the output
     # file and is kept when the tables above it are regenerated.
     notes = ""
