@@ -108,6 +108,15 @@ def section_profile(res: str) -> str:
 
         from kvstats.stats import mann_whitney
 
+        six = pd.read_csv(path_l)
+        six = six[six.bits == 4].groupby(["layer", "scheme"])[
+            ["snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t", "kl", "recall_at_5"]].mean()
+        six = six.unstack("scheme")
+        six.columns = [f"{m}_{sc}" for m, sc in six.columns]
+        keep = [f"{m}_{sc}" for m in ("snr_k", "phi_k", "snr_t", "phi_t", "recall_at_5") for sc in ("KQV", "QKQV")]
+        out += ["\nThe 6D profile per layer at n = 4 (means over texts and the 3 KV heads; values: "
+                "`snr_v`, `phi_v` are the same for KQV and QKQV and are in results/real/profile.csv, one row "
+                "per trial with its layer and head):\n", md(six[keep].reset_index())]
         prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "head", "kl", "recall_at_5"])
         rows = []
         for n, g in prof[prof.scheme.isin(["KQV", "QKQV"])].groupby("bits"):
