@@ -15,9 +15,15 @@ attending over the codes would be); ``keep_decoded=False`` decodes every chunk o
 read and gives identical numbers. :meth:`QuantizedCache.nbytes` counts what the cache
 stores (codes and the tail), never that buffer.
 
-For per-vector schemes and ``window=0`` a single forward pass over a sequence is exactly
-teacher-forced token-by-token decoding (every key is coded before attention reads it in
-both cases); ``tests/models`` checks this.
+For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
+procedure as teacher-forced token-by-token decoding (every key is coded before attention
+reads it in both cases); the two differ only where float32 rounding of the quantizer's
+input flips a code on a boundary (``tests/models`` checks both agree).
+
+Use it as any transformers cache: ``model(input_ids, cache=cache)`` or
+``model.generate(input_ids, cache=cache)`` (transformers 5.x; the older keyword
+``past_key_values=`` still works there, with a deprecation warning). Beam search and
+cropping (assisted decoding) are not supported: coded chunks cannot be reordered or split.
 """
 
 from __future__ import annotations
