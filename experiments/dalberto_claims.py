@@ -59,11 +59,13 @@ def kl_table(frame: pd.DataFrame, comp: pd.DataFrame) -> str:
 
 
 def geometry_table(cross: pd.DataFrame) -> str:
-    rows = ["| case | metric | winners by budget (KQV vs QKQV) | crossover |", "|---|---|---|---|"]
-    sel = cross[(cross.scheme_a == "KQV") & (cross.scheme_b == "QKQV")
-                & cross.metric.isin(["phi_k", "snr_k", "phi_t", "snr_t"])]
+    rows = ["| case | pair | metric | winners by budget | crossover |", "|---|---|---|---|---|"]
+    geo = cross.metric.isin(["phi_k", "snr_k", "phi_t", "snr_t"])
+    # every KQV-vs-QKQV row, and every crossover of any pair
+    sel = cross[geo & (((cross.scheme_a == "KQV") & (cross.scheme_b == "QKQV")) | cross.crossover)]
     for r in sel.itertuples(index=False):
-        rows.append(f"| {_case(r._asdict())} | {r.metric} | {r.winners} | {'**yes**' if r.crossover else 'no'} |")
+        rows.append(f"| {_case(r._asdict())} | {r.scheme_a} vs {r.scheme_b} | {r.metric} | {r.winners} | "
+                    f"{'**yes**' if r.crossover else 'no'} |")
     return "\n".join(rows)
 
 
