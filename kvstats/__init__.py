@@ -6,8 +6,7 @@ The public API is the names in ``__all__``. They are imported lazily so that
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kvstats._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -30,31 +29,21 @@ _EXPORTS = {
     "sample": "kvstats.data.synthetic",
     "DISTRIBUTIONS": "kvstats.data.synthetic",
     "Trials": "kvstats.data.trials",
+    "group_query_heads": "kvstats.data.trials",
     "load_trials": "kvstats.data.real",
     "error_profile": "kvstats.metrics.profile",
     "summarize_profile": "kvstats.metrics.profile",
     # experiments
     "run_sweep": "kvstats.sweep",
     "SweepConfig": "kvstats.sweep",
+    "load_result": "kvstats.sweep",
     "hypothesis_report": "kvstats.report",
     "plot_shannon_phi": "kvstats.report",
+    "plot_kl_vs_bits": "kvstats.report",
+    "plot_recall_vs_bits": "kvstats.report",
+    "plot_crossover": "kvstats.report",
 }
 _SUBMODULES = {"quant", "data", "metrics", "stats", "report", "theory", "sweep", "models"}
 
-__all__ = sorted(_EXPORTS) + sorted(_SUBMODULES) + ["__version__"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        module = importlib.import_module(f"kvstats.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'kvstats' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)
+__all__ = __all__ + ["__version__"]

@@ -31,6 +31,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -592,12 +593,10 @@ def _one_blas_thread() -> None:
     then oversubscribes the cores, and its spin-waiting threads make a small batched
     matmul take ~1 s instead of ~1 ms on a loaded machine (measured: median of 15 calls
     of (24, 64, 128) @ (24, 128, 128), 1.1 s with 2 OpenBLAS threads under load, 0.8 ms
-    with 1). Needs threadpoolctl; without it the BLAS default is kept.
+    with 1).
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return
+    from threadpoolctl import threadpool_limits
+
     threadpool_limits(limits=1, user_api="blas")
 
 
@@ -625,8 +624,8 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
         Where tasks run: any :class:`concurrent.futures.Executor` (e.g. a
         ``dask.distributed.Client(...).get_executor()``), ``"serial"`` (in this process),
         or ``None``/``"process"`` (a :class:`~concurrent.futures.ProcessPoolExecutor`
-        with ``workers`` processes, default min(CPUs, tasks), each limited to one BLAS
-        thread when threadpoolctl is installed; one task runs serially).
+        with ``workers`` forkserver processes, default min(CPUs, tasks), each limited to
+        one BLAS thread; one task runs serially).
         An executor passed in is not shut down.
     progress : bool
         Show a tqdm progress bar over cells.
@@ -692,7 +691,10 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
     if executor is None or executor == "process":
         n_workers = workers or _default_workers(len(tasks))
         if n_workers > 1 and len(tasks) > 1:
-            own_pool = cf.ProcessPoolExecutor(max_workers=n_workers, initializer=_one_blas_thread)
+            # forkserver, not fork: forking a process that has started threads (JAX, BLAS)
+            # can deadlock the child.
+            own_pool = cf.ProcessPoolExecutor(max_workers=n_workers, initializer=_one_blas_thread,
+                                              mp_context=multiprocessing.get_context("forkserver"))
             pool: cf.Executor | None = own_pool
         else:
             pool = None

@@ -10,8 +10,7 @@ See ``docs/gpu.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kvstats._lazy import lazy_exports
 
 _EXPORTS = {
     "rotate": "kvstats_gpu.rotation",
@@ -46,16 +45,4 @@ _EXPORTS = {
     "shard_cache": "kvstats_gpu.sharding",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'kvstats_gpu' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -6,8 +6,7 @@ lazily, so ``import kvstats.models`` does not import torch until one is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kvstats._lazy import lazy_exports
 
 _EXPORTS = {
     "load_model": "kvstats.models.loader",
@@ -23,16 +22,4 @@ _EXPORTS = {
     "summarize_quality": "kvstats.models.quality",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'kvstats.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -6,8 +6,7 @@ stays cheap and the submodules can import each other without cycles.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kvstats._lazy import lazy_exports
 
 # public name -> submodule that defines it
 _EXPORTS = {
@@ -34,20 +33,6 @@ _EXPORTS = {
 }
 _SUBMODULES = {"rotation", "codebook", "packing", "mse", "qjl", "uniform", "schemes"}
 
-__all__ = sorted(_EXPORTS) + sorted(_SUBMODULES)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"kvstats.quant.{_EXPORTS[name]}"), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        module = importlib.import_module(f"kvstats.quant.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'kvstats.quant' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__, globals(), {name: f"kvstats.quant.{module}" for name, module in _EXPORTS.items()},
+    _SUBMODULES)
