@@ -422,7 +422,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
       quantizer on the rotated unit vector the relative MSE is d_pad·D_n, with D_n the
       Lloyd–Max distortion of the sphere-coordinate (Beta) density of dimension d_pad
       (exact for Gaussian keys with or without rotation; for other keys only after a
-      rotation). For (n−1)-bit MSE + a 1-bit Gaussian QJL residual with m = d_pad rows,
+      rotation). Rotated schemes get this row only when d is a power of two (no
+      padding; see the comment in the code). For (n−1)-bit MSE + a 1-bit Gaussian
+      QJL residual with m = d_pad rows,
       the QJL reconstruction of the residual r has E‖r̂ − r‖² = ‖r‖²(π/2·d_pad/m − 1/m),
       so the relative MSE is d_pad·D_{n−1}·(π/2 − 1/d_pad). Measured: the mean over
       trials of ``snr_k`` (itself a mean of per-key dB; by Jensen slightly above the dB
@@ -478,7 +480,14 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                     continue
                 if scheme in ("QKQV", "turboquant_prod") and n < 2:
                     continue
-                rel = _predict_k_rel_mse(scheme, n, d_pad)
+                # KV codes the unrotated unit vector: d coordinates, no padding. A padded
+                # Hadamard rotation (d < d_pad) codes d_pad coordinates of which the decode
+                # keeps a d-dimensional projection; d_pad·D_n overstates that error, and no
+                # closed form is offered, so no prediction is made.
+                coded = base["dim"] if scheme == "KV" else d_pad
+                if coded != base["dim"]:
+                    continue
+                rel = _predict_k_rel_mse(scheme, n, coded)
                 x = sub["snr_k"].to_numpy(np.float64)
                 mean, low, high = _mean_ci(x, 0.95, n_resamples, seed + n)
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": scheme,

@@ -138,3 +138,20 @@ def test_missing_pairs_are_skipped_and_errors_are_clear():
     g.loc[0, "phi_k"] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         summary_table(g)
+
+
+def test_theory_predicts_key_snr_only_where_the_closed_form_holds():
+    # d = 128: KV and KQV both get a prediction, and it matches within 0.5 dB on Gaussian
+    # keys (closed form: -10 log10(d * D_n), kvstats.theory.unit_vector_mse). d = 96 is
+    # padded to 128 by the Hadamard rotation: KQV gets no row, KV (unrotated) still does.
+    import kvstats
+    from kvstats.report.tables import theory_table
+
+    config = {"schemes": ["KV", "KQV"], "budgets": [3], "distributions": ["gaussian"],
+              "dims": [96, 128], "n_keys": [64], "n_trials": 30}
+    table = theory_table(kvstats.run_sweep(config, executor="serial", progress=False).frame,
+                         n_resamples=99)
+    rows = table[table["quantity"] == "k_snr_db"]
+    assert set(map(tuple, rows[["dim", "scheme"]].to_numpy().tolist())) == {
+        (96, "KV"), (128, "KV"), (128, "KQV")}
+    assert np.all(np.abs(rows["measured"] - rows["predicted"]) < 0.5)
