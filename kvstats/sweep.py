@@ -22,12 +22,21 @@ scheme)``; its result is one row per trial with the 6D error profile
   default, ``"serial"`` in-process, or ``dask.distributed.Client.get_executor()``).
   Workers return frames; only the calling process writes files, so remote workers need
   no shared file system.
+
+Real caches are a data source like the synthetic distributions: a distribution named
+``"real"`` with ``params = {path = ..., layer = ..., head = ...}`` reads the trials of a
+capture file (:func:`kvstats.data.real.load_trials`). Its d and N are the capture's (they
+must be listed in ``dims`` and ``n_keys``), ``n_trials`` takes the first trials of the
+selection, and the case key carries a content fingerprint of the file (the CRC-32s the
+``.npz`` stores for its arrays) so that a resumed sweep never mixes two captures. The
+workers read the file themselves (a remote worker needs it at the same path).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import functools
 import datetime as _dt
 import hashlib
 import json
@@ -39,6 +48,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -46,7 +56,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from kvstats._checks import check_choice, check_int
+from kvstats._checks import _describe, check_choice, check_int
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "Cell", "SweepResult",
            "run_sweep", "load_config", "load_result", "DEFAULT_COMPARISONS",
@@ -68,10 +78,15 @@ _FIXED_BUDGET = ("mixed", "identity")
 _AUTO_CHUNK_ENTRIES = 2 ** 24
 
 
+#: Name of the data source that reads a captured real cache, and its parameters.
+REAL = "real"
+_REAL_PARAMS = ("path", "layer", "head")
+
+
 def _registries() -> tuple[tuple[str, ...], tuple[str, ...]]:
     from kvstats.data.synthetic import DISTRIBUTIONS
     from kvstats.quant.schemes import SCHEMES
-    return tuple(SCHEMES), tuple(DISTRIBUTIONS)
+    return tuple(SCHEMES), tuple(DISTRIBUTIONS) + (REAL,)
 
 
 def _fmt_params(params: Mapping[str, Any]) -> str:
@@ -97,6 +112,114 @@ def _check_params(params: Any, name: str) -> dict[str, Any]:
         if not isinstance(value, (int, float, str, bool)):
             raise TypeError(f"{name}[{key!r}] must be a number, string or boolean; received {value!r}")
     return dict(params)
+
+
+def _index_list(value: Any, name: str) -> int | list[int] | None:
+    """``layer``/``head`` of a real source: None, an int, or a non-empty list of distinct ints."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return None if value is None else check_int(value, name, low=0)
+    if isinstance(value, (list, tuple)) and value:
+        out = [check_int(v, name, low=0) for v in value]
+        if len(set(out)) != len(out):
+            raise ValueError(f"{name} must not repeat indices; received {out}")
+        return out
+    raise TypeError(f"{name} must be a non-negative int or a non-empty list of them; "
+                    f"received {_describe(value)}")
+
+
+def _real_params(params: Any, base_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Validate the parameters of a ``real`` source; the path becomes absolute.
+
+    A relative path is resolved against ``base_dir`` (the config file's directory), else
+    against the working directory. The file itself is read later, when the grid is built.
+    """
+    if not isinstance(params, Mapping) or "path" not in params:
+        raise ValueError("distribution 'real' needs params with 'path' (a capture .npz) and optionally "
+                         f"'layer' and 'head'; received params {params!r}")
+    unknown = sorted(set(params) - set(_REAL_PARAMS))
+    if unknown:
+        raise ValueError(f"distribution 'real' params must be among {list(_REAL_PARAMS)}; "
+                         f"received unknown {unknown}")
+    path = params["path"]
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"distribution 'real' params 'path' must be a path string; received {_describe(path)}")
+    path = Path(path).expanduser()
+    if not path.is_absolute():
+        path = Path(base_dir if base_dir is not None else os.getcwd()) / path
+    out: dict[str, Any] = {"path": os.path.normpath(path)}
+    for key in ("layer", "head"):
+        value = _index_list(params.get(key), f"distribution 'real' params {key!r}")
+        if value is not None:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class _CaptureInfo:
+    """What the grid needs to know of a capture file, read from its zip directory and array headers."""
+
+    n_texts: int
+    n_layers: int
+    n_kv_heads: int
+    n_keys: int
+    dim: int
+    n_q_heads: int
+    fingerprint: str
+
+
+@functools.lru_cache(maxsize=64)
+def _capture_info_cached(path: str, size: int, mtime_ns: int) -> _CaptureInfo:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = {info.filename: info for info in zf.infolist()}
+            missing = sorted({"K.npy", "V.npy", "q.npy", "meta.npy"} - set(members))
+            if missing:
+                raise ValueError(f"distribution 'real' params 'path' must be a capture file with arrays "
+                                 f"K, V, q, meta; {path!r} lacks {[m[:-4] for m in missing]}")
+            shapes = {}
+            for name in ("K", "V", "q"):
+                with zf.open(f"{name}.npy") as fh:
+                    version = np.lib.format.read_magic(fh)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shapes[name] = read(fh)[0]
+            # The CRC-32 of every stored array (written by zipfile, read from the central
+            # directory without touching the data) identifies the content for resuming.
+            crcs = sorted((n, m.CRC, m.file_size) for n, m in members.items())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        if isinstance(exc, ValueError) and "capture file" in str(exc):
+            raise
+        raise ValueError(f"distribution 'real' params 'path' must be a capture .npz written by "
+                         f"kvstats.models.capture; {path!r} could not be read: {exc}") from exc
+    K, V, q = shapes["K"], shapes["V"], shapes["q"]
+    if len(K) != 5 or V != K or len(q) != 5 or q[:2] != K[:2] or q[3:] != K[3:] or q[2] % K[2]:
+        raise ValueError("distribution 'real' capture must hold K, V of shape (n_texts, n_layers, "
+                         "n_kv_heads, N, d) and q of shape (n_texts, n_layers, n_q_heads, N, d); "
+                         f"{path!r} holds K {K}, V {V}, q {q}")
+    return _CaptureInfo(K[0], K[1], K[2], K[3], K[4], q[2],
+                        hashlib.sha256(_canonical(crcs).encode()).hexdigest()[:16])
+
+
+def _capture_info(path: str) -> _CaptureInfo:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"distribution 'real' params 'path' must be an existing capture file "
+                                f"(write one with experiments/real_capture.py); {path!r} does not exist")
+    st = os.stat(path)
+    return _capture_info_cached(path, st.st_size, st.st_mtime_ns)
+
+
+def _real_selection(params: Mapping[str, Any], info: _CaptureInfo) -> tuple[list[int], list[int]]:
+    """The layers and KV heads a real source selects, checked against the capture."""
+    out = []
+    for key, size in (("layer", info.n_layers), ("head", info.n_kv_heads)):
+        value = params.get(key)
+        idx = list(range(size)) if value is None else ([value] if isinstance(value, int) else list(value))
+        bad = [i for i in idx if i >= size]
+        if bad:
+            raise ValueError(f"distribution 'real' params {key!r} must be in [0, {size - 1}] (the capture "
+                             f"{params['path']!r} has {size} {key}s); received {value!r}")
+        out.append(idx)
+    return out[0], out[1]
 
 
 @dataclass(frozen=True)
@@ -127,7 +250,9 @@ class SchemeSpec:
 
 @dataclass(frozen=True)
 class DistributionSpec:
-    """One synthetic distribution of a sweep with one parameter set (see :func:`kvstats.sample`)."""
+    """One data source of a sweep with one parameter set: a synthetic distribution (see
+    :func:`kvstats.sample`) or ``"real"`` (``params``: ``path``, optional ``layer``, ``head``;
+    see :func:`kvstats.data.real.load_trials`)."""
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -135,7 +260,11 @@ class DistributionSpec:
 
 @dataclass(frozen=True)
 class Cell:
-    """One grid point. ``key`` is the stable text the seeds and the id are derived from."""
+    """One grid point. ``key`` is the stable text the seeds and the id are derived from.
+
+    ``source`` is the content fingerprint of a real capture (None for synthetic data); it
+    is part of the case key only when set, so synthetic keys are those of earlier versions.
+    """
 
     distribution: str
     params: dict[str, Any]
@@ -143,10 +272,14 @@ class Cell:
     n_keys: int
     budget: float | None
     scheme: SchemeSpec
+    source: str | None = None
 
     def case_key(self) -> str:
-        return _canonical({"distribution": self.distribution, "params": self.params,
-                           "dim": self.dim, "n_keys": self.n_keys})
+        case = {"distribution": self.distribution, "params": self.params,
+                "dim": self.dim, "n_keys": self.n_keys}
+        if self.source is not None:
+            case["capture"] = self.source
+        return _canonical(case)
 
     def key(self) -> str:
         return _canonical({"case": json.loads(self.case_key()), "budget": self.budget,
@@ -176,13 +309,22 @@ class SweepConfig:
         Schemes to run (``{"name": ..., "params": {...}, "label": ..., "budgets": [...]}``).
     distributions : sequence of DistributionSpec, str or dict
         Distributions; a dict's ``params`` may be a list of parameter tables (one
-        distribution entry each).
+        distribution entry each). ``{"name": "real", "params": {"path": ..., "layer": ...,
+        "head": ...}}`` reads a captured real cache (layer and head: an int or a list,
+        default all; a relative path is resolved against the TOML file's directory, or
+        the working directory for a dict). A real case runs at the capture's d and N,
+        which must be listed in ``dims`` and ``n_keys``; its trials are the first
+        ``n_trials`` of the selection (C order over text, layer, KV head; more than the
+        selection holds is an error), its queries the capture's (``n_queries`` and
+        ``dtype`` other than float64/float32 casting do not apply to it).
     budgets : sequence of int
         Bit budgets n per coordinate (default 2..6).
     dims, n_keys : sequence of int
-        Head dimensions d and context lengths N.
+        Head dimensions d and context lengths N (of the synthetic distributions; a real
+        capture's own d and N must be among them).
     n_trials : int
-        Independent trials per cell (each a fresh (K, V, q) and scheme draw).
+        Independent trials per cell (each a fresh (K, V, q) and scheme draw; for a real
+        source, the first ``n_trials`` captured trials with a fresh scheme draw each).
     n_queries : int
         Queries per trial sharing its keys.
     seed : int
@@ -198,7 +340,7 @@ class SweepConfig:
         ``energy_resamples``, ``bootstrap_resamples``, ...).
     dtype : {"float64", "float32"}
         Floating type of the sampled K, V, q (float32 halves memory and time; the float32
-        draw is the float64 draw rounded).
+        draw is the float64 draw rounded). Real captures are float32 and are cast to it.
 
     Examples
     --------
@@ -301,7 +443,8 @@ class SweepConfig:
             param_sets = params if isinstance(params, list) else [params]
             if not param_sets:
                 raise ValueError(f"distribution {entry['name']!r} has an empty params list")
-            specs = [DistributionSpec(entry["name"], _check_params(p, "distribution params"))
+            specs = [DistributionSpec(entry["name"], p if entry["name"] == REAL
+                                      else _check_params(p, "distribution params"))
                      for p in param_sets]
         else:
             raise TypeError(f"distributions entries must be names, dicts or DistributionSpec; "
@@ -309,13 +452,14 @@ class SweepConfig:
         for spec in specs:
             if spec.name not in known:
                 raise ValueError(f"distribution name must be one of {list(known)}; received {spec.name!r}")
-        return specs
+        return [DistributionSpec(REAL, _real_params(s.params)) if s.name == REAL else s for s in specs]
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SweepConfig":
+    def from_dict(cls, data: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "SweepConfig":
         """Build from a dict with the TOML layout: optional ``[sweep]`` table of scalars and
         lists, ``[[schemes]]``, ``[[distributions]]``, optional ``[report]`` (a flat dict
-        with the same keys also works)."""
+        with the same keys also works). ``base_dir`` resolves relative ``real`` capture
+        paths (default: the working directory)."""
         if not isinstance(data, Mapping):
             raise TypeError(f"config must be a dict; received {type(data).__name__}")
         flat = dict(data)
@@ -334,6 +478,9 @@ class SweepConfig:
             report = dict(flat["report"])
             flat.setdefault("comparisons", report.pop("comparisons"))
             flat["report"] = report
+        if base_dir is not None:
+            flat["distributions"] = [_resolve_real(e, base_dir) for e in _as_list(flat["distributions"],
+                                                                                  "distributions")]
         return cls(**flat)
 
     @classmethod
@@ -347,7 +494,7 @@ class SweepConfig:
                 data = tomllib.load(fh)
             except tomllib.TOMLDecodeError as exc:
                 raise ValueError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(data, base_dir=path.resolve().parent)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON/TOML-ready dict that :meth:`from_dict` reads back to an equal config."""
@@ -364,19 +511,41 @@ class SweepConfig:
 
     # ------------------------------------------------------------------ grid
     def cells(self) -> list[Cell]:
-        """Every cell of the grid, cases outermost (distribution, params, d, N)."""
+        """Every cell of the grid, cases outermost (distribution, params, d, N).
+
+        A real source contributes one case, at its capture's d and N; its file is read
+        (header only) and checked here, so a bad capture fails before any work.
+        """
         out = []
         for dist in self.distributions:
-            for d in self.dims:
-                for n in self.n_keys:
-                    for scheme in self.schemes:
-                        if scheme.fixed_budget:
-                            budgets: Iterable[float | None] = [None]
-                        else:
-                            budgets = scheme.budgets or self.budgets
-                        for b in budgets:
-                            out.append(Cell(dist.name, dist.params, d, n, b, scheme))
+            source = None
+            cases = [(d, n) for d in self.dims for n in self.n_keys]
+            if dist.name == REAL:
+                source, cases = self._real_case(dist.params)
+            for d, n in cases:
+                for scheme in self.schemes:
+                    if scheme.fixed_budget:
+                        budgets: Iterable[float | None] = [None]
+                    else:
+                        budgets = scheme.budgets or self.budgets
+                    for b in budgets:
+                        out.append(Cell(dist.name, dist.params, d, n, b, scheme, source))
         return out
+
+    def _real_case(self, params: Mapping[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+        info = _capture_info(params["path"])
+        layers, heads = _real_selection(params, info)
+        where = f"distribution 'real' ({params['path']!r})"
+        if info.dim not in self.dims or info.n_keys not in self.n_keys:
+            raise ValueError(f"dims and n_keys must include the capture's head dimension and length for "
+                             f"{where}: it holds d={info.dim}, N={info.n_keys}; received dims="
+                             f"{list(self.dims)}, n_keys={list(self.n_keys)}")
+        available = info.n_texts * len(layers) * len(heads)
+        if self.n_trials > available:
+            raise ValueError(f"n_trials must be at most the number of captured trials of {where}: "
+                             f"{info.n_texts} texts x {len(layers)} layers x {len(heads)} KV heads = "
+                             f"{available}; received n_trials={self.n_trials}")
+        return info.fingerprint, [(info.dim, info.n_keys)]
 
     def chunk_for(self, n_keys: int, dim: int) -> int:
         """Trials per chunk for a case with N keys of dimension d."""
@@ -390,6 +559,16 @@ class SweepConfig:
                            "n_trials": self.n_trials, "n_queries": self.n_queries,
                            "chunk": self.chunk_for(cell.n_keys, cell.dim), "dtype": self.dtype})
         return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _resolve_real(entry: Any, base_dir: str | os.PathLike) -> Any:
+    """A ``real`` distribution entry with its relative capture path(s) resolved against ``base_dir``."""
+    if not (isinstance(entry, Mapping) and entry.get("name") == REAL and "params" in entry):
+        return entry
+    params = entry["params"]
+    sets = params if isinstance(params, list) else [params]
+    resolved = [_real_params(p, base_dir) for p in sets]
+    return {**entry, "params": resolved if isinstance(params, list) else resolved[0]}
 
 
 def _as_list(value: Any, name: str) -> list[Any]:
@@ -444,12 +623,16 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
     parts: dict[str, list[pd.DataFrame]] = {cid: [] for _, cid in task.cells}
     seconds = {cid: 0.0 for _, cid in task.cells}
     budgets: dict[str, Any] = {}
+    captured = _load_real(first, task.n_trials) if first.distribution == REAL else None
     for b, start in enumerate(range(0, task.n_trials, task.chunk)):
         t = min(task.chunk, task.n_trials - start)
-        # The data seed depends on the case and chunk only: every scheme and budget of a
-        # case sees the same trials (paired comparisons).
-        trials = sample(first.distribution, t, n, d, seed=_derive_seed(task.seed, "data", case_key, b),
-                        n_queries=task.n_queries, dtype=np.dtype(task.dtype), **first.params)
+        if captured is not None:
+            trials = captured.subset(slice(start, start + t)).astype(task.dtype)
+        else:
+            # The data seed depends on the case and chunk only: every scheme and budget of a
+            # case sees the same trials (paired comparisons).
+            trials = sample(first.distribution, t, n, d, seed=_derive_seed(task.seed, "data", case_key, b),
+                            n_queries=task.n_queries, dtype=np.dtype(task.dtype), **first.params)
         for cell, cid in task.cells:
             tic = time.perf_counter()
             spec = cell.scheme
@@ -480,6 +663,22 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
                              value_bits_total=float(bb.value_total), cell_id=cid)
         out.append((cid, frame, seconds[cid]))
     return out
+
+
+def _load_real(cell: Cell, n_trials: int):
+    """The first ``n_trials`` trials of a real cell's capture, checked against the grid's fingerprint."""
+    from kvstats.data.real import load_trials
+
+    path = cell.params["path"]
+    if _capture_info(path).fingerprint != cell.source:
+        # the file changed between building the grid and running this task
+        raise ValueError(f"distribution 'real' params 'path' {path!r} changed while the sweep ran "
+                         f"(content fingerprint {_capture_info(path).fingerprint}, expected {cell.source})")
+    trials = load_trials(path, layer=cell.params.get("layer"), head=cell.params.get("head"))
+    if trials.K.shape[1:] != (cell.n_keys, cell.dim):
+        raise ValueError(f"distribution 'real' capture {path!r} holds trials of shape {trials.K.shape[1:]}; "
+                         f"the grid expected (N, d) = ({cell.n_keys}, {cell.dim})")
+    return trials.subset(slice(0, n_trials))
 
 
 def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:

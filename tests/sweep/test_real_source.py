@@ -1,0 +1,185 @@
+"""The sweep's ``real`` data source: a captured cache run through the same sweep code.
+
+Every test writes a tiny fake capture with the layout of docs/internals.md (no model is
+loaded): K, V (n_texts, n_layers, n_kv_heads, N, d), q (n_texts, n_layers, n_q_heads, N,
+d), float32, and a JSON ``meta`` string.
+"""
+
+import concurrent.futures as cf
+import json
+import os
+
+import numpy as np
+import pytest
+
+import kvstats
+from kvstats import sweep as sw
+from kvstats.data.real import load_trials
+from kvstats.sweep import SweepConfig, run_sweep
+
+N_TEXTS, N_LAYERS, N_KV, GROUP, N, D = 3, 3, 2, 2, 16, 8
+
+
+def _write_capture(path, seed=0):
+    rng = np.random.default_rng(seed)
+    K = rng.standard_normal((N_TEXTS, N_LAYERS, N_KV, N, D)).astype(np.float32)
+    V = rng.standard_normal((N_TEXTS, N_LAYERS, N_KV, N, D)).astype(np.float32)
+    q = rng.standard_normal((N_TEXTS, N_LAYERS, N_KV * GROUP, N, D)).astype(np.float32)
+    np.savez(path, K=K, V=V, q=q, meta=json.dumps({"model": "fake", "group_size": GROUP}))
+    return path
+
+
+@pytest.fixture
+def capture(tmp_path):
+    return _write_capture(tmp_path / "cap.npz")
+
+
+def _config(path, **over):
+    base = {"schemes": ["KV", "KQV"], "budgets": [3], "dims": [D], "n_keys": [N], "n_trials": 10,
+            "chunk_size": 4, "seed": 5,
+            "distributions": [{"name": "real", "params": {"path": str(path), "layer": [0, 2]}}]}
+    return {**base, **over}
+
+
+# ------------------------------------------------------------- synthetic path unchanged
+def test_synthetic_cell_ids_and_numbers_unchanged():
+    # Reference values computed with kvstats/sweep.py at commit 8416851, before the real
+    # source was added: results already in docs/ were produced with these ids and seeds.
+    cfg = {"schemes": ["KV", "KQV"], "budgets": [3], "dims": [16], "n_keys": [32], "n_trials": 4,
+           "seed": 3, "chunk_size": 4,
+           "distributions": [{"name": "heavy_tailed", "params": {"nu": 1.5}}]}
+    c = SweepConfig.from_dict(cfg)
+    assert [c.cell_id(x) for x in c.cells()] == ["cf8ab4686d58721dad11", "ba5455d2d5c1baeda589"]
+    kl = run_sweep(cfg, executor="serial", progress=False).frame["kl"].to_numpy()
+    ref = [0.2075783791564985, 3.978968891675949e-05, 0.47827515135387644, 0.3678614722768317,
+           0.06957793552839545, 2.2242498719634522e-07, 0.005745631258187715, 0.00763517520554835]
+    np.testing.assert_allclose(kl, ref, rtol=1e-9)
+
+
+def test_synthetic_cells_do_not_depend_on_a_real_entry(capture):
+    synth = {"name": "gaussian"}
+    with_real = SweepConfig.from_dict(_config(capture, distributions=[synth, _config(capture)["distributions"][0]]))
+    alone = SweepConfig.from_dict(_config(capture, distributions=[synth]))
+    ids = {with_real.cell_id(c) for c in with_real.cells()}
+    assert {alone.cell_id(c) for c in alone.cells()} < ids
+    assert len(ids) == 2 * len(alone.cells())
+
+
+# ------------------------------------------------------------- the run
+def test_real_sweep_rows_columns_and_trials_are_the_captures(capture):
+    res = run_sweep(_config(capture, schemes=["KV", "KQV", "identity"]), executor="serial", progress=False)
+    f = res.frame
+    # 2 budgeted schemes x 1 budget + identity, 10 trials each
+    assert len(f) == 3 * 10 and set(f["scheme"]) == {"KV", "KQV", "identity"}
+    assert set(sw.CELL_COLUMNS) <= set(f.columns)
+    assert (f["distribution"] == "real").all() and (f["dim"] == D).all() and (f["n_keys"] == N).all()
+    assert f["params"].iloc[0] == f"layer=[0, 2],path={str(capture)!r}"
+    for _, g in f.groupby("scheme"):
+        assert g["trial"].tolist() == list(range(10))
+    # identity reconstructs exactly: every KL is exactly 0, every argmax unchanged
+    ident = f[f["scheme"] == "identity"]
+    assert (ident["kl"] == 0).all() and (ident["argmax_shift"] == 0).all()
+    # A quantizing scheme is measured on the capture's trials with the documented seeds:
+    # recompute its first chunk (trials 0..3 of layers 0 and 2) directly.
+    trials = load_trials(capture, layer=[0, 2]).subset(slice(0, 4)).astype(np.float64)
+    cell = next(c for c in res.config.cells() if c.scheme.name == "KQV")
+    scheme = kvstats.make_scheme("KQV", 3, D, seed=sw._derive_seed(5, "scheme", cell.key(), 0), draws=4)
+    direct = kvstats.error_profile(trials, *scheme.dequantize(scheme.quantize(trials.K, trials.V)))
+    got = f[f["scheme"] == "KQV"].iloc[:4]
+    for col in ("kl", "snr_k", "phi_v", "snr_t"):
+        np.testing.assert_allclose(got[col].to_numpy(), direct[col].to_numpy(), rtol=1e-12, atol=0)
+    # and a real trial differs from a synthetic one: the KL is not a function of the seed only
+    assert f[f["scheme"] == "KV"]["kl"].nunique() == 10
+
+
+def test_real_sweep_resume_and_capture_change(tmp_path, capture):
+    out = tmp_path / "out"
+    cfg = _config(capture)
+    first = run_sweep(cfg, out, executor="serial", progress=False)
+    again = run_sweep(cfg, out, executor="serial", progress=False)
+    assert again.manifest["n_computed"] == 0
+    assert first.frame.equals(again.frame)
+    # Same content rewritten (new mtime): still resumed, the fingerprint is of content.
+    _write_capture(capture, seed=0)
+    assert run_sweep(cfg, out, executor="serial", progress=False).manifest["n_computed"] == 0
+    # Other content at the same path: new cell ids, recomputed, never mixed with the old.
+    _write_capture(capture, seed=1)
+    changed = run_sweep(cfg, out, executor="serial", progress=False)
+    assert changed.manifest["n_computed"] == 2
+    assert not np.allclose(changed.frame["kl"], first.frame["kl"])
+    assert len(list((out / "cells").iterdir())) == 4
+
+
+def test_real_sweep_in_an_executor_matches_serial(capture):
+    cfg = _config(capture)
+    serial = run_sweep(cfg, executor="serial", progress=False).frame
+    with cf.ThreadPoolExecutor(2) as pool:
+        threaded = run_sweep(cfg, executor=pool, progress=False).frame
+    assert serial.equals(threaded)
+
+
+def test_toml_relative_path_and_cli(tmp_path, capture):
+    sub = tmp_path / "configs"
+    sub.mkdir()
+    toml = sub / "real.toml"
+    toml.write_text(f'[sweep]\nbudgets = [3]\ndims = [{D}]\nn_keys = [{N}]\nn_trials = 6\n'
+                    '[[schemes]]\nname = "KQV"\n[[schemes]]\nname = "QKQV"\n'
+                    '[[distributions]]\nname = "real"\n'
+                    'params = [{path = "../cap.npz", layer = 1}, {path = "../cap.npz", head = 0}]\n')
+    cfg = SweepConfig.from_toml(toml)
+    assert [d.params for d in cfg.distributions] == [{"path": str(capture), "layer": 1},
+                                                     {"path": str(capture), "head": 0}]
+    assert SweepConfig.from_dict(cfg.to_dict()) == cfg
+    from kvstats.cli import main
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(toml), "--out", str(out), "--no-progress", "--no-figures",
+                 "--workers", "1"]) == 0
+    assert (out / "report.md").is_file()
+    res = kvstats.load_result(out)
+    assert len(res.frame) == 2 * 2 * 6 and res.frame.groupby("params").ngroups == 2
+
+
+# ------------------------------------------------------------- bad input
+@pytest.mark.parametrize("params, exc, match", [
+    ({"path": "cap.npz", "layers": 0}, ValueError, r"must be among \['path', 'layer', 'head'\]; received unknown \['layers'\]"),
+    ({"layer": 0}, ValueError, r"needs params with 'path'"),
+    ({"path": "cap.npz", "layer": "0"}, TypeError, r"'layer' must be a non-negative int or a non-empty list"),
+    ({"path": "cap.npz", "head": [0, 0]}, ValueError, r"'head' must not repeat"),
+    ({"path": "cap.npz", "head": -1}, ValueError, r"'head' must be an integer in \[0, inf\]"),
+    ({"path": 3}, TypeError, r"'path' must be a path string"),
+])
+def test_bad_real_params_fail_at_parse(tmp_path, params, exc, match):
+    with pytest.raises(exc, match=match):
+        SweepConfig.from_dict(_config(tmp_path, distributions=[{"name": "real", "params": params}]))
+
+
+def test_bad_captures_and_grids_fail_before_any_work(tmp_path, capture):
+    def cells(path, **over):
+        return SweepConfig.from_dict(_config(path, **over)).cells()
+
+    with pytest.raises(FileNotFoundError, match=r"'path' must be an existing capture file.*nope.npz"):
+        cells(tmp_path / "nope.npz")
+    (tmp_path / "junk.npz").write_text("not a zip")
+    with pytest.raises(ValueError, match=r"must be a capture .npz .*could not be read"):
+        cells(tmp_path / "junk.npz")
+    np.savez(tmp_path / "partial.npz", K=np.zeros((1, 1, 1, 4, 2)))
+    with pytest.raises(ValueError, match=r"lacks \['V', 'meta', 'q'\]"):
+        cells(tmp_path / "partial.npz")
+    with pytest.raises(ValueError, match=rf"it holds d={D}, N={N}; received dims=\[32\], n_keys=\[{N}\]"):
+        cells(capture, dims=[32])
+    with pytest.raises(ValueError, match=r"3 texts x 1 layers x 2 KV heads = 6; received n_trials=10"):
+        cells(capture, distributions=[{"name": "real", "params": {"path": str(capture), "layer": 1}}])
+    with pytest.raises(ValueError, match=r"'layer' must be in \[0, 2\] .*has 3 layers.*received \[0, 3\]"):
+        cells(capture, distributions=[{"name": "real", "params": {"path": str(capture), "layer": [0, 3]}}])
+    with pytest.raises(ValueError, match=r"distribution 'real' needs params"):
+        SweepConfig.from_dict(_config(capture, distributions=["real"]))
+
+
+def test_capture_changed_mid_sweep_is_an_error(tmp_path, capture):
+    cfg = SweepConfig.from_dict(_config(capture))
+    cells = [(c, cfg.cell_id(c)) for c in cfg.cells()]
+    task = sw._tasks(cfg, cells)[0]
+    _write_capture(capture, seed=2)
+    os.utime(capture, ns=(1, 1))
+    with pytest.raises(ValueError, match="changed while the sweep ran"):
+        sw._compute_task(task)
