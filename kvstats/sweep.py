@@ -281,6 +281,14 @@ class Cell:
             case["capture"] = self.source
         return _canonical(case)
 
+    def params_label(self) -> str:
+        """The ``params`` column: ``k=v,...``; a real capture shows as ``file@fingerprint``
+        (its full path is in the cell key and the manifest), so tables and figure names do
+        not carry a machine-specific directory."""
+        if self.source is None:
+            return _fmt_params(self.params)
+        return _fmt_params({**self.params, "path": f"{os.path.basename(self.params['path'])}@{self.source[:8]}"})
+
     def key(self) -> str:
         return _canonical({"case": json.loads(self.case_key()), "budget": self.budget,
                            "scheme": self.scheme.name, "scheme_params": self.scheme.params,
@@ -645,7 +653,7 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
                 raise type(exc)(f"{exc} [cell: {spec.display()} at n={cell.budget}, "
-                                f"{cell.distribution}({_fmt_params(cell.params)}), d={d}, N={n}]") from exc
+                                f"{cell.distribution}({cell.params_label()}), d={d}, N={n}]") from exc
             prof["trial"] = np.arange(start, start + t)
             parts[cid].append(prof)
             budgets.setdefault(cid, scheme.bits_per_coord(n))
@@ -656,7 +664,7 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
         frame = pd.concat(parts[cid], ignore_index=True)
         bb = budgets[cid]
         budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
-        frame = frame.assign(distribution=cell.distribution, params=_fmt_params(cell.params),
+        frame = frame.assign(distribution=cell.distribution, params=cell.params_label(),
                              dim=cell.dim, n_keys=cell.n_keys, budget=budget,
                              scheme=cell.scheme.display(), bits_nominal=float(bb.nominal),
                              bits_total=float(bb.total), key_bits_total=float(bb.key_total),

@@ -73,7 +73,8 @@ def test_real_sweep_rows_columns_and_trials_are_the_captures(capture):
     assert len(f) == 3 * 10 and set(f["scheme"]) == {"KV", "KQV", "identity"}
     assert set(sw.CELL_COLUMNS) <= set(f.columns)
     assert (f["distribution"] == "real").all() and (f["dim"] == D).all() and (f["n_keys"] == N).all()
-    assert f["params"].iloc[0] == f"layer=[0, 2],path={str(capture)!r}"
+    fp = res.config.cells()[0].source[:8]
+    assert (f["params"] == f"layer=[0, 2],path='cap.npz@{fp}'").all()
     for _, g in f.groupby("scheme"):
         assert g["trial"].tolist() == list(range(10))
     # identity reconstructs exactly: every KL is exactly 0, every argmax unchanged
@@ -183,3 +184,17 @@ def test_capture_changed_mid_sweep_is_an_error(tmp_path, capture):
     os.utime(capture, ns=(1, 1))
     with pytest.raises(ValueError, match="changed while the sweep ran"):
         sw._compute_task(task)
+
+
+def test_cell_key_carries_path_and_content(tmp_path, capture):
+    copy = _write_capture(tmp_path / "copy.npz", seed=0)  # same content, other path
+    other = _write_capture(tmp_path / "other.npz", seed=3)
+    ids = {}
+    for name, path in (("cap", capture), ("copy", copy), ("other", other)):
+        cfg = SweepConfig.from_dict(_config(path))
+        ids[name] = {cfg.cell_id(c) for c in cfg.cells()}
+        key = json.loads(cfg.cells()[0].case_key())
+        assert key["params"]["path"] == str(path) and len(key["capture"]) == 16
+    assert not (ids["cap"] & ids["copy"]) and not (ids["cap"] & ids["other"])
+    fps = {SweepConfig.from_dict(_config(p)).cells()[0].source for p in (capture, copy, other)}
+    assert len(fps) == 2  # the fingerprint is of content: equal for the copy
