@@ -169,33 +169,35 @@ class _CaptureInfo:
 
 @functools.lru_cache(maxsize=64)
 def _capture_info_cached(path: str, size: int, mtime_ns: int) -> _CaptureInfo:
+    # size and mtime_ns are only cache keys: a rewritten file is read again.
     try:
         with zipfile.ZipFile(path) as zf:
             members = {info.filename: info for info in zf.infolist()}
-            missing = sorted({"K.npy", "V.npy", "q.npy", "meta.npy"} - set(members))
-            if missing:
-                raise ValueError(f"distribution 'real' params 'path' must be a capture file with arrays "
-                                 f"K, V, q, meta; {path!r} lacks {[m[:-4] for m in missing]}")
             shapes = {}
             for name in ("K", "V", "q"):
+                if f"{name}.npy" not in members:
+                    continue
                 with zf.open(f"{name}.npy") as fh:
                     version = np.lib.format.read_magic(fh)
                     read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                             else np.lib.format.read_array_header_2_0)
                     shapes[name] = read(fh)[0]
-            # The CRC-32 of every stored array (written by zipfile, read from the central
-            # directory without touching the data) identifies the content for resuming.
-            crcs = sorted((n, m.CRC, m.file_size) for n, m in members.items())
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        if isinstance(exc, ValueError) and "capture file" in str(exc):
-            raise
         raise ValueError(f"distribution 'real' params 'path' must be a capture .npz written by "
                          f"kvstats.models.capture; {path!r} could not be read: {exc}") from exc
+    missing = sorted({"K", "V", "q", "meta"} - {m[:-4] for m in members if m.endswith(".npy")})
+    if missing:
+        raise ValueError(f"distribution 'real' params 'path' must be a capture file with arrays "
+                         f"K, V, q, meta; {path!r} lacks {missing}")
     K, V, q = shapes["K"], shapes["V"], shapes["q"]
-    if len(K) != 5 or V != K or len(q) != 5 or q[:2] != K[:2] or q[3:] != K[3:] or q[2] % K[2]:
+    if (len(K) != 5 or V != K or len(q) != 5 or min(K) < 1 or q[:2] != K[:2] or q[3:] != K[3:]
+            or q[2] % K[2]):
         raise ValueError("distribution 'real' capture must hold K, V of shape (n_texts, n_layers, "
-                         "n_kv_heads, N, d) and q of shape (n_texts, n_layers, n_q_heads, N, d); "
-                         f"{path!r} holds K {K}, V {V}, q {q}")
+                         "n_kv_heads, N, d) and q of shape (n_texts, n_layers, n_q_heads, N, d), none "
+                         f"empty; {path!r} holds K {K}, V {V}, q {q}")
+    # The CRC-32 of every stored array (written by zipfile, read from the central directory
+    # without touching the data) identifies the content for resuming.
+    crcs = sorted((n, m.CRC, m.file_size) for n, m in members.items())
     return _CaptureInfo(K[0], K[1], K[2], K[3], K[4], q[2],
                         hashlib.sha256(_canonical(crcs).encode()).hexdigest()[:16])
 
@@ -357,6 +359,19 @@ class SweepConfig:
     ...     "dims": [64], "n_keys": [128], "n_trials": 20})
     >>> len(cfg.cells())
     8
+
+    A captured real cache (here a tiny fake one) as a data source:
+
+    >>> import json, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "cap.npz")
+    >>> x = np.ones((2, 4, 1, 16, 8), np.float32)  # (texts, layers, KV heads, N, d)
+    >>> np.savez(path, K=x, V=x, q=np.ones((2, 4, 3, 16, 8), np.float32), meta=json.dumps({}))
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "budgets": [3, 4], "dims": [8],
+    ...     "n_keys": [16], "n_trials": 2, "distributions": [{"name": "real",
+    ...     "params": [{"path": path, "layer": 0}, {"path": path, "layer": [1, 2]}]}]})
+    >>> cells = cfg.cells()  # 2 layer selections x 2 budgets, at the capture's d and N
+    >>> len(cells), cells[0].dim, cells[0].n_keys
+    (4, 8, 16)
     """
 
     schemes: tuple[SchemeSpec, ...]

@@ -166,6 +166,10 @@ def test_bad_captures_and_grids_fail_before_any_work(tmp_path, capture):
     np.savez(tmp_path / "partial.npz", K=np.zeros((1, 1, 1, 4, 2)))
     with pytest.raises(ValueError, match=r"lacks \['V', 'meta', 'q'\]"):
         cells(tmp_path / "partial.npz")
+    z = np.zeros((1, 1, 1, 4, 2), np.float32)
+    np.savez(tmp_path / "shape.npz", K=z, V=z[..., :1], q=z, meta="{}")
+    with pytest.raises(ValueError, match=r"holds K \(1, 1, 1, 4, 2\), V \(1, 1, 1, 4, 1\)"):
+        cells(tmp_path / "shape.npz")
     with pytest.raises(ValueError, match=rf"it holds d={D}, N={N}; received dims=\[32\], n_keys=\[{N}\]"):
         cells(capture, dims=[32])
     with pytest.raises(ValueError, match=r"3 texts x 1 layers x 2 KV heads = 6; received n_trials=10"):
