@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import functools
 import datetime as _dt
+import functools
 import hashlib
 import json
 import multiprocessing
