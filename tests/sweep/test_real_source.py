@@ -202,3 +202,10 @@ def test_cell_key_carries_path_and_content(tmp_path, capture):
     assert not (ids["cap"] & ids["copy"]) and not (ids["cap"] & ids["other"])
     fps = {SweepConfig.from_dict(_config(p)).cells()[0].source for p in (capture, copy, other)}
     assert len(fps) == 2  # the fingerprint is of content: equal for the copy
+
+
+def test_finished_real_sweep_loads_without_the_capture(tmp_path, capture):
+    out = tmp_path / "out"
+    frame = run_sweep(_config(capture), out, executor="serial", progress=False).frame
+    os.remove(capture)  # reading results must not need the (large) capture file
+    assert kvstats.load_result(out).frame.equals(frame)
