@@ -20,12 +20,11 @@ __all__ = ["main", "build_parser"]
 
 
 def _registries() -> tuple[list[str], list[str]]:
-    try:
-        from kvstats.data.synthetic import DISTRIBUTIONS
-        from kvstats.quant.schemes import SCHEMES
-        return list(SCHEMES), list(DISTRIBUTIONS)
-    except ImportError:  # keep --help working on a partial install
-        return [], []
+    from kvstats.data.synthetic import DISTRIBUTIONS
+    from kvstats.quant.schemes import SCHEMES
+    from kvstats.sweep import REAL
+
+    return list(SCHEMES), list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]
 
 
 def build_parser() -> argparse.ArgumentParser:

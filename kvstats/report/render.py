@@ -370,6 +370,8 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons, fig_dir: Path
 
 
 def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
+    from kvstats.sweep import REAL
+
     doc = _Doc()
     man = result.manifest
     cfg = result.config
@@ -378,7 +380,10 @@ def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
     git = man.get("git") or {}
     doc.ul([
         f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell, {cfg.n_queries} "
-        f"quer{'y' if cfg.n_queries == 1 else 'ies'} per trial, root seed {man.get('seed')}; "
+        f"quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
+        + (" (a real trial's queries: its KV head's query heads at the last position)"
+           if any(d.name == REAL for d in cfg.distributions) else "")
+        + f", root seed {man.get('seed')}; "
         f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
         f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
         f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
