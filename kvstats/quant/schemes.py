@@ -188,11 +188,12 @@ class _UniformTokenSide(_Side):
 
 
 class _IdentitySide(_Side):
-    """Stores the vectors unchanged."""
+    """Stores the vectors unchanged; accounted as float32 (32 bits per coordinate)."""
+
+    nominal_bits = 32.0
 
     def __init__(self, dim: int):
         self.dim = dim
-        self.nominal_bits = float("nan")  # set from the input dtype at accounting time
 
     def encode(self, x):
         return np.array(x, copy=True)
@@ -200,8 +201,8 @@ class _IdentitySide(_Side):
     def decode(self, codes):
         return np.array(codes, copy=True)
 
-    def stored_bits(self, n_tokens, itemsize: int = 4):
-        return {"values": 8 * itemsize * self.dim * n_tokens}
+    def stored_bits(self, n_tokens):
+        return {"values": self.nominal_bits * self.dim * n_tokens}
 
     def describe(self):
         return {"coder": "identity"}
@@ -277,9 +278,6 @@ class Scheme:
         V_hat = np.asarray(self.value_side.decode(codes.value), dtype=codes.dtype)
         return K_hat, V_hat
 
-    def _side_bits(self, side: _Side, n_tokens: int) -> dict[str, float]:
-        return side.stored_bits(n_tokens)
-
     def bits_per_coord(self, n_tokens: int) -> BitBudget:
         """Bits per coordinate for ``n_tokens`` tokens of dimension ``dim``, nominal and total.
 
@@ -294,7 +292,7 @@ class Scheme:
         coords = n_tokens * self.dim
         parts, totals, nominals = {}, {}, {}
         for prefix, side in (("key", self.key_side), ("value", self.value_side)):
-            side_parts = self._side_bits(side, n_tokens)
+            side_parts = side.stored_bits(n_tokens)
             parts.update({f"{prefix}_{p}": b / coords for p, b in side_parts.items()})
             totals[prefix] = sum(side_parts.values()) / coords
             nominals[prefix] = float(side.nominal_bits)
@@ -309,16 +307,6 @@ class Scheme:
         return {"scheme": self.name, "bits": self.bits, "dim": self.dim,
                 "draws": list(self.draws), "params": dict(self.params),
                 "key": self.key_side.describe(), "value": self.value_side.describe()}
-
-
-class _IdentityScheme(Scheme):
-    """Stores K and V unchanged; its bits are those of the input dtype."""
-
-    def bits_per_coord(self, n_tokens: int, itemsize: int = 4) -> BitBudget:
-        n_tokens = check_int(n_tokens, "n_tokens", low=1)
-        bits = 8.0 * itemsize
-        return BitBudget(bits, bits, bits, bits, bits, bits, n_tokens, self.dim,
-                         {"key_values": bits, "value_values": bits})
 
 
 class _KIVIScheme(Scheme):
@@ -453,8 +441,8 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
         return _VectorSide(coder, "prod", b)
 
     if kind == "identity":
-        return _IdentityScheme(name, None, dim, _IdentitySide(dim), _IdentitySide(dim),
-                               seed, draws, params)
+        return Scheme(name, None, dim, _IdentitySide(dim), _IdentitySide(dim),
+                      seed, draws, params)
     if kind == "mixed":
         key_bits = check_int(params.get("key_bits"), "key_bits", low=1, high=8)
         value_bits = check_int(params.get("value_bits"), "value_bits", low=1, high=8)
