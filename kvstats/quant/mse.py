@@ -155,6 +155,47 @@ class MSEQuantizer:
         """Coded coordinates per vector (``rotation.out_dim``)."""
         return self.rotation.out_dim
 
+    def _prepare(self, x: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Validated ``x``, its float64 norms and their inverses in ``x.dtype`` (0 for 0)."""
+        x = as_float_array(x, "x", min_ndim=1)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
+        with np.errstate(over="ignore"):
+            norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
+        bad = ~np.isfinite(norms)
+        if bad.any():  # squares overflowed: recompute those norms with scaling (rare)
+            big = x[bad].astype(np.float64)
+            scale = np.max(np.abs(big), axis=-1)
+            norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
+        if self.norm_dtype != np.float64:
+            limit = np.finfo(self.norm_dtype).max
+            if np.max(norms, initial=0.0) > limit:
+                raise ValueError(f"x has a vector norm {float(np.max(norms)):.4g} above the "
+                                 f"largest {self.norm_dtype.name} ({limit:.6g}); use "
+                                 "norm_dtype=np.float32")
+        inv = np.zeros_like(norms)
+        np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
+        return x, norms, inv.astype(x.dtype)
+
+    def _chunks(self, n_rows: int):
+        """Cache-sized slices of rows for the ``draws == ()`` paths (encode and decode
+        use the same ones, so `roundtrip` reproduces them exactly)."""
+        rows = max(1, _CHUNK_VALUES // self.n_coords)
+        return (slice(start, start + rows) for start in range(0, n_rows, rows))
+
+    def _codes(self, u: np.ndarray) -> np.ndarray:
+        """Unpacked uint8 codes ``(..., n_coords)`` of unit vectors ``u`` ``(..., dim)``."""
+        return self.codebook._encode(self.rotation._apply(u))
+
+    def _unrotate(self, y: np.ndarray, norms: np.ndarray, out: np.ndarray | None = None
+                  ) -> np.ndarray:
+        """``norms * R^T y`` for centroids ``y`` and stored norms already in ``y.dtype``."""
+        x = self.rotation._inverse(y)
+        if out is None:
+            x *= norms[..., None]
+            return x
+        return np.multiply(x, norms[..., None], out=out)
+
     def encode(self, x: Any) -> MSECodes:
         """Quantize vectors.
 
@@ -175,36 +216,14 @@ class MSEQuantizer:
         >>> c.codes.shape, c.n_coords, c.norms.tolist()
         ((3, 2), 8, [2.44921875, 2.44921875, 2.44921875])
         """
-        x = as_float_array(x, "x", min_ndim=1)
-        if x.shape[-1] != self.dim:
-            raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
-        with np.errstate(over="ignore"):
-            norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
-        bad = ~np.isfinite(norms)
-        if bad.any():  # squares overflowed: recompute those norms with scaling (rare)
-            big = x[bad].astype(np.float64)
-            scale = np.max(np.abs(big), axis=-1)
-            norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
-        if self.norm_dtype != np.float64:
-            limit = np.finfo(self.norm_dtype).max
-            if np.max(norms, initial=0.0) > limit:
-                raise ValueError(f"x has a vector norm {float(np.max(norms)):.4g} above the "
-                                 f"largest {self.norm_dtype.name} ({limit:.6g}); use "
-                                 "norm_dtype=np.float32")
-        inv = np.zeros_like(norms)
-        np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
-        inv = inv.astype(x.dtype)
+        x, norms, inv = self._prepare(x)
         if self.draws:  # independent rotations: one batched pass (broadcasts batch/draws)
-            y = self.rotation._apply(x * inv[..., None])
-            packed = pack_codes(self.codebook._encode(y), self.bits)
+            packed = pack_codes(self._codes(x * inv[..., None]), self.bits)
         else:  # one rotation: rows in cache-sized chunks (same arithmetic per row)
             flat, inv = x.reshape(-1, self.dim), inv.reshape(-1)
             packed = np.empty((flat.shape[0], packed_size(self.n_coords, self.bits)), np.uint8)
-            rows = max(1, _CHUNK_VALUES // self.n_coords)
-            for start in range(0, flat.shape[0], rows):
-                stop = start + rows
-                y = self.rotation._apply(flat[start:stop] * inv[start:stop, None])
-                packed[start:stop] = pack_codes(self.codebook._encode(y), self.bits)
+            for rows in self._chunks(flat.shape[0]):
+                packed[rows] = pack_codes(self._codes(flat[rows] * inv[rows, None]), self.bits)
             packed = packed.reshape(x.shape[:-1] + packed.shape[-1:])
         stored = np.broadcast_to(norms.astype(self.norm_dtype), packed.shape[:-1]).copy()
         return MSECodes(packed, stored, self.bits, self.n_coords, x.dtype)
@@ -245,17 +264,51 @@ class MSEQuantizer:
         dtype = np.dtype(codes.dtype)
         norms = codes.norms.astype(dtype)
         if self.draws:
-            x = self.rotation._inverse(self._centroids(codes.codes, dtype))
-            x *= norms[..., None]
-            return x
+            return self._unrotate(self._centroids(codes.codes, dtype), norms)
         flat, norms = codes.codes.reshape(-1, codes.codes.shape[-1]), norms.reshape(-1)
         out = np.empty((flat.shape[0], self.dim), dtype=dtype)
-        rows = max(1, _CHUNK_VALUES // self.n_coords)
-        for start in range(0, flat.shape[0], rows):  # cache-sized chunks of rows
-            stop = start + rows
-            x = self.rotation._inverse(self._centroids(flat[start:stop], dtype))
-            np.multiply(x, norms[start:stop, None], out=out[start:stop])
+        for rows in self._chunks(flat.shape[0]):
+            self._unrotate(self._centroids(flat[rows], dtype), norms[rows], out=out[rows])
         return out.reshape(codes.codes.shape[:-1] + (self.dim,))
+
+    def roundtrip(self, x: Any) -> np.ndarray:
+        """``decode(encode(x))`` without packing the codes: what an analysis of ``x_hat`` needs.
+
+        The codes go straight from the codebook to their centroids, and the norms are
+        rounded through ``norm_dtype`` as `encode` stores them, so the result equals
+        ``decode(encode(x))`` bit for bit (tests/quant/test_roundtrip.py); validation and
+        errors (e.g. a float16 norm overflow) are those of `encode`.
+
+        Parameters
+        ----------
+        x : array_like, shape (*batch, n, dim)
+            As for `encode`.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(*shape, dim)``, float32 or float64 as ``x``.
+
+        Examples
+        --------
+        >>> q = MSEQuantizer(96, 3, seed=0)
+        >>> x = np.random.default_rng(0).standard_normal((5, 96))
+        >>> bool(np.array_equal(q.roundtrip(x), q.decode(q.encode(x))))
+        True
+        """
+        x, norms, inv = self._prepare(x)
+        table = self.codebook.centroids.astype(x.dtype)
+        if self.draws:
+            codes = self._codes(x * inv[..., None])
+            stored = np.broadcast_to(norms.astype(self.norm_dtype), codes.shape[:-1])
+            return self._unrotate(np.take(table, codes), stored.astype(x.dtype))
+        flat, inv = x.reshape(-1, self.dim), inv.reshape(-1)
+        stored = norms.reshape(-1).astype(self.norm_dtype).astype(x.dtype)
+        out = np.empty(flat.shape, dtype=x.dtype)
+        for rows in self._chunks(flat.shape[0]):
+            codes = self._codes(flat[rows] * inv[rows, None])
+            self._unrotate(np.take(table, codes), stored[rows], out=out[rows])
+        return out.reshape(x.shape)
 
     def _centroids(self, packed: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Centroid of every packed code, ``(..., n_coords)`` in ``dtype``."""
