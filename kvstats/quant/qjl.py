@@ -86,10 +86,25 @@ def _lead(a: np.ndarray, ndim: int) -> np.ndarray:
     return a.reshape((1,) * (ndim - a.ndim) + a.shape)
 
 
+def _sign_bits(sketch: Sketch, x: np.ndarray) -> np.ndarray:
+    """The stored bits of ``sign(S x)``, bool ``(..., m)``: True where ``S x >= 0``."""
+    return np.matmul(x, np.swapaxes(sketch.matrix, -1, -2).astype(x.dtype, copy=False)) >= 0
+
+
+def _pm_from_bits(bits: np.ndarray, dtype: Any) -> np.ndarray:
+    """Sign bits (bool or 0/1) to ±1 of ``dtype`` (bit 1 ↦ +1)."""
+    return bits.astype(dtype) * 2 - 1
+
+
 def _pm_signs(packed: np.ndarray, m: int, dtype: Any) -> np.ndarray:
     """Unpack stored sign bits to ±1 of ``dtype`` (bit 1 ↦ +1)."""
-    bits = unpack_bits(packed, m)
-    return bits.astype(dtype) * 2 - 1
+    return _pm_from_bits(unpack_bits(packed, m), dtype)
+
+
+def _reconstruct(sketch: Sketch, pm: np.ndarray, norms: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``scale · ‖x‖ · Sᵀ pm`` from ±1 signs ``pm`` (in ``dtype``) and stored norms."""
+    rec = np.matmul(pm, sketch.matrix.astype(dtype, copy=False))
+    return rec * (sketch.scale * norms.astype(dtype))[..., None]
 
 
 def sphere_abs_moment(d: int) -> float:
@@ -345,9 +360,8 @@ def qjl_encode(sketch: Sketch, x: Any, norm_dtype: Any = np.float16) -> QJLCodes
                          f"received shape {x.shape}")
     _broadcast_batch(x.shape[:-2], sketch.draws, "x")
     norm_dtype = _as_norm_dtype(norm_dtype)
-    proj = np.matmul(x, np.swapaxes(sketch.matrix, -1, -2).astype(x.dtype, copy=False))
-    return QJLCodes(signs=pack_bits(proj >= 0), norms=_store_norms(x, norm_dtype, "x"),
-                    m=sketch.m)
+    return QJLCodes(signs=pack_bits(_sign_bits(sketch, x)),
+                    norms=_store_norms(x, norm_dtype, "x"), m=sketch.m)
 
 
 def _check_codes(codes: Any, sketch: Sketch) -> QJLCodes:
@@ -427,9 +441,7 @@ def qjl_reconstruct(sketch: Sketch, codes: QJLCodes, dtype: Any = np.float64) ->
     sketch = _check_sketch(sketch)
     codes = _check_codes(codes, sketch)
     dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
-    signs = _pm_signs(codes.signs, sketch.m, dtype)
-    rec = np.matmul(signs, sketch.matrix.astype(dtype, copy=False))
-    return rec * (sketch.scale * codes.norms.astype(dtype))[..., None]
+    return _reconstruct(sketch, _pm_signs(codes.signs, sketch.m, dtype), codes.norms, dtype)
 
 
 # --------------------------------------------------------------------------- TurboQuant-prod
@@ -508,11 +520,15 @@ class ProdQuantizer:
         self.m = out_dim if m is None else check_int(m, "m", low=1)
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=sketch_rng, draws=self.draws)
 
-    def encode(self, x: Any) -> ProdCodes:
-        """Encode ``x`` ``(*batch, n, d)``: MSE codes, then signs and norm of the residual."""
+    def _check_x(self, x: Any) -> np.ndarray:
         x = as_float_array(x, "x", min_ndim=2)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last dimension dim={self.dim}; received shape {x.shape}")
+        return x
+
+    def encode(self, x: Any) -> ProdCodes:
+        """Encode ``x`` ``(*batch, n, d)``: MSE codes, then signs and norm of the residual."""
+        x = self._check_x(x)
         mse_codes = self.mse.encode(x)
         residual = x - np.asarray(self.mse.decode(mse_codes), dtype=x.dtype)
         return ProdCodes(mse=mse_codes,
@@ -530,6 +546,37 @@ class ProdQuantizer:
         codes = self._check(codes)
         base = np.asarray(self.mse.decode(codes.mse), dtype=codes.dtype)
         return base + qjl_reconstruct(self.sketch, codes.residual, dtype=codes.dtype)
+
+    def roundtrip(self, x: Any) -> np.ndarray:
+        """``decode(encode(x))`` without storing codes: what an analysis of ``x_hat`` needs.
+
+        The MSE part is reconstructed once (`MSEQuantizer.roundtrip`; encode needs it for
+        the residual and decode again for the output) and the residual's signs go to ±1
+        without packing. Same sign convention, norm storage and casts as encode/decode,
+        so the result equals ``decode(encode(x))`` bit for bit; same validation and errors.
+
+        Parameters
+        ----------
+        x : array_like, shape (*batch, n, dim)
+
+        Returns
+        -------
+        ndarray, shape ``(*shape, n, dim)``, dtype of ``x`` (float32 or float64)
+
+        Examples
+        --------
+        >>> pq = ProdQuantizer(96, 3, seed=0)
+        >>> x = np.random.default_rng(1).standard_normal((10, 96)).astype(np.float32)
+        >>> x_hat = pq.roundtrip(x)
+        >>> x_hat.dtype, bool(np.array_equal(x_hat, pq.decode(pq.encode(x))))
+        (dtype('float32'), True)
+        """
+        x = self._check_x(x)
+        base = np.asarray(self.mse.roundtrip(x), dtype=x.dtype)
+        residual = x - base
+        norms = _store_norms(residual, self.norm_dtype, "x")
+        pm = _pm_from_bits(_sign_bits(self.sketch, residual), x.dtype)
+        return base + _reconstruct(self.sketch, pm, norms, x.dtype)
 
     def scores(self, q: Any, codes: ProdCodes) -> np.ndarray:
         """Inner products ``q @ x̂.T`` ``(*batch, n_q, n)`` (equal to those with :meth:`decode`)."""
