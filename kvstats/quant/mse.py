@@ -78,6 +78,16 @@ def _byte_table(codebook: Codebook, dtype: str) -> np.ndarray:
     return codebook.centroids.astype(dtype)[idx]
 
 
+@lru_cache(maxsize=64)
+def _pair_table(codebook: Codebook, dtype: str) -> np.ndarray:
+    """Centroids of the two codes in each little-endian uint16 ``c0 + 256 c1`` (c < 2**bits)."""
+    top = 2 ** codebook.bits - 1
+    idx = np.arange(256 * top + top + 1)
+    table = codebook.centroids.astype(dtype)[np.stack([np.minimum(idx % 256, top), idx // 256], -1)]
+    table.setflags(write=False)
+    return table
+
+
 class MSEQuantizer:
     """TurboQuant-mse: norm + Lloyd--Max codes of the rotated unit vector.
 
@@ -185,12 +195,17 @@ class MSEQuantizer:
 
     def _codes(self, u: np.ndarray) -> np.ndarray:
         """Unpacked uint8 codes ``(..., n_coords)`` of unit vectors ``u`` ``(..., dim)``."""
+        if self.rotation.kind == "identity" and not self.draws:
+            return self.codebook._encode(u)  # the rotation would only copy u
         return self.codebook._encode(self.rotation._apply(u))
 
     def _unrotate(self, y: np.ndarray, norms: np.ndarray, out: np.ndarray | None = None
                   ) -> np.ndarray:
-        """``norms * R^T y`` for centroids ``y`` and stored norms already in ``y.dtype``."""
-        x = self.rotation._inverse(y)
+        """``norms * R^T y`` for centroids ``y`` and stored norms already in ``y.dtype``.
+
+        ``y`` must be a new array: it may be scaled in place."""
+        identity = self.rotation.kind == "identity" and not self.draws
+        x = y if identity else self.rotation._inverse(y)  # the identity's inverse is a copy
         if out is None:
             x *= norms[..., None]
             return x
@@ -297,18 +312,26 @@ class MSEQuantizer:
         True
         """
         x, norms, inv = self._prepare(x)
-        table = self.codebook.centroids.astype(x.dtype)
         if self.draws:
             codes = self._codes(x * inv[..., None])
             stored = np.broadcast_to(norms.astype(self.norm_dtype), codes.shape[:-1])
-            return self._unrotate(np.take(table, codes), stored.astype(x.dtype))
+            return self._unrotate(self._lookup(codes, x.dtype), stored.astype(x.dtype))
         flat, inv = x.reshape(-1, self.dim), inv.reshape(-1)
         stored = norms.reshape(-1).astype(self.norm_dtype).astype(x.dtype)
         out = np.empty(flat.shape, dtype=x.dtype)
         for rows in self._chunks(flat.shape[0]):
             codes = self._codes(flat[rows] * inv[rows, None])
-            self._unrotate(np.take(table, codes), stored[rows], out=out[rows])
+            self._unrotate(self._lookup(codes, x.dtype), stored[rows], out=out[rows])
         return out.reshape(x.shape)
+
+    def _lookup(self, codes: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Centroids of unpacked uint8 codes ``(..., n_coords)``, in ``dtype``."""
+        if codes.shape[-1] % 2 == 0 and codes.flags.c_contiguous:
+            # one gather per pair of codes (from a small table) halves the gathers: ~3x faster
+            pairs = codes.view("<u2")
+            table = _pair_table(self.codebook, dtype.name)
+            return np.take(table, pairs, axis=0, mode="clip").reshape(codes.shape)
+        return np.take(self.codebook.centroids.astype(dtype), codes, mode="clip")
 
     def _centroids(self, packed: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Centroid of every packed code, ``(..., n_coords)`` in ``dtype``."""

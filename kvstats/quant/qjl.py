@@ -93,7 +93,10 @@ def _sign_bits(sketch: Sketch, x: np.ndarray) -> np.ndarray:
 
 def _pm_from_bits(bits: np.ndarray, dtype: Any) -> np.ndarray:
     """Sign bits (bool or 0/1) to ±1 of ``dtype`` (bit 1 ↦ +1)."""
-    return bits.astype(dtype) * 2 - 1
+    pm = bits.astype(dtype)
+    pm *= 2  # in place: a third of the time of ``* 2 - 1`` on new arrays
+    pm -= 1
+    return pm
 
 
 def _pm_signs(packed: np.ndarray, m: int, dtype: Any) -> np.ndarray:
@@ -104,7 +107,8 @@ def _pm_signs(packed: np.ndarray, m: int, dtype: Any) -> np.ndarray:
 def _reconstruct(sketch: Sketch, pm: np.ndarray, norms: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``scale · ‖x‖ · Sᵀ pm`` from ±1 signs ``pm`` (in ``dtype``) and stored norms."""
     rec = np.matmul(pm, sketch.matrix.astype(dtype, copy=False))
-    return rec * (sketch.scale * norms.astype(dtype))[..., None]
+    rec *= (sketch.scale * norms.astype(dtype))[..., None]
+    return rec
 
 
 def sphere_abs_moment(d: int) -> float:
@@ -576,7 +580,8 @@ class ProdQuantizer:
         residual = x - base
         norms = _store_norms(residual, self.norm_dtype, "x")
         pm = _pm_from_bits(_sign_bits(self.sketch, residual), x.dtype)
-        return base + _reconstruct(self.sketch, pm, norms, x.dtype)
+        base += _reconstruct(self.sketch, pm, norms, x.dtype)  # base is ours: add in place
+        return base
 
     def scores(self, q: Any, codes: ProdCodes) -> np.ndarray:
         """Inner products ``q @ x̂.T`` ``(*batch, n_q, n)`` (equal to those with :meth:`decode`)."""
