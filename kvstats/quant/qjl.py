@@ -94,7 +94,7 @@ def _sign_bits(sketch: Sketch, x: np.ndarray) -> np.ndarray:
 def _pm_from_bits(bits: np.ndarray, dtype: Any) -> np.ndarray:
     """Sign bits (bool or 0/1) to ±1 of ``dtype`` (bit 1 ↦ +1)."""
     pm = bits.astype(dtype)
-    pm *= 2  # in place: a third of the time of ``* 2 - 1`` on new arrays
+    pm *= 2  # in place: under half the time of ``* 2 - 1`` on new arrays
     pm -= 1
     return pm
 
