@@ -1,20 +1,33 @@
-"""Benchmark: the vectorised sweep runner vs a straightforward per-trial Python loop.
+"""Benchmark: the sweep runner vs a straightforward per-trial Python loop.
 
-Both compute the same thing on the same reduced grid in one run, in one process:
-for every cell (distribution, budget, scheme) and every trial, quantize (K, V) with an
-independent draw of the scheme's randomness and measure the 6D error profile.
+All paths compute the same thing on the same reduced grid, in one run and one process
+(one BLAS thread): for every cell (distribution, budget, scheme) and every trial, draw
+(K, V, q), quantize with an independent draw of the scheme's randomness and measure the
+6D error profile.
 
-- vectorised: ``kvstats.run_sweep(..., executor="serial")`` (one scheme object with
-  ``draws=T`` per chunk of trials, one ``error_profile`` call per chunk);
-- loop: for each trial, ``make_scheme(..., draws=())`` (its own seed), ``quantize``,
-  ``dequantize`` and ``error_profile`` on that single trial.
+- runner: ``kvstats.run_sweep(..., executor="serial")``. Trials come in chunks; a
+  chunk is drawn once for every budget and scheme of its case (the paired design) and
+  each cell codes it with one scheme object holding ``draws=T`` independent
+  rotations/sketches (``Scheme.roundtrip``: no bit packing) and one ``error_profile``
+  call;
+- loop: what a user without the runner writes: for each cell and each trial,
+  ``kvstats.sample`` one trial, ``make_scheme(..., draws=())`` with its own seed,
+  ``quantize``, ``dequantize`` and ``error_profile``;
+- loop, shared data: the same loop, but each case's trials are drawn once up front and
+  shared by its cells (isolates what batching the scheme work over trials gains);
+- floor: only the work no runner of these schemes can avoid, timed the same way:
+  drawing each case's trials once, drawing every cell's rotations and sketches
+  (``make_scheme(..., draws=T)``) and, per QJL side, the two sketch products (S·r to
+  encode, Sᵀ·signs to reconstruct) in float32. loop / floor bounds the speed-up any
+  runner could reach on one core, however fast its other work.
 
-The ratio of the two mean KLs over the Gaussian cells is printed as a check that both
-measure the same thing (different random draws, so they agree statistically, not bit for
-bit). With ``--full-grid`` it also times the full seed-paper grid at d = 128
-(experiments/dalberto.toml restricted to d = 128) with the default process pool.
+The mean KL over the Gaussian cells of the runner and of the loop are compared as a
+check that both measure the same thing (different random draws: they agree
+statistically, not bit for bit). ``--full-grid`` also times the seed paper's full grid
+at d = 128 (experiments/dalberto.toml restricted to d = 128) with the default process
+pool.
 
-    python experiments/bench_sweep.py [--trials 40] [--n-keys 1024 128] [--full-grid]
+    python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 64 16] [--full-grid]
 """
 
 from __future__ import annotations
@@ -33,15 +46,24 @@ from kvstats.data.trials import Trials
 from kvstats.sweep import SweepConfig, run_sweep
 
 
-def loop_sweep(cfg: SweepConfig) -> pd.DataFrame:
-    """The plain reference: one scheme object and one error_profile call per trial."""
+def loop_sweep(cfg: SweepConfig, shared_data: bool = False) -> pd.DataFrame:
+    """The plain reference: one trial at a time, one scheme object per trial."""
     rows = []
     rng = np.random.default_rng(cfg.seed)
+    cases: dict[str, Trials] = {}
     for cell in cfg.cells():
-        trials = kvstats.sample(cell.distribution, cfg.n_trials, cell.n_keys, cell.dim,
-                                seed=int(rng.integers(2**63)), dtype=np.dtype(cfg.dtype), **cell.params)
+        dtype = np.dtype(cfg.dtype)
+        if shared_data and cell.case_key() not in cases:
+            cases[cell.case_key()] = kvstats.sample(cell.distribution, cfg.n_trials, cell.n_keys, cell.dim,
+                                                    seed=int(rng.integers(2**63)), dtype=dtype, **cell.params)
         for t in range(cfg.n_trials):
-            one = Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1], trials.meta)
+            if shared_data:
+                all_trials = cases[cell.case_key()]
+                one = Trials(all_trials.K[t:t + 1], all_trials.V[t:t + 1], all_trials.q[t:t + 1],
+                             all_trials.meta)
+            else:
+                one = kvstats.sample(cell.distribution, 1, cell.n_keys, cell.dim,
+                                     seed=int(rng.integers(2**63)), dtype=dtype, **cell.params)
             scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim,
                                          seed=int(rng.integers(2**63)))
             K_hat, V_hat = scheme.dequantize(scheme.quantize(one.K, one.V))
@@ -51,6 +73,30 @@ def loop_sweep(cfg: SweepConfig) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def floor_seconds(cfg: SweepConfig) -> float:
+    """Seconds of the unavoidable work of ``cfg`` (see the module docstring)."""
+    rng = np.random.default_rng(cfg.seed)
+    tic = time.perf_counter()
+    for cell in {c.case_key(): c for c in cfg.cells()}.values():
+        kvstats.sample(cell.distribution, cfg.n_trials, cell.n_keys, cell.dim,
+                       seed=int(rng.integers(2**63)), dtype=np.dtype(cfg.dtype), **cell.params)
+    seconds = time.perf_counter() - tic
+    for cell in cfg.cells():
+        tic = time.perf_counter()
+        scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim, draws=cfg.n_trials,
+                                     seed=int(rng.integers(2**63)))
+        seconds += time.perf_counter() - tic
+        for coder in (scheme.key_quantizer, scheme.value_quantizer):
+            if hasattr(coder, "sketch"):  # a QJL residual: encode and reconstruct products
+                S = coder.sketch.matrix.astype(np.float32)
+                r = rng.standard_normal((cfg.n_trials, cell.n_keys, cell.dim), dtype=np.float32)
+                tic = time.perf_counter()
+                signs = np.where(r @ np.swapaxes(S, -1, -2) >= 0, 1.0, -1.0).astype(np.float32)
+                signs @ S
+                seconds += time.perf_counter() - tic
+    return seconds
+
+
 def reduced_config(trials: int, n_keys: int) -> SweepConfig:
     return SweepConfig.from_dict({
         "schemes": ["KV", "KQV", "QKQV"], "budgets": [2, 4, 6],
@@ -58,15 +104,21 @@ def reduced_config(trials: int, n_keys: int) -> SweepConfig:
         "dims": [128], "n_keys": [n_keys], "n_trials": trials, "seed": 1, "dtype": "float32"})
 
 
+def _timed(fn, *args, **kw):
+    tic = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - tic
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=40, help="trials per cell of the reduced grid")
-    parser.add_argument("--n-keys", type=int, nargs="+", default=[1024, 128],
+    parser.add_argument("--trials", type=int, default=64, help="trials per cell of the reduced grid")
+    parser.add_argument("--n-keys", type=int, nargs="+", default=[1024, 256, 64, 16],
                         help="context lengths N of the reduced grid (one comparison each)")
     parser.add_argument("--full-grid", action="store_true",
                         help="also time experiments/dalberto.toml restricted to d = 128")
     args = parser.parse_args()
-    try:  # both paths run with one BLAS thread: on a shared machine extra threads only spin
+    try:  # every path runs with one BLAS thread: on a shared machine extra threads only spin
         from threadpoolctl import threadpool_limits
         threadpool_limits(limits=1, user_api="blas")
         blas = "1 BLAS thread"
@@ -74,32 +126,36 @@ def main() -> None:
         blas = "default BLAS threads"
 
     print(f"# bench_sweep  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, {blas}")
-    print("| N | cells | trials/cell | vectorised (s) | per-trial loop (s) | speed-up | Gaussian mean KL vec / loop |")
-    print("|---|---|---|---|---|---|---|")
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
+          f"{blas}, load average {os.getloadavg()[0]:.1f}")
+    print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells")
+    print("| N | trials/cell | runner (s) | loop (s) | speed-up | loop, shared data (s) | speed-up "
+          "| floor (s) | loop / floor | runner outside cells | Gaussian mean KL runner / loop |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n_keys in args.n_keys:
         cfg = reduced_config(args.trials, n_keys)
         run_sweep(reduced_config(4, n_keys), executor="serial", progress=False)  # warm caches (codebooks)
-        tic = time.perf_counter()
-        vec = run_sweep(cfg, executor="serial", progress=False).frame
-        t_vec = time.perf_counter() - tic
-        tic = time.perf_counter()
-        loop = loop_sweep(cfg)
-        t_loop = time.perf_counter() - tic
-        # Gaussian cells only: heavy-tailed KL has infinite-variance-like scatter
-        kl_ratio = (vec[vec.distribution == "gaussian"]["kl"].mean()
-                    / loop[loop.distribution == "gaussian"]["kl"].mean())
-        print(f"| {n_keys} | {len(cfg.cells())} | {cfg.n_trials} | {t_vec:.2f} | {t_loop:.2f} | "
-              f"{t_loop / t_vec:.1f}x | {kl_ratio:.3f} |", flush=True)
+        res, t_vec = _timed(run_sweep, cfg, executor="serial", progress=False)
+        loop, t_loop = _timed(loop_sweep, cfg)
+        _, t_shared = _timed(loop_sweep, cfg, shared_data=True)
+        t_floor = floor_seconds(cfg)
+        # the manifest times each cell's scheme and metric work; the rest is drawing trials
+        cells_s = sum(c["seconds"] for c in res.manifest["cells"])
+        vec = res.frame
+        kl_ratio = (vec[vec.distribution == "gaussian"]["kl"].mean()  # Gaussian only: heavy-tailed
+                    / loop[loop.distribution == "gaussian"]["kl"].mean())  # KL has huge scatter
+        print(f"| {n_keys} | {cfg.n_trials} | {t_vec:.2f} | {t_loop:.2f} | {t_loop / t_vec:.1f}x | "
+              f"{t_shared:.2f} | {t_shared / t_vec:.1f}x | {t_floor:.2f} | {t_loop / t_floor:.1f}x | "
+              f"{1 - cells_s / t_vec:.0%} | {kl_ratio:.3f} |",
+              flush=True)
 
     if args.full_grid:
         here = os.path.dirname(os.path.abspath(__file__))
         full = SweepConfig.from_toml(os.path.join(here, "dalberto.toml"))
         full = SweepConfig.from_dict({**full.to_dict(), "dims": [128]})
-        tic = time.perf_counter()
-        res = run_sweep(full, progress=True)
+        res, secs = _timed(run_sweep, full, progress=True)
         print(f"full seed-paper grid at d = 128: {len(full.cells())} cells x {full.n_trials} trials, "
-              f"N = {list(full.n_keys)}: {time.perf_counter() - tic:.1f} s ({res.manifest['executor']})")
+              f"N = {list(full.n_keys)}: {secs:.1f} s ({res.manifest['executor']})")
 
 
 if __name__ == "__main__":

@@ -14,14 +14,16 @@ scheme)``; its result is one row per trial with the 6D error profile
   ``draws=T``);
 - **vectorised** over trials inside a cell, in chunks of ``chunk_size`` trials to bound
   memory (the data of chunk ``b`` comes from the case seed and ``b``, so results depend
-  on ``chunk_size``: it is part of the configuration and of every cell's id);
+  on ``chunk_size``: it is part of the configuration and of every cell's id); a chunk
+  is drawn once and coded by every scheme and budget of its case (``Scheme.roundtrip``);
 - **resumable**: each finished cell is written to ``out/cells/<cell-id>.parquet`` (CSV
   without pyarrow); a rerun with the same configuration loads finished cells instead of
   recomputing them;
 - **parallel** through any :class:`concurrent.futures.Executor` (local processes by
   default, ``"serial"`` in-process, or ``dask.distributed.Client.get_executor()``).
-  Workers return frames; only the calling process writes files, so remote workers need
-  no shared file system.
+  A task is a run of chunks of one case; workers return frames, and only the calling
+  process writes files (a cell once all its chunks are back), so remote workers need no
+  shared file system.
 
 Real caches are a data source like the synthetic distributions: a distribution named
 ``"real"`` with ``params = {path = ..., layer = ..., head = ...}`` reads the trials of a
@@ -73,8 +75,9 @@ CELL_COLUMNS = ("distribution", "params", "dim", "n_keys", "budget", "scheme",
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 # Schemes whose budget is fixed by their own parameters (make_scheme's bits=None).
 _FIXED_BUDGET = ("mixed", "identity")
-# Target number of float64 entries per (chunk × N × d) array for automatic chunking:
-# 2**24 entries = 128 MiB per array; a chunk holds ~6 such arrays (K, V, K̂, V̂, codes).
+# Target number of float64 entries per chunk-sized array for automatic chunking: 2**24
+# entries = 128 MiB per array. The largest per-trial arrays are the data (N × d: K, V,
+# K̂, V̂, codes) and each draw's rotation or sketch (m × d with m = d), hence max(N, d)·d.
 _AUTO_CHUNK_ENTRIES = 2 ** 24
 
 
@@ -340,8 +343,9 @@ class SweepConfig:
     seed : int
         Root seed; every cell's seeds derive from it and the cell key.
     chunk_size : int or None
-        Trials processed at once; ``None`` picks ``max(1, 2**24 // (N·d))`` (128 MiB per
-        float64 array), a function of (N, d) only, so results stay reproducible.
+        Trials processed at once; ``None`` picks ``max(1, 2**24 // (max(N, d)·d))``
+        (128 MiB per float64 array of keys or of sketches), a function of (N, d) only, so
+        results stay reproducible.
     comparisons : sequence of (str, str)
         Scheme label pairs the report compares (default KQV/QKQV, KQV/KV, QKQV/KV; pairs
         whose schemes are not in the sweep are skipped).
@@ -574,7 +578,7 @@ class SweepConfig:
         """Trials per chunk for a case with N keys of dimension d."""
         if self.chunk_size is not None:
             return min(self.chunk_size, self.n_trials)
-        return int(min(self.n_trials, max(1, _AUTO_CHUNK_ENTRIES // (n_keys * dim))))
+        return int(min(self.n_trials, max(1, _AUTO_CHUNK_ENTRIES // (max(n_keys, dim) * dim))))
 
     def cell_id(self, cell: Cell) -> str:
         """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
@@ -622,9 +626,17 @@ def load_config(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike") -
 
 
 # ---------------------------------------------------------------------- the work
+# A case's chunks are split over about this many tasks in all (at least one chunk per
+# task), so that a few cases still keep a pool of workers busy; results do not depend on
+# the split (every chunk's data and scheme seeds come from the case/cell key and the
+# chunk index).
+_TARGET_TASKS = 16
+
+
 @dataclass(frozen=True)
 class _Task:
-    """Cells of one case and budget: they share the trials, so they run together."""
+    """Chunks ``[first, stop)`` of one case, for every cell of the case (all budgets and
+    schemes): a chunk's trials are drawn once and every cell quantizes the same draw."""
 
     cells: tuple[tuple[Cell, str], ...]  # (cell, cell id)
     n_trials: int
@@ -632,10 +644,17 @@ class _Task:
     chunk: int
     seed: int
     dtype: str = "float64"
+    first: int = 0
+    stop: int | None = None  # None: to the last chunk
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.n_trials // self.chunk)
 
 
-def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
-    """Run one task; returns (cell id, per-trial frame, seconds) per cell. Runs in workers."""
+def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
+    """Run one task; returns (cell id, first trial, per-trial frame, seconds) per cell
+    and chunk. Runs in workers."""
     from kvstats.data.synthetic import sample
     from kvstats.metrics.profile import error_profile
     from kvstats.quant.schemes import make_scheme
@@ -643,11 +662,11 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
     first = task.cells[0][0]
     case_key = first.case_key()
     d, n = first.dim, first.n_keys
-    parts: dict[str, list[pd.DataFrame]] = {cid: [] for _, cid in task.cells}
-    seconds = {cid: 0.0 for _, cid in task.cells}
-    budgets: dict[str, Any] = {}
+    out = []
+    stop = task.n_chunks if task.stop is None else task.stop
     captured = _load_real(first, task.n_trials) if first.distribution == REAL else None
-    for b, start in enumerate(range(0, task.n_trials, task.chunk)):
+    for b in range(task.first, stop):
+        start = b * task.chunk
         t = min(task.chunk, task.n_trials - start)
         if captured is not None:
             trials = captured.subset(slice(start, start + t)).astype(task.dtype)
@@ -663,29 +682,23 @@ def _compute_task(task: _Task) -> list[tuple[str, pd.DataFrame, float]]:
             try:
                 scheme = make_scheme(spec.name, bits, d, seed=_derive_seed(task.seed, "scheme", cell.key(), b),
                                      draws=t, **spec.params)
-                K_hat, V_hat = scheme.dequantize(scheme.quantize(trials.K, trials.V))
+                K_hat, V_hat = scheme.roundtrip(trials.K, trials.V)
                 prof = error_profile(trials, K_hat, V_hat)
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
                 raise type(exc)(f"{exc} [cell: {spec.display()} at n={cell.budget}, "
                                 f"{cell.distribution}({cell.params_label()}), d={d}, N={n}]") from exc
-            prof["trial"] = np.arange(start, start + t)
-            parts[cid].append(prof)
-            budgets.setdefault(cid, scheme.bits_per_coord(n))
-            seconds[cid] += time.perf_counter() - tic
+            bb = scheme.bits_per_coord(n)
+            budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
+            prof = prof.assign(trial=np.arange(start, start + t), distribution=cell.distribution,
+                               params=cell.params_label(), dim=d, n_keys=n, budget=budget,
+                               scheme=spec.display(), bits_nominal=float(bb.nominal),
+                               bits_total=float(bb.total), key_bits_total=float(bb.key_total),
+                               value_bits_total=float(bb.value_total), cell_id=cid)
+            out.append((cid, start, prof, time.perf_counter() - tic))
         del trials
-    out = []
-    for cell, cid in task.cells:
-        frame = pd.concat(parts[cid], ignore_index=True)
-        bb = budgets[cid]
-        budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
-        frame = frame.assign(distribution=cell.distribution, params=cell.params_label(),
-                             dim=cell.dim, n_keys=cell.n_keys, budget=budget,
-                             scheme=cell.scheme.display(), bits_nominal=float(bb.nominal),
-                             bits_total=float(bb.total), key_bits_total=float(bb.key_total),
-                             value_bits_total=float(bb.value_total), cell_id=cid)
-        out.append((cid, frame, seconds[cid]))
     return out
+
 
 
 def _load_real(cell: Cell, n_trials: int):
@@ -705,12 +718,18 @@ def _load_real(cell: Cell, n_trials: int):
 
 
 def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
-    groups: dict[tuple[str, Any], list[tuple[Cell, str]]] = {}
+    groups: dict[str, list[tuple[Cell, str]]] = {}
     for cell, cid in todo:
-        groups.setdefault((cell.case_key(), cell.budget), []).append((cell, cid))
-    return [_Task(tuple(cells), config.n_trials, config.n_queries,
-                  config.chunk_for(cells[0][0].n_keys, cells[0][0].dim), config.seed, config.dtype)
-            for cells in groups.values()]
+        groups.setdefault(cell.case_key(), []).append((cell, cid))
+    tasks = []
+    for cells in groups.values():
+        chunk = config.chunk_for(cells[0][0].n_keys, cells[0][0].dim)
+        n_chunks = -(-config.n_trials // chunk)
+        splits = min(n_chunks, -(-_TARGET_TASKS // len(groups)))
+        bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
+        tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
+                        config.dtype, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    return tasks
 
 
 # ---------------------------------------------------------------------- storage
@@ -898,16 +917,27 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
     tasks = _tasks(config, todo)
 
     from tqdm.auto import tqdm
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), unit="cell", desc="sweep",
-               disable=not progress, file=sys.stderr)
+    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc="sweep", disable=not progress,
+               file=sys.stderr, bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} cells "
+                                            "[{elapsed}<{remaining}]")
 
-    def collect(results: list[tuple[str, pd.DataFrame, float]]) -> None:
-        for cid, frame, secs in results:
-            if cells_dir is not None:
-                _write_table(frame, cells_dir / cid)
-            frames[cid] = frame
-            status[cid] = {"status": "computed", "seconds": round(secs, 3)}
-            bar.update(1)
+    # A cell is computed in chunks, possibly by several tasks; it is written (and counts
+    # as done for a resume) once all its trials have arrived.
+    pending: dict[str, dict[int, pd.DataFrame]] = {cid: {} for _, cid in todo}
+    seconds = dict.fromkeys(pending, 0.0)
+
+    def collect(results: list[tuple[str, int, pd.DataFrame, float]]) -> None:
+        for cid, start, part, secs in results:
+            pending[cid][start] = part
+            seconds[cid] += secs
+            bar.update(len(part) / config.n_trials)
+            if sum(map(len, pending[cid].values())) == config.n_trials:
+                parts = pending.pop(cid)
+                frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
+                if cells_dir is not None:
+                    _write_table(frame, cells_dir / cid)
+                frames[cid] = frame
+                status[cid] = {"status": "computed", "seconds": round(seconds[cid], 3)}
 
     own_pool = None
     if executor is None or executor == "process":

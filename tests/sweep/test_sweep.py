@@ -113,8 +113,8 @@ def test_schemes_of_a_case_see_the_same_trials(monkeypatch):
 
     monkeypatch.setattr(syn, "sample", spy)
     run_sweep(TINY, executor="serial", progress=False)
-    # 2 budgets x 2 chunks (6 trials, chunk 4); every budget task draws the same two chunks
-    assert len(seen) == 4
+    # 2 budgets x 3 schemes, 2 chunks (6 trials, chunk 4): each chunk is drawn once, for all cells
+    assert len(seen) == 2
     by_chunk = {}
     for args, seed in seen:
         by_chunk.setdefault(args[1], set()).add(seed)  # args[1] = trials in the chunk
@@ -217,3 +217,35 @@ def test_theory_beside_measurement_on_gaussian_keys():
         rows = t[t.quantity == q]
         assert len(rows) >= 2
         assert ((rows.measured / rows.predicted - 1).abs() < 0.2).all(), rows
+
+
+def test_results_do_not_depend_on_how_cases_are_split_into_tasks(monkeypatch):
+    cfg = {**TINY, "n_trials": 10, "chunk_size": 3}  # 4 chunks, the last one short
+    whole = run_sweep(cfg, executor="serial", progress=False).frame
+    monkeypatch.setattr(sw, "_TARGET_TASKS", 64)  # one task per chunk
+    tasks = sw._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])
+    assert [(t.first, t.stop) for t in tasks] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    split = run_sweep(cfg, executor="serial", progress=False).frame
+    pd.testing.assert_frame_equal(whole, split)
+    assert split.groupby("cell_id").trial.apply(list).map(lambda t: t == list(range(10))).all()
+
+
+def test_cells_split_over_tasks_are_written_only_when_complete(tmp_path, monkeypatch):
+    monkeypatch.setattr(sw, "_TARGET_TASKS", 64)
+    real = sw._compute_task
+    done = []
+
+    def fail_on_second_task(task):
+        if done:
+            raise KeyboardInterrupt  # the sweep is interrupted after the first chunk
+        done.append(task)
+        return real(task)
+
+    monkeypatch.setattr(sw, "_compute_task", fail_on_second_task)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert not list((tmp_path / "cells").iterdir())  # every cell still misses its second chunk
+    monkeypatch.setattr(sw, "_compute_task", real)
+    resumed = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert resumed.manifest["n_computed"] == 6
+    pd.testing.assert_frame_equal(resumed.frame, run_sweep(TINY, executor="serial", progress=False).frame)
