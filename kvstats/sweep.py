@@ -627,10 +627,10 @@ def load_config(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike") -
 
 # ---------------------------------------------------------------------- the work
 # A case's chunks are split over about this many tasks in all (at least one chunk per
-# task), so that a few cases still keep a pool of workers busy; results do not depend on
-# the split (every chunk's data and scheme seeds come from the case/cell key and the
-# chunk index).
-_TARGET_TASKS = 16
+# task), so that a few cases still keep a pool of workers busy and the progress bar
+# moves; results do not depend on the split (every chunk's data and scheme seeds come
+# from the case/cell key and the chunk index).
+_TARGET_TASKS = 64
 
 
 @dataclass(frozen=True)
