@@ -917,9 +917,10 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
     tasks = _tasks(config, todo)
 
     from tqdm.auto import tqdm
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc="sweep", disable=not progress,
-               file=sys.stderr, bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} cells "
-                                            "[{elapsed}<{remaining}]")
+    # counts trials (integers: no float drift), shown in cells
+    bar = tqdm(total=len(cells) * config.n_trials, initial=(len(cells) - len(todo)) * config.n_trials,
+               desc="sweep", disable=not progress, file=sys.stderr, unit_scale=1 / config.n_trials,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} cells [{elapsed}<{remaining}]")
 
     # A cell is computed in chunks, possibly by several tasks; it is written (and counts
     # as done for a resume) once all its trials have arrived.
@@ -930,7 +931,7 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
         for cid, start, part, secs in results:
             pending[cid][start] = part
             seconds[cid] += secs
-            bar.update(len(part) / config.n_trials)
+            bar.update(len(part))
             if sum(map(len, pending[cid].values())) == config.n_trials:
                 parts = pending.pop(cid)
                 frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
