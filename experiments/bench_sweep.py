@@ -5,7 +5,9 @@ All paths compute the same thing on the same reduced grid, in one run and one pr
 (K, V, q), quantize with an independent draw of the scheme's randomness and measure the
 6D error profile.
 
-- runner: ``kvstats.run_sweep(..., executor="serial")``. Trials come in chunks; a
+- runner: ``kvstats.run_sweep(..., executor="serial")`` in this process; "runner, all
+  cores" is the default (a process pool of one worker per core, as ``kvstats sweep``
+  runs), compared by wall time with the one-process loop. Trials come in chunks; a
   chunk is drawn once for every budget and scheme of its case (the paired design) and
   each cell codes it with one scheme object holding ``draws=T`` independent
   rotations/sketches (``Scheme.roundtrip``: no bit packing) and one ``error_profile``
@@ -20,6 +22,9 @@ All paths compute the same thing on the same reduced grid, in one run and one pr
   (``make_scheme(..., draws=T)``) and, per QJL side, the two sketch products (S·r to
   encode, Sᵀ·signs to reconstruct) in float32. loop / floor bounds the speed-up any
   runner could reach on one core, however fast its other work.
+
+The runner (``Scheme.roundtrip``) and the loop (``quantize``/``dequantize``) give the same
+reconstructions bit for bit (tests/quant/test_roundtrip.py).
 
 The mean KL over the Gaussian cells of the runner and of the loop are compared as a
 check that both measure the same thing (different random draws: they agree
@@ -131,9 +136,10 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
           f"{blas}, load average {os.getloadavg()[0]:.1f}")
     print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells")
-    print("| N | trials/cell | runner (s) | loop (s) | speed-up | loop, shared data (s) | speed-up "
-          "| floor (s) | loop / floor | runner outside cells | Gaussian mean KL runner / loop |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| N | trials/cell | runner (s) | loop (s) | speed-up | loop, shared data (s) | speed-up "
+          f"| floor (s) | loop / floor | runner, all {os.cpu_count()} cores (s) | loop / it "
+          f"| runner outside cells | Gaussian mean KL runner / loop |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n_keys in args.n_keys:
         cfg = reduced_config(args.trials, n_keys)
         run_sweep(reduced_config(4, n_keys), executor="serial", progress=False)  # warm caches (codebooks)
@@ -141,6 +147,7 @@ def main() -> None:
         loop, t_loop = _timed(loop_sweep, cfg)
         _, t_shared = _timed(loop_sweep, cfg, shared_data=True)
         t_floor = floor_seconds(cfg)
+        _, t_pool = _timed(run_sweep, cfg, progress=False)
         # the manifest times each cell's scheme and metric work; the rest is drawing trials
         cells_s = sum(c["seconds"] for c in res.manifest["cells"])
         vec = res.frame
@@ -148,6 +155,7 @@ def main() -> None:
                     / loop[loop.distribution == "gaussian"]["kl"].mean())  # KL has huge scatter
         print(f"| {n_keys} | {cfg.n_trials} | {t_vec:.2f} | {t_loop:.2f} | {t_loop / t_vec:.1f}x | "
               f"{t_shared:.2f} | {t_shared / t_vec:.1f}x | {t_floor:.2f} | {t_loop / t_floor:.1f}x | "
+              f"{t_pool:.2f} | {t_loop / t_pool:.1f}x | "
               f"{1 - cells_s / t_vec:.0%} | {kl_ratio:.3f} |",
               flush=True)
 
