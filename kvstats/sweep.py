@@ -898,6 +898,7 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
     if workers is not None:
         workers = check_int(workers, "workers", low=1)
     started, tic = _now(), time.perf_counter()
+    git = _git_revision()  # the code that runs: the tree may change while a long sweep runs
     cells = [(c, config.cell_id(c)) for c in config.cells()]
     out_dir = None if out is None else Path(out)
     cells_dir = None
@@ -984,7 +985,7 @@ def run_sweep(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike", out
         "config": config.to_dict(),
         "seed": config.seed,
         "versions": _versions(),
-        "git": _git_revision(),
+        "git": git,
         "started": started,
         "finished": _now(),
         "seconds": round(time.perf_counter() - tic, 3),
