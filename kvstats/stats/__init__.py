@@ -2,7 +2,8 @@
 
 Rank tests (Mann–Whitney with rank-biserial effect size, two-sample KS), the energy
 distance and its fast permutation test for the multivariate 6D profiles, multiple-testing
-corrections, bootstrap intervals and simulated power. See docs/statistics.md.
+corrections, bootstrap intervals (with a heavy-tail screen: the Hill tail index) and
+simulated power. See docs/statistics.md.
 """
 
 from ._base import TiesWarning
@@ -11,6 +12,7 @@ from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, ene
 from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
 from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
 from .rank import KSResult, MannWhitneyResult, ks_2samp, mann_whitney
+from .tail import HeavyTailWarning, TailIndexResult, tail_index
 
 __all__ = [
     "ADJUST_METHODS",
@@ -18,11 +20,13 @@ __all__ = [
     "BootstrapResult",
     "EnergyDistanceResult",
     "EnergyTestResult",
+    "HeavyTailWarning",
     "KSResult",
     "MannWhitneyResult",
     "MultipleTestResult",
     "PowerResult",
     "SampleSizeResult",
+    "TailIndexResult",
     "TiesWarning",
     "add_adjusted_pvalues",
     "adjust_pvalues",
@@ -33,5 +37,6 @@ __all__ = [
     "ks_2samp",
     "mann_whitney",
     "power_mann_whitney",
+    "tail_index",
     "trials_for_power",
 ]

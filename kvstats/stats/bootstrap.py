@@ -2,6 +2,11 @@
 
 Both wrap ``scipy.stats.bootstrap``; the default interval is the bias-corrected and
 accelerated (BCa) percentile interval of Efron (1987), second-order accurate.
+
+Both screen their samples for heavy right tails (Hill tail index α̂ < 2, see
+:mod:`kvstats.stats.tail`) and then emit a :class:`HeavyTailWarning`: the bootstrap of a
+mean is inconsistent for infinite-variance data (Athreya 1987), so its interval is not
+a valid confidence interval there.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from scipy import stats
 from kvstats._checks import as_generator, check_choice, check_int, check_real
 
 from ._base import _FrameMixin, as_sample
+from .tail import HeavyTailWarning, heavy_tail_alpha
 
 __all__ = ["BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci", "BOOTSTRAP_METHODS"]
 
@@ -47,6 +53,20 @@ class BootstrapResult(_FrameMixin):
     method: str
     n_resamples: int
     _test_name = "bootstrap"
+
+
+def _warn_heavy_tails(data, names, what: str) -> None:
+    """Emit a HeavyTailWarning for each sample whose Hill α̂ (default k) is below 2."""
+    for arr, name in zip(data, names):
+        alpha = heavy_tail_alpha(arr)
+        if alpha is not None and alpha < 2:
+            # stacklevel 3: the caller of bootstrap_ci / bootstrap_ratio_ci
+            warnings.warn(f"{name} has a heavy right tail (Hill tail index {alpha:.3g} < 2 from "
+                          f"its {int(np.sqrt(np.count_nonzero(arr)))} largest values): its variance "
+                          f"looks infinite, where the bootstrap of a mean is inconsistent "
+                          f"(Athreya 1987), so this interval for {what} is not reliable; "
+                          f"report the median and upper quantiles and use rank tests",
+                          HeavyTailWarning, stacklevel=3)
 
 
 def _run(data, statistic, confidence, n_resamples, method, seed, names):
@@ -103,6 +123,15 @@ def bootstrap_ci(x, statistic=np.mean, confidence: float = 0.95, n_resamples: in
     -------
     BootstrapResult
 
+    Warns
+    -----
+    HeavyTailWarning
+        When ``statistic`` is ``np.mean`` and ``x`` is nonnegative with at least 10
+        positive values and a Hill tail index (:func:`kvstats.stats.tail_index`,
+        default k) below 2: the bootstrap of a mean is inconsistent for infinite-variance
+        data (Athreya 1987). Other statistics are not screened (the bootstrap of a
+        median, for instance, stays valid under heavy tails).
+
     Examples
     --------
     >>> import numpy as np
@@ -115,6 +144,8 @@ def bootstrap_ci(x, statistic=np.mean, confidence: float = 0.95, n_resamples: in
     if not callable(statistic):
         raise TypeError(f"statistic must be callable as statistic(x, axis=-1); received {statistic!r}")
     x = as_sample(x, "x")
+    if statistic is np.mean:
+        _warn_heavy_tails((x,), ["x"], "the mean")
     return _run((x,), statistic, confidence, n_resamples, method, seed, ["x"])
 
 
@@ -142,6 +173,12 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
     BootstrapResult
         ``estimate`` = mean(x) / mean(y) and its interval.
 
+    Warns
+    -----
+    HeavyTailWarning
+        For each of ``x``, ``y`` that is nonnegative with at least 10 positive values and
+        a Hill tail index below 2 (as in :func:`bootstrap_ci`).
+
     Examples
     --------
     >>> import numpy as np
@@ -155,4 +192,5 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
     x, y = as_sample(x, "x"), as_sample(y, "y")
     if y.mean() == 0:
         raise ValueError("y must have a nonzero mean (it is the denominator); received mean 0")
+    _warn_heavy_tails((x, y), ["x", "y"], "the ratio of means")
     return _run((x, y), _ratio_of_means, confidence, n_resamples, method, seed, ["x", "y"])
