@@ -65,6 +65,18 @@ def _ci(mean: float, low: float, high: float) -> str:
     return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
 
 
+#: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
+HEAVY_MARK = "‡"
+HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (Hill tail index α̂ < 2 over the trials): the variance "
+              "looks infinite and the bootstrap CI of the mean is not reliable; read the median, "
+              "p99 and max, and the rank tests.")
+
+
+def _flag(text: str, reliable: Any) -> str:
+    """Append the heavy-tail mark to a formatted mean/CI when the CI is not reliable."""
+    return text if bool(reliable) else f"{text} {HEAVY_MARK}"
+
+
 def _case_title(case: dict[str, Any]) -> str:
     params = "" if case["params"] in ("-", "") else f" ({case['params']})"
     return f"{case['distribution']}{params}, d = {case['dim']}, N = {case['n_keys']}"
@@ -183,12 +195,26 @@ def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
         row = {"scheme": scheme, "bits nominal": _num(g["bits_nominal"].iloc[0]),
                "bits total": _num(g["bits_total"].iloc[0])}
         for m in METRICS:
-            row[m] = _ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"])
+            row[m] = _flag(_ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"]),
+                           g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
         row["kl p99"] = _num(g.loc["kl", "p99"])
         row["kl max"] = _num(g.loc["kl", "max"])
+        row["kl tail α̂"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
         row["trials"] = int(g.loc["kl", "n_trials"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _heavy_summary(summary: pd.DataFrame) -> str:
+    """One sentence counting the summary rows flagged as heavy-tailed, by metric."""
+    if "ci_reliable" not in summary:
+        return ""
+    bad = summary[~summary["ci_reliable"].astype(bool)]
+    if bad.empty:
+        return "no summary mean is flagged; only theory-table rows are."
+    counts = bad.groupby("metric", sort=False).size()
+    return (f"{len(bad)} of {len(summary)} summary means are marked {HEAVY_MARK} ("
+            + ", ".join(f"{m}: {c}" for m, c in counts.items()) + ").")
 
 
 def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
@@ -223,7 +249,8 @@ def _theory_fmt(theory: pd.DataFrame) -> pd.DataFrame:
         rows.append({"case": _case_title(r._asdict()), "n": f"{r.budget:g}", "quantity": r.quantity,
                      "scheme": r.scheme, "predicted": _num(r.predicted),
                      "asymptotic": _num(r.predicted_asymptotic),
-                     "measured [95% CI]": _ci(r.measured, r.ci_low, r.ci_high),
+                     "measured [95% CI]": _flag(_ci(r.measured, r.ci_low, r.ci_high),
+                                                getattr(r, "ci_reliable", True)),
                      "measured / predicted": _num(r.measured / r.predicted)
                      if r.quantity != "k_snr_db" else f"{r.measured - r.predicted:+.2f} dB"})
     return pd.DataFrame(rows)
@@ -262,7 +289,10 @@ def hypothesis_report(result: Any, out_dir: str | os.PathLike, *, alpha: float |
     Mann–Whitney (rank-biserial r with CI), KS and standardised 6D energy tests with every
     p-value of the report adjusted together (Holm, or Benjamini–Hochberg with
     ``correction="fdr_bh"``) and the winner per metric; crossovers of the winner across
-    budgets; closed-form predictions beside measurements; the figures.
+    budgets; closed-form predictions beside measurements; the figures. Means whose
+    bootstrap CI is not reliable (``ci_reliable`` False in the summary or theory table:
+    Hill tail index α̂ < 2, an infinite-variance right tail) carry a ‡ and a footnote;
+    the bootstrap's :class:`~kvstats.stats.HeavyTailWarning` is not raised per row.
 
     Parameters
     ----------
@@ -373,6 +403,9 @@ def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
     from kvstats.sweep import REAL
 
     doc = _Doc()
+    # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
+    heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
+                for v in t["ci_reliable"])
     man = result.manifest
     cfg = result.config
     n_tests = len(comp)
@@ -393,6 +426,7 @@ def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
         f"permutation test with {opts['energy_resamples']} permutations per pair), adjusted together "
         f"by **{opts['correction']}** at α = {opts['alpha']}. Means with {int(opts['confidence'] * 100)}% "
         f"bootstrap CIs (BCa, {opts['bootstrap_resamples']} resamples).",
+        *([f"Heavy tails: {_heavy_summary(summary)} " + HEAVY_NOTE] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
         "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p < α; "
         "otherwise: no significant difference. r is the rank-biserial correlation, positive when "
@@ -463,4 +497,6 @@ def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
                 doc.table(_comparison_table(bcomp))
     doc.p("† KS p-value with tied values: conservative. Full-precision numbers: tables/*.csv and "
           "report.json.")
+    if heavy:
+        doc.p(HEAVY_NOTE)
     return doc

@@ -56,9 +56,30 @@ def check_frame(frame: Any, name: str = "frame") -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- summaries
+def _tail_alpha(x: np.ndarray, metric: str) -> float:
+    """Hill tail index of a metric's per-trial values, or NaN where it is not computed.
+
+    Computed for ``kl`` (from its positive values; a KL is ≥ 0 up to rounding) and for any
+    metric whose values are all ≥ 0, when there are ≥ 10 positive finite values; not
+    computed (NaN) for metrics with negative or non-finite values or too few positive ones.
+    """
+    from kvstats.stats import tail_index
+    from kvstats.stats.tail import MIN_TAIL_POSITIVE
+
+    if not np.isfinite(x).all() or (metric != "kl" and (x < 0).any()):
+        return math.nan
+    if np.count_nonzero(x > 0) < MIN_TAIL_POSITIVE:
+        return math.nan
+    return tail_index(x).estimate
+
+
 def _mean_ci(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float, float]:
-    """Mean and bootstrap CI; constant or non-finite samples get a degenerate interval."""
-    from kvstats.stats import bootstrap_ci
+    """Mean and bootstrap CI; constant or non-finite samples get a degenerate interval.
+
+    The bootstrap's HeavyTailWarning is silenced: the tables flag those rows instead
+    (``ci_reliable``), and a sweep report would otherwise warn once per row.
+    """
+    from kvstats.stats import HeavyTailWarning, bootstrap_ci
 
     mean = float(np.mean(x))
     if not np.isfinite(x).all():
@@ -66,7 +87,9 @@ def _mean_ci(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> t
         return mean, mean, mean
     if np.ptp(x) == 0 or len(x) < 3:
         return mean, float(x.min()), float(x.max())
-    res = bootstrap_ci(x, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HeavyTailWarning)
+        res = bootstrap_ci(x, confidence=confidence, n_resamples=n_resamples, seed=seed)
     low, high = _interval(res)
     return mean, low, high
 
@@ -100,9 +123,20 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     DataFrame
         One row per (case, budget, scheme, metric): ``mean``, ``ci_low``, ``ci_high``,
         ``median``, ``p99``, ``max``, ``n_trials``, ``n_nonfinite`` and the scheme's
-        ``bits_nominal``/``bits_total``. A metric with non-finite values (SNR = +inf for
-        exact reconstructions) has its mean as both CI ends and counts them in
-        ``n_nonfinite``.
+        ``bits_nominal``/``bits_total``, then ``tail_index`` and ``ci_reliable``. A metric
+        with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
+        CI ends and counts them in ``n_nonfinite``.
+
+        ``tail_index`` is the Hill estimate α̂ of the right-tail index of the metric's
+        per-trial values (:func:`kvstats.stats.tail_index`, default k = floor(√n_pos)),
+        computed for ``kl`` (from its positive values) and for every metric whose values
+        are all ≥ 0, when at least 10 values are positive and all are finite; elsewhere it
+        is NaN, meaning *not computed*. ``ci_reliable`` is False when α̂ < 2: the variance
+        looks infinite and the bootstrap CI of the mean is not valid (Athreya 1987); read
+        ``median``, ``p99``, ``max`` and the rank tests instead. It is True otherwise,
+        including where ``tail_index`` is not computed. Hill's α̂ is noisy at small n (its
+        standard error is α̂/√k): below ~100 trials light-tailed metrics are sometimes
+        flagged too.
 
     Examples
     --------
@@ -129,13 +163,15 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
             x = grp[metric].to_numpy(dtype=np.float64)
             finite = np.isfinite(x)
             mean, low, high = _mean_ci(x, confidence, n_resamples, seed + 1000 * i + j)
+            alpha = _tail_alpha(x, metric)
             # with +inf present, interpolating quantiles would compute inf - inf
             method = "linear" if finite.all() else "higher"
             rows.append({**base, "metric": metric, "mean": mean, "ci_low": low, "ci_high": high,
                          "median": float(np.quantile(x, 0.5, method=method)),
                          "p99": float(np.quantile(x, 0.99, method=method)),
                          "max": float(np.max(x)), "n_trials": int(len(x)),
-                         "n_nonfinite": int((~finite).sum())})
+                         "n_nonfinite": int((~finite).sum()), "tail_index": alpha,
+                         "ci_reliable": not alpha < 2})
     return pd.DataFrame(rows)
 
 
@@ -442,6 +478,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
 
     Measured ratios are ratios of the mean ``ip_var`` (variance over query–key pairs of
     the q·k error, per trial) with a bootstrap CI (:func:`kvstats.stats.bootstrap_ratio_ci`).
+    ``ci_reliable`` is False when a sample behind the row (``snr_k``, or either ``ip_var``
+    sample) is nonnegative with a Hill tail index below 2 (as in :func:`summary_table`):
+    the bootstrap of a mean is then not valid.
     Predictions assume the default settings (Hadamard rotation, Gaussian sketch,
     m = d_pad); schemes are matched by label, so give non-default settings other labels.
 
@@ -457,7 +496,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
     -------
     DataFrame
         Columns: case columns, ``budget``, ``quantity``, ``scheme``, ``predicted``,
-        ``predicted_asymptotic``, ``measured``, ``ci_low``, ``ci_high``, ``n_trials``.
+        ``predicted_asymptotic``, ``measured``, ``ci_low``, ``ci_high``, ``n_trials``,
+        ``ci_reliable``.
     """
     frame = check_frame(frame)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
@@ -492,7 +532,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                 mean, low, high = _mean_ci(x, 0.95, n_resamples, seed + n)
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": scheme,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
-                             "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(x)})
+                             "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(x),
+                             "ci_reliable": _reliable(x)})
             if {"KQV", "QKQV"} <= labels and n >= 2:
                 q = at[at["scheme"] == "QKQV"]["ip_var"].to_numpy(np.float64) if "ip_var" in at else None
                 k = at[at["scheme"] == "KQV"]["ip_var"].to_numpy(np.float64) if "ip_var" in at else None
@@ -511,13 +552,24 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                                           seed + 200 + n)})
     return pd.DataFrame(rows, columns=list(CASE_COLUMNS) + [
         "budget", "quantity", "scheme", "predicted", "predicted_asymptotic", "measured",
-        "ci_low", "ci_high", "n_trials"])
+        "ci_low", "ci_high", "n_trials", "ci_reliable"])
+
+
+def _reliable(*samples: np.ndarray) -> bool:
+    """False when a sample is nonnegative with Hill α̂ < 2 (the bootstrap's own screen)."""
+    from kvstats.stats.tail import heavy_tail_alpha
+
+    alphas = [heavy_tail_alpha(np.asarray(x, np.float64)) for x in samples]
+    return not any(a is not None and a < 2 for a in alphas)
 
 
 def _ratio(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int) -> dict[str, Any]:
-    from kvstats.stats import bootstrap_ratio_ci
+    from kvstats.stats import HeavyTailWarning, bootstrap_ratio_ci
 
     measured = float(np.mean(x) / np.mean(y))
-    res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HeavyTailWarning)  # flagged in ci_reliable instead
+        res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, seed=seed)
     low, high = _interval(res)
-    return {"measured": measured, "ci_low": low, "ci_high": high, "n_trials": int(min(len(x), len(y)))}
+    return {"measured": measured, "ci_low": low, "ci_high": high,
+            "n_trials": int(min(len(x), len(y))), "ci_reliable": _reliable(x, y)}

@@ -89,3 +89,42 @@ def test_plots_return_figures_with_units(frame_factory):
     with pytest.raises(ValueError, match="exactly one case"):
         plot_shannon_phi(pd.concat([f, two]), "k")
     matplotlib.pyplot.close("all")
+
+
+def test_heavy_tailed_means_are_marked_once_without_warnings(tmp_path):
+    """A planted Pareto(α = 1) KL (α̂ = 0.96 with this seed, n = 400, k = 20) is marked ‡
+    with the footnote; an exponential KL (α̂ ≈ 3.6) is not; no HeavyTailWarning escapes."""
+    import warnings
+
+    import pandas as pd
+
+    from kvstats.report.render import HEAVY_MARK, HEAVY_NOTE
+    from kvstats.stats import HeavyTailWarning
+
+    f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=400, seed=5)
+    rng = np.random.default_rng(6)
+    heavy = f.scheme == "KQV"
+    f.loc[heavy, "kl"] = rng.pareto(1.0, heavy.sum())
+    f.loc[~heavy, "kl"] = rng.exponential(1.0, (~heavy).sum())
+    # the other metrics: N(0, 1), negative values, so no tail index and no mark
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HeavyTailWarning)
+        rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    assert HEAVY_NOTE in md and "1 of 18 summary means are marked ‡ (kl: 1)" in md
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines()
+            if line.startswith("| KQV |") or line.startswith("| QKQV |")}
+    assert rows["KQV"].count(HEAVY_MARK) == 1 and HEAVY_MARK not in rows["QKQV"]
+    kl_col = md.splitlines()[[i for i, l in enumerate(md.splitlines()) if l.startswith("| scheme |")][0]]
+    assert "kl tail α̂" in kl_col
+    html = rep.files["html"].read_text()
+    assert HEAVY_MARK in html and "Hill tail index" in html
+    summary = pd.read_csv(rep.files["summary"])
+    assert summary.loc[~summary.ci_reliable, "metric"].tolist() == ["kl"]
+
+    # light tails only: no mark and no footnote
+    g = f.copy()
+    g["kl"] = rng.exponential(1.0, len(g))
+    rep2 = hypothesis_report(_result(g), tmp_path / "light", figures=False, energy_resamples=19)
+    assert HEAVY_MARK not in rep2.files["markdown"].read_text()
+    assert rep2.summary.ci_reliable.all()

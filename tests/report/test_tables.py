@@ -8,7 +8,7 @@ import pytest
 from scipy import stats as sps
 
 from kvstats._checks import replicate_scale
-from kvstats.report.tables import (METRICS, _mean_ci, check_frame, compare_schemes,
+from kvstats.report.tables import (CASE_COLUMNS, METRICS, _mean_ci, check_frame, compare_schemes,
                                    find_crossovers, summary_table)
 
 from _report_frames import make_frame
@@ -155,3 +155,47 @@ def test_theory_predicts_key_snr_only_where_the_closed_form_holds():
     assert set(map(tuple, rows[["dim", "scheme"]].to_numpy().tolist())) == {
         (96, "KV"), (128, "KV"), (128, "KQV")}
     assert np.all(np.abs(rows["measured"] - rows["predicted"]) < 0.5)
+
+
+def test_summary_flags_heavy_tailed_metrics():
+    """Planted tails, n = 400 trials per scheme (default Hill k = 20).
+
+    KQV's KL is Pareto(α = 1.0) (infinite variance): k·α/α̂ ~ Gamma(20) exactly, so
+    P(α̂ ≥ 2) = P(Gamma(20) ≤ 10) ≈ 0.005. QKQV's KL is exponential (α = ∞; Hill reads
+    3–4 at this n, below 2 in < 1% of samples). With these seeds: α̂ = 0.96 and 3.6.
+    snr_k is N(0, 1) (negative values): tail index not computed (NaN), CI reliable.
+    """
+    import warnings
+
+    from kvstats.stats import HeavyTailWarning, tail_index
+
+    f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=400, seed=5)
+    rng = np.random.default_rng(6)
+    heavy = f.scheme == "KQV"
+    f.loc[heavy, "kl"] = rng.pareto(1.0, heavy.sum())
+    f.loc[~heavy, "kl"] = rng.exponential(1.0, (~heavy).sum())
+    f.loc[0, "kl"] = -1e-17            # a rounding-negative KL does not stop the estimate
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HeavyTailWarning)   # the table flags, never warns
+        t = summary_table(f, n_resamples=199)
+    assert list(t.columns[-2:]) == ["tail_index", "ci_reliable"]
+    assert list(t.columns[:-2]) == list(CASE_COLUMNS) + [
+        "budget", "scheme", "bits_nominal", "bits_total", "metric", "mean", "ci_low", "ci_high",
+        "median", "p99", "max", "n_trials", "n_nonfinite"]
+    kl = t[t.metric == "kl"].set_index("scheme")
+    assert kl.loc["KQV", "tail_index"] == pytest.approx(
+        tail_index(f.loc[heavy, "kl"].to_numpy()).estimate, rel=1e-12)
+    assert kl.loc["KQV", "tail_index"] < 2 and not kl.loc["KQV", "ci_reliable"]
+    assert kl.loc["QKQV", "tail_index"] > 2 and kl.loc["QKQV", "ci_reliable"]
+    snr = t[t.metric == "snr_k"]
+    assert snr.tail_index.isna().all() and snr.ci_reliable.all()
+    assert t.ci_reliable.dtype == bool
+
+
+def test_summary_tail_index_not_computed_for_few_positive_or_nonfinite():
+    f = make_frame({("identity", 16): 0.0}, n=20)
+    f["snr_k"] = np.inf
+    f["kl"] = np.r_[np.zeros(11), np.arange(1.0, 10.0)]   # 9 positive values: too few
+    t = summary_table(f, n_resamples=99).set_index("metric")
+    assert np.isnan(t.loc["snr_k", "tail_index"]) and t.loc["snr_k", "ci_reliable"]
+    assert np.isnan(t.loc["kl", "tail_index"]) and t.loc["kl", "ci_reliable"]
