@@ -205,16 +205,17 @@ def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _heavy_summary(summary: pd.DataFrame) -> str:
-    """One sentence counting the summary rows flagged as heavy-tailed, by metric."""
-    if "ci_reliable" not in summary:
-        return ""
-    bad = summary[~summary["ci_reliable"].astype(bool)]
+def _heavy_summary(summary: pd.DataFrame, theory: pd.DataFrame) -> str:
+    """One sentence counting the summary (by metric) and theory rows flagged as heavy-tailed."""
+    n_theory = int((~theory["ci_reliable"].astype(bool)).sum()) if "ci_reliable" in theory else 0
+    in_theory = f"{n_theory} of {len(theory)} theory-table rows"
+    bad = summary[~summary["ci_reliable"].astype(bool)] if "ci_reliable" in summary else summary[:0]
     if bad.empty:
-        return "no summary mean is flagged; only theory-table rows are."
+        return f"no summary mean is marked {HEAVY_MARK}; {in_theory} are."
     counts = bad.groupby("metric", sort=False).size()
     return (f"{len(bad)} of {len(summary)} summary means are marked {HEAVY_MARK} ("
-            + ", ".join(f"{m}: {c}" for m, c in counts.items()) + ").")
+            + ", ".join(f"{m}: {c}" for m, c in counts.items()) + ")"
+            + (f", and {in_theory}." if n_theory else "."))
 
 
 def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
@@ -426,7 +427,7 @@ def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
         f"permutation test with {opts['energy_resamples']} permutations per pair), adjusted together "
         f"by **{opts['correction']}** at α = {opts['alpha']}. Means with {int(opts['confidence'] * 100)}% "
         f"bootstrap CIs (BCa, {opts['bootstrap_resamples']} resamples).",
-        *([f"Heavy tails: {_heavy_summary(summary)} " + HEAVY_NOTE] if heavy else []),
+        *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
         "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p < α; "
         "otherwise: no significant difference. r is the rank-biserial correlation, positive when "
