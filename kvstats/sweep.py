@@ -725,7 +725,9 @@ def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
     for cells in groups.values():
         chunk = config.chunk_for(cells[0][0].n_keys, cells[0][0].dim)
         n_chunks = -(-config.n_trials // chunk)
-        splits = min(n_chunks, -(-_TARGET_TASKS // len(groups)))
+        # a real case is not split: every task of it would load the whole capture file
+        real = cells[0][0].distribution == REAL
+        splits = 1 if real else min(n_chunks, -(-_TARGET_TASKS // len(groups)))
         bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
         tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
                         config.dtype, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]

@@ -209,3 +209,14 @@ def test_finished_real_sweep_loads_without_the_capture(tmp_path, capture):
     frame = run_sweep(_config(capture), out, executor="serial", progress=False).frame
     os.remove(capture)  # reading results must not need the (large) capture file
     assert kvstats.load_result(out).frame.equals(frame)
+
+
+def test_a_real_case_is_one_task_that_loads_the_capture_once(capture, monkeypatch):
+    cfg = SweepConfig.from_dict(_config(capture))  # 10 trials in chunks of 4: 3 chunks
+    tasks = sw._tasks(cfg, [(c, cfg.cell_id(c)) for c in cfg.cells()])
+    assert [(t.first, t.stop) for t in tasks] == [(0, 3)]  # a synthetic case would be split in 3
+    loads = []
+    real_load = sw._load_real
+    monkeypatch.setattr(sw, "_load_real", lambda *a: loads.append(a) or real_load(*a))
+    run_sweep(cfg, executor="serial", progress=False)
+    assert len(loads) == 1
