@@ -158,13 +158,17 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
 
 
 def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Mean ± normal-approximation CI per case, scheme and budget (for drawing only)."""
+    """Mean ± normal-approximation CI per case, scheme and budget (for drawing only), and
+    ``heavy``: the values' Hill tail index is below 2, so no CI of the mean is valid."""
     from scipy import stats
+
+    from kvstats.report.tables import _tail_alpha
 
     z = stats.norm.ppf(0.5 + confidence / 2)
     g = frame.groupby(list(CASE_COLUMNS) + ["scheme", "budget"], sort=False)
     out = g.agg(mean=(metric, "mean"), sd=(metric, "std"), n=(metric, "size"),
-                bits_total=("bits_total", "first")).reset_index()
+                bits_total=("bits_total", "first"),
+                heavy=(metric, lambda x: _tail_alpha(x.to_numpy(np.float64), metric) < 2)).reset_index()
     half = z * out["sd"].fillna(0.0) / np.sqrt(out["n"])
     out["low"], out["high"] = out["mean"] - half, out["mean"] + half
     return out
@@ -181,6 +185,7 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     nrow = math.ceil(len(cases) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol + 0.6, 3.0 * nrow + 0.6),
                              squeeze=False, constrained_layout=True)
+    any_heavy = False
     for ax, (_, case) in zip(axes.flat, cases.iterrows()):
         sub = stats_.merge(case.to_frame().T.astype(stats_[list(CASE_COLUMNS)].dtypes))
         for scheme, grp in sub.groupby("scheme", sort=False):
@@ -188,6 +193,10 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
             ax.errorbar(grp["bits_total"], grp["mean"],
                         yerr=[grp["mean"] - grp["low"], grp["high"] - grp["mean"]],
                         marker="o", ms=4, capsize=3, color=palette[scheme], label=scheme)
+            heavy = grp[grp["heavy"]]
+            ax.plot(heavy["bits_total"], heavy["mean"], ls="none", marker="o", ms=6,
+                    mfc="white", mec=palette[scheme], mew=1.5, zorder=5)
+            any_heavy = any_heavy or len(heavy) > 0
         if log and (sub["mean"] > 0).all():
             # a lower CI end ≤ 0 (heavy tails) is clipped at the axis floor
             ax.set_yscale("log", nonpositive="clip")
@@ -202,6 +211,10 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
+    if any_heavy:
+        from matplotlib.lines import Line2D
+        handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5))
+        labels.append("heavy tail (Hill α̂ < 2):\nthe CI is not valid")
     fig.legend(handles, labels, loc="outside right center", title="scheme")
     fig.suptitle(title)
     return fig
@@ -211,7 +224,9 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
     """Mean attention KL(p_ref ‖ p_quant) (nats) against bits per coordinate, 95% CIs, per case.
 
     Error bars are normal-approximation intervals of the mean (the report's tables give
-    the bootstrap intervals); the x axis counts every stored overhead.
+    the bootstrap intervals); hollow markers flag means whose per-trial values have a Hill
+    tail index below 2 (infinite variance: no interval of the mean is valid there). The x
+    axis counts every stored overhead.
 
     Examples
     --------

@@ -63,14 +63,10 @@ def _tail_alpha(x: np.ndarray, metric: str) -> float:
     metric whose values are all ≥ 0, when there are ≥ 10 positive finite values; not
     computed (NaN) for metrics with negative or non-finite values or too few positive ones.
     """
-    from kvstats.stats import tail_index
-    from kvstats.stats.tail import MIN_TAIL_POSITIVE
+    from kvstats.stats.tail import heavy_tail_alpha
 
-    if not np.isfinite(x).all() or (metric != "kl" and (x < 0).any()):
-        return math.nan
-    if np.count_nonzero(x > 0) < MIN_TAIL_POSITIVE:
-        return math.nan
-    return tail_index(x).estimate
+    alpha = heavy_tail_alpha(np.maximum(x, 0.0) if metric == "kl" else x)
+    return math.nan if alpha is None else alpha
 
 
 def _mean_ci(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float, float]:

@@ -128,3 +128,20 @@ def test_heavy_tailed_means_are_marked_once_without_warnings(tmp_path):
     rep2 = hypothesis_report(_result(g), tmp_path / "light", figures=False, energy_resamples=19)
     assert HEAVY_MARK not in rep2.files["markdown"].read_text()
     assert rep2.summary.ci_reliable.all()
+
+
+def test_kl_plot_marks_heavy_tailed_means_hollow(frame_factory):
+    # lognormal KL (light enough tail: Hill α̂ well above 2 at n = 400) vs Pareto with
+    # α = 0.8 (infinite mean and variance: α̂ near 0.8)
+    f = frame_factory({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=400, seed=3)
+    rng = np.random.default_rng(4)
+    f["kl"] = np.exp(rng.normal(-3.0, 0.3, len(f)))
+    heavy_rows = f["scheme"] == "QKQV"
+    f.loc[heavy_rows, "kl"] = rng.pareto(0.8, heavy_rows.sum()) + 1.0
+    fig = plot_kl_vs_bits(f)
+    hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
+    assert len(hollow) == 2 and [len(line.get_xdata()) for line in hollow] == [0, 1]
+    assert any("Hill" in t.get_text() for t in fig.legends[0].get_texts())
+    light = frame_factory({("KQV", 2): 0.0}, n=400, seed=5)
+    light["kl"] = np.exp(rng.normal(-3.0, 0.3, len(light)))
+    assert not any("Hill" in t.get_text() for t in plot_kl_vs_bits(light).legends[0].get_texts())
