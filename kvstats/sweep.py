@@ -643,13 +643,9 @@ class _Task:
     n_queries: int
     chunk: int
     seed: int
+    first: int
+    stop: int
     dtype: str = "float64"
-    first: int = 0
-    stop: int | None = None  # None: to the last chunk
-
-    @property
-    def n_chunks(self) -> int:
-        return -(-self.n_trials // self.chunk)
 
 
 def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
@@ -663,9 +659,8 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
     case_key = first.case_key()
     d, n = first.dim, first.n_keys
     out = []
-    stop = task.n_chunks if task.stop is None else task.stop
     captured = _load_real(first, task.n_trials) if first.distribution == REAL else None
-    for b in range(task.first, stop):
+    for b in range(task.first, task.stop):
         start = b * task.chunk
         t = min(task.chunk, task.n_trials - start)
         if captured is not None:
@@ -700,7 +695,6 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
     return out
 
 
-
 def _load_real(cell: Cell, n_trials: int):
     """The first ``n_trials`` trials of a real cell's capture, checked against the grid's fingerprint."""
     from kvstats.data.real import load_trials
@@ -730,7 +724,7 @@ def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
         splits = 1 if real else min(n_chunks, -(-_TARGET_TASKS // len(groups)))
         bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
         tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
-                        config.dtype, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+                        int(a), int(b), config.dtype) for a, b in zip(bounds[:-1], bounds[1:])]
     return tasks
 
 
