@@ -36,7 +36,7 @@ _EXPORTS = {
     # experiments
     "run_sweep": "kvstats.sweep",
     "SweepConfig": "kvstats.sweep",
-    "load_result": "kvstats.sweep",
+    "load_result": "kvstats.results",
     "hypothesis_report": "kvstats.report",
     "plot_shannon_phi": "kvstats.report",
     "plot_kl_vs_bits": "kvstats.report",

@@ -59,18 +59,13 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import _describe, check_choice, check_int
+from kvstats.results import (CELL_COLUMNS, DEFAULT_COMPARISONS, REAL, SweepResult, load_result,
+                              read_table as _read_table, table_path as _cell_path)
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "Cell", "SweepResult",
            "run_sweep", "load_config", "load_result", "DEFAULT_COMPARISONS",
            "CELL_COLUMNS"]
 
-#: Pairs compared by default in reports: (a, b) means "a vs b".
-DEFAULT_COMPARISONS = (("KQV", "QKQV"), ("KQV", "KV"), ("QKQV", "KV"))
-
-#: Columns the sweep adds to :func:`kvstats.error_profile`'s per-trial columns.
-CELL_COLUMNS = ("distribution", "params", "dim", "n_keys", "budget", "scheme",
-                "bits_nominal", "bits_total", "key_bits_total", "value_bits_total",
-                "trial", "cell_id")
 
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 # Schemes whose budget is fixed by their own parameters (make_scheme's bits=None).
@@ -81,8 +76,7 @@ _FIXED_BUDGET = ("mixed", "identity")
 _AUTO_CHUNK_ENTRIES = 2 ** 24
 
 
-#: Name of the data source that reads a captured real cache, and its parameters.
-REAL = "real"
+#: Parameters of the data source that reads a captured real cache.
 _REAL_PARAMS = ("path", "layer", "head")
 
 
@@ -737,20 +731,6 @@ def _has_parquet() -> bool:
     return True
 
 
-def _cell_path(cells_dir: Path, cid: str) -> Path | None:
-    for ext in (".parquet", ".csv"):
-        path = cells_dir / f"{cid}{ext}"
-        if path.is_file():
-            return path
-    return None
-
-
-def _read_table(path: Path) -> pd.DataFrame:
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    return pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"])
-
-
 def _write_table(frame: pd.DataFrame, stem: Path) -> Path:
     """Write ``stem.parquet`` (or ``stem.csv`` without pyarrow) atomically."""
     path = stem.with_suffix(".parquet" if _has_parquet() else ".csv")
@@ -794,32 +774,6 @@ def _git_revision() -> dict[str, Any] | None:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """A finished sweep: the tidy per-trial ``frame``, the ``manifest`` dict and the config.
-
-    ``frame`` has one row per (cell, trial): the columns of :func:`kvstats.error_profile`
-    plus :data:`CELL_COLUMNS`.
-    """
-
-    frame: pd.DataFrame
-    manifest: dict[str, Any]
-    config: SweepConfig
-    out: Path | None = None
-
-
-def load_result(out: str | os.PathLike) -> SweepResult:
-    """Load a sweep written by :func:`run_sweep` (``results.parquet``/``.csv`` + ``manifest.json``)."""
-    out = Path(out)
-    manifest_path = out / "manifest.json"
-    table = _cell_path(out, "results")
-    if not manifest_path.is_file() or table is None:
-        raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
-                                "results.parquet or results.csv; run `kvstats sweep` first)")
-    manifest = json.loads(manifest_path.read_text())
-    return SweepResult(_read_table(table), manifest, SweepConfig.from_dict(manifest["config"]), out)
 
 
 # ---------------------------------------------------------------------- runner
