@@ -8,8 +8,12 @@ Each function names the paper its formula comes from:
   1960) per coordinate, and the resulting TurboQuant-mse error of a unit vector.
 - `qjl_inner_product_variance`: variance of the QJL inner-product estimator with a
   Gaussian sketch (Zandieh, Daliri & Han 2024, QJL; exact form derived here).
+- `sphere_abs_moment`, `qjl_variance`, `qjl_reconstruction_mse`: E|u_1| on the sphere
+  (the orthogonal sketch's constant), and the exact variance of the QJL inner-product
+  estimate and relative MSE of its reconstruction for Gaussian and orthogonal sketches
+  (derived in docs/qjl.md).
 - `residual_inflation`, `bit_trade_inflation`: the pi/2 cost of a 1-bit QJL residual and
-  the ~2 pi cost of trading one scalar bit for it (TurboQuant-prod, DESIGN.md).
+  the ~2 pi cost of trading one scalar bit for it (TurboQuant-prod; docs/theory.md section 6).
 - `turboquant_mse_bounds`, `turboquant_prod_bounds`, `turboquant_prod_distortion`: the
   TurboQuant upper and lower distortion bounds (Zandieh et al. 2025, Theorems 1-3) and
   the prediction for TurboQuant-prod they bracket.
@@ -23,16 +27,20 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from kvstats._checks import as_float_array, check_int, check_real
+from kvstats._checks import as_float_array, check_choice, check_int, check_real
 from kvstats.quant.codebook import lloyd_max_codebook
 
 __all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "unit_vector_mse",
-           "qjl_inner_product_variance", "residual_inflation", "bit_trade_inflation",
+           "qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
+           "qjl_reconstruction_mse", "residual_inflation", "bit_trade_inflation",
            "turboquant_mse_bounds", "turboquant_prod_bounds", "turboquant_prod_distortion",
            "distortion_table"]
 
 SQRT3_PI_2 = math.sqrt(3.0) * math.pi / 2  # TurboQuant-mse constant, ~2.72
 SQRT3_PI2 = math.sqrt(3.0) * math.pi ** 2  # TurboQuant-prod constant, ~17.1
+# The sketch kinds of kvstats.quant.sketch.SKETCHES, each with a closed form below (not
+# imported from there: sketch.py imports sphere_abs_moment from here).
+_SKETCH_KINDS = ("gaussian", "orthogonal")
 
 
 def sphere_coordinate_pdf(x: Any, dim: int) -> np.ndarray:
@@ -160,6 +168,120 @@ def qjl_inner_product_variance(q_norm: Any, k_norm: Any, cos_qk: Any, m: int) ->
     if np.any(np.abs(cos) > 1):
         raise ValueError(f"cos_qk must be in [-1, 1]; received values in [{cos.min()}, {cos.max()}]")
     return (math.pi / 2 - cos * cos) * (qn * kn) ** 2 / m
+
+
+def sphere_abs_moment(d: int) -> float:
+    """E|u₁| for ``u`` uniform on the unit sphere of R^d: Γ(d/2) / (√π Γ((d+1)/2)).
+
+    Parameters
+    ----------
+    d : int
+        Dimension (≥ 1).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(sphere_abs_moment(2), 6)  # E|cos θ| = 2/π
+    0.63662
+    """
+    d = check_int(d, "d", low=1)
+    return float(np.exp(special.gammaln(d / 2) - special.gammaln((d + 1) / 2) - 0.5 * math.log(math.pi)))
+
+
+def qjl_variance(kind: str, m: int, q: Any, k: Any) -> np.ndarray:
+    """Exact variance (over the sketch) of the QJL estimate of ``⟨q, k⟩`` (exact norm).
+
+    Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m (Zandieh, Daliri, Han 2024, Lemma 3.2).
+    Orthogonal (rows of norm √d in blocks of d orthogonal rows, the last block with
+    m' = m mod d rows): with a = ⟨q, k/‖k‖⟩, b² = ‖q‖² − a², μ = E|u₁| and, per block
+    of m' rows, E S² = m'/d + m'(m'−1)·(2/π)/d, Var S = E S² − (m'μ)²,
+    E T² = (m' − E S²)/(d − 1),
+
+        Var = c²‖k‖²·d · Σ_blocks (a²·Var S + b²·E T²),   c = 1/(m·√d·μ).
+
+    (S = Σ|u_i| over the block's coordinates of a uniform unit vector u, T the
+    component of the query orthogonal to k; docs/qjl.md derives it.) For m = d and
+    large d the b² term is (1 − 2/π) ≈ 0.36 times the Gaussian one.
+
+    Parameters
+    ----------
+    kind : {"gaussian", "orthogonal"}
+    m : int
+        Sketch rows.
+    q, k : array_like, shape ``(..., d)``
+        Broadcast against each other.
+
+    Returns
+    -------
+    ndarray, shape of the broadcast batch, float64
+
+    Examples
+    --------
+    >>> q, k = np.eye(4)[0], np.eye(4)[1]
+    >>> float(qjl_variance("gaussian", 8, q, k)) == np.pi / 2 / 8
+    True
+    """
+    kind = check_choice(kind, "kind", _SKETCH_KINDS)
+    m = check_int(m, "m", low=1)
+    q = as_float_array(q, "q", min_ndim=1).astype(np.float64)
+    k = as_float_array(k, "k", min_ndim=1).astype(np.float64)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same last dimension; received {q.shape} and {k.shape}")
+    d = q.shape[-1]
+    qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
+    if kind == "gaussian":
+        return ((math.pi / 2) * qq * kk - qk ** 2) / m
+    a2 = np.divide(qk ** 2, kk, out=np.zeros_like(qk), where=kk > 0)
+    b2 = np.maximum(qq - a2, 0.0)
+    mu = sphere_abs_moment(d)
+    total_s = total_t = 0.0
+    for rows, count in ((d, m // d), (m % d, 1)):
+        if rows == 0 or count == 0:
+            continue
+        es2 = rows / d + rows * (rows - 1) * (2 / math.pi) / d
+        total_s += count * (es2 - (rows * mu) ** 2)
+        total_t += count * ((rows - es2) / (d - 1) if d > 1 else 0.0)
+    c = 1.0 / (m * math.sqrt(d) * mu)
+    return c ** 2 * kk * d * (a2 * total_s + b2 * total_t)
+
+
+def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
+    """Relative MSE of the reconstruction: ``E‖x̃ − x‖² / ‖x‖²`` for x̃ = c‖x‖Sᵀsign(Sx).
+
+    Gaussian: π·d/(2m) − 1/m. Orthogonal: 1/(m·μ²) + P/m² − 1 with μ = E|u₁| and P the
+    number of ordered row pairs in different orthogonal blocks (rows of one block are
+    orthogonal, so only those pairs add a cross term). At m = d this is π/2 − 1/d
+    (Gaussian) against 1/(d μ²) − 1 ≈ π/2 − 1 (orthogonal). docs/qjl.md derives both.
+
+    Parameters
+    ----------
+    kind : {"gaussian", "orthogonal"}
+    m, dim : int
+        Sketch rows and vector dimension.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(qjl_reconstruction_mse("gaussian", 128, 128), 4)  # pi/2 - 1/128
+    1.563
+    >>> round(qjl_reconstruction_mse("orthogonal", 128, 128), 4)
+    0.5647
+    """
+    kind = check_choice(kind, "kind", _SKETCH_KINDS)
+    m = check_int(m, "m", low=1)
+    d = check_int(dim, "dim", low=1)
+    if kind == "gaussian":
+        return math.pi * d / (2 * m) - 1 / m
+    mu = sphere_abs_moment(d)
+    sizes = [d] * (m // d) + ([m % d] if m % d else [])
+    pairs = m * m - sum(s * s for s in sizes)
+    return 1 / (m * mu ** 2) + pairs / m ** 2 - 1
 
 
 def residual_inflation(dim: int | None = None, m: int | None = None) -> float:

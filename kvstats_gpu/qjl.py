@@ -49,7 +49,7 @@ def qjl_sketch_reference(k: Any, sketch: Any) -> tuple[jax.Array, jax.Array]:
     Parameters
     ----------
     k : array ``(..., d)``
-    sketch : array ``(m, d)`` or a :class:`kvstats.quant.qjl.Sketch` (its ``.matrix``)
+    sketch : array ``(m, d)`` or a :class:`kvstats.quant.sketch.Sketch` (its ``.matrix``)
 
     Examples
     --------

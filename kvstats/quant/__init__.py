@@ -21,17 +21,18 @@ _EXPORTS = {
     "unpack_codes": "packing", "packed_size": "packing",
     # mse.py
     "MSEQuantizer": "mse", "MSECodes": "mse",
-    # qjl.py
-    "SKETCHES": "qjl", "Sketch": "qjl", "make_sketch": "qjl", "QJLCodes": "qjl",
-    "qjl_encode": "qjl", "qjl_scores": "qjl", "qjl_reconstruct": "qjl", "ProdCodes": "qjl",
-    "ProdQuantizer": "qjl", "QJLKeyCodes": "qjl", "QJLKeyQuantizer": "qjl",
+    # sketch.py, qjl.py, prod.py, qjl_keys.py
+    "SKETCHES": "sketch", "Sketch": "sketch", "make_sketch": "sketch", "QJLCodes": "qjl",
+    "qjl_encode": "qjl", "qjl_scores": "qjl", "qjl_reconstruct": "qjl", "ProdCodes": "prod",
+    "ProdQuantizer": "prod", "QJLKeyCodes": "qjl_keys", "QJLKeyQuantizer": "qjl_keys",
     # uniform.py
     "UniformCodes": "uniform", "uniform_quantize": "uniform", "uniform_dequantize": "uniform",
     "KIVICodes": "uniform", "KIVIQuantizer": "uniform",
     # schemes.py
     "SCHEMES": "schemes", "make_scheme": "schemes", "BitBudget": "schemes",
 }
-_SUBMODULES = {"rotation", "codebook", "packing", "mse", "qjl", "uniform", "schemes"}
+_SUBMODULES = {"rotation", "codebook", "packing", "mse", "sketch", "qjl", "prod", "qjl_keys",
+               "uniform", "schemes"}
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, globals(), {name: f"kvstats.quant.{module}" for name, module in _EXPORTS.items()},

@@ -39,7 +39,9 @@ import pandas as pd
 
 from kvstats._checks import as_float_array, as_generator, check_choice, check_int, SeedLike
 from kvstats.quant.mse import MSEQuantizer
-from kvstats.quant.qjl import ProdQuantizer, QJLKeyQuantizer, SKETCHES
+from kvstats.quant.prod import ProdQuantizer
+from kvstats.quant.qjl_keys import QJLKeyQuantizer
+from kvstats.quant.sketch import SKETCHES
 from kvstats.quant.rotation import ROTATIONS
 from kvstats.quant.uniform import KIVIQuantizer, uniform_dequantize, uniform_quantize
 

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import kvstats
-from kvstats.quant.qjl import make_sketch
+from kvstats.quant.sketch import make_sketch
 from kvstats.quant.rotation import make_rotation
 from kvstats_gpu.attention import CacheParams, CacheSpec
 from kvstats_gpu.codebook import StaticCodebook

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kvstats.quant.qjl import make_sketch, qjl_encode
+from kvstats.quant.qjl import qjl_encode
+from kvstats.quant.sketch import make_sketch
 from kvstats.quant.qjl import qjl_scores as np_qjl_scores
 from kvstats_gpu.qjl import qjl_scores, qjl_scores_reference, qjl_sketch, qjl_sketch_reference
 

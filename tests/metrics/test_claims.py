@@ -36,8 +36,8 @@ def predicted_ip_var_ratio(n: int, d: int) -> float:
     the Lloyd–Max distortion per coordinate of the sphere-coordinate density of
     dimension d. QKQV spends n − 1 bits (residual r, E‖r‖² = d D_{n−1}) and estimates
     q·r with a 1-bit Gaussian QJL sketch of m = d rows, variance
-    ((π/2)‖q‖²‖r‖² − (q·r)²)/m, i.e. ‖q‖²‖k‖² D_{n−1} (π/2 − 1/d). DESIGN.md ("1-bit QJL
-    residual"); the π/2 is the QJL paper's, the ≈ 4 per bit is Lloyd–Max's, so the ratio
+    ((π/2)‖q‖²‖r‖² − (q·r)²)/m, i.e. ‖q‖²‖k‖² D_{n−1} (π/2 − 1/d). docs/theory.md §6 (the ≈ 2π
+    bit-trade inflation); the π/2 is the QJL paper's, the ≈ 4 per bit is Lloyd–Max's, so the ratio
     tends to 2π.
     """
     return (math.pi / 2 - 1 / d) * _beta_mse(n - 1, d) / _beta_mse(n, d)

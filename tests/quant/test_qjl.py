@@ -1,4 +1,4 @@
-"""Tests of kvstats.quant.qjl: sketches, the QJL estimator, TurboQuant-prod, QJL keys.
+"""Tests of the QJL modules (sketch, qjl, prod, qjl_keys): sketches, estimator, Prod, QJL keys.
 
 Statistical checks compare R independent replicates (independent sketches; keys within
 one sketch are never treated as independent) with a closed form and accept
@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 
 from kvstats._checks import replicate_scale
-from kvstats.quant.qjl import (SKETCHES, QJLCodes, QJLKeyQuantizer, Sketch, make_sketch,
-                               qjl_encode, qjl_reconstruct, qjl_scores, qjl_variance,
-                               sphere_abs_moment)
+from kvstats.quant.qjl import QJLCodes, qjl_encode, qjl_reconstruct, qjl_scores
+from kvstats.quant.qjl_keys import QJLKeyQuantizer
+from kvstats.quant.sketch import SKETCHES, Sketch, make_sketch
+from kvstats.theory import qjl_variance, sphere_abs_moment
 
 Z_MAX = 4.5
 R = {"ci": 6000, "full": 60000}[replicate_scale()]
@@ -396,7 +397,7 @@ R_PROD = {"ci": 3000, "full": 30000}[replicate_scale()]
 
 
 def test_prod_decode_scores_and_accounting():
-    from kvstats.quant.qjl import ProdQuantizer
+    from kvstats.quant.prod import ProdQuantizer
 
     rng = np.random.default_rng(0)
     pq = ProdQuantizer(48, 3, seed=0)  # d = 48 pads to 64 for the Hadamard rotation
@@ -424,7 +425,7 @@ def test_prod_decode_scores_and_accounting():
 
 
 def test_prod_rejects_one_bit_and_bad_input():
-    from kvstats.quant.qjl import ProdQuantizer
+    from kvstats.quant.prod import ProdQuantizer
 
     with pytest.raises(ValueError, match="QJLKeyQuantizer"):
         ProdQuantizer(32, 1)
@@ -437,7 +438,7 @@ def test_prod_rejects_one_bit_and_bad_input():
 
 
 def test_prod_seeds_and_draws():
-    from kvstats.quant.qjl import ProdQuantizer
+    from kvstats.quant.prod import ProdQuantizer
 
     x = np.random.default_rng(1).standard_normal((5, 32))
     a = ProdQuantizer(32, 3, seed=2).decode(ProdQuantizer(32, 3, seed=2).encode(x))
@@ -462,7 +463,7 @@ def test_prod_seeds_and_draws():
 @pytest.mark.parametrize("kind", SKETCHES)
 @pytest.mark.parametrize("bits", [2, 3])
 def test_prod_inner_products_unbiased(kind, bits):
-    from kvstats.quant.qjl import ProdQuantizer
+    from kvstats.quant.prod import ProdQuantizer
 
     d = 32
     q, x = probe_pairs(d, seed=4)
@@ -481,7 +482,7 @@ def test_prod_residual_variance_is_pi_over_2_times_the_projection():
     # Var<q, r̂ - r> / (|q|^2 |r|^2 / d) = pi/2 - cos^2(q, r) for a Gaussian sketch
     # with m = d (TurboQuant, Thm. 2; QJL Lemma 3.2); the mean over random q, r is
     # pi/2 - E cos^2 ≈ pi/2 - 1/d.
-    from kvstats.quant.qjl import ProdQuantizer
+    from kvstats.quant.prod import ProdQuantizer
 
     d = 32
     rng = np.random.default_rng(7)
@@ -509,7 +510,7 @@ def test_trading_a_scalar_bit_for_the_residual_inflates_inner_product_error():
     # the approximation treats the MSE error as isotropic, so the stated tolerance is 10%.
     from kvstats.quant.codebook import lloyd_max_codebook
     from kvstats.quant.mse import MSEQuantizer
-    from kvstats.quant.qjl import ProdQuantizer
+    from kvstats.quant.prod import ProdQuantizer
 
     d, bits = 128, 3
     n_draws = {"ci": 300, "full": 3000}[replicate_scale()]
@@ -529,7 +530,7 @@ def test_trading_a_scalar_bit_for_the_residual_inflates_inner_product_error():
 @pytest.mark.parametrize("kind", SKETCHES)
 @pytest.mark.parametrize("m", [16, 24, 40])
 def test_reconstruction_mse_matches_closed_form(kind, m):
-    from kvstats.quant.qjl import qjl_reconstruction_mse
+    from kvstats.theory import qjl_reconstruction_mse
 
     d = 16
     x = np.random.default_rng(5).standard_normal((4, d))

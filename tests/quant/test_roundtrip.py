@@ -16,7 +16,7 @@ import kvstats
 from kvstats.quant import mse as mse_module
 from kvstats.quant import qjl as qjl_module
 from kvstats.quant.mse import MSEQuantizer
-from kvstats.quant.qjl import ProdQuantizer
+from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.schemes import SCHEMES
 
 # every registry name; "mixed" is built by its parameters and also by name, twice

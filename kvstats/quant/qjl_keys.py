@@ -1,0 +1,264 @@
+"""The key quantizer of the QJL paper (Zandieh, Daliri, Han, 2024).
+
+Per group of tokens, a few high-magnitude channels are sketched separately from the
+rest, each part with its own QJL sign codes and norm (:mod:`kvstats.quant.qjl`);
+docs/qjl.md derives the variance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
+from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _pm_signs, qjl_encode, qjl_reconstruct,
+                               qjl_scores)
+from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
+
+__all__ = ["QJLKeyCodes", "QJLKeyQuantizer"]
+
+
+def _lead(a: np.ndarray, ndim: int) -> np.ndarray:
+    """View of ``a`` with new leading axes up to ``ndim`` dimensions (explicit broadcasting)."""
+    return a.reshape((1,) * (ndim - a.ndim) + a.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class QJLKeyCodes:
+    """Codes of :class:`QJLKeyQuantizer`.
+
+    ``inlier``: QJL codes of the keys with their outlier channels zeroed. ``outlier``:
+    QJL codes of the outlier channels alone (None when ``n_outliers = 0``).
+    ``outlier_idx``: ``(*batch, n_groups, n_outliers)`` channel indices (ascending;
+    uint8 for d ≤ 256, else uint16). ``n_tokens``, ``group_size``: the grouping;
+    ``dtype``: the encoded keys' dtype (what :meth:`QJLKeyQuantizer.decode` returns).
+    """
+
+    inlier: QJLCodes
+    outlier: QJLCodes | None
+    outlier_idx: np.ndarray
+    n_tokens: int
+    group_size: int
+    dtype: np.dtype = np.dtype(np.float64)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored (signs, norms, outlier indices)."""
+        out = 0 if self.outlier is None else self.outlier.nbytes
+        return int(self.inlier.nbytes + out + self.outlier_idx.nbytes)
+
+
+class QJLKeyQuantizer:
+    """The QJL paper's key quantizer, with outlier channels sketched separately.
+
+    Tokens are grouped in runs of ``group_size`` along the token axis (a final partial
+    run is its own group). In each group, the ``n_outliers`` channels of largest L2
+    norm over the group's tokens are split off. The inlier part ``k_in`` (outlier
+    channels zeroed) is sketched with ``m`` rows and the outlier part ``k_out`` with an
+    independent sketch of ``outlier_m`` rows, each with its own stored norm. The score is
+    the sum of two unbiased estimators, each applied to the query restricted to the
+    same channels:
+
+        ĉ(q, k) = c·‖k_in‖·⟨S q_in, sign(S k_in)⟩ + c'·‖k_out‖·⟨S' q_out, sign(S' k_out)⟩,
+
+    so the variance is ((π/2)‖q_in‖²‖k_in‖² − ⟨q,k_in⟩²)/m + ((π/2)‖q_out‖²‖k_out‖² −
+    ⟨q,k_out⟩²)/outlier_m (Gaussian): the large outlier energy is multiplied only by the
+    query's energy in a few channels.
+
+    Parameters
+    ----------
+    dim : int
+        Head dimension d.
+    m : int
+        Sketch rows for the inliers (sign bits per token).
+    sketch : {"gaussian", "orthogonal"}
+        Kind of both sketches.
+    n_outliers : int
+        Outlier channels per group, 0..dim (0: plain QJL, no second sketch).
+    outlier_m : int, optional
+        Sketch rows for the outlier part; default ``m`` (the outlier part carries most
+        of the energy of such keys, so it gets as many sign bits as the rest).
+    group_size : int
+        Tokens per group for the outlier selection.
+    seed, draws
+        Randomness and batch of independent draws.
+    norm_dtype : float16 (default), float32 or float64
+
+    Examples
+    --------
+    >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
+    >>> K = np.random.default_rng(0).standard_normal((40, 64)); K[:, 3] *= 20
+    >>> codes = qk.encode(K)
+    >>> codes.outlier_idx.shape, bool((codes.outlier_idx == 3).any(axis=-1).all())
+    ((3, 4), True)
+    >>> qk.scores(K[:2], codes).shape
+    (2, 40)
+    """
+
+    def __init__(self, dim: int, m: int, sketch: str = "gaussian", n_outliers: int = 0,
+                 outlier_m: int | None = None, group_size: int = 32, seed: SeedLike = 0,
+                 draws: int | tuple[int, ...] = (), norm_dtype: Any = np.float16):
+        self.dim = check_int(dim, "dim", low=1)
+        self.m = check_int(m, "m", low=1)
+        self.sketch_kind = check_choice(sketch, "sketch", SKETCHES)
+        self.n_outliers = check_int(n_outliers, "n_outliers", low=0, high=self.dim)
+        self.outlier_m = self.m if outlier_m is None else check_int(outlier_m, "outlier_m", low=1)
+        self.group_size = check_int(group_size, "group_size", low=1)
+        self.draws = _as_draws(draws)
+        self.norm_dtype = _as_norm_dtype(norm_dtype)
+        self.idx_dtype = np.dtype(np.uint8 if self.dim <= 256 else np.uint16)
+        in_rng, out_rng = as_generator(seed).spawn(2)
+        self.sketch = make_sketch(sketch, self.m, self.dim, seed=in_rng, draws=self.draws)
+        self.outlier_sketch = (make_sketch(sketch, self.outlier_m, self.dim, seed=out_rng,
+                                           draws=self.draws) if self.n_outliers else None)
+
+    # -- grouping
+    def n_groups(self, n_tokens: int) -> int:
+        """Number of token groups (the last may be partial)."""
+        return -(-check_int(n_tokens, "n_tokens", low=1) // self.group_size)
+
+    def _token_mask(self, idx: np.ndarray, n_tokens: int) -> np.ndarray:
+        """Boolean ``(*batch, n_tokens, d)``: True on each token's group's outlier channels."""
+        mask = np.zeros((*idx.shape[:-1], self.dim), dtype=bool)
+        np.put_along_axis(mask, idx.astype(np.intp), True, axis=-1)
+        return np.repeat(mask, self.group_size, axis=-2)[..., :n_tokens, :]
+
+    def _pad_tokens(self, x: np.ndarray, axis: int = -2) -> np.ndarray:
+        n = x.shape[axis]
+        pad = self.n_groups(n) * self.group_size - n
+        if pad == 0:
+            return x
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (0, pad)
+        return np.pad(x, widths)
+
+    def encode(self, K: Any) -> QJLKeyCodes:
+        """Encode keys ``(*batch, N, d)``."""
+        K = as_float_array(K, "K", min_ndim=2)
+        if K.shape[-1] != self.dim:
+            raise ValueError(f"K must have last dimension dim={self.dim}; received shape {K.shape}")
+        n_tokens = K.shape[-2]
+        g = self.n_groups(n_tokens)
+        if self.n_outliers == 0:
+            idx = np.zeros((*K.shape[:-2], g, 0), dtype=self.idx_dtype)
+            return QJLKeyCodes(qjl_encode(self.sketch, K, self.norm_dtype), None, idx,
+                               n_tokens, self.group_size, K.dtype)
+        # Zero padding of the last partial group leaves its channel norms unchanged.
+        padded = self._pad_tokens(K)
+        energy = np.square(padded).reshape(*K.shape[:-2], g, self.group_size, self.dim).sum(axis=-2)
+        top = np.argsort(-energy, axis=-1, kind="stable")[..., :self.n_outliers]
+        idx = np.sort(top, axis=-1).astype(self.idx_dtype)
+        mask = self._token_mask(idx, n_tokens)
+        k_out = np.where(mask, K, 0).astype(K.dtype, copy=False)
+        k_in = np.where(mask, 0, K).astype(K.dtype, copy=False)
+        return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype),
+                           qjl_encode(self.outlier_sketch, k_out, self.norm_dtype),
+                           idx, n_tokens, self.group_size, K.dtype)
+
+    def _check(self, codes: Any) -> QJLKeyCodes:
+        if not isinstance(codes, QJLKeyCodes):
+            raise TypeError(f"codes must be QJLKeyCodes from QJLKeyQuantizer.encode; "
+                            f"received {type(codes).__name__}")
+        if codes.group_size != self.group_size or codes.outlier_idx.shape[-1] != self.n_outliers:
+            raise ValueError(f"codes were made with group_size={codes.group_size}, "
+                             f"n_outliers={codes.outlier_idx.shape[-1]}; this quantizer has "
+                             f"group_size={self.group_size}, n_outliers={self.n_outliers}")
+        return codes
+
+    def _grouped_scores(self, sketch: Sketch, sq: np.ndarray, part: QJLCodes,
+                        n_tokens: int) -> np.ndarray:
+        """Scores when the sketched query depends on the key's group.
+
+        ``sq``: ``(..., n_q, G, m)`` sketched (restricted) queries per group; returns
+        ``(..., n_q, N)`` = c·‖k‖·⟨sq[group(k)], sign(S k)⟩ via one batched matmul per group.
+        """
+        signs = self._pad_tokens(_pm_signs(part.signs, sketch.m, sq.dtype))  # (..., G*gs, m)
+        g = sq.shape[-2]
+        signs = signs.reshape(*signs.shape[:-2], g, self.group_size, sketch.m)
+        raw = np.matmul(np.moveaxis(sq, -3, -2), np.swapaxes(signs, -1, -2))  # (..., G, n_q, gs)
+        raw = np.moveaxis(raw, -2, -3)  # (..., n_q, G, gs)
+        raw = raw.reshape(*raw.shape[:-2], g * self.group_size)[..., :n_tokens]
+        return raw * (sketch.scale * part.norms.astype(sq.dtype))[..., None, :]
+
+    def scores(self, q: Any, codes: QJLKeyCodes) -> np.ndarray:
+        """Unbiased estimates of ``q @ K.T``, shape ``(*batch, n_q, N)``, dtype of ``q``.
+
+        Equal (to rounding) to ``q @ decode(codes).T``.
+        """
+        codes = self._check(codes)
+        q = as_float_array(q, "q", min_ndim=2)
+        if q.shape[-1] != self.dim:
+            raise ValueError(f"q must have last dimension dim={self.dim}; received shape {q.shape}")
+        if self.n_outliers == 0:
+            return qjl_scores(self.sketch, q, codes.inlier)
+        try:
+            np.broadcast_shapes(q.shape[:-2], codes.inlier.signs.shape[:-2])
+        except ValueError as exc:
+            raise ValueError(f"the batch axes of q {q.shape[:-2]} must broadcast against those "
+                             f"of the codes {codes.inlier.signs.shape[:-2]}") from exc
+        idx = codes.outlier_idx.astype(np.intp)  # (*b, G, n_out)
+        # Query values on each group's outlier channels: (..., n_q, G, n_out).
+        qx, ix = q[..., :, None, :], idx[..., None, :, :]
+        nd = max(qx.ndim, ix.ndim)
+        q_out = np.take_along_axis(_lead(qx, nd), _lead(ix, nd), axis=-1)
+
+        def restricted(sketch: Sketch) -> np.ndarray:
+            # S q_out for each group: Σ_j∈idx S[:, j] q_j, (..., n_q, G, m).
+            st = np.swapaxes(sketch.matrix, -1, -2)[..., None, :, :].astype(q.dtype)
+            ix = idx[..., None]
+            nd = max(st.ndim, ix.ndim)
+            cols = np.take_along_axis(_lead(st, nd), _lead(ix, nd), axis=-2)  # (..., G, n_out, m)
+            return np.matmul(q_out[..., :, :, None, :], cols[..., None, :, :, :])[..., 0, :]
+
+        sq_full = np.matmul(q, np.swapaxes(self.sketch.matrix, -1, -2).astype(q.dtype))
+        sq_in = sq_full[..., :, None, :] - restricted(self.sketch)
+        n = codes.n_tokens
+        return (self._grouped_scores(self.sketch, sq_in, codes.inlier, n)
+                + self._grouped_scores(self.outlier_sketch, restricted(self.outlier_sketch),
+                                       codes.outlier, n)).astype(q.dtype, copy=False)
+
+    def decode(self, codes: QJLKeyCodes, dtype: Any = None) -> np.ndarray:
+        """Unbiased reconstruction ``(*batch, N, d)``: each part's ``c‖k‖Sᵀsign(Sk)`` on its channels.
+
+        In the dtype that was encoded unless ``dtype`` is given.
+        """
+        codes = self._check(codes)
+        dtype = codes.dtype if dtype is None else dtype
+        rec = qjl_reconstruct(self.sketch, codes.inlier, dtype)
+        if self.n_outliers == 0:
+            return rec
+        mask = self._token_mask(codes.outlier_idx, codes.n_tokens)
+        out = qjl_reconstruct(self.outlier_sketch, codes.outlier, dtype)
+        return np.where(mask, out, rec)
+
+    def stored_bits(self, n_tokens: int) -> dict[str, int]:
+        """Total bits stored for ``n_tokens`` keys, by part.
+
+        Per token: ``m`` (+ ``outlier_m``) sign bits and one (two) norms; per group:
+        ``n_outliers · ceil(log2 d)`` index bits (the information in the indices; they
+        are held in uint8/uint16 in memory).
+        """
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        norm_bits = 8 * self.norm_dtype.itemsize
+        parts = {"signs": self.m * n_tokens, "norm": norm_bits * n_tokens}
+        if self.n_outliers:
+            parts["outlier_signs"] = self.outlier_m * n_tokens
+            parts["outlier_norm"] = norm_bits * n_tokens
+            parts["outlier_indices"] = (self.n_groups(n_tokens) * self.n_outliers
+                                        * (self.dim - 1).bit_length())
+        return parts
+
+    def bits_per_vector(self, n_tokens: int) -> dict[str, float]:
+        """Stored bits per key by part for a context of ``n_tokens`` keys (indices amortised)."""
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        return {k: v / n_tokens for k, v in self.stored_bits(n_tokens).items()}
+
+    def describe(self) -> dict[str, Any]:
+        """Every setting: sketch kind, rows, outliers, group size, norm dtype, draws."""
+        return {"quantizer": "qjl_key", "dim": self.dim, "sketch": self.sketch_kind, "m": self.m,
+                "n_outliers": self.n_outliers,
+                "outlier_m": self.outlier_m if self.n_outliers else 0,
+                "group_size": self.group_size, "norm_dtype": str(self.norm_dtype),
+                "draws": list(self.draws)}
