@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from jaxtyping import Float
+
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
+from kvstats.quant.mse import MSECodes, MSEQuantizer
 from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _pm_from_bits, _reconstruct, _sign_bits,
                                _store_norms, qjl_encode, qjl_reconstruct, qjl_scores)
 from kvstats.quant.sketch import SKETCHES, _as_draws, make_sketch
@@ -24,17 +27,14 @@ __all__ = ["ProdCodes", "ProdQuantizer"]
 class ProdCodes:
     """TurboQuant-prod codes: the (b−1)-bit MSE codes and the QJL codes of the residual."""
 
-    mse: Any
+    mse: MSECodes
     residual: QJLCodes
     dtype: np.dtype
 
     @property
     def nbytes(self) -> int:
         """Bytes stored (MSE codes and norms, residual signs and norms)."""
-        mse_bytes = getattr(self.mse, "nbytes", None)
-        if mse_bytes is None:
-            mse_bytes = self.mse.codes.nbytes + self.mse.norms.nbytes
-        return int(mse_bytes + self.residual.nbytes)
+        return int(self.mse.nbytes + self.residual.nbytes)
 
 
 class ProdQuantizer:
@@ -64,26 +64,30 @@ class ProdQuantizer:
     norm_dtype : float16 (default), float32 or float64
         Dtype of the stored norms (of x by the MSE part, and of r).
 
+    Attributes
+    ----------
+    nominal_bits : int
+        ``bits``, the budget per coordinate the coder is named for (the Coder protocol of
+        :mod:`kvstats.quant.coder`).
+
     Examples
     --------
     >>> pq = ProdQuantizer(64, 3, seed=0)
     >>> x = np.random.default_rng(1).standard_normal((10, 64))
-    >>> pq.decode(pq.encode(x)).shape, pq.bits_per_vector()["residual_signs"]
+    >>> pq.decode(pq.encode(x)).shape, pq.stored_bits(1)["residual_signs"]
     ((10, 64), 64)
     """
 
     def __init__(self, dim: int, bits: int, rotation: str = "hadamard", sketch: str = "gaussian",
                  m: int | None = None, seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
                  norm_dtype: Any = np.float16):
-        from kvstats.quant.mse import MSEQuantizer  # Q1's module; imported here to keep qjl light
-
         self.dim = check_int(dim, "dim", low=1)
         bits = check_int(bits, "bits", low=1, high=9)
         if bits == 1:
             raise ValueError("bits must be >= 2 for ProdQuantizer ((bits-1)-bit MSE + 1-bit QJL); "
                              "received 1 — a 1-bit code is the QJL sketch alone: use "
                              "QJLKeyQuantizer(dim, m=dim)")
-        self.bits = bits
+        self.bits = self.nominal_bits = bits
         check_choice(sketch, "sketch", SKETCHES)
         self.draws = _as_draws(draws)
         self.norm_dtype = _as_norm_dtype(norm_dtype)
@@ -101,7 +105,7 @@ class ProdQuantizer:
             raise ValueError(f"x must have last dimension dim={self.dim}; received shape {x.shape}")
         return x
 
-    def encode(self, x: Any) -> ProdCodes:
+    def encode(self, x: Float[np.ndarray, "*batch n d"]) -> ProdCodes:
         """Encode ``x`` ``(*batch, n, d)``: MSE codes, then signs and norm of the residual."""
         x = self._check_x(x)
         mse_codes = self.mse.encode(x)
@@ -116,13 +120,13 @@ class ProdQuantizer:
                             f"received {type(codes).__name__}")
         return codes
 
-    def decode(self, codes: ProdCodes) -> np.ndarray:
+    def decode(self, codes: ProdCodes) -> Float[np.ndarray, "*batch n d"]:
         """``x̂_mse + c·‖r‖·Sᵀ sign(S r)`` in the dtype that was encoded."""
         codes = self._check(codes)
         base = np.asarray(self.mse.decode(codes.mse), dtype=codes.dtype)
         return base + qjl_reconstruct(self.sketch, codes.residual, dtype=codes.dtype)
 
-    def roundtrip(self, x: Any) -> np.ndarray:
+    def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
         """``decode(encode(x))`` without storing codes: what an analysis of ``x_hat`` needs.
 
         The MSE part is reconstructed once (`MSEQuantizer.roundtrip`; encode needs it for
@@ -154,7 +158,8 @@ class ProdQuantizer:
         base += _reconstruct(self.sketch, pm, norms, x.dtype)  # base is ours: add in place
         return base
 
-    def scores(self, q: Any, codes: ProdCodes) -> np.ndarray:
+    def scores(self, q: Float[np.ndarray, "*batch n_q d"],
+               codes: ProdCodes) -> Float[np.ndarray, "*batch n_q n"]:
         """Inner products ``q @ x̂.T`` ``(*batch, n_q, n)`` (equal to those with :meth:`decode`)."""
         codes = self._check(codes)
         q = as_float_array(q, "q", min_ndim=2)
@@ -168,8 +173,22 @@ class ProdQuantizer:
         parts["residual_norm"] = 8 * self.norm_dtype.itemsize
         return parts
 
+    def stored_bits(self, n_tokens: int) -> dict[str, float]:
+        """Bits stored for ``n_tokens`` vectors, by part.
+
+        Per vector: the MSE part's codes and norm (``mse_codes``, ``mse_norm``), ``m``
+        residual sign bits and the residual's norm; nothing is shared between vectors.
+
+        Examples
+        --------
+        >>> ProdQuantizer(96, 3).stored_bits(10)  # 2-bit codes of 128 padded coordinates
+        {'mse_codes': 2560, 'mse_norm': 160, 'residual_signs': 1280, 'residual_norm': 160}
+        """
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        return {part: bits * n_tokens for part, bits in self.bits_per_vector().items()}
+
     def describe(self) -> dict[str, Any]:
-        """Every setting: bits, rotation, sketch kind and rows, norm dtype, draws."""
-        return {"quantizer": "turboquant_prod", "dim": self.dim, "bits": self.bits,
+        """Every setting: coder kind, bits, rotation, sketch kind and rows, norm dtype, draws."""
+        return {"coder": "prod", "quantizer": "turboquant_prod", "dim": self.dim, "bits": self.bits,
                 "mse_bits": self.bits - 1, "rotation": self.rotation, "sketch": self.sketch.kind,
                 "m": self.m, "norm_dtype": str(self.norm_dtype), "draws": list(self.draws)}

@@ -12,8 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from jaxtyping import Float
+
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _pm_signs, qjl_encode, qjl_reconstruct,
+from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _broadcast_batch, _pm_from_bits, _pm_signs,
+                               _reconstruct, _sign_bits, _store_norms, qjl_encode, qjl_reconstruct,
                                qjl_scores)
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
@@ -86,6 +89,12 @@ class QJLKeyQuantizer:
         Randomness and batch of independent draws.
     norm_dtype : float16 (default), float32 or float64
 
+    Attributes
+    ----------
+    nominal_bits : float
+        ``m / dim``, the inlier sign bits per coordinate the coder is named for (the
+        Coder protocol of :mod:`kvstats.quant.coder`; outliers and norms are overheads).
+
     Examples
     --------
     >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
@@ -102,6 +111,7 @@ class QJLKeyQuantizer:
                  draws: int | tuple[int, ...] = (), norm_dtype: Any = np.float16):
         self.dim = check_int(dim, "dim", low=1)
         self.m = check_int(m, "m", low=1)
+        self.nominal_bits = self.m / self.dim
         self.sketch_kind = check_choice(sketch, "sketch", SKETCHES)
         self.n_outliers = check_int(n_outliers, "n_outliers", low=0, high=self.dim)
         self.outlier_m = self.m if outlier_m is None else check_int(outlier_m, "outlier_m", low=1)
@@ -134,17 +144,17 @@ class QJLKeyQuantizer:
         widths[axis] = (0, pad)
         return np.pad(x, widths)
 
-    def encode(self, K: Any) -> QJLKeyCodes:
-        """Encode keys ``(*batch, N, d)``."""
+    def _split(self, K: Float[np.ndarray, "*batch n d"]) -> tuple[np.ndarray, np.ndarray,
+                                                                    np.ndarray | None, np.ndarray]:
+        """Validated keys ``K``, the inlier part, the outlier part (None without outliers)
+        and the per-group outlier channels ``(*batch, G, n_outliers)``."""
         K = as_float_array(K, "K", min_ndim=2)
         if K.shape[-1] != self.dim:
             raise ValueError(f"K must have last dimension dim={self.dim}; received shape {K.shape}")
         n_tokens = K.shape[-2]
         g = self.n_groups(n_tokens)
         if self.n_outliers == 0:
-            idx = np.zeros((*K.shape[:-2], g, 0), dtype=self.idx_dtype)
-            return QJLKeyCodes(qjl_encode(self.sketch, K, self.norm_dtype), None, idx,
-                               n_tokens, self.group_size, K.dtype)
+            return K, K, None, np.zeros((*K.shape[:-2], g, 0), dtype=self.idx_dtype)
         # Zero padding of the last partial group leaves its channel norms unchanged.
         padded = self._pad_tokens(K)
         energy = np.square(padded).reshape(*K.shape[:-2], g, self.group_size, self.dim).sum(axis=-2)
@@ -153,9 +163,42 @@ class QJLKeyQuantizer:
         mask = self._token_mask(idx, n_tokens)
         k_out = np.where(mask, K, 0).astype(K.dtype, copy=False)
         k_in = np.where(mask, 0, K).astype(K.dtype, copy=False)
-        return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype),
-                           qjl_encode(self.outlier_sketch, k_out, self.norm_dtype),
-                           idx, n_tokens, self.group_size, K.dtype)
+        return K, k_in, k_out, idx
+
+    def encode(self, K: Float[np.ndarray, "*batch n d"]) -> QJLKeyCodes:
+        """Encode keys ``(*batch, N, d)``."""
+        K, k_in, k_out, idx = self._split(K)
+        outlier = None if k_out is None else qjl_encode(self.outlier_sketch, k_out, self.norm_dtype)
+        return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype), outlier, idx,
+                           K.shape[-2], self.group_size, K.dtype)
+
+    def roundtrip(self, K: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
+        """``decode(encode(K))`` bit for bit, without packing the sign bits.
+
+        Each part's signs go straight to ±1 (unpacking packed bits gives them back
+        exactly) with the same norm storage, casts and validation as encode/decode.
+
+        Examples
+        --------
+        >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
+        >>> K = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
+        >>> bool(np.array_equal(qk.roundtrip(K), qk.decode(qk.encode(K))))
+        True
+        """
+        K, k_in, k_out, idx = self._split(K)
+
+        def part(sketch: Sketch, x: np.ndarray) -> np.ndarray:
+            # qjl_encode then qjl_reconstruct, minus the pack/unpack of the signs
+            _broadcast_batch(x.shape[:-2], sketch.draws, "x")
+            norms = _store_norms(x, self.norm_dtype, "x")
+            return _reconstruct(sketch, _pm_from_bits(_sign_bits(sketch, x), K.dtype), norms,
+                                K.dtype)
+
+        rec = part(self.sketch, k_in)
+        if k_out is None:
+            return rec
+        out = part(self.outlier_sketch, k_out)
+        return np.where(self._token_mask(idx, K.shape[-2]), out, rec)
 
     def _check(self, codes: Any) -> QJLKeyCodes:
         if not isinstance(codes, QJLKeyCodes):
@@ -182,7 +225,8 @@ class QJLKeyQuantizer:
         raw = raw.reshape(*raw.shape[:-2], g * self.group_size)[..., :n_tokens]
         return raw * (sketch.scale * part.norms.astype(sq.dtype))[..., None, :]
 
-    def scores(self, q: Any, codes: QJLKeyCodes) -> np.ndarray:
+    def scores(self, q: Float[np.ndarray, "*batch n_q d"],
+               codes: QJLKeyCodes) -> Float[np.ndarray, "*batch n_q n"]:
         """Unbiased estimates of ``q @ K.T``, shape ``(*batch, n_q, N)``, dtype of ``q``.
 
         Equal (to rounding) to ``q @ decode(codes).T``.
@@ -219,7 +263,7 @@ class QJLKeyQuantizer:
                 + self._grouped_scores(self.outlier_sketch, restricted(self.outlier_sketch),
                                        codes.outlier, n)).astype(q.dtype, copy=False)
 
-    def decode(self, codes: QJLKeyCodes, dtype: Any = None) -> np.ndarray:
+    def decode(self, codes: QJLKeyCodes, dtype: Any = None) -> Float[np.ndarray, "*batch n d"]:
         """Unbiased reconstruction ``(*batch, N, d)``: each part's ``c‖k‖Sᵀsign(Sk)`` on its channels.
 
         In the dtype that was encoded unless ``dtype`` is given.
@@ -250,14 +294,9 @@ class QJLKeyQuantizer:
                                         * (self.dim - 1).bit_length())
         return parts
 
-    def bits_per_vector(self, n_tokens: int) -> dict[str, float]:
-        """Stored bits per key by part for a context of ``n_tokens`` keys (indices amortised)."""
-        n_tokens = check_int(n_tokens, "n_tokens", low=1)
-        return {k: v / n_tokens for k, v in self.stored_bits(n_tokens).items()}
-
     def describe(self) -> dict[str, Any]:
-        """Every setting: sketch kind, rows, outliers, group size, norm dtype, draws."""
-        return {"quantizer": "qjl_key", "dim": self.dim, "sketch": self.sketch_kind, "m": self.m,
+        """Every setting: coder kind, sketch kind, rows, outliers, group size, norm dtype, draws."""
+        return {"coder": "qjl", "quantizer": "qjl_key", "dim": self.dim, "sketch": self.sketch_kind, "m": self.m,
                 "n_outliers": self.n_outliers,
                 "outlier_m": self.outlier_m if self.n_outliers else 0,
                 "group_size": self.group_size, "norm_dtype": str(self.norm_dtype),

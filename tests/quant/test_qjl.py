@@ -355,7 +355,7 @@ def test_qjl_keys_bit_accounting():
     qk = QJLKeyQuantizer(128, 256, n_outliers=8, group_size=32)
     assert qk.stored_bits(100) == {"signs": 25600, "norm": 1600, "outlier_signs": 25600,
                                    "outlier_norm": 1600, "outlier_indices": 4 * 8 * 7}
-    assert qk.bits_per_vector(100)["outlier_indices"] == pytest.approx(2.24)
+    assert qk.stored_bits(100)["outlier_indices"] / 100 == pytest.approx(2.24)  # per key
     codes = qk.encode(np.random.default_rng(0).standard_normal((100, 128)))
     parts = qk.stored_bits(100)
     assert codes.inlier.signs.nbytes * 8 == parts["signs"]
@@ -382,6 +382,7 @@ def test_qjl_keys_errors_and_describe():
     with pytest.raises(ValueError, match="group_size"):
         qk.scores(np.ones((1, 16)), other.encode(np.ones((8, 16))))
     d = qk.describe()
+    assert next(iter(d)) == "coder" and d["coder"] == "qjl" and qk.nominal_bits == 0.5
     assert d["sketch"] == "gaussian" and d["n_outliers"] == 2 and d["outlier_m"] == 8
     assert d["group_size"] == 4 and d["m"] == 8
     a = QJLKeyQuantizer(16, 8, n_outliers=2, seed=3).encode(np.eye(16))
@@ -390,6 +391,24 @@ def test_qjl_keys_errors_and_describe():
     assert np.array_equal(a.inlier.signs, b.inlier.signs)
     assert not np.array_equal(a.inlier.signs, c.inlier.signs)
     assert isinstance(a.inlier, QJLCodes)
+
+
+@pytest.mark.parametrize("kind", SKETCHES)
+@pytest.mark.parametrize("n_outliers, group_size, draws", [(0, 32, ()), (3, 7, (2,)), (4, 16, ())])
+def test_qjl_keys_roundtrip_equals_decode_encode(kind, n_outliers, group_size, draws):
+    qk = QJLKeyQuantizer(40, 56, sketch=kind, n_outliers=n_outliers, group_size=group_size,
+                         seed=5, draws=draws)
+    rng = np.random.default_rng(6)
+    for dtype in (np.float32, np.float64):
+        K = rng.standard_normal((*draws, 45, 40)).astype(dtype)  # 45: a partial last group
+        K[..., 7] *= 30
+        K[..., 3, :] = 0  # a zero key reconstructs to zero on both paths
+        got, ref = qk.roundtrip(K), qk.decode(qk.encode(K))
+        assert got.dtype == ref.dtype == dtype and np.array_equal(got, ref)
+    with pytest.raises(ValueError, match="dim=40"):
+        qk.roundtrip(np.ones((4, 8)))
+    with pytest.raises(ValueError, match="norm"):  # float16 norm overflow, as encode
+        qk.roundtrip(np.full((2, 40), 2e4))
 
 
 # --------------------------------------------------------------------------- TurboQuant-prod
@@ -410,12 +429,14 @@ def test_prod_decode_scores_and_accounting():
     np.testing.assert_allclose(dec, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(pq.scores(q, codes), q @ dec.T, rtol=1e-10, atol=1e-10)
     assert pq.m == 64 and pq.sketch.matrix.shape == (64, 48)
-    bits = pq.bits_per_vector()
-    assert bits["residual_signs"] == 64 and bits["residual_norm"] == 16
-    assert {k: v for k, v in bits.items() if k.startswith("mse_")} == {
-        f"mse_{k}": v for k, v in pq.mse.bits_per_vector().items()}
-    assert codes.residual.signs.nbytes * 8 == 10 * 64
+    bits = pq.stored_bits(10)
+    assert bits["residual_signs"] == 640 and bits["residual_norm"] == 160
+    assert bits["mse_codes"] == 10 * 2 * 64 and bits["mse_norm"] == 160
+    assert codes.residual.signs.nbytes * 8 == bits["residual_signs"]
+    assert codes.nbytes * 8 == sum(bits.values())  # every stored part is accounted
+    assert pq.nominal_bits == 3
     desc = pq.describe()
+    assert next(iter(desc)) == "coder" and desc["coder"] == "prod"
     assert desc["sketch"] == "gaussian" and desc["m"] == 64 and desc["mse_bits"] == 2
     assert ProdQuantizer(48, 3, m=100, sketch="orthogonal").describe()["m"] == 100
     # float32 in, float32 out; zero vectors decode to zero
