@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from kvstats_gpu._common import on_gpu
-from kvstats_gpu.attention import (cache_bytes_per_token, decode_attention, dense_decode_attention,
-                                   dequantize_kv, make_cache_spec, quantize_kv)
+from kvstats_gpu.bridge import make_cache_spec
+from kvstats_gpu.cache import cache_bytes_per_token, dequantize_kv, quantize_kv
+from kvstats_gpu.decode import decode_attention, dense_decode_attention
 
 # Peak HBM bandwidth in bytes/s by jax device_kind (vendor data sheets).
 PEAK_BANDWIDTH = {

@@ -13,7 +13,7 @@ Exactness against the numpy core, which compares in float64: boundaries are roun
 float64 ``searchsorted`` codes exactly, for every normal float32 (XLA and GPUs flush
 subnormals, |x| < 1.2e-38, to zero).
 
-Bit-plane layout (the cache layout of :mod:`kvstats_gpu.attention`): ``b``-bit codes of
+Bit-plane layout (the cache layout of :mod:`kvstats_gpu.cache`): ``b``-bit codes of
 ``d`` coordinates are stored as ``b`` planes of ``d/8`` bytes; bit ``j`` of byte ``i`` of
 plane ``p`` is bit ``p`` of the code of coordinate ``8i + j``. For ``b = 1`` this is the
 numpy core's ``pack_bits`` (little bit order); for every ``b`` it takes exactly

@@ -173,3 +173,15 @@ def rotate(x: Any, signs: Any, *, inverse: bool = False, dim: int | None = None,
     )(x2, s[None, :], h)
     y = y[:n].reshape(*lead, d_pad)
     return y[..., :dim] if inverse else y
+
+
+def rotate_optional(x: jax.Array, signs: jax.Array | None, impl: str, interpret: bool | None) -> jax.Array:
+    """:func:`rotate` by ``signs``, or ``x`` unchanged when ``signs`` is None (no rotation)."""
+    return x if signs is None else rotate(x, signs, impl=impl, interpret=interpret)
+
+
+def unrotate_optional(y: jax.Array, signs: jax.Array | None, dim: int, impl: str,
+                      interpret: bool | None) -> jax.Array:
+    """The inverse of :func:`rotate_optional`, truncated to the first ``dim`` coordinates."""
+    return y[..., :dim] if signs is None else rotate(y, signs, inverse=True, dim=dim, impl=impl,
+                                                     interpret=interpret)

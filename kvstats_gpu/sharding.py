@@ -1,7 +1,7 @@
 """Multi-device decode attention: KV heads (and optionally the sequence) sharded with shard_map.
 
 Heads are independent, so sharding them needs no communication: each device runs
-:func:`kvstats_gpu.attention.decode_attention` on its KV heads and their query heads.
+:func:`kvstats_gpu.decode.decode_attention` on its KV heads and their query heads.
 Sharding the sequence as well splits each head's cache across devices; every device
 computes flash-decoding partials (max ``m``, sum ``l``, unnormalised accumulators) over
 its tokens, and the partials are combined exactly with one ``pmax`` and three ``psum``
@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from kvstats_gpu.attention import (CacheParams, CacheSpec, Partials, QuantizedKVCache, _check_cache,
-                                   _check_params, decode_partials, finalize_partials)
+from kvstats_gpu.cache import CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
+from kvstats_gpu.decode import Partials, decode_partials, finalize_partials
 
 
 def _cache_specs(head_axis, seq_axis) -> QuantizedKVCache:
@@ -35,7 +35,7 @@ def shard_cache(cache: QuantizedKVCache, mesh: Mesh, head_axis: str = "heads",
     Examples
     --------
     >>> import numpy as np
-    >>> from kvstats_gpu.attention import make_cache_spec, quantize_kv
+    >>> from kvstats_gpu import make_cache_spec, quantize_kv
     >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
     >>> cache = quantize_kv(np.ones((2, 8, 64)), np.ones((2, 8, 64)), spec, params)
     >>> mesh = Mesh(np.array(jax.devices()[:1]), ("heads",))
@@ -51,7 +51,7 @@ def sharded_decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, p
                              mesh: Mesh, *, head_axis: str = "heads", seq_axis: str | None = None,
                              impl: str = "auto", interpret: bool | None = None, block_tokens: int = 64,
                              n_splits: int | None = None) -> jax.Array:
-    """:func:`~kvstats_gpu.attention.decode_attention` with heads (and tokens) sharded over ``mesh``.
+    """:func:`~kvstats_gpu.decode.decode_attention` with heads (and tokens) sharded over ``mesh``.
 
     Parameters
     ----------
@@ -61,7 +61,7 @@ def sharded_decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, p
         must be divisible by ``mesh.shape[seq_axis] · block_tokens``.
     mesh : jax.sharding.Mesh
         With an axis ``head_axis`` and optionally ``seq_axis``.
-    Other arguments as in :func:`~kvstats_gpu.attention.decode_attention`.
+    Other arguments as in :func:`~kvstats_gpu.decode.decode_attention`.
 
     Returns
     -------
@@ -71,7 +71,7 @@ def sharded_decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, p
     Examples
     --------
     >>> import numpy as np
-    >>> from kvstats_gpu.attention import make_cache_spec, quantize_kv, decode_attention
+    >>> from kvstats_gpu import decode_attention, make_cache_spec, quantize_kv
     >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
     >>> K = np.random.default_rng(0).normal(size=(2, 40, 64)).astype(np.float32)
     >>> cache = quantize_kv(K, K, spec, params)
@@ -86,8 +86,8 @@ def sharded_decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, p
     for nm, ax in (("head_axis", head_axis), ("seq_axis", seq_axis)):
         if ax is not None and ax not in mesh.axis_names:
             raise ValueError(f"{nm} must be one of the mesh axes {list(mesh.axis_names)}; received {ax!r}")
-    params = _check_params(spec, params)
-    _check_cache(cache, spec)
+    params = check_params(spec, params)
+    check_cache(cache, spec)
     n_head_dev = mesh.shape[head_axis]
     if cache.n_heads % n_head_dev:
         raise ValueError(f"the cache's {cache.n_heads} KV heads must be divisible by mesh axis "

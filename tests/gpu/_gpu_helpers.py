@@ -6,7 +6,7 @@ import numpy as np
 import kvstats
 from kvstats.quant.sketch import make_sketch
 from kvstats.quant.rotation import make_rotation
-from kvstats_gpu.attention import CacheParams, CacheSpec
+from kvstats_gpu.cache import CacheParams, CacheSpec
 from kvstats_gpu.codebook import StaticCodebook
 
 

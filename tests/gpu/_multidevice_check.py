@@ -14,7 +14,8 @@ from jax.sharding import Mesh  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _gpu_helpers import _kv, manual_spec  # noqa: E402
 
-from kvstats_gpu.attention import decode_attention, quantize_kv  # noqa: E402
+from kvstats_gpu.cache import quantize_kv  # noqa: E402
+from kvstats_gpu.decode import decode_attention  # noqa: E402
 from kvstats_gpu.sharding import shard_cache, sharded_decode_attention  # noqa: E402
 
 assert len(jax.devices()) == 4, jax.devices()

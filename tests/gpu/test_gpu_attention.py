@@ -10,9 +10,9 @@ import pytest
 import kvstats
 from _gpu_helpers import _kv, manual_spec
 from kvstats.quant.packing import unpack_codes
-from kvstats_gpu.attention import (PAGE, CacheSpec, append_kv, cache_bytes_per_token, decode_attention,
-                                   decode_partials, dense_decode_attention, dequantize_kv, make_cache_spec,
-                                   quantize_kv)
+from kvstats_gpu.bridge import make_cache_spec
+from kvstats_gpu.cache import PAGE, CacheSpec, append_kv, cache_bytes_per_token, dequantize_kv, quantize_kv
+from kvstats_gpu.decode import decode_attention, decode_partials, dense_decode_attention
 from kvstats_gpu.codebook import unpack_planes_reference
 
 

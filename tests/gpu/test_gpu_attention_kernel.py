@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from _gpu_helpers import _kv, manual_spec
-from kvstats_gpu.attention import (QuantizedKVCache, decode_attention, dense_decode_attention, dequantize_kv,
-                                   quantize_kv)
+from kvstats_gpu.cache import QuantizedKVCache, dequantize_kv, quantize_kv
+from kvstats_gpu.decode import decode_attention, dense_decode_attention
 
 
 # Each case: (d, k_bits, v_bits, k_m, v_m, N, G, block_tokens, n_splits, q_scale, q dtype).

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import kvstats
-from kvstats_gpu.attention import decode_attention, make_cache_spec, quantize_kv
+from kvstats_gpu.bridge import make_cache_spec
+from kvstats_gpu.cache import quantize_kv
+from kvstats_gpu.decode import decode_attention
 from kvstats_gpu.codebook import StaticCodebook, encode_packed
 from kvstats_gpu.qjl import qjl_scores, qjl_sketch
 from kvstats_gpu.rotation import rotate

@@ -28,7 +28,7 @@ def test_sharded_equals_single_device_on_4_host_devices():
 
 def test_bad_mesh_arguments():
     from _gpu_helpers import _kv, manual_spec
-    from kvstats_gpu.attention import quantize_kv
+    from kvstats_gpu.cache import quantize_kv
     spec, params = manual_spec(64, 3, 2, 0, 64)
     K, V, q = _kv(2, 10, 64, 2)
     cache = quantize_kv(K, V, spec, params, impl="reference")

@@ -1,0 +1,412 @@
+"""The quantized KV cache: its static spec, random parameters, layout, encode, append, decode.
+
+Cache layout (:class:`QuantizedKVCache`), per KV head and contiguous over tokens, so a
+decode step streams it once:
+
+- scalar Lloyd–Max codes of the rotated unit vector in bit planes ``(H, bits, C, d_pad/8)``
+  uint8 (see :mod:`kvstats_gpu.codebook`) and the norm ``(H, C)`` float16;
+- 1-bit QJL signs ``(H, C, m/8)`` uint8 (the numpy core's packed bits) and the norm of the
+  sketched vector ``(H, C)`` float16 (the residual for TurboQuant-prod, the key itself for
+  pure QJL keys).
+
+So memory is proportional to the code bits: for KQV at 4 bits, d = 128, 8 KV heads, a
+token costs 8·(66 + 68) = 1072 bytes instead of 4096 in fp16 (:func:`cache_bytes_per_token`).
+``C`` (capacity) is a multiple of :data:`PAGE` tokens; ``length`` counts valid tokens.
+
+A spec and its parameters come from a numpy scheme through :mod:`kvstats_gpu.bridge`;
+attention over the cache is :mod:`kvstats_gpu.decode`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+from jaxtyping import Float, Int, UInt8
+
+from kvstats._checks import check_int, check_real
+from kvstats_gpu._common import as_jax_float, check_finite_concrete, resolve_impl
+from kvstats_gpu.codebook import (StaticCodebook, decode_packed, decode_reference, encode_packed,
+                                  unpack_planes_reference)
+from kvstats_gpu.qjl import check_sketch, qjl_sketch, unpack_signs_reference
+from kvstats_gpu.rotation import check_signs, rotate_optional, unrotate_optional
+
+# Capacity is rounded up to a multiple of this many tokens (a multiple of every block size).
+PAGE = 256
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """Static description of a quantized cache (hashable: a jit static argument).
+
+    Attributes
+    ----------
+    dim : int
+        Head dimension d.
+    k_dpad, v_dpad : int
+        Rotated (padded) dimension of keys / values (``dim`` without rotation).
+    k_codebook : StaticCodebook or None
+        Key scalar codebook (None: pure QJL keys, no scalar codes).
+    v_codebook : StaticCodebook
+        Value scalar codebook.
+    k_m, v_m : int
+        QJL sketch rows for the key / value (residual) signs; 0 for none.
+    k_scale, v_scale : float
+        The QJL estimator constants (``Sketch.scale``).
+    name : str
+        The scheme this spec was built from.
+    """
+
+    dim: int
+    k_dpad: int
+    v_dpad: int
+    k_codebook: StaticCodebook | None
+    v_codebook: StaticCodebook
+    k_m: int = 0
+    v_m: int = 0
+    k_scale: float = 0.0
+    v_scale: float = 0.0
+    name: str = "custom"
+
+    def __post_init__(self):
+        check_int(self.dim, "dim", low=1)
+        for nm in ("k_dpad", "v_dpad"):
+            v = getattr(self, nm)
+            if not (isinstance(v, int) and v >= self.dim and v % 8 == 0):
+                raise ValueError(f"{nm} must be an int >= dim and a multiple of 8; received {v!r}")
+        if self.k_codebook is None and self.k_m == 0:
+            raise ValueError("keys need scalar codes (k_codebook) or QJL signs (k_m > 0); received neither")
+        if not isinstance(self.v_codebook, StaticCodebook):
+            raise TypeError(f"v_codebook must be a StaticCodebook; received {type(self.v_codebook).__name__}")
+        for nm in ("k_m", "v_m"):
+            m = getattr(self, nm)
+            if not isinstance(m, int) or m < 0 or m % 8:
+                raise ValueError(f"{nm} must be 0 or a positive multiple of 8; received {m!r}")
+        if self.k_m:
+            check_real(self.k_scale, "k_scale", low=0.0, low_open=True)
+        if self.v_m:
+            check_real(self.v_scale, "v_scale", low=0.0, low_open=True)
+
+    @property
+    def k_bits(self) -> int:
+        return 0 if self.k_codebook is None else self.k_codebook.bits
+
+    @property
+    def v_bits(self) -> int:
+        return self.v_codebook.bits
+
+    def bytes_per_token_head(self) -> dict[str, int]:
+        """Stored bytes per token and KV head, by part (float16 norms)."""
+        parts = {}
+        if self.k_bits:
+            parts["k_codes"] = self.k_bits * self.k_dpad // 8
+            parts["k_norm"] = 2
+        if self.k_m:
+            parts["k_signs"] = self.k_m // 8
+            parts["k_sketch_norm"] = 2
+        parts["v_codes"] = self.v_bits * self.v_dpad // 8
+        parts["v_norm"] = 2
+        if self.v_m:
+            parts["v_signs"] = self.v_m // 8
+            parts["v_sketch_norm"] = 2
+        return parts
+
+
+class CacheParams(NamedTuple):
+    """The random parameters (arrays, one shared draw): rotation signs and sketch matrices.
+
+    ``k_signs``/``v_signs``: ``(d_pad,)`` ±1 or None (no rotation); ``k_sketch``/
+    ``v_sketch``: ``(m, dim)`` float32 or None.
+    """
+
+    k_signs: Float[jax.Array, "k_dpad"] | None
+    v_signs: Float[jax.Array, "v_dpad"] | None
+    k_sketch: Float[jax.Array, "k_m dim"] | None
+    v_sketch: Float[jax.Array, "v_m dim"] | None
+
+
+class QuantizedKVCache(NamedTuple):
+    """A quantized KV cache for one layer (a pytree; absent parts are None).
+
+    Shapes: ``k_planes (H, k_bits, C, k_dpad/8)`` uint8, ``k_norms (H, C)`` float16,
+    ``k_signs (H, C, k_m/8)`` uint8, ``k_snorms (H, C)`` float16 (norm of the sketched
+    vector), the same for values, and ``length`` (int32 scalar: valid tokens).
+    """
+
+    k_planes: UInt8[jax.Array, "H k_bits C k_dpad/8"] | None
+    k_norms: Float[jax.Array, "H C"] | None
+    k_signs: UInt8[jax.Array, "H C k_m/8"] | None
+    k_snorms: Float[jax.Array, "H C"] | None
+    v_planes: UInt8[jax.Array, "H v_bits C v_dpad/8"]
+    v_norms: Float[jax.Array, "H C"]
+    v_signs: UInt8[jax.Array, "H C v_m/8"] | None
+    v_snorms: Float[jax.Array, "H C"] | None
+    length: Int[jax.Array, ""]
+
+    @property
+    def capacity(self) -> int:
+        return int(self.v_norms.shape[1])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.v_norms.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored codes and norms (the whole capacity)."""
+        return int(sum(a.nbytes for a in self[:-1] if a is not None))
+
+
+def check_params(spec: CacheSpec, params: CacheParams) -> CacheParams:
+    """Validate ``params`` against ``spec``; returns them as float32 (absent parts None)."""
+    if not isinstance(spec, CacheSpec):
+        raise TypeError(f"spec must be a CacheSpec; received {type(spec).__name__}")
+    if not isinstance(params, CacheParams):
+        raise TypeError(f"params must be a CacheParams; received {type(params).__name__}")
+    out = []
+    for nm, dpad in (("k_signs", spec.k_dpad), ("v_signs", spec.v_dpad)):
+        s = getattr(params, nm)
+        if s is None:
+            if dpad != spec.dim:
+                raise ValueError(f"params.{nm} is None (no rotation) but the spec pads to {dpad} != dim")
+            out.append(None)
+        else:
+            s = check_signs(s, f"params.{nm}")
+            if s.shape[0] != dpad:
+                raise ValueError(f"params.{nm} must have length {dpad}; received {s.shape[0]}")
+            out.append(s)
+    for nm, m in (("k_sketch", spec.k_m), ("v_sketch", spec.v_m)):
+        s = getattr(params, nm)
+        if m == 0:
+            out.append(None)
+        else:
+            if s is None:
+                raise ValueError(f"params.{nm} is required: the spec has {m} sketch rows")
+            s = check_sketch(s, spec.dim, f"params.{nm}")
+            if s.shape[0] != m:
+                raise ValueError(f"params.{nm} must have {m} rows; received {s.shape[0]}")
+            out.append(s)
+    return CacheParams(*out)
+
+
+def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
+    """Raise unless ``cache`` has exactly the parts and plane shapes ``spec`` describes."""
+    if not isinstance(cache, QuantizedKVCache):
+        raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
+    if (cache.k_planes is None) != (spec.k_bits == 0) or (cache.k_signs is None) != (spec.k_m == 0) \
+            or (cache.v_signs is None) != (spec.v_m == 0):
+        raise ValueError("cache does not match spec (key/value parts present or absent differ)")
+    if cache.k_planes is not None and cache.k_planes.shape[1:] != (spec.k_bits, cache.capacity, spec.k_dpad // 8):
+        raise ValueError(f"cache.k_planes has shape {cache.k_planes.shape}, expected "
+                         f"(H, {spec.k_bits}, {cache.capacity}, {spec.k_dpad // 8})")
+    if cache.v_planes.shape[1:] != (spec.v_bits, cache.capacity, spec.v_dpad // 8):
+        raise ValueError(f"cache.v_planes has shape {cache.v_planes.shape}, expected "
+                         f"(H, {spec.v_bits}, {cache.capacity}, {spec.v_dpad // 8})")
+
+
+
+# --------------------------------------------------------------------------- encoding
+def _encode_side(x, codebook, signs, sketch, impl, interpret):
+    """Encode (H, N, d) float32 vectors: planes (H,b,N,d8), norms, signs (H,N,m8), snorms."""
+    planes = norms = bits = snorms = None
+    if codebook is not None:
+        norm = jnp.sqrt(jnp.sum(x * x, axis=-1))
+        unit = x / jnp.where(norm > 0, norm, 1.0)[..., None]
+        y = rotate_optional(unit, signs, impl, interpret)
+        planes_tok = encode_packed(y, codebook, impl=impl, interpret=interpret)  # (H, N, b, d8)
+        planes = jnp.swapaxes(planes_tok, 1, 2)
+        norms = norm.astype(jnp.float16)
+        if sketch is not None:
+            # the residual in the original space, against the decoded vector with the stored
+            # (float16) norm, as the numpy TurboQuant-prod does
+            chat = decode_packed(planes_tok, codebook, impl=impl, interpret=interpret)
+            xhat = norms.astype(jnp.float32)[..., None] * unrotate_optional(chat, signs, x.shape[-1], impl, interpret)
+            bits, rn = qjl_sketch(x - xhat, sketch, impl=impl, interpret=interpret)
+            snorms = rn.astype(jnp.float16)
+    else:
+        bits, rn = qjl_sketch(x, sketch, impl=impl, interpret=interpret)
+        snorms = rn.astype(jnp.float16)
+    return planes, norms, bits, snorms
+
+
+def _check_kv(K, V, dim):
+    K = as_jax_float(K, "K", min_ndim=3)
+    V = as_jax_float(V, "V", min_ndim=3)
+    if K.ndim != 3 or K.shape != V.shape or K.shape[-1] != dim:
+        raise ValueError(f"K and V must both have shape (H, N, {dim}); received {K.shape} and {V.shape}")
+    check_finite_concrete(K, "K")
+    check_finite_concrete(V, "V")
+    return K.astype(jnp.float32), V.astype(jnp.float32)
+
+
+def quantize_kv(K: Float[ArrayLike, "H N dim"], V: Float[ArrayLike, "H N dim"], spec: CacheSpec,
+                params: CacheParams, *, capacity: int | None = None, impl: str = "auto",
+                interpret: bool | None = None) -> QuantizedKVCache:
+    """Quantize a layer's keys and values ``(H, N, d)`` into a :class:`QuantizedKVCache`.
+
+    Parameters
+    ----------
+    K, V : arrays ``(H, N, dim)``
+        Keys and values of the H KV heads (any float dtype; encoded in float32).
+    spec, params : from :func:`~kvstats_gpu.bridge.make_cache_spec` or
+        :func:`~kvstats_gpu.bridge.spec_from_scheme`
+    capacity : int, optional
+        Tokens to allocate (default N), rounded up to a multiple of 256; the cache grows
+        in place with :func:`append_kv` up to it.
+    impl, interpret
+        Dispatch (see :mod:`kvstats_gpu`); the encode kernels are rotation, Lloyd–Max
+        encode/decode and QJL sketch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> K = np.random.default_rng(0).normal(size=(2, 10, 64)).astype(np.float32)
+    >>> cache = quantize_kv(K, K, spec, params)
+    >>> cache.capacity, int(cache.length), cache.k_planes.shape
+    (256, 10, (2, 4, 256, 8))
+    """
+    params = check_params(spec, params)
+    K, V = _check_kv(K, V, spec.dim)
+    impl, interpret = resolve_impl(impl, interpret)
+    N = K.shape[1]
+    capacity = N if capacity is None else check_int(capacity, "capacity", low=N)
+    C = -(-capacity // PAGE) * PAGE
+    return _quantize_jit(K, V, params, spec=spec, C=C, impl=impl, interpret=interpret)
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "C", "impl", "interpret"))
+def _quantize_jit(K, V, params, *, spec, C, impl, interpret):
+    N = K.shape[1]
+    ks = _encode_side(K, spec.k_codebook, params.k_signs, params.k_sketch, impl, interpret)
+    vs = _encode_side(V, spec.v_codebook, params.v_signs, params.v_sketch, impl, interpret)
+
+    def pad(a, axis):
+        if a is None or C == N:
+            return a
+        widths = [(0, 0)] * a.ndim
+        widths[axis] = (0, C - N)
+        return jnp.pad(a, widths)
+
+    return QuantizedKVCache(pad(ks[0], 2), pad(ks[1], 1), pad(ks[2], 1), pad(ks[3], 1),
+                            pad(vs[0], 2), pad(vs[1], 1), pad(vs[2], 1), pad(vs[3], 1),
+                            jnp.asarray(N, jnp.int32))
+
+
+def append_kv(cache: QuantizedKVCache, K: Float[ArrayLike, "H n dim"], V: Float[ArrayLike, "H n dim"],
+              spec: CacheSpec, params: CacheParams, *, impl: str = "auto",
+              interpret: bool | None = None) -> QuantizedKVCache:
+    """Encode new tokens ``(H, n, dim)`` and write them at ``cache.length`` (a decode step).
+
+    Keys arriving later are coded with the same rotation and sketch (one shared draw).
+    Jit-friendly (``lax.dynamic_update_slice``); writing past the capacity raises when
+    ``length`` is concrete.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, params = make_cache_spec("turboquant_mse", 3, 64, seed=0)
+    >>> K = np.random.default_rng(0).normal(size=(2, 10, 64)).astype(np.float32)
+    >>> cache = quantize_kv(K, K, spec, params, capacity=300)
+    >>> int(append_kv(cache, K[:, :1], K[:, :1], spec, params).length)
+    11
+    """
+    if not isinstance(cache, QuantizedKVCache):
+        raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
+    params = check_params(spec, params)
+    K, V = _check_kv(K, V, spec.dim)
+    if K.shape[0] != cache.n_heads:
+        raise ValueError(f"K must have {cache.n_heads} heads (the cache's); received {K.shape[0]}")
+    n = K.shape[1]
+    if not isinstance(cache.length, jax.core.Tracer) and int(cache.length) + n > cache.capacity:
+        raise ValueError(f"appending {n} tokens to a cache holding {int(cache.length)} exceeds its "
+                         f"capacity {cache.capacity}; allocate a larger capacity in quantize_kv")
+    impl, interpret = resolve_impl(impl, interpret)
+    return _append_jit(cache, K, V, params, spec=spec, impl=impl, interpret=interpret)
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "impl", "interpret"))
+def _append_jit(cache, K, V, params, *, spec, impl, interpret):
+    ks = _encode_side(K, spec.k_codebook, params.k_signs, params.k_sketch, impl, interpret)
+    vs = _encode_side(V, spec.v_codebook, params.v_signs, params.v_sketch, impl, interpret)
+    pos = cache.length.astype(jnp.int32)
+    z = jnp.zeros((), jnp.int32)
+
+    def put(old, new, axis):
+        if old is None:
+            return None
+        start = [z] * old.ndim
+        start[axis] = pos
+        return jax.lax.dynamic_update_slice(old, new.astype(old.dtype), start)
+
+    axes = (2, 1, 1, 1)
+    new = [put(o, nw, ax) for o, nw, ax in zip(cache[:4], ks, axes)]
+    new += [put(o, nw, ax) for o, nw, ax in zip(cache[4:8], vs, axes)]
+    return QuantizedKVCache(*new, cache.length + K.shape[1])
+
+
+def _dequant_side(planes, norms, bits, snorms, codebook, signs, sketch, scale, dim):
+    out = 0.0
+    if codebook is not None:
+        codes = unpack_planes_reference(jnp.swapaxes(planes, 1, 2))  # (H, C, d_pad)
+        chat = decode_reference(codes, codebook)
+        out = norms.astype(jnp.float32)[..., None] * unrotate_optional(chat, signs, dim, "reference", None)
+    if sketch is not None:
+        sig = unpack_signs_reference(bits, sketch.shape[0])
+        out = out + scale * snorms.astype(jnp.float32)[..., None] * jnp.matmul(
+            sig, sketch, precision=jax.lax.Precision.HIGHEST)
+    return out
+
+
+def dequantize_kv(cache: QuantizedKVCache, spec: CacheSpec,
+                  params: CacheParams) -> tuple[Float[jax.Array, "H C dim"], Float[jax.Array, "H C dim"]]:
+    """Dequantized ``(K̂, V̂)``, float32 ``(H, C, dim)`` (the whole capacity; slice to length).
+
+    Plain jnp; ``K̂ = ‖k‖·Rᵀĉ + c·‖r‖·Sᵀ sign(S r)`` (the parts the spec has). This is the
+    numpy core's decode, so ``dense_decode_attention`` on it is the exact reference of
+    :func:`decode_attention`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> K = np.random.default_rng(0).normal(size=(1, 20, 64)).astype(np.float32)
+    >>> Kh, Vh = dequantize_kv(quantize_kv(K, K, spec, params), spec, params)
+    >>> Kh.shape, bool(np.linalg.norm(Kh[:, :20] - K) < 0.2 * np.linalg.norm(K))
+    ((1, 256, 64), True)
+    """
+    params = check_params(spec, params)
+    check_cache(cache, spec)
+    return _dequantize_jit(cache, params, spec=spec)
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _dequantize_jit(cache, params, *, spec):
+    K = _dequant_side(*cache[:4], spec.k_codebook, params.k_signs, params.k_sketch, spec.k_scale, spec.dim)
+    V = _dequant_side(*cache[4:8], spec.v_codebook, params.v_signs, params.v_sketch, spec.v_scale, spec.dim)
+    return K, V
+
+
+def cache_bytes_per_token(spec: CacheSpec, n_kv_heads: int) -> dict[str, float]:
+    """Analytic cache bytes per token (all KV heads of a layer) and the ratio to fp16.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, _ = make_cache_spec("KQV", 4, 128, seed=0)
+    >>> cache_bytes_per_token(spec, 8)
+    {'bytes': 1072, 'fp16_bytes': 4096, 'ratio_to_fp16': 0.26171875}
+    """
+    n = check_int(n_kv_heads, "n_kv_heads", low=1)
+    b = n * sum(spec.bytes_per_token_head().values())
+    fp16 = n * 2 * 2 * spec.dim
+    return {"bytes": b, "fp16_bytes": fp16, "ratio_to_fp16": b / fp16}
+
