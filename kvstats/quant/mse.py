@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, c
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
 from kvstats.quant.rotation import ROTATIONS, Rotation, make_rotation, normalize_draws
+
+if TYPE_CHECKING:
+    from kvstats.quant.export import SideExport
 
 __all__ = ["MSECodes", "MSEQuantizer", "NORM_DTYPES"]
 
@@ -355,15 +358,56 @@ class MSEQuantizer:
         """
         return {"codes": self.bits * self.n_coords, "norm": 8 * self.norm_dtype.itemsize}
 
+    @property
+    def nominal_bits(self) -> float:
+        """Bits per coordinate the coder is named for (``bits``; the norm is overhead)."""
+        return float(self.bits)
+
+    def stored_bits(self, n_tokens: int) -> dict[str, int]:
+        """Bits stored for ``n_tokens`` vectors by part (:meth:`bits_per_vector` times n).
+
+        Examples
+        --------
+        >>> MSEQuantizer(96, 3).stored_bits(10)
+        {'codes': 3840, 'norm': 160}
+        """
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        return {part: bits * n_tokens for part, bits in self.bits_per_vector().items()}
+
+    def export(self) -> SideExport:
+        """Rotation signs and codebook as plain arrays, for the GPU path.
+
+        Raises a ValueError for independent draws (``draws != ()``) or a Haar rotation
+        (the GPU path runs the randomized Hadamard transform or no rotation).
+
+        Examples
+        --------
+        >>> ex = MSEQuantizer(96, 3, seed=0).export()
+        >>> ex.coder, ex.bits, ex.dim_padded, ex.signs.shape, ex.centroids.shape, ex.sketch
+        ('mse', 3, 128, (128,), (8,), None)
+        """
+        from kvstats.quant.export import SideExport
+
+        if self.draws:
+            raise ValueError(f"draws must be () to export (one shared rotation); received "
+                             f"draws={self.draws}")
+        kind = self.rotation.kind
+        if kind not in ("hadamard", "identity"):
+            raise ValueError(f"rotation must be 'hadamard' or 'identity' to export; received {kind!r}")
+        return SideExport(coder="mse", bits=self.bits, dim=self.dim, dim_padded=self.n_coords,
+                          signs=self.rotation.signs if kind == "hadamard" else None,
+                          centroids=self.codebook.centroids, boundaries=self.codebook.boundaries,
+                          sketch=None, sketch_scale=0.0, norm_dtype=self.norm_dtype)
+
     def describe(self) -> dict[str, Any]:
-        """Every setting of the quantizer.
+        """Every setting of the quantizer (``"coder": "mse"`` first).
 
         Examples
         --------
         >>> MSEQuantizer(64, 2).describe()["codebook"]
         'lloyd_max beta dim=64'
         """
-        return {"bits": self.bits, "dim": self.dim, "rotation": self.rotation.kind,
+        return {"coder": "mse", "bits": self.bits, "dim": self.dim, "rotation": self.rotation.kind,
                 "n_coords": self.n_coords, "draws": self.draws,
                 "norm_dtype": self.norm_dtype.name,
                 "codebook": f"lloyd_max beta dim={self.rotation.out_dim}"}

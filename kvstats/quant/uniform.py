@@ -15,10 +15,13 @@ value is a float16 number gets scale 0 and decodes exactly; any other constant g
 decodes within the same ``scale/2`` bound (scale is then at most one float16 spacing of
 the value). Never NaN.
 
-:class:`KIVIQuantizer` applies it the KIVI way: keys per channel (groups of tokens),
-values per token (groups of channels), and the most recent ``residual`` tokens kept in
-float16.
+Coders (the :class:`kvstats.quant.coder.Coder` protocol, one side of a scheme):
+:class:`UniformTokenCoder` (per token, the QJL paper's values), and KIVI's
+:class:`KIVIKeyCoder` (keys per channel, groups of tokens) and :class:`KIVIValueCoder`
+(values per token, groups of channels), each keeping the most recent ``residual`` tokens
+in float16. :class:`KIVIQuantizer` runs both sides together.
 """
+# ~470 lines: the uniform codec and the three coders built on it belong together.
 
 from __future__ import annotations
 
@@ -26,11 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from jaxtyping import Float
 
 from kvstats._checks import as_float_array, check_int
 from kvstats.quant.packing import pack_codes, unpack_codes
 
-__all__ = ["UniformCodes", "uniform_quantize", "uniform_dequantize", "KIVICodes", "KIVIQuantizer"]
+__all__ = ["UniformCodes", "uniform_quantize", "uniform_dequantize", "UniformTokenCoder",
+           "KIVISideCodes", "KIVIKeyCoder", "KIVIValueCoder", "KIVICodes", "KIVIQuantizer"]
 
 _FP16_BITS = 16
 _FP16_MAX = float(np.finfo(np.float16).max)
@@ -176,7 +181,180 @@ def uniform_dequantize(codes: UniformCodes) -> np.ndarray:
     return np.moveaxis(x_hat, -1, codes.axis).astype(codes.dtype)
 
 
+# --------------------------------------------------------------------------- coders
+class UniformTokenCoder:
+    """Per-token asymmetric uniform coder (the QJL paper's value quantizer); a :class:`Coder`.
+
+    Each token's ``dim`` channels are coded in groups of ``group_size`` with
+    :func:`uniform_quantize` along the last axis: ``bits`` per element and an fp16 scale
+    and zero per group.
+
+    Examples
+    --------
+    >>> coder = UniformTokenCoder(2, 64, group_size=32)
+    >>> x = np.random.default_rng(0).standard_normal((10, 64))
+    >>> bool(np.array_equal(coder.roundtrip(x), coder.decode(coder.encode(x))))
+    True
+    >>> coder.stored_bits(10)
+    {'codes': 1280, 'scale_zero': 640}
+    """
+
+    def __init__(self, bits: int, dim: int, group_size: int):
+        self.bits = check_int(bits, "bits", low=1, high=8)
+        self.dim = check_int(dim, "dim", low=1)
+        self.group_size = check_int(group_size, "group_size", low=1)
+        self.nominal_bits = self.bits
+
+    def encode(self, x: Float[np.ndarray, "*batch n d"]) -> UniformCodes:
+        """:func:`uniform_quantize` along the channels."""
+        return uniform_quantize(x, self.bits, axis=-1, group_size=self.group_size)
+
+    def decode(self, codes: UniformCodes) -> Float[np.ndarray, "*batch n d"]:
+        """:func:`uniform_dequantize`."""
+        return uniform_dequantize(codes)
+
+    def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
+        """``decode(encode(x))``."""
+        return self.decode(self.encode(x))
+
+    def stored_bits(self, n_tokens: int) -> dict[str, int]:
+        """``bits·d`` code bits and ``2·16·ceil(d/group_size)`` scale/zero bits per token."""
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        groups_per_token = -(-self.dim // self.group_size)
+        return {"codes": self.bits * self.dim * n_tokens,
+                "scale_zero": 2 * _FP16_BITS * groups_per_token * n_tokens}
+
+    def describe(self) -> dict[str, Any]:
+        """Bits and group size."""
+        return {"coder": "uniform_per_token", "bits": self.bits, "group_size": self.group_size}
+
+
 # --------------------------------------------------------------------------- KIVI
+@dataclass(frozen=True, eq=False)
+class KIVISideCodes:
+    """One KIVI side: uniform codes of the first ``N − R`` tokens (None when none) and the
+    float16 window of the last ``R = min(residual, N)`` tokens."""
+
+    quantized: UniformCodes | None
+    window: np.ndarray
+    n_tokens: int
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored (codes, scales, zeros, window)."""
+        q = 0 if self.quantized is None else self.quantized.nbytes
+        return int(q + self.window.nbytes)
+
+
+class _KIVICoder:
+    """A KIVI side: uniform codes along ``_axis`` and a float16 window of recent tokens."""
+
+    _axis: int      # -2: groups of tokens per channel (keys); -1: groups of channels (values)
+    _kind: str      # the "coder" of describe()
+    _name: str      # "K" or "V", for error messages
+
+    def __init__(self, bits: int, dim: int, group_size: int = 32, residual: int = 32):
+        self.bits = check_int(bits, "bits", low=1, high=8)
+        self.dim = check_int(dim, "dim", low=1)
+        self.group_size = check_int(group_size, "group_size", low=1)
+        self.residual = check_int(residual, "residual", low=0)
+        self.nominal_bits = self.bits
+
+    def _window(self, x: np.ndarray) -> np.ndarray:
+        if x.size and np.abs(x).max() > _FP16_MAX:
+            raise ValueError(f"{self._name} window tokens must lie within float16 range; "
+                             f"received max |{self._name}| = {float(np.abs(x).max()):.6g}")
+        return x.astype(np.float16)
+
+    def encode(self, x: Float[np.ndarray, "*batch n d"]) -> KIVISideCodes:
+        """Quantize all but the last ``residual`` tokens; keep those in float16."""
+        x = as_float_array(x, self._name, min_ndim=2)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"{self._name} must have last dimension dim={self.dim}; "
+                             f"received shape {x.shape}")
+        n_tokens = x.shape[-2]
+        n_q = max(n_tokens - self.residual, 0)
+        quantized = None
+        if n_q:
+            quantized = uniform_quantize(x[..., :n_q, :], self.bits, axis=self._axis,
+                                         group_size=self.group_size)
+        return KIVISideCodes(quantized, self._window(x[..., n_q:, :]), n_tokens, x.dtype)
+
+    def decode(self, codes: KIVISideCodes) -> Float[np.ndarray, "*batch n d"]:
+        """Decoded tokens, then the window, in the encoded dtype."""
+        if not isinstance(codes, KIVISideCodes):
+            raise TypeError(f"codes must be KIVISideCodes from {type(self).__name__}.encode; "
+                            f"received {type(codes).__name__}")
+        w = codes.window.astype(codes.dtype)
+        if codes.quantized is None:
+            return w
+        return np.concatenate([uniform_dequantize(codes.quantized), w], axis=-2)
+
+    def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
+        """``decode(encode(x))``."""
+        return self.decode(self.encode(x))
+
+    def _groups(self, n_q: int) -> int:
+        raise NotImplementedError
+
+    def stored_bits(self, n_tokens: int) -> dict[str, int]:
+        """Bits stored for ``n_tokens`` tokens: codes, fp16 scales and zeros, fp16 window."""
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        n_q = max(n_tokens - self.residual, 0)
+        groups = self._groups(n_q)
+        return {"codes": self.bits * n_q * self.dim, "scales": _FP16_BITS * groups,
+                "zeros": _FP16_BITS * groups, "window": _FP16_BITS * (n_tokens - n_q) * self.dim}
+
+    def describe(self) -> dict[str, Any]:
+        """Every setting (bits, group size, window, the grouping of each KIVI side)."""
+        return {"coder": self._kind, "quantizer": "kivi", "bits": self.bits,
+                "group_size": self.group_size, "residual": self.residual,
+                "keys": "per_channel (groups of tokens)",
+                "values": "per_token (groups of channels)", "scale_zero_dtype": "float16"}
+
+
+class KIVIKeyCoder(_KIVICoder):
+    """KIVI keys: per channel (min/max over groups of ``group_size`` tokens), the last
+    ``residual`` tokens in float16; a :class:`Coder`.
+
+    Stored bits for N tokens, R = min(residual, N), n = N − R: codes ``bits·n·d``, scales
+    and zeros ``16·ceil(n/group_size)·d`` each, window ``16·R·d``.
+
+    Examples
+    --------
+    >>> coder = KIVIKeyCoder(2, 64, group_size=32, residual=32)
+    >>> sum(coder.stored_bits(100).values()) / (100 * 64)  # 2-bit codes + scale/zero + window
+    7.44
+    """
+
+    _axis, _kind, _name = -2, "kivi_per_channel", "K"
+
+    def _groups(self, n_q: int) -> int:
+        return -(-n_q // self.group_size) * self.dim
+
+
+class KIVIValueCoder(_KIVICoder):
+    """KIVI values: per token (min/max over groups of ``group_size`` channels), the last
+    ``residual`` tokens in float16; a :class:`Coder`.
+
+    Stored bits: codes ``bits·n·d``, scales and zeros ``n·ceil(d/group_size)`` each,
+    window ``16·R·d`` (n, R as for :class:`KIVIKeyCoder`).
+
+    Examples
+    --------
+    >>> coder = KIVIValueCoder(2, 64, group_size=32, residual=32)
+    >>> x = np.random.default_rng(0).standard_normal((40, 64))
+    >>> bool(np.array_equal(coder.roundtrip(x)[-32:], x[-32:].astype(np.float16)))
+    True
+    """
+
+    _axis, _kind, _name = -1, "kivi_per_token", "V"
+
+    def _groups(self, n_q: int) -> int:
+        return n_q * -(-self.dim // self.group_size)
+
+
 @dataclass(frozen=True, eq=False)
 class KIVICodes:
     """KIVI codes: quantized keys/values of the first ``N − R`` tokens (None when none)
@@ -202,7 +380,8 @@ class KIVIQuantizer:
     Keys are quantized per channel: each channel's min/max over a group of
     ``group_size`` tokens. Values are quantized per token: min/max over groups of
     ``group_size`` channels. The last ``residual`` tokens (the most recent ones) are kept
-    in float16; with ``N ≤ residual`` nothing is quantized.
+    in float16; with ``N ≤ residual`` nothing is quantized. Both sides together, through
+    :class:`KIVIKeyCoder` and :class:`KIVIValueCoder` (what the ``kivi`` scheme uses).
 
     Parameters
     ----------
@@ -230,40 +409,34 @@ class KIVIQuantizer:
         self.group_size = check_int(group_size, "group_size", low=1)
         self.residual = check_int(residual, "residual", low=0)
 
-    def _window(self, x: np.ndarray, name: str) -> np.ndarray:
-        if x.size and np.abs(x).max() > _FP16_MAX:
-            raise ValueError(f"{name} window tokens must lie within float16 range; "
-                             f"received max |{name}| = {float(np.abs(x).max()):.6g}")
-        return x.astype(np.float16)
+    def coders(self, dim: int) -> tuple[KIVIKeyCoder, KIVIValueCoder]:
+        """The key and value coders of this setting for head dimension ``dim``."""
+        return (KIVIKeyCoder(self.bits, dim, self.group_size, self.residual),
+                KIVIValueCoder(self.bits, dim, self.group_size, self.residual))
 
-    def encode(self, K: Any, V: Any) -> KIVICodes:
+    def encode(self, K: Float[np.ndarray, "*batch n d"], V: Float[np.ndarray, "*batch n d"]
+               ) -> KIVICodes:
         """Quantize keys and values ``(*batch, N, d)`` (same shape)."""
         K = as_float_array(K, "K", min_ndim=2)
         V = as_float_array(V, "V", min_ndim=2)
         if K.shape != V.shape:
             raise ValueError(f"K and V must have the same shape (*batch, N, d); "
                              f"received K {K.shape} and V {V.shape}")
-        n_tokens = K.shape[-2]
-        n_q = max(n_tokens - self.residual, 0)
-        keys = values = None
-        if n_q:
-            keys = uniform_quantize(K[..., :n_q, :], self.bits, axis=-2, group_size=self.group_size)
-            values = uniform_quantize(V[..., :n_q, :], self.bits, axis=-1, group_size=self.group_size)
-        return KIVICodes(keys=keys, values=values,
-                         key_window=self._window(K[..., n_q:, :], "K"),
-                         value_window=self._window(V[..., n_q:, :], "V"),
-                         n_tokens=n_tokens, dtype=K.dtype)
+        key_coder, value_coder = self.coders(K.shape[-1])
+        k, v = key_coder.encode(K), value_coder.encode(V)
+        return KIVICodes(keys=k.quantized, values=v.quantized, key_window=k.window,
+                         value_window=v.window, n_tokens=k.n_tokens, dtype=K.dtype)
 
     def decode(self, codes: KIVICodes) -> tuple[np.ndarray, np.ndarray]:
         """``(K̂, V̂)`` of shape ``(*batch, N, d)`` in the encoded dtype."""
         if not isinstance(codes, KIVICodes):
             raise TypeError(f"codes must be KIVICodes from KIVIQuantizer.encode; "
                             f"received {type(codes).__name__}")
-        out = []
-        for q, w in ((codes.keys, codes.key_window), (codes.values, codes.value_window)):
-            w = w.astype(codes.dtype)
-            out.append(w if q is None else np.concatenate([uniform_dequantize(q), w], axis=-2))
-        return out[0], out[1]
+        key_coder, value_coder = self.coders(codes.key_window.shape[-1])
+        return (key_coder.decode(KIVISideCodes(codes.keys, codes.key_window, codes.n_tokens,
+                                               codes.dtype)),
+                value_coder.decode(KIVISideCodes(codes.values, codes.value_window,
+                                                 codes.n_tokens, codes.dtype)))
 
     def stored_bits(self, n_tokens: int, dim: int) -> tuple[dict[str, int], dict[str, int]]:
         """Bits stored for one head of ``n_tokens`` tokens of dimension ``dim``: (keys, values) by part.
@@ -273,16 +446,8 @@ class KIVIQuantizer:
         codes, ``(N−R)·ceil(d/g)`` scales and zeros, ``16·R·d`` window; R = min(residual, N).
         """
         n_tokens = check_int(n_tokens, "n_tokens", low=1)
-        dim = check_int(dim, "dim", low=1)
-        n_q = max(n_tokens - self.residual, 0)
-        window = _FP16_BITS * (n_tokens - n_q) * dim
-        key_groups = -(-n_q // self.group_size) * dim
-        value_groups = n_q * -(-dim // self.group_size)
-        keys = {"codes": self.bits * n_q * dim, "scales": _FP16_BITS * key_groups,
-                "zeros": _FP16_BITS * key_groups, "window": window}
-        values = {"codes": self.bits * n_q * dim, "scales": _FP16_BITS * value_groups,
-                  "zeros": _FP16_BITS * value_groups, "window": window}
-        return keys, values
+        key_coder, value_coder = self.coders(check_int(dim, "dim", low=1))
+        return key_coder.stored_bits(n_tokens), value_coder.stored_bits(n_tokens)
 
     def bits_per_coord(self, n_tokens: int, dim: int) -> dict[str, float]:
         """Stored bits per coordinate (÷ N·d) by part, ``key_<part>``/``value_<part>``, and

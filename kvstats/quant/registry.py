@@ -1,0 +1,396 @@
+"""The scheme registry: one table of scheme definitions, and scheme-name parsing.
+
+Every fact about a scheme lives in its :class:`SchemeDef` entry of :data:`REGISTRY`:
+the coders it gives each side (its builder), its allowed parameters and budget range,
+whether its budget is fixed by its own parameters, whether it is randomized or groups
+tokens, whether it exports to the GPU path, its expected stored bits per coordinate and
+the closed form of its key error where one exists. The sweep, the quantized transformers
+cache, the GPU path, the report and the tests ask the registry, never a name; a new
+scheme is one entry plus its coder (docs/design.md).
+
+``expected_bits`` is written from the definitions (docs/qjl.md, docs/theory.md: a norm is
+16 bits in float16, a 1-bit QJL residual with ``m`` rows stores ``m`` sign bits and a
+norm, a Hadamard rotation codes ``d_pad`` coordinates, ...), independently of the coders'
+own ``stored_bits``, so that the test suite can hold one against the other.
+
+``KQV``/``QKQV`` follow D'Alberto (2026); ``turboquant_mse``/``turboquant_prod`` expose
+the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, so
+``QKQV`` with default settings is ``turboquant_prod``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kvstats._checks import check_choice, check_int
+
+if TYPE_CHECKING:
+    from kvstats.quant.coder import Coder
+
+__all__ = ["SchemeDef", "REGISTRY", "SCHEMES", "scheme_def", "parse_scheme_name"]
+
+_MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
+_GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
+_FP16_BITS = 16
+_IDENTITY_BITS = 32   # identity stores float32 values
+
+# (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
+Builder = Callable[[Any, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
+                   "tuple[float | None, Coder, Coder]"]
+
+
+@dataclass(frozen=True)
+class SchemeDef:
+    """Everything the project knows about one scheme.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``"K{a}V{b}"`` names resolve to ``mixed``).
+    summary : str
+        One line.
+    params : frozenset of str
+        Keyword parameters :func:`kvstats.make_scheme` accepts for it.
+    min_bits, max_bits : int
+        Allowed budget n (bits per coordinate); unused when ``fixed_budget``.
+    fixed_budget : bool
+        The budget is fixed by the scheme's own parameters (``mixed``, ``identity``):
+        ``make_scheme`` takes ``bits=None`` (or, for mixed, their mean).
+    token_group_param : str or None
+        Parameter giving the number of tokens that share stored statistics (kivi, qjl);
+        None for per-vector schemes.
+    gpu : bool
+        ``Scheme.export()`` is supported (kvstats_gpu can run it).
+    key_theory : {"mse", "prod"} or None
+        Closed-form family of the key side (see :meth:`key_rel_mse`).
+    build : callable
+        ``(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder, value_coder)``;
+        ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``.
+    """
+
+    name: str
+    summary: str
+    params: frozenset[str]
+    min_bits: int
+    max_bits: int
+    fixed_budget: bool
+    token_group_param: str | None
+    gpu: bool
+    key_theory: str | None
+    build: Builder = field(repr=False, compare=False)
+    _randomized: Callable[[Mapping[str, Any]], bool] = field(repr=False, compare=False)
+    _bits: Callable[..., tuple[float, float]] = field(repr=False, compare=False)
+
+    def randomized(self, params: Mapping[str, Any]) -> bool:
+        """Whether the scheme has random components (rotation, sketch) under ``params``.
+
+        Examples
+        --------
+        >>> scheme_def("turboquant_mse").randomized({}), scheme_def("K4V2").randomized({"rotation": "identity"})
+        (True, False)
+        """
+        return bool(self._randomized(params))
+
+    def token_group(self, params: Mapping[str, Any]) -> int:
+        """Tokens that share stored statistics (1 = per-vector), under ``params``.
+
+        Examples
+        --------
+        >>> scheme_def("kivi").token_group({"group_size": 16}), scheme_def("KQV").token_group({})
+        (16, 1)
+        """
+        if self.token_group_param is None:
+            return 1
+        return check_int(params.get(self.token_group_param, _GROUP_SIZE),
+                         self.token_group_param, low=1)
+
+    def key_rel_mse(self, bits: int, d_pad: int) -> float | None:
+        """Predicted relative key error ``E‖k − k̂‖²/‖k‖²`` at ``bits`` with ``d_pad`` coded
+        coordinates (:mod:`kvstats.theory`, default settings), None without a closed form.
+
+        ``"mse"``: ``d_pad·D_beta(n, d_pad)``; ``"prod"``: ``d_pad·D_beta(n−1, d_pad)``
+        times the Gaussian QJL reconstruction factor ``π/2 − 1/d_pad`` (m = d_pad rows).
+
+        Examples
+        --------
+        >>> round(scheme_def("KQV").key_rel_mse(4, 128), 4), scheme_def("kivi").key_rel_mse(4, 128)
+        (0.0093, None)
+        """
+        if self.key_theory is None:
+            return None
+        from kvstats import theory
+
+        bits = check_int(bits, "bits", low=1, high=8)
+        if self.key_theory == "prod":
+            if bits < 2:
+                return None
+            return theory.unit_vector_mse(bits - 1, d_pad) * theory.residual_inflation(d_pad)
+        return theory.unit_vector_mse(bits, d_pad)
+
+    def expected_bits(self, bits: int | None, dim: int, n_tokens: int, **params: Any) -> float:
+        """Total stored bits per coordinate (K and V averaged, every overhead counted).
+
+        Written from the definitions (docs/qjl.md, docs/theory.md), not from the coders:
+        the contract tests hold ``Scheme.bits_per_coord(n_tokens).total`` against it.
+
+        Examples
+        --------
+        >>> scheme_def("KQV").expected_bits(4, 128, 1024)  # (4·128+16 + 3·128+128+32)/128/2
+        4.1875
+        >>> scheme_def("K4V2").expected_bits(None, 128, 10, key_bits=4, value_bits=2)
+        3.125
+        """
+        dim = check_int(dim, "dim", low=2)
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        key, value = self._bits(bits, dim, n_tokens, params)
+        return (key + value) / 2 / (n_tokens * dim)
+
+
+# --------------------------------------------------------------------------- name parsing
+def scheme_def(name: str) -> SchemeDef:
+    """The :class:`SchemeDef` of a registry name or of ``"K{a}V{b}"`` (a, b in 1..8: mixed).
+
+    Examples
+    --------
+    >>> scheme_def("K4V2").name, scheme_def("kivi").token_group_param
+    ('mixed', 'group_size')
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a scheme name string; received {name!r}")
+    if _MIXED_NAME.match(name):
+        return REGISTRY["mixed"]
+    check_choice(name, "name", list(REGISTRY) + ["K{a}V{b}, e.g. 'K4V2'"])
+    return REGISTRY[name]
+
+
+def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, dict[str, Any]]:
+    """``(SchemeDef, params)`` for a name; ``"K{a}V{b}"`` adds ``key_bits=a, value_bits=b``.
+
+    Examples
+    --------
+    >>> d, p = parse_scheme_name("K4V2", {"rotation": "haar"})
+    >>> d.name, p
+    ('mixed', {'rotation': 'haar', 'key_bits': 4, 'value_bits': 2})
+    """
+    sdef = scheme_def(name)
+    params = dict(params)
+    mixed = _MIXED_NAME.match(name)
+    if mixed:
+        key_bits, value_bits = int(mixed[1]), int(mixed[2])
+        if params.get("key_bits", key_bits) != key_bits or params.get("value_bits", value_bits) != value_bits:
+            raise ValueError(f"name {name!r} fixes key_bits={key_bits}, value_bits={value_bits}; "
+                             f"received params {params}")
+        params.update(key_bits=key_bits, value_bits=value_bits)
+    return sdef, params
+
+
+# --------------------------------------------------------------------------- builders
+def _norm_dtype(params: Mapping[str, Any]) -> Any:
+    return params.get("norm_dtype", np.float16)
+
+
+def _mse(bits: int, dim: int, rotation: str, rng, draws, params) -> Coder:
+    from kvstats.quant.mse import MSEQuantizer
+
+    return MSEQuantizer(dim, bits, rotation=rotation, seed=rng, draws=draws,
+                        norm_dtype=_norm_dtype(params))
+
+
+def _prod(bits: int, dim: int, rng, draws, params) -> Coder:
+    from kvstats.quant.prod import ProdQuantizer
+
+    return ProdQuantizer(dim, bits, rotation=params.get("rotation", "hadamard"),
+                         sketch=params.get("sketch", "gaussian"), m=params.get("m"), seed=rng,
+                         draws=draws, norm_dtype=_norm_dtype(params))
+
+
+def _rotation(params: Mapping[str, Any]) -> str:
+    return params.get("rotation", "hadamard")
+
+
+def _build_kv(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _mse(bits, dim, "identity", key_rng, draws, params), \
+        _mse(bits, dim, "identity", value_rng, draws, params)
+
+
+def _build_turboquant_mse(bits, dim, params, key_rng, value_rng, draws):
+    rot = _rotation(params)
+    return bits, _mse(bits, dim, rot, key_rng, draws, params), _mse(bits, dim, rot, value_rng, draws, params)
+
+
+def _build_kqv(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _mse(bits, dim, _rotation(params), key_rng, draws, params), \
+        _prod(bits, dim, value_rng, draws, params)
+
+
+def _build_prod(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _prod(bits, dim, key_rng, draws, params), _prod(bits, dim, value_rng, draws, params)
+
+
+def _build_qjl(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.qjl_keys import QJLKeyQuantizer
+    from kvstats.quant.uniform import UniformTokenCoder
+
+    m = check_int(params.get("m", bits * dim), "m", low=1)
+    coder = QJLKeyQuantizer(dim, m, sketch=params.get("sketch", "gaussian"),
+                            n_outliers=params.get("n_outliers", 0),
+                            outlier_m=params.get("outlier_m"),
+                            group_size=params.get("group_size", _GROUP_SIZE), seed=key_rng,
+                            draws=draws)
+    value_bits = check_int(params.get("value_bits", bits), "value_bits", low=1, high=8)
+    group = check_int(params.get("value_group_size", dim), "value_group_size", low=1)
+    return bits, coder, UniformTokenCoder(value_bits, dim, group)
+
+
+def _build_kivi(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder
+
+    group_size = params.get("group_size", _GROUP_SIZE)
+    residual = params.get("residual", _GROUP_SIZE)
+    return bits, KIVIKeyCoder(bits, dim, group_size, residual), \
+        KIVIValueCoder(bits, dim, group_size, residual)
+
+
+def _build_mixed(bits, dim, params, key_rng, value_rng, draws):
+    key_bits = check_int(params.get("key_bits"), "key_bits", low=1, high=8)
+    value_bits = check_int(params.get("value_bits"), "value_bits", low=1, high=8)
+    mean_bits = (key_bits + value_bits) / 2
+    if bits is not None and bits != mean_bits:
+        raise ValueError(f"bits for mixed precision K{key_bits}V{value_bits} must be None "
+                         f"or their mean {mean_bits}; received {bits}")
+    rot = _rotation(params)
+    return mean_bits, _mse(key_bits, dim, rot, key_rng, draws, params), \
+        _mse(value_bits, dim, rot, value_rng, draws, params)
+
+
+def _build_identity(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.coder import IdentityCoder
+
+    return None, IdentityCoder(dim), IdentityCoder(dim)
+
+
+# --------------------------------------------------------------------------- expected bits
+# Each returns (key bits, value bits) stored for n tokens of dimension d, from the
+# definitions: n-bit Lloyd–Max codes of the d_pad rotated coordinates and one norm per
+# vector; TurboQuant-prod adds m residual sign bits and a residual norm; fp16 scale and
+# zero per uniform group; KIVI's window holds R = min(residual, N) tokens in fp16.
+def _d_pad(dim: int, rotation: str) -> int:
+    return 1 << (dim - 1).bit_length() if rotation == "hadamard" else dim
+
+
+def _norm_bits(params: Mapping[str, Any]) -> int:
+    return 8 * np.dtype(params.get("norm_dtype", np.float16)).itemsize
+
+
+def _mse_bits(b: int, coded: int, n: int, params) -> float:
+    return n * (b * coded + _norm_bits(params))
+
+
+def _prod_bits(b: int, dim: int, n: int, params) -> float:
+    coded = _d_pad(dim, _rotation(params))
+    m = params.get("m") or coded
+    return n * ((b - 1) * coded + m + 2 * _norm_bits(params))
+
+
+def _kv_bits(bits, dim, n, params):
+    return _mse_bits(bits, dim, n, params), _mse_bits(bits, dim, n, params)
+
+
+def _turboquant_mse_bits(bits, dim, n, params):
+    coded = _d_pad(dim, _rotation(params))
+    return _mse_bits(bits, coded, n, params), _mse_bits(bits, coded, n, params)
+
+
+def _kqv_bits(bits, dim, n, params):
+    coded = _d_pad(dim, _rotation(params))
+    return _mse_bits(bits, coded, n, params), _prod_bits(bits, dim, n, params)
+
+
+def _prod_scheme_bits(bits, dim, n, params):
+    return _prod_bits(bits, dim, n, params), _prod_bits(bits, dim, n, params)
+
+
+def _qjl_bits(bits, dim, n, params):
+    m = params.get("m", bits * dim)
+    outliers = params.get("n_outliers", 0)
+    key = n * (m + _FP16_BITS)
+    if outliers:
+        groups = math.ceil(n / params.get("group_size", _GROUP_SIZE))
+        index_bits = math.ceil(math.log2(dim))
+        key += n * (params.get("outlier_m") or m) + n * _FP16_BITS + groups * outliers * index_bits
+    value_bits = params.get("value_bits", bits)
+    value_groups = math.ceil(dim / params.get("value_group_size", dim))
+    return key, n * (value_bits * dim + 2 * _FP16_BITS * value_groups)
+
+
+def _kivi_bits(bits, dim, n, params):
+    g = params.get("group_size", _GROUP_SIZE)
+    window = min(params.get("residual", _GROUP_SIZE), n)
+    q = n - window
+    key = bits * q * dim + 2 * _FP16_BITS * math.ceil(q / g) * dim + _FP16_BITS * window * dim
+    value = bits * q * dim + 2 * _FP16_BITS * q * math.ceil(dim / g) + _FP16_BITS * window * dim
+    return key, value
+
+
+def _mixed_bits(bits, dim, n, params):
+    coded = _d_pad(dim, _rotation(params))
+    return (_mse_bits(params["key_bits"], coded, n, params),
+            _mse_bits(params["value_bits"], coded, n, params))
+
+
+def _identity_bits(bits, dim, n, params):
+    return _IDENTITY_BITS * n * dim, _IDENTITY_BITS * n * dim
+
+
+# --------------------------------------------------------------------------- the table
+def _always(params: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _never(params: Mapping[str, Any]) -> bool:
+    return False
+
+
+def _rotated(params: Mapping[str, Any]) -> bool:
+    return _rotation(params) != "identity"
+
+
+_VECTOR = frozenset({"rotation", "sketch", "m", "norm_dtype"})
+_ENTRIES = (
+    SchemeDef("KV", "K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
+              frozenset({"norm_dtype"}), 1, 8, False, None, True, "mse",
+              _build_kv, _never, _kv_bits),
+    SchemeDef("KQV", "WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+              _VECTOR, 2, 8, False, None, True, "mse", _build_kqv, _always, _kqv_bits),
+    SchemeDef("QKQV", "WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+              _VECTOR, 2, 8, False, None, True, "prod", _build_prod, _always, _prod_scheme_bits),
+    SchemeDef("turboquant_mse", "K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
+              frozenset({"rotation", "norm_dtype"}), 1, 8, False, None, True, "mse",
+              _build_turboquant_mse, _rotated, _turboquant_mse_bits),
+    SchemeDef("turboquant_prod", "K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
+              _VECTOR, 2, 8, False, None, True, "prod", _build_prod, _always, _prod_scheme_bits),
+    SchemeDef("qjl", "K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
+              "asymmetric uniform n-bit (QJL paper)",
+              frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
+                         "value_group_size"}), 1, 8, False, "group_size", False, None,
+              _build_qjl, _always, _qjl_bits),
+    SchemeDef("kivi", "KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
+              "a full-precision window of recent tokens",
+              frozenset({"group_size", "residual"}), 1, 8, False, "group_size", False, None,
+              _build_kivi, _never, _kivi_bits),
+    SchemeDef("mixed", "key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
+              "name, 'K4V2'", frozenset({"key_bits", "value_bits", "rotation", "norm_dtype"}),
+              1, 8, True, None, True, None, _build_mixed, _rotated, _mixed_bits),
+    SchemeDef("identity", "stores K and V unchanged (a reference that must reproduce exactly)",
+              frozenset(), 1, 8, True, None, False, None, _build_identity, _never, _identity_bits),
+)
+
+REGISTRY: Mapping[str, SchemeDef] = MappingProxyType({d.name: d for d in _ENTRIES})
+SCHEMES = tuple(REGISTRY)
