@@ -36,6 +36,7 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
+from scipy import linalg
 
 from kvstats._checks import (SeedLike, _describe, as_float_array, as_generator, check_choice,
                              check_int)
@@ -113,13 +114,7 @@ def hadamard(d: int) -> np.ndarray:
     """
     d = check_int(d, "d", low=1)
     _check_pow2(d, "d")
-    idx = np.arange(d)
-    and_ = idx[:, None] & idx[None, :]
-    # popcount parity of i & j, vectorised bit by bit (log2(d) steps)
-    parity = np.zeros((d, d), dtype=np.int64)
-    for k in range(max(1, d.bit_length() - 1)):
-        parity ^= (and_ >> k) & 1
-    return 1.0 - 2.0 * parity
+    return linalg.hadamard(d, dtype=np.float64)  # Sylvester's construction, as fwht's
 
 
 @lru_cache(maxsize=32)

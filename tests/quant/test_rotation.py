@@ -256,3 +256,50 @@ def test_inverse_broadcasts_shared_input_against_draws(kind, d):
     assert x.shape == (3, 5, d)
     for i in range(3):
         np.testing.assert_allclose(x[i], r.draw(i).inverse(y), rtol=0, atol=1e-13)
+
+
+# --- the Haar rotation is Haar (statistical guards of the QR sign fix) ---------------------
+# QR of a Gaussian matrix is Haar only after each column of Q is multiplied by the sign of
+# R's diagonal (Mezzadri 2007); without it LAPACK's Q has Q[0, 0] <= 0 always, which the
+# sphere-law tests above cannot see (their inputs are random, so a fixed column is rare).
+# Under Haar: tr(Q) has mean 0 and variance exactly 1 (d >= 2), and Q u, for a FIXED unit
+# u, is uniform on the sphere. One seed, n independent draws; for a fresh seed the false
+# alarm rate of each test is <= 2e-3 (|z| > 4.5: 7e-6; two KS tests at 1e-3 each).
+N_HAAR = 4000
+
+
+def assert_haar(q, seed):
+    """``q``: ``(n, d, d)`` independent draws of a matrix claimed to be Haar on O(d)."""
+    n, d = q.shape[0], q.shape[-1]
+    z = np.trace(q, axis1=-2, axis2=-1).mean() * np.sqrt(n)  # Var tr(Q) = 1
+    assert abs(z) < 4.5, f"mean of tr(Q) is {z:.1f} standard errors from 0"
+    u = np.random.default_rng(seed).standard_normal(d)
+    u /= np.linalg.norm(u)
+    law = sphere_coordinate(d)
+    assert stats.kstest(q[:, 0, 0], law.cdf).pvalue > 1e-3  # Q e_0, coordinate 0
+    assert stats.kstest((q @ u)[:, -1], law.cdf).pvalue > 1e-3  # Q u, last coordinate
+
+
+def test_sphere_coordinate_reference_is_the_theory_density():
+    from kvstats.theory import sphere_coordinate_pdf
+
+    x = np.linspace(-0.95, 0.95, 9)
+    for d in (3, 6, 64):
+        np.testing.assert_allclose(sphere_coordinate(d).pdf(x), sphere_coordinate_pdf(x, d),
+                                   rtol=1e-10)
+
+
+@pytest.mark.parametrize("d", [2, 6])
+def test_haar_rotation_is_haar_distributed(d):
+    r = make_rotation("haar", d, seed=31, draws=N_HAAR)
+    assert_haar(r.orthogonal, seed=d)
+    # apply() is the same matrix: a fixed unit vector rotated by every draw
+    e0 = np.eye(d)[:1]
+    np.testing.assert_allclose(r.apply(e0)[:, 0, :], r.orthogonal[:, :, 0], rtol=0, atol=1e-15)
+
+
+def test_haar_guard_has_power_without_the_sign_fix():
+    """The guard rejects LAPACK's QR without the sign fix, the bug it is there to catch."""
+    q, _ = np.linalg.qr(np.random.default_rng(32).standard_normal((N_HAAR, 6, 6)))
+    with pytest.raises(AssertionError):
+        assert_haar(q, seed=6)
