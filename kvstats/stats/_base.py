@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
+from jaxtyping import Float
 
 from kvstats._checks import _describe, as_float_array
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class TiesWarning(UserWarning):
@@ -27,11 +32,11 @@ class _FrameMixin:
 
     _test_name: str = ""
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """Return the result as a one-row :class:`pandas.DataFrame` (snake_case columns)."""
         import pandas as pd
 
-        row: dict[str, Any] = {"test": self._test_name} if self._test_name else {}
+        row: dict[str, object] = {"test": self._test_name} if self._test_name else {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if isinstance(value, np.ndarray):
@@ -42,7 +47,7 @@ class _FrameMixin:
         return pd.DataFrame([row])
 
 
-def as_sample(x: Any, name: str, *, allow_inf: bool = False) -> np.ndarray:
+def as_sample(x: npt.ArrayLike, name: str, *, allow_inf: bool = False) -> Float[np.ndarray, "n"]:
     """Return a 1-D float64 sample, rejecting empty input and NaN (and inf unless allowed)."""
     arr = as_float_array(x, name, min_ndim=1, allow_nonfinite=True)
     if arr.ndim != 1:
@@ -56,7 +61,7 @@ def as_sample(x: Any, name: str, *, allow_inf: bool = False) -> np.ndarray:
     return arr.astype(np.float64, copy=False)
 
 
-def check_bool(value: Any, name: str) -> bool:
+def check_bool(value: object, name: str) -> bool:
     """Return ``value`` if it is a bool (or numpy bool), else raise a ``TypeError``."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False; received {_describe(value)}")

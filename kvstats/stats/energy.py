@@ -24,13 +24,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from jaxtyping import Float
 from scipy.spatial.distance import cdist
 
-from kvstats._checks import _describe, as_float_array, as_generator, check_choice, check_int
+from kvstats._checks import (SeedLike, _describe, as_float_array, as_generator, check_choice,
+                             check_int)
 
 from ._base import _FrameMixin, check_bool
 
 __all__ = ["EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"]
+
+# A sample: rows are observations, columns the p dimensions; 1-D input is p = 1.
+XSample = Float[np.ndarray, "n_x p"] | Float[np.ndarray, "n_x"]
+YSample = Float[np.ndarray, "n_y p"] | Float[np.ndarray, "n_y"]
 
 KINDS = ("V", "U")
 # Distance blocks are at most _BLOCK x _BLOCK float64 (32 MB); one chunk of permutation
@@ -110,7 +116,7 @@ class EnergyTestResult(_FrameMixin):
     _test_name = "energy_test"
 
 
-def _as_points(a, name: str) -> np.ndarray:
+def _as_points(a: XSample | YSample, name: str) -> Float[np.ndarray, "n p"]:
     arr = as_float_array(a, name, min_ndim=1)  # rejects empty, NaN and inf with the name
     if arr.ndim == 1:
         arr = arr[:, None]
@@ -119,7 +125,8 @@ def _as_points(a, name: str) -> np.ndarray:
     return arr.astype(np.float64, copy=False)
 
 
-def _prepare(X, Y, standardize, kind):
+def _prepare(X: XSample, Y: YSample, standardize: bool, kind: str,
+             ) -> tuple[Float[np.ndarray, "n_x p"], Float[np.ndarray, "n_y p"], bool]:
     X, Y = _as_points(X, "X"), _as_points(Y, "Y")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"X and Y must have the same number of columns (dimension); received "
@@ -172,7 +179,8 @@ def _combine(s_xx, s_yy, s_xy, n_x, n_y, kind):
     return 2 * mean_xy - mean_xx - mean_yy, mean_xy, mean_xx, mean_yy
 
 
-def energy_distance(X, Y, standardize: bool = False, kind: str = "V") -> EnergyDistanceResult:
+def energy_distance(X: XSample, Y: YSample, standardize: bool = False,
+                    kind: str = "V") -> EnergyDistanceResult:
     """Energy distance between two multivariate samples.
 
     Parameters
@@ -305,8 +313,8 @@ def _random_subsets(rng: np.random.Generator, k: int, n: int, m: int,
     return out
 
 
-def energy_test(X, Y, n_resamples: int = 999, seed=0, standardize: bool = False,
-                kind: str = "V") -> EnergyTestResult:
+def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike = 0,
+                standardize: bool = False, kind: str = "V") -> EnergyTestResult:
     """Permutation test of equal distributions based on the energy distance.
 
     Parameters
@@ -332,8 +340,10 @@ def energy_test(X, Y, n_resamples: int = 999, seed=0, standardize: bool = False,
     Cost: n^2 dim / 2 for the distances plus about n^2 (B + 1) / 2 multiply-adds for one blocked
     matrix product (n = n_x + n_y). Memory: the labels as booleans, n (B+1) bytes, plus
     at most about 130 MB of working memory whatever n is (the pooled distance matrix is
-    never stored whole). Permuted statistics within 1e-10 times the mean pooled distance of the
-    observed one count as ties (>=), so rounding can only make the p-value larger.
+    never stored whole). Ties count as >= (two constant samples give p = 1), and so do
+    permuted statistics within a relative 1e-10 of the observed one, relative to the mean
+    pooled distance (the scale of the rounding error of a difference of mean distances):
+    rounding can only make the p-value larger.
 
     Examples
     --------
@@ -359,6 +369,10 @@ def energy_test(X, Y, n_resamples: int = 999, seed=0, standardize: bool = False,
     _random_subsets(rng, n_resamples, n, n_x, out=labels[1:])
     stats_all, total = _permutation_statistics(Z, labels, kind)
     t_obs, null = float(stats_all[0]), stats_all[1:]
+    # Ties count as >= (a constant pooled sample gives p = 1). A permuted statistic equal
+    # to T_obs in exact arithmetic can land a few ulps of the distances below it (other
+    # summation order), so the comparison is relative to the scale of the distances (the
+    # mean pooled distance), not to T_obs, which is ~0 exactly when ties matter.
     tol = 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0
     pvalue = (1.0 + np.count_nonzero(null >= t_obs - tol)) / (1.0 + n_resamples)
     return EnergyTestResult(statistic=t_obs, pvalue=float(pvalue),

@@ -7,6 +7,11 @@ Conventions (see docs/statistics.md):
 * The rank-biserial correlation is r = 2 U / (n_x n_y) - 1 (Kerby 2014): **positive when x
   tends to be larger than y**, -1 when every x is below every y.
 * The common-language effect size is U / (n_x n_y) = P(X > Y) + P(X = Y) / 2.
+
+What scipy computes is taken from scipy: U, the asymptotic p-value (vectorised over
+batches, which is what the power simulation uses), the KS statistic's location and sign
+and the KS p-value. Kept here is what scipy lacks: the interval for r, the z-score, the
+common-language effect size, the ties flag, and a correctly rounded exact distribution of U.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from jaxtyping import Float
 from scipy import special, stats
 
 from kvstats._checks import check_choice, check_real
@@ -115,39 +121,36 @@ class KSResult(_FrameMixin):
     _test_name = "ks_2samp"
 
 
-def _mwu_core(x: np.ndarray, y: np.ndarray, alternative: str, continuity: bool = True):
-    """Vectorised U, tie term, z and asymptotic p-value over leading axes.
+def _mwu_asymptotic(x: Float[np.ndarray, "*batch n_x"], y: Float[np.ndarray, "*batch n_y"],
+                    alternative: str, continuity: bool = True,
+                    ) -> tuple[Float[np.ndarray, "*batch"], Float[np.ndarray, "*batch"]]:
+    """U of x and the asymptotic p-value over broadcastable leading axes, from scipy.
 
-    ``x`` (..., n_x) and ``y`` (..., n_y) with broadcastable leading axes. Returns U of x,
-    the tie term sum(t^3 - t) over tie groups, the z-score of the statistic the
-    alternative uses, and the tie- and continuity-corrected normal p-value, all (...,).
-    Follows scipy.stats.mannwhitneyu exactly so that the two agree to rounding.
+    ``scipy.stats.mannwhitneyu(axis=-1, method="asymptotic")`` (tie and, if ``continuity``,
+    continuity corrected) for each pair of rows. The one case scipy leaves undefined is a
+    row whose pooled values are all tied without continuity correction: its z is 0/0 (NaN),
+    and the p-value is 1 (no rank can differ), as documented.
     """
-    n1, n2 = x.shape[-1], y.shape[-1]
-    lead = np.broadcast_shapes(x.shape[:-1], y.shape[:-1])
-    xy = np.concatenate([np.broadcast_to(x, lead + (n1,)), np.broadcast_to(y, lead + (n2,))],
-                        axis=-1)
-    ranks = stats.rankdata(xy, method="average", axis=-1)
-    u1 = ranks[..., :n1].sum(axis=-1) - n1 * (n1 + 1) / 2
-    # sum over tie groups of t^3 - t == sum over observations of (t_obs^2 - 1), with the
-    # group size of each observation given by its max rank minus its min rank plus one.
-    t_obs = (stats.rankdata(xy, method="max", axis=-1)
-             - stats.rankdata(xy, method="min", axis=-1) + 1.0)
-    tie_term = (t_obs**2 - 1.0).sum(axis=-1)
-    n = n1 + n2
-    if alternative == "greater":
-        u, factor = u1, 1.0
-    elif alternative == "less":
-        u, factor = n1 * n2 - u1, 1.0
-    else:
-        u, factor = np.maximum(u1, n1 * n2 - u1), 2.0
+    res = stats.mannwhitneyu(x, y, use_continuity=continuity, alternative=alternative,
+                             axis=-1, method="asymptotic")
+    return res.statistic, np.where(np.isnan(res.pvalue), 1.0, res.pvalue)
+
+
+def _mwu_zscore(u1: float, tie_term: float, n1: int, n2: int, alternative: str,
+                continuity: bool) -> float:
+    """z of the normal approximation for the U the alternative uses (scipy's formula).
+
+    scipy does not return it; the p-value it gives is ndtr(-z) (times 2 if two-sided).
+    ``tie_term`` is sum(t^3 - t) over tie groups. +-inf when every value is tied.
+    """
+    n, mn = n1 + n2, n1 * n2
+    u = u1 if alternative == "greater" else mn - u1 if alternative == "less" else max(u1, mn - u1)
     sd = np.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))   # n >= 2 always
     # The p-value is always an upper tail of u, so the continuity correction subtracts 1/2.
-    num = u - n1 * n2 / 2 - (0.5 if continuity else 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(sd > 0, num / np.where(sd > 0, sd, 1.0), np.where(num > 0, np.inf, -np.inf))
-    p = np.clip(special.ndtr(-z) * factor, 0.0, 1.0)
-    return u1, tie_term, z, p
+    num = u - mn / 2 - (0.5 if continuity else 0.0)
+    if sd > 0:
+        return float(num / sd)
+    return math.inf if num > 0 else -math.inf
 
 
 @functools.lru_cache(maxsize=16)
@@ -222,7 +225,8 @@ def _newcombe_theta_interval(theta: np.ndarray, n1: int, n2: int, z: float):
     return lo_b, hi_a
 
 
-def mann_whitney(x, y, alternative: str = "two-sided", method: str = "auto",
+def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
+                 alternative: str = "two-sided", method: str = "auto",
                  confidence: float = 0.95, continuity: bool = True) -> MannWhitneyResult:
     """Mann–Whitney U test with rank-biserial effect size and its confidence interval.
 
@@ -233,11 +237,12 @@ def mann_whitney(x, y, alternative: str = "two-sided", method: str = "auto",
     alternative : {"two-sided", "less", "greater"}
         "greater": x is stochastically larger than y; "less": smaller.
     method : {"auto", "exact", "asymptotic"}
-        "exact" uses the exact null distribution of U (no ties allowed);
-        "asymptotic" the normal approximation with tie correction and (if ``continuity``)
-        continuity correction, exactly as ``scipy.stats.mannwhitneyu``. "auto" follows
-        scipy: exact when min(n_x, n_y) <= 8 and there are no ties, else asymptotic
-        (and asymptotic if the exact distribution would be too expensive to build).
+        "exact" uses the exact null distribution of U (no ties allowed; kvstats' own,
+        correctly rounded); "asymptotic" is ``scipy.stats.mannwhitneyu``'s normal
+        approximation with tie correction and (if ``continuity``) continuity correction.
+        "auto": exact when min(n_x, n_y) <= 8, there are no ties and
+        min(n_x, n_y)**2 * max(n_x, n_y) <= 2e7, else asymptotic (scipy's rule plus that
+        cost limit, so the method is always chosen here and passed to scipy explicitly).
     confidence : float in (0, 1)
         Level of the interval for the rank-biserial correlation.
     continuity : bool
@@ -273,9 +278,10 @@ def mann_whitney(x, y, alternative: str = "two-sided", method: str = "auto",
                             high_open=True)
     continuity = check_bool(continuity, "continuity")
     n1, n2 = x.size, y.size
-    u1, tie_term, z, p_asym = _mwu_core(x, y, alternative, continuity)
-    u1, z, p_asym = float(u1), float(z), float(p_asym)
-    has_ties = bool(tie_term > 0)
+    # Tie groups of the pooled sample: the z-score's tie term and the exact method's guard.
+    t = np.unique(np.concatenate([x, y]), return_counts=True)[1].astype(np.float64)
+    tie_term = float(np.sum(t**3 - t))
+    has_ties = tie_term > 0
     exact_cheap = min(n1, n2) ** 2 * max(n1, n2) <= _EXACT_WORK_LIMIT
     if method == "exact":
         if has_ties:
@@ -291,7 +297,12 @@ def mann_whitney(x, y, alternative: str = "two-sided", method: str = "auto",
         used = "asymptotic"
     else:
         used = "exact" if (min(n1, n2) <= 8 and not has_ties and exact_cheap) else "asymptotic"
+    # U and the asymptotic p-value are scipy's; the exact distribution is kvstats' own
+    # (correctly rounded, and O(min(n)^2 max(n)) where scipy's recursion is O(U^2): see
+    # docs/statistics.md).
+    u1, p_asym = (float(v) for v in _mwu_asymptotic(x, y, alternative, continuity))
     pvalue = _mwu_exact_pvalue(u1, n1, n2, alternative) if used == "exact" else p_asym
+    z = _mwu_zscore(u1, tie_term, n1, n2, alternative, continuity)
     theta = u1 / (n1 * n2)
     zq = float(special.ndtri(0.5 + confidence / 2))
     lo, hi = _newcombe_theta_interval(np.array(theta), n1, n2, zq)
@@ -302,21 +313,21 @@ def mann_whitney(x, y, alternative: str = "two-sided", method: str = "auto",
                              has_ties=has_ties, confidence=confidence)
 
 
-def _ks_statistic(x: np.ndarray, y: np.ndarray, alternative: str):
-    """D, its location and sign, with scipy.stats.ks_2samp's conventions (ECDFs on the pooled sample)."""
-    xs, ys = np.sort(x), np.sort(y)
-    pooled = np.concatenate([xs, ys])
-    diff = (np.searchsorted(xs, pooled, side="right") / xs.size
-            - np.searchsorted(ys, pooled, side="right") / ys.size)
-    i_min, i_max = int(np.argmin(diff)), int(np.argmax(diff))
-    d_minus = float(np.clip(-diff[i_min], 0.0, 1.0))
-    d_plus = float(diff[i_max])
-    if alternative == "less" or (alternative == "two-sided" and d_minus > d_plus):
-        return d_minus, float(pooled[i_min]), -1
-    return d_plus, float(pooled[i_max]), 1
+def _ks_gap(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"], location: float,
+            sign: int) -> float:
+    """D at scipy's ``statistic_location`` and ``statistic_sign``, from the ECDFs of sorted x, y.
+
+    The same float operations as scipy's ECDF difference at that pooled point (so D, D+, D-
+    equal scipy's except in its exact mode, which rounds D to h / lcm(n_x, n_y): that
+    differs in the last bit in about a third of cases, and D is kept as it always was).
+    """
+    gap = (np.searchsorted(xs, location, side="right") / xs.size
+           - np.searchsorted(ys, location, side="right") / ys.size)
+    return float(gap) if sign > 0 else float(np.clip(-gap, 0.0, 1.0))
 
 
-def ks_2samp(x, y, alternative: str = "two-sided", method: str = "auto") -> KSResult:
+def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
+             alternative: str = "two-sided", method: str = "auto") -> KSResult:
     """Two-sample Kolmogorov–Smirnov test, with the location of the statistic.
 
     Parameters
@@ -356,17 +367,17 @@ def ks_2samp(x, y, alternative: str = "two-sided", method: str = "auto") -> KSRe
     y = as_sample(y, "y", allow_inf=True)
     check_choice(alternative, "alternative", ALTERNATIVES)
     check_choice(method, "method", KS_METHODS)
-    d, loc, sign = _ks_statistic(x, y, alternative)
-    pooled = np.sort(np.concatenate([x, y]))
+    xs, ys = np.sort(x), np.sort(y)
+    pooled = np.sort(np.concatenate([xs, ys]))
     has_ties = bool((pooled[1:] == pooled[:-1]).any())
     if has_ties:
         warnings.warn("ks_2samp: the pooled sample has tied values, so the KS p-value is "
                       "conservative (too large); consider mann_whitney or energy_test",
                       TiesWarning, stacklevel=2)
-    # Our statistic equals scipy's (tested); scipy supplies its null distribution.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # exact -> asymp fallback notice
-        pvalue = float(stats.ks_2samp(x, y, alternative=alternative, method=method).pvalue)
-    return KSResult(statistic=d, pvalue=pvalue, statistic_location=loc, statistic_sign=sign,
-                    alternative=alternative, method=method, n_x=int(x.size), n_y=int(y.size),
-                    has_ties=has_ties)
+        res = stats.ks_2samp(x, y, alternative=alternative, method=method)
+    loc, sign = float(res.statistic_location), int(res.statistic_sign)
+    return KSResult(statistic=_ks_gap(xs, ys, loc, sign), pvalue=float(res.pvalue),
+                    statistic_location=loc, statistic_sign=sign, alternative=alternative,
+                    method=method, n_x=int(x.size), n_y=int(y.size), has_ties=has_ties)

@@ -149,6 +149,33 @@ def test_energy_test_observed_statistic_and_pvalue_formula():
     assert energy_test(X, Y, n_resamples=1).pvalue in (0.5, 1.0)
 
 
+@pytest.mark.parametrize("dim,kind,standardize", [(1, "V", False), (6, "V", False),
+                                                (6, "U", True)])
+def test_energy_test_of_two_constant_samples_has_pvalue_one(dim, kind, standardize):
+    # Every relabelling of a constant pooled sample has the observed statistic (0), and
+    # ties count as >=: p = (1 + B) / (1 + B) = 1. Counting only T_perm > T_obs (the
+    # mutation this guards against) gives 1 / (1 + B), the most significant value.
+    X, Y = np.full((10, dim), 0.3), np.full((12, dim), 0.3)
+    res = energy_test(X, Y, n_resamples=99, seed=0, kind=kind, standardize=standardize)
+    assert res.statistic == 0.0
+    assert res.pvalue == 1.0
+
+
+@pytest.mark.parametrize("n", [8, 20])
+def test_energy_test_counts_ties_up_to_rounding(n):
+    # The n vertices of a regular simplex, randomly rotated and scaled: all pairwise
+    # distances are equal, so every relabelling has the observed statistic exactly in real
+    # arithmetic, while in floating point the permuted values scatter ~1e-15 (relative) on
+    # both sides of it. The relative tolerance (1e-10 x the mean pooled distance) counts
+    # them as ties: p = 1. Compared exactly (tolerance 0), p is 0.35 (n = 8), 0.985 (n = 20).
+    rng = np.random.default_rng(n)
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    points = 3.7 * q
+    res = energy_test(points[: n // 2], points[n // 2:], n_resamples=199, seed=1)
+    assert np.count_nonzero(res.null_distribution != res.statistic) > 0   # rounding did scatter
+    assert res.pvalue == 1.0
+
+
 def test_energy_test_matches_dcor_statistic():
     rng = np.random.default_rng(11)
     X, Y = rng.normal(size=(60, 6)), rng.normal(0.2, 1, size=(45, 6))

@@ -7,10 +7,10 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from kvstats.stats import TiesWarning, ks_2samp, mann_whitney
-from kvstats.stats.rank import _mwu_exact_cdf
+from kvstats.stats.rank import _mwu_asymptotic, _mwu_exact_cdf
 
 ALTS = ("two-sided", "less", "greater")
 
@@ -46,6 +46,51 @@ def test_mann_whitney_matches_scipy(name, x, y, alternative):
         ref = stats.mannwhitneyu(x, y, alternative=alternative, method=method)
         assert ours.statistic == ref.statistic
         np.testing.assert_allclose(ours.pvalue, ref.pvalue, rtol=1e-12, atol=1e-300)
+
+
+def test_mann_whitney_textbook_values():
+    # reference: Shier (2004), "Statistics: 2.3 The Mann-Whitney U Test", diagnosis ages of
+    # 5 males and 4 females, with the p-values printed in scipy 1.17's mannwhitneyu docs:
+    # exact 1/9, asymptotic 0.11134688653314041, without continuity 0.0864107329737
+    males, females = [19, 22, 16, 29, 24], [20, 11, 17, 12]
+    assert mann_whitney(males, females).statistic == 17.0
+    assert mann_whitney(males, females).method == "exact"
+    assert mann_whitney(males, females).pvalue == pytest.approx(1 / 9, rel=1e-15)
+    assert mann_whitney(males, females, method="asymptotic").pvalue == pytest.approx(
+        0.11134688653314041, rel=1e-14)
+    assert mann_whitney(males, females, method="asymptotic", continuity=False).pvalue == \
+        pytest.approx(0.0864107329737, rel=1e-11)
+    assert mann_whitney(females, males, alternative="less").pvalue == pytest.approx(1 / 18, rel=1e-15)
+
+
+@pytest.mark.parametrize("name,x,y", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("continuity", [True, False])
+def test_mann_whitney_zscore_gives_the_pvalue(name, x, y, continuity):
+    # zscore is kvstats' own (scipy does not return it); the asymptotic p-value is scipy's.
+    # They must be one normal approximation: p = factor * Phi(-z), clipped to [0, 1].
+    for alternative in ALTS:
+        res = mann_whitney(x, y, alternative=alternative, method="asymptotic",
+                           continuity=continuity)
+        factor = 2.0 if alternative == "two-sided" else 1.0
+        assert res.pvalue == min(1.0, factor * special.ndtr(-res.zscore))
+
+
+def test_vectorised_pvalues_equal_single_calls_bit_for_bit():
+    # The power simulation tests whole batches at once (scipy, axis=-1): each row must get
+    # exactly the p-value mann_whitney gives it, with and without ties, and p = 1 for a row
+    # whose values are all tied (scipy's z is 0/0 there without continuity correction).
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(0.4, 1, (30, 12)), rng.normal(size=(30, 15))
+    x[:10], y[:10] = np.round(x[:10]), np.round(y[:10])
+    x[10], y[10] = 1.0, 1.0
+    for alternative in ALTS:
+        for continuity in (True, False):
+            u, p = _mwu_asymptotic(x, y, alternative, continuity)
+            assert p.shape == (30,) and p[10] == 1.0
+            for i in range(len(x)):
+                res = mann_whitney(x[i], y[i], alternative=alternative, method="asymptotic",
+                                   continuity=continuity)
+                assert (u[i], p[i]) == (res.statistic, res.pvalue)
 
 
 @pytest.mark.parametrize("n1,n2", [(1, 4), (3, 4), (4, 4), (2, 7), (5, 6)])
