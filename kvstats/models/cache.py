@@ -28,19 +28,12 @@ cropping (assisted decoding) are not supported: coded chunks cannot be reordered
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from kvstats._checks import check_int
-
-# Schemes with no random component (no rotation, no sketch).
-_DETERMINISTIC = {"KV", "identity", "kivi"}
-
-# Schemes whose stored statistics span groups of tokens (and their group-size parameter).
-_TOKEN_GROUPED = {"kivi": "group_size", "qjl": "group_size"}
+from kvstats.quant.registry import parse_scheme_name
 
 
 class _CodesLayer(DynamicLayer):
@@ -186,17 +179,16 @@ class QuantizedCache(Cache):
             raise TypeError(f"per_head must be a bool; received {per_head!r}")
         self.per_head, self.keep_decoded = per_head, bool(keep_decoded)
         params = dict(scheme_params)
-        if scheme_name == "kivi":
+        sdef, _ = parse_scheme_name(scheme_name, params)
+        if "residual" in sdef.params:  # a scheme's own fp window (kivi): the cache's window plays it
             params["residual"] = 0
         self.scheme_params = params
-        group_param = _TOKEN_GROUPED.get(scheme_name)
-        self.token_group = (check_int(params.get(group_param, 32), group_param, low=1)
-                            if group_param else 1)
+        _, parsed = parse_scheme_name(scheme_name, params)
+        # Tokens sharing stored statistics are coded in whole groups (1: per vector).
+        self.token_group = sdef.token_group(parsed)
         self._make_scheme = make_scheme
         # Schemes without random components need no per-head draws.
-        mse_only = scheme_name in ("turboquant_mse", "mixed") or re.fullmatch(r"K\dV\d", scheme_name)
-        self.deterministic = scheme_name in _DETERMINISTIC or bool(
-            mse_only and params.get("rotation") == "identity")
+        self.deterministic = not sdef.randomized(parsed)
         # Fail now, not inside a forward pass: unknown names, bad bits or parameters.
         make_scheme(scheme_name, bits, 64, seed=0, **params)
         super().__init__(layer_class_to_replicate=self._new_layer)
