@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kvstats.results import load_result
 from kvstats.stats import bootstrap_ratio_ci, mann_whitney
-from kvstats.sweep import load_result
 
 
 def _case(r) -> str:

@@ -22,7 +22,7 @@ __all__ = ["main", "build_parser"]
 def _registries() -> tuple[list[str], list[str]]:
     from kvstats.data.synthetic import DISTRIBUTIONS
     from kvstats.quant.schemes import SCHEMES
-    from kvstats.sweep import REAL
+    from kvstats.results import REAL
 
     return list(SCHEMES), list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]
 
@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from kvstats.report import hypothesis_report
-    from kvstats.sweep import SweepConfig, run_sweep
+    from kvstats.sweep.config import SweepConfig
+    from kvstats.sweep.run import run_sweep
 
     config = SweepConfig.from_toml(args.config)
     tic = time.perf_counter()

@@ -118,7 +118,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     >>> len(res.frame), res.config.n_trials, res.manifest["n_cells"]
     (4, 4, 1)
     """
-    from kvstats.sweep import SweepConfig
+    from kvstats.sweep.config import SweepConfig
 
     out = Path(out)
     manifest_path = out / MANIFEST

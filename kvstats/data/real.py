@@ -2,8 +2,8 @@
 
 A capture file (``.npz``) holds post-RoPE ``K``, ``V`` of shape
 ``(n_texts, n_layers, n_kv_heads, N, d)``, post-RoPE queries ``q`` of shape
-``(n_texts, n_layers, n_q_heads, N, d)`` and a JSON ``meta`` string (see
-docs/internals.md).
+``(n_texts, n_layers, n_q_heads, N, d)`` and a JSON ``meta`` string; the format is
+defined in :mod:`kvstats.data.capture_format`.
 
 Causal masking. The capture is a prefill: the query at position ``t`` attends only to
 keys ``0..t``. :func:`kvstats.error_profile` computes full attention of every query over
@@ -15,19 +15,22 @@ SmolLM2). Earlier positions are never paired with keys they could not see.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
 import numpy as np
+from jaxtyping import Float
 
 from kvstats._checks import _describe, check_int
+from kvstats.data.capture_format import read_capture
 from kvstats.data.trials import Trials, group_query_heads
 
 __all__ = ["load_trials", "load_capture"]
 
 
-def load_capture(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+def load_capture(path: str | os.PathLike) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
+                                                   Float[np.ndarray, "texts layers kv_heads n d"],
+                                                   Float[np.ndarray, "texts layers q_heads n d"], dict]:
     """Read and validate a capture file; return ``(K, V, q, meta)`` as stored.
 
     Examples
@@ -45,23 +48,10 @@ def load_capture(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nd
     if not os.path.isfile(path):
         raise FileNotFoundError(f"path must be an existing capture file (write one with "
                                 f"kvstats.models.capture(..., path=...)); {os.fspath(path)!r} does not exist")
-    with np.load(path, allow_pickle=False) as data:
-        missing = {"K", "V", "q", "meta"} - set(data.files)
-        if missing:
-            raise ValueError(f"path must be a capture file with arrays K, V, q, meta; "
-                             f"{os.fspath(path)!r} lacks {sorted(missing)}")
-        K, V, q = data["K"], data["V"], data["q"]
-        meta = json.loads(str(data["meta"]))
-    if K.ndim != 5 or V.shape != K.shape:
-        raise ValueError(f"capture K and V must both have shape (n_texts, n_layers, n_kv_heads, N, d); "
-                         f"received K {K.shape}, V {V.shape}")
-    if q.ndim != 5 or q.shape[:2] != K.shape[:2] or q.shape[3:] != K.shape[3:] or q.shape[2] % K.shape[2]:
-        raise ValueError(f"capture q must have shape (n_texts, n_layers, n_q_heads, N, d) with n_q_heads "
-                         f"a multiple of n_kv_heads={K.shape[2]}; received q {q.shape}, K {K.shape}")
-    return K, V, q, meta
+    return read_capture(path)
 
 
-def _select(value, name: str, size: int) -> list[int]:
+def _select(value: int | Sequence[int] | np.ndarray | None, name: str, size: int) -> list[int]:
     if value is None:
         return list(range(size))
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -75,7 +65,8 @@ def _select(value, name: str, size: int) -> list[int]:
                     f"received {_describe(value)}")
 
 
-def load_trials(path: str | os.PathLike, layer=None, head=None) -> Trials:
+def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = None,
+                head: int | Sequence[int] | None = None) -> Trials:
     """Trials from a captured real cache: one per (text, layer, KV head).
 
     Parameters

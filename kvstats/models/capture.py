@@ -14,7 +14,6 @@ arrays; the tokens used are recorded in the metadata.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from kvstats._checks import check_int
+from kvstats.data.capture_format import write_capture
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Capture:
     attn_out: np.ndarray | None = None
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the capture as ``.npz`` (``K``, ``V``, ``q`` and a JSON ``meta`` string).
+        """Write the capture as ``.npz`` (``K``, ``V``, ``q`` and a JSON ``meta`` string; the
+        format is :mod:`kvstats.data.capture_format`).
 
         Examples
         --------
@@ -65,7 +66,7 @@ class Capture:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, K=self.K, V=self.V, q=self.q, meta=np.array(json.dumps(self.meta)))
+        write_capture(path, self.K, self.V, self.q, self.meta)
         return path
 
 

@@ -15,7 +15,7 @@ import pytest
 import kvstats
 from kvstats import sweep as sw
 from kvstats.data.real import load_trials
-from kvstats.sweep import SweepConfig, run_sweep
+from kvstats.sweep import SweepConfig, plan, run_sweep, work
 
 N_TEXTS, N_LAYERS, N_KV, GROUP, N, D = 3, 3, 2, 2, 16, 8
 
@@ -84,7 +84,7 @@ def test_real_sweep_rows_columns_and_trials_are_the_captures(capture):
     # recompute its first chunk (trials 0..3 of layers 0 and 2) directly.
     trials = load_trials(capture, layer=[0, 2]).subset(slice(0, 4)).astype(np.float64)
     cell = next(c for c in res.config.cells() if c.scheme.name == "KQV")
-    scheme = kvstats.make_scheme("KQV", 3, D, seed=sw._derive_seed(5, "scheme", cell.key(), 0), draws=4)
+    scheme = kvstats.make_scheme("KQV", 3, D, seed=plan._derive_seed(5, "scheme", cell.key(), 0), draws=4)
     direct = kvstats.error_profile(trials, *scheme.dequantize(scheme.quantize(trials.K, trials.V)))
     got = f[f["scheme"] == "KQV"].iloc[:4]
     for col in ("kl", "snr_k", "phi_v", "snr_t"):
@@ -183,11 +183,11 @@ def test_bad_captures_and_grids_fail_before_any_work(tmp_path, capture):
 def test_capture_changed_mid_sweep_is_an_error(tmp_path, capture):
     cfg = SweepConfig.from_dict(_config(capture))
     cells = [(c, cfg.cell_id(c)) for c in cfg.cells()]
-    task = sw._tasks(cfg, cells)[0]
+    task = plan._tasks(cfg, cells)[0]
     _write_capture(capture, seed=2)
     os.utime(capture, ns=(1, 1))
     with pytest.raises(ValueError, match="changed while the sweep ran"):
-        sw._compute_task(task)
+        work._compute_task(task)
 
 
 def test_cell_key_carries_path_and_content(tmp_path, capture):
@@ -213,10 +213,10 @@ def test_finished_real_sweep_loads_without_the_capture(tmp_path, capture):
 
 def test_a_real_case_is_one_task_that_loads_the_capture_once(capture, monkeypatch):
     cfg = SweepConfig.from_dict(_config(capture))  # 10 trials in chunks of 4: 3 chunks
-    tasks = sw._tasks(cfg, [(c, cfg.cell_id(c)) for c in cfg.cells()])
+    tasks = plan._tasks(cfg, [(c, cfg.cell_id(c)) for c in cfg.cells()])
     assert [(t.first, t.stop) for t in tasks] == [(0, 3)]  # a synthetic case would be split in 3
     loads = []
-    real_load = sw._load_real
-    monkeypatch.setattr(sw, "_load_real", lambda *a: loads.append(a) or real_load(*a))
+    real_load = work._load_real
+    monkeypatch.setattr(work, "_load_real", lambda *a: loads.append(a) or real_load(*a))
     run_sweep(cfg, executor="serial", progress=False)
     assert len(loads) == 1

@@ -9,7 +9,7 @@ import pytest
 
 import kvstats
 from kvstats import sweep as sw
-from kvstats.sweep import SweepConfig, run_sweep
+from kvstats.sweep import SweepConfig, plan, run, run_sweep, work
 
 TINY = {"schemes": ["KV", "KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
         "dims": [16], "n_keys": [32], "n_trials": 6, "chunk_size": 4, "seed": 11}
@@ -65,10 +65,10 @@ def test_toml_round_trip(tmp_path):
 
 def test_derived_seeds_are_stable_known_values():
     # SHA-256 based: the same on every machine and process (Python's hash() is salted).
-    a = sw._derive_seed(0, "data", "case")
-    assert a == sw._derive_seed(0, "data", "case")
-    assert a != sw._derive_seed(1, "data", "case") and a != sw._derive_seed(0, "data", "case2")
-    assert sw._stable_words("x")[0] == int.from_bytes(
+    a = plan._derive_seed(0, "data", "case")
+    assert a == plan._derive_seed(0, "data", "case")
+    assert a != plan._derive_seed(1, "data", "case") and a != plan._derive_seed(0, "data", "case2")
+    assert plan._stable_words("x")[0] == int.from_bytes(
         bytes.fromhex("2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881")[:4], "little")
 
 
@@ -103,15 +103,14 @@ def test_cells_independent_of_grid_and_order(tiny):
 
 def test_schemes_of_a_case_see_the_same_trials(monkeypatch):
     """Paired design: the data seed depends on the case (and chunk) only."""
-    import kvstats.data.synthetic as syn
     seen = []
-    real = syn.sample
+    real = work.sample
 
     def spy(*args, seed, **kw):
         seen.append((args, seed))
         return real(*args, seed=seed, **kw)
 
-    monkeypatch.setattr(syn, "sample", spy)
+    monkeypatch.setattr(work, "sample", spy)
     run_sweep(TINY, executor="serial", progress=False)
     # 2 budgets x 3 schemes, 2 chunks (6 trials, chunk 4): each chunk is drawn once, for all cells
     assert len(seen) == 2
@@ -133,15 +132,14 @@ def test_resume_recomputes_only_missing_cells(tmp_path, monkeypatch):
     assert len(cells) == 6
     for path in cells[:2]:
         path.unlink()
-    import kvstats.quant.schemes as schemes
     calls = []
-    real = schemes.make_scheme
+    real = work.make_scheme
 
     def counting(*args, **kw):
         calls.append(args[0])
         return real(*args, **kw)
 
-    monkeypatch.setattr(schemes, "make_scheme", counting)
+    monkeypatch.setattr(work, "make_scheme", counting)
     second = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert second.manifest["n_computed"] == 2
     assert len(calls) == 2 * 2  # 2 cells x 2 chunks, nothing else recomputed
@@ -222,8 +220,8 @@ def test_theory_beside_measurement_on_gaussian_keys():
 def test_results_do_not_depend_on_how_cases_are_split_into_tasks(monkeypatch):
     cfg = {**TINY, "n_trials": 10, "chunk_size": 3}  # 4 chunks, the last one short
     whole = run_sweep(cfg, executor="serial", progress=False).frame
-    monkeypatch.setattr(sw, "_TARGET_TASKS", 64)  # one task per chunk
-    tasks = sw._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 64)  # one task per chunk
+    tasks = plan._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])
     assert [(t.first, t.stop) for t in tasks] == [(0, 1), (1, 2), (2, 3), (3, 4)]
     split = run_sweep(cfg, executor="serial", progress=False).frame
     pd.testing.assert_frame_equal(whole, split)
@@ -231,8 +229,8 @@ def test_results_do_not_depend_on_how_cases_are_split_into_tasks(monkeypatch):
 
 
 def test_cells_split_over_tasks_are_written_only_when_complete(tmp_path, monkeypatch):
-    monkeypatch.setattr(sw, "_TARGET_TASKS", 64)
-    real = sw._compute_task
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 64)
+    real = run._compute_task
     done = []
 
     def fail_on_second_task(task):
@@ -241,11 +239,11 @@ def test_cells_split_over_tasks_are_written_only_when_complete(tmp_path, monkeyp
         done.append(task)
         return real(task)
 
-    monkeypatch.setattr(sw, "_compute_task", fail_on_second_task)
+    monkeypatch.setattr(run, "_compute_task", fail_on_second_task)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert not list((tmp_path / "cells").iterdir())  # every cell still misses its second chunk
-    monkeypatch.setattr(sw, "_compute_task", real)
+    monkeypatch.setattr(run, "_compute_task", real)
     resumed = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert resumed.manifest["n_computed"] == 6
     pd.testing.assert_frame_equal(resumed.frame, run_sweep(TINY, executor="serial", progress=False).frame)

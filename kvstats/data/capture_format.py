@@ -1,0 +1,171 @@
+"""The capture file format, in one place: what the writer stores and every reader expects.
+
+A capture is an uncompressed ``.npz`` (:func:`numpy.savez`) with four arrays:
+
+=========  ==========================================  =====================================
+name       shape                                       content
+=========  ==========================================  =====================================
+``K``      ``(n_texts, n_layers, n_kv_heads, N, d)``   post-RoPE keys as the KV cache stores them
+``V``      ``(n_texts, n_layers, n_kv_heads, N, d)``   values
+``q``      ``(n_texts, n_layers, n_q_heads, N, d)``    post-RoPE queries; ``n_q_heads`` a
+                                                       multiple of ``n_kv_heads`` (query head
+                                                       ``h`` reads KV head ``h // group``)
+``meta``   ``()``                                      a JSON string (model, texts, token ids, ...)
+=========  ==========================================  =====================================
+
+The writer is :meth:`kvstats.models.capture.Capture.save`, the readers
+:func:`kvstats.data.real.load_trials` (the arrays) and the sweep's real data source
+(:func:`read_header`: shapes and a content fingerprint from the zip directory and the
+array headers, without reading the data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jaxtyping import Float
+
+__all__ = ["ARRAYS", "CaptureHeader", "write_capture", "read_capture", "read_header", "check_shapes"]
+
+#: The arrays of a capture file, in the order they are written.
+ARRAYS = ("K", "V", "q", "meta")
+_DATA = ("K", "V", "q")
+
+
+@dataclass(frozen=True)
+class CaptureHeader:
+    """What a capture holds, read from its zip directory and array headers.
+
+    ``fingerprint`` identifies the content: 16 hex digits of the SHA-256 of the CRC-32s
+    and sizes the ``.npz`` stores for its arrays (two files with equal arrays and meta
+    have equal fingerprints, whatever their paths).
+    """
+
+    n_texts: int
+    n_layers: int
+    n_kv_heads: int
+    n_keys: int
+    dim: int
+    n_q_heads: int
+    fingerprint: str
+
+
+def write_capture(path: str | os.PathLike,
+                  K: Float[np.ndarray, "texts layers kv_heads n d"],
+                  V: Float[np.ndarray, "texts layers kv_heads n d"],
+                  q: Float[np.ndarray, "texts layers q_heads n d"],
+                  meta: dict[str, Any]) -> None:
+    """Write a capture file (arrays as given; ``meta`` as a JSON string).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "cap.npz")
+    >>> z = np.zeros((1, 2, 1, 4, 8), np.float32)
+    >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {"model": "toy"})
+    >>> read_header(p).n_q_heads, sorted(np.load(p).files)
+    (3, ['K', 'V', 'meta', 'q'])
+    """
+    np.savez(path, K=K, V=V, q=q, meta=np.array(json.dumps(meta)))
+
+
+def check_shapes(K: tuple[int, ...], V: tuple[int, ...], q: tuple[int, ...], name: str,
+                 where: str) -> None:
+    """Raise ValueError unless the shapes of ``K``, ``V``, ``q`` are those of a capture.
+
+    ``name`` starts the message (e.g. ``"capture"``), ``where`` says which file.
+
+    Examples
+    --------
+    >>> check_shapes((1, 2, 1, 4, 8), (1, 2, 1, 4, 8), (1, 2, 3, 4, 8), "capture", "'c.npz'")
+    >>> check_shapes((1, 2, 2, 4, 8), (1, 2, 2, 4, 8), (1, 2, 3, 4, 8), "capture", "'c.npz'")
+    Traceback (most recent call last):
+    ...
+    ValueError: capture q must have shape (n_texts, n_layers, n_q_heads, N, d) with n_q_heads a multiple of n_kv_heads=2; 'c.npz' holds q (1, 2, 3, 4, 8), K (1, 2, 2, 4, 8)
+    """
+    K, V, q = tuple(K), tuple(V), tuple(q)
+    if len(K) != 5 or V != K or min(K) < 1:
+        raise ValueError(f"{name} K and V must both have shape (n_texts, n_layers, n_kv_heads, N, d), "
+                         f"none empty; {where} holds K {K}, V {V}, q {q}")
+    if len(q) != 5 or q[:2] != K[:2] or q[3:] != K[3:] or q[2] % K[2]:
+        raise ValueError(f"{name} q must have shape (n_texts, n_layers, n_q_heads, N, d) with n_q_heads "
+                         f"a multiple of n_kv_heads={K[2]}; {where} holds q {q}, K {K}")
+
+
+def _missing(stored: set[str], name: str, path: str | os.PathLike) -> None:
+    missing = sorted(set(ARRAYS) - stored)
+    if missing:
+        raise ValueError(f"{name} must be a capture file with arrays K, V, q, meta; "
+                         f"{os.fspath(path)!r} lacks {missing}")
+
+
+def read_capture(path: str | os.PathLike, name: str = "path"
+                 ) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
+                            Float[np.ndarray, "texts layers kv_heads n d"],
+                            Float[np.ndarray, "texts layers q_heads n d"], dict[str, Any]]:
+    """Read and check a capture file; return ``(K, V, q, meta)`` as stored.
+
+    ``name`` is how error messages call the file argument.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "cap.npz")
+    >>> z = np.zeros((1, 2, 1, 4, 8), np.float32)
+    >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {"model": "toy"})
+    >>> read_capture(p)[3]
+    {'model': 'toy'}
+    """
+    with np.load(path, allow_pickle=False) as data:
+        _missing(set(data.files), name, path)
+        K, V, q = data["K"], data["V"], data["q"]
+        meta = json.loads(str(data["meta"]))
+    check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
+    return K, V, q, meta
+
+
+def read_header(path: str | os.PathLike, name: str = "path") -> CaptureHeader:
+    """Shapes and content fingerprint of a capture, from its zip directory and array headers.
+
+    Reads no array data, so it is fast on a large file. ``name`` is how error messages
+    call the file argument.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "cap.npz")
+    >>> z = np.zeros((2, 3, 1, 4, 8), np.float32)
+    >>> write_capture(p, z, z, np.zeros((2, 3, 3, 4, 8), np.float32), {})
+    >>> h = read_header(p)
+    >>> h.n_texts, h.n_layers, h.n_kv_heads, h.n_keys, h.dim, h.n_q_heads, len(h.fingerprint)
+    (2, 3, 1, 4, 8, 3, 16)
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = {info.filename: info for info in zf.infolist()}
+            shapes = {}
+            for array in _DATA:
+                if f"{array}.npy" not in members:
+                    continue
+                with zf.open(f"{array}.npy") as fh:
+                    version = np.lib.format.read_magic(fh)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shapes[array] = read(fh)[0]
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
+                         f"{os.fspath(path)!r} could not be read: {exc}") from exc
+    _missing({m[:-4] for m in members if m.endswith(".npy")}, name, path)
+    K, V, q = shapes["K"], shapes["V"], shapes["q"]
+    check_shapes(K, V, q, "capture", repr(os.fspath(path)))
+    # The CRC-32 of every stored array (written by zipfile, read from the central directory
+    # without touching the data) identifies the content.
+    crcs = sorted((n, m.CRC, m.file_size) for n, m in members.items())
+    text = json.dumps(crcs, sort_keys=True, separators=(",", ":"), default=str)
+    return CaptureHeader(K[0], K[1], K[2], K[3], K[4], q[2], hashlib.sha256(text.encode()).hexdigest()[:16])

@@ -1,0 +1,354 @@
+"""The configuration of a sweep: its file format, its validation, and the specs it holds.
+
+A sweep is configured by a TOML file (docs/usage.md) or the equivalent dict: an optional
+``[sweep]`` table of scalars and lists, ``[[schemes]]``, ``[[distributions]]`` and an
+optional ``[report]`` table. :class:`SweepConfig` validates it once, up front, with
+messages naming the key, what is allowed and what was received; everything downstream
+(:mod:`kvstats.sweep.plan`, the runner, the report) reads a valid config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from kvstats._checks import check_choice, check_int
+from kvstats.results import DEFAULT_COMPARISONS, REAL
+from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
+from kvstats.sweep.sources import _real_params, _resolve_real
+
+__all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
+
+_MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
+# Schemes whose budget is fixed by their own parameters (make_scheme's bits=None).
+_FIXED_BUDGET = ("mixed", "identity")
+
+
+def _registries() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    from kvstats.data.synthetic import DISTRIBUTIONS
+    from kvstats.quant.schemes import SCHEMES
+    return tuple(SCHEMES), tuple(DISTRIBUTIONS) + (REAL,)
+
+
+def _check_params(params: Any, name: str) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name} must be a table/dict of parameters; received {params!r}")
+    for key, value in params.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{name} keys must be strings; received {key!r}")
+        if not isinstance(value, (int, float, str, bool)):
+            raise TypeError(f"{name}[{key!r}] must be a number, string or boolean; received {value!r}")
+    return dict(params)
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    """One scheme of a sweep: a registry name, its settings, and a display label.
+
+    ``label`` (default: the name, or ``name[k=v,...]`` with settings) is what reports and
+    the ``scheme`` column show, so two settings of one scheme can be compared.
+    ``budgets`` overrides the sweep's budgets for this scheme (``None``: the sweep's).
+    Mixed precision (``"K4V2"``) and ``identity`` have a budget fixed by their name; they
+    run once per case with ``budget`` = their nominal bits per coordinate.
+    """
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    budgets: tuple[int, ...] | None = None
+
+    @property
+    def fixed_budget(self) -> bool:
+        return bool(_MIXED_NAME.match(self.name)) or self.name in _FIXED_BUDGET
+
+    def display(self) -> str:
+        if self.label:
+            return self.label
+        return self.name if not self.params else f"{self.name}[{_fmt_params(self.params)}]"
+
+
+@dataclass(frozen=True)
+class DistributionSpec:
+    """One data source of a sweep with one parameter set: a synthetic distribution (see
+    :func:`kvstats.sample`) or ``"real"`` (``params``: ``path``, optional ``layer``, ``head``;
+    see :func:`kvstats.data.real.load_trials`)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything a sweep needs; :meth:`from_dict` / :meth:`from_toml` read the file format.
+
+    Parameters
+    ----------
+    schemes : sequence of SchemeSpec, str or dict
+        Schemes to run (``{"name": ..., "params": {...}, "label": ..., "budgets": [...]}``).
+    distributions : sequence of DistributionSpec, str or dict
+        Distributions; a dict's ``params`` may be a list of parameter tables (one
+        distribution entry each). ``{"name": "real", "params": {"path": ..., "layer": ...,
+        "head": ...}}`` reads a captured real cache (layer and head: an int or a list,
+        default all; a relative path is resolved against the TOML file's directory, or
+        the working directory for a dict). A real case runs at the capture's d and N,
+        which must be listed in ``dims`` and ``n_keys``; its trials are the first
+        ``n_trials`` of the selection (C order over text, layer, KV head; more than the
+        selection holds is an error), its queries the capture's (``n_queries`` and
+        ``dtype`` other than float64/float32 casting do not apply to it).
+    budgets : sequence of int
+        Bit budgets n per coordinate (default 2..6).
+    dims, n_keys : sequence of int
+        Head dimensions d and context lengths N (of the synthetic distributions; a real
+        capture's own d and N must be among them).
+    n_trials : int
+        Independent trials per cell (each a fresh (K, V, q) and scheme draw; for a real
+        source, the first ``n_trials`` captured trials with a fresh scheme draw each).
+    n_queries : int
+        Queries per trial sharing its keys.
+    seed : int
+        Root seed; every cell's seeds derive from it and the cell key.
+    chunk_size : int or None
+        Trials processed at once; ``None`` picks ``max(1, 2**24 // (max(N, d)·d))``
+        (128 MiB per float64 array of keys or of sketches), a function of (N, d) only, so
+        results stay reproducible.
+    comparisons : sequence of (str, str)
+        Scheme label pairs the report compares (default KQV/QKQV, KQV/KV, QKQV/KV; pairs
+        whose schemes are not in the sweep are skipped).
+    report : dict
+        Options passed to :func:`kvstats.hypothesis_report` (``alpha``, ``correction``,
+        ``energy_resamples``, ``bootstrap_resamples``, ...).
+    dtype : {"float64", "float32"}
+        Floating type of the sampled K, V, q (float32 halves memory and time; the float32
+        draw is the float64 draw rounded). Real captures are float32 and are cast to it.
+
+    Examples
+    --------
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KV", "KQV"], "budgets": [3, 4],
+    ...     "distributions": [{"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]}],
+    ...     "dims": [64], "n_keys": [128], "n_trials": 20})
+    >>> len(cfg.cells())
+    8
+
+    A captured real cache (here a tiny fake one) as a data source:
+
+    >>> import json, os, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "cap.npz")
+    >>> x = np.ones((2, 4, 1, 16, 8), np.float32)  # (texts, layers, KV heads, N, d)
+    >>> np.savez(path, K=x, V=x, q=np.ones((2, 4, 3, 16, 8), np.float32), meta=json.dumps({}))
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "budgets": [3, 4], "dims": [8],
+    ...     "n_keys": [16], "n_trials": 2, "distributions": [{"name": "real",
+    ...     "params": [{"path": path, "layer": 0}, {"path": path, "layer": [1, 2]}]}]})
+    >>> cells = cfg.cells()  # 2 layer selections x 2 budgets, at the capture's d and N
+    >>> len(cells), cells[0].dim, cells[0].n_keys
+    (4, 8, 16)
+    """
+
+    schemes: tuple[SchemeSpec, ...]
+    distributions: tuple[DistributionSpec, ...]
+    budgets: tuple[int, ...] = (2, 3, 4, 5, 6)
+    dims: tuple[int, ...] = (128,)
+    n_keys: tuple[int, ...] = (1024,)
+    n_trials: int = 1000
+    n_queries: int = 1
+    seed: int = 0
+    chunk_size: int | None = None
+    comparisons: tuple[tuple[str, str], ...] = DEFAULT_COMPARISONS
+    report: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float64"
+
+    def __post_init__(self) -> None:
+        schemes = tuple(self._scheme(s) for s in _as_list(self.schemes, "schemes"))
+        dists = tuple(d for entry in _as_list(self.distributions, "distributions")
+                      for d in self._distributions(entry))
+        if not schemes:
+            raise ValueError("schemes must name at least one scheme; received none")
+        if not dists:
+            raise ValueError("distributions must name at least one distribution; received none")
+        labels = [s.display() for s in schemes]
+        dup = sorted({lab for lab in labels if labels.count(lab) > 1})
+        if dup:
+            raise ValueError(f"schemes must have distinct labels; received duplicates {dup} "
+                             "(give each a 'label')")
+        keys = [(d.name, _canonical(d.params)) for d in dists]
+        if len(set(keys)) != len(keys):
+            raise ValueError("distributions must not repeat a (name, params) pair; received "
+                             f"{[f'{n}({p})' for n, p in keys]}")
+        object.__setattr__(self, "schemes", schemes)
+        object.__setattr__(self, "distributions", dists)
+        object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))
+        object.__setattr__(self, "dims", _int_tuple(self.dims, "dims", 2, None))
+        object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", 1, None))
+        object.__setattr__(self, "n_trials", check_int(self.n_trials, "n_trials", low=2))
+        object.__setattr__(self, "n_queries", check_int(self.n_queries, "n_queries", low=1))
+        object.__setattr__(self, "seed", check_int(self.seed, "seed", low=0))
+        if self.chunk_size is not None:
+            object.__setattr__(self, "chunk_size", check_int(self.chunk_size, "chunk_size", low=1))
+        pairs = []
+        for pair in _as_list(self.comparisons, "comparisons"):
+            if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                    or not all(isinstance(p, str) for p in pair)):
+                raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}")
+            pairs.append((pair[0], pair[1]))
+        object.__setattr__(self, "comparisons", tuple(pairs))
+        if not isinstance(self.report, Mapping):
+            raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
+        object.__setattr__(self, "report", dict(self.report))
+        check_choice(self.dtype, "dtype", ["float64", "float32"])
+
+    # ------------------------------------------------------------------ parsing
+    @staticmethod
+    def _scheme(entry: Any) -> SchemeSpec:
+        known, _ = _registries()
+        if isinstance(entry, SchemeSpec):
+            spec = entry
+        elif isinstance(entry, str):
+            spec = SchemeSpec(entry)
+        elif isinstance(entry, Mapping):
+            extra = set(entry) - {"name", "params", "label", "budgets"}
+            if extra or "name" not in entry:
+                raise ValueError("a scheme entry must have 'name' and optionally 'params', 'label', "
+                                 f"'budgets'; received {dict(entry)}")
+            budgets = entry.get("budgets")
+            spec = SchemeSpec(entry["name"], _check_params(entry.get("params"), "scheme params"),
+                              str(entry.get("label", "")),
+                              None if budgets is None else _int_tuple(budgets, "scheme budgets", 1, 8))
+        else:
+            raise TypeError(f"schemes entries must be names, dicts or SchemeSpec; received {entry!r}")
+        if not isinstance(spec.name, str) or not (spec.name in known or _MIXED_NAME.match(spec.name)):
+            raise ValueError(f"scheme name must be one of {list(known)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+                             f"received {spec.name!r}")
+        return spec
+
+    @staticmethod
+    def _distributions(entry: Any) -> list[DistributionSpec]:
+        _, known = _registries()
+        if isinstance(entry, DistributionSpec):
+            specs = [entry]
+        elif isinstance(entry, str):
+            specs = [DistributionSpec(entry)]
+        elif isinstance(entry, Mapping):
+            extra = set(entry) - {"name", "params"}
+            if extra or "name" not in entry:
+                raise ValueError("a distribution entry must have 'name' and optionally 'params' "
+                                 f"(a table or a list of tables); received {dict(entry)}")
+            params = entry.get("params")
+            param_sets = params if isinstance(params, list) else [params]
+            if not param_sets:
+                raise ValueError(f"distribution {entry['name']!r} has an empty params list")
+            specs = [DistributionSpec(entry["name"], p if entry["name"] == REAL
+                                      else _check_params(p, "distribution params"))
+                     for p in param_sets]
+        else:
+            raise TypeError(f"distributions entries must be names, dicts or DistributionSpec; "
+                            f"received {entry!r}")
+        for spec in specs:
+            if spec.name not in known:
+                raise ValueError(f"distribution name must be one of {list(known)}; received {spec.name!r}")
+        return [DistributionSpec(REAL, _real_params(s.params)) if s.name == REAL else s for s in specs]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "SweepConfig":
+        """Build from a dict with the TOML layout: optional ``[sweep]`` table of scalars and
+        lists, ``[[schemes]]``, ``[[distributions]]``, optional ``[report]`` (a flat dict
+        with the same keys also works). ``base_dir`` resolves relative ``real`` capture
+        paths (default: the working directory)."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"config must be a dict; received {type(data).__name__}")
+        flat = dict(data)
+        sweep = flat.pop("sweep", {})
+        if not isinstance(sweep, Mapping):
+            raise TypeError(f"config [sweep] must be a table; received {sweep!r}")
+        flat = {**sweep, **flat}
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(flat) - allowed
+        if unknown:
+            raise ValueError(f"unknown config key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        for required in ("schemes", "distributions"):
+            if required not in flat:
+                raise ValueError(f"config must define {required!r}")
+        if "comparisons" in flat.get("report", {}):
+            report = dict(flat["report"])
+            flat.setdefault("comparisons", report.pop("comparisons"))
+            flat["report"] = report
+        if base_dir is not None:
+            flat["distributions"] = [_resolve_real(e, base_dir) for e in _as_list(flat["distributions"],
+                                                                                  "distributions")]
+        return cls(**flat)
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike) -> "SweepConfig":
+        """Read a TOML config file (see docs/usage.md for the format)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {str(path)!r} does not exist")
+        with path.open("rb") as fh:
+            try:
+                data = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+        return cls.from_dict(data, base_dir=path.resolve().parent)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON/TOML-ready dict that :meth:`from_dict` reads back to an equal config."""
+        return {
+            "schemes": [{"name": s.name, "params": s.params, "label": s.label,
+                         **({"budgets": list(s.budgets)} if s.budgets is not None else {})}
+                        for s in self.schemes],
+            "distributions": [{"name": d.name, "params": d.params} for d in self.distributions],
+            "budgets": list(self.budgets), "dims": list(self.dims), "n_keys": list(self.n_keys),
+            "n_trials": self.n_trials, "n_queries": self.n_queries, "seed": self.seed,
+            "chunk_size": self.chunk_size, "comparisons": [list(p) for p in self.comparisons],
+            "report": self.report, "dtype": self.dtype,
+        }
+
+    # ------------------------------------------------------------------ grid
+    def cells(self) -> list[Cell]:
+        """Every cell of the grid, cases outermost (distribution, params, d, N).
+
+        A real source contributes one case, at its capture's d and N; its file is read
+        (header only) and checked here, so a bad capture fails before any work.
+        """
+        return grid(self)
+
+    def chunk_for(self, n_keys: int, dim: int) -> int:
+        """Trials per chunk for a case with N keys of dimension d."""
+        return chunk_for(self, n_keys, dim)
+
+    def cell_id(self, cell: Cell) -> str:
+        """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
+        return cell_id(self, cell)
+
+
+def _as_list(value: Any, name: str) -> list[Any]:
+    if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
+        value = [value]
+    return list(value)
+
+
+def _int_tuple(values: Any, name: str, low: int | None, high: int | None) -> tuple[int, ...]:
+    items = _as_list(values, name)
+    if not items:
+        raise ValueError(f"{name} must contain at least one integer; received {values!r}")
+    out = tuple(check_int(v, name, low=low, high=high) for v in items)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} must not repeat values; received {list(out)}")
+    return out
+
+
+def load_config(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike") -> SweepConfig:
+    """Accept a SweepConfig, a dict, or a path to a TOML file."""
+    if isinstance(config, SweepConfig):
+        return config
+    if isinstance(config, Mapping):
+        return SweepConfig.from_dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        return SweepConfig.from_toml(config)
+    raise TypeError(f"config must be a SweepConfig, dict or TOML path; received {type(config).__name__}")

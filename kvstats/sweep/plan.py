@@ -1,0 +1,176 @@
+"""The plan of a sweep: its cells, their keys and ids, the seeds, chunks and tasks.
+
+Every random number of a cell comes from seeds derived from the root seed and a stable
+SHA-256 hash of the cell's key (never Python's ``hash()``, which is salted per process):
+
+- the **data** seed of chunk ``b`` depends on the case key and ``b`` only, so every scheme
+  and budget of a case sees the same trials (paired comparisons);
+- the **scheme** seed of chunk ``b`` depends on the full cell key and ``b``, so each
+  chunk (and, with ``draws=T``, each trial) gets an independent draw of the scheme's
+  randomness;
+- the **cell id** hashes the cell key with every setting that changes its numbers,
+  the chunk size included (the data of a chunk depends on where chunks start).
+
+The functions here take a :class:`~kvstats.sweep.config.SweepConfig` but only read its
+fields; the config's ``cells``, ``chunk_for`` and ``cell_id`` methods call them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+
+from kvstats.results import REAL
+from kvstats.sweep.sources import _real_case
+
+if TYPE_CHECKING:
+    from kvstats.sweep.config import SchemeSpec, SweepConfig
+
+# Target number of float64 entries per chunk-sized array for automatic chunking: 2**24
+# entries = 128 MiB per array. The largest per-trial arrays are the data (N × d: K, V,
+# K̂, V̂, codes) and each draw's rotation or sketch (m × d with m = d), hence max(N, d)·d.
+_AUTO_CHUNK_ENTRIES = 2 ** 24
+# A case's chunks are split over about this many tasks in all (at least one chunk per
+# task), so that a few cases still keep a pool of workers busy and the progress bar
+# moves; results do not depend on the split (every chunk's data and scheme seeds come
+# from the case/cell key and the chunk index).
+_TARGET_TASKS = 64
+
+
+def _fmt_params(params: Mapping[str, Any]) -> str:
+    """Stable, human-readable rendering of a parameter dict: ``"nu=1.5,rank=8"`` or ``"-"``."""
+    if not params:
+        return "-"
+    return ",".join(f"{k}={params[k]!r}" if isinstance(params[k], str) else f"{k}={params[k]}"
+                    for k in sorted(params))
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid point. ``key`` is the stable text the seeds and the id are derived from.
+
+    ``source`` is the content fingerprint of a real capture (None for synthetic data); it
+    is part of the case key only when set, so synthetic keys are those of earlier versions.
+    """
+
+    distribution: str
+    params: dict[str, Any]
+    dim: int
+    n_keys: int
+    budget: float | None
+    scheme: SchemeSpec
+    source: str | None = None
+
+    def case_key(self) -> str:
+        """The case's stable text: all cells of a case share their data seeds."""
+        case = {"distribution": self.distribution, "params": self.params,
+                "dim": self.dim, "n_keys": self.n_keys}
+        if self.source is not None:
+            case["capture"] = self.source
+        return _canonical(case)
+
+    def params_label(self) -> str:
+        """The ``params`` column: ``k=v,...``; a real capture shows as ``file@fingerprint``
+        (its full path is in the cell key and the manifest), so tables and figure names do
+        not carry a machine-specific directory."""
+        if self.source is None:
+            return _fmt_params(self.params)
+        return _fmt_params({**self.params, "path": f"{os.path.basename(self.params['path'])}@{self.source[:8]}"})
+
+    def key(self) -> str:
+        """The cell's stable text: its case, budget and scheme (name, settings, label)."""
+        return _canonical({"case": json.loads(self.case_key()), "budget": self.budget,
+                           "scheme": self.scheme.name, "scheme_params": self.scheme.params,
+                           "label": self.scheme.display()})
+
+
+def _stable_words(text: str) -> tuple[int, ...]:
+    """Eight 32-bit words of SHA-256(text): a process-independent spawn key."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 32, 4))
+
+
+def _derive_seed(root: int, *parts: Any) -> int:
+    """A 64-bit integer seed from the root seed and the stable hash of ``parts``."""
+    ss = np.random.SeedSequence(root, spawn_key=_stable_words(_canonical(list(parts))))
+    return int(ss.generate_state(1, dtype=np.uint64)[0])
+
+
+def grid(config: SweepConfig) -> list[Cell]:
+    """Every cell of the grid, cases outermost (distribution, params, d, N).
+
+    A real source contributes one case, at its capture's d and N; its file is read
+    (header only) and checked here, so a bad capture fails before any work.
+    """
+    out = []
+    for dist in config.distributions:
+        source = None
+        cases = [(d, n) for d in config.dims for n in config.n_keys]
+        if dist.name == REAL:
+            source, cases = _real_case(config, dist.params)
+        for d, n in cases:
+            for scheme in config.schemes:
+                if scheme.fixed_budget:
+                    budgets: Iterable[float | None] = [None]
+                else:
+                    budgets = scheme.budgets or config.budgets
+                for b in budgets:
+                    out.append(Cell(dist.name, dist.params, d, n, b, scheme, source))
+    return out
+
+
+def chunk_for(config: SweepConfig, n_keys: int, dim: int) -> int:
+    """Trials per chunk for a case with N keys of dimension d."""
+    if config.chunk_size is not None:
+        return min(config.chunk_size, config.n_trials)
+    return int(min(config.n_trials, max(1, _AUTO_CHUNK_ENTRIES // (max(n_keys, dim) * dim))))
+
+
+def cell_id(config: SweepConfig, cell: Cell) -> str:
+    """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
+    text = _canonical({"cell": json.loads(cell.key()), "seed": config.seed,
+                       "n_trials": config.n_trials, "n_queries": config.n_queries,
+                       "chunk": chunk_for(config, cell.n_keys, cell.dim), "dtype": config.dtype})
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class _Task:
+    """Chunks ``[first, stop)`` of one case, for every cell of the case (all budgets and
+    schemes): a chunk's trials are drawn once and every cell quantizes the same draw."""
+
+    cells: tuple[tuple[Cell, str], ...]  # (cell, cell id)
+    n_trials: int
+    n_queries: int
+    chunk: int
+    seed: int
+    first: int
+    stop: int
+    dtype: str = "float64"
+
+
+def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
+    """The tasks computing the cells ``todo``: each case's chunks split over a few tasks."""
+    groups: dict[str, list[tuple[Cell, str]]] = {}
+    for cell, cid in todo:
+        groups.setdefault(cell.case_key(), []).append((cell, cid))
+    tasks = []
+    for cells in groups.values():
+        chunk = chunk_for(config, cells[0][0].n_keys, cells[0][0].dim)
+        n_chunks = -(-config.n_trials // chunk)
+        # a real case is not split: every task of it would load the whole capture file
+        real = cells[0][0].distribution == REAL
+        splits = 1 if real else min(n_chunks, -(-_TARGET_TASKS // len(groups)))
+        bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
+        tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
+                        int(a), int(b), config.dtype) for a, b in zip(bounds[:-1], bounds[1:])]
+    return tasks
