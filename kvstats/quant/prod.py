@@ -7,6 +7,7 @@ docs/qjl.md derives the variance of the inner products.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from jaxtyping import Float
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
+from kvstats.quant.export import SideExport
 from kvstats.quant.mse import MSECodes, MSEQuantizer
 from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _pm_from_bits, _reconstruct, _sign_bits,
                                _store_norms, qjl_encode, qjl_reconstruct, qjl_scores)
@@ -66,7 +68,7 @@ class ProdQuantizer:
 
     Attributes
     ----------
-    nominal_bits : int
+    nominal_bits : float
         ``bits``, the budget per coordinate the coder is named for (the Coder protocol of
         :mod:`kvstats.quant.coder`).
 
@@ -87,7 +89,8 @@ class ProdQuantizer:
             raise ValueError("bits must be >= 2 for ProdQuantizer ((bits-1)-bit MSE + 1-bit QJL); "
                              "received 1 — a 1-bit code is the QJL sketch alone: use "
                              "QJLKeyQuantizer(dim, m=dim)")
-        self.bits = self.nominal_bits = bits
+        self.bits = bits
+        self.nominal_bits = float(bits)
         check_choice(sketch, "sketch", SKETCHES)
         self.draws = _as_draws(draws)
         self.norm_dtype = _as_norm_dtype(norm_dtype)
@@ -166,13 +169,6 @@ class ProdQuantizer:
         base = np.asarray(self.mse.decode(codes.mse), dtype=q.dtype)
         return np.matmul(q, np.swapaxes(base, -1, -2)) + qjl_scores(self.sketch, q, codes.residual)
 
-    def bits_per_vector(self, n_tokens: int | None = None) -> dict[str, float]:
-        """Stored bits per vector by part (independent of ``n_tokens``, accepted for uniformity)."""
-        parts = {f"mse_{k}": v for k, v in self.mse.bits_per_vector().items()}
-        parts["residual_signs"] = self.m
-        parts["residual_norm"] = 8 * self.norm_dtype.itemsize
-        return parts
-
     def stored_bits(self, n_tokens: int) -> dict[str, float]:
         """Bits stored for ``n_tokens`` vectors, by part.
 
@@ -185,7 +181,27 @@ class ProdQuantizer:
         {'mse_codes': 2560, 'mse_norm': 160, 'residual_signs': 1280, 'residual_norm': 160}
         """
         n_tokens = check_int(n_tokens, "n_tokens", low=1)
-        return {part: bits * n_tokens for part, bits in self.bits_per_vector().items()}
+        parts = {f"mse_{k}": v for k, v in self.mse.stored_bits(n_tokens).items()}
+        parts["residual_signs"] = self.m * n_tokens
+        parts["residual_norm"] = 8 * self.norm_dtype.itemsize * n_tokens
+        return parts
+
+    def export(self) -> SideExport:
+        """The MSE part's rotation signs and codebook plus the residual sketch, for the GPU path.
+
+        ``bits`` of the export is the MSE part's (``self.bits − 1``); ``sketch`` the
+        ``(m, d)`` float64 matrix and ``sketch_scale`` its estimator constant. Raises a
+        ValueError, as :meth:`MSEQuantizer.export`, for independent draws (``draws != ()``)
+        or a Haar rotation.
+
+        Examples
+        --------
+        >>> ex = ProdQuantizer(96, 3, seed=0).export()
+        >>> ex.coder, ex.bits, ex.dim_padded, ex.sketch.shape, ex.m
+        ('prod', 2, 128, (128, 96), 128)
+        """
+        return dataclasses.replace(self.mse.export(), coder="prod", sketch=self.sketch.matrix,
+                                   sketch_scale=self.sketch.scale)
 
     def describe(self) -> dict[str, Any]:
         """Every setting: coder kind, bits, rotation, sketch kind and rows, norm dtype, draws."""

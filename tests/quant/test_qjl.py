@@ -90,6 +90,27 @@ def test_orthogonal_sketch_structure():
     assert np.abs(s.matrix[:, :16] @ np.swapaxes(s.matrix[:, 16:32], -1, -2)).max() > 1.0
 
 
+def test_orthogonal_sketch_rows_are_haar():
+    """Each block of d rows is √d times a Haar orthogonal matrix: rows of norm √d, and for
+    a fixed unit u, S u / √d uniform on the sphere; tr(block)/√d has mean 0 and variance 1.
+    Without the QR sign fix block[0, 0] is always <= 0 (see the guard in test_rotation.py).
+    One seed; for a fresh seed the false alarm rate is <= 3e-3 per block (|z| > 4.5: 7e-6;
+    two KS tests at 1e-3 each)."""
+    from scipy import stats
+
+    n, d = 4000, 6
+    s = make_sketch("orthogonal", 2 * d, d, seed=33, draws=n)  # two independent blocks
+    np.testing.assert_allclose(np.linalg.norm(s.matrix, axis=-1), math.sqrt(d), rtol=1e-12)
+    u = np.random.default_rng(34).standard_normal(d)
+    u /= np.linalg.norm(u)
+    law = stats.beta((d - 1) / 2, (d - 1) / 2, loc=-1, scale=2)  # a sphere coordinate
+    for block in (s.matrix[:, :d] / math.sqrt(d), s.matrix[:, d:] / math.sqrt(d)):
+        z = np.trace(block, axis1=-2, axis2=-1).mean() * math.sqrt(n)
+        assert abs(z) < 4.5, f"mean trace {z:.1f} standard errors from 0"
+        assert stats.kstest(block[:, 0, 0], law.cdf).pvalue > 1e-3
+        assert stats.kstest((block @ u)[:, -1], law.cdf).pvalue > 1e-3
+
+
 def test_sketch_seeds():
     for kind in SKETCHES:
         a = make_sketch(kind, 24, 16, seed=5, draws=3).matrix
@@ -443,6 +464,27 @@ def test_prod_decode_scores_and_accounting():
     assert pq.decode(pq.encode(x.astype(np.float32))).dtype == np.float32
     zero = pq.decode(pq.encode(np.zeros((2, 48))))
     assert np.isfinite(zero).all() and np.abs(zero).max() == 0
+
+
+@pytest.mark.parametrize("rotation", ["hadamard", "identity"])
+def test_prod_export_is_the_coders_arrays(rotation):
+    from kvstats.quant.prod import ProdQuantizer
+
+    pq = ProdQuantizer(48, 4, rotation=rotation, sketch="orthogonal", m=80, seed=3)
+    ex = pq.export()
+    assert (ex.coder, ex.bits, ex.dim, ex.dim_padded, ex.m) == ("prod", 3, 48, pq.mse.n_coords, 80)
+    assert np.array_equal(ex.centroids, pq.mse.codebook.centroids)
+    assert np.array_equal(ex.boundaries, pq.mse.codebook.boundaries)
+    assert np.array_equal(ex.sketch, pq.sketch.matrix) and ex.sketch_scale == pq.sketch.scale
+    assert ex.norm_dtype == np.float16
+    if rotation == "hadamard":
+        assert np.array_equal(ex.signs, pq.mse.rotation.signs)
+    else:
+        assert ex.signs is None
+    with pytest.raises(ValueError, match="draws"):
+        ProdQuantizer(48, 4, draws=2).export()
+    with pytest.raises(ValueError, match="haar"):
+        ProdQuantizer(48, 4, rotation="haar").export()
 
 
 def test_prod_rejects_one_bit_and_bad_input():
