@@ -16,22 +16,13 @@ from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import _argmax_shift, _kl, _log_softmax, _topk_recall
 from kvstats.metrics.geometry import _geometry
+from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
 
 __all__ = ["PROFILE_COLUMNS", "METRIC_DIRECTIONS", "error_profile", "summarize_profile"]
 
-PROFILE_COLUMNS = ("trial", "snr_k", "phi_k", "norm_ratio_k", "snr_v", "phi_v", "norm_ratio_v",
-                   "snr_t", "phi_t", "norm_ratio_t", "kl", "recall_at_5", "argmax_shift",
-                   "ip_bias", "ip_var")
-
-#: How each metric's worst case reads: "high" (larger is worse), "low" (smaller is
-#: worse), "one" (farthest from 1 in log scale is worse), "zero" (farthest from 0).
-METRIC_DIRECTIONS = {
-    "snr_k": "low", "snr_v": "low", "snr_t": "low",
-    "phi_k": "high", "phi_v": "high", "phi_t": "high",
-    "norm_ratio_k": "one", "norm_ratio_v": "one", "norm_ratio_t": "one",
-    "kl": "high", "recall_at_5": "low", "argmax_shift": "high",
-    "ip_bias": "zero", "ip_var": "high",
-}
+#: Columns of :func:`error_profile`: the trial index, then every metric of the metric
+#: table (:mod:`kvstats.metrics.table`) in its order.
+PROFILE_COLUMNS = ("trial",) + tuple(METRIC_TABLE)
 
 # float64 elements of one (chunk, N, d) array: bounds the working set to ~0.1 GB.
 _CHUNK_ELEMENTS = 1 << 21

@@ -21,7 +21,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from kvstats._checks import check_choice  # noqa: E402
-from kvstats.report.tables import CASE_COLUMNS, check_frame  # noqa: E402
+from kvstats.analysis.frame import CASE_COLUMNS, check_frame  # noqa: E402
+from kvstats.analysis.intervals import tail_alpha  # noqa: E402
+from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 
 __all__ = ["plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_crossover",
            "plot_lowrank_vs_heavytail", "scheme_palette", "save_figure", "select_case"]
@@ -141,8 +143,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
             ax.scatter([grp[phi].mean()], [grp[snr].mean()], s=60, marker="X", color=palette[scheme],
                        edgecolors="black", linewidths=0.6, label=scheme, zorder=3)
         ax.set_title(f"n = {b:g} bits/coord")
-        ax.set_xlabel(f"direction error φ_{place} (rad)")
-        ax.set_ylabel(f"SNR_{place} (dB)")
+        ax.set_xlabel(f"direction error {metric_def(phi).axis_label}")
+        ax.set_ylabel(metric_def(snr).axis_label)
     for ax in list(axes.flat)[len(bud):]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -162,13 +164,11 @@ def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95) -
     ``heavy``: the values' Hill tail index is below 2, so no CI of the mean is valid."""
     from scipy import stats
 
-    from kvstats.report.tables import _tail_alpha
-
     z = stats.norm.ppf(0.5 + confidence / 2)
     g = frame.groupby(list(CASE_COLUMNS) + ["scheme", "budget"], sort=False)
     out = g.agg(mean=(metric, "mean"), sd=(metric, "std"), n=(metric, "size"),
                 bits_total=("bits_total", "first"),
-                heavy=(metric, lambda x: _tail_alpha(x.to_numpy(np.float64), metric) < 2)).reset_index()
+                heavy=(metric, lambda x: tail_alpha(x.to_numpy(np.float64), metric) < 2)).reset_index()
     half = z * out["sd"].fillna(0.0) / np.sqrt(out["n"])
     out["low"], out["high"] = out["mean"] - half, out["mean"] + half
     return out
@@ -238,7 +238,7 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
     >>> plot_kl_vs_bits(res.frame).axes[0].get_ylabel()
     'mean KL (nats)'
     """
-    return _bits_plot(frame, "kl", "mean KL (nats)", "Attention KL vs bit budget (mean, 95% CI)",
+    return _bits_plot(frame, "kl", f"mean {metric_def('kl').axis_label}", "Attention KL vs bit budget (mean, 95% CI)",
                       True, palette)
 
 
@@ -255,7 +255,7 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
     >>> plot_recall_vs_bits(res.frame).axes[0].get_xlabel()
     'bits per coordinate, with overhead'
     """
-    return _bits_plot(frame, "recall_at_5", "mean recall@5 (fraction)",
+    return _bits_plot(frame, "recall_at_5", f"mean {metric_def('recall_at_5').axis_label}",
                       "Top-5 routing recall vs bit budget (mean, 95% CI)", False, palette)
 
 
@@ -272,7 +272,7 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
     Parameters
     ----------
     comparisons : DataFrame
-        The table of :func:`kvstats.report.compare_schemes`.
+        The table of :func:`kvstats.analysis.compare_schemes`.
     metrics : sequence of str
         Metrics to draw, one panel each.
     pair : (str, str)
@@ -289,8 +289,6 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
     >>> len(plot_crossover(t, ["kl"]).axes)
     1
     """
-    from kvstats.report.tables import HIGHER_IS_BETTER
-
     if not isinstance(comparisons, pd.DataFrame):
         raise TypeError(f"comparisons must be the DataFrame of compare_schemes; received "
                         f"{type(comparisons).__name__}")
@@ -361,7 +359,6 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
     'budget n (bits/coord)'
     """
     import seaborn as sns
-    from kvstats.report.tables import HIGHER_IS_BETTER
 
     frame = check_frame(frame)
     metric = check_choice(metric, "metric", list(HIGHER_IS_BETTER))

@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice, check_int, check_real
-from kvstats.report.tables import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, compare_schemes,
-                                   find_crossovers, summary_table, theory_table)
+from kvstats.analysis import (CASE_COLUMNS, METRICS, compare_schemes, find_crossovers,
+                              summary_table, theory_table)
+from kvstats.analysis.theory import ratio_pairs, theory_schemes
+from kvstats.results import REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report"]
 
@@ -257,10 +259,17 @@ def _theory_fmt(theory: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+def _pairs_text(pairs: Sequence[tuple[str, str]], template: str) -> str:
+    """The (mse, prod) scheme pairs of the variance ratios, each through ``template``."""
+    if not pairs:
+        return template.format(p="a scheme with a 1-bit QJL key residual", m="its MSE-only peer")
+    return ", ".join(template.format(m=m, p=p) for m, p in pairs)
+
+
+def _options(result: SweepResult, overrides: dict[str, Any]) -> dict[str, Any]:
     defaults = {"alpha": 0.05, "correction": "holm", "energy_resamples": 499,
                 "bootstrap_resamples": 999, "seed": 0, "figures": True, "confidence": 0.95}
-    cfg = dict(getattr(getattr(result, "config", None), "report", {}) or {})
+    cfg = dict(result.config.report)
     unknown = set(cfg) - set(defaults)
     if unknown:
         raise ValueError(f"unknown report option(s) {sorted(unknown)} in the config; allowed: "
@@ -274,7 +283,7 @@ def _options(result: Any, overrides: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def hypothesis_report(result: Any, out_dir: str | os.PathLike, *, alpha: float | None = None,
+def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os.PathLike, *, alpha: float | None = None,
                       correction: str | None = None,
                       comparisons: Sequence[tuple[str, str]] | None = None,
                       energy_resamples: int | None = None, bootstrap_resamples: int | None = None,
@@ -322,8 +331,6 @@ def hypothesis_report(result: Any, out_dir: str | os.PathLike, *, alpha: float |
     >>> sorted(rep.files)
     ['comparisons', 'crossovers', 'html', 'json', 'markdown', 'summary', 'theory']
     """
-    from kvstats.sweep import SweepResult, load_result
-
     if isinstance(result, (str, os.PathLike)):
         result = load_result(result)
     if not isinstance(result, SweepResult):
@@ -401,8 +408,6 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons, fig_dir: Path
 
 
 def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
-    from kvstats.sweep import REAL
-
     doc = _Doc()
     # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
     heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
@@ -456,14 +461,19 @@ def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
 
     doc.h(2, "Theory beside measurement")
     if theory.empty:
-        doc.p("No scheme with a closed-form prediction (KV, KQV, QKQV, turboquant_*) at integer budgets.")
+        doc.p(f"No scheme with a closed-form prediction ({', '.join(theory_schemes())}) at integer "
+              "budgets.")
     else:
+        present = set(summary["scheme"])
+        pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]
         doc.p("`k_snr_db`: predicted per-key SNR of the keys from the Lloyd–Max distortion D_n of "
               "the sphere-coordinate density (relative MSE d_pad·D_n; with a 1-bit Gaussian QJL "
               "residual d_pad·D_{n−1}·(π/2 − 1/d_pad)); exact for Gaussian keys, a yardstick "
-              "otherwise. `ip_var_ratio_same_budget`: variance of the q·k error of QKQV over KQV at "
-              "equal n, predicted (π/2 − 1/d_pad)·D_{n−1}/D_n (→ 2π). `ip_var_ratio_residual`: QKQV "
-              "at n over KQV at n−1, predicted π/2 − 1/d_pad (→ π/2). See kvstats.report.theory_table.")
+              f"otherwise. `ip_var_ratio_same_budget`: variance of the q·k error of "
+              f"{_pairs_text(pairs, '{p} over {m}')} at equal n, predicted "
+              f"(π/2 − 1/d_pad)·D_{{n−1}}/D_n (→ 2π). `ip_var_ratio_residual`: "
+              f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
+              "See kvstats.analysis.theory_table.")
         doc.table(_theory_fmt(theory))
 
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "

@@ -1,8 +1,14 @@
 """Fixtures of the report tests."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from _report_frames import make_frame
+# the synthetic sweep frames are shared with the analysis tests (one definition, there)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+
+from _sweep_frames import make_frame  # noqa: E402
 
 
 @pytest.fixture

@@ -9,10 +9,11 @@ import pytest
 
 from kvstats.report import (hypothesis_report, plot_crossover, plot_kl_vs_bits,
                             plot_lowrank_vs_heavytail, plot_recall_vs_bits, plot_shannon_phi)
-from kvstats.report.tables import compare_schemes
-from kvstats.sweep import SweepConfig, SweepResult
+from kvstats.analysis import compare_schemes
+from kvstats.results import SweepResult
+from kvstats.sweep import SweepConfig
 
-from _report_frames import make_frame
+from _sweep_frames import make_frame
 
 
 def _result(frame):
@@ -145,3 +146,15 @@ def test_kl_plot_marks_heavy_tailed_means_hollow(frame_factory):
     light = frame_factory({("KQV", 2): 0.0}, n=400, seed=5)
     light["kl"] = np.exp(rng.normal(-3.0, 0.3, len(light)))
     assert not any("Hill" in t.get_text() for t in plot_kl_vs_bits(light).legends[0].get_texts())
+
+
+def test_report_does_not_import_the_runner():
+    # the report reads results through kvstats.results; only loading a directory's
+    # config (kvstats.results.load_result) reaches the runner's config schema
+    import subprocess
+    import sys
+
+    code = ("import sys, kvstats.report; "
+            "assert not [m for m in sys.modules if m.split('.')[:2] == ['kvstats', 'sweep']], "
+            "sorted(m for m in sys.modules if m.startswith('kvstats'))")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from kvstats.report.tables import METRICS
+from kvstats.analysis import METRICS
 
 
 def make_frame(spec, n=60, seed=0, case=("gaussian", "-", 64, 128)):

@@ -1,0 +1,25 @@
+"""Analysis of a sweep: pure per-trial frame → tidy table functions.
+
+Every function takes the per-trial frame of :func:`kvstats.run_sweep` (columns of
+:func:`kvstats.error_profile` plus the cell columns of :mod:`kvstats.results`) or a
+table made from it, and returns a tidy :class:`pandas.DataFrame` whose column names never
+depend on the arguments. Nothing here writes files or draws: :mod:`kvstats.report`
+renders these tables.
+
+- :mod:`~kvstats.analysis.frame`: the frame's required columns and check;
+- :mod:`~kvstats.analysis.intervals`: bootstrap intervals and the heavy-tail screen;
+- :mod:`~kvstats.analysis.summary`: per-scheme means, CIs, tails (:func:`summary_table`);
+- :mod:`~kvstats.analysis.compare`: pairwise tests, adjusted together (:func:`compare_schemes`);
+- :mod:`~kvstats.analysis.crossover`: winners changing with the budget (:func:`find_crossovers`);
+- :mod:`~kvstats.analysis.theory`: closed forms beside measurements (:func:`theory_table`).
+"""
+
+from kvstats.analysis.compare import compare_schemes
+from kvstats.analysis.crossover import find_crossovers
+from kvstats.analysis.frame import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS,
+                                    check_frame)
+from kvstats.analysis.summary import summary_table
+from kvstats.analysis.theory import theory_table
+
+__all__ = ["CASE_COLUMNS", "HIGHER_IS_BETTER", "METRICS", "PROFILE_METRICS", "check_frame",
+           "compare_schemes", "find_crossovers", "summary_table", "theory_table"]

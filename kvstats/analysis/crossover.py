@@ -1,0 +1,72 @@
+"""Crossovers: where the significant winner of a metric changes with the budget."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kvstats.analysis.compare import NO_DIFFERENCE
+from kvstats.analysis.frame import CASE_COLUMNS
+
+__all__ = ["find_crossovers"]
+
+
+def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Where the winner of a metric changes with the budget, per case and scheme pair.
+
+    Parameters
+    ----------
+    comparisons : DataFrame
+        The table of :func:`~kvstats.analysis.compare_schemes`.
+
+    Returns
+    -------
+    DataFrame
+        One row per (case, pair, metric) tested at two or more budgets:
+        ``winners`` ("2:QKQV, 3:no significant difference, 4:KQV" in budget order),
+        ``crossover`` (True when each scheme wins significantly at some budget) and a
+        ``description`` sentence.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128,
+    ...     "budget": [2.0, 3.0], "budget_b": [2.0, 3.0], "scheme_a": "KQV", "scheme_b": "QKQV",
+    ...     "metric": "phi_k", "test": "mann_whitney", "winner": ["QKQV", "KQV"]})
+    >>> bool(find_crossovers(t)["crossover"].iloc[0])
+    True
+    """
+    if not isinstance(comparisons, pd.DataFrame):
+        raise TypeError(f"comparisons must be the DataFrame of compare_schemes; received "
+                        f"{type(comparisons).__name__}")
+    cols = list(CASE_COLUMNS) + ["scheme_a", "scheme_b", "metric"]
+    out_cols = cols + ["winners", "crossover", "description"]
+    mw = comparisons[(comparisons["test"] == "mann_whitney")
+                     & (comparisons["budget"] == comparisons["budget_b"])]
+    rows = []
+    for key, grp in mw.groupby(cols, sort=False):
+        grp = grp.sort_values("budget")
+        if len(grp) < 2:
+            continue
+        winners = list(zip(grp["budget"], grp["winner"]))
+        won = {w for _, w in winners if w not in ("", NO_DIFFERENCE)}
+        cross = len(won) == 2
+        rec = dict(zip(cols, key))
+        rec["winners"] = ", ".join(f"{_fmt_budget(b)}:{w}" for b, w in winners)
+        case = f"{rec['distribution']}({rec['params']}), d={rec['dim']}, N={rec['n_keys']}"
+        if cross:
+            a, b = rec["scheme_a"], rec["scheme_b"]
+            wa = [_fmt_budget(bud) for bud, w in winners if w == a]
+            wb = [_fmt_budget(bud) for bud, w in winners if w == b]
+            rec["description"] = (f"CROSSOVER in {rec['metric']} for {case}: {a} wins at n = "
+                                  f"{', '.join(wa)}; {b} wins at n = {', '.join(wb)}.")
+        else:
+            rec["description"] = (f"no crossover in {rec['metric']} for {case}: "
+                                  + (f"only {next(iter(won))} wins significantly" if won
+                                     else "no significant winner at any budget") + ".")
+        rec["crossover"] = cross
+        rows.append(rec)
+    return pd.DataFrame(rows, columns=out_cols)
+
+
+def _fmt_budget(b: float) -> str:
+    return f"{b:g}"

@@ -1,0 +1,117 @@
+"""The metric table: one definition per per-trial metric of :func:`kvstats.error_profile`.
+
+Every place that needs a fact about a metric (its direction, unit, figure label, whether
+it belongs to the 6D profile or to the report's tests) asks this table; the tuples and
+dicts below (``REPORT_METRICS``, ``PROFILE_6D``, ``HIGHER_IS_BETTER``,
+``METRIC_DIRECTIONS``) are views of it, never separate lists. A new metric is one
+:class:`Metric` entry here plus its column in :func:`kvstats.error_profile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from kvstats._checks import check_choice
+
+__all__ = ["Metric", "METRIC_TABLE", "metric", "REPORT_METRICS", "PROFILE_6D",
+           "HIGHER_IS_BETTER", "METRIC_DIRECTIONS", "WORST_DIRECTIONS"]
+
+#: How a metric's worst case reads: "high" (larger is worse), "low" (smaller is worse),
+#: "one" (farthest from 1 in log scale is worse), "zero" (farthest from 0 is worse).
+WORST_DIRECTIONS = ("high", "low", "one", "zero")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-trial metric (a column of :func:`kvstats.error_profile`).
+
+    Attributes
+    ----------
+    name : str
+        Column name.
+    worst : {"high", "low", "one", "zero"}
+        Direction of its worst case (:data:`WORST_DIRECTIONS`), used by
+        :func:`kvstats.summarize_profile`.
+    unit : str
+        Unit of its values ("dB", "rad", "nats", "fraction", ...; "" for a pure ratio).
+    label : str
+        Short name for figures and tables ("SNR_k", "φ_k", "KL", "recall@5", ...).
+    profile_6d : bool
+        One of the six dimensions (scale and direction of K, V, T) of the error profile
+        that the report's energy test compares.
+    reported : bool
+        Summarised and tested one by one in the report (:data:`REPORT_METRICS`).
+
+    Examples
+    --------
+    >>> m = metric("kl")
+    >>> m.higher_is_better, m.unit, m.axis_label
+    (False, 'nats', 'KL (nats)')
+    """
+
+    name: str
+    worst: str
+    unit: str
+    label: str
+    profile_6d: bool = False
+    reported: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice(self.worst, "worst", WORST_DIRECTIONS)
+        if self.profile_6d and not self.reported:
+            raise ValueError(f"metric {self.name!r}: a 6D profile dimension must be reported")
+
+    @property
+    def higher_is_better(self) -> bool | None:
+        """True when larger values are better, False when smaller are, None when neither
+        (a norm ratio is best at 1, a bias at 0)."""
+        return {"low": True, "high": False}.get(self.worst)
+
+    @property
+    def axis_label(self) -> str:
+        """``label (unit)``, or the label alone for a unitless metric."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+
+_METRICS = (
+    Metric("snr_k", "low", "dB", "SNR_k", profile_6d=True, reported=True),
+    Metric("phi_k", "high", "rad", "φ_k", profile_6d=True, reported=True),
+    Metric("norm_ratio_k", "one", "", "‖k̂‖/‖k‖"),
+    Metric("snr_v", "low", "dB", "SNR_v", profile_6d=True, reported=True),
+    Metric("phi_v", "high", "rad", "φ_v", profile_6d=True, reported=True),
+    Metric("norm_ratio_v", "one", "", "‖v̂‖/‖v‖"),
+    Metric("snr_t", "low", "dB", "SNR_t", profile_6d=True, reported=True),
+    Metric("phi_t", "high", "rad", "φ_t", profile_6d=True, reported=True),
+    Metric("norm_ratio_t", "one", "", "‖t̂‖/‖t‖"),
+    Metric("kl", "high", "nats", "KL", reported=True),
+    Metric("recall_at_5", "low", "fraction", "recall@5", reported=True),
+    Metric("argmax_shift", "high", "fraction", "argmax shift", reported=True),
+    Metric("ip_bias", "zero", "q·k units", "q·k error bias"),
+    Metric("ip_var", "high", "(q·k units)²", "q·k error variance"),
+)
+
+#: Every metric by name, in the column order of :func:`kvstats.error_profile`.
+METRIC_TABLE: Mapping[str, Metric] = MappingProxyType({m.name: m for m in _METRICS})
+
+#: Metrics summarised and tested one by one in the report.
+REPORT_METRICS: tuple[str, ...] = tuple(m.name for m in _METRICS if m.reported)
+#: The 6D error profile (scale and direction for K, V, T) used by the energy test.
+PROFILE_6D: tuple[str, ...] = tuple(m.name for m in _METRICS if m.profile_6d)
+#: The winner rule of the report: whether a larger value is better, per reported metric.
+HIGHER_IS_BETTER: Mapping[str, bool] = MappingProxyType(
+    {m.name: m.higher_is_better for m in _METRICS if m.reported})
+#: The worst-case direction of every metric (see :data:`WORST_DIRECTIONS`).
+METRIC_DIRECTIONS: Mapping[str, str] = MappingProxyType({m.name: m.worst for m in _METRICS})
+
+
+def metric(name: str) -> Metric:
+    """The :class:`Metric` called ``name``; ValueError listing the metrics otherwise.
+
+    Examples
+    --------
+    >>> metric("recall_at_5").axis_label
+    'recall@5 (fraction)'
+    """
+    return METRIC_TABLE[check_choice(name, "metric", list(METRIC_TABLE))]

@@ -1,0 +1,98 @@
+"""Summary table on synthetic frames whose truth is known by construction."""
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from kvstats._checks import replicate_scale
+from kvstats.analysis import CASE_COLUMNS, METRICS, summary_table
+from kvstats.analysis.intervals import mean_ci
+
+from _sweep_frames import make_frame
+
+
+def test_summary_table_columns_and_values():
+    f = make_frame({("A", 3): 0.0, ("B", 3): 1.0}, n=40)
+    t = summary_table(f, n_resamples=199)
+    assert len(t) == 2 * len(METRICS)
+    assert set(t.columns) >= {"mean", "ci_low", "ci_high", "median", "p99", "max", "n_trials",
+                              "n_nonfinite", "bits_nominal", "bits_total", "metric", "scheme"}
+    row = t[(t.scheme == "A") & (t.metric == "snr_k")].iloc[0]
+    x = f[(f.scheme == "A")]["snr_k"]
+    assert row["mean"] == pytest.approx(x.mean(), rel=1e-12)
+    assert row["max"] == x.max() and row["p99"] == pytest.approx(np.quantile(x, 0.99))
+    assert row["ci_low"] < row["mean"] < row["ci_high"]
+    assert row["bits_total"] == 3.25
+
+
+def test_summary_nonfinite_and_constant_samples():
+    f = make_frame({("identity", 16): 0.0}, n=20)
+    f["snr_k"] = np.inf
+    f["recall_at_5"] = 1.0
+    t = summary_table(f, n_resamples=99).set_index("metric")
+    assert t.loc["snr_k", "mean"] == np.inf and t.loc["snr_k", "n_nonfinite"] == 20
+    assert t.loc["snr_k", "ci_low"] == np.inf  # no interval for an infinite mean; documented
+    assert t.loc["snr_k", "p99"] == np.inf and t.loc["snr_k", "median"] == np.inf
+    assert t.loc["recall_at_5", ["ci_low", "ci_high"]].tolist() == [1.0, 1.0]
+    assert not t[["mean", "ci_low", "ci_high"]].isna().any().any()
+
+
+@pytest.mark.slow
+def test_bootstrap_interval_coverage():
+    """95% intervals of the mean of N(0,1) samples (n=30) cover 0 at about 95%.
+
+    Replicates: 300 (ci) / 2000 (full). Tolerance: the binomial 99% interval around 0.95
+    widened by 0.02 for BCa's known small-sample undercoverage at n=30.
+    """
+    reps = 300 if replicate_scale() == "ci" else 2000
+    rng = np.random.default_rng(1)
+    hits = 0
+    for i in range(reps):
+        _, lo, hi = mean_ci(rng.normal(size=30), 0.95, 499, i)
+        hits += lo <= 0 <= hi
+    lo_b, hi_b = sps.binom.ppf([0.005, 0.995], reps, 0.95) / reps
+    assert lo_b - 0.02 <= hits / reps <= hi_b
+
+
+def test_summary_flags_heavy_tailed_metrics():
+    """Planted tails, n = 400 trials per scheme (default Hill k = 20).
+
+    KQV's KL is Pareto(α = 1.0) (infinite variance): k·α/α̂ ~ Gamma(20) exactly, so
+    P(α̂ ≥ 2) = P(Gamma(20) ≤ 10) ≈ 0.005. QKQV's KL is exponential (α = ∞; Hill reads
+    3–4 at this n, below 2 in < 1% of samples). With these seeds: α̂ = 0.96 and 3.6.
+    snr_k is N(0, 1) (negative values): tail index not computed (NaN), CI reliable.
+    """
+    import warnings
+
+    from kvstats.stats import HeavyTailWarning, tail_index
+
+    f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=400, seed=5)
+    rng = np.random.default_rng(6)
+    heavy = f.scheme == "KQV"
+    f.loc[heavy, "kl"] = rng.pareto(1.0, heavy.sum())
+    f.loc[~heavy, "kl"] = rng.exponential(1.0, (~heavy).sum())
+    f.loc[0, "kl"] = -1e-17            # a rounding-negative KL does not stop the estimate
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HeavyTailWarning)   # the table flags, never warns
+        t = summary_table(f, n_resamples=199)
+    assert list(t.columns[-2:]) == ["tail_index", "ci_reliable"]
+    assert list(t.columns[:-2]) == list(CASE_COLUMNS) + [
+        "budget", "scheme", "bits_nominal", "bits_total", "metric", "mean", "ci_low", "ci_high",
+        "median", "p99", "max", "n_trials", "n_nonfinite"]
+    kl = t[t.metric == "kl"].set_index("scheme")
+    assert kl.loc["KQV", "tail_index"] == pytest.approx(
+        tail_index(f.loc[heavy, "kl"].to_numpy()).estimate, rel=1e-12)
+    assert kl.loc["KQV", "tail_index"] < 2 and not kl.loc["KQV", "ci_reliable"]
+    assert kl.loc["QKQV", "tail_index"] > 2 and kl.loc["QKQV", "ci_reliable"]
+    snr = t[t.metric == "snr_k"]
+    assert snr.tail_index.isna().all() and snr.ci_reliable.all()
+    assert t.ci_reliable.dtype == bool
+
+
+def test_summary_tail_index_not_computed_for_few_positive_or_nonfinite():
+    f = make_frame({("identity", 16): 0.0}, n=20)
+    f["snr_k"] = np.inf
+    f["kl"] = np.r_[np.zeros(11), np.arange(1.0, 10.0)]   # 9 positive values: too few
+    t = summary_table(f, n_resamples=99).set_index("metric")
+    assert np.isnan(t.loc["snr_k", "tail_index"]) and t.loc["snr_k", "ci_reliable"]
+    assert np.isnan(t.loc["kl", "tail_index"]) and t.loc["kl", "ci_reliable"]

@@ -1,0 +1,47 @@
+"""The metric table: one definition per metric, every view derived from it."""
+
+import pytest
+
+import kvstats
+from kvstats.metrics import PROFILE_COLUMNS
+from kvstats.metrics.table import (HIGHER_IS_BETTER, METRIC_DIRECTIONS, METRIC_TABLE,
+                                   PROFILE_6D, REPORT_METRICS, Metric, metric)
+
+
+def test_every_profile_column_is_in_the_table_in_order():
+    t = kvstats.sample("gaussian", 2, 16, 8, seed=0)
+    df = kvstats.error_profile(t, t.K, t.V)
+    assert list(df.columns) == ["trial", *METRIC_TABLE] == list(PROFILE_COLUMNS)
+
+
+def test_views_agree_with_the_entries():
+    assert REPORT_METRICS == ("snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t", "kl",
+                              "recall_at_5", "argmax_shift")
+    assert PROFILE_6D == ("snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t")
+    assert set(PROFILE_6D) <= set(REPORT_METRICS)
+    assert list(HIGHER_IS_BETTER) == list(REPORT_METRICS)
+    for name, m in METRIC_TABLE.items():
+        assert m.name == name and METRIC_DIRECTIONS[name] == m.worst
+        # the winner rule and the worst case read the same direction
+        assert m.higher_is_better is {"low": True, "high": False}.get(m.worst)
+        if m.reported:
+            assert isinstance(HIGHER_IS_BETTER[name], bool)
+
+
+def test_report_and_analysis_use_the_table():
+    import kvstats.analysis as analysis
+    import kvstats.report as report
+
+    assert analysis.METRICS is REPORT_METRICS and report.METRICS is REPORT_METRICS
+    assert analysis.PROFILE_METRICS is PROFILE_6D and report.HIGHER_IS_BETTER is HIGHER_IS_BETTER
+
+
+def test_labels_and_errors():
+    assert metric("snr_k").axis_label == "SNR_k (dB)"
+    assert metric("norm_ratio_k").axis_label == metric("norm_ratio_k").label   # unitless
+    with pytest.raises(ValueError, match="metric must be one of"):
+        metric("snr")
+    with pytest.raises(ValueError, match="worst must be one of"):
+        Metric("x", "up", "", "x")
+    with pytest.raises(TypeError):
+        METRIC_TABLE["x"] = metric("kl")     # read-only: one definition
