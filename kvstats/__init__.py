@@ -37,13 +37,17 @@ _EXPORTS = {
     "run_sweep": "kvstats.sweep",
     "SweepConfig": "kvstats.sweep",
     "load_result": "kvstats.results",
+    "summary_table": "kvstats.analysis",
+    "compare_schemes": "kvstats.analysis",
+    "find_crossovers": "kvstats.analysis",
+    "theory_table": "kvstats.analysis",
     "hypothesis_report": "kvstats.report",
     "plot_shannon_phi": "kvstats.report",
     "plot_kl_vs_bits": "kvstats.report",
     "plot_recall_vs_bits": "kvstats.report",
     "plot_crossover": "kvstats.report",
 }
-_SUBMODULES = {"quant", "data", "metrics", "stats", "report", "theory", "sweep", "models"}
+_SUBMODULES = {"quant", "data", "metrics", "stats", "analysis", "report", "theory", "sweep", "models"}
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)
 __all__ = __all__ + ["__version__"]
