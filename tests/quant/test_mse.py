@@ -102,7 +102,9 @@ def test_error_decreases_about_fourfold_per_bit():
 def test_draws_batch_equals_loop_over_draws(rotation):
     """Fast batched path vs a plain loop over per-draw quantizers built from each draw's
     rotation: bit-identical codes for the Hadamard and identity paths (same elementwise
-    arithmetic); Haar goes through batched BLAS, so codes may differ at rounding ties."""
+    arithmetic); Haar goes through batched BLAS, so codes may differ at rounding ties.
+    The float32 Hadamard decode runs the fwht's first stages as a dense BLAS product
+    whose rounding depends on the array's shape: within a few ulps of |x| ~ 4 there."""
     d, draws = 48, (3, 2)
     qb = MSEQuantizer(d, 3, rotation=rotation, seed=9, draws=draws)
     x = np.random.default_rng(1).standard_normal((3, 2, 10, d)).astype(np.float32)
@@ -119,7 +121,10 @@ def test_draws_batch_equals_loop_over_draws(rotation):
                 assert np.mean(c1.codes == cb.codes[i, j]) > 0.99
             else:
                 np.testing.assert_array_equal(c1.codes, cb.codes[i, j])
-                np.testing.assert_array_equal(q1.decode(c1), xb[i, j])
+                if rotation == "identity":
+                    np.testing.assert_array_equal(q1.decode(c1), xb[i, j])
+                else:
+                    np.testing.assert_allclose(q1.decode(c1), xb[i, j], rtol=0, atol=2e-6)
 
 
 def test_shared_input_broadcasts_against_draws():
@@ -222,5 +227,6 @@ def test_chunked_rows_equal_batched_path(bits):
     cb = batched.encode(x[None])
     np.testing.assert_array_equal(c.codes, cb.codes[0])
     np.testing.assert_array_equal(c.norms, cb.norms[0])
-    np.testing.assert_allclose(q.decode(c), batched.decode(cb)[0], rtol=0, atol=1e-6)
+    # float32 decode: a few ulps apart (the dense BLAS stage rounds by shape; 1.3e-6 seen)
+    np.testing.assert_allclose(q.decode(c), batched.decode(cb)[0], rtol=0, atol=3e-6)
     assert np.all(q.decode(c)[5] == 0)
