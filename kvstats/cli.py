@@ -21,7 +21,7 @@ __all__ = ["main", "build_parser"]
 
 def _registries() -> tuple[list[str], list[str]]:
     from kvstats.data.synthetic import DISTRIBUTIONS
-    from kvstats.quant.schemes import SCHEMES
+    from kvstats.quant.registry import SCHEMES
     from kvstats.results import REAL
 
     return list(SCHEMES), list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]

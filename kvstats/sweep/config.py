@@ -11,28 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kvstats._checks import check_choice, check_int
+from kvstats.data.synthetic import DISTRIBUTIONS
+from kvstats.quant.registry import SCHEMES, scheme_def
 from kvstats.results import DEFAULT_COMPARISONS, REAL
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _real_params, _resolve_real
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
-
-_MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
-# Schemes whose budget is fixed by their own parameters (make_scheme's bits=None).
-_FIXED_BUDGET = ("mixed", "identity")
-
-
-def _registries() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    from kvstats.data.synthetic import DISTRIBUTIONS
-    from kvstats.quant.schemes import SCHEMES
-    return tuple(SCHEMES), tuple(DISTRIBUTIONS) + (REAL,)
 
 
 def _check_params(params: Any, name: str) -> dict[str, Any]:
@@ -55,8 +46,14 @@ class SchemeSpec:
     ``label`` (default: the name, or ``name[k=v,...]`` with settings) is what reports and
     the ``scheme`` column show, so two settings of one scheme can be compared.
     ``budgets`` overrides the sweep's budgets for this scheme (``None``: the sweep's).
-    Mixed precision (``"K4V2"``) and ``identity`` have a budget fixed by their name; they
-    run once per case with ``budget`` = their nominal bits per coordinate.
+    Schemes whose budget their own parameters fix (registry ``fixed_budget``: mixed
+    precision ``"K4V2"``, ``identity``) run once per case with ``budget`` = their nominal
+    bits per coordinate.
+
+    Examples
+    --------
+    >>> SchemeSpec("kivi", {"group_size": 64}).display(), SchemeSpec("K4V2").fixed_budget
+    ('kivi[group_size=64]', True)
     """
 
     name: str
@@ -66,9 +63,11 @@ class SchemeSpec:
 
     @property
     def fixed_budget(self) -> bool:
-        return bool(_MIXED_NAME.match(self.name)) or self.name in _FIXED_BUDGET
+        """Whether the scheme's own parameters fix its budget (the registry's ``fixed_budget``)."""
+        return scheme_def(self.name).fixed_budget
 
     def display(self) -> str:
+        """The label reports and the ``scheme`` column show."""
         if self.label:
             return self.label
         return self.name if not self.params else f"{self.name}[{_fmt_params(self.params)}]"
@@ -206,7 +205,6 @@ class SweepConfig:
     # ------------------------------------------------------------------ parsing
     @staticmethod
     def _scheme(entry: Any) -> SchemeSpec:
-        known, _ = _registries()
         if isinstance(entry, SchemeSpec):
             spec = entry
         elif isinstance(entry, str):
@@ -222,14 +220,16 @@ class SweepConfig:
                               None if budgets is None else _int_tuple(budgets, "scheme budgets", 1, 8))
         else:
             raise TypeError(f"schemes entries must be names, dicts or SchemeSpec; received {entry!r}")
-        if not isinstance(spec.name, str) or not (spec.name in known or _MIXED_NAME.match(spec.name)):
-            raise ValueError(f"scheme name must be one of {list(known)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
-                             f"received {spec.name!r}")
+        try:
+            scheme_def(spec.name)
+        except (TypeError, ValueError):
+            raise ValueError(f"scheme name must be one of {list(SCHEMES)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+                             f"received {spec.name!r}") from None
         return spec
 
     @staticmethod
     def _distributions(entry: Any) -> list[DistributionSpec]:
-        _, known = _registries()
+        known = tuple(DISTRIBUTIONS) + (REAL,)
         if isinstance(entry, DistributionSpec):
             specs = [entry]
         elif isinstance(entry, str):
@@ -343,8 +343,14 @@ def _int_tuple(values: Any, name: str, low: int | None, high: int | None) -> tup
     return out
 
 
-def load_config(config: "SweepConfig | Mapping[str, Any] | str | os.PathLike") -> SweepConfig:
-    """Accept a SweepConfig, a dict, or a path to a TOML file."""
+def load_config(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> SweepConfig:
+    """Accept a SweepConfig, a dict, or a path to a TOML file.
+
+    Examples
+    --------
+    >>> load_config({"schemes": ["KQV"], "distributions": ["gaussian"]}).n_trials
+    1000
+    """
     if isinstance(config, SweepConfig):
         return config
     if isinstance(config, Mapping):
