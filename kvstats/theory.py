@@ -1,5 +1,7 @@
 """Closed-form predictions to set beside measurements (derivations in docs/theory.md).
 
+(Over 450 lines: every closed form lives here once, so that no constant is written twice.)
+
 Each function names the paper its formula comes from:
 
 - `sphere_coordinate_pdf`: the law of one coordinate of a uniform point on S^{d-1}
@@ -167,7 +169,14 @@ def qjl_inner_product_variance(q_norm: Any, k_norm: Any, cos_qk: Any, m: int) ->
         raise ValueError(f"q_norm and k_norm must be >= 0; received minima {qn.min()}, {kn.min()}")
     if np.any(np.abs(cos) > 1):
         raise ValueError(f"cos_qk must be in [-1, 1]; received values in [{cos.min()}, {cos.max()}]")
-    return (math.pi / 2 - cos * cos) * (qn * kn) ** 2 / m
+    return _gaussian_qjl_variance(qn * qn, kn * kn, cos * qn * kn, m)
+
+
+def _gaussian_qjl_variance(qq: Any, kk: Any, qk: Any, m: int) -> np.ndarray:
+    """((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m from ||q||^2, ||k||^2 and <q, k>: the one
+    place the Gaussian QJL variance is written (`qjl_inner_product_variance`,
+    `qjl_variance`)."""
+    return ((math.pi / 2) * qq * kk - qk ** 2) / m
 
 
 def sphere_abs_moment(d: int) -> float:
@@ -194,7 +203,8 @@ def sphere_abs_moment(d: int) -> float:
 def qjl_variance(kind: str, m: int, q: Any, k: Any) -> np.ndarray:
     """Exact variance (over the sketch) of the QJL estimate of ``⟨q, k⟩`` (exact norm).
 
-    Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m (Zandieh, Daliri, Han 2024, Lemma 3.2).
+    Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m (Zandieh, Daliri, Han 2024, Lemma 3.2), as
+    `qjl_inner_product_variance` (one formula for both).
     Orthogonal (rows of norm √d in blocks of d orthogonal rows, the last block with
     m' = m mod d rows): with a = ⟨q, k/‖k‖⟩, b² = ‖q‖² − a², μ = E|u₁| and, per block
     of m' rows, E S² = m'/d + m'(m'−1)·(2/π)/d, Var S = E S² − (m'μ)²,
@@ -233,7 +243,7 @@ def qjl_variance(kind: str, m: int, q: Any, k: Any) -> np.ndarray:
     d = q.shape[-1]
     qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
     if kind == "gaussian":
-        return ((math.pi / 2) * qq * kk - qk ** 2) / m
+        return _gaussian_qjl_variance(qq, kk, qk, m)
     a2 = np.divide(qk ** 2, kk, out=np.zeros_like(qk), where=kk > 0)
     b2 = np.maximum(qq - a2, 0.0)
     mu = sphere_abs_moment(d)
@@ -251,7 +261,8 @@ def qjl_variance(kind: str, m: int, q: Any, k: Any) -> np.ndarray:
 def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
     """Relative MSE of the reconstruction: ``E‖x̃ − x‖² / ‖x‖²`` for x̃ = c‖x‖Sᵀsign(Sx).
 
-    Gaussian: π·d/(2m) − 1/m. Orthogonal: 1/(m·μ²) + P/m² − 1 with μ = E|u₁| and P the
+    Gaussian: π·d/(2m) − 1/m (the same quantity as `residual_inflation(d, m)`: the QJL
+    error of a vector of uniform direction relative to its own projection). Orthogonal: 1/(m·μ²) + P/m² − 1 with μ = E|u₁| and P the
     number of ordered row pairs in different orthogonal blocks (rows of one block are
     orthogonal, so only those pairs add a cross term). At m = d this is π/2 − 1/d
     (Gaussian) against 1/(d μ²) − 1 ≈ π/2 − 1 (orthogonal). docs/qjl.md derives both.

@@ -102,6 +102,25 @@ def test_qjl_variance_broadcasts_and_validates():
         qjl_inner_product_variance(np.nan, 1.0, 0.0, 4)
 
 
+def test_qjl_closed_forms_agree_where_they_overlap():
+    """The norms-and-cosine and the vector forms of the Gaussian variance are one formula;
+    residual_inflation(d, m) is the Gaussian reconstruction MSE; the kinds with a closed
+    form are the sketch kinds."""
+    from kvstats.quant.sketch import SKETCHES
+    from kvstats.theory import _SKETCH_KINDS, qjl_reconstruction_mse, qjl_variance
+
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 5, 12))
+    qn, kn = np.linalg.norm(q, axis=-1), np.linalg.norm(k, axis=-1)
+    cos = (q * k).sum(-1) / (qn * kn)
+    np.testing.assert_allclose(qjl_inner_product_variance(qn, kn, cos, 7),
+                               qjl_variance("gaussian", 7, q, k), rtol=1e-12)
+    for d, m in ((32, 32), (96, 128), (5, 3)):
+        assert residual_inflation(d, m) == pytest.approx(qjl_reconstruction_mse("gaussian", m, d),
+                                                         rel=1e-12)
+    assert _SKETCH_KINDS == SKETCHES
+
+
 @pytest.mark.parametrize("d,m", [(32, 32), (32, 16)])
 def test_residual_inflation_matches_monte_carlo(d, m):
     """E[(<q, r_hat> - <q, r>)^2] / E[<q, r>^2] = (pi/2 - 1/d) d/m for r of uniform direction
