@@ -1,0 +1,427 @@
+"""Permutation p-values with the resolution a multiple-testing family needs.
+
+A Monte Carlo permutation test with B relabellings cannot return a p-value below
+1/(1 + B). Inside a family of m tests corrected by Holm (or Bonferroni, Hommel, BH), the
+smallest p-value must reach alpha/m to be rejected, so B = 499 can never reject in a
+family of 1,140 tests (1/500 x 1,140 = 2.28). :func:`required_resolution` gives the B a
+family needs; :func:`sequential_permutation_test` reaches it without paying B
+permutations for every test, by the sequential Monte Carlo p-value of Besag & Clifford
+(1991): draw relabellings in order and stop at the h-th exceedance (p = h/L after L
+draws), or after B_max draws with fewer than h (p = (1 + #exceed)/(1 + B_max)).
+Clearly null pairs stop after about h(1 + ln(B_max/h)) draws; clearly different pairs
+get all B_max. :func:`energy_test_sequential` is the energy test of
+:mod:`kvstats.stats.energy` driven this way (same permutation core).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from jaxtyping import Float, Int
+
+from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
+
+from ._base import _FrameMixin
+
+__all__ = ["CORRECTIONS", "Resolution", "SequentialPermutationResult",
+           "EnergySequentialResult", "required_resolution", "expected_null_permutations",
+           "sequential_permutation_test", "energy_test_sequential"]
+
+# corrections whose first (most demanding) step is known in closed form
+CORRECTIONS = ("holm", "bonferroni", "hommel", "fdr_bh", "fdr_by", "sidak", "holm-sidak")
+_FIRST_BATCH = 64           # first batch of relabellings; later batches double ...
+_MAX_BATCH = 8192           # ... up to this many
+_BATCH_BYTES = 64 * 2**20   # cap on the (k, n) int64 permutation indices of one batch
+
+
+@dataclass(frozen=True)
+class Resolution(_FrameMixin):
+    """Result of :func:`required_resolution`.
+
+    Attributes
+    ----------
+    p_needed : float
+        Smallest per-test p-value the correction can reject at ``alpha`` in the worst
+        case (the test is the family's most significant one and every other p is large).
+    n_permutations : int
+        Smallest B with 1/(1 + B) <= ``p_needed`` (and adjusted p <= alpha in float).
+    min_attainable_p : float
+        1/(1 + ``n_permutations``).
+    n_tests, alpha, correction :
+        The family.
+    """
+
+    p_needed: float
+    n_permutations: int
+    min_attainable_p: float
+    n_tests: int
+    alpha: float
+    correction: str
+    _test_name = "required_resolution"
+
+
+@dataclass(frozen=True)
+class SequentialPermutationResult(_FrameMixin):
+    """Result of :func:`sequential_permutation_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Observed statistic (larger = more evidence against the null).
+    pvalue : float
+        h/L when the h-th exceedance came at draw L (``stopped_early``), else
+        (1 + ``n_exceed``)/(1 + ``max_permutations``). Valid: P(p <= u) <= u under the null.
+    n_permutations : int
+        Relabellings used (L, or ``max_permutations``).
+    n_exceed : int
+        Relabellings with a statistic >= the observed one (within the tie tolerance).
+    stopped_early : bool
+        Whether the test stopped at the h-th exceedance.
+    min_attainable_p : float
+        1/(1 + ``max_permutations``): the design's resolution, whatever the data.
+    max_permutations : int
+        B_max.
+    h : int
+        Exceedances that stop the test.
+    """
+
+    statistic: float
+    pvalue: float
+    n_permutations: int
+    n_exceed: int
+    stopped_early: bool
+    min_attainable_p: float
+    max_permutations: int
+    h: int
+    _test_name = "sequential_permutation"
+
+    def resolvable(self, alpha_needed: float) -> bool:
+        """Whether this design could have returned p <= ``alpha_needed`` (e.g. alpha/m).
+
+        A property of B_max only: a test that could not have rejected must be reported as
+        "not resolvable at B = ...", never as "no significant difference".
+        """
+        alpha_needed = check_real(alpha_needed, "alpha_needed", low=0.0, high=1.0, low_open=True)
+        return self.min_attainable_p <= alpha_needed
+
+
+@dataclass(frozen=True)
+class EnergySequentialResult(SequentialPermutationResult):
+    """Result of :func:`energy_test_sequential`: the fields of
+    :class:`SequentialPermutationResult` plus those of the energy test.
+
+    Attributes
+    ----------
+    test_statistic : float
+        n_x n_y/(n_x + n_y) times ``statistic`` (Székely & Rizzo; dcor).
+    kind, standardize, n_x, n_y, dim :
+        As in :func:`kvstats.stats.energy_test`.
+    """
+
+    test_statistic: float = math.nan
+    kind: str = "V"
+    standardize: bool = False
+    n_x: int = 0
+    n_y: int = 0
+    dim: int = 0
+    _test_name = "energy_test_sequential"
+
+
+def _first_step_level(n_tests: int, alpha: float, correction: str) -> float:
+    if correction in ("sidak", "holm-sidak"):
+        return float(-np.expm1(np.log1p(-alpha) / n_tests))
+    if correction == "fdr_by":
+        return alpha / (n_tests * float(np.sum(1.0 / np.arange(1, n_tests + 1))))
+    return alpha / n_tests
+
+
+def _adjusted_first(p: float, n_tests: int, correction: str) -> float:
+    """The adjusted p-value statsmodels gives the smallest of m p-values (others large)."""
+    if correction in ("sidak", "holm-sidak"):
+        return float(-np.expm1(n_tests * np.log1p(-p)))
+    if correction == "fdr_by":
+        return p * n_tests * float(np.sum(1.0 / np.arange(1, n_tests + 1)))
+    return p * n_tests
+
+
+def _permutations_for(p_needed: float) -> int:
+    """Smallest B with 1/(1 + B) <= p_needed (rounding-safe)."""
+    b = max(0, math.ceil((1.0 / p_needed) * (1 - 1e-12)) - 1)
+    while 1.0 / (1 + b) > p_needed:
+        b += 1
+    return b
+
+
+def required_resolution(n_tests: int, alpha: float = 0.05, correction: str = "holm") -> Resolution:
+    """Permutations a test needs to be able to reject inside a corrected family.
+
+    Parameters
+    ----------
+    n_tests : int >= 1
+        Size m of the family (every p-value the correction sees).
+    alpha : float in (0, 1)
+        Family-wise error rate (false-discovery rate for "fdr_*").
+    correction : str
+        One of ``CORRECTIONS``. Holm, Bonferroni, Hommel and BH all need alpha/m for the
+        first rejection in the worst case (BH with a single true effect); BY needs
+        alpha/(m H_m); Šidák and Holm–Šidák 1 - (1 - alpha)^(1/m).
+
+    Returns
+    -------
+    Resolution
+        ``p_needed`` and the smallest ``n_permutations`` B with 1/(1 + B) <= p_needed. B
+        is raised (by one, rarely) until the float comparisons of statsmodels'
+        ``multipletests`` also reject: 1/(1 + B) <= p_needed and its adjusted value <= alpha.
+
+    Examples
+    --------
+    >>> from kvstats.stats.sequential import required_resolution
+    >>> r = required_resolution(1140)          # the quick report's family
+    >>> r.n_permutations, round(r.p_needed, 8)
+    (22799, 4.386e-05)
+    """
+    n_tests = check_int(n_tests, "n_tests", low=1)
+    alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
+    check_choice(correction, "correction", CORRECTIONS)
+    p_needed = _first_step_level(n_tests, alpha, correction)
+    b = _permutations_for(p_needed)
+    while _adjusted_first(1.0 / (1 + b), n_tests, correction) > alpha:
+        b += 1
+    return Resolution(p_needed=p_needed, n_permutations=b, min_attainable_p=1.0 / (1 + b),
+                      n_tests=n_tests, alpha=alpha, correction=correction)
+
+
+def expected_null_permutations(h: int, max_permutations: int) -> float:
+    """Mean number of relabellings a sequential test uses under a continuous null.
+
+    With U = P(T_perm >= T_obs) uniform under the null, P(N > l) = P(Bin(l, U) <= h - 1)
+    = min(1, h/(l + 1)), so E[N] = h (1 + H_B - H_h) ~ h (1 + ln(B/h)) (H = harmonic
+    numbers, B = ``max_permutations``). Ties make the test stop earlier.
+
+    Examples
+    --------
+    >>> from kvstats.stats.sequential import expected_null_permutations
+    >>> round(expected_null_permutations(10, 22799), 1)
+    86.8
+    """
+    from scipy.special import digamma
+
+    h = check_int(h, "h", low=1)
+    b = check_int(max_permutations, "max_permutations", low=1)
+    if h >= b:
+        return float(b)
+    return float(h * (1.0 + digamma(b + 1) - digamma(h + 1)))
+
+
+def _max_permutations(max_permutations, alpha_needed) -> int:
+    if (max_permutations is None) == (alpha_needed is None):
+        raise ValueError("give exactly one of max_permutations and alpha_needed; received "
+                         f"max_permutations={max_permutations!r}, alpha_needed={alpha_needed!r}")
+    if max_permutations is not None:
+        return check_int(max_permutations, "max_permutations", low=1)
+    alpha_needed = check_real(alpha_needed, "alpha_needed", low=0.0, high=1.0, low_open=True)
+    return _permutations_for(alpha_needed)
+
+
+def _run(draw: Callable[[np.random.Generator, int], np.ndarray], observed: float, *,
+         max_permutations: int, h: int, rng: np.random.Generator, tol: float, batch: int,
+         max_batch: int):
+    """The Besag–Clifford loop; returns (pvalue, used, n_exceed, stopped_early).
+
+    Batches only group the computation: the stopping rule is applied draw by draw (the
+    draws after the h-th exceedance in its batch are discarded), so the p-value is the
+    one of the one-at-a-time procedure.
+    """
+    exceed, used, size = 0, 0, batch
+    while used < max_permutations:
+        k = min(size, max_permutations - used)
+        t = np.asarray(draw(rng, k), dtype=np.float64)
+        if t.shape != (k,):
+            raise ValueError(f"stat must return one statistic per relabelling, shape ({k},); "
+                             f"received {_describe(t)}")
+        if np.isnan(t).any():
+            raise ValueError(f"stat returned NaN for {int(np.isnan(t).sum())} of {k} relabellings; "
+                             "a NaN statistic has no p-value (overflow? rescale the data)")
+        cum = exceed + np.cumsum(t >= observed - tol)
+        if cum[-1] >= h:
+            at = int(np.argmax(cum >= h)) + 1      # draw of the h-th exceedance in this batch
+            used += at
+            return h / used, used, h, True
+        exceed, used, size = int(cum[-1]), used + k, min(2 * size, max_batch)
+    return (1.0 + exceed) / (1.0 + max_permutations), used, exceed, False
+
+
+def _check_common(h, batch):
+    return check_int(h, "h", low=1), check_int(batch, "batch", low=1)
+
+
+def sequential_permutation_test(
+        stat: Callable[[Int[np.ndarray, "k n"]], Float[np.ndarray, "k"]], n: int, *,
+        alpha_needed: float | None = None, max_permutations: int | None = None, h: int = 10,
+        seed=0, rtol: float = 1e-10, atol: float = 0.0,
+        batch: int = _FIRST_BATCH) -> SequentialPermutationResult:
+    """Besag–Clifford sequential Monte Carlo permutation test of any statistic.
+
+    Parameters
+    ----------
+    stat : callable
+        ``stat(perm)`` with ``perm`` an int array of shape (k, n) whose rows are
+        permutations of ``range(n)`` (a relabelling of the pooled data: row ``perm[j]``
+        reorders it) returns the k statistics, shape (k,); larger = more extreme. It is
+        called once with the identity, shape (1, n), for the observed statistic.
+    n : int >= 1
+        Number of pooled observations.
+    alpha_needed : float in (0, 1], optional
+        Smallest p the test must be able to reach (e.g. ``required_resolution(m).p_needed``);
+        sets B_max to the smallest B with 1/(1 + B) <= alpha_needed.
+    max_permutations : int >= 1, optional
+        B_max directly. Give exactly one of the two.
+    h : int >= 1
+        Exceedances that stop the test (Besag & Clifford suggest 10-20). h > B_max gives
+        the fixed-B test: p = (1 + #exceed)/(1 + B_max).
+    seed : int, SeedSequence, Generator or None
+        Randomness of the relabellings.
+    rtol, atol : float >= 0
+        A permuted statistic t counts as an exceedance when
+        t >= observed - (rtol |observed| + atol): values equal to the observed one up to
+        floating-point rounding count as ties (>=), so rounding can only raise p.
+    batch : int >= 1
+        First batch of relabellings; batches double up to 8192 (and ~64 MB of indices).
+        Batching changes the work, never the p-value's definition.
+
+    Returns
+    -------
+    SequentialPermutationResult
+
+    Notes
+    -----
+    Validity (Besag & Clifford 1991): given the pooled data, U = P(T_perm >= T_obs) is
+    uniform (continuous) or stochastically larger (ties) under the null, and
+    P(p <= h/l) = P(Bin(l - 1, U) <= h - 1) = h/l, P(p <= (g + 1)/(B + 1)) = (g + 1)/(B + 1),
+    so the p-value is exact on its support for continuous statistics and conservative
+    with ties. A NaN statistic (observed or permuted) raises ``ValueError``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.stats.sequential import sequential_permutation_test
+    >>> rng = np.random.default_rng(0)
+    >>> z = np.concatenate([rng.normal(size=20), rng.normal(2, 1, size=25)])
+    >>> diff = lambda perm: np.abs(z[perm[:, :20]].mean(1) - z[perm[:, 20:]].mean(1))
+    >>> res = sequential_permutation_test(diff, 45, alpha_needed=0.05 / 1140, seed=1)
+    >>> res.pvalue == res.min_attainable_p, res.n_permutations, res.resolvable(0.05 / 1140)
+    (True, 22799, True)
+    >>> z = rng.normal(size=45)                       # a null pair stops early
+    >>> sequential_permutation_test(diff, 45, alpha_needed=0.05 / 1140, seed=1).stopped_early
+    True
+    """
+    if not callable(stat):
+        raise TypeError(f"stat must be callable; received {_describe(stat)}")
+    n = check_int(n, "n", low=1)
+    b_max = _max_permutations(max_permutations, alpha_needed)
+    h, batch = _check_common(h, batch)
+    rtol = check_real(rtol, "rtol", low=0.0)
+    atol = check_real(atol, "atol", low=0.0)
+    rng = as_generator(seed)
+    obs = np.asarray(stat(np.arange(n)[None, :]), dtype=np.float64)
+    if obs.shape != (1,):
+        raise ValueError(f"stat must return shape (1,) for one relabelling; received {_describe(obs)}")
+    observed = float(obs[0])
+    if not np.isfinite(observed):
+        raise ValueError(f"the observed statistic is {observed}; a non-finite statistic has no "
+                         "p-value (overflow? rescale the data)")
+    max_batch = max(1, min(_MAX_BATCH, _BATCH_BYTES // (8 * n)))
+
+    def draw(gen, k):
+        return stat(gen.permuted(np.tile(np.arange(n), (k, 1)), axis=1))
+
+    p, used, exceed, early = _run(draw, observed, max_permutations=b_max, h=h, rng=rng,
+                                  tol=rtol * abs(observed) + atol, batch=min(batch, max_batch),
+                                  max_batch=max_batch)
+    return SequentialPermutationResult(statistic=observed, pvalue=float(p), n_permutations=used,
+                                       n_exceed=exceed, stopped_early=early,
+                                       min_attainable_p=1.0 / (1 + b_max),
+                                       max_permutations=b_max, h=h)
+
+
+def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray, "n_y *dim"], *,
+                           alpha_needed: float | None = None,
+                           max_permutations: int | None = None, h: int = 10, seed=0,
+                           standardize: bool = False, kind: str = "V",
+                           batch: int = _FIRST_BATCH) -> EnergySequentialResult:
+    """Energy permutation test with a Besag–Clifford sequential p-value.
+
+    Same statistic, relabellings and tie rule as :func:`kvstats.stats.energy_test` (the
+    blocked permutation core of :mod:`kvstats.stats.energy`), drawn in doubling batches
+    and stopped at the h-th exceedance.
+
+    Parameters
+    ----------
+    X, Y : array_like of shape (n, dim) or (n,)
+        The two samples (NaN/inf rejected).
+    alpha_needed, max_permutations, h, seed, batch :
+        As in :func:`sequential_permutation_test` (exactly one of the first two).
+    standardize, kind :
+        As in :func:`kvstats.stats.energy_distance`.
+
+    Returns
+    -------
+    EnergySequentialResult
+
+    Notes
+    -----
+    Ties: permuted statistics within 1e-10 x the mean pooled distance of the observed
+    one count as exceedances, as in ``energy_test``. With h > B_max nothing stops early
+    and the result equals ``energy_test(X, Y, n_resamples=B_max, seed=seed)`` (the same
+    relabellings are drawn, in the same order). A non-finite observed statistic (e.g.
+    overflow at magnitudes near 1e160) raises ``ValueError`` instead of becoming a p-value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.stats.sequential import energy_test_sequential, required_resolution
+    >>> rng = np.random.default_rng(0)
+    >>> need = required_resolution(1140).p_needed
+    >>> res = energy_test_sequential(rng.normal(size=(60, 6)), rng.normal(2, 1, size=(60, 6)),
+    ...                              alpha_needed=need, seed=1)
+    >>> res.pvalue, res.n_permutations
+    (4.3859649122807014e-05, 22799)
+    >>> rng = np.random.default_rng(2)                  # a null pair stops early
+    >>> res = energy_test_sequential(rng.normal(size=(60, 6)), rng.normal(size=(60, 6)),
+    ...                              alpha_needed=need, seed=1)
+    >>> res.stopped_early, res.n_permutations, round(res.pvalue, 3)
+    (True, 12, 0.833)
+    """
+    from .energy import _permutation_statistics, _prepare, _random_subsets
+
+    X, Y, standardize = _prepare(X, Y, standardize, kind)
+    b_max = _max_permutations(max_permutations, alpha_needed)
+    h, batch = _check_common(h, batch)
+    rng = as_generator(seed)
+    n_x, n_y, dim = len(X), len(Y), X.shape[1]
+    Z = np.concatenate([X, Y])
+    n = n_x + n_y
+    observed_labels = np.zeros((1, n), dtype=bool)
+    observed_labels[0, :n_x] = True
+    with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
+        obs, total = _permutation_statistics(Z, observed_labels, kind)
+    t_obs = float(obs[0])
+    if not (np.isfinite(t_obs) and np.isfinite(total)):
+        raise ValueError(f"the energy statistic is {t_obs} (pooled distance sum {total}); a "
+                         "non-finite statistic has no p-value (overflow? rescale the data)")
+
+    def draw(gen, k):
+        # the same generator calls as energy_test's one (B, n) draw, split into batches
+        return _permutation_statistics(Z, _random_subsets(gen, k, n, n_x), kind)[0]
+
+    p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
+                                  tol=1e-10 * total / (n * (n - 1)), batch=batch,
+                                  max_batch=_MAX_BATCH)
+    return EnergySequentialResult(statistic=t_obs, pvalue=float(p), n_permutations=used,
+                                  n_exceed=exceed, stopped_early=early,
+                                  min_attainable_p=1.0 / (1 + b_max), max_permutations=b_max,
+                                  h=h, test_statistic=n_x * n_y / n * t_obs, kind=kind,
+                                  standardize=standardize, n_x=n_x, n_y=n_y, dim=dim)
