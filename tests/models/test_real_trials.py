@@ -62,3 +62,44 @@ def test_bad_input(capture_file, tmp_path):
     np.savez(bad2, K=np.zeros((1, 1, 2, 4, 8)), meta="{}")
     with pytest.raises(ValueError, match=r"lacks \['V', 'q'\]"):
         load_trials(bad2)
+
+
+# ---------------------------------------------------------------- the capture file format
+def test_format_round_trip_and_header(capture_file, tmp_path):
+    from kvstats.data.capture_format import read_capture, read_header, write_capture
+
+    path, K, V, q = capture_file
+    meta = {"model": "toy", "token_ids": [[1], [2]]}
+    copy = tmp_path / "sub" / "copy.npz"
+    copy.parent.mkdir()
+    write_capture(copy, K, V, q, meta)
+    K2, V2, q2, meta2 = read_capture(copy)
+    for a, b in ((K, K2), (V, V2), (q, q2)):
+        np.testing.assert_array_equal(a, b)
+    assert meta2 == meta
+    h = read_header(copy)
+    assert (h.n_texts, h.n_layers, h.n_kv_heads, h.n_keys, h.dim, h.n_q_heads) == (2, 4, 3, 16, 8, 9)
+    # the fingerprint is of content: the same for the fixture's file, another for other data
+    assert h.fingerprint == read_header(path).fingerprint
+    write_capture(tmp_path / "other.npz", K, V + 1, q, meta)
+    assert read_header(tmp_path / "other.npz").fingerprint != h.fingerprint
+
+
+def test_capture_save_writes_the_format(capture_file, tmp_path):
+    from kvstats.data.capture_format import write_capture
+    from kvstats.models.capture import Capture
+
+    _, K, V, q = capture_file
+    saved = Capture(K, V, q, {"model": "toy"}).save(tmp_path / "a.npz")
+    write_capture(tmp_path / "b.npz", K, V, q, {"model": "toy"})
+    assert saved.read_bytes() == (tmp_path / "b.npz").read_bytes()
+
+
+def test_empty_and_misshapen_captures_are_errors(tmp_path):
+    from kvstats.data.capture_format import read_header
+
+    z = np.zeros((1, 1, 0, 4, 8), np.float32)
+    np.savez(tmp_path / "empty.npz", K=z, V=z, q=z, meta="{}")
+    for read in (load_trials, read_header):
+        with pytest.raises(ValueError, match=r"none empty; .*empty.npz' holds K \(1, 1, 0, 4, 8\)"):
+            read(tmp_path / "empty.npz")
