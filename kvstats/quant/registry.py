@@ -73,6 +73,9 @@ class SchemeDef:
     build : callable
         ``(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder, value_coder)``;
         ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``.
+    example_params : mapping
+        Parameters of a minimal instance (those without a default: ``mixed`` needs
+        ``key_bits`` and ``value_bits``); the contract tests build every entry with them.
     """
 
     name: str
@@ -87,6 +90,7 @@ class SchemeDef:
     build: Builder = field(repr=False, compare=False)
     _randomized: Callable[[Mapping[str, Any]], bool] = field(repr=False, compare=False)
     _bits: Callable[..., tuple[float, float]] = field(repr=False, compare=False)
+    example_params: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def randomized(self, params: Mapping[str, Any]) -> bool:
         """Whether the scheme has random components (rotation, sketch) under ``params``.
@@ -387,7 +391,8 @@ _ENTRIES = (
               _build_kivi, _never, _kivi_bits),
     SchemeDef("mixed", "key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
               "name, 'K4V2'", frozenset({"key_bits", "value_bits", "rotation", "norm_dtype"}),
-              1, 8, True, None, True, None, _build_mixed, _rotated, _mixed_bits),
+              1, 8, True, None, True, None, _build_mixed, _rotated, _mixed_bits,
+              MappingProxyType({"key_bits": 4, "value_bits": 2})),
     SchemeDef("identity", "stores K and V unchanged (a reference that must reproduce exactly)",
               frozenset(), 1, 8, True, None, False, None, _build_identity, _never, _identity_bits),
 )
