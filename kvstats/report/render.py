@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 import os
@@ -20,6 +18,7 @@ from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis import (CASE_COLUMNS, METRICS, compare_schemes, find_crossovers,
                               summary_table, theory_table)
 from kvstats.analysis.theory import ratio_pairs, theory_schemes
+from kvstats.report.document import Document, records, to_jsonable
 from kvstats.results import REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report"]
@@ -38,7 +37,7 @@ class Report:
 
 
 # ---------------------------------------------------------------------- formatting
-def _num(x: Any, digits: int = 4) -> str:
+def _num(x: float | int | bool | None, digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     if isinstance(x, (bool, np.bool_)):
@@ -74,7 +73,7 @@ HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (Hill tail index α̂ < 2 over the
               "p99 and max, and the rank tests.")
 
 
-def _flag(text: str, reliable: Any) -> str:
+def _flag(text: str, reliable: bool) -> str:
     """Append the heavy-tail mark to a formatted mean/CI when the CI is not reliable."""
     return text if bool(reliable) else f"{text} {HEAVY_MARK}"
 
@@ -86,106 +85,6 @@ def _case_title(case: dict[str, Any]) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
-
-
-def _md_table(df: pd.DataFrame) -> str:
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
-    return "\n".join(lines)
-
-
-class _Doc:
-    """Blocks rendered to both Markdown and HTML."""
-
-    def __init__(self) -> None:
-        self.blocks: list[tuple[str, Any]] = []
-
-    def h(self, level: int, text: str) -> None:
-        self.blocks.append((f"h{level}", text))
-
-    def p(self, text: str) -> None:
-        self.blocks.append(("p", text))
-
-    def ul(self, items: Sequence[str]) -> None:
-        self.blocks.append(("ul", list(items)))
-
-    def table(self, df: pd.DataFrame) -> None:
-        self.blocks.append(("table", df))
-
-    def fig(self, path: Path, caption: str) -> None:
-        self.blocks.append(("fig", (path, caption)))
-
-    def markdown(self, root: Path) -> str:
-        out = []
-        for kind, value in self.blocks:
-            if kind.startswith("h"):
-                out.append("#" * int(kind[1]) + " " + value)
-            elif kind == "p":
-                out.append(value)
-            elif kind == "ul":
-                out.append("\n".join(f"- {v}" for v in value))
-            elif kind == "table":
-                out.append(_md_table(value))
-            else:
-                path, caption = value
-                out.append(f"![{caption}]({os.path.relpath(path, root)})\n\n*{caption}*")
-        return "\n\n".join(out) + "\n"
-
-    def html(self, title: str) -> str:
-        body = []
-        for kind, value in self.blocks:
-            if kind.startswith("h"):
-                body.append(f"<{kind}>{html.escape(value)}</{kind}>")
-            elif kind == "p":
-                body.append(f"<p>{_inline(value)}</p>")
-            elif kind == "ul":
-                body.append("<ul>" + "".join(f"<li>{_inline(v)}</li>" for v in value) + "</ul>")
-            elif kind == "table":
-                body.append(value.to_html(index=False, escape=True, border=0, classes="t"))
-            else:
-                path, caption = value
-                data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-                body.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-                            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-        style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
-                 "line-height:1.45}table.t{border-collapse:collapse;font-size:12px;margin:0.5em 0}"
-                 "table.t td,table.t th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-                 "table.t th{background:#f2f2f2}img{max-width:100%}figcaption{font-style:italic;"
-                 "font-size:13px}code{background:#f4f4f4;padding:0 3px}")
-        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
-                + "\n".join(body) + "\n</body></html>\n")
-
-
-def _inline(text: str) -> str:
-    """Escape, then render Markdown's `code` and **bold** spans."""
-    text = html.escape(text)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
-
-
-def _jsonable(obj: Any) -> Any:
-    """Non-finite floats become the strings "inf", "-inf", "nan" (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        x = float(obj)
-        return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return _jsonable(df.to_dict(orient="records"))
 
 
 # ---------------------------------------------------------------------- the report
@@ -283,7 +182,8 @@ def _options(result: SweepResult, overrides: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os.PathLike, *, alpha: float | None = None,
+def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os.PathLike, *,
+                      alpha: float | None = None,
                       correction: str | None = None,
                       comparisons: Sequence[tuple[str, str]] | None = None,
                       energy_resamples: int | None = None, bootstrap_resamples: int | None = None,
@@ -365,16 +265,17 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     files["markdown"].write_text(doc.markdown(out))
     files["html"] = out / "report.html"
     files["html"].write_text(doc.html("kvstats hypothesis report"))
-    payload = {"options": opts, "manifest": result.manifest, "summary": _records(summary),
-               "comparisons": _records(comp), "crossovers": _records(cross), "theory": _records(theory),
+    payload = {"options": opts, "manifest": result.manifest, "summary": records(summary),
+               "comparisons": records(comp), "crossovers": records(cross), "theory": records(theory),
                "figures": {k: str(v) for k, v in figs.items()},
                "seconds": round(time.perf_counter() - tic, 3)}
     files["json"] = out / "report.json"
-    files["json"].write_text(json.dumps(_jsonable(payload), indent=1, allow_nan=False, default=str))
+    files["json"].write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False, default=str))
     return Report(summary, comp, cross, theory, files, figs)
 
 
-def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons, fig_dir: Path) -> dict[str, Path]:
+def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
+             fig_dir: Path) -> dict[str, Path]:
     from kvstats.report.plots import (plot_crossover, plot_kl_vs_bits, plot_lowrank_vs_heavytail,
                                       plot_recall_vs_bits, plot_shannon_phi, save_figure,
                                       scheme_palette)
@@ -407,8 +308,9 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons, fig_dir: Path
     return figs
 
 
-def _document(result, summary, comp, cross, theory, figs, opts) -> _Doc:
-    doc = _Doc()
+def _document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
+              theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any]) -> Document:
+    doc = Document()
     # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
     heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
                 for v in t["ci_reliable"])
