@@ -24,13 +24,19 @@ Each function names the paper its formula comes from:
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
+from jaxtyping import Float
+from numpy.typing import ArrayLike
 from scipy import special
 
 from kvstats._checks import as_float_array, check_choice, check_int, check_real
 from kvstats.quant.codebook import lloyd_max_codebook
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "unit_vector_mse",
            "qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
@@ -45,7 +51,7 @@ SQRT3_PI2 = math.sqrt(3.0) * math.pi ** 2  # TurboQuant-prod constant, ~17.1
 _SKETCH_KINDS = ("gaussian", "orthogonal")
 
 
-def sphere_coordinate_pdf(x: Any, dim: int) -> np.ndarray:
+def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]:
     """Density of one coordinate of a uniform point on S^{dim-1}.
 
     ``f(x) = Gamma(dim/2) / (sqrt(pi) Gamma((dim-1)/2)) (1 - x^2)^((dim-3)/2)`` on
@@ -131,7 +137,8 @@ def unit_vector_mse(bits: int, dim: int) -> float:
     return dim * lloyd_max_distortion(bits, "beta", dim)
 
 
-def qjl_inner_product_variance(q_norm: Any, k_norm: Any, cos_qk: Any, m: int) -> np.ndarray:
+def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: ArrayLike,
+                               m: int) -> Float[np.ndarray, "*shape"]:
     """Variance of the Gaussian-sketch QJL estimator of ``<q, k>``.
 
     The estimator ``sqrt(pi/2)/m * ||k|| * sum_i <s_i, q> sign(<s_i, k>)``, rows
@@ -172,7 +179,7 @@ def qjl_inner_product_variance(q_norm: Any, k_norm: Any, cos_qk: Any, m: int) ->
     return _gaussian_qjl_variance(qn * qn, kn * kn, cos * qn * kn, m)
 
 
-def _gaussian_qjl_variance(qq: Any, kk: Any, qk: Any, m: int) -> np.ndarray:
+def _gaussian_qjl_variance(qq: np.ndarray, kk: np.ndarray, qk: np.ndarray, m: int) -> np.ndarray:
     """((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m from ||q||^2, ||k||^2 and <q, k>: the one
     place the Gaussian QJL variance is written (`qjl_inner_product_variance`,
     `qjl_variance`)."""
@@ -200,7 +207,8 @@ def sphere_abs_moment(d: int) -> float:
     return float(np.exp(special.gammaln(d / 2) - special.gammaln((d + 1) / 2) - 0.5 * math.log(math.pi)))
 
 
-def qjl_variance(kind: str, m: int, q: Any, k: Any) -> np.ndarray:
+def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
+                 k: Float[np.ndarray, "*batch d"]) -> Float[np.ndarray, "*batch"]:
     """Exact variance (over the sketch) of the QJL estimate of ``⟨q, k⟩`` (exact norm).
 
     Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m (Zandieh, Daliri, Han 2024, Lemma 3.2), as
@@ -437,7 +445,8 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
     return (math.pi / 2 - 1 / dim) * y_norm ** 2 * lloyd_max_distortion(bits - 1, "beta", dim)
 
 
-def distortion_table(bits: Any = range(1, 9), dims: Any = (64, 128, 1024)):
+def distortion_table(bits: Iterable[int] = range(1, 9),
+                     dims: Iterable[int] = (64, 128, 1024)) -> pd.DataFrame:
     """Tidy table of Lloyd--Max distortions: Gaussian and ``dim * D_beta(dim)`` per bits.
 
     Columns: ``bits, distribution, dim, mse, dim_times_mse, ratio_to_gaussian,

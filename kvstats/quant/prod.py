@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from jaxtyping import Float
+from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.export import SideExport
@@ -82,7 +83,7 @@ class ProdQuantizer:
 
     def __init__(self, dim: int, bits: int, rotation: str = "hadamard", sketch: str = "gaussian",
                  m: int | None = None, seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
-                 norm_dtype: Any = np.float16):
+                 norm_dtype: DTypeLike = np.float16):
         self.dim = check_int(dim, "dim", low=1)
         bits = check_int(bits, "bits", low=1, high=9)
         if bits == 1:
@@ -102,7 +103,7 @@ class ProdQuantizer:
         self.m = out_dim if m is None else check_int(m, "m", low=1)
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=sketch_rng, draws=self.draws)
 
-    def _check_x(self, x: Any) -> np.ndarray:
+    def _check_x(self, x: object) -> np.ndarray:
         x = as_float_array(x, "x", min_ndim=2)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last dimension dim={self.dim}; received shape {x.shape}")
@@ -117,7 +118,7 @@ class ProdQuantizer:
                          residual=qjl_encode(self.sketch, residual, self.norm_dtype),
                          dtype=x.dtype)
 
-    def _check(self, codes: Any) -> ProdCodes:
+    def _check(self, codes: object) -> ProdCodes:
         if not isinstance(codes, ProdCodes):
             raise TypeError(f"codes must be ProdCodes from ProdQuantizer.encode; "
                             f"received {type(codes).__name__}")

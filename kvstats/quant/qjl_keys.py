@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxtyping import Float
+from jaxtyping import Float, UInt
+from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _broadcast_batch, _pm_from_bits, _pm_signs,
@@ -41,7 +42,7 @@ class QJLKeyCodes:
 
     inlier: QJLCodes
     outlier: QJLCodes | None
-    outlier_idx: np.ndarray
+    outlier_idx: UInt[np.ndarray, "*batch groups n_outliers"]
     n_tokens: int
     group_size: int
     dtype: np.dtype = np.dtype(np.float64)
@@ -108,7 +109,7 @@ class QJLKeyQuantizer:
 
     def __init__(self, dim: int, m: int, sketch: str = "gaussian", n_outliers: int = 0,
                  outlier_m: int | None = None, group_size: int = 32, seed: SeedLike = 0,
-                 draws: int | tuple[int, ...] = (), norm_dtype: Any = np.float16):
+                 draws: int | tuple[int, ...] = (), norm_dtype: DTypeLike = np.float16):
         self.dim = check_int(dim, "dim", low=1)
         self.m = check_int(m, "m", low=1)
         self.nominal_bits = self.m / self.dim
@@ -200,7 +201,7 @@ class QJLKeyQuantizer:
         out = part(self.outlier_sketch, k_out)
         return np.where(self._token_mask(idx, K.shape[-2]), out, rec)
 
-    def _check(self, codes: Any) -> QJLKeyCodes:
+    def _check(self, codes: object) -> QJLKeyCodes:
         if not isinstance(codes, QJLKeyCodes):
             raise TypeError(f"codes must be QJLKeyCodes from QJLKeyQuantizer.encode; "
                             f"received {type(codes).__name__}")
@@ -263,7 +264,8 @@ class QJLKeyQuantizer:
                 + self._grouped_scores(self.outlier_sketch, restricted(self.outlier_sketch),
                                        codes.outlier, n)).astype(q.dtype, copy=False)
 
-    def decode(self, codes: QJLKeyCodes, dtype: Any = None) -> Float[np.ndarray, "*batch n d"]:
+    def decode(self, codes: QJLKeyCodes,
+               dtype: DTypeLike | None = None) -> Float[np.ndarray, "*batch n d"]:
         """Unbiased reconstruction ``(*batch, N, d)``: each part's ``c‖k‖Sᵀsign(Sk)`` on its channels.
 
         In the dtype that was encoded unless ``dtype`` is given.

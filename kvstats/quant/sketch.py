@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxtyping import Float
+
 from kvstats._checks import SeedLike, as_generator, check_choice, check_int
 from kvstats.theory import sphere_abs_moment
 
@@ -21,7 +23,7 @@ __all__ = ["SKETCHES", "Sketch", "make_sketch"]
 SKETCHES = ("gaussian", "orthogonal")
 
 
-def _as_draws(draws: Any) -> tuple[int, ...]:
+def _as_draws(draws: object) -> tuple[int, ...]:
     """``draws`` as a tuple of positive ints (an int n means ``(n,)``)."""
     if isinstance(draws, (int, np.integer)) and not isinstance(draws, bool):
         draws = (draws,)
@@ -42,7 +44,7 @@ class Sketch:
     m: int
     dim: int
     draws: tuple[int, ...]
-    matrix: np.ndarray
+    matrix: Float[np.ndarray, "*draws m d"]
     scale: float
 
     def describe(self) -> dict[str, Any]:
@@ -111,7 +113,7 @@ def make_sketch(kind: str, m: int, dim: int, seed: SeedLike = 0,
     return Sketch(kind=kind, m=m, dim=dim, draws=draws, matrix=matrix, scale=scale)
 
 
-def _check_sketch(sketch: Any) -> Sketch:
+def _check_sketch(sketch: object) -> Sketch:
     if not isinstance(sketch, Sketch):
         raise TypeError(f"sketch must be a Sketch from make_sketch; received {type(sketch).__name__}")
     return sketch

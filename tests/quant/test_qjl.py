@@ -466,6 +466,15 @@ def test_prod_decode_scores_and_accounting():
     assert np.isfinite(zero).all() and np.abs(zero).max() == 0
 
 
+def test_prod_and_qjl_keys_are_coders():
+    from kvstats.quant.coder import Coder, ExportableCoder
+    from kvstats.quant.prod import ProdQuantizer
+
+    assert isinstance(ProdQuantizer(32, 3), ExportableCoder)
+    assert isinstance(QJLKeyQuantizer(32, 64), Coder)
+    assert not isinstance(QJLKeyQuantizer(32, 64), ExportableCoder)  # no GPU path
+
+
 @pytest.mark.parametrize("rotation", ["hadamard", "identity"])
 def test_prod_export_is_the_coders_arrays(rotation):
     from kvstats.quant.prod import ProdQuantizer
