@@ -312,6 +312,30 @@ def test_export_exactly_when_gpu(name, params):
             build(name, budgets(name)[-1], 96, {**params, "rotation": "haar"}).export()
 
 
+@pytest.mark.parametrize("name,params", [c for c in CASES if not scheme_def(c[0]).fixed_budget],
+                         ids=[n for n in IDS if not scheme_def(n).fixed_budget])
+def test_error_decreases_with_bits(name, params):
+    rng = np.random.default_rng(8)
+    K, V = rng.standard_normal((2, 2, 128, 64))
+    errors = []
+    for bits in range(scheme_def(name).min_bits, 7):
+        K_hat, V_hat = build(name, bits, 64, params, seed=0).roundtrip(K, V)
+        errors.append(np.mean((K - K_hat) ** 2) + np.mean((V - V_hat) ** 2))
+    assert np.all(np.diff(errors) < 0), errors
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=IDS)
+def test_lossy_unless_stored_at_full_precision(name, params):
+    # guards the bit-exact comparisons above against a roundtrip (and dequantize) that
+    # return their input: only a 32-bit side (identity) may reproduce it
+    K, V = kv((200, 64), np.float64, seed=9)
+    scheme = build(name, budgets(name)[0], 64, params)
+    budget = scheme.bits_per_coord(200)
+    for x, x_hat, nominal in zip((K, V), scheme.roundtrip(K, V),
+                                 (budget.key_nominal, budget.value_nominal)):
+        assert np.array_equal(x_hat, x) == (nominal >= 32)
+
+
 @pytest.mark.parametrize("name,params", CASES, ids=IDS)
 def test_key_theory_predicts_the_key_error(name, params):
     sdef, full = parse_scheme_name(name, params)
