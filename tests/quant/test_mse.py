@@ -230,3 +230,24 @@ def test_chunked_rows_equal_batched_path(bits):
     # float32 decode: a few ulps apart (the dense BLAS stage rounds by shape; 1.3e-6 seen)
     np.testing.assert_allclose(q.decode(c), batched.decode(cb)[0], rtol=0, atol=3e-6)
     assert np.all(q.decode(c)[5] == 0)
+
+
+def test_protocol_and_export():
+    from kvstats.quant.coder import Coder, ExportableCoder
+
+    q = MSEQuantizer(96, 3, seed=4, norm_dtype=np.float32)
+    assert isinstance(q, Coder) and isinstance(q, ExportableCoder)
+    assert q.nominal_bits == 3 and q.describe()["coder"] == "mse"
+    assert q.stored_bits(7) == {"codes": 3 * 128 * 7, "norm": 32 * 7}
+    ex = q.export()
+    # the exported arrays are the coder's own: signs of its Hadamard rotation, its codebook
+    assert np.array_equal(ex.signs, q.rotation.signs) and ex.dim_padded == 128 and ex.dim == 96
+    assert np.array_equal(ex.centroids, q.codebook.centroids)
+    assert np.array_equal(ex.boundaries, q.codebook.boundaries)
+    assert ex.sketch is None and ex.sketch_scale == 0.0 and ex.m == 0
+    assert ex.norm_dtype == np.float32 and ex.coder == "mse" and ex.bits == 3
+    assert MSEQuantizer(64, 2, rotation="identity").export().signs is None
+    with pytest.raises(ValueError, match="rotation must be 'hadamard' or 'identity'"):
+        MSEQuantizer(64, 2, rotation="haar").export()
+    with pytest.raises(ValueError, match="draws must be"):
+        MSEQuantizer(64, 2, draws=2).export()

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from kvstats.quant.packing import pack_codes, unpack_codes
-from kvstats.quant.uniform import KIVIQuantizer, UniformCodes, uniform_dequantize, uniform_quantize
+from kvstats.quant.coder import Coder
+from kvstats.quant.uniform import (KIVIKeyCoder, KIVIQuantizer, KIVIValueCoder, UniformCodes,
+                                    UniformTokenCoder, uniform_dequantize, uniform_quantize)
 
 EPS = np.finfo(np.float64).eps
 
@@ -175,3 +177,47 @@ def test_kivi_errors_and_describe():
         kivi.decode((np.ones(2), np.ones(2)))
     d = kivi.describe()
     assert d["bits"] == 2 and d["group_size"] == 32 and d["residual"] == 32
+
+
+# --------------------------------------------------------------------------- coders
+def test_kivi_side_coders_split_the_joint_quantizer():
+    rng = np.random.default_rng(4)
+    K, V = rng.standard_normal((2, 2, 75, 24))
+    kivi = KIVIQuantizer(3, group_size=16, residual=11)
+    joint = kivi.encode(K, V)
+    key_coder, value_coder = kivi.coders(24)
+    assert isinstance(key_coder, Coder) and isinstance(value_coder, Coder)
+    k, v = key_coder.encode(K), value_coder.encode(V)
+    assert k.nbytes + v.nbytes == joint.nbytes
+    K_ref, V_ref = kivi.decode(joint)
+    assert np.array_equal(key_coder.decode(k), K_ref) and np.array_equal(value_coder.roundtrip(V), V_ref)
+    assert (key_coder.stored_bits(75), value_coder.stored_bits(75)) == kivi.stored_bits(75, 24)
+    assert key_coder.describe()["coder"] == "kivi_per_channel"
+    assert value_coder.describe()["coder"] == "kivi_per_token"
+    assert key_coder.nominal_bits == value_coder.nominal_bits == 3
+
+
+def test_kivi_side_coder_errors():
+    coder = KIVIKeyCoder(2, 8)
+    with pytest.raises(ValueError, match="last dimension dim=8"):
+        coder.encode(np.ones((4, 6)))
+    with pytest.raises(ValueError, match="K window tokens must lie within float16"):
+        coder.encode(np.full((4, 8), 1e6))
+    with pytest.raises(TypeError, match="KIVISideCodes"):
+        coder.decode(np.ones((4, 8)))
+    with pytest.raises(ValueError, match="group_size"):
+        KIVIValueCoder(2, 8, group_size=0)
+
+
+def test_uniform_token_coder():
+    x = np.random.default_rng(5).standard_normal((3, 10, 40))
+    coder = UniformTokenCoder(3, 40, group_size=16)
+    assert isinstance(coder, Coder)
+    codes = coder.encode(x)
+    assert codes.scale.shape == (3, 10, 3)  # ceil(40 / 16) groups of channels per token
+    assert np.array_equal(coder.roundtrip(x), uniform_dequantize(codes))
+    assert coder.stored_bits(10) == {"codes": 3 * 40 * 10, "scale_zero": 2 * 16 * 3 * 10}
+    assert 8 * codes.nbytes == 30 * (-(-40 * 3 // 8) * 8) + 2 * 16 * 3 * 30
+    assert coder.describe() == {"coder": "uniform_per_token", "bits": 3, "group_size": 16}
+    with pytest.raises(ValueError, match="bits"):
+        UniformTokenCoder(9, 40, 16)
