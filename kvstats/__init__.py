@@ -24,6 +24,7 @@ _EXPORTS = {
     "KIVIQuantizer": "kvstats.quant.uniform",
     "make_scheme": "kvstats.quant.schemes",
     "SCHEMES": "kvstats.quant.schemes",
+    "scheme_def": "kvstats.quant.registry",
     "BitBudget": "kvstats.quant.schemes",
     # data and measurement
     "sample": "kvstats.data.synthetic",

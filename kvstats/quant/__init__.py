@@ -27,12 +27,19 @@ _EXPORTS = {
     "ProdQuantizer": "prod", "QJLKeyCodes": "qjl_keys", "QJLKeyQuantizer": "qjl_keys",
     # uniform.py
     "UniformCodes": "uniform", "uniform_quantize": "uniform", "uniform_dequantize": "uniform",
-    "KIVICodes": "uniform", "KIVIQuantizer": "uniform",
+    "KIVICodes": "uniform", "KIVIQuantizer": "uniform", "UniformTokenCoder": "uniform",
+    "KIVISideCodes": "uniform", "KIVIKeyCoder": "uniform", "KIVIValueCoder": "uniform",
+    # coder.py, registry.py, export.py
+    "Coder": "coder", "ExportableCoder": "coder", "IdentityCoder": "coder",
+    "IdentityCodes": "coder", "SchemeDef": "registry", "REGISTRY": "registry",
+    "scheme_def": "registry", "parse_scheme_name": "registry", "SideExport": "export",
+    "SchemeExport": "export",
     # schemes.py
-    "SCHEMES": "schemes", "make_scheme": "schemes", "BitBudget": "schemes",
+    "SCHEMES": "schemes", "make_scheme": "schemes", "BitBudget": "schemes", "Scheme": "schemes",
+    "SchemeCodes": "schemes",
 }
 _SUBMODULES = {"rotation", "codebook", "packing", "mse", "sketch", "qjl", "prod", "qjl_keys",
-               "uniform", "schemes"}
+               "uniform", "coder", "registry", "export", "schemes"}
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, globals(), {name: f"kvstats.quant.{module}" for name, module in _EXPORTS.items()},
