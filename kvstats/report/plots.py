@@ -24,6 +24,7 @@ from kvstats._checks import check_choice  # noqa: E402
 from kvstats.analysis.frame import CASE_COLUMNS, check_frame  # noqa: E402
 from kvstats.analysis.intervals import tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
+from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
 
 __all__ = ["plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_crossover",
            "plot_lowrank_vs_heavytail", "scheme_palette", "save_figure", "select_case"]
@@ -260,7 +261,7 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
 
 
 def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "phi_k", "snr_k", "phi_t"),
-                   *, pair: tuple[str, str] = ("KQV", "QKQV"), palette: dict[str, Any] | None = None
+                   *, pair: tuple[str, str] = DEFAULT_COMPARISONS[0], palette: dict[str, Any] | None = None
                    ) -> "matplotlib.figure.Figure":
     """Rank-biserial r of a scheme pair against the budget, per metric and case.
 
@@ -276,7 +277,7 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
     metrics : sequence of str
         Metrics to draw, one panel each.
     pair : (str, str)
-        The scheme pair.
+        The scheme pair (default: the first of :data:`kvstats.results.DEFAULT_COMPARISONS`).
 
     Examples
     --------
