@@ -22,6 +22,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from jaxtyping import Float
+from numpy.typing import ArrayLike, DTypeLike
 
 from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, check_int
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
@@ -137,7 +139,8 @@ class MSEQuantizer:
     """
 
     def __init__(self, dim: int, bits: int, rotation: str | Rotation = "hadamard",
-                 seed: SeedLike = 0, draws: Any = (), norm_dtype: Any = np.float16):
+                 seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
+                 norm_dtype: DTypeLike = np.float16):
         self.dim = check_int(dim, "dim", low=2)
         self.bits = check_int(bits, "bits", low=1, high=8)
         if isinstance(rotation, Rotation):
@@ -168,7 +171,7 @@ class MSEQuantizer:
         """Coded coordinates per vector (``rotation.out_dim``)."""
         return self.rotation.out_dim
 
-    def _prepare(self, x: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _prepare(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Validated ``x``, its float64 norms and their inverses in ``x.dtype`` (0 for 0)."""
         x = as_float_array(x, "x", min_ndim=1)
         if x.shape[-1] != self.dim:
@@ -214,7 +217,7 @@ class MSEQuantizer:
             return x
         return np.multiply(x, norms[..., None], out=out)
 
-    def encode(self, x: Any) -> MSECodes:
+    def encode(self, x: Float[np.ndarray, "*batch d"]) -> MSECodes:
         """Quantize vectors.
 
         Parameters
@@ -289,7 +292,7 @@ class MSEQuantizer:
             self._unrotate(self._centroids(flat[rows], dtype), norms[rows], out=out[rows])
         return out.reshape(codes.codes.shape[:-1] + (self.dim,))
 
-    def roundtrip(self, x: Any) -> np.ndarray:
+    def roundtrip(self, x: Float[np.ndarray, "*batch d"]) -> Float[np.ndarray, "*batch d"]:
         """``decode(encode(x))`` without packing the codes: what an analysis of ``x_hat`` needs.
 
         The codes go straight from the codebook to their centroids, and the norms are

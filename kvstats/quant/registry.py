@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from kvstats._checks import check_choice, check_int
 
@@ -42,7 +43,7 @@ _FP16_BITS = 16
 _IDENTITY_BITS = 32   # identity stores float32 values
 
 # (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
-Builder = Callable[[Any, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
+Builder = Callable[[int | None, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
                    "tuple[float | None, Coder, Coder]"]
 
 
@@ -196,7 +197,7 @@ def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, 
 
 
 # --------------------------------------------------------------------------- builders
-def _norm_dtype(params: Mapping[str, Any]) -> Any:
+def _norm_dtype(params: Mapping[str, Any]) -> DTypeLike:
     return params.get("norm_dtype", np.float16)
 
 

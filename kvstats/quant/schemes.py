@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from jaxtyping import Float
+from numpy.typing import ArrayLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.coder import Codes, Coder
@@ -106,7 +107,7 @@ class Scheme:
     def __repr__(self) -> str:
         return f"Scheme({self.name!r}, bits={self.bits}, dim={self.dim}, draws={self.draws})"
 
-    def _check_kv(self, K: Any, V: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _check_kv(self, K: ArrayLike, V: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         K = as_float_array(K, "K", min_ndim=2)
         V = as_float_array(V, "V", min_ndim=2)
         for name, x in (("K", K), ("V", V)):
@@ -227,7 +228,7 @@ class Scheme:
 
 
 # --------------------------------------------------------------------------- factory
-def _draws(draws: Any) -> tuple[int, ...]:
+def _draws(draws: int | tuple[int, ...]) -> tuple[int, ...]:
     if isinstance(draws, (int, np.integer)) and not isinstance(draws, bool):
         draws = (int(draws),)
     try:

@@ -98,7 +98,8 @@ def _grouped(x: np.ndarray, group_size: int) -> np.ndarray:
     return x.reshape(*x.shape[:-1], n_groups, group_size)
 
 
-def uniform_quantize(x: Any, bits: int, axis: int = -1, group_size: int = 32) -> UniformCodes:
+def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
+                     group_size: int = 32) -> UniformCodes:
     """Asymmetric min/max uniform quantization in groups along ``axis``.
 
     Parameters
@@ -159,7 +160,7 @@ def uniform_quantize(x: Any, bits: int, axis: int = -1, group_size: int = 32) ->
                         axis=axis, group_size=group_size, shape=x.shape, dtype=x.dtype)
 
 
-def uniform_dequantize(codes: UniformCodes) -> np.ndarray:
+def uniform_dequantize(codes: UniformCodes) -> Float[np.ndarray, "..."]:
     """Decode :class:`UniformCodes` to an array of the original shape and dtype.
 
     Examples
