@@ -35,6 +35,8 @@ _EXPORTS = {
     "cache_bytes_per_token": "kvstats_gpu.cache",
     "make_cache_spec": "kvstats_gpu.bridge",
     "spec_from_scheme": "kvstats_gpu.bridge",
+    "spec_from_export": "kvstats_gpu.bridge",
+    "gpu_schemes": "kvstats_gpu.bridge",
     "decode_attention": "kvstats_gpu.decode",
     "dense_decode_attention": "kvstats_gpu.decode",
     "decode_partials": "kvstats_gpu.decode",

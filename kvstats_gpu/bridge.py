@@ -1,4 +1,12 @@
-"""The bridge from the numpy core: a :func:`kvstats.make_scheme` scheme → GPU cache spec and parameters.
+"""The typed bridge from the numpy core: a scheme's export → GPU cache spec and parameters.
+
+A :func:`kvstats.make_scheme` scheme exports its parameters as plain arrays
+(:meth:`Scheme.export() <kvstats.quant.schemes.Scheme.export>` →
+:class:`~kvstats.quant.export.SchemeExport`: per side the randomized-Hadamard signs, the
+Lloyd–Max centroids and boundaries, the QJL sketch and its constant); this module turns
+them into a :class:`~kvstats_gpu.cache.CacheSpec` and :class:`~kvstats_gpu.cache.CacheParams`
+and reads nothing else of the numpy coders. Which names the GPU path supports is the
+registry's ``SchemeDef.gpu`` (:func:`kvstats.quant.registry.scheme_def`).
 
 Same rotation signs, codebooks and sketch matrices as the numpy scheme, so the GPU codes
 equal the numpy codes for the same inputs (up to float32 vs float64 rounding at
@@ -7,47 +15,71 @@ boundaries; see :mod:`kvstats_gpu.codebook`).
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 import jax.numpy as jnp
+import numpy as np
 
+from kvstats._checks import SeedLike
+from kvstats.quant.export import SchemeExport, SideExport
+from kvstats.quant.registry import REGISTRY, scheme_def
+from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats_gpu.cache import CacheParams, CacheSpec
 from kvstats_gpu.codebook import StaticCodebook
 
-
-def _quantizer_parts(q: Any, side: str) -> dict:
-    """Rotation signs, codebook and sketch of a numpy MSEQuantizer / ProdQuantizer."""
-    mse = getattr(q, "mse", None)
-    sketch = getattr(q, "sketch", None)
-    base = mse if mse is not None else q
-    rot = getattr(base, "rotation", None)
-    if rot is None or not hasattr(rot, "kind"):
-        raise TypeError(f"the {side} quantizer {type(q).__name__} is not an MSE/prod quantizer "
-                        "(the GPU path supports KV, KQV, QKQV, turboquant_mse, turboquant_prod, K{a}V{b})")
-    if getattr(base, "draws", ()) not in ((), None) or (rot.signs is not None and rot.signs.ndim != 1):
-        raise ValueError(f"the {side} quantizer must have one shared draw (draws=()) for a real cache")
-    if rot.kind == "hadamard":
-        signs = rot.signs
-    elif rot.kind == "identity":
-        signs = None
-    else:
-        raise ValueError(f"the GPU path supports rotation 'hadamard' or 'identity'; received {rot.kind!r}")
-    cb = getattr(base, "codebook", None)
-    if cb is None:
-        from kvstats.quant.codebook import lloyd_max_codebook
-        cb = lloyd_max_codebook(base.bits, "beta", dim=rot.out_dim)
-    return {"signs": signs, "dpad": int(rot.out_dim), "codebook": StaticCodebook.from_codebook(cb),
-            "sketch": None if sketch is None else sketch.matrix,
-            "m": 0 if sketch is None else int(sketch.m),
-            "scale": 0.0 if sketch is None else float(sketch.scale)}
+# The cache stores every norm in float16 (cache.py's layout).
+_NORM_DTYPE = np.dtype(np.float16)
 
 
-def spec_from_scheme(scheme: Any) -> tuple[CacheSpec, CacheParams]:
+def gpu_schemes() -> list[str]:
+    """Registry names the GPU path runs (``SchemeDef.gpu``); ``mixed`` is spelled ``K{a}V{b}``.
+
+    Examples
+    --------
+    >>> gpu_schemes()
+    ['KV', 'KQV', 'QKQV', 'turboquant_mse', 'turboquant_prod', 'mixed']
+    """
+    return [name for name, d in REGISTRY.items() if d.gpu]
+
+
+def _side(ex: SideExport, side: str) -> tuple[StaticCodebook, int]:
+    """Codebook and sketch rows of one side, checked against the cache's layout."""
+    if ex.coder not in ("mse", "prod"):
+        raise ValueError(f"the {side} coder must be 'mse' or 'prod' on the GPU path; received {ex.coder!r}")
+    if np.dtype(ex.norm_dtype) != _NORM_DTYPE:
+        raise ValueError(f"the {side} norm_dtype must be float16 (the GPU cache stores float16 norms); "
+                         f"received {np.dtype(ex.norm_dtype).name}")
+    if ex.m % 8:
+        raise ValueError(f"the {side} sketch rows m must be a multiple of 8 on the GPU path; received m = {ex.m}")
+    return StaticCodebook.from_arrays(ex.centroids, ex.boundaries, bits=ex.bits), ex.m
+
+
+def spec_from_export(ex: SchemeExport) -> tuple[CacheSpec, CacheParams]:
+    """The GPU cache spec and parameters of a :class:`~kvstats.quant.export.SchemeExport`.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> spec, params = spec_from_export(kvstats.make_scheme("QKQV", 3, 96, seed=0).export())
+    >>> spec.k_dpad, spec.k_bits, spec.k_m, params.k_sketch.shape
+    (128, 2, 128, (128, 96))
+    """
+    if not isinstance(ex, SchemeExport):
+        raise TypeError(f"ex must be a SchemeExport (Scheme.export()); received {type(ex).__name__}")
+    k_cb, k_m = _side(ex.key, "key")
+    v_cb, v_m = _side(ex.value, "value")
+    spec = CacheSpec(dim=int(ex.dim), k_dpad=int(ex.key.dim_padded), v_dpad=int(ex.value.dim_padded),
+                     k_codebook=k_cb, v_codebook=v_cb, k_m=k_m, v_m=v_m,
+                     k_scale=float(ex.key.sketch_scale), v_scale=float(ex.value.sketch_scale), name=str(ex.name))
+    f32 = lambda a: None if a is None else jnp.asarray(a, jnp.float32)  # noqa: E731
+    return spec, CacheParams(f32(ex.key.signs), f32(ex.value.signs), f32(ex.key.sketch), f32(ex.value.sketch))
+
+
+def spec_from_scheme(scheme: Scheme) -> tuple[CacheSpec, CacheParams]:
     """The GPU cache spec and parameters of a numpy :func:`kvstats.make_scheme` scheme.
 
-    Same rotation signs, codebooks and sketch matrices, so the GPU codes equal the numpy
-    scheme's codes for the same inputs (up to float32 vs float64 rounding at boundaries).
+    ``spec_from_export(scheme.export())``: same rotation signs, codebooks and sketch
+    matrices, so the GPU codes equal the numpy scheme's codes for the same inputs (up to
+    float32 vs float64 rounding at boundaries). Raises a ValueError for a scheme without a
+    GPU export (registry ``SchemeDef.gpu``), independent draws or a Haar rotation.
 
     Examples
     --------
@@ -56,23 +88,19 @@ def spec_from_scheme(scheme: Any) -> tuple[CacheSpec, CacheParams]:
     >>> spec.k_bits, spec.v_bits, spec.v_m
     (4, 3, 64)
     """
-    k = _quantizer_parts(scheme.key_quantizer, "key")
-    v = _quantizer_parts(scheme.value_quantizer, "value")
-    if k["m"] % 8 or v["m"] % 8:
-        raise ValueError(f"sketch rows must be multiples of 8 on the GPU path; received m = {k['m']}, {v['m']}")
-    spec = CacheSpec(dim=int(scheme.dim), k_dpad=k["dpad"], v_dpad=v["dpad"], k_codebook=k["codebook"],
-                     v_codebook=v["codebook"], k_m=k["m"], v_m=v["m"], k_scale=k["scale"],
-                     v_scale=v["scale"], name=str(scheme.name))
-    f32 = lambda a: None if a is None else jnp.asarray(a, jnp.float32)  # noqa: E731
-    return spec, CacheParams(f32(k["signs"]), f32(v["signs"]), f32(k["sketch"]), f32(v["sketch"]))
+    if not isinstance(scheme, Scheme):
+        raise TypeError(f"scheme must be a kvstats Scheme (make_scheme); received {type(scheme).__name__}")
+    return spec_from_export(scheme.export())
 
 
-def make_cache_spec(name: str, bits: Any, dim: int, seed: Any = 0, **params: Any) -> tuple[CacheSpec, CacheParams]:
+def make_cache_spec(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
+                    **params: object) -> tuple[CacheSpec, CacheParams]:
     """Spec and parameters for a registered scheme: ``spec_from_scheme(make_scheme(...))``.
 
-    Supported names: ``"KV"``, ``"KQV"``, ``"QKQV"``, ``"turboquant_mse"``,
-    ``"turboquant_prod"`` and ``"K{a}V{b}"``; ``params`` as in :func:`kvstats.make_scheme`
-    (rotation "hadamard" or "identity"; sketch; m a multiple of 8).
+    Supported names: the registry's schemes with a GPU export (:func:`gpu_schemes`:
+    ``"KV"``, ``"KQV"``, ``"QKQV"``, ``"turboquant_mse"``, ``"turboquant_prod"``, and
+    ``mixed`` as ``"K{a}V{b}"``); ``params`` as in :func:`kvstats.make_scheme` (rotation
+    "hadamard" or "identity"; sketch; m a multiple of 8; float16 norms).
 
     Examples
     --------
@@ -80,9 +108,15 @@ def make_cache_spec(name: str, bits: Any, dim: int, seed: Any = 0, **params: Any
     >>> sum(spec.bytes_per_token_head().values())
     104
     """
-    supported = ("KV", "KQV", "QKQV", "turboquant_mse", "turboquant_prod")
-    if not (isinstance(name, str) and (name in supported or re.fullmatch(r"K\d+V\d+", name))):
-        raise ValueError(f"name must be one of {list(supported)} or 'K{{a}}V{{b}}'; received {name!r}")
-    from kvstats.quant.schemes import make_scheme
+    supported = f"{gpu_schemes()} (mixed as 'K{{a}}V{{b}}', a, b in 1..8)"
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, one of {supported}; received {type(name).__name__}")
+    try:
+        gpu = scheme_def(name).gpu
+    except ValueError as exc:
+        raise ValueError(f"name must be a scheme the GPU path supports, one of {supported}; "
+                         f"received {name!r}") from exc
+    if not gpu:
+        raise ValueError(f"name must be a scheme the GPU path supports, one of {supported}; "
+                         f"received {name!r} (no GPU export)")
     return spec_from_scheme(make_scheme(name, bits, dim, seed=seed, **params))
-

@@ -28,14 +28,16 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.typing import ArrayLike
+from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_int
+from kvstats.quant.codebook import Codebook
 from kvstats_gpu._common import (as_jax_float, check_finite_concrete, compiler_params, pad_rows,
                                  resolve_impl, row_block)
 
@@ -58,8 +60,11 @@ class StaticCodebook:
     boundaries: tuple
 
     @classmethod
-    def from_arrays(cls, centroids: Any, boundaries: Any) -> "StaticCodebook":
-        """Build from numpy arrays (e.g. ``Codebook.centroids``, ``Codebook.boundaries``).
+    def from_arrays(cls, centroids: Float[ArrayLike, "levels"], boundaries: Float[ArrayLike, "levels_minus_1"],
+                    *, bits: int | None = None) -> "StaticCodebook":
+        """Build from float64 arrays (a :class:`~kvstats.quant.export.SideExport`'s, a ``Codebook``'s).
+
+        ``bits``, when given, is checked against the number of centroids (``2**bits``).
 
         Examples
         --------
@@ -71,6 +76,9 @@ class StaticCodebook:
         bnd = np.asarray(boundaries, dtype=np.float64)
         if c.ndim != 1 or c.size < 2 or c.size & (c.size - 1) or c.size > 256:
             raise ValueError(f"centroids must be 1-D with 2**bits entries, bits in [1, 8]; received shape {c.shape}")
+        if bits is not None and c.size != 2 ** check_int(bits, "bits", low=1, high=8):
+            raise ValueError(f"centroids must have 2**bits = {2 ** bits} entries for bits = {bits}; "
+                             f"received {c.size}")
         if bnd.shape != (c.size - 1,):
             raise ValueError(f"boundaries must have shape ({c.size - 1},) for {c.size} centroids; "
                              f"received shape {bnd.shape}")
@@ -85,20 +93,23 @@ class StaticCodebook:
                    tuple(float(v) for v in b32))
 
     @classmethod
-    def from_codebook(cls, codebook: Any) -> "StaticCodebook":
+    def from_codebook(cls, codebook: Codebook) -> "StaticCodebook":
         """Build from a :class:`kvstats.Codebook`."""
+        if not isinstance(codebook, Codebook):
+            raise TypeError(f"codebook must be a kvstats Codebook; received {type(codebook).__name__}")
         return cls.from_arrays(codebook.centroids, codebook.boundaries)
 
 
-def _as_static(codebook: Any) -> StaticCodebook:
+def _as_static(codebook: StaticCodebook | Codebook) -> StaticCodebook:
     if isinstance(codebook, StaticCodebook):
         return codebook
-    if hasattr(codebook, "centroids") and hasattr(codebook, "boundaries"):
+    if isinstance(codebook, Codebook):
         return StaticCodebook.from_codebook(codebook)
     raise TypeError(f"codebook must be a StaticCodebook or a kvstats Codebook; received {type(codebook).__name__}")
 
 
-def encode_reference(x: Any, codebook: Any) -> jax.Array:
+def encode_reference(x: Float[ArrayLike, "*batch d"],
+                     codebook: StaticCodebook | Codebook) -> UInt8[jax.Array, "*batch d"]:
     """Lloyd–Max codes ``(..., d)`` uint8: the number of boundaries strictly below ``x``.
 
     Examples
@@ -114,7 +125,8 @@ def encode_reference(x: Any, codebook: Any) -> jax.Array:
     return jnp.sum(x.astype(jnp.float32)[..., None] > bnd, axis=-1).astype(jnp.uint8)
 
 
-def decode_reference(codes: Any, codebook: Any) -> jax.Array:
+def decode_reference(codes: UInt8[ArrayLike, "*batch d"],
+                     codebook: StaticCodebook | Codebook) -> Float[jax.Array, "*batch d"]:
     """Centroids of uint8 codes, float32 (an indexed lookup: the reference, not the kernel).
 
     Examples
@@ -128,7 +140,7 @@ def decode_reference(codes: Any, codebook: Any) -> jax.Array:
     return jnp.asarray(cb.centroids, jnp.float32)[codes.astype(jnp.int32)]
 
 
-def _check_codes(codes: Any, bits: int) -> jax.Array:
+def _check_codes(codes: ArrayLike, bits: int) -> jax.Array:
     codes = jnp.asarray(codes)
     if codes.dtype != jnp.uint8:
         raise TypeError(f"codes must be uint8; received dtype {codes.dtype}")
@@ -137,7 +149,7 @@ def _check_codes(codes: Any, bits: int) -> jax.Array:
     return codes
 
 
-def pack_planes_reference(codes: Any, bits: int) -> jax.Array:
+def pack_planes_reference(codes: UInt8[ArrayLike, "*batch d"], bits: int) -> UInt8[jax.Array, "*batch bits d/8"]:
     """Pack uint8 codes ``(..., d)`` (d a multiple of 8) into bit planes ``(..., bits, d/8)``.
 
     Examples
@@ -156,7 +168,7 @@ def pack_planes_reference(codes: Any, bits: int) -> jax.Array:
     return jnp.sum(bit << jnp.arange(8, dtype=jnp.uint32), axis=-1).astype(jnp.uint8)
 
 
-def unpack_planes_reference(planes: Any) -> jax.Array:
+def unpack_planes_reference(planes: UInt8[ArrayLike, "*batch bits d8"]) -> UInt8[jax.Array, "*batch d8*8"]:
     """Inverse of :func:`pack_planes_reference`: ``(..., bits, d/8)`` → uint8 ``(..., d)``.
 
     Examples
@@ -225,8 +237,9 @@ def from_class_major(x: jax.Array) -> jax.Array:
     return jnp.swapaxes(x.reshape(*x.shape[:-1], 8, d // 8), -1, -2).reshape(x.shape)
 
 
-def encode_packed(x: Any, codebook: Any, *, impl: str = "auto", interpret: bool | None = None,
-                  block_rows: int | None = None) -> jax.Array:
+def encode_packed(x: Float[ArrayLike, "*batch d"], codebook: StaticCodebook | Codebook, *, impl: str = "auto",
+                  interpret: bool | None = None,
+                  block_rows: int | None = None) -> UInt8[jax.Array, "*batch bits d/8"]:
     """Encode ``x`` ``(..., d)`` with a Lloyd–Max codebook into bit planes ``(..., bits, d/8)``.
 
     The kernel fuses comparison-count encoding with bit-plane packing; the reference is
@@ -266,8 +279,9 @@ def encode_packed(x: Any, codebook: Any, *, impl: str = "auto", interpret: bool 
     return jnp.moveaxis(out[:, :n], 0, 1).reshape(*lead, cb.bits, d8)
 
 
-def decode_packed(planes: Any, codebook: Any, *, impl: str = "auto", interpret: bool | None = None,
-                  block_rows: int | None = None) -> jax.Array:
+def decode_packed(planes: UInt8[ArrayLike, "*batch bits d8"], codebook: StaticCodebook | Codebook, *,
+                  impl: str = "auto", interpret: bool | None = None,
+                  block_rows: int | None = None) -> Float[jax.Array, "*batch d8*8"]:
     """Decode bit planes ``(..., bits, d/8)`` to float32 centroids ``(..., d)``.
 
     Examples

@@ -122,7 +122,7 @@ def test_bad_input_messages():
         decode_attention(q, cache, spec, params, impl="pallas", block_tokens=48)
     with pytest.raises(ValueError, match="params.v_sketch is required"):
         decode_attention(q, cache, spec, params._replace(v_sketch=None))
-    with pytest.raises(ValueError, match="name must be one of"):
+    with pytest.raises(ValueError, match="name must be a scheme the GPU path supports"):
         make_cache_spec("kivi", 4, 64)
     with pytest.raises(ValueError, match="keys need scalar codes"):
         CacheSpec(dim=64, k_dpad=64, v_dpad=64, k_codebook=None, v_codebook=spec.v_codebook)

@@ -75,6 +75,11 @@ def test_bad_input_messages():
         StaticCodebook.from_arrays([1.0, 0.0], [0.5])
     with pytest.raises(ValueError, match="boundaries must have shape"):
         StaticCodebook.from_arrays([0.0, 1.0], [0.2, 0.5])
+    with pytest.raises(ValueError, match=r"2\*\*bits = 4 entries for bits = 2"):
+        StaticCodebook.from_arrays([0.0, 1.0], [0.5], bits=2)
+    assert StaticCodebook.from_arrays([0.0, 1.0], [0.5], bits=1).bits == 1
+    with pytest.raises(TypeError, match="kvstats Codebook"):
+        StaticCodebook.from_codebook(StaticCodebook.from_arrays([0.0, 1.0], [0.5]))
     with pytest.raises(TypeError, match="codebook"):
         encode_reference(np.ones((1, 8)), object())
     scb = StaticCodebook.from_arrays([-1.0, 1.0], [0.0])
