@@ -64,7 +64,7 @@ class Coder(Protocol):
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> Codes:
         """Code vectors ``(*batch, n, d)``; returns what a cache stores."""
 
-    def decode(self, codes: Any) -> Float[np.ndarray, "*batch n d"]:
+    def decode(self, codes: Codes) -> Float[np.ndarray, "*batch n d"]:
         """Reconstruct the vectors in the dtype that was encoded."""
 
     def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
