@@ -19,12 +19,12 @@ so a port to Mosaic GPU is mechanical.
 
 from __future__ import annotations
 
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental.pallas import triton as pl_triton
+from jax.typing import ArrayLike
 
 from kvstats._checks import check_choice
 
@@ -43,7 +43,7 @@ def on_gpu() -> bool:
     return jax.default_backend() == "gpu"
 
 
-def resolve_impl(impl: Any, interpret: Any) -> tuple[str, bool]:
+def resolve_impl(impl: str, interpret: bool | None) -> tuple[str, bool]:
     """Apply the dispatch rule; returns ``(impl, interpret)`` with impl "pallas" or "reference"."""
     check_choice(impl, "impl", IMPLS)
     if interpret is not None and not isinstance(interpret, bool):
@@ -55,7 +55,7 @@ def resolve_impl(impl: Any, interpret: Any) -> tuple[str, bool]:
     return impl, interpret
 
 
-def compiler_params(num_warps: int = 4, num_stages: int = 2) -> Any:
+def compiler_params(num_warps: int = 4, num_stages: int = 2) -> pl_triton.CompilerParams:
     """Triton compiler parameters (selects the Triton lowering explicitly)."""
     return pl_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 
@@ -101,7 +101,7 @@ def dot_nn(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.sum(a[:, :, None].astype(jnp.float32) * b[None, :, :].astype(jnp.float32), axis=1)
 
 
-def as_jax_float(x: Any, name: str, *, min_ndim: int = 1) -> jax.Array:
+def as_jax_float(x: ArrayLike, name: str, *, min_ndim: int = 1) -> jax.Array:
     """Validate a float array (float32, bfloat16, float16 or float64→float32) for the GPU path."""
     if isinstance(x, jax.Array):
         arr = x

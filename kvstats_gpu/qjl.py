@@ -18,22 +18,25 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.typing import ArrayLike
+from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_real
+from kvstats.quant.sketch import Sketch
 from kvstats_gpu._common import (MIN_DOT, as_jax_float, check_finite_concrete, compiler_params, dot_nt,
                                  next_pow2, pad_rows, resolve_impl, row_block)
 from kvstats_gpu.codebook import to_class_major
 
 
-def check_sketch(sketch: Any, dim: int | None = None, name: str = "sketch") -> jax.Array:
-    """Validate a sketch matrix ``(m, d)`` with m a multiple of 8; returns float32."""
-    s = as_jax_float(getattr(sketch, "matrix", sketch), name, min_ndim=2)
+def check_sketch(sketch: Float[ArrayLike, "m d"] | Sketch, dim: int | None = None,
+                 name: str = "sketch") -> Float[jax.Array, "m d"]:
+    """Validate a sketch matrix ``(m, d)`` (or a numpy ``Sketch``'s) with m a multiple of 8; float32."""
+    s = as_jax_float(sketch.matrix if isinstance(sketch, Sketch) else sketch, name, min_ndim=2)
     check_finite_concrete(s, name)
     if s.ndim != 2 or s.shape[0] % 8:
         raise ValueError(f"{name} must be a 2-D (m, d) matrix with m a multiple of 8 (one shared draw); "
@@ -43,7 +46,8 @@ def check_sketch(sketch: Any, dim: int | None = None, name: str = "sketch") -> j
     return s.astype(jnp.float32)
 
 
-def qjl_sketch_reference(k: Any, sketch: Any) -> tuple[jax.Array, jax.Array]:
+def qjl_sketch_reference(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] | Sketch
+                         ) -> tuple[UInt8[jax.Array, "*batch m/8"], Float[jax.Array, "*batch"]]:
     """Packed signs ``(..., m/8)`` uint8 of ``S k`` and float32 norms ``(...)`` (plain jnp).
 
     Parameters
@@ -79,8 +83,9 @@ def _sketch_kernel(k_ref, s_ref, bits_ref, norm_ref, *, m8: int):
     norm_ref[...] = jnp.sqrt(jnp.sum(k * k, axis=1))
 
 
-def qjl_sketch(k: Any, sketch: Any, *, impl: str = "auto", interpret: bool | None = None,
-               block_rows: int | None = None) -> tuple[jax.Array, jax.Array]:
+def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] | Sketch, *, impl: str = "auto",
+               interpret: bool | None = None, block_rows: int | None = None
+               ) -> tuple[UInt8[jax.Array, "*batch m/8"], Float[jax.Array, "*batch"]]:
     """QJL-encode keys: packed sign bits ``(..., m/8)`` uint8 and float32 norms ``(...)``.
 
     Same result as :func:`qjl_sketch_reference` (bit-exact for the same float32
@@ -146,7 +151,9 @@ def _check_scores_args(q, bits, norms, sketch, scale):
     return q, bits, norms.astype(jnp.float32), s, scale
 
 
-def qjl_scores_reference(q: Any, bits: Any, norms: Any, sketch: Any, scale: float | None = None) -> jax.Array:
+def qjl_scores_reference(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"],
+                         norms: Float[ArrayLike, "H N"], sketch: Float[ArrayLike, "m d"] | Sketch,
+                         scale: float | None = None) -> Float[jax.Array, "H G N"]:
     """Estimated scores ``scale · ‖k‖ · <S q, sign(S k)>``, ``(H, G, N)`` float32 (plain jnp).
 
     Parameters
@@ -186,8 +193,9 @@ def _scores_kernel(sq_ref, bits_ref, norm_ref, o_ref, *, m8: int, scale: float):
     o_ref[...] = acc * (scale * norm_ref[...].astype(jnp.float32))[None, :]
 
 
-def qjl_scores(q: Any, bits: Any, norms: Any, sketch: Any, scale: float | None = None, *,
-               impl: str = "auto", interpret: bool | None = None, block_tokens: int = 128) -> jax.Array:
+def qjl_scores(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"], norms: Float[ArrayLike, "H N"],
+               sketch: Float[ArrayLike, "m d"] | Sketch, scale: float | None = None, *, impl: str = "auto",
+               interpret: bool | None = None, block_tokens: int = 128) -> Float[jax.Array, "H G N"]:
     """QJL score estimates of all query heads against all packed keys, ``(H, G, N)`` float32.
 
     One program per (KV head, block of ``block_tokens`` keys); the G query heads of the

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.typing import ArrayLike
+from jaxtyping import Float
 
 from kvstats._checks import check_int
 from kvstats_gpu._common import (as_jax_float, check_finite_concrete, compiler_params, dot_nn,
@@ -32,7 +33,7 @@ from kvstats_gpu._common import (as_jax_float, check_finite_concrete, compiler_p
 DENSE_MAX = 256
 
 
-def check_signs(signs: Any, name: str = "signs") -> jax.Array:
+def check_signs(signs: Float[ArrayLike, "d_pad"], name: str = "signs") -> Float[jax.Array, "d_pad"]:
     """Validate a 1-D ±1 sign vector whose length is a power of two >= 8; float32."""
     s = as_jax_float(signs, name, min_ndim=1)
     if s.ndim != 1 or not is_pow2(s.shape[0]) or s.shape[0] < 8:
@@ -43,7 +44,8 @@ def check_signs(signs: Any, name: str = "signs") -> jax.Array:
     return s.astype(jnp.float32)
 
 
-def rotate_reference(x: Any, signs: Any, *, inverse: bool = False, dim: int | None = None) -> jax.Array:
+def rotate_reference(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *, inverse: bool = False,
+                     dim: int | None = None) -> Float[jax.Array, "*batch d_out"]:
     """Plain ``jnp`` randomized Hadamard rotation (dense ±1 matrix, float32 HIGHEST precision).
 
     Parameters
@@ -125,8 +127,9 @@ def _rotate_kernel(x_ref, s_ref, h_ref, o_ref, *, inverse: bool, b: int, a: int,
         o_ref[:, pl.ds(i * b, b)] = yi.astype(o_ref.dtype)
 
 
-def rotate(x: Any, signs: Any, *, inverse: bool = False, dim: int | None = None, impl: str = "auto",
-           interpret: bool | None = None, block_rows: int | None = None) -> jax.Array:
+def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *, inverse: bool = False,
+           dim: int | None = None, impl: str = "auto", interpret: bool | None = None,
+           block_rows: int | None = None) -> Float[jax.Array, "*batch d_out"]:
     """Randomized Hadamard rotation (or its inverse) of row vectors; Pallas kernel or reference.
 
     Same arguments and result as :func:`rotate_reference`, plus the dispatch arguments

@@ -11,11 +11,12 @@ valid tokens contributes ``l = 0`` and is ignored by the combine.
 
 from __future__ import annotations
 
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.typing import ArrayLike
+from jaxtyping import Float
 
 from kvstats_gpu.cache import CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
 from kvstats_gpu.decode import Partials, decode_partials, finalize_partials
@@ -47,10 +48,10 @@ def shard_cache(cache: QuantizedKVCache, mesh: Mesh, head_axis: str = "heads",
                               for a, s in zip(cache, specs)])
 
 
-def sharded_decode_attention(q: Any, cache: QuantizedKVCache, spec: CacheSpec, params: CacheParams,
-                             mesh: Mesh, *, head_axis: str = "heads", seq_axis: str | None = None,
+def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec: CacheSpec,
+                             params: CacheParams, mesh: Mesh, *, head_axis: str = "heads", seq_axis: str | None = None,
                              impl: str = "auto", interpret: bool | None = None, block_tokens: int = 64,
-                             n_splits: int | None = None) -> jax.Array:
+                             n_splits: int | None = None) -> Float[jax.Array, "HG dim"]:
     """:func:`~kvstats_gpu.decode.decode_attention` with heads (and tokens) sharded over ``mesh``.
 
     Parameters
