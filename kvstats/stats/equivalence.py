@@ -1,0 +1,652 @@
+"""Equivalence and non-inferiority tests: "≈" claims need a test of their own.
+
+(Over 450 lines: three ratio methods and the rank test share one result type and one
+test-and-interval core, which keeps test and interval in agreement by construction.)
+
+A non-significant difference test is absence of evidence, not equivalence. Here the
+equivalence region is stated up front and tested by two one-sided tests (TOST; Schuirmann
+1987): equivalence is established at level α iff both one-sided nulls are rejected,
+iff the (1 − 2α) confidence interval lies inside the region. Both tests here are t-type
+(estimate, standard error, degrees of freedom), so the test and the interval are built
+from the same three numbers and agree exactly.
+
+* :func:`tost_ratio` — ratio of means mean(x)/mean(y) of nonnegative data (per-trial KL,
+  MSE, ...). Default: Fieller-type tests of H0: mean(x) = r mean(y) as Welch t-tests of
+  x̄ − r ȳ (paired: a t-test of x_i − r y_i) at each margin r, with Fieller's interval;
+  alternatives: the delta method on log(x̄/ȳ) with Welch–Satterthwaite df (paired: the
+  linearisation x_i/x̄ − y_i/ȳ, df n − 1), and its bootstrap-t.
+* :func:`tost_rank` — the probability of superiority θ = P(X > Y) + ½ P(X = Y) within
+  [0.5 − δ, 0.5 + δ], with the Brunner–Munzel (2000) rank variance and df (valid with
+  ties and unequal spreads), or its paired form (Munzel 1999).
+* ``alternative="less"`` / ``"greater"`` give the one-sided non-inferiority tests.
+* :func:`equivalence_verdict` turns a TOST and a difference test into
+  "equivalent within δ", "different" or "inconclusive".
+
+See docs/statistics.md, "Equivalence and non-inferiority".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from jaxtyping import Float
+from scipy import optimize, stats
+
+from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
+
+from ._base import _FrameMixin, as_sample, check_bool
+
+__all__ = ["EquivalenceResult", "tost_ratio", "tost_rank", "equivalence_verdict",
+           "EQUIVALENCE_ALTERNATIVES", "RATIO_METHODS", "VERDICTS"]
+
+EQUIVALENCE_ALTERNATIVES = ("equivalence", "less", "greater")
+VERDICTS = ("equivalent within δ", "different", "inconclusive")
+RATIO_METHODS = ("fieller", "delta", "bootstrap-t")
+
+# Resampled values per bootstrap-t batch (bounded memory: about 32 MB per array).
+_BOOT_BATCH_ELEMENTS = 4_000_000
+
+
+@dataclass(frozen=True)
+class EquivalenceResult(_FrameMixin):
+    """Result of :func:`tost_ratio` / :func:`tost_rank`.
+
+    Attributes
+    ----------
+    test : str
+        "tost_ratio" or "tost_rank".
+    statistic : float
+        The binding one-sided t statistic, oriented so that large means "inside the
+        region": min(t_low, -t_high) for equivalence, t_low ("greater") or -t_high
+        ("less"); for the Fieller method t_low = t(margin_low), t_high = t(margin_high).
+    pvalue : float
+        TOST p-value max(pvalue_low, pvalue_high) for "equivalence"; the one-sided
+        p-value for "less"/"greater".
+    estimate : float
+        mean(x)/mean(y) (ratio) or θ̂ = P̂(X > Y) + ½ P̂(X = Y) (rank).
+    low, high : float
+        The (1 − 2α) confidence interval for the estimate ("equivalence"), or the
+        one-sided (1 − α) bound with the open end at 0 / inf (ratio) or 0 / 1 (rank).
+    margin_low, margin_high : float
+        The region tested, on the estimate's scale (the unused side of a one-sided test
+        is 0 / inf or 0 / 1).
+    pvalue_low, pvalue_high : float
+        One-sided p-values for H0: parameter <= margin_low and H0: parameter >=
+        margin_high (NaN for the side a one-sided test does not use).
+    pvalue_difference : float
+        Two-sided p-value of the point null (ratio = 1, θ = 0.5) with the same standard
+        error and df: Welch-type for the ratio, exactly the Brunner–Munzel test for θ.
+    within_margin : bool
+        pvalue <= alpha, equivalently the interval lies inside the region
+        (non-inferiority shown, for a one-sided alternative).
+    standard_error : float
+        Standard error of log(ratio) by the delta method (ratio test, every method) or
+        of θ̂ (rank test).
+    df : float
+        Degrees of freedom of the t reference distribution (Fieller: at the binding
+        margin; NaN for the bootstrap-t).
+    alpha : float
+    alternative : str
+        "equivalence", "less" (H1: parameter < margin_high) or "greater"
+        (H1: parameter > margin_low).
+    method : str
+        "fieller-welch", "fieller-paired", "delta-welch", "delta-paired", "bootstrap-t",
+        "bootstrap-t-paired", "brunner-munzel" or "brunner-munzel-paired". Degenerate
+        data (zero standard error) always report the delta method's point interval.
+    n_x, n_y : int
+    """
+
+    test: str
+    statistic: float
+    pvalue: float
+    estimate: float
+    low: float
+    high: float
+    margin_low: float
+    margin_high: float
+    pvalue_low: float
+    pvalue_high: float
+    pvalue_difference: float
+    within_margin: bool
+    standard_error: float
+    df: float
+    alpha: float
+    alternative: str
+    method: str
+    n_x: int
+    n_y: int
+
+
+class _TRef:
+    """Student t reference distribution with ``df`` degrees of freedom."""
+
+    def __init__(self, df: float):
+        self.df = df
+
+    def sf(self, t: float) -> float:
+        return float(stats.t.sf(t, self.df))
+
+    def cdf(self, t: float) -> float:
+        return float(stats.t.cdf(t, self.df))
+
+    def quantiles(self, alpha: float) -> tuple[float, float]:
+        q = float(stats.t.ppf(1 - alpha, self.df))
+        return -q, q
+
+
+class _BootRef:
+    """Bootstrap-t reference: the B studentized resampled statistics t*.
+
+    sf(t) = #{t* >= t}/B and the upper quantile t*_(B-k), k = floor(alpha B), satisfy
+    sf(t) <= alpha iff t > t*_(B-k) exactly (any ties), so the test and the interval
+    est - t*_(B-k) se agree exactly; likewise for the lower tail with t*_(k+1).
+    """
+
+    def __init__(self, tstar: np.ndarray):
+        self.tstar = np.sort(tstar)
+
+    def sf(self, t: float) -> float:
+        return float(self.tstar.size - np.searchsorted(self.tstar, t, side="left")) / self.tstar.size
+
+    def cdf(self, t: float) -> float:
+        return float(np.searchsorted(self.tstar, t, side="right")) / self.tstar.size
+
+    def quantiles(self, alpha: float) -> tuple[float, float]:
+        b = self.tstar.size
+        k = int(np.floor(alpha * b + 1e-9))
+        if k < 1:
+            raise ValueError(f"n_resamples must be at least 1/alpha = {1 / alpha:.0f} for a "
+                             f"bootstrap-t interval at alpha = {alpha}; received {b} usable "
+                             "resamples")
+        return float(self.tstar[k]), float(self.tstar[b - k - 1])
+
+
+def _t_tests(est: float, se: float, ref, lo: float, hi: float, null: float,
+             alpha: float, alternative: str):
+    """One-sided tests of est against lo and hi, the (1 - 2 alpha) interval, point-null p.
+
+    ``ref`` is the reference distribution of (estimate - parameter)/se (_TRef or
+    _BootRef). ``lo``/``hi`` may be -inf/inf (the side a one-sided test does not use).
+    With se = 0 the interval is the point estimate and each p-value is 0 or 1.
+    """
+    use_lo = alternative in ("equivalence", "greater")
+    use_hi = alternative in ("equivalence", "less")
+    if se > 0:
+        t_lo, t_hi = (est - lo) / se, (est - hi) / se
+        p_lo, p_hi = ref.sf(t_lo), ref.cdf(t_hi)
+        q_lo, q_hi = ref.quantiles(alpha)
+        ci_lo, ci_hi = est - q_hi * se, est - q_lo * se
+        t0 = (est - null) / se
+        p_diff = float(min(1.0, 2 * min(ref.sf(t0), ref.cdf(t0))))
+    else:
+        t_lo = np.inf if est > lo else -np.inf
+        t_hi = -np.inf if est < hi else np.inf
+        p_lo, p_hi = (0.0 if est > lo else 1.0), (0.0 if est < hi else 1.0)
+        ci_lo = ci_hi = est
+        p_diff = 1.0 if est == null else 0.0
+    if not use_lo:
+        p_lo, t_lo, ci_lo = np.nan, np.inf, -np.inf
+    if not use_hi:
+        p_hi, t_hi, ci_hi = np.nan, -np.inf, np.inf
+    pvalue = float(np.nanmax([p_lo, p_hi]))
+    statistic = float(min(t_lo, -t_hi))
+    return statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff
+
+
+def _check_common(alpha, alternative, paired):
+    alpha = check_real(alpha, "alpha", low=0.0, high=0.5, low_open=True, high_open=True)
+    check_choice(alternative, "alternative", EQUIVALENCE_ALTERNATIVES)
+    paired = check_bool(paired, "paired")
+    return alpha, paired
+
+
+def _check_pair_sizes(x, y, paired):
+    if paired and x.size != y.size:
+        raise ValueError(f"paired=True needs x and y of the same length (one value per "
+                         f"trial); received {x.size} and {y.size}")
+    for arr, name in ((x, "x"), (y, "y")):
+        if arr.size < 2:
+            raise ValueError(f"{name} needs at least 2 observations (its variance is "
+                             f"estimated); received {arr.size}")
+
+
+def _ratio_margin(margin) -> tuple[float, float]:
+    if isinstance(margin, tuple | list | np.ndarray):
+        if len(margin) != 2:
+            raise ValueError(f"margin must be a float delta > 0 or a pair (low, high) of ratio "
+                             f"bounds with 0 < low < 1 < high; received {_describe(margin)}")
+        low = check_real(margin[0], "margin[0]", low=0.0, high=1.0, low_open=True, high_open=True)
+        high = check_real(margin[1], "margin[1]", low=1.0, low_open=True)
+        return low, high
+    delta = check_real(margin, "margin", low=0.0, low_open=True)
+    return 1.0 / (1.0 + delta), 1.0 + delta
+
+
+def _log_ratio_moments(x: np.ndarray, y: np.ndarray, paired: bool):
+    """log(x̄/ȳ), its delta-method variance and df, vectorised over leading axes.
+
+    Unpaired: var = s_x²/(n_x x̄²) + s_y²/(n_y ȳ²), Welch–Satterthwaite df. Paired:
+    var = var(x_i/x̄ − y_i/ȳ)/n (the linearisation of log x̄ − log ȳ), df = n − 1.
+    """
+    mx, my = x.mean(axis=-1), y.mean(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = np.log(mx) - np.log(my)
+        if paired:
+            n = x.shape[-1]
+            var = np.var(x / mx[..., None] - y / my[..., None], axis=-1, ddof=1) / n
+            df = np.full(np.shape(var), float(n - 1))
+        else:
+            nx, ny = x.shape[-1], y.shape[-1]
+            a = np.var(x, axis=-1, ddof=1) / (nx * mx**2)
+            b = np.var(y, axis=-1, ddof=1) / (ny * my**2)
+            var = a + b
+            denom = a**2 / (nx - 1) + b**2 / (ny - 1)
+            df = np.where(denom > 0, var**2 / np.where(denom > 0, denom, 1.0), float(nx + ny - 2))
+    return est, var, df
+
+
+def _bootstrap_t(x: np.ndarray, y: np.ndarray, paired: bool, est: float, n_resamples: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Studentized resampled statistics t* = (est* − est)/se*, resampling within samples
+    (unpaired) or whole trials (paired), in batches of bounded memory.
+
+    Resamples whose statistic is undefined (a zero mean or se* = 0) are dropped: they can
+    only occur with many zeros or few distinct values.
+    """
+    n_el = x.size + (0 if paired else y.size)
+    batch = max(1, _BOOT_BATCH_ELEMENTS // n_el)
+    out = []
+    done = 0
+    while done < n_resamples:
+        b = min(batch, n_resamples - done)
+        ix = rng.integers(0, x.size, (b, x.size))
+        iy = ix if paired else rng.integers(0, y.size, (b, y.size))
+        e, v, _ = _log_ratio_moments(x[ix], y[iy], paired)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append((e - est) / np.sqrt(v))
+        done += b
+    tstar = np.concatenate(out)
+    return tstar[np.isfinite(tstar)]
+
+
+class _FiellerT:
+    """Welch-type t for H0: mean(x) = r mean(y): t(r) = (x̄ − r ȳ)/se(x̄ − r ȳ), df(r).
+
+    Unpaired: se² = s_x²/n_x + r² s_y²/n_y with Welch–Satterthwaite df(r) (Tamhane &
+    Logan 2004); paired: se² = var(x_i − r y_i)/n, df = n − 1 (Fieller 1954). t(r) is
+    decreasing in r > 0 for positive means, so each one-sided rejection region is a
+    half-line of r and the interval {r : both one-sided p > α} is Fieller's.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, paired: bool):
+        self.paired = paired
+        self.mx, self.my = float(x.mean()), float(y.mean())
+        self.nx, self.ny = x.size, y.size
+        if paired:
+            cov = np.cov(x, y, ddof=1) / x.size
+            self.sxx, self.sxy, self.syy = float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])
+        else:
+            self.sxx, self.sxy = float(np.var(x, ddof=1)) / x.size, 0.0
+            self.syy = float(np.var(y, ddof=1)) / y.size
+
+    def t_df(self, r: float) -> tuple[float, float]:
+        a, b = self.sxx, r * r * self.syy
+        var = max(a - 2 * r * self.sxy + b, 0.0)
+        if self.paired:
+            df = float(self.nx - 1)
+        else:
+            denom = a**2 / (self.nx - 1) + b**2 / (self.ny - 1)
+            df = (a + b) ** 2 / denom if denom > 0 else float(self.nx + self.ny - 2)
+        num = self.mx - r * self.my
+        if var > 0:
+            return num / np.sqrt(var), df
+        return (np.inf if num > 0 else -np.inf if num < 0 else 0.0), df
+
+    def p_less(self, r: float) -> float:       # H0: ratio >= r
+        if np.isinf(r):   # limit r -> inf: t -> -ȳ/se(ȳ)
+            df = float(self.nx - 1) if self.paired else float(self.ny - 1)
+            t = -self.my / np.sqrt(self.syy) if self.syy > 0 else -np.inf
+            return float(stats.t.cdf(t, df))
+        t, df = self.t_df(r)
+        return float(stats.t.cdf(t, df))
+
+    def p_greater(self, r: float) -> float:    # H0: ratio <= r
+        t, df = self.t_df(r)
+        return float(stats.t.sf(t, df))
+
+    def critical_ratio(self) -> float | None:
+        """The one r > 0 where t(r) has zero derivative (paired data only), else None.
+
+        dt/dr is proportional to -[ȳ (S_xx - r S_xy) + x̄ (r S_yy - S_xy)], linear in r.
+        Unpaired, t is strictly decreasing in r > 0 (the bracket is ȳ S_xx + r x̄ S_yy).
+        """
+        if not self.paired:
+            return None
+        den = self.mx * self.syy - self.my * self.sxy
+        if den == 0:
+            return None
+        r = (self.mx * self.sxy - self.my * self.sxx) / den
+        return r if r > 0 else None
+
+    def p_composite(self, r: float, upper: bool) -> float:
+        """p-value of the composite null ratio >= r (upper) or ratio <= r (lower).
+
+        The supremum of the point-null p-values over the null set: at r itself, at its
+        far end (0 or inf) and at the critical point of t if it lies inside. With
+        paired data t(r) need not be monotone, and the point-null p-value at the margin
+        alone could then reject where the interval does not exclude the margin.
+        """
+        r_star = self.critical_ratio()
+        if upper:
+            cands = [self.p_less(r), self.p_less(np.inf)]
+            if r_star is not None and r_star > r:
+                cands.append(self.p_less(r_star))
+        else:
+            cands = [self.p_greater(r), self.p_greater(0.0)]
+            if r_star is not None and r_star < r:
+                cands.append(self.p_greater(r_star))
+        return float(max(cands))
+
+    def limit(self, alpha: float, upper: bool, est: float) -> float:
+        """Fieller limit: the ratio beyond est where the composite p-value falls to alpha.
+
+        The equation t(r) = ±q has at most two roots (a quadratic when df is fixed), so
+        once the far end (0 or inf) is rejected the root between it and est is unique.
+        """
+        if upper:
+            if self.p_less(np.inf) > alpha:
+                return np.inf        # ȳ not significantly positive: unbounded above
+            f = lambda u: self.p_less(np.exp(u)) - alpha   # noqa: E731
+            u0, width = np.log(est), 0.25
+            while f(u0 + width) > 0:   # f(u0) = 0.5 - alpha > 0; widen until it changes sign
+                width *= 2
+                if width > 1e3:
+                    return np.inf
+            return float(np.exp(optimize.brentq(f, u0, u0 + width, xtol=1e-13,
+                                                rtol=4 * np.finfo(float).eps)))
+        if self.p_greater(0.0) > alpha:
+            return 0.0
+        f = lambda r: self.p_greater(r) - alpha   # noqa: E731
+        return float(optimize.brentq(f, 0.0, est, xtol=1e-15 * est,
+                                     rtol=4 * np.finfo(float).eps))
+
+
+def _fieller_tests(x, y, paired, ratio, low, high, alpha, alternative):
+    """TOST / one-sided tests and Fieller interval from _FiellerT (same tuple as _t_tests, plus df)."""
+    ft = _FiellerT(x, y, paired)
+    use_lo = alternative in ("equivalence", "greater")
+    use_hi = alternative in ("equivalence", "less")
+    p_lo = p_hi = np.nan
+    t_lo, t_hi = np.inf, -np.inf
+    ci_lo, ci_hi = 0.0, np.inf
+    df_lo = df_hi = np.nan
+    if use_lo:
+        t_lo, df_lo = ft.t_df(low)
+        p_lo = ft.p_composite(low, upper=False)
+        ci_lo = ft.limit(alpha, upper=False, est=ratio)
+    if use_hi:
+        t_hi, df_hi = ft.t_df(high)
+        p_hi = ft.p_composite(high, upper=True)
+        ci_hi = ft.limit(alpha, upper=True, est=ratio)
+    pvalue = float(np.nanmax([p_lo, p_hi]))
+    df = df_lo if (not use_hi or (use_lo and p_lo >= p_hi)) else df_hi
+    p_diff = float(min(1.0, 2 * min(ft.p_less(1.0), ft.p_greater(1.0))))
+    return float(min(t_lo, -t_hi)), pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff, float(df)
+
+
+def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
+               margin: float | tuple[float, float] = 0.1, alpha: float = 0.05,
+               alternative: str = "equivalence", paired: bool = False,
+               method: str = "fieller", n_resamples: int = 1999, seed=0) -> EquivalenceResult:
+    """TOST for the ratio of means mean(x)/mean(y) of nonnegative data, on the log scale.
+
+    Tests H0: ratio <= low or ratio >= high against H1: low < ratio < high. The
+    parameter is the ratio of *arithmetic* means (what "keeps 98% of the KL" means),
+    not of geometric means: a t-test on log-data tests the latter, which differs from
+    it when the two spreads differ and is undefined at zeros.
+
+    Default ("fieller"): H0: mean(x) = r mean(y) is H0: E[x − r y] = 0, so each margin
+    r is tested by a Welch t-test of x̄ − r ȳ (se² = s_x²/n_x + r² s_y²/n_y, Welch df at
+    r; Tamhane & Logan 2004), or with ``paired=True`` (the same trials seen by both
+    schemes) by a one-sample t-test of x_i − r y_i (df n − 1). The interval is Fieller's
+    (1954) set of ratios neither one-sided test rejects; it is unbounded above when
+    mean(y) is not significantly positive. "delta": log(x̄/ȳ) ± t se with the delta-method
+    se² = s_x²/(n_x x̄²) + s_y²/(n_y ȳ²) and Welch df (paired: var(x_i/x̄ − y_i/ȳ)/n,
+    df n − 1). The Fieller tests use the hypothesised ratio in the standard error (a
+    score-type test), which keeps their one-sided errors closer to α on skewed data.
+
+    Parameters
+    ----------
+    x, y : array_like, 1-D
+        Nonnegative per-trial values with positive means (y is the reference).
+    margin : float or (float, float)
+        delta > 0 for the symmetric region [1/(1+delta), 1+delta] (0.02: within ±2%),
+        or the ratio bounds (low, high) with 0 < low < 1 < high, e.g. (0.98, 1.02).
+    alpha : float in (0, 0.5)
+        Level of each one-sided test; the interval has level 1 − 2α.
+    alternative : {"equivalence", "less", "greater"}
+        "less": non-inferiority when larger is worse, H1: ratio < high (uses the upper
+        bound only); "greater": when larger is better, H1: ratio > low.
+    paired : bool
+        x[i] and y[i] come from the same trial.
+    method : {"fieller", "delta", "bootstrap-t"}
+        "fieller" (default) or "delta" as above; "bootstrap-t": the delta-method
+        statistic referred to the distribution of ``n_resamples`` studentized resamples
+        (resampling within samples, or whole trials when paired; ``df`` is then NaN).
+    n_resamples : int >= 1
+        Bootstrap-t resamples (at least 1/alpha; ignored by "delta").
+    seed : int, SeedSequence, Generator or None
+        For the bootstrap-t resamples.
+
+    Returns
+    -------
+    EquivalenceResult
+        ``within_margin`` is True iff ``pvalue <= alpha`` iff [``low``, ``high``] lies
+        inside [``margin_low``, ``margin_high``].
+
+    Notes
+    -----
+    All three are large-sample methods: with skewed data and few trials the one-sided
+    errors differ from α (most for paired, strongly skewed data); docs/statistics.md
+    gives the measured sizes. ``pvalue_difference`` (ratio = 1) is Welch's t-test
+    (``scipy.stats.ttest_ind(equal_var=False)``), or the paired t-test, for "fieller".
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.stats.equivalence import tost_ratio
+    >>> rng = np.random.default_rng(0)
+    >>> x, y = rng.exponential(1.0, 2000), rng.exponential(1.0, 2000)
+    >>> res = tost_ratio(x, y, margin=0.1)
+    >>> round(res.estimate, 3), round(res.low, 3), round(res.high, 3), res.within_margin
+    (0.986, 0.935, 1.039, True)
+    """
+    x, y = as_sample(x, "x"), as_sample(y, "y")
+    alpha, paired = _check_common(alpha, alternative, paired)
+    check_choice(method, "method", RATIO_METHODS)
+    n_resamples = check_int(n_resamples, "n_resamples", low=1)
+    low, high = _ratio_margin(margin)
+    _check_pair_sizes(x, y, paired)
+    for arr, name in ((x, "x"), (y, "y")):
+        if arr.min() < 0:
+            raise ValueError(f"{name} must be nonnegative (a ratio of means of a positive "
+                             f"metric); received minimum {arr.min():.6g}")
+    mx, my = float(x.mean()), float(y.mean())
+    for mean, name in ((mx, "x"), (my, "y")):
+        if mean <= 0:
+            raise ValueError(f"{name} must have a positive mean (the log of the ratio of "
+                             f"means is tested); received mean {mean}")
+    est, var, df = (float(v) for v in _log_ratio_moments(x, y, paired))
+    se = float(np.sqrt(var))
+    lo = np.log(low) if alternative != "less" else -np.inf
+    hi = np.log(high) if alternative != "greater" else np.inf
+    if method == "fieller" and se > 0:
+        used = "fieller-paired" if paired else "fieller-welch"
+        statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff, df = _fieller_tests(
+            x, y, paired, float(np.exp(est)), low, high, alpha, alternative)
+    else:
+        if method == "bootstrap-t" and se > 0:
+            ref = _BootRef(_bootstrap_t(x, y, paired, est, n_resamples, as_generator(seed)))
+            used = "bootstrap-t-paired" if paired else "bootstrap-t"
+            df = np.nan
+        else:   # delta, or any method on degenerate data (se = 0: a point interval)
+            ref = _TRef(df)
+            used = "delta-paired" if paired else "delta-welch"
+        statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = _t_tests(
+            est, se, ref, lo, hi, 0.0, alpha, alternative)
+        ci_lo, ci_hi = float(np.exp(ci_lo)), float(np.exp(ci_hi))
+    return EquivalenceResult(
+        test="tost_ratio", statistic=statistic, pvalue=pvalue, estimate=float(np.exp(est)),
+        low=ci_lo, high=ci_hi, margin_low=float(np.exp(lo)), margin_high=float(np.exp(hi)),
+        pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=p_diff,
+        within_margin=bool(pvalue <= alpha), standard_error=se, df=float(df), alpha=alpha,
+        alternative=alternative, method=used, n_x=int(x.size), n_y=int(y.size))
+
+
+def _placements(x: np.ndarray, y: np.ndarray):
+    """Normalised mid-rank placements: F̂_y(x_i) and F̂_x(y_j), ties counted one half."""
+    ranks = stats.rankdata(np.concatenate([x, y]))
+    px = (ranks[: x.size] - stats.rankdata(x)) / y.size
+    py = (ranks[x.size:] - stats.rankdata(y)) / x.size
+    return px, py
+
+
+def _rank_margin(delta) -> tuple[float, float]:
+    if isinstance(delta, tuple | list | np.ndarray):
+        if len(delta) != 2:
+            raise ValueError(f"delta must be a float in (0, 0.5) or a pair (low, high) with "
+                             f"0 <= low < 0.5 < high <= 1; received {_describe(delta)}")
+        low = check_real(delta[0], "delta[0]", low=0.0, high=0.5, high_open=True)
+        high = check_real(delta[1], "delta[1]", low=0.5, high=1.0, low_open=True)
+        return low, high
+    d = check_real(delta, "delta", low=0.0, high=0.5, low_open=True, high_open=True)
+    return 0.5 - d, 0.5 + d
+
+
+def tost_rank(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
+              delta: float | tuple[float, float] = 0.1, alpha: float = 0.05,
+              alternative: str = "equivalence", paired: bool = False) -> EquivalenceResult:
+    """Rank TOST: the probability of superiority θ = P(X > Y) + ½ P(X = Y) near one half.
+
+    Tests H0: θ <= 0.5 − δ or θ >= 0.5 + δ against H1: |θ − 0.5| < δ, where
+    θ̂ = U/(n_x n_y) is Mann–Whitney's common-language effect size (rank-biserial
+    r = 2θ − 1, so the region is |r| < 2δ). Standard error and df are Brunner & Munzel's
+    (2000): var(θ̂) = var(F̂_y(x_i))/n_x + var(F̂_x(y_j))/n_y from the mid-rank
+    placements, df by Welch–Satterthwaite; valid with ties and unequal spreads (unlike
+    variances derived under H0: F_x = F_y). With ``paired=True`` the placements of one
+    trial are differenced, var(θ̂) = var(F̂_y(x_i) − F̂_x(y_i))/n, df n − 1 (Munzel 1999).
+
+    Parameters
+    ----------
+    x, y : array_like, 1-D
+        The samples (NaN rejected, ±inf allowed: only ranks are used).
+    delta : float in (0, 0.5) or (float, float)
+        Half-width of the region [0.5 − δ, 0.5 + δ], or its bounds (low, high) with
+        0 <= low < 0.5 < high <= 1.
+    alpha : float in (0, 0.5)
+    alternative : {"equivalence", "less", "greater"}
+        "less": H1: θ < high (x not stochastically larger by more than the margin);
+        "greater": H1: θ > low.
+    paired : bool
+        x[i] and y[i] come from the same trial.
+
+    Returns
+    -------
+    EquivalenceResult
+        ``pvalue_difference`` is the Brunner–Munzel test of θ = 0.5
+        (``scipy.stats.brunnermunzel`` for unpaired data).
+
+    Notes
+    -----
+    If every placement is constant (e.g. complete separation, or all values equal) the
+    standard error is 0: the interval is the point θ̂ and each one-sided p-value is 0 or 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.stats.equivalence import tost_rank
+    >>> rng = np.random.default_rng(0)
+    >>> res = tost_rank(rng.normal(0, 1, 400), rng.normal(0, 1, 400), delta=0.1)
+    >>> round(res.estimate, 3), round(res.low, 3), round(res.high, 3), res.within_margin
+    (0.491, 0.457, 0.525, True)
+    """
+    x = as_sample(x, "x", allow_inf=True)
+    y = as_sample(y, "y", allow_inf=True)
+    alpha, paired = _check_common(alpha, alternative, paired)
+    low, high = _rank_margin(delta)
+    _check_pair_sizes(x, y, paired)
+    px, py = _placements(x, y)
+    est = float(px.mean())
+    if paired:
+        var = float(np.var(px - py, ddof=1)) / x.size
+        df = float(x.size - 1)
+        method = "brunner-munzel-paired"
+    else:
+        a = float(np.var(px, ddof=1)) / x.size
+        b = float(np.var(py, ddof=1)) / y.size
+        var = a + b
+        denom = a**2 / (x.size - 1) + b**2 / (y.size - 1)
+        df = var**2 / denom if denom > 0 else float(x.size + y.size - 2)
+        method = "brunner-munzel"
+    se = float(np.sqrt(var))
+    lo = low if alternative != "less" else -np.inf
+    hi = high if alternative != "greater" else np.inf
+    statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = _t_tests(
+        est, se, _TRef(df), lo, hi, 0.5, alpha, alternative)
+    return EquivalenceResult(
+        test="tost_rank", statistic=statistic, pvalue=pvalue, estimate=est,
+        low=float(max(ci_lo, 0.0)) if np.isfinite(ci_lo) else 0.0,
+        high=float(min(ci_hi, 1.0)) if np.isfinite(ci_hi) else 1.0,
+        margin_low=float(max(lo, 0.0)), margin_high=float(min(hi, 1.0)),
+        pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=p_diff,
+        within_margin=bool(pvalue <= alpha), standard_error=se, df=df, alpha=alpha,
+        alternative=alternative, method=method, n_x=int(x.size), n_y=int(y.size))
+
+
+def _pvalue_of(value, name: str) -> float:
+    p = value.pvalue if hasattr(value, "pvalue") else value
+    return check_real(p, name, low=0.0, high=1.0)
+
+
+def equivalence_verdict(equivalence, difference=None, alpha: float = 0.05) -> str:
+    """Three-way verdict from an equivalence (TOST) test and a difference test.
+
+    Parameters
+    ----------
+    equivalence : EquivalenceResult or float
+        The TOST result or its p-value (adjusted, if the report corrects the family:
+        a TOST p-value is adjusted like any other).
+    difference : result with ``pvalue``, float, or None
+        The test of no difference (e.g. :func:`kvstats.stats.mann_whitney`, possibly
+        adjusted). None: ``equivalence.pvalue_difference`` of an EquivalenceResult.
+    alpha : float in (0, 1)
+
+    Returns
+    -------
+    str
+        One of :data:`VERDICTS`: "equivalent within δ" if the TOST rejects (whatever the
+        difference test says: a significant difference smaller than δ is still within
+        the margin), else "different" if the difference test rejects, else
+        "inconclusive" (neither equivalence nor a difference is shown).
+
+    Examples
+    --------
+    >>> from kvstats.stats.equivalence import equivalence_verdict
+    >>> equivalence_verdict(0.01, 0.60), equivalence_verdict(0.40, 0.001), equivalence_verdict(0.4, 0.3)
+    ('equivalent within δ', 'different', 'inconclusive')
+    """
+    alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
+    p_eq = _pvalue_of(equivalence, "equivalence")
+    if difference is None:
+        if not isinstance(equivalence, EquivalenceResult):
+            raise TypeError("difference may be omitted only when equivalence is an "
+                            f"EquivalenceResult; received {_describe(equivalence)}")
+        p_diff = equivalence.pvalue_difference
+    else:
+        p_diff = _pvalue_of(difference, "difference")
+    if p_eq <= alpha:
+        return VERDICTS[0]
+    if p_diff <= alpha:
+        return VERDICTS[1]
+    return VERDICTS[2]

@@ -1,0 +1,430 @@
+"""Equivalence and non-inferiority: worked values against scipy / statsmodels / closed
+forms, type-I error at the margin boundary, power at no difference, agreement of every
+test with its interval, the verdict helper, validation."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.weightstats import ttost_ind, ttost_paired
+
+from kvstats.stats import mann_whitney
+from kvstats.stats.equivalence import (
+    RATIO_METHODS,
+    VERDICTS,
+    EquivalenceResult,
+    equivalence_verdict,
+    tost_rank,
+    tost_ratio,
+)
+
+ALTS = ("equivalence", "less", "greater")
+
+
+# ---------------------------------------------------------------- worked values
+
+
+def test_fieller_welch_equals_scipy_welch_t_tests():
+    # Reference: scipy.stats.ttest_ind(equal_var=False). H0: mean(x) = r mean(y) is the
+    # Welch test of x against r*y, so each one-sided TOST p-value, the difference test
+    # (r = 1) and the interval ends (where the one-sided p equals alpha) are scipy's.
+    rng = np.random.default_rng(1)
+    x, y = rng.exponential(1.0, 50), rng.exponential(1.1, 60)
+    res = tost_ratio(x, y, margin=0.3)
+    assert res.method == "fieller-welch"
+    lo, hi = 1 / 1.3, 1.3
+    np.testing.assert_allclose(res.pvalue_low, stats.ttest_ind(
+        x, lo * y, equal_var=False, alternative="greater").pvalue, rtol=1e-12)
+    np.testing.assert_allclose(res.pvalue_high, stats.ttest_ind(
+        x, hi * y, equal_var=False, alternative="less").pvalue, rtol=1e-12)
+    np.testing.assert_allclose(res.pvalue, max(res.pvalue_low, res.pvalue_high), rtol=0)
+    np.testing.assert_allclose(res.pvalue_difference,
+                               stats.ttest_ind(x, y, equal_var=False).pvalue, rtol=1e-12)
+    np.testing.assert_allclose(stats.ttest_ind(x, res.low * y, equal_var=False,
+                                               alternative="greater").pvalue, 0.05, rtol=1e-9)
+    np.testing.assert_allclose(stats.ttest_ind(x, res.high * y, equal_var=False,
+                                               alternative="less").pvalue, 0.05, rtol=1e-9)
+    np.testing.assert_allclose(res.estimate, x.mean() / y.mean(), rtol=1e-14)
+
+
+def test_fieller_paired_equals_scipy_paired_t_tests():
+    # Reference: scipy.stats.ttest_rel: H0: mean(x) = r mean(y) is E[x_i - r y_i] = 0.
+    rng = np.random.default_rng(2)
+    y = rng.gamma(2.0, 1.0, 40)
+    x = 1.05 * y * rng.lognormal(-0.02, 0.2, 40)
+    res = tost_ratio(x, y, margin=(0.9, 1.2), paired=True)
+    assert res.method == "fieller-paired" and res.df == 39
+    np.testing.assert_allclose(res.pvalue_low, stats.ttest_rel(
+        x, 0.9 * y, alternative="greater").pvalue, rtol=1e-12)
+    np.testing.assert_allclose(res.pvalue_high, stats.ttest_rel(
+        x, 1.2 * y, alternative="less").pvalue, rtol=1e-12)
+    np.testing.assert_allclose(res.pvalue_difference, stats.ttest_rel(x, y).pvalue, rtol=1e-12)
+    np.testing.assert_allclose(stats.ttest_rel(x, res.low * y, alternative="greater").pvalue,
+                               0.05, rtol=1e-9)
+    np.testing.assert_allclose(stats.ttest_rel(x, res.high * y, alternative="less").pvalue,
+                               0.05, rtol=1e-9)
+
+
+def test_fieller_paired_interval_closed_form():
+    # Closed form (Fieller 1954): with constant df the limits are the roots of
+    # (x̄ - r ȳ)² = q² (S_xx - 2 r S_xy + r² S_yy)/n, q = t_{1-alpha, n-1}.
+    x = np.array([2.1, 3.4, 1.9, 5.0, 4.2, 3.3, 2.8, 3.9])
+    y = np.array([2.0, 3.0, 2.2, 4.1, 4.0, 3.5, 2.5, 3.1])
+    n, alpha = x.size, 0.05
+    q = stats.t.ppf(1 - alpha, n - 1)
+    c = np.cov(x, y, ddof=1) / n
+    mx, my = x.mean(), y.mean()
+    # (my² - q² Syy) r² - 2 (mx my - q² Sxy) r + (mx² - q² Sxx) = 0
+    a, b, cc = my**2 - q**2 * c[1, 1], -2 * (mx * my - q**2 * c[0, 1]), mx**2 - q**2 * c[0, 0]
+    disc = math.sqrt(b * b - 4 * a * cc)
+    roots = sorted([(-b - disc) / (2 * a), (-b + disc) / (2 * a)])
+    res = tost_ratio(x, y, margin=0.5, paired=True, alpha=alpha)
+    np.testing.assert_allclose([res.low, res.high], roots, rtol=1e-10)
+
+
+def test_delta_method_equals_statsmodels_ttost_on_the_linearisation():
+    # Reference: statsmodels.stats.weightstats.ttost_ind / ttost_paired. The delta method
+    # is the Welch (paired) TOST of the linearised variables x_i/x̄ + log(x̄/ȳ) and
+    # y_i/ȳ against (log low, log high): same mean difference, standard error and df.
+    rng = np.random.default_rng(3)
+    x, y = rng.exponential(1.0, 300), rng.exponential(1.02, 250)
+    lo, hi = np.log(1 / 1.1), np.log(1.1)
+    res = tost_ratio(x, y, margin=0.1, method="delta")
+    est = np.log(x.mean() / y.mean())
+    p, low, high = ttost_ind(x / x.mean() + est, y / y.mean(), lo, hi, usevar="unequal")
+    np.testing.assert_allclose([res.pvalue, res.pvalue_low, res.pvalue_high],
+                               [p, low[1], high[1]], rtol=1e-10)
+    np.testing.assert_allclose(res.df, low[2], rtol=1e-12)
+    np.testing.assert_allclose(res.statistic, min(low[0], -high[0]), rtol=1e-12)
+    yp = x * rng.lognormal(0, 0.3, 300)
+    res = tost_ratio(x, yp, margin=0.1, method="delta", paired=True)
+    est = np.log(x.mean() / yp.mean())
+    p, low, high = ttost_paired(x / x.mean() + est, yp / yp.mean(), lo, hi)
+    np.testing.assert_allclose([res.pvalue, res.pvalue_low, res.pvalue_high],
+                               [p, low[1], high[1]], rtol=1e-10)
+
+
+def test_delta_method_closed_form():
+    # Hand computation: log(x̄/ȳ) ± t_{0.95, df} se, se² = s_x²/(n_x x̄²) + s_y²/(n_y ȳ²)
+    x, y = np.array([1.0, 2.0, 3.0, 6.0]), np.array([2.0, 2.0, 3.0, 5.0, 3.0])
+    a = np.var(x, ddof=1) / (4 * x.mean() ** 2)
+    b = np.var(y, ddof=1) / (5 * y.mean() ** 2)
+    df = (a + b) ** 2 / (a**2 / 3 + b**2 / 4)
+    se = math.sqrt(a + b)
+    est = math.log(x.mean() / y.mean())
+    q = stats.t.ppf(0.95, df)
+    res = tost_ratio(x, y, margin=0.5, method="delta")
+    np.testing.assert_allclose([res.estimate, res.low, res.high, res.df, res.standard_error],
+                               [math.exp(est), math.exp(est - q * se), math.exp(est + q * se), df, se],
+                               rtol=1e-12)
+    np.testing.assert_allclose(res.pvalue_high, stats.t.cdf((est - math.log(1.5)) / se, df),
+                               rtol=1e-12)
+
+
+def test_lognormal_cross_check_against_ttost_on_log_data():
+    # Reference: statsmodels ttost_ind on log-data tests the ratio of *geometric* means.
+    # For two log-normal samples with the same sigma that equals the ratio of means, so
+    # both tests target the same parameter: with a small sigma (0.1, where the two
+    # estimators nearly coincide) their TOST p-values and decisions must agree closely.
+    rng = np.random.default_rng(4)
+    diffs, agree = [], []
+    lo, hi = np.log(1 / 1.05), np.log(1.05)
+    for _ in range(100):
+        x, y = rng.lognormal(0.03, 0.1, 200), rng.lognormal(0.0, 0.1, 200)
+        ours = tost_ratio(x, y, margin=0.05)
+        ref = ttost_ind(np.log(x), np.log(y), lo, hi, usevar="unequal")[0]
+        diffs.append(abs(ours.pvalue - ref))
+        agree.append((ours.pvalue <= 0.05) == (ref <= 0.05))
+    assert np.median(diffs) < 0.01 and np.max(diffs) < 0.06
+    assert np.mean(agree) >= 0.93
+
+
+def test_rank_matches_brunner_munzel_and_mann_whitney():
+    # Reference: scipy.stats.brunnermunzel (the point null theta = 1/2 with the same
+    # variance and df) and the common-language effect size of mann_whitney.
+    rng = np.random.default_rng(5)
+    for x, y in [(rng.normal(0.2, 1, 40), rng.normal(0, 2, 55)),
+                 (rng.integers(0, 4, 30).astype(float), rng.integers(0, 3, 45).astype(float))]:
+        res = tost_rank(x, y, delta=0.1)
+        bm = stats.brunnermunzel(x, y)
+        np.testing.assert_allclose(res.pvalue_difference, bm.pvalue, rtol=1e-10)
+        np.testing.assert_allclose((res.estimate - 0.5) / res.standard_error, -bm.statistic,
+                                   rtol=1e-10)
+        np.testing.assert_allclose(res.estimate, mann_whitney(x, y).common_language, rtol=1e-14)
+        t_lo = (res.estimate - 0.4) / res.standard_error
+        np.testing.assert_allclose(res.pvalue_low, stats.t.sf(t_lo, res.df), rtol=1e-12)
+
+
+def test_rank_paired_closed_form():
+    # Munzel (1999): var(θ̂) = var(F̂_y(x_i) - F̂_x(y_i)) / n with mid-rank placements
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
+    y = np.array([2.0, 7.0, 1.0, 8.0, 2.0, 8.0, 1.0, 8.0])
+    px = np.array([(np.sum(y < v) + 0.5 * np.sum(y == v)) / y.size for v in x])
+    py = np.array([(np.sum(x < v) + 0.5 * np.sum(x == v)) / x.size for v in y])
+    se = math.sqrt(np.var(px - py, ddof=1) / x.size)
+    res = tost_rank(x, y, delta=0.2, paired=True)
+    np.testing.assert_allclose([res.estimate, res.standard_error, res.df], [px.mean(), se, 7],
+                               rtol=1e-12)
+    q = stats.t.ppf(0.95, 7)
+    np.testing.assert_allclose([res.low, res.high], [px.mean() - q * se, px.mean() + q * se],
+                               rtol=1e-12)
+
+
+# ---------------------------------------------------------------- calibration and power
+
+
+def _rates(pvalues, alpha=0.05):
+    return float(np.mean(np.asarray(pvalues) <= alpha))
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_tost_ratio_type_one_error_at_the_margin(calib, paired):
+    # True ratio exactly at the upper margin (1.1), then at the lower one (1/1.1); n is
+    # large enough that the far side never binds, so the TOST's size is the one-sided
+    # size, which must be alpha within the binomial band. Paired: the same trial seen
+    # by both (multiplicative noise with mean 1); unpaired: independent exponentials.
+    reps = calib.replicates(600, 4000)
+    rng = np.random.default_rng(6 + paired)
+    n = 1500
+    for ratio in (1.1, 1 / 1.1):
+        p = []
+        for _ in range(reps):
+            y = rng.gamma(4.0, 0.25, n) if paired else rng.exponential(1.0, n)
+            x = ratio * (y * rng.lognormal(-0.02, 0.2, n) if paired else rng.exponential(1.0, n))
+            p.append(tost_ratio(x, y, margin=0.1, paired=paired).pvalue)
+        calib.rejection_rate(p, alpha=0.05)
+
+
+def test_noninferiority_type_one_error_small_samples(calib):
+    # One-sided (non-inferiority) tests at their boundary with n = 50 exponential
+    # trials: the Fieller test (default) stays within the binomial band.
+    reps = calib.replicates(1500, 6000)
+    rng = np.random.default_rng(8)
+    for alternative, ratio in (("less", 1.1), ("greater", 1 / 1.1)):
+        p = [tost_ratio(rng.exponential(ratio, 50), rng.exponential(1.0, 50), margin=0.1,
+                        alternative=alternative).pvalue for _ in range(reps)]
+        calib.rejection_rate(p, alpha=0.05)
+
+
+def test_tost_ratio_power_at_ratio_one(calib):
+    # Exponential data (CV = 1), n = 2000 each: se(log ratio) ~ sqrt(2/n), so the TOST
+    # power at ratio 1 is about 2 Phi(log(1.1)/se - z_0.95) - 1 (normal approximation).
+    reps = calib.replicates(300, 2000)
+    rng = np.random.default_rng(9)
+    n = 2000
+    p = [tost_ratio(rng.exponential(1.0, n), rng.exponential(1.0, n), margin=0.1).pvalue
+         for _ in range(reps)]
+    approx = 2 * stats.norm.cdf(math.log(1.1) / math.sqrt(2 / n) - stats.norm.ppf(0.95)) - 1
+    lo, hi = calib.binom_interval(reps, approx, 0.99)
+    assert lo - 0.02 <= _rates(p) <= hi + 0.02, (_rates(p), approx)
+    # paired trials with correlated values gain a lot: the same margin at n = 200
+    p = []
+    for _ in range(reps):
+        y = rng.gamma(4.0, 0.25, 200)
+        p.append(tost_ratio(y * rng.lognormal(-0.005, 0.1, 200), y, margin=0.1, paired=True).pvalue)
+    assert _rates(p) > 0.99
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_tost_rank_type_one_error_at_the_margin(calib, paired):
+    # theta exactly 0.6: X ~ N(mu, 1), Y ~ N(0, 1) with mu = sqrt(2) Phi^-1(0.6)
+    # (paired: correlation 0.8 inside a trial; theta is about independent draws).
+    # Brunner-Munzel is slightly conservative at n = 100 (measured 0.046-0.048 at
+    # n = 200), hence the small slack on the lower limit.
+    reps = calib.replicates(1500, 6000)
+    rng = np.random.default_rng(10 + paired)
+    mu, n = math.sqrt(2) * stats.norm.ppf(0.6), 100
+    p = []
+    for _ in range(reps):
+        z = rng.normal(size=n)
+        x = mu + (0.8 * z + 0.6 * rng.normal(size=n) if paired else rng.normal(size=n))
+        p.append(tost_rank(x, z, delta=0.1, alternative="less", paired=paired).pvalue)
+    calib.rejection_rate(p, alpha=0.05, slack_low=0.01)
+
+
+def test_tost_rank_type_one_error_tied_data(calib):
+    # 3-level data with theta exactly 0.6: P(X = 0, 1, 2) = (0.2, 0.3, 0.5) against the
+    # uniform Y: theta = (0.3 + 2 * 0.5)/3 + 1/6 = 0.6. TOST with n = 400 (far side
+    # negligible) at that boundary.
+    reps = calib.replicates(1000, 4000)
+    rng = np.random.default_rng(12)
+    p = [tost_rank(rng.choice(3, 400, p=[0.2, 0.3, 0.5]), rng.choice(3, 400), delta=0.1).pvalue
+         for _ in range(reps)]
+    calib.rejection_rate(p, alpha=0.05, slack_low=0.01)
+
+
+def test_tost_rank_power_at_one_half(calib):
+    # se(theta) ~ sqrt((1/12)(2/n)) at theta = 1/2 for continuous data
+    reps = calib.replicates(300, 2000)
+    rng = np.random.default_rng(13)
+    n = 150
+    p = [tost_rank(rng.normal(size=n), rng.normal(size=n), delta=0.1).pvalue for _ in range(reps)]
+    approx = 2 * stats.norm.cdf(0.1 / math.sqrt(2 / (12 * n)) - stats.norm.ppf(0.95)) - 1
+    lo, hi = calib.binom_interval(reps, approx, 0.99)
+    assert lo - 0.03 <= _rates(p) <= hi + 0.03, (_rates(p), approx)
+
+
+# ---------------------------------------------------------------- test/interval agreement
+
+
+def _agrees(res: EquivalenceResult) -> None:
+    inside_low = res.low >= res.margin_low
+    inside_high = res.high <= res.margin_high
+    assert res.within_margin == (res.pvalue <= res.alpha) == (inside_low and inside_high), res
+    if res.alternative != "less":
+        assert (res.pvalue_low <= res.alpha) == inside_low, res
+    if res.alternative != "greater":
+        assert (res.pvalue_high <= res.alpha) == inside_high, res
+    assert res.low <= res.estimate <= res.high
+
+
+@pytest.mark.parametrize("method", RATIO_METHODS)
+def test_ratio_interval_agrees_with_test(method):
+    rng = np.random.default_rng(14)
+    n_cases = 60 if method == "bootstrap-t" else 300
+    decisions = set()
+    for _ in range(n_cases):
+        paired = bool(rng.integers(2))
+        n = int(rng.integers(5, 80))
+        y = rng.gamma(rng.uniform(0.5, 4), 1.0, n)
+        x = (y * rng.lognormal(0, 0.3, n) if paired else
+             rng.gamma(rng.uniform(0.5, 4), 1.0, int(rng.integers(5, 80))))
+        # margins near the estimate so that every outcome occurs
+        r = x.mean() / y.mean()
+        margin = (r * rng.uniform(0.5, 1.0), r * rng.uniform(1.0, 2.0))
+        margin = (min(margin[0], 0.999), max(margin[1], 1.001))
+        alternative = ALTS[int(rng.integers(3))]
+        res = tost_ratio(x, y, margin=margin, alternative=alternative, paired=paired,
+                         method=method, n_resamples=199, seed=rng)
+        _agrees(res)
+        decisions.add(res.within_margin)
+    assert decisions == {True, False}
+
+
+def test_rank_interval_agrees_with_test():
+    rng = np.random.default_rng(15)
+    decisions = set()
+    for _ in range(300):
+        paired = bool(rng.integers(2))
+        n = int(rng.integers(3, 60))
+        if rng.integers(2):
+            y = rng.integers(0, 4, n).astype(float)
+            x = (y + rng.integers(-1, 2, n) if paired else
+                 rng.integers(0, 4, int(rng.integers(3, 60))).astype(float))
+        else:
+            y = rng.normal(size=n)
+            x = y + rng.normal(0.2, 1, n) if paired else rng.normal(0.3, 1.5, int(rng.integers(3, 60)))
+        alternative = ALTS[int(rng.integers(3))]
+        res = tost_rank(x, y, delta=float(rng.uniform(0.05, 0.45)), alternative=alternative,
+                        paired=paired)
+        _agrees(res)
+        decisions.add(res.within_margin)
+    assert decisions == {True, False}
+
+
+# ---------------------------------------------------------------- margins, edge cases, verdict
+
+
+def test_margins_and_one_sided_conventions():
+    rng = np.random.default_rng(16)
+    x, y = rng.exponential(1.0, 100), rng.exponential(1.0, 100)
+    res = tost_ratio(x, y, margin=0.02)
+    assert (res.margin_low, res.margin_high) == pytest.approx((1 / 1.02, 1.02))
+    res = tost_ratio(x, y, margin=(0.98, 1.05), alternative="less")
+    assert res.margin_low == 0 and res.margin_high == pytest.approx(1.05)
+    assert res.low == 0 and np.isnan(res.pvalue_low) and res.pvalue == res.pvalue_high
+    res = tost_ratio(x, y, margin=(0.98, 1.05), alternative="greater")
+    assert res.margin_high == np.inf and res.high == np.inf and np.isnan(res.pvalue_high)
+    res = tost_rank(x, y, delta=(0.3, 0.6), alternative="greater")
+    assert (res.margin_low, res.margin_high, res.high) == (0.3, 1.0, 1.0)
+    # the TOST p-value is the larger of its two one-sided p-values
+    res = tost_rank(x, y, delta=0.1)
+    assert res.pvalue == max(res.pvalue_low, res.pvalue_high)
+
+
+def test_degenerate_and_unbounded():
+    # constant samples: zero standard error, a point interval
+    res = tost_ratio(np.full(5, 2.0), np.full(6, 2.0), margin=0.1)
+    assert res.standard_error == 0 and res.low == res.high == 1.0 and res.within_margin
+    res = tost_ratio(np.full(5, 3.0), np.full(6, 2.0), margin=0.1)
+    assert res.low == res.high == pytest.approx(1.5) and not res.within_margin and res.pvalue == 1.0
+    # complete separation in ranks: theta = 1, never equivalent
+    res = tost_rank([5.0, 6.0, 7.0], [1.0, 2.0], delta=0.2)
+    assert res.estimate == 1.0 and not res.within_margin
+    # mean(y) not significantly positive: Fieller's interval is unbounded above
+    res = tost_ratio([1.0, 1.2, 0.9], [0.01, 3.0, 0.02], margin=0.2)
+    assert res.high == np.inf and not res.within_margin
+
+
+def test_fieller_paired_composite_null():
+    # With paired data t(r) = mean(x - r y)/se need not be monotone in r. Here t(r) >= q
+    # only for r in about (0.1, 0.78) and t(0) < q, so the point-null test at r = 0.466
+    # would reject although Fieller's lower limit is 0. The composite null ratio <= r
+    # takes the supremum of the p-values over [0, r] (here at r = 0: 0.0514), so the
+    # test and the interval agree: not non-inferior.
+    x = np.array([2.45592556, 0.18056051, 1.72998946, 0.25460939, 5.3675285])
+    y = np.array([2.95533372, 0.16622248, 1.36124894, 0.249627, 6.35823591])
+    pointwise = stats.ttest_rel(x, 0.466 * y, alternative="greater").pvalue
+    res = tost_ratio(x, y, margin=(0.466, 2.0), paired=True, alternative="greater")
+    assert pointwise < 0.05 and res.low == 0.0 and not res.within_margin
+    np.testing.assert_allclose(res.pvalue, stats.ttest_rel(x, 0 * y, alternative="greater").pvalue,
+                               rtol=1e-12)
+
+
+def test_verdict():
+    assert equivalence_verdict(0.01, 0.7) == VERDICTS[0] == "equivalent within δ"
+    assert equivalence_verdict(0.01, 0.001) == "equivalent within δ"   # real but within δ
+    assert equivalence_verdict(0.3, 0.001) == "different"
+    assert equivalence_verdict(0.3, 0.2) == "inconclusive"
+    rng = np.random.default_rng(17)
+    same = tost_ratio(rng.exponential(1.0, 3000), rng.exponential(1.0, 3000), margin=0.1)
+    far = tost_ratio(rng.exponential(2.0, 300), rng.exponential(1.0, 300), margin=0.1)
+    few = tost_ratio(rng.exponential(1.0, 10), rng.exponential(1.0, 10), margin=0.1)
+    assert equivalence_verdict(same) == "equivalent within δ"
+    assert equivalence_verdict(far) == "different"
+    assert equivalence_verdict(few) == "inconclusive"
+    assert equivalence_verdict(few, mann_whitney([1, 2, 3], [4, 5, 6, 7])) == "inconclusive"
+    with pytest.raises(TypeError, match="difference may be omitted"):
+        equivalence_verdict(0.01)
+    with pytest.raises(ValueError, match="equivalence"):
+        equivalence_verdict(1.5, 0.1)
+    with pytest.raises(ValueError, match="alpha"):
+        equivalence_verdict(0.1, 0.1, alpha=1.0)
+
+
+def test_frame_and_validation():
+    x, y = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0]
+    frame = tost_ratio(x, y).to_frame()
+    assert list(frame.columns) == [
+        "test", "statistic", "pvalue", "estimate", "low", "high", "margin_low", "margin_high",
+        "pvalue_low", "pvalue_high", "pvalue_difference", "within_margin", "standard_error",
+        "df", "alpha", "alternative", "method", "n_x", "n_y"]
+    assert frame["test"].iloc[0] == "tost_ratio"
+    assert tost_rank(x, y).to_frame()["test"].iloc[0] == "tost_rank"
+    with pytest.raises(ValueError, match="x must be nonnegative"):
+        tost_ratio([-1.0, 2.0], y)
+    with pytest.raises(ValueError, match="y must have a positive mean"):
+        tost_ratio(x, [0.0, 0.0])
+    with pytest.raises(ValueError, match="margin"):
+        tost_ratio(x, y, margin=0.0)
+    with pytest.raises(ValueError, match=r"margin\[1\]"):
+        tost_ratio(x, y, margin=(0.9, 0.95))
+    with pytest.raises(ValueError, match="margin must be"):
+        tost_ratio(x, y, margin=(0.9, 1.1, 1.2))
+    with pytest.raises(ValueError, match="paired=True needs"):
+        tost_ratio(x, [1.0, 2.0], paired=True)
+    with pytest.raises(ValueError, match="at least 2 observations"):
+        tost_rank([1.0], y)
+    with pytest.raises(ValueError, match="alpha"):
+        tost_ratio(x, y, alpha=0.5)
+    with pytest.raises(ValueError, match="alternative"):
+        tost_rank(x, y, alternative="two-sided")
+    with pytest.raises(ValueError, match="method"):
+        tost_ratio(x, y, method="log-t")
+    with pytest.raises(ValueError, match="delta"):
+        tost_rank(x, y, delta=0.5)
+    with pytest.raises(TypeError, match="paired"):
+        tost_rank(x, y, paired=1)
+    with pytest.raises(ValueError, match="n_resamples must be at least"):
+        tost_ratio(x, y, method="bootstrap-t", n_resamples=10)
