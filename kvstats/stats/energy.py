@@ -29,6 +29,7 @@ from scipy.spatial.distance import cdist
 
 from kvstats._checks import (SeedLike, _describe, as_float_array, as_generator, check_choice,
                              check_int)
+from kvstats.metrics._scaling import max_exponent, needs_scaling
 
 from ._base import _FrameMixin, check_bool
 
@@ -140,10 +141,39 @@ def _prepare(X: XSample, Y: YSample, standardize: bool, kind: str,
         # Pooled over both samples, i.e. invariant under relabelling: the permutation test
         # stays exact. A constant column contributes no distance and is left unscaled.
         pooled = np.concatenate([X, Y])
+        if needs_scaling(pooled):
+            # the variance of data beyond ~1e120 (or below ~1e-120) over/underflows; each
+            # column scaled by a power of two first (exact) gives the same z-scores
+            col_exp = max_exponent(pooled, axis=0)
+            X, Y, pooled = (np.ldexp(a, -col_exp) for a in (X, Y, pooled))
         scale = pooled.std(axis=0, ddof=1) if len(pooled) > 1 else np.ones(X.shape[1])
         scale = np.where(scale > 0, scale, 1.0)
         X, Y = X / scale, Y / scale
     return X, Y, standardize
+
+
+def _unit_scale(Z: Float[np.ndarray, "n p"]) -> tuple[Float[np.ndarray, "n p"], int]:
+    """``(Z * 2**-e, e)``: e = 0 for data of ordinary magnitude, else max|Z * 2**-e| ~ 1.
+
+    The energy statistic is homogeneous of degree 1, so statistics of the scaled data
+    times 2**e are those of Z, bit for bit when nothing over/underflowed (see
+    :mod:`kvstats.metrics._scaling`); data beyond ~1e120 or below ~1e-120 would overflow
+    or underflow the squared distances (NaN or 0 statistics) without it.
+    """
+    if not needs_scaling(Z):
+        return Z, 0
+    e = int(max_exponent(Z))
+    return np.ldexp(Z, -e), e
+
+
+def _unscale(values: np.ndarray | float, e: int, what: str) -> np.ndarray | float:
+    """``values * 2**e``, or a ValueError when that leaves the float64 range."""
+    with np.errstate(over="ignore"):       # refused just below
+        out = np.ldexp(values, e)
+    if not np.isfinite(out).all():
+        raise ValueError(f"X and Y: the {what} exceeds the float64 range (data of magnitude "
+                         f"~2**{e}); rescale X and Y (the energy test is scale invariant)")
+    return out
 
 
 def _pair_sum(A: np.ndarray, B: np.ndarray) -> float:
@@ -220,13 +250,19 @@ def energy_distance(X: XSample, Y: YSample, standardize: bool = False,
     """
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
+    Z, e = _unit_scale(np.concatenate([X, Y]))
+    X, Y = Z[:n_x], Z[n_x:]
     if dim == 1:
         s_xx, s_yy, s_xy = _pair_sums_1d(X[:, 0], Y[:, 0])
     else:
         s_xx, s_yy, s_xy = _pair_sum(X, X), _pair_sum(Y, Y), _pair_sum(X, Y)
-    stat, mxy, mxx, myy = _combine(s_xx, s_yy, s_xy, n_x, n_y, kind)
-    return EnergyDistanceResult(statistic=float(stat), mean_xy=float(mxy), mean_xx=float(mxx),
-                                mean_yy=float(myy), kind=kind, standardize=standardize,
+    values = _combine(s_xx, s_yy, s_xy, n_x, n_y, kind)
+    if not np.isfinite(values).all():   # e.g. > 2**200 distances: refuse, never a NaN
+        raise ValueError(f"X and Y: the energy statistic is not finite ({values[0]}); the "
+                         f"mean distances overflow float64")
+    stat, mxy, mxx, myy = (float(v) for v in _unscale(np.array(values), e, "energy distance"))
+    return EnergyDistanceResult(statistic=stat, mean_xy=mxy, mean_xx=mxx,
+                                mean_yy=myy, kind=kind, standardize=standardize,
                                 n_x=n_x, n_y=n_y, dim=dim)
 
 
@@ -277,7 +313,13 @@ def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None 
 
 
 def _permutation_statistics(Z: np.ndarray, labels: np.ndarray, kind: str, **blocking):
-    """Energy distance for each labelling (rows of ``labels``, True = x) of the pooled Z."""
+    """Energy distance for each labelling (rows of ``labels``, True = x) of the pooled Z.
+
+    Returns (statistics, S = sum of all pooled distances), computed on Z as it is: data
+    beyond ~1e154 overflow (inf/NaN, which the caller must refuse). :func:`energy_test`
+    first scales Z by :func:`_unit_scale`; :mod:`kvstats.stats.sequential` refuses
+    non-finite values.
+    """
     n_x = int(labels[0].sum())
     n_y = len(Z) - n_x
     s_xx, t, total = _label_quadratic_forms(Z, labels, **blocking)   # t = a'r = s_xx + s_xy
@@ -359,7 +401,9 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
-    Z = np.concatenate([X, Y])
+    # the test runs on the data scaled by 2**-e (e = 0 for ordinary magnitudes): the
+    # p-value is scale invariant, the statistics are rescaled at the end
+    Z, e = _unit_scale(np.concatenate([X, Y]))
     n = n_x + n_y
     observed = np.zeros(n, dtype=bool)
     observed[:n_x] = True
@@ -367,7 +411,13 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     labels = np.empty((n_resamples + 1, n), dtype=bool)
     labels[0] = observed
     _random_subsets(rng, n_resamples, n, n_x, out=labels[1:])
-    stats_all, total = _permutation_statistics(Z, labels, kind)
+    with np.errstate(over="ignore", invalid="ignore"):   # refused just below
+        stats_all, total = _permutation_statistics(Z, labels, kind)
+    if not (np.isfinite(stats_all).all() and np.isfinite(total)):
+        # a NaN statistic compares False with everything: it must never become a p-value
+        raise ValueError(f"X and Y: the energy statistics are not finite (observed "
+                         f"{stats_all[0]}, pooled distance sum {total}); the distances "
+                         f"overflow float64")
     t_obs, null = float(stats_all[0]), stats_all[1:]
     # Ties count as >= (a constant pooled sample gives p = 1). A permuted statistic equal
     # to T_obs in exact arithmetic can land a few ulps of the distances below it (other
@@ -375,6 +425,9 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     # mean pooled distance), not to T_obs, which is ~0 exactly when ties matter.
     tol = 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0
     pvalue = (1.0 + np.count_nonzero(null >= t_obs - tol)) / (1.0 + n_resamples)
+    if e:
+        t_obs = float(_unscale(t_obs, e, "energy statistic"))
+        null = _unscale(null, e, "permutation statistic")
     return EnergyTestResult(statistic=t_obs, pvalue=float(pvalue),
                             test_statistic=n_x * n_y / n * t_obs, null_distribution=null,
                             n_resamples=n_resamples, kind=kind, standardize=standardize,

@@ -3,6 +3,7 @@ unbiasedness of the U-statistic, the blocked fast path, bounded memory, calibrat
 
 import math
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -276,3 +277,58 @@ def test_random_subsets_are_uniform():
     _, counts = np.unique(codes, return_counts=True)
     assert counts.size == 15
     assert stats.chisquare(counts).pvalue > 1e-3
+
+
+# --- magnitudes across the float range (issue #12, point 5) -------------------------------
+
+@pytest.mark.parametrize("scale", [2.0**-1000, 2.0**-700, 2.0**520, 2.0**660])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_energy_test_is_scale_invariant_over_the_float_range(scale, standardize):
+    # Before the fix: NaN statistic and p = 1/(B+1) at 1e160-1e200, p = 1 with standardize,
+    # statistic 0 and p = 1 at 1e-200. A power-of-two scale is exact, so the statistic
+    # must be the reference times the scale bit for bit, and the p-value the same.
+    rng = np.random.default_rng(20)
+    X, Y = rng.normal(size=(30, 3)), rng.normal(0.3, 1, size=(25, 3))
+    ref = energy_test(X, Y, n_resamples=99, seed=1, standardize=standardize)
+    res = energy_test(X * scale, Y * scale, n_resamples=99, seed=1, standardize=standardize)
+    assert res.pvalue == ref.pvalue
+    factor = 1.0 if standardize else scale
+    assert res.statistic == ref.statistic * factor
+    np.testing.assert_array_equal(res.null_distribution, ref.null_distribution * factor)
+    dist = energy_distance(X * scale, Y * scale, standardize=standardize)
+    assert dist.statistic == energy_distance(X, Y, standardize=standardize).statistic * factor
+
+
+@pytest.mark.parametrize("scale", [1e160, 1e200, 1e-200])
+def test_energy_at_the_issue_magnitudes(scale):
+    rng = np.random.default_rng(21)
+    X, Y = rng.normal(size=(30, 3)), rng.normal(size=(30, 3))
+    ref = energy_test(X, Y, n_resamples=99, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no RuntimeWarning either
+        res = energy_test(X * scale, Y * scale, n_resamples=99, seed=0)
+        std = energy_test(X * scale, Y * scale, n_resamples=99, seed=0, standardize=True)
+    assert res.pvalue == ref.pvalue and 0.1 < ref.pvalue < 0.9
+    assert res.statistic == pytest.approx(ref.statistic * scale, rel=1e-12)
+    assert std.pvalue == energy_test(X, Y, n_resamples=99, seed=0, standardize=True).pvalue
+    # 1-D goes through the sorting formula: scaled too
+    assert energy_distance(X[:, 0] * scale, Y[:, 0] * scale).statistic == pytest.approx(
+        energy_distance(X[:, 0], Y[:, 0]).statistic * scale, rel=1e-12)
+
+
+def test_energy_statistic_beyond_the_float_range_is_an_error():
+    x, y = np.array([1.7e308, 1e308]), np.array([-1.7e308, -1e308])
+    for f in (energy_distance, energy_test):
+        with pytest.raises(ValueError, match="X and Y: the energy .* exceeds the float64 range"):
+            f(x, y)
+
+
+def test_non_finite_statistic_is_never_a_pvalue(monkeypatch):
+    # the guard behind the scaling: with the scaling disabled, the overflowed (NaN)
+    # statistics of 1e200 data must raise, not give p = 1/(B+1)
+    from kvstats.stats import energy as energy_mod
+    monkeypatch.setattr(energy_mod, "_unit_scale", lambda Z: (Z, 0))
+    rng = np.random.default_rng(22)
+    with pytest.raises(ValueError, match="energy statistics are not finite"):
+        energy_test(rng.normal(size=(20, 3)) * 1e200, rng.normal(size=(20, 3)) * 1e200,
+                    n_resamples=19)
