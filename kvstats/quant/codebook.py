@@ -1,5 +1,8 @@
 """Lloyd--Max scalar codebooks (Lloyd 1957/1982; Max 1960).
 
+(Longer than ~450 lines as one idea: the solver, the exact integrals of its two
+densities and the Codebook they produce; about half of it is documentation.)
+
 For ``b`` bits, the ``L = 2**b`` centroids ``c_0 < ... < c_{L-1}`` and ``L - 1``
 boundaries that minimise ``E[(X - Q(X))^2]`` satisfy Lloyd's two conditions:
 boundaries are midpoints of adjacent centroids and each centroid is the conditional
