@@ -14,11 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis import (CASE_COLUMNS, METRICS, compare_schemes, find_crossovers,
                               summary_table, theory_table)
 from kvstats.analysis.theory import ratio_pairs, theory_schemes
 from kvstats.report.document import Document, records, to_jsonable
+from kvstats.report.options import validate_report_options
 from kvstats.results import REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report"]
@@ -166,20 +166,9 @@ def _pairs_text(pairs: Sequence[tuple[str, str]], template: str) -> str:
 
 
 def _options(result: SweepResult, overrides: dict[str, Any]) -> dict[str, Any]:
-    defaults = {"alpha": 0.05, "correction": "holm", "energy_resamples": 499,
-                "bootstrap_resamples": 999, "seed": 0, "figures": True, "confidence": 0.95}
-    cfg = dict(result.config.report)
-    unknown = set(cfg) - set(defaults)
-    if unknown:
-        raise ValueError(f"unknown report option(s) {sorted(unknown)} in the config; allowed: "
-                         f"{sorted(defaults)} (and comparisons)")
-    opts = {**defaults, **cfg, **{k: v for k, v in overrides.items() if v is not None}}
-    opts["alpha"] = check_real(opts["alpha"], "alpha", low=0, high=1, low_open=True, high_open=True)
-    opts["correction"] = check_choice(opts["correction"], "correction", ["holm", "fdr_bh"])
-    opts["energy_resamples"] = check_int(opts["energy_resamples"], "energy_resamples", low=1)
-    opts["bootstrap_resamples"] = check_int(opts["bootstrap_resamples"], "bootstrap_resamples", low=1)
-    opts["seed"] = check_int(opts["seed"], "seed", low=0)
-    return opts
+    """The config's ``[report]`` table with the keyword overrides, validated (one schema)."""
+    merged = {**dict(result.config.report), **{k: v for k, v in overrides.items() if v is not None}}
+    return validate_report_options(merged)
 
 
 def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os.PathLike, *,
@@ -238,7 +227,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     opts = _options(result, {"alpha": alpha, "correction": correction, "energy_resamples": energy_resamples,
                              "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures})
     if comparisons is None:
-        comparisons = result.config.comparisons
+        comparisons = opts["comparisons"] or result.config.comparisons
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tic = time.perf_counter()

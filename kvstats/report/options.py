@@ -1,0 +1,287 @@
+"""The ``[report]`` options: one schema, one validator.
+
+Every option of :func:`kvstats.hypothesis_report` (the ``[report]`` table of a sweep
+config, or the function's keyword overrides) is one :class:`ReportOption` entry of
+:data:`REPORT_OPTIONS`: its name, type, allowed values or range, default and meaning.
+:func:`validate_report_options` is the only place that checks them; the sweep config
+calls it when a config is loaded, the report when it runs. A bad option is one
+``ValueError``/``TypeError`` line naming the key, what is allowed and what was received
+(an unknown key also gets the closest known name).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+from kvstats._checks import _describe
+from kvstats.metrics.table import METRIC_TABLE, REPORT_METRICS
+from kvstats.stats.multitest import ADJUST_METHODS
+from kvstats.stats.sequential import CORRECTIONS
+
+__all__ = ["ReportOption", "REPORT_OPTIONS", "validate_report_options", "report_options_markdown",
+           "EQUIVALENCE_TESTS", "UNITS", "ENERGY_RESOLUTIONS"]
+
+#: How an equivalence margin is read: a ratio of means or a probability of superiority.
+EQUIVALENCE_TESTS = ("ratio", "rank")
+#: Unit of the report's tests: the cluster when the frame has fewer clusters than trials.
+UNITS = ("auto", "cluster", "trial")
+#: Permutations of an energy test: the family's resolution, or exactly ``energy_resamples``.
+ENERGY_RESOLUTIONS = ("family", "fixed")
+# corrections the report can both apply and give a resolution for
+_CORRECTIONS = tuple(c for c in ADJUST_METHODS if c in CORRECTIONS)
+
+
+@dataclass(frozen=True)
+class ReportOption:
+    """One ``[report]`` option.
+
+    Attributes
+    ----------
+    name : str
+        The key in ``[report]`` (and the keyword of :func:`kvstats.hypothesis_report`).
+    type : str
+        "float", "int", "bool", "str", "table" or "pairs" (for the docs).
+    allowed : str
+        The allowed values or range, as the error message states it.
+    default : object
+        Value when the key is absent.
+    meaning : str
+        One sentence for the docs.
+    check : callable
+        ``check(value) -> value`` (normalised) or raises with a message naming the key.
+
+    Examples
+    --------
+    >>> from kvstats.report.options import REPORT_OPTIONS
+    >>> opt = next(o for o in REPORT_OPTIONS if o.name == "alpha")
+    >>> opt.default, opt.allowed
+    (0.05, 'a float in (0, 1)')
+    """
+
+    name: str
+    type: str
+    allowed: str
+    default: object
+    meaning: str
+    check: Callable[[object], object]
+
+
+def _bad(name: str, allowed: str, value: object, kind: type[Exception] = ValueError) -> Exception:
+    return kind(f"report option {name!r} must be {allowed}; received {_describe(value)}")
+
+
+def _real(name: str, allowed: str, low: float, high: float | None, *, low_open: bool = True,
+          high_open: bool = True) -> Callable[[object], object]:
+    def check(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise _bad(name, allowed, value, TypeError)
+        v = float(value)
+        ok = (v > low if low_open else v >= low) and (
+            high is None or (v < high if high_open else v <= high))
+        if not ok or v != v:
+            raise _bad(name, allowed, value)
+        return v
+    return check
+
+
+def _int(name: str, allowed: str, low: int) -> Callable[[object], object]:
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, Integral):
+            raise _bad(name, allowed, value, TypeError)
+        if int(value) < low:
+            raise _bad(name, allowed, value)
+        return int(value)
+    return check
+
+
+def _choice(name: str, choices: tuple[str, ...]) -> Callable[[object], object]:
+    allowed = "one of " + ", ".join(repr(c) for c in choices)
+
+    def check(value: object) -> str:
+        if value not in choices:
+            hint = _suggest(value, choices) if isinstance(value, str) else ""
+            raise ValueError(f"report option {name!r} must be {allowed}; received "
+                             f"{_describe(value)}{hint}")
+        return str(value)
+    return check
+
+
+def _bool(name: str) -> Callable[[object], object]:
+    def check(value: object) -> bool:
+        if not isinstance(value, bool):
+            raise _bad(name, "true or false", value, TypeError)
+        return value
+    return check
+
+
+def _pairs(value: object) -> object:
+    if value is None:
+        return None
+    allowed = "a list of [scheme_a, scheme_b] label pairs"
+    if not isinstance(value, (list, tuple)):
+        raise _bad("comparisons", allowed, value, TypeError)
+    out = []
+    for pair in value:
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or not all(isinstance(p, str) for p in pair)):
+            raise _bad("comparisons", allowed, value, TypeError)
+        out.append((pair[0], pair[1]))
+    return tuple(out)
+
+
+def _suggest(value: str, choices) -> str:
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _margins(value: object) -> dict[str, float]:
+    """Per-metric margins; their range depends on ``equivalence_test`` (checked later)."""
+    allowed = ("a table {metric = margin > 0} over the report's metrics "
+               f"({', '.join(REPORT_METRICS)})")
+    if not isinstance(value, Mapping):
+        raise _bad("equivalence", allowed, value, TypeError)
+    out: dict[str, float] = {}
+    for metric, margin in value.items():
+        if metric not in REPORT_METRICS:
+            hint = _suggest(metric, REPORT_METRICS) if isinstance(metric, str) else ""
+            raise ValueError(f"report option 'equivalence' has unknown metric {metric!r}{hint}; "
+                             f"allowed: {', '.join(REPORT_METRICS)}")
+        if isinstance(margin, bool) or not isinstance(margin, Real) or not float(margin) > 0:
+            raise ValueError(f"report option 'equivalence.{metric}' must be a margin > 0; "
+                             f"received {_describe(margin)}")
+        out[str(metric)] = float(margin)
+    return out
+
+
+#: The schema of the ``[report]`` table, in the order the docs list it.
+REPORT_OPTIONS: tuple[ReportOption, ...] = (
+    ReportOption("alpha", "float", "a float in (0, 1)", 0.05,
+                 "Level of every test, after the correction.",
+                 _real("alpha", "a float in (0, 1)", 0.0, 1.0)),
+    ReportOption("correction", "str", "one of " + ", ".join(repr(c) for c in _CORRECTIONS), "holm",
+                 "Multiple-testing correction applied to every p-value of the report together "
+                 "(family-wise for holm/hommel/bonferroni/sidak, false discovery rate for fdr_*).",
+                 _choice("correction", _CORRECTIONS)),
+    ReportOption("energy_resolution", "str", "one of 'family', 'fixed'", "family",
+                 "'family': each 6D energy test may draw up to the permutations the family "
+                 "needs to reject (kvstats.stats.sequential.required_resolution), stopping "
+                 "early (Besag–Clifford) when clearly null; 'fixed': at most energy_resamples.",
+                 _choice("energy_resolution", ENERGY_RESOLUTIONS)),
+    ReportOption("energy_resamples", "int", "an int >= 1", 499,
+                 "Fewest permutations an energy test may draw (the most, with "
+                 "energy_resolution = 'fixed').",
+                 _int("energy_resamples", "an int >= 1", 1)),
+    ReportOption("energy_stop", "int", "an int >= 1", 10,
+                 "Exceedances that stop an energy test early (Besag–Clifford h).",
+                 _int("energy_stop", "an int >= 1", 1)),
+    ReportOption("bootstrap_resamples", "int", "an int >= 1", 999,
+                 "Bootstrap resamples of every confidence interval of a mean.",
+                 _int("bootstrap_resamples", "an int >= 1", 1)),
+    ReportOption("confidence", "float", "a float in (0, 1)", 0.95,
+                 "Level of the bootstrap confidence intervals of the means.",
+                 _real("confidence", "a float in (0, 1)", 0.0, 1.0)),
+    ReportOption("seed", "int", "an int >= 0", 0,
+                 "Seed of the permutations and bootstrap resamples.",
+                 _int("seed", "an int >= 0", 0)),
+    ReportOption("figures", "bool", "true or false", True,
+                 "Draw the figures.", _bool("figures")),
+    ReportOption("equivalence", "table", "a table {metric = margin > 0}", {},
+                 "Equivalence margins per metric, e.g. {kl = 0.10, recall_at_5 = 0.02}: "
+                 "each compared pair gets a TOST per listed metric and the verdict "
+                 "'equivalent within δ', 'different' or 'inconclusive'.",
+                 _margins),
+    ReportOption("equivalence_test", "str", "one of 'ratio', 'rank'", "ratio",
+                 "'ratio': a margin δ is the region [1/(1+δ), 1+δ] of mean(a)/mean(b) "
+                 "(kvstats.stats.equivalence.tost_ratio; not for metrics in dB); "
+                 "'rank': θ = P(a > b) within 0.5 ± δ, δ < 0.5 (tost_rank).",
+                 _choice("equivalence_test", EQUIVALENCE_TESTS)),
+    ReportOption("unit", "str", "one of 'auto', 'cluster', 'trial'", "auto",
+                 "Unit of the tests: 'auto' is the cluster (per-cluster means, "
+                 "kvstats.analysis.clustered.aggregate_clusters) when the frame has a cluster "
+                 "column with fewer clusters than trials, else the trial.",
+                 _choice("unit", UNITS)),
+    ReportOption("comparisons", "pairs", "a list of [scheme_a, scheme_b] pairs", None,
+                 "Scheme label pairs to compare (default: the sweep's comparisons).",
+                 _pairs),
+)
+
+_BY_NAME: dict[str, ReportOption] = {o.name: o for o in REPORT_OPTIONS}
+
+
+def validate_report_options(options: Mapping[str, object] | None = None) -> dict[str, object]:
+    """Check ``[report]`` options and fill in the defaults.
+
+    Parameters
+    ----------
+    options : mapping, optional
+        Option name -> value (a config's ``[report]`` table, possibly with keyword
+        overrides merged in; None values mean "not given").
+
+    Returns
+    -------
+    dict
+        Every option of :data:`REPORT_OPTIONS`, normalised (``comparisons`` as a tuple
+        of pairs or None, ``equivalence`` as a dict of floats).
+
+    Raises
+    ------
+    ValueError, TypeError
+        One line naming the key, the allowed values and what was received; an unknown key
+        with the closest known name.
+
+    Examples
+    --------
+    >>> from kvstats.report.options import validate_report_options
+    >>> validate_report_options({"alpha": 0.01, "equivalence": {"kl": 0.1}})["equivalence"]
+    {'kl': 0.1}
+    >>> validate_report_options({"corection": "holm"})
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown report option 'corection' (did you mean 'correction'?); allowed: ...
+    >>> validate_report_options({"equivalence": {"snr_k": 0.1}})
+    Traceback (most recent call last):
+    ...
+    ValueError: report option 'equivalence.snr_k': snr_k is in dB (can be negative), a ratio of means is meaningless; set equivalence_test = 'rank' or drop it
+    """
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"report options must be a table/dict; received {_describe(options)}")
+    for key in options:
+        if key not in _BY_NAME:
+            hint = _suggest(key, _BY_NAME) if isinstance(key, str) else ""
+            raise ValueError(f"unknown report option {key!r}{hint}; allowed: "
+                             f"{', '.join(_BY_NAME)}")
+    out: dict[str, object] = {}
+    for opt in REPORT_OPTIONS:
+        value = options.get(opt.name)
+        out[opt.name] = opt.default if value is None else opt.check(value)
+    out["equivalence"] = dict(out["equivalence"])   # never share the default
+    for metric, margin in out["equivalence"].items():
+        if out["equivalence_test"] == "rank" and not margin < 0.5:
+            raise ValueError(f"report option 'equivalence.{metric}' must be a margin in (0, 0.5) "
+                             f"with equivalence_test = 'rank'; received {margin!r}")
+        if out["equivalence_test"] == "ratio" and METRIC_TABLE[metric].unit == "dB":
+            raise ValueError(f"report option 'equivalence.{metric}': {metric} is in dB (can be "
+                             "negative), a ratio of means is meaningless; set equivalence_test = "
+                             "'rank' or drop it")
+    return out
+
+
+def report_options_markdown() -> str:
+    """The schema as a Markdown table (docs/usage.md and docs/statistics.md show it).
+
+    Examples
+    --------
+    >>> from kvstats.report.options import report_options_markdown
+    >>> report_options_markdown().splitlines()[0]
+    '| option | type | allowed | default | meaning |'
+    """
+    lines = ["| option | type | allowed | default | meaning |", "|---|---|---|---|---|"]
+    for o in REPORT_OPTIONS:
+        default = "(the sweep's)" if o.default is None else repr(o.default)
+        lines.append(f"| `{o.name}` | {o.type} | {o.allowed} | {default} | {o.meaning} |")
+    return "\n".join(lines)
