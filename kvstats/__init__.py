@@ -40,6 +40,7 @@ _EXPORTS = {
     "load_result": "kvstats.results",
     "summary_table": "kvstats.analysis",
     "compare_schemes": "kvstats.analysis",
+    "aggregate_clusters": "kvstats.analysis",
     "find_crossovers": "kvstats.analysis",
     "theory_table": "kvstats.analysis",
     "hypothesis_report": "kvstats.report",

@@ -35,9 +35,11 @@ __all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "Sweep
 DEFAULT_COMPARISONS = (("KQV", "QKQV"), ("KQV", "KV"), ("QKQV", "KV"))
 
 #: Columns the sweep adds to :func:`kvstats.error_profile`'s per-trial columns.
+#: ``cluster`` is the trial's statistical unit: its text for a real case (trials of one
+#: text are correlated), the trial itself for a synthetic case (independent draws).
 CELL_COLUMNS = ("distribution", "params", "dim", "n_keys", "budget", "scheme",
                 "bits_nominal", "bits_total", "key_bits_total", "value_bits_total",
-                "trial", "cell_id")
+                "trial", "cell_id", "cluster")
 
 #: Columns identifying a case: the trials all schemes of a case share.
 CASE_COLUMNS = ("distribution", "params", "dim", "n_keys")

@@ -7,6 +7,7 @@ depend on the arguments. Nothing here writes files or draws: :mod:`kvstats.repor
 renders these tables.
 
 - :mod:`~kvstats.analysis.frame`: the frame's required columns and check;
+- :mod:`~kvstats.analysis.clustered`: one row per (cell, cluster) (:func:`aggregate_clusters`);
 - :mod:`~kvstats.analysis.intervals`: bootstrap intervals and the heavy-tail screen;
 - :mod:`~kvstats.analysis.summary`: per-scheme means, CIs, tails (:func:`summary_table`);
 - :mod:`~kvstats.analysis.compare`: pairwise tests, adjusted together (:func:`compare_schemes`);
@@ -14,6 +15,7 @@ renders these tables.
 - :mod:`~kvstats.analysis.theory`: closed forms beside measurements (:func:`theory_table`).
 """
 
+from kvstats.analysis.clustered import aggregate_clusters
 from kvstats.analysis.compare import compare_schemes
 from kvstats.analysis.crossover import find_crossovers
 from kvstats.analysis.frame import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS,
@@ -21,5 +23,5 @@ from kvstats.analysis.frame import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PRO
 from kvstats.analysis.summary import summary_table
 from kvstats.analysis.theory import theory_table
 
-__all__ = ["CASE_COLUMNS", "HIGHER_IS_BETTER", "METRICS", "PROFILE_METRICS", "check_frame",
+__all__ = ["aggregate_clusters", "CASE_COLUMNS", "HIGHER_IS_BETTER", "METRICS", "PROFILE_METRICS", "check_frame",
            "compare_schemes", "find_crossovers", "summary_table", "theory_table"]

@@ -19,13 +19,13 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-from jaxtyping import Float
+from jaxtyping import Float, Int
 
 from kvstats._checks import _describe, check_int
 from kvstats.data.capture_format import read_capture
 from kvstats.data.trials import Trials, group_query_heads
 
-__all__ = ["load_trials", "load_capture"]
+__all__ = ["load_trials", "load_capture", "trial_clusters"]
 
 
 def load_capture(path: str | os.PathLike) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
@@ -86,6 +86,14 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
         group at the last position (see the module docstring for why). Trial ``t`` is
         the C-order index over (text, layer, head); ``meta["text"]``, ``meta["layer"]``,
         ``meta["head"]`` give each trial's origin, plus the capture's own metadata.
+        ``meta["cluster"]`` is each trial's statistical unit: its text (trials of one
+        text share its tokens and are not independent; see :func:`trial_clusters`),
+        and ``meta["cluster_by"]`` says so (``"text"``).
+
+    Notes
+    -----
+    The per-trial lists of ``meta`` index the trials as loaded: select trials from them
+    with the same index (``Trials.subset`` copies ``meta`` without slicing them).
 
     Examples
     --------
@@ -99,6 +107,8 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     >>> t = load_trials(p, layer=[0, 3])
     >>> t.K.shape, t.q.shape, t.meta["layer"][:4]
     ((12, 16, 8), (12, 3, 8), [0, 0, 0, 3])
+    >>> t.meta["cluster"][::3], t.meta["cluster_by"]
+    ([0, 0, 1, 1], 'text')
     """
     K, V, q, meta = load_capture(path)
     n_texts, n_layers, n_kv = K.shape[:3]
@@ -112,5 +122,45 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     tt, ll, hh = np.meshgrid(np.arange(n_texts), layers, heads, indexing="ij")
     info = {k: v for k, v in meta.items() if k not in ("token_ids",)}
     info.update(distribution="real", path=os.fspath(path), query_positions="last",
-                text=tt.ravel().tolist(), layer=ll.ravel().tolist(), head=hh.ravel().tolist())
+                text=tt.ravel().tolist(), layer=ll.ravel().tolist(), head=hh.ravel().tolist(),
+                cluster=tt.ravel().tolist(), cluster_by="text")
     return group_query_heads(Ks, Vs, qs, info)
+
+
+def trial_clusters(trials: Trials) -> Int[np.ndarray, "T"]:
+    """Each trial's cluster (statistical unit): the text for real trials, the trial itself otherwise.
+
+    Trials of one captured text (its layers and KV heads) share the text's tokens, so
+    their metrics are correlated: the text is the independent unit, and tests on real
+    trials use it (:func:`kvstats.analysis.aggregate_clusters`). Synthetic trials are
+    independent draws: each is its own cluster.
+
+    Parameters
+    ----------
+    trials : Trials
+        From :func:`load_trials` (``meta["cluster"]`` is read) or any other source (no
+        ``meta["cluster"]``: trial ``t`` is cluster ``t``).
+
+    Returns
+    -------
+    ndarray of int64, shape (T,)
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> from kvstats.data.real import trial_clusters
+    >>> trial_clusters(kvstats.sample("gaussian", 3, 4, 8)).tolist()
+    [0, 1, 2]
+    """
+    if not isinstance(trials, Trials):
+        raise TypeError(f"trials must be a kvstats Trials; received {_describe(trials)}")
+    clusters = trials.meta.get("cluster")
+    if clusters is None:
+        return np.arange(trials.n_trials, dtype=np.int64)
+    out = np.asarray(clusters, dtype=np.int64)
+    if out.shape != (trials.n_trials,):
+        # e.g. a Trials.subset of loaded trials: meta keeps the lists of the whole load
+        raise ValueError(f"trials.meta['cluster'] must hold one cluster per trial ({trials.n_trials}); "
+                         f"received {out.size} (index meta['cluster'] of the loaded trials with the "
+                         "same selection instead)")
+    return out

@@ -4,7 +4,8 @@ Validates a real source's parameters (``path``, ``layer``, ``head``), reads what
 needs of the capture file (its shapes and content fingerprint, through
 :func:`kvstats.data.capture_format.read_header`, cached per file version) and loads a
 case's trials for the workers (:func:`kvstats.data.real.load_trials`), checking that
-the file is the one the grid was built from.
+the file is the one the grid was built from, and gives each trial's ``cluster`` (its
+text for real trials, the trial itself for synthetic ones).
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+import numpy as np
+from jaxtyping import Int
+
 from kvstats._checks import _describe, check_int
 from kvstats.data.capture_format import CaptureHeader, read_header
 from kvstats.data.real import load_trials
+from kvstats.data.trials import Trials
 from kvstats.results import REAL
 
 if TYPE_CHECKING:
-    from kvstats.data.trials import Trials
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.plan import Cell
 
+#: Keys of a loaded capture's ``meta`` that hold one entry per trial.
+_PER_TRIAL_META = ("text", "layer", "head", "cluster")
 #: Parameters of the data source that reads a captured real cache.
 _REAL_PARAMS = ("path", "layer", "head")
 # How error messages call the capture file of a real source.
@@ -136,4 +142,19 @@ def _load_real(cell: Cell, n_trials: int) -> Trials:
     if trials.K.shape[1:] != (cell.n_keys, cell.dim):
         raise ValueError(f"distribution 'real' capture {path!r} holds trials of shape {trials.K.shape[1:]}; "
                          f"the grid expected (N, d) = ({cell.n_keys}, {cell.dim})")
-    return trials.subset(slice(0, n_trials))
+    first = trials.subset(slice(0, n_trials))
+    # subset copies meta whole: cut its per-trial lists (text, layer, head, cluster) to match
+    meta = {k: v[:n_trials] if k in _PER_TRIAL_META else v for k, v in first.meta.items()}
+    return Trials(first.K, first.V, first.q, meta)
+
+
+def _trial_clusters(captured: Trials | None, start: int, count: int) -> Int[np.ndarray, "count"]:
+    """The ``cluster`` column of trials ``start .. start + count - 1`` of a case.
+
+    A real case's trials (``captured``, from :func:`_load_real`) cluster by text
+    (``meta["cluster"]``); a synthetic case's (``captured`` None) are independent draws,
+    each its own cluster (cluster = trial).
+    """
+    if captured is None:
+        return np.arange(start, start + count, dtype=np.int64)
+    return np.asarray(captured.meta["cluster"][start:start + count], dtype=np.int64)

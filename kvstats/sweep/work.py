@@ -17,7 +17,7 @@ from kvstats.metrics.profile import error_profile
 from kvstats.quant.schemes import make_scheme
 from kvstats.results import REAL
 from kvstats.sweep.plan import _derive_seed, _Task
-from kvstats.sweep.sources import _load_real
+from kvstats.sweep.sources import _load_real, _trial_clusters
 
 
 def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
@@ -57,7 +57,8 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
                                params=cell.params_label(), dim=d, n_keys=n, budget=budget,
                                scheme=spec.display(), bits_nominal=float(bb.nominal),
                                bits_total=float(bb.total), key_bits_total=float(bb.key_total),
-                               value_bits_total=float(bb.value_total), cell_id=cid)
+                               value_bits_total=float(bb.value_total), cell_id=cid,
+                               cluster=_trial_clusters(captured, start, t))
             out.append((cid, start, prof, time.perf_counter() - tic))
         del trials
     return out

@@ -220,3 +220,37 @@ def test_a_real_case_is_one_task_that_loads_the_capture_once(capture, monkeypatc
     monkeypatch.setattr(work, "_load_real", lambda *a: loads.append(a) or real_load(*a))
     run_sweep(cfg, executor="serial", progress=False)
     assert len(loads) == 1
+
+
+# ------------------------------------------------------------- clusters (issue #12)
+def test_real_trials_carry_their_text_as_cluster(capture):
+    from kvstats.data.real import trial_clusters
+
+    t = load_trials(capture, layer=[0, 2])
+    per_text = 2 * N_KV  # text-major: layers x KV heads trials per text
+    assert t.meta["cluster_by"] == "text"
+    assert t.meta["cluster"] == t.meta["text"] == [i // per_text for i in range(N_TEXTS * per_text)]
+    assert trial_clusters(t).tolist() == t.meta["cluster"]
+    assert t.meta["layer"][:per_text] == [0, 0, 2, 2] and t.meta["head"][:per_text] == [0, 1, 0, 1]
+    # a subset keeps the whole load's lists: refused, never silently misaligned
+    with pytest.raises(ValueError, match=r"one cluster per trial \(3\); received 12"):
+        trial_clusters(t.subset(slice(0, 3)))
+    assert trial_clusters(kvstats.sample("gaussian", 4, 8, 4)).tolist() == [0, 1, 2, 3]
+    with pytest.raises(TypeError, match="trials must be a kvstats Trials"):
+        trial_clusters(t.K)
+
+
+def test_sweep_cluster_column_is_the_text_for_real_and_the_trial_for_synthetic(capture):
+    cfg = _config(capture, chunk_size=3,
+                  distributions=[{"name": "gaussian"}, _config(capture)["distributions"][0]])
+    f = run_sweep(cfg, executor="serial", progress=False).frame
+    assert "cluster" in sw.CELL_COLUMNS and f["cluster"].dtype == np.int64
+    per_text = 2 * N_KV  # layers [0, 2] x 2 KV heads; 10 trials cut the third text short
+    for (dist, _), g in f.groupby(["distribution", "scheme"]):
+        expect = g["trial"] // per_text if dist == "real" else g["trial"]
+        assert g["cluster"].tolist() == expect.tolist(), dist
+    real = f[f["distribution"] == "real"]
+    assert np.bincount(real[real["scheme"] == "KV"]["cluster"]).tolist() == [4, 4, 2]
+    # chunks of 3 trials start mid-text (at trials 3, 6, 9): the column follows the trial index
+    direct = load_trials(capture, layer=[0, 2])
+    assert real["cluster"].tolist()[:10] == direct.meta["text"][:10]

@@ -1,0 +1,125 @@
+"""The cluster as the unit of observation: one row per (cell, cluster) of a per-trial frame.
+
+Trials of one real text (its layers and KV heads) share the text's tokens, so their
+metrics are correlated; a test that treats them as independent counts one text's
+tendency many times over and rejects far more often than its level (measured in
+docs/real_model.md, "Clustered inference"). :func:`aggregate_clusters` replaces each
+cluster's trials by their mean, so that every two-sample test of
+:mod:`kvstats.analysis.compare` (Mann–Whitney, KS, energy) applied to its output
+compares independent units. Why per-cluster aggregation rather than a cluster
+permutation or a cluster bootstrap: docs/statistics.md, "Clustered trials".
+
+Synthetic trials are independent draws: each is its own cluster (``cluster`` = ``trial``)
+and aggregation leaves their metrics exactly as they were.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kvstats.analysis.frame import CASE_COLUMNS, check_frame
+from kvstats.metrics.table import METRIC_TABLE
+from kvstats.results import REAL
+
+__all__ = ["aggregate_clusters", "CLUSTER_KEYS", "N_IN_CLUSTER"]
+
+#: Columns that identify one cluster of one cell in a per-trial frame.
+CLUSTER_KEYS = (*CASE_COLUMNS, "budget", "scheme", "cluster")
+#: The column :func:`aggregate_clusters` adds: how many trials a row's mean is over.
+N_IN_CLUSTER = "n_trials_in_cluster"
+
+
+def _clusters(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``frame`` with an int ``cluster`` column; a synthetic trial without one is its own cluster.
+
+    The column is missing from sweeps written before it existed and missing for the cells
+    of such a sweep that a newer run resumed (NaN after the concatenation).
+    """
+    given = frame["cluster"] if "cluster" in frame.columns else pd.Series(np.nan, index=frame.index)
+    missing = given.isna().to_numpy()
+    if not missing.any():
+        return frame.assign(cluster=given.astype(np.int64))
+    real = (frame["distribution"] == REAL).to_numpy()
+    if (missing & real).any():
+        # a real case's trials cluster by text; a sweep from before the column cannot say which
+        raise ValueError(f"{name} has {int((missing & real).sum())} real-cache trial(s) without a "
+                         "'cluster' (cells written before clusters were recorded); run the sweep "
+                         "again in a new directory to record each trial's text")
+    return frame.assign(cluster=given.fillna(frame["trial"]).astype(np.int64))
+
+
+def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
+    """One row per (cell, cluster): each metric the mean of the cluster's trials.
+
+    The output is a per-trial frame whose unit is the cluster (the text, for real
+    caches): pass it to :func:`kvstats.analysis.compare_schemes` or
+    :func:`kvstats.analysis.summary_table` and their tests and intervals treat clusters,
+    not trials, as the independent observations.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Per-trial frame of :func:`kvstats.run_sweep` (:data:`~kvstats.analysis.frame.REQUIRED_COLUMNS`
+        plus ``cluster``). Where ``cluster`` is missing (sweeps written before it
+        existed) a synthetic trial is its own cluster and a real trial is an error.
+    name : str
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    DataFrame
+        One row per (case, budget, scheme, cluster), in order of first appearance. Every
+        metric column of :data:`kvstats.metrics.table.METRIC_TABLE` present in ``frame``
+        is the cluster's mean, computed as ``Σ x / n`` (it cannot overflow where the
+        values do not, and a cluster of one trial keeps its value bit for bit). The other
+        columns keep the cluster's first row (``trial`` its first trial; the cell columns
+        are constant within a cell). ``n_trials_in_cluster`` is added.
+
+    Notes
+    -----
+    Non-finite values, as the summaries treat them: a +inf (an SNR of an exact
+    reconstruction) makes its cluster's mean +inf, as it makes the mean of
+    :func:`~kvstats.analysis.summary_table` +inf (a -inf likewise -inf). A cluster
+    holding both +inf and -inf in one metric has no mean: ValueError, as
+    :func:`kvstats.summarize_profile`. NaN in a metric is a ValueError (a trial's metric
+    is never NaN; the reported ones are checked by
+    :func:`~kvstats.analysis.frame.check_frame`).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from kvstats.analysis import METRICS, aggregate_clusters
+    >>> f = pd.DataFrame({m: np.arange(6.0) for m in METRICS}).assign(distribution="real",
+    ...     params="layer=0", dim=64, n_keys=256, budget=4.0, scheme="KQV", bits_nominal=4.0,
+    ...     bits_total=4.25, trial=np.arange(6), cluster=[0, 0, 0, 1, 1, 2])
+    >>> g = aggregate_clusters(f)
+    >>> g["kl"].tolist(), g["trial"].tolist(), g["n_trials_in_cluster"].tolist()
+    ([1.0, 3.5, 5.0], [0, 3, 5], [3, 2, 1])
+    """
+    frame = check_frame(frame, name)
+    if N_IN_CLUSTER in frame.columns:
+        raise ValueError(f"{name} already has one row per cluster (it has {N_IN_CLUSTER!r}); "
+                         "aggregate the per-trial frame once")
+    frame = _clusters(frame, name)
+    codes = frame.groupby(list(CLUSTER_KEYS), sort=False, dropna=False).ngroup().to_numpy()
+    sizes = np.bincount(codes)
+    # codes number the clusters in order of first appearance, so first rows come sorted
+    first = np.unique(codes, return_index=True)[1]
+    out = frame.iloc[first].reset_index(drop=True)
+    weight = 1.0 / sizes[codes]
+    for col in (m for m in METRIC_TABLE if m in frame.columns):
+        x = frame[col].to_numpy(np.float64)
+        if np.isnan(x).any():
+            raise ValueError(f"{name} has NaN in metric column {col!r} ({int(np.isnan(x).sum())} "
+                             "value(s)); a cluster's mean would be undefined")
+        # Σ x/n rather than Σ x / n: no overflow for values near the float range
+        mean = np.bincount(codes, weights=x * weight, minlength=len(sizes))
+        bad = np.isnan(mean)
+        if bad.any():
+            where = out.loc[bad, list(CLUSTER_KEYS)].iloc[0].to_dict()
+            raise ValueError(f"{name}[{col!r}] holds both +inf and -inf in one cluster ({where}); "
+                             "its mean is undefined")
+        out[col] = mean
+    out[N_IN_CLUSTER] = sizes.astype(np.int64)
+    return out
