@@ -157,7 +157,20 @@ def main(dirs: list[str]) -> None:
         print(kv_table(res.frame, comp))
 
 
+def _parse(argv: list[str]) -> list[str]:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Check the seed paper's claims on finished sweep directories and print "
+                    "Markdown tables (numbers for docs/results.md).",
+        epilog="Example: python experiments/dalberto_claims.py results/dalberto_d128 results/dalberto_d1024")
+    parser.add_argument("--figures", metavar="DIR", type=Path, default=None,
+                        help="instead of the tables, write the claim figures into DIR")
+    parser.add_argument("dirs", nargs="+", metavar="SWEEP_DIR",
+                        help="sweep output directories (results + manifest + the report's tables/)")
+    args = parser.parse_args(argv)
+    return (["--figures", str(args.figures)] if args.figures is not None else []) + args.dirs
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    main(sys.argv[1:])
+    main(_parse(sys.argv[1:]))
