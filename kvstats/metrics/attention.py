@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import _describe, as_float_array, check_int
+from kvstats.metrics._scaling import max_exponent
 
 __all__ = ["softmax", "log_softmax", "attention_logits", "attention_weights",
            "attention_output", "kl_divergence", "topk_recall", "argmax_shift"]
@@ -143,6 +144,35 @@ def _q_k(q: Any, K: Any) -> tuple[np.ndarray, np.ndarray]:
     return qa, Ka
 
 
+# q·k below this (in magnitude bound) may have lost digits to underflow in its products.
+_TINY_PRODUCT = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
+
+
+def _scaled_logits(qa: np.ndarray, Ka: np.ndarray) -> np.ndarray:
+    """``q Kᵀ/√d``; products that over- or underflow are redone on q, K scaled by 2**-e.
+
+    Scaling q and K by powers of two is exact and q Kᵀ is bilinear, so the scaled
+    product times 2**(e_q + e_K) equals the plain one bit for bit whenever that one did
+    not over- or underflow; only then is the plain result kept.
+    """
+    inv = np.sqrt(qa.shape[-1]).astype(qa.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):       # redone below
+        logits = (qa @ np.swapaxes(Ka, -1, -2)) / inv
+    dtype = logits.dtype
+    bound = float(np.max(np.abs(qa))) * float(np.max(np.abs(Ka)))    # float64: no overflow
+    if np.isfinite(logits).all() and not 0 < bound < _TINY_PRODUCT[dtype]:
+        return logits
+    eq, ek = int(max_exponent(qa)), int(max_exponent(Ka))
+    prod = np.ldexp(qa, -eq) @ np.swapaxes(np.ldexp(Ka, -ek), -1, -2)
+    with np.errstate(over="ignore"):                          # refused just below
+        logits = np.ldexp(prod / inv, eq + ek).astype(dtype, copy=False)
+    if not np.isfinite(logits).all():
+        raise ValueError(f"q and K: the logits q·k/√d exceed the {dtype} range (|q| up to "
+                         f"2**{eq}, |K| up to 2**{ek}); rescale q or K"
+                         + (" or pass float64 arrays" if dtype == np.float32 else ""))
+    return logits
+
+
 def attention_logits(q: Any, K: Any, mask: Any = None) -> np.ndarray:
     """Scaled attention logits ``q Kᵀ / √d``.
 
@@ -169,7 +199,7 @@ def attention_logits(q: Any, K: Any, mask: Any = None) -> np.ndarray:
     [[1.0, 1.0, 1.0, 1.0]]
     """
     qa, Ka = _q_k(q, K)
-    logits = (qa @ np.swapaxes(Ka, -1, -2)) / np.sqrt(qa.shape[-1]).astype(qa.dtype)
+    logits = _scaled_logits(qa, Ka)
     if mask is not None:
         m = np.asarray(mask)
         if m.dtype != bool:

@@ -13,6 +13,14 @@ case                      ``snr_db``    ``angle``    ``norm_ratio``
 
 A zero vector has no direction; it is treated as orthogonal to everything else (cosine
 0), and as parallel to another zero vector.
+
+Magnitudes: the squared norms of vectors beyond ~1e154 overflow and those below ~1e-154
+underflow in float64 (beyond ~1e19 / below ~1e-19 in float32). Rows whose squared norms
+came out non-finite, or nonzero-but-tiny, are redone on copies scaled by powers of two
+(exact; :mod:`kvstats.metrics._scaling`), the reference, the reconstruction and the error
+each by its own exponent, so every finite input gets the right SNR and ratio and an
+angle accurate to rounding (absolute). Other rows are computed by the plain formulas,
+bit for bit as before. A ratio beyond the float range is ``inf``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import as_float_array
+from kvstats.metrics._scaling import max_exponent, scale_rows
 
 __all__ = ["snr_db", "angle", "norm_ratio", "pooled_snr_db"]
 
@@ -37,13 +46,76 @@ def _sumsq(a: np.ndarray) -> np.ndarray:
 
 def _reductions(x: np.ndarray, xh: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
     """float64 ‖x‖², ‖x̂‖², ‖e‖², ⟨x, e⟩ (e = x̂ − x)."""
-    with np.errstate(over="ignore"):        # detected and redone below
+    with np.errstate(over="ignore", invalid="ignore"):   # detected and redone below
         out = (_sumsq(x), _sumsq(xh), _sumsq(e), _dot(x, e))
     if x.dtype == np.float32 and not all(np.isfinite(o).all() for o in out):
         # float32 squares overflow beyond ~1.8e19; redo the sums in float64.
         x64, xh64, e64 = (a.astype(np.float64) for a in (x, xh, e))
         out = (_sumsq(x64), _sumsq(xh64), _sumsq(e64), _dot(x64, e64))
     return tuple(o.astype(np.float64, copy=False) for o in out)
+
+
+# Squared norms below these are suspected of underflow (or of lost digits) when the vector
+# is not zero: such rows are redone scaled. Normal minimum: 2**-1022 (f64), 2**-126 (f32).
+_TINY_SUMSQ = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
+_DB_PER_OCTAVE = 20.0 * np.log10(2.0)        # dB of a factor 2 in norm (4 in energy)
+_NO_EXPONENT = -(1 << 20)                     # exponent of a zero vector in a group max
+
+
+def _suspect_rows(vectors: tuple[np.ndarray, ...], sumsqs: tuple[np.ndarray, ...],
+                  dtype: np.dtype) -> np.ndarray:
+    """Rows where a squared norm is non-finite, or tiny while its vector is not zero."""
+    bad = np.zeros(np.shape(sumsqs[0]), dtype=bool)
+    for v, n2 in zip(vectors, sumsqs):
+        bad |= ~np.isfinite(n2)
+        small = n2 < _TINY_SUMSQ[dtype]
+        if small.any():                  # usually only exact (zero-error) rows: few
+            bad[small] |= np.any(v[small] != 0, axis=-1)
+    return bad
+
+
+def _scaled_parts(x: np.ndarray, xh: np.ndarray):
+    """Each of x, x̂, e = x̂ − x as (squared norm of the scaled copy, binary exponent).
+
+    float64; e is formed from x and x̂ scaled by their common exponent, so it neither
+    overflows (x̂ − x beyond the float range) nor loses anything exact scaling keeps.
+    """
+    x, xh = x.astype(np.float64), xh.astype(np.float64)
+    ex, eh = max_exponent(x, axis=-1), max_exponent(xh, axis=-1)
+    ec = np.maximum(ex, eh)
+    e_c = scale_rows(xh, ec) - scale_rows(x, ec)        # e · 2**-ec
+    ee = max_exponent(e_c, axis=-1)
+    parts = []
+    for v, k, shift in ((x, ex, 0), (xh, eh, 0), (e_c, ee, ec)):
+        n2 = _sumsq(scale_rows(v, k))
+        parts.append((n2, np.where(n2 > 0, k + shift, _NO_EXPONENT)))
+    return parts
+
+
+def _snr_scaled(nx2: np.ndarray, ex: np.ndarray, ne2: np.ndarray, ee: np.ndarray) -> np.ndarray:
+    # ‖x‖² = nx2·4**ex, ‖e‖² = ne2·4**ee; a zero side has nx2 (ne2) = 0: ±inf as usual
+    shift = np.where((nx2 > 0) & (ne2 > 0), ex - ee, 0) * _DB_PER_OCTAVE
+    return _snr_from(nx2, ne2) + shift
+
+
+def _robust_rows(x: np.ndarray, xh: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(snr_db, angle, norm_ratio) of rows of any finite magnitude (the slow path)."""
+    (nx2, ex), (nh2, eh), (ne2, ee) = _scaled_parts(x, xh)
+    snr = _snr_scaled(nx2, ex, ne2, ee)
+    with np.errstate(over="ignore"):         # a ratio beyond the float range is inf
+        ratio = np.ldexp(_ratio_from(nx2, nh2), np.where((nx2 > 0) & (nh2 > 0), eh - ex, 0))
+    # the angle from x, x̂ scaled alike (its accurate formula needs e in the same units);
+    # the direct formula on unit vectors where their magnitudes are too far apart for that
+    x64, xh64 = x.astype(np.float64), xh.astype(np.float64)
+    ec = np.maximum(max_exponent(x64, axis=-1), max_exponent(xh64, axis=-1))
+    xs, hs = scale_rows(x64, ec), scale_rows(xh64, ec)
+    es = hs - xs
+    phi = _angle(xs, hs, *(o.astype(np.float64) for o in
+                           (_sumsq(xs), _sumsq(hs), _sumsq(es), _dot(xs, es))))
+    far = (nx2 > 0) & (nh2 > 0) & (np.abs(ex - eh) > 400)
+    if far.any():
+        phi[far] = _angle_direct(scale_rows(x64[far], ex[far]), scale_rows(xh64[far], eh[far]))
+    return snr, phi, ratio
 
 
 def _snr_from(nx2: np.ndarray, ne2: np.ndarray) -> np.ndarray:
@@ -112,9 +184,16 @@ def _geometry(x: np.ndarray, xh: np.ndarray,
     ``e`` is ``xh - x`` when the caller has it already.
     """
     if e is None:
-        e = xh - x
+        with np.errstate(over="ignore"):    # x̂ − x beyond the float range: redone scaled
+            e = xh - x
     nx2, nh2, ne2, xe = _reductions(x, xh, e)
-    return _snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe), _ratio_from(nx2, nh2)
+    with np.errstate(invalid="ignore", over="ignore"):    # suspect rows are redone below
+        snr, phi, ratio = (_snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe),
+                           _ratio_from(nx2, nh2))
+    bad = _suspect_rows((x, xh, e), (nx2, nh2, ne2), nx2.dtype) | ~np.isfinite(xe)
+    if bad.any():
+        snr[bad], phi[bad], ratio[bad] = _robust_rows(x[bad], xh[bad])
+    return snr, phi, ratio
 
 
 def _pair(x: Any, x_hat: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -149,8 +228,14 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     [20.0, inf]
     """
     a, b = _pair(x, x_hat)
-    nx2, _, ne2, _ = _reductions(a, b, b - a)
-    return _snr_from(nx2, ne2)
+    with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
+        e = b - a
+    nx2, nh2, ne2, _ = _reductions(a, b, e)
+    snr = _snr_from(nx2, ne2)
+    bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype)
+    if bad.any():
+        snr[bad] = _robust_rows(a[bad], b[bad])[0]
+    return snr
 
 
 def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
@@ -177,8 +262,21 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     16.99
     """
     a, b = _pair(x, x_hat)
-    nx2, _, ne2, _ = _reductions(a, b, b - a)
-    return _snr_from(np.sum(nx2, axis=axis), np.sum(ne2, axis=axis))
+    with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
+        e = b - a
+    nx2, nh2, ne2, _ = _reductions(a, b, e)
+    sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
+    if _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype).any() or not (
+            np.isfinite(sx).all() and np.isfinite(se).all()):
+        # sums of squared norms in scaled form: each row's scaled sum times 4**(its
+        # exponent − the group's largest), summed, then the groups' exponents in dB
+        (px, ex), _, (pe, ee) = _scaled_parts(a, b)
+        gx, ge = np.max(ex, axis=axis, keepdims=True), np.max(ee, axis=axis, keepdims=True)
+        sx = np.sum(np.ldexp(px, 2 * (ex - gx)), axis=axis)
+        se = np.sum(np.ldexp(pe, 2 * (ee - ge)), axis=axis)
+        shape = np.shape(sx)
+        return _snr_scaled(sx, np.reshape(gx, shape), se, np.reshape(ge, shape))
+    return _snr_from(sx, se)
 
 
 def angle(x: Any, x_hat: Any) -> np.ndarray:
@@ -227,5 +325,11 @@ def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
     [2.0]
     """
     a, b = _pair(x, x_hat)
-    nx2, nh2, _, _ = _reductions(a, b, b - a)
-    return _ratio_from(nx2, nh2)
+    with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
+        e = b - a
+    nx2, nh2, ne2, _ = _reductions(a, b, e)
+    ratio = _ratio_from(nx2, nh2)
+    bad = _suspect_rows((a, b), (nx2, nh2), nx2.dtype)
+    if bad.any():
+        ratio[bad] = _robust_rows(a[bad], b[bad])[2]
+    return ratio

@@ -15,6 +15,7 @@ import pandas as pd
 from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import _argmax_shift, _kl, _log_softmax, _topk_recall
+from kvstats.metrics._scaling import max_exponent
 from kvstats.metrics.geometry import _geometry
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
 
@@ -38,6 +39,31 @@ def _mean_finite_db(snr: np.ndarray) -> tuple[np.ndarray, int]:
     with np.errstate(invalid="ignore", divide="ignore"):
         m = np.where(exact, 0.0, snr).sum(axis=-1) / n_fin
     return np.where(n_fin == 0, np.inf, m), int(exact.sum())
+
+
+def _inner(q: np.ndarray, K: np.ndarray, names: str) -> np.ndarray:
+    """float64 ``q Kᵀ`` (batched); an overflowed product is redone on q, K scaled by
+    powers of two (exact), and a result beyond float64 is a ValueError naming ``names``."""
+    with np.errstate(over="ignore", invalid="ignore"):       # checked just below
+        ip = (q @ np.swapaxes(K, -1, -2)).astype(np.float64)
+    if np.isfinite(ip).all():
+        return ip
+    eq, ek = int(max_exponent(q)), int(max_exponent(K))
+    q64, K64 = np.ldexp(q.astype(np.float64), -eq), np.ldexp(K.astype(np.float64), -ek)
+    with np.errstate(over="ignore"):
+        ip = np.ldexp(q64 @ np.swapaxes(K64, -1, -2), eq + ek)
+    if not np.isfinite(ip).all():
+        raise ValueError(f"{names}: the inner products q·k exceed the float64 range (|q| up to "
+                         f"2**{eq}, |k| up to 2**{ek}); the attention metrics are undefined, "
+                         f"rescale the queries or the keys")
+    return ip
+
+
+def _finite_or_raise(values: np.ndarray, what: str, names: str) -> np.ndarray:
+    if not np.isfinite(values).all():
+        raise ValueError(f"{names}: {what} exceeds the float64 range ({values[~np.isfinite(values)][0]}); "
+                         f"rescale the queries or the keys")
+    return values
 
 
 def _check_hat(x: Any, name: str, like: np.ndarray, like_name: str) -> np.ndarray:
@@ -121,7 +147,8 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
         V, Vhat = trials.V[s].astype(dv, copy=False), Vh[s].astype(dv, copy=False)
         q = trials.q[s].astype(dk, copy=False)
 
-        E = Khat - K
+        with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
+            E = Khat - K
         snr, phi, ratio = _geometry(K, Khat, E)
         out["snr_k"][s], n_ex = _mean_finite_db(snr)
         exact["k"] += n_ex
@@ -132,14 +159,27 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
         out["phi_v"][s], out["norm_ratio_v"][s] = phi.mean(-1), ratio.mean(-1)
 
         # q·(k̂ − k) directly rather than q·k̂ − q·k: no cancellation when k̂ ≈ k.
-        ip = (q @ np.swapaxes(K, -1, -2)).astype(np.float64)                   # (c, n_q, N)
-        ip_err = (q @ np.swapaxes(E, -1, -2)).astype(np.float64)
-        out["ip_bias"][s] = ip_err.mean(axis=(-1, -2))
-        out["ip_var"][s] = ip_err.var(axis=(-1, -2))
-        logits = ip * inv_sqrt_d
-        logits_hat = (ip + ip_err) * inv_sqrt_d
-        logp, logq = _log_softmax(logits), _log_softmax(logits_hat)
-        out["kl"][s] = _kl(logp, logq).mean(-1)
+        ip = _inner(q, K, "q and K")                                            # (c, n_q, N)
+        if np.isfinite(E).all():
+            ip_err = _inner(q, E, "q and K_hat − K")
+        else:                               # k̂ − k overflowed: form it scaled by 2**-e
+            e = int(max(max_exponent(K), max_exponent(Khat)))
+            with np.errstate(over="ignore"):
+                ip_err = np.ldexp(_inner(q, np.ldexp(Khat, -e) - np.ldexp(K, -e),
+                                         "q and K_hat − K"), e)
+        with np.errstate(over="ignore", invalid="ignore"):   # beyond float64: refused
+            out["ip_bias"][s] = _finite_or_raise(ip_err.mean(axis=(-1, -2)),
+                                                 "the mean inner-product error", "q, K, K_hat")
+            out["ip_var"][s] = _finite_or_raise(ip_err.var(axis=(-1, -2)),
+                                                "the inner-product error variance (ip_var)",
+                                                "q, K, K_hat")
+            logits = ip * inv_sqrt_d
+            logits_hat = _finite_or_raise((ip + ip_err) * inv_sqrt_d, "a logit q·k̂/√d",
+                                          "q and K_hat")
+            logp, logq = _log_softmax(logits), _log_softmax(logits_hat)
+            # KL can exceed float64 when the logits are near its limit (inf, not a number)
+            out["kl"][s] = _finite_or_raise(_kl(logp, logq).mean(-1), "the KL divergence",
+                                            "q, K, K_hat")
         out["recall_at_5"][s] = _topk_recall(logits, logits_hat, k).mean(-1)
         out["argmax_shift"][s] = _argmax_shift(logits, logits_hat).mean(-1)
 

@@ -185,3 +185,21 @@ def test_argmax_shift():
     assert argmax_shift(x, -x).all()
     # axis other than the last
     assert argmax_shift(x.T, x.T, axis=0).shape == (100,)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_attention_logits_scaled_when_products_leave_the_range(dtype):
+    rng = np.random.default_rng(30)
+    q, K = rng.standard_normal((3, 8)), rng.standard_normal((5, 8))
+    ref = attention_logits(q, K)
+    big = 1e150 if dtype == np.float64 else 1e18      # q·k alone would overflow
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = attention_logits((q * big).astype(dtype), (K / big).astype(dtype))
+        tiny = attention_logits((q * 1e-170).astype(np.float64), K * 1e170)
+    np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == np.float32 else 1e-13)
+    np.testing.assert_allclose(tiny, ref, rtol=1e-13)
+    # ordinary magnitudes: the plain product, bit for bit
+    np.testing.assert_array_equal(ref, (q @ K.T) / np.sqrt(8))
+    with pytest.raises(ValueError, match=f"q and K: the logits q·k/√d exceed the {np.dtype(dtype)}"):
+        attention_logits((q * big * 1e5).astype(dtype), (K * big * 1e5).astype(dtype))

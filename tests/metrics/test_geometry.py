@@ -106,3 +106,94 @@ def test_errors():
         angle(np.ones((2, 3)), np.full((2, 3), np.nan))
     with pytest.raises(TypeError, match="x must be a real numeric"):
         norm_ratio(np.array(["a"]), np.ones(1))
+
+
+# --- magnitudes across the float range (issue #12, point 5) -------------------------------
+
+def _plain(x, xh):
+    """The plain formulas (no rescaling), for bit-identity on ordinary data."""
+    from kvstats.metrics.geometry import _angle, _ratio_from, _reductions, _snr_from
+    nx2, nh2, ne2, xe = _reductions(x, xh, xh - x)
+    return _snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe), _ratio_from(nx2, nh2)
+
+
+def test_issue_examples_at_1e200():
+    # before: snr_db NaN, angle 0 for orthogonal vectors, norm_ratio NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert snr_db([[3e200, 4e200]], [[3e200, 4.5e200]])[0] == pytest.approx(20.0, rel=1e-14)
+        assert angle([[1e200, 0.0]], [[0.0, 1e200]])[0] == pytest.approx(np.pi / 2, rel=1e-15)
+        assert norm_ratio([[3e200, 4e200]], [[6e200, 8e200]])[0] == pytest.approx(2.0, rel=1e-15)
+        assert snr_db([[1.7e308, 0.0]], [[-1.7e308, 0.0]])[0] == pytest.approx(
+            10 * np.log10(1 / 4), rel=1e-14)                  # x̂ − x itself overflows
+
+
+@pytest.mark.parametrize("scale", [2.0**-1050, 2.0**-700, 2.0**-520, 2.0**520, 2.0**900])
+def test_geometry_is_scale_invariant_over_the_float_range(scale):
+    theta = np.array([1e-6, 0.3, 1.5, 3.0])
+    x, xh = _rotated(theta, d=16, scale=1.3, seed=3)
+    ref = [f(x, xh) for f in (snr_db, angle, norm_ratio)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [f(x * scale, xh * scale) for f in (snr_db, angle, norm_ratio)]
+    # 2**-1050 makes the inputs subnormal: ~24 significant bits are left in the data
+    rtol, atol = (1e-12, 0.0) if scale > 2.0**-1000 else (1e-5, 1e-6)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-25, 1e25])
+def test_float32_tiny_and_huge_rows(scale):
+    # float32 squares underflow below ~1e-19 and overflow beyond ~1e19
+    x, xh = _rotated(np.array([0.2, 1.0]), d=32, scale=1.1, seed=5)
+    ref = snr_db(x, xh), angle(x, xh), norm_ratio(x, xh)
+    x32, xh32 = (x * scale).astype(np.float32), (xh * scale).astype(np.float32)
+    got = snr_db(x32, xh32), angle(x32, xh32), norm_ratio(x32, xh32)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=2e-5)
+
+
+def test_mixed_magnitudes_in_one_call_and_ordinary_rows_unchanged():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 8))
+    xh = x + 0.1 * rng.standard_normal((6, 8))
+    scales = np.array([1.0, 1e200, 1e-200, 3.0, 1e-170, 1e300])[:, None]
+    got = snr_db(x * scales, xh * scales), angle(x * scales, xh * scales), \
+        norm_ratio(x * scales, xh * scales)
+    ref = _plain(x, xh)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-12)
+    # rows of ordinary magnitude are computed by the plain formulas, bit for bit
+    ordinary = [0, 3]
+    plain = _plain(x[ordinary] * scales[ordinary], xh[ordinary] * scales[ordinary])
+    for g, r in zip(got, plain):
+        np.testing.assert_array_equal(g[ordinary], r)
+
+
+def test_error_far_below_the_vector_is_not_called_exact():
+    # ‖e‖² = 1e-600 underflows to 0: before, SNR = +inf ("exact"); truly 6000 dB
+    x, xh = np.array([[1.0, 1e-300]]), np.array([[1.0, 2e-300]])
+    assert snr_db(x, xh)[0] == pytest.approx(6000.0, rel=1e-12)
+    assert float(pooled_snr_db(x, xh)) == pytest.approx(6000.0, rel=1e-12)
+    # and vectors of very different magnitudes: ratio and SNR beyond what squares can hold
+    x, xh = np.array([[1e-300, 0.0]]), np.array([[0.0, 1e200]])
+    assert snr_db(x, xh)[0] == pytest.approx(-10000.0, rel=1e-12)
+    assert angle(x, xh)[0] == pytest.approx(np.pi / 2, rel=1e-15)
+    assert norm_ratio(x, xh)[0] == np.inf                    # 1e500: beyond the float range
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200, 1e300])
+def test_pooled_snr_over_the_float_range(scale):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 5, 8))
+    xh = x + 0.05 * rng.standard_normal((3, 5, 8))
+    for axis in (None, 0, (1,)):
+        ref = pooled_snr_db(x, xh, axis=axis)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = pooled_snr_db(x * scale, xh * scale, axis=axis)
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
+    # groups of very different magnitudes pool each within its own group
+    s = np.array([1e-200, 1.0, 1e200])[:, None, None]
+    np.testing.assert_allclose(pooled_snr_db(x * s, xh * s, axis=1), pooled_snr_db(x, xh, axis=1),
+                               rtol=1e-12)

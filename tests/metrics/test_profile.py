@@ -209,3 +209,46 @@ def test_summarize_errors():
         summarize_profile(pd.DataFrame({"x": [0.1]}))
     with pytest.raises(TypeError, match="df must be a pandas DataFrame"):
         summarize_profile({"kl": [0.1]})
+
+
+# --- magnitudes across the float range (issue #12, point 5) -------------------------------
+
+@pytest.mark.parametrize("k_scale,v_scale", [(2.0**600, 2.0**-700), (2.0**-600, 2.0**900),
+                                             (2.0**-3, 1e200)])
+def test_profile_is_invariant_under_reciprocal_scaling_of_keys_and_queries(k_scale, v_scale):
+    # K·s with q/s leaves every logit, q·e and hence every column unchanged; V·c leaves the
+    # scale-free value and output metrics unchanged. Before: NaN SNR, angle 0.
+    t, Kh, Vh = _perturbed(T=4, N=32, d=16, n_q=2, seed=3)
+    ref = error_profile(t, Kh, Vh)
+    ts = Trials(t.K * k_scale, t.V * v_scale, t.q / k_scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = error_profile(ts, Kh * k_scale, Vh * v_scale)
+    pd.testing.assert_frame_equal(got, ref, check_exact=False, rtol=1e-10)
+
+
+def test_profile_at_the_issue_magnitude_is_an_error_not_nan():
+    # K and q at 1e160: q·k ~ 1e320·d is beyond float64 (before: NaN KL and SNR)
+    t, Kh, Vh = _perturbed(T=2, N=16, d=8, n_q=2, seed=4)
+    ts = Trials(t.K * 1e160, t.V, t.q * 1e160)
+    with pytest.raises(ValueError, match="q and K: the inner products q·k exceed the float64"):
+        error_profile(ts, Kh * 1e160, Vh)
+    # keys at 1e160 with ordinary queries: logits fine, but ip_var ~ 1e320 is not
+    ts = Trials(t.K * 1e160, t.V, t.q)
+    with pytest.raises(ValueError, match=r"inner-product error variance \(ip_var\) exceeds"):
+        error_profile(ts, Kh * 1e160, Vh)
+
+
+def test_profile_of_keys_near_the_float_limit():
+    # k̂ − k overflows (1.7e308 − (−1.7e308)); with tiny queries every logit is ordinary
+    t, Kh, Vh = _perturbed(T=2, N=16, d=8, n_q=2, seed=5)
+    K = t.K.copy()
+    K[0, 0, 0], Kh = 1.7e308, Kh.copy()
+    Kh[0, 0, 0] = -1.7e308
+    ts = Trials(K, t.V, t.q * 1e-300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = error_profile(ts, Kh, Vh)
+    assert np.isfinite(df.drop(columns="trial").to_numpy()).all()
+    # that vector's SNR: ‖x‖² / ‖x̂ − x‖² = 1/4 up to the other 7 ordinary coordinates
+    assert snr_db(K[0, :1], Kh[0, :1])[0] == pytest.approx(10 * np.log10(0.25), rel=1e-12)
