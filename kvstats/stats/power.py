@@ -175,7 +175,10 @@ def trials_for_power(effect: float, power: float = 0.8, alpha: float = 0.05,
     ratio : float > 0
         n_y / n_x.
     max_n : int
-        Largest n_x tried; a ``ValueError`` if even that is not enough.
+        Largest n_x tried; a ``ValueError`` if even that is not enough. Checked at once
+        against Noether's approximation: when it already exceeds ``max_n`` the
+        ``ValueError`` (naming ``max_n`` and the approximate n_x needed) comes before
+        any simulation.
 
     Returns
     -------
@@ -213,6 +216,12 @@ def trials_for_power(effect: float, power: float = 0.8, alpha: float = 0.05,
     side = 1 if alternative != "two-sided" else 2
     z = float(special.ndtri(1 - alpha / side) + special.ndtri(target))
     noether = max(1, math.ceil(c * z**2 / (12 * c * (1 - c) * (theta - 0.5) ** 2)))
+    if noether > max_n:
+        # Noether's approximation is within a few percent at such n: simulating up to
+        # max_n (minutes for a large max_n) could only confirm that it falls short
+        raise ValueError(f"target power {target} not reached with n_x <= max_n={max_n}: "
+                         f"Noether's approximation needs n_x ≈ {noether:,} for r = {r:.4g}; "
+                         "raise max_n or the effect")
     # bracket [lo, hi] with power(lo) < target <= power(hi)
     hi = min(max(2, noether), max_n)
     while sim(hi) < target:

@@ -61,3 +61,19 @@ def test_bad_input():
         trials_for_power(-0.3, alternative="greater")
     with pytest.raises(ValueError, match="target power 0.99 not reached"):
         trials_for_power(0.01, power=0.99, n_sim=50, max_n=64)
+
+
+def test_trials_for_power_fails_at_once_beyond_max_n(monkeypatch):
+    # r = 0.01 needs n_x ≈ 5.2e4 at power 0.8 (Noether: 2 (z_.975 + z_.8)^2 / (3 r^2)); with
+    # max_n = 1000 no simulation may run (before: one simulated power at n = max_n, which
+    # takes minutes for a large max_n)
+    from kvstats.stats import power as power_mod
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated although Noether's n already exceeds max_n")
+
+    monkeypatch.setattr(power_mod, "_simulated_power", no_simulation)
+    expected = math.ceil(2 * (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) ** 2 / (3 * 0.01**2))
+    with pytest.raises(ValueError, match=rf"max_n=1000: Noether's approximation needs "
+                                         rf"n_x ≈ {expected:,} "):
+        trials_for_power(0.01, power=0.8, max_n=1000)
