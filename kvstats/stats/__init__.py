@@ -8,6 +8,7 @@ simulated power. See docs/statistics.md.
 
 from ._base import TiesWarning
 from .bootstrap import BOOTSTRAP_METHODS, BootstrapResult, bootstrap_ci, bootstrap_ratio_ci
+from .cluster import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
 from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
 from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
@@ -32,6 +33,8 @@ __all__ = [
     "adjust_pvalues",
     "bootstrap_ci",
     "bootstrap_ratio_ci",
+    "cluster_bootstrap_ci",
+    "cluster_bootstrap_ratio_ci",
     "energy_distance",
     "energy_test",
     "ks_2samp",
