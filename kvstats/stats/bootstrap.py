@@ -20,7 +20,7 @@ from scipy import stats
 from kvstats._checks import as_generator, check_choice, check_int, check_real
 
 from ._base import _FrameMixin, as_sample
-from .tail import HeavyTailWarning, heavy_tail_alpha
+from .tail import HeavyTailWarning, heavy_tail_screen
 
 __all__ = ["BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci", "BOOTSTRAP_METHODS"]
 
@@ -56,13 +56,14 @@ class BootstrapResult(_FrameMixin):
 
 
 def _warn_heavy_tails(data, names, what: str) -> None:
-    """Emit a HeavyTailWarning for each sample whose Hill α̂ (default k) is below 2."""
+    """Emit a HeavyTailWarning for each sample whose Hill α is below 2 at 95% confidence."""
     for arr, name in zip(data, names):
-        alpha = heavy_tail_alpha(arr)
-        if alpha is not None and alpha < 2:
+        res = heavy_tail_screen(arr)
+        if res is not None and res.infinite_variance:
             # stacklevel 3: the caller of bootstrap_ci / bootstrap_ratio_ci
-            warnings.warn(f"{name} has a heavy right tail (Hill tail index {alpha:.3g} < 2 from "
-                          f"its {int(np.sqrt(np.count_nonzero(arr)))} largest values): its variance "
+            warnings.warn(f"{name} has a heavy right tail (Hill tail index {res.estimate:.3g}, "
+                          f"95% upper bound {res.upper_bound:.3g} < 2, from its {res.k} largest "
+                          f"values): its variance "
                           f"looks infinite, where the bootstrap of a mean is inconsistent "
                           f"(Athreya 1987), so this interval for {what} is not reliable; "
                           f"report the median and upper quantiles and use rank tests",
