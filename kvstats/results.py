@@ -11,25 +11,35 @@ A sweep directory holds
   columns of :func:`kvstats.error_profile` plus :data:`CELL_COLUMNS`;
 - ``manifest.json``: the config (``"config"``, read back by
   :meth:`kvstats.sweep.SweepConfig.from_dict`), seed, versions, git revision, times,
-  host and per-cell status;
-- ``cells/<cell-id>.parquet``: the finished cells (for resuming).
+  host, per-cell status and ``"results"``: the results file's name, row count, content
+  hash and the config fingerprint, so that a results file and a manifest of two
+  different sweeps are never read as one (:func:`load_result` checks them);
+- ``cells/<cell-id>.parquet``: the finished cells (for resuming), each carrying what it
+  is (see :mod:`kvstats.sweep.store`).
+
+Every table carries a small metadata record (``"kvstats"`` in the parquet schema
+metadata; a first line ``#kvstats {...}`` in CSV): :func:`read_table_meta` returns it,
+:func:`frame_digest` is the content hash it records.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # the config schema lives with the runner; loading imports it on demand
     from kvstats.sweep.config import SweepConfig
 
 __all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "SweepResult",
-           "load_result", "read_table", "table_path"]
+           "load_result", "read_table", "read_table_meta", "table_path", "frame_digest",
+           "config_fingerprint"]
 
 #: Pairs compared by default in reports: (a, b) means "a vs b".
 DEFAULT_COMPARISONS = (("KQV", "QKQV"), ("KQV", "KV"), ("QKQV", "KV"))
@@ -69,6 +79,58 @@ def table_path(directory: str | os.PathLike, stem: str) -> Path | None:
     return None
 
 
+#: Key of the metadata record in a parquet file's schema metadata, and the first-line
+#: marker of a CSV table.
+TABLE_META_KEY = "kvstats"
+_CSV_META_PREFIX = "#kvstats "
+
+
+def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """Read a table written by the sweep and the metadata record it carries (or None).
+
+    Parquet keeps the record in its schema metadata; CSV in a first line
+    ``#kvstats {json}``. Floats in CSV are parsed round-trip exactly, text such as
+    ``"-"`` or ``"None"`` stays text, only ``"NaN"``/``"nan"`` are missing values.
+
+    Raises
+    ------
+    ValueError
+        The file cannot be read as a table (truncated, not parquet/CSV), naming the file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> with open(p, "w") as fh:
+    ...     _ = fh.write('#kvstats {"n_rows": 1}\\nparams,kl\\n-,0.5\\n')
+    >>> frame, meta = read_table_meta(p)
+    >>> frame["params"].tolist(), meta
+    (['-'], {'n_rows': 1})
+    """
+    path = Path(path)
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            raw = (table.schema.metadata or {}).get(TABLE_META_KEY.encode())
+            meta = None if raw is None else json.loads(raw)
+            return table.to_pandas(), meta
+        meta = None
+        with path.open("r", encoding="utf-8") as fh:
+            first = fh.readline()
+        if first.startswith(_CSV_META_PREFIX):
+            meta = json.loads(first[len(_CSV_META_PREFIX):])
+        frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"],
+                            float_precision="round_trip", skiprows=1 if meta is not None else 0)
+        return frame, meta
+    except OSError:
+        raise
+    except Exception as exc:  # pyarrow, pandas and json each raise their own types
+        raise ValueError(f"table {str(path)!r} cannot be read (truncated or not a table?): "
+                         f"{type(exc).__name__}: {_one_line(exc)}") from exc
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
     """Read a table written by the sweep (parquet, or CSV with ``"-"`` kept as text).
 
@@ -80,11 +142,53 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     >>> read_table(p)["params"].tolist()
     ['-', 'None']
     """
-    path = Path(path)
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    # text such as "-" (no params) or "None" stays text; only "NaN"/"nan" are missing values
-    return pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"])
+    return read_table_meta(path)[0]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """SHA-256 of a table's content, the same for its parquet and its CSV copy.
+
+    Column names and order count; numeric and boolean columns are hashed as float64
+    bytes (NaNs made one bit pattern: CSV keeps no NaN payload), other columns as text.
+
+    Examples
+    --------
+    >>> a = pd.DataFrame({"trial": [0, 1], "kl": [0.5, 0.25], "scheme": ["KQV", "KQV"]})
+    >>> frame_digest(a) == frame_digest(a.copy()), frame_digest(a) == frame_digest(a.iloc[:1])
+    (True, False)
+    """
+    h = hashlib.sha256()
+    h.update(f"{len(frame)}|{len(frame.columns)}".encode())
+    for name in frame.columns:
+        col = frame[name]
+        h.update(b"\x00" + str(name).encode("utf-8") + b"\x00")
+        if col.dtype.kind in "biuf":
+            values = col.to_numpy(dtype=np.float64, copy=True)
+            values[np.isnan(values)] = np.nan
+            h.update(b"n" + values.astype("<f8").tobytes())
+        else:
+            h.update(b"s" + "\x1f".join(map(str, col.tolist())).encode("utf-8"))
+    return h.hexdigest()
+
+
+def config_fingerprint(config: SweepConfig | dict[str, Any]) -> str:
+    """SHA-256 (first 20 hex digits) of a sweep config's canonical form (its ``to_dict``).
+
+    Examples
+    --------
+    >>> cfg = {"schemes": ["KQV"], "distributions": ["gaussian"]}
+    >>> from kvstats.sweep import SweepConfig
+    >>> config_fingerprint(SweepConfig.from_dict(cfg)) == config_fingerprint(SweepConfig.from_dict(cfg))
+    True
+    """
+    data = config if isinstance(config, dict) else config.to_dict()
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -105,10 +209,20 @@ class SweepResult:
 def load_result(out: str | os.PathLike) -> SweepResult:
     """Load a sweep written by :func:`kvstats.run_sweep` (``results.parquet``/``.csv`` + ``manifest.json``).
 
+    The pair is checked: the manifest's ``"results"`` record (file, row count, content
+    hash, config fingerprint) must match the results file and the metadata it carries,
+    and the fingerprint must be that of the manifest's config, so that a results file
+    and a manifest of two different sweeps (or a torn or edited file) are never read as
+    one sweep. Manifests of the first layout (``"kvstats_sweep": 1``, no record) are
+    read without this check.
+
     Raises
     ------
     FileNotFoundError
         ``out`` holds no finished sweep.
+    ValueError
+        The manifest is not valid JSON, or the results do not belong to it; the message
+        names the file.
 
     Examples
     --------
@@ -128,5 +242,49 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     if not manifest_path.is_file() or table is None:
         raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
                                 "results.parquet or results.csv; run `kvstats sweep` first)")
-    manifest = json.loads(manifest_path.read_text())
-    return SweepResult(read_table(table), manifest, SweepConfig.from_dict(manifest["config"]), out)
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"manifest {str(manifest_path)!r} is not valid JSON (truncated or edited?): "
+                         f"{_one_line(exc)}") from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
+    try:
+        config = SweepConfig.from_dict(manifest["config"])
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"manifest {str(manifest_path)!r}: its config is not valid: {exc}") from exc
+    frame, meta = read_table_meta(table)
+    record = manifest.get("results")
+    if record is not None or manifest.get("kvstats_sweep", 1) != 1:
+        _check_pair(frame, meta, record, config, table, manifest_path)
+    return SweepResult(frame, manifest, config, out)
+
+
+def _check_pair(frame: pd.DataFrame, meta: dict[str, Any] | None, record: Any, config: SweepConfig,
+                table: Path, manifest_path: Path) -> None:
+    """Raise a ValueError unless the results table, its metadata, the manifest's record
+    of it and the manifest's config all describe one sweep."""
+    where = f"{str(table)!r} and {str(manifest_path)!r}"
+    if not isinstance(record, dict):
+        raise ValueError(f"manifest {str(manifest_path)!r} has no 'results' record; it cannot be "
+                         "paired with a results file (rerun the sweep)")
+    if meta is None:
+        raise ValueError(f"results {str(table)!r} carry no kvstats metadata; they cannot be paired "
+                         f"with {str(manifest_path)!r} (rerun the sweep)")
+    fp = config_fingerprint(config)
+    problems = []
+    if record.get("file") != table.name:
+        problems.append(f"the manifest describes {record.get('file')!r}, found {table.name!r}")
+    if record.get("config") != fp:
+        problems.append("the manifest's record was written for another config")
+    if meta.get("config") != fp:
+        problems.append("the results were written by a sweep of another config")
+    if meta.get("run") != record.get("run"):
+        problems.append("the results and the manifest come from different runs")
+    if len(frame) != record.get("n_rows") or len(frame) != meta.get("n_rows"):
+        problems.append(f"{len(frame)} rows, the manifest records {record.get('n_rows')}")
+    elif frame_digest(frame) != record.get("sha256") or record.get("sha256") != meta.get("sha256"):
+        problems.append("the content hash differs from the manifest's")
+    if problems:
+        raise ValueError(f"{where} do not belong together: {'; '.join(problems)} "
+                         "(two sweeps wrote into one folder, or a file was edited; rerun the sweep)")

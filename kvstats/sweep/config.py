@@ -10,6 +10,7 @@ messages naming the key, what is allowed and what was received; everything downs
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -17,13 +18,24 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kvstats._checks import check_choice, check_int
-from kvstats.data.synthetic import DISTRIBUTIONS
+from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS
 from kvstats.quant.registry import SCHEMES, scheme_def
 from kvstats.results import DEFAULT_COMPARISONS, REAL
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _real_params, _resolve_real
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
+
+#: Fewest keys a case may have: the per-trial profile reports recall@5
+#: (:func:`kvstats.error_profile`, ``k = 5``).
+MIN_KEYS = 5
+
+
+def _suggest(value: object, choices: Iterable[str]) -> str:
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _check_params(params: Any, name: str) -> dict[str, Any]:
@@ -184,7 +196,8 @@ class SweepConfig:
         object.__setattr__(self, "distributions", dists)
         object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))
         object.__setattr__(self, "dims", _int_tuple(self.dims, "dims", 2, None))
-        object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", 1, None))
+        object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", MIN_KEYS, None,
+                                                      why=" (recall@5 needs at least 5 keys)"))
         object.__setattr__(self, "n_trials", check_int(self.n_trials, "n_trials", low=2))
         object.__setattr__(self, "n_queries", check_int(self.n_queries, "n_queries", low=1))
         object.__setattr__(self, "seed", check_int(self.seed, "seed", low=0))
@@ -197,9 +210,17 @@ class SweepConfig:
                 raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}")
             pairs.append((pair[0], pair[1]))
         object.__setattr__(self, "comparisons", tuple(pairs))
+        if self.comparisons != DEFAULT_COMPARISONS:  # the default pairs skip absent schemes
+            for label in (lab for pair in self.comparisons for lab in pair):
+                if label not in labels:
+                    raise ValueError(f"comparisons must pair scheme labels of this sweep ({labels}); "
+                                     f"received {label!r}{_suggest(label, labels)}")
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
         object.__setattr__(self, "report", dict(self.report))
+        from kvstats.report.options import validate_report_options
+
+        validate_report_options(self.report)
         check_choice(self.dtype, "dtype", ["float64", "float32"])
 
     # ------------------------------------------------------------------ parsing
@@ -251,7 +272,15 @@ class SweepConfig:
                             f"received {entry!r}")
         for spec in specs:
             if spec.name not in known:
-                raise ValueError(f"distribution name must be one of {list(known)}; received {spec.name!r}")
+                raise ValueError(f"distribution name must be one of {list(known)}; received "
+                                 f"{spec.name!r}{_suggest(spec.name, known)}")
+            nu = spec.params.get("nu") if spec.name == "heavy_tailed" else None
+            if nu is not None and (isinstance(nu, bool) or not isinstance(nu, (int, float))
+                                   or not nu >= _NU_MIN or nu == float("inf")):
+                # one range in one message (sample() checks > 1 first, then >= 1.05)
+                raise ValueError(f"distribution 'heavy_tailed' param nu must be a finite number >= "
+                                 f"{_NU_MIN} (the mean exists only for nu > 1, and below {_NU_MIN} "
+                                 f"single draws reach 1e8 and more); received {nu!r}")
         return [DistributionSpec(REAL, _real_params(s.params)) if s.name == REAL else s for s in specs]
 
     @classmethod
@@ -266,17 +295,27 @@ class SweepConfig:
         sweep = flat.pop("sweep", {})
         if not isinstance(sweep, Mapping):
             raise TypeError(f"config [sweep] must be a table; received {sweep!r}")
+        both = sorted(set(sweep) & set(flat))
+        if both:
+            raise ValueError(f"config key(s) {both} given both at the top level and in [sweep]; "
+                             "give each once (a top-level key would silently override [sweep])")
         flat = {**sweep, **flat}
         allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(flat) - allowed
+        unknown = sorted(set(flat) - allowed, key=str)
         if unknown:
-            raise ValueError(f"unknown config key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            raise ValueError(f"unknown config key(s) {unknown}{_suggest(unknown[0], allowed)}; "
+                             f"allowed: {sorted(allowed)}")
         for required in ("schemes", "distributions"):
             if required not in flat:
                 raise ValueError(f"config must define {required!r}")
-        if "comparisons" in flat.get("report", {}):
-            report = dict(flat["report"])
-            flat.setdefault("comparisons", report.pop("comparisons"))
+        report = flat.get("report", {})
+        if isinstance(report, Mapping) and "comparisons" in report:
+            report = dict(report)
+            pairs = report.pop("comparisons")
+            if "comparisons" in flat and _pairs_of(flat["comparisons"]) != _pairs_of(pairs):
+                raise ValueError("comparisons given both in [report] and elsewhere, with different "
+                                 f"pairs; give them once (received {pairs!r} and {flat['comparisons']!r})")
+            flat["comparisons"] = pairs
             flat["report"] = report
         if base_dir is not None:
             flat["distributions"] = [_resolve_real(e, base_dir) for e in _as_list(flat["distributions"],
@@ -287,13 +326,21 @@ class SweepConfig:
     def from_toml(cls, path: str | os.PathLike) -> "SweepConfig":
         """Read a TOML config file (see docs/usage.md for the format)."""
         path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"config file {str(path)!r} is a directory; give a TOML file "
+                                    "(e.g. experiments/quick.toml)")
         if not path.is_file():
             raise FileNotFoundError(f"config file {str(path)!r} does not exist")
-        with path.open("rb") as fh:
-            try:
+        try:
+            with path.open("rb") as fh:
                 data = tomllib.load(fh)
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"config file {str(path)!r} is not UTF-8 text: {exc}") from exc
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"config file {str(path)!r} cannot be read: "
+                                       f"{exc.strerror or exc}") from exc
         return cls.from_dict(data, base_dir=path.resolve().parent)
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,11 +380,21 @@ def _as_list(value: Any, name: str) -> list[Any]:
     return list(value)
 
 
-def _int_tuple(values: Any, name: str, low: int | None, high: int | None) -> tuple[int, ...]:
+def _pairs_of(value: Any) -> Any:
+    try:
+        return [tuple(p) for p in _as_list(value, "comparisons")]
+    except TypeError:
+        return value
+
+
+def _int_tuple(values: Any, name: str, low: int | None, high: int | None, why: str = "") -> tuple[int, ...]:
     items = _as_list(values, name)
     if not items:
         raise ValueError(f"{name} must contain at least one integer; received {values!r}")
-    out = tuple(check_int(v, name, low=low, high=high) for v in items)
+    try:
+        out = tuple(check_int(v, name, low=low, high=high) for v in items)
+    except ValueError as exc:
+        raise ValueError(f"{exc}{why}") from None
     if len(set(out)) != len(out):
         raise ValueError(f"{name} must not repeat values; received {list(out)}")
     return out

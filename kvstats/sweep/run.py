@@ -1,29 +1,37 @@
-"""Running a sweep: resume finished cells, plan tasks, run them on an executor, collect.
+"""Running a sweep: check everything, resume finished cells, run tasks on an executor, collect.
 
-A cell is computed in chunks, possibly by several tasks; the calling process collects
-the frames the workers return and writes a cell (:mod:`kvstats.sweep.store`) once all
-its trials have arrived, so an interrupted sweep resumes cleanly and remote workers
-need no shared file system. The frame and the files do not depend on the executor or
-on the order tasks finish in.
+Before any compute the whole grid is checked (:func:`_preflight`: every distribution's
+parameters at every (d, N), every scheme at every budget and d), the output folder is
+locked, cleared of another sweep's outputs and checked writable
+(:mod:`kvstats.sweep.store`). A cell is computed in chunks, possibly by several tasks;
+the calling process collects the frames the workers return and writes a cell once all
+its trials have arrived, so an interrupted sweep (even by ``kill -9``) resumes cleanly
+and remote workers need no shared file system. The frame and the files do not depend on
+the executor or on the order tasks finish in.
 """
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures as cf
+import contextlib
+import json
 import multiprocessing
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 from kvstats._checks import check_int
-from kvstats.results import SweepResult
+from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
-from kvstats.sweep.plan import _tasks
-from kvstats.sweep.store import _git_revision, _now, load_cell, make_manifest, write_cell, write_result
+from kvstats.sweep.plan import Cell, _tasks
+from kvstats.sweep.store import (_git_revision, _now, check_writable, clear_outputs, load_cell, lock_dir,
+                                 make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task
 
 __all__ = ["run_sweep"]
@@ -51,6 +59,79 @@ def _default_workers(n_tasks: int) -> int:
     return max(1, min(cpus, n_tasks))
 
 
+def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
+    """Build every distribution at every (d, N) and every scheme at every budget and d
+    once, on one tiny draw, so that a bad parameter fails now, naming the entry, and not
+    after hours of other cells."""
+    from kvstats.data.synthetic import sample
+    from kvstats.quant.schemes import make_scheme
+
+    seen_cases, seen_schemes = set(), set()
+    for cell, _ in cells:
+        case = (cell.case_key(),)
+        if cell.distribution != REAL and case not in seen_cases:
+            seen_cases.add(case)
+            try:
+                sample(cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
+                       **cell.params)
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"distribution {cell.distribution!r} params {cell.params_label()} "
+                                f"at d={cell.dim}, N={cell.n_keys}: {exc}") from None
+        spec = cell.scheme
+        key = (spec.display(), cell.budget, cell.dim)
+        if key not in seen_schemes:
+            seen_schemes.add(key)
+            try:
+                make_scheme(spec.name, None if spec.fixed_budget else cell.budget, cell.dim, seed=0,
+                            draws=1, **spec.params)
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"scheme {spec.display()!r} at n={cell.budget}, d={cell.dim}: {exc}") from None
+
+
+def _unguarded_main() -> str | None:
+    """Where the main script calls the sweep outside ``if __name__ == "__main__":``, or None.
+
+    A process pool's workers import the main script again (forkserver and spawn do); an
+    unguarded call would then start a sweep inside every worker, which dies while it
+    starts, and the pool breaks (``BrokenProcessPool``). The call site is found on the
+    stack (the main script's module-level frame) and its top-level statement in the
+    script's syntax tree.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return None  # interactive, -c, notebooks: workers do not re-import a script
+    line = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"
+                and os.path.abspath(frame.f_code.co_filename) == os.path.abspath(path)):
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    for stmt in tree.body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            if isinstance(stmt, ast.If) and "__name__" in ast.unparse(stmt.test):
+                return None
+            return f"{path}:{line}"
+    return None
+
+
+def _previous_fingerprint(out_dir: Path) -> str | None:
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        return json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("config_fingerprint", "")
+    return None
+
+
+def _say(message: str) -> None:
+    print(f"kvstats sweep: {message}", file=sys.stderr, flush=True)
+
+
 def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: str | os.PathLike | None = None,
               executor: cf.Executor | str | None = None, progress: bool = True, *,
               resume: bool = True, workers: int | None = None) -> SweepResult:
@@ -63,18 +144,27 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     out : path, optional
         Directory for ``cells/<cell-id>.parquet``, ``results.parquet`` and
         ``manifest.json``. Without it nothing is written and nothing can be resumed.
+        The folder is locked while the sweep runs (a second sweep into it raises
+        :class:`~kvstats.sweep.store.SweepLockedError`) and, before any compute, cleared
+        of what an earlier sweep wrote there (manifest, results, report, figures, cells
+        of another grid; :func:`~kvstats.sweep.store.clear_outputs`).
     executor : Executor, "serial", "process" or None
         Where tasks run: any :class:`concurrent.futures.Executor` (e.g. a
         ``dask.distributed.Client(...).get_executor()``), ``"serial"`` (in this process),
         or ``None``/``"process"`` (a :class:`~concurrent.futures.ProcessPoolExecutor`
         with ``workers`` forkserver processes, default min(CPUs, tasks), each limited to
-        one BLAS thread; one task runs serially).
+        one BLAS thread; one task runs serially). Called from a script's top level
+        outside ``if __name__ == "__main__":`` (the workers would import the script
+        again and start sweeps of their own), the default pool is replaced by a serial
+        run, with a warning.
         An executor passed in is not shut down.
     progress : bool
         Show a tqdm progress bar over cells.
     resume : bool
-        Reuse finished cells found in ``out/cells`` (default). With False every cell is
-        recomputed and overwritten.
+        Reuse finished cells found in ``out/cells`` (default) after checking each (its
+        id, key, rows, schema and content hash); a cell that fails is recomputed, with a
+        line on stderr and ``"recomputed"`` and the reason in the manifest. With False
+        every cell is recomputed and overwritten.
     workers : int, optional
         Processes of the default executor.
 
@@ -83,7 +173,17 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     SweepResult
         ``frame`` (one row per cell and trial; columns of :func:`kvstats.error_profile`
         plus :data:`CELL_COLUMNS`) and ``manifest`` (config, seed, versions, git
-        revision, times, host, per-cell status: ``"computed"`` or ``"resumed"``).
+        revision, times, host, per-cell status: ``"computed"``, ``"resumed"`` or
+        ``"recomputed"``).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad config, found before any compute.
+    SweepLockedError
+        Another sweep writes into ``out``.
+    OSError
+        ``out`` cannot be written (checked before any compute).
 
     Examples
     --------
@@ -94,28 +194,61 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     >>> sorted(res.frame["scheme"].unique()), len(res.frame)
     (['KQV', 'QKQV'], 16)
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError("run_sweep was called while a worker process imported the main script: "
+                           "put the script's code under `if __name__ == \"__main__\":`")
     config = load_config(config)
     if not isinstance(progress, bool):
         raise TypeError(f"progress must be True or False; received {progress!r}")
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be True or False; received {resume!r}")
     if workers is not None:
         workers = check_int(workers, "workers", low=1)
+    if not (executor is None or executor in ("serial", "process") or isinstance(executor, cf.Executor)):
+        raise TypeError("executor must be a concurrent.futures.Executor, 'serial', 'process' or None; "
+                        f"received {executor!r}")
     started, tic = _now(), time.perf_counter()
-    git = _git_revision()  # the code that runs: the tree may change while a long sweep runs
     cells = [(c, config.cell_id(c)) for c in config.cells()]
-    out_dir = None if out is None else Path(out)
+    _preflight(config, cells)
+    with contextlib.ExitStack() as stack:
+        out_dir = None if out is None else stack.enter_context(lock_dir(out))
+        return _run_locked(config, cells, out_dir, executor, progress, resume, workers, started, tic)
+
+
+def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Path | None,
+                executor: cf.Executor | str | None, progress: bool, resume: bool, workers: int | None,
+                started: str, tic: float) -> SweepResult:
+    git = _git_revision()  # the code that runs: the tree may change while a long sweep runs
+    fingerprint = config_fingerprint(config)
     cells_dir = None
     if out_dir is not None:
+        previous = _previous_fingerprint(out_dir)
+        removed = clear_outputs(out_dir, {cid for _, cid in cells})
+        foreign = [r for r in removed if r.startswith("cells/") and not r.endswith(".tmp")]
+        if (previous is not None and previous != fingerprint) or foreign:
+            who = ("a sweep of another config" if previous is not None and previous != fingerprint
+                   else "an earlier sweep")
+            _say(f"{out_dir}: removed {len(removed)} file(s) {who} left there "
+                 f"({len(foreign)} of them cells not in this grid); one folder holds one sweep")
         cells_dir = out_dir / "cells"
-        cells_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(cells_dir)
     frames: dict[str, pd.DataFrame] = {}
     status: dict[str, dict[str, Any]] = {}
+    reasons: dict[str, str] = {}
     todo = []
     for cell, cid in cells:
-        done = load_cell(cells_dir, cid) if (cells_dir is not None and resume) else None
+        done = reason = None
+        if cells_dir is not None and resume:
+            done, reason = load_cell(cells_dir, cid, key=cell.key(), n_trials=config.n_trials)
         if done is not None:
             frames[cid] = done
             status[cid] = {"status": "resumed", "seconds": None}
         else:
+            if reason is not None:
+                reasons[cid] = reason
+                _say(f"cell {cid} ({cell.scheme.display()} at n={cell.budget}, {cell.distribution}"
+                     f"({cell.params_label()}), d={cell.dim}, N={cell.n_keys}): the stored file {reason}; "
+                     "recomputing it")
             todo.append((cell, cid))
     tasks = _tasks(config, todo)
 
@@ -129,6 +262,7 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     # as done for a resume) once all its trials have arrived.
     pending: dict[str, dict[int, pd.DataFrame]] = {cid: {} for _, cid in todo}
     seconds = dict.fromkeys(pending, 0.0)
+    keys = {cid: cell.key() for cell, cid in todo}
 
     def collect(results: list[tuple[str, int, pd.DataFrame, float]]) -> None:
         for cid, start, part, secs in results:
@@ -139,13 +273,22 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
                 parts = pending.pop(cid)
                 frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
                 if cells_dir is not None:
-                    write_cell(cells_dir, cid, frame)
+                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint)
                 frames[cid] = frame
-                status[cid] = {"status": "computed", "seconds": round(seconds[cid], 3)}
+                status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
+                               else {"status": "computed"})
+                status[cid]["seconds"] = round(seconds[cid], 3)
 
     own_pool = None
     if executor is None or executor == "process":
         n_workers = workers or _default_workers(len(tasks))
+        where = _unguarded_main() if n_workers > 1 and len(tasks) > 1 else None
+        if where is not None:
+            warnings.warn(f"run_sweep is called at the top level of the script {where}, outside "
+                          "`if __name__ == \"__main__\":`; worker processes would import the script "
+                          "again and start sweeps of their own, so this sweep runs serially. Put the "
+                          "call under the guard to use a process pool.", RuntimeWarning, stacklevel=3)
+            n_workers = 1
         if n_workers > 1 and len(tasks) > 1:
             # forkserver, not fork: forking a process that has started threads (JAX, BLAS)
             # can deadlock the child.
@@ -157,11 +300,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         executor_name = f"ProcessPoolExecutor({n_workers})" if own_pool else "serial"
     elif executor == "serial":
         pool, executor_name = None, "serial"
-    elif isinstance(executor, cf.Executor):
-        pool, executor_name = executor, type(executor).__name__
     else:
-        raise TypeError("executor must be a concurrent.futures.Executor, 'serial', 'process' or None; "
-                        f"received {executor!r}")
+        pool, executor_name = executor, type(executor).__name__
     try:
         if pool is None:
             for task in tasks:
@@ -171,6 +311,13 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
             try:
                 for fut in cf.as_completed(futures):
                     collect(fut.result())
+            except cf.process.BrokenProcessPool as exc:
+                for fut in futures:
+                    fut.cancel()
+                raise RuntimeError(
+                    "a worker process of the sweep died abruptly (killed, out of memory, or the "
+                    "script that calls run_sweep is not guarded by `if __name__ == \"__main__\":`); "
+                    "finished cells are kept: rerun with resume, or with executor='serial'") from exc
             except BaseException:
                 for fut in futures:
                     fut.cancel()

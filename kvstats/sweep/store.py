@@ -1,32 +1,76 @@
-"""The store of a sweep: cell files, atomic writes, the manifest, versions and git revision.
+"""The store of a sweep: checked cell files, atomic writes, the folder lock, the manifest.
 
 A sweep directory holds ``cells/<cell-id>.parquet`` (one per finished cell, for
 resuming), ``results.parquet`` and ``manifest.json`` (CSV instead of parquet without
 pyarrow); :mod:`kvstats.results` reads them back. Only the calling process writes, so
-remote workers need no shared file system.
+remote workers need no shared file system. The store trusts nothing it finds:
+
+- **every cell carries what it is**: a metadata record (the parquet schema metadata, or
+  a first line ``#kvstats {...}`` in CSV) with the cell id and key, the fingerprint of
+  the config that wrote it, its row count, its columns and dtypes and a content hash
+  (:func:`kvstats.results.frame_digest`). :func:`check_cell` compares all of them, and
+  the rows themselves (cell id, trials ``0..T-1``), with what the grid expects; a cell
+  that fails (another cell's file, a short, truncated, edited or unreadable file, an
+  older schema) is recomputed and the run says so;
+- **every file is written atomically** (a unique temporary name in the same folder,
+  flushed to disk, then renamed over the target), the manifest last; it records the
+  results' file name, row count, content hash, config fingerprint and a run id, which
+  the results file carries too, so :func:`kvstats.results.load_result` never pairs the
+  results of one sweep with the manifest of another;
+- **one sweep per folder at a time**: :func:`lock_dir` takes an exclusive lock
+  (``DIR/.kvstats.lock``, ``flock``; the kernel drops it when the process dies, even by
+  ``kill -9``) and a second sweep into the folder *refuses* at once with
+  :class:`SweepLockedError` naming the holder (waiting would hide a mistaken ``--out``);
+- **one sweep per folder**: :func:`clear_outputs` removes, before any compute, what a
+  previous sweep left that the new one does not own: its manifest (first), results,
+  report, tables, figures, temporary files and the cells of other grids (documented
+  choice: the folder then always describes one sweep; cells of this grid are kept for
+  ``--resume``). Files kvstats does not write are never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
-from kvstats.results import MANIFEST, RESULTS, read_table, table_path
+from kvstats.results import (CELL_COLUMNS, MANIFEST, RESULTS, TABLE_META_KEY, _CSV_META_PREFIX,
+                             config_fingerprint, frame_digest, read_table_meta, table_path)
 
 if TYPE_CHECKING:
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.plan import Cell
 
-#: Version of the manifest layout.
-MANIFEST_VERSION = 1
+__all__ = ["SweepLockedError", "lock_dir", "check_cell", "load_cell", "write_cell", "clear_outputs",
+           "make_manifest", "write_result", "atomic_write"]
+
+#: Version of the manifest layout (2: the ``"results"`` record, checked cells).
+MANIFEST_VERSION = 2
+#: Version of a cell's metadata record.
+CELL_VERSION = 1
+#: The lock file of a sweep directory.
+LOCK_NAME = ".kvstats.lock"
+# What a sweep or its report writes into DIR (removed when another sweep takes the folder).
+_REPORT_FILES = ("report.md", "report.html", "report.json")
+_OWNED_DIRS = {"tables": (".csv",), "figures": (".png", ".svg")}
+_TABLE_SUFFIXES = (".parquet", ".csv")
+
+
+class SweepLockedError(RuntimeError):
+    """Another sweep holds the output folder's lock."""
 
 
 def _has_parquet() -> bool:
@@ -37,29 +81,282 @@ def _has_parquet() -> bool:
     return True
 
 
-def _write_table(frame: pd.DataFrame, stem: Path) -> Path:
-    """Write ``stem.parquet`` (or ``stem.csv`` without pyarrow) atomically."""
-    path = stem.with_suffix(".parquet" if _has_parquet() else ".csv")
-    tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".parquet":
-        frame.to_parquet(tmp, index=False)
-    else:
-        frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)  # a crash never leaves a half-written cell behind
+# ---------------------------------------------------------------- atomic files
+def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+    """Write ``path`` through ``write(tmp)`` on a unique temporary name, then rename it.
+
+    The temporary file is in the same folder (a rename within one file system is atomic),
+    named ``.<name>.<random>.tmp`` so that concurrent writers never share it, flushed to
+    disk before the rename; a failed write removes it. Readers see the old file or the
+    new one, never a part.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "x.txt"
+    >>> _ = atomic_write(p, lambda tmp: tmp.write_text("done"))
+    >>> p.read_text(), sorted(q.name for q in p.parent.iterdir())
+    ('done', ['x.txt'])
+    """
+    # O_EXCL on a random name (not mkstemp: its files are 0600; this keeps the umask's mode)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:16]}.tmp"
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return path
 
 
-def load_cell(cells_dir: Path, cid: str) -> pd.DataFrame | None:
-    """The finished cell ``cid`` stored in ``cells_dir``, or None."""
+def _write_table(frame: pd.DataFrame, stem: Path, meta: dict[str, Any]) -> Path:
+    """Write ``stem.parquet`` (``stem.csv`` without pyarrow) atomically, carrying ``meta``."""
+    path = stem.with_suffix(".parquet" if _has_parquet() else ".csv")
+    text = json.dumps(meta, sort_keys=True, default=str)
+
+    def write(tmp: Path) -> None:
+        if path.suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                   TABLE_META_KEY.encode(): text.encode()})
+            pq.write_table(table, tmp)
+        else:
+            with tmp.open("w", encoding="utf-8", newline="") as fh:
+                fh.write(_CSV_META_PREFIX + text + "\n")
+                frame.to_csv(fh, index=False, na_rep="NaN")
+
+    return atomic_write(path, write)
+
+
+# ---------------------------------------------------------------- cells
+def _schema(frame: pd.DataFrame) -> list[list[str]]:
+    return [[str(c), str(frame[c].dtype)] for c in frame.columns]
+
+
+def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, config: str) -> Path:
+    """Store a finished cell atomically, with its metadata record.
+
+    ``key`` is the cell's key (:meth:`Cell.key`), ``config`` the fingerprint of the
+    config that computed it (provenance; the cell id already covers every setting that
+    changes the cell's numbers).
+    """
+    meta = {"kvstats_cell": CELL_VERSION, "cell_id": cid, "key": key, "config": config,
+            "n_rows": len(frame), "schema": _schema(frame), "sha256": frame_digest(frame)}
+    return _write_table(frame, cells_dir / cid, meta)
+
+
+def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, key: str,
+               n_trials: int) -> str | None:
+    """Why a stored cell cannot be reused (one line), or None when it is the cell expected.
+
+    Checks the metadata record (present, this cell's id and key, ``n_trials`` rows, the
+    columns and dtypes of the frame, its content hash) and the rows (the
+    :data:`~kvstats.results.CELL_COLUMNS` present, ``cell_id`` equal to ``cid``, trials
+    ``0 .. n_trials-1`` in order).
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"trial": [0, 1], "cell_id": ["c1", "c1"]})
+    >>> check_cell(f, None, cid="c1", key="k", n_trials=2)
+    'carries no kvstats metadata (written by an older version or another program)'
+    """
+    if meta is None:
+        return "carries no kvstats metadata (written by an older version or another program)"
+    if meta.get("kvstats_cell") != CELL_VERSION:
+        return f"has metadata version {meta.get('kvstats_cell')!r}, expected {CELL_VERSION}"
+    if meta.get("cell_id") != cid or meta.get("key") != key:
+        return f"is the file of another cell ({meta.get('cell_id')!r})"
+    if meta.get("n_rows") != n_trials:
+        return f"records {meta.get('n_rows')} rows, the cell has {n_trials} trials"
+    if len(frame) != n_trials:
+        return f"holds {len(frame)} rows of {n_trials} (short or truncated)"
+    if meta.get("schema") != _schema(frame):
+        return "has columns or dtypes other than those it records"
+    if frame_digest(frame) != meta.get("sha256"):
+        return "content differs from its recorded hash (edited or damaged)"
+    missing = [c for c in CELL_COLUMNS + ("trial",) if c not in frame.columns]
+    if missing:
+        return f"lacks the column(s) {missing} of this version's schema"
+    if not (frame["cell_id"].astype(str) == cid).all():
+        return "holds rows of another cell"
+    if not np.array_equal(frame["trial"].to_numpy(), np.arange(n_trials)):
+        return f"does not hold trials 0..{n_trials - 1} in order"
+    return None
+
+
+def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int) -> tuple[pd.DataFrame | None, str | None]:
+    """The finished cell ``cid`` if it is stored and checks out: ``(frame, None)``;
+    ``(None, reason)`` when a file is there but cannot be reused; ``(None, None)`` when
+    there is none."""
     path = table_path(cells_dir, cid)
-    return None if path is None else read_table(path)
+    if path is None:
+        return None, None
+    try:
+        frame, meta = read_table_meta(path)
+    except (ValueError, OSError) as exc:
+        return None, f"cannot be read ({' '.join(str(exc).split())[:200]})"
+    reason = check_cell(frame, meta, cid=cid, key=key, n_trials=n_trials)
+    return (None, reason) if reason else (frame, None)
 
 
-def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame) -> Path:
-    """Store a finished cell (atomically: a resume never reads half a cell)."""
-    return _write_table(frame, cells_dir / cid)
+# ---------------------------------------------------------------- the folder
+_HELD: dict[str, list[Any]] = {}  # resolved dir -> [file, count, thread id]
+_HELD_GUARD = threading.Lock()
 
 
+def _holder(lock_path: Path) -> str:
+    try:
+        text = lock_path.read_text(encoding="utf-8").strip()
+    except OSError:
+        text = ""
+    return text or "another process"
+
+
+@contextlib.contextmanager
+def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Hold the exclusive lock of a sweep directory (created if missing) while inside.
+
+    The lock is ``DIR/.kvstats.lock`` under ``flock``: released when the process ends,
+    however it ends. Re-entrant in the thread that holds it (``kvstats sweep`` holds it
+    across the sweep and its report); another process, or another thread, gets a
+    :class:`SweepLockedError` at once. Without ``fcntl`` (Windows) no lock is taken.
+
+    Raises
+    ------
+    SweepLockedError
+        Another sweep writes into the folder.
+    NotADirectoryError
+        ``out_dir`` is a file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with lock_dir(d), lock_dir(d):  # re-entrant in one thread
+    ...     (Path(d) / ".kvstats.lock").is_file()
+    True
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output folder {str(out)!r} is a file, not a folder; choose a "
+                                 "folder for --out")
+    out.mkdir(parents=True, exist_ok=True)
+    key = str(out.resolve())
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            if held[2] != me:
+                raise SweepLockedError(f"output folder {str(out)!r} is in use by another sweep "
+                                       "in this process; use another folder")
+            held[1] += 1
+    if held is not None:
+        try:
+            yield out
+        finally:
+            with _HELD_GUARD:
+                held[1] -= 1
+        return
+    lock_path = out / LOCK_NAME
+    fh = open(lock_path, "a+", encoding="utf-8")
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            fcntl = None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SweepLockedError(
+                    f"output folder {str(out)!r} is in use by another sweep ({_holder(lock_path)}); "
+                    "wait for it to finish or choose another --out") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {platform.node()} since {_now()}\n")
+        fh.flush()
+        with _HELD_GUARD:
+            _HELD[key] = [fh, 1, me]
+        try:
+            yield out
+        finally:
+            with _HELD_GUARD:
+                del _HELD[key]
+            with contextlib.suppress(OSError):
+                fh.seek(0)
+                fh.truncate()
+    finally:
+        fh.close()  # closing the descriptor drops the flock
+
+
+def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
+    """Remove what a previous sweep left in ``out_dir`` that this one does not own.
+
+    In this order: ``manifest.json`` (first, so that nothing left pairs with anything),
+    ``results.*``, the report (``report.md/.html/.json``, ``tables/*.csv``,
+    ``figures/*.png|svg``), temporary files of interrupted writes, and cells whose id is
+    not in ``keep_cells``. Call it while holding :func:`lock_dir`. Returns the removed
+    paths, relative to ``out_dir``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "figures").mkdir(); (d / "figures" / "old.png").write_bytes(b"")
+    0
+    >>> (d / "notes.txt").write_text("mine")
+    4
+    >>> clear_outputs(d, set()), sorted(p.name for p in d.iterdir())
+    (['figures/old.png'], ['notes.txt'])
+    """
+    removed = []
+
+    def rm(path: Path) -> None:
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            removed.append(str(path.relative_to(out_dir)))
+
+    rm(out_dir / MANIFEST)
+    for ext in _TABLE_SUFFIXES:
+        rm(out_dir / f"{RESULTS}{ext}")
+    for name in _REPORT_FILES:
+        rm(out_dir / name)
+    for sub, exts in _OWNED_DIRS.items():
+        folder = out_dir / sub
+        if folder.is_dir():
+            for path in sorted(folder.iterdir()):
+                if path.suffix in exts:
+                    rm(path)
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+    for path in sorted(out_dir.glob(".*.tmp")):
+        rm(path)
+    cells = out_dir / "cells"
+    if cells.is_dir():
+        for path in sorted(cells.iterdir()):
+            stale_tmp = path.name.startswith(".") and path.suffix == ".tmp"
+            foreign = path.suffix in _TABLE_SUFFIXES and path.stem not in keep_cells
+            if stale_tmp or foreign:
+                rm(path)
+    return removed
+
+
+def check_writable(folder: Path) -> None:
+    """Raise the OSError of creating a file in ``folder`` now, before any compute."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".write-check.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    os.unlink(name)
+
+
+# ---------------------------------------------------------------- manifest
 def _versions() -> dict[str, str]:
     from importlib import metadata
 
@@ -95,11 +392,14 @@ def _now() -> str:
 def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: dict[str, dict[str, Any]],
                   n_rows: int, *, started: str, seconds: float, git: dict[str, Any] | None,
                   executor: str) -> dict[str, Any]:
-    """The manifest of a finished sweep: config, seed, versions, git revision, times, host,
-    executor and per-cell status (``"computed"`` or ``"resumed"``, seconds)."""
+    """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
+    revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
+    ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds).
+    :func:`write_result` adds the ``"results"`` record."""
     return {
         "kvstats_sweep": MANIFEST_VERSION,
         "config": config.to_dict(),
+        "config_fingerprint": config_fingerprint(config),
         "seed": config.seed,
         "versions": _versions(),
         "git": git,
@@ -110,13 +410,22 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
                  "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "executor": executor,
         "n_cells": len(cells),
-        "n_computed": sum(s["status"] == "computed" for s in status.values()),
+        "n_computed": sum(s["status"] != "resumed" for s in status.values()),
         "n_rows": int(n_rows),
         "cells": [{"id": cid, "key": json.loads(cell.key()), **status[cid]} for cell, cid in cells],
     }
 
 
 def write_result(out_dir: Path, frame: pd.DataFrame, manifest: dict[str, Any]) -> None:
-    """Write ``results.parquet`` (or ``.csv``) and ``manifest.json`` into ``out_dir``."""
-    _write_table(frame, out_dir / RESULTS)
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    """Write ``results.parquet`` (or ``.csv``), then ``manifest.json``, both atomically.
+
+    Both carry the same record (config fingerprint, run id, row count, content hash), so
+    :func:`kvstats.results.load_result` can tell whether they belong together;
+    ``manifest`` gets it as ``manifest["results"]`` (with the file name).
+    """
+    record = {"config": manifest["config_fingerprint"], "run": uuid.uuid4().hex,
+              "n_rows": len(frame), "sha256": frame_digest(frame)}
+    path = _write_table(frame, out_dir / RESULTS, {"kvstats_results": 1, **record})
+    manifest["results"] = {"file": path.name, **record}
+    text = json.dumps(manifest, indent=2, default=str)
+    atomic_write(out_dir / MANIFEST, lambda tmp: tmp.write_text(text, encoding="utf-8"))
