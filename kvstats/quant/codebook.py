@@ -39,9 +39,10 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any
 
 import numpy as np
+from jaxtyping import Float, UInt8
+from numpy.typing import ArrayLike, DTypeLike
 from scipy import linalg, special
 
 from kvstats._checks import _describe, as_float_array, check_choice, check_int, check_real
@@ -89,7 +90,7 @@ class Codebook:
     scale: float = 1.0
     iterations: int = 0
 
-    def encode(self, x: Any) -> np.ndarray:
+    def encode(self, x: Float[ArrayLike, "*shape"]) -> UInt8[np.ndarray, "*shape"]:
         """Cell index of each value (uint8): ``#{k : boundaries[k] < x}``, ties to the lower cell.
 
         Equal to ``np.searchsorted(boundaries, x)`` (the plain reference, kept as
@@ -108,7 +109,7 @@ class Codebook:
         x = as_float_array(x, "x")
         return self._encode(x)
 
-    def encode_reference(self, x: Any) -> np.ndarray:
+    def encode_reference(self, x: Float[ArrayLike, "*shape"]) -> UInt8[np.ndarray, "*shape"]:
         """`encode` by ``np.searchsorted`` on the boundaries (reference for tests).
 
         Examples
@@ -182,7 +183,7 @@ class Codebook:
         base = ((cnt - 1) % 256).astype(np.uint8)
         return b[0], 1.0 / step, base, padded[cnt], padded[cnt + 1]
 
-    def decode(self, codes: Any, dtype: Any = np.float64) -> np.ndarray:
+    def decode(self, codes: UInt8[ArrayLike, "*shape"], dtype: DTypeLike = np.float64) -> Float[np.ndarray, "*shape"]:
         """Centroid of each code, as ``dtype`` (float64 by default).
 
         Examples
@@ -417,7 +418,7 @@ def lloyd_max_codebook(bits: int, distribution: str = "gaussian", dim: int | Non
     return _codebook_cached(bits, distribution, dim)
 
 
-def empirical_codebook(sample: Any, bits: int, max_iter: int = 10_000) -> Codebook:
+def empirical_codebook(sample: Float[ArrayLike, "n"], bits: int, max_iter: int = 10_000) -> Codebook:
     """Lloyd--Max codebook for the empirical distribution of a 1-D sample (exact Lloyd).
 
     The sample is sorted once; each Lloyd step finds the cells with ``searchsorted`` and

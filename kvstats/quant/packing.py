@@ -9,9 +9,10 @@ All functions are vectorised over leading axes (no Python loop over codes).
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
+from jaxtyping import Bool, UInt8
+from numpy.typing import ArrayLike
 
 from kvstats._checks import _describe, check_int
 
@@ -31,7 +32,7 @@ def packed_size(n: int, bits: int) -> int:
     return -(-n * bits // 8)
 
 
-def _as_uint_array(x: Any, name: str, high: int) -> np.ndarray:
+def _as_uint_array(x: ArrayLike, name: str, high: int) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype == np.bool_:
         return arr.view(np.uint8)
@@ -45,7 +46,7 @@ def _as_uint_array(x: Any, name: str, high: int) -> np.ndarray:
     return arr.astype(np.uint8, copy=False)
 
 
-def _check_packed(packed: Any, name: str, n_bytes: int) -> np.ndarray:
+def _check_packed(packed: ArrayLike, name: str, n_bytes: int) -> np.ndarray:
     arr = np.asarray(packed)
     if arr.dtype != np.uint8:
         raise TypeError(f"{name} must be a uint8 array; received {_describe(arr)}")
@@ -54,7 +55,7 @@ def _check_packed(packed: Any, name: str, n_bytes: int) -> np.ndarray:
     return arr
 
 
-def pack_bits(bits: Any) -> np.ndarray:
+def pack_bits(bits: Bool[ArrayLike, "*batch m"]) -> UInt8[np.ndarray, "*batch m_bytes"]:
     """Pack a 0/1 (or bool) array ``(..., m)`` into uint8 ``(..., ceil(m/8))``, little bit order.
 
     Examples
@@ -68,7 +69,7 @@ def pack_bits(bits: Any) -> np.ndarray:
     return np.packbits(arr, axis=-1, bitorder="little")
 
 
-def unpack_bits(packed: Any, m: int) -> np.ndarray:
+def unpack_bits(packed: UInt8[ArrayLike, "*batch m_bytes"], m: int) -> Bool[np.ndarray, "*batch m"]:
     """Inverse of `pack_bits`: uint8 ``(..., ceil(m/8))`` -> bool ``(..., m)``.
 
     Examples
@@ -81,7 +82,7 @@ def unpack_bits(packed: Any, m: int) -> np.ndarray:
     return np.unpackbits(arr, axis=-1, count=m, bitorder="little").view(np.bool_)
 
 
-def pack_codes(codes: Any, bits: int) -> np.ndarray:
+def pack_codes(codes: UInt8[ArrayLike, "*batch n"], bits: int) -> UInt8[np.ndarray, "*batch n_bytes"]:
     """Pack codes ``< 2**bits`` ``(..., n)`` into a uint8 bitstream ``(..., ceil(n*bits/8))``.
 
     For 2 and 4 bits whole codes share a byte; for 3, 5, 6 and 7 bits eight codes are
@@ -139,7 +140,7 @@ def _pad_last(a: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-def unpack_codes(packed: Any, bits: int, n: int) -> np.ndarray:
+def unpack_codes(packed: UInt8[ArrayLike, "*batch n_bytes"], bits: int, n: int) -> UInt8[np.ndarray, "*batch n"]:
     """Inverse of `pack_codes`: uint8 ``(..., ceil(n*bits/8))`` -> uint8 codes ``(..., n)``.
 
     Examples
