@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,13 @@ _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 _GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
 _FP16_BITS = 16
 _IDENTITY_BITS = 32   # identity stores float32 values
+_FP32_BITS = 32
+_KLT_GROUP = 1024     # klt's default block: two halves of 512 tokens calibrate each other
+# llama.cpp block types (ggml-common.h block_q*): code bits, fp16 fields per block of 32
+# (a scale; the "_1" types also a minimum)
+_BLOCK_TYPES = {"q8_0": (8, 1), "q4_0": (4, 1), "q4_1": (4, 2), "q5_0": (5, 1), "q5_1": (5, 2)}
+# microscaling: block size, scale bits per block, float32 scale per head
+_MX_TYPES = {"mxfp4": (32, 8, False), "nvfp4": (16, 8, True)}
 
 # (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
 Builder = Callable[[int | None, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
@@ -77,6 +85,8 @@ class SchemeDef:
     example_params : mapping
         Parameters of a minimal instance (those without a default: ``mixed`` needs
         ``key_bits`` and ``value_bits``); the contract tests build every entry with them.
+    token_group_default : int
+        ``token_group`` when ``token_group_param`` is not given (32; klt: 1024).
     """
 
     name: str
@@ -91,7 +101,9 @@ class SchemeDef:
     build: Builder = field(repr=False, compare=False)
     _randomized: Callable[[Mapping[str, Any]], bool] = field(repr=False, compare=False)
     _bits: Callable[..., tuple[float, float]] = field(repr=False, compare=False)
+    _coded: Callable[[int, Mapping[str, Any]], int] = field(repr=False, compare=False)
     example_params: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    token_group_default: int = _GROUP_SIZE
 
     def randomized(self, params: Mapping[str, Any]) -> bool:
         """Whether the scheme has random components (rotation, sketch) under ``params``.
@@ -113,8 +125,26 @@ class SchemeDef:
         """
         if self.token_group_param is None:
             return 1
-        return check_int(params.get(self.token_group_param, _GROUP_SIZE),
+        return check_int(params.get(self.token_group_param, self.token_group_default),
                          self.token_group_param, low=1)
+
+    def coded_dim(self, dim: int, params: Mapping[str, Any]) -> int:
+        """Coordinates the scheme's codes spend their bits on, for vectors of dimension ``dim``.
+
+        ``d_pad`` (the next power of two) for a Hadamard rotation, the ``rank`` principal
+        axes for klt, ``dim`` otherwise (the block formats code every coordinate; the QJL
+        keys code a sketch of the ``dim`` coordinates). What the theory layer needs to
+        put a scheme's bits per coded coordinate beside a bound.
+
+        Examples
+        --------
+        >>> scheme_def("KQV").coded_dim(96, {}), scheme_def("KQV").coded_dim(96, {"rotation": "haar"})
+        (128, 96)
+        >>> scheme_def("q4_0").coded_dim(96, {}), scheme_def("klt").coded_dim(128, {"rank": 16})
+        (96, 16)
+        """
+        dim = check_int(dim, "dim", low=1)
+        return int(self._coded(dim, params))
 
     def key_rel_mse(self, bits: int, d_pad: int) -> float | None:
         """Predicted relative key error ``E‖k − k̂‖²/‖k‖²`` at ``bits`` with ``d_pad`` coded
@@ -281,6 +311,43 @@ def _build_identity(bits, dim, params, key_rng, value_rng, draws):
     return None, IdentityCoder(dim), IdentityCoder(dim)
 
 
+def _fixed_bits(name: str, nominal: int, bits: int | None) -> int:
+    if bits is not None and bits != nominal:
+        raise ValueError(f"bits for {name} must be None or {nominal} (fixed by the format); "
+                         f"received {bits}")
+    return nominal
+
+
+def _build_block(fmt, bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.blockfmt import BlockTypeCoder
+
+    bits = _fixed_bits(fmt, _BLOCK_TYPES[fmt][0], bits)
+    return bits, BlockTypeCoder(fmt, dim), BlockTypeCoder(fmt, dim)
+
+
+def _build_fp8(fmt, bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.fp8 import FP8Coder
+
+    bits = _fixed_bits(fmt, 8, bits)
+    scale = params.get("scale", "head")
+    return bits, FP8Coder(fmt, dim, scale), FP8Coder(fmt, dim, scale)
+
+
+def _build_mx(fmt, bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.microscaling import MXCoder
+
+    bits = _fixed_bits(fmt, 4, bits)
+    scale = params.get("scale", "head")
+    return bits, MXCoder(fmt, dim, scale), MXCoder(fmt, dim, scale)
+
+
+def _build_klt(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.klt import KLTCoder
+
+    rank, group = params.get("rank"), params.get("group_size", _KLT_GROUP)
+    return bits, KLTCoder(bits, dim, rank, group), KLTCoder(bits, dim, rank, group)
+
+
 # --------------------------------------------------------------------------- expected bits
 # Each returns (key bits, value bits) stored for n tokens of dimension d, from the
 # definitions: n-bit Lloyd–Max codes of the d_pad rotated coordinates and one norm per
@@ -354,6 +421,36 @@ def _identity_bits(bits, dim, n, params):
     return _IDENTITY_BITS * n * dim, _IDENTITY_BITS * n * dim
 
 
+def _block_bits(fmt, bits, dim, n, params):
+    # llama.cpp: per block of 32 coordinates, 32 codes and `fields` fp16 numbers
+    code, fields = _BLOCK_TYPES[fmt]
+    side = n * (code * dim + fields * _FP16_BITS * dim // 32)
+    return side, side
+
+
+def _fp8_bits(bits, dim, n, params):
+    # one byte per coordinate, one float32 scale per head
+    return 8 * n * dim + _FP32_BITS, 8 * n * dim + _FP32_BITS
+
+
+def _mx_bits(fmt, bits, dim, n, params):
+    # 4-bit E2M1 elements, an 8-bit scale per block, nvfp4's float32 scale per head
+    block, scale_bits, per_head = _MX_TYPES[fmt]
+    side = n * (4 * dim + scale_bits * dim // block) + _FP32_BITS * per_head
+    return side, side
+
+
+def _klt_bits(bits, dim, n, params):
+    # min(n·d, 8·rank) code bits per vector; per half of each block of group_size tokens
+    # (two per block, at least one block) a float16 rank×d basis, mean and rank scales
+    # and a byte of allocation per axis
+    rank = params.get("rank") or dim
+    halves = 2 * max(1, n // params.get("group_size", _KLT_GROUP))
+    codes = min(bits * dim, 8 * rank) * n
+    side = halves * (_FP16_BITS * (rank * dim + dim + rank) + 8 * rank)
+    return codes + side, codes + side
+
+
 # --------------------------------------------------------------------------- the table
 def _always(params: Mapping[str, Any]) -> bool:
     return True
@@ -367,35 +464,92 @@ def _rotated(params: Mapping[str, Any]) -> bool:
     return _rotation(params) != "identity"
 
 
+def _all_coords(dim: int, params: Mapping[str, Any]) -> int:
+    return dim
+
+
+def _rotated_coords(dim: int, params: Mapping[str, Any]) -> int:
+    return _d_pad(dim, _rotation(params))
+
+
+def _klt_coords(dim: int, params: Mapping[str, Any]) -> int:
+    rank = params.get("rank")
+    return dim if rank is None else min(rank, dim)
+
+
 _VECTOR = frozenset({"rotation", "sketch", "m", "norm_dtype"})
 _ENTRIES = (
-    SchemeDef("KV", "K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
-              frozenset({"norm_dtype"}), 1, 8, False, None, True, "mse",
-              _build_kv, _never, _kv_bits),
-    SchemeDef("KQV", "WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-              _VECTOR, 2, 8, False, None, True, "mse", _build_kqv, _always, _kqv_bits),
-    SchemeDef("QKQV", "WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-              _VECTOR, 2, 8, False, None, True, "prod", _build_prod, _always, _prod_scheme_bits),
-    SchemeDef("turboquant_mse", "K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
-              frozenset({"rotation", "norm_dtype"}), 1, 8, False, None, True, "mse",
-              _build_turboquant_mse, _rotated, _turboquant_mse_bits),
-    SchemeDef("turboquant_prod", "K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
-              _VECTOR, 2, 8, False, None, True, "prod", _build_prod, _always, _prod_scheme_bits),
-    SchemeDef("qjl", "K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
+    SchemeDef(name="KV", summary="K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
+              params=frozenset({"norm_dtype"}), min_bits=1, max_bits=8, fixed_budget=False,
+              token_group_param=None, gpu=True, key_theory="mse", build=_build_kv,
+              _randomized=_never, _bits=_kv_bits, _coded=_all_coords),
+    SchemeDef(name="KQV", summary="WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
+              gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always, _bits=_kqv_bits,
+              _coded=_rotated_coords),
+    SchemeDef(name="QKQV", summary="WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
+              gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
+              _bits=_prod_scheme_bits, _coded=_rotated_coords),
+    SchemeDef(name="turboquant_mse", summary="K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
+              params=frozenset({"rotation", "norm_dtype"}), min_bits=1, max_bits=8,
+              fixed_budget=False, token_group_param=None, gpu=True, key_theory="mse",
+              build=_build_turboquant_mse, _randomized=_rotated, _bits=_turboquant_mse_bits,
+              _coded=_rotated_coords),
+    SchemeDef(name="turboquant_prod", summary="K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
+              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
+              gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
+              _bits=_prod_scheme_bits, _coded=_rotated_coords),
+    SchemeDef(name="qjl", summary="K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
               "asymmetric uniform n-bit (QJL paper)",
-              frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
-                         "value_group_size"}), 1, 8, False, "group_size", False, None,
-              _build_qjl, _always, _qjl_bits),
-    SchemeDef("kivi", "KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
+              params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
+                                "value_group_size"}),
+              min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
+              key_theory=None, build=_build_qjl, _randomized=_always, _bits=_qjl_bits,
+              _coded=_all_coords),
+    SchemeDef(name="kivi", summary="KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
               "a full-precision window of recent tokens",
-              frozenset({"group_size", "residual"}), 1, 8, False, "group_size", False, None,
-              _build_kivi, _never, _kivi_bits),
-    SchemeDef("mixed", "key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
-              "name, 'K4V2'", frozenset({"key_bits", "value_bits", "rotation", "norm_dtype"}),
-              1, 8, True, None, True, None, _build_mixed, _rotated, _mixed_bits,
-              MappingProxyType({"key_bits": 4, "value_bits": 2})),
-    SchemeDef("identity", "stores K and V unchanged (a reference that must reproduce exactly)",
-              frozenset(), 1, 8, True, None, False, None, _build_identity, _never, _identity_bits),
+              params=frozenset({"group_size", "residual"}), min_bits=1, max_bits=8, fixed_budget=False,
+              token_group_param="group_size", gpu=False, key_theory=None, build=_build_kivi,
+              _randomized=_never, _bits=_kivi_bits, _coded=_all_coords),
+    SchemeDef(name="mixed", summary="key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
+              "name, 'K4V2'", params=frozenset({"key_bits", "value_bits", "rotation", "norm_dtype"}),
+              min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
+              key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
+              _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2})),
+    SchemeDef(name="identity", summary="stores K and V unchanged (a reference that must reproduce exactly)",
+              params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None,
+              gpu=False, key_theory=None, build=_build_identity, _randomized=_never,
+              _bits=_identity_bits, _coded=_all_coords),
+    *(SchemeDef(name=fmt, summary=f"llama.cpp {fmt}: blocks of 32 along d, {code}-bit codes, an fp16 "
+                f"scale{' and minimum' if fields == 2 else ''} per block ({code + 16 * fields / 32:g} bits)",
+                params=frozenset(), min_bits=code, max_bits=code, fixed_budget=True,
+                token_group_param=None, gpu=False, key_theory=None,
+                build=partial(_build_block, fmt), _randomized=_never,
+                _bits=partial(_block_bits, fmt), _coded=_all_coords)
+      for fmt, (code, fields) in _BLOCK_TYPES.items()),
+    *(SchemeDef(name=fmt, summary=f"FP8 {fmt[4:].upper()} KV cache (vLLM): x/s rounded to FP8, a float32 "
+                "scale s = amax/max per head ('head') or per call ('tensor')",
+                params=frozenset({"scale"}), min_bits=8, max_bits=8, fixed_budget=True,
+                token_group_param=None, gpu=False, key_theory=None,
+                build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
+                _coded=_all_coords)
+      for fmt in ("fp8_e4m3", "fp8_e5m2")),
+    SchemeDef(name="mxfp4", summary="OCP MXFP4: blocks of 32 along d, E2M1 elements, an E8M0 scale per "
+              "block (4.25 bits)", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
+              token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "mxfp4"),
+              _randomized=_never, _bits=partial(_mx_bits, "mxfp4"), _coded=_all_coords),
+    SchemeDef(name="nvfp4", summary="NVIDIA NVFP4: blocks of 16 along d, E2M1 elements, an E4M3 scale per "
+              "block and a float32 scale per head (4.5 bits + 32 per head)",
+              params=frozenset({"scale"}), min_bits=4, max_bits=4, fixed_budget=True,
+              token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "nvfp4"),
+              _randomized=_never, _bits=partial(_mx_bits, "nvfp4"), _coded=_all_coords),
+    SchemeDef(name="klt", summary="K and V: principal axes of the other half of the cache, bits by "
+              "reverse water-filling, Lloyd–Max per axis (basis and allocation stored)",
+              params=frozenset({"rank", "group_size"}), min_bits=1, max_bits=8, fixed_budget=False,
+              token_group_param="group_size", gpu=False, key_theory=None, build=_build_klt,
+              _randomized=_never, _bits=_klt_bits, _coded=_klt_coords,
+              token_group_default=_KLT_GROUP),
 )
 
 REGISTRY: Mapping[str, SchemeDef] = MappingProxyType({d.name: d for d in _ENTRIES})

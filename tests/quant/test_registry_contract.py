@@ -38,11 +38,11 @@ IDS = [name for name, _ in CASES]
 # accepts (the parameter names come from the registry, these are only values).
 VARIANT = {"rotation": "haar", "sketch": "orthogonal", "m": 40, "norm_dtype": np.float32,
            "n_outliers": 2, "outlier_m": 24, "group_size": 16, "value_bits": 2,
-           "value_group_size": 32, "residual": 8, "key_bits": 3}
+           "value_group_size": 32, "residual": 8, "key_bits": 3, "scale": "tensor", "rank": 48}
 # An invalid value for every parameter (each must raise a ValueError naming it).
 BAD = {"rotation": "fft", "sketch": "sparse", "m": 0, "norm_dtype": np.int8, "n_outliers": -1,
        "outlier_m": 0, "group_size": 0, "value_bits": 9, "value_group_size": 0, "residual": -1,
-       "key_bits": 0}
+       "key_bits": 0, "scale": "channel", "rank": 0}
 
 
 def budgets(name):

@@ -1,0 +1,289 @@
+"""llama.cpp's KV-cache block types ``q8_0``, ``q4_0``, ``q4_1``, ``q5_0``, ``q5_1``.
+
+Each vector (one token of one head) is cut into blocks of 32 consecutive coordinates
+along the head dimension; each block stores its codes and an fp16 scale ``δ`` (and, for
+the ``_1`` types, an fp16 minimum ``m``), in llama.cpp's byte layout (ggml-quants.c,
+``block_q4_0`` and friends):
+
+======  =======================================  ==============================  =====
+type    codes                                    block bytes                     bits
+======  =======================================  ==============================  =====
+q8_0    ``q = round(x/δ)``, δ = amax/127         δ, 32 int8                      8.5
+q4_0    ``q = ⌊x/δ + 8.5⌋``, δ = xₘ/−8           δ, 16 bytes of nibbles          4.5
+q4_1    ``q = ⌊(x−m)/δ + 0.5⌋``, δ = (max−m)/15  δ, m, 16 bytes of nibbles       5.0
+q5_0    ``q = ⌊x/δ + 16.5⌋``, δ = xₘ/−16         δ, 4 bytes of 5th bits, 16      5.5
+q5_1    ``q = ⌊(x−m)/δ + 0.5⌋``, δ = (max−m)/31  δ, m, 4, 16                     6.0
+======  =======================================  ==============================  =====
+
+(xₘ is the block's coordinate of largest magnitude, with its sign; ``round`` rounds half
+away from zero; codes are clipped to their range.) Arithmetic is float32, as in
+llama.cpp: the input is rounded to float32, the codes are computed with the float32
+scale, the scale is then stored as fp16 and decoding multiplies the fp16 scale by the
+code. Stored bytes and decoded values equal ``gguf.quants.quantize``/``dequantize`` (the
+gguf package's reference of ggml's C code) bit for bit; tests/quant/test_formats.py holds
+them against it. Two documented differences, both outside what gguf defines:
+
+- a block whose float32 scale is so small that ``1/δ`` overflows (max |x| below
+  ~1.5e-36) is coded as zero (gguf computes ``x·inf`` and casts NaN to an integer); its
+  fp16 scale is 0, so both decode it to zeros;
+- a block whose fp16 scale or minimum overflows (|x| beyond ~65504 times the code range,
+  e.g. 8.3e6 for q8_0) is refused with a ValueError instead of storing ``inf``.
+
+The head dimension must be a multiple of 32 (a ValueError otherwise; no padding). The
+coders implement :class:`kvstats.quant.coder.Coder`; every coordinate is coded, so a
+block type codes ``d`` coordinates (``SchemeDef.coded_dim``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jaxtyping import Float
+
+from kvstats._checks import _describe, as_float_array, check_choice, check_int
+
+__all__ = ["BLOCK_TYPES", "BLOCK", "BlockCodes", "BlockTypeCoder", "block_encode", "block_decode",
+           "check_block_dim"]
+
+BLOCK = 32
+_FP16_BITS = 16
+
+
+@dataclass(frozen=True)
+class _Type:
+    code_bits: int
+    has_min: bool      # the "_1" types store a minimum; the "_0" types are symmetric
+    levels: int        # divisor of the scale: 127, 8, 15, 16, 31
+
+    @property
+    def block_bytes(self) -> int:
+        return 2 + 2 * self.has_min + BLOCK * self.code_bits // 8
+
+
+BLOCK_TYPES: dict[str, _Type] = {
+    "q8_0": _Type(8, False, 127), "q4_0": _Type(4, False, 8), "q4_1": _Type(4, True, 15),
+    "q5_0": _Type(5, False, 16), "q5_1": _Type(5, True, 31),
+}
+
+
+def check_block_dim(dim: int, block: int, fmt: str) -> int:
+    """``dim`` if it is a positive multiple of ``block``, else a ValueError naming the format.
+
+    Examples
+    --------
+    >>> check_block_dim(128, 32, "q4_0")
+    128
+    """
+    dim = check_int(dim, "dim", low=1)
+    if dim % block:
+        raise ValueError(f"dim must be a multiple of {block} for {fmt} (blocks of {block} "
+                         f"coordinates along the head dimension; no padding); received {dim}")
+    return dim
+
+
+def _as_blocks(x: np.ndarray, block: int) -> np.ndarray:
+    """``x (..., d)`` as float32 blocks ``(..., d/block, block)``."""
+    return x.astype(np.float32).reshape(*x.shape[:-1], x.shape[-1] // block, block)
+
+
+def _inverse(scale: np.ndarray) -> np.ndarray:
+    """``1/δ``, 0 where δ = 0 or where ``1/δ`` overflows (the block is coded as zero)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        inv = np.where(scale == 0, np.float32(0), np.float32(1) / scale)
+    return np.where(np.isfinite(inv), inv, np.float32(0)).astype(np.float32)
+
+
+def _fp16(v: np.ndarray, what: str, fmt: str) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        h = v.astype(np.float16)
+    if not np.isfinite(h).all():
+        worst = float(np.max(np.abs(v)))
+        raise ValueError(f"x is beyond the range of {fmt}: a block's fp16 {what} would be "
+                         f"{worst:.4g} (fp16 holds at most 65504); received x with such a block")
+    return h
+
+
+def _round_away(v: np.ndarray) -> np.ndarray:
+    """Round half away from zero in float32 (ggml's ``roundf``; gguf's ``np_roundf``)."""
+    a = np.abs(v)
+    floored = np.floor(a)
+    return np.sign(v) * (floored + np.floor(np.float32(2) * (a - floored)))
+
+
+def _pack_nibbles(q: np.ndarray) -> np.ndarray:
+    """Codes ``(..., 32)`` → 16 bytes: low nibble coordinate j, high nibble j + 16."""
+    return (q[..., :BLOCK // 2] & np.uint8(0x0F)) | (q[..., BLOCK // 2:] << np.uint8(4))
+
+
+def _unpack_nibbles(b: np.ndarray) -> np.ndarray:
+    return np.concatenate([b & np.uint8(0x0F), b >> np.uint8(4)], axis=-1)
+
+
+def block_encode(x: Float[np.ndarray, "*batch d"], fmt: str) -> np.ndarray:
+    """The bytes llama.cpp stores for ``x`` in block type ``fmt``: ``(*batch, d/32·bytes)`` uint8.
+
+    Parameters
+    ----------
+    x : array ``(*batch, d)``
+        Finite floats; ``d`` a multiple of 32. Rounded to float32 first.
+    fmt : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}
+
+    Examples
+    --------
+    >>> x = np.linspace(-1, 1, 32)
+    >>> b = block_encode(x, "q4_0")
+    >>> b.shape, b.dtype                  # 2 bytes of fp16 scale + 16 bytes of nibbles
+    ((18,), dtype('uint8'))
+    >>> float(np.abs(block_decode(b, "q4_0", 32) - x).max()) <= 1 / 8
+    True
+    """
+    fmt = check_choice(fmt, "fmt", list(BLOCK_TYPES))
+    spec = BLOCK_TYPES[fmt]
+    x = as_float_array(x, "x", min_ndim=1)
+    check_block_dim(x.shape[-1], BLOCK, fmt)
+    b = _as_blocks(x, BLOCK)
+    parts = []
+    if spec.has_min:
+        lo = b.min(axis=-1, keepdims=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = (b.max(axis=-1, keepdims=True) - lo) / np.float32(spec.levels)
+        inv = _inverse(scale)
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = np.trunc((b - lo) * inv + np.float32(0.5))
+        parts += [_fp16(scale, "scale", fmt).view(np.uint8), _fp16(lo, "minimum", fmt).view(np.uint8)]
+    else:
+        if fmt == "q8_0":
+            scale = np.abs(b).max(axis=-1, keepdims=True) / np.float32(spec.levels)
+            inv = _inverse(scale)
+            q = _round_away(b * inv)
+        else:
+            imax = np.abs(b).argmax(axis=-1)[..., None]
+            scale = np.take_along_axis(b, imax, axis=-1) / np.float32(-spec.levels)
+            inv = _inverse(scale)
+            q = np.trunc(b * inv + np.float32(spec.levels + 0.5))
+        parts.append(_fp16(scale, "scale", fmt).view(np.uint8))
+    if fmt == "q8_0":
+        parts.append(q.astype(np.int8).view(np.uint8))
+    else:
+        q = np.clip(q, 0, 2 ** spec.code_bits - 1).astype(np.uint8)
+        if spec.code_bits == 5:
+            parts.append(np.packbits(q >> np.uint8(4), axis=-1, bitorder="little"))
+        parts.append(_pack_nibbles(q))
+    out = np.concatenate(parts, axis=-1)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def block_decode(data: np.ndarray, fmt: str, dim: int) -> Float[np.ndarray, "*batch d"]:
+    """float32 values of llama.cpp block bytes ``(*batch, d/32·bytes)`` (inverse of :func:`block_encode`).
+
+    Examples
+    --------
+    >>> block_decode(block_encode(np.ones(32), "q8_0"), "q8_0", 32)[:3]  # δ = 1/127 in fp16
+    array([0.99993896, 0.99993896, 0.99993896], dtype=float32)
+    """
+    fmt = check_choice(fmt, "fmt", list(BLOCK_TYPES))
+    spec = BLOCK_TYPES[fmt]
+    dim = check_block_dim(dim, BLOCK, fmt)
+    data = np.asarray(data)
+    n_blocks = dim // BLOCK
+    if data.dtype != np.uint8 or data.ndim < 1 or data.shape[-1] != n_blocks * spec.block_bytes:
+        raise ValueError(f"data must be uint8 with last axis {n_blocks * spec.block_bytes} "
+                         f"({fmt}, dim={dim}); received {_describe(data)}")
+    b = np.ascontiguousarray(data).reshape(*data.shape[:-1], n_blocks, spec.block_bytes)
+    scale = b[..., 0:2].copy().view(np.float16).astype(np.float32)
+    at = 2
+    if spec.has_min:
+        lo = b[..., 2:4].copy().view(np.float16).astype(np.float32)
+        at = 4
+    if fmt == "q8_0":
+        q = b[..., at:].view(np.int8).astype(np.float32)
+        out = q * scale
+    else:
+        q = _unpack_nibbles(b[..., -BLOCK // 2:])
+        if spec.code_bits == 5:
+            q = q | (np.unpackbits(b[..., at:at + 4], axis=-1, bitorder="little") << np.uint8(4))
+        if spec.has_min:
+            out = scale * q.astype(np.float32) + lo
+        else:
+            out = scale * (q.astype(np.int8) - np.int8(spec.levels)).astype(np.float32)
+    return out.reshape(*data.shape[:-1], dim)
+
+
+# --------------------------------------------------------------------------- the coder
+@dataclass(frozen=True, eq=False)
+class BlockCodes:
+    """llama.cpp block bytes of ``(*batch, n, d)`` vectors: ``data (*batch, n, d/32·bytes)``."""
+
+    data: np.ndarray
+    fmt: str
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored: scales, minima and codes, exactly as llama.cpp lays them out."""
+        return int(self.data.nbytes)
+
+
+class BlockTypeCoder:
+    """One side of a llama.cpp block-type scheme (a :class:`~kvstats.quant.coder.Coder`).
+
+    Parameters
+    ----------
+    fmt : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}
+    dim : int
+        Head dimension, a multiple of 32.
+
+    Examples
+    --------
+    >>> coder = BlockTypeCoder("q4_0", 64)
+    >>> coder.stored_bits(10)               # 4 bits per coordinate + one fp16 scale per 32
+    {'codes': 2560.0, 'scales': 320.0}
+    >>> x = np.random.default_rng(0).standard_normal((10, 64))
+    >>> bool(np.array_equal(coder.roundtrip(x), coder.decode(coder.encode(x))))
+    True
+    """
+
+    def __init__(self, fmt: str, dim: int):
+        self.fmt = check_choice(fmt, "fmt", list(BLOCK_TYPES))
+        self.dim = check_block_dim(dim, BLOCK, self.fmt)
+        self.spec = BLOCK_TYPES[self.fmt]
+        self.nominal_bits = float(self.spec.code_bits)
+
+    def _check(self, x: np.ndarray) -> np.ndarray:
+        x = as_float_array(x, "x", min_ndim=1)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
+        return x
+
+    def encode(self, x: Float[np.ndarray, "*batch n d"]) -> BlockCodes:
+        """The block bytes of every vector."""
+        x = self._check(x)
+        return BlockCodes(block_encode(x, self.fmt), self.fmt, x.dtype)
+
+    def decode(self, codes: BlockCodes) -> Float[np.ndarray, "*batch n d"]:
+        """Decoded vectors in the dtype that was encoded."""
+        if not isinstance(codes, BlockCodes) or codes.fmt != self.fmt:
+            raise TypeError(f"codes must be BlockCodes of {self.fmt} from BlockTypeCoder.encode; "
+                            f"received {_describe(codes)}")
+        return block_decode(codes.data, self.fmt, self.dim).astype(codes.dtype)
+
+    def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
+        """``decode(encode(x))`` (the packing is a few byte operations: no faster path)."""
+        return self.decode(self.encode(x))
+
+    def stored_bits(self, n_tokens: int) -> dict[str, float]:
+        """Code bits, fp16 scales (and fp16 minima) for ``n_tokens`` vectors."""
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        blocks = n_tokens * self.dim // BLOCK
+        out = {"codes": float(self.spec.code_bits * self.dim * n_tokens),
+               "scales": float(_FP16_BITS * blocks)}
+        if self.spec.has_min:
+            out["minima"] = float(_FP16_BITS * blocks)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Format, block size and code bits."""
+        return {"coder": self.fmt, "block": BLOCK, "code_bits": self.spec.code_bits,
+                "minimum": self.spec.has_min}

@@ -1,0 +1,144 @@
+"""FP8 KV cache as vLLM stores it: ``fp8_e4m3`` and ``fp8_e5m2`` with an fp32 scale.
+
+Each value is divided by a float32 scale ``s``, clamped to the format's largest finite
+value ``M`` (448 for E4M3 "fn", 57344 for E5M2) and rounded to FP8 (round to nearest,
+ties to even; :mod:`ml_dtypes` does the rounding); decoding multiplies the FP8 value by
+``s`` in float32 — vLLM's ``scaled_fp8_conversion``. The scale is ``s = amax/M`` with
+``amax`` the largest magnitude it covers, stored as float32:
+
+``scale="head"`` (the default)
+    one scale per leading index: each ``(n, d)`` slice — one head's cache, or one trial
+    of a sweep — gets its own;
+``scale="tensor"``
+    one scale for everything one ``encode`` call receives (vLLM's per-layer
+    ``k_scale``/``v_scale`` when a call holds a layer's heads). In a sweep the leading
+    axis is independent trials, which a shared scale would couple: use ``"head"`` there.
+
+vLLM calibrates its scale once (from a prefill, or from a checkpoint) and keeps it;
+here the scale is the oracle one of the data coded, the best case for a per-tensor
+scale. Bits: 8 per coordinate plus 32 per head (the scale), counted by
+``stored_bits``; with ``scale="tensor"`` the heads of a call share one scale, so the
+32 bits per head counted are an upper bound. Zero codes decode to zero; an all-zero
+head has scale 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from jaxtyping import Float
+
+from kvstats._checks import _describe, as_float_array, check_choice, check_int
+
+__all__ = ["FP8_FORMATS", "SCALES", "FP8Codes", "FP8Coder", "amax_scale"]
+
+FP8_FORMATS = {"fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}
+SCALES = ("head", "tensor")
+_FP32_BITS = 32
+
+
+def amax_scale(x: np.ndarray, scale: str, fmax: float) -> np.ndarray:
+    """float32 ``amax/fmax`` over each head (``scale="head"``: the last two axes) or the
+    whole array (``"tensor"``), keeping dimensions; a ValueError if ``x`` overflows float32.
+
+    Examples
+    --------
+    >>> amax_scale(np.array([[1.0, -896.0]], dtype=np.float32), "head", 448.0)
+    array([[2.]], dtype=float32)
+    """
+    scale = check_choice(scale, "scale", SCALES)
+    axes = (-2, -1) if scale == "head" else tuple(range(x.ndim))
+    amax = np.max(np.abs(x), axis=axes, keepdims=True)
+    if not np.isfinite(amax).all():
+        raise ValueError(f"x must be finite in float32 (|x| < 3.4e38); received {_describe(x)} "
+                         f"with max |x| = {float(np.max(amax)):.4g} after rounding to float32")
+    return (amax / np.float32(fmax)).astype(np.float32)
+
+
+def _divide(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``x / s`` in float32, 0 where ``s`` = 0 (an all-zero head)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        y = np.where(s == 0, np.float32(0), x / np.where(s == 0, np.float32(1), s))
+    return y.astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class FP8Codes:
+    """FP8 bytes ``codes (*batch, n, d)`` and float32 ``scale`` (batch shape, or ``()``)."""
+
+    codes: np.ndarray
+    scale: np.ndarray
+    fmt: str
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored: one per coordinate, four per scale."""
+        return int(self.codes.nbytes + self.scale.nbytes)
+
+
+class FP8Coder:
+    """One side of an FP8 KV cache (a :class:`~kvstats.quant.coder.Coder`).
+
+    Parameters
+    ----------
+    fmt : {"fp8_e4m3", "fp8_e5m2"}
+    dim : int
+        Head dimension.
+    scale : {"head", "tensor"}
+        What one float32 scale covers (module docstring).
+
+    Examples
+    --------
+    >>> coder = FP8Coder("fp8_e4m3", 8)
+    >>> x = np.array([[1.0, -2.0, 0.3, 0, 0, 0, 0, 448.0]])
+    >>> coder.roundtrip(x)[0, :3]               # 0.3 rounds to E4M3's 0.3125
+    array([ 1.    , -2.    ,  0.3125])
+    >>> coder.stored_bits(10)
+    {'codes': 640.0, 'scale': 32.0}
+    """
+
+    def __init__(self, fmt: str, dim: int, scale: str = "head"):
+        self.fmt = check_choice(fmt, "fmt", list(FP8_FORMATS))
+        self.dim = check_int(dim, "dim", low=1)
+        self.scale = check_choice(scale, "scale", SCALES)
+        self.dtype = np.dtype(FP8_FORMATS[self.fmt])
+        self.fmax = float(ml_dtypes.finfo(self.dtype).max)
+        self.nominal_bits = 8.0
+
+    def encode(self, x: Float[np.ndarray, "*batch n d"]) -> FP8Codes:
+        """FP8 codes of ``x / s`` and the scale ``s``."""
+        x = as_float_array(x, "x", min_ndim=2)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
+        x32 = x.astype(np.float32)
+        with np.errstate(over="ignore"):
+            s = amax_scale(x32, self.scale, self.fmax)
+        y = np.clip(_divide(x32, s), -self.fmax, self.fmax)
+        scale = s.reshape(x.shape[:-2] if self.scale == "head" else ())
+        return FP8Codes(y.astype(self.dtype).view(np.uint8), scale, self.fmt, x.dtype)
+
+    def decode(self, codes: FP8Codes) -> Float[np.ndarray, "*batch n d"]:
+        """``fp8 · s`` in float32, returned in the dtype that was encoded."""
+        if not isinstance(codes, FP8Codes) or codes.fmt != self.fmt:
+            raise TypeError(f"codes must be FP8Codes of {self.fmt} from FP8Coder.encode; "
+                            f"received {_describe(codes)}")
+        values = codes.codes.view(self.dtype).astype(np.float32)
+        s = codes.scale.reshape(codes.scale.shape + (1, 1))
+        return (values * s).astype(codes.dtype)
+
+    def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
+        """``decode(encode(x))``."""
+        return self.decode(self.encode(x))
+
+    def stored_bits(self, n_tokens: int) -> dict[str, float]:
+        """8 bits per coordinate and one float32 scale per head."""
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        return {"codes": 8.0 * self.dim * n_tokens, "scale": float(_FP32_BITS)}
+
+    def describe(self) -> dict[str, Any]:
+        """Format, its largest value and the scale's extent."""
+        return {"coder": self.fmt, "max": self.fmax, "scale": self.scale}
