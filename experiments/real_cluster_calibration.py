@@ -1,0 +1,165 @@
+"""Type-I error of Mann–Whitney on real trials: trials vs texts (clusters) as the unit.
+
+Usage: nice -n 10 python experiments/real_cluster_calibration.py
+       [--capture /tmp/base/capture.npz] [--scheme KQV] [--bits 4] [--layers 0,3,...,27]
+       [--draws 16] [--replicates 4000] [--seed 0] [--alpha 0.05]
+
+The null holds by construction: the same scheme twice, with independent draws of its
+randomness. A pool of ``--draws`` independent draws of the scheme is applied to every
+trial of the capture (one trial per text, layer and KV head: kvstats.load_trials, 26 texts
+x 10 layers x 3 heads = 780 trials by default), giving each trial's metrics once per
+draw. In each replicate every trial takes two distinct draws of the pool at random (one
+per arm, independently of every other trial), and the arms are
+
+- split (the texts differ between the arms): the texts are split at random 13/13; arm A
+  holds the trials of the first half, arm B those of the second;
+- shared (the sweep's design: every scheme sees the same texts): both arms hold every
+  trial, each under its own draw;
+
+compared by Mann–Whitney on (a) the trials and (b) the cluster means (one value per
+text and arm, as kvstats.analysis.aggregate_clusters computes them). Given the pool, a
+trial's value has the same distribution in either arm and the split is independent of
+the values, so the null holds exactly for the texts as units, whatever the pool. The
+p-values are scipy's asymptotic Mann–Whitney vectorised over replicates and metrics,
+which is what kvstats.stats.mann_whitney computes at these sizes; the first replicate
+checks both that and the cluster means against aggregate_clusters. The rejection rate at
+``--alpha`` over the replicates is printed per metric with the central 99% binomial band
+of a test at its level (replicates are independent given the pool).
+Also printed: the intra-cluster correlation of each metric (one-way ANOVA estimator on
+draw 0) and the design effect 1 + (m - 1) ρ it implies for clusters of m trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+import kvstats
+from kvstats.analysis import METRICS, aggregate_clusters
+from kvstats.data.real import trial_clusters
+from kvstats.stats import mann_whitney
+
+
+def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.DataFrame:
+    """Per-trial metrics of every trial under each of ``draws`` independent scheme draws."""
+    clusters = trial_clusters(trials)
+    parts = []
+    for d in range(draws):
+        sch = kvstats.make_scheme(scheme, bits, trials.dim, seed=np.random.SeedSequence([seed, d]),
+                                  draws=trials.n_trials)
+        prof = kvstats.error_profile(trials, *sch.roundtrip(trials.K, trials.V))
+        parts.append(prof.assign(draw=d, cluster=clusters, distribution="real", params="-",
+                                 dim=trials.dim, n_keys=trials.n_keys, budget=float(bits),
+                                 scheme=f"{scheme}#{d}", bits_nominal=float(bits),
+                                 bits_total=float(bits)))
+    return pd.concat(parts, ignore_index=True)
+
+
+def icc(values: np.ndarray, clusters: np.ndarray) -> float:
+    """One-way ANOVA estimator of the intra-cluster correlation (balanced clusters)."""
+    labels, inv = np.unique(clusters, return_inverse=True)
+    k, n = labels.size, values.size
+    m = n / k
+    means = np.bincount(inv, weights=values) / np.bincount(inv)
+    msb = m * np.sum((means - values.mean()) ** 2) / (k - 1)
+    msw = np.sum((values - means[inv]) ** 2) / (n - k)
+    return float((msb - msw) / (msb + (m - 1) * msw))
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """A Markdown table (no tabulate dependency); rates with 4 decimals."""
+    def cell(v):
+        return f"{v:.4f}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * table.shape[1]]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--capture", default="/tmp/base/capture.npz", help="capture .npz (kvstats.models.capture)")
+    ap.add_argument("--scheme", default="KQV", help="a randomized scheme (default KQV)")
+    ap.add_argument("--bits", type=int, default=4, help="bits per coordinate n (default 4)")
+    ap.add_argument("--layers", default="0,3,6,9,12,15,18,21,24,27",
+                    help="comma-separated layers, or 'all' (default every third of 30)")
+    ap.add_argument("--draws", type=int, default=16, help="independent scheme draws in the pool")
+    ap.add_argument("--replicates", type=int, default=4000, help="replicates (random splits and draws; default 4000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    args = ap.parse_args()
+    if args.draws < 2:
+        ap.error("--draws must be at least 2 (two distinct draws per replicate)")
+    t0 = time.perf_counter()
+    print(f"load average at start: {os.getloadavg()}")
+    layers = None if args.layers == "all" else [int(v) for v in args.layers.split(",")]
+    trials = kvstats.load_trials(args.capture, layer=layers).astype(np.float64)
+    clusters = trial_clusters(trials)
+    texts = np.unique(clusters)
+    per_text = trials.n_trials // texts.size
+    print(f"{trials.n_trials} trials: {texts.size} texts x {per_text} (layers x KV heads); "
+          f"{args.scheme} n={args.bits}, pool of {args.draws} draws, {args.replicates} replicates")
+
+    pool = pool_of_draws(trials, args.scheme, args.bits, args.draws, args.seed)
+    t_pool = time.perf_counter() - t0
+    vals = pool[list(METRICS)].to_numpy(np.float64).reshape(args.draws, trials.n_trials, len(METRICS))
+    trials_of = np.stack([np.flatnonzero(clusters == t) for t in texts])  # (texts, per_text)
+
+    rng = np.random.default_rng(args.seed + 1)
+    R, half, every = args.replicates, texts.size // 2, np.arange(trials.n_trials)
+    pvals = {(d, u): np.empty((R, len(METRICS))) for d in ("split", "shared") for u in ("trials", "texts")}
+    first = None
+    for start in range(0, R, 250):  # chunks of replicates bound the memory
+        r = min(R, start + 250) - start
+        # each trial's own draw, independent across trials, arms and replicates
+        pick_a = rng.integers(args.draws, size=(r, trials.n_trials))
+        pick_b = (pick_a + rng.integers(1, args.draws, size=(r, trials.n_trials))) % args.draws
+        xa, xb = vals[pick_a, every], vals[pick_b, every]          # (r, trials, metrics)
+        ca, cb = xa[:, trials_of].mean(axis=2), xb[:, trials_of].mean(axis=2)  # (r, texts, metrics)
+        perm = np.argsort(rng.random((r, texts.size)), axis=1)
+        ta, tb = np.sort(perm[:, :half], axis=1), np.sort(perm[:, half:], axis=1)
+        rows = np.arange(r)[:, None]
+        arms = {("split", "trials"): (xa[rows, trials_of[ta].reshape(r, -1)], xb[rows, trials_of[tb].reshape(r, -1)]),
+                ("split", "texts"): (ca[rows, ta], cb[rows, tb]),
+                ("shared", "trials"): (xa, xb),
+                ("shared", "texts"): (ca, cb)}
+        for key, (x, y) in arms.items():
+            # scipy's asymptotic test, vectorised over replicates and metrics: what
+            # kvstats.stats.mann_whitney computes here (min(n) > 8: its "auto" is asymptotic)
+            pvals[key][start:start + r] = stats.mannwhitneyu(x, y, axis=1, method="asymptotic").pvalue
+        if first is None:
+            first = (arms, xa[0], ta[0], tb[0])
+    # spot checks on the first replicate: the cluster means are aggregate_clusters', the
+    # p-values kvstats.stats.mann_whitney's
+    arms, x0, ta0, tb0 = first
+    frame = pool[pool["draw"] == 0].drop(columns="draw").assign(**{m: x0[:, j] for j, m in enumerate(METRICS)})
+    agg = aggregate_clusters(frame)
+    np.testing.assert_allclose(agg[list(METRICS)].to_numpy(), arms["shared", "texts"][0][0], rtol=1e-12)
+    for key, (x, y) in arms.items():
+        ref = [mann_whitney(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
+        np.testing.assert_allclose(pvals[key][0], ref, rtol=1e-10)
+    rej = {key: (p <= args.alpha).sum(axis=0) for key, p in pvals.items()}
+
+    lo = stats.binom.ppf(0.005, args.replicates, args.alpha) / args.replicates
+    hi = stats.binom.isf(0.005, args.replicates, args.alpha) / args.replicates
+    rows = []
+    for j, m in enumerate(METRICS):
+        rho = icc(vals[0, :, j], clusters)
+        rows.append({"metric": m, "ICC": f"{rho:.3f}", "design effect": f"{1 + (per_text - 1) * rho:.2f}",
+                     **{f"{d}: {u}": rej[d, u][j] / R for d in ("split", "shared") for u in ("trials", "texts")}})
+    table = pd.DataFrame(rows)
+    print(f"\ntype-I error at alpha = {args.alpha} (rate of p <= alpha over {args.replicates} replicates); "
+          f"99% binomial band of a level-{args.alpha} test: [{lo:.4f}, {hi:.4f}]")
+    print(markdown(table))
+    inflation = table["split: trials"] / args.alpha
+    print(f"\ntrial-level inflation (split, rate / alpha): {inflation.min():.1f}x to {inflation.max():.1f}x; "
+          f"text-level rates inside the band: {int(table['split: texts'].between(lo, hi).sum())}/{len(table)}")
+    print(f"pool {t_pool:.1f} s, total {time.perf_counter() - t0:.1f} s; load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
