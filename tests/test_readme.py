@@ -17,3 +17,18 @@ def test_readme_example_runs(capsys):
     # KQV beats QKQV in KL on Gaussian keys at n = 4 (docs/results.md): r must be negative.
     r = float(re.search(r"r = ([+-][0-9.]+)", out).group(1))
     assert r < -0.9
+    # the output the README shows is the output the example prints
+    shown = re.search(r"It prints.*?:\n\n((?:    .*\n)+)", README.read_text()).group(1)
+    assert [line.strip() for line in shown.splitlines()] == out.strip().splitlines()
+
+
+def test_readme_layout_names_every_package_and_module():
+    """The layout section matches the tree: every subpackage of kvstats and every module
+    of kvstats/quant is named in it."""
+    root = README.parent
+    layout = README.read_text().split("## Layout", 1)[1]
+    packages = [p.parent.name for p in (root / "kvstats").glob("*/__init__.py")]
+    modules = [p.stem for p in (root / "kvstats" / "quant").glob("*.py") if p.stem != "__init__"]
+    missing = [f"kvstats/{p}/" for p in packages if f"{p}/" not in layout]
+    missing += [f"kvstats/quant/{m}.py" for m in modules if not re.search(rf"\b{m}\b", layout)]
+    assert not missing, f"README.md's layout section does not name {missing}"
