@@ -17,6 +17,7 @@ for a Hadamard rotation of a ``d`` that is not one) plus 16 (or 32) for the norm
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,8 @@ from numpy.typing import ArrayLike, DTypeLike
 from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, check_int
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
-from kvstats.quant.rotation import ROTATIONS, Rotation, make_rotation, normalize_draws
+from kvstats.quant.rotation import (_BLAS_ROWS, ROTATIONS, Rotation, _fwht_rows, make_rotation,
+                                   normalize_draws)
 
 if TYPE_CHECKING:
     from kvstats.quant.export import SideExport
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["MSECodes", "MSEQuantizer", "NORM_DTYPES"]
 
 NORM_DTYPES = (np.float16, np.float32, np.float64)
-_CHUNK_VALUES = 1 << 16  # coded values per cache-sized chunk of rows (draws == ())
+_CHUNK_VALUES = 1 << 16  # coded values per cache-sized chunk (about; see _plan)
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,18 +173,38 @@ class MSEQuantizer:
         """Coded coordinates per vector (``rotation.out_dim``)."""
         return self.rotation.out_dim
 
-    def _prepare(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Validated ``x``, its float64 norms and their inverses in ``x.dtype`` (0 for 0)."""
-        x = as_float_array(x, "x", min_ndim=1)
+    def _check_x(self, x: ArrayLike) -> np.ndarray:
+        """``x`` as a float array with last axis ``dim`` (and a token axis for draws).
+
+        Finiteness is not checked here: `_norms` sees every value anyway and reports
+        NaN/inf as `as_float_array` would, which saves a pass over ``x``."""
+        x = as_float_array(x, "x", min_ndim=1, allow_nonfinite=True)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
+        if self.draws:
+            if x.ndim < 2:
+                raise ValueError(f"x must have shape (*batch, n, {self.dim}) when draws="
+                                 f"{self.draws}; received {_describe(x)}")
+            try:
+                np.broadcast_shapes(x.shape[:-2], self.draws)
+            except ValueError as exc:
+                raise ValueError(f"x's batch axes {x.shape[:-2]} must broadcast against the "
+                                 f"draws {self.draws}; received {_describe(x)}") from exc
+        return x
+
+    def _norms(self, x: np.ndarray, whole: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """float64 norms of the rows of a chunk ``x`` of ``whole`` and their inverses in
+        ``x.dtype`` (0 for 0); NaN/inf in ``x`` and float16 overflow raise ValueErrors."""
         with np.errstate(over="ignore"):
             norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
         bad = ~np.isfinite(norms)
-        if bad.any():  # squares overflowed: recompute those norms with scaling (rare)
+        if bad.any():  # squares overflowed (rescale those rows), or x is not finite
             big = x[bad].astype(np.float64)
             scale = np.max(np.abs(big), axis=-1)
-            norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
+            with np.errstate(invalid="ignore"):
+                norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
+            if not np.isfinite(norms).all():
+                as_float_array(whole, "x")  # raises its "x must be finite" error
         if self.norm_dtype != np.float64:
             limit = np.finfo(self.norm_dtype).max
             if np.max(norms, initial=0.0) > limit:
@@ -191,27 +213,68 @@ class MSEQuantizer:
                                  "norm_dtype=np.float32")
         inv = np.zeros_like(norms)
         np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
-        return x, norms, inv.astype(x.dtype)
+        return norms, inv.astype(x.dtype)
 
-    def _chunks(self, n_rows: int):
-        """Cache-sized slices of rows for the ``draws == ()`` paths (encode and decode
-        use the same ones, so `roundtrip` reproduces them exactly)."""
-        rows = max(1, _CHUNK_VALUES // self.n_coords)
-        return (slice(start, start + rows) for start in range(0, n_rows, rows))
+    def _prepare(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Validated ``x``, its float64 norms and their inverses in ``x.dtype`` (0 for 0)."""
+        x = self._check_x(x)
+        return (x, *self._norms(x, x))
 
-    def _codes(self, u: np.ndarray) -> np.ndarray:
-        """Unpacked uint8 codes ``(..., n_coords)`` of unit vectors ``u`` ``(..., dim)``."""
-        if self.rotation.kind == "identity" and not self.draws:
+    def _shape(self, lead: tuple[int, ...]) -> tuple[int, ...]:
+        """Batch shape of the output (feature axis excluded) for inputs ``(*lead, dim)``."""
+        if not self.draws:
+            return lead
+        return np.broadcast_shapes(lead[:-1], self.draws) + lead[-1:]
+
+    def _plan(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[slice, Rotation]]]:
+        """Cache-sized chunks of an output of batch shape ``shape`` (see `_shape`).
+
+        Returns ``(flat, [(rows, rotation), ...])``: arrays are processed as ``(*flat,
+        ...)``, ``(M,)`` rows for one rotation or, with draws, ``(G, n)`` (the batch
+        broadcast against the draws and flattened, see `_flat`); each chunk is a slice
+        of the first axis with the rotation of its rows. With draws a chunk holds whole
+        draws (a draw's rows share its rotation), about ``_CHUNK_VALUES`` coded values,
+        and for the Hadamard rotation a multiple of ``_BLAS_ROWS`` rows of the fwht's
+        dense stage, so the results equal one pass over the whole batch bit for bit
+        (`kvstats.quant.rotation._fwht_rows`). encode, decode and roundtrip use the same
+        chunks.
+        """
+        if not self.draws:
+            m = int(np.prod(shape))
+            rows = max(1, _CHUNK_VALUES // self.n_coords)
+            return (m,), [(slice(a, a + rows), self.rotation) for a in range(0, m, rows)]
+        n = shape[-1]
+        flat = (int(np.prod(shape[:-1])), n)
+        g = 1
+        if self.rotation.kind == "hadamard":
+            g = _BLAS_ROWS // math.gcd(n * _fwht_rows(self.n_coords), _BLAS_ROWS)
+        g *= max(1, _CHUNK_VALUES // (g * n * self.n_coords))
+        rot = self.rotation._flat(shape[:-1])
+        return flat, [(sl, rot._take(sl)) for sl in
+                      (slice(a, a + g) for a in range(0, flat[0], g))]
+
+    @staticmethod
+    def _flat(a: np.ndarray, shape: tuple[int, ...], flat: tuple[int, ...]) -> np.ndarray:
+        """``a`` ``(*lead, k)`` broadcast to ``(*shape, k)`` and reshaped to ``(*flat, k)``
+        (a view unless a broadcast batch must be copied)."""
+        return np.broadcast_to(a, shape + a.shape[-1:]).reshape(flat + a.shape[-1:])
+
+    def _codes(self, u: np.ndarray, rotation: Rotation | None = None) -> np.ndarray:
+        """Unpacked uint8 codes ``(..., n_coords)`` of unit vectors ``u`` ``(..., dim)``
+        (``u`` already broadcast against ``rotation``'s draws, as `_plan` gives them)."""
+        rotation = self.rotation if rotation is None else rotation
+        if rotation.kind == "identity":
             return self.codebook._encode(u)  # the rotation would only copy u
-        return self.codebook._encode(self.rotation._apply(u))
+        return self.codebook._encode(rotation._apply(u))
 
-    def _unrotate(self, y: np.ndarray, norms: np.ndarray, out: np.ndarray | None = None
-                  ) -> np.ndarray:
+    def _unrotate(self, y: np.ndarray, norms: np.ndarray, out: np.ndarray | None = None,
+                  rotation: Rotation | None = None) -> np.ndarray:
         """``norms * R^T y`` for centroids ``y`` and stored norms already in ``y.dtype``.
 
-        ``y`` must be a new array: it may be scaled in place."""
-        identity = self.rotation.kind == "identity" and not self.draws
-        x = y if identity else self.rotation._inverse(y)  # the identity's inverse is a copy
+        ``y`` must be a new array of the output's full batch shape: it may be scaled in
+        place."""
+        rotation = self.rotation if rotation is None else rotation
+        x = y if rotation.kind == "identity" else rotation._inverse(y)
         if out is None:
             x *= norms[..., None]
             return x
@@ -237,17 +300,19 @@ class MSEQuantizer:
         >>> c.codes.shape, c.n_coords, c.norms.tolist()
         ((3, 2), 8, [2.44921875, 2.44921875, 2.44921875])
         """
-        x, norms, inv = self._prepare(x)
-        if self.draws:  # independent rotations: one batched pass (broadcasts batch/draws)
-            packed = pack_codes(self._codes(x * inv[..., None]), self.bits)
-        else:  # one rotation: rows in cache-sized chunks (same arithmetic per row)
-            flat, inv = x.reshape(-1, self.dim), inv.reshape(-1)
-            packed = np.empty((flat.shape[0], packed_size(self.n_coords, self.bits)), np.uint8)
-            for rows in self._chunks(flat.shape[0]):
-                packed[rows] = pack_codes(self._codes(flat[rows] * inv[rows, None]), self.bits)
-            packed = packed.reshape(x.shape[:-1] + packed.shape[-1:])
-        stored = np.broadcast_to(norms.astype(self.norm_dtype), packed.shape[:-1]).copy()
-        return MSECodes(packed, stored, self.bits, self.n_coords, x.dtype)
+        x = self._check_x(x)
+        shape = self._shape(x.shape[:-1])
+        flat, chunks = self._plan(shape)
+        xf = self._flat(x, shape, flat)
+        packed = np.empty(flat + (packed_size(self.n_coords, self.bits),), np.uint8)
+        norms = np.empty(flat, self.norm_dtype)
+        for rows, rot in chunks:  # every pass of a chunk stays in cache
+            xs = xf[rows]
+            nrm, inv = self._norms(xs, x)
+            packed[rows] = pack_codes(self._codes(xs * inv[..., None], rot), self.bits)
+            norms[rows] = nrm
+        packed, norms = packed.reshape(shape + packed.shape[-1:]), norms.reshape(shape)
+        return MSECodes(packed, norms, self.bits, self.n_coords, x.dtype)
 
     def decode(self, codes: MSECodes) -> np.ndarray:
         """Reconstruct ``x_hat = ||x|| R^T c(codes)`` in the dtype that was encoded.
@@ -271,6 +336,20 @@ class MSEQuantizer:
         >>> bool(np.all(x_hat == 0)), x_hat.shape
         (True, (2, 4))
         """
+        packed = self._check_codes(codes).codes
+        dtype = np.dtype(codes.dtype)
+        shape = self._shape(packed.shape[:-1])
+        flat, chunks = self._plan(shape)
+        pf = self._flat(packed, shape, flat)
+        norms = self._flat(codes.norms.astype(dtype)[..., None], shape, flat)[..., 0]
+        out = np.empty(flat + (self.dim,), dtype=dtype)
+        for rows, rot in chunks:
+            self._unrotate(self._centroids(pf[rows], dtype), norms[rows], out=out[rows],
+                           rotation=rot)
+        return out.reshape(shape + (self.dim,))
+
+    def _check_codes(self, codes: object) -> MSECodes:
+        """``codes`` if they are `MSECodes` this quantizer can decode, else an error."""
         if not isinstance(codes, MSECodes):
             raise TypeError(f"codes must be MSECodes from MSEQuantizer.encode; received "
                             f"{_describe(codes)}")
@@ -282,15 +361,10 @@ class MSEQuantizer:
             raise ValueError(f"codes.codes must have last axis of length "
                              f"{packed_size(self.n_coords, self.bits)}; received "
                              f"{_describe(codes.codes)}")
-        dtype = np.dtype(codes.dtype)
-        norms = codes.norms.astype(dtype)
-        if self.draws:
-            return self._unrotate(self._centroids(codes.codes, dtype), norms)
-        flat, norms = codes.codes.reshape(-1, codes.codes.shape[-1]), norms.reshape(-1)
-        out = np.empty((flat.shape[0], self.dim), dtype=dtype)
-        for rows in self._chunks(flat.shape[0]):
-            self._unrotate(self._centroids(flat[rows], dtype), norms[rows], out=out[rows])
-        return out.reshape(codes.codes.shape[:-1] + (self.dim,))
+        if self.draws and codes.codes.ndim < 2:
+            raise ValueError(f"codes.codes must have shape (*batch, n, bytes) when draws="
+                             f"{self.draws}; received {_describe(codes.codes)}")
+        return codes
 
     def roundtrip(self, x: Float[np.ndarray, "*batch d"]) -> Float[np.ndarray, "*batch d"]:
         """``decode(encode(x))`` without packing the codes: what an analysis of ``x_hat`` needs.
@@ -317,18 +391,31 @@ class MSEQuantizer:
         >>> bool(np.array_equal(q.roundtrip(x), q.decode(q.encode(x))))
         True
         """
-        x, norms, inv = self._prepare(x)
-        if self.draws:
-            codes = self._codes(x * inv[..., None])
-            stored = np.broadcast_to(norms.astype(self.norm_dtype), codes.shape[:-1])
-            return self._unrotate(self._lookup(codes, x.dtype), stored.astype(x.dtype))
-        flat, inv = x.reshape(-1, self.dim), inv.reshape(-1)
-        stored = norms.reshape(-1).astype(self.norm_dtype).astype(x.dtype)
-        out = np.empty(flat.shape, dtype=x.dtype)
-        for rows in self._chunks(flat.shape[0]):
-            codes = self._codes(flat[rows] * inv[rows, None])
-            self._unrotate(self._lookup(codes, x.dtype), stored[rows], out=out[rows])
-        return out.reshape(x.shape)
+        return self._roundtrip(self._check_x(x))
+
+    def _roundtrip(self, x: np.ndarray) -> np.ndarray:
+        """`roundtrip` of a checked ``x`` (see `_check_x`)."""
+        shape = self._shape(x.shape[:-1])
+        flat, chunks = self._plan(shape)
+        xf = self._flat(x, shape, flat)
+        out = np.empty(flat + (self.dim,), dtype=x.dtype)
+        for rows, rot in chunks:
+            self._roundtrip_chunk(xf[rows], x, rot, out[rows])
+        return out.reshape(shape + (self.dim,))
+
+    def _roundtrip_chunk(self, xs: np.ndarray, whole: np.ndarray, rotation: Rotation,
+                         out: np.ndarray, packed: np.ndarray | None = None,
+                         norms_out: np.ndarray | None = None) -> np.ndarray:
+        """Reconstruction of one chunk ``xs`` of ``whole`` into ``out``; also stores its
+        packed codes and norms when ``packed``/``norms_out`` are given (what
+        `ProdQuantizer.encode` needs, without unpacking the codes again)."""
+        norms, inv = self._norms(xs, whole)
+        codes = self._codes(xs * inv[..., None], rotation)
+        if packed is not None:
+            packed[...] = pack_codes(codes, self.bits)
+            norms_out[...] = norms
+        stored = norms.astype(self.norm_dtype).astype(xs.dtype)
+        return self._unrotate(self._lookup(codes, xs.dtype), stored, out=out, rotation=rotation)
 
     def _lookup(self, codes: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Centroids of unpacked uint8 codes ``(..., n_coords)``, in ``dtype``."""

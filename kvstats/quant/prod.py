@@ -8,6 +8,7 @@ docs/qjl.md derives the variance of the inner products.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,16 @@ from numpy.typing import DTypeLike
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.export import SideExport
 from kvstats.quant.mse import MSECodes, MSEQuantizer
-from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _pm_from_bits, _reconstruct, _sign_bits,
-                               _store_norms, qjl_encode, qjl_reconstruct, qjl_scores)
-from kvstats.quant.sketch import SKETCHES, _as_draws, make_sketch
+from kvstats.quant.packing import packed_size
+from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _check_codes, _pm_from_bits, _pm_signs,
+                               _reconstruct, _sign_bits, _store_norms, qjl_scores)
+from kvstats.quant.rotation import _BLAS_ROWS, Rotation
+from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
 __all__ = ["ProdCodes", "ProdQuantizer"]
+
+#: A group of `ProdQuantizer._groups`: rows, the MSE part's chunks in them, their sketch.
+_Group = tuple[slice, list[tuple[slice, Rotation]], Sketch]
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,39 +110,101 @@ class ProdQuantizer:
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=sketch_rng, draws=self.draws)
 
     def _check_x(self, x: object) -> np.ndarray:
-        x = as_float_array(x, "x", min_ndim=2)
+        """``x`` as a float array ``(..., n, dim)``; finiteness is checked by the MSE part's
+        norms (`MSEQuantizer._check_x`), not by an extra pass here."""
+        x = as_float_array(x, "x", min_ndim=2, allow_nonfinite=True)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last dimension dim={self.dim}; received shape {x.shape}")
-        return x
+        return self.mse._check_x(x)
+
+    def _groups(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[_Group]]:
+        """Chunks of an output of batch shape ``shape``: ``(flat, [(rows, parts, sketch)])``.
+
+        The MSE part runs in its own chunks (`MSEQuantizer._plan`), given as ``parts``
+        (slices relative to ``rows`` with their rotations); the sketch products of a
+        group run once on all its rows. With draws a group is one MSE chunk (whole
+        draws; the batched products are per draw) with its draws' sketches; with one
+        sketch a group spans MSE chunks up to a multiple of ``_BLAS_ROWS`` rows, so the
+        products round as one product over every row (see
+        `kvstats.quant.rotation._fwht_rows`).
+        """
+        flat, chunks = self.mse._plan(shape)
+        if self.draws:
+            mat = self.sketch.matrix
+            sf = np.broadcast_to(mat, shape[:-1] + mat.shape[-2:]).reshape((-1,) + mat.shape[-2:])
+            return flat, [(rows, [(slice(None), rot)],
+                           dataclasses.replace(self.sketch, draws=(len(range(*rows.indices(flat[0]))),),
+                                               matrix=sf[rows]))
+                          for rows, rot in chunks]
+        step = chunks[0][0].stop - chunks[0][0].start
+        big = step * _BLAS_ROWS // math.gcd(step, _BLAS_ROWS)
+        return flat, [(slice(a, a + big),
+                       [(slice(r.start - a, r.stop - a), rot) for r, rot in chunks[a // step:(a + big) // step]],
+                       self.sketch) for a in range(0, flat[0], big)]
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> ProdCodes:
-        """Encode ``x`` ``(*batch, n, d)``: MSE codes, then signs and norm of the residual."""
+        """Encode ``x`` ``(*batch, n, d)``: MSE codes, then signs and norm of the residual.
+
+        The MSE reconstruction the residual needs comes from the codes before packing
+        (as `roundtrip`), in the same cache-sized chunks as the rest of the work."""
         x = self._check_x(x)
-        mse_codes = self.mse.encode(x)
-        residual = x - np.asarray(self.mse.decode(mse_codes), dtype=x.dtype)
-        return ProdCodes(mse=mse_codes,
-                         residual=qjl_encode(self.sketch, residual, self.norm_dtype),
+        mse = self.mse
+        shape = mse._shape(x.shape[:-1])
+        flat, groups = self._groups(shape)
+        xf = mse._flat(x, shape, flat)
+        m_codes = np.empty(flat + (packed_size(mse.n_coords, mse.bits),), np.uint8)
+        m_norms = np.empty(flat, mse.norm_dtype)
+        signs = np.empty(flat + (-(-self.m // 8),), np.uint8)
+        r_norms = np.empty(flat, self.norm_dtype)
+        for rows, parts, sketch in groups:
+            xs = xf[rows]
+            base = np.empty(xs.shape, x.dtype)
+            mc, mn = m_codes[rows], m_norms[rows]
+            for sub, rot in parts:
+                mse._roundtrip_chunk(xs[sub], x, rot, base[sub], packed=mc[sub], norms_out=mn[sub])
+            residual = np.subtract(xs, base, out=base)
+            r_norms[rows] = _store_norms(residual, self.norm_dtype, "x")
+            signs[rows] = np.packbits(_sign_bits(sketch, residual), axis=-1, bitorder="little")
+        return ProdCodes(mse=MSECodes(m_codes.reshape(shape + m_codes.shape[-1:]),
+                                      m_norms.reshape(shape), mse.bits, mse.n_coords, x.dtype),
+                         residual=QJLCodes(signs.reshape(shape + signs.shape[-1:]),
+                                           r_norms.reshape(shape), self.m),
                          dtype=x.dtype)
 
     def _check(self, codes: object) -> ProdCodes:
         if not isinstance(codes, ProdCodes):
             raise TypeError(f"codes must be ProdCodes from ProdQuantizer.encode; "
                             f"received {type(codes).__name__}")
+        self.mse._check_codes(codes.mse)
+        _check_codes(codes.residual, self.sketch)
         return codes
 
     def decode(self, codes: ProdCodes) -> Float[np.ndarray, "*batch n d"]:
         """``x̂_mse + c·‖r‖·Sᵀ sign(S r)`` in the dtype that was encoded."""
         codes = self._check(codes)
-        base = np.asarray(self.mse.decode(codes.mse), dtype=codes.dtype)
-        return base + qjl_reconstruct(self.sketch, codes.residual, dtype=codes.dtype)
+        mse, dtype = self.mse, np.dtype(codes.dtype)
+        shape = mse._shape(codes.mse.codes.shape[:-1])
+        flat, groups = self._groups(shape)
+        mc = mse._flat(codes.mse.codes, shape, flat)
+        mn = mse._flat(codes.mse.norms.astype(dtype)[..., None], shape, flat)[..., 0]
+        sg = mse._flat(codes.residual.signs, shape, flat)
+        rn = mse._flat(codes.residual.norms[..., None], shape, flat)[..., 0]
+        out = np.empty(flat + (self.dim,), dtype)
+        for rows, parts, sketch in groups:
+            base, mcr, mnr = out[rows], mc[rows], mn[rows]
+            for sub, rot in parts:
+                mse._unrotate(mse._centroids(mcr[sub], dtype), mnr[sub], out=base[sub], rotation=rot)
+            base += _reconstruct(sketch, _pm_signs(sg[rows], self.m, dtype), rn[rows], dtype)
+        return out.reshape(shape + (self.dim,))
 
     def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
         """``decode(encode(x))`` without storing codes: what an analysis of ``x_hat`` needs.
 
-        The MSE part is reconstructed once (`MSEQuantizer.roundtrip`; encode needs it for
-        the residual and decode again for the output) and the residual's signs go to ±1
-        without packing. Same sign convention, norm storage and casts as encode/decode,
-        so the result equals ``decode(encode(x))`` bit for bit; same validation and errors.
+        The MSE part is reconstructed once (its codes go straight to centroids, as
+        `MSEQuantizer.roundtrip`) and the residual's signs go to ±1 without packing, in
+        cache-sized chunks. Same sign convention, norm storage and casts as
+        encode/decode, so the result equals ``decode(encode(x))`` bit for bit; same
+        validation and errors.
 
         Parameters
         ----------
@@ -155,12 +223,20 @@ class ProdQuantizer:
         (dtype('float32'), True)
         """
         x = self._check_x(x)
-        base = np.asarray(self.mse.roundtrip(x), dtype=x.dtype)
-        residual = x - base
-        norms = _store_norms(residual, self.norm_dtype, "x")
-        pm = _pm_from_bits(_sign_bits(self.sketch, residual), x.dtype)
-        base += _reconstruct(self.sketch, pm, norms, x.dtype)  # base is ours: add in place
-        return base
+        mse = self.mse
+        shape = mse._shape(x.shape[:-1])
+        flat, groups = self._groups(shape)
+        xf = mse._flat(x, shape, flat)
+        out = np.empty(flat + (self.dim,), x.dtype)
+        for rows, parts, sketch in groups:
+            xs, base = xf[rows], out[rows]
+            for sub, rot in parts:
+                mse._roundtrip_chunk(xs[sub], x, rot, base[sub])
+            residual = xs - base
+            norms = _store_norms(residual, self.norm_dtype, "x")
+            pm = _pm_from_bits(_sign_bits(sketch, residual), x.dtype)
+            base += _reconstruct(sketch, pm, norms, x.dtype)  # base is ours: add in place
+        return out.reshape(shape + (self.dim,))
 
     def scores(self, q: Float[np.ndarray, "*batch n_q d"],
                codes: ProdCodes) -> Float[np.ndarray, "*batch n_q n"]:

@@ -628,3 +628,34 @@ def test_qjl_keys_batch_broadcasting(draws):
         np.testing.assert_allclose(est, q @ np.swapaxes(dec, -1, -2), rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="broadcast"):
         qk.scores(rng.standard_normal((3, 1, 5, 16)), codes)
+
+
+@pytest.mark.parametrize("draws", [(), 5])
+def test_prod_chunked_paths_equal_one_pass(monkeypatch, draws):
+    """ProdQuantizer works in cache-sized chunks: encode, decode and roundtrip must equal,
+    bit for bit, the one-pass arithmetic: the MSE part's roundtrip followed by the sketch
+    products over the whole array (the reference below). With one sketch the products
+    run on groups of 96k rows (BLAS rounds a row by its place in the call: groups of
+    the MSE part's 32-row chunks fail; checked by mutating the group size)."""
+    import kvstats.quant.mse as mse
+    from kvstats.quant.prod import ProdQuantizer
+    from kvstats.quant.qjl import _pm_from_bits, _reconstruct, _sign_bits, _store_norms
+
+    monkeypatch.setattr(mse, "_CHUNK_VALUES", 1 << 12)  # 32 rows of d_pad = 128 per chunk
+    rng = np.random.default_rng(3)
+    shape = (1000, 96) if draws == () else (5, 288, 96)
+    x = (rng.standard_normal(shape) * rng.gamma(1.0, size=shape[:-1] + (1,))).astype(np.float32)
+    pq = ProdQuantizer(96, 3, seed=4, draws=draws, norm_dtype=np.float32)
+    assert len(pq._groups(x.shape[:-1])[1]) > 2
+    base = pq.mse.roundtrip(x)
+    residual = x - base
+    norms = _store_norms(residual, pq.norm_dtype, "x")
+    want = base + _reconstruct(pq.sketch, _pm_from_bits(_sign_bits(pq.sketch, residual), x.dtype),
+                               norms, x.dtype)
+    codes = pq.encode(x)
+    np.testing.assert_array_equal(codes.mse.codes, pq.mse.encode(x).codes)
+    np.testing.assert_array_equal(codes.residual.norms, norms)
+    np.testing.assert_array_equal(codes.residual.signs,
+                                  qjl_encode(pq.sketch, residual, pq.norm_dtype).signs)
+    np.testing.assert_array_equal(pq.roundtrip(x), want)
+    np.testing.assert_array_equal(pq.decode(codes), want)
