@@ -34,6 +34,7 @@ from scipy import special
 
 from kvstats._checks import as_float_array, check_choice, check_int, check_real
 from kvstats.quant.codebook import lloyd_max_codebook
+from kvstats.rate_distortion import bound_snr_db, covariance_snr_db, gaussian_snr_db, water_fill  # noqa: F401  re-export
 
 if TYPE_CHECKING:
     import pandas as pd

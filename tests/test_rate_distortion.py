@@ -1,0 +1,90 @@
+"""The distortion–rate bounds against closed forms (Cover & Thomas, 2nd ed., §10.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvstats import theory
+from kvstats.rate_distortion import (DB_PER_BIT, bound_snr_db, covariance_snr_db, gaussian_snr_db,
+                                     water_fill)
+
+
+def test_white_gaussian_is_exactly_6_02_db_per_bit():
+    # D(R) = σ²·2^(−2R): SNR = 20·log10(2)·R, for any d and any common variance
+    assert DB_PER_BIT == pytest.approx(6.020599913279624, rel=1e-15)
+    rates = np.array([0.0, 0.5, 1.0, 2.0, 4.5, 8.0])
+    np.testing.assert_allclose(gaussian_snr_db(rates), 20 * np.log10(2) * rates, rtol=1e-15)
+    for d in (1, 7, 128):
+        for r in rates:
+            assert float(bound_snr_db(np.full(d, 3.7), r)) == pytest.approx(DB_PER_BIT * r, abs=1e-10)
+
+
+# Worked by hand: Σ with eigenvalues λ = (4, 1), d = 2, so d·R bits per vector.
+#   R = 1/4 (½ bit): only axis 1 is active, θ = 4·2^(−2·½) = 2 ≥ λ₂ = 1,
+#                    D = θ + λ₂ = 3, SNR = 10·log10(5/3) = 2.2185 dB
+#   R = 1/2 (1 bit): θ = 4·2^(−2) = 1 = λ₂ (the second axis is about to enter),
+#                    D = 1 + 1 = 2, SNR = 10·log10(5/2) = 3.9794 dB
+#   R = 2 (4 bits):  both active, θ = √(4·1)·2^(−2·4/2) = 1/8, D = 2θ = 1/4,
+#                    SNR = 10·log10(20) = 13.0103 dB; bits ½·log₂(λᵢ/θ) = (2.5, 1.5)
+@pytest.mark.parametrize("rate,level,dist,bits", [
+    (0.25, 2.0, 3.0, (0.5, 0.0)), (0.5, 1.0, 2.0, (1.0, 0.0)), (2.0, 0.125, 0.25, (2.5, 1.5))])
+def test_two_eigenvalue_covariance_worked_by_hand(rate, level, dist, bits):
+    wf = water_fill(np.array([1.0, 4.0]), rate)       # order of the eigenvalues is free
+    assert float(wf.level) == pytest.approx(level, rel=1e-12)
+    assert float(wf.distortion) == pytest.approx(dist, rel=1e-12)
+    np.testing.assert_allclose(wf.bits, bits[::-1], rtol=1e-12, atol=1e-12)
+    assert float(wf.snr_db) == pytest.approx(10 * np.log10(5 / dist), rel=1e-12)
+    # the same from a covariance matrix with those eigenvalues on rotated axes
+    c, s = np.cos(0.3), np.sin(0.3)
+    rot = np.array([[c, -s], [s, c]])
+    cov = rot @ np.diag([4.0, 1.0]) @ rot.T
+    assert float(covariance_snr_db((cov + cov.T) / 2, rate)) == pytest.approx(float(wf.snr_db), rel=1e-9)
+
+
+def _bisect(lam, rate):
+    """Reference: the water level by bisection on Σ max(0, ½log₂(λ/θ)) = d·R."""
+    lo, hi = 1e-300, lam.max()
+    for _ in range(3000):
+        mid = np.sqrt(lo * hi)
+        with np.errstate(divide="ignore"):                # λ = 0 axes: log₂ 0 = −inf
+            spent = np.sum(np.maximum(0.0, 0.5 * np.log2(lam / mid)))
+        lo, hi = (mid, hi) if spent > lam.size * rate else (lo, mid)
+    return np.sqrt(lo * hi)
+
+
+def test_water_level_matches_bisection_and_spends_the_rate():
+    rng = np.random.default_rng(0)
+    lam = rng.gamma(0.5, size=(6, 40))
+    lam[2, 10:] = 0.0                                  # a low-rank row
+    for rate in (0.1, 1.0, 3.0):
+        wf = water_fill(lam, rate)
+        for row, level in zip(lam, wf.level):
+            assert level == pytest.approx(_bisect(row, rate), rel=1e-9)
+        np.testing.assert_allclose(wf.bits.sum(axis=-1), 40 * rate, rtol=1e-9)
+        assert np.all(wf.distortion <= lam.sum(axis=-1))
+    # more rate, less distortion; and never worse than the white bound of the same power
+    snr = np.array([bound_snr_db(lam, r) for r in (0.5, 1.0, 2.0)])
+    assert np.all(np.diff(snr, axis=0) > 0)
+    assert np.all(snr[1] >= DB_PER_BIT * 1.0 - 1e-9)
+
+
+def test_signal_power_and_reexport():
+    assert float(bound_snr_db(np.ones(4), 1.0, signal_power=8.0)) == pytest.approx(
+        DB_PER_BIT + 10 * np.log10(2), rel=1e-12)
+    assert theory.bound_snr_db is bound_snr_db and theory.water_fill is water_fill
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: gaussian_snr_db(-1.0), "rate must be >= 0"),
+    (lambda: water_fill(np.ones(3), -0.5), r"rate must be in \[0.0, inf\]"),
+    (lambda: water_fill(np.array([1.0, -1.0]), 1.0), "eigenvalues must be non-negative"),
+    (lambda: water_fill(np.zeros(3), 1.0), "must not be all zero"),
+    (lambda: water_fill(np.array([1.0, np.nan]), 1.0), "eigenvalues must be finite"),
+    (lambda: covariance_snr_db(np.ones((2, 3)), 1.0), "covariance must be square"),
+    (lambda: covariance_snr_db(np.array([[1.0, 0.5], [0.0, 1.0]]), 1.0), "must be symmetric"),
+    (lambda: covariance_snr_db(np.array([[1.0, 2.0], [2.0, 1.0]]), 1.0), "positive semi-definite"),
+])
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
