@@ -45,14 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
                                     "report.html, report.json, tables/, figures/).")
     sw.add_argument("--config", required=True, type=Path, metavar="FILE",
                     help="TOML sweep configuration (e.g. experiments/quick.toml)")
-    sw.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    sw.add_argument("--out", required=True, type=Path, metavar="DIR",
+                    help="output folder (created if missing). One folder holds one sweep: it is "
+                         "locked while the sweep runs (a second sweep into it refuses), and what an "
+                         "earlier sweep left there (manifest, results, report, figures, cells of "
+                         "another grid) is removed before the new one computes")
     sw.add_argument("--workers", type=int, default=None, metavar="N",
                     help="worker processes (default: number of CPUs available, at most the number "
                          "of tasks; 1 runs in this process)")
     sw.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     sw.add_argument("--resume", action="store_true",
-                    help="reuse cells already finished in DIR/cells (same config and seed); without "
-                         "it every cell is recomputed and overwritten")
+                    help="reuse cells already finished in DIR/cells (same config and seed), each "
+                         "checked first (a wrong, short, truncated or edited cell is recomputed, "
+                         "with a line saying so); without it every cell is recomputed")
     sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
     sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
 
@@ -89,14 +94,25 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from kvstats.report import hypothesis_report
     from kvstats.sweep.config import SweepConfig
-    from kvstats.sweep.run import run_sweep
+    from kvstats.sweep.run import check_grid, run_sweep
+    from kvstats.sweep.store import lock_dir
 
-    config = SweepConfig.from_toml(args.config)
+    config = SweepConfig.from_toml(args.config)  # the whole config, [report] included
+    check_grid(config)  # every scheme and distribution of the grid, before the folder is touched
+    if args.out.exists() and not args.out.is_dir():
+        raise NotADirectoryError(f"--out {str(args.out)!r} is a file, not a folder")
+    with lock_dir(args.out):  # held across the sweep and its report
+        return _sweep_locked(args, config, run_sweep, hypothesis_report)
+
+
+def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report) -> int:
     tic = time.perf_counter()
     executor = "serial" if args.workers == 1 else None
     result = run_sweep(config, out=args.out, executor=executor, progress=not args.no_progress,
                        resume=args.resume, workers=args.workers)
-    print(f"sweep: {result.manifest['n_cells']} cells ({result.manifest['n_computed']} computed), "
+    recomputed = sum(c["status"] == "recomputed" for c in result.manifest["cells"])
+    print(f"sweep: {result.manifest['n_cells']} cells ({result.manifest['n_computed']} computed"
+          f"{f', {recomputed} of them replacing a bad stored cell' if recomputed else ''}), "
           f"{len(result.frame)} rows in {time.perf_counter() - tic:.1f} s -> {args.out}")
     if not args.no_report:
         tic = time.perf_counter()
@@ -151,6 +167,18 @@ def _cmd_theory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _os_message(exc: OSError) -> str:
+    """``exc`` as one line: our own messages as they are, the OS's as 'what: path'."""
+    if exc.filename is None:
+        return _one_line(exc.strerror or str(exc))
+    where = f"{exc.filename!s}" + (f" -> {exc.filename2!s}" if exc.filename2 else "")
+    return _one_line(f"cannot use {where!r}: {exc.strerror}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -164,11 +192,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "theory": _cmd_theory}
+    from kvstats.sweep.store import SweepLockedError
+
     try:
         return handlers[args.command](args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        # bad input: a one-line message, not a traceback
-        print(f"kvstats {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, SweepLockedError) as exc:
+        # bad input, or a folder another sweep writes into: a one-line message, not a traceback
+        print(f"kvstats {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # missing, unreadable or unwritable files and folders
+        print(f"kvstats {args.command}: error: {_os_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)

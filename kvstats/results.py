@@ -85,6 +85,11 @@ TABLE_META_KEY = "kvstats"
 _CSV_META_PREFIX = "#kvstats "
 
 
+# pandas < 3 parses CSV floats to within an ulp unless asked for round-trip parsing;
+# pandas 3 parses exactly and deprecates the option
+_ROUND_TRIP = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
 def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """Read a table written by the sweep and the metadata record it carries (or None).
 
@@ -122,7 +127,7 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
         if first.startswith(_CSV_META_PREFIX):
             meta = json.loads(first[len(_CSV_META_PREFIX):])
         frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"],
-                            float_precision="round_trip", skiprows=1 if meta is not None else 0)
+                            skiprows=1 if meta is not None else 0, **_ROUND_TRIP)
         return frame, meta
     except OSError:
         raise

@@ -34,7 +34,7 @@ from kvstats.sweep.store import (_git_revision, _now, check_writable, clear_outp
                                  make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task
 
-__all__ = ["run_sweep"]
+__all__ = ["run_sweep", "check_grid"]
 
 
 def _one_blas_thread() -> None:
@@ -59,10 +59,31 @@ def _default_workers(n_tasks: int) -> int:
     return max(1, min(cpus, n_tasks))
 
 
+def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> list[tuple[Cell, str]]:
+    """Check that every cell of a sweep can run, before any compute; return (cell, id) pairs.
+
+    Loads the config (validated whole, ``[report]`` included), builds the grid (reading
+    real captures' headers), then every distribution at every (d, N) on one tiny draw
+    and every scheme at every budget and d, so that a bad parameter fails now with a
+    message naming the entry, not after hours of other cells. :func:`run_sweep` calls it.
+
+    Examples
+    --------
+    >>> check_grid({"schemes": ["KQV"], "budgets": [3], "distributions": [
+    ...     {"name": "low_rank", "params": {"rank": 40}}], "dims": [16], "n_keys": [8]})
+    Traceback (most recent call last):
+    ...
+    ValueError: distribution 'low_rank' params rank=40 at d=16, N=8: rank must be an integer in [1, 16]; received 40
+    """
+    config = load_config(config)
+    cells = [(c, config.cell_id(c)) for c in config.cells()]
+    _preflight(config, cells)
+    return cells
+
+
 def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
     """Build every distribution at every (d, N) and every scheme at every budget and d
-    once, on one tiny draw, so that a bad parameter fails now, naming the entry, and not
-    after hours of other cells."""
+    once, on one tiny draw."""
     from kvstats.data.synthetic import sample
     from kvstats.quant.schemes import make_scheme
 
@@ -208,8 +229,7 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         raise TypeError("executor must be a concurrent.futures.Executor, 'serial', 'process' or None; "
                         f"received {executor!r}")
     started, tic = _now(), time.perf_counter()
-    cells = [(c, config.cell_id(c)) for c in config.cells()]
-    _preflight(config, cells)
+    cells = check_grid(config)
     with contextlib.ExitStack() as stack:
         out_dir = None if out is None else stack.enter_context(lock_dir(out))
         return _run_locked(config, cells, out_dir, executor, progress, resume, workers, started, tic)

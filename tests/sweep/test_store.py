@@ -1,0 +1,316 @@
+"""The store cannot be fooled: damaged cells are recomputed, results pair with their manifest,
+one sweep per folder (lock, stale outputs removed), kill -9 and resume, unguarded scripts.
+
+Every fault ends with the per-trial table equal, bit for bit, to an uninterrupted run, or
+with a clear refusal. Each guard was checked by mutation once: dropping the content hash
+check from ``check_cell`` fails the "edited" cases, dropping the ``run`` comparison from
+``load_result`` fails the pairing test, taking no lock fails the lock test.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kvstats.cli import main
+from kvstats.results import load_result
+from kvstats.sweep import run_sweep, store
+from kvstats.sweep.store import SweepLockedError, lock_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"schemes": ["KV", "KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+        "dims": [16], "n_keys": [8], "n_trials": 6, "chunk_size": 4, "seed": 11}
+OTHER = {**TINY, "seed": 12, "budgets": [3, 4]}
+
+
+def _toml(cfg: dict) -> str:
+    """The TOML text of a flat config of scalars, lists and scheme/distribution names."""
+    lines = ["[sweep]"]
+    for key, value in cfg.items():
+        if key not in ("schemes", "distributions"):
+            lines.append(f"{key} = {json.dumps(value)}")
+    lines += [f'[[schemes]]\nname = "{s}"' for s in cfg["schemes"]]
+    lines += [f'[[distributions]]\nname = "{d}"' for d in cfg["distributions"]]
+    return "\n".join(lines) + "\n"
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    """Equal bit for bit: same columns and dtypes, floats compared as their bit patterns."""
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    for col in a.columns:
+        if a[col].dtype.kind == "f":
+            assert np.array_equal(a[col].to_numpy().view(np.int64), b[col].to_numpy().view(np.int64)), col
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return run_sweep(TINY, executor="serial", progress=False).frame
+
+
+def _env():
+    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+# ---------------------------------------------------------------- damaged cells
+def _damage(path: Path, how: str, other: Path) -> None:
+    """Damage one stored cell file in place, keeping it a well-formed file where it can."""
+    if how == "other_cell":  # another cell's file copied over this one's
+        path.write_bytes(other.read_bytes())
+    elif how == "truncated":  # cut mid-file (a torn copy)
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        if how == "short":  # a valid file with 4 of 6 rows, metadata kept
+            table = table.slice(0, 4)
+        elif how == "edited":  # one number changed, metadata kept
+            kl = table.column("kl").to_numpy().copy()
+            kl[2] *= 1.5
+            table = table.set_column(table.schema.get_field_index("kl"), "kl", pa.array(kl))
+        elif how == "no_metadata":  # what an older kvstats or another program writes
+            table = table.replace_schema_metadata({})
+        pq.write_table(table, path)
+    else:
+        lines = path.read_text().splitlines(keepends=True)
+        if how == "short":  # the last two rows dropped: still valid CSV
+            lines = lines[:-2]
+        elif how == "edited":  # one decimal of one float changed
+            row = lines[3]
+            i = row.index(".") + 1
+            lines[3] = row[:i] + ("2" if row[i] != "2" else "3") + row[i + 1:]
+        elif how == "no_metadata":
+            lines = lines[1:]
+        path.write_text("".join(lines))
+
+
+DAMAGES = ("other_cell", "short", "truncated", "edited", "no_metadata")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_damaged_cells_are_recomputed(tmp_path, fmt, reference, monkeypatch, capfd):
+    if fmt == "csv":
+        monkeypatch.setattr(store, "_has_parquet", lambda: False)
+    run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    cells = sorted((tmp_path / "cells").iterdir())
+    assert len(cells) == 6 and {p.suffix for p in cells} == {f".{fmt}"}
+    for path, how in zip(cells, DAMAGES):
+        _damage(path, how, cells[-1])
+    capfd.readouterr()
+    again = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    err = capfd.readouterr().err
+    status = {c["id"]: c for c in again.manifest["cells"]}
+    for path in cells[:5]:
+        assert status[path.stem]["status"] == "recomputed", (path, status[path.stem])
+        assert f"cell {path.stem}" in err
+    assert err.count("recomputing it") == 5
+    assert status[cells[5].stem]["status"] == "resumed"
+    _same(again.frame, reference)
+    _same(load_result(tmp_path).frame, reference)
+    # the repaired store is trusted again: nothing recomputed
+    assert run_sweep(TINY, out=tmp_path, executor="serial", progress=False).manifest["n_computed"] == 0
+
+
+def test_a_cell_with_rows_of_another_cell_is_not_reused(tmp_path, reference):
+    """Metadata copied with the file name changed: the rows still say which cell they are."""
+    run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    a, b = sorted((tmp_path / "cells").iterdir())[:2]
+    b.write_bytes(a.read_bytes())
+    meta = json.loads(__import__("pyarrow.parquet").parquet.read_schema(b).metadata[b"kvstats"])
+    assert meta["cell_id"] == a.stem
+    res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert {c["id"]: c["status"] for c in res.manifest["cells"]}[b.stem] == "recomputed"
+    _same(res.frame, reference)
+
+
+# ---------------------------------------------------------------- results + manifest
+def test_results_and_manifest_cannot_be_paired_across_sweeps(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_sweep(TINY, out=a, executor="serial", progress=False)
+    run_sweep(OTHER, out=b, executor="serial", progress=False)
+    good = (a / "results.parquet").read_bytes()
+    (a / "results.parquet").write_bytes((b / "results.parquet").read_bytes())
+    with pytest.raises(ValueError, match="do not belong together: .*another config"):
+        load_result(a)
+    assert main(["report", str(a), "--no-figures"]) == 2
+    assert "do not belong together" in capsys.readouterr().err
+    # the same config run twice: the results of one run beside the manifest of the other
+    (a / "results.parquet").write_bytes(good)
+    man = (a / "manifest.json").read_text()
+    run_sweep(TINY, out=a, executor="serial", progress=False)
+    (a / "manifest.json").write_text(man)
+    with pytest.raises(ValueError, match="different runs"):
+        load_result(a)
+    # torn results, truncated manifest: errors naming the file
+    run_sweep(TINY, out=a, executor="serial", progress=False)
+    data = (a / "results.parquet").read_bytes()
+    (a / "results.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"results\.parquet' cannot be read"):
+        load_result(a)
+    (a / "manifest.json").write_text(man[:100])
+    with pytest.raises(ValueError, match=r"manifest '.*manifest\.json' is not valid JSON"):
+        load_result(a)
+
+
+def test_stale_outputs_of_another_sweep_are_removed(tmp_path, capfd):
+    run_sweep(OTHER, out=tmp_path, executor="serial", progress=False)
+    for name in ("figures/old.png", "figures/old.svg", "tables/summary.csv", "report.md",
+                 "cells/.x.parquet.0123.tmp", ".manifest.json.99.tmp"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("old")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "figures" / "mine.pdf").write_text("mine")
+    old_cells = {p.name for p in (tmp_path / "cells").iterdir() if not p.name.startswith(".")}
+    capfd.readouterr()
+    res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert "removed" in capfd.readouterr().err
+    left = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")}
+    assert left == ({"notes.txt", "figures", "figures/mine.pdf", ".kvstats.lock", "manifest.json",
+                     "results.parquet", "cells"} | {f"cells/{c['id']}.parquet" for c in res.manifest["cells"]})
+    assert not old_cells & {p.name for p in (tmp_path / "cells").iterdir()}
+
+
+# ---------------------------------------------------------------- one sweep per folder
+_HOLD = """
+import sys
+from kvstats.sweep.store import lock_dir
+with lock_dir(sys.argv[1]):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_sweep_into_a_locked_folder_refuses(tmp_path, capsys, reference):
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(SweepLockedError, match=rf"in use by another sweep \(pid {holder.pid} "):
+            run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+        cfg = tmp_path.parent / f"{tmp_path.name}.toml"
+        cfg.write_text(_toml(TINY))
+        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path), "--workers", "1",
+                     "--no-progress", "--no-report"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "in use by another sweep" in err
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".kvstats.lock"]  # nothing written
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    _same(run_sweep(TINY, out=tmp_path, executor="serial", progress=False).frame, reference)
+
+
+def test_the_lock_is_per_thread_and_reentrant(tmp_path):
+    errors = []
+    with lock_dir(tmp_path), lock_dir(tmp_path):
+        t = threading.Thread(target=lambda: errors.append(_try_lock(tmp_path)))
+        t.start()
+        t.join()
+    assert errors == ["in use by another sweep in this process"]
+    with lock_dir(tmp_path):  # released
+        pass
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        with lock_dir(tmp_path / ".kvstats.lock"):
+            pass
+
+
+def _try_lock(path):
+    try:
+        with lock_dir(path):
+            return "taken"
+    except SweepLockedError as exc:
+        return "in use by another sweep in this process" if "in this process" in str(exc) else str(exc)
+
+
+def test_concurrent_sweeps_of_two_configs_into_one_folder(tmp_path):
+    """Two processes at once: each finishes or refuses clearly; the folder is one sweep."""
+    out = tmp_path / "out"
+    procs = []
+    for name, cfg in (("a", TINY), ("b", OTHER)):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(_toml(cfg))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "kvstats.cli", "sweep", "--config", str(path), "--out", str(out),
+             "--workers", "1", "--no-progress", "--no-report"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()))
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert all(rc in (0, 2) for rc, _ in results), results
+    assert any(rc == 0 for rc, _ in results), results
+    for rc, err in results:
+        if rc == 2:
+            assert "in use by another sweep" in err and err.count("\n") == 1, err
+    res = load_result(out)  # a matching pair, whichever finished last
+    cfg = TINY if res.config.seed == TINY["seed"] else OTHER
+    _same(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_kill_9_at_random_points_then_resume(tmp_path):
+    """SIGKILL a CLI sweep three times at random points (each after some more cells are
+    written, plus a random delay), then resume: the table equals an uninterrupted run bit
+    for bit; nothing half-written is ever read."""
+    cfg = {**TINY, "schemes": ["KV", "KQV", "QKQV", "K4V2"], "budgets": [2, 3, 4], "n_trials": 24,
+           "chunk_size": 8, "dims": [16, 32], "n_keys": [32], "distributions": ["gaussian", "low_rank"]}
+    path = tmp_path / "k.toml"
+    path.write_text(_toml(cfg))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "kvstats.cli", "sweep", "--config", str(path), "--out", str(out),
+           "--workers", "1", "--no-progress", "--no-report", "--resume"]
+
+    def n_cells():
+        return len(list(out.glob("cells/*.parquet")))
+
+    rng = np.random.default_rng(2026)
+    interrupted = 0
+    for target in (5, 15, 25):  # of 40 cells, written a case (10 cells) at a time
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+        while n_cells() < target and proc.poll() is None:
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, 0.02))
+        interrupted += proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert interrupted >= 1
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    res = load_result(out)
+    assert res.manifest["n_cells"] == 40
+    _same(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
+    assert not list(out.rglob("*.tmp"))
+
+
+# ---------------------------------------------------------------- scripts without a main guard
+_SCRIPT = """
+import kvstats
+cfg = {cfg!r}
+{guard}res = kvstats.run_sweep(cfg, workers=2, progress=False)
+{guard}print(res.manifest["executor"], len(res.frame))
+"""
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_main_guard_still_runs(tmp_path, guarded):
+    guard = 'if __name__ == "__main__":\n    ' if guarded else ""
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent(_SCRIPT).format(cfg=TINY, guard=guard))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_env(),
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    executor, rows = proc.stdout.split()
+    assert rows == "36"
+    if guarded:
+        assert executor.startswith("ProcessPoolExecutor") and "RuntimeWarning" not in proc.stderr
+    else:
+        assert executor == "serial"
+        assert "outside `if __name__ ==" in proc.stderr and "runs serially" in proc.stderr
