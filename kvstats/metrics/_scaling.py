@@ -60,7 +60,8 @@ def scale_rows(a: Float[np.ndarray, "*batch d"],
     Examples
     --------
     >>> import numpy as np
-    >>> scale_rows(np.array([[1e300, 3e300], [1.0, 2.0]]), np.array([998, 1])).round(3).tolist()
-    [[0.375, 1.124], [0.5, 1.0]]
+    >>> a = np.array([[2.0**600, 3 * 2.0**600], [1.0, 2.0]])
+    >>> scale_rows(a, max_exponent(a, axis=-1)).tolist()
+    [[0.25, 0.75], [0.25, 0.5]]
     """
     return np.ldexp(a, -np.asarray(exponent)[..., None])
