@@ -49,6 +49,7 @@ from kvstats._lazy import lazy_exports
 # public name -> module that defines it
 _EXPORTS = {
     "run_sweep": "kvstats.sweep.run",
+    "check_grid": "kvstats.sweep.run",
     "SweepConfig": "kvstats.sweep.config",
     "SchemeSpec": "kvstats.sweep.config",
     "DistributionSpec": "kvstats.sweep.config",

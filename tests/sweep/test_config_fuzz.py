@@ -1,0 +1,137 @@
+"""Config fuzz: typos, wrong types, out-of-range values, duplicates and bad files.
+
+Every case must fail *before any compute* (no task runs, the output folder is not even
+created) with exit status 2 and one line that names the key and what was received.
+"""
+
+import pytest
+
+from kvstats.cli import main
+from kvstats.sweep import run
+
+BASE = """\
+[sweep]
+seed = 3
+budgets = [2, 3]
+dims = [16]
+n_keys = [8]
+n_trials = 4
+
+[[schemes]]
+name = "KQV"
+
+[[schemes]]
+name = "QKQV"
+
+[[distributions]]
+name = "heavy_tailed"
+params = {nu = 3.0}
+
+[report]
+comparisons = [["KQV", "QKQV"]]
+alpha = 0.05
+"""
+
+HT = 'name = "heavy_tailed"\nparams = {nu = 3.0}'
+
+# (case id, text replaced, replacement, what the one-line message must contain)
+CASES = [
+    # typos
+    ("key typo", "n_trials = 4", "n_trails = 4", "unknown config key(s) ['n_trails'] (did you mean 'n_trials'?)"),
+    ("table typo", "[report]", "[reports]", "unknown config key(s) ['reports'] (did you mean 'report'?)"),
+    ("scheme typo", 'name = "QKQV"', 'name = "QKVQ"', "scheme name must be one of"),
+    ("distribution typo", 'name = "heavy_tailed"', 'name = "heavy_taled"', "did you mean 'heavy_tailed'"),
+    ("report key typo", "alpha = 0.05", "alpah = 0.05", "unknown report option 'alpah' (did you mean 'alpha'?)"),
+    ("comparison label typo", '[["KQV", "QKQV"]]', '[["KQV", "QKVQ"]]', "received 'QKVQ' (did you mean 'QKQV'?)"),
+    ("correction typo", "alpha = 0.05", 'correction = "holmes"', "report option 'correction' must be one of"),
+    ("distribution param typo", "{nu = 3.0}", "{nu = 3.0, sclae = 2.0}",
+     "['sclae'] not accepted by distribution 'heavy_tailed'"),
+    ("scheme param typo", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {norm_dtyp = "float32"}\n',
+     "unknown parameter(s) ['norm_dtyp']"),
+    # wrong types
+    ("n_trials text", "n_trials = 4", 'n_trials = "4"', "n_trials must be an integer; received '4'"),
+    ("budgets text", "budgets = [2, 3]", 'budgets = "2"', "budgets must be an integer; received '2'"),
+    ("dims float", "dims = [16]", "dims = [16.0]", "dims must be an integer; received 16.0"),
+    ("seed bool", "seed = 3", "seed = true", "seed must be an integer; received True"),
+    ("n_queries float", "n_trials = 4", "n_trials = 4\nn_queries = 1.5", "n_queries must be an integer; received 1.5"),
+    ("dtype int", "n_trials = 4", "n_trials = 4\ndtype = 64", "dtype must be one of ['float64', 'float32']; received 64"),
+    ("alpha text", "alpha = 0.05", 'alpha = "0.05"', "report option 'alpha' must be a float in (0, 1); received '0.05'"),
+    ("figures text", "alpha = 0.05", 'figures = "no"', "report option 'figures' must be true or false; received 'no'"),
+    ("comparisons text", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = "KQV"',
+     "comparisons must be pairs of scheme labels; received 'KQV'"),
+    ("distribution params not a table", "params = {nu = 3.0}", "params = 3",
+     "must be a table/dict of parameters; received 3"),
+    # out of range
+    ("budget 9", "budgets = [2, 3]", "budgets = [2, 9]", "budgets must be an integer in [1, 8]; received 9"),
+    ("n_keys below k", "n_keys = [8]", "n_keys = [3]", "n_keys must be an integer in [5, inf]; received 3 (recall@5"),
+    ("n_trials 1", "n_trials = 4", "n_trials = 1", "n_trials must be an integer in [2, inf]; received 1"),
+    ("nu just above 1", "nu = 3.0", "nu = 1.0001", "param nu must be a finite number >= 1.05"),
+    ("nu 0", "nu = 3.0", "nu = 0", "param nu must be a finite number >= 1.05"),
+    ("alpha 1.5", "alpha = 0.05", "alpha = 1.5", "report option 'alpha' must be a float in (0, 1); received 1.5"),
+    ("energy_resamples 0", "alpha = 0.05", "energy_resamples = 0", "report option 'energy_resamples' must be an int >= 1"),
+    ("chunk_size 0", "n_trials = 4", "n_trials = 4\nchunk_size = 0", "chunk_size must be an integer in [1, inf]; received 0"),
+    ("low_rank rank > d", HT, 'name = "low_rank"\nparams = {rank = 40}',
+     "distribution 'low_rank' params rank=40 at d=16, N=8: rank must be an integer in [1, 16]; received 40"),
+    ("focused n_focus > N", HT, 'name = "focused"\nparams = {n_focus = 9}', "distribution 'focused' params n_focus=9"),
+    ("scheme param value", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {norm_dtype = "float8"}\n',
+     "scheme 'KQV' at n=2, d=16:"),
+    ("comparison of an unlabelled scheme with params", 'name = "KQV"\n', 'name = "KQV"\nparams = {norm_dtype = "float32"}\n',
+     "comparisons must pair scheme labels of this sweep"),
+    # duplicates
+    ("seed top level and [sweep]", "[sweep]", "seed = 4\n[sweep]", "['seed'] given both at the top level and in [sweep]"),
+    ("duplicate scheme", '[[distributions]]', '[[schemes]]\nname = "KQV"\n\n[[distributions]]',
+     "schemes must have distinct labels; received duplicates ['KQV']"),
+    ("comparisons twice", "[sweep]", '[sweep]\ncomparisons = [["QKQV", "KQV"]]', "comparisons given both in [report] and elsewhere"),
+]
+
+
+@pytest.fixture
+def no_compute(monkeypatch):
+    def forbidden(task):
+        raise AssertionError("a task ran although the config is bad")
+
+    monkeypatch.setattr(run, "_compute_task", forbidden)
+
+
+def _run(config, out, capsys):
+    code = main(["sweep", "--config", str(config), "--out", str(out), "--workers", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    return code, err
+
+
+def test_the_base_config_is_valid(tmp_path, capsys):
+    from kvstats.sweep import check_grid
+
+    (tmp_path / "c.toml").write_text(BASE)
+    assert len(check_grid(tmp_path / "c.toml")) == 4
+
+
+@pytest.mark.parametrize("case, old, new, message", CASES, ids=[c[0] for c in CASES])
+def test_bad_config_fails_before_compute_with_one_line(tmp_path, capsys, no_compute, case, old, new, message):
+    assert BASE.count(old) >= 1, case
+    config = tmp_path / "c.toml"
+    config.write_text(BASE.replace(old, new, 1))
+    out = tmp_path / "out"
+    code, err = _run(config, out, capsys)
+    assert code == 2, (case, err)
+    assert err.startswith("kvstats sweep: error: ") and err.count("\n") == 1, err
+    assert message in err, err
+    assert not out.exists()  # nothing written, not even the folder
+
+
+@pytest.mark.parametrize("what, message", [
+    ("directory", "is a directory; give a TOML file"),
+    ("missing", "does not exist"),
+    ("not toml", "is not valid TOML"),
+    ("not utf-8", "is not UTF-8 text"),
+])
+def test_bad_config_files(tmp_path, capsys, no_compute, what, message):
+    config = tmp_path / "c.toml"
+    if what == "directory":
+        config.mkdir()
+    elif what == "not toml":
+        config.write_text(BASE[:-10])
+    elif what == "not utf-8":
+        config.write_bytes(BASE.encode() + b"\n# \xff\xfe\n")
+    code, err = _run(config, tmp_path / "out", capsys)
+    assert code == 2 and message in err and err.count("\n") == 1, err
