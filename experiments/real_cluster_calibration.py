@@ -1,7 +1,7 @@
 """Type-I error of Mann–Whitney on real trials: trials vs texts (clusters) as the unit.
 
 Usage: nice -n 10 python experiments/real_cluster_calibration.py
-       [--capture /tmp/base/capture.npz] [--scheme KQV] [--bits 4] [--layers 0,3,...,27]
+       [--capture results/real/capture.npz] [--scheme KQV] [--bits 4] [--layers 0,3,...,27]
        [--draws 16] [--replicates 4000] [--seed 0] [--alpha 0.05]
 
 The null holds by construction: the same scheme twice, with independent draws of its
@@ -82,7 +82,8 @@ def markdown(table: pd.DataFrame) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--capture", default="/tmp/base/capture.npz", help="capture .npz (kvstats.models.capture)")
+    ap.add_argument("--capture", default="results/real/capture.npz",
+                    help="capture .npz (experiments/real_capture.py; default results/real/capture.npz)")
     ap.add_argument("--scheme", default="KQV", help="a randomized scheme (default KQV)")
     ap.add_argument("--bits", type=int, default=4, help="bits per coordinate n (default 4)")
     ap.add_argument("--layers", default="0,3,6,9,12,15,18,21,24,27",
