@@ -206,6 +206,11 @@ def _pair(x: Any, x_hat: Any) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(dt, copy=False), b.astype(dt, copy=False)
 
 
+def _rows(a: np.ndarray) -> np.ndarray:
+    # (..., d) -> (m, d): per-row masks then index arrays, never numpy scalars (1-D input)
+    return a.reshape(-1, a.shape[-1])
+
+
 def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     """Signal-to-noise ratio ``10·log10(‖x‖² / ‖x − x̂‖²)`` in dB, per vector.
 
@@ -228,6 +233,8 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     [20.0, inf]
     """
     a, b = _pair(x, x_hat)
+    shape = a.shape[:-1]
+    a, b = _rows(a), _rows(b)
     with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
         e = b - a
     nx2, nh2, ne2, _ = _reductions(a, b, e)
@@ -235,7 +242,7 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype)
     if bad.any():
         snr[bad] = _robust_rows(a[bad], b[bad])[0]
-    return snr
+    return snr.reshape(shape)
 
 
 def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
@@ -262,6 +269,8 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     16.99
     """
     a, b = _pair(x, x_hat)
+    if a.ndim == 1:                         # one vector: pooled over itself
+        a, b = a[None], b[None]
     with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
         e = b - a
     nx2, nh2, ne2, _ = _reductions(a, b, e)
@@ -303,7 +312,7 @@ def angle(x: Any, x_hat: Any) -> np.ndarray:
     [0.7854, 1.5708]
     """
     a, b = _pair(x, x_hat)
-    return _geometry(a, b)[1]
+    return _geometry(_rows(a), _rows(b))[1].reshape(a.shape[:-1])
 
 
 def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
@@ -325,6 +334,8 @@ def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
     [2.0]
     """
     a, b = _pair(x, x_hat)
+    shape = a.shape[:-1]
+    a, b = _rows(a), _rows(b)
     with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
         e = b - a
     nx2, nh2, ne2, _ = _reductions(a, b, e)
@@ -332,4 +343,4 @@ def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
     bad = _suspect_rows((a, b), (nx2, nh2), nx2.dtype)
     if bad.any():
         ratio[bad] = _robust_rows(a[bad], b[bad])[2]
-    return ratio
+    return ratio.reshape(shape)

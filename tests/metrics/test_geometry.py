@@ -197,3 +197,13 @@ def test_pooled_snr_over_the_float_range(scale):
     s = np.array([1e-200, 1.0, 1e200])[:, None, None]
     np.testing.assert_allclose(pooled_snr_db(x * s, xh * s, axis=1), pooled_snr_db(x, xh, axis=1),
                                rtol=1e-12)
+
+
+def test_single_vector_input_takes_every_path():
+    # 1-D input used to fail (TypeError) whenever a row went the direct/scaled way
+    assert angle([1.0, 0.0], [0.0, 0.0]) == pytest.approx(np.pi / 2)
+    assert angle([1e200, 0.0], [0.0, 1e200]) == pytest.approx(np.pi / 2)
+    assert snr_db([3e200, 4e200], [3e200, 4.5e200]) == pytest.approx(20.0, rel=1e-14)
+    assert norm_ratio([3e-200, 4e-200], [6e-200, 8e-200]) == pytest.approx(2.0, rel=1e-15)
+    assert float(pooled_snr_db([3e200, 4e200], [3e200, 4.5e200])) == pytest.approx(20.0, rel=1e-14)
+    assert np.shape(snr_db([3.0, 4.0], [3.0, 4.5])) == ()
