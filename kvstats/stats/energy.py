@@ -17,6 +17,12 @@ So all B permutations need only diag(A' D A) for the n x B label matrix A: one m
 product D A, evaluated block by block over the upper triangle of D (D_IJ is computed on
 the fly, used for I<=J with weight 2 off the diagonal, then discarded), and in chunks of
 permutations, so peak memory is bounded whatever n is.
+
+Magnitudes: data whose largest magnitude is outside [2**-400, 2**400) are scaled by a
+power of two before any distance (exact; the statistic is homogeneous of degree 1 and is
+scaled back, the p-value is unchanged), so squared distances neither overflow (NaN) nor
+underflow (0); a statistic that is non-finite or beyond float64 is a ValueError, never a
+p-value. Ordinary data are not touched.
 """
 
 from __future__ import annotations
