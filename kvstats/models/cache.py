@@ -1,19 +1,33 @@
 """A transformers ``Cache`` that stores the real codes of any kvstats scheme.
 
-Each layer keeps the scheme's codes (packed bits, small-integer codes, norms, scales: the
-``SchemeCodes`` objects of :func:`kvstats.make_scheme`) and a full-precision *tail*: the
-most recent ``window`` tokens, plus, for schemes whose statistics are per group of
-tokens (``kivi``, ``qjl``), the incomplete last group (as KIVI keeps its residual). When the
-tail grows beyond that, its oldest tokens are coded, in whole groups, with the layer's
-scheme. A layer's scheme is built once, with a per-layer seed, so keys arriving in later
-chunks are coded with the same rotation and sketch as earlier ones.
+Each layer keeps the scheme's codes (packed bits, small-integer codes, norms, scales) and
+a full-precision *tail*: the most recent ``window`` tokens, plus, for schemes whose
+statistics are per group of tokens (``kivi``, ``qjl``), the incomplete last group (as KIVI
+keeps its residual). When the tail grows beyond that, its oldest tokens are coded, in
+whole groups, with the layer's scheme, built once with a per-layer seed, so keys arriving
+in later chunks are coded with the same rotation and sketch as earlier ones.
 
-Reading returns ``dequantize(codes)`` followed by the tail. Decoding is deterministic, so
-each chunk is decoded once when it is coded and the result kept as a read buffer
-(``keep_decoded=True``, the default: reading is then O(new tokens), as a fused kernel
-attending over the codes would be); ``keep_decoded=False`` decodes every chunk on every
-read and gives identical numbers. :meth:`QuantizedCache.nbytes` counts what the cache
-stores (codes and the tail), never that buffer.
+Two read paths:
+
+- **Codes** (per-vector schemes that export, ``SchemeDef.gpu`` — KV, KQV, QKQV,
+  turboquant_mse/prod, K{a}V{b} — with their default Hadamard or no rotation): the layer
+  holds only the packed codes, norms and the tail, in torch buffers grown in place
+  (:class:`~kvstats.models.code_attention.GrowingBuffer`); new tokens are coded in torch,
+  batched over heads and tokens (one call per prefill, a few small ops per decode step),
+  and attention is computed from the codes by
+  :func:`~kvstats.models.code_attention.code_attention` (rotated query against centroids,
+  QJL term from the sign bits, output accumulated in the rotated space). ``update``
+  returns a :class:`~kvstats.models.code_attention.CodedKV` handle that transformers'
+  ``"eager"``/``"sdpa"`` attention (wrapped on first use) routes there. Each KV head has its
+  own scheme, seeded ``SeedSequence([seed, layer, head])`` (``per_head=False``: one per
+  layer, ``SeedSequence([seed, layer])``).
+- **Decoded copy** (``keep_decoded=True``, or a scheme without a code-reading path: kivi,
+  qjl, identity, a Haar rotation): the layer also keeps the decoded keys and values and
+  ``update`` returns them, for any attention implementation. For exportable schemes the
+  codes are the same as on the codes path (greedy outputs agree); the copy is counted in
+  :meth:`QuantizedCache.memory_report` and labelled. The numpy-coded schemes use
+  ``SeedSequence([seed, layer])`` with one draw per KV head, as before;
+  ``keep_decoded=False`` decodes their codes on every read instead.
 
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
@@ -28,78 +42,159 @@ cropping (assisted decoding) are not supported: coded chunks cannot be reordered
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from kvstats._checks import check_int
+from kvstats.models.code_attention import CodedKV, GrowingBuffer, SideCoder, install
 from kvstats.quant.registry import parse_scheme_name
 
 
+def _tensor_bytes(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+def _array_bytes(obj, seen: set[int]) -> int:
+    """Bytes of the numpy arrays reachable from ``obj`` (dataclasses, kvstats objects,
+    containers), each owning array counted once."""
+    if isinstance(obj, np.ndarray):
+        while isinstance(obj.base, np.ndarray):
+            obj = obj.base
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        return int(obj.nbytes)
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        return sum(_array_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_array_bytes(v, seen) for v in obj)
+    if dataclasses.is_dataclass(obj) or type(obj).__module__.startswith("kvstats."):
+        return sum(_array_bytes(v, seen) for v in getattr(obj, "__dict__", {}).values())
+    return 0
+
+
 class _CodesLayer(DynamicLayer):
-    """One layer of :class:`QuantizedCache`: scheme codes + a full-precision tail."""
+    """One layer of :class:`QuantizedCache`: codes + a full-precision tail."""
 
     is_croppable = False
 
     def __init__(self, owner: QuantizedCache, layer_idx: int):
         super().__init__()
         self.owner, self.layer_idx = owner, layer_idx
-        self.scheme = None
-        self.codes: list = []
+        self.n_heads = 0
         self.n_coded = 0
-        self._decoded_k: list[torch.Tensor] = []
-        self._decoded_v: list[torch.Tensor] = []
+        self.scheme = None                      # numpy Scheme (numpy-coded schemes)
+        self.codes: list = []                   # their SchemeCodes, one per coded chunk
+        self.key_coder: SideCoder | None = None  # torch coders (code-reading schemes)
+        self.value_coder: SideCoder | None = None
+        self.store: dict[str, GrowingBuffer] = {}
+        self.decoded: dict[str, GrowingBuffer] = {}  # the decoded copy, when kept
 
     def lazy_initialization(self, key_states, value_states):
+        owner = self.owner
         self.device = key_states.device
-        self.keys = key_states[..., :0, :]
-        self.values = value_states[..., :0, :]
-        n_heads, dim = key_states.shape[1], key_states.shape[-1]
-        draws = (n_heads,) if self.owner.per_head and not self.owner.deterministic else ()
-        seed = np.random.SeedSequence([self.owner.seed, self.layer_idx])
-        self.scheme = self.owner._make(dim, seed, draws)
+        batch, self.n_heads, _, dim = key_states.shape
+        # an empty tail of its own (never a view that keeps the prefill's K/V alive)
+        self.keys = key_states.new_empty((batch, self.n_heads, 0, dim))
+        self.values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
+        independent = owner.per_head and not owner.deterministic
+        if owner.reads_codes:
+            if independent:
+                seeds = [np.random.SeedSequence([owner.seed, self.layer_idx, h]) for h in range(self.n_heads)]
+            else:
+                seeds = [np.random.SeedSequence([owner.seed, self.layer_idx])]
+            exports = [owner._make(dim, s, ()).export() for s in seeds]
+            self.key_coder = SideCoder([e.key for e in exports])
+            self.value_coder = SideCoder([e.value for e in exports])
+            names = ["codes", "norms"]
+            self.store = {f"k_{n}": GrowingBuffer() for n in names + (["signs", "rnorms"]
+                                                                    if self.key_coder.coder == "prod" else [])}
+            self.store.update({f"v_{n}": GrowingBuffer() for n in names + (["signs", "rnorms"]
+                                                                         if self.value_coder.coder == "prod" else [])})
+        else:
+            draws = (self.n_heads,) if independent else ()
+            self.scheme = owner._make(dim, np.random.SeedSequence([owner.seed, self.layer_idx]), draws)
+        if owner.keep_decoded:
+            self.decoded = {"k": GrowingBuffer(), "v": GrowingBuffer()}
         self.is_initialized = True
 
-    def _decode(self, codes):
+    @property
+    def reads_codes(self) -> bool:
+        return self.key_coder is not None
+
+    def _decode_numpy(self, codes):
         K_hat, V_hat = self.scheme.dequantize(codes)
         dtype = self.keys.dtype
         return (torch.from_numpy(np.ascontiguousarray(K_hat)).to(self.device, dtype),
                 torch.from_numpy(np.ascontiguousarray(V_hat)).to(self.device, dtype))
 
+    def _code(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Code a block of tokens (all heads at once) and keep what the mode keeps."""
+        if self.reads_codes:
+            kp = self.key_coder.encode(k.detach().to(torch.float32))
+            vp = self.value_coder.encode(v.detach().to(torch.float32))
+            for side, parts in (("k", kp), ("v", vp)):
+                for name, t in parts.items():
+                    self.store[f"{side}_{name}"].append(t)
+            if self.decoded:
+                self.decoded["k"].append(self.key_coder.decode(kp).to(self.keys.dtype))
+                self.decoded["v"].append(self.value_coder.decode(vp).to(self.values.dtype))
+        else:
+            codes = self.scheme.quantize(k.detach().to("cpu", torch.float32).numpy(),
+                                         v.detach().to("cpu", torch.float32).numpy())
+            self.codes.append(codes)
+            if self.decoded:
+                k_hat, v_hat = self._decode_numpy(codes)
+                self.decoded["k"].append(k_hat)
+                self.decoded["v"].append(v_hat)
+        self.n_coded += k.shape[-2]
+
     def update(self, key_states, value_states, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        tail_k = torch.cat([self.keys, key_states], dim=-2)
-        tail_v = torch.cat([self.values, value_states], dim=-2)
+        if self.keys.shape[-2]:
+            tail_k = torch.cat([self.keys, key_states], dim=-2)
+            tail_v = torch.cat([self.values, value_states], dim=-2)
+        else:
+            tail_k, tail_v = key_states, value_states
         group = self.owner.token_group
         n_code = max(0, tail_k.shape[-2] - self.owner.window) // group * group
         if n_code:
-            k_np = tail_k[..., :n_code, :].detach().to("cpu", torch.float32).numpy()
-            v_np = tail_v[..., :n_code, :].detach().to("cpu", torch.float32).numpy()
-            codes = self.scheme.quantize(k_np, v_np)
-            self.codes.append(codes)
-            self.n_coded += n_code
-            if self.owner.keep_decoded:
-                k_hat, v_hat = self._decode(codes)
-                self._decoded_k.append(k_hat)
-                self._decoded_v.append(v_hat)
-            tail_k, tail_v = tail_k[..., n_code:, :], tail_v[..., n_code:, :]
-        self.keys, self.values = tail_k.contiguous(), tail_v.contiguous()
+            self._code(tail_k[..., :n_code, :], tail_v[..., :n_code, :])
+        # clone: the tail is a few tokens; a view would keep the whole chunk's storage alive
+        self.keys = tail_k[..., n_code:, :].clone()
+        self.values = tail_v[..., n_code:, :].clone()
+        if self.reads_codes and not self.decoded:
+            handle = CodedKV(self)
+            return handle, handle
         return self.dequantized()
 
     def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The layer's keys and values as attention reads them: decoded codes, then the tail."""
+        """The layer's keys and values as a decoded cache would hold them: decoded codes,
+        then the tail (the decoded copy when kept, else decoded now)."""
         if not self.is_initialized:
             raise ValueError("the layer is empty: nothing has been cached yet")
-        if self.owner.keep_decoded:
-            parts_k, parts_v = self._decoded_k, self._decoded_v
+        if self.decoded:
+            parts_k = [self.decoded["k"].view()] if self.n_coded else []
+            parts_v = [self.decoded["v"].view()] if self.n_coded else []
+        elif self.reads_codes:
+            parts_k, parts_v = [], []
+            if self.n_coded:
+                kp = {n[2:]: b.view() for n, b in self.store.items() if n.startswith("k_")}
+                vp = {n[2:]: b.view() for n, b in self.store.items() if n.startswith("v_")}
+                parts_k = [self.key_coder.decode(kp).to(self.keys.dtype)]
+                parts_v = [self.value_coder.decode(vp).to(self.values.dtype)]
         else:
-            decoded = [self._decode(c) for c in self.codes]
+            decoded = [self._decode_numpy(c) for c in self.codes]
             parts_k, parts_v = [k for k, _ in decoded], [v for _, v in decoded]
-        if len(parts_k) > 1 and self.owner.keep_decoded:
-            # Merge the read buffer so later reads concatenate two tensors, not n chunks.
-            self._decoded_k = parts_k = [torch.cat(parts_k, dim=-2)]
-            self._decoded_v = parts_v = [torch.cat(parts_v, dim=-2)]
+        if not parts_k:
+            return self.keys, self.values
         return (torch.cat([*parts_k, self.keys], dim=-2), torch.cat([*parts_v, self.values], dim=-2))
 
     def get_seq_length(self) -> int:
@@ -109,15 +204,45 @@ class _CodesLayer(DynamicLayer):
 
     def reset(self) -> None:
         super().reset()
-        self.scheme = None
-        self.codes, self.n_coded = [], 0
-        self._decoded_k, self._decoded_v = [], []
+        self.scheme = self.key_coder = self.value_coder = None
+        self.codes, self.n_coded, self.store, self.decoded = [], 0, {}, {}
+
+    # ------------------------------------------------------------------ memory
+    def code_nbytes(self) -> int:
+        """Bytes of the stored codes of the coded tokens (no slack, no tail)."""
+        if self.reads_codes:
+            return sum(b.nbytes(held=False) for b in self.store.values())
+        return sum(int(c.nbytes) for c in self.codes)
+
+    def tail_nbytes(self) -> int:
+        return _tensor_bytes(self.keys) + _tensor_bytes(self.values) if self.is_initialized else 0
 
     def nbytes(self) -> int:
-        tail = 0
-        if self.is_initialized:
-            tail = self.keys.numel() * self.keys.element_size() + self.values.numel() * self.values.element_size()
-        return sum(int(c.nbytes) for c in self.codes) + tail
+        return self.code_nbytes() + self.tail_nbytes()
+
+    def decoded_nbytes(self) -> int:
+        return sum(b.nbytes() for b in self.decoded.values())
+
+    def held_nbytes(self) -> int:
+        """Every byte that grows with the sequence: code buffers (with their slack), numpy
+        codes, the tail, the decoded copy."""
+        if self.reads_codes:
+            codes = sum(b.nbytes() for b in self.store.values())
+        else:
+            codes = _array_bytes(self.codes, set())
+        return codes + self.tail_nbytes() + self.decoded_nbytes()
+
+    def fixed_nbytes(self, seen: set) -> int:
+        """Per-layer state that does not grow: rotations, codebooks, sketches (what ``seen``,
+        shared by the layers, has not counted yet: the Hadamard matrix and codebooks are shared)."""
+        if not self.reads_codes:
+            return _array_bytes(self.scheme, seen) if self.scheme is not None else 0
+        total = 0
+        for t in (*self.key_coder.fixed_tensors(), *self.value_coder.fixed_tensors()):
+            if t.data_ptr() not in seen:
+                seen.add(t.data_ptr())
+                total += _tensor_bytes(t)
+        return total
 
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("QuantizedCache cannot be cropped (coded chunks cannot be split)")
@@ -142,18 +267,28 @@ class QuantizedCache(Cache):
     bits : int or None
         The scheme's budget in bits per coordinate (None for ``identity`` and ``K{a}V{b}``).
     seed : int
-        Layer ``l`` uses ``SeedSequence([seed, l])`` for its scheme's randomness.
+        Randomness: ``SeedSequence([seed, layer, head])`` per KV head on the codes path,
+        ``SeedSequence([seed, layer])`` (one draw per head) for numpy-coded schemes.
     window : int
         Most recent tokens kept in full precision (the model's dtype), as KIVI's residual.
     per_head : bool
-        Independent rotation/sketch per KV head (``draws=(n_kv_heads,)``, default) or
-        one shared by the heads of a layer (``draws=()``).
-    keep_decoded : bool
-        Keep a decoded read buffer (see the module docstring); does not change results.
+        Independent rotation/sketch per KV head (default) or one shared by the heads of
+        a layer.
+    keep_decoded : bool or None
+        Keep a decoded copy of the coded tokens and hand it to attention (any attention
+        implementation; more memory, labelled in :meth:`memory_report`). None (default):
+        False for schemes with a code-reading path (attention reads the codes), True for
+        the others (kivi, qjl, identity, Haar rotations), whose decoded copy is their read
+        path; False there decodes every chunk on every read instead.
     **scheme_params
         Passed to :func:`kvstats.make_scheme` (e.g. ``rotation="haar"``,
         ``group_size=32``). For ``kivi`` the scheme's own ``residual`` is 0: the cache's
         ``window`` plays that role.
+
+    Attributes
+    ----------
+    reads_codes : bool
+        Whether the scheme has the code-reading path (per-vector and exportable).
 
     Examples
     --------
@@ -161,15 +296,16 @@ class QuantizedCache(Cache):
     >>> from kvstats.models import QuantizedCache
     >>> cache = QuantizedCache("KQV", 4, seed=0)
     >>> k = torch.randn(1, 3, 10, 64); v = torch.randn(1, 3, 10, 64)
-    >>> K_hat, V_hat = cache.update(k, v, layer_idx=0)
-    >>> K_hat.shape, cache.get_seq_length()
-    (torch.Size([1, 3, 10, 64]), 10)
-    >>> cache.bytes_per_token() < cache.fp16_bytes_per_token() / 3
-    True
+    >>> _ = cache.update(k, v, layer_idx=0)
+    >>> cache.get_seq_length(), cache.layers[0].dequantized()[0].shape
+    (10, torch.Size([1, 3, 10, 64]))
+    >>> rep = cache.memory_report()
+    >>> rep["attention"], rep["bytes_per_token"], rep["held_bytes"] == rep["stored_bytes"]
+    ('codes', 210.0, True)
     """
 
     def __init__(self, scheme_name: str, bits=None, seed: int = 0, window: int = 0, *,
-                 per_head: bool = True, keep_decoded: bool = True, **scheme_params):
+                 per_head: bool = True, keep_decoded: bool | None = None, **scheme_params):
         from kvstats.quant.schemes import make_scheme
 
         self.scheme_name, self.bits = scheme_name, bits
@@ -177,7 +313,9 @@ class QuantizedCache(Cache):
         self.window = check_int(window, "window", low=0)
         if not isinstance(per_head, bool):
             raise TypeError(f"per_head must be a bool; received {per_head!r}")
-        self.per_head, self.keep_decoded = per_head, bool(keep_decoded)
+        if keep_decoded is not None and not isinstance(keep_decoded, bool):
+            raise TypeError(f"keep_decoded must be None or a bool; received {keep_decoded!r}")
+        self.per_head = per_head
         params = dict(scheme_params)
         sdef, _ = parse_scheme_name(scheme_name, params)
         if "residual" in sdef.params:  # a scheme's own fp window (kivi): the cache's window plays it
@@ -190,7 +328,11 @@ class QuantizedCache(Cache):
         # Schemes without random components need no per-head draws.
         self.deterministic = not sdef.randomized(parsed)
         # Fail now, not inside a forward pass: unknown names, bad bits or parameters.
-        make_scheme(scheme_name, bits, 64, seed=0, **params)
+        probe = make_scheme(scheme_name, bits, 64, seed=0, **params)
+        self.reads_codes = sdef.gpu and self.token_group == 1 and _exports(probe)
+        self.keep_decoded = (not self.reads_codes) if keep_decoded is None else keep_decoded
+        if self.reads_codes and not self.keep_decoded:
+            install()
         super().__init__(layer_class_to_replicate=self._new_layer)
 
     def _new_layer(self) -> _CodesLayer:
@@ -204,12 +346,26 @@ class QuantizedCache(Cache):
         return (f"QuantizedCache({self.scheme_name!r}, bits={self.bits}, window={self.window}, "
                 f"layers={len(self.layers)}, seq_length={self.get_seq_length()})")
 
+    def _live(self) -> list[_CodesLayer]:
+        return [lay for lay in self.layers if lay.is_initialized]
+
     def nbytes(self) -> int:
-        """Bytes the cache stores: every layer's codes plus its full-precision tail."""
-        return sum(layer.nbytes() for layer in self.layers)
+        """Bytes the cache stores: every layer's codes (of the coded tokens) plus its
+        full-precision tail."""
+        return sum(layer.nbytes() for layer in self._live())
+
+    def held_nbytes(self) -> int:
+        """Every byte the cache holds that grows with the sequence: code buffers with their
+        unused capacity, the tail and any decoded copy (:meth:`fixed_nbytes` apart)."""
+        return sum(layer.held_nbytes() for layer in self._live())
+
+    def fixed_nbytes(self) -> int:
+        """Per-layer state that does not grow with the sequence (rotations, codebooks, sketches)."""
+        seen: set = set()
+        return sum(layer.fixed_nbytes(seen) for layer in self._live())
 
     def _tokens(self) -> int:
-        layer = next((lay for lay in self.layers if lay.is_initialized), None)
+        layer = next(iter(self._live()), None)
         if layer is None:
             return 0
         return layer.get_seq_length() * layer.keys.shape[0]
@@ -223,14 +379,45 @@ class QuantizedCache(Cache):
 
     def fp16_bytes_per_token(self) -> float:
         """What an fp16 cache of the same layers and heads stores per token."""
-        layers = [lay for lay in self.layers if lay.is_initialized]
+        layers = self._live()
         if not layers:
             raise ValueError("the cache is empty: fp16_bytes_per_token needs an initialized layer")
         return float(sum(2 * 2 * lay.keys.shape[1] * lay.keys.shape[-1] for lay in layers))
 
     def memory_report(self) -> dict:
-        """Stored bytes, bytes per token, fp16 bytes per token and their ratio."""
-        bpt, fp16 = self.bytes_per_token(), self.fp16_bytes_per_token()
+        """Every byte the cache holds, by kind, and per token.
+
+        Keys: ``attention`` ("codes", "decoded copy" or "decoded on read");
+        ``stored_bytes`` (= ``nbytes``: codes of the coded tokens + the tail),
+        ``code_bytes``, ``tail_bytes``, ``decoded_copy_bytes``, ``held_bytes`` (everything
+        that grows with the sequence, including unused buffer capacity and the decoded
+        copy), ``fixed_bytes`` (rotations, codebooks, sketches); per cached token:
+        ``bytes_per_token`` (stored), ``held_bytes_per_token``, ``fp16_bytes_per_token``;
+        ``ratio_to_fp16`` (stored / fp16) and ``held_to_stored``.
+        """
+        n = self._tokens()
+        if n == 0:
+            raise ValueError("the cache is empty: memory_report needs at least one cached token")
+        layers = self._live()
+        stored, held = self.nbytes(), self.held_nbytes()
+        fp16 = self.fp16_bytes_per_token()
+        mode = ("decoded copy" if self.keep_decoded else "codes" if self.reads_codes else "decoded on read")
         return {"scheme": self.scheme_name, "bits": self.bits, "window": self.window,
-                "seq_length": self.get_seq_length(), "nbytes": self.nbytes(),
-                "bytes_per_token": bpt, "fp16_bytes_per_token": fp16, "ratio_to_fp16": bpt / fp16}
+                "seq_length": self.get_seq_length(), "attention": mode,
+                "nbytes": stored, "stored_bytes": stored,
+                "code_bytes": sum(lay.code_nbytes() for lay in layers),
+                "tail_bytes": sum(lay.tail_nbytes() for lay in layers),
+                "decoded_copy_bytes": sum(lay.decoded_nbytes() for lay in layers),
+                "held_bytes": held, "fixed_bytes": self.fixed_nbytes(),
+                "bytes_per_token": stored / n, "held_bytes_per_token": held / n,
+                "fp16_bytes_per_token": fp16, "ratio_to_fp16": stored / n / fp16,
+                "held_to_stored": held / stored}
+
+
+def _exports(scheme) -> bool:
+    """Whether the scheme's parameters export (a Haar rotation, for one, does not)."""
+    try:
+        scheme.export()
+    except ValueError:
+        return False
+    return True

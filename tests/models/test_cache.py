@@ -18,11 +18,13 @@ def test_chunks_are_coded_with_the_same_randomness(name, bits):
     # whole sequence had been coded at once: one rotation/sketch per layer and head.
     k, v = _kv(15)
     whole = QuantizedCache(name, bits, seed=7)
-    K1, V1 = whole.update(k, v, layer_idx=0)
+    whole.update(k, v, layer_idx=0)
+    K1, V1 = whole.layers[0].dequantized()
     parts = QuantizedCache(name, bits, seed=7)
     parts.update(k[:, :, :10], v[:, :, :10], layer_idx=0)
     parts.update(k[:, :, 10:11], v[:, :, 10:11], layer_idx=0)
-    K2, V2 = parts.update(k[:, :, 11:], v[:, :, 11:], layer_idx=0)
+    parts.update(k[:, :, 11:], v[:, :, 11:], layer_idx=0)
+    K2, V2 = parts.layers[0].dequantized()
     # Same codes; the float32 decode may differ in the last bits (vectorised fwht over
     # differently sized arrays, BLAS-dependent), so a tolerance of a few float32 ulps:
     # values reach |x| ~ 4, whose ulp is 4.8e-7 (1.2e-6 = 2.5 ulps seen with OpenBLAS).
@@ -33,29 +35,43 @@ def test_chunks_are_coded_with_the_same_randomness(name, bits):
     # (per-layer seeds).
     assert not torch.equal(K1, k)
     if name != "KV":
-        K_other, _ = whole.update(k, v, layer_idx=1)
+        whole.update(k, v, layer_idx=1)
+        K_other, _ = whole.layers[1].dequantized()
         assert (K_other - K1).abs().max() > 1e-3
 
 
-def test_keep_decoded_buffer_does_not_change_results():
-    k, v = _kv(12)
-    a, b = QuantizedCache("KQV", 3, seed=1), QuantizedCache("KQV", 3, seed=1, keep_decoded=False)
-    for sl in (slice(0, 5), slice(5, 6), slice(6, 12)):
+@pytest.mark.parametrize("name,bits", [("KQV", 3), ("kivi", 2)])
+def test_keep_decoded_copy_does_not_change_results(name, bits):
+    # The decoded copy holds exactly what decoding the stored codes gives (codes path:
+    # the same torch codes; numpy-coded schemes: the same numpy codes).
+    k, v = _kv(70)
+    a = QuantizedCache(name, bits, seed=1, keep_decoded=True)
+    b = QuantizedCache(name, bits, seed=1, keep_decoded=False)
+    for sl in (slice(0, 40), slice(40, 41), slice(41, 70)):
         Ka, Va = a.update(k[:, :, sl], v[:, :, sl], layer_idx=0)
-        Kb, Vb = b.update(k[:, :, sl], v[:, :, sl], layer_idx=0)
-    assert torch.equal(Ka, Kb) and torch.equal(Va, Vb)
+        b.update(k[:, :, sl], v[:, :, sl], layer_idx=0)
+    Kb, Vb = b.layers[0].dequantized()
+    # same codes; the copy was decoded chunk by chunk, b in one call (BLAS rounding)
+    torch.testing.assert_close(Ka, Kb, rtol=5e-7, atol=1e-6)
+    torch.testing.assert_close(Va, Vb, rtol=5e-7, atol=1e-6)
+    ra, rb = a.memory_report(), b.memory_report()
+    copy = 2 * 4 * a.layers[0].n_coded * 3 * 64  # float32 K and V of the coded tokens
+    assert ra["attention"] == "decoded copy" and copy <= ra["decoded_copy_bytes"] <= 1.5 * copy
+    assert ra["stored_bytes"] == rb["stored_bytes"] and rb["decoded_copy_bytes"] == 0
 
 
 def test_full_precision_window():
     k, v = _kv(10)
     cache = QuantizedCache("KV", 2, window=4)
-    K, V = cache.update(k, v, layer_idx=0)
+    cache.update(k, v, layer_idx=0)
+    K, V = cache.layers[0].dequantized()
     layer = cache.layers[0]
     assert layer.n_coded == 6 and cache.get_seq_length() == 10
     assert torch.equal(K[:, :, 6:], k[:, :, 6:]) and torch.equal(V[:, :, 6:], v[:, :, 6:])
     assert not torch.equal(K[:, :, :6], k[:, :, :6])
     k1, v1 = _kv(1, seed=5)
-    K, _ = cache.update(k1, v1, layer_idx=0)
+    cache.update(k1, v1, layer_idx=0)
+    K, _ = layer.dequantized()
     assert layer.n_coded == 7 and K.shape[-2] == 11 and torch.equal(K[:, :, -1:], k1)
 
 
@@ -100,3 +116,57 @@ def test_bad_input():
     cache.update(*_kv(3), layer_idx=0)
     with pytest.raises(NotImplementedError, match="cannot be cropped"):
         cache.crop(-1)
+
+
+def _walk(obj, seen) -> int:
+    """Bytes of every tensor storage and owning numpy array reachable from ``obj`` (each
+    once; a view counts its whole storage, as the memory it keeps alive)."""
+    import dataclasses
+
+    if isinstance(obj, torch.Tensor):
+        st = obj.untyped_storage()
+        if ("t", st.data_ptr()) in seen or st.nbytes() == 0:
+            return 0
+        seen.add(("t", st.data_ptr()))
+        return st.nbytes()
+    if isinstance(obj, np.ndarray):
+        while isinstance(obj.base, np.ndarray):
+            obj = obj.base
+        if ("a", id(obj)) in seen:
+            return 0
+        seen.add(("a", id(obj)))
+        return obj.nbytes
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        return sum(_walk(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_walk(v, seen) for v in obj)
+    if dataclasses.is_dataclass(obj) or type(obj).__module__.startswith("kvstats."):
+        return sum(_walk(v, seen) for k, v in vars(obj).items() if k != "owner")
+    return 0
+
+
+@pytest.mark.parametrize("name,bits,window,keep", [("KQV", 4, 0, None), ("KQV", 4, 5, None),
+                                                   ("QKQV", 3, 0, True), ("K4V2", None, 2, None),
+                                                   ("kivi", 2, 4, None), ("kivi", 2, 0, False)])
+def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, keep):
+    # A prefill (whose chunk would stay alive through a view of the tail), then decode
+    # steps; every tensor/array the layers reference is walked, views by their storage.
+    k, v = _kv(75)
+    cache = QuantizedCache(name, bits, seed=0, window=window, keep_decoded=keep)
+    for layer_idx in range(2):
+        cache.update(k[:, :, :70], v[:, :, :70], layer_idx=layer_idx)
+        for t in range(70, 75):
+            cache.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=layer_idx)
+    rep = cache.memory_report()
+    assert _walk(cache.layers, set()) == rep["held_bytes"] + rep["fixed_bytes"]
+    assert rep["stored_bytes"] == rep["code_bytes"] + rep["tail_bytes"]
+    assert rep["tail_bytes"] == 2 * 2 * 4 * 3 * 64 * (cache.layers[0].keys.shape[-2])
+    if cache.reads_codes and not cache.keep_decoded:
+        # unused capacity: the first chunk is allocated exactly, growth adds 16 tokens
+        assert rep["held_bytes"] - rep["stored_bytes"] <= rep["code_bytes"] * 16 / cache.layers[0].n_coded
+        assert rep["decoded_copy_bytes"] == 0
+    if cache.keep_decoded:
+        assert rep["decoded_copy_bytes"] >= 2 * 2 * 4 * 3 * 64 * cache.layers[0].n_coded

@@ -1,0 +1,160 @@
+"""Decode speed and memory of the quantized transformers caches on SmolLM2, side by side.
+
+One run measures, on the same prompt and the same greedy loop:
+
+- ``DynamicCache`` (float32, the baseline of every ratio);
+- ``kvstats.models.QuantizedCache`` reading attention from the codes (the default);
+- the same cache with its decoded copy (``keep_decoded=True``; same codes);
+- transformers' own ``QuantizedCache`` with the quanto int4 backend (if
+  ``optimum-quanto`` is installed; its defaults: groups of 64, 128-token fp residual).
+
+For each: prefill seconds, decode tokens/s (the ``--new`` greedy steps after the prefill;
+the minimum time over ``--repeats`` runs, configurations interleaved), the ratio to
+DynamicCache, the bytes the cache holds per cached token (every tensor it references,
+views counted by their whole storage) against the stored code bytes per token, and the
+greedy tokens' agreement with DynamicCache and with the decoded-copy path.
+
+    OPENBLAS_NUM_THREADS=1 nice -n 10 python experiments/bench_cache.py [--prompt 512] [--new 128]
+        [--scheme KQV] [--bits 4] [--repeats 2] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from datetime import date
+
+import numpy as np
+import torch
+
+
+def _storage_bytes(obj, seen: set, depth: int = 0) -> int:
+    """Bytes of every tensor storage reachable from ``obj`` (each storage once; tensor
+    subclasses such as quanto's QTensor through their inner tensors)."""
+    if depth > 8 or id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        if hasattr(obj, "__tensor_flatten__") and type(obj) is not torch.Tensor and \
+                not isinstance(obj, torch.nn.Parameter):
+            names, _ = obj.__tensor_flatten__()
+            return sum(_storage_bytes(getattr(obj, n), seen, depth + 1) for n in names)
+        st = obj.untyped_storage()
+        key = ("storage", st.data_ptr())
+        if key in seen:
+            return 0
+        seen.add(key)
+        return st.nbytes()
+    if isinstance(obj, np.ndarray):
+        return 0  # none on the torch paths
+    if isinstance(obj, dict):
+        return sum(_storage_bytes(v, seen, depth + 1) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_storage_bytes(v, seen, depth + 1) for v in obj)
+    if hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.nn.Module)):
+        return sum(_storage_bytes(v, seen, depth + 1) for k, v in vars(obj).items()
+                   if k not in ("owner", "config"))
+    return 0
+
+
+def greedy(model, prompt: torch.Tensor, cache, new: int) -> tuple[list[int], float, float]:
+    """Prefill, then ``new`` greedy steps; returns (tokens, prefill s, decode s)."""
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        out = model(input_ids=prompt, cache=cache, use_cache=True)
+        tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        t1 = time.perf_counter()
+        tokens = [int(tok)]
+        for _ in range(new - 1):
+            out = model(input_ids=tok, cache=cache, use_cache=True)
+            tok = out.logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(int(tok))
+        t2 = time.perf_counter()
+    return tokens, t1 - t0, t2 - t1
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt", type=int, default=512, help="prompt tokens")
+    parser.add_argument("--new", type=int, default=128, help="greedy tokens generated")
+    parser.add_argument("--scheme", default="KQV", help="kvstats scheme of the QuantizedCache")
+    parser.add_argument("--bits", type=int, default=4, help="its budget per coordinate")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per configuration (min time)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    from transformers import DynamicCache
+
+    from kvstats.models import QuantizedCache, load_model
+    from kvstats.models.texts import stdlib_texts
+
+    model, tok = load_model()
+    ids: list[int] = []
+    for text in stdlib_texts():
+        ids += tok(text)["input_ids"]
+        if len(ids) >= args.prompt:
+            break
+    prompt = torch.tensor([ids[:args.prompt]])
+
+    configs = {
+        "DynamicCache (float32)": lambda: DynamicCache(config=model.config),
+        f"QuantizedCache {args.scheme}-{args.bits}, codes": lambda: QuantizedCache(args.scheme, args.bits),
+        f"QuantizedCache {args.scheme}-{args.bits}, decoded copy":
+            lambda: QuantizedCache(args.scheme, args.bits, keep_decoded=True),
+    }
+    quanto_note = ""
+    try:
+        import optimum.quanto  # noqa: F401
+        from transformers import QuantizedCache as HFQuantizedCache
+
+        configs["transformers QuantizedCache quanto int4"] = \
+            lambda: HFQuantizedCache("quanto", config=model.config, nbits=4)
+    except ImportError as exc:
+        quanto_note = f"quanto not measured: {exc}"
+
+    best: dict[str, list] = {}
+    for rep in range(args.repeats):
+        for name, make in configs.items():
+            cache = make()
+            tokens, pre, dec = greedy(model, prompt, cache, args.new)
+            if name not in best or dec < best[name][2]:
+                best[name] = [tokens, pre, dec, cache]
+    names = list(configs)
+    base_tokens, _, base_dec, base_cache = best[names[0]]
+    copy_tokens = best[names[2]][0]
+    n_cached = args.prompt + args.new - 1
+    fp32 = _storage_bytes(base_cache.layers, set()) / n_cached
+    load = os.getloadavg()
+    print(f"# {date.today()}  {platform.machine()}  torch {torch.__version__}  threads {args.threads}  "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"# prompt {args.prompt} tokens + {args.new} greedy; decode time = min of {args.repeats} runs")
+    print("| cache | prefill s | decode tok/s | × DynamicCache | held bytes/token | stored code bytes/token "
+          "| held / stored | greedy = DynamicCache | greedy = decoded copy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        tokens, pre, dec, cache = best[name]
+        held = _storage_bytes(cache.layers, set()) / n_cached
+        if isinstance(cache, QuantizedCache):
+            rep = cache.memory_report()
+            stored = rep["code_bytes"] / n_cached
+            if abs(rep["held_bytes"] + rep["fixed_bytes"] - held * n_cached) > 0.001 * held * n_cached:
+                print(f"  (memory_report {rep['held_bytes'] + rep['fixed_bytes']} vs walked {held * n_cached})")
+            fixed = rep["fixed_bytes"]
+            held = rep["held_bytes"] / n_cached
+            note = f" (+{fixed / 1e3:.0f} KB fixed)"
+        else:
+            stored, note = (fp32, "") if name == names[0] else (float("nan"), "")
+        agree = np.mean(np.array(tokens) == np.array(base_tokens))
+        agree_copy = np.mean(np.array(tokens) == np.array(copy_tokens))
+        ratio = held / stored if stored == stored else float("nan")
+        print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {base_dec / dec:.2f} | "
+              f"{held:,.0f}{note} | {stored:,.0f} | {ratio:.3f} | {agree:.3f} | {agree_copy:.3f} |")
+    if quanto_note:
+        print(quanto_note)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+"""Attention read from the codes of a per-vector kvstats scheme, in torch.
+
+The torch mirror of ``kvstats_gpu.decode`` (same math, docs/design.md's GPU path), for
+:class:`kvstats.models.QuantizedCache`. A scheme side (keys or values) exported by
+``Scheme.export()`` is TurboQuant-mse (norm + Lloyd–Max codes of the rotated unit vector)
+or TurboQuant-prod (the same plus the signs of a QJL sketch of the residual and its norm).
+With ``k = ‖k‖·Rᵀĉ (+ c·‖r‖·Sᵀσ)``:
+
+- scores ``q·k = ‖k‖·(R q)·ĉ + c·‖r‖·(S q)·σ``: the query is rotated (and sketched) once
+  per step, never the N keys;
+- output ``Σ p_n v_n = Rᵀ(Σ p_n ‖v_n‖ ĉ_n) + c·Sᵀ(Σ p_n ‖r_n‖ σ_n)``: accumulated in the
+  rotated (sketched) space and mapped back once per step.
+
+Nothing decoded is kept: centroids and ±1 signs of the coded tokens are looked up from the
+packed bytes inside each attention call (a transient the size of one layer's keys) and
+dropped. :class:`SideCoder` also *encodes* in torch, batched over batch, heads and tokens,
+with the numpy coders' arithmetic (same rotation order, boundaries, float32 casts and norm
+rounding), so a prefill of 512 tokens is one call and a decode step a few small ops.
+
+How the model reaches it: :meth:`QuantizedCache.update` returns a :class:`CodedKV` handle
+instead of key/value tensors, and :func:`install` wraps transformers' ``"sdpa"`` and
+``"eager"`` attention functions (``AttentionInterface``) so that a handle is routed to
+:func:`code_attention`; every other call goes, unchanged, to the function transformers
+would have called (the registered sdpa, or the model module's own
+``eager_attention_forward``). Other attention implementations (flash, flex) are not
+wrapped: a handle reaching them raises a TypeError that says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+import numpy as np
+import torch
+from jaxtyping import Float, UInt8
+
+from kvstats.quant.export import SideExport
+
+__all__ = ["SideCoder", "CodedKV", "GrowingBuffer", "code_attention", "install", "hadamard"]
+
+_NORM_DTYPES = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32,
+                np.dtype(np.float64): torch.float64}
+
+
+@lru_cache(maxsize=16)
+def hadamard(n: int) -> torch.Tensor:
+    """Sylvester's Hadamard matrix ``H_n`` (±1, float32), ``n`` a power of two.
+
+    Examples
+    --------
+    >>> hadamard(4).tolist()[1]
+    [1.0, -1.0, 1.0, -1.0]
+    """
+    if not isinstance(n, int) or n < 1 or n & (n - 1):
+        raise ValueError(f"n must be a power of two >= 1; received {n!r}")
+    h = torch.ones(1, 1)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+@lru_cache(maxsize=16)
+def _shifts(step: int, count: int) -> torch.Tensor:
+    return torch.arange(count, dtype=torch.int64) * step
+
+
+def _pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """uint8 codes ``< 2**bits`` ``(..., n)`` → packed bytes ``(..., ceil(n/8)·bits)``.
+
+    Code ``j`` of a group of eight sits at bit ``j·bits`` of a little-endian word of
+    ``bits`` bytes (for 1, 2, 4, 8 bits: whole codes per byte, low bits first) — the
+    layout of :func:`kvstats.quant.packing.pack_codes` and the QJL sign bits.
+    """
+    n = codes.shape[-1]
+    if n % 8:
+        codes = torch.nn.functional.pad(codes, (0, 8 - n % 8))
+    lead = codes.shape[:-1]
+    if 8 % bits == 0:
+        per = 8 // bits
+        c = codes.reshape(*lead, -1, per).to(torch.int32) << _shifts(bits, per).to(torch.int32)
+        return c.sum(-1).to(torch.uint8)
+    words = (codes.reshape(*lead, -1, 8).to(torch.int64) << _shifts(bits, 8)).sum(-1)
+    return ((words[..., None] >> _shifts(8, bits)) & 255).to(torch.uint8).reshape(*lead, -1)
+
+
+def _byte_table(values: torch.Tensor, bits: int) -> torch.Tensor:
+    """``(256, 8 // bits)``: the values of the codes packed in each byte value."""
+    per = 8 // bits
+    idx = (torch.arange(256)[:, None] >> _shifts(bits, per)) & (2 ** bits - 1)
+    return values[idx].contiguous()
+
+
+class SideCoder:
+    """One side (keys or values) of an exported scheme, as torch tensors, for H heads.
+
+    Parameters
+    ----------
+    exports : sequence of SideExport
+        One per KV head (independent draws), or one shared by every head.
+
+    Attributes
+    ----------
+    coder : {"mse", "prod"}
+    bits, dim, dim_padded, m : int
+        Scalar-code bits, head dimension, coded coordinates, sketch rows (0 for mse).
+    code_bytes, sign_bytes : int
+        Packed bytes per vector of the codes and of the sign bits.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> ex = kvstats.make_scheme("KQV", 4, 64, seed=0).export()
+    >>> vc = SideCoder([ex.value])
+    >>> x = torch.randn(1, 1, 5, 64)
+    >>> parts = vc.encode(x)
+    >>> sorted(parts), parts["codes"].shape, vc.nbytes_per_vector()
+    (['codes', 'norms', 'rnorms', 'signs'], torch.Size([1, 1, 5, 24]), 36)
+    >>> x_hat = vc.decode(parts)
+    >>> bool(((x - x_hat).norm(dim=-1) < 0.5 * x.norm(dim=-1)).all())
+    True
+    """
+
+    def __init__(self, exports: Sequence[SideExport]):
+        if not exports or not all(isinstance(e, SideExport) for e in exports):
+            raise TypeError(f"exports must be a non-empty sequence of SideExport; received {exports!r:.80}")
+        e0 = exports[0]
+        key = (e0.coder, e0.bits, e0.dim, e0.dim_padded, e0.m, e0.signs is None, e0.norm_dtype)
+        for e in exports[1:]:
+            other = (e.coder, e.bits, e.dim, e.dim_padded, e.m, e.signs is None, e.norm_dtype)
+            if other != key:
+                raise ValueError(f"exports must share coder, bits, dims, sketch rows and norm dtype; "
+                                 f"received {key} and {other}")
+        if e0.coder not in ("mse", "prod"):
+            raise ValueError(f"coder must be 'mse' or 'prod'; received {e0.coder!r}")
+        self.coder, self.bits, self.dim, self.dim_padded = e0.coder, e0.bits, e0.dim, e0.dim_padded
+        self.m = e0.m if e0.coder == "prod" else 0
+        self.norm_dtype = _NORM_DTYPES[np.dtype(e0.norm_dtype)]
+        d, dp = self.dim, self.dim_padded
+        if e0.signs is None:
+            if dp != d:
+                raise ValueError(f"an unrotated side must have dim_padded == dim; received {dp} != {d}")
+            self.signs = self.hd = None
+        else:
+            # numpy folds 1/sqrt(d_pad) into the signs (float64, then cast to float32) and
+            # applies the Hadamard product to the zero-padded input: only the first d rows
+            # of H_dpad meet non-zero coordinates.
+            s = np.stack([e.signs for e in exports]) / np.sqrt(dp)
+            self.signs = torch.from_numpy(s[:, None, :d].astype(np.float32))  # (H or 1, 1, d)
+            self.hd = hadamard(dp)[:d].contiguous()                            # (d, d_pad)
+        self.centroids = torch.from_numpy(e0.centroids.astype(np.float32))
+        self.boundaries = torch.from_numpy(e0.boundaries.astype(np.float32))
+        self.table = _byte_table(self.centroids, self.bits) if 8 % self.bits == 0 else None
+        self.code_bytes = -(-dp // 8) * self.bits
+        self.sketch = None
+        self.scale, self.sign_bytes = 0.0, 0
+        if self.coder == "prod":
+            sk = np.stack([e.sketch for e in exports]).astype(np.float32)      # (H or 1, m, d)
+            self.sketch = torch.from_numpy(sk)
+            self.scale = float(e0.sketch_scale)
+            self.sign_bytes = -(-self.m // 8)
+            self.sign_table = _byte_table(torch.tensor([-1.0, 1.0]), 1)
+
+    @property
+    def sketch_t(self) -> torch.Tensor:
+        """``Sᵀ`` ``(H or 1, d, m)`` (a view)."""
+        return self.sketch.transpose(-1, -2)
+
+    # ------------------------------------------------------------------ maps
+    def rotate(self, x: Float[torch.Tensor, "*b H n d"]) -> Float[torch.Tensor, "*b H n d_pad"]:
+        """``R x`` (float32)."""
+        return x if self.hd is None else torch.matmul(x * self.signs, self.hd)
+
+    def unrotate(self, y: Float[torch.Tensor, "*b H n d_pad"]) -> Float[torch.Tensor, "*b H n d"]:
+        """``Rᵀ y`` (float32)."""
+        return y if self.hd is None else torch.matmul(y, self.hd.T) * self.signs
+
+    def centroids_of(self, packed: UInt8[torch.Tensor, "*b n nbytes"]) -> Float[torch.Tensor, "*b n d_pad"]:
+        """Centroids ``ĉ`` of packed codes (a transient; nothing is kept)."""
+        lead = packed.shape[:-1]
+        if self.table is not None:
+            # index_select: several times faster than advanced indexing on CPU
+            out = self.table.index_select(0, packed.reshape(-1).to(torch.int32))
+            return out.view(*lead, -1)[..., :self.dim_padded]
+        b = self.bits
+        words = (packed.reshape(*lead, -1, b).long() << _shifts(8, b)).sum(-1)
+        idx = (words[..., None] >> _shifts(b, 8)) & (2 ** b - 1)
+        return self.centroids.index_select(0, idx.reshape(-1)).view(*lead, -1)[..., :self.dim_padded]
+
+    def signs_of(self, packed: UInt8[torch.Tensor, "*b n mbytes"]) -> Float[torch.Tensor, "*b n m"]:
+        """±1 residual signs of packed sign bits (bit 1 ↦ +1)."""
+        out = self.sign_table.index_select(0, packed.reshape(-1).to(torch.int32))
+        return out.view(*packed.shape[:-1], -1)[..., :self.m]
+
+    # ------------------------------------------------------------------ coding
+    def _norms(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        norms = torch.sqrt((x * x).sum(-1))
+        stored = norms.to(self.norm_dtype)
+        if not bool(torch.isfinite(stored).all()):
+            raise ValueError(f"{name} has vector norms beyond the range of norm_dtype={self.norm_dtype} "
+                             f"(max {float(norms.max()):.6g}); use norm_dtype=np.float32")
+        return norms, stored
+
+    def encode(self, x: Float[torch.Tensor, "*b H n d"]) -> dict[str, torch.Tensor]:
+        """Codes of float32 vectors: ``codes`` (packed uint8), ``norms``; prod adds
+        ``signs`` (packed sign bits) and ``rnorms`` (residual norms)."""
+        x = x.to(torch.float32)
+        norms, stored = self._norms(x, "x")
+        inv = torch.where(norms > 0, 1.0 / norms.double(), 0.0).to(torch.float32)
+        codes = torch.bucketize(self.rotate(x * inv[..., None]), self.boundaries)
+        parts = {"codes": _pack(codes.to(torch.uint8), self.bits), "norms": stored}
+        if self.coder == "prod":
+            base = self.unrotate(self.centroids[codes]) * stored.to(torch.float32)[..., None]
+            r = x - base
+            parts["signs"] = _pack((torch.matmul(r, self.sketch_t) >= 0).to(torch.uint8), 1)
+            parts["rnorms"] = self._norms(r, "the residual of x")[1]
+        return parts
+
+    def decode(self, parts: dict[str, torch.Tensor]) -> Float[torch.Tensor, "*b H n d"]:
+        """``x̂`` (float32) from :meth:`encode`'s parts: what a decoded copy would hold."""
+        x = self.unrotate(self.centroids_of(parts["codes"])) * parts["norms"].to(torch.float32)[..., None]
+        if self.coder == "prod":
+            rec = torch.matmul(self.signs_of(parts["signs"]), self.sketch)
+            x = x + rec * (self.scale * parts["rnorms"].to(torch.float32))[..., None]
+        return x
+
+    def nbytes_per_vector(self) -> int:
+        """Stored bytes per coded vector (codes, norm; prod: signs and residual norm)."""
+        nb = torch.empty((), dtype=self.norm_dtype).element_size()
+        return self.code_bytes + nb + (self.sign_bytes + nb if self.coder == "prod" else 0)
+
+    def fixed_tensors(self) -> list[torch.Tensor]:
+        """The per-layer state that does not grow with tokens (rotation, codebook, sketch)."""
+        out = [self.centroids, self.boundaries]
+        out += [t for t in (self.signs, self.hd, self.table, self.sketch) if t is not None]
+        if self.coder == "prod":
+            out.append(self.sign_table)
+        return out
+
+
+class GrowingBuffer:
+    """A tensor grown along axis 2 (tokens) in place, with little slack.
+
+    The first append allocates exactly; later growth adds ``max(16, n // 32)`` tokens, so
+    the unused capacity stays under ~3 % of a long sequence (and the copies amortise).
+
+    Examples
+    --------
+    >>> b = GrowingBuffer()
+    >>> b.append(torch.zeros(1, 2, 5, 3)); b.append(torch.ones(1, 2, 1, 3))
+    >>> b.view().shape, b.capacity, b.nbytes(held=False), b.nbytes()
+    (torch.Size([1, 2, 6, 3]), 21, 144, 504)
+    """
+
+    def __init__(self):
+        self.buf: torch.Tensor | None = None
+        self.n = 0
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.buf is None else self.buf.shape[2]
+
+    def append(self, x: torch.Tensor) -> None:
+        need = self.n + x.shape[2]
+        if self.buf is None or need > self.buf.shape[2]:
+            cap = need if self.buf is None else max(need, self.n + max(16, self.n // 32))
+            new = x.new_empty((*x.shape[:2], cap, *x.shape[3:]))
+            if self.buf is not None:
+                new[:, :, :self.n] = self.buf[:, :, :self.n]
+            self.buf = new
+        self.buf[:, :, self.n:need] = x
+        self.n = need
+
+    def view(self) -> torch.Tensor:
+        return self.buf[:, :, :self.n]
+
+    def nbytes(self, held: bool = True) -> int:
+        """Bytes allocated (``held``) or of the appended tokens only."""
+        if self.buf is None:
+            return 0
+        t = self.buf if held else self.view()
+        return t.numel() * t.element_size()
+
+
+class CodedKV:
+    """What the cache's ``update`` returns in code-reading mode: a handle on the layer.
+
+    Only the wrapped ``"sdpa"``/``"eager"`` attention functions (:func:`install`) read it;
+    anything else touching it gets a TypeError that explains why.
+    """
+
+    __slots__ = ("layer",)
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def __getattr__(self, name: str):
+        raise TypeError(
+            f"QuantizedCache returned a handle on its codes (attribute {name!r} was asked for): attention "
+            "is read from the codes by the wrapped 'sdpa'/'eager' attention functions only. Use a model "
+            "with attn_implementation 'eager' or 'sdpa', or QuantizedCache(..., keep_decoded=True).")
+
+
+def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask: torch.Tensor | None,
+                   scaling: float, n_rep: int) -> Float[torch.Tensor, "B Q Hq d"]:
+    """Attention of ``query`` over a code-reading cache layer (coded tokens + fp tail).
+
+    Parameters
+    ----------
+    query : ``(B, Hq, Q, d)``
+        Post-RoPE queries; head ``h·n_rep + g`` attends to KV head ``h`` (``repeat_kv``).
+    layer : the cache layer (``key_coder``, ``value_coder``, ``store``, ``n_coded``,
+        ``keys``/``values`` tail of the model's dtype).
+    attention_mask : ``(B, 1, Q, L)`` bool (True = attend) or additive float, or None
+        (causal: query i is at position ``L − Q + i``).
+    scaling : float
+        Score scale (``1/√d``).
+    n_rep : int
+        Query heads per KV head.
+
+    Returns
+    -------
+    torch.Tensor ``(B, Q, Hq, d)`` in ``query``'s dtype (what transformers' attention
+    functions return).
+    """
+    B, Hq, Q, d = query.shape
+    H = Hq // n_rep
+    GQ = n_rep * Q
+    qf = query.to(torch.float32).reshape(B, H, GQ, d) * scaling
+    N, st = layer.n_coded, layer.store
+    T = layer.keys.shape[-2]
+    parts = []
+    if N:
+        kc = layer.key_coder
+        s = torch.matmul(kc.rotate(qf), kc.centroids_of(st["k_codes"].view()).transpose(-1, -2))
+        s = s * st["k_norms"].view().to(torch.float32)[:, :, None, :]
+        if kc.coder == "prod":
+            sq = torch.matmul(qf, kc.sketch_t) * kc.scale
+            sj = torch.matmul(sq, kc.signs_of(st["k_signs"].view()).transpose(-1, -2))
+            s = s + sj * st["k_rnorms"].view().to(torch.float32)[:, :, None, :]
+        parts.append(s)
+    if T:
+        parts.append(torch.matmul(qf, layer.keys.to(torch.float32).transpose(-1, -2)))
+    s = parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+    L = N + T
+    s = s.view(B, H, n_rep, Q, L)
+    if attention_mask is not None:
+        mask = attention_mask[..., -L:][:, :, None]
+        if mask.dtype == torch.bool:
+            s = s.masked_fill(~mask, torch.finfo(torch.float32).min)
+        else:
+            s = s + mask.to(torch.float32)
+    elif Q > 1:
+        pos = torch.arange(L - Q, L, device=s.device)[:, None]
+        s = s.masked_fill(torch.arange(L, device=s.device)[None, :] > pos, torch.finfo(torch.float32).min)
+    p = torch.softmax(s, dim=-1).view(B, H, GQ, L)
+    out = None
+    if N:
+        vc = layer.value_coder
+        pc = p[..., :N] if T else p
+        a = torch.matmul(pc * st["v_norms"].view().to(torch.float32)[:, :, None, :],
+                         vc.centroids_of(st["v_codes"].view()))
+        out = vc.unrotate(a)
+        if vc.coder == "prod":
+            w = pc * (vc.scale * st["v_rnorms"].view().to(torch.float32))[:, :, None, :]
+            out = out + torch.matmul(torch.matmul(w, vc.signs_of(st["v_signs"].view())), vc.sketch)
+    if T:
+        tail = torch.matmul(p[..., N:], layer.values.to(torch.float32))
+        out = tail if out is None else out + tail
+    out = out.view(B, H, n_rep, Q, d).reshape(B, Hq, Q, d).transpose(1, 2)
+    return out.to(query.dtype).contiguous()
+
+
+def _module_eager(module: torch.nn.Module) -> Callable:
+    """The ``eager_attention_forward`` of the module's own modeling file (what
+    ``get_interface("eager", default)`` would have returned)."""
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        from transformers.models.llama.modeling_llama import eager_attention_forward as fn
+    return fn
+
+
+def _wrap(previous: Callable | None) -> Callable:
+    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        fn = previous if previous is not None else _module_eager(module)
+        if isinstance(key, CodedKV) and query.shape[2] > 1:
+            # A prefill chunk: its O(Q·L·d) attention dwarfs decoding the layer once, and
+            # running the model's own function on the transient decode keeps the prefill
+            # bit-identical to the decoded-copy path (float rounding differences would
+            # flip codes on boundaries in later layers and change the run).
+            key, value = key.layer.dequantized()
+        elif isinstance(key, CodedKV):
+            dropout = kwargs.get("dropout", args[0] if args else 0.0)
+            if dropout:
+                raise ValueError(f"dropout must be 0 when attention is read from codes (inference only); "
+                                 f"received {dropout}")
+            for name in ("sliding_window", "softcap", "s_aux"):
+                if kwargs.get(name) is not None:
+                    raise ValueError(f"{name} is not supported by the code-reading attention; received "
+                                     f"{kwargs[name]!r} (use QuantizedCache(..., keep_decoded=True))")
+            scaling = kwargs.get("scaling")
+            scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+            n_rep = query.shape[1] // key.layer.n_heads
+            return code_attention(query, key.layer, attention_mask, scaling, n_rep), None
+        return fn(module, query, key, value, attention_mask, *args, **kwargs)
+
+    attention._kvstats_wrapped = True
+    attention.__wrapped__ = previous  # the function ordinary tensors go to (None: the model's eager)
+    return attention
+
+
+def install() -> None:
+    """Route :class:`CodedKV` handles to :func:`code_attention` (idempotent).
+
+    Wraps the ``"sdpa"`` and ``"eager"`` entries of transformers' global
+    ``AttentionInterface``; calls with ordinary tensors go unchanged to the function that
+    was registered (sdpa) or to the calling model's own eager function.
+
+    Examples
+    --------
+    >>> install(); install()
+    >>> from transformers import AttentionInterface
+    >>> AttentionInterface._global_mapping["eager"]._kvstats_wrapped
+    True
+    """
+    from transformers import AttentionInterface
+
+    mapping = AttentionInterface._global_mapping
+    for name in ("sdpa", "eager"):
+        current = mapping.get(name)
+        if not getattr(current, "_kvstats_wrapped", False):
+            AttentionInterface.register(name, _wrap(current))

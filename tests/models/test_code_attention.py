@@ -1,0 +1,179 @@
+"""Attention read from the codes: equal to attention over the decoded cache, inside a model.
+
+No download: the model tests use a tiny random Llama built from ``LlamaConfig``.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import kvstats
+from kvstats.models import QuantizedCache
+from kvstats.models.code_attention import CodedKV, code_attention
+from kvstats.quant.registry import REGISTRY, parse_scheme_name
+
+
+def _reading_schemes():
+    """Every per-vector scheme of the registry with a GPU export, at a mid budget."""
+    out = []
+    for name, sdef in REGISTRY.items():
+        params = dict(sdef.example_params)
+        _, parsed = parse_scheme_name(name, dict(params))
+        if not sdef.gpu or sdef.token_group(parsed) != 1:
+            continue
+        bits = None if sdef.fixed_budget else min(max(sdef.min_bits, 3), sdef.max_bits)
+        out.append(pytest.param(name, bits, params, id=name))
+    return out
+
+
+READING = _reading_schemes()
+
+
+def _kv(b, h, n, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    # keys with a few large channels, as real keys have
+    scale = torch.ones(d)
+    scale[:3] = 6.0
+    return (torch.randn(b, h, n, d, generator=g) * scale, torch.randn(b, h, n, d, generator=g),
+            torch.randn(b, 2 * h, n, d, generator=g))
+
+
+def _dense(q, K, V, mask, n_rep):
+    """softmax(q Kᵀ/√d + mask) V over repeat_kv'd K, V: the decoded-cache reference (float64)."""
+    K, V = K.repeat_interleave(n_rep, 1).double(), V.repeat_interleave(n_rep, 1).double()
+    s = q.double() @ K.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if mask is not None:
+        s = s + mask.double()
+    return (torch.softmax(s, -1) @ V).transpose(1, 2)
+
+
+def test_the_registry_has_reading_schemes():
+    assert len(READING) >= 5
+
+
+@pytest.mark.parametrize("window", [0, 3])
+@pytest.mark.parametrize("name,bits,params", READING)
+def test_code_attention_equals_attention_over_the_decoded_cache(name, bits, params, window):
+    # GQA (6 query heads on 3 KV heads), batch 2, a prefill of 9 tokens then 3 decode
+    # steps, with and without a full-precision window; each read is compared with plain
+    # attention over what a decoded cache would hold (the layer's dequantized K, V).
+    B, H, d, n_rep = 2, 3, 64, 2
+    k, v, q = _kv(B, H, 12, d, seed=1)
+    cache = QuantizedCache(name, bits, seed=5, window=window, **params)
+    assert cache.reads_codes and not cache.keep_decoded
+    layer = None
+    for lo, hi in ((0, 9), (9, 10), (10, 11), (11, 12)):
+        handle, _ = cache.update(k[:, :, lo:hi], v[:, :, lo:hi], layer_idx=0)
+        assert isinstance(handle, CodedKV)
+        layer = handle.layer
+        Q = hi - lo
+        causal = _causal(Q, hi)
+        padded = causal.expand(B, 1, Q, hi).clone()
+        padded[1, :, :, 0] = torch.finfo(torch.float32).min  # sequence 1 has a padded first token
+        K_hat, V_hat = layer.dequantized()
+        # additive float mask (eager), bool mask (sdpa), no mask (causal implied)
+        for mask, ref_mask in ((padded, padded), (padded == 0, padded), (None, causal)):
+            ref = _dense(q[:, :, lo:hi], K_hat, V_hat, ref_mask, n_rep)
+            got = code_attention(q[:, :, lo:hi], layer, mask, d ** -0.5, n_rep)
+            torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=2e-5)
+    assert layer.n_coded == 12 - window and layer.get_seq_length() == 12
+
+
+def _causal(Q, L):
+    """Additive causal mask (Q, L): query i sits at position L − Q + i."""
+    later = torch.arange(L)[None, :] > torch.arange(L - Q, L)[:, None]
+    return torch.where(later, torch.finfo(torch.float32).min, 0.0)
+
+
+@pytest.mark.parametrize("name,bits,params", READING)
+def test_torch_codes_are_the_numpy_scheme_codes(name, bits, params):
+    # Head h of layer l is the scheme make_scheme(..., seed=SeedSequence([seed, l, h])):
+    # the torch coder reproduces its numpy roundtrip (to float32 rounding) and its bytes.
+    k, v, _ = _kv(1, 3, 40, 64, seed=2)
+    cache = QuantizedCache(name, bits, seed=9, **params)
+    cache.update(k, v, layer_idx=0)
+    cache.update(k, v, layer_idx=1)
+    layer = cache.layers[1]
+    K_hat, V_hat = layer.dequantized()
+    stored = 0
+    for h in range(3):
+        seed = np.random.SeedSequence([9, 1, h]) if not cache.deterministic else np.random.SeedSequence([9, 1])
+        scheme = kvstats.make_scheme(name, bits, 64, seed=seed, **params)
+        Kn, Vn = scheme.roundtrip(k[0, h].numpy(), v[0, h].numpy())
+        np.testing.assert_allclose(K_hat[0, h].numpy(), Kn, rtol=0, atol=2e-5 * np.abs(Kn).max())
+        np.testing.assert_allclose(V_hat[0, h].numpy(), Vn, rtol=0, atol=2e-5 * np.abs(Vn).max())
+        stored += scheme.quantize(k[0, h].numpy(), v[0, h].numpy()).nbytes
+    assert layer.code_nbytes() == stored
+
+
+def _tiny_llama(attn="eager", seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=97, hidden_size=96, intermediate_size=192, num_hidden_layers=2,
+                         num_attention_heads=6, num_key_value_heads=2, head_dim=32,
+                         max_position_embeddings=128, attn_implementation=attn)
+    model = LlamaForCausalLM(config).eval()
+    model.requires_grad_(False)
+    return model
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("name,bits,window", [("KQV", 4, 0), ("QKQV", 3, 2), ("K4V2", None, 0)])
+def test_greedy_generation_reads_codes_and_matches_the_decoded_copy(attn, name, bits, window):
+    model = _tiny_llama(attn)
+    prompt = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(3))
+
+    def run(keep):
+        cache = QuantizedCache(name, bits, seed=1, window=window, keep_decoded=keep)
+        with torch.inference_mode():
+            out = model.generate(prompt, attention_mask=torch.ones_like(prompt), cache=cache,
+                                 max_new_tokens=12, do_sample=False, pad_token_id=0,
+                                 output_scores=True, return_dict_in_generate=True)
+        return out, cache
+
+    codes, c1 = run(None)
+    copy, c2 = run(True)
+    assert c1.memory_report()["attention"] == "codes" and c2.memory_report()["attention"] == "decoded copy"
+    assert c1.memory_report()["decoded_copy_bytes"] == 0 < c2.memory_report()["decoded_copy_bytes"]
+    assert torch.equal(codes.sequences, copy.sequences)
+    for a, b in zip(codes.scores, copy.scores):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-4)
+    assert c1.get_seq_length() == codes.sequences.shape[1] - 1
+
+
+def test_plain_attention_is_unchanged_by_the_wrapper():
+    # The wrapped eager/sdpa functions pass ordinary tensors through untouched.
+    from transformers import AttentionInterface, DynamicCache
+
+    from kvstats.models.code_attention import install
+
+    ids = torch.randint(0, 97, (1, 10), generator=torch.Generator().manual_seed(4))
+    for attn in ("eager", "sdpa"):
+        model = _tiny_llama(attn)
+        saved = dict(AttentionInterface._global_mapping)
+        try:
+            AttentionInterface._global_mapping.pop("eager", None)
+            AttentionInterface._global_mapping["sdpa"] = getattr(saved["sdpa"], "__wrapped__", saved["sdpa"])
+            with torch.inference_mode():
+                before = model(ids, cache=DynamicCache(config=model.config)).logits
+            assert not getattr(AttentionInterface._global_mapping["sdpa"], "_kvstats_wrapped", False)
+            install()
+            assert AttentionInterface._global_mapping[attn]._kvstats_wrapped
+            with torch.inference_mode():
+                after = model(ids, cache=DynamicCache(config=model.config)).logits
+        finally:
+            AttentionInterface._global_mapping.clear()
+            AttentionInterface._global_mapping.update(saved)
+        assert torch.equal(before, after)
+
+
+def test_a_handle_outside_the_wrapped_attention_explains_itself():
+    cache = QuantizedCache("KQV", 3)
+    handle, _ = cache.update(*_kv(1, 3, 4, 64, seed=0)[:2], layer_idx=0)
+    with pytest.raises(TypeError, match="keep_decoded=True"):
+        handle.shape
+    model = _tiny_llama("eager")
+    with torch.inference_mode():
+        out = model(torch.tensor([[1, 2, 3]]), cache=QuantizedCache("KQV", 3))
+    assert torch.isfinite(out.logits).all()
