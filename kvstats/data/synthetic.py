@@ -10,7 +10,15 @@ Reproducibility. One seed gives the same bits on every machine. Each random quan
 spawned from the seed, and every stream is consumed in trial order. Consequently trial
 ``t`` is the same whatever ``n_trials`` is: ``sample(..., n_trials=10, seed=s)`` is the
 first ten trials of ``sample(..., n_trials=1000, seed=s)`` (same other arguments).
-float32 output is the float64 sample rounded to float32.
+
+Generator versions (``generator=``; stored results name theirs, so they stay
+reproducible). ``1`` (the default): every quantity is drawn in float64 and float32
+output is the float64 sample rounded. ``2``: the keys and values are drawn in the
+output dtype (float32 natively): ``standard_normal(dtype=...)`` for every Gaussian
+component. Same laws, other numbers (for float64 output the same numbers: only the
+float32 draws change). Student-t coordinates, queries, low-rank bases
+and channel choices are drawn as in version 1 (numpy has no float32 t, and its float32
+gamma rounds small values to 0, which would cut the t's tail).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import numpy as np
 from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
 from kvstats.data.trials import Trials
 
-__all__ = ["DISTRIBUTIONS", "VALUE_DISTRIBUTIONS", "sample", "default_params"]
+__all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "sample", "default_params"]
 
 DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
 #: ``focused`` is defined by its alignment with the queries, which values do not have.
@@ -44,6 +52,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 _NU_MIN = 1.05
+
+#: Generator versions of `sample` (see the module notes): 1 draws in float64, 2 in the
+#: output dtype.
+GENERATORS = (1, 2)
 
 
 def default_params(distribution: str) -> dict[str, Any]:
@@ -93,31 +105,37 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
 
 
 # --- generators: each fills trials [0, n) of one chunk from its own streams -------------
+# ``dt`` is the dtype of the draws: float64 for generator 1, the output dtype for 2
+# (``native``, which also selects version 2's Student-t construction).
 
-def _gaussian(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any) -> np.ndarray:
-    return p["scale"] * g[0].standard_normal((n, N, d))
+def _gaussian(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
+              dt: np.dtype, native: bool) -> np.ndarray:
+    return p["scale"] * g[0].standard_normal((n, N, d), dtype=dt)
 
 
 def _heavy_tailed(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
-                  q: Any) -> np.ndarray:
+                  q: Any, dt: np.dtype, native: bool) -> np.ndarray:
     # i.i.d. coordinates: the heavy tail lives in single coordinates, which is what a
-    # rotation can spread out (a multivariate t would only vary the norm).
+    # rotation can spread out (a multivariate t would only vary the norm). float64 in
+    # every version: numpy's float32 gamma (the t's chi-square) returns 0 at a rate of
+    # about 2**-24 (its uniforms' resolution), which would cut the tail the t is for.
     return p["scale"] * g[0].standard_t(p["nu"], size=(n, N, d))
 
 
-def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any) -> np.ndarray:
+def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
+              dt: np.dtype, native: bool) -> np.ndarray:
     r = p["rank"]
     basis, _ = np.linalg.qr(g[1].standard_normal((n, d, r)))        # (n, d, r), orthonormal
-    coef = g[2].standard_normal((n, N, r)) * np.sqrt(d / r)        # E‖signal‖² = d
-    x = coef @ np.swapaxes(basis, -1, -2)
+    coef = g[2].standard_normal((n, N, r), dtype=dt) * np.sqrt(d / r)  # E‖signal‖² = d
+    x = coef @ np.swapaxes(basis, -1, -2).astype(dt, copy=False)
     if p["noise"] > 0:
-        x += p["noise"] * g[0].standard_normal((n, N, d))
+        x += p["noise"] * g[0].standard_normal((n, N, d), dtype=dt)
     return p["scale"] * x
 
 
 def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
-                      q: Any) -> np.ndarray:
-    x = g[0].standard_normal((n, N, d))
+                      q: Any, dt: np.dtype, native: bool) -> np.ndarray:
+    x = g[0].standard_normal((n, N, d), dtype=dt)
     ch = np.argsort(g[1].random((n, d)), axis=1)[:, : p["n_channels"]]       # (n, c)
     sign = np.where(g[2].random((n, p["n_channels"])) < 0.5, -1.0, 1.0)
     rows = np.arange(n)[:, None]
@@ -127,10 +145,10 @@ def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: d
 
 
 def _focused(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
-             q: np.ndarray) -> np.ndarray:
+             q: np.ndarray, dt: np.dtype, native: bool) -> np.ndarray:
     s, nf, sigma = p["strength"], p["n_focus"], p["scale"]
     n_q = q.shape[1]
-    x = sigma * g[0].standard_normal((n, N, d))
+    x = sigma * g[0].standard_normal((n, N, d), dtype=dt)
     pos = np.argsort(g[1].random((n, N)), axis=1)[:, : n_q * nf].reshape(n, n_q, nf)
     qn = np.linalg.norm(q, axis=-1)                                           # (n, n_q)
     qhat = q / qn[..., None]
@@ -159,18 +177,21 @@ _GENERATORS: dict[str, Callable[..., np.ndarray]] = {
 
 
 def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p: dict,
-          q: np.ndarray | None) -> None:
+          q: np.ndarray | None, generator: int) -> None:
     T, N, d = out.shape
     chunk = max(1, _CHUNK_ELEMENTS // (N * d))
     fn = _GENERATORS[distribution]
+    native = generator == 2
+    dt = out.dtype if native else np.dtype(np.float64)
     for a in range(0, T, chunk):                 # chunks of trials, not vectors
         b = min(T, a + chunk)
-        out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b])
+        out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt, native)
 
 
 def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 0,
            n_queries: int = 1, dtype: Any = np.float64, value_distribution: str | None = None,
-           value_params: Mapping[str, Any] | None = None, **params: Any) -> Trials:
+           value_params: Mapping[str, Any] | None = None, generator: int = 1,
+           **params: Any) -> Trials:
     """Draw independent trials of keys, values and queries from a synthetic distribution.
 
     Parameters
@@ -213,12 +234,18 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         Queries per trial, ``q ~ N(0, I_d)`` independent of everything except that
         ``focused`` keys are built around them.
     dtype : float32 or float64
-        Output dtype (float32 is the float64 draw rounded).
+        Output dtype (float32 is the float64 draw rounded, for ``generator=1``).
     value_distribution : str, optional
         Distribution of the values, one of ``VALUE_DISTRIBUTIONS``; default ``"gaussian"``
         (standard normal, independent of the keys).
     value_params : mapping, optional
         Parameters of ``value_distribution``.
+    generator : {1, 2}
+        Generator version (module notes): 1 draws in float64 (the default; the numbers
+        of every stored result), 2 draws the Gaussian components of keys and values in
+        ``dtype`` (float32 natively, faster: docs/benchmarks.md; other numbers, same
+        laws; for float64 output the same numbers as 1). Recorded in
+        ``meta["generator"]``.
     **params
         Parameters of the key distribution; unknown names raise a ``ValueError`` listing
         the allowed ones.
@@ -237,6 +264,8 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     ((4, 32, 16), (4, 1, 16), 1.5)
     >>> kvstats.sample("focused", 2, 64, 16, seed=0, n_queries=3, strength=0.8).q.shape
     (2, 3, 16)
+    >>> kvstats.sample("gaussian", 2, 8, 4, dtype=np.float32, generator=2).meta["generator"]
+    2
     """
     check_choice(distribution, "distribution", DISTRIBUTIONS)
     T = check_int(n_trials, "n_trials", low=1)
@@ -253,6 +282,7 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     check_choice(vdist, "value_distribution", VALUE_DISTRIBUTIONS)
     if value_params is not None and not isinstance(value_params, Mapping):
         raise TypeError(f"value_params must be a mapping; received {_describe(value_params)}")
+    generator = check_choice(check_int(generator, "generator"), "generator", GENERATORS)
     kp = _resolve(distribution, params, d, n_q, N, what="parameter(s)")
     vp = _resolve(vdist, dict(value_params or {}), d, n_q, N, what="value_params")
 
@@ -263,8 +293,8 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     q64 = q_gen.standard_normal((T, n_q, d))
     K = np.empty((T, N, d), dtype=dt)
     V = np.empty((T, N, d), dtype=dt)
-    _fill(K, distribution, k_gens, kp, q64)
-    _fill(V, vdist, v_gens, vp, None)
+    _fill(K, distribution, k_gens, kp, q64, generator)
+    _fill(V, vdist, v_gens, vp, None, generator)
     meta = {
         "source": "synthetic",
         "distribution": distribution,
@@ -274,5 +304,6 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         "n_queries": n_q,
         "seed": int(seed) if isinstance(seed, (int, np.integer)) else repr(seed),
         "dtype": dt.name,
+        "generator": generator,
     }
     return Trials(K, V, q64.astype(dt), meta)
