@@ -114,9 +114,9 @@ class FP8Coder:
         x = as_float_array(x, "x", min_ndim=2)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
-        x32 = x.astype(np.float32)
-        with np.errstate(over="ignore"):
-            s = amax_scale(x32, self.scale, self.fmax)
+        with np.errstate(over="ignore"):       # beyond float32: inf, refused by amax_scale
+            x32 = x.astype(np.float32)
+        s = amax_scale(x32, self.scale, self.fmax)
         y = np.clip(_divide(x32, s), -self.fmax, self.fmax)
         scale = s.reshape(x.shape[:-2] if self.scale == "head" else ())
         return FP8Codes(y.astype(self.dtype).view(np.uint8), scale, self.fmt, x.dtype)
