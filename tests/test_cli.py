@@ -112,3 +112,69 @@ def test_subprocess_module_entry_point(tmp_path, tiny_config):
     helptext = subprocess.run([sys.executable, "-m", "kvstats.cli", "--help"], capture_output=True,
                               text=True, timeout=120).stdout
     assert "sweep" in helptext and "theory" in helptext
+
+
+def test_os_errors_are_one_line_and_exit_2(tmp_path, tiny_config, capsys, monkeypatch):
+    """--out a file, a folder under a file, cells/ not a folder, an unreadable config, a
+    report into an unwritable place: one line each, exit 2, no traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    args = ["--workers", "1", "--no-progress", "--no-report"]
+    cases = [(["sweep", "--config", str(tiny_config), "--out", str(afile)] + args, "is a file, not a folder"),
+             (["sweep", "--config", str(tiny_config), "--out", str(afile / "sub")] + args, "Not a directory")]
+    blocked = tmp_path / "blocked"
+    (blocked).mkdir()
+    (blocked / "cells").write_text("not a folder")
+    cases.append((["sweep", "--config", str(tiny_config), "--out", str(blocked)] + args, "cells"))
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"kvstats {argv[0]}: error: ") and err.count("\n") == 1 and message in err, err
+    # a report into a place that cannot be written
+    out = tmp_path / "ok"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out)] + args) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--out", str(afile / "rep"), "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvstats report: error: cannot use ") and err.count("\n") == 1, err
+    # an unreadable config (simulated: tests may run as root, who reads everything)
+    import pathlib
+
+    real_open = pathlib.Path.open
+
+    def deny(self, *a, **kw):
+        if self.name == tiny_config.name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *a, **kw)
+
+    monkeypatch.setattr(pathlib.Path, "open", deny)
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(tmp_path / "o2")] + args) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read: Permission denied" in err and err.count("\n") == 1, err
+
+
+def _experiment_scripts():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return root, sorted((root / "experiments").glob("*.py"))
+
+
+def test_experiment_scripts_parse_their_arguments_with_argparse():
+    """Fast, static: every experiments/ script builds an ArgumentParser (so --help works);
+    the slow test below runs each with --help."""
+    _, scripts = _experiment_scripts()
+    assert scripts
+    missing = [s.name for s in scripts if "ArgumentParser(" not in s.read_text()]
+    assert not missing, f"scripts without argparse --help: {missing}"
+
+
+@pytest.mark.slow
+def test_experiment_scripts_have_help():
+    """Every experiments/ script answers --help (exit 0, a usage line) without running
+    (~45 s: each imports its stack first)."""
+    root, scripts = _experiment_scripts()
+    for script in scripts:
+        proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                              timeout=300, cwd=root)
+        assert proc.returncode == 0 and "usage:" in proc.stdout, (script.name, proc.stderr[-500:])
