@@ -85,7 +85,9 @@ def check_block_dim(dim: int, block: int, fmt: str) -> int:
 
 def _as_blocks(x: np.ndarray, block: int) -> np.ndarray:
     """``x (..., d)`` as float32 blocks ``(..., d/block, block)``."""
-    return x.astype(np.float32).reshape(*x.shape[:-1], x.shape[-1] // block, block)
+    with np.errstate(over="ignore"):     # beyond float32: inf, refused with the scales
+        x32 = x.astype(np.float32)
+    return x32.reshape(*x.shape[:-1], x.shape[-1] // block, block)
 
 
 def _inverse(scale: np.ndarray) -> np.ndarray:
