@@ -24,6 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
@@ -94,6 +95,7 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
             seen_cases.add(case)
             try:
                 sample(cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
+                       dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1),
                        **cell.params)
             except (ValueError, TypeError) as exc:
                 raise type(exc)(f"distribution {cell.distribution!r} params {cell.params_label()} "
