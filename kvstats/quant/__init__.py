@@ -34,12 +34,17 @@ _EXPORTS = {
     "IdentityCodes": "coder", "SchemeDef": "registry", "REGISTRY": "registry",
     "scheme_def": "registry", "parse_scheme_name": "registry", "SideExport": "export",
     "SchemeExport": "export",
+    # blockfmt.py, fp8.py, microscaling.py, klt.py (deployed formats, the klt coder)
+    "BlockTypeCoder": "blockfmt", "BlockCodes": "blockfmt", "block_encode": "blockfmt",
+    "block_decode": "blockfmt", "FP8Coder": "fp8", "FP8Codes": "fp8", "MXCoder": "microscaling",
+    "MXCodes": "microscaling", "KLTCoder": "klt", "KLTCodes": "klt", "water_fill_bits": "klt",
     # schemes.py
     "SCHEMES": "schemes", "make_scheme": "schemes", "BitBudget": "schemes", "Scheme": "schemes",
     "SchemeCodes": "schemes",
 }
 _SUBMODULES = {"rotation", "codebook", "packing", "mse", "sketch", "qjl", "prod", "qjl_keys",
-               "uniform", "coder", "registry", "export", "schemes"}
+               "uniform", "coder", "registry", "export", "schemes", "blockfmt", "fp8",
+               "microscaling", "klt"}
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, globals(), {name: f"kvstats.quant.{module}" for name, module in _EXPORTS.items()},

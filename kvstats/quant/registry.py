@@ -13,10 +13,19 @@ scheme is one entry plus its coder (docs/design.md).
 norm, a Hadamard rotation codes ``d_pad`` coordinates, ...), independently of the coders'
 own ``stored_bits``, so that the test suite can hold one against the other.
 
+The deployed formats are fixed-budget entries named as their engines name them: llama.cpp's
+``q8_0``, ``q4_0``, ``q4_1``, ``q5_0``, ``q5_1`` (:mod:`kvstats.quant.blockfmt`), vLLM's
+``fp8_e4m3``, ``fp8_e5m2`` (:mod:`kvstats.quant.fp8`), ``mxfp4`` and ``nvfp4``
+(:mod:`kvstats.quant.microscaling`); ``klt`` is the transform coder of
+:mod:`kvstats.quant.klt` (docs/formats.md). ``coded_dim`` says how many coordinates a
+scheme's codes spend their bits on.
+
 ``KQV``/``QKQV`` follow D'Alberto (2026); ``turboquant_mse``/``turboquant_prod`` expose
 the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, so
 ``QKQV`` with default settings is ``turboquant_prod``.
 """
+# ~560 lines as one idea: the table, its builders and its expected-bits formulas are the
+# facts about each scheme, kept in one place so that no consumer asks a name.
 
 from __future__ import annotations
 
