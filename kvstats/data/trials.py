@@ -14,12 +14,17 @@ import numpy as np
 
 from kvstats._checks import _describe, as_float_array, check_int
 
-__all__ = ["Trials", "group_query_heads"]
+__all__ = ["Trials", "group_query_heads", "PER_TRIAL_META"]
 
 
 def _common_float_dtype(*arrays: np.ndarray) -> np.dtype:
     # float32 only when every array is float32: never silently lose precision.
     return np.result_type(*[a.dtype for a in arrays])
+
+
+#: ``Trials.meta`` keys that hold one value per trial (real captures: each trial's text,
+#: layer, KV head and statistical cluster); :meth:`Trials.subset` selects them with the trials.
+PER_TRIAL_META = ("text", "layer", "head", "cluster")
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +43,8 @@ class Trials:
         (see :func:`group_query_heads`).
     meta : dict, optional
         Provenance: distribution and parameters and seed for synthetic data, model,
-        layer and head for real data.
+        layer and head for real data. The entries named in :data:`PER_TRIAL_META`, when
+        present, hold one value per trial and follow :meth:`subset`.
 
     Notes
     -----
@@ -124,8 +130,9 @@ class Trials:
     def subset(self, idx: Any) -> Trials:
         """Return the trials selected by ``idx`` (an int, slice, index array or boolean mask).
 
-        An integer keeps the trial axis (a ``Trials`` of one trial). ``meta`` is copied
-        and records the selection under ``"subset"`` when it is an index array.
+        An integer keeps the trial axis (a ``Trials`` of one trial). ``meta`` is copied,
+        its per-trial entries (:data:`PER_TRIAL_META`) are selected too, and it records
+        the selection under ``"subset"`` when it is an index array.
 
         Examples
         --------
@@ -157,6 +164,11 @@ class Trials:
         if K.shape[0] == 0:
             raise ValueError(f"idx must select at least one trial; received {_describe(idx)}")
         meta = dict(self.meta)
+        for key in PER_TRIAL_META:  # per-trial provenance follows the selection
+            values = meta.get(key)
+            if isinstance(values, (list, tuple, np.ndarray)) and len(values) == self.n_trials:
+                picked = np.asarray(values)[sel]
+                meta[key] = picked.tolist() if isinstance(values, (list, tuple)) else picked
         if isinstance(sel, np.ndarray):
             meta["subset"] = np.flatnonzero(sel).tolist() if sel.dtype == bool else sel.tolist()
         return Trials(K, V, q, meta)

@@ -96,3 +96,18 @@ def test_group_query_heads_errors():
         group_query_heads(np.ones((2, 5, 4)), np.ones((2, 5, 4)), np.ones((2, 1, 3)))
     with pytest.raises(ValueError, match="V must have shape"):
         group_query_heads(np.ones((2, 5, 4)), np.ones((2, 6, 4)), np.ones((2, 1, 4)))
+
+
+def test_subset_selects_per_trial_meta():
+    # per-trial provenance (real captures: text, layer, head, cluster) must follow the
+    # selected trials, or a later clustered test would pair trials with the wrong texts
+    K, V, q = _arrays(T=4)
+    meta = {"text": [0, 0, 1, 1], "cluster": np.array([0, 0, 1, 1]), "texts": ["a", "b", "c", "d"]}
+    t = Trials(K, V, q, meta)
+    sub = t.subset([3, 0])
+    assert sub.meta["text"] == [1, 0]
+    assert sub.meta["cluster"].tolist() == [1, 0]
+    assert sub.meta["texts"] == ["a", "b", "c", "d"]  # not a per-trial key: copied as is
+    assert t.subset(slice(2, 4)).meta["text"] == [1, 1]
+    assert t.subset(np.array([False, True, False, True])).meta["cluster"].tolist() == [0, 1]
+    assert t.meta["text"] == [0, 0, 1, 1]  # the original is untouched
