@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kvstats._checks import check_choice, check_int
-from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS
+from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS, GENERATORS
 from kvstats.quant.registry import SCHEMES, scheme_def
 from kvstats.results import DEFAULT_COMPARISONS, REAL
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
@@ -138,6 +138,9 @@ class SweepConfig:
     dtype : {"float64", "float32"}
         Floating type of the sampled K, V, q (float32 halves memory and time; the float32
         draw is the float64 draw rounded). Real captures are float32 and are cast to it.
+    generator : {1, 2}
+        Data-generator version of :func:`kvstats.sample` (1, the default: float64 draws,
+        the numbers of stored results; 2: float32 drawn natively, other numbers).
 
     Examples
     --------
@@ -174,6 +177,7 @@ class SweepConfig:
     comparisons: tuple[tuple[str, str], ...] = DEFAULT_COMPARISONS
     report: dict[str, Any] = field(default_factory=dict)
     dtype: str = "float64"
+    generator: int = 1
 
     def __post_init__(self) -> None:
         schemes = tuple(self._scheme(s) for s in _as_list(self.schemes, "schemes"))
@@ -222,6 +226,7 @@ class SweepConfig:
 
         validate_report_options(self.report)
         check_choice(self.dtype, "dtype", ["float64", "float32"])
+        check_choice(check_int(self.generator, "generator"), "generator", GENERATORS)
 
     # ------------------------------------------------------------------ parsing
     @staticmethod
@@ -353,7 +358,7 @@ class SweepConfig:
             "budgets": list(self.budgets), "dims": list(self.dims), "n_keys": list(self.n_keys),
             "n_trials": self.n_trials, "n_queries": self.n_queries, "seed": self.seed,
             "chunk_size": self.chunk_size, "comparisons": [list(p) for p in self.comparisons],
-            "report": self.report, "dtype": self.dtype,
+            "report": self.report, "dtype": self.dtype, "generator": self.generator,
         }
 
     # ------------------------------------------------------------------ grid

@@ -139,7 +139,9 @@ def cell_id(config: SweepConfig, cell: Cell) -> str:
     """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
     text = _canonical({"cell": json.loads(cell.key()), "seed": config.seed,
                        "n_trials": config.n_trials, "n_queries": config.n_queries,
-                       "chunk": chunk_for(config, cell.n_keys, cell.dim), "dtype": config.dtype})
+                       "chunk": chunk_for(config, cell.n_keys, cell.dim), "dtype": config.dtype,
+                       # generator 1 (the default) leaves the ids of earlier results unchanged
+                       **({"generator": config.generator} if config.generator != 1 else {})})
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -156,6 +158,7 @@ class _Task:
     first: int
     stop: int
     dtype: str = "float64"
+    generator: int = 1
 
 
 def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
@@ -172,5 +175,5 @@ def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
         splits = 1 if real else min(n_chunks, -(-_TARGET_TASKS // len(groups)))
         bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
         tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
-                        int(a), int(b), config.dtype) for a, b in zip(bounds[:-1], bounds[1:])]
+                        int(a), int(b), config.dtype, config.generator) for a, b in zip(bounds[:-1], bounds[1:])]
     return tasks

@@ -37,7 +37,8 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
             # The data seed depends on the case and chunk only: every scheme and budget of a
             # case sees the same trials (paired comparisons).
             trials = sample(first.distribution, t, n, d, seed=_derive_seed(task.seed, "data", case_key, b),
-                            n_queries=task.n_queries, dtype=np.dtype(task.dtype), **first.params)
+                            n_queries=task.n_queries, dtype=np.dtype(task.dtype),
+                            generator=task.generator, **first.params)
         for cell, cid in task.cells:
             tic = time.perf_counter()
             spec = cell.scheme
