@@ -127,11 +127,18 @@ def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from kvstats.report import hypothesis_report
+    from kvstats.results import load_result
+    from kvstats.sweep.store import lock_dir
 
-    rep = hypothesis_report(args.dir, args.out or args.dir, alpha=args.alpha, correction=args.correction,
-                            energy_resamples=args.energy_resamples,
-                            bootstrap_resamples=args.bootstrap_resamples,
-                            figures=False if args.no_figures else None)
+    result = load_result(args.dir)  # checked: the results pair with the manifest
+    out = args.out or args.dir
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {str(out)!r} is a file, not a folder")
+    with lock_dir(out):  # not while a sweep writes there
+        rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
+                                energy_resamples=args.energy_resamples,
+                                bootstrap_resamples=args.bootstrap_resamples,
+                                figures=False if args.no_figures else None)
     print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
     return 0
 

@@ -146,6 +146,17 @@ def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, conf
     ``key`` is the cell's key (:meth:`Cell.key`), ``config`` the fingerprint of the
     config that computed it (provenance; the cell id already covers every setting that
     changes the cell's numbers).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> f = pd.DataFrame({c: [0, 0] for c in CELL_COLUMNS}).assign(trial=[0, 1], cell_id="c1")
+    >>> _ = write_cell(d, "c1", f, key="k", config="x")
+    >>> load_cell(d, "c1", key="k", n_trials=2)[0].equals(f)
+    True
+    >>> load_cell(d, "c1", key="k", n_trials=3)
+    (None, 'records 2 rows, the cell has 3 trials')
     """
     meta = {"kvstats_cell": CELL_VERSION, "cell_id": cid, "key": key, "config": config,
             "n_rows": len(frame), "schema": _schema(frame), "sha256": frame_digest(frame)}
@@ -194,7 +205,7 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
 def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int) -> tuple[pd.DataFrame | None, str | None]:
     """The finished cell ``cid`` if it is stored and checks out: ``(frame, None)``;
     ``(None, reason)`` when a file is there but cannot be reused; ``(None, None)`` when
-    there is none."""
+    there is none (example: :func:`write_cell`)."""
     path = table_path(cells_dir, cid)
     if path is None:
         return None, None
@@ -349,7 +360,13 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
 
 
 def check_writable(folder: Path) -> None:
-    """Raise the OSError of creating a file in ``folder`` now, before any compute."""
+    """Raise the OSError of creating a file in ``folder`` now, before any compute.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> check_writable(Path(tempfile.mkdtemp()) / "cells")  # created, writable: no error
+    """
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=".write-check.", suffix=".tmp", dir=folder)
     os.close(fd)
@@ -395,7 +412,7 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
     revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
     ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds).
-    :func:`write_result` adds the ``"results"`` record."""
+    :func:`write_result` adds the ``"results"`` record (example there)."""
     return {
         "kvstats_sweep": MANIFEST_VERSION,
         "config": config.to_dict(),
@@ -422,6 +439,15 @@ def write_result(out_dir: Path, frame: pd.DataFrame, manifest: dict[str, Any]) -
     Both carry the same record (config fingerprint, run id, row count, content hash), so
     :func:`kvstats.results.load_result` can tell whether they belong together;
     ``manifest`` gets it as ``manifest["results"]`` (with the file name).
+
+    Examples
+    --------
+    >>> import tempfile, kvstats
+    >>> out = tempfile.mkdtemp()
+    >>> res = kvstats.run_sweep({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+    ...     "dims": [16], "n_keys": [8], "n_trials": 4}, out=out, executor="serial", progress=False)
+    >>> sorted(res.manifest["results"]), res.manifest["results"]["n_rows"]
+    (['config', 'file', 'n_rows', 'run', 'sha256'], 4)
     """
     record = {"config": manifest["config_fingerprint"], "run": uuid.uuid4().hex,
               "n_rows": len(frame), "sha256": frame_digest(frame)}

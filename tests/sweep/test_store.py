@@ -314,3 +314,29 @@ def test_a_script_without_main_guard_still_runs(tmp_path, guarded):
     else:
         assert executor == "serial"
         assert "outside `if __name__ ==" in proc.stderr and "runs serially" in proc.stderr
+
+
+def test_concurrent_atomic_writes_of_one_file_all_succeed(tmp_path):
+    """Many writers of one cell at once (threads): every write succeeds (unique temporary
+    names) and the file is always one whole write, never a mix."""
+    frames = [pd.DataFrame({"trial": np.arange(50), "kl": np.full(50, float(i))}) for i in range(8)]
+    errors = []
+
+    def write(frame):
+        try:
+            for _ in range(10):
+                store._write_table(frame, tmp_path / "cell", {"n": 1})
+        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(f,)) for f in frames]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    from kvstats.results import read_table_meta
+
+    frame, meta = read_table_meta(tmp_path / "cell.parquet")
+    assert meta == {"n": 1} and frame["kl"].nunique() == 1 and len(frame) == 50
+    assert [p.name for p in tmp_path.iterdir()] == ["cell.parquet"]
