@@ -1,7 +1,12 @@
 """Bootstrap confidence intervals for a statistic of one sample and for a ratio of means.
 
 Both wrap ``scipy.stats.bootstrap``; the default interval is the bias-corrected and
-accelerated (BCa) percentile interval of Efron (1987), second-order accurate.
+accelerated (BCa) percentile interval of Efron (1987), second-order accurate. For a mean
+(and a ratio of means) the studentized bootstrap-t interval (``method="studentized"``;
+Efron & Tibshirani 1993, ch. 12; Hall 1992) is offered too: on skewed data at small n it
+covers closer to the nominal level than BCa, whose measured coverage of 95% intervals at
+n = 50 on Exp(1) is 0.934 (table of measured coverage: docs/statistics.md, "Bootstrap
+intervals").
 
 Both screen their samples for heavy right tails (Hill tail index α̂ < 2, see
 :mod:`kvstats.stats.tail`) and then emit a :class:`HeavyTailWarning`: the bootstrap of a
@@ -24,7 +29,9 @@ from .tail import HeavyTailWarning, heavy_tail_screen
 
 __all__ = ["BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci", "BOOTSTRAP_METHODS"]
 
-BOOTSTRAP_METHODS = ("BCa", "percentile", "basic")
+BOOTSTRAP_METHODS = ("BCa", "percentile", "basic", "studentized")
+# int64 resample indices per chunk of the studentized bootstrap (~32 MB)
+_T_CHUNK_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class BootstrapResult(_FrameMixin):
         Bootstrap standard error (std of the resampled statistics).
     confidence : float
     method : str
-        "BCa", "percentile" or "basic".
+        "BCa", "percentile", "basic" or "studentized".
     n_resamples : int
     """
 
@@ -70,12 +77,70 @@ def _warn_heavy_tails(data, names, what: str) -> None:
                           HeavyTailWarning, stacklevel=3)
 
 
-def _run(data, statistic, confidence, n_resamples, method, seed, names):
+def _mean_and_se2(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Means and squared standard errors s²/n along the last axis."""
+    return x.mean(axis=-1), x.var(axis=-1, ddof=1) / x.shape[-1]
+
+
+def _t_mean(*samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m, v = _mean_and_se2(samples[0])
+    return m, np.sqrt(v)
+
+
+def _t_ratio(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # delta method: var(mx/my) ≈ v_x/my² + mx² v_y/my⁴
+    mx, vx = _mean_and_se2(x)
+    my, vy = _mean_and_se2(y)
+    r = mx / my
+    return r, np.sqrt(vx / my**2 + r**2 * vy / my**2)
+
+
+def _studentized(data, pivot, confidence: float, n_resamples: int, rng: np.random.Generator,
+                 names) -> tuple[float, float, float]:
+    """Bootstrap-t interval [θ̂ − t*_(1−a/2) ŝ, θ̂ − t*_(a/2) ŝ], t* = (θ̂* − θ̂)/ŝ*.
+
+    ``pivot(*samples)`` returns (estimate, standard error) along the last axis; each
+    sample is resampled on its own. Returns (low, high, bootstrap SE of the estimate).
+    """
+    est, se = (float(v) for v in pivot(*data))
+    if not (np.isfinite(se) and se > 0):
+        raise ValueError(f"{' and '.join(names)}: the standard error is {se}, so the studentized "
+                         "interval is undefined (e.g. all values equal); try method='percentile'")
+    chunk = max(1, _T_CHUNK_ELEMENTS // sum(a.size for a in data))
+    t, theta = np.empty(n_resamples), np.empty(n_resamples)
+    for start in range(0, n_resamples, chunk):
+        m = min(chunk, n_resamples - start)
+        resampled = [a[rng.integers(0, a.size, size=(m, a.size))] for a in data]
+        th, s = pivot(*resampled)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a resample with ŝ* = 0 (all its values equal): ±inf, or 0 when θ̂* = θ̂
+            t[start:start + m] = np.where(th == est, 0.0, (th - est) / s)
+        theta[start:start + m] = th
+    a = 1.0 - confidence
+    t_lo, t_hi = np.quantile(t, [a / 2, 1 - a / 2])
+    return est - t_hi * se, est - t_lo * se, float(theta.std(ddof=1)) if n_resamples > 1 else 0.0
+
+
+def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=None):
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
                             high_open=True)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     check_choice(method, "method", BOOTSTRAP_METHODS)
     rng = as_generator(seed)
+    if method == "studentized":
+        for arr, name in zip(data, names):
+            if arr.size < 2:
+                raise ValueError(f"method='studentized' needs at least 2 observations in {name} "
+                                 f"(its standard error); received {arr.size}")
+        with np.errstate(invalid="ignore"):  # NaN quantiles (inf − inf) are refused below
+            low, high, se = _studentized(data, pivot, confidence, n_resamples, rng, names)
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ValueError(f"the studentized interval for {' and '.join(names)} is not finite "
+                             f"({low}, {high}): too many resamples with a zero standard "
+                             "error; try method='percentile'")
+        return BootstrapResult(estimate=float(statistic(*data, axis=-1)), low=float(low),
+                               high=float(high), standard_error=se, confidence=confidence,
+                               method=method, n_resamples=n_resamples)
     if method == "BCa":
         for arr, name in zip(data, names):
             if arr.size < 2:
@@ -116,8 +181,13 @@ def bootstrap_ci(x, statistic=np.mean, confidence: float = 0.95, n_resamples: in
         ``np.mean``, ``np.median`` qualify).
     confidence : float in (0, 1)
     n_resamples : int >= 1
-    method : {"BCa", "percentile", "basic"}
+    method : {"BCa", "percentile", "basic", "studentized"}
         BCa (default; Efron 1987) corrects the percentile interval for bias and skewness.
+        "studentized" (bootstrap-t) resamples the t statistic (x̄* − x̄)/(s*/√n); only for
+        ``statistic=np.mean``. Measured coverage of 95% intervals (6000 samples each,
+        docs/statistics.md, "Bootstrap intervals"): on Exp(1) at n = 20 / 50 / 200, BCa
+        0.914 / 0.934 / 0.944, studentized 0.947 / 0.949 / 0.945; on N(0, 1) at n = 20,
+        BCa 0.928, studentized 0.950.
     seed : int, SeedSequence, Generator or None
 
     Returns
@@ -145,9 +215,12 @@ def bootstrap_ci(x, statistic=np.mean, confidence: float = 0.95, n_resamples: in
     if not callable(statistic):
         raise TypeError(f"statistic must be callable as statistic(x, axis=-1); received {statistic!r}")
     x = as_sample(x, "x")
+    if method == "studentized" and statistic is not np.mean:
+        raise ValueError(f"method='studentized' needs statistic=np.mean (its standard error "
+                         f"is s/√n); received statistic={statistic!r}")
     if statistic is np.mean:
         _warn_heavy_tails((x,), ["x"], "the mean")
-    return _run((x,), statistic, confidence, n_resamples, method, seed, ["x"])
+    return _run((x,), statistic, confidence, n_resamples, method, seed, ["x"], pivot=_t_mean)
 
 
 def _ratio_of_means(x, y, axis=-1):
@@ -168,6 +241,8 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
         Numerator and denominator samples. mean(y) must not be 0.
     confidence, n_resamples, method, seed :
         As in :func:`bootstrap_ci` (BCa by default, its jackknife run over both samples).
+        "studentized" studentizes with the delta-method standard error of the ratio,
+        sqrt(s_x²/(n_x ȳ²) + r² s_y²/(n_y ȳ²)).
 
     Returns
     -------
@@ -194,4 +269,5 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
     if y.mean() == 0:
         raise ValueError("y must have a nonzero mean (it is the denominator); received mean 0")
     _warn_heavy_tails((x, y), ["x", "y"], "the ratio of means")
-    return _run((x, y), _ratio_of_means, confidence, n_resamples, method, seed, ["x", "y"])
+    return _run((x, y), _ratio_of_means, confidence, n_resamples, method, seed, ["x", "y"],
+                pivot=_t_ratio)

@@ -104,3 +104,80 @@ def test_heavy_tail_warning_on_pareto_not_on_exponential():
         bootstrap_ratio_ci(light, rng.exponential(2.0, 300), n_resamples=99)
         bootstrap_ci(heavy, np.median, n_resamples=99)       # a median's bootstrap is valid
         bootstrap_ci(heavy - 1.5, n_resamples=99)            # negative values: not screened
+
+
+# --- studentized (bootstrap-t) intervals --------------------------------------------------
+
+def test_studentized_equals_hand_written_bootstrap_t():
+    # reference: the bootstrap-t written out with the same generator draws (one chunk)
+    x = np.random.default_rng(20).exponential(1.0, 40)
+    res = bootstrap_ci(x, n_resamples=999, method="studentized", seed=7)
+    idx = np.random.default_rng(7).integers(0, 40, size=(999, 40))
+    xb = x[idx]
+    se = x.std(ddof=1) / np.sqrt(40)
+    t = (xb.mean(1) - x.mean()) / (xb.std(1, ddof=1) / np.sqrt(40))
+    lo_t, hi_t = np.quantile(t, [0.025, 0.975])
+    assert res.low == pytest.approx(x.mean() - hi_t * se, rel=1e-12)
+    assert res.high == pytest.approx(x.mean() - lo_t * se, rel=1e-12)
+    assert res.method == "studentized" and res.estimate == x.mean()
+    assert res.standard_error == pytest.approx(xb.mean(1).std(ddof=1), rel=1e-12)
+    # skewed data: the bootstrap-t interval reaches further right than left of the mean
+    assert res.high - x.mean() > x.mean() - res.low
+
+
+def _coverage(reps, n, method, seed, target="mean"):
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        if target == "mean":
+            res = bootstrap_ci(rng.exponential(1.0, n), n_resamples=999, method=method, seed=rng)
+            hits += res.low <= 1.0 <= res.high
+        else:
+            res = bootstrap_ratio_ci(rng.exponential(2.0, n), rng.exponential(1.0, n + 10),
+                                     n_resamples=999, method=method, seed=rng)
+            hits += res.low <= 2.0 <= res.high
+    return hits / reps
+
+
+@pytest.mark.filterwarnings("ignore::kvstats.stats.HeavyTailWarning")
+def test_studentized_coverage_on_exponential(calib):
+    """Exp(1), n = 50: bootstrap-t coverage inside the binomial 99% interval around 0.95.
+
+    1000 replicates (ci) / 10000 (full), B = 999. Measured (docs/statistics.md, 6000
+    replicates): 0.949 for the studentized interval, 0.934 for BCa (scipy the same).
+    """
+    reps = calib.replicates(1000, 10000)
+    coverage = _coverage(reps, 50, "studentized", 21)
+    lo, hi = calib.binom_interval(reps, 0.95)
+    assert lo <= coverage <= hi, coverage
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::kvstats.stats.HeavyTailWarning")
+def test_studentized_beats_bca_at_n_20_and_covers_ratios(calib):
+    """Exp(1) at n = 20: BCa undercovers (measured 0.914), the bootstrap-t does not (0.947).
+
+    Same replicates for both (common seed): BCa below the binomial 99% interval around
+    0.95, studentized inside it widened by one point below (bootstrap-t is second-order
+    accurate, not exact); and the studentized ratio of means (delta-method SE) at
+    n = 50/60 inside the interval around 0.95.
+    """
+    reps = calib.replicates(1500, 10000)
+    lo, hi = calib.binom_interval(reps, 0.95)
+    bca, st = _coverage(reps, 20, "BCa", 22), _coverage(reps, 20, "studentized", 22)
+    assert bca < lo and lo - 0.01 <= st <= hi, (bca, st)
+    ratio = _coverage(calib.replicates(1000, 10000), 50, "studentized", 23, target="ratio")
+    lo, hi = calib.binom_interval(calib.replicates(1000, 10000), 0.95)
+    assert lo <= ratio <= hi, ratio
+
+
+def test_studentized_bad_input():
+    with pytest.raises(ValueError, match="method='studentized' needs statistic=np.mean"):
+        bootstrap_ci([1.0, 2.0, 3.0], np.median, method="studentized")
+    with pytest.raises(ValueError, match="needs at least 2 observations in x"):
+        bootstrap_ci([1.0], method="studentized")
+    with pytest.raises(ValueError, match="the standard error is 0.0, so the studentized"):
+        bootstrap_ci(np.ones(10), method="studentized", n_resamples=99)
+    # mostly tied data: most resamples have s* = 0 and t* = ±inf: refused, not an inf limit
+    with pytest.raises(ValueError, match="studentized interval for x is not finite"):
+        bootstrap_ci(np.r_[np.zeros(3), 1.0], method="studentized", n_resamples=999)
