@@ -25,7 +25,8 @@ remote workers need no shared file system. The store trusts nothing it finds:
   previous sweep left that the new one does not own: its manifest (first), results,
   report, tables, figures, temporary files and the cells of other grids (documented
   choice: the folder then always describes one sweep; cells of this grid are kept for
-  ``--resume``). Files kvstats does not write are never touched.
+  ``--resume``). Files kvstats does not write are never touched, and a folder that
+  holds no sweep (no manifest, no ``cells/``) is not cleared at all.
 """
 
 from __future__ import annotations
@@ -314,7 +315,9 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     ``results.*``, the report (``report.md/.html/.json``, ``tables/*.csv``,
     ``figures/*.png|svg``), temporary files of interrupted writes, and cells whose id is
     not in ``keep_cells``. Call it while holding :func:`lock_dir`. Returns the removed
-    paths, relative to ``out_dir``.
+    paths, relative to ``out_dir``. A folder that holds no sweep (neither
+    ``manifest.json`` nor ``cells/``: say ``--out docs`` by mistake) is left alone, so
+    figures kvstats did not write are never removed.
 
     Examples
     --------
@@ -324,10 +327,15 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     0
     >>> (d / "notes.txt").write_text("mine")
     4
+    >>> clear_outputs(d, set())  # no sweep here: nothing removed
+    []
+    >>> (d / "cells").mkdir()
     >>> clear_outputs(d, set()), sorted(p.name for p in d.iterdir())
-    (['figures/old.png'], ['notes.txt'])
+    (['figures/old.png'], ['cells', 'notes.txt'])
     """
-    removed = []
+    removed: list[str] = []
+    if not ((out_dir / MANIFEST).is_file() or (out_dir / "cells").is_dir()):
+        return removed
 
     def rm(path: Path) -> None:
         if path.is_file() or path.is_symlink():

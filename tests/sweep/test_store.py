@@ -181,6 +181,16 @@ def test_stale_outputs_of_another_sweep_are_removed(tmp_path, capfd):
     assert not old_cells & {p.name for p in (tmp_path / "cells").iterdir()}
 
 
+def test_a_folder_that_holds_no_sweep_is_not_cleared(tmp_path):
+    """`--out docs` by mistake must not delete the figures kvstats did not write."""
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "diagram.png").write_text("theirs")
+    (tmp_path / "report.md").write_text("theirs")
+    run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert (tmp_path / "figures" / "diagram.png").read_text() == "theirs"
+    assert (tmp_path / "report.md").read_text() == "theirs"
+
+
 # ---------------------------------------------------------------- one sweep per folder
 _HOLD = """
 import sys
