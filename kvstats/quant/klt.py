@@ -4,7 +4,9 @@ The classical transform code (Huang & Schultheiss 1963; Gersho & Gray, *Vector
 Quantization and Signal Compression*, ch. 8) applied to one head's cache:
 
 1. **calibration** — the mean ``μ``, the covariance and its eigen-decomposition
-   ``U diag(λ) Uᵀ`` of a set of calibration tokens; the ``rank`` leading axes are kept;
+   ``U diag(λ) Uᵀ`` of a set of calibration tokens, the eigenvalues shrunk toward their
+   mean by Ledoit–Wolf's intensity (a sample's eigenvalues spread wider than the axes'
+   variances on other tokens); the ``rank`` leading axes are kept;
 2. **allocation** — ``B = bits·d`` code bits per vector are spread over those axes by
    greedy reverse water-filling: each bit goes to the axis whose distortion it lowers
    most, ``λᵢ·(D(bᵢ) − D(bᵢ+1))`` with ``D`` the Lloyd–Max distortion of a unit
@@ -166,9 +168,20 @@ class KLTCoder:
         """Side information fitted on tokens ``y (*batch, m, d)`` (float64)."""
         mean = y.mean(axis=-2)
         c = y - mean[..., None, :]
-        cov = np.swapaxes(c, -1, -2) @ c / y.shape[-2]
+        m, d = y.shape[-2], y.shape[-1]
+        cov = np.swapaxes(c, -1, -2) @ c / m
         lam, vec = np.linalg.eigh(cov)                          # ascending
-        lam = np.clip(lam[..., ::-1][..., :self.rank], 0.0, None)
+        # Ledoit–Wolf shrinkage toward (tr S/d)·I (J. Multivariate Anal. 88, 2004, Lemma
+        # 3.2-3.4, norm ‖A‖² = tr(AAᵀ)/d): the sample's spread of eigenvalues overstates the
+        # axes' variances on other tokens (for white keys at m = 4d: 0.25..2.25 instead of 1)
+        mu = np.trace(cov, axis1=-2, axis2=-1) / d
+        frob = np.sum(cov ** 2, axis=(-2, -1))
+        delta = np.maximum(frob / d - mu ** 2, 0.0)
+        beta = (np.sum(np.sum(c ** 2, axis=-1) ** 2, axis=-1) / m - frob) / (m * d)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rho = np.where(delta > 0, np.clip(beta / delta, 0.0, 1.0), 1.0)[..., None]
+        lam = (1 - rho) * np.clip(lam, 0.0, None) + rho * mu[..., None]
+        lam = lam[..., ::-1][..., :self.rank]
         basis = np.swapaxes(vec[..., ::-1][..., :self.rank], -1, -2)   # (*batch, rank, d)
         sigma = np.sqrt(lam)
         for what, v in (("mean", mean), ("scale", sigma)):
