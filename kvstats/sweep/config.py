@@ -215,16 +215,15 @@ class SweepConfig:
             pairs.append((pair[0], pair[1]))
         object.__setattr__(self, "comparisons", tuple(pairs))
         if self.comparisons != DEFAULT_COMPARISONS:  # the default pairs skip absent schemes
-            for label in (lab for pair in self.comparisons for lab in pair):
-                if label not in labels:
-                    raise ValueError(f"comparisons must pair scheme labels of this sweep ({labels}); "
-                                     f"received {label!r}{_suggest(label, labels)}")
+            _check_labels(self.comparisons, labels)
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
         object.__setattr__(self, "report", dict(self.report))
         from kvstats.report.options import validate_report_options
 
-        validate_report_options(self.report)
+        report_pairs = validate_report_options(self.report)["comparisons"]
+        if report_pairs is not None:  # a dict built in Python may keep them in report
+            _check_labels(report_pairs, labels)
         check_choice(self.dtype, "dtype", ["float64", "float32"])
         check_choice(check_int(self.generator, "generator"), "generator", GENERATORS)
 
@@ -383,6 +382,13 @@ def _as_list(value: Any, name: str) -> list[Any]:
     if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
         value = [value]
     return list(value)
+
+
+def _check_labels(pairs: Iterable[tuple[str, str]], labels: list[str]) -> None:
+    for label in (lab for pair in pairs for lab in pair):
+        if label not in labels:
+            raise ValueError(f"comparisons must pair scheme labels of this sweep ({labels}); "
+                             f"received {label!r}{_suggest(label, labels)}")
 
 
 def _pairs_of(value: Any) -> Any:
