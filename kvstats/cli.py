@@ -5,6 +5,9 @@ Usage::
     kvstats sweep --config experiments/quick.toml --out results/quick
     kvstats report results/quick
     kvstats theory --dim 128 --bits 2 3 4
+
+Exit status 2, with one line and no traceback, for bad input (the config is checked
+whole before any compute), OS errors and an output folder another sweep holds.
 """
 
 from __future__ import annotations
@@ -62,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
 
     rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
-                        description="Read DIR/results.parquet and DIR/manifest.json and write the "
-                                    "hypothesis-test report into DIR (or --out).")
+                        description="Read DIR/results.parquet and DIR/manifest.json (refused when "
+                                    "they do not belong to one sweep: another config or run, a "
+                                    "torn or edited file) and write the hypothesis-test report "
+                                    "into DIR (or --out), holding that folder's lock.")
     rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
     rp.add_argument("--out", type=Path, default=None, metavar="OUT",
                     help="where to write the report (default: DIR)")
