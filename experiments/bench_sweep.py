@@ -1,38 +1,34 @@
-"""Benchmark: the sweep runner vs a straightforward per-trial Python loop.
+"""Benchmark: the sweep runner vs the fair per-trial loop and the true floor, one core.
 
-All paths compute the same thing on the same reduced grid, in one run and one process
-(one BLAS thread): for every cell (distribution, budget, scheme) and every trial, draw
-(K, V, q), quantize with an independent draw of the scheme's randomness and measure the
-6D error profile.
+All paths compute the same table (KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t
+nu = 1.5}, d = 128, float32, 18 cells) in one process with one BLAS thread, repeated
+``--repeats`` times in turns (each figure the minimum over its repeats):
 
-- runner: ``kvstats.run_sweep(..., executor="serial")`` in this process; "runner, all
-  cores" is the default (a process pool of one worker per core, as ``kvstats sweep``
-  runs), compared by wall time with the one-process loop. Trials come in chunks; a
-  chunk is drawn once for every budget and scheme of its case (the paired design) and
-  each cell codes it with one scheme object holding ``draws=T`` independent
-  rotations/sketches (``Scheme.roundtrip``: no bit packing) and one ``error_profile``
-  call;
-- loop: what a user without the runner writes: for each cell and each trial,
-  ``kvstats.sample`` one trial, ``make_scheme(..., draws=())`` with its own seed,
-  ``quantize``, ``dequantize`` and ``error_profile``;
-- loop, shared data: the same loop, but each case's trials are drawn once up front and
-  shared by its cells (isolates what batching the scheme work over trials gains);
-- floor: only the work no runner of these schemes can avoid, timed the same way:
-  drawing each case's trials once, drawing every cell's rotations and sketches
-  (``make_scheme(..., draws=T)``) and, per QJL side, the two sketch products (S·r to
-  encode, Sᵀ·signs to reconstruct) in float32. loop / floor bounds the speed-up any
-  runner could reach on one core, however fast its other work.
+- runner: ``kvstats.run_sweep(..., executor="serial")``. A chunk of trials is drawn
+  once for every budget and scheme of its case; each cell codes it with one scheme of
+  ``draws=T`` independent rotations/sketches (``Scheme.roundtrip``) and one
+  ``error_profile`` call.
+- fair loop: what a careful user writes without the runner, doing what the runner
+  does trial by trial: each case's trials drawn once and shared by its cells (the
+  same ``kvstats.sample`` call as the runner), then per cell and trial
+  ``make_scheme(..., draws=())``, ``Scheme.roundtrip`` and ``error_profile``.
+- floor: the work no runner of these schemes can skip, each step timed alone on
+  inputs prepared outside the clock, as whole batches and trial by trial, keeping
+  the faster: drawing each case's trials once; drawing every cell's rotations and
+  sketches (``make_scheme(..., draws=T)``); per coded side the unit-vector scaling,
+  the rotation and its inverse, the Lloyd-Max coding and the centroid lookup; per QJL
+  residual its norm and the two sketch products (S r, S^T signs); ``error_profile``.
+  No checks, no allocation of outputs, no packing. loop / floor bounds what any
+  runner could gain over the fair loop on one core.
 
-The runner (``Scheme.roundtrip``) and the loop (``quantize``/``dequantize``) give the same
-reconstructions bit for bit (tests/quant/test_roundtrip.py).
+``--d1024`` also times a few cells of the seed grid at d = 1,024, N = 1,024 (the
+d = 1024 half of experiments/dalberto.toml: 6 cases x 3 schemes x 5 budgets = 90 cells
+x 1,000 trials) through the runner, and extrapolates the grid's time on 2 cores
+(per-trial cost x 1,000 trials x cells / 2 workers: an estimate, stated as such), for
+each sketch kind given by ``--sketches`` that ``kvstats.quant.sketch.SKETCHES`` knows.
 
-The mean KL over the Gaussian cells of the runner and of the loop are compared as a
-check that both measure the same thing (different random draws: they agree
-statistically, not bit for bit). ``--full-grid`` also times the seed paper's full grid
-at d = 128 (experiments/dalberto.toml restricted to d = 128) with the default process
-pool.
-
-    python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 64 16] [--full-grid]
+    python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 16] [--repeats 3]
+                                      [--generator 1] [--d1024] [--sketches gaussian srht]
 """
 
 from __future__ import annotations
@@ -42,130 +38,200 @@ import datetime
 import os
 import platform
 import time
+from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
 
 import kvstats
 from kvstats.data.trials import Trials
+from kvstats.quant.mse import MSEQuantizer
+from kvstats.quant.prod import ProdQuantizer
+from kvstats.quant.qjl import _pm_from_bits, _reconstruct, _sign_bits, _store_norms
+from kvstats.quant.sketch import SKETCHES
 from kvstats.sweep import SweepConfig, run_sweep
 
 
-def loop_sweep(cfg: SweepConfig, shared_data: bool = False) -> pd.DataFrame:
-    """The plain reference: one trial at a time, one scheme object per trial."""
-    rows = []
-    rng = np.random.default_rng(cfg.seed)
-    cases: dict[str, Trials] = {}
-    for cell in cfg.cells():
-        dtype = np.dtype(cfg.dtype)
-        if shared_data and cell.case_key() not in cases:
-            cases[cell.case_key()] = kvstats.sample(cell.distribution, cfg.n_trials, cell.n_keys, cell.dim,
-                                                    seed=int(rng.integers(2**63)), dtype=dtype, **cell.params)
-        for t in range(cfg.n_trials):
-            if shared_data:
-                all_trials = cases[cell.case_key()]
-                one = Trials(all_trials.K[t:t + 1], all_trials.V[t:t + 1], all_trials.q[t:t + 1],
-                             all_trials.meta)
-            else:
-                one = kvstats.sample(cell.distribution, 1, cell.n_keys, cell.dim,
-                                     seed=int(rng.integers(2**63)), dtype=dtype, **cell.params)
-            scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim,
-                                         seed=int(rng.integers(2**63)), **cell.scheme.params)
-            K_hat, V_hat = scheme.dequantize(scheme.quantize(one.K, one.V))
-            prof = kvstats.error_profile(one, K_hat, V_hat)
-            rows.append(prof.assign(distribution=cell.distribution, budget=cell.budget,
-                                    scheme=cell.scheme.name))
-    return pd.concat(rows, ignore_index=True)
-
-
-def floor_seconds(cfg: SweepConfig) -> float:
-    """Seconds of the unavoidable work of ``cfg`` (see the module docstring)."""
-    rng = np.random.default_rng(cfg.seed)
-    tic = time.perf_counter()
-    for cell in {c.case_key(): c for c in cfg.cells()}.values():
-        kvstats.sample(cell.distribution, cfg.n_trials, cell.n_keys, cell.dim,
-                       seed=int(rng.integers(2**63)), dtype=np.dtype(cfg.dtype), **cell.params)
-    seconds = time.perf_counter() - tic
-    for cell in cfg.cells():
-        tic = time.perf_counter()
-        scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim, draws=cfg.n_trials,
-                                     seed=int(rng.integers(2**63)), **cell.scheme.params)
-        seconds += time.perf_counter() - tic
-        for coder in (scheme.key_quantizer, scheme.value_quantizer):
-            if hasattr(coder, "sketch"):  # a QJL residual: encode and reconstruct products
-                S = coder.sketch.matrix.astype(np.float32)
-                r = rng.standard_normal((cfg.n_trials, cell.n_keys, cell.dim), dtype=np.float32)
-                tic = time.perf_counter()
-                signs = np.where(r @ np.swapaxes(S, -1, -2) >= 0, 1.0, -1.0).astype(np.float32)
-                signs @ S
-                seconds += time.perf_counter() - tic
-    return seconds
-
-
-def reduced_config(trials: int, n_keys: int) -> SweepConfig:
+def reduced_config(trials: int, n_keys: int, generator: int) -> SweepConfig:
     return SweepConfig.from_dict({
         # float32 norms as in the seed grid: Student-t norms can exceed float16's range
         "schemes": [{"name": name, "params": {"norm_dtype": "float32"}} for name in ("KV", "KQV", "QKQV")],
         "budgets": [2, 4, 6],
         "distributions": ["gaussian", {"name": "heavy_tailed", "params": {"nu": 1.5}}],
-        "dims": [128], "n_keys": [n_keys], "n_trials": trials, "seed": 1, "dtype": "float32"})
+        "dims": [128], "n_keys": [n_keys], "n_trials": trials, "seed": 1, "dtype": "float32",
+        "generator": generator})
 
 
-def _timed(fn, *args, **kw):
+def _cases(cfg: SweepConfig) -> dict[str, Trials]:
+    """Each case's trials, drawn once (as the runner draws a chunk)."""
+    rng = np.random.default_rng(cfg.seed)
+    return {c.case_key(): kvstats.sample(c.distribution, cfg.n_trials, c.n_keys, c.dim,
+                                         seed=int(rng.integers(2**63)), dtype=np.dtype(cfg.dtype),
+                                         generator=cfg.generator, **c.params)
+            for c in {c.case_key(): c for c in cfg.cells()}.values()}
+
+
+def fair_loop(cfg: SweepConfig) -> float:
+    """Seconds of the fair loop (shared data, per trial: make_scheme, roundtrip, error_profile)."""
     tic = time.perf_counter()
-    out = fn(*args, **kw)
-    return out, time.perf_counter() - tic
+    cases = _cases(cfg)
+    rng = np.random.default_rng(cfg.seed + 1)
+    for cell in cfg.cells():
+        trials = cases[cell.case_key()]
+        for t in range(cfg.n_trials):
+            one = Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1])
+            scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim,
+                                         seed=int(rng.integers(2**63)), **cell.scheme.params)
+            kvstats.error_profile(one, *scheme.roundtrip(one.K, one.V))
+    return time.perf_counter() - tic
+
+
+def _best(fn: Callable[[], object], repeats: int = 3) -> float:
+    out = []
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - tic)
+    return min(out)
+
+
+def _side_steps(coder: object, x: np.ndarray) -> list[Callable[[], object]]:
+    """The unavoidable arithmetic of one coded side of ``x`` (T, N, d), as closures on
+    prepared inputs: every intermediate is computed once here, outside the clock."""
+    mse = coder.mse if isinstance(coder, ProdQuantizer) else coder
+    if not isinstance(mse, MSEQuantizer):
+        raise TypeError(f"bench_sweep's floor knows MSE and Prod sides; received {type(coder).__name__}")
+    rot, cb = mse.rotation, mse.codebook
+    norms = np.sqrt(np.einsum("...i,...i->...", x, x))
+    inv = (1.0 / np.where(norms > 0, norms, 1.0)).astype(x.dtype)
+    u = x * inv[..., None]
+    y = u if rot.kind == "identity" else rot._apply(u)
+    codes = cb._encode(y)
+    cent = mse._lookup(codes, x.dtype)
+    steps: list[Callable[[], object]] = [
+        lambda: np.einsum("...i,...i->...", x, x),
+        lambda: x * inv[..., None],
+        lambda: cb._encode(y),
+        lambda: mse._lookup(codes, x.dtype),
+    ]
+    if rot.kind != "identity":
+        steps += [lambda: rot._apply(u), lambda: rot._inverse(cent)]
+    if isinstance(coder, ProdQuantizer):
+        base = rot._inverse(cent) * norms[..., None].astype(x.dtype)
+        r = x - base
+        rn = _store_norms(r, coder.norm_dtype, "x")
+        pm = _pm_from_bits(_sign_bits(coder.sketch, r), x.dtype)
+        steps += [lambda: np.linalg.norm(r, axis=-1), lambda: _sign_bits(coder.sketch, r),
+                  lambda: _reconstruct(coder.sketch, pm, rn, x.dtype)]
+    return steps
+
+
+def floor_seconds(cfg: SweepConfig, repeats: int) -> float:
+    """Seconds of the unavoidable work of ``cfg`` (see the module docstring)."""
+    rng = np.random.default_rng(cfg.seed)
+    first = {c.case_key(): c for c in cfg.cells()}
+    total = sum(_best(lambda c=c: kvstats.sample(
+        c.distribution, cfg.n_trials, c.n_keys, c.dim, seed=1, dtype=np.dtype(cfg.dtype),
+        generator=cfg.generator, **c.params), repeats) for c in first.values())
+    cases = _cases(cfg)
+    T = cfg.n_trials
+    for cell in cfg.cells():
+        trials = cases[cell.case_key()]
+        args = (cell.scheme.name, cell.budget, cell.dim)
+        total += _best(lambda: kvstats.make_scheme(*args, draws=T, seed=int(rng.integers(2**63)),
+                                                   **cell.scheme.params), repeats)
+        batched = kvstats.make_scheme(*args, draws=T, seed=2, **cell.scheme.params)
+        single = kvstats.make_scheme(*args, seed=2, **cell.scheme.params)
+        per_step = []
+        for coder_b, coder_1, x in ((batched.key_quantizer, single.key_quantizer, trials.K),
+                                    (batched.value_quantizer, single.value_quantizer, trials.V)):
+            whole = _side_steps(coder_b, x)
+            one = [_side_steps(coder_1, x[t]) for t in range(T)]
+            for i, step in enumerate(whole):
+                per_step.append(min(_best(step, repeats),
+                                    _best(lambda i=i: [s[i]() for s in one], repeats)))
+        K_hat, V_hat = batched.roundtrip(trials.K, trials.V)
+        prof_whole = _best(lambda: kvstats.error_profile(trials, K_hat, V_hat), repeats)
+        ones = [Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1]) for t in range(T)]
+        prof_one = _best(lambda: [kvstats.error_profile(o, K_hat[t:t + 1], V_hat[t:t + 1])
+                                  for t, o in enumerate(ones)], repeats)
+        total += sum(per_step) + min(prof_whole, prof_one)
+    return total
+
+
+def d1024_estimate(sketch: str, trials: int) -> str:
+    """Runner seconds per trial for a few d = 1,024, N = 1,024 cells, extrapolated to the
+    seed grid's 90 cells x 1,000 trials on 2 workers."""
+    cfg = SweepConfig.from_dict({
+        "schemes": [{"name": n, "params": {"norm_dtype": "float32",
+                                           **({"sketch": sketch} if n != "KV" else {})}}
+                    for n in ("KV", "KQV", "QKQV")],
+        "budgets": [2, 6], "distributions": ["gaussian"], "dims": [1024], "n_keys": [1024],
+        "n_trials": trials, "seed": 3, "dtype": "float32"})
+    tic = time.perf_counter()
+    res = run_sweep(cfg, executor="serial", progress=False)
+    wall = time.perf_counter() - tic
+    cells = res.manifest["cells"]
+    cell_s = sum(c["seconds"] for c in cells)
+    draw_per_trial = (wall - cell_s) / trials            # drawing + bookkeeping, per case
+    per_cell_trial = cell_s / len(cells) / trials       # mean over KV/KQV/QKQV x n = 2, 6
+    n_cases, n_cells, n_trials = 6, 90, 1000
+    grid = (n_cases * draw_per_trial + n_cells * per_cell_trial) * n_trials / 2
+    by: dict[str, list[float]] = {}
+    for c in cells:
+        by.setdefault(c["key"]["scheme"], []).append(c["seconds"] / trials)
+    schemes = ", ".join(f"{k} {1e3 * np.mean(v):.0f}" for k, v in by.items())
+    return (f"| {sketch} | {trials} | {wall:.1f} | {1e3 * draw_per_trial:.0f} | "
+            f"{1e3 * per_cell_trial:.0f} ({schemes}) | {grid / 60:.0f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=64, help="trials per cell of the reduced grid")
-    parser.add_argument("--n-keys", type=int, nargs="+", default=[1024, 256, 64, 16],
+    parser.add_argument("--n-keys", type=int, nargs="+", default=[1024, 256, 16],
                         help="context lengths N of the reduced grid (one comparison each)")
-    parser.add_argument("--full-grid", action="store_true",
-                        help="also time experiments/dalberto.toml restricted to d = 128")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each path (minimum kept)")
+    parser.add_argument("--generator", type=int, default=1, choices=[1, 2],
+                        help="data-generator version of the runner and the loop (config key generator)")
+    parser.add_argument("--d1024", action="store_true",
+                        help="also time d = 1,024, N = 1,024 cells and extrapolate the seed grid")
+    parser.add_argument("--d1024-trials", type=int, default=16, help="trials per d = 1,024 cell")
+    parser.add_argument("--sketches", nargs="+", default=["gaussian", "srht"],
+                        help="QJL sketches of the d = 1,024 timing (unknown kinds are skipped)")
     args = parser.parse_args()
-    try:  # every path runs with one BLAS thread: on a shared machine extra threads only spin
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=1, user_api="blas")
-        blas = "1 BLAS thread"
-    except ImportError:
-        blas = "default BLAS threads"
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=1, user_api="blas")  # one core: the comparison is per core
 
     print(f"# bench_sweep  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
-          f"{blas}, load average {os.getloadavg()[0]:.1f}")
-    print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells")
-    print(f"| N | trials/cell | runner (s) | loop (s) | speed-up | loop, shared data (s) | speed-up "
-          f"| floor (s) | loop / floor | runner, all {os.cpu_count()} cores (s) | loop / it "
-          f"| runner outside cells | Gaussian mean KL runner / loop |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          f"1 BLAS thread, generator {args.generator}, load average {os.getloadavg()[0]:.1f}")
+    print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells, float32")
+    print("| N | trials/cell | runner (s) | fair loop (s) | loop / runner | floor (s) | loop / floor "
+          "| runner / floor | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n_keys in args.n_keys:
-        cfg = reduced_config(args.trials, n_keys)
-        run_sweep(reduced_config(4, n_keys), executor="serial", progress=False)  # warm caches (codebooks)
-        res, t_vec = _timed(run_sweep, cfg, executor="serial", progress=False)
-        loop, t_loop = _timed(loop_sweep, cfg)
-        _, t_shared = _timed(loop_sweep, cfg, shared_data=True)
-        t_floor = floor_seconds(cfg)
-        _, t_pool = _timed(run_sweep, cfg, progress=False)
-        # the manifest times each cell's scheme and metric work; the rest is drawing trials
-        cells_s = sum(c["seconds"] for c in res.manifest["cells"])
-        vec = res.frame
-        kl_ratio = (vec[vec.distribution == "gaussian"]["kl"].mean()  # Gaussian only: heavy-tailed
-                    / loop[loop.distribution == "gaussian"]["kl"].mean())  # KL has huge scatter
-        print(f"| {n_keys} | {cfg.n_trials} | {t_vec:.2f} | {t_loop:.2f} | {t_loop / t_vec:.1f}x | "
-              f"{t_shared:.2f} | {t_shared / t_vec:.1f}x | {t_floor:.2f} | {t_loop / t_floor:.1f}x | "
-              f"{t_pool:.2f} | {t_loop / t_pool:.1f}x | "
-              f"{1 - cells_s / t_vec:.0%} | {kl_ratio:.3f} |",
-              flush=True)
+        cfg = reduced_config(args.trials, n_keys, args.generator)
+        run_sweep(reduced_config(4, n_keys, args.generator), executor="serial", progress=False)  # warm caches
+        t_run, t_loop = [], []
+        for _ in range(args.repeats):  # in turns, so a load change hits both
+            t_run.append(_best(lambda: run_sweep(cfg, executor="serial", progress=False), 1))
+            t_loop.append(fair_loop(cfg))
+        t_floor = floor_seconds(cfg, args.repeats)
+        r, lo = min(t_run), min(t_loop)
+        print(f"| {n_keys} | {cfg.n_trials} | {r:.2f} | {lo:.2f} | **{lo / r:.2f}x** | {t_floor:.2f} | "
+              f"{lo / t_floor:.2f}x | {r / t_floor:.2f}x | {os.getloadavg()[0]:.1f} |", flush=True)
 
-    if args.full_grid:
-        here = os.path.dirname(os.path.abspath(__file__))
-        full = SweepConfig.from_toml(os.path.join(here, "dalberto.toml"))
-        full = SweepConfig.from_dict({**full.to_dict(), "dims": [128]})
-        res, secs = _timed(run_sweep, full, progress=True)
-        print(f"full seed-paper grid at d = 128: {len(full.cells())} cells x {full.n_trials} trials, "
-              f"N = {list(full.n_keys)}: {secs:.1f} s ({res.manifest['executor']})")
+    if args.d1024:
+        print("\nd = 1,024, N = 1,024 (KV, KQV, QKQV x n = 2, 6, Gaussian keys) through the runner; "
+              "the seed grid (6 cases x 15 cells x 1,000 trials) extrapolated to 2 workers")
+        print("| sketch | trials/cell | wall (s) | drawing per trial (ms) | cell per trial (ms) "
+              "| grid on 2 cores, estimated (min) |")
+        print("|---|---|---|---|---|---|")
+        for sketch in args.sketches:
+            if sketch not in SKETCHES:
+                print(f"| {sketch} | not available (kvstats.quant.sketch.SKETCHES = {list(SKETCHES)}) |||||")
+                continue
+            print(d1024_estimate(sketch, args.d1024_trials), flush=True)
+        print(f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -130,11 +130,16 @@ class ProdQuantizer:
         """
         flat, chunks = self.mse._plan(shape)
         if self.draws:
-            mat = self.sketch.matrix
-            sf = np.broadcast_to(mat, shape[:-1] + mat.shape[-2:]).reshape((-1,) + mat.shape[-2:])
+            # every array of the sketch with leading draws axes (matrix, and the signs
+            # and rows of a structured sketch), broadcast to the batch and flattened
+            nd = len(self.draws)
+            arrays = {f.name: np.broadcast_to(v, shape[:-1] + v.shape[nd:]).reshape((-1,) + v.shape[nd:])
+                      for f in dataclasses.fields(self.sketch)
+                      if isinstance(v := getattr(self.sketch, f.name), np.ndarray)
+                      and v.shape[:nd] == self.draws}
             return flat, [(rows, [(slice(None), rot)],
                            dataclasses.replace(self.sketch, draws=(len(range(*rows.indices(flat[0]))),),
-                                               matrix=sf[rows]))
+                                               **{k: a[rows] for k, a in arrays.items()}))
                           for rows, rot in chunks]
         step = chunks[0][0].stop - chunks[0][0].start
         big = step * _BLAS_ROWS // math.gcd(step, _BLAS_ROWS)
