@@ -7,7 +7,8 @@ Usage::
     kvstats theory --dim 128 --bits 2 3 4
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
-whole before any compute), OS errors and an output folder another sweep holds.
+whole before any compute), OS errors and an output folder another sweep holds; 1, with
+one line, when a worker process died.
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "theory": _cmd_theory}
+    from kvstats.sweep.run import WorkerDiedError
     from kvstats.sweep.store import SweepLockedError
 
     try:
@@ -215,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # missing, unreadable or unwritable files and folders
         print(f"kvstats {args.command}: error: {_os_message(exc)}", file=sys.stderr)
         return 2
+    except WorkerDiedError as exc:  # not bad input: the machine killed a worker (memory?)
+        print(f"kvstats {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)
         return 130

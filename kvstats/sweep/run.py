@@ -35,7 +35,11 @@ from kvstats.sweep.store import (_git_revision, _now, check_writable, clear_outp
                                  make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task
 
-__all__ = ["run_sweep", "check_grid"]
+__all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process of the default pool died abruptly (finished cells are kept)."""
 
 
 def _one_blas_thread() -> None:
@@ -336,7 +340,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             except cf.process.BrokenProcessPool as exc:
                 for fut in futures:
                     fut.cancel()
-                raise RuntimeError(
+                raise WorkerDiedError(
                     "a worker process of the sweep died abruptly (killed, out of memory, or the "
                     "script that calls run_sweep is not guarded by `if __name__ == \"__main__\":`); "
                     "finished cells are kept: rerun with resume, or with executor='serial'") from exc
