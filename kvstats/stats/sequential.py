@@ -395,14 +395,16 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     >>> res.stopped_early, res.n_permutations, round(res.pvalue, 3)
     (True, 12, 0.833)
     """
-    from .energy import _permutation_statistics, _prepare, _random_subsets
+    from .energy import _permutation_statistics, _prepare, _random_subsets, _unit_scale
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
     h, batch = _check_common(h, batch)
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
-    Z = np.concatenate([X, Y])
+    # as energy_test: run on the data scaled by 2**-e (exact; e = 0 for ordinary
+    # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
+    Z, e = _unit_scale(np.concatenate([X, Y]))
     n = n_x + n_y
     observed_labels = np.zeros((1, n), dtype=bool)
     observed_labels[0, :n_x] = True
@@ -420,8 +422,13 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
                                   tol=1e-10 * total / (n * (n - 1)), batch=batch,
                                   max_batch=_MAX_BATCH)
-    return EnergySequentialResult(statistic=t_obs, pvalue=float(p), n_permutations=used,
+    with np.errstate(over="ignore"):  # reported just below
+        statistic = float(np.ldexp(t_obs, e))
+    if not np.isfinite(statistic):
+        raise ValueError(f"X and Y: the energy statistic 2**{e} * {t_obs} overflows float64; "
+                         "a non-finite statistic has no p-value")
+    return EnergySequentialResult(statistic=statistic, pvalue=float(p), n_permutations=used,
                                   n_exceed=exceed, stopped_early=early,
                                   min_attainable_p=1.0 / (1 + b_max), max_permutations=b_max,
-                                  h=h, test_statistic=n_x * n_y / n * t_obs, kind=kind,
+                                  h=h, test_statistic=n_x * n_y / n * statistic, kind=kind,
                                   standardize=standardize, n_x=n_x, n_y=n_y, dim=dim)

@@ -235,9 +235,14 @@ def test_constant_samples_give_p_one():
 
 def test_non_finite_statistic_is_never_a_pvalue():
     rng = np.random.default_rng(91)
-    X, Y = rng.normal(size=(20, 6)) * 1e180, rng.normal(size=(20, 6)) * 1e180
-    with pytest.raises(ValueError, match="non-finite statistic has no p-value"):
-        energy_test_sequential(X, Y, max_permutations=99)
+    X, Y = rng.normal(size=(20, 6)), rng.normal(size=(20, 6))
+    # huge magnitudes are tested on data scaled by a power of two (exact): same p-value,
+    # statistic scaled back; beyond float64 a ValueError, never a p-value
+    small = energy_test_sequential(X, Y, max_permutations=99)
+    big = energy_test_sequential(X * 2.0 ** 600, Y * 2.0 ** 600, max_permutations=99)
+    assert big.pvalue == small.pvalue and big.statistic == small.statistic * 2.0 ** 600
+    with pytest.raises(ValueError, match="overflows float64"):
+        energy_test_sequential(X * 1e300, Y * 1e300 + 1e308, max_permutations=99)
     with pytest.raises(ValueError, match="non-finite statistic"):
         sequential_permutation_test(lambda p: np.full(len(p), np.nan), 5, max_permutations=9)
 
