@@ -21,6 +21,7 @@ import os
 import sys
 import time
 import warnings
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -337,7 +338,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             try:
                 for fut in cf.as_completed(futures):
                     collect(fut.result())
-            except cf.process.BrokenProcessPool as exc:
+            except BrokenProcessPool as exc:
                 for fut in futures:
                     fut.cancel()
                 raise WorkerDiedError(

@@ -368,3 +368,35 @@ def test_concurrent_atomic_writes_of_one_file_all_succeed(tmp_path):
     frame, meta = read_table_meta(tmp_path / "cell.parquet")
     assert meta == {"n": 1} and frame["kl"].nunique() == 1 and len(frame) == 50
     assert [p.name for p in tmp_path.iterdir()] == ["cell.parquet"]
+
+
+def test_a_broken_pool_says_what_happened(tmp_path, capsys):
+    """A pool whose worker died: a WorkerDiedError that names the causes; the CLI prints
+    it as one line with exit status 1."""
+    import concurrent.futures as cf
+    from concurrent.futures.process import BrokenProcessPool
+
+    from kvstats.sweep.run import WorkerDiedError
+
+    class Broken(cf.Executor):
+        def submit(self, fn, *args, **kwargs):
+            fut = cf.Future()
+            fut.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+            return fut
+
+    with pytest.raises(WorkerDiedError, match="died abruptly .* not guarded by `if __name__"):
+        run_sweep(TINY, out=tmp_path, executor=Broken(), progress=False)
+    assert not list((tmp_path / "cells").iterdir())
+    # the CLI: one line, exit status 1 (not bad input)
+    from kvstats.sweep import run as run_module
+
+    def died(*args, **kwargs):
+        raise WorkerDiedError("a worker process of the sweep died abruptly (...)")
+
+    cfg = tmp_path.parent / f"{tmp_path.name}.toml"
+    cfg.write_text(_toml(TINY))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run_module, "run_sweep", died)
+        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kvstats sweep: error: a worker process") and err.count("\n") == 1
