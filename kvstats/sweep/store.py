@@ -27,6 +27,9 @@ remote workers need no shared file system. The store trusts nothing it finds:
   choice: the folder then always describes one sweep; cells of this grid are kept for
   ``--resume``). Files kvstats does not write are never touched, and a folder that
   holds no sweep (no manifest, no ``cells/``) is not cleared at all.
+
+One module of ~470 lines: cells, the lock, clearing and the manifest are one contract,
+what a sweep folder may hold and how it is written; each part is small.
 """
 
 from __future__ import annotations

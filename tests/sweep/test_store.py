@@ -337,7 +337,8 @@ def test_the_main_guard_is_found_on_the_stack(tmp_path, monkeypatch, source, ung
     main_module.__file__ = str(path)
     monkeypatch.setitem(sys.modules, "__main__", main_module)
     found = []
-    exec(compile(source, str(path), "exec"), {"__name__": "__main__", "probe": lambda: found.append(_unguarded_main())})
+    namespace = {"__name__": "__main__", "probe": lambda: found.append(_unguarded_main())}
+    exec(compile(source, str(path), "exec"), namespace)
     assert len(found) == 1
     assert (found[0] is not None) == unguarded
     if unguarded:
