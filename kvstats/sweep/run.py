@@ -152,7 +152,7 @@ def _unguarded_main() -> str | None:
 
 def _previous_fingerprint(out_dir: Path) -> str | None:
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-        return json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("config_fingerprint", "")
+        return json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("config_fingerprint")
     return None
 
 
