@@ -1,17 +1,21 @@
 """Pairwise tests between schemes at each case and budget, adjusted over the whole table.
 
-Per pair, case and budget: a Mann–Whitney U test and a two-sample KS test per metric, and
-an energy permutation test on the standardised 6D profile. The two schemes' trials are
-treated as two samples; all schemes of a case see the same trials, which makes their
-metrics positively correlated and, under the null, these two-sample tests conservative
-(valid, with some power lost).
+Per pair, case and budget: a Mann–Whitney U test and a two-sample KS test per metric (KS
+exact conditional on the ties when the values are tied), an energy permutation test on
+the standardised 6D profile with the resolution the family needs (Besag–Clifford
+sequential p-values up to :func:`kvstats.stats.sequential.required_resolution`'s B), and
+per metric with a declared margin an equivalence test (TOST). Every row states what it
+could have concluded (:mod:`kvstats.analysis.resolution`) and its ``verdict``. The two
+schemes' trials are treated as two samples; all schemes of a case see the same trials,
+which makes their metrics positively correlated and, under the null, these two-sample
+tests conservative (valid, with some power lost).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,16 +23,29 @@ from jaxtyping import Float
 
 from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
+from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
 from kvstats.results import DEFAULT_COMPARISONS
 
-__all__ = ["compare_schemes", "scheme_pairs", "NO_DIFFERENCE"]
+__all__ = ["compare_schemes", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
+           "NOT_RESOLVABLE"]
 
-#: The ``winner`` of a Mann–Whitney row whose adjusted p-value is not below alpha.
+#: The ``winner``/``verdict`` of a resolvable test whose adjusted p-value exceeds alpha.
 NO_DIFFERENCE = "no significant difference"
+#: The ``verdict`` of a significant Mann–Whitney or KS row.
+DIFFERENT = "different"
+#: The ``verdict`` of a significant energy row.
+DISTRIBUTIONS_DIFFER = "distributions differ"
+#: Start of the ``winner``/``verdict`` of a test that could not have rejected.
+NOT_RESOLVABLE = "not resolvable"
 
 _COLUMNS = list(CASE_COLUMNS) + ["budget", "budget_b", "scheme_a", "scheme_b", "metric", "test",
                                  "statistic", "pvalue", "effect", "effect_low", "effect_high",
-                                 "mean_a", "mean_b", "median_a", "median_b", "n_a", "n_b", "note"]
+                                 "mean_a", "mean_b", "median_a", "median_b", "n_a", "n_b",
+                                 "n_permutations", "max_permutations", "min_attainable_p",
+                                 "margin_low", "margin_high", "note"]
+_NO_RESOLUTION = {"n_permutations": 0, "max_permutations": 0, "margin_low": math.nan,
+                  "margin_high": math.nan}
+_CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "hommel", "fdr_by", "sidak", "holm-sidak")
 
 Row = dict[str, float | int | str]
 
@@ -39,31 +56,72 @@ def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
     res = mann_whitney(x, y)
     return {"test": "mann_whitney", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
-            "effect_high": float(res.rank_biserial_high), "note": ""}
+            "effect_high": float(res.rank_biserial_high), "note": "", **_NO_RESOLUTION,
+            "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
 
 
-def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
+def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> Row:
     from kvstats.stats import ks_2samp
+    from kvstats.stats.ks_exact import ks_2samp_exact
 
-    with warnings.catch_warnings():
-        # quantized metrics are often tied; the report flags it per row instead of warning
-        warnings.simplefilter("ignore")
-        res = ks_2samp(x, y)
+    tied = np.unique(np.concatenate([x, y])).size < x.size + y.size
+    resolution = dict(_NO_RESOLUTION)
+    if tied:
+        # the continuous Smirnov p-value is far too conservative on tied (quantized) values
+        res = ks_2samp_exact(x, y, seed=seed)
+        note = "ties: exact conditional test"
+        if res.method == "permutation":
+            note = f"ties: permutation p-value (B = {res.n_resamples})"
+            resolution.update(n_permutations=res.n_resamples, max_permutations=res.n_resamples)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = ks_2samp(x, y)
+        note = ""
+    min_p = extreme_pvalue("ks", x, y)
+    if resolution["max_permutations"]:
+        min_p = max(min_p, 1.0 / (1 + resolution["max_permutations"]))
     return {"test": "ks", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.statistic), "effect_low": math.nan, "effect_high": math.nan,
-            "note": "ties: conservative" if res.has_ties else ""}
+            "note": note, **resolution, "min_attainable_p": min_p}
 
 
-def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], n_resamples: int,
-                seed: int) -> Row | None:
-    from kvstats.stats import energy_test
+def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_permutations: int,
+                stop: int, seed: int) -> Row:
+    from kvstats.stats.sequential import energy_test_sequential
 
-    if not (np.isfinite(X).all() and np.isfinite(Y).all()):
-        return None  # an exact reconstruction (SNR = inf) has no finite 6D point
-    res = energy_test(X, Y, n_resamples=n_resamples, seed=seed, standardize=True)
+    res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
+                                 standardize=True)
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
-            "effect_high": math.nan, "note": "standardised 6D profile"}
+            "effect_high": math.nan, "n_permutations": int(res.n_permutations),
+            "max_permutations": int(res.max_permutations),
+            "min_attainable_p": float(res.min_attainable_p), "margin_low": math.nan,
+            "margin_high": math.nan,
+            "note": "standardised 6D profile" + (", stopped early" if res.stopped_early else "")}
+
+
+def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margin: float,
+                     test: str, alpha: float) -> Row:
+    from kvstats.stats.equivalence import tost_rank, tost_ratio
+
+    base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0,
+            "min_attainable_p": 0.0}
+    try:
+        res = (tost_ratio(x, y, margin=margin, alpha=alpha) if test == "ratio"
+               else tost_rank(x, y, delta=margin, alpha=alpha))
+    except ValueError as exc:  # e.g. a ratio of means with a zero mean: no test, said so
+        lo, hi = ((1 / (1 + margin), 1 + margin) if test == "ratio" else (0.5 - margin, 0.5 + margin))
+        return {**base, "statistic": math.nan, "pvalue": math.nan, "effect": math.nan,
+                "effect_low": math.nan, "effect_high": math.nan, "margin_low": lo,
+                "margin_high": hi, "note": f"no equivalence test: {exc}"}
+    what = "mean(a)/mean(b)" if test == "ratio" else "θ = P(a > b) + ½P(a = b)"
+    return {**base, "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.estimate), "effect_low": float(res.low),
+            "effect_high": float(res.high), "margin_low": float(res.margin_low),
+            "margin_high": float(res.margin_high),
+            "note": (f"TOST, {what} in [{res.margin_low:.4g}, {res.margin_high:.4g}], "
+                     f"{res.method}; interval {1 - 2 * alpha:.0%} unadjusted")}
 
 
 def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
@@ -101,23 +159,39 @@ def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
 
 def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | None = None, *,
                     metrics: Sequence[str] = METRICS, alpha: float = 0.05,
-                    correction: str = "holm", energy_resamples: int = 499, seed: int = 0,
-                    ks: bool = True, energy: bool = True) -> pd.DataFrame:
+                    correction: str = "holm", energy_resamples: int = 499,
+                    energy_resolution: str = "family", energy_stop: int = 10, seed: int = 0,
+                    ks: bool = True, energy: bool = True,
+                    equivalence: Mapping[str, float] | None = None,
+                    equivalence_test: str = "ratio") -> pd.DataFrame:
     """Pairwise tests between schemes at each case and budget, adjusted across the whole table.
 
     For each pair (a, b), case and budget: per metric a Mann–Whitney U test (``effect``
-    = rank-biserial r, positive when a's values tend to be larger, with its CI) and a
-    two-sample KS test (``effect`` = D); on the standardised 6D profile an energy
-    permutation test. Every p-value in the table is adjusted together (Holm by default,
-    ``"fdr_bh"`` for Benjamini–Hochberg). ``winner`` (Mann–Whitney rows) applies
-    :data:`~kvstats.metrics.table.HIGHER_IS_BETTER`: the scheme whose values are better in
-    the direction of r when the adjusted p-value is below ``alpha``, else
-    ``"no significant difference"``.
+    = rank-biserial r, **positive when a's values tend to be larger**, with its CI) and a
+    two-sample KS test (``effect`` = D; with tied values the p-value is exact conditional
+    on the ties, :func:`kvstats.stats.ks_exact.ks_2samp_exact`); on the standardised 6D
+    profile an energy permutation test; per metric listed in ``equivalence`` a TOST
+    (``test`` = "equivalence"). Every p-value in the table is adjusted together (Holm by
+    default). The energy tests are sequential (Besag–Clifford, stopping at the
+    ``energy_stop``-th exceedance) with up to B_max permutations: with
+    ``energy_resolution="family"`` B_max is the larger of ``energy_resamples`` and the B
+    the family needs to reject (:func:`kvstats.stats.sequential.required_resolution` for
+    the table's size, ``alpha`` and ``correction``); with "fixed", ``energy_resamples``.
+
+    ``winner`` (Mann–Whitney rows) applies :data:`~kvstats.metrics.table.HIGHER_IS_BETTER`:
+    the scheme whose values are better in the direction of r when the adjusted p-value is
+    <= ``alpha``. ``verdict`` (every row): "different" / "distributions differ" (energy)
+    when significant; for an equivalence row "equivalent within δ", "different" or
+    "inconclusive" (:func:`kvstats.stats.equivalence.equivalence_verdict` on the adjusted
+    TOST and Mann–Whitney p-values); otherwise "no significant difference" only when the
+    test could have rejected (``resolvable``), else "not resolvable at B = …" (or "at n =
+    … vs …" for a rank test), see :mod:`kvstats.analysis.resolution`.
 
     Parameters
     ----------
     frame : DataFrame
-        Per-trial frame of :func:`kvstats.run_sweep`.
+        Per-trial frame of :func:`kvstats.run_sweep` (or one row per cluster, see
+        :mod:`kvstats.analysis.clustered`).
     comparisons : sequence of (str, str), optional
         Scheme label pairs (default :data:`kvstats.results.DEFAULT_COMPARISONS`). Pairs
         absent from a case are skipped. Fixed-budget schemes (``K4V2``) with different
@@ -125,15 +199,23 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     metrics : sequence of str
         Metrics tested one by one (subset of :data:`~kvstats.analysis.METRICS`).
     alpha : float
-        Family-wise (Holm) or false-discovery (BH) level.
-    correction : {"holm", "fdr_bh"}
+        Family-wise (Holm, ...) or false-discovery (fdr_*) level.
+    correction : {"holm", "fdr_bh", "bonferroni", "hommel", "fdr_by", "sidak", "holm-sidak"}
         Multiple-testing correction over every p-value in the table.
-    energy_resamples : int
-        Permutations of each energy test.
+    energy_resamples : int >= 1
+        Fewest permutations an energy test may draw ("family"), or the most ("fixed").
+    energy_resolution : {"family", "fixed"}
+    energy_stop : int >= 1
+        Exceedances that stop an energy test early (Besag–Clifford h).
     seed : int
-        Seed of the energy permutations.
+        Seed of the energy permutations (pair i uses ``seed + i``).
     ks, energy : bool
         Include the KS and energy tests.
+    equivalence : mapping metric -> margin, optional
+        Equivalence margins: ``equivalence_test="ratio"``: mean(a)/mean(b) within
+        [1/(1+δ), 1+δ] (:func:`kvstats.stats.equivalence.tost_ratio`, b the reference);
+        "rank": θ = P(a > b) + ½P(a = b) within 0.5 ± δ (``tost_rank``).
+    equivalence_test : {"ratio", "rank"}
 
     Returns
     -------
@@ -141,8 +223,12 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         One row per test with the case columns, ``budget``, ``budget_b``, ``scheme_a``,
         ``scheme_b``, ``metric``, ``test``, ``statistic``, ``pvalue``, ``effect``,
         ``effect_low``, ``effect_high``, ``mean_a``, ``mean_b``, ``median_a``,
-        ``median_b``, ``n_a``, ``n_b``, ``note``, ``pvalue_adjusted``, ``significant``,
-        ``winner``.
+        ``median_b``, ``n_a``, ``n_b``, ``n_permutations`` (drawn; 0: not a permutation
+        test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
+        ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
+        ``min_attainable_p_adjusted``, ``resolvable``, ``significant``, ``winner``,
+        ``verdict``. ``attrs`` holds ``alpha``, ``correction``, ``n_tests`` and the energy
+        tests' ``energy_max_permutations``.
 
     Examples
     --------
@@ -157,9 +243,14 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False)
     >>> t.set_index("metric").loc["kl", "winner"]
     'KQV'
+    >>> t = compare_schemes(f.head(3).assign(scheme="KQV").pipe(lambda g: pd.concat(
+    ...     [g, g.assign(scheme="QKQV", kl=g["kl"] + 1)])), [("KQV", "QKQV")], energy=False)
+    >>> t.set_index(["metric", "test"]).loc[("kl", "mann_whitney"), "verdict"]
+    'not resolvable at n = 3 vs 3 (smallest attainable adjusted p 1)'
     """
     frame = check_frame(frame)
     from kvstats.stats import adjust_pvalues
+    from kvstats.stats.sequential import required_resolution
 
     comparisons = [tuple(p) for p in (DEFAULT_COMPARISONS if comparisons is None else comparisons)]
     for pair in comparisons:
@@ -168,11 +259,15 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     for m in metrics:
         check_choice(m, "metrics", METRICS)
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
-    correction = check_choice(correction, "correction", ["holm", "fdr_bh"])
+    correction = check_choice(correction, "correction", _CORRECTIONS)
     energy_resamples = check_int(energy_resamples, "energy_resamples", low=1)
+    energy_resolution = check_choice(energy_resolution, "energy_resolution", ["family", "fixed"])
+    energy_stop = check_int(energy_stop, "energy_stop", low=1)
     seed = check_int(seed, "seed", low=0)
+    equivalence_test = check_choice(equivalence_test, "equivalence_test", ["ratio", "rank"])
+    margins = _check_margins(equivalence, metrics, equivalence_test)
 
-    rows = []
+    rows, energy_jobs = [], []
     for i, (case, bud_a, bud_b, a, b, ga, gb) in enumerate(scheme_pairs(frame, comparisons)):
         base = {**dict(zip(CASE_COLUMNS, case)), "budget": float(bud_a), "budget_b": float(bud_b),
                 "scheme_a": a, "scheme_b": b, "n_a": len(ga), "n_b": len(gb)}
@@ -182,35 +277,101 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
             rows.append({**base, **extra, **_mw_row(x, y)})
             if ks:
-                rows.append({**base, **extra, **_ks_row(x, y)})
+                rows.append({**base, **extra, **_ks_row(x, y, seed + i)})
+            if metric in margins:
+                rows.append({**base, **extra,
+                             **_equivalence_row(x, y, margins[metric], equivalence_test, alpha)})
         if energy:
             X = ga[list(PROFILE_METRICS)].to_numpy(np.float64)
             Y = gb[list(PROFILE_METRICS)].to_numpy(np.float64)
-            row = _energy_row(X, Y, energy_resamples, seed + i)
-            if row is not None:
-                rows.append({**base, "mean_a": math.nan, "mean_b": math.nan, "median_a": math.nan,
-                             "median_b": math.nan, **row})
+            if np.isfinite(X).all() and np.isfinite(Y).all():
+                energy_jobs.append((base, X, Y, seed + i))
+            # else: an exact reconstruction (SNR = inf) has no finite 6D point
+
+    # the family: every p-value adjusted together (an undefined equivalence test is none)
+    n_tests = sum(1 for r in rows if not math.isnan(r["pvalue"])) + len(energy_jobs)
+    b_max = energy_resamples
+    if energy_resolution == "family" and n_tests:
+        b_max = max(b_max, required_resolution(n_tests, alpha, correction).n_permutations)
+    for base, X, Y, s in energy_jobs:
+        rows.append({**base, "mean_a": math.nan, "mean_b": math.nan, "median_a": math.nan,
+                     "median_b": math.nan, **_energy_row(X, Y, b_max, energy_stop, s)})
+
     table = pd.DataFrame(rows, columns=_COLUMNS)
+    table.attrs.update(alpha=alpha, correction=correction, n_tests=n_tests,
+                       energy_max_permutations=b_max if energy_jobs else 0,
+                       energy_resolution=energy_resolution)
     if table.empty:
-        for col, value in (("pvalue_adjusted", 1.0), ("significant", False), ("winner", "")):
+        for col, value in (("pvalue_adjusted", 1.0), ("min_attainable_p_adjusted", 1.0),
+                           ("resolvable", False), ("significant", False), ("winner", ""),
+                           ("verdict", "")):
             table[col] = pd.Series(dtype=type(value))
         return table
-    adj = adjust_pvalues(table["pvalue"].to_numpy(), method=correction, alpha=alpha)
-    table["pvalue_adjusted"] = np.asarray(adj.pvalues_adjusted, dtype=np.float64)
-    table["significant"] = table["pvalue_adjusted"] < alpha
-    table["winner"] = [_winner(t, p, r, m, a, b, alpha) for t, p, r, m, a, b in zip(
-        table["test"], table["pvalue_adjusted"], table["effect"], table["metric"],
+    p = table["pvalue"].to_numpy(np.float64)
+    tested = ~np.isnan(p)
+    adjusted = np.full(p.shape, np.nan)
+    attainable = np.full(p.shape, np.nan)
+    if tested.any():
+        adjusted[tested] = adjust_pvalues(p[tested], method=correction, alpha=alpha).pvalues_adjusted
+        attainable[tested] = attainable_adjusted(
+            p[tested], table["min_attainable_p"].to_numpy(np.float64)[tested], correction, alpha)
+    table["pvalue_adjusted"] = adjusted
+    table["min_attainable_p_adjusted"] = attainable
+    table["resolvable"] = attainable <= alpha
+    table["significant"] = adjusted <= alpha
+    table["winner"] = [_winner(t, s, r, m, a, b) for t, s, r, m, a, b in zip(
+        table["test"], table["significant"], table["effect"], table["metric"],
         table["scheme_a"], table["scheme_b"])]
-    table.attrs.update(alpha=alpha, correction=correction, energy_resamples=energy_resamples)
+    table["verdict"] = _verdicts(table, alpha)
+    mw = table["test"] == "mann_whitney"
+    table.loc[mw, "winner"] = np.where(table.loc[mw, "significant"], table.loc[mw, "winner"],
+                                       table.loc[mw, "verdict"])
     return table
 
 
-def _winner(test: str, pvalue_adjusted: float, effect: float, metric: str, a: str, b: str,
-            alpha: float) -> str:
+def _check_margins(equivalence: Mapping[str, float] | None, metrics: Sequence[str],
+                   test: str) -> dict[str, float]:
+    if equivalence is None:
+        return {}
+    if not isinstance(equivalence, Mapping):
+        raise TypeError(f"equivalence must map metric names to margins; received {equivalence!r}")
+    out = {}
+    for metric, margin in equivalence.items():
+        check_choice(metric, "equivalence metric", list(metrics))
+        high = 0.5 if test == "rank" else None
+        out[metric] = check_real(margin, f"equivalence[{metric!r}]", low=0, high=high,
+                                 low_open=True, high_open=True)
+    return out
+
+
+def _winner(test: str, significant: bool, effect: float, metric: str, a: str, b: str) -> str:
     """The better scheme of a significant Mann–Whitney row (the metric table's direction)."""
     if test != "mann_whitney":
         return ""
-    if not pvalue_adjusted < alpha or effect == 0:
+    if not significant or effect == 0:
         return NO_DIFFERENCE
     a_larger = effect > 0
     return a if a_larger == HIGHER_IS_BETTER[metric] else b
+
+
+def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
+    from kvstats.stats.equivalence import equivalence_verdict
+
+    key = ["scheme_a", "scheme_b", "budget", "budget_b", *CASE_COLUMNS, "metric"]
+    mw = table[table["test"] == "mann_whitney"].set_index(key)["pvalue_adjusted"]
+    out = []
+    for r in table.itertuples(index=False):
+        if r.test == "equivalence":
+            if math.isnan(r.pvalue):
+                out.append(f"inconclusive ({r.note})")
+                continue
+            p_diff = mw.get(tuple(getattr(r, k) for k in key), 1.0)
+            out.append(equivalence_verdict(r.pvalue_adjusted, p_diff, alpha))
+        elif r.significant:
+            out.append(DISTRIBUTIONS_DIFFER if r.test == "energy" else DIFFERENT)
+        elif r.resolvable:
+            out.append(NO_DIFFERENCE)
+        else:
+            out.append(not_resolvable_text(r.test, int(r.max_permutations), int(r.n_a), int(r.n_b),
+                                           float(r.min_attainable_p_adjusted)))
+    return out

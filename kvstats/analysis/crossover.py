@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvstats.analysis.compare import NO_DIFFERENCE
 from kvstats.analysis.frame import CASE_COLUMNS
 
 __all__ = ["find_crossovers"]
@@ -22,7 +21,8 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
         One row per (case, pair, metric) tested at two or more budgets:
-        ``winners`` ("2:QKQV, 3:no significant difference, 4:KQV" in budget order),
+        ``winners`` ("2:QKQV, 3:no significant difference, 4:KQV" in budget order; a
+        budget whose test could not have rejected reads "not resolvable at n = …"),
         ``crossover`` (True when each scheme wins significantly at some budget) and a
         ``description`` sentence.
 
@@ -48,7 +48,8 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
         if len(grp) < 2:
             continue
         winners = list(zip(grp["budget"], grp["winner"]))
-        won = {w for _, w in winners if w not in ("", NO_DIFFERENCE)}
+        # only a scheme's name is a win ("no significant difference", "not resolvable ..." are not)
+        won = {w for _, w in winners if w in (key[-3], key[-2])}
         cross = len(won) == 2
         rec = dict(zip(cols, key))
         rec["winners"] = ", ".join(f"{_fmt_budget(b)}:{w}" for b, w in winners)

@@ -2,7 +2,7 @@
 
 Shared by the summary and theory tables (and the figures' markers): a mean's interval is
 only trusted when the sample's right tail is light enough for a variance to exist
-(Hill tail index α̂ ≥ 2, :func:`kvstats.stats.tail.heavy_tail_alpha`); otherwise the
+(the 95% upper bound of Hill's tail index α ≥ 2, :func:`kvstats.stats.tail.heavy_tail_alpha`); otherwise the
 tables flag the row (``ci_reliable`` False) instead of warning once per row.
 """
 
@@ -37,7 +37,7 @@ def tail_alpha(x: Float[np.ndarray, "n"], metric: str) -> float:
 
 
 def ci_reliable(*samples: Float[np.ndarray, "n"]) -> bool:
-    """False when a sample is nonnegative with Hill α̂ < 2 (the bootstrap's own screen).
+    """False when a sample is nonnegative with Hill's α < 2 at 95% confidence (the screen).
 
     Examples
     --------

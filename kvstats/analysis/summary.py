@@ -36,16 +36,17 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
         CI ends and counts them in ``n_nonfinite``.
 
-        ``tail_index`` is the Hill estimate α̂ of the right-tail index of the metric's
-        per-trial values (:func:`kvstats.stats.tail_index`, default k = floor(√n_pos)),
-        computed for ``kl`` (from its positive values) and for every metric whose values
-        are all ≥ 0, when at least 10 values are positive and all are finite; elsewhere it
-        is NaN, meaning *not computed*. ``ci_reliable`` is False when α̂ < 2: the variance
-        looks infinite and the bootstrap CI of the mean is not valid (Athreya 1987); read
-        ``median``, ``p99``, ``max`` and the rank tests instead. It is True otherwise,
-        including where ``tail_index`` is not computed. Hill's α̂ is noisy at small n (its
-        standard error is α̂/√k): below ~100 trials light-tailed metrics are sometimes
-        flagged too.
+        ``tail_index`` is the one-sided 95% upper confidence bound of Hill's right-tail
+        index α of the metric's per-trial values
+        (:func:`kvstats.stats.tail.heavy_tail_alpha`: :func:`kvstats.stats.tail_index`,
+        default k, exact Gamma(k) pivot), computed for ``kl`` (from its positive values)
+        and for every metric whose values are all ≥ 0, when at least 10 values are positive
+        and all are finite; elsewhere it is NaN, meaning *not computed*. ``ci_reliable``
+        is False when that bound is < 2: the variance is infinite at 95% confidence and
+        the bootstrap CI of the mean is not valid (Athreya 1987); read ``median``, ``p99``,
+        ``max`` and the rank tests instead. It is True otherwise, including where
+        ``tail_index`` is not computed. Using the bound, not the point estimate α̂, keeps
+        light-tailed metrics from being flagged at small n (docs/statistics.md).
 
     Examples
     --------

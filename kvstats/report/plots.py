@@ -215,7 +215,7 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     if any_heavy:
         from matplotlib.lines import Line2D
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5))
-        labels.append("heavy tail (Hill α̂ < 2):\nthe CI is not valid")
+        labels.append("heavy tail (Hill α < 2 at 95%):\nthe CI is not valid")
     fig.legend(handles, labels, loc="outside right center", title="scheme")
     fig.suptitle(title)
     return fig
@@ -265,10 +265,11 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
                    ) -> "matplotlib.figure.Figure":
     """Rank-biserial r of a scheme pair against the budget, per metric and case.
 
-    ``r`` > 0 means the first scheme's values tend to be larger. The sign is oriented so
-    that **positive = the first scheme is better** (r for higher-is-better metrics, −r
-    for the others); a line that crosses zero with non-overlapping CIs on both sides is a
-    crossover. Filled markers: significant after the report's adjustment.
+    The report's one sign convention (its tables use the same): **r > 0 when the first
+    scheme's values tend to be larger** (better for SNR and recall@5, worse for φ, KL and
+    argmax shift; each panel's title says which). A line that crosses zero with
+    non-overlapping CIs on both sides is a crossover. Filled markers: significant after
+    the report's adjustment.
 
     Parameters
     ----------
@@ -307,7 +308,6 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 2.2, 3.2), squeeze=False,
                              constrained_layout=True)
     for ax, metric in zip(axes.flat, metrics):
-        sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
         for _, case in cases.iterrows():
             sub = mw[(mw["metric"] == metric)]
             for col in CASE_COLUMNS:
@@ -316,9 +316,8 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
             if sub.empty:
                 continue
             label = _case_label(case)
-            r = sign * sub["effect"].to_numpy()
-            lo, hi = sign * sub["effect_low"].to_numpy(), sign * sub["effect_high"].to_numpy()
-            lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+            r = sub["effect"].to_numpy()
+            lo, hi = sub["effect_low"].to_numpy(), sub["effect_high"].to_numpy()
             ax.errorbar(sub["budget"], r, yerr=[r - lo, hi - r], color=colors[label], capsize=3,
                         lw=1.2, label=label)
             sig = sub["significant"].to_numpy(bool)
@@ -327,9 +326,9 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
                        zorder=3)
         ax.axhline(0, color="black", lw=0.8)
         ax.set_ylim(-1.05, 1.05)
-        ax.set_title(metric)
+        ax.set_title(f"{metric} ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)")
         ax.set_xlabel("budget n (bits/coord)")
-        ax.set_ylabel(f"rank-biserial r (> 0: {pair[0]} better)")
+        ax.set_ylabel(f"rank-biserial r (> 0: {pair[0]} larger)")
     handles, labels = [], []
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):

@@ -9,13 +9,13 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from kvstats.analysis import (CASE_COLUMNS, METRICS, compare_schemes, find_crossovers,
-                              summary_table, theory_table)
+from kvstats.analysis import (CASE_COLUMNS, METRICS, aggregate_clusters, compare_schemes,
+                              find_crossovers, summary_table, theory_table)
 from kvstats.analysis.theory import ratio_pairs, theory_schemes
 from kvstats.report.document import Document, records, to_jsonable
 from kvstats.report.options import validate_report_options
@@ -68,9 +68,10 @@ def _ci(mean: float, low: float, high: float) -> str:
 
 #: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
 HEAVY_MARK = "‡"
-HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (Hill tail index α̂ < 2 over the trials): the variance "
-              "looks infinite and the bootstrap CI of the mean is not reliable; read the median, "
-              "p99 and max, and the rank tests.")
+HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the 95% upper confidence bound of Hill's tail index α "
+              "is below 2): the variance is infinite at 95% confidence and the bootstrap CI of "
+              "the mean is not reliable; read the median, p99 and max, and the rank tests. The "
+              "\"kl tail α\" column is that bound.")
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -100,7 +101,7 @@ def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
                            g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
         row["kl p99"] = _num(g.loc["kl", "p99"])
         row["kl max"] = _num(g.loc["kl", "max"])
-        row["kl tail α̂"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
+        row["kl tail α (95% upper)"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
         row["trials"] = int(g.loc["kl", "n_trials"])
         rows.append(row)
     return pd.DataFrame(rows)
@@ -119,30 +120,59 @@ def _heavy_summary(summary: pd.DataFrame, theory: pd.DataFrame) -> str:
             + (f", and {in_theory}." if n_theory else "."))
 
 
+#: Column header of the rank-biserial r: the report's one sign convention (tables and figures).
+R_HEADER = "r [95% CI] (> 0: a larger)"
+#: What r's sign means, said once in the report's header and the figures' captions.
+R_CONVENTION = ("r is the rank-biserial correlation of scheme a (the pair's first) against b: "
+                "**r > 0 when a's values tend to be larger**, in every table and figure (for φ, "
+                "KL and argmax shift, where lower is better, r > 0 means a is worse).")
+
+
+def _pvalue_cell(row: Any) -> str:
+    """Adjusted p-value, with the permutations drawn for a permutation test."""
+    text = _p(row["pvalue_adjusted"]) if not math.isnan(row["pvalue_adjusted"]) else "–"
+    if row["max_permutations"]:
+        text += f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])})"
+    return text
+
+
 def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
-    """Formatted pair × metric table (Mann–Whitney beside KS) plus energy rows."""
+    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test) plus energy rows."""
     rows = []
+    key = ["scheme_a", "scheme_b", "metric"]
     mw = comp[comp["test"] == "mann_whitney"]
-    ks = comp[comp["test"] == "ks"].set_index(["scheme_a", "scheme_b", "metric"])
+    ks = comp[comp["test"] == "ks"].set_index(key)
+    eq = comp[comp["test"] == "equivalence"].set_index(key)
     for r in mw.itertuples(index=False):
         row = {"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
-               "r [95% CI]": f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
+               R_HEADER: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
                "U": f"{r.statistic:.7g}", "p adj (MW)": _p(r.pvalue_adjusted)}
-        key = (r.scheme_a, r.scheme_b, r.metric)
-        if key in ks.index:
-            k = ks.loc[key]
-            row["KS D"] = _num(k["statistic"], 3)
-            row["p adj (KS)"] = _p(k["pvalue_adjusted"]) + (" †" if k["note"] else "")
+        k = (r.scheme_a, r.scheme_b, r.metric)
+        if k in ks.index:
+            row["KS D"] = _num(ks.loc[k, "statistic"], 3)
+            row["p adj (KS)"] = _pvalue_cell(ks.loc[k]) + (" †" if ks.loc[k, "note"] else "")
+            if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
+                row["p adj (KS)"] += " (not resolvable)"
         row["winner"] = r.winner
+        if not eq.empty:
+            row["equivalence"] = _equivalence_cell(eq.loc[k]) if k in eq.index else ""
         rows.append(row)
     for r in comp[comp["test"] == "energy"].itertuples(index=False):
         rows.append({"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": "6D energy (standardised)",
-                     "mean a": "", "mean b": "", "r [95% CI]": "", "U": "",
+                     "mean a": "", "mean b": "", R_HEADER: "", "U": "",
                      "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
-                     "p adj (KS)": f"p adj = {_p(r.pvalue_adjusted)}",
-                     "winner": "distributions differ" if r.significant else "no significant difference"})
+                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                     **({"equivalence": ""} if not eq.empty else {})})
     return pd.DataFrame(rows)
+
+
+def _equivalence_cell(e: pd.Series) -> str:
+    """Verdict, estimate and (1 − 2α) interval of an equivalence row."""
+    if math.isnan(e["pvalue"]):
+        return e["verdict"]
+    return (f"{e['verdict']}: {_num(e['effect'])} [{_num(e['effect_low'])}, {_num(e['effect_high'])}]"
+            f" in [{_num(e['margin_low'])}, {_num(e['margin_high'])}]? p adj {_p(e['pvalue_adjusted'])}")
 
 
 def _theory_fmt(theory: pd.DataFrame) -> pd.DataFrame:
@@ -176,7 +206,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                       correction: str | None = None,
                       comparisons: Sequence[tuple[str, str]] | None = None,
                       energy_resamples: int | None = None, bootstrap_resamples: int | None = None,
-                      seed: int | None = None, figures: bool | None = None) -> Report:
+                      seed: int | None = None, figures: bool | None = None,
+                      energy_resolution: str | None = None,
+                      equivalence: Mapping[str, float] | None = None,
+                      equivalence_test: str | None = None, unit: str | None = None) -> Report:
     """Write the hypothesis-test report of a sweep to ``out_dir``.
 
     Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
@@ -185,12 +218,22 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
 
     Contents: per case and budget, every scheme's mean and bootstrap 95% CI of each
     metric with KL p99/max and bits per coordinate (nominal and with overhead); pairwise
-    Mann–Whitney (rank-biserial r with CI), KS and standardised 6D energy tests with every
-    p-value of the report adjusted together (Holm, or Benjamini–Hochberg with
-    ``correction="fdr_bh"``) and the winner per metric; crossovers of the winner across
+    Mann–Whitney (rank-biserial r with CI, r > 0 when the first scheme's values are
+    larger), KS (exact under ties) and standardised 6D energy tests, and equivalence tests
+    for the metrics given margins, with every p-value of the report adjusted together
+    (Holm, or Benjamini–Hochberg with ``correction="fdr_bh"``, ...) and the winner per
+    metric; each energy test may draw the permutations the family needs to reject
+    (sequential, stopping early when clearly null), and a test that could not have
+    rejected reads "not resolvable at …", never "no significant difference" (see
+    :func:`kvstats.analysis.compare_schemes`). When the frame's trials come in clusters
+    (real caches: the trials of one text; ``unit="auto"``) the tests and intervals use
+    the cluster means (:func:`kvstats.analysis.aggregate_clusters`) and the trial-level
+    tests appear only in ``tables/comparisons_trial_level.csv`` and a section labelled
+    "trial-level (not independent)". Crossovers of the winner across
     budgets; closed-form predictions beside measurements; the figures. Means whose
     bootstrap CI is not reliable (``ci_reliable`` False in the summary or theory table:
-    Hill tail index α̂ < 2, an infinite-variance right tail) carry a ‡ and a footnote;
+    the 95% upper bound of Hill's tail index below 2, an infinite-variance right tail)
+    carry a ‡ and a footnote;
     the bootstrap's :class:`~kvstats.stats.HeavyTailWarning` is not raised per row.
 
     Parameters
@@ -201,7 +244,11 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         Where to write.
     alpha, correction, energy_resamples, bootstrap_resamples, seed, figures : optional
         Override the config's ``[report]`` options (defaults 0.05, "holm", 499, 999, 0,
-        True).
+        True). Every option, its allowed values and meaning:
+        :data:`kvstats.report.options.REPORT_OPTIONS`.
+    energy_resolution, equivalence, equivalence_test, unit : optional
+        Override the config's options of the same names (defaults "family", no margins,
+        "ratio", "auto").
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``).
 
@@ -225,23 +272,41 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     if not isinstance(result, SweepResult):
         raise TypeError(f"result must be a SweepResult or a sweep directory; received {type(result).__name__}")
     opts = _options(result, {"alpha": alpha, "correction": correction, "energy_resamples": energy_resamples,
-                             "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures})
+                             "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures,
+                             "energy_resolution": energy_resolution, "equivalence": equivalence,
+                             "equivalence_test": equivalence_test, "unit": unit})
     if comparisons is None:
         comparisons = opts["comparisons"] or result.config.comparisons
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tic = time.perf_counter()
-    frame = result.frame
+    trials = result.frame
+    clustered = _clustered(trials)
+    use_clusters = opts["unit"] == "cluster" or (opts["unit"] == "auto" and clustered)
+    frame = aggregate_clusters(trials) if use_clusters else trials
+
+    def compare(f: pd.DataFrame) -> pd.DataFrame:
+        return compare_schemes(f, comparisons, alpha=opts["alpha"], correction=opts["correction"],
+                               energy_resamples=opts["energy_resamples"],
+                               energy_resolution=opts["energy_resolution"],
+                               energy_stop=opts["energy_stop"], seed=opts["seed"],
+                               equivalence=opts["equivalence"],
+                               equivalence_test=opts["equivalence_test"])
 
     summary = summary_table(frame, confidence=opts["confidence"], n_resamples=opts["bootstrap_resamples"],
                             seed=opts["seed"])
-    comp = compare_schemes(frame, comparisons, alpha=opts["alpha"], correction=opts["correction"],
-                           energy_resamples=opts["energy_resamples"], seed=opts["seed"])
+    comp = compare(frame)
+    # the trial-level tests of clustered data, shown only labelled as not independent
+    comp_trials = compare(trials) if use_clusters and clustered else None
     cross = find_crossovers(comp)
-    theory = theory_table(frame, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+    theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+    unit_text = _unit_text(trials, use_clusters, clustered)
 
     files: dict[str, Path] = {}
-    for name, df in (("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)):
+    tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
+    if comp_trials is not None:
+        tables.append(("comparisons_trial_level", comp_trials))
+    for name, df in tables:
         files[name] = out / "tables" / f"{name}.csv"
         df.to_csv(files[name], index=False)
 
@@ -249,18 +314,66 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     if opts["figures"]:
         figs = _figures(frame, comp, comparisons, out / "figures")
 
-    doc = _document(result, summary, comp, cross, theory, figs, opts)
+    doc = _document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials)
     files["markdown"] = out / "report.md"
     files["markdown"].write_text(doc.markdown(out))
     files["html"] = out / "report.html"
     files["html"].write_text(doc.html("kvstats hypothesis report"))
-    payload = {"options": opts, "manifest": result.manifest, "summary": records(summary),
+    payload = {"options": opts, "manifest": result.manifest, "unit": unit_text,
+               "resolution": _resolution(comp), "summary": records(summary),
                "comparisons": records(comp), "crossovers": records(cross), "theory": records(theory),
+               **({"comparisons_trial_level": records(comp_trials)} if comp_trials is not None else {}),
                "figures": {k: str(v) for k, v in figs.items()},
                "seconds": round(time.perf_counter() - tic, 3)}
     files["json"] = out / "report.json"
     files["json"].write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False, default=str))
     return Report(summary, comp, cross, theory, files, figs)
+
+
+def _clustered(frame: pd.DataFrame) -> bool:
+    """Whether some cell's trials come in fewer clusters than trials (real caches: texts)."""
+    if "cluster" not in frame.columns or frame["cluster"].isna().all():
+        return False
+    cells = frame.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
+    return bool((cells["cluster"].nunique() < cells.size()).any())
+
+
+def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool) -> str:
+    if use_clusters and clustered:
+        cells = trials.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
+        k, n = cells["cluster"].nunique(), cells.size()
+        return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "
+                f"{_span(n)} trials come from {_span(k)} clusters, whose trials share the text and "
+                "are not independent; every test and interval uses the cluster means "
+                "(kvstats.analysis.aggregate_clusters). The trial-level tests are in "
+                "tables/comparisons_trial_level.csv and the section \"Trial-level tests (not "
+                "independent)\", labelled as such.")
+    if clustered:
+        return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
+                "trials come in fewer clusters (texts) than trials: trial-level (not independent) "
+                "p-values, optimistic.")
+    return ("Unit of observation: the trial (an independent K, V, q and an independent draw of the "
+            "scheme's randomness). All schemes of a case see the same trials; the two-sample tests "
+            "ignore that pairing, which makes them conservative, not anti-conservative.")
+
+
+def _span(values: pd.Series) -> str:
+    lo, hi = int(values.min()), int(values.max())
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
+    """The family's size and what its tests could resolve (the report header and JSON)."""
+    from kvstats.stats.sequential import required_resolution
+
+    n = int(comp.attrs.get("n_tests", 0))
+    out: dict[str, Any] = {"n_tests": n, "energy_max_permutations": comp.attrs.get("energy_max_permutations", 0),
+                           "not_resolvable": int((~comp["resolvable"] & ~comp["significant"]).sum())
+                           if not comp.empty else 0}
+    if n:
+        need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])
+        out.update(p_needed=need.p_needed, family_permutations=need.n_permutations)
+    return out
 
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
@@ -297,15 +410,78 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
     return figs
 
 
+def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
+    res = _resolution(comp)
+    n = res["n_tests"]
+    energy = comp[comp["test"] == "energy"]
+    text = (f"Tests: {n} p-values (Mann–Whitney and KS per metric, a standardised 6D energy "
+            "permutation test per pair"
+            + (", a TOST per metric with an equivalence margin" if (comp["test"] == "equivalence").any()
+               else "")
+            + f"), adjusted together by **{opts['correction']}** at α = {opts['alpha']}. ")
+    if n:
+        text += (f"To be rejected in this family a test must be able to reach p ≤ "
+                 f"{_p(res['p_needed'])} (a permutation test: B ≥ {res['family_permutations']} "
+                 "permutations). ")
+    if not energy.empty:
+        b_max = int(energy["max_permutations"].max())
+        used = energy["n_permutations"]
+        early = int((used < energy["max_permutations"]).sum())
+        text += (f"Energy tests: Besag–Clifford sequential p-values, at most B = {b_max} "
+                 f"permutations ({'the family' if opts['energy_resolution'] == 'family' else 'fixed'}"
+                 f" resolution), each stopping after {opts['energy_stop']} exceedances: {early} of "
+                 f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
+    text += (f"{res['not_resolvable']} test(s) could not have rejected (\"not resolvable\"). "
+             f"Means with {int(opts['confidence'] * 100)}% bootstrap CIs (BCa, "
+             f"{opts['bootstrap_resamples']} resamples).")
+    return text
+
+
+def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]) -> None:
+    eq = comp[comp["test"] == "equivalence"]
+    if eq.empty:
+        return
+    doc.h(2, "Equivalence within declared margins")
+    how = ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)"
+           if opts["equivalence_test"] == "ratio" else
+           "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)")
+    margins = ", ".join(f"{m}: δ = {d:g}" for m, d in opts["equivalence"].items())
+    doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
+          "rejects after the family's adjustment; \"different\": it does not but the Mann–Whitney "
+          "test does; \"inconclusive\": neither — the data show neither a difference nor "
+          f"equivalence. Intervals are the unadjusted {1 - 2 * opts['alpha']:.0%} intervals of the "
+          "estimate; the verdict uses the adjusted p-values.")
+    counts = eq["verdict"].str.split(" \\(").str[0].value_counts()
+    doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")
+    doc.ul([f"{_case_title(r._asdict())}, n = {r.budget:g}"
+            + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
+            + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: **{r.verdict}**"
+            + ("" if math.isnan(r.pvalue) else
+               f" (estimate {_num(r.effect)}, {1 - 2 * opts['alpha']:.0%} CI [{_num(r.effect_low)}, "
+               f"{_num(r.effect_high)}], region [{_num(r.margin_low)}, {_num(r.margin_high)}], "
+               f"adjusted TOST p {_p(r.pvalue_adjusted)})")
+            for r in eq.itertuples(index=False)])
+
+
+def _trial_level_section(doc: Document, comp_trials: pd.DataFrame) -> None:
+    doc.h(2, "Trial-level tests (not independent)")
+    mw = comp_trials[comp_trials["test"] == "mann_whitney"]
+    doc.p("The same tests with the trial as the unit, for comparison only: the trials of one "
+          "cluster (text) are correlated, so these p-values are optimistic and support no "
+          f"conclusion. {int(mw['significant'].sum())} of {len(mw)} trial-level (not independent) "
+          "Mann–Whitney rows have adjusted p ≤ α. Full table: "
+          "tables/comparisons_trial_level.csv.")
+
+
 def _document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
-              theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any]) -> Document:
+              theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
+              comp_trials: pd.DataFrame | None) -> Document:
     doc = Document()
     # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
     heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
                 for v in t["ci_reliable"])
     man = result.manifest
     cfg = result.config
-    n_tests = len(comp)
     doc.h(1, "kvstats hypothesis report")
     git = man.get("git") or {}
     doc.ul([
@@ -319,19 +495,18 @@ def _document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cr
         f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
         f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
         "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + ".",
-        f"Tests: {n_tests} p-values (Mann–Whitney and KS per metric, a standardised 6D energy "
-        f"permutation test with {opts['energy_resamples']} permutations per pair), adjusted together "
-        f"by **{opts['correction']}** at α = {opts['alpha']}. Means with {int(opts['confidence'] * 100)}% "
-        f"bootstrap CIs (BCa, {opts['bootstrap_resamples']} resamples).",
+        _tests_text(comp, opts),
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
-        "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p < α; "
-        "otherwise: no significant difference. r is the rank-biserial correlation, positive when "
-        "the first scheme's values tend to be larger.",
-        "Unit of observation: the trial (an independent K, V, q and an independent draw of the "
-        "scheme's randomness). All schemes of a case see the same trials; the two-sample tests "
-        "ignore that pairing, which makes them conservative, not anti-conservative.",
+        "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p ≤ α; "
+        "otherwise \"no significant difference\" when the test could have rejected, or \"not "
+        "resolvable at …\" when even the most extreme data could not have reached an adjusted "
+        "p ≤ α (a statement about the design, not about the schemes). Neither is a claim that "
+        "two schemes are equal: that is what the equivalence tests (declared margins) are for.",
+        R_CONVENTION,
+        unit_text,
     ])
+    _equivalence_section(doc, comp, opts)
 
     doc.h(2, "Crossovers of the winner across budgets")
     if cross.empty:
@@ -377,7 +552,9 @@ def _document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cr
     for name, path in figs.items():
         if name.startswith("crossover_"):
             doc.fig(path, f"Rank-biserial r across budgets ({name[10:].replace('_vs_', ' vs ')}); "
-                    "positive = first scheme better; filled = significant after adjustment.")
+                    "r > 0: the first scheme's values are larger (better for SNR and recall@5, "
+                    "worse for φ and KL: each panel says which); filled = significant after "
+                    "adjustment.")
 
     for case_key, case_sum in summary.groupby(list(CASE_COLUMNS), sort=False):
         case = dict(zip(CASE_COLUMNS, case_key))
@@ -397,8 +574,12 @@ def _document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cr
             bcomp = case_comp[case_comp["budget"] == budget]
             if not bcomp.empty:
                 doc.table(_comparison_table(bcomp))
-    doc.p("† KS p-value with tied values: conservative. Full-precision numbers: tables/*.csv and "
-          "report.json.")
+    if comp_trials is not None:
+        _trial_level_section(doc, comp_trials)
+    doc.p("† KS p-value with tied values: exact, conditional on the ties (the permutation "
+          "distribution of D given the pooled values, as R's ks.test(exact = TRUE); a Monte "
+          "Carlo permutation p-value when the exact count is too costly, with its B). "
+          "Full-precision numbers: tables/*.csv and report.json.")
     if heavy:
         doc.p(HEAVY_NOTE)
     return doc

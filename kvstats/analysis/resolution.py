@@ -1,0 +1,168 @@
+"""What a test could have concluded: its smallest attainable p-value inside the family.
+
+A test that could not have rejected says nothing about the difference it tests. Every
+row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
+
+- ``min_attainable_p``: the smallest p-value the test could have returned with these
+  data. Permutation tests (the energy test): 1/(1 + B_max). Rank tests (Mann–Whitney,
+  KS): the p-value of the most extreme relabelling of the pooled values (all of one
+  sample below all of the other, either way round), which with few observations or
+  many ties is far from 0 (e.g. 2/C(8, 4) = 0.029 for 4 clusters against 4);
+- ``min_attainable_p_adjusted``: the adjusted p-value the test would have had with
+  that p-value, every other p-value of the family as observed;
+- ``resolvable``: ``min_attainable_p_adjusted <= alpha``.
+
+A non-significant test that is not resolvable is reported "not resolvable at B = …"
+(or "at n = …" for a rank test), never "no significant difference".
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from jaxtyping import Float
+
+__all__ = ["extreme_pvalue", "attainable_adjusted", "not_resolvable_text"]
+
+
+def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]) -> float:
+    """Smallest p-value a rank test could return given the pooled values of ``x`` and ``y``.
+
+    The pooled sample is split at its order statistics (the ``len(x)`` smallest values
+    to ``x``, then the largest); the smaller of the two p-values is returned. The same
+    test function (and, for KS, the same tie handling) as the report's row is used.
+
+    Parameters
+    ----------
+    test : {"mann_whitney", "ks"}
+    x, y : array_like, 1-D
+        The two samples.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import extreme_pvalue
+    >>> round(extreme_pvalue("mann_whitney", [1, 2, 3, 4], [5, 6, 7, 8]), 4)  # 2/C(8, 4)
+    0.0286
+    >>> extreme_pvalue("mann_whitney", [1, 1, 1], [1, 1])        # all tied: nothing to resolve
+    1.0
+    """
+    pooled = np.sort(np.concatenate([np.asarray(x, np.float64).ravel(),
+                                     np.asarray(y, np.float64).ravel()]))
+    n_x = np.asarray(x).size
+    n_y = pooled.size - n_x
+    # the two most extreme relabellings: x takes the n_x smallest, or the n_x largest values
+    xs = np.stack([pooled[:n_x], pooled[n_y:]])
+    ys = np.stack([pooled[n_x:], pooled[:n_y]])
+    if test == "mann_whitney":
+        return _mann_whitney_extreme(xs, ys, tied=np.unique(pooled).size < pooled.size)
+    if test == "ks":
+        return min(_ks_pvalue(xs[0], ys[0]), _ks_pvalue(xs[1], ys[1]))
+    raise ValueError(f"test must be 'mann_whitney' or 'ks'; received {test!r}")
+
+
+def _mann_whitney_extreme(xs: np.ndarray, ys: np.ndarray, tied: bool) -> float:
+    """The p-value :func:`kvstats.stats.mann_whitney` gives the extreme relabellings.
+
+    Same method choice as its ``method="auto"`` (exact without ties for
+    min(n) <= 8 and min(n)^2 max(n) <= 2e7, else scipy's asymptotic test with tie and
+    continuity correction), without its interval (the costly part).
+    """
+    from scipy import stats
+
+    n_x, n_y = xs.shape[1], ys.shape[1]
+    small, large = min(n_x, n_y), max(n_x, n_y)
+    if not tied and small <= 8 and small**2 * large <= 2e7:
+        return min(1.0, 2.0 / math.comb(n_x + n_y, n_x))   # U = 0 or n_x n_y: 2 of C(n, n_x)
+    p = stats.mannwhitneyu(xs, ys, use_continuity=True, alternative="two-sided", axis=-1,
+                           method="asymptotic").pvalue
+    return float(np.min(np.where(np.isnan(p), 1.0, p)))   # NaN only when all values are tied
+
+
+def _ks_pvalue(x: np.ndarray, y: np.ndarray) -> float:
+    """The KS p-value of the report's row: exact conditional on ties when tied."""
+    from kvstats.stats import ks_2samp
+    from kvstats.stats.ks_exact import ks_2samp_exact
+
+    if np.unique(np.concatenate([x, y])).size < x.size + y.size:
+        return float(ks_2samp_exact(x, y).pvalue)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(ks_2samp(x, y).pvalue)
+
+
+def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray, "m"],
+                        method: str, alpha: float) -> Float[np.ndarray, "m"]:
+    """Per test: its adjusted p-value had it returned ``min_p``, the others as observed.
+
+    Parameters
+    ----------
+    pvalues : array of shape (m,)
+        The family's p-values.
+    min_p : array of shape (m,)
+        Each test's smallest attainable p-value (values above the observed p-value are
+        taken as the observed one).
+    method : str
+        A correction of :data:`kvstats.stats.ADJUST_METHODS`.
+    alpha : float
+
+    Returns
+    -------
+    ndarray of shape (m,)
+
+    Notes
+    -----
+    Holm and Bonferroni in closed form, O(m log m) for the family: lowering one p-value
+    to q leaves the others' order, so Holm's adjusted value of q is
+    max(max_{j<r} (m − j + 1) p_(j), (m − r + 1) q) with r − 1 the number of p-values
+    below q. Other corrections: ``multipletests`` once per test.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.analysis.resolution import attainable_adjusted
+    >>> p = np.array([1e-6, 1e-6, 0.5, 0.9])      # the last two: a permutation test with B = 9
+    >>> attainable_adjusted(p, np.array([0, 0, 0.1, 0.1]), "holm", 0.05).round(3).tolist()
+    [0.0, 0.0, 0.2, 0.2]
+    """
+    pvalues = np.asarray(pvalues, np.float64)
+    q = np.minimum(np.asarray(min_p, np.float64), pvalues)
+    m = pvalues.size
+    if method in ("holm", "bonferroni"):
+        if method == "bonferroni":
+            return np.minimum(1.0, m * q)
+        ordered = np.sort(pvalues)
+        prefix = np.concatenate([[0.0], np.maximum.accumulate((m - np.arange(m)) * ordered)])
+        below = np.searchsorted(ordered, q, side="left")
+        return np.minimum(1.0, np.maximum(prefix[below], (m - below) * q))
+    from statsmodels.stats.multitest import multipletests
+
+    out = np.empty_like(pvalues)
+    work = pvalues.copy()
+    for i in range(m):
+        work[i] = q[i]
+        out[i] = multipletests(work, alpha=alpha, method=method)[1][i]
+        work[i] = pvalues[i]
+    return out
+
+
+def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
+                        min_p_adjusted: float) -> str:
+    """The wording of a test that could not have rejected.
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import not_resolvable_text
+    >>> not_resolvable_text("energy", 499, 100, 100, 0.57)
+    'not resolvable at B = 499 (smallest attainable adjusted p 0.57)'
+    >>> not_resolvable_text("mann_whitney", 0, 4, 4, 1.0)
+    'not resolvable at n = 4 vs 4 (smallest attainable adjusted p 1)'
+    """
+    where = f"B = {max_permutations}" if max_permutations else f"n = {n_a} vs {n_b}"
+    p = f"{min_p_adjusted:.3g}" if math.isfinite(min_p_adjusted) else "–"
+    return f"not resolvable at {where} (smallest attainable adjusted p {p})"
