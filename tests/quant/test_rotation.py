@@ -303,3 +303,20 @@ def test_haar_guard_has_power_without_the_sign_fix():
     q, _ = np.linalg.qr(np.random.default_rng(32).standard_normal((N_HAAR, 6, 6)))
     with pytest.raises(AssertionError):
         assert_haar(q, seed=6)
+
+
+@pytest.mark.parametrize("kind", ROTATIONS)
+def test_flat_and_take_select_the_draws_of_a_batch(kind):
+    """_flat(batch) broadcasts the draws to a batch and flattens it in C order;
+    _take(rows) slices it: row i of the flattened batch is draw(unravel(i)) of the
+    original (for a broadcast axis, the one draw every batch entry shares)."""
+    r = make_rotation(kind, 6, seed=2, draws=(3, 1))
+    flat = r._flat((3, 4))
+    assert flat.draws == (12,)
+    part = flat._take(slice(5, 9))
+    assert part.draws == (4,)
+    x = np.random.default_rng(0).standard_normal((4, 2, 6))
+    y = part._apply(x)
+    for j, i in enumerate(range(5, 9)):
+        one = r.draw((i // 4, 0))
+        np.testing.assert_allclose(y[j], one.apply(x[j]), rtol=0, atol=1e-12)
