@@ -130,11 +130,13 @@ class SweepConfig:
         (128 MiB per float64 array of keys or of sketches), a function of (N, d) only, so
         results stay reproducible.
     comparisons : sequence of (str, str)
-        Scheme label pairs the report compares (default KQV/QKQV, KQV/KV, QKQV/KV; pairs
-        whose schemes are not in the sweep are skipped).
+        Scheme label pairs the report compares (default KQV/QKQV, KQV/KV, QKQV/KV, whose
+        pairs with a scheme not in the sweep are skipped; pairs given explicitly must name
+        scheme labels of the sweep, so a typo fails here instead of dropping a comparison).
     report : dict
         Options passed to :func:`kvstats.hypothesis_report` (``alpha``, ``correction``,
-        ``energy_resamples``, ``bootstrap_resamples``, ...).
+        ``energy_resamples``, ``bootstrap_resamples``, ...), checked here by
+        :func:`kvstats.report.options.validate_report_options`, before any compute.
     dtype : {"float64", "float32"}
         Floating type of the sampled K, V, q (float32 halves memory and time; the float32
         draw is the float64 draw rounded). Real captures are float32 and are cast to it.
