@@ -233,9 +233,13 @@ def test_real_trials_carry_their_text_as_cluster(capture):
     assert t.meta["cluster"] == t.meta["text"] == [i // per_text for i in range(N_TEXTS * per_text)]
     assert trial_clusters(t).tolist() == t.meta["cluster"]
     assert t.meta["layer"][:per_text] == [0, 0, 2, 2] and t.meta["head"][:per_text] == [0, 1, 0, 1]
-    # a subset keeps the whole load's lists: refused, never silently misaligned
+    # a subset selects the per-trial lists with the trials (Trials.subset)
+    sub = t.subset([5, 0, 11])
+    assert trial_clusters(sub).tolist() == [t.meta["cluster"][i] for i in (5, 0, 11)]
+    # lists that do not match the trials are refused, never silently misaligned
+    bad = kvstats.data.Trials(sub.K, sub.V, sub.q, {**sub.meta, "cluster": t.meta["cluster"]})
     with pytest.raises(ValueError, match=r"one cluster per trial \(3\); received 12"):
-        trial_clusters(t.subset(slice(0, 3)))
+        trial_clusters(bad)
     assert trial_clusters(kvstats.sample("gaussian", 4, 8, 4)).tolist() == [0, 1, 2, 3]
     with pytest.raises(TypeError, match="trials must be a kvstats Trials"):
         trial_clusters(t.K)
