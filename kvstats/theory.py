@@ -49,7 +49,7 @@ SQRT3_PI_2 = math.sqrt(3.0) * math.pi / 2  # TurboQuant-mse constant, ~2.72
 SQRT3_PI2 = math.sqrt(3.0) * math.pi ** 2  # TurboQuant-prod constant, ~17.1
 # The sketch kinds of kvstats.quant.sketch.SKETCHES, each with a closed form below (not
 # imported from there: sketch.py imports sphere_abs_moment from here).
-_SKETCH_KINDS = ("gaussian", "orthogonal")
+_SKETCH_KINDS = ("gaussian", "orthogonal", "srht")
 
 
 def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]:
@@ -224,10 +224,16 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     (S = Σ|u_i| over the block's coordinates of a uniform unit vector u, T the
     component of the query orthogonal to k; docs/qjl.md derives it.) For m = d and
     large d the b² term is (1 − 2/π) ≈ 0.36 times the Gaussian one.
+    SRHT (``"srht"``): the orthogonal value, which is its variance averaged over a
+    uniformly random orientation of the pair (q, k) — exact for d a power of two and
+    m ≤ d (then S·R is √d times m rows of a Haar matrix for a Haar R); for m > d the
+    blocks share the orientation, which adds a between-block term (docs/qjl.md, "SRHT":
+    measured +0–3% at d = 16..128, m = 2d). For a fixed pair the SRHT estimate is not
+    exactly unbiased, so this is not its conditional variance.
 
     Parameters
     ----------
-    kind : {"gaussian", "orthogonal"}
+    kind : {"gaussian", "orthogonal", "srht"}
     m : int
         Sketch rows.
     q, k : array_like, shape ``(..., d)``
@@ -255,6 +261,12 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
         return _gaussian_qjl_variance(qq, kk, qk, m)
     a2 = np.divide(qk ** 2, kk, out=np.zeros_like(qk), where=kk > 0)
     b2 = np.maximum(qq - a2, 0.0)
+    return _orthogonal_qjl_variance(m, d, a2, b2, kk)
+
+
+def _orthogonal_qjl_variance(m: int, d: int, a2: np.ndarray | float, b2: np.ndarray | float,
+                             kk: np.ndarray | float) -> np.ndarray | float:
+    """The orthogonal-sketch variance of `qjl_variance` from a², b², ‖k‖² (blocks of d rows)."""
     mu = sphere_abs_moment(d)
     total_s = total_t = 0.0
     for rows, count in ((d, m // d), (m % d, 1)):
@@ -278,7 +290,9 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
 
     Parameters
     ----------
-    kind : {"gaussian", "orthogonal"}
+    kind : {"gaussian", "orthogonal", "srht"}
+        ``"srht"``: the orthogonal value (its average over the vector's orientation, exact
+        for dim a power of two and m ≤ dim; see `qjl_variance`).
     m, dim : int
         Sketch rows and vector dimension.
 
@@ -304,21 +318,28 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
     return 1 / (m * mu ** 2) + pairs / m ** 2 - 1
 
 
-def residual_inflation(dim: int | None = None, m: int | None = None) -> float:
-    """Variance cost of estimating ``<q, r>`` with a 1-bit Gaussian QJL of the residual r.
+def residual_inflation(dim: int | None = None, m: int | None = None,
+                       kind: str = "gaussian") -> float:
+    """Variance cost of estimating ``<q, r>`` with a 1-bit QJL of the residual r.
 
     Ratio of ``E[(<q, r_hat> - <q, r>)^2]`` (the QJL estimate's error, from
     `qjl_inner_product_variance`) to ``E[<q, r>^2] = ||q||^2 ||r||^2 / dim`` (the error of
     dropping r: the residual's own projection), for r of isotropic direction in R^dim:
 
-        ((pi/2) - 1/dim) * dim / m   ->   pi/2  (m = dim, dim -> infinity).
+        ((pi/2) - 1/dim) * dim / m   ->   pi/2  (m = dim, dim -> infinity)
+
+    for a Gaussian sketch; for ``"orthogonal"`` and ``"srht"`` the orthogonal closed form
+    of `qjl_variance` with a² = ‖q‖²/dim (the isotropic average), ≈ π/2 − 1 at m = dim
+    (0.5647 at dim = 128) and about half that at m = 2·dim.
 
     Parameters
     ----------
     dim : int or None
-        Dimension of r (``d_pad``); None gives the limit pi/2.
+        Dimension of r (``d_pad``); None gives the Gaussian limit pi/2.
     m : int or None
         Sketch rows (default ``dim``).
+    kind : {"gaussian", "orthogonal", "srht"}
+        Sketch family (``"srht"``: its orientation-averaged variance, see `qjl_variance`).
 
     Returns
     -------
@@ -328,24 +349,32 @@ def residual_inflation(dim: int | None = None, m: int | None = None) -> float:
     --------
     >>> round(residual_inflation(), 4), round(residual_inflation(128), 4)
     (1.5708, 1.563)
+    >>> round(residual_inflation(128, kind="orthogonal"), 4), round(residual_inflation(128, 256, "srht"), 4)
+    (0.5647, 0.2823)
     """
+    kind = check_choice(kind, "kind", _SKETCH_KINDS)
     if dim is None:
-        if m is not None:
-            raise ValueError("m needs dim; received dim=None and m=" + repr(m))
+        if m is not None or kind != "gaussian":
+            raise ValueError(f"m needs dim, and so does a kind other than 'gaussian'; received "
+                             f"dim=None, m={m!r}, kind={kind!r}")
         return math.pi / 2
     dim = check_int(dim, "dim", low=2)
     m = dim if m is None else check_int(m, "m", low=1)
-    return (math.pi / 2 - 1 / dim) * dim / m
+    if kind == "gaussian":
+        return (math.pi / 2 - 1 / dim) * dim / m
+    # ‖q‖ = ‖r‖ = 1, isotropic direction: E a² = 1/dim; divide by E⟨q, r⟩² = 1/dim
+    return float(_orthogonal_qjl_variance(m, dim, 1 / dim, 1 - 1 / dim, 1.0)) * dim
 
 
-def bit_trade_inflation(bits: int, dim: int | None = None) -> float:
+def bit_trade_inflation(bits: int, dim: int | None = None, m: int | None = None,
+                        kind: str = "gaussian") -> float:
     """Inner-product variance of ``(bits-1)``-bit MSE + 1-bit QJL residual over ``bits``-bit MSE.
 
     Same budget, one scalar bit traded for the 1-bit residual sketch (QKQV vs KQV keys):
     the b-bit error projection has variance ``||q||^2 D_b`` per unit ``||x||^2``, the
     traded one ``residual_inflation(dim) * ||q||^2 D_{b-1}``, so the ratio is
 
-        residual_inflation(dim) * D_{b-1} / D_b
+        residual_inflation(dim, m, kind) * D_{b-1} / D_b
 
     with the exact Lloyd--Max distortions (sphere coordinate of dimension ``dim``, or the
     Gaussian when ``dim`` is None, with the limit pi/2). As ``D_{b-1}/D_b -> 4`` (high
@@ -358,6 +387,10 @@ def bit_trade_inflation(bits: int, dim: int | None = None) -> float:
         Total bits per coordinate, 1..8 (b = 1 compares a bare 1-bit sketch with the
         1-bit scalar code).
     dim : int or None
+    m : int or None
+        Rows of the residual sketch (default ``dim``: m = 2·dim spends 2 bits on it).
+    kind : {"gaussian", "orthogonal", "srht"}
+        Sketch family (`residual_inflation`).
 
     Returns
     -------
@@ -367,12 +400,14 @@ def bit_trade_inflation(bits: int, dim: int | None = None) -> float:
     --------
     >>> round(bit_trade_inflation(4), 3)
     5.712
+    >>> round(bit_trade_inflation(4, 128, kind="orthogonal"), 3)
+    2.059
     """
     bits = check_int(bits, "bits", low=1, high=8)
     dist = "gaussian" if dim is None else "beta"
     d_prev = lloyd_max_distortion(bits - 1, dist, dim)
     d_cur = lloyd_max_distortion(bits, dist, dim)
-    return residual_inflation(dim) * d_prev / d_cur
+    return residual_inflation(dim, m, kind) * d_prev / d_cur
 
 
 def turboquant_mse_bounds(bits: int) -> tuple[float, float]:

@@ -140,6 +140,45 @@ def test_residual_inflation_matches_monte_carlo(d, m):
     assert residual_inflation(d) == pytest.approx(math.pi / 2 - 1 / d)
 
 
+@pytest.mark.parametrize("kind", ["orthogonal", "srht"])
+@pytest.mark.parametrize("m", [32, 64])
+def test_residual_inflation_of_other_sketches_matches_monte_carlo(kind, m):
+    """The orthogonal closed form with a² = ‖q‖²/d (docs/qjl.md): q ~ N(0, I) and r a
+    uniform unit vector drawn afresh per trial with a fresh sketch (kvstats' own
+    make_sketch here: the orthogonal/SRHT rows are not a one-liner), so the pair's
+    orientation is uniform, which is what the SRHT value averages over. The Gaussian
+    value is rejected (power)."""
+    from kvstats.quant.sketch import make_sketch
+
+    d, n = 32, 6000
+    rng = np.random.default_rng(m + len(kind))
+    q = rng.standard_normal((n, d))
+    r = rng.standard_normal((n, d))
+    r /= np.linalg.norm(r, axis=1, keepdims=True)
+    s = make_sketch(kind, m, d, seed=rng, draws=n)
+    sq, sr = s.project(q[:, None])[:, 0], s.project(r[:, None])[:, 0]
+    est = s.scale * (sq * np.where(sr >= 0, 1.0, -1.0)).sum(-1)
+    err2 = (est - (q * r).sum(-1)) ** 2
+    assert within(err2, residual_inflation(d, m, kind))  # × E⟨q, r⟩² = E‖q‖²/d = 1
+    assert not within(err2, residual_inflation(d, m), z=13.5)
+    assert residual_inflation(d, m, "srht") == residual_inflation(d, m, "orthogonal")
+
+
+def test_sketch_kinds_in_bit_trade_inflation():
+    """m = 2d halves the Gaussian inflation exactly; the orthogonal one about halves (blocks
+    are independent, and the a² term is O(1/d)); at d = 128, n = 4 the orthogonal value is
+    2.06 (docs/qjl.md's table)."""
+    for b in (2, 4, 6):
+        assert bit_trade_inflation(b, 128, 256) == pytest.approx(bit_trade_inflation(b, 128) / 2)
+        half = bit_trade_inflation(b, 128, 256, "orthogonal") / bit_trade_inflation(b, 128, 128, "orthogonal")
+        assert half == pytest.approx(0.5, abs=0.01)
+    assert bit_trade_inflation(4, 128, kind="orthogonal") == pytest.approx(2.059, abs=1e-3)
+    with pytest.raises(ValueError, match="kind"):
+        bit_trade_inflation(4, 128, kind="hadamard")
+    with pytest.raises(ValueError, match="m needs dim"):
+        residual_inflation(None, kind="orthogonal")
+
+
 def test_bit_trade_inflation_values():
     """(pi/2) D_{b-1}/D_b from Max (1960)'s table for b = 2..4; increasing towards 2 pi."""
     for b in (2, 3, 4):

@@ -1,0 +1,167 @@
+"""Tests of the randomized-Hadamard ("srht") QJL sketch and the QJL variance bound.
+
+Statistical checks use R independent sketches (replicates), z-tests with |z| < Z_MAX =
+4.5 (two-sided p ~7e-6 per check), each with a power check (a wrong reference must give
+|z| > 3·Z_MAX). Seeds are fixed, so outcomes are deterministic.
+
+Reference values (docs/qjl.md, "SRHT"): an SRHT row is a Rademacher vector, so the
+estimate is unbiased, with the orthogonal constant 1/(m·√d·E|u₁|), on average over a
+uniformly random orientation R of the pair (S·R is √d times rows of a Haar matrix), and
+its variance over (R, sketch) is the orthogonal closed form for d a power of two and
+m ≤ d. For the fixed key k = e₁ every row gives ⟨s, q⟩·sign(s₁) with mean q₁ exactly,
+so the estimate's mean is q₁ / (√d·E|u₁|) (≈ √(π/2) q₁: +25% at d = 16).
+The Gaussian bound (π/(2m))‖q‖²‖k‖² is QJL's (Zandieh, Daliri, Han 2024, Lemma 3.2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kvstats._checks import replicate_scale
+from kvstats.quant.qjl import qjl_encode, qjl_scores
+from kvstats.quant.rotation import hadamard
+from kvstats.quant.sketch import SKETCHES, make_sketch
+from kvstats.theory import qjl_variance, sphere_abs_moment
+
+Z_MAX = 4.5
+R = {"ci": 6000, "full": 60000}[replicate_scale()]
+
+
+def mean_z(est: np.ndarray, truth) -> np.ndarray:
+    """z of the replicate mean (axis 0) against ``truth``."""
+    return (est.mean(0) - truth) / (est.std(0, ddof=1) / math.sqrt(est.shape[0]))
+
+
+def var_z(est: np.ndarray, theory) -> np.ndarray:
+    """z of the replicate variance (axis 0) against ``theory`` (SE from the 4th moment)."""
+    c = est - est.mean(0)
+    s2, m4 = (c ** 2).mean(0), (c ** 4).mean(0)
+    return (s2 - theory) / np.sqrt((m4 - s2 ** 2) / est.shape[0])
+
+
+def haar(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """``n`` Haar-random d × d orthogonal matrices (QR with the sign fix)."""
+    q, r = np.linalg.qr(rng.standard_normal((n, d, d)))
+    return q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
+
+
+def estimates(sketch, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """QJL estimates ``(R, pairs)`` of ⟨q_i, k_i⟩ with exact (float64) norms."""
+    est = qjl_scores(sketch, q, qjl_encode(sketch, k, norm_dtype=np.float64))
+    return np.diagonal(est, axis1=-2, axis2=-1)
+
+
+def pairs(d: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Query/key pairs: parallel, orthogonal, partly aligned, random."""
+    rng = np.random.default_rng(seed)
+    k, q = rng.standard_normal((4, d)), rng.standard_normal((4, d))
+    q[0] = 0.7 * k[0]
+    q[1] -= (q[1] @ k[1]) / (k[1] @ k[1]) * k[1]
+    q[2] = 0.5 * k[2] + 0.3 * rng.standard_normal(d)
+    return q, k
+
+
+# --------------------------------------------------------------------------- structure
+@pytest.mark.parametrize("m,d,draws", [(128, 128, ()), (256, 128, (3,)), (200, 96, (2, 3)),
+                                       (50, 128, 4), (1, 5, ())])
+def test_srht_fast_projection_equals_the_matrix(m, d, draws):
+    s = make_sketch("srht", m, d, seed=0, draws=draws)
+    x = np.random.default_rng(1).standard_normal(s.draws + (7, d))
+    assert s.matrix.shape == s.draws + (m, d)
+    np.testing.assert_allclose(s.project(x), x @ np.swapaxes(s.matrix, -1, -2), atol=1e-12)
+    assert s.project(x.astype(np.float32)).dtype == np.float32
+    # every kind projects the same way through its matrix
+    g = make_sketch("gaussian", m, d, seed=0, draws=draws)
+    np.testing.assert_allclose(g.project(x), x @ np.swapaxes(g.matrix, -1, -2), atol=1e-12)
+
+
+def test_srht_rows_are_signed_hadamard_rows():
+    d = 64
+    s = make_sketch("srht", 2 * d + 24, d, seed=3)
+    h = hadamard(d)
+    assert set(np.unique(s.matrix)) == {-1.0, 1.0}
+    for b in range(2):  # full blocks: every Hadamard row, times the block's signs
+        block = s.matrix[b * d:(b + 1) * d]
+        np.testing.assert_array_equal(block, h * s.signs[b])
+        np.testing.assert_allclose(block @ block.T, d * np.eye(d))
+    assert not np.array_equal(s.signs[0], s.signs[1])  # independent signs per block
+    last = s.matrix[2 * d:]
+    assert len(set(s.rows.tolist())) == 24  # sampled without replacement
+    np.testing.assert_array_equal(last, h[s.rows] * s.signs[2])
+    # non-power-of-two d: rows of H of order next_pow2(d), first d columns; norm sqrt(d)
+    t = make_sketch("srht", 100, 96, seed=4)
+    np.testing.assert_allclose((t.matrix ** 2).sum(-1), 96.0)
+
+
+def test_srht_constant_is_the_orthogonal_one():
+    for m, d in [(16, 16), (40, 16), (7, 64), (100, 96)]:
+        assert make_sketch("srht", m, d).scale == pytest.approx(
+            1 / (m * math.sqrt(d) * sphere_abs_moment(d)), rel=1e-15)
+        assert make_sketch("srht", m, d).scale == make_sketch("orthogonal", m, d).scale
+
+
+def test_srht_bad_input():
+    s = make_sketch("srht", 16, 16)
+    with pytest.raises(ValueError, match="last dimension 16"):
+        s.project(np.ones((2, 8)))
+    with pytest.raises(ValueError, match="kind"):
+        make_sketch("hadamard", 16, 16)
+
+
+# --------------------------------------------------------------------------- statistics
+@pytest.mark.parametrize("m", [8, 16, 32])  # row sampling, m = d, two blocks
+def test_srht_unbiased_over_orientation_with_orthogonal_variance(m):
+    d = 16
+    q, k = pairs(d)
+    rot = haar(np.random.default_rng(7), R, d)                   # (R, d, d)
+    s = make_sketch("srht", m, d, seed=8, draws=R)
+    qr, kr = q @ np.swapaxes(rot, -1, -2), k @ np.swapaxes(rot, -1, -2)   # (R, 4, d)
+    est = _pairwise(s, qr, kr)
+    assert np.abs(mean_z(est, (q * k).sum(-1))).max() < Z_MAX
+    if m <= d:  # exact closed form (S·R is √d times m rows of a Haar matrix)
+        assert np.abs(var_z(est, qjl_variance("srht", m, q, k))).max() < Z_MAX
+    # power: the Gaussian closed form is rejected (the orthogonal one is ~0.35× of it)
+    assert np.abs(var_z(est, qjl_variance("gaussian", m, q, k))).min() > 3 * Z_MAX
+
+
+def _pairwise(s, qr: np.ndarray, kr: np.ndarray) -> np.ndarray:
+    """Estimates ``(R, 4)`` of the rotated pairs (one sketch per replicate, all pairs)."""
+    sq, sk = s.project(qr), s.project(kr)                        # (R, 4, m)
+    return s.scale * np.linalg.norm(kr, axis=-1) * (sq * np.where(sk >= 0, 1.0, -1.0)).sum(-1)
+
+
+def test_srht_is_biased_for_a_spiky_fixed_key():
+    # k = e1: the mean is q1/(√d E|u1|) exactly (module docstring); the unbiasedness test
+    # must reject ⟨q, k⟩ = q1 there, and accept the exact biased mean. m = 8 < d samples
+    # rows (at m = d the rows are orthogonal and the estimate is c·d·q1·‖k‖ for every
+    # sketch: no variance at all).
+    d, m = 16, 8
+    q = np.random.default_rng(2).standard_normal((1, d)) + np.eye(d)[0]
+    k = np.eye(d)[:1] * 3.0
+    s = make_sketch("srht", m, d, seed=9, draws=R)
+    est = estimates(s, q, k)[:, 0]
+    truth = float(q[0] @ k[0])
+    assert abs(mean_z(est, truth)) > 3 * Z_MAX
+    assert abs(mean_z(est, truth / (math.sqrt(d) * sphere_abs_moment(d)))) < Z_MAX
+    # the exact kinds are unbiased on the same pair
+    for kind in ("gaussian", "orthogonal"):
+        e = estimates(make_sketch(kind, m, d, seed=9, draws=R), q, k)[:, 0]
+        assert abs(mean_z(e, truth)) < Z_MAX
+
+
+@pytest.mark.parametrize("kind", SKETCHES)
+@pytest.mark.parametrize("m", [16, 32])
+def test_variance_within_the_qjl_gaussian_bound(kind, m):
+    # Var ≤ (π/(2m))‖q‖²‖k‖² (QJL Lemma 3.2's bound) for random Gaussian pairs, one-sided
+    d = 16
+    q, k = pairs(d, seed=3)
+    s = make_sketch(kind, m, d, seed=10, draws=R)
+    est = estimates(s, q, k)
+    bound = math.pi / (2 * m) * (q * q).sum(-1) * (k * k).sum(-1)
+    assert var_z(est, bound).max() < Z_MAX
+    # power: a bound 3× smaller than the Gaussian one is violated by the Gaussian sketch
+    if kind == "gaussian":
+        assert var_z(est, bound / 3).max() > 3 * Z_MAX
