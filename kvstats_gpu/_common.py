@@ -1,20 +1,34 @@
-"""Shared machinery of kvstats_gpu: dispatch, validation, in-kernel matmuls, constants.
+"""Shared machinery of kvstats_gpu: dispatch, backends, validation, in-kernel helpers, constants.
 
 Dispatch rule (every public op takes ``impl`` and ``interpret``):
 
-- ``impl="auto"``: the Pallas kernel when JAX's default backend is a GPU, else the plain
-  ``jnp`` reference (XLA on the CPU is faster than the Pallas interpreter).
-- ``impl="pallas"``: the kernel. ``interpret=None`` means "interpret unless on a GPU";
-  ``interpret=True`` runs the kernel body through the Pallas interpreter (CPU tests);
-  ``interpret=False`` off a GPU is only useful to *lower* for CUDA (the tests do
-  ``jax.jit(f).trace(...).lower(lowering_platforms=("cuda",))``).
+- ``impl="auto"``: the Pallas kernel (default backend) when JAX's default backend is a
+  GPU, else the plain ``jnp`` reference (XLA on the CPU is faster than the interpreter).
+- ``impl="pallas"``: the kernel through the default Pallas GPU backend,
+  :data:`DEFAULT_BACKEND` (``"mosaic"``), or through Triton for the few shapes Mosaic's
+  block copies cannot move (:func:`kernel_backend`: rows of fewer than 16 bytes, i.e.
+  d = 64 bit planes or m = 64 sign rows).
+- ``impl="mosaic"`` / ``impl="triton"``: the kernel through that Pallas backend.
 - ``impl="reference"``: the ``jnp`` reference.
 
-GPU kernels use the Pallas Triton backend with explicit ``triton.CompilerParams``: in
-jax 0.10.2 Mosaic GPU needs extra packages that are not installed here, and an explicit
-Triton ``CompilerParams`` selects Triton regardless of ``jax_pallas_use_mosaic_gpu``.
-Kernels only use contiguous 2-D block loads, static slices, shifts, compares and dots,
-so a port to Mosaic GPU is mechanical.
+``interpret=None`` means "interpret unless on a GPU"; ``interpret=True`` runs the kernel
+body through the Pallas interpreter (CPU tests); ``interpret=False`` off a GPU is only
+useful to *lower* for CUDA (``jax.jit(f).trace(...).lower(lowering_platforms=("cuda",))``).
+
+Backends. Pallas has two GPU lowerings. **Mosaic GPU** (``plgpu.CompilerParams``; needs
+``absl-py``) is the supported one; the **Triton** lowering (``triton.CompilerParams``) is
+deprecated in newer JAX and kept as an option while it exists. Each kernel has one body
+per backend, because the two accept different programs:
+
+- Triton: 2-D blocks, ``dot`` on the tensor cores (every dimension >= 16).
+- Mosaic GPU (jax 0.10.2, Lane semantics): no ``dot_general`` (matmuls only through
+  ``plgpu.wgmma`` on SMEM tiles) and no ``sqrt``; register arrays carry layouts, so
+  loads name them (:class:`KernelOps`); 2-D arrays are (rows multiple of 64) x (columns
+  multiple of 8); GMEM<->SMEM block copies move a multiple of 128 bytes. The Mosaic
+  bodies therefore compute products on the CUDA cores in IEEE float32: row reductions
+  ``sum(x * broadcast(v), axis=1)`` for small query groups (decode attention, QJL
+  scores) and outer-product accumulation ``acc += x[:, k] ⊗ W[k, :]`` for the
+  sketch and the rotation.
 """
 
 from __future__ import annotations
@@ -28,7 +42,10 @@ from jax.typing import ArrayLike
 
 from kvstats._checks import check_choice
 
-IMPLS = ("auto", "pallas", "reference")
+IMPLS = ("auto", "pallas", "mosaic", "triton", "reference")
+BACKENDS = ("mosaic", "triton")
+# Every kernel lowers through Mosaic GPU (tests/gpu lower each one for CUDA through both).
+DEFAULT_BACKEND = "mosaic"
 
 # Masked attention logits: finite so that exp(NEG - NEG) is 1, not NaN, and fully masked
 # blocks are handled by an explicit select instead.
@@ -36,6 +53,8 @@ NEG = -1e30
 
 # Triton's tl.dot needs every matmul dimension >= 16.
 MIN_DOT = 16
+# Mosaic GPU's WGMMA register layout tiles rows by 64.
+MOSAIC_ROWS = 64
 
 
 def on_gpu() -> bool:
@@ -44,7 +63,16 @@ def on_gpu() -> bool:
 
 
 def resolve_impl(impl: str, interpret: bool | None) -> tuple[str, bool]:
-    """Apply the dispatch rule; returns ``(impl, interpret)`` with impl "pallas" or "reference"."""
+    """Apply the dispatch rule; returns ``(impl, interpret)``, impl one of ``("pallas", "mosaic",
+    "triton", "reference")`` (each kernel resolves ``"pallas"`` with :func:`kernel_backend`).
+
+    Examples
+    --------
+    >>> resolve_impl("pallas", True)
+    ('pallas', True)
+    >>> resolve_impl("triton", False)
+    ('triton', False)
+    """
     check_choice(impl, "impl", IMPLS)
     if interpret is not None and not isinstance(interpret, bool):
         raise TypeError(f"interpret must be True, False or None; received {interpret!r}")
@@ -55,9 +83,175 @@ def resolve_impl(impl: str, interpret: bool | None) -> tuple[str, bool]:
     return impl, interpret
 
 
-def compiler_params(num_warps: int = 4, num_stages: int = 2) -> pl_triton.CompilerParams:
-    """Triton compiler parameters (selects the Triton lowering explicitly)."""
-    return pl_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+def kernel_backend(impl: str, mosaic_ok: bool = True, why: str = "") -> str:
+    """The Pallas backend of one kernel call: ``"mosaic"`` or ``"triton"``.
+
+    ``impl`` is a resolved impl other than "reference". ``mosaic_ok`` says whether this
+    call's shapes fit Mosaic GPU (``why`` says what does not, for the error). ``"pallas"``
+    gives :data:`DEFAULT_BACKEND` when they fit, else Triton; an explicit ``"mosaic"``
+    that does not fit is a ValueError.
+
+    Examples
+    --------
+    >>> kernel_backend("pallas"), kernel_backend("pallas", False), kernel_backend("triton")
+    ('mosaic', 'triton', 'triton')
+    """
+    check_choice(impl, "impl", ("pallas",) + BACKENDS)
+    if impl == "pallas":
+        return DEFAULT_BACKEND if mosaic_ok else "triton"
+    if impl == "mosaic" and not mosaic_ok:
+        raise ValueError(f"impl='mosaic' cannot run this call: {why}; use impl='triton' (or 'pallas', "
+                         f"which falls back to Triton for such shapes)")
+    return impl
+
+
+def mosaic_rows_ok(*row_bytes: int) -> bool:
+    """Whether arrays whose rows (last axis) take these many bytes can be moved by Mosaic
+    GPU's TMA block copies (every GMEM stride but the last a multiple of 16 bytes)."""
+    return all(b % 16 == 0 for b in row_bytes)
+
+
+def compiler_params(backend: str = "triton", num_warps: int = 4, num_stages: int = 2,
+                    dimension_semantics: tuple[str, ...] | None = None):
+    """Compiler parameters that select the backend's lowering explicitly.
+
+    Triton: ``num_warps``/``num_stages``. Mosaic GPU: ``dimension_semantics`` (grid axes
+    ``"parallel"`` or ``"sequential"``; a sequential axis runs inside one program and
+    keeps its output blocks resident, which the decode kernel uses to carry its softmax
+    state). The Mosaic import is deferred: it needs ``absl-py`` (the ``gpu`` extra).
+    """
+    check_choice(backend, "backend", BACKENDS)
+    if backend == "triton":
+        return pl_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    return plgpu.CompilerParams(dimension_semantics=dimension_semantics)
+
+
+class KernelOps:
+    """Loads, iotas and broadcasts of a Mosaic GPU kernel body, or their plain forms.
+
+    Mosaic GPU register arrays carry layouts: a 2-D tile is ``WGMMA`` (rows multiple of
+    64, columns multiple of 8), a vector along the columns is ``WGMMA.reduce(0)`` (it
+    broadcasts over rows), a vector along the rows is ``WGMMA.reduce(1)`` (the result of
+    a row reduction). ``plgpu.load`` names the layout. The Pallas interpreter does not
+    know ``plgpu.load``, so with ``mosaic=False`` (interpreting) the same body uses plain
+    ``ref[...]`` loads: the arithmetic checked in the interpreter is the arithmetic
+    lowered for the GPU, only the load instructions differ.
+    """
+
+    def __init__(self, mosaic: bool):
+        self.mosaic = mosaic
+
+    def _load(self, ref, reduced_axis):
+        if not self.mosaic:
+            return ref[...]
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+        layout = plgpu.Layout.WGMMA if reduced_axis is None else plgpu.Layout.WGMMA.reduce(reduced_axis)
+        # optimized=False: SMEM blocks carry no swizzle/tiling transforms, so Mosaic has no
+        # bank-conflict-free transfer plan for them; the plain path is correct, just slower
+        return plgpu.load(ref, (), layout=layout, optimized=False)
+
+    def tile(self, ref) -> jax.Array:
+        """A 2-D ``(rows, cols)`` block."""
+        return self._load(ref, None)
+
+    def cols(self, ref) -> jax.Array:
+        """A 1-D vector indexed by column (broadcast along rows with :meth:`over_rows`)."""
+        return self._load(ref, 0)
+
+    def rows(self, ref) -> jax.Array:
+        """A 1-D vector indexed by row (a row reduction's layout)."""
+        return self._load(ref, 1)
+
+    def iota_rows(self, n: int) -> jax.Array:
+        """``arange(n)`` int32 in the row-vector layout."""
+        if not self.mosaic:
+            return jax.lax.broadcasted_iota(jnp.int32, (n,), 0)
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+        return plgpu.broadcasted_iota(jnp.int32, (n,), 0, layout=plgpu.Layout.WGMMA.reduce(1))
+
+    def zeros(self, shape: tuple[int, int]) -> jax.Array:
+        """A float32 zero tile (a loop carry must start in the tile layout)."""
+        z = jnp.zeros(shape, jnp.float32)
+        if not self.mosaic:
+            return z
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+        return plgpu.layout_cast(z, plgpu.Layout.WGMMA)
+
+    @staticmethod
+    def over_rows(v: jax.Array, n_rows: int) -> jax.Array:
+        """Column vector ``(n,)`` -> ``(n_rows, n)`` (one ``broadcast_in_dim``; Mosaic
+        rejects the ``v[None, :]`` reshape)."""
+        return jax.lax.broadcast_in_dim(v, (n_rows, v.shape[0]), (1,))
+
+    @staticmethod
+    def over_cols(v: jax.Array, n_cols: int) -> jax.Array:
+        """Row vector ``(n,)`` -> ``(n, n_cols)``."""
+        return jax.lax.broadcast_in_dim(v, (v.shape[0], n_cols), (0,))
+
+    def rowdot(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        """``x @ v`` for a tile ``x`` and a column vector ``v``: float32 FMAs, a row vector."""
+        return jnp.sum(x * self.over_rows(v, x.shape[0]), axis=1)
+
+    def colsum(self, x: jax.Array, w: jax.Array) -> jax.Array:
+        """``w @ x`` for a tile ``x`` and a row vector ``w``: a column vector."""
+        return jnp.sum(x * self.over_cols(w, x.shape[1]), axis=0)
+
+    def outer_matmul(self, x_ref, w_ref, n_rows: int, n_cols: int, row_scale=None) -> jax.Array:
+        """``x @ w`` (float32, IEEE FMAs) as ``sum_k x[:, k] ⊗ w[k, :]``, one loop step per k.
+
+        ``row_scale(k)``, when given, multiplies column ``k`` of ``x`` (a scalar).
+        """
+        def body(k, acc):
+            xc = self.rows(x_ref.at[:, k]).astype(jnp.float32)
+            if row_scale is not None:
+                xc = xc * row_scale(k)
+            wr = self.cols(w_ref.at[k]).astype(jnp.float32)
+            return acc + self.over_cols(xc, n_cols) * self.over_rows(wr, n_rows)
+        return jax.lax.fori_loop(0, x_ref.shape[1], body, self.zeros((n_rows, n_cols)))
+
+
+def batch_folded(fn, in_fold: tuple[int | None, ...], out_fold: tuple[int, ...]):
+    """``fn`` (a Mosaic ``pallas_call``) with a ``vmap`` rule that folds the batch into an axis.
+
+    Mosaic GPU's lowering has no batched grids (``vmap`` of a Mosaic ``pallas_call``
+    fails in ``lower_pipelined_jaxpr_to_module`` with ``assert not
+    grid_mapping.vmapped_dims``). Under ``vmap``, argument ``i`` has its batch merged into
+    its axis ``in_fold[i]`` (rows, or KV heads), batch-major, ``fn`` runs once on the
+    folded arrays, and output ``j`` is split back along ``out_fold[j]``. Arguments with
+    ``in_fold[i] = None`` are shared constants (signs, Hadamard blocks, sketches); if one
+    of them is batched, the rule runs ``fn`` once per batch element (``lax.map``).
+    ``fn`` returns a tuple.
+
+    Examples
+    --------
+    >>> f = batch_folded(lambda x, c: (x * c,), (0, None), (0,))
+    >>> jax.vmap(f, in_axes=(0, None))(jnp.ones((2, 3, 4)), 2.0)[0].shape
+    (2, 3, 4)
+    """
+    @jax.custom_batching.custom_vmap
+    def call(*args):
+        return fn(*args)
+
+    @call.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        B = axis_size
+        if any(bt and ax is None for bt, ax in zip(in_batched, in_fold)):
+            full = tuple(a if bt else jnp.broadcast_to(a, (B,) + jnp.shape(a)) for a, bt in zip(args, in_batched))
+            out = jax.lax.map(lambda xs: call(*xs), full)
+            return out, tuple(True for _ in out)
+        folded = []
+        for a, bt, ax in zip(args, in_batched, in_fold):
+            if ax is not None:
+                a = jnp.moveaxis(a if bt else jnp.broadcast_to(a, (B,) + a.shape), 0, ax)
+                a = a.reshape(a.shape[:ax] + (B * a.shape[ax + 1],) + a.shape[ax + 2:])
+            folded.append(a)
+        out = call(*folded)
+        out = tuple(jnp.moveaxis(o.reshape(o.shape[:k] + (B, o.shape[k] // B) + o.shape[k + 1:]), k, 0)
+                    for o, k in zip(out, out_fold))
+        return out, tuple(True for _ in out)
+
+    return call
 
 
 def next_pow2(n: int) -> int:
@@ -141,11 +335,14 @@ def pad_rows(x: jax.Array, multiple: int) -> tuple[jax.Array, int]:
     return x2, n
 
 
-def row_block(n_rows: int, block_rows: int | None) -> int:
-    """Power-of-two row block, >= 16 (Triton dot minimum) and not far beyond n_rows."""
+def row_block(n_rows: int, block_rows: int | None, backend: str = "triton") -> int:
+    """Power-of-two row block, >= 16 (Triton dot minimum; 64 for Mosaic's WGMMA layout)
+    and not far beyond n_rows."""
+    low = MOSAIC_ROWS if backend == "mosaic" else MIN_DOT
     if block_rows is None:
-        return max(MIN_DOT, min(64, next_pow2(n_rows)))
+        return max(low, min(64, next_pow2(n_rows)))
     if not isinstance(block_rows, int) or isinstance(block_rows, bool) or not is_pow2(block_rows) \
-            or block_rows < MIN_DOT:
-        raise ValueError(f"block_rows must be a power of two >= {MIN_DOT}; received {block_rows!r}")
+            or block_rows < low:
+        raise ValueError(f"block_rows must be a power of two >= {low} (backend {backend!r}); "
+                         f"received {block_rows!r}")
     return block_rows

@@ -21,6 +21,10 @@ numpy core's ``pack_bits`` (little bit order); for every ``b`` it takes exactly
 coordinate ``8i + j`` of all bytes is one contiguous ``d/8`` slice per ``j``, which is
 how the kernels consume it: they work on the 8 coordinate classes ``j = 0..7`` with the
 query permuted the same way, so nothing is ever interleaved inside a kernel.
+
+Both kernels (encode, decode) are elementwise with shifts, compares and selects, so one
+body serves both Pallas backends (Mosaic GPU and Triton; ``impl`` picks the compiler
+parameters); Mosaic blocks have >= 64 rows.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_int
 from kvstats.quant.codebook import Codebook
-from kvstats_gpu._common import (as_jax_float, check_finite_concrete, compiler_params, pad_rows,
-                                 resolve_impl, row_block)
+from kvstats_gpu._common import (as_jax_float, batch_folded, check_finite_concrete, compiler_params, kernel_backend,
+                                 mosaic_rows_ok, pad_rows, resolve_impl, row_block)
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,14 @@ def _decode_kernel(*refs, centroids: tuple, bits: int, d8: int):
         o_ref[:, pl.ds(j * d8, d8)] = centroid_of_class(vals, j, centroids)
 
 
+def _batchable(kernel, impl: str, in_fold: tuple, out_fold: tuple):
+    """Mosaic calls get a vmap rule folding the batch into rows (see ``batch_folded``);
+    Triton batches its grid itself."""
+    if impl != "mosaic":
+        return kernel
+    return lambda *a: batch_folded(lambda *b: (kernel(*b),), in_fold, out_fold)(*a)[0]
+
+
 def to_class_major(x: jax.Array) -> jax.Array:
     """Permute the last axis so coordinate ``8i + j`` moves to ``j·d/8 + i`` (an XLA transpose)."""
     d = x.shape[-1]
@@ -262,20 +274,25 @@ def encode_packed(x: Float[ArrayLike, "*batch d"], codebook: StaticCodebook | Co
         raise ValueError(f"x's last axis must be a multiple of 8; received {d}")
     if impl == "reference":
         return pack_planes_reference(encode_reference(x, cb), cb.bits)
+    impl = kernel_backend(impl, mosaic_rows_ok(d // 8), f"planes of d/8 = {d // 8} bytes per row "
+                          "(Mosaic's block copies need rows of a multiple of 16 bytes)")
     lead = x.shape[:-1]
-    T = row_block(math.prod(lead), block_rows)
+    T = row_block(math.prod(lead), block_rows, impl)
     x2, n = pad_rows(to_class_major(x), T)
     d8 = d // 8
-    out = pl.pallas_call(
-        functools.partial(_encode_kernel, boundaries=cb.boundaries, bits=cb.bits, d8=d8),
-        out_shape=jax.ShapeDtypeStruct((cb.bits, x2.shape[0], d8), jnp.uint8),
-        grid=(x2.shape[0] // T,),
-        in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0))],
-        out_specs=pl.BlockSpec((cb.bits, T, d8), lambda i: (0, i, 0)),
-        compiler_params=compiler_params(),
-        interpret=interpret,
-        name="kvstats_lloyd_max_encode",
-    )(x2)
+    def call(xx):  # shapes from the argument: under vmap (Mosaic) the rows are B·rows
+        return pl.pallas_call(
+            functools.partial(_encode_kernel, boundaries=cb.boundaries, bits=cb.bits, d8=d8),
+            out_shape=jax.ShapeDtypeStruct((cb.bits, xx.shape[0], d8), jnp.uint8),
+            grid=(xx.shape[0] // T,),
+            in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((cb.bits, T, d8), lambda i: (0, i, 0)),
+            compiler_params=compiler_params(impl),
+            interpret=interpret,
+            name="kvstats_lloyd_max_encode",
+        )(xx)
+
+    out = _batchable(call, impl, (0,), (1,))(x2)
     return jnp.moveaxis(out[:, :n], 0, 1).reshape(*lead, cb.bits, d8)
 
 
@@ -301,17 +318,22 @@ def decode_packed(planes: UInt8[ArrayLike, "*batch bits d8"], codebook: StaticCo
     if impl == "reference":
         return decode_reference(unpack_planes_reference(planes), cb)
     lead, d8 = planes.shape[:-2], planes.shape[-1]
-    T = row_block(math.prod(lead), block_rows)
+    impl = kernel_backend(impl, mosaic_rows_ok(d8), f"planes of d/8 = {d8} bytes per row "
+                          "(Mosaic's block copies need rows of a multiple of 16 bytes)")
+    T = row_block(math.prod(lead), block_rows, impl)
     p2 = [pad_rows(planes[..., p, :], T)[0] for p in range(cb.bits)]
     n = math.prod(lead)
-    out = pl.pallas_call(
-        functools.partial(_decode_kernel, centroids=cb.centroids, bits=cb.bits, d8=d8),
-        out_shape=jax.ShapeDtypeStruct((p2[0].shape[0], 8 * d8), jnp.float32),
-        grid=(p2[0].shape[0] // T,),
-        in_specs=[pl.BlockSpec((T, d8), lambda i: (i, 0)) for _ in range(cb.bits)],
-        out_specs=pl.BlockSpec((T, 8 * d8), lambda i: (i, 0)),
-        compiler_params=compiler_params(),
-        interpret=interpret,
-        name="kvstats_lloyd_max_decode",
-    )(*p2)
+    def call(*pp):  # shapes from the arguments (see encode_packed)
+        return pl.pallas_call(
+            functools.partial(_decode_kernel, centroids=cb.centroids, bits=cb.bits, d8=d8),
+            out_shape=jax.ShapeDtypeStruct((pp[0].shape[0], 8 * d8), jnp.float32),
+            grid=(pp[0].shape[0] // T,),
+            in_specs=[pl.BlockSpec((T, d8), lambda i: (i, 0)) for _ in range(cb.bits)],
+            out_specs=pl.BlockSpec((T, 8 * d8), lambda i: (i, 0)),
+            compiler_params=compiler_params(impl),
+            interpret=interpret,
+            name="kvstats_lloyd_max_decode",
+        )(*pp)
+
+    out = _batchable(call, impl, (0,) * cb.bits, (0,))(*p2)
     return from_class_major(out[:n]).reshape(*lead, 8 * d8)

@@ -18,6 +18,12 @@ blocks of ``block_tokens`` tokens; a combine rescales every split by ``exp(m_s â
 All G query heads of a KV head (grouped-query attention) share each unpacked block, so
 the cache is read once per KV head. The same partials combine across devices
 (:mod:`kvstats_gpu.sharding`).
+
+The kernel has two bodies: the Triton one below (tensor-core dots over a ``(16, T)``
+padded query block, each program walking its split) and the Mosaic GPU one in
+:mod:`kvstats_gpu.decode_mosaic` (CUDA-core reductions, the split's blocks pipelined
+through a sequential grid axis). ``impl="pallas"`` uses Mosaic GPU unless the cache's
+per-token rows are under 16 bytes (d = 64 planes, m = 64 sign rows), then Triton.
 """
 
 from __future__ import annotations
@@ -33,11 +39,13 @@ from jax.typing import ArrayLike
 from jaxtyping import Float, Int
 
 from kvstats._checks import check_int
-from kvstats_gpu._common import (MIN_DOT, NEG, as_jax_float, check_finite_concrete, compiler_params,
-                                 dot_nn, dot_nt, is_pow2, next_pow2, resolve_impl)
+from kvstats_gpu._common import (MIN_DOT, MOSAIC_ROWS, NEG, as_jax_float, check_finite_concrete,
+                                 compiler_params, dot_nn, dot_nt, is_pow2, kernel_backend, next_pow2,
+                                 resolve_impl)
 from kvstats_gpu.cache import PAGE, CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
 from kvstats_gpu.codebook import (centroid_of_class, decode_reference, from_class_major, to_class_major,
                                   unpack_planes_reference)
+from kvstats_gpu.decode_mosaic import mosaic_fits, partials_mosaic
 from kvstats_gpu.qjl import unpack_signs_reference
 from kvstats_gpu.rotation import rotate_optional, unrotate_optional
 
@@ -294,7 +302,7 @@ def _partials_pallas(qr, sq, cache, spec, length, *, block_tokens, n_splits, int
         grid=(H, S),
         in_specs=specs,
         out_specs=tuple(out_specs),
-        compiler_params=compiler_params(num_warps=num_warps, num_stages=2),
+        compiler_params=compiler_params("triton", num_warps=num_warps, num_stages=2),
         interpret=interpret,
         name="kvstats_quantized_decode_attention",
     )(*args)
@@ -354,9 +362,21 @@ def decode_partials(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec
     length = cache.length if length is None else jnp.asarray(length, jnp.int32)
     if impl == "reference":
         return _partials_reference(qr, sq, cache, spec, length)
-    _check_blocking(cache.capacity, block_tokens, n_splits)
+    backend = _backend(impl, spec)
+    _check_blocking(cache.capacity, block_tokens, n_splits, backend)
+    if backend == "mosaic":
+        G = (qr if qr is not None else sq).shape[1]
+        S = _choose_splits(cache.capacity, block_tokens, n_splits)
+        m, l, a, b = partials_mosaic(qr, sq, cache, spec, length, T=block_tokens, S=S, interpret=interpret)
+        m, l, a, b = combine_partials(Partials(m, l, a, b), axis=1)
+        return Partials(m, l, from_class_major(a)[:, :G], None if b is None else from_class_major(b)[:, :G])
     return _partials_pallas(qr, sq, cache, spec, length, block_tokens=block_tokens, n_splits=n_splits,
                             interpret=interpret, num_warps=check_int(num_warps, "num_warps", low=1, high=32))
+
+
+def _backend(impl: str, spec: CacheSpec) -> str:
+    return kernel_backend(impl, mosaic_fits(spec), "the cache has per-token rows under 16 bytes (bit planes "
+                          "of d/8 or sign rows of m/8 bytes; Mosaic's block copies need 16-byte multiples)")
 
 
 def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec: CacheSpec,
@@ -374,11 +394,11 @@ def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spe
     spec, params : the cache's spec and parameters.
     impl, interpret : dispatch (see :mod:`kvstats_gpu`).
     block_tokens : int
-        Tokens per inner block (power of two, 16..256).
+        Tokens per inner block (power of two, 16..256 for Triton, 64..256 for Mosaic).
     n_splits : int, optional
         Sequence splits per KV head (power of two; default: up to 32, >= 4 blocks each).
     num_warps : int
-        Triton warps per program.
+        Triton warps per program (Mosaic programs are one warpgroup, 128 threads).
 
     Returns
     -------
@@ -408,8 +428,8 @@ def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spe
     params = check_params(spec, params)
     check_cache(cache, spec)
     _queries(q, spec, params, cache.n_heads)
-    if impl == "pallas":
-        _check_blocking(cache.capacity, block_tokens, n_splits)
+    if impl != "reference":
+        _check_blocking(cache.capacity, block_tokens, n_splits, _backend(impl, spec))
     return _decode_jit(q, cache, params, spec=spec, impl=impl, interpret=interpret, block_tokens=block_tokens,
                        n_splits=n_splits, num_warps=check_int(num_warps, "num_warps", low=1, high=32))
 
@@ -421,7 +441,9 @@ def _decode_jit(q, cache, params, *, spec, impl, interpret, block_tokens, n_spli
     return finalize_partials(parts, spec, params, impl=impl, interpret=interpret)
 
 
-def _check_blocking(C, block_tokens, n_splits):
-    if not (isinstance(block_tokens, int) and is_pow2(block_tokens) and MIN_DOT <= block_tokens <= PAGE):
-        raise ValueError(f"block_tokens must be a power of two in [{MIN_DOT}, {PAGE}]; received {block_tokens!r}")
+def _check_blocking(C, block_tokens, n_splits, backend):
+    low = MOSAIC_ROWS if backend == "mosaic" else MIN_DOT
+    if not (isinstance(block_tokens, int) and is_pow2(block_tokens) and low <= block_tokens <= PAGE):
+        raise ValueError(f"block_tokens must be a power of two in [{low}, {PAGE}] (backend {backend!r}); "
+                         f"received {block_tokens!r}")
     _choose_splits(C, block_tokens, n_splits)

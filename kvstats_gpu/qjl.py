@@ -12,6 +12,13 @@ float32 projections decide the sign; the numpy core decides in float64, so a pro
 within float32 rounding of 0 (relative ~1e-7 of ‖S_i‖‖k‖) may get the other bit. The tests
 check exact equality on dyadic inputs (exact in both precisions, including exact zeros)
 and bound the mismatches on Gaussian inputs to those near-zero projections.
+
+Two kernel bodies per op (see :mod:`kvstats_gpu._common`). Triton: tensor-core ``dot``.
+Mosaic GPU (no ``dot``, no ``sqrt`` in its Pallas lowering): the sketch accumulates the
+``(T, m)`` projections as ``sum_k k[:, k] ⊗ Sᵀ[k, :]`` with float32 FMAs (the whole
+class-major ``Sᵀ`` sits in SMEM: ``d·m·4`` bytes, 128 KiB at d = 128, m = 256) and
+returns squared norms whose square root XLA takes; the scores are row reductions
+``sum(signs_j * (S q)_j, axis=1)`` per query head (no padding of the group to 16).
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_real
 from kvstats.quant.sketch import Sketch
-from kvstats_gpu._common import (MIN_DOT, as_jax_float, check_finite_concrete, compiler_params, dot_nt,
-                                 next_pow2, pad_rows, resolve_impl, row_block)
+from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete, compiler_params, dot_nt,
+                                 kernel_backend, mosaic_rows_ok, next_pow2, pad_rows, resolve_impl, row_block)
 from kvstats_gpu.codebook import to_class_major
+
+
+_SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of a multiple of 16 bytes)"
 
 
 def check_sketch(sketch: Float[ArrayLike, "m d"] | Sketch, dim: int | None = None,
@@ -83,6 +93,20 @@ def _sketch_kernel(k_ref, s_ref, bits_ref, norm_ref, *, m8: int):
     norm_ref[...] = jnp.sqrt(jnp.sum(k * k, axis=1))
 
 
+def _sketch_kernel_mosaic(k_ref, st_ref, bits_ref, sq_ref, *, m8: int, ops: KernelOps):
+    # k_ref (T, d); st_ref (d, m) = Sᵀ with class-major columns; bits_ref (T, m8) uint8;
+    # sq_ref (T,) squared norms (Mosaic GPU lowers no sqrt)
+    T, m = k_ref.shape[0], st_ref.shape[1]
+    proj = ops.outer_matmul(k_ref, st_ref, T, m)
+    packed = None
+    for j in range(8):
+        bit = (proj[:, j * m8:(j + 1) * m8] >= 0).astype(jnp.int32) << j
+        packed = bit if packed is None else packed | bit
+    bits_ref[...] = packed.astype(jnp.uint8)
+    k = ops.tile(k_ref).astype(jnp.float32)
+    sq_ref[...] = jnp.sum(k * k, axis=1)
+
+
 def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] | Sketch, *, impl: str = "auto",
                interpret: bool | None = None, block_rows: int | None = None
                ) -> tuple[UInt8[jax.Array, "*batch m/8"], Float[jax.Array, "*batch"]]:
@@ -109,9 +133,26 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
     check_finite_concrete(k, "k")
     s = check_sketch(sketch, k.shape[-1])
     m, d = s.shape
+    impl = kernel_backend(impl, mosaic_rows_ok(m // 8), _SIGN_ROWS.format(m8=m // 8))
     lead = k.shape[:-1]
-    T = row_block(math.prod(lead), block_rows)
+    T = row_block(math.prod(lead), block_rows, impl)
     k2, n = pad_rows(k, T)
+    if impl == "mosaic":
+        def call(kk, st):  # shapes from the arguments: under vmap the rows are B·rows
+            return pl.pallas_call(
+                functools.partial(_sketch_kernel_mosaic, m8=m // 8, ops=KernelOps(not interpret)),
+                out_shape=(jax.ShapeDtypeStruct((kk.shape[0], m // 8), jnp.uint8),
+                           jax.ShapeDtypeStruct((kk.shape[0],), jnp.float32)),
+                grid=(kk.shape[0] // T,),
+                in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0)), pl.BlockSpec((d, m), lambda i: (0, 0))],
+                out_specs=(pl.BlockSpec((T, m // 8), lambda i: (i, 0)), pl.BlockSpec((T,), lambda i: (i,))),
+                compiler_params=compiler_params("mosaic"),
+                interpret=interpret,
+                name="kvstats_qjl_sketch",
+            )(kk, st)
+
+        bits, sqn = batch_folded(call, (0, None), (0, 0))(k2, to_class_major(s.T))
+        return bits[:n].reshape(*lead, m // 8), jnp.sqrt(sqn[:n]).reshape(lead)
     s_cm = to_class_major(s.T).T  # float32: the encode path is not bandwidth-bound
     bits, norms = pl.pallas_call(
         functools.partial(_sketch_kernel, m8=m // 8),
@@ -120,7 +161,7 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
         grid=(k2.shape[0] // T,),
         in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0)), pl.BlockSpec((m, d), lambda i: (0, 0))],
         out_specs=(pl.BlockSpec((T, m // 8), lambda i: (i, 0)), pl.BlockSpec((T,), lambda i: (i,))),
-        compiler_params=compiler_params(),
+        compiler_params=compiler_params("triton"),
         interpret=interpret,
         name="kvstats_qjl_sketch",
     )(k2, s_cm)
@@ -193,13 +234,28 @@ def _scores_kernel(sq_ref, bits_ref, norm_ref, o_ref, *, m8: int, scale: float):
     o_ref[...] = acc * (scale * norm_ref[...].astype(jnp.float32))[None, :]
 
 
+def _scores_kernel_mosaic(sq_ref, bits_ref, norm_ref, o_ref, *, m8: int, scale: float, ops: KernelOps):
+    # sq_ref (G, m) class-major sketched queries; bits_ref (T, m8); norm_ref (T,); o_ref (G, T)
+    byte = ops.tile(bits_ref).astype(jnp.int32)
+    signs = [(((byte >> j) & 1) * 2 - 1).astype(jnp.float32) for j in range(8)]
+    nrm = ops.rows(norm_ref).astype(jnp.float32) * scale
+    for g in range(sq_ref.shape[0]):
+        acc = None
+        for j in range(8):
+            part = ops.rowdot(signs[j], ops.cols(sq_ref.at[g, pl.ds(j * m8, m8)]))
+            acc = part if acc is None else acc + part
+        o_ref[g, :] = acc * nrm
+
+
 def qjl_scores(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"], norms: Float[ArrayLike, "H N"],
                sketch: Float[ArrayLike, "m d"] | Sketch, scale: float | None = None, *, impl: str = "auto",
                interpret: bool | None = None, block_tokens: int = 128) -> Float[jax.Array, "H G N"]:
     """QJL score estimates of all query heads against all packed keys, ``(H, G, N)`` float32.
 
     One program per (KV head, block of ``block_tokens`` keys); the G query heads of the
-    KV head (padded to >= 16 rows for the tensor cores) share every unpacked sign block.
+    KV head share every unpacked sign block (Triton pads them to >= 16 rows for the tensor
+    cores; Mosaic reduces each row on the CUDA cores). ``block_tokens``: a power of two,
+    >= 16 for Triton, >= 64 for Mosaic.
     Arguments as in :func:`qjl_scores_reference`.
 
     Examples
@@ -207,7 +263,7 @@ def qjl_scores(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"], 
     >>> rng = np.random.default_rng(0)
     >>> S = rng.normal(size=(128, 64)); k = rng.normal(size=(2, 40, 64)); q = rng.normal(size=(2, 4, 64))
     >>> bits, norms = qjl_sketch_reference(k, S)
-    >>> a = qjl_scores(q, bits, norms, S, impl="pallas", interpret=True, block_tokens=16)
+    >>> a = qjl_scores(q, bits, norms, S, impl="pallas", interpret=True, block_tokens=64)
     >>> bool(np.allclose(a, qjl_scores_reference(q, bits, norms, S), rtol=1e-5, atol=1e-4))
     True
     """
@@ -215,25 +271,35 @@ def qjl_scores(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"], 
     q, bits, norms, s, scale = _check_scores_args(q, bits, norms, sketch, scale)
     if impl == "reference":
         return qjl_scores_reference(q, bits, norms, s, scale)
-    T = row_block(0, block_tokens)
     H, G, _ = q.shape
     N, m = bits.shape[1], s.shape[0]
-    Gp = max(MIN_DOT, next_pow2(G))
+    impl = kernel_backend(impl, mosaic_rows_ok(m // 8), _SIGN_ROWS.format(m8=m // 8))
+    T = row_block(0, block_tokens, impl)
+    Gp = G if impl == "mosaic" else max(MIN_DOT, next_pow2(G))
     sq = jnp.matmul(q.astype(jnp.float32), s.T, precision=jax.lax.Precision.HIGHEST)
     sq = to_class_major(jnp.pad(sq, ((0, 0), (0, Gp - G), (0, 0))))
     Np = -(-N // T) * T
     bits_p = jnp.pad(bits, ((0, 0), (0, Np - N), (0, 0)))
     norms_p = jnp.pad(norms, ((0, 0), (0, Np - N)))
-    out = pl.pallas_call(
-        functools.partial(_scores_kernel, m8=m // 8, scale=scale),
-        out_shape=jax.ShapeDtypeStruct((H, Gp, Np), jnp.float32),
-        grid=(H, Np // T),
-        in_specs=[pl.BlockSpec((None, Gp, m), lambda h, t: (h, 0, 0)),
-                  pl.BlockSpec((None, T, m // 8), lambda h, t: (h, t, 0)),
-                  pl.BlockSpec((None, T), lambda h, t: (h, t))],
-        out_specs=pl.BlockSpec((None, Gp, T), lambda h, t: (h, 0, t)),
-        compiler_params=compiler_params(),
-        interpret=interpret,
-        name="kvstats_qjl_scores",
-    )(sq, bits_p, norms_p)
+    kernel = (functools.partial(_scores_kernel_mosaic, m8=m // 8, scale=scale, ops=KernelOps(not interpret))
+              if impl == "mosaic" else functools.partial(_scores_kernel, m8=m // 8, scale=scale))
+
+    def call(sq_, bits_, norms_):  # shapes from the arguments: under vmap (Mosaic) H is B·H
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((bits_.shape[0], Gp, Np), jnp.float32),
+            grid=(bits_.shape[0], Np // T),
+            in_specs=[pl.BlockSpec((None, Gp, m), lambda h, t: (h, 0, 0)),
+                      pl.BlockSpec((None, T, m // 8), lambda h, t: (h, t, 0)),
+                      pl.BlockSpec((None, T), lambda h, t: (h, t))],
+            out_specs=pl.BlockSpec((None, Gp, T), lambda h, t: (h, 0, t)),
+            compiler_params=compiler_params(impl),
+            interpret=interpret,
+            name="kvstats_qjl_scores",
+        )(sq_, bits_, norms_)
+
+    if impl == "mosaic":  # under vmap the batch joins the KV heads (see batch_folded)
+        (out,) = batch_folded(lambda *a: (call(*a),), (0, 0, 0), (0,))(sq, bits_p, norms_p)
+    else:
+        out = call(sq, bits_p, norms_p)
     return out[:, :G, :N]

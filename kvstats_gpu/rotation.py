@@ -11,6 +11,14 @@ the work is O(d·(b + a)) instead of O(d²). Row vectors are rotated: ``y = (x �
 The ±1 matrix is exact in any float format, so bf16 inputs go through the tensor cores
 with float32 accumulation and the 1/√d scale is applied after accumulation (1/√128 is not
 representable in bf16, so it is not folded into H).
+
+Two kernel bodies (see :mod:`kvstats_gpu._common`). Triton: the above, on tensor cores.
+Mosaic GPU (no ``dot`` in its Pallas lowering): one program per (row block, 128-column
+block) accumulates ``sum_k (x_k s_k) ⊗ H_128[k, :]`` with float32 FMAs on the CUDA
+cores (products with ±1 are exact, so this is the float32 result up to summation
+order); for d > 128 the ±1 combination of the column blocks (``H_a ⊗ I``), the scale
+and the inverse's signs are applied by XLA after the kernel. Blocks are sized for SMEM
+(x, H and the output block of one program: 64 × 128 and 128 × 128 float32).
 """
 
 from __future__ import annotations
@@ -26,11 +34,13 @@ from jax.typing import ArrayLike
 from jaxtyping import Float
 
 from kvstats._checks import check_int
-from kvstats_gpu._common import (as_jax_float, check_finite_concrete, compiler_params, dot_nn,
-                                 hadamard_np, is_pow2, pad_rows, resolve_impl, row_block)
+from kvstats_gpu._common import (KernelOps, as_jax_float, batch_folded, check_finite_concrete, compiler_params, dot_nn,
+                                 hadamard_np, is_pow2, kernel_backend, pad_rows, resolve_impl, row_block)
 
-# Above this the kernel uses the two-level Kronecker factorisation.
+# Above this the kernel uses the two-level Kronecker factorisation (Triton body).
 DENSE_MAX = 256
+# Column block of the Mosaic body (its H block and the x block of a program fit in SMEM).
+MOSAIC_COLS = 128
 
 
 def check_signs(signs: Float[ArrayLike, "d_pad"], name: str = "signs") -> Float[jax.Array, "d_pad"]:
@@ -127,14 +137,59 @@ def _rotate_kernel(x_ref, s_ref, h_ref, o_ref, *, inverse: bool, b: int, a: int,
         o_ref[:, pl.ds(i * b, b)] = yi.astype(o_ref.dtype)
 
 
+def _rotate_kernel_mosaic(x_ref, s_ref, h_ref, o_ref, *, inverse: bool, final: bool, scale: float,
+                          ops: KernelOps):
+    # x_ref (T, b) one column block; s_ref (b,) its signs; h_ref (b, b) ±1 float32.
+    # o_ref (T, b): the finished rotation when final (a single block), else z = x_blk H_b.
+    T, b = x_ref.shape
+    acc = ops.outer_matmul(x_ref, h_ref, T, b, row_scale=None if inverse else (lambda k: s_ref[k]))
+    if final:
+        acc = acc * scale
+        if inverse:
+            acc = acc * ops.over_rows(ops.cols(s_ref), T)
+    o_ref[...] = acc.astype(o_ref.dtype)
+
+
+def _rotate_mosaic(x2, s, d_pad, T, inverse, interpret):
+    b = min(d_pad, MOSAIC_COLS)
+    a = d_pad // b
+    final = a == 1
+    def call(xx, ss, hh):  # shapes from the arguments: under vmap the rows are B·rows
+        return (pl.pallas_call(
+            functools.partial(_rotate_kernel_mosaic, inverse=inverse, final=final, scale=1.0 / math.sqrt(d_pad),
+                              ops=KernelOps(not interpret)),
+            out_shape=jax.ShapeDtypeStruct(xx.shape, xx.dtype if final else jnp.float32),
+            grid=(xx.shape[0] // T, a),
+            in_specs=[pl.BlockSpec((T, b), lambda i, k: (i, k)),
+                      pl.BlockSpec((b,), lambda i, k: (k,)),
+                      pl.BlockSpec((b, b), lambda i, k: (0, 0))],
+            out_specs=pl.BlockSpec((T, b), lambda i, k: (i, k)),
+            compiler_params=compiler_params("mosaic"),
+            interpret=interpret,
+            name="kvstats_rotate",
+        )(xx, ss, hh),)
+
+    (z,) = batch_folded(call, (0, None, None), (0,))(x2, s, jnp.asarray(hadamard_np(b)))
+    if final:
+        return z
+    # (H_a ⊗ I_b): a ±1 combination of the a column blocks, then scale (and signs)
+    zb = z.reshape(z.shape[0], a, b)
+    y = jnp.einsum("ik,rkb->rib", jnp.asarray(hadamard_np(a)), zb,
+                   precision=jax.lax.Precision.HIGHEST).reshape(z.shape) * (1.0 / math.sqrt(d_pad))
+    if inverse:
+        y = y * s
+    return y.astype(x2.dtype)
+
+
 def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *, inverse: bool = False,
            dim: int | None = None, impl: str = "auto", interpret: bool | None = None,
            block_rows: int | None = None) -> Float[jax.Array, "*batch d_out"]:
     """Randomized Hadamard rotation (or its inverse) of row vectors; Pallas kernel or reference.
 
     Same arguments and result as :func:`rotate_reference`, plus the dispatch arguments
-    (see :mod:`kvstats_gpu`): ``impl`` in ``("auto", "pallas", "reference")``,
-    ``interpret``, and ``block_rows`` (power of two >= 16; rows per program).
+    (see :mod:`kvstats_gpu`): ``impl`` in ``("auto", "pallas", "mosaic", "triton",
+    "reference")``, ``interpret``, and ``block_rows`` (power of two, >= 16 for Triton,
+    >= 64 for Mosaic; rows per program).
 
     Agreement with the reference: float32 to ~1e-6 relative (both float32 accumulation
     with IEEE products); bf16 inputs to bf16 output rounding (2^-8 relative).
@@ -154,9 +209,15 @@ def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *,
         return rotate_reference(x, s, inverse=inverse, dim=dim)
     if not inverse and x.shape[-1] != d_pad:
         x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, d_pad - x.shape[-1])])
+    # Mosaic block copies move multiples of 128 bytes: the signs block is 4·min(d_pad, 128)
+    impl = kernel_backend(impl, d_pad >= 32, f"d_pad = {d_pad} < 32 (signs block under 128 bytes)")
     lead = x.shape[:-1]
-    T = row_block(math.prod(lead), block_rows)
+    T = row_block(math.prod(lead), block_rows, impl)
     x2, n = pad_rows(x, T)
+    if impl == "mosaic":
+        y = _rotate_mosaic(x2, s, d_pad, T, inverse, interpret)
+        y = y[:n].reshape(*lead, d_pad)
+        return y[..., :dim] if inverse else y
     b = min(d_pad, DENSE_MAX)
     a = d_pad // b
     cdt = jnp.float32 if x.dtype == jnp.float32 else x.dtype
@@ -170,7 +231,7 @@ def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *,
                   pl.BlockSpec((1, d_pad), lambda i: (0, 0)),
                   pl.BlockSpec((b, b), lambda i: (0, 0))],
         out_specs=pl.BlockSpec((T, d_pad), lambda i: (i, 0)),
-        compiler_params=compiler_params(),
+        compiler_params=compiler_params("triton"),
         interpret=interpret,
         name="kvstats_rotate",
     )(x2, s[None, :], h)

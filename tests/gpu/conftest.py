@@ -1,10 +1,14 @@
 """Tests of kvstats_gpu. CPU tests run the Pallas kernels in interpret mode and lower them
-for CUDA (lowering needs no GPU); tests marked ``gpu`` need a real GPU and are skipped
-without one."""
+for CUDA through both Pallas GPU backends, Mosaic GPU and Triton (lowering needs no GPU);
+tests marked ``gpu`` need a real GPU and are skipped without one."""
 
 import pytest
 
 jax = pytest.importorskip("jax")
+
+# The custom call each backend's kernels lower to (StableHLO text of a CUDA lowering; the
+# bare words also occur in source locations, e.g. test names).
+LOWERED_AS = {"mosaic": "custom_call @mosaic_gpu", "triton": "custom_call @__gpu$xla.gpu.triton"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -23,3 +27,19 @@ def _lower_cuda(fn, *args):
 def lower_cuda():
     """Lower ``fn(*args)`` for CUDA from the CPU; returns the StableHLO text (raises if a kernel can't lower)."""
     return _lower_cuda
+
+
+@pytest.fixture(params=["mosaic", "triton"])
+def backend(request):
+    """Each Pallas GPU backend, as an ``impl`` value."""
+    return request.param
+
+
+@pytest.fixture
+def lowers_through():
+    """``lowers_through(text, backend)``: the lowered text calls that backend's kernels and
+    no other backend's."""
+    def check(text, backend):
+        others = [v for k, v in LOWERED_AS.items() if k != backend]
+        return LOWERED_AS[backend] in text and not any(o in text for o in others)
+    return check

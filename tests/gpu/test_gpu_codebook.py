@@ -13,17 +13,17 @@ def _codebook(bits, dim=128):
 
 
 @pytest.mark.parametrize("bits", [1, 3])  # one plane; several planes, odd count
-def test_codes_equal_numpy_core_exactly(bits):
+def test_codes_equal_numpy_core_exactly(bits, backend):
     cb = _codebook(bits)
     x = (np.random.default_rng(bits).normal(size=(6, 9, 128)) / np.sqrt(128)).astype(np.float32)
     want = cb.encode(x)  # numpy core: searchsorted in float64
     scb = StaticCodebook.from_codebook(cb)
     np.testing.assert_array_equal(np.asarray(encode_reference(x, scb)), want)
-    planes_k = np.asarray(encode_packed(x, scb, impl="pallas", interpret=True))
+    planes_k = np.asarray(encode_packed(x, scb, impl=backend, interpret=True))
     planes_r = np.asarray(encode_packed(x, scb, impl="reference"))
     np.testing.assert_array_equal(planes_k, planes_r)
     np.testing.assert_array_equal(np.asarray(unpack_planes_reference(planes_k)), want)
-    dec_k = np.asarray(decode_packed(planes_k, scb, impl="pallas", interpret=True))
+    dec_k = np.asarray(decode_packed(planes_k, scb, impl=backend, interpret=True))
     # decode selects centroids by comparisons: exactly the float32 centroids
     np.testing.assert_array_equal(dec_k, cb.decode(want).astype(np.float32))
     np.testing.assert_array_equal(np.asarray(decode_reference(want, scb)), dec_k)
@@ -62,12 +62,24 @@ def test_plane_roundtrip(bits):
     np.testing.assert_array_equal(np.asarray(unpack_planes_reference(planes)), codes)
 
 
-def test_lowers_for_cuda(lower_cuda):
+def test_lowers_for_cuda(backend, lower_cuda, lowers_through):
     scb = StaticCodebook.from_codebook(_codebook(3))
-    assert "triton" in lower_cuda(lambda z: encode_packed(z, scb, impl="pallas", interpret=False),
-                                  jnp.zeros((8192, 128), jnp.bfloat16))
-    assert "triton" in lower_cuda(lambda z: decode_packed(z, scb, impl="pallas", interpret=False),
-                                  jnp.zeros((8192, 3, 16), jnp.uint8))
+    assert lowers_through(lower_cuda(lambda z: encode_packed(z, scb, impl=backend, interpret=False),
+                                     jnp.zeros((8192, 128), jnp.bfloat16)), backend)
+    assert lowers_through(lower_cuda(lambda z: decode_packed(z, scb, impl=backend, interpret=False),
+                                     jnp.zeros((8192, 3, 16), jnp.uint8)), backend)
+
+
+def test_pallas_default_is_mosaic_and_d64_falls_back_to_triton(lower_cuda, lowers_through):
+    # d = 64 planes are 8-byte rows: Mosaic's TMA block copies need 16-byte strides
+    scb = StaticCodebook.from_codebook(_codebook(3, dim=64))
+    for d, want in ((128, "mosaic"), (64, "triton")):
+        assert lowers_through(lower_cuda(lambda z: encode_packed(z, scb, impl="pallas", interpret=False),
+                                         jnp.zeros((256, d))), want)
+        assert lowers_through(lower_cuda(lambda z: decode_packed(z, scb, impl="pallas", interpret=False),
+                                         jnp.zeros((256, 3, d // 8), jnp.uint8)), want)
+    with pytest.raises(ValueError, match="impl='mosaic' cannot run this call: planes of d/8 = 8 bytes"):
+        encode_packed(np.zeros((2, 64), np.float32), scb, impl="mosaic", interpret=True)
 
 
 def test_bad_input_messages():

@@ -2,7 +2,8 @@ import jax
 import numpy as np
 import pytest
 
-from kvstats_gpu._common import hadamard_np, next_pow2, resolve_impl, row_block
+from kvstats_gpu._common import (DEFAULT_BACKEND, hadamard_np, kernel_backend, mosaic_rows_ok, next_pow2,
+                                 resolve_impl, row_block)
 
 
 def test_dispatch_rule():
@@ -10,11 +11,22 @@ def test_dispatch_rule():
     assert resolve_impl("auto", None) == (("pallas", False) if gpu else ("reference", True))
     assert resolve_impl("pallas", None) == ("pallas", not gpu)  # interpreter unless on a GPU
     assert resolve_impl("pallas", False) == ("pallas", False)   # allowed: lowering for CUDA on a CPU
+    assert resolve_impl("mosaic", True) == ("mosaic", True)
+    assert resolve_impl("triton", None) == ("triton", not gpu)
     assert resolve_impl("reference", True) == ("reference", True)
-    with pytest.raises(ValueError, match=r"impl must be one of \['auto', 'pallas', 'reference'\]"):
-        resolve_impl("triton", None)
+    with pytest.raises(ValueError, match=r"impl must be one of \['auto', 'pallas', 'mosaic', 'triton', 'reference'\]"):
+        resolve_impl("cuda", None)
     with pytest.raises(TypeError, match="interpret must be True, False or None"):
         resolve_impl("auto", 1)
+
+
+def test_backend_choice():
+    assert DEFAULT_BACKEND == "mosaic"
+    assert kernel_backend("pallas", True) == "mosaic" and kernel_backend("pallas", False) == "triton"
+    assert kernel_backend("triton", True) == "triton" and kernel_backend("mosaic", True) == "mosaic"
+    with pytest.raises(ValueError, match="impl='mosaic' cannot run this call: rows of 8 bytes"):
+        kernel_backend("mosaic", False, "rows of 8 bytes")
+    assert mosaic_rows_ok(16, 32) and not mosaic_rows_ok(16, 8)
 
 
 def test_small_helpers():
@@ -22,8 +34,11 @@ def test_small_helpers():
     np.testing.assert_array_equal(h @ h.T, 16 * np.eye(16))  # Sylvester: H Hᵀ = d I
     assert [next_pow2(n) for n in (1, 2, 3, 64, 65)] == [1, 2, 4, 64, 128]
     assert row_block(3, None) == 16 and row_block(1000, None) == 64 and row_block(5, 32) == 32
+    assert row_block(3, None, "mosaic") == 64 and row_block(5, 128, "mosaic") == 128
     with pytest.raises(ValueError, match="block_rows must be a power of two >= 16"):
         row_block(5, 8)
+    with pytest.raises(ValueError, match="block_rows must be a power of two >= 64 \\(backend 'mosaic'\\)"):
+        row_block(5, 32, "mosaic")
 
 
 def test_kvstats_never_imports_jax():

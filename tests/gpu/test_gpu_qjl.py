@@ -12,8 +12,10 @@ from kvstats.quant.qjl import qjl_scores as np_qjl_scores
 from kvstats_gpu.qjl import qjl_scores, qjl_scores_reference, qjl_sketch, qjl_sketch_reference
 
 
-@pytest.mark.parametrize("m,d", [(64, 64), (256, 128)])
-def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d):
+# m = 64 sign rows are 8 bytes: Triton only (Mosaic block copies need 16-byte rows)
+@pytest.mark.parametrize("m,d,backend", [(64, 64, "triton"), (128, 64, "mosaic"), (256, 128, "mosaic"),
+                                         (256, 128, "triton")])
+def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d, backend):
     # Small integers: every product and sum is exact in float32 and float64, so the bits
     # must agree exactly, including exact zero projections (sign(0) = +1 -> bit 1).
     rng = np.random.default_rng(m)
@@ -23,7 +25,7 @@ def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d):
     assert np.any(k.astype(np.float64) @ S.T == 0)  # the sign-of-zero convention is exercised
     sk = dataclasses.replace(make_sketch("gaussian", m, d, seed=0), matrix=S)
     want = qjl_encode(sk, k)
-    bits_k, norms_k = qjl_sketch(k, S, impl="pallas", interpret=True)
+    bits_k, norms_k = qjl_sketch(k, S, impl=backend, interpret=True)
     bits_r, norms_r = qjl_sketch_reference(k, S)
     np.testing.assert_array_equal(np.asarray(bits_k), want.signs)
     np.testing.assert_array_equal(np.asarray(bits_r), want.signs)
@@ -33,11 +35,11 @@ def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d):
 
 
 @pytest.mark.parametrize("kind,dtype", [("gaussian", jnp.float32), ("orthogonal", jnp.bfloat16)])
-def test_bits_on_gaussian_inputs_differ_only_at_near_zero_projections(kind, dtype):
+def test_bits_on_gaussian_inputs_differ_only_at_near_zero_projections(kind, dtype, backend):
     sk = make_sketch(kind, 128, 128, seed=1)
     k = np.asarray(jnp.asarray(np.random.default_rng(2).normal(size=(64, 128)), dtype).astype(jnp.float32))
     want = np.unpackbits(qjl_encode(sk, k).signs, axis=-1, bitorder="little")
-    got = np.unpackbits(np.asarray(qjl_sketch(jnp.asarray(k, dtype), sk, impl="pallas", interpret=True)[0]),
+    got = np.unpackbits(np.asarray(qjl_sketch(jnp.asarray(k, dtype), sk, impl=backend, interpret=True)[0]),
                         axis=-1, bitorder="little")
     proj = k.astype(np.float64) @ sk.matrix.T
     scale = np.linalg.norm(k, axis=-1, keepdims=True) * np.linalg.norm(sk.matrix, axis=-1)
@@ -46,7 +48,7 @@ def test_bits_on_gaussian_inputs_differ_only_at_near_zero_projections(kind, dtyp
     assert near_zero.mean() < 1e-3
 
 
-def test_scores_equal_numpy_core():
+def test_scores_equal_numpy_core(backend):
     sk = make_sketch("orthogonal", 128, 64, seed=4)
     rng = np.random.default_rng(3)
     k = rng.normal(size=(2, 70, 64)).astype(np.float32)
@@ -54,7 +56,8 @@ def test_scores_equal_numpy_core():
     codes = qjl_encode(sk, k)
     want = np_qjl_scores(sk, q, codes)
     norms = codes.norms.astype(np.float32)
-    got_k = qjl_scores(q, codes.signs, norms, sk, sk.scale, impl="pallas", interpret=True, block_tokens=32)
+    got_k = qjl_scores(q, codes.signs, norms, sk, sk.scale, impl=backend, interpret=True,
+                       block_tokens=32 if backend == "triton" else 64)  # 70 keys: a partial last block
     got_r = qjl_scores_reference(q, codes.signs, norms, sk, sk.scale)
     # float32 dot products of length m=128 with O(10) terms: ~1e-5 relative to the largest score
     tol = 1e-5 * np.abs(want).max()
@@ -83,21 +86,28 @@ def test_gpu_estimator_is_unbiased_over_sketch_draws():
     assert np.var(np.asarray(est)) == pytest.approx(var, rel=0.35)  # and the variance is the stated one
 
 
-def test_lowers_for_cuda(lower_cuda):
+def test_lowers_for_cuda(backend, lower_cuda, lowers_through):
     S = make_sketch("gaussian", 128, 128, seed=0).matrix
-    assert "triton" in lower_cuda(lambda z: qjl_sketch(z, S, impl="pallas", interpret=False),
-                                  jnp.zeros((8192, 128), jnp.float32))
-    assert "triton" in lower_cuda(lambda z: qjl_sketch(z, S, impl="pallas", interpret=False),
-                                  jnp.zeros((8192, 128), jnp.bfloat16))
-    assert "triton" in lower_cuda(
-        lambda a, b, c: qjl_scores(a, b, c, S, impl="pallas", interpret=False),
-        jnp.zeros((8, 4, 128)), jnp.zeros((8, 32768, 16), jnp.uint8), jnp.zeros((8, 32768), jnp.float16))
+    for dtype in (jnp.float32, jnp.bfloat16):
+        assert lowers_through(lower_cuda(lambda z: qjl_sketch(z, S, impl=backend, interpret=False),
+                                         jnp.zeros((8192, 128), dtype)), backend)
+    assert lowers_through(lower_cuda(
+        lambda a, b, c: qjl_scores(a, b, c, S, impl=backend, interpret=False),
+        jnp.zeros((8, 4, 128)), jnp.zeros((8, 32768, 16), jnp.uint8), jnp.zeros((8, 32768), jnp.float16)), backend)
+    S256 = make_sketch("gaussian", 256, 64, seed=0).matrix  # d = 64 keys, m = 256
+    assert lowers_through(lower_cuda(lambda z: qjl_sketch(z, S256, impl=backend, interpret=False),
+                                     jnp.zeros((8192, 64), jnp.float32)), backend)
+
+
+def test_small_sketch_lowers_through_triton_only(lower_cuda, lowers_through):
     S64 = make_sketch("gaussian", 64, 64, seed=0).matrix  # m/8 = 8 < 16: broadcast products
-    assert "triton" in lower_cuda(lambda z: qjl_sketch(z, S64, impl="pallas", interpret=False),
-                                  jnp.zeros((8192, 64), jnp.float32))
-    assert "triton" in lower_cuda(
+    assert lowers_through(lower_cuda(lambda z: qjl_sketch(z, S64, impl="pallas", interpret=False),
+                                     jnp.zeros((8192, 64), jnp.float32)), "triton")
+    assert lowers_through(lower_cuda(
         lambda a, b, c: qjl_scores(a, b, c, S64, impl="pallas", interpret=False),
-        jnp.zeros((3, 3, 64)), jnp.zeros((3, 4096, 8), jnp.uint8), jnp.zeros((3, 4096), jnp.float16))
+        jnp.zeros((3, 3, 64)), jnp.zeros((3, 4096, 8), jnp.uint8), jnp.zeros((3, 4096), jnp.float16)), "triton")
+    with pytest.raises(ValueError, match="impl='mosaic' cannot run this call: sign rows of m/8 = 8 bytes"):
+        qjl_sketch(np.ones((2, 64), np.float32), S64, impl="mosaic", interpret=True)
 
 
 def test_bad_input_messages():

@@ -8,27 +8,29 @@ from kvstats.quant.rotation import make_rotation
 from kvstats_gpu.rotation import rotate, rotate_reference
 
 
-@pytest.mark.parametrize("dim", [64, 100, 512])  # dense, zero-padded (d_pad 128), Kronecker (2 x 256)
-def test_kernel_equals_reference_and_numpy_core(dim):
+# dense, zero-padded (d_pad 128), Kronecker (Triton 2 x 256; Mosaic 4 column blocks of 128)
+@pytest.mark.parametrize("dim", [64, 100, 512])
+def test_kernel_equals_reference_and_numpy_core(dim, backend):
     rot = make_rotation("hadamard", dim, seed=3)
     x = np.random.default_rng(dim).normal(size=(3, 7, dim))
     want = rot.apply(x)  # numpy core: fwht butterfly in float64
     x32 = x.astype(np.float32)
     ref = np.asarray(rotate_reference(x32, rot.signs))
-    ker = np.asarray(rotate(x32, rot.signs, impl="pallas", interpret=True, block_rows=16))
+    ker = np.asarray(rotate(x32, rot.signs, impl=backend, interpret=True,
+                            block_rows=16 if backend == "triton" else 64))
     # float32 with O(d) accumulation of O(1) terms: a few ulps of |y| ~ 1 (1e-5 is ~80 ulps)
     np.testing.assert_allclose(ref, want, atol=1e-5)
     np.testing.assert_allclose(ker, want, atol=1e-5)
-    back = np.asarray(rotate(ker, rot.signs, inverse=True, dim=dim, impl="pallas", interpret=True))
+    back = np.asarray(rotate(ker, rot.signs, inverse=True, dim=dim, impl=backend, interpret=True))
     np.testing.assert_allclose(back, rot.inverse(want), atol=1e-5)
     np.testing.assert_allclose(back, x, atol=1e-5)
 
 
-def test_bf16_within_stated_tolerance():
+def test_bf16_within_stated_tolerance(backend):
     rot = make_rotation("hadamard", 128, seed=0)
     x = np.random.default_rng(0).normal(size=(40, 128)).astype(np.float32)
     xb = jnp.asarray(x, jnp.bfloat16)
-    y = rotate(xb, rot.signs, impl="pallas", interpret=True)
+    y = rotate(xb, rot.signs, impl=backend, interpret=True)
     assert y.dtype == jnp.bfloat16
     exact = rot.apply(np.asarray(xb.astype(jnp.float32), np.float64))  # same bf16-rounded input
     # products with ±1 are exact and accumulate in float32; only the bf16 output rounding
@@ -47,13 +49,21 @@ def test_orthogonal_norm_preserved_and_random_signs_matter():
 
 
 @pytest.mark.parametrize("dim,dtype", [(128, jnp.float32), (128, jnp.bfloat16), (1024, jnp.float32)])
-def test_lowers_for_cuda(dim, dtype, lower_cuda):
+def test_lowers_for_cuda(dim, dtype, backend, lower_cuda, lowers_through):
     signs = make_rotation("hadamard", dim, seed=0).signs
-    text = lower_cuda(lambda z: rotate(z, signs, impl="pallas", interpret=False), jnp.zeros((4096, dim), dtype))
-    assert "triton" in text
-    text = lower_cuda(lambda z: rotate(z, signs, inverse=True, impl="pallas", interpret=False),
-                      jnp.zeros((4096, dim), dtype))
-    assert "triton" in text
+    for inverse in (False, True):
+        text = lower_cuda(lambda z: rotate(z, signs, inverse=inverse, impl=backend, interpret=False),
+                          jnp.zeros((4096, dim), dtype))
+        assert lowers_through(text, backend) and "kvstats_rotate" in text
+
+
+def test_default_backend_is_mosaic_except_tiny_dims(lower_cuda, lowers_through):
+    for dim, want in ((128, "mosaic"), (16, "triton")):  # d_pad 16: a 64-byte signs block
+        signs = make_rotation("hadamard", dim, seed=0).signs
+        text = lower_cuda(lambda z: rotate(z, signs, impl="pallas", interpret=False), jnp.zeros((256, dim)))
+        assert lowers_through(text, want)
+    with pytest.raises(ValueError, match="impl='mosaic' cannot run this call: d_pad = 16 < 32"):
+        rotate(np.ones((2, 16)), np.ones(16), impl="mosaic", interpret=True)
 
 
 def test_bad_input_messages():
