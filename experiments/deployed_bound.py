@@ -1,6 +1,6 @@
 """Gap of each scheme's key SNR to the Gaussian distortion–rate bound, from a finished sweep.
 
-    .venv/bin/python experiments/deployed_bound.py results/deployed
+    .venv/bin/python experiments/deployed_bound.py results/deployed [--compare q4_0@4 KQV@4]
 
 Reads the sweep's per-trial results (``results.parquet``) and its report's summary
 (``tables/summary.csv``: the mean key SNR and its bootstrap interval per case, budget
@@ -52,19 +52,50 @@ def eigenvalues(distribution: str, params: dict, d: int) -> np.ndarray | None:
 
 
 def _params(label: str) -> dict:
-    """The sweep's params label (``"rank=8"``, ``""``) as a dict of numbers."""
+    """The sweep's params label (``"rank=8"``; ``"-"``: none) as a dict of numbers."""
     out = {}
-    for part in filter(None, str(label).split(",")):
+    for part in filter(None, str(label).replace("-", "").split(",") if label == "-" else str(label).split(",")):
         key, value = part.strip().split("=")
         out[key] = json.loads(value)
     return out
 
 
+def paired(trials: pd.DataFrame, a: str, b: str, metric: str, n_boot: int = 4999,
+           seed: int = 0) -> pd.DataFrame:
+    """Per case: mean over trials of metric(a) − metric(b) with a paired percentile
+    bootstrap 95% interval (every scheme of a case sees the same trials). ``a``/``b``
+    are ``label@budget``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for (dist, params), g in trials.groupby(["distribution", "params"], dropna=False, sort=False):
+        sides = []
+        for spec in (a, b):
+            label, budget = spec.split("@")
+            s = g[(g["scheme"] == label) & (g["budget"] == float(budget))].set_index("trial")[metric]
+            sides.append(s)
+        if sides[0].empty or sides[1].empty:
+            continue
+        diff = (sides[0] - sides[1]).dropna().to_numpy()
+        boot = diff[rng.integers(0, diff.size, (n_boot, diff.size))].mean(axis=1)
+        out.append({"distribution": dist, "params": params, "metric": metric, "a": a, "b": b,
+                    "diff": diff.mean(), "ci_low": np.quantile(boot, 0.025),
+                    "ci_high": np.quantile(boot, 0.975), "n_trials": diff.size})
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", type=Path, help="a finished sweep directory (results.parquet, tables/)")
+    parser.add_argument("--compare", nargs=2, action="append", metavar=("A@n", "B@n"), default=[],
+                        help="also print the paired difference A − B of snr_k and kl per case "
+                             "(labels at budgets, e.g. q4_0@4 KQV@4); repeatable")
     args = parser.parse_args()
     trials = pd.read_parquet(args.sweep / "results.parquet")
+    for a, b in args.compare:
+        for metric in ("snr_k", "snr_t", "kl"):
+            for _, r in paired(trials, a, b, metric).iterrows():
+                print(f"{r['distribution']} {r['params'] or ''}: {metric} {a} − {b} = {r['diff']:.4g} "
+                      f"({r['ci_low']:.4g}, {r['ci_high']:.4g}), {r['n_trials']} trials")
     summary = pd.read_csv(args.sweep / "tables" / "summary.csv")
     keys = ["distribution", "params", "dim", "n_keys", "budget", "scheme"]
     bits = trials.groupby(keys, dropna=False)["key_bits_total"].mean().reset_index()
