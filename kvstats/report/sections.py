@@ -1,0 +1,375 @@
+"""The report's content: formatted tables and the document's sections and wording.
+
+:func:`kvstats.report.render.hypothesis_report` computes the tables and writes the
+files; this module turns the tables into the :class:`~kvstats.report.document.Document`
+a reader sees: number formats, the scheme and comparison tables, the header's statement
+of the tests, their resolution and the sign of r, the equivalence and trial-level
+sections. The report's one sign convention for r (:data:`R_CONVENTION`) is stated here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from kvstats.analysis import CASE_COLUMNS, METRICS
+from kvstats.analysis.theory import ratio_pairs, theory_schemes
+from kvstats.report.document import Document
+from kvstats.results import REAL, SweepResult
+
+__all__ = ["HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "build_document"]
+
+# ---------------------------------------------------------------------- formatting
+def _num(x: float | int | bool | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    if math.isinf(x):
+        return "+inf" if x > 0 else "−inf"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def _p(x: float) -> str:
+    if x < 1e-300:
+        return "<1e-300"
+    return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
+
+
+def _ci(mean: float, low: float, high: float) -> str:
+    if mean == low == high:
+        return _num(mean)
+    return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
+
+
+#: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
+HEAVY_MARK = "‡"
+HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the 95% upper confidence bound of Hill's tail index α "
+              "is below 2): the variance is infinite at 95% confidence and the bootstrap CI of "
+              "the mean is not reliable; read the median, p99 and max, and the rank tests. The "
+              "\"kl tail α\" column is that bound.")
+
+
+def _flag(text: str, reliable: bool) -> str:
+    """Append the heavy-tail mark to a formatted mean/CI when the CI is not reliable."""
+    return text if bool(reliable) else f"{text} {HEAVY_MARK}"
+
+
+def _case_title(case: dict[str, Any]) -> str:
+    params = "" if case["params"] in ("-", "") else f" ({case['params']})"
+    return f"{case['distribution']}{params}, d = {case['dim']}, N = {case['n_keys']}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+# ---------------------------------------------------------------------- the report
+def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Wide, formatted table: one row per scheme at one case and budget."""
+    rows = []
+    for scheme, grp in summary.groupby("scheme", sort=False):
+        g = grp.set_index("metric")
+        row = {"scheme": scheme, "bits nominal": _num(g["bits_nominal"].iloc[0]),
+               "bits total": _num(g["bits_total"].iloc[0])}
+        for m in METRICS:
+            row[m] = _flag(_ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"]),
+                           g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
+        row["kl p99"] = _num(g.loc["kl", "p99"])
+        row["kl max"] = _num(g.loc["kl", "max"])
+        row["kl tail α (95% upper)"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
+        row["trials"] = int(g.loc["kl", "n_trials"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _heavy_summary(summary: pd.DataFrame, theory: pd.DataFrame) -> str:
+    """One sentence counting the summary (by metric) and theory rows flagged as heavy-tailed."""
+    n_theory = int((~theory["ci_reliable"].astype(bool)).sum()) if "ci_reliable" in theory else 0
+    in_theory = f"{n_theory} of {len(theory)} theory-table rows"
+    bad = summary[~summary["ci_reliable"].astype(bool)] if "ci_reliable" in summary else summary[:0]
+    if bad.empty:
+        return f"no summary mean is marked {HEAVY_MARK}; {in_theory} are."
+    counts = bad.groupby("metric", sort=False).size()
+    return (f"{len(bad)} of {len(summary)} summary means are marked {HEAVY_MARK} ("
+            + ", ".join(f"{m}: {c}" for m, c in counts.items()) + ")"
+            + (f", and {in_theory}." if n_theory else "."))
+
+
+#: Column header of the rank-biserial r: the report's one sign convention (tables and figures).
+R_HEADER = "r [95% CI] (> 0: a larger)"
+#: What r's sign means, said once in the report's header and the figures' captions.
+R_CONVENTION = ("r is the rank-biserial correlation of scheme a (the pair's first) against b: "
+                "**r > 0 when a's values tend to be larger**, in every table and figure (for φ, "
+                "KL and argmax shift, where lower is better, r > 0 means a is worse).")
+
+
+def _pvalue_cell(row: Any) -> str:
+    """Adjusted p-value, with the permutations drawn for a permutation test."""
+    text = _p(row["pvalue_adjusted"]) if not math.isnan(row["pvalue_adjusted"]) else "–"
+    if row["max_permutations"]:
+        text += f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])})"
+    return text
+
+
+def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
+    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test) plus energy rows."""
+    rows = []
+    key = ["scheme_a", "scheme_b", "metric"]
+    mw = comp[comp["test"] == "mann_whitney"]
+    ks = comp[comp["test"] == "ks"].set_index(key)
+    eq = comp[comp["test"] == "equivalence"].set_index(key)
+    for r in mw.itertuples(index=False):
+        row = {"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": r.metric,
+               "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
+               R_HEADER: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
+               "U": f"{r.statistic:.7g}", "p adj (MW)": _p(r.pvalue_adjusted)}
+        k = (r.scheme_a, r.scheme_b, r.metric)
+        if k in ks.index:
+            row["KS D"] = _num(ks.loc[k, "statistic"], 3)
+            row["p adj (KS)"] = _pvalue_cell(ks.loc[k]) + (" †" if ks.loc[k, "note"] else "")
+            if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
+                row["p adj (KS)"] += " (not resolvable)"
+        row["winner"] = r.winner
+        if not eq.empty:
+            row["equivalence"] = _equivalence_cell(eq.loc[k]) if k in eq.index else ""
+        rows.append(row)
+    for r in comp[comp["test"] == "energy"].itertuples(index=False):
+        rows.append({"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": "6D energy (standardised)",
+                     "mean a": "", "mean b": "", R_HEADER: "", "U": "",
+                     "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
+                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                     **({"equivalence": ""} if not eq.empty else {})})
+    return pd.DataFrame(rows)
+
+
+def _equivalence_cell(e: pd.Series) -> str:
+    """Verdict, estimate and (1 − 2α) interval of an equivalence row."""
+    if math.isnan(e["pvalue"]):
+        return e["verdict"]
+    return (f"{e['verdict']}: {_num(e['effect'])} [{_num(e['effect_low'])}, {_num(e['effect_high'])}]"
+            f" in [{_num(e['margin_low'])}, {_num(e['margin_high'])}]? p adj {_p(e['pvalue_adjusted'])}")
+
+
+def _theory_fmt(theory: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in theory.itertuples(index=False):
+        rows.append({"case": _case_title(r._asdict()), "n": f"{r.budget:g}", "quantity": r.quantity,
+                     "scheme": r.scheme, "predicted": _num(r.predicted),
+                     "asymptotic": _num(r.predicted_asymptotic),
+                     "measured [95% CI]": _flag(_ci(r.measured, r.ci_low, r.ci_high),
+                                                getattr(r, "ci_reliable", True)),
+                     "measured / predicted": _num(r.measured / r.predicted)
+                     if r.quantity != "k_snr_db" else f"{r.measured - r.predicted:+.2f} dB"})
+    return pd.DataFrame(rows)
+
+
+def _pairs_text(pairs: Sequence[tuple[str, str]], template: str) -> str:
+    """The (mse, prod) scheme pairs of the variance ratios, each through ``template``."""
+    if not pairs:
+        return template.format(p="a scheme with a 1-bit QJL key residual", m="its MSE-only peer")
+    return ", ".join(template.format(m=m, p=p) for m, p in pairs)
+
+
+
+def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
+    """The family's size and what its tests could resolve (the report header and JSON)."""
+    from kvstats.stats.sequential import required_resolution
+
+    n = int(comp.attrs.get("n_tests", 0))
+    out: dict[str, Any] = {"n_tests": n, "energy_max_permutations": comp.attrs.get("energy_max_permutations", 0),
+                           "not_resolvable": int((~comp["resolvable"] & ~comp["significant"]).sum())
+                           if not comp.empty else 0}
+    if n:
+        need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])
+        out.update(p_needed=need.p_needed, family_permutations=need.n_permutations)
+    return out
+
+
+
+def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
+    res = _resolution(comp)
+    n = res["n_tests"]
+    energy = comp[comp["test"] == "energy"]
+    text = (f"Tests: {n} p-values (Mann–Whitney and KS per metric, a standardised 6D energy "
+            "permutation test per pair"
+            + (", a TOST per metric with an equivalence margin" if (comp["test"] == "equivalence").any()
+               else "")
+            + f"), adjusted together by **{opts['correction']}** at α = {opts['alpha']}. ")
+    if n:
+        text += (f"To be rejected in this family a test must be able to reach p ≤ "
+                 f"{_p(res['p_needed'])} (a permutation test: B ≥ {res['family_permutations']} "
+                 "permutations). ")
+    if not energy.empty:
+        b_max = int(energy["max_permutations"].max())
+        used = energy["n_permutations"]
+        early = int((used < energy["max_permutations"]).sum())
+        text += (f"Energy tests: Besag–Clifford sequential p-values, at most B = {b_max} "
+                 f"permutations ({'the family' if opts['energy_resolution'] == 'family' else 'fixed'}"
+                 f" resolution), each stopping after {opts['energy_stop']} exceedances: {early} of "
+                 f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
+    text += (f"{res['not_resolvable']} test(s) could not have rejected (\"not resolvable\"). "
+             f"Means with {int(opts['confidence'] * 100)}% bootstrap CIs (BCa, "
+             f"{opts['bootstrap_resamples']} resamples).")
+    return text
+
+
+def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]) -> None:
+    eq = comp[comp["test"] == "equivalence"]
+    if eq.empty:
+        return
+    doc.h(2, "Equivalence within declared margins")
+    how = ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)"
+           if opts["equivalence_test"] == "ratio" else
+           "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)")
+    margins = ", ".join(f"{m}: δ = {d:g}" for m, d in opts["equivalence"].items())
+    doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
+          "rejects after the family's adjustment; \"different\": it does not but the Mann–Whitney "
+          "test does; \"inconclusive\": neither — the data show neither a difference nor "
+          f"equivalence. Intervals are the unadjusted {1 - 2 * opts['alpha']:.0%} intervals of the "
+          "estimate; the verdict uses the adjusted p-values.")
+    counts = eq["verdict"].str.split(" \\(").str[0].value_counts()
+    doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")
+    doc.ul([f"{_case_title(r._asdict())}, n = {r.budget:g}"
+            + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
+            + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: **{r.verdict}**"
+            + ("" if math.isnan(r.pvalue) else
+               f" (estimate {_num(r.effect)}, {1 - 2 * opts['alpha']:.0%} CI [{_num(r.effect_low)}, "
+               f"{_num(r.effect_high)}], region [{_num(r.margin_low)}, {_num(r.margin_high)}], "
+               f"adjusted TOST p {_p(r.pvalue_adjusted)})")
+            for r in eq.itertuples(index=False)])
+
+
+def _trial_level_section(doc: Document, comp_trials: pd.DataFrame) -> None:
+    doc.h(2, "Trial-level tests (not independent)")
+    mw = comp_trials[comp_trials["test"] == "mann_whitney"]
+    doc.p("The same tests with the trial as the unit, for comparison only: the trials of one "
+          "cluster (text) are correlated, so these p-values are optimistic and support no "
+          f"conclusion. {int(mw['significant'].sum())} of {len(mw)} trial-level (not independent) "
+          "Mann–Whitney rows have adjusted p ≤ α. Full table: "
+          "tables/comparisons_trial_level.csv.")
+
+
+def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
+              theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
+              comp_trials: pd.DataFrame | None) -> Document:
+    doc = Document()
+    # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
+    heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
+                for v in t["ci_reliable"])
+    man = result.manifest
+    cfg = result.config
+    doc.h(1, "kvstats hypothesis report")
+    git = man.get("git") or {}
+    doc.ul([
+        f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell, {cfg.n_queries} "
+        f"quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
+        + (" (a real trial's queries: its KV head's query heads at the last position)"
+           if any(d.name == REAL for d in cfg.distributions) else "")
+        + f", root seed {man.get('seed')}; "
+        f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
+        f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
+        f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
+        f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
+        "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + ".",
+        _tests_text(comp, opts),
+        *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
+        "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
+        "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p ≤ α; "
+        "otherwise \"no significant difference\" when the test could have rejected, or \"not "
+        "resolvable at …\" when even the most extreme data could not have reached an adjusted "
+        "p ≤ α (a statement about the design, not about the schemes). Neither is a claim that "
+        "two schemes are equal: that is what the equivalence tests (declared margins) are for.",
+        R_CONVENTION,
+        unit_text,
+    ])
+    _equivalence_section(doc, comp, opts)
+
+    doc.h(2, "Crossovers of the winner across budgets")
+    if cross.empty:
+        doc.p("No metric was tested at two or more budgets.")
+    else:
+        found = cross[cross["crossover"]]
+        if found.empty:
+            doc.p("**No crossover**: for every case, pair and metric, no two budgets have opposite "
+                  "significant winners.")
+        else:
+            doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
+            doc.ul(found["description"].tolist())
+        kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
+        if not kl.empty:
+            doc.p("Attention KL, winners by budget (no crossover):")
+            doc.ul([f"{_case_title(r._asdict())}, {r.scheme_a} vs {r.scheme_b}: {r.winners}"
+                    for r in kl.itertuples(index=False)])
+
+    doc.h(2, "Theory beside measurement")
+    if theory.empty:
+        doc.p(f"No scheme with a closed-form prediction ({', '.join(theory_schemes())}) at integer "
+              "budgets.")
+    else:
+        present = set(summary["scheme"])
+        pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]
+        doc.p("`k_snr_db`: predicted per-key SNR of the keys from the Lloyd–Max distortion D_n of "
+              "the sphere-coordinate density (relative MSE d_pad·D_n; with a 1-bit Gaussian QJL "
+              "residual d_pad·D_{n−1}·(π/2 − 1/d_pad)); exact for Gaussian keys, a yardstick "
+              f"otherwise. `ip_var_ratio_same_budget`: variance of the q·k error of "
+              f"{_pairs_text(pairs, '{p} over {m}')} at equal n, predicted "
+              f"(π/2 − 1/d_pad)·D_{{n−1}}/D_n (→ 2π). `ip_var_ratio_residual`: "
+              f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
+              "See kvstats.analysis.theory_table.")
+        doc.table(_theory_fmt(theory))
+
+    for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
+                            "(95% CI)."), ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate "
+                                           "with overhead (95% CI)."),
+                           ("lowrank_vs_heavytail", "Per-trial KL on low-rank, heavy-tailed and "
+                            "Gaussian keys.")):
+        if fname in figs:
+            doc.fig(figs[fname], caption)
+    for name, path in figs.items():
+        if name.startswith("crossover_"):
+            doc.fig(path, f"Rank-biserial r across budgets ({name[10:].replace('_vs_', ' vs ')}); "
+                    "r > 0: the first scheme's values are larger (better for SNR and recall@5, "
+                    "worse for φ and KL: each panel says which); filled = significant after "
+                    "adjustment.")
+
+    for case_key, case_sum in summary.groupby(list(CASE_COLUMNS), sort=False):
+        case = dict(zip(CASE_COLUMNS, case_key))
+        title = _case_title(case)
+        doc.h(2, title)
+        slug = _slug(title)
+        for place in ("k", "v", "t"):
+            name = f"shannon_phi_{place}_{slug}"
+            if name in figs:
+                doc.fig(figs[name], f"Shannon–φ plane ({place.upper()}), {title}.")
+        case_comp = comp
+        for col in CASE_COLUMNS:
+            case_comp = case_comp[case_comp[col] == case[col]]
+        for budget, bsum in case_sum.groupby("budget", sort=True):
+            doc.h(3, f"{title}: n = {budget:g} bits per coordinate")
+            doc.table(_scheme_table(bsum))
+            bcomp = case_comp[case_comp["budget"] == budget]
+            if not bcomp.empty:
+                doc.table(_comparison_table(bcomp))
+    if comp_trials is not None:
+        _trial_level_section(doc, comp_trials)
+    doc.p("† KS p-value with tied values: exact, conditional on the ties (the permutation "
+          "distribution of D given the pooled values, as R's ks.test(exact = TRUE); a Monte "
+          "Carlo permutation p-value when the exact count is too costly, with its B). "
+          "Full-precision numbers: tables/*.csv and report.json.")
+    if heavy:
+        doc.p(HEAVY_NOTE)
+    return doc
+
