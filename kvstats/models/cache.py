@@ -12,13 +12,16 @@ Two read paths:
 - **Codes** (per-vector schemes that export, ``SchemeDef.gpu`` — KV, KQV, QKQV,
   turboquant_mse/prod, K{a}V{b} — with their default Hadamard or no rotation): the layer
   holds only the packed codes, norms and the tail, in torch buffers grown in place
-  (:class:`~kvstats.models.code_attention.GrowingBuffer`); new tokens are coded in torch,
-  batched over heads and tokens (one call per prefill, a few small ops per decode step),
-  and attention is computed from the codes by
+  (:class:`~kvstats.models.code_attention.GrowingBuffer`); new tokens are coded batched
+  over heads and tokens (one torch call per prefill block, one C call per decode step),
+  and a decode step's attention is computed from the codes by
   :func:`~kvstats.models.code_attention.code_attention` (rotated query against centroids,
-  QJL term from the sign bits, output accumulated in the rotated space). ``update``
+  QJL term from the sign bits, output accumulated in the rotated space; compiled look-up
+  loops of :mod:`kvstats.models.lut_kernel` when a C compiler is available). ``update``
   returns a :class:`~kvstats.models.code_attention.CodedKV` handle that transformers'
-  ``"eager"``/``"sdpa"`` attention (wrapped on first use) routes there. Each KV head has its
+  ``"eager"``/``"sdpa"`` attention (wrapped on first use) routes there; a prefill chunk
+  (several queries) is decoded transiently and given to the model's own attention, so it
+  is bit-identical to the decoded-copy path. Each KV head has its
   own scheme, seeded ``SeedSequence([seed, layer, head])`` (``per_head=False``: one per
   layer, ``SeedSequence([seed, layer])``).
 - **Decoded copy** (``keep_decoded=True``, or a scheme without a code-reading path: kivi,

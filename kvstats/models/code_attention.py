@@ -11,11 +11,13 @@ With ``k = ‖k‖·Rᵀĉ (+ c·‖r‖·Sᵀσ)``:
 - output ``Σ p_n v_n = Rᵀ(Σ p_n ‖v_n‖ ĉ_n) + c·Sᵀ(Σ p_n ‖r_n‖ σ_n)``: accumulated in the
   rotated (sketched) space and mapped back once per step.
 
-Nothing decoded is kept: centroids and ±1 signs of the coded tokens are looked up from the
-packed bytes inside each attention call (a transient the size of one layer's keys) and
-dropped. :class:`SideCoder` also *encodes* in torch, batched over batch, heads and tokens,
-with the numpy coders' arithmetic (same rotation order, boundaries, float32 casts and norm
-rounding), so a prefill of 512 tokens is one call and a decode step a few small ops.
+Nothing decoded is kept. The look-ups run in the compiled loops of
+:mod:`kvstats.models.lut_kernel` (each token's codes decoded into an L1 buffer and used at
+once) when a C compiler is available, else as torch gathers (``index_select``; centroids
+of one layer's tokens as a transient). :class:`SideCoder` also *encodes*, batched over
+batch, heads and tokens: a prefill block with torch ops that mirror the numpy coders'
+arithmetic (same rotation order, boundaries, float32 casts and norm rounding), a decode
+step (≤ 16 tokens) in one C call.
 
 How the model reaches it: :meth:`QuantizedCache.update` returns a :class:`CodedKV` handle
 instead of key/value tensors, and :func:`install` wraps transformers' ``"sdpa"`` and
@@ -160,7 +162,8 @@ class SideCoder:
             self.sketch = torch.from_numpy(sk)
             self.scale = float(e0.sketch_scale)
             self.sign_bytes = -(-self.m // 8)
-            self.sign_table = _byte_table(torch.tensor([-1.0, 1.0]), 1)
+            self.sign_values = torch.tensor([-1.0, 1.0])
+            self.sign_table = _byte_table(self.sign_values, 1)
 
     @property
     def sketch_t(self) -> torch.Tensor:
@@ -184,8 +187,10 @@ class SideCoder:
             out = self.table.index_select(0, packed.reshape(-1).to(torch.int32))
             return out.view(*lead, -1)[..., :self.dim_padded]
         b = self.bits
-        words = (packed.reshape(*lead, -1, b).long() << _shifts(8, b)).sum(-1)
-        idx = (words[..., None] >> _shifts(b, 8)) & (2 ** b - 1)
+        # eight codes per little-endian word of b bytes; int32 holds b <= 3 (24 bits)
+        wide = torch.int32 if b <= 3 else torch.int64
+        words = (packed.reshape(*lead, -1, b).to(wide) << _shifts(8, b).to(wide)).sum(-1, dtype=wide)
+        idx = (words[..., None] >> _shifts(b, 8).to(wide)) & (2 ** b - 1)
         return self.centroids.index_select(0, idx.reshape(-1)).view(*lead, -1)[..., :self.dim_padded]
 
     def signs_of(self, packed: UInt8[torch.Tensor, "*b n mbytes"]) -> Float[torch.Tensor, "*b n m"]:
@@ -197,15 +202,29 @@ class SideCoder:
     def _norms(self, x: torch.Tensor, name: str) -> torch.Tensor:
         norms = torch.sqrt((x * x).sum(-1))
         stored = norms.to(self.norm_dtype)
-        if not bool(torch.isfinite(stored).all()):
-            raise ValueError(f"{name} has vector norms beyond the range of norm_dtype={self.norm_dtype} "
+        limit = torch.finfo(self.norm_dtype).max
+        if norms.numel() and not float(norms.max()) <= limit:  # also catches NaN/inf input
+            raise ValueError(f"{name} has non-finite vector norms or norms beyond the range of norm_dtype={self.norm_dtype} "
                              f"(max {float(norms.max()):.6g}); use norm_dtype=np.float32")
         return norms, stored
 
-    def encode(self, x: Float[torch.Tensor, "*b H n d"]) -> dict[str, torch.Tensor]:
+    def encode(self, x: Float[torch.Tensor, "*b H n d"], fused: bool | None = None) -> dict[str, torch.Tensor]:
         """Codes of float32 vectors: ``codes`` (packed uint8), ``norms``; prod adds
-        ``signs`` (packed sign bits) and ``rnorms`` (residual norms)."""
+        ``signs`` (packed sign bits) and ``rnorms`` (residual norms).
+
+        ``fused`` (default: for blocks of at most 16 tokens of a ``(B, H, n, d)`` input
+        with float16 norms, when the loops of :mod:`kvstats.models.lut_kernel` are built):
+        one C call instead of ~40 small torch ops (a decode step); larger blocks (a
+        prefill) take the torch ops, which mirror the numpy coder's arithmetic."""
         x = x.to(torch.float32)
+        if fused is None:
+            fused = x.ndim == 4 and x.shape[-2] <= 16 and self.norm_dtype == torch.float16
+        if fused:
+            from kvstats.models.lut_kernel import kernel
+
+            kern = kernel()
+            if kern is not None:
+                return kern.encode(self, x)
         norms, stored = self._norms(x, "x")
         inv = torch.where(norms > 0, 1.0 / norms.double(), 0.0).to(torch.float32)
         codes = torch.bucketize(self.rotate(x * inv[..., None]), self.boundaries)
@@ -235,7 +254,7 @@ class SideCoder:
         out = [self.centroids, self.boundaries]
         out += [t for t in (self.signs, self.hd, self.table, self.sketch) if t is not None]
         if self.coder == "prod":
-            out.append(self.sign_table)
+            out += [self.sign_values, self.sign_table]
         return out
 
 
@@ -303,7 +322,7 @@ class CodedKV:
 
 
 def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask: torch.Tensor | None,
-                   scaling: float, n_rep: int) -> Float[torch.Tensor, "B Q Hq d"]:
+                   scaling: float, n_rep: int, *, fused: bool | None = None) -> Float[torch.Tensor, "B Q Hq d"]:
     """Attention of ``query`` over a code-reading cache layer (coded tokens + fp tail).
 
     Parameters
@@ -318,27 +337,60 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         Score scale (``1/√d``).
     n_rep : int
         Query heads per KV head.
+    fused : bool, optional
+        Use the compiled look-up loops of :mod:`kvstats.models.lut_kernel` (default: when
+        they could be built) or the torch gathers (False). Same numbers up to float32
+        summation order.
 
     Returns
     -------
     torch.Tensor ``(B, Q, Hq, d)`` in ``query``'s dtype (what transformers' attention
     functions return).
     """
+    from kvstats.models.lut_kernel import kernel
+
+    kern = kernel() if fused is None or fused else None
+    if fused and kern is None:
+        raise ValueError("fused must be None or False: the look-up loops could not be built here")
+    half = (layer.key_coder.norm_dtype == torch.float16 and layer.value_coder.norm_dtype == torch.float16)
+    if not half:  # the loops read float16 norms (the schemes' default)
+        if fused:
+            raise ValueError("fused must be None or False for norm dtypes other than float16")
+        kern = None
     B, Hq, Q, d = query.shape
     H = Hq // n_rep
     GQ = n_rep * Q
     qf = query.to(torch.float32).reshape(B, H, GQ, d) * scaling
     N, st = layer.n_coded, layer.store
     T = layer.keys.shape[-2]
+
+    def lookup_scores(qx, coder, codes, scale, signs):
+        if kern is not None:
+            buf, sbuf = codes.buf, scale.buf
+            table = coder.sign_values if signs else coder.centroids
+            out = kern.scores(qx.reshape(B * H, GQ, -1), buf.view(B * H, *buf.shape[2:]), N,
+                              sbuf.view(B * H, sbuf.shape[2]), table, 1 if signs else coder.bits)
+            return out.view(B, H, GQ, N)
+        vals = coder.signs_of(codes.view()) if signs else coder.centroids_of(codes.view())
+        return torch.matmul(qx, vals.transpose(-1, -2)) * scale.view().to(torch.float32)[:, :, None, :]
+
+    def lookup_sum(p, coder, codes, scale, mult, signs):
+        if kern is not None:
+            buf, sbuf = codes.buf, scale.buf
+            width = coder.m if signs else coder.dim_padded
+            table = coder.sign_values if signs else coder.centroids
+            out = kern.accumulate(p.reshape(B * H, GQ, N), buf.view(B * H, *buf.shape[2:]),
+                                  sbuf.view(B * H, sbuf.shape[2]), mult, table, 1 if signs else coder.bits, width)
+            return out.view(B, H, GQ, width)
+        w = p * (mult * scale.view().to(torch.float32))[:, :, None, :]
+        return torch.matmul(w, coder.signs_of(codes.view()) if signs else coder.centroids_of(codes.view()))
+
     parts = []
     if N:
         kc = layer.key_coder
-        s = torch.matmul(kc.rotate(qf), kc.centroids_of(st["k_codes"].view()).transpose(-1, -2))
-        s = s * st["k_norms"].view().to(torch.float32)[:, :, None, :]
+        s = lookup_scores(kc.rotate(qf), kc, st["k_codes"], st["k_norms"], False)
         if kc.coder == "prod":
-            sq = torch.matmul(qf, kc.sketch_t) * kc.scale
-            sj = torch.matmul(sq, kc.signs_of(st["k_signs"].view()).transpose(-1, -2))
-            s = s + sj * st["k_rnorms"].view().to(torch.float32)[:, :, None, :]
+            s = s + lookup_scores(torch.matmul(qf, kc.sketch_t) * kc.scale, kc, st["k_signs"], st["k_rnorms"], True)
         parts.append(s)
     if T:
         parts.append(torch.matmul(qf, layer.keys.to(torch.float32).transpose(-1, -2)))
@@ -359,12 +411,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     if N:
         vc = layer.value_coder
         pc = p[..., :N] if T else p
-        a = torch.matmul(pc * st["v_norms"].view().to(torch.float32)[:, :, None, :],
-                         vc.centroids_of(st["v_codes"].view()))
-        out = vc.unrotate(a)
+        out = vc.unrotate(lookup_sum(pc, vc, st["v_codes"], st["v_norms"], 1.0, False))
         if vc.coder == "prod":
-            w = pc * (vc.scale * st["v_rnorms"].view().to(torch.float32))[:, :, None, :]
-            out = out + torch.matmul(torch.matmul(w, vc.signs_of(st["v_signs"].view())), vc.sketch)
+            out = out + torch.matmul(lookup_sum(pc, vc, st["v_signs"], st["v_rnorms"], vc.scale, True), vc.sketch)
     if T:
         tail = torch.matmul(p[..., N:], layer.values.to(torch.float32))
         out = tail if out is None else out + tail

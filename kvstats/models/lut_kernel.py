@@ -1,0 +1,407 @@
+"""Fused CPU loops for the code-reading attention: look codes up and use them in one pass.
+
+Pure torch looks codes up with a gather (``index_select``) that costs ~2 ns per code on a
+CPU core, several times a float multiply-add, and materialises the centroids of every
+cached token at every step. The two loops here decode one token's packed codes into a
+small buffer (a 2**bits-entry table, in L1) and use it at once, as the TurboQuant/QJL
+kernels do on a GPU:
+
+- ``scores[bh, g, t] = scale[bh, t] · Σ_j q[bh, g, j] · table[code(bh, t, j)]``
+- ``acc[bh, g, j]   += w[bh, g, t] · table[code(bh, t, j)]``  (over t)
+
+Sign bits are 1-bit codes with the table ``[-1, +1]``. Packed codes use the layout of
+:func:`kvstats.models.code_attention._pack` (eight codes per little-endian word of
+``bits`` bytes). The C source is compiled once per machine with the system C compiler
+(``cc -O3``, reassociation allowed so the dot products vectorise; under a second) into the kvstats cache directory and loaded with ctypes; no
+torch headers, no Python build step. Without a compiler (or with ``KVSTATS_LUT_KERNEL=0``)
+:func:`kernel` returns None and the caller uses its torch path (the same numbers up to
+float32 summation order; ``tests/models/test_code_attention.py`` checks both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+__all__ = ["kernel", "LUTKernel"]
+
+_SOURCE = r"""
+#include <stdint.h>
+#include <string.h>
+
+#define MAXD 4096
+
+/* IEEE binary16 <-> binary32, round to nearest even (as torch's .to(float16)). */
+static inline uint16_t f2h(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    int32_t exp = (int32_t)((x >> 23) & 0xff);
+    if (exp == 255) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+    int32_t e = exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - e;
+        uint32_t hm = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (hm & 1u))) hm++;
+        return (uint16_t)(sign | hm);
+    }
+    uint32_t hm = mant >> 13, rem = mant & 0x1fffu;
+    uint32_t h = sign | ((uint32_t)e << 10) | hm;
+    if (rem > 0x1000u || (rem == 0x1000u && (hm & 1u))) h++;
+    return (uint16_t)h;
+}
+
+static inline float h2f(uint16_t h) {
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16, e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu, x;
+    if (e == 0) {
+        float f = (float)m * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    x = (e == 31) ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));
+    float f; memcpy(&f, &x, 4); return f;
+}
+
+static void pack(const uint8_t *codes, int n, int bits, uint8_t *out) {
+    const int groups = (n + 7) / 8;
+    for (int g = 0; g < groups; ++g) {
+        uint64_t w = 0;
+        for (int k = 0; k < 8; ++k) {
+            int j = g * 8 + k;
+            w |= (uint64_t)(j < n ? codes[j] : 0) << (k * bits);
+        }
+        for (int i = 0; i < bits; ++i) out[g * bits + i] = (uint8_t)(w >> (8 * i));
+    }
+}
+
+/* TurboQuant-mse (+ prod residual) codes of x (BH, n, d), float16 norms.
+   signs (Hs, d) with 1/sqrt(d_pad) folded in, hd (d, dpad): NULL for no rotation
+   (dpad == d). Head of row bh: bh % H when Hs > 1. sketch (Hs, m, d) or NULL.
+   Returns 1 on a norm beyond float16 (or non-finite), 2 on sizes beyond MAXD. */
+int encode(const float *x, const float *signs, const float *hd, const float *bnd, const float *cent,
+           const float *sketch, int BH, int H, int Hs, int n, int d, int dpad, int bits, int m,
+           uint8_t *codes, uint16_t *norms, uint8_t *sbits, uint16_t *rnorms) {
+    if (dpad > MAXD || m > MAXD || d > MAXD) return 2;
+    float u[MAXD], y[MAXD], r[MAXD];
+    uint8_t c[MAXD];
+    const int nb = (1 << bits) - 1, cbytes = (dpad + 7) / 8 * bits, sbytes = (m + 7) / 8;
+    for (int bh = 0; bh < BH; ++bh) {
+        const int h = Hs > 1 ? bh % H : 0;
+        const float *sg = signs ? signs + (long)h * d : 0;
+        for (int t = 0; t < n; ++t) {
+            const long row = (long)bh * n + t;
+            const float *xv = x + row * d;
+            float ss = 0.0f;
+            for (int j = 0; j < d; ++j) ss += xv[j] * xv[j];
+            float norm = sqrtf(ss);
+            if (!(norm <= 65504.0f)) return 1;
+            float inv = norm > 0 ? (float)(1.0 / (double)norm) : 0.0f;
+            for (int j = 0; j < d; ++j) u[j] = xv[j] * inv;
+            if (hd) {
+                for (int j = 0; j < d; ++j) u[j] *= sg[j];
+                for (int k = 0; k < dpad; ++k) y[k] = 0.0f;
+                for (int j = 0; j < d; ++j) {
+                    const float uj = u[j], *hr = hd + (long)j * dpad;
+                    for (int k = 0; k < dpad; ++k) y[k] += uj * hr[k];
+                }
+            } else {
+                for (int k = 0; k < dpad; ++k) y[k] = u[k];
+            }
+            for (int k = 0; k < dpad; ++k) {  /* codes: boundaries strictly below y */
+                int lo = 0, hi = nb;
+                while (lo < hi) { int mid = (lo + hi) / 2; if (bnd[mid] < y[k]) lo = mid + 1; else hi = mid; }
+                c[k] = (uint8_t)lo;
+            }
+            pack(c, dpad, bits, codes + row * cbytes);
+            uint16_t hn = f2h(norm);
+            norms[row] = hn;
+            if (!sketch) continue;
+            const float sn = h2f(hn);
+            /* residual r = x - norm * R^T centroids (as the torch coder: unrotate, signs, norm) */
+            for (int j = 0; j < d; ++j) {
+                float acc = 0.0f;
+                if (hd) {
+                    const float *hr = hd + (long)j * dpad;
+                    for (int k = 0; k < dpad; ++k) acc += cent[c[k]] * hr[k];
+                    acc *= sg[j];
+                } else {
+                    acc = cent[c[j]];
+                }
+                r[j] = xv[j] - acc * sn;
+            }
+            const float *sk = sketch + (long)h * m * d;
+            uint8_t *sb = sbits + row * sbytes;
+            memset(sb, 0, sbytes);
+            for (int i = 0; i < m; ++i) {
+                float p = 0.0f;
+                for (int j = 0; j < d; ++j) p += r[j] * sk[(long)i * d + j];
+                if (p >= 0.0f) sb[i / 8] |= (uint8_t)(1u << (i % 8));
+            }
+            float rs = 0.0f;
+            for (int j = 0; j < d; ++j) rs += r[j] * r[j];
+            float rn = sqrtf(rs);
+            if (!(rn <= 65504.0f)) return 1;
+            rnorms[row] = f2h(rn);
+        }
+    }
+    return 0;
+}
+
+/* Values of the n codes of one token. bytetab (256 x 8/bits floats, or NULL): the values
+   of the codes in each byte, for bits dividing 8 -- one copy per byte instead of a
+   shift, mask and load per code. */
+static inline void unpack(const uint8_t *p, int n, int bits, const float *table,
+                          const float *bytetab, float *out) {
+    if (bytetab) {
+        const int per = 8 / bits, nbytes = (n + per - 1) / per;
+        switch (per) {  /* constant sizes: inlined copies, not a libc call per byte */
+        case 1: for (int b = 0; b < nbytes; ++b) out[b] = bytetab[p[b]]; break;
+        case 2: for (int b = 0; b < nbytes; ++b) memcpy(out + 2 * b, bytetab + 2 * p[b], 8); break;
+        case 4: for (int b = 0; b < nbytes; ++b) memcpy(out + 4 * b, bytetab + 4 * p[b], 16); break;
+        default: for (int b = 0; b < nbytes; ++b) memcpy(out + 8 * b, bytetab + 8 * p[b], 32); break;
+        }
+        return;
+    }
+    const uint64_t mask = (1ull << bits) - 1;
+    const int groups = (n + 7) / 8;
+    for (int g = 0; g < groups; ++g) {
+        uint64_t w = 0;
+        for (int i = 0; i < bits; ++i) w |= (uint64_t)p[g * bits + i] << (8 * i);
+        for (int k = 0; k < 8; ++k) out[g * 8 + k] = table[(w >> (k * bits)) & mask];
+    }
+}
+
+/* q (BH, G, D) contiguous; codes: token t of bh at codes + bh*cs0 + t*cs1; scale: float16
+   at scale + bh*ss0 + t; out (BH, G, n) contiguous. */
+int lut_scores(const float *q, const uint8_t *codes, const uint16_t *scale, const float *table,
+               const float *bytetab, float *out, int BH, int G, int D, int n, int bits, long cs0, long cs1,
+               long ss0) {
+    if (D > MAXD) return 1;
+    /* eight tokens at a time, their values transposed (ct[j][tt]): the dot products then
+       vectorise across tokens, with no horizontal sum per token */
+    float c[MAXD + 8], ct[MAXD * 8];
+    for (int bh = 0; bh < BH; ++bh) {
+        const float *qb = q + (long)bh * G * D;
+        float *ob = out + (long)bh * G * n;
+        for (int t0 = 0; t0 < n; t0 += 8) {
+            const int nt = n - t0 < 8 ? n - t0 : 8;
+            float s[8];
+            for (int tt = 0; tt < 8; ++tt) {
+                if (tt < nt) {
+                    unpack(codes + bh * cs0 + (long)(t0 + tt) * cs1, D, bits, table, bytetab, c);
+                    s[tt] = h2f(scale[(long)bh * ss0 + t0 + tt]);
+                } else {
+                    memset(c, 0, sizeof(float) * D);
+                    s[tt] = 0.0f;
+                }
+                for (int j = 0; j < D; ++j) ct[j * 8 + tt] = c[j];
+            }
+            for (int g = 0; g < G; ++g) {
+                const float *qg = qb + (long)g * D;
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int j = 0; j < D; ++j) {
+                    const float qj = qg[j];
+                    for (int tt = 0; tt < 8; ++tt) acc[tt] += qj * ct[j * 8 + tt];
+                }
+                for (int tt = 0; tt < nt; ++tt) ob[(long)g * n + t0 + tt] = acc[tt] * s[tt];
+            }
+        }
+    }
+    return 0;
+}
+
+/* w (BH, G, n) contiguous, weighted by mult * scale (float16, as in lut_scores);
+   acc (BH, G, D) contiguous, overwritten. */
+int lut_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, float mult, const float *table,
+                   const float *bytetab, float *acc, int BH, int G, int D, int n, int bits, long cs0,
+                   long cs1, long ss0) {
+    if (D > MAXD) return 1;
+    float c[MAXD + 8];
+    memset(acc, 0, sizeof(float) * (size_t)BH * G * D);
+    for (int bh = 0; bh < BH; ++bh) {
+        const float *wb = w + (long)bh * G * n;
+        float *ab = acc + (long)bh * G * D;
+        for (int t = 0; t < n; ++t) {
+            unpack(codes + bh * cs0 + t * cs1, D, bits, table, bytetab, c);
+            const float s = mult * h2f(scale[(long)bh * ss0 + t]);
+            for (int g = 0; g < G; ++g) {
+                const float wt = wb[(long)g * n + t] * s;
+                float *ag = ab + (long)g * D;
+                for (int j = 0; j < D; ++j) ag[j] += wt * c[j];
+            }
+        }
+    }
+    return 0;
+}
+"""
+
+
+# Reassociation only (the dot products' sums vectorise); no other fast-math licence.
+_FLAGS = ("-O3", "-shared", "-fPIC", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math")
+
+
+class LUTKernel:
+    """The loaded loops (see the module docstring); build with :func:`kernel`."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self._lib = lib
+        p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
+        lib.lut_scores.argtypes = [p, p, p, p, p, p, i, i, i, i, i, l, l, l]
+        lib.lut_accumulate.argtypes = [p, p, p, ctypes.c_float, p, p, p, i, i, i, i, i, l, l, l]
+        lib.encode.argtypes = [p, p, p, p, p, p, i, i, i, i, i, i, i, i, p, p, p, p]
+        lib.lut_scores.restype = lib.lut_accumulate.restype = lib.encode.restype = ctypes.c_int
+        self._tables: dict = {}
+        lib.lut_scores.restype = lib.lut_accumulate.restype = ctypes.c_int
+
+    def _byte_table(self, table: torch.Tensor, bits: int) -> int | None:
+        """Pointer to the per-byte value table of ``table`` (bits dividing 8), kept alive here."""
+        if 8 % bits:
+            return None
+        key = (bits, table.numpy().tobytes())  # by content: codebooks repeat across layers and caches
+        if key not in self._tables:
+            per = 8 // bits
+            idx = (torch.arange(256)[:, None] >> (torch.arange(per) * bits)) & (2 ** bits - 1)
+            self._tables[key] = table[idx].contiguous()
+        return self._tables[key].data_ptr()
+
+    @staticmethod
+    def _codes(codes: torch.Tensor, n_codes: int, bits: int) -> tuple[torch.Tensor, int, int]:
+        """(BH, tokens, nbytes) uint8 with a contiguous last axis → (tensor, stride0, stride1)."""
+        if codes.dtype != torch.uint8 or codes.stride(-1) != 1 or codes.shape[-1] != -(-n_codes // 8) * bits:
+            raise ValueError(f"codes must be uint8 (BH, tokens, {-(-n_codes // 8) * bits}) with a contiguous "
+                             f"last axis; received {codes.dtype} {tuple(codes.shape)}")
+        return codes, codes.stride(0), codes.stride(1)
+
+    @staticmethod
+    def _half(scale: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
+        if scale.dtype != torch.float16 or scale.stride(-1) != 1 or scale.shape[-1] < n:
+            raise ValueError(f"scale must be float16 (BH, >= {n}) with a contiguous last axis; received "
+                             f"{scale.dtype} {tuple(scale.shape)}")
+        return scale, scale.stride(0)
+
+    def scores(self, q: torch.Tensor, codes: torch.Tensor, n: int, scale: torch.Tensor,
+               table: torch.Tensor, bits: int) -> torch.Tensor:
+        """``(BH, G, n)``: ``scale[bh, t] · q[bh, g] · table[codes of token t]`` for the
+        first ``n`` tokens of ``codes`` ``(BH, capacity, nbytes)`` and float16 ``scale``
+        ``(BH, capacity)``."""
+        BH, G, D = q.shape
+        q, table = q.contiguous(), table.contiguous()
+        codes, s0, s1 = self._codes(codes, D, bits)
+        scale, ss0 = self._half(scale, n)
+        out = torch.empty(BH, G, n, dtype=torch.float32)
+        err = self._lib.lut_scores(q.data_ptr(), codes.data_ptr(), scale.data_ptr(), table.data_ptr(),
+                                   self._byte_table(table, bits), out.data_ptr(), BH, G, D, n, bits, s0, s1, ss0)
+        if err:
+            raise ValueError(f"codes per token must be <= 4096; received {D}")
+        return out
+
+    def accumulate(self, w: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, mult: float,
+                   table: torch.Tensor, bits: int, n_codes: int) -> torch.Tensor:
+        """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``."""
+        BH, G, n = w.shape
+        w, table = w.contiguous(), table.contiguous()
+        codes, s0, s1 = self._codes(codes, n_codes, bits)
+        scale, ss0 = self._half(scale, n)
+        acc = torch.empty(BH, G, n_codes, dtype=torch.float32)
+        err = self._lib.lut_accumulate(w.data_ptr(), codes.data_ptr(), scale.data_ptr(), float(mult),
+                                       table.data_ptr(), self._byte_table(table, bits), acc.data_ptr(),
+                                       BH, G, n_codes, n, bits, s0, s1, ss0)
+        if err:
+            raise ValueError(f"codes per token must be <= 4096; received {n_codes}")
+        return acc
+
+    def encode(self, coder, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """:meth:`SideCoder.encode` of float32 ``x`` ``(B, H, n, d)`` in one C call (float16
+        norms only). Same codes as the torch coder except where float32 summation order
+        moves a coordinate across a boundary."""
+        B, H, n, d = x.shape
+        x = x.contiguous()
+        BH, dp, m = B * H, coder.dim_padded, coder.m
+        codes = torch.empty(B, H, n, coder.code_bytes, dtype=torch.uint8)
+        norms = torch.empty(B, H, n, dtype=torch.float16)
+        prod = coder.coder == "prod"
+        sbits = torch.empty(B, H, n, coder.sign_bytes, dtype=torch.uint8) if prod else None
+        rnorms = torch.empty(B, H, n, dtype=torch.float16) if prod else None
+        signs = None if coder.signs is None else coder.signs.reshape(-1, d).contiguous()
+        sketch = coder.sketch.contiguous() if prod else None
+        Hs = 1 if signs is None and sketch is None else (signs if signs is not None else sketch).shape[0]
+
+        def ptr(t):
+            return None if t is None else t.data_ptr()
+
+        err = self._lib.encode(x.data_ptr(), ptr(signs), ptr(coder.hd), coder.boundaries.data_ptr(),
+                               coder.centroids.data_ptr(), ptr(sketch), BH, H, Hs, n, d, dp, coder.bits, m,
+                               codes.data_ptr(), norms.data_ptr(), ptr(sbits), ptr(rnorms))
+        if err == 1:
+            raise ValueError("x has non-finite vector norms or norms beyond the range of norm_dtype=float16 "
+                             "(max 65504); use norm_dtype=np.float32")
+        if err:
+            raise ValueError(f"dimensions must be <= 4096; received d={d}, d_pad={dp}, m={m}")
+        parts = {"codes": codes, "norms": norms}
+        if prod:
+            parts.update(signs=sbits, rnorms=rnorms)
+        return parts
+
+
+_KERNEL: list = []  # [LUTKernel or None] once tried
+
+
+def _cpu_id() -> str:
+    """This CPU's model and feature flags (Linux): a library built with -march=native is
+    cached per CPU, never loaded on another one."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    keep = [ln for ln in lines if ln.startswith(("model name", "flags"))][:2]
+    return "\n".join(keep)
+
+
+def _native() -> tuple[str, ...]:
+    """-march=native (AVX2 where the CPU has it) when the CPU is identified, else nothing."""
+    return ("-march=native",) if _cpu_id() else ()
+
+
+def _cache_dir() -> Path:
+    from kvstats.models.loader import default_cache_dir
+
+    return Path(default_cache_dir()) / "kernels"
+
+
+def kernel() -> LUTKernel | None:
+    """The compiled loops, or None (no C compiler, a failed build, ``KVSTATS_LUT_KERNEL=0``).
+
+    Examples
+    --------
+    >>> k = kernel()
+    >>> k is None or isinstance(k, LUTKernel)
+    True
+    """
+    if _KERNEL:
+        return _KERNEL[0]
+    lib = None
+    if os.environ.get("KVSTATS_LUT_KERNEL", "1") != "0":
+        flags = (*_FLAGS, *_native())
+        digest = hashlib.sha256((_SOURCE + " ".join(flags) + _cpu_id()).encode()).hexdigest()[:16]
+        target = _cache_dir() / f"kvstats_lut_{digest}.so"
+        try:
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                built = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+                with tempfile.TemporaryDirectory() as tmp:
+                    src = Path(tmp) / "lut.c"
+                    src.write_text(_SOURCE)
+                    subprocess.run([os.environ.get("CC", "cc"), *flags, "-o", str(built), str(src)], check=True, capture_output=True, timeout=120)
+                os.replace(built, target)  # atomic: concurrent builders never load a partial file
+            lib = LUTKernel(ctypes.CDLL(str(target)))
+        except (OSError, subprocess.SubprocessError):
+            lib = None
+    _KERNEL.append(lib)
+    return lib
