@@ -13,10 +13,13 @@ ties to even; :mod:`ml_dtypes` does the rounding); decoding multiplies the FP8 v
     one scale for everything one ``encode`` call receives (vLLM's per-layer
     ``k_scale``/``v_scale`` when a call holds a layer's heads). In a sweep the leading
     axis is independent trials, which a shared scale would couple: use ``"head"`` there.
+``scale=<float>``
+    a static scale, as vLLM keeps one calibrated once (from a prefill or a checkpoint;
+    its default is 1.0): values beyond ``±max·s`` are clamped.
 
-vLLM calibrates its scale once (from a prefill, or from a checkpoint) and keeps it;
-here the scale is the oracle one of the data coded, the best case for a per-tensor
-scale. Bits: 8 per coordinate plus 32 per head (the scale), counted by
+With ``"head"``/``"tensor"`` the scale is the oracle one of the data each call codes, the
+best case for a per-tensor scale; a cache that codes token by token then gets a scale
+per token, which vLLM's static scale does not have — use a float there. Bits: 8 per coordinate plus 32 per head (the scale), counted by
 ``stored_bits``; with ``scale="tensor"`` the heads of a call share one scale, so the
 32 bits per head counted are an upper bound. Zero codes decode to zero; an all-zero
 head has scale 0.
@@ -31,7 +34,7 @@ import ml_dtypes
 import numpy as np
 from jaxtyping import Float
 
-from kvstats._checks import _describe, as_float_array, check_choice, check_int
+from kvstats._checks import _describe, as_float_array, check_choice, check_int, check_real
 
 __all__ = ["FP8_FORMATS", "SCALES", "FP8Codes", "FP8Coder", "amax_scale"]
 
@@ -88,8 +91,8 @@ class FP8Coder:
     fmt : {"fp8_e4m3", "fp8_e5m2"}
     dim : int
         Head dimension.
-    scale : {"head", "tensor"}
-        What one float32 scale covers (module docstring).
+    scale : {"head", "tensor"} or float
+        What one float32 scale covers, or a static scale > 0 (module docstring).
 
     Examples
     --------
@@ -104,7 +107,14 @@ class FP8Coder:
     def __init__(self, fmt: str, dim: int, scale: str = "head"):
         self.fmt = check_choice(fmt, "fmt", list(FP8_FORMATS))
         self.dim = check_int(dim, "dim", low=1)
-        self.scale = check_choice(scale, "scale", SCALES)
+        if isinstance(scale, str):
+            self.scale: str | float = check_choice(scale, "scale", SCALES)
+        else:
+            try:
+                self.scale = check_real(scale, "scale", low=0.0, low_open=True)
+            except TypeError as exc:
+                raise TypeError(f"scale must be one of {list(SCALES)} or a positive float; "
+                                f"received {_describe(scale)}") from exc
         self.dtype = np.dtype(FP8_FORMATS[self.fmt])
         self.fmax = float(ml_dtypes.finfo(self.dtype).max)
         self.nominal_bits = 8.0
@@ -116,7 +126,12 @@ class FP8Coder:
             raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
         with np.errstate(over="ignore"):       # beyond float32: inf, refused by amax_scale
             x32 = x.astype(np.float32)
-        s = amax_scale(x32, self.scale, self.fmax)
+        if isinstance(self.scale, float):
+            if not np.isfinite(x32).all():
+                raise ValueError(f"x must be finite in float32 (|x| < 3.4e38); received {_describe(x)}")
+            s = np.full((1,) * x.ndim, self.scale, dtype=np.float32)
+        else:
+            s = amax_scale(x32, self.scale, self.fmax)
         y = np.clip(_divide(x32, s), -self.fmax, self.fmax)
         scale = s.reshape(x.shape[:-2] if self.scale == "head" else ())
         return FP8Codes(y.astype(self.dtype).view(np.uint8), scale, self.fmt, x.dtype)

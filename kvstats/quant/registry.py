@@ -538,7 +538,7 @@ _ENTRIES = (
                 _bits=partial(_block_bits, fmt), _coded=_all_coords)
       for fmt, (code, fields) in _BLOCK_TYPES.items()),
     *(SchemeDef(name=fmt, summary=f"FP8 {fmt[4:].upper()} KV cache (vLLM): x/s rounded to FP8, a float32 "
-                "scale s = amax/max per head ('head') or per call ('tensor')",
+                "scale s = amax/max per head ('head'), per call ('tensor') or static (a float)",
                 params=frozenset({"scale"}), min_bits=8, max_bits=8, fixed_budget=True,
                 token_group_param=None, gpu=False, key_theory=None,
                 build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,

@@ -90,6 +90,20 @@ def test_scale_per_head_or_per_call():
     assert rel.max() <= 2.0 ** -4 * (1 + 1e-6)
 
 
+def test_static_scale_clamps_like_vllm():
+    # vLLM keeps a calibrated scale: x/s beyond ±448 is clamped, not rescaled
+    x = np.array([[1.0, -3.0, 1000.0, -2000.0]])
+    static = FP8Coder("fp8_e4m3", 4, scale=2.0)
+    codes = static.encode(x)
+    assert codes.scale.shape == () and codes.scale == np.float32(2.0)
+    np.testing.assert_array_equal(static.decode(codes), [[1.0, -3.0, 896.0, -896.0]])
+    assert kvstats.make_scheme("fp8_e4m3", None, 4, scale=2.0).roundtrip(x, x)[0][0, 2] == 896.0
+    with pytest.raises(ValueError, match=r"scale must be in \(0.0, inf\]"):
+        FP8Coder("fp8_e4m3", 4, scale=0.0)
+    with pytest.raises(TypeError, match="scale must be one of"):
+        FP8Coder("fp8_e4m3", 4, scale=[1.0])
+
+
 def test_zero_bits_and_errors():
     coder = FP8Coder("fp8_e5m2", 16)
     codes = coder.encode(np.zeros((2, 5, 16)))
