@@ -282,6 +282,7 @@ def report_options_markdown() -> str:
     """
     lines = ["| option | type | allowed | default | meaning |", "|---|---|---|---|---|"]
     for o in REPORT_OPTIONS:
-        default = "(the sweep's)" if o.default is None else repr(o.default)
+        default = ("(the sweep's)" if o.default is None else str(o.default).lower()
+                   if isinstance(o.default, bool) else repr(o.default))
         lines.append(f"| `{o.name}` | {o.type} | {o.allowed} | {default} | {o.meaning} |")
     return "\n".join(lines)
