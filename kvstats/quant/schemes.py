@@ -260,11 +260,14 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     draws : int or tuple of int
         Batch shape of independent draws of that randomness (default: one shared draw).
     **params
-        Scheme settings: ``rotation`` ("hadamard" | "haar" | "identity"), ``sketch``
-        ("gaussian" | "orthogonal"), ``m`` (sketch rows), ``norm_dtype``; for ``qjl``:
-        ``n_outliers``, ``outlier_m``, ``group_size``, ``value_bits``,
-        ``value_group_size``; for ``kivi``: ``group_size``, ``residual``; for ``mixed``:
-        ``key_bits``, ``value_bits``.
+        Scheme settings, ``scheme_def(name).params`` lists those a scheme accepts:
+        ``rotation`` ("hadamard" | "haar" | "identity"), ``sketch`` (``SKETCHES``), ``m``
+        (sketch rows), ``norm_dtype``; for ``qjl``: ``n_outliers``, ``outlier_m``,
+        ``group_size``, ``value_bits``, ``value_group_size``; for ``kivi``:
+        ``group_size``, ``residual``; for ``mixed``: ``key_bits``, ``value_bits``; for
+        ``fp8_e4m3``/``fp8_e5m2``/``nvfp4``: ``scale`` ("head" | "tensor" | a float:
+        a static scale, as a calibrated cache keeps); for ``klt``: ``rank``,
+        ``group_size`` (tokens per calibration block).
 
     Examples
     --------
