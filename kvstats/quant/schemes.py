@@ -265,8 +265,9 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
         (sketch rows), ``norm_dtype``; for ``qjl``: ``n_outliers``, ``outlier_m``,
         ``group_size``, ``value_bits``, ``value_group_size``; for ``kivi``:
         ``group_size``, ``residual``; for ``mixed``: ``key_bits``, ``value_bits``; for
-        ``fp8_e4m3``/``fp8_e5m2``/``nvfp4``: ``scale`` ("head" | "tensor" | a float:
-        a static scale, as a calibrated cache keeps); for ``klt``: ``rank``,
+        ``fp8_e4m3``/``fp8_e5m2``: ``scale`` ("head" | "tensor" | a float: a static
+        scale, as a calibrated cache keeps); for ``nvfp4``: ``scale`` ("head" |
+        "tensor"); for ``klt``: ``rank``,
         ``group_size`` (tokens per calibration block).
 
     Examples
