@@ -37,7 +37,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental.pallas import triton as pl_triton
 from jax.typing import ArrayLike
 
 from kvstats._checks import check_choice
@@ -122,6 +121,8 @@ def compiler_params(backend: str = "triton", num_warps: int = 4, num_stages: int
     """
     check_choice(backend, "backend", BACKENDS)
     if backend == "triton":
+        # imported here: a JAX that has dropped the deprecated Triton lowering still runs Mosaic
+        from jax.experimental.pallas import triton as pl_triton
         return pl_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
     from jax.experimental.pallas import mosaic_gpu as plgpu
     return plgpu.CompilerParams(dimension_semantics=dimension_semantics)

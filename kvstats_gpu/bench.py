@@ -3,13 +3,14 @@
 Run ``python -m kvstats_gpu.bench`` (``--quick`` for 32k tokens only, ``--json FILE`` to
 save the figures). One script, in this order:
 
-1. correctness: the Pallas kernels (compiled on a GPU, interpreted on a CPU) against
-   their jnp references on a small cache; stops with exit status 1 on a mismatch;
+1. correctness: the Pallas kernels of each backend asked for (``--impl``: Mosaic GPU and
+   Triton by default; compiled on a GPU, interpreted on a CPU) against the dense
+   reference on the dequantized cache; stops with exit status 1 on a mismatch;
 2. throughput: for each context length (32k and 128k tokens, 8 KV heads, 4 query heads
    per KV head, d = 128), the time of one decode step over the quantized cache and of
    ``jax.nn.dot_product_attention`` on the same shape in bf16, the bytes each reads, the
    achieved memory bandwidth and its fraction of the device's peak, and the cache bytes
-   per token against fp16.
+   per token against fp16, one row per (length, scheme, backend).
 
 On a CPU the figures are CPU figures of the jnp reference path on a small configuration
 (the Pallas interpreter is a correctness tool, not a fast path), and the script says so.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -71,7 +73,7 @@ def _time(fn, *args, reps: int) -> float:
     return statistics.median(times)
 
 
-def correctness_check(impl_note: str) -> dict[str, float]:
+def correctness_check(impl_note: str, impl: str = "pallas") -> dict[str, float]:
     """Kernels vs references on a small cache; raises AssertionError on a mismatch."""
     interpret = not on_gpu()
     out = {}
@@ -80,21 +82,28 @@ def correctness_check(impl_note: str) -> dict[str, float]:
         spec, params = make_cache_spec(name, bits, 128, seed=1)
         K, V = rng.normal(size=(2, 2, 300, 128)).astype(np.float32)
         q = rng.normal(size=(8, 128)).astype(np.float32)
-        cache = quantize_kv(K, V, spec, params, impl="pallas", interpret=interpret)
-        got = np.asarray(decode_attention(q, cache, spec, params, impl="pallas", interpret=interpret,
+        cache = quantize_kv(K, V, spec, params, impl=impl, interpret=interpret)
+        got = np.asarray(decode_attention(q, cache, spec, params, impl=impl, interpret=interpret,
                                           block_tokens=64))
         ref = np.asarray(dense_decode_attention(q, *dequantize_kv(cache, spec, params), length=300))
         err = float(np.abs(got - ref).max())
         if not err < 1e-4:
-            raise AssertionError(f"{name}: Pallas decode attention differs from the dense reference by {err}")
-        out[f"{name}{bits}_max_abs_err_vs_dense_on_dequantized"] = err
+            raise AssertionError(f"{name} ({impl}): Pallas decode attention differs from the dense reference "
+                                 f"by {err}")
+        out[f"{impl}_{name}{bits}_max_abs_err_vs_dense_on_dequantized"] = err
     print(f"correctness ({impl_note}): " + ", ".join(f"{k} = {v:.2e}" for k, v in out.items()))
     return out
 
 
 def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, group: int, dim: int,
-        reps: int) -> list[dict[str, Any]]:
+        reps: int, impls: tuple[str, ...] = ("pallas",)) -> list[dict[str, Any]]:
+    """Time one decode step per (length, scheme, impl) against dense bf16 attention.
+
+    ``impls``: Pallas backends to time on a GPU (``"pallas"``, ``"mosaic"``, ``"triton"``);
+    off a GPU one row per scheme of the jnp reference path.
+    """
     gpu = on_gpu()
+    impls = tuple(impls) if gpu else ("reference",)
     device = jax.devices()[0]
     peak = peak_bandwidth(device.device_kind) if gpu else None
     rows = []
@@ -111,16 +120,16 @@ def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, grou
         t_dense = _time(dense, qd, Kd, Vd, reps=reps)
         del Kd, Vd
         dense_bytes = 2 * K.size * 2 + q.size * 2
-        for name, bits in schemes:
+        for (name, bits), impl in ((sb, i) for sb in schemes for i in impls):
             spec, params = make_cache_spec(name, bits, dim, seed=0)
-            cache = quantize_kv(K, V, spec, params)
-            step = jax.jit(lambda q, c: decode_attention(q, c, spec, params))
+            cache = quantize_kv(K, V, spec, params, impl=impl)
+            step = jax.jit(lambda q, c: decode_attention(q, c, spec, params, impl=impl))
             t_q = _time(step, q, cache, reps=reps)
             acc = cache_bytes_per_token(spec, n_kv_heads)
             q_bytes = n * acc["bytes"]
             row = {"device": device.device_kind, "platform": device.platform, "tokens": n,
                    "kv_heads": n_kv_heads, "q_heads": n_kv_heads * group, "dim": dim,
-                   "scheme": f"{name}@{bits}", "path": "pallas" if gpu else "jnp reference (CPU)",
+                   "scheme": f"{name}@{bits}", "path": impl if gpu else "jnp reference (CPU)",
                    "quant_ms": 1e3 * t_q, "dense_bf16_ms": 1e3 * t_dense, "speedup_vs_dense": t_dense / t_q,
                    "quant_GBps": q_bytes / t_q / 1e9, "dense_GBps": dense_bytes / t_dense / 1e9,
                    "quant_frac_peak": None if peak is None else q_bytes / t_q / peak,
@@ -134,7 +143,7 @@ def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, grou
 
 
 def _fmt(rows: list[dict[str, Any]]) -> str:
-    cols = ["tokens", "scheme", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "quant_GBps",
+    cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "quant_GBps",
             "quant_frac_peak", "dense_GBps", "dense_frac_peak", "cache_bytes_per_token", "ratio_to_fp16"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -157,12 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int, default=4, help="query heads per KV head")
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--impl", nargs="+", default=["mosaic", "triton"], choices=["pallas", "mosaic", "triton"],
+                   help="Pallas backends to check and time (default: mosaic triton; on a CPU only the "
+                        "correctness check uses them, through the interpreter)")
     p.add_argument("--json", default=None, help="write the figures to this file")
     args = p.parse_args(argv)
     gpu = on_gpu()
     device = jax.devices()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"kvstats_gpu benchmark, {stamp}, jax {jax.__version__}, device: {device.device_kind} ({device.platform})")
+    print(f"kvstats_gpu benchmark, {stamp}, jax {jax.__version__}, device: {device.device_kind} ({device.platform}), "
+          f"load average {os.getloadavg()[0]:.2f}")
     if not gpu:
         print("NOTE: no GPU. These are CPU figures of the jnp reference path on a small configuration; "
               "they say nothing about GPU performance.")
@@ -181,20 +194,27 @@ def main(argv: list[str] | None = None) -> int:
         kv_heads = 2  # keep the CPU run to seconds
     else:
         kv_heads = args.kv_heads
-    try:
-        check = correctness_check("compiled Triton kernels" if gpu else "Pallas interpreter on the CPU")
-    except AssertionError as exc:
-        print(f"CORRECTNESS FAILURE: {exc}", file=sys.stderr)
+    check, passed, failed = {}, [], {}
+    for impl in args.impl:
+        try:
+            check.update(correctness_check(f"compiled {impl} kernels" if gpu else
+                                           f"{impl} kernels in the Pallas interpreter on the CPU", impl))
+            passed.append(impl)
+        except Exception as exc:  # a compile failure fails this backend; the others still run
+            failed[impl] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+            print(f"CORRECTNESS FAILURE ({impl}): {failed[impl]}", file=sys.stderr)
+    if not passed:
         return 1
-    rows = run(tokens, schemes, kv_heads, args.group, args.dim, reps)
+    rows = run(tokens, schemes, kv_heads, args.group, args.dim, reps, tuple(passed))
     print(_fmt(rows))
     if gpu and rows and rows[0]["quant_frac_peak"] is None:
         print(f"(no peak bandwidth on record for {device.device_kind!r}: add it to PEAK_BANDWIDTH)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"date": stamp, "jax": jax.__version__, "device": device.device_kind,
-                       "gpu": gpu, "correctness": check, "rows": rows}, fh, indent=2)
-    return 0
+                       "gpu": gpu, "load_average": os.getloadavg()[0], "impls": args.impl,
+                       "correctness": check, "failed": failed, "rows": rows}, fh, indent=2)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import pytest
 
 from _gpu_helpers import _kv, manual_spec
 from kvstats_gpu.cache import QuantizedKVCache, dequantize_kv, quantize_kv
-from kvstats_gpu.decode import decode_attention, dense_decode_attention
+from kvstats_gpu.decode import decode_attention, decode_partials, dense_decode_attention
 
 
 # Each case: (d, k_bits, v_bits, k_m, v_m, N, G, block_tokens, n_splits, q_scale, q dtype).
@@ -23,16 +23,26 @@ KERNEL_CASES = [
     (128, 2, 2, 128, 128, 200, 4, 64, 2, 40.0, jnp.float32),  # QKQV at 3 bits, peaked
     (64, 0, 2, 128, 0, 40, 2, 32, 1, 1.0, jnp.bfloat16),     # pure QJL keys (m = 2d), 2-bit values
 ]
+# The Mosaic body (d = 128: 16-byte plane rows; blocks of >= 64 tokens): the same kinds
+# of cache, G = 3 (no padding in this body), splits that are empty (N = 40 < 64 with 4
+# splits) or end in a partial block (N = 200), peaked attention, bf16 queries, 128-token
+# blocks.
+MOSAIC_CASES = [
+    (128, 4, 3, 0, 128, 90, 3, 128, 1, 1.0, jnp.float32),     # KQV at 4 bits
+    (128, 2, 2, 128, 128, 200, 4, 64, 2, 40.0, jnp.float32),  # QKQV at 3 bits, peaked
+    (128, 0, 2, 256, 0, 40, 2, 64, 4, 1.0, jnp.bfloat16),     # pure QJL keys, empty splits
+]
 
 
-@pytest.mark.parametrize("case", KERNEL_CASES)
-def test_kernel_matches_reference_and_dense_on_dequantized_cache(case):
+@pytest.mark.parametrize("case,backend", [(c, "triton") for c in KERNEL_CASES]
+                         + [(c, "mosaic") for c in MOSAIC_CASES])
+def test_kernel_matches_reference_and_dense_on_dequantized_cache(case, backend):
     d, kb, vb, km, vm, N, G, T, S, q_scale, dtype = case
     spec, params = manual_spec(d, kb, vb, km, vm)
     K, V, q = _kv(2, N, d, G, seed=d + N, q_scale=q_scale)
     q = jnp.asarray(q, dtype)  # every path computes in float32 from the same (rounded) query
     cache = quantize_kv(K, V, spec, params, impl="reference")
-    got = np.asarray(decode_attention(q, cache, spec, params, impl="pallas", interpret=True,
+    got = np.asarray(decode_attention(q, cache, spec, params, impl=backend, interpret=True,
                                       block_tokens=T, n_splits=S))
     ref = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
     Kh, Vh = dequantize_kv(cache, spec, params)
@@ -42,10 +52,10 @@ def test_kernel_matches_reference_and_dense_on_dequantized_cache(case):
     np.testing.assert_allclose(ref, dense, atol=2e-5)
 
 
-def test_quantize_kernels_match_reference_codes():
+def test_quantize_kernels_match_reference_codes(backend):
     spec, params = manual_spec(128, 3, 2, 0, 128)
     K, V, _ = _kv(2, 24, 128, 1, seed=3)
-    a = quantize_kv(K, V, spec, params, impl="pallas", interpret=True)
+    a = quantize_kv(K, V, spec, params, impl=backend, interpret=True)
     b = quantize_kv(K, V, spec, params, impl="reference")
     for name, x, y in zip(a._fields, a, b):
         if x is None:
@@ -61,40 +71,69 @@ def test_quantize_kernels_match_reference_codes():
             np.testing.assert_allclose(x.astype(np.float32), y.astype(np.float32), rtol=1e-3, err_msg=name)
 
 
-@pytest.mark.parametrize("d,kb,vb,km,vm", [(128, 4, 3, 0, 128), (128, 2, 2, 128, 128), (128, 0, 3, 256, 0),
-                                          (64, 4, 3, 0, 64)])  # d = 64 (SmolLM2): sub-16 products
-def test_decode_lowers_for_cuda(d, kb, vb, km, vm, lower_cuda):
-    # model-scale shape: 32k tokens, 8 KV heads, 4 query heads each (lowering only)
-    spec, params = manual_spec(d, kb, vb, km, vm)
-    H, C, d8 = 8, 32768, d // 8
+def _zero_cache(d, kb, vb, km, vm, H=8, C=32768):
     z = lambda *s: jnp.zeros(s, jnp.uint8)  # noqa: E731
     h = lambda: jnp.zeros((H, C), jnp.float16)  # noqa: E731
-    cache = QuantizedKVCache(
-        z(H, kb, C, d8) if kb else None, h() if kb else None, z(H, C, km // 8) if km else None,
-        h() if km else None, z(H, vb, C, d8), h(), z(H, C, vm // 8) if vm else None, h() if vm else None,
+    return QuantizedKVCache(
+        z(H, kb, C, d // 8) if kb else None, h() if kb else None, z(H, C, km // 8) if km else None,
+        h() if km else None, z(H, vb, C, d // 8), h(), z(H, C, vm // 8) if vm else None, h() if vm else None,
         jnp.asarray(C, jnp.int32))
-    text = lower_cuda(lambda qq, c: decode_attention(qq, c, spec, params, impl="pallas", interpret=False),
-                      jnp.zeros((32, d), jnp.bfloat16), cache)
-    assert "kvstats_quantized_decode_attention" in text and "triton" in text
 
 
-def test_vmap_over_a_batch_of_sequences(lower_cuda):
-    # Batched decoding: jax.vmap over caches of different lengths (pallas_call's batching
-    # rule adds a grid axis); each sequence equals its own unbatched result.
-    spec, params = manual_spec(64, 3, 2, 0, 64)
-    caches, qs, singles = [], [], []
+@pytest.mark.parametrize("d,kb,vb,km,vm", [(128, 4, 3, 0, 128), (128, 2, 2, 128, 128), (128, 0, 3, 256, 0)])
+def test_decode_lowers_for_cuda(d, kb, vb, km, vm, backend, lower_cuda, lowers_through):
+    # model-scale shape: 32k tokens, 8 KV heads, 4 query heads each (lowering only), and the
+    # whole decode step (query rotation, kernel, combine, inverse rotation) lowered
+    spec, params = manual_spec(d, kb, vb, km, vm)
+    text = lower_cuda(lambda qq, c: decode_attention(qq, c, spec, params, impl=backend, interpret=False),
+                      jnp.zeros((32, d), jnp.bfloat16), _zero_cache(d, kb, vb, km, vm))
+    assert "kvstats_quantized_decode_attention" in text and lowers_through(text, backend)
+
+
+def test_d64_decode_lowers_through_triton(lower_cuda, lowers_through):
+    # d = 64 (SmolLM2): 8-byte plane rows, which Mosaic's block copies cannot move, so
+    # impl="pallas" takes Triton for the attention kernel (sub-16 products become
+    # broadcast multiply-sums there); the step's inverse rotation (64-float rows) stays Mosaic
+    spec, params = manual_spec(64, 4, 3, 0, 64)
+    step = lambda qq, c: decode_partials(qq, c, spec, params, impl="pallas", interpret=False)  # noqa: E731
+    text = lower_cuda(step, jnp.zeros((32, 64), jnp.bfloat16), _zero_cache(64, 4, 3, 0, 64))
+    assert lowers_through(text, "triton")
+    with pytest.raises(ValueError, match="impl='mosaic' cannot run this call: the cache has per-token rows"):
+        decode_attention(jnp.zeros((32, 64)), _zero_cache(64, 4, 3, 0, 64, C=256), spec, params, impl="mosaic",
+                         interpret=True)
+
+
+@pytest.mark.parametrize("backend,d,T", [("triton", 64, 32), ("mosaic", 128, 64)])
+def test_vmap_over_a_batch_of_sequences(backend, d, T, lower_cuda, lowers_through):
+    # Batched decoding: jax.vmap over caches of different lengths, each sequence equal to
+    # its own unbatched result. Triton: pallas_call's batching rule adds a grid axis.
+    # Mosaic (no batched grids): the batch is folded into rows (encode, rotation) or KV
+    # heads (decode attention, each head with its own length) by kvstats_gpu's vmap rule.
+    spec, params = manual_spec(d, 3, 2, 0, d)
+    Ks, Vs, qs, singles = [], [], [], []
     for b, n in enumerate((50, 200)):
-        K, V, q = _kv(2, n, 64, 2, seed=b)
+        K, V, q = _kv(2, n, d, 2, seed=b)
         cache = quantize_kv(K, V, spec, params, capacity=256, impl="reference")
-        caches.append(cache)
+        Ks.append(np.pad(K, ((0, 0), (0, 200 - n), (0, 0))))
+        Vs.append(np.pad(V, ((0, 0), (0, 200 - n), (0, 0))))
         qs.append(q)
-        singles.append(np.asarray(decode_attention(q, cache, spec, params, impl="reference")))
-    batch = jax.tree.map(lambda *a: jnp.stack(a), *caches)
+        singles.append((cache, np.asarray(decode_attention(q, cache, spec, params, impl="reference"))))
+    batch = jax.tree.map(lambda *a: jnp.stack(a), *[c for c, _ in singles])
     qb = jnp.stack(qs)
-    step = jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas", interpret=True,
-                                                  block_tokens=32))
+    step = jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl=backend, interpret=True,
+                                                  block_tokens=T))
     out = np.asarray(step(qb, batch))
     for i in range(2):
-        np.testing.assert_allclose(out[i], singles[i], atol=2e-5)
-    assert "triton" in lower_cuda(jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl="pallas",
-                                                                         interpret=False)), qb, batch)
+        np.testing.assert_allclose(out[i], singles[i][1], atol=2e-5)
+    text = lower_cuda(jax.vmap(lambda q, c: decode_attention(q, c, spec, params, impl=backend, interpret=False)),
+                      qb, batch)
+    assert lowers_through(text, backend)
+    if backend == "triton":  # Triton batches grids itself; Mosaic's fold rule is tested below
+        return
+    # the encode kernels under vmap: the same codes as one call per sequence
+    enc = jax.vmap(lambda K, V: quantize_kv(K, V, spec, params, capacity=256, impl=backend, interpret=True))
+    cb = enc(jnp.stack(Ks), jnp.stack(Vs))
+    for i, n in enumerate((50, 200)):
+        one = quantize_kv(Ks[i][:, :n], Vs[i][:, :n], spec, params, capacity=256, impl=backend, interpret=True)
+        np.testing.assert_array_equal(np.asarray(cb.k_planes[i])[:, :, :n], np.asarray(one.k_planes)[:, :, :n])
+        np.testing.assert_array_equal(np.asarray(cb.v_signs[i])[:, :n], np.asarray(one.v_signs)[:, :n])
