@@ -127,6 +127,14 @@ class _CodesLayer(DynamicLayer):
             self.decoded = {"k": GrowingBuffer(), "v": GrowingBuffer()}
         self.is_initialized = True
 
+    def _kernel(self):
+        """The compiled loops when this layer can use them (float16 norms), else None."""
+        from kvstats.models.lut_kernel import kernel
+
+        if self.key_coder.norm_dtype != torch.float16 or self.value_coder.norm_dtype != torch.float16:
+            return None
+        return kernel()
+
     @property
     def reads_codes(self) -> bool:
         return self.key_coder is not None
@@ -139,7 +147,13 @@ class _CodesLayer(DynamicLayer):
 
     def _code(self, k: torch.Tensor, v: torch.Tensor) -> None:
         """Code a block of tokens (all heads at once) and keep what the mode keeps."""
-        if self.reads_codes:
+        if self.reads_codes and not self.decoded and k.shape[-2] <= 16 and self._kernel() is not None:
+            # a decode step: one C call per side, written straight into the buffers
+            kern = self._kernel()
+            for side, coder, x in (("k", self.key_coder, k), ("v", self.value_coder, v)):
+                into = {n[2:]: b for n, b in self.store.items() if n.startswith(side + "_")}
+                kern.encode(coder, x.detach().to(torch.float32), into=into)
+        elif self.reads_codes:
             kp = self.key_coder.encode(k.detach().to(torch.float32))
             vp = self.value_coder.encode(v.detach().to(torch.float32))
             for side, parts in (("k", kp), ("v", vp)):

@@ -280,14 +280,19 @@ class GrowingBuffer:
     def capacity(self) -> int:
         return 0 if self.buf is None else self.buf.shape[2]
 
-    def append(self, x: torch.Tensor) -> None:
-        need = self.n + x.shape[2]
+    def reserve(self, batch: int, heads: int, extra: int, tail: tuple[int, ...], dtype: torch.dtype) -> None:
+        """Make room for ``extra`` more tokens (each of shape ``tail``) without writing them."""
+        need = self.n + extra
         if self.buf is None or need > self.buf.shape[2]:
             cap = need if self.buf is None else max(need, self.n + max(16, self.n // 32))
-            new = x.new_empty((*x.shape[:2], cap, *x.shape[3:]))
+            new = torch.empty((batch, heads, cap, *tail), dtype=dtype)
             if self.buf is not None:
                 new[:, :, :self.n] = self.buf[:, :, :self.n]
             self.buf = new
+
+    def append(self, x: torch.Tensor) -> None:
+        self.reserve(x.shape[0], x.shape[1], x.shape[2], tuple(x.shape[3:]), x.dtype)
+        need = self.n + x.shape[2]
         self.buf[:, :, self.n:need] = x
         self.n = need
 
@@ -369,7 +374,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             buf, sbuf = codes.buf, scale.buf
             table = coder.sign_values if signs else coder.centroids
             out = kern.scores(qx.reshape(B * H, GQ, -1), buf.view(B * H, *buf.shape[2:]), N,
-                              sbuf.view(B * H, sbuf.shape[2]), table, 1 if signs else coder.bits)
+                              sbuf.view(B * H, sbuf.shape[2]), table, 1 if signs else coder.bits,
+                              coder.sign_table if signs else coder.table)
             return out.view(B, H, GQ, N)
         vals = coder.signs_of(codes.view()) if signs else coder.centroids_of(codes.view())
         return torch.matmul(qx, vals.transpose(-1, -2)) * scale.view().to(torch.float32)[:, :, None, :]
@@ -380,7 +386,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             width = coder.m if signs else coder.dim_padded
             table = coder.sign_values if signs else coder.centroids
             out = kern.accumulate(p.reshape(B * H, GQ, N), buf.view(B * H, *buf.shape[2:]),
-                                  sbuf.view(B * H, sbuf.shape[2]), mult, table, 1 if signs else coder.bits, width)
+                                  sbuf.view(B * H, sbuf.shape[2]), mult, table, 1 if signs else coder.bits, width,
+                                  coder.sign_table if signs else coder.table)
             return out.view(B, H, GQ, width)
         w = p * (mult * scale.view().to(torch.float32))[:, :, None, :]
         return torch.matmul(w, coder.signs_of(codes.view()) if signs else coder.centroids_of(codes.view()))

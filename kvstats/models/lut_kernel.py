@@ -81,13 +81,14 @@ static void pack(const uint8_t *codes, int n, int bits, uint8_t *out) {
     }
 }
 
-/* TurboQuant-mse (+ prod residual) codes of x (BH, n, d), float16 norms.
+/* TurboQuant-mse (+ prod residual) codes of x (BH, n, d), float16 norms; output row t of
+   bh at (bh * os0 + t) (os0 = n: contiguous; = capacity: straight into a token buffer).
    signs (Hs, d) with 1/sqrt(d_pad) folded in, hd (d, dpad): NULL for no rotation
    (dpad == d). Head of row bh: bh % H when Hs > 1. sketch (Hs, m, d) or NULL.
    Returns 1 on a norm beyond float16 (or non-finite), 2 on sizes beyond MAXD. */
 int encode(const float *x, const float *signs, const float *hd, const float *bnd, const float *cent,
            const float *sketch, int BH, int H, int Hs, int n, int d, int dpad, int bits, int m,
-           uint8_t *codes, uint16_t *norms, uint8_t *sbits, uint16_t *rnorms) {
+           uint8_t *codes, uint16_t *norms, uint8_t *sbits, uint16_t *rnorms, long os0) {
     if (dpad > MAXD || m > MAXD || d > MAXD) return 2;
     float u[MAXD], y[MAXD], r[MAXD];
     uint8_t c[MAXD];
@@ -96,7 +97,7 @@ int encode(const float *x, const float *signs, const float *hd, const float *bnd
         const int h = Hs > 1 ? bh % H : 0;
         const float *sg = signs ? signs + (long)h * d : 0;
         for (int t = 0; t < n; ++t) {
-            const long row = (long)bh * n + t;
+            const long row = (long)bh * n + t, orow = (long)bh * os0 + t;  /* input, output rows */
             const float *xv = x + row * d;
             float ss = 0.0f;
             for (int j = 0; j < d; ++j) ss += xv[j] * xv[j];
@@ -119,9 +120,9 @@ int encode(const float *x, const float *signs, const float *hd, const float *bnd
                 while (lo < hi) { int mid = (lo + hi) / 2; if (bnd[mid] < y[k]) lo = mid + 1; else hi = mid; }
                 c[k] = (uint8_t)lo;
             }
-            pack(c, dpad, bits, codes + row * cbytes);
+            pack(c, dpad, bits, codes + orow * cbytes);
             uint16_t hn = f2h(norm);
-            norms[row] = hn;
+            norms[orow] = hn;
             if (!sketch) continue;
             const float sn = h2f(hn);
             /* residual r = x - norm * R^T centroids (as the torch coder: unrotate, signs, norm) */
@@ -137,7 +138,7 @@ int encode(const float *x, const float *signs, const float *hd, const float *bnd
                 r[j] = xv[j] - acc * sn;
             }
             const float *sk = sketch + (long)h * m * d;
-            uint8_t *sb = sbits + row * sbytes;
+            uint8_t *sb = sbits + orow * sbytes;
             memset(sb, 0, sbytes);
             for (int i = 0; i < m; ++i) {
                 float p = 0.0f;
@@ -148,7 +149,7 @@ int encode(const float *x, const float *signs, const float *hd, const float *bnd
             for (int j = 0; j < d; ++j) rs += r[j] * r[j];
             float rn = sqrtf(rs);
             if (!(rn <= 65504.0f)) return 1;
-            rnorms[row] = f2h(rn);
+            rnorms[orow] = f2h(rn);
         }
     }
     return 0;
@@ -255,15 +256,20 @@ class LUTKernel:
         p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
         lib.lut_scores.argtypes = [p, p, p, p, p, p, i, i, i, i, i, l, l, l]
         lib.lut_accumulate.argtypes = [p, p, p, ctypes.c_float, p, p, p, i, i, i, i, i, l, l, l]
-        lib.encode.argtypes = [p, p, p, p, p, p, i, i, i, i, i, i, i, i, p, p, p, p]
+        lib.encode.argtypes = [p, p, p, p, p, p, i, i, i, i, i, i, i, i, p, p, p, p, l]
         lib.lut_scores.restype = lib.lut_accumulate.restype = lib.encode.restype = ctypes.c_int
         self._tables: dict = {}
         lib.lut_scores.restype = lib.lut_accumulate.restype = ctypes.c_int
 
-    def _byte_table(self, table: torch.Tensor, bits: int) -> int | None:
+    def _byte_table(self, table: torch.Tensor, bits: int, given: torch.Tensor | None = None) -> int | None:
         """Pointer to the per-byte value table of ``table`` (bits dividing 8), kept alive here."""
         if 8 % bits:
             return None
+        if given is not None:
+            if given.shape != (256, 8 // bits) or given.dtype != torch.float32 or not given.is_contiguous():
+                raise ValueError(f"bytetab must be contiguous float32 (256, {8 // bits}); received "
+                                 f"{given.dtype} {tuple(given.shape)}")
+            return given.data_ptr()
         key = (bits, table.numpy().tobytes())  # by content: codebooks repeat across layers and caches
         if key not in self._tables:
             per = 8 // bits
@@ -287,23 +293,26 @@ class LUTKernel:
         return scale, scale.stride(0)
 
     def scores(self, q: torch.Tensor, codes: torch.Tensor, n: int, scale: torch.Tensor,
-               table: torch.Tensor, bits: int) -> torch.Tensor:
+               table: torch.Tensor, bits: int, bytetab: torch.Tensor | None = None) -> torch.Tensor:
         """``(BH, G, n)``: ``scale[bh, t] · q[bh, g] · table[codes of token t]`` for the
         first ``n`` tokens of ``codes`` ``(BH, capacity, nbytes)`` and float16 ``scale``
-        ``(BH, capacity)``."""
+        ``(BH, capacity)``. ``bytetab``: the ``(256, 8 // bits)`` values per byte (made
+        from ``table`` when not given)."""
         BH, G, D = q.shape
         q, table = q.contiguous(), table.contiguous()
         codes, s0, s1 = self._codes(codes, D, bits)
         scale, ss0 = self._half(scale, n)
         out = torch.empty(BH, G, n, dtype=torch.float32)
         err = self._lib.lut_scores(q.data_ptr(), codes.data_ptr(), scale.data_ptr(), table.data_ptr(),
-                                   self._byte_table(table, bits), out.data_ptr(), BH, G, D, n, bits, s0, s1, ss0)
+                                   self._byte_table(table, bits, bytetab), out.data_ptr(), BH, G, D, n, bits,
+                                   s0, s1, ss0)
         if err:
             raise ValueError(f"codes per token must be <= 4096; received {D}")
         return out
 
     def accumulate(self, w: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, mult: float,
-                   table: torch.Tensor, bits: int, n_codes: int) -> torch.Tensor:
+                   table: torch.Tensor, bits: int, n_codes: int, bytetab: torch.Tensor | None = None
+                   ) -> torch.Tensor:
         """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``."""
         BH, G, n = w.shape
         w, table = w.contiguous(), table.contiguous()
@@ -311,24 +320,38 @@ class LUTKernel:
         scale, ss0 = self._half(scale, n)
         acc = torch.empty(BH, G, n_codes, dtype=torch.float32)
         err = self._lib.lut_accumulate(w.data_ptr(), codes.data_ptr(), scale.data_ptr(), float(mult),
-                                       table.data_ptr(), self._byte_table(table, bits), acc.data_ptr(),
+                                       table.data_ptr(), self._byte_table(table, bits, bytetab), acc.data_ptr(),
                                        BH, G, n_codes, n, bits, s0, s1, ss0)
         if err:
             raise ValueError(f"codes per token must be <= 4096; received {n_codes}")
         return acc
 
-    def encode(self, coder, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    def encode(self, coder, x: torch.Tensor, into: dict | None = None) -> dict[str, torch.Tensor] | None:
         """:meth:`SideCoder.encode` of float32 ``x`` ``(B, H, n, d)`` in one C call (float16
         norms only). Same codes as the torch coder except where float32 summation order
-        moves a coordinate across a boundary."""
+        moves a coordinate across a boundary. ``into``: ``{"codes", "norms"[, "signs",
+        "rnorms"]}`` → :class:`~kvstats.models.code_attention.GrowingBuffer` written in
+        place (nothing returned) instead of new tensors."""
         B, H, n, d = x.shape
         x = x.contiguous()
         BH, dp, m = B * H, coder.dim_padded, coder.m
-        codes = torch.empty(B, H, n, coder.code_bytes, dtype=torch.uint8)
-        norms = torch.empty(B, H, n, dtype=torch.float16)
         prod = coder.coder == "prod"
-        sbits = torch.empty(B, H, n, coder.sign_bytes, dtype=torch.uint8) if prod else None
-        rnorms = torch.empty(B, H, n, dtype=torch.float16) if prod else None
+        shapes = {"codes": (coder.code_bytes,), "norms": (), "signs": (coder.sign_bytes,), "rnorms": ()}
+        names = ["codes", "norms", "signs", "rnorms"] if prod else ["codes", "norms"]
+        if into is None:
+            out = {k: torch.empty(B, H, n, *shapes[k], dtype=torch.uint8 if k in ("codes", "signs")
+                                  else torch.float16) for k in names}
+            ptrs, os0 = [out[k].data_ptr() for k in names], n
+        else:
+            out = None
+            for k in names:
+                into[k].reserve(B, H, n, shapes[k], torch.uint8 if k in ("codes", "signs") else torch.float16)
+            cap = into["codes"].capacity
+            ptrs = [into[k].buf.data_ptr() + into[k].n * into[k].buf.stride(2) * into[k].buf.element_size()
+                    for k in names]
+            os0 = cap
+        if not prod:
+            ptrs += [None, None]
         signs = None if coder.signs is None else coder.signs.reshape(-1, d).contiguous()
         sketch = coder.sketch.contiguous() if prod else None
         Hs = 1 if signs is None and sketch is None else (signs if signs is not None else sketch).shape[0]
@@ -338,16 +361,16 @@ class LUTKernel:
 
         err = self._lib.encode(x.data_ptr(), ptr(signs), ptr(coder.hd), coder.boundaries.data_ptr(),
                                coder.centroids.data_ptr(), ptr(sketch), BH, H, Hs, n, d, dp, coder.bits, m,
-                               codes.data_ptr(), norms.data_ptr(), ptr(sbits), ptr(rnorms))
+                               *ptrs, os0)
         if err == 1:
             raise ValueError("x has non-finite vector norms or norms beyond the range of norm_dtype=float16 "
                              "(max 65504); use norm_dtype=np.float32")
         if err:
             raise ValueError(f"dimensions must be <= 4096; received d={d}, d_pad={dp}, m={m}")
-        parts = {"codes": codes, "norms": norms}
-        if prod:
-            parts.update(signs=sbits, rnorms=rnorms)
-        return parts
+        if into is not None:
+            for k in names:
+                into[k].n += n
+        return out
 
 
 _KERNEL: list = []  # [LUTKernel or None] once tried
