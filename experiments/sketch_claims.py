@@ -14,6 +14,10 @@ Three subcommands (issue #13); each prints markdown tables and the load average:
                   (kvstats.theory.qjl_variance) and the Gaussian bound (π/(2m))‖q‖²‖k‖²,
                   on synthetic Gaussian pairs (d = 128) and on real keys/queries of
                   --capture (a few layers, d = 64).
+  srht            The SRHT sketch against the orthogonal closed form: mean and variance
+                  over (Haar orientation of the pair, sketch) and for the fixed pair, at
+                  d = 16, 64, 128 and m = d/2, d, 2d; then the cost of drawing a sketch and
+                  of S x at d = m = 1024 per family (docs/qjl.md, "SRHT").
   direction       Candidate definitions of KQV's key direction error (φ, φ², 1 − cos φ,
                   ‖û − u‖²) per budget on Gaussian and Student-t keys at d = 128.
 
@@ -21,6 +25,7 @@ Examples:
 
   nice -n 10 python experiments/sketch_claims.py ratios results/sketch_d128 results/sketch_d1024
   nice -n 10 python experiments/sketch_claims.py qjl --capture /tmp/base/capture.npz
+  nice -n 10 python experiments/sketch_claims.py srht
   nice -n 10 python experiments/sketch_claims.py direction
 """
 
@@ -151,6 +156,55 @@ def qjl_claims(capture: str | None, layers: list[int], pairs: int, reps: int, se
                       f"{s['max z_var_bound']:.1f} |", flush=True)
 
 
+# --------------------------------------------------------------------------- srht
+def srht_check(seed: int) -> None:
+    def haar(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+        q, r = np.linalg.qr(rng.standard_normal((n, d, d)))
+        return q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
+
+    def est(s, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        sq, sk = s.project(q[:, None])[:, 0], s.project(k[:, None])[:, 0]
+        return s.scale * np.linalg.norm(k, axis=-1) * (sq * np.where(sk >= 0, 1.0, -1.0)).sum(-1)
+
+    rng = np.random.default_rng(seed)
+    print(f"SRHT vs the orthogonal closed form (one partly aligned Gaussian pair per d); "
+          f"load {_load()}\n")
+    print("| d | m | R | orientation averaged: z (mean) | Var / closed form | SE | "
+          "fixed pair: z (mean) | bias / ⟨q,k⟩ | Var / closed form |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d, reps in ((16, 20000), (64, 4000), (128, 2000)):
+        k = rng.standard_normal(d)
+        q = rng.standard_normal(d)
+        q = q + 0.5 * np.linalg.norm(q) * k / np.linalg.norm(k)
+        for m in (d // 2, d, 2 * d):
+            s = make_sketch("srht", m, d, seed=rng, draws=reps)
+            rot = haar(rng, reps, d)
+            closed = float(qjl_variance("srht", m, q, k))
+            e_rot = est(s, rot @ q, rot @ k)
+            e_fix = est(s, np.broadcast_to(q, (reps, d)), np.broadcast_to(k, (reps, d)))
+            z = [(e.mean() - q @ k) / (e.std(ddof=1) / math.sqrt(reps)) for e in (e_rot, e_fix)]
+            print(f"| {d} | {m} | {reps} | {z[0]:.2f} | {e_rot.var() / closed:.4f} | "
+                  f"{math.sqrt(2 / reps):.3f} | {z[1]:.2f} | {e_fix.mean() / (q @ k) - 1:+.4f} | "
+                  f"{e_fix.var() / closed:.4f} |", flush=True)
+    d = 1024
+    x = rng.standard_normal((256, d)).astype(np.float32)
+    print(f"\nCost at d = m = {d}, 256 float32 vectors (median of 5; load {_load()}):\n")
+    print("| sketch | draw (s) | x @ matrix.T (s) | project (s) |")
+    print("|---|---|---|---|")
+    for kind in SKETCHES:
+        t = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            s = make_sketch(kind, d, d, seed=1)
+            t1 = time.perf_counter()
+            x @ s.matrix.T.astype(np.float32)
+            t2 = time.perf_counter()
+            s.project(x)
+            t.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        med = np.median(np.array(t), axis=0)
+        print(f"| {kind} | {med[0]:.4f} | {med[1]:.4f} | {med[2]:.4f} |", flush=True)
+
+
 # --------------------------------------------------------------------------- direction
 def direction(trials: int, n_keys: int, seed: int) -> None:
     from kvstats.data.synthetic import sample
@@ -193,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--pairs", type=int, default=12, help="query/key pairs per set (default 12)")
     b.add_argument("--reps", type=int, default=2000, help="independent sketches per pair (default 2000)")
     b.add_argument("--seed", type=int, default=13)
+    e = sub.add_parser("srht", help="SRHT against the orthogonal closed form; sketch costs")
+    e.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("direction", help="candidate definitions of KQV's key direction error")
     c.add_argument("--trials", type=int, default=50)
     c.add_argument("--keys", type=int, default=256)
@@ -204,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         print_ratios(ratios(args.dirs, args.resamples))
     elif args.cmd == "qjl":
         qjl_claims(args.capture, [int(x) for x in args.layers.split(",")], args.pairs, args.reps, args.seed)
+    elif args.cmd == "srht":
+        srht_check(args.seed)
     else:
         direction(args.trials, args.keys, args.seed)
     print(f"\n{time.time() - t0:.0f} s; load {_load()}", file=sys.stderr)
