@@ -228,7 +228,7 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     uniformly random orientation of the pair (q, k) — exact for d a power of two and
     m ≤ d (then S·R is √d times m rows of a Haar matrix for a Haar R); for m > d the
     blocks share the orientation, which adds a between-block term (docs/qjl.md, "SRHT":
-    measured +0–3% at d = 16..128, m = 2d). For a fixed pair the SRHT estimate is not
+    not detected at d = 16..128, m = 2d). For a fixed pair the SRHT estimate is not
     exactly unbiased, so this is not its conditional variance.
 
     Parameters
