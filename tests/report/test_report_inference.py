@@ -1,0 +1,119 @@
+"""The report's wording follows what its tests support: resolution, equivalence, clusters, r's sign."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kvstats.analysis import METRICS
+from kvstats.report import hypothesis_report
+from kvstats.report.sections import R_CONVENTION, R_HEADER
+from kvstats.results import SweepResult
+from kvstats.sweep import SweepConfig
+
+from _sweep_frames import make_frame
+
+
+def _result(frame, report=None):
+    cfg = SweepConfig.from_dict({"schemes": ["KQV", "QKQV"], "distributions": ["gaussian"],
+                                 "budgets": [2, 3], "n_trials": 20,
+                                 "report": {"bootstrap_resamples": 99, **(report or {})}})
+    manifest = {"n_cells": 4, "seed": 0, "started": "t0", "finished": "t1", "seconds": 1.0,
+                "n_computed": 4, "executor": "serial", "host": {"platform": "test", "cpus": 2},
+                "git": None, "versions": {"numpy": np.__version__}}
+    return SweepResult(frame, manifest, cfg)
+
+
+def _comparison_lines(md):
+    return [line for line in md.splitlines() if line.startswith("| KQV vs QKQV |")]
+
+
+def test_unresolvable_tests_never_read_no_significant_difference(tmp_path):
+    """Completely separated pairs, energy test fixed at B = 19 in a 76-test family: the old
+    report printed "no significant difference" for every energy row; now "not resolvable"."""
+    spec = {(s, b): (3.0 if s == "KQV" else 0.0) for b in (2, 3, 4, 5) for s in ("KQV", "QKQV")}
+    rep = hypothesis_report(_result(make_frame(spec, n=20, seed=1)), tmp_path, figures=False,
+                            energy_resamples=19, energy_resolution="fixed")
+    md = rep.files["markdown"].read_text()
+    energy = [line for line in _comparison_lines(md) if "6D energy" in line]
+    assert len(energy) == 4
+    assert all("not resolvable at B = 19" in line and "no significant difference" not in line
+               for line in energy)
+    assert "4 test(s) could not have rejected" in md
+    payload = json.loads(rep.files["json"].read_text())
+    assert payload["resolution"]["n_tests"] == 76 and payload["resolution"]["not_resolvable"] == 4
+    # with the family's resolution (the default) the same data are separated
+    rep = hypothesis_report(_result(make_frame(spec, n=20, seed=1)), tmp_path / "family",
+                            figures=False, energy_resamples=19)
+    energy = [line for line in _comparison_lines(rep.files["markdown"].read_text()) if "6D energy" in line]
+    assert all("distributions differ" in line and "(B = 1519/1519)" in line for line in energy)
+
+
+def test_sign_convention_is_stated_once_for_tables_and_figures(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 1.0, ("QKQV", 3): 0.0}, n=30, seed=2)
+    rep = hypothesis_report(_result(f), tmp_path, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    assert R_CONVENTION in md and R_HEADER in md
+    assert "first scheme better" not in md and "positive = first" not in md
+    kl = rep.comparisons.query("test == 'mann_whitney' and metric == 'kl'").set_index("budget")
+    # KQV's KL is smaller at n = 2 (r < 0) and larger at n = 3 (r > 0): the table's sign is the data's
+    assert kl.loc[2.0, "effect"] < 0 < kl.loc[3.0, "effect"]
+    assert kl.loc[2.0, "winner"] == "KQV" and kl.loc[3.0, "winner"] == "QKQV"
+    assert any("r > 0: the first scheme's values are larger" in line for line in md.splitlines()
+               if line.startswith("!["))
+
+
+def test_equivalence_margins_from_the_config(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 3.0}, n=300, seed=3)
+    rep = hypothesis_report(_result(f, {"equivalence": {"kl": 1.0}}), tmp_path, figures=False,
+                            energy_resamples=19)
+    eq = rep.comparisons[rep.comparisons.test == "equivalence"].set_index("budget")
+    assert eq.loc[2.0, "verdict"] == "equivalent within δ" and eq.loc[3.0, "verdict"] == "different"
+    md = rep.files["markdown"].read_text()
+    assert "## Equivalence within declared margins" in md and "≈" not in md
+    with pytest.raises(ValueError, match="report option 'equivalence' has unknown metric 'kll'"):
+        hypothesis_report(_result(f, {"equivalence": {"kll": 0.5}}), tmp_path / "bad", figures=False)
+
+
+def _clustered_frame(n_texts=12, per_text=10, seed=4):
+    """Two schemes on the same texts; a strong text effect, no scheme effect."""
+    rng = np.random.default_rng(seed)
+    effect = rng.normal(0, 1, n_texts)
+    parts = []
+    for scheme in ("KQV", "QKQV"):
+        for budget in (2.0, 3.0):
+            text = np.repeat(np.arange(n_texts), per_text)
+            data = {m: effect[text] + rng.normal(0, 0.3, text.size) for m in METRICS}
+            data["kl"] = np.exp(data["kl"])
+            parts.append(pd.DataFrame(data).assign(
+                distribution="real", params="layer=0", dim=64, n_keys=256, budget=budget,
+                scheme=scheme, bits_nominal=budget, bits_total=budget + 0.25,
+                trial=np.arange(text.size), cluster=text))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_clustered_frames_use_the_cluster_as_the_unit(tmp_path):
+    f = _clustered_frame()
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    assert set(rep.comparisons.n_a) == {12}                      # texts, not 120 trials
+    assert set(rep.summary.n_trials) == {12}
+    md = rep.files["markdown"].read_text()
+    assert "Unit of observation: **the cluster**" in md
+    assert "## Trial-level tests (not independent)" in md
+    trial = pd.read_csv(rep.files["comparisons_trial_level"])
+    assert set(trial.n_a) == {120}
+    payload = json.loads(rep.files["json"].read_text())
+    assert "comparisons_trial_level" in payload and "cluster" in payload["unit"]
+    # unit = "trial" by request: no aggregation, and the header says the p-values are optimistic
+    rep = hypothesis_report(_result(f), tmp_path / "trial", figures=False, energy_resamples=19,
+                            unit="trial")
+    assert set(rep.comparisons.n_a) == {120} and "comparisons_trial_level" not in rep.files
+    assert "optimistic" in rep.files["markdown"].read_text()
+
+
+def test_synthetic_frames_stay_trial_level(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=5).assign(cluster=lambda d: d.trial)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    assert set(rep.comparisons.n_a) == {30} and "comparisons_trial_level" not in rep.files
+    assert "Trial-level tests" not in rep.files["markdown"].read_text()
