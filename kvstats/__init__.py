@@ -44,6 +44,7 @@ _EXPORTS = {
     "find_crossovers": "kvstats.analysis",
     "theory_table": "kvstats.analysis",
     "hypothesis_report": "kvstats.report",
+    "validate_report_options": "kvstats.report.options",
     "plot_shannon_phi": "kvstats.report",
     "plot_kl_vs_bits": "kvstats.report",
     "plot_recall_vs_bits": "kvstats.report",
