@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
+from kvstats.analysis.compare import NO_DIFFERENCE
 from kvstats.analysis.theory import ratio_pairs, theory_schemes
 from kvstats.report.document import Document
 from kvstats.results import REAL, SweepResult
@@ -143,6 +144,10 @@ def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
             if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
                 row["p adj (KS)"] += " (not resolvable)"
         row["winner"] = r.winner
+        if (k in ks.index and not r.significant and bool(ks.loc[k, "significant"])
+                and r.verdict == NO_DIFFERENCE):
+            # no shift in location, but the distributions differ: say so, not "no difference"
+            row["winner"] = "no significant shift (KS: distributions differ)"
         if not eq.empty:
             row["equivalence"] = _equivalence_cell(eq.loc[k]) if k in eq.index else ""
         rows.append(row)
@@ -288,7 +293,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
         "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p ≤ α; "
-        "otherwise \"no significant difference\" when the test could have rejected, or \"not "
+        "otherwise \"no significant difference\" when the test could have rejected (\"no "
+        "significant shift (KS: distributions differ)\" when the KS test rejects), or \"not "
         "resolvable at …\" when even the most extreme data could not have reached an adjusted "
         "p ≤ α (a statement about the design, not about the schemes). Neither is a claim that "
         "two schemes are equal: that is what the equivalence tests (declared margins) are for.",

@@ -117,3 +117,14 @@ def test_synthetic_frames_stay_trial_level(tmp_path):
     rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
     assert set(rep.comparisons.n_a) == {30} and "comparisons_trial_level" not in rep.files
     assert "Trial-level tests" not in rep.files["markdown"].read_text()
+
+
+def test_a_spread_difference_is_not_called_no_difference(tmp_path):
+    """Same median, 4x the spread: Mann–Whitney finds no shift, KS rejects; the table says so."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=300, seed=6)
+    wide = f.scheme == "QKQV"
+    f.loc[wide, "snr_k"] *= 4.0
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    line = next(line for line in _comparison_lines(rep.files["markdown"].read_text())
+                if "| snr_k |" in line)
+    assert line.rstrip(" |").endswith("no significant shift (KS: distributions differ)")
