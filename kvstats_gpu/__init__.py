@@ -4,8 +4,9 @@ Never imported by :mod:`kvstats` (which stays numpy-only); importing this packag
 imports jax. Public names are loaded lazily from their modules.
 
 Every op takes ``impl`` (``"auto"``: Pallas on a GPU, plain ``jnp`` reference elsewhere;
-``"pallas"``; ``"reference"``) and ``interpret`` (``None``: interpret unless on a GPU).
-See ``docs/gpu.md``.
+``"pallas"``: the kernel through Mosaic GPU, or Triton for shapes Mosaic cannot take;
+``"mosaic"``; ``"triton"``; ``"reference"``) and ``interpret`` (``None``: interpret
+unless on a GPU). See ``docs/gpu.md``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,14 @@ STATE_COLS = 128
 
 def mosaic_fits(spec: CacheSpec) -> bool:
     """Whether the cache's per-token rows can be moved by Mosaic's block copies (16-byte
-    multiples: d >= 128 for bit planes, m >= 128 for sign rows)."""
+    multiples: d >= 128 for bit planes, m >= 128 for sign rows).
+
+    Examples
+    --------
+    >>> from kvstats_gpu import make_cache_spec
+    >>> mosaic_fits(make_cache_spec("KQV", 4, 128)[0]), mosaic_fits(make_cache_spec("KQV", 4, 64)[0])
+    (True, False)
+    """
     rows = [spec.v_dpad // 8] + ([spec.k_dpad // 8] if spec.k_bits else [])
     rows += [m // 8 for m in (spec.k_m, spec.v_m) if m]
     return mosaic_rows_ok(*rows)
@@ -138,7 +145,22 @@ def partials_mosaic(qr: jax.Array | None, sq: jax.Array | None, cache: Quantized
                     length: jax.Array, *, T: int, S: int, interpret: bool
                     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]:
     """Per-split state ``(m, l, a, b)``, stacked on axis 1 (``(H, S, G, ·)``), coordinates
-    class-major; :mod:`kvstats_gpu.decode` combines the splits and restores the order."""
+    class-major; :func:`kvstats_gpu.decode.decode_partials` (``impl="mosaic"``) prepares
+    ``qr``/``sq`` (rotated and sketched queries ``(H, G, ·)``), combines the splits and
+    restores the order. ``T`` tokens per block, ``S`` splits.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu import make_cache_spec, quantize_kv
+    >>> spec, params = make_cache_spec("turboquant_mse", 2, 128, seed=0)
+    >>> K = V = np.ones((1, 10, 128), np.float32)
+    >>> cache = quantize_kv(K, V, spec, params, impl="reference")
+    >>> qr = jnp.zeros((1, 2, 128))
+    >>> m, l, a, b = partials_mosaic(qr, None, cache, spec, cache.length, T=64, S=2, interpret=True)
+    >>> m.shape, float(l[0, 0, 0]), float(l[0, 1, 0])  # 10 equal scores; the second split is empty
+    ((1, 2, 2), 10.0, 0.0)
+    """
     H = (qr if qr is not None else sq).shape[0]
     arrays = [jnp.broadcast_to(jnp.asarray(length, jnp.int32), (H,))]  # one length per KV head
     arrays += [to_class_major(x) for x in (qr, sq) if x is not None]

@@ -21,4 +21,4 @@ def test_cpu_run_reports_consistent_figures():
     if row["platform"] == "cpu":
         assert row["quant_frac_peak"] is None and row["path"].startswith("jnp reference")
     table = bench._fmt(rows)
-    assert table.splitlines()[0].startswith("| tokens | scheme | quant_ms")
+    assert table.splitlines()[0].startswith("| tokens | scheme | path | quant_ms")
