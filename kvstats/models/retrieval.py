@@ -1,0 +1,477 @@
+"""Passkey retrieval: a downstream accuracy task for quantized KV caches.
+
+In the style of long-context KV-cache papers (KIVI, QJL, TurboQuant's needle test): a
+five-digit number (the *passkey*) is hidden at a chosen depth of a long filler text, the
+standard-library docstrings of :mod:`kvstats.models.texts`, and asked for at the end. The
+model answers greedily; an answer is correct when its first run of digits is the passkey.
+
+Protocol (the deployed one, as in KIVI and QJL): the prompt is prefilled in full precision
+(float32 ``DynamicCache``) except its last token; the prefill's keys and values are then
+stored in a :class:`~kvstats.models.QuantizedCache`, and the last prompt token and every
+answer token read the context only through that cache. ``prefill="coded"`` instead runs
+the prefill itself through the quantized cache (every key coded before attention reads
+it, as :func:`~kvstats.models.kl_quality`'s ``mode="prefill"``), a harsher protocol in
+which coding errors also reach the stored hidden states.
+
+Each trial is paired across configurations: the same prompt and the same scheme seed.
+The statistics are exact or score-based for small samples: Wilson intervals for an
+accuracy, McNemar's exact test (binomial on the discordant pairs) against the float32
+cache, and a one-sided Clopper-Pearson bound on the rate of answers the quantized cache
+loses (fp32 right, quantized wrong), an upper bound on the accuracy drop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from kvstats._checks import check_choice, check_int, check_real
+
+INSTRUCTION = "There is a pass key hidden in the text below. Find it and memorize it."
+QUESTION = "What is the pass key?"
+ANSWER_PREFIX = "The pass key is"
+PREFILLS = ("fp32", "coded")
+REFERENCE = ("fp32", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class PasskeyPrompt:
+    """One trial's prompt.
+
+    Attributes
+    ----------
+    text : str
+        The full prompt (chat-formatted when built with ``chat=True``), ending with the
+        answer prefix ``"The pass key is"``.
+    passkey : str
+        The hidden number.
+    length : int
+        Filler tokens (the haystack slice, without needle, instruction and template).
+    depth : float
+        Requested depth in [0, 1] (0: needle before the filler, 1: after it).
+    realized_depth : float
+        Fraction of the filler's characters before the needle (the needle goes to the
+        line break at or before the requested depth).
+    offset : int
+        First filler token in the concatenated haystack.
+    """
+
+    text: str
+    passkey: str
+    length: int
+    depth: float
+    realized_depth: float
+    offset: int
+
+
+def haystack_ids(tokenizer, texts: Sequence[str] | None = None) -> list[int]:
+    """Token ids of the filler: the texts joined by blank lines (default: every
+    :func:`~kvstats.models.stdlib_texts` docstring, about 17,500 SmolLM2 tokens).
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import haystack_ids
+    >>> class Chars:                      # a stand-in tokenizer: one id per character
+    ...     def __call__(self, text, add_special_tokens=False):
+    ...         return {"input_ids": [ord(c) for c in text]}
+    >>> len(haystack_ids(Chars(), ["ab", "c"]))
+    5
+    """
+    from kvstats.models.texts import stdlib_texts
+
+    texts = stdlib_texts() if texts is None else list(texts)
+    if not texts or not all(isinstance(t, str) and t for t in texts):
+        raise TypeError(f"texts must be a non-empty sequence of non-empty strings; received {texts!r:.80}")
+    return list(tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"])
+
+
+def make_prompt(tokenizer, haystack: Sequence[int], length: int, depth: float, passkey: str, *,
+                offset: int = 0, chat: bool = True) -> PasskeyPrompt:
+    """Build one prompt: ``length`` filler tokens from ``offset``, the passkey at ``depth``.
+
+    Parameters
+    ----------
+    tokenizer
+        A transformers tokenizer (``decode``; ``apply_chat_template`` when ``chat``).
+    haystack : sequence of int
+        Filler token ids (:func:`haystack_ids`).
+    length : int
+        Filler tokens, at least 1 and at most ``len(haystack) - offset``.
+    depth : float
+        Where the needle goes, in [0, 1].
+    passkey : str
+        The number to hide (digits only).
+    offset : int
+        First filler token.
+    chat : bool
+        Wrap instruction, text and question in the tokenizer's chat template (the instruct
+        model answers far more reliably so); the answer prefix follows the template.
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import make_prompt
+    >>> class Chars:
+    ...     def decode(self, ids):
+    ...         return "".join(map(chr, ids))
+    >>> hay = [ord(c) for c in "line one\\nline two\\nline three\\n"]
+    >>> p = make_prompt(Chars(), hay, len(hay), 0.5, "12345", chat=False)
+    >>> "line one\\n\\nThe pass key is 12345." in p.text, p.text.endswith("The pass key is")
+    (True, True)
+    """
+    length = check_int(length, "length", low=1)
+    offset = check_int(offset, "offset", low=0)
+    depth = check_real(depth, "depth", low=0.0, high=1.0)
+    if not isinstance(chat, bool):
+        raise TypeError(f"chat must be a bool; received {chat!r}")
+    if not isinstance(passkey, str) or not passkey.isdigit():
+        raise ValueError(f"passkey must be a non-empty string of digits; received {passkey!r}")
+    if offset + length > len(haystack):
+        raise ValueError(f"length must fit the haystack: offset + length = {offset + length} > "
+                         f"{len(haystack)} tokens; choose a smaller length or offset")
+    body = tokenizer.decode(list(haystack[offset:offset + length]))
+    pos = int(round(depth * len(body)))
+    if 0 < pos < len(body):  # a line break, so the needle does not split a word
+        pos = body.rfind("\n", 0, pos) + 1
+    needle = f"\nThe pass key is {passkey}. Remember it. {passkey} is the pass key.\n"
+    context = body[:pos] + needle + body[pos:]
+    user = f"{INSTRUCTION}\n\n{context}\n\n{QUESTION}"
+    if chat:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
+                                             add_generation_prompt=True) + ANSWER_PREFIX
+    else:
+        text = f"{user}\n{ANSWER_PREFIX}"
+    return PasskeyPrompt(text, passkey, length, depth, pos / max(len(body), 1), offset)
+
+
+def make_prompts(tokenizer, lengths: Sequence[int], depths: Sequence[float], trials: int, *,
+                 seed: int = 0, haystack: Sequence[int] | None = None,
+                 chat: bool = True) -> list[PasskeyPrompt]:
+    """``trials`` prompts per (length, depth) cell: random passkeys and filler offsets.
+
+    Trial ``t`` of every cell uses the same passkey and offset (drawn from ``seed``), so
+    depths and lengths are compared on the same filler start.
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import make_prompts
+    >>> class Chars:
+    ...     def decode(self, ids):
+    ...         return "".join(map(chr, ids))
+    >>> hay = [ord(c) for c in "abc\\n" * 50]
+    >>> ps = make_prompts(Chars(), [40], [0.0, 1.0], 3, haystack=hay, chat=False)
+    >>> len(ps), ps[0].passkey == ps[3].passkey, len(ps[0].passkey)
+    (6, True, 5)
+    """
+    trials = check_int(trials, "trials", low=1)
+    if haystack is None:
+        haystack = haystack_ids(tokenizer)
+    lengths = [check_int(n, "lengths", low=1) for n in lengths]
+    if not lengths or not len(depths):
+        raise ValueError("lengths and depths must be non-empty")
+    if max(lengths) > len(haystack):
+        raise ValueError(f"lengths must be at most the haystack's {len(haystack)} tokens; received {max(lengths)}")
+    rng = np.random.default_rng(check_int(seed, "seed", low=0))
+    keys = rng.integers(10_000, 100_000, size=trials)
+    starts = rng.random(trials)
+    return [make_prompt(tokenizer, haystack, n, d, str(keys[t]), chat=chat,
+                        offset=int(starts[t] * (len(haystack) - n + 1)))
+            for n in lengths for d in depths for t in range(trials)]
+
+
+def extract_answer(text: str) -> str | None:
+    """The first run of digits in a generated answer (None if there is none).
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import extract_answer
+    >>> extract_answer(" 48213.<|im_end|>"), extract_answer(" a command")
+    ('48213', None)
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; received {type(text).__name__}")
+    m = re.search(r"\d+", text)
+    return m.group(0) if m else None
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Tokens until the first divergence of two greedy generations.
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import common_prefix
+    >>> common_prefix([5, 6, 7], [5, 6, 9]), common_prefix([1, 2], [1, 2])
+    (2, 2)
+    """
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+# ---------------------------------------------------------------------- statistics
+def wilson_interval(k, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a binomial proportion ``k / n`` (vectorised).
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import wilson_interval
+    >>> lo, hi = wilson_interval(8, 10)
+    >>> round(float(lo), 4), round(float(hi), 4)
+    (0.4902, 0.9433)
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0)
+    if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k != np.round(k)):
+        raise ValueError(f"k and n must be counts with 0 <= k <= n and n >= 1; received k={k}, n={n}")
+    z = sps.norm.ppf(0.5 + confidence / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class McNemarResult:
+    """McNemar's exact test of two paired binary outcomes.
+
+    ``b``: reference right, other wrong; ``c``: reference wrong, other right; ``pvalue``:
+    two-sided exact binomial p on the ``b + c`` discordant pairs; ``min_pvalue``: the
+    smallest p attainable with ``b + c`` discordant pairs (above alpha: the test could not
+    have rejected, whatever the split).
+    """
+
+    b: int
+    c: int
+    pvalue: float
+    min_pvalue: float
+
+
+def mcnemar_exact(reference, other) -> McNemarResult:
+    """McNemar's exact test on paired booleans (e.g. correct with fp32, with a scheme).
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import mcnemar_exact
+    >>> r = mcnemar_exact([1, 1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0, 0])
+    >>> r.b, r.c, r.pvalue, r.min_pvalue
+    (6, 0, 0.03125, 0.03125)
+    """
+    x, y = np.asarray(reference), np.asarray(other)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"reference and other must be equal-length non-empty 1-d sequences; "
+                         f"received shapes {x.shape} and {y.shape}")
+    if not (np.isin(x, (0, 1)).all() and np.isin(y, (0, 1)).all()):
+        raise ValueError("reference and other must hold booleans (0/1)")
+    x, y = x.astype(bool), y.astype(bool)
+    b, c = int(np.sum(x & ~y)), int(np.sum(~x & y))
+    m = b + c
+    p = 1.0 if m == 0 else min(1.0, 2 * float(sps.binom.cdf(min(b, c), m, 0.5)))
+    return McNemarResult(b, c, p, min(1.0, 2 * 0.5 ** m))
+
+
+def loss_upper_bound(b, n, confidence: float = 0.95) -> np.ndarray:
+    """One-sided exact (Clopper-Pearson) upper bound on P(reference right, other wrong).
+
+    The accuracy drop is at most this rate, so the bound also bounds the drop: "no loss"
+    is supported at margin delta only where the bound is below delta.
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import loss_upper_bound
+    >>> round(float(loss_upper_bound(0, 60)), 4)    # 1 - 0.05 ** (1/60)
+    0.0487
+    """
+    b, n = np.asarray(b, dtype=float), np.asarray(n, dtype=float)
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0)
+    if np.any(n < 1) or np.any(b < 0) or np.any(b > n):
+        raise ValueError(f"b and n must be counts with 0 <= b <= n and n >= 1; received b={b}, n={n}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        upper = sps.beta.ppf(confidence, b + 1, np.maximum(n - b, 1e-300))
+    return np.where(b >= n, 1.0, upper)
+
+
+# ---------------------------------------------------------------------- running the model
+def config_label(config: tuple) -> str:
+    """``"KQV@3"``, ``"K4V2"``, ``"kivi@2/w32"``, ``"fp32"`` for a (scheme, bits[, window]) tuple.
+
+    Examples
+    --------
+    >>> from kvstats.models.retrieval import config_label
+    >>> config_label(("KQV", 3)), config_label(("K4V2", None)), config_label(("kivi", 2, 32))
+    ('KQV@3', 'K4V2', 'kivi@2/w32')
+    """
+    scheme, bits, window = _config(config)
+    return scheme + ("" if bits is None else f"@{bits}") + (f"/w{window}" if window else "")
+
+
+def _config(config) -> tuple[str, int | None, int]:
+    if not isinstance(config, tuple) or len(config) not in (2, 3) or not isinstance(config[0], str):
+        raise TypeError(f"a config must be a tuple (scheme, bits) or (scheme, bits, window); received {config!r}")
+    window = config[2] if len(config) == 3 else 0
+    return config[0], config[1], check_int(window, "window", low=0)
+
+
+def _greedy(model, tokenizer, cache, first: int, steps: int, stop: set[int]) -> list[int]:
+    """Greedy tokens until an end token, or the first token after a number that is not
+    a digit (the answer is complete; saves the remaining decode steps)."""
+    import torch
+
+    out, token, digits = [], first, False
+    for _ in range(steps):
+        logits = model(input_ids=torch.tensor([[token]]), cache=cache, use_cache=True).logits
+        token = int(logits[0, -1].argmax())
+        out.append(token)
+        piece = tokenizer.decode([token])
+        if token in stop or (digits and not piece.isdigit()):
+            break
+        digits = digits or any(ch.isdigit() for ch in piece)
+    return out
+
+
+def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: Sequence[tuple], *,
+                  max_new_tokens: int = 8, prefill: str = "fp32", seed: int = 0,
+                  progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Answer every prompt with the float32 cache and each quantized configuration.
+
+    Parameters
+    ----------
+    model, tokenizer
+        A causal LM and its tokenizer (:func:`~kvstats.models.load_model`).
+    prompts : sequence of PasskeyPrompt
+    configs : sequence of tuple
+        ``(scheme, bits)`` or ``(scheme, bits, window)`` for
+        :class:`~kvstats.models.QuantizedCache`; the float32 reference always runs.
+    max_new_tokens : int
+        Greedy answer tokens (fewer at an end token, or once a number is followed by a
+        token that is not all digits).
+    prefill : {"fp32", "coded"}
+        Prefill in full precision and store it coded (deployed protocol), or prefill
+        through the quantized cache.
+    seed : int
+        Scheme seed of prompt ``i`` is ``seed + i`` (shared by the configurations).
+    progress : callable, optional
+        Called as ``progress(i, len(prompts))`` after each prompt.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per prompt and configuration: ``trial, config, length, depth,
+        realized_depth, prompt_tokens, passkey, answer, correct, agree_tokens, ref_tokens,
+        identical, bytes_per_token``. ``agree_tokens``: greedy tokens until the first
+        divergence from the float32 answer (``ref_tokens`` long).
+
+    Examples
+    --------
+    >>> from kvstats.models import load_model
+    >>> from kvstats.models.retrieval import make_prompts, run_retrieval
+    >>> model, tok = load_model()                                    # doctest: +SKIP
+    >>> prompts = make_prompts(tok, [512], [0.5], 2)                  # doctest: +SKIP
+    >>> df = run_retrieval(model, tok, prompts, [("KQV", 3)])         # doctest: +SKIP
+    >>> df.groupby("config").correct.mean()                          # doctest: +SKIP
+    """
+    import torch
+    from transformers import DynamicCache
+
+    from kvstats.models.cache import QuantizedCache
+
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", low=1)
+    prefill = check_choice(prefill, "prefill", PREFILLS)
+    seed = check_int(seed, "seed", low=0)
+    configs = [_config(c) for c in configs]
+    if not prompts or not all(isinstance(p, PasskeyPrompt) for p in prompts):
+        raise TypeError("prompts must be a non-empty sequence of PasskeyPrompt (make_prompts)")
+    stop = {t for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+            if isinstance(t, int) and t >= 0}
+    rows = []
+    for i, p in enumerate(prompts):
+        ids = list(tokenizer(p.text, add_special_tokens=False)["input_ids"])
+        head = torch.tensor([ids[:-1]])
+        base = dict(trial=i, length=p.length, depth=p.depth, realized_depth=p.realized_depth,
+                    prompt_tokens=len(ids), passkey=p.passkey)
+        with torch.inference_mode():
+            ref_cache = DynamicCache()
+            model(input_ids=head, cache=ref_cache, use_cache=True)
+            kv = [(layer.keys.clone(), layer.values.clone()) for layer in ref_cache.layers]
+            ref = _greedy(model, tokenizer, ref_cache, ids[-1], max_new_tokens, stop)
+            del ref_cache
+            runs = [("fp32", ref, float("nan"))]
+            for scheme, bits, window in configs:
+                cache = QuantizedCache(scheme, bits, seed=seed + i, window=window)
+                if prefill == "fp32":
+                    for layer, (k, v) in enumerate(kv):
+                        cache.update(k, v, layer)
+                else:
+                    model(input_ids=head, cache=cache, use_cache=True)
+                out = _greedy(model, tokenizer, cache, ids[-1], max_new_tokens, stop)
+                bpt = float(cache.memory_report().get("bytes_per_token", float("nan")))
+                runs.append((config_label((scheme, bits, window)), out, bpt))
+        for label, out, bpt in runs:
+            answer = tokenizer.decode(out)
+            rows.append(dict(base, config=label, answer=answer, correct=extract_answer(answer) == p.passkey,
+                             agree_tokens=common_prefix(ref, out), ref_tokens=len(ref),
+                             identical=list(out) == list(ref), bytes_per_token=bpt))
+        if progress is not None:
+            progress(i, len(prompts))
+    return pd.DataFrame(rows)
+
+
+def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: float = 0.05,
+                        confidence: float = 0.95) -> pd.DataFrame:
+    """Accuracy with Wilson intervals, McNemar's exact test against the reference (Holm
+    over the configurations), the loss bound, and greedy agreement, per configuration.
+
+    Columns: ``config, n, correct, accuracy, acc_low, acc_high, ref_only, only, p_mcnemar,
+    p_holm, min_p, verdict, loss_upper, agree_tokens, identical, bytes_per_token``.
+    ``verdict``: ``"worse"``/``"better"`` (Holm-adjusted p <= alpha), ``"not resolvable"``
+    (fewer discordant pairs than any split could reject with, min_p > alpha), else
+    ``"no difference detected"``; the reference's row reads ``"reference"``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kvstats.models.retrieval import summarize_retrieval
+    >>> df = pd.DataFrame(dict(trial=[0, 1, 0, 1], config=["fp32", "fp32", "X", "X"],
+    ...                        correct=[True, True, True, False], agree_tokens=[3, 3, 3, 1],
+    ...                        identical=[True, True, True, False], bytes_per_token=[0, 0, 9, 9]))
+    >>> summarize_retrieval(df)[["config", "accuracy", "ref_only", "verdict"]].to_string(index=False)
+    'config  accuracy  ref_only        verdict\\n  fp32       1.0         0      reference\\n     X       0.5         1 not resolvable'
+    """
+    from kvstats.stats import adjust_pvalues
+
+    need = {"trial", "config", "correct", "agree_tokens", "identical", "bytes_per_token"}
+    if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
+        raise ValueError(f"df must be run_retrieval's frame with columns {sorted(need)}")
+    if reference not in set(df.config):
+        raise ValueError(f"reference must be one of the configs {sorted(set(df.config))}; received {reference!r}")
+    ref = df[df.config == reference].set_index("trial").correct.sort_index()
+    rows = []
+    for config, g in df.groupby("config", sort=False):
+        g = g.set_index("trial").sort_index()
+        if not g.index.equals(ref.index):
+            raise ValueError(f"config {config!r} must have the reference's trials (paired design)")
+        k, n = int(g.correct.sum()), len(g)
+        lo, hi = wilson_interval(k, n, confidence)
+        row = dict(config=config, n=n, correct=k, accuracy=k / n, acc_low=float(lo), acc_high=float(hi),
+                   agree_tokens=float(g.agree_tokens.mean()), identical=float(g.identical.mean()),
+                   bytes_per_token=float(g.bytes_per_token.mean()))
+        if config != reference:
+            t = mcnemar_exact(ref.to_numpy(), g.correct.to_numpy())
+            row.update(ref_only=t.b, only=t.c, p_mcnemar=t.pvalue, min_p=t.min_pvalue,
+                       loss_upper=float(loss_upper_bound(t.b, n, confidence)))
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    tested = out.config != reference
+    out["p_holm"] = np.nan
+    out.loc[tested, "p_holm"] = adjust_pvalues(out.loc[tested, "p_mcnemar"].to_numpy(), method="holm").pvalues_adjusted
+    verdict = np.where(out.p_holm <= alpha, np.where(out.only > out.ref_only, "better", "worse"),
+                       np.where(out.min_p > alpha, "not resolvable", "no difference detected"))
+    out["verdict"] = np.where(tested, verdict, "reference")
+    for col in ("ref_only", "only"):
+        out[col] = out[col].fillna(0).astype(int)
+    cols = ["config", "n", "correct", "accuracy", "acc_low", "acc_high", "ref_only", "only", "p_mcnemar",
+            "p_holm", "min_p", "verdict", "loss_upper", "agree_tokens", "identical", "bytes_per_token"]
+    return out[cols]
