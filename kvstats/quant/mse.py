@@ -13,6 +13,11 @@ coded coordinates; exact for Haar, checked statistically for Hadamard in the tes
 
 Stored bits per vector: ``b * d_pad`` for the codes (``d_pad`` is the next power of two
 for a Hadamard rotation of a ``d`` that is not one) plus 16 (or 32) for the norm.
+
+Every path works in cache-sized chunks (``MSEQuantizer._plan``), bit-identical to one
+pass over the whole batch (docs/internals.md, mse.py). The module is over 450 lines
+because that chunk plan and the quantizer are one idea: `ProdQuantizer` runs its
+residual in the same chunks through the private helpers here.
 """
 
 from __future__ import annotations
@@ -214,11 +219,6 @@ class MSEQuantizer:
         inv = np.zeros_like(norms)
         np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
         return norms, inv.astype(x.dtype)
-
-    def _prepare(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Validated ``x``, its float64 norms and their inverses in ``x.dtype`` (0 for 0)."""
-        x = self._check_x(x)
-        return (x, *self._norms(x, x))
 
     def _shape(self, lead: tuple[int, ...]) -> tuple[int, ...]:
         """Batch shape of the output (feature axis excluded) for inputs ``(*lead, dim)``."""
