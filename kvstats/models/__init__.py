@@ -20,6 +20,9 @@ _EXPORTS = {
     "QuantizedCache": "kvstats.models.cache",
     "kl_quality": "kvstats.models.quality",
     "summarize_quality": "kvstats.models.quality",
+    "make_prompts": "kvstats.models.retrieval",
+    "run_retrieval": "kvstats.models.retrieval",
+    "summarize_retrieval": "kvstats.models.retrieval",
 }
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
