@@ -38,4 +38,12 @@ for length in (700, 300):  # 300 < capacity/2: the second sequence shard holds n
 seqm = Mesh(np.array(jax.devices()).reshape(1, 4), ("heads", "seq"))
 out = sharded_decode_attention(q, cache, spec, params, seqm, seq_axis="seq", impl="pallas", interpret=True,
                                block_tokens=64)
-print("pallas_seq4", np.abs(np.asarray(out) - single).max())
+print("pallas_seq4", np.abs(np.asarray(out) - single).max())  # d = 64: the Triton body
+# the Mosaic body (d = 128) inside shard_map; 300 of 1024 tokens: two shards hold none
+spec, params = manual_spec(128, 2, 2, 128, 128)
+K, V, q = _kv(4, 300, 128, 2, seed=1)
+cache = quantize_kv(K, V, spec, params, capacity=1024, impl="reference")
+single = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
+out = sharded_decode_attention(q, cache, spec, params, seqm, seq_axis="seq", impl="mosaic", interpret=True,
+                               block_tokens=64)
+print("mosaic_seq4", np.abs(np.asarray(out) - single).max())

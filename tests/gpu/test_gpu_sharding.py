@@ -20,7 +20,8 @@ def test_sharded_equals_single_device_on_4_host_devices():
     assert res.returncode == 0, res.stderr[-3000:]
     lines = dict(line.split() for line in res.stdout.strip().splitlines())
     assert lines.pop("devices") == "4"
-    assert set(lines) == {"heads4_len700", "heads2_seq2_len700", "heads2_seq2_len300", "pallas_seq4"}
+    assert set(lines) == {"heads4_len700", "heads2_seq2_len700", "heads2_seq2_len300", "pallas_seq4",
+                          "mosaic_seq4"}
     for name, diff in lines.items():
         # only the float32 summation order differs (the combine is exact algebra)
         assert float(diff) < 1e-5, (name, diff)
