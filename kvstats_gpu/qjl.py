@@ -35,8 +35,9 @@ from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_real
 from kvstats.quant.sketch import Sketch
-from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete, compiler_params, dot_nt,
-                                 kernel_backend, mosaic_rows_ok, next_pow2, pad_rows, resolve_impl, row_block)
+from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete,
+                                 compiler_params, dot_nt, kernel_backend, mosaic_rows_ok, next_pow2, pad_rows,
+                                 resolve_impl, row_block)
 from kvstats_gpu.codebook import to_class_major
 
 
