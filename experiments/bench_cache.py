@@ -156,9 +156,10 @@ def main(argv=None) -> None:
             stored, note = (fp32, "") if name == names[0] else (float("nan"), "")
         agree = np.mean(np.array(tokens) == np.array(base_tokens))
         agree_copy = np.mean(np.array(tokens) == np.array(copy_tokens))
-        ratio = held / stored if stored == stored else float("nan")
+        known = stored == stored  # NaN: the cache's code bytes are not separable (quanto)
+        stored_txt, ratio_txt = (f"{stored:,.0f}", f"{held / stored:.3f}") if known else ("—", "—")
         print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {base_dec / dec:.2f} | {base_cpu / cpu:.2f} | "
-              f"{held:,.0f}{note} | {stored:,.0f} | {ratio:.3f} | {agree:.3f} | {agree_copy:.3f} |")
+              f"{held:,.0f}{note} | {stored_txt} | {ratio_txt} | {agree:.3f} | {agree_copy:.3f} |")
     if quanto_note:
         print(quanto_note)
 
