@@ -130,10 +130,13 @@ def test_vmap_over_a_batch_of_sequences(backend, d, T, lower_cuda, lowers_throug
     assert lowers_through(text, backend)
     if backend == "triton":  # Triton batches grids itself; Mosaic's fold rule is tested below
         return
-    # the encode kernels under vmap: the same codes as one call per sequence
+    # the encode kernels under vmap give each sequence its own codes (the reference's, up
+    # to the rare float32-rounding flips at a boundary allowed above)
     enc = jax.vmap(lambda K, V: quantize_kv(K, V, spec, params, capacity=256, impl=backend, interpret=True))
     cb = enc(jnp.stack(Ks), jnp.stack(Vs))
     for i, n in enumerate((50, 200)):
-        one = quantize_kv(Ks[i][:, :n], Vs[i][:, :n], spec, params, capacity=256, impl=backend, interpret=True)
-        np.testing.assert_array_equal(np.asarray(cb.k_planes[i])[:, :, :n], np.asarray(one.k_planes)[:, :, :n])
-        np.testing.assert_array_equal(np.asarray(cb.v_signs[i])[:, :n], np.asarray(one.v_signs)[:, :n])
+        ref = singles[i][0]
+        assert np.mean(np.asarray(cb.k_planes[i])[:, :, :n] != np.asarray(ref.k_planes)[:, :, :n]) <= 1e-3
+        assert np.mean(np.asarray(cb.v_signs[i])[:, :n] != np.asarray(ref.v_signs)[:, :n]) <= 1e-3
+        np.testing.assert_allclose(np.asarray(cb.v_norms[i])[:, :n].astype(np.float32),
+                                   np.asarray(ref.v_norms)[:, :n].astype(np.float32), rtol=1e-3)
