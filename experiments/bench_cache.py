@@ -10,9 +10,10 @@ One run measures, on the same prompt and the same greedy loop:
 
 For each: prefill seconds, decode tokens/s (the ``--new`` greedy steps after the prefill;
 the minimum time over ``--repeats`` runs, configurations interleaved), its ratio to
-DynamicCache by wall time and by the process's CPU time (steadier on a shared machine), the bytes the cache holds per cached token (every tensor it references,
-views counted by their whole storage) against the stored code bytes per token, and the
-greedy tokens' agreement with DynamicCache and with the decoded-copy path.
+DynamicCache by wall time and by the process's CPU time (steadier on a shared machine),
+the bytes the cache holds per cached token (every tensor it references, views counted by
+their whole storage) against the stored code bytes per token, and the greedy tokens'
+agreement with DynamicCache and with the decoded-copy path. Prints the load average.
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 python experiments/bench_cache.py [--prompt 512] [--new 128]
         [--scheme KQV] [--bits 4] [--repeats 2] [--threads 1]

@@ -18,7 +18,7 @@ Two read paths:
   :func:`~kvstats.models.code_attention.code_attention` (rotated query against centroids,
   QJL term from the sign bits, output accumulated in the rotated space; compiled look-up
   loops of :mod:`kvstats.models.lut_kernel` when a C compiler is available). ``update``
-  returns a :class:`~kvstats.models.code_attention.CodedKV` handle that transformers'
+  returns a :class:`~kvstats.models.attention_hook.CodedKV` handle that transformers'
   ``"eager"``/``"sdpa"`` attention (wrapped on first use) routes there; a prefill chunk
   (several queries) is decoded transiently and given to the model's own attention, so it
   is bit-identical to the decoded-copy path. Each KV head has its
@@ -52,7 +52,8 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from kvstats._checks import check_int
-from kvstats.models.code_attention import CodedKV, GrowingBuffer, SideCoder, install
+from kvstats.models.attention_hook import CodedKV, install
+from kvstats.models.code_attention import GrowingBuffer, SideCoder
 from kvstats.quant.registry import parse_scheme_name
 
 

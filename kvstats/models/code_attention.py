@@ -19,19 +19,12 @@ batch, heads and tokens: a prefill block with torch ops that mirror the numpy co
 arithmetic (same rotation order, boundaries, float32 casts and norm rounding), a decode
 step (≤ 16 tokens) in one C call.
 
-How the model reaches it: :meth:`QuantizedCache.update` returns a :class:`CodedKV` handle
-instead of key/value tensors, and :func:`install` wraps transformers' ``"sdpa"`` and
-``"eager"`` attention functions (``AttentionInterface``) so that a handle is routed to
-:func:`code_attention`; every other call goes, unchanged, to the function transformers
-would have called (the registered sdpa, or the model module's own
-``eager_attention_forward``). Other attention implementations (flash, flex) are not
-wrapped: a handle reaching them raises a TypeError that says so.
+How the model reaches it: :mod:`kvstats.models.attention_hook`.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -40,7 +33,7 @@ from jaxtyping import Float, UInt8
 
 from kvstats.quant.export import SideExport
 
-__all__ = ["SideCoder", "CodedKV", "GrowingBuffer", "code_attention", "install", "hadamard"]
+__all__ = ["SideCoder", "GrowingBuffer", "code_attention", "hadamard"]
 
 _NORM_DTYPES = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32,
                 np.dtype(np.float64): torch.float64}
@@ -199,12 +192,13 @@ class SideCoder:
         return out.view(*packed.shape[:-1], -1)[..., :self.m]
 
     # ------------------------------------------------------------------ coding
-    def _norms(self, x: torch.Tensor, name: str) -> torch.Tensor:
+    def _norms(self, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         norms = torch.sqrt((x * x).sum(-1))
         stored = norms.to(self.norm_dtype)
         limit = torch.finfo(self.norm_dtype).max
         if norms.numel() and not float(norms.max()) <= limit:  # also catches NaN/inf input
-            raise ValueError(f"{name} has non-finite vector norms or norms beyond the range of norm_dtype={self.norm_dtype} "
+            raise ValueError(f"{name} has non-finite vector norms or norms beyond the range of "
+                             f"norm_dtype={self.norm_dtype} "
                              f"(max {float(norms.max()):.6g}); use norm_dtype=np.float32")
         return norms, stored
 
@@ -307,25 +301,6 @@ class GrowingBuffer:
         return t.numel() * t.element_size()
 
 
-class CodedKV:
-    """What the cache's ``update`` returns in code-reading mode: a handle on the layer.
-
-    Only the wrapped ``"sdpa"``/``"eager"`` attention functions (:func:`install`) read it;
-    anything else touching it gets a TypeError that explains why.
-    """
-
-    __slots__ = ("layer",)
-
-    def __init__(self, layer):
-        self.layer = layer
-
-    def __getattr__(self, name: str):
-        raise TypeError(
-            f"QuantizedCache returned a handle on its codes (attribute {name!r} was asked for): attention "
-            "is read from the codes by the wrapped 'sdpa'/'eager' attention functions only. Use a model "
-            "with attn_implementation 'eager' or 'sdpa', or QuantizedCache(..., keep_decoded=True).")
-
-
 def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask: torch.Tensor | None,
                    scaling: float, n_rep: int, *, fused: bool | None = None) -> Float[torch.Tensor, "B Q Hq d"]:
     """Attention of ``query`` over a code-reading cache layer (coded tokens + fp tail).
@@ -426,64 +401,3 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         out = tail if out is None else out + tail
     out = out.view(B, H, n_rep, Q, d).reshape(B, Hq, Q, d).transpose(1, 2)
     return out.to(query.dtype).contiguous()
-
-
-def _module_eager(module: torch.nn.Module) -> Callable:
-    """The ``eager_attention_forward`` of the module's own modeling file (what
-    ``get_interface("eager", default)`` would have returned)."""
-    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
-    if fn is None:
-        from transformers.models.llama.modeling_llama import eager_attention_forward as fn
-    return fn
-
-
-def _wrap(previous: Callable | None) -> Callable:
-    def attention(module, query, key, value, attention_mask, *args, **kwargs):
-        fn = previous if previous is not None else _module_eager(module)
-        if isinstance(key, CodedKV) and query.shape[2] > 1:
-            # A prefill chunk: its O(Q·L·d) attention dwarfs decoding the layer once, and
-            # running the model's own function on the transient decode keeps the prefill
-            # bit-identical to the decoded-copy path (float rounding differences would
-            # flip codes on boundaries in later layers and change the run).
-            key, value = key.layer.dequantized()
-        elif isinstance(key, CodedKV):
-            dropout = kwargs.get("dropout", args[0] if args else 0.0)
-            if dropout:
-                raise ValueError(f"dropout must be 0 when attention is read from codes (inference only); "
-                                 f"received {dropout}")
-            for name in ("sliding_window", "softcap", "s_aux"):
-                if kwargs.get(name) is not None:
-                    raise ValueError(f"{name} is not supported by the code-reading attention; received "
-                                     f"{kwargs[name]!r} (use QuantizedCache(..., keep_decoded=True))")
-            scaling = kwargs.get("scaling")
-            scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-            n_rep = query.shape[1] // key.layer.n_heads
-            return code_attention(query, key.layer, attention_mask, scaling, n_rep), None
-        return fn(module, query, key, value, attention_mask, *args, **kwargs)
-
-    attention._kvstats_wrapped = True
-    attention.__wrapped__ = previous  # the function ordinary tensors go to (None: the model's eager)
-    return attention
-
-
-def install() -> None:
-    """Route :class:`CodedKV` handles to :func:`code_attention` (idempotent).
-
-    Wraps the ``"sdpa"`` and ``"eager"`` entries of transformers' global
-    ``AttentionInterface``; calls with ordinary tensors go unchanged to the function that
-    was registered (sdpa) or to the calling model's own eager function.
-
-    Examples
-    --------
-    >>> install(); install()
-    >>> from transformers import AttentionInterface
-    >>> AttentionInterface._global_mapping["eager"]._kvstats_wrapped
-    True
-    """
-    from transformers import AttentionInterface
-
-    mapping = AttentionInterface._global_mapping
-    for name in ("sdpa", "eager"):
-        current = mapping.get(name)
-        if not getattr(current, "_kvstats_wrapped", False):
-            AttentionInterface.register(name, _wrap(current))

@@ -11,10 +11,12 @@ kernels do on a GPU:
 
 Sign bits are 1-bit codes with the table ``[-1, +1]``. Packed codes use the layout of
 :func:`kvstats.models.code_attention._pack` (eight codes per little-endian word of
-``bits`` bytes). The C source is compiled once per machine with the system C compiler
-(``cc -O3``, reassociation allowed so the dot products vectorise; under a second) into the kvstats cache directory and loaded with ctypes; no
-torch headers, no Python build step. Without a compiler (or with ``KVSTATS_LUT_KERNEL=0``)
-:func:`kernel` returns None and the caller uses its torch path (the same numbers up to
+``bits`` bytes). A third loop codes a decode step's tokens (TurboQuant-mse/prod with
+float16 norms, rounded as torch rounds) straight into the cache's buffers. The C source is
+compiled once per machine and CPU with the system C compiler (``cc -O3 -march=native``,
+reassociation allowed so the dot products vectorise; under a second) into the kvstats
+cache directory and loaded with ctypes: no torch headers, no Python build step. Without a
+compiler (or with ``KVSTATS_LUT_KERNEL=0``) :func:`kernel` returns None and the caller uses its torch path (the same numbers up to
 float32 summation order; ``tests/models/test_code_attention.py`` checks both).
 """
 
@@ -421,7 +423,8 @@ def kernel() -> LUTKernel | None:
                 with tempfile.TemporaryDirectory() as tmp:
                     src = Path(tmp) / "lut.c"
                     src.write_text(_SOURCE)
-                    subprocess.run([os.environ.get("CC", "cc"), *flags, "-o", str(built), str(src)], check=True, capture_output=True, timeout=120)
+                    subprocess.run([os.environ.get("CC", "cc"), *flags, "-o", str(built), str(src)],
+                                   check=True, capture_output=True, timeout=120)
                 os.replace(built, target)  # atomic: concurrent builders never load a partial file
             lib = LUTKernel(ctypes.CDLL(str(target)))
         except (OSError, subprocess.SubprocessError):

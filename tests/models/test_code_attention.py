@@ -9,7 +9,8 @@ import torch
 
 import kvstats
 from kvstats.models import QuantizedCache
-from kvstats.models.code_attention import CodedKV, code_attention
+from kvstats.models.attention_hook import CodedKV
+from kvstats.models.code_attention import code_attention
 from kvstats.quant.registry import REGISTRY, parse_scheme_name
 
 
@@ -51,15 +52,15 @@ def test_the_registry_has_reading_schemes():
     assert len(READING) >= 5
 
 
-@pytest.mark.parametrize("window", [0, 3])
+@pytest.mark.parametrize("window,per_head", [(0, True), (3, True), (0, False)])
 @pytest.mark.parametrize("name,bits,params", READING)
-def test_code_attention_equals_attention_over_the_decoded_cache(name, bits, params, window):
+def test_code_attention_equals_attention_over_the_decoded_cache(name, bits, params, window, per_head):
     # GQA (6 query heads on 3 KV heads), batch 2, a prefill of 9 tokens then 3 decode
     # steps, with and without a full-precision window; each read is compared with plain
     # attention over what a decoded cache would hold (the layer's dequantized K, V).
     B, H, d, n_rep = 2, 3, 64, 2
     k, v, q = _kv(B, H, 12, d, seed=1)
-    cache = QuantizedCache(name, bits, seed=5, window=window, **params)
+    cache = QuantizedCache(name, bits, seed=5, window=window, per_head=per_head, **params)
     assert cache.reads_codes and not cache.keep_decoded
     layer = None
     for lo, hi in ((0, 9), (9, 10), (10, 11), (11, 12)):
@@ -146,7 +147,7 @@ def test_plain_attention_is_unchanged_by_the_wrapper():
     # The wrapped eager/sdpa functions pass ordinary tensors through untouched.
     from transformers import AttentionInterface, DynamicCache
 
-    from kvstats.models.code_attention import install
+    from kvstats.models.attention_hook import install
 
     ids = torch.randint(0, 97, (1, 10), generator=torch.Generator().manual_seed(4))
     for attn in ("eager", "sdpa"):

@@ -1,0 +1,108 @@
+"""The hook that lets a transformers model read attention from a cache's codes.
+
+:meth:`kvstats.models.QuantizedCache.update` returns a :class:`CodedKV` handle instead of
+key/value tensors, and :func:`install` wraps transformers' ``"sdpa"`` and ``"eager"``
+attention functions (the global ``AttentionInterface``) so that a handle is routed to the
+code-reading attention: one query (a decode step) → :func:`kvstats.models.code_attention.
+code_attention`; several (a prefill chunk) → a transient decode of the layer given to the
+model's own function, whose O(Q·L·d) work dwarfs the decode and whose output is then
+bit-identical to the decoded-copy path. Every other call goes, unchanged, to the function
+transformers would have called (the registered sdpa, or the model module's own
+``eager_attention_forward``). Other attention implementations (flash, flex) are not
+wrapped: a handle reaching them raises a TypeError that says so.
+
+Why wrap rather than register a new implementation name: models are loaded with
+``"eager"`` or ``"sdpa"`` (``kvstats.models.load_model`` uses eager), and the cache must
+work in them as passed to ``model(...)`` or ``generate`` without touching the model.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import torch
+
+from kvstats.models.code_attention import code_attention
+
+__all__ = ["CodedKV", "install"]
+
+
+class CodedKV:
+    """What the cache's ``update`` returns in code-reading mode: a handle on the layer.
+
+    Only the wrapped ``"sdpa"``/``"eager"`` attention functions (:func:`install`) read it;
+    anything else touching it gets a TypeError that explains why.
+    """
+
+    __slots__ = ("layer",)
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def __getattr__(self, name: str):
+        raise TypeError(
+            f"QuantizedCache returned a handle on its codes (attribute {name!r} was asked for): attention "
+            "is read from the codes by the wrapped 'sdpa'/'eager' attention functions only. Use a model "
+            "with attn_implementation 'eager' or 'sdpa', or QuantizedCache(..., keep_decoded=True).")
+
+
+def _module_eager(module: torch.nn.Module) -> Callable:
+    """The ``eager_attention_forward`` of the module's own modeling file (what
+    ``get_interface("eager", default)`` would have returned)."""
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        from transformers.models.llama.modeling_llama import eager_attention_forward as fn
+    return fn
+
+
+def _wrap(previous: Callable | None) -> Callable:
+    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        fn = previous if previous is not None else _module_eager(module)
+        if isinstance(key, CodedKV) and query.shape[2] > 1:
+            # A prefill chunk: its O(Q·L·d) attention dwarfs decoding the layer once, and
+            # running the model's own function on the transient decode keeps the prefill
+            # bit-identical to the decoded-copy path (float rounding differences would
+            # flip codes on boundaries in later layers and change the run).
+            key, value = key.layer.dequantized()
+        elif isinstance(key, CodedKV):
+            dropout = kwargs.get("dropout", args[0] if args else 0.0)
+            if dropout:
+                raise ValueError(f"dropout must be 0 when attention is read from codes (inference only); "
+                                 f"received {dropout}")
+            for name in ("sliding_window", "softcap", "s_aux"):
+                if kwargs.get(name) is not None:
+                    raise ValueError(f"{name} is not supported by the code-reading attention; received "
+                                     f"{kwargs[name]!r} (use QuantizedCache(..., keep_decoded=True))")
+            scaling = kwargs.get("scaling")
+            scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+            n_rep = query.shape[1] // key.layer.n_heads
+            return code_attention(query, key.layer, attention_mask, scaling, n_rep), None
+        return fn(module, query, key, value, attention_mask, *args, **kwargs)
+
+    attention._kvstats_wrapped = True
+    attention.__wrapped__ = previous  # the function ordinary tensors go to (None: the model's eager)
+    return attention
+
+
+def install() -> None:
+    """Route :class:`CodedKV` handles to :func:`code_attention` (idempotent).
+
+    Wraps the ``"sdpa"`` and ``"eager"`` entries of transformers' global
+    ``AttentionInterface``; calls with ordinary tensors go unchanged to the function that
+    was registered (sdpa) or to the calling model's own eager function.
+
+    Examples
+    --------
+    >>> install(); install()
+    >>> from transformers import AttentionInterface
+    >>> AttentionInterface._global_mapping["eager"]._kvstats_wrapped
+    True
+    """
+    from transformers import AttentionInterface
+
+    mapping = AttentionInterface._global_mapping
+    for name in ("sdpa", "eager"):
+        current = mapping.get(name)
+        if not getattr(current, "_kvstats_wrapped", False):
+            AttentionInterface.register(name, _wrap(current))
