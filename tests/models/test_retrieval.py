@@ -38,7 +38,7 @@ HAY = TOK("first line\nsecond line\nthird line\nfourth line\n" * 10)["input_ids"
 
 
 # ---------------------------------------------------------------------- prompts
-@pytest.mark.parametrize("depth", [0.0, 0.3, 0.5, 1.0])
+@pytest.mark.parametrize("depth", [0.0, 0.33, 0.57, 1.0])
 def test_needle_sits_on_a_line_break_near_the_depth(depth):
     p = make_prompt(TOK, HAY, len(HAY), depth, "12345", chat=False)
     body = TOK.decode(HAY)
