@@ -100,6 +100,20 @@ def _pair_table(codebook: Codebook, dtype: str) -> np.ndarray:
     return table
 
 
+def _check_out(out: object, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``out`` for a result of ``shape`` in ``x.dtype`` (a new array when None)."""
+    if out is None:
+        return np.empty(shape, dtype=x.dtype)
+    if (not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != x.dtype
+            or not out.flags.c_contiguous or not out.flags.writeable):
+        raise ValueError(f"out must be a writeable C-contiguous array of shape {shape} and "
+                         f"dtype {x.dtype}; received {_describe(out)}")
+    if np.may_share_memory(out, x):
+        raise ValueError("out must not overlap x (x is read while out is written); received "
+                         "an out that may share memory with x")
+    return out
+
+
 class MSEQuantizer:
     """TurboQuant-mse: norm + Lloyd--Max codes of the rotated unit vector.
 
@@ -366,7 +380,8 @@ class MSEQuantizer:
                              f"{self.draws}; received {_describe(codes.codes)}")
         return codes
 
-    def roundtrip(self, x: Float[np.ndarray, "*batch d"]) -> Float[np.ndarray, "*batch d"]:
+    def roundtrip(self, x: Float[np.ndarray, "*batch d"],
+                  out: Float[np.ndarray, "*batch d"] | None = None) -> Float[np.ndarray, "*batch d"]:
         """``decode(encode(x))`` without packing the codes: what an analysis of ``x_hat`` needs.
 
         The codes go straight from the codebook to their centroids, and the norms are
@@ -378,11 +393,15 @@ class MSEQuantizer:
         ----------
         x : array_like, shape (*batch, n, dim)
             As for `encode`.
+        out : numpy.ndarray, optional
+            Where to write the result: C-contiguous, of the result's shape and ``x``'s
+            dtype, not overlapping ``x``. Reusing one array across calls saves the
+            first-touch cost of fresh memory (the sweep runner does, per task).
 
         Returns
         -------
         numpy.ndarray
-            ``(*shape, dim)``, float32 or float64 as ``x``.
+            ``(*shape, dim)``, float32 or float64 as ``x`` (``out`` when given).
 
         Examples
         --------
@@ -390,18 +409,19 @@ class MSEQuantizer:
         >>> x = np.random.default_rng(0).standard_normal((5, 96))
         >>> bool(np.array_equal(q.roundtrip(x), q.decode(q.encode(x))))
         True
+        >>> buf = np.empty_like(x)
+        >>> q.roundtrip(x, out=buf) is buf
+        True
         """
-        return self._roundtrip(self._check_x(x))
-
-    def _roundtrip(self, x: np.ndarray) -> np.ndarray:
-        """`roundtrip` of a checked ``x`` (see `_check_x`)."""
+        x = self._check_x(x)
         shape = self._shape(x.shape[:-1])
+        out = _check_out(out, x, shape + (self.dim,))
         flat, chunks = self._plan(shape)
         xf = self._flat(x, shape, flat)
-        out = np.empty(flat + (self.dim,), dtype=x.dtype)
+        out_f = out.reshape(flat + (self.dim,))
         for rows, rot in chunks:
-            self._roundtrip_chunk(xf[rows], x, rot, out[rows])
-        return out.reshape(shape + (self.dim,))
+            self._roundtrip_chunk(xf[rows], x, rot, out_f[rows])
+        return out
 
     def _roundtrip_chunk(self, xs: np.ndarray, whole: np.ndarray, rotation: Rotation,
                          out: np.ndarray, packed: np.ndarray | None = None,

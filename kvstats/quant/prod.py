@@ -19,7 +19,7 @@ from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.export import SideExport
-from kvstats.quant.mse import MSECodes, MSEQuantizer
+from kvstats.quant.mse import MSECodes, MSEQuantizer, _check_out
 from kvstats.quant.packing import packed_size
 from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _check_codes, _pm_from_bits, _pm_signs,
                                _reconstruct, _sign_bits, _store_norms, qjl_scores)
@@ -202,7 +202,8 @@ class ProdQuantizer:
             base += _reconstruct(sketch, _pm_signs(sg[rows], self.m, dtype), rn[rows], dtype)
         return out.reshape(shape + (self.dim,))
 
-    def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
+    def roundtrip(self, x: Float[np.ndarray, "*batch n d"],
+                  out: Float[np.ndarray, "*batch n d"] | None = None) -> Float[np.ndarray, "*batch n d"]:
         """``decode(encode(x))`` without storing codes: what an analysis of ``x_hat`` needs.
 
         The MSE part is reconstructed once (its codes go straight to centroids, as
@@ -214,10 +215,13 @@ class ProdQuantizer:
         Parameters
         ----------
         x : array_like, shape (*batch, n, dim)
+        out : numpy.ndarray, optional
+            Where to write the result, as for `MSEQuantizer.roundtrip`.
 
         Returns
         -------
-        ndarray, shape ``(*shape, n, dim)``, dtype of ``x`` (float32 or float64)
+        ndarray, shape ``(*shape, n, dim)``, dtype of ``x`` (float32 or float64; ``out``
+        when given)
 
         Examples
         --------
@@ -230,9 +234,10 @@ class ProdQuantizer:
         x = self._check_x(x)
         mse = self.mse
         shape = mse._shape(x.shape[:-1])
+        result = _check_out(out, x, shape + (self.dim,))
         flat, groups = self._groups(shape)
         xf = mse._flat(x, shape, flat)
-        out = np.empty(flat + (self.dim,), x.dtype)
+        out = result.reshape(flat + (self.dim,))
         for rows, parts, sketch in groups:
             xs, base = xf[rows], out[rows]
             for sub, rot in parts:
@@ -241,7 +246,7 @@ class ProdQuantizer:
             norms = _store_norms(residual, self.norm_dtype, "x")
             pm = _pm_from_bits(_sign_bits(sketch, residual), x.dtype)
             base += _reconstruct(sketch, pm, norms, x.dtype)  # base is ours: add in place
-        return out.reshape(shape + (self.dim,))
+        return result
 
     def scores(self, q: Float[np.ndarray, "*batch n_q d"],
                codes: ProdCodes) -> Float[np.ndarray, "*batch n_q n"]:

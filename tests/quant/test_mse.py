@@ -299,3 +299,21 @@ def test_nonfinite_input_is_found_by_the_norm_pass():
     huge[1, 0] = np.inf
     with pytest.raises(ValueError, match="x must be finite"):
         MSEQuantizer(64, 2, norm_dtype=np.float64).encode(huge)
+
+
+def test_roundtrip_out_argument():
+    """roundtrip(x, out=buf) writes the same numbers into buf (MSE and Prod, with and
+    without draws); a wrong shape/dtype/layout or an out overlapping x is refused."""
+    from kvstats.quant.prod import ProdQuantizer
+
+    x = np.random.default_rng(4).standard_normal((3, 50, 48)).astype(np.float32)
+    for q in (MSEQuantizer(48, 3, seed=1), MSEQuantizer(48, 3, seed=1, draws=3),
+              ProdQuantizer(48, 3, seed=1), ProdQuantizer(48, 3, seed=1, draws=3)):
+        buf = np.full_like(x, np.nan)
+        assert q.roundtrip(x, out=buf) is buf
+        np.testing.assert_array_equal(buf, q.roundtrip(x))
+        for bad in (np.empty((3, 50, 47), np.float32), np.empty_like(x, dtype=np.float64),
+                    np.empty((3, 48, 50), np.float32).transpose(0, 2, 1), x[:, :, :],
+                    [[0.0]]):
+            with pytest.raises(ValueError, match="out must"):
+                q.roundtrip(x, out=bad)
