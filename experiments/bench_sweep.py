@@ -6,8 +6,8 @@ nu = 1.5}, d = 128, float32, 18 cells) in one process with one BLAS thread, repe
 
 - runner: ``kvstats.run_sweep(..., executor="serial")``. A chunk of trials is drawn
   once for every budget and scheme of its case; each cell codes it with one scheme of
-  ``draws=T`` independent rotations/sketches (``Scheme.roundtrip``) and one
-  ``error_profile`` call.
+  ``draws=T`` independent rotations/sketches (``Scheme.roundtrip``'s numbers, written
+  into output arrays reused across cells) and one ``error_profile`` call.
 - fair loop: what a careful user writes without the runner, doing what the runner
   does trial by trial: each case's trials drawn once and shared by its cells (the
   same ``kvstats.sample`` call as the runner), then per cell and trial
@@ -23,8 +23,10 @@ nu = 1.5}, d = 128, float32, 18 cells) in one process with one BLAS thread, repe
 
 ``--d1024`` also times a few cells of the seed grid at d = 1,024, N = 1,024 (the
 d = 1024 half of experiments/dalberto.toml: 6 cases x 3 schemes x 5 budgets = 90 cells
-x 1,000 trials) through the runner, and extrapolates the grid's time on 2 cores
-(per-trial cost x 1,000 trials x cells / 2 workers: an estimate, stated as such), for
+x 1,000 trials): KV, KQV, QKQV at n = 2 and 6 on Gaussian keys through the runner, and
+one draw of each of the six cases; it extrapolates the grid's time on 2 cores as
+(drawing + 30 x the per-trial cost of each scheme, mean of n = 2, 6) x 1,000 trials / 2
+workers, an estimate (perfect use of both cores, cost independent of the key law), for
 each sketch kind given by ``--sketches`` that ``kvstats.quant.sketch.SKETCHES`` knows.
 
     python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 16] [--repeats 3]
@@ -158,30 +160,37 @@ def floor_seconds(cfg: SweepConfig, repeats: int) -> float:
     return total
 
 
-def d1024_estimate(sketch: str, trials: int) -> str:
-    """Runner seconds per trial for a few d = 1,024, N = 1,024 cells, extrapolated to the
-    seed grid's 90 cells x 1,000 trials on 2 workers."""
+#: The cases of the seed grid's d = 1,024 half (experiments/dalberto.toml).
+D1024_CASES = [("gaussian", {}), ("heavy_tailed", {"nu": 1.05}), ("heavy_tailed", {"nu": 1.5}),
+               ("heavy_tailed", {"nu": 3.0}), ("low_rank", {"rank": 8}), ("focused", {"strength": 0.5})]
+
+
+def d1024_draw_seconds(trials: int, generator: int) -> float:
+    """Seconds per trial to draw one trial of every case of the d = 1,024 grid."""
+    return sum(_best(lambda: kvstats.sample(name, trials, 1024, 1024, seed=0, dtype=np.float32,
+                                            generator=generator, **p), 1)
+               for name, p in D1024_CASES) / trials
+
+
+def d1024_estimate(sketch: str, trials: int, draw: float) -> str:
+    """Runner seconds per trial of the d = N = 1,024 cells (KV, KQV, QKQV x n = 2, 6 on
+    Gaussian keys), extrapolated with ``draw`` (seconds per trial of drawing all six
+    cases) to the seed grid's 6 cases x 15 cells x 1,000 trials on 2 workers."""
     cfg = SweepConfig.from_dict({
         "schemes": [{"name": n, "params": {"norm_dtype": "float32",
                                            **({"sketch": sketch} if n != "KV" else {})}}
                     for n in ("KV", "KQV", "QKQV")],
         "budgets": [2, 6], "distributions": ["gaussian"], "dims": [1024], "n_keys": [1024],
         "n_trials": trials, "seed": 3, "dtype": "float32"})
-    tic = time.perf_counter()
     res = run_sweep(cfg, executor="serial", progress=False)
-    wall = time.perf_counter() - tic
-    cells = res.manifest["cells"]
-    cell_s = sum(c["seconds"] for c in cells)
-    draw_per_trial = (wall - cell_s) / trials            # drawing + bookkeeping, per case
-    per_cell_trial = cell_s / len(cells) / trials       # mean over KV/KQV/QKQV x n = 2, 6
-    n_cases, n_cells, n_trials = 6, 90, 1000
-    grid = (n_cases * draw_per_trial + n_cells * per_cell_trial) * n_trials / 2
     by: dict[str, list[float]] = {}
-    for c in cells:
+    for c in res.manifest["cells"]:
         by.setdefault(c["key"]["scheme"], []).append(c["seconds"] / trials)
-    schemes = ", ".join(f"{k} {1e3 * np.mean(v):.0f}" for k, v in by.items())
-    return (f"| {sketch} | {trials} | {wall:.1f} | {1e3 * draw_per_trial:.0f} | "
-            f"{1e3 * per_cell_trial:.0f} ({schemes}) | {grid / 60:.0f} |")
+    per_scheme = {k: float(np.mean(v)) for k, v in by.items()}   # mean over n = 2, 6
+    # per trial: draw the six cases, code and profile 6 x 5 budgets of each scheme
+    grid = (draw + 6 * 5 * sum(per_scheme.values())) * 1000 / 2
+    schemes = ", ".join(f"{k} {1e3 * v:.0f}" for k, v in per_scheme.items())
+    return f"| {sketch} | {trials} | {schemes} | {1e3 * draw:.0f} | {grid / 60:.0f} |"
 
 
 def main() -> None:
@@ -223,14 +232,15 @@ def main() -> None:
     if args.d1024:
         print("\nd = 1,024, N = 1,024 (KV, KQV, QKQV x n = 2, 6, Gaussian keys) through the runner; "
               "the seed grid (6 cases x 15 cells x 1,000 trials) extrapolated to 2 workers")
-        print("| sketch | trials/cell | wall (s) | drawing per trial (ms) | cell per trial (ms) "
+        print("| sketch | trials/cell | runner per trial and cell (ms) | drawing the 6 cases per trial (ms) "
               "| grid on 2 cores, estimated (min) |")
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|")
+        draw = d1024_draw_seconds(args.d1024_trials, args.generator)
         for sketch in args.sketches:
             if sketch not in SKETCHES:
-                print(f"| {sketch} | not available (kvstats.quant.sketch.SKETCHES = {list(SKETCHES)}) |||||")
+                print(f"| {sketch} | not available (kvstats.quant.sketch.SKETCHES = {list(SKETCHES)}) ||||")
                 continue
-            print(d1024_estimate(sketch, args.d1024_trials), flush=True)
+            print(d1024_estimate(sketch, args.d1024_trials, draw), flush=True)
         print(f"load average {os.getloadavg()[0]:.1f}")
 
 
