@@ -14,9 +14,23 @@ Two ways to run the quantized model, both teacher-forced:
   costs one pass; it is also what llama.cpp's perplexity/KL mode does.
 - ``mode="decode"``: a prefill of ``prefill_tokens`` tokens, then one token at a time, so
   a full-precision window and token-grouped schemes (KIVI) behave as in generation.
+
+Reruns are bit-identical: the scheme's randomness is seeded (``seed + text index``, then
+per layer and head inside :class:`~kvstats.models.QuantizedCache`), and the computation
+runs on ``threads`` threads (1 by default) for torch *and* numpy's BLAS. The thread count
+matters: MKL's GEMM (torch's few-token matmuls, e.g. the MLP down-projection of a short
+chunk), OpenBLAS's GEMM (the numpy coders' rotations of float32 keys) and torch's sums to
+a single value over more than 32768 elements all split their work, and so round,
+differently with 1 and 2 threads; a rounding difference that flips one code on a
+boundary changes the KL (measured: KQV at 4 bits on four texts, 0.1099 with one OpenBLAS
+thread and 0.1114 with two, before issue #15). What still varies across machines and
+installs is listed in docs/real_model.md ("Reproducibility").
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -24,6 +38,42 @@ import pandas as pd
 from kvstats._checks import check_choice, check_int
 
 MODES = ("prefill", "decode")
+
+
+@contextmanager
+def pinned_threads(threads: int | None) -> Iterator[None]:
+    """Run torch's intra-op ops and numpy's BLAS on exactly ``threads`` threads, restored on exit.
+
+    The thread count changes how MKL/OpenBLAS GEMMs and torch's large single-output sums
+    split their work, hence their float rounding (see the module docstring); pinning it
+    makes a computation's numbers independent of the machine's core count and of
+    ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``. ``None`` changes nothing.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from kvstats.models.quality import pinned_threads
+    >>> before = torch.get_num_threads()
+    >>> with pinned_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    if threads is None:
+        yield
+        return
+    threads = check_int(threads, "threads", low=1)
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _token_ids(tokenizer, texts, max_tokens, context):
@@ -62,7 +112,8 @@ def _log_probs(model, ids, cache, mode, prefill_tokens):
 
 
 def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, mode="prefill",
-               prefill_tokens=16, max_tokens=None, **scheme_params) -> pd.DataFrame:
+               prefill_tokens=16, max_tokens=None, threads: int | None = 1,
+               **scheme_params) -> pd.DataFrame:
     """Per-position comparison of the quantized-cache model with the full-precision one.
 
     Parameters
@@ -86,6 +137,12 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         Prompt tokens processed at once before decoding (``mode="decode"``).
     max_tokens : int, optional
         Truncate every text to this many tokens.
+    threads : int or None
+        Threads for torch and numpy's BLAS during the call (:func:`pinned_threads`,
+        restored after). The default 1 makes reruns bit-identical whatever the machine's
+        core count and thread settings (and is the faster choice on a loaded 2-core
+        machine); a larger count is faster on an idle many-core machine and reproducible
+        only at that same count; None leaves the current settings.
 
     Returns
     -------
@@ -100,7 +157,7 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     Raises
     ------
     ValueError
-        Unknown scheme or mode, texts longer than the model's context.
+        Unknown scheme or mode, texts longer than the model's context, ``threads`` < 1.
 
     Examples
     --------
@@ -109,13 +166,13 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     >>> df = kl_quality(model, tok, ["The quick brown fox."], "KQV", 4)    # doctest: +SKIP
     >>> summarize_quality(df)[["mean_kl", "top1_agreement"]]               # doctest: +SKIP
     """
-    import torch
-
     from kvstats.models.cache import QuantizedCache
 
     mode = check_choice(mode, "mode", MODES)
     prefill_tokens = check_int(prefill_tokens, "prefill_tokens", low=1)
     seed = check_int(seed, "seed", low=0)
+    if threads is not None:
+        threads = check_int(threads, "threads", low=1)
     if max_tokens is not None:
         max_tokens = check_int(max_tokens, "max_tokens", low=2)
     if isinstance(scheme, str):
@@ -132,6 +189,25 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         QuantizedCache(name, b, seed=seed, window=window, **scheme_params)
     context = getattr(model.config, "max_position_embeddings", None)
     streams = _token_ids(tokenizer, texts, max_tokens, context)
+    with pinned_threads(threads):
+        frames, memory = _compare(model, streams, configs, seed, window, mode, prefill_tokens,
+                                  scheme_params)
+    df = pd.concat(frames, ignore_index=True)
+    mem = {f"{name}:{b}": (float(np.mean([m[0] for m in v])), float(np.mean([m[1] for m in v])))
+           for (name, b), v in memory.items()}
+    df.attrs["memory"] = mem
+    if len(configs) == 1:
+        df.attrs.update(bytes_per_token=next(iter(mem.values()))[0],
+                        fp16_bytes_per_token=next(iter(mem.values()))[1])
+    return df
+
+
+def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme_params):
+    """The per-position frames of every (text, configuration), and the memory figures."""
+    import torch
+
+    from kvstats.models.cache import QuantizedCache
+
     frames, memory = [], {}
     for i, ids in enumerate(streams):
         ref = _log_probs(model, ids, None, "prefill", prefill_tokens)[:-1]
@@ -151,14 +227,7 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
                 "kl": kl.numpy(), "top1_ref": top_ref.numpy(), "top1_quant": top_q.numpy(),
                 "top1_agree": (top_ref == top_q).numpy(), "nll_ref": nll_ref,
                 "nll_quant": -quant.gather(-1, target)[:, 0].numpy()}))
-    df = pd.concat(frames, ignore_index=True)
-    mem = {f"{name}:{b}": (float(np.mean([m[0] for m in v])), float(np.mean([m[1] for m in v])))
-           for (name, b), v in memory.items()}
-    df.attrs["memory"] = mem
-    if len(configs) == 1:
-        df.attrs.update(bytes_per_token=next(iter(mem.values()))[0],
-                        fp16_bytes_per_token=next(iter(mem.values()))[1])
-    return df
+    return frames, memory
 
 
 def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
