@@ -20,6 +20,7 @@ _EXPORTS = {
     "QuantizedCache": "kvstats.models.cache",
     "kl_quality": "kvstats.models.quality",
     "summarize_quality": "kvstats.models.quality",
+    "pinned_threads": "kvstats.models.quality",
     "make_prompts": "kvstats.models.retrieval",
     "run_retrieval": "kvstats.models.retrieval",
     "summarize_retrieval": "kvstats.models.retrieval",

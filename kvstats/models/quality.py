@@ -52,7 +52,7 @@ def pinned_threads(threads: int | None) -> Iterator[None]:
     Examples
     --------
     >>> import torch
-    >>> from kvstats.models.quality import pinned_threads
+    >>> from kvstats.models import pinned_threads
     >>> before = torch.get_num_threads()
     >>> with pinned_threads(1):
     ...     torch.get_num_threads()
