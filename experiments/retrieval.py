@@ -26,6 +26,9 @@ import pandas as pd
 
 CONFIGS = ([(s, n) for s in ("KV", "KQV", "QKQV", "turboquant_mse") for n in (2, 3, 4)]
            + [("K4V2", None), ("K4V4", None), ("K2V4", None), ("qjl", 3), ("kivi", 2, 32)])
+# Not in the default set (run with --configs): QJL with outlier channels coded by a sketch
+# of their own (n_outliers of the d = 64 channels per group of 32 tokens).
+EXTRA = [("qjl", 3, 0, {"n_outliers": 4}), ("qjl", 3, 0, {"n_outliers": 8})]
 
 
 def main() -> None:
@@ -43,7 +46,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefill", choices=("fp32", "coded"), default="fp32")
     ap.add_argument("--configs", nargs="*", default=None,
-                    help="subset of config labels (e.g. KQV@2 K4V2); default all")
+                    help="config labels to run (e.g. KQV@2 K4V2 'qjl@3[n_outliers=4]'); default: all of "
+                         "CONFIGS (the EXTRA ones only when named)")
     ap.add_argument("--out", default="results/retrieval")
     args = ap.parse_args()
     torch.set_num_threads(1)  # tiny decode ops: a second OpenMP thread costs more than it saves
@@ -53,8 +57,9 @@ def main() -> None:
     prompts = make_prompts(tok, args.lengths, args.depths, args.trials, seed=args.seed,
                            haystack=haystack_ids(tok))
     from kvstats.models.retrieval import config_label
-    configs = [] if args.scan else [c for c in CONFIGS
-                                    if args.configs is None or config_label(c) in args.configs]
+    configs = [] if args.scan else [c for c in CONFIGS + EXTRA
+                                    if (c in CONFIGS and args.configs is None)
+                                    or (args.configs is not None and config_label(c) in args.configs)]
     t1 = time.time()
 
     def progress(i, n):

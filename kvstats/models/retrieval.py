@@ -18,6 +18,10 @@ The statistics are exact or score-based for small samples: Wilson intervals for 
 accuracy, McNemar's exact test (binomial on the discordant pairs) against the float32
 cache, and a one-sided Clopper-Pearson bound on the rate of answers the quantized cache
 loses (fp32 right, quantized wrong), an upper bound on the accuracy drop.
+
+One module over ~450 lines: prompts, the run loop and its paired statistics are one task
+(about half of it docstrings); the statistics are small and specific to paired binary
+outcomes against a reference.
 """
 
 from __future__ import annotations
@@ -296,23 +300,31 @@ def loss_upper_bound(b, n, confidence: float = 0.95) -> np.ndarray:
 
 # ---------------------------------------------------------------------- running the model
 def config_label(config: tuple) -> str:
-    """``"KQV@3"``, ``"K4V2"``, ``"kivi@2/w32"``, ``"fp32"`` for a (scheme, bits[, window]) tuple.
+    """``"KQV@3"``, ``"K4V2"``, ``"kivi@2/w32"``, ``"qjl@3[n_outliers=4]"`` for a
+    ``(scheme, bits[, window[, scheme_params]])`` tuple.
 
     Examples
     --------
     >>> from kvstats.models.retrieval import config_label
     >>> config_label(("KQV", 3)), config_label(("K4V2", None)), config_label(("kivi", 2, 32))
     ('KQV@3', 'K4V2', 'kivi@2/w32')
+    >>> config_label(("qjl", 3, 0, {"n_outliers": 4}))
+    'qjl@3[n_outliers=4]'
+
     """
-    scheme, bits, window = _config(config)
-    return scheme + ("" if bits is None else f"@{bits}") + (f"/w{window}" if window else "")
+    scheme, bits, window, params = _config(config)
+    extra = "".join(f",{k}={v}" for k, v in sorted(params.items()))
+    return (scheme + ("" if bits is None else f"@{bits}") + (f"/w{window}" if window else "")
+            + (f"[{extra[1:]}]" if extra else ""))
 
 
-def _config(config) -> tuple[str, int | None, int]:
-    if not isinstance(config, tuple) or len(config) not in (2, 3) or not isinstance(config[0], str):
-        raise TypeError(f"a config must be a tuple (scheme, bits) or (scheme, bits, window); received {config!r}")
-    window = config[2] if len(config) == 3 else 0
-    return config[0], config[1], check_int(window, "window", low=0)
+def _config(config) -> tuple[str, int | None, int, dict]:
+    if (not isinstance(config, tuple) or len(config) not in (2, 3, 4) or not isinstance(config[0], str)
+            or (len(config) == 4 and not isinstance(config[3], dict))):
+        raise TypeError(f"a config must be a tuple (scheme, bits[, window[, scheme_params dict]]); "
+                        f"received {config!r}")
+    window = config[2] if len(config) >= 3 else 0
+    return config[0], config[1], check_int(window, "window", low=0), dict(config[3]) if len(config) == 4 else {}
 
 
 def _greedy(model, tokenizer, cache, first: int, steps: int, stop: set[int]) -> list[int]:
@@ -343,7 +355,7 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
         A causal LM and its tokenizer (:func:`~kvstats.models.load_model`).
     prompts : sequence of PasskeyPrompt
     configs : sequence of tuple
-        ``(scheme, bits)`` or ``(scheme, bits, window)`` for
+        ``(scheme, bits[, window[, scheme_params]])`` for
         :class:`~kvstats.models.QuantizedCache`; the float32 reference always runs.
     max_new_tokens : int
         Greedy answer tokens (fewer at an end token, or once a number is followed by a
@@ -399,8 +411,8 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
             ref = _greedy(model, tokenizer, ref_cache, ids[-1], max_new_tokens, stop)
             del ref_cache
             runs = [("fp32", ref, float("nan"))]
-            for scheme, bits, window in configs:
-                cache = QuantizedCache(scheme, bits, seed=seed + i, window=window)
+            for scheme, bits, window, params in configs:
+                cache = QuantizedCache(scheme, bits, seed=seed + i, window=window, **params)
                 if prefill == "fp32":
                     for layer, (k, v) in enumerate(kv):
                         cache.update(k, v, layer)
@@ -408,7 +420,7 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
                     model(input_ids=head, cache=cache, use_cache=True)
                 out = _greedy(model, tokenizer, cache, ids[-1], max_new_tokens, stop)
                 bpt = float(cache.memory_report().get("bytes_per_token", float("nan")))
-                runs.append((config_label((scheme, bits, window)), out, bpt))
+                runs.append((config_label((scheme, bits, window, params)), out, bpt))
         for label, out, bpt in runs:
             answer = tokenizer.decode(out)
             rows.append(dict(base, config=label, answer=answer, correct=extract_answer(answer) == p.passkey,
@@ -437,8 +449,10 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     >>> df = pd.DataFrame(dict(trial=[0, 1, 0, 1], config=["fp32", "fp32", "X", "X"],
     ...                        correct=[True, True, True, False], agree_tokens=[3, 3, 3, 1],
     ...                        identical=[True, True, True, False], bytes_per_token=[0, 0, 9, 9]))
-    >>> summarize_retrieval(df)[["config", "accuracy", "ref_only", "verdict"]].to_string(index=False)
-    'config  accuracy  ref_only        verdict\\n  fp32       1.0         0      reference\\n     X       0.5         1 not resolvable'
+    >>> print(summarize_retrieval(df)[["config", "accuracy", "ref_only", "verdict"]].to_string(index=False))
+    config  accuracy  ref_only        verdict
+      fp32       1.0         0      reference
+         X       0.5         1 not resolvable
     """
     from kvstats.stats import adjust_pvalues
 

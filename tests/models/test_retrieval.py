@@ -98,6 +98,9 @@ def test_answer_extraction_and_prefix_agreement():
     assert common_prefix([1, 2, 3], [1, 2, 4]) == 2 and common_prefix([1], [2]) == 0
     assert common_prefix([1, 2], [1, 2, 3]) == 2
     assert config_label(("qjl", 3)) == "qjl@3" and config_label(("kivi", 2, 32)) == "kivi@2/w32"
+    assert config_label(("qjl", 3, 0, {"n_outliers": 4, "m": 64})) == "qjl@3[m=64,n_outliers=4]"
+    with pytest.raises(TypeError, match="config"):
+        config_label(("qjl", 3, 0, "n_outliers=4"))
     with pytest.raises(TypeError, match="config"):
         config_label("KV")
 
@@ -218,9 +221,9 @@ def tiny_llama():
 
 def test_run_loop_on_a_tiny_llama(tiny_llama):
     prompts = make_prompts(TOK, [60], [0.0, 1.0], 2, haystack=HAY)
-    df = run_retrieval(tiny_llama, TOK, prompts, [("identity", None), ("KV", 2), ("qjl", 3)],
+    df = run_retrieval(tiny_llama, TOK, prompts, [("identity", None), ("KV", 2), ("qjl", 3, 0, {"n_outliers": 2})],
                        max_new_tokens=5)
-    assert len(df) == 4 * 4 and set(df.config) == {"fp32", "identity", "KV@2", "qjl@3"}
+    assert len(df) == 4 * 4 and set(df.config) == {"fp32", "identity", "KV@2", "qjl@3[n_outliers=2]"}
     assert (df.correct == [extract_answer(a) == k for a, k in zip(df.answer, df.passkey)]).all()
     ref = df[df.config == "fp32"]
     assert (ref.agree_tokens == ref.ref_tokens).all() and ref.identical.all()
