@@ -359,7 +359,9 @@ class SweepConfig:
             "budgets": list(self.budgets), "dims": list(self.dims), "n_keys": list(self.n_keys),
             "n_trials": self.n_trials, "n_queries": self.n_queries, "seed": self.seed,
             "chunk_size": self.chunk_size, "comparisons": [list(p) for p in self.comparisons],
-            "report": self.report, "dtype": self.dtype, "generator": self.generator,
+            "report": self.report, "dtype": self.dtype,
+            # generator 1 (the default) is left out: fingerprints of earlier configs hold
+            **({"generator": self.generator} if self.generator != 1 else {}),
         }
 
     # ------------------------------------------------------------------ grid

@@ -19,6 +19,7 @@ BASE = dict(schemes=["KQV"], budgets=[3], distributions=["gaussian"], dims=[32],
 def test_generator_key_ids_and_data():
     c1, c2 = SweepConfig.from_dict(BASE), SweepConfig.from_dict({**BASE, "generator": 2})
     assert c1.generator == 1 and SweepConfig.from_dict(c2.to_dict()).generator == 2
+    assert "generator" not in c1.to_dict()  # fingerprints of earlier configs unchanged
     cell = c1.cells()[0]
     assert c1.cell_id(cell) == SweepConfig.from_dict({**BASE, "generator": 1}).cell_id(cell)
     assert c1.cell_id(cell) != c2.cell_id(cell)
