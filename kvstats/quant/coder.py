@@ -28,22 +28,30 @@ The contract:
 
 Coders that the GPU path supports (MSE, Prod) also implement :class:`ExportableCoder`:
 ``export()`` returns a :class:`kvstats.quant.export.SideExport` of plain arrays.
+
+Coders that store vector norms in a narrow float (``norm_dtype``) check them with
+:func:`check_norm_range` before storing: an overflow is an error, an underflow (to zero or
+to a subnormal) a ``UserWarning`` naming the side.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from jaxtyping import Float
+from numpy.typing import DTypeLike
 
 from kvstats._checks import _describe, as_float_array, check_int
 
 if TYPE_CHECKING:
     from kvstats.quant.export import SideExport
 
-__all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder"]
+__all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder", "check_norm_range"]
+
+_NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 @runtime_checkable
@@ -83,6 +91,104 @@ class ExportableCoder(Coder, Protocol):
 
     def export(self) -> SideExport:
         """Rotation signs, codebook and sketch (:class:`kvstats.quant.export.SideExport`)."""
+
+
+# --------------------------------------------------------------------------- norm range
+def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, name: str) -> None:
+    """Check that vector norms survive storage in ``norm_dtype``: raise on overflow, warn on underflow.
+
+    A coder that stores ``‖x‖`` in a narrow float loses vectors silently at both ends:
+    a norm above the dtype's largest finite value would be stored as inf, one at most
+    half its smallest subnormal as 0 (the vector then decodes as exact zeros), and one
+    below its smallest normal as a subnormal with fewer significant bits (float16: a norm
+    of 1e-6 keeps about 4 bits, a relative error up to 3%). Call this with the norms as
+    computed (float64 or the input's dtype), before casting them.
+
+    Parameters
+    ----------
+    norms : array_like
+        Non-negative norms (any shape; NaN is an error, +inf an overflow).
+    norm_dtype : {numpy.float16, numpy.float32, numpy.float64}
+        The dtype the norms will be stored in.
+    name : str
+        The side, ``"K"`` or ``"V"`` (or what the vectors are), named in the messages.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        A norm above ``finfo(norm_dtype).max`` (the message suggests a wider dtype), a
+        NaN or negative norm.
+    TypeError
+        ``norm_dtype`` not float16/32/64, ``name`` not a str, ``norms`` not real numbers.
+
+    Warns
+    -----
+    UserWarning
+        Nonzero norms that the cast rounds to zero, or to a subnormal of ``norm_dtype``:
+        how many, the smallest, and what is lost. Exact zeros (zero vectors) are fine.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from kvstats.quant.coder import check_norm_range
+    >>> check_norm_range(np.array([0.0, 0.5, 300.0]), np.float16, "K")   # fine: nothing
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     check_norm_range(np.array([1.0, 1e-9]), np.float16, "K")
+    >>> print(str(caught[0].message)[:61])
+    K: 1 of 2 vector norms are below float16's smallest subnormal
+    >>> check_norm_range(np.array([7e4]), np.float16, "V")
+    Traceback (most recent call last):
+    ...
+    ValueError: V has a vector norm of 7e+04, above the largest float16 (65504); store the norms as float32 (norm_dtype=np.float32) or rescale V
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str naming the side (e.g. 'K' or 'V'); received {_describe(name)}")
+    try:
+        dtype = np.dtype(norm_dtype)
+    except TypeError as exc:
+        raise TypeError(f"norm_dtype must be one of float16, float32, float64; received "
+                        f"{_describe(norm_dtype)}") from exc
+    if dtype not in _NORM_DTYPES:
+        raise TypeError(f"norm_dtype must be one of float16, float32, float64; received {dtype}")
+    arr = np.asarray(norms)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"norms must be an array of real numbers; received {_describe(norms)}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.size == 0:
+        return
+    if np.isnan(arr).any() or (arr < 0).any():
+        raise ValueError(f"norms of {name} must be non-negative numbers; received "
+                         f"{int(np.isnan(arr).sum())} NaN and {int((arr < 0).sum())} negative")
+    info = np.finfo(dtype)
+    top = float(arr.max())
+    if top > float(info.max):
+        wider = "float32 (norm_dtype=np.float32)" if dtype == np.float16 else "float64 (norm_dtype=np.float64)"
+        raise ValueError(f"{name} has a vector norm of {top:.4g}, above the largest {dtype.name} "
+                         f"({float(info.max):.6g}); store the norms as {wider} or rescale {name}")
+    stored = arr.astype(dtype).astype(np.float64)  # no overflow left: a plain rounding
+    lost = (arr > 0) & (stored == 0)
+    low = (stored > 0) & (stored < float(info.smallest_normal))
+    advice = f"rescale {name}" if dtype == np.float64 else f"use a wider norm_dtype or rescale {name}"
+    if lost.any():
+        warnings.warn(
+            f"{name}: {int(lost.sum())} of {arr.size} vector norms are below {dtype.name}'s smallest "
+            f"subnormal {float(info.smallest_subnormal):.3g} (smallest {float(arr[lost].min()):.3g}) "
+            f"and are stored as 0: those vectors decode as exact zeros; {advice}",
+            UserWarning, stacklevel=2)
+    if low.any():
+        # half a subnormal step over the smallest such norm (ordered to avoid underflow)
+        rel = float(info.smallest_subnormal) / float(arr[low].min()) / 2
+        warnings.warn(
+            f"{name}: {int(low.sum())} of {arr.size} vector norms are {dtype.name} subnormals "
+            f"(below {float(info.smallest_normal):.3g}; smallest {float(arr[low].min()):.3g}): stored "
+            f"with fewer significant bits, relative error up to {rel:.2g}; {advice}",
+            UserWarning, stacklevel=2)
 
 
 # --------------------------------------------------------------------------- identity

@@ -15,6 +15,23 @@ value is a float16 number gets scale 0 and decodes exactly; any other constant g
 decodes within the same ``scale/2`` bound (scale is then at most one float16 spacing of
 the value). Never NaN.
 
+Small values. float16 has an absolute resolution of ``2^-24`` ≈ 6e-8 near zero (its
+smallest subnormal) and loses relative precision below ``2^-14`` ≈ 6.1e-5 (its smallest
+normal). Two rules keep tiny inputs sensible:
+
+- A group minimum in ``[-2^-25, 0)`` (a value float16 itself rounds to −0) gives
+  ``zero = 0``, not the float16 below it (−2^-24): rounding *down* there would start the
+  grid a whole subnormal step below the data, and with 1 bit a value of 1e-30 decoded to
+  −6e-8. Such a group's scale is at least ``2^-24``, so the few elements left below the
+  grid (by at most ``2^-25``) decode to 0 within the same ``scale/2`` bound.
+- A nonzero group whose values all lie below ``2^-14`` in magnitude (its zero and scale
+  are float16 subnormals or zero) is still coded, within ``scale/2``, but ``scale`` is
+  then no finer than ``2^-24``, so its relative precision is lost (a group of 1e-30s
+  decodes to zeros): :func:`uniform_quantize` warns (``UserWarning``, naming the side:
+  ``K``, ``V`` or ``x``) with the number of such groups.
+
+Groups whose minimum is not in ``[-2^-25, 0)`` are coded exactly as before these rules.
+
 Coders (the :class:`kvstats.quant.coder.Coder` protocol, one side of a scheme):
 :class:`UniformTokenCoder` (per token, the QJL paper's values), and KIVI's
 :class:`KIVIKeyCoder` (keys per channel, groups of tokens) and :class:`KIVIValueCoder`
@@ -28,6 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import warnings
+
 import numpy as np
 from jaxtyping import Float
 
@@ -39,20 +58,22 @@ __all__ = ["UniformCodes", "uniform_quantize", "uniform_dequantize", "UniformTok
 
 _FP16_BITS = 16
 _FP16_MAX = float(np.finfo(np.float16).max)
+_FP16_TINY = float(np.finfo(np.float16).smallest_subnormal)  # 2**-24: the grid step near 0
+_FP16_NORMAL = float(np.finfo(np.float16).smallest_normal)   # 2**-14: below, precision is lost
 
 
 def _fp16_down(v: np.ndarray) -> np.ndarray:
     """Largest float16 ≤ v (elementwise, v float64); overflow gives ±inf, checked by the caller."""
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # also the unselected nextafter past ±65504
         h = v.astype(np.float16)
-    return np.where(h.astype(np.float64) > v, np.nextafter(h, np.float16(-np.inf)), h)
+        return np.where(h.astype(np.float64) > v, np.nextafter(h, np.float16(-np.inf)), h)
 
 
 def _fp16_up(v: np.ndarray) -> np.ndarray:
     """Smallest float16 ≥ v (elementwise, v float64); overflow gives ±inf, checked by the caller."""
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # also the unselected nextafter past ±65504
         h = v.astype(np.float16)
-    return np.where(h.astype(np.float64) < v, np.nextafter(h, np.float16(np.inf)), h)
+        return np.where(h.astype(np.float64) < v, np.nextafter(h, np.float16(np.inf)), h)
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +120,7 @@ def _grouped(x: np.ndarray, group_size: int) -> np.ndarray:
 
 
 def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
-                     group_size: int = 32) -> UniformCodes:
+                     group_size: int = 32, *, name: str = "x") -> UniformCodes:
     """Asymmetric min/max uniform quantization in groups along ``axis``.
 
     Parameters
@@ -114,10 +135,20 @@ def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
         per channel, KIVI keys; ``-1``: groups of channels per token, KIVI values).
     group_size : int
         Elements per group (≥ 1); a final partial group is its own group.
+    name : str
+        What ``x`` is (``"K"``, ``"V"``), for error messages and warnings.
 
     Returns
     -------
     UniformCodes
+
+    Warns
+    -----
+    UserWarning
+        Some nonzero group lies entirely below float16's smallest normal (6.1e-5) in
+        magnitude: its zero and scale are subnormal, so it decodes with absolute error up
+        to ``scale/2`` (at least 3e-8 unless the group is constant), however small its
+        values (see the module docstring).
 
     Examples
     --------
@@ -128,36 +159,60 @@ def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
     >>> c.scale.tolist(), c.zero.tolist()
     ([[1.0], [0.0]], [[0.0], [5.0]])
     """
-    x = as_float_array(x, "x", min_ndim=1)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (e.g. 'K' or 'V'); received {name!r}")
+    x = as_float_array(x, name, min_ndim=1)
     bits = check_int(bits, "bits", low=1, high=8)
     axis = check_int(axis, "axis", low=-x.ndim, high=x.ndim - 1) % x.ndim
     group_size = check_int(group_size, "group_size", low=1)
     if np.abs(x).max() > _FP16_MAX:
-        raise ValueError(f"x must lie within float16 range [-{_FP16_MAX}, {_FP16_MAX}] because "
-                         f"zero and scale are stored as float16; received max |x| = "
+        raise ValueError(f"{name} must lie within float16 range [-{_FP16_MAX}, {_FP16_MAX}] because "
+                         f"zero and scale are stored as float16; received max |{name}| = "
                          f"{float(np.abs(x).max()):.6g}")
     levels = 2 ** bits - 1
     xm = np.moveaxis(x, axis, -1).astype(np.float64)
     length = xm.shape[-1]
     g = _grouped(xm, group_size)
-    zero16 = _fp16_down(g.min(axis=-1))
+    g_min, g_max = g.min(axis=-1), g.max(axis=-1)
+    # A minimum that float16 rounds to -0 starts the grid at 0, not at -2**-24 (a whole
+    # subnormal step below the data; see the module docstring).
+    flushed = (g_min < 0) & (g_min >= -_FP16_TINY / 2)
+    zero16 = _fp16_down(np.where(flushed, 0.0, g_min))
     zero = zero16.astype(np.float64)
-    scale16 = _fp16_up((g.max(axis=-1) - zero) / levels)
+    ideal = (g_max - zero) / levels
+    # flushed groups: a step of at least 2**-24 keeps the elements below the grid (by at
+    # most 2**-25, decoded to 0) within scale/2
+    scale16 = _fp16_up(np.where(flushed, np.maximum(ideal, _FP16_TINY), ideal))
     for _ in range(3):  # guard the float64 rounding of the division: zero + L·scale ≥ max
-        short = zero + levels * scale16.astype(np.float64) < g.max(axis=-1)
+        short = zero + levels * scale16.astype(np.float64) < g_max
         if not short.any():
             break
         scale16 = np.where(short, np.nextafter(scale16, np.float16(np.inf)), scale16)
     if not (np.isfinite(scale16).all() and np.isfinite(zero16).all()):
-        raise ValueError("x has a group whose range (max - min) / (2**bits - 1) exceeds float16 "
+        raise ValueError(f"{name} has a group whose range (max - min) / (2**bits - 1) exceeds float16 "
                          f"range ({_FP16_MAX}); received bits={bits}, max range "
-                         f"{float((g.max(-1) - g.min(-1)).max()):.6g}")
+                         f"{float((g_max - g_min).max()):.6g}")
+    _warn_subnormal_groups(np.maximum(np.abs(g_min), np.abs(g_max)), scale16, name)
     scale = scale16.astype(np.float64)
     safe = np.where(scale > 0, scale, 1.0)  # scale 0 only for constant groups: code 0, x̂ = zero
     codes = np.clip(np.rint((g - zero[..., None]) / safe[..., None]), 0, levels)
     codes = codes.astype(np.uint8).reshape(*xm.shape[:-1], -1)[..., :length]
     return UniformCodes(codes=pack_codes(codes, bits), scale=scale16, zero=zero16, bits=bits,
                         axis=axis, group_size=group_size, shape=x.shape, dtype=x.dtype)
+
+
+def _warn_subnormal_groups(magnitude: np.ndarray, scale16: np.ndarray, name: str) -> None:
+    """Warn when nonzero groups lie entirely below float16's smallest normal (precision lost)."""
+    low = (magnitude > 0) & (magnitude < _FP16_NORMAL)
+    if low.any():
+        worst = float(scale16[low].astype(np.float64).max()) / 2
+        warnings.warn(
+            f"{name}: {int(low.sum())} of {low.size} groups have all values below float16's smallest "
+            f"normal ({_FP16_NORMAL:.3g}) in magnitude (smallest group max {float(magnitude[low].min()):.3g}): "
+            f"their float16 zero and scale are subnormal (float16's resolution there is "
+            f"{_FP16_TINY:.3g}), so they decode with absolute error up to {worst:.3g} and lose "
+            f"their relative precision; "
+            f"rescale {name} if these values matter", UserWarning, stacklevel=3)
 
 
 def uniform_dequantize(codes: UniformCodes) -> Float[np.ndarray, "..."]:
@@ -200,15 +255,18 @@ class UniformTokenCoder:
     {'codes': 1280, 'scale_zero': 640}
     """
 
-    def __init__(self, bits: int, dim: int, group_size: int):
+    def __init__(self, bits: int, dim: int, group_size: int, *, name: str = "V"):
         self.bits = check_int(bits, "bits", low=1, high=8)
         self.dim = check_int(dim, "dim", low=1)
         self.group_size = check_int(group_size, "group_size", low=1)
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str (e.g. 'K' or 'V'); received {name!r}")
+        self.name = name  # the side, in messages (the qjl scheme codes its values with it)
         self.nominal_bits = self.bits
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> UniformCodes:
         """:func:`uniform_quantize` along the channels."""
-        return uniform_quantize(x, self.bits, axis=-1, group_size=self.group_size)
+        return uniform_quantize(x, self.bits, axis=-1, group_size=self.group_size, name=self.name)
 
     def decode(self, codes: UniformCodes) -> Float[np.ndarray, "*batch n d"]:
         """:func:`uniform_dequantize`."""
@@ -279,7 +337,7 @@ class _KIVICoder:
         quantized = None
         if n_q:
             quantized = uniform_quantize(x[..., :n_q, :], self.bits, axis=self._axis,
-                                         group_size=self.group_size)
+                                         group_size=self.group_size, name=self._name)
         return KIVISideCodes(quantized, self._window(x[..., n_q:, :]), n_tokens, x.dtype)
 
     def decode(self, codes: KIVISideCodes) -> Float[np.ndarray, "*batch n d"]:
