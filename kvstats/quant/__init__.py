@@ -31,7 +31,7 @@ _EXPORTS = {
     "KIVISideCodes": "uniform", "KIVIKeyCoder": "uniform", "KIVIValueCoder": "uniform",
     # coder.py, registry.py, export.py
     "Coder": "coder", "ExportableCoder": "coder", "IdentityCoder": "coder",
-    "IdentityCodes": "coder", "SchemeDef": "registry", "REGISTRY": "registry",
+    "IdentityCodes": "coder", "check_norm_range": "coder", "SchemeDef": "registry", "REGISTRY": "registry",
     "scheme_def": "registry", "parse_scheme_name": "registry", "SideExport": "export",
     "SchemeExport": "export",
     # blockfmt.py, fp8.py, microscaling.py, klt.py (deployed formats, the klt coder)
