@@ -20,6 +20,7 @@ attention over the cache is :mod:`kvstats_gpu.decode`.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -410,3 +411,24 @@ def cache_bytes_per_token(spec: CacheSpec, n_kv_heads: int) -> dict[str, float]:
     fp16 = n * 2 * 2 * spec.dim
     return {"bytes": b, "fp16_bytes": fp16, "ratio_to_fp16": b / fp16}
 
+
+def kernel_refs(it: Iterator, spec: CacheSpec) -> tuple:
+    """The refs a decode kernel (Pallas: Triton or Mosaic) receives, in the order its
+    caller passes them: ``(length, rotated query, sketched query, key planes, key norms,
+    key signs, key sketch norms, value planes, value norms, value signs, value sketch
+    norms, value accumulator, sign accumulator)``; absent parts of the spec are None
+    (planes: empty lists). ``it`` is left at the kernel's own outputs."""
+    length = next(it)
+    qr = next(it) if spec.k_bits else None
+    sq = next(it) if spec.k_m else None
+    kp = [next(it) for _ in range(spec.k_bits)]
+    kn = next(it) if spec.k_bits else None
+    ks = next(it) if spec.k_m else None
+    ksn = next(it) if spec.k_m else None
+    vp = [next(it) for _ in range(spec.v_bits)]
+    vn = next(it)
+    vs = next(it) if spec.v_m else None
+    vsn = next(it) if spec.v_m else None
+    a = next(it)
+    b = next(it) if spec.v_m else None
+    return length, qr, sq, kp, kn, ks, ksn, vp, vn, vs, vsn, a, b

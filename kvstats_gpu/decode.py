@@ -42,7 +42,8 @@ from kvstats._checks import check_int
 from kvstats_gpu._common import (MIN_DOT, MOSAIC_ROWS, NEG, as_jax_float, check_finite_concrete,
                                  compiler_params, dot_nn, dot_nt, is_pow2, kernel_backend, next_pow2,
                                  resolve_impl)
-from kvstats_gpu.cache import PAGE, CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
+from kvstats_gpu.cache import (PAGE, CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params,
+                               kernel_refs)
 from kvstats_gpu.codebook import (centroid_of_class, decode_reference, from_class_major, to_class_major,
                                   unpack_planes_reference)
 from kvstats_gpu.decode_mosaic import mosaic_fits, partials_mosaic
@@ -150,19 +151,8 @@ def _partials_reference(qr, sq, cache, spec, length):
 
 def _decode_kernel(*refs, spec: CacheSpec, T: int, L: int, Gp: int):
     it = iter(refs)
-    len_ref = next(it)
-    qr_ref = next(it) if spec.k_bits else None
-    sq_ref = next(it) if spec.k_m else None
-    kp_refs = [next(it) for _ in range(spec.k_bits)]
-    kn_ref = next(it) if spec.k_bits else None
-    ks_ref = next(it) if spec.k_m else None
-    ksn_ref = next(it) if spec.k_m else None
-    vp_refs = [next(it) for _ in range(spec.v_bits)]
-    vn_ref = next(it)
-    vs_ref = next(it) if spec.v_m else None
-    vsn_ref = next(it) if spec.v_m else None
-    a_ref = next(it)
-    b_ref = next(it) if spec.v_m else None
+    (len_ref, qr_ref, sq_ref, kp_refs, kn_ref, ks_ref, ksn_ref, vp_refs, vn_ref, vs_ref, vsn_ref,
+     a_ref, b_ref) = kernel_refs(it, spec)
     m_ref, l_ref = next(it), next(it)
 
     kd8, vd8 = spec.k_dpad // 8, spec.v_dpad // 8

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from kvstats_gpu._common import NEG, KernelOps, batch_folded, compiler_params, mosaic_rows_ok
-from kvstats_gpu.cache import CacheSpec, QuantizedKVCache
+from kvstats_gpu.cache import CacheSpec, QuantizedKVCache, kernel_refs
 from kvstats_gpu.codebook import centroid_of_class, to_class_major
 
 # Width of the per-(split, query) state row: m in column 0, l in column 1. 128 columns:
@@ -58,19 +58,8 @@ def mosaic_fits(spec: CacheSpec) -> bool:
 
 def _kernel(*refs, spec: CacheSpec, T: int, NB: int, G: int, ops: KernelOps):
     it = iter(refs)
-    len_ref = next(it)
-    qr_ref = next(it) if spec.k_bits else None
-    sq_ref = next(it) if spec.k_m else None
-    kp_refs = [next(it) for _ in range(spec.k_bits)]
-    kn_ref = next(it) if spec.k_bits else None
-    ks_ref = next(it) if spec.k_m else None
-    ksn_ref = next(it) if spec.k_m else None
-    vp_refs = [next(it) for _ in range(spec.v_bits)]
-    vn_ref = next(it)
-    vs_ref = next(it) if spec.v_m else None
-    vsn_ref = next(it) if spec.v_m else None
-    a_ref = next(it)
-    b_ref = next(it) if spec.v_m else None
+    (len_ref, qr_ref, sq_ref, kp_refs, kn_ref, ks_ref, ksn_ref, vp_refs, vn_ref, vs_ref, vsn_ref,
+     a_ref, b_ref) = kernel_refs(it, spec)
     ml_ref = next(it)
 
     kd8, vd8 = spec.k_dpad // 8, spec.v_dpad // 8

@@ -32,10 +32,10 @@ from jaxtyping import Float
 from kvstats._checks import as_generator, check_choice, check_int, check_real
 
 from ._base import _FrameMixin, as_sample
+from .rank import ALTERNATIVES  # one definition of the alternatives
 
 __all__ = ["KSExactResult", "ks_2samp_exact", "smirnov_sf", "KS_EXACT_METHODS"]
 
-ALTERNATIVES = ("two-sided", "less", "greater")
 KS_EXACT_METHODS = ("auto", "exact", "permutation")
 
 # N * (min(n_x, n_y) + 1): about 1 s of numpy at 4e8 (e.g. n_x = n_y = 14,000).
