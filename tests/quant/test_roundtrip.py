@@ -21,23 +21,13 @@ from kvstats.quant import qjl as qjl_module
 from kvstats.quant.mse import MSEQuantizer
 from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.registry import REGISTRY
+from _awkward_kv import kv
 
 TOKENS = 200  # 3 x 200 rows > 512, so draws=() coders run more than one row chunk
 
 
 def build(name, bits, dim, draws, **params):
     return kvstats.make_scheme(name, bits, dim, seed=7, draws=draws, **params)
-
-
-def kv(shape, dtype, seed):
-    """K, V with the awkward rows: exact zeros, and norms that round to 0 in float16."""
-    rng = np.random.default_rng(seed)
-    K, V = (rng.standard_normal(shape) for _ in range(2))
-    K[..., 7, :] = 0.0
-    V[..., 11, :] = 0.0
-    K[..., 8, :] *= 1e-10
-    V[..., 3, :] *= 1e-10
-    return K.astype(dtype), V.astype(dtype)
 
 
 def assert_same(scheme, K, V):
