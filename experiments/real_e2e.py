@@ -8,8 +8,18 @@ distribution with the quantized cache is compared with the full-precision (float
 for these per-vector schemes, see kvstats.models.quality). Each text gets its own draw of
 the schemes' randomness (seed = text index), shared by all schemes (paired design).
 
+``qjl@3`` (registry defaults: m = 3d sketch rows, no outlier channels, 3-bit per-token
+values) runs with the others; ``qjl+o4@3`` (the same with 4 outlier channels per 32-token
+group coded by a sketch of their own, as in the QJL paper) runs as a separate prefill
+pass, since a configuration list shares one set of scheme parameters. ``qjl`` codes whole
+32-token groups: in prefill a group's statistics (its outlier channels) come from all of
+its tokens.
+
 Writes results/real/e2e_positions.csv.gz (one row per scheme, text, position),
-results/real/e2e_summary.csv and results/real/e2e_tests.csv.
+results/real/e2e_summary.csv and results/real/e2e_tests.csv: the difference tests
+(Mann–Whitney, Wilcoxon; ``test`` empty) and, with ``test`` = tost_ratio / tost_rank,
+the equivalence and non-inferiority rows (kvstats.stats.equivalence, paired over texts:
+the text is the unit), their margins in ``margin_low``/``margin_high``.
 
 Reruns are bit-identical on the same machine and installs: seeds are fixed and
 kl_quality runs on ``--threads`` threads for torch and numpy's BLAS (default 1; the
@@ -28,9 +38,32 @@ from scipy import stats as sps
 from kvstats.models import kl_quality, load_model, summarize_quality
 from kvstats.models.texts import stdlib_texts
 from kvstats.stats import adjust_pvalues, mann_whitney
+from kvstats.stats.equivalence import tost_rank, tost_ratio
 
 CONFIGS = ([(s, n) for n in (2, 3, 4, 5) for s in ("KV", "KQV", "QKQV")]
-           + [("K4V4", None), ("K4V2", None), ("K2V4", None), ("K3V3", None), ("kivi", 2), ("kivi", 4)])
+           + [("K4V4", None), ("K4V2", None), ("K2V4", None), ("K3V3", None), ("qjl", 3), ("kivi", 2), ("kivi", 4)])
+# (label, scheme, bits, parameters): configurations with their own scheme parameters.
+PARAM_CONFIGS = [("qjl+o4", "qjl", 3, dict(n_outliers=4))]
+
+
+def per_text(df, config, column):
+    """Per-text mean of ``column`` for one config, ordered by text (the paired unit)."""
+    return df[df.config == config].groupby("text")[column].apply(lambda v: v.astype(float).mean()).sort_index()
+
+
+def noninferiority(df, a, b, column, margin, alternative, claim):
+    """Paired (over texts) ratio and rank non-inferiority rows of config a against b."""
+    x, y = per_text(df, a, column), per_text(df, b, column)
+    x, y = x.align(y, join="inner")
+    rows = []
+    for res in (tost_ratio(x.to_numpy(), y.to_numpy(), margin=margin, alternative=alternative, paired=True),
+                tost_rank(x.to_numpy(), y.to_numpy(), delta=0.1, alternative=alternative, paired=True)):
+        rows.append(dict(a=a, b=b, unit="text", n=len(x), metric=column, claim=claim, test=res.test,
+                         alternative=alternative, estimate=res.estimate, ci_low=res.low, ci_high=res.high,
+                         margin_low=res.margin_low, margin_high=res.margin_high, tost_p=res.pvalue,
+                         within_margin=res.within_margin, p_difference=res.pvalue_difference,
+                         method=res.method, mean_a=x.mean(), mean_b=y.mean()))
+    return rows
 
 
 def compare(df, a, b):
@@ -95,7 +128,14 @@ def main() -> None:
     kivi = run(model, tok, texts[:args.kivi_texts], [c for c in CONFIGS if c[0] == "kivi"], args.tokens,
                "kivi", threads=args.threads, window=32, mode="decode", prefill_tokens=32)
     memory = {**df.attrs["memory"], **kivi.attrs["memory"]}
-    df = pd.concat([df, kivi], ignore_index=True)
+    frames = [df, kivi]
+    for label, scheme, bits, params in PARAM_CONFIGS:
+        extra = run(model, tok, texts[:args.texts], [(scheme, bits)], args.tokens, label,
+                    threads=args.threads, **params)
+        extra["scheme"] = label
+        memory[f"{label}:{bits}"] = extra.attrs["memory"][f"{scheme}:{bits}"]
+        frames.append(extra)
+    df = pd.concat(frames, ignore_index=True)
     df.attrs["memory"] = memory
     df["config"] = df.scheme + df.bits.map(lambda b: "" if pd.isna(b) else f"@{int(b)}")
     df.to_csv(os.path.join(args.out, "e2e_positions.csv.gz"), index=False)
@@ -107,11 +147,26 @@ def main() -> None:
     tests += compare(df, "K4V2", "K2V4") + compare(df, "K4V2", "K3V3") + compare(df, "K4V2", "K4V4")
     tests = pd.DataFrame(tests)
     tests["mw_p_holm"] = adjust_pvalues(tests.mw_p.to_numpy(), method="holm").pvalues_adjusted
+    # Equivalence / non-inferiority (the "≈" claims), paired over texts. Hariri et al.'s
+    # "K4V2 keeps ~98% of K4V4": top-1 agreement ratio > 0.98 and KL ratio < 1.10; QJL's
+    # "no loss at 3 bits": top-1 agreement with fp32 (which agrees with itself: 1) > 0.98
+    # and per-text NLL ratio to fp32 < 1.02.
+    equiv = (noninferiority(df, "K4V2", "K4V4", "top1_agree", (0.98, 1.02), "greater", "K4V2 keeps 98% of K4V4")
+             + noninferiority(df, "K4V2", "K4V4", "kl", (1 / 1.1, 1.1), "less", "K4V2 KL within 10% of K4V4"))
+    for q in ["qjl@3"] + [f"{label}@{bits}" for label, _, bits, _ in PARAM_CONFIGS]:
+        fp = df[df.config == q].assign(config="fp32", top1_agree=1.0, nll_quant=df.nll_ref)
+        both = pd.concat([df[df.config == q], fp], ignore_index=True)
+        equiv += noninferiority(both, q, "fp32", "top1_agree", (0.98, 1.02), "greater",
+                                f"{q}: top-1 agreement with fp32 >= 98%")
+        equiv += noninferiority(both, q, "fp32", "nll_quant", (1 / 1.02, 1.02), "less",
+                                f"{q}: NLL within 2% of fp32")
+    tests = pd.concat([tests, pd.DataFrame(equiv)], ignore_index=True)
     tests.to_csv(os.path.join(args.out, "e2e_tests.csv"), index=False)
     pd.set_option("display.width", 200)
     print(summary[["scheme", "bits", "mean_kl", "se_kl_text", "p99_kl", "max_kl", "top1_agreement",
                    "ppl_ratio", "ratio_to_fp16"]].to_string())
-    print(tests.to_string())
+    print(tests[tests.test.isna()].dropna(axis=1, how="all").to_string())
+    print(tests[tests.test.notna()].dropna(axis=1, how="all").to_string())
     print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
 
 
