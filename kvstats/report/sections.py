@@ -267,6 +267,12 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame) -> None:
           "tables/comparisons_trial_level.csv.")
 
 
+TIES_NOTE = ("† marks a KS p-value on tied values: exact, conditional on the ties (the "
+             "permutation distribution of D given the pooled values, as R's ks.test(exact = "
+             "TRUE); a Monte Carlo permutation p-value when the exact count is too costly, with "
+             "its B).")
+
+
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None) -> Document:
@@ -300,6 +306,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         "two schemes are equal: that is what the equivalence tests (declared margins) are for.",
         R_CONVENTION,
         unit_text,
+        TIES_NOTE,
     ])
     _equivalence_section(doc, comp, opts)
 
@@ -320,26 +327,14 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.ul([f"{_case_title(r._asdict())}, {r.scheme_a} vs {r.scheme_b}: {r.winners}"
                     for r in kl.itertuples(index=False)])
 
-    doc.h(2, "Theory beside measurement")
-    if theory.empty:
-        doc.p(f"No scheme with a closed-form prediction ({', '.join(theory_schemes())}) at integer "
-              "budgets.")
-    else:
-        present = set(summary["scheme"])
-        pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]
-        doc.p("`k_snr_db`: predicted per-key SNR of the keys from the Lloyd–Max distortion D_n of "
-              "the sphere-coordinate density (relative MSE d_pad·D_n; with a 1-bit Gaussian QJL "
-              "residual d_pad·D_{n−1}·(π/2 − 1/d_pad)); exact for Gaussian keys, a yardstick "
-              f"otherwise. `ip_var_ratio_same_budget`: variance of the q·k error of "
-              f"{_pairs_text(pairs, '{p} over {m}')} at equal n, predicted "
-              f"(π/2 − 1/d_pad)·D_{{n−1}}/D_n (→ 2π). `ip_var_ratio_residual`: "
-              f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
-              "See kvstats.analysis.theory_table.")
-        doc.table(_theory_fmt(theory))
-
+    if any(name in figs for name in ("kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail")) or \
+            any(name.startswith("crossover_") for name in figs):
+        doc.h(2, "Figures across cases")
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
-                            "(95% CI)."), ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate "
-                                           "with overhead (95% CI)."),
+                            "(normal-approximation 95% error bars; the tables carry bootstrap "
+                            "intervals)."), ("recall_vs_bits", "Mean top-5 recall vs bits per "
+                                             "coordinate with overhead (normal-approximation 95% "
+                                             "error bars)."),
                            ("lowrank_vs_heavytail", "Per-trial KL on low-rank, heavy-tailed and "
                             "Gaussian keys.")):
         if fname in figs:
@@ -369,12 +364,26 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             bcomp = case_comp[case_comp["budget"] == budget]
             if not bcomp.empty:
                 doc.table(_comparison_table(bcomp))
+    doc.h(2, "Theory beside measurement")
+    if theory.empty:
+        doc.p(f"No scheme with a closed-form prediction ({', '.join(theory_schemes())}) at integer "
+              "budgets.")
+    else:
+        present = set(summary["scheme"])
+        pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]
+        doc.p("`k_snr_db`: predicted per-key SNR of the keys from the Lloyd–Max distortion D_n of "
+              "the sphere-coordinate density (relative MSE d_pad·D_n; with a 1-bit Gaussian QJL "
+              "residual d_pad·D_{n−1}·(π/2 − 1/d_pad)); exact for Gaussian keys, a yardstick "
+              f"otherwise. `ip_var_ratio_same_budget`: variance of the q·k error of "
+              f"{_pairs_text(pairs, '{p} over {m}')} at equal n, predicted "
+              f"(π/2 − 1/d_pad)·D_{{n−1}}/D_n (→ 2π). `ip_var_ratio_residual`: "
+              f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
+              "See kvstats.analysis.theory_table.")
+        doc.table(_theory_fmt(theory))
+
     if comp_trials is not None:
         _trial_level_section(doc, comp_trials)
-    doc.p("† KS p-value with tied values: exact, conditional on the ties (the permutation "
-          "distribution of D given the pooled values, as R's ks.test(exact = TRUE); a Monte "
-          "Carlo permutation p-value when the exact count is too costly, with its B). "
-          "Full-precision numbers: tables/*.csv and report.json.")
+    doc.p("Full-precision numbers: tables/*.csv and report.json.")
     if heavy:
         doc.p(HEAVY_NOTE)
     return doc
