@@ -302,8 +302,14 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
         raise ValueError(f"comparisons has no Mann–Whitney rows for pair {pair!r}")
     cases = mw[list(CASE_COLUMNS)].drop_duplicates()
     import seaborn as sns
-    colors = dict(zip([_case_label(r) for _, r in cases.iterrows()],
-                      sns.color_palette("colorblind", max(len(cases), 1))))
+    labels_all = [_case_label(r) for _, r in cases.iterrows()]
+    # distinct hues, a marker and a small horizontal offset per case: cases that share a
+    # value (r = ±1 when every trial separates) stay visible side by side, not stacked
+    colors = dict(zip(labels_all, sns.color_palette("tab10", max(len(cases), 1))))
+    markers = dict(zip(labels_all, "osD^vP*Xph" * (len(cases) // 10 + 1)))
+    width = 0.5  # of the gap between budgets taken by the spread of the cases
+    offsets = dict(zip(labels_all, (np.arange(len(cases)) - (len(cases) - 1) / 2)
+                       * (width / max(len(cases), 1))))
     _style()
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 2.2, 3.2), squeeze=False,
                              constrained_layout=True)
@@ -318,16 +324,18 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
             label = _case_label(case)
             r = sub["effect"].to_numpy()
             lo, hi = sub["effect_low"].to_numpy(), sub["effect_high"].to_numpy()
-            ax.errorbar(sub["budget"], r, yerr=[r - lo, hi - r], color=colors[label], capsize=3,
-                        lw=1.2, label=label)
+            x = sub["budget"].to_numpy(float) + offsets[label]
+            ax.errorbar(x, r, yerr=[r - lo, hi - r], color=colors[label], capsize=2,
+                        lw=1.2, label=label, marker=markers[label], ms=0)
             sig = sub["significant"].to_numpy(bool)
-            ax.scatter(sub["budget"][sig], r[sig], color=colors[label], s=25, zorder=3)
-            ax.scatter(sub["budget"][~sig], r[~sig], facecolor="white", edgecolor=colors[label], s=25,
-                       zorder=3)
+            ax.scatter(x[sig], r[sig], color=colors[label], marker=markers[label], s=28, zorder=3)
+            ax.scatter(x[~sig], r[~sig], facecolor="white", edgecolor=colors[label],
+                       marker=markers[label], s=28, zorder=3)
         ax.axhline(0, color="black", lw=0.8)
         ax.set_ylim(-1.05, 1.05)
         ax.set_title(f"{metric} ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)")
-        ax.set_xlabel("budget n (bits/coord)")
+        ax.set_xlabel("budget n (bits/coord; cases side by side)")
+        ax.set_xticks(sorted(mw["budget"].unique()))
         ax.set_ylabel(f"rank-biserial r (> 0: {pair[0]} larger)")
     handles, labels = [], []
     for ax in axes.flat:
