@@ -32,6 +32,7 @@ from jaxtyping import Float
 from numpy.typing import ArrayLike, DTypeLike
 
 from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, check_int
+from kvstats.quant.coder import check_norm_range
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
 from kvstats.quant.rotation import (_BLAS_ROWS, ROTATIONS, Rotation, _fwht_rows, make_rotation,
@@ -161,8 +162,9 @@ class MSEQuantizer:
 
     def __init__(self, dim: int, bits: int, rotation: str | Rotation = "hadamard",
                  seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
-                 norm_dtype: DTypeLike = np.float16):
+                 norm_dtype: DTypeLike = np.float16, name: str = "x"):
         self.dim = check_int(dim, "dim", low=2)
+        self.name = name  # what the vectors are ("K", "V"), named in norm warnings and errors
         self.bits = check_int(bits, "bits", low=1, high=8)
         if isinstance(rotation, Rotation):
             if normalize_draws(draws) != ():
@@ -224,12 +226,8 @@ class MSEQuantizer:
                 norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
             if not np.isfinite(norms).all():
                 as_float_array(whole, "x")  # raises its "x must be finite" error
-        if self.norm_dtype != np.float64:
-            limit = np.finfo(self.norm_dtype).max
-            if np.max(norms, initial=0.0) > limit:
-                raise ValueError(f"x has a vector norm {float(np.max(norms)):.4g} above the "
-                                 f"largest {self.norm_dtype.name} ({limit:.6g}); use "
-                                 "norm_dtype=np.float32")
+        if self.norm_dtype != np.float64:  # overflow: an error; underflow: a warning
+            check_norm_range(norms, self.norm_dtype, self.name)
         inv = np.zeros_like(norms)
         np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
         return norms, inv.astype(x.dtype)

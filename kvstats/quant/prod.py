@@ -89,7 +89,7 @@ class ProdQuantizer:
 
     def __init__(self, dim: int, bits: int, rotation: str = "hadamard", sketch: str = "gaussian",
                  m: int | None = None, seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
-                 norm_dtype: DTypeLike = np.float16):
+                 norm_dtype: DTypeLike = np.float16, name: str = "x"):
         self.dim = check_int(dim, "dim", low=1)
         bits = check_int(bits, "bits", low=1, high=9)
         if bits == 1:
@@ -102,8 +102,9 @@ class ProdQuantizer:
         self.draws = _as_draws(draws)
         self.norm_dtype = _as_norm_dtype(norm_dtype)
         mse_rng, sketch_rng = as_generator(seed).spawn(2)
+        self.name = name  # what the vectors are ("K", "V"), named in norm warnings and errors
         self.mse = MSEQuantizer(self.dim, bits - 1, rotation=rotation, seed=mse_rng,
-                                draws=self.draws, norm_dtype=self.norm_dtype)
+                                draws=self.draws, norm_dtype=self.norm_dtype, name=name)
         self.rotation = rotation
         out_dim = self.mse.rotation.out_dim
         self.m = out_dim if m is None else check_int(m, "m", low=1)
@@ -168,7 +169,7 @@ class ProdQuantizer:
             for sub, rot in parts:
                 mse._roundtrip_chunk(xs[sub], x, rot, base[sub], packed=mc[sub], norms_out=mn[sub])
             residual = np.subtract(xs, base, out=base)
-            r_norms[rows] = _store_norms(residual, self.norm_dtype, "x")
+            r_norms[rows] = _store_norms(residual, self.norm_dtype, f"{self.name} (residual)")
             signs[rows] = np.packbits(_sign_bits(sketch, residual), axis=-1, bitorder="little")
         return ProdCodes(mse=MSECodes(m_codes.reshape(shape + m_codes.shape[-1:]),
                                       m_norms.reshape(shape), mse.bits, mse.n_coords, x.dtype),
@@ -243,7 +244,7 @@ class ProdQuantizer:
             for sub, rot in parts:
                 mse._roundtrip_chunk(xs[sub], x, rot, base[sub])
             residual = xs - base
-            norms = _store_norms(residual, self.norm_dtype, "x")
+            norms = _store_norms(residual, self.norm_dtype, f"{self.name} (residual)")
             pm = _pm_from_bits(_sign_bits(sketch, residual), x.dtype)
             base += _reconstruct(sketch, pm, norms, x.dtype)  # base is ours: add in place
         return result

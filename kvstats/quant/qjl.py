@@ -27,6 +27,7 @@ from jaxtyping import Float, UInt8
 from numpy.typing import DTypeLike
 
 from kvstats._checks import as_float_array, check_choice
+from kvstats.quant.coder import check_norm_range
 from kvstats.quant.packing import pack_bits, unpack_bits
 from kvstats.quant.sketch import Sketch, _check_sketch, make_sketch  # noqa: F401  (make_sketch: examples)
 
@@ -47,14 +48,12 @@ def _as_norm_dtype(norm_dtype: DTypeLike) -> np.dtype:
 
 
 def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
-    """``‖x‖`` over the last axis in ``norm_dtype``; an overflow is an error, not an inf."""
-    with np.errstate(over="ignore"):  # reported below as a ValueError
-        norms = np.linalg.norm(x, axis=-1).astype(norm_dtype)
-    if not np.isfinite(norms).all():
-        raise ValueError(f"{name} has vector norms beyond the range of norm_dtype={norm_dtype} "
-                         f"(max {np.finfo(norm_dtype).max}); received max norm "
-                         f"{float(np.linalg.norm(x, axis=-1).max()):.6g}")
-    return norms
+    """``‖x‖`` over the last axis in ``norm_dtype``; an overflow is an error, not an inf, and
+    norms lost to underflow warn (:func:`kvstats.quant.coder.check_norm_range`)."""
+    with np.errstate(over="ignore"):  # an overflow is reported by check_norm_range
+        norms = np.linalg.norm(x, axis=-1)
+    check_norm_range(norms, norm_dtype, name)  # overflow: an error; underflow: a warning
+    return norms.astype(norm_dtype)
 
 
 def _broadcast_batch(x_batch: tuple[int, ...], draws: tuple[int, ...], name: str) -> None:

@@ -109,8 +109,10 @@ class QJLKeyQuantizer:
 
     def __init__(self, dim: int, m: int, sketch: str = "gaussian", n_outliers: int = 0,
                  outlier_m: int | None = None, group_size: int = 32, seed: SeedLike = 0,
-                 draws: int | tuple[int, ...] = (), norm_dtype: DTypeLike = np.float16):
+                 draws: int | tuple[int, ...] = (), norm_dtype: DTypeLike = np.float16,
+                 name: str = "K"):
         self.dim = check_int(dim, "dim", low=1)
+        self.name = name  # named in norm warnings and errors
         self.m = check_int(m, "m", low=1)
         self.nominal_bits = self.m / self.dim
         self.sketch_kind = check_choice(sketch, "sketch", SKETCHES)
@@ -191,7 +193,7 @@ class QJLKeyQuantizer:
         def part(sketch: Sketch, x: np.ndarray) -> np.ndarray:
             # qjl_encode then qjl_reconstruct, minus the pack/unpack of the signs
             _broadcast_batch(x.shape[:-2], sketch.draws, "x")
-            norms = _store_norms(x, self.norm_dtype, "x")
+            norms = _store_norms(x, self.norm_dtype, self.name)
             return _reconstruct(sketch, _pm_from_bits(_sign_bits(sketch, x), K.dtype), norms,
                                 K.dtype)
 

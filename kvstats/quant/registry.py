@@ -240,19 +240,19 @@ def _norm_dtype(params: Mapping[str, Any]) -> DTypeLike:
     return params.get("norm_dtype", np.float16)
 
 
-def _mse(bits: int, dim: int, rotation: str, rng, draws, params) -> Coder:
+def _mse(bits: int, dim: int, rotation: str, rng, draws, params, name: str) -> Coder:
     from kvstats.quant.mse import MSEQuantizer
 
     return MSEQuantizer(dim, bits, rotation=rotation, seed=rng, draws=draws,
-                        norm_dtype=_norm_dtype(params))
+                        norm_dtype=_norm_dtype(params), name=name)
 
 
-def _prod(bits: int, dim: int, rng, draws, params) -> Coder:
+def _prod(bits: int, dim: int, rng, draws, params, name: str) -> Coder:
     from kvstats.quant.prod import ProdQuantizer
 
     return ProdQuantizer(dim, bits, rotation=params.get("rotation", "hadamard"),
                          sketch=params.get("sketch", "gaussian"), m=params.get("m"), seed=rng,
-                         draws=draws, norm_dtype=_norm_dtype(params))
+                         draws=draws, norm_dtype=_norm_dtype(params), name=name)
 
 
 def _rotation(params: Mapping[str, Any]) -> str:
@@ -260,22 +260,24 @@ def _rotation(params: Mapping[str, Any]) -> str:
 
 
 def _build_kv(bits, dim, params, key_rng, value_rng, draws):
-    return bits, _mse(bits, dim, "identity", key_rng, draws, params), \
-        _mse(bits, dim, "identity", value_rng, draws, params)
+    return bits, _mse(bits, dim, "identity", key_rng, draws, params, "K"), \
+        _mse(bits, dim, "identity", value_rng, draws, params, "V")
 
 
 def _build_turboquant_mse(bits, dim, params, key_rng, value_rng, draws):
     rot = _rotation(params)
-    return bits, _mse(bits, dim, rot, key_rng, draws, params), _mse(bits, dim, rot, value_rng, draws, params)
+    return bits, _mse(bits, dim, rot, key_rng, draws, params, "K"), \
+        _mse(bits, dim, rot, value_rng, draws, params, "V")
 
 
 def _build_kqv(bits, dim, params, key_rng, value_rng, draws):
-    return bits, _mse(bits, dim, _rotation(params), key_rng, draws, params), \
-        _prod(bits, dim, value_rng, draws, params)
+    return bits, _mse(bits, dim, _rotation(params), key_rng, draws, params, "K"), \
+        _prod(bits, dim, value_rng, draws, params, "V")
 
 
 def _build_prod(bits, dim, params, key_rng, value_rng, draws):
-    return bits, _prod(bits, dim, key_rng, draws, params), _prod(bits, dim, value_rng, draws, params)
+    return bits, _prod(bits, dim, key_rng, draws, params, "K"), \
+        _prod(bits, dim, value_rng, draws, params, "V")
 
 
 def _build_qjl(bits, dim, params, key_rng, value_rng, draws):
@@ -310,8 +312,8 @@ def _build_mixed(bits, dim, params, key_rng, value_rng, draws):
         raise ValueError(f"bits for mixed precision K{key_bits}V{value_bits} must be None "
                          f"or their mean {mean_bits}; received {bits}")
     rot = _rotation(params)
-    return mean_bits, _mse(key_bits, dim, rot, key_rng, draws, params), \
-        _mse(value_bits, dim, rot, value_rng, draws, params)
+    return mean_bits, _mse(key_bits, dim, rot, key_rng, draws, params, "K"), \
+        _mse(value_bits, dim, rot, value_rng, draws, params, "V")
 
 
 def _build_identity(bits, dim, params, key_rng, value_rng, draws):

@@ -100,3 +100,23 @@ def test_bad_arguments():
         check_norm_range(np.array([1.0, np.nan]), np.float16, "K")
     with pytest.raises(ValueError, match="0 NaN and 1 negative"):
         check_norm_range(np.array([-1.0]), np.float32, "K")
+
+
+def test_schemes_warn_naming_the_side_whose_norms_underflow():
+    # wired into the coders: a key vector whose norm float16 cannot hold warns naming K
+    # (and its residual), never silently decoding as zeros; an overflow names K too
+    import warnings
+
+    import kvstats
+
+    K = np.random.default_rng(0).standard_normal((2, 16, 64))
+    V = K.copy()
+    K[0, 3] *= 1e-9
+    for name in ("KQV", "QKQV", "turboquant_mse"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            kvstats.make_scheme(name, 4, 64, seed=0).roundtrip(K, V)
+        texts = [str(w.message) for w in caught]
+        assert texts and all(t.startswith("K") for t in texts), (name, texts)
+    with pytest.raises(ValueError, match="^V has a vector norm"):
+        kvstats.make_scheme("KQV", 4, 64, seed=0).roundtrip(V, V * 1e5)

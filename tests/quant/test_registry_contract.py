@@ -32,9 +32,10 @@ from kvstats.quant.schemes import SchemeCodes
 from _awkward_kv import kv
 
 # The awkward rows (norms ~1e-10) are below float16's normal range on purpose: the uniform
-# coders' warning about them is expected here (tests/quant/test_uniform_small_values.py
+# coders' and the norm storage's warnings about them are expected here (tests/quant/test_uniform_small_values.py
 # checks it); the contract is what is checked in this file.
-pytestmark = pytest.mark.filterwarnings("ignore:.*below float16's smallest normal:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:.*below float16's smallest normal:UserWarning"),
+              pytest.mark.filterwarnings("ignore:.*vector norms are below float16:UserWarning")]
 
 # every entry, and mixed precision by name (two, so neither side is special)
 CASES = [(name, dict(d.example_params)) for name, d in REGISTRY.items()] + [("K3V5", {}), ("K2V1", {})]
