@@ -111,7 +111,7 @@ class QJLCodes:
 
 
 def qjl_encode(sketch: Sketch, x: Float[np.ndarray, "*batch n d"],
-               norm_dtype: DTypeLike = np.float16) -> QJLCodes:
+               norm_dtype: DTypeLike = np.float16, name: str = "x") -> QJLCodes:
     """Encode vectors as packed signs of their sketch and their norm.
 
     Parameters
@@ -122,6 +122,8 @@ def qjl_encode(sketch: Sketch, x: Float[np.ndarray, "*batch n d"],
         Vectors (float32/float64; finite). ``batch`` broadcasts against ``draws``.
     norm_dtype : {float16, float32, float64}
         Dtype of the stored norm; float16 (default) raises on norms above 65504.
+    name : str
+        What the vectors are (e.g. ``"K"``), named in norm errors and warnings.
 
     Returns
     -------
@@ -142,7 +144,7 @@ def qjl_encode(sketch: Sketch, x: Float[np.ndarray, "*batch n d"],
     _broadcast_batch(x.shape[:-2], sketch.draws, "x")
     norm_dtype = _as_norm_dtype(norm_dtype)
     return QJLCodes(signs=pack_bits(_sign_bits(sketch, x)),
-                    norms=_store_norms(x, norm_dtype, "x"), m=sketch.m)
+                    norms=_store_norms(x, norm_dtype, name), m=sketch.m)
 
 
 def _check_codes(codes: object, sketch: Sketch) -> QJLCodes:

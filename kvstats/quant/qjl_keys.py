@@ -171,8 +171,9 @@ class QJLKeyQuantizer:
     def encode(self, K: Float[np.ndarray, "*batch n d"]) -> QJLKeyCodes:
         """Encode keys ``(*batch, N, d)``."""
         K, k_in, k_out, idx = self._split(K)
-        outlier = None if k_out is None else qjl_encode(self.outlier_sketch, k_out, self.norm_dtype)
-        return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype), outlier, idx,
+        outlier = (None if k_out is None else
+                   qjl_encode(self.outlier_sketch, k_out, self.norm_dtype, f"{self.name} (outliers)"))
+        return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype, self.name), outlier, idx,
                            K.shape[-2], self.group_size, K.dtype)
 
     def roundtrip(self, K: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:

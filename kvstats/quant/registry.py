@@ -289,7 +289,7 @@ def _build_qjl(bits, dim, params, key_rng, value_rng, draws):
                             n_outliers=params.get("n_outliers", 0),
                             outlier_m=params.get("outlier_m"),
                             group_size=params.get("group_size", _GROUP_SIZE), seed=key_rng,
-                            draws=draws)
+                            draws=draws, norm_dtype=_norm_dtype(params))
     value_bits = check_int(params.get("value_bits", bits), "value_bits", low=1, high=8)
     group = check_int(params.get("value_group_size", dim), "value_group_size", low=1)
     return bits, coder, UniformTokenCoder(value_bits, dim, group)
@@ -403,11 +403,11 @@ def _prod_scheme_bits(bits, dim, n, params):
 def _qjl_bits(bits, dim, n, params):
     m = params.get("m", bits * dim)
     outliers = params.get("n_outliers", 0)
-    key = n * (m + _FP16_BITS)
+    key = n * (m + _norm_bits(params))
     if outliers:
         groups = math.ceil(n / params.get("group_size", _GROUP_SIZE))
         index_bits = math.ceil(math.log2(dim))
-        key += n * (params.get("outlier_m") or m) + n * _FP16_BITS + groups * outliers * index_bits
+        key += n * (params.get("outlier_m") or m) + n * _norm_bits(params) + groups * outliers * index_bits
     value_bits = params.get("value_bits", bits)
     value_groups = math.ceil(dim / params.get("value_group_size", dim))
     return key, n * (value_bits * dim + 2 * _FP16_BITS * value_groups)
@@ -514,7 +514,7 @@ _ENTRIES = (
     SchemeDef(name="qjl", summary="K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
               "asymmetric uniform n-bit (QJL paper)",
               params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
-                                "value_group_size"}),
+                                "value_group_size", "norm_dtype"}),
               min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
               key_theory=None, build=_build_qjl, _randomized=_always, _bits=_qjl_bits,
               _coded=_all_coords),
