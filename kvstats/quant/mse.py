@@ -219,7 +219,10 @@ class MSEQuantizer:
         with np.errstate(over="ignore"):
             norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
         bad = ~np.isfinite(norms)
-        if bad.any():  # squares overflowed (rescale those rows), or x is not finite
+        tiny = norms == 0  # a zero vector, or squares that underflowed (e.g. float32 below 1e-23)
+        if tiny.any():
+            bad[tiny] = np.any(x[tiny] != 0, axis=-1)
+        if bad.any():  # squares overflowed or underflowed (rescale those rows), or x is not finite
             big = x[bad].astype(np.float64)
             scale = np.max(np.abs(big), axis=-1)
             with np.errstate(invalid="ignore"):

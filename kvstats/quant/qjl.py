@@ -52,6 +52,11 @@ def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
     norms lost to underflow warn (:func:`kvstats.quant.coder.check_norm_range`)."""
     with np.errstate(over="ignore"):  # an overflow is reported by check_norm_range
         norms = np.linalg.norm(x, axis=-1)
+    lost = (norms == 0) & np.any(x != 0, axis=-1)  # squares that underflowed
+    if lost.any():
+        small = x[lost].astype(np.float64)
+        scale = np.max(np.abs(small), axis=-1)
+        norms[lost] = scale * np.sqrt(np.sum((small / scale[:, None]) ** 2, axis=-1))
     check_norm_range(norms, norm_dtype, name)  # overflow: an error; underflow: a warning
     return norms.astype(norm_dtype)
 

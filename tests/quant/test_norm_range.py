@@ -120,3 +120,10 @@ def test_schemes_warn_naming_the_side_whose_norms_underflow():
         assert texts and all(t.startswith("K") for t in texts), (name, texts)
     with pytest.raises(ValueError, match="^V has a vector norm"):
         kvstats.make_scheme("KQV", 4, 64, seed=0).roundtrip(V, V * 1e5)
+    # float32 entries of 1e-24 square to 0: the norm is recomputed scaled, so the vector
+    # is not mistaken for a zero vector and its loss is reported
+    K32 = V.astype(np.float32)
+    K32[1, 5] *= 1e-24
+    for name in ("KQV", "qjl"):
+        with pytest.warns(UserWarning, match="^K: 1 of"):
+            kvstats.make_scheme(name, 4, 64, seed=0).roundtrip(K32, V.astype(np.float32))
