@@ -80,9 +80,9 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
     p = {**_DEFAULTS[distribution], **params}
     p["scale"] = check_real(p["scale"], "scale", low=0.0, low_open=True)
     if distribution == "heavy_tailed":
-        nu = check_real(p["nu"], "nu", low=1.0, low_open=True)
-        if nu < _NU_MIN:
-            raise ValueError(f"nu must be >= {_NU_MIN} (the mean exists only for nu > 1, and "
+        nu = check_real(p["nu"], "nu")  # one range in one message, below
+        if not nu >= _NU_MIN:
+            raise ValueError(f"nu must be a finite number >= {_NU_MIN} (the mean exists only for nu > 1, and "
                              f"below {_NU_MIN} single draws reach 1e8 and more); received {nu}")
         p["nu"] = nu
     elif distribution == "low_rank":
