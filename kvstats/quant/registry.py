@@ -1,5 +1,8 @@
 """The scheme registry: one table of scheme definitions, and scheme-name parsing.
 
+(Over ~450 lines as one idea: the table of schemes, one entry and its expected-bits
+formula per scheme; it grows by a few lines with every scheme added.)
+
 Every fact about a scheme lives in its :class:`SchemeDef` entry of :data:`REGISTRY`:
 the coders it gives each side (its builder), its allowed parameters and budget range,
 whether its budget is fixed by its own parameters, whether it is randomized or groups

@@ -1,5 +1,9 @@
 """KIVI-style asymmetric uniform quantization (Liu et al., 2024).
 
+(Over ~450 lines as one idea: uniform asymmetric group coding and its two users, the
+per-token value coder and KIVI's key/value coders, which share the grouping and the
+float16 scale/zero handling.)
+
 Each group of ``group_size`` consecutive elements along an axis is coded with ``bits``
 bits against its own minimum and range:
 

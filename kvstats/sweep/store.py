@@ -1,5 +1,8 @@
 """The store of a sweep: checked cell files, atomic writes, the folder lock, the manifest.
 
+(Over ~450 lines as one idea: what a sweep keeps on disk and how it is checked — cells,
+the folder lock, atomic writes, the manifest.)
+
 A sweep directory holds ``cells/<cell-id>.parquet`` (one per finished cell, for
 resuming), ``results.parquet`` and ``manifest.json`` (CSV instead of parquet without
 pyarrow); :mod:`kvstats.results` reads them back. Only the calling process writes, so
