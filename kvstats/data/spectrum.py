@@ -1,0 +1,288 @@
+"""Covariance spectra of the keys and values the toolkit codes: what the Shannon bound needs.
+
+The distortion–rate bound of :mod:`kvstats.rate_distortion` needs, per source, the
+eigenvalues of the covariance of a coded vector and its mean square ``E‖x‖²`` (the
+signal of the SNR; a known mean costs no bits). This module gives both
+
+- **analytically** for the synthetic distributions of :mod:`kvstats.data.synthetic`,
+  from the generator's definition, *conditional on a trial*: the low-rank basis and the
+  outlier channels are drawn once per trial and shared by its keys, so within a trial the
+  keys have the covariance below (averaged over trials the covariance would be
+  isotropic, which is not what a coder of one cache faces);
+- **measured** for a captured real cache, per (layer, KV head), from the keys of all
+  captured texts pooled (:func:`capture_spectra`), and from any sample
+  (:func:`measured_spectrum`).
+
+=====================  =====================================================================
+distribution           covariance eigenvalues (scale s), mean square ``E‖x‖²``
+=====================  =====================================================================
+gaussian               ``s²`` (d times); ``s² d``
+heavy_tailed           ``s² ν/(ν−2)`` (d times) for ν > 2; *undefined* for ν ≤ 2 (infinite
+                       variance: no bound is given)
+low_rank               ``s² (d/r + noise²)`` (r times) and ``s² noise²`` (d − r times);
+                       ``s² d (1 + noise²)``
+outlier_channels       ``s² m²`` (c times) and ``s²`` (d − c times); ``s² (d − c + c m² (1 +
+                       offset²))`` (the channel bias ``± s m offset`` is a per-trial mean)
+focused                approximate: ``s²`` except one direction per query (its q̂) whose
+                       variance the focus keys raise (see :func:`synthetic_spectrum`)
+=====================  =====================================================================
+
+For a non-Gaussian source (heavy-tailed, outlier channels, real keys) the bound computed
+from these numbers is the bound of a *Gaussian* source of the same covariance, the
+hardest source of that covariance: a scheme can beat it on such data (a negative gap),
+which says it exploits the non-Gaussian shape.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jaxtyping import Float
+
+from kvstats._checks import _describe, as_float_array, check_choice, check_int
+from kvstats.data.synthetic import DISTRIBUTIONS, _resolve
+
+__all__ = ["Spectrum", "synthetic_spectrum", "measured_spectrum", "capture_spectra"]
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """Covariance eigenvalues and mean square of a coded vector, per trial or for all trials.
+
+    Attributes
+    ----------
+    eigenvalues : ndarray ``(d,)`` or ``(n_trials, d)``, or None
+        Covariance eigenvalues, descending (one row per trial when they differ between
+        trials, as for the (layer, head) of a real capture's trials); None when the
+        covariance does not exist (heavy tails with ν ≤ 2).
+    mean_square : ndarray ``()`` or ``(n_trials,)``
+        ``E‖x‖²`` (trace of the covariance plus the squared norm of the mean; +inf when
+        the variance is infinite).
+    exact : bool
+        The numbers follow from the generator's definition exactly (False: an
+        approximation, or an estimate from samples).
+    note : str
+        How they were obtained, and what the bound computed from them means.
+
+    Examples
+    --------
+    >>> s = synthetic_spectrum("low_rank", 16, rank=2, noise=0.5)
+    >>> s.eigenvalues[:3].tolist(), float(s.mean_square)
+    ([8.25, 8.25, 0.25], 20.0)
+    """
+
+    eigenvalues: np.ndarray | None
+    mean_square: np.ndarray
+    exact: bool
+    note: str
+
+    @property
+    def defined(self) -> bool:
+        """Whether a covariance exists (and so a Gaussian bound)."""
+        return self.eigenvalues is not None
+
+    def bound_snr_db(self, rate: float) -> np.ndarray:
+        """The water-filling SNR bound (dB) at ``rate`` bits per coordinate, per trial row.
+
+        The signal is ``mean_square`` (a known mean is free); see
+        :func:`kvstats.rate_distortion.bound_snr_db`.
+
+        Examples
+        --------
+        >>> round(float(synthetic_spectrum("gaussian", 64).bound_snr_db(2.0)), 3)
+        12.041
+        """
+        from kvstats.rate_distortion import bound_snr_db
+
+        if self.eigenvalues is None:
+            raise ValueError(f"this spectrum has no covariance ({self.note}); no Gaussian bound exists")
+        return bound_snr_db(self.eigenvalues, rate, self.mean_square)
+
+
+def _params_of(params: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> dict[str, Any]:
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping of the distribution's parameters; received "
+                        f"{_describe(params)}")
+    return {**dict(params or {}), **extra}
+
+
+def synthetic_spectrum(distribution: str, dim: int, params: Mapping[str, Any] | None = None, *,
+                       n_keys: int = 1024, n_queries: int = 1, **kwargs: Any) -> Spectrum:
+    """Covariance eigenvalues and ``E‖x‖²`` of one synthetic trial's vectors, from the definition.
+
+    Parameters
+    ----------
+    distribution : str
+        One of :data:`kvstats.data.synthetic.DISTRIBUTIONS` (values use the same
+        constructions, except ``focused``, which only keys have).
+    dim : int
+        Dimension d.
+    params : mapping, optional
+        The distribution's parameters (defaults as :func:`kvstats.sample`); keyword
+        arguments are added to them.
+    n_keys, n_queries : int
+        N and the queries per trial: only ``focused`` depends on them.
+
+    Returns
+    -------
+    Spectrum
+        Eigenvalues ``(d,)``, descending; ``mean_square`` a 0-d array.
+
+    Notes
+    -----
+    ``focused``: the keys are ``N(0, s² I)`` except, per query, ``n_focus`` keys whose
+    component along the query direction q̂ is set to ``α = L√d/‖q‖`` (their orthogonal
+    part stays Gaussian; :func:`kvstats.sample`). With ``f = n_focus/N`` the variance
+    along q̂ is ``(1 − f) s² + f α² − (f α)²`` and ``E‖k‖² = s² d + n_q f (α² − s²)``.
+    The approximation: ``‖q‖² = d`` (its mean) in ``α`` and ``L``, and the queries'
+    directions orthogonal (they are independent Gaussians: nearly so for d ≫ n_q); the
+    keys are not Gaussian along q̂ (a two-point mixture), so the bound is that of the
+    Gaussian of equal covariance. ``exact`` is False.
+
+    Examples
+    --------
+    >>> synthetic_spectrum("outlier_channels", 8, n_channels=2, magnitude=3.0).eigenvalues.tolist()
+    [9.0, 9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    >>> s = synthetic_spectrum("heavy_tailed", 8, nu=1.5)
+    >>> s.defined, float(s.mean_square)
+    (False, inf)
+    >>> float(synthetic_spectrum("heavy_tailed", 8, nu=4.0).eigenvalues[0])
+    2.0
+    """
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    d = check_int(dim, "dim", low=1)
+    N = check_int(n_keys, "n_keys", low=1)
+    n_q = check_int(n_queries, "n_queries", low=1)
+    p = _resolve(distribution, _params_of(params, kwargs), d, n_q, N, what="parameter(s)")
+    s2 = p["scale"] ** 2
+    if distribution == "gaussian":
+        lam = np.full(d, s2)
+        return Spectrum(lam, np.asarray(s2 * d), True, f"N(0, {s2:g}·I): exact")
+    if distribution == "heavy_tailed":
+        nu = p["nu"]
+        if nu <= 2:
+            return Spectrum(None, np.asarray(np.inf), True,
+                            f"Student-t coordinates with nu = {nu:g} <= 2 have infinite variance: "
+                            "no covariance, no Gaussian bound")
+        v = s2 * nu / (nu - 2)
+        return Spectrum(np.full(d, v), np.asarray(v * d), True,
+                        f"i.i.d. Student-t coordinates, variance {v:.4g} each: the bound is that of "
+                        "a Gaussian of equal variance (a t source is easier to code)")
+    if distribution == "low_rank":
+        r, nz2 = p["rank"], p["noise"] ** 2
+        lam = np.r_[np.full(r, s2 * (d / r + nz2)), np.full(d - r, s2 * nz2)]
+        return Spectrum(lam, np.asarray(s2 * d * (1 + nz2)), True,
+                        f"rank {r} of variance {s2 * (d / r + nz2):.4g} plus isotropic noise "
+                        f"{s2 * nz2:.4g} (per trial; the basis is drawn per trial): exact, Gaussian")
+    if distribution == "outlier_channels":
+        c, m2, off = p["n_channels"], p["magnitude"] ** 2, p["offset"]
+        lam = np.r_[np.full(c, s2 * m2), np.full(d - c, s2)]
+        ms = s2 * (d - c + c * m2 * (1 + off ** 2))
+        return Spectrum(lam, np.asarray(ms), True,
+                        f"{c} channels of variance {s2 * m2:.4g}"
+                        + (f" and mean ±{math.sqrt(s2 * m2) * off:.4g}" if off else "")
+                        + f", {d - c} of variance {s2:g} (per trial): exact, Gaussian given the channels")
+    # focused: a rank-n_q change of s²·I along the query directions (see Notes)
+    nf, st = p["n_focus"], p["strength"]
+    f = nf / N
+    L = math.log(st) - math.log1p(-nf * st) + math.log(N - nf) + s2 / 2
+    alpha2 = L * L                           # α = L·√d/‖q‖ with ‖q‖² = d
+    along = (1 - f) * s2 + f * alpha2 - (f * f * alpha2)
+    k = min(n_q, d)
+    lam = np.sort(np.r_[np.full(k, along), np.full(d - k, s2)])[::-1]
+    ms = s2 * d + k * f * (alpha2 - s2)
+    return Spectrum(lam.copy(), np.asarray(ms), False,
+                    f"Gaussian s²·I except the {k} query direction(s), variance {along:.4g} "
+                    "(approximation: ‖q‖² = d, queries orthogonal; see synthetic_spectrum)")
+
+
+def measured_spectrum(x: Float[np.ndarray, "*groups n d"]) -> Spectrum:
+    """Sample covariance eigenvalues and mean square of each group of vectors.
+
+    Parameters
+    ----------
+    x : array ``(*groups, n, d)``
+        ``n ≥ 2`` vectors per group (float32 is promoted to float64).
+
+    Returns
+    -------
+    Spectrum
+        ``eigenvalues (*groups, d)`` (descending; the covariance centred on the group's
+        mean, divided by ``n − 1``), ``mean_square (*groups,)`` (the mean of ``‖x‖²``);
+        ``exact`` False (an estimate).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.5], [0.0, -0.5]])
+    >>> s = measured_spectrum(x)
+    >>> s.eigenvalues.round(4).tolist(), float(s.mean_square)
+    ([0.6667, 0.1667], 0.625)
+    """
+    a = as_float_array(x, "x", min_ndim=2).astype(np.float64, copy=False)
+    n = a.shape[-2]
+    if n < 2:
+        raise ValueError(f"x must hold at least 2 vectors per group (axis -2) to estimate a "
+                         f"covariance; received shape {a.shape}")
+    c = a - a.mean(axis=-2, keepdims=True)
+    cov = np.swapaxes(c, -1, -2) @ c / (n - 1)
+    lam = np.clip(np.linalg.eigvalsh(cov)[..., ::-1], 0.0, None)  # rounding: tiny negatives
+    ms = np.einsum("...nd,...nd->...", a, a) / n
+    return Spectrum(np.ascontiguousarray(lam), ms, False,
+                    f"sample covariance of {n} vectors per group: the bound is that of a Gaussian "
+                    "with this covariance")
+
+
+def capture_spectra(path: str | os.PathLike, layer: int | Sequence[int] | None = None,
+                    head: int | Sequence[int] | None = None) -> tuple[Spectrum, Spectrum]:
+    """Key and value spectra of a captured cache, per trial as :func:`~kvstats.data.real.load_trials` orders them.
+
+    The covariance of each (layer, KV head) is measured on the keys (values) of *all*
+    the capture's texts pooled (``n_texts · N`` vectors); every trial (text, layer, head)
+    gets the spectrum of its (layer, head).
+
+    Parameters
+    ----------
+    path : path
+        A capture file (:mod:`kvstats.data.capture_format`).
+    layer, head : int or sequence of int, optional
+        The selection, as for :func:`~kvstats.data.real.load_trials`.
+
+    Returns
+    -------
+    (Spectrum, Spectrum)
+        Keys, values: ``eigenvalues (n_trials, d)``, ``mean_square (n_trials,)`` with
+        trial ``t`` the C-order index over (text, layer, head) of the selection.
+
+    Examples
+    --------
+    >>> import json, os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.npz")
+    >>> rng = np.random.default_rng(0)
+    >>> K = rng.standard_normal((2, 3, 2, 16, 8)).astype(np.float32)
+    >>> np.savez(p, K=K, V=K, q=K.repeat(2, axis=2), meta=json.dumps({}))
+    >>> k, v = capture_spectra(p, layer=[0, 2])
+    >>> k.eigenvalues.shape, k.mean_square.shape
+    ((8, 8), (8,))
+    """
+    from kvstats.data.real import _select, load_capture
+
+    K, V, _, _ = load_capture(path)
+    n_texts, n_layers, n_kv, n_tok, d = K.shape
+    layers = _select(layer, "layer", n_layers)
+    heads = _select(head, "head", n_kv)
+    out = []
+    for X in (K, V):
+        sel = X[:, layers][:, :, heads]                          # (texts, L, H, N, d)
+        pooled = np.moveaxis(sel, 0, 2).reshape(len(layers), len(heads), n_texts * n_tok, -1)
+        s = measured_spectrum(pooled)                            # (L, H, d), (L, H)
+        lam = np.broadcast_to(s.eigenvalues, (n_texts,) + s.eigenvalues.shape)
+        ms = np.broadcast_to(s.mean_square, (n_texts,) + s.mean_square.shape)
+        out.append(Spectrum(lam.reshape(-1, lam.shape[-1]).copy(), ms.reshape(-1).copy(), False,
+                            f"sample covariance per (layer, head) over {n_texts} texts x {n_tok} "
+                            "tokens: the bound of a Gaussian with this covariance"))
+    return out[0], out[1]

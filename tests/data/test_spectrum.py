@@ -1,0 +1,127 @@
+"""Key spectra: the analytic eigenvalues of each synthetic case against large draws.
+
+Tolerances come from the sampling error of the estimates, never from the answer:
+
+- a mean (``E‖x‖²``, the variance along a direction) is within 5 standard errors, the
+  standard error estimated from the same draws (probability of a false failure for a
+  normal estimate < 1e-6; the seeds are fixed, so the tests are deterministic);
+- sample eigenvalues of a group of k equal true eigenvalues λ among N draws spread to
+  λ·[(1 − √(k/N))², (1 + √(k/N))²] (Marchenko–Pastur edges), and each moves by about
+  λ·√(2/N) more (its own sampling error); the check allows the edges plus 5 such errors.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import kvstats
+from kvstats.data.real import load_trials
+from kvstats.data.spectrum import Spectrum, capture_spectra, measured_spectrum, synthetic_spectrum
+from kvstats.rate_distortion import bound_snr_db
+
+
+def _within_mp(sample_eig, true_eig, n):
+    """Sorted sample eigenvalues within the Marchenko–Pastur band (+5 errors) of each true group."""
+    s, t = np.sort(sample_eig)[::-1], np.sort(true_eig)[::-1]
+    for value in np.unique(t):
+        idx = np.flatnonzero(t == value)
+        k = len(idx)
+        lo = value * ((1 - np.sqrt(k / n)) ** 2 - 5 * np.sqrt(2 / n))
+        hi = value * ((1 + np.sqrt(k / n)) ** 2 + 5 * np.sqrt(2 / n))
+        assert np.all((s[idx] >= lo) & (s[idx] <= hi)), (value, s[idx], lo, hi)
+
+
+def _mean_close(samples, expected):
+    x = np.asarray(samples, np.float64)
+    se = x.std(ddof=1) / np.sqrt(len(x))
+    assert abs(x.mean() - expected) <= 5 * se, (x.mean(), expected, se)
+
+
+@pytest.mark.parametrize("dist,params", [
+    ("gaussian", {"scale": 1.5}),
+    ("low_rank", {"rank": 3, "noise": 0.3, "scale": 2.0}),
+    ("outlier_channels", {"n_channels": 2, "magnitude": 4.0, "offset": 0.5}),
+    ("heavy_tailed", {"nu": 6.0}),
+])
+def test_synthetic_spectrum_matches_the_sample_covariance_of_one_trial(dist, params):
+    # within one trial (its basis / channels fixed), N keys: d = 12, N = 40000
+    d, n = 12, 40_000
+    t = kvstats.sample(dist, 2, n, d, seed=3, **params)
+    spec = synthetic_spectrum(dist, d, params)
+    assert spec.exact and spec.eigenvalues.shape == (d,)
+    assert np.all(np.diff(spec.eigenvalues) <= 0)
+    for K in t.K:                                  # each trial on its own
+        _within_mp(measured_spectrum(K).eigenvalues, spec.eigenvalues, n)
+        _mean_close(np.einsum("nd,nd->n", K, K), float(spec.mean_square))
+
+
+def test_heavy_tails_without_a_variance_have_no_spectrum():
+    s = synthetic_spectrum("heavy_tailed", 8, nu=2.0)
+    assert not s.defined and s.mean_square == np.inf and "infinite variance" in s.note
+    with pytest.raises(ValueError, match="no Gaussian bound"):
+        s.bound_snr_db(2.0)
+
+
+def test_focused_spectrum_is_the_stated_approximation():
+    # the variance of the keys along the query direction q̂, per trial, averaged over
+    # trials; the approximation (‖q‖² = d) is within 1% of it here (see synthetic_spectrum)
+    d, n, T = 32, 512, 400
+    t = kvstats.sample("focused", T, n, d, seed=4, strength=0.5)
+    spec = synthetic_spectrum("focused", d, {"strength": 0.5}, n_keys=n)
+    qh = t.q[:, 0] / np.linalg.norm(t.q[:, 0], axis=-1, keepdims=True)
+    along = np.einsum("tnd,td->tn", t.K, qh).var(axis=1, ddof=1)
+    assert not spec.exact
+    x = along
+    se = x.std(ddof=1) / np.sqrt(T)
+    assert abs(x.mean() - spec.eigenvalues[0]) <= 5 * se + 0.01 * spec.eigenvalues[0]
+    _mean_close(np.einsum("tnd,tnd->t", t.K, t.K) / n, float(spec.mean_square))
+    assert np.all(spec.eigenvalues[1:] == 1.0)
+
+
+def test_low_rank_bound_is_the_water_filling_of_its_spectrum():
+    # rank 8 of variance d/8 + noise² and 120 axes of noise² (hand-computed spectrum)
+    s = synthetic_spectrum("low_rank", 128, noise=0.1)
+    lam = np.r_[np.full(8, 16.01), np.full(120, 0.01)]
+    np.testing.assert_allclose(s.eigenvalues, lam)
+    assert s.bound_snr_db(2.0) == pytest.approx(bound_snr_db(lam, 2.0, 128 * 1.01))
+
+
+def test_measured_spectrum_checks_its_input_and_batches():
+    with pytest.raises(ValueError, match="at least 2 vectors"):
+        measured_spectrum(np.ones((1, 4)))
+    x = np.random.default_rng(0).standard_normal((3, 50, 4))
+    batched = measured_spectrum(x)
+    assert batched.eigenvalues.shape == (3, 4) and batched.mean_square.shape == (3,)
+    np.testing.assert_allclose(batched.eigenvalues[1], measured_spectrum(x[1]).eigenvalues)
+    np.testing.assert_allclose(batched.eigenvalues[2].sum(), np.trace(np.cov(x[2].T)))
+
+
+def test_capture_spectra_follow_the_trials_of_load_trials(tmp_path):
+    # each (layer, head) has its own per-channel scales; the spectrum of trial t is the
+    # pooled sample covariance of its (layer, head), in load_trials' C order
+    rng = np.random.default_rng(1)
+    texts, layers, heads, n, d = 3, 4, 2, 64, 8
+    scales = rng.uniform(0.5, 3.0, (layers, heads, d))
+    K = (rng.standard_normal((texts, layers, heads, n, d)) * scales[None, :, :, None]).astype(np.float32)
+    V = rng.standard_normal(K.shape).astype(np.float32)
+    path = tmp_path / "c.npz"
+    np.savez(path, K=K, V=V, q=np.repeat(K, 2, axis=2), meta=json.dumps({}))
+    ks, vs = capture_spectra(path, layer=[1, 3], head=1)
+    trials = load_trials(path, layer=[1, 3], head=1)
+    assert ks.eigenvalues.shape == (trials.n_trials, d) and vs.mean_square.shape == (trials.n_trials,)
+    for t, (ly, hd) in enumerate(zip(trials.meta["layer"], trials.meta["head"])):
+        pooled = K[:, ly, hd].reshape(-1, d)
+        np.testing.assert_allclose(ks.eigenvalues[t], measured_spectrum(pooled).eigenvalues, rtol=1e-10)
+        assert ks.mean_square[t] == pytest.approx(float((pooled.astype(float) ** 2).sum(-1).mean()))
+
+
+def test_spectrum_is_a_frozen_record():
+    s = synthetic_spectrum("gaussian", 4)
+    assert isinstance(s, Spectrum)
+    with pytest.raises(AttributeError):
+        s.exact = False
+    with pytest.raises(ValueError, match="distribution"):
+        synthetic_spectrum("uniform", 4)
+    with pytest.raises(ValueError, match="rank"):
+        synthetic_spectrum("low_rank", 4, rank=9)
