@@ -16,7 +16,7 @@ from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import _argmax_shift, _kl, _log_softmax, _topk_recall
 from kvstats.metrics._scaling import max_exponent
-from kvstats.metrics.geometry import _geometry
+from kvstats.metrics.geometry import _geometry, pooled_snr_db
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
 
 __all__ = ["PROFILE_COLUMNS", "METRIC_DIRECTIONS", "error_profile", "summarize_profile"]
@@ -96,6 +96,9 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
       ``n_q · N`` (query, key) pairs of the inner-product error ``q·k̂ − q·k`` in raw
       units (the logit error is this divided by ``√d``). An unbiased estimator (QJL)
       shows ``ip_bias ≈ 0``; the π/2 variance inflation shows in ``ip_var``.
+    - ``snr_k_pooled``, ``snr_v_pooled``: the trial's energy-pooled SNR
+      ``10·log10(Σ‖x‖²/Σ‖x − x̂‖²)`` in dB (+inf when exact), the quantity the Shannon
+      distortion–rate bound limits (:mod:`kvstats.rate_distortion`).
 
     Parameters
     ----------
@@ -157,6 +160,8 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
         out["snr_v"][s], n_ex = _mean_finite_db(snr)
         exact["v"] += n_ex
         out["phi_v"][s], out["norm_ratio_v"][s] = phi.mean(-1), ratio.mean(-1)
+        out["snr_k_pooled"][s] = pooled_snr_db(K, Khat, axis=-1)
+        out["snr_v_pooled"][s] = pooled_snr_db(V, Vhat, axis=-1)
 
         # q·(k̂ − k) directly rather than q·k̂ − q·k: no cancellation when k̂ ≈ k.
         ip = _inner(q, K, "q and K")                                            # (c, n_q, N)

@@ -90,6 +90,10 @@ _METRICS = (
     Metric("argmax_shift", "high", "fraction", "argmax shift", reported=True),
     Metric("ip_bias", "zero", "q·k units", "q·k error bias"),
     Metric("ip_var", "high", "(q·k units)²", "q·k error variance"),
+    # energy-pooled SNR of the trial, 10·log10(Σ‖x‖²/Σ‖x − x̂‖²): what the Shannon
+    # bound limits (kvstats.rate_distortion), beside the mean of per-vector dB above
+    Metric("snr_k_pooled", "low", "dB", "pooled SNR_k"),
+    Metric("snr_v_pooled", "low", "dB", "pooled SNR_v"),
 )
 
 #: Every metric by name, in the column order of :func:`kvstats.error_profile`.

@@ -34,7 +34,12 @@ def _reference_profile(t, K_hat, V_hat, k=5):
                          norm_ratio_t=norm_ratio(T, Th).mean(), kl=kl_divergence(lp, lq).mean(),
                          recall_at_5=topk_recall(lg, lgh, k).mean(),
                          argmax_shift=argmax_shift(lg, lgh).mean(), ip_bias=e.mean(),
-                         ip_var=e.var()))
+                         ip_var=e.var(),
+                         # energy-pooled SNR: the definition, in float64
+                         snr_k_pooled=10 * np.log10(np.sum(K.astype(float) ** 2)
+                                                    / np.sum((Kh.astype(float) - K) ** 2)),
+                         snr_v_pooled=10 * np.log10(np.sum(V.astype(float) ** 2)
+                                                    / np.sum((Vh.astype(float) - V) ** 2))))
     return pd.DataFrame(rows)
 
 
