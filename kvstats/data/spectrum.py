@@ -19,8 +19,8 @@ distribution           covariance eigenvalues (scale s), mean square ``E‖x‖�
 gaussian               ``s²`` (d times); ``s² d``
 heavy_tailed           ``s² ν/(ν−2)`` (d times) for ν > 2; *undefined* for ν ≤ 2 (infinite
                        variance: no bound is given)
-low_rank               ``s² (d/r + noise²)`` (r times) and ``s² noise²`` (d − r times);
-                       ``s² d (1 + noise²)``
+low_rank               ``s² (v + noise²)`` (r times) and ``s² noise²`` (d − r times);
+                       ``s² (r v + d noise²)``; ``v = d/r`` (``energy="total"``) or 1
 outlier_channels       ``s² m²`` (c times) and ``s²`` (d − c times); ``s² (d − c + c m² (1 +
                        offset²))`` (the channel bias ``± s m offset`` is a per-trial mean)
 focused                approximate: ``s²`` except one direction per query (its q̂) whose
@@ -175,9 +175,10 @@ def synthetic_spectrum(distribution: str, dim: int, params: Mapping[str, Any] | 
                         "a Gaussian of equal variance (a t source is easier to code)")
     if distribution == "low_rank":
         r, nz2 = p["rank"], p["noise"] ** 2
-        lam = np.r_[np.full(r, s2 * (d / r + nz2)), np.full(d - r, s2 * nz2)]
-        return Spectrum(lam, np.asarray(s2 * d * (1 + nz2)), True,
-                        f"rank {r} of variance {s2 * (d / r + nz2):.4g} plus isotropic noise "
+        v = d / r if p["energy"] == "total" else 1.0   # per direction (synthetic.sample)
+        lam = np.r_[np.full(r, s2 * (v + nz2)), np.full(d - r, s2 * nz2)]
+        return Spectrum(lam, np.asarray(s2 * (r * v + d * nz2)), True,
+                        f"rank {r} of variance {s2 * (v + nz2):.4g} plus isotropic noise "
                         f"{s2 * nz2:.4g} (per trial; the basis is drawn per trial): exact, Gaussian")
     if distribution == "outlier_channels":
         c, m2, off = p["n_channels"], p["magnitude"] ** 2, p["offset"]

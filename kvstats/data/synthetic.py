@@ -27,11 +27,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from jaxtyping import Float
 
 from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
 from kvstats.data.trials import Trials
 
-__all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "sample", "default_params"]
+__all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "LOW_RANK_ENERGIES", "LOW_RANK_QUERIES",
+           "sample", "default_params", "attention_entropy", "scale_for_entropy"]
 
 DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
 #: ``focused`` is defined by its alignment with the queries, which values do not have.
@@ -46,12 +48,21 @@ _CHUNK_ELEMENTS = 1 << 22
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gaussian": {"scale": 1.0},
     "heavy_tailed": {"nu": 3.0, "scale": 1.0},
-    "low_rank": {"rank": None, "noise": 0.1, "scale": 1.0},
+    "low_rank": {"rank": None, "noise": 0.1, "energy": "total", "query": "isotropic", "scale": 1.0},
     "focused": {"strength": 0.5, "n_focus": 1, "scale": 1.0},
     "outlier_channels": {"n_channels": 4, "magnitude": 10.0, "offset": 0.0, "scale": 1.0},
 }
 
 _NU_MIN = 1.05
+
+#: ``low_rank``'s ``energy``: the signal's total energy fixed at ``d`` (variance ``d/rank``
+#: per direction) or each direction's variance fixed at 1.
+LOW_RANK_ENERGIES = ("total", "per_direction")
+#: ``low_rank``'s ``query``: queries ``N(0, I_d)``, or inside the trial's key subspace.
+LOW_RANK_QUERIES = ("isotropic", "subspace")
+# Distributions whose keys are ``scale`` times a draw that does not depend on ``scale``, so
+# that ``scale`` is exactly a logit scale (focused keys are built around their logits).
+_SCALE_LINEAR = ("gaussian", "heavy_tailed", "low_rank", "outlier_channels")
 
 #: Generator versions of `sample` (see the module notes): 1 draws in float64, 2 in the
 #: output dtype.
@@ -89,6 +100,11 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
         p["rank"] = min(8, dim) if p["rank"] is None else check_int(p["rank"], "rank", low=1,
                                                                      high=dim)
         p["noise"] = check_real(p["noise"], "noise", low=0.0)
+        check_choice(p["energy"], "energy", LOW_RANK_ENERGIES)
+        check_choice(p["query"], "query", LOW_RANK_QUERIES)
+        if what == "value_params" and p["query"] != "isotropic":
+            raise ValueError(f"value_params query must be 'isotropic' (values have no queries to "
+                             f"place in their subspace); received {p['query']!r}")
     elif distribution == "focused":
         p["n_focus"] = check_int(p["n_focus"], "n_focus", low=1)
         if p["n_focus"] * n_queries > n_keys:
@@ -126,8 +142,14 @@ def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: 
               dt: np.dtype, native: bool) -> np.ndarray:
     r = p["rank"]
     basis, _ = np.linalg.qr(g[1].standard_normal((n, d, r)))        # (n, d, r), orthonormal
-    coef = g[2].standard_normal((n, N, r), dtype=dt) * np.sqrt(d / r)  # E‖signal‖² = d
+    coef = g[2].standard_normal((n, N, r), dtype=dt)                 # variance 1 per direction
+    if p["energy"] == "total":
+        coef = coef * np.sqrt(d / r)                                  # E‖signal‖² = d
     x = coef @ np.swapaxes(basis, -1, -2).astype(dt, copy=False)
+    if p["query"] == "subspace":
+        # q is a view of sample's float64 queries: they are moved into the key subspace
+        # here, where the trial's basis is known; √(d/r)·BBᵀz keeps E‖q‖² = d.
+        q[...] = np.sqrt(d / r) * ((q @ basis) @ np.swapaxes(basis, -1, -2))
     if p["noise"] > 0:
         x += p["noise"] * g[0].standard_normal((n, N, d), dtype=dt)
     return p["scale"] * x
@@ -206,11 +228,19 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             *not* unit variance). Var = ν/(ν−2) for ν > 2; for 1 < ν ≤ 2 the variance is
             infinite (SNR then varies wildly between trials, which is the point) and the
             mean exists. Valid ν ≥ 1.05; ν ≤ 1 (no mean) is rejected.
-        ``"low_rank"`` (``rank=min(8, d)``, ``noise=0.1``, ``scale=1``)
+        ``"low_rank"`` (``rank=min(8, d)``, ``noise=0.1``, ``energy="total"``, ``query="isotropic"``, ``scale=1``)
             ``k = scale · (B c + noise · z)`` with ``B (d × rank)`` a uniformly random
             orthonormal basis drawn per trial (shared by the trial's keys),
-            ``c ~ N(0, (d/rank) I)`` so the signal has ``E‖Bc‖² = d`` like ``gaussian``,
-            and ``z ~ N(0, I_d)``: ``E‖k‖² = scale² d (1 + noise²)``.
+            ``z ~ N(0, I_d)`` and ``c ~ N(0, v I_rank)``. ``energy="total"``: ``v = d/rank``,
+            so the signal has ``E‖Bc‖² = d`` like ``gaussian`` whatever the rank, and
+            ``E‖k‖² = scale² d (1 + noise²)``; ``"per_direction"``: ``v = 1`` (each
+            direction carries the variance of one coordinate of a ``gaussian`` key),
+            ``E‖k‖² = scale² (rank + noise² d)``. Covariance eigenvalues, per trial:
+            ``scale² (v + noise²)`` (rank times) and ``scale² noise²`` (d − rank times).
+            ``query="subspace"``: each query is ``√(d/rank) · B Bᵀ z_q`` (its isotropic draw
+            projected into the trial's key subspace, ``E‖q‖² = d`` kept), so the logits
+            have variance ``scale² v`` (``scale² d/rank`` for ``"total"``: far sharper
+            attention than isotropic queries' ``scale² (rank·v + noise² d)/d``).
         ``"focused"`` (``strength=0.5``, ``n_focus=1``, ``scale=1``)
             Gaussian keys (scale ``scale``), except that each query gets ``n_focus`` keys
             of its own at random positions whose component along the query is set so
@@ -232,7 +262,8 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         Source of randomness (see the module notes on reproducibility).
     n_queries : int
         Queries per trial, ``q ~ N(0, I_d)`` independent of everything except that
-        ``focused`` keys are built around them.
+        ``focused`` keys are built around them and ``low_rank`` with ``query="subspace"``
+        moves them into the key subspace.
     dtype : float32 or float64
         Output dtype (float32 is the float64 draw rounded, for ``generator=1``).
     value_distribution : str, optional
@@ -307,3 +338,101 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         "generator": generator,
     }
     return Trials(K, V, q64.astype(dt), meta)
+
+
+def attention_entropy(q: Float[np.ndarray, "*batch n_q d"],
+                      K: Float[np.ndarray, "*batch N d"]) -> Float[np.ndarray, "*batch n_q"]:
+    """Entropy (nats) of the attention ``softmax(q·k/√d)`` of each query over its keys.
+
+    The sharpness the sensitivity studies match distributions at: ``log N`` for uniform
+    attention, 0 for one-hot. Computed in float64 with a stable log-sum-exp.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> attention_entropy(np.zeros((1, 4)), np.ones((8, 4))).round(4)  # uniform: log 8
+    array([2.0794])
+    """
+    q = np.asarray(q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    if q.ndim < 2 or K.ndim < 2 or q.shape[-1] != K.shape[-1]:
+        raise ValueError(f"q (*batch, n_q, d) and K (*batch, N, d) must share d; received q "
+                         f"{_describe(q)} and K {_describe(K)}")
+    logits = q @ np.swapaxes(K, -1, -2) / np.sqrt(q.shape[-1])
+    return _entropy(logits)
+
+
+def _entropy(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    s = e.sum(axis=-1)
+    return np.log(s) - np.sum(e * z, axis=-1) / s
+
+
+def scale_for_entropy(distribution: str, entropy: float, n_keys: int, dim: int, *,
+                      n_trials: int = 64, n_queries: int = 1, seed: Any = 0,
+                      **params: Any) -> float:
+    """The ``scale`` at which ``distribution``'s attention has a given mean entropy.
+
+    Keys of the distributions in ``_SCALE_LINEAR`` (all but ``focused``) are ``scale``
+    times a draw that does not depend on it, so ``scale`` multiplies every logit
+    ``q·k/√d``, and the mean entropy of ``softmax`` (:func:`attention_entropy`) over the
+    trials and queries of one calibration draw falls strictly from ``log N`` (scale → 0)
+    to its one-hot limit. The returned scale solves ``mean entropy = entropy`` on that
+    draw (Brent's method in ``log scale``, to 1e-12 relative). Calibrate on a seed the
+    evaluated trials do not use: the scale is then a fixed setting, not fitted to them.
+
+    Parameters
+    ----------
+    distribution : str
+        One of ``gaussian``, ``heavy_tailed``, ``low_rank``, ``outlier_channels``.
+    entropy : float
+        Target mean entropy in nats, in ``(0, log n_keys)``.
+    n_keys, dim : int
+        N and d of the draw (the entropy depends on both).
+    n_trials, n_queries : int
+        Size of the calibration draw (float64, generator 1).
+    seed : int, SeedSequence, Generator or None
+        Seed of the calibration draw.
+    **params
+        The distribution's other parameters (``scale`` is what is solved for).
+
+    Returns
+    -------
+    float
+        The ``scale`` parameter.
+
+    Examples
+    --------
+    >>> s = scale_for_entropy("gaussian", 3.0, 64, 16, n_trials=8, seed=1)
+    >>> t = sample("gaussian", 8, 64, 16, seed=1, scale=s)
+    >>> round(float(attention_entropy(t.q, t.K).mean()), 9)
+    3.0
+    """
+    from scipy.optimize import brentq
+
+    check_choice(distribution, "distribution", _SCALE_LINEAR)
+    if "scale" in params:
+        raise ValueError(f"params must not contain 'scale' (it is what scale_for_entropy solves "
+                         f"for); received scale={params['scale']!r}")
+    N = check_int(n_keys, "n_keys", low=2)
+    h = check_real(entropy, "entropy", low=0.0, high=float(np.log(N)), low_open=True, high_open=True)
+    t = sample(distribution, n_trials, N, dim, seed=seed, n_queries=n_queries, **params)
+    logits = t.q @ np.swapaxes(t.K, -1, -2) / np.sqrt(dim)        # at scale 1
+
+    def gap(log_s: float) -> float:
+        return float(_entropy(np.exp(log_s) * logits).mean()) - h
+
+    lo, hi = -1.0, 1.0
+    for _ in range(60):                      # widen until the target is bracketed
+        if gap(lo) > 0:
+            break
+        lo -= 2.0
+    for _ in range(60):
+        if gap(hi) < 0:
+            break
+        hi += 2.0
+    if not (gap(lo) > 0 > gap(hi)):
+        raise ValueError(f"entropy must be reachable by scaling {distribution!r}'s logits: between "
+                         f"{gap(hi) + h:.6g} and {gap(lo) + h:.6g} nats on this draw; received {h}")
+    return float(np.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)))
