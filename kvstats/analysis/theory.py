@@ -1,31 +1,56 @@
-"""Closed-form predictions beside a sweep's measurements (the theory table).
+"""Closed-form predictions and the rate–distortion limit beside a sweep's measurements.
 
 Which schemes have a prediction, and what it is, comes from the scheme registry
 (:attr:`SchemeDef.key_theory <kvstats.quant.registry.SchemeDef>`,
 :meth:`~kvstats.quant.registry.SchemeDef.key_rel_mse`); the constants of the variance
 ratios from :mod:`kvstats.theory`. Schemes are matched by their label in the frame, so
 a scheme run with non-default settings should carry another label.
+
+The limit: every scheme, at the bits per coordinate it stores, beside Shannon's
+distortion–rate bound of its source (:mod:`kvstats.rate_distortion`) computed from the
+covariance spectrum of the case (:mod:`kvstats.data.spectrum`; for a real capture the
+covariance measured per (layer, KV head)), and its gap to it in dB.
 """
 
 from __future__ import annotations
 
+import ast
 import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from kvstats._checks import check_int
+from kvstats._checks import _describe, check_int
 from kvstats.analysis.frame import CASE_COLUMNS, check_frame
 from kvstats.analysis.intervals import ci_reliable, mean_ci, ratio_ci
+from kvstats.data.spectrum import Spectrum, capture_spectra, synthetic_spectrum
 from kvstats.quant.registry import REGISTRY, SchemeDef
 from kvstats.quant.rotation import next_pow2
+from kvstats.results import REAL
 
-__all__ = ["theory_table", "theory_schemes", "ratio_pairs", "THEORY_COLUMNS"]
+if TYPE_CHECKING:
+    from kvstats.sweep.config import SweepConfig
 
-#: Columns of :func:`theory_table`.
+__all__ = ["theory_table", "theory_schemes", "ratio_pairs", "THEORY_COLUMNS", "BOUND_QUANTITIES",
+           "CaseSpectra", "case_spectra", "real_case_spectra", "nominal_bounds"]
+
+#: Columns of :func:`theory_table` (``rate`` and the ``gap`` columns are NaN outside the
+#: bound rows).
 THEORY_COLUMNS = list(CASE_COLUMNS) + ["budget", "quantity", "scheme", "predicted",
                                        "predicted_asymptotic", "measured", "ci_low", "ci_high",
-                                       "n_trials", "ci_reliable"]
+                                       "n_trials", "ci_reliable", "rate", "gap_db", "gap_low",
+                                       "gap_high", "n_units"]
+
+#: Quantity of the bound rows per place: keys, values (the attention output T has none:
+#: it is not what is coded, and its error depends on the softmax, not on a rate).
+BOUND_QUANTITIES = {"k": "k_snr_bound", "v": "v_snr_bound"}
+
+#: The spectra of one case: keys and values (None where no covariance exists or where
+#: it is not known, e.g. a real capture that is not at hand).
+CaseSpectra = tuple[Spectrum | None, Spectrum | None]
+_CaseKey = tuple[str, str, int, int]
 
 # Rows of one budget list the MSE-key family before the MSE + QJL ("prod") family.
 _FAMILIES = ("mse", "prod")
@@ -73,8 +98,10 @@ def ratio_pairs() -> tuple[tuple[str, str], ...]:
     return tuple((m, p) for m in mse for p in prod)
 
 
-def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) -> pd.DataFrame:
-    """Closed-form predictions beside the sweep's measurements.
+def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
+                 spectra: Mapping[_CaseKey, CaseSpectra] | None = None,
+                 n_queries: int = 1) -> pd.DataFrame:
+    """Closed-form predictions and the rate–distortion limit beside the sweep's measurements.
 
     Rows (per case and budget n, for schemes present with default settings):
 
@@ -101,6 +128,23 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
       variance ((π/2)‖q‖²‖r‖² − (q·r)²)/m, the bare residual projection ‖q‖²‖r‖²/d_pad,
       so with m = d_pad the ratio is π/2 − 1/d_pad (→ π/2).
 
+    - ``k_snr_bound``, ``v_snr_bound`` (every scheme, per case and budget, when the
+      frame has the pooled SNR columns): ``rate`` is the scheme's total stored bits per
+      coordinate of that side (``key_bits_total`` / ``value_bits_total``: codes, norms,
+      scales, everything; equal to the registry's ``expected_bits``); ``predicted`` is
+      Shannon's bound on the pooled SNR at that rate for a Gaussian source with the
+      case's covariance (:mod:`kvstats.rate_distortion`: reverse water-filling over the
+      eigenvalues of :mod:`kvstats.data.spectrum`, signal ``E‖x‖²``); ``measured`` the
+      mean over trials of the pooled SNR ``snr_k_pooled`` (``10·log10(Σ‖k‖²/Σ‖k − k̂‖²)``
+      per trial); ``gap_db`` the mean of bound − measured with its bootstrap CI
+      (``gap_low``, ``gap_high``; ≥ 0 for a Gaussian source, up to sampling error). On a
+      real capture the bound is per trial, from its (layer, head)'s measured covariance
+      (pass ``spectra`` from :func:`real_case_spectra`), and means and intervals are over
+      texts (``n_units``: the clusters). No row where the covariance does not exist
+      (heavy tails, ν ≤ 2), for an exact reconstruction, or for a real case without
+      ``spectra``. For a non-Gaussian source the bound is that of the Gaussian of equal
+      covariance, which a scheme may beat (a negative gap).
+
     The closed forms come from :mod:`kvstats.theory` (``unit_vector_mse``,
     ``residual_inflation``, ``bit_trade_inflation``).
 
@@ -120,13 +164,21 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
         Bootstrap resamples per interval.
     seed : int
         Seed of the bootstrap.
+    spectra : mapping, optional
+        ``(distribution, params, dim, n_keys)`` → (key, value)
+        :class:`~kvstats.data.spectrum.Spectrum`, overriding the analytic spectra of
+        synthetic cases (:func:`case_spectra`) and giving those of real cases
+        (:func:`real_case_spectra`).
+    n_queries : int
+        Queries per trial of the sweep (the ``focused`` spectrum depends on it).
 
     Returns
     -------
     DataFrame
         Columns :data:`THEORY_COLUMNS`: case columns, ``budget``, ``quantity``,
         ``scheme``, ``predicted``, ``predicted_asymptotic``, ``measured``, ``ci_low``,
-        ``ci_high``, ``n_trials``, ``ci_reliable``.
+        ``ci_high``, ``n_trials``, ``ci_reliable``, and for the bound rows ``rate``,
+        ``gap_db``, ``gap_low``, ``gap_high``, ``n_units``.
 
     Examples
     --------
@@ -134,10 +186,14 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
     >>> res = kvstats.run_sweep({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
     ...     "dims": [32], "n_keys": [64], "n_trials": 20}, executor="serial", progress=False)
     >>> theory_table(res.frame, n_resamples=99)["quantity"].tolist()
-    ['k_snr_db']
+    ['k_snr_db', 'k_snr_bound', 'v_snr_bound']
     """
     frame = check_frame(frame)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
+    n_queries = check_int(n_queries, "n_queries", low=1)
+    if spectra is not None and not isinstance(spectra, Mapping):
+        raise TypeError(f"spectra must be a mapping (distribution, params, dim, n_keys) -> "
+                        f"(Spectrum, Spectrum); received {_describe(spectra)}")
     from kvstats import theory
 
     defs = _predicted_defs()
@@ -192,4 +248,182 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0) 
                                  "predicted_asymptotic": math.pi / 2,
                                  **ratio_ci(q, prev["ip_var"].to_numpy(np.float64), n_resamples,
                                             seed + 200 + n)})
+        rows += _bound_rows(base, grp, _spectra_for(tuple(case), spectra, n_queries), n_resamples,
+                            seed + 300)
     return pd.DataFrame(rows, columns=THEORY_COLUMNS)
+
+
+# --- the rate–distortion limit ---------------------------------------------------------
+
+def _parse_params(label: str) -> dict[str, Any]:
+    """The parameters of a synthetic case from its ``params`` label (``"nu=1.5,rank=8"``, ``"-"``)."""
+    if label in ("-", ""):
+        return {}
+    out: dict[str, Any] = {}
+    for part in str(label).split(","):
+        key, _, value = part.partition("=")
+        try:
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def case_spectra(distribution: str, params: str, dim: int, n_keys: int,
+                 n_queries: int = 1) -> CaseSpectra:
+    """Key and value spectra of a synthetic case of a sweep, from its frame columns.
+
+    The sweep draws standard Gaussian values for every synthetic case
+    (:func:`kvstats.sample`'s default), so the value spectrum is ``I_d``. A real case
+    (``distribution == "real"``) needs its capture: see :func:`real_case_spectra`;
+    here it gets ``(None, None)``.
+
+    Parameters
+    ----------
+    distribution, params, dim, n_keys : the case columns of the frame
+        ``params`` is the frame's label (``"rank=8"``, ``"-"`` for the defaults).
+    n_queries : int
+        Queries per trial of the sweep (only ``focused`` depends on it).
+
+    Returns
+    -------
+    (Spectrum or None, Spectrum or None)
+
+    Examples
+    --------
+    >>> k, v = case_spectra("low_rank", "rank=4", 16, 64)
+    >>> k.eigenvalues[:5].round(6).tolist(), float(v.mean_square)
+    ([4.01, 4.01, 4.01, 4.01, 0.01], 16.0)
+    """
+    if distribution == REAL:
+        return None, None
+    key = synthetic_spectrum(distribution, int(dim), _parse_params(params), n_keys=int(n_keys),
+                             n_queries=n_queries)
+    return key, synthetic_spectrum("gaussian", int(dim))
+
+
+def real_case_spectra(config: SweepConfig) -> dict[_CaseKey, CaseSpectra]:
+    """Spectra of the real cases of a sweep config, measured on their captures.
+
+    Each real case's trials get the covariance of their (layer, KV head), measured on
+    all texts of the capture (:func:`kvstats.data.spectrum.capture_spectra`). A capture
+    that cannot be read (moved, changed) gives no entry; the report then shows no bound
+    for that case.
+
+    Returns
+    -------
+    dict
+        ``(distribution, params label, dim, n_keys)`` → ``(key Spectrum, value Spectrum)``.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> real_case_spectra(SweepConfig.from_dict({"schemes": ["KV"], "distributions": ["gaussian"]}))
+    {}
+    """
+    out: dict[_CaseKey, CaseSpectra] = {}
+    if not any(d.name == REAL for d in config.distributions):
+        return out
+    try:
+        cells = config.cells()
+    except (OSError, ValueError):   # the capture is gone or changed: no measured bound
+        return out
+    for cell in cells:
+        if cell.distribution != REAL:
+            continue
+        key = (REAL, cell.params_label(), int(cell.dim), int(cell.n_keys))
+        if key in out:
+            continue
+        try:
+            out[key] = capture_spectra(cell.params["path"], layer=cell.params.get("layer"),
+                                       head=cell.params.get("head"))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _spectra_for(case: _CaseKey, spectra: Mapping[_CaseKey, CaseSpectra] | None,
+                 n_queries: int) -> CaseSpectra:
+    if spectra is not None and case in spectra:
+        return spectra[case]
+    return case_spectra(*case, n_queries=n_queries)
+
+
+def _trial_bounds(spec: Spectrum, rate: float, trials: np.ndarray) -> np.ndarray:
+    """The bound (dB) of each trial: one number for a synthetic case, per (layer, head) for a real one."""
+    b = np.asarray(spec.bound_snr_db(rate), np.float64)
+    if b.ndim == 0:
+        return np.full(len(trials), float(b))
+    if trials.max(initial=-1) >= len(b):
+        raise ValueError(f"spectra must cover every trial of the case: trial index {int(trials.max())} "
+                         f"but the spectrum has {len(b)} rows")
+    return b[trials]
+
+
+def _by_unit(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    """Cluster means when trials come in clusters (the texts of a real capture), else the values."""
+    if clusters is None or len(np.unique(clusters)) == len(clusters):
+        return values
+    s = pd.Series(values).groupby(clusters, sort=False)
+    return (s.sum() / s.size()).to_numpy(np.float64)
+
+
+def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, n_resamples: int,
+                seed: int) -> list[dict]:
+    rows = []
+    for place, spec in zip(("k", "v"), spectra):
+        col, bits = f"snr_{place}_pooled", f"{'key' if place == 'k' else 'value'}_bits_total"
+        if spec is None or not spec.defined or col not in grp or bits not in grp:
+            continue
+        for (n, scheme), cell in grp.groupby(["budget", "scheme"], sort=False):
+            x = cell[col].to_numpy(np.float64)
+            if not np.isfinite(x).all():     # exact reconstructions: no finite gap
+                continue
+            rate = float(cell[bits].iloc[0])
+            bound = _trial_bounds(spec, rate, cell["trial"].to_numpy(np.int64))
+            clusters = cell["cluster"].to_numpy() if "cluster" in cell else None
+            xu, gu, bu = (_by_unit(v, clusters) for v in (x, bound - x, bound))
+            mean, low, high = mean_ci(xu, 0.95, n_resamples, seed)
+            gap, glow, ghigh = mean_ci(gu, 0.95, n_resamples, seed)
+            rows.append({**base, "budget": float(n), "quantity": BOUND_QUANTITIES[place],
+                         "scheme": scheme, "predicted": float(bu.mean()),
+                         "predicted_asymptotic": math.nan, "measured": mean, "ci_low": low,
+                         "ci_high": high, "n_trials": len(x), "ci_reliable": ci_reliable(xu),
+                         "rate": rate, "gap_db": gap, "gap_low": glow, "gap_high": ghigh,
+                         "n_units": len(xu)})
+    return rows
+
+
+def nominal_bounds(frame: pd.DataFrame, *, spectra: Mapping[_CaseKey, CaseSpectra] | None = None,
+                   n_queries: int = 1) -> pd.DataFrame:
+    """The bound SNR at each budget n of each case (n bits per coordinate, no overhead).
+
+    The reference points of the Shannon–φ plane (:func:`kvstats.report.plot_shannon_phi`):
+    the highest pooled SNR any code of n bits per coordinate reaches on a Gaussian source
+    of the case's covariance; for a real case the mean over its trials of the bound of
+    each trial's (layer, head).
+
+    Returns
+    -------
+    DataFrame
+        Columns: case columns, ``place`` ("k", "v"), ``budget``, ``bound_snr_db``.
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"distribution": ["gaussian"], "params": ["-"], "dim": [64],
+    ...                   "n_keys": [128], "budget": [3.0], "trial": [0]})
+    >>> nominal_bounds(f)[["place", "bound_snr_db"]].round(3).values.tolist()
+    [['k', 18.062], ['v', 18.062]]
+    """
+    n_queries = check_int(n_queries, "n_queries", low=1)
+    rows = []
+    for case, grp in frame.groupby(list(CASE_COLUMNS), sort=False):
+        specs = _spectra_for(tuple(case), spectra, n_queries)
+        trials = np.unique(grp["trial"].to_numpy(np.int64))
+        for place, spec in zip(("k", "v"), specs):
+            if spec is None or not spec.defined:
+                continue
+            for n in sorted(grp["budget"].unique()):
+                rows.append({**dict(zip(CASE_COLUMNS, case)), "place": place, "budget": float(n),
+                             "bound_snr_db": float(_trial_bounds(spec, float(n), trials).mean())})
+    return pd.DataFrame(rows, columns=[*CASE_COLUMNS, "place", "budget", "bound_snr_db"])

@@ -1,6 +1,8 @@
 """The theory table: closed-form predictions beside measurements, schemes from the registry."""
 
 import numpy as np
+import pandas as pd
+import pytest
 
 import kvstats
 from kvstats.analysis import theory_table
@@ -55,3 +57,107 @@ def test_theory_rows_follow_the_registry_predictions(frame_factory):
     assert snr.predicted.tolist() == expected
     assert t.loc[3, "predicted"] == kvstats.theory.bit_trade_inflation(2, 64)
     assert t.loc[4, "predicted"] == kvstats.theory.residual_inflation(64)
+
+
+# --- the rate–distortion limit ---------------------------------------------------------
+
+def _bound_rows(table, quantity="k_snr_bound"):
+    return table[table["quantity"] == quantity]
+
+
+def test_turboquant_mse_gap_to_shannon_is_the_lloyd_max_gap():
+    # Gaussian keys, d = 64: turboquant_mse codes the unit vector with the n-bit Lloyd–Max
+    # codebook of the sphere-coordinate density and stores a float16 norm (16/d bits per
+    # coordinate). Its pooled key SNR is then exactly −10·log10(d·D_n) (norm and direction
+    # are independent for Gaussian keys: kvstats.theory / the registry's key_rel_mse), so its
+    # gap to the Gaussian bound at rate R = n + 16/d is 6.0206·R + 10·log10(d·D_n): the
+    # finite-n Lloyd–Max gap (2.69 dB at n = 2 for d = 128, rising towards the high-rate
+    # 10·log10(π√3/2) = 4.35 dB) plus 6.02·16/d for the norm. Tolerance: the bootstrap
+    # CI's half-width twice over (about 4 standard errors) plus 0.02 dB for the float16
+    # norm and the Jensen gap of a mean of per-trial dB.
+    from kvstats.quant.registry import scheme_def
+    from kvstats.rate_distortion import DB_PER_BIT
+
+    d = 64
+    cfg = {"schemes": ["turboquant_mse"], "budgets": [2, 3, 4], "distributions": ["gaussian"],
+           "dims": [d], "n_keys": [128], "n_trials": 40, "seed": 5}
+    t = theory_table(kvstats.run_sweep(cfg, executor="serial", progress=False).frame, n_resamples=199)
+    rows = _bound_rows(t)
+    assert len(rows) == 3
+    for r in rows.itertuples():
+        rel = scheme_def("turboquant_mse").key_rel_mse(int(r.budget), d)
+        assert r.rate == r.budget + 16 / d
+        assert r.predicted == pytest.approx(DB_PER_BIT * r.rate)         # white Gaussian bound
+        expected = DB_PER_BIT * r.rate + 10 * np.log10(rel)
+        assert r.gap_low <= r.gap_db <= r.gap_high
+        assert abs(r.gap_db - expected) <= (r.gap_high - r.gap_low) + 0.02, (r.budget, r.gap_db, expected)
+        assert r.gap_db == pytest.approx(r.predicted - r.measured)       # one bound per trial
+
+
+def test_the_lloyd_max_gap_rises_towards_its_high_rate_limit():
+    # the reference of the test above: the gap 6.0206·n + 10·log10(d·D_n) (no norm bits)
+    # grows with n towards 10·log10(π√3/2) = 4.347 dB (Panter–Dite) and stays below it
+    from kvstats.quant.registry import scheme_def
+
+    gaps = [6.0206 * n + 10 * np.log10(scheme_def("turboquant_mse").key_rel_mse(n, 128))
+            for n in range(1, 9)]
+    assert np.all(np.diff(gaps) > 0) and gaps[-1] < 10 * np.log10(np.pi * np.sqrt(3) / 2)
+    assert gaps[1] == pytest.approx(2.686, abs=1e-3) and gaps[-1] > 4.2
+
+
+def test_bound_rows_follow_the_spectrum_of_each_case():
+    # low rank: the water-filling bound of its spectrum, far above the white one at the
+    # same rate; heavy tails with nu <= 2: no key row (no covariance), value rows still
+    from kvstats.data.spectrum import synthetic_spectrum
+    from kvstats.rate_distortion import bound_snr_db
+
+    cfg = {"schemes": ["KV", "K4V2"], "budgets": [3], "dims": [32], "n_keys": [64], "n_trials": 12,
+           "distributions": [{"name": "low_rank", "params": {"rank": 4}},
+                             {"name": "heavy_tailed", "params": {"nu": 1.5}}]}
+    t = theory_table(kvstats.run_sweep(cfg, executor="serial", progress=False).frame, n_resamples=99)
+    k, v = _bound_rows(t), _bound_rows(t, "v_snr_bound")
+    mixed = t[(t.scheme == "K4V2") & (t.distribution == "low_rank")].set_index("quantity").rate
+    assert mixed["k_snr_bound"] > 4 > mixed["v_snr_bound"] > 2
+    k, v = k[k.scheme == "KV"], v[v.scheme == "KV"]
+    assert k["distribution"].tolist() == ["low_rank"]
+    assert sorted(v["distribution"]) == ["heavy_tailed", "low_rank"]
+    spec = synthetic_spectrum("low_rank", 32, rank=4)
+    r = k.iloc[0]
+    assert r.predicted == pytest.approx(float(bound_snr_db(spec.eigenvalues, r.rate, spec.mean_square)))
+    assert r.predicted > 6.0206 * r.rate + 10
+    assert (v["n_units"] == 12).all()
+
+
+def test_real_cases_get_the_bound_of_each_trials_layer_and_head(tmp_path):
+    # a capture whose (layer, head)s have very different spectra: each trial is held to
+    # its own bound, and intervals run over texts (n_units = texts)
+    import json
+
+    from kvstats.analysis.theory import real_case_spectra
+    from kvstats.data.spectrum import capture_spectra
+    from kvstats.sweep import SweepConfig
+
+    rng = np.random.default_rng(0)
+    texts, layers, heads, n, d = 4, 2, 2, 32, 16
+    scales = np.exp(rng.normal(0, 1.5, (layers, heads, d)))
+    K = (rng.standard_normal((texts, layers, heads, n, d)) * scales[None, :, :, None]).astype(np.float32)
+    V = rng.standard_normal(K.shape).astype(np.float32)
+    path = tmp_path / "cap.npz"
+    np.savez(path, K=K, V=V, q=np.repeat(K, 3, axis=2), meta=json.dumps({}))
+    cfg = SweepConfig.from_dict({"schemes": ["KV"], "budgets": [3], "dims": [d], "n_keys": [n],
+                                 "n_trials": texts * layers * heads - 3,   # text 3: one trial
+                                 "distributions": [{"name": "real", "params": {"path": str(path)}}]})
+    frame = kvstats.run_sweep(cfg, executor="serial", progress=False).frame
+    assert _bound_rows(theory_table(frame, n_resamples=99)).empty      # no capture, no bound
+    spectra = real_case_spectra(cfg)
+    assert len(spectra) == 1
+    t = theory_table(frame, n_resamples=99, spectra=spectra)
+    r = _bound_rows(t).iloc[0]
+    ks, _ = capture_spectra(path)
+    per_trial = ks.bound_snr_db(r.rate)[:len(frame)]    # trial t: (text, layer, head) in C order
+    text = np.arange(len(frame)) // (layers * heads)
+    by_text = pd.Series(per_trial).groupby(text).mean()
+    assert r.predicted == pytest.approx(by_text.mean())
+    assert r.n_units == texts and r.n_trials == len(frame)
+    gap = pd.Series(per_trial - frame["snr_k_pooled"].to_numpy()).groupby(text).mean()
+    assert r.gap_db == pytest.approx(gap.mean())
