@@ -6,7 +6,7 @@ attention functions (the global ``AttentionInterface``) so that a handle is rout
 code-reading attention: one query (a decode step) → :func:`kvstats.models.code_attention.
 code_attention`; several (a prefill chunk) → a transient decode of the layer given to the
 model's own function, whose O(Q·L·d) work dwarfs the decode and whose output is then
-bit-identical to the decoded-copy path. Every other call goes, unchanged, to the function
+bit-identical to the model-attention path (``attention="model"``). Every other call goes, unchanged, to the function
 transformers would have called (the registered sdpa, or the model module's own
 ``eager_attention_forward``). Other attention implementations (flash, flex) are not
 wrapped: a handle reaching them raises a TypeError that says so.
@@ -44,7 +44,7 @@ class CodedKV:
         raise TypeError(
             f"QuantizedCache returned a handle on its codes (attribute {name!r} was asked for): attention "
             "is read from the codes by the wrapped 'sdpa'/'eager' attention functions only. Use a model "
-            "with attn_implementation 'eager' or 'sdpa', or QuantizedCache(..., keep_decoded=True).")
+            "with attn_implementation 'eager' or 'sdpa', or QuantizedCache(..., attention='model').")
 
 
 def _module_eager(module: torch.nn.Module) -> Callable:
@@ -62,8 +62,8 @@ def _wrap(previous: Callable | None) -> Callable:
         if isinstance(key, CodedKV) and query.shape[2] > 1:
             # A prefill chunk: its O(Q·L·d) attention dwarfs decoding the layer once, and
             # running the model's own function on the transient decode keeps the prefill
-            # bit-identical to the decoded-copy path (float rounding differences would
-            # flip codes on boundaries in later layers and change the run).
+            # bit-identical to attention='model' (float rounding differences would flip
+            # codes on boundaries in later layers and change the run).
             key, value = key.layer.dequantized()
         elif isinstance(key, CodedKV):
             dropout = kwargs.get("dropout", args[0] if args else 0.0)
@@ -73,7 +73,7 @@ def _wrap(previous: Callable | None) -> Callable:
             for name in ("sliding_window", "softcap", "s_aux"):
                 if kwargs.get(name) is not None:
                     raise ValueError(f"{name} is not supported by the code-reading attention; received "
-                                     f"{kwargs[name]!r} (use QuantizedCache(..., keep_decoded=True))")
+                                     f"{kwargs[name]!r} (use QuantizedCache(..., attention='model'))")
             scaling = kwargs.get("scaling")
             scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
             n_rep = query.shape[1] // key.layer.n_heads

@@ -7,30 +7,35 @@ keeps its residual). When the tail grows beyond that, its oldest tokens are code
 whole groups, with the layer's scheme, built once with a per-layer seed, so keys arriving
 in later chunks are coded with the same rotation and sketch as earlier ones.
 
-Two read paths:
+Two attention paths (``attention=``):
 
-- **Codes** (per-vector schemes that export, ``SchemeDef.gpu`` — KV, KQV, QKQV,
-  turboquant_mse/prod, K{a}V{b} — with their default Hadamard or no rotation): the layer
-  holds only the packed codes, norms and the tail, in torch buffers grown in place
-  (:class:`~kvstats.models.code_attention.GrowingBuffer`); new tokens are coded batched
-  over heads and tokens (one torch call per prefill block, one C call per decode step),
-  and a decode step's attention is computed from the codes by
-  :func:`~kvstats.models.code_attention.code_attention` (rotated query against centroids,
-  QJL term from the sign bits, output accumulated in the rotated space; compiled look-up
-  loops of :mod:`kvstats.models.lut_kernel` when a C compiler is available). ``update``
-  returns a :class:`~kvstats.models.attention_hook.CodedKV` handle that transformers'
-  ``"eager"``/``"sdpa"`` attention (wrapped on first use) routes there; a prefill chunk
-  (several queries) is decoded transiently and given to the model's own attention, so it
-  is bit-identical to the decoded-copy path. Each KV head has its
+- **Codes** (``"codes"``, the default for per-vector schemes that export,
+  ``SchemeDef.gpu`` — KV, KQV, QKQV, turboquant_mse/prod, K{a}V{b} — with their default
+  Hadamard or no rotation): the layer holds only the packed codes, norms and the tail, in
+  torch buffers grown in place (:class:`~kvstats.models.code_attention.GrowingBuffer`);
+  new tokens are coded batched over heads and tokens (one torch call per prefill block,
+  one C call per decode step), and a decode step's attention is computed from the codes
+  by :func:`~kvstats.models.code_attention.code_attention` (rotated query against
+  centroids, QJL term from the sign bits, output accumulated in the rotated space;
+  compiled look-up loops of :mod:`kvstats.models.lut_kernel` when a C compiler is
+  available). ``update`` returns a :class:`~kvstats.models.attention_hook.CodedKV` handle
+  that transformers' ``"eager"``/``"sdpa"`` attention (wrapped on first use) routes
+  there; a prefill chunk (several queries) is decoded transiently and given to the
+  model's own attention. ``keep_decoded=True`` adds a decoded copy of the looked-up
+  values (float32, rotated space) that the same loops read instead of the codes: the
+  same numbers (greedy outputs identical), the look-up's cost apart. Each KV head has its
   own scheme, seeded ``SeedSequence([seed, layer, head])`` (``per_head=False``: one per
   layer, ``SeedSequence([seed, layer])``).
-- **Decoded copy** (``keep_decoded=True``, or a scheme without a code-reading path: kivi,
-  qjl, identity, a Haar rotation): the layer also keeps the decoded keys and values and
-  ``update`` returns them, for any attention implementation. For exportable schemes the
-  codes are the same as on the codes path (greedy outputs agree); the copy is counted in
-  :meth:`QuantizedCache.memory_report` and labelled. The numpy-coded schemes use
-  ``SeedSequence([seed, layer])`` with one draw per KV head, as before;
-  ``keep_decoded=False`` decodes their codes on every read instead.
+- **Model** (``"model"``; the only path of schemes without a code-reading one: kivi, qjl,
+  identity, a Haar rotation): ``update`` returns decoded keys and values to the model's
+  own attention, any implementation, from a kept decoded copy (the default here) or
+  decoded on every read (``keep_decoded=False``). For exportable schemes the codes are
+  coded as on the codes path; attention differs from it by float32 rounding only, which
+  a quantized cache can amplify (a new key on a code boundary gets another code), so
+  greedy outputs may part after many steps. The numpy-coded schemes use
+  ``SeedSequence([seed, layer])`` with one draw per KV head, as before.
+
+Every copy is counted in :meth:`QuantizedCache.memory_report` and labelled.
 
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
@@ -98,7 +103,10 @@ class _CodesLayer(DynamicLayer):
         self.key_coder: SideCoder | None = None  # torch coders (code-reading schemes)
         self.value_coder: SideCoder | None = None
         self.store: dict[str, GrowingBuffer] = {}
-        self.decoded: dict[str, GrowingBuffer] = {}  # the decoded copy, when kept
+        # the decoded copy, when kept: {"k", "v"} (decoded K/V for the model's attention) or,
+        # read by the code-reading attention, the looked-up values under the store's names
+        # {"k_codes", "v_codes"[, "k_signs", "v_signs"]} (rotated/sketched space, float32)
+        self.decoded: dict[str, GrowingBuffer] = {}
 
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
@@ -124,7 +132,9 @@ class _CodesLayer(DynamicLayer):
         else:
             draws = (self.n_heads,) if independent else ()
             self.scheme = owner._make(dim, np.random.SeedSequence([owner.seed, self.layer_idx]), draws)
-        if owner.keep_decoded:
+        if owner.keep_decoded and owner.attention == "codes":
+            self.decoded = {n: GrowingBuffer() for n in self.store if n.endswith(("_codes", "_signs"))}
+        elif owner.keep_decoded:
             self.decoded = {"k": GrowingBuffer(), "v": GrowingBuffer()}
         self.is_initialized = True
 
@@ -148,21 +158,28 @@ class _CodesLayer(DynamicLayer):
 
     def _code(self, k: torch.Tensor, v: torch.Tensor) -> None:
         """Code a block of tokens (all heads at once) and keep what the mode keeps."""
-        if self.reads_codes and not self.decoded and k.shape[-2] <= 16 and self._kernel() is not None:
-            # a decode step: one C call per side, written straight into the buffers
-            kern = self._kernel()
-            for side, coder, x in (("k", self.key_coder, k), ("v", self.value_coder, v)):
+        if self.reads_codes:
+            n0 = self.n_coded
+            coders = (("k", self.key_coder, k), ("v", self.value_coder, v))
+            kern = self._kernel() if k.shape[-2] <= 16 else None
+            for side, coder, x in coders:
                 into = {n[2:]: b for n, b in self.store.items() if n.startswith(side + "_")}
-                kern.encode(coder, x.detach().to(torch.float32), into=into)
-        elif self.reads_codes:
-            kp = self.key_coder.encode(k.detach().to(torch.float32))
-            vp = self.value_coder.encode(v.detach().to(torch.float32))
-            for side, parts in (("k", kp), ("v", vp)):
-                for name, t in parts.items():
-                    self.store[f"{side}_{name}"].append(t)
-            if self.decoded:
-                self.decoded["k"].append(self.key_coder.decode(kp).to(self.keys.dtype))
-                self.decoded["v"].append(self.value_coder.decode(vp).to(self.values.dtype))
+                if kern is not None:  # a decode step: one C call per side, straight into the buffers
+                    kern.encode(coder, x.detach().to(torch.float32), into=into)
+                else:
+                    for name, t in coder.encode(x.detach().to(torch.float32), fused=False).items():
+                        into[name].append(t)
+            # the decoded copy, when kept, from the stored codes of the new tokens (both
+            # attention paths then read the same codes)
+            new = {n: b.view()[:, :, n0:] for n, b in self.store.items()}
+            for name, buf in self.decoded.items():
+                if name in ("k", "v"):
+                    coder, side = (self.key_coder, self.keys) if name == "k" else (self.value_coder, self.values)
+                    parts = {n[2:]: t for n, t in new.items() if n.startswith(name + "_")}
+                    buf.append(coder.decode(parts).to(side.dtype))
+                else:
+                    coder = self.key_coder if name.startswith("k") else self.value_coder
+                    buf.append(coder.signs_of(new[name]) if name.endswith("_signs") else coder.centroids_of(new[name]))
         else:
             codes = self.scheme.quantize(k.detach().to("cpu", torch.float32).numpy(),
                                          v.detach().to("cpu", torch.float32).numpy())
@@ -188,7 +205,7 @@ class _CodesLayer(DynamicLayer):
         # clone: the tail is a few tokens; a view would keep the whole chunk's storage alive
         self.keys = tail_k[..., n_code:, :].clone()
         self.values = tail_v[..., n_code:, :].clone()
-        if self.reads_codes and not self.decoded:
+        if self.owner.attention == "codes":
             handle = CodedKV(self)
             return handle, handle
         return self.dequantized()
@@ -198,7 +215,7 @@ class _CodesLayer(DynamicLayer):
         then the tail (the decoded copy when kept, else decoded now)."""
         if not self.is_initialized:
             raise ValueError("the layer is empty: nothing has been cached yet")
-        if self.decoded:
+        if "k" in self.decoded:
             parts_k = [self.decoded["k"].view()] if self.n_coded else []
             parts_v = [self.decoded["v"].view()] if self.n_coded else []
         elif self.reads_codes:
@@ -293,11 +310,23 @@ class QuantizedCache(Cache):
         Independent rotation/sketch per KV head (default) or one shared by the heads of
         a layer.
     keep_decoded : bool or None
-        Keep a decoded copy of the coded tokens and hand it to attention (any attention
-        implementation; more memory, labelled in :meth:`memory_report`). None (default):
-        False for schemes with a code-reading path (attention reads the codes), True for
-        the others (kivi, qjl, identity, Haar rotations), whose decoded copy is their read
-        path; False there decodes every chunk on every read instead.
+        Keep a decoded copy of the coded tokens (more memory, labelled in
+        :meth:`memory_report`). With ``attention="codes"`` the copy holds the looked-up
+        values (centroids, sign values; rotated space, float32) and the code-reading
+        attention reads it instead of the codes — the same numbers, so greedy outputs are
+        identical: the speed comparison of looking codes up against reading floats. With
+        ``attention="model"`` it holds the decoded keys and values given to the model's
+        attention. None (default): False with ``attention="codes"``, True with "model"
+        (False there decodes every chunk on every read instead).
+    attention : {"codes", "model"} or None
+        Who computes decode-step attention: ``"codes"`` (default for the schemes with a
+        code-reading path) — :func:`~kvstats.models.code_attention.code_attention`, through
+        the wrapped eager/sdpa functions; ``"model"`` (the only choice for kivi, qjl,
+        identity, Haar rotations) — ``update`` returns decoded tensors to the model's own
+        attention, any implementation (flash, sliding windows, soft-capping). The two
+        agree to float32 rounding; a quantized cache can amplify such a difference (a new
+        key's coordinate on a code boundary gets another code), so their greedy outputs
+        may part after many steps (docs/benchmarks.md).
     **scheme_params
         Passed to :func:`kvstats.make_scheme` (e.g. ``rotation="haar"``,
         ``group_size=32``). For ``kivi`` the scheme's own ``residual`` is 0: the cache's
@@ -307,6 +336,8 @@ class QuantizedCache(Cache):
     ----------
     reads_codes : bool
         Whether the scheme has the code-reading path (per-vector and exportable).
+    attention : str
+        ``"codes"`` or ``"model"`` (resolved).
 
     Examples
     --------
@@ -323,7 +354,8 @@ class QuantizedCache(Cache):
     """
 
     def __init__(self, scheme_name: str, bits=None, seed: int = 0, window: int = 0, *,
-                 per_head: bool = True, keep_decoded: bool | None = None, **scheme_params):
+                 per_head: bool = True, keep_decoded: bool | None = None, attention: str | None = None,
+                 **scheme_params):
         from kvstats.quant.schemes import make_scheme
 
         self.scheme_name, self.bits = scheme_name, bits
@@ -348,8 +380,17 @@ class QuantizedCache(Cache):
         # Fail now, not inside a forward pass: unknown names, bad bits or parameters.
         probe = make_scheme(scheme_name, bits, 64, seed=0, **params)
         self.reads_codes = sdef.gpu and self.token_group == 1 and _exports(probe)
-        self.keep_decoded = (not self.reads_codes) if keep_decoded is None else keep_decoded
-        if self.reads_codes and not self.keep_decoded:
+        if attention is None:
+            attention = "codes" if self.reads_codes else "model"
+        if attention not in ("codes", "model"):
+            raise ValueError(f"attention must be None, 'codes' or 'model'; received {attention!r}")
+        if attention == "codes" and not self.reads_codes:
+            raise ValueError(f"attention='codes' needs a per-vector scheme that exports (KV, KQV, QKQV, "
+                             f"turboquant_mse/prod, K{{a}}V{{b}}, Hadamard or no rotation); received "
+                             f"{scheme_name!r} with {params}: use attention='model'")
+        self.attention = attention
+        self.keep_decoded = (attention == "model") if keep_decoded is None else keep_decoded
+        if attention == "codes":
             install()
         super().__init__(layer_class_to_replicate=self._new_layer)
 
@@ -405,7 +446,8 @@ class QuantizedCache(Cache):
     def memory_report(self) -> dict:
         """Every byte the cache holds, by kind, and per token.
 
-        Keys: ``attention`` ("codes", "decoded copy" or "decoded on read");
+        Keys: ``attention`` (what attention reads: "codes", "decoded copy" or "decoded on
+        read"), ``attention_fn`` ("codes": the code-reading attention; "model": the model's);
         ``stored_bytes`` (= ``nbytes``: codes of the coded tokens + the tail),
         ``code_bytes``, ``tail_bytes``, ``decoded_copy_bytes``, ``held_bytes`` (everything
         that grows with the sequence, including unused buffer capacity and the decoded
@@ -419,9 +461,9 @@ class QuantizedCache(Cache):
         layers = self._live()
         stored, held = self.nbytes(), self.held_nbytes()
         fp16 = self.fp16_bytes_per_token()
-        mode = ("decoded copy" if self.keep_decoded else "codes" if self.reads_codes else "decoded on read")
+        mode = ("decoded copy" if self.keep_decoded else "codes" if self.attention == "codes" else "decoded on read")
         return {"scheme": self.scheme_name, "bits": self.bits, "window": self.window,
-                "seq_length": self.get_seq_length(), "attention": mode,
+                "seq_length": self.get_seq_length(), "attention": mode, "attention_fn": self.attention,
                 "nbytes": stored, "stored_bytes": stored,
                 "code_bytes": sum(lay.code_nbytes() for lay in layers),
                 "tail_bytes": sum(lay.tail_nbytes() for lay in layers),

@@ -11,7 +11,9 @@ With ``k = ‖k‖·Rᵀĉ (+ c·‖r‖·Sᵀσ)``:
 - output ``Σ p_n v_n = Rᵀ(Σ p_n ‖v_n‖ ĉ_n) + c·Sᵀ(Σ p_n ‖r_n‖ σ_n)``: accumulated in the
   rotated (sketched) space and mapped back once per step.
 
-Nothing decoded is kept. The look-ups run in the compiled loops of
+Nothing decoded is kept (unless the cache is asked for a decoded copy: then the same
+loops read the copy's float values instead of looking the codes up — the same numbers,
+the look-up's cost apart). The look-ups run in the compiled loops of
 :mod:`kvstats.models.lut_kernel` (each token's codes decoded into an L1 buffer and used at
 once) when a C compiler is available, else as torch gathers (``index_select``; centroids
 of one layer's tokens as a transient). :class:`SideCoder` also *encodes*, batched over
@@ -310,7 +312,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     query : ``(B, Hq, Q, d)``
         Post-RoPE queries; head ``h·n_rep + g`` attends to KV head ``h`` (``repeat_kv``).
     layer : the cache layer (``key_coder``, ``value_coder``, ``store``, ``n_coded``,
-        ``keys``/``values`` tail of the model's dtype).
+        ``keys``/``values`` tail of the model's dtype, ``decoded``: a copy of the looked-up
+        values under the store's names ``k_codes``/``k_signs``/``v_codes``/``v_signs``,
+        read instead of the codes when present, or empty).
     attention_mask : ``(B, 1, Q, L)`` bool (True = attend) or additive float, or None
         (causal: query i is at position ``L − Q + i``).
     scaling : float
@@ -343,36 +347,45 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     qf = query.to(torch.float32).reshape(B, H, GQ, d) * scaling
     N, st = layer.n_coded, layer.store
     T = layer.keys.shape[-2]
+    # the decoded copy of the looked-up values, when the layer keeps one (keep_decoded=True):
+    # read in place of the codes by the same arithmetic, hence the same numbers
+    copy = layer.decoded if "k_codes" in layer.decoded else {}
 
-    def lookup_scores(qx, coder, codes, scale, signs):
+    def flat(buf):
+        return None if buf is None else buf.buf.view(B * H, *buf.buf.shape[2:])
+
+    def values(coder, name, signs):
+        if name in copy:
+            return copy[name].view()
+        return coder.signs_of(st[name].view()) if signs else coder.centroids_of(st[name].view())
+
+    def lookup_scores(qx, coder, name, scale, signs):
         if kern is not None:
-            buf, sbuf = codes.buf, scale.buf
             table = coder.sign_values if signs else coder.centroids
-            out = kern.scores(qx.reshape(B * H, GQ, -1), buf.view(B * H, *buf.shape[2:]), N,
-                              sbuf.view(B * H, sbuf.shape[2]), table, 1 if signs else coder.bits,
-                              coder.sign_table if signs else coder.table)
+            out = kern.scores(qx.reshape(B * H, GQ, -1), flat(st[name]), N,
+                              scale.buf.view(B * H, scale.buf.shape[2]), table, 1 if signs else coder.bits,
+                              coder.sign_table if signs else coder.table, dense=flat(copy.get(name)))
             return out.view(B, H, GQ, N)
-        vals = coder.signs_of(codes.view()) if signs else coder.centroids_of(codes.view())
+        vals = values(coder, name, signs)
         return torch.matmul(qx, vals.transpose(-1, -2)) * scale.view().to(torch.float32)[:, :, None, :]
 
-    def lookup_sum(p, coder, codes, scale, mult, signs):
+    def lookup_sum(p, coder, name, scale, mult, signs):
         if kern is not None:
-            buf, sbuf = codes.buf, scale.buf
             width = coder.m if signs else coder.dim_padded
             table = coder.sign_values if signs else coder.centroids
-            out = kern.accumulate(p.reshape(B * H, GQ, N), buf.view(B * H, *buf.shape[2:]),
-                                  sbuf.view(B * H, sbuf.shape[2]), mult, table, 1 if signs else coder.bits, width,
-                                  coder.sign_table if signs else coder.table)
+            out = kern.accumulate(p.reshape(B * H, GQ, N), flat(st[name]), scale.buf.view(B * H, scale.buf.shape[2]),
+                                  mult, table, 1 if signs else coder.bits, width,
+                                  coder.sign_table if signs else coder.table, dense=flat(copy.get(name)))
             return out.view(B, H, GQ, width)
         w = p * (mult * scale.view().to(torch.float32))[:, :, None, :]
-        return torch.matmul(w, coder.signs_of(codes.view()) if signs else coder.centroids_of(codes.view()))
+        return torch.matmul(w, values(coder, name, signs))
 
     parts = []
     if N:
         kc = layer.key_coder
-        s = lookup_scores(kc.rotate(qf), kc, st["k_codes"], st["k_norms"], False)
+        s = lookup_scores(kc.rotate(qf), kc, "k_codes", st["k_norms"], False)
         if kc.coder == "prod":
-            s = s + lookup_scores(torch.matmul(qf, kc.sketch_t) * kc.scale, kc, st["k_signs"], st["k_rnorms"], True)
+            s = s + lookup_scores(torch.matmul(qf, kc.sketch_t) * kc.scale, kc, "k_signs", st["k_rnorms"], True)
         parts.append(s)
     if T:
         parts.append(torch.matmul(qf, layer.keys.to(torch.float32).transpose(-1, -2)))
@@ -393,9 +406,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     if N:
         vc = layer.value_coder
         pc = p[..., :N] if T else p
-        out = vc.unrotate(lookup_sum(pc, vc, st["v_codes"], st["v_norms"], 1.0, False))
+        out = vc.unrotate(lookup_sum(pc, vc, "v_codes", st["v_norms"], 1.0, False))
         if vc.coder == "prod":
-            out = out + torch.matmul(lookup_sum(pc, vc, st["v_signs"], st["v_rnorms"], vc.scale, True), vc.sketch)
+            out = out + torch.matmul(lookup_sum(pc, vc, "v_signs", st["v_rnorms"], vc.scale, True), vc.sketch)
     if T:
         tail = torch.matmul(p[..., N:], layer.values.to(torch.float32))
         out = tail if out is None else out + tail

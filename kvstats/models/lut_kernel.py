@@ -11,7 +11,9 @@ kernels do on a GPU:
 
 Sign bits are 1-bit codes with the table ``[-1, +1]``. Packed codes use the layout of
 :func:`kvstats.models.code_attention._pack` (eight codes per little-endian word of
-``bits`` bytes). A third loop codes a decode step's tokens (TurboQuant-mse/prod with
+``bits`` bytes). Both loops can read a decoded copy of those values instead of the codes
+(``dense``; the cache's ``keep_decoded=True`` mode): the same arithmetic on the same
+numbers, so the two give bit-identical attention. A third loop codes a decode step's tokens (TurboQuant-mse/prod with
 float16 norms, rounded as torch rounds) straight into the cache's buffers. The C source is
 compiled once per machine and CPU with the system C compiler (``cc -O3 -march=native``,
 reassociation allowed so the dot products vectorise; under a second) into the kvstats
@@ -181,11 +183,22 @@ static inline void unpack(const uint8_t *p, int n, int bits, const float *table,
     }
 }
 
-/* q (BH, G, D) contiguous; codes: token t of bh at codes + bh*cs0 + t*cs1; scale: float16
-   at scale + bh*ss0 + t; out (BH, G, n) contiguous. */
+/* The values of token t of row bh into c: looked up from its packed codes, or (dense, a
+   decoded copy of those values) copied from row bh*ds0 + t*ds1 -- either way the arithmetic
+   that follows is the same code on the same numbers, so both sources give identical sums. */
+static inline void token_values(const uint8_t *codes, const float *dense, int bh, int t, int D, int bits,
+                                const float *table, const float *bytetab, long cs0, long cs1, long ds0,
+                                long ds1, float *c) {
+    if (dense) memcpy(c, dense + bh * ds0 + (long)t * ds1, sizeof(float) * D);
+    else unpack(codes + bh * cs0 + (long)t * cs1, D, bits, table, bytetab, c);
+}
+
+/* q (BH, G, D) contiguous; codes: token t of bh at codes + bh*cs0 + t*cs1 (or dense float
+   values at dense + bh*ds0 + t*ds1 when dense is not NULL); scale: float16 at
+   scale + bh*ss0 + t; out (BH, G, n) contiguous. */
 int lut_scores(const float *q, const uint8_t *codes, const uint16_t *scale, const float *table,
                const float *bytetab, float *out, int BH, int G, int D, int n, int bits, long cs0, long cs1,
-               long ss0) {
+               long ss0, const float *dense, long ds0, long ds1) {
     if (D > MAXD) return 1;
     /* eight tokens at a time, their values transposed (ct[j][tt]): the dot products then
        vectorise across tokens, with no horizontal sum per token */
@@ -198,7 +211,7 @@ int lut_scores(const float *q, const uint8_t *codes, const uint16_t *scale, cons
             float s[8];
             for (int tt = 0; tt < 8; ++tt) {
                 if (tt < nt) {
-                    unpack(codes + bh * cs0 + (long)(t0 + tt) * cs1, D, bits, table, bytetab, c);
+                    token_values(codes, dense, bh, t0 + tt, D, bits, table, bytetab, cs0, cs1, ds0, ds1, c);
                     s[tt] = h2f(scale[(long)bh * ss0 + t0 + tt]);
                 } else {
                     memset(c, 0, sizeof(float) * D);
@@ -221,10 +234,10 @@ int lut_scores(const float *q, const uint8_t *codes, const uint16_t *scale, cons
 }
 
 /* w (BH, G, n) contiguous, weighted by mult * scale (float16, as in lut_scores);
-   acc (BH, G, D) contiguous, overwritten. */
+   acc (BH, G, D) contiguous, overwritten; codes or dense as in lut_scores. */
 int lut_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, float mult, const float *table,
                    const float *bytetab, float *acc, int BH, int G, int D, int n, int bits, long cs0,
-                   long cs1, long ss0) {
+                   long cs1, long ss0, const float *dense, long ds0, long ds1) {
     if (D > MAXD) return 1;
     float c[MAXD + 8];
     memset(acc, 0, sizeof(float) * (size_t)BH * G * D);
@@ -232,7 +245,7 @@ int lut_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, 
         const float *wb = w + (long)bh * G * n;
         float *ab = acc + (long)bh * G * D;
         for (int t = 0; t < n; ++t) {
-            unpack(codes + bh * cs0 + t * cs1, D, bits, table, bytetab, c);
+            token_values(codes, dense, bh, t, D, bits, table, bytetab, cs0, cs1, ds0, ds1, c);
             const float s = mult * h2f(scale[(long)bh * ss0 + t]);
             for (int g = 0; g < G; ++g) {
                 const float wt = wb[(long)g * n + t] * s;
@@ -256,12 +269,11 @@ class LUTKernel:
     def __init__(self, lib: ctypes.CDLL):
         self._lib = lib
         p, i, l = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
-        lib.lut_scores.argtypes = [p, p, p, p, p, p, i, i, i, i, i, l, l, l]
-        lib.lut_accumulate.argtypes = [p, p, p, ctypes.c_float, p, p, p, i, i, i, i, i, l, l, l]
+        lib.lut_scores.argtypes = [p, p, p, p, p, p, i, i, i, i, i, l, l, l, p, l, l]
+        lib.lut_accumulate.argtypes = [p, p, p, ctypes.c_float, p, p, p, i, i, i, i, i, l, l, l, p, l, l]
         lib.encode.argtypes = [p, p, p, p, p, p, i, i, i, i, i, i, i, i, p, p, p, p, l]
         lib.lut_scores.restype = lib.lut_accumulate.restype = lib.encode.restype = ctypes.c_int
         self._tables: dict = {}
-        lib.lut_scores.restype = lib.lut_accumulate.restype = ctypes.c_int
 
     def _byte_table(self, table: torch.Tensor, bits: int, given: torch.Tensor | None = None) -> int | None:
         """Pointer to the per-byte value table of ``table`` (bits dividing 8), kept alive here."""
@@ -294,36 +306,53 @@ class LUTKernel:
                              f"{scale.dtype} {tuple(scale.shape)}")
         return scale, scale.stride(0)
 
+    @staticmethod
+    def _dense(dense: torch.Tensor | None, n: int, width: int) -> tuple[int | None, int, int]:
+        """(pointer, stride0, stride1) of a decoded copy ``(BH, >= n, width)`` float32, or NULL."""
+        if dense is None:
+            return None, 0, 0
+        if dense.dtype != torch.float32 or dense.stride(-1) != 1 or dense.shape[-1] != width or \
+                dense.shape[-2] < n:
+            raise ValueError(f"dense must be float32 (BH, >= {n}, {width}) with a contiguous last axis; "
+                             f"received {dense.dtype} {tuple(dense.shape)}")
+        return dense.data_ptr(), dense.stride(0), dense.stride(1)
+
     def scores(self, q: torch.Tensor, codes: torch.Tensor, n: int, scale: torch.Tensor,
-               table: torch.Tensor, bits: int, bytetab: torch.Tensor | None = None) -> torch.Tensor:
+               table: torch.Tensor, bits: int, bytetab: torch.Tensor | None = None,
+               dense: torch.Tensor | None = None) -> torch.Tensor:
         """``(BH, G, n)``: ``scale[bh, t] · q[bh, g] · table[codes of token t]`` for the
         first ``n`` tokens of ``codes`` ``(BH, capacity, nbytes)`` and float16 ``scale``
         ``(BH, capacity)``. ``bytetab``: the ``(256, 8 // bits)`` values per byte (made
-        from ``table`` when not given)."""
+        from ``table`` when not given). ``dense``: a decoded copy of the looked-up values
+        ``(BH, capacity, D)`` float32, read instead of ``codes`` by the same loop (so the
+        same values give bit-identical scores)."""
         BH, G, D = q.shape
         q, table = q.contiguous(), table.contiguous()
         codes, s0, s1 = self._codes(codes, D, bits)
         scale, ss0 = self._half(scale, n)
+        dptr, d0, d1 = self._dense(dense, n, D)
         out = torch.empty(BH, G, n, dtype=torch.float32)
         err = self._lib.lut_scores(q.data_ptr(), codes.data_ptr(), scale.data_ptr(), table.data_ptr(),
                                    self._byte_table(table, bits, bytetab), out.data_ptr(), BH, G, D, n, bits,
-                                   s0, s1, ss0)
+                                   s0, s1, ss0, dptr, d0, d1)
         if err:
             raise ValueError(f"codes per token must be <= 4096; received {D}")
         return out
 
     def accumulate(self, w: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, mult: float,
-                   table: torch.Tensor, bits: int, n_codes: int, bytetab: torch.Tensor | None = None
-                   ) -> torch.Tensor:
-        """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``."""
+                   table: torch.Tensor, bits: int, n_codes: int, bytetab: torch.Tensor | None = None,
+                   dense: torch.Tensor | None = None) -> torch.Tensor:
+        """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``
+        (``dense``: as in :meth:`scores`)."""
         BH, G, n = w.shape
         w, table = w.contiguous(), table.contiguous()
         codes, s0, s1 = self._codes(codes, n_codes, bits)
         scale, ss0 = self._half(scale, n)
+        dptr, d0, d1 = self._dense(dense, n, n_codes)
         acc = torch.empty(BH, G, n_codes, dtype=torch.float32)
         err = self._lib.lut_accumulate(w.data_ptr(), codes.data_ptr(), scale.data_ptr(), float(mult),
                                        table.data_ptr(), self._byte_table(table, bits, bytetab), acc.data_ptr(),
-                                       BH, G, n_codes, n, bits, s0, s1, ss0)
+                                       BH, G, n_codes, n, bits, s0, s1, ss0, dptr, d0, d1)
         if err:
             raise ValueError(f"codes per token must be <= 4096; received {n_codes}")
         return acc

@@ -42,22 +42,46 @@ def test_chunks_are_coded_with_the_same_randomness(name, bits):
 
 @pytest.mark.parametrize("name,bits", [("KQV", 3), ("kivi", 2)])
 def test_keep_decoded_copy_does_not_change_results(name, bits):
-    # The decoded copy holds exactly what decoding the stored codes gives (codes path:
-    # the same torch codes; numpy-coded schemes: the same numpy codes).
+    # attention="model": the decoded copy handed to the model's attention holds exactly
+    # what decoding the stored codes gives (codes path: the same torch codes; numpy-coded
+    # schemes: the same numpy codes).
     k, v = _kv(70)
-    a = QuantizedCache(name, bits, seed=1, keep_decoded=True)
-    b = QuantizedCache(name, bits, seed=1, keep_decoded=False)
+    a = QuantizedCache(name, bits, seed=1, keep_decoded=True, attention="model")
+    b = QuantizedCache(name, bits, seed=1, keep_decoded=False, attention="model")
     for sl in (slice(0, 40), slice(40, 41), slice(41, 70)):
         Ka, Va = a.update(k[:, :, sl], v[:, :, sl], layer_idx=0)
-        b.update(k[:, :, sl], v[:, :, sl], layer_idx=0)
-    Kb, Vb = b.layers[0].dequantized()
+        Kb, Vb = b.update(k[:, :, sl], v[:, :, sl], layer_idx=0)
     # same codes; the copy was decoded chunk by chunk, b in one call (BLAS rounding)
     torch.testing.assert_close(Ka, Kb, rtol=5e-7, atol=1e-6)
     torch.testing.assert_close(Va, Vb, rtol=5e-7, atol=1e-6)
     ra, rb = a.memory_report(), b.memory_report()
     copy = 2 * 4 * a.layers[0].n_coded * 3 * 64  # float32 K and V of the coded tokens
     assert ra["attention"] == "decoded copy" and copy <= ra["decoded_copy_bytes"] <= 1.5 * copy
+    assert rb["attention"] == "decoded on read" and ra["attention_fn"] == rb["attention_fn"] == "model"
     assert ra["stored_bytes"] == rb["stored_bytes"] and rb["decoded_copy_bytes"] == 0
+
+
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("QKQV", 3), ("K4V2", None)])
+def test_the_code_reading_copy_holds_the_looked_up_values(name, bits):
+    # attention="codes" with keep_decoded=True: the copy holds, under the store's names,
+    # exactly the centroid / sign values of the stored codes (rotated space), token for
+    # token, over a prefill and decode steps; the codes are those of the copy-less cache.
+    k, v = _kv(40)
+    a = QuantizedCache(name, bits, seed=3, keep_decoded=True)
+    b = QuantizedCache(name, bits, seed=3)
+    for c in (a, b):
+        c.update(k[:, :, :30], v[:, :, :30], layer_idx=0)
+        for t in range(30, 40):
+            c.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    la, lb = a.layers[0], b.layers[0]
+    assert a.attention == "codes" and set(la.decoded) == {n for n in la.store if n.endswith(("codes", "signs"))}
+    for name_, buf in la.decoded.items():
+        coder = la.key_coder if name_.startswith("k") else la.value_coder
+        codes = la.store[name_].view()
+        want = coder.signs_of(codes) if name_.endswith("signs") else coder.centroids_of(codes)
+        assert torch.equal(buf.view(), want)
+        assert torch.equal(codes, lb.store[name_].view())
+    assert a.memory_report()["attention"] == "decoded copy" and a.memory_report()["attention_fn"] == "codes"
 
 
 def test_full_precision_window():
@@ -112,6 +136,10 @@ def test_bad_input():
         QuantizedCache("KV", 4, window=-1)
     with pytest.raises(ValueError, match="the cache is empty"):
         QuantizedCache("KV", 4).bytes_per_token()
+    with pytest.raises(ValueError, match="attention must be None, 'codes' or 'model'; received 'flash'"):
+        QuantizedCache("KV", 4, attention="flash")
+    with pytest.raises(ValueError, match="attention='codes' needs a per-vector scheme.*'kivi'"):
+        QuantizedCache("kivi", 4, attention="codes")
     cache = QuantizedCache("KV", 4)
     cache.update(*_kv(3), layer_idx=0)
     with pytest.raises(NotImplementedError, match="cannot be cropped"):
@@ -148,14 +176,15 @@ def _walk(obj, seen) -> int:
     return 0
 
 
-@pytest.mark.parametrize("name,bits,window,keep", [("KQV", 4, 0, None), ("KQV", 4, 5, None),
-                                                   ("QKQV", 3, 0, True), ("K4V2", None, 2, None),
-                                                   ("kivi", 2, 4, None), ("kivi", 2, 0, False)])
-def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, keep):
+@pytest.mark.parametrize("name,bits,window,keep,attn", [
+    ("KQV", 4, 0, None, None), ("KQV", 4, 5, None, None), ("QKQV", 3, 0, True, None),
+    ("QKQV", 3, 0, True, "model"), ("KQV", 4, 2, False, "model"), ("K4V2", None, 2, None, None),
+    ("kivi", 2, 4, None, None), ("kivi", 2, 0, False, None)])
+def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, keep, attn):
     # A prefill (whose chunk would stay alive through a view of the tail), then decode
     # steps; every tensor/array the layers reference is walked, views by their storage.
     k, v = _kv(75)
-    cache = QuantizedCache(name, bits, seed=0, window=window, keep_decoded=keep)
+    cache = QuantizedCache(name, bits, seed=0, window=window, keep_decoded=keep, attention=attn)
     for layer_idx in range(2):
         cache.update(k[:, :, :70], v[:, :, :70], layer_idx=layer_idx)
         for t in range(70, 75):
@@ -164,7 +193,7 @@ def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, kee
     assert _walk(cache.layers, set()) == rep["held_bytes"] + rep["fixed_bytes"]
     assert rep["stored_bytes"] == rep["code_bytes"] + rep["tail_bytes"]
     assert rep["tail_bytes"] == 2 * 2 * 4 * 3 * 64 * (cache.layers[0].keys.shape[-2])
-    if cache.reads_codes and not cache.keep_decoded:
+    if cache.reads_codes and not cache.keep_decoded:  # both attention paths hold only codes + tail
         # unused capacity: the first chunk is allocated exactly, growth adds 16 tokens
         assert rep["held_bytes"] - rep["stored_bytes"] <= rep["code_bytes"] * 16 / cache.layers[0].n_coded
         assert rep["decoded_copy_bytes"] == 0

@@ -122,25 +122,64 @@ def _tiny_llama(attn="eager", seed=0):
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("name,bits,window", [("KQV", 4, 0), ("QKQV", 3, 2), ("K4V2", None, 0)])
 def test_greedy_generation_reads_codes_and_matches_the_decoded_copy(attn, name, bits, window):
+    # Codes vs the decoded copy of the looked-up values (keep_decoded=True): the same
+    # arithmetic on the same numbers, so the same logits bit for bit at every step. Codes
+    # vs the model's own attention over decoded K/V (attention="model"): equal to float32
+    # rounding (on this tiny model, no code flips: the same tokens).
     model = _tiny_llama(attn)
     prompt = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(3))
 
-    def run(keep):
-        cache = QuantizedCache(name, bits, seed=1, window=window, keep_decoded=keep)
+    def run(**kw):
+        cache = QuantizedCache(name, bits, seed=1, window=window, **kw)
         with torch.inference_mode():
             out = model.generate(prompt, attention_mask=torch.ones_like(prompt), cache=cache,
                                  max_new_tokens=12, do_sample=False, pad_token_id=0,
                                  output_scores=True, return_dict_in_generate=True)
         return out, cache
 
-    codes, c1 = run(None)
-    copy, c2 = run(True)
-    assert c1.memory_report()["attention"] == "codes" and c2.memory_report()["attention"] == "decoded copy"
-    assert c1.memory_report()["decoded_copy_bytes"] == 0 < c2.memory_report()["decoded_copy_bytes"]
+    codes, c1 = run()
+    copy, c2 = run(keep_decoded=True)
+    model_attn, c3 = run(attention="model")
+    r1, r2, r3 = c1.memory_report(), c2.memory_report(), c3.memory_report()
+    assert (r1["attention"], r2["attention"], r3["attention"]) == ("codes", "decoded copy", "decoded copy")
+    assert (r1["attention_fn"], r2["attention_fn"], r3["attention_fn"]) == ("codes", "codes", "model")
+    assert r1["decoded_copy_bytes"] == 0 < r2["decoded_copy_bytes"]
     assert torch.equal(codes.sequences, copy.sequences)
-    for a, b in zip(codes.scores, copy.scores):
+    assert all(torch.equal(a, b) for a, b in zip(codes.scores, copy.scores))
+    assert torch.equal(codes.sequences, model_attn.sequences)
+    for a, b in zip(codes.scores, model_attn.scores):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-4)
     assert c1.get_seq_length() == codes.sequences.shape[1] - 1
+
+
+@pytest.mark.parametrize("name,bits,params", READING)
+def test_reading_the_decoded_copy_is_bit_identical_to_reading_the_codes(name, bits, params):
+    # For every reading scheme, through the compiled loops and the torch gathers: attention
+    # over the kept copy of the looked-up values equals attention over the codes exactly
+    # (GQA, batch 2, a window, decode steps). Then the copy is changed: the output moves,
+    # so the copy really is what is read.
+    from kvstats.models.lut_kernel import kernel
+
+    k, v, q = _kv(2, 3, 26, 64, seed=8)
+    a = QuantizedCache(name, bits, seed=4, window=2, **params)
+    b = QuantizedCache(name, bits, seed=4, window=2, keep_decoded=True, **params)
+    for c in (a, b):
+        c.update(k[:, :, :20], v[:, :, :20], layer_idx=0)
+        for t in range(20, 26):
+            c.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    la, lb = a.layers[0], b.layers[0]
+    paths = [False] + ([None] if kernel() is not None else [])
+    for fused in paths:
+        for Q in (1, 2):
+            x = code_attention(q[:, :, -Q:], la, None, 0.125, 2, fused=fused)
+            y = code_attention(q[:, :, -Q:], lb, None, 0.125, 2, fused=fused)
+            assert torch.equal(x, y), (fused, Q, (x - y).abs().max())
+    for name_, buf in lb.decoded.items():
+        buf.view()[:, :, 3] *= 1.5
+    for fused in paths:
+        x = code_attention(q[:, :, -1:], la, None, 0.125, 2, fused=fused)
+        y = code_attention(q[:, :, -1:], lb, None, 0.125, 2, fused=fused)
+        assert (x - y).abs().max() > 1e-4
 
 
 def test_plain_attention_is_unchanged_by_the_wrapper():
@@ -172,7 +211,7 @@ def test_plain_attention_is_unchanged_by_the_wrapper():
 def test_a_handle_outside_the_wrapped_attention_explains_itself():
     cache = QuantizedCache("KQV", 3)
     handle, _ = cache.update(*_kv(1, 3, 4, 64, seed=0)[:2], layer_idx=0)
-    with pytest.raises(TypeError, match="keep_decoded=True"):
+    with pytest.raises(TypeError, match="attention='model'"):
         handle.shape
     model = _tiny_llama("eager")
     with torch.inference_mode():
