@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib
 
@@ -26,7 +26,7 @@ from kvstats.analysis.intervals import tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
 
-__all__ = ["plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_crossover",
+__all__ = ["SHANNON_PHI_NOTE", "plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_crossover",
            "plot_lowrank_vs_heavytail", "scheme_palette", "save_figure", "select_case"]
 
 _PLACES = {"k": "keys K", "v": "values V", "t": "attention output T"}
@@ -69,17 +69,40 @@ def _style() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
 
 
+#: What the Shannon–φ plane shows, said once (figure captions, docs/report.md).
+SHANNON_PHI_NOTE = (
+    "Each point is a scheme at one budget n: y is the mean over trials of the SNR of the "
+    "reconstruction (dB; higher means a smaller error relative to the signal, the scale "
+    "of the error), x the mean angle φ between each vector and its reconstruction "
+    "(radians, log scale; lower means the direction is kept, which is what attention "
+    "scores read). Up-left is better on both counts. A scheme's points, joined in the "
+    "order of n, form its trajectory; crosses are 95% intervals of the two means "
+    "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
+    "individual trials. Dashed lines (keys and values): Shannon's rate–distortion limit "
+    "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
+    "Gaussian source of the case's covariance; no scheme's energy-pooled SNR lies above "
+    "it on Gaussian data (the y axis here is the mean of per-vector dB, which can sit "
+    "slightly above the pooled SNR). The attention output T has no such line: it is not "
+    "coded, its error mixes the key and value errors through the softmax.")
+
+
 def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str | None = None,
                      params: str | None = None, dim: int | None = None, n_keys: int | None = None,
                      budgets: Sequence[float] | None = None, schemes: Sequence[str] | None = None,
                      palette: dict[str, Any] | None = None, max_points: int = 400,
-                     seed: int = 0) -> "matplotlib.figure.Figure":
-    """The Shannon–φ plane: SNR (dB) against direction error φ (rad), one cloud per scheme.
+                     seed: int = 0, bounds: Mapping[float, float] | None = None,
+                     bound_note: str | None = None, clouds: bool = True) -> "matplotlib.figure.Figure":
+    """The Shannon–φ plane of one case: each scheme a trajectory over budgets, the limit beside it.
 
-    One point per trial (the trial's mean per-key SNR and φ, or the attention output's),
-    one panel per budget, for a single case (select it with ``distribution``, ``params``,
-    ``dim``, ``n_keys`` when the frame holds several). Up is a better scale, left a
-    better direction.
+    One axes for a single case (select it with ``distribution``, ``params``, ``dim``,
+    ``n_keys`` when the frame holds several): y is the mean over trials of the SNR
+    (``snr_<place>``, dB), x the mean direction error φ (``phi_<place>``, radians, log
+    scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
+    better. Each scheme's means at its budgets are joined in budget order and labelled
+    with n; 95% normal-approximation intervals of both means are drawn as crosses; the
+    trials show as faint dots under them. ``bounds`` (budget → SNR dB, e.g. from
+    :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
+    each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
 
     Parameters
     ----------
@@ -94,10 +117,17 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     palette : dict, optional
         Scheme → colour (default :func:`scheme_palette`).
     max_points : int
-        At most this many trials per scheme and panel are drawn (a seeded subsample)
-        so that the SVG stays small; means are computed on all trials.
+        At most this many trials per scheme and budget are drawn as dots (a seeded
+        subsample) so that the SVG stays small; means are computed on all trials.
     seed : int
         Seed of that subsample.
+    bounds : mapping, optional
+        Budget n → the limit's SNR in dB at n bits per coordinate.
+    bound_note : str, optional
+        Why there is no limit (keys and values, when ``bounds`` is empty), written in
+        the plot.
+    clouds : bool
+        Draw the per-trial dots.
 
     Returns
     -------
@@ -109,9 +139,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     >>> res = kvstats.run_sweep({"schemes": ["KQV", "QKQV"], "budgets": [3, 4],
     ...     "distributions": ["gaussian"], "dims": [32], "n_keys": [64], "n_trials": 10},
     ...     executor="serial", progress=False)
-    >>> fig = kvstats.plot_shannon_phi(res.frame, place="t")
-    >>> len(fig.axes)
-    2
+    >>> fig = kvstats.plot_shannon_phi(res.frame, place="k", bounds={3.0: 18.06, 4.0: 24.08})
+    >>> len(fig.axes), fig.axes[0].get_xscale()
+    (1, 'log')
     """
     place = check_choice(place, "place", list(_PLACES))
     sel = select_case(frame, distribution, params, dim, n_keys)
@@ -122,41 +152,74 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     if sel.empty:
         raise ValueError(f"no rows left after selecting schemes={schemes!r} and budgets={budgets!r}")
     snr, phi = f"snr_{place}", f"phi_{place}"
-    sel = sel[np.isfinite(sel[snr]) & np.isfinite(sel[phi])]  # exact reconstructions sit at +inf
+    # exact reconstructions sit at SNR = +inf, φ = 0: nothing to place on a log axis
+    sel = sel[np.isfinite(sel[snr]) & np.isfinite(sel[phi]) & (sel[phi] > 0)]
     if sel.empty:
         raise ValueError(f"every trial has SNR = +inf at place {place!r} (exact reconstruction); "
                          "nothing to draw")
     palette = palette or scheme_palette(sel["scheme"])
-    bud = list(dict.fromkeys(sorted(sel["budget"].unique())))
+    from scipy import stats as sps
+    z = sps.norm.ppf(0.975)
     _style()
-    ncol = min(len(bud), 5)
-    nrow = math.ceil(len(bud) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.0 * ncol + 0.4, 2.8 * nrow + 0.6),
-                             squeeze=False, constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
-    for ax, b in zip(axes.flat, bud):
-        at = sel[sel["budget"] == b]
-        for scheme, grp in at.groupby("scheme", sort=False):
-            pts = grp if len(grp) <= max_points else grp.iloc[np.sort(rng.choice(len(grp), max_points,
-                                                                                 replace=False))]
-            ax.scatter(pts[phi], pts[snr], s=6, alpha=0.35, color=palette[scheme], linewidths=0,
-                       rasterized=False)
-            ax.scatter([grp[phi].mean()], [grp[snr].mean()], s=60, marker="X", color=palette[scheme],
-                       edgecolors="black", linewidths=0.6, label=scheme, zorder=3)
-        ax.set_title(f"n = {b:g} bits/coord")
-        ax.set_xlabel(f"direction error {metric_def(phi).axis_label}")
-        ax.set_ylabel(metric_def(snr).axis_label)
-    for ax in list(axes.flat)[len(bud):]:
-        ax.set_visible(False)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    for ax in list(axes.flat)[1:len(bud)]:
-        h, lab = ax.get_legend_handles_labels()
-        for hh, ll in zip(h, lab):
-            if ll not in labels:
-                handles.append(hh)
-                labels.append(ll)
-    fig.legend(handles, labels, loc="outside right center", title="scheme (× = mean)")
-    fig.suptitle(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0])}")
+    markers, styles = "osD^vP*Xph", ("-", "--", ":", "-.")
+    # schemes that coincide (KV and KQV on Gaussian keys) stay visible: the first drawn
+    # has the largest marker, each its own line style and label corner
+    corners = ((5, 4), (-12, -11), (5, -11), (-12, 4))
+    for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
+        color, marker = palette[scheme], markers[i % len(markers)]
+        if clouds:
+            pts = grp.groupby("budget", sort=False, group_keys=False).apply(
+                lambda g: g if len(g) <= max_points else
+                g.iloc[np.sort(rng.choice(len(g), max_points, replace=False))])
+            ax.scatter(pts[phi], pts[snr], s=4, alpha=0.15, color=color, linewidths=0, zorder=1,
+                       rasterized=True)
+        g = grp.groupby("budget", sort=True)
+        m = g.agg(x=(phi, "mean"), y=(snr, "mean"), sx=(phi, "std"), sy=(snr, "std"), n=(snr, "size"))
+        hx = z * m["sx"].fillna(0.0) / np.sqrt(m["n"])
+        hy = z * m["sy"].fillna(0.0) / np.sqrt(m["n"])
+        ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=styles[i % len(styles)], zorder=3 + 0.01 * i)
+        ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
+                    capsize=2, zorder=4)
+        ax.scatter(m["x"], m["y"], s=max(120 - 38 * i, 20), marker=marker, color=color,
+                   edgecolors="white", linewidths=0.8, zorder=5 + 0.01 * i, label=scheme)
+        for b, r in m.iterrows():
+            ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=corners[i % len(corners)],
+                        textcoords="offset points", fontsize=7, color=color, zorder=6,
+                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
+    ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    from matplotlib.lines import Line2D
+    extra = []
+    if place in ("k", "v") and bounds:
+        x_hi = ax.get_xlim()[1]
+        for b, level in sorted(bounds.items()):
+            if not np.isfinite(level):
+                continue
+            ax.axhline(level, color="0.35", ls="--", lw=0.8, zorder=2)
+            ax.annotate(f"limit, n = {b:g}", (x_hi, level), xytext=(-3, 2), textcoords="offset points",
+                        ha="right", va="bottom", fontsize=6.5, color="0.3")
+        extra.append((Line2D([], [], color="0.35", ls="--", lw=0.8),
+                      "rate–distortion limit\nat n bits/coord (Gaussian\nof the case's covariance)"))
+    subtitle = ""
+    if place in ("k", "v") and not bounds and bound_note:
+        import textwrap
+        subtitle = "\n" + textwrap.fill(f"no rate–distortion limit drawn: {bound_note}", 110)
+    ax.annotate("better", xy=(0.03, 0.2), xytext=(0.13, 0.05), xycoords="axes fraction",
+                textcoords="axes fraction", fontsize=8, color="0.25", ha="center",
+                arrowprops={"arrowstyle": "->", "color": "0.25", "lw": 1.0})
+    ax.set_xlabel(f"direction error {metric_def(phi).axis_label}, mean over trials (log scale)")
+    ax.set_ylabel(f"{metric_def(snr).axis_label}, mean over trials")
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], ls="none", marker="o", ms=3, color="0.5", alpha=0.5)] + [h for h, _ in extra]
+    labels += ["trials"] + [lab for _, lab in extra]
+    fig.legend(handles, labels, loc="outside right center", title="scheme (labels: n)", fontsize=8)
+    ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0])}{subtitle}",
+                 fontsize=10 if not subtitle else 8.5)
     return fig
 
 

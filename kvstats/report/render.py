@@ -18,13 +18,67 @@ import pandas as pd
 
 from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, compare_schemes, find_crossovers,
                               summary_table, theory_table)
+from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
                                      _case_title, _resolution, _slug, build_document)
 from kvstats.results import SweepResult, load_result
 
-__all__ = ["Report", "hypothesis_report"]
+__all__ = ["Report", "hypothesis_report", "REPORT_RECORD"]
+
+#: The report's record of the files it wrote (relative path → SHA-256), in ``out_dir``:
+#: the next report into the same folder removes exactly those that are unchanged, so
+#: stale figures of an earlier report do not linger and no other file is ever touched.
+REPORT_RECORD = "report_files.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _remove_previous(out: Path) -> list[str]:
+    """Remove the files an earlier report recorded in ``out`` and that are unchanged since.
+
+    A file the user edited (its hash differs), a path outside ``out`` and anything not
+    in the record stay. An unreadable record removes nothing. Returns the removed paths.
+    """
+    record = out / REPORT_RECORD
+    if not record.is_file():
+        return []
+    try:
+        files = json.loads(record.read_text(encoding="utf-8")).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    removed = []
+    root = out.resolve()
+    for rel, digest in (files.items() if isinstance(files, dict) else ()):
+        path = (out / str(rel)).resolve()
+        if root not in path.parents or not path.is_file() or path.is_symlink():
+            continue
+        if _sha256(path) == digest:
+            path.unlink()
+            removed.append(str(rel))
+    record.unlink()
+    return removed
+
+
+def _write_record(out: Path, paths: Sequence[Path]) -> Path:
+    root = out.resolve()
+    files = {}
+    for p in paths:
+        rp = Path(p).resolve()
+        if rp.is_file() and root in rp.parents:
+            files[rp.relative_to(root).as_posix()] = _sha256(rp)
+    path = out / REPORT_RECORD
+    path.write_text(json.dumps({"kvstats_report_files": 1, "files": files}, indent=1, sort_keys=True))
+    return path
 
 
 @dataclass(frozen=True)
@@ -58,7 +112,11 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
 
     Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
     base64 PNG), ``report.json`` (every number, non-finite values as strings),
-    ``tables/{summary,comparisons,crossovers,theory}.csv`` and ``figures/*.{png,svg}``.
+    ``tables/{summary,comparisons,crossovers,theory}.csv``, ``figures/*.{png,svg}`` and
+    :data:`REPORT_RECORD` (the files written, with their hashes). A report written into a
+    folder that holds an earlier one first removes the earlier report's files that are
+    unchanged since it wrote them (its record says which), so no stale figure stays;
+    every other file is left alone.
 
     Contents: per case and budget, every scheme's mean and bootstrap 95% CI of each
     metric with KL p99/max and bits per coordinate (nominal and with overhead); pairwise
@@ -122,6 +180,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     if comparisons is None:
         comparisons = opts["comparisons"] or result.config.comparisons
     out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _remove_previous(out)    # an earlier report's files, unchanged since: no stale figures
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tic = time.perf_counter()
     trials = result.frame
@@ -143,7 +203,12 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     # the trial-level tests of clustered data, shown only labelled as not independent
     comp_trials = compare(trials) if use_clusters and clustered else None
     cross = find_crossovers(comp)
-    theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+    # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
+    # covariance per (layer, head) for real ones
+    spectra = real_case_spectra(result.config)
+    n_queries = result.config.n_queries
+    theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
+                          spectra=spectra, n_queries=n_queries)
     unit_text = _unit_text(trials, use_clusters, clustered)
 
     files: dict[str, Path] = {}
@@ -156,7 +221,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
 
     figs: dict[str, Path] = {}
     if opts["figures"]:
-        figs = _figures(frame, comp, comparisons, out / "figures")
+        figs = _figures(frame, comp, comparisons, out / "figures",
+                        nominal_bounds(trials, spectra=spectra, n_queries=n_queries))
 
     doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials)
     files["markdown"] = out / "report.md"
@@ -171,6 +237,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                "seconds": round(time.perf_counter() - tic, 3)}
     files["json"] = out / "report.json"
     files["json"].write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False, default=str))
+    written = list(files.values()) + [q for f in figs.values() for q in (f, f.with_suffix(".svg"))]
+    _write_record(out, written)
     return Report(summary, comp, cross, theory, files, figs)
 
 
@@ -207,7 +275,7 @@ def _span(values: pd.Series) -> str:
 
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
-             fig_dir: Path) -> dict[str, Path]:
+             fig_dir: Path, bounds: pd.DataFrame) -> dict[str, Path]:
     from kvstats.report.plots import (plot_crossover, plot_kl_vs_bits, plot_lowrank_vs_heavytail,
                                       plot_recall_vs_bits, plot_shannon_phi, save_figure,
                                       scheme_palette)
@@ -218,10 +286,18 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
         slug = _slug(_case_title(case.to_dict()))
         sel = dict(distribution=case["distribution"], params=case["params"], dim=int(case["dim"]),
                    n_keys=int(case["n_keys"]))
+        at = bounds
+        for col in CASE_COLUMNS:
+            at = at[at[col] == case[col]]
         for place in ("k", "v", "t"):
             name = f"shannon_phi_{place}_{slug}"
+            here = at[at["place"] == place]
+            finite = here[here["bound_snr_db"].notna()]
+            note = None if here.empty or not finite.empty else str(here["note"].iloc[0])
             try:
-                fig = plot_shannon_phi(frame, place, palette=palette, max_points=300, **sel)
+                fig = plot_shannon_phi(frame, place, palette=palette, max_points=300, **sel,
+                                       bounds=dict(zip(finite["budget"], finite["bound_snr_db"])),
+                                       bound_note=note)
             except ValueError:  # e.g. only exact reconstructions: nothing finite to draw
                 continue
             figs[name] = save_figure(fig, fig_dir / name)["png"]

@@ -75,8 +75,9 @@ def test_plots_return_figures_with_units(frame_factory):
     f = frame_factory({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=30)
     f["kl"] = np.abs(f["kl"])
     fig = plot_shannon_phi(f, "k")
-    assert isinstance(fig, matplotlib.figure.Figure) and len([a for a in fig.axes if a.get_visible()]) == 2
-    assert fig.axes[0].get_xlabel() == "direction error φ_k (rad)" and "dB" in fig.axes[0].get_ylabel()
+    # one plane for all budgets: shared axes, each scheme a trajectory
+    assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 1
+    assert fig.axes[0].get_xlabel().startswith("direction error φ_k (rad)") and "dB" in fig.axes[0].get_ylabel()
     assert "nats" in plot_kl_vs_bits(f).axes[0].get_ylabel()
     assert "fraction" in plot_recall_vs_bits(f).axes[0].get_ylabel()
     comp = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False)
@@ -158,3 +159,72 @@ def test_report_does_not_import_the_runner():
             "assert not [m for m in sys.modules if m.split('.')[:2] == ['kvstats', 'sweep']], "
             "sorted(m for m in sys.modules if m.startswith('kvstats'))")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _dashed_levels(ax):
+    return sorted(round(line.get_ydata()[0], 6) for line in ax.get_lines() if line.get_linestyle() == "--"
+                  and line.get_xdata()[0] == 0 and line.get_xdata()[1] == 1)
+
+
+def test_shannon_phi_plane_draws_trajectories_and_the_limit(frame_factory):
+    f = frame_factory({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=30)
+    f["phi_k"] = np.abs(f["phi_k"]) + 0.01           # angles are positive (log axis)
+    fig = plot_shannon_phi(f, "k", bounds={2.0: 12.04, 3.0: 18.06})
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    assert _dashed_levels(ax) == [12.04, 18.06]       # the limit, one line per budget
+    labels = [t.get_text() for t in ax.texts]
+    assert labels.count("2") == 2 and labels.count("3") == 2   # each mean labelled with its n
+    assert "limit, n = 3" in labels
+    # T has no limit line even when bounds are given; a missing limit says why for K
+    f["phi_t"] = np.abs(f["phi_t"]) + 0.01
+    assert _dashed_levels(plot_shannon_phi(f, "t", bounds={2.0: 1.0}).axes[0]) == []
+    fig = plot_shannon_phi(f, "k", bound_note="infinite variance")
+    assert "infinite variance" in fig.axes[0].get_title() and _dashed_levels(fig.axes[0]) == []
+    matplotlib.pyplot.close("all")
+
+
+def test_report_shows_the_limit_and_each_gap(tmp_path):
+    import kvstats
+
+    res = kvstats.run_sweep({"schemes": ["KV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+                             "dims": [32], "n_keys": [64], "n_trials": 12,
+                             "report": {"energy_resamples": 19, "bootstrap_resamples": 99}},
+                            executor="serial", progress=False)
+    rep = hypothesis_report(res, tmp_path, figures=False)
+    md = rep.files["markdown"].read_text()
+    assert "## Distance to the rate–distortion limit" in md and "gap (dB) [95% CI]" in md
+    bound = rep.theory[rep.theory.quantity == "k_snr_bound"]
+    assert set(bound.scheme) == {"KV", "QKQV"} and (bound.gap_db > 0).all()
+    row = bound[(bound.scheme == "KV") & (bound.budget == 2)].iloc[0]
+    assert f"| {row.gap_db:.2f} [{row.gap_low:.2f}, {row.gap_high:.2f}] |" in md
+
+
+def test_a_report_removes_its_own_stale_files_and_nothing_else(tmp_path, frame_factory):
+    import pandas as pd
+
+    from kvstats.report.render import REPORT_RECORD
+
+    two = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=20)
+    low = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=20, seed=3, case=("low_rank", "rank=4", 64, 128))
+    for f in (two, low):
+        for p in ("k", "v", "t"):
+            f[f"phi_{p}"] = np.abs(f[f"phi_{p}"]) + 0.01
+    rep1 = hypothesis_report(_result(pd.concat([two, low], ignore_index=True)), tmp_path, energy_resamples=19)
+    low_figs = sorted((tmp_path / "figures").glob("shannon_phi_*low_rank*"))
+    assert low_figs and (tmp_path / REPORT_RECORD).is_file()
+    mine = tmp_path / "figures" / "my_plot.png"
+    mine.write_bytes(b"not kvstats")
+    edited = low_figs[0]
+    edited.write_bytes(b"edited by hand")                # changed since written: kept
+    rep2 = hypothesis_report(_result(two), tmp_path, energy_resamples=19)
+    left = {p.name for p in (tmp_path / "figures").iterdir()}
+    assert "my_plot.png" in left and edited.name in left
+    assert not any("low_rank" in n for n in left - {edited.name})   # the other stale figures went
+    assert set(rep2.figures) < set(rep1.figures)
+    for path in rep2.files.values():
+        assert path.is_file()
+    # an unreadable record removes nothing
+    (tmp_path / REPORT_RECORD).write_text("{not json")
+    hypothesis_report(_result(two), tmp_path, energy_resamples=19, figures=False)
+    assert mine.is_file() and (tmp_path / "figures" / "kl_vs_bits.png").is_file()
