@@ -406,7 +406,9 @@ def nominal_bounds(frame: pd.DataFrame, *, spectra: Mapping[_CaseKey, CaseSpectr
     Returns
     -------
     DataFrame
-        Columns: case columns, ``place`` ("k", "v"), ``budget``, ``bound_snr_db``.
+        Columns: case columns, ``place`` ("k", "v"), ``budget``, ``bound_snr_db`` (NaN
+        where no bound exists) and ``note`` (how the spectrum was obtained, or why there
+        is no bound: heavy tails with ν ≤ 2, a real case without its capture).
 
     Examples
     --------
@@ -421,9 +423,11 @@ def nominal_bounds(frame: pd.DataFrame, *, spectra: Mapping[_CaseKey, CaseSpectr
         specs = _spectra_for(tuple(case), spectra, n_queries)
         trials = np.unique(grp["trial"].to_numpy(np.int64))
         for place, spec in zip(("k", "v"), specs):
-            if spec is None or not spec.defined:
-                continue
             for n in sorted(grp["budget"].unique()):
+                ok = spec is not None and spec.defined
                 rows.append({**dict(zip(CASE_COLUMNS, case)), "place": place, "budget": float(n),
-                             "bound_snr_db": float(_trial_bounds(spec, float(n), trials).mean())})
-    return pd.DataFrame(rows, columns=[*CASE_COLUMNS, "place", "budget", "bound_snr_db"])
+                             "bound_snr_db": float(_trial_bounds(spec, float(n), trials).mean())
+                             if ok else math.nan,
+                             "note": spec.note if spec is not None else
+                             "the capture's covariance is not at hand"})
+    return pd.DataFrame(rows, columns=[*CASE_COLUMNS, "place", "budget", "bound_snr_db", "note"])
