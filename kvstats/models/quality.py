@@ -15,6 +15,12 @@ Two ways to run the quantized model, both teacher-forced:
 - ``mode="decode"``: a prefill of ``prefill_tokens`` tokens, then one token at a time, so
   a full-precision window and token-grouped schemes (KIVI) behave as in generation.
 
+The caches transformers users run today are accepted by name beside the kvstats schemes
+(``"hf:quanto-int4"``, ``"hf:quanto-int2"``, ``"hf:fp8"``; :mod:`kvstats.models.peers`).
+Their prefill attends the raw states, so they run with ``mode="decode"`` only; the
+``window`` is their residual length. Every cache's memory is also measured by one generic
+walk (:func:`kvstats.models.peers.held_bytes`: every tensor the cache object holds).
+
 Reruns are bit-identical: the scheme's randomness is seeded (``seed + text index``, then
 per layer and head inside :class:`~kvstats.models.QuantizedCache`), and the computation
 runs on ``threads`` threads (1 by default) for torch *and* numpy's BLAS. The thread count
@@ -36,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice, check_int
+from kvstats.models.peers import is_peer, make_peer_cache, memory_held
 
 MODES = ("prefill", "decode")
 
@@ -123,14 +130,18 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     texts : list of str
         Each text is one teacher-forced stream (truncated to ``max_tokens`` if given).
     scheme : str or list of (str, int or None)
-        A :data:`kvstats.SCHEMES` name or ``"K{a}V{b}"``; or a list of ``(scheme, bits)``
+        A :data:`kvstats.SCHEMES` name, ``"K{a}V{b}"`` or a transformers peer
+        (:data:`kvstats.models.peers.PEERS`: ``"hf:quanto-int4"``, ``"hf:quanto-int2"``,
+        ``"hf:fp8"``; bits None, ``mode="decode"`` only); or a list of ``(scheme, bits)``
         pairs, all compared against one full-precision pass per text (``bits`` must then
         be None).
     bits : int or None
-        Budget in bits per coordinate (None for identity / mixed names).
+        Budget in bits per coordinate (None for identity / mixed names / peers).
     seed, window, **scheme_params
         Passed to :class:`~kvstats.models.QuantizedCache` (a fresh cache per text, seeded
-        ``seed + text index`` so texts are independent draws of the scheme's randomness).
+        ``seed + text index`` so texts are independent draws of the scheme's randomness);
+        for a peer, ``window`` is its ``residual_length`` and ``scheme_params`` its
+        quanto options (:func:`kvstats.models.peers.make_peer_cache`).
     mode : {"prefill", "decode"}
         See the module docstring.
     prefill_tokens : int
@@ -150,14 +161,21 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         One row per (text, position) predicting the next token, positions ``0..n-2``:
         ``scheme, bits, window, mode, text, position, kl, top1_ref, top1_quant,
         top1_agree, nll_ref, nll_quant``; ``attrs["memory"]`` maps ``"scheme:bits"`` to
-        (stored bytes per token, fp16 bytes per token), means over texts (and, for a
-        single scheme, ``attrs["bytes_per_token"]``, ``attrs["fp16_bytes_per_token"]``).
+        (stored bytes per token, fp16 bytes per token, held bytes per token, fixed
+        bytes), means over texts (and, for a single scheme, ``attrs["bytes_per_token"]``,
+        ``attrs["fp16_bytes_per_token"]``). Stored: kvstats' accounting (codes + tail;
+        for a peer, what it holds); held: :func:`kvstats.models.peers.held_bytes` of the
+        cache after the text, divided by its tokens (every tensor it holds, with unused
+        buffer capacity and fixed rotations/codebooks: the same walk for every cache);
+        fixed: the part of held that does not grow with the sequence (rotations,
+        codebooks, sketches; 0 for a peer).
         Summarize with :func:`summarize_quality`.
 
     Raises
     ------
     ValueError
-        Unknown scheme or mode, texts longer than the model's context, ``threads`` < 1.
+        Unknown scheme or mode, texts longer than the model's context, ``threads`` < 1; a
+        peer with ``mode="prefill"``, with ``bits``, or without optimum-quanto installed.
 
     Examples
     --------
@@ -166,8 +184,6 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     >>> df = kl_quality(model, tok, ["The quick brown fox."], "KQV", 4)    # doctest: +SKIP
     >>> summarize_quality(df)[["mean_kl", "top1_agreement"]]               # doctest: +SKIP
     """
-    from kvstats.models.cache import QuantizedCache
-
     mode = check_choice(mode, "mode", MODES)
     prefill_tokens = check_int(prefill_tokens, "prefill_tokens", low=1)
     seed = check_int(seed, "seed", low=0)
@@ -186,15 +202,17 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         raise TypeError(f"scheme must be a scheme name or a non-empty list of (name, bits) pairs; "
                         f"received {scheme!r:.80}")
     for name, b in configs:  # validate every configuration before the first forward pass
-        QuantizedCache(name, b, seed=seed, window=window, **scheme_params)
+        if is_peer(name) and mode != "decode":
+            raise ValueError(f"mode must be 'decode' for the transformers peer {name!r}: its one-pass "
+                             f"prefill attends the raw states (KL exactly 0); received mode={mode!r}")
+        _make_cache(model.config, name, b, seed, window, scheme_params)
     context = getattr(model.config, "max_position_embeddings", None)
     streams = _token_ids(tokenizer, texts, max_tokens, context)
     with pinned_threads(threads):
         frames, memory = _compare(model, streams, configs, seed, window, mode, prefill_tokens,
                                   scheme_params)
     df = pd.concat(frames, ignore_index=True)
-    mem = {f"{name}:{b}": (float(np.mean([m[0] for m in v])), float(np.mean([m[1] for m in v])))
-           for (name, b), v in memory.items()}
+    mem = {f"{name}:{b}": tuple(float(x) for x in np.mean(v, axis=0)) for (name, b), v in memory.items()}
     df.attrs["memory"] = mem
     if len(configs) == 1:
         df.attrs.update(bytes_per_token=next(iter(mem.values()))[0],
@@ -202,11 +220,35 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     return df
 
 
+def _make_cache(config, name, bits, seed, window, scheme_params):
+    """A fresh cache: kvstats' :class:`~kvstats.models.QuantizedCache`, or a transformers peer
+    (``window`` is its residual length; it has no randomness and no ``bits``)."""
+    if is_peer(name):
+        if bits is not None:
+            raise ValueError(f"bits must be None for the transformers peer {name!r} (its budget is in "
+                             f"its name); received {bits!r}")
+        return make_peer_cache(name, config, residual_length=window, **scheme_params)
+    from kvstats.models.cache import QuantizedCache
+
+    return QuantizedCache(name, bits, seed=seed, window=window, **scheme_params)
+
+
+def _memory(cache, config, peer: bool) -> tuple[float, float, float, float]:
+    """(stored, fp16, held) bytes per token and the fixed bytes. Held: the generic walk, the
+    same for every cache. Stored: kvstats' own accounting (codes + tail), or for a peer
+    what it holds. Fixed (rotations, codebooks, sketches: not growing with the sequence):
+    kvstats' ``memory_report``; a peer holds none besides fp8's two float32 scales per
+    layer, counted as held."""
+    held = memory_held(cache, config)
+    if peer:
+        return held["held_bytes_per_token"], held["fp16_bytes_per_token"], held["held_bytes_per_token"], 0.0
+    return (cache.bytes_per_token(), cache.fp16_bytes_per_token(), held["held_bytes_per_token"],
+            float(cache.memory_report()["fixed_bytes"]))
+
+
 def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme_params):
     """The per-position frames of every (text, configuration), and the memory figures."""
     import torch
-
-    from kvstats.models.cache import QuantizedCache
 
     frames, memory = [], {}
     for i, ids in enumerate(streams):
@@ -216,9 +258,9 @@ def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme
         nll_ref = -ref.gather(-1, target)[:, 0].numpy()
         top_ref = ref.argmax(-1)
         for name, b in configs:
-            cache = QuantizedCache(name, b, seed=seed + i, window=window, **scheme_params)
+            cache = _make_cache(model.config, name, b, seed + i, window, scheme_params)
             quant = _log_probs(model, ids, cache, mode, prefill_tokens)[:-1]
-            memory.setdefault((name, b), []).append((cache.bytes_per_token(), cache.fp16_bytes_per_token()))
+            memory.setdefault((name, b), []).append(_memory(cache, model.config, is_peer(name)))
             kl = (p_ref * (ref - quant)).sum(-1).clamp_min(0.0)  # clamp: float rounding only
             top_q = quant.argmax(-1)
             frames.append(pd.DataFrame({
@@ -237,7 +279,8 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     llama.cpp reports it), ``se_kl_text`` (over per-text means: positions of one text are
     correlated, so this one is the honest error bar), ``median_kl, p99_kl, max_kl,
     top1_agreement, ppl_ref, ppl_quant, ppl_ratio`` (perplexity = exp(mean NLL)), and,
-    when ``df.attrs["memory"]`` has them, ``bytes_per_token, ratio_to_fp16``.
+    when ``df.attrs["memory"]`` has them, ``bytes_per_token, ratio_to_fp16`` and (when it
+    has the held figures) ``held_bytes_per_token`` and ``fixed_bytes``.
 
     Examples
     --------
@@ -272,5 +315,7 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
         if mem is not None:
             row["bytes_per_token"] = mem[0]
             row["ratio_to_fp16"] = mem[0] / mem[1]
+            if len(mem) > 3:
+                row["held_bytes_per_token"], row["fixed_bytes"] = mem[2], mem[3]
         rows.append(row)
     return pd.DataFrame(rows)
