@@ -3,20 +3,27 @@
 One run measures, on the same prompt and the same greedy loop:
 
 - ``DynamicCache`` (float32, the baseline of every ratio);
-- ``kvstats.models.QuantizedCache`` reading attention from the codes (the default);
-- the same cache with its decoded copy (``keep_decoded=True``; same codes);
+- for each ``--scheme`` (default KQV and turboquant_mse, at ``--bits``),
+  ``kvstats.models.QuantizedCache`` reading attention from the codes (the default), the
+  same with its decoded copy of the looked-up values read by the same loops
+  (``keep_decoded=True``: same numbers, the look-up's cost apart) and, with ``--model-attn``,
+  with the model's own attention over decoded K/V (``attention="model"``);
 - transformers' own ``QuantizedCache`` with the quanto int4 backend (if
   ``optimum-quanto`` is installed; its defaults: groups of 64, 128-token fp residual).
 
 For each: prefill seconds, decode tokens/s (the ``--new`` greedy steps after the prefill;
-the minimum time over ``--repeats`` runs, configurations interleaved), its ratio to
-DynamicCache by wall time and by the process's CPU time (steadier on a shared machine),
-the bytes the cache holds per cached token (every tensor it references, views counted by
-their whole storage) against the stored code bytes per token, and the greedy tokens'
-agreement with DynamicCache and with the decoded-copy path. Prints the load average.
+the minimum time over ``--repeats`` runs, configurations interleaved A B C … A B C … so a
+change of load on a shared machine hits all of them), its ratio to DynamicCache and to
+quanto int4 by wall time and by the process's CPU time, the bytes the cache holds per
+cached token (every tensor it references, views counted by their whole storage) against
+the stored code bytes per token, and the greedy tokens' agreement with DynamicCache and
+with the scheme's code path. Prints the load average before and after.
+``--profile NAME`` runs one more decode of the configuration whose name contains NAME
+under cProfile and prints its top functions.
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 python experiments/bench_cache.py [--prompt 512] [--new 128]
-        [--scheme KQV] [--bits 4] [--repeats 2] [--threads 1]
+        [--scheme KQV turboquant_mse] [--bits 4] [--repeats 3] [--threads 1] [--model-attn]
+        [--profile codes]
 """
 
 from __future__ import annotations
@@ -80,12 +87,19 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", type=int, default=512, help="prompt tokens")
     parser.add_argument("--new", type=int, default=128, help="greedy tokens generated")
-    parser.add_argument("--scheme", default="KQV", help="kvstats scheme of the QuantizedCache")
-    parser.add_argument("--bits", type=int, default=4, help="its budget per coordinate")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per configuration (min time)")
+    parser.add_argument("--scheme", nargs="+", default=["KQV", "turboquant_mse"],
+                        help="kvstats schemes of the QuantizedCache rows")
+    parser.add_argument("--bits", type=int, default=4, help="their budget per coordinate")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (min time)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--model-attn", action="store_true",
+                        help="add rows with attention='model' (the model's attention over a decoded copy)")
+    parser.add_argument("--no-quanto", action="store_true", help="leave transformers' quanto int4 cache out")
+    parser.add_argument("--profile", default=None, metavar="NAME",
+                        help="cProfile one more decode of the configuration whose name contains NAME")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    load0 = os.getloadavg()
 
     from transformers import DynamicCache
 
@@ -100,21 +114,26 @@ def main(argv=None) -> None:
             break
     prompt = torch.tensor([ids[:args.prompt]])
 
-    configs = {
-        "DynamicCache (float32)": lambda: DynamicCache(config=model.config),
-        f"QuantizedCache {args.scheme}-{args.bits}, codes": lambda: QuantizedCache(args.scheme, args.bits),
-        f"QuantizedCache {args.scheme}-{args.bits}, decoded copy":
-            lambda: QuantizedCache(args.scheme, args.bits, keep_decoded=True),
-    }
-    quanto_note = ""
-    try:
-        import optimum.quanto  # noqa: F401
-        from transformers import QuantizedCache as HFQuantizedCache
+    base_name = "DynamicCache (float32)"
+    configs = {base_name: lambda: DynamicCache(config=model.config)}
+    code_row: dict[str, str] = {}  # row -> the code-path row of its scheme
+    for scheme in args.scheme:
+        label = f"QuantizedCache {scheme}-{args.bits}"
+        rows = {f"{label}, codes": {}, f"{label}, decoded copy": {"keep_decoded": True}}
+        if args.model_attn:
+            rows[f"{label}, model attention over decoded K/V"] = {"attention": "model"}
+        for name, kw in rows.items():
+            configs[name] = (lambda s=scheme, kw=kw: QuantizedCache(s, args.bits, **kw))
+            code_row[name] = f"{label}, codes"
+    quanto_name, quanto_note = "transformers QuantizedCache quanto int4", ""
+    if not args.no_quanto:
+        try:
+            import optimum.quanto  # noqa: F401
+            from transformers import QuantizedCache as HFQuantizedCache
 
-        configs["transformers QuantizedCache quanto int4"] = \
-            lambda: HFQuantizedCache("quanto", config=model.config, nbits=4)
-    except ImportError as exc:
-        quanto_note = f"quanto not measured: {exc}"
+            configs[quanto_name] = lambda: HFQuantizedCache("quanto", config=model.config, nbits=4)
+        except ImportError as exc:
+            quanto_note = f"quanto not measured: {exc}"
 
     best: dict[str, list] = {}
     for rep in range(args.repeats):
@@ -124,24 +143,26 @@ def main(argv=None) -> None:
             if name not in best:
                 best[name] = [tokens, pre, dec, cache, cpu]
             else:  # minimum over runs, wall and CPU separately
+                best[name][1] = min(best[name][1], pre)
                 best[name][2] = min(best[name][2], dec)
                 best[name][4] = min(best[name][4], cpu)
     names = list(configs)
-    base_tokens, _, base_dec, base_cache, base_cpu = best[names[0]]
-    copy_tokens = best[names[2]][0]
+    base_tokens, _, base_dec, base_cache, base_cpu = best[base_name]
+    q_dec, q_cpu = (best[quanto_name][2], best[quanto_name][4]) if quanto_name in best else (None, None)
     n_cached = args.prompt + args.new - 1
     fp32 = _storage_bytes(base_cache.layers, set()) / n_cached
     load = os.getloadavg()
     print(f"# {date.today()}  {platform.machine()}  torch {torch.__version__}  threads {args.threads}  "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"# prompt {args.prompt} tokens + {args.new} greedy; decode time = min of {args.repeats} runs")
+          f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
+          f"after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+    print(f"# prompt {args.prompt} tokens + {args.new} greedy; times = min of {args.repeats} interleaved runs")
     from kvstats.models.lut_kernel import kernel
 
     print(f"# code-reading look-up loops: {'compiled C' if kernel() is not None else 'torch gathers (no C compiler)'}")
-    print("| cache | prefill s | decode tok/s (wall) | × DynamicCache (wall) | × DynamicCache (CPU time) "
-          "| held bytes/token | stored code bytes/token | held / stored | greedy = DynamicCache "
-          "| greedy = decoded copy |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| cache | prefill s | decode tok/s (wall) | × DynamicCache (wall) | × DynamicCache (CPU) "
+          "| × quanto int4 (wall) | × quanto int4 (CPU) | held bytes/token | stored code bytes/token "
+          "| held / stored | greedy = DynamicCache | greedy = code path |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         tokens, pre, dec, cache, cpu = best[name]
         held = _storage_bytes(cache.layers, set()) / n_cached
@@ -154,15 +175,41 @@ def main(argv=None) -> None:
             held = rep["held_bytes"] / n_cached
             note = f" (+{fixed / 1e3:.0f} KB fixed)"
         else:
-            stored, note = (fp32, "") if name == names[0] else (float("nan"), "")
+            stored, note = (fp32, "") if name == base_name else (float("nan"), "")
         agree = np.mean(np.array(tokens) == np.array(base_tokens))
-        agree_copy = np.mean(np.array(tokens) == np.array(copy_tokens))
+        ref = code_row.get(name)
+        agree_code = f"{np.mean(np.array(tokens) == np.array(best[ref][0])):.3f}" if ref and ref != name else "—"
         known = stored == stored  # NaN: the cache's code bytes are not separable (quanto)
         stored_txt, ratio_txt = (f"{stored:,.0f}", f"{held / stored:.3f}") if known else ("—", "—")
+        vs_q = (f"{q_dec / dec:.2f} | {q_cpu / cpu:.2f}") if q_dec else "— | —"
         print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {base_dec / dec:.2f} | {base_cpu / cpu:.2f} | "
-              f"{held:,.0f}{note} | {stored_txt} | {ratio_txt} | {agree:.3f} | {agree_copy:.3f} |")
+              f"{vs_q} | {held:,.0f}{note} | {stored_txt} | {ratio_txt} | {agree:.3f} | {agree_code} |")
     if quanto_note:
         print(quanto_note)
+    if args.profile:
+        _profile(model, prompt, configs, args.profile, args.new)
+
+
+def _profile(model, prompt, configs, needle: str, new: int) -> None:
+    """cProfile the decode steps of the first configuration whose name contains ``needle``."""
+    import cProfile
+    import pstats
+
+    name = next((n for n in configs if needle in n), None)
+    if name is None:
+        raise ValueError(f"--profile must name one of {list(configs)}; received {needle!r}")
+    cache = configs[name]()
+    with torch.inference_mode():
+        out = model(input_ids=prompt, cache=cache, use_cache=True)
+        tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(new - 1):
+            out = model(input_ids=tok, cache=cache, use_cache=True)
+            tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        prof.disable()
+    print(f"\n# cProfile of {new - 1} decode steps: {name}")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,8 @@ class _CodesLayer(DynamicLayer):
         # read by the code-reading attention, the looked-up values under the store's names
         # {"k_codes", "v_codes"[, "k_signs", "v_signs"]} (rotated/sketched space, float32)
         self.decoded: dict[str, GrowingBuffer] = {}
+        self._half: bool | None = None          # float16 norms on both sides (the C loops' format)
+        self._sides: dict[str, dict[str, GrowingBuffer]] = {}
 
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
@@ -132,6 +134,9 @@ class _CodesLayer(DynamicLayer):
         else:
             draws = (self.n_heads,) if independent else ()
             self.scheme = owner._make(dim, np.random.SeedSequence([owner.seed, self.layer_idx]), draws)
+        # each side's buffers under the coder's part names ("codes", "norms", ...)
+        self._sides = {side: {n[2:]: b for n, b in self.store.items() if n.startswith(side + "_")}
+                       for side in ("k", "v")}
         if owner.keep_decoded and owner.attention == "codes":
             self.decoded = {n: GrowingBuffer() for n in self.store if n.endswith(("_codes", "_signs"))}
         elif owner.keep_decoded:
@@ -142,9 +147,9 @@ class _CodesLayer(DynamicLayer):
         """The compiled loops when this layer can use them (float16 norms), else None."""
         from kvstats.models.lut_kernel import kernel
 
-        if self.key_coder.norm_dtype != torch.float16 or self.value_coder.norm_dtype != torch.float16:
-            return None
-        return kernel()
+        if self._half is None:  # once per layer: the coders do not change
+            self._half = self.key_coder.norm_dtype == torch.float16 and self.value_coder.norm_dtype == torch.float16
+        return kernel() if self._half else None
 
     @property
     def reads_codes(self) -> bool:
@@ -160,10 +165,9 @@ class _CodesLayer(DynamicLayer):
         """Code a block of tokens (all heads at once) and keep what the mode keeps."""
         if self.reads_codes:
             n0 = self.n_coded
-            coders = (("k", self.key_coder, k), ("v", self.value_coder, v))
             kern = self._kernel() if k.shape[-2] <= 16 else None
-            for side, coder, x in coders:
-                into = {n[2:]: b for n, b in self.store.items() if n.startswith(side + "_")}
+            for side, coder, x in (("k", self.key_coder, k), ("v", self.value_coder, v)):
+                into = self._sides[side]
                 if kern is not None:  # a decode step: one C call per side, straight into the buffers
                     kern.encode(coder, x.detach().to(torch.float32), into=into)
                 else:
@@ -171,7 +175,7 @@ class _CodesLayer(DynamicLayer):
                         into[name].append(t)
             # the decoded copy, when kept, from the stored codes of the new tokens (both
             # attention paths then read the same codes)
-            new = {n: b.view()[:, :, n0:] for n, b in self.store.items()}
+            new = {n: b.view()[:, :, n0:] for n, b in self.store.items()} if self.decoded else {}
             for name, buf in self.decoded.items():
                 if name in ("k", "v"):
                     coder, side = (self.key_coder, self.keys) if name == "k" else (self.value_coder, self.values)
@@ -239,6 +243,7 @@ class _CodesLayer(DynamicLayer):
 
     def reset(self) -> None:
         super().reset()
+        self._half, self._sides = None, {}
         self.scheme = self.key_coder = self.value_coder = None
         self.codes, self.n_coded, self.store, self.decoded = [], 0, {}, {}
 

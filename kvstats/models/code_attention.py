@@ -83,9 +83,10 @@ def _pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def _byte_table(values: torch.Tensor, bits: int) -> torch.Tensor:
-    """``(256, 8 // bits)``: the values of the codes packed in each byte value."""
-    per = 8 // bits
-    idx = (torch.arange(256)[:, None] >> _shifts(bits, per)) & (2 ** bits - 1)
+    """``(256, 8 // bits)``: the values of the codes packed in each byte value; for 3 bits
+    ``(64, 2)``: the values of each pair of adjacent codes (6 bits, low code first)."""
+    per = 8 // bits if 8 % bits == 0 else 2
+    idx = (torch.arange(2 ** (bits * per))[:, None] >> _shifts(bits, per)) & (2 ** bits - 1)
     return values[idx].contiguous()
 
 
@@ -149,6 +150,8 @@ class SideCoder:
         self.centroids = torch.from_numpy(e0.centroids.astype(np.float32))
         self.boundaries = torch.from_numpy(e0.boundaries.astype(np.float32))
         self.table = _byte_table(self.centroids, self.bits) if 8 % self.bits == 0 else None
+        # the look-up loops' table: per byte, or per pair of codes for 3 bits
+        self.lut_table = self.table if self.bits != 3 else _byte_table(self.centroids, 3)
         self.code_bytes = -(-dp // 8) * self.bits
         self.sketch = None
         self.scale, self.sign_bytes = 0.0, 0
@@ -249,6 +252,8 @@ class SideCoder:
         """The per-layer state that does not grow with tokens (rotation, codebook, sketch)."""
         out = [self.centroids, self.boundaries]
         out += [t for t in (self.signs, self.hd, self.table, self.sketch) if t is not None]
+        if self.lut_table is not None and self.lut_table is not self.table:
+            out.append(self.lut_table)
         if self.coder == "prod":
             out += [self.sign_values, self.sign_table]
         return out
@@ -364,7 +369,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             table = coder.sign_values if signs else coder.centroids
             out = kern.scores(qx.reshape(B * H, GQ, -1), flat(st[name]), N,
                               scale.buf.view(B * H, scale.buf.shape[2]), table, 1 if signs else coder.bits,
-                              coder.sign_table if signs else coder.table, dense=flat(copy.get(name)))
+                              coder.sign_table if signs else coder.lut_table, dense=flat(copy.get(name)))
             return out.view(B, H, GQ, N)
         vals = values(coder, name, signs)
         return torch.matmul(qx, vals.transpose(-1, -2)) * scale.view().to(torch.float32)[:, :, None, :]
@@ -375,7 +380,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             table = coder.sign_values if signs else coder.centroids
             out = kern.accumulate(p.reshape(B * H, GQ, N), flat(st[name]), scale.buf.view(B * H, scale.buf.shape[2]),
                                   mult, table, 1 if signs else coder.bits, width,
-                                  coder.sign_table if signs else coder.table, dense=flat(copy.get(name)))
+                                  coder.sign_table if signs else coder.lut_table, dense=flat(copy.get(name)))
             return out.view(B, H, GQ, width)
         w = p * (mult * scale.view().to(torch.float32))[:, :, None, :]
         return torch.matmul(w, values(coder, name, signs))

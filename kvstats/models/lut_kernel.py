@@ -159,11 +159,35 @@ int encode(const float *x, const float *signs, const float *hd, const float *bnd
     return 0;
 }
 
-/* Values of the n codes of one token. bytetab (256 x 8/bits floats, or NULL): the values
-   of the codes in each byte, for bits dividing 8 -- one copy per byte instead of a
-   shift, mask and load per code. */
+/* Values of the n codes of one token. bytetab (or NULL): for bits dividing 8, the values
+   of the codes in each byte (256 x 8/bits floats) -- one copy per byte instead of a shift,
+   mask and load per code; for 3 bits, the values of each pair of codes (64 x 2 floats),
+   four copies per 24-bit word of eight codes. Other widths: shifts with a constant width. */
+static inline __attribute__((always_inline)) void unpack_const(const uint8_t *p, int n, const int bits,
+                                                               const float *table, float *out) {
+    const uint64_t mask = (1ull << bits) - 1;
+    const int groups = (n + 7) / 8;
+    for (int g = 0; g < groups; ++g) {
+        uint64_t w = 0;
+        for (int i = 0; i < bits; ++i) w |= (uint64_t)p[g * bits + i] << (8 * i);
+        for (int k = 0; k < 8; ++k) out[g * 8 + k] = table[(w >> (k * bits)) & mask];
+    }
+}
+
 static inline void unpack(const uint8_t *p, int n, int bits, const float *table,
                           const float *bytetab, float *out) {
+    if (bytetab && bits == 3) {
+        const int groups = (n + 7) / 8;
+        for (int g = 0; g < groups; ++g) {
+            const uint8_t *q = p + 3 * g;
+            const uint32_t w = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16);
+            memcpy(out + 8 * g, bytetab + 2 * (w & 63u), 8);
+            memcpy(out + 8 * g + 2, bytetab + 2 * ((w >> 6) & 63u), 8);
+            memcpy(out + 8 * g + 4, bytetab + 2 * ((w >> 12) & 63u), 8);
+            memcpy(out + 8 * g + 6, bytetab + 2 * (w >> 18), 8);
+        }
+        return;
+    }
     if (bytetab) {
         const int per = 8 / bits, nbytes = (n + per - 1) / per;
         switch (per) {  /* constant sizes: inlined copies, not a libc call per byte */
@@ -174,12 +198,15 @@ static inline void unpack(const uint8_t *p, int n, int bits, const float *table,
         }
         return;
     }
-    const uint64_t mask = (1ull << bits) - 1;
-    const int groups = (n + 7) / 8;
-    for (int g = 0; g < groups; ++g) {
-        uint64_t w = 0;
-        for (int i = 0; i < bits; ++i) w |= (uint64_t)p[g * bits + i] << (8 * i);
-        for (int k = 0; k < 8; ++k) out[g * 8 + k] = table[(w >> (k * bits)) & mask];
+    switch (bits) {
+    case 1: unpack_const(p, n, 1, table, out); break;
+    case 2: unpack_const(p, n, 2, table, out); break;
+    case 3: unpack_const(p, n, 3, table, out); break;
+    case 4: unpack_const(p, n, 4, table, out); break;
+    case 5: unpack_const(p, n, 5, table, out); break;
+    case 6: unpack_const(p, n, 6, table, out); break;
+    case 7: unpack_const(p, n, 7, table, out); break;
+    default: unpack_const(p, n, 8, table, out); break;
     }
 }
 
@@ -276,19 +303,21 @@ class LUTKernel:
         self._tables: dict = {}
 
     def _byte_table(self, table: torch.Tensor, bits: int, given: torch.Tensor | None = None) -> int | None:
-        """Pointer to the per-byte value table of ``table`` (bits dividing 8), kept alive here."""
-        if 8 % bits:
+        """Pointer to the per-byte value table of ``table`` (bits dividing 8; for 3 bits the
+        per-pair table), kept alive here; None for other widths."""
+        if 8 % bits and bits != 3:
             return None
+        shape = (256, 8 // bits) if 8 % bits == 0 else (64, 2)
         if given is not None:
-            if given.shape != (256, 8 // bits) or given.dtype != torch.float32 or not given.is_contiguous():
-                raise ValueError(f"bytetab must be contiguous float32 (256, {8 // bits}); received "
+            if given.shape != shape or given.dtype != torch.float32 or not given.is_contiguous():
+                raise ValueError(f"bytetab must be contiguous float32 {shape}; received "
                                  f"{given.dtype} {tuple(given.shape)}")
             return given.data_ptr()
         key = (bits, table.numpy().tobytes())  # by content: codebooks repeat across layers and caches
         if key not in self._tables:
-            per = 8 // bits
-            idx = (torch.arange(256)[:, None] >> (torch.arange(per) * bits)) & (2 ** bits - 1)
-            self._tables[key] = table[idx].contiguous()
+            from kvstats.models.code_attention import _byte_table
+
+            self._tables[key] = _byte_table(table.contiguous(), bits)
         return self._tables[key].data_ptr()
 
     @staticmethod
@@ -322,8 +351,8 @@ class LUTKernel:
                dense: torch.Tensor | None = None) -> torch.Tensor:
         """``(BH, G, n)``: ``scale[bh, t] · q[bh, g] · table[codes of token t]`` for the
         first ``n`` tokens of ``codes`` ``(BH, capacity, nbytes)`` and float16 ``scale``
-        ``(BH, capacity)``. ``bytetab``: the ``(256, 8 // bits)`` values per byte (made
-        from ``table`` when not given). ``dense``: a decoded copy of the looked-up values
+        ``(BH, capacity)``. ``bytetab``: the ``(256, 8 // bits)`` values per byte (3 bits:
+        ``(64, 2)`` per pair of codes; made from ``table`` when not given). ``dense``: a decoded copy of the looked-up values
         ``(BH, capacity, D)`` float32, read instead of ``codes`` by the same loop (so the
         same values give bit-identical scores)."""
         BH, G, D = q.shape
@@ -365,43 +394,56 @@ class LUTKernel:
         place (nothing returned) instead of new tensors."""
         B, H, n, d = x.shape
         x = x.contiguous()
-        BH, dp, m = B * H, coder.dim_padded, coder.m
-        prod = coder.coder == "prod"
-        shapes = {"codes": (coder.code_bytes,), "norms": (), "signs": (coder.sign_bytes,), "rnorms": ()}
-        names = ["codes", "norms", "signs", "rnorms"] if prod else ["codes", "norms"]
+        st = self._static(coder, d)
+        names, shapes, dtypes = st["names"], st["shapes"], st["dtypes"]
         if into is None:
-            out = {k: torch.empty(B, H, n, *shapes[k], dtype=torch.uint8 if k in ("codes", "signs")
-                                  else torch.float16) for k in names}
+            out = {k: torch.empty(B, H, n, *shapes[k], dtype=dtypes[k]) for k in names}
             ptrs, os0 = [out[k].data_ptr() for k in names], n
         else:
             out = None
-            for k in names:
-                into[k].reserve(B, H, n, shapes[k], torch.uint8 if k in ("codes", "signs") else torch.float16)
-            cap = into["codes"].capacity
-            ptrs = [into[k].buf.data_ptr() + into[k].n * into[k].buf.stride(2) * into[k].buf.element_size()
-                    for k in names]
-            os0 = cap
-        if not prod:
+            bufs = [into[k] for k in names]
+            for k, b in zip(names, bufs):
+                if b.buf is None or b.n + n > b.buf.shape[2]:
+                    b.reserve(B, H, n, shapes[k], dtypes[k])
+            ptrs = [b.buf.data_ptr() + b.n * b.buf.stride(2) * b.buf.element_size() for b in bufs]
+            os0 = bufs[0].buf.shape[2]
+        if len(names) == 2:
             ptrs += [None, None]
-        signs = None if coder.signs is None else coder.signs.reshape(-1, d).contiguous()
-        sketch = coder.sketch.contiguous() if prod else None
-        Hs = 1 if signs is None and sketch is None else (signs if signs is not None else sketch).shape[0]
-
-        def ptr(t):
-            return None if t is None else t.data_ptr()
-
-        err = self._lib.encode(x.data_ptr(), ptr(signs), ptr(coder.hd), coder.boundaries.data_ptr(),
-                               coder.centroids.data_ptr(), ptr(sketch), BH, H, Hs, n, d, dp, coder.bits, m,
-                               *ptrs, os0)
+        err = self._lib.encode(x.data_ptr(), *st["maps"], B * H, H, st["Hs"], n, d, coder.dim_padded, coder.bits,
+                               coder.m, *ptrs, os0)
         if err == 1:
             raise ValueError("x has non-finite vector norms or norms beyond the range of norm_dtype=float16 "
                              "(max 65504); use norm_dtype=np.float32")
         if err:
-            raise ValueError(f"dimensions must be <= 4096; received d={d}, d_pad={dp}, m={m}")
+            raise ValueError(f"dimensions must be <= 4096; received d={d}, d_pad={coder.dim_padded}, m={coder.m}")
         if into is not None:
-            for k in names:
-                into[k].n += n
+            for b in bufs:
+                b.n += n
         return out
+
+    @staticmethod
+    def _static(coder, d: int) -> dict:
+        """What :meth:`encode` passes for a coder on every call (kept on the coder: the
+        contiguous signs and sketch, their pointers, the parts' names, shapes, dtypes)."""
+        st = getattr(coder, "_lut_static", None)
+        if st is None:
+            prod = coder.coder == "prod"
+            signs = None if coder.signs is None else coder.signs.reshape(-1, d).contiguous()
+            sketch = coder.sketch.contiguous() if prod else None
+            Hs = 1 if signs is None and sketch is None else (signs if signs is not None else sketch).shape[0]
+
+            def ptr(t):
+                return None if t is None else t.data_ptr()
+
+            st = {"keep": (signs, sketch), "Hs": Hs,
+                  "maps": (ptr(signs), ptr(coder.hd), coder.boundaries.data_ptr(), coder.centroids.data_ptr(),
+                           ptr(sketch)),
+                  "names": ["codes", "norms", "signs", "rnorms"] if prod else ["codes", "norms"],
+                  "shapes": {"codes": (coder.code_bytes,), "norms": (), "signs": (coder.sign_bytes,), "rnorms": ()},
+                  "dtypes": {"codes": torch.uint8, "signs": torch.uint8, "norms": torch.float16,
+                             "rnorms": torch.float16}}
+            coder._lut_static = st
+        return st
 
 
 _KERNEL: list = []  # [LUTKernel or None] once tried
