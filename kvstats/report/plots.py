@@ -86,11 +86,28 @@ SHANNON_PHI_NOTE = (
     "coded, its error mixes the key and value errors through the softmax.")
 
 
+def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[float, float], str | None]:
+    """The limit at each budget of the (one) case in ``sel`` from its analytic spectrum."""
+    from kvstats.analysis.theory import nominal_bounds
+
+    if place not in ("k", "v"):
+        return {}, note
+    try:
+        nb = nominal_bounds(sel)
+    except (ValueError, TypeError):  # not a synthetic case of kvstats.sample (e.g. a relabelled real one)
+        return {}, note
+    nb = nb[nb["place"] == place]
+    finite = nb[nb["bound_snr_db"].notna()]
+    if finite.empty and not nb.empty and note is None:
+        note = str(nb["note"].iloc[0])
+    return dict(zip(finite["budget"], finite["bound_snr_db"])), note
+
+
 def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str | None = None,
                      params: str | None = None, dim: int | None = None, n_keys: int | None = None,
                      budgets: Sequence[float] | None = None, schemes: Sequence[str] | None = None,
                      palette: dict[str, Any] | None = None, max_points: int = 400,
-                     seed: int = 0, bounds: Mapping[float, float] | None = None,
+                     seed: int = 0, bounds: Mapping[float, float] | str | None = "auto",
                      bound_note: str | None = None, clouds: bool = True) -> "matplotlib.figure.Figure":
     """The Shannon–φ plane of one case: each scheme a trajectory over budgets, the limit beside it.
 
@@ -121,8 +138,11 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         subsample) so that the SVG stays small; means are computed on all trials.
     seed : int
         Seed of that subsample.
-    bounds : mapping, optional
-        Budget n → the limit's SNR in dB at n bits per coordinate.
+    bounds : mapping, "auto" or None
+        Budget n → the limit's SNR in dB at n bits per coordinate. ``"auto"`` (the
+        default): for a synthetic case, from its analytic spectrum
+        (:func:`kvstats.analysis.theory.nominal_bounds`, one query per trial); none for a
+        real case (its capture is not in the frame: pass them). None: no lines.
     bound_note : str, optional
         Why there is no limit (keys and values, when ``bounds`` is empty), written in
         the plot.
@@ -158,6 +178,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         raise ValueError(f"every trial has SNR = +inf at place {place!r} (exact reconstruction); "
                          "nothing to draw")
     palette = palette or scheme_palette(sel["scheme"])
+    if isinstance(bounds, str):
+        check_choice(bounds, "bounds", ["auto"])
+        bounds, bound_note = _auto_bounds(sel, place, bound_note)
     from scipy import stats as sps
     z = sps.norm.ppf(0.975)
     _style()

@@ -179,8 +179,13 @@ def test_shannon_phi_plane_draws_trajectories_and_the_limit(frame_factory):
     # T has no limit line even when bounds are given; a missing limit says why for K
     f["phi_t"] = np.abs(f["phi_t"]) + 0.01
     assert _dashed_levels(plot_shannon_phi(f, "t", bounds={2.0: 1.0}).axes[0]) == []
-    fig = plot_shannon_phi(f, "k", bound_note="infinite variance")
+    fig = plot_shannon_phi(f, "k", bounds={}, bound_note="infinite variance")
     assert "infinite variance" in fig.axes[0].get_title() and _dashed_levels(fig.axes[0]) == []
+    # by default a synthetic case's limit comes from its spectrum: white Gaussian, 6.02 dB/bit
+    assert np.allclose(_dashed_levels(plot_shannon_phi(f, "k").axes[0]), [20 * np.log10(2) * n for n in (2, 3)])
+    assert _dashed_levels(plot_shannon_phi(f, "k", bounds=None).axes[0]) == []
+    g = f.assign(distribution="heavy_tailed", params="nu=1.5")
+    assert "infinite variance" in plot_shannon_phi(g, "k").axes[0].get_title()
     matplotlib.pyplot.close("all")
 
 
