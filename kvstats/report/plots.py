@@ -186,7 +186,7 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     _style()
     fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
-    markers, styles = "osD^vP*Xph", ("-", "--", ":", "-.")
+    markers, styles = "soD^vP*Xph", ("-", "--", ":", "-.")
     # schemes that coincide (KV and KQV on Gaussian keys) stay visible: the first drawn
     # has the largest marker, each its own line style and label corner
     corners = ((5, 4), (-12, -11), (5, -11), (-12, 4))
@@ -205,7 +205,7 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=styles[i % len(styles)], zorder=3 + 0.01 * i)
         ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
                     capsize=2, zorder=4)
-        ax.scatter(m["x"], m["y"], s=max(120 - 38 * i, 20), marker=marker, color=color,
+        ax.scatter(m["x"], m["y"], s=max(130 - 45 * i, 22), marker=marker, color=color,
                    edgecolors="white", linewidths=0.8, zorder=5 + 0.01 * i, label=scheme)
         for b, r in m.iterrows():
             ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=corners[i % len(corners)],
