@@ -35,7 +35,8 @@ from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, c
 from kvstats.quant.coder import check_norm_range
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
-from kvstats.quant.rotation import (_BLAS_ROWS, ROTATIONS, Rotation, _fwht_rows, make_rotation,
+from kvstats.quant.rotation import (_BLAS_ROWS, _FWHT_BLOCK, ROTATIONS, Rotation, _butterfly_rows,
+                                    _fwht, _fwht_rows, make_rotation,
                                    normalize_draws)
 
 if TYPE_CHECKING:
@@ -431,12 +432,65 @@ class MSEQuantizer:
         packed codes and norms when ``packed``/``norms_out`` are given (what
         `ProdQuantizer.encode` needs, without unpacking the codes again)."""
         norms, inv = self._norms(xs, whole)
-        codes = self._codes(xs * inv[..., None], rotation)
-        if packed is not None:
-            packed[...] = pack_codes(codes, self.bits)
-            norms_out[...] = norms
         stored = norms.astype(self.norm_dtype).astype(xs.dtype)
-        return self._unrotate(self._lookup(codes, xs.dtype), stored, out=out, rotation=rotation)
+        if norms_out is not None:
+            norms_out[...] = norms
+        if rotation.kind == "haar":
+            codes = self._codes(xs * inv[..., None], rotation)
+            if packed is not None:
+                packed[...] = pack_codes(codes, self.bits)
+            return self._unrotate(self._lookup(codes, xs.dtype), stored, out=out, rotation=rotation)
+        self._pieces(xs, inv, stored, rotation, out, packed)
+        return out
+
+    def _pieces(self, xs: np.ndarray, inv: np.ndarray, stored: np.ndarray, rotation: Rotation,
+                out: np.ndarray, packed: np.ndarray | None) -> None:
+        """Scaling, rotation, coding, lookup and the inverse rotation of a chunk, run on
+        cache-sized pieces of its rows (the steps of `_codes` and `_unrotate`, each on data
+        still in the core's cache instead of one pass over the chunk per step).
+
+        A Hadamard piece starts at a multiple of `_butterfly_rows` rows from the chunk's
+        start and holds as many, so its fwht rounds as the fwht of the whole chunk
+        (`kvstats.quant.rotation._fwht`): the numbers equal the chunk-at-a-time steps bit
+        for bit. With draws a piece may span two draws; each row gets its draw's signs.
+        """
+        d, d_pad, dtype = self.dim, self.n_coords, xs.dtype
+        hadamard = rotation.kind == "hadamard"
+        n = xs.shape[-2] if rotation.draws else 1  # rows per draw (one draw: any)
+        x2, o2 = xs.reshape(-1, d), out.reshape(-1, d)
+        inv2, st2 = inv.reshape(-1), stored.reshape(-1)
+        p2 = None if packed is None else packed.reshape(-1, packed.shape[-1])
+        if hadamard:
+            step = _butterfly_rows(d_pad, min(_FWHT_BLOCK, d_pad))
+            # the 1/sqrt(d_pad) normalisation folded into the signs, as Rotation._apply
+            s_fwd = (rotation.signs / np.sqrt(d_pad)).astype(dtype, copy=False)
+            s_inv = (rotation.signs[..., :d] / np.sqrt(d_pad)).astype(dtype, copy=False)
+        else:
+            step = max(1, _CHUNK_VALUES // d_pad)
+        total = x2.shape[0]
+        for a in range(0, total, step):
+            b = min(a + step, total)
+            u = x2[a:b] * inv2[a:b, None]
+            if hadamard:
+                if d_pad != d:
+                    y = np.zeros((b - a, d_pad), dtype)
+                    y[:, :d] = u
+                else:
+                    y = u
+                for j, lo, hi in _draw_runs(a, b, n, bool(rotation.draws)):
+                    np.multiply(y[lo:hi], s_fwd[j] if j is not None else s_fwd, out=y[lo:hi])
+                y = _fwht(y)
+            else:
+                y = u
+            codes = self.codebook._encode(y)
+            if p2 is not None:
+                p2[a:b] = pack_codes(codes, self.bits)
+            z = self._lookup(codes, dtype)
+            if hadamard:
+                z = _fwht(z)[:, :d]
+                for j, lo, hi in _draw_runs(a, b, n, bool(rotation.draws)):
+                    z[lo:hi] *= s_inv[j] if j is not None else s_inv
+            np.multiply(z, st2[a:b, None], out=o2[a:b])
 
     def _lookup(self, codes: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Centroids of unpacked uint8 codes ``(..., n_coords)``, in ``dtype``."""
@@ -526,3 +580,11 @@ class MSEQuantizer:
     def __repr__(self) -> str:
         return (f"MSEQuantizer(dim={self.dim}, bits={self.bits}, rotation={self.rotation.kind!r}, "
                 f"draws={self.draws}, norm_dtype={self.norm_dtype.name})")
+
+
+def _draw_runs(a: int, b: int, n: int, draws: bool) -> list[tuple[int | None, int, int]]:
+    """Rows ``[a, b)`` of a chunk of draws of ``n`` rows each, as ``(draw, lo, hi)`` runs
+    relative to ``a`` (one run with draw None when the rotation has no draws)."""
+    if not draws:
+        return [(None, 0, b - a)]
+    return [(j, max(a, j * n) - a, min(b, (j + 1) * n) - a) for j in range(a // n, (b - 1) // n + 1)]

@@ -21,8 +21,8 @@ from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice
 from kvstats.quant.export import SideExport
 from kvstats.quant.mse import MSECodes, MSEQuantizer, _check_out
 from kvstats.quant.packing import packed_size
-from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _check_codes, _pm_from_bits, _pm_signs,
-                               _reconstruct, _sign_bits, _store_norms, qjl_scores)
+from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _as_norm_dtype, _check_codes, _in_dtype,
+                               _pm_signs, _reconstruct, _sign_bits, _store_norms, qjl_scores)
 from kvstats.quant.rotation import _BLAS_ROWS, Rotation
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
@@ -64,7 +64,9 @@ class ProdQuantizer:
         :class:`QJLKeyQuantizer`.
     rotation : {"hadamard", "haar", "identity"}
         Rotation of the MSE quantizer.
-    sketch : {"gaussian", "orthogonal"}
+    sketch : {"gaussian", "orthogonal", "srht"}
+        Kind of the residual's sketch (`kvstats.quant.sketch.make_sketch`); ``"srht"``
+        is applied by the fast Walsh–Hadamard transform.
     m : int, optional
         Sketch rows (default: the rotation's ``out_dim``).
     seed, draws
@@ -118,7 +120,8 @@ class ProdQuantizer:
             raise ValueError(f"x must have last dimension dim={self.dim}; received shape {x.shape}")
         return self.mse._check_x(x)
 
-    def _groups(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[_Group]]:
+    def _groups(self, shape: tuple[int, ...], dtype: np.dtype | None = None
+                ) -> tuple[tuple[int, ...], list[_Group]]:
         """Chunks of an output of batch shape ``shape``: ``(flat, [(rows, parts, sketch)])``.
 
         The MSE part runs in its own chunks (`MSEQuantizer._plan`), given as ``parts``
@@ -127,26 +130,30 @@ class ProdQuantizer:
         draws; the batched products are per draw) with its draws' sketches; with one
         sketch a group spans MSE chunks up to a multiple of ``_BLAS_ROWS`` rows, so the
         products round as one product over every row (see
-        `kvstats.quant.rotation._fwht_rows`).
+        `kvstats.quant.rotation._fwht_rows`). With ``dtype`` the sketches' dense matrices
+        come cast to it (once, where the sign product and the reconstruction would
+        each cast them).
         """
         flat, chunks = self.mse._plan(shape)
+        # the products run in dtype: a dense matrix is cast once, not per product
+        sketch = self.sketch if dtype is None else _in_dtype(self.sketch, dtype)
         if self.draws:
             # every array of the sketch with leading draws axes (matrix, and the signs
             # and rows of a structured sketch), broadcast to the batch and flattened
             nd = len(self.draws)
             arrays = {f.name: np.broadcast_to(v, shape[:-1] + v.shape[nd:]).reshape((-1,) + v.shape[nd:])
-                      for f in dataclasses.fields(self.sketch)
-                      if isinstance(v := getattr(self.sketch, f.name), np.ndarray)
+                      for f in dataclasses.fields(sketch)
+                      if isinstance(v := getattr(sketch, f.name), np.ndarray)
                       and v.shape[:nd] == self.draws}
             return flat, [(rows, [(slice(None), rot)],
-                           dataclasses.replace(self.sketch, draws=(len(range(*rows.indices(flat[0]))),),
+                           dataclasses.replace(sketch, draws=(len(range(*rows.indices(flat[0]))),),
                                                **{k: a[rows] for k, a in arrays.items()}))
                           for rows, rot in chunks]
         step = chunks[0][0].stop - chunks[0][0].start
         big = step * _BLAS_ROWS // math.gcd(step, _BLAS_ROWS)
         return flat, [(slice(a, a + big),
                        [(slice(r.start - a, r.stop - a), rot) for r, rot in chunks[a // step:(a + big) // step]],
-                       self.sketch) for a in range(0, flat[0], big)]
+                       sketch) for a in range(0, flat[0], big)]
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> ProdCodes:
         """Encode ``x`` ``(*batch, n, d)``: MSE codes, then signs and norm of the residual.
@@ -156,7 +163,7 @@ class ProdQuantizer:
         x = self._check_x(x)
         mse = self.mse
         shape = mse._shape(x.shape[:-1])
-        flat, groups = self._groups(shape)
+        flat, groups = self._groups(shape, x.dtype)
         xf = mse._flat(x, shape, flat)
         m_codes = np.empty(flat + (packed_size(mse.n_coords, mse.bits),), np.uint8)
         m_norms = np.empty(flat, mse.norm_dtype)
@@ -190,7 +197,7 @@ class ProdQuantizer:
         codes = self._check(codes)
         mse, dtype = self.mse, np.dtype(codes.dtype)
         shape = mse._shape(codes.mse.codes.shape[:-1])
-        flat, groups = self._groups(shape)
+        flat, groups = self._groups(shape, dtype)
         mc = mse._flat(codes.mse.codes, shape, flat)
         mn = mse._flat(codes.mse.norms.astype(dtype)[..., None], shape, flat)[..., 0]
         sg = mse._flat(codes.residual.signs, shape, flat)
@@ -236,7 +243,7 @@ class ProdQuantizer:
         mse = self.mse
         shape = mse._shape(x.shape[:-1])
         result = _check_out(out, x, shape + (self.dim,))
-        flat, groups = self._groups(shape)
+        flat, groups = self._groups(shape, x.dtype)
         xf = mse._flat(x, shape, flat)
         out = result.reshape(flat + (self.dim,))
         for rows, parts, sketch in groups:
@@ -245,8 +252,7 @@ class ProdQuantizer:
                 mse._roundtrip_chunk(xs[sub], x, rot, base[sub])
             residual = xs - base
             norms = _store_norms(residual, self.norm_dtype, f"{self.name} (residual)")
-            pm = _pm_from_bits(_sign_bits(sketch, residual), x.dtype)
-            base += _reconstruct(sketch, pm, norms, x.dtype)  # base is ours: add in place
+            _add_reconstruction(sketch, residual, norms, base)  # base is ours: add in place
         return result
 
     def scores(self, q: Float[np.ndarray, "*batch n_q d"],

@@ -21,7 +21,9 @@ docs/qjl.md derives the constants and variances (closed forms in :mod:`kvstats.t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
 import numpy as np
 from jaxtyping import Float, UInt8
 from numpy.typing import DTypeLike
@@ -29,7 +31,8 @@ from numpy.typing import DTypeLike
 from kvstats._checks import as_float_array, check_choice
 from kvstats.quant.coder import check_norm_range
 from kvstats.quant.packing import pack_bits, unpack_bits
-from kvstats.quant.sketch import Sketch, _check_sketch, make_sketch  # noqa: F401  (make_sketch: examples)
+from kvstats.quant.sketch import (Sketch, _check_sketch, _srht_project, _srht_project_t,  # noqa: F401
+                                  make_sketch)  # make_sketch: examples
 
 __all__ = ["QJLCodes", "qjl_encode", "qjl_scores", "qjl_reconstruct"]
 
@@ -70,8 +73,17 @@ def _broadcast_batch(x_batch: tuple[int, ...], draws: tuple[int, ...], name: str
 
 
 def _sign_bits(sketch: Sketch, x: np.ndarray) -> np.ndarray:
-    """The stored bits of ``sign(S x)``, bool ``(..., m)``: True where ``S x >= 0``."""
-    return np.matmul(x, np.swapaxes(sketch.matrix, -1, -2).astype(x.dtype, copy=False)) >= 0
+    """The stored bits of ``sign(S x)``, bool ``(..., m)``: True where ``S x >= 0``
+    (``S x`` by the fast transform for an srht sketch, `Sketch.project`)."""
+    return sketch._project(x) >= 0
+
+
+def _in_dtype(sketch: Sketch, dtype: DTypeLike) -> Sketch:
+    """``sketch`` with its dense matrix cast to ``dtype`` once, for a sign product and a
+    reconstruction in that dtype (each would cast it again; same numbers)."""
+    if sketch.dense is None or sketch.dense.dtype == dtype:
+        return sketch
+    return dataclasses.replace(sketch, dense=sketch.dense.astype(dtype))
 
 
 def _pm_from_bits(bits: np.ndarray, dtype: DTypeLike) -> np.ndarray:
@@ -89,9 +101,41 @@ def _pm_signs(packed: np.ndarray, m: int, dtype: DTypeLike) -> np.ndarray:
 
 def _reconstruct(sketch: Sketch, pm: np.ndarray, norms: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``scale · ‖x‖ · Sᵀ pm`` from ±1 signs ``pm`` (in ``dtype``) and stored norms."""
-    rec = np.matmul(pm, sketch.matrix.astype(dtype, copy=False))
+    rec = sketch._project_t(pm)  # exact for ±1 signs, also by the fast transform
     rec *= (sketch.scale * norms.astype(dtype))[..., None]
     return rec
+
+
+def _add_reconstruction(sketch: Sketch, x: np.ndarray, norms: np.ndarray, out: np.ndarray) -> None:
+    """``out += scale · ‖x‖ · Sᵀ sign(S x)`` (``norms`` as stored), in ``out``'s dtype.
+
+    An srht sketch runs on cache-sized pieces of each draw's rows (both transforms and
+    the steps between them on data still in the core's cache); a dense sketch in one
+    product per draw, as `_sign_bits` and `_reconstruct`.
+    """
+    if not sketch._fast():
+        out += _reconstruct(sketch, _pm_from_bits(_sign_bits(sketch, x), out.dtype), norms, out.dtype)
+        return
+    nd = len(sketch.draws)
+    lead = np.broadcast_shapes(x.shape[:-2], sketch.draws)
+    x = np.broadcast_to(x, lead + x.shape[-2:])
+    norms = np.broadcast_to(norms, lead + norms.shape[-1:])
+    step = max(1, _PIECE_VALUES // sketch.dim)
+    scale = (sketch.scale * norms.astype(out.dtype))
+    for i in np.ndindex(*lead):
+        j = i[len(i) - nd:]  # the draw of this batch entry
+        signs, rows = sketch.signs[j], None if sketch.rows is None else sketch.rows[j]
+        xi, oi, si = x[i], out[i], scale[i]
+        for a in range(0, xi.shape[0], step):
+            pm = _pm_from_bits(_srht_project(signs, rows, sketch.m, sketch.dim, xi[a:a + step]) >= 0,
+                               out.dtype)
+            rec = _srht_project_t(signs, rows, sketch.m, sketch.dim, pm)
+            rec *= si[a:a + step, None]
+            oi[a:a + step] += rec
+
+
+#: Values per piece of `_add_reconstruction` (256 KB of float32).
+_PIECE_VALUES = 1 << 16
 
 
 # --------------------------------------------------------------------------- codes
@@ -197,7 +241,7 @@ def qjl_scores(sketch: Sketch, q: Float[np.ndarray, "*batch n_q d"],
         raise ValueError(f"q must have last dimension {sketch.dim} (the sketch's dim); "
                          f"received shape {q.shape}")
     _broadcast_batch(q.shape[:-2], sketch.draws, "q")
-    sq = np.matmul(q, np.swapaxes(sketch.matrix, -1, -2).astype(q.dtype, copy=False))
+    sq = sketch._project(q)
     signs = _pm_signs(codes.signs, sketch.m, q.dtype)
     raw = np.matmul(sq, np.swapaxes(signs, -1, -2))
     return (raw * (sketch.scale * codes.norms.astype(q.dtype))[..., None, :]).astype(q.dtype, copy=False)

@@ -16,9 +16,9 @@ from jaxtyping import Float, UInt
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _broadcast_batch, _pm_from_bits, _pm_signs,
-                               _reconstruct, _sign_bits, _store_norms, qjl_encode, qjl_reconstruct,
-                               qjl_scores)
+from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _broadcast_batch, _in_dtype, _pm_from_bits,
+                               _pm_signs, _reconstruct, _sign_bits, _store_norms, qjl_encode,
+                               qjl_reconstruct, qjl_scores)
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
 __all__ = ["QJLKeyCodes", "QJLKeyQuantizer"]
@@ -77,8 +77,8 @@ class QJLKeyQuantizer:
         Head dimension d.
     m : int
         Sketch rows for the inliers (sign bits per token).
-    sketch : {"gaussian", "orthogonal"}
-        Kind of both sketches.
+    sketch : {"gaussian", "orthogonal", "srht"}
+        Kind of both sketches (`kvstats.quant.sketch.make_sketch`).
     n_outliers : int
         Outlier channels per group, 0..dim (0: plain QJL, no second sketch).
     outlier_m : int, optional
@@ -194,6 +194,7 @@ class QJLKeyQuantizer:
         def part(sketch: Sketch, x: np.ndarray) -> np.ndarray:
             # qjl_encode then qjl_reconstruct, minus the pack/unpack of the signs
             _broadcast_batch(x.shape[:-2], sketch.draws, "x")
+            sketch = _in_dtype(sketch, K.dtype)  # one cast for both products
             norms = _store_norms(x, self.norm_dtype, self.name)
             return _reconstruct(sketch, _pm_from_bits(_sign_bits(sketch, x), K.dtype), norms,
                                 K.dtype)
@@ -260,7 +261,7 @@ class QJLKeyQuantizer:
             cols = np.take_along_axis(_lead(st, nd), _lead(ix, nd), axis=-2)  # (..., G, n_out, m)
             return np.matmul(q_out[..., :, :, None, :], cols[..., None, :, :, :])[..., 0, :]
 
-        sq_full = np.matmul(q, np.swapaxes(self.sketch.matrix, -1, -2).astype(q.dtype))
+        sq_full = self.sketch._project(q)
         sq_in = sq_full[..., :, None, :] - restricted(self.sketch)
         n = codes.n_tokens
         return (self._grouped_scores(self.sketch, sq_in, codes.inlier, n)

@@ -30,6 +30,8 @@ shape ``(*batch, n, d)`` broadcast ``batch`` against ``draws``.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from numbers import Integral
@@ -181,13 +183,48 @@ def _fwht_rows(d: int) -> int:
 
 
 def _fwht(x: np.ndarray, block: int = _FWHT_BLOCK) -> np.ndarray:
-    """`fwht` without validation."""
+    """`fwht` without validation.
+
+    A dense product with ``H_b`` (b = min(block, d)) on each run of b coordinates, then
+    radix-2 butterflies across the runs. When butterflies follow (d > b), the rows go
+    through both stages in cache-sized pieces of a multiple of ``_BLAS_ROWS`` product
+    rows (`_butterfly_rows`): the butterflies then run on data still in the core's cache,
+    and the numbers equal one product over every row bit for bit (`_fwht_rows`).
+    """
     d = x.shape[-1]
     b = min(block, d)
+    if b == d or x.size <= _FWHT_PIECE:
+        return _fwht_piece(x, b)
+    y = np.empty(x.shape, x.dtype)
+    xf, yf = x.reshape(-1, d), y.reshape(-1, d)
+    step = _butterfly_rows(d, b)
+    for a in range(0, xf.shape[0], step):
+        _fwht_piece(xf[a:a + step], b, out=yf[a:a + step])
+    return y
+
+
+#: Values per piece of a blocked `_fwht` (256 KB of float32: the piece stays in L2).
+_FWHT_PIECE = 1 << 16
+
+
+def _butterfly_rows(d: int, b: int) -> int:
+    """Vectors per piece of a blocked `_fwht` of length-d vectors: about `_FWHT_PIECE`
+    values, a multiple of ``_BLAS_ROWS`` rows of the width-b product."""
+    unit = _BLAS_ROWS // math.gcd(d // b, _BLAS_ROWS)
+    return unit * max(1, _FWHT_PIECE // (unit * d))
+
+
+def _fwht_piece(x: np.ndarray, b: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Both stages of `_fwht` on ``x`` in one go (into ``out``, C-contiguous, if given)."""
+    d = x.shape[-1]
     if b > 1:
-        y = np.matmul(x.reshape(-1, b), _hadamard_cached(b, x.dtype.name)).reshape(x.shape)
-    else:
+        y = np.matmul(x.reshape(-1, b), _hadamard_cached(b, x.dtype.name),
+                      out=None if out is None else out.reshape(-1, b)).reshape(x.shape)
+    elif out is None:
         y = np.array(x, copy=True, order="C")
+    else:
+        out[...] = x
+        y = out
     flat = y.reshape(-1, d)
     h = b
     while h < d:

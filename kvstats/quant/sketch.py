@@ -6,14 +6,16 @@ A sketch ``S`` (``m × d``) maps a vector ``k`` to the ``m`` signs of ``S k``
 
 The randomized-Hadamard sketch (``"srht"``) is drawn from O(d) random numbers (signs and
 sampled rows) and applied by :meth:`Sketch.project` in O(d log d) per vector (a fast
-Walsh–Hadamard transform); ``matrix`` is still materialised (O(m·d) memory, no random
-d × d draw, no QR) because the coders multiply by it (docs/qjl.md, "Cost").
+Walsh–Hadamard transform), and its transpose by :meth:`Sketch.project_t`; the coders of
+:mod:`kvstats.quant.qjl` use both, so ``matrix`` is materialised only when it is read
+(export, scores of the QJL key quantizer's outlier channels; docs/qjl.md, "Cost").
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -40,7 +42,7 @@ def _as_draws(draws: object) -> tuple[int, ...]:
 
 @dataclass(frozen=True, eq=False)
 class Sketch:
-    """A QJL sketch: ``matrix`` of shape ``(*draws, m, dim)`` (float64) and its constant.
+    """A QJL sketch: the matrix ``S`` of shape ``(*draws, m, dim)`` (float64) and its constant.
 
     ``scale`` is the constant ``c`` such that ``c·‖k‖·⟨S q, sign(S k)⟩`` estimates
     ``⟨q, k⟩``: unbiased for every ``q, k`` (expectation over the sketch) for the
@@ -48,16 +50,35 @@ class Sketch:
     orientation of the pair (docs/qjl.md, "SRHT"). ``signs`` (``(*draws, blocks, dim)``,
     ±1) and ``rows`` (``(*draws, m mod d_pad)`` Hadamard rows of a partial last block, or
     None) are the randomness of an ``"srht"`` sketch (None for the other kinds).
+    ``dense`` holds the matrix of the Gaussian and orthogonal kinds; an ``"srht"``
+    sketch leaves it None, applies itself by the fast transform (:meth:`project`,
+    :meth:`project_t`) and builds :attr:`matrix` only when it is read.
     """
 
     kind: str
     m: int
     dim: int
     draws: tuple[int, ...]
-    matrix: Float[np.ndarray, "*draws m d"]
+    dense: Float[np.ndarray, "*draws m d"] | None
     scale: float
     signs: Float[np.ndarray, "*draws blocks d"] | None = None
     rows: Int[np.ndarray, "*draws m_last"] | None = None
+
+    @cached_property
+    def matrix(self) -> Float[np.ndarray, "*draws m d"]:
+        """``S``, float64 ``(*draws, m, dim)`` (built from the signs for ``"srht"``, read-only)."""
+        if self.dense is not None:
+            return self.dense
+        if self.signs is None:
+            raise ValueError(f"a {self.kind!r} sketch needs its matrix (dense) or its signs; "
+                             "received neither")
+        matrix = _srht_matrix(self.signs, self.rows, self.m, self.dim)
+        matrix.setflags(write=False)
+        return matrix
+
+    def _fast(self) -> bool:
+        """Whether the fast transform applies (an srht sketch with signs for its draws)."""
+        return self.signs is not None and self.signs.shape[:-2] == self.draws
 
     def describe(self) -> dict[str, Any]:
         """Settings of the sketch (kind, rows, dimension, draws, constant)."""
@@ -70,7 +91,8 @@ class Sketch:
         For ``"srht"`` the cost is O(blocks · d_pad log d_pad) per vector (signs, a fast
         Walsh–Hadamard transform per block, row selection) and no matrix product; the
         other kinds (and an srht sketch whose ``draws`` were re-sliced without its
-        signs) multiply by ``matrix``.
+        signs) multiply by ``matrix``. The two ways agree to float rounding (the sums
+        are taken in another order).
 
         Parameters
         ----------
@@ -92,20 +114,97 @@ class Sketch:
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last dimension {self.dim} (the sketch's dim); "
                              f"received shape {x.shape}")
-        if self.signs is None or self.signs.shape[:-2] != self.draws:
+        return self._project(x)
+
+    def _project(self, x: np.ndarray) -> np.ndarray:
+        """`project` without validation."""
+        if not self._fast():
             return np.matmul(x, np.swapaxes(self.matrix, -1, -2).astype(x.dtype, copy=False))
-        d_pad = next_pow2(self.dim)
-        signs = self.signs.astype(x.dtype, copy=False)
-        y = x[..., None, :] * signs[..., None, :, :]              # (*, n, blocks, dim)
-        if d_pad > self.dim:
-            y = np.concatenate([y, np.zeros(y.shape[:-1] + (d_pad - self.dim,), y.dtype)], -1)
-        y = _fwht(np.ascontiguousarray(y))                        # (H D x) per block
-        n_full = self.m // d_pad
-        out = [y[..., :n_full, :].reshape(y.shape[:-2] + (n_full * d_pad,))]
-        if self.rows is not None:
-            idx = np.broadcast_to(self.rows[..., None, :], y.shape[:-2] + self.rows.shape[-1:])
-            out.append(np.take_along_axis(y[..., -1, :], idx, axis=-1))
-        return np.concatenate(out, -1) if len(out) > 1 else out[0]
+        return _srht_project(self.signs, self.rows, self.m, self.dim, x)
+
+    def project_t(self, y: Float[np.ndarray, "*batch n m"]) -> Float[np.ndarray, "*batch n d"]:
+        """``Sᵀ y`` for every row ``y`` (length m): ``y @ matrix``, fast for ``"srht"``.
+
+        For ``"srht"``, ``Sᵀ y = Σ_b D_b (H y_b)[:dim]`` (``y_b`` the block's entries, a
+        partial block's scattered to its sampled rows; H is symmetric), O(blocks ·
+        d_pad log d_pad) per row. For ±1 ``y`` (QJL signs) with m < 2^24 every partial
+        sum is an integer, so the result is exact and equals the matrix product's bit
+        for bit.
+
+        Parameters
+        ----------
+        y : array_like, shape ``(*batch, n, m)``
+
+        Returns
+        -------
+        ndarray, shape ``(*broadcast, n, dim)``, float32 for float32 ``y``
+
+        Examples
+        --------
+        >>> s = make_sketch("srht", 200, 96, seed=0, draws=3)
+        >>> y = np.sign(np.random.default_rng(1).standard_normal((3, 5, 200)))
+        >>> bool(np.array_equal(s.project_t(y), y @ s.matrix))
+        True
+        """
+        y = as_float_array(y, "y", min_ndim=2)
+        if y.shape[-1] != self.m:
+            raise ValueError(f"y must have last dimension {self.m} (the sketch's m); "
+                             f"received shape {y.shape}")
+        return self._project_t(y)
+
+    def _project_t(self, y: np.ndarray) -> np.ndarray:
+        """`project_t` without validation."""
+        if not self._fast():
+            return np.matmul(y, self.matrix.astype(y.dtype, copy=False))
+        return _srht_project_t(self.signs, self.rows, self.m, self.dim, y)
+
+
+#: Width of the dense stage of an SRHT sketch's fwht (`kvstats.quant.rotation._fwht`):
+#: the sketch's sums need not round as the rotation's, and at d = 1024 a width of 64
+#: is ~1.2x faster than 128 (one thread).
+_SRHT_BLOCK = 64
+
+
+def _srht_project(signs: np.ndarray, rows: np.ndarray | None, m: int, dim: int,
+                  x: np.ndarray) -> np.ndarray:
+    """``S x`` of an SRHT sketch from its signs ``(*draws, blocks, dim)`` and rows."""
+    d_pad = next_pow2(dim)
+    signs = signs.astype(x.dtype, copy=False)
+    if signs.shape[-2] == 1 and d_pad == dim:
+        y = x[..., None, :] * signs[..., None, :, :]              # one block: (*, n, 1, dim)
+    else:
+        y = np.zeros(np.broadcast_shapes(x.shape[:-1], signs.shape[:-2] + (1,))
+                     + (signs.shape[-2], d_pad), x.dtype)
+        np.multiply(x[..., None, :], signs[..., None, :, :], out=y[..., :dim])
+    y = _fwht(y, _SRHT_BLOCK)                                     # (H D x) per block
+    n_full = m // d_pad
+    full = y[..., :n_full, :].reshape(y.shape[:-2] + (n_full * d_pad,))
+    if rows is None:
+        return full
+    idx = np.broadcast_to(rows[..., None, :], y.shape[:-2] + rows.shape[-1:])
+    return np.concatenate([full, np.take_along_axis(y[..., -1, :], idx, axis=-1)], -1)
+
+
+def _srht_project_t(signs: np.ndarray, rows: np.ndarray | None, m: int, dim: int,
+                    y: np.ndarray) -> np.ndarray:
+    """``Sᵀ y`` of an SRHT sketch from its signs ``(*draws, blocks, dim)`` and rows."""
+    d_pad = next_pow2(dim)
+    n_full = m // d_pad
+    blocks = y[..., : n_full * d_pad].reshape(y.shape[:-1] + (n_full, d_pad))
+    if rows is not None:
+        lead = np.broadcast_shapes(y.shape[:-1], rows.shape[:-1] + (1,))
+        last = np.zeros(lead + (1, d_pad), y.dtype)
+        idx = np.broadcast_to(rows[..., None, :], lead + rows.shape[-1:])
+        np.put_along_axis(last[..., 0, :], idx, np.broadcast_to(y[..., n_full * d_pad:],
+                                                                lead + idx.shape[-1:]), axis=-1)
+        blocks = np.concatenate([np.broadcast_to(blocks, lead + blocks.shape[-2:]), last], -2)
+    z = _fwht(np.ascontiguousarray(blocks), _SRHT_BLOCK)[..., :dim]  # H y_b per block
+    signs = signs.astype(y.dtype, copy=False)[..., None, :, :]
+    if np.broadcast_shapes(z.shape, signs.shape) == z.shape:
+        np.multiply(z, signs, out=z)  # z is a new array: in place
+    else:
+        z = z * signs
+    return z[..., 0, :] if z.shape[-2] == 1 else z.sum(axis=-2)
 
 
 def make_sketch(kind: str, m: int, dim: int, seed: SeedLike = 0,
@@ -160,11 +259,11 @@ def make_sketch(kind: str, m: int, dim: int, seed: SeedLike = 0,
         matrix = rng.standard_normal((*draws, m, dim))
         scale = math.sqrt(math.pi / 2) / m
     elif kind == "srht":
-        matrix, signs, rows = _draw_srht(rng, m, dim, draws)
+        signs, rows = _draw_srht(rng, m, dim, draws)
         scale = 1.0 / (m * math.sqrt(dim) * sphere_abs_moment(dim))
-        for a in (matrix, signs) + (() if rows is None else (rows,)):
+        for a in (signs,) + (() if rows is None else (rows,)):
             a.setflags(write=False)
-        return Sketch(kind=kind, m=m, dim=dim, draws=draws, matrix=matrix, scale=scale,
+        return Sketch(kind=kind, m=m, dim=dim, draws=draws, dense=None, scale=scale,
                       signs=signs, rows=rows)
     else:
         n_blocks = -(-m // dim)
@@ -179,12 +278,12 @@ def make_sketch(kind: str, m: int, dim: int, seed: SeedLike = 0,
         matrix = np.ascontiguousarray(matrix)
         scale = 1.0 / (m * math.sqrt(dim) * sphere_abs_moment(dim))
     matrix.setflags(write=False)
-    return Sketch(kind=kind, m=m, dim=dim, draws=draws, matrix=matrix, scale=scale)
+    return Sketch(kind=kind, m=m, dim=dim, draws=draws, dense=matrix, scale=scale)
 
 
 def _draw_srht(rng: np.random.Generator, m: int, dim: int, draws: tuple[int, ...]
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Signs, partial-block rows and the materialised matrix of an SRHT sketch.
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Signs ``(*draws, blocks, dim)`` and partial-block rows of an SRHT sketch.
 
     Block b's rows are ``H[r, :dim] * signs[b]`` (Sylvester ``H`` of order
     d_pad = next_pow2(dim)); full blocks take every row, a partial last block ``m mod
@@ -197,13 +296,20 @@ def _draw_srht(rng: np.random.Generator, m: int, dim: int, draws: tuple[int, ...
     rows = None
     if m_last < d_pad:
         rows = np.argsort(rng.random((*draws, d_pad)), axis=-1)[..., :m_last]
+    return signs, rows
+
+
+def _srht_matrix(signs: np.ndarray, rows: np.ndarray | None, m: int, dim: int) -> np.ndarray:
+    """The materialised ``(*draws, m, dim)`` float64 matrix of an SRHT sketch."""
+    d_pad = next_pow2(dim)
+    draws = signs.shape[:-2]
     h = _hadamard_cached(d_pad, "float64")[:, :dim]
     n_full = m // d_pad
     parts = [(h * signs[..., :n_full, None, :]).reshape(*draws, n_full * d_pad, dim)]
     if rows is not None:
         parts.append(h[rows] * signs[..., -1, None, :])
     matrix = np.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
-    return np.ascontiguousarray(matrix), signs, rows
+    return np.ascontiguousarray(matrix)
 
 
 def _check_sketch(sketch: object) -> Sketch:

@@ -320,3 +320,40 @@ def test_flat_and_take_select_the_draws_of_a_batch(kind):
     for j, i in enumerate(range(5, 9)):
         one = r.draw((i // 4, 0))
         np.testing.assert_allclose(y[j], one.apply(x[j]), rtol=0, atol=1e-12)
+
+
+def _fwht_unblocked(x, b=128):
+    """The fwht as one BLAS product over every row, then the butterflies (the reference
+    the blocked `_fwht` must equal bit for bit at one BLAS thread)."""
+    from kvstats.quant.rotation import _hadamard_cached
+
+    d = x.shape[-1]
+    b = min(b, d)
+    y = (x.reshape(-1, b) @ _hadamard_cached(b, x.dtype.name)).reshape(-1, d)
+    h = b
+    while h < d:
+        v = y.reshape(y.shape[0], d // (2 * h), 2, h)
+        lo, hi = v[:, :, 0, :], v[:, :, 1, :]
+        diff = lo - hi
+        lo += hi
+        hi[...] = diff
+        h *= 2
+    return y.reshape(x.shape)
+
+
+@pytest.mark.parametrize("d", [256, 1024, 4096])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocked_fwht_equals_one_product(d, dtype):
+    """`_fwht` runs both stages on cache-sized pieces cut at multiples of `_BLAS_ROWS`
+    product rows; the numbers equal one product over every row (odd row counts too)."""
+    from threadpoolctl import threadpool_limits
+
+    from kvstats.quant.rotation import _FWHT_PIECE, _fwht
+
+    rng = np.random.default_rng(d)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for rows in (1, 13, 2 * _FWHT_PIECE // d + 7, 3 * 1024 + 5):
+            x = (rng.standard_normal((rows, d)) * 3).astype(dtype)
+            assert x.size <= _FWHT_PIECE or rows > _FWHT_PIECE // d  # the blocked path runs
+            np.testing.assert_array_equal(_fwht(x), _fwht_unblocked(x))
+            np.testing.assert_array_equal(_fwht(x[None]), _fwht_unblocked(x)[None])

@@ -165,3 +165,65 @@ def test_variance_within_the_qjl_gaussian_bound(kind, m):
     # power: a bound 3× smaller than the Gaussian one is violated by the Gaussian sketch
     if kind == "gaussian":
         assert var_z(est, bound / 3).max() > 3 * Z_MAX
+
+
+# --------------------------------------------------------------------------- fast paths
+@pytest.mark.parametrize("m,d,draws", [(128, 128, ()), (1024, 1024, (2,)), (200, 96, (2, 3)),
+                                       (50, 128, 4), (300, 128, ())])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_srht_transpose_of_signs_is_exact(m, d, draws, dtype):
+    """``Sᵀ y`` for ±1 ``y`` by the fast transform: integer partial sums, so it equals
+    the product with the materialised matrix bit for bit."""
+    s = make_sketch("srht", m, d, seed=2, draws=draws)
+    y = np.where(np.random.default_rng(3).random(s.draws + (9, m)) < 0.5, -1.0, 1.0).astype(dtype)
+    fast = s.project_t(y)
+    assert fast.dtype == dtype and fast.shape == s.draws + (9, d)
+    np.testing.assert_array_equal(fast, y @ s.matrix.astype(dtype))
+    g = make_sketch("gaussian", m, d, seed=2, draws=draws)  # dense kinds: the product itself
+    np.testing.assert_array_equal(g.project_t(y), y @ g.matrix.astype(dtype))
+    with pytest.raises(ValueError, match="last dimension"):
+        s.project_t(y[..., :-1])
+
+
+def test_srht_float32_projection_and_signs_agree_with_the_matrix():
+    """float32 ``S x`` by the fast transform differs from the dense product only by
+    rounding (another order of the same sums): within a few ulps of ‖x‖·√d, and a stored
+    sign differs only where the dense value is that close to 0."""
+    from kvstats.quant.qjl import _sign_bits
+
+    d = 1024
+    s = make_sketch("srht", d, d, seed=5, draws=2)
+    x = np.random.default_rng(6).standard_normal((2, 512, d)).astype(np.float32)
+    dense = x @ np.swapaxes(s.matrix, -1, -2).astype(np.float32)
+    fast = s.project(x)
+    tol = 64 * np.finfo(np.float32).eps * np.linalg.norm(x, axis=-1, keepdims=True) * math.sqrt(d)
+    assert np.all(np.abs(fast - dense) <= tol)
+    flipped = _sign_bits(s, x) != (dense >= 0)
+    assert np.all(np.abs(dense[flipped]) <= tol.repeat(d, -1)[flipped])
+    assert flipped.mean() < 1e-4
+
+
+def test_srht_matrix_is_built_on_demand():
+    s = make_sketch("srht", 64, 48, seed=1, draws=3)
+    assert s.dense is None and "matrix" not in vars(s)   # coding never needs it
+    assert s.matrix.shape == (3, 64, 48) and not s.matrix.flags.writeable
+    assert s.matrix is s.matrix                          # built once
+
+
+@pytest.mark.parametrize("kind", ["srht", "gaussian"])
+def test_add_reconstruction_equals_the_whole_array_steps(kind):
+    """`_add_reconstruction` (cache-sized pieces for srht) equals signs, then ±1, then
+    `_reconstruct`, on a batch of draws and on a shared sketch."""
+    from kvstats.quant.qjl import _add_reconstruction, _pm_from_bits, _reconstruct, _sign_bits
+
+    d = 256
+    rng = np.random.default_rng(8)
+    for draws, shape in (((3,), (3, 700, d)), ((), (2, 300, d))):
+        s = make_sketch(kind, d, d, seed=4, draws=draws)
+        x = rng.standard_normal(shape).astype(np.float32)
+        norms = np.linalg.norm(x, axis=-1).astype(np.float16)
+        base = rng.standard_normal(shape).astype(np.float32)
+        want = base + _reconstruct(s, _pm_from_bits(_sign_bits(s, x), np.float32), norms, np.float32)
+        got = base.copy()
+        _add_reconstruction(s, x, norms, got)
+        np.testing.assert_array_equal(got, want)
