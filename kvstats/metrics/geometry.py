@@ -183,6 +183,13 @@ def _geometry(x: np.ndarray, xh: np.ndarray,
 
     ``e`` is ``xh - x`` when the caller has it already.
     """
+    return _geometry_pooled(x, xh, e)[:3]
+
+
+def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
+                     axis: int | None = None) -> tuple[np.ndarray, ...]:
+    """`_geometry` and, with ``axis``, ``pooled_snr_db(x, xh, axis)`` from the same
+    squared norms (no second pass over the arrays; the same numbers bit for bit)."""
     if e is None:
         with np.errstate(over="ignore"):    # x̂ − x beyond the float range: redone scaled
             e = xh - x
@@ -190,10 +197,18 @@ def _geometry(x: np.ndarray, xh: np.ndarray,
     with np.errstate(invalid="ignore", over="ignore"):    # suspect rows are redone below
         snr, phi, ratio = (_snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe),
                            _ratio_from(nx2, nh2))
-    bad = _suspect_rows((x, xh, e), (nx2, nh2, ne2), nx2.dtype) | ~np.isfinite(xe)
+    suspect = _suspect_rows((x, xh, e), (nx2, nh2, ne2), nx2.dtype)
+    bad = suspect | ~np.isfinite(xe)
     if bad.any():
         snr[bad], phi[bad], ratio[bad] = _robust_rows(x[bad], xh[bad])
-    return snr, phi, ratio
+    if axis is None:
+        return snr, phi, ratio
+    sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
+    if suspect.any() or not (np.isfinite(sx).all() and np.isfinite(se).all()):
+        pooled = pooled_snr_db(x, xh, axis=axis)  # the scaled path, as pooled_snr_db takes it
+    else:
+        pooled = _snr_from(sx, se)
+    return snr, phi, ratio, pooled
 
 
 def _pair(x: Any, x_hat: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import _argmax_shift, _kl, _log_softmax, _topk_recall
 from kvstats.metrics._scaling import max_exponent
-from kvstats.metrics.geometry import _geometry, pooled_snr_db
+from kvstats.metrics.geometry import _geometry, _geometry_pooled
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
 
 __all__ = ["PROFILE_COLUMNS", "METRIC_DIRECTIONS", "error_profile", "summarize_profile"]
@@ -152,16 +152,15 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
 
         with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
             E = Khat - K
-        snr, phi, ratio = _geometry(K, Khat, E)
+        # the pooled SNRs from the same squared norms (one pass over K, K̂ and V, V̂)
+        snr, phi, ratio, out["snr_k_pooled"][s] = _geometry_pooled(K, Khat, E, axis=-1)
         out["snr_k"][s], n_ex = _mean_finite_db(snr)
         exact["k"] += n_ex
         out["phi_k"][s], out["norm_ratio_k"][s] = phi.mean(-1), ratio.mean(-1)
-        snr, phi, ratio = _geometry(V, Vhat)
+        snr, phi, ratio, out["snr_v_pooled"][s] = _geometry_pooled(V, Vhat, axis=-1)
         out["snr_v"][s], n_ex = _mean_finite_db(snr)
         exact["v"] += n_ex
         out["phi_v"][s], out["norm_ratio_v"][s] = phi.mean(-1), ratio.mean(-1)
-        out["snr_k_pooled"][s] = pooled_snr_db(K, Khat, axis=-1)
-        out["snr_v_pooled"][s] = pooled_snr_db(V, Vhat, axis=-1)
 
         # q·(k̂ − k) directly rather than q·k̂ − q·k: no cancellation when k̂ ≈ k.
         ip = _inner(q, K, "q and K")                                            # (c, n_q, N)
