@@ -391,13 +391,12 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         for place in ("k", "v", "t"):
             name = f"shannon_phi_{place}_{slug}"
             if name in figs:
-                doc.fig(figs[name], f"Shannon–φ plane ({place.upper()}), {title}: each scheme's "
-                        "mean SNR (dB, up is better) against its mean direction error φ (rad, "
-                        "log scale, left is better) at each budget n (the labels), joined in "
-                        "the order of n; crosses: 95% intervals of the means; dots: trials. "
-                        + ("Dashed: the rate–distortion limit at n bits per coordinate."
-                           if place != "t" else "No limit line: T is not coded (see "
-                           "\"Reading the Shannon–φ planes\")."))
+                doc.fig(figs[name], f"Shannon–φ plane ({place.upper()}), {title}: mean SNR (up is "
+                        "better) against mean direction error φ (log scale, left is better), each "
+                        "scheme's budgets n joined in order; "
+                        + ("dashed (where one exists): the rate–distortion limit at n bits per coordinate. "
+                           if place != "t" else "no limit line (T is not coded). ")
+                        + "See \"Reading the Shannon–φ planes\".")
         case_comp = comp
         for col in CASE_COLUMNS:
             case_comp = case_comp[case_comp[col] == case[col]]
