@@ -12,8 +12,10 @@ One run measures, on the same prompt and the same greedy loop:
   ``optimum-quanto`` is installed; its defaults: groups of 64, 128-token fp residual).
 
 For each: prefill seconds, decode tokens/s (the ``--new`` greedy steps after the prefill;
-the minimum time over ``--repeats`` runs, configurations interleaved A B C … A B C … so a
-change of load on a shared machine hits all of them), its ratio to DynamicCache and to
+the minimum time over ``--repeats`` runs; the configurations take turns at every decode
+step — A B C, C B A, … with all caches alive at once — so a change of load on a shared
+machine reaches all of them within one token's time; ``--interleave run`` takes turns per
+whole run instead), its ratio to DynamicCache and to
 quanto int4 by wall time and by the process's CPU time, the bytes the cache holds per
 cached token (every tensor it references, views counted by their whole storage) against
 the stored code bytes per token, and the greedy tokens' agreement with DynamicCache and
@@ -23,7 +25,7 @@ under cProfile and prints its top functions.
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 python experiments/bench_cache.py [--prompt 512] [--new 128]
         [--scheme KQV turboquant_mse] [--bits 4] [--repeats 3] [--threads 1] [--model-attn]
-        [--profile codes]
+        [--interleave step|run] [--profile codes]
 """
 
 from __future__ import annotations
@@ -83,6 +85,31 @@ def greedy(model, prompt: torch.Tensor, cache, new: int) -> tuple[list[int], flo
     return tokens, t1 - t0, t2 - t1, c2 - c1
 
 
+def lockstep(model, prompt: torch.Tensor, makers: dict, new: int) -> dict[str, list]:
+    """Every configuration's prefill, then their decode steps in turns, token by token
+    (A B C, C B A, …), so a change of load on a shared machine reaches all of them within
+    one token's time. Returns {name: [tokens, prefill s, decode wall s, cache, decode CPU s]}."""
+    caches = {name: make() for name, make in makers.items()}
+    res: dict[str, list] = {}
+    last: dict[str, torch.Tensor] = {}
+    with torch.inference_mode():
+        for name, cache in caches.items():
+            t0 = time.perf_counter()
+            out = model(input_ids=prompt, cache=cache, use_cache=True)
+            last[name] = out.logits[:, -1].argmax(-1, keepdim=True)
+            res[name] = [[int(last[name])], time.perf_counter() - t0, 0.0, cache, 0.0]
+        order = list(caches)
+        for step in range(new - 1):
+            for name in (order if step % 2 == 0 else order[::-1]):
+                t0, c0 = time.perf_counter(), time.process_time()
+                out = model(input_ids=last[name], cache=caches[name], use_cache=True)
+                last[name] = out.logits[:, -1].argmax(-1, keepdim=True)
+                res[name][2] += time.perf_counter() - t0
+                res[name][4] += time.process_time() - c0
+                res[name][0].append(int(last[name]))
+    return res
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", type=int, default=512, help="prompt tokens")
@@ -95,6 +122,9 @@ def main(argv=None) -> None:
     parser.add_argument("--model-attn", action="store_true",
                         help="add rows with attention='model' (the model's attention over a decoded copy)")
     parser.add_argument("--no-quanto", action="store_true", help="leave transformers' quanto int4 cache out")
+    parser.add_argument("--interleave", choices=["step", "run"], default="step",
+                        help="take turns per decode step (default; all caches alive at once) or per "
+                             "whole run (one cache at a time)")
     parser.add_argument("--profile", default=None, metavar="NAME",
                         help="cProfile one more decode of the configuration whose name contains NAME")
     args = parser.parse_args(argv)
@@ -137,15 +167,21 @@ def main(argv=None) -> None:
 
     best: dict[str, list] = {}
     for rep in range(args.repeats):
-        for name, make in configs.items():
-            cache = make()
-            tokens, pre, dec, cpu = greedy(model, prompt, cache, args.new)
+        if args.interleave == "step":
+            runs = lockstep(model, prompt, configs, args.new)
+        else:
+            runs = {}
+            for name, make in configs.items():
+                cache = make()
+                tokens, pre, dec, cpu = greedy(model, prompt, cache, args.new)
+                runs[name] = [tokens, pre, dec, cache, cpu]
+        for name, run in runs.items():
             if name not in best:
-                best[name] = [tokens, pre, dec, cache, cpu]
+                best[name] = run
             else:  # minimum over runs, wall and CPU separately
-                best[name][1] = min(best[name][1], pre)
-                best[name][2] = min(best[name][2], dec)
-                best[name][4] = min(best[name][4], cpu)
+                best[name][1] = min(best[name][1], run[1])
+                best[name][2] = min(best[name][2], run[2])
+                best[name][4] = min(best[name][4], run[4])
     names = list(configs)
     base_tokens, _, base_dec, base_cache, base_cpu = best[base_name]
     q_dec, q_cpu = (best[quanto_name][2], best[quanto_name][4]) if quanto_name in best else (None, None)
@@ -155,7 +191,9 @@ def main(argv=None) -> None:
     print(f"# {date.today()}  {platform.machine()}  torch {torch.__version__}  threads {args.threads}  "
           f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
-    print(f"# prompt {args.prompt} tokens + {args.new} greedy; times = min of {args.repeats} interleaved runs")
+    turns = "per decode step (A B C, C B A, …)" if args.interleave == "step" else "per run"
+    print(f"# prompt {args.prompt} tokens + {args.new} greedy; decode time summed over the steps, "
+          f"configurations taking turns {turns}; min of {args.repeats} runs")
     from kvstats.models.lut_kernel import kernel
 
     print(f"# code-reading look-up loops: {'compiled C' if kernel() is not None else 'torch gathers (no C compiler)'}")
