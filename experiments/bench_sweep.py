@@ -13,24 +13,34 @@ nu = 1.5}, d = 128, float32, 18 cells) in one process with one BLAS thread, repe
   same ``kvstats.sample`` call as the runner), then per cell and trial
   ``make_scheme(..., draws=())``, ``Scheme.roundtrip`` and ``error_profile``.
 - floor: the work no runner of these schemes can skip, each step timed alone on
-  inputs prepared outside the clock, as whole batches and trial by trial, keeping
-  the faster: drawing each case's trials once; drawing every cell's rotations and
-  sketches (``make_scheme(..., draws=T)``); per coded side the unit-vector scaling,
-  the rotation and its inverse, the Lloyd-Max coding and the centroid lookup; per QJL
-  residual its norm and the two sketch products (S r, S^T signs); ``error_profile``.
-  No checks, no allocation of outputs, no packing. loop / floor bounds what any
-  runner could gain over the fair loop on one core.
+  inputs prepared outside the clock, in three ways -- the whole batch, trial by trial,
+  and on one cache-sized piece of rows (``--piece`` values, repeated; the in-cache rate
+  a fused implementation could reach) scaled to the batch -- keeping the fastest:
+  drawing each case's trials once; drawing every cell's rotations and sketches
+  (``make_scheme(..., draws=T)``); per coded side the unit-vector scaling, the rotation
+  and its inverse, the Lloyd-Max coding and the centroid lookup; per QJL residual its
+  norm and the two sketch products (S r, S^T signs; the fast transform for srht);
+  ``error_profile``. No checks, no allocation of outputs, no packing, no Python between
+  steps. loop / floor bounds what any runner doing this arithmetic could gain over the
+  fair loop on one core (a runner with other arithmetic -- another order of the sums,
+  float32 sketches -- would change the numbers).
 
-``--d1024`` also times a few cells of the seed grid at d = 1,024, N = 1,024 (the
-d = 1024 half of experiments/dalberto.toml: 6 cases x 3 schemes x 5 budgets = 90 cells
-x 1,000 trials): KV, KQV, QKQV at n = 2 and 6 on Gaussian keys through the runner, and
-one draw of each of the six cases; it extrapolates the grid's time on 2 cores as
-(drawing + 30 x the per-trial cost of each scheme, mean of n = 2, 6) x 1,000 trials / 2
-workers, an estimate (perfect use of both cores, cost independent of the key law), for
-each sketch kind given by ``--sketches`` that ``kvstats.quant.sketch.SKETCHES`` knows.
+Times are the process's CPU seconds by default (``--clock cpu``): on a shared machine
+they move far less with the load than wall-clock seconds (``--clock wall``).
+
+``--d1024`` times the seed grid at d = 1,024, N = 1,024
+(experiments/dalberto_d1024_full.toml: 6 cases x 3 schemes x 5 budgets = 90 cells x
+1,000 trials) for each sketch kind of ``--sketches``: the runner on all 90 cells at
+``--d1024-trials`` trials per cell in this process (CPU seconds per trial of the grid,
+extrapolated linearly to 1,000 trials on 2 cores: x 1,000 / 2), the floor of one
+trial of the grid (the steps above for the Gaussian case's 15 cells, x 6 cases, plus
+drawing all six cases), and, with ``--d1024-pool T``, the real grid at T trials per cell
+through ``run_sweep``'s default pool of 2 workers (wall seconds x 1,000 / T).
 
     python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 16] [--repeats 3]
-                                      [--generator 1] [--d1024] [--sketches gaussian srht]
+                                      [--generator 1] [--clock cpu] [--d1024]
+                                      [--d1024-trials 4] [--d1024-pool 16]
+                                      [--sketches gaussian srht]
 """
 
 from __future__ import annotations
@@ -48,9 +58,14 @@ import kvstats
 from kvstats.data.trials import Trials
 from kvstats.quant.mse import MSEQuantizer
 from kvstats.quant.prod import ProdQuantizer
-from kvstats.quant.qjl import _pm_from_bits, _reconstruct, _sign_bits, _store_norms
 from kvstats.quant.sketch import SKETCHES
-from kvstats.sweep import SweepConfig, run_sweep
+from kvstats.sweep import SweepConfig, load_config, run_sweep
+
+# The floor's steps use private helpers; imported where used, so that the runner-only
+# timing (``--d1024-runner-only``) also runs against an older checkout (PYTHONPATH).
+
+#: The clock of every figure: process CPU seconds or wall seconds (``--clock``).
+CLOCK: Callable[[], float] = time.process_time
 
 
 def reduced_config(trials: int, n_keys: int, generator: int) -> SweepConfig:
@@ -74,7 +89,7 @@ def _cases(cfg: SweepConfig) -> dict[str, Trials]:
 
 def fair_loop(cfg: SweepConfig) -> float:
     """Seconds of the fair loop (shared data, per trial: make_scheme, roundtrip, error_profile)."""
-    tic = time.perf_counter()
+    tic = CLOCK()
     cases = _cases(cfg)
     rng = np.random.default_rng(cfg.seed + 1)
     for cell in cfg.cells():
@@ -84,21 +99,23 @@ def fair_loop(cfg: SweepConfig) -> float:
             scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim,
                                          seed=int(rng.integers(2**63)), **cell.scheme.params)
             kvstats.error_profile(one, *scheme.roundtrip(one.K, one.V))
-    return time.perf_counter() - tic
+    return CLOCK() - tic
 
 
 def _best(fn: Callable[[], object], repeats: int = 3) -> float:
     out = []
     for _ in range(repeats):
-        tic = time.perf_counter()
+        tic = CLOCK()
         fn()
-        out.append(time.perf_counter() - tic)
+        out.append(CLOCK() - tic)
     return min(out)
 
 
-def _side_steps(coder: object, x: np.ndarray) -> list[Callable[[], object]]:
-    """The unavoidable arithmetic of one coded side of ``x`` (T, N, d), as closures on
-    prepared inputs: every intermediate is computed once here, outside the clock."""
+def _side_steps(coder: object, x: np.ndarray) -> list[tuple[str, Callable[[], object]]]:
+    """The unavoidable arithmetic of one coded side of ``x`` (T, N, d), as named closures
+    on prepared inputs: every intermediate is computed once here, outside the clock."""
+    from kvstats.quant.qjl import _in_dtype, _pm_from_bits, _reconstruct, _sign_bits, _store_norms
+
     mse = coder.mse if isinstance(coder, ProdQuantizer) else coder
     if not isinstance(mse, MSEQuantizer):
         raise TypeError(f"bench_sweep's floor knows MSE and Prod sides; received {type(coder).__name__}")
@@ -109,38 +126,62 @@ def _side_steps(coder: object, x: np.ndarray) -> list[Callable[[], object]]:
     y = u if rot.kind == "identity" else rot._apply(u)
     codes = cb._encode(y)
     cent = mse._lookup(codes, x.dtype)
-    steps: list[Callable[[], object]] = [
-        lambda: np.einsum("...i,...i->...", x, x),
-        lambda: x * inv[..., None],
-        lambda: cb._encode(y),
-        lambda: mse._lookup(codes, x.dtype),
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("norms", lambda: np.einsum("...i,...i->...", x, x)),
+        ("scaling", lambda: x * inv[..., None]),
+        ("Lloyd-Max coding", lambda: cb._encode(y)),
+        ("centroid lookup", lambda: mse._lookup(codes, x.dtype)),
     ]
     if rot.kind != "identity":
-        steps += [lambda: rot._apply(u), lambda: rot._inverse(cent)]
+        steps += [("rotation", lambda: rot._apply(u)), ("inverse rotation", lambda: rot._inverse(cent))]
     if isinstance(coder, ProdQuantizer):
         base = rot._inverse(cent) * norms[..., None].astype(x.dtype)
         r = x - base
         rn = _store_norms(r, coder.norm_dtype, "x")
-        pm = _pm_from_bits(_sign_bits(coder.sketch, r), x.dtype)
-        steps += [lambda: np.linalg.norm(r, axis=-1), lambda: _sign_bits(coder.sketch, r),
-                  lambda: _reconstruct(coder.sketch, pm, rn, x.dtype)]
+        sk = _in_dtype(coder.sketch, x.dtype)  # a dense sketch cast once, outside the clock
+        pm = _pm_from_bits(_sign_bits(sk, r), x.dtype)
+        steps += [("residual norms", lambda: np.linalg.norm(r, axis=-1)),
+                  ("sketch S r", lambda: _sign_bits(sk, r)),
+                  ("sketch S^T signs", lambda: _reconstruct(sk, pm, rn, x.dtype))]
     return steps
 
 
-def floor_seconds(cfg: SweepConfig, repeats: int) -> float:
-    """Seconds of the unavoidable work of ``cfg`` (see the module docstring)."""
-    rng = np.random.default_rng(cfg.seed)
+def _piece_seconds(coder_1: object, x: np.ndarray, piece: int, repeats: int) -> list[float]:
+    """Per step, the seconds for all of ``x`` (T, N, d) at the in-cache rate: the step
+    timed on one piece of ``piece // d`` rows (repeated, minimum kept), times the
+    number of such pieces in ``x``."""
+    rows = max(1, piece // x.shape[-1])
+    steps = _side_steps(coder_1, x[0, :rows])
+    scale = x.shape[0] * x.shape[1] / rows
+    return [_best(step, max(repeats, 5)) * scale for _, step in steps]
+
+
+def draw_seconds(cfg: SweepConfig, repeats: int) -> float:
+    """Seconds to draw each case of ``cfg`` once (``n_trials`` trials)."""
     first = {c.case_key(): c for c in cfg.cells()}
-    total = sum(_best(lambda c=c: kvstats.sample(
+    return sum(_best(lambda c=c: kvstats.sample(
         c.distribution, cfg.n_trials, c.n_keys, c.dim, seed=1, dtype=np.dtype(cfg.dtype),
         generator=cfg.generator, **c.params), repeats) for c in first.values())
-    cases = _cases(cfg)
+
+
+def code_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16,
+                 cells: list | None = None, parts: dict[str, float] | None = None) -> float:
+    """Seconds of the unavoidable coding and profiling of the cells ``cells`` of ``cfg``
+    (default: all): drawing their rotations and sketches, each side's steps, the profile;
+    ``parts`` (if given) accumulates the seconds by step."""
+    parts = {} if parts is None else parts
+    rng = np.random.default_rng(cfg.seed)
+    cells = cfg.cells() if cells is None else cells
+    cases = _cases(cfg) if cells else {}
     T = cfg.n_trials
-    for cell in cfg.cells():
+    total = 0.0
+    for cell in cells:
         trials = cases[cell.case_key()]
         args = (cell.scheme.name, cell.budget, cell.dim)
-        total += _best(lambda: kvstats.make_scheme(*args, draws=T, seed=int(rng.integers(2**63)),
-                                                   **cell.scheme.params), repeats)
+        t = _best(lambda: kvstats.make_scheme(*args, draws=T, seed=int(rng.integers(2**63)),
+                                              **cell.scheme.params), repeats)
+        parts["drawing rotations and sketches"] = parts.get("drawing rotations and sketches", 0.0) + t
+        total += t
         batched = kvstats.make_scheme(*args, draws=T, seed=2, **cell.scheme.params)
         single = kvstats.make_scheme(*args, seed=2, **cell.scheme.params)
         per_step = []
@@ -148,75 +189,116 @@ def floor_seconds(cfg: SweepConfig, repeats: int) -> float:
                                     (batched.value_quantizer, single.value_quantizer, trials.V)):
             whole = _side_steps(coder_b, x)
             one = [_side_steps(coder_1, x[t]) for t in range(T)]
-            for i, step in enumerate(whole):
+            pieces = _piece_seconds(coder_1, x, piece, repeats)
+            for i, (name, step) in enumerate(whole):
                 per_step.append(min(_best(step, repeats),
-                                    _best(lambda i=i: [s[i]() for s in one], repeats)))
+                                    _best(lambda i=i: [s[i][1]() for s in one], repeats), pieces[i]))
+                parts[name] = parts.get(name, 0.0) + per_step[-1]
         K_hat, V_hat = batched.roundtrip(trials.K, trials.V)
         prof_whole = _best(lambda: kvstats.error_profile(trials, K_hat, V_hat), repeats)
         ones = [Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1]) for t in range(T)]
         prof_one = _best(lambda: [kvstats.error_profile(o, K_hat[t:t + 1], V_hat[t:t + 1])
                                   for t, o in enumerate(ones)], repeats)
         total += sum(per_step) + min(prof_whole, prof_one)
+        parts["error_profile"] = parts.get("error_profile", 0.0) + min(prof_whole, prof_one)
     return total
 
 
-#: The cases of the seed grid's d = 1,024 half (experiments/dalberto.toml).
-D1024_CASES = [("gaussian", {}), ("heavy_tailed", {"nu": 1.05}), ("heavy_tailed", {"nu": 1.5}),
-               ("heavy_tailed", {"nu": 3.0}), ("low_rank", {"rank": 8}), ("focused", {"strength": 0.5})]
+def floor_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16) -> float:
+    """Seconds of the unavoidable work of ``cfg`` (see the module docstring)."""
+    return draw_seconds(cfg, repeats) + code_seconds(cfg, repeats, piece)
 
 
-def d1024_draw_seconds(trials: int, generator: int) -> float:
-    """Seconds per trial to draw one trial of every case of the d = 1,024 grid."""
-    return sum(_best(lambda: kvstats.sample(name, trials, 1024, 1024, seed=0, dtype=np.float32,
-                                            generator=generator, **p), 1)
-               for name, p in D1024_CASES) / trials
+#: The seed grid at d = 1,024, N = 1,024 (the d = 1024 half of experiments/dalberto.toml).
+D1024_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dalberto_d1024_full.toml")
 
 
-def d1024_estimate(sketch: str, trials: int, draw: float) -> str:
-    """Runner seconds per trial of the d = N = 1,024 cells (KV, KQV, QKQV x n = 2, 6 on
-    Gaussian keys), extrapolated with ``draw`` (seconds per trial of drawing all six
-    cases) to the seed grid's 6 cases x 15 cells x 1,000 trials on 2 workers."""
-    cfg = SweepConfig.from_dict({
-        "schemes": [{"name": n, "params": {"norm_dtype": "float32",
-                                           **({"sketch": sketch} if n != "KV" else {})}}
-                    for n in ("KV", "KQV", "QKQV")],
-        "budgets": [2, 6], "distributions": ["gaussian"], "dims": [1024], "n_keys": [1024],
-        "n_trials": trials, "seed": 3, "dtype": "float32"})
-    res = run_sweep(cfg, executor="serial", progress=False)
-    by: dict[str, list[float]] = {}
-    for c in res.manifest["cells"]:
-        by.setdefault(c["key"]["scheme"], []).append(c["seconds"] / trials)
-    per_scheme = {k: float(np.mean(v)) for k, v in by.items()}   # mean over n = 2, 6
-    # per trial: draw the six cases, code and profile 6 x 5 budgets of each scheme
-    grid = (draw + 6 * 5 * sum(per_scheme.values())) * 1000 / 2
-    schemes = ", ".join(f"{k} {1e3 * v:.0f}" for k, v in per_scheme.items())
-    return f"| {sketch} | {trials} | {schemes} | {1e3 * draw:.0f} | {grid / 60:.0f} |"
+def d1024_config(sketch: str, trials: int) -> SweepConfig:
+    """The seed grid with ``trials`` trials per cell and the QJL sides' sketch ``sketch``
+    (the grid itself uses the default, Gaussian)."""
+    cfg = load_config(D1024_CONFIG).to_dict()
+    cfg["n_trials"] = trials
+    if sketch != "gaussian":
+        for spec in cfg["schemes"]:
+            if spec["name"] != "KV":
+                spec["params"] = {**spec.get("params", {}), "sketch": sketch}
+    return SweepConfig.from_dict(cfg)
+
+
+def d1024_runner(sketch: str, trials: int, repeats: int) -> float:
+    """Runner seconds per trial of the whole seed grid (90 cells) in this process."""
+    cfg = d1024_config(sketch, trials)
+    run_sweep(d1024_config(sketch, 2), executor="serial", progress=False)  # warm caches
+    return _best(lambda: run_sweep(cfg, executor="serial", progress=False), repeats) / trials
+
+
+def d1024_row(sketch: str, trials: int, pool_trials: int, repeats: int, piece: int,
+              notes: list[str]) -> str:
+    """One table row for ``sketch``: runner and floor per trial of the grid, both
+    extrapolated to the grid on 2 cores, and the pooled run if ``pool_trials``; the
+    floor's breakdown by step goes to ``notes``."""
+    cfg = d1024_config(sketch, trials)
+    runner = d1024_runner(sketch, trials, 1)
+    gauss_cells = [c for c in cfg.cells() if c.distribution == "gaussian"]
+    n_cases = len({c.case_key() for c in cfg.cells()})
+    # floor: drawing all cases + coding/profiling the Gaussian case's cells x n_cases
+    # (the coding does not depend on the key law, apart from rare rescaled rows)
+    parts: dict[str, float] = {"drawing the data": draw_seconds(cfg, repeats) / n_cases}
+    floor = n_cases * (parts["drawing the data"] + code_seconds(cfg, repeats, piece, gauss_cells, parts))
+    floor /= trials
+    breakdown = ", ".join(f"{k} {1e3 * v / trials:.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+    notes.append(f"floor of one trial of one case (15 cells), {sketch}, ms: {breakdown}")
+    pooled = "—"
+    if pool_trials:
+        pcfg = d1024_config(sketch, pool_trials)
+        tic = time.perf_counter()
+        run_sweep(pcfg, workers=2, progress=False)
+        wall = time.perf_counter() - tic
+        pooled = (f"{wall:.0f} s wall for {pool_trials} trials/cell ({pool_trials / 10:.1f}% of the grid) "
+                  f"-> **{wall * 1000 / pool_trials / 60:.0f} min**")
+    return (f"| {sketch} | {1e3 * runner:.0f} | **{runner * 1000 / 2 / 60:.1f}** | {1e3 * floor:.0f} | "
+            f"{floor * 1000 / 2 / 60:.1f} | {runner / floor:.2f}x | {pooled} | {os.getloadavg()[0]:.1f} |")
 
 
 def main() -> None:
+    global CLOCK
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=64, help="trials per cell of the reduced grid")
-    parser.add_argument("--n-keys", type=int, nargs="+", default=[1024, 256, 16],
-                        help="context lengths N of the reduced grid (one comparison each)")
+    parser.add_argument("--n-keys", type=int, nargs="*", default=[1024, 256, 16],
+                        help="context lengths N of the reduced grid (one comparison each; none: skip)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each path (minimum kept)")
     parser.add_argument("--generator", type=int, default=1, choices=[1, 2],
                         help="data-generator version of the runner and the loop (config key generator)")
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                        help="process CPU seconds (default; steadier on a shared machine) or wall seconds")
+    parser.add_argument("--piece", type=int, default=1 << 16,
+                        help="values per in-cache piece of the floor's third timing")
     parser.add_argument("--d1024", action="store_true",
-                        help="also time d = 1,024, N = 1,024 cells and extrapolate the seed grid")
-    parser.add_argument("--d1024-trials", type=int, default=16, help="trials per d = 1,024 cell")
+                        help="also time the d = 1,024, N = 1,024 seed grid (runner, floor, extrapolations)")
+    parser.add_argument("--d1024-trials", type=int, default=4,
+                        help="trials per cell of the in-process d = 1,024 runner and floor")
+    parser.add_argument("--d1024-pool", type=int, default=0,
+                        help="also run the seed grid at this many trials per cell on 2 worker processes "
+                             "(wall clock; 0: skip)")
+    parser.add_argument("--d1024-runner-only", action="store_true",
+                        help="d = 1,024: only the in-process runner (CPU seconds per grid trial; "
+                             "runs against older checkouts too)")
     parser.add_argument("--sketches", nargs="+", default=["gaussian", "srht"],
                         help="QJL sketches of the d = 1,024 timing (unknown kinds are skipped)")
     args = parser.parse_args()
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=1, user_api="blas")  # one core: the comparison is per core
 
     print(f"# bench_sweep  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
-          f"1 BLAS thread, generator {args.generator}, load average {os.getloadavg()[0]:.1f}")
-    print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells, float32")
-    print("| N | trials/cell | runner (s) | fair loop (s) | loop / runner | floor (s) | loop / floor "
-          "| runner / floor | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"1 BLAS thread, generator {args.generator}, {args.clock} seconds, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    if args.n_keys:
+        print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells, float32")
+        print("| N | trials/cell | runner (s) | fair loop (s) | loop / runner | floor (s) | loop / floor "
+              "| runner / floor | load |")
+        print("|---|---|---|---|---|---|---|---|---|")
     for n_keys in args.n_keys:
         cfg = reduced_config(args.trials, n_keys, args.generator)
         run_sweep(reduced_config(4, n_keys, args.generator), executor="serial", progress=False)  # warm caches
@@ -224,23 +306,36 @@ def main() -> None:
         for _ in range(args.repeats):  # in turns, so a load change hits both
             t_run.append(_best(lambda: run_sweep(cfg, executor="serial", progress=False), 1))
             t_loop.append(fair_loop(cfg))
-        t_floor = floor_seconds(cfg, args.repeats)
+        t_floor = floor_seconds(cfg, args.repeats, args.piece)
         r, lo = min(t_run), min(t_loop)
         print(f"| {n_keys} | {cfg.n_trials} | {r:.2f} | {lo:.2f} | **{lo / r:.2f}x** | {t_floor:.2f} | "
               f"{lo / t_floor:.2f}x | {r / t_floor:.2f}x | {os.getloadavg()[0]:.1f} |", flush=True)
 
+    if args.d1024 and args.d1024_runner_only:
+        print(f"\nd = 1,024 seed grid, runner only ({kvstats.__file__}): {args.clock} seconds per trial "
+              f"of the 90 cells, {args.d1024_trials} trials/cell, minimum of {args.repeats}")
+        for sketch in args.sketches:
+            t = d1024_runner(sketch, args.d1024_trials, args.repeats)
+            print(f"| {sketch} | {1e3 * t:.0f} ms | grid on 2 cores {t * 1000 / 2 / 60:.1f} min | "
+                  f"load {os.getloadavg()[0]:.1f} |", flush=True)
+        return
     if args.d1024:
-        print("\nd = 1,024, N = 1,024 (KV, KQV, QKQV x n = 2, 6, Gaussian keys) through the runner; "
-              "the seed grid (6 cases x 15 cells x 1,000 trials) extrapolated to 2 workers")
-        print("| sketch | trials/cell | runner per trial and cell (ms) | drawing the 6 cases per trial (ms) "
-              "| grid on 2 cores, estimated (min) |")
-        print("|---|---|---|---|---|")
-        draw = d1024_draw_seconds(args.d1024_trials, args.generator)
+        print("\nd = 1,024, N = 1,024: the seed grid (experiments/dalberto_d1024_full.toml, 90 cells x "
+              f"1,000 trials); "
+              f"runner and floor per trial of the grid ({args.d1024_trials} trials/cell, one process, "
+              f"{args.clock} seconds), x 1,000 trials / 2 cores")
+        print("| sketch | runner per grid trial (ms) | runner: grid on 2 cores (min) | floor per grid "
+              "trial (ms) | floor: grid on 2 cores (min) | runner / floor | 2-worker run, extrapolated "
+              "| load |")
+        print("|---|---|---|---|---|---|---|---|")
+        notes: list[str] = []
         for sketch in args.sketches:
             if sketch not in SKETCHES:
-                print(f"| {sketch} | not available (kvstats.quant.sketch.SKETCHES = {list(SKETCHES)}) ||||")
+                print(f"| {sketch} | not available (kvstats.quant.sketch.SKETCHES = {list(SKETCHES)}) |||||||")
                 continue
-            print(d1024_estimate(sketch, args.d1024_trials, draw), flush=True)
+            print(d1024_row(sketch, args.d1024_trials, args.d1024_pool, args.repeats, args.piece, notes),
+                  flush=True)
+        print("\n".join([""] + notes))
         print(f"load average {os.getloadavg()[0]:.1f}")
 
 

@@ -498,7 +498,7 @@ class MSEQuantizer:
             # one gather per pair of codes halves the gathers (~3x faster); the table
             # (<= 16192 pairs for 6 bits) stays small enough for the cache
             pairs = codes.view("<u2")
-            table = _pair_table(self.codebook, dtype.name)
+            table = _pair_table(self.codebook, dtype.char)  # .char: ~100x cheaper than .name
             return np.take(table, pairs, axis=0, mode="clip").reshape(codes.shape)
         return np.take(self.codebook.centroids.astype(dtype), codes, mode="clip")
 

@@ -218,7 +218,7 @@ def _fwht_piece(x: np.ndarray, b: int, out: np.ndarray | None = None) -> np.ndar
     """Both stages of `_fwht` on ``x`` in one go (into ``out``, C-contiguous, if given)."""
     d = x.shape[-1]
     if b > 1:
-        y = np.matmul(x.reshape(-1, b), _hadamard_cached(b, x.dtype.name),
+        y = np.matmul(x.reshape(-1, b), _hadamard_cached(b, x.dtype.char),
                       out=None if out is None else out.reshape(-1, b)).reshape(x.shape)
     elif out is None:
         y = np.array(x, copy=True, order="C")
