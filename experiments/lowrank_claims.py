@@ -142,7 +142,8 @@ HEADER = """# Claim 3 of docs/results.md as a sensitivity study (issue #13): {wh
 # {diffuse:.4f} nats), sharp ({sharp:g} nat), natural (scale 1, no matching).
 # d = 1024, N = 256 keys (not the seed's 1,024: at d = 1024 each QJL side draws and applies
 # a 1024 x 1024 sketch per trial, and klt two 1024 x 1024 eigendecompositions per side;
-# N = 256 keeps the study within ~25 min niced on the shared 2 cores), {trials} trials per cell.
+# N = 256 and {trials} trials per cell keep the whole study (calibration, both sweeps, the
+# claim table) to ~30 min niced on the shared 2 cores at load 6-10, measured 2026-12-01).
 #
 #   nice -n 10 kvstats sweep --config experiments/{file} --out results/{out} --no-report
 """
@@ -188,7 +189,7 @@ def write_configs(cal: pd.DataFrame, main_trials: int, klt_trials: int) -> None:
             "# chunking as lowrank_sensitivity.toml: its trials are that sweep's first\n"
             f"# {klt_trials}. The sharp level only, where the seed's claim comes closest: two\n"
             "# 1024 x 1024 eigendecompositions per side and trial make klt the study's largest\n"
-            "# cost (~2.5 min per case of 16 trials at load 9 on the shared cores).\n\n")
+            "# cost (663 s for these 24 cases on 2 workers at load ~9).\n\n")
     klt += common.format(trials=klt_trials).replace("budgets = [2, 3, 4]", "budgets = [2]")
     klt += f"[[schemes]]\nname = \"klt\"\nlabel = \"klt_r{KLT_RANK}\"\nparams = {{rank = {KLT_RANK}}}\n\n"
     matched = cal[(cal["distribution"] == "low_rank") & cal["level"].isin(KLT_LEVELS)]
@@ -362,6 +363,29 @@ def klt_tests(main: pd.DataFrame, klt: pd.DataFrame, n_resamples: int) -> pd.Dat
     return tab
 
 
+def key_energy(cal: pd.DataFrame) -> pd.Series:
+    """E‖k‖²/d of each calibrated case at its scale (NaN for Student-t with ν ≤ 2)."""
+    def one(r: pd.Series) -> float:
+        s2 = float(r["scale"]) ** 2
+        if r["distribution"] == "gaussian":
+            return s2
+        if r["distribution"] == "heavy_tailed":
+            nu = float(r["nu"])
+            return s2 * nu / (nu - 2) if nu > 2 else math.nan
+        rank = float(r["rank"])
+        v = D / rank if r["energy"] == "total" else 1.0
+        return s2 * (rank * v + D * float(r["noise"]) ** 2) / D
+    return cal.apply(one, axis=1)
+
+
+def energy_table(frame: pd.DataFrame, cal: pd.DataFrame) -> pd.DataFrame:
+    """Per level and case: scale, E‖k‖²/d, KQV n = 4 mean KL and KL / (E‖k‖²/d)."""
+    kl = frame[(frame["scheme"] == "KQV") & (frame["budget"] == 4.0)].groupby(["level", "case"])["kl"].mean()
+    out = cal[["level", "case", "scale"]].assign(energy=key_energy(cal).to_numpy())
+    out = out.merge(kl.rename("kl").reset_index(), on=["level", "case"])
+    return out.assign(kl_per_energy=out["kl"] / out["energy"])
+
+
 def _fmt_r(row: pd.Series) -> str:
     star = "" if row["significant"] else " (ns)"
     return f"{row['effect']:+.2f} [{row['effect_low']:+.2f}, {row['effect_high']:+.2f}]{star}"
@@ -373,7 +397,7 @@ def _fmt_ratio(row: pd.Series) -> str:
 
 
 def print_claims(frame: pd.DataFrame, tab: pd.DataFrame, rot: pd.DataFrame,
-                 kt: pd.DataFrame | None) -> None:
+                 kt: pd.DataFrame | None, energy: pd.DataFrame) -> None:
     means = frame.groupby(["level", "case", "scheme", "budget"])["kl"].agg(["mean", "median"])
     top1 = frame.groupby(["level", "case", "scheme", "budget"])["argmax_shift"].mean()
     geo = frame.groupby(["level", "case", "scheme", "budget"])[["phi_k", "snr_k"]].mean()
@@ -439,6 +463,10 @@ def print_claims(frame: pd.DataFrame, tab: pd.DataFrame, rot: pd.DataFrame,
                          "φ_k KV": f"{b['phi_k']:.4f}", "SNR_k KQV": f"{a['snr_k']:.2f}",
                          "SNR_k KV": f"{b['snr_k']:.2f}"})
     print(_markdown(pd.DataFrame(rows)))
+    print("\n## KQV n = 4: mean KL against the key energy E‖k‖²/d each case needs for its sharpness\n")
+    order = {c: i for i, c in enumerate(LOW_RANK_ORDER + COMPARATOR_NAMES)}
+    e = energy.sort_values(["level", "case"], key=lambda c: c.map(order) if c.name == "case" else c)
+    print(_markdown(e.rename(columns={"energy": "E‖k‖²/d", "kl": "mean KL", "kl_per_energy": "KL / (E‖k‖²/d)"})))
     # rotation: KQV vs KV on low-rank keys
     r = rot[(rot["metric"] == "kl")]
     print(f"\n## KQV (WHT) vs KV (no rotation) on low-rank keys: {len(r)} KL tests "
@@ -449,6 +477,7 @@ def print_claims(frame: pd.DataFrame, tab: pd.DataFrame, rot: pd.DataFrame,
     r = rot[(rot["metric"] == "phi_k")]
     print(f"   φ_k: KQV better {int((r['winner'] == 'KQV').sum())}, KV better {int((r['winner'] == 'KV').sum())}, "
           f"max |mean φ_k KQV − KV| = {np.max(np.abs(r['mean_a'] - r['mean_b'])):.4f} rad")
+    print(doc_table(tab, energy, kt, "sharp"))
     if kt is not None:
         print(f"\n## klt vs KQV (KL; {kt['n_a'].iloc[0]} trials; total bits {kt.attrs['bits']})\n")
         k = kt[kt["metric"] == "kl"]
@@ -462,6 +491,65 @@ def print_claims(frame: pd.DataFrame, tab: pd.DataFrame, rot: pd.DataFrame,
         order = {c: i for i, c in enumerate(LOW_RANK_ORDER)}
         out = pd.DataFrame(rows).sort_values(["level", "case"], key=lambda c: c.map(order) if c.name == "case" else c)
         print(_markdown(out))
+
+
+def doc_table(tab: pd.DataFrame, energy: pd.DataFrame, kt: pd.DataFrame | None, level: str) -> str:
+    """docs/results.md's Claim 3 table: one level, KQV n = 4, every low-rank case."""
+    kl = tab[(tab["metric"] == "kl") & (tab["level"] == level) & (tab["scheme"] == "KQV") & (tab["budget"] == 4.0)]
+    en = energy[energy["level"] == level].set_index("case")
+    rows = []
+    for case in LOW_RANK_ORDER + COMPARATOR_NAMES:
+        if case not in en.index:
+            continue
+        row = {"keys": case, "scale": f"{en.loc[case, 'scale']:.3g}",
+               "E‖k‖²/d": f"{en.loc[case, 'energy']:.3g}", "mean KL": f"{en.loc[case, 'kl']:.3g}"}
+        s = kl[kl["scheme_a"] == case].set_index("scheme_b")
+        if len(s):
+            row["median"] = f"{s['median_a'].iloc[0]:.2g}"
+            for comp in ("gaussian", "t ν=3"):
+                row[f"÷ {comp}"] = _fmt_ratio(s.loc[comp])
+            for comp in ("t ν=3", "t ν=1.5", "t ν=1.05"):
+                x = s.loc[comp]
+                row[f"r vs {comp}"] = f"{x['effect']:+.2f}" + ("*" if x["significant"] else "")
+        else:
+            row["median"] = f"{kl[kl['scheme_b'] == case]['median_b'].iloc[0]:.2g}"
+        if kt is not None:
+            k = kt[(kt["metric"] == "kl") & (kt["level"] == level) & (kt["case"] == case)
+                   & (kt["scheme_a"] == f"klt_r{KLT_RANK}") & (kt["budget"] == 2.0)]
+            if len(k):
+                x = k.iloc[0]
+                row[f"klt_r{KLT_RANK} ÷ KQV n=2"] = _fmt_ratio(x) + ("*" if x["significant"] else "")
+        rows.append(row)
+    return (f"\n## docs table: level {level}, KQV n = 4 (* = Mann–Whitney significant after Holm)\n\n"
+            + _markdown(pd.DataFrame(rows).fillna("")))
+
+
+def energy_figure(energy: pd.DataFrame, folder: str) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    marks = {"diffuse": "o", "sharp": "s", "natural": "^"}
+    for lv, g in energy.dropna(subset=["energy"]).groupby("level"):
+        lr = g["case"].str.startswith("r")
+        sub = g["case"].str.endswith("sub")
+        for sel, col, lab in ((lr & ~sub, "C0", "low-rank, isotropic q"), (lr & sub, "C2", "low-rank, q in subspace"),
+                              (~lr, "C3", "gaussian / t ν=3")):
+            ax.scatter(g.loc[sel, "energy"], g.loc[sel, "kl"], marker=marks[lv], c=col, s=22,
+                       label=f"{lab} ({lv})", alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("E‖k‖²/d at the case's scale")
+    ax.set_ylabel("mean KL, KQV n = 4")
+    ax.set_title("d = 1024, N = 256: a rotation coder's KL follows the key energy\n"
+                 "a case needs for its attention sharpness", fontsize=9)
+    ax.legend(fontsize=6, ncol=1, loc="lower right")
+    fig.tight_layout()
+    path = Path(folder) / "lowrank_energy.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
 
 
 def figure(tab: pd.DataFrame, folder: str) -> str:
@@ -499,7 +587,8 @@ def figure(tab: pd.DataFrame, folder: str) -> str:
 
 def cmd_claims(args: argparse.Namespace) -> None:
     tic = time.perf_counter()
-    cmap = case_map(pd.read_csv(args.calibration))
+    cal = pd.read_csv(args.calibration)
+    cmap = case_map(cal)
     frame = _labelled(pd.read_parquet(Path(args.main_dir) / "results.parquet"), cmap)
     tab = case_tests(frame, args.resamples)
     rot = rotation_tests(frame)
@@ -507,15 +596,19 @@ def cmd_claims(args: argparse.Namespace) -> None:
     if args.klt_dir:
         klt = _labelled(pd.read_parquet(Path(args.klt_dir) / "results.parquet"), cmap)
         kt = klt_tests(frame, klt, args.resamples)
-    print_claims(frame, tab, rot, kt)
+    energy = energy_table(frame, cal)
+    print_claims(frame, tab, rot, kt, energy)
     if args.figures:
-        print("\nfigure:", figure(tab, args.figures))
-        keep = ["level", "scheme", "budget", "scheme_a", "scheme_b", "metric", "effect", "effect_low",
-                "effect_high", "pvalue", "pvalue_adjusted", "significant", "mean_a", "mean_b",
-                "median_a", "median_b", "n_a", "n_b", "ratio", "ratio_low", "ratio_high"]
-        path = Path(args.figures) / "lowrank_claims.csv"
-        tab[keep].rename(columns={"scheme_a": "low_rank_case", "scheme_b": "comparator"}).to_csv(
-            path, index=False, float_format="%.6g")
+        Path(args.figures).mkdir(parents=True, exist_ok=True)
+        print("\nfigures:", figure(tab, args.figures), energy_figure(energy, args.figures))
+        keep = ["level", "scheme", "budget", "scheme_a", "scheme_b", "effect", "effect_low",
+                "effect_high", "pvalue_adjusted", "significant", "mean_a", "mean_b", "ratio",
+                "ratio_low", "ratio_high"]
+        path = Path(args.figures) / "lowrank_claims.csv"   # the KL rows of the family
+        tab.loc[tab["metric"] == "kl", keep].rename(columns={"scheme_a": "low_rank_case", "scheme_b": "comparator",
+                                                             "effect": "r", "effect_low": "r_low",
+                                                             "effect_high": "r_high"}).to_csv(
+            path, index=False, float_format="%.4g")
         print("table:", path)
     print(f"\n{time.perf_counter() - tic:.0f} s, load average {_load()}")
 
