@@ -45,3 +45,13 @@ def test_labels_and_errors():
         Metric("x", "up", "", "x")
     with pytest.raises(TypeError):
         METRIC_TABLE["x"] = metric("kl")     # read-only: one definition
+
+
+def test_pooled_snr_columns_are_plain_metrics_not_tested_by_the_report():
+    # the energy-pooled SNRs feed the rate–distortion gap (kvstats.analysis.theory); they
+    # are not 6D dimensions nor report metrics, so the report's family of tests is unchanged
+    for name in ("snr_k_pooled", "snr_v_pooled"):
+        m = metric(name)
+        assert m.higher_is_better and m.unit == "dB" and not m.profile_6d and not m.reported
+        assert name not in REPORT_METRICS
+    assert list(METRIC_TABLE)[-2:] == ["snr_k_pooled", "snr_v_pooled"]   # appended: old columns keep their order
