@@ -3,7 +3,9 @@
 The seed (D'Alberto 2026) says "low-rank keys are far more damaging than heavy tails at
 d = 1024; a rotation cannot fix joint structure; subspace-aware codebooks are needed".
 This script builds the study's sweep configs with every case matched in attention
-sharpness, and turns the sweeps into the claim table. Two subcommands:
+sharpness, and turns the sweeps into the claim table (one file over ~450 lines: both
+halves read the same case definitions and calibration table, which must not drift
+apart). Two subcommands:
 
   config   Calibrate ``scale`` per case (kvstats.data.synthetic.scale_for_entropy) so that
            the mean entropy of the reference attention softmax(q·k/√d) is the level's
