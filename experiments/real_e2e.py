@@ -1,6 +1,7 @@
 """End-to-end quality of quantized KV caches on SmolLM2-135M-Instruct (llama.cpp KL mode).
 
-Usage: python experiments/real_e2e.py [--out results/real] [--texts 16] [--kivi-texts 6] [--tokens 128] [--threads 1]
+Usage: python experiments/real_e2e.py [--out results/real] [--texts 16] [--kivi-texts 6] [--peer-texts 6]
+                                     [--tokens 128] [--threads 1] [--no-peers]
 
 Teacher-forced over the standard-library docstrings: every position's next-token
 distribution with the quantized cache is compared with the full-precision (float32) one.
@@ -14,6 +15,17 @@ group coded by a sketch of their own, as in the QJL paper) runs as a separate pr
 pass, since a configuration list shares one set of scheme parameters. ``qjl`` codes whole
 32-token groups: in prefill a group's statistics (its outlier channels) come from all of
 its tokens.
+
+The caches transformers users run today (kvstats.models.peers; issue #14) run as peers,
+token by token after a one-token prefill (their prefill attends the raw states: KL
+exactly 0 there), on the first ``--peer-texts`` texts (the KIVI texts): ``hf:quanto-int4``
+and ``hf:quanto-int2`` with residual 0 (every token quantized on arrival, as kvstats'
+caches with window 0) and ``hf:quanto-int4/r128`` with transformers' defaults (residual
+128, group 64, axis 0), ``hf:fp8`` (its per-tensor scale calibrated on the first token,
+as token-by-token generation from a one-token prompt does) and ``hf:fp8/cal32`` (on a
+32-token prefill). Every cache's memory is also measured by one generic walk of the cache
+object (``held_bytes_per_token``: every tensor it holds, with the fixed rotations,
+codebooks and sketches whose total is ``fixed_bytes``).
 
 Writes results/real/e2e_positions.csv.gz (one row per scheme, text, position),
 results/real/e2e_summary.csv and results/real/e2e_tests.csv: the difference tests
@@ -44,6 +56,14 @@ CONFIGS = ([(s, n) for n in (2, 3, 4, 5) for s in ("KV", "KQV", "QKQV")]
            + [("K4V4", None), ("K4V2", None), ("K2V4", None), ("K3V3", None), ("qjl", 3), ("kivi", 2), ("kivi", 4)])
 # (label, scheme, bits, parameters): configurations with their own scheme parameters.
 PARAM_CONFIGS = [("qjl+o4", "qjl", 3, dict(n_outliers=4))]
+# (label, peer, residual length, prefill tokens): transformers' caches, token by token.
+PEER_CONFIGS = [("hf:quanto-int4", "hf:quanto-int4", 0, 1), ("hf:quanto-int2", "hf:quanto-int2", 0, 1),
+                ("hf:quanto-int4/r128", "hf:quanto-int4", 128, 1), ("hf:fp8", "hf:fp8", 0, 1),
+                ("hf:fp8/cal32", "hf:fp8", 0, 32)]
+# Peers against the kvstats rows nearest in bytes (paired over their common texts).
+PEER_COMPARISONS = [("KQV@4", "hf:quanto-int4"), ("KQV@5", "hf:quanto-int4"), ("K4V4", "hf:quanto-int4"),
+                    ("K4V2", "hf:quanto-int2"), ("K3V3", "hf:quanto-int2"), ("KQV@2", "hf:quanto-int2"),
+                    ("kivi@2", "hf:quanto-int2"), ("KQV@5", "hf:fp8/cal32"), ("KQV@5", "hf:fp8")]
 
 
 def per_text(df, config, column):
@@ -67,9 +87,10 @@ def noninferiority(df, a, b, column, margin, alternative, claim):
 
 
 def compare(df, a, b):
-    """KL of config a vs config b over positions and over per-text means."""
-    x = df[df.config == a].sort_values(["text", "position"])
-    y = df[df.config == b].sort_values(["text", "position"])
+    """KL of config a vs config b over positions and over per-text means (the texts both ran)."""
+    common = set(df[df.config == a].text) & set(df[df.config == b].text)
+    x = df[(df.config == a) & df.text.isin(common)].sort_values(["text", "position"])
+    y = df[(df.config == b) & df.text.isin(common)].sort_values(["text", "position"])
     out = []
     for unit, xs, ys in (("position", x.kl.to_numpy(), y.kl.to_numpy()),
                          ("text", x.groupby("text").kl.mean().to_numpy(), y.groupby("text").kl.mean().to_numpy())):
@@ -89,8 +110,8 @@ def run(model, tok, texts, configs, tokens, label, threads=1, **kw):
         df = kl_quality(model, tok, [text], configs, seed=i, max_tokens=tokens, threads=threads, **kw)
         df["text"] = i
         frames.append(df)
-        for key, (bpt, fp16) in df.attrs["memory"].items():
-            memory.setdefault(key, []).append((bpt, fp16))
+        for key, figures in df.attrs["memory"].items():
+            memory.setdefault(key, []).append(figures)
         print(f"{label}: text {i + 1}/{len(texts)} in {time.time() - t0:.0f} s", flush=True)
     out = pd.concat(frames, ignore_index=True)
     out.attrs["memory"] = {k: tuple(np.mean(v, axis=0)) for k, v in memory.items()}
@@ -104,6 +125,9 @@ def main() -> None:
     ap.add_argument("--out", default="results/real")
     ap.add_argument("--texts", type=int, default=16)
     ap.add_argument("--kivi-texts", type=int, default=6)
+    ap.add_argument("--peer-texts", type=int, default=6,
+                    help="texts for transformers' caches (token by token; the first, as KIVI's)")
+    ap.add_argument("--no-peers", action="store_true", help="skip transformers' caches")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch and BLAS threads (default 1: the published numbers; another count "
@@ -135,6 +159,13 @@ def main() -> None:
         extra["scheme"] = label
         memory[f"{label}:{bits}"] = extra.attrs["memory"][f"{scheme}:{bits}"]
         frames.append(extra)
+    if not args.no_peers:
+        for label, name, residual, prefill in PEER_CONFIGS:
+            extra = run(model, tok, texts[:args.peer_texts], [(name, None)], args.tokens, label,
+                        threads=args.threads, window=residual, mode="decode", prefill_tokens=prefill)
+            extra["scheme"] = label
+            memory[f"{label}:None"] = extra.attrs["memory"][f"{name}:None"]
+            frames.append(extra)
     df = pd.concat(frames, ignore_index=True)
     df.attrs["memory"] = memory
     df["config"] = df.scheme + df.bits.map(lambda b: "" if pd.isna(b) else f"@{int(b)}")
@@ -147,6 +178,11 @@ def main() -> None:
     tests += compare(df, "K4V2", "K2V4") + compare(df, "K4V2", "K3V3") + compare(df, "K4V2", "K4V4")
     tests = pd.DataFrame(tests)
     tests["mw_p_holm"] = adjust_pvalues(tests.mw_p.to_numpy(), method="holm").pvalues_adjusted
+    if not args.no_peers:  # a family of its own: the earlier rows' Holm p-values are unchanged
+        peers = pd.DataFrame([row for a, b in PEER_COMPARISONS for row in compare(df, a, b)])
+        peers["mw_p_holm"] = adjust_pvalues(peers.mw_p.to_numpy(), method="holm").pvalues_adjusted
+        peers["family"] = "peers"
+        tests = pd.concat([tests, peers], ignore_index=True)
     # Equivalence / non-inferiority (the "≈" claims), paired over texts. Hariri et al.'s
     # "K4V2 keeps ~98% of K4V4": top-1 agreement ratio > 0.98 and KL ratio < 1.10; QJL's
     # "no loss at 3 bits": top-1 agreement with fp32 (which agrees with itself: 1) > 0.98
@@ -163,8 +199,9 @@ def main() -> None:
     tests = pd.concat([tests, pd.DataFrame(equiv)], ignore_index=True)
     tests.to_csv(os.path.join(args.out, "e2e_tests.csv"), index=False)
     pd.set_option("display.width", 200)
-    print(summary[["scheme", "bits", "mean_kl", "se_kl_text", "p99_kl", "max_kl", "top1_agreement",
-                   "ppl_ratio", "ratio_to_fp16"]].to_string())
+    print(summary[["scheme", "bits", "window", "n_texts", "mean_kl", "se_kl_text", "p99_kl", "max_kl",
+                   "top1_agreement", "ppl_ratio", "bytes_per_token", "held_bytes_per_token",
+                   "fixed_bytes"]].to_string())
     print(tests[tests.test.isna()].dropna(axis=1, how="all").to_string())
     print(tests[tests.test.notna()].dropna(axis=1, how="all").to_string())
     print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
