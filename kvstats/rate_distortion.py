@@ -59,9 +59,9 @@ class WaterFilling:
     Attributes
     ----------
     level : ndarray ``(*batch,)``
-        The water level θ.
+        The water level θ (may underflow to 0, see :func:`water_fill`).
     distortion : ndarray ``(*batch,)``
-        ``D = Σ min(λᵢ, θ)`` per vector (divide by d for per coordinate).
+        ``D = Σ min(λᵢ, θ)`` per vector (divide by d for per coordinate; may underflow to 0).
     bits : ndarray ``(*batch, d)``
         ``max(0, ½·log₂(λᵢ/θ))`` per eigenvalue (real, summing to ``d·R``).
     snr_db : ndarray ``(*batch,)``
@@ -90,6 +90,19 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     Returns
     -------
     WaterFilling
+
+    Notes
+    -----
+    Zero eigenvalues are exact: those axes get no bits and no distortion, so ``D`` is the
+    water level summed over the active positive axes (plus the inactive ones). For a
+    rank-deficient spectrum at a high rate θ is astronomically small: a noiseless rank-1
+    source at d = 128, R = 4 puts all 512 bits on its one axis, θ = λ₁·2^(−1024) and the
+    SNR is 1024·10·log10(2) = 3082.5 dB. ``bits`` and ``snr_db`` are then computed in the
+    log domain (``log₂ θ`` and a shifted sum for ``log₂ D``), exact and finite for every
+    finite rate, while the float fields ``level`` and ``distortion`` may underflow to 0
+    (from d·R ≳ 1074 bits on one axis). ``D`` is never truly 0 at a finite rate, so the
+    bound is never +inf; the analysis and the report show such bounds as computed
+    (thousands of dB: "no rate limit in practice").
 
     Examples
     --------
@@ -120,15 +133,41 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     # with zero eigenvalues only the positive ones can be active
     ok = (logs > log_theta) & (next_log <= log_theta) & np.isfinite(logs)
     kstar = np.argmax(ok, axis=-1)
-    level = np.exp2(np.take_along_axis(log_theta, kstar[..., None], axis=-1)[..., 0])
+    log_level = np.take_along_axis(log_theta, kstar[..., None], axis=-1)[..., 0]
+    level = np.exp2(log_level)                  # may underflow to 0: see the Notes
     if rate == 0:
-        level = srt[..., 0]
+        log_level, level = logs[..., 0], srt[..., 0]
     dist = np.minimum(lam, level[..., None]).sum(axis=-1)
-    with np.errstate(divide="ignore"):
-        bits = np.maximum(0.0, 0.5 * np.log2(lam / level[..., None]))
+    positive = lam > 0
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        bits = np.where(positive, np.maximum(0.0, 0.5 * np.log2(lam / level[..., None])), 0.0)
+    # a level far below the axes (rank-deficient spectra at a high rate) overflows λ/θ:
+    # ½·(log₂ λ − log₂ θ) in the log domain there, exact
+    bad = ~np.isfinite(bits)
+    if np.any(bad):
+        with np.errstate(divide="ignore"):
+            bits = np.where(bad, 0.5 * (np.log2(np.where(positive, lam, 1.0)) - log_level[..., None]), bits)
     signal = total if signal_power is None else np.broadcast_to(
         as_float_array(signal_power, "signal_power"), total.shape)
-    return WaterFilling(level, dist, bits, 10.0 * np.log10(signal / dist))
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = signal / dist
+    snr = np.empty(total.shape)
+    # the plain quotient where D is a normal float and Σλ/D does not overflow (bit-identical
+    # to the formula); else log₂ D = log₂(Σᵢ min(λᵢ, θ)) by a shifted sum in the log domain
+    plain = (dist >= np.finfo(np.float64).tiny) & np.isfinite(ratio)
+    snr[plain] = 10.0 * np.log10(ratio[plain])
+    if not np.all(plain):
+        snr[~plain] = 10.0 * (np.log10(signal[~plain])
+                              - np.log10(2.0) * _log2_distortion(lam[~plain], log_level[~plain]))
+    return WaterFilling(level, dist, bits, snr)
+
+
+def _log2_distortion(lam: np.ndarray, log_level: np.ndarray) -> np.ndarray:
+    """``log₂ Σᵢ min(λᵢ, θ)`` over the positive λᵢ from ``log₂ θ``, without underflow."""
+    with np.errstate(divide="ignore"):
+        terms = np.minimum(np.log2(lam), log_level[..., None])    # log₂ min(λᵢ, θ); −inf for λ = 0
+    top = terms.max(axis=-1)
+    return top + np.log2(np.exp2(terms - top[..., None]).sum(axis=-1))
 
 
 def bound_snr_db(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,38 @@ def test_signal_power_and_reexport():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# Rank-deficient spectra at high rates: θ = λ₁·2^(−2dR) for a noiseless rank-1 source (all
+# d·R bits on its one axis), SNR = 2dR·10·log10(2) dB exactly; λ/θ overflows a float from
+# 2dR > 1024 and θ itself underflows from 2dR > 1074 + log₂ λ₁.
+@pytest.mark.parametrize("d,rate", [(128, 2.25), (128, 4.0), (128, 4.25), (1024, 4.0)])
+def test_rank_one_noiseless_is_exact_without_warnings(d, rate):
+    from kvstats.data.spectrum import synthetic_spectrum
+    spec = synthetic_spectrum("low_rank", d, rank=1, noise=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wf = water_fill(spec.eigenvalues, rate, spec.mean_square)
+        via_spectrum = spec.bound_snr_db(rate)
+    expected = 2 * d * rate * 10 * np.log10(2.0)
+    assert float(wf.snr_db) == pytest.approx(expected, rel=1e-12)
+    assert float(via_spectrum) == float(wf.snr_db)
+    np.testing.assert_allclose(wf.bits, np.r_[d * rate, np.zeros(d - 1)], rtol=1e-12)
+    assert np.isfinite(wf.bits).all() and float(wf.distortion) >= 0.0
+
+
+def test_underflowing_level_row_by_row():
+    # rows: rank 2, white, rank 1 at 1200 bits per vector; θ underflows in rows 1 and 3.
+    # Reference: the closed forms in the log domain.
+    lam = np.array([[4.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [2.0, 0.0, 0.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wf = water_fill(lam, 300.0)                  # 1200 bits per vector
+    # rank 2: log₂θ = (log₂4 + log₂1 − 2400)/2 = −1199, D = 2θ = 2^(−1198),
+    #         SNR = 10·log10(5) + 1198·10·log10(2), bits ½(2 + 1199), ½(0 + 1199);
+    # white: 6.02 dB per bit, 300 bits per axis; rank 1: SNR = 2400·10·log10(2)
+    np.testing.assert_allclose(wf.snr_db, [10 * np.log10(5) + 1198 * 10 * np.log10(2),
+                                           DB_PER_BIT * 300, 2400 * 10 * np.log10(2)], rtol=1e-12)
+    np.testing.assert_allclose(wf.bits, [[600.5, 599.5, 0, 0], [300] * 4, [1200, 0, 0, 0]],
+                               rtol=1e-12)
+    assert wf.level[0] == 0.0 and wf.distortion[2] == 0.0      # documented underflow
