@@ -169,20 +169,40 @@ class KLTCoder:
         mean = y.mean(axis=-2)
         c = y - mean[..., None, :]
         m, d = y.shape[-2], y.shape[-1]
-        cov = np.swapaxes(c, -1, -2) @ c / m
-        lam, vec = np.linalg.eigh(cov)                          # ascending
+        gram = None
+        if self.rank < m < d:
+            # fewer tokens than dimensions: the m × m Gram matrix c cᵀ has the covariance's
+            # nonzero eigenvalues (times m), and uᵢ ↦ cᵀuᵢ/sᵢ maps its eigenvectors onto the
+            # covariance's axes (the SVD of c), in O(m²d + m³) instead of the d × d
+            # covariance's O(md² + d³): ≈ 4× faster at d = 1024, m = 512. Only when the data
+            # span all ``rank`` kept axes: an axis of (numerically) zero variance is
+            # arbitrary, and there the eigendecomposition's choice is kept
+            g = c @ np.swapaxes(c, -1, -2)
+            ev, u = np.linalg.eigh(g)                                # ascending
+            ev, u = ev[..., ::-1][..., :self.rank], u[..., ::-1][..., :self.rank]
+            if np.all(ev[..., -1] > ev[..., 0] * 1e-8):
+                gram = g, ev, u
+        if gram is not None:
+            g, ev, u = gram
+            mu = np.trace(g, axis1=-2, axis2=-1) / (m * d)          # tr(cᵀc) = tr(ccᵀ)
+            frob = np.sum(g ** 2, axis=(-2, -1)) / m ** 2           # ‖cᵀc‖² = ‖ccᵀ‖²
+            lam = ev / m
+            basis = (np.swapaxes(u, -1, -2) @ c) / np.sqrt(ev)[..., None]   # (*batch, rank, d)
+        else:
+            cov = np.swapaxes(c, -1, -2) @ c / m
+            lam, vec = np.linalg.eigh(cov)                          # ascending
+            mu = np.trace(cov, axis1=-2, axis2=-1) / d
+            frob = np.sum(cov ** 2, axis=(-2, -1))
+            lam = lam[..., ::-1][..., :self.rank]
+            basis = np.swapaxes(vec[..., ::-1][..., :self.rank], -1, -2)   # (*batch, rank, d)
         # Ledoit–Wolf shrinkage toward (tr S/d)·I (J. Multivariate Anal. 88, 2004, Lemma
         # 3.2-3.4, norm ‖A‖² = tr(AAᵀ)/d): the sample's spread of eigenvalues overstates the
         # axes' variances on other tokens (for white keys at m = 4d: 0.25..2.25 instead of 1)
-        mu = np.trace(cov, axis1=-2, axis2=-1) / d
-        frob = np.sum(cov ** 2, axis=(-2, -1))
         delta = np.maximum(frob / d - mu ** 2, 0.0)
         beta = (np.sum(np.sum(c ** 2, axis=-1) ** 2, axis=-1) / m - frob) / (m * d)
         with np.errstate(divide="ignore", invalid="ignore"):
             rho = np.where(delta > 0, np.clip(beta / delta, 0.0, 1.0), 1.0)[..., None]
         lam = (1 - rho) * np.clip(lam, 0.0, None) + rho * mu[..., None]
-        lam = lam[..., ::-1][..., :self.rank]
-        basis = np.swapaxes(vec[..., ::-1][..., :self.rank], -1, -2)   # (*batch, rank, d)
         sigma = np.sqrt(lam)
         for what, v in (("mean", mean), ("scale", sigma)):
             if np.max(np.abs(v), initial=0.0) > _FP16_MAX:

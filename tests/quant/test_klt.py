@@ -111,3 +111,37 @@ def test_bits_rank_cap_and_errors():
         coder.encode(x + 1e5)
     with pytest.raises(TypeError, match="codes must be KLTCodes"):
         coder.decode(x)
+
+
+def _eigh_fit(coder, y):
+    """Reference for the axes: the covariance's eigendecomposition (the fit for m ≥ d)."""
+    c = y - y.mean(axis=-2, keepdims=True)
+    lam, vec = np.linalg.eigh(np.swapaxes(c, -1, -2) @ c / y.shape[-2])
+    return lam[..., ::-1][..., :coder.rank], np.swapaxes(vec[..., ::-1][..., :coder.rank], -1, -2)
+
+
+@pytest.mark.parametrize("dist,params", [("gaussian", {}), ("low_rank", {"rank": 4, "noise": 0.1})])
+def test_fewer_tokens_than_dims_fit_the_covariance_axes(dist, params):
+    # m = 48 tokens per half < d = 96: the fit goes through the m × m Gram matrix; its axes
+    # must be the covariance's up to sign (float16 storage), its allocation identical, and
+    # the roundtrip equal to one decoded from the covariance's own axes
+    x = sample(dist, 3, 96, 96, seed=5, **params).K
+    coder = KLTCoder(3, 96, rank=12)
+    y = x[..., :48, :]
+    basis, mean, sigma, alloc = coder._fit(y)
+    _, ref = _eigh_fit(coder, y)
+    cos = np.abs(np.sum(basis.astype(np.float64) * ref, axis=-1))
+    np.testing.assert_allclose(cos, 1.0, atol=2e-3)                    # float16 basis
+    flipped = (np.sign(np.sum(basis.astype(np.float64) * ref, axis=-1))[..., None] * ref).astype(np.float16)
+    np.testing.assert_array_equal(basis, flipped)
+    assert alloc.sum(axis=-1).tolist() == [coder.code_bits] * 3
+
+
+def test_zero_variance_axes_keep_the_eigendecomposition_choice():
+    # noiseless rank-1 keys with rank = 6 kept axes: five axes of zero variance, arbitrary;
+    # the fit must not swap the covariance's choice for another (results would move)
+    x = sample("low_rank", 2, 80, 96, seed=2, rank=1, noise=0.0).K
+    coder = KLTCoder(3, 96, rank=6)
+    y = x[..., :40, :]
+    _, ref = _eigh_fit(coder, y)
+    np.testing.assert_array_equal(coder._fit(y)[0], ref.astype(np.float16))
