@@ -204,9 +204,17 @@ def code_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16,
     return total
 
 
-def floor_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16) -> float:
-    """Seconds of the unavoidable work of ``cfg`` (see the module docstring)."""
-    return draw_seconds(cfg, repeats) + code_seconds(cfg, repeats, piece)
+def floor_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16,
+                  parts: dict[str, float] | None = None) -> float:
+    """Seconds of the unavoidable work of ``cfg`` (see the module docstring); ``parts``
+    (if given) accumulates them by step."""
+    parts = {} if parts is None else parts
+    parts["drawing the data"] = parts.get("drawing the data", 0.0) + draw_seconds(cfg, repeats)
+    return parts["drawing the data"] + code_seconds(cfg, repeats, piece, parts=parts)
+
+
+def _breakdown(parts: dict[str, float], per: float = 1.0) -> str:
+    return ", ".join(f"{k} {v / per:.3g}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
 
 
 #: The seed grid at d = 1,024, N = 1,024 (the d = 1024 half of experiments/dalberto.toml).
@@ -232,6 +240,40 @@ def d1024_runner(sketch: str, trials: int, repeats: int) -> float:
     return _best(lambda: run_sweep(cfg, executor="serial", progress=False), repeats) / trials
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) of a live process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def d1024_pooled(sketch: str, trials: int) -> str:
+    """The seed grid at ``trials`` trials per cell through ``run_sweep`` on a pool of 2
+    worker processes (as the default pool, one BLAS thread each): wall seconds and the
+    CPU seconds of each worker (both busy at once, so memory-bandwidth contention is
+    in them), each extrapolated to 1,000 trials."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    from kvstats.sweep.run import _one_blas_thread
+
+    pool = cf.ProcessPoolExecutor(max_workers=2, initializer=_one_blas_thread,
+                                  mp_context=multiprocessing.get_context("forkserver"))
+    try:
+        pool.submit(int).result()  # start the workers outside the clock
+        pids = list(pool._processes)
+        cpu0 = [_cpu_of(p) for p in pids]
+        tic = time.perf_counter()
+        run_sweep(d1024_config(sketch, trials), executor=pool, progress=False)
+        wall = time.perf_counter() - tic
+        cpu = max(_cpu_of(p) - c for p, c in zip(pids, cpu0))
+    finally:
+        pool.shutdown()
+    scale = 1000 / trials / 60
+    return (f"{trials} trials/cell ({trials / 10:.1f}% of the grid): busiest worker {cpu:.0f} CPU s "
+            f"-> **{cpu * scale:.0f} min**; {wall:.0f} s wall -> {wall * scale:.0f} min")
+
+
 def d1024_row(sketch: str, trials: int, pool_trials: int, repeats: int, piece: int,
               notes: list[str]) -> str:
     """One table row for ``sketch``: runner and floor per trial of the grid, both
@@ -246,16 +288,9 @@ def d1024_row(sketch: str, trials: int, pool_trials: int, repeats: int, piece: i
     parts: dict[str, float] = {"drawing the data": draw_seconds(cfg, repeats) / n_cases}
     floor = n_cases * (parts["drawing the data"] + code_seconds(cfg, repeats, piece, gauss_cells, parts))
     floor /= trials
-    breakdown = ", ".join(f"{k} {1e3 * v / trials:.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+    breakdown = _breakdown(parts, trials / 1e3)
     notes.append(f"floor of one trial of one case (15 cells), {sketch}, ms: {breakdown}")
-    pooled = "—"
-    if pool_trials:
-        pcfg = d1024_config(sketch, pool_trials)
-        tic = time.perf_counter()
-        run_sweep(pcfg, workers=2, progress=False)
-        wall = time.perf_counter() - tic
-        pooled = (f"{wall:.0f} s wall for {pool_trials} trials/cell ({pool_trials / 10:.1f}% of the grid) "
-                  f"-> **{wall * 1000 / pool_trials / 60:.0f} min**")
+    pooled = d1024_pooled(sketch, pool_trials) if pool_trials else "—"
     return (f"| {sketch} | {1e3 * runner:.0f} | **{runner * 1000 / 2 / 60:.1f}** | {1e3 * floor:.0f} | "
             f"{floor * 1000 / 2 / 60:.1f} | {runner / floor:.2f}x | {pooled} | {os.getloadavg()[0]:.1f} |")
 
@@ -279,7 +314,8 @@ def main() -> None:
                         help="trials per cell of the in-process d = 1,024 runner and floor")
     parser.add_argument("--d1024-pool", type=int, default=0,
                         help="also run the seed grid at this many trials per cell on 2 worker processes "
-                             "(wall clock; 0: skip)")
+                             "(the busiest worker's CPU seconds and wall seconds; 0: skip; without "
+                             "--d1024: only this)")
     parser.add_argument("--d1024-runner-only", action="store_true",
                         help="d = 1,024: only the in-process runner (CPU seconds per grid trial; "
                              "runs against older checkouts too)")
@@ -299,6 +335,7 @@ def main() -> None:
         print("| N | trials/cell | runner (s) | fair loop (s) | loop / runner | floor (s) | loop / floor "
               "| runner / floor | load |")
         print("|---|---|---|---|---|---|---|---|---|")
+    floor_notes: list[str] = []
     for n_keys in args.n_keys:
         cfg = reduced_config(args.trials, n_keys, args.generator)
         run_sweep(reduced_config(4, n_keys, args.generator), executor="serial", progress=False)  # warm caches
@@ -306,11 +343,22 @@ def main() -> None:
         for _ in range(args.repeats):  # in turns, so a load change hits both
             t_run.append(_best(lambda: run_sweep(cfg, executor="serial", progress=False), 1))
             t_loop.append(fair_loop(cfg))
-        t_floor = floor_seconds(cfg, args.repeats, args.piece)
+        parts: dict[str, float] = {}
+        t_floor = floor_seconds(cfg, args.repeats, args.piece, parts)
+        floor_notes.append(f"floor at N = {n_keys}, s: {_breakdown(parts)}")
         r, lo = min(t_run), min(t_loop)
         print(f"| {n_keys} | {cfg.n_trials} | {r:.2f} | {lo:.2f} | **{lo / r:.2f}x** | {t_floor:.2f} | "
               f"{lo / t_floor:.2f}x | {r / t_floor:.2f}x | {os.getloadavg()[0]:.1f} |", flush=True)
+    if floor_notes:
+        print("\n".join([""] + floor_notes))
 
+    if args.d1024_pool and not args.d1024:
+        print(f"\nd = 1,024 seed grid on 2 worker processes ({kvstats.__file__}), load average "
+              f"{os.getloadavg()[0]:.1f}")
+        for sketch in args.sketches:
+            print(f"| {sketch} | {d1024_pooled(sketch, args.d1024_pool)} | load {os.getloadavg()[0]:.1f} |",
+                  flush=True)
+        return
     if args.d1024 and args.d1024_runner_only:
         print(f"\nd = 1,024 seed grid, runner only ({kvstats.__file__}): {args.clock} seconds per trial "
               f"of the 90 cells, {args.d1024_trials} trials/cell, minimum of {args.repeats}")
