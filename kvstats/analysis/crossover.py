@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvstats.analysis.frame import CASE_COLUMNS
+from kvstats.analysis.frame import CASE_COLUMNS, LABEL_DIGITS, label_digits, short_params
 
 __all__ = ["find_crossovers"]
 
@@ -43,6 +43,8 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     mw = comparisons[(comparisons["test"] == "mann_whitney")
                      & (comparisons["budget"] == comparisons["budget_b"])]
     rows = []
+    # the sentence shows the params' numbers short (the case columns keep them exact)
+    digits = label_digits(mw["params"]) if "params" in mw else LABEL_DIGITS
     for key, grp in mw.groupby(cols, sort=False):
         grp = grp.sort_values("budget")
         if len(grp) < 2:
@@ -53,7 +55,8 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
         cross = len(won) == 2
         rec = dict(zip(cols, key))
         rec["winners"] = ", ".join(f"{_fmt_budget(b)}:{w}" for b, w in winners)
-        case = f"{rec['distribution']}({rec['params']}), d={rec['dim']}, N={rec['n_keys']}"
+        case = (f"{rec['distribution']}({short_params(rec['params'], digits)}), d={rec['dim']}, "
+                f"N={rec['n_keys']}")
         if cross:
             a, b = rec["scheme_a"], rec["scheme_b"]
             wa = [_fmt_budget(bud) for bud, w in winners if w == a]

@@ -9,13 +9,18 @@ scheme's randomness.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 import pandas as pd
+
+from kvstats._checks import check_int
 
 from kvstats.metrics.table import HIGHER_IS_BETTER, PROFILE_6D, REPORT_METRICS
 from kvstats.results import CASE_COLUMNS
 
 __all__ = ["METRICS", "PROFILE_METRICS", "HIGHER_IS_BETTER", "CASE_COLUMNS", "REQUIRED_COLUMNS",
-           "check_frame"]
+           "check_frame", "LABEL_DIGITS", "short_params", "label_digits"]
 
 #: Per-trial metrics summarised and tested (the reported metrics of the metric table).
 METRICS = REPORT_METRICS
@@ -62,3 +67,60 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
     if nan:
         raise ValueError(f"{name} has NaN in metric column(s) {nan}")
     return frame
+
+
+#: Significant digits of the numbers in a case's label (its ``params`` shortened).
+LABEL_DIGITS = 4
+# a number in a ``k=v,...`` params label (outside quoted strings): after = , ( [ or a space
+_NUMBER = re.compile(r"(?<=[=,(\[ ])(-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+))(?=[,)\] ]|$)")
+
+
+def short_params(params: str, digits: int = LABEL_DIGITS) -> str:
+    """A ``params`` label with each number of more than ``digits`` significant digits rounded.
+
+    For display only (titles, table rows, figure labels): the case key, the ``params``
+    column and every table keep the exact text. Quoted strings are left alone.
+
+    Parameters
+    ----------
+    params : str
+        The ``params`` column of a case (``"k=v,..."`` or ``"-"``).
+    digits : int
+        Significant digits kept (≥ 1).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> short_params("noise=0.0,path='m-1.2345678.npz',rank=1,scale=0.9174935806310884")
+    "noise=0.0,path='m-1.2345678.npz',rank=1,scale=0.9175"
+    """
+    if not isinstance(params, str):
+        raise TypeError(f"params must be a str (the params column); received {type(params).__name__}")
+    digits = check_int(digits, "digits", low=1)
+
+    def _round(m: re.Match[str]) -> str:
+        x = float(m.group(1))
+        short = f"{x:.{digits}g}"
+        return m.group(1) if float(short) == x else short
+    # even pieces lie outside quotes ('…' as repr writes strings)
+    pieces = params.split("'")
+    return "'".join(_NUMBER.sub(_round, p) if i % 2 == 0 else p for i, p in enumerate(pieces))
+
+
+def label_digits(params: Iterable[str], digits: int = LABEL_DIGITS) -> int:
+    """The fewest significant digits (≥ ``digits``) that keep distinct ``params`` labels distinct.
+
+    Examples
+    --------
+    >>> label_digits(["scale=0.91749", "scale=0.91701"]), label_digits(["scale=0.917494", "scale=0.917491"])
+    (4, 6)
+    """
+    labels = sorted(set(params))
+    digits = check_int(digits, "digits", low=1)
+    for k in range(digits, 18):              # 17 significant digits print every float64 exactly
+        if len({short_params(p, k) for p in labels}) == len(labels):
+            return k
+    return 17

@@ -21,7 +21,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from kvstats._checks import check_choice  # noqa: E402
-from kvstats.analysis.frame import CASE_COLUMNS, check_frame  # noqa: E402
+from kvstats.analysis.frame import (CASE_COLUMNS, LABEL_DIGITS, check_frame, label_digits,  # noqa: E402
+                                    short_params)
 from kvstats.analysis.intervals import tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
@@ -42,8 +43,11 @@ def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
     return {s: colors[i % len(colors)] for i, s in enumerate(names)}
 
 
-def _case_label(row: Any) -> str:
-    params = "" if row["params"] in ("-", "") else f" ({row['params']})"
+def _case_label(row: Any, digits: int | None = None) -> str:
+    """``digits``: the params' numbers to that many significant digits (None: exact, as
+    :func:`select_case` needs them)."""
+    text = row["params"] if digits is None else short_params(row["params"], digits)
+    params = "" if row["params"] in ("-", "") else f" ({text})"
     return f"{row['distribution']}{params}, d={row['dim']}, N={row['n_keys']}"
 
 
@@ -241,7 +245,7 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     handles += [Line2D([], [], ls="none", marker="o", ms=3, color="0.5", alpha=0.5)] + [h for h, _ in extra]
     labels += ["trials"] + [lab for _, lab in extra]
     fig.legend(handles, labels, loc="outside right center", title="scheme (labels: n)", fontsize=8)
-    ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0])}{subtitle}",
+    ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0], LABEL_DIGITS)}{subtitle}",
                  fontsize=10 if not subtitle else 8.5)
     return fig
 
@@ -267,6 +271,7 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     palette = palette or scheme_palette(frame["scheme"])
     stats_ = _mean_ci_frame(frame, metric)
     cases = stats_[list(CASE_COLUMNS)].drop_duplicates()
+    digits = label_digits(cases["params"])
     _style()
     ncol = min(len(cases), 3)
     nrow = math.ceil(len(cases) / ncol)
@@ -287,7 +292,7 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
         if log and (sub["mean"] > 0).all():
             # a lower CI end ≤ 0 (heavy tails) is clipped at the axis floor
             ax.set_yscale("log", nonpositive="clip")
-        ax.set_title(_case_label(case), fontsize=9)
+        ax.set_title(_case_label(case, digits), fontsize=9)
         ax.set_xlabel("bits per coordinate, with overhead")
         ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[len(cases):]:
@@ -388,7 +393,8 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
         raise ValueError(f"comparisons has no Mann–Whitney rows for pair {pair!r}")
     cases = mw[list(CASE_COLUMNS)].drop_duplicates()
     import seaborn as sns
-    labels_all = [_case_label(r) for _, r in cases.iterrows()]
+    digits = label_digits(cases["params"])     # short labels that keep the cases apart
+    labels_all = [_case_label(r, digits) for _, r in cases.iterrows()]
     # distinct hues, a marker and a small horizontal offset per case: cases that share a
     # value (r = ±1 when every trial separates) stay visible side by side, not stacked
     colors = dict(zip(labels_all, sns.color_palette("tab10", max(len(cases), 1))))
@@ -407,7 +413,7 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
             sub = sub.sort_values("budget")
             if sub.empty:
                 continue
-            label = _case_label(case)
+            label = _case_label(case, digits)
             r = sub["effect"].to_numpy()
             lo, hi = sub["effect_low"].to_numpy(), sub["effect_high"].to_numpy()
             x = sub["budget"].to_numpy(float) + offsets[label]
@@ -460,8 +466,9 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
     if not {"low_rank", "heavy_tailed"} <= set(sel["distribution"]):
         raise ValueError("frame must contain both 'low_rank' and 'heavy_tailed' cases; received "
                          f"distributions {sorted(set(frame['distribution']))}")
-    sel = sel.assign(setting=sel["distribution"] + np.where(sel["params"] == "-", "",
-                                                             " (" + sel["params"] + ")"))
+    digits = label_digits(sel["params"])
+    short = sel["params"].map({p: short_params(p, digits) for p in sel["params"].unique()})
+    sel = sel.assign(setting=sel["distribution"] + np.where(sel["params"] == "-", "", " (" + short + ")"))
     sel = sel[np.isfinite(sel[metric])]
     dims = sorted(sel["dim"].unique())
     schemes = list(dict.fromkeys(sel["scheme"]))

@@ -19,6 +19,7 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.compare import NO_DIFFERENCE
+from kvstats.analysis.frame import label_digits, short_params
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
 from kvstats.results import REAL, SweepResult
@@ -68,8 +69,11 @@ def _flag(text: str, reliable: bool) -> str:
     return text if bool(reliable) else f"{text} {HEAVY_MARK}"
 
 
-def _case_title(case: dict[str, Any]) -> str:
-    params = "" if case["params"] in ("-", "") else f" ({case['params']})"
+def _case_title(case: dict[str, Any], digits: int | None = None) -> str:
+    """The case as a title; ``digits``: its params' numbers to that many significant digits
+    (:func:`kvstats.analysis.frame.short_params`; None: exact, as the slugs of file names use)."""
+    text = case["params"] if digits is None else short_params(case["params"], digits)
+    params = "" if case["params"] in ("-", "") else f" ({text})"
     return f"{case['distribution']}{params}, d = {case['dim']}, N = {case['n_keys']}"
 
 
@@ -168,11 +172,11 @@ def _equivalence_cell(e: pd.Series) -> str:
             f" in [{_num(e['margin_low'])}, {_num(e['margin_high'])}]? p adj {_p(e['pvalue_adjusted'])}")
 
 
-def _bound_fmt(bounds: pd.DataFrame) -> pd.DataFrame:
+def _bound_fmt(bounds: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
     """The bound rows of the theory table: one line per case, n, place and scheme."""
     rows = []
     for r in bounds.itertuples(index=False):
-        rows.append({"case": _case_title(r._asdict()), "n": f"{r.budget:g}",
+        rows.append({"case": _case_title(r._asdict(), digits), "n": f"{r.budget:g}",
                      "place": "K" if r.quantity == BOUND_QUANTITIES["k"] else "V", "scheme": r.scheme,
                      "bits/coord (total)": _num(r.rate), "limit SNR (dB)": f"{r.predicted:.2f}",
                      "pooled SNR (dB) [95% CI]": _flag(f"{r.measured:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]",
@@ -204,10 +208,10 @@ BOUND_NOTE = (
     "kvstats.analysis.theory_table and docs/theory.md.")
 
 
-def _theory_fmt(theory: pd.DataFrame) -> pd.DataFrame:
+def _theory_fmt(theory: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
     rows = []
     for r in theory.itertuples(index=False):
-        rows.append({"case": _case_title(r._asdict()), "n": f"{r.budget:g}", "quantity": r.quantity,
+        rows.append({"case": _case_title(r._asdict(), digits), "n": f"{r.budget:g}", "quantity": r.quantity,
                      "scheme": r.scheme, "predicted": _num(r.predicted),
                      "asymptotic": _num(r.predicted_asymptotic),
                      "measured [95% CI]": _flag(_ci(r.measured, r.ci_low, r.ci_high),
@@ -267,7 +271,8 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     return text
 
 
-def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]) -> None:
+def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any],
+                         digits: int | None = None) -> None:
     eq = comp[comp["test"] == "equivalence"]
     if eq.empty:
         return
@@ -283,7 +288,7 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
           "estimate; the verdict uses the adjusted p-values.")
     counts = eq["verdict"].str.split(" \\(").str[0].value_counts()
     doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")
-    doc.ul([f"{_case_title(r._asdict())}, n = {r.budget:g}"
+    doc.ul([f"{_case_title(r._asdict(), digits)}, n = {r.budget:g}"
             + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: **{r.verdict}**"
             + ("" if math.isnan(r.pvalue) else
@@ -313,6 +318,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None) -> Document:
     doc = Document()
+    # case labels: params' numbers to the fewest significant digits (≥ 4) that keep the cases apart
+    digits = label_digits(summary["params"]) if "params" in summary else None
     # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
     heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
                 for v in t["ci_reliable"])
@@ -344,7 +351,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         unit_text,
         TIES_NOTE,
     ])
-    _equivalence_section(doc, comp, opts)
+    _equivalence_section(doc, comp, opts, digits)
 
     doc.h(2, "Crossovers of the winner across budgets")
     if cross.empty:
@@ -360,7 +367,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
         if not kl.empty:
             doc.p("Attention KL, winners by budget (no crossover):")
-            doc.ul([f"{_case_title(r._asdict())}, {r.scheme_a} vs {r.scheme_b}: {r.winners}"
+            doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: {r.winners}"
                     for r in kl.itertuples(index=False)])
 
     if any(name in figs for name in ("kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail")) or \
@@ -388,9 +395,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.p(SHANNON_PHI_NOTE)
     for case_key, case_sum in summary.groupby(list(CASE_COLUMNS), sort=False):
         case = dict(zip(CASE_COLUMNS, case_key))
-        title = _case_title(case)
+        title = _case_title(case, digits)
         doc.h(2, title)
-        slug = _slug(title)
+        slug = _slug(_case_title(case))          # exact: figure file names stay unique
         for place in ("k", "v", "t"):
             name = f"shannon_phi_{place}_{slug}"
             if name in figs:
@@ -418,7 +425,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               "predate the pooled SNR columns (rerun the sweep).")
     else:
         doc.p(BOUND_NOTE)
-        doc.table(_bound_fmt(bounds))
+        doc.table(_bound_fmt(bounds, digits))
     doc.h(2, "Theory beside measurement")
     if theory.empty:
         doc.p(f"No scheme with a closed-form prediction ({', '.join(theory_schemes())}) at integer "
@@ -434,7 +441,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               f"(π/2 − 1/d_pad)·D_{{n−1}}/D_n (→ 2π). `ip_var_ratio_residual`: "
               f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
               "See kvstats.analysis.theory_table.")
-        doc.table(_theory_fmt(theory))
+        doc.table(_theory_fmt(theory, digits))
 
     if comp_trials is not None:
         _trial_level_section(doc, comp_trials)

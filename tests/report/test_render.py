@@ -233,3 +233,22 @@ def test_a_report_removes_its_own_stale_files_and_nothing_else(tmp_path, frame_f
     (tmp_path / REPORT_RECORD).write_text("{not json")
     hypothesis_report(_result(two), tmp_path, energy_resamples=19, figures=False)
     assert mine.is_file() and (tmp_path / "figures" / "kl_vs_bits.png").is_file()
+
+
+def test_case_labels_are_short_and_the_tables_exact(tmp_path):
+    # two cases whose scales agree to 4 significant digits: the labels take 5, the
+    # crossover sentence too; the summary CSV and the figure file names keep the exact text
+    import pandas as pd
+
+    long_a, long_b = "scale=1.2345678901234", "scale=1.2349999"
+    f = pd.concat([make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 1.0, ("QKQV", 3): 0.0},
+                              n=40, seed=s, case=("gaussian", p, 64, 128))
+                   for s, p in ((1, long_a), (2, long_b))], ignore_index=True)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    heads = [line for line in md.splitlines() if line.startswith("## gaussian")]
+    assert heads == ["## gaussian (scale=1.2346), d = 64, N = 128",
+                     "## gaussian (scale=1.235), d = 64, N = 128"]
+    assert long_a not in md and long_b not in md
+    assert set(pd.read_csv(rep.files["summary"])["params"]) == {long_a, long_b}
+    assert "for gaussian(scale=1.2346), d=64, N=128" in " ".join(rep.crossovers["description"])
