@@ -3,21 +3,45 @@
 Usage: python experiments/real_report.py [--results results/real] [--out docs/real_model.md]
 
 Only numbers computed by experiments/real_stats.py, real_profile.py and real_e2e.py are
-written; a section whose results file is missing says so. The prose interpreting the
-numbers is hand-written below the MARKER line of docs/real_model.md and is kept verbatim
-when the tables are regenerated.
+written. A section whose results files are missing is kept verbatim from the page being
+rewritten (or, on a new page, says which experiment makes it), so the page can be
+regenerated from any subset of the results. The prose interpreting the numbers is
+hand-written below the MARKER line of docs/real_model.md and is kept verbatim; so are
+the run notes between ``<!-- kept: NAME -->`` and ``<!-- /kept: NAME -->`` inside a
+generated section (the e2e section's provenance of its run).
 """
 
 import argparse
 import datetime
 import os
 import platform
+import re
+from math import comb
 
 import numpy as np
 import pandas as pd
 
 
 MARKER = "<!-- hand-written below: kept by experiments/real_report.py -->"
+FP16_BYTES_PER_TOKEN = 23040   # 30 layers x 3 KV heads x 64 x (K, V) x 2 bytes
+
+
+def old_sections(path: str) -> tuple[dict[str, str], str]:
+    """The generated sections of an existing page (heading line -> block) and its MARKER part."""
+    if not os.path.exists(path):
+        return {}, ""
+    old = open(path).read()
+    above, notes = (old[:old.index(MARKER)], old[old.index(MARKER):]) if MARKER in old else (old, "")
+    # sections are joined by a blank line and each starts with a level-2 heading
+    blocks = re.split(r"\n\n(?=## )", above.removesuffix("\n\n"))
+    return {b.split("\n", 1)[0]: b for b in blocks[1:]}, notes
+
+
+def kept(old: str | None, name: str) -> str:
+    """The hand-written ``name`` block of an old section (markers included), or ''."""
+    m = re.search(rf"<!-- kept: {re.escape(name)} -->.*?<!-- /kept: {re.escape(name)} -->\n",
+                  old or "", flags=re.S)
+    return m.group(0) if m else ""
 
 
 def md(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
@@ -35,10 +59,10 @@ def md(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
     return "\n".join(lines)
 
 
-def section_stats(res: str) -> str:
+def section_stats(res: str) -> str | None:
     path = os.path.join(res, "stats_layer_head.csv")
     if not os.path.exists(path):
-        return "_stats_layer_head.csv missing: run experiments/real_stats.py_\n"
+        return None
     s = pd.read_csv(path)
     out = ["## What real keys and values look like\n",
            "Pooled over 26 texts × 256 positions per (layer, KV head); 30 layers × 3 KV heads.\n"]
@@ -66,10 +90,10 @@ def section_stats(res: str) -> str:
     return "\n".join(out)
 
 
-def section_norms(res: str) -> str:
+def section_norms(res: str) -> str | None:
     path_w, path_s = os.path.join(res, "weights.csv"), os.path.join(res, "stats_layer_head.csv")
     if not (os.path.exists(path_w) and os.path.exists(path_s)):
-        return "_weights.csv missing: run experiments/real_stats.py_\n"
+        return None
     w = pd.read_csv(path_w, dtype={"head": str})
     w = w[w["head"] == "all"].pivot(index="layer", columns="tensor", values=["frobenius", "spectral"])
     s = pd.read_csv(path_s).groupby(["layer", "tensor"]).mean_sq_norm.mean().unstack()
@@ -87,10 +111,10 @@ def section_norms(res: str) -> str:
     return "\n".join(out)
 
 
-def section_profile(res: str) -> str:
+def section_profile(res: str) -> str | None:
     path = os.path.join(res, "profile_cells.csv")
     if not os.path.exists(path):
-        return "## 6D profiles on real caches\n\n_profile results missing: run experiments/real_profile.py_\n"
+        return None
     cells = pd.read_csv(path)
     tests = pd.read_csv(os.path.join(res, "profile_tests.csv"))
     out = ["## 6D profiles of KV, KQV, QKQV on the real caches\n",
@@ -158,55 +182,123 @@ def section_profile(res: str) -> str:
     return "\n".join(out)
 
 
-def figures(res: str, out_dir: str) -> str:
-    """Shannon–φ planes of the real trials with kvstats.plot_shannon_phi."""
+def figures(res: str, out_dir: str, capture: str) -> str | None:
+    """Shannon–φ planes of the real trials with kvstats.plot_shannon_phi.
+
+    The keys' plane carries the rate–distortion limit at each n: the bound of a Gaussian
+    with the covariance of each trial's (layer, KV head), measured on all texts of the
+    capture (kvstats.data.spectrum.capture_spectra, in load_trials' trial order), averaged
+    over the trials (kvstats.analysis.theory.nominal_bounds). Without the capture the
+    plane is drawn without it.
+    """
     path = os.path.join(res, "profile.csv")
     if not os.path.exists(path):
-        return ""
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     import kvstats
+    from kvstats.analysis.theory import nominal_bounds
+    from kvstats.data.spectrum import capture_spectra
 
     prof = pd.read_csv(path)
     frame = prof.rename(columns={"bits": "budget"}).assign(
         distribution="real SmolLM2 caches", params="-", dim=64, n_keys=256, bits_nominal=lambda f: f.budget)
     frame["bits_total"] = [kvstats.make_scheme(sc, int(b), 64).bits_per_coord(256).total
                            for sc, b in zip(frame.scheme, frame.budget)]
+    budgets = [2, 4, 6]
+    bounds, note = None, "the capture (results/real/capture.npz) is not at hand"
+    if os.path.exists(capture):
+        case = ("real SmolLM2 caches", "-", 64, 256)
+        nb = nominal_bounds(frame[frame.budget.isin(budgets)], spectra={case: capture_spectra(capture)})
+        bounds = {p: dict(zip(g.budget, g.bound_snr_db)) for p, g in nb.groupby("place")}
     os.makedirs(out_dir, exist_ok=True)
     lines = ["## Shannon–φ planes of the real trials\n"]
     for place in ("k", "t"):
-        fig = kvstats.plot_shannon_phi(frame, place=place, budgets=[2, 4, 6])
+        fig = kvstats.plot_shannon_phi(frame, place=place, budgets=budgets,
+                                       bounds=(bounds or {}).get(place), bound_note=None if bounds else note)
         name = f"real_shannon_phi_{place}.png"
         fig.savefig(os.path.join(out_dir, name), dpi=110)
+        plt.close(fig)
         lines.append(f"![Shannon–φ plane, place {place}](figures/{name})\n")
     return "\n".join(lines)
 
 
-def section_e2e(res: str) -> str:
+def section_e2e(res: str, old: str | None) -> str | None:
+    """The end-to-end tables; ``old`` is the section of the page being rewritten, whose
+    hand-written run notes (``kept`` blocks) are carried over."""
     path = os.path.join(res, "e2e_summary.csv")
     if not os.path.exists(path):
-        return "## End to end\n\n_e2e results missing: run experiments/real_e2e.py_\n"
+        return None
     s = pd.read_csv(path)
     t = pd.read_csv(os.path.join(res, "e2e_tests.csv"))
-    cols = ["scheme", "bits", "window", "mode", "n_positions", "mean_kl", "se_kl", "se_kl_text", "median_kl",
-            "p99_kl", "max_kl", "top1_agreement", "ppl_ratio", "bytes_per_token", "ratio_to_fp16"]
-    return "\n".join([
-        "## End to end: next-token KL against the float32 cache (llama.cpp KL mode)\n",
-        "Teacher-forced; every position's next-token distribution compared. `se_kl` is over positions "
-        "(as llama.cpp), `se_kl_text` over per-text means (positions of a text are correlated: the "
-        "honest error bar). Memory: stored bytes per token (codes + norms + any window) and its ratio "
-        "to an fp16 cache (23040 B/token).\n",
-        md(s[[c for c in cols if c in s.columns]]),
-        "\nThe KIVI rows use 6 of the 16 texts (token-by-token decoding is slower), hence their "
-        "different `ppl_ref`; their 32-token full-precision window is held in the model's float32 and "
-        "on 128-token texts it dominates their memory (not an equal-memory comparison).\n",
-        "\nTests (Mann–Whitney on KL; unit = positions or per-text means; rank-biserial r < 0 when `a` "
-        "has lower KL; Wilcoxon signed-rank on the paired differences; Holm over the table):\n",
-        md((t[t.test.isna()] if "test" in t.columns else t)[
-            ["a", "b", "unit", "n", "mean_a", "mean_b", "ratio", "frac_a_lower", "rank_biserial", "rb_low",
-             "rb_high", "mw_p_holm", "wilcoxon_p"]]),
-        equivalence_table(t)])
+    cols = ["scheme", "bits", "window", "mode", "n_texts", "n_positions", "mean_kl", "se_kl", "se_kl_text",
+            "median_kl", "p99_kl", "max_kl", "top1_agreement", "ppl_ratio", "bytes_per_token", "ratio_to_fp16",
+            "held_bytes_per_token", "fixed_bytes"]
+    test_cols = ["a", "b", "unit", "n", "mean_a", "mean_b", "ratio", "frac_a_lower", "rank_biserial", "rb_low",
+                 "rb_high", "mw_p_holm", "wilcoxon_p"]
+    peer = s.scheme.str.startswith("hf:").any()
+    memory = ("Memory: stored bytes per token (codes + norms + any window"
+              + ("; for a peer, what it holds" if peer else "")
+              + f") and its ratio to an fp16 cache ({FP16_BYTES_PER_TOKEN} B/token)")
+    if "held_bytes_per_token" in s.columns:
+        memory += ("; `held_bytes_per_token`: every byte of every tensor the cache object holds after the "
+                   "text, found by one generic walk of the object (`kvstats.models.peers.held_bytes`, the "
+                   "same for every cache; for kvstats' cache it equals `memory_report()`'s held + fixed "
+                   f"bytes), divided by the {int(s.n_positions.max() // s.n_texts.max()) + 1} cached tokens; "
+                   "`fixed_bytes`: the part of it that does not grow with the sequence (rotations, "
+                   "codebooks, QJL sketches; 0 for the peers), which "
+                   f"{int(s.n_positions.max() // s.n_texts.max()) + 1} tokens cannot amortise")
+    diff = t[t.test.isna()] if "test" in t.columns else t
+    family = diff.family if "family" in diff.columns else pd.Series(np.nan, index=diff.index)
+    out = ["## End to end: next-token KL against the float32 cache (llama.cpp KL mode)\n",
+           kept(old, "e2e-run"),
+           "Teacher-forced; every position's next-token distribution compared. `se_kl` is over positions "
+           "(as llama.cpp), `se_kl_text` over per-text means (positions of a text are correlated: the "
+           f"honest error bar). {memory}.\n",
+           md(s[[c for c in cols if c in s.columns]]),
+           "\nThe KIVI rows use 6 of the 16 texts (token-by-token decoding is slower), hence their "
+           "different `ppl_ref`; their 32-token full-precision window is held in the model's float32 and "
+           "on 128-token texts it dominates their memory (not an equal-memory comparison).\n",
+           "\nTests (Mann–Whitney on KL; unit = positions or per-text means; rank-biserial r < 0 when `a` "
+           "has lower KL; Wilcoxon signed-rank on the paired differences; Holm over the table):\n",
+           md(diff[family.isna()][test_cols])]
+    peers = diff[family == "peers"]
+    if len(peers):
+        n = int(peers[peers.unit == "text"].n.max())
+        out += [f"\n\nThe peers against the kvstats rows nearest in bytes, over their common texts (the first "
+                f"{n}; per-vector rows in prefill mode, peers and KIVI token by token; Holm over these "
+                f"{len(peers)} tests; with {n} texts the smallest two-sided Wilcoxon p is "
+                f"{2 / 2 ** n:.2g} and the Mann–Whitney p {2 / comb(2 * n, n):.2g}):\n",
+                md(peers[test_cols])]
+    out.append(equivalence_table(t))
+    out.append(qjl_note(s))
+    return "\n".join(x for x in out if x)
+
+
+def qjl_note(s: pd.DataFrame) -> str:
+    """What the ``qjl`` rows are, with their measured bytes (or nothing without them)."""
+    q = s[(s.scheme == "qjl") & (s.bits == 3)]
+    o = s[(s.scheme == "qjl+o4") & (s.bits == 3)]
+    if q.empty:
+        return ""
+    kqv3 = s[(s.scheme == "KQV") & (s.bits == 3)].bytes_per_token
+    qb = q.bytes_per_token.iloc[0]
+    same = (" exactly KQV@3's budget" if len(kqv3) and kqv3.iloc[0] == qb else "")
+    text = ("\n`qjl` rows (issue #13): `qjl@3` is the registry's default QJL scheme at 3 bits — keys as a "
+            "1-bit sign sketch with m = 3d = 192 Gaussian rows plus an fp16 norm, values per-token asymmetric "
+            f"uniform 3-bit with fp16 scale and zero — at {qb:,.0f} B/token,{same}.")
+    if len(o):
+        text += (" `qjl+o4@3` (`n_outliers=4`, run as a separate pass because a configuration list shares "
+                 "one set of scheme parameters) also codes the 4 largest-norm channels of each 32-token group "
+                 "by a 192-row sketch of their own, as in the QJL paper (the count is this run's choice, the "
+                 "same as the retrieval run's `qjl@3[n_outliers=4]`; not tuned): "
+                 f"{round(o.bytes_per_token.iloc[0], -1):,.0f} B/token measured. In prefill mode the cache "
+                 "codes whole 32-token groups, so a group's outlier channels are chosen from all 32 of its "
+                 "tokens (128-token texts: 4 whole groups, no full-precision tail).")
+    return text
 
 
 def equivalence_table(t: pd.DataFrame) -> str:
@@ -226,10 +318,23 @@ def equivalence_table(t: pd.DataFrame) -> str:
               "tost_p", "within_margin", "p_difference"]])])
 
 
+# (heading of the section, what regenerates it): a section whose generator finds no
+# results is kept from the old page.
+HEADINGS = {"stats": "## What real keys and values look like",
+            "norms": "## Key-favoured allocation: ‖W_K‖ vs ‖W_V‖ and E‖k‖² vs E‖v‖²",
+            "profile": "## 6D profiles of KV, KQV, QKQV on the real caches",
+            "figures": "## Shannon–φ planes of the real trials",
+            "e2e": "## End to end: next-token KL against the float32 cache (llama.cpp KL mode)"}
+MISSING = {"stats": "real_stats.py", "norms": "real_stats.py", "profile": "real_profile.py",
+           "figures": "real_profile.py", "e2e": "real_e2e.py"}
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default="results/real")
     ap.add_argument("--out", default="docs/real_model.md")
+    ap.add_argument("--capture", default="results/real/capture.npz",
+                    help="for the rate-distortion limits on the keys' Shannon-phi plane")
     args = ap.parse_args()
     import torch
     import transformers
@@ -243,7 +348,7 @@ average ~12, so expect them ~3x shorter on an idle 2-core machine):
     python experiments/real_capture.py   # 26 stdlib docstrings x 256 tokens -> results/real/capture.npz (767 MB), 3 min
     python experiments/real_stats.py     # outlier channels, kurtosis, rank, norms, 3 min
     python experiments/real_profile.py   # 6D profiles of KV/KQV/QKQV, n = 2..6, 2340 trials + 5 x 300 synthetic, 14 min
-    python experiments/real_e2e.py       # end-to-end KL, 16 texts x 128 tokens (KIVI: 6 texts), 4 min
+    python experiments/real_e2e.py       # end-to-end KL, 16 texts x 128 tokens (KIVI, transformers caches: 6 texts), 48 min at load 7-10
     python experiments/real_report.py    # this page
 
 Model: SmolLM2-135M-Instruct (Llama architecture, 30 layers, 9 query heads, 3 KV heads,
@@ -254,17 +359,17 @@ model. Text: `inspect.getdoc` of 26 standard-library modules
 {torch.__version__}, transformers {transformers.__version__}. Statistics:
 `kvstats.stats` (Mann–Whitney, Holm) and `scipy.stats.wilcoxon` (paired signed-rank).
 """
-    parts = [header, section_stats(args.results), section_norms(args.results),
-             section_profile(args.results),
-             figures(args.results, os.path.join(os.path.dirname(args.out), "figures")),
-             section_e2e(args.results)]
-    # The hand-written part (method notes and findings) sits below MARKER in the output
-    # file and is kept when the tables above it are regenerated.
-    notes = ""
-    if os.path.exists(args.out):
-        old = open(args.out).read()
-        if MARKER in old:
-            notes = old[old.index(MARKER):]
+    old, notes = old_sections(args.out)
+    made = {"stats": section_stats(args.results), "norms": section_norms(args.results),
+            "profile": section_profile(args.results),
+            "figures": figures(args.results, os.path.join(os.path.dirname(args.out), "figures"), args.capture),
+            "e2e": section_e2e(args.results, old.get(HEADINGS["e2e"]))}
+    parts = [header]
+    for key, text in made.items():
+        if text is None:   # no results here: keep what the page had
+            text = old.get(HEADINGS[key], f"{HEADINGS[key]}\n\n_results missing: run experiments/{MISSING[key]}_\n")
+            print(f"{key}: no results in {args.results}, section kept")
+        parts.append(text)
     with open(args.out, "w") as f:
         f.write("\n\n".join(parts) + "\n\n" + (notes or MARKER + "\n"))
     print(f"wrote {args.out}")
