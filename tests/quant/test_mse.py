@@ -317,3 +317,22 @@ def test_roundtrip_out_argument():
                     [[0.0]]):
             with pytest.raises(ValueError, match="out must"):
                 q.roundtrip(x, out=bad)
+
+
+@pytest.mark.parametrize("d", [1024, 1000])
+def test_roundtrip_pieces_spanning_draws_equal_encode_decode(d):
+    """`roundtrip` runs the MSE steps on cache-sized pieces (60 rows at d_pad = 1024), here
+    spanning draws of 100 rows and, for d = 1000, padded: bit for bit the chunk-at-a-time
+    steps of encode and decode (the codes agree too)."""
+    from threadpoolctl import threadpool_limits
+
+    from kvstats.quant.prod import ProdQuantizer
+
+    q = MSEQuantizer(d, 3, seed=4, draws=3, norm_dtype="float32")
+    x = np.random.default_rng(5).standard_normal((3, 100, d)).astype(np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        codes = q.encode(x)
+        np.testing.assert_array_equal(q.roundtrip(x), q.decode(codes))
+        pq = ProdQuantizer(d, 4, seed=4, draws=3, norm_dtype="float32")
+        pc = pq.encode(x)
+        np.testing.assert_array_equal(pc.mse.codes, pq.mse.encode(x).codes)
