@@ -40,7 +40,7 @@ def _as_draws(draws: object) -> tuple[int, ...]:
     return tuple(check_int(n, "draws", low=1) for n in draws)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Sketch:
     """A QJL sketch: the matrix ``S`` of shape ``(*draws, m, dim)`` (float64) and its constant.
 
@@ -52,7 +52,9 @@ class Sketch:
     None) are the randomness of an ``"srht"`` sketch (None for the other kinds).
     ``dense`` holds the matrix of the Gaussian and orthogonal kinds; an ``"srht"``
     sketch leaves it None, applies itself by the fast transform (:meth:`project`,
-    :meth:`project_t`) and builds :attr:`matrix` only when it is read.
+    :meth:`project_t`) and builds :attr:`matrix` only when it is read. The keyword
+    ``matrix=`` of the constructor (and of ``dataclasses.replace``) sets ``dense``, as
+    in earlier versions; a sketch with ``dense`` set multiplies by it.
     """
 
     kind: str
@@ -63,6 +65,20 @@ class Sketch:
     scale: float
     signs: Float[np.ndarray, "*draws blocks d"] | None = None
     rows: Int[np.ndarray, "*draws m_last"] | None = None
+
+    def __init__(self, kind: str, m: int, dim: int, draws: tuple[int, ...],
+                 dense: np.ndarray | None = None, scale: float | None = None,
+                 signs: np.ndarray | None = None, rows: np.ndarray | None = None, *,
+                 matrix: np.ndarray | None = None):
+        # ``matrix=`` is the name of ``dense`` in earlier versions (e.g. callers of
+        # ``dataclasses.replace(sketch, matrix=S)``); a given matrix is always used
+        if matrix is not None:
+            dense = matrix
+        if scale is None:
+            raise TypeError("Sketch needs its estimator constant scale; received none")
+        for name, value in (("kind", kind), ("m", m), ("dim", dim), ("draws", draws),
+                            ("dense", dense), ("scale", scale), ("signs", signs), ("rows", rows)):
+            object.__setattr__(self, name, value)
 
     @cached_property
     def matrix(self) -> Float[np.ndarray, "*draws m d"]:
@@ -77,8 +93,9 @@ class Sketch:
         return matrix
 
     def _fast(self) -> bool:
-        """Whether the fast transform applies (an srht sketch with signs for its draws)."""
-        return self.signs is not None and self.signs.shape[:-2] == self.draws
+        """Whether the fast transform applies: an srht sketch with signs for its draws
+        and no matrix given in their place."""
+        return self.dense is None and self.signs is not None and self.signs.shape[:-2] == self.draws
 
     def describe(self) -> dict[str, Any]:
         """Settings of the sketch (kind, rows, dimension, draws, constant)."""

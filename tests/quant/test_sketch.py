@@ -227,3 +227,21 @@ def test_add_reconstruction_equals_the_whole_array_steps(kind):
         got = base.copy()
         _add_reconstruction(s, x, norms, got)
         np.testing.assert_array_equal(got, want)
+
+
+def test_sketch_matrix_keyword_replaces_the_matrix():
+    """``dataclasses.replace(sketch, matrix=S)`` (the field's earlier name) sets the dense
+    matrix, and the coders then multiply by it, for srht too."""
+    import dataclasses
+
+    from kvstats.quant.qjl import _sign_bits
+
+    S = np.random.default_rng(0).integers(-2, 3, size=(16, 8)).astype(np.float64)
+    x = np.random.default_rng(1).standard_normal((5, 8))
+    for kind in ("gaussian", "srht"):
+        sk = dataclasses.replace(make_sketch(kind, 16, 8, seed=0), matrix=S)
+        assert sk.matrix is S and sk.dense is S
+        np.testing.assert_array_equal(sk.project(x), x @ S.T)
+        np.testing.assert_array_equal(_sign_bits(sk, x), x @ S.T >= 0)
+    with pytest.raises(TypeError, match="scale"):
+        type(sk)("gaussian", 16, 8, (), S)
