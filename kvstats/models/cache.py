@@ -59,6 +59,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 from kvstats._checks import check_int
 from kvstats.models.attention_hook import CodedKV, install
 from kvstats.models.code_attention import GrowingBuffer, SideCoder
+from kvstats.models.group_codes import make_sides
 from kvstats.quant.registry import parse_scheme_name
 
 
@@ -102,6 +103,7 @@ class _CodesLayer(DynamicLayer):
         self.codes: list = []                   # their SchemeCodes, one per coded chunk
         self.key_coder: SideCoder | None = None  # torch coders (code-reading schemes)
         self.value_coder: SideCoder | None = None
+        self.key_side = self.value_side = None   # kivi/qjl code-reading sides (group_codes)
         self.store: dict[str, GrowingBuffer] = {}
         # the decoded copy, when kept: {"k", "v"} (decoded K/V for the model's attention) or,
         # read by the code-reading attention, the looked-up values under the store's names
@@ -118,7 +120,14 @@ class _CodesLayer(DynamicLayer):
         self.keys = key_states.new_empty((batch, self.n_heads, 0, dim))
         self.values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
         independent = owner.per_head and not owner.deterministic
-        if owner.reads_codes:
+        if owner.reads_codes and owner.grouped:
+            # numpy coders code each whole group once; the torch sides hold what they store
+            draws = (self.n_heads,) if independent else ()
+            self.scheme = owner._make(dim, np.random.SeedSequence([owner.seed, self.layer_idx]), draws)
+            self.key_side, self.value_side = make_sides(self.scheme)
+            self.store = {f"k_{n}": b for n, b in self.key_side.store.items()}
+            self.store.update({f"v_{n}": b for n, b in self.value_side.store.items()})
+        elif owner.reads_codes:
             if independent:
                 seeds = [np.random.SeedSequence([owner.seed, self.layer_idx, h]) for h in range(self.n_heads)]
             else:
@@ -153,7 +162,7 @@ class _CodesLayer(DynamicLayer):
 
     @property
     def reads_codes(self) -> bool:
-        return self.key_coder is not None
+        return self.key_coder is not None or self.key_side is not None
 
     def _decode_numpy(self, codes):
         K_hat, V_hat = self.scheme.dequantize(codes)
@@ -163,7 +172,16 @@ class _CodesLayer(DynamicLayer):
 
     def _code(self, k: torch.Tensor, v: torch.Tensor) -> None:
         """Code a block of tokens (all heads at once) and keep what the mode keeps."""
-        if self.reads_codes:
+        if self.key_side is not None:
+            codes = self.scheme.quantize(k.detach().to("cpu", torch.float32).numpy(),
+                                         v.detach().to("cpu", torch.float32).numpy())
+            self.key_side.append(codes.key)
+            self.value_side.append(codes.value)
+            if self.decoded:  # attention="model": the numpy decode, as the model path always gave
+                k_hat, v_hat = self._decode_numpy(codes)
+                self.decoded["k"].append(k_hat)
+                self.decoded["v"].append(v_hat)
+        elif self.reads_codes:
             n0 = self.n_coded
             kern = self._kernel() if k.shape[-2] <= 16 else None
             for side, coder, x in (("k", self.key_coder, k), ("v", self.value_coder, v)):
@@ -222,6 +240,9 @@ class _CodesLayer(DynamicLayer):
         if "k" in self.decoded:
             parts_k = [self.decoded["k"].view()] if self.n_coded else []
             parts_v = [self.decoded["v"].view()] if self.n_coded else []
+        elif self.key_side is not None:
+            parts_k = [self.key_side.decode().to(self.keys.dtype)] if self.n_coded else []
+            parts_v = [self.value_side.decode().to(self.values.dtype)] if self.n_coded else []
         elif self.reads_codes:
             parts_k, parts_v = [], []
             if self.n_coded:
@@ -244,7 +265,7 @@ class _CodesLayer(DynamicLayer):
     def reset(self) -> None:
         super().reset()
         self._half, self._sides = None, {}
-        self.scheme = self.key_coder = self.value_coder = None
+        self.scheme = self.key_coder = self.value_coder = self.key_side = self.value_side = None
         self.codes, self.n_coded, self.store, self.decoded = [], 0, {}, {}
 
     # ------------------------------------------------------------------ memory
@@ -278,7 +299,12 @@ class _CodesLayer(DynamicLayer):
         if not self.reads_codes:
             return _array_bytes(self.scheme, seen) if self.scheme is not None else 0
         total = 0
-        for t in (*self.key_coder.fixed_tensors(), *self.value_coder.fixed_tensors()):
+        if self.key_side is not None:  # the numpy scheme (it codes new groups) and the torch sketches
+            total = _array_bytes(self.scheme, seen)
+            fixed = (*self.key_side.fixed_tensors(), *self.value_side.fixed_tensors())
+        else:
+            fixed = (*self.key_coder.fixed_tensors(), *self.value_coder.fixed_tensors())
+        for t in fixed:
             if t.data_ptr() not in seen:
                 seen.add(t.data_ptr())
                 total += _tensor_bytes(t)
@@ -384,7 +410,9 @@ class QuantizedCache(Cache):
         self.deterministic = not sdef.randomized(parsed)
         # Fail now, not inside a forward pass: unknown names, bad bits or parameters.
         probe = make_scheme(scheme_name, bits, 64, seed=0, **params)
-        self.reads_codes = sdef.gpu and self.token_group == 1 and _exports(probe)
+        # kivi and qjl: numpy-coded whole groups, read from torch buffers (group_codes)
+        self.grouped = sdef.name in ("kivi", "qjl")
+        self.reads_codes = self.grouped or (sdef.gpu and self.token_group == 1 and _exports(probe))
         if attention is None:
             attention = "codes" if self.reads_codes else "model"
         if attention not in ("codes", "model"):
@@ -395,6 +423,10 @@ class QuantizedCache(Cache):
                              f"{scheme_name!r} with {params}: use attention='model'")
         self.attention = attention
         self.keep_decoded = (attention == "model") if keep_decoded is None else keep_decoded
+        if self.grouped and attention == "codes" and self.keep_decoded:
+            raise ValueError(f"keep_decoded=True with attention='codes' keeps the looked-up values of "
+                             f"per-vector schemes; {scheme_name!r} has none: use attention='model' for "
+                             f"a decoded copy")
         if attention == "codes":
             install()
         super().__init__(layer_class_to_replicate=self._new_layer)

@@ -262,8 +262,9 @@ class SideCoder:
 class GrowingBuffer:
     """A tensor grown along axis 2 (tokens) in place, with little slack.
 
-    The first append allocates exactly; later growth adds ``max(16, n // 32)`` tokens, so
-    the unused capacity stays under ~3 % of a long sequence (and the copies amortise).
+    The first append allocates exactly; later growth adds ``max(step, n // 32)`` tokens
+    (``step`` 16 by default; 1 for buffers that grow once per group of tokens), so the
+    unused capacity stays under ~3 % of a long sequence (and the copies amortise).
 
     Examples
     --------
@@ -273,9 +274,10 @@ class GrowingBuffer:
     (torch.Size([1, 2, 6, 3]), 21, 144, 504)
     """
 
-    def __init__(self):
+    def __init__(self, step: int = 16):
         self.buf: torch.Tensor | None = None
         self.n = 0
+        self.step = step
 
     @property
     def capacity(self) -> int:
@@ -285,7 +287,7 @@ class GrowingBuffer:
         """Make room for ``extra`` more tokens (each of shape ``tail``) without writing them."""
         need = self.n + extra
         if self.buf is None or need > self.buf.shape[2]:
-            cap = need if self.buf is None else max(need, self.n + max(16, self.n // 32))
+            cap = need if self.buf is None else max(need, self.n + max(self.step, self.n // 32))
             new = torch.empty((batch, heads, cap, *tail), dtype=dtype)
             if self.buf is not None:
                 new[:, :, :self.n] = self.buf[:, :, :self.n]
@@ -319,7 +321,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     layer : the cache layer (``key_coder``, ``value_coder``, ``store``, ``n_coded``,
         ``keys``/``values`` tail of the model's dtype, ``decoded``: a copy of the looked-up
         values under the store's names ``k_codes``/``k_signs``/``v_codes``/``v_signs``,
-        read instead of the codes when present, or empty).
+        read instead of the codes when present, or empty; for kivi/qjl, ``key_side`` and
+        ``value_side`` of :mod:`kvstats.models.group_codes`, which score and accumulate
+        from their own buffers).
     attention_mask : ``(B, 1, Q, L)`` bool (True = attend) or additive float, or None
         (causal: query i is at position ``L − Q + i``).
     scaling : float
@@ -341,9 +345,13 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     kern = kernel() if fused is None or fused else None
     if fused and kern is None:
         raise ValueError("fused must be None or False: the look-up loops could not be built here")
-    half = (layer.key_coder.norm_dtype == torch.float16 and layer.value_coder.norm_dtype == torch.float16)
+    sides = getattr(layer, "key_side", None) is not None  # a token-grouped scheme (kivi, qjl)
+    half = not sides and (layer.key_coder.norm_dtype == torch.float16
+                          and layer.value_coder.norm_dtype == torch.float16)
+    if sides and fused:
+        raise ValueError("fused must be None or False for kivi/qjl caches (torch matmuls only)")
     if not half:  # the loops read float16 norms (the schemes' default)
-        if fused:
+        if fused and not sides:
             raise ValueError("fused must be None or False for norm dtypes other than float16")
         kern = None
     B, Hq, Q, d = query.shape
@@ -386,7 +394,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         return torch.matmul(w, values(coder, name, signs))
 
     parts = []
-    if N:
+    if N and sides:
+        parts.append(layer.key_side.scores(qf))
+    elif N:
         kc = layer.key_coder
         s = lookup_scores(kc.rotate(qf), kc, "k_codes", st["k_norms"], False)
         if kc.coder == "prod":
@@ -408,7 +418,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         s = s.masked_fill(torch.arange(L, device=s.device)[None, :] > pos, torch.finfo(torch.float32).min)
     p = torch.softmax(s, dim=-1).view(B, H, GQ, L)
     out = None
-    if N:
+    if N and sides:
+        out = layer.value_side.accumulate(p[..., :N] if T else p)
+    elif N:
         vc = layer.value_coder
         pc = p[..., :N] if T else p
         out = vc.unrotate(lookup_sum(pc, vc, "v_codes", st["v_norms"], 1.0, False))

@@ -102,7 +102,8 @@ def test_full_precision_window():
 def test_token_grouped_scheme_codes_whole_groups_only():
     k, v = _kv(20)
     cache = QuantizedCache("kivi", 2, group_size=8)
-    K, _ = cache.update(k, v, layer_idx=0)
+    cache.update(k, v, layer_idx=0)
+    K, _ = cache.layers[0].dequantized()
     assert cache.layers[0].n_coded == 16 and torch.equal(K[:, :, 16:], k[:, :, 16:])
     windowed = QuantizedCache("kivi", 2, window=4, group_size=8)
     windowed.update(k[:, :, :11], v[:, :, :11], layer_idx=0)
@@ -138,8 +139,10 @@ def test_bad_input():
         QuantizedCache("KV", 4).bytes_per_token()
     with pytest.raises(ValueError, match="attention must be None, 'codes' or 'model'; received 'flash'"):
         QuantizedCache("KV", 4, attention="flash")
-    with pytest.raises(ValueError, match="attention='codes' needs a per-vector scheme.*'kivi'"):
-        QuantizedCache("kivi", 4, attention="codes")
+    with pytest.raises(ValueError, match="attention='codes' needs a per-vector scheme.*'identity'"):
+        QuantizedCache("identity", None, attention="codes")
+    with pytest.raises(ValueError, match="'kivi' has none: use attention='model'"):
+        QuantizedCache("kivi", 4, keep_decoded=True)
     cache = QuantizedCache("KV", 4)
     cache.update(*_kv(3), layer_idx=0)
     with pytest.raises(NotImplementedError, match="cannot be cropped"):
@@ -179,7 +182,8 @@ def _walk(obj, seen) -> int:
 @pytest.mark.parametrize("name,bits,window,keep,attn", [
     ("KQV", 4, 0, None, None), ("KQV", 4, 5, None, None), ("QKQV", 3, 0, True, None),
     ("QKQV", 3, 0, True, "model"), ("KQV", 4, 2, False, "model"), ("K4V2", None, 2, None, None),
-    ("kivi", 2, 4, None, None), ("kivi", 2, 0, False, None)])
+    ("kivi", 2, 4, None, None), ("kivi", 2, 0, False, None), ("kivi", 2, 4, None, "model"),
+    ("qjl", 2, 0, None, None), ("qjl", 3, 3, None, None)])
 def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, keep, attn):
     # A prefill (whose chunk would stay alive through a view of the tail), then decode
     # steps; every tensor/array the layers reference is walked, views by their storage.

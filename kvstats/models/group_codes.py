@@ -1,0 +1,275 @@
+"""Attention read from the codes of the token-grouped schemes (``kivi``, ``qjl``), in torch.
+
+The companion of :mod:`kvstats.models.code_attention` (per-vector schemes) for
+:class:`kvstats.models.QuantizedCache`: the numpy coders of :mod:`kvstats.quant.uniform`
+and :mod:`kvstats.quant.qjl_keys` code each whole group of tokens once; the side classes
+here move what they store into torch buffers grown in place (nothing decoded is kept) and
+compute a decode step's scores and output from them, batched over batch, heads and tokens:
+
+- KIVI keys (per channel ``c``, groups ``g`` of G tokens, ``k̂_tc = z_gc + s_gc·x_tc``):
+  ``q·k̂_t = (q ⊙ s_g)·x_t + q·z_g`` — the query scaled by each group's scales, one matmul
+  per group against the integer codes (as float), plus ``q·z_g``;
+- per-token uniform values (KIVI's, and the qjl scheme's; groups ``j`` of channels):
+  ``Σ_t p_t v̂_t = Σ_t (p_t s_tj) x_t + Σ_t p_t z_tj`` on each channel group;
+- QJL keys (:class:`~kvstats.quant.qjl_keys.QJLKeyQuantizer`): the estimator of
+  :meth:`~kvstats.quant.qjl_keys.QJLKeyQuantizer.scores` — ``c·‖k_in‖·(S q_in)·σ_in +
+  c'·‖k_out‖·(S' q_out)·σ'`` with ``q_out`` the query on the group's outlier channels and
+  ``c`` the sketch's own constant (``Sketch.scale``).
+
+Codes are held packed as the numpy coders pack them (:func:`kvstats.quant.packing.
+pack_codes`; KIVI keys repacked along channels so that tokens are the growing axis: the
+same bytes), sign bits packed, norms/scales/zeros float16 as stored, outlier indices
+uint8/uint16; the per-step unpacking is a transient.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from kvstats.models.code_attention import GrowingBuffer, _byte_table, _shifts
+from kvstats.quant.packing import pack_codes, unpack_codes
+
+__all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "make_sides", "unpack_float"]
+
+
+def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
+    """Codes packed by :func:`kvstats.quant.packing.pack_codes` ``(..., nbytes)`` → their
+    values as float32 ``(..., n)`` (a transient).
+
+    Examples
+    --------
+    >>> c = np.array([[3, 0, 1, 2, 7]], dtype=np.uint8)
+    >>> unpack_float(torch.from_numpy(pack_codes(c, 3)), 3, 5).tolist()
+    [[3.0, 0.0, 1.0, 2.0, 7.0]]
+    """
+    lead = packed.shape[:-1]
+    values = torch.arange(2 ** bits, dtype=torch.float32)
+    if 8 % bits == 0:
+        table = _byte_table(values, bits)
+        return table.index_select(0, packed.reshape(-1).to(torch.int32)).view(*lead, -1)[..., :n]
+    # eight codes per little-endian word of `bits` bytes (pack_codes' layout); pad to whole words
+    nb = packed.shape[-1]
+    whole = -(-nb // bits) * bits
+    if whole != nb:
+        packed = torch.nn.functional.pad(packed, (0, whole - nb))
+    words = (packed.reshape(*lead, -1, bits).to(torch.int64) << _shifts(8, bits)).sum(-1)
+    idx = (words[..., None] >> _shifts(bits, 8)) & (2 ** bits - 1)
+    return values.index_select(0, idx.reshape(-1)).view(*lead, -1)[..., :n]
+
+
+def _signs_pm(packed: torch.Tensor, m: int) -> torch.Tensor:
+    """±1 float32 ``(..., m)`` of packed sign bits (bit 1 ↦ +1, little bit order)."""
+    table = _byte_table(torch.tensor([-1.0, 1.0]), 1)
+    return table.index_select(0, packed.reshape(-1).to(torch.int32)).view(*packed.shape[:-1], -1)[..., :m]
+
+
+def _t(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+class _Side:
+    """Buffers of one side (keys or values) of a token-grouped scheme."""
+
+    names: tuple[str, ...] = ()
+
+    def __init__(self):
+        # step 1: these buffers grow by whole groups of tokens (or one entry per group)
+        self.store = {n: GrowingBuffer(step=1) for n in self.names}
+
+    def _append(self, **parts: np.ndarray) -> None:
+        for name, a in parts.items():
+            self.store[name].append(_t(a))
+
+    def view(self, name: str) -> torch.Tensor:
+        return self.store[name].view()
+
+    def fixed_tensors(self) -> list[torch.Tensor]:
+        return []
+
+
+class KIVIKeySide(_Side):
+    """KIVI keys: per-channel fp16 scale/zero over groups of ``group`` tokens.
+
+    Buffers: ``codes`` ``(B, H, n, ceil(d·bits/8))`` packed along channels, ``scale`` and
+    ``zero`` ``(B, H, n/group, d)`` float16.
+    """
+
+    names = ("codes", "scale", "zero")
+
+    def __init__(self, bits: int, group: int, dim: int):
+        super().__init__()
+        self.bits, self.group, self.dim = bits, group, dim
+
+    def append(self, side_codes) -> None:
+        """Append the :class:`~kvstats.quant.uniform.KIVISideCodes` of whole groups
+        (no window: the cache's tail plays it)."""
+        u = side_codes.quantized
+        n = side_codes.n_tokens
+        ints = unpack_codes(u.codes, self.bits, n)                       # (B, H, d, n)
+        self._append(codes=pack_codes(np.swapaxes(ints, -1, -2), self.bits),
+                     scale=np.swapaxes(u.scale, -1, -2), zero=np.swapaxes(u.zero, -1, -2))
+
+    def _grouped(self):
+        x = unpack_float(self.view("codes"), self.bits, self.dim)
+        B, H, N, d = x.shape
+        return (x.view(B, H, N // self.group, self.group, d), self.view("scale").to(torch.float32),
+                self.view("zero").to(torch.float32))
+
+    def scores(self, q: Float[torch.Tensor, "B H Q d"]) -> Float[torch.Tensor, "B H Q N"]:
+        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group."""
+        x, s, z = self._grouped()
+        B, H, G, _, _ = x.shape
+        raw = torch.matmul(q[:, :, None] * s[:, :, :, None, :], x.transpose(-1, -2))  # (B, H, G, Q, g)
+        raw = raw + torch.matmul(q, z.transpose(-1, -2)).transpose(-1, -2)[..., None]
+        return raw.permute(0, 1, 3, 2, 4).reshape(B, H, q.shape[2], -1)
+
+    def decode(self) -> Float[torch.Tensor, "B H N d"]:
+        """``k̂ = z_g + s_g·x`` (float32; what the numpy decoder gives)."""
+        x, s, z = self._grouped()
+        B, H = x.shape[:2]
+        return (z[:, :, :, None, :] + s[:, :, :, None, :] * x).reshape(B, H, -1, self.dim)
+
+
+class TokenValueSide(_Side):
+    """Per-token uniform values (KIVI's values, the qjl scheme's values): fp16 scale/zero per
+    group of ``group`` channels.
+
+    Buffers: ``codes`` ``(B, H, n, ceil(d·bits/8))``, ``scale``, ``zero`` ``(B, H, n, ceil(d/group))``.
+    """
+
+    names = ("codes", "scale", "zero")
+
+    def __init__(self, bits: int, group: int, dim: int):
+        super().__init__()
+        self.bits, self.group, self.dim = bits, group, dim
+        self.n_groups = -(-dim // group)
+
+    def append(self, codes) -> None:
+        """Append :class:`~kvstats.quant.uniform.UniformCodes` along channels (or a
+        :class:`~kvstats.quant.uniform.KIVISideCodes` holding them)."""
+        u = getattr(codes, "quantized", codes)
+        self._append(codes=u.codes, scale=u.scale, zero=u.zero)
+
+    def _grouped(self):
+        x = unpack_float(self.view("codes"), self.bits, self.dim)
+        pad = self.n_groups * self.group - self.dim
+        if pad:
+            x = torch.nn.functional.pad(x, (0, pad))
+        B, H, N, _ = x.shape
+        return (x.view(B, H, N, self.n_groups, self.group), self.view("scale").to(torch.float32),
+                self.view("zero").to(torch.float32))
+
+    def accumulate(self, p: Float[torch.Tensor, "B H Q N"]) -> Float[torch.Tensor, "B H Q d"]:
+        """``Σ_t p_t v̂_t`` = ``Σ_t (p_t s_tj) x_t + Σ_t p_t z_tj`` on each channel group j."""
+        x, s, z = self._grouped()
+        B, H, N, J, g = x.shape
+        Q = p.shape[2]
+        if J == 1:
+            out = torch.matmul(p * s[..., 0][:, :, None, :], x[:, :, :, 0])[:, :, :, None, :]
+        else:
+            w = (p[..., None] * s[:, :, None]).permute(0, 1, 4, 2, 3)              # (B, H, J, Q, N)
+            out = torch.matmul(w, x.permute(0, 1, 3, 2, 4)).permute(0, 1, 3, 2, 4)  # (B, H, Q, J, g)
+        out = out + torch.matmul(p, z)[..., None]
+        return out.reshape(B, H, Q, J * g)[..., :self.dim]
+
+    def decode(self) -> Float[torch.Tensor, "B H N d"]:
+        """``v̂ = z + s·x`` per channel group (float32)."""
+        x, s, z = self._grouped()
+        B, H, N = x.shape[:3]
+        return (z[..., None] + s[..., None] * x).reshape(B, H, N, -1)[..., :self.dim]
+
+
+def _sketch_t(sketch) -> torch.Tensor:
+    """``Sᵀ`` float32 ``(H or 1, d, m)`` of a :class:`~kvstats.quant.sketch.Sketch`."""
+    st = np.swapaxes(np.asarray(sketch.matrix, dtype=np.float32), -1, -2)
+    return _t(st.reshape((-1,) + st.shape[-2:]))
+
+
+class QJLKeySide(_Side):
+    """QJL keys (:class:`~kvstats.quant.qjl_keys.QJLKeyQuantizer`): sign bits of the
+    inlier sketch and their norm per token; with outliers, the outlier sketch's signs and
+    norm per token and the outlier channels per group of ``group`` tokens.
+
+    Buffers: ``signs`` ``(B, H, n, ceil(m/8))``, ``norms`` ``(B, H, n)``; with outliers
+    ``osigns``, ``onorms`` and ``idx`` ``(B, H, n/group, n_outliers)``.
+    """
+
+    def __init__(self, coder):
+        self.m, self.scale = coder.sketch.m, float(coder.sketch.scale)
+        self.group, self.dim, self.n_out = coder.group_size, coder.dim, coder.n_outliers
+        self.names = ("signs", "norms") + (("osigns", "onorms", "idx") if self.n_out else ())
+        super().__init__()
+        self.st = _sketch_t(coder.sketch)
+        if self.n_out:
+            self.om, self.oscale = coder.outlier_sketch.m, float(coder.outlier_sketch.scale)
+            self.ost = _sketch_t(coder.outlier_sketch)
+
+    def append(self, codes) -> None:
+        """Append :class:`~kvstats.quant.qjl_keys.QJLKeyCodes` of whole groups."""
+        self._append(signs=codes.inlier.signs, norms=codes.inlier.norms)
+        if self.n_out:
+            self._append(osigns=codes.outlier.signs, onorms=codes.outlier.norms, idx=codes.outlier_idx)
+
+    def fixed_tensors(self) -> list[torch.Tensor]:
+        return [self.st] + ([self.ost] if self.n_out else [])
+
+    def _mask(self) -> torch.Tensor:
+        """``(B, H, groups, d)`` float: 1 on each group's outlier channels."""
+        idx = self.view("idx").to(torch.int64)
+        return torch.zeros(*idx.shape[:-1], self.dim).scatter_(-1, idx, 1.0)
+
+    def _part(self, sq: torch.Tensor, signs: str, norms: str, m: int, scale: float) -> torch.Tensor:
+        """``c·‖k‖·⟨sq_group(k), σ_k⟩`` ``(B, H, Q, N)`` from per-group sketched queries
+        ``sq`` ``(B, H, G, Q, m)``."""
+        pm = _signs_pm(self.view(signs), m)
+        B, H, N, _ = pm.shape
+        raw = torch.matmul(sq, pm.view(B, H, sq.shape[2], -1, m).transpose(-1, -2))  # (B, H, G, Q, g)
+        raw = raw.permute(0, 1, 3, 2, 4).reshape(B, H, sq.shape[3], N)
+        return raw * (scale * self.view(norms).to(torch.float32))[:, :, None, :]
+
+    def scores(self, q: Float[torch.Tensor, "B H Q d"]) -> Float[torch.Tensor, "B H Q N"]:
+        """The estimator of :meth:`QJLKeyQuantizer.scores` for every coded token."""
+        sq = torch.matmul(q, self.st)                                          # (B, H, Q, m)
+        if not self.n_out:
+            return self._part(sq[:, :, None], "signs", "norms", self.m, self.scale)
+        q_out = q[:, :, None] * self._mask()[:, :, :, None, :]                 # (B, H, G, Q, d)
+        sq_in = sq[:, :, None] - torch.matmul(q_out, self.st[:, None])
+        return (self._part(sq_in, "signs", "norms", self.m, self.scale)
+                + self._part(torch.matmul(q_out, self.ost[:, None]), "osigns", "onorms", self.om, self.oscale))
+
+    def decode(self) -> Float[torch.Tensor, "B H N d"]:
+        """Each part's ``c·‖k‖·Sᵀσ`` on its channels (float32)."""
+        def rec(signs, norms, m, scale, st):
+            x = torch.matmul(_signs_pm(self.view(signs), m), st.transpose(-1, -2))
+            return x * (scale * self.view(norms).to(torch.float32))[..., None]
+
+        out = rec("signs", "norms", self.m, self.scale, self.st)
+        if not self.n_out:
+            return out
+        mask = self._mask().repeat_interleave(self.group, dim=2) > 0
+        return torch.where(mask, rec("osigns", "onorms", self.om, self.oscale, self.ost), out)
+
+
+def make_sides(scheme) -> tuple[_Side, _Side]:
+    """The torch sides of a numpy ``kivi`` or ``qjl`` scheme (its coders' settings and
+    sketches).
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> k, v = make_sides(kvstats.make_scheme("kivi", 2, 64, residual=0))
+    >>> type(k).__name__, type(v).__name__, sorted(k.store)
+    ('KIVIKeySide', 'TokenValueSide', ['codes', 'scale', 'zero'])
+    """
+    from kvstats.quant.qjl_keys import QJLKeyQuantizer
+    from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder, UniformTokenCoder
+
+    kc, vc = scheme.key_coder, scheme.value_coder
+    if isinstance(kc, KIVIKeyCoder) and isinstance(vc, KIVIValueCoder):
+        return KIVIKeySide(kc.bits, kc.group_size, kc.dim), TokenValueSide(vc.bits, vc.group_size, vc.dim)
+    if isinstance(kc, QJLKeyQuantizer) and isinstance(vc, UniformTokenCoder):
+        return QJLKeySide(kc), TokenValueSide(vc.bits, vc.group_size, vc.dim)
+    raise ValueError(f"scheme must be a 'kivi' or 'qjl' scheme; received {scheme.name!r} with coders "
+                     f"{type(kc).__name__}/{type(vc).__name__}")

@@ -1,0 +1,149 @@
+"""kivi and qjl caches read attention from their codes (kvstats.models.group_codes).
+
+References: the model-attention path of the same cache (``attention="model"``), whose
+decoded copy is the numpy coders' own decode (:mod:`kvstats.quant.uniform`,
+:mod:`kvstats.quant.qjl_keys`), and plain float64 attention over it.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from kvstats.models import QuantizedCache
+from kvstats.models.attention_hook import CodedKV
+from kvstats.models.code_attention import code_attention
+from kvstats.models.group_codes import unpack_float
+from kvstats.quant.packing import pack_codes
+
+GROUPED = [
+    pytest.param("kivi", 2, {"group_size": 8}, id="kivi2-g8"),
+    pytest.param("kivi", 3, {"group_size": 8}, id="kivi3-g8"),   # codes across byte boundaries
+    pytest.param("kivi", 4, {"group_size": 12}, id="kivi4-g12"),  # value channel groups 12, 12, ..., 4
+    pytest.param("qjl", 2, {"group_size": 8}, id="qjl2"),
+    pytest.param("qjl", 3, {"group_size": 8, "n_outliers": 4, "value_group_size": 32}, id="qjl3-outliers"),
+    pytest.param("qjl", 2, {"group_size": 8, "n_outliers": 2, "sketch": "srht"}, id="qjl2-srht"),
+]
+
+
+def _kv(b, h, n, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.ones(d)
+    scale[:3] = 6.0  # a few large key channels (the outliers of qjl, KIVI's reason for per-channel keys)
+    return (torch.randn(b, h, n, d, generator=g) * scale, torch.randn(b, h, n, d, generator=g),
+            torch.randn(b, 2 * h, n, d, generator=g))
+
+
+def _dense(q, K, V, mask, n_rep):
+    K, V = K.repeat_interleave(n_rep, 1).double(), V.repeat_interleave(n_rep, 1).double()
+    s = q.double() @ K.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if mask is not None:
+        s = s + mask.double()
+    return (torch.softmax(s, -1) @ V).transpose(1, 2)
+
+
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_unpacking_inverts_numpy_packing(bits):
+    c = np.random.default_rng(bits).integers(0, 2 ** bits, (2, 3, 61), dtype=np.uint8)
+    got = unpack_float(torch.from_numpy(pack_codes(c, bits)), bits, 61)
+    assert torch.equal(got, torch.from_numpy(c).float())
+
+
+@pytest.mark.parametrize("window,per_head", [(0, True), (3, True), (2, False)])
+@pytest.mark.parametrize("name,bits,params", GROUPED)
+def test_grouped_code_attention_equals_attention_over_the_decoded_cache(name, bits, params, window, per_head):
+    # GQA (6 query heads on 3 KV heads), batch 2, a prefill of 27 tokens then decode steps
+    # that fill two more groups; every read is compared with float64 attention over the
+    # numpy decode kept by the model path of the same cache (same seed, same codes).
+    B, H, d, n_rep = 2, 3, 64, 2
+    k, v, q = _kv(B, H, 45, d, seed=1)
+    codes = QuantizedCache(name, bits, seed=5, window=window, per_head=per_head, **params)
+    model = QuantizedCache(name, bits, seed=5, window=window, per_head=per_head, attention="model", **params)
+    assert codes.attention == "codes" and not codes.keep_decoded and model.keep_decoded
+    steps = [(0, 27)] + [(t, t + 1) for t in range(27, 45)]
+    for lo, hi in steps:
+        handle, _ = codes.update(k[:, :, lo:hi], v[:, :, lo:hi], layer_idx=0)
+        K_hat, V_hat = model.update(k[:, :, lo:hi], v[:, :, lo:hi], layer_idx=0)
+        assert isinstance(handle, CodedKV)
+        layer = handle.layer
+        # the torch decode of the held codes is the numpy decode (KIVI: bit for bit)
+        Kc, Vc = layer.dequantized()
+        tol = 0 if name == "kivi" else 1e-5
+        torch.testing.assert_close(Kc, K_hat, rtol=0, atol=tol)
+        torch.testing.assert_close(Vc, V_hat, rtol=0, atol=0)
+        Q = hi - lo
+        padded = torch.zeros(B, 1, Q, hi)
+        padded[1, :, :, 0] = torch.finfo(torch.float32).min
+        later = torch.arange(hi)[None, :] > torch.arange(hi - Q, hi)[:, None]
+        padded = padded.masked_fill(later, torch.finfo(torch.float32).min)
+        for mask in (padded, padded == 0):
+            got = code_attention(q[:, :, lo:hi], layer, mask, d ** -0.5, n_rep)
+            torch.testing.assert_close(got.double(), _dense(q[:, :, lo:hi], K_hat, V_hat, padded, n_rep),
+                                       rtol=1e-4, atol=2e-5)
+    group = params["group_size"]
+    assert layer.n_coded == (45 - window) // group * group and layer.get_seq_length() == 45
+
+
+@pytest.mark.parametrize("name,bits,params", GROUPED)
+def test_grouped_cache_holds_its_codes_and_nothing_decoded(name, bits, params):
+    # The stored bytes are the numpy codes' bytes (packed codes, fp16 scales/zeros or sign
+    # bits, norms and outlier indices) and the tail; the buffers grow by whole groups,
+    # so nothing else is held; the model path's decoded copy is what the codes path drops.
+    k, v, _ = _kv(1, 3, 60, 64, seed=2)
+    codes = QuantizedCache(name, bits, seed=3, window=4, **params)
+    model = QuantizedCache(name, bits, seed=3, window=4, attention="model", **params)
+    for c in (codes, model):
+        c.update(k[:, :, :30], v[:, :, :30], layer_idx=0)
+        for t in range(30, 60):
+            c.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    rc, rm = codes.memory_report(), model.memory_report()
+    layer = model.layers[0]
+    # the numpy codes of the same tokens, coded at once (same grouping: whole groups)
+    scheme_stored = layer.scheme.quantize(k[:, :, :layer.n_coded].numpy(), v[:, :, :layer.n_coded].numpy())
+    assert rc["code_bytes"] == scheme_stored.nbytes
+    assert rc["held_bytes"] == rc["stored_bytes"] and rc["decoded_copy_bytes"] == 0
+    assert rc["attention"] == "codes" and rm["attention"] == "decoded copy"
+    copy = 2 * 4 * 3 * 64 * layer.n_coded  # float32 K and V of the coded tokens (+ buffer slack)
+    assert copy <= rm["decoded_copy_bytes"] <= 1.5 * copy
+    assert rm["stored_bytes"] == rc["stored_bytes"]
+
+
+def test_a_changed_code_moves_the_attention():
+    # The scores and the output are read from the held buffers: change one stored byte of
+    # the key codes, of a key scale, of the value codes: the output changes each time.
+    k, v, q = _kv(1, 3, 40, 64, seed=4)
+    cache = QuantizedCache("kivi", 2, seed=0, group_size=8)
+    cache.update(k, v, layer_idx=0)
+    layer = cache.layers[0]
+    before = code_attention(q[:, :, -1:], layer, None, 0.125, 2)
+    for name in ("k_codes", "k_scale", "v_codes"):
+        buf = layer.store[name].view()
+        saved = buf.clone()
+        buf[:, :, 0] = buf[:, :, 0] + (1 if buf.dtype == torch.uint8 else 0.5)
+        after = code_attention(q[:, :, -1:], layer, None, 0.125, 2)
+        assert (after - before).abs().max() > 1e-6, name
+        buf.copy_(saved)
+
+
+@pytest.mark.parametrize("name,params", [("kivi", {"group_size": 4}), ("qjl", {"group_size": 4})])
+def test_greedy_generation_reads_grouped_codes(name, params):
+    # Inside a tiny Llama (eager and sdpa): the codes path and the model path agree to
+    # float32 rounding at every step and give the same tokens here.
+    from test_code_attention import _tiny_llama
+
+    prompt = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(3))
+    for attn in ("eager", "sdpa"):
+        model = _tiny_llama(attn)
+
+        def run(**kw):
+            cache = QuantizedCache(name, 4, seed=1, window=2, **params, **kw)
+            with torch.inference_mode():
+                out = model.generate(prompt, attention_mask=torch.ones_like(prompt), cache=cache,
+                                     max_new_tokens=10, do_sample=False, pad_token_id=0,
+                                     output_scores=True, return_dict_in_generate=True)
+            return out, cache
+
+        (a, ca), (b, cb) = run(), run(attention="model")
+        assert ca.memory_report()["attention_fn"] == "codes" and cb.memory_report()["attention_fn"] == "model"
+        assert torch.equal(a.sequences, b.sequences)
+        for x, y in zip(a.scores, b.scores):
+            torch.testing.assert_close(x, y, rtol=0, atol=1e-4)
