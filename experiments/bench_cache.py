@@ -7,7 +7,9 @@ One run measures, on the same prompt and the same greedy loop:
   ``kvstats.models.QuantizedCache`` reading attention from the codes (the default), the
   same with its decoded copy of the looked-up values read by the same loops
   (``keep_decoded=True``: same numbers, the look-up's cost apart) and, with ``--model-attn``,
-  with the model's own attention over decoded K/V (``attention="model"``);
+  with the model's own attention over decoded K/V (``attention="model"``); for ``kivi`` and
+  ``qjl`` (token-grouped codes, :mod:`kvstats.models.group_codes`) the second row is
+  always the model's attention over the decoded copy;
 - transformers' own ``QuantizedCache`` with the quanto int4 backend (if
   ``optimum-quanto`` is installed; its defaults: groups of 64, 128-token fp residual).
 
@@ -57,8 +59,14 @@ def _storage_bytes(obj, seen: set, depth: int = 0) -> int:
             return 0
         seen.add(key)
         return st.nbytes()
-    if isinstance(obj, np.ndarray):
-        return 0  # none on the torch paths
+    if isinstance(obj, np.ndarray):  # the numpy coders of kivi/qjl (sketches, codebooks)
+        while isinstance(obj.base, np.ndarray):
+            obj = obj.base
+        key = ("array", id(obj))
+        if key in seen:
+            return 0
+        seen.add(key)
+        return obj.nbytes
     if isinstance(obj, dict):
         return sum(_storage_bytes(v, seen, depth + 1) for v in obj.values())
     if isinstance(obj, (list, tuple)):
@@ -149,8 +157,11 @@ def main(argv=None) -> None:
     code_row: dict[str, str] = {}  # row -> the code-path row of its scheme
     for scheme in args.scheme:
         label = f"QuantizedCache {scheme}-{args.bits}"
-        rows = {f"{label}, codes": {}, f"{label}, decoded copy": {"keep_decoded": True}}
-        if args.model_attn:
+        if scheme in ("kivi", "qjl"):  # no looked-up values to copy: the decoded copy is the model path's
+            rows = {f"{label}, codes": {}, f"{label}, model attention over decoded K/V": {"attention": "model"}}
+        else:
+            rows = {f"{label}, codes": {}, f"{label}, decoded copy": {"keep_decoded": True}}
+        if args.model_attn and scheme not in ("kivi", "qjl"):
             rows[f"{label}, model attention over decoded K/V"] = {"attention": "model"}
         for name, kw in rows.items():
             configs[name] = (lambda s=scheme, kw=kw: QuantizedCache(s, args.bits, **kw))

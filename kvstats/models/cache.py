@@ -1,5 +1,10 @@
 """A transformers ``Cache`` that stores the real codes of any kvstats scheme.
 
+(Over ~450 lines as one idea: the cache layer's three storage modes — torch codes of
+per-vector schemes, torch buffers of kivi/qjl groups, numpy codes — share its tail,
+grouping and byte accounting; the attention arithmetic lives in code_attention and
+group_codes.)
+
 Each layer keeps the scheme's codes (packed bits, small-integer codes, norms, scales) and
 a full-precision *tail*: the most recent ``window`` tokens, plus, for schemes whose
 statistics are per group of tokens (``kivi``, ``qjl``), the incomplete last group (as KIVI
@@ -26,8 +31,16 @@ Two attention paths (``attention=``):
   same numbers (greedy outputs identical), the look-up's cost apart. Each KV head has its
   own scheme, seeded ``SeedSequence([seed, layer, head])`` (``per_head=False``: one per
   layer, ``SeedSequence([seed, layer])``).
-- **Model** (``"model"``; the only path of schemes without a code-reading one: kivi, qjl,
-  identity, a Haar rotation): ``update`` returns decoded keys and values to the model's
+- **Grouped codes** (``"codes"``, the default for ``kivi`` and ``qjl``): the numpy coders
+  code each whole group of tokens once (``SeedSequence([seed, layer])``, one draw per KV
+  head) and the layer holds only what they store, in torch buffers grown by whole groups
+  (:mod:`kvstats.models.group_codes`: packed codes, float16 scales/zeros, sign bits,
+  norms, outlier indices); a decode step's attention reads them (KIVI keys: the query
+  scaled by each group's scales against the integer codes, plus ``q·z_g``; values:
+  ``Σ (p s) x + Σ p z`` per channel group; QJL keys: the quantizer's estimator from the
+  sign bits). No decoded copy (``keep_decoded=True`` is refused: use ``attention="model"``).
+- **Model** (``"model"``; the only path of schemes without a code-reading one:
+  identity, a Haar rotation, deployed formats): ``update`` returns decoded keys and values to the model's
   own attention, any implementation, from a kept decoded copy (the default here) or
   decoded on every read (``keep_decoded=False``). For exportable schemes the codes are
   coded as on the codes path; attention differs from it by float32 rounding only, which
@@ -351,9 +364,10 @@ class QuantizedCache(Cache):
         (False there decodes every chunk on every read instead).
     attention : {"codes", "model"} or None
         Who computes decode-step attention: ``"codes"`` (default for the schemes with a
-        code-reading path) — :func:`~kvstats.models.code_attention.code_attention`, through
-        the wrapped eager/sdpa functions; ``"model"`` (the only choice for kivi, qjl,
-        identity, Haar rotations) — ``update`` returns decoded tensors to the model's own
+        code-reading path, kivi and qjl included) —
+        :func:`~kvstats.models.code_attention.code_attention`, through the wrapped eager/sdpa
+        functions; ``"model"`` (the only choice for identity, Haar rotations and the other
+        numpy-only schemes) — ``update`` returns decoded tensors to the model's own
         attention, any implementation (flash, sliding windows, soft-capping). The two
         agree to float32 rounding; a quantized cache can amplify such a difference (a new
         key's coordinate on a code boundary gets another code), so their greedy outputs
@@ -366,7 +380,9 @@ class QuantizedCache(Cache):
     Attributes
     ----------
     reads_codes : bool
-        Whether the scheme has the code-reading path (per-vector and exportable).
+        Whether the scheme has a code-reading path (per-vector and exportable, or kivi/qjl).
+    grouped : bool
+        kivi or qjl (token-grouped codes read by :mod:`kvstats.models.group_codes`).
     attention : str
         ``"codes"`` or ``"model"`` (resolved).
 
