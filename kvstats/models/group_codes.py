@@ -24,6 +24,8 @@ uint8/uint16; the per-step unpacking is a transient.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 from jaxtyping import Float
@@ -32,6 +34,8 @@ from kvstats.models.code_attention import GrowingBuffer, _byte_table, _shifts
 from kvstats.quant.packing import pack_codes, unpack_codes
 
 __all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "make_sides", "unpack_float"]
+
+_SIGN_TABLE = _byte_table(torch.tensor([-1.0, 1.0]), 1)  # (256, 8): the ±1 signs of each byte
 
 
 def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
@@ -45,10 +49,9 @@ def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     [[3.0, 0.0, 1.0, 2.0, 7.0]]
     """
     lead = packed.shape[:-1]
-    values = torch.arange(2 ** bits, dtype=torch.float32)
-    if 8 % bits == 0:
-        table = _byte_table(values, bits)
-        return table.index_select(0, packed.reshape(-1).to(torch.int32)).view(*lead, -1)[..., :n]
+    if 8 % bits == 0:  # whole codes per byte: a gather from the codes of each byte value
+        out = _code_table(bits).index_select(0, packed.reshape(-1).to(torch.int32))
+        return out.view(*lead, -1)[..., :n]
     # eight codes per little-endian word of `bits` bytes (pack_codes' layout); pad to whole words
     nb = packed.shape[-1]
     whole = -(-nb // bits) * bits
@@ -56,13 +59,20 @@ def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
         packed = torch.nn.functional.pad(packed, (0, whole - nb))
     words = (packed.reshape(*lead, -1, bits).to(torch.int64) << _shifts(8, bits)).sum(-1)
     idx = (words[..., None] >> _shifts(bits, 8)) & (2 ** bits - 1)
-    return values.index_select(0, idx.reshape(-1)).view(*lead, -1)[..., :n]
+    return idx.to(torch.float32).view(*lead, -1)[..., :n]
+
+
+@lru_cache(maxsize=8)
+def _code_table(bits: int) -> torch.Tensor:
+    """``(256, 8 // bits)`` float32: the codes packed in each byte value."""
+    return _byte_table(torch.arange(2 ** bits, dtype=torch.float32), bits)
 
 
 def _signs_pm(packed: torch.Tensor, m: int) -> torch.Tensor:
     """±1 float32 ``(..., m)`` of packed sign bits (bit 1 ↦ +1, little bit order)."""
-    table = _byte_table(torch.tensor([-1.0, 1.0]), 1)
-    return table.index_select(0, packed.reshape(-1).to(torch.int32)).view(*packed.shape[:-1], -1)[..., :m]
+    # a gather from the ±1 values of each byte (20x faster here than shifting the bytes)
+    out = _SIGN_TABLE.index_select(0, packed.reshape(-1).to(torch.int32))
+    return out.view(*packed.shape[:-1], -1)[..., :m]
 
 
 def _t(a: np.ndarray) -> torch.Tensor:
