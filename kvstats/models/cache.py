@@ -254,7 +254,13 @@ class _CodesLayer(DynamicLayer):
             parts_k = [self.decoded["k"].view()] if self.n_coded else []
             parts_v = [self.decoded["v"].view()] if self.n_coded else []
         elif self.key_side is not None:
-            parts_k = [self.key_side.decode().to(self.keys.dtype)] if self.n_coded else []
+            if not self.n_coded:
+                parts_k = []
+            elif hasattr(self.key_side, "numpy_codes"):  # qjl: the numpy decode, as the model path
+                k_hat = self.scheme.key_coder.decode(self.key_side.numpy_codes(self.scheme.key_coder))
+                parts_k = [torch.from_numpy(np.ascontiguousarray(k_hat)).to(self.device, self.keys.dtype)]
+            else:  # KIVI: the torch decode is the numpy decode (z + s·x, each exact in float32)
+                parts_k = [self.key_side.decode().to(self.keys.dtype)]
             parts_v = [self.value_side.decode().to(self.values.dtype)] if self.n_coded else []
         elif self.reads_codes:
             parts_k, parts_v = [], []

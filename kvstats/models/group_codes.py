@@ -249,6 +249,26 @@ class QJLKeySide(_Side):
         return (self._part(sq_in, "signs", "norms", self.m, self.scale)
                 + self._part(torch.matmul(q_out, self.ost[:, None]), "osigns", "onorms", self.om, self.oscale))
 
+    def numpy_codes(self, coder) -> object:
+        """The held codes as the numpy coder's :class:`~kvstats.quant.qjl_keys.QJLKeyCodes`
+        (views of the buffers), for its own decode: bit for bit what the model path decodes
+        from the same codes, where :meth:`decode`'s matmuls round in another order (a
+        prefill through either gives the same logits; QJL's sign bits amplify any
+        difference in later layers)."""
+        from kvstats.quant.qjl import QJLCodes
+        from kvstats.quant.qjl_keys import QJLKeyCodes
+
+        def arr(name):
+            return np.ascontiguousarray(self.view(name).numpy())
+
+        inlier = QJLCodes(arr("signs"), arr("norms"), self.m)
+        n = inlier.norms.shape[-1]
+        if self.n_out:
+            outlier, idx = QJLCodes(arr("osigns"), arr("onorms"), self.om), arr("idx")
+        else:
+            outlier, idx = None, np.zeros((*inlier.norms.shape[:-1], n // self.group, 0), coder.idx_dtype)
+        return QJLKeyCodes(inlier, outlier, idx, n, self.group, np.dtype(np.float32))
+
     def decode(self) -> Float[torch.Tensor, "B H N d"]:
         """Each part's ``c·‖k‖·Sᵀσ`` on its channels (float32)."""
         def rec(signs, norms, m, scale, st):

@@ -65,9 +65,11 @@ def test_grouped_code_attention_equals_attention_over_the_decoded_cache(name, bi
         K_hat, V_hat = model.update(k[:, :, lo:hi], v[:, :, lo:hi], layer_idx=0)
         assert isinstance(handle, CodedKV)
         layer = handle.layer
-        # the torch decode of the held codes is the numpy decode (KIVI: bit for bit)
+        # the decode of the held codes (a prefill's keys and values) is the model path's
+        # numpy decode: bit for bit for KIVI and for a first chunk (qjl's numpy decode of
+        # one chunk; later chunks: the model path decoded them one by one, BLAS rounding)
         Kc, Vc = layer.dequantized()
-        tol = 0 if name == "kivi" else 1e-5
+        tol = 0 if name == "kivi" or lo == 0 else 1e-5
         torch.testing.assert_close(Kc, K_hat, rtol=0, atol=tol)
         torch.testing.assert_close(Vc, V_hat, rtol=0, atol=0)
         Q = hi - lo
