@@ -1,7 +1,7 @@
 """End-to-end quality of quantized KV caches on SmolLM2-135M-Instruct (llama.cpp KL mode).
 
 Usage: python experiments/real_e2e.py [--out results/real] [--texts 16] [--kivi-texts 6] [--peer-texts 6]
-                                     [--tokens 128] [--threads 1] [--no-peers]
+                                     [--tokens 128] [--threads 1] [--no-peers] [--only formats]
 
 Teacher-forced over the standard-library docstrings: every position's next-token
 distribution with the quantized cache is compared with the full-precision (float32) one.
@@ -27,6 +27,19 @@ as token-by-token generation from a one-token prompt does) and ``hf:fp8/cal32`` 
 object (``held_bytes_per_token``: every tensor it holds, with the fixed rotations,
 codebooks and sketches whose total is ``fixed_bytes``).
 
+The formats inference engines deploy (issue #14; kvstats.quant.blockfmt, fp8, microscaling):
+llama.cpp's ``q8_0``, ``q4_0``, ``q4_1``, ``q5_0``, ``q5_1``, vLLM's ``fp8_e4m3`` and
+``fp8_e5m2`` (registry default: one oracle float32 scale per head, the amax of what one call
+codes, i.e. of the whole text in prefill), ``mxfp4`` and ``nvfp4``, with ``turboquant_mse`` at
+n = 4 and 8 and ``KQV@8`` as the kvstats schemes nearest in total bits, run on the same texts
+in the same prefill mode; their tests are a family of their own (``family`` = formats, Holm
+over it alone: the other rows' adjusted p-values are unchanged). ``--only formats`` runs
+just these rows and appends them to existing CSVs in ``--out`` (the existing lines are
+copied byte for byte), so they need not rerun the rest. ``klt`` is not run: the cache codes
+it in whole blocks of ``group_size`` tokens (default 1024, more than a 128-token text, so
+nothing would be coded), and a block that fits a text stores a float16 basis per half-block
+that costs more bits per coordinate than the codes (docs/real_model.md).
+
 Writes results/real/e2e_positions.csv.gz (one row per scheme, text, position),
 results/real/e2e_summary.csv and results/real/e2e_tests.csv: the difference tests
 (Mann–Whitney, Wilcoxon; ``test`` empty) and, with ``test`` = tost_ratio / tost_rank,
@@ -40,6 +53,8 @@ count changes the rounding of GEMMs and large sums, and so the KL; see docs/real
 """
 
 import argparse
+import gzip
+import io
 import os
 import time
 
@@ -64,6 +79,16 @@ PEER_CONFIGS = [("hf:quanto-int4", "hf:quanto-int4", 0, 1), ("hf:quanto-int2", "
 PEER_COMPARISONS = [("KQV@4", "hf:quanto-int4"), ("KQV@5", "hf:quanto-int4"), ("K4V4", "hf:quanto-int4"),
                     ("K4V2", "hf:quanto-int2"), ("K3V3", "hf:quanto-int2"), ("KQV@2", "hf:quanto-int2"),
                     ("kivi@2", "hf:quanto-int2"), ("KQV@5", "hf:fp8/cal32"), ("KQV@5", "hf:fp8")]
+# The deployed formats (prefill, the per-vector rows' texts) and the kvstats rows they are
+# compared with (turboquant_mse@8 and KQV@8 exist only for the 8-bit formats).
+DEPLOYED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "fp8_e4m3", "fp8_e5m2", "mxfp4", "nvfp4")
+FORMAT_CONFIGS = [(f, None) for f in DEPLOYED] + [("turboquant_mse", 4), ("turboquant_mse", 8), ("KQV", 8)]
+# Each format against the kvstats schemes nearest in total bits per coordinate (d = 64: a
+# 16-bit norm is 0.25; KQV@n's values carry a second norm): 4.25-4.5 bits -> turboquant_mse@4,
+# KQV@4; q4_1 (5), q5_0 (5.5), q5_1 (6) -> KQV@5; 8-8.5 bits -> turboquant_mse@8, KQV@8.
+FORMAT_COMPARISONS = ([(f, b) for f in ("q4_0", "mxfp4", "nvfp4") for b in ("turboquant_mse@4", "KQV@4")]
+                      + [(f, "KQV@5") for f in ("q4_1", "q5_0", "q5_1")]
+                      + [(f, b) for f in ("q8_0", "fp8_e4m3", "fp8_e5m2") for b in ("turboquant_mse@8", "KQV@8")])
 
 
 def per_text(df, config, column):
@@ -118,6 +143,79 @@ def run(model, tok, texts, configs, tokens, label, threads=1, **kw):
     return out
 
 
+def run_formats(model, tok, texts, tokens, threads):
+    """The deployed formats and their kvstats neighbours: one prefill pass per text, as the
+    per-vector rows (seed = text index), with the ``config`` column."""
+    df = run(model, tok, texts, FORMAT_CONFIGS, tokens, "formats", threads=threads)
+    df["config"] = df.scheme + df.bits.map(lambda b: "" if pd.isna(b) else f"@{int(b)}")
+    return df
+
+
+def format_tests(df):
+    """The formats family: each format against its nearest kvstats rows (compare(), Holm over
+    this family alone); on the per-text rows also the paired ratio of mean KL a/b with its
+    two-sided 95% Fieller interval (``estimate``, ``ci_low``, ``ci_high``)."""
+    rows = []
+    for a, b in FORMAT_COMPARISONS:
+        for row in compare(df, a, b):
+            if row["unit"] == "text":
+                x, y = per_text(df, a, "kl").align(per_text(df, b, "kl"), join="inner")
+                # only the interval is used: α = 0.025 per side gives the two-sided 95% one (the
+                # margin, which the interval does not depend on, is a placeholder)
+                res = tost_ratio(x.to_numpy(), y.to_numpy(), margin=(0.5, 2.0), alpha=0.025,
+                                 alternative="equivalence", paired=True)
+                row.update(estimate=res.estimate, ci_low=res.low, ci_high=res.high,
+                           method=f"{res.method}, 95%")
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    out["mw_p_holm"] = adjust_pvalues(out.mw_p.to_numpy(), method="holm").pvalues_adjusted
+    out["family"] = "formats"
+    return out
+
+
+def append_rows(path, new):
+    """Append ``new`` to the CSV ``path`` (gzip if it ends .gz) in its header's column order,
+    copying the existing lines byte for byte (their numbers are not re-parsed)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        text = f.read()
+    header = text.split("\n", 1)[0].split(",")
+    extra = sorted(set(new.columns) - set(header))
+    if extra:
+        raise ValueError(f"{path}: columns {extra} of the new rows are not in its header {header}")
+    buf = io.StringIO()
+    new.reindex(columns=header).to_csv(buf, index=False, header=False)
+    with opener(path, "wt", newline="") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+        f.write(buf.getvalue())
+
+
+def only_formats(args, model, tok, texts):
+    """``--only formats``: run the format rows and append them to the CSVs in ``args.out``."""
+    paths = {k: os.path.join(args.out, f"e2e_{k}") for k in ("positions.csv.gz", "summary.csv", "tests.csv")}
+    missing = [p for p in paths.values() if not os.path.exists(p)]
+    if missing:
+        raise ValueError(f"--only formats appends to an earlier run's CSVs; missing: {missing}")
+    old = pd.read_csv(paths["positions.csv.gz"])
+    done = sorted(set(old.config) & {f"{s}" + ("" if b is None else f"@{b}") for s, b in FORMAT_CONFIGS})
+    if done:
+        raise ValueError(f"{paths['positions.csv.gz']} already holds the format rows {done}")
+    new = run_formats(model, tok, texts[:args.texts], args.tokens, args.threads)
+    # The float32 reference of the new pass must be the earlier run's, position for position.
+    ref = old[old["mode"] == "prefill"].drop_duplicates(["text", "position"]).set_index(["text", "position"]).nll_ref
+    mine = new.drop_duplicates(["text", "position"]).set_index(["text", "position"]).nll_ref
+    same = ref.reindex(mine.index)
+    if not np.array_equal(same.to_numpy(), mine.to_numpy()):
+        raise ValueError("the float32 reference differs from the earlier run's (library, threads or "
+                         "installs changed): rerun everything instead of appending")
+    summary = summarize_quality(new)
+    tests = format_tests(pd.concat([old, new], ignore_index=True))
+    append_rows(paths["positions.csv.gz"], new)
+    append_rows(paths["summary.csv"], summary)
+    append_rows(paths["tests.csv"], tests)
+    return summary, tests
+
+
 def main() -> None:
     import torch
 
@@ -128,6 +226,8 @@ def main() -> None:
     ap.add_argument("--peer-texts", type=int, default=6,
                     help="texts for transformers' caches (token by token; the first, as KIVI's)")
     ap.add_argument("--no-peers", action="store_true", help="skip transformers' caches")
+    ap.add_argument("--only", choices=["formats"],
+                    help="run only the deployed formats' rows and append them to the CSVs in --out")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch and BLAS threads (default 1: the published numbers; another count "
@@ -144,6 +244,14 @@ def main() -> None:
     model, tok = load_model()
     texts = stdlib_texts()
     os.makedirs(args.out, exist_ok=True)
+    if args.only == "formats":
+        summary, tests = only_formats(args, model, tok, texts)
+        pd.set_option("display.width", 200)
+        print(summary[["scheme", "bits", "n_texts", "mean_kl", "se_kl_text", "top1_agreement", "bytes_per_token",
+                       "held_bytes_per_token", "fixed_bytes"]].to_string())
+        print(tests.dropna(axis=1, how="all").to_string())
+        print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
+        return
     df = run(model, tok, texts[:args.texts], [c for c in CONFIGS if c[0] != "kivi"], args.tokens, "per-vector",
              threads=args.threads)
     # KIVI through the cache, token by token after a 32-token prefill: keys per channel over
@@ -166,6 +274,9 @@ def main() -> None:
             extra["scheme"] = label
             memory[f"{label}:None"] = extra.attrs["memory"][f"{name}:None"]
             frames.append(extra)
+    formats = run_formats(model, tok, texts[:args.texts], args.tokens, args.threads)
+    memory.update(formats.attrs["memory"])
+    frames.append(formats.drop(columns="config"))
     df = pd.concat(frames, ignore_index=True)
     df.attrs["memory"] = memory
     df["config"] = df.scheme + df.bits.map(lambda b: "" if pd.isna(b) else f"@{int(b)}")
@@ -196,7 +307,7 @@ def main() -> None:
                                 f"{q}: top-1 agreement with fp32 >= 98%")
         equiv += noninferiority(both, q, "fp32", "nll_quant", (1 / 1.02, 1.02), "less",
                                 f"{q}: NLL within 2% of fp32")
-    tests = pd.concat([tests, pd.DataFrame(equiv)], ignore_index=True)
+    tests = pd.concat([tests, pd.DataFrame(equiv), format_tests(df)], ignore_index=True)
     tests.to_csv(os.path.join(args.out, "e2e_tests.csv"), index=False)
     pd.set_option("display.width", 200)
     print(summary[["scheme", "bits", "window", "n_texts", "mean_kl", "se_kl_text", "p99_kl", "max_kl",

@@ -282,7 +282,42 @@ def section_e2e(res: str, old: str | None) -> str | None:
                 md(peers[test_cols])]
     out.append(equivalence_table(t))
     out.append(qjl_note(s))
+    out.append(formats_table(s, diff[family == "formats"], test_cols))
     return "\n".join(x for x in out if x)
+
+
+def formats_table(s: pd.DataFrame, f: pd.DataFrame, test_cols: list[str]) -> str:
+    """The deployed formats against the kvstats rows nearest in bits (``family`` = formats of
+    e2e_tests.csv; ``real_e2e.py --only formats``), or nothing for runs without them."""
+    if f.empty:
+        return ""
+    fmt = s[s.scheme.isin(["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "fp8_e4m3", "fp8_e5m2", "mxfp4", "nvfp4"])]
+    coords = FP16_BYTES_PER_TOKEN / 2   # coordinates per token (K and V)
+    bits = ", ".join(f"{r.scheme} {8 * r.bytes_per_token / coords:.3g}" for r in fmt.itertuples())
+    n = int(f[f.unit == "text"].n.max())
+    return "\n".join([
+        "\n\nDeployed formats (issue #14; `family` = formats of e2e_tests.csv, made by "
+        "`real_e2e.py --only formats`, appended to the run above): llama.cpp's q8_0, q4_0, q4_1, q5_0, "
+        "q5_1, vLLM's fp8_e4m3 and fp8_e5m2, OCP mxfp4 and NVIDIA nvfp4 (registry defaults), with "
+        "turboquant_mse at n = 4 and 8 and KQV@8, on the per-vector rows' texts in the same prefill mode "
+        f"(every scale, minimum and norm counted; measured stored bits per coordinate: {bits}). "
+        "The fp8 formats and nvfp4 take their float32 scale per head from the amax of what one call codes: "
+        "in prefill the whole text's (an oracle scale; a cache coding token by token gets one per token, "
+        "vLLM a static one). These formats have no code-reading attention in kvstats' cache, so it keeps "
+        "a float32 decoded copy beside the codes (46,080 B/token), which `held_bytes_per_token` counts; "
+        "their stored bytes are what an engine reading the blocks would hold. `klt` is not run: the cache "
+        "codes it in whole blocks of `group_size` tokens calibrated half on half (default 1024: a 128-token "
+        "text stays entirely in the full-precision tail, KL exactly 0, nothing measured), and a block that "
+        "fits a text (group_size = 128) stores a float16 basis per half costing 16.6 bits per coordinate "
+        "beside the codes (20.6 bits in all at n = 4; 6.3 at rank 16, of which 2 are codes), with the "
+        "first half coded on axes fitted to later tokens; an external calibration set is not an option "
+        "of the cache.\n",
+        f"Each format against the kvstats rows nearest in total bits, paired over the {n} texts (Holm over "
+        f"these {len(f)} tests alone; the earlier families' adjusted p-values are unchanged); on the "
+        "per-text rows `estimate` is the ratio of mean KL a/b with its two-sided 95% paired Fieller "
+        f"interval [`ci_low`, `ci_high`]; with {n} texts the smallest two-sided Wilcoxon p is "
+        f"{2 / 2 ** n:.2g}:\n",
+        md(f[test_cols + ["estimate", "ci_low", "ci_high"]])])
 
 
 def qjl_note(s: pd.DataFrame) -> str:
@@ -356,6 +391,7 @@ average ~12, so expect them ~3x shorter on an idle 2-core machine):
     python experiments/real_stats.py     # outlier channels, kurtosis, rank, norms, 3 min
     python experiments/real_profile.py   # 6D profiles of KV/KQV/QKQV, n = 2..6, 2340 trials + 5 x 300 synthetic, 14 min (65 s at load 2, 1 BLAS thread)
     python experiments/real_e2e.py       # end-to-end KL, 16 texts x 128 tokens (KIVI, transformers caches: 6 texts), 48 min at load 7-10
+    python experiments/real_e2e.py --only formats   # the deployed formats' rows, appended to the CSVs, 2.3 min at load 2
     python experiments/real_report.py    # this page and its two figures, 11 s
 
 Model: SmolLM2-135M-Instruct (Llama architecture, 30 layers, 9 query heads, 3 KV heads,
