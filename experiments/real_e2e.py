@@ -158,7 +158,7 @@ def format_tests(df):
     rows = []
     for a, b in FORMAT_COMPARISONS:
         for row in compare(df, a, b):
-            if row["unit"] == "text":
+            if row["unit"] == "text" and row["n"] >= 2:   # a paired interval needs 2 texts
                 x, y = per_text(df, a, "kl").align(per_text(df, b, "kl"), join="inner")
                 # only the interval is used: α = 0.025 per side gives the two-sided 95% one (the
                 # margin, which the interval does not depend on, is a placeholder)
