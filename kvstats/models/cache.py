@@ -367,7 +367,8 @@ class QuantizedCache(Cache):
         identical: the speed comparison of looking codes up against reading floats. With
         ``attention="model"`` it holds the decoded keys and values given to the model's
         attention. None (default): False with ``attention="codes"``, True with "model"
-        (False there decodes every chunk on every read instead).
+        (False there decodes every chunk on every read instead). kivi/qjl with
+        ``attention="codes"`` have no looked-up values to copy: True is refused there.
     attention : {"codes", "model"} or None
         Who computes decode-step attention: ``"codes"`` (default for the schemes with a
         code-reading path, kivi and qjl included) —

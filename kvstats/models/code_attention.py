@@ -21,7 +21,9 @@ batch, heads and tokens: a prefill block with torch ops that mirror the numpy co
 arithmetic (same rotation order, boundaries, float32 casts and norm rounding), a decode
 step (≤ 16 tokens) in one C call.
 
-How the model reaches it: :mod:`kvstats.models.attention_hook`.
+How the model reaches it: :mod:`kvstats.models.attention_hook`. The token-grouped
+schemes (kivi, qjl) score and accumulate through the sides of
+:mod:`kvstats.models.group_codes` inside the same :func:`code_attention`.
 """
 
 from __future__ import annotations
