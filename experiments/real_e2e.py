@@ -1,7 +1,7 @@
 """End-to-end quality of quantized KV caches on SmolLM2-135M-Instruct (llama.cpp KL mode).
 
 Usage: python experiments/real_e2e.py [--out results/real] [--texts 16] [--kivi-texts 6] [--peer-texts 6]
-                                     [--tokens 128] [--threads 1] [--no-peers] [--only formats]
+                                     [--tokens 128] [--threads 1] [--no-peers] [--only formats|kivi-qjl]
 
 Teacher-forced over the standard-library docstrings: every position's next-token
 distribution with the quantized cache is compared with the full-precision (float32) one.
@@ -35,7 +35,11 @@ n = 4 and 8 and ``KQV@8`` as the kvstats schemes nearest in total bits, run on t
 in the same prefill mode; their tests are a family of their own (``family`` = formats, Holm
 over it alone: the other rows' adjusted p-values are unchanged). ``--only formats`` runs
 just these rows and appends them to existing CSVs in ``--out`` (the existing lines are
-copied byte for byte), so they need not rerun the rest. ``klt`` is not run: the cache codes
+copied byte for byte), so they need not rerun the rest. ``--only kivi-qjl`` reruns the
+kivi and qjl rows (``kivi@2``, ``kivi@4``, ``qjl@3``, ``qjl+o4@3``) and replaces their rows
+in the three CSVs in place (every other line byte for byte): their positions and summary
+rows, the peers family's ``kivi@2`` rows with that family's Holm p-values recomputed from
+the stored unadjusted p-values plus the new ones, and the qjl equivalence rows. ``klt`` is not run: the cache codes
 it in whole blocks of ``group_size`` tokens (default 1024, more than a 128-token text, so
 nothing would be coded), and a block that fits a text stores a float16 basis per half-block
 that costs more bits per coordinate than the codes (docs/real_model.md).
@@ -173,6 +177,126 @@ def format_tests(df):
     return out
 
 
+def qjl_equivalence(df):
+    """QJL's "no loss at 3 bits" rows for qjl@3 and the PARAM_CONFIGS: top-1 agreement with
+    fp32 (which agrees with itself: 1) > 0.98 and per-text NLL ratio to fp32 < 1.02."""
+    rows = []
+    for q in ["qjl@3"] + [f"{label}@{bits}" for label, _, bits, _ in PARAM_CONFIGS]:
+        fp = df[df.config == q].assign(config="fp32", top1_agree=1.0, nll_quant=df.nll_ref)
+        both = pd.concat([df[df.config == q], fp], ignore_index=True)
+        rows += noninferiority(both, q, "fp32", "top1_agree", (0.98, 1.02), "greater",
+                               f"{q}: top-1 agreement with fp32 >= 98%")
+        rows += noninferiority(both, q, "fp32", "nll_quant", (1 / 1.02, 1.02), "less",
+                               f"{q}: NLL within 2% of fp32")
+    return rows
+
+
+def run_kivi_qjl(model, tok, texts, args):
+    """The kivi and qjl rows as the full run makes them: ``qjl@3`` in prefill on ``--texts``
+    texts, KIVI token by token after a 32-token prefill on ``--kivi-texts`` texts, and the
+    PARAM_CONFIGS (``qjl+o4@3``) in prefill. Each cache is seeded ``seed + text index`` on
+    its own, so running them apart from the other configurations draws the same codes."""
+    qjl = run(model, tok, texts[:args.texts], [c for c in CONFIGS if c[0] == "qjl"], args.tokens, "qjl",
+              threads=args.threads)
+    kivi = run(model, tok, texts[:args.kivi_texts], [c for c in CONFIGS if c[0] == "kivi"], args.tokens,
+               "kivi", threads=args.threads, window=32, mode="decode", prefill_tokens=32)
+    memory = {**qjl.attrs["memory"], **kivi.attrs["memory"]}
+    frames = [qjl, kivi]
+    for label, scheme, bits, params in PARAM_CONFIGS:
+        extra = run(model, tok, texts[:args.texts], [(scheme, bits)], args.tokens, label,
+                    threads=args.threads, **params)
+        extra["scheme"] = label
+        memory[f"{label}:{bits}"] = extra.attrs["memory"][f"{scheme}:{bits}"]
+        frames.append(extra)
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs["memory"] = memory
+    df["config"] = df.scheme + df.bits.map(lambda b: "" if pd.isna(b) else f"@{int(b)}")
+    return df
+
+
+def _read_text_frame(path):
+    """A CSV as strings, exactly as written (``to_csv`` of it gives the file back byte for byte)."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def _as_text_frame(new, header):
+    """``new`` serialised as the CSVs are (pandas ``to_csv``) and read back as strings."""
+    extra = sorted(set(new.columns) - set(header))
+    if extra:
+        raise ValueError(f"columns {extra} of the new rows are not in the header {header}")
+    return pd.read_csv(io.StringIO(new.reindex(columns=header).to_csv(index=False)), dtype=str,
+                       keep_default_na=False)
+
+
+def replace_rows(path, new, key):
+    """Replace, in place and in the file's order, the rows of the CSV ``path`` whose ``key``
+    columns match a row of ``new``; every other line is written back byte for byte. The
+    old and new rows must have the same set of keys (a rerun of the same rows)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    old = _read_text_frame(path)
+    header = list(old.columns)
+    if old.to_csv(index=False) != opener(path, "rt", newline="").read():
+        raise ValueError(f"{path} does not round-trip through pandas as text; refusing to rewrite it")
+    fresh = _as_text_frame(new, header).set_index(key)
+    if not fresh.index.is_unique:
+        raise ValueError(f"{path}: the new rows repeat a key {key}")
+    at = old.set_index(key).index
+    hit = at.isin(fresh.index)
+    if hit.sum() != len(fresh):
+        raise ValueError(f"{path}: {len(fresh)} new rows but {int(hit.sum())} old rows with their keys {key}")
+    out = old.copy()
+    out.loc[hit, :] = fresh.reindex(at[hit]).reset_index()[header].to_numpy()
+    with opener(path, "wt", newline="") as f:
+        f.write(out.to_csv(index=False))
+    return int(hit.sum())
+
+
+def only_kivi_qjl(args, model, tok, texts):
+    """``--only kivi-qjl``: rerun the kivi and qjl rows (kivi@2, kivi@4, qjl@3 and the
+    PARAM_CONFIGS) and replace their old rows in the CSVs in ``args.out``: positions, summary,
+    the peers family's rows and the qjl equivalence rows. The peers family's Holm p-values
+    are recomputed over the whole family from the stored unadjusted p-values of its other
+    rows plus the new ones (a family's adjustment depends on all of its members)."""
+    paths = {k: os.path.join(args.out, f"e2e_{k}") for k in ("positions.csv.gz", "summary.csv", "tests.csv")}
+    missing = [p for p in paths.values() if not os.path.exists(p)]
+    if missing:
+        raise ValueError(f"--only kivi-qjl replaces rows of an earlier run's CSVs; missing: {missing}")
+    old = pd.read_csv(paths["positions.csv.gz"])
+    new = run_kivi_qjl(model, tok, texts, args)
+    # The float32 reference of the new passes must be the earlier run's, position for position.
+    key = ["config", "text", "position"]
+    ref = old.set_index(key).nll_ref.reindex(new.set_index(key).index)
+    if ref.isna().any() or not np.array_equal(ref.to_numpy(), new.nll_ref.to_numpy()):
+        raise ValueError("the float32 reference (or the set of positions) differs from the earlier run's "
+                         "(library, threads or installs changed): rerun everything instead")
+    summary = summarize_quality(new)
+    both = pd.concat([old[~old.config.isin(set(new.config))], new], ignore_index=True)
+    # The peers family as text (its other rows' fields are not re-parsed), the kivi rows
+    # swapped for their reruns, then Holm over the family from every row's mw_p (float() of
+    # the stored text is the exact float64 that was written).
+    text = _read_text_frame(paths["tests.csv"])
+    peers = text[text.family == "peers"].reset_index(drop=True)
+    mine = peers.a.isin(set(new.config)) | peers.b.isin(set(new.config))
+    fresh = pd.DataFrame([row for a, b in PEER_COMPARISONS if a in set(new.config) or b in set(new.config)
+                          for row in compare(both, a, b)])
+    fresh["family"] = "peers"
+    if len(fresh) != int(mine.sum()):
+        raise ValueError(f"{len(fresh)} new peer rows for {int(mine.sum())} old ones")
+    key3 = ["a", "b", "unit"]
+    fresh = _as_text_frame(fresh, list(peers.columns)).set_index(key3)
+    at = peers.set_index(key3).index
+    peers.loc[mine, :] = fresh.reindex(at[mine]).reset_index()[list(peers.columns)].to_numpy()
+    holm = adjust_pvalues(peers.mw_p.map(float).to_numpy(), method="holm").pvalues_adjusted
+    peers["mw_p_holm"] = _as_text_frame(pd.DataFrame({"mw_p_holm": holm}), ["mw_p_holm"]).mw_p_holm
+    equiv = pd.DataFrame(qjl_equivalence(both))
+    changed = dict(positions=replace_rows(paths["positions.csv.gz"], new, key),
+                   summary=replace_rows(paths["summary.csv"], summary, ["scheme", "bits", "window", "mode"]),
+                   peers=replace_rows(paths["tests.csv"], peers, ["a", "b", "unit", "family"]),
+                   equivalence=replace_rows(paths["tests.csv"], equiv, ["a", "b", "metric", "test"]))
+    print(f"rows replaced: {changed}", flush=True)
+    return summary, pd.concat([peers, equiv], ignore_index=True)
+
+
 def append_rows(path, new):
     """Append ``new`` to the CSV ``path`` (gzip if it ends .gz) in its header's column order,
     copying the existing lines byte for byte (their numbers are not re-parsed)."""
@@ -226,8 +350,9 @@ def main() -> None:
     ap.add_argument("--peer-texts", type=int, default=6,
                     help="texts for transformers' caches (token by token; the first, as KIVI's)")
     ap.add_argument("--no-peers", action="store_true", help="skip transformers' caches")
-    ap.add_argument("--only", choices=["formats"],
-                    help="run only the deployed formats' rows and append them to the CSVs in --out")
+    ap.add_argument("--only", choices=["formats", "kivi-qjl"],
+                    help="formats: run only the deployed formats' rows and append them to the CSVs in "
+                         "--out; kivi-qjl: rerun only the kivi and qjl rows and replace theirs there")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch and BLAS threads (default 1: the published numbers; another count "
@@ -244,8 +369,9 @@ def main() -> None:
     model, tok = load_model()
     texts = stdlib_texts()
     os.makedirs(args.out, exist_ok=True)
-    if args.only == "formats":
-        summary, tests = only_formats(args, model, tok, texts)
+    if args.only is not None:
+        only = only_formats if args.only == "formats" else only_kivi_qjl
+        summary, tests = only(args, model, tok, texts)
         pd.set_option("display.width", 200)
         print(summary[["scheme", "bits", "n_texts", "mean_kl", "se_kl_text", "top1_agreement", "bytes_per_token",
                        "held_bytes_per_token", "fixed_bytes"]].to_string())
@@ -300,13 +426,7 @@ def main() -> None:
     # and per-text NLL ratio to fp32 < 1.02.
     equiv = (noninferiority(df, "K4V2", "K4V4", "top1_agree", (0.98, 1.02), "greater", "K4V2 keeps 98% of K4V4")
              + noninferiority(df, "K4V2", "K4V4", "kl", (1 / 1.1, 1.1), "less", "K4V2 KL within 10% of K4V4"))
-    for q in ["qjl@3"] + [f"{label}@{bits}" for label, _, bits, _ in PARAM_CONFIGS]:
-        fp = df[df.config == q].assign(config="fp32", top1_agree=1.0, nll_quant=df.nll_ref)
-        both = pd.concat([df[df.config == q], fp], ignore_index=True)
-        equiv += noninferiority(both, q, "fp32", "top1_agree", (0.98, 1.02), "greater",
-                                f"{q}: top-1 agreement with fp32 >= 98%")
-        equiv += noninferiority(both, q, "fp32", "nll_quant", (1 / 1.02, 1.02), "less",
-                                f"{q}: NLL within 2% of fp32")
+    equiv += qjl_equivalence(df)
     tests = pd.concat([tests, pd.DataFrame(equiv), format_tests(df)], ignore_index=True)
     tests.to_csv(os.path.join(args.out, "e2e_tests.csv"), index=False)
     pd.set_option("display.width", 200)

@@ -392,6 +392,7 @@ average ~12, so expect them ~3x shorter on an idle 2-core machine):
     python experiments/real_profile.py   # 6D profiles of KV/KQV/QKQV, n = 2..6, 2340 trials + 5 x 300 synthetic, 14 min (65 s at load 2, 1 BLAS thread)
     python experiments/real_e2e.py       # end-to-end KL, 16 texts x 128 tokens (KIVI, transformers caches: 6 texts), 48 min at load 7-10
     python experiments/real_e2e.py --only formats   # the deployed formats' rows, appended to the CSVs, 2.3 min at load 2
+    python experiments/real_e2e.py --only kivi-qjl  # rerun the kivi and qjl rows, replaced in place, 2 min at load 2-4
     python experiments/real_report.py    # this page and its two figures, 11 s
 
 Model: SmolLM2-135M-Instruct (Llama architecture, 30 layers, 9 query heads, 3 KV heads,
