@@ -191,6 +191,23 @@ def qjl_equivalence(df):
     return rows
 
 
+def kivi_and_param_frames(model, tok, texts, args):
+    """KIVI through the cache, token by token after a 32-token prefill on ``--kivi-texts``
+    texts (keys per channel over groups of 32 tokens, the incomplete last group and a
+    32-token window kept in full precision: KIVI's defaults; slower, so fewer texts), then
+    the PARAM_CONFIGS in prefill: their frames and memory figures, in the run's order."""
+    kivi = run(model, tok, texts[:args.kivi_texts], [c for c in CONFIGS if c[0] == "kivi"], args.tokens,
+               "kivi", threads=args.threads, window=32, mode="decode", prefill_tokens=32)
+    frames, memory = [kivi], dict(kivi.attrs["memory"])
+    for label, scheme, bits, params in PARAM_CONFIGS:
+        extra = run(model, tok, texts[:args.texts], [(scheme, bits)], args.tokens, label,
+                    threads=args.threads, **params)
+        extra["scheme"] = label
+        memory[f"{label}:{bits}"] = extra.attrs["memory"][f"{scheme}:{bits}"]
+        frames.append(extra)
+    return frames, memory
+
+
 def run_kivi_qjl(model, tok, texts, args):
     """The kivi and qjl rows as the full run makes them: ``qjl@3`` in prefill on ``--texts``
     texts, KIVI token by token after a 32-token prefill on ``--kivi-texts`` texts, and the
@@ -198,17 +215,9 @@ def run_kivi_qjl(model, tok, texts, args):
     its own, so running them apart from the other configurations draws the same codes."""
     qjl = run(model, tok, texts[:args.texts], [c for c in CONFIGS if c[0] == "qjl"], args.tokens, "qjl",
               threads=args.threads)
-    kivi = run(model, tok, texts[:args.kivi_texts], [c for c in CONFIGS if c[0] == "kivi"], args.tokens,
-               "kivi", threads=args.threads, window=32, mode="decode", prefill_tokens=32)
-    memory = {**qjl.attrs["memory"], **kivi.attrs["memory"]}
-    frames = [qjl, kivi]
-    for label, scheme, bits, params in PARAM_CONFIGS:
-        extra = run(model, tok, texts[:args.texts], [(scheme, bits)], args.tokens, label,
-                    threads=args.threads, **params)
-        extra["scheme"] = label
-        memory[f"{label}:{bits}"] = extra.attrs["memory"][f"{scheme}:{bits}"]
-        frames.append(extra)
-    df = pd.concat(frames, ignore_index=True)
+    frames, memory = kivi_and_param_frames(model, tok, texts, args)
+    memory = {**qjl.attrs["memory"], **memory}
+    df = pd.concat([qjl, *frames], ignore_index=True)
     df.attrs["memory"] = memory
     df["config"] = df.scheme + df.bits.map(lambda b: "" if pd.isna(b) else f"@{int(b)}")
     return df
@@ -380,19 +389,9 @@ def main() -> None:
         return
     df = run(model, tok, texts[:args.texts], [c for c in CONFIGS if c[0] != "kivi"], args.tokens, "per-vector",
              threads=args.threads)
-    # KIVI through the cache, token by token after a 32-token prefill: keys per channel over
-    # groups of 32 tokens, the incomplete last group and a 32-token window kept in full
-    # precision (KIVI's defaults: group 32, residual 32). Slower, so fewer texts.
-    kivi = run(model, tok, texts[:args.kivi_texts], [c for c in CONFIGS if c[0] == "kivi"], args.tokens,
-               "kivi", threads=args.threads, window=32, mode="decode", prefill_tokens=32)
-    memory = {**df.attrs["memory"], **kivi.attrs["memory"]}
-    frames = [df, kivi]
-    for label, scheme, bits, params in PARAM_CONFIGS:
-        extra = run(model, tok, texts[:args.texts], [(scheme, bits)], args.tokens, label,
-                    threads=args.threads, **params)
-        extra["scheme"] = label
-        memory[f"{label}:{bits}"] = extra.attrs["memory"][f"{scheme}:{bits}"]
-        frames.append(extra)
+    frames, memory = kivi_and_param_frames(model, tok, texts, args)
+    memory = {**df.attrs["memory"], **memory}
+    frames = [df, *frames]
     if not args.no_peers:
         for label, name, residual, prefill in PEER_CONFIGS:
             extra = run(model, tok, texts[:args.peer_texts], [(name, None)], args.tokens, label,
