@@ -142,15 +142,10 @@ def main(argv=None) -> None:
     from transformers import DynamicCache
 
     from kvstats.models import QuantizedCache, load_model
-    from kvstats.models.texts import stdlib_texts
+    from kvstats.models.texts import prompt_token_ids
 
     model, tok = load_model()
-    ids: list[int] = []
-    for text in stdlib_texts():
-        ids += tok(text)["input_ids"]
-        if len(ids) >= args.prompt:
-            break
-    prompt = torch.tensor([ids[:args.prompt]])
+    prompt = torch.tensor([prompt_token_ids(tok, args.prompt)])
 
     base_name = "DynamicCache (float32)"
     configs = {base_name: lambda: DynamicCache(config=model.config)}

@@ -48,15 +48,10 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
 
     from kvstats.models import QuantizedCache, load_model
-    from kvstats.models.texts import stdlib_texts
+    from kvstats.models.texts import prompt_token_ids
 
     model, tok = load_model()
-    ids: list[int] = []
-    for text in stdlib_texts():
-        ids += tok(text)["input_ids"]
-        if len(ids) >= args.prompt:
-            break
-    prompt = torch.tensor([ids[:args.prompt]])
+    prompt = torch.tensor([prompt_token_ids(tok, args.prompt)])
     kw = {"keep_decoded": True} if args.path == "copy" else {"attention": "model"}
 
     code_cache = QuantizedCache(args.scheme, args.bits)

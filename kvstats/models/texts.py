@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import inspect
 
+from kvstats._checks import check_int
+
 # Standard-library modules whose docstrings are at least ~1200 characters (about 300
 # tokens for the SmolLM2 tokenizer in Python 3.11), longest first.
 STDLIB_SOURCES: tuple[str, ...] = (
@@ -60,3 +62,45 @@ def stdlib_texts(names=None) -> list[str]:
             raise ValueError(f"names must be modules with a docstring; {name!r} has none")
         out.append(doc)
     return out
+
+
+def prompt_token_ids(tokenizer, n_tokens: int, names=None) -> list[int]:
+    """The first ``n_tokens`` token ids of the standard-library texts, tokenized one by one.
+
+    The benchmarks' prompt: each text of :func:`stdlib_texts` is tokenized on its own
+    (``tokenizer(text)["input_ids"]``, so each keeps the tokenizer's special tokens) and
+    the ids are concatenated until ``n_tokens`` are reached.
+
+    Parameters
+    ----------
+    tokenizer : callable
+        A transformers tokenizer (``tokenizer(text)["input_ids"]`` is a list of ints).
+    n_tokens : int
+        Prompt length, at least 1.
+    names : sequence of str, optional
+        Modules whose docstrings are used (default :data:`STDLIB_SOURCES`).
+
+    Returns
+    -------
+    list of int
+        Exactly ``n_tokens`` ids.
+
+    Raises
+    ------
+    ValueError
+        ``n_tokens`` below 1, or more tokens asked than the texts hold.
+
+    Examples
+    --------
+    >>> words = lambda text: {"input_ids": [len(w) for w in text.split()]}  # a stand-in tokenizer
+    >>> ids = prompt_token_ids(words, 5, ["json"])
+    >>> len(ids), ids == words(stdlib_texts(["json"])[0])["input_ids"][:5]
+    (5, True)
+    """
+    n = check_int(n_tokens, "n_tokens", low=1)
+    ids: list[int] = []
+    for text in stdlib_texts(names):
+        ids += tokenizer(text)["input_ids"]
+        if len(ids) >= n:
+            return ids[:n]
+    raise ValueError(f"n_tokens must be at most {len(ids)} (all the texts' tokens); received {n}")
