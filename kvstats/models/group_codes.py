@@ -24,8 +24,6 @@ uint8/uint16; the per-step unpacking is a transient.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 import torch
 from jaxtyping import Float
@@ -36,6 +34,7 @@ from kvstats.quant.packing import pack_codes, unpack_codes
 __all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "make_sides", "unpack_float"]
 
 _SIGN_TABLE = _byte_table(torch.tensor([-1.0, 1.0]), 1)  # (256, 8): the ±1 signs of each byte
+_SIGN_TABLE_NP = _SIGN_TABLE.numpy()
 
 
 def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
@@ -49,8 +48,13 @@ def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     [[3.0, 0.0, 1.0, 2.0, 7.0]]
     """
     lead = packed.shape[:-1]
-    if 8 % bits == 0:  # whole codes per byte: a gather from the codes of each byte value
-        out = _code_table(bits).index_select(0, packed.reshape(-1).to(torch.int32))
+    if 8 % bits == 0:  # whole codes per byte, code j at bits j·bits (low bits first)
+        # one shift-and-mask per code position, written into its strided slot: 4x faster
+        # here than a gather from a (256, 8/bits) table, whose rows are too short to copy well
+        per = 8 // bits
+        out = torch.empty(*packed.shape, per, dtype=torch.float32, device=packed.device)
+        for j in range(per):
+            out[..., j] = (packed >> (j * bits)) & (2 ** bits - 1) if j else packed & (2 ** bits - 1)
         return out.view(*lead, -1)[..., :n]
     # eight codes per little-endian word of `bits` bytes (pack_codes' layout); pad to whole words
     nb = packed.shape[-1]
@@ -62,16 +66,14 @@ def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     return idx.to(torch.float32).view(*lead, -1)[..., :n]
 
 
-@lru_cache(maxsize=8)
-def _code_table(bits: int) -> torch.Tensor:
-    """``(256, 8 // bits)`` float32: the codes packed in each byte value."""
-    return _byte_table(torch.arange(2 ** bits, dtype=torch.float32), bits)
-
-
 def _signs_pm(packed: torch.Tensor, m: int) -> torch.Tensor:
     """±1 float32 ``(..., m)`` of packed sign bits (bit 1 ↦ +1, little bit order)."""
-    # a gather from the ±1 values of each byte (20x faster here than shifting the bytes)
-    out = _SIGN_TABLE.index_select(0, packed.reshape(-1).to(torch.int32))
+    # a gather of each byte's row of ±1 values (20x faster here than shifting the bytes);
+    # on the CPU numpy's take, whose 32-byte rows have a fast path, is 2x index_select's speed
+    if packed.device.type == "cpu":
+        out = torch.from_numpy(np.take(_SIGN_TABLE_NP, packed.numpy().reshape(-1), axis=0))
+    else:
+        out = _SIGN_TABLE.to(packed.device).index_select(0, packed.reshape(-1).to(torch.int32))
     return out.view(*packed.shape[:-1], -1)[..., :m]
 
 
