@@ -12,6 +12,7 @@ from kvstats.models import QuantizedCache
 from kvstats.models.attention_hook import CodedKV
 from kvstats.models.code_attention import code_attention
 from kvstats.quant.registry import REGISTRY, parse_scheme_name
+from _attention_reference import dense_attention as _dense, random_kv as _kv
 
 
 def _reading_schemes():
@@ -28,24 +29,6 @@ def _reading_schemes():
 
 
 READING = _reading_schemes()
-
-
-def _kv(b, h, n, d, seed):
-    g = torch.Generator().manual_seed(seed)
-    # keys with a few large channels, as real keys have
-    scale = torch.ones(d)
-    scale[:3] = 6.0
-    return (torch.randn(b, h, n, d, generator=g) * scale, torch.randn(b, h, n, d, generator=g),
-            torch.randn(b, 2 * h, n, d, generator=g))
-
-
-def _dense(q, K, V, mask, n_rep):
-    """softmax(q Kᵀ/√d + mask) V over repeat_kv'd K, V: the decoded-cache reference (float64)."""
-    K, V = K.repeat_interleave(n_rep, 1).double(), V.repeat_interleave(n_rep, 1).double()
-    s = q.double() @ K.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if mask is not None:
-        s = s + mask.double()
-    return (torch.softmax(s, -1) @ V).transpose(1, 2)
 
 
 def test_the_registry_has_reading_schemes():

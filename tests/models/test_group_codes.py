@@ -14,6 +14,7 @@ from kvstats.models.attention_hook import CodedKV
 from kvstats.models.code_attention import code_attention
 from kvstats.models.group_codes import unpack_float
 from kvstats.quant.packing import pack_codes
+from _attention_reference import dense_attention as _dense, random_kv as _kv
 
 GROUPED = [
     pytest.param("kivi", 2, {"group_size": 8}, id="kivi2-g8"),
@@ -23,22 +24,6 @@ GROUPED = [
     pytest.param("qjl", 3, {"group_size": 8, "n_outliers": 4, "value_group_size": 32}, id="qjl3-outliers"),
     pytest.param("qjl", 2, {"group_size": 8, "n_outliers": 2, "sketch": "srht"}, id="qjl2-srht"),
 ]
-
-
-def _kv(b, h, n, d, seed):
-    g = torch.Generator().manual_seed(seed)
-    scale = torch.ones(d)
-    scale[:3] = 6.0  # a few large key channels (the outliers of qjl, KIVI's reason for per-channel keys)
-    return (torch.randn(b, h, n, d, generator=g) * scale, torch.randn(b, h, n, d, generator=g),
-            torch.randn(b, 2 * h, n, d, generator=g))
-
-
-def _dense(q, K, V, mask, n_rep):
-    K, V = K.repeat_interleave(n_rep, 1).double(), V.repeat_interleave(n_rep, 1).double()
-    s = q.double() @ K.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if mask is not None:
-        s = s + mask.double()
-    return (torch.softmax(s, -1) @ V).transpose(1, 2)
 
 
 @pytest.mark.parametrize("bits", range(1, 9))
