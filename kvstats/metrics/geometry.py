@@ -44,6 +44,12 @@ def _sumsq(a: np.ndarray) -> np.ndarray:
     return _dot(a, a)
 
 
+def _error(x: np.ndarray, xh: np.ndarray) -> np.ndarray:
+    """e = x̂ − x; where it overflows the float range the row is suspect and redone scaled."""
+    with np.errstate(over="ignore"):
+        return xh - x
+
+
 def _reductions(x: np.ndarray, xh: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
     """float64 ‖x‖², ‖x̂‖², ‖e‖², ⟨x, e⟩ (e = x̂ − x)."""
     with np.errstate(over="ignore", invalid="ignore"):   # detected and redone below
@@ -191,8 +197,7 @@ def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
     """`_geometry` and, with ``axis``, ``pooled_snr_db(x, xh, axis)`` from the same
     squared norms (no second pass over the arrays; the same numbers bit for bit)."""
     if e is None:
-        with np.errstate(over="ignore"):    # x̂ − x beyond the float range: redone scaled
-            e = xh - x
+        e = _error(x, xh)
     nx2, nh2, ne2, xe = _reductions(x, xh, e)
     with np.errstate(invalid="ignore", over="ignore"):    # suspect rows are redone below
         snr, phi, ratio = (_snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe),
@@ -250,8 +255,7 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     a, b = _pair(x, x_hat)
     shape = a.shape[:-1]
     a, b = _rows(a), _rows(b)
-    with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
-        e = b - a
+    e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     snr = _snr_from(nx2, ne2)
     bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype)
@@ -286,8 +290,7 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     a, b = _pair(x, x_hat)
     if a.ndim == 1:                         # one vector: pooled over itself
         a, b = a[None], b[None]
-    with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
-        e = b - a
+    e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
     if _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype).any() or not (
@@ -351,8 +354,7 @@ def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
     a, b = _pair(x, x_hat)
     shape = a.shape[:-1]
     a, b = _rows(a), _rows(b)
-    with np.errstate(over="ignore"):        # x̂ − x beyond the float range: redone scaled
-        e = b - a
+    e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     ratio = _ratio_from(nx2, nh2)
     bad = _suspect_rows((a, b), (nx2, nh2), nx2.dtype)
