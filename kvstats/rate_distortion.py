@@ -85,7 +85,7 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     rate : float
         R ≥ 0 bits per coordinate (``d·R`` per vector).
     signal_power : array_like or None
-        Numerator of the SNR, broadcast against the batch (default ``Σ λᵢ``).
+        Numerator of the SNR (> 0), broadcast against the batch (default ``Σ λᵢ``).
 
     Returns
     -------
@@ -147,8 +147,7 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     if np.any(bad):
         with np.errstate(divide="ignore"):
             bits = np.where(bad, 0.5 * (np.log2(np.where(positive, lam, 1.0)) - log_level[..., None]), bits)
-    signal = total if signal_power is None else np.broadcast_to(
-        as_float_array(signal_power, "signal_power"), total.shape)
+    signal = total if signal_power is None else _check_signal(signal_power, total.shape)
     with np.errstate(divide="ignore", over="ignore"):
         ratio = signal / dist
     snr = np.empty(total.shape)
@@ -160,6 +159,19 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
         snr[~plain] = 10.0 * (np.log10(signal[~plain])
                               - np.log10(2.0) * _log2_distortion(lam[~plain], log_level[~plain]))
     return WaterFilling(level, dist, bits, snr)
+
+
+def _check_signal(signal_power: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
+    """``signal_power`` (positive, finite) broadcast to the batch ``shape`` of the eigenvalues."""
+    s = as_float_array(signal_power, "signal_power")
+    if np.any(s <= 0):
+        raise ValueError(f"signal_power must be > 0 (the numerator of the SNR); received minimum "
+                         f"{float(s.min())}")
+    try:
+        return np.broadcast_to(s, shape)
+    except ValueError as exc:
+        raise ValueError(f"signal_power must broadcast against the batch shape {shape} of the "
+                         f"eigenvalues; received shape {s.shape}") from exc
 
 
 def _log2_distortion(lam: np.ndarray, log_level: np.ndarray) -> np.ndarray:

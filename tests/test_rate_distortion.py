@@ -86,6 +86,11 @@ def test_signal_power_and_reexport():
     (lambda: covariance_snr_db(np.ones((2, 3)), 1.0), "covariance must be square"),
     (lambda: covariance_snr_db(np.array([[1.0, 0.5], [0.0, 1.0]]), 1.0), "must be symmetric"),
     (lambda: covariance_snr_db(np.array([[1.0, 2.0], [2.0, 1.0]]), 1.0), "positive semi-definite"),
+    # a non-positive signal gave a NaN or -inf SNR, a wrong shape numpy's broadcast error
+    (lambda: water_fill(np.ones(3), 1.0, signal_power=-1.0), r"signal_power must be > 0 \(the numerator of the SNR\); received minimum -1.0"),
+    (lambda: bound_snr_db(np.ones(3), 1.0, signal_power=0.0), r"signal_power must be > 0"),
+    (lambda: water_fill(np.ones((2, 3)), 1.0, signal_power=np.ones(3)),
+     r"signal_power must broadcast against the batch shape \(2,\) of the eigenvalues; received shape \(3,\)"),
 ])
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):

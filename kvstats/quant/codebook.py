@@ -279,10 +279,11 @@ def lloyd_step(c: np.ndarray, distribution: str, dim: int | None = None) -> np.n
     Parameters
     ----------
     c : numpy.ndarray
-        The ``2**(bits-1)`` negative centroids, increasing.
+        The ``2**(bits-1)`` negative centroids, 1-D, strictly increasing, inside the
+        support (``(-1, 0)`` for "beta").
     distribution : {"gaussian", "beta"}
     dim : int or None
-        Sphere dimension for "beta".
+        Required (``>= 2``) for "beta"; must be None for "gaussian".
 
     Returns
     -------
@@ -296,6 +297,19 @@ def lloyd_step(c: np.ndarray, distribution: str, dim: int | None = None) -> np.n
     >>> bool(np.allclose(lloyd_step(half, "gaussian"), half, rtol=1e-12))
     True
     """
+    distribution = check_choice(distribution, "distribution", DISTRIBUTIONS)
+    dim = _check_dim(distribution, dim)
+    c = as_float_array(c, "c", min_ndim=1).astype(np.float64)
+    lo = _DENSITIES[distribution][2]
+    if c.ndim != 1 or np.any(np.diff(c) <= 0) or c[0] <= lo or c[-1] >= 0:
+        raise ValueError(f"c must be the 1-D strictly increasing negative centroids, inside "
+                         f"({lo}, 0); received {_describe(c)} with values in "
+                         f"[{c.min():.6g}, {c.max():.6g}]")
+    return _lloyd_step(c, distribution, dim)
+
+
+def _lloyd_step(c: np.ndarray, distribution: str, dim: int | None) -> np.ndarray:
+    """`lloyd_step` without validation."""
     moments, _, lo = _DENSITIES[distribution]
     a, b = _cells(np.asarray(c, dtype=np.float64), lo)
     p, m1, _ = moments(a, b, dim)
@@ -325,7 +339,7 @@ def _solve(bits: int, distribution: str, dim: int | None):
     c = _initial(bits, distribution, dim)
     K = c.size
     if K == 1:  # one cell per half: the centroid is the half's conditional mean
-        return lloyd_step(c, distribution, dim), 1, 0.0
+        return _lloyd_step(c, distribution, dim), 1, 0.0
     best_c, best_r, stall = c, np.inf, 0
     for it in range(1, MAX_ITER + 1):
         a, b = _cells(c, lo)
@@ -408,14 +422,19 @@ def lloyd_max_codebook(bits: int, distribution: str = "gaussian", dim: int | Non
     """
     bits = check_int(bits, "bits", low=1, high=8)
     distribution = check_choice(distribution, "distribution", DISTRIBUTIONS)
+    return _codebook_cached(bits, distribution, _check_dim(distribution, dim))
+
+
+def _check_dim(distribution: str, dim: int | None) -> int | None:
+    """``dim`` checked against ``distribution``: an int >= 2 for "beta", None for "gaussian"."""
     if distribution == "beta":
         if dim is None:
             raise ValueError("dim is required for distribution='beta' (an integer >= 2); "
                              "received None")
-        dim = check_int(dim, "dim", low=2)
-    elif dim is not None:
+        return check_int(dim, "dim", low=2)
+    if dim is not None:
         raise ValueError(f"dim must be None for distribution='gaussian'; received {_describe(dim)}")
-    return _codebook_cached(bits, distribution, dim)
+    return None
 
 
 def empirical_codebook(sample: Float[ArrayLike, "n"], bits: int, max_iter: int = 10_000) -> Codebook:

@@ -56,7 +56,14 @@ _NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 @runtime_checkable
 class Codes(Protocol):
-    """What a coder stores for a batch of vectors (a frozen dataclass)."""
+    """What a coder stores for a batch of vectors (a frozen dataclass).
+
+    Examples
+    --------
+    >>> codes = IdentityCoder(4).encode(np.zeros((2, 4), dtype=np.float32))
+    >>> isinstance(codes, Codes), codes.nbytes
+    (True, 32)
+    """
 
     @property
     def nbytes(self) -> int:
@@ -65,7 +72,14 @@ class Codes(Protocol):
 
 @runtime_checkable
 class Coder(Protocol):
-    """One side (keys or values) of a scheme; see the module docstring for the contract."""
+    """One side (keys or values) of a scheme; see the module docstring for the contract.
+
+    Examples
+    --------
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> isinstance(MSEQuantizer(64, 2), Coder), isinstance(IdentityCoder(4), Coder)
+    (True, True)
+    """
 
     nominal_bits: float
 
@@ -87,7 +101,14 @@ class Coder(Protocol):
 
 @runtime_checkable
 class ExportableCoder(Coder, Protocol):
-    """A coder the GPU path can run: it exports its parameters as plain arrays."""
+    """A coder the GPU path can run: it exports its parameters as plain arrays.
+
+    Examples
+    --------
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> isinstance(MSEQuantizer(64, 2), ExportableCoder), isinstance(IdentityCoder(4), ExportableCoder)
+    (True, False)
+    """
 
     def export(self) -> SideExport:
         """Rotation signs, codebook and sketch (:class:`kvstats.quant.export.SideExport`)."""

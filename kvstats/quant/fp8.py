@@ -53,6 +53,9 @@ def amax_scale(x: np.ndarray, scale: str, fmax: float) -> np.ndarray:
     array([[2.]], dtype=float32)
     """
     scale = check_choice(scale, "scale", SCALES)
+    if scale == "head" and np.ndim(x) < 2:
+        raise ValueError(f"x must have shape (..., n, d) for scale='head' (one scale per "
+                         f"(n, d) slice); received {_describe(x)}")
     axes = (-2, -1) if scale == "head" else tuple(range(x.ndim))
     amax = np.max(np.abs(x), axis=axes, keepdims=True)
     if not np.isfinite(amax).all():

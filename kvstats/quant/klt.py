@@ -288,6 +288,10 @@ class KLTCoder:
         """``μ + Σ uᵢ σᵢ c(codeᵢ)`` per half, in the dtype that was encoded."""
         if not isinstance(codes, KLTCodes):
             raise TypeError(f"codes must be KLTCodes from KLTCoder.encode; received {_describe(codes)}")
+        if codes.basis.shape[-2:] != (self.rank, self.dim) or codes.packed.shape[-1] != -(-self.code_bits // 8):
+            raise ValueError(f"codes must come from a KLTCoder with rank={self.rank}, dim={self.dim} "
+                             f"and {self.code_bits} code bits per vector (this coder); received a "
+                             f"basis {codes.basis.shape[-2:]} and {codes.packed.shape[-1]} bytes per vector")
         out = []
         for h, (a, b) in enumerate(zip(codes.bounds[:-1], codes.bounds[1:])):
             side = (codes.basis[..., h, :, :], codes.mean[..., h, :], codes.sigma[..., h, :],

@@ -65,6 +65,19 @@ def e2m1_encode(y: np.ndarray, ties: str = "even") -> np.ndarray:
     >>> e2m1_encode(np.array([0.75], dtype=np.float32), ties="down")
     array([1], dtype=uint8)
     """
+    ties = check_choice(ties, "ties", _TIES)
+    y = as_float_array(y, "y", allow_nonfinite=True, allow_empty=True)
+    if np.isnan(y).any():
+        raise ValueError(f"y must not contain NaN (±inf saturate to ±6); received "
+                         f"{int(np.isnan(y).sum())} NaN value(s) in {_describe(y)}")
+    return _e2m1_encode(y, ties)
+
+
+_TIES = ("even", "down")
+
+
+def _e2m1_encode(y: np.ndarray, ties: str) -> np.ndarray:
+    """`e2m1_encode` without validation."""
     a = np.abs(y)
     lo = np.searchsorted(_MIDS, a, side="left").astype(np.uint8)
     if ties == "down":
@@ -84,6 +97,16 @@ def e2m1_decode(codes: np.ndarray) -> np.ndarray:
     array([ 1.5, -6. ], dtype=float32)
     """
     codes = np.asarray(codes)
+    if codes.dtype.kind not in "ui":
+        raise TypeError(f"codes must be an integer array of E2M1 codes 0..15; received {_describe(codes)}")
+    if codes.size and (codes.min() < 0 or codes.max() > 15):
+        raise ValueError(f"codes must be E2M1 codes in [0, 15]; received values in "
+                         f"[{codes.min()}, {codes.max()}]")
+    return _e2m1_decode(codes.astype(np.uint8, copy=False))
+
+
+def _e2m1_decode(codes: np.ndarray) -> np.ndarray:
+    """`e2m1_decode` of uint8 codes 0..15, without validation."""
     mag = E2M1_VALUES[codes & np.uint8(7)]
     return np.where(codes & np.uint8(8), -mag, mag).astype(np.float32)
 
@@ -134,7 +157,8 @@ class MXCoder:
     dim : int
         Head dimension, a multiple of the block (32, 16).
     scale : {"head", "tensor"}
-        nvfp4 only: what its float32 scale covers (as in :class:`kvstats.quant.fp8.FP8Coder`).
+        nvfp4 only: what its float32 scale covers (as in :class:`kvstats.quant.fp8.FP8Coder`);
+        mxfp4 accepts only the default "head" (a ValueError otherwise).
 
     Examples
     --------
@@ -151,6 +175,9 @@ class MXCoder:
         self.block = MX_FORMATS[self.fmt]
         self.dim = check_block_dim(dim, self.block, self.fmt)
         self.scale = check_choice(scale, "scale", SCALES)
+        if self.fmt == "mxfp4" and self.scale != "head":
+            raise ValueError(f"scale applies to nvfp4 only (mxfp4 has no float32 scale); "
+                             f"received fmt='mxfp4' with scale={scale!r}")
         self.nominal_bits = 4.0
 
     def _blocks(self, x: np.ndarray) -> np.ndarray:
@@ -172,7 +199,7 @@ class MXCoder:
         amax = np.abs(b).max(axis=-1, keepdims=True)
         if self.fmt == "mxfp4":
             e = _mx_exponent(amax)
-            q = e2m1_encode(b / _e8m0(e), ties="down")
+            q = _e2m1_encode(b / _e8m0(e), "down")
             head = e
         else:
             gb = g[..., None]  # (..., 1, 1) against blocks (..., n, d/16, 16)
@@ -182,7 +209,7 @@ class MXCoder:
             den = s.astype(np.float32) * gb
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 y = np.where(den == 0, np.float32(0), b / np.where(den == 0, 1, den)).astype(np.float32)
-            q = e2m1_encode(y, ties="even")
+            q = _e2m1_encode(y, "even")
             head = s.view(np.uint8)
         data = np.concatenate([head, _pack(q)], axis=-1).reshape(*x.shape[:-1], -1)
         scale = None if g is None else g.reshape(x.shape[:-2] if self.scale == "head" else ())
@@ -194,7 +221,7 @@ class MXCoder:
             raise TypeError(f"codes must be MXCodes of {self.fmt} from MXCoder.encode; "
                             f"received {_describe(codes)}")
         data = codes.data.reshape(*codes.data.shape[:-1], self.dim // self.block, 1 + self.block // 2)
-        v = e2m1_decode(_unpack(data[..., 1:]))
+        v = _e2m1_decode(_unpack(data[..., 1:]))
         if self.fmt == "mxfp4":
             out = v * _e8m0(data[..., :1])
         else:

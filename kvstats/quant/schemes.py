@@ -86,6 +86,14 @@ class Scheme:
     (independent draws of its randomness, see docs/internals.md). A scheme holds two
     coders (:class:`kvstats.quant.coder.Coder`), ``key_coder`` and ``value_coder``; what
     they are is the scheme's registry entry (:mod:`kvstats.quant.registry`).
+
+    Examples
+    --------
+    >>> scheme = make_scheme("kivi", 2, 64, group_size=32, residual=32)
+    >>> scheme
+    Scheme('kivi', bits=2, dim=64, draws=())
+    >>> type(scheme.key_coder).__name__, type(scheme.value_coder).__name__
+    ('KIVIKeyCoder', 'KIVIValueCoder')
     """
 
     def __init__(self, name: str, bits: float | None, dim: int, key: Coder, value: Coder,
@@ -141,7 +149,16 @@ class Scheme:
 
     def dequantize(self, codes: SchemeCodes
                    ) -> tuple[Float[np.ndarray, "*batch n d"], Float[np.ndarray, "*batch n d"]]:
-        """Reconstruct ``(K_hat, V_hat)`` in the dtype the scheme was given."""
+        """Reconstruct ``(K_hat, V_hat)`` in the dtype the scheme was given.
+
+        Examples
+        --------
+        >>> scheme = make_scheme("identity", None, 8)
+        >>> K = np.arange(16.0, dtype=np.float32).reshape(2, 8)
+        >>> K_hat, V_hat = scheme.dequantize(scheme.quantize(K, -K))
+        >>> K_hat.dtype, bool(np.array_equal(K_hat, K) and np.array_equal(V_hat, -K))
+        (dtype('float32'), True)
+        """
         if not isinstance(codes, SchemeCodes):
             raise TypeError(f"codes must be the SchemeCodes returned by quantize; "
                             f"received {type(codes).__name__}")

@@ -197,6 +197,23 @@ def test_bad_arguments():
         cb.scaled(0.0)
 
 
+def test_lloyd_step_bad_arguments():
+    """lloyd_step names the argument (it raised a bare KeyError for an unknown density and
+    a bare TypeError for "beta" without dim, and stepped silently from unordered centroids)."""
+    with pytest.raises(ValueError, match=r"distribution must be one of \['gaussian', 'beta'\]; received 'laplace'"):
+        lloyd_step(np.array([-1.0]), "laplace")
+    with pytest.raises(ValueError, match="dim is required for distribution='beta'"):
+        lloyd_step(np.array([-0.1]), "beta")
+    with pytest.raises(ValueError, match="dim must be None for distribution='gaussian'"):
+        lloyd_step(np.array([-1.0]), "gaussian", 16)
+    for c, dist, dim in (([-0.1, -1.0], "gaussian", None), ([0.5], "gaussian", None),
+                         ([-1.5], "beta", 8), ([-0.5, -0.5], "beta", 8), ([[-1.0]], "gaussian", None)):
+        with pytest.raises(ValueError, match="c must be the 1-D strictly increasing negative centroids"):
+            lloyd_step(np.array(c), dist, dim)
+    with pytest.raises(ValueError, match="c must be finite"):
+        lloyd_step(np.array([np.nan]), "gaussian")
+
+
 # --- empirical -----------------------------------------------------------------------------
 
 def _brute_force_lloyd(x, c, n_iter):

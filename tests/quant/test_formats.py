@@ -265,6 +265,24 @@ def test_mx_bits_and_errors():
         MXCoder("nvfp4", 32).encode(np.full((1, 32), 1e39))
     with pytest.raises(TypeError, match="codes must be MXCodes of nvfp4"):
         MXCoder("nvfp4", 32).decode(MXCoder("mxfp4", 32).encode(np.ones((1, 32))))
+    # mxfp4 has no float32 scale: a scale setting is refused, not ignored
+    with pytest.raises(ValueError, match="scale applies to nvfp4 only"):
+        MXCoder("mxfp4", 32, scale="tensor")
+
+
+def test_e2m1_bad_input():
+    """An unknown tie rule was taken as "even", NaN coded as 6, a code of 16 decoded as 0
+    and float codes failed inside numpy: each is now an error naming the argument."""
+    with pytest.raises(ValueError, match=r"ties must be one of \['even', 'down'\]; received 'up'"):
+        e2m1_encode(np.array([0.75], dtype=np.float32), ties="up")
+    with pytest.raises(ValueError, match="y must not contain NaN"):
+        e2m1_encode(np.array([1.0, np.nan], dtype=np.float32))
+    assert e2m1_encode(np.array([np.inf, -np.inf], dtype=np.float32)).tolist() == [7, 15]
+    assert e2m1_encode(np.zeros(0, dtype=np.float32)).shape == (0,)
+    with pytest.raises(ValueError, match=r"codes must be E2M1 codes in \[0, 15\]; received values in \[0, 16\]"):
+        e2m1_decode(np.array([0, 16], dtype=np.uint8))
+    with pytest.raises(TypeError, match="codes must be an integer array"):
+        e2m1_decode(np.array([1.5]))
 
 
 def test_nvfp4_scale_per_head_or_per_call():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kvstats
-from kvstats.quant.fp8 import FP8Coder
+from kvstats.quant.fp8 import FP8Coder, amax_scale
 
 
 def table(fmt):
@@ -119,3 +119,7 @@ def test_zero_bits_and_errors():
         kvstats.make_scheme("fp8_e5m2", 4, 64)
     with pytest.raises(TypeError, match="codes must be FP8Codes of fp8_e5m2"):
         coder.decode(FP8Coder("fp8_e4m3", 16).encode(np.ones((2, 16))))
+    # one scale per (n, d) slice needs those two axes (was numpy's AxisError)
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, d\) for scale='head'"):
+        amax_scale(np.ones(4, dtype=np.float32), "head", 448.0)
+    assert amax_scale(np.ones(4, dtype=np.float32), "tensor", 448.0).shape == (1,)

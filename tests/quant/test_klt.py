@@ -111,6 +111,9 @@ def test_bits_rank_cap_and_errors():
         coder.encode(x + 1e5)
     with pytest.raises(TypeError, match="codes must be KLTCodes"):
         coder.decode(x)
+    # codes of another rank: a ValueError naming both (was numpy's broadcast error)
+    with pytest.raises(ValueError, match=r"codes must come from a KLTCoder with rank=8, dim=64"):
+        coder.decode(KLTCoder(4, 64, rank=16, group_size=256).encode(x))
 
 
 def _eigh_fit(coder, y):
