@@ -125,7 +125,15 @@ def read_capture(path: str | os.PathLike, name: str = "path"
     with np.load(path, allow_pickle=False) as data:
         _missing(set(data.files), name, path)
         K, V, q = data["K"], data["V"], data["q"]
-        meta = json.loads(str(data["meta"]))
+        try:
+            meta = json.loads(str(data["meta"]))
+        except json.JSONDecodeError as exc:
+            meta = exc
+    if not isinstance(meta, dict):
+        raise ValueError(f"{name} must be a capture whose meta is a JSON object; "
+                         f"{os.fspath(path)!r} holds " + (f"no valid JSON ({meta})"
+                                                          if isinstance(meta, Exception)
+                                                          else f"a JSON {type(meta).__name__}"))
     check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
     return K, V, q, meta
 

@@ -276,6 +276,10 @@ def capture_spectra(path: str | os.PathLike, layer: int | Sequence[int] | None =
     n_texts, n_layers, n_kv, n_tok, d = K.shape
     layers = _select(layer, "layer", n_layers)
     heads = _select(head, "head", n_kv)
+    if n_texts * n_tok < 2:
+        raise ValueError(f"path must be a capture with at least 2 key vectors per (layer, head) "
+                         f"(n_texts · N) to estimate a covariance; {os.fspath(path)!r} holds "
+                         f"{n_texts} text(s) of N = {n_tok}")
     out = []
     for X in (K, V):
         sel = X[:, layers][:, :, heads]                          # (texts, L, H, N, d)

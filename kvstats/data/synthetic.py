@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float
 
-from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
+from kvstats._checks import (_describe, as_float_array, as_generator, check_choice, check_int,
+                             check_real)
 from kvstats.data.trials import Trials
 
 __all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "LOW_RANK_ENERGIES", "LOW_RANK_QUERIES",
@@ -111,6 +112,10 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
             raise ValueError(f"n_focus * n_queries must be <= n_keys (each query gets its own "
                              f"focus keys); received n_focus={p['n_focus']}, "
                              f"n_queries={n_queries}, n_keys={n_keys}")
+        if p["n_focus"] >= n_keys:
+            # the focus logit is set against the other keys' weight: none left, no logit
+            raise ValueError(f"n_focus must be < n_keys (a focus key's weight is set against "
+                             f"the other keys'); received n_focus={p['n_focus']}, n_keys={n_keys}")
         p["strength"] = check_real(p["strength"], "strength", low=0.0,
                                    high=1.0 / p["n_focus"], low_open=True, high_open=True)
     elif distribution == "outlier_channels":
@@ -353,12 +358,20 @@ def attention_entropy(q: Float[np.ndarray, "*batch n_q d"],
     >>> attention_entropy(np.zeros((1, 4)), np.ones((8, 4))).round(4)  # uniform: log 8
     array([2.0794])
     """
-    q = np.asarray(q, dtype=np.float64)
-    K = np.asarray(K, dtype=np.float64)
-    if q.ndim < 2 or K.ndim < 2 or q.shape[-1] != K.shape[-1]:
+    q = as_float_array(q, "q", min_ndim=2).astype(np.float64, copy=False)
+    K = as_float_array(K, "K", min_ndim=2).astype(np.float64, copy=False)
+    if q.shape[-1] != K.shape[-1]:
         raise ValueError(f"q (*batch, n_q, d) and K (*batch, N, d) must share d; received q "
                          f"{_describe(q)} and K {_describe(K)}")
-    logits = q @ np.swapaxes(K, -1, -2) / np.sqrt(q.shape[-1])
+    try:
+        np.broadcast_shapes(q.shape[:-2], K.shape[:-2])
+    except ValueError:
+        raise ValueError(f"the batch axes of q {q.shape[:-2]} and K {K.shape[:-2]} must "
+                         "broadcast") from None
+    with np.errstate(over="ignore", invalid="ignore"):      # refused just below
+        logits = q @ np.swapaxes(K, -1, -2) / np.sqrt(q.shape[-1])
+    if not np.isfinite(logits).all():
+        raise ValueError("q and K: the logits q·k/√d exceed the float64 range; rescale q or K")
     return _entropy(logits)
 
 

@@ -182,7 +182,11 @@ class Trials:
         >>> kvstats.sample("gaussian", 2, 4, 8).astype(np.float32).dtype
         dtype('float32')
         """
-        dt = np.dtype(dtype)
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"dtype must be one of [float32, float64]; received "
+                            f"{_describe(dtype)}") from None
         if dt not in (np.float32, np.float64):
             raise ValueError(f"dtype must be one of [float32, float64]; received {dt}")
         return Trials(self.K.astype(dt), self.V.astype(dt), self.q.astype(dt), dict(self.meta))

@@ -264,6 +264,11 @@ def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
     if Va.shape[-2] != p.shape[-1]:
         raise ValueError(f"V must have one row per key (N = {p.shape[-1]}); received V of "
                          f"shape {Va.shape}")
+    try:
+        np.broadcast_shapes(p.shape[:-2], Va.shape[:-2])
+    except ValueError:
+        raise ValueError(f"the batch axes of V {Va.shape[:-2]} must broadcast against those of "
+                         f"the attention weights {p.shape[:-2]} (of q and K)") from None
     return p.astype(np.result_type(p, Va), copy=False) @ Va
 
 

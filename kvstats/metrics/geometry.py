@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from kvstats._checks import as_float_array
+from kvstats._checks import as_float_array, check_int
 from kvstats.metrics._scaling import max_exponent, scale_rows
 
 __all__ = ["snr_db", "angle", "norm_ratio", "pooled_snr_db"]
@@ -264,6 +264,18 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     return snr.reshape(shape)
 
 
+def _check_vector_axes(axis: Any, n_vector_axes: int) -> None:
+    """ValueError/TypeError unless ``axis`` is None or distinct vector axes (not the feature axis)."""
+    if axis is None:
+        return
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    lo, hi = -n_vector_axes, n_vector_axes - 1
+    ints = [check_int(ax, "axis") for ax in axes]
+    if any(not lo <= ax <= hi for ax in ints) or len({ax % n_vector_axes for ax in ints}) != len(ints):
+        raise ValueError(f"axis must be None or distinct vector axes of x.shape[:-1] (integers in "
+                         f"[{lo}, {hi}]; the last axis of x is the feature axis); received {axis!r}")
+
+
 def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Energy-pooled SNR ``10·log10(Σ‖x‖² / Σ‖x − x̂‖²)`` over vectors, in dB.
 
@@ -290,6 +302,7 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     a, b = _pair(x, x_hat)
     if a.ndim == 1:                         # one vector: pooled over itself
         a, b = a[None], b[None]
+    _check_vector_axes(axis, a.ndim - 1)
     e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)

@@ -277,6 +277,10 @@ def summarize_profile(df: pd.DataFrame, by: str | Sequence[str] | None = None,
                              f"{[c for c in df.columns if c not in by_cols]}; received {cols}")
     if len(df) == 0:
         raise ValueError("df must have at least one row; received an empty frame")
+    non_numeric = {c: str(df[c].dtype) for c in cols if not pd.api.types.is_numeric_dtype(df[c])}
+    if non_numeric:
+        raise ValueError(f"metrics must name numeric columns of df; received non-numeric "
+                         f"column(s) {non_numeric}")
     groups = df.groupby(by_cols, sort=True, dropna=False) if by_cols else [((), df)]
     rows = []
     for key, g in groups:

@@ -158,6 +158,21 @@ def test_attention_entropy():
         attention_entropy(np.zeros((1, 3)), np.zeros((4, 5)))
 
 
+def test_attention_entropy_refuses_what_has_no_entropy():
+    # each was a silent NaN or a bare numpy error before
+    K = np.ones((8, 4))
+    with pytest.raises(ValueError, match="q must be finite"):
+        attention_entropy(np.full((1, 4), np.nan), K)
+    with pytest.raises(ValueError, match=r"batch axes of q \(2,\) and K \(3,\) must broadcast"):
+        attention_entropy(np.ones((2, 1, 4)), np.ones((3, 8, 4)))
+    with pytest.raises(ValueError, match="logits q·k/√d exceed the float64 range"):
+        attention_entropy(np.full((1, 4), 1e200), np.full((8, 4), 1e200))
+    with pytest.raises(ValueError, match="K must not be empty"):
+        attention_entropy(np.ones((1, 4)), np.ones((0, 4)))
+    with pytest.raises(TypeError, match="q must be a real numeric array"):
+        attention_entropy(np.array([["a"]]), K)
+
+
 @pytest.mark.parametrize("dist,params", [("gaussian", {}), ("heavy_tailed", {"nu": 1.5}),
                                          ("low_rank", {"rank": 2, "noise": 0.0, "query": "subspace"}),
                                          ("outlier_channels", {})])

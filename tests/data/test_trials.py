@@ -111,3 +111,11 @@ def test_subset_selects_per_trial_meta():
     assert t.subset(slice(2, 4)).meta["text"] == [1, 1]
     assert t.subset(np.array([False, True, False, True])).meta["cluster"].tolist() == [0, 1]
     assert t.meta["text"] == [0, 0, 1, 1]  # the original is untouched
+
+
+def test_astype_names_its_argument():
+    t = Trials(*_arrays())
+    with pytest.raises(TypeError, match=r"dtype must be one of \[float32, float64\]; received 'banana'"):
+        t.astype("banana")
+    with pytest.raises(ValueError, match=r"dtype must be one of \[float32, float64\]; received int64"):
+        t.astype(np.int64)

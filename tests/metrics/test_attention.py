@@ -203,3 +203,12 @@ def test_attention_logits_scaled_when_products_leave_the_range(dtype):
     np.testing.assert_array_equal(ref, (q @ K.T) / np.sqrt(8))
     with pytest.raises(ValueError, match=f"q and K: the logits q·k/√d exceed the {np.dtype(dtype)}"):
         attention_logits((q * big * 1e5).astype(dtype), (K * big * 1e5).astype(dtype))
+
+
+def test_attention_output_batch_axes_of_v_must_broadcast():
+    q, K = np.ones((2, 1, 4)), np.ones((2, 3, 4))
+    with pytest.raises(ValueError, match=r"batch axes of V \(5,\) must broadcast .* \(2,\)"):
+        attention_output(q, K, np.ones((5, 3, 2)))
+    # V shared by the batch broadcasts: uniform weights over rows 0..2 give their mean
+    V = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(attention_output(q, K, V), np.broadcast_to([[2.0, 3.0]], (2, 1, 2)))

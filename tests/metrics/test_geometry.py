@@ -207,3 +207,17 @@ def test_single_vector_input_takes_every_path():
     assert norm_ratio([3e-200, 4e-200], [6e-200, 8e-200]) == pytest.approx(2.0, rel=1e-15)
     assert float(pooled_snr_db([3e200, 4e200], [3e200, 4.5e200])) == pytest.approx(20.0, rel=1e-14)
     assert np.shape(snr_db([3.0, 4.0], [3.0, 4.5])) == ()
+
+
+def test_pooled_axis_must_name_vector_axes():
+    # the feature axis, an axis out of range or a repeated one is a ValueError naming
+    # axis and the allowed range (was numpy's AxisError about the reduced array)
+    x, xh = np.ones((3, 2)), 2 * np.ones((3, 2))
+    for bad in (1, 3, -2, (0, 0)):
+        with pytest.raises(ValueError, match=r"axis must be None or distinct vector axes .*\[-1, 0\]"):
+            pooled_snr_db(x, xh, axis=bad)
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        pooled_snr_db(x, xh, axis="0")
+    # valid forms: pooled over the three vectors, 10·log10(6/3)
+    for good in (0, -1, (0,), None):
+        assert float(pooled_snr_db(x, xh, axis=good)) == pytest.approx(0.0, abs=1e-15)

@@ -257,3 +257,11 @@ def test_profile_of_keys_near_the_float_limit():
     assert np.isfinite(df.drop(columns="trial").to_numpy()).all()
     # that vector's SNR: ‖x‖² / ‖x̂ − x‖² = 1/4 up to the other 7 ordinary coordinates
     assert snr_db(K[0, :1], Kh[0, :1])[0] == pytest.approx(10 * np.log10(0.25), rel=1e-12)
+
+
+def test_summarize_rejects_non_numeric_metric_columns():
+    # was numpy's "could not convert string to float", naming no column
+    df = pd.DataFrame({"kl": ["a", "b"], "snr_k": [1.0, 2.0]})
+    with pytest.raises(ValueError, match=r"metrics must name numeric columns of df; .*'kl'"):
+        summarize_profile(df)
+    assert summarize_profile(df, metrics=["snr_k"])["mean"].tolist() == [1.5]
