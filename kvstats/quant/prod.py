@@ -257,7 +257,17 @@ class ProdQuantizer:
 
     def scores(self, q: Float[np.ndarray, "*batch n_q d"],
                codes: ProdCodes) -> Float[np.ndarray, "*batch n_q n"]:
-        """Inner products ``q @ x̂.T`` ``(*batch, n_q, n)`` (equal to those with :meth:`decode`)."""
+        """Inner products ``q @ x̂.T`` ``(*batch, n_q, n)`` (equal to those with :meth:`decode`).
+
+        Examples
+        --------
+        >>> pq = ProdQuantizer(64, 3, seed=0)
+        >>> rng = np.random.default_rng(1)
+        >>> x, q = rng.standard_normal((10, 64)), rng.standard_normal((2, 64))
+        >>> codes = pq.encode(x)
+        >>> bool(np.allclose(pq.scores(q, codes), q @ pq.decode(codes).T))
+        True
+        """
         codes = self._check(codes)
         q = as_float_array(q, "q", min_ndim=2)
         base = np.asarray(self.mse.decode(codes.mse), dtype=q.dtype)

@@ -129,7 +129,13 @@ class QJLKeyQuantizer:
 
     # -- grouping
     def n_groups(self, n_tokens: int) -> int:
-        """Number of token groups (the last may be partial)."""
+        """Number of token groups (the last may be partial).
+
+        Examples
+        --------
+        >>> QJLKeyQuantizer(64, 64, group_size=32).n_groups(100)
+        4
+        """
         return -(-check_int(n_tokens, "n_tokens", low=1) // self.group_size)
 
     def _token_mask(self, idx: np.ndarray, n_tokens: int) -> np.ndarray:
@@ -235,6 +241,15 @@ class QJLKeyQuantizer:
         """Unbiased estimates of ``q @ K.T``, shape ``(*batch, n_q, N)``, dtype of ``q``.
 
         Equal (to rounding) to ``q @ decode(codes).T``.
+
+        Examples
+        --------
+        >>> qk = QJLKeyQuantizer(32, 64, n_outliers=2, group_size=8, seed=0)
+        >>> rng = np.random.default_rng(1)
+        >>> K, q = rng.standard_normal((20, 32)), rng.standard_normal((3, 32))
+        >>> codes = qk.encode(K)
+        >>> bool(np.allclose(qk.scores(q, codes), q @ qk.decode(codes).T))
+        True
         """
         codes = self._check(codes)
         q = as_float_array(q, "q", min_ndim=2)
@@ -289,6 +304,11 @@ class QJLKeyQuantizer:
         Per token: ``m`` (+ ``outlier_m``) sign bits and one (two) norms; per group:
         ``n_outliers · ceil(log2 d)`` index bits (the information in the indices; they
         are held in uint8/uint16 in memory).
+
+        Examples
+        --------
+        >>> QJLKeyQuantizer(128, 256, n_outliers=4, outlier_m=64, group_size=32).stored_bits(64)
+        {'signs': 16384, 'norm': 1024, 'outlier_signs': 4096, 'outlier_norm': 1024, 'outlier_indices': 56}
         """
         n_tokens = check_int(n_tokens, "n_tokens", low=1)
         norm_bits = 8 * self.norm_dtype.itemsize

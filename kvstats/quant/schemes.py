@@ -55,7 +55,15 @@ class BitBudget:
     breakdown: dict[str, float] = field(default_factory=dict)
 
     def to_frame(self) -> pd.DataFrame:
-        """One-row tidy frame of the scalar fields (the breakdown as ``bits_<part>``)."""
+        """One-row tidy frame of the scalar fields (the breakdown as ``bits_<part>``).
+
+        Examples
+        --------
+        >>> from kvstats.quant.schemes import make_scheme
+        >>> row = make_scheme("KQV", 2, 128).bits_per_coord(64).to_frame()  # values: prod, two norms
+        >>> row[["nominal", "total", "bits_key_norm"]].round(4).values.tolist()
+        [[2.0, 2.1875, 0.125]]
+        """
         row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "breakdown"}
         row.update({f"bits_{part}": bits for part, bits in self.breakdown.items()})
         return pd.DataFrame([row])

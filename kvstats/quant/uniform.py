@@ -106,7 +106,13 @@ class UniformCodes:
         return int(self.codes.nbytes + self.scale.nbytes + self.zero.nbytes)
 
     def stored_bits(self) -> dict[str, int]:
-        """Bits of information stored, by part (codes count ``bits`` each, fp16 16 each)."""
+        """Bits of information stored, by part (codes count ``bits`` each, fp16 16 each).
+
+        Examples
+        --------
+        >>> uniform_quantize(np.ones((4, 64)), 2, group_size=32).stored_bits()
+        {'codes': 512, 'scales': 128, 'zeros': 128}
+        """
         n_elem = int(np.prod(self.shape))
         return {"codes": self.bits * n_elem, "scales": _FP16_BITS * self.scale.size,
                 "zeros": _FP16_BITS * self.zero.size}
@@ -401,7 +407,7 @@ class KIVIValueCoder(_KIVICoder):
     """KIVI values: per token (min/max over groups of ``group_size`` channels), the last
     ``residual`` tokens in float16; a :class:`Coder`.
 
-    Stored bits: codes ``bits·n·d``, scales and zeros ``n·ceil(d/group_size)`` each,
+    Stored bits: codes ``bits·n·d``, scales and zeros ``16·n·ceil(d/group_size)`` each,
     window ``16·R·d`` (n, R as for :class:`KIVIKeyCoder`).
 
     Examples
