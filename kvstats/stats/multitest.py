@@ -124,6 +124,18 @@ def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
     if pvalue_column not in frame.columns:
         raise ValueError(f"pvalue_column must name a column of frame {list(frame.columns)}; "
                          f"received {pvalue_column!r}")
+    column = frame[pvalue_column]
+    if len(column) and not (pd.api.types.is_numeric_dtype(column)
+                            and not pd.api.types.is_bool_dtype(column)):
+        raise TypeError(f"pvalue_column {pvalue_column!r} must hold numeric p-values; received "
+                        f"a column of dtype {column.dtype}")
+    if by is not None:
+        # column names only (a groupby key may also be a function or a Grouper)
+        keys = [by] if isinstance(by, str) else list(by) if isinstance(by, list | tuple) else []
+        missing = [k for k in keys if k not in frame.columns]
+        if missing:
+            raise ValueError(f"by must name columns of frame {list(frame.columns)}; received "
+                             f"{by!r} ({missing} not found)")
     out = frame.copy()
     out["pvalue_adjusted"] = np.nan
     out["reject"] = False

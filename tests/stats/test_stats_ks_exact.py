@@ -170,6 +170,28 @@ def test_permutation_fallback(monkeypatch):
     assert (auto.pvalue * 1000) == pytest.approx(round(auto.pvalue * 1000))
 
 
+@pytest.mark.parametrize("case", ["A", "B", "C"])
+def test_permutation_pvalue_counts_ties_with_the_observed_d(case):
+    # reference: R's exact p-values above. On tied data P(D = d) is a large atom (case A
+    # two-sided: P(D >= d) = 0.308, P(D > d) = 0.240), so counting D* > d instead of
+    # D* >= d lands many standard errors away from R.
+    x, y, pvalues = R_CASES[case]
+    for alternative, p_r in pvalues.items():
+        res = ks_2samp_exact(x, y, alternative=alternative, method="permutation",
+                             n_resamples=20000, seed=4)
+        se = math.sqrt(max(p_r * (1 - p_r), 1e-4) / 20000)
+        assert abs(res.pvalue - p_r) < 4 * se, (alternative, res.pvalue, p_r)
+
+
+def test_location_and_sign_when_d_plus_equals_d_minus():
+    # reference: scipy.stats.ks_2samp(x, y) (statistic, statistic_location, statistic_sign):
+    # with D+ = D- scipy reports the D+ side (+1) at its first maximiser
+    for x, y, loc in (([1, 4], [2, 3], 1.0), ([2, 3], [1, 4], 3.0),
+                      ([1, 1, 4, 4], [2, 3, 2, 3], 1.0)):
+        res = ks_2samp_exact(x, y)
+        assert (res.statistic, res.statistic_location, res.statistic_sign) == (0.5, loc, 1)
+
+
 def test_calibration_three_level_data(calib):
     # Both samples from {0, 1, 2} with equal probabilities, n = m = 30. R 4.2.2's exact
     # ks.test rejects at alpha = 0.05 in 0.0315 of 20,000 replicates (set.seed(20261201);

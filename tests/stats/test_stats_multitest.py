@@ -61,6 +61,38 @@ def test_add_adjusted_pvalues_whole_family_and_groups():
     assert "pvalue_adjusted" in renamed.columns
 
 
+def test_alpha_and_the_ends_of_the_unit_interval():
+    # p = 0 and p = 1 are p-values like any other, and alpha decides the rejections.
+    # Holm by hand: sorted p times 6, 5, 4, 3, 2, 1 with a running max, clipped at 1:
+    # 0, 0.1, 0.12, 0.135, 0.4, 1 (reference also statsmodels' multipletests)
+    p = np.array([0.0, 0.02, 0.03, 0.045, 0.2, 1.0])
+    res = adjust_pvalues(p, alpha=0.1)
+    np.testing.assert_allclose(res.pvalues_adjusted, [0.0, 0.1, 0.12, 0.135, 0.4, 1.0],
+                               rtol=1e-12)
+    assert res.reject.tolist() == [True, True, False, False, False, False] and res.alpha == 0.1
+    assert adjust_pvalues(p).reject.tolist() == [True] + [False] * 5       # alpha = 0.05
+    # BH by hand: p_(i) 6 / i, running min from the top: 0, 0.06, 0.06, 0.0675, 0.24, 1
+    bh = adjust_pvalues(p, method="fdr_bh", alpha=0.065)
+    np.testing.assert_allclose(bh.pvalues_adjusted, [0.0, 0.06, 0.06, 0.0675, 0.24, 1.0],
+                               rtol=1e-12)
+    assert bh.reject.tolist() == [True, True, True, False, False, False]
+    df = pd.DataFrame({"pvalue": p})
+    assert add_adjusted_pvalues(df, alpha=0.1)["reject"].tolist() == res.reject.tolist()
+
+
+@pytest.mark.parametrize("method", ["holm", "fdr_bh", "hommel", "fdr_by", "holm-sidak"])
+def test_adjusted_pvalues_are_monotone_and_dominate_the_raw_ones(method):
+    # step-up/step-down adjustments keep the order of the raw p-values, never lower one,
+    # never exceed 1, and reject exactly where the adjusted value is <= alpha
+    rng = np.random.default_rng(5)
+    p = np.concatenate([rng.random(40), rng.random(10) * 1e-3])
+    res = adjust_pvalues(p, method=method)
+    order = np.argsort(p, kind="stable")
+    assert np.all(np.diff(res.pvalues_adjusted[order]) >= 0)
+    assert np.all(res.pvalues_adjusted >= p) and np.all(res.pvalues_adjusted <= 1)
+    assert np.array_equal(res.reject, res.pvalues_adjusted <= 0.05)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="pvalues must not be empty"):
         adjust_pvalues([])
@@ -76,3 +108,7 @@ def test_bad_input():
         add_adjusted_pvalues({"pvalue": [0.1]})
     with pytest.raises(ValueError, match="pvalue_column must name a column"):
         add_adjusted_pvalues(pd.DataFrame({"p": [0.1]}))
+    with pytest.raises(ValueError, match=r"by must name columns of frame .*'nope'"):
+        add_adjusted_pvalues(pd.DataFrame({"pvalue": [0.1], "budget": [2]}), by=["budget", "nope"])
+    with pytest.raises(TypeError, match="pvalue_column 'pvalue' must hold numeric p-values"):
+        add_adjusted_pvalues(pd.DataFrame({"pvalue": ["0.1"]}))

@@ -133,6 +133,31 @@ def test_complete_separation_interval_is_not_degenerate():
     assert len(frame) == 1 and frame.loc[0, "test"] == "mann_whitney"
 
 
+# Reference: R 4.2.2, Newcombe's (2006) method 5 solved by uniroot (tol = 1e-15) on
+#   f <- function(t, th, m, n, z) { ns <- (m + n) / 2
+#     v <- t * (1 - t) / (m * n) * (1 + (ns - 1) * ((1 - t) / (2 - t) + t / (1 + t)))
+#     (th - t)^2 - z^2 * v }
+# with z <- qnorm(0.5 + conf / 2), the roots below and above th = U / (m n) mapped to
+# r = 2 t - 1, printed with digits = 15 (uniroot(f, c(1e-300, th), ...) and
+# uniroot(f, c(max(th, 1e-12), 1), ...)).
+NEWCOMBE_R = [
+    # Shier's ages: U = 17 of 20, m = 5, n = 4, conf = 0.95
+    (([19, 22, 16, 29, 24], [20, 11, 17, 12]), 0.95, (-0.095894049976297, 0.943635202278339)),
+    # complete separation: th = 0, m = n = 10, conf = 0.95
+    ((np.arange(10.0), np.arange(10.0) + 100), 0.95, (-1.0, -0.600427225762212)),
+    # th = 300/600, m = 20, n = 30, conf = 0.9
+    ((np.arange(20) * 1.5 + 0.25, np.arange(30.0)), 0.9, (-0.26498918690438, 0.26498918690438)),
+]
+
+
+@pytest.mark.parametrize("xy,confidence,limits", NEWCOMBE_R)
+def test_rank_biserial_interval_matches_r_uniroot(xy, confidence, limits):
+    # the interval's value, not only its coverage (which barely moves when N* - 1 is N*)
+    res = mann_whitney(*xy, confidence=confidence)
+    np.testing.assert_allclose((res.rank_biserial_low, res.rank_biserial_high), limits,
+                               rtol=0, atol=1e-12)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n1,n2,delta", [(20, 30, 0.5), (12, 12, 1.5), (40, 40, 0.0)])
 def test_rank_biserial_interval_coverage(calib, n1, n2, delta):
