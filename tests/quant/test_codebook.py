@@ -28,6 +28,30 @@ def test_gaussian_mse_matches_max_1960(bits):
     assert cb.mse == pytest.approx(MAX_1960[bits], rel=1e-3)
 
 
+# Regression pins: the solver's output to 1e-14 (its own convergence target is 1e-12 of the
+# largest centroid, so a change of its start, steps or stopping rule moves these digits and
+# every per-trial result coded with them). Values printed by this solver (scipy 1.x);
+# (smallest positive centroid, largest centroid, mse). The Gaussian ones agree with Max
+# (1960) to his 4 digits.
+PINNED = {
+    (2, "gaussian", None): (0.45278003463736605, 1.510417608499014, 0.1174818478293293),
+    (4, "gaussian", None): (0.12839502985114756, 2.732589570995172, 0.009501008008191475),
+    (8, "gaussian", None): (0.008446193222760136, 4.603535612431813, 4.118508286688929e-05),
+    (2, "beta", 128): (0.03999159519762832, 0.13304152024953492, 0.0009062505490239311),
+    (5, "beta", 128): (0.0057955141501398084, 0.2816564042706735, 1.915203246247345e-05),
+    (8, "beta", 128): (0.0007422871830853123, 0.3892295406982068, 3.1438402658202713e-07),
+    (8, "beta", 16): (0.002017567700480062, 0.8426068188071869, 2.1359673031402628e-06),
+}
+
+
+@pytest.mark.parametrize("key", list(PINNED))
+def test_codebooks_are_pinned(key):
+    bits, dist, dim = key
+    cb = lloyd_max_codebook(bits, dist, dim)
+    got = (cb.centroids[2 ** (bits - 1)], cb.centroids[-1], cb.mse)
+    np.testing.assert_allclose(got, PINNED[key], rtol=1e-14, atol=0)
+
+
 @pytest.mark.parametrize("bits", [2, 3])
 def test_gaussian_levels_match_max_1960(bits):
     cb = lloyd_max_codebook(bits)
@@ -249,6 +273,16 @@ def test_empirical_converges_to_gaussian_codebook(bits):
     cb = empirical_codebook(x, bits)
     np.testing.assert_allclose(cb.centroids, lloyd_max_codebook(bits).centroids, atol=0.05)
     assert cb.mse == pytest.approx(MAX_1960[bits], rel=0.02)
+
+
+def test_empirical_tie_at_a_midpoint_goes_to_the_lower_cell():
+    """A sample point on a cell boundary belongs to the lower cell, as `Codebook.encode`
+    puts it. Worked by hand: x = (0, 0, 1, 2, 2), 1 bit, start at the sample quantiles
+    (0, 2): the midpoint 1 is a sample point; in the lower cell the fixed point is
+    (1/3, 2) (boundary 7/6), in the upper one it would be (0, 5/3)."""
+    cb = empirical_codebook([0.0, 0.0, 1.0, 2.0, 2.0], 1)
+    np.testing.assert_allclose(cb.centroids, [1 / 3, 2.0], rtol=1e-15)
+    assert cb.mse == pytest.approx((2 * (1 / 3) ** 2 + (2 / 3) ** 2) / 5, rel=1e-12)
 
 
 def test_empirical_small_and_bad_samples():
