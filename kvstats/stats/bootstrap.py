@@ -127,11 +127,14 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     check_choice(method, "method", BOOTSTRAP_METHODS)
     rng = as_generator(seed)
+    # one observation: every resample is that value (scipy refuses it without naming it)
+    why = {"studentized": "its standard error", "BCa": "its jackknife"}.get(
+        method, "one value has no resampling variation")
+    for arr, name in zip(data, names):
+        if arr.size < 2:
+            raise ValueError(f"method={method!r} needs at least 2 observations in {name} "
+                             f"({why}); received {arr.size}")
     if method == "studentized":
-        for arr, name in zip(data, names):
-            if arr.size < 2:
-                raise ValueError(f"method='studentized' needs at least 2 observations in {name} "
-                                 f"(its standard error); received {arr.size}")
         with np.errstate(invalid="ignore"):  # NaN quantiles (inf − inf) are refused below
             low, high, se = _studentized(data, pivot, confidence, n_resamples, rng, names)
         if not (np.isfinite(low) and np.isfinite(high)):
@@ -141,11 +144,6 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
         return BootstrapResult(estimate=float(statistic(*data, axis=-1)), low=float(low),
                                high=float(high), standard_error=se, confidence=confidence,
                                method=method, n_resamples=n_resamples)
-    if method == "BCa":
-        for arr, name in zip(data, names):
-            if arr.size < 2:
-                raise ValueError(f"method='BCa' needs at least 2 observations in {name} "
-                                 f"(its jackknife); received {arr.size}")
     with warnings.catch_warnings():
         # 0/0 in BCa's acceleration for degenerate data; a non-finite interval is an error below
         warnings.simplefilter("ignore", RuntimeWarning)
