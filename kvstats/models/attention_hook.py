@@ -33,6 +33,19 @@ class CodedKV:
 
     Only the wrapped ``"sdpa"``/``"eager"`` attention functions (:func:`install`) read it;
     anything else touching it gets a TypeError that explains why.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from kvstats.models import QuantizedCache
+    >>> k = v = torch.randn(1, 2, 5, 64)
+    >>> handle, same = QuantizedCache("KQV", 4).update(k, v, layer_idx=0)
+    >>> type(handle).__name__, handle is same, handle.layer.get_seq_length()
+    ('CodedKV', True, 5)
+    >>> handle.shape
+    Traceback (most recent call last):
+    ...
+    TypeError: QuantizedCache returned a handle on its codes (attribute 'shape' was asked for): ...
     """
 
     __slots__ = ("layer",)

@@ -41,6 +41,18 @@ class Capture:
     attn_out : ndarray or None, ``(n_texts, n_layers, n_q_heads, N, d)``
         The attention module's output before ``o_proj`` (only with
         ``attention_output=True``; used to verify the capture).
+
+    Examples
+    --------
+    What :func:`capture` returns, here built by hand: 1 text, 2 layers, 2 KV heads read by
+    6 query heads (query head ``h`` reads KV head ``h // 3``), 4 tokens, d = 8.
+
+    >>> import numpy as np
+    >>> K = V = np.zeros((1, 2, 2, 4, 8), np.float32)
+    >>> q = np.zeros((1, 2, 6, 4, 8), np.float32)
+    >>> cap = Capture(K, V, q, {"group_size": 3, "n_tokens": 4})
+    >>> cap.K.shape, cap.q.shape[2] // cap.meta["group_size"], cap.attn_out is None
+    ((1, 2, 2, 4, 8), 2, True)
     """
 
     K: np.ndarray

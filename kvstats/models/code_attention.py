@@ -341,6 +341,24 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     -------
     torch.Tensor ``(B, Q, Hq, d)`` in ``query``'s dtype (what transformers' attention
     functions return).
+
+    Examples
+    --------
+    Four query heads on two KV heads, one decode step over 7 coded tokens and a
+    full-precision window of 2: the same as softmax attention over the decoded cache.
+
+    >>> from kvstats.models import QuantizedCache
+    >>> g = torch.Generator().manual_seed(0)
+    >>> k, v = torch.randn(1, 2, 9, 64, generator=g), torch.randn(1, 2, 9, 64, generator=g)
+    >>> handle, _ = QuantizedCache("KQV", 4, window=2).update(k, v, layer_idx=0)
+    >>> q = torch.randn(1, 4, 1, 64, generator=g)
+    >>> out = code_attention(q, handle.layer, None, 64 ** -0.5, n_rep=2)
+    >>> out.shape, handle.layer.n_coded
+    (torch.Size([1, 1, 4, 64]), 7)
+    >>> K, V = (x.repeat_interleave(2, 1) for x in handle.layer.dequantized())
+    >>> ref = (torch.softmax(q @ K.transpose(-1, -2) / 8, -1) @ V).transpose(1, 2)
+    >>> torch.allclose(out, ref, atol=1e-5)
+    True
     """
     from kvstats.models.lut_kernel import kernel
 

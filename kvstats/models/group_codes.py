@@ -106,6 +106,24 @@ class KIVIKeySide(_Side):
 
     Buffers: ``codes`` ``(B, H, n, ceil(d·bits/8))`` packed along channels, ``scale`` and
     ``zero`` ``(B, H, n/group, d)`` float16.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+    >>> keys, _ = make_sides(scheme)
+    >>> rng = np.random.default_rng(0)
+    >>> K, V = rng.standard_normal((2, 1, 2, 16, 64), dtype=np.float32)
+    >>> codes = scheme.quantize(K, V)
+    >>> keys.append(codes.key)                                   # two groups of 8 tokens
+    >>> keys.view("codes").shape, keys.view("scale").shape
+    (torch.Size([1, 2, 16, 16]), torch.Size([1, 2, 2, 64]))
+    >>> K_hat = torch.from_numpy(scheme.dequantize(codes)[0])
+    >>> torch.equal(keys.decode(), K_hat)                        # the numpy decode
+    True
+    >>> q = torch.randn(1, 2, 1, 64)
+    >>> torch.allclose(keys.scores(q), q @ K_hat.transpose(-1, -2), atol=1e-4)
+    True
     """
 
     names = ("codes", "scale", "zero")
@@ -149,6 +167,22 @@ class TokenValueSide(_Side):
     group of ``group`` channels.
 
     Buffers: ``codes`` ``(B, H, n, ceil(d·bits/8))``, ``scale``, ``zero`` ``(B, H, n, ceil(d/group))``.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+    >>> _, values = make_sides(scheme)
+    >>> rng = np.random.default_rng(0)
+    >>> K, V = rng.standard_normal((2, 1, 2, 16, 64), dtype=np.float32)
+    >>> codes = scheme.quantize(K, V)
+    >>> values.append(codes.value)
+    >>> values.view("codes").shape, values.view("scale").shape   # 8 channel groups of 8
+    (torch.Size([1, 2, 16, 16]), torch.Size([1, 2, 16, 8]))
+    >>> V_hat = torch.from_numpy(scheme.dequantize(codes)[1])
+    >>> p = torch.softmax(torch.randn(1, 2, 1, 16), -1)
+    >>> torch.allclose(values.accumulate(p), p @ V_hat, atol=1e-5), torch.equal(values.decode(), V_hat)
+    (True, True)
     """
 
     names = ("codes", "scale", "zero")
@@ -206,6 +240,22 @@ class QJLKeySide(_Side):
 
     Buffers: ``signs`` ``(B, H, n, ceil(m/8))``, ``norms`` ``(B, H, n)``; with outliers
     ``osigns``, ``onorms`` and ``idx`` ``(B, H, n/group, n_outliers)``.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> scheme = kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2)
+    >>> keys, _ = make_sides(scheme)
+    >>> rng = np.random.default_rng(0)
+    >>> K, V = rng.standard_normal((2, 1, 2, 16, 64), dtype=np.float32)
+    >>> codes = scheme.quantize(K, V)
+    >>> keys.append(codes.key)
+    >>> sorted(keys.store), keys.view("idx").shape               # 2 outlier channels per group
+    (['idx', 'norms', 'onorms', 'osigns', 'signs'], torch.Size([1, 2, 2, 2]))
+    >>> q = torch.randn(1, 2, 1, 64)
+    >>> ref = scheme.key_coder.scores(q.numpy(), codes.key)      # the numpy estimator
+    >>> torch.allclose(keys.scores(q), torch.from_numpy(ref), atol=1e-4)
+    True
     """
 
     def __init__(self, coder):

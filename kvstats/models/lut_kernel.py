@@ -291,7 +291,28 @@ _FLAGS = ("-O3", "-shared", "-fPIC", "-fassociative-math", "-fno-signed-zeros", 
 
 
 class LUTKernel:
-    """The loaded loops (see the module docstring); build with :func:`kernel`."""
+    """The loaded loops (see the module docstring); build with :func:`kernel`.
+
+    Examples
+    --------
+    Scores and a weighted sum over the 3-bit codes of 5 tokens (2 heads), against the
+    torch gather of the same centroids:
+
+    >>> import kvstats
+    >>> from kvstats.models.code_attention import SideCoder
+    >>> coder = SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().value])
+    >>> parts = coder.encode(torch.randn(1, 2, 5, 64), fused=False)
+    >>> codes, norms = parts["codes"].view(2, 5, -1), parts["norms"].view(2, 5)
+    >>> c = coder.centroids_of(codes) * norms.float()[..., None]          # (BH, n, D)
+    >>> q, w = torch.randn(2, 3, 64), torch.softmax(torch.randn(2, 3, 5), -1)
+    >>> k = kernel()                                   # None without a C compiler
+    >>> k is None or torch.allclose(k.scores(q, codes, 5, norms, coder.centroids, coder.bits),
+    ...                             q @ c.transpose(-1, -2), atol=1e-5)
+    True
+    >>> k is None or torch.allclose(k.accumulate(w, codes, norms, 1.0, coder.centroids, coder.bits, 64),
+    ...                             w @ c, atol=1e-5)
+    True
+    """
 
     def __init__(self, lib: ctypes.CDLL):
         self._lib = lib

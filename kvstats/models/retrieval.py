@@ -63,6 +63,18 @@ class PasskeyPrompt:
         line break at or before the requested depth).
     offset : int
         First filler token in the concatenated haystack.
+
+    Examples
+    --------
+    >>> class Chars:                      # a stand-in tokenizer: one id per character
+    ...     def decode(self, ids):
+    ...         return "".join(map(chr, ids))
+    >>> hay = [ord(c) for c in "one\\ntwo\\nthree\\n"]
+    >>> p = make_prompt(Chars(), hay, len(hay), 0.5, "4711", chat=False)
+    >>> p.passkey, p.length, p.depth, round(p.realized_depth, 3), p.offset
+    ('4711', 14, 0.5, 0.286, 0)
+    >>> p.text.endswith(ANSWER_PREFIX)
+    True
     """
 
     text: str
