@@ -35,7 +35,15 @@ _KL_FLOOR = 1e-6
 
 
 def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
-    """A colour per scheme from seaborn's colour-blind palette (order of first appearance)."""
+    """A colour per scheme from seaborn's colour-blind palette (order of first appearance).
+
+    Examples
+    --------
+    >>> from kvstats.report.plots import scheme_palette
+    >>> pal = scheme_palette(["KV", "KQV", "KV"])
+    >>> list(pal), len(pal["KV"]), pal["KV"] != pal["KQV"]
+    (['KV', 'KQV'], 3, True)
+    """
     import seaborn as sns
 
     names = list(dict.fromkeys(schemes))
@@ -53,7 +61,22 @@ def _case_label(row: Any, digits: int | None = None) -> str:
 
 def select_case(frame: pd.DataFrame, distribution: str | None = None, params: str | None = None,
                 dim: int | None = None, n_keys: int | None = None) -> pd.DataFrame:
-    """Rows of one case; raises a ValueError listing the cases when the selection is ambiguous."""
+    """Rows of one case; raises a ValueError listing the cases when the selection is ambiguous.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> from kvstats.report.plots import select_case
+    >>> res = kvstats.run_sweep({"schemes": ["KV"], "budgets": [3], "distributions":
+    ...     ["gaussian", "low_rank"], "dims": [32], "n_keys": [64], "n_trials": 4},
+    ...     executor="serial", progress=False)
+    >>> sorted(set(select_case(res.frame, distribution="low_rank")["distribution"]))
+    ['low_rank']
+    >>> select_case(res.frame)
+    Traceback (most recent call last):
+    ...
+    ValueError: the selection (distribution=None, ...) must match exactly one case; it matches 2. ...
+    """
     frame = check_frame(frame)
     sel = frame
     for col, value in zip(CASE_COLUMNS, (distribution, params, dim, n_keys)):
@@ -84,9 +107,9 @@ SHANNON_PHI_NOTE = (
     "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
     "individual trials. Dashed lines (keys and values): Shannon's rate–distortion limit "
     "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
-    "Gaussian source of the case's covariance; no scheme's energy-pooled SNR lies above "
-    "it on Gaussian data (the y axis here is the mean of per-vector dB, which can sit "
-    "slightly above the pooled SNR). The attention output T has no such line: it is not "
+    "Gaussian source of the case's covariance; no code's expected energy-pooled SNR lies "
+    "above it on Gaussian data, a measured one only by sampling error (the y axis here is "
+    "the mean of per-vector dB, which can sit slightly above the pooled SNR). The attention output T has no such line: it is not "
     "coded, its error mixes the key and value errors through the softmax.")
 
 
@@ -358,9 +381,12 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
 
     The report's one sign convention (its tables use the same): **r > 0 when the first
     scheme's values tend to be larger** (better for SNR and recall@5, worse for φ, KL and
-    argmax shift; each panel's title says which). A line that crosses zero with
-    non-overlapping CIs on both sides is a crossover. Filled markers: significant after
-    the report's adjustment.
+    argmax shift; each panel's title says which). Filled markers: significant after the
+    report's adjustment; a crossover (the report's rule,
+    :func:`kvstats.analysis.find_crossovers`) is a line with filled markers on both sides
+    of zero. The error bars are the unadjusted 95% (Newcombe) intervals of r: one that
+    excludes 0 need not be significant after the adjustment, so they do not show a
+    crossover by themselves.
 
     Parameters
     ----------
@@ -509,7 +535,19 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
 
 
 def save_figure(fig: "matplotlib.figure.Figure", stem: str | Path, *, dpi: int = 130) -> dict[str, Path]:
-    """Write ``stem.png`` and ``stem.svg``; close the figure; return the paths."""
+    """Write ``stem.png`` and ``stem.svg``; close the figure; return the paths.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import matplotlib.pyplot as plt
+    >>> from pathlib import Path
+    >>> from kvstats.report.plots import save_figure
+    >>> fig, ax = plt.subplots()
+    >>> paths = save_figure(fig, Path(tempfile.mkdtemp()) / "figs" / "empty")
+    >>> sorted(paths), paths["png"].name, paths["svg"].is_file()
+    (['png', 'svg'], 'empty.png', True)
+    """
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -23,7 +23,7 @@ from kvstats.report.document import records, to_jsonable
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
                                      _case_title, _resolution, _slug, build_document)
-from kvstats.results import SweepResult, load_result
+from kvstats.results import REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report", "REPORT_RECORD"]
 
@@ -83,7 +83,19 @@ def _write_record(out: Path, paths: Sequence[Path]) -> Path:
 
 @dataclass(frozen=True)
 class Report:
-    """What :func:`hypothesis_report` wrote: its tables and the paths of every file."""
+    """What :func:`hypothesis_report` wrote: its tables and the paths of every file.
+
+    Examples
+    --------
+    >>> import kvstats, tempfile
+    >>> res = kvstats.run_sweep({"schemes": ["KV", "KQV"], "budgets": [3], "distributions":
+    ...     ["gaussian"], "dims": [32], "n_keys": [64], "n_trials": 12}, executor="serial",
+    ...     progress=False)
+    >>> rep = kvstats.hypothesis_report(res, tempfile.mkdtemp(), figures=False,
+    ...                                 energy_resamples=19, bootstrap_resamples=99)
+    >>> rep.files["markdown"].name, rep.figures, sorted(set(rep.comparisons["test"]))
+    ('report.md', {}, ['energy', 'ks', 'mann_whitney'])
+    """
 
     summary: pd.DataFrame
     comparisons: pd.DataFrame
@@ -256,17 +268,33 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool) -> str
         k, n = cells["cluster"].nunique(), cells.size()
         return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "
                 f"{_span(n)} trials come from {_span(k)} clusters, whose trials share the text and "
-                "are not independent; every test and interval uses the cluster means "
-                "(kvstats.analysis.aggregate_clusters). The trial-level tests are in "
+                "are not independent; every test, interval, count and figure uses the cluster "
+                "means (kvstats.analysis.aggregate_clusters), except the measured k_snr_db and "
+                "variance ratios of \"Theory beside measurement\" (trial-level, said there). "
+                "The trial-level tests are in "
                 "tables/comparisons_trial_level.csv and the section \"Trial-level tests (not "
                 "independent)\", labelled as such.")
     if clustered:
         return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
                 "trials come in fewer clusters (texts) than trials: trial-level (not independent) "
                 "p-values, optimistic.")
+    pairing = ("All schemes of a case see the same trials; the two-sample tests ignore that "
+               "pairing, which makes them conservative when a trial that is hard for one scheme "
+               "tends to be hard for the other (positively correlated pairs, the usual case) and "
+               "would make them anti-conservative only under a negative correlation.")
+    real = "distribution" in trials and bool((trials["distribution"] == REAL).any())
+    if real and ("cluster" not in trials or trials["cluster"].isna().all()):
+        return ("Unit of observation: the trial. The frame records no text (cluster) per real "
+                "trial, so trials that share a text, if any, are treated as independent: "
+                "optimistic p-values. " + pairing)
+    if real:
+        only = bool((trials["distribution"] == REAL).all())
+        return (("Unit of observation: the text (of a real capture): each real trial here comes "
+                 "from its own text, so trials and texts coincide"
+                 + ("" if only else "; in synthetic cases, the trial (an independent K, V, q and "
+                    "an independent draw of the scheme's randomness)") + ". ") + pairing)
     return ("Unit of observation: the trial (an independent K, V, q and an independent draw of the "
-            "scheme's randomness). All schemes of a case see the same trials; the two-sample tests "
-            "ignore that pairing, which makes them conservative, not anti-conservative.")
+            "scheme's randomness). " + pairing)
 
 
 def _span(values: pd.Series) -> str:

@@ -50,6 +50,11 @@ def _p(x: float) -> str:
     return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
 
 
+def _pct(level: float) -> str:
+    """A confidence level as a percentage, never truncated (0.975 → "97.5%", not "97%")."""
+    return f"{100 * float(level):.10g}%"
+
+
 def _ci(mean: float, low: float, high: float) -> str:
     if mean == low == high:
         return _num(mean)
@@ -58,10 +63,14 @@ def _ci(mean: float, low: float, high: float) -> str:
 
 #: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
 HEAVY_MARK = "‡"
-HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the 95% upper confidence bound of Hill's tail index α "
-              "is below 2): the variance is infinite at 95% confidence and the bootstrap CI of "
-              "the mean is not reliable; read the median, p99 and max, and the rank tests. The "
-              "\"kl tail α\" column is that bound.")
+HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the one-sided 95% upper confidence bound of Hill's "
+              "tail index α of the values is below 2): under a Pareto-type tail the data reject a "
+              "finite variance at the 5% level, and the bootstrap CI of the mean is not reliable; "
+              "read the median, p99 and max, and the rank tests. A bounded metric (φ ≤ π; recall@5 "
+              "and argmax shift ≤ 1) has a finite variance: its mark says that at this n its "
+              "largest values spread like such a tail, so the bootstrap CI of its mean may still "
+              "undercover. The \"kl tail α\" column is that bound for KL; every metric's is the "
+              "tail_index column of tables/summary.csv.")
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -82,8 +91,9 @@ def _slug(text: str) -> str:
 
 
 # ---------------------------------------------------------------------- the report
-def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Wide, formatted table: one row per scheme at one case and budget."""
+def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
+    """Wide, formatted table: one row per scheme at one case and budget; ``unit`` names the
+    count column (what the means and intervals are over: "trials", or "texts" on cluster means)."""
     rows = []
     for scheme, grp in summary.groupby("scheme", sort=False):
         g = grp.set_index("metric")
@@ -95,22 +105,28 @@ def _scheme_table(summary: pd.DataFrame) -> pd.DataFrame:
         row["kl p99"] = _num(g.loc["kl", "p99"])
         row["kl max"] = _num(g.loc["kl", "max"])
         row["kl tail α (95% upper)"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
-        row["trials"] = int(g.loc["kl", "n_trials"])
+        row[unit] = int(g.loc["kl", "n_trials"])
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _heavy_summary(summary: pd.DataFrame, theory: pd.DataFrame) -> str:
-    """One sentence counting the summary (by metric) and theory rows flagged as heavy-tailed."""
-    n_theory = int((~theory["ci_reliable"].astype(bool)).sum()) if "ci_reliable" in theory else 0
-    in_theory = f"{n_theory} of {len(theory)} theory-table rows"
+    """One sentence counting the flagged (heavy-tailed) rows of each table the report prints:
+    the summary means by metric, then the theory and the rate–distortion tables apart."""
     bad = summary[~summary["ci_reliable"].astype(bool)] if "ci_reliable" in summary else summary[:0]
-    if bad.empty:
-        return f"no summary mean is marked {HEAVY_MARK}; {in_theory} are."
-    counts = bad.groupby("metric", sort=False).size()
-    return (f"{len(bad)} of {len(summary)} summary means are marked {HEAVY_MARK} ("
-            + ", ".join(f"{m}: {c}" for m, c in counts.items()) + ")"
-            + (f", and {in_theory}." if n_theory else "."))
+    text = (f"no summary mean is marked {HEAVY_MARK}" if bad.empty else
+            f"{len(bad)} of {len(summary)} summary means are marked {HEAVY_MARK} ("
+            + ", ".join(f"{m}: {c}" for m, c in bad.groupby("metric", sort=False).size().items())
+            + ")")
+    is_bound = theory["quantity"].isin(list(BOUND_QUANTITIES.values())) if "quantity" in theory \
+        else pd.Series(False, index=theory.index)
+    tables = []
+    for part, name in ((theory[~is_bound], "\"Theory beside measurement\""),
+                       (theory[is_bound], "\"Distance to the rate–distortion limit\"")):
+        if len(part):
+            n = int((~part["ci_reliable"].astype(bool)).sum()) if "ci_reliable" in part else 0
+            tables.append(f"{n} of {len(part)} rows of {name}")
+    return text + ("; " + ", ".join(tables) if tables else "") + "."
 
 
 #: Column header of the rank-biserial r: the report's one sign convention (tables and figures).
@@ -118,7 +134,10 @@ R_HEADER = "r [95% CI] (> 0: a larger)"
 #: What r's sign means, said once in the report's header and the figures' captions.
 R_CONVENTION = ("r is the rank-biserial correlation of scheme a (the pair's first) against b: "
                 "**r > 0 when a's values tend to be larger**, in every table and figure (for φ, "
-                "KL and argmax shift, where lower is better, r > 0 means a is worse).")
+                "KL and argmax shift, where lower is better, r > 0 means a is worse). Its 95% CI is "
+                "Newcombe's (2006, method 5) score interval for θ = P(a > b) + ½P(a = b), mapped "
+                "to r = 2θ − 1, and is not adjusted for the family: an interval that excludes 0 "
+                "need not be significant after the correction.")
 
 
 def _pvalue_cell(row: Any) -> str:
@@ -129,15 +148,46 @@ def _pvalue_cell(row: Any) -> str:
     return text
 
 
-def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
-    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test) plus energy rows."""
+def _pair_label(r: Any) -> str:
+    """"a vs b", naming b's budget when it differs from a's (the table's heading is a's)."""
+    label = f"{r.scheme_a} vs {r.scheme_b}"
+    return label if r.budget_b == r.budget else f"{label} ({r.scheme_b} at n = {r.budget_b:g})"
+
+
+def _heavy_keys(summary: pd.DataFrame) -> frozenset[tuple]:
+    """(case..., budget, scheme, metric) of every summary mean marked heavy-tailed."""
+    if "ci_reliable" not in summary or summary.empty:
+        return frozenset()
+    bad = summary[~summary["ci_reliable"].astype(bool)]
+    cols = [*CASE_COLUMNS, "budget", "scheme", "metric"]
+    return frozenset(tuple(k) for k in bad[cols].itertuples(index=False))
+
+
+def _mean_heavy(r: Any, heavy: frozenset[tuple]) -> bool:
+    """Whether a mean behind a (ratio-of-means) equivalence row is marked heavy-tailed."""
+    case = tuple(getattr(r, c) for c in CASE_COLUMNS)
+    return ((*case, r.budget, r.scheme_a, r.metric) in heavy
+            or (*case, r.budget_b, r.scheme_b, r.metric) in heavy)
+
+
+#: After a ratio-of-means equivalence verdict whose means are marked ‡.
+EQUIVALENCE_HEAVY_NOTE = (f"{HEAVY_MARK} after an equivalence verdict: a mean behind it is marked "
+                          f"{HEAVY_MARK} (heavy tail), so the t-based TOST of the ratio of means is "
+                          "not reliable there; a rank margin (equivalence_test = \"rank\") needs "
+                          "no moments.")
+
+
+def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
+                      ratio: bool = True) -> pd.DataFrame:
+    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test) plus energy
+    rows; ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡."""
     rows = []
     key = ["scheme_a", "scheme_b", "metric"]
     mw = comp[comp["test"] == "mann_whitney"]
     ks = comp[comp["test"] == "ks"].set_index(key)
     eq = comp[comp["test"] == "equivalence"].set_index(key)
     for r in mw.itertuples(index=False):
-        row = {"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": r.metric,
+        row = {"pair": _pair_label(r), "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
                R_HEADER: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
                "U": f"{r.statistic:.7g}", "p adj (MW)": _p(r.pvalue_adjusted)}
@@ -153,10 +203,14 @@ def _comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
             # no shift in location, but the distributions differ: say so, not "no difference"
             row["winner"] = "no significant shift (KS: distributions differ)"
         if not eq.empty:
-            row["equivalence"] = _equivalence_cell(eq.loc[k]) if k in eq.index else ""
+            row["equivalence"] = ""
+            if k in eq.index:
+                row["equivalence"] = _equivalence_cell(eq.loc[k])
+                if ratio and _mean_heavy(r, heavy) and not math.isnan(eq.loc[k, "pvalue"]):
+                    row["equivalence"] += f" {HEAVY_MARK}"
         rows.append(row)
     for r in comp[comp["test"] == "energy"].itertuples(index=False):
-        rows.append({"pair": f"{r.scheme_a} vs {r.scheme_b}", "metric": "6D energy (standardised)",
+        rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised)",
                      "mean a": "", "mean b": "", R_HEADER: "", "U": "",
                      "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
                      "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
@@ -266,13 +320,13 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
                  f" resolution), each stopping after {opts['energy_stop']} exceedances: {early} of "
                  f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
     text += (f"{res['not_resolvable']} test(s) could not have rejected (\"not resolvable\"). "
-             f"Means with {int(opts['confidence'] * 100)}% bootstrap CIs (BCa, "
+             f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
              f"{opts['bootstrap_resamples']} resamples).")
     return text
 
 
 def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any],
-                         digits: int | None = None) -> None:
+                         digits: int | None = None, heavy: frozenset[tuple] = frozenset()) -> None:
     eq = comp[comp["test"] == "equivalence"]
     if eq.empty:
         return
@@ -284,18 +338,23 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
           "rejects after the family's adjustment; \"different\": it does not but the Mann–Whitney "
           "test does; \"inconclusive\": neither — the data show neither a difference nor "
-          f"equivalence. Intervals are the unadjusted {1 - 2 * opts['alpha']:.0%} intervals of the "
+          f"equivalence. Intervals are the unadjusted {_pct(1 - 2 * opts['alpha'])} intervals of the "
           "estimate; the verdict uses the adjusted p-values.")
     counts = eq["verdict"].str.split(" \\(").str[0].value_counts()
     doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")
+    marked = [opts["equivalence_test"] == "ratio" and not math.isnan(r.pvalue) and _mean_heavy(r, heavy)
+              for r in eq.itertuples(index=False)]
     doc.ul([f"{_case_title(r._asdict(), digits)}, n = {r.budget:g}"
             + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: **{r.verdict}**"
+            + (f" {HEAVY_MARK}" if mark else "")
             + ("" if math.isnan(r.pvalue) else
-               f" (estimate {_num(r.effect)}, {1 - 2 * opts['alpha']:.0%} CI [{_num(r.effect_low)}, "
+               f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{_num(r.effect_low)}, "
                f"{_num(r.effect_high)}], region [{_num(r.margin_low)}, {_num(r.margin_high)}], "
                f"adjusted TOST p {_p(r.pvalue_adjusted)})")
-            for r in eq.itertuples(index=False)])
+            for r, mark in zip(eq.itertuples(index=False), marked)])
+    if any(marked):
+        doc.p(EQUIVALENCE_HEAVY_NOTE)
 
 
 def _trial_level_section(doc: Document, comp_trials: pd.DataFrame) -> None:
@@ -317,21 +376,75 @@ TIES_NOTE = ("† marks a KS p-value on tied values: exact, conditional on the t
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None) -> Document:
+    """The report's document: header, equivalence, crossovers, figures, per-case tables, theory.
+
+    Every verdict it prints is one the tests support: a winner only at a Mann–Whitney
+    adjusted p ≤ α, "not resolvable" where the test could not have rejected, equality
+    never (only the equivalence section's TOST, with declared margins, says "equivalent").
+
+    Parameters
+    ----------
+    result : SweepResult
+        The sweep (manifest and config for the header).
+    summary, comp, cross, theory : DataFrame
+        :func:`~kvstats.analysis.summary_table`, :func:`~kvstats.analysis.compare_schemes`,
+        :func:`~kvstats.analysis.find_crossovers`, :func:`~kvstats.analysis.theory_table`
+        (on cluster means where the unit is the cluster; the theory table on trials).
+    figs : dict of str to Path
+        Figure name → PNG path (empty: no figures).
+    opts : dict
+        The validated ``[report]`` options (:func:`kvstats.report.options.validate_report_options`).
+    unit_text : str
+        The header's sentence on the unit of observation.
+    comp_trials : DataFrame or None
+        The trial-level tests of clustered data (None: the unit is the trial); its
+        presence makes every count, mean and figure read as over clusters (texts).
+
+    Returns
+    -------
+    Document
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> from kvstats.analysis import compare_schemes, find_crossovers, summary_table, theory_table
+    >>> from kvstats.report.options import validate_report_options
+    >>> from kvstats.report.sections import build_document
+    >>> res = kvstats.run_sweep({"schemes": ["KV", "KQV"], "budgets": [3], "distributions":
+    ...     ["gaussian"], "dims": [32], "n_keys": [64], "n_trials": 12}, executor="serial",
+    ...     progress=False)
+    >>> comp = compare_schemes(res.frame, [("KV", "KQV")], energy_resamples=19)
+    >>> doc = build_document(res, summary_table(res.frame, n_resamples=99), comp,
+    ...     find_crossovers(comp), theory_table(res.frame, n_resamples=99), {},
+    ...     validate_report_options(), "Unit of observation: the trial.", None)
+    >>> md = doc.markdown(".")
+    >>> md.splitlines()[0], "| KV vs KQV | kl |" in md
+    ('# kvstats hypothesis report', True)
+    """
     doc = Document()
     # case labels: params' numbers to the fewest significant digits (≥ 4) that keep the cases apart
     digits = label_digits(summary["params"]) if "params" in summary else None
     # any mean (summary or theory table) whose bootstrap CI is flagged as not reliable
     heavy = any(not bool(v) for t in (summary, theory) if "ci_reliable" in t
                 for v in t["ci_reliable"])
+    heavy_keys = _heavy_keys(summary)
+    ratio = opts["equivalence_test"] == "ratio"
+    # on cluster means (real captures: the texts) every count, mean and interval is over clusters
+    clustered = comp_trials is not None
+    real_only = "distribution" in summary and bool((summary["distribution"] == REAL).all())
+    unit = ("texts" if real_only else "clusters") if clustered else "trials"
     man = result.manifest
     cfg = result.config
+    synthetic = [d for d in cfg.distributions if d.name != REAL]
+    has_real = len(synthetic) < len(cfg.distributions)
     doc.h(1, "kvstats hypothesis report")
     git = man.get("git") or {}
     doc.ul([
-        f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell, {cfg.n_queries} "
-        f"quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
-        + (" (a real trial's queries: its KV head's query heads at the last position)"
-           if any(d.name == REAL for d in cfg.distributions) else "")
+        f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
+        + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
+           if synthetic else "")
+        + (", a real trial's queries: its KV head's query heads at the last position"
+           if has_real else "")
         + f", root seed {man.get('seed')}; "
         f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
         f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
@@ -351,7 +464,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         unit_text,
         TIES_NOTE,
     ])
-    _equivalence_section(doc, comp, opts, digits)
+    _equivalence_section(doc, comp, opts, digits, heavy_keys)
 
     doc.h(2, "Crossovers of the winner across budgets")
     if cross.empty:
@@ -393,6 +506,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         from kvstats.report.plots import SHANNON_PHI_NOTE
         doc.h(2, "Reading the Shannon–φ planes")
         doc.p(SHANNON_PHI_NOTE)
+        if clustered:
+            doc.p(f"Here the unit is the cluster: every mean, cross and faint dot of these figures "
+                  f"is over {unit} (each dot one of the {unit}, the mean of its trials), not over "
+                  "trials.")
     for case_key, case_sum in summary.groupby(list(CASE_COLUMNS), sort=False):
         case = dict(zip(CASE_COLUMNS, case_key))
         title = _case_title(case, digits)
@@ -412,10 +529,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             case_comp = case_comp[case_comp[col] == case[col]]
         for budget, bsum in case_sum.groupby("budget", sort=True):
             doc.h(3, f"{title}: n = {budget:g} bits per coordinate")
-            doc.table(_scheme_table(bsum))
+            doc.table(_scheme_table(bsum, unit))
             bcomp = case_comp[case_comp["budget"] == budget]
             if not bcomp.empty:
-                doc.table(_comparison_table(bcomp))
+                doc.table(_comparison_table(bcomp, heavy_keys, ratio))
     is_bound = theory["quantity"].isin(list(BOUND_QUANTITIES.values()))
     bounds, theory = theory[is_bound], theory[~is_bound]
     doc.h(2, "Distance to the rate–distortion limit")
@@ -428,8 +545,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.table(_bound_fmt(bounds, digits))
     doc.h(2, "Theory beside measurement")
     if theory.empty:
-        doc.p(f"No scheme with a closed-form prediction ({', '.join(theory_schemes())}) at integer "
-              "budgets.")
+        doc.p(f"No closed-form prediction here: none of the schemes that have one "
+              f"({', '.join(theory_schemes())}) was run at an integer budget.")
     else:
         present = set(summary["scheme"])
         pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]
@@ -440,7 +557,11 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               f"{_pairs_text(pairs, '{p} over {m}')} at equal n, predicted "
               f"(π/2 − 1/d_pad)·D_{{n−1}}/D_n (→ 2π). `ip_var_ratio_residual`: "
               f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
-              "See kvstats.analysis.theory_table.")
+              "See kvstats.analysis.theory_table."
+              + (" The measured means and bootstrap CIs of this table are over trials, not "
+                 f"{unit}: the trials of one cluster are correlated, so these intervals are "
+                 "optimistic (the rate–distortion gaps above are over "
+                 f"{unit})." if clustered else ""))
         doc.table(_theory_fmt(theory, digits))
 
     if comp_trials is not None:

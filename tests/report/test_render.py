@@ -120,7 +120,7 @@ def test_heavy_tailed_means_are_marked_once_without_warnings(tmp_path):
     kl_col = md.splitlines()[[i for i, l in enumerate(md.splitlines()) if l.startswith("| scheme |")][0]]
     assert "kl tail α (95% upper)" in kl_col
     html = rep.files["html"].read_text()
-    assert HEAVY_MARK in html and "tail index α is below 2" in html
+    assert HEAVY_MARK in html and "tail index α of the values is below 2" in html
     summary = pd.read_csv(rep.files["summary"])
     assert summary.loc[~summary.ci_reliable, "metric"].tolist() == ["kl"]
 

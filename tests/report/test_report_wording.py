@@ -1,0 +1,221 @@
+"""The report's sentences say what the tests and tables support, pinned on constructed frames.
+
+Each test plants a situation (a cross-budget pair, a confidence level, clustered texts,
+heavy tails behind an equivalence verdict, ...) and reads the words the report prints.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kvstats.analysis import METRICS
+from kvstats.report import hypothesis_report
+from kvstats.report.options import validate_report_options
+from kvstats.report.sections import (EQUIVALENCE_HEAVY_NOTE, HEAVY_MARK, HEAVY_NOTE, R_CONVENTION,
+                                     _heavy_summary, _pct, build_document)
+from kvstats.results import SweepResult
+from kvstats.sweep import SweepConfig
+
+from _sweep_frames import make_frame
+
+
+def _result(frame, schemes=("KQV", "QKQV"), report=None, distributions=("gaussian",)):
+    cfg = SweepConfig.from_dict({"schemes": list(schemes), "distributions": list(distributions),
+                                 "budgets": [2, 3], "n_trials": 20,
+                                 "report": {"bootstrap_resamples": 99, **(report or {})}})
+    manifest = {"n_cells": 4, "seed": 0, "started": "t0", "finished": "t1", "seconds": 1.0,
+                "n_computed": 4, "executor": "serial", "host": {"platform": "test", "cpus": 2},
+                "git": None, "versions": {"numpy": np.__version__}}
+    return SweepResult(frame, manifest, cfg)
+
+
+def _table_rows(md, first_cell):
+    return [line for line in md.splitlines() if line.startswith(f"| {first_cell} |")]
+
+
+def _header(md, first="scheme"):
+    return next(line for line in md.splitlines() if line.startswith(f"| {first} |"))
+
+
+# ---------------------------------------------------------------- what a row compares
+def test_a_cross_budget_pair_names_the_budget_of_its_second_scheme(tmp_path):
+    """K4V2 (3 bits) vs K4V4 (4 bits) sits in the n = 3 table: the row must say K4V4 is at
+    n = 4, or its "mean b" reads as K4V4 at 3 bits."""
+    f = make_frame({("K4V2", 3): 0.0, ("K4V4", 4): 1.0}, n=30, seed=11)
+    rep = hypothesis_report(_result(f, ("K4V2", "K4V4")), tmp_path, figures=False,
+                            comparisons=[("K4V2", "K4V4")], energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    label = "K4V2 vs K4V4 (K4V4 at n = 4)"
+    rows = _table_rows(md, label)
+    assert len(rows) == len(METRICS) + 1                      # every metric and the energy row
+    assert not _table_rows(md, "K4V2 vs K4V4")
+    # a same-budget pair keeps the plain label
+    g = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=30, seed=12)
+    md = hypothesis_report(_result(g), tmp_path / "same", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert len(_table_rows(md, "KQV vs QKQV")) == len(METRICS) + 1 and " at n = " not in md
+    # no closed form for these schemes: the theory section says why, not "at integer budgets"
+    assert "none of the schemes that have one" in rep.files["markdown"].read_text()
+
+
+# ---------------------------------------------------------------- levels and methods
+@pytest.mark.parametrize("level, text", [(0.95, "95%"), (0.975, "97.5%"), (0.999, "99.9%"),
+                                         (0.57, "57%"), (0.9, "90%")])
+def test_confidence_levels_print_exactly(level, text):
+    # int(0.975 * 100) = 97 and int(0.57 * 100) = 56: a truncated level misstates the interval
+    assert _pct(level) == text
+
+
+def test_header_states_the_confidence_level_the_tables_use(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=30, seed=13)
+    rep = hypothesis_report(_result(f, report={"confidence": 0.975, "alpha": 0.0125,
+                                               "equivalence": {"kl": 0.5}}),
+                            tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    assert "Means with 97.5% bootstrap CIs (BCa, 99 resamples)" in md
+    # the TOST intervals are 1 − 2α = 97.5%, not the rounded "98%"
+    assert "unadjusted 97.5% intervals" in md and "97.5% CI [" in md and "98%" not in md
+
+
+def test_r_states_its_interval_method_and_that_it_is_unadjusted(tmp_path):
+    assert "Newcombe" in R_CONVENTION and "not adjusted for the family" in R_CONVENTION
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.3}, n=30, seed=14)
+    md = hypothesis_report(_result(f), tmp_path, figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert R_CONVENTION in md
+
+
+# ---------------------------------------------------------------- heavy tails
+def test_heavy_summary_counts_each_printed_table_apart():
+    summary = pd.DataFrame({"metric": ["kl", "kl", "phi_t"], "ci_reliable": [False, True, True]})
+    theory = pd.DataFrame({"quantity": ["k_snr_db", "ip_var_ratio_same_budget", "k_snr_bound",
+                                        "v_snr_bound", "k_snr_bound"],
+                           "ci_reliable": [True, False, True, True, False]})
+    assert _heavy_summary(summary, theory) == (
+        "1 of 3 summary means are marked ‡ (kl: 1); 1 of 2 rows of \"Theory beside "
+        "measurement\", 1 of 3 rows of \"Distance to the rate–distortion limit\".")
+    light = summary.assign(ci_reliable=True)
+    assert _heavy_summary(light, theory[:2]).startswith(
+        "no summary mean is marked ‡; 1 of 2 rows of \"Theory beside measurement\".")
+
+
+def test_heavy_note_does_not_claim_an_infinite_variance_for_bounded_metrics():
+    assert "bounded metric" in HEAVY_NOTE and "finite variance" in HEAVY_NOTE
+    assert "The \"kl tail α\" column is that bound for KL" in HEAVY_NOTE
+    assert "the variance is infinite at 95% confidence" not in HEAVY_NOTE
+
+
+def _pareto_kl(f, seed):
+    rng = np.random.default_rng(seed)
+    f["kl"] = 1.0 + rng.pareto(1.0, len(f))          # Hill α ≈ 1 for both schemes
+    return f
+
+
+def test_a_ratio_equivalence_on_heavy_tailed_means_is_marked(tmp_path):
+    f = _pareto_kl(make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=400, seed=15), 16)
+    rep = hypothesis_report(_result(f, report={"equivalence": {"kl": 1.0}}), tmp_path,
+                            figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    kl = next(line for line in _table_rows(md, "KQV vs QKQV") if "| kl |" in line)
+    assert kl.rstrip(" |").endswith(HEAVY_MARK)
+    assert EQUIVALENCE_HEAVY_NOTE in md
+    item = next(line for line in md.splitlines() if line.startswith("- ") and ", kl: **" in line)
+    assert f"** {HEAVY_MARK} (" in item
+    # a light-tailed KL: no mark, no note
+    g = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=400, seed=15)
+    md = hypothesis_report(_result(g, report={"equivalence": {"kl": 1.0}}), tmp_path / "light",
+                           figures=False, energy_resamples=19).files["markdown"].read_text()
+    assert EQUIVALENCE_HEAVY_NOTE not in md
+    assert not next(line for line in _table_rows(md, "KQV vs QKQV")
+                    if "| kl |" in line).rstrip(" |").endswith(HEAVY_MARK)
+    # a rank margin needs no moments: no mark on the same heavy data
+    md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}),
+                           tmp_path / "rank", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert EQUIVALENCE_HEAVY_NOTE not in md
+
+
+# ---------------------------------------------------------------- the unit of observation
+def _clustered_frame(n_texts=12, per_text=10, seed=4):
+    rng = np.random.default_rng(seed)
+    effect = rng.normal(0, 1, n_texts)
+    parts = []
+    for scheme in ("KQV", "QKQV"):
+        for budget in (2.0, 3.0):
+            text = np.repeat(np.arange(n_texts), per_text)
+            data = {m: effect[text] + rng.normal(0, 0.3, text.size) for m in METRICS}
+            data["kl"] = np.exp(data["kl"])
+            parts.append(pd.DataFrame(data).assign(
+                distribution="real", params="layer=0", dim=64, n_keys=256, budget=budget,
+                scheme=scheme, bits_nominal=budget, bits_total=budget + 0.25,
+                trial=np.arange(text.size), cluster=text))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_on_cluster_means_counts_theory_and_figures_say_texts(tmp_path):
+    f = _clustered_frame()
+    result = _result(f)
+    rep = hypothesis_report(result, tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    header = _header(md)
+    assert header.rstrip(" |").endswith("| texts") and "| trials |" not in header
+    row = _table_rows(md, "KQV")[0]
+    assert row.rstrip(" |").endswith("| 12")                   # 12 texts, not 120 trials
+    assert "measured means and bootstrap CIs of this table are over trials, not texts" in md
+    assert "except the measured k_snr_db" in md
+    # the Shannon–φ note, whose words are per trial, is followed by the unit of its points
+    opts = validate_report_options({"bootstrap_resamples": 99})
+    trials = pd.read_csv(rep.files["comparisons_trial_level"])
+    fig = tmp_path / "shannon_phi_k_x.png"
+    doc = build_document(result, rep.summary, rep.comparisons, rep.crossovers, rep.theory,
+                         {"shannon_phi_k_x": fig}, opts, "unit", trials)
+    assert "every mean, cross and faint dot of these figures is over texts" in doc.markdown(tmp_path)
+    doc = build_document(result, rep.summary, rep.comparisons, rep.crossovers, rep.theory,
+                         {"shannon_phi_k_x": fig}, opts, "unit", None)
+    assert "faint dot of these figures is over" not in doc.markdown(tmp_path)
+
+
+def test_synthetic_unit_text_qualifies_the_pairing(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=17)
+    md = hypothesis_report(_result(f), tmp_path, figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    unit = next(line for line in md.splitlines() if line.startswith("- Unit of observation"))
+    assert unit.startswith("- Unit of observation: the trial (an independent K, V, q")
+    assert "conservative when a trial that is hard for one scheme" in unit
+    assert "not anti-conservative" not in unit
+    assert _header(md).rstrip(" |").endswith("| trials")
+
+
+def test_real_trials_one_per_text_are_called_texts(tmp_path):
+    """A real capture with one trial per text (e.g. one layer and KV head): not clustered,
+    yet the unit is the text, not 'an independent K, V, q'."""
+    f = _clustered_frame(n_texts=20, per_text=1)
+    md = hypothesis_report(_result(f), tmp_path, figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    unit = next(line for line in md.splitlines() if line.startswith("- Unit of observation"))
+    assert unit.startswith("- Unit of observation: the text (of a real capture)")
+    assert "independent K, V, q" not in unit
+    # without a cluster column nothing says the trials' texts differ: optimistic, said so
+    g = f.drop(columns="cluster")
+    md = hypothesis_report(_result(g), tmp_path / "nocluster", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert "records no text (cluster) per real trial" in md and "optimistic p-values" in md
+
+
+def test_a_real_only_sweep_does_not_count_synthetic_queries(tmp_path):
+    path = tmp_path / "cap.npz"
+    x = np.ones((2, 1, 1, 16, 8), np.float32)
+    np.savez(path, K=x, V=x, q=np.ones((2, 1, 3, 16, 8), np.float32), meta=json.dumps({}))
+    real = {"name": "real", "params": {"path": str(path)}}
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=18,
+                   case=("real", f"path={path}", 8, 16))
+    md = hypothesis_report(_result(f, distributions=(real,)), tmp_path / "rep", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    sweep = next(line for line in md.splitlines() if line.startswith("- Sweep:"))
+    assert "synthetic" not in sweep and "a real trial's queries" in sweep
+    md = hypothesis_report(_result(f.assign(distribution="gaussian", params="-")), tmp_path / "syn",
+                           figures=False, energy_resamples=19).files["markdown"].read_text()
+    sweep = next(line for line in md.splitlines() if line.startswith("- Sweep:"))
+    assert "1 query per synthetic trial" in sweep and "real trial" not in sweep
