@@ -130,6 +130,29 @@ def test_studentized_equals_hand_written_bootstrap_t():
     assert res.high - x.mean() > x.mean() - res.low
 
 
+def test_studentized_ratio_equals_hand_written_bootstrap_t():
+    # reference: the bootstrap-t of mean(x)/mean(y) written out with the same generator
+    # draws (x's indices, then y's, one chunk) and the delta-method standard error
+    # se(r) = sqrt(s_x²/(n_x ȳ²) + r² s_y²/(n_y ȳ²)) (Efron & Tibshirani 1993, §12.5)
+    rng = np.random.default_rng(21)
+    x, y = rng.exponential(2.0, 30), rng.exponential(1.0, 25) + 0.5
+    res = bootstrap_ratio_ci(x, y, n_resamples=999, method="studentized", seed=8)
+    draw = np.random.default_rng(8)
+    xb, yb = x[draw.integers(0, 30, size=(999, 30))], y[draw.integers(0, 25, size=(999, 25))]
+
+    def ratio_se(a, b):
+        r = a.mean(-1) / b.mean(-1)
+        return r, np.sqrt(a.var(-1, ddof=1) / (a.shape[-1] * b.mean(-1) ** 2)
+                          + r ** 2 * b.var(-1, ddof=1) / (b.shape[-1] * b.mean(-1) ** 2))
+
+    r, se = ratio_se(x, y)
+    rb, seb = ratio_se(xb, yb)
+    lo_t, hi_t = np.quantile((rb - r) / seb, [0.025, 0.975])
+    assert res.estimate == pytest.approx(r, rel=1e-15)
+    assert res.low == pytest.approx(r - hi_t * se, rel=1e-12)
+    assert res.high == pytest.approx(r - lo_t * se, rel=1e-12)
+
+
 def _coverage(reps, n, method, seed, target="mean"):
     rng = np.random.default_rng(seed)
     hits = 0

@@ -89,6 +89,50 @@ def test_one_observation_per_cluster_is_the_ordinary_bootstrap():
         assert ours.standard_error == pytest.approx(ref.standard_error, rel=0.03)
 
 
+def _bca_by_hand(boot, jack, theta, confidence):
+    """Efron's (1987) BCa limits written out (Efron & Tibshirani 1993, eqs. 14.9-14.15):
+    z0 = Φ⁻¹(#{θ* < θ̂}/B + ½ #{θ* = θ̂}/B) (ties as scipy.stats.bootstrap),
+    a = Σ(θ̄₍.₎ − θ₍ᵢ₎)³ / (6 [Σ(θ̄₍.₎ − θ₍ᵢ₎)²]^{3/2}), α_j = Φ(z0 + (z0 + z_j)/(1 − a (z0 + z_j)))."""
+    from scipy.stats import norm
+    z0 = norm.ppf(np.mean(boot < theta) + 0.5 * np.mean(boot == theta))
+    d = jack.mean() - jack
+    a = np.sum(d ** 3) / (6 * np.sum(d ** 2) ** 1.5)
+    z = norm.ppf([(1 - confidence) / 2, (1 + confidence) / 2])
+    return np.quantile(boot, norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))), z0, a
+
+
+@pytest.mark.parametrize("kind", ["skewed", "integer"])
+def test_bca_limits_equal_the_formula_on_the_same_draws(kind):
+    # the resampled cluster means rebuilt from the same generator draws (multinomial
+    # cluster counts), the delete-one-cluster jackknife, then BCa by hand. "skewed": few
+    # uneven lognormal clusters, so bias z0 and acceleration a are both far from 0;
+    # "integer": equal clusters of integers, so many resamples tie with the estimate.
+    rng = np.random.default_rng(31)
+    if kind == "skewed":
+        sizes = rng.integers(1, 6, 12)
+        x = rng.lognormal(0.0, 1.2, sizes.sum())
+    else:
+        sizes = np.full(8, 3)
+        x = rng.integers(0, 4, sizes.sum()).astype(float)
+    labels = np.repeat(np.arange(sizes.size), sizes)
+    res = cluster_bootstrap_ci(x, labels, n_resamples=4999, confidence=0.9, seed=5)
+    sums, n = np.bincount(labels, weights=x), sizes.astype(float)
+    counts = np.random.default_rng(5).multinomial(sizes.size, np.full(sizes.size, 1 / sizes.size),
+                                                  size=4999)
+    boot = (counts @ sums) / (counts @ n)
+    jack = (sums.sum() - sums) / (n.sum() - n)
+    (low, high), z0, a = _bca_by_hand(boot, jack, x.mean(), 0.9)
+    if kind == "skewed":
+        assert abs(z0) > 0.02 and a > 0.02       # the test can see both corrections
+    else:
+        assert np.mean(boot == x.mean()) > 0.02  # and the half-count of ties
+    assert res.estimate == pytest.approx(x.mean(), rel=1e-14)
+    np.testing.assert_allclose([res.low, res.high], [low, high], rtol=1e-13)
+    pct = cluster_bootstrap_ci(x, labels, n_resamples=4999, confidence=0.9, seed=5,
+                               method="percentile")
+    np.testing.assert_allclose([pct.low, pct.high], np.quantile(boot, [0.05, 0.95]), rtol=1e-13)
+
+
 def test_estimate_weights_observations_and_labels_may_be_strings():
     x = np.array([1.0, 2.0, 3.0, 10.0])
     res = cluster_bootstrap_ci(x, np.array(["a", "a", "a", "b"]), n_resamples=99, method="percentile")
