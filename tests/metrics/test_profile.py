@@ -265,3 +265,30 @@ def test_summarize_rejects_non_numeric_metric_columns():
     with pytest.raises(ValueError, match=r"metrics must name numeric columns of df; .*'kl'"):
         summarize_profile(df)
     assert summarize_profile(df, metrics=["snr_k"])["mean"].tolist() == [1.5]
+
+
+# --- ties in the quantized logits ------------------------------------------------------
+
+def test_keys_coded_alike_tie_in_the_rankings():
+    # Every key of a trial reconstructed to one vector: all quantized logits tie, so by
+    # the tie rules of topk_recall/argmax_shift recall is 1 and no argmax shifts (closed
+    # form). Before, q·k + q·(k̂ − k) broke the ties by rounding noise of the unquantized
+    # keys: recall down to 0 and argmax shift up to 1 on this draw.
+    t = kvstats.sample("gaussian", 50, 64, 8, seed=3, n_queries=3)
+    Kh = np.broadcast_to(t.K.mean(axis=1, keepdims=True), t.K.shape).copy()
+    df = error_profile(t, Kh, t.V)
+    assert (df["recall_at_5"] == 1.0).all() and (df["argmax_shift"] == 0.0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("k", [1, 5])
+def test_rankings_under_ties_match_the_public_functions(dtype, k):
+    # 1-bit sign codes in d = 4: 16 possible k̂ for 64 keys, many exact ties in q·k̂.
+    # Reference: topk_recall / argmax_shift (ref first) on attention_logits, per trial.
+    t = kvstats.sample("gaussian", 40, 64, 4, seed=1, n_queries=3, dtype=dtype)
+    Kh = np.sign(t.K)
+    df = error_profile(t, Kh, t.V, k=k)
+    lg = attention_logits(t.q.astype(np.float64), t.K.astype(np.float64))
+    lgh = attention_logits(t.q.astype(np.float64), Kh.astype(np.float64))
+    np.testing.assert_array_equal(df["recall_at_5"], topk_recall(lg, lgh, k).mean(-1))
+    np.testing.assert_array_equal(df["argmax_shift"], argmax_shift(lg, lgh).mean(-1))
