@@ -52,13 +52,19 @@ def _as_norm_dtype(norm_dtype: DTypeLike) -> np.dtype:
 
 def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
     """``‖x‖`` over the last axis in ``norm_dtype``; an overflow is an error, not an inf, and
-    norms lost to underflow warn (:func:`kvstats.quant.coder.check_norm_range`)."""
-    with np.errstate(over="ignore"):  # an overflow is reported by check_norm_range
+    norms lost to underflow warn (:func:`kvstats.quant.coder.check_norm_range`).
+
+    ``x`` is finite (its callers validate it): a norm that is 0 for a nonzero row or inf
+    comes from squares that under- or overflowed in x's dtype (float32 from |x| ~ 1e19),
+    and is recomputed from the row scaled by its largest magnitude, in float64."""
+    with np.errstate(over="ignore"):  # recomputed below; a true overflow is reported by check_norm_range
         norms = np.linalg.norm(x, axis=-1)
-    lost = (norms == 0) & np.any(x != 0, axis=-1)  # squares that underflowed
+    lost = ((norms == 0) & np.any(x != 0, axis=-1)) | np.isinf(norms)  # squares that under/overflowed
     if lost.any():
         small = x[lost].astype(np.float64)
         scale = np.max(np.abs(small), axis=-1)
+        if np.isinf(norms).any():  # a norm beyond x's dtype must not overflow again when stored back
+            norms = norms.astype(np.float64)
         norms[lost] = scale * np.sqrt(np.sum((small / scale[:, None]) ** 2, axis=-1))
     check_norm_range(norms, norm_dtype, name)  # overflow: an error; underflow: a warning
     return norms.astype(norm_dtype)

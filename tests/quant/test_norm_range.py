@@ -127,3 +127,31 @@ def test_schemes_warn_naming_the_side_whose_norms_underflow():
     for name in ("KQV", "qjl"):
         with pytest.warns(UserWarning, match="^K: 1 of"):
             kvstats.make_scheme(name, 4, 64, seed=0).roundtrip(K32, V.astype(np.float32))
+
+
+def test_float32_norms_whose_squares_overflow_are_recomputed():
+    """float32 entries of 1e20 square past float32's range: the QJL codecs (keys, and the
+    residual of TurboQuant-prod) took the inf as the norm and refused it (even with
+    norm_dtype=float64, "store the norms as float64"); the norm is recomputed scaled, as
+    MSEQuantizer does, and refused only where the stored dtype cannot hold it."""
+    from kvstats.quant.mse import MSEQuantizer
+    from kvstats.quant.qjl import make_sketch, qjl_encode
+
+    x = np.full((2, 8), 1e20, dtype=np.float32)
+    true = np.sqrt(8.0) * 1e20
+    sketch = make_sketch("gaussian", 16, 8, seed=0)
+    for dtype in (np.float32, np.float64):
+        norms = qjl_encode(sketch, x, norm_dtype=dtype).norms
+        assert norms.dtype == dtype
+        np.testing.assert_allclose(norms, true, rtol=1e-6)
+        np.testing.assert_allclose(MSEQuantizer(8, 2, norm_dtype=dtype).encode(x).norms, true, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"^x has a vector norm of 2.828e\+20, above the largest float16"):
+        qjl_encode(sketch, x)
+    # beyond float32 itself (8.5e38): float64 holds it, float32 refuses it by its value
+    big = np.full((1, 8), 3e38, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the sketch product overflows float32
+        np.testing.assert_allclose(qjl_encode(sketch, big, norm_dtype=np.float64).norms,
+                                   np.sqrt(8.0) * 3e38, rtol=1e-6)
+        with pytest.raises(ValueError, match=r"vector norm of 8.485e\+38, above the largest float32"):
+            qjl_encode(sketch, big, norm_dtype=np.float32)
