@@ -217,6 +217,9 @@ class SideCoder:
         with float16 norms, when the loops of :mod:`kvstats.models.lut_kernel` are built):
         one C call instead of ~40 small torch ops (a decode step); larger blocks (a
         prefill) take the torch ops, which mirror the numpy coder's arithmetic."""
+        if x.ndim < 1 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have head dimension {self.dim} (this coder's) on its last axis; "
+                             f"received shape {tuple(x.shape)}")
         x = x.to(torch.float32)
         if fused is None:
             fused = x.ndim == 4 and x.shape[-2] <= 16 and self.norm_dtype == torch.float16
@@ -365,6 +368,13 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     kern = kernel() if fused is None or fused else None
     if fused and kern is None:
         raise ValueError("fused must be None or False: the look-up loops could not be built here")
+    d_layer, H = layer.keys.shape[-1], layer.n_heads
+    if query.ndim != 4 or query.shape[-1] != d_layer:
+        raise ValueError(f"query must be (B, Hq, Q, {d_layer}) (the layer's head dimension); received "
+                         f"shape {tuple(query.shape)}")
+    if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1 or query.shape[1] != n_rep * H:
+        raise ValueError(f"n_rep must be the query heads per KV head (the layer has {H} KV heads); "
+                         f"received n_rep={n_rep!r} with {query.shape[1]} query heads")
     sides = getattr(layer, "key_side", None) is not None  # a token-grouped scheme (kivi, qjl)
     half = not sides and (layer.key_coder.norm_dtype == torch.float16
                           and layer.value_coder.norm_dtype == torch.float16)
@@ -375,7 +385,6 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             raise ValueError("fused must be None or False for norm dtypes other than float16")
         kern = None
     B, Hq, Q, d = query.shape
-    H = Hq // n_rep
     GQ = n_rep * Q
     qf = query.to(torch.float32).reshape(B, H, GQ, d) * scaling
     N, st = layer.n_coded, layer.store

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from kvstats._checks import check_int
 from kvstats.models.code_attention import GrowingBuffer, _byte_table, _shifts
 from kvstats.quant.packing import pack_codes, unpack_codes
 
@@ -47,6 +48,11 @@ def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     >>> unpack_float(torch.from_numpy(pack_codes(c, 3)), 3, 5).tolist()
     [[3.0, 0.0, 1.0, 2.0, 7.0]]
     """
+    bits = check_int(bits, "bits", low=1, high=8)
+    need = -(-n * bits // 8)
+    if packed.shape[-1] < need:
+        raise ValueError(f"packed must hold at least {need} bytes per row for {n} codes of {bits} bits; "
+                         f"received {packed.shape[-1]}")
     lead = packed.shape[:-1]
     if 8 % bits == 0:  # whole codes per byte, code j at bits j·bits (low bits first)
         # one shift-and-mask per code position, written into its strided slot: 4x faster

@@ -413,6 +413,9 @@ class LUTKernel:
         moves a coordinate across a boundary. ``into``: ``{"codes", "norms"[, "signs",
         "rnorms"]}`` → :class:`~kvstats.models.code_attention.GrowingBuffer` written in
         place (nothing returned) instead of new tensors."""
+        if x.ndim != 4 or x.shape[-1] != coder.dim:
+            raise ValueError(f"x must be (B, H, n, {coder.dim}) (the coder's head dimension); received "
+                             f"shape {tuple(x.shape)}")
         B, H, n, d = x.shape
         x = x.contiguous()
         st = self._static(coder, d)

@@ -240,7 +240,8 @@ def wilson_interval(k, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndar
     (0.4902, 0.9433)
     """
     k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
-    confidence = check_real(confidence, "confidence", low=0.0, high=1.0)
+    # open: confidence 1 has z = inf (NaN bounds), 0 an empty interval
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
     if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k != np.round(k)):
         raise ValueError(f"k and n must be counts with 0 <= k <= n and n >= 1; received k={k}, n={n}")
     z = sps.norm.ppf(0.5 + confidence / 2)
@@ -468,6 +469,8 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     """
     from kvstats.stats import adjust_pvalues
 
+    alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
     need = {"trial", "config", "correct", "agree_tokens", "identical", "bytes_per_token"}
     if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
         raise ValueError(f"df must be run_retrieval's frame with columns {sorted(need)}")

@@ -134,3 +134,13 @@ def test_greedy_generation_reads_grouped_codes(name, params):
         assert torch.equal(a.sequences, b.sequences)
         for x, y in zip(a.scores, b.scores):
             torch.testing.assert_close(x, y, rtol=0, atol=1e-4)
+
+
+def test_unpacking_refuses_bad_bits_and_too_few_bytes():
+    packed = torch.from_numpy(pack_codes(np.arange(8, dtype=np.uint8)[None], 3))  # (1, 3)
+    for bits in (0, 9):
+        with pytest.raises(ValueError, match=rf"bits must be an integer in \[1, 8\]; received {bits}"):
+            unpack_float(packed, bits, 8)
+    with pytest.raises(ValueError, match=r"packed must hold at least 4 bytes .*9 codes of 3 bits.*received 3"):
+        unpack_float(packed, 3, 9)
+    assert unpack_float(packed, 3, 8).tolist() == [list(range(8))]

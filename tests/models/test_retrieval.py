@@ -248,3 +248,17 @@ def test_fp32_cache_finds_the_passkey_at_256_tokens(smollm):
     prompts = make_prompts(tok, [256], [0.5], 1, seed=0)
     df = run_retrieval(model, tok, prompts, [])
     assert df.correct.all(), df.answer.tolist()
+
+
+def test_confidence_and_alpha_are_validated():
+    # confidence = 1 made the Wilson bounds NaN (z = inf); alpha was never checked
+    for bad in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"confidence must be in \(0.0, 1.0\)"):
+            wilson_interval(3, 10, bad)
+    df = _frame({"fp32": [True] * 5, "x": [False] * 5})
+    with pytest.raises(ValueError, match=r"confidence must be in \(0.0, 1.0\)"):
+        summarize_retrieval(df, confidence=1.0)
+    with pytest.raises(ValueError, match=r"alpha must be in \(0.0, 1.0\)"):
+        summarize_retrieval(df, alpha=0.0)
+    with pytest.raises(TypeError, match="alpha must be a finite real number"):
+        summarize_retrieval(df, alpha="0.05")
