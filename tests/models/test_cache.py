@@ -203,3 +203,19 @@ def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, kee
         assert rep["decoded_copy_bytes"] == 0
     if cache.keep_decoded:
         assert rep["decoded_copy_bytes"] >= 2 * 2 * 4 * 3 * 64 * cache.layers[0].n_coded
+
+
+@pytest.mark.parametrize("name,bits,window,attn", [("KQV", 4, 3, None), ("kivi", 2, 4, None), ("KQV", 3, 0, "model")])
+def test_per_token_figures_are_per_sequence_of_the_batch(name, bits, window, attn):
+    # A batch of two sequences holds twice the bytes of one, over the same tokens: the
+    # per-token figures (stored, held, fp16, ratio) are those of a batch of one.
+    k, v = _kv(40)
+    one = QuantizedCache(name, bits, seed=0, window=window, attention=attn)
+    two = QuantizedCache(name, bits, seed=0, window=window, attention=attn)
+    one.update(k, v, layer_idx=0)
+    two.update(torch.cat([k, k]), torch.cat([v, v]), layer_idx=0)
+    r1, r2 = one.memory_report(), two.memory_report()
+    assert r2["stored_bytes"] == 2 * r1["stored_bytes"] and r2["seq_length"] == r1["seq_length"] == 40
+    for key in ("bytes_per_token", "held_bytes_per_token", "fp16_bytes_per_token", "ratio_to_fp16"):
+        assert r2[key] == pytest.approx(r1[key], rel=1e-12), key
+    assert two.bytes_per_token() == pytest.approx(one.bytes_per_token(), rel=1e-12)

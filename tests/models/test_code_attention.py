@@ -90,6 +90,32 @@ def test_torch_codes_are_the_numpy_scheme_codes(name, bits, params):
     assert layer.code_nbytes() == stored
 
 
+@pytest.mark.parametrize("name,bits,params", [p for p in READING if p.id in ("KQV", "QKQV", "mixed")])
+def test_a_head_dimension_that_is_not_a_power_of_two(name, bits, params):
+    # d = 80 (as Phi-2's heads): the Hadamard rotation pads to 128 coded coordinates. The
+    # torch coder reproduces the numpy scheme's roundtrip there too, and attention read
+    # from the codes (both paths) equals attention over the decoded cache.
+    from kvstats.models.lut_kernel import kernel
+
+    d = 80
+    k, v, q = _kv(2, 3, 13, d, seed=3)
+    cache = QuantizedCache(name, bits, seed=9, window=2, **params)
+    cache.update(k[:, :, :12], v[:, :, :12], layer_idx=0)
+    handle, _ = cache.update(k[:, :, 12:], v[:, :, 12:], layer_idx=0)
+    layer = handle.layer
+    assert layer.key_coder.dim_padded == 128 and layer.n_coded == 11
+    K_hat, V_hat = layer.dequantized()
+    for h in range(3):
+        scheme = kvstats.make_scheme(name, bits, d, seed=np.random.SeedSequence([9, 0, h]), **params)
+        Kn, Vn = scheme.roundtrip(k[1, h, :11].numpy(), v[1, h, :11].numpy())
+        np.testing.assert_allclose(K_hat[1, h, :11].numpy(), Kn, rtol=0, atol=2e-5 * np.abs(Kn).max())
+        np.testing.assert_allclose(V_hat[1, h, :11].numpy(), Vn, rtol=0, atol=2e-5 * np.abs(Vn).max())
+    ref = _dense(q[:, :, 12:], K_hat, V_hat, None, 2)
+    for fused in [False] + ([None] if kernel() is not None else []):
+        got = code_attention(q[:, :, 12:], layer, None, d ** -0.5, 2, fused=fused)
+        torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=2e-5)
+
+
 def _tiny_llama(attn="eager", seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -245,3 +271,44 @@ def test_compiled_encoder_refuses_float16_overflow():
     for fused in (True, False):
         with pytest.raises(ValueError, match="norm_dtype=np.float32"):
             cache.layers[0].key_coder.encode(big, fused=fused)
+
+
+def test_compiled_encoder_rounds_norms_to_nearest_even():
+    # Norms exactly halfway between two float16 values (one non-zero coordinate, whose
+    # square and square root are exact in float32): the C encoder must round them as
+    # torch's .to(float16) does (to the even neighbour), in the normal and the subnormal
+    # range; random inputs almost never land on a tie.
+    _loops()
+    ties = [1 + 2 ** -11, 1 + 3 * 2 ** -11, 2049.0, 2051.0, 3 * 2 ** -25, 2 ** -25, 5 * 2 ** -25]
+    even = [1.0, 1 + 2 ** -9, 2048.0, 2052.0, 2 ** -23, 0.0, 2 ** -23]
+    x = torch.zeros(1, 1, len(ties), 64)
+    x[0, 0, :, 5] = torch.tensor(ties)
+    coder = QuantizedCache("KV", 4).update(*_kv(1, 1, 1, 64, seed=0)[:2], layer_idx=0)[0].layer.key_coder
+    fused = coder.encode(x, fused=True)["norms"][0, 0]
+    plain = coder.encode(x, fused=False)["norms"][0, 0]
+    assert plain.tolist() == even  # the reference: torch's round-to-nearest-even
+    assert fused.tolist() == even
+
+
+def test_bad_shapes_are_value_errors_naming_the_argument():
+    # A query or a block of vectors whose head dimension or head count does not match the
+    # layer: a ValueError naming the argument (the compiled encoder used to code a wrong
+    # dimension silently, the torch paths raised bare shape errors).
+    from kvstats.models.lut_kernel import kernel
+
+    handle, _ = QuantizedCache("KQV", 4).update(*_kv(1, 2, 5, 64, seed=0)[:2], layer_idx=0)
+    layer = handle.layer
+    with pytest.raises(ValueError, match=r"query must be .*\(B, Hq, Q, 64\).*received.*\(1, 4, 1, 32\)"):
+        code_attention(torch.randn(1, 4, 1, 32), layer, None, 0.125, 2)
+    with pytest.raises(ValueError, match=r"query must be .*received.*\(4, 1, 64\)"):
+        code_attention(torch.randn(4, 1, 64), layer, None, 0.125, 2)
+    with pytest.raises(ValueError, match=r"n_rep must be .*query heads per KV head.*2 KV heads.*received n_rep=3"):
+        code_attention(torch.randn(1, 4, 1, 64), layer, None, 0.125, 3)
+    with pytest.raises(ValueError, match=r"n_rep must be .*received n_rep=2 with 5 query heads"):
+        code_attention(torch.randn(1, 5, 1, 64), layer, None, 0.125, 2)
+    for fused in [False] + ([True] if kernel() is not None else []):
+        with pytest.raises(ValueError, match=r"x must have head dimension 64.*received.*\(1, 2, 3, 32\)"):
+            layer.key_coder.encode(torch.randn(1, 2, 3, 32), fused=fused)
+    if kernel() is not None:
+        with pytest.raises(ValueError, match=r"x must be .*\(B, H, n, 64\).*received.*\(2, 3, 32\)"):
+            kernel().encode(layer.key_coder, torch.randn(2, 3, 32))

@@ -1,0 +1,87 @@
+"""capture() on a tiny random Llama (no download): the same checks as test_capture.py's
+real-model ones, fast enough to run with every change of kvstats.models.capture.
+
+The model: transformers' LlamaConfig with 3 layers, 6 query heads on 2 KV heads (GQA
+group 3), head_dim 16, eager attention, random weights from torch.manual_seed(0).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from kvstats.models import capture
+
+N_TOK = 10
+
+
+class CharTokenizer:
+    """Characters to ids, with a leading BOS (the call signature capture uses)."""
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [1] + [(ord(c) * 7919) % 97 for c in text]}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=97, hidden_size=48, intermediate_size=96, num_hidden_layers=3,
+                         num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                         max_position_embeddings=64, attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval()
+    model.requires_grad_(False)
+    return model, CharTokenizer()
+
+
+TEXTS = ["The quick brown fox jumps.", "Pack my box with jugs!"]
+
+
+@pytest.fixture(scope="module")
+def cap(tiny):
+    return capture(*tiny, TEXTS, max_tokens=N_TOK, attention_output=True, batch_size=1)
+
+
+def test_shapes_and_group(cap):
+    assert cap.K.shape == cap.V.shape == (2, 3, 2, N_TOK, 16)
+    assert cap.q.shape == cap.attn_out.shape == (2, 3, 6, N_TOK, 16)
+    assert cap.meta["group_size"] == 3 and cap.meta["n_tokens"] == N_TOK and cap.meta["post_rope"]
+    # keys and values are different arrays (a copy of one into the other would pass shapes)
+    assert not np.allclose(cap.K, cap.V)
+
+
+def test_attention_recomputed_from_the_capture_is_the_modules_output(cap):
+    # softmax(q Kᵀ/√d + causal) V in float64 from the captured arrays against the input of
+    # o_proj: checks the queries' RoPE (written out in capture, not borrowed), post-RoPE
+    # keys, the values and the GQA mapping h -> h // group together.
+    g = cap.meta["group_size"]
+    K = np.repeat(cap.K.astype(np.float64), g, axis=2)
+    V = np.repeat(cap.V.astype(np.float64), g, axis=2)
+    s = np.einsum("tlhnd,tlhmd->tlhnm", cap.q.astype(np.float64), K) / np.sqrt(16)
+    s[..., np.triu(np.ones((N_TOK, N_TOK), bool), 1)] = -np.inf
+    p = np.exp(s - s.max(-1, keepdims=True))
+    out = np.einsum("tlhnm,tlhmd->tlhnd", p / p.sum(-1, keepdims=True), V)
+    np.testing.assert_allclose(out, cap.attn_out, rtol=0, atol=2e-5 * np.abs(cap.attn_out).max())
+
+
+def test_queries_are_post_rope(cap, tiny):
+    # At position 0 RoPE is the identity: the query is q_proj of the layer's normed input;
+    # at later positions it is rotated, so the pre-RoPE projection differs (checked on the
+    # first layer, whose input is the embedding).
+    model, tok = tiny
+    attn = model.model.layers[0]
+    ids = torch.tensor([tok(TEXTS[0])["input_ids"][:N_TOK]])
+    with torch.inference_mode():
+        h = attn.input_layernorm(model.model.embed_tokens(ids))
+        raw = attn.self_attn.q_proj(h).view(1, N_TOK, 6, 16).transpose(1, 2)[0].numpy()
+    np.testing.assert_allclose(cap.q[0, 0, :, 0], raw[:, 0], rtol=0, atol=1e-6)
+    assert np.abs(cap.q[0, 0, :, 1:] - raw[:, 1:]).max() > 1e-3
+    # RoPE is a rotation: it keeps each query's norm
+    np.testing.assert_allclose(np.linalg.norm(cap.q[0, 0], axis=-1), np.linalg.norm(raw, axis=-1), rtol=1e-5)
+
+
+def test_batching_does_not_change_the_capture(cap, tiny):
+    both = capture(*tiny, TEXTS, max_tokens=N_TOK, batch_size=2)
+    for name in ("K", "V", "q"):
+        np.testing.assert_allclose(getattr(both, name), getattr(cap, name), rtol=0, atol=1e-5)
+    assert both.attn_out is None

@@ -1,0 +1,98 @@
+"""kl_quality's columns against the same numbers computed by hand (no download).
+
+A tiny random Llama and a character tokenizer; the reference drives a DynamicCache and a
+QuantizedCache seeded ``seed + text index`` through the model directly and computes, per
+position t predicting token t+1: KL(p_ref ‖ p_quant), both argmaxes, both NLLs of the
+true next token.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from kvstats.models import QuantizedCache, kl_quality, summarize_quality
+
+VOCAB = 128
+
+
+class CharTokenizer:
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [1] + [(ord(c) * 31) % VOCAB for c in text]}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                         max_position_embeddings=256, attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval()
+    model.requires_grad_(False)
+    return model, CharTokenizer()
+
+
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Pack my box with five dozen liquor jugs."]
+
+
+def _log_probs(model, ids, cache, prefill=None):
+    x = torch.tensor([ids])
+    with torch.inference_mode():
+        if prefill is None:
+            logits = model(input_ids=x, cache=cache, use_cache=cache is not None).logits[0]
+        else:
+            out = [model(input_ids=x[:, :prefill], cache=cache, use_cache=True).logits[0]]
+            out += [model(input_ids=x[:, t:t + 1], cache=cache, use_cache=True).logits[0]
+                    for t in range(prefill, len(ids))]
+            logits = torch.cat(out)
+    return torch.log_softmax(logits.double(), -1)[:-1]
+
+
+@pytest.mark.parametrize("mode,window,prefill", [("prefill", 0, None), ("decode", 3, 5)])
+def test_every_column_is_the_hand_computed_number(tiny, mode, window, prefill):
+    model, tok = tiny
+    df = kl_quality(model, tok, TEXTS, "KQV", 2, seed=7, window=window, mode=mode,
+                    prefill_tokens=prefill or 16)
+    assert list(df.text.unique()) == [0, 1]
+    for i, text in enumerate(TEXTS):
+        ids = tok(text)["input_ids"]
+        ref = _log_probs(model, ids, None)
+        quant = _log_probs(model, ids, QuantizedCache("KQV", 2, seed=7 + i, window=window), prefill)
+        nxt = torch.tensor(ids[1:])[:, None]
+        rows = df[df.text == i]
+        np.testing.assert_array_equal(rows.position, np.arange(len(ids) - 1))
+        np.testing.assert_allclose(rows.kl, (ref.exp() * (ref - quant)).sum(-1).clamp_min(0).numpy(),
+                                   rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(rows.top1_ref, ref.argmax(-1).numpy())
+        np.testing.assert_array_equal(rows.top1_quant, quant.argmax(-1).numpy())
+        np.testing.assert_allclose(rows.nll_ref, -ref.gather(-1, nxt)[:, 0].numpy(), rtol=1e-12)
+        np.testing.assert_allclose(rows.nll_quant, -quant.gather(-1, nxt)[:, 0].numpy(), rtol=1e-9)
+        # the checks can fail: 2-bit codes move the distribution and the true token's NLL
+        assert rows.kl.min() >= 0 and rows.kl.max() > 1e-4
+        assert not np.allclose(rows.nll_quant, rows.nll_ref)
+    # texts are independent draws of the scheme: text 1 run with text 0's seed differs
+    other = _log_probs(model, tok(TEXTS[1])["input_ids"], QuantizedCache("KQV", 2, seed=7, window=window), prefill)
+    assert not np.allclose(df[df.text == 1].nll_quant, -other.gather(-1, torch.tensor(
+        tok(TEXTS[1])["input_ids"][1:])[:, None])[:, 0].numpy())
+
+
+def test_memory_is_the_mean_over_texts(tiny):
+    # attrs["memory"]: (stored, fp16, held bytes per token, fixed bytes), means over texts of
+    # different lengths (with a full-precision window of 3 tokens, the per-token figures
+    # differ from text to text).
+    model, tok = tiny
+    df = kl_quality(model, tok, TEXTS + ["ab"], "KQV", 4, seed=0, window=3)
+    per_text = []
+    for i, text in enumerate(TEXTS + ["ab"]):
+        cache = QuantizedCache("KQV", 4, seed=i, window=3)
+        _log_probs(model, tok(text)["input_ids"], cache)
+        rep = cache.memory_report()
+        per_text.append((rep["bytes_per_token"], rep["fp16_bytes_per_token"], rep["fixed_bytes"]))
+    stored, fp16, fixed = np.mean(per_text, axis=0)
+    mem = df.attrs["memory"]["KQV:4"]
+    assert mem[0] == pytest.approx(stored, rel=1e-12) and mem[1] == fp16 and mem[3] == pytest.approx(fixed)
+    assert len({round(p[0], 6) for p in per_text}) > 1  # the mean is not any one text's value
+    assert df.attrs["bytes_per_token"] == mem[0]
+    s = summarize_quality(df).iloc[0]
+    assert s.bytes_per_token == mem[0] and s.ratio_to_fp16 == pytest.approx(mem[0] / fp16)
