@@ -407,6 +407,8 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
     prefill = check_choice(prefill, "prefill", PREFILLS)
     seed = check_int(seed, "seed", low=0)
     configs = [_config(c) for c in configs]
+    for scheme, bits, window, params in configs:  # unknown names, bad bits: now, not after a prompt's runs
+        QuantizedCache(scheme, bits, window=window, **params)
     if not prompts or not all(isinstance(p, PasskeyPrompt) for p in prompts):
         raise TypeError("prompts must be a non-empty sequence of PasskeyPrompt (make_prompts)")
     stop = {t for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))

@@ -239,6 +239,16 @@ def test_run_loop_on_a_tiny_llama(tiny_llama):
         run_retrieval(tiny_llama, TOK, prompts, [], prefill="fp16")
     with pytest.raises(TypeError, match="prompts"):
         run_retrieval(tiny_llama, TOK, ["text"], [])
+    # a bad configuration fails before any forward pass (was: after the float32 run of
+    # the first prompt and the configurations before it)
+    calls = []
+    hook = tiny_llama.register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        with pytest.raises(ValueError, match="bits must be an integer in"):
+            run_retrieval(tiny_llama, TOK, prompts[:1], [("KV", 2), ("KQV", 1)])
+    finally:
+        hook.remove()
+    assert calls == []
 
 
 @pytest.mark.model
