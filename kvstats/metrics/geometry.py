@@ -306,16 +306,21 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
-    if _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype).any() or not (
-            np.isfinite(sx).all() and np.isfinite(se).all()):
+    suspect = _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype)
+    if suspect.any() or not (np.isfinite(sx).all() and np.isfinite(se).all()):
         # sums of squared norms in scaled form: each row's scaled sum times 4**(its
         # exponent − the group's largest), summed, then the groups' exponents in dB
         (px, ex), _, (pe, ee) = _scaled_parts(a, b)
         gx, ge = np.max(ex, axis=axis, keepdims=True), np.max(ee, axis=axis, keepdims=True)
-        sx = np.sum(np.ldexp(px, 2 * (ex - gx)), axis=axis)
-        se = np.sum(np.ldexp(pe, 2 * (ee - ge)), axis=axis)
-        shape = np.shape(sx)
-        return _snr_scaled(sx, np.reshape(gx, shape), se, np.reshape(ge, shape))
+        tx = np.sum(np.ldexp(px, 2 * (ex - gx)), axis=axis)
+        te = np.sum(np.ldexp(pe, 2 * (ee - ge)), axis=axis)
+        shape = np.shape(tx)
+        scaled = _snr_scaled(tx, np.reshape(gx, shape), te, np.reshape(ge, shape))
+        # only the groups that need it: the others keep the plain sums' bits, whatever
+        # else shares the call (a profile chunk, a batch)
+        bad = np.any(suspect, axis=axis) | ~np.isfinite(sx) | ~np.isfinite(se)
+        with np.errstate(invalid="ignore"):               # inf/inf in the replaced groups
+            return np.where(bad, scaled, _snr_from(sx, se))
     return _snr_from(sx, se)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import _argmax_shift, _kl, _log_softmax, _topk_recall
-from kvstats.metrics._scaling import max_exponent
+from kvstats.metrics._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
 
@@ -48,14 +48,16 @@ def _inner(q: np.ndarray, K: np.ndarray, names: str) -> np.ndarray:
         ip = (q @ np.swapaxes(K, -1, -2)).astype(np.float64)
     if np.isfinite(ip).all():
         return ip
-    eq, ek = int(max_exponent(q)), int(max_exponent(K))
-    q64, K64 = np.ldexp(q.astype(np.float64), -eq), np.ldexp(K.astype(np.float64), -ek)
+    # each query and key row scaled by its own exponent: rows of ordinary magnitude (other
+    # trials of the chunk, other keys) keep every bit, none is pushed into the subnormals
+    eq, ek = max_exponent(q, axis=-1), max_exponent(K, axis=-1)              # (c, n_q), (c, N)
+    prod = scale_rows(q.astype(np.float64), eq) @ np.swapaxes(scale_rows(K.astype(np.float64), ek), -1, -2)
     with np.errstate(over="ignore"):
-        ip = np.ldexp(q64 @ np.swapaxes(K64, -1, -2), eq + ek)
+        ip = np.ldexp(prod, eq[..., :, None] + ek[..., None, :])
     if not np.isfinite(ip).all():
         raise ValueError(f"{names}: the inner products q·k exceed the float64 range (|q| up to "
-                         f"2**{eq}, |k| up to 2**{ek}); the attention metrics are undefined, "
-                         f"rescale the queries or the keys")
+                         f"2**{int(eq.max())}, |k| up to 2**{int(ek.max())}); the attention "
+                         f"metrics are undefined, rescale the queries or the keys")
     return ip
 
 
@@ -166,11 +168,11 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
         ip = _inner(q, K, "q and K")                                            # (c, n_q, N)
         if np.isfinite(E).all():
             ip_err = _inner(q, E, "q and K_hat − K")
-        else:                               # k̂ − k overflowed: form it scaled by 2**-e
-            e = int(max(max_exponent(K), max_exponent(Khat)))
+        else:   # k̂ − k overflowed: each key row formed scaled by its own 2**-e (exact)
+            e = np.maximum(max_exponent(K, axis=-1), max_exponent(Khat, axis=-1))  # (c, N)
             with np.errstate(over="ignore"):
-                ip_err = np.ldexp(_inner(q, np.ldexp(Khat, -e) - np.ldexp(K, -e),
-                                         "q and K_hat − K"), e)
+                ip_err = np.ldexp(_inner(q, scale_rows(Khat, e) - scale_rows(K, e),
+                                         "q and K_hat − K"), e[..., None, :])
         with np.errstate(over="ignore", invalid="ignore"):   # beyond float64: refused
             out["ip_bias"][s] = _finite_or_raise(ip_err.mean(axis=(-1, -2)),
                                                  "the mean inner-product error", "q, K, K_hat")

@@ -292,3 +292,38 @@ def test_rankings_under_ties_match_the_public_functions(dtype, k):
     lgh = attention_logits(t.q.astype(np.float64), Kh.astype(np.float64))
     np.testing.assert_array_equal(df["recall_at_5"], topk_recall(lg, lgh, k).mean(-1))
     np.testing.assert_array_equal(df["argmax_shift"], argmax_shift(lg, lgh).mean(-1))
+
+
+def test_an_extreme_trial_leaves_the_others_of_its_chunk_bit_for_bit():
+    # Trial 0 holds k = 1.7e308, k̂ = −1.7e308 (k̂ − k overflows; tiny queries keep its
+    # logits finite). The scaled redo used one exponent for the whole chunk, pushing the
+    # ordinary trial 1 into the subnormals (its KL moved by 2e-4 relative, ip_bias by
+    # 2e-10, pooled SNR by an ulp). Each row now carries its own exponent.
+    t = kvstats.sample("gaussian", 2, 16, 8, seed=5, n_queries=2)
+    Kh = t.K + 1e-6 * np.random.default_rng(0).standard_normal(t.K.shape)
+    K = t.K.copy()
+    K[0, 0, 0], Kh[0, 0, 0] = 1.7e308, -1.7e308
+    q = t.q.copy()
+    q[0] *= 1e-300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = error_profile(Trials(K, t.V, q), Kh, t.V)
+    alone = error_profile(Trials(K[1:], t.V[1:], q[1:]), Kh[1:], t.V[1:])
+    pd.testing.assert_frame_equal(both.iloc[1:].reset_index(drop=True).drop(columns="trial"),
+                                  alone.drop(columns="trial"), check_exact=True)
+    # trial 0's inner-product error q·(k̂ − k), from halves (exact; no overflow): its sign
+    # and size, mean and population variance over the (query, key) pairs
+    ref = q[0] @ (Kh[0] / 2 - K[0] / 2).T * 2
+    assert both.loc[0, "ip_bias"] == pytest.approx(ref.mean(), rel=1e-12)
+    assert both.loc[0, "ip_var"] == pytest.approx(ref.var(), rel=1e-12)
+
+
+def test_inner_products_whose_terms_overflow_but_sum_does_not():
+    # q·k = 1e160·1e150·(1 − 0.99): terms of 1e310 overflow, the sum 1e308 does not.
+    # Reference: the exact rational dot product of the stored floats, rounded once.
+    from fractions import Fraction
+    q = np.array([[[1e160, 1e160]]])
+    K = np.array([[[1e150, -0.99e150], [1e150, -0.995e150], [1.0, 2.0]]])
+    ref = [[[float(sum(Fraction(a) * Fraction(b) for a, b in zip(q[0, 0], k))) for k in K[0]]]]
+    np.testing.assert_allclose(profile_mod._inner(q, K, "q and K"), ref, rtol=1e-14)
+    assert profile_mod._inner(q, K, "q and K")[0, 0, 2] == 3e160     # ordinary row: exact
