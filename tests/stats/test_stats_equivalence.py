@@ -14,6 +14,7 @@ from kvstats.stats.equivalence import (
     RATIO_METHODS,
     VERDICTS,
     EquivalenceResult,
+    _BootRef,
     equivalence_verdict,
     tost_rank,
     tost_ratio,
@@ -326,6 +327,21 @@ def test_rank_interval_agrees_with_test():
 # ---------------------------------------------------------------- margins, edge cases, verdict
 
 
+def test_bootstrap_reference_tails_and_quantiles_agree_under_ties():
+    # _BootRef's contract: sf(t) = #{t* >= t}/B <= alpha iff t > t*_(B-k), and
+    # cdf(t) = #{t* <= t}/B <= alpha iff t < t*_(k+1), k = floor(alpha B), whatever the ties
+    # (the studentized resamples of tied data tie too); this is what makes the bootstrap-t
+    # test and its interval agree. Counting t* > t in sf breaks it at t = t*_(B-k).
+    rng = np.random.default_rng(18)
+    for b in (20, 37, 999):
+        ref = _BootRef(rng.integers(-3, 4, b).astype(float))
+        for alpha in (0.05, 0.1, 0.25):
+            q_lo, q_hi = ref.quantiles(alpha)
+            for t in np.arange(-4.0, 4.5, 0.5):
+                assert (ref.sf(t) <= alpha) == (t > q_hi), (b, alpha, t)
+                assert (ref.cdf(t) <= alpha) == (t < q_lo), (b, alpha, t)
+
+
 def test_margins_and_one_sided_conventions():
     rng = np.random.default_rng(16)
     x, y = rng.exponential(1.0, 100), rng.exponential(1.0, 100)
@@ -370,6 +386,12 @@ def test_fieller_paired_composite_null():
     assert pointwise < 0.05 and res.low == 0.0 and not res.within_margin
     np.testing.assert_allclose(res.pvalue, stats.ttest_rel(x, 0 * y, alternative="greater").pvalue,
                                rtol=1e-12)
+    # the mirror image (y/x <= 1/0.466, "less"): t(r) of y - r x is -t(1/r) of x - y/r, so
+    # the far end r -> inf (t -> -mean(x)/se) carries the supremum, and high is inf
+    mirror = tost_ratio(y, x, margin=(0.5, 1 / 0.466), paired=True, alternative="less")
+    assert stats.ttest_rel(y, x / 0.466, alternative="less").pvalue < 0.05
+    assert mirror.high == np.inf and not mirror.within_margin
+    np.testing.assert_allclose(mirror.pvalue, res.pvalue, rtol=1e-12)
 
 
 def test_verdict():
@@ -377,6 +399,9 @@ def test_verdict():
     assert equivalence_verdict(0.01, 0.001) == "equivalent within δ"   # real but within δ
     assert equivalence_verdict(0.3, 0.001) == "different"
     assert equivalence_verdict(0.3, 0.2) == "inconclusive"
+    # p = alpha rejects, for both tests (p <= alpha, as within_margin)
+    assert equivalence_verdict(0.05, 0.7) == "equivalent within δ"
+    assert equivalence_verdict(0.3, 0.05) == "different"
     rng = np.random.default_rng(17)
     same = tost_ratio(rng.exponential(1.0, 3000), rng.exponential(1.0, 3000), margin=0.1)
     far = tost_ratio(rng.exponential(2.0, 300), rng.exponential(1.0, 300), margin=0.1)

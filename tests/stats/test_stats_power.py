@@ -46,6 +46,19 @@ def test_trials_for_power_is_minimal():
     assert unequal.n_y == round(2 * unequal.n_x) and unequal.achieved_power >= 0.9
 
 
+@pytest.mark.parametrize("alternative,expected", [("two-sided", 16), ("greater", 13)])
+def test_noether_sample_size_closed_form_with_unequal_groups(alternative, expected):
+    # reference: Noether (1987), N = (z_{1-a/s} + z_{power})^2 / (12 c (1 - c) (theta - 1/2)^2),
+    # n_x = ceil(c N) with c = n_x/N = 1/(1 + ratio). r = 0.5 (theta = 0.75), ratio = 2
+    # (c = 1/3), alpha = 0.05, power 0.8: two-sided z = 1.959964 + 0.841621, N = 47.09,
+    # n_x = ceil(15.70) = 16; one-sided z = 1.644854 + 0.841621, N = 37.10, n_x = 13
+    res = trials_for_power(0.5, power=0.8, ratio=2.0, alternative=alternative, n_sim=200, seed=0)
+    c = 1 / 3
+    z = stats.norm.ppf(1 - 0.05 / (2 if alternative == "two-sided" else 1)) + stats.norm.ppf(0.8)
+    assert res.noether_n_x == math.ceil(c * z**2 / (12 * c * (1 - c) * 0.25**2)) == expected
+    assert res.n_y == round(2.0 * res.n_x)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match=r"effect must be in \(-1.0, 1.0\)"):
         power_mann_whitney(1.0, n_x=10)
