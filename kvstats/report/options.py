@@ -181,7 +181,9 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
                  "Bootstrap resamples of every confidence interval of a mean.",
                  _int("bootstrap_resamples", "an int >= 1", 1)),
     ReportOption("confidence", "float", "a float in (0, 1)", 0.95,
-                 "Level of the bootstrap confidence intervals of the means.",
+                 "Level of the bootstrap confidence intervals of the summary tables' means (the "
+                 "theory and rate–distortion tables, r's intervals and the figures' error bars "
+                 "stay at 95%).",
                  _real("confidence", "a float in (0, 1)", 0.0, 1.0)),
     ReportOption("seed", "int", "an int >= 0", 0,
                  "Seed of the permutations and bootstrap resamples.",

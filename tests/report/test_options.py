@@ -31,6 +31,16 @@ BAD = [  # (options, exception, words the one-line message must contain)
     ({"corection": "holm"}, ValueError, ["unknown report option 'corection'", "did you mean 'correction'",
                                          "allowed: alpha"]),
     ({"xyzzy": 1}, ValueError, ["unknown report option 'xyzzy'", "allowed:"]),
+    # the edges of each range: open ends excluded, NaN and bools refused
+    ({"alpha": 1.0}, ValueError, ["'alpha'", "(0, 1)", "1.0"]),
+    ({"alpha": float("nan")}, ValueError, ["'alpha'", "(0, 1)", "nan"]),
+    ({"confidence": 1}, ValueError, ["'confidence'", "(0, 1)", "1"]),
+    ({"energy_resamples": True}, TypeError, ["'energy_resamples'", "True"]),
+    ({"figures": 1}, TypeError, ["'figures'", "true or false", "1"]),
+    ({"equivalence": {"kl": 0}}, ValueError, ["'equivalence.kl'", "> 0", "0"]),
+    ({"equivalence": {"kl": 0.5}, "equivalence_test": "rank"}, ValueError,
+     ["'equivalence.kl'", "(0, 0.5)", "0.5"]),
+    ({"comparisons": [["KV", "KQV", "QKQV"]]}, TypeError, ["'comparisons'", "pairs"]),
 ]
 
 
@@ -54,6 +64,12 @@ def test_defaults_and_normalisation():
     assert opts["alpha"] == 0.01 and opts["seed"] == 0
     assert opts["equivalence"] == {"kl": 1.0, "recall_at_5": 0.02}
     assert opts["comparisons"] == (("a", "b"),)
+    # the closed ends of the ranges are allowed
+    edge = validate_report_options({"energy_resamples": 1, "energy_stop": 1, "bootstrap_resamples": 1,
+                                    "seed": 0, "equivalence": {"kl": 0.49},
+                                    "equivalence_test": "rank"})
+    assert (edge["energy_resamples"], edge["energy_stop"], edge["bootstrap_resamples"],
+            edge["seed"]) == (1, 1, 1, 0)
     # the default table is never shared between calls
     validate_report_options({})["equivalence"]["kl"] = 1.0
     assert validate_report_options({})["equivalence"] == {}

@@ -203,6 +203,12 @@ def test_report_shows_the_limit_and_each_gap(tmp_path):
     assert set(bound.scheme) == {"KV", "QKQV"} and (bound.gap_db > 0).all()
     row = bound[(bound.scheme == "KV") & (bound.budget == 2)].iloc[0]
     assert f"| {row.gap_db:.2f} [{row.gap_low:.2f}, {row.gap_high:.2f}] |" in md
+    # each row says which side it bounds: the key row is K's, the value row V's
+    for quantity, place in (("k_snr_bound", "K"), ("v_snr_bound", "V")):
+        r = rep.theory.query("quantity == @quantity and scheme == 'KV' and budget == 2").iloc[0]
+        line = next(line for line in md.splitlines()
+                    if f"| {r.gap_db:.2f} [{r.gap_low:.2f}, {r.gap_high:.2f}] |" in line)
+        assert f"| 2 | {place} | KV |" in line
 
 
 def test_a_report_removes_its_own_stale_files_and_nothing_else(tmp_path, frame_factory):

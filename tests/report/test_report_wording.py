@@ -108,8 +108,11 @@ def test_heavy_note_does_not_claim_an_infinite_variance_for_bounded_metrics():
 
 
 def _pareto_kl(f, seed):
+    """KQV's KL Pareto-tailed (Hill α ≈ 1), QKQV's exponential: one heavy mean is enough."""
     rng = np.random.default_rng(seed)
-    f["kl"] = 1.0 + rng.pareto(1.0, len(f))          # Hill α ≈ 1 for both schemes
+    heavy = (f["scheme"] == "KQV").to_numpy()
+    f.loc[heavy, "kl"] = 1.0 + rng.pareto(1.0, heavy.sum())
+    f.loc[~heavy, "kl"] = 1.0 + rng.exponential(1.0, (~heavy).sum())
     return f
 
 
@@ -135,6 +138,8 @@ def test_a_ratio_equivalence_on_heavy_tailed_means_is_marked(tmp_path):
                            tmp_path / "rank", figures=False,
                            energy_resamples=19).files["markdown"].read_text()
     assert EQUIVALENCE_HEAVY_NOTE not in md
+    assert not next(line for line in _table_rows(md, "KQV vs QKQV")
+                    if "| kl |" in line).rstrip(" |").endswith(HEAVY_MARK)
 
 
 # ---------------------------------------------------------------- the unit of observation
@@ -219,3 +224,109 @@ def test_a_real_only_sweep_does_not_count_synthetic_queries(tmp_path):
                            figures=False, energy_resamples=19).files["markdown"].read_text()
     sweep = next(line for line in md.splitlines() if line.startswith("- Sweep:"))
     assert "1 query per synthetic trial" in sweep and "real trial" not in sweep
+
+
+# ---------------------------------------------------------------- the tests' own cells and counts
+def test_ks_cells_say_not_resolvable_exactly_when_ks_could_not_have_rejected(tmp_path):
+    """n = 4 vs 4: the KS test's smallest p (2/70) is above α/19, so every KS cell reads
+    "(not resolvable)"; at n = 30 none does, significant or not."""
+    small = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=4, seed=19)
+    rep = hypothesis_report(_result(small), tmp_path, figures=False, energy_resamples=19)
+    ks = rep.comparisons.query("test == 'ks'")
+    assert not ks["resolvable"].any()
+    rows = [r for r in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV") if "6D" not in r]
+    assert len(rows) == len(METRICS) and all("(not resolvable) |" in r for r in rows)
+    big = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 3.0}, n=30,
+                     seed=20)
+    rep = hypothesis_report(_result(big), tmp_path / "big", figures=False, energy_resamples=19)
+    assert rep.comparisons.query("test == 'ks'")["resolvable"].all()
+    assert "(not resolvable)" not in rep.files["markdown"].read_text()
+
+
+def test_energy_sentence_counts_early_stops_and_names_the_resolution(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 3.0}, n=30, seed=21)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    energy = rep.comparisons.query("test == 'energy'")
+    early = int((energy["n_permutations"] < energy["max_permutations"]).sum())
+    assert early == 1          # the null pair stops early, the separated one draws every permutation
+    assert f"(the family resolution), each stopping after 10 exceedances: {early} of 2 stopped early" in md
+    rep = hypothesis_report(_result(f), tmp_path / "fixed", figures=False, energy_resamples=19,
+                            energy_resolution="fixed")
+    assert "at most B = 19 permutations (fixed resolution)" in rep.files["markdown"].read_text()
+
+
+def test_crossover_section_lists_crossovers_and_only_the_rest_by_budget(tmp_path):
+    """KQV and QKQV swap at n = 3 (a crossover in every metric); KV is far worse at both."""
+    spec = {("KQV", 2): 0.0, ("QKQV", 2): 1.5, ("KV", 2): 4.0,
+            ("KQV", 3): 1.5, ("QKQV", 3): 0.0, ("KV", 3): 4.0}
+    f = make_frame(spec, n=40, seed=22)
+    rep = hypothesis_report(_result(f, ("KQV", "QKQV", "KV")), tmp_path, figures=False,
+                            comparisons=[("KQV", "QKQV"), ("KQV", "KV"), ("QKQV", "KV")],
+                            energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    assert f"**{len(METRICS)} crossover(s)**" in md
+    assert "- CROSSOVER in kl for gaussian(-), d=64, N=128: KQV wins at n = 2; QKQV wins at n = 3." in md
+    kl = md.split("Attention KL, winners by budget (no crossover):")[1].split("##")[0]
+    assert [line for line in kl.splitlines() if line.startswith("- ")] == [
+        "- gaussian, d = 64, N = 128, KQV vs KV: 2:KQV, 3:KQV",
+        "- gaussian, d = 64, N = 128, QKQV vs KV: 2:QKQV, 3:QKQV"]
+    g = make_frame({k: v for k, v in spec.items() if k[0] != "QKQV"}, n=40, seed=23)
+    md = hypothesis_report(_result(g, ("KQV", "KV")), tmp_path / "none", figures=False,
+                           comparisons=[("KQV", "KV")], energy_resamples=19).files["markdown"].read_text()
+    assert "**No crossover**" in md and "CROSSOVER" not in md
+
+
+def test_equivalence_section_names_the_tested_region(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=60, seed=24)
+    md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path, figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)" in md
+    md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}),
+                           tmp_path / "rank", figures=False, energy_resamples=19).files["markdown"].read_text()
+    assert "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)" in md
+
+
+def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=30, seed=25)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    theory = [line for line in md.splitlines() if line.startswith("| gaussian, d = 64, N = 128 |")]
+    snr = [line for line in theory if "| k_snr_db |" in line]
+    ratio = [line for line in theory if "| ip_var_ratio" in line]
+    assert snr and ratio
+    assert all(line.rstrip(" |").endswith(" dB") for line in snr)
+    row = rep.theory.query("quantity == 'ip_var_ratio_same_budget' and budget == 2").iloc[0]
+    line = next(line for line in ratio if "ip_var_ratio_same_budget" in line and "| 2 |" in line)
+    assert line.rstrip(" |").endswith(f"| {row.measured / row.predicted:.4g}") and " dB" not in line
+
+
+def test_kl_tail_column_is_kls_bound(tmp_path):
+    f = _pareto_kl(make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=200, seed=26), 27)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    md = rep.files["markdown"].read_text()
+    cols = [c.strip() for c in _header(md).strip("|").split("|")]
+    at = cols.index("kl tail α (95% upper)")
+    for scheme in ("KQV", "QKQV"):
+        cells = [c.strip() for c in _table_rows(md, scheme)[0].strip("|").split("|")]
+        bound = rep.summary.query("scheme == @scheme and metric == 'kl'")["tail_index"].iloc[0]
+        assert cells[at] == f"{bound:.3g}"
+
+
+def test_keyword_overrides_beat_the_configs_report_table(tmp_path):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=28)
+    rep = hypothesis_report(_result(f, report={"alpha": 0.05, "confidence": 0.9}), tmp_path,
+                            figures=False, energy_resamples=19, alpha=0.01)
+    md = rep.files["markdown"].read_text()
+    assert "at α = 0.01" in md and "Means with 90% bootstrap CIs" in md
+
+
+def test_trial_level_section_counts_its_significant_rows(tmp_path):
+    f = _clustered_frame()
+    f.loc[f.scheme == "QKQV", "snr_k"] += 1.0             # a shift in one metric only
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    trials = pd.read_csv(rep.files["comparisons_trial_level"]).query("test == 'mann_whitney'")
+    n_sig = int(trials["significant"].sum())
+    assert 0 < n_sig < len(trials)
+    assert (f"{n_sig} of {len(trials)} trial-level (not independent) Mann–Whitney rows have adjusted "
+            "p ≤ α") in rep.files["markdown"].read_text()
