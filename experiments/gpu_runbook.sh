@@ -4,13 +4,18 @@
 # Usage: bash experiments/gpu_runbook.sh [OUT_DIR]        (run from the repository root)
 #        bash experiments/gpu_runbook.sh --help
 #
-# 1. environment: date, load average, nvidia-smi, jax version and devices;
-# 2. correctness: `pytest -m gpu tests/gpu` -- every compiled kernel, through Mosaic GPU
-#    and through Triton, against its jnp reference (decode attention at 32k tokens);
-# 3. throughput: `python -m kvstats_gpu.bench` -- its own correctness check per backend,
-#    then one decode step over a KQV@4 cache at 32k and 128k tokens (8 KV heads,
-#    32 query heads, d = 128) against dense bf16 attention and the device's peak HBM
-#    bandwidth, for each backend that passed.
+# 1. environment: date, load average, nvidia-smi, Python, jax version and devices, and a
+#    preflight import of kvstats_gpu and of Pallas' Mosaic GPU backend (needs absl-py);
+#    stops with exit status 3 if jax sees no GPU (a CUDA plugin that failed to load leaves
+#    jax on the CPU, where step 2 would only skip and step 3 would time CPU code), 4 if an
+#    import fails;
+# 2. correctness: `pytest -m gpu tests/gpu` with KVSTATS_REQUIRE_GPU=1 (no silent skips) --
+#    every compiled kernel, through Mosaic GPU and through Triton, against its jnp
+#    reference (decode attention at 32k tokens);
+# 3. throughput: `python -m kvstats_gpu.bench --require-gpu` -- its own correctness check
+#    per backend, then one decode step over a KQV@4 cache at 32k and 128k tokens (8 KV
+#    heads, 32 query heads, d = 128) against dense bf16 attention and the device's peak
+#    HBM bandwidth, for each backend that passed.
 # Everything printed also lands in OUT_DIR (default $OUT, else ./gpu_runbook_out):
 # env.txt, pytest_gpu.txt, bench_gpu.txt, bench_gpu.json. Exit status 0 only if both steps passed.
 #
@@ -18,6 +23,12 @@
 # T_TESTS=120 s and T_BENCH=180 s (environment variables), about 5.5 minutes in all; call
 # it with a timeout of ~340 s. PYTHON (default python3: on the lent H200 machine the image's
 # Python with jax[cuda] and absl-py) runs it; BENCH_ARGS overrides the bench's arguments.
+# The repository is not pip-installed there: PYTHONPATH is set to the repository root.
+#
+# Dry run on a machine without a GPU: RUNBOOK_ALLOW_CPU=1 runs the same steps on the CPU
+# (the gpu tests skip, which checks that they collect; the bench runs its CPU sizes), to
+# check the script and the imports under another environment; its exit status says
+# nothing about the GPU.
 set -u -o pipefail
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -25,15 +36,57 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
 fi
 OUT_DIR=${1:-${OUT:-gpu_runbook_out}}
 PY=${PYTHON:-python3}
+DRY=${RUNBOOK_ALLOW_CPU:-0}
 mkdir -p "$OUT_DIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
 {
     date -u
     uptime
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || echo "nvidia-smi: not available"
-    "$PY" -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.devices())"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+    else
+        echo "nvidia-smi: not available"
+    fi
+    "$PY" -c "import sys, jax, jaxlib, numpy; print('python', sys.version.split()[0], 'numpy', numpy.__version__)
+print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'backend', jax.default_backend(), jax.devices())"
 } 2>&1 | tee "$OUT_DIR/env.txt"
+
+# preflight: the package and both Pallas GPU backends import (the Triton one is deprecated
+# in jax >= 0.11 and may be gone: reported, not fatal; the bench then skips that backend)
+"$PY" - <<'EOF' 2>&1 | tee -a "$OUT_DIR/env.txt"
+import importlib, sys
+ok = True
+for mod in ("kvstats_gpu.decode", "kvstats_gpu.bench", "absl", "jax.experimental.pallas.mosaic_gpu",
+            "jax.experimental.pallas.triton"):
+    try:
+        importlib.import_module(mod)
+        print("import", mod, "ok")
+    except Exception as exc:  # report every failing import, then decide
+        print("import", mod, "FAILED:", type(exc).__name__, exc)
+        ok = ok and mod.endswith(".triton")
+sys.exit(0 if ok else 4)
+EOF
+rc_pre=$?
+if [[ $rc_pre -ne 0 ]]; then
+    echo "runbook: a preflight import failed (above); stopping before the GPU steps (exit 4)" | tee -a "$OUT_DIR/env.txt"
+    exit 4
+fi
+backend=$("$PY" -c "import jax; print(jax.default_backend())" 2>/dev/null)
+if [[ "$backend" != "gpu" && "$DRY" != "1" ]]; then
+    echo "runbook: jax's default backend is '$backend', not 'gpu': no GPU visible to jax (a CUDA plugin that" \
+         "failed to load falls back to the CPU); stopping (exit 3). RUNBOOK_ALLOW_CPU=1 makes a CPU dry run." \
+        | tee -a "$OUT_DIR/env.txt"
+    exit 3
+fi
+if [[ "$backend" == "gpu" ]]; then
+    export KVSTATS_REQUIRE_GPU=1  # tests/gpu/conftest.py: no GPU is then an error, not a skip
+    bench_default="--require-gpu --schemes KQV:4 --tokens 32768 131072 --impl mosaic triton"
+else
+    echo "runbook: DRY RUN on the CPU (RUNBOOK_ALLOW_CPU=1): gpu tests skip, the bench runs its CPU sizes" \
+        | tee -a "$OUT_DIR/env.txt"
+    bench_default="--schemes KQV:4 --quick --impl mosaic triton"
+fi
 
 timeout "${T_TESTS:-120}" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/gpu -rs 2>&1 \
     | tee "$OUT_DIR/pytest_gpu.txt"
@@ -41,8 +94,10 @@ rc_tests=$?
 
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
 timeout "${T_BENCH:-180}" "$PY" -m kvstats_gpu.bench --json "$OUT_DIR/bench_gpu.json" \
-    ${BENCH_ARGS:---schemes KQV:4 --tokens 32768 131072 --impl mosaic triton} 2>&1 | tee "$OUT_DIR/bench_gpu.txt"
+    ${BENCH_ARGS:-$bench_default} 2>&1 | tee "$OUT_DIR/bench_gpu.txt"
 rc_bench=$?
 
-echo "runbook: tests exit $rc_tests, bench exit $rc_bench (124 = timed out)" | tee -a "$OUT_DIR/env.txt"
+note=""
+[[ "$backend" != "gpu" ]] && note=" -- CPU dry run: says nothing about the GPU"
+echo "runbook: tests exit $rc_tests, bench exit $rc_bench (124 = timed out)$note" | tee -a "$OUT_DIR/env.txt"
 [[ $rc_tests -eq 0 && $rc_bench -eq 0 ]]

@@ -33,6 +33,9 @@ per backend, because the two accept different programs:
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -148,9 +151,7 @@ class KernelOps:
             return ref[...]
         from jax.experimental.pallas import mosaic_gpu as plgpu
         layout = plgpu.Layout.WGMMA if reduced_axis is None else plgpu.Layout.WGMMA.reduce(reduced_axis)
-        # optimized=False: SMEM blocks carry no swizzle/tiling transforms, so Mosaic has no
-        # bank-conflict-free transfer plan for them; the plain path is correct, just slower
-        return plgpu.load(ref, (), layout=layout, optimized=False)
+        return mosaic_load(plgpu.load, ref, layout)
 
     def tile(self, ref) -> jax.Array:
         """A 2-D ``(rows, cols)`` block."""
@@ -210,6 +211,39 @@ class KernelOps:
             wr = self.cols(w_ref.at[k]).astype(jnp.float32)
             return acc + self.over_cols(xc, n_cols) * self.over_rows(wr, n_rows)
         return jax.lax.fori_loop(0, x_ref.shape[1], body, self.zeros((n_rows, n_cols)))
+
+
+def mosaic_load(load: Callable, ref, layout):
+    """``plgpu.load`` of a whole ref in ``layout``, for the signatures of several jax versions.
+
+    jax 0.10 takes a required index (``load(ref, (), layout=...)`` for the whole ref);
+    later versions make the index optional (``idx=NotSpecified``) and then drop it
+    (``load(src, *, layout, optimized)``), where passing ``()`` positionally would be a
+    TypeError. ``optimized=False`` is passed where the version has it: the SMEM blocks carry
+    no swizzle/tiling transforms, so Mosaic has no bank-conflict-free transfer plan for
+    them; the plain path is correct, just slower.
+
+    Examples
+    --------
+    >>> def load_010(src, idx, *, layout=None, optimized=True): return ("0.10", idx, optimized)
+    >>> def load_new(src, *, layout=None, optimized=True): return ("new", optimized)
+    >>> mosaic_load(load_010, "ref", "L"), mosaic_load(load_new, "ref", "L")
+    (('0.10', (), False), ('new', False))
+    """
+    index_required, has_optimized = _load_signature(load)
+    kwargs = {"layout": layout}
+    if has_optimized:
+        kwargs["optimized"] = False
+    return load(ref, (), **kwargs) if index_required else load(ref, **kwargs)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_signature(load: Callable) -> tuple[bool, bool]:
+    """(whether ``load`` needs an index argument, whether it takes ``optimized``)."""
+    params = inspect.signature(load).parameters
+    idx = params.get("idx")
+    required = idx is not None and idx.default is inspect.Parameter.empty
+    return required, "optimized" in params
 
 
 def batch_folded(fn, in_fold: tuple[int | None, ...], out_fold: tuple[int, ...]):

@@ -54,7 +54,13 @@ PEAK_BANDWIDTH = {
 
 
 def peak_bandwidth(device_kind: str) -> float | None:
-    """Peak bandwidth for a device kind (exact name, else the longest table name it contains)."""
+    """Peak bandwidth for a device kind (exact name, else the longest table name it contains).
+
+    Examples
+    --------
+    >>> peak_bandwidth("NVIDIA H200"), peak_bandwidth("NVIDIA H100 80GB HBM3 (SXM)"), peak_bandwidth("cpu")
+    (4800000000000.0, 3350000000000.0, None)
+    """
     if device_kind in PEAK_BANDWIDTH:
         return PEAK_BANDWIDTH[device_kind]
     hits = [k for k in PEAK_BANDWIDTH if k.lower() in device_kind.lower() or device_kind.lower() in k.lower()]
@@ -74,7 +80,18 @@ def _time(fn, *args, reps: int) -> float:
 
 
 def correctness_check(impl_note: str, impl: str = "pallas") -> dict[str, float]:
-    """Kernels vs references on a small cache; raises AssertionError on a mismatch."""
+    """Kernels vs references on a small cache; raises AssertionError on a mismatch.
+
+    ``impl`` is a Pallas backend (``"pallas"``, ``"mosaic"``, ``"triton"``: compiled on a
+    GPU, interpreted elsewhere) or ``"reference"``; returns the max abs errors by scheme.
+
+    Examples
+    --------
+    >>> errs = correctness_check("jnp reference", impl="reference")  # doctest: +ELLIPSIS
+    correctness (jnp reference): reference_KQV4_max_abs_err_vs_dense_on_dequantized = ...
+    >>> sorted(errs), max(errs.values()) < 1e-4
+    (['reference_KQV4_max_abs_err_vs_dense_on_dequantized', 'reference_QKQV3_max_abs_err_vs_dense_on_dequantized'], True)
+    """
     interpret = not on_gpu()
     out = {}
     rng = np.random.default_rng(0)
@@ -95,12 +112,18 @@ def correctness_check(impl_note: str, impl: str = "pallas") -> dict[str, float]:
     return out
 
 
-def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, group: int, dim: int,
+def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: int, group: int, dim: int,
         reps: int, impls: tuple[str, ...] = ("pallas",)) -> list[dict[str, Any]]:
     """Time one decode step per (length, scheme, impl) against dense bf16 attention.
 
     ``impls``: Pallas backends to time on a GPU (``"pallas"``, ``"mosaic"``, ``"triton"``);
     off a GPU one row per scheme of the jnp reference path.
+
+    Examples
+    --------
+    >>> (row,) = run([256], [("KQV", 4)], n_kv_heads=1, group=2, dim=64, reps=1)
+    >>> row["scheme"], row["tokens"], row["cache_bytes_per_token"], row["ratio_to_fp16"]
+    ('KQV@4', 256, 70, 0.2734375)
     """
     gpu = on_gpu()
     impls = tuple(impls) if gpu else ("reference",)
@@ -129,7 +152,7 @@ def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, grou
             q_bytes = n * acc["bytes"]
             row = {"device": device.device_kind, "platform": device.platform, "tokens": n,
                    "kv_heads": n_kv_heads, "q_heads": n_kv_heads * group, "dim": dim,
-                   "scheme": f"{name}@{bits}", "path": impl if gpu else "jnp reference (CPU)",
+                   "scheme": name if bits is None else f"{name}@{bits}", "path": impl if gpu else "jnp reference (CPU)",
                    "quant_ms": 1e3 * t_q, "dense_bf16_ms": 1e3 * t_dense, "speedup_vs_dense": t_dense / t_q,
                    "quant_GBps": q_bytes / t_q / 1e9, "dense_GBps": dense_bytes / t_dense / 1e9,
                    "quant_frac_peak": None if peak is None else q_bytes / t_q / peak,
@@ -140,6 +163,22 @@ def run(tokens: list[int], schemes: list[tuple[str, int]], n_kv_heads: int, grou
             del cache
         del K, V
     return rows
+
+
+def parse_scheme_arg(text: str) -> tuple[str, int | None]:
+    """A ``--schemes`` entry ``NAME:BITS`` as ``(name, bits)``; a bare ``NAME`` (a fixed
+    budget such as ``K4V2``) has ``bits = None``.
+
+    Examples
+    --------
+    >>> parse_scheme_arg("KQV:4"), parse_scheme_arg("K4V2")
+    (('KQV', 4), ('K4V2', None))
+    """
+    name, sep, bits = text.partition(":")
+    if not name or (sep and not bits.isdigit()):
+        raise ValueError(f"--schemes entries must be NAME:BITS with an integer BITS (e.g. KQV:4), or NAME for a "
+                         f"fixed budget (e.g. K4V2); received {text!r}")
+    return name, int(bits) if sep else None
 
 
 def _fmt(rows: list[dict[str, Any]]) -> str:
@@ -156,12 +195,25 @@ def _fmt(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (``python -m kvstats_gpu.bench --help``); returns the exit status:
+    0, 1 when a backend failed its correctness check, 2 without a GPU under ``--require-gpu``
+    (bad arguments exit with status 2 through argparse).
+
+    Examples
+    --------
+    >>> try:
+    ...     main(["--schemes", "KQV:four"])
+    ... except SystemExit as exc:
+    ...     print("exit", exc.code)
+    exit 2
+    """
     p = argparse.ArgumentParser(prog="python -m kvstats_gpu.bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="32k tokens only (GPU) / the smallest CPU size")
     p.add_argument("--tokens", type=int, nargs="+", default=None, help="context lengths (default 32768 131072 "
                    "on a GPU, 2048 8192 on a CPU)")
     p.add_argument("--schemes", nargs="+", default=["KQV:4", "QKQV:4", "turboquant_mse:4"],
-                   help="NAME:BITS entries (default KQV:4 QKQV:4 turboquant_mse:4)")
+                   help="NAME:BITS entries, or NAME for a fixed budget such as K4V2 (default KQV:4 QKQV:4 "
+                        "turboquant_mse:4)")
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--group", type=int, default=4, help="query heads per KV head")
     p.add_argument("--dim", type=int, default=128)
@@ -170,19 +222,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="Pallas backends to check and time (default: mosaic triton; on a CPU only the "
                         "correctness check uses them, through the interpreter)")
     p.add_argument("--json", default=None, help="write the figures to this file")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="exit with status 2 at once if jax sees no GPU (the runbook passes it: without a GPU the "
+                        "figures would be CPU figures)")
     args = p.parse_args(argv)
+    try:  # bad --schemes entries are usage errors, found before any measurement
+        schemes = [parse_scheme_arg(s) for s in args.schemes]
+        for name, bits in schemes:
+            make_cache_spec(name, bits, args.dim, seed=0)
+    except (ValueError, TypeError) as exc:  # TypeError: a name that needs BITS given without
+        p.error(str(exc))
     gpu = on_gpu()
     device = jax.devices()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"kvstats_gpu benchmark, {stamp}, jax {jax.__version__}, device: {device.device_kind} ({device.platform}), "
           f"load average {os.getloadavg()[0]:.2f}")
+    if not gpu and args.require_gpu:
+        print(f"NO GPU: jax's default backend is {jax.default_backend()!r} and --require-gpu was given; "
+              "nothing measured", file=sys.stderr)
+        return 2
     if not gpu:
-        print("NOTE: no GPU. These are CPU figures of the jnp reference path on a small configuration; "
+        size = "at the sizes asked for" if args.tokens is not None else "on a small configuration"
+        print(f"NOTE: no GPU. These are CPU figures of the jnp reference path {size}; "
               "they say nothing about GPU performance.")
-    schemes = []
-    for s in args.schemes:
-        name, _, bits = s.partition(":")
-        schemes.append((name, int(bits)))
     if args.tokens is not None:
         tokens = args.tokens
     elif gpu:

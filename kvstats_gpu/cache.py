@@ -60,6 +60,14 @@ class CacheSpec:
         The QJL estimator constants (``Sketch.scale``).
     name : str
         The scheme this spec was built from.
+
+    Examples
+    --------
+    >>> from kvstats_gpu.codebook import StaticCodebook
+    >>> cb = StaticCodebook.from_arrays([-1.0, 1.0], [0.0])
+    >>> spec = CacheSpec(dim=64, k_dpad=64, v_dpad=64, k_codebook=cb, v_codebook=cb, v_m=64, v_scale=0.02)
+    >>> spec.k_bits, spec.v_bits, spec.v_m
+    (1, 1, 64)
     """
 
     dim: int
@@ -94,14 +102,23 @@ class CacheSpec:
 
     @property
     def k_bits(self) -> int:
+        """Bits of the key scalar codes (0 for pure QJL keys)."""
         return 0 if self.k_codebook is None else self.k_codebook.bits
 
     @property
     def v_bits(self) -> int:
+        """Bits of the value scalar codes."""
         return self.v_codebook.bits
 
     def bytes_per_token_head(self) -> dict[str, int]:
-        """Stored bytes per token and KV head, by part (float16 norms)."""
+        """Stored bytes per token and KV head, by part (float16 norms).
+
+        Examples
+        --------
+        >>> from kvstats_gpu.bridge import make_cache_spec
+        >>> make_cache_spec("KQV", 4, 128)[0].bytes_per_token_head()
+        {'k_codes': 64, 'k_norm': 2, 'v_codes': 48, 'v_norm': 2, 'v_signs': 16, 'v_sketch_norm': 2}
+        """
         parts = {}
         if self.k_bits:
             parts["k_codes"] = self.k_bits * self.k_dpad // 8
@@ -122,6 +139,13 @@ class CacheParams(NamedTuple):
 
     ``k_signs``/``v_signs``: ``(d_pad,)`` ±1 or None (no rotation); ``k_sketch``/
     ``v_sketch``: ``(m, dim)`` float32 or None.
+
+    Examples
+    --------
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> params = make_cache_spec("KQV", 4, 96, seed=0)[1]  # d = 96 rotates in 128 coordinates
+    >>> params.k_signs.shape, params.k_sketch is None, params.v_sketch.shape
+    ((128,), True, (128, 96))
     """
 
     k_signs: Float[jax.Array, "k_dpad"] | None
@@ -136,6 +160,15 @@ class QuantizedKVCache(NamedTuple):
     Shapes: ``k_planes (H, k_bits, C, k_dpad/8)`` uint8, ``k_norms (H, C)`` float16,
     ``k_signs (H, C, k_m/8)`` uint8, ``k_snorms (H, C)`` float16 (norm of the sketched
     vector), the same for values, and ``length`` (int32 scalar: valid tokens).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, params = make_cache_spec("turboquant_mse", 2, 64, seed=0)
+    >>> cache = quantize_kv(np.ones((2, 10, 64)), np.ones((2, 10, 64)), spec, params)
+    >>> cache.n_heads, cache.capacity, int(cache.length), cache.nbytes  # 2 heads x 256 x (16 + 2 + 16 + 2) B
+    (2, 256, 10, 18432)
     """
 
     k_planes: UInt8[jax.Array, "H k_bits C k_dpad/8"] | None
@@ -150,10 +183,12 @@ class QuantizedKVCache(NamedTuple):
 
     @property
     def capacity(self) -> int:
+        """Allocated tokens C (a multiple of :data:`PAGE`)."""
         return int(self.v_norms.shape[1])
 
     @property
     def n_heads(self) -> int:
+        """KV heads H."""
         return int(self.v_norms.shape[0])
 
     @property
@@ -163,7 +198,19 @@ class QuantizedKVCache(NamedTuple):
 
 
 def check_params(spec: CacheSpec, params: CacheParams) -> CacheParams:
-    """Validate ``params`` against ``spec``; returns them as float32 (absent parts None)."""
+    """Validate ``params`` against ``spec``; returns them as float32 (absent parts None).
+
+    Examples
+    --------
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> check_params(spec, params).v_sketch.dtype
+    dtype('float32')
+    >>> check_params(spec, params._replace(v_sketch=None))
+    Traceback (most recent call last):
+    ...
+    ValueError: params.v_sketch is required: the spec has 64 sketch rows
+    """
     if not isinstance(spec, CacheSpec):
         raise TypeError(f"spec must be a CacheSpec; received {type(spec).__name__}")
     if not isinstance(params, CacheParams):
@@ -195,19 +242,44 @@ def check_params(spec: CacheSpec, params: CacheParams) -> CacheParams:
 
 
 def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
-    """Raise unless ``cache`` has exactly the parts and plane shapes ``spec`` describes."""
+    """Raise unless ``cache`` has exactly the parts and shapes ``spec`` describes.
+
+    Every part present or absent as the spec says, planes ``(H, bits, C, d_pad/8)``, signs
+    ``(H, C, m/8)``, norms ``(H, C)``, with one H and one C throughout (so a mismatched
+    cache fails here, naming the part, not deep inside a kernel).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> cache = quantize_kv(np.ones((2, 10, 64)), np.ones((2, 10, 64)), spec, params)
+    >>> check_cache(cache, spec)
+    >>> check_cache(cache._replace(v_signs=cache.v_signs[:, :, :4]), spec)
+    Traceback (most recent call last):
+    ...
+    ValueError: cache.v_signs has shape (2, 256, 4), expected (2, 256, 8) for this spec (H = 2, C = 256)
+    """
     if not isinstance(cache, QuantizedKVCache):
         raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
-    if (cache.k_planes is None) != (spec.k_bits == 0) or (cache.k_signs is None) != (spec.k_m == 0) \
-            or (cache.v_signs is None) != (spec.v_m == 0):
-        raise ValueError("cache does not match spec (key/value parts present or absent differ)")
-    if cache.k_planes is not None and cache.k_planes.shape[1:] != (spec.k_bits, cache.capacity, spec.k_dpad // 8):
-        raise ValueError(f"cache.k_planes has shape {cache.k_planes.shape}, expected "
-                         f"(H, {spec.k_bits}, {cache.capacity}, {spec.k_dpad // 8})")
-    if cache.v_planes.shape[1:] != (spec.v_bits, cache.capacity, spec.v_dpad // 8):
-        raise ValueError(f"cache.v_planes has shape {cache.v_planes.shape}, expected "
-                         f"(H, {spec.v_bits}, {cache.capacity}, {spec.v_dpad // 8})")
-
+    H, C = cache.n_heads, cache.capacity
+    want = {"k_planes": (H, spec.k_bits, C, spec.k_dpad // 8) if spec.k_bits else None,
+            "k_norms": (H, C) if spec.k_bits else None,
+            "k_signs": (H, C, spec.k_m // 8) if spec.k_m else None,
+            "k_snorms": (H, C) if spec.k_m else None,
+            "v_planes": (H, spec.v_bits, C, spec.v_dpad // 8),
+            "v_norms": (H, C),
+            "v_signs": (H, C, spec.v_m // 8) if spec.v_m else None,
+            "v_snorms": (H, C) if spec.v_m else None}
+    for name, shape in want.items():
+        part = getattr(cache, name)
+        if (part is None) != (shape is None):
+            raise ValueError(f"cache does not match spec: cache.{name} is "
+                             f"{'absent' if part is None else 'present'} but the spec "
+                             f"{'has' if shape is not None else 'has no'} such part")
+        if part is not None and tuple(part.shape) != shape:
+            raise ValueError(f"cache.{name} has shape {tuple(part.shape)}, expected {shape} for this spec "
+                             f"(H = {H}, C = {C})")
 
 
 # --------------------------------------------------------------------------- encoding
@@ -417,7 +489,16 @@ def kernel_refs(it: Iterator, spec: CacheSpec) -> tuple:
     caller passes them: ``(length, rotated query, sketched query, key planes, key norms,
     key signs, key sketch norms, value planes, value norms, value signs, value sketch
     norms, value accumulator, sign accumulator)``; absent parts of the spec are None
-    (planes: empty lists). ``it`` is left at the kernel's own outputs."""
+    (planes: empty lists). ``it`` is left at the kernel's own outputs.
+
+    Examples
+    --------
+    >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> spec = make_cache_spec("KQV", 2, 128)[0]  # 2-bit keys, 1-bit values + value signs
+    >>> it = iter(["len", "qr", "kp0", "kp1", "kn", "vp0", "vn", "vs", "vsn", "a", "b", "ml"])
+    >>> kernel_refs(it, spec), next(it)
+    (('len', 'qr', None, ['kp0', 'kp1'], 'kn', None, None, ['vp0'], 'vn', 'vs', 'vsn', 'a', 'b'), 'ml')
+    """
     length = next(it)
     qr = next(it) if spec.k_bits else None
     sq = next(it) if spec.k_m else None

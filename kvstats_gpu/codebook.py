@@ -57,6 +57,12 @@ class StaticCodebook:
         ``2**bits`` float32 centroids (increasing).
     boundaries : tuple of float
         ``2**bits - 1`` boundaries rounded down to float32 (see module docstring).
+
+    Examples
+    --------
+    >>> cb = StaticCodebook.from_arrays([-0.3, 0.3], [0.1])  # 0.1 is not a float32
+    >>> cb.boundaries[0] < 0.1 < float(np.nextafter(np.float32(cb.boundaries[0]), np.float32(1)))
+    True
     """
 
     bits: int
@@ -98,7 +104,15 @@ class StaticCodebook:
 
     @classmethod
     def from_codebook(cls, codebook: Codebook) -> "StaticCodebook":
-        """Build from a :class:`kvstats.Codebook`."""
+        """Build from a :class:`kvstats.Codebook`.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> cb = StaticCodebook.from_codebook(kvstats.lloyd_max_codebook(3, "beta", dim=128))
+        >>> cb.bits, len(cb.centroids), len(cb.boundaries)
+        (3, 8, 7)
+        """
         if not isinstance(codebook, Codebook):
             raise TypeError(f"codebook must be a kvstats Codebook; received {type(codebook).__name__}")
         return cls.from_arrays(codebook.centroids, codebook.boundaries)
@@ -196,6 +210,13 @@ def centroid_of_class(plane_vals: list, j: int, centroids: tuple) -> jax.Array:
     values left by level p−1 (code order puts the two codes that differ only in bit 0 next
     to each other, then bit 1, ...). ``2**bits − 1`` selects, no comparisons, no code
     assembly, no gather; the result is exactly a float32 centroid.
+
+    Examples
+    --------
+    >>> planes = pack_planes_reference(np.array([[3, 0, 0, 0, 0, 0, 2, 1]], np.uint8), 2)[0]  # (bits, d/8)
+    >>> vals = [jnp.asarray(p, jnp.int32) for p in planes]  # plane p holds bit p of every code
+    >>> [float(centroid_of_class(vals, j, (-1.5, -0.5, 0.5, 1.5))[0]) for j in (0, 1, 6, 7)]
+    [1.5, -1.5, 0.5, -0.5]
     """
     vals = list(centroids)
     for p, plane in enumerate(plane_vals):
@@ -238,13 +259,25 @@ def _batchable(kernel, impl: str, in_fold: tuple, out_fold: tuple):
 
 
 def to_class_major(x: jax.Array) -> jax.Array:
-    """Permute the last axis so coordinate ``8i + j`` moves to ``j·d/8 + i`` (an XLA transpose)."""
+    """Permute the last axis so coordinate ``8i + j`` moves to ``j·d/8 + i`` (an XLA transpose).
+
+    Examples
+    --------
+    >>> to_class_major(jnp.arange(16)).tolist()
+    [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]
+    """
     d = x.shape[-1]
     return jnp.swapaxes(x.reshape(*x.shape[:-1], d // 8, 8), -1, -2).reshape(x.shape)
 
 
 def from_class_major(x: jax.Array) -> jax.Array:
-    """Inverse of :func:`to_class_major`."""
+    """Inverse of :func:`to_class_major`.
+
+    Examples
+    --------
+    >>> bool((from_class_major(to_class_major(jnp.arange(16))) == jnp.arange(16)).all())
+    True
+    """
     d = x.shape[-1]
     return jnp.swapaxes(x.reshape(*x.shape[:-1], 8, d // 8), -1, -2).reshape(x.shape)
 

@@ -326,7 +326,19 @@ def combine_partials(parts: Partials, axis: int = 0) -> Partials:
 
 def finalize_partials(parts: Partials, spec: CacheSpec, params: CacheParams, *, impl: str = "auto",
                       interpret: bool | None = None) -> Float[jax.Array, "HG dim"]:
-    """Normalise, inverse-rotate (once per step) and add the sketch part: ``(H·G, dim)`` float32."""
+    """Normalise, inverse-rotate (once per step) and add the sketch part: ``(H·G, dim)`` float32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu import make_cache_spec, quantize_kv
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> K = np.random.default_rng(0).normal(size=(2, 30, 64)).astype(np.float32)
+    >>> cache, q = quantize_kv(K, K, spec, params), np.ones((4, 64), np.float32)
+    >>> out = finalize_partials(decode_partials(q, cache, spec, params), spec, params)
+    >>> bool(np.allclose(out, decode_attention(q, cache, spec, params), atol=1e-6))
+    True
+    """
     H, G = parts.m.shape
     inv_l = 1.0 / parts.l
     out = unrotate_optional(parts.a * inv_l[..., None], params.v_signs, spec.dim, impl, interpret)
@@ -344,6 +356,19 @@ def decode_partials(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec
 
     ``length`` overrides ``cache.length`` (the sharded path passes the valid tokens of
     its sequence shard, which may be <= 0: such a shard contributes nothing).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats_gpu import make_cache_spec, quantize_kv
+    >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
+    >>> K = np.random.default_rng(0).normal(size=(2, 30, 64)).astype(np.float32)
+    >>> cache, q = quantize_kv(K, K, spec, params), np.ones((6, 64), np.float32)  # G = 3
+    >>> parts = decode_partials(q, cache, spec, params)
+    >>> parts.m.shape, parts.a.shape, parts.b.shape  # b: the value sketch's accumulator (m = 64)
+    ((2, 3), (2, 3, 64), (2, 3, 64))
+    >>> float(decode_partials(q, cache, spec, params, length=0).l.max())  # an empty shard
+    0.0
     """
     impl, interpret = resolve_impl(impl, interpret)
     params = check_params(spec, params)

@@ -46,7 +46,17 @@ _SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of 
 
 def check_sketch(sketch: Float[ArrayLike, "m d"] | Sketch, dim: int | None = None,
                  name: str = "sketch") -> Float[jax.Array, "m d"]:
-    """Validate a sketch matrix ``(m, d)`` (or a numpy ``Sketch``'s) with m a multiple of 8; float32."""
+    """Validate a sketch matrix ``(m, d)`` (or a numpy ``Sketch``'s) with m a multiple of 8; float32.
+
+    Examples
+    --------
+    >>> check_sketch(np.ones((16, 4)), dim=4).dtype
+    dtype('float32')
+    >>> check_sketch(np.ones((12, 4)))
+    Traceback (most recent call last):
+    ...
+    ValueError: sketch must be a 2-D (m, d) matrix with m a multiple of 8 (one shared draw); received shape (12, 4)
+    """
     s = as_jax_float(sketch.matrix if isinstance(sketch, Sketch) else sketch, name, min_ndim=2)
     check_finite_concrete(s, name)
     if s.ndim != 2 or s.shape[0] % 8:
@@ -170,7 +180,14 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
 
 
 def unpack_signs_reference(bits: jax.Array, m: int) -> jax.Array:
-    """Packed bits ``(..., m/8)`` → float32 ±1 ``(..., m)`` (bit 1 ↦ +1)."""
+    """Packed bits ``(..., m/8)`` → float32 ±1 ``(..., m)`` (bit 1 ↦ +1; bit ``j`` of byte
+    ``i`` is sign ``8i + j``: little bit order, as the numpy core's ``pack_bits``).
+
+    Examples
+    --------
+    >>> unpack_signs_reference(jnp.array([[0b00000101]], jnp.uint8), 8).tolist()
+    [[1.0, -1.0, 1.0, -1.0, -1.0, -1.0, -1.0, -1.0]]
+    """
     b = (bits.astype(jnp.uint32)[..., None] >> jnp.arange(8, dtype=jnp.uint32)) & 1
     return (2.0 * b.reshape(*bits.shape[:-1], m).astype(jnp.float32) - 1.0)
 

@@ -44,7 +44,17 @@ MOSAIC_COLS = 128
 
 
 def check_signs(signs: Float[ArrayLike, "d_pad"], name: str = "signs") -> Float[jax.Array, "d_pad"]:
-    """Validate a 1-D ±1 sign vector whose length is a power of two >= 8; float32."""
+    """Validate a 1-D ±1 sign vector whose length is a power of two >= 8; float32.
+
+    Examples
+    --------
+    >>> check_signs([1, -1, 1, 1, -1, 1, 1, 1]).tolist()
+    [1.0, -1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0]
+    >>> check_signs(np.ones(12))
+    Traceback (most recent call last):
+    ...
+    ValueError: signs must be 1-D with a power-of-two length >= 8 (one shared rotation; d_pad = next power of two of the head dim); received shape (12,)
+    """
     s = as_jax_float(signs, name, min_ndim=1)
     if s.ndim != 1 or not is_pow2(s.shape[0]) or s.shape[0] < 8:
         raise ValueError(f"{name} must be 1-D with a power-of-two length >= 8 (one shared rotation; "
@@ -240,12 +250,30 @@ def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *,
 
 
 def rotate_optional(x: jax.Array, signs: jax.Array | None, impl: str, interpret: bool | None) -> jax.Array:
-    """:func:`rotate` by ``signs``, or ``x`` unchanged when ``signs`` is None (no rotation)."""
+    """:func:`rotate` by ``signs``, or ``x`` unchanged when ``signs`` is None (no rotation).
+
+    Examples
+    --------
+    >>> x = jnp.ones((1, 8))
+    >>> rotate_optional(x, None, "reference", None) is x
+    True
+    >>> rotate_optional(x, jnp.ones(8), "reference", None)[0, :2].tolist()  # H·1/√8: (√8, 0, ...)
+    [2.8284270763397217, 0.0]
+    """
     return x if signs is None else rotate(x, signs, impl=impl, interpret=interpret)
 
 
 def unrotate_optional(y: jax.Array, signs: jax.Array | None, dim: int, impl: str,
                       interpret: bool | None) -> jax.Array:
-    """The inverse of :func:`rotate_optional`, truncated to the first ``dim`` coordinates."""
+    """The inverse of :func:`rotate_optional`, truncated to the first ``dim`` coordinates.
+
+    Examples
+    --------
+    >>> s = jnp.asarray(np.where(np.arange(8) % 3 == 0, -1.0, 1.0))
+    >>> x = jnp.arange(6.0)[None]  # d = 6, rotated in 8 coordinates
+    >>> y = rotate_optional(x, s, "reference", None)
+    >>> np.round(unrotate_optional(y, s, 6, "reference", None), 5).tolist()
+    [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
+    """
     return y[..., :dim] if signs is None else rotate(y, signs, inverse=True, dim=dim, impl=impl,
                                                      interpret=interpret)

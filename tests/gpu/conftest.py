@@ -1,6 +1,11 @@
 """Tests of kvstats_gpu. CPU tests run the Pallas kernels in interpret mode and lower them
 for CUDA through both Pallas GPU backends, Mosaic GPU and Triton (lowering needs no GPU);
-tests marked ``gpu`` need a real GPU and are skipped without one."""
+tests marked ``gpu`` need a real GPU and are skipped without one, unless
+``KVSTATS_REQUIRE_GPU=1`` (set by experiments/gpu_runbook.sh), which makes a missing GPU a
+usage error: on a GPU machine whose CUDA plugin failed to load, jax falls back to the CPU
+and every gpu test would otherwise skip and the run pass."""
+
+import os
 
 import pytest
 
@@ -13,6 +18,10 @@ LOWERED_AS = {"mosaic": "custom_call @mosaic_gpu", "triton": "custom_call @__gpu
 
 def pytest_collection_modifyitems(config, items):
     on_gpu = jax.default_backend() == "gpu"
+    if not on_gpu and os.environ.get("KVSTATS_REQUIRE_GPU") == "1" \
+            and any(item.get_closest_marker("gpu") is not None for item in items):
+        raise pytest.UsageError(f"KVSTATS_REQUIRE_GPU=1 but jax's default backend is {jax.default_backend()!r} "
+                                f"(devices {jax.devices()}): the gpu tests would only skip")
     skip = pytest.mark.skip(reason="needs a GPU (jax.default_backend() != 'gpu')")
     for item in items:
         if item.get_closest_marker("gpu") is not None and not on_gpu:

@@ -132,6 +132,11 @@ def test_bad_input_messages():
         decode_attention(q, tuple(cache), spec, params)
     with pytest.raises(ValueError, match="length must be >= 1"):
         dense_decode_attention(q, K, V, length=0)
+    # a part of the wrong shape (here: norms of another capacity) is named before any kernel runs
+    with pytest.raises(ValueError, match=r"cache.k_norms has shape \(2, 128\), expected \(2, 256\)"):
+        decode_attention(q, cache._replace(k_norms=cache.k_norms[:, :128]), spec, params)
+    with pytest.raises(ValueError, match="cache.v_signs is absent but the spec has such part"):
+        decode_attention(q, cache._replace(v_signs=None), spec, params)
 
 
 def test_stored_codes_signs_and_norms_equal_numpy_core():
@@ -187,3 +192,28 @@ def test_prod_inner_products_are_unbiased_over_draws():
             assert np.all(np.abs(t) < 4.5), t
         else:
             assert np.any(np.abs(t) > 4.5), t
+
+
+def test_gqa_mapping_scale_and_padding_against_the_numpy_core():
+    # Independent of every jnp path here: kvstats.metrics.attention_output (float64 numpy,
+    # softmax(q Kᵀ/√d) V) with Llama's repeat_kv done by np.repeat, so query head h·G + g
+    # reads KV head h. A mapping, scale or padding-mask error made identically in the
+    # kernels, their jnp reference and dense_decode_attention is caught here. Peaked
+    # queries (q_scale 3) so the 1/√d scale matters; N < capacity so padded tokens exist.
+    from kvstats.metrics import attention_output
+    H, G, N, d = 3, 2, 50, 64
+    K, V, q = _kv(H, N, d, G, seed=41, q_scale=3.0)
+    q[G] *= -1.0  # query heads differ across groups (head G is the first of KV head 1)
+    want = attention_output(q[:, None, :].astype(np.float64), np.repeat(K, G, axis=0).astype(np.float64),
+                            np.repeat(V, G, axis=0).astype(np.float64))[:, 0]
+    Kp, Vp = (np.pad(a, ((0, 0), (0, 14), (0, 0))) for a in (K, V))  # padding the mask must drop
+    np.testing.assert_allclose(np.asarray(dense_decode_attention(q, Kp, Vp, length=N)), want, atol=1e-5)
+    # the quantized path, on its own dequantized cache (capacity 256 > N)
+    spec, params = make_cache_spec("QKQV", 3, d, seed=5)
+    cache = quantize_kv(K, V, spec, params, impl="reference")
+    Kh, Vh = (np.asarray(a, np.float64)[:, :N] for a in dequantize_kv(cache, spec, params))
+    want_q = attention_output(q[:, None, :].astype(np.float64), np.repeat(Kh, G, axis=0),
+                              np.repeat(Vh, G, axis=0))[:, 0]
+    got = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
+    np.testing.assert_allclose(got, want_q, atol=2e-5)
+    assert np.abs(want_q[:G] - want_q[G:2 * G]).max() > 0.1  # the groups' outputs really differ

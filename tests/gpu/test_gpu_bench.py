@@ -1,3 +1,9 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
 import pytest
 
 from kvstats_gpu import bench
@@ -22,3 +28,42 @@ def test_cpu_run_reports_consistent_figures():
         assert row["quant_frac_peak"] is None and row["path"].startswith("jnp reference")
     table = bench._fmt(rows)
     assert table.splitlines()[0].startswith("| tokens | scheme | path | quant_ms")
+
+
+def test_docstring_examples():
+    # tests/test_docstrings.py skips this module (a command-line entry point); its examples run here
+    import doctest
+    result = doctest.testmod(bench, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
+
+
+def test_command_line_refuses_bad_schemes_and_a_missing_gpu(capsys):
+    for bad in ("KQV4", "KQV:x", ":4", "kivi:4", "KQV"):  # KQV needs BITS; kivi has no GPU export
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["--schemes", bad])
+        assert exc.value.code == 2
+        assert "error:" in capsys.readouterr().err
+    assert bench.parse_scheme_arg("K4V2") == ("K4V2", None)
+    if jax.default_backend() != "gpu":
+        assert bench.main(["--require-gpu"]) == 2
+        assert "NO GPU" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="checks the behaviour without a GPU")
+def test_runbook_stops_without_a_gpu_and_pytest_refuses_to_skip(tmp_path):
+    # Off a GPU (or on one whose CUDA plugin failed to load: jax falls back to the CPU) the
+    # runbook must not report success: the gpu tests would all skip and the bench would
+    # time CPU code. It stops after the environment step with exit status 3, and
+    # KVSTATS_REQUIRE_GPU=1 (which it sets for pytest on a GPU) turns skips into an error.
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}
+    env.pop("RUNBOOK_ALLOW_CPU", None)
+    res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(tmp_path / "out")], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 3, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "not 'gpu'" in res.stdout and "import kvstats_gpu.bench ok" in res.stdout
+    assert not (tmp_path / "out" / "pytest_gpu.txt").exists()
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                          "tests/gpu/test_gpu_device.py"], cwd=root, capture_output=True, text=True, timeout=300,
+                         env={**env, "KVSTATS_REQUIRE_GPU": "1"})
+    assert res.returncode == pytest.ExitCode.USAGE_ERROR and "KVSTATS_REQUIRE_GPU=1" in res.stdout + res.stderr

@@ -2,8 +2,8 @@ import jax
 import numpy as np
 import pytest
 
-from kvstats_gpu._common import (DEFAULT_BACKEND, hadamard_np, kernel_backend, mosaic_rows_ok, next_pow2,
-                                 resolve_impl, row_block)
+from kvstats_gpu._common import (DEFAULT_BACKEND, hadamard_np, kernel_backend, mosaic_load, mosaic_rows_ok,
+                                 next_pow2, resolve_impl, row_block)
 
 
 def test_dispatch_rule():
@@ -47,3 +47,30 @@ def test_kvstats_never_imports_jax():
     code = "import sys, kvstats, kvstats.quant.schemes; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_mosaic_load_follows_the_signature_of_each_jax_version():
+    # plgpu.load across jax versions: 0.10 requires the index (() = the whole ref); later
+    # versions default it (idx=NotSpecified) and then drop it, where a positional () would
+    # be a TypeError; a version without ``optimized`` must not receive it.
+    calls = []
+
+    class NotSpecified:
+        pass
+
+    def load_010(src, idx, *, layout=None, optimized=True):
+        calls.append(("0.10", src, idx, layout, optimized))
+
+    def load_default(src, idx=NotSpecified(), *, layout=None, optimized=True):
+        calls.append(("default", src, type(idx).__name__, layout, optimized))
+
+    def load_no_idx(src, *, layout=None, optimized=True):
+        calls.append(("no idx", src, layout, optimized))
+
+    def load_no_optimized(src, *, layout=None):
+        calls.append(("no optimized", src, layout))
+
+    for fn in (load_010, load_default, load_no_idx, load_no_optimized):
+        mosaic_load(fn, "ref", "WGMMA")
+    assert calls == [("0.10", "ref", (), "WGMMA", False), ("default", "ref", "NotSpecified", "WGMMA", False),
+                     ("no idx", "ref", "WGMMA", False), ("no optimized", "ref", "WGMMA")]
