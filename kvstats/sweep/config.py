@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,11 @@ from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for
 from kvstats.sweep.sources import _real_params, _resolve_real
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
+
+#: Arguments of :func:`kvstats.make_scheme` the sweep sets itself, which scheme params
+#: must therefore not carry (with where each comes from).
+_SWEEP_SET = {"name": "the entry's 'name'", "bits": "from 'budgets'", "dim": "from 'dims'",
+              "seed": "from 'seed', per cell and chunk", "draws": "one draw per trial"}
 
 #: Fewest keys a case may have: the per-trial profile reports recall@5
 #: (:func:`kvstats.error_profile`, ``k = 5``).
@@ -213,7 +219,9 @@ class SweepConfig:
         for pair in _as_list(self.comparisons, "comparisons"):
             if (not isinstance(pair, (list, tuple)) or len(pair) != 2
                     or not all(isinstance(p, str) for p in pair)):
-                raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}")
+                hint = (" (comparisons is a list of [a, b] pairs, e.g. [[\"KQV\", \"QKQV\"]])"
+                        if isinstance(pair, str) else "")
+                raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}{hint}")
             pairs.append((pair[0], pair[1]))
         object.__setattr__(self, "comparisons", tuple(pairs))
         if self.comparisons != DEFAULT_COMPARISONS:  # the default pairs skip absent schemes
@@ -250,8 +258,17 @@ class SweepConfig:
         try:
             scheme_def(spec.name)
         except (TypeError, ValueError):
+            why = ""
+            if isinstance(spec.name, str) and re.fullmatch(r"K\d+V\d+", spec.name):
+                why = " (mixed precision K{a}V{b} takes a and b in 1..8)"
             raise ValueError(f"scheme name must be one of {list(SCHEMES)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
-                             f"received {spec.name!r}") from None
+                             f"received {spec.name!r}{why or _suggest(spec.name, SCHEMES)}") from None
+        reserved = sorted(set(spec.params) & set(_SWEEP_SET))
+        if reserved:
+            # make_scheme would fail much later with "got multiple values for argument ..."
+            raise ValueError(f"scheme {spec.display()!r} params must not set {reserved}: the sweep sets "
+                             + ", ".join(f"{k} ({_SWEEP_SET[k]})" for k in reserved)
+                             + f"; received params {spec.params}")
         return spec
 
     @staticmethod

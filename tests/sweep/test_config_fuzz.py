@@ -40,7 +40,9 @@ CASES = [
     ("key typo", "n_trials = 4", "n_trails = 4",
      "unknown config key(s) ['n_trails'] (did you mean 'n_trials'?)"),
     ("table typo", "[report]", "[reports]", "unknown config key(s) ['reports'] (did you mean 'report'?)"),
-    ("scheme typo", 'name = "QKQV"', 'name = "QKVQ"', "scheme name must be one of"),
+    ("scheme typo", 'name = "QKQV"', 'name = "QKVQ"', "received 'QKVQ' (did you mean 'QKQV'?)"),
+    ("mixed precision out of range", 'name = "QKQV"', 'name = "K9V2"',
+     "received 'K9V2' (mixed precision K{a}V{b} takes a and b in 1..8)"),
     ("distribution typo", 'name = "heavy_tailed"', 'name = "heavy_taled"', "did you mean 'heavy_tailed'"),
     ("report key typo", "alpha = 0.05", "alpah = 0.05",
      "unknown report option 'alpah' (did you mean 'alpha'?)"),
@@ -66,6 +68,13 @@ CASES = [
      "report option 'figures' must be true or false; received 'no'"),
     ("comparisons text", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = "KQV"',
      "comparisons must be pairs of scheme labels; received 'KQV'"),
+    ("comparisons one flat pair", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = ["KQV", "QKQV"]',
+     "received 'KQV' (comparisons is a list of [a, b] pairs"),
+    # what the sweep sets itself: make_scheme would say "got multiple values for argument 'bits'"
+    ("scheme param bits", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {bits = 3, seed = 1}\n',
+     "scheme 'KQV' params must not set ['bits', 'seed']: the sweep sets bits (from 'budgets')"),
+    ("scheme param dim", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {dim = 16}\n',
+     "params must not set ['dim']: the sweep sets dim (from 'dims')"),
     ("distribution params not a table", "params = {nu = 3.0}", "params = 3",
      "must be a table/dict of parameters; received 3"),
     # out of range
@@ -73,6 +82,7 @@ CASES = [
     ("n_keys below k", "n_keys = [8]", "n_keys = [3]",
      "n_keys must be an integer in [5, inf]; received 3 (recall@5"),
     ("n_trials 1", "n_trials = 4", "n_trials = 1", "n_trials must be an integer in [2, inf]; received 1"),
+    ("dims 1", "dims = [16]", "dims = [1]", "dims must be an integer in [2, inf]; received 1"),
     ("nu just above 1", "nu = 3.0", "nu = 1.0001", "param nu must be a finite number >= 1.05"),
     ("nu 0", "nu = 3.0", "nu = 0", "param nu must be a finite number >= 1.05"),
     ("alpha 1.5", "alpha = 0.05", "alpha = 1.5",
@@ -97,6 +107,10 @@ CASES = [
      "schemes must have distinct labels; received duplicates ['KQV']"),
     ("comparisons twice", "[sweep]", '[sweep]\ncomparisons = [["QKQV", "KQV"]]',
      "comparisons given both in [report] and elsewhere"),
+    ("duplicate distribution", "[report]", f"[[distributions]]\n{HT}\n\n[report]",
+     "distributions must not repeat a (name, params) pair"),
+    ("duplicate budget", "budgets = [2, 3]", "budgets = [3, 3]", "budgets must not repeat values; received [3, 3]"),
+    ("duplicate n_keys", "n_keys = [8]", "n_keys = [8, 8]", "n_keys must not repeat values; received [8, 8]"),
 ]
 
 
@@ -118,6 +132,9 @@ def test_the_base_config_is_valid(tmp_path, capsys):
     from kvstats.sweep import check_grid
 
     (tmp_path / "c.toml").write_text(BASE)
+    assert len(check_grid(tmp_path / "c.toml")) == 4
+    # the edge of the heavy-tailed range is inside it (the check is nu >= 1.05, not >)
+    (tmp_path / "c.toml").write_text(BASE.replace("nu = 3.0", "nu = 1.05"))
     assert len(check_grid(tmp_path / "c.toml")) == 4
 
 

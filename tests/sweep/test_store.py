@@ -133,6 +133,30 @@ def test_a_cell_with_rows_of_another_cell_is_not_reused(tmp_path, reference):
     _same(res.frame, reference)
 
 
+@pytest.mark.parametrize("fault, reason", [
+    ("rows of another cell", "holds rows of another cell"),
+    ("trials out of order", "does not hold trials 0..5 in order"),
+    ("a trial twice", "does not hold trials 0..5 in order"),
+])
+def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fault, reason):
+    """A file whose metadata record was written for its (wrong) rows, so the record, the row
+    count and the content hash all agree: only the checks of the rows can refuse it."""
+    cid = reference["cell_id"].iloc[0]
+    cell = reference[reference["cell_id"] == cid].reset_index(drop=True)
+    other = reference[reference["cell_id"] != cid]["cell_id"].iloc[0]
+    bad = {"rows of another cell": lambda f: f.assign(cell_id=other),
+           "trials out of order": lambda f: f.iloc[::-1].reset_index(drop=True),
+           "a trial twice": lambda f: f.assign(trial=[0, 1, 2, 3, 4, 4])}[fault](cell)
+    assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell)) == (None, None)  # no file
+    store.write_cell(tmp_path, cid, cell, key="k", config="c")
+    assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell))[1] is None  # the good file
+    store.write_cell(tmp_path, cid, bad, key="k", config="c")
+    assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell)) == (None, reason)
+    # the key is checked beside the id (same id, another cell key)
+    store.write_cell(tmp_path, cid, cell, key="k", config="c")
+    assert store.load_cell(tmp_path, cid, key="k2", n_trials=len(cell))[1].startswith("is the file of another cell")
+
+
 # ---------------------------------------------------------------- results + manifest
 def test_results_and_manifest_cannot_be_paired_across_sweeps(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"

@@ -1,0 +1,32 @@
+"""The plan of a sweep: which cells a config makes and how many trials a chunk holds.
+
+Both guards were found missing by mutation: ignoring a scheme's own ``budgets``, and
+sizing automatic chunks by N·d instead of max(N, d)·d, passed every other sweep test.
+"""
+
+from kvstats.sweep import SweepConfig, plan
+
+
+def test_a_schemes_budgets_override_the_sweeps():
+    cfg = SweepConfig.from_dict({
+        "schemes": ["KV", {"name": "KQV", "budgets": [2, 4]}, {"name": "K4V2", "budgets": [7]}],
+        "budgets": [3], "distributions": ["gaussian"], "dims": [16], "n_keys": [8], "n_trials": 4})
+    got = [(c.scheme.display(), c.budget) for c in cfg.cells()]
+    # KV at the sweep's budgets, KQV at its own, a fixed-budget scheme once (its bits are its own)
+    assert got == [("KV", 3), ("KQV", 2), ("KQV", 4), ("K4V2", None)]
+    assert SweepConfig.from_dict(cfg.to_dict()).cells() == cfg.cells()
+
+
+def test_automatic_chunks_are_the_documented_function_of_n_and_d():
+    """chunk = min(n_trials, max(1, 2**24 // (max(N, d)·d))) (config docstring)."""
+    cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"], "n_trials": 10**6})
+    assert plan._AUTO_CHUNK_ENTRIES == 2**24
+    # (N, d) -> 2**24 // (max(N, d)·d), worked by hand
+    for (n, d), chunk in {(1024, 128): 128, (8, 256): 256, (256, 256): 256, (64, 128): 1024,
+                          (2**20, 64): 1, (2**25, 1): 1}.items():
+        assert cfg.chunk_for(n, d) == chunk, (n, d)
+    small = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"], "n_trials": 7})
+    assert small.chunk_for(8, 16) == 7  # never more than the trials
+    fixed = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"], "n_trials": 7,
+                                   "chunk_size": 3})
+    assert fixed.chunk_for(1024, 128) == 3 and fixed.chunk_for(8, 256) == 3
