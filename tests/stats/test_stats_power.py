@@ -57,6 +57,12 @@ def test_noether_sample_size_closed_form_with_unequal_groups(alternative, expect
     z = stats.norm.ppf(1 - 0.05 / (2 if alternative == "two-sided" else 1)) + stats.norm.ppf(0.8)
     assert res.noether_n_x == math.ceil(c * z**2 / (12 * c * (1 - c) * 0.25**2)) == expected
     assert res.n_y == round(2.0 * res.n_x)
+    # the search simulates (n_x, round(ratio n_x)) with the same seed as power_mann_whitney
+    at = power_mann_whitney(0.5, n_x=res.n_x, n_y=res.n_y, alternative=alternative, n_sim=200,
+                            seed=0)
+    below = power_mann_whitney(0.5, n_x=res.n_x - 1, n_y=round(2.0 * (res.n_x - 1)),
+                               alternative=alternative, n_sim=200, seed=0)
+    assert res.achieved_power == at.power >= 0.8 > below.power
 
 
 def test_bad_input():
