@@ -40,7 +40,14 @@ class MultipleTestResult:
     alpha: float
 
     def to_frame(self):
-        """One row per hypothesis: ``pvalue, pvalue_adjusted, reject, adjust_method, alpha``."""
+        """One row per hypothesis: ``pvalue, pvalue_adjusted, reject, adjust_method, alpha``.
+
+        Examples
+        --------
+        >>> from kvstats.stats import adjust_pvalues
+        >>> adjust_pvalues([0.01, 0.2], method="bonferroni").to_frame()["pvalue_adjusted"].tolist()
+        [0.02, 0.4]
+        """
         import pandas as pd
 
         return pd.DataFrame({"pvalue": self.pvalues.ravel(),

@@ -103,6 +103,16 @@ class SequentialPermutationResult(_FrameMixin):
 
         A property of B_max only: a test that could not have rejected must be reported as
         "not resolvable at B = ...", never as "no significant difference".
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.stats.sequential import sequential_permutation_test
+        >>> z = np.random.default_rng(0).normal(size=30)
+        >>> diff = lambda perm: np.abs(z[perm[:, :15]].mean(1) - z[perm[:, 15:]].mean(1))
+        >>> res = sequential_permutation_test(diff, 30, max_permutations=499, seed=1)
+        >>> res.resolvable(0.05), res.resolvable(0.05 / 1140)   # 1/500 > 0.05/1140
+        (True, False)
         """
         alpha_needed = check_real(alpha_needed, "alpha_needed", low=0.0, high=1.0, low_open=True)
         return self.min_attainable_p <= alpha_needed
