@@ -330,3 +330,47 @@ def test_trial_level_section_counts_its_significant_rows(tmp_path):
     assert 0 < n_sig < len(trials)
     assert (f"{n_sig} of {len(trials)} trial-level (not independent) Mann–Whitney rows have adjusted "
             "p ≤ α") in rep.files["markdown"].read_text()
+
+
+def _test_row(test, metric, significant, resolvable, verdict, winner="", note=""):
+    return {"test": test, "scheme_a": "KQV", "scheme_b": "QKQV", "metric": metric, "budget": 3.0,
+            "budget_b": 3.0, "mean_a": 1.0, "mean_b": 2.0, "effect": -0.5, "effect_low": -0.7,
+            "effect_high": -0.3, "statistic": 10.0, "pvalue": 0.01, "pvalue_adjusted": 0.01,
+            "significant": significant, "resolvable": resolvable, "verdict": verdict,
+            "winner": winner, "note": note, "n_permutations": 0, "max_permutations": 0}
+
+
+def test_comparison_cells_follow_each_combination_of_outcomes():
+    """A constructed table: the winner cell and the KS cell for every outcome pair of the
+    Mann–Whitney and KS tests (the logic of sections._comparison_table)."""
+    from kvstats.analysis.compare import DIFFERENT, NO_DIFFERENCE
+    from kvstats.report.sections import R_HEADER, _comparison_table
+
+    unres = "not resolvable at n = 3 vs 3 (smallest attainable adjusted p 0.6)"
+    cases = {  # metric: (MW significant, MW resolvable, MW verdict/winner, KS sig, KS resolvable)
+        "kl": (True, True, "KQV", True, True),
+        "recall_at_5": (True, True, "QKQV", False, True),
+        "phi_k": (False, True, NO_DIFFERENCE, False, True),
+        "snr_k": (False, True, NO_DIFFERENCE, True, True),
+        "phi_v": (False, False, unres, True, True),
+        "snr_v": (False, True, NO_DIFFERENCE, False, False),
+    }
+    rows = []
+    for m, (mw_sig, mw_res, mw_word, ks_sig, ks_res) in cases.items():
+        rows.append(_test_row("mann_whitney", m, mw_sig, mw_res,
+                              DIFFERENT if mw_sig else mw_word, winner=mw_word))
+        rows.append(_test_row("ks", m, ks_sig, ks_res,
+                              DIFFERENT if ks_sig else NO_DIFFERENCE if ks_res else unres,
+                              note="ties" if m == "recall_at_5" else ""))
+    table = _comparison_table(pd.DataFrame(rows)).set_index("metric")
+    assert table.loc["kl", "winner"] == "KQV" and table.loc["recall_at_5", "winner"] == "QKQV"
+    assert table.loc["phi_k", "winner"] == NO_DIFFERENCE
+    assert table.loc["snr_k", "winner"] == "no significant shift (KS: distributions differ)"
+    assert table.loc["phi_v", "winner"] == unres              # never overwritten by the KS test
+    assert table.loc["snr_v", "winner"] == NO_DIFFERENCE
+    ks = table["p adj (KS)"]
+    assert ks["snr_v"] == "0.010 (not resolvable)"
+    assert ks["recall_at_5"] == "0.010 †"
+    assert all(ks[m] == "0.010" for m in ("kl", "phi_k", "snr_k", "phi_v"))
+    assert table.loc["kl", R_HEADER] == "-0.500 [-0.700, -0.300]"
+    assert table.loc["kl", "pair"] == "KQV vs QKQV" and "equivalence" not in table
