@@ -308,9 +308,10 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
                else "")
             + f"), adjusted together by **{opts['correction']}** at α = {opts['alpha']}. ")
     if n:
-        text += (f"To be rejected in this family a test must be able to reach p ≤ "
-                 f"{_p(res['p_needed'])} (a permutation test: B ≥ {res['family_permutations']} "
-                 "permutations). ")
+        text += (f"A test that can reach p ≤ {_p(res['p_needed'])} can be rejected whatever the "
+                 "rest of the family shows (the correction's first step; a permutation test: B ≥ "
+                 f"{res['family_permutations']} permutations); one that cannot may still be "
+                 "rejected when enough others are. ")
     if not energy.empty:
         b_max = int(energy["max_permutations"].max())
         used = energy["n_permutations"]
@@ -319,7 +320,8 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
                  f"permutations ({'the family' if opts['energy_resolution'] == 'family' else 'fixed'}"
                  f" resolution), each stopping after {opts['energy_stop']} exceedances: {early} of "
                  f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
-    text += (f"{res['not_resolvable']} test(s) could not have rejected (\"not resolvable\"). "
+    text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme "
+             "data, the rest of the family as observed (\"not resolvable\"). "
              f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
              f"{opts['bootstrap_resamples']} resamples).")
     return text
@@ -458,7 +460,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         "otherwise \"no significant difference\" when the test could have rejected (\"no "
         "significant shift (KS: distributions differ)\" when the KS test rejects), or \"not "
         "resolvable at …\" when even the most extreme data could not have reached an adjusted "
-        "p ≤ α (a statement about the design, not about the schemes). Neither is a claim that "
+        "p ≤ α, the other tests as observed (a statement about the design, not about the schemes). Neither is a claim that "
         "two schemes are equal: that is what the equivalence tests (declared margins) are for.",
         R_CONVENTION,
         unit_text,

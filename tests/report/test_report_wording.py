@@ -374,3 +374,20 @@ def test_comparison_cells_follow_each_combination_of_outcomes():
     assert all(ks[m] == "0.010" for m in ("kl", "phi_k", "snr_k", "phi_v"))
     assert table.loc["kl", R_HEADER] == "-0.500 [-0.700, -0.300]"
     assert table.loc["kl", "pair"] == "KQV vs QKQV" and "equivalence" not in table
+
+
+def test_resolution_sentence_does_not_overstate_what_a_rejection_needs(tmp_path):
+    """Holm's later steps reject at (m − i + 1)·p ≤ α: a test that cannot reach α/m can still be
+    rejected when others are (the quick report's energy tests: p adj 0.020 at B = 22799, so
+    multiplied by 456, not 1140); the header says α/m suffices, not that it is required."""
+    from kvstats.stats.multitest import adjust_pvalues
+
+    p = np.array([1e-9] * 10 + [0.01])        # the last is above α/m = 0.0045, yet rejected
+    assert p[-1] > 0.05 / p.size
+    assert adjust_pvalues(p, method="holm", alpha=0.05).pvalues_adjusted[-1] == pytest.approx(0.01)
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=30, seed=29)
+    md = hypothesis_report(_result(f), tmp_path, figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert "must be able to reach" not in md
+    assert "can be rejected whatever the rest of the family shows" in md
+    assert "the rest of the family as observed (\"not resolvable\")" in md
