@@ -34,3 +34,20 @@ def test_capture_spectra_needs_two_vectors_and_says_which_file(tmp_path):
     # two texts of one token each: two vectors per (layer, head), a (zero) covariance
     k, _ = capture_spectra(_write(tmp_path / "two.npz", json.dumps({}), n_texts=2, n_tok=1))
     assert k.eigenvalues.shape == (4, 8) and np.all(k.eigenvalues == 0)
+
+
+def test_loaded_trials_cluster_by_text(tmp_path):
+    # the statistical unit of a real trial is its text (its layers and heads share the
+    # tokens): meta["cluster"] and trial_clusters give the text of each trial, in the
+    # C order over (text, layer, head) of the selection
+    from kvstats.data.real import trial_clusters
+    rng = np.random.default_rng(0)
+    K = rng.standard_normal((3, 4, 2, 5, 8)).astype(np.float32)
+    p = tmp_path / "c.npz"
+    np.savez(p, K=K, V=K, q=np.repeat(K, 2, axis=2), meta=json.dumps({}))
+    t = load_trials(p, layer=[1, 3], head=[1])
+    text = [i for i in range(3) for _ in range(2)]
+    assert t.meta["text"] == text and t.meta["layer"] == [1, 3] * 3 and t.meta["head"] == [1] * 6
+    assert t.meta["cluster"] == text and t.meta["cluster_by"] == "text"
+    assert trial_clusters(t).tolist() == text
+    np.testing.assert_array_equal(t.K[3], K[1, 3, 1])               # trial 3 = (text 1, layer 3)

@@ -125,3 +125,35 @@ def test_spectrum_is_a_frozen_record():
         synthetic_spectrum("uniform", 4)
     with pytest.raises(ValueError, match="rank"):
         synthetic_spectrum("low_rank", 4, rank=9)
+
+
+def test_low_rank_per_direction_energy_spectrum():
+    # energy="per_direction": variance 1 per direction (v = 1), hand-computed:
+    # 4 x (1 + 0.25), 12 x 0.25, E‖k‖² = 4·1 + 16·0.25 = 8; and against one trial's sample
+    params = {"rank": 4, "noise": 0.5, "energy": "per_direction"}
+    s = synthetic_spectrum("low_rank", 16, params)
+    np.testing.assert_allclose(s.eigenvalues, np.r_[np.full(4, 1.25), np.full(12, 0.25)], rtol=1e-15)
+    assert float(s.mean_square) == pytest.approx(8.0, rel=1e-15)
+    n = 40_000
+    K = kvstats.sample("low_rank", 1, n, 16, seed=8, **params).K[0]
+    _within_mp(measured_spectrum(K).eigenvalues, s.eigenvalues, n)
+    _mean_close(np.einsum("nd,nd->n", K, K), 8.0)
+
+
+def test_focused_spectrum_along_the_query_at_small_n():
+    # N = 4 keys, one of them focused (f = 1/4): the terms f·α² and (f·α)² of the variance
+    # along q̂ and the n_q·f·(α² − s²) of E‖k‖² are large here (0.64, 0.16 and 0.39 of
+    # 1.23 and 1.39), so a dropped term or log N for log(N − n_focus) in α is far outside
+    # the tolerance: 5 SE plus 2% for the ‖q‖² = d approximation (0.5% measured, d = 64).
+    d, N, T = 64, 4, 20_000
+    t = kvstats.sample("focused", T, N, d, seed=1, strength=0.5)
+    spec = synthetic_spectrum("focused", d, n_keys=N, strength=0.5)
+    qh = t.q[:, 0] / np.linalg.norm(t.q[:, 0], axis=-1, keepdims=True)
+    proj = np.einsum("tnd,td->tn", t.K, qh).ravel()          # key components along q̂
+    dev2 = (proj - proj.mean()) ** 2
+    tol = 5 * dev2.std() / np.sqrt(dev2.size) + 0.02 * spec.eigenvalues[0]
+    assert abs(dev2.mean() - spec.eigenvalues[0]) <= tol
+    # E‖k‖² = s²(d − 1) + E[(k·q̂)²]: the along-q̂ part, the rest being s² per axis
+    sq = proj ** 2
+    along_ms = float(spec.mean_square) - (d - 1)
+    assert abs(sq.mean() - along_ms) <= 5 * sq.std() / np.sqrt(sq.size) + 0.02 * along_ms

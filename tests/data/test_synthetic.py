@@ -250,3 +250,17 @@ def test_focused_needs_keys_besides_the_focus():
     with pytest.raises(ValueError, match="n_focus must be < n_keys .*n_focus=2, n_keys=2"):
         synthetic_spectrum("focused", 4, n_keys=2, n_focus=2)
     assert sample("focused", 1, 2, 4).K.shape == (1, 2, 4)   # one background key suffices
+
+
+def test_outlier_channel_bias_signs_are_fair_coins():
+    # the bias ±magnitude·offset takes a random sign per (trial, channel): over 60 x 3
+    # channels the count of + is Binomial(180, 1/2) (two-sided binomial test, scipy);
+    # a fixed sign would give p = 2**-179
+    T, N, d, m, nc = 60, 256, 16, 8.0, 3
+    t = sample("outlier_channels", T, N, d, seed=6, n_channels=nc, magnitude=m, offset=2.0)
+    ms = (t.K ** 2).mean(axis=1)
+    ch = np.argsort(ms, axis=1)[:, -nc:]
+    mean = np.take_along_axis(t.K.mean(axis=1), ch, 1)              # ≈ ±m·offset = ±16
+    assert np.all(np.abs(np.abs(mean) - 16.0) < 5 * m / np.sqrt(N))    # SE of a mean: m/√N
+    n_pos = int((mean > 0).sum())
+    assert stats.binomtest(n_pos, mean.size, 0.5).pvalue > 1e-3

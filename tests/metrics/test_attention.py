@@ -212,3 +212,38 @@ def test_attention_output_batch_axes_of_v_must_broadcast():
     # V shared by the batch broadcasts: uniform weights over rows 0..2 give their mean
     V = np.arange(6.0).reshape(3, 2)
     np.testing.assert_allclose(attention_output(q, K, V), np.broadcast_to([[2.0, 3.0]], (2, 1, 2)))
+
+
+def test_kl_refuses_rows_off_normalisation_by_more_than_the_tolerance():
+    # log Σ exp = log 1.01 ≈ 0.01 > 1e-6 (float64): not a distribution, refused; a float32
+    # log_softmax output (rounding ~1e-7) passes the float32 tolerance 1e-3
+    lq = np.log([0.5, 0.5])
+    with pytest.raises(ValueError, match=r"logp must be normalised .*within 1e-06"):
+        kl_divergence(np.log([0.5, 0.51]), lq)
+    with pytest.raises(ValueError, match=r"logq must be normalised .*within 0.001"):
+        kl_divergence(np.log(np.float32([0.5, 0.5])), np.log(np.float32([0.5, 0.502])))
+    lp32 = log_softmax(np.float32([3.0, 1.0, -2.0]))
+    assert kl_divergence(lp32, lp32) == 0.0
+
+
+def test_subnormal_logits_are_correctly_rounded():
+    # q, K at 1e-160: q·k/√d ~ 1e-321, below the normal range. The plain product rounds
+    # every term to the subnormal grid (off by an ulp here); the scaled product rounds
+    # once. Reference: exact rational q·k over the float √8, correctly rounded by float().
+    from fractions import Fraction
+    rng = np.random.default_rng(30)
+    q, K = 1e-160 * rng.standard_normal((3, 8)), 1e-160 * rng.standard_normal((5, 8))
+    inv = Fraction(float(np.sqrt(8)))
+    ref = np.array([[float(sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(qi, ki)) / inv)
+                     for ki in K] for qi in q])
+    assert 0 < np.abs(ref).min() and np.abs(ref).max() < 2.0**-1022
+    np.testing.assert_array_equal(attention_logits(q, K), ref)
+
+
+def test_softmax_subtracts_each_rows_own_maximum():
+    # rows of very different magnitude: a shared maximum would underflow the second row
+    # to 0/0; each row's distribution is scipy's
+    x = np.array([[1000.0, 999.0, 990.0], [0.0, -1.0, -10.0]])
+    np.testing.assert_allclose(softmax(x), special.softmax(x, axis=-1), rtol=1e-14)
+    np.testing.assert_allclose(softmax(x.T, axis=0), special.softmax(x.T, axis=0), rtol=1e-14)
+    np.testing.assert_allclose(log_softmax(x), special.log_softmax(x, axis=-1), rtol=1e-14)

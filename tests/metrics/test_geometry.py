@@ -221,3 +221,39 @@ def test_pooled_axis_must_name_vector_axes():
     # valid forms: pooled over the three vectors, 10·log10(6/3)
     for good in (0, -1, (0,), None):
         assert float(pooled_snr_db(x, xh, axis=good)) == pytest.approx(0.0, abs=1e-15)
+
+
+def _exact_angle(x, xh):
+    """φ = atan2(√(‖x‖²‖x̂‖² − ⟨x, x̂⟩²), ⟨x, x̂⟩) with the reductions in exact rationals
+    (Fractions of the stored floats), so the only rounding is the final sqrt and atan2."""
+    from fractions import Fraction
+    X, H = [Fraction(float(v)) for v in x], [Fraction(float(v)) for v in xh]
+    xx, hh, xhd = sum(a * a for a in X), sum(b * b for b in H), sum(a * b for a, b in zip(X, H))
+    return float(np.arctan2(np.sqrt(float(xx * hh - xhd * xhd)), float(xhd)))
+
+
+def test_tiny_angle_of_an_error_mostly_along_x_keeps_full_relative_accuracy():
+    # e = 1e-10·(x + 0.03‖x‖·p̂), p̂ ⟂ x: ‖e⊥‖²/‖e‖² ≈ 9e-4, above the fast path's float64
+    # threshold (1e-6), φ ≈ 3e-12. The fast formula is accurate to ~1e-13 here; the
+    # direct one (u − v of unit vectors) only to ~1e-5, so sending these rows the
+    # direct way (a larger threshold) fails this test.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((20, 16))
+    p = rng.standard_normal((20, 16))
+    p -= (np.sum(p * x, -1) / np.sum(x * x, -1))[:, None] * x
+    p /= np.linalg.norm(p, axis=-1, keepdims=True)
+    xh = x + 1e-10 * (x + 0.03 * np.linalg.norm(x, axis=-1, keepdims=True) * p)
+    ref = np.array([_exact_angle(a, b) for a, b in zip(x, xh)])
+    assert np.all((ref > 2e-12) & (ref < 4e-12))
+    np.testing.assert_allclose(angle(x, xh), ref, rtol=1e-9)
+
+
+def test_angle_of_vectors_400_octaves_apart_in_magnitude():
+    # x at 1e200, x̂ at 1e-200: scaled by their common exponent x̂ underflows to 0, which
+    # would read as "orthogonal" (π/2) whatever the directions; they are 45° and 0° apart
+    x = np.array([[1e200, 0.0], [1e200, 1e200]])
+    xh = np.array([[1e-200, 1e-200], [1e-200, 1e-200]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(angle(x, xh), [np.pi / 4, 0.0], rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(angle(xh, x), [np.pi / 4, 0.0], rtol=1e-15, atol=1e-15)

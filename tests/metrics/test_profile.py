@@ -327,3 +327,14 @@ def test_inner_products_whose_terms_overflow_but_sum_does_not():
     ref = [[[float(sum(Fraction(a) * Fraction(b) for a, b in zip(q[0, 0], k))) for k in K[0]]]]
     np.testing.assert_allclose(profile_mod._inner(q, K, "q and K"), ref, rtol=1e-14)
     assert profile_mod._inner(q, K, "q and K")[0, 0, 2] == 3e160     # ordinary row: exact
+
+
+def test_worst_norm_ratio_is_farthest_from_one_in_log_scale():
+    # |log 0.5| = 0.693 > |log 1.8| = 0.588: halving is the worse scale error, though
+    # 1.8 is farther from 1 on a linear scale; ip_bias: farthest from 0 in either sign
+    df = pd.DataFrame({"norm_ratio_k": [0.5, 1.8, 1.0], "ip_bias": [-3.0, 2.0, 0.5]})
+    s = summarize_profile(df).set_index("metric")["worst"]
+    assert s["norm_ratio_k"] == 0.5 and s["ip_bias"] == -3.0
+    df = pd.DataFrame({"norm_ratio_k": [0.6, 1.8], "ip_bias": [3.0, -2.0]})
+    s = summarize_profile(df).set_index("metric")["worst"]
+    assert s["norm_ratio_k"] == 1.8 and s["ip_bias"] == 3.0
