@@ -92,8 +92,9 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
 
     Notes
     -----
-    The per-trial lists of ``meta`` index the trials as loaded: select trials from them
-    with the same index (``Trials.subset`` copies ``meta`` without slicing them).
+    The per-trial lists of ``meta`` (``text``, ``layer``, ``head``, ``cluster``:
+    :data:`~kvstats.data.trials.PER_TRIAL_META`) follow a :meth:`Trials.subset`, which
+    selects them with the trials.
 
     Examples
     --------
@@ -157,10 +158,13 @@ def trial_clusters(trials: Trials) -> Int[np.ndarray, "T"]:
     clusters = trials.meta.get("cluster")
     if clusters is None:
         return np.arange(trials.n_trials, dtype=np.int64)
-    out = np.asarray(clusters, dtype=np.int64)
+    raw = np.asarray(clusters)
+    if raw.dtype.kind not in "iu":
+        raise ValueError(f"trials.meta['cluster'] must hold integer cluster labels, one per trial; "
+                         f"received {_describe(raw)}")
+    out = raw.astype(np.int64)
     if out.shape != (trials.n_trials,):
-        # e.g. a Trials.subset of loaded trials: meta keeps the lists of the whole load
+        # a hand-built meta (load_trials and Trials.subset keep one entry per trial)
         raise ValueError(f"trials.meta['cluster'] must hold one cluster per trial ({trials.n_trials}); "
-                         f"received {out.size} (index meta['cluster'] of the loaded trials with the "
-                         "same selection instead)")
+                         f"received {out.size}")
     return out

@@ -51,3 +51,17 @@ def test_loaded_trials_cluster_by_text(tmp_path):
     assert t.meta["cluster"] == text and t.meta["cluster_by"] == "text"
     assert trial_clusters(t).tolist() == text
     np.testing.assert_array_equal(t.K[3], K[1, 3, 1])               # trial 3 = (text 1, layer 3)
+
+
+def test_trial_clusters_refuses_labels_that_are_not_one_integer_per_trial():
+    from kvstats.data import Trials
+    from kvstats.data.real import trial_clusters
+    K = np.zeros((3, 4, 2))
+    q = np.zeros((3, 1, 2))
+    assert trial_clusters(Trials(K, K, q, {"cluster": [0, 1, 1]})).tolist() == [0, 1, 1]
+    assert trial_clusters(Trials(K, K, q)).tolist() == [0, 1, 2]    # synthetic: each its own
+    with pytest.raises(ValueError, match=r"one cluster per trial \(3\); received 2"):
+        trial_clusters(Trials(K, K, q, {"cluster": [0, 1]}))
+    for bad in (["a", "b", "c"], [0.5, 1.0, 2.0]):   # was int('a') / a silent truncation
+        with pytest.raises(ValueError, match="must hold integer cluster labels"):
+            trial_clusters(Trials(K, K, q, {"cluster": bad}))
