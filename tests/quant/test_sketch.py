@@ -96,6 +96,25 @@ def test_srht_rows_are_signed_hadamard_rows():
     np.testing.assert_allclose((t.matrix ** 2).sum(-1), 96.0)
 
 
+def test_srht_signs_are_fair_coins_and_rows_uniform():
+    """The sign of every coordinate of every block is +1 or -1 with probability 1/2
+    (exact two-sided binomial test, p > 1e-4 at a fixed seed; a coin of 0.6 gives
+    p < 1e-100 on these 400,000 signs), and the partial block's rows are a uniform sample
+    of the d_pad Hadamard rows (each row's count against Binomial(draws, m_last/d_pad))."""
+    from scipy import stats
+
+    d, m, draws = 64, 3 * 64 + 20, 1600
+    s = make_sketch("srht", m, d, seed=11, draws=draws)
+    negative = int(np.sum(s.signs < 0))
+    assert stats.binomtest(negative, s.signs.size, 0.5).pvalue > 1e-4
+    assert stats.binomtest(int(0.6 * s.signs.size), s.signs.size, 0.5).pvalue < 1e-100  # power
+    counts = np.bincount(s.rows.ravel(), minlength=d)
+    assert counts.sum() == draws * 20
+    p_rows = stats.binom(draws, 20 / d)
+    tail = np.minimum(p_rows.cdf(counts), p_rows.sf(counts - 1))
+    assert 2 * tail.min() * d > 1e-4                               # Bonferroni over the 64 rows
+
+
 def test_srht_constant_is_the_orthogonal_one():
     for m, d in [(16, 16), (40, 16), (7, 64), (100, 96)]:
         assert make_sketch("srht", m, d).scale == pytest.approx(
