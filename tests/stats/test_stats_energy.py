@@ -177,6 +177,22 @@ def test_energy_test_counts_ties_up_to_rounding(n):
     assert res.pvalue == 1.0
 
 
+def test_energy_test_tie_tolerance_is_relative_to_the_mean_distance():
+    # ... and not wider: X = {0, 1, 2}, Y = {2 + eta, 3, 4}. Relabelling 2 <-> 2 + eta gives
+    # a statistic 1.03 eta x the mean pooled distance below the observed one: a real
+    # difference at eta = 1e-9 (10x the tolerance, 1e6x float rounding), never a tie.
+    # (A tolerance of 1e-10 x the pooled distance *sum*, 30x wider here, counts it.)
+    x, y = np.array([0.0, 1.0, 2.0]), np.array([2.0 + 1e-9, 3.0, 4.0])
+    res = energy_test(x, y, n_resamples=999, seed=3)
+    near = energy_distance(np.array([0.0, 1.0, 2.0 + 1e-9]), np.array([2.0, 3.0, 4.0])).statistic
+    z = np.r_[x, y]
+    gap = (res.statistic - near) / (np.abs(z[:, None] - z[None, :]).sum() / 30)
+    assert 5e-10 < gap < 2e-9
+    null = res.null_distribution
+    assert np.count_nonzero(np.isclose(null, near, rtol=1e-13, atol=0)) > 20   # drawn
+    assert res.pvalue == (1 + np.count_nonzero(null >= res.statistic - 1e-12)) / 1000
+
+
 def test_energy_test_matches_dcor_statistic():
     rng = np.random.default_rng(11)
     X, Y = rng.normal(size=(60, 6)), rng.normal(0.2, 1, size=(45, 6))

@@ -168,6 +168,12 @@ def test_permutation_fallback(monkeypatch):
     auto = ks_2samp_exact(x, y, n_resamples=999, seed=2)
     assert auto.method == "permutation" and auto.n_resamples == 999
     assert (auto.pvalue * 1000) == pytest.approx(round(auto.pvalue * 1000))
+    # the switch is "exact unless (n_x + n_y)(min(n_x, n_y) + 1) > limit": case A costs 13 * 7
+    a, b, _ = R_CASES["A"]
+    monkeypatch.setattr(ks_exact, "_EXACT_WORK_LIMIT", 91)
+    assert ks_2samp_exact(a, b).method == "exact"
+    monkeypatch.setattr(ks_exact, "_EXACT_WORK_LIMIT", 90)
+    assert ks_2samp_exact(a, b).method == "permutation"
 
 
 @pytest.mark.parametrize("case", ["A", "B", "C"])

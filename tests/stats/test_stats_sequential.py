@@ -233,6 +233,24 @@ def test_constant_samples_give_p_one():
     assert sequential_permutation_test(_mean_diff(z, 5), 12, max_permutations=99).pvalue == 1.0
 
 
+def test_tie_tolerance_rtol_and_atol():
+    # t counts when t >= observed - (rtol |observed| + atol). Every relabelling here gives
+    # a statistic 1e-12 below the observed one: with atol = 1e-9 all are ties (the test
+    # stops at the h-th draw, p = h/h = 1); with atol = 0 and observed = 0 none is (fixed-B
+    # p = 1/(1 + B)); with observed = 1 and the default rtol (1e-10 >> 1e-12) all are again.
+    def stat(offset):
+        return lambda perm: np.where((perm == np.arange(6)).all(axis=1), offset, offset - 1e-12)
+
+    tied = sequential_permutation_test(stat(0.0), 6, max_permutations=99, h=5, atol=1e-9)
+    assert (tied.pvalue, tied.n_permutations, tied.stopped_early) == (1.0, 5, True)
+    strict = sequential_permutation_test(stat(0.0), 6, max_permutations=99, h=5)
+    assert (strict.pvalue, strict.n_exceed) == (0.01, 0)
+    relative = sequential_permutation_test(stat(1.0), 6, max_permutations=99, h=5)
+    assert relative.pvalue == 1.0
+    assert sequential_permutation_test(stat(1.0), 6, max_permutations=99, h=5,
+                                       rtol=0.0).pvalue == 0.01
+
+
 def test_non_finite_statistic_is_never_a_pvalue():
     rng = np.random.default_rng(91)
     X, Y = rng.normal(size=(20, 6)), rng.normal(size=(20, 6))
