@@ -231,6 +231,12 @@ def test_constant_samples_give_p_one():
     # the same (tied) value in both samples: every relabelling ties the observed one
     z = np.full(12, 2.5)
     assert sequential_permutation_test(_mean_diff(z, 5), 12, max_permutations=99).pvalue == 1.0
+    # equal in real arithmetic, scattered by rounding: the n vertices of a rotated simplex
+    # (all distances equal; see test_stats_energy's tie test). The energy test's tolerance
+    # (1e-10 x the mean pooled distance) counts the ~1e-15 scatter as ties: p = 1 at once.
+    q, _ = np.linalg.qr(np.random.default_rng(8).normal(size=(8, 8)))
+    res = energy_test_sequential(3.7 * q[:4], 3.7 * q[4:], max_permutations=199, seed=1)
+    assert (res.pvalue, res.n_permutations) == (1.0, 10)
 
 
 def test_tie_tolerance_rtol_and_atol():
