@@ -157,6 +157,23 @@ def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fa
     assert store.load_cell(tmp_path, cid, key="k2", n_trials=len(cell))[1].startswith("is the file of another cell")
 
 
+def test_a_csv_cell_holding_a_nan_of_another_bit_pattern_is_reused(tmp_path, monkeypatch):
+    """x86's inf − inf is a NaN with the sign bit set; CSV writes it "NaN" and reads back
+    numpy's NaN. The content hash makes NaNs one bit pattern, or such a cell would fail
+    its check (and be recomputed) on every resume."""
+    from kvstats.results import CELL_COLUMNS, frame_digest
+
+    monkeypatch.setattr(store, "_has_parquet", lambda: False)
+    neg_nan = np.array([0xFFF8000000000000], dtype=np.uint64).view(np.float64)[0]
+    assert np.isnan(neg_nan) and np.signbit(neg_nan)
+    cell = pd.DataFrame({c: [0, 0] for c in CELL_COLUMNS}).assign(trial=[0, 1], cell_id="c1",
+                                                                  kl=[0.5, neg_nan])
+    assert frame_digest(cell) == frame_digest(cell.assign(kl=[0.5, np.nan]))
+    store.write_cell(tmp_path, "c1", cell, key="k", config="c")
+    frame, reason = store.load_cell(tmp_path, "c1", key="k", n_trials=2)
+    assert reason is None and np.isnan(frame["kl"].iloc[1])
+
+
 # ---------------------------------------------------------------- results + manifest
 def test_results_and_manifest_cannot_be_paired_across_sweeps(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
