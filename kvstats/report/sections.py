@@ -308,7 +308,8 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
                else "")
             + f"), adjusted together by **{opts['correction']}** at α = {opts['alpha']}. ")
     if n:
-        text += (f"A test that can reach p ≤ {_p(res['p_needed'])} can be rejected whatever the "
+        # three significant digits: _p's "0.003" would misstate a threshold of 0.00263
+        text += (f"A test that can reach p ≤ {res['p_needed']:.3g} can be rejected whatever the "
                  "rest of the family shows (the correction's first step; a permutation test: B ≥ "
                  f"{res['family_permutations']} permutations); one that cannot may still be "
                  "rejected when enough others are. ")

@@ -391,3 +391,19 @@ def test_resolution_sentence_does_not_overstate_what_a_rejection_needs(tmp_path)
     assert "must be able to reach" not in md
     assert "can be rejected whatever the rest of the family shows" in md
     assert "the rest of the family as observed (\"not resolvable\")" in md
+
+
+@pytest.mark.parametrize("correction", ["holm", "fdr_by"])
+def test_resolution_threshold_is_the_corrections_own(tmp_path, correction):
+    """BY's first step is α/(m·H_m), not Holm's α/m: the header prints the family's correction's."""
+    from kvstats.stats.sequential import required_resolution
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=30, seed=30)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19,
+                            correction=correction)
+    need = required_resolution(rep.comparisons.attrs["n_tests"], 0.05, correction)
+    md = rep.files["markdown"].read_text()
+    assert f"by **{correction}** at α = 0.05" in md
+    assert (f"A test that can reach p ≤ {need.p_needed:.3g} can be rejected whatever the rest of "
+            f"the family shows (the correction's first step; a permutation test: B ≥ "
+            f"{need.n_permutations} permutations)") in md
