@@ -312,3 +312,42 @@ def test_bad_shapes_are_value_errors_naming_the_argument():
     if kernel() is not None:
         with pytest.raises(ValueError, match=r"x must be .*\(B, H, n, 64\).*received.*\(2, 3, 32\)"):
             kernel().encode(layer.key_coder, torch.randn(2, 3, 32))
+
+
+def _numpy_parts(side_codes) -> dict:
+    """The numpy coder's stored parts under the torch store's names."""
+    if hasattr(side_codes, "residual"):  # TurboQuant-prod: mse codes + QJL residual
+        return {"codes": side_codes.mse.codes, "norms": side_codes.mse.norms,
+                "signs": side_codes.residual.signs, "rnorms": side_codes.residual.norms}
+    return {"codes": side_codes.codes, "norms": side_codes.norms}
+
+
+@pytest.mark.parametrize("name,bits,params", READING)
+def test_zero_vectors_and_the_largest_float16_norm_code_as_numpy_does(name, bits, params):
+    # Exact cases the random tests never reach, through the torch coder (a prefill of 20
+    # tokens) and the compiled one (decode steps): a zero vector (its coordinates sit on
+    # the codebook's middle boundary: code "strictly above the boundaries below it"; its
+    # zero residual's signs +1; no 1/0) stores byte for byte what the numpy coder stores,
+    # and a vector of norm exactly 65504 (float16's largest) is coded, not refused.
+    H, n = 3, 24
+    k, v, _ = _kv(1, H, n, 64, seed=11)
+    for x in (k, v):
+        x[:, :, 3:6] = 0.0
+        x[:, :, 20:22] = 0.0
+        x[:, :, 7] = 0.0
+        x[:, :, 7, 5] = 65504.0
+    cache = QuantizedCache(name, bits, seed=9, **params)
+    cache.update(k[:, :, :20], v[:, :, :20], layer_idx=0)
+    for t in range(20, n):
+        cache.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    layer = cache.layers[0]
+    exact = [3, 4, 5, 7, 20, 21]
+    for h in range(H):
+        seed = np.random.SeedSequence([9, 0, h]) if not cache.deterministic else np.random.SeedSequence([9, 0])
+        scheme = kvstats.make_scheme(name, bits, 64, seed=seed, **params)
+        codes = scheme.quantize(k[0, h, exact].numpy(), v[0, h, exact].numpy())
+        for side, side_codes in (("k", codes.key), ("v", codes.value)):
+            for part, want in _numpy_parts(side_codes).items():
+                got = layer.store[f"{side}_{part}"].view()[0, h, exact].numpy()
+                np.testing.assert_array_equal(got, want, err_msg=f"{side}_{part}, head {h}")
+    assert float(layer.store["k_norms"].view()[0, 0, 7]) == 65504.0
