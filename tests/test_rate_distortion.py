@@ -130,3 +130,19 @@ def test_underflowing_level_row_by_row():
     np.testing.assert_allclose(wf.bits, [[600.5, 599.5, 0, 0], [300] * 4, [1200, 0, 0, 0]],
                                rtol=1e-12)
     assert wf.level[0] == 0.0 and wf.distortion[2] == 0.0      # documented underflow
+
+
+def test_psd_tolerance_is_rounding_not_a_real_negative_eigenvalue():
+    """An eigenvalue of -1e-12 × the largest is rounding of a PSD matrix (clipped to 0:
+    the bound of the rank-3 spectrum), one of -1e-6 × the largest is a real negative
+    variance (refused)."""
+    q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((4, 4)))
+
+    def cov(last):
+        c = q @ np.diag([1.0, 0.5, 0.2, last]) @ q.T
+        return (c + c.T) / 2
+
+    assert float(covariance_snr_db(cov(-1e-12), 1.0)) == pytest.approx(
+        float(bound_snr_db(np.array([1.0, 0.5, 0.2, 0.0]), 1.0)), rel=1e-9)
+    with pytest.raises(ValueError, match="positive semi-definite; received an eigenvalue -1e-06"):
+        covariance_snr_db(cov(-1e-6), 1.0)
