@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kvstats.stats import bootstrap_ci, bootstrap_ratio_ci
+from kvstats.stats import bootstrap_ci, bootstrap_ratio_ci, tail_index
 
 
 def test_matches_scipy_bootstrap():
@@ -109,6 +109,11 @@ def test_heavy_tail_warning_on_pareto_not_on_exponential():
         bootstrap_ratio_ci(light, rng.exponential(2.0, 300), n_resamples=99)
         bootstrap_ci(heavy, np.median, n_resamples=99)       # a median's bootstrap is valid
         bootstrap_ci(heavy - 1.5, n_resamples=99)            # negative values: not screened
+        # the screen is the 95% upper bound of α, not Hill's point estimate: this Exp(1)
+        # sample of 50 has α̂ = 1.79 < 2 but the bound 3.03 (tail_index), so no warning
+        x = np.random.default_rng(1).exponential(size=50)
+        assert tail_index(x).estimate < 2 <= tail_index(x).upper_bound
+        bootstrap_ci(x, n_resamples=99)
 
 
 # --- studentized (bootstrap-t) intervals --------------------------------------------------
@@ -206,6 +211,11 @@ def test_studentized_bad_input():
         bootstrap_ci([1.0], method="studentized")
     with pytest.raises(ValueError, match="the standard error is 0.0, so the studentized"):
         bootstrap_ci(np.ones(10), method="studentized", n_resamples=99)
+    # a resample of values all equal to the estimate has s* = 0 and t* = 0/0: it is t* = 0
+    # (no deviation), not NaN; here 0.8**10 = 11% of the resamples are ten 2s
+    x = np.r_[np.full(8, 2.0), 1.0, 3.0]
+    res = bootstrap_ci(x, method="studentized", n_resamples=999, seed=0)
+    assert np.isfinite([res.low, res.high]).all() and res.low < 2.0 < res.high
     # mostly tied data: most resamples have s* = 0 and t* = ±inf: refused, not an inf limit
     with pytest.raises(ValueError, match="studentized interval for x is not finite"):
         bootstrap_ci(np.r_[np.zeros(3), 1.0], method="studentized", n_resamples=999)

@@ -43,6 +43,19 @@ def test_required_resolution_is_the_smallest_b_that_can_reject(m, correction, b)
     assert not adjust_pvalues(family, method=correction).reject[0]
 
 
+def test_required_resolution_covers_the_rounding_of_the_adjusted_pvalue():
+    # m = 195 at alpha = 0.03: 1/(1 + B) <= alpha/m first holds at B = 6499, where
+    # 1/6500 = alpha/m, but the Holm-adjusted value 195 * (1/6500) rounds to
+    # 0.030000000000000002 > alpha in float64; one more permutation brings it to <= alpha
+    r = required_resolution(195, alpha=0.03)
+    assert r.n_permutations == 6500 and r.p_needed == 0.03 / 195
+    family = np.full(195, 0.99)
+    family[0] = 1 / 6500
+    assert adjust_pvalues(family, alpha=0.03).pvalues_adjusted[0] > 0.03
+    family[0] = r.min_attainable_p
+    assert adjust_pvalues(family, alpha=0.03).pvalues_adjusted[0] <= 0.03
+
+
 def test_required_resolution_frame_and_issue_example():
     r = required_resolution(QUICK_FAMILY)
     assert r.p_needed == pytest.approx(0.05 / 1140, rel=1e-15)
