@@ -121,16 +121,49 @@ def test_bca_limits_equal_the_formula_on_the_same_draws(kind):
                                                   size=4999)
     boot = (counts @ sums) / (counts @ n)
     jack = (sums.sum() - sums) / (n.sum() - n)
-    (low, high), z0, a = _bca_by_hand(boot, jack, x.mean(), 0.9)
+    (low, high), z0, a = _bca_by_hand(boot, jack, sums.sum() / n.sum(), 0.9)
     if kind == "skewed":
         assert abs(z0) > 0.02 and a > 0.02       # the test can see both corrections
     else:
-        assert np.mean(boot == x.mean()) > 0.02  # and the half-count of ties
+        assert np.mean(boot == sums.sum() / n.sum()) > 0.02   # and the half-count of ties
     assert res.estimate == pytest.approx(x.mean(), rel=1e-14)
     np.testing.assert_allclose([res.low, res.high], [low, high], rtol=1e-13)
     pct = cluster_bootstrap_ci(x, labels, n_resamples=4999, confidence=0.9, seed=5,
                                method="percentile")
     np.testing.assert_allclose([pct.low, pct.high], np.quantile(boot, [0.05, 0.95]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_ratio_bca_limits_equal_the_formula_on_the_same_draws(shared):
+    # as above for mean(x)/mean(y): one multinomial draw of the labels for both samples
+    # (shared) or one per sample, x's first; the jackknife deletes a cluster of both
+    # (shared) or, in turn, each cluster of x (y whole) and each of y (x whole)
+    rng = np.random.default_rng(32)
+    sizes_x = rng.integers(1, 6, 10)
+    sizes_y = sizes_x if shared else rng.integers(1, 6, 13)
+    x = rng.lognormal(0.0, 1.0, sizes_x.sum())
+    y = rng.lognormal(0.0, 0.5, sizes_y.sum())
+    cx, cy = np.repeat(np.arange(sizes_x.size), sizes_x), np.repeat(np.arange(sizes_y.size), sizes_y)
+    res = cluster_bootstrap_ratio_ci(x, cx, y, cy, shared_clusters=shared, n_resamples=3999,
+                                     seed=6)
+    sx, nx = np.bincount(cx, weights=x), sizes_x.astype(float)
+    sy, ny = np.bincount(cy, weights=y), sizes_y.astype(float)
+    draw = np.random.default_rng(6)
+    wx = draw.multinomial(sx.size, np.full(sx.size, 1 / sx.size), size=3999)
+    wy = wx if shared else draw.multinomial(sy.size, np.full(sy.size, 1 / sy.size), size=3999)
+    boot = ((wx @ sx) / (wx @ nx)) / ((wy @ sy) / (wy @ ny))
+    drop_x, drop_y = (sx.sum() - sx) / (nx.sum() - nx), (sy.sum() - sy) / (ny.sum() - ny)
+    if shared:
+        jack = drop_x / drop_y
+    else:
+        jack = np.r_[drop_x / y.mean(), x.mean() / drop_y]
+    # θ̂ from the cluster sums, as the function forms it: the resample that draws every
+    # cluster once equals it up to rounding, and which side it lands on moves z0 by 1/B
+    theta = (sx.sum() / nx.sum()) / (sy.sum() / ny.sum())
+    (low, high), z0, a = _bca_by_hand(boot, jack, theta, 0.95)
+    assert abs(a) > 0.01
+    assert res.estimate == theta == pytest.approx(x.mean() / y.mean(), rel=1e-14)
+    np.testing.assert_allclose([res.low, res.high], [low, high], rtol=1e-13)
 
 
 def test_estimate_weights_observations_and_labels_may_be_strings():
