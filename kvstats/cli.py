@@ -31,6 +31,13 @@ def _registries() -> tuple[list[str], list[str]]:
     return list(SCHEMES), list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]
 
 
+def _corrections() -> tuple[str, ...]:
+    # the [report] option's own list, so the flag and the config accept the same names
+    from kvstats.report.options import _CORRECTIONS
+
+    return _CORRECTIONS
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (every option documented in ``--help``)."""
     schemes, dists = _registries()
@@ -75,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where to write the report (default: DIR)")
     rp.add_argument("--alpha", type=float, default=None,
                     help="significance level after adjustment (default: config's, else 0.05)")
-    rp.add_argument("--correction", choices=["holm", "fdr_bh"], default=None,
+    rp.add_argument("--correction", choices=list(_corrections()), default=None,
                     help="multiple-testing correction over every p-value of the report "
-                         "(default: config's, else holm)")
+                         "(default: config's, else holm; the [report] correction's choices)")
     rp.add_argument("--energy-resamples", type=int, default=None, metavar="B",
                     help="permutations per 6D energy test (default: config's, else 499)")
     rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
@@ -98,11 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from kvstats._checks import check_int
     from kvstats.report import hypothesis_report
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.run import check_grid, run_sweep
     from kvstats.sweep.store import lock_dir
 
+    if args.workers is not None:
+        check_int(args.workers, "--workers", low=1)
     config = SweepConfig.from_toml(args.config)  # the whole config, [report] included
     check_grid(config)  # every scheme and distribution of the grid, before the folder is touched
     if args.out.exists() and not args.out.is_dir():

@@ -99,6 +99,16 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     assert "no finished sweep" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["theory"])  # --dim is required
+    # the flag's name, not the Python argument's, and before the config is read
+    assert main(["sweep", "--config", str(tmp_path / "absent.toml"), "--out", str(tmp_path / "o"),
+                 "--workers", "0"]) == 2
+    assert "error: --workers must be an integer in [1, inf]; received 0" in capsys.readouterr().err
+    # --correction takes every correction the [report] table takes
+    from kvstats.report.options import _CORRECTIONS
+
+    assert set(_CORRECTIONS) >= {"holm", "fdr_bh", "bonferroni", "hommel"}
+    for name in _CORRECTIONS:
+        assert build_parser().parse_args(["report", "d", "--correction", name]).correction == name
 
 
 def test_subprocess_module_entry_point(tmp_path, tiny_config):
