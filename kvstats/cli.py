@@ -39,7 +39,14 @@ def _corrections() -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (every option documented in ``--help``)."""
+    """The argument parser (every option documented in ``--help``).
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["sweep", "--config", "c.toml", "--out", "o", "--resume"])
+    >>> args.command, str(args.config), args.resume, args.workers
+    ('sweep', 'c.toml', True, None)
+    """
     schemes, dists = _registries()
     parser = argparse.ArgumentParser(
         prog="kvstats",

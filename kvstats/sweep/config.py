@@ -81,11 +81,23 @@ class SchemeSpec:
 
     @property
     def fixed_budget(self) -> bool:
-        """Whether the scheme's own parameters fix its budget (the registry's ``fixed_budget``)."""
+        """Whether the scheme's own parameters fix its budget (the registry's ``fixed_budget``).
+
+        Examples
+        --------
+        >>> SchemeSpec("KQV").fixed_budget, SchemeSpec("identity").fixed_budget
+        (False, True)
+        """
         return scheme_def(self.name).fixed_budget
 
     def display(self) -> str:
-        """The label reports and the ``scheme`` column show."""
+        """The label reports and the ``scheme`` column show.
+
+        Examples
+        --------
+        >>> SchemeSpec("QKQV", {"sketch": "orthogonal"}).display(), SchemeSpec("KQV", label="mine").display()
+        ("QKQV[sketch='orthogonal']", 'mine')
+        """
         if self.label:
             return self.label
         return self.name if not self.params else f"{self.name}[{_fmt_params(self.params)}]"
@@ -95,7 +107,15 @@ class SchemeSpec:
 class DistributionSpec:
     """One data source of a sweep with one parameter set: a synthetic distribution (see
     :func:`kvstats.sample`) or ``"real"`` (``params``: ``path``, optional ``layer``, ``head``;
-    see :func:`kvstats.data.real.load_trials`)."""
+    see :func:`kvstats.data.real.load_trials`).
+
+    Examples
+    --------
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": [
+    ...     {"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]}]})
+    >>> cfg.distributions[1]
+    DistributionSpec(name='heavy_tailed', params={'nu': 3.0})
+    """
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -311,7 +331,16 @@ class SweepConfig:
         """Build from a dict with the TOML layout: optional ``[sweep]`` table of scalars and
         lists, ``[[schemes]]``, ``[[distributions]]``, optional ``[report]`` (a flat dict
         with the same keys also works). ``base_dir`` resolves relative ``real`` capture
-        paths (default: the working directory)."""
+        paths (default: the working directory).
+
+        Examples
+        --------
+        >>> cfg = SweepConfig.from_dict({"sweep": {"n_trials": 50, "budgets": [3]},
+        ...     "schemes": [{"name": "KQV"}], "distributions": [{"name": "gaussian"}],
+        ...     "report": {"alpha": 0.01}})
+        >>> cfg.n_trials, cfg.budgets, cfg.report
+        (50, (3,), {'alpha': 0.01})
+        """
         if not isinstance(data, Mapping):
             raise TypeError(f"config must be a dict; received {type(data).__name__}")
         flat = dict(data)
@@ -347,7 +376,18 @@ class SweepConfig:
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> "SweepConfig":
-        """Read a TOML config file (see docs/usage.md for the format)."""
+        """Read a TOML config file (see docs/usage.md for the format).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "c.toml")
+        >>> with open(path, "w") as fh:
+        ...     _ = fh.write('[sweep]\\nbudgets = [3]\\n[[schemes]]\\nname = "KQV"\\n'
+        ...                  '[[distributions]]\\nname = "gaussian"\\n')
+        >>> SweepConfig.from_toml(path).budgets
+        (3,)
+        """
         path = Path(path)
         if path.is_dir():
             raise IsADirectoryError(f"config file {str(path)!r} is a directory; give a TOML file "
@@ -367,7 +407,14 @@ class SweepConfig:
         return cls.from_dict(data, base_dir=path.resolve().parent)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON/TOML-ready dict that :meth:`from_dict` reads back to an equal config."""
+        """A JSON/TOML-ready dict that :meth:`from_dict` reads back to an equal config.
+
+        Examples
+        --------
+        >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]})
+        >>> SweepConfig.from_dict(cfg.to_dict()) == cfg, cfg.to_dict()["budgets"]
+        (True, [2, 3, 4, 5, 6])
+        """
         return {
             "schemes": [{"name": s.name, "params": s.params, "label": s.label,
                          **({"budgets": list(s.budgets)} if s.budgets is not None else {})}
@@ -387,15 +434,35 @@ class SweepConfig:
 
         A real source contributes one case, at its capture's d and N; its file is read
         (header only) and checked here, so a bad capture fails before any work.
+
+        Examples
+        --------
+        >>> SweepConfig.from_dict({"schemes": ["KQV", "K4V2"], "budgets": [2, 3],
+        ...     "distributions": ["gaussian"]}).cells()[-1].budget is None  # K4V2: fixed
+        True
         """
         return grid(self)
 
     def chunk_for(self, n_keys: int, dim: int) -> int:
-        """Trials per chunk for a case with N keys of dimension d."""
+        """Trials per chunk for a case with N keys of dimension d (:func:`kvstats.sweep.plan.chunk_for`).
+
+        Examples
+        --------
+        >>> SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]}).chunk_for(1024, 128)
+        128
+        """
         return chunk_for(self, n_keys, dim)
 
     def cell_id(self, cell: Cell) -> str:
-        """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
+        """File-safe id: SHA-256 of the cell key and every setting that changes its numbers.
+
+        Examples
+        --------
+        >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]})
+        >>> ids = [cfg.cell_id(c) for c in cfg.cells()]
+        >>> len(set(ids)) == len(ids) == 5
+        True
+        """
         return cell_id(self, cell)
 
 

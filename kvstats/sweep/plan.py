@@ -60,6 +60,15 @@ class Cell:
 
     ``source`` is the content fingerprint of a real capture (None for synthetic data); it
     is part of the case key only when set, so synthetic keys are those of earlier versions.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SchemeSpec
+    >>> c = Cell("heavy_tailed", {"nu": 1.5}, 64, 128, 3, SchemeSpec("KQV"))
+    >>> c.case_key()
+    '{"dim":64,"distribution":"heavy_tailed","n_keys":128,"params":{"nu":1.5}}'
+    >>> c.params_label(), c.key() == Cell("heavy_tailed", {"nu": 1.5}, 64, 128, 4, SchemeSpec("KQV")).key()
+    ('nu=1.5', False)
     """
 
     distribution: str
@@ -110,6 +119,14 @@ def grid(config: SweepConfig) -> list[Cell]:
 
     A real source contributes one case, at its capture's d and N; its file is read
     (header only) and checked here, so a bad capture fails before any work.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV", "K4V2"], "budgets": [2, 3],
+    ...     "distributions": ["gaussian"], "dims": [16], "n_keys": [8, 32]})
+    >>> [(c.n_keys, c.scheme.name, c.budget) for c in grid(cfg)][:3]
+    [(8, 'KQV', 2), (8, 'KQV', 3), (8, 'K4V2', None)]
     """
     out = []
     for dist in config.distributions:
@@ -129,14 +146,35 @@ def grid(config: SweepConfig) -> list[Cell]:
 
 
 def chunk_for(config: SweepConfig, n_keys: int, dim: int) -> int:
-    """Trials per chunk for a case with N keys of dimension d."""
+    """Trials per chunk for a case with N keys of dimension d.
+
+    ``config.chunk_size`` when set, else ``2**24 // (max(N, d)·d)`` (at least 1); never
+    more than ``config.n_trials``.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]})
+    >>> chunk_for(cfg, 1024, 128), chunk_for(cfg, 8, 256)
+    (128, 256)
+    """
     if config.chunk_size is not None:
         return min(config.chunk_size, config.n_trials)
     return int(min(config.n_trials, max(1, _AUTO_CHUNK_ENTRIES // (max(n_keys, dim) * dim))))
 
 
 def cell_id(config: SweepConfig, cell: Cell) -> str:
-    """File-safe id: SHA-256 of the cell key and every setting that changes its numbers."""
+    """File-safe id: SHA-256 of the cell key and every setting that changes its numbers.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]})
+    >>> cell = grid(cfg)[0]
+    >>> len(cell_id(cfg, cell)), cell_id(cfg, cell) == cell_id(cfg.__class__.from_dict(
+    ...     {**cfg.to_dict(), "seed": 1}), cell)
+    (20, False)
+    """
     text = _canonical({"cell": json.loads(cell.key()), "seed": config.seed,
                        "n_trials": config.n_trials, "n_queries": config.n_queries,
                        "chunk": chunk_for(config, cell.n_keys, cell.dim), "dtype": config.dtype,

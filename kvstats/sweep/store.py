@@ -212,7 +212,14 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
 def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int) -> tuple[pd.DataFrame | None, str | None]:
     """The finished cell ``cid`` if it is stored and checks out: ``(frame, None)``;
     ``(None, reason)`` when a file is there but cannot be reused; ``(None, None)`` when
-    there is none (example: :func:`write_cell`)."""
+    there is none (more in :func:`write_cell`'s example).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> load_cell(Path(tempfile.mkdtemp()), "c1", key="k", n_trials=2)
+    (None, None)
+    """
     path = table_path(cells_dir, cid)
     if path is None:
         return None, None
@@ -426,7 +433,18 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
     revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
     ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds).
-    :func:`write_result` adds the ``"results"`` record (example there)."""
+    :func:`write_result` adds the ``"results"`` record (example there).
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"]})
+    >>> cells = [(c, cfg.cell_id(c)) for c in cfg.cells()]
+    >>> m = make_manifest(cfg, cells, {cells[0][1]: {"status": "computed", "seconds": 1.0}}, 1000,
+    ...                   started="2026-01-01T00:00:00+00:00", seconds=1.0, git=None, executor="serial")
+    >>> m["n_cells"], m["n_computed"], m["cells"][0]["status"]
+    (1, 1, 'computed')
+    """
     return {
         "kvstats_sweep": MANIFEST_VERSION,
         "config": config.to_dict(),
