@@ -155,3 +155,18 @@ def test_float32_norms_whose_squares_overflow_are_recomputed():
                                    np.sqrt(8.0) * 3e38, rtol=1e-6)
         with pytest.raises(ValueError, match=r"vector norm of 8.485e\+38, above the largest float32"):
             qjl_encode(sketch, big, norm_dtype=np.float32)
+
+
+def test_float32_norms_whose_squares_underflow_are_the_true_norms():
+    """float32 entries of 1e-24 square to 0: the norm is recomputed from the row scaled by
+    its largest magnitude, and is the true norm (not that magnitude alone) — stored in
+    float64, which holds it, it equals the float64 norm of the row."""
+    from kvstats.quant.mse import MSEQuantizer
+    from kvstats.quant.qjl import make_sketch, qjl_encode
+
+    x = (np.random.default_rng(0).standard_normal((3, 8)) * 1e-24).astype(np.float32)
+    true = np.linalg.norm(x.astype(np.float64), axis=-1)
+    assert np.all(np.linalg.norm(x, axis=-1) == 0)                 # the float32 squares underflow
+    sketch = make_sketch("gaussian", 16, 8, seed=0)
+    np.testing.assert_allclose(qjl_encode(sketch, x, norm_dtype=np.float64).norms, true, rtol=1e-6)
+    np.testing.assert_allclose(MSEQuantizer(8, 2, norm_dtype=np.float64).encode(x).norms, true, rtol=1e-12)

@@ -173,6 +173,11 @@ def test_scores_match_reference_and_reconstruction(kind):
     est32 = qjl_scores(s, q.astype(np.float32), codes)
     assert est32.dtype == np.float32
     np.testing.assert_allclose(est32, est, rtol=1e-4, atol=1e-4)
+    # with float64 norms the scores use the exact norm (no float16 rounding, 5e-4 relative)
+    codes64 = qjl_encode(s, k, norm_dtype=np.float64)
+    np.testing.assert_array_equal(codes64.norms, np.linalg.norm(k, axis=-1))
+    ref64 = s.scale * (sq @ np.swapaxes(sk, -1, -2)) * np.linalg.norm(k, axis=-1)[:, None, :]
+    np.testing.assert_allclose(qjl_scores(s, q, codes64), ref64, rtol=1e-12, atol=1e-12)
 
 
 def test_draws_batching_equals_loop():
