@@ -371,6 +371,13 @@ def test_degenerate_and_unbounded():
     # mean(y) not significantly positive: Fieller's interval is unbounded above
     res = tost_ratio([1.0, 1.2, 0.9], [0.01, 3.0, 0.02], margin=0.2)
     assert res.high == np.inf and not res.within_margin
+    # ... decided with y's own df, n_y - 1 (the Welch df of x - r y as r -> inf): here y's
+    # one-sample t-test (scipy.stats.ttest_1samp(y, 0, alternative="greater")) gives
+    # p = 0.078 > 0.05 with df 4, while the pooled df n_x + n_y - 2 = 53 would give 0.044
+    x, y = np.random.default_rng(0).exponential(0.5, 50), np.array([0.1, 3.0, 0.2, 0.05, 4.0])
+    assert stats.ttest_1samp(y, 0.0, alternative="greater").pvalue > 0.05
+    res = tost_ratio(x, y, margin=(0.5, 2.0))
+    assert res.high == np.inf and 0 < res.low < res.estimate and not res.within_margin
 
 
 def test_fieller_paired_composite_null():
