@@ -157,3 +157,17 @@ def test_focused_spectrum_along_the_query_at_small_n():
     sq = proj ** 2
     along_ms = float(spec.mean_square) - (d - 1)
     assert abs(sq.mean() - along_ms) <= 5 * sq.std() / np.sqrt(sq.size) + 0.02 * along_ms
+
+
+def test_measured_spectrum_is_numpys_covariance_spectrum_descending_and_nonnegative():
+    # reference: numpy's np.cov (ddof 1) eigenvalues, sorted descending; 3 vectors in d = 8
+    # span 2 directions, and eigvalsh returns three of the six zeros as -1e-16 or so: a
+    # covariance has none below 0, so they are reported as 0
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 8))
+    ref = np.sort(np.linalg.eigvalsh(np.cov(x.T)))[::-1]
+    assert (ref < 0).sum() == 3
+    s = measured_spectrum(x)
+    np.testing.assert_allclose(s.eigenvalues, np.maximum(ref, 0.0), rtol=1e-12, atol=1e-15)
+    assert np.all(s.eigenvalues >= 0) and np.all(np.diff(s.eigenvalues) <= 0)
+    assert float(s.mean_square) == pytest.approx(np.mean(np.sum(x * x, -1)), rel=1e-15)

@@ -247,3 +247,16 @@ def test_softmax_subtracts_each_rows_own_maximum():
     np.testing.assert_allclose(softmax(x), special.softmax(x, axis=-1), rtol=1e-14)
     np.testing.assert_allclose(softmax(x.T, axis=0), special.softmax(x.T, axis=0), rtol=1e-14)
     np.testing.assert_allclose(log_softmax(x), special.log_softmax(x, axis=-1), rtol=1e-14)
+
+
+def test_kl_rounding_residues_are_clipped_to_zero():
+    # logits perturbed by 1e-9: KL ≈ 1e-18, below rounding; the raw sums come out
+    # negative (down to -3e-16) in about half the rows, and each of those is reported as
+    # exactly 0 (KL ≥ 0 by Gibbs), never as a positive residue
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 16))
+    lp, lq = log_softmax(x), log_softmax(x + 1e-9 * rng.standard_normal(x.shape))
+    raw = np.sum(np.exp(lp) * (lp - lq), axis=-1)
+    assert (raw < 0).sum() > 50
+    kl = kl_divergence(lp, lq)
+    assert np.all(kl[raw < 0] == 0.0) and np.array_equal(kl[raw >= 0], raw[raw >= 0])

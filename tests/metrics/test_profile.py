@@ -303,6 +303,8 @@ def test_an_extreme_trial_leaves_the_others_of_its_chunk_bit_for_bit():
     Kh = t.K + 1e-6 * np.random.default_rng(0).standard_normal(t.K.shape)
     K = t.K.copy()
     K[0, 0, 0], Kh[0, 0, 0] = 1.7e308, -1.7e308
+    K[0, 1] *= 1e-300                       # a key coded 600 decades off its magnitude
+    Kh[0, 1] = 1e300 * Kh[0, 1]
     q = t.q.copy()
     q[0] *= 1e-300
     with warnings.catch_warnings():
@@ -338,3 +340,14 @@ def test_worst_norm_ratio_is_farthest_from_one_in_log_scale():
     df = pd.DataFrame({"norm_ratio_k": [0.6, 1.8], "ip_bias": [3.0, -2.0]})
     s = summarize_profile(df).set_index("metric")["worst"]
     assert s["norm_ratio_k"] == 1.8 and s["ip_bias"] == 3.0
+
+
+def test_summary_quantiles_next_to_minus_infinity():
+    # an SNR of −inf dB (a zero reference vector reconstructed as nonzero) beside finite
+    # values: p01 interpolates between −inf and 1 (h = 0.03) and is −inf, as numpy's
+    # linear rule gives in the limit; the median interpolates between finite values
+    df = pd.DataFrame({"snr_k": [-np.inf, 1.0, 2.0, 4.0]})
+    row = summarize_profile(df).iloc[0]
+    assert np.isneginf(row["p01"]) and np.isneginf(row["min"]) and np.isneginf(row["mean"])
+    # p99: h = 3·0.99 = 2.97, between 2 and 4: 2 + 0.97·2 (numpy's linear rule)
+    assert row["median"] == 1.5 and row["p99"] == pytest.approx(3.94, rel=1e-14)
