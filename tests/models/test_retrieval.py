@@ -272,3 +272,76 @@ def test_confidence_and_alpha_are_validated():
         summarize_retrieval(df, alpha=0.0)
     with pytest.raises(TypeError, match="alpha must be a finite real number"):
         summarize_retrieval(df, alpha="0.05")
+
+
+def test_offsets_reach_every_start_of_the_haystack():
+    # offset of trial t: uniform over the len(haystack) - length + 1 possible starts; with
+    # one token to spare both starts 0 and 1 occur (40 trials: P(one missing) = 2^-39)
+    ps = make_prompts(TOK, [len(HAY) - 1], [0.5], 40, seed=0, haystack=HAY, chat=False)
+    assert {p.offset for p in ps} == {0, 1}
+
+
+def test_a_p_value_equal_to_alpha_is_a_rejection():
+    # "Holm-adjusted p <= alpha": 4 lost answers of 4 discordant pairs, one configuration:
+    # p = 2 * 0.5**4 = 0.125 exactly
+    df = _frame({"fp32": [True] * 6, "x": [False] * 4 + [True] * 2})
+    s = summarize_retrieval(df, alpha=0.125).set_index("config")
+    assert s.loc["x", "p_holm"] == 0.125 and s.loc["x", "verdict"] == "worse"
+
+
+class _Scripted:
+    """A stand-in model whose greedy token at step i is script[i] (for _greedy)."""
+
+    def __init__(self, script):
+        self.script, self.calls = list(script), 0
+
+    def __call__(self, input_ids, cache, use_cache):
+        import torch
+
+        logits = torch.zeros(1, 1, VOCAB)
+        logits[0, 0, self.script[self.calls]] = 1.0
+        self.calls += 1
+        return type("Out", (), {"logits": logits})()
+
+
+def test_greedy_answer_stops_after_the_number_or_at_an_end_token():
+    from kvstats.models.retrieval import _greedy
+
+    ids = TOK(" 4711. It is")["input_ids"]
+    model = _Scripted(ids)
+    # the first non-digit token after a digit ends the answer (the "." is kept)
+    assert _greedy(model, TOK, None, 0, 10, {EOS}) == ids[:6] and model.calls == 6
+    model = _Scripted(TOK(" ab")["input_ids"] + [EOS] + TOK("12")["input_ids"])
+    assert _greedy(model, TOK, None, 0, 10, {EOS}) == TOK(" ab")["input_ids"] + [EOS]
+    model = _Scripted(TOK("abcdef")["input_ids"])
+    assert len(_greedy(model, TOK, None, 0, 4, {EOS})) == 4  # max_new_tokens
+
+
+def test_run_seeds_prompt_i_with_seed_plus_i_and_answers_after_the_full_prompt(tiny_llama, monkeypatch):
+    import kvstats.models.cache as cache_module
+    import kvstats.models.retrieval as retrieval
+
+    seeds, starts = [], []
+
+    class Recording(cache_module.QuantizedCache):
+        def __init__(self, *args, seed=0, **kw):
+            seeds.append(seed)
+            super().__init__(*args, seed=seed, **kw)
+
+    def greedy(model, tokenizer, cache, first, steps, stop):
+        starts.append((cache.get_seq_length(), first))
+        return real_greedy(model, tokenizer, cache, first, steps, stop)
+
+    real_greedy = retrieval._greedy
+    monkeypatch.setattr(cache_module, "QuantizedCache", Recording)
+    monkeypatch.setattr(retrieval, "_greedy", greedy)
+    prompts = make_prompts(TOK, [40], [0.5], 3, haystack=HAY)
+    for prefill in ("fp32", "coded"):
+        seeds.clear(), starts.clear()
+        run_retrieval(tiny_llama, TOK, prompts, [("KQV", 2), ("KV", 3)], max_new_tokens=4, seed=10,
+                      prefill=prefill)
+        assert seeds[-6:] == [10, 10, 11, 11, 12, 12]  # after the up-front check of each config
+        # every answer (float32 and coded) starts from a cache holding the whole prompt but
+        # its last token, which is fed first
+        ids = [TOK(p.text)["input_ids"] for p in prompts]
+        assert starts == [(len(i) - 1, i[-1]) for i in ids for _ in range(3)]
