@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, compare_schemes, find_crossovers,
@@ -221,7 +222,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     n_queries = result.config.n_queries
     theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
                           spectra=spectra, n_queries=n_queries)
-    unit_text = _unit_text(trials, use_clusters, clustered)
+    unit_text = _unit_text(trials, use_clusters, clustered,
+                           None if use_clusters else _pairing_correlations(frame, comp))
 
     files: dict[str, Path] = {}
     tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
@@ -262,7 +264,47 @@ def _clustered(frame: pd.DataFrame) -> bool:
     return bool((cells["cluster"].nunique() < cells.size()).any())
 
 
-def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool) -> str:
+def _pairing_correlations(frame: pd.DataFrame, comp: pd.DataFrame) -> pd.Series:
+    """Spearman ρ between the paired trials (same trial index) of each Mann–Whitney row.
+
+    The sweep gives every scheme and budget of a case the same trials, which the two-sample
+    tests ignore; the sign of this correlation says whether that makes a test conservative
+    (ρ > 0) or anti-conservative (ρ < 0). Rows without a full pairing or with a constant
+    side are left out.
+    """
+    from scipy.stats import spearmanr
+
+    if "trial" not in frame or comp.empty:
+        return pd.Series(dtype=float)
+    keys = [*CASE_COLUMNS, "budget", "scheme"]
+    cells = {k: g.set_index("trial").sort_index() for k, g in frame.groupby(keys, sort=False)}
+    out = []
+    for r in comp[comp["test"] == "mann_whitney"].itertuples(index=False):
+        case = tuple(getattr(r, c) for c in CASE_COLUMNS)
+        a, b = cells.get((*case, r.budget, r.scheme_a)), cells.get((*case, r.budget_b, r.scheme_b))
+        if a is None or b is None or len(a) < 3 or not a.index.equals(b.index):
+            continue
+        x, y = a[r.metric].to_numpy(np.float64), b[r.metric].to_numpy(np.float64)
+        if np.isfinite(x).all() and np.isfinite(y).all() and np.ptp(x) > 0 and np.ptp(y) > 0:
+            out.append(float(spearmanr(x, y).statistic))
+    return pd.Series(out, dtype=float)
+
+
+def _pairing_text(rho: pd.Series | None) -> str:
+    """What ignoring the trials' pairing does to the two-sample tests, with the measured ρ."""
+    text = ("All schemes of a case see the same trials; the two-sample tests ignore that pairing, "
+            "which makes a test conservative where the paired values are positively correlated "
+            "and anti-conservative where they are negatively correlated")
+    if rho is None or rho.empty:
+        return text + "."
+    neg = int((rho < -0.1).sum())
+    return (text + f": here the trial-paired Spearman ρ of the {len(rho)} Mann–Whitney rows has "
+            f"median {rho.median():+.2f}, range [{rho.min():+.2f}, {rho.max():+.2f}], {neg} "
+            "below −0.1; where ρ < 0 a p-value may be too small.")
+
+
+def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
+               rho: pd.Series | None = None) -> str:
     if use_clusters and clustered:
         cells = trials.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
         k, n = cells["cluster"].nunique(), cells.size()
@@ -278,10 +320,7 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool) -> str
         return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
                 "trials come in fewer clusters (texts) than trials: trial-level (not independent) "
                 "p-values, optimistic.")
-    pairing = ("All schemes of a case see the same trials; the two-sample tests ignore that "
-               "pairing, which makes them conservative when a trial that is hard for one scheme "
-               "tends to be hard for the other (positively correlated pairs, the usual case) and "
-               "would make them anti-conservative only under a negative correlation.")
+    pairing = _pairing_text(rho)
     real = "distribution" in trials and bool((trials["distribution"] == REAL).any())
     if real and ("cluster" not in trials or trials["cluster"].isna().all()):
         return ("Unit of observation: the trial. The frame records no text (cluster) per real "

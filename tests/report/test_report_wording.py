@@ -188,8 +188,12 @@ def test_synthetic_unit_text_qualifies_the_pairing(tmp_path):
                            energy_resamples=19).files["markdown"].read_text()
     unit = next(line for line in md.splitlines() if line.startswith("- Unit of observation"))
     assert unit.startswith("- Unit of observation: the trial (an independent K, V, q")
-    assert "conservative when a trial that is hard for one scheme" in unit
+    assert "conservative where the paired values are positively correlated" in unit
     assert "not anti-conservative" not in unit
+    # the measured pairing: make_frame draws every cell independently, so ρ is near 0 both ways
+    rho = unit.split("Spearman ρ of the 9 Mann–Whitney rows has median ")[1]
+    median = float(rho.split(",")[0])
+    assert abs(median) < 0.4 and "below −0.1; where ρ < 0 a p-value may be too small." in unit
     assert _header(md).rstrip(" |").endswith("| trials")
 
 
@@ -407,3 +411,23 @@ def test_resolution_threshold_is_the_corrections_own(tmp_path, correction):
     assert (f"A test that can reach p ≤ {need.p_needed:.3g} can be rejected whatever the rest of "
             f"the family shows (the correction's first step; a permutation test: B ≥ "
             f"{need.n_permutations} permutations)") in md
+
+
+def test_pairing_correlation_is_measured_on_the_paired_trials():
+    """QKQV's trials copy KQV's (ρ = 1) at n = 2 and mirror them (ρ = −1) at n = 3."""
+    from kvstats.analysis import compare_schemes
+    from kvstats.report.render import _pairing_correlations, _pairing_text
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=30, seed=31)
+    for budget, sign in ((2.0, 1.0), (3.0, -1.0)):
+        a = (f.scheme == "KQV") & (f.budget == budget)
+        b = (f.scheme == "QKQV") & (f.budget == budget)
+        f.loc[b, "snr_k"] = sign * f.loc[a, "snr_k"].to_numpy() + 5.0
+    comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["snr_k"], energy=False, ks=False)
+    rho = _pairing_correlations(f, comp)
+    assert sorted(rho.round(12)) == [-1.0, 1.0]
+    assert "median +0.00, range [-1.00, +1.00], 1 below −0.1" in _pairing_text(rho)
+    # a shuffled trial order is re-paired by trial index, not by row order
+    shuffled = f.sample(frac=1.0, random_state=0)
+    assert sorted(_pairing_correlations(shuffled, comp).round(12)) == [-1.0, 1.0]
+    assert _pairing_text(None).endswith("negatively correlated.")
