@@ -44,6 +44,25 @@ __all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "Sweep
 #: Pairs compared by default in reports: (a, b) means "a vs b".
 DEFAULT_COMPARISONS = (("KQV", "QKQV"), ("KQV", "KV"), ("QKQV", "KV"))
 
+def _check_distinct_pairs(pairs: "list[tuple[str, str]] | tuple[tuple[str, str], ...]",
+                          name: str = "comparisons") -> None:
+    """Refuse a pair of one label twice, and a pair given twice (either way round).
+
+    A scheme compared with itself tests nothing, and a repeated pair (``(a, b)`` and
+    ``(b, a)`` are one test with r's sign flipped) would count its tests twice in the
+    family every p-value is adjusted over.
+    """
+    seen: dict[frozenset, tuple[str, str]] = {}
+    for a, b in pairs:
+        if a == b:
+            raise ValueError(f"{name} must pair two different scheme labels; received {[a, b]!r}")
+        key = frozenset((a, b))
+        if key in seen:
+            raise ValueError(f"{name} must not repeat a pair, either way round (its tests would count "
+                             f"twice in the family); received {list(seen[key])!r} and {[a, b]!r}")
+        seen[key] = (a, b)
+
+
 #: Columns the sweep adds to :func:`kvstats.error_profile`'s per-trial columns.
 #: ``cluster`` is the trial's statistical unit: its text for a real case (trials of one
 #: text are correlated), the trial itself for a synthetic case (independent draws).

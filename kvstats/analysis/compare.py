@@ -24,7 +24,7 @@ from jaxtyping import Float
 from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
 from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
-from kvstats.results import DEFAULT_COMPARISONS
+from kvstats.results import DEFAULT_COMPARISONS, _check_distinct_pairs
 
 __all__ = ["compare_schemes", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
            "NOT_RESOLVABLE"]
@@ -194,7 +194,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         :mod:`kvstats.analysis.clustered`).
     comparisons : sequence of (str, str), optional
         Scheme label pairs (default :data:`kvstats.results.DEFAULT_COMPARISONS`). Pairs
-        absent from a case are skipped. Fixed-budget schemes (``K4V2``) with different
+        absent from a case are skipped; a scheme paired with itself, or a pair given twice
+        (either way round: its tests would count twice in the family), is a ValueError. Fixed-budget schemes (``K4V2``) with different
         budgets are compared directly (``budget`` ≠ ``budget_b``).
     metrics : sequence of str
         Metrics tested one by one (subset of :data:`~kvstats.analysis.METRICS`).
@@ -256,6 +257,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     for pair in comparisons:
         if len(pair) != 2 or not all(isinstance(s, str) for s in pair):
             raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}")
+    _check_distinct_pairs(comparisons)
     for m in metrics:
         check_choice(m, "metrics", METRICS)
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 from kvstats._checks import check_choice, check_int
 from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS, GENERATORS
 from kvstats.quant.registry import SCHEMES, scheme_def
-from kvstats.results import DEFAULT_COMPARISONS, REAL
+from kvstats.results import DEFAULT_COMPARISONS, REAL, _check_distinct_pairs
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _real_params, _resolve_real
 
@@ -243,6 +243,7 @@ class SweepConfig:
                         if isinstance(pair, str) else "")
                 raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}{hint}")
             pairs.append((pair[0], pair[1]))
+        _check_distinct_pairs(pairs)
         object.__setattr__(self, "comparisons", tuple(pairs))
         if self.comparisons != DEFAULT_COMPARISONS:  # the default pairs skip absent schemes
             _check_labels(self.comparisons, labels)
@@ -253,6 +254,7 @@ class SweepConfig:
 
         report_pairs = validate_report_options(self.report)["comparisons"]
         if report_pairs is not None:  # a dict built in Python may keep them in report
+            _check_distinct_pairs(report_pairs)
             _check_labels(report_pairs, labels)
         check_choice(self.dtype, "dtype", ["float64", "float32"])
         check_choice(check_int(self.generator, "generator"), "generator", GENERATORS)

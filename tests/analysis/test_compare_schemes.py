@@ -83,6 +83,10 @@ def test_missing_pairs_are_skipped_and_errors_are_clear():
     assert compare_schemes(f, [("KQV", "QKQV")]).empty
     with pytest.raises(ValueError, match="correction must be one of"):
         compare_schemes(f, correction="bonferroni-ish")
+    with pytest.raises(ValueError, match=r"two different scheme labels; received \['KQV', 'KQV'\]"):
+        compare_schemes(f, [("KQV", "KQV")])
+    with pytest.raises(ValueError, match="must not repeat a pair, either way round"):
+        compare_schemes(f, [("KQV", "QKQV"), ("QKQV", "KQV")])
     with pytest.raises(ValueError, match="lacks the sweep column"):
         check_frame(f.drop(columns=["kl"]))
     with pytest.raises(TypeError, match="DataFrame"):

@@ -109,6 +109,10 @@ CASES = [
      "comparisons given both in [report] and elsewhere"),
     ("duplicate distribution", "[report]", f"[[distributions]]\n{HT}\n\n[report]",
      "distributions must not repeat a (name, params) pair"),
+    ("comparison of a scheme with itself", '[["KQV", "QKQV"]]', '[["KQV", "KQV"]]',
+     "comparisons must pair two different scheme labels; received ['KQV', 'KQV']"),
+    ("comparison repeated the other way round", '[["KQV", "QKQV"]]', '[["KQV", "QKQV"], ["QKQV", "KQV"]]',
+     "comparisons must not repeat a pair, either way round"),
     ("duplicate budget", "budgets = [2, 3]", "budgets = [3, 3]", "budgets must not repeat values; received [3, 3]"),
     ("duplicate n_keys", "n_keys = [8]", "n_keys = [8, 8]", "n_keys must not repeat values; received [8, 8]"),
 ]
