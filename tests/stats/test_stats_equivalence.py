@@ -280,6 +280,32 @@ def _agrees(res: EquivalenceResult) -> None:
     assert res.low <= res.estimate <= res.high
 
 
+def test_paired_bootstrap_t_equals_hand_written_resampling_of_trials():
+    # reference: the paired bootstrap-t written out with the same draws: whole trials
+    # resampled (one index per trial for x and y), t* = (log r* - log r)/se*, se² the
+    # linearisation var(x_i/x̄ - y_i/ȳ)/n, limits r exp(-t*_(B-k) se), r exp(-t*_(k+1) se)
+    # with k = floor(alpha B) (the reference's exact-agreement quantiles)
+    rng = np.random.default_rng(3)
+    y = rng.lognormal(0.0, 1.0, 40)
+    x = y * rng.lognormal(0.0, 0.05, 40)
+    res = tost_ratio(x, y, margin=0.1, paired=True, method="bootstrap-t", n_resamples=999,
+                     seed=1)
+
+    def log_ratio_se(a, b):
+        ma, mb = a.mean(-1), b.mean(-1)
+        lin = a / ma[..., None] - b / mb[..., None]
+        return np.log(ma / mb), np.sqrt(lin.var(-1, ddof=1) / a.shape[-1])
+
+    est, se = log_ratio_se(x, y)
+    idx = np.random.default_rng(1).integers(0, 40, (999, 40))
+    e_b, se_b = log_ratio_se(x[idx], y[idx])
+    tstar = np.sort((e_b - est) / se_b)
+    k = int(np.floor(0.05 * 999))
+    assert res.method == "bootstrap-t-paired"
+    np.testing.assert_allclose([res.low, res.high], np.exp([est - tstar[999 - k - 1] * se,
+                                                             est - tstar[k] * se]), rtol=1e-12)
+
+
 @pytest.mark.parametrize("method", RATIO_METHODS)
 def test_ratio_interval_agrees_with_test(method):
     rng = np.random.default_rng(14)
@@ -399,6 +425,22 @@ def test_fieller_paired_composite_null():
     assert stats.ttest_rel(y, x / 0.466, alternative="less").pvalue < 0.05
     assert mirror.high == np.inf and not mirror.within_margin
     np.testing.assert_allclose(mirror.pvalue, res.pvalue, rtol=1e-12)
+
+
+def test_fieller_paired_composite_null_at_the_critical_ratio():
+    # The composite null ratio <= 0.95 takes the supremum of the paired t-tests' p-values
+    # over r in [0, 0.95]. Here t(r) has its minimum inside, at r* = 0.546 (the estimate is
+    # 0.484), so neither end carries the supremum (p = 0.894 at 0.95). Reference: the
+    # largest scipy.stats.ttest_rel(x, r y, alternative="greater") p-value on a grid of
+    # 19,001 ratios in [0, 0.95] (grid error ~1e-8).
+    x, y = np.array([0.04, 0.89, 0.14, 0.0]), np.array([0.17, 1.72, 0.27, 0.05])
+    grid = np.linspace(0.0, 0.95, 19001)
+    p_grid = stats.ttest_rel(np.broadcast_to(x, (grid.size, 4)), grid[:, None] * y,
+                             axis=1, alternative="greater").pvalue
+    res = tost_ratio(x, y, margin=(0.95, 2.0), paired=True, alternative="greater")
+    assert 0.5 < grid[np.argmax(p_grid)] < 0.6 and p_grid[-1] < p_grid.max() - 0.05
+    np.testing.assert_allclose(res.pvalue_low, p_grid.max(), rtol=0, atol=1e-7)
+    assert res.pvalue == res.pvalue_low
 
 
 def test_verdict():
