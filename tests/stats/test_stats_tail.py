@@ -188,6 +188,14 @@ def test_screen_skips_what_it_cannot_screen():
     from kvstats.stats.tail import heavy_tail_alpha, heavy_tail_screen
     assert heavy_tail_alpha(np.r_[-1.0, np.arange(1.0, 30.0)]) is None     # negative values
     assert heavy_tail_alpha(np.r_[np.zeros(40), np.arange(1.0, 10.0)]) is None  # 9 positive
+    # zeros are screened (they are nonnegative; per-trial metrics are often exactly 0), and
+    # exactly 10 positive values are enough: Hill's α̂ from the k = 3 largest of 1..10 is
+    # 1/mean(log(10/7), log(9/7), log(8/7)) (closed form)
+    ten = np.r_[np.zeros(40), np.arange(1.0, 11.0)]
+    res = heavy_tail_screen(ten)
+    assert res is not None and (res.n, res.n_positive, res.k) == (50, 10, 3)
+    assert res.estimate == pytest.approx(3 / np.log(10 * 9 * 8 / 7**3), rel=1e-14)
+    assert heavy_tail_alpha(ten) == res.upper_bound
     res = heavy_tail_screen(np.random.default_rng(1).pareto(1.0, 400) + 1)
     assert heavy_tail_alpha(np.random.default_rng(1).pareto(1.0, 400) + 1) == res.upper_bound
     with pytest.raises(ValueError, match=r"confidence must be in \(0.0, 1.0\)"):
