@@ -70,6 +70,11 @@ def test_groups_with_a_minimum_float16_rounds_to_zero_keep_the_exact_bound():
             assert np.all(np.abs(x_hat - x) <= per_element_scale(codes) / 2 + 1e-15 * np.abs(x))
             # the tiny negative values decode to 0, never to −2^-24
             np.testing.assert_array_equal(x_hat[:, 0], 0.0)
+    # the interval is closed at -2^-25 (float16 rounds it to -0, ties to even); just below
+    # it float16 rounds to -2^-24, a representable minimum the grid starts at
+    edge = np.array([[-TINY / 2, 1.0], [np.nextafter(-TINY / 2, -1.0), 1.0]])
+    for bits in (1, 4):
+        assert quiet_quantize(edge, bits, group_size=2).zero.ravel().tolist() == [0.0, -TINY]
     # whole groups in [-2^-25, 0): the step is 2^-24, not 0, so the bound still holds
     x = -rng.uniform(0, TINY / 2, size=(50, 8))
     for bits in (1, 4):
