@@ -253,6 +253,10 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     from kvstats.stats import adjust_pvalues
     from kvstats.stats.sequential import required_resolution
 
+    if isinstance(comparisons, str):  # iterating it would make pairs of its characters
+        raise TypeError(f"comparisons must be a list of (scheme_a, scheme_b) pairs; received {comparisons!r}")
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics must be a list of metric names (e.g. [{metrics!r}]); received {metrics!r}")
     comparisons = [tuple(p) for p in (DEFAULT_COMPARISONS if comparisons is None else comparisons)]
     for pair in comparisons:
         if len(pair) != 2 or not all(isinstance(s, str) for s in pair):

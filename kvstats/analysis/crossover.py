@@ -40,6 +40,10 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
                         f"{type(comparisons).__name__}")
     cols = list(CASE_COLUMNS) + ["scheme_a", "scheme_b", "metric"]
     out_cols = cols + ["winners", "crossover", "description"]
+    missing = [c for c in cols + ["budget", "budget_b", "test", "winner"] if c not in comparisons.columns]
+    if missing:
+        raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
+                         f"received columns {list(comparisons.columns)}")
     mw = comparisons[(comparisons["test"] == "mann_whitney")
                      & (comparisons["budget"] == comparisons["budget_b"])]
     rows = []

@@ -37,7 +37,7 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
     ----------
     frame : DataFrame
         Per-trial frame of :func:`kvstats.run_sweep` (at least :data:`REQUIRED_COLUMNS`,
-        one row, no NaN in a metric).
+        one row, numeric metric columns without NaN).
     name : str
         Name of the argument in error messages.
 
@@ -63,6 +63,9 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
                          f"{list(REQUIRED_COLUMNS)}")
     if frame.empty:
         raise ValueError(f"{name} must have at least one row; received an empty frame")
+    text = [f"{c} ({frame[c].dtype})" for c in METRICS if frame[c].dtype.kind not in "biuf"]
+    if text:
+        raise TypeError(f"{name} metric column(s) must be numeric; received {text}")
     nan = [c for c in METRICS if frame[c].isna().any()]
     if nan:
         raise ValueError(f"{name} has NaN in metric column(s) {nan}")

@@ -190,6 +190,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     """
     frame = check_frame(frame)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
+    seed = check_int(seed, "seed", low=0)
     n_queries = check_int(n_queries, "n_queries", low=1)
     if spectra is not None and not isinstance(spectra, Mapping):
         raise TypeError(f"spectra must be a mapping (distribution, params, dim, n_keys) -> "
@@ -418,6 +419,13 @@ def nominal_bounds(frame: pd.DataFrame, *, spectra: Mapping[_CaseKey, CaseSpectr
     [['k', 18.062], ['v', 18.062]]
     """
     n_queries = check_int(n_queries, "n_queries", low=1)
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame (a sweep's per-trial frame); received "
+                        f"{_describe(frame)}")
+    missing = [c for c in (*CASE_COLUMNS, "budget", "trial") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks the column(s) {missing}; required: "
+                         f"{[*CASE_COLUMNS, 'budget', 'trial']}")
     rows = []
     for case, grp in frame.groupby(list(CASE_COLUMNS), sort=False):
         specs = _spectra_for(tuple(case), spectra, n_queries)
