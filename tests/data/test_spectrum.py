@@ -171,3 +171,16 @@ def test_measured_spectrum_is_numpys_covariance_spectrum_descending_and_nonnegat
     np.testing.assert_allclose(s.eigenvalues, np.maximum(ref, 0.0), rtol=1e-12, atol=1e-15)
     assert np.all(s.eigenvalues >= 0) and np.all(np.diff(s.eigenvalues) <= 0)
     assert float(s.mean_square) == pytest.approx(np.mean(np.sum(x * x, -1)), rel=1e-15)
+
+
+def test_focused_spectrum_raises_one_direction_per_query():
+    # n_q queries: n_q directions at the single-query value, the rest at s², and n_q times
+    # the single query's excess mean square (the queries' focus keys are disjoint); at
+    # most d directions (d = 2 < n_q = 3 here)
+    one = synthetic_spectrum("focused", 16, n_keys=64, strength=0.4)
+    three = synthetic_spectrum("focused", 16, n_keys=64, strength=0.4, n_queries=3)
+    np.testing.assert_array_equal(three.eigenvalues[:3], np.full(3, one.eigenvalues[0]))
+    np.testing.assert_array_equal(three.eigenvalues[3:], np.ones(13))
+    assert float(three.mean_square) - 16 == pytest.approx(3 * (float(one.mean_square) - 16), rel=1e-12)
+    small = synthetic_spectrum("focused", 2, n_keys=64, strength=0.4, n_queries=3)
+    np.testing.assert_array_equal(small.eigenvalues, np.full(2, one.eigenvalues[0]))
