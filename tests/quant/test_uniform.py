@@ -42,6 +42,23 @@ def test_round_trip_error_at_most_half_a_step(bits, axis, group_size):
     assert np.max(np.abs(x_hat - x) / half) > 0.9
 
 
+def test_grid_covers_the_group_despite_the_rounding_of_the_division():
+    """zero + (2^b − 1)·scale ≥ max for every group, as the module states. Groups found by
+    search where (max − zero)/(2^b − 1), rounded in float64, is exactly a float16 value s
+    although zero + (2^b − 1)·s < max by one float64 step: rounding the quotient up to
+    float16 keeps s, and only the guard on the product moves the scale one float16 step up."""
+    cases = [(7, -46.03125, 0.487060546875), (3, -54.5625, 6.82421875),
+             (5, -9.9296875, 0.54443359375), (5, -60.3125, 4.38671875)]
+    for bits, z, s in cases:
+        levels = 2 ** bits - 1
+        top = np.nextafter(z + levels * s, np.inf)
+        assert (top - z) / levels == s and z + levels * s < top    # the case the guard is for
+        codes = uniform_quantize(np.array([[z, top]]), bits, group_size=2)
+        zero, scale = float(codes.zero[0, 0]), float(codes.scale[0, 0])
+        assert zero == z and scale == float(np.nextafter(np.float16(s), np.float16(np.inf)))
+        assert zero + levels * scale >= top
+
+
 def test_scale_zero_float16_and_codes_consistent():
     x = np.random.default_rng(0).uniform(-3, 5, size=(4, 33))
     codes = uniform_quantize(x, 3, axis=-1, group_size=16)
