@@ -205,8 +205,9 @@ def _check_scores_args(q, bits, norms, sketch, scale):
         raise ValueError(f"q must be (H, G, d) with H = {bits.shape[0]} (bits' heads); received {q.shape}")
     if norms.shape != bits.shape[:2]:
         raise ValueError(f"norms must have shape {bits.shape[:2]} (H, N); received {norms.shape}")
-    scale = check_real(float(math.sqrt(math.pi / 2) / s.shape[0]) if scale is None else scale, "scale",
-                       low=0.0, low_open=True)
+    if scale is None:  # a numpy Sketch carries its own constant (orthogonal rows differ from √(π/2)/m)
+        scale = sketch.scale if isinstance(sketch, Sketch) else math.sqrt(math.pi / 2) / s.shape[0]
+    scale = float(check_real(scale, "scale", low=0.0, low_open=True))
     return q, bits, norms.astype(jnp.float32), s, scale
 
 
@@ -224,7 +225,8 @@ def qjl_scores_reference(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H
     sketch : ``(m, d)`` matrix or numpy ``Sketch``
     scale : float, optional
         The estimator's constant: ``Sketch.scale`` (√(π/2)/m for Gaussian rows, the
-        exact finite-d constant for orthogonal rows). Default √(π/2)/m.
+        exact finite-d constant for orthogonal rows). Default: ``sketch.scale`` when
+        ``sketch`` is a numpy ``Sketch``, else √(π/2)/m (Gaussian rows).
 
     Examples
     --------

@@ -52,6 +52,48 @@ def test_kernel_matches_reference_and_dense_on_dequantized_cache(case, backend):
     np.testing.assert_allclose(ref, dense, atol=2e-5)
 
 
+@pytest.mark.parametrize("backend,d,T", [("triton", 64, 32), ("mosaic", 128, 64)])
+def test_all_scores_far_below_zero(backend, d, T):
+    # Every logit near -300 (queries anti-aligned with keys that share one direction):
+    # softmax is shift-invariant, so the output is a plain weighted mean of the values, but
+    # exp(s) underflows in float32. The running max must start at -inf (NEG), not at 0:
+    # from 0, every exp(s - m) would be 0, l = 0 and the output 0/0. A zero key and a zero
+    # value (norm 0: codes of the zero vector, dequantized to exactly 0) sit among the tokens.
+    spec, params = manual_spec(d, 3, 2, 0, d)
+    rng = np.random.default_rng(9)
+    u = rng.normal(size=d).astype(np.float32)
+    K = (1.0 + 0.1 * np.abs(rng.normal(size=(2, 150, 1)))) * u + 0.05 * rng.normal(size=(2, 150, d))
+    V = rng.normal(size=(2, 150, d)).astype(np.float32)
+    K[0, 7], V[1, 11] = 0.0, 0.0
+    q = np.tile(-300.0 * np.sqrt(d) / np.dot(u, u) * u, (4, 1)).astype(np.float32)  # logits ~ -300 to -400
+    cache = quantize_kv(K.astype(np.float32), V, spec, params, impl=backend, interpret=True)
+    Kh, Vh = dequantize_kv(cache, spec, params)
+    assert np.all(np.asarray(Kh)[0, 7] == 0) and np.all(np.asarray(Vh)[1, 11] == 0)
+    dense = np.asarray(dense_decode_attention(q, Kh, Vh, length=150))
+    assert np.all(np.isfinite(dense))
+    for impl in (backend, "reference"):
+        got = np.asarray(decode_attention(q, cache, spec, params, impl=impl, interpret=True, block_tokens=T,
+                                          n_splits=2))
+        # float32 logits of size ~350 carry absolute rounding ~350·2^-24·√d ~ 1e-4 (the
+        # O(1) cases above hold 2e-5); a start at m = 0 gives NaN
+        np.testing.assert_allclose(got, dense, atol=2e-4, err_msg=impl)
+
+
+def test_an_empty_shard_contributes_nothing(backend):
+    # decode_partials with length <= 0 (a sequence shard past the cache's length, as the
+    # sharded path passes it): l = 0 and zero accumulators, so the combine ignores it
+    # (documented in kvstats_gpu.sharding); every path, not only after the combine.
+    spec, params = manual_spec(128, 2, 2, 0, 128)
+    K, V, q = _kv(2, 40, 128, 2, seed=2)
+    cache = quantize_kv(K, V, spec, params, impl="reference")
+    for length in (0, -64):
+        for impl in (backend, "reference"):
+            parts = decode_partials(q, cache, spec, params, length=length, impl=impl, interpret=True,
+                                    block_tokens=64)
+            assert np.all(np.asarray(parts.l) == 0) and np.all(np.asarray(parts.a) == 0), (impl, length)
+            assert np.all(np.asarray(parts.b) == 0), (impl, length)
+
+
 def test_quantize_kernels_match_reference_codes(backend):
     spec, params = manual_spec(128, 3, 2, 0, 128)
     K, V, _ = _kv(2, 24, 128, 1, seed=3)

@@ -122,3 +122,24 @@ def test_bad_input_messages():
         qjl_scores(np.ones((1, 2, 8)), np.zeros((1, 5, 2), np.uint8), np.ones((1, 4)), S)
     with pytest.raises(ValueError, match="scale"):
         qjl_scores(np.ones((1, 2, 8)), np.zeros((1, 5, 2), np.uint8), np.ones((1, 5)), S, scale=-1.0)
+
+
+def test_default_scale_is_the_sketch_own_constant():
+    # scale=None: a numpy Sketch brings its own estimator constant (orthogonal rows: the
+    # exact finite-d constant 1/(m·√d·E|u_1|), not √(π/2)/m); a bare matrix gets the
+    # Gaussian constant √(π/2)/m (Zandieh et al., Lemma 3.2; kvstats.quant.sketch).
+    rng = np.random.default_rng(8)
+    k, q = rng.normal(size=(1, 30, 16)).astype(np.float32), rng.normal(size=(1, 2, 16)).astype(np.float32)
+    for kind in ("orthogonal", "gaussian"):
+        sk = make_sketch(kind, 64, 16, seed=2)
+        codes = qjl_encode(sk, k)
+        want = np_qjl_scores(sk, q, codes)  # the numpy core, which uses sk.scale
+        norms = codes.norms.astype(np.float32)
+        for impl in ("reference", "triton"):
+            got = np.asarray(qjl_scores(q, codes.signs, norms, sk, impl=impl, interpret=True, block_tokens=16))
+            np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max(), err_msg=f"{kind} {impl}")
+    matrix = make_sketch("orthogonal", 64, 16, seed=2).matrix  # a bare matrix: the Gaussian constant
+    codes = qjl_encode(make_sketch("orthogonal", 64, 16, seed=2), k)
+    a = qjl_scores_reference(q, codes.signs, codes.norms.astype(np.float32), matrix)
+    b = qjl_scores_reference(q, codes.signs, codes.norms.astype(np.float32), matrix, scale=math.sqrt(math.pi / 2) / 64)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
