@@ -21,7 +21,9 @@ GROUPED = [
     pytest.param("kivi", 3, {"group_size": 8}, id="kivi3-g8"),   # codes across byte boundaries
     pytest.param("kivi", 4, {"group_size": 12}, id="kivi4-g12"),  # value channel groups 12, 12, ..., 4
     pytest.param("qjl", 2, {"group_size": 8}, id="qjl2"),
-    pytest.param("qjl", 3, {"group_size": 8, "n_outliers": 4, "value_group_size": 32}, id="qjl3-outliers"),
+    # outlier_m 44: the outlier sketch's own scale and a sign row of 5.5 bytes
+    pytest.param("qjl", 3, {"group_size": 8, "n_outliers": 4, "outlier_m": 44, "value_group_size": 32},
+                 id="qjl3-outliers"),
     pytest.param("qjl", 2, {"group_size": 8, "n_outliers": 2, "sketch": "srht"}, id="qjl2-srht"),
 ]
 
@@ -144,3 +146,19 @@ def test_unpacking_refuses_bad_bits_and_too_few_bytes():
     with pytest.raises(ValueError, match=r"packed must hold at least 4 bytes .*9 codes of 3 bits.*received 3"):
         unpack_float(packed, 3, 9)
     assert unpack_float(packed, 3, 8).tolist() == [list(range(8))]
+
+
+@pytest.mark.parametrize("name,bits,params", [p for p in GROUPED if p.id.startswith("qjl")])
+def test_qjl_side_decode_is_the_numpy_decode(name, bits, params):
+    # QJLKeySide.decode (the cache reads the numpy decode instead; this is the torch
+    # side's own): each part's c·‖k‖·Sᵀσ on its channels, the outlier part on each group's
+    # outlier channels, equal to the numpy coder's decode to float32 rounding.
+    k, v, _ = _kv(2, 3, 24, 64, seed=9)
+    cache = QuantizedCache(name, bits, seed=1, **params)
+    cache.update(k, v, layer_idx=0)
+    layer = cache.layers[0]
+    side = layer.key_side
+    want = layer.scheme.key_coder.decode(side.numpy_codes(layer.scheme.key_coder))
+    got = side.decode()
+    assert got.shape == (2, 3, 24, 64)
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-5 * np.abs(want).max())

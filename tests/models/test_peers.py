@@ -73,6 +73,8 @@ def test_held_bytes_counts_each_storage_once():
     s.x, s.me = torch.zeros(5, dtype=torch.uint8), s
     assert held_bytes([s, s]) == 5
     assert held_bytes(torch.empty(0)) == 0
+    # tensors held as dict keys and in sets count too
+    assert held_bytes({t: "k"}) == 128 and held_bytes({t, torch.zeros(2)}) == 128 + 8
 
 
 def test_fp8_peer_bytes_are_one_per_value_plus_the_scales(tiny):

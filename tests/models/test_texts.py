@@ -22,3 +22,10 @@ def test_prompt_spans_texts_in_order_and_is_cut_exactly():
 def test_prompt_length_errors_name_the_argument(n, match):
     with pytest.raises(ValueError, match=match):
         prompt_token_ids(_words, n, ["json"])
+
+
+def test_a_prompt_of_exactly_all_the_tokens():
+    ids = _words(stdlib_texts(["json"])[0])["input_ids"]
+    assert prompt_token_ids(_words, len(ids), ["json"]) == ids
+    with pytest.raises(ValueError, match=f"n_tokens must be at most {len(ids)}"):
+        prompt_token_ids(_words, len(ids) + 1, ["json"])
