@@ -162,3 +162,26 @@ def test_qjl_side_decode_is_the_numpy_decode(name, bits, params):
     got = side.decode()
     assert got.shape == (2, 3, 24, 64)
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("per_head", [True, False])
+def test_grouped_codes_are_the_numpy_scheme_with_one_draw_per_head(per_head):
+    # Layer l of a qjl cache is make_scheme(..., seed=SeedSequence([seed, l]),
+    # draws=(n_kv_heads,)): an independent sketch per KV head (per_head=False: one shared,
+    # draws=()); the held codes decode to that scheme's roundtrip of the same keys.
+    import kvstats
+
+    k, v, _ = _kv(1, 3, 16, 64, seed=12)
+    cache = QuantizedCache("qjl", 2, seed=4, per_head=per_head, group_size=8)
+    cache.update(k, v, layer_idx=0)
+    cache.update(k, v, layer_idx=1)
+    draws = (3,) if per_head else ()
+    scheme = kvstats.make_scheme("qjl", 2, 64, seed=np.random.SeedSequence([4, 1]), draws=draws, group_size=8)
+    K_hat, V_hat = cache.layers[1].dequantized()
+    Kn, Vn = scheme.roundtrip(k.numpy(), v.numpy())
+    np.testing.assert_allclose(K_hat.numpy(), Kn, rtol=0, atol=1e-5 * np.abs(Kn).max())
+    np.testing.assert_allclose(V_hat.numpy(), Vn, rtol=0, atol=1e-5 * np.abs(Vn).max())
+    st = cache.layers[1].key_side.st
+    assert st.shape[0] == (3 if per_head else 1)
+    if per_head:
+        assert (st[0] - st[1]).abs().max() > 0.1  # the heads' sketches differ
