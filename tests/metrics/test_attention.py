@@ -260,3 +260,15 @@ def test_kl_rounding_residues_are_clipped_to_zero():
     assert (raw < 0).sum() > 50
     kl = kl_divergence(lp, lq)
     assert np.all(kl[raw < 0] == 0.0) and np.array_equal(kl[raw >= 0], raw[raw >= 0])
+
+
+def test_masked_logits_are_minus_infinity():
+    # a masked key's logit is −inf (documented), not a large negative number: its
+    # log-probability is then −inf too, and KL/recall treat it as absent
+    rng = np.random.default_rng(2)
+    q, K = rng.standard_normal((2, 4)), rng.standard_normal((6, 4))
+    mask = np.array([True, False, True, True, False, True])
+    lg = attention_logits(q, K, mask=mask)
+    assert np.isneginf(lg[:, ~mask]).all()
+    np.testing.assert_array_equal(lg[:, mask], attention_logits(q, K)[:, mask])
+    assert np.isneginf(log_softmax(lg)[:, ~mask]).all()
