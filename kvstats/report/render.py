@@ -270,7 +270,7 @@ def _pairing_correlations(frame: pd.DataFrame, comp: pd.DataFrame) -> pd.Series:
     The sweep gives every scheme and budget of a case the same trials, which the two-sample
     tests ignore; the sign of this correlation says whether that makes a test conservative
     (ρ > 0) or anti-conservative (ρ < 0). Rows without a full pairing or with a constant
-    side are left out.
+    side are left out; ``attrs["n_rows"]`` counts all Mann–Whitney rows.
     """
     from scipy.stats import spearmanr
 
@@ -279,7 +279,8 @@ def _pairing_correlations(frame: pd.DataFrame, comp: pd.DataFrame) -> pd.Series:
     keys = [*CASE_COLUMNS, "budget", "scheme"]
     cells = {k: g.set_index("trial").sort_index() for k, g in frame.groupby(keys, sort=False)}
     out = []
-    for r in comp[comp["test"] == "mann_whitney"].itertuples(index=False):
+    mw = comp[comp["test"] == "mann_whitney"]
+    for r in mw.itertuples(index=False):
         case = tuple(getattr(r, c) for c in CASE_COLUMNS)
         a, b = cells.get((*case, r.budget, r.scheme_a)), cells.get((*case, r.budget_b, r.scheme_b))
         if a is None or b is None or len(a) < 3 or not a.index.equals(b.index):
@@ -287,7 +288,9 @@ def _pairing_correlations(frame: pd.DataFrame, comp: pd.DataFrame) -> pd.Series:
         x, y = a[r.metric].to_numpy(np.float64), b[r.metric].to_numpy(np.float64)
         if np.isfinite(x).all() and np.isfinite(y).all() and np.ptp(x) > 0 and np.ptp(y) > 0:
             out.append(float(spearmanr(x, y).statistic))
-    return pd.Series(out, dtype=float)
+    rho = pd.Series(out, dtype=float)
+    rho.attrs["n_rows"] = len(mw)
+    return rho
 
 
 def _pairing_text(rho: pd.Series | None) -> str:
@@ -298,9 +301,11 @@ def _pairing_text(rho: pd.Series | None) -> str:
     if rho is None or rho.empty:
         return text + "."
     neg = int((rho < -0.1).sum())
-    return (text + f": here the trial-paired Spearman ρ of the {len(rho)} Mann–Whitney rows has "
-            f"median {rho.median():+.2f}, range [{rho.min():+.2f}, {rho.max():+.2f}], {neg} "
-            "below −0.1; where ρ < 0 a p-value may be too small.")
+    n_rows = int(rho.attrs.get("n_rows", len(rho)))
+    left = "" if n_rows == len(rho) else " (the others: a constant side)"
+    return (text + f": here the trial-paired Spearman ρ of {len(rho)} of the {n_rows} Mann–Whitney "
+            f"rows{left} has median {rho.median():+.2f}, range [{rho.min():+.2f}, "
+            f"{rho.max():+.2f}], {neg} below −0.1; where ρ < 0 a p-value may be too small.")
 
 
 def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,

@@ -191,7 +191,7 @@ def test_synthetic_unit_text_qualifies_the_pairing(tmp_path):
     assert "conservative where the paired values are positively correlated" in unit
     assert "not anti-conservative" not in unit
     # the measured pairing: make_frame draws every cell independently, so ρ is near 0 both ways
-    rho = unit.split("Spearman ρ of the 9 Mann–Whitney rows has median ")[1]
+    rho = unit.split("Spearman ρ of 9 of the 9 Mann–Whitney rows has median ")[1]
     median = float(rho.split(",")[0])
     assert abs(median) < 0.4 and "below −0.1; where ρ < 0 a p-value may be too small." in unit
     assert _header(md).rstrip(" |").endswith("| trials")
@@ -426,7 +426,15 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
     comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["snr_k"], energy=False, ks=False)
     rho = _pairing_correlations(f, comp)
     assert sorted(rho.round(12)) == [-1.0, 1.0]
-    assert "median +0.00, range [-1.00, +1.00], 1 below −0.1" in _pairing_text(rho)
+    assert "ρ of 2 of the 2 Mann–Whitney rows has median +0.00, range [-1.00, +1.00], 1 below −0.1" \
+        in _pairing_text(rho)
+    # a constant side leaves its row out, and the sentence says how many rows the ρ cover
+    g = f.copy()
+    g.loc[(g.scheme == "QKQV") & (g.budget == 2.0), "snr_k"] = 5.0
+    rho = _pairing_correlations(g, compare_schemes(g, [("KQV", "QKQV")], metrics=["snr_k"],
+                                                   energy=False, ks=False))
+    assert rho.round(12).tolist() == [-1.0] and rho.attrs["n_rows"] == 2
+    assert "ρ of 1 of the 2 Mann–Whitney rows (the others: a constant side)" in _pairing_text(rho)
     # a shuffled trial order is re-paired by trial index, not by row order
     shuffled = f.sample(frac=1.0, random_state=0)
     assert sorted(_pairing_correlations(shuffled, comp).round(12)) == [-1.0, 1.0]
