@@ -184,6 +184,10 @@ def make_prompts(tokenizer, lengths: Sequence[int], depths: Sequence[float], tri
     (6, True, 5)
     """
     trials = check_int(trials, "trials", low=1)
+    for name, seq in (("lengths", lengths), ("depths", depths)):
+        if isinstance(seq, (str, bytes)) or not isinstance(seq, (Sequence, np.ndarray)):
+            raise TypeError(f"{name} must be a sequence (e.g. [{'512' if name == 'lengths' else '0.5'}]); "
+                            f"received {seq!r:.80}")
     if haystack is None:
         haystack = haystack_ids(tokenizer)
     lengths = [check_int(n, "lengths", low=1) for n in lengths]

@@ -82,6 +82,13 @@ def test_make_prompts_pairs_trials_across_cells_and_is_seeded():
     assert [p.text for p in again] == [p.text for p in ps] != [p.text for p in other]
     with pytest.raises(ValueError, match="lengths"):
         make_prompts(TOK, [len(HAY) + 1], [0.5], 1, haystack=HAY)
+    # a single number where a list is expected: a TypeError naming the argument (was
+    # Python's "object of type 'float' has no len()")
+    with pytest.raises(TypeError, match=r"depths must be a sequence .*received 0.5"):
+        make_prompts(TOK, [50], 0.5, 1, haystack=HAY)
+    with pytest.raises(TypeError, match=r"lengths must be a sequence .*received 50"):
+        make_prompts(TOK, 50, [0.5], 1, haystack=HAY)
+    assert len(make_prompts(TOK, np.array([50]), (0.5,), 1, haystack=HAY)) == 1
 
 
 def test_haystack_joins_texts_with_blank_lines():
