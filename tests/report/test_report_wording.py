@@ -299,6 +299,9 @@ def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
     snr = [line for line in theory if "| k_snr_db |" in line]
     ratio = [line for line in theory if "| ip_var_ratio" in line]
     assert snr and ratio
+    # the intervals name their method
+    assert "Measured: the mean (for the ratios, the ratio of the two means) with a 95% BCa " \
+        "bootstrap CI (99 resamples" in md
     assert all(line.rstrip(" |").endswith(" dB") for line in snr)
     row = rep.theory.query("quantity == 'ip_var_ratio_same_budget' and budget == 2").iloc[0]
     line = next(line for line in ratio if "ip_var_ratio_same_budget" in line and "| 2 |" in line)
