@@ -351,3 +351,23 @@ def test_zero_vectors_and_the_largest_float16_norm_code_as_numpy_does(name, bits
                 got = layer.store[f"{side}_{part}"].view()[0, h, exact].numpy()
                 np.testing.assert_array_equal(got, want, err_msg=f"{side}_{part}, head {h}")
     assert float(layer.store["k_norms"].view()[0, 0, 7]) == 65504.0
+
+
+def test_growing_buffer_slack_and_copies_stay_small():
+    # One token at a time up to 3000: unused capacity below max(step, n/32) tokens at every
+    # step (~3 % of a long sequence), and the buffer is reallocated (copied) O(log n) times
+    # past n = 32·step rather than every step tokens.
+    from kvstats.models.code_attention import GrowingBuffer
+
+    b, moves, last = GrowingBuffer(), 0, None
+    for n in range(1, 3001):
+        b.append(torch.full((1, 2, 1, 3), float(n)))
+        slack = b.capacity - b.n
+        assert slack <= max(b.step, b.n // 32), (n, slack)
+        if b.buf.data_ptr() != last:
+            moves, last = moves + 1, b.buf.data_ptr()
+    assert b.view()[0, 1, :, 0].tolist() == [float(n) for n in range(1, 3001)]  # nothing lost in the copies
+    # 32 growths of 16 tokens to n = 512, then x(1 + 1/32) each: 512 * 1.03125**58 ~ 3000,
+    # ~91 allocations in all (every 16 tokens throughout would be 188)
+    assert moves <= 95
+    assert b.nbytes(held=False) == 3000 * 2 * 3 * 4 and b.nbytes() == b.capacity * 2 * 3 * 4
