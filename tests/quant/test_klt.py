@@ -148,3 +148,40 @@ def test_zero_variance_axes_keep_the_eigendecomposition_choice():
     y = x[..., :40, :]
     _, ref = _eigh_fit(coder, y)
     np.testing.assert_array_equal(coder._fit(y)[0], ref.astype(np.float16))
+
+
+def _ledoit_wolf_reference(y, rank):
+    """Shrunk leading eigenvalues by Ledoit & Wolf (J. Multivariate Anal. 88, 2004), written
+    out term by term from Lemmas 3.2-3.4 (norm ‖A‖² = tr(AAᵀ)/d): m = mean of c_k c_kᵀ's
+    trace/d, d² = ‖S − m I‖², b̄² = (1/n²) Σ_k ‖c_k c_kᵀ − S‖², b² = min(b̄², d²), and
+    S* = (b²/d²) m I + (1 − b²/d²) S, one sample at a time (no vectorised identity)."""
+    n, d = y.shape
+    c = y - y.mean(axis=0)
+    S = c.T @ c / n
+    norm2 = lambda a: np.trace(a @ a.T) / d                        # noqa: E731
+    mu = np.trace(S) / d
+    delta = norm2(S - mu * np.eye(d))
+    beta_bar = sum(norm2(np.outer(ck, ck) - S) for ck in c) / n ** 2
+    rho = min(beta_bar, delta) / delta
+    lam = np.linalg.eigvalsh(S)[::-1][:rank]
+    return (1 - rho) * lam + rho * mu
+
+
+@pytest.mark.parametrize("n,d,rank", [(200, 16, 16), (40, 96, 12)])
+def test_scales_are_the_ledoit_wolf_shrunk_eigenvalues(n, d, rank):
+    """The stored σᵢ are √ of Ledoit–Wolf's shrunk eigenvalues, through the covariance
+    (n ≥ d) and through the Gram matrix (rank < n < d); float16 storage: 2^-10 relative."""
+    x, _ = gaussian(n, d, seed=4)
+    sigma = KLTCoder(2, d, rank=rank)._fit(x)[2]
+    ref = np.sqrt(_ledoit_wolf_reference(x, rank))
+    np.testing.assert_allclose(sigma.astype(np.float64), ref, rtol=2 ** -10)
+    # power: the unshrunk spectrum is far from it at these n (the spread LW corrects)
+    unshrunk = np.sqrt(np.linalg.eigvalsh(np.cov(x.T, bias=True))[::-1][:rank])
+    assert np.max(np.abs(unshrunk / ref - 1)) > 0.05
+
+
+def test_halves_of_odd_blocks():
+    # the first half of a block holds ⌊m/2⌋ tokens; the last block absorbs the remainder
+    assert KLTCoder(2, 8, group_size=10).halves(25) == (0, 5, 10, 17, 25)
+    assert KLTCoder(2, 8, group_size=7).halves(7) == (0, 3, 7)
+    assert KLTCoder(2, 8, group_size=10).halves(9) == (0, 4, 9)     # fewer than a block: one
