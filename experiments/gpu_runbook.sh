@@ -26,9 +26,9 @@
 # The repository is not pip-installed there: PYTHONPATH is set to the repository root.
 #
 # Dry run on a machine without a GPU: RUNBOOK_ALLOW_CPU=1 runs the same steps on the CPU
-# (the gpu tests skip, which checks that they collect; the bench runs its CPU sizes), to
-# check the script and the imports under another environment; its exit status says
-# nothing about the GPU.
+# (the gpu tests skip, which checks that they collect; the bench runs its CPU sizes, with
+# T_BENCH defaulting to 900 s: the interpreter is slow), to check the script and the
+# imports under another environment; its exit status says nothing about the GPU.
 set -u -o pipefail
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -86,6 +86,7 @@ else
     echo "runbook: DRY RUN on the CPU (RUNBOOK_ALLOW_CPU=1): gpu tests skip, the bench runs its CPU sizes" \
         | tee -a "$OUT_DIR/env.txt"
     bench_default="--schemes KQV:4 --quick --impl mosaic triton"
+    T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 fi
 
 timeout "${T_TESTS:-120}" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/gpu -rs 2>&1 \
