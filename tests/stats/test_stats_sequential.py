@@ -198,6 +198,25 @@ def test_stopping_rule_applied_draw_by_draw():
         assert (other.pvalue, other.n_permutations) == (res.pvalue, res.n_permutations)
 
 
+def test_hth_exceedance_on_the_last_draw_of_a_batch():
+    # a scripted statistic: draws 6, 12, ..., 54 and 64 (1-based) exceed the observed 0.5,
+    # so the 10th exceedance is the last draw of the first batch of 64: p = 10/64 exactly
+    hits = set(range(5, 54, 6)) | {63}
+    count = [0]
+
+    def stat(perm):
+        if perm.shape[0] == 1 and (perm[0] == np.arange(perm.shape[1])).all() and count[0] == 0:
+            count[0] = -1                      # the observed statistic, asked for first
+            return np.array([0.5])
+        start = max(count[0], 0)
+        count[0] = start + len(perm)
+        return np.array([1.0 if i in hits else 0.0 for i in range(start, start + len(perm))])
+
+    assert len(hits) == 10
+    res = sequential_permutation_test(stat, 8, max_permutations=1000, h=10, batch=64)
+    assert (res.pvalue, res.n_permutations, res.n_exceed) == (10 / 64, 64, 10)
+
+
 # ---------------------------------------------------------------- the fixed-B limit
 
 def test_pvalue_is_the_fixed_b_formula_when_h_is_not_reached():
@@ -231,6 +250,19 @@ def test_energy_sequential_equals_energy_test_without_early_stop(shift, standard
         assert res.pvalue == ref.pvalue and res.n_permutations == 999
         assert res.statistic == pytest.approx(ref.statistic, rel=1e-12)
         assert res.test_statistic == pytest.approx(ref.test_statistic, rel=1e-12)
+
+
+
+def test_energy_sequential_statistics_at_extreme_magnitudes():
+    # data beyond 2**400 run scaled by 2**-e: statistic and test_statistic are scaled back
+    # (test_statistic = n_x n_y/(n_x + n_y) statistic, as energy_test's)
+    rng = np.random.default_rng(83)
+    X, Y = rng.normal(size=(12, 3)) * 1e150, rng.normal(0.5, 1, (10, 3)) * 1e150
+    ref = energy_test(X, Y, n_resamples=99, seed=2)
+    res = energy_test_sequential(X, Y, max_permutations=99, h=1000, seed=2)
+    assert res.pvalue == ref.pvalue and res.statistic == pytest.approx(ref.statistic, rel=1e-12)
+    assert res.test_statistic == pytest.approx(12 * 10 / 22 * res.statistic, rel=1e-15)
+    assert res.test_statistic == pytest.approx(ref.test_statistic, rel=1e-12)
 
 
 # ---------------------------------------------------------------- degenerate and bad input
