@@ -131,6 +131,7 @@ def test_bca_limits_equal_the_formula_on_the_same_draws(kind):
     pct = cluster_bootstrap_ci(x, labels, n_resamples=4999, confidence=0.9, seed=5,
                                method="percentile")
     np.testing.assert_allclose([pct.low, pct.high], np.quantile(boot, [0.05, 0.95]), rtol=1e-13)
+    assert res.standard_error == pytest.approx(np.std(boot, ddof=1), rel=1e-12)
 
 
 @pytest.mark.parametrize("shared", [True, False])
