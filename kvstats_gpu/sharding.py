@@ -29,6 +29,14 @@ def _cache_specs(head_axis, seq_axis) -> QuantizedKVCache:
     return QuantizedKVCache(planes, tok, signs, tok, planes, tok, signs, tok, P())
 
 
+def _check_mesh(mesh: Mesh, head_axis: str, seq_axis: str | None) -> None:
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a jax.sharding.Mesh; received {type(mesh).__name__}")
+    for nm, ax in (("head_axis", head_axis), ("seq_axis", seq_axis)):
+        if (ax is not None or nm == "head_axis") and ax not in mesh.axis_names:
+            raise ValueError(f"{nm} must be one of the mesh axes {list(mesh.axis_names)}; received {ax!r}")
+
+
 def shard_cache(cache: QuantizedKVCache, mesh: Mesh, head_axis: str = "heads",
                 seq_axis: str | None = None) -> QuantizedKVCache:
     """Place a cache on ``mesh``: heads along ``head_axis``, tokens along ``seq_axis`` (optional).
@@ -43,6 +51,9 @@ def shard_cache(cache: QuantizedKVCache, mesh: Mesh, head_axis: str = "heads",
     >>> shard_cache(cache, mesh).k_norms.sharding.spec
     P('heads', None)
     """
+    if not isinstance(cache, QuantizedKVCache):
+        raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
+    _check_mesh(mesh, head_axis, seq_axis)
     specs = _cache_specs(head_axis, seq_axis)
     return QuantizedKVCache(*[None if a is None else jax.device_put(a, NamedSharding(mesh, s))
                               for a, s in zip(cache, specs)])
@@ -82,11 +93,7 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
     >>> bool(np.allclose(o, decode_attention(q, cache, spec, params), atol=1e-5))
     True
     """
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a jax.sharding.Mesh; received {type(mesh).__name__}")
-    for nm, ax in (("head_axis", head_axis), ("seq_axis", seq_axis)):
-        if ax is not None and ax not in mesh.axis_names:
-            raise ValueError(f"{nm} must be one of the mesh axes {list(mesh.axis_names)}; received {ax!r}")
+    _check_mesh(mesh, head_axis, seq_axis)
     params = check_params(spec, params)
     check_cache(cache, spec)
     n_head_dev = mesh.shape[head_axis]

@@ -8,7 +8,7 @@ import pytest
 from jax.sharding import Mesh
 
 import jax
-from kvstats_gpu.sharding import sharded_decode_attention
+from kvstats_gpu.sharding import shard_cache, sharded_decode_attention
 
 
 def test_sharded_equals_single_device_on_4_host_devices():
@@ -38,3 +38,9 @@ def test_bad_mesh_arguments():
         sharded_decode_attention(q, cache, spec, params, "mesh")
     with pytest.raises(ValueError, match="seq_axis must be one of the mesh axes"):
         sharded_decode_attention(q, cache, spec, params, mesh, seq_axis="seq")
+    with pytest.raises(ValueError, match=r"head_axis must be one of the mesh axes \['heads'\]; received 'x'"):
+        shard_cache(cache, mesh, head_axis="x")
+    with pytest.raises(ValueError, match="seq_axis must be one of the mesh axes"):
+        shard_cache(cache, mesh, seq_axis="seq")
+    with pytest.raises(TypeError, match="cache must be a QuantizedKVCache; received tuple"):
+        shard_cache(tuple(cache), mesh)
