@@ -442,3 +442,8 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
     shuffled = f.sample(frac=1.0, random_state=0)
     assert sorted(_pairing_correlations(shuffled, comp).round(12)) == [-1.0, 1.0]
     assert _pairing_text(None).endswith("negatively correlated.")
+    # a cross-budget pair (fixed-budget schemes) is paired across its two budgets
+    h = make_frame({("K4V2", 3): 0.0, ("K4V4", 4): 0.0}, n=30, seed=32)
+    h.loc[h.scheme == "K4V4", "snr_k"] = -h.loc[h.scheme == "K4V2", "snr_k"].to_numpy()
+    comp = compare_schemes(h, [("K4V2", "K4V4")], metrics=["snr_k"], energy=False, ks=False)
+    assert _pairing_correlations(h, comp).round(12).tolist() == [-1.0]
