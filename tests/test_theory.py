@@ -210,6 +210,19 @@ def test_mse_lower_bound_is_a_large_dimension_statement():
     assert unit_vector_mse(1, 2) < turboquant_mse_bounds(1)[0]
 
 
+def test_prod_prediction_and_bounds_worked_by_hand():
+    """b = 1 (no scalar bits: a bare QJL of the unit x, D_0 = 1/d) at d = 2:
+    (π/2 − 1/2)·‖y‖²/2 from Var = ((π/2)‖y‖²‖x‖² − E⟨y,x⟩²)/m with E⟨y,x⟩² = ‖y‖²/d, m = d;
+    bounds ‖y‖²/d·4^-b and √3·π²·‖y‖²/d·4^-b (Zandieh et al. 2025, Theorems 2-3)."""
+    assert turboquant_prod_distortion(1, 2) == pytest.approx((math.pi / 2 - 0.5) / 2, rel=1e-15)
+    assert turboquant_prod_distortion(1, 2, y_norm=3.0) == pytest.approx(9 * (math.pi / 2 - 0.5) / 2, rel=1e-15)
+    lo, hi = turboquant_prod_bounds(2, 8, y_norm=3.0)
+    assert lo == pytest.approx(9 / 8 / 16, rel=1e-15)
+    assert hi == pytest.approx(math.sqrt(3) * math.pi ** 2 * 9 / 8 / 16, rel=1e-15)
+    lo, hi = turboquant_mse_bounds(3)
+    assert (lo, hi) == (pytest.approx(1 / 64, rel=1e-15), pytest.approx(math.sqrt(3) * math.pi / 2 / 64, rel=1e-15))
+
+
 @pytest.mark.parametrize("d", [16, 64, 128, 1024])
 def test_prod_prediction_within_bounds_and_tight_upper(d):
     ratios = []
