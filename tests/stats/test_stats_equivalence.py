@@ -394,6 +394,11 @@ def test_degenerate_and_unbounded():
     # complete separation in ranks: theta = 1, never equivalent
     res = tost_rank([5.0, 6.0, 7.0], [1.0, 2.0], delta=0.2)
     assert res.estimate == 1.0 and not res.within_margin
+    # the rank interval is clipped to theta's range [0, 1]: Brunner-Munzel's se = 0.25 and
+    # df = 3 here put the t limit at 0.25 - t_{0.95, 3} 0.25 = -0.338 (closed form)
+    res = tost_rank([1.0, 2.0, 3.0, 10.0], [4.0, 5.0, 6.0, 7.0, 8.0], delta=0.3)
+    assert (res.estimate, res.standard_error, res.df) == (0.25, 0.25, 3.0)
+    assert res.low == 0.0 and res.high == pytest.approx(0.25 + stats.t.ppf(0.95, 3) * 0.25)
     # mean(y) not significantly positive: Fieller's interval is unbounded above
     res = tost_ratio([1.0, 1.2, 0.9], [0.01, 3.0, 0.02], margin=0.2)
     assert res.high == np.inf and not res.within_margin

@@ -24,6 +24,7 @@ def test_power_against_noether_normal_approximation():
     approx = stats.norm.cdf(math.sqrt(12 * n * n / (2 * n + 1)) * (theta - 0.5)
                             - stats.norm.ppf(0.975))
     assert abs(res.power - approx) < 4 * res.standard_error + 0.02
+    assert res.standard_error == math.sqrt(res.power * (1 - res.power) / 4000)   # binomial SE
     # r and the equivalent shift give the same simulated experiment
     same = power_mann_whitney(res.shift, n_x=n, effect_type="shift", n_sim=4000, seed=2)
     assert same.power == res.power and same.rank_biserial == pytest.approx(r)
