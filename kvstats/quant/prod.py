@@ -270,6 +270,8 @@ class ProdQuantizer:
         """
         codes = self._check(codes)
         q = as_float_array(q, "q", min_ndim=2)
+        if q.shape[-1] != self.dim:
+            raise ValueError(f"q must have last dimension dim={self.dim}; received shape {q.shape}")
         base = np.asarray(self.mse.decode(codes.mse), dtype=q.dtype)
         return np.matmul(q, np.swapaxes(base, -1, -2)) + qjl_scores(self.sketch, q, codes.residual)
 

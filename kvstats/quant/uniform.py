@@ -275,7 +275,11 @@ class UniformTokenCoder:
         self.nominal_bits = self.bits
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> UniformCodes:
-        """:func:`uniform_quantize` along the channels."""
+        """:func:`uniform_quantize` along the channels (last axis of length ``dim``)."""
+        shape = np.shape(x)  # the values themselves are checked by uniform_quantize
+        if shape and shape[-1] != self.dim:
+            raise ValueError(f"{self.name} must have last dimension dim={self.dim}; "
+                             f"received shape {shape}")
         return uniform_quantize(x, self.bits, axis=-1, group_size=self.group_size, name=self.name)
 
     def decode(self, codes: UniformCodes) -> Float[np.ndarray, "*batch n d"]:

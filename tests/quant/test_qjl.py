@@ -516,6 +516,9 @@ def test_prod_rejects_one_bit_and_bad_input():
         ProdQuantizer(32, 3, sketch="sparse")
     with pytest.raises(ValueError, match="dim=32"):
         ProdQuantizer(32, 3).encode(np.ones((2, 16)))
+    pq = ProdQuantizer(32, 3)                                   # queries of another dimension:
+    with pytest.raises(ValueError, match=r"q must have last dimension dim=32; received shape \(2, 16\)"):
+        pq.scores(np.ones((2, 16)), pq.encode(np.ones((2, 32))))   # was numpy's matmul error
 
 
 def test_prod_seeds_and_draws():

@@ -240,3 +240,6 @@ def test_uniform_token_coder():
     assert coder.describe() == {"coder": "uniform_per_token", "bits": 3, "group_size": 16}
     with pytest.raises(ValueError, match="bits"):
         UniformTokenCoder(9, 40, 16)
+    # another head dimension was coded silently (and accounted with dim = 40)
+    with pytest.raises(ValueError, match=r"V must have last dimension dim=40; received shape \(3, 10, 8\)"):
+        coder.encode(x[..., :8])
