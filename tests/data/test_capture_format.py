@@ -65,3 +65,46 @@ def test_trial_clusters_refuses_labels_that_are_not_one_integer_per_trial():
     for bad in (["a", "b", "c"], [0.5, 1.0, 2.0]):   # was int('a') / a silent truncation
         with pytest.raises(ValueError, match="must hold integer cluster labels"):
             trial_clusters(Trials(K, K, q, {"cluster": bad}))
+
+
+def _write_zip(path, arrays, version):
+    # an .npz by hand, every array in .npy format `version` (numpy writes 1.0 when it can)
+    import io
+    import zipfile
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, a in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asarray(a), version=version)
+            zf.writestr(f"{name}.npy", buf.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_read_header_matches_the_arrays_for_both_npy_versions(tmp_path, version):
+    from kvstats.data.capture_format import read_header
+    K = np.zeros((2, 3, 2, 5, 8), np.float32)
+    q = np.zeros((2, 3, 6, 5, 8), np.float32)
+    p = _write_zip(tmp_path / "c.npz", {"K": K, "V": K, "q": q, "meta": np.array("{}")}, version)
+    h = read_header(p)
+    assert (h.n_texts, h.n_layers, h.n_kv_heads, h.n_keys, h.dim, h.n_q_heads) == (2, 3, 2, 5, 8, 6)
+    assert read_capture(p)[0].shape == K.shape
+
+
+def test_fingerprint_follows_content_not_path(tmp_path):
+    from kvstats.data.capture_format import read_header, write_capture
+    rng = np.random.default_rng(0)
+    K = rng.standard_normal((1, 2, 1, 4, 8)).astype(np.float32)
+    q = rng.standard_normal((1, 2, 3, 4, 8)).astype(np.float32)
+    write_capture(tmp_path / "a.npz", K, K, q, {"model": "toy"})
+    write_capture(tmp_path / "b.npz", K, K, q, {"model": "toy"})
+    K2 = K.copy()
+    K2[0, 0, 0, 0, 0] += 1.0
+    write_capture(tmp_path / "c.npz", K2, K, q, {"model": "toy"})
+    a, b, c = (read_header(tmp_path / f"{n}.npz").fingerprint for n in "abc")
+    assert a == b and a != c
+
+
+def test_empty_axes_are_not_a_capture():
+    from kvstats.data.capture_format import check_shapes
+    with pytest.raises(ValueError, match="none empty; 'e.npz' holds K"):
+        check_shapes((1, 2, 1, 0, 8), (1, 2, 1, 0, 8), (1, 2, 3, 0, 8), "capture", "'e.npz'")

@@ -257,3 +257,13 @@ def test_angle_of_vectors_400_octaves_apart_in_magnitude():
         warnings.simplefilter("error")
         np.testing.assert_allclose(angle(x, xh), [np.pi / 4, 0.0], rtol=1e-15, atol=1e-15)
         np.testing.assert_allclose(angle(xh, x), [np.pi / 4, 0.0], rtol=1e-15, atol=1e-15)
+
+
+def test_pooled_snr_of_tiny_vectors_beside_an_exact_zero_vector():
+    # 10·log10(Σ‖x‖²/Σ‖e‖²) = 10·log10(25/0.25) = 20 dB whatever the common scale: the zero
+    # vector (exact) adds nothing, and its exponent must not set the group's scale (it
+    # would underflow the tiny vectors' sums to 0 and read as exact, +inf)
+    x = np.array([[3e-200, 4e-200], [0.0, 0.0]])
+    xh = np.array([[3e-200, 4.5e-200], [0.0, 0.0]])
+    assert float(pooled_snr_db(x, xh)) == pytest.approx(20.0, rel=1e-14)
+    assert float(pooled_snr_db(x[::-1], xh[::-1])) == pytest.approx(20.0, rel=1e-14)

@@ -55,3 +55,14 @@ def test_pooled_snr_columns_are_plain_metrics_not_tested_by_the_report():
         assert m.higher_is_better and m.unit == "dB" and not m.profile_6d and not m.reported
         assert name not in REPORT_METRICS
     assert list(METRIC_TABLE)[-2:] == ["snr_k_pooled", "snr_v_pooled"]   # appended: old columns keep their order
+
+
+def test_each_metrics_bad_direction():
+    # by definition: SNR and recall are worse low; angles, KL, argmax shift and the q·k
+    # error variance worse high; norm ratios worse away from 1 (log scale), the bias away
+    # from 0
+    expected = {"snr_k": "low", "phi_k": "high", "norm_ratio_k": "one", "snr_v": "low",
+                "phi_v": "high", "norm_ratio_v": "one", "snr_t": "low", "phi_t": "high",
+                "norm_ratio_t": "one", "kl": "high", "recall_at_5": "low", "argmax_shift": "high",
+                "ip_bias": "zero", "ip_var": "high", "snr_k_pooled": "low", "snr_v_pooled": "low"}
+    assert dict(METRIC_DIRECTIONS) == expected

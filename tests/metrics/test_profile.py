@@ -351,3 +351,15 @@ def test_summary_quantiles_next_to_minus_infinity():
     assert np.isneginf(row["p01"]) and np.isneginf(row["min"]) and np.isneginf(row["mean"])
     # p99: h = 3·0.99 = 2.97, between 2 and 4: 2 + 0.97·2 (numpy's linear rule)
     assert row["median"] == 1.5 and row["p99"] == pytest.approx(3.94, rel=1e-14)
+
+
+def test_a_zero_key_coded_nonzero_makes_the_trial_snr_minus_infinity():
+    # SNR of x = 0, x̂ ≠ 0 is −inf dB (module table): it stays in the trial's mean (only
+    # exact, +inf vectors are left out), so the trial's snr_k is −inf, not the mean of
+    # the others
+    t, Kh, Vh = _perturbed(T=3, N=16, d=8, n_q=2, seed=6)
+    K = t.K.copy()
+    K[1, 4] = 0.0
+    df = error_profile(Trials(K, t.V, t.q), Kh, Vh)
+    assert np.isneginf(df.loc[1, "snr_k"]) and np.isfinite(df.loc[[0, 2], "snr_k"]).all()
+    assert df.attrs["exact_vectors"]["k"] == 0
