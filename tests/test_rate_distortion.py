@@ -146,3 +146,14 @@ def test_psd_tolerance_is_rounding_not_a_real_negative_eigenvalue():
         float(bound_snr_db(np.array([1.0, 0.5, 0.2, 0.0]), 1.0)), rel=1e-9)
     with pytest.raises(ValueError, match="positive semi-definite; received an eigenvalue -1e-06"):
         covariance_snr_db(cov(-1e-6), 1.0)
+
+
+def test_rate_zero_codes_nothing_exactly():
+    """R = 0: the level is the largest eigenvalue itself (not exp2(log2 λ), which is not λ
+    for λ = 3 or 5.3), D = Σλ and the SNR is exactly 0 dB, with no bits anywhere."""
+    lam = np.array([[3.0, 1.0, 0.5], [5.3, 5.3, 0.0], [123.456, 2.0, 1.0]])
+    wf = water_fill(lam, 0.0)
+    np.testing.assert_array_equal(wf.level, lam.max(axis=-1))
+    np.testing.assert_array_equal(wf.distortion, lam.sum(axis=-1))
+    np.testing.assert_array_equal(wf.snr_db, 0.0)
+    np.testing.assert_array_equal(wf.bits, 0.0)
