@@ -371,3 +371,45 @@ def test_growing_buffer_slack_and_copies_stay_small():
     # ~91 allocations in all (every 16 tokens throughout would be 188)
     assert moves <= 95
     assert b.nbytes(held=False) == 3000 * 2 * 3 * 4 and b.nbytes() == b.capacity * 2 * 3 * 4
+
+
+def test_decode_steps_read_the_codes_and_a_prefill_the_model_attention(monkeypatch):
+    # Inside generate: every one-query step of every layer goes to code_attention (with the
+    # model's scaling), a prefill chunk never does (it runs the model's own function on a
+    # transient decode).
+    import kvstats.models.attention_hook as hook
+
+    calls = []
+    real = hook.code_attention
+
+    def spy(query, layer, mask, scaling, n_rep, **kw):
+        calls.append((query.shape[2], layer.layer_idx, scaling, n_rep))
+        return real(query, layer, mask, scaling, n_rep, **kw)
+
+    monkeypatch.setattr(hook, "code_attention", spy)
+    model = _tiny_llama("sdpa")
+    prompt = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        model(prompt, cache=QuantizedCache("KQV", 4))
+        assert calls == []
+        model.generate(prompt, attention_mask=torch.ones_like(prompt), cache=QuantizedCache("KQV", 4),
+                       max_new_tokens=4, do_sample=False, pad_token_id=0)
+    # 3 decode steps (the 4th token is never fed back) x 2 layers, 6 query heads on 2 KV heads
+    assert calls == [(1, layer, 32 ** -0.5, 3) for _ in range(3) for layer in (0, 1)]
+
+
+def test_the_wrapper_passes_the_models_scaling_and_refuses_what_it_cannot_do():
+    from transformers import AttentionInterface
+
+    handle, _ = QuantizedCache("KQV", 4).update(*_kv(1, 2, 6, 64, seed=1)[:2], layer_idx=0)
+    q = torch.randn(1, 4, 1, 64, generator=torch.Generator().manual_seed(2))
+    for name in ("eager", "sdpa"):
+        fn = AttentionInterface._global_mapping[name]
+        out, _ = fn(None, q, handle, handle, None, scaling=0.3, dropout=0.0)
+        assert torch.equal(out, code_attention(q, handle.layer, None, 0.3, 2))
+        out, _ = fn(None, q, handle, handle, None)  # no scaling given: 1/sqrt(d)
+        assert torch.equal(out, code_attention(q, handle.layer, None, 64 ** -0.5, 2))
+        with pytest.raises(ValueError, match="dropout must be 0"):
+            fn(None, q, handle, handle, None, dropout=0.1)
+        with pytest.raises(ValueError, match="sliding_window is not supported.*attention='model'"):
+            fn(None, q, handle, handle, None, sliding_window=4)
