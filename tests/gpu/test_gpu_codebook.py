@@ -103,3 +103,17 @@ def test_bad_input_messages():
         decode_reference(np.zeros((1, 8), np.int32), scb)
     with pytest.raises(ValueError, match="planes must be uint8"):
         decode_packed(np.zeros((1, 2, 1), np.uint8), scb)
+
+
+def test_boundaries_exact_in_float32_are_kept():
+    # Rounding down applies only to boundaries float32 cannot hold: an exact one (here
+    # -1, 0, 1) is kept, and x equal to it gets the code np.searchsorted(side="left") gives
+    # (the boundary is not strictly below x). Nudging exact boundaries down too would
+    # code x = 1.0 as 3.
+    cb = StaticCodebook.from_arrays([-1.5, -0.5, 0.5, 1.5], [-1.0, 0.0, 1.0])
+    assert cb.boundaries == (-1.0, 0.0, 1.0)
+    x = np.array([[-1.0, 0.0, 1.0, 0.5, -1.5, 1.5, 1.0, -1.0]], np.float32)
+    want = np.searchsorted(np.array([-1.0, 0.0, 1.0]), x, side="left")
+    np.testing.assert_array_equal(np.asarray(encode_reference(x, cb)), want)
+    np.testing.assert_array_equal(
+        np.asarray(unpack_planes_reference(encode_packed(x, cb, impl="triton", interpret=True))), want)
