@@ -186,13 +186,13 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
             # KL can exceed float64 when the logits are near its limit (inf, not a number)
             out["kl"][s] = _finite_or_raise(_kl(logp, logq).mean(-1), "the KL divergence",
                                             "q, K, K_hat")
-        # Rankings from q·k̂ itself, in float64: keys with equal k̂ (a coarse code) tie
-        # exactly there, as the tie rules of topk_recall and argmax_shift expect, whereas
-        # q·k + q·(k̂ − k) breaks such ties by rounding noise (recall and argmax shift then
-        # depended on the unquantized keys). Without exact ties the ranking is the same.
-        rank_hat = _finite_or_raise(
-            _inner(q.astype(np.float64, copy=False), Khat.astype(np.float64, copy=False),
-                   "q and K_hat") * inv_sqrt_d, "a logit q·k̂/√d", "q and K_hat")
+        # Rankings from q·k̂ itself, formed exactly as the reference's q·k (same dtype, same
+        # product): keys with equal k̂ (a coarse code) tie exactly, as the tie rules of
+        # topk_recall and argmax_shift expect, whereas q·k + q·(k̂ − k) breaks such ties by
+        # rounding noise (recall and argmax shift then depended on the unquantized keys);
+        # and k̂ = k ranks exactly as k. Without exact ties the ranking is the same.
+        rank_hat = _finite_or_raise(_inner(q, Khat, "q and K_hat") * inv_sqrt_d,
+                                    "a logit q·k̂/√d", "q and K_hat")
         out["recall_at_5"][s] = _topk_recall(logits, rank_hat, k).mean(-1)
         out["argmax_shift"][s] = _argmax_shift(logits, rank_hat).mean(-1)
 

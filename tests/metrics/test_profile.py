@@ -363,3 +363,16 @@ def test_a_zero_key_coded_nonzero_makes_the_trial_snr_minus_infinity():
     df = error_profile(Trials(K, t.V, t.q), Kh, Vh)
     assert np.isneginf(df.loc[1, "snr_k"]) and np.isfinite(df.loc[[0, 2], "snr_k"]).all()
     assert df.attrs["exact_vectors"]["k"] == 0
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_exact_float32_reconstruction_ranks_exactly_as_the_reference(flip):
+    # q·k₁ = 1 + 2⁻³⁰ rounds to q·k₂ = 1 in float32: the reference logits tie. The
+    # quantized ranking must be formed the same way (a float64 q·k̂ told the two apart and
+    # gave recall 0 or an argmax shift for K̂ = K, depending on the key order)
+    q = np.float32([[[1.0, 1.0]]])
+    K = np.float32([[[2.0**-30, 1.0], [1.0, 0.0], [-1.0, -1.0]]])
+    if flip:
+        K = K[:, ::-1].copy()
+    df = error_profile(Trials(K, K, q), K, K, k=1)
+    assert df.loc[0, "recall_at_5"] == 1.0 and df.loc[0, "argmax_shift"] == 0.0
