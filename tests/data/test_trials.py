@@ -119,3 +119,12 @@ def test_astype_names_its_argument():
         t.astype("banana")
     with pytest.raises(ValueError, match=r"dtype must be one of \[float32, float64\]; received int64"):
         t.astype(np.int64)
+
+
+def test_group_query_heads_meta_with_group_size_unlike_the_kv_heads():
+    # H_kv = 2 KV heads, g = 4 query heads each (Llama-3-like 8:2), 3 positions
+    K = np.zeros((5, 2, 6, 4))
+    q = np.zeros((5, 8, 3, 4))
+    t = group_query_heads(K, K, q)
+    assert (t.meta["group_size"], t.meta["n_kv_heads"], t.meta["batch_shape"]) == (4, 2, (5,))
+    assert t.q.shape == (10, 12, 4)
