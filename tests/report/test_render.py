@@ -239,6 +239,16 @@ def test_a_report_removes_its_own_stale_files_and_nothing_else(tmp_path, frame_f
     (tmp_path / REPORT_RECORD).write_text("{not json")
     hypothesis_report(_result(two), tmp_path, energy_resamples=19, figures=False)
     assert mine.is_file() and (tmp_path / "figures" / "kl_vs_bits.png").is_file()
+    # a record naming a file outside the folder (edited, or another folder's) never removes it
+    import hashlib
+    import json as json_
+    outside = tmp_path.parent / f"{tmp_path.name}_outside.txt"
+    outside.write_text("not the report's")
+    record = json_.loads((tmp_path / REPORT_RECORD).read_text())
+    record["files"][f"../{outside.name}"] = hashlib.sha256(outside.read_bytes()).hexdigest()
+    (tmp_path / REPORT_RECORD).write_text(json_.dumps(record))
+    hypothesis_report(_result(two), tmp_path, energy_resamples=19, figures=False)
+    assert outside.is_file()
 
 
 def test_case_labels_are_short_and_the_tables_exact(tmp_path):

@@ -447,3 +447,13 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
     h.loc[h.scheme == "K4V4", "snr_k"] = -h.loc[h.scheme == "K4V2", "snr_k"].to_numpy()
     comp = compare_schemes(h, [("K4V2", "K4V4")], metrics=["snr_k"], energy=False, ks=False)
     assert _pairing_correlations(h, comp).round(12).tolist() == [-1.0]
+
+
+def test_unit_cluster_on_unclustered_trials_stays_trial_level(tmp_path):
+    """unit = "cluster" on synthetic trials (each its own cluster): the cluster means are the
+    trials, so no trial-level section, and the counts are still called trials."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=33).assign(cluster=lambda d: d.trial)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19, unit="cluster")
+    md = rep.files["markdown"].read_text()
+    assert "comparisons_trial_level" not in rep.files and "Trial-level tests" not in md
+    assert _header(md).rstrip(" |").endswith("| trials") and set(rep.comparisons.n_a) == {30}
