@@ -109,8 +109,9 @@ SHANNON_PHI_NOTE = (
     "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
     "Gaussian source of the case's covariance; no code's expected energy-pooled SNR lies "
     "above it on Gaussian data, a measured one only by sampling error (the y axis here is "
-    "the mean of per-vector dB, which can sit slightly above the pooled SNR). The attention output T has no such line: it is not "
-    "coded, its error mixes the key and value errors through the softmax.")
+    "the mean of per-vector dB, which can sit slightly above the pooled SNR). The "
+    "attention output T has no such line: it is not coded, its error mixes the key and "
+    "value errors through the softmax.")
 
 
 def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[float, float], str | None]:

@@ -461,8 +461,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         "otherwise \"no significant difference\" when the test could have rejected (\"no "
         "significant shift (KS: distributions differ)\" when the KS test rejects), or \"not "
         "resolvable at …\" when even the most extreme data could not have reached an adjusted "
-        "p ≤ α, the other tests as observed (a statement about the design, not about the schemes). Neither is a claim that "
-        "two schemes are equal: that is what the equivalence tests (declared margins) are for.",
+        "p ≤ α, the other tests as observed (a statement about the design, not about the "
+        "schemes). Neither is a claim that two schemes are equal: that is what the equivalence "
+        "tests (declared margins) are for.",
         R_CONVENTION,
         unit_text,
         TIES_NOTE,
