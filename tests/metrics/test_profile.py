@@ -376,3 +376,12 @@ def test_exact_float32_reconstruction_ranks_exactly_as_the_reference(flip):
         K = K[:, ::-1].copy()
     df = error_profile(Trials(K, K, q), K, K, k=1)
     assert df.loc[0, "recall_at_5"] == 1.0 and df.loc[0, "argmax_shift"] == 0.0
+
+
+def test_exact_vector_counts_add_up_over_chunks(monkeypatch):
+    # exact reconstruction: every key, value and output vector of every trial is exact,
+    # T·N, T·N and T·n_q, however the trials are chunked (here one trial per chunk)
+    t = kvstats.sample("gaussian", 5, 12, 8, seed=2, n_queries=3)
+    monkeypatch.setattr(profile_mod, "_CHUNK_ELEMENTS", 1)
+    df = error_profile(t, t.K, t.V)
+    assert df.attrs["exact_vectors"] == {"k": 60, "v": 60, "t": 15}
