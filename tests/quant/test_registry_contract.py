@@ -136,6 +136,19 @@ def test_accounted_bits_equal_expected_bits(name, params):
                     assert budget.to_frame().loc[0, "total"] == budget.total
 
 
+@pytest.mark.parametrize("name,params", [("kivi", {"group_size": 16}), ("qjl", {"value_group_size": 16})])
+def test_accounted_bits_with_a_partial_channel_group(name, params):
+    # d = 40 is not a multiple of the group (16): each token's channels make 3 groups, the
+    # last of 8 (the dims above are multiples of every group size they use)
+    sdef, full = parse_scheme_name(name, params)
+    for n_tokens in (1, 31, 100):
+        budget = build(name, 2, 40, params).bits_per_coord(n_tokens)
+        assert budget.total == pytest.approx(sdef.expected_bits(2, 40, n_tokens, **full), rel=1e-12)
+        groups = n_tokens - min(n_tokens, 32) if name == "kivi" else n_tokens
+        part = budget.breakdown["value_" + ("scales" if name == "kivi" else "scale_zero")]
+        assert part * n_tokens * 40 == pytest.approx((1 if name == "kivi" else 2) * 16 * 3 * groups, rel=1e-12)
+
+
 @pytest.mark.parametrize("name,params", CASES, ids=IDS)
 def test_stored_bytes_equal_accounted_bits(name, params):
     # d = 128 and N = 96 (64 tokens past a 32-token window, two groups of 32): every
