@@ -270,6 +270,22 @@ def test_mx_bits_and_errors():
         MXCoder("mxfp4", 32, scale="tensor")
 
 
+def test_mxfp4_scale_exponent_clamps_at_the_smallest_e8m0():
+    """amax < 2^-125 would need a scale below 2^-127 (gguf's exponent wraps there, so it is
+    no reference): the scale byte is 0, i.e. 2^-127 (the smallest E8M0 value), and the
+    elements are the E2M1 codes of x/2^-127, worked by hand: 3 → 5, −1 → 8|2, ½ → 1,
+    1½ → 3, −2 → 8|4 (byte j: low nibble coordinate j, high nibble j + 16)."""
+    t = np.float32(2.0 ** -127)                                    # a float32 subnormal
+    x = np.zeros((1, 32), np.float32)
+    x[0, :4] = [3 * t, -t, t / 2, 1.5 * t]
+    x[0, 16] = -2 * t
+    coder = MXCoder("mxfp4", 32)
+    codes = coder.encode(x)
+    assert codes.data[0, :5].tolist() == [0, 5 | (12 << 4), 10, 1, 3]
+    assert not codes.data[0, 5:].any()
+    np.testing.assert_array_equal(coder.decode(codes), x)          # exact on this grid
+
+
 def test_e2m1_bad_input():
     """An unknown tie rule was taken as "even", NaN coded as 6, a code of 16 decoded as 0
     and float codes failed inside numpy: each is now an error naming the argument."""
