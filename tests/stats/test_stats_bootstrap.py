@@ -16,6 +16,12 @@ def test_matches_scipy_bootstrap():
                           rng=np.random.default_rng(5))
     assert (ours.low, ours.high) == (ref.confidence_interval.low, ref.confidence_interval.high)
     assert ours.estimate == np.median(x) and ours.method == "BCa"
+    for method in ("BCa", "percentile", "basic"):     # the level reaches scipy too
+        ours = bootstrap_ci(x, np.median, confidence=0.8, n_resamples=999, method=method, seed=5)
+        ref = stats.bootstrap((x,), np.median, n_resamples=999, method=method,
+                              confidence_level=0.8, rng=np.random.default_rng(5))
+        assert (ours.low, ours.high) == (ref.confidence_interval.low, ref.confidence_interval.high)
+        assert ours.confidence == 0.8 and ours.method == method
     assert list(ours.to_frame().columns) == ["test", "estimate", "low", "high", "standard_error",
                                              "confidence", "method", "n_resamples"]
 

@@ -82,6 +82,11 @@ def test_standardize_uses_pooled_column_sd():
     Yc = np.column_stack([Y, np.full(60, 7.0)])
     assert energy_distance(Xc, Yc, standardize=True).statistic == pytest.approx(
         energy_distance(X, Y, standardize=True).statistic, rel=1e-12)
+    # columns at 1e200 next to 1e-200: each column is scaled by its own power of two before
+    # its SD (one scale for all would flush the small column to 0, a constant column)
+    wide = np.array([1e200, 1e-200, 1.0])
+    assert energy_distance(X * wide, Y * wide, standardize=True).statistic == pytest.approx(
+        energy_distance(X, Y, standardize=True).statistic, rel=1e-12)
 
 
 def _population_energy_normal(mu_x, sd_x, mu_y, sd_y):
