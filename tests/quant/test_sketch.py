@@ -237,7 +237,8 @@ def test_add_reconstruction_equals_the_whole_array_steps(kind):
 
     d = 256
     rng = np.random.default_rng(8)
-    for draws, shape in (((3,), (3, 700, d)), ((), (2, 300, d))):
+    # draws broadcast against a longer batch (2, 3): entry (i, j) uses draw j
+    for draws, shape in (((3,), (3, 700, d)), ((), (2, 300, d)), ((3,), (2, 3, 50, d))):
         s = make_sketch(kind, d, d, seed=4, draws=draws)
         x = rng.standard_normal(shape).astype(np.float32)
         norms = np.linalg.norm(x, axis=-1).astype(np.float16)
