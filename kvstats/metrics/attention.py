@@ -155,7 +155,7 @@ def _scaled_logits(qa: np.ndarray, Ka: np.ndarray) -> np.ndarray:
     product times 2**(e_q + e_K) equals the plain one bit for bit whenever that one did
     not over- or underflow; only then is the plain result kept.
     """
-    inv = np.sqrt(qa.shape[-1]).astype(qa.dtype)
+    inv = np.sqrt(qa.shape[-1]).astype(np.result_type(qa, Ka))   # √d rounded to the logits' dtype
     with np.errstate(over="ignore", invalid="ignore"):       # redone below
         logits = (qa @ np.swapaxes(Ka, -1, -2)) / inv
     dtype = logits.dtype
