@@ -383,6 +383,10 @@ def test_margins_and_one_sided_conventions():
     # the TOST p-value is the larger of its two one-sided p-values
     res = tost_rank(x, y, delta=0.1)
     assert res.pvalue == max(res.pvalue_low, res.pvalue_high)
+    assert (res.margin_low, res.margin_high) == (0.5 - 0.1, 0.5 + 0.1)   # [0.5 - δ, 0.5 + δ]
+    # ... and each one-sided p-value is Brunner-Munzel's t at its margin (se, df as reported)
+    assert res.pvalue_high == pytest.approx(
+        stats.t.cdf((res.estimate - 0.6) / res.standard_error, res.df), rel=1e-12)
 
 
 def test_degenerate_and_unbounded():
