@@ -92,7 +92,8 @@ def test_one_observation_per_cluster_is_the_ordinary_bootstrap():
 def _bca_by_hand(boot, jack, theta, confidence):
     """Efron's (1987) BCa limits written out (Efron & Tibshirani 1993, eqs. 14.9-14.15):
     z0 = Φ⁻¹(#{θ* < θ̂}/B + ½ #{θ* = θ̂}/B) (ties as scipy.stats.bootstrap),
-    a = Σ(θ̄₍.₎ − θ₍ᵢ₎)³ / (6 [Σ(θ̄₍.₎ − θ₍ᵢ₎)²]^{3/2}), α_j = Φ(z0 + (z0 + z_j)/(1 − a (z0 + z_j)))."""
+    a = Σ(θ̄₍.₎ − θ₍ᵢ₎)³ / (6 [Σ(θ̄₍.₎ − θ₍ᵢ₎)²]^{3/2}),
+    α_j = Φ(z0 + (z0 + z_j)/(1 − a (z0 + z_j)))."""
     from scipy.stats import norm
     z0 = norm.ppf(np.mean(boot < theta) + 0.5 * np.mean(boot == theta))
     d = jack.mean() - jack
@@ -144,7 +145,8 @@ def test_ratio_bca_limits_equal_the_formula_on_the_same_draws(shared):
     sizes_y = sizes_x if shared else rng.integers(1, 6, 13)
     x = rng.lognormal(0.0, 1.0, sizes_x.sum())
     y = rng.lognormal(0.0, 0.5, sizes_y.sum())
-    cx, cy = np.repeat(np.arange(sizes_x.size), sizes_x), np.repeat(np.arange(sizes_y.size), sizes_y)
+    cx = np.repeat(np.arange(sizes_x.size), sizes_x)
+    cy = np.repeat(np.arange(sizes_y.size), sizes_y)
     res = cluster_bootstrap_ratio_ci(x, cx, y, cy, shared_clusters=shared, n_resamples=3999,
                                      seed=6)
     sx, nx = np.bincount(cx, weights=x), sizes_x.astype(float)
