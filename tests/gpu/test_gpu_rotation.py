@@ -24,6 +24,9 @@ def test_kernel_equals_reference_and_numpy_core(dim, backend):
     back = np.asarray(rotate(ker, rot.signs, inverse=True, dim=dim, impl=backend, interpret=True))
     np.testing.assert_allclose(back, rot.inverse(want), atol=1e-5)
     np.testing.assert_allclose(back, x, atol=1e-5)
+    # the reference's inverse too (the cache's dequantization and the decode output use it)
+    back_ref = np.asarray(rotate_reference(ker, rot.signs, inverse=True, dim=dim))
+    np.testing.assert_allclose(back_ref, rot.inverse(want), atol=1e-5)
 
 
 def test_bf16_within_stated_tolerance(backend):
