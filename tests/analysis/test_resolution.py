@@ -130,6 +130,28 @@ def test_extreme_pvalue_matches_the_reports_tests_on_the_extreme_split():
     assert extreme_pvalue("mann_whitney", [1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0
 
 
+def test_extreme_split_with_ties_at_one_end_is_the_other_way_round():
+    """Pooled [0, 0, 0, 0, 0, 1, 2, 3], 3 vs 5: x taking the 3 smallest values (all 0) does not
+    separate the samples; x taking the 3 largest does, and is the extreme. Both relabellings
+    must be tried, for either test. References: scipy on the separating split."""
+    x, y = [0.0, 2.0, 0.0], [1.0, 0.0, 3.0, 0.0, 0.0]
+    sep_x, sep_y = [1.0, 2.0, 3.0], [0.0] * 5
+    ref_mw = sps.mannwhitneyu(sep_x, sep_y, use_continuity=True, method="asymptotic").pvalue
+    assert extreme_pvalue("mann_whitney", x, y) == pytest.approx(ref_mw, rel=1e-12)
+    assert extreme_pvalue("mann_whitney", y, x) == pytest.approx(ref_mw, rel=1e-12)
+    ref_ks = ks_2samp_exact(sep_x, sep_y).pvalue    # D = 1 (R: ks.test(exact = TRUE) on the ties)
+    assert ks_2samp_exact([0.0] * 3, [0.0, 0.0, 1.0, 2.0, 3.0]).pvalue > ref_ks
+    assert extreme_pvalue("ks", x, y) == pytest.approx(ref_ks, rel=1e-12)
+
+
+def test_attainable_adjusted_takes_a_min_p_above_the_observed_p_as_the_observed_p():
+    p = np.array([0.01, 0.04, 0.5])
+    for method in ("holm", "bonferroni", "fdr_bh"):
+        adjusted = multipletests(p, method=method)[1]
+        np.testing.assert_allclose(attainable_adjusted(p, np.array([0.2, 0.9, 1.0]), method, 0.05),
+                                   adjusted, rtol=1e-12)
+
+
 def test_ks_rows_on_tied_data_are_exact_conditional_on_ties():
     """3-level data: the report's KS p-value is ks_2samp_exact's (R's ks.test(exact = TRUE))."""
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.4}, n=40, seed=7)
