@@ -183,12 +183,16 @@ def _walk(obj, seen) -> int:
     ("KQV", 4, 0, None, None), ("KQV", 4, 5, None, None), ("QKQV", 3, 0, True, None),
     ("QKQV", 3, 0, True, "model"), ("KQV", 4, 2, False, "model"), ("K4V2", None, 2, None, None),
     ("kivi", 2, 4, None, None), ("kivi", 2, 0, False, None), ("kivi", 2, 4, None, "model"),
-    ("qjl", 2, 0, None, None), ("qjl", 3, 3, None, None)])
+    ("qjl", 2, 0, None, None), ("qjl", 3, 3, None, None),
+    # numpy-coded schemes (codes held as numpy arrays, some of them views)
+    ("KQV|haar", 3, 2, False, "model"), ("q4_0", None, 0, False, "model"), ("klt", 3, 0, None, "model")])
 def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, keep, attn):
     # A prefill (whose chunk would stay alive through a view of the tail), then decode
     # steps; every tensor/array the layers reference is walked, views by their storage.
     k, v = _kv(75)
-    cache = QuantizedCache(name, bits, seed=0, window=window, keep_decoded=keep, attention=attn)
+    name, _, rotation = name.partition("|")
+    params = {"rotation": rotation} if rotation else {}
+    cache = QuantizedCache(name, bits, seed=0, window=window, keep_decoded=keep, attention=attn, **params)
     for layer_idx in range(2):
         cache.update(k[:, :, :70], v[:, :, :70], layer_idx=layer_idx)
         for t in range(70, 75):
@@ -219,3 +223,13 @@ def test_per_token_figures_are_per_sequence_of_the_batch(name, bits, window, att
     for key in ("bytes_per_token", "held_bytes_per_token", "fp16_bytes_per_token", "ratio_to_fp16"):
         assert r2[key] == pytest.approx(r1[key], rel=1e-12), key
     assert two.bytes_per_token() == pytest.approx(one.bytes_per_token(), rel=1e-12)
+
+
+def test_numpy_codes_are_counted_by_their_owning_arrays():
+    # held_nbytes of numpy-coded layers walks their SchemeCodes: a view counts as the array
+    # that owns its memory, once (today's coders store no views; a future one may)
+    from kvstats.models.cache import _array_bytes
+
+    a = np.zeros(10)
+    assert _array_bytes([a, a[2:], {"v": a[::2]}], set()) == 80
+    assert _array_bytes([a[2:]], set()) == 80 and _array_bytes([np.zeros(3, np.float16)], set()) == 6

@@ -36,3 +36,16 @@ def test_one_row_per_configuration_and_bad_input():
     assert len(s) == 3 and list(s.scheme) == ["KV", "KV", "identity"]
     with pytest.raises(ValueError, match=r"missing columns \['kl'\]"):
         summarize_quality(df.drop(columns="kl"))
+
+
+def test_text_level_error_bar_is_the_standard_error_of_the_per_text_means():
+    # three texts with per-text mean KL 0.1, 0.2, 0.6 (different position counts):
+    # se_kl_text = sd(ddof=1) / sqrt(3) of the means, not of the positions
+    kl = [0.1, 0.1, 0.2, 0.6, 0.6, 0.6]
+    df = pd.DataFrame({"scheme": "KV", "bits": 2.0, "window": 0, "mode": "prefill",
+                       "text": [0, 0, 1, 2, 2, 2], "position": [0, 1, 0, 0, 1, 2], "kl": kl,
+                       "top1_agree": True, "nll_ref": 1.0, "nll_quant": 1.0})
+    s = summarize_quality(df).iloc[0]
+    means = np.array([0.1, 0.2, 0.6])
+    assert s.se_kl_text == pytest.approx(np.std(means, ddof=1) / np.sqrt(3), rel=1e-12)
+    assert s.n_texts == 3 and s.mean_kl == pytest.approx(np.mean(kl))

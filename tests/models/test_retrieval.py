@@ -203,6 +203,12 @@ def test_summary_verdicts():
     assert s.loc["fp32", "verdict"] == "reference" and s.loc["bad", "accuracy"] == 0.6
     lo, hi = wilson_interval(18, 30)
     assert (s.loc["bad", "acc_low"], s.loc["bad", "acc_high"]) == (lo, hi)
+    # Holm, not Bonferroni: the second smallest p is multiplied by 2 (of 3), not 3
+    df3 = _frame({"fp32": ref, "b12": [False] * 12 + [True] * 18, "b8": [False] * 8 + [True] * 22,
+                  "same": ref})
+    s3 = summarize_retrieval(df3).set_index("config")
+    assert abs(s3.loc["b8", "p_holm"] - 2 * 2 * 0.5 ** 8) < 1e-15
+    assert abs(s3.loc["b12", "p_holm"] - 3 * 2 * 0.5 ** 12) < 1e-15
     df7 = _frame({"fp32": [True] * 7 + [False] * 3, "mid": [False] * 6 + [True] * 4})
     assert summarize_retrieval(df7).set_index("config").loc["mid", "verdict"] == "no difference detected"
     with pytest.raises(ValueError, match="paired"):
