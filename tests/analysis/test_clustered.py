@@ -56,6 +56,15 @@ def test_one_row_per_cell_and_cluster_with_the_cluster_means():
     assert g["cell_id"].isna().tolist() == [True] * 3 + [False] * 3  # other columns kept as they were
 
 
+def test_a_cluster_is_one_cell_s_not_the_text_s_across_budgets():
+    """The same texts at two budgets of one scheme are two cells: their means never mix."""
+    f = pd.concat([_basic([0, 0, 1], [1, 3, 5]), _basic([0, 0, 1], [10, 30, 50]).assign(budget=4.0)],
+                  ignore_index=True)
+    g = aggregate_clusters(f)
+    assert g[["budget", "cluster", "kl"]].values.tolist() == [[3.0, 0, 2.0], [3.0, 1, 5.0],
+                                                              [4.0, 0, 20.0], [4.0, 1, 50.0]]
+
+
 def test_synthetic_trials_are_their_own_clusters_bit_for_bit(frame_factory):
     f = frame_factory({("KQV", 3): 0.0, ("KV", 3): 0.5}, n=20)
     for given in (f, f.assign(cluster=f["trial"])):  # sweeps before the column, and after
