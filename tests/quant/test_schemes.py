@@ -119,3 +119,17 @@ def test_mixed_name_and_params_must_agree():
     with pytest.raises(ValueError, match="must be None or their mean 3.0"):
         kvstats.make_scheme("K4V2", 4, 64)
     assert kvstats.make_scheme("K4V2", 3.0, 64).bits == 3.0
+
+
+@pytest.mark.parametrize("name", ["KQV", "kivi", "fp8_e4m3"])
+def test_values_are_coded_in_the_dtype_of_the_keys(name):
+    """K float32 and V float64: V is cast to float32 first, so its codes and reconstruction
+    are those of V.astype(float32) (the dtype the scheme returns)."""
+    rng = np.random.default_rng(0)
+    K = rng.standard_normal((2, 40, 64)).astype(np.float32)
+    V = rng.standard_normal((2, 40, 64)) * 3.0
+    scheme = kvstats.make_scheme(name, 4 if name != "fp8_e4m3" else None, 64, seed=1)
+    mixed, same = scheme.roundtrip(K, V), scheme.roundtrip(K, V.astype(np.float32))
+    assert mixed[1].dtype == np.float32
+    np.testing.assert_array_equal(mixed[1], same[1])
+    np.testing.assert_array_equal(scheme.dequantize(scheme.quantize(K, V))[1], same[1])
