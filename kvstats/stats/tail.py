@@ -23,7 +23,7 @@ from jaxtyping import Float
 
 from scipy import stats
 
-from kvstats._checks import _describe, check_int, check_real
+from kvstats._checks import _describe, as_float_array, check_int, check_real
 
 from ._base import _FrameMixin, as_sample
 
@@ -182,8 +182,9 @@ def tail_index(x: Float[np.ndarray, "n"], k: int | None = None,
 def heavy_tail_screen(x: Float[np.ndarray, "n"]) -> TailIndexResult | None:
     """:func:`tail_index` (default k, 95% bound) of a nonnegative sample, else None.
 
-    Samples with negative or non-finite values, or fewer than 10 positive ones, are not
-    screened (None).
+    ``x`` is any 1-D array-like. Samples with negative or non-finite values, or fewer
+    than 10 positive ones (empty ones too), are not screened (None); a sample that is not
+    1-D is a ``ValueError``, non-numeric input a ``TypeError``.
 
     Examples
     --------
@@ -191,6 +192,10 @@ def heavy_tail_screen(x: Float[np.ndarray, "n"]) -> TailIndexResult | None:
     >>> heavy_tail_screen(np.random.default_rng(0).exponential(size=50)).infinite_variance
     False
     """
+    # any 1-D array-like (a list too); NaN/inf and empty are "not screened", not errors
+    x = as_float_array(x, "x", min_ndim=1, allow_nonfinite=True, allow_empty=True)
+    if x.ndim != 1:
+        raise ValueError(f"x must be a 1-D sample; received {_describe(x)}")
     if x.size < MIN_TAIL_POSITIVE or not np.isfinite(x).all() or (x < 0).any():
         return None
     if np.count_nonzero(x) < MIN_TAIL_POSITIVE:

@@ -196,6 +196,13 @@ def test_screen_skips_what_it_cannot_screen():
     assert res is not None and (res.n, res.n_positive, res.k) == (50, 10, 3)
     assert res.estimate == pytest.approx(3 / np.log(10 * 9 * 8 / 7**3), rel=1e-14)
     assert heavy_tail_alpha(ten) == res.upper_bound
+    # any 1-D array-like (was an AttributeError for a list); NaN and empty: not screened
+    assert heavy_tail_alpha(ten.tolist()) == res.upper_bound
+    assert heavy_tail_screen([]) is None and heavy_tail_alpha(np.r_[ten, np.nan]) is None
+    with pytest.raises(ValueError, match="x must be a 1-D sample"):
+        heavy_tail_screen(np.ones((4, 20)))
+    with pytest.raises(TypeError, match="x must be a real numeric array"):
+        heavy_tail_alpha(["a"] * 20)
     res = heavy_tail_screen(np.random.default_rng(1).pareto(1.0, 400) + 1)
     assert heavy_tail_alpha(np.random.default_rng(1).pareto(1.0, 400) + 1) == res.upper_bound
     with pytest.raises(ValueError, match=r"confidence must be in \(0.0, 1.0\)"):
