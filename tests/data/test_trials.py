@@ -128,3 +128,11 @@ def test_group_query_heads_meta_with_group_size_unlike_the_kv_heads():
     t = group_query_heads(K, K, q)
     assert (t.meta["group_size"], t.meta["n_kv_heads"], t.meta["batch_shape"]) == (4, 2, (5,))
     assert t.q.shape == (10, 12, 4)
+
+
+def test_subset_by_a_stepped_slice():
+    t = Trials(*_arrays(T=6), {"text": [0, 1, 2, 3, 4, 5]})
+    s = t.subset(slice(None, None, 2))
+    np.testing.assert_array_equal(s.K, t.K[::2])
+    assert s.meta["text"] == [0, 2, 4]
+    np.testing.assert_array_equal(t.subset(slice(None, None, -1)).q, t.q[::-1])

@@ -283,3 +283,16 @@ def test_mixed_precision_logits_divide_by_sqrt_d_in_the_result_dtype():
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, attention_logits(q.astype(np.float64), K))
     np.testing.assert_array_equal(attention_logits(K, q), attention_logits(K, q.astype(np.float64)))
+
+
+def test_axis_argument_is_honoured_everywhere():
+    # the distribution along axis 0 of the transposed arrays is the one along axis -1 of
+    # the originals (scipy as the reference for log_softmax)
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((4, 9)), rng.standard_normal((4, 9))
+    np.testing.assert_allclose(log_softmax(x.T, axis=0), special.log_softmax(x.T, axis=0), rtol=1e-13)
+    lp, lq = log_softmax(x), log_softmax(y)
+    np.testing.assert_array_equal(kl_divergence(lp.T, lq.T, axis=0), kl_divergence(lp, lq))
+    np.testing.assert_array_equal(topk_recall(x.T, y.T, k=3, axis=0), topk_recall(x, y, k=3))
+    np.testing.assert_array_equal(argmax_shift(x.T, y.T, axis=0), argmax_shift(x, y))
+    assert kl_divergence(lp.T, lq.T, axis=0).shape == (4,)
