@@ -442,6 +442,9 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
     shuffled = f.sample(frac=1.0, random_state=0)
     assert sorted(_pairing_correlations(shuffled, comp).round(12)) == [-1.0, 1.0]
     assert _pairing_text(None).endswith("negatively correlated.")
+    # only ρ below −0.1 are counted: near-zero correlations are not flagged
+    assert "median +0.03, range [-0.50, +0.90], 1 below −0.1;" in _pairing_text(
+        pd.Series([-0.5, 0.0, 0.05, 0.9]))
     # a cross-budget pair (fixed-budget schemes) is paired across its two budgets
     h = make_frame({("K4V2", 3): 0.0, ("K4V4", 4): 0.0}, n=30, seed=32)
     h.loc[h.scheme == "K4V4", "snr_k"] = -h.loc[h.scheme == "K4V2", "snr_k"].to_numpy()
