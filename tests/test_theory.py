@@ -45,6 +45,9 @@ def test_sphere_coordinate_pdf(dim):
     total = integrate.quad(lambda t: float(sphere_coordinate_pdf(t, dim)), -1, 1, limit=200)[0]
     assert total == pytest.approx(1.0, rel=1e-6)
     assert np.all(sphere_coordinate_pdf([-1.5, 2.0], dim) == 0)
+    # at ±1: the arcsine law is infinite, the d = 3 law uniform (1/2), beyond them 0
+    ends = sphere_coordinate_pdf([-1.0, 1.0], dim)
+    np.testing.assert_allclose(ends, {2: np.inf, 3: 0.5}.get(dim, 0.0), rtol=1e-15, atol=0)
 
 
 @pytest.mark.parametrize("bits", [1, 2, 3, 4])

@@ -312,6 +312,11 @@ def test_outlier_index_bookkeeping():
     assert codes.outlier_idx.dtype == np.uint8 and codes.outlier_idx.shape == (5, 3)
     np.testing.assert_array_equal(codes.outlier_idx, planted)
     assert qk.n_groups(70) == 5
+    # outliers by L2 energy over the group: a spike (10, 0, 0, 0) beats a plateau
+    # (4, 4, 4, 4) (energies 100 vs 64), though the plateau's L1 norm is larger (16 vs 10)
+    Kl = np.full((4, 8), 0.1)
+    Kl[0, 2], Kl[:, 5] = 10.0, 4.0
+    assert QJLKeyQuantizer(8, 16, n_outliers=1, group_size=4).encode(Kl).outlier_idx.tolist() == [[2]]
     big = QJLKeyQuantizer(300, 16, n_outliers=2, group_size=8)
     assert big.encode(np.ones((9, 300))).outlier_idx.dtype == np.uint16
     # batched keys: one index set per batch element and group
