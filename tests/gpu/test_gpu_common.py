@@ -74,3 +74,47 @@ def test_mosaic_load_follows_the_signature_of_each_jax_version():
         mosaic_load(fn, "ref", "WGMMA")
     assert calls == [("0.10", "ref", (), "WGMMA", False), ("default", "ref", "NotSpecified", "WGMMA", False),
                      ("no idx", "ref", "WGMMA", False), ("no optimized", "ref", "WGMMA")]
+
+
+def _kernel_dots(jaxpr, inside=False, out=None):
+    """(precision, operand dtypes) of every dot_general inside a pallas_call of ``jaxpr``."""
+    from jax.extend import core as jcore
+    out = [] if out is None else out
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general" and inside:
+            out.append((eqn.params["precision"], tuple(v.aval.dtype for v in eqn.invars)))
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                if isinstance(sub, (jcore.ClosedJaxpr, jcore.Jaxpr)):
+                    _kernel_dots(getattr(sub, "jaxpr", sub), inside or eqn.primitive.name == "pallas_call", out)
+    return out
+
+
+def test_triton_float32_dots_are_ieee_not_tf32():
+    # Triton's default float32 dot is TF32 (10-bit mantissa): scores and codes would then
+    # depend on the GPU generation and miss the stated 1e-5 agreement. Every float32 dot
+    # inside the Triton kernels must ask for HIGHEST (IEEE) precision; bf16 dots need not.
+    # The interpreter computes float32 exactly either way, so only the traced kernel shows it.
+    import jax.numpy as jnp
+    from _gpu_helpers import manual_spec
+    from kvstats.quant.sketch import make_sketch
+    from kvstats_gpu.cache import QuantizedKVCache
+    from kvstats_gpu.decode import decode_attention
+    from kvstats_gpu.qjl import qjl_scores, qjl_sketch
+    from kvstats_gpu.rotation import rotate
+    S = make_sketch("gaussian", 128, 128, seed=0).matrix
+    spec, params = manual_spec(128, 2, 2, 128, 128)
+    z8 = lambda *s: jnp.zeros(s, jnp.uint8)  # noqa: E731
+    h16 = jnp.zeros((2, 256), jnp.float16)
+    cache = QuantizedKVCache(z8(2, 2, 256, 16), h16, z8(2, 256, 16), h16, z8(2, 2, 256, 16), h16, z8(2, 256, 16),
+                             h16, jnp.asarray(256, jnp.int32))
+    calls = [(lambda z: qjl_sketch(z, S, impl="triton", interpret=False), jnp.zeros((256, 128))),
+             (lambda z: rotate(z, np.ones(128), impl="triton", interpret=False), jnp.zeros((256, 128))),
+             (lambda q: qjl_scores(q, cache.k_signs, cache.k_snorms, S, impl="triton", interpret=False),
+              jnp.zeros((2, 4, 128))),
+             (lambda q: decode_attention(q, cache, spec, params, impl="triton", interpret=False),
+              jnp.zeros((8, 128)))]
+    for fn, arg in calls:
+        found = _kernel_dots(jax.make_jaxpr(fn)(arg).jaxpr)
+        f32 = [prec for prec, dtypes in found if jnp.float32 in dtypes]
+        assert f32 and all(p == (jax.lax.Precision.HIGHEST,) * 2 for p in f32), found
