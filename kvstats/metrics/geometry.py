@@ -70,7 +70,11 @@ _NO_EXPONENT = -(1 << 20)                     # exponent of a zero vector in a g
 
 def _suspect_rows(vectors: tuple[np.ndarray, ...], sumsqs: tuple[np.ndarray, ...],
                   dtype: np.dtype) -> np.ndarray:
-    """Rows where a squared norm is non-finite, or tiny while its vector is not zero."""
+    """Rows where a squared norm is non-finite, or tiny while its vector is not zero.
+
+    ``dtype`` is the vectors' (the squared norms are float64 whatever it is): float32
+    squares lose digits below 2**-126 even when their sum is returned in float64.
+    """
     bad = np.zeros(np.shape(sumsqs[0]), dtype=bool)
     for v, n2 in zip(vectors, sumsqs):
         bad |= ~np.isfinite(n2)
@@ -202,7 +206,7 @@ def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
     with np.errstate(invalid="ignore", over="ignore"):    # suspect rows are redone below
         snr, phi, ratio = (_snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe),
                            _ratio_from(nx2, nh2))
-    suspect = _suspect_rows((x, xh, e), (nx2, nh2, ne2), nx2.dtype)
+    suspect = _suspect_rows((x, xh, e), (nx2, nh2, ne2), x.dtype)
     bad = suspect | ~np.isfinite(xe)
     if bad.any():
         snr[bad], phi[bad], ratio[bad] = _robust_rows(x[bad], xh[bad])
@@ -258,7 +262,7 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     snr = _snr_from(nx2, ne2)
-    bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype)
+    bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), a.dtype)
     if bad.any():
         snr[bad] = _robust_rows(a[bad], b[bad])[0]
     return snr.reshape(shape)
@@ -306,7 +310,7 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
-    suspect = _suspect_rows((a, b, e), (nx2, nh2, ne2), nx2.dtype)
+    suspect = _suspect_rows((a, b, e), (nx2, nh2, ne2), a.dtype)
     if suspect.any() or not (np.isfinite(sx).all() and np.isfinite(se).all()):
         # sums of squared norms in scaled form: each row's scaled sum times 4**(its
         # exponent − the group's largest), summed, then the groups' exponents in dB
@@ -375,7 +379,7 @@ def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
     e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
     ratio = _ratio_from(nx2, nh2)
-    bad = _suspect_rows((a, b), (nx2, nh2), nx2.dtype)
+    bad = _suspect_rows((a, b), (nx2, nh2), a.dtype)
     if bad.any():
         ratio[bad] = _robust_rows(a[bad], b[bad])[2]
     return ratio.reshape(shape)
