@@ -184,3 +184,13 @@ def test_focused_spectrum_raises_one_direction_per_query():
     assert float(three.mean_square) - 16 == pytest.approx(3 * (float(one.mean_square) - 16), rel=1e-12)
     small = synthetic_spectrum("focused", 2, n_keys=64, strength=0.4, n_queries=3)
     np.testing.assert_array_equal(small.eigenvalues, np.full(2, one.eigenvalues[0]))
+
+
+def test_measured_spectrum_of_float32_is_computed_in_float64():
+    # documented promotion: float32 vectors give the float64 spectrum of the same values
+    # (a float32 covariance would be off by ~1e-7 relative)
+    x = np.random.default_rng(1).standard_normal((500, 6)).astype(np.float32) * 3 + 1
+    s32, s64 = measured_spectrum(x), measured_spectrum(x.astype(np.float64))
+    np.testing.assert_allclose(s32.eigenvalues, s64.eigenvalues, rtol=1e-13)
+    assert s32.eigenvalues.dtype == np.float64
+    assert float(s32.mean_square) == pytest.approx(float(s64.mean_square), rel=1e-14)

@@ -296,3 +296,9 @@ def test_axis_argument_is_honoured_everywhere():
     np.testing.assert_array_equal(topk_recall(x.T, y.T, k=3, axis=0), topk_recall(x, y, k=3))
     np.testing.assert_array_equal(argmax_shift(x.T, y.T, axis=0), argmax_shift(x, y))
     assert kl_divergence(lp.T, lq.T, axis=0).shape == (4,)
+
+
+def test_kl_refuses_rows_that_sum_to_less_than_one():
+    # log Σ exp = log 0.99 < −1e-6: as unnormalised as a sum above 1
+    with pytest.raises(ValueError, match=r"logq must be normalised"):
+        kl_divergence(np.log([0.5, 0.5]), np.log([0.5, 0.49]))
