@@ -25,11 +25,12 @@ KERNEL_CASES = [
 ]
 # The Mosaic body (d = 128: 16-byte plane rows; blocks of >= 64 tokens): the same kinds
 # of cache, G = 3 (no padding in this body), splits that are empty (N = 40 < 64 with 4
-# splits) or end in a partial block (N = 200), peaked attention, bf16 queries, 128-token
-# blocks.
+# splits) or end in a partial block (N = 150 with 2 splits of 2 blocks: the second split
+# holds 22 valid tokens then an empty block, so a grid step that fetched one block but
+# masked as another fails), peaked attention, bf16 queries, 128-token blocks.
 MOSAIC_CASES = [
     (128, 4, 3, 0, 128, 90, 3, 128, 1, 1.0, jnp.float32),     # KQV at 4 bits
-    (128, 2, 2, 128, 128, 200, 4, 64, 2, 40.0, jnp.float32),  # QKQV at 3 bits, peaked
+    (128, 2, 2, 128, 128, 150, 4, 64, 2, 40.0, jnp.float32),  # QKQV at 3 bits, peaked
     (128, 0, 2, 256, 0, 40, 2, 64, 4, 1.0, jnp.bfloat16),     # pure QJL keys, empty splits
 ]
 
