@@ -24,6 +24,9 @@ def test_cpu_run_reports_consistent_figures():
     assert row["ratio_to_fp16"] == pytest.approx(140 / 512)
     assert row["quant_ms"] > 0 and row["dense_bf16_ms"] > 0
     assert row["quant_GBps"] == pytest.approx(512 * 140 / (row["quant_ms"] * 1e-3) / 1e9)
+    # dense bf16 reads K and V (2 heads x 512 tokens x 64 dims x 2 bytes each) and the 4 query heads
+    assert row["dense_GBps"] == pytest.approx((2 * 2 * 512 * 64 * 2 + 4 * 64 * 2) / (row["dense_bf16_ms"] * 1e-3) / 1e9)
+    assert row["speedup_vs_dense"] == pytest.approx(row["dense_bf16_ms"] / row["quant_ms"])
     if row["platform"] == "cpu":
         assert row["quant_frac_peak"] is None and row["path"].startswith("jnp reference")
     table = bench._fmt(rows)
