@@ -152,6 +152,20 @@ def test_attainable_adjusted_takes_a_min_p_above_the_observed_p_as_the_observed_
                                    adjusted, rtol=1e-12)
 
 
+def test_a_permutation_ks_row_cannot_attain_less_than_one_over_b_plus_one(monkeypatch):
+    """Beyond the exact method's work limit (here lowered) the tied KS p-value is a Monte
+    Carlo one with B = 9999 permutations: the row says so and its resolution is 1/(B + 1)."""
+    import kvstats.stats.ks_exact as ks_exact
+
+    monkeypatch.setattr(ks_exact, "_EXACT_WORK_LIMIT", 10)
+    f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.4}, n=40, seed=7)
+    f["argmax_shift"] = np.clip(np.round(f["argmax_shift"]), -1, 1)
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["argmax_shift"], energy=False)
+    ks = t[t.test == "ks"].iloc[0]
+    assert ks.note == "ties: permutation p-value (B = 9999)" and ks.max_permutations == 9999
+    assert ks.min_attainable_p == 1 / 10000
+
+
 def test_ks_rows_on_tied_data_are_exact_conditional_on_ties():
     """3-level data: the report's KS p-value is ks_2samp_exact's (R's ks.test(exact = TRUE))."""
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.4}, n=40, seed=7)

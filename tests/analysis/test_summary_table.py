@@ -97,3 +97,14 @@ def test_summary_tail_index_not_computed_for_few_positive_or_nonfinite():
     t = summary_table(f, n_resamples=99).set_index("metric")
     assert np.isnan(t.loc["snr_k", "tail_index"]) and t.loc["snr_k", "ci_reliable"]
     assert np.isnan(t.loc["kl", "tail_index"]) and t.loc["kl", "ci_reliable"]
+
+
+def test_interval_helpers_at_their_edges():
+    """mean_ci: two values give the degenerate (min, max) interval, not a BCa bootstrap of
+    two points; ci_reliable: Pareto α = 1.5 (a mean, no variance) is flagged, α = 4 is not."""
+    from kvstats.analysis.intervals import ci_reliable, mean_ci
+
+    assert mean_ci(np.array([1.0, 3.0]), 0.95, 99, 0) == (2.0, 1.0, 3.0)
+    rng = np.random.default_rng(11)
+    assert not ci_reliable(rng.pareto(1.5, 4000) + 1)
+    assert ci_reliable(rng.pareto(4.0, 4000) + 1)

@@ -57,6 +57,12 @@ def test_theory_rows_follow_the_registry_predictions(frame_factory):
     assert snr.predicted.tolist() == expected
     assert t.loc[3, "predicted"] == kvstats.theory.bit_trade_inflation(2, 64)
     assert t.loc[4, "predicted"] == kvstats.theory.residual_inflation(64)
+    # measured: the ratio of the mean ip_var (prod at n over mse at n, and over mse at n − 1)
+    var = {(s, b): g["ip_var"].mean() for (s, b), g in f.groupby(["scheme", "budget"])}
+    assert t.loc[3, "measured"] == pytest.approx(var["turboquant_prod", 2] / var["turboquant_mse", 2], rel=1e-12)
+    assert t.loc[4, "measured"] == pytest.approx(var["turboquant_prod", 2] / var["turboquant_mse", 1], rel=1e-12)
+    assert (t.ci_low < t.measured).all() and (t.measured < t.ci_high).all()
+    assert t.loc[0, "measured"] == f[(f.scheme == "turboquant_mse") & (f.budget == 1)]["snr_k"].mean()
 
 
 # --- the rate–distortion limit ---------------------------------------------------------
