@@ -9,29 +9,16 @@ import numpy as np
 import pytest
 import torch
 
+from _tiny_llama import CharTokenizer, tiny_llama
 from kvstats.models import capture
 
 N_TOK = 10
 
 
-class CharTokenizer:
-    """Characters to ids, with a leading BOS (the call signature capture uses)."""
-
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": [1] + [(ord(c) * 7919) % 97 for c in text]}
-
-
 @pytest.fixture(scope="module")
 def tiny():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=97, hidden_size=48, intermediate_size=96, num_hidden_layers=3,
-                         num_attention_heads=6, num_key_value_heads=2, head_dim=16,
-                         max_position_embeddings=64, attn_implementation="eager")
-    model = LlamaForCausalLM(config).eval()
-    model.requires_grad_(False)
-    return model, CharTokenizer()
+    model = tiny_llama(vocab=97, hidden=48, layers=3, heads=6, kv_heads=2, head_dim=16, max_positions=64)
+    return model, CharTokenizer(97)
 
 
 TEXTS = ["The quick brown fox jumps.", "Pack my box with jugs!"]

@@ -13,6 +13,7 @@ from kvstats.models.attention_hook import CodedKV
 from kvstats.models.code_attention import code_attention
 from kvstats.quant.registry import REGISTRY, parse_scheme_name
 from _attention_reference import dense_attention as _dense, random_kv as _kv
+from _tiny_llama import tiny_llama
 
 
 def _reading_schemes():
@@ -117,15 +118,8 @@ def test_a_head_dimension_that_is_not_a_power_of_two(name, bits, params):
 
 
 def _tiny_llama(attn="eager", seed=0):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=97, hidden_size=96, intermediate_size=192, num_hidden_layers=2,
-                         num_attention_heads=6, num_key_value_heads=2, head_dim=32,
-                         max_position_embeddings=128, attn_implementation=attn)
-    model = LlamaForCausalLM(config).eval()
-    model.requires_grad_(False)
-    return model
+    return tiny_llama(vocab=97, hidden=96, layers=2, heads=6, kv_heads=2, head_dim=32, max_positions=128,
+                      attn=attn, seed=seed)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

@@ -18,6 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from kvstats.models import QuantizedCache, kl_quality  # noqa: E402
+from _tiny_llama import CharTokenizer, tiny_llama  # noqa: E402
+
 from kvstats.models.peers import (PEERS, fp16_bytes_per_token, held_bytes, is_peer,  # noqa: E402
                                   make_peer_cache, memory_held)
 
@@ -26,23 +28,11 @@ needs_quanto = pytest.mark.skipif(not HAS_QUANTO, reason="optimum-quanto not ins
 VOCAB, LAYERS, KV_HEADS, DIM = 512, 2, 2, 64
 
 
-class CharTokenizer:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": [1] + [(ord(c) * 7919) % VOCAB for c in text]}
-
-
 @pytest.fixture(scope="module")
 def tiny():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=KV_HEADS,
-                         head_dim=DIM, max_position_embeddings=512)
-    model = LlamaForCausalLM(config).eval()
-    model.config._attn_implementation = "eager"
-    model.requires_grad_(False)
-    return model, CharTokenizer()
+    model = tiny_llama(vocab=VOCAB, hidden=64, layers=LAYERS, heads=4, kv_heads=KV_HEADS, head_dim=DIM,
+                       max_positions=512)
+    return model, CharTokenizer(VOCAB)
 
 
 TEXTS = ["The quick brown fox jumps over the lazy dog. " * 2, "Pack my box with five dozen jugs."]

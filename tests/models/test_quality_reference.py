@@ -10,27 +10,16 @@ import numpy as np
 import pytest
 import torch
 
+from _tiny_llama import CharTokenizer, tiny_llama
 from kvstats.models import QuantizedCache, kl_quality, summarize_quality
 
 VOCAB = 128
 
 
-class CharTokenizer:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": [1] + [(ord(c) * 31) % VOCAB for c in text]}
-
-
 @pytest.fixture(scope="module")
 def tiny():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                         max_position_embeddings=256, attn_implementation="eager")
-    model = LlamaForCausalLM(config).eval()
-    model.requires_grad_(False)
-    return model, CharTokenizer()
+    model = tiny_llama(vocab=VOCAB, hidden=64, layers=2, heads=4, kv_heads=2, head_dim=32, max_positions=256)
+    return model, CharTokenizer(VOCAB, multiplier=31)
 
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Pack my box with five dozen liquor jugs."]
