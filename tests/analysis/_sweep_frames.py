@@ -22,3 +22,18 @@ def make_frame(spec, n=60, seed=0, case=("gaussian", "-", 64, 128)):
     return pd.concat(parts, ignore_index=True)
 
 
+def clustered_frame(n_texts=12, per_text=10, seed=4):
+    """Two schemes on the same texts; a strong text effect, no scheme effect."""
+    rng = np.random.default_rng(seed)
+    effect = rng.normal(0, 1, n_texts)
+    parts = []
+    for scheme in ("KQV", "QKQV"):
+        for budget in (2.0, 3.0):
+            text = np.repeat(np.arange(n_texts), per_text)
+            data = {m: effect[text] + rng.normal(0, 0.3, text.size) for m in METRICS}
+            data["kl"] = np.exp(data["kl"])
+            parts.append(pd.DataFrame(data).assign(
+                distribution="real", params="layer=0", dim=64, n_keys=256, budget=budget,
+                scheme=scheme, bits_nominal=budget, bits_total=budget + 0.25,
+                trial=np.arange(text.size), cluster=text))
+    return pd.concat(parts, ignore_index=True)

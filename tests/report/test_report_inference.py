@@ -12,7 +12,7 @@ from kvstats.report.sections import R_CONVENTION, R_HEADER
 from kvstats.results import SweepResult
 from kvstats.sweep import SweepConfig
 
-from _sweep_frames import make_frame
+from _sweep_frames import clustered_frame as _clustered_frame, make_frame
 
 
 def _result(frame, report=None):
@@ -74,23 +74,6 @@ def test_equivalence_margins_from_the_config(tmp_path):
     assert "## Equivalence within declared margins" in md and "≈" not in md
     with pytest.raises(ValueError, match="report option 'equivalence' has unknown metric 'kll'"):
         hypothesis_report(_result(f, {"equivalence": {"kll": 0.5}}), tmp_path / "bad", figures=False)
-
-
-def _clustered_frame(n_texts=12, per_text=10, seed=4):
-    """Two schemes on the same texts; a strong text effect, no scheme effect."""
-    rng = np.random.default_rng(seed)
-    effect = rng.normal(0, 1, n_texts)
-    parts = []
-    for scheme in ("KQV", "QKQV"):
-        for budget in (2.0, 3.0):
-            text = np.repeat(np.arange(n_texts), per_text)
-            data = {m: effect[text] + rng.normal(0, 0.3, text.size) for m in METRICS}
-            data["kl"] = np.exp(data["kl"])
-            parts.append(pd.DataFrame(data).assign(
-                distribution="real", params="layer=0", dim=64, n_keys=256, budget=budget,
-                scheme=scheme, bits_nominal=budget, bits_total=budget + 0.25,
-                trial=np.arange(text.size), cluster=text))
-    return pd.concat(parts, ignore_index=True)
 
 
 def test_clustered_frames_use_the_cluster_as_the_unit(tmp_path):

@@ -18,7 +18,7 @@ from kvstats.report.sections import (EQUIVALENCE_HEAVY_NOTE, HEAVY_MARK, HEAVY_N
 from kvstats.results import SweepResult
 from kvstats.sweep import SweepConfig
 
-from _sweep_frames import make_frame
+from _sweep_frames import clustered_frame as _clustered_frame, make_frame
 
 
 def _result(frame, schemes=("KQV", "QKQV"), report=None, distributions=("gaussian",)):
@@ -143,22 +143,6 @@ def test_a_ratio_equivalence_on_heavy_tailed_means_is_marked(tmp_path):
 
 
 # ---------------------------------------------------------------- the unit of observation
-def _clustered_frame(n_texts=12, per_text=10, seed=4):
-    rng = np.random.default_rng(seed)
-    effect = rng.normal(0, 1, n_texts)
-    parts = []
-    for scheme in ("KQV", "QKQV"):
-        for budget in (2.0, 3.0):
-            text = np.repeat(np.arange(n_texts), per_text)
-            data = {m: effect[text] + rng.normal(0, 0.3, text.size) for m in METRICS}
-            data["kl"] = np.exp(data["kl"])
-            parts.append(pd.DataFrame(data).assign(
-                distribution="real", params="layer=0", dim=64, n_keys=256, budget=budget,
-                scheme=scheme, bits_nominal=budget, bits_total=budget + 0.25,
-                trial=np.arange(text.size), cluster=text))
-    return pd.concat(parts, ignore_index=True)
-
-
 def test_on_cluster_means_counts_theory_and_figures_say_texts(tmp_path):
     f = _clustered_frame()
     result = _result(f)
