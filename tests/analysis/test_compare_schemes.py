@@ -111,3 +111,13 @@ def test_rows_carry_the_typed_test_results():
     assert not ks.has_ties   # continuous data: the classical KS p-value
     assert (row.statistic, row.pvalue, row.effect) == (ks.statistic, ks.pvalue, ks.statistic)
     assert row.note == ""
+
+
+def test_crossovers_read_only_the_mann_whitney_rows_of_two_budgets_or_more():
+    f = make_frame({("KQV", 2): 1.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=60, seed=3)
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False, equivalence={"kl": 0.1})
+    assert set(t.test) == {"mann_whitney", "ks", "equivalence"}
+    c = find_crossovers(t)
+    assert len(c) == 1 and c.loc[0, "winners"] == "2:QKQV, 3:KQV" and c.loc[0, "crossover"]
+    one = compare_schemes(f[f.budget == 2], [("KQV", "QKQV")], metrics=["kl"], energy=False)
+    assert find_crossovers(one).empty              # one budget: nothing can cross

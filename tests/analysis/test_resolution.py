@@ -221,6 +221,7 @@ def test_equivalence_with_a_zero_mean_is_inconclusive_and_outside_the_family():
     eq = t[t.test == "equivalence"].iloc[0]
     assert math.isnan(eq.pvalue) and eq.verdict.startswith("inconclusive (no equivalence test:")
     assert t.attrs["n_tests"] == 2                       # MW and KS only
+    assert (eq.margin_low, eq.margin_high) == pytest.approx((1 / 1.1, 1.1))  # the declared region
 
 
 def test_rank_equivalence_margin():
@@ -256,3 +257,16 @@ def test_energy_family_resolution_power_and_null_calibration():
         rejections += int(e.loc[[3.0, 4.0, 5.0], "significant"].sum())
     assert rejections <= sps.binom.ppf(0.999, 3 * reps, 0.05 / 76)
     assert powered >= reps - 1
+
+
+def test_the_energy_test_reads_the_standardised_profile():
+    """One 6D component (snr_k) is noise at 1e4 times the others' scale, the same law in both
+    schemes; another (phi_k) differs by one standard deviation. Standardised, the energy
+    test sees the difference; on raw values snr_k's noise would drown it."""
+    rng = np.random.default_rng(12)
+    f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=60, seed=12)
+    f["snr_k"] = 1e4 * rng.standard_normal(len(f))
+    f.loc[f.scheme == "QKQV", "phi_k"] += 1.0
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], ks=False)
+    energy = t[t.test == "energy"].iloc[0]
+    assert energy.significant and energy.verdict == DISTRIBUTIONS_DIFFER

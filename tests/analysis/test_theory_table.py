@@ -167,3 +167,11 @@ def test_real_cases_get_the_bound_of_each_trials_layer_and_head(tmp_path):
     assert r.n_units == texts and r.n_trials == len(frame)
     gap = pd.Series(per_trial - frame["snr_k_pooled"].to_numpy()).groupby(text).mean()
     assert r.gap_db == pytest.approx(gap.mean())
+
+
+def test_a_fractional_budget_makes_no_theory_row(frame_factory):
+    """K4V1 runs at 2.5 bits: no scheme of the theory table is at 2.5, and its budget must not
+    be read as 2 (which would repeat the rows of n = 2)."""
+    t = theory_table(frame_factory({("KQV", 2): 0.0, ("K4V1", 2.5): 0.0}, n=20), n_resamples=99)
+    snr = t[t.quantity == "k_snr_db"]
+    assert list(zip(snr.budget, snr.scheme)) == [(2.0, "KQV")]
