@@ -115,6 +115,7 @@ def test_damaged_cells_are_recomputed(tmp_path, fmt, reference, monkeypatch, cap
         assert f"cell {path.stem}" in err
     assert err.count("recomputing it") == 5
     assert status[cells[5].stem]["status"] == "resumed"
+    assert again.manifest["n_computed"] == 5   # a recomputed cell was computed
     _same(again.frame, reference)
     _same(load_result(tmp_path).frame, reference)
     # the repaired store is trusted again: nothing recomputed
@@ -155,6 +156,15 @@ def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fa
     # the key is checked beside the id (same id, another cell key)
     store.write_cell(tmp_path, cid, cell, key="k", config="c")
     assert store.load_cell(tmp_path, cid, key="k2", n_trials=len(cell))[1].startswith("is the file of another cell")
+
+
+def test_clearing_removes_the_manifest_first(tmp_path):
+    """An interrupted sweep must not leave the earlier sweep's manifest beside its own cells
+    and results: the manifest goes before anything else."""
+    run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    removed = store.clear_outputs(tmp_path, set())
+    assert removed[0] == "manifest.json" and not (tmp_path / "manifest.json").exists()
+    assert "results.parquet" in removed and not (tmp_path / "results.parquet").exists()
 
 
 def test_a_csv_cell_holding_a_nan_of_another_bit_pattern_is_reused(tmp_path, monkeypatch):
