@@ -121,7 +121,7 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
             "effect_high": float(res.high), "margin_low": float(res.margin_low),
             "margin_high": float(res.margin_high),
             "note": (f"TOST, {what} in [{res.margin_low:.4g}, {res.margin_high:.4g}], "
-                     f"{res.method}; interval {1 - 2 * alpha:.0%} unadjusted")}
+                     f"{res.method}; interval {100 * (1 - 2 * alpha):.10g}% unadjusted")}
 
 
 def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]

@@ -59,8 +59,10 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
         cross = len(won) == 2
         rec = dict(zip(cols, key))
         rec["winners"] = ", ".join(f"{_fmt_budget(b)}:{w}" for b, w in winners)
-        case = (f"{rec['distribution']}({short_params(rec['params'], digits)}), d={rec['dim']}, "
-                f"N={rec['n_keys']}")
+        # written as the report's case titles are ("gaussian, d = 64, N = 128")
+        params = ("" if rec["params"] in ("-", "")
+                  else f" ({short_params(rec['params'], digits)})")
+        case = f"{rec['distribution']}{params}, d = {rec['dim']}, N = {rec['n_keys']}"
         if cross:
             a, b = rec["scheme_a"], rec["scheme_b"]
             wa = [_fmt_budget(bud) for bud, w in winners if w == a]

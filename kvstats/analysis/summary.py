@@ -42,8 +42,10 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         default k, exact Gamma(k) pivot), computed for ``kl`` (from its positive values)
         and for every metric whose values are all ≥ 0, when at least 10 values are positive
         and all are finite; elsewhere it is NaN, meaning *not computed*. ``ci_reliable``
-        is False when that bound is < 2: the variance is infinite at 95% confidence and
-        the bootstrap CI of the mean is not valid (Athreya 1987); read ``median``, ``p99``,
+        is False when that bound is < 2: a Pareto tail of index below 2 fits at 95%
+        confidence (for an unbounded metric such as KL an infinite variance; a bounded one
+        such as φ has a finite variance but a tail too heavy at this n), and the bootstrap
+        CI of the mean is not reliable (Athreya 1987); read ``median``, ``p99``,
         ``max`` and the rank tests instead. It is True otherwise, including where
         ``tail_index`` is not computed. Using the bound, not the point estimate α̂, keeps
         light-tailed metrics from being flagged at small n (docs/statistics.md).

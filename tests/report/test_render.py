@@ -267,4 +267,4 @@ def test_case_labels_are_short_and_the_tables_exact(tmp_path):
                      "## gaussian (scale=1.235), d = 64, N = 128"]
     assert long_a not in md and long_b not in md
     assert set(pd.read_csv(rep.files["summary"])["params"]) == {long_a, long_b}
-    assert "for gaussian(scale=1.2346), d=64, N=128" in " ".join(rep.crossovers["description"])
+    assert "for gaussian (scale=1.2346), d = 64, N = 128" in " ".join(rep.crossovers["description"])

@@ -254,7 +254,7 @@ def test_crossover_section_lists_crossovers_and_only_the_rest_by_budget(tmp_path
                             energy_resamples=19)
     md = rep.files["markdown"].read_text()
     assert f"**{len(METRICS)} crossover(s)**" in md
-    assert "- CROSSOVER in kl for gaussian(-), d=64, N=128: KQV wins at n = 2; QKQV wins at n = 3." in md
+    assert "- CROSSOVER in kl for gaussian, d = 64, N = 128: KQV wins at n = 2; QKQV wins at n = 3." in md
     kl = md.split("Attention KL, winners by budget (no crossover):")[1].split("##")[0]
     assert [line for line in kl.splitlines() if line.startswith("- ")] == [
         "- gaussian, d = 64, N = 128, KQV vs KV: 2:KQV, 3:KQV",
