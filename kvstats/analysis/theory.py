@@ -117,7 +117,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
       the QJL reconstruction of the residual r has E‖r̂ − r‖² = ‖r‖²(π/2·d_pad/m − 1/m),
       so the relative MSE is d_pad·D_{n−1}·(π/2 − 1/d_pad). Measured: the mean over
       trials of ``snr_k`` (itself a mean of per-key dB; by Jensen slightly above the dB
-      of the mean error).
+      of the mean error); over texts on a real capture, as every measured row.
     - ``ip_var_ratio_same_budget`` (each pair of :func:`ratio_pairs` present, e.g.
       QKQV/KQV): Var of the q·k error, the prod scheme over the MSE scheme at the same
       n. Predicted (π/2 − 1/d_pad)·D_{n−1}/D_n, which tends to 2π as D_{n−1}/D_n → 4;
@@ -150,6 +150,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
 
     Measured ratios are ratios of the mean ``ip_var`` (variance over query–key pairs of
     the q·k error, per trial) with a bootstrap CI (:func:`kvstats.stats.bootstrap_ratio_ci`).
+    On a clustered real capture every measured mean, ratio and interval is over the
+    independent units, the texts (each text's trials averaged first; ``n_units``), and
+    ``n_trials`` still counts the trials.
     ``ci_reliable`` is False when a sample behind the row (``snr_k``, or either ``ip_var``
     sample) is nonnegative with a Hill tail index below 2 (as in
     :func:`~kvstats.analysis.summary_table`): the bootstrap of a mean is then not valid.
@@ -177,8 +180,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     DataFrame
         Columns :data:`THEORY_COLUMNS`: case columns, ``budget``, ``quantity``,
         ``scheme``, ``predicted``, ``predicted_asymptotic``, ``measured``, ``ci_low``,
-        ``ci_high``, ``n_trials``, ``ci_reliable``, and for the bound rows ``rate``,
-        ``gap_db``, ``gap_low``, ``gap_high``, ``n_units``.
+        ``ci_high``, ``n_trials``, ``ci_reliable``, ``n_units`` (the independent units
+        behind the interval), and for the bound rows ``rate``, ``gap_db``, ``gap_low``,
+        ``gap_high``.
 
     Examples
     --------
@@ -223,32 +227,37 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 rel = sdef.key_rel_mse(n, coded)
                 if rel is None:  # e.g. a prod key side at n = 1 (no (n−1)-bit part)
                     continue
-                x = sub["snr_k"].to_numpy(np.float64)
+                x = _unit_values(sub, "snr_k")
                 mean, low, high = mean_ci(x, 0.95, n_resamples, seed + n)
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": sdef.name,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
-                             "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(x),
-                             "ci_reliable": ci_reliable(x)})
+                             "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
+                             "ci_reliable": ci_reliable(x), "n_units": len(x)})
             for m_name, p_name in pairs:
                 if not ({m_name, p_name} <= labels and n >= 2):  # n−1 ≥ 1 bits of MSE
                     continue
-                has_var = "ip_var" in at
-                q = at[at["scheme"] == p_name]["ip_var"].to_numpy(np.float64) if has_var else None
-                k = at[at["scheme"] == m_name]["ip_var"].to_numpy(np.float64) if has_var else None
-                if q is not None and len(q) and len(k):
+                if "ip_var" not in at:
+                    continue
+                q_cell, k_cell = at[at["scheme"] == p_name], at[at["scheme"] == m_name]
+                q, k = _unit_values(q_cell, "ip_var"), _unit_values(k_cell, "ip_var")
+                if len(q) and len(k):
                     rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_same_budget",
                                  "scheme": f"{p_name}/{m_name}",
                                  "predicted": theory.bit_trade_inflation(n, d_pad),
                                  "predicted_asymptotic": 2 * math.pi,
-                                 **ratio_ci(q, k, n_resamples, seed + 100 + n)})
-                prev = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
-                if q is not None and len(q) and len(prev):
+                                 **ratio_ci(q, k, n_resamples, seed + 100 + n),
+                                 "n_trials": min(len(q_cell), len(k_cell)),
+                                 "n_units": min(len(q), len(k))})
+                prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
+                prev = _unit_values(prev_cell, "ip_var")
+                if len(q) and len(prev):
                     rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_residual",
                                  "scheme": f"{p_name}(n)/{m_name}(n-1)",
                                  "predicted": theory.residual_inflation(d_pad),
                                  "predicted_asymptotic": math.pi / 2,
-                                 **ratio_ci(q, prev["ip_var"].to_numpy(np.float64), n_resamples,
-                                            seed + 200 + n)})
+                                 **ratio_ci(q, prev, n_resamples, seed + 200 + n),
+                                 "n_trials": min(len(q_cell), len(prev_cell)),
+                                 "n_units": min(len(q), len(prev))})
         rows += _bound_rows(base, grp, _spectra_for(tuple(case), spectra, n_queries), n_resamples,
                             seed + 300)
     return pd.DataFrame(rows, columns=THEORY_COLUMNS)
@@ -361,6 +370,19 @@ def _trial_bounds(spec: Spectrum, rate: float, trials: np.ndarray) -> np.ndarray
     return b[trials]
 
 
+def _cell_clusters(cell: pd.DataFrame) -> np.ndarray | None:
+    """A cell's cluster labels, or None where its trials are their own units (synthetic
+    trials carry no cluster, or NaN in a frame shared with real cases)."""
+    if "cluster" not in cell or cell["cluster"].isna().any():
+        return None
+    return cell["cluster"].to_numpy()
+
+
+def _unit_values(cell: pd.DataFrame, column: str) -> np.ndarray:
+    """A cell's ``column`` per independent unit: text means on a clustered real capture."""
+    return _by_unit(cell[column].to_numpy(np.float64), _cell_clusters(cell))
+
+
 def _by_unit(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
     """Cluster means when trials come in clusters (the texts of a real capture), else the values."""
     if clusters is None or len(np.unique(clusters)) == len(clusters):
@@ -382,7 +404,7 @@ def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, n_resamples
                 continue
             rate = float(cell[bits].iloc[0])
             bound = _trial_bounds(spec, rate, cell["trial"].to_numpy(np.int64))
-            clusters = cell["cluster"].to_numpy() if "cluster" in cell else None
+            clusters = _cell_clusters(cell)
             xu, gu, bu = (_by_unit(v, clusters) for v in (x, bound - x, bound))
             mean, low, high = mean_ci(xu, 0.95, n_resamples, seed)
             gap, glow, ghigh = mean_ci(gu, 0.95, n_resamples, seed)

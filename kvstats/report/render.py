@@ -316,9 +316,7 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
         return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "
                 f"{_span(n)} trials come from {_span(k)} clusters, whose trials share the text and "
                 "are not independent; every test, interval, count and figure uses the cluster "
-                "means (kvstats.analysis.aggregate_clusters), except the measured k_snr_db and "
-                "variance ratios of \"Theory beside measurement\" (trial-level, said there). "
-                "The trial-level tests are in "
+                "means (kvstats.analysis.aggregate_clusters). The trial-level tests are in "
                 "tables/comparisons_trial_level.csv and the section \"Trial-level tests (not "
                 "independent)\", labelled as such.")
     if clustered:

@@ -392,7 +392,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     summary, comp, cross, theory : DataFrame
         :func:`~kvstats.analysis.summary_table`, :func:`~kvstats.analysis.compare_schemes`,
         :func:`~kvstats.analysis.find_crossovers`, :func:`~kvstats.analysis.theory_table`
-        (on cluster means where the unit is the cluster; the theory table on trials).
+        (on cluster means where the unit is the cluster, the theory table too).
     figs : dict of str to Path
         Figure name → PNG path (empty: no figures).
     opts : dict
@@ -564,10 +564,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               "See kvstats.analysis.theory_table. Measured: the mean (for the ratios, the ratio "
               f"of the two means) with a 95% BCa bootstrap CI ({opts['bootstrap_resamples']} "
               "resamples; a ratio resamples its two samples apart, ignoring that they share trials)."
-              + (" The measured means and bootstrap CIs of this table are over trials, not "
-                 f"{unit}: the trials of one cluster are correlated, so these intervals are "
-                 "optimistic (the rate–distortion gaps above are over "
-                 f"{unit})." if clustered else ""))
+              + (f" Here every measured mean and interval is over {unit} (each one's trials "
+                 "averaged first), as the rate–distortion gaps above." if clustered else ""))
         doc.table(_theory_fmt(theory, digits))
 
     if comp_trials is not None:

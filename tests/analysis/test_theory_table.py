@@ -175,3 +175,32 @@ def test_a_fractional_budget_makes_no_theory_row(frame_factory):
     t = theory_table(frame_factory({("KQV", 2): 0.0, ("K4V1", 2.5): 0.0}, n=20), n_resamples=99)
     snr = t[t.quantity == "k_snr_db"]
     assert list(zip(snr.budget, snr.scheme)) == [(2.0, "KQV")]
+
+
+def test_on_a_clustered_frame_every_measured_row_is_over_texts():
+    # 6 texts x 5 trials per cell: each row's mean and interval are those of the 6 text
+    # means (mean_ci / ratio_ci on the text means, same seeds), n_units = 6, n_trials = 30
+    from kvstats.analysis.intervals import mean_ci, ratio_ci
+
+    config = {"schemes": ["KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+              "dims": [64], "n_keys": [32], "n_trials": 30}
+    frame = kvstats.run_sweep(config, executor="serial", progress=False).frame
+    rng = np.random.default_rng(1)
+    frame["cluster"] = frame["trial"] // 5
+    frame["ip_var"] *= np.exp(rng.normal(0, 1, 6))[frame["cluster"]]   # a strong text effect
+    table = theory_table(frame, n_resamples=99, seed=3)
+    texts = lambda cell, col: cell.groupby("cluster")[col].mean().to_numpy()  # noqa: E731
+    cell = lambda s, n: frame[(frame["scheme"] == s) & (frame["budget"] == n)]  # noqa: E731
+    snr = table[(table["quantity"] == "k_snr_db") & (table["scheme"] == "KQV")
+                & (table["budget"] == 3)].iloc[0]
+    assert (snr["n_trials"], snr["n_units"]) == (30, 6)
+    assert (snr["measured"], snr["ci_low"], snr["ci_high"]) == pytest.approx(
+        mean_ci(texts(cell("KQV", 3), "snr_k"), 0.95, 99, 3 + 3), rel=1e-12)
+    ratio = table[(table["quantity"] == "ip_var_ratio_same_budget") & (table["budget"] == 3)].iloc[0]
+    want = ratio_ci(texts(cell("QKQV", 3), "ip_var"), texts(cell("KQV", 3), "ip_var"), 99, 3 + 103)
+    assert (ratio["n_trials"], ratio["n_units"]) == (30, 6)
+    assert (ratio["ci_low"], ratio["ci_high"]) == pytest.approx((want["ci_low"], want["ci_high"]),
+                                                                rel=1e-12)
+    # without clusters the same rows are over the 30 trials
+    plain = theory_table(frame.drop(columns="cluster"), n_resamples=99, seed=3)
+    assert set(plain.loc[plain["quantity"] != "k_snr_bound", "n_units"].dropna()) <= {30}

@@ -152,8 +152,8 @@ def test_on_cluster_means_counts_theory_and_figures_say_texts(tmp_path):
     assert header.rstrip(" |").endswith("| texts") and "| trials |" not in header
     row = _table_rows(md, "KQV")[0]
     assert row.rstrip(" |").endswith("| 12")                   # 12 texts, not 120 trials
-    assert "measured means and bootstrap CIs of this table are over trials, not texts" in md
-    assert "except the measured k_snr_db" in md
+    assert "every measured mean and interval is over texts (each one's trials averaged first)" in md
+    assert "except the measured k_snr_db" not in md
     # the Shannon–φ note, whose words are per trial, is followed by the unit of its points
     opts = validate_report_options({"bootstrap_resamples": 99})
     trials = pd.read_csv(rep.files["comparisons_trial_level"])
