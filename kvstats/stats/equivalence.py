@@ -92,8 +92,10 @@ class EquivalenceResult(_FrameMixin):
         (H1: parameter > margin_low).
     method : str
         "fieller-welch", "fieller-paired", "delta-welch", "delta-paired", "bootstrap-t",
-        "bootstrap-t-paired", "brunner-munzel" or "brunner-munzel-paired". Degenerate
-        data (zero standard error) always report the delta method's point interval.
+        "bootstrap-t-paired", "brunner-munzel" or "brunner-munzel-paired"; on degenerate
+        data (zero spread) "degenerate" for the ratio test (p-values 1, interval [0, inf]:
+        nothing bounds the variance) and "brunner-munzel-bound" / "brunner-munzel-paired-bound"
+        for the rank test (the largest variance θ̂ can have, see :func:`tost_rank`).
     n_x, n_y : int
     """
 
@@ -168,23 +170,16 @@ def _t_tests(est: float, se: float, ref, lo: float, hi: float, null: float,
 
     ``ref`` is the reference distribution of (estimate - parameter)/se (_TRef or
     _BootRef). ``lo``/``hi`` may be -inf/inf (the side a one-sided test does not use).
-    With se = 0 the interval is the point estimate and each p-value is 0 or 1.
+    ``se`` > 0: the callers handle data without spread first.
     """
     use_lo = alternative in ("equivalence", "greater")
     use_hi = alternative in ("equivalence", "less")
-    if se > 0:
-        t_lo, t_hi = (est - lo) / se, (est - hi) / se
-        p_lo, p_hi = ref.sf(t_lo), ref.cdf(t_hi)
-        q_lo, q_hi = ref.quantiles(alpha)
-        ci_lo, ci_hi = est - q_hi * se, est - q_lo * se
-        t0 = (est - null) / se
-        p_diff = float(min(1.0, 2 * min(ref.sf(t0), ref.cdf(t0))))
-    else:
-        t_lo = np.inf if est > lo else -np.inf
-        t_hi = -np.inf if est < hi else np.inf
-        p_lo, p_hi = (0.0 if est > lo else 1.0), (0.0 if est < hi else 1.0)
-        ci_lo = ci_hi = est
-        p_diff = 1.0 if est == null else 0.0
+    t_lo, t_hi = (est - lo) / se, (est - hi) / se
+    p_lo, p_hi = ref.sf(t_lo), ref.cdf(t_hi)
+    q_lo, q_hi = ref.quantiles(alpha)
+    ci_lo, ci_hi = est - q_hi * se, est - q_lo * se
+    t0 = (est - null) / se
+    p_diff = float(min(1.0, 2 * min(ref.sf(t0), ref.cdf(t0))))
     if not use_lo:
         p_lo, t_lo, ci_lo = np.nan, np.inf, -np.inf
     if not use_hi:
@@ -449,7 +444,10 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     -----
     All three are large-sample methods: with skewed data and few trials the one-sided
     errors differ from α (most for paired, strongly skewed data); docs/statistics.md
-    gives the measured sizes. ``pvalue_difference`` (ratio = 1) is Welch's t-test
+    gives the measured sizes. Data without spread (constant samples) give no variance
+    estimate and nothing bounds one: such a test shows neither equivalence nor a
+    difference (p-values 1, method "degenerate"); a zero standard error used to read
+    as equivalence at any n. ``pvalue_difference`` (ratio = 1) is Welch's t-test
     (``scipy.stats.ttest_ind(equal_var=False)``), or the paired t-test, for "fieller".
 
     Examples
@@ -481,16 +479,28 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     se = float(np.sqrt(var))
     lo = np.log(low) if alternative != "less" else -np.inf
     hi = np.log(high) if alternative != "greater" else np.inf
-    if method == "fieller" and se > 0:
+    if not se > 0:
+        # No spread in the data (constant samples, or a constant paired ratio): nothing
+        # bounds the variance of a mean of unbounded positive values, so the data can show
+        # neither equivalence nor a difference: p-values 1, the interval unbounded.
+        p_lo = 1.0 if np.isfinite(lo) else np.nan
+        p_hi = 1.0 if np.isfinite(hi) else np.nan
+        return EquivalenceResult(
+            test="tost_ratio", statistic=-np.inf, pvalue=1.0, estimate=float(np.exp(est)),
+            low=0.0, high=np.inf, margin_low=float(np.exp(lo)), margin_high=float(np.exp(hi)),
+            pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=1.0, within_margin=False,
+            standard_error=se, df=float(df), alpha=alpha, alternative=alternative,
+            method="degenerate", n_x=int(x.size), n_y=int(y.size))
+    if method == "fieller":
         used = "fieller-paired" if paired else "fieller-welch"
         statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff, df = _fieller_tests(
             x, y, paired, float(np.exp(est)), low, high, alpha, alternative)
     else:
-        if method == "bootstrap-t" and se > 0:
+        if method == "bootstrap-t":
             ref = _BootRef(_bootstrap_t(x, y, paired, est, n_resamples, as_generator(seed)))
             used = "bootstrap-t-paired" if paired else "bootstrap-t"
             df = np.nan
-        else:   # delta, or any method on degenerate data (se = 0: a point interval)
+        else:   # delta
             ref = _TRef(df)
             used = "delta-paired" if paired else "delta-welch"
         statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = _t_tests(
@@ -559,8 +569,13 @@ def tost_rank(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
 
     Notes
     -----
-    If every placement is constant (e.g. complete separation, or all values equal) the
-    standard error is 0: the interval is the point θ̂ and each one-sided p-value is 0 or 1.
+    If every placement is constant (complete separation, or all values equal) the
+    Brunner–Munzel standard error is 0, which would make any n look decisive (two tied
+    values each would be "equivalent"). The test then uses the largest standard error θ̂
+    can have at these sample sizes, with a normal reference (method ``"…-bound"``, df
+    inf): 1/(2√min(n_x, n_y)) unpaired (Birnbaum & Klose 1957: Var(θ̂) <= θ(1 − θ)/min(n_x,
+    n_y)), 1/√n paired. Valid whatever the distributions, and conservative: all-tied
+    samples of 2 are not equivalent within δ = 0.1 (p = 0.39), of 200 they are (p = 0.002).
 
     Examples
     --------
@@ -589,6 +604,16 @@ def tost_rank(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         denom = a**2 / (x.size - 1) + b**2 / (y.size - 1)
         df = var**2 / denom if denom > 0 else float(x.size + y.size - 2)
         method = "brunner-munzel"
+    if not var > 0:
+        # Every placement constant (all values tied, or complete separation): the rank
+        # variance estimate is 0 and says nothing about θ̂'s spread. Use the largest
+        # variance any θ̂ of these sizes can have instead, with a normal reference:
+        # unpaired, Var(θ̂) <= θ(1 − θ)/min(n_x, n_y) <= 1/(4 min(n_x, n_y)) (Birnbaum &
+        # Klose 1957; for any kernel in [0, 1], ties included); paired, F_y(X) − F_x(Y)
+        # lies in [−1, 1], so Var(θ̂) <= 4θ(1 − θ)/n <= 1/n.
+        var = 1.0 / x.size if paired else 0.25 / min(x.size, y.size)
+        df = np.inf
+        method += "-bound"
     se = float(np.sqrt(var))
     lo = low if alternative != "less" else -np.inf
     hi = high if alternative != "greater" else np.inf

@@ -390,14 +390,21 @@ def test_margins_and_one_sided_conventions():
 
 
 def test_degenerate_and_unbounded():
-    # constant samples: zero standard error, a point interval
-    res = tost_ratio(np.full(5, 2.0), np.full(6, 2.0), margin=0.1)
-    assert res.standard_error == 0 and res.low == res.high == 1.0 and res.within_margin
-    res = tost_ratio(np.full(5, 3.0), np.full(6, 2.0), margin=0.1)
-    assert res.low == res.high == pytest.approx(1.5) and not res.within_margin and res.pvalue == 1.0
-    # complete separation in ranks: theta = 1, never equivalent
+    # constant samples: no spread, no variance estimate, nothing bounds one -> the ratio
+    # test shows neither equivalence nor a difference (a zero standard error used to read
+    # as equivalence at n = 5)
+    for x, y in ((np.full(5, 2.0), np.full(6, 2.0)), (np.full(5, 3.0), np.full(6, 2.0))):
+        for method in RATIO_METHODS:
+            res = tost_ratio(x, y, margin=0.1, method=method)
+            assert (res.method, res.within_margin, res.pvalue, res.pvalue_difference) == (
+                "degenerate", False, 1.0, 1.0)
+            assert (res.low, res.high, res.estimate) == (0.0, np.inf, pytest.approx(x[0] / y[0]))
+    # complete separation in ranks: theta = 1, never equivalent; the rank variance
+    # estimate is 0, so the bound 1/(4 min(n_x, n_y)) is used (Birnbaum & Klose 1957)
     res = tost_rank([5.0, 6.0, 7.0], [1.0, 2.0], delta=0.2)
-    assert res.estimate == 1.0 and not res.within_margin
+    assert res.estimate == 1.0 and not res.within_margin and res.method == "brunner-munzel-bound"
+    assert res.standard_error == pytest.approx(0.5 / np.sqrt(2)) and res.df == np.inf
+    assert res.pvalue_difference == pytest.approx(2 * stats.norm.sf(0.5 / (0.5 / np.sqrt(2))))
     # the rank interval is clipped to theta's range [0, 1]: Brunner-Munzel's se = 0.25 and
     # df = 3 here put the t limit at 0.25 - t_{0.95, 3} 0.25 = -0.338 (closed form)
     res = tost_rank([1.0, 2.0, 3.0, 10.0], [4.0, 5.0, 6.0, 7.0, 8.0], delta=0.3)
@@ -511,3 +518,31 @@ def test_frame_and_validation():
         tost_rank(x, y, paired=1)
     with pytest.raises(ValueError, match="n_resamples must be at least"):
         tost_ratio(x, y, method="bootstrap-t", n_resamples=10)
+
+
+def test_tost_rank_all_tied_samples_use_the_variance_bound():
+    # closed forms with the normal reference: unpaired se = 1/(2 sqrt(min n)), paired 1/sqrt(n)
+    res = tost_rank([0.0, 0.0], [0.0, 0.0], delta=0.1)
+    assert res.method == "brunner-munzel-bound" and not res.within_margin
+    assert res.pvalue == pytest.approx(stats.norm.sf(0.1 / (0.5 / np.sqrt(2))), rel=1e-12)   # 0.389
+    res = tost_rank(np.zeros(200), np.zeros(300), delta=0.1)
+    assert res.within_margin and res.pvalue == pytest.approx(stats.norm.sf(0.1 / (0.5 / np.sqrt(200))))
+    assert (res.low, res.high) == pytest.approx((0.5 - stats.norm.ppf(0.95) * 0.5 / np.sqrt(200),
+                                                 0.5 + stats.norm.ppf(0.95) * 0.5 / np.sqrt(200)))
+    res = tost_rank(np.ones(50), np.ones(50), delta=0.1, paired=True)
+    assert res.method == "brunner-munzel-paired-bound" and not res.within_margin
+    assert res.pvalue == pytest.approx(stats.norm.sf(0.1 / (1 / np.sqrt(50))), rel=1e-12)   # 0.240
+
+
+def test_tost_rank_type_one_error_when_samples_can_be_all_tied():
+    # x = 0 always, y ~ Bernoulli(0.2): theta = 0.5 + (0 - 0.2)/2 = 0.4, on the margin of
+    # H0: theta <= 0.4. With n = 8, y is all zero (every placement tied) with probability
+    # 0.8^8 = 0.17: a zero standard error rejected every one of those (size >= 0.17).
+    rng = np.random.default_rng(11)
+    reps, n = 1000, 8
+    results = [tost_rank(np.zeros(n), (rng.random(n) < 0.2).astype(float), delta=0.1,
+                         alternative="greater") for _ in range(reps)]
+    tied = np.mean([r.method.endswith("-bound") for r in results])
+    rejected = np.mean([r.pvalue <= 0.05 for r in results])
+    assert tied > 0.12                                   # the degenerate case is frequent here
+    assert rejected <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
