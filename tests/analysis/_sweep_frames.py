@@ -4,6 +4,8 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis import METRICS
+from kvstats.results import SweepResult
+from kvstats.sweep import SweepConfig
 
 
 def make_frame(spec, n=60, seed=0, case=("gaussian", "-", 64, 128)):
@@ -37,3 +39,14 @@ def clustered_frame(n_texts=12, per_text=10, seed=4):
                 scheme=scheme, bits_nominal=budget, bits_total=budget + 0.25,
                 trial=np.arange(text.size), cluster=text))
     return pd.concat(parts, ignore_index=True)
+
+
+def sweep_result(frame, schemes=("KQV", "QKQV"), report=None, distributions=("gaussian",)):
+    """``frame`` wrapped as a SweepResult of a small config (report options ``report``)."""
+    cfg = SweepConfig.from_dict({"schemes": list(schemes), "distributions": list(distributions),
+                                 "budgets": [2, 3], "n_trials": 20,
+                                 "report": {"bootstrap_resamples": 99, **(report or {})}})
+    manifest = {"n_cells": 4, "seed": 0, "started": "t0", "finished": "t1", "seconds": 1.0,
+                "n_computed": 4, "executor": "serial", "host": {"platform": "test", "cpus": 2},
+                "git": None, "versions": {"numpy": np.__version__}}
+    return SweepResult(frame, manifest, cfg)

@@ -9,20 +9,9 @@ import pytest
 from kvstats.analysis import METRICS
 from kvstats.report import hypothesis_report
 from kvstats.report.sections import R_CONVENTION, R_HEADER
-from kvstats.results import SweepResult
-from kvstats.sweep import SweepConfig
 
 from _sweep_frames import clustered_frame as _clustered_frame, make_frame
-
-
-def _result(frame, report=None):
-    cfg = SweepConfig.from_dict({"schemes": ["KQV", "QKQV"], "distributions": ["gaussian"],
-                                 "budgets": [2, 3], "n_trials": 20,
-                                 "report": {"bootstrap_resamples": 99, **(report or {})}})
-    manifest = {"n_cells": 4, "seed": 0, "started": "t0", "finished": "t1", "seconds": 1.0,
-                "n_computed": 4, "executor": "serial", "host": {"platform": "test", "cpus": 2},
-                "git": None, "versions": {"numpy": np.__version__}}
-    return SweepResult(frame, manifest, cfg)
+from _sweep_frames import sweep_result as _result
 
 
 def _comparison_lines(md):
@@ -66,14 +55,14 @@ def test_sign_convention_is_stated_once_for_tables_and_figures(tmp_path):
 
 def test_equivalence_margins_from_the_config(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 3.0}, n=300, seed=3)
-    rep = hypothesis_report(_result(f, {"equivalence": {"kl": 1.0}}), tmp_path, figures=False,
+    rep = hypothesis_report(_result(f, report={"equivalence": {"kl": 1.0}}), tmp_path, figures=False,
                             energy_resamples=19)
     eq = rep.comparisons[rep.comparisons.test == "equivalence"].set_index("budget")
     assert eq.loc[2.0, "verdict"] == "equivalent within δ" and eq.loc[3.0, "verdict"] == "different"
     md = rep.files["markdown"].read_text()
     assert "## Equivalence within declared margins" in md and "≈" not in md
     with pytest.raises(ValueError, match="report option 'equivalence' has unknown metric 'kll'"):
-        hypothesis_report(_result(f, {"equivalence": {"kll": 0.5}}), tmp_path / "bad", figures=False)
+        hypothesis_report(_result(f, report={"equivalence": {"kll": 0.5}}), tmp_path / "bad", figures=False)
 
 
 def test_clustered_frames_use_the_cluster_as_the_unit(tmp_path):

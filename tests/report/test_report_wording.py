@@ -15,20 +15,9 @@ from kvstats.report import hypothesis_report
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (EQUIVALENCE_HEAVY_NOTE, HEAVY_MARK, HEAVY_NOTE, R_CONVENTION,
                                      _heavy_summary, _pct, build_document)
-from kvstats.results import SweepResult
-from kvstats.sweep import SweepConfig
 
 from _sweep_frames import clustered_frame as _clustered_frame, make_frame
-
-
-def _result(frame, schemes=("KQV", "QKQV"), report=None, distributions=("gaussian",)):
-    cfg = SweepConfig.from_dict({"schemes": list(schemes), "distributions": list(distributions),
-                                 "budgets": [2, 3], "n_trials": 20,
-                                 "report": {"bootstrap_resamples": 99, **(report or {})}})
-    manifest = {"n_cells": 4, "seed": 0, "started": "t0", "finished": "t1", "seconds": 1.0,
-                "n_computed": 4, "executor": "serial", "host": {"platform": "test", "cpus": 2},
-                "git": None, "versions": {"numpy": np.__version__}}
-    return SweepResult(frame, manifest, cfg)
+from _sweep_frames import sweep_result as _result
 
 
 def _table_rows(md, first_cell):
