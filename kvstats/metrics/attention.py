@@ -329,9 +329,10 @@ def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
     Parameters
     ----------
     ref, quant : array_like, same shape
-        Reference and quantized scores (finite or ``-inf``).
+        Reference and quantized scores (finite or ``-inf`` for a masked key).
     k : int
-        Size of the routing set, ``1 ≤ k ≤ N``.
+        Size of the routing set, ``1 ≤ k ≤`` the number of finite reference scores of
+        every row (a ValueError otherwise: masked keys cannot be retrieved).
     axis : int
         Axis of the keys.
 
@@ -349,6 +350,13 @@ def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
     r, s, axis = _pair(ref, quant, "ref", "quant", axis)
     n = r.shape[axis]
     k = check_int(k, "k", low=1, high=n)
+    # a masked key (-inf) in the reference's top k would count as retrieved whenever the
+    # quantized k-th score is -inf too: recall@k needs k unmasked keys in every row
+    valid = np.isfinite(r).sum(axis=axis)
+    if valid.size and int(valid.min()) < k:
+        raise ValueError(f"k must be at most the number of finite (unmasked) reference scores "
+                         f"in every row; received k = {k}, and a row with {int(valid.min())} "
+                         f"(select the rows with at least k visible keys)")
     return _topk_recall(np.moveaxis(r, axis, -1), np.moveaxis(s, axis, -1), k)
 
 

@@ -302,3 +302,16 @@ def test_kl_refuses_rows_that_sum_to_less_than_one():
     # log Σ exp = log 0.99 < −1e-6: as unnormalised as a sum above 1
     with pytest.raises(ValueError, match=r"logq must be normalised"):
         kl_divergence(np.log([0.5, 0.5]), np.log([0.5, 0.49]))
+
+
+def test_topk_recall_needs_k_unmasked_keys_in_every_row():
+    # row 0 has 2 finite reference scores: with k = 3 a masked key would sit in the
+    # reference's top 3 and count as retrieved (quantized k-th score -inf too)
+    from kvstats.metrics import topk_recall
+
+    ref = np.array([[3.0, 2.0, -np.inf, -np.inf], [4.0, 3.0, 2.0, 1.0]])
+    quant = np.array([[2.0, 3.0, -np.inf, -np.inf], [1.0, 2.0, 3.0, 4.0]])
+    with pytest.raises(ValueError, match="k must be at most the number of finite .* a row with 2"):
+        topk_recall(ref, quant, k=3)
+    assert topk_recall(ref, quant, k=2).tolist() == [1.0, 0.0]
+    assert topk_recall(ref[1:], quant[1:], k=3).tolist() == [pytest.approx(2 / 3)]
