@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
                     help="bootstrap resamples per confidence interval (default: config's, else 999)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
+    rp.add_argument("--no-progress", action="store_true",
+                    help="do not show the progress bar of the energy tests")
 
     th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
                         description="Print, per bit width, the Lloyd–Max distortion of the "
@@ -139,7 +141,8 @@ def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report
           f"{len(result.frame)} rows in {time.perf_counter() - tic:.1f} s -> {args.out}")
     if not args.no_report:
         tic = time.perf_counter()
-        rep = hypothesis_report(result, args.out, figures=not args.no_figures)
+        rep = hypothesis_report(result, args.out, figures=not args.no_figures,
+                                progress=not args.no_progress)
         print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
               f"in {time.perf_counter() - tic:.1f} s")
         found = rep.crossovers[rep.crossovers["crossover"]] if not rep.crossovers.empty else rep.crossovers
@@ -161,7 +164,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
                                 energy_resamples=args.energy_resamples,
                                 bootstrap_resamples=args.bootstrap_resamples,
-                                figures=False if args.no_figures else None)
+                                figures=False if args.no_figures else None,
+                                progress=not args.no_progress)
     print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
     return 0
 

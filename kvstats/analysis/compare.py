@@ -14,6 +14,7 @@ tests conservative (valid, with some power lost).
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -163,7 +164,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                     energy_resolution: str = "family", energy_stop: int = 10, seed: int = 0,
                     ks: bool = True, energy: bool = True,
                     equivalence: Mapping[str, float] | None = None,
-                    equivalence_test: str = "ratio") -> pd.DataFrame:
+                    equivalence_test: str = "ratio", progress: bool = False) -> pd.DataFrame:
     """Pairwise tests between schemes at each case and budget, adjusted across the whole table.
 
     For each pair (a, b), case and budget: per metric a Mann–Whitney U test (``effect``
@@ -212,6 +213,9 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         Seed of the energy permutations (pair i uses ``seed + i``).
     ks, energy : bool
         Include the KS and energy tests.
+    progress : bool
+        A tqdm progress bar (stderr) over the energy tests, the slow part: each may draw
+        the family's resolution in permutations (tens of thousands for a large family).
     equivalence : mapping metric -> margin, optional
         Equivalence margins: ``equivalence_test="ratio"``: mean(a)/mean(b) within
         [1/(1+δ), 1+δ] (:func:`kvstats.stats.equivalence.tost_ratio`, b the reference);
@@ -299,7 +303,10 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     b_max = energy_resamples
     if energy_resolution == "family" and n_tests:
         b_max = max(b_max, required_resolution(n_tests, alpha, correction).n_permutations)
-    for base, X, Y, s in energy_jobs:
+    from tqdm.auto import tqdm
+
+    for base, X, Y, s in tqdm(energy_jobs, desc="energy tests", unit="test", file=sys.stderr,
+                              disable=not progress or not energy_jobs):
         rows.append({**base, "mean_a": math.nan, "mean_b": math.nan, "median_a": math.nan,
                      "median_b": math.nan, **_energy_row(X, Y, b_max, energy_stop, s)})
 

@@ -120,7 +120,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                       seed: int | None = None, figures: bool | None = None,
                       energy_resolution: str | None = None,
                       equivalence: Mapping[str, float] | None = None,
-                      equivalence_test: str | None = None, unit: str | None = None) -> Report:
+                      equivalence_test: str | None = None, unit: str | None = None,
+                      progress: bool = False) -> Report:
     """Write the hypothesis-test report of a sweep to ``out_dir``.
 
     Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
@@ -166,6 +167,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         "ratio", "auto").
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``).
+    progress : bool
+        A progress bar (stderr) over the energy tests, which dominate a large report's
+        time (the ``kvstats`` command shows it unless ``--no-progress``).
 
     Returns
     -------
@@ -208,7 +212,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                energy_resolution=opts["energy_resolution"],
                                energy_stop=opts["energy_stop"], seed=opts["seed"],
                                equivalence=opts["equivalence"],
-                               equivalence_test=opts["equivalence_test"])
+                               equivalence_test=opts["equivalence_test"], progress=progress)
 
     summary = summary_table(frame, confidence=opts["confidence"], n_resamples=opts["bootstrap_resamples"],
                             seed=opts["seed"])

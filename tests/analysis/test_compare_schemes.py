@@ -121,3 +121,14 @@ def test_crossovers_read_only_the_mann_whitney_rows_of_two_budgets_or_more():
     assert len(c) == 1 and c.loc[0, "winners"] == "2:QKQV, 3:KQV" and c.loc[0, "crossover"]
     one = compare_schemes(f[f.budget == 2], [("KQV", "QKQV")], metrics=["kl"], energy=False)
     assert find_crossovers(one).empty              # one budget: nothing can cross
+
+
+def test_progress_bar_over_the_energy_tests_goes_to_stderr_and_changes_nothing(capsys):
+    f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.5, ("KQV", 4): 0.0, ("QKQV", 4): 0.5}, n=20)
+    quiet = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=99, energy_resolution="fixed")
+    assert capsys.readouterr().err == ""
+    shown = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=99, energy_resolution="fixed",
+                            progress=True)
+    err = capsys.readouterr().err
+    assert "energy tests" in err and "2/2" in err          # one energy test per budget
+    assert shown.equals(quiet)
