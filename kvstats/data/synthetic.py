@@ -358,16 +358,9 @@ def attention_entropy(q: Float[np.ndarray, "*batch n_q d"],
     >>> attention_entropy(np.zeros((1, 4)), np.ones((8, 4))).round(4)  # uniform: log 8
     array([2.0794])
     """
-    q = as_float_array(q, "q", min_ndim=2).astype(np.float64, copy=False)
-    K = as_float_array(K, "K", min_ndim=2).astype(np.float64, copy=False)
-    if q.shape[-1] != K.shape[-1]:
-        raise ValueError(f"q (*batch, n_q, d) and K (*batch, N, d) must share d; received q "
-                         f"{_describe(q)} and K {_describe(K)}")
-    try:
-        np.broadcast_shapes(q.shape[:-2], K.shape[:-2])
-    except ValueError:
-        raise ValueError(f"the batch axes of q {q.shape[:-2]} and K {K.shape[:-2]} must "
-                         "broadcast") from None
+    from kvstats.metrics.attention import _q_k   # metrics imports data: not at the top
+
+    q, K = (a.astype(np.float64, copy=False) for a in _q_k(q, K))
     with np.errstate(over="ignore", invalid="ignore"):      # refused just below
         logits = q @ np.swapaxes(K, -1, -2) / np.sqrt(q.shape[-1])
     if not np.isfinite(logits).all():

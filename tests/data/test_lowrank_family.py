@@ -154,7 +154,7 @@ def test_attention_entropy():
     z = q @ np.swapaxes(K, -1, -2) / np.sqrt(8)
     p = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
     np.testing.assert_allclose(attention_entropy(q, K), -(p * np.log(p)).sum(-1), rtol=1e-12)
-    with pytest.raises(ValueError, match="must share d"):
+    with pytest.raises(ValueError, match="must share the feature axis d"):
         attention_entropy(np.zeros((1, 3)), np.zeros((4, 5)))
 
 
