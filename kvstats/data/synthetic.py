@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float
 
-from kvstats._checks import (_describe, as_float_array, as_generator, check_choice, check_int,
+from kvstats._checks import (_describe, as_generator, check_choice, check_int,
                              check_real)
 from kvstats.data.trials import Trials
 
