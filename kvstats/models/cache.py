@@ -129,6 +129,11 @@ class _CodesLayer(DynamicLayer):
         owner = self.owner
         self.device = key_states.device
         batch, self.n_heads, _, dim = key_states.shape
+        if value_states.shape[:2] + value_states.shape[3:] != key_states.shape[:2] + key_states.shape[3:]:
+            # one scheme codes both sides at one head dimension
+            raise ValueError("value_states must have the heads and head dimension of key_states "
+                             f"(batch, heads, tokens, dim); received keys {tuple(key_states.shape)}, "
+                             f"values {tuple(value_states.shape)}")
         # an empty tail of its own (never a view that keeps the prefill's K/V alive)
         self.keys = key_states.new_empty((batch, self.n_heads, 0, dim))
         self.values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
@@ -497,11 +502,13 @@ class QuantizedCache(Cache):
         return self.nbytes() / n
 
     def fp16_bytes_per_token(self) -> float:
-        """What an fp16 cache of the same layers and heads stores per token."""
+        """What an fp16 cache of the same layers and heads stores per token (K and V each
+        with its own heads and head dimension)."""
         layers = self._live()
         if not layers:
             raise ValueError("the cache is empty: fp16_bytes_per_token needs an initialized layer")
-        return float(sum(2 * 2 * lay.keys.shape[1] * lay.keys.shape[-1] for lay in layers))
+        return float(sum(2 * (lay.keys.shape[1] * lay.keys.shape[-1] + lay.values.shape[1] * lay.values.shape[-1])
+                         for lay in layers))
 
     def memory_report(self) -> dict:
         """Every byte the cache holds, by kind, and per token.

@@ -117,6 +117,9 @@ def make_peer_cache(name: str, config, *, residual_length: int = 0, **params):
 def fp16_bytes_per_token(config) -> float:
     """What an fp16 cache of the model's layers and KV heads stores per token (K and V).
 
+    V's head dimension is the config's ``v_head_dim`` where it has one (models whose
+    values are narrower or wider than their keys), else K's.
+
     Examples
     --------
     >>> from transformers import LlamaConfig
@@ -127,7 +130,8 @@ def fp16_bytes_per_token(config) -> float:
     """
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return float(2 * 2 * config.num_hidden_layers * heads * dim)
+    v_dim = getattr(config, "v_head_dim", None) or dim
+    return float(2 * config.num_hidden_layers * heads * (dim + v_dim))
 
 
 _OPAQUE = (str, bytes, int, float, complex, bool, type(None), type, types.ModuleType,

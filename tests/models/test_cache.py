@@ -128,6 +128,14 @@ def test_memory_matches_the_scheme_accounting():
     assert report["ratio_to_fp16"] < 0.3 and report["nbytes"] == cache.nbytes()
 
 
+def test_values_with_another_head_shape_are_refused():
+    k, v = _kv(8)
+    with pytest.raises(ValueError, match="value_states must have the heads and head dimension"):
+        QuantizedCache("KQV", 4).update(k, v[..., :32], layer_idx=0)
+    with pytest.raises(ValueError, match="value_states must have the heads"):
+        QuantizedCache("KQV", 4).update(k, v[:, :2], layer_idx=0)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="name must be one of"):
         QuantizedCache("nonsense", 4)

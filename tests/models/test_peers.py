@@ -188,3 +188,15 @@ def test_budget_and_residual_matter_and_held_bytes_are_reported(tiny):
     long = kl_quality(model, tok, TEXTS, "hf:quanto-int4", mode="decode", prefill_tokens=1, window=512)
     assert long.kl.mean() < df[df.scheme == "hf:quanto-int4"].kl.mean()
     assert long.attrs["bytes_per_token"] > fp16_bytes_per_token(model.config)  # float32 residual
+
+
+def test_fp16_baseline_takes_v_head_dim_for_the_values():
+    # a config whose values are narrower than its keys (DeepSeek-style v_head_dim):
+    # 2 bytes x layers x KV heads x (K dim + V dim)
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         hidden_size=256, head_dim=64)
+    assert fp16_bytes_per_token(config) == 2 * 2 * 2 * (64 + 64)
+    config.v_head_dim = 32
+    assert fp16_bytes_per_token(config) == 2 * 2 * 2 * (64 + 32)
