@@ -12,7 +12,8 @@ from .cluster import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
 from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
 from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
-from .rank import KSResult, MannWhitneyResult, ks_2samp, mann_whitney
+from .rank import (KSResult, MannWhitneyResult, SignedRankResult, ks_2samp, mann_whitney,
+                   wilcoxon_signed_rank)
 from .tail import HeavyTailWarning, TailIndexResult, tail_index
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "MultipleTestResult",
     "PowerResult",
     "SampleSizeResult",
+    "SignedRankResult",
     "TailIndexResult",
     "TiesWarning",
     "add_adjusted_pvalues",
@@ -42,4 +44,5 @@ __all__ = [
     "power_mann_whitney",
     "tail_index",
     "trials_for_power",
+    "wilcoxon_signed_rank",
 ]
