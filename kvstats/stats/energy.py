@@ -108,6 +108,8 @@ class EnergyTestResult(_FrameMixin):
         B.
     kind, standardize, n_x, n_y, dim :
         As for :class:`EnergyDistanceResult`.
+    paired : bool
+        Whether the relabellings were within-pair swaps (``energy_test(paired=True)``).
     """
 
     statistic: float
@@ -120,6 +122,7 @@ class EnergyTestResult(_FrameMixin):
     n_x: int
     n_y: int
     dim: int
+    paired: bool = False
     _test_name = "energy_test"
 
 
@@ -361,8 +364,48 @@ def _random_subsets(rng: np.random.Generator, k: int, n: int, m: int,
     return out
 
 
+def _random_swaps(rng: np.random.Generator, k: int, m: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
+    """(k, 2m) bool labellings of m pairs, each pair's two rows swapped with probability 1/2.
+
+    Row i of X is pooled position i, its partner in Y position m + i; a labelling marks x
+    at i (no swap) or at m + i (swap), independently per pair. One uniform per pair, drawn
+    row-major in row chunks (``rng.random``), so drawing k1 rows then k2 gives the same
+    labellings as drawing k1 + k2 at once (what the sequential test relies on).
+    """
+    if out is None:
+        out = np.empty((k, 2 * m), dtype=bool)
+    rows_per_draw = max(1, _CHUNK_BYTES // (8 * m))
+    for start in range(0, k, rows_per_draw):
+        stop = min(k, start + rows_per_draw)
+        keep = rng.random((stop - start, m)) < 0.5
+        out[start:stop, :m] = keep
+        out[start:stop, m:] = ~keep
+    return out
+
+
+def _check_paired(paired: bool, n_x: int, n_y: int) -> bool:
+    """``paired`` as a bool; a ``ValueError`` naming X and Y when paired rows do not match."""
+    paired = check_bool(paired, "paired")
+    if paired and n_x != n_y:
+        raise ValueError(f"paired=True needs X and Y of the same length (row i of X is paired "
+                         f"with row i of Y); received len(X)={n_x}, len(Y)={n_y}")
+    return paired
+
+
+def _paired_min_p(m: int) -> float:
+    """2**(1 - m): the smallest exact p-value of the within-pair swap group of m pairs.
+
+    Of the 2**m swap labellings, the observed one and the full swap give the same energy
+    statistic (it is symmetric in X and Y when n_x = n_y), so no data can give an exact
+    p-value below 2/2**m.
+    """
+    return float(np.ldexp(1.0, 1 - m))
+
+
 def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike = 0,
-                standardize: bool = False, kind: str = "V") -> EnergyTestResult:
+                standardize: bool = False, kind: str = "V", *,
+                paired: bool = False) -> EnergyTestResult:
     """Permutation test of equal distributions based on the energy distance.
 
     Parameters
@@ -375,6 +418,13 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
         Randomness of the relabellings. Same seed, same p-value.
     standardize, kind :
         As in :func:`energy_distance`.
+    paired : bool
+        False (default): the relabellings are uniformly random n_x-subsets of the pooled
+        rows (X and Y independent samples). True: row i of X is paired with row i of Y
+        (``len(X) == len(Y)``, else ``ValueError``), and each relabelling swaps the two
+        rows of every pair independently with probability 1/2: the exact randomization
+        null of exchangeability within pairs, valid whatever the dependence between X_i
+        and Y_i. Same statistic, pooled standardisation and tie rule.
 
     Returns
     -------
@@ -393,6 +443,16 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     pooled distance (the scale of the rounding error of a difference of mean distances):
     rounding can only make the p-value larger.
 
+    Paired resolution: the swap group of m pairs has 2**m labellings, and the observed
+    one and the full swap give the same statistic, so the exact p-value is at least
+    2**(1 - m). The Monte Carlo p-value (1 + #exceed)/(1 + B) can
+    still be as small as 1/(1 + B), but only by luck: for data at the group's extreme
+    each relabelling reaches T_obs with probability 2**(1 - m), so p is about
+    2**(1 - m) + 1/(1 + B) on average (m = 10, B = 999: ~0.003, not 0.001). Treat
+    max(1/(1 + B), 2**(1 - m)) as the test's resolution (``energy_test_sequential``
+    reports it as ``min_attainable_p``); with few pairs (m <= 6, 2**(1 - m) > 0.03)
+    the test cannot reject at 0.05 after a correction.
+
     Examples
     --------
     >>> import numpy as np
@@ -402,11 +462,18 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     ...                   n_resamples=199, seed=1)
     >>> res.pvalue
     0.005
+    >>> Z = rng.normal(size=(100, 6))                       # paired rows share Z
+    >>> res = energy_test(Z + rng.normal(0.3, 0.2, size=(100, 6)),
+    ...                   Z + rng.normal(0.0, 0.2, size=(100, 6)), n_resamples=199, seed=1,
+    ...                   paired=True)
+    >>> res.pvalue, res.paired
+    (0.005, True)
     """
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
+    paired = _check_paired(paired, n_x, n_y)
     # the test runs on the data scaled by 2**-e (e = 0 for ordinary magnitudes): the
     # p-value is scale invariant, the statistics are rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
@@ -416,7 +483,10 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     # row 0: the observed labelling; rows 1..B: independent uniform relabellings
     labels = np.empty((n_resamples + 1, n), dtype=bool)
     labels[0] = observed
-    _random_subsets(rng, n_resamples, n, n_x, out=labels[1:])
+    if paired:
+        _random_swaps(rng, n_resamples, n_x, out=labels[1:])
+    else:
+        _random_subsets(rng, n_resamples, n, n_x, out=labels[1:])
     with np.errstate(over="ignore", invalid="ignore"):   # refused just below
         stats_all, total = _permutation_statistics(Z, labels, kind)
     if not (np.isfinite(stats_all).all() and np.isfinite(total)):
@@ -437,4 +507,4 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     return EnergyTestResult(statistic=t_obs, pvalue=float(pvalue),
                             test_statistic=n_x * n_y / n * t_obs, null_distribution=null,
                             n_resamples=n_resamples, kind=kind, standardize=standardize,
-                            n_x=n_x, n_y=n_y, dim=dim)
+                            n_x=n_x, n_y=n_y, dim=dim, paired=paired)

@@ -127,7 +127,7 @@ class EnergySequentialResult(SequentialPermutationResult):
     ----------
     test_statistic : float
         n_x n_y/(n_x + n_y) times ``statistic`` (Székely & Rizzo; dcor).
-    kind, standardize, n_x, n_y, dim :
+    kind, standardize, n_x, n_y, dim, paired :
         As in :func:`kvstats.stats.energy_test`.
     """
 
@@ -137,6 +137,7 @@ class EnergySequentialResult(SequentialPermutationResult):
     n_x: int = 0
     n_y: int = 0
     dim: int = 0
+    paired: bool = False
     _test_name = "energy_test_sequential"
 
 
@@ -361,7 +362,8 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
                            alpha_needed: float | None = None,
                            max_permutations: int | None = None, h: int = 10, seed=0,
                            standardize: bool = False, kind: str = "V",
-                           batch: int = _FIRST_BATCH) -> EnergySequentialResult:
+                           batch: int = _FIRST_BATCH,
+                           paired: bool = False) -> EnergySequentialResult:
     """Energy permutation test with a Besag–Clifford sequential p-value.
 
     Same statistic, relabellings and tie rule as :func:`kvstats.stats.energy_test` (the
@@ -376,10 +378,19 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
         As in :func:`sequential_permutation_test` (exactly one of the first two).
     standardize, kind :
         As in :func:`kvstats.stats.energy_distance`.
+    paired : bool
+        As in :func:`kvstats.stats.energy_test`: True pairs row i of X with row i of Y
+        (same lengths) and draws within-pair swaps instead of random subsets.
 
     Returns
     -------
     EnergySequentialResult
+        With ``paired=True``, ``min_attainable_p`` is max(1/(1 + B_max), 2**(1 - m)) for
+        m pairs: of the 2**m swap labellings the observed one and the full swap give the
+        same statistic, so no exact p-value is below 2**(1 - m), and a Monte Carlo
+        p-value below it is luck (each draw reaches T_obs with probability >= 2**(1 - m),
+        so the expected p for the most extreme data is about 2**(1 - m) + 1/(1 + B_max)).
+        ``resolvable(alpha)`` then says False whenever 2**(1 - m) > alpha.
 
     Notes
     -----
@@ -388,6 +399,7 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     and the result equals ``energy_test(X, Y, n_resamples=B_max, seed=seed)`` (the same
     relabellings are drawn, in the same order). A non-finite observed statistic (e.g.
     overflow at magnitudes near 1e160) raises ``ValueError`` instead of becoming a p-value.
+    The same holds with ``paired=True`` against ``energy_test(..., paired=True)``.
 
     Examples
     --------
@@ -404,14 +416,20 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     ...                              alpha_needed=need, seed=1)
     >>> res.stopped_early, res.n_permutations, round(res.pvalue, 3)
     (True, 12, 0.833)
+    >>> Z = rng.normal(size=(8, 6))                     # 8 pairs: resolution 2**-7
+    >>> res = energy_test_sequential(Z + 3.0, Z, max_permutations=999, seed=1, paired=True)
+    >>> res.min_attainable_p, res.resolvable(0.05 / 10)
+    (0.0078125, False)
     """
-    from .energy import _permutation_statistics, _prepare, _random_subsets, _unit_scale
+    from .energy import (_check_paired, _paired_min_p, _permutation_statistics, _prepare,
+                         _random_subsets, _random_swaps, _unit_scale)
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
     h, batch = _check_common(h, batch)
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
+    paired = _check_paired(paired, n_x, n_y)
     # as energy_test: run on the data scaled by 2**-e (exact; e = 0 for ordinary
     # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
@@ -427,11 +445,16 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
 
     def draw(gen, k):
         # the same generator calls as energy_test's one (B, n) draw, split into batches
-        return _permutation_statistics(Z, _random_subsets(gen, k, n, n_x), kind)[0]
+        labels = _random_swaps(gen, k, n_x) if paired else _random_subsets(gen, k, n, n_x)
+        return _permutation_statistics(Z, labels, kind)[0]
 
     p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
                                   tol=1e-10 * total / (n * (n - 1)), batch=batch,
                                   max_batch=_MAX_BATCH)
+    # the design's resolution; paired: the swap group's own floor 2**(1 - m) as well
+    min_p = 1.0 / (1 + b_max)
+    if paired:
+        min_p = max(min_p, _paired_min_p(n_x))
     with np.errstate(over="ignore"):  # reported just below
         statistic = float(np.ldexp(t_obs, e))
     if not np.isfinite(statistic):
@@ -439,6 +462,7 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
                          "a non-finite statistic has no p-value")
     return EnergySequentialResult(statistic=statistic, pvalue=float(p), n_permutations=used,
                                   n_exceed=exceed, stopped_early=early,
-                                  min_attainable_p=1.0 / (1 + b_max), max_permutations=b_max,
+                                  min_attainable_p=min_p, max_permutations=b_max,
                                   h=h, test_statistic=n_x * n_y / n * statistic, kind=kind,
-                                  standardize=standardize, n_x=n_x, n_y=n_y, dim=dim)
+                                  standardize=standardize, n_x=n_x, n_y=n_y, dim=dim,
+                                  paired=paired)
