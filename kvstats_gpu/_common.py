@@ -120,15 +120,18 @@ def compiler_params(backend: str = "triton", num_warps: int = 4, num_stages: int
     Triton: ``num_warps``/``num_stages``. Mosaic GPU: ``dimension_semantics`` (grid axes
     ``"parallel"`` or ``"sequential"``; a sequential axis runs inside one program and
     keeps its output blocks resident, which the decode kernel uses to carry its softmax
-    state). The Mosaic import is deferred: it needs ``absl-py`` (the ``gpu`` extra).
+    state) and Lane lowering semantics (:func:`kvstats_gpu.mosaic_call.lane_params`). These
+    are the interpreter's parameters: compiled Mosaic kernels run through
+    :func:`kvstats_gpu.mosaic_call.grid_call`. The Mosaic import is deferred: it needs
+    ``absl-py`` (the ``gpu`` extra).
     """
     check_choice(backend, "backend", BACKENDS)
     if backend == "triton":
         # imported here: a JAX that has dropped the deprecated Triton lowering still runs Mosaic
         from jax.experimental.pallas import triton as pl_triton
         return pl_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
-    from jax.experimental.pallas import mosaic_gpu as plgpu
-    return plgpu.CompilerParams(dimension_semantics=dimension_semantics)
+    from kvstats_gpu.mosaic_call import lane_params
+    return lane_params(dimension_semantics)
 
 
 class KernelOps:

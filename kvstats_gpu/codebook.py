@@ -42,8 +42,9 @@ from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_int
 from kvstats.quant.codebook import Codebook
-from kvstats_gpu._common import (as_jax_float, batch_folded, check_finite_concrete, compiler_params, kernel_backend,
-                                 mosaic_rows_ok, pad_rows, resolve_impl, row_block)
+from kvstats_gpu._common import (as_jax_float, batch_folded, check_finite_concrete, kernel_backend, mosaic_rows_ok,
+                                 pad_rows, resolve_impl, row_block)
+from kvstats_gpu.mosaic_call import grid_call
 
 
 @dataclass(frozen=True)
@@ -314,13 +315,12 @@ def encode_packed(x: Float[ArrayLike, "*batch d"], codebook: StaticCodebook | Co
     x2, n = pad_rows(to_class_major(x), T)
     d8 = d // 8
     def call(xx):  # shapes from the argument: under vmap (Mosaic) the rows are B·rows
-        return pl.pallas_call(
-            functools.partial(_encode_kernel, boundaries=cb.boundaries, bits=cb.bits, d8=d8),
+        return grid_call(
+            functools.partial(_encode_kernel, boundaries=cb.boundaries, bits=cb.bits, d8=d8), impl,
             out_shape=jax.ShapeDtypeStruct((cb.bits, xx.shape[0], d8), jnp.uint8),
             grid=(xx.shape[0] // T,),
             in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0))],
             out_specs=pl.BlockSpec((cb.bits, T, d8), lambda i: (0, i, 0)),
-            compiler_params=compiler_params(impl),
             interpret=interpret,
             name="kvstats_lloyd_max_encode",
         )(xx)
@@ -357,13 +357,12 @@ def decode_packed(planes: UInt8[ArrayLike, "*batch bits d8"], codebook: StaticCo
     p2 = [pad_rows(planes[..., p, :], T)[0] for p in range(cb.bits)]
     n = math.prod(lead)
     def call(*pp):  # shapes from the arguments (see encode_packed)
-        return pl.pallas_call(
-            functools.partial(_decode_kernel, centroids=cb.centroids, bits=cb.bits, d8=d8),
+        return grid_call(
+            functools.partial(_decode_kernel, centroids=cb.centroids, bits=cb.bits, d8=d8), impl,
             out_shape=jax.ShapeDtypeStruct((pp[0].shape[0], 8 * d8), jnp.float32),
             grid=(pp[0].shape[0] // T,),
             in_specs=[pl.BlockSpec((T, d8), lambda i: (i, 0)) for _ in range(cb.bits)],
             out_specs=pl.BlockSpec((T, 8 * d8), lambda i: (i, 0)),
-            compiler_params=compiler_params(impl),
             interpret=interpret,
             name="kvstats_lloyd_max_decode",
         )(*pp)

@@ -32,9 +32,10 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from kvstats_gpu._common import NEG, KernelOps, batch_folded, compiler_params, mosaic_rows_ok
+from kvstats_gpu._common import NEG, KernelOps, batch_folded, mosaic_rows_ok
 from kvstats_gpu.cache import CacheSpec, QuantizedKVCache, kernel_refs
 from kvstats_gpu.codebook import centroid_of_class, to_class_major
+from kvstats_gpu.mosaic_call import grid_call
 
 # Width of the per-(split, query) state row: m in column 0, l in column 1. 128 columns:
 # a register array Mosaic stores whole (the zero fill) needs a multiple of 128 elements.
@@ -56,7 +57,8 @@ def mosaic_fits(spec: CacheSpec) -> bool:
     return mosaic_rows_ok(*rows)
 
 
-def _kernel(*refs, spec: CacheSpec, T: int, NB: int, G: int, ops: KernelOps):
+def _kernel(ids, *refs, spec: CacheSpec, T: int, NB: int, G: int, ops: KernelOps):
+    # ids: the program's (KV head, split, block) position (grid_call's program_ids)
     it = iter(refs)
     (len_ref, qr_ref, sq_ref, kp_refs, kn_ref, ks_ref, ksn_ref, vp_refs, vn_ref, vs_ref, vsn_ref,
      a_ref, b_ref) = kernel_refs(it, spec)
@@ -64,7 +66,7 @@ def _kernel(*refs, spec: CacheSpec, T: int, NB: int, G: int, ops: KernelOps):
 
     kd8, vd8 = spec.k_dpad // 8, spec.v_dpad // 8
     km8, vm8 = spec.k_m // 8, spec.v_m // 8
-    split, t = pl.program_id(1), pl.program_id(2)
+    split, t = ids[1], ids[2]
 
     @pl.when(t == 0)
     def _init():
@@ -212,13 +214,14 @@ def _pallas_call(arrays, spec, T, S, C, interpret):
                 pl.BlockSpec((None, None, G, width), lambda h, s, t: (h, s, 0, 0)))
 
     outs = [state(spec.v_dpad)] + ([state(spec.v_m)] if spec.v_m else []) + [state(STATE_COLS)]
-    return tuple(pl.pallas_call(
-        functools.partial(_kernel, spec=spec, T=T, NB=NB, G=G, ops=KernelOps(not interpret)),
+    return tuple(grid_call(
+        functools.partial(_kernel, spec=spec, T=T, NB=NB, G=G, ops=KernelOps(not interpret)), "mosaic",
         out_shape=tuple(o[0] for o in outs),
         grid=(H, S, NB),
         in_specs=specs,
         out_specs=tuple(o[1] for o in outs),
-        compiler_params=compiler_params("mosaic", dimension_semantics=("parallel", "parallel", "sequential")),
+        dimension_semantics=("parallel", "parallel", "sequential"),
+        program_ids=True,
         interpret=interpret,
         name="kvstats_quantized_decode_attention",
     )(*args))

@@ -39,6 +39,7 @@ from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded,
                                  compiler_params, dot_nt, kernel_backend, mosaic_rows_ok, next_pow2, pad_rows,
                                  resolve_impl, row_block)
 from kvstats_gpu.codebook import to_class_major
+from kvstats_gpu.mosaic_call import grid_call
 
 
 _SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of a multiple of 16 bytes)"
@@ -150,14 +151,13 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
     k2, n = pad_rows(k, T)
     if impl == "mosaic":
         def call(kk, st):  # shapes from the arguments: under vmap the rows are B·rows
-            return pl.pallas_call(
-                functools.partial(_sketch_kernel_mosaic, m8=m // 8, ops=KernelOps(not interpret)),
+            return grid_call(
+                functools.partial(_sketch_kernel_mosaic, m8=m // 8, ops=KernelOps(not interpret)), "mosaic",
                 out_shape=(jax.ShapeDtypeStruct((kk.shape[0], m // 8), jnp.uint8),
                            jax.ShapeDtypeStruct((kk.shape[0],), jnp.float32)),
                 grid=(kk.shape[0] // T,),
                 in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0)), pl.BlockSpec((d, m), lambda i: (0, 0))],
                 out_specs=(pl.BlockSpec((T, m // 8), lambda i: (i, 0)), pl.BlockSpec((T,), lambda i: (i,))),
-                compiler_params=compiler_params("mosaic"),
                 interpret=interpret,
                 name="kvstats_qjl_sketch",
             )(kk, st)
@@ -305,15 +305,14 @@ def qjl_scores(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"], 
               if impl == "mosaic" else functools.partial(_scores_kernel, m8=m // 8, scale=scale))
 
     def call(sq_, bits_, norms_):  # shapes from the arguments: under vmap (Mosaic) H is B·H
-        return pl.pallas_call(
-            kernel,
+        return grid_call(
+            kernel, impl,
             out_shape=jax.ShapeDtypeStruct((bits_.shape[0], Gp, Np), jnp.float32),
             grid=(bits_.shape[0], Np // T),
             in_specs=[pl.BlockSpec((None, Gp, m), lambda h, t: (h, 0, 0)),
                       pl.BlockSpec((None, T, m // 8), lambda h, t: (h, t, 0)),
                       pl.BlockSpec((None, T), lambda h, t: (h, t))],
             out_specs=pl.BlockSpec((None, Gp, T), lambda h, t: (h, 0, t)),
-            compiler_params=compiler_params(impl),
             interpret=interpret,
             name="kvstats_qjl_scores",
         )(sq_, bits_, norms_)

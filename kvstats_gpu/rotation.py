@@ -36,6 +36,7 @@ from jaxtyping import Float
 from kvstats._checks import check_int
 from kvstats_gpu._common import (KernelOps, as_jax_float, batch_folded, check_finite_concrete, compiler_params, dot_nn,
                                  hadamard_np, is_pow2, kernel_backend, pad_rows, resolve_impl, row_block)
+from kvstats_gpu.mosaic_call import grid_call
 
 # Above this the kernel uses the two-level Kronecker factorisation (Triton body).
 DENSE_MAX = 256
@@ -165,16 +166,15 @@ def _rotate_mosaic(x2, s, d_pad, T, inverse, interpret):
     a = d_pad // b
     final = a == 1
     def call(xx, ss, hh):  # shapes from the arguments: under vmap the rows are B·rows
-        return (pl.pallas_call(
+        return (grid_call(
             functools.partial(_rotate_kernel_mosaic, inverse=inverse, final=final, scale=1.0 / math.sqrt(d_pad),
-                              ops=KernelOps(not interpret)),
+                              ops=KernelOps(not interpret)), "mosaic",
             out_shape=jax.ShapeDtypeStruct(xx.shape, xx.dtype if final else jnp.float32),
             grid=(xx.shape[0] // T, a),
             in_specs=[pl.BlockSpec((T, b), lambda i, k: (i, k)),
                       pl.BlockSpec((b,), lambda i, k: (k,)),
                       pl.BlockSpec((b, b), lambda i, k: (0, 0))],
             out_specs=pl.BlockSpec((T, b), lambda i, k: (i, k)),
-            compiler_params=compiler_params("mosaic"),
             interpret=interpret,
             name="kvstats_rotate",
         )(xx, ss, hh),)
