@@ -1,14 +1,22 @@
 """Pairwise tests between schemes at each case and budget, adjusted over the whole table.
 
-Per pair, case and budget: a Mann–Whitney U test and a two-sample KS test per metric (KS
-exact conditional on the ties when the values are tied), an energy permutation test on
-the standardised 6D profile with the resolution the family needs (Besag–Clifford
+Per pair, case and budget: a location test and (unpaired design) a two-sample KS test per
+metric (KS exact conditional on the ties when the values are tied), an energy permutation
+test on the standardised 6D profile with the resolution the family needs (Besag–Clifford
 sequential p-values up to :func:`kvstats.stats.sequential.required_resolution`'s B), and
 per metric with a declared margin an equivalence test (TOST). Every row states what it
-could have concluded (:mod:`kvstats.analysis.resolution`) and its ``verdict``. The two
-schemes' trials are treated as two samples; all schemes of a case see the same trials,
-which makes their metrics positively correlated and, under the null, these two-sample
-tests conservative (valid, with some power lost).
+could have concluded (:mod:`kvstats.analysis.resolution`) and its ``verdict``.
+
+Two designs (``pairing``). All schemes of a case see the same trials (synthetic: the same
+``trial``; cluster means of a real capture: the same ``cluster``), so the two schemes'
+values are paired. ``pairing="none"`` treats them as two independent samples
+(Mann–Whitney, KS, energy with free relabelling): that is valid only when the paired
+values are independent, conservative where they are positively correlated and
+anti-conservative (p-values too small) where they are negatively correlated, which
+occurs (the report measures the trial-paired Spearman ρ). ``pairing="trial"`` matches
+the rows one-to-one on the unit and uses the paired tests: Wilcoxon signed-rank, the
+energy test with within-pair swaps, the paired TOST; no KS (the two-sample KS test has
+no valid null for paired samples).
 """
 
 from __future__ import annotations
@@ -23,16 +31,23 @@ import pandas as pd
 from jaxtyping import Float
 
 from kvstats._checks import check_choice, check_int, check_real
+from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
-from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
+from kvstats.analysis.resolution import (attainable_adjusted, extreme_pvalue, not_resolvable_text,
+                                         paired_differences)
 from kvstats.results import DEFAULT_COMPARISONS, _check_distinct_pairs
 
 __all__ = ["compare_schemes", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
-           "NOT_RESOLVABLE"]
+           "NOT_RESOLVABLE", "PAIRINGS", "LOCATION_TESTS"]
+
+#: The designs of :func:`compare_schemes`: two independent samples, or pairs matched on the unit.
+PAIRINGS = ("none", "trial")
+#: The ``test`` of the per-metric location rows (the rows with a ``winner``), by design.
+LOCATION_TESTS = {"none": "mann_whitney", "trial": "wilcoxon"}
 
 #: The ``winner``/``verdict`` of a resolvable test whose adjusted p-value exceeds alpha.
 NO_DIFFERENCE = "no significant difference"
-#: The ``verdict`` of a significant Mann–Whitney or KS row.
+#: The ``verdict`` of a significant Mann–Whitney, Wilcoxon or KS row.
 DIFFERENT = "different"
 #: The ``verdict`` of a significant energy row.
 DISTRIBUTIONS_DIFFER = "distributions differ"
@@ -59,6 +74,21 @@ def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
             "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
             "effect_high": float(res.rank_biserial_high), "note": "", **_NO_RESOLUTION,
             "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
+
+
+def _wilcoxon_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
+    from kvstats.stats import wilcoxon_signed_rank
+
+    # finite differences with the same signs and ranks (a metric may be +inf)
+    d = paired_differences(x, y)
+    res = wilcoxon_signed_rank(x, y) if np.isfinite(x).all() and np.isfinite(y).all() \
+        else wilcoxon_signed_rank(d, np.zeros_like(d))
+    return {"test": "wilcoxon", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
+            "effect_high": float(res.rank_biserial_high),
+            "note": (f"signed-rank, {res.n_nonzero} nonzero of {res.n_pairs} paired differences, "
+                     f"{res.method}"),
+            **_NO_RESOLUTION, "min_attainable_p": extreme_pvalue("wilcoxon", x, y)}
 
 
 def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> Row:
@@ -88,29 +118,31 @@ def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> 
 
 
 def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_permutations: int,
-                stop: int, seed: int) -> Row:
+                stop: int, seed: int, paired: bool = False) -> Row:
     from kvstats.stats.sequential import energy_test_sequential
 
+    # unpaired: called exactly as before the paired design existed (same draws, same numbers)
     res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
-                                 standardize=True)
+                                 standardize=True, **({"paired": True} if paired else {}))
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
             "effect_high": math.nan, "n_permutations": int(res.n_permutations),
             "max_permutations": int(res.max_permutations),
             "min_attainable_p": float(res.min_attainable_p), "margin_low": math.nan,
             "margin_high": math.nan,
-            "note": "standardised 6D profile" + (", stopped early" if res.stopped_early else "")}
+            "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
+                    + (", stopped early" if res.stopped_early else "")}
 
 
 def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margin: float,
-                     test: str, alpha: float) -> Row:
+                     test: str, alpha: float, paired: bool = False) -> Row:
     from kvstats.stats.equivalence import tost_rank, tost_ratio
 
     base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0,
             "min_attainable_p": 0.0}
     try:
-        res = (tost_ratio(x, y, margin=margin, alpha=alpha) if test == "ratio"
-               else tost_rank(x, y, delta=margin, alpha=alpha))
+        res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
+               else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))
     except ValueError as exc:  # e.g. a ratio of means with a zero mean: no test, said so
         lo, hi = ((1 / (1 + margin), 1 + margin) if test == "ratio" else (0.5 - margin, 0.5 + margin))
         return {**base, "statistic": math.nan, "pvalue": math.nan, "effect": math.nan,
@@ -162,31 +194,42 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                     metrics: Sequence[str] = METRICS, alpha: float = 0.05,
                     correction: str = "holm", energy_resamples: int = 499,
                     energy_resolution: str = "family", energy_stop: int = 10, seed: int = 0,
-                    ks: bool = True, energy: bool = True,
+                    ks: bool | None = None, energy: bool = True,
                     equivalence: Mapping[str, float] | None = None,
-                    equivalence_test: str = "ratio", progress: bool = False) -> pd.DataFrame:
+                    equivalence_test: str = "ratio", pairing: str = "none",
+                    progress: bool = False) -> pd.DataFrame:
     """Pairwise tests between schemes at each case and budget, adjusted across the whole table.
 
-    For each pair (a, b), case and budget: per metric a Mann–Whitney U test (``effect``
-    = rank-biserial r, **positive when a's values tend to be larger**, with its CI) and a
-    two-sample KS test (``effect`` = D; with tied values the p-value is exact conditional
-    on the ties, :func:`kvstats.stats.ks_exact.ks_2samp_exact`); on the standardised 6D
-    profile an energy permutation test; per metric listed in ``equivalence`` a TOST
-    (``test`` = "equivalence"). Every p-value in the table is adjusted together (Holm by
+    For each pair (a, b), case and budget, with ``pairing="none"`` (two independent
+    samples): per metric a Mann–Whitney U test (``effect`` = rank-biserial r, **positive
+    when a's values tend to be larger**, with its CI) and a two-sample KS test (``effect``
+    = D; with tied values the p-value is exact conditional on the ties,
+    :func:`kvstats.stats.ks_exact.ks_2samp_exact`); on the standardised 6D profile an
+    energy permutation test; per metric listed in ``equivalence`` a TOST (``test`` =
+    "equivalence"). With ``pairing="trial"`` the rows of a and b are matched one-to-one
+    on the unit (``cluster`` when the frame has that column, else ``trial``: every scheme
+    of a case sees the same trials) and the tests are the paired ones: per metric the
+    Wilcoxon signed-rank test (``test`` = "wilcoxon", ``effect`` = the matched-pairs
+    rank-biserial r, positive when a's values tend to be larger, with its CI), the energy
+    test with labels swapped within pairs, the TOST with ``paired=True``, and no KS test
+    (the two-sample KS test has no valid null for paired samples: its permutations
+    exchange values between pairs). Every p-value in the table is adjusted together (Holm by
     default). The energy tests are sequential (Besag–Clifford, stopping at the
     ``energy_stop``-th exceedance) with up to B_max permutations: with
     ``energy_resolution="family"`` B_max is the larger of ``energy_resamples`` and the B
     the family needs to reject (:func:`kvstats.stats.sequential.required_resolution` for
     the table's size, ``alpha`` and ``correction``); with "fixed", ``energy_resamples``.
 
-    ``winner`` (Mann–Whitney rows) applies :data:`~kvstats.metrics.table.HIGHER_IS_BETTER`:
-    the scheme whose values are better in the direction of r when the adjusted p-value is
-    <= ``alpha``. ``verdict`` (every row): "different" / "distributions differ" (energy)
-    when significant; for an equivalence row "equivalent within δ", "different" or
-    "inconclusive" (:func:`kvstats.stats.equivalence.equivalence_verdict` on the adjusted
-    TOST and Mann–Whitney p-values); otherwise "no significant difference" only when the
-    test could have rejected (``resolvable``), else "not resolvable at B = …" (or "at n =
-    … vs …" for a rank test), see :mod:`kvstats.analysis.resolution`.
+    ``winner`` (Mann–Whitney or Wilcoxon rows: :data:`LOCATION_TESTS`) applies
+    :data:`~kvstats.metrics.table.HIGHER_IS_BETTER`: the scheme whose values are better in
+    the direction of r when the adjusted p-value is <= ``alpha``. ``verdict`` (every
+    row): "different" / "distributions differ" (energy) when significant; for an
+    equivalence row "equivalent within δ", "different" or "inconclusive"
+    (:func:`kvstats.stats.equivalence.equivalence_verdict` on the adjusted TOST and
+    location-test p-values); otherwise "no significant difference" only when the test
+    could have rejected (``resolvable``), else "not resolvable at B = …" (or "at n = … vs
+    …" for a two-sample rank test, "at n = … pairs" for the signed-rank test), see
+    :mod:`kvstats.analysis.resolution`.
 
     Parameters
     ----------
@@ -211,8 +254,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         Exceedances that stop an energy test early (Besag–Clifford h).
     seed : int
         Seed of the energy permutations (pair i uses ``seed + i``).
-    ks, energy : bool
-        Include the KS and energy tests.
+    ks : bool, optional
+        Include the KS tests (default: with ``pairing="none"``; ``ks=True`` with
+        ``pairing="trial"`` is a ValueError).
+    energy : bool
+        Include the energy tests.
     progress : bool
         A tqdm progress bar (stderr) over the energy tests, the slow part: each may draw
         the family's resolution in permutations (tens of thousands for a large family).
@@ -221,6 +267,13 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         [1/(1+δ), 1+δ] (:func:`kvstats.stats.equivalence.tost_ratio`, b the reference);
         "rank": θ = P(a > b) + ½P(a = b) within 0.5 ± δ (``tost_rank``).
     equivalence_test : {"ratio", "rank"}
+    pairing : {"none", "trial"}
+        The design (:data:`PAIRINGS`): "none", two independent samples (the default, as
+        before this option existed); "trial", pairs matched on the unit. A pair of
+        schemes whose units do not match one-to-one at some case and budget (a unit
+        missing on one side or repeated, e.g. a clustered real frame not aggregated by
+        :func:`~kvstats.analysis.aggregate_clusters`) is a ValueError naming the case, the
+        schemes and the units.
 
     Returns
     -------
@@ -232,7 +285,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
         ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
         ``min_attainable_p_adjusted``, ``resolvable``, ``significant``, ``winner``,
-        ``verdict``. ``attrs`` holds ``alpha``, ``correction``, ``n_tests`` and the energy
+        ``verdict``. Under ``pairing="trial"`` ``n_a`` = ``n_b`` = the number of pairs.
+        ``attrs`` holds ``alpha``, ``correction``, ``n_tests``, ``pairing`` and the energy
         tests' ``energy_max_permutations``.
 
     Examples
@@ -252,6 +306,9 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     ...     [g, g.assign(scheme="QKQV", kl=g["kl"] + 1)])), [("KQV", "QKQV")], energy=False)
     >>> t.set_index(["metric", "test"]).loc[("kl", "mann_whitney"), "verdict"]
     'not resolvable at n = 3 vs 3 (smallest attainable adjusted p 1)'
+    >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="trial")
+    >>> sorted(set(t["test"])), t.attrs["pairing"], t.set_index("metric").loc["kl", "winner"]
+    (['wilcoxon'], 'trial', 'KQV')
     """
     frame = check_frame(frame)
     from kvstats.stats import adjust_pvalues
@@ -276,21 +333,37 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     seed = check_int(seed, "seed", low=0)
     equivalence_test = check_choice(equivalence_test, "equivalence_test", ["ratio", "rank"])
     margins = _check_margins(equivalence, metrics, equivalence_test)
+    pairing = check_choice(pairing, "pairing", PAIRINGS)
+    paired = pairing == "trial"
+    if ks is None:
+        ks = not paired
+    elif ks and paired:
+        raise ValueError("ks=True needs pairing='none': the two-sample KS test has no valid null "
+                         "for paired samples (its permutations exchange values between pairs); "
+                         "received pairing='trial'")
+    unit = None
+    if paired:
+        # the unit the schemes share: the cluster (its NaN, for a synthetic trial, the trial)
+        unit = "cluster" if "cluster" in frame.columns else "trial"
+        if unit == "cluster":
+            frame = _clusters(frame, "frame")
 
     rows, energy_jobs = [], []
     for i, (case, bud_a, bud_b, a, b, ga, gb) in enumerate(scheme_pairs(frame, comparisons)):
+        if paired:
+            ga, gb = _matched(ga, gb, unit, case, bud_a, bud_b, a, b)
         base = {**dict(zip(CASE_COLUMNS, case)), "budget": float(bud_a), "budget_b": float(bud_b),
                 "scheme_a": a, "scheme_b": b, "n_a": len(ga), "n_b": len(gb)}
         for metric in metrics:
             x, y = ga[metric].to_numpy(np.float64), gb[metric].to_numpy(np.float64)
             extra = {"metric": metric, "mean_a": float(np.mean(x)), "mean_b": float(np.mean(y)),
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
-            rows.append({**base, **extra, **_mw_row(x, y)})
+            rows.append({**base, **extra, **(_wilcoxon_row(x, y) if paired else _mw_row(x, y))})
             if ks:
                 rows.append({**base, **extra, **_ks_row(x, y, seed + i)})
             if metric in margins:
-                rows.append({**base, **extra,
-                             **_equivalence_row(x, y, margins[metric], equivalence_test, alpha)})
+                rows.append({**base, **extra, **_equivalence_row(
+                    x, y, margins[metric], equivalence_test, alpha, paired)})
         if energy:
             X = ga[list(PROFILE_METRICS)].to_numpy(np.float64)
             Y = gb[list(PROFILE_METRICS)].to_numpy(np.float64)
@@ -308,12 +381,12 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     for base, X, Y, s in tqdm(energy_jobs, desc="energy tests", unit="test", file=sys.stderr,
                               disable=not progress or not energy_jobs):
         rows.append({**base, "mean_a": math.nan, "mean_b": math.nan, "median_a": math.nan,
-                     "median_b": math.nan, **_energy_row(X, Y, b_max, energy_stop, s)})
+                     "median_b": math.nan, **_energy_row(X, Y, b_max, energy_stop, s, paired)})
 
     table = pd.DataFrame(rows, columns=_COLUMNS)
     table.attrs.update(alpha=alpha, correction=correction, n_tests=n_tests,
                        energy_max_permutations=b_max if energy_jobs else 0,
-                       energy_resolution=energy_resolution)
+                       energy_resolution=energy_resolution, pairing=pairing)
     if table.empty:
         for col, value in (("pvalue_adjusted", 1.0), ("min_attainable_p_adjusted", 1.0),
                            ("resolvable", False), ("significant", False), ("winner", ""),
@@ -336,10 +409,40 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         table["test"], table["significant"], table["effect"], table["metric"],
         table["scheme_a"], table["scheme_b"])]
     table["verdict"] = _verdicts(table, alpha)
-    mw = table["test"] == "mann_whitney"
+    mw = table["test"].isin(list(LOCATION_TESTS.values()))
     table.loc[mw, "winner"] = np.where(table.loc[mw, "significant"], table.loc[mw, "winner"],
                                        table.loc[mw, "verdict"])
     return table
+
+
+def _matched(ga: pd.DataFrame, gb: pd.DataFrame, unit: str, case: tuple, bud_a: float,
+             bud_b: float, a: str, b: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The two schemes' rows in the same unit order, or a ValueError saying what does not pair."""
+    ua, ub = ga[unit].to_numpy(), gb[unit].to_numpy()
+    problems = []
+    for name, u in ((a, ua), (b, ub)):
+        values, counts = np.unique(u, return_counts=True)
+        if (counts > 1).any():
+            problems.append(f"{unit} {_some(values[counts > 1])} more than once in {name}'s rows")
+    for name, u, other in ((a, ua, ub), (b, ub, ua)):
+        alone = np.setdiff1d(u, other)
+        if alone.size:
+            problems.append(f"{unit} {_some(alone)} only in {name}'s rows")
+    if problems:
+        where = ", ".join(f"{c} = {v}" for c, v in zip(CASE_COLUMNS, case))
+        budget = f"budget {bud_a:g}" + ("" if bud_b == bud_a else f" vs {bud_b:g}")
+        hint = (" (aggregate the trials of each cluster first: kvstats.analysis.aggregate_clusters)"
+                if unit == "cluster" and any("more than once" in p for p in problems) else "")
+        raise ValueError(f"pairing='trial' matches the rows of {a} and {b} one-to-one on "
+                         f"{unit!r}, but at {where}, {budget}: " + "; ".join(problems) + hint)
+    # stable sorts: ties cannot occur (checked above), so row i of each side is one unit
+    return (ga.iloc[np.argsort(ua, kind="stable")], gb.iloc[np.argsort(ub, kind="stable")])
+
+
+def _some(values: np.ndarray, k: int = 5) -> str:
+    """Up to ``k`` unit values, then how many more."""
+    shown = ", ".join(str(v) for v in values[:k])
+    return shown + (f" (and {values.size - k} more)" if values.size > k else "")
 
 
 def _check_margins(equivalence: Mapping[str, float] | None, metrics: Sequence[str],
@@ -358,8 +461,8 @@ def _check_margins(equivalence: Mapping[str, float] | None, metrics: Sequence[st
 
 
 def _winner(test: str, significant: bool, effect: float, metric: str, a: str, b: str) -> str:
-    """The better scheme of a significant Mann–Whitney row (the metric table's direction)."""
-    if test != "mann_whitney":
+    """The better scheme of a significant location-test row (the metric table's direction)."""
+    if test not in LOCATION_TESTS.values():
         return ""
     if not significant or effect == 0:
         return NO_DIFFERENCE
@@ -371,7 +474,8 @@ def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
     from kvstats.stats.equivalence import equivalence_verdict
 
     key = ["scheme_a", "scheme_b", "budget", "budget_b", *CASE_COLUMNS, "metric"]
-    mw = table[table["test"] == "mann_whitney"].set_index(key)["pvalue_adjusted"]
+    # an equivalence row's difference test: the pair's location test (one per design)
+    mw = table[table["test"].isin(list(LOCATION_TESTS.values()))].set_index(key)["pvalue_adjusted"]
     out = []
     for r in table.itertuples(index=False):
         if r.test == "equivalence":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.frame import CASE_COLUMNS, LABEL_DIGITS, label_digits, short_params
 
 __all__ = ["find_crossovers"]
@@ -44,7 +45,8 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
                          f"received columns {list(comparisons.columns)}")
-    mw = comparisons[(comparisons["test"] == "mann_whitney")
+    # the location test's rows (Mann–Whitney, or Wilcoxon under pairing): the only ones with a winner
+    mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
                      & (comparisons["budget"] == comparisons["budget_b"])]
     rows = []
     # the sentence shows the params' numbers short (the case columns keep them exact)
