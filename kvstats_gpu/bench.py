@@ -25,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -113,11 +114,14 @@ def correctness_check(impl_note: str, impl: str = "pallas") -> dict[str, float]:
 
 
 def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: int, group: int, dim: int,
-        reps: int, impls: tuple[str, ...] = ("pallas",)) -> list[dict[str, Any]]:
+        reps: int, impls: tuple[str, ...] = ("pallas",),
+        on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Time one decode step per (length, scheme, impl) against dense bf16 attention.
 
     ``impls``: Pallas backends to time on a GPU (``"pallas"``, ``"mosaic"``, ``"triton"``);
-    off a GPU one row per scheme of the jnp reference path.
+    off a GPU one row per scheme of the jnp reference path. ``on_row(row)`` is called as
+    each row is measured (the command line prints and saves it at once, so a run cut short
+    by a time limit keeps what it measured).
 
     Examples
     --------
@@ -160,6 +164,8 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
                    "cache_bytes_per_token": acc["bytes"], "fp16_bytes_per_token": acc["fp16_bytes"],
                    "ratio_to_fp16": acc["ratio_to_fp16"]}
             rows.append(row)
+            if on_row is not None:
+                on_row(row)
             del cache
         del K, V
     return rows
@@ -265,17 +271,31 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # a compile failure fails this backend; the others still run
             failed[impl] = f"{type(exc).__name__}: {str(exc)[:2000]}"
             print(f"CORRECTNESS FAILURE ({impl}): {failed[impl]}", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+
+    def save(complete: bool) -> None:
+        # rewritten after every step: a run killed by a time limit leaves what it measured
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"date": stamp, "jax": jax.__version__, "device": device.device_kind,
+                           "gpu": gpu, "load_average": os.getloadavg()[0], "impls": args.impl,
+                           "correctness": check, "failed": failed, "rows": rows, "complete": complete}, fh,
+                          indent=2)
+
+    def on_row(row: dict[str, Any]) -> None:
+        rows.append(row)
+        print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms "
+              f"(dense bf16 {row['dense_bf16_ms']:.4g} ms)", flush=True)
+        save(complete=False)
+
+    save(complete=not passed)
     if not passed:
         return 1
-    rows = run(tokens, schemes, kv_heads, args.group, args.dim, reps, tuple(passed))
+    run(tokens, schemes, kv_heads, args.group, args.dim, reps, tuple(passed), on_row=on_row)
     print(_fmt(rows))
     if gpu and rows and rows[0]["quant_frac_peak"] is None:
         print(f"(no peak bandwidth on record for {device.device_kind!r}: add it to PEAK_BANDWIDTH)")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"date": stamp, "jax": jax.__version__, "device": device.device_kind,
-                       "gpu": gpu, "load_average": os.getloadavg()[0], "impls": args.impl,
-                       "correctness": check, "failed": failed, "rows": rows}, fh, indent=2)
+    save(complete=True)
     return 1 if failed else 0
 
 

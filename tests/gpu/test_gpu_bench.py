@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -70,3 +71,27 @@ def test_runbook_stops_without_a_gpu_and_pytest_refuses_to_skip(tmp_path):
                           "tests/gpu/test_gpu_device.py"], cwd=root, capture_output=True, text=True, timeout=300,
                          env={**env, "KVSTATS_REQUIRE_GPU": "1"})
     assert res.returncode == pytest.ExitCode.USAGE_ERROR and "KVSTATS_REQUIRE_GPU=1" in res.stdout + res.stderr
+
+
+def test_rows_are_printed_and_saved_as_they_are_measured(tmp_path, monkeypatch, capsys):
+    # the runbook caps the bench with `timeout`: what was measured before the cap must survive
+    seen = []
+    rows = bench.run([256, 512], [("KQV", 4)], n_kv_heads=1, group=2, dim=64, reps=1, on_row=seen.append)
+    assert seen == rows and [r["tokens"] for r in rows] == [256, 512]
+
+    class Killed(Exception):
+        pass
+
+    def run_then_killed(tokens, schemes, *args, on_row=None):
+        on_row(rows[0])
+        raise Killed  # as if the time limit struck during the second measurement
+
+    monkeypatch.setattr(bench, "correctness_check", lambda note, impl: {f"{impl}_err": 0.0})
+    monkeypatch.setattr(bench, "run", run_then_killed)
+    out = tmp_path / "bench.json"
+    with pytest.raises(Killed):
+        bench.main(["--impl", "mosaic", "--json", str(out), "--quick"])
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False and saved["rows"] == [json.loads(json.dumps(rows[0]))]
+    assert saved["correctness"] == {"mosaic_err": 0.0}
+    assert "measured 256 tokens, KQV@4" in capsys.readouterr().out
