@@ -4,6 +4,7 @@ Usage::
 
     kvstats sweep --config experiments/quick.toml --out results/quick
     kvstats report results/quick
+    kvstats report results/quick --pairing trial --out results/quick_paired
     kvstats theory --dim 128 --bits 2 3 4
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
@@ -36,6 +37,12 @@ def _corrections() -> tuple[str, ...]:
     from kvstats.report.options import _CORRECTIONS
 
     return _CORRECTIONS
+
+
+def _pairings() -> tuple[str, ...]:
+    from kvstats.report.options import PAIRINGS
+
+    return PAIRINGS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="permutations per 6D energy test (default: config's, else 499)")
     rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
                     help="bootstrap resamples per confidence interval (default: config's, else 999)")
+    rp.add_argument("--pairing", choices=list(_pairings()), default=None,
+                    help="design of the comparisons: 'none', two independent samples (Mann–Whitney, "
+                         "KS, energy); 'trial', each scheme's value matched with the other's on the "
+                         "same trial (text, on cluster means): Wilcoxon signed-rank, energy with "
+                         "within-pair swaps, paired TOST, no KS (default: config's, else none)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bar of the energy tests")
@@ -164,6 +176,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
                                 energy_resamples=args.energy_resamples,
                                 bootstrap_resamples=args.bootstrap_resamples,
+                                pairing=args.pairing,
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
     print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")

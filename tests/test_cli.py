@@ -89,6 +89,31 @@ def test_sweep_and_report_in_process(tmp_path, tiny_config, capsys):
     assert "fdr_bh" in (tmp_path / "rep" / "report.md").read_text()
 
 
+def test_report_pairing_flag_end_to_end(tmp_path, tiny_config, capsys):
+    """kvstats report --pairing trial on a small sweep: the paired tests, said in the report."""
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
+                 "--no-progress", "--no-report"]) == 0
+    assert main(["report", str(out), "--out", str(tmp_path / "paired"), "--pairing", "trial",
+                 "--no-figures", "--no-progress"]) == 0
+    payload = json.loads((tmp_path / "paired" / "report.json").read_text())
+    assert payload["options"]["pairing"] == "trial"
+    assert {r["test"] for r in payload["comparisons"]} == {"wilcoxon", "energy"}
+    assert {r["n_a"] for r in payload["comparisons"]} == {12}          # 12 trial pairs
+    md = (tmp_path / "paired" / "report.md").read_text()
+    assert "Design: **paired** (pairing = \"trial\")" in md and "No KS test" in md
+    # without the flag: the config's design (none here), the two-sample tests
+    assert main(["report", str(out), "--out", str(tmp_path / "none"), "--no-figures",
+                 "--no-progress"]) == 0
+    payload = json.loads((tmp_path / "none" / "report.json").read_text())
+    assert payload["options"]["pairing"] == "none"
+    assert {r["test"] for r in payload["comparisons"]} == {"mann_whitney", "ks", "energy"}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(out), "--pairing", "paired"])
+    assert exc.value.code == 2 and "invalid choice: 'paired'" in capsys.readouterr().err
+
+
 def test_bad_input_exits_with_a_message(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text('[[schemes]]\nname = "KVQ"\n[[distributions]]\nname = "gaussian"\n')

@@ -6,7 +6,8 @@ tendency many times over and rejects far more often than its level (measured in
 docs/real_model.md, "Clustered inference"). :func:`aggregate_clusters` replaces each
 cluster's trials by their mean, so that every two-sample test of
 :mod:`kvstats.analysis.compare` (Mann–Whitney, KS, energy) applied to its output
-compares independent units. Why per-cluster aggregation rather than a cluster
+compares independent units (and the paired design, ``pairing="trial"``, pairs the two
+schemes' means of each cluster). Why per-cluster aggregation rather than a cluster
 permutation or a cluster bootstrap: docs/statistics.md, "Clustered trials".
 
 Synthetic trials are independent draws: each is its own cluster (``cluster`` = ``trial``)

@@ -22,12 +22,15 @@ from kvstats.stats.multitest import ADJUST_METHODS
 from kvstats.stats.sequential import CORRECTIONS
 
 __all__ = ["ReportOption", "REPORT_OPTIONS", "validate_report_options", "report_options_markdown",
-           "EQUIVALENCE_TESTS", "UNITS", "ENERGY_RESOLUTIONS"]
+           "EQUIVALENCE_TESTS", "UNITS", "ENERGY_RESOLUTIONS", "PAIRINGS"]
 
 #: How an equivalence margin is read: a ratio of means or a probability of superiority.
 EQUIVALENCE_TESTS = ("ratio", "rank")
 #: Unit of the report's tests: the cluster when the frame has fewer clusters than trials.
 UNITS = ("auto", "cluster", "trial")
+#: Design of the comparisons: two independent samples, or pairs matched on the unit (the same
+#: as :data:`kvstats.analysis.compare.PAIRINGS`, written here so this module imports no analysis).
+PAIRINGS = ("none", "trial")
 #: Permutations of an energy test: the family's resolution, or exactly ``energy_resamples``.
 ENERGY_RESOLUTIONS = ("family", "fixed")
 # corrections the report can both apply and give a resolution for
@@ -205,6 +208,12 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
                  "kvstats.analysis.clustered.aggregate_clusters) when the frame has a cluster "
                  "column with fewer clusters than trials, else the trial.",
                  _choice("unit", UNITS)),
+    ReportOption("pairing", "str", "one of 'none', 'trial'", "none",
+                 "Design of the comparisons: 'none', two independent samples (Mann–Whitney, KS, "
+                 "energy); 'trial', each scheme's value matched with the other's on the same "
+                 "unit (trial, or text on cluster means): Wilcoxon signed-rank, energy with "
+                 "within-pair swaps, paired TOST, no KS (kvstats.analysis.compare_schemes).",
+                 _choice("pairing", PAIRINGS)),
     ReportOption("comparisons", "pairs", "a list of [scheme_a, scheme_b] pairs", None,
                  "Scheme label pairs to compare (default: the sweep's comparisons).",
                  _pairs),

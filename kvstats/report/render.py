@@ -19,6 +19,8 @@ import pandas as pd
 
 from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, compare_schemes, find_crossovers,
                               summary_table, theory_table)
+from kvstats.analysis.clustered import N_IN_CLUSTER
+from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
 from kvstats.report.options import validate_report_options
@@ -121,7 +123,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                       energy_resolution: str | None = None,
                       equivalence: Mapping[str, float] | None = None,
                       equivalence_test: str | None = None, unit: str | None = None,
-                      progress: bool = False) -> Report:
+                      pairing: str | None = None, progress: bool = False) -> Report:
     """Write the hypothesis-test report of a sweep to ``out_dir``.
 
     Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
@@ -136,7 +138,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     metric with KL p99/max and bits per coordinate (nominal and with overhead); pairwise
     Mann–Whitney (rank-biserial r with CI, r > 0 when the first scheme's values are
     larger), KS (exact under ties) and standardised 6D energy tests, and equivalence tests
-    for the metrics given margins, with every p-value of the report adjusted together
+    for the metrics given margins (with ``pairing="trial"``: the paired design, each
+    scheme's value matched with the other's on the same trial or text: Wilcoxon
+    signed-rank with the matched-pairs r, energy tests with within-pair swaps, paired
+    TOSTs, no KS), with every p-value of the report adjusted together
     (Holm, or Benjamini–Hochberg with ``correction="fdr_bh"``, ...) and the winner per
     metric; each energy test may draw the permutations the family needs to reject
     (sequential, stopping early when clearly null), and a test that could not have
@@ -162,9 +167,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         Override the config's ``[report]`` options (defaults 0.05, "holm", 499, 999, 0,
         True). Every option, its allowed values and meaning:
         :data:`kvstats.report.options.REPORT_OPTIONS`.
-    energy_resolution, equivalence, equivalence_test, unit : optional
+    energy_resolution, equivalence, equivalence_test, unit, pairing : optional
         Override the config's options of the same names (defaults "family", no margins,
-        "ratio", "auto").
+        "ratio", "auto", "none").
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``).
     progress : bool
@@ -193,7 +198,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     opts = _options(result, {"alpha": alpha, "correction": correction, "energy_resamples": energy_resamples,
                              "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures,
                              "energy_resolution": energy_resolution, "equivalence": equivalence,
-                             "equivalence_test": equivalence_test, "unit": unit})
+                             "equivalence_test": equivalence_test, "unit": unit,
+                             "pairing": pairing})
     if comparisons is None:
         comparisons = opts["comparisons"] or result.config.comparisons
     out = Path(out_dir)
@@ -207,12 +213,16 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     frame = aggregate_clusters(trials) if use_clusters else trials
 
     def compare(f: pd.DataFrame) -> pd.DataFrame:
+        if opts["pairing"] == "trial" and N_IN_CLUSTER not in f.columns and "cluster" in f.columns:
+            # trial-level tests pair the trials (those of one text share its cluster, not a pair)
+            f = f.drop(columns="cluster")
         return compare_schemes(f, comparisons, alpha=opts["alpha"], correction=opts["correction"],
                                energy_resamples=opts["energy_resamples"],
                                energy_resolution=opts["energy_resolution"],
                                energy_stop=opts["energy_stop"], seed=opts["seed"],
                                equivalence=opts["equivalence"],
-                               equivalence_test=opts["equivalence_test"], progress=progress)
+                               equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
+                               progress=progress)
 
     summary = summary_table(frame, confidence=opts["confidence"], n_resamples=opts["bootstrap_resamples"],
                             seed=opts["seed"])
@@ -226,8 +236,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     n_queries = result.config.n_queries
     theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
                           spectra=spectra, n_queries=n_queries)
+    paired = opts["pairing"] == "trial"
     unit_text = _unit_text(trials, use_clusters, clustered,
-                           None if use_clusters else _pairing_correlations(frame, comp))
+                           None if use_clusters or paired else _pairing_correlations(frame, comp),
+                           paired)
 
     files: dict[str, Path] = {}
     tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
@@ -297,8 +309,18 @@ def _pairing_correlations(frame: pd.DataFrame, comp: pd.DataFrame) -> pd.Series:
     return rho
 
 
-def _pairing_text(rho: pd.Series | None) -> str:
-    """What ignoring the trials' pairing does to the two-sample tests, with the measured ρ."""
+#: The unit paragraph's sentence under the paired design (it replaces the ρ diagnostic).
+PAIRED_TEXT = ("All schemes of a case see the same trials, and the tests use that pairing "
+               "(pairing = \"trial\"): each scheme's value on a trial is matched with the other "
+               "scheme's value on the same trial, so a correlation between the two, of either "
+               "sign, does not bias the p-values.")
+
+
+def _pairing_text(rho: pd.Series | None, paired: bool = False) -> str:
+    """What ignoring the trials' pairing does to the two-sample tests, with the measured ρ
+    (``paired``: the sentence that the tests use the pairing instead)."""
+    if paired:
+        return PAIRED_TEXT
     text = ("All schemes of a case see the same trials; the two-sample tests ignore that pairing, "
             "which makes a test conservative where the paired values are positively correlated "
             "and anti-conservative where they are negatively correlated")
@@ -313,8 +335,10 @@ def _pairing_text(rho: pd.Series | None) -> str:
 
 
 def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
-               rho: pd.Series | None = None) -> str:
+               rho: pd.Series | None = None, paired: bool = False) -> str:
     if use_clusters and clustered:
+        matched = (" The tests pair the two schemes' means of each cluster (pairing = \"trial\"); "
+                   "the trial-level ones pair their trials." if paired else "")
         cells = trials.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
         k, n = cells["cluster"].nunique(), cells.size()
         return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "
@@ -322,12 +346,12 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
                 "are not independent; every test, interval, count and figure uses the cluster "
                 "means (kvstats.analysis.aggregate_clusters). The trial-level tests are in "
                 "tables/comparisons_trial_level.csv and the section \"Trial-level tests (not "
-                "independent)\", labelled as such.")
+                "independent)\", labelled as such." + matched)
     if clustered:
         return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
                 "trials come in fewer clusters (texts) than trials: trial-level (not independent) "
-                "p-values, optimistic.")
-    pairing = _pairing_text(rho)
+                "p-values, optimistic." + (" " + PAIRED_TEXT if paired else ""))
+    pairing = _pairing_text(rho, paired)
     real = "distribution" in trials and bool((trials["distribution"] == REAL).any())
     if real and ("cluster" not in trials or trials["cluster"].isna().all()):
         return ("Unit of observation: the trial. The frame records no text (cluster) per real "
@@ -379,7 +403,8 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
     figs["recall_vs_bits"] = save_figure(plot_recall_vs_bits(frame, palette=palette),
                                          fig_dir / "recall_vs_bits")["png"]
     for a, b in comparisons:
-        rows = comp[(comp["scheme_a"] == a) & (comp["scheme_b"] == b) & (comp["test"] == "mann_whitney")
+        rows = comp[(comp["scheme_a"] == a) & (comp["scheme_b"] == b)
+                    & comp["test"].isin(list(LOCATION_TESTS.values()))
                     & (comp["budget"] == comp["budget_b"])]
         if rows["budget"].nunique() >= 2:
             name = f"crossover_{_slug(a)}_vs_{_slug(b)}"

@@ -18,13 +18,14 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
-from kvstats.analysis.compare import NO_DIFFERENCE
+from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
 from kvstats.analysis.frame import label_digits, short_params
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
 from kvstats.results import REAL, SweepResult
 
-__all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "build_document"]
+__all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
+           "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
 
 # ---------------------------------------------------------------------- formatting
 def _num(x: float | int | bool | None, digits: int = 4) -> str:
@@ -140,6 +141,18 @@ R_CONVENTION = ("r is the rank-biserial correlation of scheme a (the pair's firs
                 "need not be significant after the correction.")
 
 
+#: What r is under the paired design (the Wilcoxon rows), in place of :data:`R_CONVENTION`.
+R_CONVENTION_PAIRED = (
+    "r is the matched-pairs rank-biserial correlation of the differences a − b (scheme a, the "
+    "pair's first, against b on the same unit): r = (T+ − T−)/(T+ + T−), T± the sums of the "
+    "ranks of |a − b| over the positive and the negative differences, zero differences left out "
+    "as the signed-rank test leaves them out; **r > 0 when a's values tend to be larger**, in "
+    "every table and figure (for φ, KL and argmax shift, where lower is better, r > 0 means a is "
+    "worse). Its 95% CI is a score interval for θ = (r + 1)/2 (Newcombe's method 5 carried over "
+    "to one sample, kvstats.stats.wilcoxon_signed_rank), mapped to r, and is not adjusted for "
+    "the family: an interval that excludes 0 need not be significant after the correction.")
+
+
 def _pvalue_cell(row: Any) -> str:
     """Adjusted p-value, with the permutations drawn for a permutation test."""
     text = _p(row["pvalue_adjusted"]) if not math.isnan(row["pvalue_adjusted"]) else "–"
@@ -179,18 +192,21 @@ EQUIVALENCE_HEAVY_NOTE = (f"{HEAVY_MARK} after an equivalence verdict: a mean be
 
 def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                       ratio: bool = True) -> pd.DataFrame:
-    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test) plus energy
-    rows; ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡."""
+    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test, or under the
+    paired design the Wilcoxon signed-rank test beside the equivalence test) plus energy rows;
+    ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡."""
     rows = []
     key = ["scheme_a", "scheme_b", "metric"]
-    mw = comp[comp["test"] == "mann_whitney"]
+    paired = bool((comp["test"] == LOCATION_TESTS["trial"]).any())
+    stat, p_col = ("W", "p adj (Wilcoxon)") if paired else ("U", "p adj (MW)")
+    mw = comp[comp["test"] == LOCATION_TESTS["trial" if paired else "none"]]
     ks = comp[comp["test"] == "ks"].set_index(key)
     eq = comp[comp["test"] == "equivalence"].set_index(key)
     for r in mw.itertuples(index=False):
         row = {"pair": _pair_label(r), "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
                R_HEADER: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
-               "U": f"{r.statistic:.7g}", "p adj (MW)": _p(r.pvalue_adjusted)}
+               stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted)}
         k = (r.scheme_a, r.scheme_b, r.metric)
         if k in ks.index:
             row["KS D"] = _num(ks.loc[k, "statistic"], 3)
@@ -210,6 +226,12 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                     row["equivalence"] += f" {HEAVY_MARK}"
         rows.append(row)
     for r in comp[comp["test"] == "energy"].itertuples(index=False):
+        if paired:   # no KS columns: the energy test's E and p in the location test's
+            rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised, paired)",
+                         "mean a": "", "mean b": "", R_HEADER: "", stat: f"E = {_num(r.statistic, 3)}",
+                         p_col: "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                         **({"equivalence": ""} if not eq.empty else {})})
+            continue
         rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised)",
                      "mean a": "", "mean b": "", R_HEADER: "", "U": "",
                      "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
@@ -298,15 +320,35 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
 
 
 
+#: The header's statement of the paired design and why it has no KS test.
+PAIRED_DESIGN = ("Design: **paired** (pairing = \"trial\"): each scheme's rows are matched "
+                 "one-to-one with the other scheme's on the unit (the same trial; the same text "
+                 "where the unit is the cluster), and every test uses the matching. No KS test: "
+                 "the two-sample KS test has no valid null for paired samples (its permutations "
+                 "exchange values between pairs, which the design does not allow); the 6D energy "
+                 "test with within-pair swaps tests the whole distribution instead. ")
+#: The header's statement of the unpaired design.
+UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"; the paired "
+                   "design is pairing = \"trial\"). ")
+
+
+def _location_name(opts: dict[str, Any]) -> str:
+    """The location test of the report's design, as the text names it."""
+    return "Wilcoxon signed-rank" if opts.get("pairing", "none") == "trial" else "Mann–Whitney"
+
+
 def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     res = _resolution(comp)
     n = res["n_tests"]
     energy = comp[comp["test"] == "energy"]
-    text = (f"Tests: {n} p-values (Mann–Whitney and KS per metric, a standardised 6D energy "
-            "permutation test per pair"
-            + (", a TOST per metric with an equivalence margin" if (comp["test"] == "equivalence").any()
-               else "")
-            + f"), adjusted together by **{opts['correction']}** at α = {opts['alpha']}. ")
+    paired = opts.get("pairing", "none") == "trial"
+    eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
+          if (comp["test"] == "equivalence").any() else "")
+    tests = ("Wilcoxon signed-rank per metric on the paired differences, a standardised 6D "
+             "energy permutation test per pair with labels swapped within pairs" if paired else
+             "Mann–Whitney and KS per metric, a standardised 6D energy permutation test per pair")
+    text = (f"Tests: {n} p-values ({tests}{eq}), adjusted together by **{opts['correction']}** "
+            f"at α = {opts['alpha']}. " + (PAIRED_DESIGN if paired else UNPAIRED_DESIGN))
     if n:
         # three significant digits: _p's "0.003" would misstate a threshold of 0.00263
         text += (f"A test that can reach p ≤ {res['p_needed']:.3g} can be rejected whatever the "
@@ -339,7 +381,7 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
            "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)")
     margins = ", ".join(f"{m}: δ = {d:g}" for m, d in opts["equivalence"].items())
     doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
-          "rejects after the family's adjustment; \"different\": it does not but the Mann–Whitney "
+          f"rejects after the family's adjustment; \"different\": it does not but the {_location_name(opts)} "
           "test does; \"inconclusive\": neither — the data show neither a difference nor "
           f"equivalence. Intervals are the unadjusted {_pct(1 - 2 * opts['alpha'])} intervals of the "
           "estimate; the verdict uses the adjusted p-values.")
@@ -360,13 +402,15 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
         doc.p(EQUIVALENCE_HEAVY_NOTE)
 
 
-def _trial_level_section(doc: Document, comp_trials: pd.DataFrame) -> None:
+def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
+                         opts: dict[str, Any] | None = None) -> None:
     doc.h(2, "Trial-level tests (not independent)")
-    mw = comp_trials[comp_trials["test"] == "mann_whitney"]
+    opts = opts or {}
+    mw = comp_trials[comp_trials["test"] == LOCATION_TESTS[opts.get("pairing", "none")]]
     doc.p("The same tests with the trial as the unit, for comparison only: the trials of one "
           "cluster (text) are correlated, so these p-values are optimistic and support no "
           f"conclusion. {int(mw['significant'].sum())} of {len(mw)} trial-level (not independent) "
-          "Mann–Whitney rows have adjusted p ≤ α. Full table: "
+          f"{_location_name(opts)} rows have adjusted p ≤ α. Full table: "
           "tables/comparisons_trial_level.csv.")
 
 
@@ -381,8 +425,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               comp_trials: pd.DataFrame | None) -> Document:
     """The report's document: header, equivalence, crossovers, figures, per-case tables, theory.
 
-    Every verdict it prints is one the tests support: a winner only at a Mann–Whitney
-    adjusted p ≤ α, "not resolvable" where the test could not have rejected, equality
+    Every verdict it prints is one the tests support: a winner only at a location-test
+    (Mann–Whitney, or Wilcoxon signed-rank under the paired design) adjusted p ≤ α, "not resolvable" where the test could not have rejected, equality
     never (only the equivalence section's TOST, with declared margins, says "equivalent").
 
     Parameters
@@ -432,6 +476,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                 for v in t["ci_reliable"])
     heavy_keys = _heavy_keys(summary)
     ratio = opts["equivalence_test"] == "ratio"
+    paired = opts.get("pairing", "none") == "trial"
     # on cluster means (real captures: the texts) every count, mean and interval is over clusters
     clustered = comp_trials is not None
     real_only = "distribution" in summary and bool((summary["distribution"] == REAL).all())
@@ -457,16 +502,17 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         _tests_text(comp, opts),
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
-        "better. A pair has a winner for a metric only when its Mann–Whitney adjusted p ≤ α; "
-        "otherwise \"no significant difference\" when the test could have rejected (\"no "
-        "significant shift (KS: distributions differ)\" when the KS test rejects), or \"not "
-        "resolvable at …\" when even the most extreme data could not have reached an adjusted "
-        "p ≤ α, the other tests as observed (a statement about the design, not about the "
-        "schemes). Neither is a claim that two schemes are equal: that is what the equivalence "
-        "tests (declared margins) are for.",
-        R_CONVENTION,
+        f"better. A pair has a winner for a metric only when its {_location_name(opts)} adjusted "
+        "p ≤ α; otherwise \"no significant difference\" when the test could have rejected"
+        + ("" if paired else " (\"no significant shift (KS: distributions differ)\" when the KS "
+           "test rejects)")
+        + ", or \"not resolvable at …\" when even the most extreme data could not have reached "
+        "an adjusted p ≤ α, the other tests as observed (a statement about the design, not about "
+        "the schemes). Neither is a claim that two schemes are equal: that is what the "
+        "equivalence tests (declared margins) are for.",
+        R_CONVENTION_PAIRED if paired else R_CONVENTION,
         unit_text,
-        TIES_NOTE,
+        *([] if paired else [TIES_NOTE]),
     ])
     _equivalence_section(doc, comp, opts, digits, heavy_keys)
 
@@ -569,7 +615,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.table(_theory_fmt(theory, digits))
 
     if comp_trials is not None:
-        _trial_level_section(doc, comp_trials)
+        _trial_level_section(doc, comp_trials, opts)
     doc.p("Full-precision numbers: tables/*.csv and report.json.")
     if heavy:
         doc.p(HEAVY_NOTE)
