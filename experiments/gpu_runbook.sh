@@ -17,13 +17,18 @@
 #    heads, 32 query heads, d = 128) against dense bf16 attention and the device's peak
 #    HBM bandwidth, for each backend that passed.
 # Everything printed also lands in OUT_DIR (default $OUT, else ./gpu_runbook_out):
-# env.txt, pytest_gpu.txt, bench_gpu.txt, bench_gpu.json. Exit status 0 only if both steps passed.
+# env.txt, pytest_gpu.txt, bench_gpu.txt, bench_gpu.json. Exit status 0 only if every step
+# run passed. pytest runs verbose (one line per test as it finishes, with durations) and the
+# bench prints and saves each row as it is measured, so a step cut short by its time cap
+# still says what passed and what was measured.
 #
-# Sized for a 15-minute device budget with room for one rerun: the steps are capped at
-# T_TESTS=120 s and T_BENCH=180 s (environment variables), about 5.5 minutes in all; call
-# it with a timeout of ~340 s. PYTHON (default python3: on the lent H200 machine the image's
-# Python with jax[cuda] and absl-py) runs it; BENCH_ARGS overrides the bench's arguments.
-# The repository is not pip-installed there: PYTHONPATH is set to the repository root.
+# Sized for a 15-minute device budget (machine start included) with room for one rerun: the
+# steps are capped at T_TESTS=120 s and T_BENCH=180 s (environment variables), about 5.5
+# minutes in all; call it with a timeout of ~340 s. STEPS (default "tests bench") chooses
+# the steps, e.g. STEPS=bench for a shorter rerun of the throughput step alone. PYTHON
+# (default python3: on the lent H200 machine the image's Python with jax[cuda] and absl-py)
+# runs it; BENCH_ARGS overrides the bench's arguments. The repository is not pip-installed
+# there: PYTHONPATH is set to the repository root.
 #
 # Dry run on a machine without a GPU: RUNBOOK_ALLOW_CPU=1 runs the same steps on the CPU
 # (the gpu tests skip, which checks that they collect; the bench runs its CPU sizes, with
@@ -57,14 +62,20 @@ print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'backend', jax.defau
 "$PY" - <<'EOF' 2>&1 | tee -a "$OUT_DIR/env.txt"
 import importlib, sys
 ok = True
-for mod in ("kvstats_gpu.decode", "kvstats_gpu.bench", "absl", "jax.experimental.pallas.mosaic_gpu",
-            "jax.experimental.pallas.triton"):
+for mod in ("kvstats_gpu.decode", "kvstats_gpu.bench", "kvstats_gpu.mosaic_call", "absl",
+            "jax.experimental.pallas.mosaic_gpu", "jax.experimental.pallas.triton"):
     try:
         importlib.import_module(mod)
         print("import", mod, "ok")
     except Exception as exc:  # report every failing import, then decide
         print("import", mod, "FAILED:", type(exc).__name__, exc)
         ok = ok and mod.endswith(".triton")
+try:  # what kvstats_gpu.mosaic_call compiles Mosaic kernels with (a gap fails Mosaic only: reported)
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    names = ("kernel", "emit_pipeline", "LoweringSemantics", "CompilerParams", "Layout", "load", "layout_cast")
+    print("mosaic entry points:", {n: hasattr(plgpu, n) for n in names})
+except Exception as exc:
+    print("mosaic entry points: FAILED:", type(exc).__name__, exc)
 sys.exit(0 if ok else 4)
 EOF
 rc_pre=$?
@@ -89,16 +100,24 @@ else
     T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 fi
 
-timeout "${T_TESTS:-120}" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/gpu -rs 2>&1 \
-    | tee "$OUT_DIR/pytest_gpu.txt"
-rc_tests=$?
+steps=" ${STEPS:-tests bench} "
+rc_tests=0
+rc_bench=0
+if [[ "$steps" == *" tests "* ]]; then
+    timeout "${T_TESTS:-120}" "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu tests/gpu \
+        -rs 2>&1 | tee "$OUT_DIR/pytest_gpu.txt"
+    rc_tests=$?
+fi
 
-# shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-timeout "${T_BENCH:-180}" "$PY" -m kvstats_gpu.bench --json "$OUT_DIR/bench_gpu.json" \
-    ${BENCH_ARGS:-$bench_default} 2>&1 | tee "$OUT_DIR/bench_gpu.txt"
-rc_bench=$?
+if [[ "$steps" == *" bench "* ]]; then
+    # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+    timeout "${T_BENCH:-180}" "$PY" -m kvstats_gpu.bench --json "$OUT_DIR/bench_gpu.json" \
+        ${BENCH_ARGS:-$bench_default} 2>&1 | tee "$OUT_DIR/bench_gpu.txt"
+    rc_bench=$?
+fi
 
 note=""
 [[ "$backend" != "gpu" ]] && note=" -- CPU dry run: says nothing about the GPU"
-echo "runbook: tests exit $rc_tests, bench exit $rc_bench (124 = timed out)$note" | tee -a "$OUT_DIR/env.txt"
+echo "runbook: steps${steps% }: tests exit $rc_tests, bench exit $rc_bench (124 = timed out)$note" \
+    | tee -a "$OUT_DIR/env.txt"
 [[ $rc_tests -eq 0 && $rc_bench -eq 0 ]]
