@@ -192,17 +192,30 @@ def test_interval_is_not_degenerate_when_every_difference_has_one_sign():
     assert lows[0] < lows[1] < lows[2] < 1.0
 
 
-def test_interval_solves_the_score_equation():
-    # the limits t satisfy (theta_hat - t)^2 = z^2 V(t) with the documented V
+@pytest.mark.parametrize("draw,seed,inflated", [
+    (lambda rng, n: rng.normal(1.0, 1, n), 8, False),      # the model's zeta_1 is larger
+    (lambda rng, n: rng.standard_t(2, n) + 1.5, 9, True),  # t_2: the data's (x 1.54)
+])
+def test_interval_solves_the_score_equation(draw, seed, inflated):
+    # the limits t satisfy (theta_hat - t)^2 = z^2 V(t) with the documented V: zeta_1 the
+    # Hanley-McNeil model times max(1, placement variance / model at theta_hat), <= 4
     n = 25
-    rng = np.random.default_rng(8)
-    res = wilcoxon_signed_rank(rng.normal(0.4, 1, n), np.zeros(n), confidence=0.9)
+    d = draw(np.random.default_rng(seed), n)
+    res = wilcoxon_signed_rank(d, np.zeros(n), confidence=0.9)
     theta = (res.rank_biserial + 1) / 2
+
+    def zeta1(t):
+        return t * (1 - t) / 2 * ((1 - t) / (2 - t) + t / (1 + t))
+
+    s = d[:, None] + d[None, :]                          # O(n^2) placements, by definition
+    off = ~np.eye(n, dtype=bool)
+    h1 = (((s > 0) + 0.5 * (s == 0)) * off).sum(axis=1) / (n - 1)
+    lam = min(max(h1.var(ddof=1) / zeta1(theta), 1.0), 4.0)
+    assert (lam > 1) == inflated
     z = stats.norm.ppf(0.95)
     for limit in (res.rank_biserial_low, res.rank_biserial_high):
         t = (limit + 1) / 2
-        zeta1 = t * (1 - t) / 2 * ((1 - t) / (2 - t) + t / (1 + t))
-        var = (4 * (n - 2) * zeta1 + 2 * t * (1 - t)) / (n * (n - 1))
+        var = (4 * (n - 2) * lam * zeta1(t) + 2 * t * (1 - t)) / (n * (n - 1))
         assert (theta - t) ** 2 == pytest.approx(z**2 * var, rel=1e-9)
 
 
@@ -224,9 +237,12 @@ def test_zeros_are_dropped_and_counted():
 
 
 def test_differences_beyond_float64_keep_their_ranks():
-    x = np.array([1e308, -1e308, 3.0, 1e307])
+    # x - y overflows to +inf and -inf for two pairs of different |d| (2e308 < 2.5e308):
+    # they must not tie
+    x = np.array([1e308, -1.5e308, 3.0, 1e307])
     y = np.array([-1e308, 1e308, 1.0, -5e307])
     res = wilcoxon_signed_rank(x, y, method="exact")
+    assert not res.ties and res.statistic == 1 + 2 + 3
     ref = wilcoxon_signed_rank(x / 4, y / 4, method="exact")
     assert (res.statistic, res.pvalue) == (ref.statistic, ref.pvalue)
 
@@ -373,19 +389,22 @@ def _coverage(rng, draw, n, reps, rho):
 
 # rho = 2 P(D + D' > 0) - 1 for two independent differences: normal N(0.5, 1):
 # D + D' ~ N(1, 2); Exp(1) - 0.5: D + D' + 1 ~ Gamma(2), P(Gamma(2) > 1) = 2/e; t_2 + 0.5:
-# the integral of f(t) P(T' > -1 - t) (scipy.integrate.quad, 0.3871664095206693).
+# the integral of f(t) P(T' > -1 - t) (scipy.integrate.quad, 0.3871664095206693); t_2 + 1.5:
+# the same with -3 - t (0.7958877974486289).
 COVERAGE_DESIGNS = {
     "normal+0.5": (lambda rng, n: rng.normal(0.5, 1, n),
                    2 * stats.norm.cdf(0.5 * math.sqrt(2)) - 1),
     "t2+0.5": (lambda rng, n: rng.standard_t(2, n) + 0.5, 0.3871664095206693),
     "exponential-0.5": (lambda rng, n: rng.exponential(1, n) - 0.5, 4 / math.e - 1),
+    "t2+1.5": (lambda rng, n: rng.standard_t(2, n) + 1.5, 0.7958877974486289),
 }
 
 
-def test_interval_coverage(calib):
-    reps = 500
-    draw, rho = COVERAGE_DESIGNS["normal+0.5"]
-    cov = _coverage(np.random.default_rng(21), draw, 60, reps, rho)
+@pytest.mark.parametrize("design", ["normal+0.5", "t2+1.5"])
+def test_interval_coverage(calib, design):
+    reps = 600
+    draw, rho = COVERAGE_DESIGNS[design]
+    cov = _coverage(np.random.default_rng(21), draw, 150, reps, rho)
     lo, hi = calib.binom_interval(reps, 0.95)
     assert lo - 0.01 <= cov <= hi + 0.01, cov
 
