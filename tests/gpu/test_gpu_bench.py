@@ -95,3 +95,29 @@ def test_rows_are_printed_and_saved_as_they_are_measured(tmp_path, monkeypatch, 
     assert saved["complete"] is False and saved["rows"] == [json.loads(json.dumps(rows[0]))]
     assert saved["correctness"] == {"mosaic_err": 0.0}
     assert "measured 256 tokens, KQV@4" in capsys.readouterr().out
+
+
+_BLOCKER = '''import importlib.abc, os, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in os.environ.get("BLOCK_IMPORTS", "").split():
+            raise ImportError(f"{name} blocked by the test")
+sys.meta_path.insert(0, _Block())
+'''
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="checks the behaviour without a GPU")
+def test_runbook_preflight_goes_on_without_one_backend_and_stops_without_both(tmp_path):
+    # a device image whose jax lacks one Pallas GPU backend still gets the other's tests and
+    # timings; without both (or without kvstats_gpu) there is nothing to run: exit 4
+    root = Path(__file__).parents[2]
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_BLOCKER)
+    env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path / "site")}
+    env.pop("RUNBOOK_ALLOW_CPU", None)
+    for blocked, code, said in (("jax.experimental.pallas.triton", 3, "going on without Triton"),
+                                ("absl jax.experimental.pallas.triton", 4, "exit 4")):
+        res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(tmp_path / "out")], cwd=root,
+                             env={**env, "BLOCK_IMPORTS": blocked}, capture_output=True, text=True, timeout=300)
+        assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
+        assert said in res.stdout and "blocked by the test" in res.stdout
