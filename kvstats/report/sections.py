@@ -148,9 +148,9 @@ R_CONVENTION_PAIRED = (
     "ranks of |a − b| over the positive and the negative differences, zero differences left out "
     "as the signed-rank test leaves them out; **r > 0 when a's values tend to be larger**, in "
     "every table and figure (for φ, KL and argmax shift, where lower is better, r > 0 means a is "
-    "worse). Its 95% CI is a score interval for θ = (r + 1)/2 (Newcombe's method 5 carried over "
-    "to one sample, kvstats.stats.wilcoxon_signed_rank), mapped to r, and is not adjusted for "
-    "the family: an interval that excludes 0 need not be significant after the correction.")
+    "worse). Its 95% CI is the score interval of kvstats.stats.wilcoxon_signed_rank for θ = "
+    "(r + 1)/2, mapped to r, and is not adjusted for the family: an interval that excludes 0 "
+    "need not be significant after the correction.")
 
 
 def _pvalue_cell(row: Any) -> str:
