@@ -226,6 +226,10 @@ def _fwht_piece(x: np.ndarray, b: int, out: np.ndarray | None = None) -> np.ndar
         out[...] = x
         y = out
     flat = y.reshape(-1, d)
+    n_blocks = d // b
+    if n_blocks >= 4 and flat.shape[0] * b >= _BUTTERFLY_CONTIGUOUS:
+        _butterflies_by_block(flat, b)
+        return y
     h = b
     while h < d:
         # pairs (j, j + h) inside blocks of 2h: (a, b) -> (a + b, a - b), in place
@@ -237,6 +241,40 @@ def _fwht_piece(x: np.ndarray, b: int, out: np.ndarray | None = None) -> np.ndar
         hi[...] = diff
         h *= 2
     return y
+
+
+#: Values per block (rows x b) from which `_butterflies_by_block` pays for its two copies.
+_BUTTERFLY_CONTIGUOUS = 1024
+
+
+def _butterflies_by_block(flat: np.ndarray, b: int) -> None:
+    """The butterfly stages of `_fwht_piece` on ``flat`` ``(rows, d)``, in place, with
+    every stage on contiguous memory.
+
+    Across runs of b coordinates the stages pair run k with run k + m (m = 1, 2, 4, ...)
+    of the same row: (lo, hi) -> (lo + hi, lo - hi). In the rows' layout these are
+    strided views (runs of b values, one per row), on which numpy's ufuncs run several
+    times slower than on contiguous data; here the runs are first copied run-major,
+    ``(d / b, rows, b)``, where run k of every row is one contiguous array, the stages
+    alternate between two such buffers, and the result is copied back. Each value gets
+    the same additions and subtractions in the same order, so the numbers are those of
+    the in-place stages bit for bit.
+    """
+    rows, d = flat.shape
+    n_blocks = d // b
+    src = np.empty((n_blocks, rows, b), flat.dtype)
+    dst = np.empty_like(src)
+    by_row = flat.reshape(rows, n_blocks, b).transpose(1, 0, 2)  # a view of flat, run-major
+    np.copyto(src, by_row)
+    m = 1
+    while m < n_blocks:
+        s = src.reshape(n_blocks // (2 * m), 2, m * rows * b)
+        t = dst.reshape(s.shape)
+        np.add(s[:, 0], s[:, 1], out=t[:, 0])
+        np.subtract(s[:, 0], s[:, 1], out=t[:, 1])
+        src, dst = dst, src
+        m *= 2
+    np.copyto(by_row, src)
 
 
 @dataclass(frozen=True, eq=False)

@@ -357,3 +357,24 @@ def test_blocked_fwht_equals_one_product(d, dtype):
             assert x.size <= _FWHT_PIECE or rows > _FWHT_PIECE // d  # the blocked path runs
             np.testing.assert_array_equal(_fwht(x), _fwht_unblocked(x))
             np.testing.assert_array_equal(_fwht(x[None]), _fwht_unblocked(x)[None])
+
+
+@pytest.mark.parametrize("d, b", [(512, 128), (1024, 128), (1024, 64), (2048, 16), (256, 64)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_run_major_butterflies_equal_in_place(d, b, dtype):
+    """`_fwht_piece` runs the butterflies on run-major copies (`_butterflies_by_block`)
+    for pieces of >= 4 runs and enough rows; the numbers equal the in-place stages of
+    the reference bit for bit (a wrong pairing or a swapped sum and difference would
+    not), for every block width the rotation and the srht sketch use."""
+    from threadpoolctl import threadpool_limits
+
+    from kvstats.quant.rotation import _BUTTERFLY_CONTIGUOUS, _fwht_piece
+
+    rng = np.random.default_rng(d + b)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for rows in (1, 3, _BUTTERFLY_CONTIGUOUS // b, 61):
+            x = (rng.standard_normal((rows, d)) * 3).astype(dtype)
+            np.testing.assert_array_equal(_fwht_piece(x, b), _fwht_unblocked(x, b))
+            out = np.empty_like(x)
+            _fwht_piece(x, b, out=out)
+            np.testing.assert_array_equal(out, _fwht_unblocked(x, b))
