@@ -1,7 +1,8 @@
 """Calibrated two-sample statistics for comparing quantization schemes trial by trial.
 
-Rank tests (Mann–Whitney with rank-biserial effect size, two-sample KS), the energy
-distance and its fast permutation test for the multivariate 6D profiles, multiple-testing
+Rank tests (Mann–Whitney with rank-biserial effect size, two-sample KS, and for paired
+samples the Wilcoxon signed rank), the energy distance and its fast permutation test for
+the multivariate 6D profiles (free or within-pair relabellings), multiple-testing
 corrections, bootstrap intervals (with a heavy-tail screen: the Hill tail index) and
 simulated power. See docs/statistics.md.
 """
