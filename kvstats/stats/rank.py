@@ -1,4 +1,4 @@
-"""Rank tests: Mann–Whitney U, two-sample Kolmogorov–Smirnov and the paired Wilcoxon signed rank.
+"""Rank tests: Mann–Whitney U, two-sample Kolmogorov–Smirnov, paired Wilcoxon signed rank.
 
 (Over 450 lines because the three rank tests share their conventions -- the sign of the
 rank-biserial r, the score-type intervals, the exact-versus-normal rule -- which are
