@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats.data.synthetic import sample
-from kvstats.metrics.profile import error_profile
+from kvstats.metrics.profile import _profile
 from kvstats.quant.mse import MSEQuantizer
 from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.schemes import Scheme, make_scheme
@@ -65,6 +65,7 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
             trials = sample(first.distribution, t, n, d, seed=_derive_seed(task.seed, "data", case_key, b),
                             n_queries=task.n_queries, dtype=np.dtype(task.dtype),
                             generator=task.generator, **first.params)
+        reference: dict = {}  # what error_profile computes from the trials alone, once per chunk
         for cell, cid in task.cells:
             tic = time.perf_counter()
             spec = cell.scheme
@@ -73,7 +74,7 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
                 scheme = make_scheme(spec.name, bits, d, seed=_derive_seed(task.seed, "scheme", cell.key(), b),
                                      draws=t, **spec.params)
                 K_hat, V_hat = _roundtrip(scheme, trials.K, trials.V, buffers)
-                prof = error_profile(trials, K_hat, V_hat)
+                prof = _profile(trials, K_hat, V_hat, reference=reference)  # = error_profile(trials, K_hat, V_hat)
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
                 raise type(exc)(f"{exc} [cell: {spec.display()} at n={cell.budget}, "

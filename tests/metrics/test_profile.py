@@ -385,3 +385,58 @@ def test_exact_vector_counts_add_up_over_chunks(monkeypatch):
     monkeypatch.setattr(profile_mod, "_CHUNK_ELEMENTS", 1)
     df = error_profile(t, t.K, t.V)
     assert df.attrs["exact_vectors"] == {"k": 60, "v": 60, "t": 15}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_finite_equals_the_elementwise_test(dtype):
+    # the one-pass test (a sum of squares) must say what np.isfinite(a).all() says: for
+    # finite arrays, every kind of non-finite value, squares that overflow although
+    # every value is finite (the elementwise fallback), views that are not contiguous
+    big = np.finfo(dtype).max / 4
+    cases = [np.ones((3, 5)), np.zeros(0), np.full((4, 4), big)]
+    for bad in (np.inf, -np.inf, np.nan):
+        a = np.ones((3, 5))
+        a[1, 2] = bad
+        cases.append(a)
+    both = np.ones(6)
+    both[[1, 4]] = [np.inf, -np.inf]  # inf - inf: a NaN sum, not a finite one
+    cases += [both, np.arange(12.0).reshape(3, 4)[:, ::2]]
+    strided = np.ones((3, 4))
+    strided[0, 1] = np.nan
+    cases.append(strided[:, ::2])  # the NaN is not in the view
+    for a in cases:
+        a = np.asarray(a, dtype=dtype)
+        assert profile_mod._all_finite(a) == bool(np.isfinite(a).all())
+
+
+def test_bad_reconstructions_still_refused_after_the_one_pass_test():
+    t, Kh, Vh = _perturbed(T=3, N=8)
+    for value in (np.inf, -np.inf, np.nan):
+        bad = Vh.copy()
+        bad[2, 1, 0] = value
+        with pytest.raises(ValueError, match=r"V_hat must be finite; received 1 NaN/inf value\(s\)"):
+            error_profile(t, Kh, bad)
+    # finite values whose squares overflow pass (the elementwise test decides)
+    t32 = Trials(t.K.astype(np.float32), t.V.astype(np.float32), t.q.astype(np.float32))
+    huge = np.full(t32.K.shape, 1e30, np.float32)
+    df = error_profile(t32, huge, Vh.astype(np.float32))
+    assert np.isfinite(df["phi_k"]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shared_reference_gives_the_numbers_of_separate_calls(monkeypatch, dtype):
+    # the runner computes the trials-only quantities (q·k, log p, p V) once per chunk for
+    # every cell of a case; each cell's frame must equal a separate call bit for bit,
+    # also when the cells' reconstructions differ in dtype (another cache key) and over
+    # several profile chunks
+    monkeypatch.setattr(profile_mod, "_CHUNK_ELEMENTS", 2 * 16 * 32)
+    t = kvstats.sample("heavy_tailed", 5, 16, 32, seed=4, n_queries=2, nu=1.5, dtype=dtype)
+    rng = np.random.default_rng(5)
+    reference: dict = {}
+    for scale in (0.01, 0.3, 0.0):
+        for dt in (dtype, np.float64):
+            Kh = (t.K + scale * rng.standard_normal(t.K.shape)).astype(dt)
+            Vh = (t.V + scale * rng.standard_normal(t.V.shape)).astype(dt)
+            shared = profile_mod._profile(t, Kh, Vh, reference=reference)
+            pd.testing.assert_frame_equal(shared, error_profile(t, Kh, Vh), check_exact=True)
+    assert len(reference) == 3 * (1 if dtype == np.float64 else 2)  # 3 chunks x dtypes
