@@ -1,4 +1,5 @@
-"""Type-I error of Mann–Whitney on real trials: trials vs texts (clusters) as the unit.
+"""Type-I error on real trials, trials vs texts (clusters) as the unit: Mann–Whitney, and
+the Wilcoxon signed-rank test of the paired (shared) design.
 
 Usage: nice -n 10 python experiments/real_cluster_calibration.py
        [--capture results/real/capture.npz] [--scheme KQV] [--bits 4] [--layers 0,3,...,27]
@@ -17,12 +18,23 @@ per arm, independently of every other trial), and the arms are
   trial, each under its own draw;
 
 compared by Mann–Whitney on (a) the trials and (b) the cluster means (one value per
-text and arm, as kvstats.analysis.aggregate_clusters computes them). Given the pool, a
+text and arm, as kvstats.analysis.aggregate_clusters computes them). The shared design's
+arms are also paired, as the report's ``pairing = "trial"`` pairs them: the Wilcoxon
+signed-rank test on (c) the trials matched by trial and (d) the text means matched by
+text. Under this null each pair's difference is symmetric about 0 and the pairs are
+independent given the pool (every trial's two draws are its own), so the signed-rank
+test is valid at both levels; Mann–Whitney on the shared arms is not (they are
+correlated: the same trials). Given the pool, a
 trial's value has the same distribution in either arm and the split is independent of
 the values, so the null holds exactly for the texts as units, whatever the pool. The
 p-values are scipy's asymptotic Mann–Whitney vectorised over replicates and metrics,
-which is what kvstats.stats.mann_whitney computes at these sizes; the first replicate
-checks both that and the cluster means against aggregate_clusters. The rejection rate at
+which is what kvstats.stats.mann_whitney computes at these sizes; the signed-rank
+p-values are kvstats.stats.wilcoxon_signed_rank's rule ("auto": exact below 50 non-zero
+differences without zeros or ties, else normal with tie and continuity correction),
+vectorised here (signed_rank_pvalues). The first replicate checks the cluster means
+against aggregate_clusters and every p-value against the kvstats function. The random
+stream is the Mann–Whitney-only version's: the paired columns reuse its arms, so the
+other columns are unchanged. The rejection rate at
 ``--alpha`` over the replicates is printed per metric with the central 99% binomial band
 of a test at its level (replicates are independent given the pool).
 Also printed: the intra-cluster correlation of each metric (one-way ANOVA estimator on
@@ -37,12 +49,16 @@ import time
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 import kvstats
 from kvstats.analysis import METRICS, aggregate_clusters
 from kvstats.data.real import trial_clusters
-from kvstats.stats import mann_whitney
+from kvstats.stats import mann_whitney, wilcoxon_signed_rank
+
+#: kvstats.stats.wilcoxon_signed_rank's "auto" rule: exact below this many non-zero
+#: differences (and no zeros, no ties), normal otherwise
+EXACT_BELOW = 50
 
 
 def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.DataFrame:
@@ -58,6 +74,61 @@ def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.D
                                  scheme=f"{scheme}#{d}", bits_nominal=float(bits),
                                  bits_total=float(bits)))
     return pd.concat(parts, ignore_index=True)
+
+
+def _signrank_counts(n: int) -> np.ndarray:
+    """Number of sign vectors of ranks 1..n with each V = 0 .. n(n+1)/2 (exact integers)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1, dtype=np.int64)
+    counts[0] = 1
+    for k in range(1, n + 1):
+        counts[k:] = counts[k:] + counts[:-k].copy()
+    return counts
+
+
+def signed_rank_pvalues(x: np.ndarray, y: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Two-sided Wilcoxon signed-rank p-values of x vs y paired along ``axis``, vectorised.
+
+    The rule of kvstats.stats.wilcoxon_signed_rank(method="auto"), R's
+    ``wilcox.test(paired = TRUE)``: zero differences dropped; exact (the untied
+    distribution of V) when no difference is zero or tied and fewer than 50 remain;
+    otherwise the normal approximation with the tie-corrected variance and continuity
+    correction 1/2; p = 1 when every difference is zero. Returns the p-values with
+    ``axis`` removed.
+
+    Examples
+    --------
+    >>> x = np.array([[1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]])
+    >>> y = np.array([[0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]])
+    >>> round(float(signed_rank_pvalues(x, y)[0]), 5)   # R: V = 40, p = 0.03906
+    0.03906
+    """
+    d = np.moveaxis(np.asarray(x, np.float64) - np.asarray(y, np.float64), axis, -1)
+    shape, n = d.shape[:-1], d.shape[-1]
+    d = d.reshape(-1, n)
+    nonzero = d != 0
+    m = nonzero.sum(axis=1)
+    # zeros ranked last (inf): the non-zero differences keep their ranks among themselves
+    a = np.where(nonzero, np.abs(d), np.inf)
+    ranks = stats.rankdata(a, axis=1)
+    v = np.sum(np.where(d > 0, ranks, 0.0), axis=1)
+    # each non-zero value's tie group size t from its lowest and highest rank: sum t^3 - t
+    # over groups = sum over values of t^2 - 1
+    t = stats.rankdata(a, method="max", axis=1) - stats.rankdata(a, method="min", axis=1) + 1
+    tie_term = np.sum(np.where(nonzero, t * t - 1.0, 0.0), axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):     # m = 0 rows: p = 1 below
+        z = v - m * (m + 1) / 4.0
+        sigma = np.sqrt(m * (m + 1) * (2 * m + 1) / 24.0 - tie_term / 48.0)
+        z = (z - 0.5 * np.sign(z)) / sigma
+    p = 2.0 * np.minimum(special.ndtr(z), special.ndtr(-z))
+    exact = (m == n) & (tie_term == 0) & (n < EXACT_BELOW)
+    if exact.any():
+        counts = _signrank_counts(n)
+        cdf, sf = np.cumsum(counts), np.cumsum(counts[::-1])[::-1]    # P(V <= s), P(V >= s) x 2^n
+        s = np.rint(v[exact]).astype(np.int64)
+        tail = np.where(4 * v[exact] > n * (n + 1), sf[s], cdf[s])
+        p[exact] = np.ldexp(2.0 * tail, -n)
+    p = np.where(m == 0, 1.0, np.clip(p, 0.0, 1.0))
+    return p.reshape(shape)
 
 
 def icc(values: np.ndarray, clusters: np.ndarray) -> float:
@@ -80,7 +151,8 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    """Run the calibration and print it (``argv``: the arguments; default sys.argv); return the table."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--capture", default="results/real/capture.npz",
                     help="capture .npz (experiments/real_capture.py; default results/real/capture.npz)")
@@ -92,7 +164,7 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=4000, help="replicates (random splits and draws; default 4000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha", type=float, default=0.05)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.draws < 2:
         ap.error("--draws must be at least 2 (two distinct draws per replicate)")
     t0 = time.perf_counter()
@@ -113,6 +185,8 @@ def main() -> None:
     rng = np.random.default_rng(args.seed + 1)
     R, half, every = args.replicates, texts.size // 2, np.arange(trials.n_trials)
     pvals = {(d, u): np.empty((R, len(METRICS))) for d in ("split", "shared") for u in ("trials", "texts")}
+    # the shared arms paired (trial with trial, text mean with text mean): signed-rank
+    paired = {u: np.empty((R, len(METRICS))) for u in ("trials", "texts")}
     first = None
     for start in range(0, R, 250):  # chunks of replicates bound the memory
         r = min(R, start + 250) - start
@@ -132,6 +206,8 @@ def main() -> None:
             # scipy's asymptotic test, vectorised over replicates and metrics: what
             # kvstats.stats.mann_whitney computes here (min(n) > 8: its "auto" is asymptotic)
             pvals[key][start:start + r] = stats.mannwhitneyu(x, y, axis=1, method="asymptotic").pvalue
+        for unit in paired:
+            paired[unit][start:start + r] = signed_rank_pvalues(*arms["shared", unit], axis=1)
         if first is None:
             first = (arms, xa[0], ta[0], tb[0])
     # spot checks on the first replicate: the cluster means are aggregate_clusters', the
@@ -143,7 +219,12 @@ def main() -> None:
     for key, (x, y) in arms.items():
         ref = [mann_whitney(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
         np.testing.assert_allclose(pvals[key][0], ref, rtol=1e-10)
+    for unit in paired:
+        x, y = arms["shared", unit]
+        ref = [wilcoxon_signed_rank(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
+        np.testing.assert_allclose(paired[unit][0], ref, rtol=1e-10)
     rej = {key: (p <= args.alpha).sum(axis=0) for key, p in pvals.items()}
+    rej.update({("shared, signed-rank", u): (p <= args.alpha).sum(axis=0) for u, p in paired.items()})
 
     lo = stats.binom.ppf(0.005, args.replicates, args.alpha) / args.replicates
     hi = stats.binom.isf(0.005, args.replicates, args.alpha) / args.replicates
@@ -151,7 +232,8 @@ def main() -> None:
     for j, m in enumerate(METRICS):
         rho = icc(vals[0, :, j], clusters)
         rows.append({"metric": m, "ICC": f"{rho:.3f}", "design effect": f"{1 + (per_text - 1) * rho:.2f}",
-                     **{f"{d}: {u}": rej[d, u][j] / R for d in ("split", "shared") for u in ("trials", "texts")}})
+                     **{f"{d}: {u}": rej[d, u][j] / R for d in ("split", "shared", "shared, signed-rank")
+                        for u in ("trials", "texts")}})
     table = pd.DataFrame(rows)
     print(f"\ntype-I error at alpha = {args.alpha} (rate of p <= alpha over {args.replicates} replicates); "
           f"99% binomial band of a level-{args.alpha} test: [{lo:.4f}, {hi:.4f}]")
@@ -159,7 +241,12 @@ def main() -> None:
     inflation = table["split: trials"] / args.alpha
     print(f"\ntrial-level inflation (split, rate / alpha): {inflation.min():.1f}x to {inflation.max():.1f}x; "
           f"text-level rates inside the band: {int(table['split: texts'].between(lo, hi).sum())}/{len(table)}")
+    for unit in ("trials", "texts"):
+        col = table[f"shared, signed-rank: {unit}"]
+        print(f"shared design, signed-rank on the {unit}: rates {col.min():.4f} to {col.max():.4f}, "
+              f"inside the band: {int(col.between(lo, hi).sum())}/{len(table)}")
     print(f"pool {t_pool:.1f} s, total {time.perf_counter() - t0:.1f} s; load average at end: {os.getloadavg()}")
+    return table
 
 
 if __name__ == "__main__":
