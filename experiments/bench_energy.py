@@ -12,12 +12,24 @@ Same data, same number of permutations B, same process, one after the other:
 Peak memory is measured with ``tracemalloc`` (numpy reports its buffers to it) in a
 separate run from the timing, so tracing does not slow the timed run; the process-wide
 peak resident set size (``resource.getrusage``, includes the interpreter and libraries) is
-printed too. Usage::
+printed too.
+
+``--paired``: the paired test instead (``energy_test(..., paired=True)``), whose swap
+relabellings are evaluated as m x m quadratic forms s'Cs (kvstats/stats/energy.py's
+module docstring), against the pooled-label path it replaced (the same swaps as 2m-long
+boolean labels through the 2m x 2m core ``_permutation_statistics``, as the code did
+before), on the same data and draws, in the same process, alternating new/baseline
+(A B A B ...); prints the wall and CPU times (best and median), their ratios, the peak
+traced memory of each, and checks that both give the same p-value. No dcor needed.
+
+Usage::
 
     python experiments/bench_energy.py [--dcor-resamples 999] [--big-resamples 999]
         [--skip-big]
+    python experiments/bench_energy.py --paired [--paired-m 100 1000 3000]
+        [--resamples 999] [--repeats 3]
 
-Requires dcor (``pip install dcor``; pyproject extra "bench").
+Requires dcor (``pip install dcor``; pyproject extra "bench") except with ``--paired``.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import tracemalloc
 import numpy as np
 
 from kvstats.stats import energy_test
+from kvstats.stats.energy import _permutation_statistics, _prepare, _random_swaps, _unit_scale
 
 
 def peak_traced(fn):
@@ -109,6 +122,73 @@ def compare_with_dcor(args, rng, dcor, cores) -> None:
           f"{rss_after_dcor:.0f} MB (getrusage ru_maxrss; interpreter, libraries and data included)")
 
 
+def paired_pooled_labels(X, Y, n_resamples, seed, standardize=True, kind="V"):
+    """p-value and statistics of the paired test as evaluated before the s'Cs form.
+
+    The same generator calls (``_random_swaps`` draws one uniform per pair, as
+    ``_random_keeps``), the same tie rule; each swap as a 2m-long label row through the
+    pooled 2m x 2m blocked core.
+    """
+    X, Y, _ = _prepare(X, Y, standardize, kind)
+    m = len(X)
+    Z, _ = _unit_scale(np.concatenate([X, Y]))
+    labels = np.empty((n_resamples + 1, 2 * m), dtype=bool)
+    labels[0, :m], labels[0, m:] = True, False
+    _random_swaps(np.random.default_rng(seed), n_resamples, m, out=labels[1:])
+    stats_all, total = _permutation_statistics(Z, labels, kind)
+    tol = 1e-10 * total / (2 * m * (2 * m - 1))
+    p = (1.0 + np.count_nonzero(stats_all[1:] >= stats_all[0] - tol)) / (1.0 + n_resamples)
+    return p, stats_all
+
+
+def bench_paired(args, cores) -> None:
+    B = args.resamples
+    load0 = os.getloadavg()
+    print()
+    print(f"## paired energy test, 6-D pairs, B = {B}, standardize=True: s'Cs (m x m) vs "
+          f"pooled 2m labels (2m x 2m), best and median of >= {args.repeats} alternating "
+          f"runs (more for small m: about 2 s of timing per size)")
+    print()
+    print("| m pairs (runs) | s'Cs wall (s) best / median | pooled wall (s) best / median "
+          "| wall ratio (best) | CPU ratio (best) | peak traced MB s'Cs / pooled | p-value |")
+    print("|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(args.seed)
+    for m in args.paired_m:
+        shared = rng.normal(size=(m, 6))
+        X = shared + 0.3 * rng.normal(size=(m, 6)) + 0.03
+        Y = shared + 0.3 * rng.normal(size=(m, 6))
+
+        def new_fn():
+            return energy_test(X, Y, n_resamples=B, seed=args.seed, standardize=True,
+                               paired=True)
+
+        def old_fn():
+            return paired_pooled_labels(X, Y, B, args.seed)
+
+        _, w_new, _ = timed(new_fn)              # warm-up, and the size of the timing loop
+        _, w_old, _ = timed(old_fn)
+        repeats = max(args.repeats, min(200, int(2.0 / (w_new + w_old))))
+        tn, to = [], []
+        for _ in range(repeats):                 # A B A B: load drifts hit both alike
+            res, w, c = timed(new_fn)
+            tn.append((w, c))
+            (p_old, stats_old), w, c = timed(old_fn)
+            to.append((w, c))
+        if res.pvalue != p_old:
+            raise SystemExit(f"m = {m}: p-values differ: {res.pvalue} vs {p_old}")
+        stat_rel = abs(res.statistic - stats_old[0]) / abs(stats_old[0])
+        mem_new, mem_old = peak_traced(new_fn), peak_traced(old_fn)
+        (wn, cn), (wo, co) = np.min(tn, axis=0), np.min(to, axis=0)
+        mn, mo = np.median(tn, axis=0)[0], np.median(to, axis=0)[0]
+        print(f"| {m:,} ({repeats}) | {wn:.4f} / {mn:.4f} | {wo:.4f} / {mo:.4f} | "
+              f"**{wo / wn:.2f}x** | {co / cn:.2f}x | {mem_new:.0f} / {mem_old:.0f} | "
+              f"{res.pvalue:.4f} both (statistics agree to {stat_rel:.0e}) |")
+    load1 = os.getloadavg()
+    print()
+    print(f"load average before {load0[0]:.2f} (5 min {load0[1]:.2f}), after {load1[0]:.2f} "
+          f"(5 min {load1[1]:.2f}) on {cores} usable cores")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
@@ -120,11 +200,24 @@ def main() -> None:
     ap.add_argument("--skip-big", action="store_true")
     ap.add_argument("--only-big", action="store_true", help="skip the comparison with dcor")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--paired", action="store_true",
+                    help="benchmark the paired test's s'Cs form against the pooled-label path")
+    ap.add_argument("--paired-m", type=int, nargs="+", default=[100, 1000, 3000],
+                    help="numbers of pairs for --paired")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="least number of alternating timed runs for --paired")
     args = ap.parse_args()
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if args.paired:
+        print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+              f"{cpu_model()}, {cores} usable cores, numpy {np.__version__}, "
+              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+        bench_paired(args, cores)
+        return
 
     import dcor
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu_model()}, "
           f"{cores} usable cores, numpy {np.__version__}, dcor {dcor.__version__}")
 

@@ -422,7 +422,8 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     (0.0078125, False)
     """
     from .energy import (_check_paired, _paired_min_p, _permutation_statistics, _prepare,
-                         _random_subsets, _random_swaps, _unit_scale)
+                         _random_keeps, _random_subsets, _swap_statistics, _SwapForms,
+                         _unit_scale)
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
@@ -434,19 +435,28 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
     n = n_x + n_y
-    observed_labels = np.zeros((1, n), dtype=bool)
-    observed_labels[0, :n_x] = True
+    # paired: each swap is one m x m quadratic form s'Cs (energy's module docstring); the
+    # blocks of C are built once here and kept across batches when they fit in ~64 MB
+    forms = _SwapForms(Z[:n_x], Z[n_x:]) if paired else None
     with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
-        obs, total = _permutation_statistics(Z, observed_labels, kind)
+        if paired:
+            q = forms.forms(np.ones((1, n_x), dtype=bool))
+            total = forms.total
+            obs = _swap_statistics(q, total, n_x, kind)
+        else:
+            observed_labels = np.zeros((1, n), dtype=bool)
+            observed_labels[0, :n_x] = True
+            obs, total = _permutation_statistics(Z, observed_labels, kind)
     t_obs = float(obs[0])
     if not (np.isfinite(t_obs) and np.isfinite(total)):
         raise ValueError(f"the energy statistic is {t_obs} (pooled distance sum {total}); a "
                          "non-finite statistic has no p-value (overflow? rescale the data)")
 
     def draw(gen, k):
-        # the same generator calls as energy_test's one (B, n) draw, split into batches
-        labels = _random_swaps(gen, k, n_x) if paired else _random_subsets(gen, k, n, n_x)
-        return _permutation_statistics(Z, labels, kind)[0]
+        # the same generator calls as energy_test's one (B, ...) draw, split into batches
+        if paired:
+            return _swap_statistics(forms.forms(_random_keeps(gen, k, n_x)), total, n_x, kind)
+        return _permutation_statistics(Z, _random_subsets(gen, k, n, n_x), kind)[0]
 
     p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
                                   tol=1e-10 * total / (n * (n - 1)), batch=batch,
