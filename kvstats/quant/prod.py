@@ -21,8 +21,9 @@ from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice
 from kvstats.quant.export import SideExport
 from kvstats.quant.mse import MSECodes, MSEQuantizer, _check_out
 from kvstats.quant.packing import packed_size
-from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _as_norm_dtype, _check_codes, _in_dtype,
-                               _pm_signs, _reconstruct, _sign_bits, _store_norms, qjl_scores)
+from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _add_residual_reconstruction, _as_norm_dtype,
+                               _check_codes, _in_dtype, _pm_signs, _reconstruct, _sign_bits, _store_norms,
+                               qjl_scores)
 from kvstats.quant.rotation import _BLAS_ROWS, Rotation
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
@@ -250,6 +251,9 @@ class ProdQuantizer:
             xs, base = xf[rows], out[rows]
             for sub, rot in parts:
                 mse._roundtrip_chunk(xs[sub], x, rot, base[sub])
+            if sketch._fast():  # srht: residual, norms and both transforms piece by piece
+                _add_residual_reconstruction(sketch, xs, base, self.norm_dtype, f"{self.name} (residual)")
+                continue
             residual = xs - base
             norms = _store_norms(residual, self.norm_dtype, f"{self.name} (residual)")
             _add_reconstruction(sketch, residual, norms, base)  # base is ours: add in place

@@ -31,8 +31,9 @@ from numpy.typing import DTypeLike
 from kvstats._checks import as_float_array, check_choice
 from kvstats.quant.coder import check_norm_range
 from kvstats.quant.packing import pack_bits, unpack_bits
-from kvstats.quant.sketch import (Sketch, _check_sketch, _srht_project, _srht_project_t,  # noqa: F401
-                                  make_sketch)  # make_sketch: examples
+from kvstats.quant.rotation import _fwht
+from kvstats.quant.sketch import (_SRHT_BLOCK, Sketch, _check_sketch, _srht_project,  # noqa: F401
+                                  _srht_project_t, make_sketch)  # make_sketch: examples
 
 __all__ = ["QJLCodes", "qjl_encode", "qjl_scores", "qjl_reconstruct"]
 
@@ -57,6 +58,15 @@ def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
     ``x`` is finite (its callers validate it): a norm that is 0 for a nonzero row or inf
     comes from squares that under- or overflowed in x's dtype (float32 from |x| ~ 1e19),
     and is recomputed from the row scaled by its largest magnitude, in float64."""
+    norms = _row_norms(x)
+    check_norm_range(norms, norm_dtype, name)  # overflow: an error; underflow: a warning
+    return norms.astype(norm_dtype)
+
+
+def _row_norms(x: np.ndarray) -> np.ndarray:
+    """The norms `_store_norms` stores, before the range check and the cast: in x's dtype,
+    or float64 when a row's squares overflowed it (row by row: a piece of the rows gets
+    each row's norm bit for bit as the whole array)."""
     with np.errstate(over="ignore"):  # recomputed below; a true overflow is reported by check_norm_range
         norms = np.linalg.norm(x, axis=-1)
     lost = ((norms == 0) & np.any(x != 0, axis=-1)) | np.isinf(norms)  # squares that under/overflowed
@@ -66,8 +76,7 @@ def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
         if np.isinf(norms).any():  # a norm beyond x's dtype must not overflow again when stored back
             norms = norms.astype(np.float64)
         norms[lost] = scale * np.sqrt(np.sum((small / scale[:, None]) ** 2, axis=-1))
-    check_norm_range(norms, norm_dtype, name)  # overflow: an error; underflow: a warning
-    return norms.astype(norm_dtype)
+    return norms
 
 
 def _broadcast_batch(x_batch: tuple[int, ...], draws: tuple[int, ...], name: str) -> None:
@@ -142,6 +151,57 @@ def _add_reconstruction(sketch: Sketch, x: np.ndarray, norms: np.ndarray, out: n
 
 #: Values per piece of `_add_reconstruction` (256 KB of float32).
 _PIECE_VALUES = 1 << 16
+
+
+def _add_residual_reconstruction(sketch: Sketch, x: np.ndarray, out: np.ndarray,
+                                 norm_dtype: np.dtype, name: str) -> None:
+    """``out += scale · ‖r‖ · Sᵀ sign(S r)`` for the residual ``r = x − out`` of a fast
+    (srht) sketch, ``‖r‖`` stored in ``norm_dtype``: what ``r = x - out``, `_store_norms`
+    and `_add_reconstruction` compute, on cache-sized pieces of each draw's rows (the
+    residual is never formed whole). The norms of all rows are range-checked once at
+    the end (same error and warnings as `_store_norms`; on an error ``out`` holds
+    partial results, as it would have before). Same numbers bit for bit.
+
+    The common sketch -- one block of ``m = d_pad = dim`` rows -- takes the transforms'
+    steps directly (`_srht_project` and `_srht_project_t` on a single block, with the
+    signs cast once per draw instead of once per piece).
+    """
+    nd = len(sketch.draws)
+    lead = np.broadcast_shapes(x.shape[:-2], sketch.draws)
+    if out.shape[:-2] != lead or x.shape != out.shape:
+        raise ValueError(f"x and out must have the batch shape {lead} of the sketch's draws; "
+                         f"received x {x.shape}, out {out.shape}")
+    dim, dtype = sketch.dim, out.dtype
+    step = max(1, _PIECE_VALUES // dim)
+    one_block = sketch.rows is None and sketch.signs.shape[-2] == 1 and sketch.m == dim
+    norms = []
+    for i in np.ndindex(*lead):
+        j = i[len(i) - nd:]  # the draw of this batch entry
+        signs, rows = sketch.signs[j], None if sketch.rows is None else sketch.rows[j]
+        s1 = signs.astype(dtype, copy=False)[0] if one_block else None
+        xi, oi = x[i], out[i]
+        for a in range(0, xi.shape[0], step):
+            r = xi[a:a + step] - oi[a:a + step]
+            rn = _row_norms(r)
+            norms.append(rn)
+            with np.errstate(over="ignore"):
+                stored = rn.astype(norm_dtype)
+            if not np.isfinite(stored).all():
+                continue  # a norm beyond norm_dtype: the range check below raises
+            si = sketch.scale * stored.astype(dtype)
+            if one_block:
+                # _srht_project / _srht_project_t of one block: the same products, fwht
+                # calls and sign steps
+                pm = _pm_from_bits(_fwht(r * s1, _SRHT_BLOCK) >= 0, dtype)
+                rec = _fwht(pm, _SRHT_BLOCK)
+                rec *= s1
+            else:
+                pm = _pm_from_bits(_srht_project(signs, rows, sketch.m, dim, r) >= 0, dtype)
+                rec = _srht_project_t(signs, rows, sketch.m, dim, pm)
+            rec *= si[:, None]
+            oi[a:a + step] += rec
+    if norms:
+        check_norm_range(np.concatenate(norms), norm_dtype, name)
 
 
 # --------------------------------------------------------------------------- codes

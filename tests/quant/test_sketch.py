@@ -249,6 +249,50 @@ def test_add_reconstruction_equals_the_whole_array_steps(kind):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("m, d", [(256, 256), (1024, 1024), (600, 256), (100, 96), (128, 96)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_residual_reconstruction_equals_residual_norms_then_reconstruction(m, d, dtype):
+    """`_add_residual_reconstruction` (residual, stored norms and both srht transforms
+    piece by piece; one block of m = d_pad = d rows directly) equals ``r = x - out``,
+    `_store_norms` and `_add_reconstruction` bit for bit: one block, several, a partial
+    last block, a padded d, shared and batched draws."""
+    from kvstats.quant.qjl import _add_reconstruction, _add_residual_reconstruction, _store_norms
+
+    rng = np.random.default_rng(m + d)
+    for draws, shape in (((3,), (3, 300, d)), ((), (130, d)), ((2, 2), (2, 2, 70, d))):
+        s = make_sketch("srht", m, d, seed=5, draws=draws)
+        x = rng.standard_normal(shape).astype(dtype)
+        base = (x + 0.1 * rng.standard_normal(shape)).astype(dtype)
+        x[..., 3, :] = base[..., 3, :]  # a zero residual: norm 0, nothing added
+        want = base.copy()
+        r = x - want
+        _add_reconstruction(s, r, _store_norms(r, np.dtype(np.float16), "V"), want)
+        got = base.copy()
+        _add_residual_reconstruction(s, x, got, np.dtype(np.float16), "V")
+        np.testing.assert_array_equal(got, want)
+
+
+def test_residual_reconstruction_norm_errors_and_warnings_as_store_norms():
+    """The norms are range-checked as `_store_norms` checks them: an overflow of the
+    stored dtype raises the same error, norms lost to underflow warn the same way."""
+    from kvstats.quant.qjl import _add_residual_reconstruction, _store_norms
+
+    s = make_sketch("srht", 64, 64, seed=1)
+    x = np.zeros((200, 64))
+    x[7, 0], x[150, 3] = 1e6, 1e-9  # one norm above float16's range, one below its subnormals
+    with pytest.raises(ValueError) as want:
+        _store_norms(x, np.dtype(np.float16), "V (residual)")
+    with pytest.raises(ValueError) as got:
+        _add_residual_reconstruction(s, x, np.zeros_like(x), np.dtype(np.float16), "V (residual)")
+    assert str(got.value) == str(want.value) and "above the largest float16" in str(got.value)
+    x[7, 0] = 1.0
+    with pytest.warns(UserWarning) as want_w:
+        _store_norms(x, np.dtype(np.float16), "V (residual)")
+    with pytest.warns(UserWarning) as got_w:
+        _add_residual_reconstruction(s, x, np.zeros_like(x), np.dtype(np.float16), "V (residual)")
+    assert [str(w.message) for w in got_w] == [str(w.message) for w in want_w]
+
+
 def test_sketch_matrix_keyword_replaces_the_matrix():
     """``dataclasses.replace(sketch, matrix=S)`` (the field's earlier name) sets the dense
     matrix, and the coders then multiply by it, for srht too."""
