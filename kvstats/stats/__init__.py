@@ -13,8 +13,8 @@ from .cluster import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
 from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
 from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
-from .rank import (KSResult, MannWhitneyResult, SignedRankResult, ks_2samp, mann_whitney,
-                   wilcoxon_signed_rank)
+from .rank import (KSResult, MannWhitneyResult, SignedRankResult, SignTestResult, ks_2samp,
+                   mann_whitney, sign_test, wilcoxon_signed_rank)
 from .tail import HeavyTailWarning, TailIndexResult, tail_index
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "PowerResult",
     "SampleSizeResult",
     "SignedRankResult",
+    "SignTestResult",
     "TailIndexResult",
     "TiesWarning",
     "add_adjusted_pvalues",
@@ -43,6 +44,7 @@ __all__ = [
     "ks_2samp",
     "mann_whitney",
     "power_mann_whitney",
+    "sign_test",
     "tail_index",
     "trials_for_power",
     "wilcoxon_signed_rank",

@@ -1,6 +1,6 @@
-"""Rank tests: Mann–Whitney U, two-sample Kolmogorov–Smirnov, paired Wilcoxon signed rank.
+"""Rank tests: Mann–Whitney U, two-sample KS; for paired samples the signed rank and the sign test.
 
-(Over 450 lines because the three rank tests share their conventions -- the sign of the
+(Over 450 lines because the four rank tests share their conventions -- the sign of the
 rank-biserial r, the score-type intervals, the exact-versus-normal rule -- which are
 easier to keep consistent side by side.)
 
@@ -33,8 +33,8 @@ from kvstats._checks import check_choice, check_real
 
 from ._base import TiesWarning, _FrameMixin, as_sample, check_bool
 
-__all__ = ["MannWhitneyResult", "KSResult", "SignedRankResult", "mann_whitney", "ks_2samp",
-           "wilcoxon_signed_rank"]
+__all__ = ["MannWhitneyResult", "KSResult", "SignedRankResult", "SignTestResult", "mann_whitney",
+           "ks_2samp", "wilcoxon_signed_rank", "sign_test"]
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 MWU_METHODS = ("auto", "exact", "asymptotic")
@@ -697,3 +697,174 @@ def wilcoxon_signed_rank(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *
                             n_pairs=n_pairs, n_nonzero=n, ties=bool(ties),
                             rank_biserial=2.0 * theta - 1.0, rank_biserial_low=2.0 * lo - 1.0,
                             rank_biserial_high=2.0 * hi - 1.0, confidence=confidence)
+
+
+# --------------------------------------------------------------------------------------
+# Paired samples: the sign test
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignTestResult(_FrameMixin):
+    """Result of :func:`sign_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        The number of positive differences d = x - y (R's ``binom.test`` "number of
+        successes"), as a float like every result's statistic; equals ``n_positive``.
+    pvalue : float
+        Exact binomial p-value of ``n_positive`` ~ Bin(``n_nonzero``, 1/2) for
+        ``alternative``; 1 when every difference is zero.
+    alternative : str
+        "two-sided", "greater" (x tends to exceed y) or "less".
+    n_pairs : int
+        Number of pairs.
+    n_nonzero : int
+        Pairs with x != y (the ones tested): ``n_positive + n_negative``.
+    n_positive, n_negative : int
+        Pairs with x > y and with x < y.
+    dominance : float
+        (n_positive - n_negative) / n_nonzero = 2 theta_hat - 1 with
+        theta_hat = n_positive / n_nonzero, in [-1, 1]: an estimate of
+        P(X > Y) - P(X < Y) within a pair given X != Y, positive when x tends to exceed
+        y (0 when every difference is zero).
+    dominance_low, dominance_high : float
+        Confidence interval for the dominance at level ``confidence``: the Wilson score
+        interval of theta mapped by 2 theta - 1 ([-1, 1] when every difference is zero).
+    confidence : float
+        Level of the interval.
+    note : str
+        Empty, or why the result is degenerate ("every difference is zero ...").
+    """
+
+    statistic: float
+    pvalue: float
+    alternative: str
+    n_pairs: int
+    n_nonzero: int
+    n_positive: int
+    n_negative: int
+    dominance: float
+    dominance_low: float
+    dominance_high: float
+    confidence: float
+    note: str = ""
+    _test_name = "sign_test"
+
+
+def _binom_half_pvalue(k: int, n: int, alternative: str) -> float:
+    """Exact p-value of k ~ Bin(n, 1/2), n >= 1, as R's ``binom.test(k, n, 0.5)``.
+
+    scipy's binom cdf/sf are incomplete-beta evaluations, accurate in the far tails
+    (k = n = 1,000 gives 2^-1000, not 0). For p = 1/2 the distribution is symmetric, so
+    R's two-sided rule (sum the probabilities no larger than P(X = k)) is twice the
+    smaller tail, capped at 1.
+    """
+    upper = float(stats.binom.sf(k - 1, n, 0.5))   # P(X >= k)
+    lower = float(stats.binom.cdf(k, n, 0.5))      # P(X <= k)
+    if alternative == "greater":
+        p = upper
+    elif alternative == "less":
+        p = lower
+    else:
+        p = 2.0 * min(upper, lower)
+    return min(max(p, 0.0), 1.0)
+
+
+def _wilson_theta_interval(k: int, n: int, z: float) -> tuple[float, float]:
+    """Wilson score interval for a proportion k/n at the normal quantile z (n >= 1).
+
+    The same formula as ``kvstats.models.retrieval.wilson_interval`` (tested equal),
+    kept here because the stats layer may not import the models layer (docs/design.md).
+    """
+    p = k / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
+              alternative: str = "two-sided", confidence: float = 0.95) -> SignTestResult:
+    """Exact sign test of paired samples, with the within-pair dominance and its interval.
+
+    Parameters
+    ----------
+    x, y : array_like, 1-D, same length >= 1
+        Paired values: x[i] goes with y[i] (e.g. two schemes on the same trial). Finite
+        (NaN and +-inf are refused, as in :func:`wilcoxon_signed_rank`).
+    alternative : {"two-sided", "greater", "less"}
+        "greater": x tends to exceed y within a pair (P(X > Y) > P(X < Y)); "less": the
+        reverse.
+    confidence : float in (0, 1)
+        Level of the interval for the dominance.
+
+    Returns
+    -------
+    SignTestResult
+        ``statistic`` = ``n_positive``, ``pvalue``, ``n_pairs``, ``n_nonzero``,
+        ``n_positive``, ``n_negative``, ``dominance`` (n_positive - n_negative)/n_nonzero
+        and its interval, ``note``.
+
+    Notes
+    -----
+    Only the sign of each difference d = x - y counts. Zero differences are dropped and
+    the test is conditional on their number: under the null (a pair is as likely to have
+    x > y as x < y) ``n_positive`` ~ Bin(``n_nonzero``, 1/2). The p-value is that
+    binomial's exact tail, P(X >= k) for "greater", P(X <= k) for "less" and, as R's
+    ``binom.test(k, n, 0.5)``, min(1, 2 min of the two) for "two-sided". The signs are
+    read from comparisons of x and y, so values ~1e308 apart cannot overflow.
+
+    The dominance 2 theta_hat - 1, theta_hat = n_positive / n_nonzero, is the paired
+    analogue of the Mann–Whitney rank-biserial r = P(X > Y) - P(X < Y): on the same
+    pair rather than on independent draws. Its interval is the Wilson score interval of
+    theta mapped by 2 theta - 1 (inside [-1, 1], not degenerate when every difference
+    has the same sign). When every difference is zero there is nothing to test: p = 1,
+    dominance 0 with the interval [-1, 1], and ``note`` says so.
+
+    Unlike :func:`wilcoxon_signed_rank`, which weights each pair by the rank of |d|,
+    every pair here counts once. The two can point opposite ways when the differences
+    are skewed: with d = (1, 2, 3, -20, -30), x is larger in 3 of the 5 pairs
+    (dominance +0.2) but the two negative differences hold the largest ranks
+    (T+ = 6, T- = 9, r = -0.2). The sign test answers "which is larger on more pairs";
+    the signed-rank test, roughly, "is d symmetric about 0".
+
+    Examples
+    --------
+    >>> from kvstats.stats import sign_test, wilcoxon_signed_rank
+    >>> d = [1.0, 2.0, 3.0, -20.0, -30.0]
+    >>> res = sign_test(d, [0.0] * 5)
+    >>> res.n_positive, res.n_negative, round(res.dominance, 3), res.pvalue   # R: p = 1
+    (3, 2, 0.2, 1.0)
+    >>> round(wilcoxon_signed_rank(d, [0.0] * 5).rank_biserial, 3)
+    -0.2
+    >>> res = sign_test([5, 6, 7, 8, 9, 9], [1, 2, 3, 4, 5, 9], alternative="greater")
+    >>> res.n_nonzero, res.pvalue          # R: binom.test(5, 5, 0.5, "greater"): 0.03125
+    (5, 0.03125)
+    """
+    x = as_sample(x, "x")
+    y = as_sample(y, "y")
+    if x.size != y.size:
+        raise ValueError(f"x and y must be paired (the same length); received len(x)={x.size}, "
+                         f"len(y)={y.size}")
+    check_choice(alternative, "alternative", ALTERNATIVES)
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                            high_open=True)
+    n_pairs = int(x.size)
+    n_pos = int(np.count_nonzero(x > y))
+    n_neg = int(np.count_nonzero(x < y))
+    n = n_pos + n_neg
+    if n == 0:
+        return SignTestResult(statistic=0.0, pvalue=1.0, alternative=alternative,
+                              n_pairs=n_pairs, n_nonzero=0, n_positive=0, n_negative=0,
+                              dominance=0.0, dominance_low=-1.0, dominance_high=1.0,
+                              confidence=confidence,
+                              note="every difference is zero: no sign to test (p = 1)")
+    pvalue = _binom_half_pvalue(n_pos, n, alternative)
+    zq = float(special.ndtri(0.5 + confidence / 2))
+    lo, hi = _wilson_theta_interval(n_pos, n, zq)
+    return SignTestResult(statistic=float(n_pos), pvalue=pvalue, alternative=alternative,
+                          n_pairs=n_pairs, n_nonzero=n, n_positive=n_pos, n_negative=n_neg,
+                          dominance=(n_pos - n_neg) / n, dominance_low=2.0 * lo - 1.0,
+                          dominance_high=2.0 * hi - 1.0, confidence=confidence)
