@@ -60,6 +60,8 @@ class Cell:
 
     ``source`` is the content fingerprint of a real capture (None for synthetic data); it
     is part of the case key only when set, so synthetic keys are those of earlier versions.
+    A real case's key holds the fingerprint instead of the capture's path: the same
+    capture gives the same seeds, draws and cell ids wherever it lies.
 
     Examples
     --------
@@ -81,7 +83,10 @@ class Cell:
 
     def case_key(self) -> str:
         """The case's stable text: all cells of a case share their data seeds."""
-        case = {"distribution": self.distribution, "params": self.params,
+        params = self.params
+        if self.source is not None:  # the data are the capture's content, not its location
+            params = {k: v for k, v in params.items() if k != "path"}
+        case = {"distribution": self.distribution, "params": params,
                 "dim": self.dim, "n_keys": self.n_keys}
         if self.source is not None:
             case["capture"] = self.source
@@ -89,8 +94,8 @@ class Cell:
 
     def params_label(self) -> str:
         """The ``params`` column: ``k=v,...``; a real capture shows as ``file@fingerprint``
-        (its full path is in the cell key and the manifest), so tables and figure names do
-        not carry a machine-specific directory."""
+        (its full path is in the manifest; the cell key holds the fingerprint), so tables
+        and figure names do not carry a machine-specific directory."""
         if self.source is None:
             return _fmt_params(self.params)
         return _fmt_params({**self.params, "path": f"{os.path.basename(self.params['path'])}@{self.source[:8]}"})
@@ -129,11 +134,21 @@ def grid(config: SweepConfig) -> list[Cell]:
     [(8, 'KQV', 2), (8, 'KQV', 3), (8, 'K4V2', None)]
     """
     out = []
+    captures: dict[str, dict] = {}
     for dist in config.distributions:
         source = None
         cases = [(d, n) for d in config.dims for n in config.n_keys]
         if dist.name == REAL:
             source, cases = _real_case(config, dist.params)
+            # the case key holds the content, not the path: one capture's bytes at two
+            # paths with the same layer/head would be one case twice
+            same = {k: v for k, v in dist.params.items() if k != "path"}
+            earlier = captures.setdefault(_canonical([source, same]), dist.params)
+            if earlier is not dist.params:
+                raise ValueError(
+                    f"distributions: two 'real' entries read the same capture content "
+                    f"(fingerprint {source}) with the same parameters {same}: "
+                    f"{earlier['path']!r} and {dist.params['path']!r}; keep one")
         for d, n in cases:
             for scheme in config.schemes:
                 if scheme.fixed_budget:

@@ -112,6 +112,21 @@ def test_real_sweep_resume_and_capture_change(tmp_path, capture):
     assert len(list((out / "cells").iterdir())) == 2
 
 
+def test_real_sweep_numbers_do_not_depend_on_where_the_capture_lies(tmp_path, capture):
+    # the same bytes at another path: same seeds, same draws, same cell ids (the key holds
+    # the content fingerprint, not the path; a path in the key made results machine-specific)
+    import shutil
+
+    moved = tmp_path / "elsewhere" / "renamed.npz"
+    moved.parent.mkdir()
+    shutil.copy(capture, moved)
+    a = run_sweep(_config(capture), executor="serial", progress=False)
+    b = run_sweep(_config(moved), executor="serial", progress=False)
+    assert a.frame.drop(columns="params").equals(b.frame.drop(columns="params"))
+    ids = [sorted(c["id"] for c in r.manifest["cells"]) for r in (a, b)]
+    assert ids[0] == ids[1] and len(ids[0]) == 2
+
+
 def test_real_sweep_in_an_executor_matches_serial(capture):
     cfg = _config(capture)
     serial = run_sweep(cfg, executor="serial", progress=False).frame
@@ -191,7 +206,7 @@ def test_capture_changed_mid_sweep_is_an_error(tmp_path, capture):
         work._compute_task(task)
 
 
-def test_cell_key_carries_path_and_content(tmp_path, capture):
+def test_cell_key_carries_content_not_path(tmp_path, capture):
     copy = _write_capture(tmp_path / "copy.npz", seed=0)  # same content, other path
     other = _write_capture(tmp_path / "other.npz", seed=3)
     ids = {}
@@ -199,10 +214,25 @@ def test_cell_key_carries_path_and_content(tmp_path, capture):
         cfg = SweepConfig.from_dict(_config(path))
         ids[name] = {cfg.cell_id(c) for c in cfg.cells()}
         key = json.loads(cfg.cells()[0].case_key())
-        assert key["params"]["path"] == str(path) and len(key["capture"]) == 16
-    assert not (ids["cap"] & ids["copy"]) and not (ids["cap"] & ids["other"])
+        assert "path" not in key["params"] and key["params"]["layer"] == [0, 2]
+        assert len(key["capture"]) == 16
+    assert ids["cap"] == ids["copy"] and not (ids["cap"] & ids["other"])
     fps = {SweepConfig.from_dict(_config(p)).cells()[0].source for p in (capture, copy, other)}
     assert len(fps) == 2  # the fingerprint is of content: equal for the copy
+
+
+def test_the_same_capture_twice_is_refused(tmp_path, capture):
+    import shutil
+
+    copy = tmp_path / "copy.npz"
+    shutil.copy(capture, copy)
+    entry = lambda p, layer: {"name": "real", "params": {"path": str(p), "layer": layer}}  # noqa: E731
+    cfg = SweepConfig.from_dict(_config(capture, distributions=[entry(capture, [0, 2]), entry(copy, [0, 2])]))
+    with pytest.raises(ValueError, match="read the same capture content"):
+        cfg.cells()
+    # other layers of the same capture are other cases
+    cfg = SweepConfig.from_dict(_config(capture, distributions=[entry(capture, [0, 2]), entry(copy, [1, 2])]))
+    assert len({cfg.cell_id(c) for c in cfg.cells()}) == 4
 
 
 def test_finished_real_sweep_loads_without_the_capture(tmp_path, capture):
