@@ -1,4 +1,4 @@
-"""Rank tests: Mann–Whitney U, two-sample KS; for paired samples the signed rank and the sign test.
+"""Rank tests: Mann–Whitney U, two-sample KS; for paired samples signed rank and the sign test.
 
 (Over 450 lines because the four rank tests share their conventions -- the sign of the
 rank-biserial r, the score-type intervals, the exact-versus-normal rule -- which are
@@ -759,7 +759,8 @@ def _binom_half_pvalue(k: int, n: int, alternative: str) -> float:
     scipy's binom cdf/sf are incomplete-beta evaluations, accurate in the far tails
     (k = n = 1,000 gives 2^-1000, not 0). For p = 1/2 the distribution is symmetric, so
     R's two-sided rule (sum the probabilities no larger than P(X = k)) is twice the
-    smaller tail, capped at 1.
+    smaller tail, capped at 1; it is exactly 1 when |2k - n| <= 1 (the two tails then
+    cover every outcome; doubling a rounded 1/2 could give 1 - 2^-53).
     """
     upper = float(stats.binom.sf(k - 1, n, 0.5))   # P(X >= k)
     lower = float(stats.binom.cdf(k, n, 0.5))      # P(X <= k)
@@ -768,7 +769,7 @@ def _binom_half_pvalue(k: int, n: int, alternative: str) -> float:
     elif alternative == "less":
         p = lower
     else:
-        p = 2.0 * min(upper, lower)
+        p = 1.0 if abs(2 * k - n) <= 1 else 2.0 * min(upper, lower)
     return min(max(p, 0.0), 1.0)
 
 
