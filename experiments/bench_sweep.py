@@ -270,8 +270,8 @@ def d1024_pooled(sketch: str, trials: int) -> str:
     finally:
         pool.shutdown()
     scale = 1000 / trials / 60
-    return (f"{trials} trials/cell ({trials / 10:.1f}% of the grid): busiest worker {cpu:.0f} CPU s "
-            f"-> **{cpu * scale:.0f} min**; {wall:.0f} s wall -> {wall * scale:.0f} min")
+    return (f"{trials} trials/cell ({trials / 10:.1f}% of the grid): busiest worker {cpu:.1f} CPU s "
+            f"-> **{cpu * scale:.1f} min**; {wall:.0f} s wall -> {wall * scale:.0f} min")
 
 
 def d1024_row(sketch: str, trials: int, pool_trials: int, repeats: int, piece: int,

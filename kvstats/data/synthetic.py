@@ -129,9 +129,15 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
 # ``dt`` is the dtype of the draws: float64 for generator 1, the output dtype for 2
 # (``native``, which also selects version 2's Student-t construction).
 
+def _scaled(scale: float, x: np.ndarray) -> np.ndarray:
+    """``scale * x``; ``x`` itself for the default scale 1 (the product would be x bit for
+    bit, one pass over a fresh draw later)."""
+    return x if scale == 1.0 else scale * x
+
+
 def _gaussian(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
               dt: np.dtype, native: bool) -> np.ndarray:
-    return p["scale"] * g[0].standard_normal((n, N, d), dtype=dt)
+    return _scaled(p["scale"], g[0].standard_normal((n, N, d), dtype=dt))
 
 
 def _heavy_tailed(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
@@ -140,7 +146,7 @@ def _heavy_tailed(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
     # rotation can spread out (a multivariate t would only vary the norm). float64 in
     # every version: numpy's float32 gamma (the t's chi-square) returns 0 at a rate of
     # about 2**-24 (its uniforms' resolution), which would cut the tail the t is for.
-    return p["scale"] * g[0].standard_t(p["nu"], size=(n, N, d))
+    return _scaled(p["scale"], g[0].standard_t(p["nu"], size=(n, N, d)))
 
 
 def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
@@ -157,7 +163,7 @@ def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: 
         q[...] = np.sqrt(d / r) * ((q @ basis) @ np.swapaxes(basis, -1, -2))
     if p["noise"] > 0:
         x += p["noise"] * g[0].standard_normal((n, N, d), dtype=dt)
-    return p["scale"] * x
+    return _scaled(p["scale"], x)
 
 
 def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
@@ -168,14 +174,14 @@ def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: d
     rows = np.arange(n)[:, None]
     sel = x[rows, :, ch]                                                     # (n, c, N)
     x[rows, :, ch] = p["magnitude"] * (sel + (p["offset"] * sign)[..., None])
-    return p["scale"] * x
+    return _scaled(p["scale"], x)
 
 
 def _focused(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
              q: np.ndarray, dt: np.dtype, native: bool) -> np.ndarray:
     s, nf, sigma = p["strength"], p["n_focus"], p["scale"]
     n_q = q.shape[1]
-    x = sigma * g[0].standard_normal((n, N, d), dtype=dt)
+    x = _scaled(sigma, g[0].standard_normal((n, N, d), dtype=dt))
     pos = np.argsort(g[1].random((n, N)), axis=1)[:, : n_q * nf].reshape(n, n_q, nf)
     qn = np.linalg.norm(q, axis=-1)                                           # (n, n_q)
     qhat = q / qn[..., None]

@@ -152,12 +152,15 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
 
 
 def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
-             reference: dict[tuple, tuple[np.ndarray, ...]] | None = None) -> pd.DataFrame:
+             reference: dict[tuple, tuple[np.ndarray, ...]] | None = None,
+             columns: dict[str, Any] | None = None) -> pd.DataFrame:
     """`error_profile`; ``reference`` (a dict the caller keeps with ``trials``) holds what
     depends on the trials alone -- per chunk the logits q·k/√d, their log-softmax and the
     reference output p V -- so that several reconstructions of the same trials (the
     cells of a sweep's case) compute them once. The numbers are those of separate calls
-    bit for bit (the same operations on the same inputs)."""
+    bit for bit (the same operations on the same inputs). ``columns`` (arrays of one
+    value per trial, or scalars) are set in the frame as ``DataFrame.assign`` would set
+    them, without its copy of the frame (the sweep's cell columns)."""
     if not isinstance(trials, Trials):
         raise TypeError(f"trials must be a kvstats.Trials; received {_describe(trials)}")
     Kh = _check_hat(K_hat, "K_hat", trials.K, "K")
@@ -235,7 +238,13 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
         exact["t"] += n_ex
         out["phi_t"][s], out["norm_ratio_t"][s] = phi.mean(-1), ratio.mean(-1)
 
-    df = pd.DataFrame({"trial": np.arange(T), **out}, columns=list(PROFILE_COLUMNS))
+    data: dict[str, Any] = {"trial": np.arange(T), **out}
+    names = list(PROFILE_COLUMNS)
+    for name, value in (columns or {}).items():  # as assign: existing columns replaced in place
+        if name not in data:
+            names.append(name)
+        data[name] = value if isinstance(value, np.ndarray) else [value] * T
+    df = pd.DataFrame(data, columns=names)
     df.attrs["k"] = k
     df.attrs["exact_vectors"] = exact
     df.attrs["n_queries"] = n_q

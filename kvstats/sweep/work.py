@@ -74,19 +74,20 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
                 scheme = make_scheme(spec.name, bits, d, seed=_derive_seed(task.seed, "scheme", cell.key(), b),
                                      draws=t, **spec.params)
                 K_hat, V_hat = _roundtrip(scheme, trials.K, trials.V, buffers)
-                prof = _profile(trials, K_hat, V_hat, reference=reference)  # = error_profile(trials, K_hat, V_hat)
+                bb = scheme.bits_per_coord(n)
+                budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
+                # = error_profile(trials, K_hat, V_hat).assign(**cell columns)
+                prof = _profile(trials, K_hat, V_hat, reference=reference, columns=dict(
+                    trial=np.arange(start, start + t), distribution=cell.distribution,
+                    params=cell.params_label(), dim=d, n_keys=n, budget=budget,
+                    scheme=spec.display(), bits_nominal=float(bb.nominal),
+                    bits_total=float(bb.total), key_bits_total=float(bb.key_total),
+                    value_bits_total=float(bb.value_total), cell_id=cid,
+                    cluster=_trial_clusters(captured, start, t)))
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
                 raise type(exc)(f"{exc} [cell: {spec.display()} at n={cell.budget}, "
                                 f"{cell.distribution}({cell.params_label()}), d={d}, N={n}]") from exc
-            bb = scheme.bits_per_coord(n)
-            budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
-            prof = prof.assign(trial=np.arange(start, start + t), distribution=cell.distribution,
-                               params=cell.params_label(), dim=d, n_keys=n, budget=budget,
-                               scheme=spec.display(), bits_nominal=float(bb.nominal),
-                               bits_total=float(bb.total), key_bits_total=float(bb.key_total),
-                               value_bits_total=float(bb.value_total), cell_id=cid,
-                               cluster=_trial_clusters(captured, start, t))
             out.append((cid, start, prof, time.perf_counter() - tic))
         del trials
     return out

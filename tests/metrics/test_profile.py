@@ -440,3 +440,16 @@ def test_shared_reference_gives_the_numbers_of_separate_calls(monkeypatch, dtype
             shared = profile_mod._profile(t, Kh, Vh, reference=reference)
             pd.testing.assert_frame_equal(shared, error_profile(t, Kh, Vh), check_exact=True)
     assert len(reference) == 3 * (1 if dtype == np.float64 else 2)  # 3 chunks x dtypes
+
+
+def test_profile_columns_equal_assign():
+    # the runner sets its cell columns while the frame is built; the frame (values,
+    # dtypes, column order, 'trial' replaced in place) and attrs equal error_profile's
+    # followed by DataFrame.assign
+    t, Kh, Vh = _perturbed(T=4, N=8)
+    cols = dict(trial=np.arange(10, 14), distribution="gaussian", dim=32, budget=2.0,
+                scheme="KQV", cluster=np.arange(10, 14, dtype=np.int64))
+    got = profile_mod._profile(t, Kh, Vh, columns=cols)
+    want = error_profile(t, Kh, Vh).assign(**cols)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert list(got.columns) == list(want.columns) and got.attrs == want.attrs
