@@ -778,12 +778,16 @@ def _wilson_theta_interval(k: int, n: int, z: float) -> tuple[float, float]:
 
     The same formula as ``kvstats.models.retrieval.wilson_interval`` (tested equal),
     kept here because the stats layer may not import the models layer (docs/design.md).
+    At k = 0 (k = n) the lower (upper) limit is exactly 0 (1); rounding would put it
+    ~1e-16 off either side, so it is set, and the others clipped into [0, 1].
     """
     p = k / n
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return max(centre - half, 0.0), min(centre + half, 1.0)
+    low = 0.0 if k == 0 else min(max(centre - half, 0.0), 1.0)
+    high = 1.0 if k == n else min(max(centre + half, 0.0), 1.0)
+    return low, high
 
 
 def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,

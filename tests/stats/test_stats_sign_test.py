@@ -129,6 +129,15 @@ def test_dominance_sign_interval_and_symmetry():
     assert one.dominance == 1.0 and one.dominance_high == 1.0 and 0 < one.dominance_low < 1
 
 
+def test_interval_stays_inside_minus_one_one_when_every_sign_agrees():
+    # Wilson's limit at k = 0 or n is 0 or 1 exactly only in exact arithmetic: unclipped,
+    # rounding puts it 1e-17 outside at e.g. n = 16 (upper) and n = 27 (lower)
+    for n in range(1, 200):
+        pos, neg = sign_test(np.ones(n), np.zeros(n)), sign_test(np.zeros(n), np.ones(n))
+        assert pos.dominance_high == 1.0 and -1.0 < pos.dominance_low
+        assert neg.dominance_low == -1.0 and neg.dominance_high < 1.0
+
+
 def test_private_wilson_equals_the_models_wilson_interval():
     z = stats.norm.ppf(0.975)
     for n in (1, 2, 5, 17, 100):
