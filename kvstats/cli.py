@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--pairing", choices=list(_pairings()), default=None,
                     help="design of the comparisons: 'none', two independent samples (Mann–Whitney, "
                          "KS, energy); 'trial', each scheme's value matched with the other's on the "
-                         "same trial (text, on cluster means): Wilcoxon signed-rank, energy with "
+                         "same trial (text, on cluster means): sign test, energy with "
                          "within-pair swaps, paired TOST, no KS (default: config's, else none)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",

@@ -98,7 +98,7 @@ def test_report_pairing_flag_end_to_end(tmp_path, tiny_config, capsys):
                  "--no-figures", "--no-progress"]) == 0
     payload = json.loads((tmp_path / "paired" / "report.json").read_text())
     assert payload["options"]["pairing"] == "trial"
-    assert {r["test"] for r in payload["comparisons"]} == {"wilcoxon", "energy"}
+    assert {r["test"] for r in payload["comparisons"]} == {"sign", "energy"}
     assert {r["n_a"] for r in payload["comparisons"]} == {12}          # 12 trial pairs
     md = (tmp_path / "paired" / "report.md").read_text()
     assert "Design: **paired** (pairing = \"trial\")" in md and "No KS test" in md

@@ -14,9 +14,16 @@ values are paired. ``pairing="none"`` treats them as two independent samples
 values are independent, conservative where they are positively correlated and
 anti-conservative (p-values too small) where they are negatively correlated, which
 occurs (the report measures the trial-paired Spearman ρ). ``pairing="trial"`` matches
-the rows one-to-one on the unit and uses the paired tests: Wilcoxon signed-rank, the
-energy test with within-pair swaps, the paired TOST; no KS (the two-sample KS test has
-no valid null for paired samples).
+the rows one-to-one on the unit and uses the paired tests: the sign test, the energy test
+with within-pair swaps, the paired TOST; no KS (the two-sample KS test has no valid null
+for paired samples).
+
+The paired location test is the sign test, not the Wilcoxon signed-rank test, because a
+``winner`` means "better on more of the matched units": the sign test's dominance
+P(a > b) − P(a < b) is the paired analogue of Mann–Whitney's r. The signed-rank test
+weights each pair by the rank of |a − b|, so a few pairs with very large differences
+(rare catastrophes of one scheme) can set its direction against the majority of pairs
+(docs/statistics.md, "The paired design").
 """
 
 from __future__ import annotations
@@ -43,11 +50,11 @@ __all__ = ["compare_schemes", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DIS
 #: The designs of :func:`compare_schemes`: two independent samples, or pairs matched on the unit.
 PAIRINGS = ("none", "trial")
 #: The ``test`` of the per-metric location rows (the rows with a ``winner``), by design.
-LOCATION_TESTS = {"none": "mann_whitney", "trial": "wilcoxon"}
+LOCATION_TESTS = {"none": "mann_whitney", "trial": "sign"}
 
 #: The ``winner``/``verdict`` of a resolvable test whose adjusted p-value exceeds alpha.
 NO_DIFFERENCE = "no significant difference"
-#: The ``verdict`` of a significant Mann–Whitney, Wilcoxon or KS row.
+#: The ``verdict`` of a significant Mann–Whitney, sign or KS row.
 DIFFERENT = "different"
 #: The ``verdict`` of a significant energy row.
 DISTRIBUTIONS_DIFFER = "distributions differ"
@@ -76,19 +83,21 @@ def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
             "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
 
 
-def _wilcoxon_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
-    from kvstats.stats import wilcoxon_signed_rank
+def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
+    from kvstats.stats import sign_test
 
-    # finite differences with the same signs and ranks (a metric may be +inf)
-    d = paired_differences(x, y)
-    res = wilcoxon_signed_rank(x, y) if np.isfinite(x).all() and np.isfinite(y).all() \
-        else wilcoxon_signed_rank(d, np.zeros_like(d))
-    return {"test": "wilcoxon", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
-            "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
-            "effect_high": float(res.rank_biserial_high),
-            "note": (f"signed-rank, {res.n_nonzero} nonzero of {res.n_pairs} paired differences, "
-                     f"{res.method}"),
-            **_NO_RESOLUTION, "min_attainable_p": extreme_pvalue("wilcoxon", x, y)}
+    # finite differences with the same signs (a metric may be +inf); the test reads only signs
+    if np.isfinite(x).all() and np.isfinite(y).all():
+        res = sign_test(x, y)
+    else:
+        d = paired_differences(x, y)
+        res = sign_test(d, np.zeros_like(d))
+    return {"test": "sign", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.dominance), "effect_low": float(res.dominance_low),
+            "effect_high": float(res.dominance_high),
+            "note": (f"sign test, {res.n_nonzero} nonzero of {res.n_pairs} paired differences "
+                     f"({res.n_positive} a > b, {res.n_negative} a < b)"),
+            **_NO_RESOLUTION, "min_attainable_p": extreme_pvalue("sign", x, y)}
 
 
 def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> Row:
@@ -209,8 +218,9 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     "equivalence"). With ``pairing="trial"`` the rows of a and b are matched one-to-one
     on the unit (``cluster`` when the frame has that column, else ``trial``: every scheme
     of a case sees the same trials) and the tests are the paired ones: per metric the
-    Wilcoxon signed-rank test (``test`` = "wilcoxon", ``effect`` = the matched-pairs
-    rank-biserial r, positive when a's values tend to be larger, with its CI), the energy
+    sign test (``test`` = "sign", ``statistic`` = the pairs with a > b, ``effect`` = the
+    dominance P(a > b) − P(a < b) over the pairs that differ, positive when a's values tend
+    to be larger, with its Wilson-based CI; :func:`kvstats.stats.sign_test`), the energy
     test with labels swapped within pairs, the TOST with ``paired=True``, and no KS test
     (the two-sample KS test has no valid null for paired samples: its permutations
     exchange values between pairs). Every p-value in the table is adjusted together (Holm by
@@ -220,15 +230,17 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     the family needs to reject (:func:`kvstats.stats.sequential.required_resolution` for
     the table's size, ``alpha`` and ``correction``); with "fixed", ``energy_resamples``.
 
-    ``winner`` (Mann–Whitney or Wilcoxon rows: :data:`LOCATION_TESTS`) applies
+    ``winner`` (Mann–Whitney or sign-test rows: :data:`LOCATION_TESTS`) applies
     :data:`~kvstats.metrics.table.HIGHER_IS_BETTER`: the scheme whose values are better in
-    the direction of r when the adjusted p-value is <= ``alpha``. ``verdict`` (every
+    the direction of the effect when the adjusted p-value is <= ``alpha`` (paired: the
+    scheme better on more of the matched units; not the signed-rank test, whose rank
+    weighting lets a few large differences decide the direction). ``verdict`` (every
     row): "different" / "distributions differ" (energy) when significant; for an
     equivalence row "equivalent within δ", "different" or "inconclusive"
     (:func:`kvstats.stats.equivalence.equivalence_verdict` on the adjusted TOST and
     location-test p-values); otherwise "no significant difference" only when the test
     could have rejected (``resolvable``), else "not resolvable at B = …" (or "at n = … vs
-    …" for a two-sample rank test, "at n = … pairs" for the signed-rank test), see
+    …" for a two-sample rank test, "at n = … pairs" for the sign test), see
     :mod:`kvstats.analysis.resolution`.
 
     Parameters
@@ -308,7 +320,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     'not resolvable at n = 3 vs 3 (smallest attainable adjusted p 1)'
     >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="trial")
     >>> sorted(set(t["test"])), t.attrs["pairing"], t.set_index("metric").loc["kl", "winner"]
-    (['wilcoxon'], 'trial', 'KQV')
+    (['sign'], 'trial', 'KQV')
     """
     frame = check_frame(frame)
     from kvstats.stats import adjust_pvalues
@@ -358,7 +370,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
             x, y = ga[metric].to_numpy(np.float64), gb[metric].to_numpy(np.float64)
             extra = {"metric": metric, "mean_a": float(np.mean(x)), "mean_b": float(np.mean(y)),
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
-            rows.append({**base, **extra, **(_wilcoxon_row(x, y) if paired else _mw_row(x, y))})
+            rows.append({**base, **extra, **(_sign_row(x, y) if paired else _mw_row(x, y))})
             if ks:
                 rows.append({**base, **extra, **_ks_row(x, y, seed + i)})
             if metric in margins:

@@ -45,7 +45,7 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
                          f"received columns {list(comparisons.columns)}")
-    # the location test's rows (Mann–Whitney, or Wilcoxon under pairing): the only ones with a winner
+    # the location test's rows (Mann–Whitney, or the sign test under pairing): the only ones with a winner
     mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
                      & (comparisons["budget"] == comparisons["budget_b"])]
     rows = []

@@ -7,16 +7,16 @@ row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
   data. Permutation tests (the energy test): 1/(1 + B_max). Rank tests (Mann–Whitney,
   KS): the p-value of the most extreme relabelling of the pooled values (all of one
   sample below all of the other, either way round), which with few observations or
-  many ties is far from 0 (e.g. 2/C(8, 4) = 0.029 for 4 clusters against 4). The
-  signed-rank test of paired data (Wilcoxon): the p-value of the most extreme signs of
-  the observed differences (every nonzero difference of one sign: 2/2⁵ = 0.0625 for 5
-  pairs), 1 when every difference is zero;
+  many ties is far from 0 (e.g. 2/C(8, 4) = 0.029 for 4 clusters against 4). The sign
+  test of paired data: the p-value of the most extreme signs of the observed differences
+  (every nonzero difference of one sign: 2/2⁵ = 0.0625 for 5 nonzero differences), 1
+  when every difference is zero;
 - ``min_attainable_p_adjusted``: the adjusted p-value the test would have had with
   that p-value, every other p-value of the family as observed;
 - ``resolvable``: ``min_attainable_p_adjusted <= alpha``.
 
 A non-significant test that is not resolvable is reported "not resolvable at B = …"
-(or "at n = …" for a rank test, "at n = … pairs" for the signed-rank test), never "no
+(or "at n = …" for a rank test, "at n = … pairs" for the sign test), never "no
 significant difference".
 """
 
@@ -37,17 +37,17 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
     Two-sample tests ("mann_whitney", "ks"): the pooled sample is split at its order
     statistics (the ``len(x)`` smallest values to ``x``, then the largest); the smaller
     of the two p-values is returned. The same test function (and, for KS, the same tie
-    handling) as the report's row is used. The signed-rank test ("wilcoxon", ``x`` and
-    ``y`` paired): its permutations change the signs of the differences x − y, so the
-    most extreme data are the observed |x − y| all of one sign; the p-value of
-    :func:`kvstats.stats.wilcoxon_signed_rank` on them is returned (its zeros dropped and
-    tie correction as on the row; 1 when every difference is zero).
+    handling) as the report's row is used. The sign test ("sign", ``x`` and ``y``
+    paired): its null changes the signs of the differences x − y, so the most extreme
+    data are the k nonzero differences all of one sign, whose exact two-sided binomial
+    p-value (:func:`kvstats.stats.sign_test`, zeros dropped) is min(1, 2·2⁻ᵏ); 1 when
+    every difference is zero.
 
     Parameters
     ----------
-    test : {"mann_whitney", "ks", "wilcoxon"}
+    test : {"mann_whitney", "ks", "sign"}
     x, y : array_like, 1-D
-        The two samples (for "wilcoxon", of the same length, row i of each a pair).
+        The two samples (for "sign", of the same length, row i of each a pair).
 
     Returns
     -------
@@ -60,11 +60,13 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
     0.0286
     >>> extreme_pvalue("mann_whitney", [1, 1, 1], [1, 1])        # all tied: nothing to resolve
     1.0
-    >>> extreme_pvalue("wilcoxon", [1, 2, 3, 4, 5], [2, 0, 6, 0, 0])  # exact: 2 / 2**5
+    >>> extreme_pvalue("sign", [1, 2, 3, 4, 5, 6], [2, 0, 6, 0, 0, 6])  # 5 nonzero: 2 / 2**5
     0.0625
     """
-    if test == "wilcoxon":
-        return _signed_rank_extreme(x, y)
+    if test == "sign":
+        # the count of nonzero differences (paired_differences checks the pairing and NaN)
+        k = int(np.count_nonzero(paired_differences(x, y)))
+        return min(1.0, math.ldexp(1.0, 1 - k))
     pooled = np.sort(np.concatenate([np.asarray(x, np.float64).ravel(),
                                      np.asarray(y, np.float64).ravel()]))
     n_x = np.asarray(x).size
@@ -76,24 +78,15 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
         return _mann_whitney_extreme(xs, ys, tied=np.unique(pooled).size < pooled.size)
     if test == "ks":
         return min(_ks_pvalue(xs[0], ys[0]), _ks_pvalue(xs[1], ys[1]))
-    raise ValueError(f"test must be 'mann_whitney', 'ks' or 'wilcoxon'; received {test!r}")
-
-
-def _signed_rank_extreme(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> float:
-    """The signed-rank p-value of the observed |x − y|, every one positive."""
-    from kvstats.stats import wilcoxon_signed_rank
-
-    d = np.abs(paired_differences(x, y))
-    if not (d > 0).any():
-        return 1.0     # every pair tied: no sign to change, nothing to resolve
-    return float(wilcoxon_signed_rank(d, np.zeros_like(d)).pvalue)
+    raise ValueError(f"test must be 'mann_whitney', 'ks' or 'sign'; received {test!r}")
 
 
 def paired_differences(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Float[np.ndarray, "n"]:
     """x − y, finite, with the signs, zeros and rank order of |x − y| kept.
 
-    The signed-rank test reads only those, and :func:`kvstats.stats.wilcoxon_signed_rank`
-    takes finite values; a metric may hold +inf (the SNR of an exact reconstruction).
+    The paired rank tests read only those (the sign test only the signs and zeros), and
+    :func:`kvstats.stats.sign_test` takes finite values; a metric may hold +inf (the SNR
+    of an exact reconstruction).
     Equal values (two +inf included) give 0, a tie of the pair; a difference with one
     infinite side is ±(1 + 2 max finite |d|), so every infinite |d| ranks last, tied.
 
@@ -226,12 +219,12 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     'not resolvable at B = 499 (smallest attainable adjusted p 0.57)'
     >>> not_resolvable_text("mann_whitney", 0, 4, 4, 1.0)
     'not resolvable at n = 4 vs 4 (smallest attainable adjusted p 1)'
-    >>> not_resolvable_text("wilcoxon", 0, 5, 5, 0.3125)
+    >>> not_resolvable_text("sign", 0, 5, 5, 0.3125)
     'not resolvable at n = 5 pairs (smallest attainable adjusted p 0.312)'
     """
     if max_permutations:
         where = f"B = {max_permutations}"
-    elif test == "wilcoxon":
+    elif test == "sign":
         where = f"n = {n_a} pairs"
     else:
         where = f"n = {n_a} vs {n_b}"

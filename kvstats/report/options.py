@@ -211,7 +211,7 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("pairing", "str", "one of 'none', 'trial'", "none",
                  "Design of the comparisons: 'none', two independent samples (Mann–Whitney, KS, "
                  "energy); 'trial', each scheme's value matched with the other's on the same "
-                 "unit (trial, or text on cluster means): Wilcoxon signed-rank, energy with "
+                 "unit (trial, or text on cluster means): sign test, energy with "
                  "within-pair swaps, paired TOST, no KS (kvstats.analysis.compare_schemes).",
                  _choice("pairing", PAIRINGS)),
     ReportOption("comparisons", "pairs", "a list of [scheme_a, scheme_b] pairs", None,

@@ -379,11 +379,11 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
 def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "phi_k", "snr_k", "phi_t"),
                    *, pair: tuple[str, str] = DEFAULT_COMPARISONS[0], palette: dict[str, Any] | None = None
                    ) -> "matplotlib.figure.Figure":
-    """Rank-biserial r of a scheme pair against the budget, per metric and case.
+    """Rank-biserial r (or paired dominance) of a scheme pair against the budget, per metric and case.
 
-    The r of the location-test rows: Mann–Whitney's, or under the paired design
-    (``compare_schemes(..., pairing="trial")``) the Wilcoxon signed-rank test's
-    matched-pairs r, with the same sign.
+    The effect of the location-test rows: Mann–Whitney's r, or under the paired design
+    (``compare_schemes(..., pairing="trial")``) the sign test's dominance
+    P(a > b) − P(a < b) over the pairs that differ, with the same sign.
 
     The report's one sign convention (its tables use the same): **r > 0 when the first
     scheme's values tend to be larger** (better for SNR and recall@5, worse for φ, KL and
@@ -391,7 +391,7 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
     report's adjustment; a crossover (the report's rule,
     :func:`kvstats.analysis.find_crossovers`) is a line with filled markers on both sides
     of zero. The error bars are the unadjusted 95% intervals of r (Newcombe's for
-    Mann–Whitney, the signed-rank test's own under pairing): one that
+    Mann–Whitney, the sign test's Wilson-based one under pairing): one that
     excludes 0 need not be significant after the adjustment, so they do not show a
     crossover by themselves.
 
@@ -419,13 +419,13 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
         raise TypeError(f"comparisons must be the DataFrame of compare_schemes; received "
                         f"{type(comparisons).__name__}")
     metrics = [check_choice(m, "metrics", list(HIGHER_IS_BETTER)) for m in metrics]
-    # the location test's rows: Mann–Whitney, or Wilcoxon signed-rank under the paired design
+    # the location test's rows: Mann–Whitney, or the sign test under the paired design
     mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
                      & (comparisons["scheme_a"] == pair[0]) & (comparisons["scheme_b"] == pair[1])
                      & (comparisons["budget"] == comparisons["budget_b"])]
     if mw.empty:
-        raise ValueError(f"comparisons has no Mann–Whitney or Wilcoxon rows for pair {pair!r}")
-    paired = bool((mw["test"] == "wilcoxon").any())
+        raise ValueError(f"comparisons has no Mann–Whitney or sign-test rows for pair {pair!r}")
+    paired = bool((mw["test"] == LOCATION_TESTS["trial"]).any())
     cases = mw[list(CASE_COLUMNS)].drop_duplicates()
     import seaborn as sns
     digits = label_digits(cases["params"])     # short labels that keep the cases apart
@@ -463,7 +463,8 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
         ax.set_title(f"{metric} ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)")
         ax.set_xlabel("budget n (bits/coord; cases side by side)")
         ax.set_xticks(sorted(mw["budget"].unique()))
-        ax.set_ylabel(f"{'matched-pairs ' if paired else ''}rank-biserial r (> 0: {pair[0]} larger)")
+        ax.set_ylabel(f"paired dominance (> 0: {pair[0]} larger)" if paired else
+                      f"rank-biserial r (> 0: {pair[0]} larger)")
     handles, labels = [], []
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):

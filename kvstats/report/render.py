@@ -139,8 +139,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     Mann–Whitney (rank-biserial r with CI, r > 0 when the first scheme's values are
     larger), KS (exact under ties) and standardised 6D energy tests, and equivalence tests
     for the metrics given margins (with ``pairing="trial"``: the paired design, each
-    scheme's value matched with the other's on the same trial or text: Wilcoxon
-    signed-rank with the matched-pairs r, energy tests with within-pair swaps, paired
+    scheme's value matched with the other's on the same trial or text: the sign test with
+    the paired dominance, energy tests with within-pair swaps, paired
     TOSTs, no KS), with every p-value of the report adjusted together
     (Holm, or Benjamini–Hochberg with ``correction="fdr_bh"``, ...) and the winner per
     metric; each energy test may draw the permutations the family needs to reject

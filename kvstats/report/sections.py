@@ -25,6 +25,7 @@ from kvstats.report.document import Document
 from kvstats.results import REAL, SweepResult
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
+           "DOMINANCE_HEADER",
            "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
 
 # ---------------------------------------------------------------------- formatting
@@ -141,16 +142,21 @@ R_CONVENTION = ("r is the rank-biserial correlation of scheme a (the pair's firs
                 "need not be significant after the correction.")
 
 
-#: What r is under the paired design (the Wilcoxon rows), in place of :data:`R_CONVENTION`.
+#: Column header of the paired design's effect (the sign test's dominance), in place of :data:`R_HEADER`.
+DOMINANCE_HEADER = "dominance [95% CI] (> 0: a larger)"
+#: What the effect is under the paired design (the sign-test rows), in place of :data:`R_CONVENTION`.
 R_CONVENTION_PAIRED = (
-    "r is the matched-pairs rank-biserial correlation of the differences a − b (scheme a, the "
-    "pair's first, against b on the same unit): r = (T+ − T−)/(T+ + T−), T± the sums of the "
-    "ranks of |a − b| over the positive and the negative differences, zero differences left out "
-    "as the signed-rank test leaves them out; **r > 0 when a's values tend to be larger**, in "
-    "every table and figure (for φ, KL and argmax shift, where lower is better, r > 0 means a is "
-    "worse). Its 95% CI is the score interval of kvstats.stats.wilcoxon_signed_rank for θ = "
-    "(r + 1)/2, mapped to r, and is not adjusted for the family: an interval that excludes 0 "
-    "need not be significant after the correction.")
+    "The effect is the sign test's dominance of scheme a (the pair's first) over b on the same "
+    "unit: P(a > b) − P(a < b) over the units where they differ, (n+ − n−)/(n+ + n−) with n± "
+    "the units where a's value is larger / smaller, units with equal values left out as the "
+    "sign test leaves them out; the paired analogue of Mann–Whitney's r. **Dominance > 0 when "
+    "a's values tend to be larger**, in every table and figure (for φ, KL and argmax shift, "
+    "where lower is better, > 0 means a is worse). Its 95% CI is the Wilson score interval of "
+    "P(a > b | they differ), mapped by 2θ − 1, and is not adjusted for the family: an interval "
+    "that excludes 0 need not be significant after the correction. The sign test and not the "
+    "Wilcoxon signed-rank test: the signed-rank test weights each unit by the rank of |a − b|, "
+    "so a few units with very large differences (one scheme's rare catastrophes) can set its "
+    "direction against the majority of units (docs/statistics.md, \"The paired design\").")
 
 
 def _pvalue_cell(row: Any) -> str:
@@ -193,19 +199,20 @@ EQUIVALENCE_HEAVY_NOTE = (f"{HEAVY_MARK} after an equivalence verdict: a mean be
 def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                       ratio: bool = True) -> pd.DataFrame:
     """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test, or under the
-    paired design the Wilcoxon signed-rank test beside the equivalence test) plus energy rows;
+    paired design the sign test beside the equivalence test) plus energy rows;
     ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡."""
     rows = []
     key = ["scheme_a", "scheme_b", "metric"]
     paired = bool((comp["test"] == LOCATION_TESTS["trial"]).any())
-    stat, p_col = ("W", "p adj (Wilcoxon)") if paired else ("U", "p adj (MW)")
+    stat, p_col = ("n(a > b)", "p adj (sign)") if paired else ("U", "p adj (MW)")
+    effect_col = DOMINANCE_HEADER if paired else R_HEADER
     mw = comp[comp["test"] == LOCATION_TESTS["trial" if paired else "none"]]
     ks = comp[comp["test"] == "ks"].set_index(key)
     eq = comp[comp["test"] == "equivalence"].set_index(key)
     for r in mw.itertuples(index=False):
         row = {"pair": _pair_label(r), "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
-               R_HEADER: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
+               effect_col: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
                stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted)}
         k = (r.scheme_a, r.scheme_b, r.metric)
         if k in ks.index:
@@ -228,7 +235,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
     for r in comp[comp["test"] == "energy"].itertuples(index=False):
         if paired:   # no KS columns: the energy test's E and p in the location test's
             rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised, paired)",
-                         "mean a": "", "mean b": "", R_HEADER: "", stat: f"E = {_num(r.statistic, 3)}",
+                         "mean a": "", "mean b": "", effect_col: "", stat: f"E = {_num(r.statistic, 3)}",
                          p_col: "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
                          **({"equivalence": ""} if not eq.empty else {})})
             continue
@@ -334,7 +341,7 @@ UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"
 
 def _location_name(opts: dict[str, Any]) -> str:
     """The location test of the report's design, as the text names it."""
-    return "Wilcoxon signed-rank" if opts.get("pairing", "none") == "trial" else "Mann–Whitney"
+    return "sign" if opts.get("pairing", "none") == "trial" else "Mann–Whitney"
 
 
 def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
@@ -344,8 +351,9 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
           if (comp["test"] == "equivalence").any() else "")
-    tests = ("Wilcoxon signed-rank per metric on the paired differences, a standardised 6D "
-             "energy permutation test per pair with labels swapped within pairs" if paired else
+    tests = ("the sign test per metric on the paired differences (exact binomial, equal "
+             "values dropped), a standardised 6D energy permutation test per pair with labels "
+             "swapped within pairs" if paired else
              "Mann–Whitney and KS per metric, a standardised 6D energy permutation test per pair")
     text = (f"Tests: {n} p-values ({tests}{eq}), adjusted together by **{opts['correction']}** "
             f"at α = {opts['alpha']}. " + (PAIRED_DESIGN if paired else UNPAIRED_DESIGN))
@@ -410,7 +418,8 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
     doc.p("The same tests with the trial as the unit, for comparison only: the trials of one "
           "cluster (text) are correlated, so these p-values are optimistic and support no "
           f"conclusion. {int(mw['significant'].sum())} of {len(mw)} trial-level (not independent) "
-          f"{_location_name(opts)} rows have adjusted p ≤ α. Full table: "
+          f"{_location_name(opts)}{'-test' if opts.get('pairing', 'none') == 'trial' else ''} rows "
+          "have adjusted p ≤ α. Full table: "
           "tables/comparisons_trial_level.csv.")
 
 
@@ -426,7 +435,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     """The report's document: header, equivalence, crossovers, figures, per-case tables, theory.
 
     Every verdict it prints is one the tests support: a winner only at a location-test
-    (Mann–Whitney, or Wilcoxon signed-rank under the paired design) adjusted p ≤ α, "not resolvable" where the test could not have rejected, equality
+    (Mann–Whitney, or the sign test under the paired design) adjusted p ≤ α, "not resolvable"
+    where the test could not have rejected, equality
     never (only the equivalence section's TOST, with declared margins, says "equivalent").
 
     Parameters
@@ -502,8 +512,11 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         _tests_text(comp, opts),
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
-        f"better. A pair has a winner for a metric only when its {_location_name(opts)} adjusted "
-        "p ≤ α; otherwise \"no significant difference\" when the test could have rejected"
+        f"better. A pair has a winner for a metric only when its {_location_name(opts)}"
+        + (" test's" if paired else "") + " adjusted p ≤ α"
+        + ("; the winner is then the scheme with the better value on more of the matched units "
+           "(the sign of the dominance), not the one with the better mean" if paired else "")
+        + "; otherwise \"no significant difference\" when the test could have rejected"
         + ("" if paired else " (\"no significant shift (KS: distributions differ)\" when the KS "
            "test rejects)")
         + ", or \"not resolvable at …\" when even the most extreme data could not have reached "
@@ -547,8 +560,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.fig(figs[fname], caption)
     for name, path in figs.items():
         if name.startswith("crossover_"):
-            doc.fig(path, f"Rank-biserial r across budgets ({name[10:].replace('_vs_', ' vs ')}); "
-                    "r > 0: the first scheme's values are larger (better for SNR and recall@5, "
+            doc.fig(path, f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
+                    f"({name[10:].replace('_vs_', ' vs ')}); "
+                    f"{'dominance' if paired else 'r'} > 0: the first scheme's values are larger "
+                    "(better for SNR and recall@5, "
                     "worse for φ and KL: each panel says which); filled = significant after "
                     "adjustment.")
 

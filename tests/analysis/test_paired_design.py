@@ -2,10 +2,12 @@
 
 Every scheme of a case sees the same trials, so the two samples of a comparison are
 paired. Under a negative correlation of the paired values the two-sample Mann–Whitney
-test rejects a true null far more often than its level; the signed-rank test on the
-matched pairs keeps it. Reference sizes: the simulation below (ρ = −0.96, 30 pairs):
-Mann–Whitney ≈ 0.17, signed-rank ≈ 0.04–0.05 (400 replicates, seed 1, measured when
-this test was written).
+test rejects a true null far more often than its level; the sign test on the matched
+pairs keeps it. Reference sizes: the simulation below (ρ = −0.96, 30 pairs):
+Mann–Whitney ≈ 0.17 (400 replicates, seed 1); the sign test's exact attainable level
+at 30 pairs is 0.0428 = 2·P(Bin(30, ½) ≤ 9), computed in the tests. Its winner is the
+scheme better on more pairs, which on skewed differences need not be the signed-rank
+test's (test_skewed_differences_...).
 """
 
 import numpy as np
@@ -17,7 +19,7 @@ from kvstats._checks import replicate_scale
 from kvstats.analysis import METRICS, aggregate_clusters, compare_schemes, find_crossovers
 from kvstats.analysis.compare import LOCATION_TESTS, PAIRINGS
 from kvstats.analysis.resolution import extreme_pvalue, not_resolvable_text, paired_differences
-from kvstats.stats import wilcoxon_signed_rank
+from kvstats.stats import sign_test, wilcoxon_signed_rank
 
 from _sweep_frames import clustered_frame, make_frame
 
@@ -46,31 +48,43 @@ def _rejections(frame, pairing):
     return int((t.pvalue <= 0.05).sum()), len(t)
 
 
+def _two_sided_level(n, alpha=0.05, theta=0.5):
+    """P(the exact two-sided sign test on n nonzero differences rejects at ``alpha``) when
+    P(a > b) = ``theta``: its attainable level at theta = ½, its power otherwise."""
+    k = np.arange(n + 1)
+    p = np.minimum(1.0, 2 * np.minimum(sps.binom.cdf(k, n, 0.5), sps.binom.sf(k - 1, n, 0.5)))
+    return float(sps.binom.pmf(k, n, theta)[p <= alpha].sum())
+
+
 def test_pairings_and_location_tests():
     assert PAIRINGS == ("none", "trial")
-    assert LOCATION_TESTS == {"none": "mann_whitney", "trial": "wilcoxon"}
+    assert LOCATION_TESTS == {"none": "mann_whitney", "trial": "sign"}
+    # the reference levels used below, from the binomial (R: 2 * pbinom(9, 30, 0.5))
+    assert _two_sided_level(30) == pytest.approx(0.042774, abs=1e-6)
+    assert _two_sided_level(12) == pytest.approx(158 / 4096, rel=1e-12)   # P(X <= 2) doubled
 
 
-def test_rows_are_the_signed_rank_test_on_the_trial_matched_pairs():
+def test_rows_are_the_sign_test_on_the_trial_matched_pairs():
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.4}, n=30, seed=5)
     t = compare_schemes(f, PAIR, metrics=["kl", "snr_k"], energy=False, pairing="trial")
-    assert t.attrs["pairing"] == "trial" and set(t.test) == {"wilcoxon"}   # no KS under pairing
+    assert t.attrs["pairing"] == "trial" and set(t.test) == {"sign"}   # no KS under pairing
     a, b = (f[f.scheme == s].set_index("trial").sort_index() for s in ("KQV", "QKQV"))
     for metric in ("kl", "snr_k"):
-        ref = wilcoxon_signed_rank(a[metric].to_numpy(), b[metric].to_numpy())
+        ref = sign_test(a[metric].to_numpy(), b[metric].to_numpy())
         row = t.set_index("metric").loc[metric]
         assert (row.statistic, row.pvalue, row.effect, row.effect_low, row.effect_high) == (
-            ref.statistic, ref.pvalue, ref.rank_biserial, ref.rank_biserial_low,
-            ref.rank_biserial_high)
-        assert row.n_a == row.n_b == 30 and "30 nonzero of 30" in row.note
+            ref.n_positive, ref.pvalue, ref.dominance, ref.dominance_low, ref.dominance_high)
+        assert row.n_a == row.n_b == 30
+        assert row.note == (f"sign test, 30 nonzero of 30 paired differences "
+                            f"({ref.n_positive} a > b, {ref.n_negative} a < b)")
     # rows in another order (each scheme's trials shuffled) pair the same trials
     shuffled = f.sample(frac=1.0, random_state=3)
     again = compare_schemes(shuffled, PAIR, metrics=["kl", "snr_k"], energy=False, pairing="trial")
     cols = ["statistic", "pvalue", "effect", "effect_low", "effect_high", "min_attainable_p"]
     pd.testing.assert_frame_equal(again[cols], t[cols])
     # pairing by row position instead would give another statistic: the matching matters
-    pos = wilcoxon_signed_rank(shuffled[shuffled.scheme == "KQV"]["kl"].to_numpy(),
-                               shuffled[shuffled.scheme == "QKQV"]["kl"].to_numpy())
+    pos = sign_test(shuffled[shuffled.scheme == "KQV"]["kl"].to_numpy(),
+                    shuffled[shuffled.scheme == "QKQV"]["kl"].to_numpy())
     assert pos.statistic != t.set_index("metric").loc["kl", "statistic"]
 
 
@@ -84,9 +98,9 @@ def test_matching_uses_the_cluster_when_the_frame_has_it():
     g = g.sample(frac=1.0, random_state=1)
     t = compare_schemes(g, PAIR, metrics=["kl"], energy=False, pairing="trial")
     a_, b_ = (g[g.scheme == s].set_index("cluster").sort_index()["kl"] for s in ("KQV", "QKQV"))
-    ref = wilcoxon_signed_rank(a_.to_numpy(), b_.to_numpy())
-    assert t.loc[0, "statistic"] == ref.statistic and t.loc[0, "pvalue"] == ref.pvalue
-    assert t.loc[0, "n_a"] == 12 and ref.rank_biserial == -1.0   # every text: a's KL smaller
+    ref = sign_test(a_.to_numpy(), b_.to_numpy())
+    assert t.loc[0, "statistic"] == ref.statistic == 0 and t.loc[0, "pvalue"] == ref.pvalue
+    assert t.loc[0, "n_a"] == 12 and t.loc[0, "effect"] == -1.0   # every text: a's KL smaller
     assert t.loc[0, "winner"] == "KQV"                              # lower KL is better
 
 
@@ -127,68 +141,131 @@ def test_none_is_the_unpaired_table_as_before():
 
 def test_negative_correlation_inflates_mann_whitney_and_the_paired_design_holds_its_size():
     """400 null replicates, 30 pairs with ρ = −0.96: Mann–Whitney rejects above the
-    binomial(400, 0.05) 99.9% band; the signed-rank test stays inside its two-sided band."""
+    binomial(400, 0.05) 99.9% band; the sign test stays inside the two-sided 99.8% band
+    of its exact attainable level 0.0428."""
     f = _replicates(np.random.default_rng(1), 400, 30, sign=-1.0, shift=0.0, z_sd=1.0, e_sd=0.2)
-    band = sps.binom.ppf([0.001, 0.999], 400, 0.05)
+    band = sps.binom.ppf([0.001, 0.999], 400, _two_sided_level(30))
     unpaired, n = _rejections(f, "none")
     paired, _ = _rejections(f, "trial")
     assert n == 400
-    assert unpaired > band[1]                      # measured 69 (0.17)
-    assert band[0] <= paired <= band[1]            # measured 16 (0.04)
+    assert unpaired > sps.binom.ppf(0.999, 400, 0.05)   # measured 69 (0.17)
+    assert band[0] <= paired <= band[1]                 # measured 13 (0.033)
 
 
 def test_power_under_a_paired_shift():
-    """A shift of 0.3 on trials whose values spread with sd 3 (ρ ≈ 0.99): the paired test
-    rejects in nearly every replicate (measured 0.98), the two-sample test almost never."""
+    """A shift of 0.3 on trials whose values spread with sd 3 (ρ ≈ 0.99): the difference
+    a − b = e − e' − 0.3 is negative with probability θ = Φ(0.3/(0.3√2)) = 0.760, so the
+    sign test's exact power at 30 pairs is P(Bin(30, 0.240) ≤ 9) = 0.84 (computed below);
+    its rejections fall in the 99.8% binomial band of that power, the two-sample test's
+    at most at its level."""
     f = _replicates(np.random.default_rng(2), 200, 30, sign=1.0, shift=0.3, z_sd=3.0, e_sd=0.3)
     paired, n = _rejections(f, "trial")
     unpaired, _ = _rejections(f, "none")
-    assert paired >= sps.binom.ppf(0.001, n, 0.9)
+    power = _two_sided_level(30, theta=sps.norm.cdf(-0.3 / (0.3 * np.sqrt(2))))
+    assert power == pytest.approx(0.839, abs=0.001)
+    lo, hi = sps.binom.ppf([0.001, 0.999], n, power)
+    assert lo <= paired <= hi                      # measured 166 of 200 (0.83)
     assert unpaired <= sps.binom.ppf(0.999, n, 0.05)
-    t = compare_schemes(f[f.dim == 8], PAIR, metrics=["snr_k", "kl"], energy=False, pairing="trial")
+    # the winner of a rejecting replicate (the metrics hold the same values; SNR: higher is better)
+    dim = compare_schemes(f, PAIR, metrics=["kl"], energy=False, pairing="trial") \
+        .sort_values("pvalue").dim.iloc[0]
+    t = compare_schemes(f[f.dim == dim], PAIR, metrics=["snr_k", "kl"], energy=False, pairing="trial")
     row = t.set_index("metric")
-    assert (row.effect < 0).all()                  # b = a + 0.3: a's values smaller, r < 0
+    assert (row.effect < 0).all()                  # b = a + 0.3: a's values smaller, dominance < 0
     assert row.loc["snr_k", "winner"] == "QKQV" and row.loc["kl", "winner"] == "KQV"
+
+
+def _skewed(rng, reps, n, p_a):
+    """``reps`` cases of ``n`` pairs: with probability ``p_a`` a pair hugely favours KQV
+    (its KL 10–20 lower), otherwise it slightly favours QKQV (its KL 0–1 lower)."""
+    base = rng.normal(30.0, 1.0, (reps, n))
+    a_wins = rng.random((reps, n)) < p_a
+    d = np.where(a_wins, -rng.uniform(10.0, 20.0, (reps, n)), rng.uniform(0.0, 1.0, (reps, n)))
+    parts = [pd.DataFrame({m: v.ravel() for m in METRICS}).assign(
+        distribution="gaussian", params="-", dim=8 + np.repeat(np.arange(reps), n), n_keys=128,
+        budget=4.0, scheme=scheme, bits_nominal=4.0, bits_total=4.25, trial=np.tile(np.arange(n), reps))
+        for scheme, v in (("KQV", base + d), ("QKQV", base))]
+    return pd.concat(parts, ignore_index=True), d
+
+
+def test_skewed_differences_the_winner_is_better_on_more_pairs():
+    """Most pairs slightly favour b (QKQV: lower KL), a few pairs hugely favour a (KQV).
+    The sign test's winner is b, the scheme better on more trials; the Wilcoxon signed-rank
+    test on the same pairs (computed here) points to a, because a's few wins hold the
+    largest ranks of |a − b| (they need only a share above 1 − 1/√2 = 0.29 of the pairs
+    to outweigh the rest), and so does the mean.
+
+    One fixed case first (120 of 200 pairs favour b: dominance +0.2, exact p 0.0057; the
+    80 others hold the top ranks, T− = 12,840 > T+ = 7,260), then 100 replicates with
+    P(a wins a pair) = 0.38, 400 pairs: the sign test's exact power (two-sided, 0.05) to
+    name b is P(reject | Bin(400, 0.62)) ≈ 0.998, and its rejections lie in the 99.8%
+    binomial band of that power; the signed-rank test names a in each replicate where it
+    rejects (expected z ≈ −4)."""
+    rng = np.random.default_rng(31)
+    f, _ = _skewed(rng, 1, 200, 0.0)
+    d = np.where(np.arange(200) % 5 < 2, -10.0 - np.arange(200) / 20, np.arange(200) / 400 + 0.01)
+    f.loc[f.scheme == "KQV", "kl"] = f.loc[f.scheme == "QKQV", "kl"].to_numpy() + d
+    row = compare_schemes(f, PAIR, metrics=["kl"], energy=False, pairing="trial").iloc[0]
+    assert (row.n_a, row.statistic, row.effect) == (200, 120, pytest.approx(0.2))
+    assert row.pvalue == pytest.approx(2 * sps.binom.sf(119, 200, 0.5), rel=1e-12)
+    assert row.significant and row.winner == "QKQV"               # lower KL on 120 of 200 trials
+    a, b = (f[f.scheme == s]["kl"].to_numpy() for s in ("KQV", "QKQV"))
+    wsr = wilcoxon_signed_rank(a, b)
+    assert wsr.pvalue < 0.05 and wsr.rank_biserial == pytest.approx((7260 - 12840) / 20100)
+    assert a.mean() < b.mean()                                     # the mean, too, says KQV
+
+    reps, n, p_a = 100, 400, 0.38
+    f, d = _skewed(rng, reps, n, p_a)
+    t = compare_schemes(f, PAIR, metrics=["kl"], energy=False, pairing="trial")
+    assert len(t) == reps and set(t.test) == {"sign"}
+    named_b = int(((t.pvalue <= 0.05) & (t.effect > 0)).sum())
+    power = _two_sided_level(n, theta=1 - p_a)
+    lo, hi = sps.binom.ppf([0.001, 0.999], reps, power)
+    assert lo <= named_b <= hi and not ((t.pvalue <= 0.05) & (t.effect < 0)).any()
+    signed = [wilcoxon_signed_rank(d[i], np.zeros(n)) for i in range(reps)]
+    rejected = [r for r in signed if r.pvalue <= 0.05]
+    assert len(rejected) >= sps.binom.ppf(0.001, reps, 0.9)        # it rejects, the other way
+    assert all(r.rank_biserial < 0 for r in rejected)
 
 
 @pytest.mark.slow
 def test_paired_design_size_at_scale():
-    """As above with 2,000 (ci) / 10,000 (full) replicates and 12 pairs (exact signed-rank
-    null): its size within the binomial 99.9% band of its attainable level. Reference:
-    with 12 untied nonzero differences the two-sided exact test rejects at p <= 0.05 with
-    probability P(V <= 13 or V >= 65) = 0.0425 (psignrank(13, 12) * 2 in R)."""
+    """As above with 2,000 (ci) / 10,000 (full) replicates and 12 pairs (exact binomial
+    null): the sign test's size within the binomial 99.9% band of its attainable level.
+    Reference: with 12 nonzero differences the two-sided exact test rejects at p <= 0.05
+    when n+ <= 2 or n+ >= 10, with probability 2·(1 + 12 + 66)/2^12 = 0.0386
+    (2 * pbinom(2, 12, 0.5) in R)."""
     reps = 2000 if replicate_scale() == "ci" else 10000
     f = _replicates(np.random.default_rng(7), reps, 12, sign=-1.0, shift=0.0, z_sd=1.0, e_sd=0.2)
     paired, n = _rejections(f, "trial")
-    # the exact null of V for 12 untied ranks, counted here: P(V <= 13) doubled (symmetric)
-    counts = np.zeros(79)
-    counts[0] = 1
-    for r in range(1, 13):
-        counts[r:] = counts[r:] + counts[:-r].copy()
-    level = 2 * counts[:14].sum() / 2**12
-    assert level == pytest.approx(0.0425, abs=5e-4)
+    level = 2 * (1 + 12 + 66) / 2**12
+    assert level == pytest.approx(_two_sided_level(12), rel=1e-12)
     lo, hi = sps.binom.ppf([0.0005, 0.9995], n, level)
     assert lo <= paired <= hi
     unpaired, _ = _rejections(f, "none")
     assert unpaired > sps.binom.ppf(0.9995, n, 0.05)
 
 
-def test_extreme_pvalue_of_the_signed_rank_test():
-    # untied, no zeros, fewer than 50 pairs: exact, every difference of one sign: 2 / 2^n
-    x, y = np.arange(1.0, 8.0), np.array([0, 0, 0, 0, 0, 0, 20.0])   # d = 1..6, -13
-    assert extreme_pvalue("wilcoxon", x, y) == pytest.approx(2 / 2**7, abs=0, rel=1e-15)
-    # in general: the test itself on |d| all positive (ties and zeros as on the row)
+def test_extreme_pvalue_of_the_sign_test():
+    # k nonzero differences all of one sign: the exact two-sided binomial p, 2 / 2^k
+    x, y = np.arange(1.0, 9.0), np.array([0, 0, 0, 0, 0, 0, 20.0, 8.0])   # d = 1..6, -13, 0
+    assert extreme_pvalue("sign", x, y) == 2 / 2**7
+    # in general: the sign test itself on |d| (zeros dropped as on the row), for every k
     rng = np.random.default_rng(0)
-    x, y = rng.integers(0, 4, 80).astype(float), rng.integers(0, 4, 80).astype(float)
-    d = np.abs(x - y)
-    assert extreme_pvalue("wilcoxon", x, y) == wilcoxon_signed_rank(d, np.zeros(80)).pvalue
-    assert extreme_pvalue("wilcoxon", x, y) <= wilcoxon_signed_rank(x, y).pvalue
-    assert extreme_pvalue("wilcoxon", [1.0, 2.0], [1.0, 2.0]) == 1.0     # all pairs tied
+    for n in (1, 2, 5, 80, 1200):
+        x, y = rng.integers(0, 4, n).astype(float), rng.integers(0, 4, n).astype(float)
+        d = np.abs(x - y)
+        assert extreme_pvalue("sign", x, y) == pytest.approx(sign_test(d, np.zeros(n)).pvalue,
+                                                             rel=1e-12, abs=1e-300)
+        assert extreme_pvalue("sign", x, y) <= sign_test(x, y).pvalue
+    assert extreme_pvalue("sign", [1.0], [2.0]) == 1.0                # one difference: 2/2 = 1
+    assert extreme_pvalue("sign", [1.0, 2.0], [1.0, 2.0]) == 1.0      # all pairs tied
+    assert extreme_pvalue("sign", [np.inf, 1.0], [np.inf, 0.0]) == 1.0   # inf = inf is a tie
     with pytest.raises(ValueError, match="paired"):
-        extreme_pvalue("wilcoxon", [1.0, 2.0], [1.0])
-    with pytest.raises(ValueError, match="'mann_whitney', 'ks' or 'wilcoxon'"):
-        extreme_pvalue("sign", [1.0], [2.0])
-    assert not_resolvable_text("wilcoxon", 0, 5, 5, 0.5) == \
+        extreme_pvalue("sign", [1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="'mann_whitney', 'ks' or 'sign'"):
+        extreme_pvalue("wilcoxon", [1.0], [2.0])                     # not the report's test
+    assert not_resolvable_text("sign", 0, 5, 5, 0.5) == \
         "not resolvable at n = 5 pairs (smallest attainable adjusted p 0.5)"
 
 
@@ -202,7 +279,7 @@ def test_few_pairs_are_not_resolvable_and_said_so():
     assert set(t.winner) == set(t.verdict)
 
 
-def test_infinite_values_pair_as_ties_or_as_the_largest_differences():
+def test_infinite_values_pair_as_ties_or_by_their_sign():
     inf = np.inf
     assert paired_differences([1.0, inf, inf, 2.0], [3.0, inf, 0.0, -inf]).tolist() == [-2, 0, 5, 5]
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.0}, n=12, seed=9)
@@ -213,11 +290,12 @@ def test_infinite_values_pair_as_ties_or_as_the_largest_differences():
     t = compare_schemes(f, PAIR, metrics=["snr_k"], energy=False, pairing="trial")
     x, y = (f[s].set_index("trial").sort_index()["snr_k"].to_numpy() for s in (a, b))
     d = np.where(np.isinf(x) & np.isinf(y), 0.0, x - np.where(np.isinf(y), 0.0, y))
-    d[2] = 1e6                                         # any value larger than every finite |d|
-    ref = wilcoxon_signed_rank(d, np.zeros(12))
+    d[2] = 1.0                                         # a's win: only its sign counts
+    ref = sign_test(d, np.zeros(12))
     assert (t.loc[0, "statistic"], t.loc[0, "pvalue"], t.loc[0, "effect"]) == (
-        ref.statistic, ref.pvalue, ref.rank_biserial)
+        ref.statistic, ref.pvalue, ref.dominance)
     assert ref.n_nonzero == 10 and "10 nonzero of 12" in t.loc[0, "note"]
+    assert t.loc[0, "min_attainable_p"] == 2 / 2**10
 
 
 def test_paired_equivalence_and_crossovers():
@@ -231,7 +309,7 @@ def test_paired_equivalence_and_crossovers():
             for s in ("KQV", "QKQV"))
     ref = tost_ratio(a, b, margin=0.1, alpha=0.05, paired=True)
     assert eq.loc[2.0, "pvalue"] == ref.pvalue and "paired" in eq.loc[2.0, "note"]
-    assert eq.loc[2.0, "verdict"] == "different"      # the Wilcoxon row rejects, the TOST does not
+    assert eq.loc[2.0, "verdict"] == "different"      # the sign row rejects, the TOST does not
     c = find_crossovers(t)
     assert len(c) == 1 and c.loc[0, "winners"] == "2:QKQV, 3:KQV" and c.loc[0, "crossover"]
 

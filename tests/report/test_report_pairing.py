@@ -10,8 +10,8 @@ from kvstats.analysis.compare import PAIRINGS
 from kvstats.report import hypothesis_report
 from kvstats.report.options import PAIRINGS as OPTION_PAIRINGS, validate_report_options
 from kvstats.report.render import PAIRED_TEXT
-from kvstats.report.sections import (PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED, TIES_NOTE,
-                                     UNPAIRED_DESIGN, _comparison_table)
+from kvstats.report.sections import (DOMINANCE_HEADER, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
+                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _comparison_table)
 
 from _sweep_frames import clustered_frame, make_frame
 from _sweep_frames import sweep_result as _result
@@ -48,12 +48,12 @@ def test_paired_report_runs_the_paired_tests_and_no_ks(reports):
     rep, md = reports["trial"]
     comp = rep.comparisons
     assert comp.attrs["pairing"] == "trial"
-    assert set(comp.test) == {"wilcoxon", "energy", "equivalence"}
+    assert set(comp.test) == {"sign", "energy", "equivalence"}
     assert all("within-pair swaps" in n for n in comp[comp.test == "energy"].note)
     assert all("paired" in n for n in comp[comp.test == "equivalence"].note)
     payload = json.loads(rep.files["json"].read_text())
     assert payload["options"]["pairing"] == "trial"
-    assert set(pd.read_csv(rep.files["comparisons"]).test) == {"wilcoxon", "energy", "equivalence"}
+    assert set(pd.read_csv(rep.files["comparisons"]).test) == {"sign", "energy", "equivalence"}
     # the unpaired report of the same frame: the tests as before
     assert set(reports["none"][0].comparisons.test) == {"mann_whitney", "ks", "energy", "equivalence"}
 
@@ -61,22 +61,32 @@ def test_paired_report_runs_the_paired_tests_and_no_ks(reports):
 def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     _, md = reports["trial"]
     tests = _header_line(md, "- Tests: ")
-    assert "(Wilcoxon signed-rank per metric on the paired differences, a standardised 6D energy " \
-           "permutation test per pair with labels swapped within pairs, a TOST per metric with " \
-           "an equivalence margin (paired))" in tests
+    assert "(the sign test per metric on the paired differences (exact binomial, equal values " \
+           "dropped), a standardised 6D energy permutation test per pair with labels swapped " \
+           "within pairs, a TOST per metric with an equivalence margin (paired))" in tests
     assert PAIRED_DESIGN.strip() in tests and "No KS test: the two-sample KS test has no valid " \
         "null for paired samples" in tests
-    assert "Mann–Whitney" not in md and "KS D" not in md and TIES_NOTE not in md
+    # Mann–Whitney named only as what the dominance is the paired analogue of
+    assert "Mann–Whitney" not in md.replace(R_CONVENTION_PAIRED, "")
+    assert "KS D" not in md and TIES_NOTE not in md
     assert R_CONVENTION_PAIRED in md and R_CONVENTION not in md
+    # the effect is named, and why the signed-rank test is not the report's paired test
+    effect = _header_line(md, "- The effect is the sign test's dominance")
+    assert "P(a > b) − P(a < b) over the units where they differ" in effect
+    assert "the signed-rank test weights each unit by the rank of |a − b|" in effect
+    assert "docs/statistics.md, \"The paired design\"" in effect
     winner = _header_line(md, "- Winner rule")
-    assert "only when its Wilcoxon signed-rank adjusted p ≤ α" in winner and "KS" not in winner
+    assert "only when its sign test's adjusted p ≤ α; the winner is then the scheme with the " \
+           "better value on more of the matched units" in winner and "KS" not in winner
+    assert "Wilcoxon" not in md.replace(R_CONVENTION_PAIRED, "")   # named only to say why not
     # the ρ diagnostic is replaced by the sentence that the tests use the pairing
     unit = _header_line(md, "- Unit of observation")
     assert unit.endswith(PAIRED_TEXT) and "Spearman ρ" not in unit
-    assert "\"different\": it does not but the Wilcoxon signed-rank test does" in md
-    # the comparison table: W and the Wilcoxon p, the energy rows in those columns
+    assert "\"different\": it does not but the sign test does" in md
+    # the comparison table: the dominance, n(a > b) and the sign test's p, the energy rows there
     head = _header_line(md, "| pair |")
-    assert "| W | p adj (Wilcoxon) | winner |" in head and "U" not in head.split("|")
+    assert f"| {DOMINANCE_HEADER} | n(a > b) | p adj (sign) | winner |" in head
+    assert "U" not in head.split("|") and R_HEADER not in head
     energy = [line for line in md.splitlines() if "6D energy (standardised, paired)" in line]
     assert len(energy) == 2 and all("E = " in line and "p adj = " in line for line in energy)
 
@@ -89,12 +99,12 @@ def test_unpaired_header_keeps_the_rho_diagnostic_and_names_its_design(reports):
     assert "Spearman ρ of 18 of the 18 Mann–Whitney rows" in unit and PAIRED_TEXT not in md
     assert R_CONVENTION in md and TIES_NOTE in md
     assert "only when its Mann–Whitney adjusted p ≤ α" in md
-    assert "| U | p adj (MW) | KS D | p adj (KS) |" in _header_line(md, "| pair |")
+    assert f"| {R_HEADER} | U | p adj (MW) | KS D | p adj (KS) |" in _header_line(md, "| pair |")
 
 
-def test_paired_winners_and_crossovers_follow_the_wilcoxon_rows(reports):
+def test_paired_winners_and_crossovers_follow_the_sign_test_rows(reports):
     rep, md = reports["trial"]
-    w = rep.comparisons.query("test == 'wilcoxon' and budget == 2.0").set_index("metric")
+    w = rep.comparisons.query("test == 'sign' and budget == 2.0").set_index("metric")
     # QKQV's values are 1.2 larger in every metric at n = 2: lower KL, higher SNR
     assert w.loc["kl", "winner"] == "KQV" and w.loc["snr_k", "winner"] == "QKQV"
     assert (w.effect < 0).all()
@@ -110,11 +120,11 @@ def test_a_clustered_frame_pairs_texts_and_its_trial_level_tests_pair_trials(tmp
     rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19,
                             pairing="trial")
     comp, md = rep.comparisons, rep.files["markdown"].read_text()
-    assert set(comp.test) == {"wilcoxon", "energy"} and set(comp.n_a) == {12}   # 12 texts
+    assert set(comp.test) == {"sign", "energy"} and set(comp.n_a) == {12}   # 12 texts
     trials = pd.read_csv(rep.files["comparisons_trial_level"])
-    assert set(trials.test) == {"wilcoxon", "energy"} and set(trials.n_a) == {120}
-    n_sig = int(trials.query("test == 'wilcoxon'").significant.sum())
-    assert (f"{n_sig} of 18 trial-level (not independent) Wilcoxon signed-rank rows have adjusted "
+    assert set(trials.test) == {"sign", "energy"} and set(trials.n_a) == {120}
+    n_sig = int(trials.query("test == 'sign'").significant.sum())
+    assert (f"{n_sig} of 18 trial-level (not independent) sign-test rows have adjusted "
             "p ≤ α") in md
     unit = _header_line(md, "- Unit of observation")
     assert "The tests pair the two schemes' means of each cluster (pairing = \"trial\")" in unit
@@ -134,7 +144,9 @@ def test_pairing_from_the_config_and_the_crossover_figure(tmp_path):
     from kvstats.report.plots import plot_crossover
 
     fig = plot_crossover(rep.comparisons, ["kl"], pair=("KQV", "QKQV"))
-    assert fig.axes[0].get_ylabel() == "matched-pairs rank-biserial r (> 0: KQV larger)"
+    assert fig.axes[0].get_ylabel() == "paired dominance (> 0: KQV larger)"
+    assert "Paired dominance across budgets (kqv vs qkqv); dominance > 0: the first scheme's" \
+        in rep.files["markdown"].read_text()
     # an explicit keyword beats the config
     rep = hypothesis_report(_result(f, report={"pairing": "trial"}), tmp_path / "n",
                             figures=False, energy_resamples=19, pairing="none")
@@ -146,5 +158,5 @@ def test_comparison_table_of_a_paired_table_without_energy():
     comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl", "phi_k"], energy=False,
                            pairing="trial")
     table = _comparison_table(comp)
-    assert list(table.columns)[-3:] == ["W", "p adj (Wilcoxon)", "winner"]
+    assert list(table.columns)[-4:] == [DOMINANCE_HEADER, "n(a > b)", "p adj (sign)", "winner"]
     assert table.metric.tolist() == ["kl", "phi_k"]
