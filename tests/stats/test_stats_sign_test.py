@@ -1,15 +1,23 @@
 """Sign test of paired samples: R and scipy reference values, exact size under the null
 (computed from the binomial and simulated on correlated, anti-correlated and quantized
 pairs), power under a shift, the Wilson-based dominance interval (coverage), the skewed
-example where it and the signed-rank test disagree, bad input."""
+example where it and the signed-rank test disagree, bad input.
 
+Run as a script for the calibration and coverage tables of docs/statistics.md:
+``nice -n 10 .venv/bin/python tests/stats/test_stats_sign_test.py --reps 10000``.
+"""
+
+import argparse
 import functools
 import math
+import os
+import time
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from kvstats._checks import replicate_scale
 from kvstats.models.retrieval import wilson_interval
 from kvstats.stats import SignTestResult, sign_test, wilcoxon_signed_rank
 from kvstats.stats.rank import _wilson_theta_interval
@@ -245,7 +253,7 @@ NULL_DESIGNS = {
     "independent-40": (40, 0.0, False),
     "correlated+0.95-200": (200, 0.95, False),
     "anti-correlated-0.66-200": (200, -0.66, False),
-    "quantized+0.9-100 (about half the differences zero)": (100, 0.9, True),
+    "quantized+0.9-100 (about 65% of the differences zero)": (100, 0.9, True),
 }
 
 
@@ -331,3 +339,83 @@ def test_interval_coverage(design):
     assert 0.93 <= expected <= 0.97, expected
     sd = math.sqrt(expected * (1 - expected) / reps)
     assert abs(hits / reps - expected) <= 3.5 * sd, (hits / reps, expected)
+
+
+# --- larger runs: the slow tests and the docs' tables ------------------------------------
+
+def _null_rate(design, alternative, reps, seed):
+    """(rejection rate at 0.05, its exact expectation, mean n_nonzero) over ``reps``."""
+    n, rho, quantize = NULL_DESIGNS[design]
+    rng = np.random.default_rng(seed)
+    rejected, expected, nonzero = 0, 0.0, 0
+    for _ in range(reps):
+        res = sign_test(*_pairs(rng, n, rho, quantize), alternative=alternative)
+        rejected += res.pvalue <= 0.05
+        expected += _rejection_probability(res.n_nonzero, 0.05, alternative)
+        nonzero += res.n_nonzero
+    return rejected / reps, expected / reps, nonzero / reps
+
+
+def _coverage(design, reps, seed):
+    """(coverage of the true dominance, its exact expectation) over ``reps``."""
+    draw, theta = COVERAGE_DESIGNS[design]
+    rng = np.random.default_rng(seed)
+    hits, expected = 0, 0.0
+    for _ in range(reps):
+        d = draw(rng)
+        res = sign_test(d, np.zeros(d.size))
+        hits += res.dominance_low <= 2 * theta - 1 <= res.dominance_high
+        expected += _exact_coverage(res.n_nonzero, theta, 0.95)
+    return hits / reps, expected / reps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", list(NULL_DESIGNS))
+def test_null_rejection_rate_large(design):
+    reps = 2000 if replicate_scale() == "ci" else 40000
+    for alternative in ("two-sided", "less"):
+        rate, expected, _ = _null_rate(design, alternative, reps, seed=len(design))
+        sd = math.sqrt(expected * (1 - expected) / reps)
+        assert abs(rate - expected) <= 3.5 * sd, (design, alternative, rate, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", list(COVERAGE_DESIGNS))
+def test_interval_coverage_large(design):
+    reps = 2000 if replicate_scale() == "ci" else 40000
+    cov, expected = _coverage(design, reps, seed=11)
+    assert abs(cov - expected) <= 3.5 * math.sqrt(expected * (1 - expected) / reps)
+
+
+def _main():
+    parser = argparse.ArgumentParser(description="Sign test: null rejection rates and "
+                                     "interval coverage against their exact expectations "
+                                     "(the tables of docs/statistics.md).")
+    parser.add_argument("--reps", type=int, default=10000, help="replicates per design")
+    args = parser.parse_args()
+    start = time.time()
+    print("| design | alternative | mean n_nonzero | p <= 0.05 | exact expectation | z |")
+    print("|---|---|---|---|---|---|")
+    for i, design in enumerate(NULL_DESIGNS):
+        for alternative in ("two-sided", "greater"):
+            rate, expected, nonzero = _null_rate(design, alternative, args.reps, 100 + i)
+            z = (rate - expected) / math.sqrt(expected * (1 - expected) / args.reps)
+            print(f"| {design} | {alternative} | {nonzero:.1f} | {rate:.4f} | {expected:.4f} "
+                  f"| {z:+.2f} |")
+    print("\n| differences | coverage | exact expectation |\n|---|---|---|")
+    for design in COVERAGE_DESIGNS:
+        cov, expected = _coverage(design, args.reps, 5)
+        print(f"| {design} | {cov:.4f} | {expected:.4f} |")
+    print("\n| n | exact coverage over theta = 0.05..0.95: min | mean | max |\n|---|---|---|---|")
+    for n in (10, 20, 30, 60, 100, 400):
+        covs = [_exact_coverage(n, t, 0.95) for t in np.linspace(0.05, 0.95, 91)]
+        print(f"| {n} | {min(covs):.3f} | {np.mean(covs):.3f} | {max(covs):.3f} |")
+    theta = stats.norm.cdf(0.5)
+    print("\nexact power, d ~ N(0.5, 1), n = 30, alpha = 0.05: two-sided "
+          f"{_rejection_probability(30, 0.05, 'two-sided', theta):.3f}, greater "
+          f"{_rejection_probability(30, 0.05, 'greater', theta):.3f}")
+    print(f"\n{time.time() - start:.0f} s, load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    _main()
