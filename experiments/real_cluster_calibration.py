@@ -1,5 +1,5 @@
 """Type-I error on real trials, trials vs texts (clusters) as the unit: Mann–Whitney, and
-the Wilcoxon signed-rank test of the paired (shared) design.
+the exact sign test of the paired (shared) design.
 
 Usage: nice -n 10 python experiments/real_cluster_calibration.py
        [--capture results/real/capture.npz] [--scheme KQV] [--bits 4] [--layers 0,3,...,27]
@@ -19,22 +19,25 @@ per arm, independently of every other trial), and the arms are
 
 compared by Mann–Whitney on (a) the trials and (b) the cluster means (one value per
 text and arm, as kvstats.analysis.aggregate_clusters computes them). The shared design's
-arms are also paired, as the report's ``pairing = "trial"`` pairs them: the Wilcoxon
-signed-rank test on (c) the trials matched by trial and (d) the text means matched by
-text. Under this null each pair's difference is symmetric about 0 and the pairs are
-independent given the pool (every trial's two draws are its own), so the signed-rank
-test is valid at both levels; Mann–Whitney on the shared arms is not (they are
+arms are also paired, as the report's ``pairing = "trial"`` pairs them: the exact sign
+test (the report's paired location test) on (c) the trials matched by trial and (d) the
+text means matched by text. Under this null each pair's difference is symmetric about 0
+and the pairs are independent given the pool (every trial's two draws are its own), so the
+sign test is valid at both levels; Mann–Whitney on the shared arms is not (they are
 correlated: the same trials). Given the pool, a
 trial's value has the same distribution in either arm and the split is independent of
 the values, so the null holds exactly for the texts as units, whatever the pool. The
 p-values are scipy's asymptotic Mann–Whitney vectorised over replicates and metrics,
-which is what kvstats.stats.mann_whitney computes at these sizes; the signed-rank
-p-values are kvstats.stats.wilcoxon_signed_rank's rule ("auto": exact below 50 non-zero
-differences without zeros or ties, else normal with tie and continuity correction),
-vectorised here (signed_rank_pvalues). The first replicate checks the cluster means
-against aggregate_clusters and every p-value against the kvstats function. The random
-stream is the Mann–Whitney-only version's: the paired columns reuse its arms, so the
-other columns are unchanged. The rejection rate at
+which is what kvstats.stats.mann_whitney computes at these sizes; the sign-test p-values
+are kvstats.stats.sign_test's (zero differences dropped, the number of positive ones
+against Bin(non-zero, 1/2), two-sided as R's binom.test: twice the smaller tail, at most
+1), vectorised here (sign_pvalues). The exact sign test is discrete: with m non-zero
+differences it rejects at ``--alpha`` with probability sign_test_size(m) <= alpha (0.0290
+at m = 26, the texts), so its columns are judged against that size, averaged over the
+replicates' m, not against alpha. The first replicate checks the cluster means against
+aggregate_clusters and every p-value against the kvstats function. The random stream is
+the Mann–Whitney-only version's: the paired columns reuse its arms, so the other columns
+are unchanged. The rejection rate at
 ``--alpha`` over the replicates is printed per metric with the central 99% binomial band
 of a test at its level (replicates are independent given the pool).
 Also printed: the intra-cluster correlation of each metric (one-way ANOVA estimator on
@@ -54,11 +57,7 @@ from scipy import special, stats
 import kvstats
 from kvstats.analysis import METRICS, aggregate_clusters
 from kvstats.data.real import trial_clusters
-from kvstats.stats import mann_whitney, wilcoxon_signed_rank
-
-#: kvstats.stats.wilcoxon_signed_rank's "auto" rule: exact below this many non-zero
-#: differences (and no zeros, no ties), normal otherwise
-EXACT_BELOW = 50
+from kvstats.stats import mann_whitney, sign_test
 
 
 def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.DataFrame:
@@ -76,59 +75,55 @@ def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.D
     return pd.concat(parts, ignore_index=True)
 
 
-def _signrank_counts(n: int) -> np.ndarray:
-    """Number of sign vectors of ranks 1..n with each V = 0 .. n(n+1)/2 (exact integers)."""
-    counts = np.zeros(n * (n + 1) // 2 + 1, dtype=np.int64)
-    counts[0] = 1
-    for k in range(1, n + 1):
-        counts[k:] = counts[k:] + counts[:-k].copy()
-    return counts
+def _two_sided_half(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """R's ``binom.test(k, n, 0.5)`` two-sided p-value, elementwise (n >= 1).
+
+    Twice the smaller exact tail, at most 1; exactly 1 when |2k - n| <= 1 (the tails then
+    cover every outcome), as kvstats.stats.sign_test.
+    """
+    lower = stats.binom.cdf(k, n, 0.5)          # P(X <= k)
+    upper = stats.binom.sf(k - 1, n, 0.5)       # P(X >= k)
+    p = np.minimum(1.0, 2.0 * np.minimum(lower, upper))
+    return np.where(np.abs(2 * k - n) <= 1, 1.0, p)
 
 
-def signed_rank_pvalues(x: np.ndarray, y: np.ndarray, axis: int = 1) -> np.ndarray:
-    """Two-sided Wilcoxon signed-rank p-values of x vs y paired along ``axis``, vectorised.
+def sign_pvalues(x: np.ndarray, y: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Two-sided exact sign-test p-values of x vs y paired along ``axis``, vectorised.
 
-    The rule of kvstats.stats.wilcoxon_signed_rank(method="auto"), R's
-    ``wilcox.test(paired = TRUE)``: zero differences dropped; exact (the untied
-    distribution of V) when no difference is zero or tied and fewer than 50 remain;
-    otherwise the normal approximation with the tie-corrected variance and continuity
-    correction 1/2; p = 1 when every difference is zero. Returns the p-values with
-    ``axis`` removed.
+    The rule of kvstats.stats.sign_test (alternative "two-sided"): zero differences
+    dropped, the number of pairs with x > y against Bin(m, 1/2) for the m non-zero ones,
+    twice the smaller tail (at most 1); p = 1 when every difference is zero. Returns the
+    p-values with ``axis`` removed.
 
     Examples
     --------
-    >>> x = np.array([[1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]])
-    >>> y = np.array([[0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]])
-    >>> round(float(signed_rank_pvalues(x, y)[0]), 5)   # R: V = 40, p = 0.03906
-    0.03906
+    >>> x = np.array([[5.0, 6, 7, 8, 9, 9, 1, 2]])
+    >>> y = np.array([[1.0, 2, 3, 4, 5, 9, 0, 0]])
+    >>> float(sign_pvalues(x, y)[0])         # R: binom.test(7, 7, 0.5)$p.value = 2^-6
+    0.015625
     """
-    d = np.moveaxis(np.asarray(x, np.float64) - np.asarray(y, np.float64), axis, -1)
-    shape, n = d.shape[:-1], d.shape[-1]
-    d = d.reshape(-1, n)
-    nonzero = d != 0
-    m = nonzero.sum(axis=1)
-    # zeros ranked last (inf): the non-zero differences keep their ranks among themselves
-    a = np.where(nonzero, np.abs(d), np.inf)
-    ranks = stats.rankdata(a, axis=1)
-    v = np.sum(np.where(d > 0, ranks, 0.0), axis=1)
-    # each non-zero value's tie group size t from its lowest and highest rank: sum t^3 - t
-    # over groups = sum over values of t^2 - 1
-    t = stats.rankdata(a, method="max", axis=1) - stats.rankdata(a, method="min", axis=1) + 1
-    tie_term = np.sum(np.where(nonzero, t * t - 1.0, 0.0), axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):     # m = 0 rows: p = 1 below
-        z = v - m * (m + 1) / 4.0
-        sigma = np.sqrt(m * (m + 1) * (2 * m + 1) / 24.0 - tie_term / 48.0)
-        z = (z - 0.5 * np.sign(z)) / sigma
-    p = 2.0 * np.minimum(special.ndtr(z), special.ndtr(-z))
-    exact = (m == n) & (tie_term == 0) & (n < EXACT_BELOW)
-    if exact.any():
-        counts = _signrank_counts(n)
-        cdf, sf = np.cumsum(counts), np.cumsum(counts[::-1])[::-1]    # P(V <= s), P(V >= s) x 2^n
-        s = np.rint(v[exact]).astype(np.int64)
-        tail = np.where(4 * v[exact] > n * (n + 1), sf[s], cdf[s])
-        p[exact] = np.ldexp(2.0 * tail, -n)
-    p = np.where(m == 0, 1.0, np.clip(p, 0.0, 1.0))
-    return p.reshape(shape)
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    k = np.sum(x > y, axis=axis)
+    m = k + np.sum(x < y, axis=axis)
+    # m = 0 rows: a harmless m = 1 inside, then p = 1
+    return np.where(m == 0, 1.0, _two_sided_half(k, np.maximum(m, 1)))
+
+
+def sign_test_size(m: np.ndarray, alpha: float) -> np.ndarray:
+    """P(two-sided exact sign-test p <= ``alpha``) under the null with m non-zero
+    differences: the level the discrete test attains (0 for m = 0).
+
+    Examples
+    --------
+    >>> [round(float(v), 5) for v in sign_test_size(np.array([5, 6, 26]), 0.05)]   # 0, 2/2^6
+    [0.0, 0.03125, 0.02896]
+    """
+    m = np.asarray(m, np.int64)
+    table = np.zeros(int(m.max(initial=0)) + 1)      # the size for every m up to the largest
+    for n in range(1, table.size):
+        k = np.arange(n + 1)
+        table[n] = stats.binom.pmf(k, n, 0.5)[_two_sided_half(k, np.full(n + 1, n)) <= alpha].sum()
+    return table[m]
 
 
 def icc(values: np.ndarray, clusters: np.ndarray) -> float:
@@ -185,8 +180,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     rng = np.random.default_rng(args.seed + 1)
     R, half, every = args.replicates, texts.size // 2, np.arange(trials.n_trials)
     pvals = {(d, u): np.empty((R, len(METRICS))) for d in ("split", "shared") for u in ("trials", "texts")}
-    # the shared arms paired (trial with trial, text mean with text mean): signed-rank
+    # the shared arms paired (trial with trial, text mean with text mean): sign test, and
+    # each replicate's number of non-zero differences (the discrete test's size needs it)
     paired = {u: np.empty((R, len(METRICS))) for u in ("trials", "texts")}
+    nonzero = {u: np.empty((R, len(METRICS)), np.int64) for u in ("trials", "texts")}
     first = None
     for start in range(0, R, 250):  # chunks of replicates bound the memory
         r = min(R, start + 250) - start
@@ -207,11 +204,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             # kvstats.stats.mann_whitney computes here (min(n) > 8: its "auto" is asymptotic)
             pvals[key][start:start + r] = stats.mannwhitneyu(x, y, axis=1, method="asymptotic").pvalue
         for unit in paired:
-            paired[unit][start:start + r] = signed_rank_pvalues(*arms["shared", unit], axis=1)
+            x, y = arms["shared", unit]
+            paired[unit][start:start + r] = sign_pvalues(x, y, axis=1)
+            nonzero[unit][start:start + r] = np.sum(x != y, axis=1)
         if first is None:
             first = (arms, xa[0], ta[0], tb[0])
     # spot checks on the first replicate: the cluster means are aggregate_clusters', the
-    # p-values kvstats.stats.mann_whitney's
+    # p-values kvstats.stats.mann_whitney's and kvstats.stats.sign_test's
     arms, x0, ta0, tb0 = first
     frame = pool[pool["draw"] == 0].drop(columns="draw").assign(**{m: x0[:, j] for j, m in enumerate(METRICS)})
     agg = aggregate_clusters(frame)
@@ -221,10 +220,12 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         np.testing.assert_allclose(pvals[key][0], ref, rtol=1e-10)
     for unit in paired:
         x, y = arms["shared", unit]
-        ref = [wilcoxon_signed_rank(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
-        np.testing.assert_allclose(paired[unit][0], ref, rtol=1e-10)
+        ref = [sign_test(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
+        np.testing.assert_allclose(paired[unit][0], ref, rtol=1e-12)
     rej = {key: (p <= args.alpha).sum(axis=0) for key, p in pvals.items()}
-    rej.update({("shared, signed-rank", u): (p <= args.alpha).sum(axis=0) for u, p in paired.items()})
+    rej.update({("shared, sign", u): (p <= args.alpha).sum(axis=0) for u, p in paired.items()})
+    # the sign test's attained level, averaged over the replicates' numbers of non-zero pairs
+    size = {u: sign_test_size(m, args.alpha).mean(axis=0) for u, m in nonzero.items()}
 
     lo = stats.binom.ppf(0.005, args.replicates, args.alpha) / args.replicates
     hi = stats.binom.isf(0.005, args.replicates, args.alpha) / args.replicates
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     for j, m in enumerate(METRICS):
         rho = icc(vals[0, :, j], clusters)
         rows.append({"metric": m, "ICC": f"{rho:.3f}", "design effect": f"{1 + (per_text - 1) * rho:.2f}",
-                     **{f"{d}: {u}": rej[d, u][j] / R for d in ("split", "shared", "shared, signed-rank")
+                     **{f"{d}: {u}": rej[d, u][j] / R for d in ("split", "shared", "shared, sign")
                         for u in ("trials", "texts")}})
     table = pd.DataFrame(rows)
     print(f"\ntype-I error at alpha = {args.alpha} (rate of p <= alpha over {args.replicates} replicates); "
@@ -242,9 +243,22 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     print(f"\ntrial-level inflation (split, rate / alpha): {inflation.min():.1f}x to {inflation.max():.1f}x; "
           f"text-level rates inside the band: {int(table['split: texts'].between(lo, hi).sum())}/{len(table)}")
     for unit in ("trials", "texts"):
-        col = table[f"shared, signed-rank: {unit}"]
-        print(f"shared design, signed-rank on the {unit}: rates {col.min():.4f} to {col.max():.4f}, "
-              f"inside the band: {int(col.between(lo, hi).sum())}/{len(table)}")
+        col = table[f"shared, sign: {unit}"].to_numpy()
+        # 99% band of a test at the attained size, per metric (the binomial band at the
+        # mean size: at least as wide as that of the replicates' mixture of sizes)
+        s_lo = stats.binom.ppf(0.005, R, size[unit]) / R
+        s_hi = stats.binom.isf(0.005, R, size[unit]) / R
+        inside = (col >= s_lo) & (col <= s_hi)
+        print(f"shared design, sign test on the {unit}: rates {col.min():.4f} to {col.max():.4f}; "
+              f"attained size {size[unit].min():.4f} to {size[unit].max():.4f}; inside the 99% band "
+              f"of the size: {int(inside.sum())}/{len(table)}; inside the level-{args.alpha} band: "
+              f"{int(((col >= lo) & (col <= hi)).sum())}/{len(table)}")
+        for j, m in enumerate(METRICS):
+            print(f"    {m:13s} rate {col[j]:.4f}  size {size[unit][j]:.4f}  band [{s_lo[j]:.4f}, {s_hi[j]:.4f}]"
+                  f"  non-zero pairs {nonzero[unit][:, j].min()}-{nonzero[unit][:, j].max()}")
+    # for callers: the attained sizes and the range of non-zero pairs, per unit and metric
+    table.attrs["sign size"] = size
+    table.attrs["sign non-zero pairs"] = {u: (m.min(axis=0), m.max(axis=0)) for u, m in nonzero.items()}
     print(f"pool {t_pool:.1f} s, total {time.perf_counter() - t0:.1f} s; load average at end: {os.getloadavg()}")
     return table
 
