@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from kvstats._checks import check_choice, check_int, check_real
+from kvstats.stats.proportion import binom_test_half, wilson_interval  # noqa: F401 (wilson_interval: public here too)
 
 INSTRUCTION = "There is a pass key hidden in the text below. Find it and memorize it."
 QUESTION = "What is the pass key?"
@@ -233,28 +234,6 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 # ---------------------------------------------------------------------- statistics
-def wilson_interval(k, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for a binomial proportion ``k / n`` (vectorised).
-
-    Examples
-    --------
-    >>> from kvstats.models.retrieval import wilson_interval
-    >>> lo, hi = wilson_interval(8, 10)
-    >>> round(float(lo), 4), round(float(hi), 4)
-    (0.4902, 0.9433)
-    """
-    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
-    # open: confidence 1 has z = inf (NaN bounds), 0 an empty interval
-    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
-    if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k != np.round(k)):
-        raise ValueError(f"k and n must be counts with 0 <= k <= n and n >= 1; received k={k}, n={n}")
-    z = sps.norm.ppf(0.5 + confidence / 2)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
-
-
 @dataclasses.dataclass(frozen=True)
 class McNemarResult:
     """McNemar's exact test of two paired binary outcomes.
@@ -290,7 +269,8 @@ def mcnemar_exact(reference, other) -> McNemarResult:
     x, y = x.astype(bool), y.astype(bool)
     b, c = int(np.sum(x & ~y)), int(np.sum(~x & y))
     m = b + c
-    p = 1.0 if m == 0 else min(1.0, 2 * float(sps.binom.cdf(min(b, c), m, 0.5)))
+    # the exact sign test of the discordant pairs
+    p = 1.0 if m == 0 else binom_test_half(b, m)
     return McNemarResult(b, c, p, min(1.0, 2 * 0.5 ** m))
 
 

@@ -32,6 +32,7 @@ from scipy import special, stats
 from kvstats._checks import check_choice, check_real
 
 from ._base import TiesWarning, _FrameMixin, as_sample, check_bool
+from .proportion import binom_test_half, wilson_interval
 
 __all__ = ["MannWhitneyResult", "KSResult", "SignedRankResult", "SignTestResult", "mann_whitney",
            "ks_2samp", "wilcoxon_signed_rank", "sign_test"]
@@ -753,43 +754,6 @@ class SignTestResult(_FrameMixin):
     _test_name = "sign_test"
 
 
-def _binom_half_pvalue(k: int, n: int, alternative: str) -> float:
-    """Exact p-value of k ~ Bin(n, 1/2), n >= 1, as R's ``binom.test(k, n, 0.5)``.
-
-    scipy's binom cdf/sf are incomplete-beta evaluations, accurate in the far tails
-    (k = n = 1,000 gives 2^-1000, not 0). For p = 1/2 the distribution is symmetric, so
-    R's two-sided rule (sum the probabilities no larger than P(X = k)) is twice the
-    smaller tail, capped at 1; it is exactly 1 when |2k - n| <= 1 (the two tails then
-    cover every outcome; doubling a rounded 1/2 could give 1 - 2^-53).
-    """
-    upper = float(stats.binom.sf(k - 1, n, 0.5))   # P(X >= k)
-    lower = float(stats.binom.cdf(k, n, 0.5))      # P(X <= k)
-    if alternative == "greater":
-        p = upper
-    elif alternative == "less":
-        p = lower
-    else:
-        p = 1.0 if abs(2 * k - n) <= 1 else 2.0 * min(upper, lower)
-    return min(max(p, 0.0), 1.0)
-
-
-def _wilson_theta_interval(k: int, n: int, z: float) -> tuple[float, float]:
-    """Wilson score interval for a proportion k/n at the normal quantile z (n >= 1).
-
-    The same formula as ``kvstats.models.retrieval.wilson_interval`` (tested equal),
-    kept here because the stats layer may not import the models layer (docs/design.md).
-    At k = 0 (k = n) the lower (upper) limit is exactly 0 (1); rounding would put it
-    ~1e-16 off either side, so it is set, and the others clipped into [0, 1].
-    """
-    p = k / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    low = 0.0 if k == 0 else min(max(centre - half, 0.0), 1.0)
-    high = 1.0 if k == n else min(max(centre + half, 0.0), 1.0)
-    return low, high
-
-
 def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
               alternative: str = "two-sided", confidence: float = 0.95) -> SignTestResult:
     """Exact sign test of paired samples, with the within-pair dominance and its interval.
@@ -866,9 +830,8 @@ def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
                               dominance=0.0, dominance_low=-1.0, dominance_high=1.0,
                               confidence=confidence,
                               note="every difference is zero: no sign to test (p = 1)")
-    pvalue = _binom_half_pvalue(n_pos, n, alternative)
-    zq = float(special.ndtri(0.5 + confidence / 2))
-    lo, hi = _wilson_theta_interval(n_pos, n, zq)
+    pvalue = binom_test_half(n_pos, n, alternative)
+    lo, hi = (float(v) for v in wilson_interval(n_pos, n, confidence))
     return SignTestResult(statistic=float(n_pos), pvalue=pvalue, alternative=alternative,
                           n_pairs=n_pairs, n_nonzero=n, n_positive=n_pos, n_negative=n_neg,
                           dominance=(n_pos - n_neg) / n, dominance_low=2.0 * lo - 1.0,

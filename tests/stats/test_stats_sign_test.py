@@ -18,9 +18,15 @@ import pytest
 from scipy import stats
 
 from kvstats._checks import replicate_scale
-from kvstats.models.retrieval import wilson_interval
+from statsmodels.stats.proportion import proportion_confint
+
 from kvstats.stats import SignTestResult, sign_test, wilcoxon_signed_rank
-from kvstats.stats.rank import _wilson_theta_interval
+from kvstats.stats.proportion import binom_test_half, wilson_interval
+
+
+def _wilson_reference(k, n, confidence):
+    """statsmodels' Wilson interval (independent code) for the proportion k / n."""
+    return proportion_confint(k, n, alpha=1 - confidence, method="wilson")
 
 ALTS = ("two-sided", "greater", "less")
 
@@ -121,9 +127,9 @@ def test_dominance_sign_interval_and_symmetry():
     assert (rev.dominance_low, rev.dominance_high) == pytest.approx(
         (-res.dominance_high, -res.dominance_low), rel=1e-12)
     assert res.note == ""
-    # the interval is Wilson's for theta = 7/10 mapped by 2 theta - 1 (the models
-    # layer's wilson_interval, independent code)
-    lo, hi = wilson_interval(7, 10, 0.9)
+    # the interval is Wilson's for theta = 7/10 mapped by 2 theta - 1 (statsmodels'
+    # proportion_confint, independent code)
+    lo, hi = _wilson_reference(7, 10, 0.9)
     res90 = sign_test(x, y, confidence=0.9)
     assert (res90.dominance_low, res90.dominance_high) == pytest.approx(
         (2 * lo - 1, 2 * hi - 1), rel=1e-12)
@@ -146,12 +152,31 @@ def test_interval_stays_inside_minus_one_one_when_every_sign_agrees():
         assert neg.dominance_low == -1.0 and neg.dominance_high < 1.0
 
 
-def test_private_wilson_equals_the_models_wilson_interval():
-    z = stats.norm.ppf(0.975)
+def test_wilson_interval_equals_statsmodels_and_is_the_models_one():
+    import kvstats.models.retrieval as retrieval
+
+    assert retrieval.wilson_interval is wilson_interval   # one implementation
     for n in (1, 2, 5, 17, 100):
-        for k in range(n + 1):
-            lo, hi = wilson_interval(k, n, 0.95)
-            assert _wilson_theta_interval(k, n, z) == pytest.approx((lo, hi), rel=1e-12, abs=1e-15)
+        k = np.arange(n + 1)
+        lo, hi = wilson_interval(k, np.full(n + 1, n), 0.95)
+        ref_lo, ref_hi = _wilson_reference(k, n, 0.95)
+        np.testing.assert_allclose(lo, ref_lo, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(hi, ref_hi, rtol=1e-12, atol=1e-15)
+        assert lo[0] == 0.0 and hi[-1] == 1.0          # exact ends, not 1e-16 off
+
+
+def test_binom_test_half_is_mcnemar_and_checks_its_input():
+    from kvstats.models.retrieval import mcnemar_exact
+
+    # McNemar's exact test is the sign test of the discordant pairs (b vs c)
+    ref = [1] * 9 + [0] * 3 + [1] * 5
+    other = [0] * 9 + [1] * 3 + [1] * 5
+    assert mcnemar_exact(ref, other).pvalue == binom_test_half(9, 12) == pytest.approx(0.14599609375)
+    for bad in ((3, 2), (-1, 4), (1.5, 4), (0, 0)):
+        with pytest.raises(ValueError, match="k and n must be integer counts"):
+            binom_test_half(*bad)
+    with pytest.raises(ValueError, match="alternative must be one of"):
+        binom_test_half(1, 2, "both")
 
 
 def test_values_beyond_float64_range_keep_their_sign():
@@ -304,10 +329,10 @@ def test_power_under_a_shift(alternative):
 
 
 def _exact_coverage(n, theta, confidence):
-    """P(2 theta - 1 in the mapped Wilson interval) under Bin(n, theta), from the models
-    layer's wilson_interval (independent code)."""
+    """P(2 theta - 1 in the mapped Wilson interval) under Bin(n, theta), from statsmodels'
+    Wilson interval (independent code)."""
     k = np.arange(n + 1)
-    lo, hi = wilson_interval(k, np.full(n + 1, n), confidence)
+    lo, hi = _wilson_reference(k, n, confidence)
     inside = (lo <= theta) & (theta <= hi)
     return float(stats.binom.pmf(k, n, theta)[inside].sum())
 

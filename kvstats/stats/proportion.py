@@ -1,0 +1,77 @@
+"""Binomial proportions: the Wilson score interval and the exact test of p = ½.
+
+One home for the two pieces the sign test (:func:`kvstats.stats.sign_test`), McNemar's
+exact test and the retrieval accuracies (:mod:`kvstats.models.retrieval`) share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxtyping import Float, Int
+from scipy import special, stats
+
+from kvstats._checks import check_choice, check_real
+
+__all__ = ["wilson_interval", "binom_test_half"]
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+def wilson_interval(k: Int[np.ndarray, "*batch"] | int, n: Int[np.ndarray, "*batch"] | int,
+                    confidence: float = 0.95
+                    ) -> tuple[Float[np.ndarray, "*batch"], Float[np.ndarray, "*batch"]]:
+    """Wilson score interval for a binomial proportion ``k / n`` (vectorised).
+
+    At k = 0 (k = n) the lower (upper) limit is exactly 0 (1): the formula gives it up to
+    rounding, ~1e-16 on either side. Every limit lies in [0, 1].
+
+    Examples
+    --------
+    >>> from kvstats.stats.proportion import wilson_interval
+    >>> lo, hi = wilson_interval(8, 10)
+    >>> round(float(lo), 4), round(float(hi), 4)
+    (0.4902, 0.9433)
+    >>> [float(v) for v in wilson_interval(0, 5)][0], [float(v) for v in wilson_interval(5, 5)][1]
+    (0.0, 1.0)
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    # open: confidence 1 has z = inf (NaN bounds), 0 an empty interval
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
+    if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k != np.round(k)):
+        raise ValueError(f"k and n must be counts with 0 <= k <= n and n >= 1; received k={k}, n={n}")
+    z = special.ndtri(0.5 + confidence / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))
+    high = np.where(k == n, 1.0, np.clip(centre + half, 0, 1))
+    return low, high
+
+
+def binom_test_half(k: int, n: int, alternative: str = "two-sided") -> float:
+    """Exact p-value of k successes in n trials against p = ½, as R's ``binom.test(k, n, 0.5)``.
+
+    "greater": P(X >= k); "less": P(X <= k); "two-sided": R's rule (the outcomes no more
+    likely than k), which for the symmetric Bin(n, ½) is twice the smaller tail, capped
+    at 1, and exactly 1 when |2k − n| <= 1 (the two tails then cover every outcome;
+    doubling a rounded ½ would give 1 − 2⁻⁵³). scipy's binomial cdf/sf are
+    incomplete-beta evaluations, accurate in the far tails (k = n = 1,000 gives 2⁻⁹⁹⁹).
+
+    Examples
+    --------
+    >>> from kvstats.stats.proportion import binom_test_half
+    >>> binom_test_half(6, 6), binom_test_half(6, 6, "greater"), binom_test_half(7, 15)
+    (0.03125, 0.015625, 1.0)
+    """
+    alternative = check_choice(alternative, "alternative", ALTERNATIVES)
+    if not (isinstance(n, (int, np.integer)) and isinstance(k, (int, np.integer)) and 0 <= k <= n and n >= 1):
+        raise ValueError(f"k and n must be integer counts with 0 <= k <= n and n >= 1; received k={k!r}, n={n!r}")
+    upper = float(stats.binom.sf(k - 1, n, 0.5))   # P(X >= k)
+    lower = float(stats.binom.cdf(k, n, 0.5))      # P(X <= k)
+    if alternative == "greater":
+        p = upper
+    elif alternative == "less":
+        p = lower
+    else:
+        p = 1.0 if abs(2 * k - n) <= 1 else 2.0 * min(upper, lower)
+    return min(max(p, 0.0), 1.0)
