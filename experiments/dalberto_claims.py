@@ -8,8 +8,9 @@ Reads each sweep directory (``results.parquet`` + ``manifest.json`` and the repo
 Markdown tables:
 
 1. KQV vs QKQV attention KL per case and budget: means, ratio QKQV/KQV with a bootstrap
-   CI, rank-biserial r (KQV vs QKQV; the paper reports r = −0.983 and a 2.25x ratio at
-   n = 4), adjusted p.
+   CI, the report's location test (rank-biserial r of Mann–Whitney for a two-sample
+   report, the sign test's paired dominance for a paired one; the paper reports
+   r = −0.983 and a 2.25x ratio at n = 4), adjusted p.
 2. K geometry (φ_k, SNR_k) winners of KQV vs QKQV by budget: is there a crossover?
 3. Low-rank vs heavy-tailed keys: mean KL per scheme and budget, ratio low-rank /
    heavy-tailed with a Mann–Whitney test between the two (independent cases).
@@ -37,10 +38,23 @@ def _p(x: float) -> str:
     return "<1e-300" if x < 1e-300 else (f"{x:.1e}" if x < 1e-3 else f"{x:.3f}")
 
 
+def _location_test(comp: pd.DataFrame) -> tuple[str, str]:
+    """The report's winner-carrying test and its effect's name: Mann–Whitney's r
+    (``pairing = "none"``) or the sign test's paired dominance (``"trial"``)."""
+    from kvstats.analysis.compare import LOCATION_TESTS
+
+    found = [t for t in LOCATION_TESTS.values() if t in set(comp.test)]
+    if len(found) != 1:
+        raise ValueError(f"tables/comparisons.csv must hold one location test of "
+                         f"{sorted(LOCATION_TESTS.values())}; found {found}")
+    return found[0], ("r" if found[0] == "mann_whitney" else "dominance")
+
+
 def kl_table(frame: pd.DataFrame, comp: pd.DataFrame) -> str:
-    rows = ["| case | n | mean KL KQV | mean KL QKQV | QKQV/KQV [95% CI] | r (KQV vs QKQV) [95% CI] | p adj (Holm) | winner |",
+    test, effect = _location_test(comp)
+    rows = [f"| case | n | mean KL KQV | mean KL QKQV | QKQV/KQV [95% CI] | {effect} (KQV vs QKQV) [95% CI] | p adj (Holm) | winner |",
             "|---|---|---|---|---|---|---|---|"]
-    mw = comp[(comp.test == "mann_whitney") & (comp.metric == "kl") & (comp.scheme_a == "KQV")
+    mw = comp[(comp.test == test) & (comp.metric == "kl") & (comp.scheme_a == "KQV")
               & (comp.scheme_b == "QKQV")]
     for (dist, params, dim), grp in frame.groupby(["distribution", "params", "dim"], sort=False):
         for n in sorted(grp.budget.unique()):
@@ -87,7 +101,7 @@ def damage_table(frame: pd.DataFrame) -> str:
 def kv_table(frame: pd.DataFrame, comp: pd.DataFrame) -> str:
     rows = ["| case | n | φ_k KV | φ_k KQV | mean KL KV | mean KL KQV | KL winner (KQV vs KV, Holm) |",
             "|---|---|---|---|---|---|---|"]
-    mw = comp[(comp.test == "mann_whitney") & (comp.metric == "kl") & (comp.scheme_a == "KQV")
+    mw = comp[(comp.test == _location_test(comp)[0]) & (comp.metric == "kl") & (comp.scheme_a == "KQV")
               & (comp.scheme_b == "KV")]
     sel = frame[frame.distribution.isin(["gaussian", "heavy_tailed"])]
     for (dist, params, dim), grp in sel.groupby(["distribution", "params", "dim"], sort=False):

@@ -4,7 +4,7 @@ Usage::
 
     kvstats sweep --config experiments/quick.toml --out results/quick
     kvstats report results/quick
-    kvstats report results/quick --pairing trial --out results/quick_paired
+    kvstats report results/quick --pairing none --out results/quick_two_sample
     kvstats theory --dim 128 --bits 2 3 4
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
@@ -104,10 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
                     help="bootstrap resamples per confidence interval (default: config's, else 999)")
     rp.add_argument("--pairing", choices=list(_pairings()), default=None,
-                    help="design of the comparisons: 'none', two independent samples (Mann–Whitney, "
-                         "KS, energy); 'trial', each scheme's value matched with the other's on the "
-                         "same trial (text, on cluster means): sign test, energy with "
-                         "within-pair swaps, paired TOST, no KS (default: config's, else none)")
+                    help="design of the comparisons: 'trial', each scheme's value matched with the "
+                         "other's on the same trial (text, on cluster means): sign test, energy with "
+                         "within-pair swaps, paired TOST, no KS; 'none', two independent samples "
+                         "(Mann–Whitney, KS, energy) (default: config's, else trial)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bar of the energy tests")

@@ -94,7 +94,8 @@ def test_report_pairing_flag_end_to_end(tmp_path, tiny_config, capsys):
     out = tmp_path / "out"
     assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
                  "--no-progress", "--no-report"]) == 0
-    assert main(["report", str(out), "--out", str(tmp_path / "paired"), "--pairing", "trial",
+    # without the flag: the default design, paired on the shared trials
+    assert main(["report", str(out), "--out", str(tmp_path / "paired"),
                  "--no-figures", "--no-progress"]) == 0
     payload = json.loads((tmp_path / "paired" / "report.json").read_text())
     assert payload["options"]["pairing"] == "trial"
@@ -102,9 +103,9 @@ def test_report_pairing_flag_end_to_end(tmp_path, tiny_config, capsys):
     assert {r["n_a"] for r in payload["comparisons"]} == {12}          # 12 trial pairs
     md = (tmp_path / "paired" / "report.md").read_text()
     assert "Design: **paired** (pairing = \"trial\")" in md and "No KS test" in md
-    # without the flag: the config's design (none here), the two-sample tests
-    assert main(["report", str(out), "--out", str(tmp_path / "none"), "--no-figures",
-                 "--no-progress"]) == 0
+    # --pairing none: the two-sample tests
+    assert main(["report", str(out), "--out", str(tmp_path / "none"), "--pairing", "none",
+                 "--no-figures", "--no-progress"]) == 0
     payload = json.loads((tmp_path / "none" / "report.json").read_text())
     assert payload["options"]["pairing"] == "none"
     assert {r["test"] for r in payload["comparisons"]} == {"mann_whitney", "ks", "energy"}

@@ -208,11 +208,12 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
                  "kvstats.analysis.clustered.aggregate_clusters) when the frame has a cluster "
                  "column with fewer clusters than trials, else the trial.",
                  _choice("unit", UNITS)),
-    ReportOption("pairing", "str", "one of 'none', 'trial'", "none",
-                 "Design of the comparisons: 'none', two independent samples (Mann–Whitney, KS, "
-                 "energy); 'trial', each scheme's value matched with the other's on the same "
-                 "unit (trial, or text on cluster means): sign test, energy with "
-                 "within-pair swaps, paired TOST, no KS (kvstats.analysis.compare_schemes).",
+    ReportOption("pairing", "str", "one of 'none', 'trial'", "trial",
+                 "Design of the comparisons: 'trial' (the default: every scheme of a sweep "
+                 "case sees the same trials), each scheme's value matched with the other's on "
+                 "the same unit (trial, or text on cluster means): sign test, energy with "
+                 "within-pair swaps, paired TOST, no KS; 'none', two independent samples "
+                 "(Mann–Whitney, KS, energy) (kvstats.analysis.compare_schemes).",
                  _choice("pairing", PAIRINGS)),
     ReportOption("comparisons", "pairs", "a list of [scheme_a, scheme_b] pairs", None,
                  "Scheme label pairs to compare (default: the sweep's comparisons).",

@@ -97,7 +97,7 @@ class Report:
     >>> rep = kvstats.hypothesis_report(res, tempfile.mkdtemp(), figures=False,
     ...                                 energy_resamples=19, bootstrap_resamples=99)
     >>> rep.files["markdown"].name, rep.figures, sorted(set(rep.comparisons["test"]))
-    ('report.md', {}, ['energy', 'ks', 'mann_whitney'])
+    ('report.md', {}, ['energy', 'sign'])
     """
 
     summary: pd.DataFrame

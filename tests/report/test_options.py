@@ -93,3 +93,15 @@ def test_options_module_does_not_import_matplotlib():
             "print('matplotlib' in sys.modules, 'kvstats.analysis' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_the_docs_tables_are_the_generated_one():
+    # docs/usage.md and docs/statistics.md print the option table; a changed default or
+    # description must reach both (regenerate with report_options_markdown())
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    md = report_options_markdown()
+    for doc in ("docs/usage.md", "docs/statistics.md"):
+        text = (root / doc).read_text()
+        assert md in text, f"{doc}: its option table differs from report_options_markdown()"

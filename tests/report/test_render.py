@@ -36,7 +36,7 @@ def report(tmp_path_factory):
                    seed=9, case=("low_rank", "rank=4", 64, 128))
     import pandas as pd
     out = tmp_path_factory.mktemp("rep")
-    return hypothesis_report(_result(pd.concat([f, g, h], ignore_index=True)), out), out
+    return hypothesis_report(_result(pd.concat([f, g, h], ignore_index=True)), out, pairing="none"), out
 
 
 def test_report_files_and_content(report):

@@ -22,7 +22,7 @@ def test_unresolvable_tests_never_read_no_significant_difference(tmp_path):
     report printed "no significant difference" for every energy row; now "not resolvable"."""
     spec = {(s, b): (3.0 if s == "KQV" else 0.0) for b in (2, 3, 4, 5) for s in ("KQV", "QKQV")}
     rep = hypothesis_report(_result(make_frame(spec, n=20, seed=1)), tmp_path, figures=False,
-                            energy_resamples=19, energy_resolution="fixed")
+                            energy_resamples=19, energy_resolution="fixed", pairing="none")
     md = rep.files["markdown"].read_text()
     energy = [line for line in _comparison_lines(md) if "6D energy" in line]
     assert len(energy) == 4
@@ -33,14 +33,14 @@ def test_unresolvable_tests_never_read_no_significant_difference(tmp_path):
     assert payload["resolution"]["n_tests"] == 76 and payload["resolution"]["not_resolvable"] == 4
     # with the family's resolution (the default) the same data are separated
     rep = hypothesis_report(_result(make_frame(spec, n=20, seed=1)), tmp_path / "family",
-                            figures=False, energy_resamples=19)
+                            figures=False, energy_resamples=19, pairing="none")
     energy = [line for line in _comparison_lines(rep.files["markdown"].read_text()) if "6D energy" in line]
     assert all("distributions differ" in line and "(B = 1519/1519)" in line for line in energy)
 
 
 def test_sign_convention_is_stated_once_for_tables_and_figures(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 1.0, ("QKQV", 3): 0.0}, n=30, seed=2)
-    rep = hypothesis_report(_result(f), tmp_path, energy_resamples=19)
+    rep = hypothesis_report(_result(f), tmp_path, energy_resamples=19, pairing="none")
     md = rep.files["markdown"].read_text()
     assert R_CONVENTION in md and R_HEADER in md
     assert "first scheme better" not in md and "positive = first" not in md
@@ -95,7 +95,7 @@ def test_a_spread_difference_is_not_called_no_difference(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=300, seed=6)
     wide = f.scheme == "QKQV"
     f.loc[wide, "snr_k"] *= 4.0
-    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19, pairing="none")
     line = next(line for line in _comparison_lines(rep.files["markdown"].read_text())
                 if "| snr_k |" in line)
     assert line.rstrip(" |").endswith("no significant shift (KS: distributions differ)")

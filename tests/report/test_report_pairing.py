@@ -37,7 +37,7 @@ def reports(tmp_path_factory):
 
 def test_the_option_is_the_analysis_design():
     assert OPTION_PAIRINGS == PAIRINGS
-    assert validate_report_options()["pairing"] == "none"
+    assert validate_report_options()["pairing"] == "trial"    # a sweep's schemes share trials
     assert validate_report_options({"pairing": "trial"})["pairing"] == "trial"
     with pytest.raises(ValueError, match="report option 'pairing' must be one of 'none', 'trial'; "
                                          "received 'trials' \\(did you mean 'trial'\\?\\)"):
@@ -151,6 +151,12 @@ def test_pairing_from_the_config_and_the_crossover_figure(tmp_path):
     rep = hypothesis_report(_result(f, report={"pairing": "trial"}), tmp_path / "n",
                             figures=False, energy_resamples=19, pairing="none")
     assert rep.comparisons.attrs["pairing"] == "none" and "ks" in set(rep.comparisons.test)
+    # the config's "none" beats the default ("trial")
+    rep = hypothesis_report(_result(f, report={"pairing": "none"}), tmp_path / "c",
+                            figures=False, energy_resamples=19)
+    assert rep.comparisons.attrs["pairing"] == "none"
+    rep = hypothesis_report(_result(f), tmp_path / "d", figures=False, energy_resamples=19)
+    assert rep.comparisons.attrs["pairing"] == "trial"
 
 
 def test_comparison_table_of_a_paired_table_without_energy():

@@ -72,7 +72,7 @@ def test_r_states_its_interval_method_and_that_it_is_unadjusted(tmp_path):
     assert "Newcombe" in R_CONVENTION and "not adjusted for the family" in R_CONVENTION
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.3}, n=30, seed=14)
     md = hypothesis_report(_result(f), tmp_path, figures=False,
-                           energy_resamples=19).files["markdown"].read_text()
+                           energy_resamples=19, pairing="none").files["markdown"].read_text()
     assert R_CONVENTION in md
 
 
@@ -158,7 +158,7 @@ def test_on_cluster_means_counts_theory_and_figures_say_texts(tmp_path):
 def test_synthetic_unit_text_qualifies_the_pairing(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=17)
     md = hypothesis_report(_result(f), tmp_path, figures=False,
-                           energy_resamples=19).files["markdown"].read_text()
+                           energy_resamples=19, pairing="none").files["markdown"].read_text()
     unit = next(line for line in md.splitlines() if line.startswith("- Unit of observation"))
     assert unit.startswith("- Unit of observation: the trial (an independent K, V, q")
     assert "conservative where the paired values are positively correlated" in unit
@@ -208,14 +208,14 @@ def test_ks_cells_say_not_resolvable_exactly_when_ks_could_not_have_rejected(tmp
     """n = 4 vs 4: the KS test's smallest p (2/70) is above α/19, so every KS cell reads
     "(not resolvable)"; at n = 30 none does, significant or not."""
     small = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=4, seed=19)
-    rep = hypothesis_report(_result(small), tmp_path, figures=False, energy_resamples=19)
+    rep = hypothesis_report(_result(small), tmp_path, figures=False, energy_resamples=19, pairing="none")
     ks = rep.comparisons.query("test == 'ks'")
     assert not ks["resolvable"].any()
     rows = [r for r in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV") if "6D" not in r]
     assert len(rows) == len(METRICS) and all("(not resolvable) |" in r for r in rows)
     big = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 3.0}, n=30,
                      seed=20)
-    rep = hypothesis_report(_result(big), tmp_path / "big", figures=False, energy_resamples=19)
+    rep = hypothesis_report(_result(big), tmp_path / "big", figures=False, energy_resamples=19, pairing="none")
     assert rep.comparisons.query("test == 'ks'")["resolvable"].all()
     assert "(not resolvable)" not in rep.files["markdown"].read_text()
 
@@ -304,7 +304,7 @@ def test_keyword_overrides_beat_the_configs_report_table(tmp_path):
 def test_trial_level_section_counts_its_significant_rows(tmp_path):
     f = _clustered_frame()
     f.loc[f.scheme == "QKQV", "snr_k"] += 1.0             # a shift in one metric only
-    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19, pairing="none")
     trials = pd.read_csv(rep.files["comparisons_trial_level"]).query("test == 'mann_whitney'")
     n_sig = int(trials["significant"].sum())
     assert 0 < n_sig < len(trials)
