@@ -35,7 +35,8 @@ they move far less with the load than wall-clock seconds (``--clock wall``).
 extrapolated linearly to 1,000 trials on 2 cores: x 1,000 / 2), the floor of one
 trial of the grid (the steps above for the Gaussian case's 15 cells, x 6 cases, plus
 drawing all six cases), and, with ``--d1024-pool T``, the real grid at T trials per cell
-through ``run_sweep``'s default pool of 2 workers (wall seconds x 1,000 / T).
+through a pool of 2 workers like ``run_sweep``'s default (both started before the clock;
+the CPU seconds of each, the busiest and their mean, and wall seconds, x 1,000 / T).
 
     python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 16] [--repeats 3]
                                       [--generator 1] [--clock cpu] [--d1024]
@@ -260,18 +261,28 @@ def d1024_pooled(sketch: str, trials: int) -> str:
     pool = cf.ProcessPoolExecutor(max_workers=2, initializer=_one_blas_thread,
                                   mp_context=multiprocessing.get_context("forkserver"))
     try:
-        pool.submit(int).result()  # start the workers outside the clock
+        # start both workers outside the clock: the pool spawns them on demand, one per
+        # task submitted while none is idle (one quick task started only the first, and
+        # the second, spawned during the run, went unmeasured)
+        list(pool.map(time.sleep, [0.5, 0.5]))
         pids = list(pool._processes)
+        if len(pids) != 2:
+            raise RuntimeError(f"the pool started {len(pids)} worker(s), not 2")
         cpu0 = [_cpu_of(p) for p in pids]
         tic = time.perf_counter()
         run_sweep(d1024_config(sketch, trials), executor=pool, progress=False)
         wall = time.perf_counter() - tic
-        cpu = max(_cpu_of(p) - c for p, c in zip(pids, cpu0))
+        each = [_cpu_of(p) - c for p, c in zip(pids, cpu0)]
+        cpu = max(each)
     finally:
         pool.shutdown()
     scale = 1000 / trials / 60
+    # the 6 tasks of this run (one per case) cannot split evenly over 2 workers; the full
+    # grid's 66 tasks nearly can, so the mean of the two is what its workers approach
+    mean = sum(each) / len(each)
     return (f"{trials} trials/cell ({trials / 10:.1f}% of the grid): busiest worker {cpu:.1f} CPU s "
-            f"-> **{cpu * scale:.1f} min**; {wall:.0f} s wall -> {wall * scale:.0f} min")
+            f"-> **{cpu * scale:.1f} min** (workers {' / '.join(f'{c:.1f}' for c in each)} s, mean "
+            f"-> {mean * scale:.1f} min); {wall:.0f} s wall -> {wall * scale:.0f} min")
 
 
 def d1024_row(sketch: str, trials: int, pool_trials: int, repeats: int, piece: int,
