@@ -137,11 +137,16 @@ class Codebook:
             out[...] = np.searchsorted(b, flat)
             return out.reshape(x.shape)
         tmp = np.empty(min(_CHUNK, flat.size), dtype=np.bool_)
+        buckets = self._buckets32 if grid is not None and flat.dtype == np.float32 else None
+        if buckets is not None:
+            rec = np.empty(min(_CHUNK, flat.size), dtype=np.uint64)
         for start in range(0, flat.size, _CHUNK):  # loop over chunks, vectorised inside
             xs = flat[start:start + _CHUNK]
             cs = out[start:start + _CHUNK]
             ts = tmp[: xs.size]
-            if grid is None:
+            if buckets is not None:
+                self._encode_buckets(xs, cs, ts, rec[: xs.size], buckets)
+            elif grid is None:
                 cs[...] = 0
                 for bk in b:  # <= 15 boundaries: count comparisons
                     np.greater(xs, bk, out=ts)
@@ -163,6 +168,49 @@ class Codebook:
         out += tmp.view(np.uint8)
         np.greater(x, np.take(above.astype(x.dtype), idx, mode="clip"), out=tmp)
         out += tmp.view(np.uint8)
+
+    @staticmethod
+    def _encode_buckets(x: np.ndarray, out: np.ndarray, tmp: np.ndarray, rec: np.ndarray,
+                        table: np.ndarray) -> None:
+        # one gather of (threshold, base) by the top 16 bits of each float32 (little
+        # endian: the odd uint16 of each value), then one comparison
+        np.take(table, x.view(np.uint16)[1::2], mode="clip", out=rec)
+        pair = rec.view(np.float32).reshape(-1, 2)
+        np.greater(x, pair[:, 0], out=tmp)
+        np.add(rec.view(np.uint32).reshape(-1, 2)[:, 1], tmp, out=out, casting="unsafe")
+
+    @cached_property
+    def _buckets32(self) -> np.ndarray | None:
+        """A table of the codes of float32 input by the top 16 bits of its bit pattern
+        (sign, exponent, 7 mantissa bits), or None where it cannot be exact.
+
+        The floats sharing those bits form an interval [lo, hi]; the code, the number of
+        boundaries (rounded to float32) below x, is monotone in x, so when it rises by at
+        most one across the interval it is ``code(lo) + (x > t)`` with t the boundary
+        crossed there (+inf when none). Entry = (t as float32, code(lo) as uint32) packed
+        in a uint64. Exact for every finite float32 (tests compare against the boundary
+        count); built only when no interval holds two boundaries (else None: the grid
+        is used). Used for more than 15 boundaries (5+ bits), where it replaces the
+        grid's three gathers by one.
+        """
+        b = self.boundaries.astype(np.float32)
+        top = np.arange(1 << 16, dtype=np.uint32)
+        first, last = (top << 16).view(np.float32), ((top << 16) | 0xFFFF).view(np.float32)
+        negative = top >= 0x8000  # bit patterns of negative floats run downwards in value
+        lo, hi = np.where(negative, last, first), np.where(negative, first, last)
+        finite = np.isfinite(lo) & np.isfinite(hi)
+        c_lo = np.searchsorted(b, np.where(finite, lo, 0), side="left")
+        c_hi = np.searchsorted(b, np.where(finite, hi, 0), side="left")
+        if np.any(c_hi - c_lo > 1):
+            return None
+        thr = np.full(top.size, np.inf, dtype=np.float32)
+        crossed = c_hi > c_lo
+        thr[crossed] = b[c_lo[crossed]]
+        table = np.empty(top.size, dtype=[("thr", "<f4"), ("base", "<u4")])
+        table["thr"], table["base"] = thr, c_lo
+        table = table.view(np.uint64)
+        table.setflags(write=False)
+        return table
 
     @cached_property
     def _grid(self):

@@ -332,3 +332,42 @@ def test_encode_across_chunks():
         cb = lloyd_max_codebook(bits)
         z = np.random.default_rng(bits).standard_normal((3 * 2 ** 15 + 11, 5)).T
         np.testing.assert_array_equal(cb.encode(z), cb.encode_reference(z))
+
+
+@pytest.mark.parametrize("dist,dim", [("gaussian", None), ("beta", 64), ("beta", 1024)])
+@pytest.mark.parametrize("bits", [5, 6, 7, 8])
+def test_float32_bucket_encode_equals_searchsorted(dist, dim, bits):
+    """The float32 bucket table (codes by the top 16 bits, one threshold each) equals the
+    searchsorted reference on the values where it could go wrong: every bucket's first
+    and last float, every boundary and its two float neighbours on each side, and random
+    values at the codebook's scale and far beyond it, of both signs and zeros."""
+    cb = lloyd_max_codebook(bits, dist, dim)
+    table = cb._buckets32
+    if cb._grid is None:  # 8 bits at some dims: searchsorted itself, no table in use
+        return
+    assert table is not None
+    top = np.arange(1 << 16, dtype=np.uint32)
+    edges = np.concatenate([(top << 16).view(np.float32), ((top << 16) | 0xFFFF).view(np.float32)])
+    b = cb.boundaries.astype(np.float32)
+    near = [b]
+    for step in range(2):
+        near += [np.nextafter(near[-2 * step], np.float32(-np.inf)), np.nextafter(near[-1], np.float32(np.inf))]
+    rng = np.random.default_rng(bits)
+    span = float(cb.centroids[-1])
+    z = np.concatenate([edges[np.isfinite(edges)], *near, [0.0, -0.0],
+                        rng.normal(0, span, 50_000), rng.normal(0, 1e4 * span, 1_000)]).astype(np.float32)
+    np.testing.assert_array_equal(cb.encode(z), cb.encode_reference(z))
+
+
+def test_bucket_table_refused_when_a_bucket_holds_two_boundaries():
+    # boundaries closer than the buckets' resolution (2**-7 relative): no exact table,
+    # the grid (or searchsorted) codes instead, still equal to the reference
+    from kvstats.quant.codebook import Codebook
+
+    cb = lloyd_max_codebook(5)
+    bnd = np.sort(np.concatenate([cb.boundaries[:-1], [cb.boundaries[-2] * (1 + 2.0 ** -12)]]))
+    close = Codebook(cb.bits, cb.centroids, bnd, cb.mse, cb.distribution, cb.dim, cb.scale,
+                     cb.iterations)
+    assert close._buckets32 is None
+    z = np.concatenate([bnd, np.random.default_rng(0).standard_normal(5_000)]).astype(np.float32)
+    np.testing.assert_array_equal(close.encode(z), close.encode_reference(z))
