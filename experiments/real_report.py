@@ -111,28 +111,105 @@ def section_norms(res: str) -> str | None:
     return "\n".join(out)
 
 
+PROFILE_METRICS = ("kl", "recall_at_5", "snr_k", "phi_k", "snr_v", "snr_t", "phi_t")
+
+
+def kqv_qkqv_tests(prof: pd.DataFrame, unit: str, metrics: tuple[str, ...] = PROFILE_METRICS) -> pd.DataFrame:
+    """KQV vs QKQV per budget and metric: the exact sign test on matched units.
+
+    Parameters
+    ----------
+    prof : DataFrame
+        One row per (scheme, bits, text, layer, head) trial, as results/real/profile.csv,
+        with the ``metrics`` columns; rows of other schemes are ignored.
+    unit : {"trial", "text"}
+        "trial": KQV's and QKQV's trials matched by (text, layer, head); "text": their
+        per-text means over the trials, matched by text (the unit whose tests are calibrated:
+        the trials of one text share it).
+    metrics : tuple of str
+        Columns of ``prof`` to test.
+
+    Returns
+    -------
+    DataFrame
+        One row per (bits, metric): ``n`` matched units, ``mean_kqv``, ``mean_qkqv`` (means
+        over the units), ``ratio``, ``n_kqv_lower``, ``frac_kqv_lower``, the sign test's
+        ``dominance`` = P(KQV > QKQV) − P(KQV < QKQV) over the units that differ with its 95%
+        Wilson interval [``dom_low``, ``dom_high``], its exact two-sided ``sign_p`` and
+        ``sign_p_holm`` (Holm over the rows). Budgets missing one of the two schemes are skipped.
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"scheme": ["KQV"] * 4 + ["QKQV"] * 4, "bits": 4, "text": [0, 0, 1, 1] * 2,
+    ...                   "layer": 0, "head": [0, 1] * 4, "kl": [1., 2., 3., 4., 2., 3., 4., 3.]})
+    >>> kqv_qkqv_tests(f, "trial", ("kl",))[["n", "n_kqv_lower", "dominance", "sign_p"]].to_numpy().tolist()
+    [[4.0, 3.0, -0.5, 0.625]]
+    """
+    from kvstats.stats import adjust_pvalues, sign_test
+
+    keys = {"trial": ["text", "layer", "head"], "text": ["text"]}
+    if unit not in keys:
+        raise ValueError(f"unit must be one of {sorted(keys)}; received {unit!r}")
+    missing = sorted({"scheme", "bits", *keys["trial"], *metrics} - set(prof.columns))
+    if missing:
+        raise ValueError(f"prof lacks the columns {missing}; it has {list(prof.columns)}")
+    ab = prof[prof.scheme.isin(["KQV", "QKQV"])]
+    if ab.duplicated(["scheme", "bits", *keys["trial"]]).any():
+        raise ValueError("prof has more than one row per (scheme, bits, text, layer, head): trials cannot be matched")
+    rows = []
+    for n, g in ab.groupby("bits"):
+        # mean per unit (one row per trial already for "trial"), schemes side by side on the matched units
+        wide = g.groupby(["scheme", *keys[unit]])[list(metrics)].mean().unstack("scheme").dropna()
+        if wide.empty:
+            continue
+        for m in metrics:
+            x, y = wide[(m, "KQV")].to_numpy(), wide[(m, "QKQV")].to_numpy()
+            st = sign_test(x, y)
+            rows.append(dict(bits=n, metric=m, n=len(x), mean_kqv=x.mean(), mean_qkqv=y.mean(),
+                             ratio=x.mean() / y.mean(), n_kqv_lower=st.n_negative,
+                             frac_kqv_lower=st.n_negative / len(x), dominance=st.dominance,
+                             dom_low=st.dominance_low, dom_high=st.dominance_high, sign_p=st.pvalue))
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["sign_p_holm"] = adjust_pvalues(out["sign_p"].to_numpy(), method="holm").pvalues_adjusted
+    return out
+
+
 def section_profile(res: str, old: str | None = None) -> str | None:
     path = os.path.join(res, "profile_cells.csv")
     if not os.path.exists(path):
         return None
     cells = pd.read_csv(path)
-    tests = pd.read_csv(os.path.join(res, "profile_tests.csv"))
     out = ["## 6D profiles of KV, KQV, QKQV on the real caches\n",
            kept(old, "profile-run"),
            "Trials: one per (text, layer, KV head) = 26 × 30 × 3 = 2340, N = 256 keys, d = 64, the "
            "3 query heads of the group at the last position; an independent draw of the scheme's "
            "randomness per trial, the same draws for every scheme (paired). Means over trials:\n",
-           md(cells),
-           "\nKQV vs QKQV per budget (Mann–Whitney over trials, rank-biserial r > 0 when KQV is "
-           "larger; Wilcoxon signed-rank on the paired differences; Holm over the 35 tests):\n",
-           md(tests[["bits", "metric", "mean_kqv", "mean_qkqv", "ratio", "frac_kqv_lower", "rank_biserial",
-                     "rb_low", "rb_high", "mw_p_holm", "wilcoxon_p"]])]
+           md(cells)]
     path_l = os.path.join(res, "profile.csv")
+    if not os.path.exists(path_l):
+        # the sign tests need the per-trial rows; profile_tests.csv has only two-sample tests
+        out.append("\n_KQV vs QKQV tests: results/real/profile.csv (one row per trial) missing: run "
+                   "experiments/real_profile.py_\n")
     if os.path.exists(path_l):
-        from scipy.stats import wilcoxon
-
-        from kvstats.stats import mann_whitney
-
+        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "head", *PROFILE_METRICS])
+        by_trial = kqv_qkqv_tests(prof, "trial")
+        by_text = kqv_qkqv_tests(prof, "text")
+        n_trials, n_texts = int(by_trial.n.max()), int(by_text.n.max())
+        out += [f"\nKQV vs QKQV per budget, paired (docs/statistics.md \"The paired design\"): exact sign "
+                f"test on the {n_trials} trials matched by (text, layer, KV head) and on the per-text means "
+                f"matched by text ({n_texts} texts: the calibrated unit, as trials of one text share it); "
+                "`dominance` = P(KQV > QKQV) − P(KQV < QKQV) over the matched units that differ, with its "
+                "95% Wilson interval (> 0 when KQV is larger); `frac_kqv_lower`, `texts_kqv_lower`: the "
+                f"units where KQV is lower; Holm over the {len(by_trial)} tests of each unit. A sign test "
+                f"on n units all of one sign has p = 2^(1−n): {2.0 ** (1 - n_texts):.3g} on "
+                f"{n_texts} texts.\n",
+                md(by_trial[["bits", "metric", "mean_kqv", "mean_qkqv", "ratio", "frac_kqv_lower", "dominance",
+                             "dom_low", "dom_high", "sign_p_holm"]].merge(
+                    by_text[["bits", "metric", "n_kqv_lower", "dominance", "dom_low", "dom_high", "sign_p_holm"]]
+                    .rename(columns={"n_kqv_lower": "texts_kqv_lower", "dominance": "text_dominance",
+                                     "dom_low": "text_dom_low", "dom_high": "text_dom_high",
+                                     "sign_p_holm": "text_sign_p_holm"}), on=["bits", "metric"]))]
         six = pd.read_csv(path_l)
         six = six[six.bits == 4].groupby(["layer", "scheme"])[
             ["snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t", "kl", "recall_at_5"]].mean()
@@ -142,17 +219,6 @@ def section_profile(res: str, old: str | None = None) -> str | None:
         out += ["\nThe 6D profile per layer at n = 4 (means over texts and the 3 KV heads; values: "
                 "`snr_v`, `phi_v` are the same for KQV and QKQV and are in results/real/profile.csv, one row "
                 "per trial with its layer and head):\n", md(six[keep].reset_index())]
-        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "head", "kl", "recall_at_5"])
-        rows = []
-        for n, g in prof[prof.scheme.isin(["KQV", "QKQV"])].groupby("bits"):
-            per_text = g.groupby(["scheme", "text"]).kl.mean().unstack(0)
-            mw = mann_whitney(per_text["KQV"].to_numpy(), per_text["QKQV"].to_numpy())
-            rows.append(dict(bits=n, n_texts=len(per_text), mean_kqv=per_text["KQV"].mean(),
-                             mean_qkqv=per_text["QKQV"].mean(),
-                             ratio=per_text["KQV"].mean() / per_text["QKQV"].mean(),
-                             texts_kqv_lower=int((per_text["KQV"] < per_text["QKQV"]).sum()),
-                             rank_biserial=mw.rank_biserial, mw_p=mw.pvalue,
-                             wilcoxon_p=wilcoxon(per_text["KQV"], per_text["QKQV"]).pvalue))
         stats_path = os.path.join(res, "stats_layer_head.csv")
         if os.path.exists(stats_path):
             from scipy.stats import spearmanr
@@ -167,9 +233,6 @@ def section_profile(res: str, old: str | None = None) -> str | None:
                                            "kurt_channel", "effective_rank", "mean_sq_norm")])
             out += ["\nWhat makes a (layer, head) hard? Spearman correlation over the 90 (layer, head) "
                     "pairs between its mean attention KL at n = 4 and statistics of its keys:\n", md(corr)]
-        out += ["\nThe same question with the text as the unit (trials of one text share it, so they are "
-                "not independent): mean attention KL per text over its 90 (layer, head) trials, "
-                "Mann–Whitney (26 vs 26) and paired Wilcoxon signed-rank:\n", md(pd.DataFrame(rows))]
         by_layer = prof[prof.bits == 4].groupby(["layer", "scheme"]).kl.mean().unstack().reset_index()
         out += ["\nMean attention KL per layer at n = 4:\n", md(by_layer)]
     path_r = os.path.join(res, "synthetic_ranking.csv")
@@ -401,7 +464,7 @@ transformers and run in float32 on CPU; the "full-precision" reference is this f
 model. Text: `inspect.getdoc` of 26 standard-library modules
 (`kvstats.models.texts.STDLIB_SOURCES`), Python {platform.python_version()}, torch
 {torch.__version__}, transformers {transformers.__version__}. Statistics:
-`kvstats.stats` (Mann–Whitney, Holm) and `scipy.stats.wilcoxon` (paired signed-rank).
+`kvstats.stats` (sign test, Mann–Whitney, Holm) and `scipy.stats.wilcoxon` (paired signed-rank).
 """
     old, notes = old_sections(args.out)
     made = {"stats": section_stats(args.results), "norms": section_norms(args.results),
