@@ -16,10 +16,10 @@ import datetime
 import os
 import platform
 import re
-from math import comb
 
 import numpy as np
 import pandas as pd
+from jaxtyping import Float
 
 
 MARKER = "<!-- hand-written below: kept by experiments/real_report.py -->"
@@ -145,8 +145,6 @@ def kqv_qkqv_tests(prof: pd.DataFrame, unit: str, metrics: tuple[str, ...] = PRO
     >>> kqv_qkqv_tests(f, "trial", ("kl",))[["n", "n_kqv_lower", "dominance", "sign_p"]].to_numpy().tolist()
     [[4.0, 3.0, -0.5, 0.625]]
     """
-    from kvstats.stats import adjust_pvalues, sign_test
-
     keys = {"trial": ["text", "layer", "head"], "text": ["text"]}
     if unit not in keys:
         raise ValueError(f"unit must be one of {sorted(keys)}; received {unit!r}")
@@ -163,13 +161,79 @@ def kqv_qkqv_tests(prof: pd.DataFrame, unit: str, metrics: tuple[str, ...] = PRO
         if wide.empty:
             continue
         for m in metrics:
-            x, y = wide[(m, "KQV")].to_numpy(), wide[(m, "QKQV")].to_numpy()
-            st = sign_test(x, y)
-            rows.append(dict(bits=n, metric=m, n=len(x), mean_kqv=x.mean(), mean_qkqv=y.mean(),
-                             ratio=x.mean() / y.mean(), n_kqv_lower=st.n_negative,
-                             frac_kqv_lower=st.n_negative / len(x), dominance=st.dominance,
-                             dom_low=st.dominance_low, dom_high=st.dominance_high, sign_p=st.pvalue))
-    out = pd.DataFrame(rows)
+            r = sign_row(wide[(m, "KQV")].to_numpy(), wide[(m, "QKQV")].to_numpy())
+            rows.append(dict(bits=n, metric=m, n=r["n"], mean_kqv=r["mean_a"], mean_qkqv=r["mean_b"],
+                             ratio=r["ratio"], n_kqv_lower=r["n_a_lower"], frac_kqv_lower=r["frac_a_lower"],
+                             dominance=r["dominance"], dom_low=r["dom_low"], dom_high=r["dom_high"],
+                             sign_p=r["sign_p"]))
+    return with_holm(pd.DataFrame(rows))
+
+
+def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Configuration a vs b on next-token KL: the exact sign test on per-text means matched by text.
+
+    Parameters
+    ----------
+    pos : DataFrame
+        One row per (config, text, position), as results/real/e2e_positions.csv.gz, with
+        columns ``config``, ``text``, ``position``, ``kl``.
+    pairs : list of (str, str)
+        The (a, b) configurations to compare, one family: Holm is over these rows.
+
+    Returns
+    -------
+    DataFrame
+        One row per pair, on the texts both ran: ``n`` texts, ``mean_a``, ``mean_b`` (means of
+        the per-text means, equal to the position means: every text has the same positions),
+        ``ratio``, ``n_a_lower`` / ``frac_a_lower`` (texts whose mean KL is lower under a), the
+        sign test's ``dominance`` = P(a > b) − P(a < b) over the texts that differ (< 0: a has
+        lower KL) with its 95% Wilson interval [``dom_low``, ``dom_high``], exact two-sided
+        ``sign_p``, ``sign_p_holm``; and, descriptive only (positions of a text are not
+        independent, so no test), ``n_positions`` matched by (text, position) and
+        ``frac_pos_a_lower``.
+
+    Examples
+    --------
+    >>> pos = pd.DataFrame({"config": ["a"] * 4 + ["b"] * 4, "text": [0, 0, 1, 1] * 2,
+    ...                     "position": [0, 1] * 4, "kl": [1., 2., 3., 4., 2., 3., 4., 3.]})
+    >>> t = e2e_sign_tests(pos, [("a", "b")])
+    >>> t[["n", "n_a_lower", "dominance", "sign_p", "frac_pos_a_lower"]].to_numpy().tolist()
+    [[2.0, 1.0, -1.0, 1.0, 0.75]]
+    """
+    missing = sorted({"config", "text", "position", "kl"} - set(pos.columns))
+    if missing:
+        raise ValueError(f"pos lacks the columns {missing}; it has {list(pos.columns)}")
+    if pos.duplicated(["config", "text", "position"]).any():
+        raise ValueError("pos has more than one row per (config, text, position): positions cannot be matched")
+    rows = []
+    for a, b in pairs:
+        wide = pos[pos.config.isin([a, b])].pivot(index=["text", "position"], columns="config", values="kl")
+        if a not in wide.columns or b not in wide.columns:
+            raise ValueError(f"pairs names {(a, b)}, but pos has no rows of {[c for c in (a, b) if c not in wide]}")
+        wide = wide[[a, b]].dropna()   # the texts (and positions) both ran
+        texts = wide.groupby(level="text").mean()
+        r = sign_row(texts[a].to_numpy(), texts[b].to_numpy())
+        rows.append(dict(a=a, b=b, **r, n_positions=len(wide),
+                         frac_pos_a_lower=float(np.mean(wide[a].to_numpy() < wide[b].to_numpy()))))
+    return with_holm(pd.DataFrame(rows))
+
+
+def sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> dict[str, float]:
+    """The sign test of matched units x against y with the descriptive means, as a table row
+    (``n``, ``mean_a``, ``mean_b``, ``ratio``, ``n_a_lower``, ``frac_a_lower``, ``dominance``,
+    ``dom_low``, ``dom_high``, ``sign_p``); shared by the profile and end-to-end tables."""
+    from kvstats.stats import sign_test
+
+    st = sign_test(x, y)
+    return dict(n=len(x), mean_a=x.mean(), mean_b=y.mean(), ratio=x.mean() / y.mean(), n_a_lower=st.n_negative,
+                frac_a_lower=st.n_negative / len(x), dominance=st.dominance, dom_low=st.dominance_low,
+                dom_high=st.dominance_high, sign_p=st.pvalue)
+
+
+def with_holm(out: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with ``sign_p_holm``: Holm over its rows (one family)."""
+    from kvstats.stats import adjust_pvalues
+
     if len(out):
         out["sign_p_holm"] = adjust_pvalues(out["sign_p"].to_numpy(), method="holm").pvalues_adjusted
     return out
@@ -296,6 +360,10 @@ def figures(res: str, out_dir: str, capture: str) -> str | None:
     return "\n".join(lines)
 
 
+E2E_TEST_COLS = ["a", "b", "n", "mean_a", "mean_b", "ratio", "n_a_lower", "dominance", "dom_low", "dom_high",
+                 "sign_p", "sign_p_holm", "n_positions", "frac_pos_a_lower"]
+
+
 def section_e2e(res: str, old: str | None) -> str | None:
     """The end-to-end tables; ``old`` is the section of the page being rewritten, whose
     hand-written run notes (``kept`` blocks) are carried over."""
@@ -332,17 +400,37 @@ def section_e2e(res: str, old: str | None) -> str | None:
            "\nThe KIVI rows use 6 of the 16 texts (token-by-token decoding is slower), hence their "
            "different `ppl_ref`; their 32-token full-precision window is held in the model's float32 and "
            "on 128-token texts it dominates their memory (not an equal-memory comparison).\n",
-           "\nTests (Mann–Whitney on KL; unit = positions or per-text means; rank-biserial r < 0 when `a` "
-           "has lower KL; Wilcoxon signed-rank on the paired differences; Holm over the table):\n",
-           md(diff[family.isna()][test_cols])]
-    peers = diff[family == "peers"]
-    if len(peers):
-        n = int(peers[peers.unit == "text"].n.max())
-        out += [f"\n\nThe peers against the kvstats rows nearest in bytes, over their common texts (the first "
-                f"{n}; per-vector rows in prefill mode, peers and KIVI token by token; Holm over these "
-                f"{len(peers)} tests; with {n} texts the smallest two-sided Wilcoxon p is "
-                f"{2 / 2 ** n:.2g} and the Mann–Whitney p {2 / comb(2 * n, n):.2g}):\n",
-                md(peers[test_cols])]
+           ]
+    # The sign tests need the per-position rows (e2e_tests.csv has Mann-Whitney/Wilcoxon only);
+    # the pairs and their families are those of e2e_tests.csv.
+    pos_path = os.path.join(res, "e2e_positions.csv.gz")
+    pairs = {fam: list(dict.fromkeys(zip(d.a, d.b))) for fam, d in
+             (("main", diff[family.isna()]), ("peers", diff[family == "peers"]))}
+    if not os.path.exists(pos_path):
+        out.append("\n_Tests: results/real/e2e_positions.csv.gz (one row per position) missing: run "
+                   "experiments/real_e2e.py_\n")
+    else:
+        pos = pd.read_csv(pos_path, usecols=["config", "text", "position", "kl"])
+        main_t = e2e_sign_tests(pos, pairs["main"])
+        out += ["\nTests: exact sign test on the per-text mean KL of `a` and `b` matched by text (the unit: "
+                "positions of a text are not independent); `n_a_lower` texts with lower mean KL under `a`; "
+                "`dominance` = P(a > b) − P(a < b) over the texts that differ (< 0: `a` has lower KL) with "
+                f"its 95% Wilson interval [`dom_low`, `dom_high`]; Holm over these {len(main_t)} tests; "
+                f"with {int(main_t.n.max())} texts the smallest two-sided p is {2 / 2 ** int(main_t.n.max()):.2g}. "
+                "`n_positions` and `frac_pos_a_lower` (positions, matched by text and position, with lower KL "
+                "under `a`) are descriptive only, not independent units and not tested:\n",
+                md(main_t[E2E_TEST_COLS])]
+        if pairs["peers"]:
+            peers = e2e_sign_tests(pos, pairs["peers"])
+            n = int(peers.n.max())
+            out += [f"\n\nThe peers against the kvstats rows nearest in bytes, over their common texts (the first "
+                    f"{n}; per-vector rows in prefill mode, peers and KIVI token by token); the same sign test on "
+                    f"per-text means, Holm over these {len(peers)} tests; with {n} texts the smallest two-sided "
+                    f"p is {2 / 2 ** n:.2g}"
+                    + (", so no test of this family can reach α = 0.05 after Holm (smallest possible adjusted "
+                       f"p {min(1.0, 2 / 2 ** n * len(peers)):.2g})" if 2 / 2 ** n * len(peers) > 0.05 else "")
+                    + ":\n",
+                    md(peers[E2E_TEST_COLS])]
     out.append(equivalence_table(t))
     out.append(qjl_note(s))
     out.append(formats_table(s, diff[family == "formats"], test_cols))

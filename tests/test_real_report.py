@@ -84,3 +84,57 @@ def test_bad_input(report):
         report.kqv_qkqv_tests(prof.drop(columns="head"), "trial", ("kl",))
     with pytest.raises(ValueError, match="more than one row"):
         report.kqv_qkqv_tests(pd.concat([prof, prof.iloc[:1]]), "trial", ("kl",))
+
+
+def fake_positions(seed: int = 0) -> pd.DataFrame:
+    """Configs a, b (8 texts x 5 positions) and p (texts 0..4 only, as the peers' fewer texts), shuffled."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for config, shift, texts in (("a", -0.4, range(8)), ("b", 0.0, range(8)), ("p", 0.3, range(5))):
+        idx = pd.MultiIndex.from_product([texts, range(5)], names=["text", "position"]).to_frame(index=False)
+        idx["config"] = config
+        idx["kl"] = np.exp(rng.normal(size=len(idx)) + shift + 0.5 * idx.text)
+        frames.append(idx)
+    return pd.concat(frames).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+def test_e2e_sign_tests_against_sign_test_by_hand(report):
+    pos = fake_positions()
+    pairs = [("a", "b"), ("a", "p"), ("p", "b")]
+    t = report.e2e_sign_tests(pos, pairs)
+    assert [(r.a, r.b) for r in t.itertuples()] == pairs
+    for r in t.itertuples():
+        # per-text means of the texts both ran, matched by text (index-aligned)
+        x = pos[pos.config == r.a].groupby("text").kl.mean()
+        y = pos[pos.config == r.b].groupby("text").kl.mean()
+        x, y = x.align(y, join="inner")
+        st = sign_test(x.to_numpy(), y.to_numpy())
+        assert r.n == len(x) == (8 if "p" not in (r.a, r.b) else 5)
+        assert r.sign_p == st.pvalue and r.n_a_lower == st.n_negative
+        assert (r.dominance, r.dom_low, r.dom_high) == (st.dominance, st.dominance_low, st.dominance_high)
+        assert r.mean_a == pytest.approx(x.mean()) and r.mean_b == pytest.approx(y.mean())
+        m = pos[pos.config == r.a].merge(pos[pos.config == r.b], on=["text", "position"])
+        assert r.n_positions == len(m) and r.frac_pos_a_lower == pytest.approx(np.mean(m.kl_x < m.kl_y))
+    np.testing.assert_array_equal(t.sign_p_holm, adjust_pvalues(t.sign_p.to_numpy(), method="holm")
+                                  .pvalues_adjusted)
+
+
+def test_e2e_sign_tests_pairs_by_text(report):
+    """a lower than b on every text by a margin smaller than the spread between texts: the
+    paired test gives the full 2^(1-n); an unpaired or mis-matched one would not."""
+    pos = fake_positions()
+    b = pos[pos.config == "b"].copy()
+    a = b.assign(config="a", kl=b.kl - 1e-3)
+    t = report.e2e_sign_tests(pd.concat([a, b]).sample(frac=1.0, random_state=1), [("a", "b")])
+    assert t.n_a_lower.iloc[0] == 8 and t.dominance.iloc[0] == -1
+    assert t.sign_p.iloc[0] == 2.0 ** (1 - 8) and t.frac_pos_a_lower.iloc[0] == 1.0
+
+
+def test_e2e_sign_tests_bad_input(report):
+    pos = fake_positions()
+    with pytest.raises(ValueError, match="columns"):
+        report.e2e_sign_tests(pos.drop(columns="position"), [("a", "b")])
+    with pytest.raises(ValueError, match="more than one row"):
+        report.e2e_sign_tests(pd.concat([pos, pos.iloc[:1]]), [("a", "b")])
+    with pytest.raises(ValueError, match="no rows"):
+        report.e2e_sign_tests(pos, [("a", "zz")])
