@@ -5,6 +5,8 @@ files; this module turns the tables into the :class:`~kvstats.report.document.Do
 a reader sees: number formats, the scheme and comparison tables, the header's statement
 of the tests, their resolution and the sign of r, the equivalence and trial-level
 sections. The report's one sign convention for r (:data:`R_CONVENTION`) is stated here.
+(Over 450 lines: every sentence the report prints about its tests lives here, for both
+designs, so that the wording and the tables cannot drift apart.)
 """
 
 from __future__ import annotations

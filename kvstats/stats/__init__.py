@@ -13,8 +13,8 @@ from .cluster import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
 from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
 from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
-from .rank import (KSResult, MannWhitneyResult, SignedRankResult, SignTestResult, ks_2samp,
-                   mann_whitney, sign_test, wilcoxon_signed_rank)
+from .paired import SignedRankResult, SignTestResult, sign_test, wilcoxon_signed_rank
+from .rank import KSResult, MannWhitneyResult, ks_2samp, mann_whitney
 from .tail import HeavyTailWarning, TailIndexResult, tail_index
 
 __all__ = [

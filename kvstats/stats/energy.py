@@ -1,5 +1,8 @@
 """Energy distance (Székely & Rizzo) and its permutation test, for multivariate samples.
 
+(Over 450 lines: the free and the within-pair relabellings share the distance blocks,
+the overflow scaling and the tie rule, which must stay one definition for both.)
+
 The energy distance between the distributions of X and Y is
 
     E = 2 E|X - Y| - E|X - X'| - E|Y - Y'|     (Euclidean norms),

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from kvstats.stats import SignedRankResult, mann_whitney, wilcoxon_signed_rank
-from kvstats.stats.rank import _signrank_counts
+from kvstats.stats.paired import _signrank_counts
 
 ALTS = ("two-sided", "greater", "less")
 
