@@ -136,12 +136,13 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
 
     Contents: per case and budget, every scheme's mean and bootstrap 95% CI of each
     metric with KL p99/max and bits per coordinate (nominal and with overhead); pairwise
-    Mann–Whitney (rank-biserial r with CI, r > 0 when the first scheme's values are
-    larger), KS (exact under ties) and standardised 6D energy tests, and equivalence tests
-    for the metrics given margins (with ``pairing="trial"``: the paired design, each
-    scheme's value matched with the other's on the same trial or text: the sign test with
-    the paired dominance, energy tests with within-pair swaps, paired
-    TOSTs, no KS), with every p-value of the report adjusted together
+    tests under the paired design (``pairing="trial"``, the default: each scheme's value
+    matched with the other's on the same trial or text: the sign test with the paired
+    dominance, > 0 when the first scheme's values are larger, standardised 6D energy
+    tests with within-pair swaps, paired TOSTs, no KS) or, with ``pairing="none"``,
+    Mann–Whitney (rank-biserial r with CI), KS (exact under ties) and free-relabelling
+    energy tests; equivalence tests for the metrics given margins; with every p-value of
+    the report adjusted together
     (Holm, or Benjamini–Hochberg with ``correction="fdr_bh"``, ...) and the winner per
     metric; each energy test may draw the permutations the family needs to reject
     (sequential, stopping early when clearly null), and a test that could not have
@@ -169,7 +170,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         :data:`kvstats.report.options.REPORT_OPTIONS`.
     energy_resolution, equivalence, equivalence_test, unit, pairing : optional
         Override the config's options of the same names (defaults "family", no margins,
-        "ratio", "auto", "none").
+        "ratio", "auto", "trial").
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``).
     progress : bool
