@@ -398,8 +398,10 @@ def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
     Parameters
     ----------
     x, y : array_like, 1-D, same length >= 1
-        Paired values: x[i] goes with y[i] (e.g. two schemes on the same trial). Finite
-        (NaN and +-inf are refused, as in :func:`wilcoxon_signed_rank`).
+        Paired values: x[i] goes with y[i] (e.g. two schemes on the same trial). NaN is
+        refused; +-inf is allowed, since only the order within a pair is read (+inf > 1,
+        and two equal infinities are a tie), unlike :func:`wilcoxon_signed_rank`, which
+        ranks the differences.
     alternative : {"two-sided", "greater", "less"}
         "greater": x tends to exceed y within a pair (P(X > Y) > P(X < Y)); "less": the
         reverse.
@@ -449,8 +451,10 @@ def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
     >>> res.n_nonzero, res.pvalue          # R: binom.test(5, 5, 0.5, "greater"): 0.03125
     (5, 0.03125)
     """
-    x = as_sample(x, "x")
-    y = as_sample(y, "y")
+    # only the order within each pair matters, so +-inf is a value like any other (the SNR of
+    # an exact reconstruction is +inf); equal infinities are a tie
+    x = as_sample(x, "x", allow_inf=True)
+    y = as_sample(y, "y", allow_inf=True)
     if x.size != y.size:
         raise ValueError(f"x and y must be paired (the same length); received len(x)={x.size}, "
                          f"len(y)={y.size}")

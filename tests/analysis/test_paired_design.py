@@ -18,7 +18,7 @@ from scipy import stats as sps
 from kvstats._checks import replicate_scale
 from kvstats.analysis import METRICS, aggregate_clusters, compare_schemes, find_crossovers
 from kvstats.analysis.compare import LOCATION_TESTS, PAIRINGS
-from kvstats.analysis.resolution import extreme_pvalue, not_resolvable_text, paired_differences
+from kvstats.analysis.resolution import extreme_pvalue, not_resolvable_text
 from kvstats.stats import sign_test, wilcoxon_signed_rank
 
 from _sweep_frames import clustered_frame, make_frame
@@ -263,6 +263,8 @@ def test_extreme_pvalue_of_the_sign_test():
     assert extreme_pvalue("sign", [np.inf, 1.0], [np.inf, 0.0]) == 1.0   # inf = inf is a tie
     with pytest.raises(ValueError, match="paired"):
         extreme_pvalue("sign", [1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="NaN"):
+        extreme_pvalue("sign", [1.0, np.nan], [1.0, 2.0])
     with pytest.raises(ValueError, match="'mann_whitney', 'ks' or 'sign'"):
         extreme_pvalue("wilcoxon", [1.0], [2.0])                     # not the report's test
     assert not_resolvable_text("sign", 0, 5, 5, 0.5) == \
@@ -281,7 +283,6 @@ def test_few_pairs_are_not_resolvable_and_said_so():
 
 def test_infinite_values_pair_as_ties_or_by_their_sign():
     inf = np.inf
-    assert paired_differences([1.0, inf, inf, 2.0], [3.0, inf, 0.0, -inf]).tolist() == [-2, 0, 5, 5]
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.0}, n=12, seed=9)
     a, b = f.scheme == "KQV", f.scheme == "QKQV"
     f.loc[a & (f.trial < 2), "snr_k"] = inf            # both exact at trials 0, 1: zero differences
@@ -289,8 +290,9 @@ def test_infinite_values_pair_as_ties_or_by_their_sign():
     f.loc[a & (f.trial == 2), "snr_k"] = inf           # only a exact at trial 2: a's largest win
     t = compare_schemes(f, PAIR, metrics=["snr_k"], energy=False, pairing="trial")
     x, y = (f[s].set_index("trial").sort_index()["snr_k"].to_numpy() for s in (a, b))
-    d = np.where(np.isinf(x) & np.isinf(y), 0.0, x - np.where(np.isinf(y), 0.0, y))
-    d[2] = 1.0                                         # a's win: only its sign counts
+    # hand-made signs: trials 0, 1 tie (inf = inf), trial 2 is a's win, the rest finite
+    d = np.zeros(12)
+    d[2], d[3:] = 1.0, x[3:] - y[3:]
     ref = sign_test(d, np.zeros(12))
     assert (t.loc[0, "statistic"], t.loc[0, "pvalue"], t.loc[0, "effect"]) == (
         ref.statistic, ref.pvalue, ref.dominance)
