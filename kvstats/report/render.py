@@ -351,13 +351,16 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
     if clustered:
         return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
                 "trials come in fewer clusters (texts) than trials: trial-level (not independent) "
-                "p-values, optimistic." + (" " + PAIRED_TEXT if paired else ""))
+                "p-values, which do not hold their nominal level (optimistic, i.e. too small, where "
+                "a text's trials are positively correlated; too large where negatively)."
+                + (" " + PAIRED_TEXT if paired else ""))
     pairing = _pairing_text(rho, paired)
     real = "distribution" in trials and bool((trials["distribution"] == REAL).any())
     if real and ("cluster" not in trials or trials["cluster"].isna().all()):
         return ("Unit of observation: the trial. The frame records no text (cluster) per real "
                 "trial, so trials that share a text, if any, are treated as independent: "
-                "optimistic p-values. " + pairing)
+                "optimistic p-values (too small) where such trials are positively correlated, "
+                "conservative ones where negatively. " + pairing)
     if real:
         only = bool((trials["distribution"] == REAL).all())
         return (("Unit of observation: the text (of a real capture): each real trial here comes "

@@ -418,7 +418,9 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
     opts = opts or {}
     mw = comp_trials[comp_trials["test"] == LOCATION_TESTS[opts.get("pairing", "none")]]
     doc.p("The same tests with the trial as the unit, for comparison only: the trials of one "
-          "cluster (text) are correlated, so these p-values are optimistic and support no "
+          "cluster (text) are correlated, so these p-values do not hold their nominal level (too "
+          "small where a text's trials are positively correlated, too large where negatively: "
+          "docs/statistics.md, \"Clustered trials\") and support no "
           f"conclusion. {int(mw['significant'].sum())} of {len(mw)} trial-level (not independent) "
           f"{_location_name(opts)}{'-test' if opts.get('pairing', 'none') == 'trial' else ''} rows "
           "have adjusted p ≤ α. Full table: "

@@ -76,11 +76,12 @@ def test_clustered_frames_use_the_cluster_as_the_unit(tmp_path):
     assert set(trial.n_a) == {120}
     payload = json.loads(rep.files["json"].read_text())
     assert "comparisons_trial_level" in payload and "cluster" in payload["unit"]
-    # unit = "trial" by request: no aggregation, and the header says the p-values are optimistic
+    # unit = "trial" by request: no aggregation, and the header says the p-values are not at their level
     rep = hypothesis_report(_result(f), tmp_path / "trial", figures=False, energy_resamples=19,
                             unit="trial")
     assert set(rep.comparisons.n_a) == {120} and "comparisons_trial_level" not in rep.files
-    assert "optimistic" in rep.files["markdown"].read_text()
+    assert "trial-level (not independent) p-values, which do not hold their nominal level" \
+        in rep.files["markdown"].read_text()
 
 
 def test_synthetic_frames_stay_trial_level(tmp_path):

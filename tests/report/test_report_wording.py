@@ -183,7 +183,8 @@ def test_real_trials_one_per_text_are_called_texts(tmp_path):
     g = f.drop(columns="cluster")
     md = hypothesis_report(_result(g), tmp_path / "nocluster", figures=False,
                            energy_resamples=19).files["markdown"].read_text()
-    assert "records no text (cluster) per real trial" in md and "optimistic p-values" in md
+    assert "records no text (cluster) per real trial" in md
+    assert "optimistic p-values (too small) where such trials are positively correlated" in md
 
 
 def test_a_real_only_sweep_does_not_count_synthetic_queries(tmp_path):
@@ -308,8 +309,13 @@ def test_trial_level_section_counts_its_significant_rows(tmp_path):
     trials = pd.read_csv(rep.files["comparisons_trial_level"]).query("test == 'mann_whitney'")
     n_sig = int(trials["significant"].sum())
     assert 0 < n_sig < len(trials)
+    md = rep.files["markdown"].read_text()
     assert (f"{n_sig} of {len(trials)} trial-level (not independent) Mann–Whitney rows have adjusted "
-            "p ≤ α") in rep.files["markdown"].read_text()
+            "p ≤ α") in md
+    # correlated trials can err either way (docs/statistics.md, "Clustered trials"): not "optimistic"
+    section = md.split("## Trial-level tests (not independent)")[1]
+    assert "do not hold their nominal level (too small where a text's trials are positively " \
+        "correlated, too large where negatively" in section and "optimistic" not in section
 
 
 def _test_row(test, metric, significant, resolvable, verdict, winner="", note=""):
