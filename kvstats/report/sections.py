@@ -341,6 +341,20 @@ UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"
                    "design is pairing = \"trial\"). ")
 
 
+def _scope_text(synthetic: bool, real: bool) -> str:
+    """The header's statement of the population the tests speak about (their limits)."""
+    parts = []
+    if synthetic:
+        parts.append("a synthetic case's, to further trials of its generator at its parameters, "
+                     "d and N (new data and new draws of the schemes' randomness)")
+    if real:
+        parts.append("a real case's, at most to texts drawn like its texts, in the one captured "
+                     "model at the captured layers")
+    return ("Scope: a test generalises only to the population its units sample: "
+            + "; ".join(parts) + ". A winner, crossover or equivalence verdict here is not evidence "
+            "about other distributions, dimensions, models or downstream accuracy.")
+
+
 def _location_name(opts: dict[str, Any]) -> str:
     """The location test of the report's design, as the text names it."""
     return "sign" if opts.get("pairing", "none") == "trial" else "Mann–Whitney"
@@ -529,6 +543,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         "equivalence tests (declared margins) are for.",
         R_CONVENTION_PAIRED if paired else R_CONVENTION,
         unit_text,
+        _scope_text(bool(synthetic), has_real),
         *([] if paired else [TIES_NOTE]),
     ])
     _equivalence_section(doc, comp, opts, digits, heavy_keys)

@@ -203,6 +203,28 @@ def test_a_real_only_sweep_does_not_count_synthetic_queries(tmp_path):
     sweep = next(line for line in md.splitlines() if line.startswith("- Sweep:"))
     assert "1 query per synthetic trial" in sweep and "real trial" not in sweep
 
+def test_header_states_the_scope_of_the_tests(tmp_path):
+    """The population a test generalises to is said: the generator for synthetic cases, texts
+    in the one captured model for real ones; never other models or downstream accuracy."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=40)
+    md = hypothesis_report(_result(f), tmp_path, figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    scope = next(line for line in md.splitlines() if line.startswith("- Scope:"))
+    assert "further trials of its generator" in scope and "captured model" not in scope
+    assert "not evidence about other distributions, dimensions, models or downstream accuracy" in scope
+    path = tmp_path / "cap.npz"
+    x = np.ones((2, 1, 1, 16, 8), np.float32)
+    np.savez(path, K=x, V=x, q=np.ones((2, 1, 3, 16, 8), np.float32), meta=json.dumps({}))
+    g = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=42,
+                   case=("real", f"path={path}", 8, 16))
+    real = {"name": "real", "params": {"path": str(path)}}
+    md = hypothesis_report(_result(g, distributions=(real,)), tmp_path / "real", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    scope = next(line for line in md.splitlines() if line.startswith("- Scope:"))
+    assert "texts drawn like its texts, in the one captured model at the captured layers" in scope
+    assert "generator" not in scope
+
+
 
 # ---------------------------------------------------------------- the tests' own cells and counts
 def test_ks_cells_say_not_resolvable_exactly_when_ks_could_not_have_rejected(tmp_path):
