@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
-from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
+from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
 from kvstats.analysis.frame import label_digits, short_params
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
@@ -161,6 +161,10 @@ R_CONVENTION_PAIRED = (
     "direction against the majority of units (docs/statistics.md, \"The paired design\").")
 
 
+#: The count of nonzero paired differences in a sign-test row's note (analysis.compare._sign_row).
+_NONZERO = re.compile(r"(\d+) nonzero of (\d+) paired differences")
+
+
 def _pvalue_cell(row: Any) -> str:
     """Adjusted p-value, with the permutations drawn for a permutation test."""
     text = _p(row["pvalue_adjusted"]) if not math.isnan(row["pvalue_adjusted"]) else "–"
@@ -223,6 +227,11 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
             if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
                 row["p adj (KS)"] += " (not resolvable)"
         row["winner"] = r.winner
+        if paired and str(r.winner).startswith(NOT_RESOLVABLE):
+            # what limits a sign test is the pairs that differ, not the pairs: say how many
+            m = _NONZERO.search(str(r.note))
+            if m:
+                row["winner"] += f": only {m[1]} of the {m[2]} pairs differ"
         if (k in ks.index and not r.significant and bool(ks.loc[k, "significant"])
                 and r.verdict == NO_DIFFERENCE):
             # no shift in location, but the distributions differ: say so, not "no difference"

@@ -465,3 +465,21 @@ def test_unit_cluster_on_unclustered_trials_stays_trial_level(tmp_path):
     md = rep.files["markdown"].read_text()
     assert "comparisons_trial_level" not in rep.files and "Trial-level tests" not in md
     assert _header(md).rstrip(" |").endswith("| trials") and set(rep.comparisons.n_a) == {30}
+
+
+def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
+    """'not resolvable at n = 40 pairs' alone reads as if 40 pairs could not resolve; what
+    limits the sign test is the pairs whose values differ, which the cell counts."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40, seed=41)
+    f["argmax_shift"] = 0.0
+    f.loc[(f.scheme == "KQV") & (f.trial < 3), "argmax_shift"] = 1.0     # 3 of 40 pairs differ
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    row = rep.comparisons.query("metric == 'argmax_shift' and test == 'sign'").iloc[0]
+    assert row.verdict.startswith("not resolvable at n = 40 pairs")
+    cell = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
+                if "| argmax_shift |" in line)
+    assert f"{row.verdict}: only 3 of the 40 pairs differ |" in cell
+    # a resolvable row keeps its winner cell as it was
+    kl = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
+              if "| kl |" in line)
+    assert "pairs differ" not in kl
