@@ -577,11 +577,14 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     if any(name in figs for name in ("kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail")) or \
             any(name.startswith("crossover_") for name in figs):
         doc.h(2, "Figures across cases")
+    # the figures mark heavy-tailed means hollow (plots._bits_plot): their error bars are not valid
+    hollow = (" Hollow markers, where drawn: a heavy right tail (Hill α < 2 at 95%), where no "
+              "interval of the mean, error bar included, is valid.")
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
                             "(normal-approximation 95% error bars; the tables carry bootstrap "
-                            "intervals)."), ("recall_vs_bits", "Mean top-5 recall vs bits per "
-                                             "coordinate with overhead (normal-approximation 95% "
-                                             "error bars)."),
+                            "intervals)." + hollow),
+                           ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate with "
+                            "overhead (normal-approximation 95% error bars)." + hollow),
                            ("lowrank_vs_heavytail", "Per-trial KL on low-rank, heavy-tailed and "
                             "Gaussian keys.")):
         if fname in figs:

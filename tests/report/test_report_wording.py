@@ -483,3 +483,18 @@ def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
     kl = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
               if "| kl |" in line)
     assert "pairs differ" not in kl
+
+
+def test_bits_figure_captions_say_what_a_hollow_marker_means(tmp_path):
+    """The KL and recall figures draw heavy-tailed means hollow (their error bars are not
+    valid there); the captions say so."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=43)
+    result = _result(f)
+    rep = hypothesis_report(result, tmp_path, figures=False, energy_resamples=19)
+    figs = {"kl_vs_bits": tmp_path / "kl.png", "recall_vs_bits": tmp_path / "recall.png"}
+    md = build_document(result, rep.summary, rep.comparisons, rep.crossovers, rep.theory, figs,
+                        validate_report_options({"bootstrap_resamples": 99}), "unit",
+                        None).markdown(tmp_path)
+    captions = [line for line in md.splitlines() if line.startswith("*Mean ")]
+    assert len(captions) == 2 and all("Hollow markers, where drawn: a heavy right tail" in c
+                                      for c in captions)
