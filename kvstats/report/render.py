@@ -339,7 +339,12 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
                rho: pd.Series | None = None, paired: bool = False) -> str:
     if use_clusters and clustered:
         matched = (" The tests pair the two schemes' means of each cluster (pairing = \"trial\"); "
-                   "the trial-level ones pair their trials." if paired else "")
+                   "the trial-level ones pair their trials." if paired else
+                   " All schemes see the same clusters, so two schemes' cluster means are pairs; "
+                   "the two-sample tests (pairing = \"none\") ignore that pairing, which makes a "
+                   "test conservative where the paired means are positively correlated and "
+                   "anti-conservative where they are negatively correlated (pairing = \"trial\" "
+                   "uses it).")
         cells = trials.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
         k, n = cells["cluster"].nunique(), cells.size()
         return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "

@@ -155,6 +155,23 @@ def test_on_cluster_means_counts_theory_and_figures_say_texts(tmp_path):
     assert "faint dot of these figures is over" not in doc.markdown(tmp_path)
 
 
+def test_cluster_unit_text_says_whether_the_texts_pairing_is_used(tmp_path):
+    """On cluster means every scheme sees the same texts: the paired design says it pairs
+    them; the two-sample design says it ignores the pairing and what that does."""
+    f = _clustered_frame()
+    units = {}
+    for pairing in ("trial", "none"):
+        md = hypothesis_report(_result(f), tmp_path / pairing, figures=False, energy_resamples=19,
+                               pairing=pairing).files["markdown"].read_text()
+        units[pairing] = next(line for line in md.splitlines()
+                              if line.startswith("- Unit of observation"))
+    assert "The tests pair the two schemes' means of each cluster" in units["trial"]
+    assert "ignore that pairing" not in units["trial"]
+    assert ("two schemes' cluster means are pairs; the two-sample tests (pairing = \"none\") "
+            "ignore that pairing, which makes a test conservative where the paired means are "
+            "positively correlated and anti-conservative where they are negatively correlated"
+            ) in units["none"]
+
 def test_synthetic_unit_text_qualifies_the_pairing(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=17)
     md = hypothesis_report(_result(f), tmp_path, figures=False,
