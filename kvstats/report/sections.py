@@ -662,7 +662,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               f"{_pairs_text(pairs, '{p} at n over {m} at n−1')}, predicted π/2 − 1/d_pad (→ π/2). "
               "See kvstats.analysis.theory_table. Measured: the mean (for the ratios, the ratio "
               f"of the two means) with a 95% BCa bootstrap CI ({opts['bootstrap_resamples']} "
-              "resamples; a ratio resamples its two samples apart, ignoring that they share trials)."
+              "resamples; a ratio resamples its two samples apart, ignoring that they share "
+              "trials: too wide where the two schemes' values on a trial are positively "
+              "correlated, too narrow where negatively)."
               + (f" Here every measured mean and interval is over {unit} (each one's trials "
                  "averaged first), as the rate–distortion gaps above." if clustered else ""))
         doc.table(_theory_fmt(theory, digits))

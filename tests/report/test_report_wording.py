@@ -315,6 +315,9 @@ def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
     # the intervals name their method
     assert "Measured: the mean (for the ratios, the ratio of the two means) with a 95% BCa " \
         "bootstrap CI (99 resamples" in md
+    # the ratio's interval ignores the shared trials: which way that errs is said
+    assert "ignoring that they share trials: too wide where the two schemes' values on a trial " \
+        "are positively correlated, too narrow where negatively" in md
     assert all(line.rstrip(" |").endswith(" dB") for line in snr)
     # the measured per-key dB lies above the predicted dB of the mean error (Jensen): said, so that
     # an interval excluding the prediction on Gaussian keys is not read as the closed form failing
