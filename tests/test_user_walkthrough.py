@@ -44,3 +44,48 @@ def test_usage_config_example_runs_and_tests_its_pairs(tmp_path):
     assert len(comp) > 0
     assert {tuple(p) for p in comp[["scheme_a", "scheme_b"]].to_numpy()} == set(cfg.comparisons)
     assert set(res.frame["params"]) == {"nu=1.05", "nu=1.5", "nu=3.0"}
+
+
+@pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("walk") / "sweep"
+    cfg = {"schemes": ["KQV", "QKQV"], "budgets": [3], "distributions": ["gaussian"],
+           "dims": [32], "n_keys": [16], "n_trials": 8, "seed": 1,
+           "report": {"figures": False, "energy_resamples": 19, "bootstrap_resamples": 99}}
+    return kvstats.run_sweep(cfg, out=out, executor="serial", progress=False)
+
+
+def test_hypothesis_report_refuses_an_unknown_comparison_label(small_sweep, tmp_path):
+    # An explicit pair naming a label the sweep lacks was skipped like an absent default
+    # pair: a typo gave a report of 0 tests without a word.
+    out = tmp_path / "rep"
+    with pytest.raises(ValueError, match=r"comparisons label must be one of \['KQV', 'QKQV'\]; "
+                                         r"received 'KIVI'"):
+        kvstats.hypothesis_report(small_sweep, out, comparisons=[("KQV", "KIVI")])
+    assert not out.exists()   # refused before the folder is touched
+
+
+def test_hypothesis_report_explicit_known_pair_still_runs(small_sweep, tmp_path):
+    rep = kvstats.hypothesis_report(small_sweep, tmp_path / "rep", comparisons=[("QKQV", "KQV")])
+    assert set(rep.comparisons["scheme_a"]) == {"QKQV"} and len(rep.comparisons) > 0
+
+
+def test_hypothesis_report_comparisons_as_a_generator(small_sweep, tmp_path):
+    # the label check reads the pairs once; compare_schemes must still receive them
+    rep = kvstats.hypothesis_report(small_sweep, tmp_path / "rep",
+                                    comparisons=(p for p in [("KQV", "QKQV")]))
+    assert len(rep.comparisons) > 0
+
+
+@pytest.mark.parametrize("bad", ["KQV", [("KQV", "QKQV", "KV")], [3], ["KQ"]])
+def test_hypothesis_report_malformed_comparisons_are_a_type_error(small_sweep, tmp_path, bad):
+    with pytest.raises(TypeError, match="comparisons must be"):
+        kvstats.hypothesis_report(small_sweep, tmp_path / "rep", comparisons=bad)
+
+
+def test_hypothesis_report_pairs_as_array_rows(small_sweep, tmp_path):
+    import numpy as np
+
+    rep = kvstats.hypothesis_report(small_sweep, tmp_path / "rep",
+                                    comparisons=np.array([["KQV", "QKQV"]]))
+    assert len(rep.comparisons) > 0
