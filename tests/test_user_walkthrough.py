@@ -89,3 +89,35 @@ def test_hypothesis_report_pairs_as_array_rows(small_sweep, tmp_path):
     rep = kvstats.hypothesis_report(small_sweep, tmp_path / "rep",
                                     comparisons=np.array([["KQV", "QKQV"]]))
     assert len(rep.comparisons) > 0
+
+
+def _comparisons_frame():
+    import pandas as pd
+
+    return pd.DataFrame({"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128,
+                         "budget": [2.0, 3.0], "budget_b": [2.0, 3.0], "scheme_a": "KQV",
+                         "scheme_b": "QKQV", "metric": "kl", "test": "sign",
+                         "effect": [0.2, -0.5], "effect_low": [0.1, -0.6],
+                         "effect_high": [0.3, -0.4], "significant": True})
+
+
+def test_plot_crossover_names_a_text_effect_column():
+    # tables/comparisons.csv read with kvstats.results.read_table keeps its empty cells
+    # (the energy rows' effect) as text, so 'effect' arrives as str: the plot failed deep
+    # in numpy ("unsupported operand type(s) for -: 'str' and 'str'")
+    from kvstats.report import plot_crossover
+
+    t = _comparisons_frame()
+    t["effect_low"] = t["effect_low"].astype(str)
+    with pytest.raises(TypeError, match=r"comparisons column 'effect_low' must be numeric; "
+                                        r"received dtype (object|str)"):
+        plot_crossover(t, ["kl"], pair=("KQV", "QKQV"))
+
+
+def test_plot_crossover_names_missing_columns():
+    from kvstats.report import plot_crossover
+
+    with pytest.raises(ValueError, match=r"comparisons lacks the column\(s\) \['effect_high'\]"):
+        plot_crossover(_comparisons_frame().drop(columns="effect_high"), ["kl"],
+                       pair=("KQV", "QKQV"))
+    assert len(plot_crossover(_comparisons_frame(), ["kl"], pair=("KQV", "QKQV")).axes) == 1

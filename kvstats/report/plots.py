@@ -418,6 +418,18 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
     if not isinstance(comparisons, pd.DataFrame):
         raise TypeError(f"comparisons must be the DataFrame of compare_schemes; received "
                         f"{type(comparisons).__name__}")
+    numeric = ["budget", "budget_b", "effect", "effect_low", "effect_high"]
+    need = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric", "test", "significant", *numeric]
+    missing = [c for c in need if c not in comparisons.columns]
+    if missing:
+        raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
+                         f"received columns {list(comparisons.columns)}")
+    for col in numeric:
+        # tables/comparisons.csv read by kvstats.results.read_table keeps empty cells as text
+        if not pd.api.types.is_numeric_dtype(comparisons[col]):
+            raise TypeError(f"comparisons column {col!r} must be numeric; received dtype "
+                            f"{comparisons[col].dtype} (read tables/comparisons.csv with "
+                            "pandas.read_csv)")
     metrics = [check_choice(m, "metrics", list(HIGHER_IS_BETTER)) for m in metrics]
     # the location test's rows: Mann–Whitney, or the sign test under the paired design
     mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
