@@ -121,3 +121,26 @@ def test_plot_crossover_names_missing_columns():
         plot_crossover(_comparisons_frame().drop(columns="effect_high"), ["kl"],
                        pair=("KQV", "QKQV"))
     assert len(plot_crossover(_comparisons_frame(), ["kl"], pair=("KQV", "QKQV")).axes) == 1
+
+
+def test_usage_real_example_fits_the_capture(tmp_path):
+    # The real-cache example asked for n_trials = 78 of a selection of 26 texts x 2 layers
+    # x 1 KV head = 52 trials, which the sweep refuses. A fake capture of the shape of
+    # results/real/capture.npz (26 texts, 30 layers, 3 KV heads; docs/real_model.md) with
+    # tiny N and d stands in for it.
+    import json
+
+    import numpy as np
+
+    blocks = re.findall(r"```toml\n(.*?)```", (DOCS / "usage.md").read_text(), re.S)
+    raw = tomllib.loads(blocks[1])
+    path = tmp_path / "capture.npz"
+    x = np.ones((26, 30, 3, 8, 4), np.float32)   # (texts, layers, KV heads, N, d)
+    np.savez(path, K=x, V=x, q=np.ones((26, 30, 9, 8, 4), np.float32), meta=json.dumps({}))
+    for entry in raw["distributions"]:
+        for p in entry["params"]:
+            p["path"] = str(path)
+    raw["sweep"].update(dims=[4], n_keys=[8])
+    raw["schemes"] = ["KQV"]
+    cfg = SweepConfig.from_dict(raw)
+    assert len(cfg.cells()) == 2 * len(cfg.budgets)
