@@ -144,3 +144,25 @@ def test_usage_real_example_fits_the_capture(tmp_path):
     raw["schemes"] = ["KQV"]
     cfg = SweepConfig.from_dict(raw)
     assert len(cfg.cells()) == 2 * len(cfg.budgets)
+
+
+_GRID = {"budgets": [3], "distributions": ["gaussian"], "dims": [32], "n_keys": [16],
+         "n_trials": 4}
+
+
+def test_config_warns_when_no_default_pair_is_in_the_sweep():
+    # KQV beside K4V2: every default pair (KQV/QKQV, KQV/KV, QKQV/KV) is skipped and the
+    # report held 0 tests without a word
+    with pytest.warns(UserWarning, match=r"no comparison: .*\['KQV', 'K4V2'\].*holds no tests"):
+        SweepConfig.from_dict({**_GRID, "schemes": ["KQV", "K4V2"]})
+
+
+@pytest.mark.parametrize("extra", [{"schemes": ["KQV", "K4V2"], "comparisons": []},
+                                   {"schemes": ["KQV", "QKQV", "K4V2"]},
+                                   {"schemes": ["K4V2"]}])
+def test_config_no_warning_when_a_pair_runs_or_none_is_asked(extra):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SweepConfig.from_dict({**_GRID, **extra})

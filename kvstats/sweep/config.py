@@ -14,6 +14,7 @@ import difflib
 import os
 import re
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -247,6 +248,13 @@ class SweepConfig:
         object.__setattr__(self, "comparisons", tuple(pairs))
         if self.comparisons != DEFAULT_COMPARISONS:  # the default pairs skip absent schemes
             _check_labels(self.comparisons, labels)
+        elif len(labels) > 1 and not any(a in labels and b in labels for a, b in self.comparisons):
+            # every default pair skipped: a report of 0 tests, which nothing else would say
+            # (comparisons = [] asks for that on purpose)
+            warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in self.comparisons]} "
+                          f"names two schemes of this sweep ({labels}), so its report holds no "
+                          "tests; give comparisons = [[a, b], ...] ([report] comparisons in TOML), "
+                          "or comparisons = [] to say so", UserWarning, stacklevel=3)
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
         object.__setattr__(self, "report", dict(self.report))
