@@ -253,7 +253,7 @@ class SweepConfig:
             # (comparisons = [] asks for that on purpose)
             warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in self.comparisons]} "
                           f"names two schemes of this sweep ({labels}), so its report holds no "
-                          "tests; give comparisons = [[a, b], ...] ([report] comparisons in TOML), "
+                          "tests unless given pairs; give comparisons = [[a, b], ...] ([report] comparisons in TOML), "
                           "or comparisons = [] to say so", UserWarning, stacklevel=3)
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
