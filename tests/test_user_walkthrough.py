@@ -31,8 +31,8 @@ def test_usage_config_example_runs_and_tests_its_pairs(tmp_path):
     # The example once listed the default pairs (KQV/QKQV, KQV/KV, QKQV/KV) beside a
     # sweep of KQV and a QKQV labelled QKQV-orth: every pair was skipped and the report
     # held 0 tests; and its nu = 1.05 keys overflowed the default float16 norms at n = 2.
-    # Run it at one budget and 30 trials (the data of those cases are those of the full
-    # example: a case's draws do not depend on the budgets).
+    # Run it at one budget, N = 128 and 30 trials: small, and the nu = 1.05 case still
+    # holds a key whose norm overflows float16 (3.6e5), which the old example failed on.
     raw = _usage_config()
     raw["sweep"].update(budgets=[2], n_keys=[128], n_trials=30)
     raw["report"].update(energy_resamples=19, bootstrap_resamples=99, figures=False)
