@@ -33,3 +33,12 @@ def test_readme_layout_names_every_package_and_module():
     missing = [f"kvstats/{p}/" for p in packages if f"{p}/" not in layout]
     missing += [f"kvstats/quant/{m}.py" for m in modules if not re.search(rf"\b{m}\b", layout)]
     assert not missing, f"README.md's layout section does not name {missing}"
+
+
+def test_readme_seed_scheme_lines_are_the_registry_summaries():
+    """The README's one line per seed scheme is the registry's summary, word for word."""
+    from kvstats.quant.registry import scheme_def
+
+    text = README.read_text()
+    for name in ("KV", "KQV", "QKQV"):
+        assert f"- `{name}`: {scheme_def(name).summary}\n" in text, name
