@@ -16,7 +16,7 @@ renders these tables.
 """
 
 from kvstats.analysis.clustered import aggregate_clusters
-from kvstats.analysis.compare import compare_schemes
+from kvstats.analysis.compare import check_comparisons, compare_schemes
 from kvstats.analysis.crossover import find_crossovers
 from kvstats.analysis.frame import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS,
                                     check_frame)
@@ -24,4 +24,4 @@ from kvstats.analysis.summary import summary_table
 from kvstats.analysis.theory import theory_table
 
 __all__ = ["aggregate_clusters", "CASE_COLUMNS", "HIGHER_IS_BETTER", "METRICS", "PROFILE_METRICS", "check_frame",
-           "compare_schemes", "find_crossovers", "summary_table", "theory_table"]
+           "check_comparisons", "compare_schemes", "find_crossovers", "summary_table", "theory_table"]

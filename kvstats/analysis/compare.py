@@ -13,10 +13,14 @@ values are paired. ``pairing="none"`` treats them as two independent samples
 (Mann–Whitney, KS, energy with free relabelling): that is valid only when the paired
 values are independent, conservative where they are positively correlated and
 anti-conservative (p-values too small) where they are negatively correlated, which
-occurs (the report measures the trial-paired Spearman ρ). ``pairing="trial"`` matches
-the rows one-to-one on the unit and uses the paired tests: the sign test, the energy test
-with within-pair swaps, the paired TOST; no KS (the two-sample KS test has no valid null
-for paired samples).
+occurs (the report measures the trial-paired Spearman ρ). ``pairing="trial"`` (the
+default, as the report's) matches the rows one-to-one on the unit and uses the paired
+tests: the sign test, the energy test with within-pair swaps, the paired TOST; no KS (the
+two-sample KS test has no valid null for paired samples).
+
+The pairs to compare are checked once, by :func:`check_comparisons` (also used by
+:func:`kvstats.hypothesis_report`): a given label the frame lacks is a typo, not a pair to
+skip.
 
 The paired location test is the sign test, not the Wilcoxon signed-rank test, because a
 ``winner`` means "better on more of the matched units": the sign test's dominance
@@ -43,7 +47,7 @@ from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROF
 from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
 from kvstats.results import DEFAULT_COMPARISONS, _check_distinct_pairs
 
-__all__ = ["compare_schemes", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
+__all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
            "NOT_RESOLVABLE", "PAIRINGS", "LOCATION_TESTS"]
 
 #: The designs of :func:`compare_schemes`: two independent samples, or pairs matched on the unit.
@@ -160,6 +164,94 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
                      f"{res.method}; interval {100 * (1 - 2 * alpha):.10g}% unadjusted")}
 
 
+_PAIR_EXAMPLE = "[('KQV', 'QKQV')]"
+
+
+def check_comparisons(comparisons: Iterable[Sequence[str]] | None, labels: Iterable[str], *,
+                      stacklevel: int = 2) -> list[tuple[str, str]]:
+    """The scheme pairs to compare, checked against the scheme labels of the data.
+
+    Given pairs must each name two labels of ``labels``: a label absent from the whole
+    frame is a typo, which :func:`scheme_pairs` would skip like a pair absent from one
+    case, leaving a table of 0 tests without a word. The default pairs
+    (:data:`kvstats.results.DEFAULT_COMPARISONS`, also when written out pair for pair, as
+    :class:`kvstats.sweep.SweepConfig` treats them) skip the pairs the data lack; when
+    none of them names two of two or more labels, a ``UserWarning`` says so (the sweep
+    config warns alike). ``[]`` asks for no comparison.
+
+    Parameters
+    ----------
+    comparisons : sequence of (str, str) or None
+        Pairs ``(a, b)`` ("a vs b"); None: the default pairs. A generator or the rows of a
+        2-column string array are accepted.
+    labels : iterable of str
+        The scheme labels the data have (e.g. ``frame["scheme"].unique()``).
+    stacklevel : int
+        Where a warning points (2: the caller of this function).
+
+    Returns
+    -------
+    list of (str, str)
+        The pairs, in the given order.
+
+    Raises
+    ------
+    TypeError
+        ``comparisons`` is one string, not iterable, or holds an item that is not a pair of
+        two strings (e.g. ``"KV"``, which would be the pair ("K", "V")).
+    ValueError
+        A given label absent from ``labels`` (the message lists them), a scheme paired with
+        itself or a pair given twice (either way round).
+
+    Examples
+    --------
+    >>> check_comparisons([("KQV", "QKQV")], ["KQV", "QKQV", "KV"])
+    [('KQV', 'QKQV')]
+    >>> check_comparisons([("KQV", "TurboQuant")], ["KQV", "QKQV"])
+    Traceback (most recent call last):
+    ...
+    ValueError: comparisons label must be one of ['KQV', 'QKQV']; received 'TurboQuant' (a given pair must name two scheme labels of the frame; only the default pairs skip absent schemes)
+    >>> check_comparisons(["KV", "QK"], ["KV", "QK"])
+    Traceback (most recent call last):
+    ...
+    TypeError: comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')]; received the item 'KV' of ['KV', 'QK']
+    >>> len(check_comparisons(None, ["KQV", "KV"]))     # the default pairs; KQV/KV is present
+    3
+    """
+    what = "a list of (scheme_a, scheme_b) pairs, e.g. " + _PAIR_EXAMPLE
+    if comparisons is None:
+        given = False
+        pairs = list(DEFAULT_COMPARISONS)
+    else:
+        if isinstance(comparisons, (str, bytes, Mapping)) or not isinstance(comparisons, Iterable):
+            # a string would be iterated into pairs of its characters, a dict into its keys
+            raise TypeError(f"comparisons must be {what}; received {comparisons!r}")
+        items = list(comparisons)    # a generator is read once
+        pairs = []
+        for pair in items:
+            p = (() if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable)
+                 else tuple(pair))
+            if len(p) != 2 or not all(isinstance(s, str) for s in p):
+                raise TypeError(f"comparisons must be {what}; received the item {pair!r} of {items!r}")
+            pairs.append((str(p[0]), str(p[1])))   # np.str_ of array rows: plain labels
+        given = tuple(pairs) != DEFAULT_COMPARISONS
+    _check_distinct_pairs(pairs)
+    present = sorted(set(labels))
+    if given:
+        for label in (lab for pair in pairs for lab in pair):
+            if label not in present:
+                raise ValueError(f"comparisons label must be one of {present}; received {label!r} "
+                                 "(a given pair must name two scheme labels of the frame; only the "
+                                 "default pairs skip absent schemes)")
+    elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):
+        # every default pair would be skipped: a table of 0 tests, which nothing else would say
+        warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
+                      f"two schemes of the frame ({present}), so the table holds no tests; pass the pairs "
+                      f"to test, e.g. comparisons=[({present[0]!r}, {present[1]!r})] (comparisons=[] "
+                      "asks for none)", UserWarning, stacklevel=stacklevel + 1)
+    return pairs
+
+
 def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
                  ) -> Iterator[tuple[tuple, float, float, str, str, pd.DataFrame, pd.DataFrame]]:
     """Every comparable (case, budget) of each scheme pair, in frame and ``comparisons`` order.
@@ -199,26 +291,28 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                     energy_resolution: str = "family", energy_stop: int = 10, seed: int = 0,
                     ks: bool | None = None, energy: bool = True,
                     equivalence: Mapping[str, float] | None = None,
-                    equivalence_test: str = "ratio", pairing: str = "none",
+                    equivalence_test: str = "ratio", pairing: str = "trial",
                     progress: bool = False) -> pd.DataFrame:
     """Pairwise tests between schemes at each case and budget, adjusted across the whole table.
 
-    For each pair (a, b), case and budget, with ``pairing="none"`` (two independent
-    samples): per metric a Mann–Whitney U test (``effect`` = rank-biserial r, **positive
-    when a's values tend to be larger**, with its CI) and a two-sample KS test (``effect``
-    = D; with tied values the p-value is exact conditional on the ties,
-    :func:`kvstats.stats.ks_exact.ks_2samp_exact`); on the standardised 6D profile an
-    energy permutation test; per metric listed in ``equivalence`` a TOST (``test`` =
-    "equivalence"). With ``pairing="trial"`` the rows of a and b are matched one-to-one
-    on the unit (``cluster`` when the frame has that column, else ``trial``: every scheme
-    of a case sees the same trials) and the tests are the paired ones: per metric the
-    sign test (``test`` = "sign", ``statistic`` = the pairs with a > b, ``effect`` = the
-    dominance P(a > b) − P(a < b) over the pairs that differ, positive when a's values tend
-    to be larger, with its Wilson-based CI; :func:`kvstats.stats.sign_test`), the energy
-    test with labels swapped within pairs, the TOST with ``paired=True``, and no KS test
-    (the two-sample KS test has no valid null for paired samples: its permutations
-    exchange values between pairs). Every p-value in the table is adjusted together (Holm by
-    default). The energy tests are sequential (Besag–Clifford, stopping at the
+    With ``pairing="trial"`` (the default, as the report's ``[report] pairing``) the rows
+    of a and b are matched one-to-one on the unit (``cluster`` when the frame has that
+    column, else ``trial``: every scheme of a sweep case sees the same trials) and the
+    tests are the paired ones: per metric the sign test (``test`` = "sign",
+    ``statistic`` = the pairs with a > b, ``effect`` = the dominance P(a > b) − P(a < b)
+    over the pairs that differ, **positive when a's values tend to be larger**, with its
+    Wilson-based CI; :func:`kvstats.stats.sign_test`), on the standardised 6D profile an
+    energy permutation test with labels swapped within pairs, per metric listed in
+    ``equivalence`` a TOST with ``paired=True`` (``test`` = "equivalence"), and no KS
+    test (the two-sample KS test has no valid null for paired samples: its permutations
+    exchange values between pairs). With ``pairing="none"`` (two independent samples,
+    e.g. frames whose rows do not share trials): per metric a Mann–Whitney U test
+    (``effect`` = rank-biserial r, positive when a's values tend to be larger, with its
+    CI) and a two-sample KS test (``effect`` = D; with tied values the p-value is exact
+    conditional on the ties, :func:`kvstats.stats.ks_exact.ks_2samp_exact`), an energy
+    test with labels permuted freely, and the unpaired TOST (the whole table's numbers
+    as before 2026-12-01, when "none" was the default). Every p-value in the table is
+    adjusted together (Holm by default). The energy tests are sequential (Besag–Clifford, stopping at the
     ``energy_stop``-th exceedance) with up to B_max permutations: with
     ``energy_resolution="family"`` B_max is the larger of ``energy_resamples`` and the B
     the family needs to reject (:func:`kvstats.stats.sequential.required_resolution` for
@@ -243,9 +337,15 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         Per-trial frame of :func:`kvstats.run_sweep` (or one row per cluster, see
         :mod:`kvstats.analysis.clustered`).
     comparisons : sequence of (str, str), optional
-        Scheme label pairs (default :data:`kvstats.results.DEFAULT_COMPARISONS`). Pairs
-        absent from a case are skipped; a scheme paired with itself, or a pair given twice
-        (either way round: its tests would count twice in the family), is a ValueError. Fixed-budget schemes (``K4V2``) with different
+        Scheme label pairs, e.g. ``[("KQV", "QKQV")]`` (default
+        :data:`kvstats.results.DEFAULT_COMPARISONS`; checked by
+        :func:`check_comparisons`). A given label that no row of the frame has is a
+        ValueError listing the frame's labels, an item that is not a pair of two strings
+        a TypeError; the default pairs skip the schemes the frame lacks (a UserWarning
+        when none of them names two schemes of a frame of two or more). Pairs absent
+        from one case (but present in others) are skipped there; a scheme paired with
+        itself, or a pair given twice (either way round: its tests would count twice in
+        the family), is a ValueError. Fixed-budget schemes (``K4V2``) with different
         budgets are compared directly (``budget`` ≠ ``budget_b``).
     metrics : sequence of str
         Metrics tested one by one (subset of :data:`~kvstats.analysis.METRICS`).
@@ -262,7 +362,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         Seed of the energy permutations (pair i uses ``seed + i``).
     ks : bool, optional
         Include the KS tests (default: with ``pairing="none"``; ``ks=True`` with
-        ``pairing="trial"`` is a ValueError).
+        ``pairing="trial"``, the default, is a ValueError).
     energy : bool
         Include the energy tests.
     progress : bool
@@ -273,13 +373,14 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         [1/(1+δ), 1+δ] (:func:`kvstats.stats.equivalence.tost_ratio`, b the reference);
         "rank": θ = P(a > b) + ½P(a = b) within 0.5 ± δ (``tost_rank``).
     equivalence_test : {"ratio", "rank"}
-    pairing : {"none", "trial"}
-        The design (:data:`PAIRINGS`): "none", two independent samples (the default, as
-        before this option existed); "trial", pairs matched on the unit. A pair of
-        schemes whose units do not match one-to-one at some case and budget (a unit
-        missing on one side or repeated, e.g. a clustered real frame not aggregated by
-        :func:`~kvstats.analysis.aggregate_clusters`) is a ValueError naming the case, the
-        schemes and the units.
+    pairing : {"trial", "none"}
+        The design (:data:`PAIRINGS`): "trial" (the default since 2026-12-01, as the
+        report's), pairs matched on the unit; "none", two independent samples (the
+        default before). A pair of schemes whose units do not match one-to-one at some
+        case and budget (a unit missing on one side or repeated, e.g. a clustered real
+        frame not aggregated by :func:`~kvstats.analysis.aggregate_clusters`, or frames
+        of different trials) is a ValueError naming the case, the schemes and the units,
+        and saying to pass ``pairing="none"`` if the rows are independent samples.
 
     Returns
     -------
@@ -305,30 +406,29 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     ...         distribution="gaussian", params="-", dim=64, n_keys=128, budget=4.0,
     ...         scheme=scheme, bits_nominal=4.0, bits_total=4.25, trial=np.arange(40))
     >>> f = pd.concat([cell("KQV", 0.0), cell("QKQV", 1.0)])
-    >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False)
-    >>> t.set_index("metric").loc["kl", "winner"]
-    'KQV'
-    >>> t = compare_schemes(f.head(3).assign(scheme="KQV").pipe(lambda g: pd.concat(
-    ...     [g, g.assign(scheme="QKQV", kl=g["kl"] + 1)])), [("KQV", "QKQV")], energy=False)
-    >>> t.set_index(["metric", "test"]).loc[("kl", "mann_whitney"), "verdict"]
-    'not resolvable at n = 3 vs 3 (smallest attainable adjusted p 1)'
-    >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="trial")
+    >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False)     # paired on ``trial``
     >>> sorted(set(t["test"])), t.attrs["pairing"], t.set_index("metric").loc["kl", "winner"]
     (['sign'], 'trial', 'KQV')
+    >>> t = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False, pairing="none")
+    >>> t.set_index("metric").loc["kl", ["test", "winner"]].tolist()
+    ['mann_whitney', 'KQV']
+    >>> t = compare_schemes(f.head(3).assign(scheme="KQV").pipe(lambda g: pd.concat(
+    ...     [g, g.assign(scheme="QKQV", kl=g["kl"] + 1)])), [("KQV", "QKQV")], energy=False,
+    ...     pairing="none")
+    >>> t.set_index(["metric", "test"]).loc[("kl", "mann_whitney"), "verdict"]
+    'not resolvable at n = 3 vs 3 (smallest attainable adjusted p 1)'
+    >>> compare_schemes(f, [("KQV", "TurboQuant")])
+    Traceback (most recent call last):
+    ...
+    ValueError: comparisons label must be one of ['KQV', 'QKQV']; received 'TurboQuant' (...)
     """
     frame = check_frame(frame)
     from kvstats.stats import adjust_pvalues
     from kvstats.stats.sequential import required_resolution
 
-    if isinstance(comparisons, str):  # iterating it would make pairs of its characters
-        raise TypeError(f"comparisons must be a list of (scheme_a, scheme_b) pairs; received {comparisons!r}")
+    comparisons = check_comparisons(comparisons, frame["scheme"].unique(), stacklevel=3)
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a list of metric names (e.g. [{metrics!r}]); received {metrics!r}")
-    comparisons = [tuple(p) for p in (DEFAULT_COMPARISONS if comparisons is None else comparisons)]
-    for pair in comparisons:
-        if len(pair) != 2 or not all(isinstance(s, str) for s in pair):
-            raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}")
-    _check_distinct_pairs(comparisons)
     for m in metrics:
         check_choice(m, "metrics", METRICS)
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
@@ -352,7 +452,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         # the unit the schemes share: the cluster (its NaN, for a synthetic trial, the trial)
         unit = "cluster" if "cluster" in frame.columns else "trial"
         if unit == "cluster":
-            frame = _clusters(frame, "frame")
+            try:
+                frame = _clusters(frame, "frame")
+            except ValueError as exc:   # no unit to pair on; the two-sample design needs none
+                raise ValueError(f"{exc}; or pass pairing='none' if the two schemes' rows are "
+                                 "independent samples") from None
 
     rows, energy_jobs = [], []
     for i, (case, bud_a, bud_b, a, b, ga, gb) in enumerate(scheme_pairs(frame, comparisons)):
@@ -439,8 +543,10 @@ def _matched(ga: pd.DataFrame, gb: pd.DataFrame, unit: str, case: tuple, bud_a: 
         budget = f"budget {bud_a:g}" + ("" if bud_b == bud_a else f" vs {bud_b:g}")
         hint = (" (aggregate the trials of each cluster first: kvstats.analysis.aggregate_clusters)"
                 if unit == "cluster" and any("more than once" in p for p in problems) else "")
-        raise ValueError(f"pairing='trial' matches the rows of {a} and {b} one-to-one on "
-                         f"{unit!r}, but at {where}, {budget}: " + "; ".join(problems) + hint)
+        raise ValueError(f"pairing='trial' (the default) matches the rows of {a} and {b} "
+                         f"one-to-one on {unit!r}, but at {where}, {budget}: "
+                         + "; ".join(problems) + hint + "; pass pairing='none' if the two "
+                         "schemes' rows are independent samples")
     # stable sorts: ties cannot occur (checked above), so row i of each side is one unit
     return (ga.iloc[np.argsort(ua, kind="stable")], gb.iloc[np.argsort(ub, kind="stable")])
 

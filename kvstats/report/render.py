@@ -17,9 +17,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from kvstats._checks import check_choice
-from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, compare_schemes, find_crossovers,
-                              summary_table, theory_table)
+from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, check_comparisons, compare_schemes,
+                              find_crossovers, summary_table, theory_table)
 from kvstats.analysis.clustered import N_IN_CLUSTER
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
@@ -205,18 +204,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                              "pairing": pairing})
     if comparisons is None:
         comparisons = opts["comparisons"] or result.config.comparisons
-    elif not isinstance(comparisons, str):   # a str: compare_schemes says what it needs
-        # compare_schemes skips a pair absent from a case; a label absent from the whole
-        # sweep is a typo, which would leave a report of 0 tests without a word
-        comparisons = list(comparisons)
-        labels = sorted(result.frame["scheme"].unique())
-        for pair in comparisons:
-            p = () if isinstance(pair, str) or not hasattr(pair, "__iter__") else tuple(pair)
-            if len(p) != 2 or not all(isinstance(s, str) for s in p):
-                raise TypeError(f"comparisons must be pairs of scheme labels, e.g. "
-                                f"[('KQV', 'QKQV')]; received {pair!r}")
-            for label in p:
-                check_choice(label, "comparisons label", labels)
+    else:   # checked before the folder is touched (a typo would give a report of 0 tests)
+        comparisons = check_comparisons(comparisons, result.frame["scheme"].unique())
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _remove_previous(out)    # an earlier report's files, unchanged since: no stale figures
