@@ -425,10 +425,12 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "p
         raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
                          f"received columns {list(comparisons.columns)}")
     for col in numeric:
-        # tables/comparisons.csv read by kvstats.results.read_table keeps empty cells as text
+        # a report before session 7 wrote missing values as empty cells, which
+        # kvstats.results.read_table keeps as text (reports now write "NaN")
         if not pd.api.types.is_numeric_dtype(comparisons[col]):
             raise TypeError(f"comparisons column {col!r} must be numeric; received dtype "
-                            f"{comparisons[col].dtype} (read tables/comparisons.csv with "
+                            f"{comparisons[col].dtype} (an older report's "
+                            "tables/comparisons.csv, with empty cells: read it with "
                             "pandas.read_csv)")
     metrics = [check_choice(m, "metrics", list(HIGHER_IS_BETTER)) for m in metrics]
     # the location test's rows: Mann–Whitney, or the sign test under the paired design

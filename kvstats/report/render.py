@@ -128,7 +128,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
 
     Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
     base64 PNG), ``report.json`` (every number, non-finite values as strings),
-    ``tables/{summary,comparisons,crossovers,theory}.csv``, ``figures/*.{png,svg}`` and
+    ``tables/{summary,comparisons,crossovers,theory}.csv`` (a missing value written "NaN",
+    as in the sweep's own tables: :func:`kvstats.results.read_table` and
+    ``pandas.read_csv`` both read them with numeric columns), ``figures/*.{png,svg}`` and
     :data:`REPORT_RECORD` (the files written, with their hashes). A report written into a
     folder that holds an earlier one first removes the earlier report's files that are
     unchanged since it wrote them (its record says which), so no stale figure stays;
@@ -251,7 +253,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         tables.append(("comparisons_trial_level", comp_trials))
     for name, df in tables:
         files[name] = out / "tables" / f"{name}.csv"
-        df.to_csv(files[name], index=False)
+        # "NaN" for a missing value, as the sweep's own tables: read_table (which keeps an
+        # empty cell as text) and pandas.read_csv both read the float columns as floats
+        df.to_csv(files[name], index=False, na_rep="NaN")
 
     figs: dict[str, Path] = {}
     if opts["figures"]:
