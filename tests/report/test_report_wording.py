@@ -451,7 +451,7 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
         a = (f.scheme == "KQV") & (f.budget == budget)
         b = (f.scheme == "QKQV") & (f.budget == budget)
         f.loc[b, "snr_k"] = sign * f.loc[a, "snr_k"].to_numpy() + 5.0
-    comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["snr_k"], energy=False, ks=False)
+    comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["snr_k"], energy=False, ks=False, pairing="none")
     rho = _pairing_correlations(f, comp)
     assert sorted(rho.round(12)) == [-1.0, 1.0]
     assert "ρ of 2 of the 2 Mann–Whitney rows has median +0.00, range [-1.00, +1.00], 1 below −0.1" \
@@ -460,7 +460,7 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
     g = f.copy()
     g.loc[(g.scheme == "QKQV") & (g.budget == 2.0), "snr_k"] = 5.0
     rho = _pairing_correlations(g, compare_schemes(g, [("KQV", "QKQV")], metrics=["snr_k"],
-                                                   energy=False, ks=False))
+                                                   energy=False, ks=False, pairing="none"))
     assert rho.round(12).tolist() == [-1.0] and rho.attrs["n_rows"] == 2
     assert "ρ of 1 of the 2 Mann–Whitney rows (the others: a constant side)" in _pairing_text(rho)
     # a shuffled trial order is re-paired by trial index, not by row order
@@ -473,7 +473,7 @@ def test_pairing_correlation_is_measured_on_the_paired_trials():
     # a cross-budget pair (fixed-budget schemes) is paired across its two budgets
     h = make_frame({("K4V2", 3): 0.0, ("K4V4", 4): 0.0}, n=30, seed=32)
     h.loc[h.scheme == "K4V4", "snr_k"] = -h.loc[h.scheme == "K4V2", "snr_k"].to_numpy()
-    comp = compare_schemes(h, [("K4V2", "K4V4")], metrics=["snr_k"], energy=False, ks=False)
+    comp = compare_schemes(h, [("K4V2", "K4V4")], metrics=["snr_k"], energy=False, ks=False, pairing="none")
     assert _pairing_correlations(h, comp).round(12).tolist() == [-1.0]
 
 
