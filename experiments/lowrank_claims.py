@@ -346,7 +346,7 @@ def case_tests(frame: pd.DataFrame, n_resamples: int) -> pd.DataFrame:
 
     pairs = [(c, m) for c in LOW_RANK_ORDER for m in COMPARATOR_NAMES]
     tab = compare_schemes(_as_cases(frame), pairs, metrics=["kl", "argmax_shift"], ks=False,
-                          energy=False, alpha=0.05, correction="holm")
+                          energy=False, alpha=0.05, correction="holm", pairing="none")
     tab[["level", "scheme"]] = tab["params"].str.split("|", expand=True)
     kl = tab["metric"] == "kl"
     ratios = []
@@ -370,7 +370,8 @@ def rotation_tests(frame: pd.DataFrame) -> pd.DataFrame:
 
     lr = frame[frame["distribution"] == "low_rank"]
     lr = lr.assign(distribution=lr["level"] + "|" + lr["case"])
-    return compare_schemes(lr, [("KQV", "KV")], metrics=["kl", "phi_k"], ks=False, energy=False)
+    return compare_schemes(lr, [("KQV", "KV")], metrics=["kl", "phi_k"], ks=False, energy=False,
+                           pairing="none")
 
 
 def klt_tests(main: pd.DataFrame, klt: pd.DataFrame, n_resamples: int) -> pd.DataFrame:
@@ -388,7 +389,7 @@ def klt_tests(main: pd.DataFrame, klt: pd.DataFrame, n_resamples: int) -> pd.Dat
     f = pd.concat(parts, ignore_index=True)
     f = f.assign(distribution=f["level"] + "|" + f["case"])
     tab = compare_schemes(f, [(lab, "KQV") for lab in labels], metrics=["kl", "argmax_shift"],
-                          ks=False, energy=False)
+                          ks=False, energy=False, pairing="none")
     ratios = []
     for _, row in tab.iterrows():
         g = f[(f["distribution"] == row["distribution"]) & (f["budget"] == row["budget"])]

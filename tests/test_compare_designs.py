@@ -44,7 +44,7 @@ def _frame(seed=0, n=40):
 
 def test_transitions_label_each_row(script, tmp_path):
     f = _frame()
-    none = compare_schemes(f, [("KQV", "QKQV")], energy=False)
+    none = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="none")
     trial = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="trial")
     joined = script.transitions(none, trial).reset_index().set_index("metric")
     assert joined.loc["kl", "transition"] == "appear"          # only the paired test rejects
@@ -68,6 +68,6 @@ def test_transitions_label_each_row(script, tmp_path):
 
 def test_a_table_without_one_location_test_is_refused(script):
     f = _frame()
-    none = compare_schemes(f, [("KQV", "QKQV")], energy=False)
+    none = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="none")
     with pytest.raises(ValueError, match="exactly one location test"):
         script.location_rows(none[none["test"] == "ks"])

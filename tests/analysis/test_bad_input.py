@@ -19,7 +19,8 @@ def test_a_string_where_a_list_is_expected(frame):
     # iterated, "kl" would be the metrics "k", "l" and "KQV" the pairs ("K",), ("Q",), ...
     with pytest.raises(TypeError, match=r"metrics must be a list of metric names \(e.g. \['kl'\]\); received 'kl'"):
         compare_schemes(frame, [("KQV", "QKQV")], metrics="kl")
-    with pytest.raises(TypeError, match="comparisons must be a list of .* pairs; received 'KQV'"):
+    with pytest.raises(TypeError, match=r"comparisons must be a list of \(scheme_a, scheme_b\) pairs, "
+                                        r"e.g. \[\('KQV', 'QKQV'\)\]; received 'KQV'"):
         compare_schemes(frame, "KQV")
 
 

@@ -110,7 +110,7 @@ def test_the_reports_tables_read_the_aggregated_frame():
     f = pd.concat([_real_frame(rng, np.arange(N_TEXTS), s, effect) for s in ("KQV", "QKQV")],
                   ignore_index=True)
     g = aggregate_clusters(f)
-    t = compare_schemes(g, [("KQV", "QKQV")], energy_resamples=99)
+    t = compare_schemes(g, [("KQV", "QKQV")], energy_resamples=99, pairing="none")
     assert set(t["n_a"]) == set(t["n_b"]) == {N_TEXTS}  # clusters, not trials, are the units
     s = summary_table(g, n_resamples=99)
     assert set(s["n_trials"]) == {N_TEXTS}

@@ -13,7 +13,7 @@ from _sweep_frames import make_frame
 def test_compare_winner_rule_and_adjustment():
     # KQV has lower KL (better) and higher SNR (better); QKQV the opposite: known winners.
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 1.0, ("KV", 4): 0.0}, n=80)
-    t = compare_schemes(f, [("KQV", "QKQV"), ("KQV", "KV")], energy_resamples=99)
+    t = compare_schemes(f, [("KQV", "QKQV"), ("KQV", "KV")], energy_resamples=99, pairing="none")
     mw = t[t.test == "mann_whitney"].set_index(["scheme_b", "metric"])
     assert mw.loc[("QKQV", "kl"), "winner"] == "KQV"        # lower KL wins
     assert mw.loc[("QKQV", "snr_k"), "winner"] == "QKQV"    # higher SNR wins
@@ -30,8 +30,8 @@ def test_compare_winner_rule_and_adjustment():
 
 def test_compare_bh_option_is_less_strict():
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.3}, n=60)
-    holm = compare_schemes(f, [("KQV", "QKQV")], energy=False)
-    bh = compare_schemes(f, [("KQV", "QKQV")], energy=False, correction="fdr_bh")
+    holm = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="none")
+    bh = compare_schemes(f, [("KQV", "QKQV")], energy=False, correction="fdr_bh", pairing="none")
     assert (bh.pvalue_adjusted <= holm.pvalue_adjusted + 1e-15).all()
 
 
@@ -48,7 +48,7 @@ def test_null_familywise_error_is_controlled():
     for r in range(reps):
         f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0, ("KQV", 4): 0.0, ("QKQV", 4): 0.0},
                        n=30, seed=100 + r)
-        t = compare_schemes(f, [("KQV", "QKQV")], energy=False)
+        t = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="none")
         bad += bool(t.significant.any())
     assert bad <= sps.binom.ppf(0.999, reps, 0.05)
 
@@ -57,7 +57,7 @@ def test_crossover_detected_and_described():
     # KL: QKQV better at n=2, KQV better at n=4, nothing at n=3 -> a crossover
     f = make_frame({("KQV", 2): 1.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0,
                     ("KQV", 4): 0.0, ("QKQV", 4): 1.0}, n=80, seed=3)
-    t = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False)
+    t = compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False, pairing="none")
     c = find_crossovers(t).set_index("metric")
     assert bool(c.loc["kl", "crossover"])
     assert "CROSSOVER" in c.loc["kl", "description"] and "QKQV wins at n = 2" in c.loc["kl", "description"]
@@ -66,21 +66,23 @@ def test_crossover_detected_and_described():
 
 def test_no_crossover_when_one_side_wins():
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=60)
-    c = find_crossovers(compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False))
+    c = find_crossovers(compare_schemes(f, [("KQV", "QKQV")], energy=False, ks=False, pairing="none"))
     assert not c.crossover.any()
     assert c.set_index("metric").loc["kl", "description"].startswith("no crossover")
 
 
 def test_fixed_budget_schemes_compared_directly():
     f = make_frame({("K4V2", 3): 0.0, ("K4V4", 4): -1.0}, n=40)
-    t = compare_schemes(f, [("K4V2", "K4V4")], energy=False, ks=False)
+    t = compare_schemes(f, [("K4V2", "K4V4")], energy=False, ks=False, pairing="none")
     assert set(t.budget) == {3.0} and set(t.budget_b) == {4.0}
     assert t.set_index("metric").loc["kl", "winner"] == "K4V4"
 
 
 def test_missing_pairs_are_skipped_and_errors_are_clear():
     f = make_frame({("KQV", 4): 0.0}, n=10)
-    assert compare_schemes(f, [("KQV", "QKQV")]).empty
+    assert compare_schemes(f).empty     # default pairs: the absent ones are skipped
+    with pytest.raises(ValueError, match=r"comparisons label must be one of \['KQV'\]; received 'QKQV'"):
+        compare_schemes(f, [("KQV", "QKQV")])    # a given pair: its labels must be in the frame
     with pytest.raises(ValueError, match="correction must be one of"):
         compare_schemes(f, correction="bonferroni-ish")
     with pytest.raises(ValueError, match=r"two different scheme labels; received \['KQV', 'KQV'\]"):
@@ -101,7 +103,7 @@ def test_rows_carry_the_typed_test_results():
     from kvstats.stats import ks_2samp, mann_whitney
 
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.5}, n=30, seed=2)
-    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False)
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False, pairing="none")
     x, y = (f[f.scheme == s]["kl"].to_numpy() for s in ("KQV", "QKQV"))
     mw, ks = mann_whitney(x, y), ks_2samp(x, y)
     row = t[t.test == "mann_whitney"].iloc[0]
@@ -115,20 +117,23 @@ def test_rows_carry_the_typed_test_results():
 
 def test_crossovers_read_only_the_mann_whitney_rows_of_two_budgets_or_more():
     f = make_frame({("KQV", 2): 1.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=60, seed=3)
-    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False, equivalence={"kl": 0.1})
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False, equivalence={"kl": 0.1},
+                        pairing="none")
     assert set(t.test) == {"mann_whitney", "ks", "equivalence"}
     c = find_crossovers(t)
     assert len(c) == 1 and c.loc[0, "winners"] == "2:QKQV, 3:KQV" and c.loc[0, "crossover"]
-    one = compare_schemes(f[f.budget == 2], [("KQV", "QKQV")], metrics=["kl"], energy=False)
+    one = compare_schemes(f[f.budget == 2], [("KQV", "QKQV")], metrics=["kl"], energy=False,
+                          pairing="none")
     assert find_crossovers(one).empty              # one budget: nothing can cross
 
 
 def test_progress_bar_over_the_energy_tests_goes_to_stderr_and_changes_nothing(capsys):
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.5, ("KQV", 4): 0.0, ("QKQV", 4): 0.5}, n=20)
-    quiet = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=99, energy_resolution="fixed")
+    quiet = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=99, energy_resolution="fixed",
+                            pairing="none")
     assert capsys.readouterr().err == ""
     shown = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=99, energy_resolution="fixed",
-                            progress=True)
+                            progress=True, pairing="none")
     err = capsys.readouterr().err
     assert "energy tests" in err and "2/2" in err          # one energy test per budget
     assert shown.equals(quiet)

@@ -122,21 +122,26 @@ def test_units_that_do_not_match_one_to_one_are_an_error_naming_them():
                                          r"KQV's rows.*aggregate_clusters"):
         compare_schemes(raw, PAIR, energy=False, pairing="trial")
     # the unpaired design never needed a matching: the same frames pass
-    assert len(compare_schemes(missing, PAIR, energy=False))
+    assert len(compare_schemes(missing, PAIR, energy=False, pairing="none"))
     with pytest.raises(ValueError, match=r"pairing must be one of \['none', 'trial'\]; received 'pairs'"):
         compare_schemes(f, PAIR, pairing="pairs")
     with pytest.raises(ValueError, match="ks=True needs pairing='none'"):
         compare_schemes(f, PAIR, pairing="trial", ks=True)
 
 
-def test_none_is_the_unpaired_table_as_before():
+def test_trial_is_the_default_and_none_the_unpaired_table_as_before():
+    # the default is the report's design ([report] pairing = "trial"); "none" is the
+    # two-sample table that was the default before 2026-12-01
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.3, ("KQV", 4): 0.0, ("QKQV", 4): 0.3}, n=20)
     default = compare_schemes(f, PAIR, energy_resamples=99, equivalence={"kl": 0.2})
+    trial = compare_schemes(f, PAIR, energy_resamples=99, equivalence={"kl": 0.2}, pairing="trial")
+    assert default.equals(trial) and default.attrs["pairing"] == "trial"
+    assert set(default.test) == {"sign", "energy", "equivalence"}
     none = compare_schemes(f, PAIR, energy_resamples=99, equivalence={"kl": 0.2}, pairing="none")
-    assert default.equals(none) and none.attrs["pairing"] == "none"
+    assert none.attrs["pairing"] == "none"
     assert set(none.test) == {"mann_whitney", "ks", "energy", "equivalence"}
     assert "paired" not in " ".join(none[none.test == "equivalence"].note)
-    assert compare_schemes(f, PAIR, energy=False, ks=False).test.eq("mann_whitney").all()
+    assert compare_schemes(f, PAIR, energy=False, ks=False, pairing="none").test.eq("mann_whitney").all()
 
 
 def test_negative_correlation_inflates_mann_whitney_and_the_paired_design_holds_its_size():
@@ -332,7 +337,7 @@ def test_paired_energy_rows_swap_within_pairs():
         ref.statistic, ref.pvalue, ref.n_permutations, ref.min_attainable_p)
     assert "within-pair swaps" in row.note
     unpaired = compare_schemes(f, PAIR, metrics=["kl"], energy_resamples=199,
-                               energy_resolution="fixed", seed=4)
+                               energy_resolution="fixed", seed=4, pairing="none")
     assert "within-pair" not in unpaired[unpaired.test == "energy"].iloc[0].note
     # 4 pairs: 2^4 swap patterns, half of them mirror images: p >= 2^-3 whatever B
     g = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 5.0}, n=4, seed=11)
@@ -357,6 +362,6 @@ def test_paired_energy_test_holds_its_size_under_negative_correlation():
     assert lo <= int((e.pvalue <= 0.05).sum()) <= hi              # measured 17 of 300
     # free relabelling (the unpaired design) ignores the negative correlation: too many
     t = compare_schemes(f, PAIR, metrics=["kl"], ks=False, energy_resamples=99,
-                        energy_resolution="fixed", energy_stop=1000)
+                        energy_resolution="fixed", energy_stop=1000, pairing="none")
     e = t[t.test == "energy"]
     assert int((e.pvalue <= 0.05).sum()) > hi                     # measured 42 of 300

@@ -38,14 +38,15 @@ def test_fixed_resolution_energy_test_is_not_resolvable_in_a_large_family():
     """
     spec = {(s, b): (3.0 if s == "KQV" else 0.0) for b in (2, 3, 4, 5) for s in ("KQV", "QKQV")}
     f = make_frame(spec, n=20, seed=1)
-    fixed = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=19, energy_resolution="fixed")
+    fixed = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=19, energy_resolution="fixed",
+                            pairing="none")
     energy = fixed[fixed.test == "energy"]
     assert len(energy) == 4 and not energy.significant.any() and not energy.resolvable.any()
     assert energy.verdict.str.startswith("not resolvable at B = 19 ").all()
     assert (energy.min_attainable_p == 1 / 20).all() and (energy.max_permutations == 19).all()
     _wording_is_honest(fixed)
 
-    family = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=19)
+    family = compare_schemes(f, [("KQV", "QKQV")], energy_resamples=19, pairing="none")
     energy = family[family.test == "energy"]
     need = required_resolution(family.attrs["n_tests"], 0.05, "holm")
     assert family.attrs["n_tests"] == len(family) == 76
@@ -57,7 +58,7 @@ def test_fixed_resolution_energy_test_is_not_resolvable_in_a_large_family():
 
 def test_null_energy_tests_stop_early_and_say_no_difference():
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40, seed=2)
-    t = compare_schemes(f, [("KQV", "QKQV")])
+    t = compare_schemes(f, [("KQV", "QKQV")], pairing="none")
     e = t[t.test == "energy"].iloc[0]
     assert e.n_permutations < e.max_permutations      # Besag–Clifford stop at 10 exceedances
     assert e.resolvable and e.verdict == NO_DIFFERENCE and "stopped early" in e.note
@@ -66,7 +67,7 @@ def test_null_energy_tests_stop_early_and_say_no_difference():
 def test_rank_tests_with_few_units_are_not_resolvable():
     """3 vs 3 units: the most extreme split has Mann–Whitney p = 2/C(6, 3) = 0.1 > alpha."""
     f = make_frame({("KQV", 3): 5.0, ("QKQV", 3): 0.0}, n=3, seed=3)
-    t = compare_schemes(f, [("KQV", "QKQV")], energy=False)
+    t = compare_schemes(f, [("KQV", "QKQV")], energy=False, pairing="none")
     mw = t[t.test == "mann_whitney"]
     assert np.allclose(mw.min_attainable_p, 2 / math.comb(6, 3))
     assert (mw.effect.abs() == 1).all()                 # completely separated, and still:
@@ -77,7 +78,7 @@ def test_rank_tests_with_few_units_are_not_resolvable():
 def test_resolution_columns_present_and_consistent(frame_factory):
     f = frame_factory({("KQV", 3): 0.3, ("QKQV", 3): 0.0, ("KV", 3): 0.0}, n=30, seed=4)
     t = compare_schemes(f, [("KQV", "QKQV"), ("KQV", "KV")], energy_resamples=99,
-                        equivalence={"kl": 0.5})
+                        equivalence={"kl": 0.5}, pairing="none")
     for col in RESOLUTION_COLUMNS + ["margin_low", "margin_high"]:
         assert col in t.columns
     assert not t[RESOLUTION_COLUMNS].isna().any().any()
@@ -160,7 +161,7 @@ def test_a_permutation_ks_row_cannot_attain_less_than_one_over_b_plus_one(monkey
     monkeypatch.setattr(ks_exact, "_EXACT_WORK_LIMIT", 10)
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.4}, n=40, seed=7)
     f["argmax_shift"] = np.clip(np.round(f["argmax_shift"]), -1, 1)
-    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["argmax_shift"], energy=False)
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["argmax_shift"], energy=False, pairing="none")
     ks = t[t.test == "ks"].iloc[0]
     assert ks.note == "ties: permutation p-value (B = 9999)" and ks.max_permutations == 9999
     assert ks.min_attainable_p == 1 / 10000
@@ -170,7 +171,7 @@ def test_ks_rows_on_tied_data_are_exact_conditional_on_ties():
     """3-level data: the report's KS p-value is ks_2samp_exact's (R's ks.test(exact = TRUE))."""
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.4}, n=40, seed=7)
     f["argmax_shift"] = np.clip(np.round(f["argmax_shift"]), -1, 1)
-    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["argmax_shift", "kl"], energy=False)
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["argmax_shift", "kl"], energy=False, pairing="none")
     ks = t[t.test == "ks"].set_index("metric")
     x, y = (f.loc[f.scheme == s, "argmax_shift"].to_numpy() for s in ("KQV", "QKQV"))
     assert ks.loc["argmax_shift", "pvalue"] == ks_2samp_exact(x, y).pvalue
@@ -200,7 +201,7 @@ def _equivalence_frame(shift, n, seed):
 def test_equivalence_verdicts_on_constructed_frames(shift, n, verdict):
     f = _equivalence_frame(shift, n, seed=8)
     t = compare_schemes(f, [("K4V2", "K4V4")], metrics=["kl"], energy=False,
-                        equivalence={"kl": 0.1})
+                        equivalence={"kl": 0.1}, pairing="none")
     eq = t[t.test == "equivalence"].iloc[0]
     assert eq.verdict == verdict
     assert (eq.margin_low, eq.margin_high) == pytest.approx((1 / 1.1, 1.1))
@@ -217,7 +218,7 @@ def test_equivalence_with_a_zero_mean_is_inconclusive_and_outside_the_family():
     f = _equivalence_frame(0.0, 30, seed=9)
     f["argmax_shift"] = 0.0
     t = compare_schemes(f, [("K4V2", "K4V4")], metrics=["argmax_shift"], energy=False,
-                        equivalence={"argmax_shift": 0.1})
+                        equivalence={"argmax_shift": 0.1}, pairing="none")
     eq = t[t.test == "equivalence"].iloc[0]
     assert math.isnan(eq.pvalue) and eq.verdict.startswith("inconclusive (no equivalence test:")
     assert t.attrs["n_tests"] == 2                       # MW and KS only
@@ -227,12 +228,12 @@ def test_equivalence_with_a_zero_mean_is_inconclusive_and_outside_the_family():
 def test_rank_equivalence_margin():
     f = _equivalence_frame(0.0, 2000, seed=10)
     t = compare_schemes(f, [("K4V2", "K4V4")], metrics=["snr_k"], energy=False, ks=False,
-                        equivalence={"snr_k": 0.05}, equivalence_test="rank")
+                        equivalence={"snr_k": 0.05}, equivalence_test="rank", pairing="none")
     eq = t[t.test == "equivalence"].iloc[0]
     assert eq.verdict == "equivalent within δ" and (eq.margin_low, eq.margin_high) == (0.45, 0.55)
     with pytest.raises(ValueError, match=r"equivalence\['snr_k'\]"):
         compare_schemes(f, [("K4V2", "K4V4")], metrics=["snr_k"], energy=False,
-                        equivalence={"snr_k": 0.6}, equivalence_test="rank")
+                        equivalence={"snr_k": 0.6}, equivalence_test="rank", pairing="none")
 
 
 def test_energy_family_resolution_power_and_null_calibration():
@@ -251,7 +252,7 @@ def test_energy_family_resolution_power_and_null_calibration():
     for r in range(reps):
         spec = {("KQV", b): (1.0 if b == 2 else 0.0) for b in (2, 3, 4, 5)}
         spec.update({("QKQV", b): 0.0 for b in (2, 3, 4, 5)})
-        t = compare_schemes(make_frame(spec, n=20, seed=200 + r), [("KQV", "QKQV")])
+        t = compare_schemes(make_frame(spec, n=20, seed=200 + r), [("KQV", "QKQV")], pairing="none")
         e = t[t.test == "energy"].set_index("budget")
         powered += bool(e.loc[2.0, "significant"])
         rejections += int(e.loc[[3.0, 4.0, 5.0], "significant"].sum())
@@ -267,6 +268,6 @@ def test_the_energy_test_reads_the_standardised_profile():
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=60, seed=12)
     f["snr_k"] = 1e4 * rng.standard_normal(len(f))
     f.loc[f.scheme == "QKQV", "phi_k"] += 1.0
-    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], ks=False)
+    t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], ks=False, pairing="none")
     energy = t[t.test == "energy"].iloc[0]
     assert energy.significant and energy.verdict == DISTRIBUTIONS_DIFFER

@@ -118,6 +118,7 @@ def test_bound_rows_follow_the_spectrum_of_each_case():
     from kvstats.rate_distortion import bound_snr_db
 
     cfg = {"schemes": ["KV", "K4V2"], "budgets": [3], "dims": [32], "n_keys": [64], "n_trials": 12,
+           "comparisons": [],    # a theory table: no test asked (no default pair names KV and K4V2)
            "distributions": [{"name": "low_rank", "params": {"rank": 4}},
                              {"name": "heavy_tailed", "params": {"nu": 1.5}}]}
     t = theory_table(kvstats.run_sweep(cfg, executor="serial", progress=False).frame, n_resamples=99)
