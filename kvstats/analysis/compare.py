@@ -248,7 +248,7 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None, labels: Itera
         warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
                       f"two schemes of the frame ({present}), so the table holds no tests; pass the pairs "
                       f"to test, e.g. comparisons=[({present[0]!r}, {present[1]!r})] (comparisons=[] "
-                      "asks for none)", UserWarning, stacklevel=stacklevel + 1)
+                      "asks for none)", UserWarning, stacklevel=stacklevel)
     return pairs
 
 
