@@ -28,6 +28,9 @@ P(a > b) − P(a < b) is the paired analogue of Mann–Whitney's r. The signed-r
 weights each pair by the rank of |a − b|, so a few pairs with very large differences
 (rare catastrophes of one scheme) can set its direction against the majority of pairs
 (docs/statistics.md, "The paired design").
+
+The module is long (~600 lines, most of them docstrings) because its parts make one
+table: the rows of both designs, their family adjustment, resolution and verdicts.
 """
 
 from __future__ import annotations
