@@ -1,10 +1,17 @@
-"""Calibrated two-sample statistics for comparing quantization schemes trial by trial.
+"""Calibrated statistics for comparing quantization schemes trial by trial: paired and two-sample.
 
-Rank tests (Mann–Whitney with rank-biserial effect size, two-sample KS, and for paired
-samples the Wilcoxon signed rank), the energy distance and its fast permutation test for
-the multivariate 6D profiles (free or within-pair relabellings), multiple-testing
-corrections, bootstrap intervals (with a heavy-tail screen: the Hill tail index) and
-simulated power. See docs/statistics.md.
+Every scheme of a sweep case sees the same trials, so a comparison's two samples are
+paired; the paired design is the default of the report and of
+:func:`kvstats.analysis.compare_schemes` (``pairing="trial"``), the two-sample one is
+``pairing="none"``. Paired: the sign test with its dominance P(a > b) − P(a < b)
+(:func:`sign_test`, the report's location test), the Wilcoxon signed-rank test
+(:func:`wilcoxon_signed_rank`), the energy permutation test with within-pair swaps
+(``energy_test(..., paired=True)``; sequential in :mod:`.sequential`) and the paired TOST
+(:mod:`.equivalence`, ``paired=True``). Two-sample: Mann–Whitney with rank-biserial effect
+size, KS (:mod:`.ks_exact`: exact under ties), the energy test with free relabelling and
+the unpaired TOST. Also: the energy distance of the multivariate 6D profiles,
+multiple-testing corrections, bootstrap intervals (with a heavy-tail screen: the Hill tail
+index; :mod:`.cluster` for clustered trials) and simulated power. See docs/statistics.md.
 """
 
 from ._base import TiesWarning
