@@ -10,7 +10,8 @@ renders these tables.
 - :mod:`~kvstats.analysis.clustered`: one row per (cell, cluster) (:func:`aggregate_clusters`);
 - :mod:`~kvstats.analysis.intervals`: bootstrap intervals and the heavy-tail screen;
 - :mod:`~kvstats.analysis.summary`: per-scheme means, CIs, tails (:func:`summary_table`);
-- :mod:`~kvstats.analysis.compare`: pairwise tests, adjusted together (:func:`compare_schemes`);
+- :mod:`~kvstats.analysis.compare`: pairwise tests, adjusted together (:func:`compare_schemes`;
+  the pairs checked by :func:`check_comparisons`);
 - :mod:`~kvstats.analysis.crossover`: winners changing with the budget (:func:`find_crossovers`);
 - :mod:`~kvstats.analysis.theory`: closed forms beside measurements (:func:`theory_table`).
 """
