@@ -32,9 +32,10 @@ the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, 
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
@@ -43,12 +44,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from kvstats._checks import check_choice, check_int
+from kvstats._checks import check_int
 
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
 
-__all__ = ["SchemeDef", "REGISTRY", "SCHEMES", "scheme_def", "parse_scheme_name"]
+__all__ = ["SchemeDef", "REGISTRY", "SCHEMES", "scheme_def", "parse_scheme_name", "did_you_mean"]
 
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 _GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
@@ -201,20 +202,54 @@ class SchemeDef:
 
 
 # --------------------------------------------------------------------------- name parsing
+def did_you_mean(value: object, choices: Iterable[str]) -> str:
+    """``" (did you mean 'X'?)"`` for the choice closest to ``value``, or ``""``.
+
+    The one suggestion of the project's name checks (scheme names here, the sweep
+    config's keys, distributions and labels): case is ignored first (``'kqv'`` is
+    ``'KQV'``), then :func:`difflib.get_close_matches` (ratio >= 0.6) picks a near miss.
+
+    Examples
+    --------
+    >>> did_you_mean("kqv", SCHEMES), did_you_mean("QKVQ", SCHEMES), did_you_mean("zzz", SCHEMES)
+    (" (did you mean 'KQV'?)", " (did you mean 'QKQV'?)", '')
+    """
+    if not isinstance(value, str):
+        return ""
+    folded = {c.casefold(): c for c in choices if isinstance(c, str)}
+    close = difflib.get_close_matches(value.casefold(), list(folded), n=1, cutoff=0.6)
+    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
+
+
 def scheme_def(name: str) -> SchemeDef:
     """The :class:`SchemeDef` of a registry name or of ``"K{a}V{b}"`` (a, b in 1..8: mixed).
+
+    An unknown name is a ValueError listing the names, with a near miss
+    (:func:`did_you_mean`) or the range of a ``K{a}V{b}`` name out of 1..8.
 
     Examples
     --------
     >>> scheme_def("K4V2").name, scheme_def("kivi").token_group_param
     ('mixed', 'group_size')
+    >>> scheme_def("k4v2")
+    Traceback (most recent call last):
+    ...
+    ValueError: scheme name must be one of [...] or 'K{a}V{b}' (e.g. 'K4V2'); received 'k4v2' (did you mean 'K4V2'?)
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a scheme name string; received {name!r}")
     if _MIXED_NAME.match(name):
         return REGISTRY["mixed"]
-    check_choice(name, "name", list(REGISTRY) + ["K{a}V{b}, e.g. 'K4V2'"])
-    return REGISTRY[name]
+    if name in REGISTRY:
+        return REGISTRY[name]
+    if re.fullmatch(r"K\d+V\d+", name, flags=re.IGNORECASE) and not _MIXED_NAME.match(name.upper()):
+        hint = " (mixed precision K{a}V{b} takes a and b in 1..8)"
+    elif _MIXED_NAME.match(name.upper()):
+        hint = f" (did you mean {name.upper()!r}?)"
+    else:
+        hint = did_you_mean(name, REGISTRY)
+    raise ValueError(f"scheme name must be one of {list(REGISTRY)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+                     f"received {name!r}{hint}")
 
 
 def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, dict[str, Any]]:

@@ -100,6 +100,25 @@ class Cell:
             return _fmt_params(self.params)
         return _fmt_params({**self.params, "path": f"{os.path.basename(self.params['path'])}@{self.source[:8]}"})
 
+    def scheme_at(self) -> str:
+        """The scheme and its budget, for messages: ``'KQV' at n=3``; a fixed-budget scheme
+        (``budget`` None: ``q4_0``, ``K4V2``, ``identity``) has no n to name: ``'q4_0'``.
+
+        Examples
+        --------
+        >>> from kvstats.sweep import SchemeSpec
+        >>> Cell("gaussian", {}, 64, 128, 3, SchemeSpec("KQV")).scheme_at()
+        "'KQV' at n=3"
+        >>> Cell("gaussian", {}, 64, 128, None, SchemeSpec("q4_0")).describe()
+        "'q4_0', gaussian(-), d=64, N=128"
+        """
+        name = repr(self.scheme.display())
+        return name if self.budget is None else f"{name} at n={self.budget:g}"
+
+    def describe(self) -> str:
+        """The cell in words, for messages: :meth:`scheme_at`, the case, d and N."""
+        return f"{self.scheme_at()}, {self.distribution}({self.params_label()}), d={self.dim}, N={self.n_keys}"
+
     def key(self) -> str:
         """The cell's stable text: its case, budget and scheme (name, settings, label)."""
         return _canonical({"case": json.loads(self.case_key()), "budget": self.budget,

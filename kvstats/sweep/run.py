@@ -2,7 +2,7 @@
 
 Before any compute the whole grid is checked (:func:`_preflight`: every distribution's
 parameters at every (d, N), every scheme at every budget and d), the output folder is
-locked, cleared of another sweep's outputs and checked writable
+refused if it holds files but no kvstats sweep, locked, cleared of another sweep's outputs and checked writable
 (:mod:`kvstats.sweep.store`). A cell is computed in chunks, possibly by several tasks;
 the calling process collects the frames the workers return and writes a cell once all
 its trials have arrived, so an interrupted sweep (even by ``kill -9``) resumes cleanly
@@ -32,8 +32,8 @@ from kvstats._checks import check_int
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.plan import Cell, _tasks
-from kvstats.sweep.store import (_git_revision, _now, check_writable, clear_outputs, load_cell, lock_dir,
-                                 make_manifest, write_cell, write_result)
+from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
+                                 load_cell, lock_dir, make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
@@ -113,7 +113,7 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
                 make_scheme(spec.name, None if spec.fixed_budget else cell.budget, cell.dim, seed=0,
                             draws=1, **spec.params)
             except (ValueError, TypeError) as exc:
-                raise type(exc)(f"scheme {spec.display()!r} at n={cell.budget}, d={cell.dim}: {exc}") from None
+                raise type(exc)(f"scheme {cell.scheme_at()}, d={cell.dim}: {exc}") from None
 
 
 def _unguarded_main() -> str | None:
@@ -175,7 +175,9 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         The folder is locked while the sweep runs (a second sweep into it raises
         :class:`~kvstats.sweep.store.SweepLockedError`) and, before any compute, cleared
         of what an earlier sweep wrote there (manifest, results, report, figures, cells
-        of another grid; :func:`~kvstats.sweep.store.clear_outputs`).
+        of another grid; :func:`~kvstats.sweep.store.clear_outputs`). A folder that
+        holds files but no kvstats sweep is refused (ValueError,
+        :func:`~kvstats.sweep.store.check_out_folder`).
     executor : Executor, "serial", "process" or None
         Where tasks run: any :class:`concurrent.futures.Executor` (e.g. a
         ``dask.distributed.Client(...).get_executor()``), ``"serial"`` (in this process),
@@ -207,7 +209,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     Raises
     ------
     ValueError, TypeError
-        A bad config, found before any compute.
+        A bad config, or an ``out`` folder holding files but no kvstats sweep; found
+        before any compute.
     SweepLockedError
         Another sweep writes into ``out``.
     OSError
@@ -237,6 +240,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
                         f"received {executor!r}")
     started, tic = _now(), time.perf_counter()
     cells = check_grid(config)
+    if out is not None:
+        check_out_folder(out)  # before lock_dir creates the lock file in it
     with contextlib.ExitStack() as stack:
         out_dir = None if out is None else stack.enter_context(lock_dir(out))
         return _run_locked(config, cells, out_dir, executor, progress, resume, workers, started, tic)
@@ -273,9 +278,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         else:
             if reason is not None:
                 reasons[cid] = reason
-                _say(f"cell {cid} ({cell.scheme.display()} at n={cell.budget}, {cell.distribution}"
-                     f"({cell.params_label()}), d={cell.dim}, N={cell.n_keys}): the stored file {reason}; "
-                     "recomputing it")
+                _say(f"cell {cid} ({cell.describe()}): the stored file {reason}; recomputing it")
             todo.append((cell, cid))
     tasks = _tasks(config, todo)
 

@@ -28,10 +28,13 @@ remote workers need no shared file system. The store trusts nothing it finds:
   previous sweep left that the new one does not own: its manifest (first), results,
   report, tables, figures, temporary files and the cells of other grids (documented
   choice: the folder then always describes one sweep; cells of this grid are kept for
-  ``--resume``). Files kvstats does not write are never touched, and a folder that
-  holds no sweep (no manifest, no ``cells/``) is not cleared at all.
+  ``--resume``). Files kvstats does not write are never touched;
+- **never a folder of someone else's files**: :func:`check_out_folder` refuses, before
+  the lock file is created, a folder that holds files but neither the lock file nor a
+  kvstats manifest (``--out docs`` by mistake), since the sweep's and the report's
+  files would overwrite files of the same names there.
 
-One module of ~470 lines: cells, the lock, clearing and the manifest are one contract,
+One module of ~540 lines: cells, the lock, clearing and the manifest are one contract,
 what a sweep folder may hold and how it is written; each part is small.
 """
 
@@ -54,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from kvstats._checks import check_choice
 from kvstats.results import (CELL_COLUMNS, MANIFEST, RESULTS, TABLE_META_KEY, _CSV_META_PREFIX,
                              config_fingerprint, frame_digest, read_table_meta, table_path)
 
@@ -62,7 +66,7 @@ if TYPE_CHECKING:
     from kvstats.sweep.plan import Cell
 
 __all__ = ["SweepLockedError", "lock_dir", "check_cell", "load_cell", "write_cell", "clear_outputs",
-           "make_manifest", "write_result", "atomic_write"]
+           "check_out_folder", "make_manifest", "write_result", "atomic_write"]
 
 #: Version of the manifest layout (2: the ``"results"`` record, checked cells).
 MANIFEST_VERSION = 2
@@ -74,6 +78,12 @@ LOCK_NAME = ".kvstats.lock"
 _REPORT_FILES = ("report.md", "report.html", "report.json")
 _OWNED_DIRS = {"tables": (".csv",), "figures": (".png", ".svg")}
 _TABLE_SUFFIXES = (".parquet", ".csv")
+# kvstats.report.render.REPORT_RECORD (not imported: the store sits below the report;
+# tests/sweep/test_out_folder.py holds the two equal)
+_REPORT_RECORD = "report_files.json"
+# What each command writes into its output folder (named when a folder is refused).
+_WRITES = {"sweep": f"{MANIFEST}, {RESULTS}.*, cells/, report.md/.html/.json, tables/ and figures/",
+           "report": "report.md/.html/.json, tables/ and figures/"}
 
 
 class SweepLockedError(RuntimeError):
@@ -321,6 +331,57 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
         fh.close()  # closing the descriptor drops the flock
 
 
+def _kvstats_record(path: Path, key: str) -> bool:
+    """Whether ``path`` is a JSON record kvstats wrote (an object carrying ``key``)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and key in record
+
+
+def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
+    """Refuse an output folder that holds files but no kvstats output, before touching it.
+
+    A folder is taken when it does not exist yet, is empty, or was written by kvstats:
+    it holds the lock file :data:`LOCK_NAME` (every sweep and ``kvstats report`` takes
+    it first), a kvstats ``manifest.json`` or a report's record of its files
+    (:data:`kvstats.report.render.REPORT_RECORD`, written by ``hypothesis_report``). Any other folder with something in it (``--out docs``,
+    ``--out .`` or ``--out results`` by mistake) is a ValueError naming the folder and
+    what it holds: a sweep (``what="sweep"``) writes ``manifest.json``, ``results.*``,
+    ``cells/`` and the report, a report (``what="report"``) ``report.md/.html/.json``,
+    ``tables/`` and ``figures/``, and either would overwrite files of those names. Refusing is the safer and simpler rule: whether an existing
+    ``report.md`` is kvstats' cannot be told from its name. Call it before
+    :func:`lock_dir`, which creates the lock file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> check_out_folder(d)  # empty: taken
+    >>> _ = (d / "report.md").write_text("my notes")
+    >>> check_out_folder(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: output folder '...' holds 1 entry (report.md) and nothing kvstats wrote ...
+    """
+    writes = check_choice(what, "what", list(_WRITES))
+    out = Path(out_dir)
+    if (not out.is_dir() or (out / LOCK_NAME).exists() or _kvstats_record(out / MANIFEST, "kvstats_sweep")
+            or _kvstats_record(out / _REPORT_RECORD, "kvstats_report_files")):
+        return  # new (or a file: lock_dir says so), or written by kvstats
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+    if not entries:
+        return
+    shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+    raise ValueError(
+        f"output folder {str(out)!r} holds {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} "
+        f"({shown}) and nothing kvstats wrote (no {LOCK_NAME}, {MANIFEST} or {_REPORT_RECORD}); "
+        f"a {what} writes "
+        f"{_WRITES[writes]} there and would overwrite files of those names: choose a new or empty "
+        "folder")
+
+
 def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     """Remove what a previous sweep left in ``out_dir`` that this one does not own.
 
@@ -329,8 +390,9 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     ``figures/*.png|svg``), temporary files of interrupted writes, and cells whose id is
     not in ``keep_cells``. Call it while holding :func:`lock_dir`. Returns the removed
     paths, relative to ``out_dir``. A folder that holds no sweep (neither
-    ``manifest.json`` nor ``cells/``: say ``--out docs`` by mistake) is left alone, so
-    figures kvstats did not write are never removed.
+    ``manifest.json`` nor ``cells/``) is left alone, so figures kvstats did not write
+    are never removed (:func:`run_sweep` refuses such a folder before, with
+    :func:`check_out_folder`, when it is not empty).
 
     Examples
     --------

@@ -86,8 +86,7 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
                     cluster=_trial_clusters(captured, start, t)))
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
-                raise type(exc)(f"{exc} [cell: {spec.display()} at n={cell.budget}, "
-                                f"{cell.distribution}({cell.params_label()}), d={d}, N={n}]") from exc
+                raise type(exc)(f"{exc} [cell: {cell.describe()}]") from exc
             out.append((cid, start, prof, time.perf_counter() - tic))
         del trials
     return out

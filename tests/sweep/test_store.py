@@ -232,11 +232,15 @@ def test_stale_outputs_of_another_sweep_are_removed(tmp_path, capfd):
 
 
 def test_a_folder_that_holds_no_sweep_is_not_cleared(tmp_path):
-    """`--out docs` by mistake must not delete the figures kvstats did not write."""
+    """`--out docs` by mistake must not delete the figures kvstats did not write: the sweep
+    refuses such a folder (tests/sweep/test_out_folder.py), and clearing, called on it
+    anyway, removes nothing."""
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "diagram.png").write_text("theirs")
     (tmp_path / "report.md").write_text("theirs")
-    run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    with pytest.raises(ValueError, match="nothing kvstats wrote"):
+        run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    assert store.clear_outputs(tmp_path, set()) == []
     assert (tmp_path / "figures" / "diagram.png").read_text() == "theirs"
     assert (tmp_path / "report.md").read_text() == "theirs"
 
