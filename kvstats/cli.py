@@ -8,28 +8,50 @@ Usage::
     kvstats theory --dim 128 --bits 2 3 4
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
-whole before any compute), OS errors and an output folder another sweep holds; 1, with
-one line, when a worker process died.
+whole before any compute), OS errors, an output folder another sweep holds and a
+non-empty output folder that holds no kvstats sweep; 1, with one line, when a worker
+process died; 141 (128 + SIGPIPE, what a shell reports for ``seq 1000 | head``), with no
+message, when the reader of stdout or stderr went away (``kvstats theory ... | head``):
+the lines are dropped, the work is finished (a sweep still writes its report), and
+``set -o pipefail`` scripts see kvstats as they see any Unix tool.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "PIPE_CLOSED"]
+
+#: Exit status when stdout's (or stderr's) reader went away: 128 + SIGPIPE (13), as a
+#: shell reports a tool the closed pipe killed.
+PIPE_CLOSED = 141
 
 
-def _registries() -> tuple[list[str], list[str]]:
+def _schemes_text(width: int = 100) -> str:
+    """The registry's schemes, one per entry with its one-line summary (wrapped)."""
+    from kvstats.quant.registry import REGISTRY
+
+    pad = max(map(len, REGISTRY)) + 2
+    lines = ["Schemes (kvstats.quant.registry; n = bits per coordinate, the config's budgets):"]
+    for name, sdef in REGISTRY.items():
+        lines += textwrap.wrap(sdef.summary, width, initial_indent=f"  {name:<{pad}}",
+                               subsequent_indent=" " * (pad + 2), break_on_hyphens=False)
+    lines.append(f"  {'K{a}V{b}':<{pad}}mixed precision by name, e.g. K4V2 (a, b in 1..8)")
+    return "\n".join(lines)
+
+
+def _distributions() -> list[str]:
     from kvstats.data.synthetic import DISTRIBUTIONS
-    from kvstats.quant.registry import SCHEMES
     from kvstats.results import REAL
 
-    return list(SCHEMES), list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]
+    return list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]
 
 
 def _corrections() -> tuple[str, ...]:
@@ -54,12 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, str(args.config), args.resume, args.workers
     ('sweep', 'c.toml', True, None)
     """
-    schemes, dists = _registries()
+    dists = textwrap.fill(f"Distributions: {', '.join(_distributions())}. See docs/usage.md for the "
+                          "config format.", 100)
     parser = argparse.ArgumentParser(
         prog="kvstats",
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",
-        epilog=(f"Schemes: {', '.join(schemes)} and mixed precision K{{a}}V{{b}} (e.g. K4V2). "
-                f"Distributions: {', '.join(dists)}. See docs/usage.md for the config format."),
+        epilog=f"{_schemes_text()}\n\n{dists}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -74,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output folder (created if missing). One folder holds one sweep: it is "
                          "locked while the sweep runs (a second sweep into it refuses), and what an "
                          "earlier sweep left there (manifest, results, report, figures, cells of "
-                         "another grid) is removed before the new one computes")
+                         "another grid) is removed before the new one computes. A folder that holds "
+                         "files but no kvstats sweep is refused, so that nothing of yours is "
+                         "overwritten")
     sw.add_argument("--workers", type=int, default=None, metavar="N",
                     help="worker processes (default: number of CPUs available, at most the number "
                          "of tasks; 1 runs in this process)")
@@ -93,14 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
                                     "into DIR (or --out), holding that folder's lock.")
     rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
     rp.add_argument("--out", type=Path, default=None, metavar="OUT",
-                    help="where to write the report (default: DIR)")
+                    help="where to write the report (default: DIR); a folder that holds files but "
+                         "no kvstats output is refused")
     rp.add_argument("--alpha", type=float, default=None,
                     help="significance level after adjustment (default: config's, else 0.05)")
     rp.add_argument("--correction", choices=list(_corrections()), default=None,
                     help="multiple-testing correction over every p-value of the report "
                          "(default: config's, else holm; the [report] correction's choices)")
     rp.add_argument("--energy-resamples", type=int, default=None, metavar="B",
-                    help="permutations per 6D energy test (default: config's, else 499)")
+                    help="the least permutation cap B_max of each 6D energy test, not a count: "
+                         "each test is sequential (Besag–Clifford), stopping at its energy_stop-th "
+                         "exceedance (10 by default), else after B_max draws; with the [report] "
+                         "option energy_resolution = 'family' (the default) B_max = max(B, the "
+                         "permutations the whole family needs to reject at --alpha after "
+                         "--correction: kvstats.stats.sequential.required_resolution), with "
+                         "'fixed' B_max = B (default: config's, else 499)")
     rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
                     help="bootstrap resamples per confidence interval (default: config's, else 999)")
     rp.add_argument("--pairing", choices=list(_pairings()), default=None,
@@ -125,12 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_sweep(args: argparse.Namespace) -> int:
+def _cmd_sweep(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats._checks import check_int
     from kvstats.report import hypothesis_report
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.run import check_grid, run_sweep
-    from kvstats.sweep.store import lock_dir
+    from kvstats.sweep.store import check_out_folder, lock_dir
 
     if args.workers is not None:
         check_int(args.workers, "--workers", low=1)
@@ -138,40 +169,60 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     check_grid(config)  # every scheme and distribution of the grid, before the folder is touched
     if args.out.exists() and not args.out.is_dir():
         raise NotADirectoryError(f"--out {str(args.out)!r} is a file, not a folder")
+    check_out_folder(args.out)  # before lock_dir writes its lock file there
     with lock_dir(args.out):  # held across the sweep and its report
-        return _sweep_locked(args, config, run_sweep, hypothesis_report)
+        return _sweep_locked(args, config, run_sweep, hypothesis_report, say)
 
 
-def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report) -> int:
+def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report, say: _Stdout) -> int:
     tic = time.perf_counter()
     executor = "serial" if args.workers == 1 else None
     result = run_sweep(config, out=args.out, executor=executor, progress=not args.no_progress,
                        resume=args.resume, workers=args.workers)
-    recomputed = sum(c["status"] == "recomputed" for c in result.manifest["cells"])
-    print(f"sweep: {result.manifest['n_cells']} cells ({result.manifest['n_computed']} computed"
-          f"{f', {recomputed} of them replacing a bad stored cell' if recomputed else ''}), "
-          f"{len(result.frame)} rows in {time.perf_counter() - tic:.1f} s -> {args.out}")
+    say(f"sweep: {_cell_counts(result.manifest)}, {len(result.frame)} rows in "
+        f"{time.perf_counter() - tic:.1f} s -> {args.out}")
     if not args.no_report:
         tic = time.perf_counter()
         rep = hypothesis_report(result, args.out, figures=not args.no_figures,
                                 progress=not args.no_progress)
-        print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
-              f"in {time.perf_counter() - tic:.1f} s")
+        say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
+            f"in {time.perf_counter() - tic:.1f} s")
         found = rep.crossovers[rep.crossovers["crossover"]] if not rep.crossovers.empty else rep.crossovers
         for line in found.get("description", []):
-            print("  " + line)
+            say("  " + line)
     return 0
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
+def _cell_counts(manifest: dict) -> str:
+    """``"60 cells (0 computed, 60 resumed)"``: what ran, and what was reused after its check.
+
+    Examples
+    --------
+    >>> _cell_counts({"n_cells": 3, "cells": [{"status": "resumed"}, {"status": "computed"},
+    ...                                      {"status": "recomputed"}]})
+    '3 cells (2 computed, 1 of them replacing a bad stored cell; 1 resumed, checked)'
+    """
+    status = [c["status"] for c in manifest["cells"]]
+    computed, resumed = len(status) - status.count("resumed"), status.count("resumed")
+    recomputed = status.count("recomputed")
+    text = f"{manifest['n_cells']} cells ({computed} computed"
+    if recomputed:
+        text += f", {recomputed} of them replacing a bad stored cell"
+    if resumed:
+        text += f"{';' if recomputed else ','} {resumed} resumed, checked"
+    return text + ")"
+
+
+def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats.report import hypothesis_report
     from kvstats.results import load_result
-    from kvstats.sweep.store import lock_dir
+    from kvstats.sweep.store import check_out_folder, lock_dir
 
     result = load_result(args.dir)  # checked: the results pair with the manifest
     out = args.out or args.dir
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {str(out)!r} is a file, not a folder")
+    check_out_folder(out, "report")  # --out: not a folder of someone else's files
     with lock_dir(out):  # not while a sweep writes there
         rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
                                 energy_resamples=args.energy_resamples,
@@ -179,23 +230,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
                                 pairing=args.pairing,
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
-    print(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
+    say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
     return 0
 
 
-def _cmd_theory(args: argparse.Namespace) -> int:
+def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats import theory
     from kvstats._checks import check_int
 
     dim = check_int(args.dim, "--dim", low=3)
     bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits]
     d_pad = 1 << (dim - 1).bit_length()
-    print(f"d = {dim} (rotated and coded as d_pad = {d_pad}); D_n = Lloyd–Max MSE per coordinate of the "
-          f"sphere-coordinate density of dimension {d_pad} (kvstats.theory)")
+    say(f"d = {dim} (rotated and coded as d_pad = {d_pad}); D_n = Lloyd–Max MSE per coordinate of the "
+        f"sphere-coordinate density of dimension {d_pad} (kvstats.theory)")
     head = (f"{'n':>2} {'D_n':>11} {'d_pad*D_n':>10} {'N(0,1) D_n':>11} {'SNR_k MSE(n)':>13} "
             f"{'SNR_k prod(n)':>14} {'ipvar QKQV/KQV':>15} {'ipvar resid':>12}")
-    print(head)
-    print("-" * len(head))
+    say(head)
+    say("-" * len(head))
     resid = theory.residual_inflation(d_pad)
     for b in bits:
         rel = theory.unit_vector_mse(b, d_pad)
@@ -206,11 +257,11 @@ def _cmd_theory(args: argparse.Namespace) -> int:
             resid_s = f"{resid:12.4f}"
         else:
             prod_snr, inflation, resid_s = f"{'–':>14}", f"{'–':>15}", f"{'–':>12}"
-        print(f"{b:>2} {theory.lloyd_max_distortion(b, 'beta', d_pad):11.4e} {rel:10.5f} "
-              f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5f} {-10 * math.log10(rel):13.2f} "
-              f"{prod_snr} {inflation} {resid_s}")
-    print(f"SNR in dB. Asymptotic inflations: 2π = {2 * math.pi:.4f} (QKQV/KQV at equal n, "
-          f"as D_(n−1)/D_n → 4), π/2 = {math.pi / 2:.4f} (QJL residual over scalar residual).")
+        say(f"{b:>2} {theory.lloyd_max_distortion(b, 'beta', d_pad):11.4e} {rel:10.5f} "
+            f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5f} {-10 * math.log10(rel):13.2f} "
+            f"{prod_snr} {inflation} {resid_s}")
+    say(f"SNR in dB. Asymptotic inflations: 2π = {2 * math.pi:.4f} (QKQV/KQV at equal n, "
+        f"as D_(n−1)/D_n → 4), π/2 = {math.pi / 2:.4f} (QJL residual over scalar residual).")
     return 0
 
 
@@ -226,6 +277,55 @@ def _os_message(exc: OSError) -> str:
     return _one_line(f"cannot use {where!r}: {exc.strerror}")
 
 
+class _Stdout:
+    """The handlers' stdout. A reader that goes away (``kvstats theory ... | head``) ends
+    the printing, not the work: later lines are dropped and :func:`main` returns
+    :data:`PIPE_CLOSED`, without a message."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __call__(self, line: str) -> None:
+        if not self.closed:
+            try:
+                print(line, flush=True)  # flushed: a closed pipe shows here, not at exit
+            except BrokenPipeError:
+                self.closed = True
+                _discard("stdout")
+
+    def flush(self) -> None:
+        """Flush what others wrote (argparse's ``--help``); a closed pipe counts as above."""
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+            _discard("stdout")
+
+
+def _discard(name: str) -> None:
+    """Point ``sys.stdout`` or ``sys.stderr`` at /dev/null after its reader went away, so
+    that later writes and the interpreter's final flush neither fail nor print
+    'Exception ignored'."""
+    devnull = open(os.devnull, "w", encoding="utf-8")
+    try:
+        os.dup2(devnull.fileno(), getattr(sys, name).fileno())  # its buffer now drains there
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (in tests)
+        setattr(sys, name, devnull)
+    else:
+        devnull.close()
+
+
+def _error(command: str, message: str, code: int) -> int:
+    """Print the one-line error and return ``code``; :data:`PIPE_CLOSED`, silently, when
+    stderr's reader is gone too (``kvstats ... 2>&1 | head``)."""
+    try:
+        print(f"kvstats {command}: error: {message}", file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        _discard("stderr")
+        return PIPE_CLOSED
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -236,27 +336,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     d = 128 ...
     0
     """
+    say = _Stdout()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help or a usage error: argparse wrote; flush before the exit does
+        say.flush()
+        raise
     handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "theory": _cmd_theory}
     from kvstats.sweep.run import WorkerDiedError
     from kvstats.sweep.store import SweepLockedError
 
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args, say)
     except (ValueError, TypeError, SweepLockedError) as exc:
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
-        print(f"kvstats {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # missing, unreadable or unwritable files and folders
-        print(f"kvstats {args.command}: error: {_os_message(exc)}", file=sys.stderr)
-        return 2
+        return _error(args.command, _one_line(str(exc)), 2)
+    except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
+        return _error(args.command, _os_message(exc), 2)
     except WorkerDiedError as exc:  # not bad input: the machine killed a worker (memory?)
-        print(f"kvstats {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
-        return 1
+        return _error(args.command, _one_line(str(exc)), 1)
     except KeyboardInterrupt:
-        print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)
+        try:
+            print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)
+        except BrokenPipeError:
+            _discard("stderr")
         return 130
+    say.flush()
+    return PIPE_CLOSED if say.closed and code == 0 else code
 
 
 if __name__ == "__main__":

@@ -2,12 +2,16 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from kvstats.cli import build_parser, main
+from kvstats.cli import PIPE_CLOSED, build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY_TOML = """
 [sweep]
@@ -83,6 +87,8 @@ def test_sweep_and_report_in_process(tmp_path, tiny_config, capsys):
     assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
                  "--no-progress", "--no-report", "--resume"]) == 0
     assert json.loads((out / "manifest.json").read_text())["n_computed"] == 0
+    # the summary line says the cells were resumed (after their check), not just "0 computed"
+    assert "sweep: 4 cells (0 computed, 4 resumed, checked)" in capsys.readouterr().out
     # the report alone, into another directory, with BH
     assert main(["report", str(out), "--out", str(tmp_path / "rep"), "--correction", "fdr_bh",
                  "--no-figures"]) == 0
@@ -164,6 +170,7 @@ def test_os_errors_are_one_line_and_exit_2(tmp_path, tiny_config, capsys, monkey
              (["sweep", "--config", str(tiny_config), "--out", str(afile / "sub")] + args, "Not a directory")]
     blocked = tmp_path / "blocked"
     (blocked).mkdir()
+    (blocked / ".kvstats.lock").write_text("")  # a sweep's folder (else refused as someone else's)
     (blocked / "cells").write_text("not a folder")
     cases.append((["sweep", "--config", str(tiny_config), "--out", str(blocked)] + args, "cells"))
     for argv, message in cases:
@@ -224,3 +231,129 @@ def test_experiment_scripts_have_help():
         proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
                               timeout=300, cwd=root)
         assert proc.returncode == 0 and "usage:" in proc.stdout, (script.name, proc.stderr[-500:])
+
+
+# ---------------------------------------------------------------- the new-user audit (session 7)
+def _help(argv):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    assert exc.value.code == 0
+
+
+def test_help_lists_every_scheme_with_its_summary(capsys):
+    """`kvstats --help` says what each scheme is: the registry's one-line summaries (wrapped),
+    not a second list of schemes."""
+    from kvstats.quant.registry import REGISTRY
+
+    _help(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, sdef in REGISTRY.items():
+        assert f" {name} {' '.join(sdef.summary.split())}" in text, name
+    assert "K{a}V{b} mixed precision by name" in text and "heavy_tailed" in text
+
+
+def test_energy_resamples_help_says_it_is_a_floor_not_a_count(tiny_config, tmp_path, capsys):
+    """--energy-resamples B: under energy_resolution = 'family' (the default) the energy tests
+    may draw up to max(B, required_resolution(family).n_permutations), B being the least cap."""
+    from kvstats.stats.sequential import required_resolution
+
+    _help(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "permutations per 6D energy test" not in text
+    for words in ("the least permutation cap B_max of each 6D energy test, not a count",
+                  "energy_resolution = 'family' (the default) B_max = max(B,",
+                  "kvstats.stats.sequential.required_resolution", "'fixed' B_max = B",
+                  "stopping at its energy_stop-th exceedance"):
+        assert words in text, words
+    # the claim, on a report: B = 49 and the family's resolution above it
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
+                 "--no-progress", "--no-report"]) == 0
+    assert main(["report", str(out), "--energy-resamples", "49", "--no-figures", "--no-progress"]) == 0
+    payload = json.loads((out / "report.json").read_text())
+    rows = payload["comparisons"]
+    energy = [r for r in rows if r["test"] == "energy"]
+    need = required_resolution(payload["resolution"]["n_tests"], 0.05, "holm").n_permutations
+    assert energy and need > 49
+    assert {r["max_permutations"] for r in energy} == {max(49, need)}
+
+
+def _closed_pipe_run(args, *, stderr_too=False):
+    """Run `python -m kvstats.cli ARGS` with stdout (and stderr) a pipe whose reader is gone."""
+    read, write = os.pipe()
+    os.close(read)  # closed before the child writes: every write gets EPIPE
+    try:
+        return subprocess.run([sys.executable, "-m", "kvstats.cli", *args], stdout=write,
+                              stderr=write if stderr_too else subprocess.PIPE, text=True, timeout=600,
+                              cwd=ROOT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1",
+                                             "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+def test_a_closed_stdout_ends_quietly(buffered, monkeypatch):
+    """`kvstats theory --dim 100 | head` printed "error: Broken pipe" and exited 2. Now: no
+    message, exit 141 (128 + SIGPIPE, as a shell reports `seq 1000 | head`), whether stdout
+    is unbuffered (PYTHONUNBUFFERED=1: each line a write) or buffered (one write at the end)."""
+    if buffered:
+        monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+    proc = _closed_pipe_run(["theory", "--dim", "100"])
+    assert (proc.returncode, proc.stderr) == (PIPE_CLOSED, "")
+    # stderr closed too (`2>&1 | head`): still no traceback, the same status
+    proc = _closed_pipe_run(["theory", "--dim", "100"], stderr_too=True)
+    assert proc.returncode == PIPE_CLOSED
+
+
+class _ClosedPipe:
+    """A stdout whose reader went away."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        pass
+
+
+def test_a_sweep_whose_stdout_closes_still_writes_its_report(tiny_config, tmp_path, monkeypatch, capsys):
+    """The lines are dropped, not the work: the report is written, nothing on stderr, 141."""
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    code = main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
+                 "--no-progress", "--no-figures"])
+    assert code == PIPE_CLOSED and (out / "report.md").is_file()
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["report", str(out), "--no-figures", "--no-progress"]) == PIPE_CLOSED
+    assert capsys.readouterr().err == ""
+    # an error still says so (exit 2), stdout closed or not
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["theory", "--dim", "2"]) == 2
+    assert "--dim must be an integer" in capsys.readouterr().err
+
+
+def test_a_folder_of_someone_elses_files_is_refused(tiny_config, tmp_path, capsys):
+    """`--out` a folder holding the user's files and no sweep: exit 2, one line naming the
+    folder and what it holds, and nothing in it touched (no lock file either)."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes")
+    args = ["--workers", "1", "--no-progress", "--no-figures"]
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(mine)] + args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kvstats sweep: error: output folder '{mine}' holds 1 entry (report.md) "
+                          "and nothing kvstats wrote") and err.count("\n") == 1, err
+    assert sorted(p.name for p in mine.iterdir()) == ["report.md"]
+    assert (mine / "report.md").read_text() == "my notes"
+    # the report's --out too
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out)] + args) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--out", str(mine), "--no-figures", "--no-progress"]) == 2
+    assert "a report writes report.md" in capsys.readouterr().err
+    assert sorted(p.name for p in mine.iterdir()) == ["report.md"]
+    # an existing sweep folder keeps working: rerun, resume, report into it
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out)] + args) == 0
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--resume"] + args) == 0
+    assert main(["report", str(out), "--no-figures", "--no-progress"]) == 0
