@@ -40,6 +40,7 @@ def test_a_label_absent_from_the_frame_is_a_value_error_listing_its_labels(frame
     ("KQV", "'KQV'"),
     (3, "3"),
     ({"KQV": "QKQV"}, "{'KQV': 'QKQV'}"),                 # a dict would give its keys
+    ((p for p in ["KV"]), "the item 'KV' of ['KV']"),     # a generator: its items shown
 ])
 def test_a_malformed_pair_is_a_type_error_with_the_right_form(frame, bad, received):
     with pytest.raises(TypeError) as err:
