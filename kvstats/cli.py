@@ -362,7 +362,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:
             _discard("stderr")
         return 130
-    say.flush()
     return PIPE_CLOSED if say.closed and code == 0 else code
 
 

@@ -305,6 +305,10 @@ def test_a_closed_stdout_ends_quietly(buffered, monkeypatch):
     # stderr closed too (`2>&1 | head`): still no traceback, the same status
     proc = _closed_pipe_run(["theory", "--dim", "100"], stderr_too=True)
     assert proc.returncode == PIPE_CLOSED
+    # --help: argparse ignores the closed pipe itself (exit 0); its buffered text must not
+    # fail at the interpreter's exit ("Exception ignored ... BrokenPipeError", exit 120)
+    proc = _closed_pipe_run(["--help"])
+    assert (proc.returncode, proc.stderr) == (0, "")
 
 
 class _ClosedPipe:
