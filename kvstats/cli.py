@@ -11,9 +11,11 @@ Exit status 2, with one line and no traceback, for bad input (the config is chec
 whole before any compute), OS errors, an output folder another sweep holds and a
 non-empty output folder that holds no kvstats sweep; 1, with one line, when a worker
 process died; 141 (128 + SIGPIPE, what a shell reports for ``seq 1000 | head``), with no
-message, when the reader of stdout or stderr went away (``kvstats theory ... | head``):
-the lines are dropped, the work is finished (a sweep still writes its report), and
-``set -o pipefail`` scripts see kvstats as they see any Unix tool.
+message, when the reader of stdout went away (``kvstats theory ... | head``): the lines
+are dropped and the work is finished (a sweep still writes its report); so that
+``set -o pipefail`` scripts see kvstats as they see any Unix tool. A closed stderr stops
+a sweep at the progress bar's next write, also with 141 and no message (finished cells
+are kept for ``--resume``); an error whose line cannot be written keeps its status.
 """
 
 from __future__ import annotations
@@ -315,14 +317,15 @@ def _discard(name: str) -> None:
         devnull.close()
 
 
-def _error(command: str, message: str, code: int) -> int:
-    """Print the one-line error and return ``code``; :data:`PIPE_CLOSED`, silently, when
-    stderr's reader is gone too (``kvstats ... 2>&1 | head``)."""
+def _error(command: str, exc: BaseException, message: str, code: int) -> int:
+    """Print the one-line error and return ``code``. When stderr's reader is gone too
+    (``kvstats ... 2>&1 | head``) the line is dropped, the status kept, unless the error
+    is that very closed pipe (the progress bar's write): then :data:`PIPE_CLOSED`."""
     try:
         print(f"kvstats {command}: error: {message}", file=sys.stderr, flush=True)
     except BrokenPipeError:
         _discard("stderr")
-        return PIPE_CLOSED
+        return PIPE_CLOSED if isinstance(exc, BrokenPipeError) else code
     return code
 
 
@@ -351,11 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = handlers[args.command](args, say)
     except (ValueError, TypeError, SweepLockedError) as exc:
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
-        return _error(args.command, _one_line(str(exc)), 2)
+        return _error(args.command, exc, _one_line(str(exc)), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
-        return _error(args.command, _os_message(exc), 2)
+        return _error(args.command, exc, _os_message(exc), 2)
     except WorkerDiedError as exc:  # not bad input: the machine killed a worker (memory?)
-        return _error(args.command, _one_line(str(exc)), 1)
+        return _error(args.command, exc, _one_line(str(exc)), 1)
     except KeyboardInterrupt:
         try:
             print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)

@@ -309,6 +309,17 @@ def test_a_closed_stdout_ends_quietly(buffered, monkeypatch):
     # fail at the interpreter's exit ("Exception ignored ... BrokenPipeError", exit 120)
     proc = _closed_pipe_run(["--help"])
     assert (proc.returncode, proc.stderr) == (0, "")
+    # bad input with both closed: the line is lost, the status stays the error's
+    assert _closed_pipe_run(["theory", "--dim", "2"], stderr_too=True).returncode == 2
+
+
+def test_a_closed_stderr_stops_a_sweep_quietly(tiny_config, tmp_path):
+    """The progress bar's write to a closed stderr (`2>&1 | head`): exit 141, no traceback,
+    the finished cells kept for --resume."""
+    out = tmp_path / "out"
+    proc = _closed_pipe_run(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1"],
+                            stderr_too=True)
+    assert proc.returncode == PIPE_CLOSED and (out / "cells").is_dir()
 
 
 class _ClosedPipe:
