@@ -262,7 +262,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         figs = _figures(frame, comp, comparisons, out / "figures",
                         nominal_bounds(trials, spectra=spectra, n_queries=n_queries))
 
-    doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials)
+    doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
+                         comparisons=comparisons)
     files["markdown"] = out / "report.md"
     files["markdown"].write_text(doc.markdown(out))
     files["html"] = out / "report.html"

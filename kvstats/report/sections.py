@@ -23,11 +23,13 @@ from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
 from kvstats.analysis.frame import label_digits, short_params
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
+from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report.document import Document
 from kvstats.results import REAL, SweepResult
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
-           "DOMINANCE_HEADER",
+           "DOMINANCE_HEADER", "heavy_note", "METRIC_DEFINITIONS", "COLUMN_DEFINITIONS",
+           "metrics_table", "EQUIVALENCE_REGIONS",
            "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
 
 # ---------------------------------------------------------------------- formatting
@@ -69,12 +71,27 @@ def _ci(mean: float, low: float, high: float) -> str:
 HEAVY_MARK = "‡"
 HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the one-sided 95% upper confidence bound of Hill's "
               "tail index α of the values is below 2): under a Pareto-type tail the data reject a "
-              "finite variance at the 5% level, and the bootstrap CI of the mean is not reliable; "
-              "read the median, p99 and max, and the rank tests. A bounded metric (φ ≤ π; recall@5 "
+              "finite variance at the 5% level, and the bootstrap CI of the mean is not reliable. "
+              "A bounded metric (φ ≤ π; recall@5 "
               "and argmax shift ≤ 1) has a finite variance: its mark says that at this n its "
               "largest values spread like such a tail, so the bootstrap CI of its mean may still "
               "undercover. The \"kl tail α\" column is that bound for KL; every metric's is the "
               "tail_index column of tables/summary.csv.")
+
+
+def heavy_note(opts: dict[str, Any] | None = None) -> str:
+    """:data:`HEAVY_NOTE` and what to read instead of a marked mean: the median, p99, max and
+    the report's own location test (``opts["pairing"]``: the sign test or Mann–Whitney).
+
+    Examples
+    --------
+    >>> heavy_note({"pairing": "trial"}).split(". ")[-1]
+    'Where a mean is marked, read the median, p99 and max (...) and the sign test, which ...'
+    """
+    name = _location_name(opts or {})
+    how = "the signs of the paired differences" if name == "sign" else "ranks"
+    return (f"{HEAVY_NOTE} Where a mean is marked, read the median, p99 and max "
+            f"(tables/summary.csv) and the {name} test, which uses only {how}, no moments.")
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -131,6 +148,87 @@ def _heavy_summary(summary: pd.DataFrame, theory: pd.DataFrame) -> str:
             n = int((~part["ci_reliable"].astype(bool)).sum()) if "ci_reliable" in part else 0
             tables.append(f"{n} of {len(part)} rows of {name}")
     return text + ("; " + ", ".join(tables) if tables else "") + "."
+
+
+# ---------------------------------------------------------------------- metrics and units
+# what each reported metric's per-trial value is (label, unit and direction: the metric table)
+_VECTORS = {"k": "the trial's N keys", "v": "the trial's N values",
+            "t": "the attention outputs t = Σᵢ pᵢvᵢ (one per query; t̂ = Σᵢ p̂ᵢv̂ᵢ)"}
+#: What each reported metric's per-trial value is, for the report's "Metrics and units"
+#: table (its label, unit and direction come from :data:`kvstats.metrics.table.METRIC_TABLE`).
+METRIC_DEFINITIONS: dict[str, str] = {
+    **{f"snr_{p}": ("10·log10(‖x‖²/‖x − x̂‖²) per vector, averaged in dB over " + what
+                    + ", exact vectors left out: the mean of per-vector dB, not the dB of the "
+                    "mean error") for p, what in _VECTORS.items()},
+    **{f"phi_{p}": ("angle between a vector and its reconstruction, arccos(⟨x, x̂⟩/(‖x‖‖x̂‖)) "
+                    "in [0, π], averaged over " + what) for p, what in _VECTORS.items()},
+    "kl": ("KL(p ‖ p̂) = Σᵢ pᵢ(ln pᵢ − ln p̂ᵢ) of the exact attention p = softmax(q·K/√d) "
+           "and the quantized p̂ = softmax(q·K̂/√d) over the N keys, averaged over the "
+           "trial's queries"),
+    "recall_at_5": ("fraction of the 5 keys with the largest exact logits q·k that stay among "
+                    "the 5 largest quantized logits q·k̂ (ties count as kept), averaged over "
+                    "queries"),
+    "argmax_shift": ("fraction of the trial's queries whose exact top key is no longer a "
+                     "top key of the quantized logits"),
+}
+#: The scheme table's other columns, defined beside the metrics.
+COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
+    "bits nominal": ("bits per coordinate", "n, the code bits per coordinate the scheme is "
+                     "named for (the budget), mean of the key and value sides"),
+    "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
+                   "norms, scales, zero-points, outlier indices and padding, mean of the key "
+                   "and value sides"),
+    "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL"),
+    # no ‡ here: the mark appears only where a mean carries it
+    "kl tail α (95% upper)": ("", "one-sided 95% upper confidence bound of Hill's tail index "
+                              "of the trials' KL (below 2: a heavy right tail, marked)"),
+}
+
+
+def metrics_table() -> pd.DataFrame:
+    """The report's "Metrics and units" table: one row per reported metric (label, unit,
+    direction from the metric table, the definition of :data:`METRIC_DEFINITIONS`), then
+    the bits and KL-tail columns of the scheme tables (:data:`COLUMN_DEFINITIONS`).
+
+    Examples
+    --------
+    >>> t = metrics_table().set_index("column")
+    >>> t.loc["kl", ["label", "unit", "better"]].tolist(), t.loc["phi_k", "unit"]
+    (['KL', 'nats', 'lower'], 'rad')
+    """
+    rows = []
+    for name in METRICS:
+        m = METRIC_TABLE[name]
+        rows.append({"column": name, "label": m.label, "unit": m.unit,
+                     "better": {True: "higher", False: "lower"}.get(m.higher_is_better, "–"),
+                     "definition": METRIC_DEFINITIONS[name]})
+    for name, (unit, text) in COLUMN_DEFINITIONS.items():
+        rows.append({"column": name, "label": "", "unit": unit, "better": "–", "definition": text})
+    return pd.DataFrame(rows)
+
+
+def _budget_text(summary: pd.DataFrame, unit: str = "trials") -> str:
+    """What the tables average over and what "equal budget" means, with the totals of one
+    case and budget of this sweep (read from the summary, never assumed)."""
+    each = "" if unit == "trials" else " (each the mean of its trials)"
+    text = (f"Each metric is one value per trial (averaged over its vectors or queries); a "
+            f"table's mean and interval are over the {unit}{each}. **Equal budget** means the "
+            "same nominal n (code bits per coordinate); the total stored bits per coordinate, "
+            "with norms and scales (the \"bits total\" column), can differ between schemes")
+    need = {"bits_nominal", "bits_total", "budget", "scheme", *CASE_COLUMNS}
+    if summary.empty or not need <= set(summary.columns):
+        return text + "."
+    cells = summary.drop_duplicates([*CASE_COLUMNS, "budget", "scheme"])
+    cells = cells[cells["bits_nominal"] == cells["budget"]]     # the schemes at the budget n
+    for key, g in cells.groupby([*CASE_COLUMNS, "budget"], sort=False):
+        if g["scheme"].nunique() < 2:
+            continue
+        case = dict(zip([*CASE_COLUMNS, "budget"], key))
+        totals = ", ".join(f"{r.scheme} {r.bits_total:.6g}" for r in g.itertuples(index=False))
+        same = " (here equal)" if g["bits_total"].nunique() == 1 else ""
+        return (text + f": e.g. n = {case['budget']:g} ({case['distribution']}, d = "
+                f"{case['dim']}, N = {case['n_keys']}): {totals} bits per coordinate{same}.")
+    return text + "."
 
 
 #: Column header of the rank-biserial r: the report's one sign convention (tables and figures).
@@ -231,7 +329,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
             # what limits a sign test is the pairs that differ, not the pairs: say how many
             m = _NONZERO.search(str(r.note))
             if m:
-                row["winner"] += f": only {m[1]} of the {m[2]} pairs differ"
+                row["winner"] += ": " + _differ_text(int(m[1]), int(m[2]))
         if (k in ks.index and not r.significant and bool(ks.loc[k, "significant"])
                 and r.verdict == NO_DIFFERENCE):
             # no shift in location, but the distributions differ: say so, not "no difference"
@@ -256,6 +354,48 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                      "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
                      **({"equivalence": ""} if not eq.empty else {})})
     return pd.DataFrame(rows)
+
+
+def _differ_text(k: int, n: int) -> str:
+    """How many of an unresolvable sign-test row's ``n`` pairs differ (``k``), in words.
+
+    Examples
+    --------
+    >>> [_differ_text(k, n) for k, n in ((3, 40), (1, 40), (0, 40), (5, 5), (1, 1))]
+    ['only 3 of the 40 pairs differ', 'only 1 of the 40 pairs differs', 'none of the 40 pairs differs', 'all 5 pairs differ: the limit is the number of pairs, 5, itself', 'the 1 pair differs: the limit is the number of pairs, 1, itself']
+    """
+    if k >= n:
+        return (f"{'the 1 pair differs' if n == 1 else f'all {n} pairs differ'}: the limit is "
+                f"the number of pairs, {n}, itself")
+    if k == 0:
+        return f"none of the {n} pairs differs"
+    return f"only {k} of the {n} pairs {'differs' if k == 1 else 'differ'}"
+
+
+#: The equivalence section's tested region and test, by (equivalence_test, pairing)
+#: (:func:`kvstats.stats.tost_ratio` / :func:`kvstats.stats.tost_rank`, ``paired``).
+EQUIVALENCE_REGIONS: dict[tuple[str, str], str] = {
+    ("ratio", "none"): "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)",
+    ("ratio", "trial"): ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (paired "
+                         "Fieller-type TOST: t-tests of aᵢ − r·bᵢ over the pairs at each margin r)"),
+    ("rank", "none"): "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)",
+    ("rank", "trial"): ("θ = P(a > b) + ½P(a = b) within 0.5 ± δ, θ over all values of a and "
+                        "b, not within pairs (paired rank TOST: the variance of the pairs' "
+                        "differenced placements, df n − 1, Munzel 1999)"),
+}
+
+
+def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.DataFrame) -> str:
+    """Why a report holds no test: no pair asked for, or none of the pairs present."""
+    labels = ", ".join(dict.fromkeys(summary["scheme"])) if "scheme" in summary else "none"
+    if comparisons is not None and len(comparisons) == 0:
+        return (f"No comparison was asked for (comparisons = []), so no test and no "
+                f"crossover; this sweep's scheme labels: {labels}.")
+    asked = "" if comparisons is None else " (" + ", ".join(f"{a} vs {b}" for a, b in comparisons) + ")"
+    return (f"No comparison pair was present: none of the pairs asked for{asked} names two "
+            f"schemes of one case of this sweep, so no test and no crossover. The sweep's "
+            f"scheme labels: {labels}; pass pairs of them (hypothesis_report(comparisons=...) "
+            "or the config's comparisons).")
 
 
 def _equivalence_cell(e: pd.Series) -> str:
@@ -372,6 +512,11 @@ def _location_name(opts: dict[str, Any]) -> str:
 def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     res = _resolution(comp)
     n = res["n_tests"]
+    if comp.empty:
+        return ("Tests: none, since no comparison pair was present (\"Crossovers of the winner "
+                f"across budgets\" says which labels the sweep has). Means with "
+                f"{_pct(opts['confidence'])} bootstrap CIs (BCa, {opts['bootstrap_resamples']} "
+                "resamples).")
     energy = comp[comp["test"] == "energy"]
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
@@ -409,9 +554,7 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     if eq.empty:
         return
     doc.h(2, "Equivalence within declared margins")
-    how = ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)"
-           if opts["equivalence_test"] == "ratio" else
-           "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)")
+    how = EQUIVALENCE_REGIONS[opts["equivalence_test"], opts.get("pairing", "none")]
     margins = ", ".join(f"{m}: δ = {d:g}" for m, d in opts["equivalence"].items())
     doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
           f"rejects after the family's adjustment; \"different\": it does not but the {_location_name(opts)} "
@@ -458,7 +601,8 @@ TIES_NOTE = ("† marks a KS p-value on tied values: exact, conditional on the t
 
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
-              comp_trials: pd.DataFrame | None) -> Document:
+              comp_trials: pd.DataFrame | None, *,
+              comparisons: Sequence[tuple[str, str]] | None = None) -> Document:
     """The report's document: header, equivalence, crossovers, figures, per-case tables, theory.
 
     Every verdict it prints is one the tests support: a winner only at a location-test
@@ -483,6 +627,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     comp_trials : DataFrame or None
         The trial-level tests of clustered data (None: the unit is the trial); its
         presence makes every count, mean and figure read as over clusters (texts).
+    comparisons : sequence of (str, str), optional
+        The scheme pairs asked for (None: the options' or else the config's), named when
+        none of them was present.
 
     Returns
     -------
@@ -520,6 +667,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     unit = ("texts" if real_only else "clusters") if clustered else "trials"
     man = result.manifest
     cfg = result.config
+    if comparisons is None:      # as hypothesis_report chooses them
+        comparisons = opts.get("comparisons") or cfg.comparisons
     synthetic = [d for d in cfg.distributions if d.name != REAL]
     has_real = len(synthetic) < len(cfg.distributions)
     doc.h(1, "kvstats hypothesis report")
@@ -537,7 +686,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
         "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + ".",
         _tests_text(comp, opts),
-        *([f"Heavy tails: {_heavy_summary(summary, theory)} " + HEAVY_NOTE] if heavy else []),
+        *([f"Heavy tails: {_heavy_summary(summary, theory)} " + heavy_note(opts)] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
         f"better. A pair has a winner for a metric only when its {_location_name(opts)}"
         + (" test's" if paired else "") + " adjusted p ≤ α"
@@ -555,10 +704,15 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         _scope_text(bool(synthetic), has_real),
         *([] if paired else [TIES_NOTE]),
     ])
+    doc.h(2, "Metrics and units")
+    doc.table(metrics_table())
+    doc.p(_budget_text(summary, unit))
     _equivalence_section(doc, comp, opts, digits, heavy_keys)
 
     doc.h(2, "Crossovers of the winner across budgets")
-    if cross.empty:
+    if comp.empty:
+        doc.p(_no_pair_text(comparisons, summary))
+    elif cross.empty:
         doc.p("No metric was tested at two or more budgets.")
     else:
         found = cross[cross["crossover"]]
@@ -589,10 +743,13 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                             "Gaussian keys.")):
         if fname in figs:
             doc.fig(figs[fname], caption)
+    # the pairs by their figure's name (render's file name is the slug; the caption the labels)
+    pair_of = {f"crossover_{_slug(a)}_vs_{_slug(b)}": f"{a} vs {b}"
+               for a, b in comp[["scheme_a", "scheme_b"]].drop_duplicates().itertuples(index=False)}
     for name, path in figs.items():
         if name.startswith("crossover_"):
             doc.fig(path, f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
-                    f"({name[10:].replace('_vs_', ' vs ')}); "
+                    f"({pair_of.get(name, name[10:].replace('_vs_', ' vs '))}); "
                     f"{'dominance' if paired else 'r'} > 0: the first scheme's values are larger "
                     "(better for SNR and recall@5, "
                     "worse for φ and KL: each panel says which); filled = significant after "
@@ -673,6 +830,6 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         _trial_level_section(doc, comp_trials, opts)
     doc.p("Full-precision numbers: tables/*.csv and report.json.")
     if heavy:
-        doc.p(HEAVY_NOTE)
+        doc.p(heavy_note(opts))
     return doc
 

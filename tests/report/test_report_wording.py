@@ -298,10 +298,22 @@ def test_equivalence_section_names_the_tested_region(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=60, seed=24)
     md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path, figures=False,
                            energy_resamples=19).files["markdown"].read_text()
-    assert "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)" in md
-    md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}),
-                           tmp_path / "rank", figures=False, energy_resamples=19).files["markdown"].read_text()
+    assert ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (paired Fieller-type TOST: "
+            "t-tests of aᵢ − r·bᵢ over the pairs at each margin r)") in md
+    # the default design is paired: tost_rank(paired=True) has Munzel's (1999) paired variance,
+    # not Brunner–Munzel's two-sample one, and its θ compares all values, not within pairs
+    rank = {"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}
+    md = hypothesis_report(_result(f, report=rank), tmp_path / "rank", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert ("θ = P(a > b) + ½P(a = b) within 0.5 ± δ, θ over all values of a and b, not within "
+            "pairs (paired rank TOST: the variance of the pairs' differenced placements, df n − 1, "
+            "Munzel 1999)") in md and "Brunner–Munzel TOST" not in md
+    md = hypothesis_report(_result(f, report=rank), tmp_path / "rank_none", figures=False,
+                           energy_resamples=19, pairing="none").files["markdown"].read_text()
     assert "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)" in md
+    md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path / "ratio_none",
+                           figures=False, energy_resamples=19, pairing="none").files["markdown"].read_text()
+    assert "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)" in md
 
 
 def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
@@ -503,6 +515,25 @@ def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
     kl = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
               if "| kl |" in line)
     assert "pairs differ" not in kl
+    # one pair is "differs"; none, or all (the limit is then the number of pairs itself)
+    from kvstats.report.sections import _differ_text
+    assert [_differ_text(k, 40) for k in (1, 0, 40)] == [
+        "only 1 of the 40 pairs differs", "none of the 40 pairs differs",
+        "all 40 pairs differ: the limit is the number of pairs, 40, itself"]
+    f.loc[(f.scheme == "KQV") & (f.trial < 3), "argmax_shift"] = 0.0
+    f.loc[(f.scheme == "KQV") & (f.trial == 0), "argmax_shift"] = 1.0     # 1 of 40
+    rep = hypothesis_report(_result(f), tmp_path / "one", figures=False, energy_resamples=19)
+    cell = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
+                if "| argmax_shift |" in line)
+    assert cell.endswith(": only 1 of the 40 pairs differs |")
+    # all 5 of 5 pairs differ, and 5 pairs cannot reach p ≤ α (2·0.5⁵ = 0.0625)
+    g = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=5, seed=42)
+    g["argmax_shift"] = np.where(g.scheme == "KQV", 1.0, 0.0)
+    rep = hypothesis_report(_result(g), tmp_path / "five", figures=False, energy_resamples=19)
+    cell = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
+                if "| argmax_shift |" in line)
+    assert cell.endswith(": all 5 pairs differ: the limit is the number of pairs, 5, itself |")
+    assert "only 5 of the 5" not in rep.files["markdown"].read_text()
 
 
 def test_bits_figure_captions_say_what_a_hollow_marker_means(tmp_path):
