@@ -43,6 +43,8 @@ class Metric:
         that the report's energy test compares.
     reported : bool
         Summarised and tested one by one in the report (:data:`REPORT_METRICS`).
+    definition : str
+        What one trial's value is (the report's "Metrics and units" table prints it).
 
     Examples
     --------
@@ -57,9 +59,12 @@ class Metric:
     label: str
     profile_6d: bool = False
     reported: bool = False
+    definition: str = ""
 
     def __post_init__(self) -> None:
         check_choice(self.worst, "worst", WORST_DIRECTIONS)
+        if not self.definition:
+            raise ValueError(f"metric {self.name!r}: a definition is required")
         if self.profile_6d and not self.reported:
             raise ValueError(f"metric {self.name!r}: a 6D profile dimension must be reported")
 
@@ -75,25 +80,58 @@ class Metric:
         return f"{self.label} ({self.unit})" if self.unit else self.label
 
 
+# what a trial's value averages over, per place (keys, values, attention output)
+_OVER = {"k": "the trial's N keys", "v": "the trial's N values",
+         "t": "the attention outputs t = Σᵢ pᵢvᵢ (one per query; t̂ = Σᵢ p̂ᵢv̂ᵢ)"}
+
+
+def _snr(p: str) -> str:
+    return ("10·log10(‖x‖²/‖x − x̂‖²) per vector, averaged in dB over " + _OVER[p]
+            + ", exact vectors left out: the mean of per-vector dB, not the dB of the mean "
+            "error")
+
+
+def _phi(p: str) -> str:
+    return ("angle between a vector and its reconstruction, arccos(⟨x, x̂⟩/(‖x‖‖x̂‖)) in "
+            "[0, π], averaged over " + _OVER[p])
+
+
+def _norm_ratio(p: str) -> str:
+    return "‖x̂‖/‖x‖ per vector, averaged over " + _OVER[p]
+
+
+def _pooled(p: str) -> str:
+    return ("energy-pooled SNR of the trial, 10·log10(Σ‖x‖²/Σ‖x − x̂‖²) over " + _OVER[p]
+            + ": what the Shannon distortion–rate bound limits (kvstats.rate_distortion)")
+
+
 _METRICS = (
-    Metric("snr_k", "low", "dB", "SNR_k", profile_6d=True, reported=True),
-    Metric("phi_k", "high", "rad", "φ_k", profile_6d=True, reported=True),
-    Metric("norm_ratio_k", "one", "", "‖k̂‖/‖k‖"),
-    Metric("snr_v", "low", "dB", "SNR_v", profile_6d=True, reported=True),
-    Metric("phi_v", "high", "rad", "φ_v", profile_6d=True, reported=True),
-    Metric("norm_ratio_v", "one", "", "‖v̂‖/‖v‖"),
-    Metric("snr_t", "low", "dB", "SNR_t", profile_6d=True, reported=True),
-    Metric("phi_t", "high", "rad", "φ_t", profile_6d=True, reported=True),
-    Metric("norm_ratio_t", "one", "", "‖t̂‖/‖t‖"),
-    Metric("kl", "high", "nats", "KL", reported=True),
-    Metric("recall_at_5", "low", "fraction", "recall@5", reported=True),
-    Metric("argmax_shift", "high", "fraction", "argmax shift", reported=True),
-    Metric("ip_bias", "zero", "q·k units", "q·k error bias"),
-    Metric("ip_var", "high", "(q·k units)²", "q·k error variance"),
-    # energy-pooled SNR of the trial, 10·log10(Σ‖x‖²/Σ‖x − x̂‖²): what the Shannon
-    # bound limits (kvstats.rate_distortion), beside the mean of per-vector dB above
-    Metric("snr_k_pooled", "low", "dB", "pooled SNR_k"),
-    Metric("snr_v_pooled", "low", "dB", "pooled SNR_v"),
+    Metric("snr_k", "low", "dB", "SNR_k", profile_6d=True, reported=True, definition=_snr("k")),
+    Metric("phi_k", "high", "rad", "φ_k", profile_6d=True, reported=True, definition=_phi("k")),
+    Metric("norm_ratio_k", "one", "", "‖k̂‖/‖k‖", definition=_norm_ratio("k")),
+    Metric("snr_v", "low", "dB", "SNR_v", profile_6d=True, reported=True, definition=_snr("v")),
+    Metric("phi_v", "high", "rad", "φ_v", profile_6d=True, reported=True, definition=_phi("v")),
+    Metric("norm_ratio_v", "one", "", "‖v̂‖/‖v‖", definition=_norm_ratio("v")),
+    Metric("snr_t", "low", "dB", "SNR_t", profile_6d=True, reported=True, definition=_snr("t")),
+    Metric("phi_t", "high", "rad", "φ_t", profile_6d=True, reported=True, definition=_phi("t")),
+    Metric("norm_ratio_t", "one", "", "‖t̂‖/‖t‖", definition=_norm_ratio("t")),
+    Metric("kl", "high", "nats", "KL", reported=True, definition=(
+        "KL(p ‖ p̂) = Σᵢ pᵢ(ln pᵢ − ln p̂ᵢ) of the exact attention p = softmax(q·K/√d) and "
+        "the quantized p̂ = softmax(q·K̂/√d) over the N keys, averaged over the trial's "
+        "queries")),
+    Metric("recall_at_5", "low", "fraction", "recall@5", reported=True, definition=(
+        "fraction of the 5 keys with the largest exact logits q·k that stay among the 5 "
+        "largest quantized logits q·k̂ (ties count as kept), averaged over queries")),
+    Metric("argmax_shift", "high", "fraction", "argmax shift", reported=True, definition=(
+        "fraction of the trial's queries whose exact top key is no longer a top key of the "
+        "quantized logits")),
+    Metric("ip_bias", "zero", "q·k units", "q·k error bias", definition=(
+        "mean of the inner-product error q·k̂ − q·k over the trial's (query, key) pairs")),
+    Metric("ip_var", "high", "(q·k units)²", "q·k error variance", definition=(
+        "population variance of the inner-product error q·k̂ − q·k over the trial's "
+        "(query, key) pairs")),
+    Metric("snr_k_pooled", "low", "dB", "pooled SNR_k", definition=_pooled("k")),
+    Metric("snr_v_pooled", "low", "dB", "pooled SNR_v", definition=_pooled("v")),
 )
 
 #: Every metric by name, in the column order of :func:`kvstats.error_profile`.

@@ -28,7 +28,7 @@ from kvstats.report.document import Document
 from kvstats.results import REAL, SweepResult
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
-           "DOMINANCE_HEADER", "heavy_note", "METRIC_DEFINITIONS", "COLUMN_DEFINITIONS",
+           "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS",
            "metrics_table", "EQUIVALENCE_REGIONS",
            "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
 
@@ -151,26 +151,6 @@ def _heavy_summary(summary: pd.DataFrame, theory: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------------- metrics and units
-# what each reported metric's per-trial value is (label, unit and direction: the metric table)
-_VECTORS = {"k": "the trial's N keys", "v": "the trial's N values",
-            "t": "the attention outputs t = Σᵢ pᵢvᵢ (one per query; t̂ = Σᵢ p̂ᵢv̂ᵢ)"}
-#: What each reported metric's per-trial value is, for the report's "Metrics and units"
-#: table (its label, unit and direction come from :data:`kvstats.metrics.table.METRIC_TABLE`).
-METRIC_DEFINITIONS: dict[str, str] = {
-    **{f"snr_{p}": ("10·log10(‖x‖²/‖x − x̂‖²) per vector, averaged in dB over " + what
-                    + ", exact vectors left out: the mean of per-vector dB, not the dB of the "
-                    "mean error") for p, what in _VECTORS.items()},
-    **{f"phi_{p}": ("angle between a vector and its reconstruction, arccos(⟨x, x̂⟩/(‖x‖‖x̂‖)) "
-                    "in [0, π], averaged over " + what) for p, what in _VECTORS.items()},
-    "kl": ("KL(p ‖ p̂) = Σᵢ pᵢ(ln pᵢ − ln p̂ᵢ) of the exact attention p = softmax(q·K/√d) "
-           "and the quantized p̂ = softmax(q·K̂/√d) over the N keys, averaged over the "
-           "trial's queries"),
-    "recall_at_5": ("fraction of the 5 keys with the largest exact logits q·k that stay among "
-                    "the 5 largest quantized logits q·k̂ (ties count as kept), averaged over "
-                    "queries"),
-    "argmax_shift": ("fraction of the trial's queries whose exact top key is no longer a "
-                     "top key of the quantized logits"),
-}
 #: The scheme table's other columns, defined beside the metrics.
 COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
     "bits nominal": ("bits per coordinate", "n, the code bits per coordinate the scheme is "
@@ -187,7 +167,7 @@ COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
 
 def metrics_table() -> pd.DataFrame:
     """The report's "Metrics and units" table: one row per reported metric (label, unit,
-    direction from the metric table, the definition of :data:`METRIC_DEFINITIONS`), then
+    direction and definition from the metric table), then
     the bits and KL-tail columns of the scheme tables (:data:`COLUMN_DEFINITIONS`).
 
     Examples
@@ -201,7 +181,7 @@ def metrics_table() -> pd.DataFrame:
         m = METRIC_TABLE[name]
         rows.append({"column": name, "label": m.label, "unit": m.unit,
                      "better": {True: "higher", False: "lower"}.get(m.higher_is_better, "–"),
-                     "definition": METRIC_DEFINITIONS[name]})
+                     "definition": m.definition})
     for name, (unit, text) in COLUMN_DEFINITIONS.items():
         rows.append({"column": name, "label": "", "unit": unit, "better": "–", "definition": text})
     return pd.DataFrame(rows)

@@ -42,7 +42,10 @@ def test_labels_and_errors():
     with pytest.raises(ValueError, match="metric must be one of"):
         metric("snr")
     with pytest.raises(ValueError, match="worst must be one of"):
-        Metric("x", "up", "", "x")
+        Metric("x", "up", "", "x", definition="x")
+    with pytest.raises(ValueError, match="'x': a definition is required"):
+        Metric("x", "high", "", "x")
+    assert all(m.definition for m in METRIC_TABLE.values())
     with pytest.raises(TypeError):
         METRIC_TABLE["x"] = metric("kl")     # read-only: one definition
 
