@@ -7,6 +7,7 @@ allowed, and what was received. Never an ``assert``, never a silent NaN.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
@@ -76,11 +77,34 @@ def check_real(value: Any, name: str, *, low: float | None = None, high: float |
     return value
 
 
+def did_you_mean(value: object, choices: Iterable[Any]) -> str:
+    """``" (did you mean 'X'?)"`` for the choice closest to ``value``, or ``""``.
+
+    The one suggestion of the project's name checks (:func:`check_choice`, scheme names,
+    the sweep config's keys, distributions and labels, the report options): case is
+    ignored first (``'kqv'`` is ``'KQV'``), then :func:`difflib.get_close_matches`
+    (ratio >= 0.6) picks a near miss among the string choices.
+
+    Examples
+    --------
+    >>> names = ["KV", "KQV", "QKQV"]
+    >>> did_you_mean("kqv", names), did_you_mean("QKVQ", names), did_you_mean("zzz", names)
+    (" (did you mean 'KQV'?)", " (did you mean 'QKQV'?)", '')
+    """
+    if not isinstance(value, str):
+        return ""
+    folded = {c.casefold(): c for c in choices if isinstance(c, str)}
+    close = difflib.get_close_matches(value.casefold(), list(folded), n=1, cutoff=0.6)
+    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
+
+
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
-    """Return ``value`` if it is one of ``choices``, else raise a ``ValueError`` listing them."""
+    """Return ``value`` if it is one of ``choices``, else raise a ``ValueError`` listing them
+    (with :func:`did_you_mean`'s near miss)."""
     choices = list(choices)
     if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}; received {_describe(value)}")
+        raise ValueError(f"{name} must be one of {choices}; received {_describe(value)}"
+                         f"{did_you_mean(value, choices)}")
     return value
 
 

@@ -32,7 +32,6 @@ the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, 
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -44,12 +43,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from kvstats._checks import check_int
+from kvstats._checks import check_int, did_you_mean
 
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
 
-__all__ = ["SchemeDef", "REGISTRY", "SCHEMES", "scheme_def", "parse_scheme_name", "did_you_mean"]
+__all__ = ["SchemeDef", "REGISTRY", "SCHEMES", "scheme_def", "parse_scheme_name"]
 
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 _GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
@@ -202,30 +201,11 @@ class SchemeDef:
 
 
 # --------------------------------------------------------------------------- name parsing
-def did_you_mean(value: object, choices: Iterable[str]) -> str:
-    """``" (did you mean 'X'?)"`` for the choice closest to ``value``, or ``""``.
-
-    The one suggestion of the project's name checks (scheme names here, the sweep
-    config's keys, distributions and labels): case is ignored first (``'kqv'`` is
-    ``'KQV'``), then :func:`difflib.get_close_matches` (ratio >= 0.6) picks a near miss.
-
-    Examples
-    --------
-    >>> did_you_mean("kqv", SCHEMES), did_you_mean("QKVQ", SCHEMES), did_you_mean("zzz", SCHEMES)
-    (" (did you mean 'KQV'?)", " (did you mean 'QKQV'?)", '')
-    """
-    if not isinstance(value, str):
-        return ""
-    folded = {c.casefold(): c for c in choices if isinstance(c, str)}
-    close = difflib.get_close_matches(value.casefold(), list(folded), n=1, cutoff=0.6)
-    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
-
-
 def scheme_def(name: str) -> SchemeDef:
     """The :class:`SchemeDef` of a registry name or of ``"K{a}V{b}"`` (a, b in 1..8: mixed).
 
     An unknown name is a ValueError listing the names, with a near miss
-    (:func:`did_you_mean`) or the range of a ``K{a}V{b}`` name out of 1..8.
+    (:func:`kvstats._checks.did_you_mean`) or the range of a ``K{a}V{b}`` name out of 1..8.
 
     Examples
     --------

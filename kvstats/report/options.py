@@ -11,12 +11,11 @@ calls it when a config is loaded, the report when it runs. A bad option is one
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 
-from kvstats._checks import _describe
+from kvstats._checks import _describe, did_you_mean
 from kvstats.metrics.table import METRIC_TABLE, REPORT_METRICS
 from kvstats.stats.multitest import ADJUST_METHODS
 from kvstats.stats.sequential import CORRECTIONS
@@ -105,7 +104,7 @@ def _choice(name: str, choices: tuple[str, ...]) -> Callable[[object], object]:
 
     def check(value: object) -> str:
         if value not in choices:
-            hint = _suggest(value, choices) if isinstance(value, str) else ""
+            hint = did_you_mean(value, choices)
             raise ValueError(f"report option {name!r} must be {allowed}; received "
                              f"{_describe(value)}{hint}")
         return str(value)
@@ -135,11 +134,6 @@ def _pairs(value: object) -> object:
     return tuple(out)
 
 
-def _suggest(value: str, choices) -> str:
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _margins(value: object) -> dict[str, float]:
     """Per-metric margins; their range depends on ``equivalence_test`` (checked later)."""
     allowed = ("a table {metric = margin > 0} over the report's metrics "
@@ -149,7 +143,7 @@ def _margins(value: object) -> dict[str, float]:
     out: dict[str, float] = {}
     for metric, margin in value.items():
         if metric not in REPORT_METRICS:
-            hint = _suggest(metric, REPORT_METRICS) if isinstance(metric, str) else ""
+            hint = did_you_mean(metric, REPORT_METRICS)
             raise ValueError(f"report option 'equivalence' has unknown metric {metric!r}{hint}; "
                              f"allowed: {', '.join(REPORT_METRICS)}")
         if isinstance(margin, bool) or not isinstance(margin, Real) or not float(margin) > 0:
@@ -264,7 +258,7 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
         raise TypeError(f"report options must be a table/dict; received {_describe(options)}")
     for key in options:
         if key not in _BY_NAME:
-            hint = _suggest(key, _BY_NAME) if isinstance(key, str) else ""
+            hint = did_you_mean(key, _BY_NAME)
             raise ValueError(f"unknown report option {key!r}{hint}; allowed: "
                              f"{', '.join(_BY_NAME)}")
     out: dict[str, object] = {}

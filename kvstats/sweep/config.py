@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from kvstats._checks import check_choice, check_int
+from kvstats._checks import check_choice, check_int, did_you_mean
 from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS, GENERATORS
 from kvstats.quant.registry import SCHEMES, scheme_def
-from kvstats.quant.registry import did_you_mean as _suggest
 from kvstats.results import DEFAULT_COMPARISONS, REAL, _check_distinct_pairs
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _real_params, _resolve_real
@@ -315,7 +314,7 @@ class SweepConfig:
         for spec in specs:
             if spec.name not in known:
                 raise ValueError(f"distribution name must be one of {list(known)}; received "
-                                 f"{spec.name!r}{_suggest(spec.name, known)}")
+                                 f"{spec.name!r}{did_you_mean(spec.name, known)}")
             nu = spec.params.get("nu") if spec.name == "heavy_tailed" else None
             if nu is not None and (isinstance(nu, bool) or not isinstance(nu, (int, float))
                                    or not nu >= _NU_MIN or nu == float("inf")):
@@ -354,7 +353,7 @@ class SweepConfig:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(flat) - allowed, key=str)
         if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}{_suggest(unknown[0], allowed)}; "
+            raise ValueError(f"unknown config key(s) {unknown}{did_you_mean(unknown[0], allowed)}; "
                              f"allowed: {sorted(allowed)}")
         for required in ("schemes", "distributions"):
             if required not in flat:
@@ -475,7 +474,7 @@ def _check_labels(pairs: Iterable[tuple[str, str]], labels: list[str]) -> None:
     for label in (lab for pair in pairs for lab in pair):
         if label not in labels:
             raise ValueError(f"comparisons must pair scheme labels of this sweep ({labels}); "
-                             f"received {label!r}{_suggest(label, labels)}")
+                             f"received {label!r}{did_you_mean(label, labels)}")
 
 
 def _pairs_of(value: Any) -> Any:

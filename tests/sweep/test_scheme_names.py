@@ -1,5 +1,5 @@
 """Scheme names in messages: one "did you mean" for make_scheme and the sweep config
-(kvstats.quant.registry.did_you_mean), and no "n=None" for a format without a budget.
+(kvstats._checks.did_you_mean), and no "n=None" for a format without a budget.
 
 Mutants tried: did_you_mean without case folding ('kqv' gets no suggestion), scheme_def
 without the suggestion (make_scheme says nothing), Cell.scheme_at printing n=None.
@@ -8,7 +8,8 @@ without the suggestion (make_scheme says nothing), Cell.scheme_at printing n=Non
 import pytest
 
 import kvstats
-from kvstats.quant.registry import SCHEMES, did_you_mean
+from kvstats._checks import did_you_mean
+from kvstats.quant.registry import SCHEMES
 from kvstats.sweep import SweepConfig, run_sweep
 from kvstats.sweep.run import check_grid
 
