@@ -102,9 +102,9 @@ def _comparisons_frame():
 
 
 def test_plot_crossover_names_a_text_effect_column():
-    # tables/comparisons.csv read with kvstats.results.read_table keeps its empty cells
-    # (the energy rows' effect) as text, so 'effect' arrives as str: the plot failed deep
-    # in numpy ("unsupported operand type(s) for -: 'str' and 'str'")
+    # a comparisons table whose 'effect' arrives as text (a report written before its
+    # tables wrote NaN, read with kvstats.results.read_table): the plot failed deep in
+    # numpy ("unsupported operand type(s) for -: 'str' and 'str'")
     from kvstats.report import plot_crossover
 
     t = _comparisons_frame()

@@ -357,7 +357,9 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     correction : {"holm", "fdr_bh", "bonferroni", "hommel", "fdr_by", "sidak", "holm-sidak"}
         Multiple-testing correction over every p-value in the table.
     energy_resamples : int >= 1
-        Fewest permutations an energy test may draw ("family"), or the most ("fixed").
+        Least permutation cap of each energy test: the cap is max(energy_resamples, the
+        permutations the family needs to reject) under "family", energy_resamples under
+        "fixed"; a test stops earlier at its ``energy_stop``-th exceedance.
     energy_resolution : {"family", "fixed"}
     energy_stop : int >= 1
         Exceedances that stop an energy test early (Besag–Clifford h).

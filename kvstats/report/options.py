@@ -168,8 +168,9 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
                  "early (Besag–Clifford) when clearly null; 'fixed': at most energy_resamples.",
                  _choice("energy_resolution", ENERGY_RESOLUTIONS)),
     ReportOption("energy_resamples", "int", "an int >= 1", 499,
-                 "Fewest permutations an energy test may draw (the most, with "
-                 "energy_resolution = 'fixed').",
+                 "Least permutation cap of each energy test: the cap is max(this, what the "
+                 "family needs to reject), or exactly this with energy_resolution = 'fixed'; "
+                 "a test stops earlier at its energy_stop-th exceedance.",
                  _int("energy_resamples", "an int >= 1", 1)),
     ReportOption("energy_stop", "int", "an int >= 1", 10,
                  "Exceedances that stop an energy test early (Besag–Clifford h).",

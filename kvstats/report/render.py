@@ -165,7 +165,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     result : SweepResult or path
         A :func:`kvstats.run_sweep` result or a sweep output directory.
     out_dir : path
-        Where to write.
+        Where to write: a new or empty folder, or one kvstats wrote (a sweep's folder, an
+        earlier report's); a folder of someone else's files is a ValueError before
+        anything is written (:func:`kvstats.sweep.store.check_out_folder`).
     alpha, correction, energy_resamples, bootstrap_resamples, seed, figures : optional
         Override the config's ``[report]`` options (defaults 0.05, "holm", 499, 999, 0,
         True). Every option, its allowed values and meaning:
@@ -175,7 +177,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         "ratio", "auto", "trial").
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``); each label must be a scheme
-        label of the sweep (a ValueError names the labels it has).
+        label of the sweep (a ValueError names the labels it has); an item that is not
+        a pair of two labels is a TypeError (:func:`kvstats.analysis.check_comparisons`).
     progress : bool
         A progress bar (stderr) over the energy tests, which dominate a large report's
         time (the ``kvstats`` command shows it unless ``--no-progress``).
@@ -208,7 +211,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         comparisons = opts["comparisons"] or result.config.comparisons
     else:   # checked before the folder is touched (a typo would give a report of 0 tests)
         comparisons = check_comparisons(comparisons, result.frame["scheme"].unique())
+    from kvstats.sweep.store import check_out_folder   # the store sits below; lazy: no cycle
+
     out = Path(out_dir)
+    check_out_folder(out, "report")   # not a folder of someone else's files
     out.mkdir(parents=True, exist_ok=True)
     _remove_previous(out)    # an earlier report's files, unchanged since: no stale figures
     (out / "tables").mkdir(parents=True, exist_ok=True)

@@ -235,10 +235,14 @@ def test_a_report_removes_its_own_stale_files_and_nothing_else(tmp_path, frame_f
     assert set(rep2.figures) < set(rep1.figures)
     for path in rep2.files.values():
         assert path.is_file()
-    # an unreadable record removes nothing
+    # an unreadable record: the folder is no longer recognisably kvstats' (as kvstats report
+    # --out): refused before anything is removed or written
+    good = (tmp_path / REPORT_RECORD).read_text()
     (tmp_path / REPORT_RECORD).write_text("{not json")
-    hypothesis_report(_result(two), tmp_path, energy_resamples=19, figures=False)
+    with pytest.raises(ValueError, match="nothing kvstats wrote"):
+        hypothesis_report(_result(two), tmp_path, energy_resamples=19, figures=False)
     assert mine.is_file() and (tmp_path / "figures" / "kl_vs_bits.png").is_file()
+    (tmp_path / REPORT_RECORD).write_text(good)
     # a record naming a file outside the folder (edited, or another folder's) never removes it
     import hashlib
     import json as json_
@@ -296,3 +300,14 @@ def test_every_table_reads_back_numeric_with_read_table_and_read_csv(report):
                                               frame[c].to_numpy(np.float64), err_msg=f"{name}.{c}")
     # the check has something to check: float columns with missing values in two tables
     assert {"comparisons.effect", "theory.predicted_asymptotic"} <= set(with_nan), with_nan
+
+
+def test_the_api_refuses_a_folder_of_someone_elses_files(tmp_path):
+    """hypothesis_report, like kvstats report --out, never writes into a folder that holds
+    files but nothing kvstats wrote (its report.md would be overwritten)."""
+    notes = tmp_path / "report.md"
+    notes.write_text("my notes")
+    frame = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=10)
+    with pytest.raises(ValueError, match="holds 1 entry \\(report.md\\) and nothing kvstats wrote"):
+        hypothesis_report(_result(frame), tmp_path, energy_resamples=19, figures=False)
+    assert notes.read_text() == "my notes" and sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
