@@ -68,6 +68,28 @@ def _finite_or_raise(values: np.ndarray, what: str, names: str) -> np.ndarray:
     return values
 
 
+def _ip_slope(ip: np.ndarray, ip_err: np.ndarray) -> np.ndarray:
+    """Per trial (leading axis) ``Σ(q·k)(q·k̂)/Σ(q·k)²``, formed as ``1 + Σ(q·k)(q·(k̂ − k))/Σ(q·k)²``
+    from the arrays the profile has anyway (no cancellation when k̂ ≈ k; exactly 1 for
+    k̂ = k). ``q·k`` and the error are each scaled by a power of two (exact) so that their
+    largest magnitude is about 1: the sums of squares and products neither overflow nor
+    underflow whatever the data's magnitude, and the scales come back through ``ldexp``.
+    A trial whose every ``q·k`` is 0 has no slope: 1 when every ``q·k̂`` is 0 as well (the
+    inner products are reproduced), +inf when some is not (as ``‖x̂‖/‖x‖`` for ``x = 0``).
+    """
+    e1, e2 = max_exponent(ip, axis=(-1, -2)), max_exponent(ip_err, axis=(-1, -2))     # (c,)
+    a = np.ldexp(ip, -e1[:, None, None])
+    b = np.ldexp(ip_err, -e2[:, None, None])
+    den = np.einsum("cij,cij->c", a, a)           # in [2**-2, n_q·N] unless every q·k is 0
+    num = np.einsum("cij,cij->c", a, b)
+    none = den == 0
+    with np.errstate(over="ignore"):    # a slope beyond float64: refused just below
+        slope = 1.0 + np.ldexp(num / np.where(none, 1.0, den), e2 - e1)
+    _finite_or_raise(slope, "the q·k slope (ip_slope)", "q, K, K_hat")
+    exact = np.max(np.abs(ip_err), axis=(-1, -2)) == 0
+    return np.where(none, np.where(exact, 1.0, np.inf), slope)
+
+
 def _all_finite(a: np.ndarray) -> bool:
     """``np.isfinite(a).all()`` in one BLAS pass for a contiguous array: a sum of squares
     is finite only if every value is (an inf or a NaN never sums back to a finite
@@ -113,6 +135,13 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
       ``n_q · N`` (query, key) pairs of the inner-product error ``q·k̂ − q·k`` in raw
       units (the logit error is this divided by ``√d``). An unbiased estimator (QJL)
       shows ``ip_bias ≈ 0``; the π/2 variance inflation shows in ``ip_var``.
+    - ``ip_slope``: least-squares slope through the origin of ``q·k̂`` on ``q·k`` over the
+      same pairs, ``Σ(q·k)(q·k̂)/Σ(q·k)²``: the multiplicative bias ``β`` of
+      ``E[q·k̂ | k] = β q·k``, which ``ip_bias`` cannot see on symmetric data (1 for an
+      unbiased estimator such as TurboQuant-prod's, ``1 − D`` for TurboQuant-mse's
+      Lloyd–Max codes, ``D`` the unit vector's MSE). A trial whose every ``q·k`` is 0
+      (zero queries or keys) has no slope: 1 when every ``q·k̂`` is 0 too, +inf otherwise
+      (as a norm ratio of a zero vector); never NaN.
     - ``snr_k_pooled``, ``snr_v_pooled``: the trial's energy-pooled SNR
       ``10·log10(Σ‖x‖²/Σ‖x − x̂‖²)`` in dB (+inf when exact), the quantity the Shannon
       distortion–rate bound limits (:mod:`kvstats.rate_distortion`).
@@ -216,6 +245,7 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
             out["ip_var"][s] = _finite_or_raise(ip_err.var(axis=(-1, -2)),
                                                 "the inner-product error variance (ip_var)",
                                                 "q, K, K_hat")
+            out["ip_slope"][s] = _ip_slope(ip, ip_err)
             logits_hat = _finite_or_raise((ip + ip_err) * inv_sqrt_d, "a logit q·k̂/√d",
                                           "q and K_hat")
             logq = _log_softmax(logits_hat)
@@ -269,8 +299,10 @@ def _worst(sorted_vals: np.ndarray, direction: str) -> float:
         return float(sorted_vals[-1])
     if direction == "low":
         return float(sorted_vals[0])
-    with np.errstate(divide="ignore"):
-        dist = np.abs(np.log(sorted_vals)) if direction == "one" else np.abs(sorted_vals)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # "one": |log v|, and a sign flip (v ≤ 0, e.g. a negative q·k slope) is farthest
+        dist = (np.where(sorted_vals > 0, np.abs(np.log(sorted_vals)), np.inf)
+                if direction == "one" else np.abs(sorted_vals))
     return float(sorted_vals[int(np.argmax(dist))])
 
 
@@ -296,8 +328,9 @@ def summarize_profile(df: pd.DataFrame, by: str | Sequence[str] | None = None,
         p01, p99, min, max, worst``. ``p01``/``p99`` are linear-interpolation quantiles
         (as numpy's default) that stay finite-or-±inf without NaN; ``worst`` is the
         extreme in the metric's bad direction (``METRIC_DIRECTIONS``): the minimum SNR and
-        recall, the maximum φ, KL, argmax shift and ``ip_var``, the norm ratio farthest
-        from 1 and the ``ip_bias`` farthest from 0. A mean over +inf values (all-exact
+        recall, the maximum φ, KL, argmax shift and ``ip_var``, the norm ratio and
+        ``ip_slope`` farthest from 1 (in log scale; a value ≤ 0 is the farthest) and the
+        ``ip_bias`` farthest from 0. A mean over +inf values (all-exact
         trials) is +inf.
 
     Examples

@@ -130,6 +130,11 @@ _METRICS = (
     Metric("ip_var", "high", "(q·k units)²", "q·k error variance", definition=(
         "population variance of the inner-product error q·k̂ − q·k over the trial's "
         "(query, key) pairs")),
+    Metric("ip_slope", "one", "", "q·k slope", definition=(
+        "least-squares slope through the origin of q·k̂ on q·k over the trial's (query, key) "
+        "pairs, Σ(q·k)(q·k̂)/Σ(q·k)²: 1 for an unbiased inner-product estimator, β < 1 for "
+        "a shrinking one (TurboQuant-mse: β = 1 − D); 1 when every q·k and q·k̂ is 0, +inf "
+        "when every q·k is 0 but some q·k̂ is not")),
     Metric("snr_k_pooled", "low", "dB", "pooled SNR_k", definition=_pooled("k")),
     Metric("snr_v_pooled", "low", "dB", "pooled SNR_v", definition=_pooled("v")),
 )

@@ -67,5 +67,6 @@ def test_each_metrics_bad_direction():
     expected = {"snr_k": "low", "phi_k": "high", "norm_ratio_k": "one", "snr_v": "low",
                 "phi_v": "high", "norm_ratio_v": "one", "snr_t": "low", "phi_t": "high",
                 "norm_ratio_t": "one", "kl": "high", "recall_at_5": "low", "argmax_shift": "high",
-                "ip_bias": "zero", "ip_var": "high", "snr_k_pooled": "low", "snr_v_pooled": "low"}
+                "ip_bias": "zero", "ip_var": "high", "ip_slope": "one", "snr_k_pooled": "low",
+                "snr_v_pooled": "low"}
     assert dict(METRIC_DIRECTIONS) == expected

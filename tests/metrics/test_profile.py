@@ -35,6 +35,8 @@ def _reference_profile(t, K_hat, V_hat, k=5):
                          recall_at_5=topk_recall(lg, lgh, k).mean(),
                          argmax_shift=argmax_shift(lg, lgh).mean(), ip_bias=e.mean(),
                          ip_var=e.var(),
+                         # least-squares slope through the origin of q·k̂ on q·k
+                         ip_slope=np.sum((q @ K.T) * (q @ Kh.T)) / np.sum((q @ K.T) ** 2),
                          # energy-pooled SNR: the definition, in float64
                          snr_k_pooled=10 * np.log10(np.sum(K.astype(float) ** 2)
                                                     / np.sum((Kh.astype(float) - K) ** 2)),
@@ -62,7 +64,7 @@ def test_exact_reconstruction():
         assert np.isposinf(df[c]).all()
     for c in ("phi_k", "phi_v", "phi_t", "kl", "argmax_shift", "ip_bias", "ip_var"):
         assert (df[c] == 0).all(), c
-    for c in ("norm_ratio_k", "norm_ratio_v", "norm_ratio_t", "recall_at_5"):
+    for c in ("norm_ratio_k", "norm_ratio_v", "norm_ratio_t", "recall_at_5", "ip_slope"):
         assert (df[c] == 1).all(), c
     assert df.attrs["k"] == 3
     assert df.attrs["exact_vectors"] == {"k": 300, "v": 300, "t": 24}
