@@ -54,7 +54,7 @@ def measure(scheme: str, bits: int, dim: int, n_trials: int, n_keys: int, n_quer
     params = {} if rotation is None else {"rotation": rotation}
     s = kvstats.make_scheme(scheme, bits, dim, seed=seed + 1, draws=n_trials, **params)
     K_hat, V_hat = s.dequantize(s.quantize(t.K, t.V))
-    x = kvstats.error_profile(t, K_hat, V_hat)["ip_slope"].to_numpy()
+    x = kvstats.error_profile(t, K_hat, V_hat, k=min(5, n_keys))["ip_slope"].to_numpy()
     mean, se = float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
     half = float(stats.t.ppf(0.975, x.size - 1)) * se
     beta = predicted_slope(scheme, bits, dim)
