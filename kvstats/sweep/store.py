@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice
+from kvstats.metrics.profile import PROFILE_COLUMNS
 from kvstats.results import (CELL_COLUMNS, MANIFEST, RESULTS, TABLE_META_KEY, _CSV_META_PREFIX,
                              config_fingerprint, frame_digest, read_table_meta, table_path)
 
@@ -186,7 +187,8 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
 
     Checks the metadata record (present, this cell's id and key, ``n_trials`` rows, the
     columns and dtypes of the frame, its content hash) and the rows (the
-    :data:`~kvstats.results.CELL_COLUMNS` present, ``cell_id`` equal to ``cid``, trials
+    :data:`~kvstats.results.CELL_COLUMNS` and every
+    :data:`~kvstats.metrics.profile.PROFILE_COLUMNS` present, ``cell_id`` equal to ``cid``, trials
     ``0 .. n_trials-1`` in order).
 
     Examples
@@ -209,7 +211,8 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
         return "has columns or dtypes other than those it records"
     if frame_digest(frame) != meta.get("sha256"):
         return "content differs from its recorded hash (edited or damaged)"
-    missing = [c for c in CELL_COLUMNS + ("trial",) if c not in frame.columns]
+    # every profile column too: a cell of a version before a metric was added is recomputed
+    missing = [c for c in CELL_COLUMNS + PROFILE_COLUMNS if c not in frame.columns]
     if missing:
         return f"lacks the column(s) {missing} of this version's schema"
     if not (frame["cell_id"].astype(str) == cid).all():

@@ -138,6 +138,8 @@ def test_a_cell_with_rows_of_another_cell_is_not_reused(tmp_path, reference):
     ("rows of another cell", "holds rows of another cell"),
     ("trials out of order", "does not hold trials 0..5 in order"),
     ("a trial twice", "does not hold trials 0..5 in order"),
+    ("a metric of a later version missing",
+     "lacks the column(s) ['ip_slope'] of this version's schema"),
 ])
 def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fault, reason):
     """A file whose metadata record was written for its (wrong) rows, so the record, the row
@@ -147,7 +149,8 @@ def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fa
     other = reference[reference["cell_id"] != cid]["cell_id"].iloc[0]
     bad = {"rows of another cell": lambda f: f.assign(cell_id=other),
            "trials out of order": lambda f: f.iloc[::-1].reset_index(drop=True),
-           "a trial twice": lambda f: f.assign(trial=[0, 1, 2, 3, 4, 4])}[fault](cell)
+           "a trial twice": lambda f: f.assign(trial=[0, 1, 2, 3, 4, 4]),
+           "a metric of a later version missing": lambda f: f.drop(columns="ip_slope")}[fault](cell)
     assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell)) == (None, None)  # no file
     store.write_cell(tmp_path, cid, cell, key="k", config="c")
     assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell))[1] is None  # the good file
@@ -171,13 +174,14 @@ def test_a_csv_cell_holding_a_nan_of_another_bit_pattern_is_reused(tmp_path, mon
     """x86's inf − inf is a NaN with the sign bit set; CSV writes it "NaN" and reads back
     numpy's NaN. The content hash makes NaNs one bit pattern, or such a cell would fail
     its check (and be recomputed) on every resume."""
+    from kvstats.metrics.profile import PROFILE_COLUMNS
     from kvstats.results import CELL_COLUMNS, frame_digest
 
     monkeypatch.setattr(store, "_has_parquet", lambda: False)
     neg_nan = np.array([0xFFF8000000000000], dtype=np.uint64).view(np.float64)[0]
     assert np.isnan(neg_nan) and np.signbit(neg_nan)
-    cell = pd.DataFrame({c: [0, 0] for c in CELL_COLUMNS}).assign(trial=[0, 1], cell_id="c1",
-                                                                  kl=[0.5, neg_nan])
+    cell = pd.DataFrame({c: [0, 0] for c in CELL_COLUMNS + PROFILE_COLUMNS}).assign(
+        trial=[0, 1], cell_id="c1", kl=[0.5, neg_nan])
     assert frame_digest(cell) == frame_digest(cell.assign(kl=[0.5, np.nan]))
     store.write_cell(tmp_path, "c1", cell, key="k", config="c")
     frame, reason = store.load_cell(tmp_path, "c1", key="k", n_trials=2)
