@@ -19,8 +19,13 @@ apart). Two subcommands:
            heavy-tailed (and the Gaussian) case at the same level: Mann–Whitney
            rank-biserial r with its 95% interval, Holm-adjusted p over the whole family
            (kvstats.analysis.compare_schemes on a frame whose "schemes" are the cases),
-           and the ratio of mean KL with a BCa 95% interval; then klt against KQV.
-           --figures DIR writes lowrank_*.png there.
+           and the ratio of mean KL with a BCa 95% interval (two-sample: the cases draw
+           independent data); KQV (WHT) against KV (none) on each low-rank case, paired on
+           trial (sign tests: both code the case's same trials); then klt against KQV,
+           paired where the klt sweep's trials are the main sweep's bit for bit (checked by
+           drawing them again under both configs, shared_trials), else two-sample.
+           --figures DIR writes lowrank_*.png, lowrank_claims.csv (the case tests' KL rows)
+           and lowrank_schemes.csv (the KQV-vs-KV and klt-vs-KQV tests) there.
 
 The family (every construction of low_rank, see kvstats.sample): rank r in {1, 2, 8, 32};
 (energy, noise) in {(total, 0), (total, 0.1), (per_direction, 0.1)}; queries isotropic
@@ -365,18 +370,77 @@ def case_tests(frame: pd.DataFrame, n_resamples: int) -> pd.DataFrame:
 
 
 def rotation_tests(frame: pd.DataFrame) -> pd.DataFrame:
-    """KQV (WHT) vs KV (none) per low-rank case, level and budget: KL and φ_k, Holm."""
+    """KQV (WHT) vs KV (none) per low-rank case, level and budget: KL and φ_k, Holm.
+
+    Paired (sign tests, rows matched on ``trial``): both schemes are cells of one sweep
+    case, which draws its trials from the case's data seed alone (kvstats.sweep.plan), so
+    trial t of KQV and trial t of KV code the same keys. (Before 2026-12-01, session 7:
+    two-sample Mann–Whitney tests, valid but blind to the shared trial effect.)
+    """
     from kvstats.analysis import compare_schemes
 
     lr = frame[frame["distribution"] == "low_rank"]
     lr = lr.assign(distribution=lr["level"] + "|" + lr["case"])
-    return compare_schemes(lr, [("KQV", "KV")], metrics=["kl", "phi_k"], ks=False, energy=False,
-                           pairing="none")
+    return compare_schemes(lr, [("KQV", "KV")], metrics=["kl", "phi_k"], energy=False,
+                           pairing="trial")
 
 
-def klt_tests(main: pd.DataFrame, klt: pd.DataFrame, n_resamples: int) -> pd.DataFrame:
+def _sweep_trials(config, cell, trials: np.ndarray):
+    """Trials ``trials`` of ``cell``'s case as the sweep of ``config`` drew them: chunk b
+    of a case is ``sample(...)`` at the data seed of (root seed, case key, b), as
+    kvstats.sweep.work._compute_task draws it."""
+    from kvstats.sweep.plan import _derive_seed
+
+    chunk = config.chunk_for(cell.n_keys, cell.dim)
+    parts = {name: [] for name in ("K", "V", "q")}
+    for b in np.unique(trials // chunk):
+        start = int(b) * chunk
+        t = min(chunk, config.n_trials - start)
+        drawn = sample(cell.distribution, t, cell.n_keys, cell.dim,
+                       seed=_derive_seed(config.seed, "data", cell.case_key(), int(b)),
+                       n_queries=config.n_queries, dtype=np.dtype(config.dtype),
+                       generator=config.generator, **cell.params)
+        rows = trials[trials // chunk == b] - start
+        for name in parts:
+            parts[name].append(getattr(drawn, name)[rows])
+    return {name: np.concatenate(v) for name, v in parts.items()}
+
+
+def shared_trials(main_dir: str | os.PathLike, klt_dir: str | os.PathLike) -> tuple[bool, str]:
+    """Whether every trial of the klt sweep holds the same keys, values and queries (bit
+    for bit) as the main sweep's trial of that number and case, and why (or why not).
+
+    Only then may klt and KQV be compared trial by trial (a paired design). Each klt
+    case's trials are drawn again under both sweeps' configs (from their manifests)."""
+    import json
+
+    from kvstats.sweep import SweepConfig
+
+    cfg = [SweepConfig.from_dict(json.loads((Path(d) / "manifest.json").read_text())["config"])
+           for d in (main_dir, klt_dir)]
+    main_cases = {c.case_key(): c for c in cfg[0].cells()}
+    klt_cases = {c.case_key(): c for c in cfg[1].cells()}
+    if cfg[1].n_trials > cfg[0].n_trials:
+        return False, f"the klt sweep has {cfg[1].n_trials} trials per cell, the main sweep {cfg[0].n_trials}"
+    trials = np.arange(cfg[1].n_trials)
+    for key, cell in klt_cases.items():
+        if key not in main_cases:
+            return False, f"the main sweep has no case {cell.distribution}({cell.params_label()})"
+        a, b = _sweep_trials(cfg[0], main_cases[key], trials), _sweep_trials(cfg[1], cell, trials)
+        if not all(np.array_equal(a[n], b[n]) for n in a):
+            return False, f"case {cell.distribution}({cell.params_label()}) draws other data in the two sweeps"
+    return True, (f"the klt sweep's {len(klt_cases)} cases x {cfg[1].n_trials} trials are the main "
+                  "sweep's trials of those numbers, bit for bit (K, V, q drawn again)")
+
+
+def klt_tests(main: pd.DataFrame, klt: pd.DataFrame, n_resamples: int, pairing: str) -> pd.DataFrame:
     """Each klt label vs KQV at n = 2 (klt's total bits <= KQV's) and at n = 4, on the klt
-    sweep's trials; KL and the top-1 change, Holm; ratio of mean KL."""
+    sweep's trials; KL and the top-1 change, Holm; ratio of mean KL.
+
+    ``pairing``: "trial" (sign tests, rows matched on ``trial``) only where the klt
+    sweep's trials are the main sweep's (:func:`shared_trials`), else "none" (Mann–Whitney).
+    The ratio's interval resamples each side on its own either way (kvstats has no paired
+    bootstrap of a ratio of means)."""
     from kvstats.analysis import compare_schemes
 
     trials = set(klt["trial"])
@@ -389,7 +453,7 @@ def klt_tests(main: pd.DataFrame, klt: pd.DataFrame, n_resamples: int) -> pd.Dat
     f = pd.concat(parts, ignore_index=True)
     f = f.assign(distribution=f["level"] + "|" + f["case"])
     tab = compare_schemes(f, [(lab, "KQV") for lab in labels], metrics=["kl", "argmax_shift"],
-                          ks=False, energy=False, pairing="none")
+                          ks=False, energy=False, pairing=pairing)
     ratios = []
     for _, row in tab.iterrows():
         g = f[(f["distribution"] == row["distribution"]) & (f["budget"] == row["budget"])]
@@ -511,29 +575,53 @@ def print_claims(frame: pd.DataFrame, tab: pd.DataFrame, rot: pd.DataFrame,
     e = energy.sort_values(["level", "case"], key=lambda c: c.map(order) if c.name == "case" else c)
     print(_markdown(e.rename(columns={"energy": "E‖k‖²/d", "kl": "mean KL", "kl_per_energy": "KL / (E‖k‖²/d)"})))
     # rotation: KQV vs KV on low-rank keys
-    r = rot[(rot["metric"] == "kl")]
-    print(f"\n## KQV (WHT) vs KV (no rotation) on low-rank keys: {len(r)} KL tests "
-          f"({rot.attrs['n_tests']} with φ_k, Holm): KQV better {int((r['winner'] == 'KQV').sum())}, "
-          f"KV better {int((r['winner'] == 'KV').sum())}, no significant difference "
-          f"{int((r['verdict'] == 'no significant difference').sum())}, not resolvable "
-          f"{int(r['verdict'].str.startswith('not resolvable').sum())}")
+    print(f"\n## KQV (WHT) vs KV (no rotation) on low-rank keys: {design(rot)}, "
+          f"{rot.attrs['n_tests']} tests (KL and φ_k) Holm-adjusted together\n")
+    print(_markdown(pd.DataFrame([test_summary(g, m) for m, g in rot.groupby("metric", sort=False)])))
     r = rot[(rot["metric"] == "phi_k")]
-    print(f"   φ_k: KQV better {int((r['winner'] == 'KQV').sum())}, KV better {int((r['winner'] == 'KV').sum())}, "
-          f"max |mean φ_k KQV − KV| = {np.max(np.abs(r['mean_a'] - r['mean_b'])):.4f} rad")
+    print(f"\nmax |mean φ_k KQV − KV| = {np.max(np.abs(r['mean_a'] - r['mean_b'])):.4f} rad")
     print(doc_table(tab, energy, kt, "sharp"))
     if kt is not None:
-        print(f"\n## klt vs KQV (KL; {kt['n_a'].iloc[0]} trials; total bits {kt.attrs['bits']})\n")
+        print(f"\n## klt vs KQV (KL; {kt['n_a'].iloc[0]} trials; total bits {kt.attrs['bits']}; "
+              f"{design(kt)}, {kt.attrs['n_tests']} tests with the top-1 change, Holm)\n")
+        print(_markdown(pd.DataFrame([test_summary(g, f"{m} vs KQV n={b:g}")
+                                      for (m, b), g in kt.groupby(["metric", "budget"], sort=False)])) + "\n")
         k = kt[kt["metric"] == "kl"]
+        tag = EFFECT_NAME[k["test"].iloc[0]]
         rows = []
         for (level, case), g in k.groupby(["level", "case"], sort=False):
             row = {"level": level, "case": case}
             for _, x in g.iterrows():
-                tag = f"{x['scheme_a']} / KQV n={x['budget']:g}"
-                row[tag] = f"{_fmt_ratio(x)}; r {x['effect']:+.2f}{'' if x['significant'] else ' (ns)'}"
+                col = f"{x['scheme_a']} / KQV n={x['budget']:g}"
+                row[col] = f"{_fmt_ratio(x)}; {tag} {_fmt_r(x)}"
             rows.append(row)
         order = {c: i for i, c in enumerate(LOW_RANK_ORDER)}
         out = pd.DataFrame(rows).sort_values(["level", "case"], key=lambda c: c.map(order) if c.name == "case" else c)
         print(_markdown(out))
+
+
+#: the effect each location test reports (kvstats.analysis.compare_schemes)
+EFFECT_NAME = {"mann_whitney": "r", "sign": "dominance"}
+
+
+def design(tab: pd.DataFrame) -> str:
+    """The design of a compare_schemes table, in words."""
+    return {"trial": "paired on trial (sign tests)",
+            "none": "two-sample (Mann–Whitney)"}[tab.attrs["pairing"]]
+
+
+def test_summary(g: pd.DataFrame, what: str) -> dict:
+    """One line of a family of location tests: how many significant (and which way),
+    the effect's range with the widest interval ends, the smallest adjusted p."""
+    i = g["pvalue_adjusted"].idxmin()
+    return {"tests": what, "n": len(g), "test": g["test"].iloc[0],
+            "significant (a larger / b larger)": f"{int(g['significant'].sum())} "
+            f"({int((g['significant'] & (g['effect'] > 0)).sum())} / {int((g['significant'] & (g['effect'] < 0)).sum())})",
+            "not resolvable": int((~g["resolvable"]).sum()),
+            f"{EFFECT_NAME[g['test'].iloc[0]]} range": f"{g['effect'].min():+.2f} .. {g['effect'].max():+.2f}",
+            "CI ends": f"[{g['effect_low'].min():+.2f}, {g['effect_high'].max():+.2f}]",
+            "least adjusted p (its effect [CI])": f"{g.loc[i, 'pvalue_adjusted']:.3g} "
+            f"({_fmt_r(g.loc[i])})"}
 
 
 def doc_table(tab: pd.DataFrame, energy: pd.DataFrame, kt: pd.DataFrame | None, level: str) -> str:
@@ -563,7 +651,8 @@ def doc_table(tab: pd.DataFrame, energy: pd.DataFrame, kt: pd.DataFrame | None, 
                 x = k.iloc[0]
                 row[f"{x['scheme_a']} ÷ KQV n=2"] = _fmt_ratio(x) + ("*" if x["significant"] else "")
         rows.append(row)
-    return (f"\n## docs table: level {level}, KQV n = 4 (* = Mann–Whitney significant after Holm)\n\n"
+    klt = "" if kt is None else f"; klt column: {design(kt)}, its own Holm family"
+    return (f"\n## docs table: level {level}, KQV n = 4 (* = significant after Holm: Mann–Whitney{klt})\n\n"
             + _markdown(pd.DataFrame(rows).fillna("")))
 
 
@@ -640,7 +729,9 @@ def cmd_claims(args: argparse.Namespace) -> None:
     kt = None
     if args.klt_dir:
         klt = _labelled(pd.read_parquet(Path(args.klt_dir) / "results.parquet"), cmap)
-        kt = klt_tests(frame, klt, args.resamples)
+        shared, why = shared_trials(args.main_dir, args.klt_dir)
+        print(f"klt vs KQV: {'paired (sign tests)' if shared else 'two-sample (Mann–Whitney)'}: {why}\n")
+        kt = klt_tests(frame, klt, args.resamples, pairing="trial" if shared else "none")
     energy = energy_table(frame, cal)
     print_claims(frame, tab, rot, kt, energy)
     if args.figures:
@@ -655,6 +746,16 @@ def cmd_claims(args: argparse.Namespace) -> None:
                                                              "effect": "r", "effect_low": "r_low",
                                                              "effect_high": "r_high"}).to_csv(
             path, index=False, float_format="%.4g")
+        print("table:", path)
+        # the tests between schemes on shared trials (KQV vs KV; klt vs KQV): design, effect, adjusted p
+        cols = ["family", "level", "case", "budget", "scheme_a", "scheme_b", "metric", "test", "n_a", "n_b",
+                "statistic", "effect", "effect_low", "effect_high", "pvalue", "pvalue_adjusted",
+                "significant", "mean_a", "mean_b", "ratio", "ratio_low", "ratio_high"]
+        fams = [rot.assign(family="rotation")] + ([] if kt is None else [kt.assign(family="klt")])
+        schemes = pd.concat(fams, ignore_index=True)
+        schemes[["level", "case"]] = schemes["distribution"].str.split("|", expand=True)
+        path = Path(args.figures) / f"lowrank_schemes{'' if dim == 1024 else f'_d{dim}'}.csv"
+        schemes.reindex(columns=cols).to_csv(path, index=False, float_format="%.4g")
         print("table:", path)
     print(f"\n{time.perf_counter() - tic:.0f} s, load average {_load()}")
 
