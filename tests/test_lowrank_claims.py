@@ -99,3 +99,21 @@ def test_shared_trials_regenerates_both_sweeps(script, tmp_path):
     assert not ok and "has no case" in why
     ok, why = script.shared_trials(_sweep(tmp_path, "few", n_trials=2), main)
     assert not ok and "8 trials per cell" in why
+
+
+def test_sweep_trials_follow_the_chunks(script):
+    # kvstats.sweep.plan: chunk b of a case is drawn at the data seed of (root seed, case
+    # key, b); trial t is row t - b·chunk of its chunk's draw
+    from kvstats.sweep import SweepConfig
+    from kvstats.sweep.plan import _derive_seed
+
+    cfg = SweepConfig.from_dict({"schemes": ["KV"], "budgets": [2], "dims": [16], "n_keys": [8],
+                                 "n_trials": 6, "chunk_size": 4, "seed": 11, "dtype": "float32",
+                                 "distributions": [{"name": "low_rank", "params": {"rank": 2}}]})
+    cell = cfg.cells()[0]
+    got = script._sweep_trials(cfg, cell, np.array([1, 4, 5]))
+    draws = [kvstats.sample("low_rank", t, 8, 16, seed=_derive_seed(11, "data", cell.case_key(), b),
+                            dtype=np.float32, rank=2) for b, t in ((0, 4), (1, 2))]
+    for name in ("K", "V", "q"):
+        want = np.concatenate([getattr(draws[0], name)[[1]], getattr(draws[1], name)[[0, 1]]])
+        assert np.array_equal(got[name], want)
