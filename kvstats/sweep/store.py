@@ -169,7 +169,8 @@ def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, conf
     --------
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
-    >>> f = pd.DataFrame({c: [0, 0] for c in CELL_COLUMNS}).assign(trial=[0, 1], cell_id="c1")
+    >>> columns = CELL_COLUMNS + PROFILE_COLUMNS       # a cell: its case and its profile
+    >>> f = pd.DataFrame({c: [0, 0] for c in columns}).assign(trial=[0, 1], cell_id="c1")
     >>> _ = write_cell(d, "c1", f, key="k", config="x")
     >>> load_cell(d, "c1", key="k", n_trials=2)[0].equals(f)
     True
