@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Float
 
-from kvstats._checks import check_choice, check_int, check_real
+from kvstats._checks import check_choice, check_int, check_real, did_you_mean
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
 from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
@@ -243,7 +243,8 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None, labels: Itera
     if given:
         for label in (lab for pair in pairs for lab in pair):
             if label not in present:
-                raise ValueError(f"comparisons label must be one of {present}; received {label!r} "
+                raise ValueError(f"comparisons label must be one of {present}; received {label!r}"
+                                 f"{did_you_mean(label, present)} "
                                  "(a given pair must name two scheme labels of the frame; only the "
                                  "default pairs skip absent schemes)")
     elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):

@@ -30,6 +30,9 @@ def test_a_label_absent_from_the_frame_is_a_value_error_listing_its_labels(frame
                                          r"received 'TurboQuant' \(a given pair must name two "
                                          r"scheme labels of the frame"):
         compare_schemes(frame, [("KQV", "TurboQuant")], energy=False)
+    # a near miss gets the project's one did-you-mean (kvstats._checks.did_you_mean)
+    with pytest.raises(ValueError, match=r"received 'qkqv' \(did you mean 'QKQV'\?\) \(a given pair"):
+        compare_schemes(frame, [("KQV", "qkqv")], energy=False)
 
 
 @pytest.mark.parametrize("bad, received", [
