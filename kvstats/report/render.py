@@ -215,9 +215,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
 
     out = Path(out_dir)
     check_out_folder(out, "report")   # not a folder of someone else's files
-    out.mkdir(parents=True, exist_ok=True)
-    _remove_previous(out)    # an earlier report's files, unchanged since: no stale figures
-    (out / "tables").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)   # early: an unusable path fails before the compute
     tic = time.perf_counter()
     trials = result.frame
     clustered = _clustered(trials)
@@ -253,6 +251,11 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                            None if use_clusters or paired else _pairing_correlations(frame, comp),
                            paired)
 
+    # the folder is changed only now, after the compute: a report that fails or is interrupted
+    # there leaves it as it was (an earlier report's record kept, or empty), so a retry is not
+    # refused by check_out_folder as a folder of someone else's files
+    _remove_previous(out)    # an earlier report's files, unchanged since: no stale figures
+    (out / "tables").mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
     if comp_trials is not None:

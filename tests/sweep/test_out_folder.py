@@ -80,3 +80,24 @@ def test_a_folder_the_report_api_wrote_is_taken(tmp_path):
     assert (rep / REPORT_RECORD).is_file() and not (rep / LOCK_NAME).exists()
     check_out_folder(rep, "report")
     check_out_folder(rep)
+
+
+def test_a_report_that_fails_in_its_compute_leaves_the_folder_retryable(tmp_path):
+    """hypothesis_report takes no lock: a report that failed after creating tables/ (or after
+    removing an earlier report's record) left a folder check_out_folder refused on the retry
+    ("holds 1 entry (tables/) and nothing kvstats wrote")."""
+    import kvstats
+
+    res = run_sweep({**TINY, "schemes": ["KQV", "QKQV"], "n_trials": 8}, executor="serial", progress=False)
+    unmatched = res.frame[~((res.frame.scheme == "KQV") & (res.frame.trial == 3))]
+    broken = type(res)(unmatched, res.manifest, res.config, res.out)
+    opts = dict(figures=False, energy_resamples=19, bootstrap_resamples=99)
+    for rep in (tmp_path / "new", tmp_path / "earlier"):
+        if rep.name == "earlier":
+            kvstats.hypothesis_report(res, rep, **opts)
+        before = _entries(rep) if rep.exists() else []
+        with pytest.raises(ValueError, match="pairing='trial'"):
+            kvstats.hypothesis_report(broken, rep, **opts)    # unmatched trials: fails in compare
+        assert _entries(rep) == before       # untouched (the new folder: created, empty)
+        check_out_folder(rep, "report")
+        assert kvstats.hypothesis_report(res, rep, **opts).files["markdown"].is_file()
