@@ -213,7 +213,8 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
     if frame_digest(frame) != meta.get("sha256"):
         return "content differs from its recorded hash (edited or damaged)"
     # every profile column too: a cell of a version before a metric was added is recomputed
-    missing = [c for c in CELL_COLUMNS + PROFILE_COLUMNS if c not in frame.columns]
+    # (dict.fromkeys: 'trial' is in both tuples, and named once)
+    missing = [c for c in dict.fromkeys(CELL_COLUMNS + PROFILE_COLUMNS) if c not in frame.columns]
     if missing:
         return f"lacks the column(s) {missing} of this version's schema"
     if not (frame["cell_id"].astype(str) == cid).all():

@@ -140,6 +140,7 @@ def test_a_cell_with_rows_of_another_cell_is_not_reused(tmp_path, reference):
     ("a trial twice", "does not hold trials 0..5 in order"),
     ("a metric of a later version missing",
      "lacks the column(s) ['ip_slope'] of this version's schema"),
+    ("the trial column missing", "lacks the column(s) ['trial'] of this version's schema"),  # named once
 ])
 def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fault, reason):
     """A file whose metadata record was written for its (wrong) rows, so the record, the row
@@ -150,7 +151,8 @@ def test_rows_are_checked_even_under_a_consistent_record(tmp_path, reference, fa
     bad = {"rows of another cell": lambda f: f.assign(cell_id=other),
            "trials out of order": lambda f: f.iloc[::-1].reset_index(drop=True),
            "a trial twice": lambda f: f.assign(trial=[0, 1, 2, 3, 4, 4]),
-           "a metric of a later version missing": lambda f: f.drop(columns="ip_slope")}[fault](cell)
+           "a metric of a later version missing": lambda f: f.drop(columns="ip_slope"),
+           "the trial column missing": lambda f: f.drop(columns="trial")}[fault](cell)
     assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell)) == (None, None)  # no file
     store.write_cell(tmp_path, cid, cell, key="k", config="c")
     assert store.load_cell(tmp_path, cid, key="k", n_trials=len(cell))[1] is None  # the good file
