@@ -214,6 +214,20 @@ def test_bad_input():
 
 # --- the skewed differences: the sign test and the signed rank disagree ----------------
 
+def test_infinities_are_values_ordered_within_their_pair():
+    """Only the order within a pair is read: +inf beats any finite value, equal infinities
+    tie, so the result equals that of finite stand-ins with the same orders."""
+    inf = np.inf
+    x = [inf, 1.0, inf, -inf, 3.0, -inf, 2.0]
+    y = [inf, 0.0, 2.0, 0.0, 1.0, -inf, 5.0]
+    stand_in_x = [9.0, 1.0, 9.0, -9.0, 3.0, -9.0, 2.0]
+    stand_in_y = [9.0, 0.0, 2.0, 0.0, 1.0, -9.0, 5.0]
+    res, ref = sign_test(x, y), sign_test(stand_in_x, stand_in_y)
+    assert (res.n_positive, res.n_negative, res.n_nonzero) == (3, 2, 5)
+    assert (res.pvalue, res.dominance, res.dominance_low) == (
+        ref.pvalue, ref.dominance, ref.dominance_low)
+
+
 def test_sign_test_and_signed_rank_point_opposite_ways_on_skewed_differences():
     # the docstring's example
     d = np.array([1.0, 2.0, 3.0, -20.0, -30.0])
@@ -441,17 +455,3 @@ def _main():
 
 if __name__ == "__main__":
     _main()
-
-
-def test_infinities_are_values_ordered_within_their_pair():
-    """Only the order within a pair is read: +inf beats any finite value, equal infinities
-    tie, so the result equals that of finite stand-ins with the same orders."""
-    inf = np.inf
-    x = [inf, 1.0, inf, -inf, 3.0, -inf, 2.0]
-    y = [inf, 0.0, 2.0, 0.0, 1.0, -inf, 5.0]
-    stand_in_x = [9.0, 1.0, 9.0, -9.0, 3.0, -9.0, 2.0]
-    stand_in_y = [9.0, 0.0, 2.0, 0.0, 1.0, -9.0, 5.0]
-    res, ref = sign_test(x, y), sign_test(stand_in_x, stand_in_y)
-    assert (res.n_positive, res.n_negative, res.n_nonzero) == (3, 2, 5)
-    assert (res.pvalue, res.dominance, res.dominance_low) == (
-        ref.pvalue, ref.dominance, ref.dominance_low)
