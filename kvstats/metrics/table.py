@@ -19,7 +19,8 @@ __all__ = ["Metric", "METRIC_TABLE", "metric", "REPORT_METRICS", "PROFILE_6D",
            "HIGHER_IS_BETTER", "METRIC_DIRECTIONS", "WORST_DIRECTIONS"]
 
 #: How a metric's worst case reads: "high" (larger is worse), "low" (smaller is worse),
-#: "one" (farthest from 1 in log scale is worse), "zero" (farthest from 0 is worse).
+#: "one" (farthest from 1 in log scale is worse; a value <= 0 is the farthest), "zero"
+#: (farthest from 0 is worse).
 WORST_DIRECTIONS = ("high", "low", "one", "zero")
 
 
