@@ -32,8 +32,7 @@ remote workers need no shared file system. The store trusts nothing it finds:
 - **never a folder of someone else's files**: :func:`check_out_folder` refuses, before
   the lock file is created, a folder that holds files but neither the lock file, a
   kvstats manifest nor a report's record of its files (``--out docs`` by mistake), since
-  the sweep's and the report's
-  files would overwrite files of the same names there.
+  the sweep's and the report's files would overwrite files of the same names there.
 
 One module of ~540 lines: cells, the lock, clearing and the manifest are one contract,
 what a sweep folder may hold and how it is written; each part is small.
