@@ -577,14 +577,14 @@ def print_claims(frame: pd.DataFrame, tab: pd.DataFrame, rot: pd.DataFrame,
     # rotation: KQV vs KV on low-rank keys
     print(f"\n## KQV (WHT) vs KV (no rotation) on low-rank keys: {design(rot)}, "
           f"{rot.attrs['n_tests']} tests (KL and φ_k) Holm-adjusted together\n")
-    print(_markdown(pd.DataFrame([test_summary(g, m) for m, g in rot.groupby("metric", sort=False)])))
+    print(_markdown(pd.DataFrame([family_summary(g, m) for m, g in rot.groupby("metric", sort=False)])))
     r = rot[(rot["metric"] == "phi_k")]
     print(f"\nmax |mean φ_k KQV − KV| = {np.max(np.abs(r['mean_a'] - r['mean_b'])):.4f} rad")
     print(doc_table(tab, energy, kt, "sharp"))
     if kt is not None:
         print(f"\n## klt vs KQV (KL; {kt['n_a'].iloc[0]} trials; total bits {kt.attrs['bits']}; "
               f"{design(kt)}, {kt.attrs['n_tests']} tests with the top-1 change, Holm)\n")
-        print(_markdown(pd.DataFrame([test_summary(g, f"{m} vs KQV n={b:g}")
+        print(_markdown(pd.DataFrame([family_summary(g, f"{m} vs KQV n={b:g}")
                                       for (m, b), g in kt.groupby(["metric", "budget"], sort=False)])) + "\n")
         k = kt[kt["metric"] == "kl"]
         tag = EFFECT_NAME[k["test"].iloc[0]]
@@ -610,7 +610,7 @@ def design(tab: pd.DataFrame) -> str:
             "none": "two-sample (Mann–Whitney)"}[tab.attrs["pairing"]]
 
 
-def test_summary(g: pd.DataFrame, what: str) -> dict:
+def family_summary(g: pd.DataFrame, what: str) -> dict:
     """One line of a family of location tests: how many significant (and which way),
     the effect's range with the widest interval ends, the smallest adjusted p."""
     i = g["pvalue_adjusted"].idxmin()

@@ -15,7 +15,8 @@ message, when the reader of stdout went away (``kvstats theory ... | head``): th
 are dropped and the work is finished (a sweep still writes its report); so that
 ``set -o pipefail`` scripts see kvstats as they see any Unix tool. A closed stderr stops
 a sweep at the progress bar's next write, also with 141 and no message (finished cells
-are kept for ``--resume``); an error whose line cannot be written keeps its status.
+are kept for ``--resume``); an error whose line cannot be written keeps its status;
+``--help`` into a closed pipe exits 0.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ dicts below (``REPORT_METRICS``, ``PROFILE_6D``, ``HIGHER_IS_BETTER``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kvstats._checks import check_choice
@@ -60,12 +60,13 @@ class Metric:
     label: str
     profile_6d: bool = False
     reported: bool = False
-    definition: str = ""
+    definition: str = field(kw_only=True)   # required: what a trial's value is
 
     def __post_init__(self) -> None:
         check_choice(self.worst, "worst", WORST_DIRECTIONS)
         if not self.definition:
-            raise ValueError(f"metric {self.name!r}: a definition is required")
+            raise ValueError(f"metric {self.name!r}: definition must be a non-empty text; "
+                             f"received {self.definition!r}")
         if self.profile_6d and not self.reported:
             raise ValueError(f"metric {self.name!r}: a 6D profile dimension must be reported")
 

@@ -43,8 +43,10 @@ def test_labels_and_errors():
         metric("snr")
     with pytest.raises(ValueError, match="worst must be one of"):
         Metric("x", "up", "", "x", definition="x")
-    with pytest.raises(ValueError, match="'x': a definition is required"):
-        Metric("x", "high", "", "x")
+    with pytest.raises(ValueError, match="'x': definition must be a non-empty text; received ''"):
+        Metric("x", "high", "", "x", definition="")
+    with pytest.raises(TypeError, match="definition"):
+        Metric("x", "high", "", "x")                   # required, keyword-only
     assert all(m.definition for m in METRIC_TABLE.values())
     with pytest.raises(TypeError):
         METRIC_TABLE["x"] = metric("kl")     # read-only: one definition
