@@ -348,7 +348,9 @@ def _kvstats_record(path: Path, key: str) -> bool:
 def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     """Refuse an output folder that holds files but no kvstats output, before touching it.
 
-    A folder is taken when it does not exist yet, is empty, or was written by kvstats:
+    A folder is taken when it does not exist yet, is empty (hidden entries such as
+    ``.DS_Store`` or ``.gitkeep`` do not count: no file kvstats writes has such a name), or
+    was written by kvstats:
     it holds the lock file :data:`LOCK_NAME` (every sweep and ``kvstats report`` takes
     it first), a kvstats ``manifest.json`` or a report's record of its files
     (:data:`kvstats.report.render.REPORT_RECORD`, written by ``hypothesis_report``). Any other folder with something in it (``--out docs``,
@@ -364,6 +366,8 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
     >>> check_out_folder(d)  # empty: taken
+    >>> _ = (d / ".DS_Store").write_bytes(b"")
+    >>> check_out_folder(d)  # only hidden entries: taken
     >>> _ = (d / "report.md").write_text("my notes")
     >>> check_out_folder(d)
     Traceback (most recent call last):
@@ -375,7 +379,10 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     if (not out.is_dir() or (out / LOCK_NAME).exists() or _kvstats_record(out / MANIFEST, "kvstats_sweep")
             or _kvstats_record(out / _REPORT_RECORD, "kvstats_report_files")):
         return  # new (or a file: lock_dir says so), or written by kvstats
-    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+    # hidden entries (.DS_Store, .gitkeep, .git/) are not the user's results, and kvstats
+    # writes no hidden name but its lock: a folder of only those counts as empty
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir()
+                     if not p.name.startswith("."))
     if not entries:
         return
     shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
