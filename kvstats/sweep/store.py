@@ -349,7 +349,7 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     """Refuse an output folder that holds files but no kvstats output, before touching it.
 
     A folder is taken when it does not exist yet, is empty (hidden entries such as
-    ``.DS_Store`` or ``.gitkeep`` do not count: no file kvstats writes has such a name), or
+    ``.DS_Store`` or ``.gitkeep`` do not count: kvstats overwrites no hidden name), or
     was written by kvstats:
     it holds the lock file :data:`LOCK_NAME` (every sweep and ``kvstats report`` takes
     it first), a kvstats ``manifest.json`` or a report's record of its files
@@ -379,8 +379,9 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     if (not out.is_dir() or (out / LOCK_NAME).exists() or _kvstats_record(out / MANIFEST, "kvstats_sweep")
             or _kvstats_record(out / _REPORT_RECORD, "kvstats_report_files")):
         return  # new (or a file: lock_dir says so), or written by kvstats
-    # hidden entries (.DS_Store, .gitkeep, .git/) are not the user's results, and kvstats
-    # writes no hidden name but its lock: a folder of only those counts as empty
+    # hidden entries (.DS_Store, .gitkeep, .git/) are not the user's results, and the only
+    # hidden names kvstats writes (its lock, its .<name>.<random>.tmp files) are its own:
+    # a folder of only those counts as empty
     entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir()
                      if not p.name.startswith("."))
     if not entries:
