@@ -27,6 +27,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,10 +37,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from kvstats._checks import did_you_mean
+
 if TYPE_CHECKING:  # the config schema lives with the runner; loading imports it on demand
     from kvstats.sweep.config import SweepConfig
 
 __all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "SweepResult",
+           "check_comparisons",
            "load_result", "read_table", "read_table_meta", "table_path", "frame_digest",
            "config_fingerprint"]
 
@@ -61,6 +67,117 @@ def _check_distinct_pairs(pairs: "list[tuple[str, str]] | tuple[tuple[str, str],
             raise ValueError(f"{name} must not repeat a pair, either way round (its tests would count "
                              f"twice in the family); received {list(seen[key])!r} and {[a, b]!r}")
         seen[key] = (a, b)
+
+
+_PAIR_EXAMPLE = "[('KQV', 'QKQV')]"
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the caller point at user code.
+
+    That is the first frame outside the kvstats package (a dataclass ``__init__`` counts as
+    its class's module), so a warning points at the user's ``SweepConfig.from_dict``,
+    ``run_sweep``, ``compare_schemes`` or ``hypothesis_report`` call, however deep in
+    kvstats it was given.
+    """
+    frame = sys._getframe(1)   # the caller: stacklevel 1
+    level = 1
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if name != "kvstats" and not name.startswith("kvstats."):
+            break
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
+                      labels: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """The scheme pairs to compare, checked (against the scheme labels when given).
+
+    The one check of the ``comparisons`` of a sweep config, of the ``[report]`` options, of
+    :func:`kvstats.compare_schemes` and of :func:`kvstats.hypothesis_report`. Given pairs
+    must each name two labels of ``labels``: a label absent from the data is a typo, which
+    would otherwise be skipped like a pair absent from one case, leaving a table of 0 tests
+    without a word. The default pairs (:data:`DEFAULT_COMPARISONS`, also when written out
+    pair for pair) skip the pairs the data lack; when none of them names two of two or
+    more labels, one ``UserWarning`` says so, pointing at the user's call (the first frame
+    outside kvstats). ``[]`` asks for no comparison.
+
+    Parameters
+    ----------
+    comparisons : sequence of (str, str) or None
+        Pairs ``(a, b)`` ("a vs b"); None: the default pairs. A generator or the rows of a
+        2-column string array are accepted.
+    labels : iterable of str, optional
+        The scheme labels the data have (e.g. ``frame["scheme"].unique()``, a sweep's
+        scheme labels); None checks only the form (the ``[report]`` options, read before
+        the sweep's schemes are known).
+
+    Returns
+    -------
+    list of (str, str)
+        The pairs, in the given order (the default pairs whole, absent ones included).
+
+    Raises
+    ------
+    TypeError
+        ``comparisons`` is one string, not iterable, or holds an item that is not a pair of
+        two strings (e.g. ``"KV"``, which would be the pair ("K", "V")).
+    ValueError
+        A given label absent from ``labels`` (the message lists them), a scheme paired with
+        itself or a pair given twice (either way round).
+
+    Examples
+    --------
+    >>> check_comparisons([("KQV", "QKQV")], ["KQV", "QKQV", "KV"])
+    [('KQV', 'QKQV')]
+    >>> check_comparisons([("KQV", "TurboQuant")], ["KQV", "QKQV"])
+    Traceback (most recent call last):
+    ...
+    ValueError: comparisons label must be one of ['KQV', 'QKQV']; received 'TurboQuant' (a given pair must name two scheme labels of the data; only the default pairs skip absent schemes)
+    >>> check_comparisons(["KV", "QK"])
+    Traceback (most recent call last):
+    ...
+    TypeError: comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')]; received the item 'KV' of ['KV', 'QK']
+    >>> len(check_comparisons(None, ["KQV", "KV"]))     # the default pairs; KQV/KV is present
+    3
+    """
+    what = "a list of (scheme_a, scheme_b) pairs, e.g. " + _PAIR_EXAMPLE
+    if comparisons is None:
+        pairs = list(DEFAULT_COMPARISONS)
+    else:
+        if isinstance(comparisons, (str, bytes, Mapping)) or not isinstance(comparisons, Iterable):
+            # a string would be iterated into pairs of its characters, a dict into its keys
+            raise TypeError(f"comparisons must be {what}; received {comparisons!r}")
+        items = list(comparisons)    # a generator is read once
+        pairs = []
+        for pair in items:
+            p = (() if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable)
+                 else tuple(pair))
+            if len(p) != 2 or not all(isinstance(s, str) for s in p):
+                raise TypeError(f"comparisons must be {what}; received the item {pair!r} of {items!r}")
+            pairs.append((str(p[0]), str(p[1])))   # np.str_ of array rows: plain labels
+    _check_distinct_pairs(pairs)
+    if labels is None:
+        return pairs
+    present = sorted({str(lab) for lab in labels})
+    if tuple(pairs) != DEFAULT_COMPARISONS:
+        for label in (lab for pair in pairs for lab in pair):
+            if label not in present:
+                raise ValueError(f"comparisons label must be one of {present}; received {label!r}"
+                                 f"{did_you_mean(label, present)} "
+                                 "(a given pair must name two scheme labels of the data; only the "
+                                 "default pairs skip absent schemes)")
+    elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):
+        # every default pair would be skipped: 0 tests, which nothing else would say
+        warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
+                      f"two schemes of the data ({present}), so the comparisons table (and the "
+                      f"report) holds no tests; pass the pairs to test, e.g. comparisons="
+                      f"[({present[0]!r}, {present[1]!r})] (in a TOML config: comparisons = "
+                      f"[[\"{present[0]}\", \"{present[1]}\"]]), or comparisons=[] to ask for none",
+                      UserWarning, stacklevel=_user_stacklevel())
+    return pairs
 
 
 #: Columns the sweep adds to :func:`kvstats.error_profile`'s per-trial columns.

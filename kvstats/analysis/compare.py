@@ -18,9 +18,9 @@ default, as the report's) matches the rows one-to-one on the unit and uses the p
 tests: the sign test, the energy test with within-pair swaps, the paired TOST; no KS (the
 two-sample KS test has no valid null for paired samples).
 
-The pairs to compare are checked once, by :func:`check_comparisons` (also used by
-:func:`kvstats.hypothesis_report`): a given label the frame lacks is a typo, not a pair to
-skip.
+The pairs to compare are checked once, by :func:`check_comparisons` (defined in
+:mod:`kvstats.results`, also used by the sweep config and :func:`kvstats.hypothesis_report`):
+a given label the frame lacks is a typo, not a pair to skip.
 
 The paired location test is the sign test, not the Wilcoxon signed-rank test, because a
 ``winner`` means "better on more of the matched units": the sign test's dominance
@@ -44,11 +44,11 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Float
 
-from kvstats._checks import check_choice, check_int, check_real, did_you_mean
+from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
 from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
-from kvstats.results import DEFAULT_COMPARISONS, _check_distinct_pairs
+from kvstats.results import check_comparisons  # the one check of the pairs (also the config's)
 
 __all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
            "NOT_RESOLVABLE", "PAIRINGS", "LOCATION_TESTS"]
@@ -165,95 +165,6 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
             "margin_high": float(res.margin_high),
             "note": (f"TOST, {what} in [{res.margin_low:.4g}, {res.margin_high:.4g}], "
                      f"{res.method}; interval {100 * (1 - 2 * alpha):.10g}% unadjusted")}
-
-
-_PAIR_EXAMPLE = "[('KQV', 'QKQV')]"
-
-
-def check_comparisons(comparisons: Iterable[Sequence[str]] | None, labels: Iterable[str], *,
-                      stacklevel: int = 2) -> list[tuple[str, str]]:
-    """The scheme pairs to compare, checked against the scheme labels of the data.
-
-    Given pairs must each name two labels of ``labels``: a label absent from the whole
-    frame is a typo, which :func:`scheme_pairs` would skip like a pair absent from one
-    case, leaving a table of 0 tests without a word. The default pairs
-    (:data:`kvstats.results.DEFAULT_COMPARISONS`, also when written out pair for pair, as
-    :class:`kvstats.sweep.SweepConfig` treats them) skip the pairs the data lack; when
-    none of them names two of two or more labels, a ``UserWarning`` says so (the sweep
-    config warns alike). ``[]`` asks for no comparison.
-
-    Parameters
-    ----------
-    comparisons : sequence of (str, str) or None
-        Pairs ``(a, b)`` ("a vs b"); None: the default pairs. A generator or the rows of a
-        2-column string array are accepted.
-    labels : iterable of str
-        The scheme labels the data have (e.g. ``frame["scheme"].unique()``).
-    stacklevel : int
-        Where a warning points (2: the caller of this function).
-
-    Returns
-    -------
-    list of (str, str)
-        The pairs, in the given order.
-
-    Raises
-    ------
-    TypeError
-        ``comparisons`` is one string, not iterable, or holds an item that is not a pair of
-        two strings (e.g. ``"KV"``, which would be the pair ("K", "V")).
-    ValueError
-        A given label absent from ``labels`` (the message lists them), a scheme paired with
-        itself or a pair given twice (either way round).
-
-    Examples
-    --------
-    >>> check_comparisons([("KQV", "QKQV")], ["KQV", "QKQV", "KV"])
-    [('KQV', 'QKQV')]
-    >>> check_comparisons([("KQV", "TurboQuant")], ["KQV", "QKQV"])
-    Traceback (most recent call last):
-    ...
-    ValueError: comparisons label must be one of ['KQV', 'QKQV']; received 'TurboQuant' (a given pair must name two scheme labels of the frame; only the default pairs skip absent schemes)
-    >>> check_comparisons(["KV", "QK"], ["KV", "QK"])
-    Traceback (most recent call last):
-    ...
-    TypeError: comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')]; received the item 'KV' of ['KV', 'QK']
-    >>> len(check_comparisons(None, ["KQV", "KV"]))     # the default pairs; KQV/KV is present
-    3
-    """
-    what = "a list of (scheme_a, scheme_b) pairs, e.g. " + _PAIR_EXAMPLE
-    if comparisons is None:
-        given = False
-        pairs = list(DEFAULT_COMPARISONS)
-    else:
-        if isinstance(comparisons, (str, bytes, Mapping)) or not isinstance(comparisons, Iterable):
-            # a string would be iterated into pairs of its characters, a dict into its keys
-            raise TypeError(f"comparisons must be {what}; received {comparisons!r}")
-        items = list(comparisons)    # a generator is read once
-        pairs = []
-        for pair in items:
-            p = (() if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable)
-                 else tuple(pair))
-            if len(p) != 2 or not all(isinstance(s, str) for s in p):
-                raise TypeError(f"comparisons must be {what}; received the item {pair!r} of {items!r}")
-            pairs.append((str(p[0]), str(p[1])))   # np.str_ of array rows: plain labels
-        given = tuple(pairs) != DEFAULT_COMPARISONS
-    _check_distinct_pairs(pairs)
-    present = sorted(set(labels))
-    if given:
-        for label in (lab for pair in pairs for lab in pair):
-            if label not in present:
-                raise ValueError(f"comparisons label must be one of {present}; received {label!r}"
-                                 f"{did_you_mean(label, present)} "
-                                 "(a given pair must name two scheme labels of the frame; only the "
-                                 "default pairs skip absent schemes)")
-    elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):
-        # every default pair would be skipped: a table of 0 tests, which nothing else would say
-        warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
-                      f"two schemes of the frame ({present}), so the table holds no tests; pass the pairs "
-                      f"to test, e.g. comparisons=[({present[0]!r}, {present[1]!r})] (comparisons=[] "
-                      "asks for none)", UserWarning, stacklevel=stacklevel)
-    return pairs
 
 
 def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
@@ -432,7 +343,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     from kvstats.stats import adjust_pvalues
     from kvstats.stats.sequential import required_resolution
 
-    comparisons = check_comparisons(comparisons, frame["scheme"].unique(), stacklevel=3)
+    comparisons = check_comparisons(comparisons, frame["scheme"].unique())
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a list of metric names (e.g. [{metrics!r}]); received {metrics!r}")
     for m in metrics:

@@ -17,6 +17,7 @@ from numbers import Integral, Real
 
 from kvstats._checks import _describe, did_you_mean
 from kvstats.metrics.table import METRIC_TABLE, REPORT_METRICS
+from kvstats.results import check_comparisons
 from kvstats.stats.multitest import ADJUST_METHODS
 from kvstats.stats.sequential import CORRECTIONS
 
@@ -120,18 +121,8 @@ def _bool(name: str) -> Callable[[object], object]:
 
 
 def _pairs(value: object) -> object:
-    if value is None:
-        return None
-    allowed = "a list of [scheme_a, scheme_b] label pairs"
-    if not isinstance(value, (list, tuple)):
-        raise _bad("comparisons", allowed, value, TypeError)
-    out = []
-    for pair in value:
-        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-                or not all(isinstance(p, str) for p in pair)):
-            raise _bad("comparisons", allowed, value, TypeError)
-        out.append((pair[0], pair[1]))
-    return tuple(out)
+    # the form only (the sweep's labels are checked by the config): the one pairs check
+    return None if value is None else tuple(check_comparisons(value))  # type: ignore[arg-type]
 
 
 def _margins(value: object) -> dict[str, float]:

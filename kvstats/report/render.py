@@ -26,7 +26,7 @@ from kvstats.report.document import records, to_jsonable
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
                                      _case_title, _resolution, _slug, build_document)
-from kvstats.results import REAL, SweepResult, load_result
+from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report", "REPORT_RECORD"]
 
@@ -211,6 +211,12 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         comparisons = opts["comparisons"] or result.config.comparisons
     else:   # checked before the folder is touched (a typo would give a report of 0 tests)
         comparisons = check_comparisons(comparisons, result.frame["scheme"].unique())
+    # the pairs were checked (and a warning given) once, by the config or just above: of
+    # the default pairs the tests get only those present, so compare_schemes does not warn
+    # again for each frame it tests
+    labels = set(result.frame["scheme"])
+    present = ([(a, b) for a, b in comparisons if a in labels and b in labels]
+               if tuple(map(tuple, comparisons)) == DEFAULT_COMPARISONS else comparisons)
     from kvstats.sweep.store import check_out_folder   # the store sits below; lazy: no cycle
 
     out = Path(out_dir)
@@ -226,7 +232,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         if opts["pairing"] == "trial" and N_IN_CLUSTER not in f.columns and "cluster" in f.columns:
             # trial-level tests pair the trials (those of one text share its cluster, not a pair)
             f = f.drop(columns="cluster")
-        return compare_schemes(f, comparisons, alpha=opts["alpha"], correction=opts["correction"],
+        return compare_schemes(f, present, alpha=opts["alpha"], correction=opts["correction"],
                                energy_resamples=opts["energy_resamples"],
                                energy_resolution=opts["energy_resolution"],
                                energy_stop=opts["energy_stop"], seed=opts["seed"],

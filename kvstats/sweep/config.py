@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -20,7 +19,7 @@ from typing import Any, Iterable, Mapping
 from kvstats._checks import check_choice, check_int, did_you_mean
 from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS, GENERATORS
 from kvstats.quant.registry import SCHEMES, scheme_def
-from kvstats.results import DEFAULT_COMPARISONS, REAL, _check_distinct_pairs
+from kvstats.results import DEFAULT_COMPARISONS, REAL, check_comparisons
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _real_params, _resolve_real
 
@@ -227,34 +226,17 @@ class SweepConfig:
         object.__setattr__(self, "seed", check_int(self.seed, "seed", low=0))
         if self.chunk_size is not None:
             object.__setattr__(self, "chunk_size", check_int(self.chunk_size, "chunk_size", low=1))
-        pairs = []
-        for pair in _as_list(self.comparisons, "comparisons"):
-            if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-                    or not all(isinstance(p, str) for p in pair)):
-                hint = (" (comparisons is a list of [a, b] pairs, e.g. [[\"KQV\", \"QKQV\"]])"
-                        if isinstance(pair, str) else "")
-                raise TypeError(f"comparisons must be pairs of scheme labels; received {pair!r}{hint}")
-            pairs.append((pair[0], pair[1]))
-        _check_distinct_pairs(pairs)
-        object.__setattr__(self, "comparisons", tuple(pairs))
-        if self.comparisons != DEFAULT_COMPARISONS:  # the default pairs skip absent schemes
-            _check_labels(self.comparisons, labels)
-        elif len(labels) > 1 and not any(a in labels and b in labels for a, b in self.comparisons):
-            # every default pair skipped: a report of 0 tests, which nothing else would say
-            # (comparisons = [] asks for that on purpose)
-            warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in self.comparisons]} "
-                          f"names two schemes of this sweep ({labels}), so its report holds no "
-                          "tests unless given pairs; give comparisons = [[a, b], ...] ([report] comparisons in TOML), "
-                          "or comparisons = [] to say so", UserWarning, stacklevel=3)
+        # the one pairs check (kvstats.results): form, labels of given pairs, and the
+        # warning when no default pair names two schemes of the sweep (at the user's call)
+        object.__setattr__(self, "comparisons", tuple(check_comparisons(self.comparisons, labels)))
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
         object.__setattr__(self, "report", dict(self.report))
         from kvstats.report.options import validate_report_options
 
         report_pairs = validate_report_options(self.report)["comparisons"]
-        if report_pairs is not None:  # a dict built in Python may keep them in report
-            _check_distinct_pairs(report_pairs)
-            _check_labels(report_pairs, labels)
+        if report_pairs is not None and report_pairs != self.comparisons:
+            check_comparisons(report_pairs, labels)   # a dict built in Python may keep them here
         check_choice(self.dtype, "dtype", ["float64", "float32"])
         check_choice(check_int(self.generator, "generator"), "generator", GENERATORS)
 
@@ -468,13 +450,6 @@ def _as_list(value: Any, name: str) -> list[Any]:
     if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
         value = [value]
     return list(value)
-
-
-def _check_labels(pairs: Iterable[tuple[str, str]], labels: list[str]) -> None:
-    for label in (lab for pair in pairs for lab in pair):
-        if label not in labels:
-            raise ValueError(f"comparisons must pair scheme labels of this sweep ({labels}); "
-                             f"received {label!r}{did_you_mean(label, labels)}")
 
 
 def _pairs_of(value: Any) -> Any:

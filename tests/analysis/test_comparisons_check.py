@@ -28,7 +28,7 @@ def frame():
 def test_a_label_absent_from_the_frame_is_a_value_error_listing_its_labels(frame):
     with pytest.raises(ValueError, match=r"comparisons label must be one of \['KQV', 'QKQV'\]; "
                                          r"received 'TurboQuant' \(a given pair must name two "
-                                         r"scheme labels of the frame"):
+                                         r"scheme labels of the data"):
         compare_schemes(frame, [("KQV", "TurboQuant")], energy=False)
     # a near miss gets the project's one did-you-mean (kvstats._checks.did_you_mean)
     with pytest.raises(ValueError, match=r"received 'qkqv' \(did you mean 'QKQV'\?\) \(a given pair"):
@@ -74,7 +74,7 @@ def test_the_default_pairs_skip_absent_schemes_and_warn_only_when_none_runs():
     assert written.equals(t)       # written out pair for pair: still the default pairs
     none = part[part.scheme != "QKQV"]
     with pytest.warns(UserWarning, match=r"no comparison: none of the default pairs .* names two "
-                                         r"schemes of the frame \(\['K4V2', 'KQV'\]\).*pass the "
+                                         r"schemes of the data \(\['K4V2', 'KQV'\]\).*pass the "
                                          r"pairs to test, e.g. comparisons=\[\('K4V2', 'KQV'\)\]") as rec:
         assert compare_schemes(none, energy=False).empty
     assert rec[0].filename == __file__       # points at the caller, not into kvstats

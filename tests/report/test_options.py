@@ -27,7 +27,7 @@ BAD = [  # (options, exception, words the one-line message must contain)
     ({"equivalence": {"snr_k": 0.1}}, ValueError, ["'equivalence.snr_k'", "dB", "rank"]),
     ({"equivalence_test": "tost"}, ValueError, ["'equivalence_test'", "'ratio'", "'tost'"]),
     ({"unit": "text"}, ValueError, ["'unit'", "'cluster'", "'text'"]),
-    ({"comparisons": [["KV"]]}, TypeError, ["'comparisons'", "pairs"]),
+    ({"comparisons": [["KV"]]}, TypeError, ["comparisons must be", "pairs"]),
     ({"corection": "holm"}, ValueError, ["unknown report option 'corection'", "did you mean 'correction'",
                                          "allowed: alpha"]),
     ({"xyzzy": 1}, ValueError, ["unknown report option 'xyzzy'", "allowed:"]),
@@ -40,7 +40,7 @@ BAD = [  # (options, exception, words the one-line message must contain)
     ({"equivalence": {"kl": 0}}, ValueError, ["'equivalence.kl'", "> 0", "0"]),
     ({"equivalence": {"kl": 0.5}, "equivalence_test": "rank"}, ValueError,
      ["'equivalence.kl'", "(0, 0.5)", "0.5"]),
-    ({"comparisons": [["KV", "KQV", "QKQV"]]}, TypeError, ["'comparisons'", "pairs"]),
+    ({"comparisons": [["KV", "KQV", "QKQV"]]}, TypeError, ["comparisons must be", "pairs"]),
 ]
 
 

@@ -67,9 +67,9 @@ CASES = [
     ("figures text", "alpha = 0.05", 'figures = "no"',
      "report option 'figures' must be true or false; received 'no'"),
     ("comparisons text", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = "KQV"',
-     "comparisons must be pairs of scheme labels; received 'KQV'"),
+     "comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')]; received 'KQV'"),
     ("comparisons one flat pair", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = ["KQV", "QKQV"]',
-     "received 'KQV' (comparisons is a list of [a, b] pairs"),
+     "pairs, e.g. [('KQV', 'QKQV')]; received the item 'KQV' of ['KQV', 'QKQV']"),
     # what the sweep sets itself: make_scheme would say "got multiple values for argument 'bits'"
     ("scheme param bits", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {bits = 3, seed = 1}\n',
      "scheme 'KQV' params must not set ['bits', 'seed']: the sweep sets bits (from 'budgets')"),
@@ -99,7 +99,7 @@ CASES = [
      "scheme 'KQV' at n=2, d=16:"),
     ("comparison of an unlabelled scheme with params", 'name = "KQV"\n',
      'name = "KQV"\nparams = {norm_dtype = "float32"}\n',
-     "comparisons must pair scheme labels of this sweep"),
+     "comparisons label must be one of [\"KQV[norm_dtype='float32']\", 'QKQV']; received 'KQV'"),
     # duplicates
     ("seed top level and [sweep]", "[sweep]", "seed = 4\n[sweep]",
      "['seed'] given both at the top level and in [sweep]"),

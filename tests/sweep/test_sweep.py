@@ -42,7 +42,7 @@ def test_config_parsing_and_grid():
     ({"n_trials": 1}, r"n_trials must be an integer in \[2"),
     ({"schemes": ["KQV", "KQV"]}, "distinct labels"),
     ({"trials": 5}, r"unknown config key\(s\) \['trials'\]"),
-    ({"comparisons": [["KQV"]]}, "pairs of scheme labels"),
+    ({"comparisons": [["KQV"]]}, r"list of \(scheme_a, scheme_b\) pairs"),
 ])
 def test_config_errors_are_clear(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
