@@ -6,24 +6,16 @@ real `compare_schemes` tables of a small synthetic frame under both designs.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from kvstats.analysis import METRICS, compare_schemes
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "compare_designs.py"
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("compare_designs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_experiment):
+    return load_experiment("compare_designs")
 
 
 def _frame(seed=0, n=40):

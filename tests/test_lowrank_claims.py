@@ -8,9 +8,6 @@ on tiny real sweeps).
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,15 +15,10 @@ import pytest
 import kvstats
 from kvstats.analysis import METRICS, compare_schemes
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "lowrank_claims.py"
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("lowrank_claims", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_experiment):
+    return load_experiment("lowrank_claims")
 
 
 def _frame(schemes=("KQV", "KV"), n=32, seed=0, shift=0.3):

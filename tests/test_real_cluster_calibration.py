@@ -7,7 +7,6 @@ the keys), so the run takes well under a second.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from fractions import Fraction
 from math import comb
@@ -19,15 +18,10 @@ from scipy import stats
 
 from kvstats.stats import sign_test
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "real_cluster_calibration.py"
-
 
 @pytest.fixture(scope="module")
-def calib():
-    spec = importlib.util.spec_from_file_location("real_cluster_calibration", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def calib(load_experiment):
+    return load_experiment("real_cluster_calibration")
 
 
 def _band(n: int, level: float) -> tuple[int, int]:

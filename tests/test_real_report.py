@@ -4,24 +4,16 @@ The reference is kvstats.stats.sign_test applied by hand to the matched units of
 profile frame (rows shuffled, so matching by (text, layer, head) is exercised).
 """
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from kvstats.stats import adjust_pvalues, sign_test
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "real_report.py"
-
 
 @pytest.fixture(scope="module")
-def report():
-    spec = importlib.util.spec_from_file_location("real_report", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def report(load_experiment):
+    return load_experiment("real_report")
 
 
 def fake_profile(seed: int = 0) -> pd.DataFrame:
@@ -235,11 +227,9 @@ def test_section_e2e_reads_tests_from_positions(report, tmp_path):
     assert "Not tested (a family is tested whole): main" in page and "1e-09" not in page
 
 
-def test_families_name_configurations_real_e2e_runs(report):
+def test_families_name_configurations_real_e2e_runs(report, load_experiment):
     """Every configuration a family compares is one experiments/real_e2e.py writes."""
-    spec = importlib.util.spec_from_file_location("real_e2e", SCRIPT.with_name("real_e2e.py"))
-    e2e = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(e2e)
+    e2e = load_experiment("real_e2e")
     runs = set(e2e.config_names())
     for fam, pairs in report.E2E_FAMILIES.items():
         assert {c for pair in pairs for c in pair} <= runs, fam
