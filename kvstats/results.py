@@ -76,15 +76,17 @@ def _user_stacklevel() -> int:
     """The ``stacklevel`` that makes a ``warnings.warn`` in the caller point at user code.
 
     That is the first frame outside the kvstats package (a dataclass ``__init__`` counts as
-    its class's module), so a warning points at the user's ``SweepConfig.from_dict``,
-    ``run_sweep``, ``compare_schemes`` or ``hypothesis_report`` call, however deep in
-    kvstats it was given.
+    its class's module; a doctest example is the user's), so a warning points at the
+    user's ``SweepConfig.from_dict``, ``run_sweep``, ``compare_schemes`` or
+    ``hypothesis_report`` call, however deep in kvstats it was given.
     """
     frame = sys._getframe(1)   # the caller: stacklevel 1
     level = 1
     while frame is not None:
         name = str(frame.f_globals.get("__name__", ""))
-        if name != "kvstats" and not name.startswith("kvstats."):
+        # a doctest runs in a copy of its module's globals: its example is the user's line
+        if (name != "kvstats" and not name.startswith("kvstats.")
+                or frame.f_code.co_filename.startswith("<doctest")):
             break
         frame = frame.f_back
         level += 1

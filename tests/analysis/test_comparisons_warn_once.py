@@ -113,3 +113,18 @@ def test_one_message_for_an_unknown_label_everywhere():
     assert messages == {"comparisons label must be one of ['K4V2', 'KQV']; received 'k4v2' "
                         "(did you mean 'K4V2'?) (a given pair must name two scheme labels of the "
                         "data; only the default pairs skip absent schemes)"}
+
+
+def test_a_doctest_of_a_kvstats_module_is_pointed_at():
+    # a doctest runs in a copy of its module's globals (__name__ "kvstats...."): the warning
+    # names its example, not doctest.py
+    import doctest
+
+    test = doctest.DocTestParser().get_doctest(
+        ">>> _ = SweepConfig(schemes=['KQV', 'K4V2'], distributions=['gaussian'])\n",
+        {"__name__": "kvstats.sweep.config", "SweepConfig": SweepConfig}, "example", "ex.py", 0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        doctest.DocTestRunner().run(test)
+    got = _no_pair_warnings(rec)
+    assert len(got) == 1 and got[0].filename.startswith("<doctest example"), got[0].filename
