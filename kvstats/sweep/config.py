@@ -418,7 +418,7 @@ class SweepConfig:
         Examples
         --------
         >>> SweepConfig.from_dict({"schemes": ["KQV", "K4V2"], "budgets": [2, 3],
-        ...     "distributions": ["gaussian"]}).cells()[-1].budget is None  # K4V2: fixed
+        ...     "distributions": ["gaussian"], "comparisons": []}).cells()[-1].budget is None  # K4V2: fixed
         True
         """
         return grid(self)

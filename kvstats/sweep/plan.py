@@ -148,7 +148,7 @@ def grid(config: SweepConfig) -> list[Cell]:
     --------
     >>> from kvstats.sweep import SweepConfig
     >>> cfg = SweepConfig.from_dict({"schemes": ["KQV", "K4V2"], "budgets": [2, 3],
-    ...     "distributions": ["gaussian"], "dims": [16], "n_keys": [8, 32]})
+    ...     "distributions": ["gaussian"], "dims": [16], "n_keys": [8, 32], "comparisons": []})
     >>> [(c.n_keys, c.scheme.name, c.budget) for c in grid(cfg)][:3]
     [(8, 'KQV', 2), (8, 'KQV', 3), (8, 'K4V2', None)]
     """
