@@ -27,6 +27,7 @@ import os
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -330,6 +331,19 @@ def _error(command: str, exc: BaseException, message: str, code: int) -> int:
     return code
 
 
+def _warning_printer(command: str):
+    """A ``warnings.showwarning`` that prints ``kvstats <command>: warning: <message>``: on
+    the command line the source line a warning points at is kvstats' own entry script,
+    which tells the user nothing (the message says what to change in the config)."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        try:
+            print(f"kvstats {command}: warning: {_one_line(str(message))}", file=sys.stderr,
+                  flush=True)
+        except BrokenPipeError:
+            _discard("stderr")
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -352,7 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kvstats.sweep.store import SweepLockedError
 
     try:
-        code = handlers[args.command](args, say)
+        with warnings.catch_warnings():   # restores the caller's showwarning afterwards
+            warnings.showwarning = _warning_printer(args.command)
+            code = handlers[args.command](args, say)
     except (ValueError, TypeError, SweepLockedError) as exc:
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
         return _error(args.command, exc, _one_line(str(exc)), 2)
