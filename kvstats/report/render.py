@@ -1,8 +1,9 @@
 """The hypothesis-test report: Markdown, self-contained HTML, CSV tables, JSON, figures.
 
 Computes the tables (:mod:`kvstats.analysis`; on cluster means when the trials come in
-clusters) and writes the files; the wording and formatting of the document are
-:mod:`kvstats.report.sections`, the options' schema :mod:`kvstats.report.options`.
+clusters) and writes the files; the document is :mod:`kvstats.report.sections` (its
+sentences :mod:`~kvstats.report.wording`, its tables :mod:`~kvstats.report.tables`), the
+options' schema :mod:`kvstats.report.options`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from kvstats.analysis.clustered import N_IN_CLUSTER
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
+from kvstats.report.formats import _case_title, _slug
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
-                                     _case_title, _resolution, _slug, build_document)
+                                     build_document)
+from kvstats.report.wording import _resolution
 from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report", "REPORT_RECORD"]

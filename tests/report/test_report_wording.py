@@ -516,7 +516,7 @@ def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
               if "| kl |" in line)
     assert "pairs differ" not in kl
     # one pair is "differs"; none, or all (the limit is then the number of pairs itself)
-    from kvstats.report.sections import _differ_text
+    from kvstats.report.wording import _differ_text
     assert [_differ_text(k, 40) for k in (1, 0, 40)] == [
         "only 1 of the 40 pairs differs", "none of the 40 pairs differs",
         "all 40 pairs differ: the limit is the number of pairs, 40, itself"]

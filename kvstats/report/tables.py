@@ -1,0 +1,168 @@
+"""The report's formatted tables: the scheme table, the comparison table and the theory tables.
+
+Each turns rows of :mod:`kvstats.analysis` (summary, comparisons, theory) into the table a
+reader sees, with the heavy-tail mark where a mean's interval is not reliable and the
+columns named by :mod:`kvstats.report.wording` (the effect's header under either design).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from kvstats.analysis import CASE_COLUMNS, METRICS
+from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
+from kvstats.analysis.theory import BOUND_QUANTITIES
+from kvstats.report.formats import _case_title, _ci, _num, _p
+from kvstats.report.wording import DOMINANCE_HEADER, HEAVY_MARK, R_HEADER, _differ_text
+
+
+def _flag(text: str, reliable: bool) -> str:
+    """Append the heavy-tail mark to a formatted mean/CI when the CI is not reliable."""
+    return text if bool(reliable) else f"{text} {HEAVY_MARK}"
+
+
+def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
+    """Wide, formatted table: one row per scheme at one case and budget; ``unit`` names the
+    count column (what the means and intervals are over: "trials", or "texts" on cluster means)."""
+    rows = []
+    for scheme, grp in summary.groupby("scheme", sort=False):
+        g = grp.set_index("metric")
+        row = {"scheme": scheme, "bits nominal": _num(g["bits_nominal"].iloc[0]),
+               "bits total": _num(g["bits_total"].iloc[0])}
+        for m in METRICS:
+            row[m] = _flag(_ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"]),
+                           g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
+        row["kl p99"] = _num(g.loc["kl", "p99"])
+        row["kl max"] = _num(g.loc["kl", "max"])
+        row["kl tail α (95% upper)"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
+        row[unit] = int(g.loc["kl", "n_trials"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: The count of nonzero paired differences in a sign-test row's note (analysis.compare._sign_row).
+_NONZERO = re.compile(r"(\d+) nonzero of (\d+) paired differences")
+
+
+def _pvalue_cell(row: Any) -> str:
+    """Adjusted p-value, with the permutations drawn for a permutation test."""
+    text = _p(row["pvalue_adjusted"]) if not math.isnan(row["pvalue_adjusted"]) else "–"
+    if row["max_permutations"]:
+        text += f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])})"
+    return text
+
+
+def _pair_label(r: Any) -> str:
+    """"a vs b", naming b's budget when it differs from a's (the table's heading is a's)."""
+    label = f"{r.scheme_a} vs {r.scheme_b}"
+    return label if r.budget_b == r.budget else f"{label} ({r.scheme_b} at n = {r.budget_b:g})"
+
+
+def _heavy_keys(summary: pd.DataFrame) -> frozenset[tuple]:
+    """(case..., budget, scheme, metric) of every summary mean marked heavy-tailed."""
+    if "ci_reliable" not in summary or summary.empty:
+        return frozenset()
+    bad = summary[~summary["ci_reliable"].astype(bool)]
+    cols = [*CASE_COLUMNS, "budget", "scheme", "metric"]
+    return frozenset(tuple(k) for k in bad[cols].itertuples(index=False))
+
+
+def _mean_heavy(r: Any, heavy: frozenset[tuple]) -> bool:
+    """Whether a mean behind a (ratio-of-means) equivalence row is marked heavy-tailed."""
+    case = tuple(getattr(r, c) for c in CASE_COLUMNS)
+    return ((*case, r.budget, r.scheme_a, r.metric) in heavy
+            or (*case, r.budget_b, r.scheme_b, r.metric) in heavy)
+
+
+def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
+                      ratio: bool = True) -> pd.DataFrame:
+    """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test, or under the
+    paired design the sign test beside the equivalence test) plus energy rows;
+    ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡."""
+    rows = []
+    key = ["scheme_a", "scheme_b", "metric"]
+    paired = bool((comp["test"] == LOCATION_TESTS["trial"]).any())
+    stat, p_col = ("n(a > b)", "p adj (sign)") if paired else ("U", "p adj (MW)")
+    effect_col = DOMINANCE_HEADER if paired else R_HEADER
+    mw = comp[comp["test"] == LOCATION_TESTS["trial" if paired else "none"]]
+    ks = comp[comp["test"] == "ks"].set_index(key)
+    eq = comp[comp["test"] == "equivalence"].set_index(key)
+    for r in mw.itertuples(index=False):
+        row = {"pair": _pair_label(r), "metric": r.metric,
+               "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
+               effect_col: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
+               stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted)}
+        k = (r.scheme_a, r.scheme_b, r.metric)
+        if k in ks.index:
+            row["KS D"] = _num(ks.loc[k, "statistic"], 3)
+            row["p adj (KS)"] = _pvalue_cell(ks.loc[k]) + (" †" if ks.loc[k, "note"] else "")
+            if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
+                row["p adj (KS)"] += " (not resolvable)"
+        row["winner"] = r.winner
+        if paired and str(r.winner).startswith(NOT_RESOLVABLE):
+            # what limits a sign test is the pairs that differ, not the pairs: say how many
+            m = _NONZERO.search(str(r.note))
+            if m:
+                row["winner"] += ": " + _differ_text(int(m[1]), int(m[2]))
+        if (k in ks.index and not r.significant and bool(ks.loc[k, "significant"])
+                and r.verdict == NO_DIFFERENCE):
+            # no shift in location, but the distributions differ: say so, not "no difference"
+            row["winner"] = "no significant shift (KS: distributions differ)"
+        if not eq.empty:
+            row["equivalence"] = ""
+            if k in eq.index:
+                row["equivalence"] = _equivalence_cell(eq.loc[k])
+                if ratio and _mean_heavy(r, heavy) and not math.isnan(eq.loc[k, "pvalue"]):
+                    row["equivalence"] += f" {HEAVY_MARK}"
+        rows.append(row)
+    for r in comp[comp["test"] == "energy"].itertuples(index=False):
+        if paired:   # no KS columns: the energy test's E and p in the location test's
+            rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised, paired)",
+                         "mean a": "", "mean b": "", effect_col: "", stat: f"E = {_num(r.statistic, 3)}",
+                         p_col: "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                         **({"equivalence": ""} if not eq.empty else {})})
+            continue
+        rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised)",
+                     "mean a": "", "mean b": "", R_HEADER: "", "U": "",
+                     "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
+                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                     **({"equivalence": ""} if not eq.empty else {})})
+    return pd.DataFrame(rows)
+
+
+def _equivalence_cell(e: pd.Series) -> str:
+    """Verdict, estimate and (1 − 2α) interval of an equivalence row."""
+    if math.isnan(e["pvalue"]):
+        return e["verdict"]
+    return (f"{e['verdict']}: {_num(e['effect'])} [{_num(e['effect_low'])}, {_num(e['effect_high'])}]"
+            f" in [{_num(e['margin_low'])}, {_num(e['margin_high'])}]? p adj {_p(e['pvalue_adjusted'])}")
+
+
+def _bound_fmt(bounds: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
+    """The bound rows of the theory table: one line per case, n, place and scheme."""
+    rows = []
+    for r in bounds.itertuples(index=False):
+        rows.append({"case": _case_title(r._asdict(), digits), "n": f"{r.budget:g}",
+                     "place": "K" if r.quantity == BOUND_QUANTITIES["k"] else "V", "scheme": r.scheme,
+                     "bits/coord (total)": _num(r.rate), "limit SNR (dB)": f"{r.predicted:.2f}",
+                     "pooled SNR (dB) [95% CI]": _flag(f"{r.measured:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]",
+                                                      getattr(r, "ci_reliable", True)),
+                     "gap (dB) [95% CI]": f"{r.gap_db:.2f} [{r.gap_low:.2f}, {r.gap_high:.2f}]"})
+    return pd.DataFrame(rows)
+
+
+def _theory_fmt(theory: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
+    rows = []
+    for r in theory.itertuples(index=False):
+        rows.append({"case": _case_title(r._asdict(), digits), "n": f"{r.budget:g}", "quantity": r.quantity,
+                     "scheme": r.scheme, "predicted": _num(r.predicted),
+                     "asymptotic": _num(r.predicted_asymptotic),
+                     "measured [95% CI]": _flag(_ci(r.measured, r.ci_low, r.ci_high),
+                                                getattr(r, "ci_reliable", True)),
+                     "measured / predicted": _num(r.measured / r.predicted)
+                     if r.quantity != "k_snr_db" else f"{r.measured - r.predicted:+.2f} dB"})
+    return pd.DataFrame(rows)
