@@ -24,7 +24,7 @@ from kvstats.analysis.clustered import N_IN_CLUSTER
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
-from kvstats.report.formats import _case_title, _slug
+from kvstats.report.notation import _case_title, _slug
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
                                      build_document)

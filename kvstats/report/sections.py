@@ -5,7 +5,7 @@ files; this module places them in the :class:`~kvstats.report.document.Document`
 sees: the header, the metrics and units, the equivalence section, the crossovers, the
 figures, the per-case tables, the rate–distortion and theory tables and the trial-level
 tests. The sentences about the tests come from :mod:`kvstats.report.wording`, the tables
-from :mod:`kvstats.report.tables`, the number formats from :mod:`kvstats.report.formats`;
+from :mod:`kvstats.report.tables`, the number formats from :mod:`kvstats.report.notation`;
 the names the report's users import from here (:data:`R_CONVENTION`, :data:`HEAVY_MARK`,
 :func:`metrics_table`, ...) are re-exported from :mod:`~kvstats.report.wording`, their home.
 """
@@ -23,7 +23,7 @@ from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
-from kvstats.report.formats import _case_title, _num, _p, _pct, _slug
+from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys, _mean_heavy,
                                    _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HEADER,  # noqa: F401

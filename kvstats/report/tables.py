@@ -16,7 +16,7 @@ import pandas as pd
 from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
 from kvstats.analysis.theory import BOUND_QUANTITIES
-from kvstats.report.formats import _case_title, _ci, _num, _p
+from kvstats.report.notation import _case_title, _ci, _num, _p
 from kvstats.report.wording import DOMINANCE_HEADER, HEAVY_MARK, R_HEADER, _differ_text
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.metrics.table import METRIC_TABLE
-from kvstats.report.formats import _pct
+from kvstats.report.notation import _pct
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
            "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS", "metrics_table",
