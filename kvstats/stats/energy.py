@@ -44,9 +44,6 @@ across the batches of the sequential test, else recomputed per chunk. The statis
 equal the pooled core's to rounding (a few 1e-14 of the mean distance, far inside the
 tie tolerance), so the p-values are the same.
 
-This module is over 450 lines because its two relabelling groups (subsets, within-pair
-swaps) share the statistic, the preparation, the magnitude scaling and the tie rule.
-
 Magnitudes: data whose largest magnitude is outside [2**-400, 2**400) are scaled by a
 power of two before any distance (exact; the statistic is homogeneous of degree 1 and is
 scaled back, the p-value is unchanged), so squared distances neither overflow (NaN) nor
