@@ -55,12 +55,17 @@ _EXPORTS = {
     "DistributionSpec": "kvstats.sweep.config",
     "load_config": "kvstats.sweep.config",
     "Cell": "kvstats.sweep.plan",
+    "data_seed": "kvstats.sweep.plan",
+    "scheme_seed": "kvstats.sweep.plan",
+    "chunk_span": "kvstats.sweep.plan",
+    "replay_trials": "kvstats.sweep.replay",
+    "Replay": "kvstats.sweep.replay",
     "SweepResult": "kvstats.results",
     "load_result": "kvstats.results",
     "DEFAULT_COMPARISONS": "kvstats.results",
     "CELL_COLUMNS": "kvstats.results",
     "REAL": "kvstats.results",
 }
-_SUBMODULES = {"config", "plan", "sources", "work", "store", "run"}
+_SUBMODULES = {"config", "plan", "sources", "work", "store", "run", "replay"}
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)

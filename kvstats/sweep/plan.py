@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
+from kvstats._checks import check_int
 from kvstats.results import REAL
 from kvstats.sweep.sources import _real_case
 
@@ -136,6 +137,70 @@ def _derive_seed(root: int, *parts: Any) -> int:
     """A 64-bit integer seed from the root seed and the stable hash of ``parts``."""
     ss = np.random.SeedSequence(root, spawn_key=_stable_words(_canonical(list(parts))))
     return int(ss.generate_state(1, dtype=np.uint64)[0])
+
+
+# ---------------------------------------------------------------- how chunk b is seeded
+# The one definition of a chunk's seeds and trials: the runner (kvstats.sweep.work) and
+# kvstats.sweep.replay both call these, so a replayed trial is the stored one.
+def data_seed(root: int, cell: Cell, chunk: int) -> int:
+    """The seed of the K, V, q a sweep draws for chunk ``chunk`` of ``cell``'s case.
+
+    It hashes the root seed, the case key (:meth:`Cell.case_key`) and the chunk index
+    only, so every scheme and budget of a case codes the same trials. ``chunk`` may be
+    a numpy integer: it is hashed as the Python int it equals (a ``numpy.int64`` would
+    otherwise hash as its text, another seed).
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SchemeSpec
+    >>> kqv = Cell("gaussian", {}, 16, 8, 3, SchemeSpec("KQV"))
+    >>> kv = Cell("gaussian", {}, 16, 8, 2, SchemeSpec("KV"))
+    >>> data_seed(7, kqv, 1) == data_seed(7, kv, 1) != data_seed(7, kqv, 2)
+    True
+    >>> data_seed(7, kqv, np.int64(1)) == data_seed(7, kqv, 1)
+    True
+    """
+    return _derive_seed(check_int(root, "root", low=0), "data", cell.case_key(),
+                        check_int(chunk, "chunk", low=0))
+
+
+def scheme_seed(root: int, cell: Cell, chunk: int) -> int:
+    """The seed of the scheme draw that codes chunk ``chunk`` of ``cell``.
+
+    It hashes the root seed, the full cell key (:meth:`Cell.key`: case, budget, scheme)
+    and the chunk index: the scheme is made once per chunk with ``draws=t`` (the chunk's
+    trial count), and trial ``start + i`` of the chunk is coded by draw ``i``.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SchemeSpec
+    >>> c3, c4 = (Cell("gaussian", {}, 16, 8, n, SchemeSpec("KQV")) for n in (3, 4))
+    >>> scheme_seed(7, c3, 0) != scheme_seed(7, c4, 0), scheme_seed(7, c3, 0) != data_seed(7, c3, 0)
+    (True, True)
+    """
+    return _derive_seed(check_int(root, "root", low=0), "scheme", cell.key(),
+                        check_int(chunk, "chunk", low=0))
+
+
+def chunk_span(n_trials: int, chunk_size: int, chunk: int) -> tuple[int, int]:
+    """``(start, count)``: the trials ``start .. start + count - 1`` of chunk ``chunk``.
+
+    Chunks are ``chunk_size`` trials from trial 0 on; the last holds what is left.
+
+    Examples
+    --------
+    >>> chunk_span(10, 4, 0), chunk_span(10, 4, 2)
+    ((0, 4), (8, 2))
+    >>> chunk_span(10, 4, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: chunk must be an integer in [0, 2]; received 3
+    """
+    n_trials = check_int(n_trials, "n_trials", low=1)
+    chunk_size = check_int(chunk_size, "chunk_size", low=1)
+    b = check_int(chunk, "chunk", low=0, high=-(-n_trials // chunk_size) - 1)
+    start = b * chunk_size
+    return start, min(chunk_size, n_trials - start)
 
 
 def grid(config: SweepConfig) -> list[Cell]:

@@ -3,6 +3,11 @@
 Pure apart from reading a real capture: the result depends only on the task (its cells,
 seeds and chunk range), never on which worker runs it or on what ran before, so tasks
 can run in any order on any executor. Only the calling process writes files.
+
+How a chunk's trials are drawn (:func:`_chunk_data`), which scheme instance codes them
+(:func:`_chunk_scheme`) and the rows they give (:func:`_cell_rows`) are functions of
+their own, which :mod:`kvstats.sweep.replay` calls too: a replayed trial is computed by
+the runner's code, not by a copy of it.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ import numpy as np
 import pandas as pd
 
 from kvstats.data.synthetic import sample
+from kvstats.data.trials import Trials
 from kvstats.metrics.profile import _profile
 from kvstats.quant.mse import MSEQuantizer
 from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats.results import REAL
-from kvstats.sweep.plan import _derive_seed, _Task
+from kvstats.sweep.plan import Cell, _Task, chunk_span, data_seed, scheme_seed
 from kvstats.sweep.sources import _load_real, _trial_clusters
 
 
@@ -45,45 +51,66 @@ def _roundtrip(scheme: Scheme, K: np.ndarray, V: np.ndarray,
     return tuple(c.roundtrip(x, out=o) for c, x, o in zip(coders, (K, V), outs))
 
 
+def _chunk_data(cell: Cell, chunk: int, start: int, count: int, *, seed: int, n_queries: int,
+                dtype: str, generator: int, captured: Trials | None) -> Trials:
+    """The trials ``start .. start + count - 1`` (chunk ``chunk``) of ``cell``'s case, as
+    the sweep draws them: trials of the real capture ``captured``, or a synthetic draw at
+    the chunk's data seed (:func:`~kvstats.sweep.plan.data_seed`). The runner and
+    :mod:`kvstats.sweep.replay` both draw through here."""
+    if captured is not None:
+        return captured.subset(slice(start, start + count)).astype(dtype)
+    # The data seed depends on the case and chunk only: every scheme and budget of a
+    # case sees the same trials (paired comparisons).
+    return sample(cell.distribution, count, cell.n_keys, cell.dim, seed=data_seed(seed, cell, chunk),
+                  n_queries=n_queries, dtype=np.dtype(dtype), generator=generator, **cell.params)
+
+
+def _chunk_scheme(cell: Cell, chunk: int, count: int, *, seed: int) -> Scheme:
+    """The scheme instance that codes chunk ``chunk`` (``count`` trials) of ``cell``: one
+    draw per trial (``draws=count``) at the chunk's scheme seed
+    (:func:`~kvstats.sweep.plan.scheme_seed`)."""
+    spec = cell.scheme
+    bits = None if spec.fixed_budget else cell.budget
+    return make_scheme(spec.name, bits, cell.dim, seed=scheme_seed(seed, cell, chunk), draws=count,
+                       **spec.params)
+
+
+def _cell_rows(cell: Cell, cid: str, scheme: Scheme, trials: Trials, K_hat: np.ndarray,
+               V_hat: np.ndarray, start: int, reference: dict,
+               captured: Trials | None) -> pd.DataFrame:
+    """The rows of the results table for ``trials`` (trials ``start ..`` of ``cell``) coded
+    as ``(K_hat, V_hat)`` by ``scheme``: ``error_profile`` and the cell's columns."""
+    n, t = cell.n_keys, trials.n_trials
+    bb = scheme.bits_per_coord(n)
+    budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
+    # = error_profile(trials, K_hat, V_hat).assign(**cell columns)
+    return _profile(trials, K_hat, V_hat, reference=reference, columns=dict(
+        trial=np.arange(start, start + t), distribution=cell.distribution,
+        params=cell.params_label(), dim=cell.dim, n_keys=n, budget=budget,
+        scheme=cell.scheme.display(), bits_nominal=float(bb.nominal),
+        bits_total=float(bb.total), key_bits_total=float(bb.key_total),
+        value_bits_total=float(bb.value_total), cell_id=cid,
+        cluster=_trial_clusters(captured, start, t)))
+
+
 def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
     """Run one task; returns (cell id, first trial, per-trial frame, seconds) per cell
     and chunk. Runs in workers."""
     first = task.cells[0][0]
-    case_key = first.case_key()
-    d, n = first.dim, first.n_keys
     out = []
     buffers: dict[tuple, np.ndarray] = {}
     captured = _load_real(first, task.n_trials) if first.distribution == REAL else None
     for b in range(task.first, task.stop):
-        start = b * task.chunk
-        t = min(task.chunk, task.n_trials - start)
-        if captured is not None:
-            trials = captured.subset(slice(start, start + t)).astype(task.dtype)
-        else:
-            # The data seed depends on the case and chunk only: every scheme and budget of a
-            # case sees the same trials (paired comparisons).
-            trials = sample(first.distribution, t, n, d, seed=_derive_seed(task.seed, "data", case_key, b),
-                            n_queries=task.n_queries, dtype=np.dtype(task.dtype),
-                            generator=task.generator, **first.params)
+        start, t = chunk_span(task.n_trials, task.chunk, b)
+        trials = _chunk_data(first, b, start, t, seed=task.seed, n_queries=task.n_queries,
+                             dtype=task.dtype, generator=task.generator, captured=captured)
         reference: dict = {}  # what error_profile computes from the trials alone, once per chunk
         for cell, cid in task.cells:
             tic = time.perf_counter()
-            spec = cell.scheme
-            bits = None if spec.fixed_budget else cell.budget
             try:
-                scheme = make_scheme(spec.name, bits, d, seed=_derive_seed(task.seed, "scheme", cell.key(), b),
-                                     draws=t, **spec.params)
+                scheme = _chunk_scheme(cell, b, t, seed=task.seed)
                 K_hat, V_hat = _roundtrip(scheme, trials.K, trials.V, buffers)
-                bb = scheme.bits_per_coord(n)
-                budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
-                # = error_profile(trials, K_hat, V_hat).assign(**cell columns)
-                prof = _profile(trials, K_hat, V_hat, reference=reference, columns=dict(
-                    trial=np.arange(start, start + t), distribution=cell.distribution,
-                    params=cell.params_label(), dim=d, n_keys=n, budget=budget,
-                    scheme=spec.display(), bits_nominal=float(bb.nominal),
-                    bits_total=float(bb.total), key_bits_total=float(bb.key_total),
-                    value_bits_total=float(bb.value_total), cell_id=cid,
-                    cluster=_trial_clusters(captured, start, t)))
+                prof = _cell_rows(cell, cid, scheme, trials, K_hat, V_hat, start, reference, captured)
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
                 raise type(exc)(f"{exc} [cell: {cell.describe()}]") from exc

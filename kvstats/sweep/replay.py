@@ -1,0 +1,459 @@
+"""Replay trials of a sweep: the exact K, V, q, scheme draw and result row of any trial.
+
+A sweep stores one row per (cell, trial) but not the trials themselves: they are drawn
+again from seeds. :func:`replay_trials` names a cell the way the results table does (its
+``scheme`` label, ``budget``, ``distribution``, ``params`` label, ``dim``, ``n_keys``, or
+its ``cell_id``) and gives back, for the requested trials, what the sweep computed with:
+
+- the data (``K``, ``V``, ``q`` as the sweep drew them, :attr:`Replay.data`);
+- the scheme instance that coded each trial (:meth:`Replay.scheme`): the sweep makes one
+  instance per chunk of trials with one draw of its randomness (rotation, sketch) per
+  trial, so trials of one chunk share an instance and trial ``t`` is its draw
+  ``t - start``;
+- the reconstruction (:meth:`Replay.roundtrip`) and the result rows
+  (:meth:`Replay.profile`), recomputed, and the stored rows (:meth:`Replay.stored`) to
+  check them against.
+
+Nothing is copied from the runner: the chunk's seeds are :func:`kvstats.sweep.plan.data_seed`
+and :func:`~kvstats.sweep.plan.scheme_seed`, and its data, scheme and rows come from the
+runner's own functions (:mod:`kvstats.sweep.work`), so a replayed row is the stored row
+bit for bit. A real-capture case replays too: its trials are the capture's (the file
+must still hold the content the sweep read, which its fingerprint checks), its scheme
+draws are seeded as for synthetic cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kvstats._checks import _describe, check_int, did_you_mean
+from kvstats.data.trials import Trials
+from kvstats.quant.schemes import Scheme, make_scheme
+from kvstats.results import MANIFEST, REAL, RESULTS, SweepResult, read_table, table_path
+from kvstats.sweep.config import SweepConfig
+from kvstats.sweep.plan import Cell, _fmt_params, chunk_span
+from kvstats.sweep.sources import _load_real
+from kvstats.sweep.work import _cell_rows, _chunk_data, _chunk_scheme, _roundtrip
+
+__all__ = ["replay_trials", "Replay"]
+
+# The selectors, in the order they narrow the grid, with the results-table column each
+# matches (``bits`` is the table's ``budget``).
+_SELECTORS = ("cell_id", "scheme", "bits", "distribution", "params", "dim", "n_keys")
+_COLUMN = {"bits": "budget"}
+
+
+class Replay:
+    """Trials of one cell of a sweep, replayed: made by :func:`replay_trials`.
+
+    (The function is not called ``replay``: importing this module sets the package's
+    attribute ``replay`` to the module, which would shadow a function of that name.)
+
+    Attributes
+    ----------
+    config : SweepConfig
+        The sweep's configuration.
+    cell : Cell
+        The cell (:meth:`Cell.describe` says it in words).
+    cell_id : str
+        Its ``cell_id`` in the results table.
+    trials : tuple of int
+        The requested trial numbers (the ``trial`` column), in the order given.
+    chunk_size : int
+        Trials per chunk of this case (:meth:`SweepConfig.chunk_for`).
+    out : pathlib.Path or None
+        The sweep folder, when the source was one (for :meth:`stored`).
+    """
+
+    def __init__(self, config: SweepConfig, cell: Cell, trials: tuple[int, ...],
+                 out: Path | None = None, frame: pd.DataFrame | None = None):
+        self.config, self.cell, self.trials, self.out = config, cell, trials, out
+        self.cell_id = config.cell_id(cell)
+        self.chunk_size = config.chunk_for(cell.n_keys, cell.dim)
+        self._frame = frame
+        self._captured: Trials | None = None
+        self._data: Trials | None = None
+
+    def __repr__(self) -> str:
+        return (f"Replay({self.cell.describe()}, cell_id={self.cell_id!r}, trials={list(self.trials)}, "
+                f"chunk_size={self.chunk_size})")
+
+    # ------------------------------------------------------------ chunks
+    def chunk_of(self, trial: int) -> int:
+        """The chunk holding ``trial`` (its draw is ``trial - chunk_span(...)[0]``).
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9])
+        >>> r.chunk_of(9), r.chunk_trials(2)
+        (2, range(8, 10))
+        """
+        return self._check_trial(trial, "trial") // self.chunk_size
+
+    def chunk_trials(self, chunk: int) -> range:
+        """The trial numbers of chunk ``chunk`` (the last chunk may be short)."""
+        start, count = chunk_span(self.config.n_trials, self.chunk_size, chunk)
+        return range(start, start + count)
+
+    def chunk_data(self, chunk: int) -> Trials:
+        """All trials of chunk ``chunk`` as the sweep drew them (``K``, ``V``, ``q``)."""
+        start, count = chunk_span(self.config.n_trials, self.chunk_size, chunk)
+        cfg = self.config
+        return _chunk_data(self.cell, chunk, start, count, seed=cfg.seed, n_queries=cfg.n_queries,
+                           dtype=cfg.dtype, generator=cfg.generator, captured=self._capture())
+
+    def chunk_scheme(self, chunk: int) -> Scheme:
+        """The scheme instance that coded chunk ``chunk``: ``draws`` = its trial count, and
+        its draw ``i`` coded trial ``chunk_trials(chunk)[i]``."""
+        _, count = chunk_span(self.config.n_trials, self.chunk_size, chunk)
+        return _chunk_scheme(self.cell, chunk, count, seed=self.config.seed)
+
+    def scheme(self, trial: int) -> tuple[Scheme, int]:
+        """``(scheme, i)``: the instance that coded ``trial`` and its draw ``i``.
+
+        The instance codes the trial's whole chunk at once (its arrays have a leading
+        axis of ``draws``); row ``i`` of ``scheme.roundtrip(K, V)`` on the chunk's data
+        (:meth:`chunk_data`) is the trial's reconstruction.
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["QKQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[5])
+        >>> scheme, i = r.scheme(5)
+        >>> scheme.draws, i
+        ((4,), 1)
+        """
+        b = self.chunk_of(trial)
+        return self.chunk_scheme(b), trial - b * self.chunk_size
+
+    # ------------------------------------------------------------ the requested trials
+    @property
+    def data(self) -> Trials:
+        """The requested trials (``K``, ``V``, ``q``), in the order of :attr:`trials`."""
+        if self._data is None:
+            parts = {}
+            for b, rows in self._by_chunk():
+                drawn = self.chunk_data(b)
+                parts[b] = (drawn.K[rows], drawn.V[rows], drawn.q[rows])
+            self._data = Trials(*self._in_order(parts), {"trial": list(self.trials)})
+        return self._data
+
+    def roundtrip(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(K_hat, V_hat)`` of the requested trials, as the sweep's scheme coded them."""
+        parts = {}
+        for b, rows in self._by_chunk():
+            _, _, K_hat, V_hat = self._coded(b)
+            parts[b] = (K_hat[rows], V_hat[rows])
+        K_hat, V_hat = self._in_order(parts)
+        return K_hat, V_hat
+
+    def profile(self) -> pd.DataFrame:
+        """The results-table rows of the requested trials, recomputed.
+
+        The columns and values of the sweep's ``results.parquet`` rows (error profile and
+        cell columns), in the order of :attr:`trials`, index ``0 ..``; every chunk holding
+        a requested trial is coded whole, as the sweep coded it.
+        """
+        frames = []
+        for b, rows in self._by_chunk():
+            data, scheme, K_hat, V_hat = self._coded(b)
+            start = self.chunk_trials(b).start
+            rows_b = _cell_rows(self.cell, self.cell_id, scheme, data, K_hat, V_hat, start, {},
+                                self._capture())
+            frames.append(rows_b.iloc[rows])
+        frame = pd.concat(frames).set_index("trial", drop=False).loc[list(self.trials)]
+        return frame.reset_index(drop=True)
+
+    def stored(self) -> pd.DataFrame:
+        """The rows the sweep stored for the requested trials, to compare with :meth:`profile`.
+
+        Read from the source's results (a sweep folder or a :class:`SweepResult`), in the
+        order of :attr:`trials`, index ``0 ..``.
+
+        Raises
+        ------
+        ValueError
+            The source was a config (no results), or its results lack the rows.
+        """
+        frame = self._frame
+        if frame is None:
+            table = None if self.out is None else table_path(self.out, RESULTS)
+            if table is None:
+                where = ("a config" if self.out is None
+                         else f"the folder {str(self.out)!r}, which holds no results table")
+                raise ValueError(f"source must be a sweep folder with results (or a SweepResult) to "
+                                 f"read stored rows; received {where}")
+            frame = self._frame = read_table(table)
+        rows = frame[frame["cell_id"] == self.cell_id]
+        missing = sorted(set(self.trials) - set(rows["trial"]))
+        if missing:
+            raise ValueError(f"the stored results hold no row of cell {self.cell_id} "
+                             f"({self.cell.describe()}) for trials {missing[:10]}")
+        return rows.set_index("trial", drop=False).loc[list(self.trials)].reset_index(drop=True)
+
+    # ------------------------------------------------------------ internals
+    def _capture(self) -> Trials | None:
+        if self.cell.distribution != REAL:
+            return None
+        if self._captured is None:  # the first n_trials of the selection, fingerprint checked
+            self._captured = _load_real(self.cell, self.config.n_trials)
+        return self._captured
+
+    def _coded(self, b: int) -> tuple[Trials, Scheme, np.ndarray, np.ndarray]:
+        data = self.chunk_data(b)
+        scheme = self.chunk_scheme(b)
+        K_hat, V_hat = _roundtrip(scheme, data.K, data.V, {})
+        return data, scheme, K_hat, V_hat
+
+    def _by_chunk(self) -> list[tuple[int, np.ndarray]]:
+        """(chunk, rows of the chunk) of the requested trials, chunk by chunk."""
+        t = np.asarray(self.trials)
+        return [(int(b), t[t // self.chunk_size == b] - int(b) * self.chunk_size)
+                for b in np.unique(t // self.chunk_size)]
+
+    def _in_order(self, parts: dict[int, tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        """Arrays of every requested trial, in the order of :attr:`trials`, from per-chunk parts."""
+        chunks = [b for b, _ in self._by_chunk()]
+        t = np.asarray(self.trials)
+        # the parts hold the trials chunk by chunk, each chunk's in the order given
+        at = {trial: k for k, trial in enumerate(np.concatenate([t[t // self.chunk_size == b]
+                                                                  for b in chunks]).tolist())}
+        order = [at[trial] for trial in self.trials]
+        return tuple(np.concatenate([parts[b][i] for b in chunks])[order]
+                     for i in range(len(parts[chunks[0]])))
+
+    def _check_trial(self, trial: Any, name: str) -> int:
+        n = self.config.n_trials
+        try:
+            return check_int(trial, name, low=0, high=n - 1)
+        except ValueError:
+            raise ValueError(f"{name} must be a trial number in [0, {n - 1}] (the sweep ran "
+                             f"n_trials={n} per cell); received {trial}") from None
+
+
+def _source(source: Any) -> tuple[SweepConfig, Path | None, pd.DataFrame | None, dict[str, Any] | None]:
+    """The config, the folder, the results frame and the manifest (those at hand) of a source."""
+    if isinstance(source, SweepResult):
+        return source.config, source.out, source.frame, source.manifest
+    if isinstance(source, SweepConfig):
+        return source, None, None, None
+    if isinstance(source, Mapping):
+        return SweepConfig.from_dict(source), None, None, None
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_dir():
+            return SweepConfig.from_toml(path), None, None, None
+        manifest_path = path / MANIFEST
+        if not manifest_path.is_file():
+            raise FileNotFoundError(f"source {str(path)!r} is a folder without {MANIFEST}: give a "
+                                    "sweep folder (written by `kvstats sweep`) or a config")
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            config = manifest["config"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"manifest {str(manifest_path)!r} holds no readable sweep config "
+                             f"('config' table): {exc}") from exc
+        return SweepConfig.from_dict(config), path, None, manifest
+    raise TypeError("source must be a sweep folder, a TOML config path, a SweepConfig, a config "
+                    f"dict or a SweepResult; received {_describe(source)}")
+
+
+def _check_recorded(cell: Cell, cid: str, manifest: dict[str, Any] | None, out: Path | None) -> None:
+    """Refuse a cell the sweep did not compute: the grid its config builds now differs.
+
+    For a real case that means the capture file changed (the cell key holds its content
+    fingerprint): its trials are no longer the sweep's, and replaying them would be
+    silently wrong.
+    """
+    recorded = [c for c in (manifest or {}).get("cells", []) if isinstance(c, dict)]
+    if not recorded or cid in {c.get("id") for c in recorded}:
+        return
+    where = "the sweep" if out is None else f"the sweep in {str(out)!r}"
+    if cell.source is not None:
+        read = sorted({str(c["key"]["case"].get("capture")) for c in recorded
+                       if isinstance(c.get("key"), dict) and c["key"].get("case", {}).get("distribution") == REAL})
+        raise ValueError(f"distribution 'real' capture {cell.params['path']!r} holds other content "
+                         f"(fingerprint {cell.source}) than {where} read (fingerprint(s) {read}): "
+                         "its trials cannot be replayed from this file")
+    raise ValueError(f"cell {cid} ({cell.describe()}) is not among the cells {where} computed: its "
+                     "config builds another grid here (another kvstats version?)")
+
+
+def _budget_of(cell: Cell) -> float:
+    """The results table's ``budget`` of ``cell`` (a fixed-budget scheme's nominal bits)."""
+    if cell.budget is not None:
+        return float(cell.budget)
+    scheme = make_scheme(cell.scheme.name, None, cell.dim, **cell.scheme.params)
+    return float(scheme.bits_per_coord(cell.n_keys).nominal)
+
+
+def _matcher(name: str, value: Any, config: SweepConfig) -> tuple[Callable[[Cell], Any], Any]:
+    """(what the results table shows for a cell, the value it must equal) for one selector."""
+    if name in ("cell_id", "scheme", "distribution"):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string (the results table's {name!r} column); "
+                            f"received {_describe(value)}")
+        if name == "cell_id":
+            return config.cell_id, value
+        if name == "scheme":
+            return (lambda c: c.scheme.display()), value
+        return (lambda c: c.distribution), value
+    if name == "bits":
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise TypeError(f"bits must be a number (the results table's 'budget' column); "
+                            f"received {_describe(value)}")
+        return _budget_of, float(value)
+    if name == "params":
+        if isinstance(value, Mapping):  # a dict of parameters: the label it would have
+            value = _fmt_params(value)
+        if not isinstance(value, str):
+            raise TypeError("params must be the results table's 'params' label (e.g. 'nu=1.5', '-' "
+                            f"for none) or a dict of the parameters; received {_describe(value)}")
+        return Cell.params_label, value
+    # dim, n_keys
+    return (lambda c: getattr(c, name)), check_int(value, name)
+
+
+def _select(config: SweepConfig, given: dict[str, Any]) -> Cell:
+    """The one cell the selectors name; a ValueError naming the selector that fails."""
+    cells = config.cells()
+    narrowed: list[str] = []
+    for name in _SELECTORS:
+        value = given[name]
+        if value is None:
+            continue
+        show, want = _matcher(name, value, config)
+        keep = [c for c in cells if show(c) == want]
+        if not keep:
+            allowed = sorted({show(c) for c in cells}, key=lambda v: (str(type(v)), v))
+            column = _COLUMN.get(name, name)
+            scope = ("" if not narrowed else
+                     f" among the cells with {', '.join(narrowed)}")
+            raise ValueError(f"{name} must be one of {_listing(allowed)} (the {column!r} values of the "
+                             f"sweep's grid{scope}); received {value!r}"
+                             f"{did_you_mean(value, allowed)}")
+        cells = keep
+        narrowed.append(f"{name}={value!r}")
+    if len(cells) > 1:
+        open_ = {}
+        for name in _SELECTORS[1:]:
+            show, _ = _matcher(name, _example(name), config)
+            values = sorted({show(c) for c in cells}, key=lambda v: (str(type(v)), v))
+            if len(values) > 1:
+                open_[name] = _listing(values)
+        raise ValueError(f"the selectors must name one cell; {len(cells)} cells of the grid match "
+                         f"({', '.join(narrowed) or 'no selector given'}): give "
+                         + "; ".join(f"{k} (one of {v})" for k, v in open_.items()))
+    return cells[0]
+
+
+def _listing(values: list[Any], most: int = 12) -> str:
+    """``values`` as a list for a message; a long one (cell ids) cut, with its length."""
+    if len(values) <= most:
+        return repr(values)
+    return repr(values[:most])[:-1] + f", ... ({len(values)} in all)]"
+
+
+def _example(name: str) -> Any:
+    """A valid value of a selector, to build its matcher (the value is not used)."""
+    return {"bits": 0, "dim": 0, "n_keys": 0}.get(name, "")
+
+
+def _trial_numbers(trials: Any, n_trials: int) -> tuple[int, ...]:
+    items: Iterable[Any] = [trials] if isinstance(trials, (int, np.integer)) else trials
+    if isinstance(trials, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray, range)):
+        raise TypeError(f"trials must be a trial number or a sequence of them; received {_describe(trials)}")
+    out = []
+    for t in items:
+        try:
+            out.append(check_int(t, "trials", low=0, high=n_trials - 1))
+        except ValueError:
+            raise ValueError(f"trials must be trial numbers in [0, {n_trials - 1}] (the sweep ran "
+                             f"n_trials={n_trials} per cell); received {t}") from None
+    if not out:
+        raise ValueError("trials must name at least one trial; received none")
+    if len(set(out)) != len(out):
+        raise ValueError(f"trials must not repeat a trial; received {out}")
+    return tuple(out)
+
+
+def replay_trials(source: SweepConfig | SweepResult | Mapping[str, Any] | str | os.PathLike, *,
+           trials: int | Sequence[int], scheme: str | None = None, bits: float | None = None,
+           distribution: str | None = None, params: str | Mapping[str, Any] | None = None,
+           dim: int | None = None, n_keys: int | None = None, cell_id: str | None = None) -> Replay:
+    """Replay trials of one cell of a sweep: its data, scheme draws and result rows.
+
+    The cell is named as the results table names it; a selector may be left out when
+    the cells matching the others agree on it (e.g. ``dim`` in a sweep of one ``dims``).
+
+    Parameters
+    ----------
+    source : str, path, SweepConfig, dict or SweepResult
+        A sweep folder (its ``manifest.json`` holds the config), a TOML config, a config,
+        or :func:`kvstats.load_result`'s result.
+    trials : int or sequence of int
+        Trial numbers (the ``trial`` column), distinct, in ``[0, n_trials - 1]``.
+    scheme : str, optional
+        The ``scheme`` column: the scheme's label (``'KQV'``, ``"QKQV[sketch='orthogonal']"``).
+    bits : float, optional
+        The ``budget`` column (a fixed-budget scheme's, e.g. K4V2, is its nominal bits).
+    distribution : str, optional
+        The ``distribution`` column (``'heavy_tailed'``, ``'real'``, ...).
+    params : str or dict, optional
+        The ``params`` column (``'nu=1.05'``; ``'-'`` for none), or the parameters as a dict.
+    dim, n_keys : int, optional
+        The ``dim`` and ``n_keys`` columns (d and N).
+    cell_id : str, optional
+        The ``cell_id`` column: names the cell alone.
+
+    Returns
+    -------
+    Replay
+        ``data`` (K, V, q of the trials), ``scheme(trial)`` (the instance that coded it and
+        its draw), ``roundtrip()``, ``profile()`` (the result rows, recomputed) and
+        ``stored()`` (the rows the sweep stored).
+
+    Raises
+    ------
+    ValueError
+        A selector with a value no cell has (the message lists the grid's values), or
+        selectors that leave more than one cell (it says which to add); a trial outside
+        the sweep.
+    TypeError
+        A selector or ``trials`` of the wrong type.
+
+    Examples
+    --------
+    >>> import tempfile, kvstats
+    >>> from kvstats.sweep import replay_trials
+    >>> out = tempfile.mkdtemp()
+    >>> _ = kvstats.run_sweep({"schemes": ["KV", "QKQV"], "budgets": [2, 3], "dims": [16],
+    ...     "n_keys": [8], "n_trials": 6, "chunk_size": 4, "distributions": [
+    ...     {"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]}]},
+    ...     out=out, executor="serial", progress=False)
+    >>> r = replay_trials(out, scheme="QKQV", bits=3, params="nu=1.5", trials=[5, 1])
+    >>> r.data.K.shape, r.scheme(5)[0].draws, r.scheme(5)[1]
+    ((2, 8, 16), (2,), 1)
+    >>> r.profile().equals(r.stored())   # the stored rows, bit for bit
+    True
+    >>> replay_trials(out, scheme="QKQV", bits=7, trials=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: bits must be one of [2.0, 3.0] (the 'budget' values of the sweep's grid among the cells with scheme='QKQV'); received 7
+    """
+    config, out, frame, manifest = _source(source)
+    given = {"cell_id": cell_id, "scheme": scheme, "bits": bits, "distribution": distribution,
+             "params": params, "dim": dim, "n_keys": n_keys}
+    cell = _select(config, given)
+    replayed = Replay(config, cell, _trial_numbers(trials, config.n_trials), out, frame)
+    _check_recorded(cell, replayed.cell_id, manifest, out)
+    return replayed
