@@ -386,24 +386,12 @@ def rotation_tests(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sweep_trials(config, cell, trials: np.ndarray):
-    """Trials ``trials`` of ``cell``'s case as the sweep of ``config`` drew them: chunk b
-    of a case is ``sample(...)`` at the data seed of (root seed, case key, b), as
-    kvstats.sweep.work._compute_task draws it."""
-    from kvstats.sweep.plan import _derive_seed
+    """Trials ``trials`` of ``cell``'s case as the sweep of ``config`` drew them
+    (kvstats.sweep.replay_trials: the runner's own seeding and drawing, not a copy)."""
+    from kvstats.sweep import replay_trials
 
-    chunk = config.chunk_for(cell.n_keys, cell.dim)
-    parts = {name: [] for name in ("K", "V", "q")}
-    for b in np.unique(trials // chunk):
-        start = int(b) * chunk
-        t = min(chunk, config.n_trials - start)
-        drawn = sample(cell.distribution, t, cell.n_keys, cell.dim,
-                       seed=_derive_seed(config.seed, "data", cell.case_key(), int(b)),
-                       n_queries=config.n_queries, dtype=np.dtype(config.dtype),
-                       generator=config.generator, **cell.params)
-        rows = trials[trials // chunk == b] - start
-        for name in parts:
-            parts[name].append(getattr(drawn, name)[rows])
-    return {name: np.concatenate(v) for name, v in parts.items()}
+    drawn = replay_trials(config, cell_id=config.cell_id(cell), trials=trials.tolist()).data
+    return {name: getattr(drawn, name) for name in ("K", "V", "q")}
 
 
 def shared_trials(main_dir: str | os.PathLike, klt_dir: str | os.PathLike) -> tuple[bool, str]:

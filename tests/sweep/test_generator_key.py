@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import kvstats
-from kvstats.sweep import SweepConfig, run_sweep
-from kvstats.sweep.plan import _derive_seed
+from kvstats.sweep import SweepConfig, data_seed, replay_trials, run_sweep, scheme_seed
 
 BASE = dict(schemes=["KQV"], budgets=[3], distributions=["gaussian"], dims=[32], n_keys=[16],
             n_trials=4, dtype="float32", seed=3)
@@ -27,12 +26,17 @@ def test_generator_key_ids_and_data():
     f2 = run_sweep(c2, executor="serial", progress=False).frame
     assert not np.array_equal(f1["kl"].to_numpy(), f2["kl"].to_numpy())
     # the runner's trials are kvstats.sample(..., generator=2) with the chunk's data seed
-    seed = _derive_seed(c2.seed, "data", cell.case_key(), 0)
-    t = kvstats.sample("gaussian", 4, 16, 32, seed=seed, dtype=np.float32, generator=2)
-    scheme = kvstats.make_scheme("KQV", 3, 32, seed=_derive_seed(c2.seed, "scheme", cell.key(), 0),
-                                 draws=4)
+    t = kvstats.sample("gaussian", 4, 16, 32, seed=data_seed(c2.seed, cell, 0), dtype=np.float32,
+                       generator=2)
+    scheme = kvstats.make_scheme("KQV", 3, 32, seed=scheme_seed(c2.seed, cell, 0), draws=4)
     prof = kvstats.error_profile(t, *scheme.roundtrip(t.K, t.V))
     np.testing.assert_array_equal(prof["kl"].to_numpy(), f2.sort_values("trial")["kl"].to_numpy())
+    # ... and replay_trials draws them so under each config
+    for cfg, frame in ((c1, f1), (c2, f2)):
+        r = replay_trials(cfg, scheme="KQV", trials=[3, 0])
+        assert r.data.dtype == np.float32
+        np.testing.assert_array_equal(r.profile()["kl"], frame.set_index("trial").loc[[3, 0], "kl"])
+    np.testing.assert_array_equal(replay_trials(c2, scheme="KQV", trials=[0, 1, 2, 3]).data.K, t.K)
 
 
 @pytest.mark.parametrize("bad,err", [(3, ValueError), (0, ValueError), (True, TypeError),
