@@ -38,13 +38,17 @@ _EXPORTS = {
     "BlockTypeCoder": "blockfmt", "BlockCodes": "blockfmt", "block_encode": "blockfmt",
     "block_decode": "blockfmt", "FP8Coder": "fp8", "FP8Codes": "fp8", "MXCoder": "microscaling",
     "MXCodes": "microscaling", "KLTCoder": "klt", "KLTCodes": "klt", "water_fill_bits": "klt",
+    # register.py, contract.py (schemes of your own, the contract every scheme passes)
+    "define_scheme": "register", "register_scheme": "register", "unregister_scheme": "register",
+    "registered_scheme": "register", "scheme_names": "register", "user_schemes": "register",
+    "check_scheme": "contract", "SchemeContractError": "contract",
     # schemes.py
     "SCHEMES": "schemes", "make_scheme": "schemes", "BitBudget": "schemes", "Scheme": "schemes",
     "SchemeCodes": "schemes",
 }
 _SUBMODULES = {"rotation", "codebook", "packing", "mse", "sketch", "qjl", "prod", "qjl_keys",
                "uniform", "coder", "registry", "export", "schemes", "blockfmt", "fp8",
-               "microscaling", "klt"}
+               "microscaling", "klt", "register", "contract"}
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, globals(), {name: f"kvstats.quant.{module}" for name, module in _EXPORTS.items()},

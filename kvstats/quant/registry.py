@@ -26,6 +26,13 @@ scheme's codes spend their bits on.
 ``KQV``/``QKQV`` follow D'Alberto (2026); ``turboquant_mse``/``turboquant_prod`` expose
 the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, so
 ``QKQV`` with default settings is ``turboquant_prod``.
+
+A researcher's own scheme joins the table without an edit here: :func:`define_scheme`
+builds its entry, :func:`register_scheme` validates and adds it (:data:`REGISTRY` is a
+live view of the built-ins and the registered schemes; :data:`SCHEMES` stays the
+built-in names; both in :mod:`kvstats.quant.register`), :func:`kvstats.quant.contract.check_scheme` holds it to the contract the
+built-ins pass, and a sweep config's ``[sweep] plugins`` imports the module that
+registers it (:mod:`kvstats.plugins`).
 """
 # ~560 lines as one idea: the table, its builders and its expected-bits formulas are the
 # facts about each scheme, kept in one place so that no consumer asks a name.
@@ -48,7 +55,7 @@ from kvstats._checks import check_int, did_you_mean
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
 
-__all__ = ["SchemeDef", "REGISTRY", "SCHEMES", "scheme_def", "parse_scheme_name"]
+__all__ = ["SchemeDef", "REGISTRY", "BUILTIN", "SCHEMES", "scheme_def", "parse_scheme_name"]
 
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 _GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
@@ -581,5 +588,14 @@ _ENTRIES = (
               token_group_default=_KLT_GROUP),
 )
 
-REGISTRY: Mapping[str, SchemeDef] = MappingProxyType({d.name: d for d in _ENTRIES})
-SCHEMES = tuple(REGISTRY)
+#: The built-in entries (a constant).
+BUILTIN: Mapping[str, SchemeDef] = MappingProxyType({d.name: d for d in _ENTRIES})
+# built-ins first, then user schemes in the order registered (register_scheme)
+_TABLE: dict[str, SchemeDef] = dict(BUILTIN)
+#: Every scheme known to this process: a live read-only view (the built-ins, then the user
+#: schemes of :func:`register_scheme`, which appear and disappear with their registration).
+REGISTRY: Mapping[str, SchemeDef] = MappingProxyType(_TABLE)
+#: The built-in scheme names (a constant; :func:`scheme_names` adds the user schemes).
+SCHEMES = tuple(BUILTIN)
+# user scheme name -> the plugin that registered it (None: registered by a script)
+_ORIGIN: dict[str, str | None] = {}

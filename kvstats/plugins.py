@@ -1,0 +1,190 @@
+"""Plugins: modules of user code (schemes, distributions) a sweep imports in every process.
+
+A sweep config's ``[sweep] plugins = ["my_schemes.py", "mypackage.schemes"]`` names
+modules that register schemes (:func:`kvstats.quant.register.register_scheme`) or
+distributions (:func:`kvstats.data.synthetic.register_distribution`) when imported. An
+entry ending in ``.py`` or holding a path separator is a file (a relative path is
+resolved against the config file's folder, or the working directory for a dict); any
+other entry is an importable module name. :func:`load_plugins` imports each once per
+process (a second call is a no-op), before the config's schemes and distributions are
+checked; the sweep's workers call it again before their first task, whatever the start
+method (fork inherits the import; spawn and forkserver import afresh). The manifest
+records :func:`plugin_records`: each plugin with its file and the file's SHA-256, so a
+reader knows the results came from user code, and which.
+
+A plugin that is missing or fails to import is a :class:`PluginError` (a ValueError)
+naming the config key and the file; whatever it registered before failing is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin"]
+
+_KEY = "config [sweep] plugins"
+_MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+# resolved plugin -> its manifest record (file, sha256), for the plugins this process imported
+_LOADED: dict[str, dict[str, Any]] = {}
+_CURRENT: list[str] = []   # the plugin being imported (registrations remember it)
+
+
+class PluginError(ValueError):
+    """A sweep plugin is missing, malformed or fails to import (names the key and the file)."""
+
+
+def current_plugin() -> str | None:
+    """The plugin being imported right now (its resolved path or module), else None.
+
+    Examples
+    --------
+    >>> current_plugin() is None
+    True
+    """
+    return _CURRENT[-1] if _CURRENT else None
+
+
+def _is_file(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or os.sep in ref
+
+
+def resolve_plugin(ref: Any, base_dir: str | os.PathLike | None = None) -> str:
+    """A plugin entry made absolute: a file path resolved against ``base_dir`` (default: the
+    working directory), a module name unchanged.
+
+    Examples
+    --------
+    >>> resolve_plugin("mypkg.schemes"), resolve_plugin("my.py", "/data/sweeps")
+    ('mypkg.schemes', '/data/sweeps/my.py')
+    """
+    if not isinstance(ref, str) or not ref.strip():
+        raise TypeError(f"{_KEY} entries must be non-empty strings (a .py file or a module name); "
+                        f"received {ref!r}")
+    if _is_file(ref):
+        path = Path(ref).expanduser()
+        if not path.is_absolute():
+            path = Path(base_dir if base_dir is not None else os.getcwd()) / path
+        return os.path.normpath(str(path))
+    if not _MODULE_NAME.match(ref):
+        raise PluginError(f"{_KEY} entry {ref!r} is neither a .py file nor a module name "
+                          "(dotted identifiers, e.g. 'mypackage.schemes')")
+    return ref
+
+
+def _sha256(path: str | None) -> str | None:
+    if path is None or not os.path.isfile(path):
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _module_name(path: str) -> str:
+    # a stable name per file: functions defined there pickle by reference to it, and a
+    # worker that loads the same file gets the same module name
+    stem = re.sub(r"\W", "_", Path(path).stem)
+    return f"kvstats_plugin_{stem}_{hashlib.sha256(path.encode()).hexdigest()[:10]}"
+
+
+def _forget(ref: str) -> None:
+    """Remove what a failed plugin registered before it failed."""
+    from kvstats.data import synthetic
+    from kvstats.quant import register, registry
+
+    for name, origin in list(registry._ORIGIN.items()):
+        if origin == ref:
+            register.unregister_scheme(name)
+    for name, origin in list(synthetic._DIST_ORIGIN.items()):
+        if origin == ref:
+            synthetic.unregister_distribution(name)
+
+
+def _import(ref: str) -> dict[str, Any]:
+    if _is_file(ref):
+        if not os.path.isfile(ref):
+            raise PluginError(f"{_KEY}: file {ref!r} does not exist (a relative path is resolved "
+                              "against the config file's folder)")
+        name = _module_name(ref)
+        spec = importlib.util.spec_from_file_location(name, ref)
+        if spec is None or spec.loader is None:
+            raise PluginError(f"{_KEY}: file {ref!r} cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return {"plugin": ref, "kind": "file", "module": name, "file": ref, "sha256": _sha256(ref)}
+    module = importlib.import_module(ref)
+    path = getattr(module, "__file__", None)
+    return {"plugin": ref, "kind": "module", "module": ref, "file": path, "sha256": _sha256(path)}
+
+
+def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = None) -> tuple[str, ...]:
+    """Import each plugin once in this process; return the resolved entries.
+
+    Parameters
+    ----------
+    plugins : iterable of str
+        ``.py`` files (relative to ``base_dir``) or importable module names.
+    base_dir : path, optional
+        Folder relative files are resolved against (default: the working directory).
+
+    Returns
+    -------
+    tuple of str
+        The entries resolved (absolute paths, module names), as the config keeps them.
+
+    Raises
+    ------
+    PluginError
+        A missing file, a module that is not found, or any exception while importing
+        (its type and message quoted); what the plugin registered before is removed.
+
+    Examples
+    --------
+    >>> load_plugins(["json"])        # any importable module: here one that registers nothing
+    ('json',)
+    >>> load_plugins(["no_such_plugin.py"], "/tmp")
+    Traceback (most recent call last):
+    ...
+    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder)
+    """
+    if isinstance(plugins, str) or not isinstance(plugins, Iterable):
+        raise TypeError(f"{_KEY} must be a list of strings; received {plugins!r}")
+    resolved = tuple(resolve_plugin(p, base_dir) for p in plugins)
+    for ref in resolved:
+        if ref in _LOADED:
+            continue
+        _CURRENT.append(ref)
+        try:
+            _LOADED[ref] = _import(ref)
+        except PluginError:
+            _forget(ref)
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of user code, quoted
+            _forget(ref)
+            what = "module" if not _is_file(ref) else "file"
+            raise PluginError(f"{_KEY}: importing {what} {ref!r} failed: {type(exc).__name__}: "
+                              f"{exc}") from exc
+        finally:
+            _CURRENT.pop()
+    return resolved
+
+
+def plugin_records(plugins: Iterable[str]) -> list[dict[str, Any]]:
+    """The manifest's record of the plugins a sweep used (each loaded: :func:`load_plugins`).
+
+    Examples
+    --------
+    >>> plugin_records(load_plugins(["json"]))[0]["kind"]
+    'module'
+    """
+    return [dict(_LOADED[ref]) for ref in plugins if ref in _LOADED]

@@ -1,0 +1,551 @@
+"""The contract every scheme passes, built-in or registered: :func:`check_scheme`.
+
+tests/quant/test_registry_contract.py runs these checks over every built-in entry of the
+registry; a researcher runs :func:`check_scheme` on a scheme of their own
+(:func:`kvstats.quant.register.register_scheme`) before comparing it. Each check asks the
+scheme's :class:`~kvstats.quant.registry.SchemeDef` what to expect (budget range, fixed
+budget, randomness, token grouping, GPU export, expected bits, key theory) and raises a
+:class:`SchemeContractError` saying what differs, for which budget, d and settings:
+
+- ``roundtrip`` equals ``dequantize(quantize())`` bit for bit, with the input's shape and
+  dtype (float32 and float64, shared and independent draws, zero rows and norms that
+  round to 0 in float16), finite; each side is a :class:`~kvstats.quant.coder.Coder`;
+- the accounted bits (the coders' ``stored_bits``) equal ``SchemeDef.expected_bits``,
+  written from the scheme's definition; the stored bytes hold exactly the accounted bits
+  at a byte-aligned shape and never fewer elsewhere;
+- zero vectors decode to zero; same seed, same codes; another seed, other codes exactly
+  when ``randomized``;
+- bad budgets, parameters and arrays raise a ValueError/TypeError naming the argument
+  (the same in ``quantize`` and ``roundtrip``);
+- ``describe`` names each coder; ``export`` exactly when ``gpu``; the error falls as the
+  budget grows; only a 32-bit side reproduces its input; ``key_rel_mse`` predicts the
+  measured key error where the entry offers a closed form.
+"""
+# ~450 lines as one idea: the contract, one function per clause, kept together so that
+# the built-ins' test suite and check_scheme run the same code.
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from kvstats._checks import _describe
+
+__all__ = ["SchemeContractError", "CHECKS", "check_scheme", "awkward_kv", "budgets", "check_roundtrip",
+           "check_broadcast", "check_expected_bits", "check_stored_bytes", "check_zero_vectors",
+           "check_seeds", "check_bad_input", "check_describe", "check_export",
+           "check_error_decreases", "check_lossy", "check_key_theory"]
+
+_REL = 1e-12   # accounted vs expected bits: equal up to float rounding
+
+
+class SchemeContractError(ValueError):
+    """A scheme breaks the contract; the message says which clause, where and how."""
+
+
+def _fail(name: str, where: str, what: str) -> None:
+    raise SchemeContractError(f"scheme {name!r} {where}: {what}")
+
+
+def awkward_kv(shape: tuple[int, ...], dtype: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian K, V with the rows every coder must survive: exact zeros (K row 7, V row 11)
+    and norms that round to 0 in float16 (K row 8, V row 3). ``shape[-2] >= 12``.
+
+    Examples
+    --------
+    >>> K, V = awkward_kv((16, 4), np.float32, seed=0)
+    >>> bool((K[7] == 0).all()), K.dtype
+    (True, dtype('float32'))
+    """
+    rng = np.random.default_rng(seed)
+    K, V = (rng.standard_normal(shape) for _ in range(2))
+    K[..., 7, :] = 0.0
+    V[..., 11, :] = 0.0
+    K[..., 8, :] *= 1e-10
+    V[..., 3, :] *= 1e-10
+    return K.astype(dtype), V.astype(dtype)
+
+
+def _parse(name: str, params: Mapping[str, Any] | None):
+    from kvstats.quant.registry import parse_scheme_name
+
+    return parse_scheme_name(name, dict(params or {}))
+
+
+def budgets(name: str) -> list[int | None]:
+    """The budgets a check builds: ``[None]`` when fixed, else the range's ends and 3 (clipped).
+
+    Examples
+    --------
+    >>> budgets("KQV"), budgets("K4V2")
+    ([2, 3, 8], [None])
+    """
+    from kvstats.quant.registry import scheme_def
+
+    d = scheme_def(name)
+    if d.fixed_budget:
+        return [None]
+    return sorted({d.min_bits, min(max(3, d.min_bits), d.max_bits), d.max_bits})
+
+
+def _build(name: str, bits: int | None, dim: int, params: Mapping[str, Any], seed: int = 7,
+           draws: int | tuple[int, ...] = ()):
+    from kvstats.quant.schemes import make_scheme
+
+    return make_scheme(name, bits, dim, seed=seed, draws=draws, **params)
+
+
+def _where(bits: int | None, dim: int, params: Mapping[str, Any], **more: Any) -> str:
+    extra = "".join(f", {k}={v}" for k, v in more.items())
+    return f"(bits={bits}, d={dim}{extra}, params {dict(params)})"
+
+
+# ------------------------------------------------------------------ round trip
+def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int = 96,
+                    draws: tuple[int, ...] = ()) -> None:
+    """``roundtrip`` equals ``dequantize(quantize())`` bit for bit, in the input's shape and
+    dtype, finite (float32 and float64, 3 x 200 awkward rows, every budget of :func:`budgets`).
+
+    Examples
+    --------
+    >>> check_roundtrip("KQV", dim=64)
+    """
+    from kvstats.quant.coder import Coder
+    from kvstats.quant.schemes import SchemeCodes
+
+    params = dict(params or {})
+    for bits in budgets(name):
+        scheme = _build(name, bits, dim, params, draws=draws)
+        where = _where(bits, dim, params, draws=draws)
+        for side, coder in (("key", scheme.key_coder), ("value", scheme.value_coder)):
+            if not isinstance(coder, Coder):
+                _fail(name, where, f"its {side} coder {type(coder).__name__} does not implement the "
+                      "Coder protocol (encode, decode, roundtrip, stored_bits, describe, nominal_bits)")
+        for dtype in (np.float32, np.float64):
+            K, V = awkward_kv((3, 200, dim), dtype, seed=dim + (bits or 0))
+            codes = scheme.quantize(K, V)
+            if not isinstance(codes, SchemeCodes):
+                _fail(name, where, f"quantize returned {type(codes).__name__}, not SchemeCodes")
+            ref = scheme.dequantize(codes)
+            got = scheme.roundtrip(K, V)
+            for label, g, r, x in zip("KV", got, ref, (K, V)):
+                if not (g.dtype == r.dtype == dtype):
+                    _fail(name, where, f"{label} decoded as {g.dtype}/{r.dtype} from {np.dtype(dtype)} input")
+                if not (g.shape == r.shape == x.shape):
+                    _fail(name, where, f"{label} decoded with shapes {g.shape}/{r.shape}, input {x.shape}")
+                if not np.array_equal(g, r):
+                    _fail(name, where, f"roundtrip's {label} differs from dequantize(quantize()) for "
+                          f"{np.dtype(dtype)} input ({int((g != r).sum())} values)")
+                if not np.isfinite(g).all():
+                    _fail(name, where, f"{label} decoded with NaN/inf values")
+
+
+def check_broadcast(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """A batch ``(3,)`` broadcasts against ``draws=(2, 3)``; randomized sides give ``(2, 3, N, d)``.
+
+    Examples
+    --------
+    >>> check_broadcast("kivi")
+    """
+    params = dict(params or {})
+    bits = budgets(name)[-1]
+    sdef, full = _parse(name, params)
+    scheme = _build(name, bits, 96, params, draws=(2, 3))
+    where = _where(bits, 96, params, draws=(2, 3))
+    K, V = awkward_kv((3, 40, 96), np.float32, seed=1)
+    K_hat, V_hat = scheme.roundtrip(K, V)
+    ref = scheme.dequantize(scheme.quantize(K, V))
+    if not (np.array_equal(K_hat, ref[0]) and np.array_equal(V_hat, ref[1])):
+        _fail(name, where, "roundtrip differs from dequantize(quantize()) with draws")
+    allowed = ((2, 3, 40, 96), (3, 40, 96))
+    if K_hat.shape not in allowed or V_hat.shape not in allowed:
+        _fail(name, where, f"batch (3,) against draws (2, 3) decoded as {K_hat.shape}, {V_hat.shape}")
+    if sdef.randomized(full) and K_hat.shape != (2, 3, 40, 96):
+        _fail(name, where, f"randomized, but the keys do not broadcast against the draws: {K_hat.shape}")
+
+
+# ------------------------------------------------------------------ bit accounting
+def check_expected_bits(name: str, params: Mapping[str, Any] | None = None,
+                        dims: tuple[int, ...] = (64, 96, 128),
+                        n_tokens: tuple[int, ...] = (1, 31, 100, 1000), nominal: bool = True) -> None:
+    """The coders' accounted bits equal ``SchemeDef.expected_bits`` at every budget of the
+    range, d and N; the breakdown sums to the total; with ``nominal``, the nominal bits
+    are the budget (not for settings that move one side's bits, e.g. qjl's ``value_bits``).
+
+    Examples
+    --------
+    >>> check_expected_bits("KQV", dims=(96,), n_tokens=(10,))
+    """
+    params = dict(params or {})
+    sdef, full = _parse(name, params)
+    for bits in ([None] if sdef.fixed_budget else range(sdef.min_bits, sdef.max_bits + 1)):
+        for dim in dims:
+            scheme = _build(name, bits, dim, params)
+            for n in n_tokens:
+                where = _where(bits, dim, params, N=n)
+                budget = scheme.bits_per_coord(n)
+                expected = sdef.expected_bits(bits, dim, n, **full)
+                if not math.isclose(budget.total, expected, rel_tol=_REL):
+                    _fail(name, where, f"the coders store {budget.total!r} bits per coordinate "
+                          f"(stored_bits), expected_bits says {expected!r}")
+                if not math.isclose(sum(budget.breakdown.values()), 2 * budget.total, rel_tol=_REL):
+                    _fail(name, where, "the stored_bits parts do not sum to the total")
+                if nominal and scheme.bits is not None and budget.nominal != scheme.bits:
+                    _fail(name, where, f"nominal bits {budget.nominal} differ from the budget "
+                          f"{scheme.bits} (the coders' nominal_bits)")
+
+
+def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact: bool = True) -> None:
+    """The codes' ``nbytes`` hold exactly the accounted bits at d = 128, N = 96 (float32
+    input; only with ``exact``: settings with sub-byte fields may not), and at least them
+    (at most 10 % more) at d = 96, N = 101.
+
+    Examples
+    --------
+    >>> check_stored_bytes("q4_0")
+    """
+    params = dict(params or {})
+    K, V = awkward_kv((96, 128), np.float32, seed=2)
+    for bits in budgets(name) if exact else ():
+        scheme = _build(name, bits, 128, params)
+        stored = scheme.quantize(K, V).nbytes * 8
+        counted = 2 * scheme.bits_per_coord(96).total * 96 * 128
+        if stored != counted:
+            _fail(name, _where(bits, 128, params, N=96), f"the codes hold {stored} bits, the "
+                  f"accounting says {counted:g} (nbytes must count exactly what is stored)")
+    K, V = awkward_kv((101, 96), np.float32, seed=3)
+    bits = budgets(name)[0]
+    scheme = _build(name, bits, 96, params)
+    counted = round(2 * scheme.bits_per_coord(101).total * 101 * 96, 6)
+    stored = scheme.quantize(K, V).nbytes * 8
+    if not counted <= stored <= 1.1 * counted:
+        _fail(name, _where(bits, 96, params, N=101), f"the codes hold {stored} bits for "
+              f"{counted:g} accounted (must be at least those, at most 10 % more)")
+
+
+# ------------------------------------------------------------------ zero and seeds
+def check_zero_vectors(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """Zero K and V decode to zero; for a per-vector scheme a zero row among others too.
+
+    Examples
+    --------
+    >>> check_zero_vectors("KV")
+    """
+    params = dict(params or {})
+    bits = budgets(name)[0]
+    where = _where(bits, 64, params)
+    zeros = np.zeros((2, 40, 64))
+    scheme = _build(name, bits, 64, params)
+    for out in (scheme.dequantize(scheme.quantize(zeros, zeros)), scheme.roundtrip(zeros, zeros)):
+        if any(np.any(x != 0) for x in out):
+            _fail(name, where, "zero K and V do not decode to zero")
+    sdef, full = _parse(name, params)
+    if sdef.token_group(full) == 1:
+        K, V = awkward_kv((40, 64), np.float64, seed=4)
+        K[5], V[9] = 0.0, 0.0
+        K_hat, V_hat = scheme.roundtrip(K, V)
+        if np.any(K_hat[5] != 0) or np.any(V_hat[9] != 0):
+            _fail(name, where, "a zero row among others does not decode to zero (per-vector scheme)")
+
+
+def check_seeds(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """Same seed, same codes; another seed, other codes exactly when ``randomized``.
+
+    Examples
+    --------
+    >>> check_seeds("QKQV")
+    """
+    params = dict(params or {})
+    sdef, full = _parse(name, params)
+    bits = budgets(name)[0]
+    K, V = awkward_kv((64, 64), np.float64, seed=5)
+    out = [s.dequantize(s.quantize(K, V)) for s in (_build(name, bits, 64, params, seed=s) for s in (5, 5, 6))]
+    where = _where(bits, 64, params)
+    if not all(np.array_equal(x, y) for x, y in zip(out[0], out[1])):
+        _fail(name, where, "the same seed gives other codes (randomness not drawn from the given "
+              "key_rng/value_rng?)")
+    differs = any(not np.array_equal(x, y) for x, y in zip(out[0], out[2]))
+    if differs != sdef.randomized(full):
+        _fail(name, where, f"another seed {'changes' if differs else 'does not change'} the codes, "
+              f"but the entry says randomized={sdef.randomized(full)}")
+
+
+# ------------------------------------------------------------------ bad input
+def _raised(fn: Callable[[], Any]) -> tuple[type, str] | None:
+    try:
+        fn()
+    except (ValueError, TypeError) as exc:
+        return type(exc), str(exc)
+    return None
+
+
+def _expect(name: str, where: str, fn: Callable[[], Any], kind: type | tuple[type, ...], text: str,
+            case: str) -> None:
+    got = _raised(fn)
+    if got is None or not issubclass(got[0], kind) or text not in got[1]:
+        _fail(name, where, f"{case} must raise {getattr(kind, '__name__', kind)} mentioning {text!r}; "
+              f"{'nothing was raised' if got is None else f'raised {got[0].__name__}: {got[1]}'}")
+
+
+def check_bad_input(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """Bad budgets, an unknown parameter, d = 1, draws = 0 and bad arrays raise a
+    ValueError/TypeError naming the argument; ``quantize`` and ``roundtrip`` raise the
+    same error; ``dequantize`` refuses a tuple and another scheme's codes.
+
+    Examples
+    --------
+    >>> check_bad_input("kivi")
+    """
+    params = dict(params or {})
+    sdef = _parse(name, params)[0]
+    bits = budgets(name)[0]
+    where = _where(bits, 64, params)
+    if sdef.fixed_budget:
+        scheme = _build(name, None, 64, params)
+        if scheme.bits is not None:
+            _expect(name, where, lambda: _build(name, scheme.bits + 1, 64, params), ValueError, "bits",
+                    "a budget other than its own")
+    else:
+        for b in (sdef.min_bits - 1, sdef.max_bits + 1):
+            _expect(name, where, lambda: _build(name, b, 64, params), ValueError,
+                    f"bits must be an integer in [{sdef.min_bits}, {sdef.max_bits}]", f"bits={b}")
+        _expect(name, where, lambda: _build(name, 2.5, 64, params), TypeError,
+                "bits must be an integer", "bits=2.5")
+    _expect(name, where, lambda: _build(name, bits, 64, {**params, "nope": 1}), ValueError,
+            "unknown parameter(s) ['nope']", "an unknown parameter")
+    _expect(name, where, lambda: _build(name, bits, 1, params), ValueError,
+            "dim must be an integer in [2, inf]", "dim=1")
+    _expect(name, where, lambda: _build(name, bits, 64, params, draws=0), ValueError,
+            "draws must be an integer in [1, inf]", "draws=0")
+    scheme = _build(name, bits, 64, params)
+    K, V = awkward_kv((20, 64), np.float64, seed=5)
+    nan, inf = K.copy(), V.copy()
+    nan[3, 5], inf[2, 1] = np.nan, np.inf
+    bad = {"short V": (K, V[:19]), "wrong d": (K[:, :32], V[:, :32]), "NaN in K": (nan, V),
+           "inf in V": (K, inf), "1-D": (K[0], V[0]), "strings": (K.astype(str), V),
+           "empty": (K[:0], V[:0]), "ragged": ([[1.0], [1.0, 2.0]], V)}
+    for label, (k, v) in bad.items():
+        expected = _raised(lambda: scheme.quantize(k, v))
+        if expected is None:
+            _fail(name, where, f"quantize accepts bad input ({label})")
+        if _raised(lambda: scheme.roundtrip(k, v)) != expected:
+            _fail(name, where, f"roundtrip and quantize raise different errors for bad input ({label})")
+    _expect(name, where, lambda: scheme.dequantize((K, V)), TypeError, "SchemeCodes", "dequantize of a tuple")
+    other = "identity" if name != "identity" else "KV"
+    codes = _build(other, budgets(other)[0], 64, {}).quantize(K, V)
+    _expect(name, where, lambda: scheme.dequantize(codes), ValueError, f"made by scheme '{other}'",
+            "dequantize of another scheme's codes")
+
+
+# ------------------------------------------------------------------ coders, export, theory
+def check_describe(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """``describe()`` names the scheme, d, its settings and each coder's kind.
+
+    Examples
+    --------
+    >>> check_describe("K4V2")
+    """
+    params = dict(params or {})
+    scheme = _build(name, budgets(name)[0], 64, params)
+    info = scheme.describe()
+    where = _where(scheme.bits, 64, params)
+    if info["scheme"] != name or info["dim"] != 64 or info["params"] != _parse(name, params)[1]:
+        _fail(name, where, f"describe() does not record the name, d and settings: {info}")
+    for side in ("key", "value"):
+        if not isinstance(info[side], Mapping) or not isinstance(info[side].get("coder"), str):
+            _fail(name, where, f"the {side} coder's describe() must be a dict whose 'coder' names "
+                  f"its kind; received {_describe(info[side])}")
+
+
+def check_export(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """``export()`` works exactly when the entry says ``gpu`` (then: its arrays' shapes, and
+    a ValueError for draws and a Haar rotation).
+
+    Examples
+    --------
+    >>> check_export("KQV"); check_export("kivi")
+    """
+    from kvstats.quant.export import SchemeExport
+    from kvstats.quant.registry import scheme_def
+
+    params = dict(params or {})
+    bits = budgets(name)[-1]
+    scheme = _build(name, bits, 96, params, seed=3)
+    where = _where(bits, 96, params)
+    if not scheme_def(name).gpu:
+        _expect(name, where, scheme.export, ValueError, "GPU export", "export() without gpu")
+        return
+    ex = scheme.export()
+    if not (isinstance(ex, SchemeExport) and ex.name == name and ex.dim == 96):
+        _fail(name, where, f"export() returned {_describe(ex)}")
+    for side, coder in ((ex.key, scheme.key_coder), (ex.value, scheme.value_coder)):
+        ok = (side.coder in ("mse", "prod") and side.dim == 96
+              and side.centroids.shape == (2 ** side.bits,)
+              and side.boundaries.shape == (2 ** side.bits - 1,)
+              and (side.signs is None or (side.signs.shape == (side.dim_padded,)
+                                          and bool(np.all(np.abs(side.signs) == 1))))
+              and (side.sketch is None) == (side.coder == "mse") == (side.sketch_scale == 0.0)
+              and side.bits + (side.coder == "prod") == coder.nominal_bits)
+        if not ok:
+            _fail(name, where, f"export() side {side.coder!r} has inconsistent arrays")
+    _expect(name, where, lambda: _build(name, bits, 96, params, draws=2).export(), ValueError, "draws",
+            "export() with draws")
+    if "rotation" in scheme_def(name).params:
+        _expect(name, where, lambda: _build(name, bits, 96, {**params, "rotation": "haar"}).export(),
+                ValueError, "rotation", "export() with a Haar rotation")
+
+
+def check_error_decreases(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """The mean squared error of K and V falls strictly with each extra bit (up to 6 bits;
+    Gaussian 2 x 2 x 128 x 64). A fixed-budget or one-budget scheme passes.
+
+    Examples
+    --------
+    >>> check_error_decreases("turboquant_mse")
+    """
+    params = dict(params or {})
+    sdef = _parse(name, params)[0]
+    top = min(sdef.max_bits, 6)
+    if sdef.fixed_budget or top <= sdef.min_bits:
+        return
+    rng = np.random.default_rng(8)
+    K, V = rng.standard_normal((2, 2, 128, 64))
+    errors = []
+    for bits in range(sdef.min_bits, top + 1):
+        K_hat, V_hat = _build(name, bits, 64, params, seed=0).roundtrip(K, V)
+        errors.append(float(np.mean((K - K_hat) ** 2) + np.mean((V - V_hat) ** 2)))
+    if not np.all(np.diff(errors) < 0):
+        _fail(name, _where(f"{sdef.min_bits}..{top}", 64, params),
+              f"the error does not fall with each extra bit: {[f'{e:.4g}' for e in errors]}")
+
+
+def check_lossy(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """A side reproduces its input exactly only if stored at >= 32 bits (guards the
+    bit-exact checks against a ``roundtrip`` that returns its input).
+
+    Examples
+    --------
+    >>> check_lossy("identity")
+    """
+    params = dict(params or {})
+    K, V = awkward_kv((200, 64), np.float64, seed=9)
+    bits = budgets(name)[0]
+    scheme = _build(name, bits, 64, params)
+    budget = scheme.bits_per_coord(200)
+    for label, x, x_hat, nominal in zip("KV", (K, V), scheme.roundtrip(K, V),
+                                        (budget.key_nominal, budget.value_nominal)):
+        if np.array_equal(x_hat, x) != (nominal >= 32):
+            _fail(name, _where(bits, 64, params), f"{label} is {'' if nominal >= 32 else 'not '}stored "
+                  f"at full precision (nominal {nominal} bits) but is "
+                  f"{'not ' if nominal >= 32 else ''}reproduced exactly")
+
+
+def check_key_theory(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """Where the entry has a ``key_theory``, ``key_rel_mse`` predicts the measured relative
+    key error within 5 % (Gaussian keys, d = 128, 4,000 keys, budgets 2..4).
+
+    Examples
+    --------
+    >>> check_key_theory("kivi")   # no closed form: nothing to hold it to
+    """
+    params = dict(params or {})
+    sdef = _parse(name, params)[0]
+    if sdef.key_theory is None:
+        if sdef.key_rel_mse(3, 128) is not None:
+            _fail(name, "", "key_rel_mse must be None without a key_theory")
+        return
+    K = np.random.default_rng(7).standard_normal((4000, 128))
+    for bits in range(max(sdef.min_bits, 2), min(sdef.max_bits, 4) + 1):
+        K_hat, _ = _build(name, bits, 128, params, seed=bits).roundtrip(K, K)
+        measured = float(np.mean(np.sum((K - K_hat) ** 2, -1) / np.sum(K ** 2, -1)))
+        predicted = sdef.key_rel_mse(bits, 128)
+        if not math.isclose(measured, predicted, rel_tol=0.05):
+            _fail(name, _where(bits, 128, params), f"relative key error {measured:.4g}, the "
+                  f"{sdef.key_theory!r} closed form predicts {predicted:.4g} (5 % allowed)")
+
+
+#: The clauses :func:`check_scheme` runs, in order: name -> check(name, params).
+CHECKS: dict[str, Callable[[str, Mapping[str, Any] | None], None]] = {
+    "roundtrip": lambda n, p: [check_roundtrip(n, p, dim, draws)
+                               for dim in (128, 96) for draws in ((), (3,))],
+    "broadcast": check_broadcast,
+    "expected_bits": check_expected_bits,
+    "stored_bytes": check_stored_bytes,
+    "zero_vectors": check_zero_vectors,
+    "seeds": check_seeds,
+    "bad_input": check_bad_input,
+    "describe": check_describe,
+    "export": check_export,
+    "error_decreases": check_error_decreases,
+    "lossy": check_lossy,
+    "key_theory": check_key_theory,
+}
+
+
+def check_scheme(name: str, params: Mapping[str, Any] | None = None, *,
+                 raise_on_failure: bool = True) -> dict[str, str]:
+    """Hold a scheme (a registered one of your own, or a built-in) to the contract.
+
+    Runs every clause of :data:`CHECKS` (module notes) with the entry's
+    ``example_params`` updated with ``params``; a scheme of your own takes a few seconds.
+
+    Parameters
+    ----------
+    name : str
+        A registered scheme name (or ``"K{a}V{b}"``).
+    params : mapping, optional
+        Settings to check it with (default: its ``example_params``).
+    raise_on_failure : bool
+        Raise a :class:`SchemeContractError` listing every failed clause (default), or
+        only return the account.
+
+    Returns
+    -------
+    dict
+        Clause -> ``"ok"`` or what failed (an exception of the scheme's own code is
+        reported as such, with its type).
+
+    Examples
+    --------
+    >>> from kvstats.quant.register import define_scheme, registered_scheme
+    >>> from kvstats.quant.uniform import UniformTokenCoder
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):
+    ...     return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+    >>> def lying_bits(bits, dim, n_tokens, params):   # forgets the scale and zero
+    ...     return n_tokens * bits * dim, n_tokens * bits * dim
+    >>> with registered_scheme(define_scheme("minmax", build, lying_bits, summary="min-max")):
+    ...     account = check_scheme("minmax", raise_on_failure=False)
+    >>> account["roundtrip"]
+    'ok'
+    >>> print(account["expected_bits"])
+    scheme 'minmax' (bits=1, d=64, N=1, params {}): the coders store 1.5 bits per coordinate (stored_bits), expected_bits says 1.0
+    """
+    from kvstats.quant.registry import scheme_def
+
+    if not isinstance(raise_on_failure, bool):
+        raise TypeError(f"raise_on_failure must be True or False; received {_describe(raise_on_failure)}")
+    sdef = scheme_def(name)
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping of scheme settings; received {_describe(params)}")
+    full = {**(sdef.example_params if name == sdef.name else {}), **dict(params or {})}
+    account: dict[str, str] = {}
+    for clause, check in CHECKS.items():
+        try:
+            with warnings.catch_warnings():
+                # the awkward rows (norms ~1e-10) are below float16's range on purpose
+                warnings.filterwarnings("ignore", message=".*below float16", category=UserWarning)
+                check(name, full)
+            account[clause] = "ok"
+        except SchemeContractError as exc:
+            account[clause] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the scheme's own code failed: say so
+            account[clause] = f"scheme {name!r} raised {type(exc).__name__}: {exc}"
+    failed = {c: m for c, m in account.items() if m != "ok"}
+    if failed and raise_on_failure:
+        raise SchemeContractError(f"scheme {name!r} breaks {len(failed)} clause(s) of the contract:\n"
+                                  + "\n".join(f"- {c}: {m}" for c, m in failed.items()))
+    return account

@@ -1,0 +1,310 @@
+"""Schemes of your own: define, validate and register a :class:`~kvstats.quant.registry.SchemeDef`.
+
+A researcher compares their own quantizer against the built-ins without editing
+kvstats: :func:`define_scheme` builds the entry (two coders of the
+:class:`~kvstats.quant.coder.Coder` protocol and the expected-bits formula written from
+the scheme's definition), :func:`register_scheme` validates every field (a message
+naming it) and adds it to :data:`~kvstats.quant.registry.REGISTRY`, after which
+``make_scheme``, ``parse_scheme_name``, sweep configs, ``compare_schemes`` and the report
+treat it as a built-in. :func:`kvstats.quant.contract.check_scheme` holds it to the
+contract the built-ins pass; :mod:`kvstats.plugins` imports the module that registers it
+in every process a sweep uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+from kvstats.quant.registry import (_GROUP_SIZE, _ORIGIN, _TABLE, BUILTIN, REGISTRY, SCHEMES, Builder,
+                                    SchemeDef, _all_coords)
+
+__all__ = ["scheme_names", "user_schemes", "define_scheme", "register_scheme", "unregister_scheme",
+           "registered_scheme"]
+
+_USER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
+#: Arguments of make_scheme (and settings the sweep sets) a scheme's params must not use.
+_RESERVED_PARAMS = frozenset({"name", "bits", "dim", "seed", "draws"})
+
+
+def scheme_names() -> tuple[str, ...]:
+    """Every scheme name known to this process: :data:`SCHEMES` then the registered ones.
+
+    Examples
+    --------
+    >>> scheme_names()[:3], len(scheme_names()) >= len(SCHEMES)
+    (('KV', 'KQV', 'QKQV'), True)
+    """
+    return tuple(_TABLE)
+
+
+def user_schemes() -> dict[str, str | None]:
+    """The registered (non built-in) schemes: name -> the plugin that registered it (None:
+    registered by a script's own :func:`register_scheme` call).
+
+    Examples
+    --------
+    >>> user_schemes()
+    {}
+    """
+    return {name: _ORIGIN[name] for name in _TABLE if name not in BUILTIN}
+
+
+def _constant(value: bool) -> Callable[[Mapping[str, Any]], bool]:
+    return partial(_const_bool, bool(value))
+
+
+def _const_bool(value: bool, params: Mapping[str, Any]) -> bool:
+    return value
+
+
+def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[float, float]], *,
+                  summary: str, params: Iterable[str] = (), min_bits: int = 1, max_bits: int = 8,
+                  fixed_budget: bool = False, randomized: bool | Callable[[Mapping[str, Any]], bool] = False,
+                  token_group_param: str | None = None, token_group_default: int = _GROUP_SIZE,
+                  coded_dim: Callable[[int, Mapping[str, Any]], int] | None = None,
+                  example_params: Mapping[str, Any] | None = None,
+                  key_theory: str | None = None) -> SchemeDef:
+    """A :class:`SchemeDef` for a scheme of your own (then :func:`register_scheme` it).
+
+    Parameters
+    ----------
+    name : str
+        The scheme's name: a letter, then letters, digits, ``_ . + -``; not a built-in
+        (:data:`SCHEMES`) nor a ``K{a}V{b}`` name.
+    build : callable
+        ``build(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder,
+        value_coder)``: two :class:`~kvstats.quant.coder.Coder` objects (one per side) and
+        the budget to record (``bits`` itself, or None for a fixed-budget scheme).
+        ``bits`` is already checked against ``min_bits..max_bits``; ``params`` holds the
+        keyword settings given (a subset of ``params``: use defaults for the others);
+        ``key_rng``/``value_rng`` are numpy Generators for each side's randomness;
+        ``draws`` is the batch shape of independent draws of it (``()``: one draw).
+    expected_bits : callable
+        ``expected_bits(bits, dim, n_tokens, params) -> (key_bits, value_bits)``: total
+        bits stored for ``n_tokens`` vectors of one head, per side, written from your
+        scheme's definition (codes and every scale, norm, offset), not from the coders:
+        :func:`kvstats.quant.contract.check_scheme` holds the coders' ``stored_bits``
+        against it.
+    summary : str
+        One line (``kvstats schemes`` and reports show it).
+    params : iterable of str
+        The keyword settings :func:`kvstats.make_scheme` accepts for it.
+    min_bits, max_bits : int
+        Allowed budgets n (integers in 1..8; unused when ``fixed_budget``).
+    fixed_budget : bool
+        The budget is fixed by the scheme itself (``make_scheme`` takes ``bits=None``).
+    randomized : bool or callable
+        Whether it has random components (a callable ``params -> bool`` if that depends
+        on its settings); the contract checks that another seed gives other codes
+        exactly when it is.
+    token_group_param, token_group_default : str or None, int
+        The parameter giving the number of tokens that share stored statistics, and
+        its default (per-vector schemes: None).
+    coded_dim : callable, optional
+        ``coded_dim(dim, params) -> int``, the coordinates the codes spend their bits on
+        (default: ``dim``).
+    example_params : mapping, optional
+        Settings of a minimal instance (required for parameters without a default).
+    key_theory : {None, "mse", "prod"}
+        Only for keys coded as TurboQuant-mse/-prod are: the closed form of the key error.
+
+    Returns
+    -------
+    SchemeDef
+        Not registered yet: pass it to :func:`register_scheme` (which validates it).
+
+    Examples
+    --------
+    >>> from kvstats.quant.uniform import UniformTokenCoder
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):
+    ...     return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+    >>> def bits_of(bits, dim, n_tokens, params):   # codes + an fp16 scale and zero per vector
+    ...     side = n_tokens * (bits * dim + 2 * 16)
+    ...     return side, side
+    >>> sdef = define_scheme("minmax", build, bits_of, summary="per-token min-max uniform")
+    >>> sdef.expected_bits(4, 64, 10)
+    4.5
+    """
+    if not isinstance(params, (str, bytes)) and isinstance(params, Iterable):
+        params = frozenset(params)
+    if isinstance(randomized, bool):
+        randomized = _constant(randomized)
+    return SchemeDef(name=name, summary=summary, params=params, min_bits=min_bits, max_bits=max_bits,
+                     fixed_budget=fixed_budget, token_group_param=token_group_param, gpu=False,
+                     key_theory=key_theory, build=build, _randomized=randomized,
+                     _bits=expected_bits,
+                     _coded=_all_coords if coded_dim is None else coded_dim,
+                     example_params=dict(example_params or {}),
+                     token_group_default=token_group_default)
+
+
+def _check_def(sdef: SchemeDef) -> None:
+    """Every field of a scheme about to be registered, with a message naming it."""
+    if not isinstance(sdef, SchemeDef):
+        raise TypeError(f"scheme must be a SchemeDef (build one with kvstats.quant.registry."
+                        f"define_scheme); received {type(sdef).__name__}")
+    name = sdef.name
+    if not isinstance(name, str):
+        raise TypeError(f"SchemeDef field 'name' must be a str; received {name!r}")
+    if name in BUILTIN or re.fullmatch(r"K\d+V\d+", name, flags=re.IGNORECASE):
+        raise ValueError(f"SchemeDef field 'name' {name!r} clashes with a built-in scheme name "
+                         f"({list(SCHEMES)} and 'K{{a}}V{{b}}'); choose another name")
+    if name in _TABLE:
+        by = _ORIGIN.get(name)
+        raise ValueError(f"SchemeDef field 'name' {name!r} is already registered"
+                         f"{f' (by plugin {by})' if by else ''}; unregister_scheme({name!r}) first "
+                         "or choose another name")
+    if not _USER_NAME.match(name):
+        raise ValueError(f"SchemeDef field 'name' must start with a letter and hold only letters, "
+                         f"digits and _ . + -; received {name!r}")
+    if not isinstance(sdef.summary, str) or not sdef.summary.strip():
+        raise TypeError(f"SchemeDef field 'summary' must be a non-empty str (one line); "
+                        f"received {sdef.summary!r}")
+    if not isinstance(sdef.params, frozenset) or not all(isinstance(p, str) for p in sdef.params):
+        raise TypeError(f"SchemeDef field 'params' must be a frozenset of str; received {sdef.params!r}")
+    reserved = sorted(sdef.params & _RESERVED_PARAMS)
+    if reserved:
+        raise ValueError(f"SchemeDef field 'params' must not contain {reserved} (make_scheme's own "
+                         f"arguments); received {sorted(sdef.params)}")
+    for fname in ("min_bits", "max_bits"):
+        value = getattr(sdef, fname)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"SchemeDef field {fname!r} must be an int; received {value!r}")
+        if not 1 <= value <= 8:
+            raise ValueError(f"SchemeDef field {fname!r} must be in [1, 8] (the budgets a sweep "
+                             f"takes); received {value}")
+    if sdef.min_bits > sdef.max_bits:
+        raise ValueError(f"SchemeDef fields 'min_bits' <= 'max_bits' required; received "
+                         f"{sdef.min_bits} > {sdef.max_bits}")
+    for fname in ("fixed_budget", "gpu"):
+        if not isinstance(getattr(sdef, fname), bool):
+            raise TypeError(f"SchemeDef field {fname!r} must be True or False; "
+                            f"received {getattr(sdef, fname)!r}")
+    if sdef.gpu:
+        raise ValueError("SchemeDef field 'gpu' must be False for a user scheme (the GPU path "
+                         "runs only the built-in MSE/prod coders); received True")
+    tgp = sdef.token_group_param
+    if tgp is not None and (not isinstance(tgp, str) or tgp not in sdef.params):
+        raise ValueError(f"SchemeDef field 'token_group_param' must be None or one of params "
+                         f"{sorted(sdef.params)}; received {tgp!r}")
+    if sdef.key_theory not in (None, "mse", "prod"):
+        raise ValueError(f"SchemeDef field 'key_theory' must be one of [None, 'mse', 'prod']; "
+                         f"received {sdef.key_theory!r}")
+    for fname, what in (("build", "build(bits, dim, params, key_rng, value_rng, draws)"),
+                        ("_randomized", "randomized(params)"),
+                        ("_bits", "expected_bits(bits, dim, n_tokens, params)"),
+                        ("_coded", "coded_dim(dim, params)")):
+        if not callable(getattr(sdef, fname)):
+            raise TypeError(f"SchemeDef field {fname.lstrip('_')!r} must be a callable {what}; "
+                            f"received {getattr(sdef, fname)!r}")
+    if not isinstance(sdef.example_params, Mapping):
+        raise TypeError(f"SchemeDef field 'example_params' must be a mapping; "
+                        f"received {sdef.example_params!r}")
+    extra = sorted(set(sdef.example_params) - sdef.params)
+    if extra:
+        raise ValueError(f"SchemeDef field 'example_params' may set only params {sorted(sdef.params)}; "
+                         f"received {extra}")
+    tgd = sdef.token_group_default
+    if isinstance(tgd, bool) or not isinstance(tgd, int) or tgd < 1:
+        raise ValueError(f"SchemeDef field 'token_group_default' must be an int >= 1; received {tgd!r}")
+
+
+def register_scheme(scheme: SchemeDef) -> SchemeDef:
+    """Register a scheme of your own: after this, :func:`kvstats.make_scheme`,
+    :func:`parse_scheme_name`, sweep configs, :func:`kvstats.compare_schemes` and the report
+    treat it as a built-in.
+
+    The definition is validated here (every field, with a message naming it); its
+    behaviour is checked by :func:`kvstats.quant.contract.check_scheme`, the contract
+    the built-ins pass. A registration lasts for the process (a sweep's worker processes
+    get it: see docs/usage.md, "Your own scheme or distribution"); a sweep config's
+    ``[sweep] plugins`` imports a module that registers, in every process that needs it.
+
+    Parameters
+    ----------
+    scheme : SchemeDef
+        Made by :func:`define_scheme` (or a ``SchemeDef`` written out).
+
+    Returns
+    -------
+    SchemeDef
+        ``scheme``.
+
+    Raises
+    ------
+    ValueError
+        A name already used (a built-in, a ``K{a}V{b}`` name, an earlier registration) or
+        a field out of range, naming the field.
+    TypeError
+        A field of the wrong type, naming the field.
+
+    Examples
+    --------
+    >>> from kvstats.quant.uniform import UniformTokenCoder
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):
+    ...     return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+    >>> def bits_of(bits, dim, n_tokens, params):
+    ...     return (n_tokens * (bits * dim + 32),) * 2
+    >>> sdef = register_scheme(define_scheme("minmax", build, bits_of, summary="min-max"))
+    >>> import kvstats
+    >>> kvstats.make_scheme("minmax", 4, 64).bits_per_coord(8).total
+    4.5
+    >>> register_scheme(define_scheme("KQV", build, bits_of, summary="mine"))
+    Traceback (most recent call last):
+    ...
+    ValueError: SchemeDef field 'name' 'KQV' clashes with a built-in scheme name ([...] and 'K{a}V{b}'); choose another name
+    >>> unregister_scheme("minmax")
+    """
+    _check_def(scheme)
+    from kvstats.plugins import current_plugin
+
+    _TABLE[scheme.name] = scheme
+    _ORIGIN[scheme.name] = current_plugin()
+    return scheme
+
+
+def unregister_scheme(name: str) -> None:
+    """Remove a registered scheme (a built-in cannot be removed).
+
+    Examples
+    --------
+    >>> unregister_scheme("KQV")
+    Traceback (most recent call last):
+    ...
+    ValueError: name must be a registered user scheme ([]); received 'KQV' (a built-in cannot be unregistered)
+    """
+    if not isinstance(name, str) or name in BUILTIN or name not in _TABLE:
+        why = " (a built-in cannot be unregistered)" if name in BUILTIN else ""
+        raise ValueError(f"name must be a registered user scheme ({list(user_schemes())}); "
+                         f"received {name!r}{why}")
+    del _TABLE[name]
+    _ORIGIN.pop(name, None)
+
+
+@contextmanager
+def registered_scheme(scheme: SchemeDef) -> Iterator[SchemeDef]:
+    """Register ``scheme`` for the ``with`` block only (tests, notebooks).
+
+    Examples
+    --------
+    >>> from kvstats.quant.coder import IdentityCoder
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):
+    ...     return None, IdentityCoder(dim), IdentityCoder(dim)
+    >>> sdef = define_scheme("copy", build, lambda b, d, n, p: (32 * n * d,) * 2,
+    ...                      summary="stores K and V", fixed_budget=True)
+    >>> with registered_scheme(sdef):
+    ...     "copy" in REGISTRY
+    True
+    >>> "copy" in REGISTRY
+    False
+    """
+    register_scheme(scheme)
+    try:
+        yield scheme
+    finally:
+        if _TABLE.get(scheme.name) is scheme:
+            unregister_scheme(scheme.name)
