@@ -20,6 +20,12 @@ runner's own functions (:mod:`kvstats.sweep.work`), so a replayed row is the sto
 bit for bit. A real-capture case replays too: its trials are the capture's (the file
 must still hold the content the sweep read, which its fingerprint checks), its scheme
 draws are seeded as for synthetic cases.
+
+(Some 460 lines, one idea: name one cell as the results table does, with messages that
+list the grid's values, and give its trials back; most of it is docstrings.)
+
+The function is ``replay_trials``, not ``replay``: importing this module sets the
+package's attribute ``replay`` to the module, which would shadow a function of that name.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import _describe, check_int, did_you_mean
-from kvstats.data.trials import Trials
+from kvstats.data.trials import PER_TRIAL_META, Trials
 from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats.results import MANIFEST, REAL, RESULTS, SweepResult, read_table, table_path
 from kvstats.sweep.config import SweepConfig
@@ -54,8 +60,8 @@ _COLUMN = {"bits": "budget"}
 class Replay:
     """Trials of one cell of a sweep, replayed: made by :func:`replay_trials`.
 
-    (The function is not called ``replay``: importing this module sets the package's
-    attribute ``replay`` to the module, which would shadow a function of that name.)
+    Chunks are drawn and coded when asked for, not kept (a chunk of a large case holds
+    hundreds of MB); only :attr:`data`, the requested trials, is kept once drawn.
 
     Attributes
     ----------
@@ -138,13 +144,19 @@ class Replay:
     # ------------------------------------------------------------ the requested trials
     @property
     def data(self) -> Trials:
-        """The requested trials (``K``, ``V``, ``q``), in the order of :attr:`trials`."""
+        """The requested trials (``K``, ``V``, ``q``), in the order of :attr:`trials`; ``meta``
+        holds their ``trial`` numbers (and a real trial's ``text``, ``layer``, ``head``)."""
         if self._data is None:
             parts = {}
             for b, rows in self._by_chunk():
                 drawn = self.chunk_data(b)
                 parts[b] = (drawn.K[rows], drawn.V[rows], drawn.q[rows])
-            self._data = Trials(*self._in_order(parts), {"trial": list(self.trials)})
+            meta: dict[str, Any] = {"trial": list(self.trials)}
+            captured = self._capture()
+            if captured is not None:  # a real trial's text, layer, head and cluster
+                meta.update({k: [v[t] for t in self.trials] for k, v in captured.meta.items()
+                             if k in PER_TRIAL_META})
+            self._data = Trials(*self._in_order(parts), meta)
         return self._data
 
     def roundtrip(self) -> tuple[np.ndarray, np.ndarray]:
@@ -296,64 +308,37 @@ def _budget_of(cell: Cell) -> float:
     return float(scheme.bits_per_coord(cell.n_keys).nominal)
 
 
-def _matcher(name: str, value: Any, config: SweepConfig) -> tuple[Callable[[Cell], Any], Any]:
-    """(what the results table shows for a cell, the value it must equal) for one selector."""
+def _shown(name: str, config: SweepConfig) -> Callable[[Cell], Any]:
+    """What the results table shows for a cell in the column a selector matches."""
+    return {"cell_id": config.cell_id, "scheme": lambda c: c.scheme.display(), "bits": _budget_of,
+            "distribution": lambda c: c.distribution, "params": Cell.params_label,
+            "dim": lambda c: c.dim, "n_keys": lambda c: c.n_keys}[name]
+
+
+def _wanted(name: str, value: Any) -> Any:
+    """A selector's value, checked, as the table shows it."""
     if name in ("cell_id", "scheme", "distribution"):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a string (the results table's {name!r} column); "
                             f"received {_describe(value)}")
-        if name == "cell_id":
-            return config.cell_id, value
-        if name == "scheme":
-            return (lambda c: c.scheme.display()), value
-        return (lambda c: c.distribution), value
+        return value
     if name == "bits":
         if isinstance(value, bool) or not isinstance(value, Real):
             raise TypeError(f"bits must be a number (the results table's 'budget' column); "
                             f"received {_describe(value)}")
-        return _budget_of, float(value)
+        return float(value)
     if name == "params":
         if isinstance(value, Mapping):  # a dict of parameters: the label it would have
             value = _fmt_params(value)
         if not isinstance(value, str):
             raise TypeError("params must be the results table's 'params' label (e.g. 'nu=1.5', '-' "
                             f"for none) or a dict of the parameters; received {_describe(value)}")
-        return Cell.params_label, value
-    # dim, n_keys
-    return (lambda c: getattr(c, name)), check_int(value, name)
+        return value
+    return check_int(value, name)  # dim, n_keys
 
 
-def _select(config: SweepConfig, given: dict[str, Any]) -> Cell:
-    """The one cell the selectors name; a ValueError naming the selector that fails."""
-    cells = config.cells()
-    narrowed: list[str] = []
-    for name in _SELECTORS:
-        value = given[name]
-        if value is None:
-            continue
-        show, want = _matcher(name, value, config)
-        keep = [c for c in cells if show(c) == want]
-        if not keep:
-            allowed = sorted({show(c) for c in cells}, key=lambda v: (str(type(v)), v))
-            column = _COLUMN.get(name, name)
-            scope = ("" if not narrowed else
-                     f" among the cells with {', '.join(narrowed)}")
-            raise ValueError(f"{name} must be one of {_listing(allowed)} (the {column!r} values of the "
-                             f"sweep's grid{scope}); received {value!r}"
-                             f"{did_you_mean(value, allowed)}")
-        cells = keep
-        narrowed.append(f"{name}={value!r}")
-    if len(cells) > 1:
-        open_ = {}
-        for name in _SELECTORS[1:]:
-            show, _ = _matcher(name, _example(name), config)
-            values = sorted({show(c) for c in cells}, key=lambda v: (str(type(v)), v))
-            if len(values) > 1:
-                open_[name] = _listing(values)
-        raise ValueError(f"the selectors must name one cell; {len(cells)} cells of the grid match "
-                         f"({', '.join(narrowed) or 'no selector given'}): give "
-                         + "; ".join(f"{k} (one of {v})" for k, v in open_.items()))
-    return cells[0]
+def _values(cells: list[Cell], show: Callable[[Cell], Any]) -> list[Any]:
+    return sorted({show(c) for c in cells})
 
 
 def _listing(values: list[Any], most: int = 12) -> str:
@@ -363,9 +348,29 @@ def _listing(values: list[Any], most: int = 12) -> str:
     return repr(values[:most])[:-1] + f", ... ({len(values)} in all)]"
 
 
-def _example(name: str) -> Any:
-    """A valid value of a selector, to build its matcher (the value is not used)."""
-    return {"bits": 0, "dim": 0, "n_keys": 0}.get(name, "")
+def _select(config: SweepConfig, given: dict[str, Any]) -> Cell:
+    """The one cell the selectors name; a ValueError naming the selector that fails."""
+    cells = config.cells()
+    narrowed: list[str] = []
+    for name in _SELECTORS:
+        if given[name] is None:
+            continue
+        show, want = _shown(name, config), _wanted(name, given[name])
+        keep = [c for c in cells if show(c) == want]
+        if not keep:
+            allowed = _values(cells, show)
+            scope = "" if not narrowed else f" among the cells with {', '.join(narrowed)}"
+            raise ValueError(f"{name} must be one of {_listing(allowed)} (the {_COLUMN.get(name, name)!r} "
+                             f"values of the sweep's grid{scope}); received {given[name]!r}"
+                             f"{did_you_mean(given[name], allowed)}")
+        cells = keep
+        narrowed.append(f"{name}={given[name]!r}")
+    if len(cells) > 1:
+        open_ = {name: _values(cells, _shown(name, config)) for name in _SELECTORS[1:]}
+        raise ValueError(f"the selectors must name one cell; {len(cells)} cells of the grid match "
+                         f"({', '.join(narrowed) or 'no selector given'}): give "
+                         + "; ".join(f"{k} (one of {_listing(v)})" for k, v in open_.items() if len(v) > 1))
+    return cells[0]
 
 
 def _trial_numbers(trials: Any, n_trials: int) -> tuple[int, ...]:

@@ -151,6 +151,7 @@ def test_real_capture_cases_replay(tmp_path):
     r = replay_trials(out, scheme="KQV", trials=[4, 0, 3])
     pd.testing.assert_frame_equal(r.profile(), r.stored(), check_exact=True)
     assert r.profile()["cluster"].tolist() == [2, 0, 1]   # text of each trial (2 layers per text)
+    assert r.data.meta["cluster"] == [2, 0, 1] and r.data.meta["layer"] == [0, 0, 1]
     np.testing.assert_array_equal(r.data.K[1], x[0, 0, 0])
     # the file must still be the one the sweep read
     np.savez(path, K=x * 2, V=x, q=q, meta=json.dumps({}))
