@@ -37,7 +37,9 @@ The package has one module per idea: :mod:`~kvstats.sweep.config` (the file form
 its validation), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks, tasks),
 :mod:`~kvstats.sweep.sources` (the real data source), :mod:`~kvstats.sweep.work` (a
 task -> per-trial frames, in a worker), :mod:`~kvstats.sweep.store` (cell files,
-manifest) and :mod:`~kvstats.sweep.run` (:func:`run_sweep`). The results schema
+manifest), :mod:`~kvstats.sweep.run` (:func:`run_sweep`) and
+:mod:`~kvstats.sweep.replay` (:func:`replay_trials`: any stored trial drawn and coded
+again, bit for bit). The results schema
 (columns, :class:`SweepResult`, :func:`load_result`) is :mod:`kvstats.results`, which
 the report reads without importing the runner. Public names are imported lazily.
 """

@@ -11,6 +11,10 @@ SHA-256 hash of the cell's key (never Python's ``hash()``, which is salted per p
 - the **cell id** hashes the cell key with every setting that changes its numbers,
   the chunk size included (the data of a chunk depends on where chunks start).
 
+:func:`data_seed`, :func:`scheme_seed` and :func:`chunk_span` are the one definition of
+how chunk ``b`` of a cell is seeded: the runner (:mod:`kvstats.sweep.work`) and
+:func:`kvstats.sweep.replay_trials` both call them, so a replayed trial is the stored one.
+
 The functions here take a :class:`~kvstats.sweep.config.SweepConfig` but only read its
 fields; the config's ``cells``, ``chunk_for`` and ``cell_id`` methods call them.
 """

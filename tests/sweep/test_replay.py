@@ -164,3 +164,18 @@ def test_real_capture_cases_replay(tmp_path):
     np.savez(path, K=x * 2, V=x, q=q, meta=json.dumps({}))
     with pytest.raises(ValueError, match="changed while the sweep ran"):
         r.data
+
+
+def test_usage_example_runs(tmp_path, capsys):
+    # docs/usage.md "Reproduce one trial", at 40 trials in chunks of 16 (three chunks)
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+    section = text[text.index("## Reproduce one trial"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    small = (code.replace('"results/replay_demo"', repr(str(tmp_path / "demo")))
+             .replace('"n_trials": 300, "chunk_size": 128', '"n_trials": 40, "chunk_size": 16'))
+    assert small.count(str(tmp_path)) == 1 and '"n_trials": 40' in small
+    exec(compile(small, "usage.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines()[-1] == "True True"
