@@ -43,6 +43,7 @@ _EXPORTS = {
     # experiments
     "run_sweep": "kvstats.sweep",
     "SweepConfig": "kvstats.sweep",
+    "replay_trials": "kvstats.sweep",
     "load_result": "kvstats.results",
     "summary_table": "kvstats.analysis",
     "compare_schemes": "kvstats.analysis",
