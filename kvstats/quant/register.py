@@ -178,7 +178,7 @@ def _check_def(sdef: SchemeDef) -> None:
             raise ValueError(f"SchemeDef field {fname!r} must be in [1, 8] (the budgets a sweep "
                              f"takes); received {value}")
     if sdef.min_bits > sdef.max_bits:
-        raise ValueError(f"SchemeDef fields 'min_bits' <= 'max_bits' required; received "
+        raise ValueError(f"SchemeDef field 'min_bits' must be <= 'max_bits'; received "
                          f"{sdef.min_bits} > {sdef.max_bits}")
     for fname in ("fixed_budget", "gpu"):
         if not isinstance(getattr(sdef, fname), bool):
@@ -194,12 +194,14 @@ def _check_def(sdef: SchemeDef) -> None:
     if sdef.key_theory not in (None, "mse", "prod"):
         raise ValueError(f"SchemeDef field 'key_theory' must be one of [None, 'mse', 'prod']; "
                          f"received {sdef.key_theory!r}")
-    for fname, what in (("build", "build(bits, dim, params, key_rng, value_rng, draws)"),
-                        ("_randomized", "randomized(params)"),
-                        ("_bits", "expected_bits(bits, dim, n_tokens, params)"),
-                        ("_coded", "coded_dim(dim, params)")):
+    # the fields by define_scheme's argument names (the dataclass field in parentheses)
+    for fname, arg, what in (("build", "build", "(bits, dim, params, key_rng, value_rng, draws)"),
+                             ("_randomized", "randomized", "(params) -> bool"),
+                             ("_bits", "expected_bits", "(bits, dim, n_tokens, params)"),
+                             ("_coded", "coded_dim", "(dim, params) -> int")):
         if not callable(getattr(sdef, fname)):
-            raise TypeError(f"SchemeDef field {fname.lstrip('_')!r} must be a callable {what}; "
+            field = arg if arg == fname else f"{arg}' ('{fname}"
+            raise TypeError(f"SchemeDef field '{field}' must be a callable {arg}{what}; "
                             f"received {getattr(sdef, fname)!r}")
     if not isinstance(sdef.example_params, Mapping):
         raise TypeError(f"SchemeDef field 'example_params' must be a mapping; "

@@ -234,7 +234,9 @@ def scheme_def(name: str) -> SchemeDef:
     elif _MIXED_NAME.match(name.upper()):
         hint = f" (did you mean {name.upper()!r}?)"
     else:
-        hint = did_you_mean(name, REGISTRY)
+        hint = did_you_mean(name, REGISTRY) or (
+            "; a scheme of your own must be registered in this process first (kvstats.register_scheme, "
+            "or a module named in a sweep config's [sweep] plugins)")
     raise ValueError(f"scheme name must be one of {list(REGISTRY)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
                      f"received {name!r}{hint}")
 

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kvstats._checks import check_choice, check_int, did_you_mean
-from kvstats.data.synthetic import _NU_MIN, DISTRIBUTIONS, GENERATORS
-from kvstats.quant.registry import SCHEMES, scheme_def
+from kvstats.data.synthetic import _NU_MIN, GENERATORS, distribution_names
+from kvstats.plugins import load_plugins, resolve_plugin
+from kvstats.quant.register import scheme_names
+from kvstats.quant.registry import scheme_def
 from kvstats.results import DEFAULT_COMPARISONS, REAL, check_comparisons
 from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _real_params, _resolve_real
@@ -29,6 +31,11 @@ __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 #: must therefore not carry (with where each comes from).
 _SWEEP_SET = {"name": "the entry's 'name'", "bits": "from 'budgets'", "dim": "from 'dims'",
               "seed": "from 'seed', per cell and chunk", "draws": "one draw per trial"}
+
+# the end of an unknown distribution name without a near miss (registry.scheme_def says
+# the same of schemes): where a name of the user's own comes from
+_OWN_HINT = ("; a distribution of your own must be registered in this process first "
+             "(kvstats.register_distribution, or a module named in [sweep] plugins)")
 
 #: Fewest keys a case may have: the per-trial profile reports recall@5
 #: (:func:`kvstats.error_profile`, ``k = 5``).
@@ -160,6 +167,14 @@ class SweepConfig:
     generator : {1, 2}
         Data-generator version of :func:`kvstats.sample` (1, the default: float64 draws,
         the numbers of stored results; 2: float32 drawn natively, other numbers).
+    plugins : sequence of str
+        Modules of user code (:mod:`kvstats.plugins`) that register schemes or
+        distributions: ``.py`` files (relative to the TOML file's folder, or the working
+        directory for a dict; kept as absolute paths) or importable module names. They
+        are imported here, before the schemes and distributions are checked, and in
+        every worker process of the sweep; the manifest records each with its file's
+        SHA-256. A missing or failing plugin is a :class:`kvstats.plugins.PluginError`
+        (a ValueError) naming the key and the file.
 
     Examples
     --------
@@ -197,8 +212,11 @@ class SweepConfig:
     report: dict[str, Any] = field(default_factory=dict)
     dtype: str = "float64"
     generator: int = 1
+    plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # first: the plugins register the schemes and distributions checked below
+        object.__setattr__(self, "plugins", load_plugins(_plugin_list(self.plugins)))
         schemes = tuple(self._scheme(s) for s in _as_list(self.schemes, "schemes"))
         dists = tuple(d for entry in _as_list(self.distributions, "distributions")
                       for d in self._distributions(entry))
@@ -261,7 +279,7 @@ class SweepConfig:
         try:
             scheme_def(spec.name)  # its message lists the names, with a near miss
         except TypeError:
-            raise ValueError(f"scheme name must be one of {list(SCHEMES)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+            raise ValueError(f"scheme name must be one of {list(scheme_names())} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
                              f"received {spec.name!r}") from None
         reserved = sorted(set(spec.params) & set(_SWEEP_SET))
         if reserved:
@@ -273,7 +291,7 @@ class SweepConfig:
 
     @staticmethod
     def _distributions(entry: Any) -> list[DistributionSpec]:
-        known = tuple(DISTRIBUTIONS) + (REAL,)
+        known = distribution_names() + (REAL,)
         if isinstance(entry, DistributionSpec):
             specs = [entry]
         elif isinstance(entry, str):
@@ -296,7 +314,7 @@ class SweepConfig:
         for spec in specs:
             if spec.name not in known:
                 raise ValueError(f"distribution name must be one of {list(known)}; received "
-                                 f"{spec.name!r}{did_you_mean(spec.name, known)}")
+                                 f"{spec.name!r}{did_you_mean(spec.name, known) or _OWN_HINT}")
             nu = spec.params.get("nu") if spec.name == "heavy_tailed" else None
             if nu is not None and (isinstance(nu, bool) or not isinstance(nu, (int, float))
                                    or not nu >= _NU_MIN or nu == float("inf")):
@@ -352,6 +370,8 @@ class SweepConfig:
         if base_dir is not None:
             flat["distributions"] = [_resolve_real(e, base_dir) for e in _as_list(flat["distributions"],
                                                                                   "distributions")]
+            if "plugins" in flat:
+                flat["plugins"] = [resolve_plugin(p, base_dir) for p in _plugin_list(flat["plugins"])]
         return cls(**flat)
 
     @classmethod
@@ -404,8 +424,10 @@ class SweepConfig:
             "n_trials": self.n_trials, "n_queries": self.n_queries, "seed": self.seed,
             "chunk_size": self.chunk_size, "comparisons": [list(p) for p in self.comparisons],
             "report": self.report, "dtype": self.dtype,
-            # generator 1 (the default) is left out: fingerprints of earlier configs hold
+            # generator 1 (the default) and no plugins are left out: fingerprints of
+            # earlier configs hold
             **({"generator": self.generator} if self.generator != 1 else {}),
+            **({"plugins": list(self.plugins)} if self.plugins else {}),
         }
 
     # ------------------------------------------------------------------ grid
@@ -449,6 +471,13 @@ class SweepConfig:
 def _as_list(value: Any, name: str) -> list[Any]:
     if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
         value = [value]
+    return list(value)
+
+
+def _plugin_list(value: Any) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"config [sweep] plugins must be a list of strings (.py files or module "
+                        f"names); received {value!r}")
     return list(value)
 
 
