@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from numbers import Real
+from collections.abc import Callable, Iterable, Mapping
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
@@ -291,8 +291,8 @@ def _check_recorded(cell: Cell, cid: str, manifest: dict[str, Any] | None, out: 
         return
     where = "the sweep" if out is None else f"the sweep in {str(out)!r}"
     if cell.source is not None:
-        read = sorted({str(c["key"]["case"].get("capture")) for c in recorded
-                       if isinstance(c.get("key"), dict) and c["key"].get("case", {}).get("distribution") == REAL})
+        cases = [c["key"].get("case", {}) for c in recorded if isinstance(c.get("key"), dict)]
+        read = sorted({str(case.get("capture")) for case in cases if case.get("distribution") == REAL})
         raise ValueError(f"distribution 'real' capture {cell.params['path']!r} holds other content "
                          f"(fingerprint {cell.source}) than {where} read (fingerprint(s) {read}): "
                          "its trials cannot be replayed from this file")
@@ -374,9 +374,10 @@ def _select(config: SweepConfig, given: dict[str, Any]) -> Cell:
 
 
 def _trial_numbers(trials: Any, n_trials: int) -> tuple[int, ...]:
-    items: Iterable[Any] = [trials] if isinstance(trials, (int, np.integer)) else trials
-    if isinstance(trials, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray, range)):
+    # a column of a results frame (a Series) or an array is as good as a list
+    if isinstance(trials, (str, bytes, Mapping)) or not isinstance(trials, (Integral, Iterable)):
         raise TypeError(f"trials must be a trial number or a sequence of them; received {_describe(trials)}")
+    items: Iterable[Any] = [trials] if isinstance(trials, Integral) else trials
     out = []
     for t in items:
         try:
@@ -392,7 +393,7 @@ def _trial_numbers(trials: Any, n_trials: int) -> tuple[int, ...]:
 
 
 def replay_trials(source: SweepConfig | SweepResult | Mapping[str, Any] | str | os.PathLike, *,
-           trials: int | Sequence[int], scheme: str | None = None, bits: float | None = None,
+           trials: int | Iterable[int], scheme: str | None = None, bits: float | None = None,
            distribution: str | None = None, params: str | Mapping[str, Any] | None = None,
            dim: int | None = None, n_keys: int | None = None, cell_id: str | None = None) -> Replay:
     """Replay trials of one cell of a sweep: its data, scheme draws and result rows.
@@ -405,8 +406,9 @@ def replay_trials(source: SweepConfig | SweepResult | Mapping[str, Any] | str | 
     source : str, path, SweepConfig, dict or SweepResult
         A sweep folder (its ``manifest.json`` holds the config), a TOML config, a config,
         or :func:`kvstats.load_result`'s result.
-    trials : int or sequence of int
-        Trial numbers (the ``trial`` column), distinct, in ``[0, n_trials - 1]``.
+    trials : int or iterable of int
+        Trial numbers (the ``trial`` column; a list, an array or a column of the results
+        frame), distinct, in ``[0, n_trials - 1]``.
     scheme : str, optional
         The ``scheme`` column: the scheme's label (``'KQV'``, ``"QKQV[sketch='orthogonal']"``).
     bits : float, optional

@@ -104,6 +104,8 @@ def test_the_seeds_are_those_of_stored_sweeps():
     ({"scheme": "KQV", "bits": 2, "params": "rank=2", "trials": [1, 1]}, ValueError, "must not repeat"),
     ({"scheme": "KQV", "bits": 2, "params": "rank=2", "trials": []}, ValueError, "at least one"),
     ({"scheme": "KQV", "bits": 2, "params": "rank=2", "trials": "1"}, TypeError, "trials must be"),
+    ({"scheme": "KQV", "bits": 2, "params": "rank=2", "trials": 1.0}, TypeError, "trials must be"),
+    ({"scheme": "KQV", "bits": 2, "params": "rank=2", "trials": [True]}, TypeError, "trials must be"),
     ({"scheme": 3, "trials": 0}, TypeError, "scheme must be a string"),
     ({"bits": "2", "trials": 0}, TypeError, "bits must be a number"),
     ({"params": 1.5, "trials": 0}, TypeError, "params must be"),
@@ -116,6 +118,11 @@ def test_bad_selectors(kwargs, err, match):
 def test_params_as_dict_and_chunk_checks(sweep):
     r = replay_trials(sweep, scheme="KQV", bits=2, params={"rank": 2}, trials=3)
     assert r.cell.params == {"rank": 2} and r.trials == (3,)
+    # trials from a results column (a Series) or an array
+    frame = kvstats.load_result(sweep).frame
+    rows = frame[frame.cell_id == r.cell_id].iloc[[5, 2]]
+    assert replay_trials(sweep, cell_id=r.cell_id, trials=rows.trial).trials == (5, 2)
+    assert replay_trials(sweep, cell_id=r.cell_id, trials=np.arange(2)).trials == (0, 1)
     with pytest.raises(ValueError, match=r"chunk must be an integer in \[0, 2\]; received 3"):
         r.chunk_data(3)
     with pytest.raises(ValueError, match=r"trial must be a trial number in \[0, 6\]"):
