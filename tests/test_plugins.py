@@ -197,6 +197,69 @@ def test_check_scheme_passes_an_honest_scheme_and_catches_a_lying_one():
     assert "randomized=True" in account["seeds"]
 
 
+class _NoisyRoundtrip(UniformTokenCoder):
+    def roundtrip(self, x):          # not decode(encode(x)): a shortcut that drifted
+        return super().roundtrip(x) * (1 + 1e-7)
+
+
+class _Verbatim(UniformTokenCoder):
+    def roundtrip(self, x):          # returns its input: nothing was quantized
+        return np.array(x, copy=True)
+
+    def decode(self, codes):
+        return self._last
+
+    def encode(self, x):
+        self._last = np.array(x, copy=True)
+        return super().encode(x)
+
+
+class _Padded(UniformTokenCoder):
+    def stored_bits(self, n_tokens):  # counts more than it stores (and expected_bits agrees)
+        return {**super().stored_bits(n_tokens), "pad": 8.0 * n_tokens}
+
+
+class _PaddedOdd(UniformTokenCoder):
+    def stored_bits(self, n_tokens):  # counts padding of d to a power of two it never stores
+        pad = (1 << (self.dim - 1).bit_length()) - self.dim
+        return {**super().stored_bits(n_tokens), "pad": 3.0 * pad * n_tokens}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tagged:
+    inner: object
+    tag: np.ndarray      # a byte per vector the accounting forgets
+
+    @property
+    def nbytes(self):
+        return self.inner.nbytes + self.tag.nbytes
+
+
+class _Unaccounted(UniformTokenCoder):
+    def encode(self, x):             # stores a byte per vector more than stored_bits counts
+        return _Tagged(super().encode(x), np.zeros(np.shape(x)[:-1], np.uint8))
+
+    def decode(self, codes):
+        return super().decode(codes.inner)
+
+
+@pytest.mark.parametrize("coder,clause", [(_NoisyRoundtrip, "roundtrip"), (_Verbatim, "lossy"),
+                                          (_Padded, "stored_bytes"), (_Unaccounted, "stored_bytes"),
+                                          (_PaddedOdd, "stored_bytes")])
+def test_check_scheme_catches_a_broken_coder(coder, clause):
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return bits, UniformTokenCoder(bits, dim, dim), coder(bits, dim, dim)
+
+    def stored(bits, dim, n_tokens, params):
+        key, value = _stored(bits, dim, n_tokens, params)
+        extra = {_Padded: 8, _PaddedOdd: 3 * ((1 << (dim - 1).bit_length()) - dim)}.get(coder, 0)
+        return key, value + extra * n_tokens
+
+    register_scheme(define_scheme("broken", build, stored, summary="one broken side"))
+    account = kvstats.check_scheme("broken", raise_on_failure=False)
+    assert clause in [c for c, m in account.items() if m != "ok"], account
+
+
 def test_check_scheme_reports_a_crash_of_the_users_code():
     def broken(bits, dim, params, key_rng, value_rng, draws):
         raise RuntimeError("my bug")
