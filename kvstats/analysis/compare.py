@@ -47,7 +47,8 @@ from jaxtyping import Float
 from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
-from kvstats.analysis.resolution import attainable_adjusted, extreme_pvalue, not_resolvable_text
+from kvstats.analysis.resolution import (attainable_adjusted, extreme_pvalue, not_resolvable_text,
+                                         sign_extreme_pvalue)
 from kvstats.results import check_comparisons  # the one check of the pairs (also the config's)
 
 __all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
@@ -70,10 +71,13 @@ NOT_RESOLVABLE = "not resolvable"
 _COLUMNS = list(CASE_COLUMNS) + ["budget", "budget_b", "scheme_a", "scheme_b", "metric", "test",
                                  "statistic", "pvalue", "effect", "effect_low", "effect_high",
                                  "mean_a", "mean_b", "median_a", "median_b", "n_a", "n_b",
-                                 "n_permutations", "max_permutations", "min_attainable_p",
+                                 "n_informative", "n_permutations", "max_permutations", "min_attainable_p",
                                  "margin_low", "margin_high", "note"]
 _NO_RESOLUTION = {"n_permutations": 0, "max_permutations": 0, "margin_low": math.nan,
                   "margin_high": math.nan}
+# ``n_informative``: the units that carry the test's information, where that is a count
+# other than n_a and n_b (the sign test's nonzero differences); NaN for the other tests
+_NOT_COUNTED = {"n_informative": math.nan}
 _CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "hommel", "fdr_by", "sidak", "holm-sidak")
 
 Row = dict[str, float | int | str]
@@ -86,7 +90,7 @@ def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
     return {"test": "mann_whitney", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
             "effect_high": float(res.rank_biserial_high), "note": "", **_NO_RESOLUTION,
-            "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
+            **_NOT_COUNTED, "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
 
 
 def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
@@ -98,7 +102,10 @@ def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
             "effect_high": float(res.dominance_high),
             "note": (f"sign test, {res.n_nonzero} nonzero of {res.n_pairs} paired differences "
                      f"({res.n_positive} a > b, {res.n_negative} a < b)"),
-            **_NO_RESOLUTION, "min_attainable_p": extreme_pvalue("sign", x, y)}
+            # the test's own count of nonzero differences: its resolution, and the report's
+            # "only k of the n pairs differ", read from this column, not from the note
+            "n_informative": float(res.n_nonzero), **_NO_RESOLUTION,
+            "min_attainable_p": sign_extreme_pvalue(res.n_nonzero)}
 
 
 def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> Row:
@@ -124,7 +131,7 @@ def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> 
         min_p = max(min_p, 1.0 / (1 + resolution["max_permutations"]))
     return {"test": "ks", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.statistic), "effect_low": math.nan, "effect_high": math.nan,
-            "note": note, **resolution, "min_attainable_p": min_p}
+            "note": note, **resolution, **_NOT_COUNTED, "min_attainable_p": min_p}
 
 
 def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_permutations: int,
@@ -139,7 +146,7 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
             "effect_high": math.nan, "n_permutations": int(res.n_permutations),
             "max_permutations": int(res.max_permutations),
             "min_attainable_p": float(res.min_attainable_p), "margin_low": math.nan,
-            "margin_high": math.nan,
+            "margin_high": math.nan, **_NOT_COUNTED,
             "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
                     + (", stopped early" if res.stopped_early else "")}
 
@@ -149,7 +156,7 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
     from kvstats.stats.equivalence import tost_rank, tost_ratio
 
     base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0,
-            "min_attainable_p": 0.0}
+            "min_attainable_p": 0.0, **_NOT_COUNTED}
     try:
         res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
                else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))
@@ -305,8 +312,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         One row per test with the case columns, ``budget``, ``budget_b``, ``scheme_a``,
         ``scheme_b``, ``metric``, ``test``, ``statistic``, ``pvalue``, ``effect``,
         ``effect_low``, ``effect_high``, ``mean_a``, ``mean_b``, ``median_a``,
-        ``median_b``, ``n_a``, ``n_b``, ``n_permutations`` (drawn; 0: not a permutation
-        test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
+        ``median_b``, ``n_a``, ``n_b``, ``n_informative`` (the units that carry the test's
+        information where that count is not ``n_a``/``n_b``: for a sign-test row the pairs
+        whose values differ, its ``n_nonzero``, which set its resolution min(1, 2·2⁻ᵏ);
+        NaN for the other tests, whose limits are ``n_a``, ``n_b``, the ties and B),
+        ``n_permutations`` (drawn; 0: not a permutation test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
         ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
         ``min_attainable_p_adjusted``, ``resolvable``, ``significant``, ``winner``,
         ``verdict``. Under ``pairing="trial"`` ``n_a`` = ``n_b`` = the number of pairs.

@@ -28,7 +28,37 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-__all__ = ["extreme_pvalue", "attainable_adjusted", "not_resolvable_text"]
+from kvstats._checks import check_int
+
+__all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text"]
+
+
+def sign_extreme_pvalue(n_nonzero: int) -> float:
+    """Smallest p-value the two-sided sign test can return with ``n_nonzero`` nonzero differences.
+
+    Its null changes the signs of the differences, so the most extreme data are the
+    ``n_nonzero`` differences all of one sign, whose exact two-sided binomial p-value
+    (:func:`kvstats.stats.sign_test`, zeros dropped) is min(1, 2·2⁻ᵏ); 1 when every
+    difference is zero. The count is the sign test's own ``n_nonzero``, so a caller that
+    ran the test (:func:`kvstats.analysis.compare_schemes`) does not count again.
+
+    Parameters
+    ----------
+    n_nonzero : int >= 0
+        The pairs whose two values differ (:attr:`kvstats.stats.SignTestResult.n_nonzero`).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import sign_extreme_pvalue
+    >>> sign_extreme_pvalue(5), sign_extreme_pvalue(1), sign_extreme_pvalue(0)   # 2 / 2**5
+    (0.0625, 1.0, 1.0)
+    """
+    k = check_int(n_nonzero, "n_nonzero", low=0)
+    return min(1.0, math.ldexp(1.0, 1 - k))
 
 
 def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]) -> float:
@@ -41,7 +71,8 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
     paired): its null changes the signs of the differences x − y, so the most extreme
     data are the k nonzero differences all of one sign, whose exact two-sided binomial
     p-value (:func:`kvstats.stats.sign_test`, zeros dropped) is min(1, 2·2⁻ᵏ); 1 when
-    every difference is zero.
+    every difference is zero (:func:`sign_extreme_pvalue` of the count, which a caller
+    holding the sign test's ``n_nonzero`` calls directly).
 
     Parameters
     ----------
@@ -71,8 +102,7 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
                              f"{x.size} and {y.size}")
         if np.isnan(x).any() or np.isnan(y).any():
             raise ValueError("x and y must not hold NaN (the sign of a pair would be undefined)")
-        k = int(np.count_nonzero(x != y))
-        return min(1.0, math.ldexp(1.0, 1 - k))
+        return sign_extreme_pvalue(int(np.count_nonzero(x != y)))
     pooled = np.sort(np.concatenate([np.asarray(x, np.float64).ravel(),
                                      np.asarray(y, np.float64).ravel()]))
     n_x = np.asarray(x).size

@@ -8,7 +8,6 @@ columns named by :mod:`kvstats.report.wording` (the effect's header under either
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import pandas as pd
@@ -42,10 +41,6 @@ def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
         row[unit] = int(g.loc["kl", "n_trials"])
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-#: The count of nonzero paired differences in a sign-test row's note (analysis.compare._sign_row).
-_NONZERO = re.compile(r"(\d+) nonzero of (\d+) paired differences")
 
 
 def _pvalue_cell(row: Any) -> str:
@@ -104,10 +99,8 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                 row["p adj (KS)"] += " (not resolvable)"
         row["winner"] = r.winner
         if paired and str(r.winner).startswith(NOT_RESOLVABLE):
-            # what limits a sign test is the pairs that differ, not the pairs: say how many
-            m = _NONZERO.search(str(r.note))
-            if m:
-                row["winner"] += ": " + _differ_text(int(m[1]), int(m[2]))
+            # what limits a sign test is the pairs that differ (n_informative), not the pairs
+            row["winner"] += ": " + _differ_text(int(r.n_informative), int(r.n_a))
         if (k in ks.index and not r.significant and bool(ks.loc[k, "significant"])
                 and r.verdict == NO_DIFFERENCE):
             # no shift in location, but the distributions differ: say so, not "no difference"

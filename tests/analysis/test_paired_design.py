@@ -365,3 +365,48 @@ def test_paired_energy_test_holds_its_size_under_negative_correlation():
                         energy_resolution="fixed", energy_stop=1000, pairing="none")
     e = t[t.test == "energy"]
     assert int((e.pvalue <= 0.05).sum()) > hi                     # measured 42 of 300
+
+
+def test_n_informative_is_the_sign_tests_count_of_pairs_that_differ():
+    """``n_informative``: the nonzero differences of a sign row (its resolution's count),
+    NaN on every other test's row; min_attainable_p as extreme_pvalue recounts it."""
+    from kvstats.analysis.compare import _COLUMNS
+
+    f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.3}, n=20, seed=6)
+    f["argmax_shift"] = 0.0
+    f.loc[(f.scheme == "KQV") & (f.trial < 4), "argmax_shift"] = 1.0       # 4 of 20 pairs differ
+    f.loc[(f.scheme == "QKQV") & (f.trial == 0), "argmax_shift"] = 1.0     # ... but pair 0 ties
+    t = compare_schemes(f, PAIR, metrics=["kl", "argmax_shift"], energy_resamples=19,
+                        equivalence={"kl": 0.5}, pairing="trial")
+    a, b = (f[f.scheme == s].set_index("trial").sort_index() for s in ("KQV", "QKQV"))
+    sign = t[t.test == "sign"].set_index("metric")
+    for metric in ("kl", "argmax_shift"):
+        x, y = a[metric].to_numpy(), b[metric].to_numpy()
+        k = int(np.count_nonzero(x != y))
+        assert sign.loc[metric, "n_informative"] == k == sign_test(x, y).n_nonzero
+        assert f" {k} nonzero of 20 " in sign.loc[metric, "note"]
+        assert sign.loc[metric, "min_attainable_p"] == extreme_pvalue("sign", x, y)
+    assert sign.loc["argmax_shift", "n_informative"] == 3
+    assert set(t.test) == {"sign", "energy", "equivalence"}
+    assert t.loc[t.test != "sign", "n_informative"].isna().all()
+    unpaired = compare_schemes(f, PAIR, metrics=["kl"], energy_resamples=19, pairing="none")
+    assert set(unpaired.test) == {"mann_whitney", "ks", "energy"}
+    assert unpaired["n_informative"].isna().all()
+    # declared: the column sits with the counts, in every table (an empty one too)
+    assert _COLUMNS.index("n_informative") == _COLUMNS.index("n_b") + 1
+    empty = compare_schemes(f, [], metrics=["kl"], pairing="trial")
+    assert empty.empty and "n_informative" in empty.columns
+
+
+def test_sign_extreme_pvalue_takes_the_count():
+    from kvstats.analysis.resolution import sign_extreme_pvalue
+
+    assert [sign_extreme_pvalue(k) for k in (0, 1, 2, 7, 1100)] == [1.0, 1.0, 0.5, 2 / 2**7,
+                                                                     2.0**-1099]
+    assert sign_extreme_pvalue(np.int64(5)) == 0.0625
+    with pytest.raises(ValueError, match=r"n_nonzero must be an integer in \[0, inf\]; received -1"):
+        sign_extreme_pvalue(-1)
+    with pytest.raises(TypeError, match="n_nonzero must be an integer"):
+        sign_extreme_pvalue(2.0)
+    with pytest.raises(TypeError, match="n_nonzero must be an integer"):
+        sign_extreme_pvalue(True)

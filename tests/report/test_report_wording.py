@@ -536,6 +536,28 @@ def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
     assert "only 5 of the 5" not in rep.files["markdown"].read_text()
 
 
+def test_the_count_of_pairs_that_differ_is_read_from_n_informative_not_the_note():
+    """The cell's "only k of the n pairs differ" comes from the comparisons table's
+    n_informative column (written by compare_schemes), never parsed from the free-text note."""
+    from kvstats.analysis import compare_schemes
+    from kvstats.report.tables import _comparison_table
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40, seed=41)
+    f["argmax_shift"] = 0.0
+    f.loc[(f.scheme == "KQV") & (f.trial < 3), "argmax_shift"] = 1.0     # 3 of 40 pairs differ
+    comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl", "argmax_shift"], energy=False)
+
+    def cell(c):
+        rows = _comparison_table(c).set_index("metric")
+        return rows.loc["argmax_shift", "winner"]
+
+    assert cell(comp).endswith(": only 3 of the 40 pairs differ")
+    assert cell(comp.assign(note="")).endswith(": only 3 of the 40 pairs differ")
+    sign = comp.test == "sign"
+    assert cell(comp.assign(n_informative=np.where(sign, 7.0, np.nan))).endswith(
+        ": only 7 of the 40 pairs differ")
+
+
 def test_bits_figure_captions_say_what_a_hollow_marker_means(tmp_path):
     """The KL and recall figures draw heavy-tailed means hollow (their error bars are not
     valid there); the captions say so."""
