@@ -56,7 +56,7 @@ def clean_registries():
         table.clear()
         table.update(before)
     for name in set(sys.modules) - modules:
-        if name.startswith("kvstats_plugin_"):
+        if name.startswith("kvstats_plugin_") or name == "my_plugin_mod":
             del sys.modules[name]
 
 
@@ -285,9 +285,11 @@ def test_plugins_register_before_the_grid_is_checked_and_resolve_against_the_con
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_sweep_with_plugins_runs_in_fork_and_spawn_workers(tmp_path, method):
     path = _config(tmp_path)
-    serial = kvstats.run_sweep(path, executor="serial", progress=False)
-    # a fresh process state in the parent: the spawn workers import the plugin themselves
     with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as pool:
+        # workers started before the plugin is imported here: fork workers do not inherit
+        # it either, so both kinds must import it themselves
+        assert list(pool.map(abs, [-1, -2])) == [1, 2]
+        serial = kvstats.run_sweep(path, executor="serial", progress=False)
         pooled = kvstats.run_sweep(path, out=tmp_path / "out", executor=pool, progress=False)
     assert sorted(pooled.frame["scheme"].unique()) == ["KQV", "plug_minmax"]
     assert set(pooled.frame["distribution"]) == {"plug_shifted", "gaussian"}
@@ -351,7 +353,6 @@ def test_a_module_plugin_and_bad_entries(tmp_path, monkeypatch):
                                          "distributions": ["plug_shifted"]})
     assert cfg.plugins == ("my_plugin_mod",)
     assert plugins.plugin_records(cfg.plugins)[0]["kind"] == "module"
-    monkeypatch.delitem(sys.modules, "my_plugin_mod")
     with pytest.raises(plugins.PluginError, match=r"importing module 'no_such_mod' failed: ModuleNotFoundError"):
         kvstats.SweepConfig.from_dict({"plugins": ["no_such_mod"], "schemes": ["KQV"], "distributions": ["gaussian"]})
     with pytest.raises(TypeError, match=r"plugins must be a list of strings"):
