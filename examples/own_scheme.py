@@ -10,8 +10,13 @@ scheme, hold it to the contract every built-in passes (``check_scheme``), run a 
 sweep against KQV on Gaussian and heavy-tailed keys, print the paired comparison and
 write the hypothesis-test report.
 
-    python examples/own_scheme.py                 # ~1 min on 2 cores
+    python examples/own_scheme.py                 # 22 s (2 cores, niced, load average 4)
     python examples/own_scheme.py --fast --out /tmp/own   # seconds (what the tests run)
+
+The full run finds (seed 0, d = 64, N = 512, 300 trials): mean KL of minmax vs KQV
+0.0190 vs 0.0176 at n = 3 and 0.0041 vs 0.0048 at n = 4 on Gaussian keys; 0.29 vs 0.086
+and 0.072 vs 0.021 on Student-t (nu = 3) keys, where a vector's own min and max are set
+by its largest coordinates and a rotation (KQV) spreads them out.
 
 The sweep's worker processes get the scheme too (run_sweep sends them its definition);
 for ``kvstats sweep``/``kvstats report`` on the command line, put the code above
