@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from kvstats.analysis.clustered import N_IN_CLUSTER
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
+from kvstats.report.folder import REPORT_RECORD, STAGING_PREFIX, _commit, _staging_folder  # noqa: F401
 from kvstats.report.notation import _case_title, _slug
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
@@ -32,60 +34,6 @@ from kvstats.report.wording import _resolution
 from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult, load_result
 
 __all__ = ["Report", "hypothesis_report", "REPORT_RECORD"]
-
-#: The report's record of the files it wrote (relative path → SHA-256), in ``out_dir``:
-#: the next report into the same folder removes exactly those that are unchanged, so
-#: stale figures of an earlier report do not linger and no other file is ever touched.
-REPORT_RECORD = "report_files.json"
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _remove_previous(out: Path) -> list[str]:
-    """Remove the files an earlier report recorded in ``out`` and that are unchanged since.
-
-    A file the user edited (its hash differs), a path outside ``out`` and anything not
-    in the record stay. An unreadable record removes nothing. Returns the removed paths.
-    """
-    record = out / REPORT_RECORD
-    if not record.is_file():
-        return []
-    try:
-        files = json.loads(record.read_text(encoding="utf-8")).get("files", {})
-    except (OSError, ValueError, AttributeError):
-        return []
-    removed = []
-    root = out.resolve()
-    for rel, digest in (files.items() if isinstance(files, dict) else ()):
-        path = (out / str(rel)).resolve()
-        if root not in path.parents or not path.is_file() or path.is_symlink():
-            continue
-        if _sha256(path) == digest:
-            path.unlink()
-            removed.append(str(rel))
-    record.unlink()
-    return removed
-
-
-def _write_record(out: Path, paths: Sequence[Path]) -> Path:
-    root = out.resolve()
-    files = {}
-    for p in paths:
-        rp = Path(p).resolve()
-        if rp.is_file() and root in rp.parents:
-            files[rp.relative_to(root).as_posix()] = _sha256(rp)
-    path = out / REPORT_RECORD
-    path.write_text(json.dumps({"kvstats_report_files": 1, "files": files}, indent=1, sort_keys=True))
-    return path
-
 
 @dataclass(frozen=True)
 class Report:
@@ -137,7 +85,12 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     :data:`REPORT_RECORD` (the files written, with their hashes). A report written into a
     folder that holds an earlier one first removes the earlier report's files that are
     unchanged since it wrote them (its record says which), so no stale figure stays;
-    every other file is left alone.
+    every other file is left alone. The files are written into a hidden staging folder
+    inside ``out_dir`` and then moved into place under a record marked in progress,
+    ``report.json`` last (:mod:`kvstats.report.folder`): a report interrupted while writing
+    (KeyboardInterrupt, a crash, a full disk) leaves the folder as it was, or with a
+    record that the retry takes and whose files it replaces; a ``report.json`` is only
+    ever beside the whole report it describes.
 
     Contents: per case and budget, every scheme's mean and bootstrap 95% CI of each
     metric with KL p99/max and bits per coordinate (nominal and with overhead); pairwise
@@ -260,42 +213,44 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                            None if use_clusters or paired else _pairing_correlations(frame, comp),
                            paired)
 
-    # the folder is changed only now, after the compute: a report that fails or is interrupted
-    # there leaves it as it was (an earlier report's record kept, or empty), so a retry is not
-    # refused by check_out_folder as a folder of someone else's files
-    _remove_previous(out)    # an earlier report's files, unchanged since: no stale figures
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    files: dict[str, Path] = {}
-    tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
-    if comp_trials is not None:
-        tables.append(("comparisons_trial_level", comp_trials))
-    for name, df in tables:
-        files[name] = out / "tables" / f"{name}.csv"
-        # "NaN" for a missing value, as the sweep's own tables: read_table (which keeps an
-        # empty cell as text) and pandas.read_csv both read the float columns as floats
-        df.to_csv(files[name], index=False, na_rep="NaN")
-
-    figs: dict[str, Path] = {}
-    if opts["figures"]:
-        figs = _figures(frame, comp, comparisons, out / "figures",
-                        nominal_bounds(trials, spectra=spectra, n_queries=n_queries))
-
-    doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
-                         comparisons=comparisons)
-    files["markdown"] = out / "report.md"
-    files["markdown"].write_text(doc.markdown(out))
-    files["html"] = out / "report.html"
-    files["html"].write_text(doc.html("kvstats hypothesis report"))
-    payload = {"options": opts, "manifest": result.manifest, "unit": unit_text,
-               "resolution": _resolution(comp), "summary": records(summary),
-               "comparisons": records(comp), "crossovers": records(cross), "theory": records(theory),
-               **({"comparisons_trial_level": records(comp_trials)} if comp_trials is not None else {}),
-               "figures": {k: str(v) for k, v in figs.items()},
-               "seconds": round(time.perf_counter() - tic, 3)}
-    files["json"] = out / "report.json"
-    files["json"].write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False, default=str))
-    written = list(files.values()) + [q for f in figs.values() for q in (f, f.with_suffix(".svg"))]
-    _write_record(out, written)
+    # the folder is changed only now, after the compute, and in two steps, so that however
+    # the writing ends (KeyboardInterrupt, a crash, a full disk) a retry is never refused by
+    # check_out_folder and a part of a report never reads as a whole one: every file is
+    # written into a hidden staging folder (which check_out_folder does not count), then
+    # moved into place under a record marked in progress (_commit)
+    stage = _staging_folder(out)
+    try:
+        (stage / "tables").mkdir()
+        tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
+        if comp_trials is not None:
+            tables.append(("comparisons_trial_level", comp_trials))
+        for name, df in tables:
+            # "NaN" for a missing value, as the sweep's own tables: read_table (which keeps an
+            # empty cell as text) and pandas.read_csv both read the float columns as floats
+            df.to_csv(stage / "tables" / f"{name}.csv", index=False, na_rep="NaN")
+        figs: dict[str, Path] = {}
+        if opts["figures"]:
+            figs = _figures(frame, comp, comparisons, stage / "figures",
+                            nominal_bounds(trials, spectra=spectra, n_queries=n_queries))
+        doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
+                             comparisons=comparisons)
+        (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
+        (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
+        figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
+        payload = {"options": opts, "manifest": result.manifest, "unit": unit_text,
+                   "resolution": _resolution(comp), "summary": records(summary),
+                   "comparisons": records(comp), "crossovers": records(cross),
+                   "theory": records(theory),
+                   **({"comparisons_trial_level": records(comp_trials)} if comp_trials is not None else {}),
+                   "figures": {k: str(v) for k, v in figs.items()},
+                   "seconds": round(time.perf_counter() - tic, 3)}
+        (stage / "report.json").write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False,
+                                                      default=str))
+        _commit(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    files = {name: out / "tables" / f"{name}.csv" for name, _ in tables}
+    files.update(markdown=out / "report.md", html=out / "report.html", json=out / "report.json")
     return Report(summary, comp, cross, theory, files, figs)
 
 

@@ -353,7 +353,9 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     was written by kvstats:
     it holds the lock file :data:`LOCK_NAME` (every sweep and ``kvstats report`` takes
     it first), a kvstats ``manifest.json`` or a report's record of its files
-    (:data:`kvstats.report.render.REPORT_RECORD`, written by ``hypothesis_report``). Any other folder with something in it (``--out docs``,
+    (:data:`kvstats.report.render.REPORT_RECORD`, written by ``hypothesis_report``, also
+    while it moves its files into place: a report interrupted there is retried, not
+    refused). Any other folder with something in it (``--out docs``,
     ``--out .`` or ``--out results`` by mistake) is a ValueError naming the folder and
     what it holds: a sweep (``what="sweep"``) writes ``manifest.json``, ``results.*``,
     ``cells/`` and the report, a report (``what="report"``) ``report.md/.html/.json``,
@@ -380,7 +382,8 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
             or _kvstats_record(out / _REPORT_RECORD, "kvstats_report_files")):
         return  # new (or a file: lock_dir says so), or written by kvstats
     # hidden entries (.DS_Store, .gitkeep, .git/) are not the user's results, and the only
-    # hidden names kvstats writes (its lock, its .<name>.<random>.tmp files) are its own:
+    # hidden names kvstats writes (its lock, its .<name>.<random>.tmp files, a report's
+    # .report-staging-<id>/ folder) are its own:
     # a folder of only those counts as empty
     entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir()
                      if not p.name.startswith("."))
