@@ -376,12 +376,65 @@ def test_the_command_line_sweeps_and_reports_with_a_plugin(tmp_path, capsys):
     assert "plug_minmax" in report and "heavy_tailed" in report
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "the report's theory table asks kvstats.data.spectrum for the key spectrum of every "
-    "synthetic case, which knows only the built-ins; kvstats/analysis/theory.case_spectra "
-    "must give (None, None) (no bound) for a registered distribution, as for a real one"))
 def test_the_report_of_a_user_distribution(tmp_path):
     path = _config(tmp_path, schemes=("KQV", "plug_minmax"))
     result = kvstats.run_sweep(path, executor="serial", progress=False)
     kvstats.hypothesis_report(result, tmp_path / "rep", figures=False, energy_resamples=19,
                               bootstrap_resamples=99)
+    assert "plug_shifted" in (tmp_path / "rep" / "report.md").read_text()
+    # no key spectrum is known for a user's distribution: value bounds only (Gaussian values)
+    from kvstats.analysis.theory import case_spectra
+    key, value = case_spectra("plug_shifted", "shift=2.0", 16, 32)
+    assert key is None and value is not None and float(value.mean_square) == 16.0
+
+
+# ------------------------------------------------------------------ resume and user code
+def _forget_plugins():
+    """What a new process would be: no plugin imported, no user registration."""
+    for name in [n for n in registry._TABLE if n not in registry.BUILTIN]:
+        del registry._TABLE[name]
+        registry._ORIGIN.pop(name, None)
+    synthetic._USER.clear()
+    synthetic._DIST_ORIGIN.clear()
+    plugins._LOADED.clear()
+    for name in [n for n in sys.modules if n.startswith("kvstats_plugin_")]:
+        del sys.modules[name]
+
+
+def test_resume_recomputes_the_cells_of_edited_user_code(tmp_path, capsys):
+    """An edited plugin changes the ids of the cells its code computes (so resume cannot
+    reuse numbers the new code would not give); built-in cells on built-in data resume."""
+    path = _config(tmp_path, schemes=("KQV", "plug_minmax"))
+    out = tmp_path / "out"
+    first = kvstats.run_sweep(path, out, executor="serial", progress=False)
+    keys = {c["id"]: (c["key"]["scheme"], c["key"]["case"]["distribution"]) for c in first.manifest["cells"]}
+    _forget_plugins()
+    again = kvstats.run_sweep(path, out, executor="serial", progress=False)
+    assert {c["status"] for c in again.manifest["cells"]} == {"resumed"}      # nothing changed
+    _forget_plugins()
+    plug = tmp_path / "plug.py"
+    plug.write_text(plug.read_text().replace("side = n_tokens", "side = 1 * n_tokens"))
+    edited = kvstats.run_sweep(path, out, executor="serial", progress=False)
+    assert "computed by other versions of its user code" in capsys.readouterr().err
+    status = {keys.get(c["id"], (c["key"]["scheme"], c["key"]["case"]["distribution"])): c["status"]
+              for c in edited.manifest["cells"]}
+    assert status[("KQV", "gaussian")] == "resumed"
+    assert {s for (scheme, dist), s in status.items()
+            if scheme == "plug_minmax" or dist == "plug_shifted"} == {"computed"}
+    # an edit that changes no number: the same rows, under the new ids
+    assert edited.frame.drop(columns="cell_id").equals(first.frame.drop(columns="cell_id"))
+
+
+def test_user_code_digest_follows_the_source_file(tmp_path):
+    from kvstats.sweep.plan import Cell, user_code_digest
+    from kvstats.sweep import SchemeSpec
+
+    path = tmp_path / "mod.py"
+    path.write_text(PLUGIN.replace("plug_", "digest_"))
+    plugins.load_plugins([str(path)])
+    cell = Cell("gaussian", {}, 16, 32, 3, SchemeSpec("digest_minmax"))
+    data_cell = Cell("digest_shifted", {"shift": 1.0}, 16, 32, 3, SchemeSpec("KQV"))
+    first = user_code_digest(cell), user_code_digest(data_cell)
+    assert None not in first and user_code_digest(Cell("gaussian", {}, 16, 32, 3, SchemeSpec("KQV"))) is None
+    path.write_text(path.read_text() + "\n# edited\n")
+    assert user_code_digest(cell) != first[0] and user_code_digest(data_cell) != first[1]

@@ -26,6 +26,7 @@ from kvstats._checks import _describe, check_int
 from kvstats.analysis.frame import CASE_COLUMNS, check_frame
 from kvstats.analysis.intervals import ci_reliable, mean_ci, ratio_ci
 from kvstats.data.spectrum import Spectrum, capture_spectra, synthetic_spectrum
+from kvstats.data.synthetic import DISTRIBUTIONS
 from kvstats.quant.registry import REGISTRY, SchemeDef
 from kvstats.quant.rotation import next_pow2
 from kvstats.results import REAL
@@ -286,7 +287,8 @@ def case_spectra(distribution: str, params: str, dim: int, n_keys: int,
     The sweep draws standard Gaussian values for every synthetic case
     (:func:`kvstats.sample`'s default), so the value spectrum is ``I_d``. A real case
     (``distribution == "real"``) needs its capture: see :func:`real_case_spectra`;
-    here it gets ``(None, None)``.
+    here it gets ``(None, None)``. A distribution registered with
+    :func:`kvstats.register_distribution` has no known key spectrum: ``(None, I_d)``.
 
     Parameters
     ----------
@@ -307,9 +309,14 @@ def case_spectra(distribution: str, params: str, dim: int, n_keys: int,
     """
     if distribution == REAL:
         return None, None
+    value = synthetic_spectrum("gaussian", int(dim))
+    if distribution not in DISTRIBUTIONS:
+        # a registered distribution of the user's: its key covariance has no closed form
+        # here, so no key bound (the values are still the sweep's standard Gaussians)
+        return None, value
     key = synthetic_spectrum(distribution, int(dim), _parse_params(params), n_keys=int(n_keys),
                              n_queries=n_queries)
-    return key, synthetic_spectrum("gaussian", int(dim))
+    return key, value
 
 
 def real_case_spectra(config: SweepConfig) -> dict[_CaseKey, CaseSpectra]:

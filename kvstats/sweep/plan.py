@@ -278,12 +278,73 @@ def cell_id(config: SweepConfig, cell: Cell) -> str:
     ...     {**cfg.to_dict(), "seed": 1}), cell)
     (20, False)
     """
+    code = user_code_digest(cell)
     text = _canonical({"cell": json.loads(cell.key()), "seed": config.seed,
                        "n_trials": config.n_trials, "n_queries": config.n_queries,
                        "chunk": chunk_for(config, cell.n_keys, cell.dim), "dtype": config.dtype,
                        # generator 1 (the default) leaves the ids of earlier results unchanged
-                       **({"generator": config.generator} if config.generator != 1 else {})})
+                       **({"generator": config.generator} if config.generator != 1 else {}),
+                       # built-ins only: no entry, so their ids are those of earlier versions
+                       **({"user_code": code} if code is not None else {})})
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def user_code_digest(cell: Cell) -> str | None:
+    """SHA-256 of the source of the user code that computes ``cell`` (None: built-ins only).
+
+    A registered scheme or distribution (:func:`kvstats.register_scheme`,
+    :func:`kvstats.register_distribution`) is code the user edits between runs: the
+    source files of its functions (the scheme's ``build`` and ``expected_bits``, the
+    distribution's ``sampler``) enter the cell id, so ``resume`` recomputes a cell whose
+    user code changed instead of reusing numbers the new code would not give. What those
+    files import is not hashed (an edit there is not seen). A function with no source
+    file (typed at an interactive prompt) is hashed by its bytecode and constants.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SchemeSpec
+    >>> user_code_digest(Cell("gaussian", {}, 64, 128, 3, SchemeSpec("KQV"))) is None
+    True
+    """
+    from kvstats.data.synthetic import _USER
+    from kvstats.quant.registry import BUILTIN, parse_scheme_name
+
+    functions = []
+    sdef = parse_scheme_name(cell.scheme.name, cell.scheme.params)[0]
+    if sdef.name not in BUILTIN:
+        functions += [sdef.build, sdef._bits]
+    if cell.distribution in _USER:
+        functions.append(_USER[cell.distribution].sampler)
+    if not functions:
+        return None
+    digest = hashlib.sha256()
+    for fn in functions:
+        digest.update(_source_bytes(fn))
+    return digest.hexdigest()
+
+
+def _source_bytes(fn: Any) -> bytes:
+    """The bytes of the file that defines ``fn`` (a partial's function), else its code."""
+    import functools
+    import inspect
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    try:
+        path = inspect.getsourcefile(fn)
+        if path is not None and os.path.isfile(path):
+            with open(path, "rb") as fh:
+                return fh.read()
+    except TypeError:   # a builtin or a callable object without a source file
+        pass
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        code = getattr(getattr(fn, "__call__", None), "__code__", None)
+    if code is None:
+        return b""
+    # nested code objects repr with their address: leave them out (not stable across runs)
+    consts = tuple(c for c in code.co_consts if not hasattr(c, "co_code"))
+    return code.co_code + repr(consts).encode()
 
 
 @dataclass(frozen=True)

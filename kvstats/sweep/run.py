@@ -343,8 +343,10 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         if (previous is not None and previous != fingerprint) or foreign:
             who = ("a sweep of another config" if previous is not None and previous != fingerprint
                    else "an earlier sweep")
+            why = ("cells not in this grid, or computed by other versions of its user code"
+                   if user_code(config) else "cells not in this grid")
             _say(f"{out_dir}: removed {len(removed)} file(s) {who} left there "
-                 f"({len(foreign)} of them cells not in this grid); one folder holds one sweep")
+                 f"({len(foreign)} of them {why}); one folder holds one sweep")
         cells_dir = out_dir / "cells"
         check_writable(cells_dir)
     frames: dict[str, pd.DataFrame] = {}
