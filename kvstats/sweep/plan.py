@@ -298,7 +298,9 @@ def user_code_digest(cell: Cell) -> str | None:
     distribution's ``sampler``) enter the cell id, so ``resume`` recomputes a cell whose
     user code changed instead of reusing numbers the new code would not give. What those
     files import is not hashed (an edit there is not seen). A function with no source
-    file (typed at an interactive prompt) is hashed by its bytecode and constants.
+    file (typed at an interactive prompt, ``python -c``) is hashed by its bytecode, names
+    and constants, its inner functions and comprehensions included, alike in every
+    process; a ``functools.partial`` adds its arguments.
 
     Examples
     --------
@@ -324,27 +326,49 @@ def user_code_digest(cell: Cell) -> str | None:
 
 
 def _source_bytes(fn: Any) -> bytes:
-    """The bytes of the file that defines ``fn`` (a partial's function), else its code."""
+    """The bytes of the file that defines ``fn`` (a partial's function, a callable
+    object's class), else its code (:func:`_code_text`, with a partial's arguments)."""
     import functools
     import inspect
 
+    bound = b""
     while isinstance(fn, functools.partial):
+        bound += _const_text((fn.args, tuple(sorted(fn.keywords.items())))).encode()
         fn = fn.func
-    try:
-        path = inspect.getsourcefile(fn)
+    for owner in (fn, type(fn)):   # a function or class; else the class of a callable object
+        try:
+            path = inspect.getsourcefile(owner)
+        except TypeError:   # a builtin, or an object that is not a function or class
+            continue
         if path is not None and os.path.isfile(path):
             with open(path, "rb") as fh:
-                return fh.read()
-    except TypeError:   # a builtin or a callable object without a source file
-        pass
+                return bound + fh.read()
+        break
     code = getattr(fn, "__code__", None)
     if code is None:
         code = getattr(getattr(fn, "__call__", None), "__code__", None)
-    if code is None:
-        return b""
-    # nested code objects repr with their address: leave them out (not stable across runs)
-    consts = tuple(c for c in code.co_consts if not hasattr(c, "co_code"))
-    return code.co_code + repr(consts).encode()
+    return bound + (b"" if code is None else _code_text(code))
+
+
+def _code_text(code: Any) -> bytes:
+    """A code object's bytecode, names and constants, nested code objects (inner functions,
+    lambdas, comprehensions) included, in a form every process gives alike: no addresses,
+    set constants sorted (their order follows the per-process string hash)."""
+    parts = [code.co_code, repr((code.co_names, code.co_varnames, code.co_freevars)).encode()]
+    for const in code.co_consts:
+        parts.append(_code_text(const) if hasattr(const, "co_code") else _const_text(const).encode())
+    return b"\x00".join(parts)
+
+
+def _const_text(value: Any) -> str:
+    """A constant's text, the same in every process (see :func:`_code_text`)."""
+    if isinstance(value, (frozenset, set)):
+        return "{" + ",".join(sorted(_const_text(v) for v in value)) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_const_text(v) for v in value) + ")"
+    if value is None or value is Ellipsis or isinstance(value, (str, bytes, int, float, complex)):
+        return repr(value)
+    return type(value).__qualname__   # an object's repr may hold its address
 
 
 @dataclass(frozen=True)

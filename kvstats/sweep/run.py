@@ -188,6 +188,10 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
             except (ValueError, TypeError) as exc:
                 raise type(exc)(f"distribution {cell.distribution!r} params {cell.params_label()} "
                                 f"at d={cell.dim}, N={cell.n_keys}: {exc}") from None
+            except Exception as exc:   # a user sampler may raise anything: keep it, name the entry
+                exc.add_note(f"[distribution {cell.distribution!r} params {cell.params_label()} "
+                             f"at d={cell.dim}, N={cell.n_keys}]")
+                raise
         spec = cell.scheme
         key = (spec.display(), cell.budget, cell.dim)
         if key not in seen_schemes:
@@ -197,6 +201,9 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
                             draws=1, **spec.params)
             except (ValueError, TypeError) as exc:
                 raise type(exc)(f"scheme {cell.scheme_at()}, d={cell.dim}: {exc}") from None
+            except Exception as exc:   # a user scheme's build may raise anything: name the entry
+                exc.add_note(f"[scheme {cell.scheme_at()}, d={cell.dim}]")
+                raise
 
 
 def _unguarded_main() -> str | None:

@@ -102,8 +102,14 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
     captured = _load_real(first, task.n_trials) if first.distribution == REAL else None
     for b in range(task.first, task.stop):
         start, t = chunk_span(task.n_trials, task.chunk, b)
-        trials = _chunk_data(first, b, start, t, seed=task.seed, n_queries=task.n_queries,
-                             dtype=task.dtype, generator=task.generator, captured=captured)
+        try:
+            trials = _chunk_data(first, b, start, t, seed=task.seed, n_queries=task.n_queries,
+                                 dtype=task.dtype, generator=task.generator, captured=captured)
+        except Exception as exc:
+            # a user distribution's sampler may fail at any chunk: say which case and trials
+            exc.add_note(f"[case: {first.distribution}({first.params_label()}), d={first.dim}, "
+                         f"N={first.n_keys}, trials {start}..{start + t - 1}]")
+            raise
         reference: dict = {}  # what error_profile computes from the trials alone, once per chunk
         for cell, cid in task.cells:
             tic = time.perf_counter()
@@ -114,6 +120,10 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
             except (ValueError, TypeError) as exc:
                 # say which cell: the message alone does not tell a 90-cell grid apart
                 raise type(exc)(f"{exc} [cell: {cell.describe()}]") from exc
+            except Exception as exc:
+                # a user scheme's code may raise anything (its type kept): name the cell too
+                exc.add_note(f"[cell: {cell.describe()}]")
+                raise
             out.append((cid, start, prof, time.perf_counter() - tic))
         del trials
     return out

@@ -1,0 +1,121 @@
+"""User code in a sweep: the cell id's digest of it, and failures of it naming the cell.
+
+plan.user_code_digest enters the cell id of a cell computed by a registered scheme or
+distribution, so ``resume`` must find the same id in a fresh interpreter for the same
+code, and another id after an edit; a user scheme or sampler that raises (any exception)
+must say which cell or case it broke in.
+"""
+
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kvstats
+from kvstats.data.synthetic import registered_distribution
+from kvstats.quant.register import define_scheme, registered_scheme
+from kvstats.quant.uniform import UniformTokenCoder
+from kvstats.sweep.plan import _source_bytes
+
+# A scheme typed without a source file (as at a prompt or in ``python -c``): its digest
+# comes from its code, whose set constant iterates in the order of the per-process
+# string hash.
+_SCRIPT = textwrap.dedent('''
+    import kvstats
+    from kvstats.quant.uniform import UniformTokenCoder
+    from kvstats.sweep import SchemeSpec
+    from kvstats.sweep.plan import Cell, user_code_digest
+    src = """
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        assert params.get("mode", "a") in {"a", "b", "c", "d", "e", "f"}
+        return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+    def bits_of(bits, dim, n_tokens, params):
+        return (n_tokens * (bits * dim + 32),) * 2
+    """
+    ns = {"UniformTokenCoder": UniformTokenCoder}
+    exec(compile(src, "<string>", "exec"), ns)
+    kvstats.register_scheme(kvstats.define_scheme("typed", ns["build"], ns["bits_of"], summary="x"))
+    print(user_code_digest(Cell("gaussian", {}, 16, 8, 3, SchemeSpec("typed"))))
+''')
+
+
+def test_a_typed_schemes_digest_is_the_same_in_every_process():
+    digests = {subprocess.run([sys.executable, "-c", _SCRIPT], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                              capture_output=True, text=True, check=True).stdout.strip()
+               for seed in (1, 2)}
+    assert len(digests) == 1 and len(digests.pop()) == 64
+
+
+def _typed(src):
+    ns = {}
+    exec(compile(textwrap.dedent(src), "<string>", "exec"), ns)
+    return ns["f"]
+
+
+def test_edits_of_typed_code_change_its_digest():
+    # inside a comprehension (a nested code object), a global's attribute (a name), a
+    # partial's argument: each an edit the digest must see
+    pairs = [("def f(x):\n    return [v * 2 for v in x]\n", "def f(x):\n    return [v * 3 for v in x]\n"),
+             ("import math\ndef f(x):\n    return math.floor(x)\n",
+              "import math\ndef f(x):\n    return math.ceil(x)\n")]
+    for a, b in pairs:
+        assert _source_bytes(_typed(a)) != _source_bytes(_typed(b))
+        assert _source_bytes(_typed(a)) == _source_bytes(_typed(a))
+    f = _typed(pairs[0][0])
+    assert _source_bytes(functools.partial(f, mode=1)) != _source_bytes(functools.partial(f, mode=2))
+    # a function or callable object of a file: the file's bytes
+    assert _source_bytes(_typed) == _source_bytes(_Callable()) == open(__file__, "rb").read()
+
+
+class _Callable:
+    def __call__(self, *args):
+        return args
+
+
+class _BrokenCoder(UniformTokenCoder):
+    def roundtrip(self, x, out=None):
+        raise RuntimeError("coder broke")
+
+
+def _broken_build(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _BrokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+
+
+def _bits(bits, dim, n_tokens, params):
+    return (n_tokens * (bits * dim + 32),) * 2
+
+
+def _one_trial_only(n_trials, n_keys, dim, rng, params):
+    if n_trials > 1:   # passes the sweep's one-trial check, fails on its chunks
+        raise RuntimeError("sampler broke")
+    return rng.standard_normal((n_trials, n_keys, dim))
+
+
+_GRID = {"budgets": [3], "dims": [16], "n_keys": [8], "n_trials": 4, "comparisons": []}
+
+
+def test_a_failure_of_user_code_names_the_cell_and_keeps_its_type():
+    with registered_scheme(define_scheme("broken", _broken_build, _bits, summary="x")):
+        with pytest.raises(RuntimeError, match="coder broke") as info:
+            kvstats.run_sweep({**_GRID, "schemes": ["broken"], "distributions": ["gaussian"]},
+                              executor="serial", progress=False)
+    assert info.value.__notes__ == ["[cell: 'broken' at n=3, gaussian(-), d=16, N=8]"]
+    with registered_distribution("one_only", _one_trial_only):
+        with pytest.raises(RuntimeError, match="sampler broke") as info:
+            kvstats.run_sweep({**_GRID, "schemes": ["KQV"], "distributions": ["one_only"]},
+                              executor="serial", progress=False)
+    assert info.value.__notes__ == ["[case: one_only(-), d=16, N=8, trials 0..3]"]
+    # a failure in the sweep's check before any compute names the entry
+    with registered_distribution("never", lambda *a: np.log("x")):
+        with pytest.raises(TypeError, match=r"distribution 'never' params - at d=16, N=8"):
+            kvstats.run_sweep({**_GRID, "schemes": ["KQV"], "distributions": ["never"]},
+                              executor="serial", progress=False)
+    with registered_distribution("never", lambda *a: 1 / 0):
+        with pytest.raises(ZeroDivisionError) as info:
+            kvstats.run_sweep({**_GRID, "schemes": ["KQV"], "distributions": ["never"]},
+                              executor="serial", progress=False)
+    assert info.value.__notes__ == ["[distribution 'never' params - at d=16, N=8]"]
