@@ -45,7 +45,7 @@ from kvstats.data.trials import PER_TRIAL_META, Trials
 from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats.results import MANIFEST, REAL, RESULTS, SweepResult, read_table, table_path
 from kvstats.sweep.config import SweepConfig
-from kvstats.sweep.plan import Cell, _fmt_params, chunk_span
+from kvstats.sweep.plan import Cell, _fmt_params, chunk_span, user_code_digest
 from kvstats.sweep.sources import _load_real
 from kvstats.sweep.work import _cell_rows, _chunk_data, _chunk_scheme, _roundtrip
 
@@ -296,6 +296,17 @@ def _check_recorded(cell: Cell, cid: str, manifest: dict[str, Any] | None, out: 
         raise ValueError(f"distribution 'real' capture {cell.params['path']!r} holds other content "
                          f"(fingerprint {cell.source}) than {where} read (fingerprint(s) {read}): "
                          "its trials cannot be replayed from this file")
+    if user_code_digest(cell) is not None:
+        # the cell id holds its user code's digest: that code is not the sweep's any more
+        from kvstats.plugins import _sha256
+
+        plugins = ((manifest or {}).get("user_code") or {}).get("plugins") or []
+        changed = [r.get("file") for r in plugins
+                   if isinstance(r, dict) and r.get("sha256") != _sha256(r.get("file"))]
+        what = (f"the plugin file(s) {changed} changed since (their SHA-256 differs from the manifest's)"
+                if changed else "the source of its scheme's or distribution's functions changed since")
+        raise ValueError(f"cell {cid} ({cell.describe()}) is computed by user code other than {where} "
+                         f"ran: {what}; its trials cannot be replayed with this code")
     raise ValueError(f"cell {cid} ({cell.describe()}) is not among the cells {where} computed: its "
                      "config builds another grid here (another kvstats version?)")
 

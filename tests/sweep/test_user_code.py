@@ -19,7 +19,26 @@ import kvstats
 from kvstats.data.synthetic import registered_distribution
 from kvstats.quant.register import define_scheme, registered_scheme
 from kvstats.quant.uniform import UniformTokenCoder
+from kvstats import plugins
+from kvstats.data import synthetic
+from kvstats.quant import registry
+from kvstats.sweep import replay_trials
 from kvstats.sweep.plan import _source_bytes
+
+
+@pytest.fixture(autouse=True)
+def clean_registries():
+    # as tests/test_plugins.py: the registries and plugins as found, no plugin module left
+    tables = (registry._TABLE, registry._ORIGIN, synthetic._USER, synthetic._DIST_ORIGIN, plugins._LOADED)
+    saved = [dict(t) for t in tables]
+    modules = set(sys.modules)
+    yield
+    for table, before in zip(tables, saved):
+        table.clear()
+        table.update(before)
+    for name in set(sys.modules) - modules:
+        if name.startswith("kvstats_plugin_"):
+            del sys.modules[name]
 
 # A scheme typed without a source file (as at a prompt or in ``python -c``): its digest
 # comes from its code, whose set constant iterates in the order of the per-process
@@ -44,8 +63,8 @@ _SCRIPT = textwrap.dedent('''
 
 
 def test_a_typed_schemes_digest_is_the_same_in_every_process():
-    digests = {subprocess.run([sys.executable, "-c", _SCRIPT], env={**os.environ, "PYTHONHASHSEED": str(seed)},
-                              capture_output=True, text=True, check=True).stdout.strip()
+    digests = {subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
                for seed in (1, 2)}
     assert len(digests) == 1 and len(digests.pop()) == 64
 
@@ -119,3 +138,38 @@ def test_a_failure_of_user_code_names_the_cell_and_keeps_its_type():
             kvstats.run_sweep({**_GRID, "schemes": ["KQV"], "distributions": ["never"]},
                               executor="serial", progress=False)
     assert info.value.__notes__ == ["[distribution 'never' params - at d=16, N=8]"]
+
+
+_PLUGIN = '''
+import kvstats
+from kvstats.quant.uniform import UniformTokenCoder
+
+def build(bits, dim, params, key_rng, value_rng, draws):
+    return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+
+def bits_of(bits, dim, n_tokens, params):
+    return (n_tokens * (bits * dim + 32),) * 2
+
+def shifted(n_trials, n_keys, dim, rng, params):
+    return params["shift"] + rng.standard_normal((n_trials, n_keys, dim))
+
+kvstats.register_scheme(kvstats.define_scheme("uc_minmax", build, bits_of, summary="min-max"))
+kvstats.register_distribution("uc_shifted", shifted, {"shift": 1.0})
+'''
+
+
+def test_replay_of_a_plugin_sweep_and_after_an_edit(tmp_path):
+    plugin = tmp_path / "uc_plugin.py"
+    plugin.write_text(_PLUGIN)
+    cfg = {**_GRID, "n_trials": 5, "chunk_size": 2, "dtype": "float32", "generator": 2,
+           "plugins": [str(plugin)], "schemes": ["uc_minmax", "KQV"],
+           "distributions": [{"name": "uc_shifted", "params": {"shift": 2.0}}]}
+    kvstats.run_sweep(cfg, out=tmp_path / "sweep", executor="serial", progress=False)
+    for scheme in ("uc_minmax", "KQV"):   # a user scheme, and a built-in on a user distribution
+        r = replay_trials(tmp_path / "sweep", scheme=scheme, trials=[4, 1])
+        assert r.data.K.dtype == np.float32
+        assert r.profile().equals(r.stored())
+    plugin.write_text(_PLUGIN + "# edited\n")
+    with pytest.raises(ValueError, match=r"computed by user code other than the sweep in .* ran: "
+                       r"the plugin file\(s\) \[.*uc_plugin.py'\] changed since"):
+        replay_trials(tmp_path / "sweep", scheme="KQV", trials=[0])
