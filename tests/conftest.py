@@ -27,3 +27,25 @@ def _load_experiment(name: str) -> ModuleType:
 def load_experiment() -> Callable[[str], ModuleType]:
     """``load_experiment("real_report")``: the module of ``experiments/real_report.py``."""
     return _load_experiment
+
+
+@pytest.fixture
+def user_registries():
+    """Leave the registries of user schemes and distributions, and the plugins imported,
+    as the test found them (no plugin module left in ``sys.modules``)."""
+    import sys
+
+    from kvstats import plugins
+    from kvstats.data import synthetic
+    from kvstats.quant import registry
+
+    tables = (registry._TABLE, registry._ORIGIN, synthetic._USER, synthetic._DIST_ORIGIN, plugins._LOADED)
+    saved = [dict(t) for t in tables]
+    modules = set(sys.modules)
+    yield
+    for table, before in zip(tables, saved):
+        table.clear()
+        table.update(before)
+    for name in set(sys.modules) - modules:
+        if name.startswith("kvstats_plugin_") or name == "my_plugin_mod":
+            del sys.modules[name]

@@ -18,10 +18,10 @@ import kvstats
 from kvstats.quant import mse as mse_module
 from kvstats.quant import prod as prod_module
 from kvstats.quant import qjl as qjl_module
+from kvstats.quant.contract import awkward_kv as kv
 from kvstats.quant.mse import MSEQuantizer
 from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.registry import REGISTRY
-from _awkward_kv import kv
 
 # the awkward rows' norms (~1e-10) underflow float16 on purpose: the warning is expected
 pytestmark = pytest.mark.filterwarnings("ignore:.*vector norms are below float16:UserWarning")

@@ -19,26 +19,13 @@ import kvstats
 from kvstats.data.synthetic import registered_distribution
 from kvstats.quant.register import define_scheme, registered_scheme
 from kvstats.quant.uniform import UniformTokenCoder
-from kvstats import plugins
-from kvstats.data import synthetic
-from kvstats.quant import registry
 from kvstats.sweep import replay_trials
 from kvstats.sweep.plan import _source_bytes
 
 
-@pytest.fixture(autouse=True)
-def clean_registries():
-    # as tests/test_plugins.py: the registries and plugins as found, no plugin module left
-    tables = (registry._TABLE, registry._ORIGIN, synthetic._USER, synthetic._DIST_ORIGIN, plugins._LOADED)
-    saved = [dict(t) for t in tables]
-    modules = set(sys.modules)
-    yield
-    for table, before in zip(tables, saved):
-        table.clear()
-        table.update(before)
-    for name in set(sys.modules) - modules:
-        if name.startswith("kvstats_plugin_"):
-            del sys.modules[name]
+# every test leaves the registries and plugins as found (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("user_registries")
+
 
 # A scheme typed without a source file (as at a prompt or in ``python -c``): its digest
 # comes from its code, whose set constant iterates in the order of the per-process
