@@ -28,13 +28,41 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin"]
+__all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin",
+           "USER_NAME", "similar_name"]
 
 _KEY = "config [sweep] plugins"
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 # resolved plugin -> its manifest record (file, sha256), for the plugins this process imported
 _LOADED: dict[str, dict[str, Any]] = {}
 _CURRENT: list[str] = []   # the plugin being imported (registrations remember it)
+
+
+#: The names a user scheme or distribution may have: a letter, then letters, digits, ``_ . + -``.
+USER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
+
+
+def similar_name(name: str, names: Iterable[str]) -> str | None:
+    """The first of ``names`` equal to ``name`` up to case and punctuation, else None.
+
+    Report figures and their files are named by a lowercase slug of the scheme and the
+    case (:func:`kvstats.report.notation._slug`), so a user name that differs from a name
+    in use only so (``kqv`` and ``KQV``, ``my-coder`` and ``my_coder``) would write the
+    other's files: registration refuses it.
+
+    Examples
+    --------
+    >>> similar_name("kqv", ["KV", "KQV"]), similar_name("my-coder", ["my_coder"])
+    ('KQV', 'my_coder')
+    >>> similar_name("mine", ["KQV"]) is None
+    True
+    """
+    key = _fold(name)
+    return next((n for n in names if _fold(n) == key), None)
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 class PluginError(ValueError):

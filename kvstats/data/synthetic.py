@@ -30,7 +30,6 @@ built-in names).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -230,7 +229,6 @@ _GENERATORS: dict[str, Callable[..., np.ndarray]] = {
 
 
 # --- distributions of your own -------------------------------------------------------
-_USER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 _RESERVED = ("real",)   # the sweep's captured-cache source
 
 
@@ -339,9 +337,15 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
         by = _DIST_ORIGIN.get(name)
         raise ValueError(f"name {name!r} is already a registered distribution"
                          f"{f' (by plugin {by})' if by else ''}; unregister_distribution({name!r}) first")
-    if not _USER_NAME.match(name):
+    from kvstats.plugins import USER_NAME, current_plugin, similar_name
+
+    if not USER_NAME.match(name):
         raise ValueError(f"name must start with a letter and hold only letters, digits and _ . + -; "
                          f"received {name!r}")
+    other = similar_name(name, DISTRIBUTIONS + _RESERVED + tuple(_USER))
+    if other is not None:
+        raise ValueError(f"name {name!r} differs from the distribution {other!r} only by case or "
+                         "punctuation (their report figures would share file names); choose another name")
     if not callable(sampler):
         raise TypeError(f"sampler must be a callable sampler(n_trials, n_keys, dim, rng, params); "
                         f"received {_describe(sampler)}")
@@ -355,8 +359,6 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
                             f"{key!r}: {_describe(value)}")
     if not isinstance(summary, str):
         raise TypeError(f"summary must be a str; received {_describe(summary)}")
-    from kvstats.plugins import current_plugin
-
     ddef = DistributionDef(name, sampler, dict(defaults), summary)
     _USER[name] = ddef
     _DIST_ORIGIN[name] = current_plugin()

@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from kvstats.plugins import USER_NAME, similar_name
 from kvstats.quant.registry import (_GROUP_SIZE, _ORIGIN, _TABLE, BUILTIN, REGISTRY, SCHEMES, Builder,
                                     SchemeDef, _all_coords)
 
 __all__ = ["scheme_names", "user_schemes", "define_scheme", "register_scheme", "unregister_scheme",
            "registered_scheme"]
 
-_USER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 #: Arguments of make_scheme (and settings the sweep sets) a scheme's params must not use.
 _RESERVED_PARAMS = frozenset({"name", "bits", "dim", "seed", "draws"})
 
@@ -158,9 +158,14 @@ def _check_def(sdef: SchemeDef) -> None:
         raise ValueError(f"SchemeDef field 'name' {name!r} is already registered"
                          f"{f' (by plugin {by})' if by else ''}; unregister_scheme({name!r}) first "
                          "or choose another name")
-    if not _USER_NAME.match(name):
+    if not USER_NAME.match(name):
         raise ValueError(f"SchemeDef field 'name' must start with a letter and hold only letters, "
                          f"digits and _ . + -; received {name!r}")
+    other = similar_name(name, _TABLE)
+    if other is not None:
+        raise ValueError(f"SchemeDef field 'name' {name!r} differs from the scheme {other!r} only by "
+                         "case or punctuation (their report figures would share file names); "
+                         "choose another name")
     if not isinstance(sdef.summary, str) or not sdef.summary.strip():
         raise TypeError(f"SchemeDef field 'summary' must be a non-empty str (one line); "
                         f"received {sdef.summary!r}")

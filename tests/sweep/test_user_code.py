@@ -8,6 +8,7 @@ must say which cell or case it broke in.
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -160,3 +161,22 @@ def test_replay_of_a_plugin_sweep_and_after_an_edit(tmp_path):
     with pytest.raises(ValueError, match=r"computed by user code other than the sweep in .* ran: "
                        r"the plugin file\(s\) \[.*uc_plugin.py'\] changed since"):
         replay_trials(tmp_path / "sweep", scheme="KQV", trials=[0])
+
+
+@pytest.mark.parametrize("name,other", [("kqv", "KQV"), ("turboquant-mse", "turboquant_mse"),
+                                        ("Q4.0", "q4_0"), ("my.coder", "My_Coder")])
+def test_a_scheme_name_equal_to_another_up_to_case_or_punctuation_is_refused(name, other):
+    # report figure files are named by a lowercase slug: the two would share them
+    kvstats.register_scheme(define_scheme("My_Coder", _broken_build, _bits, summary="x"))
+    with pytest.raises(ValueError, match=rf"field 'name' '{re.escape(name)}' differs from the scheme "
+                       rf"'{other}' only by case or punctuation"):
+        kvstats.register_scheme(define_scheme(name, _broken_build, _bits, summary="x"))
+
+
+@pytest.mark.parametrize("name,other", [("Gaussian", "gaussian"), ("REAL", "real"), ("low-rank", "low_rank"),
+                                        ("mine.v2", "Mine_V2")])
+def test_a_distribution_name_equal_to_another_up_to_case_or_punctuation_is_refused(name, other):
+    kvstats.register_distribution("Mine_V2", _one_trial_only)
+    with pytest.raises(ValueError, match=rf"name '{re.escape(name)}' differs from the distribution "
+                       rf"'{other}' only by case or punctuation"):
+        kvstats.register_distribution(name, _one_trial_only)
