@@ -21,7 +21,7 @@ bit for bit. A real-capture case replays too: its trials are the capture's (the 
 must still hold the content the sweep read, which its fingerprint checks), its scheme
 draws are seeded as for synthetic cases.
 
-(Some 460 lines, one idea: name one cell as the results table does, with messages that
+(Some 540 lines, one idea: name one cell as the results table does, with messages that
 list the grid's values, and give its trials back; most of it is docstrings.)
 
 The function is ``replay_trials``, not ``replay``: importing this module sets the
@@ -106,12 +106,28 @@ class Replay:
         return self._check_trial(trial, "trial") // self.chunk_size
 
     def chunk_trials(self, chunk: int) -> range:
-        """The trial numbers of chunk ``chunk`` (the last chunk may be short)."""
+        """The trial numbers of chunk ``chunk`` (the last chunk may be short).
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9, 2])
+        >>> r.chunk_trials(0), r.chunk_trials(2)
+        (range(0, 4), range(8, 10))
+        """
         start, count = chunk_span(self.config.n_trials, self.chunk_size, chunk)
         return range(start, start + count)
 
     def chunk_data(self, chunk: int) -> Trials:
-        """All trials of chunk ``chunk`` as the sweep drew them (``K``, ``V``, ``q``)."""
+        """All trials of chunk ``chunk`` as the sweep drew them (``K``, ``V``, ``q``).
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9, 2])
+        >>> r.chunk_data(2).K.shape     # trials 8 and 9
+        (2, 8, 16)
+        """
         start, count = chunk_span(self.config.n_trials, self.chunk_size, chunk)
         cfg = self.config
         return _chunk_data(self.cell, chunk, start, count, seed=cfg.seed, n_queries=cfg.n_queries,
@@ -119,7 +135,15 @@ class Replay:
 
     def chunk_scheme(self, chunk: int) -> Scheme:
         """The scheme instance that coded chunk ``chunk``: ``draws`` = its trial count, and
-        its draw ``i`` coded trial ``chunk_trials(chunk)[i]``."""
+        its draw ``i`` coded trial ``chunk_trials(chunk)[i]``.
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9, 2])
+        >>> r.chunk_scheme(0).draws, r.chunk_scheme(2).draws
+        ((4,), (2,))
+        """
         _, count = chunk_span(self.config.n_trials, self.chunk_size, chunk)
         return _chunk_scheme(self.cell, chunk, count, seed=self.config.seed)
 
@@ -145,7 +169,15 @@ class Replay:
     @property
     def data(self) -> Trials:
         """The requested trials (``K``, ``V``, ``q``), in the order of :attr:`trials`; ``meta``
-        holds their ``trial`` numbers (and a real trial's ``text``, ``layer``, ``head``)."""
+        holds their ``trial`` numbers (and a real trial's ``text``, ``layer``, ``head``).
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9, 2])
+        >>> bool((r.data.K[0] == r.chunk_data(2).K[1]).all()), r.data.meta["trial"]
+        (True, [9, 2])
+        """
         if self._data is None:
             parts = {}
             for b, rows in self._by_chunk():
@@ -160,7 +192,17 @@ class Replay:
         return self._data
 
     def roundtrip(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(K_hat, V_hat)`` of the requested trials, as the sweep's scheme coded them."""
+        """``(K_hat, V_hat)`` of the requested trials, as the sweep's scheme coded them.
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9, 2])
+        >>> scheme, i = r.scheme(9)          # chunk 2's instance, its draw 1
+        >>> data = r.chunk_data(2)
+        >>> bool((r.roundtrip()[0][0] == scheme.roundtrip(data.K, data.V)[0][i]).all())
+        True
+        """
         parts = {}
         for b, rows in self._by_chunk():
             _, _, K_hat, V_hat = self._coded(b)
@@ -174,6 +216,13 @@ class Replay:
         The columns and values of the sweep's ``results.parquet`` rows (error profile and
         cell columns), in the order of :attr:`trials`, index ``0 ..``; every chunk holding
         a requested trial is coded whole, as the sweep coded it.
+
+        Examples
+        --------
+        >>> r = replay_trials({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...     "dims": [16], "n_keys": [8], "n_trials": 10, "chunk_size": 4}, trials=[9, 2])
+        >>> r.profile()[["trial", "scheme", "budget"]].values.tolist()
+        [[9, 'KQV', 3.0], [2, 'KQV', 3.0]]
         """
         frames = []
         for b, rows in self._by_chunk():
@@ -195,6 +244,17 @@ class Replay:
         ------
         ValueError
             The source was a config (no results), or its results lack the rows.
+
+        Examples
+        --------
+        >>> import tempfile, kvstats
+        >>> cfg = {"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+        ...        "dims": [16], "n_keys": [8], "n_trials": 5, "comparisons": []}
+        >>> out = tempfile.mkdtemp()
+        >>> _ = kvstats.run_sweep(cfg, out=out, executor="serial", progress=False)
+        >>> r = replay_trials(out, trials=[4])
+        >>> r.stored().equals(r.profile())
+        True
         """
         frame = self._frame
         if frame is None:
