@@ -25,7 +25,7 @@ from kvstats.analysis.clustered import N_IN_CLUSTER
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
-from kvstats.report.folder import REPORT_RECORD, STAGING_PREFIX, _commit, _staging_folder  # noqa: F401
+from kvstats.report.folder import REPORT_RECORD, _commit, _staging_folder
 from kvstats.report.notation import _case_title, _slug
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401

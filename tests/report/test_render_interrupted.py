@@ -31,7 +31,7 @@ import pytest
 from _sweep_frames import make_frame, sweep_result
 from kvstats.report import hypothesis_report
 from kvstats.report import folder as report_folder
-from kvstats.report.render import REPORT_RECORD, STAGING_PREFIX
+from kvstats.report.folder import REPORT_RECORD, STAGING_PREFIX
 from kvstats.sweep.store import check_out_folder
 
 OPTS = {"bootstrap_resamples": 99, "energy_resamples": 19}
