@@ -381,7 +381,12 @@ def test_the_report_of_a_user_distribution(tmp_path):
     result = kvstats.run_sweep(path, executor="serial", progress=False)
     kvstats.hypothesis_report(result, tmp_path / "rep", figures=False, energy_resamples=19,
                               bootstrap_resamples=99)
-    assert "plug_shifted" in (tmp_path / "rep" / "report.md").read_text()
+    text = (tmp_path / "rep" / "report.md").read_text()
+    # the header says the numbers came from user code, and from which file (its hash)
+    sha = result.manifest["user_code"]["plugins"][0]["sha256"][:12]
+    assert "User code (not part of kvstats" in text
+    assert f"distribution plug_shifted: plugin {tmp_path / 'plug.py'} (SHA-256 {sha})" in text
+    assert f"scheme plug_minmax: plugin {tmp_path / 'plug.py'} (SHA-256 {sha})" in text
     # no key spectrum is known for a user's distribution: value bounds only (Gaussian values)
     from kvstats.analysis.theory import case_spectra
     key, value = case_spectra("plug_shifted", "shift=2.0", 16, 32)

@@ -93,6 +93,26 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
           "tables/comparisons_trial_level.csv.")
 
 
+def _user_code_text(code: dict[str, Any]) -> str:
+    """The header line saying the sweep ran user code: which schemes and distributions, and
+    from which plugin file (with its SHA-256 prefix) or from the script itself."""
+    files = {r.get("plugin"): r for r in code.get("plugins") or []}
+
+    def origin(plugin: str | None) -> str:
+        if plugin is None:
+            return "registered by the script"
+        rec = files.get(plugin) or {}
+        sha = rec.get("sha256")
+        return f"plugin {rec.get('file') or plugin}" + (f" (SHA-256 {sha[:12]})" if sha else "")
+
+    parts = [f"scheme {n}: {origin(o)}" for n, o in (code.get("schemes") or {}).items()]
+    parts += [f"distribution {n}: {origin(o)}" for n, o in (code.get("distributions") or {}).items()]
+    if not parts:
+        parts = [origin(p) for p in files]
+    return ("User code (not part of kvstats; its numbers are only as right as that code): "
+            + "; ".join(parts) + ".")
+
+
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None, *,
@@ -179,6 +199,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
         f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
         "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + ".",
+        *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + heavy_note(opts)] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
