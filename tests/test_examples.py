@@ -27,3 +27,27 @@ def test_example_runs(script, tmp_path):
     if script.stem == "own_scheme":
         assert "minmax passes the scheme contract" in proc.stdout
         assert "minmax" in (out / "report.md").read_text()
+
+
+def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registries):
+    # docs/usage.md "Your own scheme or distribution": its code, with examples/own_scheme.py's
+    # MinMaxCoder, at 20 trials of N = 64 and a report without figures
+    import importlib.util
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text()
+    section = text[text.index("## Your own scheme or distribution"):text.index("## Reproduce one trial")]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    edits = {'"n_keys": [512], "n_trials": 300': '"n_keys": [64], "n_trials": 20',
+             'out="results/own")': f'out={str(tmp_path / "own")!r}, executor="serial")',
+             'hypothesis_report(res, "results/own")':
+                 f'hypothesis_report(res, {str(tmp_path / "own")!r}, figures=False, bootstrap_resamples=99, '
+                 'energy_resamples=19)'}
+    for old, new in edits.items():
+        assert code.count(old) == 1, old
+        code = code.replace(old, new)
+    spec = importlib.util.spec_from_file_location("own_scheme_example", EXAMPLES[0].parent / "own_scheme.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    exec(compile(code, "usage.md", "exec"), {"MinMaxCoder": example.MinMaxCoder})
+    assert "minmax" in (tmp_path / "own" / "report.md").read_text()
