@@ -14,6 +14,12 @@ reader knows the results came from user code, and which.
 
 A plugin that is missing or fails to import is a :class:`PluginError` (a ValueError)
 naming the config key and the file; whatever it registered before failing is removed.
+
+The runner (:mod:`kvstats.sweep.run`) sends its workers :func:`worker_payload` (the
+plugins, and the schemes and distributions a script registered itself, pickled by
+reference), which :func:`install` loads there, and records :func:`user_code` in the
+manifest. :data:`USER_NAME` and :func:`similar_name` are the name rules of user schemes
+and distributions.
 """
 
 from __future__ import annotations
@@ -22,20 +28,27 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import pickle
 import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvstats.sweep.config import SweepConfig
 
 __all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin",
-           "USER_NAME", "similar_name"]
+           "USER_NAME", "similar_name", "user_code", "worker_payload", "install", "WorkerPayload"]
 
 _KEY = "config [sweep] plugins"
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 # resolved plugin -> its manifest record (file, sha256), for the plugins this process imported
 _LOADED: dict[str, dict[str, Any]] = {}
 _CURRENT: list[str] = []   # the plugin being imported (registrations remember it)
+#: What a sweep's worker process needs to know the grid's user code (:func:`worker_payload`):
+#: the plugins, and the script's own registrations pickled by reference (None: none).
+WorkerPayload = tuple[tuple[str, ...], bytes | None]
 
 
 #: The names a user scheme or distribution may have: a letter, then letters, digits, ``_ . + -``.
@@ -216,3 +229,86 @@ def plugin_records(plugins: Iterable[str]) -> list[dict[str, Any]]:
     'module'
     """
     return [dict(_LOADED[ref]) for ref in plugins if ref in _LOADED]
+
+
+# ------------------------------------------------------------ user code in a sweep's processes
+def user_code(config: SweepConfig) -> dict[str, Any]:
+    """The user code a sweep uses: its plugins (file, SHA-256) and the registered schemes
+    and distributions of its grid with the plugin that registered each (None: the script
+    itself). Empty when the sweep uses only built-ins; the manifest's ``"user_code"``.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import load_config
+    >>> user_code(load_config({"schemes": ["KQV"], "distributions": ["gaussian"]}))
+    {}
+    """
+    from kvstats.data.synthetic import user_distributions
+    from kvstats.quant.register import user_schemes
+    from kvstats.quant.registry import scheme_def
+
+    schemes, dists = user_schemes(), user_distributions()
+    used_s = {scheme_def(s.name).name for s in config.schemes} & set(schemes)
+    used_d = {d.name for d in config.distributions} & set(dists)
+    if not (config.plugins or used_s or used_d):
+        return {}
+    return {"plugins": plugin_records(config.plugins),
+            "schemes": {n: schemes[n] for n in sorted(used_s)},
+            "distributions": {n: dists[n] for n in sorted(used_d)}}
+
+
+def _script_defs(config: SweepConfig) -> tuple[list[Any], list[Any]]:
+    """The user schemes and distributions of the grid that no plugin of the config registers
+    (a script registered them): what a spawn worker cannot get from the plugins."""
+    from kvstats.data import synthetic
+    from kvstats.quant import registry
+
+    schemes = {registry.scheme_def(s.name) for s in config.schemes}
+    sdefs = [d for d in schemes if d.name not in registry.BUILTIN
+             and registry._ORIGIN.get(d.name) not in config.plugins]
+    ddefs = [synthetic._USER[d.name] for d in config.distributions
+             if d.name in synthetic._USER and synthetic._DIST_ORIGIN.get(d.name) not in config.plugins]
+    return sorted(sdefs, key=lambda d: d.name), list({d.name: d for d in ddefs}.values())
+
+
+def worker_payload(config: SweepConfig) -> WorkerPayload:
+    """What a worker needs to know the grid's user code: the plugins, and the script's own
+    registrations pickled by reference.
+
+    Raises TypeError/AttributeError/``pickle.PicklingError`` when a function cannot be
+    pickled by reference (a lambda, a local function): the runner then keeps the work in
+    processes that have it.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import load_config
+    >>> worker_payload(load_config({"schemes": ["KQV"], "distributions": ["gaussian"]}))
+    ((), None)
+    """
+    sdefs, ddefs = _script_defs(config)
+    blob = pickle.dumps((sdefs, ddefs)) if (sdefs or ddefs) else None
+    return config.plugins, blob
+
+
+def install(payload: WorkerPayload) -> None:
+    """In a worker: import the plugins, register the script's schemes and distributions
+    that this process does not know yet (a fork worker inherits them).
+
+    Examples
+    --------
+    >>> install((("json",), None))      # imports the plugins once per process
+    """
+    from kvstats.data import synthetic
+    from kvstats.quant import register, registry
+
+    plugins, blob = payload
+    load_plugins(plugins)
+    if blob is None:
+        return
+    sdefs, ddefs = pickle.loads(blob)
+    for sdef in sdefs:
+        if sdef.name not in registry.REGISTRY:
+            register.register_scheme(sdef)
+    for ddef in ddefs:
+        if ddef.name not in synthetic._USER:
+            synthetic.register_distribution(ddef.name, ddef.sampler, ddef.defaults, summary=ddef.summary)

@@ -11,6 +11,8 @@ distortion–rate bound of its source (:mod:`kvstats.rate_distortion`) computed 
 covariance spectrum of the case (:mod:`kvstats.data.spectrum`; for a real capture the
 covariance measured per (layer, KV head)), and its gap to it in dB.
 """
+# ~470 lines as one idea: the predictions and the limit are one table (theory.csv),
+# computed from the same case spectra; most of the lines are docstrings.
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
   budget grows; only a 32-bit side reproduces its input; ``key_rel_mse`` predicts the
   measured key error where the entry offers a closed form.
 """
-# ~450 lines as one idea: the contract, one function per clause, kept together so that
+# ~570 lines as one idea: the contract, one function per clause, kept together so that
 # the built-ins' test suite and check_scheme run the same code.
 
 from __future__ import annotations

@@ -10,12 +10,13 @@ and remote workers need no shared file system. The frame and the files do not de
 the executor or on the order tasks finish in.
 
 User code reaches every worker: a task is sent as ``_user_task(payload, task)``, whose
-payload names the config's plugins (imported once per worker process,
-:func:`kvstats.plugins.load_plugins`) and carries, pickled, the user schemes and
-distributions of the grid that a script registered itself (by reference to their
-functions, registered in the worker if missing). Fork workers inherit both; spawn and
-forkserver workers get them from the payload. The manifest records the plugins (file,
-SHA-256) and the user schemes and distributions the sweep used.
+payload (:func:`kvstats.plugins.worker_payload`) names the config's plugins (imported
+once per worker process) and carries, pickled, the user schemes and distributions of
+the grid that a script registered itself (by reference to their functions, registered
+in the worker if missing: :func:`kvstats.plugins.install`). Fork workers inherit both;
+spawn and forkserver workers get them from the payload. The manifest records
+:func:`kvstats.plugins.user_code`: the plugins (file, SHA-256) and the user schemes and
+distributions the sweep used.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
+from kvstats.plugins import WorkerPayload, install, user_code, worker_payload
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.plan import Cell, _tasks
@@ -45,7 +47,7 @@ from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_wr
                                  load_cell, lock_dir, make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task
 
-__all__ = ["run_sweep", "check_grid", "WorkerDiedError", "user_code"]
+__all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
 
 
 class WorkerDiedError(RuntimeError):
@@ -66,77 +68,10 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def user_code(config: SweepConfig) -> dict[str, Any]:
-    """The user code a sweep uses: its plugins (file, SHA-256) and the registered schemes
-    and distributions of its grid with the plugin that registered each (None: the script
-    itself). Empty when the sweep uses only built-ins; the manifest's ``"user_code"``.
-
-    Examples
-    --------
-    >>> user_code(load_config({"schemes": ["KQV"], "distributions": ["gaussian"]}))
-    {}
-    """
-    from kvstats.data.synthetic import user_distributions
-    from kvstats.plugins import plugin_records
-    from kvstats.quant.register import user_schemes
-    from kvstats.quant.registry import scheme_def
-
-    schemes, dists = user_schemes(), user_distributions()
-    used_s = {scheme_def(s.name).name for s in config.schemes} & set(schemes)
-    used_d = {d.name for d in config.distributions} & set(dists)
-    if not (config.plugins or used_s or used_d):
-        return {}
-    return {"plugins": plugin_records(config.plugins),
-            "schemes": {n: schemes[n] for n in sorted(used_s)},
-            "distributions": {n: dists[n] for n in sorted(used_d)}}
-
-
-def _script_defs(config: SweepConfig) -> tuple[list[Any], list[Any]]:
-    """The user schemes and distributions of the grid that no plugin of the config registers
-    (a script registered them): what a spawn worker cannot get from the plugins."""
-    from kvstats.data import synthetic
-    from kvstats.quant import registry
-
-    schemes = {registry.scheme_def(s.name) for s in config.schemes}
-    sdefs = [d for d in schemes if d.name not in registry.BUILTIN
-             and registry._ORIGIN.get(d.name) not in config.plugins]
-    ddefs = [synthetic._USER[d.name] for d in config.distributions
-             if d.name in synthetic._USER and synthetic._DIST_ORIGIN.get(d.name) not in config.plugins]
-    return sorted(sdefs, key=lambda d: d.name), list({d.name: d for d in ddefs}.values())
-
-
-def _payload(config: SweepConfig) -> tuple[tuple[str, ...], bytes | None]:
-    """What a worker needs to know the grid's user code: the plugins, and the script's own
-    registrations pickled by reference (TypeError/AttributeError/PicklingError when a
-    function cannot be: a lambda, a local function)."""
-    sdefs, ddefs = _script_defs(config)
-    blob = pickle.dumps((sdefs, ddefs)) if (sdefs or ddefs) else None
-    return config.plugins, blob
-
-
-def _install(payload: tuple[tuple[str, ...], bytes | None]) -> None:
-    """In a worker: import the plugins, register the script's schemes and distributions
-    that this process does not know yet (a fork worker inherits them)."""
-    from kvstats.data import synthetic
-    from kvstats.plugins import load_plugins
-    from kvstats.quant import register, registry
-
-    plugins, blob = payload
-    load_plugins(plugins)
-    if blob is None:
-        return
-    sdefs, ddefs = pickle.loads(blob)
-    for sdef in sdefs:
-        if sdef.name not in registry.REGISTRY:
-            register.register_scheme(sdef)
-    for ddef in ddefs:
-        if ddef.name not in synthetic._USER:
-            synthetic.register_distribution(ddef.name, ddef.sampler, ddef.defaults, summary=ddef.summary)
-
-
-def _user_task(payload: tuple[tuple[str, ...], bytes | None], task: Any) -> list[tuple[str, int, pd.DataFrame, float]]:
-    """A task in a worker process: the user code first, then :func:`_compute_task`."""
-    _install(payload)
+def _user_task(payload: WorkerPayload, task: Any) -> list[tuple[str, int, pd.DataFrame, float]]:
+    """A task in a worker process: the user code first (:func:`kvstats.plugins.install`),
+    then :func:`_compute_task`."""
+    install(payload)
     return _compute_task(task)
 
 
@@ -402,7 +337,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 status[cid]["seconds"] = round(seconds[cid], 3)
 
     try:
-        payload = _payload(config)
+        payload = worker_payload(config)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         payload = None   # only a pool needs it: a fork pool inherits, a default one runs serially
         unpicklable = f"{type(exc).__name__}: {exc}"
