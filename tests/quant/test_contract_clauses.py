@@ -1,0 +1,122 @@
+"""Each clause of kvstats.quant.contract catches the fault it is there for.
+
+The built-ins pass every clause (tests/quant/test_registry_contract.py), so that suite
+cannot tell a clause that checks from one that checks nothing; tests/test_plugins.py
+breaks roundtrip, broadcast, expected_bits, stored_bytes, seeds and lossy. Here a scheme
+broken in one more way each (or, for what only the Scheme wrapper does, the wrapper
+patched) must fail zero_vectors, describe, error_decreases, key_theory, bad_input and
+export, and the roundtrip clause's dtype and finiteness checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kvstats
+from kvstats.quant import schemes
+from kvstats.quant.register import define_scheme, registered_scheme
+from kvstats.quant.uniform import UniformTokenCoder
+
+# the contract's awkward rows underflow float16 on purpose (tested elsewhere)
+pytestmark = pytest.mark.filterwarnings("ignore:.*below float16:UserWarning")
+
+
+def _bits(bits, dim, n_tokens, params):
+    side = n_tokens * (bits * dim + 32)   # UniformTokenCoder at group = dim: codes, fp16 scale, zero
+    return side, side
+
+
+class _Offset(UniformTokenCoder):
+    def decode(self, codes):            # a zero vector decodes to 1e-3, consistently
+        return super().decode(codes) + np.asarray(1e-3, super().decode(codes).dtype)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+class _Nameless(UniformTokenCoder):
+    def describe(self):                 # says its settings but not what kind of coder it is
+        return {"bits": self.bits}
+
+
+class _Float64(UniformTokenCoder):
+    def decode(self, codes):            # float64 whatever the input
+        return super().decode(codes).astype(np.float64)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+class _NaN(UniformTokenCoder):
+    def decode(self, codes):            # a NaN where a zero vector was
+        out = super().decode(codes)
+        return np.where(np.all(out == 0, axis=-1, keepdims=True), np.nan, out)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+def _side(coder, bits_of=lambda b: b):
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return bits, UniformTokenCoder(bits, dim, dim), coder(bits_of(bits), dim, dim)
+    return build
+
+
+def _account(sdef):
+    with registered_scheme(sdef):
+        account = kvstats.check_scheme(sdef.name, raise_on_failure=False)
+    return {clause: message for clause, message in account.items() if message != "ok"}
+
+
+@pytest.mark.parametrize("coder,clause,text", [
+    (_Offset, "zero_vectors", "zero K and V do not decode to zero"),
+    (_Nameless, "describe", "the value coder's describe() must be a dict whose 'coder' names its kind"),
+    (_NaN, "roundtrip", "V decoded with NaN/inf values"),
+])
+def test_a_coder_broken_in_one_way_fails_its_clause(coder, clause, text):
+    failed = _account(define_scheme("broken", _side(coder), _bits, summary="one broken side"))
+    assert clause in failed and text in failed[clause], failed
+
+
+def test_a_float64_coder_is_cast_to_the_inputs_dtype_by_the_scheme():
+    # the Scheme casts what a coder decodes to K's dtype in roundtrip and dequantize alike,
+    # so a coder returning float64 for float32 input passes (and a sweep's float32 stays so)
+    failed = _account(define_scheme("wide", _side(_Float64), _bits, summary="float64 out"))
+    assert failed == {}
+    with registered_scheme(define_scheme("wide", _side(_Float64), _bits, summary="float64 out")):
+        scheme = kvstats.make_scheme("wide", 3, 16)
+        K = np.ones((4, 16), np.float32)
+        decoded = scheme.dequantize(scheme.quantize(K, K))
+        assert scheme.roundtrip(K, K)[1].dtype == decoded[1].dtype == np.float32
+
+
+def test_a_budget_that_buys_nothing_fails_error_decreases():
+    # neither side uses more than 2 bits, whatever the budget
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return bits, UniformTokenCoder(min(bits, 2), dim, dim), UniformTokenCoder(min(bits, 2), dim, dim)
+
+    def bits_of(bits, dim, n_tokens, params):
+        return _bits(min(bits, 2), dim, n_tokens, params)
+
+    failed = _account(define_scheme("capped", build, bits_of, summary="capped"))
+    assert "error_decreases" in failed and "does not fall with each extra bit" in failed["error_decreases"]
+
+
+def test_a_wrong_key_theory_fails_key_theory():
+    # uniform min-max keys are not TurboQuant-mse keys: the closed form does not predict them
+    failed = _account(define_scheme("claims_mse", _side(UniformTokenCoder), _bits, summary="x",
+                                    key_theory="mse"))
+    assert "key_theory" in failed and "closed form predicts" in failed["key_theory"], failed
+
+
+def test_bad_input_and_export_clauses_check_the_scheme_wrapper(monkeypatch):
+    sdef = define_scheme("plain", _side(UniformTokenCoder), _bits, summary="x")
+    assert _account(sdef) == {}
+    # a wrapper that stopped checking its arrays, and one whose export stopped refusing
+    monkeypatch.setattr(schemes.Scheme, "_check_kv",
+                        lambda self, K, V: (np.asarray(K, float), np.asarray(V, float)))
+    monkeypatch.setattr(schemes.Scheme, "export", lambda self: None)
+    failed = _account(sdef)
+    assert "quantize accepts bad input" in failed["bad_input"]
+    assert "export() without gpu must raise ValueError" in failed["export"]
