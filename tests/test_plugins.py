@@ -1,8 +1,9 @@
 """Schemes and distributions of a researcher's own: registration, its errors, the contract
 check, sweep plugins under fork and spawn workers, the manifest record, the command line.
 
-Every test leaves the registries as it found them (the autouse fixture restores them
-and forgets the plugins it imported), so nothing leaks into other tests of the worker.
+Every test leaves the registries as it found them (tests/conftest.py's user_registries
+restores them and forgets the plugins it imported), so nothing leaks into other tests of
+the worker.
 """
 
 from __future__ import annotations
@@ -46,18 +47,8 @@ PLUGIN = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(autouse=True)
-def clean_registries():
-    tables = (registry._TABLE, registry._ORIGIN, synthetic._USER, synthetic._DIST_ORIGIN, plugins._LOADED)
-    saved = [dict(t) for t in tables]
-    modules = set(sys.modules)
-    yield
-    for table, before in zip(tables, saved):
-        table.clear()
-        table.update(before)
-    for name in set(sys.modules) - modules:
-        if name.startswith("kvstats_plugin_") or name == "my_plugin_mod":
-            del sys.modules[name]
+# every test leaves the registries and plugins as found (tests/conftest.py user_registries)
+pytestmark = pytest.mark.usefixtures("user_registries")
 
 
 def _build(bits, dim, params, key_rng, value_rng, draws):
