@@ -251,3 +251,15 @@ def test_a_folder_of_someone_elses_files_is_still_refused(tmp_path):
         hypothesis_report(_result(), tmp_path, figures=False, **OPTS)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert (tmp_path / "report.md").read_text() == "theirs"
+
+
+def test_a_staging_folder_left_by_a_killed_report_is_removed_by_the_next(tmp_path, reference):
+    """kill -9 skips the finally that removes the staging folder: the next report does."""
+    out = tmp_path / "rep"
+    out.mkdir()
+    left = out / f"{STAGING_PREFIX}0123456789ab"
+    (left / "tables").mkdir(parents=True)
+    (left / "tables" / "summary.csv").write_text("a part of a killed report")
+    hypothesis_report(_result(), out, figures=False, **OPTS)
+    assert not left.exists() and not list(out.glob(STAGING_PREFIX + "*"))
+    assert _snapshot(out) == reference
