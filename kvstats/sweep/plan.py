@@ -297,7 +297,8 @@ def user_code_digest(cell: Cell) -> str | None:
     source files of its functions (the scheme's ``build`` and ``expected_bits``, the
     distribution's ``sampler``) enter the cell id, so ``resume`` recomputes a cell whose
     user code changed instead of reusing numbers the new code would not give. What those
-    files import is not hashed (an edit there is not seen). A function with no source
+    files import is not hashed (an edit there is not seen). A distribution's ``defaults``
+    are hashed too (they fill the parameters a cell leaves out). A function with no source
     file (typed at an interactive prompt, ``python -c``) is hashed by its bytecode, names
     and constants, its inner functions and comprehensions included, alike in every
     process; a ``functools.partial`` adds its arguments.
@@ -311,17 +312,21 @@ def user_code_digest(cell: Cell) -> str | None:
     from kvstats.data.synthetic import _USER
     from kvstats.quant.registry import BUILTIN, parse_scheme_name
 
-    functions = []
+    functions, defaults = [], b""
     sdef = parse_scheme_name(cell.scheme.name, cell.scheme.params)[0]
     if sdef.name not in BUILTIN:
         functions += [sdef.build, sdef._bits]
     if cell.distribution in _USER:
-        functions.append(_USER[cell.distribution].sampler)
+        ddef = _USER[cell.distribution]
+        functions.append(ddef.sampler)
+        # the defaults fill the parameters the cell leaves out: other defaults, other numbers
+        defaults = _const_text(sorted(ddef.defaults.items())).encode()
     if not functions:
         return None
     digest = hashlib.sha256()
     for fn in functions:
         digest.update(_source_bytes(fn))
+    digest.update(defaults)
     return digest.hexdigest()
 
 

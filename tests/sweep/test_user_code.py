@@ -180,3 +180,17 @@ def test_a_distribution_name_equal_to_another_up_to_case_or_punctuation_is_refus
     with pytest.raises(ValueError, match=rf"name '{re.escape(name)}' differs from the distribution "
                        rf"'{other}' only by case or punctuation"):
         kvstats.register_distribution(name, _one_trial_only)
+
+
+def test_a_distributions_defaults_enter_the_digest():
+    # the same sampler registered with another default draws other keys for a cell that
+    # leaves the parameter out: its id must change, or resume would reuse the old numbers
+    from kvstats.sweep import SchemeSpec
+    from kvstats.sweep.plan import Cell, user_code_digest
+
+    cell = Cell("defaulted", {}, 16, 8, 3, SchemeSpec("KQV"))
+    digests = []
+    for shift in (1.0, 2.0, 1.0):
+        with registered_distribution("defaulted", _one_trial_only, {"shift": shift}):
+            digests.append(user_code_digest(cell))
+    assert digests[0] == digests[2] != digests[1]
