@@ -17,7 +17,7 @@ naming the config key and the file; whatever it registered before failing is rem
 
 The runner (:mod:`kvstats.sweep.run`) sends its workers :func:`worker_payload` (the
 plugins, and the schemes and distributions a script registered itself, pickled by
-reference), which :func:`install` loads there, and records :func:`user_code` in the
+reference), which :func:`install_worker_payload` loads there, and records :func:`user_code` in the
 manifest. :data:`USER_NAME` and :func:`similar_name` are the name rules of user schemes
 and distributions.
 """
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from kvstats.sweep.config import SweepConfig
 
 __all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin",
-           "USER_NAME", "similar_name", "user_code", "worker_payload", "install", "WorkerPayload"]
+           "USER_NAME", "similar_name", "user_code", "worker_payload", "install_worker_payload",
+           "WorkerPayload"]
 
 _KEY = "config [sweep] plugins"
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -290,13 +291,13 @@ def worker_payload(config: SweepConfig) -> WorkerPayload:
     return config.plugins, blob
 
 
-def install(payload: WorkerPayload) -> None:
+def install_worker_payload(payload: WorkerPayload) -> None:
     """In a worker: import the plugins, register the script's schemes and distributions
     that this process does not know yet (a fork worker inherits them).
 
     Examples
     --------
-    >>> install((("json",), None))      # imports the plugins once per process
+    >>> install_worker_payload((("json",), None))   # imports the plugins once per process
     """
     from kvstats.data import synthetic
     from kvstats.quant import register, registry

@@ -13,8 +13,8 @@ User code reaches every worker: a task is sent as ``_user_task(payload, task)``,
 payload (:func:`kvstats.plugins.worker_payload`) names the config's plugins (imported
 once per worker process) and carries, pickled, the user schemes and distributions of
 the grid that a script registered itself (by reference to their functions, registered
-in the worker if missing: :func:`kvstats.plugins.install`). Fork workers inherit both;
-spawn and forkserver workers get them from the payload. The manifest records
+in the worker if missing: :func:`kvstats.plugins.install_worker_payload`). Fork workers
+inherit both; spawn and forkserver workers get them from the payload. The manifest records
 :func:`kvstats.plugins.user_code`: the plugins (file, SHA-256) and the user schemes and
 distributions the sweep used.
 """
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
-from kvstats.plugins import WorkerPayload, install, user_code, worker_payload
+from kvstats.plugins import WorkerPayload, install_worker_payload, user_code, worker_payload
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.plan import Cell, _tasks
@@ -69,9 +69,9 @@ def _one_blas_thread() -> None:
 
 
 def _user_task(payload: WorkerPayload, task: Any) -> list[tuple[str, int, pd.DataFrame, float]]:
-    """A task in a worker process: the user code first (:func:`kvstats.plugins.install`),
-    then :func:`_compute_task`."""
-    install(payload)
+    """A task in a worker process: the user code first
+    (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`."""
+    install_worker_payload(payload)
     return _compute_task(task)
 
 
