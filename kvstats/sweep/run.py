@@ -336,16 +336,19 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                                else {"status": "computed"})
                 status[cid]["seconds"] = round(seconds[cid], 3)
 
+    unpicklable = None
     try:
         payload = worker_payload(config)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        payload = None   # only a pool needs it: a fork pool inherits, a default one runs serially
+        # the script's registrations stay behind (a fork pool inherits them, a default one
+        # runs serially); the plugins still go: a worker imports them itself
+        payload = (config.plugins, None)
         unpicklable = f"{type(exc).__name__}: {exc}"
     own_pool = None
     if executor is None or executor == "process":
         n_workers = workers or _default_workers(len(tasks))
         where = _unguarded_main() if n_workers > 1 and len(tasks) > 1 else None
-        if payload is None and n_workers > 1 and len(tasks) > 1 and where is None:
+        if unpicklable and n_workers > 1 and len(tasks) > 1 and where is None:
             warnings.warn("a scheme or distribution of the sweep was registered with a function "
                           f"that cannot be sent to worker processes ({unpicklable}); this sweep "
                           "runs serially. Define it at a module's top level, or register it in a "
@@ -376,9 +379,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             for task in tasks:
                 collect(_compute_task(task))
         else:
-            # payload None: user code that cannot be pickled; an executor passed in may fork
-            futures = [pool.submit(_compute_task, task) if payload is None
-                       else pool.submit(_user_task, payload, task) for task in tasks]
+            futures = [pool.submit(_user_task, payload, task) for task in tasks]
             try:
                 for fut in cf.as_completed(futures):
                     collect(fut.result())
