@@ -147,11 +147,40 @@ def _forget(ref: str) -> None:
             synthetic.unregister_distribution(name)
 
 
+def _imported_from(path: str) -> Any:
+    """The module already imported from the file ``path`` (the script imported its plugin
+    itself, e.g. to check its scheme), else None."""
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.normpath(os.path.abspath(file)) == path:
+            return module
+    return None
+
+
+def _adopt(ref: str, module_name: str) -> None:
+    """Registrations the module made before it was named as a plugin (imported by the
+    script, so recorded as the script's) are the plugin's: workers import it for them."""
+    from kvstats.data import synthetic
+    from kvstats.quant import registry
+
+    for name, origin in registry._ORIGIN.items():
+        if origin is None and getattr(registry._TABLE[name].build, "__module__", None) == module_name:
+            registry._ORIGIN[name] = ref
+    for name, origin in synthetic._DIST_ORIGIN.items():
+        if origin is None and getattr(synthetic._USER[name].sampler, "__module__", None) == module_name:
+            synthetic._DIST_ORIGIN[name] = ref
+
+
 def _import(ref: str) -> dict[str, Any]:
     if _is_file(ref):
         if not os.path.isfile(ref):
             raise PluginError(f"{_KEY}: file {ref!r} does not exist (a relative path is resolved "
                               "against the config file's folder)")
+        done = _imported_from(ref)
+        if done is not None:   # importing it again would register its names a second time
+            _adopt(ref, done.__name__)
+            return {"plugin": ref, "kind": "file", "module": done.__name__, "file": ref,
+                    "sha256": _sha256(ref)}
         name = _module_name(ref)
         spec = importlib.util.spec_from_file_location(name, ref)
         if spec is None or spec.loader is None:
@@ -165,6 +194,7 @@ def _import(ref: str) -> dict[str, Any]:
             raise
         return {"plugin": ref, "kind": "file", "module": name, "file": ref, "sha256": _sha256(ref)}
     module = importlib.import_module(ref)
+    _adopt(ref, ref)   # a module the script imported before: its registrations are the plugin's
     path = getattr(module, "__file__", None)
     return {"plugin": ref, "kind": "module", "module": ref, "file": path, "sha256": _sha256(path)}
 

@@ -352,6 +352,26 @@ def test_a_module_plugin_and_bad_entries(tmp_path, monkeypatch):
         kvstats.SweepConfig.from_dict({"plugins": ["not a module"], "schemes": ["KQV"], "distributions": ["gaussian"]})
 
 
+@pytest.mark.parametrize("entry", ["file", "module"])
+def test_a_plugin_the_script_imported_itself_is_not_imported_twice(tmp_path, monkeypatch, entry):
+    # the script imports its plugin (to check its scheme, say), then names it in the config:
+    # a second import would register its names again ("already registered"); its
+    # registrations become the plugin's (workers import the plugin for them)
+    import importlib
+
+    (tmp_path / "my_plugin_mod.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("my_plugin_mod")
+    assert register.user_schemes() == {"plug_minmax": None}      # the script's, so far
+    ref = str(tmp_path / "my_plugin_mod.py") if entry == "file" else "my_plugin_mod"
+    config = {"plugins": [ref], "schemes": ["plug_minmax"], "distributions": ["plug_shifted"],
+              "budgets": [3], "dims": [16], "n_keys": [8], "n_trials": 4, "comparisons": []}
+    result = kvstats.run_sweep(config, executor="serial", progress=False)
+    code = result.manifest["user_code"]
+    assert code["schemes"] == {"plug_minmax": ref} and code["distributions"] == {"plug_shifted": ref}
+    assert code["plugins"][0]["module"] == "my_plugin_mod" and len(result.frame) == 4
+
+
 def test_the_command_line_sweeps_and_reports_with_a_plugin(tmp_path, capsys):
     from kvstats.cli import main
 
