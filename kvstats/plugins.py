@@ -176,12 +176,14 @@ def _import(ref: str) -> dict[str, Any]:
         if not os.path.isfile(ref):
             raise PluginError(f"{_KEY}: file {ref!r} does not exist (a relative path is resolved "
                               "against the config file's folder)")
+        name = _module_name(ref)
         done = _imported_from(ref)
-        if done is not None:   # importing it again would register its names a second time
+        # imported by the script under its own name: importing it again would register its
+        # names a second time (an earlier import of ours that was forgotten runs again)
+        if done is not None and done.__name__ != name:
             _adopt(ref, done.__name__)
             return {"plugin": ref, "kind": "file", "module": done.__name__, "file": ref,
                     "sha256": _sha256(ref)}
-        name = _module_name(ref)
         spec = importlib.util.spec_from_file_location(name, ref)
         if spec is None or spec.loader is None:
             raise PluginError(f"{_KEY}: file {ref!r} cannot be imported as a Python module")
