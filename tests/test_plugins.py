@@ -273,6 +273,9 @@ def test_plugins_register_before_the_grid_is_checked_and_resolve_against_the_con
         {"schemes": ["KQV"], "distributions": ["gaussian"]}).to_dict()   # old fingerprints hold
 
 
+# JAX warns at any fork once another test of this worker imported it; the forked workers
+# here run only kvstats' numpy code, never JAX, so none of its locks is taken in them
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_sweep_with_plugins_runs_in_fork_and_spawn_workers(tmp_path, method):
     path = _config(tmp_path)

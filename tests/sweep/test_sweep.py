@@ -187,7 +187,7 @@ def test_dask_local_cluster_executor(tiny):
 
 
 def test_fixed_budget_schemes(tmp_path):
-    cfg = {**TINY, "schemes": ["K4V2", "K2V4", "KQV"], "budgets": [3]}
+    cfg = {**TINY, "schemes": ["K4V2", "K2V4", "KQV"], "budgets": [3], "comparisons": []}
     f = run_sweep(cfg, executor="serial", progress=False).frame
     assert set(f[f.scheme == "K4V2"].budget) == {3.0}
     assert set(f[f.scheme == "KQV"].budget) == {3.0}
