@@ -1,9 +1,5 @@
 """Synthetic key/value/query distributions with documented scales.
 
-(Over ~450 lines as one idea: the distributions :func:`sample` draws, built-in and
-registered; a user distribution is drawn through the same streams, parameter resolution
-and value/query code as a built-in, so its registration table lives beside theirs.)
-
 Every distribution returns independent trials of keys ``K (T, N, d)``, values
 ``V (T, N, d)`` and queries ``q (T, n_q, d)``. Scales are chosen so that the baseline,
 ``gaussian``, has ``E‖k‖² = d`` and queries ``q ~ N(0, I_d)``: the attention logits
