@@ -33,8 +33,8 @@ _EXPORTS = {
     # data and measurement
     "sample": "kvstats.data.synthetic",
     "DISTRIBUTIONS": "kvstats.data.synthetic",
-    "register_distribution": "kvstats.data.synthetic",
-    "unregister_distribution": "kvstats.data.synthetic",
+    "register_distribution": "kvstats.data.register",
+    "unregister_distribution": "kvstats.data.register",
     "Trials": "kvstats.data.trials",
     "group_query_heads": "kvstats.data.trials",
     "load_trials": "kvstats.data.real",

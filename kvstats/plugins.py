@@ -2,7 +2,7 @@
 
 A sweep config's ``[sweep] plugins = ["my_schemes.py", "mypackage.schemes"]`` names
 modules that register schemes (:func:`kvstats.quant.register.register_scheme`) or
-distributions (:func:`kvstats.data.synthetic.register_distribution`) when imported. An
+distributions (:func:`kvstats.data.register.register_distribution`) when imported. An
 entry ending in ``.py`` or holding a path separator is a file (a relative path is
 resolved against the config file's folder, or the working directory for a dict); any
 other entry is an importable module name. :func:`load_plugins` imports each once per
@@ -136,15 +136,15 @@ def _module_name(path: str) -> str:
 
 def _forget(ref: str) -> None:
     """Remove what a failed plugin registered before it failed."""
-    from kvstats.data import synthetic
+    from kvstats.data import register as data_register
     from kvstats.quant import register, registry
 
     for name, origin in list(registry._ORIGIN.items()):
         if origin == ref:
             register.unregister_scheme(name)
-    for name, origin in list(synthetic._DIST_ORIGIN.items()):
+    for name, origin in list(data_register._DIST_ORIGIN.items()):
         if origin == ref:
-            synthetic.unregister_distribution(name)
+            data_register.unregister_distribution(name)
 
 
 def _imported_from(path: str) -> Any:
@@ -160,15 +160,15 @@ def _imported_from(path: str) -> Any:
 def _adopt(ref: str, module_name: str) -> None:
     """Registrations the module made before it was named as a plugin (imported by the
     script, so recorded as the script's) are the plugin's: workers import it for them."""
-    from kvstats.data import synthetic
+    from kvstats.data import register as data_register
     from kvstats.quant import registry
 
     for name, origin in registry._ORIGIN.items():
         if origin is None and getattr(registry._TABLE[name].build, "__module__", None) == module_name:
             registry._ORIGIN[name] = ref
-    for name, origin in synthetic._DIST_ORIGIN.items():
-        if origin is None and getattr(synthetic._USER[name].sampler, "__module__", None) == module_name:
-            synthetic._DIST_ORIGIN[name] = ref
+    for name, origin in data_register._DIST_ORIGIN.items():
+        if origin is None and getattr(data_register._USER[name].sampler, "__module__", None) == module_name:
+            data_register._DIST_ORIGIN[name] = ref
 
 
 def _import(ref: str) -> dict[str, Any]:
@@ -276,7 +276,7 @@ def user_code(config: SweepConfig) -> dict[str, Any]:
     >>> user_code(load_config({"schemes": ["KQV"], "distributions": ["gaussian"]}))
     {}
     """
-    from kvstats.data.synthetic import user_distributions
+    from kvstats.data.register import user_distributions
     from kvstats.quant.register import user_schemes
     from kvstats.quant.registry import scheme_def
 
@@ -293,14 +293,14 @@ def user_code(config: SweepConfig) -> dict[str, Any]:
 def _script_defs(config: SweepConfig) -> tuple[list[Any], list[Any]]:
     """The user schemes and distributions of the grid that no plugin of the config registers
     (a script registered them): what a spawn worker cannot get from the plugins."""
-    from kvstats.data import synthetic
+    from kvstats.data import register as data_register
     from kvstats.quant import registry
 
     schemes = {registry.scheme_def(s.name) for s in config.schemes}
     sdefs = [d for d in schemes if d.name not in registry.BUILTIN
              and registry._ORIGIN.get(d.name) not in config.plugins]
-    ddefs = [synthetic._USER[d.name] for d in config.distributions
-             if d.name in synthetic._USER and synthetic._DIST_ORIGIN.get(d.name) not in config.plugins]
+    ddefs = [data_register._USER[d.name] for d in config.distributions
+             if d.name in data_register._USER and data_register._DIST_ORIGIN.get(d.name) not in config.plugins]
     return sorted(sdefs, key=lambda d: d.name), list({d.name: d for d in ddefs}.values())
 
 
@@ -331,7 +331,7 @@ def install_worker_payload(payload: WorkerPayload) -> None:
     --------
     >>> install_worker_payload((("json",), None))   # imports the plugins once per process
     """
-    from kvstats.data import synthetic
+    from kvstats.data import register as data_register
     from kvstats.quant import register, registry
 
     plugins, blob = payload
@@ -343,5 +343,5 @@ def install_worker_payload(payload: WorkerPayload) -> None:
         if sdef.name not in registry.REGISTRY:
             register.register_scheme(sdef)
     for ddef in ddefs:
-        if ddef.name not in synthetic._USER:
-            synthetic.register_distribution(ddef.name, ddef.sampler, ddef.defaults, summary=ddef.summary)
+        if ddef.name not in data_register._USER:
+            data_register.register_distribution(ddef.name, ddef.sampler, ddef.defaults, summary=ddef.summary)

@@ -36,10 +36,10 @@ def user_registries():
     import sys
 
     from kvstats import plugins
-    from kvstats.data import synthetic
+    from kvstats.data import register as data_register
     from kvstats.quant import registry
 
-    tables = (registry._TABLE, registry._ORIGIN, synthetic._USER, synthetic._DIST_ORIGIN, plugins._LOADED)
+    tables = (registry._TABLE, registry._ORIGIN, data_register._USER, data_register._DIST_ORIGIN, plugins._LOADED)
     saved = [dict(t) for t in tables]
     modules = set(sys.modules)
     yield

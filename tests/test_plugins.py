@@ -20,6 +20,7 @@ import pytest
 
 import kvstats
 from kvstats import plugins
+from kvstats.data import register as data_register
 from kvstats.data import synthetic
 from kvstats.quant import contract, register, registry
 from kvstats.quant.register import define_scheme, register_scheme, registered_scheme, unregister_scheme
@@ -28,7 +29,7 @@ from kvstats.quant.uniform import UniformTokenCoder
 # a plugin module: a per-token min-max scheme (kvstats' uniform coder, one group per
 # vector) and a shifted-Gaussian key distribution
 PLUGIN = textwrap.dedent('''
-    from kvstats.data.synthetic import register_distribution
+    from kvstats.data.register import register_distribution
     from kvstats.quant.register import define_scheme, register_scheme
     from kvstats.quant.uniform import UniformTokenCoder
 
@@ -141,7 +142,7 @@ def test_a_registered_distribution_is_sampled_and_checked():
     def shifted(n_trials, n_keys, dim, rng, params):
         return params["shift"] + rng.standard_normal((n_trials, n_keys, dim))
 
-    with synthetic.registered_distribution("shifted", shifted, {"shift": 1.0}):
+    with data_register.registered_distribution("shifted", shifted, {"shift": 1.0}):
         t = kvstats.sample("shifted", 4, 32, 8, seed=3, shift=5.0, dtype=np.float32)
         assert t.K.dtype == np.float32 and abs(float(t.K.mean()) - 5) < 0.2
         # trial t is the same whatever n_trials (the sampler draws in trial order)
@@ -159,14 +160,14 @@ def test_a_registered_distribution_is_sampled_and_checked():
             kvstats.register_distribution("other", "shifted")
         with pytest.raises(TypeError, match="defaults must map str"):
             kvstats.register_distribution("other", shifted, {"shift": [1.0]})
-    assert "shifted" not in synthetic.distribution_names() and synthetic.DISTRIBUTIONS[0] == "gaussian"
+    assert "shifted" not in data_register.distribution_names() and synthetic.DISTRIBUTIONS[0] == "gaussian"
 
 
 def test_a_sampler_returning_the_wrong_shape_or_nan_is_an_error():
-    with synthetic.registered_distribution("flat", lambda n, N, d, rng, p: np.zeros((n, N))):
+    with data_register.registered_distribution("flat", lambda n, N, d, rng, p: np.zeros((n, N))):
         with pytest.raises(TypeError, match=r"'flat': its sampler must return a real array of shape"):
             kvstats.sample("flat", 2, 8, 4)
-    with synthetic.registered_distribution("nan", lambda n, N, d, rng, p: np.full((n, N, d), np.nan)):
+    with data_register.registered_distribution("nan", lambda n, N, d, rng, p: np.full((n, N, d), np.nan)):
         with pytest.raises(ValueError, match="'nan': its sampler returned 64 NaN/inf"):
             kvstats.sample("nan", 2, 8, 4)
 
@@ -334,7 +335,7 @@ def test_a_missing_or_broken_plugin_names_the_key_and_the_file(tmp_path, body, m
     with pytest.raises(plugins.PluginError, match=message):
         kvstats.SweepConfig.from_toml(path)
     # what the plugin registered before failing is gone; a fixed file then loads
-    assert "plug_minmax" not in registry._TABLE and "plug_shifted" not in synthetic._USER
+    assert "plug_minmax" not in registry._TABLE and "plug_shifted" not in data_register._USER
     (tmp_path / "plug.py").write_text(PLUGIN)
     if body is not None:
         assert kvstats.SweepConfig.from_toml(path).plugins == (str(tmp_path / "plug.py"),)
@@ -384,7 +385,7 @@ def test_the_command_line_sweeps_and_reports_with_a_plugin(tmp_path, capsys):
     assert main(["sweep", "--config", str(path), "--out", str(out), "--workers", "2", "--no-progress",
                  "--no-report"]) == 0
     # a fresh process would know nothing of the plugin: forget it here too
-    registry._TABLE.pop("plug_minmax"), synthetic._USER.pop("plug_shifted"), plugins._LOADED.clear()
+    registry._TABLE.pop("plug_minmax"), data_register._USER.pop("plug_shifted"), plugins._LOADED.clear()
     assert main(["report", str(out), "--no-figures"]) == 0
     report = (out / "report.md").read_text()
     assert "plug_minmax" in report and "heavy_tailed" in report
@@ -413,8 +414,8 @@ def _forget_plugins():
     for name in [n for n in registry._TABLE if n not in registry.BUILTIN]:
         del registry._TABLE[name]
         registry._ORIGIN.pop(name, None)
-    synthetic._USER.clear()
-    synthetic._DIST_ORIGIN.clear()
+    data_register._USER.clear()
+    data_register._DIST_ORIGIN.clear()
     plugins._LOADED.clear()
     for name in [n for n in sys.modules if n.startswith("kvstats_plugin_")]:
         del sys.modules[name]

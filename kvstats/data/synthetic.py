@@ -20,19 +20,15 @@ float32 draws change). Student-t coordinates, queries, low-rank bases
 and channel choices are drawn as in version 1 (numpy has no float32 t, and its float32
 gamma rounds small values to 0, which would cut the t's tail).
 
-Distributions of your own: :func:`register_distribution` adds a key sampler
-``sampler(n_trials, n_keys, dim, rng, params) -> K`` under a name; :func:`sample`, sweep
-configs and :func:`distribution_names` then know it (:data:`DISTRIBUTIONS` stays the
-built-in names).
+Distributions of your own: :func:`kvstats.data.register.register_distribution` adds a
+key sampler ``sampler(n_trials, n_keys, dim, rng, params) -> K`` under a name;
+:func:`sample` draws it through the same streams as a built-in (:data:`DISTRIBUTIONS`
+stays the built-in names).
 """
-# Over ~450 lines as one idea (the synthetic distributions): the built-in samplers with
-# their documented laws, and the registration of user samplers into the same tables.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -40,12 +36,11 @@ from jaxtyping import Float
 
 from kvstats._checks import (_describe, as_generator, check_choice, check_int,
                              check_real)
+from kvstats.data.register import _USER, distribution_names
 from kvstats.data.trials import Trials
 
 __all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "LOW_RANK_ENERGIES", "LOW_RANK_QUERIES",
-           "sample", "default_params", "attention_entropy", "scale_for_entropy", "DistributionDef",
-           "register_distribution", "unregister_distribution", "registered_distribution",
-           "distribution_names", "user_distributions"]
+           "sample", "default_params", "attention_entropy", "scale_for_entropy"]
 
 DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
 #: ``focused`` is defined by its alignment with the queries, which values do not have.
@@ -228,181 +223,6 @@ _GENERATORS: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
-# --- distributions of your own -------------------------------------------------------
-_RESERVED = ("real",)   # the sweep's captured-cache source
-
-
-@dataclass(frozen=True)
-class DistributionDef:
-    """A registered key distribution: ``sampler(n_trials, n_keys, dim, rng, params) -> K``.
-
-    ``K`` is a real array ``(n_trials, n_keys, dim)``; ``rng`` a numpy Generator (the
-    keys' stream of :func:`sample`'s seed); ``params`` the defaults updated with the
-    parameters given. Values and queries come from :func:`sample` as for the built-ins
-    (``value_distribution``, ``n_queries``, ``dtype``). The sampler is called once per
-    chunk of trials, in trial order, on the same ``rng``: a sampler that draws trial by
-    trial keeps trial ``t`` the same whatever ``n_trials`` is.
-    """
-
-    name: str
-    sampler: Callable[..., np.ndarray] = field(compare=False)
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    summary: str = ""
-
-    def _fill(self, g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
-              dt: np.dtype, native: bool) -> np.ndarray:
-        x = self.sampler(n, N, d, g[0], dict(p))
-        arr = np.asarray(x) if isinstance(x, np.ndarray) else None
-        if arr is None or arr.dtype.kind not in "fiu" or arr.shape != (n, N, d):
-            raise TypeError(f"distribution {self.name!r}: its sampler must return a real array of "
-                            f"shape (n_trials, n_keys, dim) = {(n, N, d)}; received {_describe(x)}")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"distribution {self.name!r}: its sampler returned "
-                             f"{int(arr.size - np.isfinite(arr).sum())} NaN/inf values")
-        return arr
-
-
-_USER: dict[str, DistributionDef] = {}
-_DIST_ORIGIN: dict[str, str | None] = {}   # name -> the plugin that registered it
-
-
-def distribution_names() -> tuple[str, ...]:
-    """Every distribution :func:`sample` knows: :data:`DISTRIBUTIONS`, then registered ones.
-
-    Examples
-    --------
-    >>> distribution_names()[:2]
-    ('gaussian', 'heavy_tailed')
-    """
-    return DISTRIBUTIONS + tuple(_USER)
-
-
-def user_distributions() -> dict[str, str | None]:
-    """Registered distributions: name -> the plugin that registered it (None: a script).
-
-    Examples
-    --------
-    >>> user_distributions()
-    {}
-    """
-    return dict(_DIST_ORIGIN)
-
-
-def register_distribution(name: str, sampler: Callable[..., np.ndarray],
-                          defaults: Mapping[str, Any] | None = None, *, summary: str = "") -> DistributionDef:
-    """Register a key distribution of your own under ``name``.
-
-    Parameters
-    ----------
-    name : str
-        A letter, then letters, digits, ``_ . + -``; not a built-in, not ``"real"``, not
-        registered already.
-    sampler : callable
-        ``sampler(n_trials, n_keys, dim, rng, params) -> K`` (:class:`DistributionDef`):
-        keys ``(n_trials, n_keys, dim)`` drawn from ``rng`` (a numpy Generator);
-        raise a ValueError/TypeError naming a bad parameter (a sweep then fails before any
-        compute, naming the entry).
-    defaults : mapping, optional
-        Every parameter it takes, with its default (numbers, strings or booleans: what a
-        sweep config can hold); other names are refused by :func:`sample`.
-    summary : str
-        One line.
-
-    Returns
-    -------
-    DistributionDef
-
-    Raises
-    ------
-    ValueError, TypeError
-        A name already used or malformed, a sampler that is not callable, defaults that
-        are not a mapping of str to scalars; each naming the argument.
-
-    Examples
-    --------
-    >>> def shifted(n_trials, n_keys, dim, rng, params):
-    ...     return params["shift"] + rng.standard_normal((n_trials, n_keys, dim))
-    >>> _ = register_distribution("shifted", shifted, {"shift": 1.0})
-    >>> t = sample("shifted", 3, 16, 8, seed=0, shift=5.0)
-    >>> t.K.shape, round(float(t.K.mean())), t.meta["params"]
-    ((3, 16, 8), 5, {'shift': 5.0})
-    >>> unregister_distribution("shifted")
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str; received {_describe(name)}")
-    if name in DISTRIBUTIONS or name in _RESERVED:
-        raise ValueError(f"name {name!r} clashes with a built-in distribution "
-                         f"({list(DISTRIBUTIONS + _RESERVED)}); choose another name")
-    if name in _USER:
-        by = _DIST_ORIGIN.get(name)
-        raise ValueError(f"name {name!r} is already a registered distribution"
-                         f"{f' (by plugin {by})' if by else ''}; unregister_distribution({name!r}) first")
-    from kvstats.plugins import USER_NAME, current_plugin, similar_name
-
-    if not USER_NAME.match(name):
-        raise ValueError(f"name must start with a letter and hold only letters, digits and _ . + -; "
-                         f"received {name!r}")
-    other = similar_name(name, DISTRIBUTIONS + _RESERVED + tuple(_USER))
-    if other is not None:
-        raise ValueError(f"name {name!r} differs from the distribution {other!r} only by case or "
-                         "punctuation (their report figures would share file names); choose another name")
-    if not callable(sampler):
-        raise TypeError(f"sampler must be a callable sampler(n_trials, n_keys, dim, rng, params); "
-                        f"received {_describe(sampler)}")
-    defaults = {} if defaults is None else defaults
-    if not isinstance(defaults, Mapping):
-        raise TypeError(f"defaults must be a mapping of parameter name to default; received "
-                        f"{_describe(defaults)}")
-    for key, value in defaults.items():
-        if not isinstance(key, str) or not isinstance(value, (int, float, str, bool, type(None))):
-            raise TypeError(f"defaults must map str to a number, string, boolean or None; received "
-                            f"{key!r}: {_describe(value)}")
-    if not isinstance(summary, str):
-        raise TypeError(f"summary must be a str; received {_describe(summary)}")
-    ddef = DistributionDef(name, sampler, dict(defaults), summary)
-    _USER[name] = ddef
-    _DIST_ORIGIN[name] = current_plugin()
-    return ddef
-
-
-def unregister_distribution(name: str) -> None:
-    """Remove a registered distribution (a built-in cannot be removed).
-
-    Examples
-    --------
-    >>> unregister_distribution("gaussian")
-    Traceback (most recent call last):
-    ...
-    ValueError: name must be a registered distribution ([]); received 'gaussian'
-    """
-    if not isinstance(name, str) or name not in _USER:
-        raise ValueError(f"name must be a registered distribution ({list(_USER)}); received {name!r}")
-    del _USER[name]
-    _DIST_ORIGIN.pop(name, None)
-
-
-@contextmanager
-def registered_distribution(name: str, sampler: Callable[..., np.ndarray],
-                            defaults: Mapping[str, Any] | None = None, *,
-                            summary: str = "") -> Iterator[DistributionDef]:
-    """:func:`register_distribution` for the ``with`` block only (tests, notebooks).
-
-    Examples
-    --------
-    >>> with registered_distribution("ones", lambda n, N, d, rng, p: np.ones((n, N, d))):
-    ...     float(sample("ones", 1, 4, 2).K.sum())
-    8.0
-    >>> "ones" in distribution_names()
-    False
-    """
-    ddef = register_distribution(name, sampler, defaults, summary=summary)
-    try:
-        yield ddef
-    finally:
-        if _USER.get(name) is ddef:
-            unregister_distribution(name)
-
-
 def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p: dict,
           q: np.ndarray | None, generator: int) -> None:
     T, N, d = out.shape
@@ -425,7 +245,7 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     ----------
     distribution : str
         Key distribution, one of ``DISTRIBUTIONS`` or a registered one
-        (:func:`register_distribution`; parameters in ``**params``):
+        (:func:`kvstats.data.register.register_distribution`; parameters in ``**params``):
 
         ``"gaussian"`` (``scale=1``)
             ``k ~ N(0, scale² I_d)``; ``E‖k‖² = scale² d``.

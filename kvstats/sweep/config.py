@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kvstats._checks import check_choice, check_int, did_you_mean
-from kvstats.data.synthetic import _NU_MIN, GENERATORS, distribution_names
+from kvstats.data.register import distribution_names
+from kvstats.data.synthetic import _NU_MIN, GENERATORS
 from kvstats.plugins import load_plugins, resolve_plugin
 from kvstats.quant.register import scheme_names
 from kvstats.quant.registry import scheme_def

@@ -309,7 +309,7 @@ def user_code_digest(cell: Cell) -> str | None:
     >>> user_code_digest(Cell("gaussian", {}, 64, 128, 3, SchemeSpec("KQV"))) is None
     True
     """
-    from kvstats.data.synthetic import _USER
+    from kvstats.data.register import _USER
     from kvstats.quant.registry import BUILTIN, parse_scheme_name
 
     functions, defaults = [], b""

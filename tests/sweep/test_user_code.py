@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import kvstats
-from kvstats.data.synthetic import registered_distribution
+from kvstats.data.register import registered_distribution
 from kvstats.quant.register import define_scheme, registered_scheme
 from kvstats.quant.uniform import UniformTokenCoder
 from kvstats.sweep import replay_trials
