@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import _describe, as_float_array, check_int
-from kvstats.metrics._scaling import max_exponent
+from kvstats.metrics._scaling import scale_rows
 
 __all__ = ["softmax", "log_softmax", "attention_logits", "attention_weights",
            "attention_output", "kl_divergence", "topk_recall", "argmax_shift"]
@@ -144,33 +144,60 @@ def _q_k(q: Any, K: Any) -> tuple[np.ndarray, np.ndarray]:
     return qa, Ka
 
 
-# q·k below this (in magnitude bound) may have lost digits to underflow in its products.
+# An entry q·k smaller than this whose bound max|q_i|·max|k_j| is nonzero and smaller
+# too may have lost digits to underflow in its terms (the normal minimum is 2**-126 in
+# float32, 2**-1022 in float64; an entry or bound above it is accurate to rounding).
 _TINY_PRODUCT = {np.dtype(np.float32): 2.0**-100, np.dtype(np.float64): 2.0**-900}
 
 
-def _scaled_logits(qa: np.ndarray, Ka: np.ndarray) -> np.ndarray:
-    """``q Kᵀ/√d``; products that over- or underflow are redone on q, K scaled by 2**-e.
+def _inner(q: np.ndarray, K: np.ndarray, names: str, divisor: np.floating | None = None,
+           dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """``q Kᵀ`` (batched; divided by ``divisor`` when given) as ``dtype``, with the
+    entries whose plain product over- or underflowed redone exactly scaled.
 
-    Scaling q and K by powers of two is exact and q Kᵀ is bilinear, so the scaled
-    product times 2**(e_q + e_K) equals the plain one bit for bit whenever that one did
-    not over- or underflow; only then is the plain result kept.
+    The plain product runs in the inputs' dtype, and every entry it gets right keeps its
+    bits, whatever shares the call. An entry is redone when it is not finite (overflow),
+    or when it is below ``_TINY_PRODUCT`` in magnitude and so is the bound
+    ``max|q_i|·max|k_j|`` of its terms (nonzero; compared through binary exponents, which
+    cannot underflow): its terms may have been rounded to the subnormal grid. (An entry
+    or a bound above ``_TINY_PRODUCT`` is accurate to rounding relative to ‖q_i‖‖k_j‖,
+    so ordinary data, zero rows and exact zeros of ordinary rows take the plain path.)
+    The redo scales each query and key row by 2**-e of its own largest magnitude
+    (exact), multiplies in float64 and scales back with ``ldexp``. An entry beyond ``dtype``'s range is a
+    ValueError naming ``names``. The one q·k routine of :func:`attention_logits` and of
+    the profile (:mod:`kvstats.metrics.profile`).
     """
-    inv = np.sqrt(qa.shape[-1]).astype(np.result_type(qa, Ka))   # √d rounded to the logits' dtype
+    dtype = np.dtype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):       # redone below
-        logits = (qa @ np.swapaxes(Ka, -1, -2)) / inv
-    dtype = logits.dtype
-    bound = float(np.max(np.abs(qa))) * float(np.max(np.abs(Ka)))    # float64: no overflow
-    if np.isfinite(logits).all() and not 0 < bound < _TINY_PRODUCT[dtype]:
-        return logits
-    eq, ek = int(max_exponent(qa)), int(max_exponent(Ka))
-    prod = np.ldexp(qa, -eq) @ np.swapaxes(np.ldexp(Ka, -ek), -1, -2)
+        raw = q @ np.swapaxes(K, -1, -2)
+        out = (raw if divisor is None else raw / divisor).astype(dtype, copy=False)
+    tiny = _TINY_PRODUCT[raw.dtype]
+    small = np.abs(raw) < tiny                                 # NaN (inf − inf): False
+    finite = np.isfinite(raw) & np.isfinite(out)
+    if finite.all() and not small.any():
+        return out
+    mq, mk = np.max(np.abs(q), axis=-1), np.max(np.abs(K), axis=-1)     # (..., n_q), (..., N)
+    eq, ek = np.frexp(mq)[1], np.frexp(mk)[1]     # as max_exponent: max in [2**(e-1), 2**e)
+    e_sum = eq[..., :, None] + ek[..., None, :]
+    # the bound lies in [2**(e_sum - 2), 2**e_sum): surely below tiny when 2**e_sum <= tiny
+    under = (e_sum <= np.frexp(tiny)[1] - 1) & (mq > 0)[..., :, None] & (mk > 0)[..., None, :]
+    redo = ~finite | (small & under)
+    if not redo.any():
+        return out
+    prod = (scale_rows(q.astype(np.float64), eq)
+            @ np.swapaxes(scale_rows(K.astype(np.float64), ek), -1, -2))
+    if divisor is not None:
+        prod = prod / np.float64(divisor)
     with np.errstate(over="ignore"):                          # refused just below
-        logits = np.ldexp(prod / inv, eq + ek).astype(dtype, copy=False)
-    if not np.isfinite(logits).all():
-        raise ValueError(f"q and K: the logits q·k/√d exceed the {dtype} range (|q| up to "
-                         f"2**{eq}, |K| up to 2**{ek}); rescale q or K"
+        redone = np.ldexp(prod, e_sum).astype(dtype)
+    out = np.where(redo, redone, out)
+    if not np.isfinite(out).all():
+        what = "the logits q·k/√d" if divisor is not None else "the inner products q·k"
+        raise ValueError(f"{names}: {what} exceed the {dtype} range (|q| up to "
+                         f"2**{int(eq.max())}, |k| up to 2**{int(ek.max())}); rescale the "
+                         "queries or the keys"
                          + (" or pass float64 arrays" if dtype == np.float32 else ""))
-    return logits
+    return out
 
 
 def attention_logits(q: Any, K: Any, mask: Any = None) -> np.ndarray:
@@ -199,7 +226,8 @@ def attention_logits(q: Any, K: Any, mask: Any = None) -> np.ndarray:
     [[1.0, 1.0, 1.0, 1.0]]
     """
     qa, Ka = _q_k(q, K)
-    logits = _scaled_logits(qa, Ka)
+    dtype = np.result_type(qa, Ka)
+    logits = _inner(qa, Ka, "q and K", divisor=np.sqrt(qa.shape[-1]).astype(dtype), dtype=dtype)
     if mask is not None:
         m = np.asarray(mask)
         if m.dtype != bool:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
-from kvstats.metrics.attention import _argmax_shift, _kl, _log_softmax, _topk_recall
+from kvstats.metrics.attention import _argmax_shift, _inner, _kl, _log_softmax, _topk_recall
 from kvstats.metrics._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
@@ -39,26 +39,6 @@ def _mean_finite_db(snr: np.ndarray) -> tuple[np.ndarray, int]:
     with np.errstate(invalid="ignore", divide="ignore"):
         m = np.where(exact, 0.0, snr).sum(axis=-1) / n_fin
     return np.where(n_fin == 0, np.inf, m), int(exact.sum())
-
-
-def _inner(q: np.ndarray, K: np.ndarray, names: str) -> np.ndarray:
-    """float64 ``q Kᵀ`` (batched); an overflowed product is redone on q, K scaled by
-    powers of two (exact), and a result beyond float64 is a ValueError naming ``names``."""
-    with np.errstate(over="ignore", invalid="ignore"):       # checked just below
-        ip = (q @ np.swapaxes(K, -1, -2)).astype(np.float64)
-    if np.isfinite(ip).all():
-        return ip
-    # each query and key row scaled by its own exponent: rows of ordinary magnitude (other
-    # trials of the chunk, other keys) keep every bit, none is pushed into the subnormals
-    eq, ek = max_exponent(q, axis=-1), max_exponent(K, axis=-1)              # (c, n_q), (c, N)
-    prod = scale_rows(q.astype(np.float64), eq) @ np.swapaxes(scale_rows(K.astype(np.float64), ek), -1, -2)
-    with np.errstate(over="ignore"):
-        ip = np.ldexp(prod, eq[..., :, None] + ek[..., None, :])
-    if not np.isfinite(ip).all():
-        raise ValueError(f"{names}: the inner products q·k exceed the float64 range (|q| up to "
-                         f"2**{int(eq.max())}, |k| up to 2**{int(ek.max())}); the attention "
-                         f"metrics are undefined, rescale the queries or the keys")
-    return ip
 
 
 def _finite_or_raise(values: np.ndarray, what: str, names: str) -> np.ndarray:

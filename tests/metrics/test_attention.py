@@ -315,3 +315,28 @@ def test_topk_recall_needs_k_unmasked_keys_in_every_row():
         topk_recall(ref, quant, k=3)
     assert topk_recall(ref, quant, k=2).tolist() == [1.0, 0.0]
     assert topk_recall(ref[1:], quant[1:], k=3).tolist() == [pytest.approx(2 / 3)]
+
+
+def test_subnormal_logits_of_one_row_are_redone_beside_ordinary_rows():
+    # one query at 1e-170 beside an ordinary one, keys at 1e-150: the tiny row's q·k/√d
+    # ~ 1e-320 is subnormal. A redo decided from the whole array's maxima (1e-150, not
+    # tiny) skipped it and kept terms rounded to the subnormal grid; each entry is judged
+    # by its own rows now. Reference: the exact rational q·k over the float √8, rounded
+    # once by float(); the ordinary row keeps the plain product's bits.
+    from fractions import Fraction
+    rng = np.random.default_rng(31)
+    q, K = rng.standard_normal((2, 8)), 1e-150 * rng.standard_normal((5, 8))
+    q[1] *= 1e-170
+    inv = Fraction(float(np.sqrt(8)))
+    ref = np.array([[float(sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(q[1], k)) / inv)
+                     for k in K]])
+    assert 0 < np.abs(ref).min() and np.abs(ref).max() < 2.0**-1022
+    got = attention_logits(q, K)
+    np.testing.assert_array_equal(got[1:], ref)
+    np.testing.assert_array_equal(got[:1], ((q @ K.T) / np.sqrt(8))[:1])
+    # float32: q, K at 2**-70 give logits in float32's subnormals; the float64 logits of
+    # the same values rounded to float32 once (the plain float32 product: 2 of 15 off)
+    q32, K32 = (np.ldexp(rng.standard_normal((3, 8)), -70).astype(np.float32),
+                np.ldexp(rng.standard_normal((5, 8)), -70).astype(np.float32))
+    np.testing.assert_array_equal(attention_logits(q32, K32),
+                                  attention_logits(q32.astype(np.float64), K32).astype(np.float32))

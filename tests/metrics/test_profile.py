@@ -234,6 +234,37 @@ def test_profile_is_invariant_under_reciprocal_scaling_of_keys_and_queries(k_sca
     pd.testing.assert_frame_equal(got, ref, check_exact=False, rtol=1e-10)
 
 
+@pytest.mark.parametrize("exponent", [-75, -80, 64])
+def test_tiny_and_huge_float32_queries_and_keys_give_the_float64_profile(exponent):
+    # q, K, K̂ all scaled by 2**exponent: q·k ~ 4**exponent. At 2**-75 in float32 (q, k ~
+    # 3e-23) every term q_c·k_c (~1e-45) falls into float32's subnormals, and the
+    # profile's float32 q·k used to keep them: recall, argmax shift, ip_bias, ip_var and
+    # ip_slope were wrong (ip_var 1.04 for 2.15 at the reference scale). They must equal
+    # the profile of the same values in float64 (recall and argmax exactly, the rest within
+    # 1e-5 relative: float32 rounds K̂ − K), and the scale-free columns that of the unscaled
+    # data (ip_bias and ip_var scaled back by 4**-e, 16**-e). At 2**64, q·k overflows float32.
+    t = kvstats.sample("gaussian", 6, 64, 32, seed=11, n_queries=3, dtype=np.float32)
+    rng = np.random.default_rng(1)
+    Kh = (t.K + 0.3 * rng.standard_normal(t.K.shape)).astype(np.float32)
+    Vh = (t.V * 0.9 + 0.3 * rng.standard_normal(t.V.shape)).astype(np.float32)
+
+    def profile(dt, e):
+        c = lambda a: np.ldexp(a.astype(dt), e)         # exact: only the exponent changes
+        return error_profile(Trials(c(t.K), t.V.astype(dt), c(t.q)), c(Kh), Vh.astype(dt))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, ref = profile(np.float32, exponent), profile(np.float64, exponent)
+    exact = ["recall_at_5", "argmax_shift"]
+    pd.testing.assert_frame_equal(got[exact], ref[exact], check_exact=True)
+    pd.testing.assert_frame_equal(got, ref, check_exact=False, rtol=1e-5)
+    unscaled = profile(np.float64, 0)
+    scaled_back = got.assign(ip_bias=np.ldexp(got.ip_bias, -2 * exponent),
+                             ip_var=np.ldexp(got.ip_var, -4 * exponent))
+    cols = exact + ["ip_bias", "ip_var", "ip_slope", "snr_k", "phi_k", "snr_v", "phi_v"]
+    pd.testing.assert_frame_equal(scaled_back[cols], unscaled[cols], check_exact=False, rtol=1e-5)
+
+
 def test_profile_at_the_issue_magnitude_is_an_error_not_nan():
     # K and q at 1e160: q·k ~ 1e320·d is beyond float64 (before: NaN KL and SNR)
     t, Kh, Vh = _perturbed(T=2, N=16, d=8, n_q=2, seed=4)
