@@ -1,8 +1,9 @@
 """The paired energy test's m x m swap form s'Cs against the pooled 2m x 2m label core.
 
-Reference: ``_permutation_statistics`` on the same swaps written as 2m-long labels (the
-path ``energy_test(paired=True)`` used before the swap form; itself tested against brute
-force in test_stats_energy.py). V = -Q/m^2 and U = -(T + (2m - 1) Q)/(2 m^2 (m - 1)) are
+Reference: ``kvstats.stats._energy_reference.PooledPairs``, the same swaps written as
+2m-long labels through ``_permutation_statistics`` (the path ``energy_test(paired=True)``
+used before the swap form; that core is tested against brute force in
+test_stats_energy.py; experiments/bench_energy.py --paired times the same reference). V = -Q/m^2 and U = -(T + (2m - 1) Q)/(2 m^2 (m - 1)) are
 derived in kvstats/stats/energy.py's module docstring.
 """
 
@@ -10,8 +11,9 @@ import numpy as np
 import pytest
 
 from kvstats.stats import energy_test
-from kvstats.stats.energy import (_permutation_statistics, _prepare, _random_keeps,
-                                  _random_swaps, _swap_statistics, _SwapForms, _unit_scale)
+from kvstats.stats._energy_reference import PooledPairs
+from kvstats.stats.energy import (_prepare, _random_keeps, _random_swaps, _swap_statistics,
+                                  _SwapForms, _unit_scale)
 from kvstats.stats.sequential import _run, energy_test_sequential
 
 
@@ -26,9 +28,7 @@ def _pairs(rng, m, dim=4, design="pos"):
 
 def _pooled(x, y, keep, kind, standardize):
     """Statistics and pooled total of the swaps ``keep`` through the 2m x 2m core."""
-    X, Y, _ = _prepare(x, y, standardize, kind)
-    Z, _ = _unit_scale(np.concatenate([X, Y]))
-    return _permutation_statistics(Z, np.concatenate([keep, ~keep], axis=1), kind)
+    return PooledPairs.of(x, y, kind=kind, standardize=standardize).swaps(keep)
 
 
 def _swap(x, y, keep, kind, standardize, **blocking):
@@ -95,19 +95,6 @@ def test_keeps_are_the_swaps_draws():
         assert np.array_equal(two, keep)
 
 
-def _pooled_label_test(x, y, b, seed, kind, standardize):
-    """p-value of the paired test as the pooled-label path computed it."""
-    X, Y, _ = _prepare(x, y, standardize, kind)
-    m = len(X)
-    Z, _ = _unit_scale(np.concatenate([X, Y]))
-    labels = np.empty((b + 1, 2 * m), dtype=bool)
-    labels[0, :m], labels[0, m:] = True, False
-    _random_swaps(np.random.default_rng(seed), b, m, out=labels[1:])
-    t, total = _permutation_statistics(Z, labels, kind)
-    tol = 1e-10 * total / (2 * m * (2 * m - 1))
-    return (1.0 + np.count_nonzero(t[1:] >= t[0] - tol)) / (1.0 + b), t, tol
-
-
 def test_pvalues_equal_the_pooled_label_path():
     # 96 seeded tests (4 designs incl. heavy ties, 6 sizes, V/U, standardised or not);
     # 3,120 such cases were compared in the session that introduced the form: identical
@@ -120,7 +107,8 @@ def test_pvalues_equal_the_pooled_label_path():
         x, y = _pairs(rng, m, dim=1 + case % 3, design=design)
         res = energy_test(x, y, n_resamples=199, seed=case, paired=True, kind=kind,
                           standardize=standardize)
-        p_ref, t_ref, tol = _pooled_label_test(x, y, 199, case, kind, standardize)
+        ref = PooledPairs.of(x, y, kind=kind, standardize=standardize)
+        p_ref, t_ref, tol = ref.test(199, case)
         assert res.pvalue == p_ref, (case, res.pvalue, p_ref)
         # to rounding of a difference of mean distances: relative to the mean distance
         # (tol = 1e-10 of it), as the statistic itself can be far smaller
@@ -139,18 +127,10 @@ def test_sequential_equals_the_pooled_label_path():
         x = x + shift
         res = energy_test_sequential(x, y, max_permutations=999, h=10, seed=case, paired=True,
                                      kind=kind, standardize=True)
-        X, Y, _ = _prepare(x, y, True, kind)
-        Z, _ = _unit_scale(np.concatenate([X, Y]))
-        obs = np.zeros((1, 2 * m), dtype=bool)
-        obs[0, :m] = True
-        t_obs, total = _permutation_statistics(Z, obs, kind)
-
-        def draw(gen, k):
-            return _permutation_statistics(Z, _random_swaps(gen, k, m), kind)[0]
-
-        p, used, exceed, early = _run(draw, float(t_obs[0]), max_permutations=999, h=10,
+        ref = PooledPairs.of(x, y, kind=kind, standardize=True)
+        t_obs, total = ref.observed()
+        p, used, exceed, early = _run(ref.draw, t_obs, max_permutations=999, h=10,
                                       rng=np.random.default_rng(case),
-                                      tol=1e-10 * total / (2 * m * (2 * m - 1)), batch=64,
-                                      max_batch=8192)
+                                      tol=ref.tolerance(total), batch=64, max_batch=8192)
         assert (res.pvalue, res.n_permutations, res.n_exceed, res.stopped_early) == \
             (p, used, exceed, early)
