@@ -69,7 +69,11 @@ def _module_eager(module: torch.nn.Module) -> Callable:
     return fn
 
 
-def _wrap(previous: Callable | None) -> Callable:
+def _wrap(previous: Callable | None, name: str) -> Callable:
+    # eager returns the attention probabilities beside its output (output_attentions=True
+    # collects them), sdpa returns None
+    eager = name == "eager"
+
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
         fn = previous if previous is not None else _module_eager(module)
         if isinstance(key, CodedKV) and query.shape[2] > 1:
@@ -83,13 +87,19 @@ def _wrap(previous: Callable | None) -> Callable:
             if dropout:
                 raise ValueError(f"dropout must be 0 when attention is read from codes (inference only); "
                                  f"received {dropout}")
-            for name in ("sliding_window", "softcap", "s_aux"):
-                if kwargs.get(name) is not None:
+            # each changes the scores or weights in a way the code-reading loops do not apply
+            # (position_bias: an additive per-head bias, e.g. Inkling's relative positions)
+            for name in ("sliding_window", "softcap", "s_aux", "position_bias"):
+                value = kwargs.get(name)
+                if value is not None:
+                    got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
                     raise ValueError(f"{name} is not supported by the code-reading attention; received "
-                                     f"{kwargs[name]!r} (use QuantizedCache(..., attention='model'))")
+                                     f"{got} (use QuantizedCache(..., attention='model'))")
             scaling = kwargs.get("scaling")
             scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
             n_rep = query.shape[1] // key.layer.n_heads
+            if eager:
+                return code_attention(query, key.layer, attention_mask, scaling, n_rep, weights=True)
             return code_attention(query, key.layer, attention_mask, scaling, n_rep), None
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
 
@@ -118,4 +128,4 @@ def install() -> None:
     for name in ("sdpa", "eager"):
         current = mapping.get(name)
         if not getattr(current, "_kvstats_wrapped", False):
-            AttentionInterface.register(name, _wrap(current))
+            AttentionInterface.register(name, _wrap(current, name))

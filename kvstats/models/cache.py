@@ -69,7 +69,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from kvstats._checks import check_int
+from kvstats._checks import check_int, did_you_mean
 from kvstats.models.attention_hook import CodedKV, install
 from kvstats.models.code_attention import GrowingBuffer, SideCoder
 from kvstats.models.group_codes import make_sides
@@ -125,15 +125,34 @@ class _CodesLayer(DynamicLayer):
         self._half: bool | None = None          # float16 norms on both sides (the C loops' format)
         self._sides: dict[str, dict[str, GrowingBuffer]] = {}
 
+    def _check_states(self, key_states, value_states) -> None:
+        """Refuse states the layer cannot hold: not 4-D float, values shaped unlike the keys,
+        or (after the first update) another batch, head count or head dimension — which
+        the growing code buffers would otherwise take in place (and the compiled encoder
+        write past their rows)."""
+        for name, t in (("key_states", key_states), ("value_states", value_states)):
+            if not isinstance(t, torch.Tensor) or t.ndim != 4 or not t.is_floating_point():
+                got = (f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor)
+                       else type(t).__name__)
+                raise ValueError(f"{name} must be a floating-point tensor (batch, heads, tokens, dim); "
+                                 f"received {got}")
+        if value_states.shape != key_states.shape:
+            # one scheme codes both sides at one head dimension
+            raise ValueError("value_states must have the batch, heads, tokens and head dimension of "
+                             f"key_states (batch, heads, tokens, dim); received keys {tuple(key_states.shape)}, "
+                             f"values {tuple(value_states.shape)}")
+        if self.is_initialized:
+            held = (self.keys.shape[0], self.keys.shape[1], self.keys.shape[3])
+            got = (key_states.shape[0], key_states.shape[1], key_states.shape[3])
+            if got != held:
+                raise ValueError(f"key_states must have this layer's (batch, heads, dim) = {held}; received "
+                                 f"{got} (shape {tuple(key_states.shape)}): a cache holds one batch of "
+                                 f"sequences (reset() it, or use a new cache, for another batch)")
+
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
         self.device = key_states.device
         batch, self.n_heads, _, dim = key_states.shape
-        if value_states.shape[:2] + value_states.shape[3:] != key_states.shape[:2] + key_states.shape[3:]:
-            # one scheme codes both sides at one head dimension
-            raise ValueError("value_states must have the heads and head dimension of key_states "
-                             f"(batch, heads, tokens, dim); received keys {tuple(key_states.shape)}, "
-                             f"values {tuple(value_states.shape)}")
         # an empty tail of its own (never a view that keeps the prefill's K/V alive)
         self.keys = key_states.new_empty((batch, self.n_heads, 0, dim))
         self.values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
@@ -231,6 +250,7 @@ class _CodesLayer(DynamicLayer):
         self.n_coded += k.shape[-2]
 
     def update(self, key_states, value_states, *args, **kwargs):
+        self._check_states(key_states, value_states)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         if self.keys.shape[-2]:
@@ -387,7 +407,7 @@ class QuantizedCache(Cache):
     **scheme_params
         Passed to :func:`kvstats.make_scheme` (e.g. ``rotation="haar"``,
         ``group_size=32``). For ``kivi`` the scheme's own ``residual`` is 0: the cache's
-        ``window`` plays that role.
+        ``window`` plays that role (a non-zero ``residual`` is a ValueError naming ``window``).
 
     Attributes
     ----------
@@ -428,6 +448,11 @@ class QuantizedCache(Cache):
         params = dict(scheme_params)
         sdef, _ = parse_scheme_name(scheme_name, params)
         if "residual" in sdef.params:  # a scheme's own fp window (kivi): the cache's window plays it
+            if params.get("residual", 0) != 0:
+                # silently dropping it would run without the full-precision tokens asked for
+                raise ValueError(f"residual must be 0 (or absent) for a cache: its window plays the "
+                                 f"{scheme_name!r} residual; received residual={params['residual']!r}: use "
+                                 f"QuantizedCache({scheme_name!r}, ..., window={params['residual']!r})")
             params["residual"] = 0
         self.scheme_params = params
         _, parsed = parse_scheme_name(scheme_name, params)
@@ -444,7 +469,8 @@ class QuantizedCache(Cache):
         if attention is None:
             attention = "codes" if self.reads_codes else "model"
         if attention not in ("codes", "model"):
-            raise ValueError(f"attention must be None, 'codes' or 'model'; received {attention!r}")
+            raise ValueError(f"attention must be None, 'codes' or 'model'; received {attention!r}"
+                             f"{did_you_mean(attention, ('codes', 'model'))}")
         if attention == "codes" and not self.reads_codes:
             raise ValueError(f"attention='codes' needs a per-vector scheme that exports (KV, KQV, QKQV, "
                              f"turboquant_mse/prod, K{{a}}V{{b}}, Hadamard or no rotation); received "

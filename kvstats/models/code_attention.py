@@ -289,7 +289,15 @@ class GrowingBuffer:
         return 0 if self.buf is None else self.buf.shape[2]
 
     def reserve(self, batch: int, heads: int, extra: int, tail: tuple[int, ...], dtype: torch.dtype) -> None:
-        """Make room for ``extra`` more tokens (each of shape ``tail``) without writing them."""
+        """Make room for ``extra`` more tokens (each of shape ``tail``) without writing them.
+
+        Tokens of another batch, head count, shape or dtype than those held are a
+        ValueError (growing would broadcast the held ones into them)."""
+        if self.buf is not None and (tuple(self.buf.shape[:2]) != (batch, heads)
+                                     or tuple(self.buf.shape[3:]) != tuple(tail) or self.buf.dtype != dtype):
+            raise ValueError(f"tokens must have the buffer's (batch, heads, ·, *shape) = "
+                             f"{(*self.buf.shape[:2], '·', *self.buf.shape[3:])} and dtype {self.buf.dtype}; "
+                             f"received {(batch, heads, extra, *tail)} {dtype}")
         need = self.n + extra
         if self.buf is None or need > self.buf.shape[2]:
             cap = need if self.buf is None else max(need, self.n + max(self.step, self.n // 32))
@@ -316,7 +324,8 @@ class GrowingBuffer:
 
 
 def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask: torch.Tensor | None,
-                   scaling: float, n_rep: int, *, fused: bool | None = None) -> Float[torch.Tensor, "B Q Hq d"]:
+                   scaling: float, n_rep: int, *, fused: bool | None = None, weights: bool = False
+                   ) -> Float[torch.Tensor, "B Q Hq d"] | tuple[torch.Tensor, torch.Tensor]:
     """Attention of ``query`` over a code-reading cache layer (coded tokens + fp tail).
 
     Parameters
@@ -329,8 +338,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         read instead of the codes when present, or empty; for kivi/qjl, ``key_side`` and
         ``value_side`` of :mod:`kvstats.models.group_codes`, which score and accumulate
         from their own buffers).
-    attention_mask : ``(B, 1, Q, L)`` bool (True = attend) or additive float, or None
-        (causal: query i is at position ``L − Q + i``).
+    attention_mask : ``(B, 1, Q, L)`` or ``(B, Hq, Q, L)`` (one per query head) bool (True =
+        attend) or additive float, or None (causal: query i is at position ``L − Q + i``).
+        Leading axes of size 1 broadcast; a last axis longer than ``L`` is read from its end.
     scaling : float
         Score scale (``1/√d``).
     n_rep : int
@@ -339,11 +349,14 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         Use the compiled look-up loops of :mod:`kvstats.models.lut_kernel` (default: when
         they could be built) or the torch gathers (False). Same numbers up to float32
         summation order.
+    weights : bool
+        Also return the attention probabilities ``(B, Hq, Q, L)`` in ``query``'s dtype (what
+        transformers' eager attention returns beside its output).
 
     Returns
     -------
     torch.Tensor ``(B, Q, Hq, d)`` in ``query``'s dtype (what transformers' attention
-    functions return).
+    functions return), and the probabilities with ``weights=True``.
 
     Examples
     --------
@@ -375,6 +388,9 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1 or query.shape[1] != n_rep * H:
         raise ValueError(f"n_rep must be the query heads per KV head (the layer has {H} KV heads); "
                          f"received n_rep={n_rep!r} with {query.shape[1]} query heads")
+    if query.shape[0] != layer.keys.shape[0]:
+        raise ValueError(f"query must have the layer's batch of {layer.keys.shape[0]} sequences; received "
+                         f"shape {tuple(query.shape)}")
     sides = getattr(layer, "key_side", None) is not None  # a token-grouped scheme (kivi, qjl)
     half = not sides and (layer.key_coder.norm_dtype == torch.float16
                           and layer.value_coder.norm_dtype == torch.float16)
@@ -437,7 +453,13 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     L = N + T
     s = s.view(B, H, n_rep, Q, L)
     if attention_mask is not None:
-        mask = attention_mask[..., -L:][:, :, None]
+        mask = attention_mask[..., -L:]
+        if (mask.ndim != 4 or mask.shape[0] not in (1, B) or mask.shape[1] not in (1, Hq)
+                or mask.shape[2] not in (1, Q) or mask.shape[3] != L):
+            raise ValueError(f"attention_mask must be (B, 1 or Hq, Q, >= L) = ({B}, 1 or {Hq}, {Q}, >= {L}) "
+                             f"(axes of size 1 broadcast); received shape {tuple(attention_mask.shape)}")
+        # per query head: head h·n_rep + g attends through KV head h (repeat_kv's order)
+        mask = mask[:, :, None] if mask.shape[1] == 1 else mask.unflatten(1, (H, n_rep))
         if mask.dtype == torch.bool:
             s = s.masked_fill(~mask, torch.finfo(torch.float32).min)
         else:
@@ -459,4 +481,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         tail = torch.matmul(p[..., N:], layer.values.to(torch.float32))
         out = tail if out is None else out + tail
     out = out.view(B, H, n_rep, Q, d).reshape(B, Hq, Q, d).transpose(1, 2)
-    return out.to(query.dtype).contiguous()
+    out = out.to(query.dtype).contiguous()
+    if weights:
+        return out, p.view(B, Hq, Q, L).to(query.dtype)
+    return out

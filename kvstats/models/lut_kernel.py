@@ -342,28 +342,43 @@ class LUTKernel:
         return self._tables[key].data_ptr()
 
     @staticmethod
-    def _codes(codes: torch.Tensor, n_codes: int, bits: int) -> tuple[torch.Tensor, int, int]:
-        """(BH, tokens, nbytes) uint8 with a contiguous last axis → (tensor, stride0, stride1)."""
-        if codes.dtype != torch.uint8 or codes.stride(-1) != 1 or codes.shape[-1] != -(-n_codes // 8) * bits:
-            raise ValueError(f"codes must be uint8 (BH, tokens, {-(-n_codes // 8) * bits}) with a contiguous "
-                             f"last axis; received {codes.dtype} {tuple(codes.shape)}")
+    def _table(table: torch.Tensor, bits: int) -> torch.Tensor:
+        """The ``2**bits`` values of the codes, float32 (the loops read ``table[code]``)."""
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 8:
+            raise ValueError(f"bits must be an integer in [1, 8]; received {bits!r}")
+        if table.dtype != torch.float32 or table.ndim != 1 or table.shape[0] != 2 ** bits:
+            raise ValueError(f"table must be float32 ({2 ** bits},) (a value per {bits}-bit code); received "
+                             f"{table.dtype} {tuple(table.shape)}")
+        return table.contiguous()
+
+    # The C loops index rows bh < BH and tokens t < n of these arrays: every shape they
+    # read is checked here, so a mismatch is a ValueError, never a read past the end.
+    @staticmethod
+    def _codes(codes: torch.Tensor, BH: int, n: int, n_codes: int, bits: int) -> tuple[torch.Tensor, int, int]:
+        """(BH, >= n tokens, nbytes) uint8 with a contiguous last axis → (tensor, stride0, stride1)."""
+        nbytes = -(-n_codes // 8) * bits
+        if (codes.dtype != torch.uint8 or codes.ndim != 3 or codes.stride(-1) != 1 or codes.shape[0] != BH
+                or codes.shape[1] < n or codes.shape[-1] != nbytes):
+            raise ValueError(f"codes must be uint8 ({BH}, >= {n}, {nbytes}) with a contiguous last axis; "
+                             f"received {codes.dtype} {tuple(codes.shape)}")
         return codes, codes.stride(0), codes.stride(1)
 
     @staticmethod
-    def _half(scale: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
-        if scale.dtype != torch.float16 or scale.stride(-1) != 1 or scale.shape[-1] < n:
-            raise ValueError(f"scale must be float16 (BH, >= {n}) with a contiguous last axis; received "
+    def _half(scale: torch.Tensor, BH: int, n: int) -> tuple[torch.Tensor, int]:
+        if (scale.dtype != torch.float16 or scale.ndim != 2 or scale.stride(-1) != 1 or scale.shape[0] != BH
+                or scale.shape[-1] < n):
+            raise ValueError(f"scale must be float16 ({BH}, >= {n}) with a contiguous last axis; received "
                              f"{scale.dtype} {tuple(scale.shape)}")
         return scale, scale.stride(0)
 
     @staticmethod
-    def _dense(dense: torch.Tensor | None, n: int, width: int) -> tuple[int | None, int, int]:
+    def _dense(dense: torch.Tensor | None, BH: int, n: int, width: int) -> tuple[int | None, int, int]:
         """(pointer, stride0, stride1) of a decoded copy ``(BH, >= n, width)`` float32, or NULL."""
         if dense is None:
             return None, 0, 0
-        if dense.dtype != torch.float32 or dense.stride(-1) != 1 or dense.shape[-1] != width or \
-                dense.shape[-2] < n:
-            raise ValueError(f"dense must be float32 (BH, >= {n}, {width}) with a contiguous last axis; "
+        if dense.dtype != torch.float32 or dense.ndim != 3 or dense.stride(-1) != 1 or dense.shape[0] != BH \
+                or dense.shape[-1] != width or dense.shape[-2] < n:
+            raise ValueError(f"dense must be float32 ({BH}, >= {n}, {width}) with a contiguous last axis; "
                              f"received {dense.dtype} {tuple(dense.shape)}")
         return dense.data_ptr(), dense.stride(0), dense.stride(1)
 
@@ -377,10 +392,10 @@ class LUTKernel:
         ``(BH, capacity, D)`` float32, read instead of ``codes`` by the same loop (so the
         same values give bit-identical scores)."""
         BH, G, D = q.shape
-        q, table = q.contiguous(), table.contiguous()
-        codes, s0, s1 = self._codes(codes, D, bits)
-        scale, ss0 = self._half(scale, n)
-        dptr, d0, d1 = self._dense(dense, n, D)
+        q, table = q.contiguous().to(torch.float32), self._table(table, bits)
+        codes, s0, s1 = self._codes(codes, BH, n, D, bits)
+        scale, ss0 = self._half(scale, BH, n)
+        dptr, d0, d1 = self._dense(dense, BH, n, D)
         out = torch.empty(BH, G, n, dtype=torch.float32)
         err = self._lib.lut_scores(q.data_ptr(), codes.data_ptr(), scale.data_ptr(), table.data_ptr(),
                                    self._byte_table(table, bits, bytetab), out.data_ptr(), BH, G, D, n, bits,
@@ -395,10 +410,10 @@ class LUTKernel:
         """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``
         (``dense``: as in :meth:`scores`)."""
         BH, G, n = w.shape
-        w, table = w.contiguous(), table.contiguous()
-        codes, s0, s1 = self._codes(codes, n_codes, bits)
-        scale, ss0 = self._half(scale, n)
-        dptr, d0, d1 = self._dense(dense, n, n_codes)
+        w, table = w.contiguous().to(torch.float32), self._table(table, bits)
+        codes, s0, s1 = self._codes(codes, BH, n, n_codes, bits)
+        scale, ss0 = self._half(scale, BH, n)
+        dptr, d0, d1 = self._dense(dense, BH, n, n_codes)
         acc = torch.empty(BH, G, n_codes, dtype=torch.float32)
         err = self._lib.lut_accumulate(w.data_ptr(), codes.data_ptr(), scale.data_ptr(), float(mult),
                                        table.data_ptr(), self._byte_table(table, bits, bytetab), acc.data_ptr(),
@@ -427,8 +442,12 @@ class LUTKernel:
             out = None
             bufs = [into[k] for k in names]
             for k, b in zip(names, bufs):
-                if b.buf is None or b.n + n > b.buf.shape[2]:
-                    b.reserve(B, H, n, shapes[k], dtypes[k])
+                # grows when needed, and refuses buffers of another batch, heads or shape
+                # (the loop writes B·H rows of each at the first buffer's row stride)
+                b.reserve(B, H, n, shapes[k], dtypes[k])
+            if len({(b.n, b.capacity) for b in bufs}) != 1:
+                raise ValueError(f"into must hold buffers of equal length and capacity; received "
+                                 f"{ {k: (b.n, b.capacity) for k, b in zip(names, bufs)} }")
             ptrs = [b.buf.data_ptr() + b.n * b.buf.stride(2) * b.buf.element_size() for b in bufs]
             os0 = bufs[0].buf.shape[2]
         if len(names) == 2:

@@ -130,9 +130,9 @@ def test_memory_matches_the_scheme_accounting():
 
 def test_values_with_another_head_shape_are_refused():
     k, v = _kv(8)
-    with pytest.raises(ValueError, match="value_states must have the heads and head dimension"):
+    with pytest.raises(ValueError, match="value_states must have the batch, heads, tokens and head dimension"):
         QuantizedCache("KQV", 4).update(k, v[..., :32], layer_idx=0)
-    with pytest.raises(ValueError, match="value_states must have the heads"):
+    with pytest.raises(ValueError, match="value_states must have the batch, heads"):
         QuantizedCache("KQV", 4).update(k, v[:, :2], layer_idx=0)
 
 

@@ -407,3 +407,150 @@ def test_the_wrapper_passes_the_models_scaling_and_refuses_what_it_cannot_do():
             fn(None, q, handle, handle, None, dropout=0.1)
         with pytest.raises(ValueError, match="sliding_window is not supported.*attention='model'"):
             fn(None, q, handle, handle, None, sliding_window=4)
+
+
+def _widths():
+    """KV@b codes both sides with b-bit centroids (b = 1..8); QKQV@b with (b−1)-bit
+    centroids and sign bits: every code width the loops unpack (whole codes per byte, the
+    3-bit pair table, 5–7-bit words), each side."""
+    return [pytest.param("KV", b, id=f"KV{b}") for b in range(1, 9)] + \
+        [pytest.param("QKQV", b, id=f"QKQV{b}") for b in range(2, 9)]
+
+
+@pytest.mark.parametrize("name,bits", _widths())
+def test_every_code_width_and_the_window_boundary(name, bits):
+    # READING above takes one budget per scheme; the unpacking differs by width. A window
+    # of 10 over a 9-token prefill: nothing coded, then the step that fills the window,
+    # then the first step whose oldest token leaves it (the buffers' first allocation is
+    # a decode step's), then more: each read equals attention over the decoded cache.
+    from kvstats.models.lut_kernel import kernel
+
+    k, v, q = _kv(2, 2, 14, 64, seed=20 + bits)
+    cache = QuantizedCache(name, bits, seed=2, window=10)
+    cache.update(k[:, :, :9], v[:, :, :9], layer_idx=0)
+    coded = []
+    for t in range(9, 14):
+        handle, _ = cache.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+        layer = handle.layer
+        coded.append(layer.n_coded)
+        K_hat, V_hat = layer.dequantized()
+        ref = _dense(q[:, :, t:t + 1], K_hat, V_hat, None, 2)
+        for fused in [False] + ([None] if kernel() is not None else []):
+            got = code_attention(q[:, :, t:t + 1], layer, None, 0.125, 2, fused=fused)
+            torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=2e-5)
+    assert coded == [0, 1, 2, 3, 4]
+    assert not torch.equal(K_hat[:, :, :4], k[:, :, :4]) and torch.equal(K_hat[:, :, 4:], k[:, :, 4:14])
+
+
+def _left_padded(batch_ids, pad):
+    """(ids, mask) with the first ``pad[b]`` tokens of row b padding."""
+    ids, mask = batch_ids.clone(), torch.ones_like(batch_ids)
+    for b, n in enumerate(pad):
+        ids[b, :n], mask[b, :n] = 0, 0
+    return ids, mask
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("name,bits,params", [("KQV", 4, {}), ("kivi", 2, {"group_size": 4}),
+                                              ("qjl", 3, {"group_size": 4})])
+def test_a_left_padded_batch_reads_its_mask_as_the_decoded_path(attn, name, bits, params):
+    # Batch 2, row 1 left-padded by 4 tokens: each decode step's scores equal those of the
+    # model's own attention over the decoded cache (attention="model", the transformers
+    # mask applied by the model), and row 1's equal a run of that row alone (no padding):
+    # the padded keys, coded like the others, get no weight.
+    model = _tiny_llama(attn)
+    ids, mask = _left_padded(torch.randint(2, 97, (2, 11), generator=torch.Generator().manual_seed(6)), [0, 4])
+
+    def run(ids, mask, **kw):
+        cache = QuantizedCache(name, bits, seed=1, **params, **kw)
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, cache=cache, max_new_tokens=8, do_sample=False,
+                                 pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+        return torch.stack(out.scores), out.sequences
+
+    codes, seq = run(ids, mask)
+    decoded, seq_model = run(ids, mask, attention="model")
+    alone, _ = run(ids[1:, 4:], mask[1:, 4:])
+    assert torch.equal(seq, seq_model)
+    torch.testing.assert_close(codes, decoded, rtol=0, atol=1e-4)
+    torch.testing.assert_close(codes[:, 1:], alone, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_model_reads_codes_in_float32_and_returns_its_dtype(dtype):
+    # The code-reading attention computes in float32 and returns the query's dtype; the
+    # greedy tokens equal those of the model's own half-precision attention over the
+    # decoded cache, and a decode step's output is at least as close to float64 attention
+    # over the same decoded K/V as the model path's half-precision arithmetic allows.
+    model = _tiny_llama("eager").to(dtype)
+    prompt = torch.randint(0, 97, (1, 10), generator=torch.Generator().manual_seed(7))
+    outs = {}
+    for attention in ("codes", "model"):
+        cache = QuantizedCache("KQV", 4, seed=1, window=2, attention=attention)
+        with torch.inference_mode():
+            outs[attention] = model.generate(prompt, attention_mask=torch.ones_like(prompt), cache=cache,
+                                             max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert torch.equal(outs["codes"], outs["model"])
+    cache = QuantizedCache("KQV", 4, seed=1, window=2)
+    k, v, q = (x.to(dtype) for x in _kv(1, 2, 9, 32, seed=9))
+    handle, _ = cache.update(k, v, layer_idx=0)
+    assert handle.layer.keys.dtype == dtype
+    got = code_attention(q[:, :, -1:], handle.layer, None, 32 ** -0.5, 2)
+    K_hat, V_hat = handle.layer.dequantized()
+    ref = _dense(q[:, :, -1:], K_hat, V_hat, None, 2)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), ref, rtol=0, atol=float(torch.finfo(dtype).eps) * 4)
+
+
+def test_a_mask_per_query_head_and_the_attention_weights():
+    # A float mask per query head (B, Hq, 1, L) (GQA: head h·n_rep + g reads KV head h),
+    # against the dense reference; weights=True returns the probabilities (B, Hq, Q, L);
+    # a mask of another shape is a ValueError naming attention_mask.
+    k, v, q = _kv(2, 3, 10, 64, seed=11)
+    handle, _ = QuantizedCache("QKQV", 3, seed=0, window=2).update(k, v, layer_idx=0)
+    layer = handle.layer
+    g = torch.Generator().manual_seed(1)
+    mask = torch.randn(2, 6, 1, 10, generator=g) * 3
+    mask[0, 4, 0, 7] = torch.finfo(torch.float32).min
+    K_hat, V_hat = layer.dequantized()
+    ref = _dense(q[:, :, -1:], K_hat, V_hat, mask, 2)
+    out, w = code_attention(q[:, :, -1:], layer, mask, 0.125, 2, weights=True)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=2e-5)
+    Kr = K_hat.repeat_interleave(2, 1).double()
+    p = torch.softmax(q[:, :, -1:].double() @ Kr.transpose(-1, -2) / 8 + mask.double(), -1)
+    torch.testing.assert_close(w.double(), p, rtol=1e-4, atol=1e-6)
+    assert w[0, 4, 0, 7] == 0
+    for bad in (mask[:, :3], mask[..., :9], mask[0]):
+        with pytest.raises(ValueError, match=r"attention_mask must be \(B, 1 or Hq, Q, >= L\)"):
+            code_attention(q[:, :, -1:], layer, bad, 0.125, 2)
+
+
+def test_eager_output_attentions_in_decode_steps():
+    # transformers' eager attention returns its probabilities (output_attentions=True
+    # collects them); the code-reading decode step returned None, so the attentions of a
+    # decode step were silently missing. Now they are those of the decoded path.
+    model = _tiny_llama("eager")
+    ids = torch.randint(2, 97, (1, 8), generator=torch.Generator().manual_seed(8))
+    got = {}
+    for attention in ("codes", "model"):
+        cache = QuantizedCache("KQV", 4, seed=1, attention=attention)
+        with torch.inference_mode():
+            model(ids[:, :7], cache=cache)
+            got[attention] = model(ids[:, 7:], cache=cache, output_attentions=True).attentions
+    assert len(got["codes"]) == len(got["model"]) == 2
+    for a, b in zip(got["codes"], got["model"]):
+        assert a.shape == b.shape == (1, 6, 1, 8)
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
+def test_a_position_bias_is_refused_not_ignored():
+    # Models that add a per-head bias to the scores through the attention interface
+    # (Inkling's relative positions, passed as position_bias) would be read without it.
+    from transformers import AttentionInterface
+
+    handle, _ = QuantizedCache("KQV", 4).update(*_kv(1, 2, 6, 64, seed=1)[:2], layer_idx=0)
+    q = torch.randn(1, 4, 1, 64)
+    for name in ("eager", "sdpa"):
+        fn = AttentionInterface._global_mapping[name]
+        with pytest.raises(ValueError, match="position_bias is not supported.*attention='model'"):
+            fn(None, q, handle, handle, None, position_bias=torch.zeros(1, 4, 1, 6))

@@ -1,0 +1,125 @@
+"""QuantizedCache refuses what it cannot hold: states of another batch, head count or head
+dimension after the first update, values shaped unlike the keys, non-float or non-4-D
+states, a kivi residual (the window plays it), and — one layer down — buffers and loops
+handed arrays they would read or write past. Each used to be taken silently (a batch-2
+update broadcast the batch-1 codes into both rows; after a decode step the compiled
+encoder wrote past the buffers' rows: a crash or corrupted memory)."""
+
+import pytest
+import torch
+
+from kvstats.models import QuantizedCache
+from kvstats.models.code_attention import GrowingBuffer, code_attention
+
+
+def _kv(b, h, n, d=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, h, n, d, generator=g), torch.randn(b, h, n, d, generator=g)
+
+
+def _kernel():
+    from kvstats.models.lut_kernel import kernel
+
+    k = kernel()
+    if k is None:
+        pytest.skip("no C compiler here: the compiled loops are not used")
+    return k
+
+
+@pytest.mark.parametrize("name,bits,params", [("KQV", 4, {}), ("QKQV", 3, {"attention": "model"}),
+                                              ("kivi", 2, {"group_size": 4}), ("q4_0", None, {})])
+@pytest.mark.parametrize("shape", [(2, 2, 1, 64), (1, 3, 1, 64), (1, 2, 1, 32), (1, 2, 9, 32)],
+                         ids=["batch", "heads", "dim", "dim-in-window"])
+def test_states_of_another_batch_heads_or_dim_are_refused(name, bits, params, shape):
+    # a prefill and one decode step (the code buffers then have spare capacity: the case
+    # that wrote past them), then states of another shape: a ValueError naming
+    # key_states, and the layer as it was
+    cache = QuantizedCache(name, bits, seed=0, window=8 if shape[2] == 9 else 0, **params)
+    k, v = _kv(1, 2, 9)
+    cache.update(k[:, :, :8], v[:, :, :8], layer_idx=0)
+    cache.update(k[:, :, 8:], v[:, :, 8:], layer_idx=0)
+    before = cache.memory_report()
+    bad = torch.randn(shape)
+    with pytest.raises(ValueError, match=r"key_states must have this layer's \(batch, heads, dim\) = \(1, 2, 64\)"):
+        cache.update(bad, bad, layer_idx=0)
+    assert cache.memory_report() == before and cache.get_seq_length() == 9
+
+
+def test_states_that_are_not_4d_float_or_values_unlike_keys_are_refused():
+    k, v = _kv(1, 2, 5)
+    with pytest.raises(ValueError, match=r"key_states must be a floating-point tensor \(batch, heads, tokens, dim\); "
+                                         r"received torch.float32 tensor of shape \(2, 5, 64\)"):
+        QuantizedCache("KQV", 4).update(k[0], v[0], layer_idx=0)
+    with pytest.raises(ValueError, match="value_states must be a floating-point tensor.*torch.int64"):
+        QuantizedCache("KQV", 4).update(k, v.long(), layer_idx=0)
+    with pytest.raises(ValueError, match=r"value_states must have the batch, heads, tokens.*values \(1, 2, 4, 64\)"):
+        QuantizedCache("KQV", 4).update(k, v[:, :, :4], layer_idx=0)
+
+
+def test_a_kivi_residual_is_refused_with_the_window_to_use():
+    # The cache's window is KIVI's residual; a residual passed as a scheme parameter was
+    # silently set to 0 (no full-precision tokens at all).
+    with pytest.raises(ValueError, match=r"residual must be 0.*received residual=32.*window=32"):
+        QuantizedCache("kivi", 2, residual=32)
+    cache = QuantizedCache("kivi", 2, residual=0, window=4, group_size=4)
+    cache.update(*_kv(1, 2, 10), layer_idx=0)
+    assert cache.layers[0].n_coded == 4 and cache.scheme_params["residual"] == 0
+    with pytest.raises(ValueError, match=r"received 'code' \(did you mean 'codes'\?\)"):
+        QuantizedCache("KQV", 4, attention="code")
+
+
+def test_a_growing_buffer_refuses_tokens_of_another_shape():
+    b = GrowingBuffer()
+    b.append(torch.zeros(1, 2, 5, 3))
+    for bad in (torch.zeros(2, 2, 1, 3), torch.zeros(1, 3, 1, 3), torch.zeros(1, 2, 1, 4),
+                torch.zeros(1, 2, 1, 3, dtype=torch.float16)):
+        with pytest.raises(ValueError, match=r"tokens must have the buffer's \(batch, heads, ·, \*shape\)"):
+            b.append(bad)
+    assert b.view().shape == (1, 2, 5, 3)
+
+
+def test_a_query_of_another_batch_is_refused():
+    handle, _ = QuantizedCache("KQV", 4).update(*_kv(2, 2, 5), layer_idx=0)
+    with pytest.raises(ValueError, match="query must have the layer's batch of 2 sequences"):
+        code_attention(torch.randn(1, 4, 1, 64), handle.layer, None, 0.125, 2)
+
+
+def test_the_compiled_loops_refuse_arrays_they_would_read_past():
+    kern = _kernel()
+    k, _ = _kv(1, 2, 6)
+    cache = QuantizedCache("KV", 4)
+    handle, _ = cache.update(k, k, layer_idx=0)
+    layer = handle.layer
+    coder = layer.key_coder
+    codes = layer.store["k_codes"].view().reshape(2, 6, -1)
+    norms = layer.store["k_norms"].view().reshape(2, 6)
+    q, w = torch.randn(2, 3, 64), torch.softmax(torch.randn(2, 3, 6), -1)
+    ok = kern.scores(q, codes, 6, norms, coder.centroids, 4)
+    assert ok.shape == (2, 3, 6)
+    with pytest.raises(ValueError, match=r"codes must be uint8 \(2, >= 7, 32\)"):
+        kern.scores(q, codes, 7, norms, coder.centroids, 4)       # more tokens than held
+    with pytest.raises(ValueError, match=r"codes must be uint8 \(3, >= 6, 32\)"):
+        kern.scores(torch.randn(3, 3, 64), codes, 6, norms, coder.centroids, 4)  # more rows
+    with pytest.raises(ValueError, match=r"scale must be float16 \(2, >= 6\)"):
+        kern.scores(q, codes, 6, norms[:1], coder.centroids, 4)
+    with pytest.raises(ValueError, match=r"table must be float32 \(16,\)"):
+        kern.scores(q, codes, 6, norms, coder.centroids[:8], 4)  # codes index 16 values
+    with pytest.raises(ValueError, match=r"bits must be an integer in \[1, 8\]; received 9"):
+        kern.accumulate(w, codes, norms, 1.0, coder.centroids, 9, 64)
+    with pytest.raises(ValueError, match=r"dense must be float32 \(2, >= 6, 64\)"):
+        kern.accumulate(w, codes, norms, 1.0, coder.centroids, 4, 64, dense=torch.zeros(1, 6, 64))
+
+
+def test_the_compiled_encoder_refuses_buffers_of_another_batch():
+    kern = _kernel()
+    k, _ = _kv(1, 2, 6)
+    cache = QuantizedCache("KV", 4)
+    cache.update(k, k, layer_idx=0)
+    cache.update(k[:, :, :1], k[:, :, :1], layer_idx=0)     # spare capacity now
+    layer = cache.layers[0]
+    into = layer._sides["k"]
+    with pytest.raises(ValueError, match=r"tokens must have the buffer's \(batch, heads"):
+        kern.encode(layer.key_coder, torch.randn(2, 2, 1, 64), into=into)
+    into["norms"].append(torch.zeros(1, 2, 1, dtype=torch.float16))  # out of step with the codes
+    with pytest.raises(ValueError, match="into must hold buffers of equal length and capacity"):
+        kern.encode(layer.key_coder, torch.randn(1, 2, 1, 64), into=into)
