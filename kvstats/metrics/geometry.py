@@ -50,10 +50,16 @@ def _error(x: np.ndarray, xh: np.ndarray) -> np.ndarray:
         return xh - x
 
 
-def _reductions(x: np.ndarray, xh: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
-    """float64 ‖x‖², ‖x̂‖², ‖e‖², ⟨x, e⟩ (e = x̂ − x)."""
+def _reductions(x: np.ndarray, xh: np.ndarray, e: np.ndarray,
+                nx2: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """float64 ‖x‖², ‖x̂‖², ‖e‖², ⟨x, e⟩ (e = x̂ − x).
+
+    ``nx2`` is ``_sumsq(x)`` (in x's dtype, as computed here) when the caller has it: the
+    profile computes it once per chunk of trials for all the reconstructions of a sweep's
+    case. Same bits either way.
+    """
     with np.errstate(over="ignore", invalid="ignore"):   # detected and redone below
-        out = (_sumsq(x), _sumsq(xh), _sumsq(e), _dot(x, e))
+        out = (_sumsq(x) if nx2 is None else nx2, _sumsq(xh), _sumsq(e), _dot(x, e))
     if x.dtype == np.float32 and not all(np.isfinite(o).all() for o in out):
         # float32 squares overflow beyond ~1.8e19; redo the sums in float64.
         x64, xh64, e64 = (a.astype(np.float64) for a in (x, xh, e))
@@ -197,12 +203,14 @@ def _geometry(x: np.ndarray, xh: np.ndarray,
 
 
 def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
-                     axis: int | None = None) -> tuple[np.ndarray, ...]:
+                     axis: int | None = None,
+                     nx2: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """`_geometry` and, with ``axis``, ``pooled_snr_db(x, xh, axis)`` from the same
-    squared norms (no second pass over the arrays; the same numbers bit for bit)."""
+    squared norms (no second pass over the arrays; the same numbers bit for bit).
+    ``nx2``: ``_sumsq(x)`` if the caller has it (see :func:`_reductions`)."""
     if e is None:
         e = _error(x, xh)
-    nx2, nh2, ne2, xe = _reductions(x, xh, e)
+    nx2, nh2, ne2, xe = _reductions(x, xh, e, nx2)
     with np.errstate(invalid="ignore", over="ignore"):    # suspect rows are redone below
         snr, phi, ratio = (_snr_from(nx2, ne2), _angle(x, xh, nx2, nh2, ne2, xe),
                            _ratio_from(nx2, nh2))

@@ -16,7 +16,7 @@ from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import _argmax_shift, _inner, _kl, _log_softmax, _topk_recall
 from kvstats.metrics._scaling import max_exponent, scale_rows
-from kvstats.metrics.geometry import _geometry, _geometry_pooled
+from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
 
 __all__ = ["PROFILE_COLUMNS", "METRIC_DIRECTIONS", "error_profile", "summarize_profile"]
@@ -164,8 +164,8 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
              reference: dict[tuple, tuple[np.ndarray, ...]] | None = None,
              columns: dict[str, Any] | None = None) -> pd.DataFrame:
     """`error_profile`; ``reference`` (a dict the caller keeps with ``trials``) holds what
-    depends on the trials alone -- per chunk the logits q·k/√d, their log-softmax and the
-    reference output p V -- so that several reconstructions of the same trials (the
+    depends on the trials alone -- per chunk the logits q·k/√d, their log-softmax, the
+    reference output p V and the squared norms ‖k‖², ‖v‖² -- so that several reconstructions of the same trials (the
     cells of a sweep's case) compute them once. The numbers are those of separate calls
     bit for bit (the same operations on the same inputs). ``columns`` (arrays of one
     value per trial, or scalars) are set in the frame as ``DataFrame.assign`` would set
@@ -191,27 +191,30 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
         V, Vhat = trials.V[s].astype(dv, copy=False), Vh[s].astype(dv, copy=False)
         q = trials.q[s].astype(dk, copy=False)
 
-        with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
-            E = Khat - K
-        # the pooled SNRs from the same squared norms (one pass over K, K̂ and V, V̂)
-        snr, phi, ratio, out["snr_k_pooled"][s] = _geometry_pooled(K, Khat, E, axis=-1)
-        out["snr_k"][s], n_ex = _mean_finite_db(snr)
-        exact["k"] += n_ex
-        out["phi_k"][s], out["norm_ratio_k"][s] = phi.mean(-1), ratio.mean(-1)
-        snr, phi, ratio, out["snr_v_pooled"][s] = _geometry_pooled(V, Vhat, axis=-1)
-        out["snr_v"][s], n_ex = _mean_finite_db(snr)
-        exact["v"] += n_ex
-        out["phi_v"][s], out["norm_ratio_v"][s] = phi.mean(-1), ratio.mean(-1)
-
-        # q·(k̂ − k) directly rather than q·k̂ − q·k: no cancellation when k̂ ≈ k.
         key = (a, s.stop, dk.str, dv.str)
         if key not in reference:
             ip = _inner(q, K, "q and K")                                        # (c, n_q, N)
             with np.errstate(over="ignore", invalid="ignore"):
                 logits = ip * inv_sqrt_d
                 logp = _log_softmax(logits)
-            reference[key] = (ip, logits, logp, np.exp(logp).astype(dv) @ V)  # p V: (c, n_q, d_v)
-        ip, logits, logp, Tref = reference[key]
+                nk2, nv2 = _sumsq(K), _sumsq(V)          # ‖k‖², ‖v‖² as _geometry forms them
+            reference[key] = (ip, logits, logp, np.exp(logp).astype(dv) @ V,   # p V: (c, n_q, d_v)
+                              nk2, nv2)
+        ip, logits, logp, Tref, nk2, nv2 = reference[key]
+
+        with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
+            E = Khat - K
+        # the pooled SNRs from the same squared norms (one pass over K̂ and V̂)
+        snr, phi, ratio, out["snr_k_pooled"][s] = _geometry_pooled(K, Khat, E, axis=-1, nx2=nk2)
+        out["snr_k"][s], n_ex = _mean_finite_db(snr)
+        exact["k"] += n_ex
+        out["phi_k"][s], out["norm_ratio_k"][s] = phi.mean(-1), ratio.mean(-1)
+        snr, phi, ratio, out["snr_v_pooled"][s] = _geometry_pooled(V, Vhat, axis=-1, nx2=nv2)
+        out["snr_v"][s], n_ex = _mean_finite_db(snr)
+        exact["v"] += n_ex
+        out["phi_v"][s], out["norm_ratio_v"][s] = phi.mean(-1), ratio.mean(-1)
+
+        # q·(k̂ − k) directly rather than q·k̂ − q·k: no cancellation when k̂ ≈ k.
         if _all_finite(E):
             ip_err = _inner(q, E, "q and K_hat − K")
         else:   # k̂ − k overflowed: each key row formed scaled by its own 2**-e (exact)
