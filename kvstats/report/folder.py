@@ -7,6 +7,12 @@ writing (KeyboardInterrupt, a crash, a full disk), the folder is left as it was 
 record :func:`kvstats.sweep.store.check_out_folder` takes, so the retry is never refused
 as a folder of someone else's files; its retry removes what the interrupted report moved
 in; and a ``report.json`` is only ever beside the whole report it describes.
+
+Reports written into one folder at the same time (two threads, two processes calling
+``hypothesis_report``, which takes no folder lock) each write into a staging folder of
+their own, held by an ``flock`` (so that neither removes the other's as a leftover), and
+move their files in one after the other under a lock on the folder (:func:`_commit_lock`):
+both finish, and the folder holds the whole report of the one that committed last.
 """
 
 from __future__ import annotations
@@ -15,10 +21,17 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:   # pragma: no cover - not on POSIX: no locks, no leftover removal
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["REPORT_RECORD", "STAGING_PREFIX"]
 
@@ -92,19 +105,93 @@ def _write_record(out: Path, record: dict[str, Any]) -> Path:
     return atomic_write(out / REPORT_RECORD, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def _staging_folder(out: Path) -> Path:
-    """A new hidden folder in ``out`` to write the report into, stale ones removed first.
+# staging folder -> the descriptor holding its lock (open while its report writes)
+_STAGES: dict[Path, int] = {}
+_STAGES_GUARD = threading.Lock()
 
-    A staging folder outlives its report only when the process was killed outright
-    (``kill -9``, power loss); the folder's report is written by one process at a time
-    (``kvstats report`` holds its lock), so any other found here is such a leftover.
-    """
-    for stale in out.glob(STAGING_PREFIX + "*"):
-        if stale.is_dir() and not stale.is_symlink():
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive ``flock`` of ``fd`` without waiting; False when another holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _remove_if_abandoned(stale: Path) -> None:
+    """Remove the staging folder ``stale`` if no report holds its lock any more (its
+    process was killed outright: ``kill -9``, power loss; the kernel dropped the lock)."""
+    try:
+        fd = os.open(stale, os.O_RDONLY)
+    except OSError:   # gone already, or not ours to open
+        return
+    try:
+        if _try_lock(fd):   # nobody writes there: a leftover
             shutil.rmtree(stale, ignore_errors=True)
-    stage = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
-    stage.mkdir()
-    return stage
+    finally:
+        os.close(fd)   # drops the lock, after the removal
+
+
+def _staging_folder(out: Path) -> Path:
+    """A new hidden folder in ``out`` to write one report into, held by this call.
+
+    Each call gets its own folder (a random name) and holds an exclusive ``flock`` on it
+    (the folder's own descriptor) until :func:`_release_staging`: two reports written into
+    one folder at once, by two threads or two processes (``hypothesis_report`` takes no
+    folder lock), leave each other's staging folder alone. A staging folder whose lock
+    nobody holds is a leftover of a report killed outright, and is removed here. Without
+    ``flock`` (Windows) other staging folders are left alone.
+    """
+    if fcntl is not None:
+        for stale in out.glob(STAGING_PREFIX + "*"):
+            if stale.is_dir() and not stale.is_symlink():
+                _remove_if_abandoned(stale)
+    while True:
+        stage = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
+        stage.mkdir()
+        if fcntl is None:
+            return stage
+        try:
+            fd = os.open(stage, os.O_RDONLY)
+        except FileNotFoundError:   # another report took it for a leftover between the two steps
+            continue
+        # another report may have locked and removed it between mkdir and here: it is ours
+        # only when we hold its lock and the path is still this very folder
+        try:
+            mine = _try_lock(fd) and os.path.samestat(os.fstat(fd), os.stat(stage))
+        except FileNotFoundError:
+            mine = False
+        if mine:
+            with _STAGES_GUARD:
+                _STAGES[stage] = fd
+            return stage
+        os.close(fd)
+
+
+def _release_staging(stage: Path) -> None:
+    """Remove the staging folder of a report, however it ended, then drop its lock."""
+    shutil.rmtree(stage, ignore_errors=True)
+    with _STAGES_GUARD:
+        fd = _STAGES.pop(stage, None)
+    if fd is not None:
+        os.close(fd)
+
+
+@contextmanager
+def _commit_lock(out: Path) -> Iterator[None]:
+    """Hold ``out``'s report lock (a blocking ``flock`` on the folder's own descriptor)
+    while one report moves its files in: reports written into one folder at once commit
+    one after the other, each reading the record the previous one left complete."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)   # waits: a commit takes a moment
+        yield
+    finally:
+        os.close(fd)
 
 
 def _commit(stage: Path, out: Path) -> dict[str, str]:
@@ -120,11 +207,20 @@ def _commit(stage: Path, out: Path) -> dict[str, str]:
        ``report.json`` last: a folder holding ``report.json`` holds the whole report.
     4. The record is rewritten complete: this report's files and digests.
 
+    The four steps hold the folder's report lock (:func:`_commit_lock`): of two reports
+    written into one folder at once, the second to commit replaces the first whole.
+
     Returns the record's files (relative path → SHA-256).
     """
     rels = sorted((p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()),
                   key=lambda rel: (rel == "report.json", rel))   # report.json last
     new = {rel: _sha256(stage / rel) for rel in rels}
+    with _commit_lock(out):   # another report into this folder commits before or after
+        return _move_in(stage, out, rels, new)
+
+
+def _move_in(stage: Path, out: Path, rels: list[str], new: dict[str, str]) -> dict[str, str]:
+    """Steps 1-4 of :func:`_commit`, under the folder's report lock."""
     earlier = _recorded(out)
     _write_record(out, {"in_progress": True, "files": {k: sorted(v) for k, v in earlier.items()},
                         "pending": new})
