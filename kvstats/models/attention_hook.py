@@ -88,8 +88,10 @@ def _wrap(previous: Callable | None, name: str) -> Callable:
                 raise ValueError(f"dropout must be 0 when attention is read from codes (inference only); "
                                  f"received {dropout}")
             # each changes the scores or weights in a way the code-reading loops do not apply
-            # (position_bias: an additive per-head bias, e.g. Inkling's relative positions)
-            for name in ("sliding_window", "softcap", "s_aux", "position_bias"):
+            # (position_bias: an additive per-head bias, e.g. Inkling's relative positions;
+            # sinks, s_aux: extra softmax logits). A sliding_window needs nothing: eager and
+            # sdpa take it from the mask transformers builds, which code_attention applies.
+            for name in ("softcap", "s_aux", "sinks", "position_bias"):
                 value = kwargs.get(name)
                 if value is not None:
                     got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)

@@ -405,8 +405,9 @@ def test_the_wrapper_passes_the_models_scaling_and_refuses_what_it_cannot_do():
         assert torch.equal(out, code_attention(q, handle.layer, None, 64 ** -0.5, 2))
         with pytest.raises(ValueError, match="dropout must be 0"):
             fn(None, q, handle, handle, None, dropout=0.1)
-        with pytest.raises(ValueError, match="sliding_window is not supported.*attention='model'"):
-            fn(None, q, handle, handle, None, sliding_window=4)
+        for name_ in ("softcap", "sinks", "s_aux"):
+            with pytest.raises(ValueError, match=f"{name_} is not supported.*attention='model'"):
+                fn(None, q, handle, handle, None, **{name_: 4.0})
 
 
 def _widths():
@@ -554,3 +555,34 @@ def test_a_position_bias_is_refused_not_ignored():
         fn = AttentionInterface._global_mapping[name]
         with pytest.raises(ValueError, match="position_bias is not supported.*attention='model'"):
             fn(None, q, handle, handle, None, position_bias=torch.zeros(1, 4, 1, 6))
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_a_sliding_window_model_reads_codes_through_its_mask(attn):
+    # Mistral passes sliding_window to the attention function, which eager and sdpa ignore:
+    # the window is in the mask transformers builds (over this cache's full-length layers,
+    # as for DynamicCache's sliding layers: identity through the model's attention equals
+    # DynamicCache). The code-reading attention applies that mask, so it was refused for
+    # nothing; now a window of 4 over 16 tokens (batch 2, one row left-padded) gives the
+    # decoded path's scores.
+    from transformers import DynamicCache, MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MistralConfig(vocab_size=97, hidden_size=96, intermediate_size=192, num_hidden_layers=2,
+                        num_attention_heads=6, num_key_value_heads=2, head_dim=32, max_position_embeddings=64,
+                        sliding_window=4, attn_implementation=attn)
+    model = MistralForCausalLM(cfg).eval()
+    ids, mask = _left_padded(torch.randint(2, 97, (2, 10), generator=torch.Generator().manual_seed(1)), [0, 3])
+
+    def run(cache):
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, cache=cache, max_new_tokens=6, do_sample=False,
+                                 pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+        return torch.stack(out.scores)
+
+    torch.testing.assert_close(run(QuantizedCache("identity", None, attention="model")),
+                               run(DynamicCache(config=cfg)), rtol=0, atol=1e-5)
+    for name, bits, params in (("KQV", 4, {}), ("kivi", 2, {"group_size": 2})):
+        codes = run(QuantizedCache(name, bits, seed=1, **params))
+        decoded = run(QuantizedCache(name, bits, seed=1, attention="model", **params))
+        torch.testing.assert_close(codes, decoded, rtol=0, atol=1e-4)
