@@ -208,7 +208,21 @@ class _CodesLayer(DynamicLayer):
                 torch.from_numpy(np.ascontiguousarray(V_hat)).to(self.device, dtype))
 
     def _code(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Code a block of tokens (all heads at once) and keep what the mode keeps."""
+        """Code a block of tokens (all heads at once) and keep what the mode keeps: all of
+        it or, when coding fails (a norm beyond float16 on one side), nothing."""
+        buffers = (*self.store.values(), *self.decoded.values())
+        marks = [b.n for b in buffers]
+        try:
+            self._code_block(k, v)
+        except BaseException:
+            # the keys may be appended when the values fail: rolled back, or the two sides'
+            # buffers would stay out of step (misaligned tokens, miscounted bytes)
+            for b, n in zip(buffers, marks):
+                b.n = n
+            raise
+        self.n_coded += k.shape[-2]
+
+    def _code_block(self, k: torch.Tensor, v: torch.Tensor) -> None:
         if self.key_side is not None:
             codes = self.scheme.quantize(k.detach().to("cpu", torch.float32).numpy(),
                                          v.detach().to("cpu", torch.float32).numpy())
@@ -247,7 +261,6 @@ class _CodesLayer(DynamicLayer):
                 k_hat, v_hat = self._decode_numpy(codes)
                 self.decoded["k"].append(k_hat)
                 self.decoded["v"].append(v_hat)
-        self.n_coded += k.shape[-2]
 
     def update(self, key_states, value_states, *args, **kwargs):
         self._check_states(key_states, value_states)

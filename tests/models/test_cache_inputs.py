@@ -123,3 +123,30 @@ def test_the_compiled_encoder_refuses_buffers_of_another_batch():
     into["norms"].append(torch.zeros(1, 2, 1, dtype=torch.float16))  # out of step with the codes
     with pytest.raises(ValueError, match="into must hold buffers of equal length and capacity"):
         kern.encode(layer.key_coder, torch.randn(1, 2, 1, 64), into=into)
+
+
+@pytest.mark.parametrize("n", [1, 20], ids=["decode-step", "block"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_refused_block_leaves_the_layer_as_it_was(n, keep):
+    # Values whose norm is beyond float16 are refused after the keys were coded: the keys'
+    # buffers used to keep the refused tokens (keys and values then out of step by n
+    # tokens, the bytes miscounted). Now the layer is as before, and reads as a cache that
+    # never saw the refused block.
+    k, v = _kv(1, 2, 10)
+    ok = QuantizedCache("KQV", 4, seed=0, keep_decoded=keep)
+    hit = QuantizedCache("KQV", 4, seed=0, keep_decoded=keep)
+    for c in (ok, hit):
+        c.update(k[:, :, :8], v[:, :, :8], layer_idx=0)
+    before = hit.memory_report()
+    bad_v = torch.randn(1, 2, n, 64)
+    bad_v[0, 1, -1] = 1e5
+    with pytest.raises(ValueError, match="norms beyond the range of norm_dtype"):
+        hit.update(torch.randn(1, 2, n, 64), bad_v, layer_idx=0)
+    layer = hit.layers[0]
+    assert {b.n for b in (*layer.store.values(), *layer.decoded.values())} == {8}
+    after = hit.memory_report()
+    assert after["stored_bytes"] == before["stored_bytes"] and after["seq_length"] == 8
+    for c in (ok, hit):
+        c.update(k[:, :, 8:], v[:, :, 8:], layer_idx=0)
+    q = torch.randn(1, 4, 1, 64)
+    assert torch.equal(code_attention(q, hit.layers[0], None, 0.125, 2), code_attention(q, ok.layers[0], None, 0.125, 2))
