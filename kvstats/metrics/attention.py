@@ -38,16 +38,25 @@ def _kl(logp: np.ndarray, logq: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def _topk_recall(ref: np.ndarray, quant: np.ndarray, k: int) -> np.ndarray:
+    # A key is retrieved when its quantized score is at least the k-th largest one and
+    # not masked (-inf: with fewer than k unmasked quantized keys the k-th is -inf too).
+    # The reference's top k: the keys above its k-th score, and k - n_above of those tied
+    # at it, chosen in favour of retrieved ones (with no tie: the k-th key itself), so the
+    # recall depends on no tie-break order and recall@1 = 1 - argmax shift.
     n = ref.shape[-1]
-    top_ref = np.argpartition(ref, n - k, axis=-1)[..., n - k:]                # (..., k)
-    kth_quant = np.partition(quant, n - k, axis=-1)[..., n - k:n - k + 1]       # (..., 1)
-    hit = np.take_along_axis(quant, top_ref, axis=-1) >= kth_quant
-    return hit.sum(axis=-1) / k
+    kth_ref = np.partition(ref, n - k, axis=-1)[..., n - k:n - k + 1]          # (..., 1)
+    kth_quant = np.partition(quant, n - k, axis=-1)[..., n - k:n - k + 1]
+    hit = (quant >= kth_quant) & (quant > -np.inf)
+    above = ref > kth_ref
+    tied_hits = np.count_nonzero(hit & (ref == kth_ref), axis=-1)
+    n_above = np.count_nonzero(above, axis=-1)
+    return (np.count_nonzero(hit & above, axis=-1) + np.minimum(k - n_above, tied_hits)) / k
 
 
 def _argmax_shift(ref: np.ndarray, quant: np.ndarray) -> np.ndarray:
-    top = np.argmax(ref, axis=-1)[..., None]
-    return np.take_along_axis(quant, top, axis=-1)[..., 0] < np.max(quant, axis=-1)
+    # shifted when no key tied for the reference's first place is first in quant
+    top = ref == np.max(ref, axis=-1, keepdims=True)
+    return np.max(np.where(top, quant, -np.inf), axis=-1) < np.max(quant, axis=-1)
 
 
 # --- validation helpers ---------------------------------------------------------------
@@ -349,10 +358,13 @@ def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
     probabilities, which tie at 0 once they underflow).
 
     Ties: a reference top-k key counts as retrieved when its quantized score is at least
-    the k-th largest quantized score, so ties at the quantized boundary count as hits
-    and no arbitrary tie-break is needed there; ties in ``ref`` at its k-th place (a
-    measure-zero event for continuous data) are broken by ``numpy.argpartition``
-    (deterministic, unspecified order). Identical inputs always give recall 1.
+    the k-th largest quantized score (and is not ``-inf``: a masked key is never
+    retrieved), so ties at the quantized boundary count as hits and no arbitrary
+    tie-break is needed there. Ties in ``ref`` at its k-th place are resolved alike, in
+    favour of retrieved keys: the reference's top k are the keys above its k-th score
+    and as many retrieved keys among those tied at it as there are places left, so the
+    result depends on no key order, and ``k = 1`` gives ``1 - argmax_shift``. Identical
+    inputs always give recall 1.
 
     Parameters
     ----------
@@ -392,7 +404,10 @@ def argmax_shift(ref: Any, quant: Any, axis: int = -1) -> np.ndarray:
     """Whether the top key changed: ``quant[argmax(ref)] < max(quant)``.
 
     With this definition a tie for first place in ``quant`` that still includes the
-    reference's top key is no shift, and identical inputs never shift.
+    reference's top key is no shift, and identical inputs never shift. When several keys
+    tie for first place in ``ref``, each is a top key: a shift is when none of them is
+    first in ``quant`` (``max quant[argmax set of ref] < max quant``), whatever the key
+    order; so it is ``1 - topk_recall(ref, quant, k=1)``.
 
     Parameters
     ----------
