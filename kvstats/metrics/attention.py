@@ -23,7 +23,8 @@ __all__ = ["softmax", "log_softmax", "attention_logits", "attention_weights",
 
 def _log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     m = np.max(x, axis=axis, keepdims=True)
-    z = x - m                               # max entry becomes 0: exp never overflows
+    with np.errstate(over="ignore"):        # x − m below −max float: −inf, weight 0 (exact limit)
+        z = x - m                           # max entry becomes 0: exp never overflows
     return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
 
 
@@ -135,7 +136,8 @@ def softmax(x: Any, axis: int = -1) -> np.ndarray:
     array([0.7311, 0.2689, 0.    ])
     """
     arr, axis = _logits_array(x, "x", axis)
-    z = np.exp(arr - np.max(arr, axis=axis, keepdims=True))
+    with np.errstate(over="ignore"):        # as in _log_softmax: −inf, weight exactly 0
+        z = np.exp(arr - np.max(arr, axis=axis, keepdims=True))
     return z / np.sum(z, axis=axis, keepdims=True)
 
 

@@ -390,3 +390,18 @@ def test_masked_quantized_keys_are_never_retrieved():
     s[:, 0] = 0.0                                      # one unmasked key per row
     for k in (1, 2, 4):
         np.testing.assert_array_equal(topk_recall(r, s, k=k), [_brute_recall(a, b, k) for a, b in zip(r, s)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logits_spanning_more_than_the_float_range_give_no_warning(dtype):
+    # x − max(x) = −2·max float overflows to −inf: the weight is 0 (its exact value,
+    # exp(−6.8e38), underflows anyway) and the log-probability −inf (below −max float).
+    # Before: right values, and a RuntimeWarning "overflow encountered in subtract".
+    big = np.finfo(dtype).max
+    x = np.array([big, -big, 0.0], dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert softmax(x).tolist() == [1.0, 0.0, 0.0]
+        lp = log_softmax(x)
+        assert lp.tolist() == [0.0, -np.inf, -float(big)]
+        assert kl_divergence(lp, lp) == 0.0
