@@ -151,6 +151,12 @@ class _CodesLayer(DynamicLayer):
 
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
+        if key_states.device.type != "cpu" and owner.reads_codes and (not owner.grouped or owner.attention == "codes"):
+            # the torch coders, buffers and loops live on the CPU (kvstats_gpu is the GPU path);
+            # the numpy-coded ones move each block to the CPU and back
+            raise ValueError(f"key_states must be on the CPU for {owner.scheme_name!r}'s torch codes; received "
+                             f"device {key_states.device}: run the model on the CPU"
+                             + (", or use attention='model'" if owner.grouped else ""))
         self.device = key_states.device
         batch, self.n_heads, _, dim = key_states.shape
         # an empty tail of its own (never a view that keeps the prefill's K/V alive)

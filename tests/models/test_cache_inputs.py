@@ -150,3 +150,15 @@ def test_a_refused_block_leaves_the_layer_as_it_was(n, keep):
         c.update(k[:, :, 8:], v[:, :, 8:], layer_idx=0)
     q = torch.randn(1, 4, 1, 64)
     assert torch.equal(code_attention(q, hit.layers[0], None, 0.125, 2), code_attention(q, ok.layers[0], None, 0.125, 2))
+
+
+@pytest.mark.parametrize("name,params,hint", [("KQV", {}, False), ("QKQV", {"attention": "model"}, False),
+                                              ("kivi", {"group_size": 4}, True)])
+def test_states_off_the_cpu_are_refused_up_front(name, params, hint):
+    # The torch coders, buffers and compiled loops are on the CPU: a model on another
+    # device failed mid-forward with a device-mismatch RuntimeError. ("meta" stands in for
+    # an accelerator here.)
+    k = torch.empty(1, 2, 5, 64, device="meta")
+    with pytest.raises(ValueError, match=r"key_states must be on the CPU.*received device meta") as err:
+        QuantizedCache(name, 2, **params).update(k, k, layer_idx=0)
+    assert ("attention='model'" in str(err.value)) == hint
