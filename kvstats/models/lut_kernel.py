@@ -351,6 +351,15 @@ class LUTKernel:
                              f"{table.dtype} {tuple(table.shape)}")
         return table.contiguous()
 
+    @staticmethod
+    def _on_cpu(**tensors: torch.Tensor | None) -> None:
+        """The loops read raw CPU pointers: a tensor elsewhere (an accelerator's, meta) is a
+        ValueError, not a crash."""
+        for name, t in tensors.items():
+            if t is not None and t.device.type != "cpu":
+                raise ValueError(f"{name} must be a CPU tensor (the loops read its memory directly); "
+                                 f"received device {t.device}")
+
     # The C loops index rows bh < BH and tokens t < n of these arrays: every shape they
     # read is checked here, so a mismatch is a ValueError, never a read past the end.
     @staticmethod
@@ -391,6 +400,7 @@ class LUTKernel:
         ``(64, 2)`` per pair of codes; made from ``table`` when not given). ``dense``: a decoded copy of the looked-up values
         ``(BH, capacity, D)`` float32, read instead of ``codes`` by the same loop (so the
         same values give bit-identical scores)."""
+        self._on_cpu(q=q, codes=codes, scale=scale, table=table, bytetab=bytetab, dense=dense)
         BH, G, D = q.shape
         q, table = q.contiguous().to(torch.float32), self._table(table, bits)
         codes, s0, s1 = self._codes(codes, BH, n, D, bits)
@@ -409,6 +419,7 @@ class LUTKernel:
                    dense: torch.Tensor | None = None) -> torch.Tensor:
         """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``
         (``dense``: as in :meth:`scores`)."""
+        self._on_cpu(w=w, codes=codes, scale=scale, table=table, bytetab=bytetab, dense=dense)
         BH, G, n = w.shape
         w, table = w.contiguous().to(torch.float32), self._table(table, bits)
         codes, s0, s1 = self._codes(codes, BH, n, n_codes, bits)
@@ -431,6 +442,7 @@ class LUTKernel:
         if x.ndim != 4 or x.shape[-1] != coder.dim:
             raise ValueError(f"x must be (B, H, n, {coder.dim}) (the coder's head dimension); received "
                              f"shape {tuple(x.shape)}")
+        self._on_cpu(x=x)
         B, H, n, d = x.shape
         x = x.contiguous()
         st = self._static(coder, d)

@@ -162,3 +162,20 @@ def test_states_off_the_cpu_are_refused_up_front(name, params, hint):
     with pytest.raises(ValueError, match=r"key_states must be on the CPU.*received device meta") as err:
         QuantizedCache(name, 2, **params).update(k, k, layer_idx=0)
     assert ("attention='model'" in str(err.value)) == hint
+
+
+def test_the_compiled_loops_refuse_tensors_off_the_cpu():
+    # they read raw pointers: a meta (or accelerator) tensor used to crash the process
+    kern = _kernel()
+    k, _ = _kv(1, 2, 6)
+    handle, _ = QuantizedCache("KV", 4).update(k, k, layer_idx=0)
+    layer = handle.layer
+    codes = layer.store["k_codes"].view().reshape(2, 6, -1)
+    norms = layer.store["k_norms"].view().reshape(2, 6)
+    meta = torch.empty(2, 3, 64, device="meta")
+    with pytest.raises(ValueError, match="q must be a CPU tensor.*received device meta"):
+        kern.scores(meta, codes, 6, norms, layer.key_coder.centroids, 4)
+    with pytest.raises(ValueError, match="codes must be a CPU tensor"):
+        kern.accumulate(torch.ones(2, 3, 6), codes.to("meta"), norms, 1.0, layer.key_coder.centroids, 4, 64)
+    with pytest.raises(ValueError, match="x must be a CPU tensor"):
+        kern.encode(layer.key_coder, torch.empty(1, 2, 1, 64, device="meta"))
