@@ -165,6 +165,13 @@ class SideCoder:
             self.sign_values = torch.tensor([-1.0, 1.0])
             self.sign_table = _byte_table(self.sign_values, 1)
 
+    def __getstate__(self) -> dict:
+        # the compiled encoder's raw pointers (lut_kernel) address this object's tensors,
+        # not a copy's: a deep copy or a pickle starts without them
+        state = dict(self.__dict__)
+        state.pop("_lut_static", None)
+        return state
+
     @property
     def sketch_t(self) -> torch.Tensor:
         """``Sᵀ`` ``(H or 1, d, m)`` (a view)."""

@@ -479,9 +479,15 @@ class LUTKernel:
     @staticmethod
     def _static(coder, d: int) -> dict:
         """What :meth:`encode` passes for a coder on every call (kept on the coder: the
-        contiguous signs and sketch, their pointers, the parts' names, shapes, dtypes)."""
+        contiguous signs and sketch, their pointers, the parts' names, shapes, dtypes).
+
+        Rebuilt when the coder's tensors are not those the pointers were taken from: a
+        deep copy or an unpickled cache carries this dict, whose pointers would otherwise
+        address the original's (possibly freed) memory."""
+        source = tuple(None if t is None else t.data_ptr()
+                       for t in (coder.signs, coder.hd, coder.boundaries, coder.centroids, coder.sketch))
         st = getattr(coder, "_lut_static", None)
-        if st is None:
+        if st is None or st.get("source") != source:
             prod = coder.coder == "prod"
             signs = None if coder.signs is None else coder.signs.reshape(-1, d).contiguous()
             sketch = coder.sketch.contiguous() if prod else None
@@ -490,7 +496,7 @@ class LUTKernel:
             def ptr(t):
                 return None if t is None else t.data_ptr()
 
-            st = {"keep": (signs, sketch), "Hs": Hs,
+            st = {"keep": (signs, sketch), "Hs": Hs, "source": source,
                   "maps": (ptr(signs), ptr(coder.hd), coder.boundaries.data_ptr(), coder.centroids.data_ptr(),
                            ptr(sketch)),
                   "names": ["codes", "norms", "signs", "rnorms"] if prod else ["codes", "norms"],
