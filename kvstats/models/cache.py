@@ -480,8 +480,16 @@ class QuantizedCache(Cache):
         self._make_scheme = make_scheme
         # Schemes without random components need no per-head draws.
         self.deterministic = not sdef.randomized(parsed)
-        # Fail now, not inside a forward pass: unknown names, bad bits or parameters.
-        probe = make_scheme(scheme_name, bits, 64, seed=0, **params)
+        # Fail now, not inside a forward pass: unknown names, bad bits or parameters. The
+        # head dimension comes with the first update, which checks the parameters bounded
+        # by it (n_outliers, rank <= dim) against the model's; the probe takes a dimension
+        # that admits them (at 64, n_outliers=80 was refused for a 128-dimensional model).
+        probe_dim = 64
+        for bounded in ("n_outliers", "rank"):
+            value = params.get(bounded)
+            if isinstance(value, int) and not isinstance(value, bool) and probe_dim <= value <= 4096:
+                probe_dim = 1 << value.bit_length()
+        probe = make_scheme(scheme_name, bits, probe_dim, seed=0, **params)
         # kivi and qjl: numpy-coded whole groups, read from torch buffers (group_codes)
         self.grouped = sdef.name in ("kivi", "qjl")
         self.reads_codes = self.grouped or (sdef.gpu and self.token_group == 1 and _exports(probe))

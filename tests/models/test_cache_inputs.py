@@ -179,3 +179,19 @@ def test_the_compiled_loops_refuse_tensors_off_the_cpu():
         kern.accumulate(torch.ones(2, 3, 6), codes.to("meta"), norms, 1.0, layer.key_coder.centroids, 4, 64)
     with pytest.raises(ValueError, match="x must be a CPU tensor"):
         kern.encode(layer.key_coder, torch.empty(1, 2, 1, 64, device="meta"))
+
+
+@pytest.mark.parametrize("name,params", [("qjl", {"n_outliers": 80, "group_size": 4}),
+                                         ("klt", {"rank": 96, "group_size": 8})])
+def test_parameters_bounded_by_the_head_dimension_are_checked_against_the_models(name, params):
+    # the constructor's probe scheme had a head dimension of 64, so n_outliers=80 or
+    # rank=96 were refused for a 128-dimensional model; now the first update checks them
+    # against the model's head dimension
+    bounded = "n_outliers" if "n_outliers" in params else "rank"
+    cache = QuantizedCache(name, 3, seed=0, **params)
+    k, v = _kv(1, 2, 8, d=128)
+    cache.update(k, v, layer_idx=0)
+    assert cache.layers[0].n_coded == 8
+    small = QuantizedCache(name, 3, seed=0, **params)
+    with pytest.raises(ValueError, match=rf"{bounded} must be an integer in \[.*, 64\]; received {params[bounded]}"):
+        small.update(*_kv(1, 2, 8), layer_idx=0)
