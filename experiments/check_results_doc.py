@@ -111,7 +111,8 @@ def means(args: argparse.Namespace) -> None:
         frame = frame[frame.budget.isin(args.budget)]
     stats = frame.groupby(KEY + ["scheme"], sort=False)[args.metric].agg(
         ["mean", "median", lambda s: s.quantile(0.99), "max"])
-    with pd.option_context("display.width", 250, "display.max_rows", None, "display.float_format", "{:.4g}".format):
+    with pd.option_context("display.width", 250, "display.max_rows", None, "display.max_columns", None,
+                           "display.float_format", "{:.4g}".format):
         print(stats.rename(columns={"<lambda_0>": "p99"}, level=1))
 
 
