@@ -61,6 +61,13 @@ def hadamard(n: int) -> torch.Tensor:
 
 
 @lru_cache(maxsize=16)
+def _hadamard_rows(d: int, n: int) -> torch.Tensor:
+    """The first ``d`` rows of ``H_n``, one tensor of its own shared by every coder (a slice
+    of ``hadamard(n)`` would keep the whole n × n matrix alive, uncounted by the cache)."""
+    return hadamard(n)[:d].clone()
+
+
+@lru_cache(maxsize=16)
 def _shifts(step: int, count: int) -> torch.Tensor:
     return torch.arange(count, dtype=torch.int64) * step
 
@@ -148,7 +155,7 @@ class SideCoder:
             # of H_dpad meet non-zero coordinates.
             s = np.stack([e.signs for e in exports]) / np.sqrt(dp)
             self.signs = torch.from_numpy(s[:, None, :d].astype(np.float32))  # (H or 1, 1, d)
-            self.hd = hadamard(dp)[:d].contiguous()                            # (d, d_pad)
+            self.hd = _hadamard_rows(d, dp)                                    # (d, d_pad)
         self.centroids = torch.from_numpy(e0.centroids.astype(np.float32))
         self.boundaries = torch.from_numpy(e0.boundaries.astype(np.float32))
         self.table = _byte_table(self.centroids, self.bits) if 8 % self.bits == 0 else None

@@ -108,6 +108,21 @@ def test_the_walk_equals_kvstats_memory_report(name, bits, window, keep):
     assert held_bytes(cache) == rep["held_bytes"] + rep["fixed_bytes"]
 
 
+@pytest.mark.parametrize("dim", [80, 96])
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("QKQV", 3), ("K4V2", None)])
+def test_the_walk_equals_the_report_when_the_hadamard_pads(name, bits, dim):
+    # a head dimension that is not a power of two pads to d_pad: the coders' first d rows of
+    # H_dpad were a slice keeping the whole matrix alive, which the report did not count
+    # (24,576 bytes short at d = 80)
+    cache = QuantizedCache(name, bits, seed=0)
+    g = torch.Generator().manual_seed(0)
+    for layer in range(2):
+        cache.update(*torch.randn(2, 1, 2, 9, dim, generator=g), layer_idx=layer)
+        cache.update(*torch.randn(2, 1, 2, 1, dim, generator=g), layer_idx=layer)
+    rep = cache.memory_report()
+    assert held_bytes(cache) == rep["held_bytes"] + rep["fixed_bytes"]
+
+
 # ------------------------------------------------------------------ names and errors
 def test_names_and_bad_input(tiny, monkeypatch):
     model, tok = tiny
