@@ -73,6 +73,9 @@ def _wrap(previous: Callable | None, name: str) -> Callable:
     # eager returns the attention probabilities beside its output (output_attentions=True
     # collects them), sdpa returns None
     eager = name == "eager"
+    # the parameters after attention_mask, in each function's order (transformers' eager
+    # takes scaling first, sdpa dropout): a positional argument is read by its name
+    positional = ("scaling", "dropout") if eager else ("dropout", "scaling", "is_causal")
 
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
         fn = previous if previous is not None else _module_eager(module)
@@ -83,7 +86,8 @@ def _wrap(previous: Callable | None, name: str) -> Callable:
             # codes on boundaries in later layers and change the run).
             key, value = key.layer.dequantized()
         elif isinstance(key, CodedKV):
-            dropout = kwargs.get("dropout", args[0] if args else 0.0)
+            given = {**dict(zip(positional, args)), **kwargs}
+            dropout = given.get("dropout") or 0.0
             if dropout:
                 raise ValueError(f"dropout must be 0 when attention is read from codes (inference only); "
                                  f"received {dropout}")
@@ -91,13 +95,13 @@ def _wrap(previous: Callable | None, name: str) -> Callable:
             # (position_bias: an additive per-head bias, e.g. Inkling's relative positions;
             # sinks, s_aux: extra softmax logits). A sliding_window needs nothing: eager and
             # sdpa take it from the mask transformers builds, which code_attention applies.
-            for name in ("softcap", "s_aux", "sinks", "position_bias"):
-                value = kwargs.get(name)
-                if value is not None:
-                    got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
-                    raise ValueError(f"{name} is not supported by the code-reading attention; received "
+            for arg in ("softcap", "s_aux", "sinks", "position_bias"):
+                got = given.get(arg)
+                if got is not None:
+                    got = f"a tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else repr(got)
+                    raise ValueError(f"{arg} is not supported by the code-reading attention; received "
                                      f"{got} (use QuantizedCache(..., attention='model'))")
-            scaling = kwargs.get("scaling")
+            scaling = given.get("scaling")
             scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
             n_rep = query.shape[1] // key.layer.n_heads
             if eager:

@@ -408,6 +408,13 @@ def test_the_wrapper_passes_the_models_scaling_and_refuses_what_it_cannot_do():
         for name_ in ("softcap", "sinks", "s_aux"):
             with pytest.raises(ValueError, match=f"{name_} is not supported.*attention='model'"):
                 fn(None, q, handle, handle, None, **{name_: 4.0})
+        # positional arguments in each function's own order: eager (scaling, dropout),
+        # sdpa (dropout, scaling); the eager one was read as a dropout of 0.3
+        args = (0.3, 0.0) if name == "eager" else (0.0, 0.3)
+        out, _ = fn(None, q, handle, handle, None, *args)
+        assert torch.equal(out, code_attention(q, handle.layer, None, 0.3, 2))
+        with pytest.raises(ValueError, match="dropout must be 0"):
+            fn(None, q, handle, handle, None, *((0.3, 0.1) if name == "eager" else (0.1,)))
 
 
 def _widths():
