@@ -11,6 +11,7 @@ import kvstats
 from kvstats.models import QuantizedCache
 from kvstats.models.attention_hook import CodedKV
 from kvstats.models.code_attention import code_attention
+from kvstats.models.peers import held_bytes
 from kvstats.quant.registry import REGISTRY, parse_scheme_name
 from _attention_reference import dense_attention as _dense, random_kv as _kv
 from _tiny_llama import tiny_llama
@@ -474,6 +475,8 @@ def test_a_left_padded_batch_reads_its_mask_as_the_decoded_path(attn, name, bits
         with torch.inference_mode():
             out = model.generate(ids, attention_mask=mask, cache=cache, max_new_tokens=8, do_sample=False,
                                  pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+        rep = cache.memory_report()  # every byte the cache holds after generate, by the generic walk
+        assert held_bytes(cache) == rep["held_bytes"] + rep["fixed_bytes"]
         return torch.stack(out.scores), out.sequences
 
     codes, seq = run(ids, mask)
