@@ -512,6 +512,31 @@ class QuantizedCache(Cache):
             install()
         super().__init__(layer_class_to_replicate=self._new_layer)
 
+    def _not_attention(self, what: str):
+        raise NotImplementedError(
+            f"QuantizedCache holds attention layers only; the model asked for {what} (a linear-attention, "
+            "state-space or indexer layer of a hybrid model): use transformers' DynamicCache(config=model.config)")
+
+    def get_conv_state(self, layer_idx: int, state_idx: int = 0):
+        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        self._not_attention("a convolution state")
+
+    def update_conv_state(self, conv_states, layer_idx: int, state_idx: int = 0, **kwargs):
+        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        self._not_attention("a convolution state")
+
+    def get_recurrent_state(self, layer_idx: int, state_idx: int = 0):
+        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        self._not_attention("a recurrent state")
+
+    def update_recurrent_state(self, recurrent_states, layer_idx: int, state_idx: int = 0, **kwargs):
+        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        self._not_attention("a recurrent state")
+
+    def update_indexer(self, indexer_key_states, layer_idx: int):
+        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        self._not_attention("indexer keys")
+
     def _new_layer(self) -> _CodesLayer:
         return _CodesLayer(self, len(self.layers))
 

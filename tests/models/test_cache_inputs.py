@@ -195,3 +195,23 @@ def test_parameters_bounded_by_the_head_dimension_are_checked_against_the_models
     small = QuantizedCache(name, 3, seed=0, **params)
     with pytest.raises(ValueError, match=rf"{bounded} must be an integer in \[.*, 64\]; received {params[bounded]}"):
         small.update(*_kv(1, 2, 8), layer_idx=0)
+
+
+def test_a_hybrid_models_state_layers_are_refused_by_name():
+    # Qwen3-Next's linear-attention layers ask the cache for convolution and recurrent
+    # states, which a cache of attention layers does not hold: an IndexError from inside
+    # transformers before, a NotImplementedError that says so now
+    import transformers
+
+    cfg = transformers.Qwen3NextConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0,
+                                       attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.Qwen3NextForCausalLM(cfg).eval()
+    with torch.inference_mode(), pytest.raises(NotImplementedError, match="attention layers only.*convolution state"):
+        model(torch.tensor([[3, 4, 5]]), cache=QuantizedCache("KQV", 4))
+    cache = QuantizedCache("KQV", 4)
+    for call in (lambda: cache.update_recurrent_state(torch.zeros(1), 0), lambda: cache.get_recurrent_state(0),
+                 lambda: cache.update_conv_state(torch.zeros(1), 0), lambda: cache.update_indexer(torch.zeros(1), 0)):
+        with pytest.raises(NotImplementedError, match="attention layers only"):
+            call()
