@@ -596,3 +596,30 @@ def test_a_sliding_window_model_reads_codes_through_its_mask(attn):
         codes = run(QuantizedCache(name, bits, seed=1, **params))
         decoded = run(QuantizedCache(name, bits, seed=1, attention="model", **params))
         torch.testing.assert_close(codes, decoded, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["Qwen2", "Gemma3Text", "Phi", "Cohere2", "GPTNeoX", "Granite"])
+def test_other_architectures_read_codes_as_their_own_attention(arch):
+    # Beyond Llama: query/key norms and biases, partial rotary, Gemma's query scaling and
+    # sliding layers, Cohere's interleaved windows, Granite's attention multiplier. A
+    # decode step's scores equal those of the model's own eager attention over the
+    # decoded cache (left-padded batch of 2).
+    import transformers
+
+    cfg_cls = getattr(transformers, f"{arch}Config")
+    model_cls = getattr(transformers, f"{arch.removesuffix('Text')}ForCausalLM")
+    torch.manual_seed(0)
+    cfg = cfg_cls(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, max_position_embeddings=64, pad_token_id=0,
+                  attn_implementation="eager")
+    model = model_cls(cfg).eval()
+    ids, mask = _left_padded(torch.randint(2, 97, (2, 9), generator=torch.Generator().manual_seed(1)), [0, 2])
+
+    def run(**kw):
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, cache=QuantizedCache("KQV", 4, seed=1, **kw),
+                                 max_new_tokens=5, do_sample=False, pad_token_id=0, output_scores=True,
+                                 return_dict_in_generate=True)
+        return torch.stack(out.scores)
+
+    torch.testing.assert_close(run(), run(attention="model"), rtol=0, atol=1e-5)
