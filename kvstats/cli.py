@@ -5,6 +5,7 @@ Usage::
     kvstats sweep --config experiments/quick.toml --out results/quick
     kvstats report results/quick
     kvstats report results/quick --pairing none --out results/quick_two_sample
+    kvstats report results/own --plugins ~/copies/my_schemes.py   # a plugin moved since
     kvstats theory --dim 128 --bits 2 3 4
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
@@ -146,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bar of the energy tests")
+    rp.add_argument("--plugins", action="append", type=Path, default=None, metavar="PATH",
+                    help="a plugin file of the sweep where it is now, when it is no longer at the "
+                         "path the manifest recorded (moved, copied to another machine); repeat "
+                         "for several. Matched to the recorded plugin by SHA-256, else by file "
+                         "name, and imported in its place; a file of another SHA-256 gives a "
+                         "warning naming both files and hashes (the report's numbers are the "
+                         "stored results; the header says which file was used)")
 
     th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
                         description="Print, per bit width, the Lloyd–Max distortion of the "
@@ -218,10 +226,13 @@ def _cell_counts(manifest: dict) -> str:
 
 
 def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
+    from kvstats.plugins import relocate_plugins
     from kvstats.report import hypothesis_report
     from kvstats.results import load_result
     from kvstats.sweep.store import check_out_folder, lock_dir
 
+    # the sweep's plugins from where they are now; a missing one is named with the fix
+    relocate_plugins(args.dir, args.plugins or ())
     result = load_result(args.dir)  # checked: the results pair with the manifest
     out = args.out or args.dir
     if out.exists() and not out.is_dir():

@@ -24,14 +24,21 @@ and distributions.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
+import json
 import os
 import pickle
 import re
+import site
 import sys
-from collections.abc import Iterable
+import sysconfig
+import warnings
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin",
            "USER_NAME", "similar_name", "user_code", "worker_payload", "install_worker_payload",
-           "WorkerPayload"]
+           "WorkerPayload", "user_imports", "relocate_plugins", "relocated"]
 
 _KEY = "config [sweep] plugins"
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -134,6 +141,153 @@ def _module_name(path: str) -> str:
     return f"kvstats_plugin_{stem}_{hashlib.sha256(path.encode()).hexdigest()[:10]}"
 
 
+# ------------------------------------------------------------ the user code a plugin imports
+@lru_cache(maxsize=1)
+def _system_dirs() -> tuple[str, ...]:
+    """Folders whose modules are not user code: the interpreter's standard library (also the
+    base interpreter's, under a virtual environment), site-packages, kvstats itself."""
+    dirs = set()
+    for paths in (sysconfig.get_paths(), sysconfig.get_paths(vars={"base": sys.base_prefix,
+                                                                   "platbase": sys.base_exec_prefix})):
+        dirs.update(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:   # pragma: no cover - some embedded interpreters lack it
+        pass
+    dirs.add(site.getusersitepackages())
+    here = Path(__file__).resolve().parent            # kvstats/
+    dirs.update([str(here), str(here.parent / "kvstats_gpu")])
+    return tuple(sorted({os.path.realpath(d) for d in dirs if d}))
+
+
+def _user_file(path: str | None) -> bool:
+    """Whether ``path`` is a Python source file of the user's (see :func:`user_imports`)."""
+    if not isinstance(path, str) or not path.endswith(".py") or not os.path.isfile(path):
+        return False
+    real = os.path.realpath(path)
+    if {"site-packages", "dist-packages"} & set(Path(real).parts):
+        return False
+    return not any(real == d or real.startswith(d + os.sep) for d in _system_dirs())
+
+
+@lru_cache(maxsize=512)
+def _import_statements(path: str, sha: str) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    """Every import statement of the file (at any depth: a function's lazy import too), as
+    (level, module, imported names); cached by the file's content hash."""
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or "", tuple(a.name for a in node.names)))
+    return tuple(found)
+
+
+def _module_file(name: str) -> str | None:
+    """The source file of module ``name``: the imported module's, else where the import
+    system would find it, without importing anything (a lazy import not yet run)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+        return file if isinstance(file, str) else None
+    path = None
+    spec = None
+    for part in name.split("."):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(part, path)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        path = spec.submodule_search_locations
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def _candidates(package: str, statements: Iterable[tuple[int, str, tuple[str, ...]]]) -> set[str]:
+    """Module names an import statement may load: ``import a.b`` -> a, a.b; ``from a import
+    b`` -> a, a.b (b may be a submodule); relative ones resolved against ``package``."""
+    names = set()
+    for level, module, imported in statements:
+        if level:
+            try:
+                module = importlib.util.resolve_name("." * level + module, package)
+            except (ImportError, ValueError):   # a relative import outside a package
+                continue
+        pieces = module.split(".")
+        names.update(".".join(pieces[:i]) for i in range(1, len(pieces) + 1))
+        names.update(f"{module}.{n}" for n in imported if n != "*")
+    return {n for n in names if n}
+
+
+def _direct_imports(name: str, file: str) -> set[str]:
+    """The modules the module ``name`` (source ``file``) names: its import statements, and
+    the modules of the module objects, functions, classes and objects in its namespace."""
+    module = sys.modules.get(name)
+    package = name if os.path.basename(file) == "__init__.py" else name.rpartition(".")[0]
+    if module is not None and isinstance(getattr(module, "__package__", None), str):
+        package = module.__package__
+    found = _candidates(package, _import_statements(file, _sha256(file) or ""))
+    for value in list(vars(module).values()) if module is not None else ():
+        if isinstance(value, type(sys)):
+            found.add(value.__name__)
+            continue
+        owner = value if isinstance(value, type) or callable(value) else type(value)
+        mod = getattr(owner, "__module__", None)
+        if isinstance(mod, str):
+            found.add(mod)
+    return found
+
+
+def user_imports(modules: Iterable[str]) -> list[dict[str, str]]:
+    """The user code the modules ``modules`` depend on: every module they import,
+    directly or through one another, whose source file is the user's.
+
+    User code is a ``.py`` file outside the interpreter's standard library, outside
+    ``site-packages``/``dist-packages`` and outside kvstats itself: a helper module beside
+    a plugin, a package of the user's on ``PYTHONPATH``. A module's imports are read from
+    its source (every ``import`` statement, a function's lazy one included) and from its
+    namespace (modules, and the modules of the functions and classes it holds); installed
+    packages are not followed. The answer depends on the files and ``sys.path`` only, not
+    on what this process happened to import first, so that every process finds the same.
+
+    Parameters
+    ----------
+    modules : iterable of str
+        Names of imported modules (``sys.modules``), e.g. a plugin's module.
+
+    Returns
+    -------
+    list of dict
+        ``{"module", "file", "sha256"}`` per user module found, sorted by file; the
+        modules given are not listed themselves.
+
+    Examples
+    --------
+    >>> user_imports(["json"])          # the standard library is not user code
+    []
+    """
+    start = [m for m in modules if isinstance(getattr(sys.modules.get(m), "__file__", None), str)]
+    todo = [(m, sys.modules[m].__file__) for m in start]
+    own = {os.path.realpath(f) for _, f in todo}
+    seen: dict[str, str] = {}
+    while todo:
+        name, file = todo.pop()
+        for dep in sorted(_direct_imports(name, file)):
+            dep_file = _module_file(dep)
+            if not _user_file(dep_file):
+                continue
+            real = os.path.realpath(dep_file)
+            if real in seen or real in own:
+                continue
+            seen[real] = dep
+            todo.append((dep, dep_file))
+    return [{"module": seen[f], "file": f, "sha256": _sha256(f) or ""} for f in sorted(seen)]
+
+
 def _forget(ref: str) -> None:
     """Remove what a failed plugin registered before it failed."""
     from kvstats.data import register as data_register
@@ -175,7 +329,8 @@ def _import(ref: str) -> dict[str, Any]:
     if _is_file(ref):
         if not os.path.isfile(ref):
             raise PluginError(f"{_KEY}: file {ref!r} does not exist (a relative path is resolved "
-                              "against the config file's folder)")
+                              "against the config file's folder; a finished sweep's plugin moved "
+                              "since: `kvstats report --plugins PATH`)")
         name = _module_name(ref)
         done = _imported_from(ref)
         # imported by the script under its own name: importing it again would register its
@@ -184,6 +339,13 @@ def _import(ref: str) -> dict[str, Any]:
             _adopt(ref, done.__name__)
             return {"plugin": ref, "kind": "file", "module": done.__name__, "file": ref,
                     "sha256": _sha256(ref)}
+        # its own folder goes on the module search path, as a script's does, so that the
+        # plugin can import helper modules beside it (``import my_helpers``); appended, not
+        # prepended: a file there named like an installed module must not replace that
+        # module for kvstats and every other import of the process
+        folder = os.path.dirname(ref)
+        if folder not in sys.path:
+            sys.path.append(folder)
         spec = importlib.util.spec_from_file_location(name, ref)
         if spec is None or spec.loader is None:
             raise PluginError(f"{_KEY}: file {ref!r} cannot be imported as a Python module")
@@ -229,7 +391,7 @@ def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = No
     >>> load_plugins(["no_such_plugin.py"], "/tmp")
     Traceback (most recent call last):
     ...
-    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder)
+    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder; a finished sweep's plugin moved since: `kvstats report --plugins PATH`)
     """
     if isinstance(plugins, str) or not isinstance(plugins, Iterable):
         raise TypeError(f"{_KEY} must be a list of strings; received {plugins!r}")
@@ -261,7 +423,162 @@ def plugin_records(plugins: Iterable[str]) -> list[dict[str, Any]]:
     >>> plugin_records(load_plugins(["json"]))[0]["kind"]
     'module'
     """
-    return [dict(_LOADED[ref]) for ref in plugins if ref in _LOADED]
+    records = []
+    for ref in plugins:
+        if ref not in _LOADED:
+            continue
+        record = dict(_LOADED[ref])
+        # the user modules the plugin imports (helpers beside it): their files and hashes,
+        # as the cell ids hash them (kvstats.sweep.plan.user_code_digest)
+        imports = user_imports([record["module"]])
+        if imports:
+            record["imports"] = imports
+        records.append(record)
+    return records
+
+
+# ------------------------------------------------------------ a finished sweep's plugins, moved
+# recorded plugin entry -> {"file", "sha256"} of the copy this process loaded in its place
+_RELOCATED: dict[str, dict[str, str]] = {}
+
+
+def relocated(plugin: str) -> dict[str, str] | None:
+    """The copy loaded in place of the recorded plugin ``plugin`` (:func:`relocate_plugins`):
+    ``{"file", "sha256"}``, else None.
+
+    Examples
+    --------
+    >>> relocated("/nowhere/my_schemes.py") is None
+    True
+    """
+    found = _RELOCATED.get(plugin)
+    return dict(found) if found is not None else None
+
+
+def _manifest_of(source: str | os.PathLike | Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    if isinstance(source, Mapping):
+        return source, "the sweep"
+    path = Path(source) / "manifest.json"
+
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None   # load_result says what is wrong with it
+    return (manifest if isinstance(manifest, dict) else {}), f"the sweep in {str(source)!r}"
+
+
+def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
+                     paths: Iterable[str | os.PathLike] = ()) -> list[dict[str, str]]:
+    """Load a finished sweep's plugin files from where they are now, before its results are read.
+
+    A sweep's config keeps each plugin file at the absolute path it had
+    (:func:`kvstats.results.load_result` imports it from there to know the sweep's
+    schemes and distributions). After a move, a copy to another machine or a rename, name
+    the files here: each is matched to the recorded plugin with the same SHA-256, else
+    with the same file name, and imported in its place (its registrations count as that
+    plugin's, so the config and its fingerprint stay the sweep's). A copy whose SHA-256
+    differs from the recorded one is loaded with a ``UserWarning`` naming both files and
+    hashes: the report's numbers are the stored results, which the recorded code
+    computed; the copy only supplies the names and the registry's facts (summary, fixed
+    budget, closed forms), which the edit may have changed; the report's header says so.
+    ``kvstats report --plugins PATH`` and ``hypothesis_report(dir, ..., plugins=[PATH])``
+    call it.
+
+    Parameters
+    ----------
+    source : path or mapping
+        The sweep folder (its ``manifest.json`` is read) or its manifest.
+    paths : iterable of path
+        The plugin files to use (``.py``), in any order.
+
+    Returns
+    -------
+    list of dict
+        Per file given: ``{"plugin", "recorded_file", "recorded_sha256", "file", "sha256"}``.
+
+    Raises
+    ------
+    PluginError
+        A file given is missing, matches no recorded plugin (or several), or fails to
+        import; or a recorded plugin file is missing and no file given replaces it (the
+        message names the recorded path and hash and the option that fixes it).
+
+    Examples
+    --------
+    >>> relocate_plugins({"config": {}})      # a sweep without plugins: nothing to do
+    []
+    """
+    manifest, where = _manifest_of(source)
+    config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
+    refs = [r for r in (config.get("plugins") or []) if isinstance(r, str)]
+    code = manifest.get("user_code") if isinstance(manifest.get("user_code"), Mapping) else {}
+    records = {r.get("plugin"): r for r in (code.get("plugins") or []) if isinstance(r, Mapping)}
+    files = [ref for ref in refs if _is_file(ref)]
+    given = [os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(p)))) for p in paths]
+    done = []
+    for path in given:
+        if not os.path.isfile(path):
+            raise PluginError(f"--plugins: file {path!r} does not exist")
+        sha = _sha256(path) or ""
+        ref = _match(path, sha, files, records, [d["plugin"] for d in done], where)
+        want = (records.get(ref) or {}).get("sha256")
+        if ref in _LOADED:
+            if _LOADED[ref].get("file") != path:
+                raise PluginError(f"--plugins: plugin {ref!r} of {where} is already imported in this "
+                                  f"process from {_LOADED[ref].get('file')!r}; start a new process to "
+                                  f"use {path!r}")
+        else:
+            if want and sha != want:
+                warnings.warn(f"plugin {path!r} (SHA-256 {sha[:12]}) is not the file {where} ran: "
+                              f"{ref!r} (SHA-256 {want[:12]}); the report shows the stored numbers, "
+                              "which that file computed, with the names and facts of this one",
+                              UserWarning, stacklevel=2)
+            _load_copy(ref, path, sha)
+        done.append({"plugin": ref, "recorded_file": ref, "recorded_sha256": want or "",
+                     "file": path, "sha256": sha})
+    for ref in files:
+        if ref not in _LOADED and not os.path.isfile(ref):
+            want = (records.get(ref) or {}).get("sha256")
+            raise PluginError(f"{where} used the plugin file {ref!r}"
+                              + (f" (SHA-256 {want[:12]})" if want else "")
+                              + ", which is not there any more: name its copy with `kvstats report "
+                              "--plugins PATH` (Python: hypothesis_report(dir, ..., plugins=[PATH]), "
+                              "or kvstats.plugins.relocate_plugins(dir, [PATH]) before load_result)")
+    return done
+
+
+def _match(path: str, sha: str, files: list[str], records: Mapping[str, Any], taken: list[str],
+           where: str) -> str:
+    """The recorded plugin file ``path`` stands for: same SHA-256, else same file name."""
+    free = [ref for ref in files if ref not in taken]
+    same = [ref for ref in free if (records.get(ref) or {}).get("sha256") == sha]
+    if not same:
+        same = [ref for ref in free if os.path.basename(ref) == os.path.basename(path)]
+    if len(same) == 1:
+        return same[0]
+    if not free:
+        raise PluginError(f"--plugins: {where} has no plugin file (left) for {path!r} to replace "
+                          f"(its plugin files: {files})")
+    raise PluginError(f"--plugins: {path!r} matches {'none' if not same else 'several'} of the plugin "
+                      f"files {where} used ({free}) by SHA-256 or by file name; give the copy the "
+                      "recorded file's name")
+
+
+def _load_copy(ref: str, path: str, sha: str) -> None:
+    """Import the file ``path`` in place of the recorded plugin ``ref``."""
+    _CURRENT.append(ref)   # its registrations are the recorded plugin's
+    try:
+        record = _import(path)
+    except Exception as exc:  # noqa: BLE001 - any failure of user code, quoted
+        _forget(ref)
+        if isinstance(exc, PluginError):
+            raise
+        raise PluginError(f"--plugins: importing file {path!r} (for {ref!r}) failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        _CURRENT.pop()
+    _LOADED[ref] = {**record, "plugin": ref}
+    _RELOCATED[ref] = {"file": path, "sha256": sha}
 
 
 # ------------------------------------------------------------ user code in a sweep's processes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,8 @@ from kvstats.analysis.clustered import N_IN_CLUSTER
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
-from kvstats.report.folder import REPORT_RECORD, _commit, _staging_folder
+from kvstats.plugins import relocate_plugins
+from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
 from kvstats.report.notation import _case_title, _slug
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
@@ -74,7 +74,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                       energy_resolution: str | None = None,
                       equivalence: Mapping[str, float] | None = None,
                       equivalence_test: str | None = None, unit: str | None = None,
-                      pairing: str | None = None, progress: bool = False) -> Report:
+                      pairing: str | None = None, progress: bool = False,
+                      plugins: Sequence[str | os.PathLike] | None = None) -> Report:
     """Write the hypothesis-test report of a sweep to ``out_dir``.
 
     Files: ``report.md`` (figures linked), ``report.html`` (self-contained, figures as
@@ -138,6 +139,11 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     progress : bool
         A progress bar (stderr) over the energy tests, which dominate a large report's
         time (the ``kvstats`` command shows it unless ``--no-progress``).
+    plugins : sequence of path, optional
+        With ``result`` a sweep directory: the sweep's plugin files where they are now,
+        imported in place of the paths its manifest recorded
+        (:func:`kvstats.plugins.relocate_plugins`: matched by SHA-256, else by file name;
+        another version is a ``UserWarning``), as ``kvstats report --plugins``.
 
     Returns
     -------
@@ -155,7 +161,11 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     ['comparisons', 'crossovers', 'html', 'json', 'markdown', 'summary', 'theory']
     """
     if isinstance(result, (str, os.PathLike)):
+        relocate_plugins(result, plugins or ())   # before the config imports them
         result = load_result(result)
+    elif plugins:
+        raise ValueError("plugins applies to a sweep directory (result=path): a SweepResult's "
+                         "plugins are already imported")
     if not isinstance(result, SweepResult):
         raise TypeError(f"result must be a SweepResult or a sweep directory; received {type(result).__name__}")
     opts = _options(result, {"alpha": alpha, "correction": correction, "energy_resamples": energy_resamples,
@@ -248,7 +258,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                                       default=str))
         _commit(stage, out)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        _release_staging(stage)
     files = {name: out / "tables" / f"{name}.csv" for name, _ in tables}
     files.update(markdown=out / "report.md", html=out / "report.html", json=out / "report.json")
     return Report(summary, comp, cross, theory, files, figs)

@@ -96,6 +96,8 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
 def _user_code_text(code: dict[str, Any]) -> str:
     """The header line saying the sweep ran user code: which schemes and distributions, and
     from which plugin file (with its SHA-256 prefix) or from the script itself."""
+    from kvstats.plugins import relocated
+
     files = {r.get("plugin"): r for r in code.get("plugins") or []}
 
     def origin(plugin: str | None) -> str:
@@ -103,7 +105,18 @@ def _user_code_text(code: dict[str, Any]) -> str:
             return "registered by the script"
         rec = files.get(plugin) or {}
         sha = rec.get("sha256")
-        return f"plugin {rec.get('file') or plugin}" + (f" (SHA-256 {sha[:12]})" if sha else "")
+        text = f"plugin {rec.get('file') or plugin}" + (f" (SHA-256 {sha[:12]})" if sha else "")
+        imports = [i for i in rec.get("imports") or [] if isinstance(i, dict)]
+        if imports:   # the user modules it imports, hashed into the cell ids too
+            text += ", importing " + ", ".join(f"{i.get('file')} (SHA-256 {str(i.get('sha256'))[:12]})"
+                                               for i in imports)
+        copy = relocated(plugin) if isinstance(plugin, str) else None
+        if copy is not None:   # kvstats report --plugins: the names came from a copy
+            text += (f"; this report read it from {copy['file']}"
+                     + ("" if copy["sha256"] == sha else
+                        f", another version (SHA-256 {copy['sha256'][:12]}), whose names and "
+                        "registry facts it shows beside the numbers the recorded file computed"))
+        return text
 
     parts = [f"scheme {n}: {origin(o)}" for n, o in (code.get("schemes") or {}).items()]
     parts += [f"distribution {n}: {origin(o)}" for n, o in (code.get("distributions") or {}).items()]

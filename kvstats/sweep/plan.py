@@ -24,12 +24,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
 from kvstats._checks import check_int
+from kvstats.plugins import user_imports
 from kvstats.results import REAL
 from kvstats.sweep.sources import _real_case
 
@@ -296,8 +298,12 @@ def user_code_digest(cell: Cell) -> str | None:
     :func:`kvstats.register_distribution`) is code the user edits between runs: the
     source files of its functions (the scheme's ``build`` and ``expected_bits``, the
     distribution's ``sampler``) enter the cell id, so ``resume`` recomputes a cell whose
-    user code changed instead of reusing numbers the new code would not give. What those
-    files import is not hashed (an edit there is not seen). A distribution's ``defaults``
+    user code changed instead of reusing numbers the new code would not give. The user
+    modules those functions' modules import, directly or through one another
+    (:func:`kvstats.plugins.user_imports`: a helper beside a plugin; not the standard
+    library, installed packages or kvstats), are hashed too, by content: an edit of any
+    of them recomputes every cell of that code (conservative: the helper may not matter to
+    that cell). A distribution's ``defaults``
     are hashed too (they fill the parameters a cell leaves out). A function with no source
     file (typed at an interactive prompt, ``python -c``) is hashed by its bytecode, names
     and constants, its inner functions and comprehensions included, alike in every
@@ -327,7 +333,28 @@ def user_code_digest(cell: Cell) -> str | None:
     for fn in functions:
         digest.update(_source_bytes(fn))
     digest.update(defaults)
+    # the user modules that code imports (a helper beside the plugin): their contents, in
+    # an order no process state sets; none (the common case) leaves the id as it was
+    imports = sorted({dep["sha256"] for dep in user_imports(_modules_of(functions))})
+    if imports:
+        digest.update(b"\x00imports\x00" + "\x00".join(imports).encode())
     return digest.hexdigest()
+
+
+def _modules_of(functions: list[Any]) -> list[str]:
+    """The names of the modules that define ``functions`` (a partial's function, a callable
+    object's class)."""
+    import functools
+
+    names = []
+    for fn in functions:
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        owner = fn if isinstance(fn, type) or hasattr(fn, "__code__") else type(fn)
+        name = getattr(owner, "__module__", None)
+        if isinstance(name, str) and name in sys.modules:
+            names.append(name)
+    return names
 
 
 def _source_bytes(fn: Any) -> bytes:

@@ -1,0 +1,124 @@
+"""`kvstats report --plugins PATH`: the report of a plugin sweep whose plugin file moved.
+
+The manifest's config keeps each plugin at the absolute path it had; ``load_result``
+imports it from there. After a move, ``--plugins`` (``hypothesis_report(dir,
+plugins=[...])``, ``kvstats.plugins.relocate_plugins``) names the file where it is now: it
+is matched to the recorded plugin by SHA-256, else by file name, imported in its place,
+checked against the recorded hash (another version: a warning naming both files and
+hashes, and the report's header says so), and the report is written. A recorded plugin
+that is gone, with no copy named, is an error naming the recorded path and the option.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import kvstats
+from kvstats import plugins
+from kvstats.cli import main
+from kvstats.data import register as data_register
+from kvstats.quant import registry
+
+from test_plugins import _config  # the plugin of tests/test_plugins.py and its sweep config
+
+pytestmark = pytest.mark.usefixtures("user_registries")
+
+
+def _new_process() -> None:
+    """Forget the plugin here, as a new process (the report's) would not know it."""
+    for name in [n for n in registry._TABLE if n not in registry.BUILTIN]:
+        del registry._TABLE[name]
+        registry._ORIGIN.pop(name, None)
+    data_register._USER.clear()
+    data_register._DIST_ORIGIN.clear()
+    plugins._LOADED.clear()
+    plugins._RELOCATED.clear()
+    for name in [n for n in sys.modules if n.startswith("kvstats_plugin_")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def moved(tmp_path):
+    """A finished plugin sweep whose plugin then moved to another folder."""
+    (tmp_path / "sweep").mkdir()
+    path = _config(tmp_path / "sweep")
+    out = tmp_path / "out"
+    kvstats.run_sweep(path, out, executor="serial", progress=False)
+    recorded = tmp_path / "sweep" / "plug.py"
+    copy = tmp_path / "elsewhere" / "plug.py"
+    copy.parent.mkdir()
+    shutil.move(recorded, copy)
+    _new_process()
+    return out, recorded, copy
+
+
+def test_a_missing_plugin_is_named_with_the_option_that_fixes_it(moved, capsys):
+    out, recorded, _ = moved
+    assert main(["report", str(out), "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert f"plugin file {str(recorded)!r}" in err and "--plugins PATH" in err
+    assert "is not there any more" in err and "SHA-256" in err
+    # load_result alone (Python) also names the option
+    with pytest.raises(plugins.PluginError, match=r"does not exist .*--plugins PATH"):
+        kvstats.load_result(out)
+
+
+def test_the_report_reads_the_plugin_from_where_it_is_now(moved, capsys):
+    out, recorded, copy = moved
+    copy = copy.rename(copy.parent / "plug_copy.py")   # another name, the same content: by hash
+    assert main(["report", str(out), "--no-figures", "--plugins", str(copy)]) == 0
+    assert "warning" not in capsys.readouterr().err      # the same file: nothing to warn of
+    header = (out / "report.md").read_text()
+    assert f"scheme plug_minmax: plugin {recorded}" in header
+    assert f"this report read it from {copy}" in header and "another version" not in header
+    # the config, and so its fingerprint, are the sweep's: the recorded path
+    assert kvstats.load_result(out).config.plugins == (str(recorded),)
+
+
+def test_another_version_of_the_plugin_is_a_warning_naming_both(moved, capsys):
+    out, recorded, copy = moved
+    sha_recorded = plugins._sha256(str(copy))
+    renamed = copy.parent / "plug_v2.py"     # other content and name: given as the only copy
+    renamed.write_text(copy.read_text().replace("per-token min-max", "per-token min-max, v2"))
+    sha_new = plugins._sha256(str(renamed))
+    copy.unlink()
+    # matched by neither hash nor name: refused, naming the recorded plugins
+    assert main(["report", str(out), "--no-figures", "--plugins", str(renamed)]) == 2
+    assert f"matches none of the plugin files the sweep in {str(out)!r} used" in capsys.readouterr().err
+    _new_process()
+    edited = copy.parent / "plug.py"
+    renamed.rename(edited)
+    assert main(["report", str(out), "--no-figures", "--plugins", str(edited)]) == 0
+    err = capsys.readouterr().err
+    assert "kvstats report: warning:" in err
+    for text in (str(edited), sha_new[:12], str(recorded), sha_recorded[:12]):
+        assert text in err
+    header = (out / "report.md").read_text()
+    assert f"another version (SHA-256 {sha_new[:12]})" in header
+
+
+def test_hypothesis_report_takes_the_copy_too(moved, tmp_path):
+    out, recorded, copy = moved
+    rep = kvstats.hypothesis_report(out, tmp_path / "rep", figures=False, energy_resamples=19,
+                                    bootstrap_resamples=99, plugins=[copy])
+    assert Path(rep.files["markdown"]).is_file()
+    assert plugins.relocated(str(recorded)) == {"file": str(copy), "sha256": plugins._sha256(str(copy))}
+    with pytest.raises(ValueError, match="plugins applies to a sweep directory"):
+        kvstats.hypothesis_report(kvstats.load_result(out), tmp_path / "rep", plugins=[copy])
+
+
+def test_bad_copies_are_refused(moved, tmp_path, capsys):
+    out, recorded, copy = moved
+    assert main(["report", str(out), "--plugins", str(tmp_path / "nope.py")]) == 2
+    assert "--plugins: file" in capsys.readouterr().err
+    broken = tmp_path / "broken" / "plug.py"
+    broken.parent.mkdir()
+    broken.write_text(copy.read_text() + "\nraise RuntimeError('broken copy')\n")   # after registering
+    assert main(["report", str(out), "--plugins", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "RuntimeError: broken copy" in err and str(broken) in err
+    assert "plug_minmax" not in registry._TABLE       # nothing left registered
