@@ -21,7 +21,9 @@ by its largest coordinates and a rotation (KQV) spreads them out.
 The sweep's worker processes get the scheme too (run_sweep sends them its definition);
 for ``kvstats sweep``/``kvstats report`` on the command line, put the code above
 ``main`` in a module and name it in the config's ``[sweep] plugins`` (docs/usage.md,
-"Your own scheme or distribution").
+"Your own scheme or distribution"). That module may import helpers beside it (``import
+my_helpers``): their sources enter the cell ids too, so ``--resume`` recomputes after an
+edit of either. After moving the module, ``kvstats report DIR --plugins NEW/PATH.py``.
 """
 
 from __future__ import annotations
