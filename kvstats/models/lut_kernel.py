@@ -444,7 +444,7 @@ class LUTKernel:
                              f"shape {tuple(x.shape)}")
         self._on_cpu(x=x)
         B, H, n, d = x.shape
-        x = x.contiguous()
+        x = x.contiguous().to(torch.float32)  # the loop reads float32 (a no-op for the caches)
         st = self._static(coder, d)
         names, shapes, dtypes = st["names"], st["shapes"], st["dtypes"]
         if into is None:

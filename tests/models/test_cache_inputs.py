@@ -215,3 +215,20 @@ def test_a_hybrid_models_state_layers_are_refused_by_name():
                  lambda: cache.update_conv_state(torch.zeros(1), 0), lambda: cache.update_indexer(torch.zeros(1), 0)):
         with pytest.raises(NotImplementedError, match="attention layers only"):
             call()
+
+
+def test_the_compiled_loops_take_other_float_dtypes_as_float32():
+    # they read float32 memory: a float64 query, weights or vectors were read as garbage
+    kern = _kernel()
+    k, _ = _kv(1, 2, 6)
+    handle, _ = QuantizedCache("KQV", 4).update(k, k, layer_idx=0)
+    layer = handle.layer
+    codes = layer.store["k_codes"].view().reshape(2, 6, -1)   # KQV keys: 4-bit codes
+    norms = layer.store["k_norms"].view().reshape(2, 6)
+    q, w = torch.randn(2, 3, 64), torch.softmax(torch.randn(2, 3, 6), -1)
+    c = layer.key_coder.centroids
+    assert torch.equal(kern.scores(q.double(), codes, 6, norms, c, 4), kern.scores(q, codes, 6, norms, c, 4))
+    assert torch.equal(kern.accumulate(w.double(), codes, norms, 1.0, c, 4, 64), kern.accumulate(w, codes, norms, 1.0, c, 4, 64))
+    x = torch.randn(1, 2, 3, 64)
+    a, b = kern.encode(layer.value_coder, x.double()), kern.encode(layer.value_coder, x)
+    assert all(torch.equal(a[n], b[n]) for n in a)
