@@ -1,5 +1,9 @@
 """Attention read from the codes of a per-vector kvstats scheme, in torch.
 
+(Over ~450 lines as one idea: the coder that writes the codes, the buffer that holds them
+and the attention that reads them share one layout — packing, byte tables, rotation — and
+are checked against each other.)
+
 The torch mirror of ``kvstats_gpu.decode`` (same math, docs/design.md's GPU path), for
 :class:`kvstats.models.QuantizedCache`. A scheme side (keys or values) exported by
 ``Scheme.export()`` is TurboQuant-mse (norm + Lloyd–Max codes of the rotated unit vector)

@@ -1,5 +1,8 @@
 """Fused CPU loops for the code-reading attention: look codes up and use them in one pass.
 
+(Over ~450 lines as one idea: a third of it is the C source of the three loops; the rest
+compiles it once and checks every array before the loops read or write it.)
+
 Pure torch looks codes up with a gather (``index_select``) that costs ~2 ns per code on a
 CPU core, several times a float multiply-add, and materialises the centroids of every
 cached token at every step. The two loops here decode one token's packed codes into a
