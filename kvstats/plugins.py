@@ -194,9 +194,11 @@ def _module_file(name: str) -> str | None:
     if module is not None:
         file = getattr(module, "__file__", None)
         return file if isinstance(file, str) else None
-    path = None
-    spec = None
-    for part in name.split("."):
+    path, spec = None, None
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        if i and path is None:   # below a module that is no package: ``from m import name``
+            return None
         try:
             spec = importlib.machinery.PathFinder.find_spec(part, path)
         except (ImportError, ValueError):

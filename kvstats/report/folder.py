@@ -110,12 +110,15 @@ _STAGES: dict[Path, int] = {}
 _STAGES_GUARD = threading.Lock()
 
 
-def _try_lock(fd: int) -> bool:
-    """Take the exclusive ``flock`` of ``fd`` without waiting; False when another holds it."""
+def _try_lock(fd: int) -> bool | None:
+    """Take the exclusive ``flock`` of ``fd`` without waiting: True, False when another
+    holds it, None where the file system has no ``flock`` (some network file systems)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError:
+        return None
     return True
 
 
@@ -127,7 +130,7 @@ def _remove_if_abandoned(stale: Path) -> None:
     except OSError:   # gone already, or not ours to open
         return
     try:
-        if _try_lock(fd):   # nobody writes there: a leftover
+        if _try_lock(fd) is True:   # nobody writes there: a leftover (no flock: kept)
             shutil.rmtree(stale, ignore_errors=True)
     finally:
         os.close(fd)   # drops the lock, after the removal
@@ -159,7 +162,7 @@ def _staging_folder(out: Path) -> Path:
         # another report may have locked and removed it between mkdir and here: it is ours
         # only when we hold its lock and the path is still this very folder
         try:
-            mine = _try_lock(fd) and os.path.samestat(os.fstat(fd), os.stat(stage))
+            mine = _try_lock(fd) is not False and os.path.samestat(os.fstat(fd), os.stat(stage))
         except FileNotFoundError:
             mine = False
         if mine:
@@ -188,7 +191,10 @@ def _commit_lock(out: Path) -> Iterator[None]:
         return
     fd = os.open(out, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)   # waits: a commit takes a moment
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)   # waits: a commit takes a moment
+        except OSError:   # a file system without flock: unserialised, as before
+            pass
         yield
     finally:
         os.close(fd)

@@ -176,3 +176,22 @@ def test_a_staging_folder_still_held_is_not_a_leftover(tmp_path):
     report_folder._release_staging(mine)
     report_folder._release_staging(held)
     assert not held.exists() and not mine.exists() and report_folder._STAGES == {}
+
+
+def test_a_file_system_without_flock_still_gets_its_report(tmp_path, monkeypatch):
+    """Some network file systems refuse flock (ENOLCK): the report is written as before the
+    locks, and a staging folder it cannot tell abandoned from held is kept."""
+    import errno
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(report_folder.fcntl, "flock", no_flock)
+    out = tmp_path / "rep"
+    out.mkdir()
+    other = out / f"{STAGING_PREFIX}0123456789ab"
+    other.mkdir()
+    hypothesis_report(_result(0.5), out, **OPTS)
+    assert other.is_dir()
+    other.rmdir()
+    _check_complete(out)
