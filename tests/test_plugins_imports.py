@@ -200,15 +200,17 @@ def test_cell_ids_are_the_same_in_every_process(folder):
         assert json.loads(done.stdout.splitlines()[-1]) == here, (seed, order)
 
 
-def test_a_spawn_worker_imports_the_helper_beside_the_plugin(folder):
-    """The plugin's folder is on the module search path in every process: a spawn worker
-    (a fresh interpreter) imports the plugin and its helper, and computes the same rows."""
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_fresh_worker_imports_the_helper_beside_the_plugin(folder, method):
+    """The plugin's folder is on the module search path in every process: a spawn or
+    forkserver worker (a fresh interpreter) imports the plugin and its helper, and
+    computes the same rows."""
     import concurrent.futures as cf
     import multiprocessing
 
     path = _config(folder)
     serial = kvstats.run_sweep(path, executor="serial", progress=False)
-    with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as pool:
         pooled = kvstats.run_sweep(path, executor=pool, progress=False)
     assert pooled.frame.equals(serial.frame)
     assert sys.path.count(str(folder)) == 1   # appended once, not per load
