@@ -9,8 +9,14 @@ other entry is an importable module name. :func:`load_plugins` imports each once
 process (a second call is a no-op), before the config's schemes and distributions are
 checked; the sweep's workers call it again before their first task, whatever the start
 method (fork inherits the import; spawn and forkserver import afresh). The manifest
-records :func:`plugin_records`: each plugin with its file and the file's SHA-256, so a
-reader knows the results came from user code, and which.
+records :func:`plugin_records`: each plugin with its file and the file's SHA-256, and the
+user modules it imports (:func:`user_imports`, which the cell ids hash too), so a reader
+knows the results came from user code, and which. A file plugin's folder is appended to
+``sys.path``, so it can import helper modules beside it.
+
+A finished sweep's plugin that moved is loaded from where it is now by
+:func:`relocate_plugins` (``kvstats report --plugins PATH``), in place of the path the
+manifest recorded.
 
 A plugin that is missing or fails to import is a :class:`PluginError` (a ValueError)
 naming the config key and the file; whatever it registered before failing is removed.
@@ -20,6 +26,11 @@ plugins, and the schemes and distributions a script registered itself, pickled b
 reference), which :func:`install_worker_payload` loads there, and records :func:`user_code` in the
 manifest. :data:`USER_NAME` and :func:`similar_name` are the name rules of user schemes
 and distributions.
+
+Over 450 lines: every step of user code's life in a sweep (loading, what it imports,
+finding it again after a move, reaching the workers) shares the one record per plugin
+(``_LOADED``) and the import machinery here; :func:`user_imports` and its helpers, a
+self-contained static reading of import statements, are the part to move out first.
 """
 
 from __future__ import annotations
