@@ -60,7 +60,10 @@ def test_a_copy_holds_no_pointers_into_the_original():
     # straight after the copy (before any new token) its report is the walk of what it holds
     k, v = _kv(9)
     orig = _filled("QKQV", 4, k, v)
-    assert any(hasattr(c, "_lut_static") for c in (orig.layers[0].key_coder, orig.layers[0].value_coder))
+    from kvstats.models.lut_kernel import kernel
+
+    if kernel() is not None:  # the compiled encoder ran, and kept its pointers on the coders
+        assert any(hasattr(c, "_lut_static") for c in (orig.layers[0].key_coder, orig.layers[0].value_coder))
     for dup in (copy.deepcopy(orig), pickle.loads(pickle.dumps(orig))):
         assert not any(hasattr(c, "_lut_static") for c in (dup.layers[0].key_coder, dup.layers[0].value_coder))
         rep = dup.memory_report()
