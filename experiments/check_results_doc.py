@@ -5,6 +5,7 @@
         --pair KQV QKQV --metric kl
     python experiments/check_results_doc.py means results/dalberto_d128 --metric kl phi_k --budget 4
     python experiments/check_results_doc.py crossovers results/dalberto_d128_paired
+    python experiments/check_results_doc.py replay results/dalberto_d128 --cells 5
 
 ``pairs`` prints, per case and budget of one scheme pair and metric, what the page quotes
 of a comparison: both means, the ratio mean(b)/mean(a) with the BCa 95% interval of
@@ -14,7 +15,10 @@ Holm-adjusted p, winner) and the two-sample report's Mann–Whitney r [95% CI], 
 and winner, side by side. A report folder is one written by ``kvstats report`` (its
 ``tables/comparisons.csv``); the design of each is checked (``sign`` rows in the paired
 one, ``mann_whitney`` in the two-sample one). ``means`` prints per-scheme means, medians,
-p99 and max from the per-trial table; ``crossovers`` the report's crossover rows.
+p99 and max from the per-trial table; ``crossovers`` the report's crossover rows;
+``replay`` recomputes the trials of a sweep's cells with today's code
+(:func:`kvstats.sweep.replay.replay_trials`) and counts the stored rows that differ in
+any float column (NaN equal to NaN): do the page's numbers still come out of the code?
 
 Reads only; writes nothing. A reviewer compares its output with the page's tables.
 """
@@ -124,6 +128,27 @@ def crossovers(args: argparse.Namespace) -> None:
         print(hit[["params", "scheme_a", "scheme_b", "metric", "winners"]].to_string(index=False))
 
 
+def replay(args: argparse.Namespace) -> None:
+    import time
+
+    from kvstats.sweep.replay import replay_trials
+
+    frame = load_result(args.sweep).frame
+    ids = list(frame["cell_id"].unique())[: args.cells or None]
+    tic, differing = time.perf_counter(), 0
+    for cid in ids:
+        trials = sorted(frame.loc[frame["cell_id"] == cid, "trial"])
+        rep = replay_trials(args.sweep, trials=trials, cell_id=cid)
+        new, old = rep.profile().reset_index(drop=True), rep.stored().reset_index(drop=True)
+        cols = [c for c in new.columns if c in old.columns and pd.api.types.is_float_dtype(new[c])]
+        a, b = new[cols].to_numpy(float), old[cols].to_numpy(float)
+        rows = int((~((a == b) | (np.isnan(a) & np.isnan(b)))).any(axis=1).sum())
+        differing += rows > 0
+        if rows:
+            print(f"{cid}: {rows} of {len(new)} rows differ")
+    print(f"{len(ids)} cells replayed, {differing} with differing rows, {time.perf_counter() - tic:.0f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="examples:\n" + __doc__.split("\n\n", 1)[1].split("\n\n")[0],
@@ -146,6 +171,10 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("crossovers", help="the crossovers a report flags")
     p.add_argument("report")
     p.set_defaults(func=crossovers)
+    p = sub.add_parser("replay", help="recompute a sweep's trials; count rows that differ from the stored ones")
+    p.add_argument("sweep")
+    p.add_argument("--cells", type=int, default=0, help="only the first N cells (default: all)")
+    p.set_defaults(func=replay)
     args = ap.parse_args(argv)
     args.func(args)
 
