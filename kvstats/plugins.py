@@ -521,6 +521,8 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
     >>> relocate_plugins({"config": {}})      # a sweep without plugins: nothing to do
     []
     """
+    from kvstats.results import _user_stacklevel   # the warning points at the user's call
+
     manifest, where = _manifest_of(source)
     config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
     refs = [r for r in (config.get("plugins") or []) if isinstance(r, str)]
@@ -545,7 +547,7 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
                 warnings.warn(f"plugin {path!r} (SHA-256 {sha[:12]}) is not the file {where} ran: "
                               f"{ref!r} (SHA-256 {want[:12]}); the report shows the stored numbers, "
                               "which that file computed, with the names and facts of this one",
-                              UserWarning, stacklevel=2)
+                              UserWarning, stacklevel=_user_stacklevel())
             _load_copy(ref, path, sha)
         done.append({"plugin": ref, "recorded_file": ref, "recorded_sha256": want or "",
                      "file": path, "sha256": sha})

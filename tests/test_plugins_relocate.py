@@ -122,3 +122,17 @@ def test_bad_copies_are_refused(moved, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "RuntimeError: broken copy" in err and str(broken) in err
     assert "plug_minmax" not in registry._TABLE       # nothing left registered
+
+
+def test_the_warning_points_at_the_users_call(moved, tmp_path):
+    out, recorded, copy = moved
+    copy.write_text(copy.read_text() + "\n# edited after the sweep\n")
+    with pytest.warns(UserWarning, match="is not the file the sweep in") as caught:
+        kvstats.hypothesis_report(out, tmp_path / "rep", figures=False, energy_resamples=19,
+                                  bootstrap_resamples=99, plugins=[copy])
+    assert caught[0].filename == __file__
+    _new_process()
+    with pytest.warns(UserWarning):
+        done = plugins.relocate_plugins(out, [copy])
+    assert done[0]["recorded_file"] == str(recorded) and done[0]["sha256"] != done[0]["recorded_sha256"]
+    assert kvstats.load_result(out).config.plugins == (str(recorded),)
