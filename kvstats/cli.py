@@ -7,6 +7,7 @@ Usage::
     kvstats report results/quick --pairing none --out results/quick_two_sample
     kvstats report results/own --plugins ~/copies/my_schemes.py   # a plugin moved since
     kvstats theory --dim 128 --bits 2 3 4
+    kvstats schemes --plugins my_schemes.py          # what a config may name, a plugin's too
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
 whole before any compute), OS errors, an output folder another sweep holds and a
@@ -155,6 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
                          "warning naming both files and hashes (the report's numbers are the "
                          "stored results; the header says which file was used)")
 
+    sc = sub.add_parser("schemes", help="list the schemes and distributions a config may name, "
+                                        "plugins' included",
+                        description="Print every scheme (with its summary) and distribution a sweep "
+                                    "config may name; with --plugins, after importing those plugins "
+                                    "as a config's [sweep] plugins would (a check that a plugin "
+                                    "registers what you expect), each user entry with the plugin "
+                                    "that registered it.")
+    sc.add_argument("--plugins", action="append", default=None, metavar="PLUGIN",
+                    help="a plugin to import first: a .py file (relative to the working directory) "
+                         "or a module name; repeat for several")
+
     th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
                         description="Print, per bit width, the Lloyd–Max distortion of the "
                                     "sphere-coordinate density of dimension d_pad (next power of "
@@ -246,6 +258,22 @@ def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
     say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
+    return 0
+
+
+def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
+    from kvstats.data.register import distribution_names, user_distributions
+    from kvstats.plugins import load_plugins
+    from kvstats.quant.register import user_schemes
+
+    load_plugins(args.plugins or ())
+    say(_schemes_text())
+    # the built-ins, the registered ones, then real (a capture, not a name to register)
+    say(textwrap.fill("Distributions: " + ", ".join([*distribution_names(), _distributions()[-1]]), 100))
+    users = {**{f"scheme {n}": o for n, o in user_schemes().items()},
+             **{f"distribution {n}": o for n, o in user_distributions().items()}}
+    for what, origin in users.items():
+        say(f"  {what}: registered by {origin or 'this process'}")
     return 0
 
 
@@ -372,7 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit:  # --help or a usage error: argparse wrote; flush before the exit does
         say.flush()
         raise
-    handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "theory": _cmd_theory}
+    handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "schemes": _cmd_schemes,
+                "theory": _cmd_theory}
     from kvstats.sweep.run import WorkerDiedError
     from kvstats.sweep.store import SweepLockedError
 

@@ -45,7 +45,7 @@ def tiny_config(tmp_path):
 
 def test_help_describes_every_option(capsys):
     parser = build_parser()
-    for sub in ("sweep", "report", "theory"):
+    for sub in ("sweep", "report", "schemes", "theory"):
         with pytest.raises(SystemExit) as exc:
             parser.parse_args([sub, "--help"])
         assert exc.value.code == 0
@@ -392,3 +392,25 @@ def test_a_warning_prints_as_one_kvstats_line(tmp_path, capsys):
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "warning" in ln.lower()]
     assert lines and lines[0].startswith("kvstats sweep: warning: no comparison: none of the default")
     assert not any("UserWarning" in ln or ".py:" in ln for ln in lines)
+
+
+@pytest.mark.usefixtures("user_registries")
+def test_schemes_lists_a_plugins_names_with_their_origin(tmp_path, capsys, monkeypatch):
+    """`kvstats schemes --plugins FILE` imports the plugin first and names what it
+    registered, with the file; a missing plugin is the usual one-line error."""
+    plugin = tmp_path / "cli_plug.py"
+    plugin.write_text(
+        "from kvstats.data.register import register_distribution\n"
+        "def draw(n_trials, n_keys, dim, rng, params):\n"
+        "    return rng.standard_normal((n_trials, n_keys, dim))\n"
+        "register_distribution('cli_listed', draw, {})\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["schemes"]) == 0
+    before = capsys.readouterr().out
+    assert "KQV" in before and "cli_listed" not in before
+    assert main(["schemes", "--plugins", "cli_plug.py"]) == 0
+    out = capsys.readouterr().out
+    assert "cli_listed" in " ".join(out.split()).split("Distributions:")[1]
+    assert f"distribution cli_listed: registered by {plugin}" in out
+    assert main(["schemes", "--plugins", "missing.py"]) == 2
+    assert "missing.py' does not exist" in capsys.readouterr().err
