@@ -195,3 +195,40 @@ def test_a_file_system_without_flock_still_gets_its_report(tmp_path, monkeypatch
     assert other.is_dir()
     other.rmdir()
     _check_complete(out)
+
+
+def _hold_a_staging_folder(out, ready):
+    """A child report that has staged its files and then hangs (until killed)."""
+    stage = report_folder._staging_folder(out)
+    (stage / "part.csv").write_text("a report being written")
+    ready.put(str(stage))
+    threading.Event().wait()
+
+
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_killed_reports_staging_folder_goes_only_once_it_is_dead(tmp_path):
+    import os
+    import signal
+
+    ctx = multiprocessing.get_context("fork")
+    out = tmp_path / "rep"
+    out.mkdir()
+    ready = ctx.Queue()
+    child = ctx.Process(target=_hold_a_staging_folder, args=(out, ready))
+    child.start()
+    try:
+        theirs = Path(ready.get(timeout=120))
+        mine = report_folder._staging_folder(out)      # the child is alive: its folder stays
+        assert (theirs / "part.csv").is_file()
+        report_folder._release_staging(mine)
+        os.kill(child.pid, signal.SIGKILL)             # kill -9: no finally runs
+        child.join()
+        assert theirs.is_dir()
+        mine = report_folder._staging_folder(out)      # its lock died with it: a leftover
+        assert not theirs.exists()
+        report_folder._release_staging(mine)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
