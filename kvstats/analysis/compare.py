@@ -48,6 +48,7 @@ from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
 from kvstats.analysis.resolution import (attainable_adjusted, extreme_pvalue, not_resolvable_text,
+                                         permutation_floor, rounding_canonical, rounding_ties,
                                          sign_extreme_pvalue)
 from kvstats.results import check_comparisons  # the one check of the pairs (also the config's)
 
@@ -96,12 +97,18 @@ def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
 def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
     from kvstats.stats import sign_test
 
-    res = sign_test(x, y)     # a metric may be +inf (SNR of an exact reconstruction)
+    # a pair equal up to rounding (a text's mean summed in another order) is a zero difference,
+    # not a win that rounding decided (resolution.rounding_ties)
+    tie = rounding_ties(x, y)
+    rounded = int(np.count_nonzero(tie & (x != y)))
+    res = sign_test(x, np.where(tie, x, y))     # a metric may be +inf (SNR of an exact reconstruction)
     return {"test": "sign", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.dominance), "effect_low": float(res.dominance_low),
             "effect_high": float(res.dominance_high),
             "note": (f"sign test, {res.n_nonzero} nonzero of {res.n_pairs} paired differences "
-                     f"({res.n_positive} a > b, {res.n_negative} a < b)"),
+                     f"({res.n_positive} a > b, {res.n_negative} a < b"
+                     + (f"; {rounded} equal up to rounding, counted as zero" if rounded else "")
+                     + ")"),
             # the test's own count of nonzero differences: its resolution, and the report's
             # "only k of the n pairs differ", read from this column, not from the note
             "n_informative": float(res.n_nonzero), **_NO_RESOLUTION,
@@ -141,11 +148,15 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # unpaired: called exactly as before the paired design existed (same draws, same numbers)
     res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
                                  standardize=True, **({"paired": True} if paired else {}))
+    # what the test can resolve: 1/(1 + B_max), and no less than the share of relabellings
+    # that tie with the observed one (2/C(8, 4) for 4 units against 4: more permutations
+    # would not help); the paired test's 2^(1−m) is already in its min_attainable_p
+    floor = max(float(res.min_attainable_p), permutation_floor(len(X), len(Y), paired))
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
             "effect_high": math.nan, "n_permutations": int(res.n_permutations),
             "max_permutations": int(res.max_permutations),
-            "min_attainable_p": float(res.min_attainable_p), "margin_low": math.nan,
+            "min_attainable_p": floor, "margin_low": math.nan,
             "margin_high": math.nan, **_NOT_COUNTED,
             "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
                     + (", stopped early" if res.stopped_early else "")}
@@ -395,9 +406,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
             x, y = ga[metric].to_numpy(np.float64), gb[metric].to_numpy(np.float64)
             extra = {"metric": metric, "mean_a": float(np.mean(x)), "mean_b": float(np.mean(y)),
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
-            rows.append({**base, **extra, **(_sign_row(x, y) if paired else _mw_row(x, y))})
+            # the rank tests see values equal up to rounding as ties (the sign test per pair)
+            xr, yr = (x, y) if paired else rounding_canonical(x, y)
+            rows.append({**base, **extra, **(_sign_row(x, y) if paired else _mw_row(xr, yr))})
             if ks:
-                rows.append({**base, **extra, **_ks_row(x, y, seed + i)})
+                rows.append({**base, **extra, **_ks_row(xr, yr, seed + i)})
             if metric in margins:
                 rows.append({**base, **extra, **_equivalence_row(
                     x, y, margins[metric], equivalence_test, alpha, paired)})
@@ -513,6 +526,7 @@ def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
     from kvstats.stats.equivalence import equivalence_verdict
 
     key = ["scheme_a", "scheme_b", "budget", "budget_b", *CASE_COLUMNS, "metric"]
+    paired = table.attrs.get("pairing") == "trial"
     # an equivalence row's difference test: the pair's location test (one per design)
     mw = table[table["test"].isin(list(LOCATION_TESTS.values()))].set_index(key)["pvalue_adjusted"]
     out = []
@@ -528,6 +542,9 @@ def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
         elif r.resolvable:
             out.append(NO_DIFFERENCE)
         else:
+            # a permutation test whose units, not its B, set the floor says so
+            units_bind = bool(r.max_permutations) and r.min_attainable_p > 1 / (1 + r.max_permutations)
             out.append(not_resolvable_text(r.test, int(r.max_permutations), int(r.n_a), int(r.n_b),
-                                           float(r.min_attainable_p_adjusted)))
+                                           float(r.min_attainable_p_adjusted), paired=paired,
+                                           units_bind=units_bind))
     return out

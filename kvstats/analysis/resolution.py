@@ -10,7 +10,11 @@ row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
   many ties is far from 0 (e.g. 2/C(8, 4) = 0.029 for 4 clusters against 4). The sign
   test of paired data: the p-value of the most extreme signs of the observed differences
   (every nonzero difference of one sign: 2/2⁵ = 0.0625 for 5 nonzero differences), 1
-  when every difference is zero;
+  when every difference is zero (a difference within floating-point rounding,
+  :func:`rounding_ties`, is zero). A permutation test cannot go below the share of its
+  relabellings that give the observed statistic either: 2/C(8, 4) for an energy test of
+  4 units against 4, 2^(1−m) for m pairs swapped within pairs (the caller takes the
+  larger of that and 1/(1 + B_max), :func:`permutation_floor`);
 - ``min_attainable_p_adjusted``: the adjusted p-value the test would have had with
   that p-value, every other p-value of the family as observed;
 - ``resolvable``: ``min_attainable_p_adjusted <= alpha``.
@@ -30,7 +34,117 @@ from jaxtyping import Float
 
 from kvstats._checks import check_int
 
-__all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text"]
+__all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text",
+           "rounding_ties", "rounding_canonical", "permutation_floor", "ROUNDING_RTOL"]
+
+#: Relative gap under which two paired values are one value written twice: a difference of
+#: |x − y| <= ROUNDING_RTOL · max(|x|, |y|) is floating-point rounding (a cluster mean summed
+#: in another order, recall 0.8 as 0.8000000000000002), a zero difference of the sign test.
+ROUNDING_RTOL = 1e-12
+
+
+def rounding_ties(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> np.ndarray:
+    """Which pairs are equal up to floating-point rounding: zero differences of the sign test.
+
+    Two schemes' values on a unit can be equal in exact arithmetic and still differ in
+    the last bits: a text's mean of recall@5 over its trials (multiples of 1/15) summed
+    in another order, or a trial's mean over its queries. Counted as nonzero, such a
+    difference gets a sign that rounding chose, and the sign test counts it as a win.
+    A pair is a tie when x == y (equal infinities included) or both are finite and
+    |x − y| <= :data:`ROUNDING_RTOL` · max(|x|, |y|). The rule depends on the pair only
+    through |x − y| and max(|x|, |y|), which a swap of x and y leaves unchanged, so the
+    sign test conditional on the remaining pairs stays exact under its null.
+
+    Parameters
+    ----------
+    x, y : array_like, 1-D, same length
+        Paired values (row i of each a pair), without NaN.
+
+    Returns
+    -------
+    ndarray of bool
+        True where the pair is a tie.
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import rounding_ties
+    >>> rounding_ties([0.8, 0.8, 0.0, float("inf")],
+    ...               [0.8000000000000002, 0.8001, 1e-300, float("inf")]).tolist()
+    [True, False, False, True]
+    """
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must be paired (the same shape); received shapes {x.shape} "
+                         f"and {y.shape}")
+    if np.isnan(x).any() or np.isnan(y).any():
+        raise ValueError("x and y must not hold NaN (the sign of a pair would be undefined)")
+    finite = np.isfinite(x) & np.isfinite(y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # x − y may overflow for finite values ~1e308 apart: inf > tol, not a tie, as it should be
+        close = np.abs(x - y) <= ROUNDING_RTOL * np.maximum(np.abs(x), np.abs(y))
+    return (x == y) | (finite & close)
+
+
+def rounding_canonical(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Two samples with the pooled values that differ only by rounding made equal.
+
+    The two-sample analogue of :func:`rounding_ties`: the pooled values are sorted, and
+    a value within :data:`ROUNDING_RTOL` · max(|·|) of the one before it (both finite)
+    takes that value's run's first value, so that 0.8 and 0.8000000000000002 are one
+    value, tied as Mann–Whitney's mid-ranks and KS's tie handling expect. The result
+    depends only on the pooled values, not on which sample holds them, so a permutation
+    (rank, KS) test of the two samples keeps its null distribution.
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import rounding_canonical
+    >>> x, y = rounding_canonical([0.8, 0.4], [0.8000000000000002, 0.9])
+    >>> x.tolist(), y.tolist()
+    ([0.8, 0.4], [0.8, 0.9])
+    """
+    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    pooled = np.concatenate([x, y])
+    if np.isnan(pooled).any():
+        raise ValueError("x and y must not hold NaN (their ranks would be undefined)")
+    order = np.argsort(pooled, kind="stable")
+    v = pooled[order]
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = np.diff(v)
+        close = (np.isfinite(v[1:]) & np.isfinite(v[:-1])
+                 & (gap <= ROUNDING_RTOL * np.maximum(np.abs(v[1:]), np.abs(v[:-1]))))
+    if not close.any():
+        return x, y
+    # each value takes the first value of its run of close neighbours
+    start = np.concatenate([[True], ~close])
+    v = v[np.flatnonzero(start)[np.cumsum(start) - 1]]
+    out = np.empty_like(pooled)
+    out[order] = v
+    return out[:x.size], out[x.size:]
+
+
+def permutation_floor(n_a: int, n_b: int, paired: bool) -> float:
+    """The exact permutation p-value of the most extreme data: the share of relabellings
+    that give the observed energy statistic at least.
+
+    Paired (m = ``n_a`` pairs, each swapped or not): the observed labelling and the full
+    swap give the same statistic, 2/2^m. Two samples: 1/C(n_a + n_b, n_a), and 2/C(2n, n)
+    when n_a = n_b = n (exchanging the two samples gives the same statistic). A Monte
+    Carlo p-value (1 + #exceed)/(1 + B) can fall below it only by luck: the test's
+    resolution is the larger of this and 1/(1 + B_max).
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import permutation_floor
+    >>> permutation_floor(6, 6, paired=True), round(permutation_floor(4, 4, paired=False), 4)
+    (0.03125, 0.0286)
+    >>> permutation_floor(3, 5, paired=False) == 1 / 56
+    True
+    """
+    n_a, n_b = check_int(n_a, "n_a", low=1), check_int(n_b, "n_b", low=1)
+    if paired:
+        return min(1.0, math.ldexp(1.0, 1 - n_a))
+    return min(1.0, (2 if n_a == n_b else 1) / math.comb(n_a + n_b, n_a))
 
 
 def sign_extreme_pvalue(n_nonzero: int) -> float:
@@ -100,9 +214,8 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
         if x.size != y.size:
             raise ValueError(f"x and y must be paired (the same length); received lengths "
                              f"{x.size} and {y.size}")
-        if np.isnan(x).any() or np.isnan(y).any():
-            raise ValueError("x and y must not hold NaN (the sign of a pair would be undefined)")
-        return sign_extreme_pvalue(int(np.count_nonzero(x != y)))
+        # the pairs that differ beyond rounding, as the report's sign test counts them
+        return sign_extreme_pvalue(int(np.count_nonzero(~rounding_ties(x, y))))
     pooled = np.sort(np.concatenate([np.asarray(x, np.float64).ravel(),
                                      np.asarray(y, np.float64).ravel()]))
     n_x = np.asarray(x).size
@@ -210,22 +323,32 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
 
 
 def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
-                        min_p_adjusted: float) -> str:
-    """The wording of a test that could not have rejected.
+                        min_p_adjusted: float, *, paired: bool = False,
+                        units_bind: bool = False) -> str:
+    """The wording of a test that could not have rejected, naming what limits it.
+
+    A permutation test is limited by its B (``max_permutations``) unless its units bind
+    (``units_bind``: its relabellings' floor, :func:`permutation_floor`, or a rank test's
+    extreme split is above 1/(1 + B)); then, as for the rank and sign tests, by its
+    units: "n = m pairs" (``paired``, or the sign test), else "n = a vs b". Saying
+    "at B = …" where more permutations would not help would send the reader to the
+    wrong remedy.
 
     Examples
     --------
     >>> from kvstats.analysis.resolution import not_resolvable_text
     >>> not_resolvable_text("energy", 499, 100, 100, 0.57)
     'not resolvable at B = 499 (smallest attainable adjusted p 0.57)'
+    >>> not_resolvable_text("energy", 399, 6, 6, 0.45, paired=True, units_bind=True)
+    'not resolvable at n = 6 pairs (smallest attainable adjusted p 0.45)'
     >>> not_resolvable_text("mann_whitney", 0, 4, 4, 1.0)
     'not resolvable at n = 4 vs 4 (smallest attainable adjusted p 1)'
     >>> not_resolvable_text("sign", 0, 5, 5, 0.3125)
     'not resolvable at n = 5 pairs (smallest attainable adjusted p 0.312)'
     """
-    if max_permutations:
+    if max_permutations and not units_bind:
         where = f"B = {max_permutations}"
-    elif test == "sign":
+    elif test == "sign" or paired:
         where = f"n = {n_a} pairs"
     else:
         where = f"n = {n_a} vs {n_b}"

@@ -1,0 +1,171 @@
+"""Rounding is not a difference, and a permutation test's units limit it as much as its B.
+
+Two defects found by recomputing a real-cache report (session 9, H5):
+
+- a text's mean of recall@5 (multiples of 1/15 over three query heads) can come out as
+  0.8 for one scheme and 0.8000000000000002 for the other: equal in exact arithmetic,
+  but the sign test counted the pair as a win, so rounding chose some winners (22 of
+  the 405 sign rows of results/real_sweep; two winners of recall@5 were missing);
+- an energy test of few units said "not resolvable at B = …" when no B would help (the
+  paired test's 2^(1−m), the two-sample test's 2/C(2n, n)), and a two-sample energy test
+  of 4 units against 4 counted as resolvable at 1/(1 + B) that only luck reaches.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from kvstats.analysis import METRICS, compare_schemes
+from kvstats.analysis.compare import NO_DIFFERENCE
+from kvstats.analysis.resolution import (ROUNDING_RTOL, extreme_pvalue, permutation_floor,
+                                         rounding_canonical, rounding_ties)
+
+from _sweep_frames import make_frame
+
+
+def _recall_means(rng, n_units, per_unit=3, heads=3):
+    """Per-unit means of per-trial recall@5 means over ``heads`` queries, summed as the
+    report's aggregation and the metric do (left to right, Σ x/n), in a random order."""
+    hits = rng.integers(0, 6, size=(n_units, per_unit, heads)) / 5.0
+    trial = hits.mean(axis=-1)
+    return (trial * (1.0 / per_unit)).sum(axis=-1), hits
+
+
+def _paired_frame(a, b):
+    parts = []
+    for scheme, v in (("KQV", a), ("QKQV", b)):
+        data = {m: v for m in METRICS}
+        parts.append(pd.DataFrame(data).assign(distribution="real", params="layer=0", dim=64,
+                                               n_keys=256, budget=2.0, scheme=scheme,
+                                               bits_nominal=2.0, bits_total=2.25,
+                                               trial=np.arange(len(v))))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_values_equal_up_to_rounding_are_ties_of_the_sign_test():
+    """The same hits in another order: equal means in exact arithmetic, so every
+    difference is zero; rounding alone made about a third of them nonzero."""
+    rng = np.random.default_rng(5)
+    a, hits = _recall_means(rng, 200)
+    perm = rng.permuted(hits.reshape(200, -1), axis=1).reshape(hits.shape)
+    b = (perm.mean(axis=-1) * (1.0 / 3)).sum(axis=-1)
+    assert (a != b).sum() > 10            # rounding broke ties (the defect's precondition)
+    t = compare_schemes(_paired_frame(a, b), [("KQV", "QKQV")], metrics=["recall_at_5"],
+                        energy=False)
+    row = t.iloc[0]
+    assert row["n_informative"] == 0 and row["pvalue"] == 1.0
+    assert row["verdict"].startswith("not resolvable at n = 200 pairs")
+    assert "equal up to rounding, counted as zero" in row["note"]
+    assert extreme_pvalue("sign", a, b) == 1.0
+
+
+def test_rounding_ties_keep_real_differences_and_the_sign_test_exact():
+    """Genuine differences stay (one step of 1/45 is far above the tolerance); the tie rule
+    is symmetric in the pair, so the sign test keeps its exact binomial p-value on the
+    pairs that differ (checked against scipy's binomtest)."""
+    rng = np.random.default_rng(6)
+    a, _ = _recall_means(rng, 60)
+    b, _ = _recall_means(rng, 60)
+    exact = np.round(a * 45) != np.round(b * 45)          # differ in exact arithmetic
+    assert (~rounding_ties(a, b) == exact).all()
+    assert (rounding_ties(a, b) == rounding_ties(b, a)).all()
+    t = compare_schemes(_paired_frame(a, b), [("KQV", "QKQV")], metrics=["recall_at_5"],
+                        energy=False).iloc[0]
+    k, pos = int(exact.sum()), int((np.round(a * 45) > np.round(b * 45)).sum())
+    assert t["n_informative"] == k and t["statistic"] == pos
+    assert t["pvalue"] == pytest.approx(stats.binomtest(pos, k).pvalue, rel=1e-12)
+    # the edges: infinities and values ~1e308 apart are not ties; a relative gap just
+    # above the tolerance is a difference
+    x = np.array([np.inf, 1e308, 1.0, 1.0])
+    y = np.array([1e300, -1e308, 1.0 + 4 * ROUNDING_RTOL, 1.0 + ROUNDING_RTOL / 4])
+    assert rounding_ties(x, y).tolist() == [False, False, False, True]
+
+
+def test_two_sample_rank_tests_tie_values_equal_up_to_rounding():
+    """Mann–Whitney's mid-ranks and KS's tie handling see 0.8 and 0.8 + 2 ulp as one value:
+    the same p-values as on the exactly rounded values."""
+    rng = np.random.default_rng(7)
+    exact_a = rng.integers(0, 16, 40) / 15.0
+    exact_b = rng.integers(2, 16, 40) / 15.0
+    noisy_b = exact_b * (1 + rng.choice([-2, 0, 2], 40) * 2.0**-53)
+    assert (noisy_b != exact_b).any()
+    ref = compare_schemes(_paired_frame(exact_a, exact_b), [("KQV", "QKQV")],
+                          metrics=["recall_at_5"], energy=False, pairing="none")
+    got = compare_schemes(_paired_frame(exact_a, noisy_b), [("KQV", "QKQV")],
+                          metrics=["recall_at_5"], energy=False, pairing="none")
+    assert got["pvalue"].tolist() == ref["pvalue"].tolist()
+    assert got["min_attainable_p"].tolist() == ref["min_attainable_p"].tolist()
+    # the canonical values depend on the pooled values only, not on which sample holds them
+    x, y = rounding_canonical(exact_a, noisy_b)
+    y2, x2 = rounding_canonical(noisy_b, exact_a)
+    assert np.array_equal(np.sort(np.r_[x, y]), np.sort(np.r_[x2, y2]))
+
+
+def test_permutation_floor_by_enumeration():
+    """The share of relabellings tied with the observed one on completely separated data:
+    2/C(2n, n) for two samples of n (the swap of the samples), 1/C(n_a + n_b, n_a)
+    otherwise, 2/2^m for m pairs (the full swap); checked by enumerating every labelling."""
+    from itertools import combinations, product
+
+    from kvstats.stats import energy_distance as _energy
+
+    def energy_distance(X, Y):
+        return _energy(X, Y).statistic
+
+    rng = np.random.default_rng(8)
+    for n_a, n_b in ((3, 3), (2, 4), (4, 4)):
+        pooled = np.r_[rng.normal(0, 1, (n_a, 2)), rng.normal(9, 1, (n_b, 2))]
+        obs = energy_distance(pooled[:n_a], pooled[n_a:])
+        stats_ = [energy_distance(pooled[list(c)], np.delete(pooled, list(c), axis=0))
+                  for c in combinations(range(n_a + n_b), n_a)]
+        share = np.mean(np.asarray(stats_) >= obs * (1 - 1e-12))
+        assert permutation_floor(n_a, n_b, paired=False) == pytest.approx(share, rel=1e-12)
+    m = 5
+    X, Y = rng.normal(0, 1, (m, 2)), rng.normal(9, 1, (m, 2))
+    obs = energy_distance(X, Y)
+    stats_ = []
+    for s in product([False, True], repeat=m):
+        s = np.array(s)[:, None]
+        stats_.append(energy_distance(np.where(s, Y, X), np.where(s, X, Y)))
+    share = np.mean(np.asarray(stats_) >= obs * (1 - 1e-12))
+    assert permutation_floor(m, m, paired=True) == pytest.approx(share, rel=1e-12)
+    assert permutation_floor(100, 100, paired=False) == 2 / math.comb(200, 100)
+
+
+def _separated(n, seed, clusters=False):
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 10.0, ("KQV", 3): 0.0, ("QKQV", 3): 10.0},
+                   n=n, seed=seed)
+    return f.assign(cluster=f["trial"]) if clusters else f
+
+
+def test_paired_energy_test_limited_by_its_pairs_names_them_not_b():
+    """6 pairs: no labelling beats 2/2^6 = 1/32, far above alpha/m: "at n = 6 pairs"."""
+    t = compare_schemes(_separated(6, 9), [("KQV", "QKQV")], energy_resamples=99)
+    e = t[t["test"] == "energy"]
+    assert (e["min_attainable_p"] == 1 / 32).all() and not e["resolvable"].any()
+    assert e["verdict"].str.startswith("not resolvable at n = 6 pairs (").all()
+    # where B limits (a fixed B of 9 with 40 pairs), the verdict names B as before
+    t = compare_schemes(_separated(40, 10), [("KQV", "QKQV")], energy_resamples=9,
+                        energy_resolution="fixed")
+    e = t[t["test"] == "energy"]
+    assert e["verdict"].str.startswith("not resolvable at B = 9 (").all()
+
+
+def test_two_sample_energy_test_of_four_units_is_limited_by_them():
+    """4 vs 4 completely separated: the exact permutation p-value is 2/70 whatever B; a
+    Monte Carlo p of 1/(1 + B) happens only by luck. With 2 energy tests and the other
+    tests' p-values (KL only, 2 Mann–Whitney rows: 2/70 each), Holm needs p <= 0.05/4."""
+    f = _separated(4, 11)
+    verdicts = set()
+    for seed in range(6):
+        t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], pairing="none", ks=False,
+                            energy_resamples=99, seed=seed)
+        e = t[t["test"] == "energy"]
+        assert np.allclose(e["min_attainable_p"], 2 / 70, rtol=1e-12, atol=0)
+        quiet = e[~e["significant"]]
+        assert not (quiet["verdict"] == NO_DIFFERENCE).any()
+        verdicts.update(quiet["verdict"].str.split(" \\(").str[0])
+    assert verdicts == {"not resolvable at n = 4 vs 4"}
