@@ -108,6 +108,7 @@ class _CodesLayer(DynamicLayer):
     is_croppable = False
 
     def __init__(self, owner: QuantizedCache, layer_idx: int):
+        self.tail_keys = self.tail_values = None  # the full-precision tail (what the layer holds in floats)
         super().__init__()
         self.owner, self.layer_idx = owner, layer_idx
         self.n_heads = 0
@@ -142,12 +143,40 @@ class _CodesLayer(DynamicLayer):
                              f"key_states (batch, heads, tokens, dim); received keys {tuple(key_states.shape)}, "
                              f"values {tuple(value_states.shape)}")
         if self.is_initialized:
-            held = (self.keys.shape[0], self.keys.shape[1], self.keys.shape[3])
+            held = (self.tail_keys.shape[0], self.tail_keys.shape[1], self.tail_keys.shape[3])
             got = (key_states.shape[0], key_states.shape[1], key_states.shape[3])
             if got != held:
                 raise ValueError(f"key_states must have this layer's (batch, heads, dim) = {held}; received "
                                  f"{got} (shape {tuple(key_states.shape)}): a cache holds one batch of "
                                  f"sequences (reset() it, or use a new cache, for another batch)")
+
+    # transformers' generic code reads a layer's ``keys``/``values`` as all the cached
+    # states: an encoder-decoder model's cross-attention reuses them that way after its
+    # first step. Here they are the decoded keys and values (a transient, as
+    # :meth:`dequantized`), never the tail alone, which cross-attention read silently.
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return self.dequantized()[0] if self.is_initialized else None
+
+    @keys.setter
+    def keys(self, value) -> None:
+        self._set_states("keys", value)
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return self.dequantized()[1] if self.is_initialized else None
+
+    @values.setter
+    def values(self, value) -> None:
+        self._set_states("values", value)
+
+    def _set_states(self, name: str, value) -> None:
+        # transformers' layer classes set them to None (construction, reset); nothing else may
+        if value is not None:
+            raise TypeError(f"a QuantizedCache layer's {name} are decoded from its codes and cannot be "
+                            f"assigned (offloading and other in-place edits are not supported); received "
+                            f"{type(value).__name__}")
+        setattr(self, f"tail_{name}", None)
 
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
@@ -160,8 +189,8 @@ class _CodesLayer(DynamicLayer):
         self.device = key_states.device
         batch, self.n_heads, _, dim = key_states.shape
         # an empty tail of its own (never a view that keeps the prefill's K/V alive)
-        self.keys = key_states.new_empty((batch, self.n_heads, 0, dim))
-        self.values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
+        self.tail_keys = key_states.new_empty((batch, self.n_heads, 0, dim))
+        self.tail_values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
         independent = owner.per_head and not owner.deterministic
         if owner.reads_codes and owner.grouped:
             # numpy coders code each whole group once; the torch sides hold what they store
@@ -209,7 +238,7 @@ class _CodesLayer(DynamicLayer):
 
     def _decode_numpy(self, codes):
         K_hat, V_hat = self.scheme.dequantize(codes)
-        dtype = self.keys.dtype
+        dtype = self.tail_keys.dtype
         return (torch.from_numpy(np.ascontiguousarray(K_hat)).to(self.device, dtype),
                 torch.from_numpy(np.ascontiguousarray(V_hat)).to(self.device, dtype))
 
@@ -253,7 +282,7 @@ class _CodesLayer(DynamicLayer):
             new = {n: b.view()[:, :, n0:] for n, b in self.store.items()} if self.decoded else {}
             for name, buf in self.decoded.items():
                 if name in ("k", "v"):
-                    coder, side = (self.key_coder, self.keys) if name == "k" else (self.value_coder, self.values)
+                    coder, side = (self.key_coder, self.tail_keys) if name == "k" else (self.value_coder, self.tail_values)
                     parts = {n[2:]: t for n, t in new.items() if n.startswith(name + "_")}
                     buf.append(coder.decode(parts).to(side.dtype))
                 else:
@@ -272,9 +301,9 @@ class _CodesLayer(DynamicLayer):
         self._check_states(key_states, value_states)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        if self.keys.shape[-2]:
-            tail_k = torch.cat([self.keys, key_states], dim=-2)
-            tail_v = torch.cat([self.values, value_states], dim=-2)
+        if self.tail_keys.shape[-2]:
+            tail_k = torch.cat([self.tail_keys, key_states], dim=-2)
+            tail_v = torch.cat([self.tail_values, value_states], dim=-2)
         else:
             tail_k, tail_v = key_states, value_states
         group = self.owner.token_group
@@ -282,8 +311,8 @@ class _CodesLayer(DynamicLayer):
         if n_code:
             self._code(tail_k[..., :n_code, :], tail_v[..., :n_code, :])
         # clone: the tail is a few tokens; a view would keep the whole chunk's storage alive
-        self.keys = tail_k[..., n_code:, :].clone()
-        self.values = tail_v[..., n_code:, :].clone()
+        self.tail_keys = tail_k[..., n_code:, :].clone()
+        self.tail_values = tail_v[..., n_code:, :].clone()
         if self.owner.attention == "codes":
             handle = CodedKV(self)
             return handle, handle
@@ -302,28 +331,28 @@ class _CodesLayer(DynamicLayer):
                 parts_k = []
             elif hasattr(self.key_side, "numpy_codes"):  # qjl: the numpy decode, as the model path
                 k_hat = self.scheme.key_coder.decode(self.key_side.numpy_codes(self.scheme.key_coder))
-                parts_k = [torch.from_numpy(np.ascontiguousarray(k_hat)).to(self.device, self.keys.dtype)]
+                parts_k = [torch.from_numpy(np.ascontiguousarray(k_hat)).to(self.device, self.tail_keys.dtype)]
             else:  # KIVI: the torch decode is the numpy decode (z + s·x, each exact in float32)
-                parts_k = [self.key_side.decode().to(self.keys.dtype)]
-            parts_v = [self.value_side.decode().to(self.values.dtype)] if self.n_coded else []
+                parts_k = [self.key_side.decode().to(self.tail_keys.dtype)]
+            parts_v = [self.value_side.decode().to(self.tail_values.dtype)] if self.n_coded else []
         elif self.reads_codes:
             parts_k, parts_v = [], []
             if self.n_coded:
                 kp = {n[2:]: b.view() for n, b in self.store.items() if n.startswith("k_")}
                 vp = {n[2:]: b.view() for n, b in self.store.items() if n.startswith("v_")}
-                parts_k = [self.key_coder.decode(kp).to(self.keys.dtype)]
-                parts_v = [self.value_coder.decode(vp).to(self.values.dtype)]
+                parts_k = [self.key_coder.decode(kp).to(self.tail_keys.dtype)]
+                parts_v = [self.value_coder.decode(vp).to(self.tail_values.dtype)]
         else:
             decoded = [self._decode_numpy(c) for c in self.codes]
             parts_k, parts_v = [k for k, _ in decoded], [v for _, v in decoded]
         if not parts_k:
-            return self.keys, self.values
-        return (torch.cat([*parts_k, self.keys], dim=-2), torch.cat([*parts_v, self.values], dim=-2))
+            return self.tail_keys, self.tail_values
+        return (torch.cat([*parts_k, self.tail_keys], dim=-2), torch.cat([*parts_v, self.tail_values], dim=-2))
 
     def get_seq_length(self) -> int:
         if not self.is_initialized:
             return 0
-        return self.n_coded + self.keys.shape[-2]
+        return self.n_coded + self.tail_keys.shape[-2]
 
     def reset(self) -> None:
         super().reset()
@@ -339,7 +368,7 @@ class _CodesLayer(DynamicLayer):
         return sum(int(c.nbytes) for c in self.codes)
 
     def tail_nbytes(self) -> int:
-        return _tensor_bytes(self.keys) + _tensor_bytes(self.values) if self.is_initialized else 0
+        return _tensor_bytes(self.tail_keys) + _tensor_bytes(self.tail_values) if self.is_initialized else 0
 
     def nbytes(self) -> int:
         return self.code_nbytes() + self.tail_nbytes()
@@ -570,7 +599,7 @@ class QuantizedCache(Cache):
         layer = next(iter(self._live()), None)
         if layer is None:
             return 0
-        return layer.get_seq_length() * layer.keys.shape[0]
+        return layer.get_seq_length() * layer.tail_keys.shape[0]
 
     def bytes_per_token(self) -> float:
         """Stored bytes per cached token (all layers, K and V; per sequence of the batch)."""
@@ -585,7 +614,8 @@ class QuantizedCache(Cache):
         layers = self._live()
         if not layers:
             raise ValueError("the cache is empty: fp16_bytes_per_token needs an initialized layer")
-        return float(sum(2 * (lay.keys.shape[1] * lay.keys.shape[-1] + lay.values.shape[1] * lay.values.shape[-1])
+        return float(sum(2 * (lay.tail_keys.shape[1] * lay.tail_keys.shape[-1]
+                              + lay.tail_values.shape[1] * lay.tail_values.shape[-1])
                          for lay in layers))
 
     def memory_report(self) -> dict:

@@ -351,7 +351,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     query : ``(B, Hq, Q, d)``
         Post-RoPE queries; head ``h·n_rep + g`` attends to KV head ``h`` (``repeat_kv``).
     layer : the cache layer (``key_coder``, ``value_coder``, ``store``, ``n_coded``,
-        ``keys``/``values`` tail of the model's dtype, ``decoded``: a copy of the looked-up
+        ``tail_keys``/``tail_values`` (the full-precision tail, the model's dtype), ``decoded``: a copy of the looked-up
         values under the store's names ``k_codes``/``k_signs``/``v_codes``/``v_signs``,
         read instead of the codes when present, or empty; for kivi/qjl, ``key_side`` and
         ``value_side`` of :mod:`kvstats.models.group_codes`, which score and accumulate
@@ -399,15 +399,15 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     kern = kernel() if fused is None or fused else None
     if fused and kern is None:
         raise ValueError("fused must be None or False: the look-up loops could not be built here")
-    d_layer, H = layer.keys.shape[-1], layer.n_heads
+    d_layer, H = layer.tail_keys.shape[-1], layer.n_heads
     if query.ndim != 4 or query.shape[-1] != d_layer:
         raise ValueError(f"query must be (B, Hq, Q, {d_layer}) (the layer's head dimension); received "
                          f"shape {tuple(query.shape)}")
     if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1 or query.shape[1] != n_rep * H:
         raise ValueError(f"n_rep must be the query heads per KV head (the layer has {H} KV heads); "
                          f"received n_rep={n_rep!r} with {query.shape[1]} query heads")
-    if query.shape[0] != layer.keys.shape[0]:
-        raise ValueError(f"query must have the layer's batch of {layer.keys.shape[0]} sequences; received "
+    if query.shape[0] != layer.tail_keys.shape[0]:
+        raise ValueError(f"query must have the layer's batch of {layer.tail_keys.shape[0]} sequences; received "
                          f"shape {tuple(query.shape)}")
     sides = getattr(layer, "key_side", None) is not None  # a token-grouped scheme (kivi, qjl)
     half = not sides and (layer.key_coder.norm_dtype == torch.float16
@@ -422,7 +422,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     GQ = n_rep * Q
     qf = query.to(torch.float32).reshape(B, H, GQ, d) * scaling
     N, st = layer.n_coded, layer.store
-    T = layer.keys.shape[-2]
+    T = layer.tail_keys.shape[-2]
     # the decoded copy of the looked-up values, when the layer keeps one (keep_decoded=True):
     # read in place of the codes by the same arithmetic, hence the same numbers
     copy = layer.decoded if "k_codes" in layer.decoded else {}
@@ -466,7 +466,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             s = s + lookup_scores(torch.matmul(qf, kc.sketch_t) * kc.scale, kc, "k_signs", st["k_rnorms"], True)
         parts.append(s)
     if T:
-        parts.append(torch.matmul(qf, layer.keys.to(torch.float32).transpose(-1, -2)))
+        parts.append(torch.matmul(qf, layer.tail_keys.to(torch.float32).transpose(-1, -2)))
     s = parts[0] if len(parts) == 1 else torch.cat(parts, -1)
     L = N + T
     s = s.view(B, H, n_rep, Q, L)
@@ -496,7 +496,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         if vc.coder == "prod":
             out = out + torch.matmul(lookup_sum(pc, vc, "v_signs", st["v_rnorms"], vc.scale, True), vc.sketch)
     if T:
-        tail = torch.matmul(p[..., N:], layer.values.to(torch.float32))
+        tail = torch.matmul(p[..., N:], layer.tail_values.to(torch.float32))
         out = tail if out is None else out + tail
     out = out.view(B, H, n_rep, Q, d).reshape(B, Hq, Q, d).transpose(1, 2)
     out = out.to(query.dtype).contiguous()

@@ -208,7 +208,7 @@ def test_memory_report_counts_every_byte_the_cache_holds(name, bits, window, kee
     rep = cache.memory_report()
     assert _walk(cache.layers, set()) == rep["held_bytes"] + rep["fixed_bytes"]
     assert rep["stored_bytes"] == rep["code_bytes"] + rep["tail_bytes"]
-    assert rep["tail_bytes"] == 2 * 2 * 4 * 3 * 64 * (cache.layers[0].keys.shape[-2])
+    assert rep["tail_bytes"] == 2 * 2 * 4 * 3 * 64 * (cache.layers[0].tail_keys.shape[-2])
     if cache.reads_codes and not cache.keep_decoded:  # both attention paths hold only codes + tail
         # unused capacity: the first chunk is allocated exactly, growth adds 16 tokens
         assert rep["held_bytes"] - rep["stored_bytes"] <= rep["code_bytes"] * 16 / cache.layers[0].n_coded

@@ -505,7 +505,7 @@ def test_a_half_precision_model_reads_codes_in_float32_and_returns_its_dtype(dty
     cache = QuantizedCache("KQV", 4, seed=1, window=2)
     k, v, q = (x.to(dtype) for x in _kv(1, 2, 9, 32, seed=9))
     handle, _ = cache.update(k, v, layer_idx=0)
-    assert handle.layer.keys.dtype == dtype
+    assert handle.layer.tail_keys.dtype == dtype
     got = code_attention(q[:, :, -1:], handle.layer, None, 32 ** -0.5, 2)
     K_hat, V_hat = handle.layer.dequantized()
     ref = _dense(q[:, :, -1:], K_hat, V_hat, None, 2)
