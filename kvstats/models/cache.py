@@ -57,8 +57,10 @@ input flips a code on a boundary (``tests/models`` checks both agree).
 
 Use it as any transformers cache: ``model(input_ids, cache=cache)`` or
 ``model.generate(input_ids, cache=cache)`` (transformers 5.x; the older keyword
-``past_key_values=`` still works there, with a deprecation warning). Beam search and
-cropping (assisted decoding) are not supported: coded chunks cannot be reordered or split.
+``past_key_values=`` still works there, with a deprecation warning). Beam search (batch
+rows reordered, repeated or selected in every buffer) works for the schemes whose codes
+are torch buffers (the code-reading ones); cropping (assisted decoding) is not supported:
+coded chunks cannot be split.
 """
 
 from __future__ import annotations
@@ -405,14 +407,40 @@ class _CodesLayer(DynamicLayer):
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("QuantizedCache cannot be cropped (coded chunks cannot be split)")
 
+    # Batch rows (beam search): every sequence's codes are its own (per-vector codes, and
+    # the token groups of kivi/qjl are per row), so selecting rows of every buffer is the
+    # cache of the selected sequences.
+    def _select_rows(self, index: torch.Tensor, what: str) -> None:
+        if not self.is_initialized:
+            return
+        if self.codes or (self.scheme is not None and self.key_side is None):
+            raise NotImplementedError(f"QuantizedCache does not support {what} for {self.owner.scheme_name!r}, "
+                                      f"whose codes are numpy arrays (schemes without a code-reading path); "
+                                      f"the code-reading schemes (KV, KQV, QKQV, turboquant, K{{a}}V{{b}}, kivi, "
+                                      f"qjl) support it")
+        index = index.to(self.tail_keys.device, torch.int64)
+        for buf in (*self.store.values(), *self.decoded.values()):
+            if buf.buf is not None:
+                buf.buf = buf.buf.index_select(0, index)
+        self.tail_keys = self.tail_keys.index_select(0, index)
+        self.tail_values = self.tail_values.index_select(0, index)
+
     def reorder_cache(self, beam_idx) -> None:
-        raise NotImplementedError("QuantizedCache does not support beam search reordering")
+        """Keep batch rows ``beam_idx`` (beam search's reordering)."""
+        self._select_rows(torch.as_tensor(beam_idx), "beam search reordering")
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        raise NotImplementedError("QuantizedCache does not support batch expansion")
+        """Repeat each batch row ``repeats`` times (in place, as transformers' layers)."""
+        if self.is_initialized:
+            rows = torch.arange(self.tail_keys.shape[0]).repeat_interleave(check_int(repeats, "repeats", low=1))
+            self._select_rows(rows, "batch expansion")
 
     def batch_select_indices(self, indices) -> None:
-        raise NotImplementedError("QuantizedCache does not support batch selection")
+        """Keep the batch rows ``indices`` (integer positions or a boolean mask)."""
+        index = torch.as_tensor(indices)
+        if index.dtype == torch.bool:
+            index = index.nonzero().flatten()
+        self._select_rows(index, "batch selection")
 
 
 class QuantizedCache(Cache):
