@@ -167,6 +167,17 @@ def test_resume_recomputes_the_plugin_cells_after_a_helper_edit(folder, capsys):
     assert edited.frame.drop(columns="cell_id").equals(first.frame.drop(columns="cell_id"))
 
 
+
+def test_replay_after_a_helper_edit_names_the_helper(folder):
+    # the replayed cell's id holds the helper's digest: the refusal names the file that changed
+    from kvstats.sweep.replay import replay_trials
+
+    out = folder / "out"
+    kvstats.run_sweep(_config(folder), out, executor="serial", progress=False)
+    (folder / "h1dep_inner.py").write_text("OFFSET = 0.0  # edited\n")
+    with pytest.raises(ValueError, match=r"the user code file\(s\) \[.*h1dep_inner.py'\] changed since"):
+        replay_trials(out, scheme="KQV", distribution="dep_shifted", trials=[0])
+
 SCRIPT = textwrap.dedent('''
     import json, sys
     folder, order = sys.argv[1], sys.argv[2]

@@ -361,9 +361,12 @@ def _check_recorded(cell: Cell, cid: str, manifest: dict[str, Any] | None, out: 
         from kvstats.plugins import _sha256
 
         plugins = ((manifest or {}).get("user_code") or {}).get("plugins") or []
-        changed = [r.get("file") for r in plugins
-                   if isinstance(r, dict) and r.get("sha256") != _sha256(r.get("file"))]
-        what = (f"the plugin file(s) {changed} changed since (their SHA-256 differs from the manifest's)"
+        # a plugin's record lists the user modules it imports ("imports"): an edit of one
+        # of those changes the digest as much as an edit of the plugin itself
+        records = [r for p in plugins if isinstance(p, dict)
+                   for r in [p, *[i for i in p.get("imports") or [] if isinstance(i, dict)]]]
+        changed = [r.get("file") for r in records if r.get("sha256") != _sha256(r.get("file"))]
+        what = (f"the user code file(s) {changed} changed since (their SHA-256 differs from the manifest's)"
                 if changed else "the source of its scheme's or distribution's functions changed since")
         raise ValueError(f"cell {cid} ({cell.describe()}) is computed by user code other than {where} "
                          f"ran: {what}; its trials cannot be replayed with this code")

@@ -159,7 +159,7 @@ def test_replay_of_a_plugin_sweep_and_after_an_edit(tmp_path):
         assert r.profile().equals(r.stored())
     plugin.write_text(_PLUGIN + "# edited\n")
     with pytest.raises(ValueError, match=r"computed by user code other than the sweep in .* ran: "
-                       r"the plugin file\(s\) \[.*uc_plugin.py'\] changed since"):
+                       r"the user code file\(s\) \[.*uc_plugin.py'\] changed since"):
         replay_trials(tmp_path / "sweep", scheme="KQV", trials=[0])
 
 
