@@ -331,8 +331,10 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
         ``min_attainable_p_adjusted``, ``resolvable``, ``significant``, ``winner``,
         ``verdict``. Under ``pairing="trial"`` ``n_a`` = ``n_b`` = the number of pairs.
-        ``attrs`` holds ``alpha``, ``correction``, ``n_tests``, ``pairing`` and the energy
-        tests' ``energy_max_permutations``.
+        ``attrs`` holds ``alpha``, ``correction``, ``n_tests``, ``pairing``, the energy
+        tests' ``energy_max_permutations`` and ``energy_skipped``: the compared (case,
+        budget, pair)s without an energy test, because a 6D profile value is not finite
+        (the SNR of an exact reconstruction), with ``energy=True``.
 
     Examples
     --------
@@ -396,7 +398,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                 raise ValueError(f"{exc}; or pass pairing='none' if the two schemes' rows are "
                                  "independent samples") from None
 
-    rows, energy_jobs = [], []
+    rows, energy_jobs, energy_skipped = [], [], 0
     for i, (case, bud_a, bud_b, a, b, ga, gb) in enumerate(scheme_pairs(frame, comparisons)):
         if paired:
             ga, gb = _matched(ga, gb, unit, case, bud_a, bud_b, a, b)
@@ -419,7 +421,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
             Y = gb[list(PROFILE_METRICS)].to_numpy(np.float64)
             if np.isfinite(X).all() and np.isfinite(Y).all():
                 energy_jobs.append((base, X, Y, seed + i))
-            # else: an exact reconstruction (SNR = inf) has no finite 6D point
+            else:   # an exact reconstruction (SNR = inf) has no finite 6D point: counted, said
+                energy_skipped += 1
 
     # the family: every p-value adjusted together (an undefined equivalence test is none)
     n_tests = sum(1 for r in rows if not math.isnan(r["pvalue"])) + len(energy_jobs)
@@ -436,7 +439,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     table = pd.DataFrame(rows, columns=_COLUMNS)
     table.attrs.update(alpha=alpha, correction=correction, n_tests=n_tests,
                        energy_max_permutations=b_max if energy_jobs else 0,
-                       energy_resolution=energy_resolution, pairing=pairing)
+                       energy_resolution=energy_resolution, pairing=pairing,
+                       energy_skipped=energy_skipped)
     if table.empty:
         for col, value in (("pvalue_adjusted", 1.0), ("min_attainable_p_adjusted", 1.0),
                            ("resolvable", False), ("significant", False), ("winner", ""),

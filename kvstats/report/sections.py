@@ -41,6 +41,33 @@ __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION",
            "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
 
 
+#: What each correction bounds over the report's family (kvstats.report.options' choices).
+_FAMILY_WISE = ("holm", "bonferroni", "hommel", "sidak", "holm-sidak")
+
+
+def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
+    """What a significant row is worth: the error rate the family's correction bounds.
+
+    Examples
+    --------
+    >>> _error_rate_text("holm", 0.05, 600)[:60]
+    'Error rate: with holm over the family of 600 p-values, the p'
+    >>> "false discovery rate" in _error_rate_text("fdr_bh", 0.05, 600)
+    True
+    """
+    head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
+    if correction in _FAMILY_WISE:
+        return (head + f"the probability that any significant row (a winner, \"different\", "
+                f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
+                f"most {alpha:g} (family-wise error rate; a winner's direction is read from the "
+                "sign of its effect); a crossover rests on two such rows.")
+    dep = ("under independence or positive dependence of the tests" if correction == "fdr_bh"
+           else "under any dependence")
+    return (head + f"the expected share of false rejections among the significant rows is at "
+            f"most {alpha:g} (false discovery rate, {dep}); no single row, and no crossover "
+            "(two significant rows), carries a family-wise guarantee.")
+
+
 def _pairs_text(pairs: Sequence[tuple[str, str]], template: str) -> str:
     """The (mse, prod) scheme pairs of the variance ratios, each through ``template``."""
     if not pairs:
@@ -78,6 +105,16 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
         doc.p(EQUIVALENCE_HEAVY_NOTE)
 
 
+def _energy_skipped_text(comp: pd.DataFrame) -> str:
+    """The header's line on the compared pairs that have no 6D energy test."""
+    k = int(comp.attrs["energy_skipped"])
+    n = k + int((comp["test"] == "energy").sum())
+    return (f"No 6D energy test for {k} of the {n} compared (case, budget, pair)s: a value of "
+            "their 6D profile is not finite (the SNR of an exact reconstruction is +inf), so "
+            "they have no point in the profile's space; they are compared metric by metric only, "
+            "and are not in the family.")
+
+
 def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
                          opts: dict[str, Any] | None = None) -> None:
     doc.h(2, "Trial-level tests (not independent)")
@@ -89,7 +126,9 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
           "docs/statistics.md, \"Clustered trials\") and support no "
           f"conclusion. {int(mw['significant'].sum())} of {len(mw)} trial-level (not independent) "
           f"{_location_name(opts)}{'-test' if opts.get('pairing', 'none') == 'trial' else ''} rows "
-          "have adjusted p ≤ α. Full table: "
+          "have adjusted p ≤ α, adjusted within this table's own family of "
+          f"{int(comp_trials.attrs.get('n_tests', len(comp_trials)))} p-values, not with the "
+          "report's. Full table: "
           "tables/comparisons_trial_level.csv.")
 
 
@@ -216,10 +255,13 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         _tests_text(comp, opts),
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + heavy_note(opts)] if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
-        f"better. A pair has a winner for a metric only when its {_location_name(opts)}"
+        f"better. A pair has a winner for a metric only when its two-sided {_location_name(opts)}"
         + (" test's" if paired else "") + " adjusted p ≤ α"
         + ("; the winner is then the scheme with the better value on more of the matched units "
-           "(the sign of the dominance), not the one with the better mean" if paired else "")
+           "(the sign of the dominance), not the one with the better mean" if paired else
+           "; the winner is then the scheme whose values tend to be better (the sign of r: "
+           "P(a > b) against P(a < b) for independent draws), not necessarily the one with "
+           "the better mean")
         + "; otherwise \"no significant difference\" when the test could have rejected"
         + ("" if paired else " (\"no significant shift (KS: distributions differ)\" when the KS "
            "test rejects)")
@@ -227,6 +269,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         "an adjusted p ≤ α, the other tests as observed (a statement about the design, not about "
         "the schemes). Neither is a claim that two schemes are equal: that is what the "
         "equivalence tests (declared margins) are for.",
+        *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]))]
+          if comp.attrs.get("n_tests") else []),
+        *([_energy_skipped_text(comp)] if comp.attrs.get("energy_skipped") else []),
         R_CONVENTION_PAIRED if paired else R_CONVENTION,
         unit_text,
         _scope_text(bool(synthetic), has_real),

@@ -76,7 +76,7 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     assert "the signed-rank test weights each unit by the rank of |a − b|" in effect
     assert "docs/statistics.md, \"The paired design\"" in effect
     winner = _header_line(md, "- Winner rule")
-    assert "only when its sign test's adjusted p ≤ α; the winner is then the scheme with the " \
+    assert "only when its two-sided sign test's adjusted p ≤ α; the winner is then the scheme with the " \
            "better value on more of the matched units" in winner and "KS" not in winner
     assert "Wilcoxon" not in md.replace(R_CONVENTION_PAIRED, "")   # named only to say why not
     # the ρ diagnostic is replaced by the sentence that the tests use the pairing
@@ -98,7 +98,7 @@ def test_unpaired_header_keeps_the_rho_diagnostic_and_names_its_design(reports):
     unit = _header_line(md, "- Unit of observation")
     assert "Spearman ρ of 18 of the 18 Mann–Whitney rows" in unit and PAIRED_TEXT not in md
     assert R_CONVENTION in md and TIES_NOTE in md
-    assert "only when its Mann–Whitney adjusted p ≤ α" in md
+    assert "only when its two-sided Mann–Whitney adjusted p ≤ α" in md
     assert f"| {R_HEADER} | U | p adj (MW) | KS D | p adj (KS) |" in _header_line(md, "| pair |")
 
 
