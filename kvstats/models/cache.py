@@ -59,8 +59,9 @@ Use it as any transformers cache: ``model(input_ids, cache=cache)`` or
 ``model.generate(input_ids, cache=cache)`` (transformers 5.x; the older keyword
 ``past_key_values=`` still works there, with a deprecation warning). Beam search (batch
 rows reordered, repeated or selected in every buffer) works for the schemes whose codes
-are torch buffers (the code-reading ones); cropping (assisted decoding) is not supported:
-coded chunks cannot be split.
+are torch buffers (the code-reading ones); cropping (assisted decoding) for the
+per-vector ones with no window (a window's coded tokens cannot be restored, a token
+group's statistics not split).
 """
 
 from __future__ import annotations
@@ -106,8 +107,6 @@ def _array_bytes(obj, seen: set[int]) -> int:
 
 class _CodesLayer(DynamicLayer):
     """One layer of :class:`QuantizedCache`: codes + a full-precision tail."""
-
-    is_croppable = False
 
     def __init__(self, owner: QuantizedCache, layer_idx: int):
         self.tail_keys = self.tail_values = None  # the full-precision tail (what the layer holds in floats)
@@ -404,8 +403,32 @@ class _CodesLayer(DynamicLayer):
                 total += _tensor_bytes(t)
         return total
 
+    @property
+    def is_croppable(self) -> bool:
+        """Whether :meth:`crop` can restore an earlier state exactly: per-vector codes in torch
+        buffers and no window (each token's codes are its own; a window's tokens, once
+        coded, or a group's statistics cannot be taken back)."""
+        owner = self.owner
+        return owner.reads_codes and not owner.grouped and owner.window == 0
+
     def crop(self, tokens_to_remove: int) -> None:
-        raise NotImplementedError("QuantizedCache cannot be cropped (coded chunks cannot be split)")
+        """Drop the newest ``-tokens_to_remove`` tokens (a negative count, as transformers'
+        layers; assisted decoding's rollback)."""
+        owner = self.owner
+        if not self.is_croppable:
+            raise NotImplementedError(
+                f"QuantizedCache can be cropped only with window=0 and a per-vector scheme coded in torch "
+                f"buffers (KV, KQV, QKQV, turboquant, K{{a}}V{{b}}); received {owner.scheme_name!r} with "
+                f"window={owner.window}: its coded tokens cannot be split or restored to full precision")
+        n = check_int(tokens_to_remove, "tokens_to_remove", high=0)
+        if n == 0 or not self.is_initialized:
+            return
+        if -n > self.n_coded:
+            raise ValueError(f"tokens_to_remove must remove at most the {self.n_coded} cached tokens; "
+                             f"received {tokens_to_remove}")
+        for buf in (*self.store.values(), *self.decoded.values()):
+            buf.n += n
+        self.n_coded += n
 
     # Batch rows (beam search): every sequence's codes are its own (per-vector codes, and
     # the token groups of kivi/qjl are per row), so selecting rows of every buffer is the

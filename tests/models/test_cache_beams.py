@@ -101,3 +101,74 @@ def test_numpy_coded_schemes_refuse_row_selection():
         cache = QuantizedCache("KQV", 4)
         cache.update(k, v, layer_idx=0)
         cache.batch_repeat_interleave(0)
+
+
+@pytest.mark.parametrize("name,bits,params", [("KQV", 4, {}), ("QKQV", 3, {"keep_decoded": True}),
+                                              ("K4V2", None, {"attention": "model"})])
+def test_a_cropped_cache_is_the_cache_of_the_kept_tokens(name, bits, params):
+    # window 0, per-vector codes: cropping r tokens gives the cache that never saw them
+    k, v = _kv(2, 20, seed=5)
+    a = QuantizedCache(name, bits, seed=4, **params)
+    b = QuantizedCache(name, bits, seed=4, **params)
+    assert a.is_croppable
+    a.update(k[:, :, :12], v[:, :, :12], layer_idx=0)
+    b.update(k[:, :, :12], v[:, :, :12], layer_idx=0)
+    for t in range(12, 16):
+        a.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    a.crop(0)
+    a.crop(-4)
+    assert a.get_seq_length() == 12
+    for t in range(16, 20):  # both go on with the same new tokens
+        a.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+        b.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    la, lb = a.layers[0], b.layers[0]
+    for n, buf in lb.store.items():
+        assert torch.equal(la.store[n].view(), buf.view()), n
+    for n, buf in lb.decoded.items():
+        assert torch.equal(la.decoded[n].view(), buf.view()), n
+    assert a.memory_report()["stored_bytes"] == b.memory_report()["stored_bytes"]
+    with pytest.raises(ValueError, match=r"tokens_to_remove must be an integer in \[-inf, 0\]; received 3"):
+        a.crop(3)
+    with pytest.raises(ValueError, match="tokens_to_remove must remove at most the 16 cached tokens; received -17"):
+        a.crop(-17)
+
+
+@pytest.mark.parametrize("name,bits,params", [("KQV", 4, {"window": 2}), ("kivi", 2, {"group_size": 4}),
+                                              ("qjl", 3, {"group_size": 4}), ("q4_0", None, {})])
+def test_what_cannot_be_cropped_says_why(name, bits, params):
+    cache = QuantizedCache(name, bits, **params)
+    cache.update(*_kv(1, 9, seed=0), layer_idx=0)
+    assert not cache.is_croppable
+    with pytest.raises(NotImplementedError, match=f"can be cropped only with window=0.*received '{name}'"):
+        cache.crop(-1)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_assisted_decoding_reads_codes_as_the_decoded_path(attn):
+    # a draft model proposes tokens, the target verifies them and its cache is cropped
+    # back to the accepted ones; the target reads its codes (several queries per
+    # verification step: the model's own attention over the transient decode)
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from _tiny_llama import tiny_llama
+
+    model = tiny_llama(vocab=97, hidden=96, layers=2, heads=6, kv_heads=2, head_dim=32, max_positions=128,
+                       attn=attn, seed=0)
+    draft = tiny_llama(vocab=97, hidden=48, layers=1, heads=3, kv_heads=1, head_dim=16, max_positions=128,
+                       attn=attn, seed=1)
+    ids = torch.randint(2, 97, (1, 8), generator=torch.Generator().manual_seed(3))
+
+    def run(assisted, **kw):
+        cache = QuantizedCache("KQV", 4, seed=1, **kw)
+        extra = {"assistant_model": draft} if assisted else {}
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), cache=cache, max_new_tokens=10,
+                                 do_sample=False, pad_token_id=0, **extra)
+        return out, cache
+
+    plain, _ = run(False)
+    codes, c1 = run(True)
+    decoded, _ = run(True, attention="model")
+    assert torch.equal(codes, decoded) and torch.equal(codes, plain)
+    rep = c1.memory_report()
+    assert held_bytes(c1) == rep["held_bytes"] + rep["fixed_bytes"]
+    assert c1.get_seq_length() == codes.shape[1] - 1
