@@ -1,7 +1,7 @@
 """The user modules a plugin imports enter the ids of the cells its code computes.
 
 A plugin ``my_schemes.py`` that imports ``my_helpers.py`` from its own folder: the helper
-is found (``kvstats.plugins.user_imports``: import statements and the module namespace,
+is found (``kvstats.user_imports.user_imports``: import statements and the module namespace,
 followed through user modules only), recorded in the manifest with its SHA-256, named in
 the report's header, and hashed into the cell ids (``kvstats.sweep.plan.user_code_digest``),
 so ``--resume`` recomputes the plugin's cells after an edit of the helper and reuses the
@@ -24,6 +24,7 @@ import kvstats
 from kvstats import plugins
 from kvstats.sweep import SchemeSpec
 from kvstats.sweep.plan import Cell, user_code_digest
+from kvstats.user_imports import is_user_file, user_imports
 
 pytestmark = pytest.mark.usefixtures("user_registries")
 
@@ -228,7 +229,7 @@ def test_a_fresh_worker_imports_the_helper_beside_the_plugin(folder, method):
 
 
 def test_user_imports_leaves_out_the_interpreter_installed_packages_and_kvstats():
-    assert plugins.user_imports(["json", "numpy", "kvstats.sweep.plan"]) == []
-    assert not plugins._user_file(json.__file__)
-    assert not plugins._user_file(kvstats.__file__)
-    assert plugins._user_file(__file__)   # the tests are user code
+    assert user_imports(["json", "numpy", "kvstats.sweep.plan"]) == []
+    assert not is_user_file(json.__file__)
+    assert not is_user_file(kvstats.__file__)
+    assert is_user_file(__file__)   # the tests are user code

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from kvstats._checks import check_int
-from kvstats.plugins import user_imports
+from kvstats.user_imports import user_imports
 from kvstats.results import REAL
 from kvstats.sweep.sources import _real_case
 

@@ -358,7 +358,7 @@ def _check_recorded(cell: Cell, cid: str, manifest: dict[str, Any] | None, out: 
                          "its trials cannot be replayed from this file")
     if user_code_digest(cell) is not None:
         # the cell id holds its user code's digest: that code is not the sweep's any more
-        from kvstats.plugins import _sha256
+        from kvstats.user_imports import file_sha256 as _sha256
 
         plugins = ((manifest or {}).get("user_code") or {}).get("plugins") or []
         # a plugin's record lists the user modules it imports ("imports"): an edit of one
