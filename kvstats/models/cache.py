@@ -283,7 +283,8 @@ class _CodesLayer(DynamicLayer):
             new = {n: b.view()[:, :, n0:] for n, b in self.store.items()} if self.decoded else {}
             for name, buf in self.decoded.items():
                 if name in ("k", "v"):
-                    coder, side = (self.key_coder, self.tail_keys) if name == "k" else (self.value_coder, self.tail_values)
+                    coder, side = ((self.key_coder, self.tail_keys) if name == "k"
+                                   else (self.value_coder, self.tail_values))
                     parts = {n[2:]: t for n, t in new.items() if n.startswith(name + "_")}
                     buf.append(coder.decode(parts).to(side.dtype))
                 else:

@@ -149,7 +149,8 @@ def test_a_refused_block_leaves_the_layer_as_it_was(n, keep):
     for c in (ok, hit):
         c.update(k[:, :, 8:], v[:, :, 8:], layer_idx=0)
     q = torch.randn(1, 4, 1, 64)
-    assert torch.equal(code_attention(q, hit.layers[0], None, 0.125, 2), code_attention(q, ok.layers[0], None, 0.125, 2))
+    assert torch.equal(code_attention(q, hit.layers[0], None, 0.125, 2),
+                       code_attention(q, ok.layers[0], None, 0.125, 2))
 
 
 @pytest.mark.parametrize("name,params,hint", [("KQV", {}, False), ("QKQV", {"attention": "model"}, False),
@@ -228,7 +229,8 @@ def test_the_compiled_loops_take_other_float_dtypes_as_float32():
     q, w = torch.randn(2, 3, 64), torch.softmax(torch.randn(2, 3, 6), -1)
     c = layer.key_coder.centroids
     assert torch.equal(kern.scores(q.double(), codes, 6, norms, c, 4), kern.scores(q, codes, 6, norms, c, 4))
-    assert torch.equal(kern.accumulate(w.double(), codes, norms, 1.0, c, 4, 64), kern.accumulate(w, codes, norms, 1.0, c, 4, 64))
+    assert torch.equal(kern.accumulate(w.double(), codes, norms, 1.0, c, 4, 64),
+                       kern.accumulate(w, codes, norms, 1.0, c, 4, 64))
     x = torch.randn(1, 2, 3, 64)
     a, b = kern.encode(layer.value_coder, x.double()), kern.encode(layer.value_coder, x)
     assert all(torch.equal(a[n], b[n]) for n in a)
