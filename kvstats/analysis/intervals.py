@@ -53,16 +53,22 @@ def ci_reliable(*samples: Float[np.ndarray, "n"]) -> bool:
 
 def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
             seed: int) -> tuple[float, float, float]:
-    """Mean and bootstrap CI; constant or non-finite samples get a degenerate interval.
+    """Mean and bootstrap CI; constant, non-finite or too small samples get none.
 
-    The bootstrap's HeavyTailWarning is silenced: the tables flag those rows instead
-    (``ci_reliable``), and a sweep report would otherwise warn once per row.
+    "None" is the degenerate interval (mean, mean, mean), which the report prints as the
+    mean alone. Below 3 values a bootstrap interval would be [min, max] (two values give
+    three distinct resampled means), a "95% CI" that covers a symmetric population's mean
+    with probability 1/2 at n = 2. The bootstrap's HeavyTailWarning is silenced: the
+    tables flag those rows instead (``ci_reliable``), and a sweep report would otherwise
+    warn once per row.
 
     Examples
     --------
     >>> import numpy as np
     >>> mean_ci(np.array([1.0, 1.0, 1.0]), 0.95, 99, 0)
     (1.0, 1.0, 1.0)
+    >>> mean_ci(np.array([1.0, 2.0]), 0.95, 99, 0)        # two values: no interval
+    (1.5, 1.5, 1.5)
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ci
 
@@ -71,7 +77,7 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
         # e.g. SNR = +inf for an exact reconstruction: the mean is inf, no interval exists.
         return mean, mean, mean
     if np.ptp(x) == 0 or len(x) < 3:
-        return mean, float(x.min()), float(x.max())
+        return mean, mean, mean
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", HeavyTailWarning)
         res = bootstrap_ci(x, confidence=confidence, n_resamples=n_resamples, seed=seed)

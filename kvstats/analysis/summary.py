@@ -34,7 +34,8 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         ``median``, ``p99``, ``max``, ``n_trials``, ``n_nonfinite`` and the scheme's
         ``bits_nominal``/``bits_total``, then ``tail_index`` and ``ci_reliable``. A metric
         with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
-        CI ends and counts them in ``n_nonfinite``.
+        CI ends and counts them in ``n_nonfinite``; so has a cell of fewer than 3 trials
+        (or texts), where a bootstrap interval would be [min, max], a 50% interval at 2.
 
         ``tail_index`` is the one-sided 95% upper confidence bound of Hill's right-tail
         index α of the metric's per-trial values

@@ -1,6 +1,7 @@
 """Summary table on synthetic frames whose truth is known by construction."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as sps
 
@@ -100,11 +101,33 @@ def test_summary_tail_index_not_computed_for_few_positive_or_nonfinite():
 
 
 def test_interval_helpers_at_their_edges():
-    """mean_ci: two values give the degenerate (min, max) interval, not a BCa bootstrap of
-    two points; ci_reliable: Pareto α = 1.5 (a mean, no variance) is flagged, α = 4 is not."""
+    """mean_ci: two values give no interval (the mean as both ends), neither a BCa bootstrap
+    of two points nor [min, max] (a 50% interval, below); ci_reliable: Pareto α = 1.5 (a
+    mean, no variance) is flagged, α = 4 is not."""
     from kvstats.analysis.intervals import ci_reliable, mean_ci
 
-    assert mean_ci(np.array([1.0, 3.0]), 0.95, 99, 0) == (2.0, 1.0, 3.0)
+    assert mean_ci(np.array([1.0, 3.0]), 0.95, 99, 0) == (2.0, 2.0, 2.0)
     rng = np.random.default_rng(11)
     assert not ci_reliable(rng.pareto(1.5, 4000) + 1)
     assert ci_reliable(rng.pareto(4.0, 4000) + 1)
+
+
+def test_fewer_than_three_units_get_no_interval():
+    """Two texts: a bootstrap "95% CI" would be [min, max], which covers a symmetric
+    population's mean with probability 1/2 (both draws on one side: 2 · 1/4); the table
+    gives the mean alone (the degenerate interval), as for one unit. Three units get an
+    interval."""
+    from kvstats.analysis.intervals import mean_ci
+
+    rng = np.random.default_rng(31)
+    covered = [lo <= 0.0 <= hi for lo, hi in
+               (sorted(rng.normal(0, 1, 2)) for _ in range(4000))]
+    assert abs(np.mean(covered) - 0.5) < 0.03            # [min, max] of 2 is a 50% interval
+    assert mean_ci(np.array([1.0, 3.0]), 0.95, 99, 0) == (2.0, 2.0, 2.0)
+    f = pd.DataFrame({m: rng.random(2) for m in METRICS}).assign(
+        distribution="gaussian", params="-", dim=64, n_keys=128, budget=4.0, scheme="KQV",
+        bits_nominal=4.0, bits_total=4.25, trial=np.arange(2))
+    s = summary_table(f, n_resamples=99)
+    assert (s["ci_low"] == s["mean"]).all() and (s["ci_high"] == s["mean"]).all()
+    mean, low, high = mean_ci(rng.random(3), 0.95, 99, 0)
+    assert low < mean < high
