@@ -181,7 +181,8 @@ class _CodesLayer(DynamicLayer):
 
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
-        if key_states.device.type != "cpu" and owner.reads_codes and (not owner.grouped or owner.attention == "codes"):
+        torch_codes = owner.reads_codes and (not owner.grouped or owner.attention == "codes")
+        if key_states.device.type != "cpu" and torch_codes:
             # the torch coders, buffers and loops live on the CPU (kvstats_gpu is the GPU path);
             # the numpy-coded ones move each block to the CPU and back
             raise ValueError(f"key_states must be on the CPU for {owner.scheme_name!r}'s torch codes; received "
@@ -247,7 +248,7 @@ class _CodesLayer(DynamicLayer):
         """Code a block of tokens (all heads at once) and keep what the mode keeps: all of
         it or, when coding fails (a norm beyond float16 on one side), nothing."""
         buffers = (*self.store.values(), *self.decoded.values())
-        marks = [b.n for b in buffers]
+        marks, chunks = [b.n for b in buffers], len(self.codes)
         try:
             self._code_block(k, v)
         except BaseException:
@@ -255,6 +256,7 @@ class _CodesLayer(DynamicLayer):
             # buffers would stay out of step (misaligned tokens, miscounted bytes)
             for b, n in zip(buffers, marks):
                 b.n = n
+            del self.codes[chunks:]
             raise
         self.n_coded += k.shape[-2]
 
