@@ -351,7 +351,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     query : ``(B, Hq, Q, d)``
         Post-RoPE queries; head ``h·n_rep + g`` attends to KV head ``h`` (``repeat_kv``).
     layer : the cache layer (``key_coder``, ``value_coder``, ``store``, ``n_coded``,
-        ``tail_keys``/``tail_values`` (the full-precision tail, the model's dtype), ``decoded``: a copy of the looked-up
+        ``tail_keys``/``tail_values``: the full-precision tail in the model's dtype,
+        ``decoded``: a copy of the looked-up
         values under the store's names ``k_codes``/``k_signs``/``v_codes``/``v_signs``,
         read instead of the codes when present, or empty; for kivi/qjl, ``key_side`` and
         ``value_side`` of :mod:`kvstats.models.group_codes`, which score and accumulate
