@@ -417,6 +417,7 @@ def _forget_plugins():
     data_register._USER.clear()
     data_register._DIST_ORIGIN.clear()
     plugins._LOADED.clear()
+    plugins._RELOCATED.clear()
     for name in [n for n in sys.modules if n.startswith("kvstats_plugin_")]:
         del sys.modules[name]
 

@@ -12,7 +12,6 @@ that is gone, with no copy named, is an error naming the recorded path and the o
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,25 +19,12 @@ import pytest
 import kvstats
 from kvstats import plugins
 from kvstats.cli import main
-from kvstats.data import register as data_register
 from kvstats.quant import registry
 
-from test_plugins import _config  # the plugin of tests/test_plugins.py and its sweep config
+# the plugin of tests/test_plugins.py, its sweep config, and forgetting it as a new process would
+from test_plugins import _config, _forget_plugins
 
 pytestmark = pytest.mark.usefixtures("user_registries")
-
-
-def _new_process() -> None:
-    """Forget the plugin here, as a new process (the report's) would not know it."""
-    for name in [n for n in registry._TABLE if n not in registry.BUILTIN]:
-        del registry._TABLE[name]
-        registry._ORIGIN.pop(name, None)
-    data_register._USER.clear()
-    data_register._DIST_ORIGIN.clear()
-    plugins._LOADED.clear()
-    plugins._RELOCATED.clear()
-    for name in [n for n in sys.modules if n.startswith("kvstats_plugin_")]:
-        del sys.modules[name]
 
 
 @pytest.fixture
@@ -52,7 +38,7 @@ def moved(tmp_path):
     copy = tmp_path / "elsewhere" / "plug.py"
     copy.parent.mkdir()
     shutil.move(recorded, copy)
-    _new_process()
+    _forget_plugins()
     return out, recorded, copy
 
 
@@ -89,7 +75,7 @@ def test_another_version_of_the_plugin_is_a_warning_naming_both(moved, capsys):
     # matched by neither hash nor name: refused, naming the recorded plugins
     assert main(["report", str(out), "--no-figures", "--plugins", str(renamed)]) == 2
     assert f"matches none of the plugin files the sweep in {str(out)!r} used" in capsys.readouterr().err
-    _new_process()
+    _forget_plugins()
     edited = copy.parent / "plug.py"
     renamed.rename(edited)
     assert main(["report", str(out), "--no-figures", "--plugins", str(edited)]) == 0
@@ -131,7 +117,7 @@ def test_the_warning_points_at_the_users_call(moved, tmp_path):
         kvstats.hypothesis_report(out, tmp_path / "rep", figures=False, energy_resamples=19,
                                   bootstrap_resamples=99, plugins=[copy])
     assert caught[0].filename == __file__
-    _new_process()
+    _forget_plugins()
     with pytest.warns(UserWarning):
         done = plugins.relocate_plugins(out, [copy])
     assert done[0]["recorded_file"] == str(recorded) and done[0]["sha256"] != done[0]["recorded_sha256"]
