@@ -623,3 +623,30 @@ def test_other_architectures_read_codes_as_their_own_attention(arch):
         return torch.stack(out.scores)
 
     torch.testing.assert_close(run(), run(attention="model"), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,bits,params", [("KQV", 4, {}), ("QKQV", 3, {"window": 40}),
+                                              ("kivi", 2, {"group_size": 4, "window": 2})])
+def test_a_one_token_prompt_and_a_prefill_in_chunks(name, bits, params):
+    # generate from a one-token prompt; a forward pass over a prompt in three chunks
+    # (the later ones several queries against coded tokens) then decode steps: the logits
+    # of the code-reading cache equal the decoded path's (a window larger than the prompt
+    # in one case: nothing coded)
+    model = _tiny_llama("sdpa")
+    ids = torch.randint(2, 97, (1, 16), generator=torch.Generator().manual_seed(9))
+
+    def run(**kw):
+        cache = QuantizedCache(name, bits, seed=1, **params, **kw)
+        with torch.inference_mode():
+            one = model.generate(ids[:, :1], attention_mask=torch.ones_like(ids[:, :1]), max_new_tokens=5,
+                                 cache=QuantizedCache(name, bits, seed=1, **params, **kw), do_sample=False,
+                                 pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+            logits = [model(ids[:, lo:hi], cache=cache).logits for lo, hi in ((0, 5), (5, 11), (11, 13))]
+            logits += [model(ids[:, t:t + 1], cache=cache).logits for t in range(13, 16)]
+        return torch.stack(one.scores), torch.cat(logits, 1), cache
+
+    (s1, l1, c1), (s2, l2, _) = run(), run(attention="model")
+    torch.testing.assert_close(s1, s2, rtol=0, atol=1e-5)
+    torch.testing.assert_close(l1, l2, rtol=0, atol=1e-5)
+    group = params.get("group_size", 1)
+    assert c1.get_seq_length() == 16 and c1.layers[0].n_coded == max(0, 16 - params.get("window", 0)) // group * group
