@@ -31,7 +31,7 @@ from kvstats.analysis.intervals import tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
 
-__all__ = ["SHANNON_PHI_NOTE", "plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_crossover",
+__all__ = ["SHANNON_PHI_NOTE", "CROSSOVER_METRICS", "plot_shannon_phi", "plot_kl_vs_bits", "plot_recall_vs_bits", "plot_crossover",
            "plot_lowrank_vs_heavytail", "scheme_palette", "save_figure", "select_case"]
 
 _PLACES = {"k": "keys K", "v": "values V", "t": "attention output T"}
@@ -379,7 +379,11 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
                       "Top-5 routing recall vs bit budget (mean, 95% CI)", False, palette)
 
 
-def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = ("kl", "phi_k", "snr_k", "phi_t"),
+#: The metrics of the crossover figure's panels (the report's crossover list names every metric).
+CROSSOVER_METRICS = ("kl", "phi_k", "snr_k", "phi_t")
+
+
+def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER_METRICS,
                    *, pair: tuple[str, str] = DEFAULT_COMPARISONS[0], palette: dict[str, Any] | None = None
                    ) -> "matplotlib.figure.Figure":
     """Rank-biserial r (or paired dominance) of a scheme pair against the budget, per metric and case.

@@ -321,12 +321,16 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                for a, b in comp[["scheme_a", "scheme_b"]].drop_duplicates().itertuples(index=False)}
     for name, path in figs.items():
         if name.startswith("crossover_"):
+            from kvstats.report.plots import CROSSOVER_METRICS   # figures only: matplotlib's module
             doc.fig(path, f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
-                    f"({pair_of.get(name, name[10:].replace('_vs_', ' vs '))}); "
-                    f"{'dominance' if paired else 'r'} > 0: the first scheme's values are larger "
-                    "(better for SNR and recall@5, "
+                    f"({pair_of.get(name, name[10:].replace('_vs_', ' vs '))}) for "
+                    f"{', '.join(CROSSOVER_METRICS)} (the crossover list above names every "
+                    f"metric); {'dominance' if paired else 'r'} > 0: the first scheme's values "
+                    "are larger (better for SNR and recall@5, "
                     "worse for φ and KL: each panel says which); filled = significant after "
-                    "adjustment.")
+                    "adjustment; bars: the unadjusted 95% interval of the effect "
+                    f"({'Wilson' if paired else 'Newcombe'}), which can exclude 0 where the "
+                    "adjusted test does not reject.")
 
     if any(name.startswith("shannon_phi_") for name in figs):
         from kvstats.report.plots import SHANNON_PHI_NOTE

@@ -105,3 +105,21 @@ def test_an_energy_test_of_few_texts_names_the_texts_not_b(tmp_path):
     assert all("not resolvable at n = 6 pairs (" in line for line in energy)
     assert not any("not resolvable at B =" in line for line in energy)
     assert set(METRICS) <= set(rep.comparisons["metric"])
+
+
+@pytest.mark.parametrize("pairing, interval", [("trial", "Wilson"), ("none", "Newcombe")])
+def test_crossover_caption_names_its_panels_and_its_unadjusted_bars(tmp_path, pairing, interval):
+    """The figure draws four metrics; a crossover in another (snr_v) is only in the list,
+    so the caption says which metrics it shows, and that its bars are not the test."""
+    from kvstats.report.plots import CROSSOVER_METRICS
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5, ("KQV", 3): 0.0, ("QKQV", 3): 1.0},
+                   n=30, seed=24)
+    rep = hypothesis_report(_result(f), tmp_path, figures=True, energy_resamples=19,
+                            bootstrap_resamples=99, pairing=pairing)
+    md = rep.files["markdown"].read_text()
+    caption = next(line for line in md.splitlines() if line.startswith("*")
+                   and "across budgets" in line)
+    assert f"for {', '.join(CROSSOVER_METRICS)} (the crossover list above names every metric)" \
+        in caption
+    assert f"bars: the unadjusted 95% interval of the effect ({interval})" in caption
