@@ -317,7 +317,9 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
     work = pvalues.copy()
     for i in todo:
         work[i] = q[i]
-        out[i] = multipletests(work, alpha=alpha, method=method)[1][i]
+        # sidak's log1p(−p) is −inf at p = 1 (adjusted value 1, correct): no warning for it
+        with np.errstate(divide="ignore"):
+            out[i] = multipletests(work, alpha=alpha, method=method)[1][i]
         work[i] = pvalues[i]
     return out
 

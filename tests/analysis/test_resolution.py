@@ -271,3 +271,22 @@ def test_the_energy_test_reads_the_standardised_profile():
     t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], ks=False, pairing="none")
     energy = t[t.test == "energy"].iloc[0]
     assert energy.significant and energy.verdict == DISTRIBUTIONS_DIFFER
+
+
+@pytest.mark.parametrize("method", ["sidak", "holm-sidak"])
+def test_attainable_adjusted_gives_no_warning_for_a_pvalue_of_one(method):
+    """A p-value of 1 is common (all differences zero); Šidák's log1p(−1) = −inf gives the
+    correct adjusted value 1 and must not warn once per test of a report."""
+    import warnings
+
+    p = np.array([1.0, 0.5, 1e-4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = attainable_adjusted(p, np.array([0.5, 0.1, 1e-4]), method, 0.05)
+    ref = []
+    for i, q in enumerate([0.5, 0.1, 1e-4]):
+        work = p.copy()
+        work[i] = q
+        with np.errstate(divide="ignore"):
+            ref.append(multipletests(work, alpha=0.05, method=method)[1][i])
+    assert got.tolist() == ref
