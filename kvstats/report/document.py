@@ -119,16 +119,22 @@ class Document:
 
 
 def inline_html(text: str) -> str:
-    """Escape, then render Markdown's `code` and **bold** spans.
+    """Escape, then render Markdown's `code`, **bold** and *emphasis* spans.
+
+    A lone asterisk (``tables/*.csv``) stays as it is, as in Markdown.
 
     Examples
     --------
     >>> inline_html("**p** < `a`")
     '<strong>p</strong> &lt; <code>a</code>'
+    >>> inline_html("*limit*: see tables/*.csv")
+    '<em>limit</em>: see tables/*.csv'
     """
     text = html.escape(text)
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+    # *word*: an asterisk after no word character, closed before one (the BOUND_NOTE's *limit*)
+    return re.sub(r"(?<![\w*])\*(?=\S)([^*]+?)(?<=\S)\*(?![\w*])", r"<em>\1</em>", text)
 
 
 def to_jsonable(obj: Any) -> Any:

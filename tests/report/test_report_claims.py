@@ -123,3 +123,16 @@ def test_crossover_caption_names_its_panels_and_its_unadjusted_bars(tmp_path, pa
     assert f"for {', '.join(CROSSOVER_METRICS)} (the crossover list above names every metric)" \
         in caption
     assert f"bars: the unadjusted 95% interval of the effect ({interval})" in caption
+
+
+def test_html_renders_the_emphasis_the_markdown_has():
+    """The rate–distortion note defines *limit* and *gap* in Markdown emphasis; the HTML
+    printed the asterisks. A lone asterisk (tables/*.csv) stays."""
+    from kvstats.report.document import inline_html
+    from kvstats.report.wording import BOUND_NOTE
+
+    out = inline_html(BOUND_NOTE)
+    assert "<em>limit</em>" in out and "<em>gap</em>" in out and "*" not in out
+    assert inline_html("tables/*.csv and report.json") == "tables/*.csv and report.json"
+    assert inline_html("a * b * c") == "a * b * c"
+    assert inline_html("**x** and *y*") == "<strong>x</strong> and <em>y</em>"
