@@ -20,8 +20,10 @@ row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
 - ``resolvable``: ``min_attainable_p_adjusted <= alpha``.
 
 A non-significant test that is not resolvable is reported "not resolvable at B = …"
-(or "at n = …" for a rank test, "at n = … pairs" for the sign test), never "no
-significant difference".
+(or "at n = …" for a rank test, "at n = … pairs" for the sign test, and either for a
+permutation test whose units, not its B, set the floor), never "no significant
+difference". Values equal up to floating-point rounding are ties (:func:`rounding_ties`,
+:func:`rounding_canonical`), as the report's tests count them.
 """
 
 from __future__ import annotations
