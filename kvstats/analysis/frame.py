@@ -68,7 +68,14 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
         raise TypeError(f"{name} metric column(s) must be numeric; received {text}")
     nan = [c for c in METRICS if frame[c].isna().any()]
     if nan:
-        raise ValueError(f"{name} has NaN in metric column(s) {nan}")
+        # name the rows: a NaN is a defect of the code that computed that cell, not of the test
+        bad = frame[frame[nan].isna().any(axis=1)]
+        where = bad.iloc[0]
+        first = ", ".join(f"{c} = {where[c]}" for c in (*CASE_COLUMNS, "budget", "scheme", "trial")
+                          if c in bad.columns)
+        raise ValueError(f"{name} has NaN in metric column(s) {nan}, in {len(bad)} row(s), the "
+                         f"first at {first}; a per-trial metric is never NaN (a test on it "
+                         "would be undefined): recompute that cell, or drop its rows")
     return frame
 
 

@@ -42,3 +42,20 @@ def test_a_text_metric_column_and_a_negative_seed(frame):
         summary_table(bad, n_resamples=9)
     with pytest.raises(ValueError, match=r"seed must be an integer in \[0, inf\]; received -1"):
         theory_table(frame, seed=-1)
+
+
+def test_a_nan_metric_names_its_rows(frame):
+    """A NaN metric is refused with the rows that hold it (which cell to recompute), not a
+    bare column name; the tests never see it as a value."""
+    import numpy as np
+
+    bad = frame.copy()
+    row = bad.index[(bad["scheme"] == "QKQV") & (bad["trial"] == 4)][0]
+    bad.loc[row, "phi_t"] = np.nan
+    bad.loc[bad.index[-1], "kl"] = np.nan
+    for call in (lambda f: compare_schemes(f, [("KQV", "QKQV")], energy=False),
+                 lambda f: summary_table(f, n_resamples=9)):
+        with pytest.raises(ValueError, match=r"NaN in metric column\(s\) \['phi_t', 'kl'\], in 2 "
+                                             r"row\(s\), the first at distribution = gaussian, .*"
+                                             r"budget = 3.0, scheme = QKQV, trial = 4;"):
+            call(bad)
