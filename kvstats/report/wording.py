@@ -177,7 +177,10 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
 
     n = int(comp.attrs.get("n_tests", 0))
     out: dict[str, Any] = {"n_tests": n, "energy_max_permutations": comp.attrs.get("energy_max_permutations", 0),
-                           "not_resolvable": int((~comp["resolvable"] & ~comp["significant"]).sum())
+                           # a row with no test (an equivalence row whose ratio has no mean) is
+                           # not a test that could not reject: its verdict says why it has none
+                           "not_resolvable": int((~comp["resolvable"] & ~comp["significant"]
+                                                  & comp["pvalue"].notna()).sum())
                            if not comp.empty else 0}
     if n:
         need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])

@@ -136,3 +136,19 @@ def test_html_renders_the_emphasis_the_markdown_has():
     assert inline_html("tables/*.csv and report.json") == "tables/*.csv and report.json"
     assert inline_html("a * b * c") == "a * b * c"
     assert inline_html("**x** and *y*") == "<strong>x</strong> and <em>y</em>"
+
+
+def test_rows_without_a_test_are_not_counted_as_unresolvable(tmp_path):
+    # argmax shift 0 on every trial: its equivalence rows have no test (the ratio of means
+    # needs a positive mean) and say so; only the tests that ran count in the header
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.0}, n=40, seed=3)
+    f["argmax_shift"] = 0.0
+    f["recall_at_5"] = 1.0
+    rep = _report(tmp_path, f, result={"report": {"equivalence": {"argmax_shift": 0.1, "kl": 0.1}}})
+    comp = rep.comparisons
+    untested = comp[(comp["test"] == "equivalence") & comp["pvalue"].isna()]
+    assert len(untested) == 2 and untested["verdict"].str.contains("no equivalence test").all()
+    counted = int((~comp["resolvable"] & ~comp["significant"] & comp["pvalue"].notna()).sum())
+    assert counted == 4
+    md = rep.files["markdown"].read_text()
+    assert f"{counted} test(s) could not have rejected even on the most extreme data" in md
