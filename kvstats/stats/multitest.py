@@ -89,7 +89,10 @@ def adjust_pvalues(pvalues, method: str = "holm", alpha: float = 0.05) -> Multip
         raise ValueError(f"pvalues must lie in [0, 1]; received values from {p.min()} to {p.max()}")
     check_choice(method, "method", ADJUST_METHODS)
     alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    reject, adjusted, _, _ = multipletests(p.ravel(), alpha=alpha, method=method)
+    # Šidák's 1 − (1 − p)^m goes through log1p(−p): p = 1 gives log 0 = −inf and the right
+    # answer 1, with a divide-by-zero warning that says nothing about the data
+    with np.errstate(divide="ignore"):
+        reject, adjusted, _, _ = multipletests(p.ravel(), alpha=alpha, method=method)
     return MultipleTestResult(pvalues=p, pvalues_adjusted=adjusted.reshape(p.shape),
                               reject=reject.reshape(p.shape), method=method, alpha=alpha)
 

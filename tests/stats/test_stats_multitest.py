@@ -1,5 +1,7 @@
 """Multiple-testing corrections: reference values, family-wise error control, tidy helper."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -112,3 +114,15 @@ def test_bad_input():
         add_adjusted_pvalues(pd.DataFrame({"pvalue": [0.1], "budget": [2]}), by=["budget", "nope"])
     with pytest.raises(TypeError, match="pvalue_column 'pvalue' must hold numeric p-values"):
         add_adjusted_pvalues(pd.DataFrame({"pvalue": ["0.1"]}))
+
+
+@pytest.mark.parametrize("method", ["sidak", "holm-sidak"])
+def test_sidak_of_a_pvalue_of_one_is_one_without_a_warning(method):
+    # 1 − (1 − p)^m at p = 1 is 1 exactly (closed form); the log1p route must not warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = adjust_pvalues([1.0, 0.5, 0.01], method=method)
+    m = 3
+    expected = {"sidak": [1.0, 1 - 0.5**m, 1 - 0.99**m],
+                "holm-sidak": [1.0, 1 - 0.5**2, 1 - 0.99**3]}[method]
+    np.testing.assert_allclose(res.pvalues_adjusted, expected, rtol=1e-12)
