@@ -142,10 +142,16 @@ def _bound_fmt(bounds: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
         rows.append({"case": _case_title(r._asdict(), digits), "n": f"{r.budget:g}",
                      "place": "K" if r.quantity == BOUND_QUANTITIES["k"] else "V", "scheme": r.scheme,
                      "bits/coord (total)": _num(r.rate), "limit SNR (dB)": f"{r.predicted:.2f}",
-                     "pooled SNR (dB) [95% CI]": _flag(f"{r.measured:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]",
+                     "pooled SNR (dB) [95% CI]": _flag(_db(r.measured, r.ci_low, r.ci_high),
                                                       getattr(r, "ci_reliable", True)),
-                     "gap (dB) [95% CI]": f"{r.gap_db:.2f} [{r.gap_low:.2f}, {r.gap_high:.2f}]"})
+                     "gap (dB) [95% CI]": _db(r.gap_db, r.gap_low, r.gap_high)})
     return pd.DataFrame(rows)
+
+
+def _db(x: float, low: float, high: float) -> str:
+    """A value in dB with its interval; an interval of one point (every trial alike) is left
+    out, as :func:`kvstats.report.notation._ci` does."""
+    return f"{x:.2f}" if x == low == high else f"{x:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def _theory_fmt(theory: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:

@@ -152,3 +152,17 @@ def test_rows_without_a_test_are_not_counted_as_unresolvable(tmp_path):
     assert counted == 4
     md = rep.files["markdown"].read_text()
     assert f"{counted} test(s) could not have rejected even on the most extreme data" in md
+
+
+def test_a_bound_row_leaves_out_an_interval_of_one_point():
+    # every trial alike: [x, x] is no interval (the other tables print the value alone)
+    from kvstats.analysis.theory import BOUND_QUANTITIES
+    from kvstats.report.tables import _bound_fmt
+
+    row = {"distribution": "gaussian", "params": "-", "dim": 16, "n_keys": 32, "budget": 3.0,
+           "quantity": BOUND_QUANTITIES["k"], "scheme": "KQV", "rate": 3.25, "predicted": 19.57,
+           "measured": 14.0, "ci_low": 14.0, "ci_high": 14.0, "gap_db": 5.57, "gap_low": 5.0,
+           "gap_high": 6.0}
+    out = _bound_fmt(pd.DataFrame([row])).iloc[0]
+    assert out["pooled SNR (dB) [95% CI]"] == "14.00"
+    assert out["gap (dB) [95% CI]"] == "5.57 [5.00, 6.00]"
