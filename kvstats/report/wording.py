@@ -18,6 +18,7 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.theory import BOUND_QUANTITIES
+from kvstats.analysis.resolution import ROUNDING_RTOL
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report.notation import _pct
 
@@ -232,7 +233,7 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
           if (comp["test"] == "equivalence").any() else "")
     tests = ("the sign test per metric on the paired differences (exact binomial, equal "
-             "values dropped), a standardised 6D energy permutation test per pair with labels "
+             f"values (to rounding, relative {ROUNDING_RTOL:g}) dropped), a standardised 6D energy permutation test per pair with labels "
              "swapped within pairs" if paired else
              "Mann–Whitney and KS per metric, a standardised 6D energy permutation test per pair")
     text = (f"Tests: {n} p-values ({tests}{eq}), adjusted together by **{opts['correction']}** "

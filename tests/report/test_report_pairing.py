@@ -62,7 +62,7 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     _, md = reports["trial"]
     tests = _header_line(md, "- Tests: ")
     assert "(the sign test per metric on the paired differences (exact binomial, equal values " \
-           "dropped), a standardised 6D energy permutation test per pair with labels swapped " \
+           "(to rounding, relative 1e-12) dropped), a standardised 6D energy permutation test per pair with labels swapped " \
            "within pairs, a TOST per metric with an equivalence margin (paired))" in tests
     assert PAIRED_DESIGN.strip() in tests and "No KS test: the two-sample KS test has no valid " \
         "null for paired samples" in tests
