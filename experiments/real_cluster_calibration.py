@@ -28,16 +28,23 @@ correlated: the same trials). Given the pool, a
 trial's value has the same distribution in either arm and the split is independent of
 the values, so the null holds exactly for the texts as units, whatever the pool. The
 p-values are scipy's asymptotic Mann–Whitney vectorised over replicates and metrics,
-which is what kvstats.stats.mann_whitney computes at these sizes; the sign-test p-values
-are kvstats.stats.sign_test's (zero differences dropped, the number of positive ones
-against Bin(non-zero, 1/2), two-sided as R's binom.test: twice the smaller tail, at most
-1), vectorised here (sign_pvalues). The exact sign test is discrete: with m non-zero
+which is what kvstats.stats.mann_whitney computes at these sizes, on the values the
+report's two-sample tests see (pooled values equal up to floating-point rounding made
+one, kvstats.analysis.resolution.rounding_canonical: tie_rounding); the sign-test p-values
+are the report's (kvstats.stats.sign_test on the pairs that differ by more than
+floating-point rounding, kvstats.analysis.resolution.rounding_ties: zero differences
+dropped, the number of positive ones against Bin(non-zero, 1/2), two-sided as R's
+binom.test: twice the smaller tail, at most 1), vectorised here (sign_pvalues). A trial's
+recall@5 (a mean of k/5 over its query heads) and a text's mean of recall@5 or argmax
+shift can be equal in exact arithmetic and differ in the last bit; such values are tied,
+as in the report, not a win that rounding chose. The exact sign test is discrete: with m non-zero
 differences it rejects at ``--alpha`` with probability sign_test_size(m) <= alpha (0.0290
 at m = 26, the texts), so its columns are judged against that size, averaged over the
 replicates' m, not against alpha. The first replicate checks the cluster means against
-aggregate_clusters and every p-value against the kvstats function. The random stream is
-the Mann–Whitney-only version's: the paired columns reuse its arms, so the other columns
-are unchanged. The rejection rate at
+aggregate_clusters and every p-value against the kvstats function (the sign test: the
+report's own row, kvstats.analysis.compare's). The random stream is
+the Mann–Whitney-only version's: the paired columns reuse its arms and did not move the
+others (the rounding ties did, for recall@5 and argmax shift only). The rejection rate at
 ``--alpha`` over the replicates is printed per metric with the central 99% binomial band
 of a test at its level (replicates are independent given the pool).
 Also printed: the intra-cluster correlation of each metric (one-way ANOVA estimator on
@@ -56,8 +63,10 @@ from scipy import special, stats
 
 import kvstats
 from kvstats.analysis import METRICS, aggregate_clusters
+from kvstats.analysis.compare import _sign_row
+from kvstats.analysis.resolution import rounding_canonical, rounding_ties
 from kvstats.data.real import trial_clusters
-from kvstats.stats import mann_whitney, sign_test
+from kvstats.stats import mann_whitney
 
 
 def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.DataFrame:
@@ -87,13 +96,31 @@ def _two_sided_half(k: np.ndarray, n: np.ndarray) -> np.ndarray:
     return np.where(np.abs(2 * k - n) <= 1, 1.0, p)
 
 
+def differing(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Which pairs differ for the sign test: not equal up to floating-point rounding.
+
+    The report's rule, kvstats.analysis.resolution.rounding_ties (a 1-D function, applied
+    here to the flattened pairs), elementwise over arrays of one shape.
+
+    Examples
+    --------
+    >>> differing(np.array([[0.8, 0.8, 0.5]]), np.array([[0.8000000000000002, 0.9, 0.5]])).tolist()
+    [[False, True, False]]
+    """
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must be paired (the same shape); received shapes {x.shape} and {y.shape}")
+    return ~rounding_ties(x.ravel(), y.ravel()).reshape(x.shape)
+
+
 def sign_pvalues(x: np.ndarray, y: np.ndarray, axis: int = 1) -> np.ndarray:
     """Two-sided exact sign-test p-values of x vs y paired along ``axis``, vectorised.
 
-    The rule of kvstats.stats.sign_test (alternative "two-sided"): zero differences
-    dropped, the number of pairs with x > y against Bin(m, 1/2) for the m non-zero ones,
-    twice the smaller tail (at most 1); p = 1 when every difference is zero. Returns the
-    p-values with ``axis`` removed.
+    The report's sign test (kvstats.stats.sign_test, alternative "two-sided", on the pairs
+    that :func:`differing` keeps): zero differences and differences within floating-point
+    rounding dropped, the number of pairs with x > y against Bin(m, 1/2) for the m others,
+    twice the smaller tail (at most 1); p = 1 when no pair differs. Returns the p-values
+    with ``axis`` removed.
 
     Examples
     --------
@@ -101,12 +128,35 @@ def sign_pvalues(x: np.ndarray, y: np.ndarray, axis: int = 1) -> np.ndarray:
     >>> y = np.array([[1.0, 2, 3, 4, 5, 9, 0, 0]])
     >>> float(sign_pvalues(x, y)[0])         # R: binom.test(7, 7, 0.5)$p.value = 2^-6
     0.015625
+    >>> float(sign_pvalues(x, np.where(x == 9, x + 2e-15, y))[0])   # 9 vs 9 + 2e-15: a tie
+    0.03125
     """
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    k = np.sum(x > y, axis=axis)
-    m = k + np.sum(x < y, axis=axis)
+    diff = differing(x, y)
+    k = np.sum(diff & (x > y), axis=axis)
+    m = np.sum(diff, axis=axis)
     # m = 0 rows: a harmless m = 1 inside, then p = 1
     return np.where(m == 0, 1.0, _two_sided_half(k, np.maximum(m, 1)))
+
+
+def tie_rounding(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two samples per replicate and metric, values equal up to floating-point rounding made one.
+
+    The report's two-sample rule (kvstats.analysis.resolution.rounding_canonical, a 1-D
+    function of the pooled values) applied to every (replicate, metric) of arrays shaped
+    (replicates, n, metrics), so that Mann–Whitney ranks 0.8 and 0.8000000000000002 as a tie.
+
+    Examples
+    --------
+    >>> x, y = tie_rounding(np.array([[[0.8], [0.4]]]), np.array([[[0.8000000000000002], [0.9]]]))
+    >>> x[0, :, 0].tolist(), y[0, :, 0].tolist()
+    ([0.8, 0.4], [0.8, 0.9])
+    """
+    x, y = np.array(x, np.float64), np.array(y, np.float64)    # copies: filled in place
+    for i in range(x.shape[0]):
+        for j in range(x.shape[2]):
+            x[i, :, j], y[i, :, j] = rounding_canonical(x[i, :, j], y[i, :, j])
+    return x, y
 
 
 def sign_test_size(m: np.ndarray, alpha: float) -> np.ndarray:
@@ -184,6 +234,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     # each replicate's number of non-zero differences (the discrete test's size needs it)
     paired = {u: np.empty((R, len(METRICS))) for u in ("trials", "texts")}
     nonzero = {u: np.empty((R, len(METRICS)), np.int64) for u in ("trials", "texts")}
+    # pairs that differ only by rounding (ties for the sign test, wins under x > y)
+    rounded = {u: np.empty((R, len(METRICS)), np.int64) for u in ("trials", "texts")}
     first = None
     for start in range(0, R, 250):  # chunks of replicates bound the memory
         r = min(R, start + 250) - start
@@ -201,26 +253,30 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                 ("shared", "texts"): (ca, cb)}
         for key, (x, y) in arms.items():
             # scipy's asymptotic test, vectorised over replicates and metrics: what
-            # kvstats.stats.mann_whitney computes here (min(n) > 8: its "auto" is asymptotic)
-            pvals[key][start:start + r] = stats.mannwhitneyu(x, y, axis=1, method="asymptotic").pvalue
+            # kvstats.stats.mann_whitney computes here (min(n) > 8: its "auto" is asymptotic),
+            # on the values the report's two-sample tests see (rounding ties made ties)
+            pvals[key][start:start + r] = stats.mannwhitneyu(*tie_rounding(x, y), axis=1,
+                                                             method="asymptotic").pvalue
         for unit in paired:
             x, y = arms["shared", unit]
             paired[unit][start:start + r] = sign_pvalues(x, y, axis=1)
-            nonzero[unit][start:start + r] = np.sum(x != y, axis=1)
+            keep = differing(x, y)
+            nonzero[unit][start:start + r] = np.sum(keep, axis=1)
+            rounded[unit][start:start + r] = np.sum(~keep & (x != y), axis=1)
         if first is None:
             first = (arms, xa[0], ta[0], tb[0])
     # spot checks on the first replicate: the cluster means are aggregate_clusters', the
-    # p-values kvstats.stats.mann_whitney's and kvstats.stats.sign_test's
+    # p-values kvstats.stats.mann_whitney's and the report's sign test's (compare's row)
     arms, x0, ta0, tb0 = first
     frame = pool[pool["draw"] == 0].drop(columns="draw").assign(**{m: x0[:, j] for j, m in enumerate(METRICS)})
     agg = aggregate_clusters(frame)
     np.testing.assert_allclose(agg[list(METRICS)].to_numpy(), arms["shared", "texts"][0][0], rtol=1e-12)
     for key, (x, y) in arms.items():
-        ref = [mann_whitney(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
+        ref = [mann_whitney(*rounding_canonical(x[0, :, j], y[0, :, j])).pvalue for j in range(len(METRICS))]
         np.testing.assert_allclose(pvals[key][0], ref, rtol=1e-10)
     for unit in paired:
         x, y = arms["shared", unit]
-        ref = [sign_test(x[0, :, j], y[0, :, j]).pvalue for j in range(len(METRICS))]
+        ref = [_sign_row(x[0, :, j], y[0, :, j])["pvalue"] for j in range(len(METRICS))]
         np.testing.assert_allclose(paired[unit][0], ref, rtol=1e-12)
     rej = {key: (p <= args.alpha).sum(axis=0) for key, p in pvals.items()}
     rej.update({("shared, sign", u): (p <= args.alpha).sum(axis=0) for u, p in paired.items()})
@@ -255,10 +311,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
               f"{int(((col >= lo) & (col <= hi)).sum())}/{len(table)}")
         for j, m in enumerate(METRICS):
             print(f"    {m:13s} rate {col[j]:.4f}  size {size[unit][j]:.4f}  band [{s_lo[j]:.4f}, {s_hi[j]:.4f}]"
-                  f"  non-zero pairs {nonzero[unit][:, j].min()}-{nonzero[unit][:, j].max()}")
+                  f"  non-zero pairs {nonzero[unit][:, j].min()}-{nonzero[unit][:, j].max()}"
+                  f"  equal up to rounding: {rounded[unit][:, j].sum()} pairs in "
+                  f"{np.count_nonzero(rounded[unit][:, j])} replicates")
     # for callers: the attained sizes and the range of non-zero pairs, per unit and metric
     table.attrs["sign size"] = size
     table.attrs["sign non-zero pairs"] = {u: (m.min(axis=0), m.max(axis=0)) for u, m in nonzero.items()}
+    table.attrs["sign rounding ties"] = {u: c.sum(axis=0) for u, c in rounded.items()}
     print(f"pool {t_pool:.1f} s, total {time.perf_counter() - t0:.1f} s; load average at end: {os.getloadavg()}")
     return table
 

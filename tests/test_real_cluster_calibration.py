@@ -1,4 +1,4 @@
-"""experiments/real_cluster_calibration.py: its vectorised sign test and its table.
+"""experiments/real_cluster_calibration.py: its vectorised sign test, its rounding ties and its table.
 
 The script is loaded from its file (experiments/ is not a package). The capture here is a
 small fake one (18 texts x 2 layers x 2 KV heads, N = 16, d = 8, a random text effect on
@@ -50,6 +50,56 @@ def test_sign_pvalues_are_kvstats_sign_test(calib, n):
     assert got.shape == (30, 2)
     ref = np.array([[sign_test(x[i, :, j], y[i, :, j]).pvalue for j in range(2)] for i in range(30)])
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)
+
+
+def test_rounding_only_differences_are_ties_as_in_the_report(calib):
+    # Text means of multiples of 1/15 (recall@5 over 30 trials) summed in two orders:
+    # equal in exact arithmetic, some differing in the last bit (the real sweep's 0.8 vs
+    # 0.8000000000000002). Real differences d in {0, +-1/15} are added to x. Reference: the
+    # report's sign row (kvstats.analysis.compare, rule resolution.rounding_ties), and the
+    # sign test of d itself (exact arithmetic). Under a bare x > y rounding picks winners.
+    from kvstats.analysis.compare import _sign_row
+
+    rng = np.random.default_rng(15)
+    v = rng.integers(0, 16, size=(300, 26, 30)) / 15
+    a = v.mean(axis=2)
+    b = np.take_along_axis(v, np.argsort(rng.random(v.shape), axis=2), axis=2).mean(axis=2)
+    d = rng.choice([-1, 0, 0, 1], size=a.shape) / 15
+    d[:100] = np.where(d[:100] != 0, 1 / 15, 0)                           # small p-values too
+    x, y = a + d, b
+    rounding_only = (d == 0) & (x != y)
+    assert rounding_only.sum() > 100                                      # the case occurs
+    got = calib.sign_pvalues(x, y)
+    ref = np.array([_sign_row(x[i], y[i])["pvalue"] for i in range(len(x))])
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)
+    exact = np.array([sign_test(d[i], np.zeros(26)).pvalue for i in range(len(d))])
+    np.testing.assert_allclose(got, exact, rtol=1e-12, atol=0)
+    naive = np.array([sign_test(x[i], y[i]).pvalue for i in range(len(x))])
+    assert np.any(naive != exact)                                         # the defect this guards
+    np.testing.assert_array_equal(calib.differing(x, y), d != 0)
+    with pytest.raises(ValueError, match="same shape"):
+        calib.differing(x, y.T)                                            # same size, not paired
+
+
+def test_tie_rounding_is_the_reports_two_sample_rule_per_replicate_and_metric(calib):
+    # Reference: kvstats.analysis.resolution.rounding_canonical on each (replicate, metric)
+    # of text means summed in two orders (some equal up to rounding across the samples).
+    from kvstats.analysis.resolution import rounding_canonical
+
+    rng = np.random.default_rng(16)
+    v = rng.integers(0, 16, size=(20, 26, 3, 30)) / 15
+    x = v.mean(axis=3)
+    y = np.take_along_axis(v, np.argsort(rng.random(v.shape), axis=3), axis=3).mean(axis=3)
+    x0, y0 = x.copy(), y.copy()
+    cx, cy = calib.tie_rounding(x, y)
+    np.testing.assert_array_equal(x, x0)                                  # inputs untouched
+    np.testing.assert_array_equal(y, y0)
+    assert np.count_nonzero(cy != y) > 20                                 # the case occurs
+    for i in range(20):
+        for j in range(3):
+            rx, ry = rounding_canonical(x[i, :, j], y[i, :, j])
+            np.testing.assert_array_equal(cx[i, :, j], rx)
+            np.testing.assert_array_equal(cy[i, :, j], ry)
 
 
 def test_sign_pvalues_exact_values_and_zeros_dropped(calib):
