@@ -243,10 +243,16 @@ def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]], ratio_interv
 def sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> dict[str, float]:
     """The sign test of matched units x against y with the descriptive means, as a table row
     (``n``, ``mean_a``, ``mean_b``, ``ratio``, ``n_a_lower``, ``frac_a_lower``, ``dominance``,
-    ``dom_low``, ``dom_high``, ``sign_p``); shared by the profile and end-to-end tables."""
+    ``dom_low``, ``dom_high``, ``sign_p``); shared by the profile and end-to-end tables.
+
+    A pair equal up to floating-point rounding is a zero difference, as in the report
+    (kvstats.analysis.resolution.rounding_ties): a trial's recall@5 is a mean of k/5 over
+    its query heads, and the same values summed in another order can differ in the last bit.
+    """
+    from kvstats.analysis.resolution import rounding_ties
     from kvstats.stats import sign_test
 
-    st = sign_test(x, y)
+    st = sign_test(x, np.where(rounding_ties(x, y), x, y))
     return dict(n=len(x), mean_a=x.mean(), mean_b=y.mean(), ratio=x.mean() / y.mean(), n_a_lower=st.n_negative,
                 frac_a_lower=st.n_negative / len(x), dominance=st.dominance, dom_low=st.dominance_low,
                 dom_high=st.dominance_high, sign_p=st.pvalue)

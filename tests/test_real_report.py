@@ -57,6 +57,30 @@ def test_sign_test_on_matched_units(report, unit, keys):
                                   .pvalues_adjusted)
 
 
+def test_rounding_only_differences_are_zero_differences(report):
+    # A trial's recall@5 is a mean of k/5 over its query heads: (0.8 + 1 + 0.6)/3 and
+    # (1 + 0.6 + 0.8)/3 differ in the last bit. Such pairs are ties, as in the report
+    # (kvstats.analysis.resolution.rounding_ties); reference: the sign test of the exact
+    # differences (here -1/15 on 6 trials, +1/15 on 2, 0 on the rest).
+    prof = fake_profile()
+    a = (0.8 + 1 + 0.6) / 3
+    b = (1 + 0.6 + 0.8) / 3
+    assert a != b                                                         # the case occurs
+    q = (prof.scheme == "QKQV").to_numpy()
+    k = (prof.scheme == "KQV").to_numpy()
+    prof["recall_at_5"] = np.where(q, b, a)
+    rank = prof.groupby("scheme").cumcount().to_numpy()                   # 0..39 within a scheme
+    prof.loc[k & (rank < 6), "recall_at_5"] = a - 1 / 15
+    prof.loc[k & (rank >= 6) & (rank < 8), "recall_at_5"] = a + 1 / 15
+    t = report.kqv_qkqv_tests(prof, "trial", ("recall_at_5",))
+    n_lower = t.set_index("bits").n_kqv_lower
+    by_bits = prof[k].assign(r=rank[k]).groupby("bits").r.agg(lambda r: ((r < 6).sum(), ((r >= 6) & (r < 8)).sum()))
+    for bits, (lo, hi) in by_bits.items():
+        st = sign_test(np.r_[-np.ones(lo), np.ones(hi), np.zeros(20 - lo - hi)], np.zeros(20))
+        assert n_lower[bits] == lo
+        assert t.set_index("bits").sign_p[bits] == st.pvalue
+
+
 def test_direction_and_pairing(report):
     """KQV lower on every trial: dominance -1 and p = 2^(1-n); unpaired shuffling would not give it."""
     prof = fake_profile()
