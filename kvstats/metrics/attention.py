@@ -38,7 +38,9 @@ def _kl(logp: np.ndarray, logq: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.maximum(np.sum(terms, axis=axis), 0.0)
 
 
-def _topk_recall(ref: np.ndarray, quant: np.ndarray, k: int) -> np.ndarray:
+def _topk_hits(ref: np.ndarray, quant: np.ndarray, k: int) -> np.ndarray:
+    # Integer count of retrieved reference top-k keys per row (recall = hits / k), so that
+    # a mean over queries can sum counts and divide once (exact, no summation-order bits).
     # A key is retrieved when its quantized score is at least the k-th largest one and
     # not masked (-inf: with fewer than k unmasked quantized keys the k-th is -inf too).
     # The reference's top k: the keys above its k-th score, and k - n_above of those tied
@@ -51,7 +53,11 @@ def _topk_recall(ref: np.ndarray, quant: np.ndarray, k: int) -> np.ndarray:
     above = ref > kth_ref
     tied_hits = np.count_nonzero(hit & (ref == kth_ref), axis=-1)
     n_above = np.count_nonzero(above, axis=-1)
-    return (np.count_nonzero(hit & above, axis=-1) + np.minimum(k - n_above, tied_hits)) / k
+    return np.count_nonzero(hit & above, axis=-1) + np.minimum(k - n_above, tied_hits)
+
+
+def _topk_recall(ref: np.ndarray, quant: np.ndarray, k: int) -> np.ndarray:
+    return _topk_hits(ref, quant, k) / k
 
 
 def _argmax_shift(ref: np.ndarray, quant: np.ndarray) -> np.ndarray:

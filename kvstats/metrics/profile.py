@@ -14,7 +14,7 @@ import pandas as pd
 
 from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.data.trials import Trials
-from kvstats.metrics.attention import _argmax_shift, _inner, _kl, _log_softmax, _topk_recall
+from kvstats.metrics.attention import _argmax_shift, _inner, _kl, _log_softmax, _topk_hits
 from kvstats.metrics._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
@@ -242,8 +242,10 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
         # and k̂ = k ranks exactly as k. Without exact ties the ranking is the same.
         rank_hat = _finite_or_raise(_inner(q, Khat, "q and K_hat") * inv_sqrt_d,
                                     "a logit q·k̂/√d", "q and K_hat")
-        out["recall_at_5"][s] = _topk_recall(logits, rank_hat, k).mean(-1)
-        out["argmax_shift"][s] = _argmax_shift(logits, rank_hat).mean(-1)
+        # integer counts over the trial's queries, divided once: the correctly rounded
+        # fraction, whatever the query order (a mean of hits/k summed in float was not)
+        out["recall_at_5"][s] = _topk_hits(logits, rank_hat, k).sum(-1) / (k * n_q)
+        out["argmax_shift"][s] = np.count_nonzero(_argmax_shift(logits, rank_hat), axis=-1) / n_q
 
         That = np.exp(logq).astype(dv) @ Vhat
         snr, phi, ratio = _geometry(Tref, That)
