@@ -204,18 +204,43 @@ def _torch():
     return sys.modules.get("torch")  # no tensor can exist unless torch is imported
 
 
+def _cached_sequences(cache) -> int:
+    """Sequences (batch entries) a cache holds: the leading axis of its layers' 4-D key
+    states ``(batch, heads, tokens, head_dim)``, read from instance attributes only
+    (kvstats' layers decode ``keys`` on read): kvstats' ``tail_keys``, a transformers
+    quantized layer's ``_quantized_keys`` (quanto's QTensor, or fp8's (codes, scale)
+    pair), a dynamic layer's ``keys``."""
+    for layer in getattr(cache, "layers", ()):
+        if not getattr(layer, "is_initialized", True):
+            continue
+        for name in ("tail_keys", "_quantized_keys", "keys"):
+            obj = getattr(layer, "__dict__", {}).get(name)
+            if isinstance(obj, (tuple, list)) and obj:
+                obj = obj[0]
+            shape = getattr(obj, "shape", None)
+            if shape is not None and len(shape) == 4:
+                return int(shape[0])
+    raise ValueError(f"cannot tell how many sequences the {type(cache).__name__} holds: none of its "
+                     "initialized layers holds 4-D key states (batch, heads, tokens, head_dim) as "
+                     "tail_keys, _quantized_keys or keys")
+
+
 def memory_held(cache, config) -> dict:
     """Bytes a cache (kvstats' or a peer) holds, by the same walk, and per cached token.
 
     Returns ``held_bytes`` (:func:`held_bytes` of the cache object), ``seq_length``,
-    ``held_bytes_per_token`` (``held / seq_length``: the cache holds one sequence, as in
-    :func:`~kvstats.models.kl_quality`), ``fp16_bytes_per_token`` (:func:`fp16_bytes_per_token`) and
-    ``held_ratio_to_fp16``.
+    ``batch`` (sequences the cache holds), ``held_bytes_per_token``
+    (``held / (batch · seq_length)``: per token of one sequence, as kvstats'
+    ``memory_report`` counts its tokens), ``fp16_bytes_per_token``
+    (:func:`fp16_bytes_per_token`, also per token of one sequence) and
+    ``held_ratio_to_fp16``. ``held_bytes`` grows with the batch; the per-token figures
+    do not (but for fixed bytes, such as rotations or fp8's scales, spread over more
+    tokens).
 
     Raises
     ------
     ValueError
-        The cache is empty.
+        The cache is empty, or holds no 4-D key states to read the batch from.
 
     Examples
     --------
@@ -225,14 +250,17 @@ def memory_held(cache, config) -> dict:
     >>> cfg = LlamaConfig(num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
     ...                   hidden_size=64)
     >>> cache = make_peer_cache("hf:fp8", cfg)
-    >>> _ = cache.update(torch.randn(1, 2, 10, 32), torch.randn(1, 2, 10, 32), layer_idx=0)
-    >>> memory_held(cache, cfg)["held_bytes_per_token"]
-    128.8
+    >>> _ = cache.update(torch.randn(2, 2, 10, 32), torch.randn(2, 2, 10, 32), layer_idx=0)
+    >>> rep = memory_held(cache, cfg)     # 2 x 1,280 fp8 values + 2 float32 scales, 20 tokens
+    >>> rep["batch"], rep["held_bytes"], rep["held_bytes_per_token"]
+    (2, 2568, 128.4)
     """
     n = cache.get_seq_length()
     if n == 0:
         raise ValueError("the cache is empty: memory_held needs at least one cached token")
+    batch = _cached_sequences(cache)
     held = held_bytes(cache)
     fp16 = fp16_bytes_per_token(config)
-    return {"held_bytes": held, "seq_length": n, "held_bytes_per_token": held / n,
-            "fp16_bytes_per_token": fp16, "held_ratio_to_fp16": held / n / fp16}
+    tokens = batch * n
+    return {"held_bytes": held, "seq_length": n, "batch": batch, "held_bytes_per_token": held / tokens,
+            "fp16_bytes_per_token": fp16, "held_ratio_to_fp16": held / tokens / fp16}

@@ -123,6 +123,53 @@ def test_the_walk_equals_the_report_when_the_hadamard_pads(name, bits, dim):
     assert held_bytes(cache) == rep["held_bytes"] + rep["fixed_bytes"]
 
 
+def _fill_batch(cache, batch, n_prefill, n_steps, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for layer in range(LAYERS):
+        for n in (n_prefill, *[1] * n_steps):
+            cache.update(*torch.randn(2, batch, KV_HEADS, n, DIM, generator=g), layer_idx=layer)
+    return n_prefill + n_steps
+
+
+@pytest.mark.parametrize("name", ["hf:fp8", pytest.param("hf:quanto-int4", marks=needs_quanto), "KQV"])
+def test_memory_held_counts_the_tokens_of_every_sequence(tiny, name):
+    # held bytes grow with the batch; per token means per token of one sequence (as
+    # memory_report and fp16_bytes_per_token count). Before, held / seq_length put a batch
+    # of 2 at twice the bytes per token (fp8: 256.4 for 128.4), its ratio to fp16 at 2x.
+    model, _ = tiny
+    reps = {}
+    for batch in (1, 2):
+        cache = (make_peer_cache(name, model.config) if is_peer(name) else QuantizedCache(name, 4, seed=0))
+        n = _fill_batch(cache, batch, 5, 7)
+        rep = reps[batch] = memory_held(cache, model.config)
+        assert rep["batch"] == batch and rep["seq_length"] == n
+        assert rep["held_bytes"] == held_bytes(cache)
+        assert rep["held_bytes_per_token"] == rep["held_bytes"] / (batch * n)
+        assert rep["held_ratio_to_fp16"] == rep["held_bytes_per_token"] / fp16_bytes_per_token(model.config)
+        if name == "hf:fp8":             # e4m3 codes of every sequence + one float32 scale per layer and side
+            assert rep["held_bytes"] == LAYERS * 2 * (batch * KV_HEADS * n * DIM + 4)
+        elif name == "hf:quanto-int4":   # 4-bit codes (2 per byte) + float32 scale and shift per 64 values
+            assert rep["held_bytes"] == LAYERS * 2 * batch * KV_HEADS * n * (DIM // 2 + 2 * 4)
+        else:                            # kvstats' own count of what grows with the batch, and the fixed
+            mr = cache.memory_report()
+            assert rep["held_bytes"] == mr["held_bytes"] + mr["fixed_bytes"]
+            assert rep["held_bytes"] - mr["fixed_bytes"] == mr["held_bytes_per_token"] * batch * n
+    # held = fixed + batch·n·g: per token g + fixed/(batch·n), so 2·(batch 2) − (batch 1) = g
+    g = (reps[2]["held_bytes"] - reps[1]["held_bytes"]) / reps[1]["seq_length"]
+    assert 2 * reps[2]["held_bytes_per_token"] - reps[1]["held_bytes_per_token"] == pytest.approx(g, rel=1e-12)
+
+
+def test_memory_held_needs_key_states_to_read_the_batch_from(tiny):
+    class Opaque:
+        layers = [object()]
+
+        def get_seq_length(self):
+            return 3
+
+    with pytest.raises(ValueError, match="cannot tell how many sequences the Opaque holds"):
+        memory_held(Opaque(), tiny[0].config)
+
+
 # ------------------------------------------------------------------ names and errors
 def test_names_and_bad_input(tiny, monkeypatch):
     model, tok = tiny
