@@ -336,3 +336,42 @@ def test_roundtrip_pieces_spanning_draws_equal_encode_decode(d):
         pq = ProdQuantizer(d, 4, seed=4, draws=3, norm_dtype="float32")
         pc = pq.encode(x)
         np.testing.assert_array_equal(pc.mse.codes, pq.mse.encode(x).codes)
+
+
+# --- inner products: biased by the factor theory gives -----------------------------------
+# For a Haar rotation R and a unit x, E[R^T c(R x)] = alpha x (the law of R is invariant
+# under rotations fixing x), with alpha = E<y, c(y)> = d E[y_1 c(y_1)] for y = R x uniform on
+# the sphere. The Lloyd centroid condition E[y_1 | cell] = c gives E[y_1 c(y_1)] = E[c(y_1)^2]
+# and so mse = E y_1^2 - E[y_1 c(y_1)] = 1/d - E[y_1 c(y_1)]: alpha = 1 - d * mse. Hence
+# E<q, x_hat> = (1 - d * mse_beta(b, d)) <q, x> for every q: the MSE scheme shrinks inner
+# products (TurboQuant, Zandieh et al. 2025, Sec. 3.2: 2/pi at b = 1 for large d).
+Z_MAX = 4.5  # two-sided p ~ 7e-6 per comparison
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3])
+def test_inner_products_shrink_by_one_minus_d_times_the_codebook_mse(bits):
+    d = 16
+    n_draws = {"ci": 6000, "full": 60000}[replicate_scale()]
+    rng = np.random.default_rng(5)
+    x, q = rng.standard_normal((3, d)), rng.standard_normal((3, d))
+    q[0] = x[0]  # parallel: the largest shrinkage
+    mq = MSEQuantizer(d, bits, rotation="haar", seed=9, draws=n_draws, norm_dtype=np.float64)
+    ip = (q * mq.decode(mq.encode(x))).sum(-1)  # (draws, 3); draws independent
+    truth = (q * x).sum(-1)
+    se = ip.std(0, ddof=1) / np.sqrt(n_draws)
+    alpha = 1 - d * lloyd_max_codebook(bits, "beta", dim=d).mse
+    assert np.abs((ip.mean(0) - alpha * truth) / se).max() < Z_MAX
+    # power: the unbiased mean (alpha = 1) is rejected (alpha = 0.66, 0.89, 0.97 here)
+    assert abs((ip.mean(0)[0] - truth[0]) / se[0]) > 3 * Z_MAX
+
+
+@pytest.mark.parametrize("d", [3, 16, 128, 1024])
+def test_one_bit_shrinkage_is_d_times_the_squared_mean_absolute_coordinate(d):
+    """b = 1: the centroids are +-E|y_1|, so alpha = d (E|y_1|)^2, with
+    E|y_1| = Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)); it tends to 2/pi."""
+    from scipy.special import gammaln
+    mean_abs = np.exp(gammaln(d / 2) - gammaln((d + 1) / 2)) / np.sqrt(np.pi)
+    alpha = 1 - d * lloyd_max_codebook(1, "beta", dim=d).mse
+    assert alpha == pytest.approx(d * mean_abs ** 2, rel=1e-10)  # the mse is exact to ~1e-12
+    if d == 1024:
+        assert alpha == pytest.approx(2 / np.pi, rel=1e-3)
