@@ -243,3 +243,71 @@ def test_uniform_token_coder():
     # another head dimension was coded silently (and accounted with dim = 40)
     with pytest.raises(ValueError, match=r"V must have last dimension dim=40; received shape \(3, 10, 8\)"):
         coder.encode(x[..., :8])
+
+
+# --------------------------------------------------------------------------- loop reference
+def _fp16_at_or_below(v: float) -> float:
+    h = np.float16(v)
+    return float(h if float(h) <= v else np.nextafter(h, np.float16(-np.inf)))
+
+
+def _fp16_at_or_above(v: float) -> float:
+    h = np.float16(v)
+    return float(h if float(h) >= v else np.nextafter(h, np.float16(np.inf)))
+
+
+def loop_group(values: list[float], bits: int) -> list[float]:
+    """One group coded by the module docstring's rule, one Python float at a time."""
+    levels = 2 ** bits - 1
+    lo, hi = min(values), max(values)
+    flushed = -2.0 ** -25 <= lo < 0  # float16 rounds lo to -0: the grid starts at 0
+    zero = _fp16_at_or_below(0.0 if flushed else lo)
+    step = (hi - zero) / levels
+    scale = _fp16_at_or_above(max(step, 2.0 ** -24) if flushed else step)
+    while zero + levels * scale < hi:  # the grid must reach the group's maximum
+        scale = float(np.nextafter(np.float16(scale), np.float16(np.inf)))
+    out = []
+    for v in values:
+        code = 0 if scale == 0 else min(max(round((v - zero) / scale), 0), levels)  # half to even
+        out.append(zero + scale * code)
+    return out
+
+
+def loop_kivi(X: np.ndarray, bits: int, group: int, residual: int, keys: bool) -> np.ndarray:
+    """KIVI by loops over (batch, channel, token group) for keys and (batch, token, channel
+    group) for values; the last ``residual`` tokens kept in float16."""
+    n, d = X.shape[-2:]
+    n_q = max(n - residual, 0)
+    out = np.empty_like(X)
+    for b in np.ndindex(X.shape[:-2]):
+        for t in range(n_q, n):
+            for j in range(d):
+                out[b + (t, j)] = float(np.float16(X[b + (t, j)]))
+        lines = range(d) if keys else range(n_q)   # a channel of keys, a token of values
+        length = n_q if keys else d
+        for line in lines:
+            for start in range(0, length, group):
+                idx = [(b + (t, line)) if keys else (b + (line, t))
+                       for t in range(start, min(start + group, length))]
+                for i, v in zip(idx, loop_group([float(X[i]) for i in idx], bits)):
+                    out[i] = v
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:.*below float16's smallest normal:UserWarning")
+@pytest.mark.parametrize("n_tokens,dim,group,residual,bits", [
+    (45, 24, 16, 11, 2), (37, 10, 7, 0, 3), (20, 12, 5, 32, 4), (50, 20, 8, 3, 1)])
+def test_kivi_equals_a_loop_reference(n_tokens, dim, group, residual, bits):
+    """Decoded keys and values equal a per-group Python loop bit for bit: keys grouped per
+    channel over consecutive tokens from the first (a partial last group), values per token
+    over consecutive channels, the last ``residual`` tokens in float16; channel 3 of the
+    keys scaled by 50 and some tiny groups so that a swapped axis or a misplaced window
+    changes the result."""
+    rng = np.random.default_rng(n_tokens)
+    K, V = rng.standard_t(4, size=(2, 2, n_tokens, dim))
+    K[..., 3] *= 50
+    V[0, : min(3, n_tokens)] *= 1e-9  # groups flushed to a zero of 0 (minimum in [-2^-25, 0))
+    kivi = KIVIQuantizer(bits, group_size=group, residual=residual)
+    K_hat, V_hat = kivi.decode(kivi.encode(K, V))
+    np.testing.assert_array_equal(K_hat, loop_kivi(K, bits, group, residual, keys=True))
+    np.testing.assert_array_equal(V_hat, loop_kivi(V, bits, group, residual, keys=False))
