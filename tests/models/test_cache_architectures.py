@@ -2,10 +2,14 @@
 models): decode steps read from the codes give the scores of the model's own attention
 over the decoded cache, or a clear error. docs/real_model.md ("Other architectures")
 cites this file; tests/models/test_code_attention.py keeps six of them in the fast suite.
+Bloom and MPT, which compute attention in their own code (eager only), are checked with
+``attention="model"``: the lossless identity scheme gives DynamicCache's scores, and KQV's
+decoded states are exactly what the model attends.
 """
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from kvstats.models import QuantizedCache
 
@@ -57,3 +61,59 @@ def test_what_the_code_reading_attention_cannot_do_is_refused(arch, error, match
     model = _model(arch, "eager")
     with pytest.raises(error, match=match):
         _scores(model, QuantizedCache("KQV", 4, seed=1))
+
+
+class _Replay(DynamicCache):
+    """A DynamicCache fed, at every update, the given states at the updated positions
+    instead of the model's: the model's own attention over those states."""
+
+    def __init__(self, states):
+        super().__init__()
+        self.states = states
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        a = self.get_seq_length(layer_idx) if layer_idx < len(self.layers) else 0
+        K, V = self.states[layer_idx]
+        b = a + key_states.shape[-2]
+        return super().update(K[..., a:b, :], V[..., a:b, :], layer_idx, *args, **kwargs)
+
+
+def _decode_logits(model, cache, steps=5):
+    """Prefill a left-padded batch of 2, then greedy steps one token at a time, driven by
+    hand: transformers 5.24's generate() with a cache passed in re-feeds MPT the whole
+    sequence at every step (its DynamicCache ends with 9 + 10 + ... + 13 = 55 positions and
+    the scores differ from generate(use_cache=False) by 0.34), so generate cannot be the
+    harness for MPT."""
+    ids = torch.randint(2, 97, (2, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    ids[1, :2], mask[1, :2] = 0, 0
+    out, x = [], ids
+    with torch.inference_mode():
+        for _ in range(steps):
+            logits = model(input_ids=x, attention_mask=mask, cache=cache, use_cache=cache is not None).logits
+            out.append(logits[:, -1])
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            mask = torch.cat([mask, torch.ones_like(nxt)], 1)
+            x = nxt if cache is not None else torch.cat([x, nxt], 1)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("arch", ["Bloom", "Mpt"])
+def test_bloom_and_mpt_attend_the_decoded_cache_with_attention_model(arch):
+    model = _model(arch, "eager")                  # neither has an sdpa implementation
+    full = _decode_logits(model, None)             # no cache: the whole sequence every step
+    dynamic = _decode_logits(model, DynamicCache())
+    torch.testing.assert_close(dynamic, full, rtol=0, atol=1e-5)     # the harness itself
+    lossless = QuantizedCache("identity", None, attention="model")
+    torch.testing.assert_close(_decode_logits(model, lossless), dynamic, rtol=0, atol=1e-5)
+    assert lossless.get_seq_length() == 9 + 4
+    for keep in (True, False):                     # a kept decoded copy, or decoded on read
+        cache = QuantizedCache("KQV", 4, seed=1, attention="model", keep_decoded=keep)
+        coded = _decode_logits(model, cache)
+        assert cache.get_seq_length() == 9 + 4
+        # the model's own attention over the cache's decoded keys and values (each token
+        # coded before it is attended) gives these scores bit for bit ...
+        states = [(lay.keys.clone(), lay.values.clone()) for lay in cache.layers]
+        assert torch.equal(_decode_logits(model, _Replay(states)), coded)
+        # ... and those states are the 4-bit codes' (not the raw states): the scores move
+        assert (coded - dynamic).abs().max() > 1e-3
