@@ -75,6 +75,21 @@ def test_sphere_abs_moment_closed_forms():
                                                  rel=1e-6)
 
 
+def test_gaussian_variance_is_the_derived_closed_form():
+    """The Gaussian-sketch variance, derived here: with rows s_i ~ N(0, I_d) i.i.d. the
+    estimate is the mean of m i.i.d. terms Z_i = sqrt(pi/2) ||k|| (s_i.q) sign(s_i.k).
+    Write s.q = a g1 + b g2 with g1 = s.k/||k||, g2 independent N(0, 1), a = <q, k>/||k||,
+    a^2 + b^2 = ||q||^2: E[(s.q) sign(s.k)] = a E|g1| = a sqrt(2/pi), so E Z = <q, k>; and
+    Z^2 = (pi/2) ||k||^2 (s.q)^2, so E Z^2 = (pi/2) ||k||^2 ||q||^2. Hence
+    Var = ((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m, held against kvstats.theory (which the
+    statistical tests below compare the estimator with)."""
+    rng = np.random.default_rng(21)
+    q, k = rng.standard_normal((2, 5, 24))
+    for m in (1, 24, 100):
+        derived = (math.pi / 2 * (q * q).sum(-1) * (k * k).sum(-1) - (q * k).sum(-1) ** 2) / m
+        np.testing.assert_allclose(qjl_variance("gaussian", m, q, k), derived, rtol=1e-12)
+
+
 @pytest.mark.parametrize("m,d", [(16, 16), (40, 16), (7, 64)])
 def test_sketch_constants(m, d):
     assert make_sketch("gaussian", m, d).scale == pytest.approx(math.sqrt(math.pi / 2) / m, rel=1e-15)
