@@ -5,8 +5,9 @@ C reference, gguf 0.17) for q8_0, q4_0, q4_1, q5_0, q5_1 and MXFP4 — stored by
 decoded values equal bit for bit; for nvfp4, gguf only decodes (its own super-block
 layout, no float32 scale): decoded values are held to it, codes to the definition of
 NVFP4 written out here by brute force (E4M3 and E2M1 value tables from their bit
-fields, nearest value, ties to the even code). gguf is imported here only; the coders
-never import it.
+fields, nearest value, ties to the even code); for mxfp4 also the OCP MX v1.0 rule (shared
+exponent from the exact ⌊log₂ amax⌋) with ml_dtypes.float4_e2m1fn as the element cast.
+gguf is imported here only; the coders never import it.
 """
 
 from __future__ import annotations
@@ -309,3 +310,40 @@ def test_nvfp4_scale_per_head_or_per_call():
     y[0] *= 100                                                   # another head changes
     assert np.array_equal(head.roundtrip(y)[1:], head.roundtrip(x)[1:])
     assert not np.array_equal(tensor.roundtrip(y)[1:], tensor.roundtrip(x)[1:])
+
+
+# ------------------------------------------------------------------ OCP MX spec, ml_dtypes
+def test_mxfp4_follows_the_ocp_rule_and_ml_dtypes_e2m1():
+    """OCP Microscaling Formats v1.0 §6.3: shared exponent ⌊log₂ amax⌋ − emax(E2M1) with
+    emax = 2, taken here exactly from the float32 bit pattern (np.frexp), and each element
+    the E2M1 cast of x / 2^shared — ml_dtypes.float4_e2m1fn (round to nearest even,
+    saturating at ±6). The documented departures, both gguf's: amax within a float32 log2
+    rounding of the next power of two takes that power (exponent + 1), and exact ties go to
+    the smaller magnitude; ml_dtypes's −0 is stored as +0."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(9)
+    n = 4000
+    x = (rng.standard_normal((n, 32)) * 2.0 ** rng.integers(-60, 60, (n, 1))).astype(np.float32)
+    below = np.nextafter(np.float32(2.0 ** 7), np.float32(0))     # float32 log2 gives 7.0
+    x[:2] = rng.standard_normal((2, 32)).astype(np.float32)       # |x| < 127 ...
+    x[0, 0], x[1, 5] = below, -below                              # ... but one just below 2^7
+    x[2] = np.resize([4.0, 0.25, -0.75, 1.25, -1.75, 2.5, -3.5, 5.0, 0.1], 32)  # scale 1: ties
+    coder = MXCoder("mxfp4", 32)
+    blocks = coder.encode(x).data.reshape(n, 17)
+    amax = np.abs(x).max(axis=1)
+    exact = np.frexp(amax)[1] - 1 - 2                              # ⌊log₂ amax⌋ − emax, exactly
+    got = blocks[:, 0].astype(int) - 127
+    rounded_up = np.floor(np.log2(amax)) > exact + 2               # float32 log2 reached 2^k
+    assert rounded_up[:2].all() and rounded_up.sum() < 10
+    np.testing.assert_array_equal(got[~rounded_up], exact[~rounded_up])
+    np.testing.assert_array_equal(got[rounded_up], exact[rounded_up] + 1)
+    y = (x / np.float32(2.0) ** got[:, None].astype(np.float32)).astype(np.float32)
+    ref = y.astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & np.uint8(15)
+    ref[ref == 8] = 0                                              # −0 → +0
+    codes = np.concatenate([blocks[:, 1:] & 15, blocks[:, 1:] >> 4], axis=1)
+    mags = np.float32([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    tie = np.isin(np.abs(y), (mags[1:] + mags[:-1]) / 2)
+    assert tie[2].sum() == 25 and tie.sum() < 0.001 * y.size
+    np.testing.assert_array_equal(codes[~tie], ref[~tie])
+    lower = np.searchsorted(mags, np.abs(y[tie])) - 1              # the smaller magnitude
+    np.testing.assert_array_equal(codes[tie] & 7, lower)
