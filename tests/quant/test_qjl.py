@@ -250,8 +250,8 @@ def test_estimator_unbiased(kind, m):
 
 
 def test_unbiasedness_test_has_power_against_the_gaussian_constant_on_orthogonal_rows():
-    # At d = 16 the Gaussian constant is off by ~1.6% for orthogonal rows
-    # (sqrt(pi/2)/(sqrt(d) E|u1|) - 1); the test above must detect it.
+    # At d = 16 the Gaussian constant is off by ~1.6% for orthogonal rows (the ratio of
+    # the two constants, sqrt(pi/2) sqrt(d) E|u1| - 1); the test above must detect it.
     d = 16
     q, k = probe_pairs(d)
     s = make_sketch("orthogonal", d, d, seed=11, draws=R)
