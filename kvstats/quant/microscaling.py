@@ -10,8 +10,9 @@ scale per block:
     largest element exponent of E2M1 is 2), elements the nearest E2M1 value of
     ``x/2^(e−127)``. 1 + 16 bytes per 32 coordinates: 4.25 bits. The rule follows
     ``gguf.quants.MXFP4`` bit for bit (tests/quant/test_formats.py): ``⌊log₂ amax⌋`` is
-    evaluated in float32 (it rounds up for amax within ~1e-7 of a power of two below
-    it), and an element half-way between two E2M1 values takes the smaller magnitude
+    evaluated in float32 (for amax below a power of two 2^k by a relative amount under
+    ln 2·ulp(k)/2, i.e. (2–4)·10⁻⁸·|k|, it gives k: a scale twice the OCP one), and an
+    element half-way between two E2M1 values takes the smaller magnitude
     (gguf's ``argmin``; the OCP text rounds ties to even — exact ties only). Where gguf's
     exponent would wrap below 0 (amax < 2^-125) it is clamped to 0 here.
 ``nvfp4`` (NVIDIA Blackwell; TensorRT Model Optimizer's recipe)
