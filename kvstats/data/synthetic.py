@@ -265,8 +265,9 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             ``scale² (v + noise²)`` (rank times) and ``scale² noise²`` (d − rank times).
             ``query="subspace"``: each query is ``√(d/rank) · B Bᵀ z_q`` (its isotropic draw
             projected into the trial's key subspace, ``E‖q‖² = d`` kept), so the logits
-            have variance ``scale² v`` (``scale² d/rank`` for ``"total"``: far sharper
-            attention than isotropic queries' ``scale² (rank·v + noise² d)/d``).
+            have variance ``scale² (v + noise²)`` (``scale² (d/rank + noise²)`` for
+            ``"total"``: far sharper attention than isotropic queries'
+            ``scale² (rank·v + noise² d)/d``).
         ``"focused"`` (``strength=0.5``, ``n_focus=1``, ``scale=1``)
             Gaussian keys (scale ``scale``), except that each query gets ``n_focus`` keys
             of its own at random positions whose component along the query is set so
