@@ -5,7 +5,11 @@ Every distribution returns independent trials of keys ``K (T, N, d)``, values
 ``gaussian``, has ``E‖k‖² = d`` and queries ``q ~ N(0, I_d)``: the attention logits
 ``q·k/√d`` then have unit variance, the regime of a freshly initialised transformer.
 
-Reproducibility. One seed gives the same bits on every machine. Each random quantity
+Reproducibility. One seed gives the same bits on every machine with the same numpy and
+BLAS kernels. ``low_rank`` alone goes through LAPACK/BLAS (its basis is a QR, its keys a
+matrix product), whose last bits depend on the kernels OpenBLAS picks for the CPU: its
+float64 draws on SkylakeX kernels differ from Haswell ones by up to 4.4e-16 of the largest |k|
+(float32 output: the same bits in practice; tests/data/test_lowrank_family.py). Each random quantity
 (keys, values, queries, bases, channel choices, focus positions) has its own stream
 spawned from the seed, and every stream is consumed in trial order. Consequently trial
 ``t`` is the same whatever ``n_trials`` is: ``sample(..., n_trials=10, seed=s)`` is the

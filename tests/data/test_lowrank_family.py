@@ -2,9 +2,14 @@
 
 Defaults must draw the bits they drew before the family existed: the hashes below were
 printed by the code of commit 1cf5d03 (before ``energy``/``query``), numpy 2.4.6 with
-its bundled OpenBLAS (the low-rank basis is a LAPACK QR, so another LAPACK may move the
-last bits; the sweep's stored results were drawn with this one). Statistical checks
-state their tolerance in standard errors of the estimate.
+its bundled OpenBLAS on its Haswell kernels (the sweep's stored results were drawn with
+them). The low-rank basis is a LAPACK QR and the keys a BLAS product, whose last bits
+depend on the kernels OpenBLAS picks for the CPU: on SkylakeX kernels (AVX-512) the
+float64 low-rank draws differ from the Haswell ones by up to 4.4e-16 of the largest |k| (1.1e6 of
+3.3e6 values of a quick.toml-sized draw; its float32 rounding equal). There the float64
+low-rank bits are checked through their float32 rounding, which generator 1 defines as
+the float32 draw (hashed below on every kernel tried: Haswell, Zen, SkylakeX). Statistical
+checks state their tolerance in standard errors of the estimate.
 """
 
 import hashlib
@@ -43,13 +48,32 @@ def _hash(t) -> str:
     return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in (t.K, t.V, t.q))).hexdigest()[:16]
 
 
+# OpenBLAS kernels that reproduce the float64 low-rank hashes (LAPACK QR, BLAS products)
+_HASH_KERNELS = ("Haswell", "Zen")
+
+
+def _blas_kernel() -> str | None:
+    from threadpoolctl import threadpool_info
+
+    return next((i.get("architecture") for i in threadpool_info() if i.get("internal_api") == "openblas"), None)
+
+
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
 def test_default_draws_are_bit_for_bit_those_before_the_family(dist):
+    lapack = dist in ("gaussian", "low_rank")          # the gaussian case has low-rank values
     for gen in (1, 2):
         for dt in ("float32", "float64"):
             t = sample(dist, 3, 40, 16, seed=2026, n_queries=2, dtype=dt, generator=gen,
                        value_distribution="low_rank" if dist == "gaussian" else None)
-            assert _hash(t) == DEFAULT_HASHES[(dist, gen, dt)], (dist, gen, dt)
+            if dt == "float64" and lapack and _blas_kernel() not in _HASH_KERNELS:
+                # last bits are the kernels': the float32 rounding is generator 1's float32 draw
+                assert _hash(t.astype(np.float32)) == DEFAULT_HASHES[(dist, 1, "float32")], (dist, gen)
+                # and generator 2's float64 draw is generator 1's, bit for bit, on any kernel
+                t1 = sample(dist, 3, 40, 16, seed=2026, n_queries=2, dtype=dt, generator=1,
+                            value_distribution="low_rank" if dist == "gaussian" else None)
+                assert _hash(t) == _hash(t1)
+            else:
+                assert _hash(t) == DEFAULT_HASHES[(dist, gen, dt)], (dist, gen, dt)
 
 
 @pytest.mark.parametrize("params,hashes", EXPLICIT_HASHES)
