@@ -111,7 +111,9 @@ def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
         Name of the column holding the raw p-values.
     by : str or list of str, optional
         Columns defining separate families (each adjusted on its own); default: the
-        whole table is one family, as for "every test in a report".
+        whole table is one family, as for "every test in a report". Rows whose key is
+        missing (NaN) form one family of their own. Families are formed by row position,
+        so a repeated index (e.g. from ``pd.concat``) is fine.
 
     Returns
     -------
@@ -147,17 +149,18 @@ def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
             raise ValueError(f"by must name columns of frame {list(frame.columns)}; received "
                              f"{by!r} ({missing} not found)")
     out = frame.copy()
-    out["pvalue_adjusted"] = np.nan
-    out["reject"] = False
-    out["adjust_method"] = method
     if len(out) == 0:
         check_choice(method, "method", ADJUST_METHODS)
-        return out
-    groups = [out.index] if by is None else [idx for _, idx in out.groupby(by, sort=False).groups.items()]
-    for idx in groups:
-        res = adjust_pvalues(out.loc[idx, pvalue_column].to_numpy(dtype=np.float64),
-                             method=method, alpha=alpha)
-        out.loc[idx, "pvalue_adjusted"] = res.pvalues_adjusted
-        out.loc[idx, "reject"] = res.reject
-    out["reject"] = out["reject"].astype(bool)
-    return out
+        return out.assign(pvalue_adjusted=np.nan, reject=False, adjust_method=method)
+    # Families by position, never by index label: a frame from pd.concat repeats labels,
+    # and .loc on a repeated label would put every row of that label into each family.
+    # A missing key (NaN) is a family of its own (dropna=False), not a row left out.
+    codes = (np.zeros(len(out), dtype=np.int64) if by is None
+             else out.groupby(by, sort=False, dropna=False).ngroup().to_numpy())
+    p = out[pvalue_column].to_numpy(dtype=np.float64)
+    adjusted, reject = np.empty(len(out)), np.empty(len(out), dtype=bool)
+    for code in np.unique(codes):
+        rows = np.flatnonzero(codes == code)
+        res = adjust_pvalues(p[rows], method=method, alpha=alpha)
+        adjusted[rows], reject[rows] = res.pvalues_adjusted, res.reject
+    return out.assign(pvalue_adjusted=adjusted, reject=reject, adjust_method=method)

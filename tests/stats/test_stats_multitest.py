@@ -63,6 +63,28 @@ def test_add_adjusted_pvalues_whole_family_and_groups():
     assert "pvalue_adjusted" in renamed.columns
 
 
+def test_add_adjusted_pvalues_with_a_repeated_index_and_missing_keys():
+    # A frame from pd.concat without ignore_index repeats its index labels: families are
+    # rows, not labels. Holm by hand (also statsmodels' multipletests on each family):
+    # whole table: sorted 0.01, 0.02, 0.03, 0.04 times 4, 3, 2, 1, running max ->
+    # 0.04, 0.06, 0.06, 0.06; by g: a = (0.01, 0.02) -> 0.02, 0.02; b = (0.03, 0.04) ->
+    # 0.06, 0.06. The label-based version gave 0.08, 0.12, 0.12, 0.12 (a family of 8).
+    part = pd.DataFrame({"g": ["a", "b"], "pvalue": [0.01, 0.03]})
+    df = pd.concat([part, part.assign(pvalue=[0.02, 0.04])])       # index 0, 1, 0, 1
+    assert df.index.tolist() == [0, 1, 0, 1]
+    np.testing.assert_allclose(add_adjusted_pvalues(df)["pvalue_adjusted"],
+                               [0.04, 0.06, 0.06, 0.06], rtol=1e-12)
+    out = add_adjusted_pvalues(df, by="g")
+    np.testing.assert_allclose(out["pvalue_adjusted"], [0.02, 0.06, 0.02, 0.06], rtol=1e-12)
+    assert out["reject"].tolist() == [True, False, True, False]
+    assert out.index.tolist() == [0, 1, 0, 1] and out["pvalue"].tolist() == df["pvalue"].tolist()
+    # a missing key is a family of its own, never a row silently left out (NaN, False)
+    df = pd.DataFrame({"g": ["a", "a", None, None, "b"], "pvalue": [0.01, 0.02, 0.01, 0.04, 0.3]})
+    out = add_adjusted_pvalues(df, by="g")
+    np.testing.assert_allclose(out["pvalue_adjusted"], [0.02, 0.02, 0.02, 0.04, 0.3], rtol=1e-12)
+    assert out["reject"].tolist() == [True, True, True, True, False]
+
+
 def test_alpha_and_the_ends_of_the_unit_interval():
     # p = 0 and p = 1 are p-values like any other, and alpha decides the rejections.
     # Holm by hand: sorted p times 6, 5, 4, 3, 2, 1 with a running max, clipped at 1:
