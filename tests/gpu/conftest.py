@@ -5,6 +5,7 @@ tests marked ``gpu`` need a real GPU and are skipped without one, unless
 usage error: on a GPU machine whose CUDA plugin failed to load, jax falls back to the CPU
 and every gpu test would otherwise skip and the run pass."""
 
+import contextlib
 import os
 
 import pytest
@@ -28,8 +29,26 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# The GPU the lowering targets off a GPU: the lent machine's. jax >= 0.11's Triton lowering
+# reads the compute capability from the device kind and, without a GPU, raises "No supported
+# GPU devices found, please specify an abstract GPU device using AbstractDevice" (0.10.2
+# assumed sm_90). Mosaic's lowering does not look at it.
+CUDA_TARGET = "NVIDIA H200"
+
+
+def cuda_target():
+    """A context in which a CUDA lowering from the CPU targets :data:`CUDA_TARGET` (an
+    abstract mesh of no axes carrying that device kind); nothing on a GPU."""
+    if jax.default_backend() == "gpu":
+        return contextlib.nullcontext()
+    from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
+    return use_abstract_mesh(AbstractMesh((), (), abstract_device=AbstractDevice(
+        device_kind=CUDA_TARGET, num_cores=None, platform="gpu")))
+
+
 def _lower_cuda(fn, *args):
-    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    with cuda_target():
+        return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
 @pytest.fixture
