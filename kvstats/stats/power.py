@@ -19,7 +19,7 @@ from scipy import special
 from kvstats._checks import SeedLike, as_generator, check_choice, check_int, check_real
 
 from ._base import _FrameMixin
-from .rank import ALTERNATIVES, _mwu_asymptotic
+from .rank import _EXACT_WORK_LIMIT, ALTERNATIVES, _mwu_asymptotic, _mwu_exact_cdf
 
 __all__ = ["PowerResult", "SampleSizeResult", "power_mann_whitney", "trials_for_power"]
 
@@ -97,19 +97,44 @@ def _effect(effect: float, effect_type: str) -> tuple[float, float]:
 def _simulated_power(delta: float, n_x: int, n_y: int, alpha: float, alternative: str,
                      n_sim: int, rng: np.random.Generator, chunk_elems: int = 4_000_000) -> float:
     rejections = 0
+    exact = _uses_exact(n_x, n_y)     # the test mann_whitney runs by default at these sizes
     chunk = max(1, chunk_elems // (n_x + n_y))
     for start in range(0, n_sim, chunk):
         m = min(chunk, n_sim - start)
         x = rng.standard_normal((m, n_x)) + delta
         y = rng.standard_normal((m, n_y))
-        rejections += int(np.count_nonzero(_mwu_asymptotic(x, y, alternative)[1] <= alpha))
+        u1, pvalue = _mwu_asymptotic(x, y, alternative)
+        if exact:
+            pvalue = _mwu_exact_pvalues(u1, n_x, n_y, alternative)
+        rejections += int(np.count_nonzero(pvalue <= alpha))
     return rejections / n_sim
+
+
+def _uses_exact(n_x: int, n_y: int) -> bool:
+    """Whether ``mann_whitney(method="auto")`` uses the exact distribution at these sizes.
+
+    Its rule, for the model's continuous (tie-free) data: min(n) <= 8 and the cost limit.
+    """
+    return min(n_x, n_y) <= 8 and min(n_x, n_y) ** 2 * max(n_x, n_y) <= _EXACT_WORK_LIMIT
+
+
+def _mwu_exact_pvalues(u1: np.ndarray, n_x: int, n_y: int, alternative: str) -> np.ndarray:
+    """Exact p-values of an array of U statistics: ``_mwu_exact_pvalue`` vectorised."""
+    cdf = _mwu_exact_cdf(n_x, n_y)
+    mn = n_x * n_y
+    u1 = np.asarray(u1, dtype=np.float64)
+    if alternative == "greater":          # P(U >= u) = P(U <= mn - u)
+        return cdf[np.rint(mn - u1).astype(np.int64)]
+    if alternative == "less":
+        return cdf[np.rint(u1).astype(np.int64)]
+    far = np.maximum(u1, mn - u1)
+    return np.minimum(2.0 * cdf[np.rint(mn - far).astype(np.int64)], 1.0)
 
 
 def power_mann_whitney(effect: float, n_x: int, n_y: int | None = None, alpha: float = 0.05,
                        effect_type: str = "r", alternative: str = "two-sided",
                        n_sim: int = 2000, seed: SeedLike = 0) -> PowerResult:
-    """Power of the (asymptotic, tie-corrected) Mann–Whitney test, by simulation.
+    """Power of the Mann–Whitney test that :func:`mann_whitney` runs by default, by simulation.
 
     Parameters
     ----------
@@ -133,7 +158,12 @@ def power_mann_whitney(effect: float, n_x: int, n_y: int | None = None, alpha: f
     Notes
     -----
     Model: x ~ N(delta, 1), y ~ N(0, 1); r = 2 Phi(delta / sqrt 2) - 1. Vectorised over
-    simulations: ``scipy.stats.mannwhitneyu(axis=-1)`` tests a chunk of them at once.
+    simulations: ``scipy.stats.mannwhitneyu(axis=-1)`` tests a chunk of them at once. The
+    test is ``mann_whitney(method="auto")``'s: the exact distribution of U when
+    min(n_x, n_y) <= 8 (the model's data have no ties), else the asymptotic one with tie
+    and continuity correction. (Up to 2026-12-02 the asymptotic test was simulated at
+    every n, which understated the power of the exact test run at n <= 8: 0.711 instead
+    of 0.758 at r = 0.7, n = 8.)
 
     Examples
     --------
