@@ -31,7 +31,10 @@ change between 1e-12 and 1e-9; the iteration then stops when the change stops
 decreasing, and a ``RuntimeWarning`` is raised only if the change is above 1e-9. Both
 densities are symmetric and log-concave for ``dim >= 3`` (so the Lloyd--Max quantizer is
 unique, Fleischer 1964, and symmetric); only the negative half is iterated, with the
-boundary 0 fixed, which also keeps every cell probability free of cancellation.
+boundary 0 fixed, which also keeps every cell probability free of cancellation. For
+``dim = 2`` (the arcsine density, not log-concave) Lloyd's conditions have other,
+worse solutions; the symmetric one returned is the best a multi-start search finds at
+1-3 bits (tests/quant/test_codebook.py).
 """
 
 from __future__ import annotations
