@@ -148,6 +148,8 @@ class Trials:
             sel = idx
         else:
             sel = np.asarray(idx)
+            if sel.ndim == 1 and sel.size == 0:   # [] is float64 to numpy: an empty index list
+                sel = sel.astype(np.intp)
             if sel.dtype == bool:
                 if sel.shape != (self.n_trials,):
                     raise ValueError(f"idx as a boolean mask must have shape ({self.n_trials},); "

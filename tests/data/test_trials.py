@@ -67,6 +67,10 @@ def test_subset_variants():
         t.subset([0, 9])
     with pytest.raises(ValueError, match="at least one trial"):
         t.subset(slice(3, 3))
+    # an empty list selects nothing (was a TypeError: numpy makes [] a float array)
+    for empty in ([], (), np.array([], dtype=np.int64)):
+        with pytest.raises(ValueError, match="at least one trial"):
+            t.subset(empty)
     with pytest.raises(TypeError, match="idx must be"):
         t.subset(1.5)
 
