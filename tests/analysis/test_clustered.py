@@ -137,3 +137,42 @@ def test_cluster_means_hold_the_level_where_trials_inflate_it():
     assert lo <= rate_cluster <= hi, rate_cluster
     # ICC 0.1 in clusters of 30: design effect 1 + 29 * 0.1 = 3.9, trial-level rate ~0.3
     assert rate_trial > 3 * hi, rate_trial
+
+
+def test_few_clusters_of_unequal_size_hold_the_exact_level():
+    """4 against 6 texts of 1-59 trials each (ICC 0.3): exact Mann–Whitney on the text means.
+
+    Under the null the texts are split at random between two arms of the same scheme, so
+    the 10 cluster means are exchangeable whatever their sizes and the rejection rate is
+    the exact test's attainable size: P(p <= alpha) over the C(10, 4) = 210 equally
+    likely rank splits, enumerated with scipy.stats.mannwhitneyu(method="exact"): 8/210
+    at alpha = 0.05, 14/210 at 0.1. On the trials themselves the rate is several times
+    higher.
+    """
+    import itertools
+
+    ref = {a: np.mean([stats.mannwhitneyu(np.array(s, float), np.setdiff1d(np.arange(10), s).astype(float),
+                                          method="exact").pvalue <= a
+                       for s in itertools.combinations(range(10), 4)]) for a in (0.05, 0.1)}
+    rng = np.random.default_rng(20261202)
+    n_rep = 300 if replicate_scale() == "ci" else 3000
+    p_cluster, p_trial = [], []
+    for _ in range(n_rep):
+        sizes = rng.integers(1, 60, 10)
+        cluster = np.repeat(np.arange(10), sizes)
+        kl = np.exp(np.sqrt(0.3) * rng.standard_normal(10)[cluster]
+                    + np.sqrt(0.7) * rng.standard_normal(cluster.size))
+        arm = np.isin(cluster, rng.permutation(10)[:4])
+        f = pd.concat([_basic(cluster[arm], kl[arm]), _basic(cluster[~arm], kl[~arm]).assign(scheme="KV")],
+                      ignore_index=True)
+        g = aggregate_clusters(f)
+        a, b = g.loc[g["scheme"] == "KQV", "kl"].to_numpy(), g.loc[g["scheme"] == "KV", "kl"].to_numpy()
+        assert a.size == 4 and b.size == 6
+        res = mann_whitney(a, b)
+        assert res.method == "exact"
+        p_cluster.append(res.pvalue)
+        p_trial.append(mann_whitney(kl[arm], kl[~arm]).pvalue)
+    for a in (0.05, 0.1):
+        lo, hi = stats.binom.ppf(0.0005, n_rep, ref[a]) / n_rep, stats.binom.isf(0.0005, n_rep, ref[a]) / n_rep
+        assert lo <= np.mean(np.array(p_cluster) <= a) <= hi, (a, ref[a], np.mean(np.array(p_cluster) <= a))
+    assert np.mean(np.array(p_trial) <= 0.05) > 3 * ref[0.05]

@@ -546,3 +546,35 @@ def test_tost_rank_type_one_error_when_samples_can_be_all_tied():
     rejected = np.mean([r.pvalue <= 0.05 for r in results])
     assert tied > 0.12                                   # the degenerate case is frequent here
     assert rejected <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
+
+
+# ------------------------------------------------- known defect: sparse binary data
+# The rank and ratio TOSTs use plug-in (Wald-type) standard errors. On sparse binary data
+# with one arm constant (a reference that is always perfect, the other missing now and
+# then) the estimate is small exactly when few misses were seen, and the tests are
+# liberal: size 0.12 (rank) and 0.17 (ratio) at n = 30 on the margin, still 0.08 at
+# n = 300 (ratio); table: tests/stats/calibrate_sparse_and_few_clusters.py. Not fixed
+# (the fix is a null-restricted or bounded variance, a change of method); these tests
+# state the property the tests should have and fail loudly (strict xfail) once it holds.
+
+
+@pytest.mark.xfail(strict=True, reason="rank TOST liberal on sparse binary data (known defect)")
+def test_tost_rank_size_on_sparse_binary_data_with_one_arm_constant():
+    # x = 0 always, y ~ Bernoulli(0.2): theta = 0.5 + (0 - 0.2)/2 = 0.4, on the margin of
+    # H0: theta <= 0.4. Measured 0.12 at n = 30 (4,000 replicates).
+    rng = np.random.default_rng(21)
+    reps, n = 1000, 30
+    p = [tost_rank(np.zeros(n), (rng.random(n) < 0.2).astype(float), delta=0.1,
+                   alternative="greater").pvalue for _ in range(reps)]
+    assert _rates(p) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+@pytest.mark.xfail(strict=True, reason="ratio TOST liberal on sparse binary data (known defect)")
+def test_tost_ratio_size_on_sparse_binary_data_with_one_arm_constant():
+    # x = 1 always, y ~ Bernoulli(1/1.1): ratio of means 1.1, on the margin of H0: ratio >=
+    # 1.1. Measured 0.17 at n = 30: one miss in y (probability 0.17) rejects.
+    rng = np.random.default_rng(22)
+    reps, n = 1000, 30
+    p = [tost_ratio(np.ones(n), (rng.random(n) < 1 / 1.1).astype(float), margin=0.1,
+                    alternative="less").pvalue for _ in range(reps)]
+    assert _rates(p) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
