@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import textwrap
 import time
@@ -211,10 +212,48 @@ def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report
                                 progress=not args.no_progress)
         say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
             f"in {time.perf_counter() - tic:.1f} s")
-        found = rep.crossovers[rep.crossovers["crossover"]] if not rep.crossovers.empty else rep.crossovers
-        for line in found.get("description", []):
+        for line in _crossover_lines(rep.crossovers, rep.summary):
             say("  " + line)
     return 0
+
+
+def _crossover_lines(crossovers, summary) -> list[str]:
+    """The report's crossover sentences, each with the bits its two schemes store.
+
+    "Equal budget" is the nominal n: a scheme with a window or per-group scales can store
+    twice the bits of the other at the same n (kivi at n = 2: 4.6 bits per coordinate
+    against TurboQuant-mse's 2.1), and a line saying it wins at n = 3 must say so.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> case = {"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128}
+    >>> cross = pd.DataFrame([{**case, "scheme_a": "A", "scheme_b": "B", "crossover": True,
+    ...                        "description": "CROSSOVER in kl for gaussian: A wins at n = 2; B wins at n = 3."}])
+    >>> summary = pd.DataFrame([{**case, "budget": b, "scheme": s, "bits_total": t}
+    ...                         for s, b, t in [("A", 2, 2.125), ("A", 3, 3.125),
+    ...                                         ("B", 2, 4.625), ("B", 3, 5.5)]])
+    >>> _crossover_lines(cross, summary)
+    ['CROSSOVER in kl for gaussian: A wins at n = 2; B wins at n = 3. Bits stored per coordinate: A 2.125–3.125, B 4.625–5.5.']
+    """
+    from kvstats.results import CASE_COLUMNS
+
+    if crossovers.empty:
+        return []
+    lines = []
+    for row in crossovers[crossovers["crossover"]].itertuples(index=False):
+        case = summary
+        for col in CASE_COLUMNS:
+            case = case[case[col] == getattr(row, col)]
+        ranges = []
+        for scheme in (row.scheme_a, row.scheme_b):
+            bits = case.loc[case["scheme"] == scheme, "bits_total"]
+            if not bits.empty:
+                low, high = f"{bits.min():.4g}", f"{bits.max():.4g}"
+                ranges.append(f"{scheme} {low}" + ("" if low == high else f"–{high}"))
+        tail = f" Bits stored per coordinate: {', '.join(ranges)}." if len(ranges) == 2 else ""
+        lines.append(row.description + tail)
+    return lines
 
 
 def _cell_counts(manifest: dict) -> str:
@@ -243,6 +282,8 @@ def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats.results import load_result
     from kvstats.sweep.store import check_out_folder, lock_dir
 
+    _check_report_flags(args)   # before loading: a typo in a flag fails at once, named
+    tic = time.perf_counter()
     # the sweep's plugins from where they are now; a missing one is named with the fix
     relocate_plugins(args.dir, args.plugins or ())
     result = load_result(args.dir)  # checked: the results pair with the manifest
@@ -257,16 +298,60 @@ def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
                                 pairing=args.pairing,
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
-    say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures)")
+    say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
+        f"in {time.perf_counter() - tic:.1f} s")
     return 0
+
+
+#: The report flags that set a ``[report]`` option of the same name.
+_REPORT_FLAGS = {"alpha": "--alpha", "energy_resamples": "--energy-resamples",
+                 "bootstrap_resamples": "--bootstrap-resamples"}
+
+
+def _check_report_flags(args: argparse.Namespace) -> None:
+    """Each report flag given, checked as its ``[report]`` option is, the error naming the
+    flag the user typed (``--alpha``), not the config key.
+
+    Examples
+    --------
+    >>> _check_report_flags(argparse.Namespace(alpha=2.0, energy_resamples=None,
+    ...                                        bootstrap_resamples=None))
+    Traceback (most recent call last):
+    ...
+    ValueError: --alpha must be a float in (0, 1) (the [report] option alpha); received 2.0
+    """
+    from kvstats.report.options import REPORT_OPTIONS
+
+    for opt in REPORT_OPTIONS:
+        value = getattr(args, opt.name, None) if opt.name in _REPORT_FLAGS else None
+        if value is None:
+            continue
+        try:
+            opt.check(value)
+        except (ValueError, TypeError):
+            raise ValueError(f"{_REPORT_FLAGS[opt.name]} must be {opt.allowed} (the [report] "
+                             f"option {opt.name}); received {value!r}") from None
 
 
 def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats.data.register import distribution_names, user_distributions
-    from kvstats.plugins import load_plugins
+    from kvstats.plugins import _KEY as PLUGINS_KEY
+    from kvstats.plugins import PluginError, load_plugins
     from kvstats.quant.register import user_schemes
 
-    load_plugins(args.plugins or ())
+    refs = args.plugins or ()
+    for ref in refs:   # named as --plugins, relative to the working directory (no config here)
+        if os.path.isfile(ref) and not ref.endswith(".py"):
+            raise ValueError(f"--plugins {ref!r} is a file but not a .py file; a plugin is a "
+                             "Python file (my_schemes.py) or an importable module name")
+        if (ref.endswith(".py") or os.sep in ref or "/" in ref) and not os.path.isfile(
+                os.path.expanduser(ref)):
+            raise ValueError(f"--plugins: file {ref!r} does not exist (a relative path is "
+                             f"resolved against the working directory, {os.getcwd()})")
+    try:
+        resolved = load_plugins(refs)
+    except PluginError as exc:   # its message names the config key; here it is the flag
+        raise ValueError(str(exc).replace(PLUGINS_KEY, "--plugins", 1)) from None
     say(_schemes_text())
     # the built-ins, the registered ones, then real (a capture, not a name to register)
     say(textwrap.fill("Distributions: " + ", ".join([*distribution_names(), _distributions()[-1]]), 100))
@@ -274,6 +359,10 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
              **{f"distribution {n}": o for n, o in user_distributions().items()}}
     for what, origin in users.items():
         say(f"  {what}: registered by {origin or 'this process'}")
+    for plugin in resolved:   # a check of a plugin: one that registered nothing says so
+        if plugin not in users.values():
+            say(f"  plugin {plugin} registered no scheme or distribution "
+                "(kvstats.register_scheme / register_distribution at its top level)")
     return 0
 
 
@@ -318,6 +407,44 @@ def _os_message(exc: OSError) -> str:
         return _one_line(exc.strerror or str(exc))
     where = f"{exc.filename!s}" + (f" -> {exc.filename2!s}" if exc.filename2 else "")
     return _one_line(f"cannot use {where!r}: {exc.strerror}")
+
+
+#: pip's name for a module kvstats imports only when a config needs it, and the extra
+#: of pyproject.toml that installs it (``make install`` installs them all).
+_PIP_NAMES = {"ml_dtypes": ("ml_dtypes", None), "torch": ("torch", "models"),
+              "transformers": ("transformers", "models"), "gguf": ("gguf", "models"),
+              "jax": ("jax", "gpu"), "pyarrow": ("pyarrow", "parquet"),
+              "dask": ("dask[distributed]", "dask"), "distributed": ("dask[distributed]", "dask"),
+              "optimum": ("optimum-quanto", "peers")}
+
+
+def _import_message(exc: ImportError) -> str:
+    """A missing package as one line: which, for what (the exception's notes name the
+    scheme or cell), and the command that installs it.
+
+    Examples
+    --------
+    >>> exc = ModuleNotFoundError("No module named 'ml_dtypes'", name="ml_dtypes")
+    >>> exc.add_note("[scheme 'fp8_e4m3', d=64]")
+    >>> _import_message(exc)  # doctest: +NORMALIZE_WHITESPACE
+    "the Python package 'ml_dtypes' is not installed ([scheme 'fp8_e4m3', d=64]; No module
+    named 'ml_dtypes'): install it with `.venv/bin/pip install ml_dtypes`"
+    >>> _import_message(ModuleNotFoundError("No module named 'torch'", name="torch"))  # doctest: +NORMALIZE_WHITESPACE
+    "the Python package 'torch' is not installed (No module named 'torch'): install it with
+    `.venv/bin/pip install torch` (or the 'models' extra: `.venv/bin/pip install -e
+    '.[models]'`; `make install` installs every extra)"
+    """
+    named = re.search(r"No module named '([^']+)'", str(exc))   # a name the importer left out
+    module = (exc.name or (named.group(1) if named else "")).split(".")[0]
+    notes = " ".join(getattr(exc, "__notes__", ()))
+    context = "; ".join(t for t in (notes, _one_line(str(exc))) if t)
+    if not module:
+        return f"an import failed ({context})"
+    pip, extra = _PIP_NAMES.get(module, (module, None))
+    fix = f"install it with `.venv/bin/pip install {pip}`"
+    if extra:
+        fix += f" (or the {extra!r} extra: `.venv/bin/pip install -e '.[{extra}]'`; `make install` installs every extra)"
+    return f"the Python package {module!r} is not installed ({context}): {fix}"
 
 
 class _Stdout:
@@ -383,6 +510,15 @@ def _warning_printer(command: str):
     return show
 
 
+#: What an interrupted command leaves, and what to do (``--resume`` is the sweep's alone).
+_INTERRUPTED = {
+    "sweep": "finished cells are kept; rerun the same command with --resume to reuse them",
+    "report": "the output folder keeps its earlier report or none; rerun the same command",
+    "schemes": "nothing was written",
+    "theory": "nothing was written",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -414,11 +550,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(args.command, exc, _one_line(str(exc)), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
         return _error(args.command, exc, _os_message(exc), 2)
+    except ImportError as exc:  # an optional dependency the config needs (fp8 needs ml_dtypes)
+        return _error(args.command, exc, _import_message(exc), 2)
     except WorkerDiedError as exc:  # not bad input: the machine killed a worker (memory?)
         return _error(args.command, exc, _one_line(str(exc)), 1)
     except KeyboardInterrupt:
         try:
-            print("kvstats: interrupted; finished cells are kept, rerun with --resume", file=sys.stderr)
+            print(f"kvstats {args.command}: interrupted; {_INTERRUPTED[args.command]}", file=sys.stderr)
         except BrokenPipeError:
             _discard("stderr")
         return 130

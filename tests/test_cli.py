@@ -414,3 +414,108 @@ def test_schemes_lists_a_plugins_names_with_their_origin(tmp_path, capsys, monke
     assert f"distribution cli_listed: registered by {plugin}" in out
     assert main(["schemes", "--plugins", "missing.py"]) == 2
     assert "missing.py' does not exist" in capsys.readouterr().err
+
+
+# ---- found by using kvstats as a new user (session 10): each error names what the user typed
+
+
+def test_report_flags_are_named_as_typed_before_the_sweep_is_read(tmp_path, capsys):
+    """`kvstats report DIR --alpha 2` names `--alpha` (not the config key 'alpha' of a
+    [report] table the user never wrote), its allowed values and what it received, and
+    fails before DIR is read (DIR need not even exist)."""
+    missing = str(tmp_path / "no_sweep_here")
+    for flag, value, allowed in [("--alpha", "2", "a float in (0, 1)"),
+                                 ("--alpha", "nan", "a float in (0, 1)"),
+                                 ("--energy-resamples", "0", "an int >= 1"),
+                                 ("--bootstrap-resamples", "-5", "an int >= 1")]:
+        assert main(["report", missing, flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"kvstats report: error: {flag} must be {allowed}"), err
+        assert "received" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.usefixtures("user_registries")
+def test_schemes_plugins_errors_name_the_flag_and_the_working_directory(tmp_path, capsys, monkeypatch):
+    """`kvstats schemes --plugins` has no config: a missing file is resolved against the
+    working directory and the error says so (it said 'config [sweep] plugins ... against the
+    config file's folder'); a file that is not Python is named as such (it was imported as
+    a module name, 'No module named README'); a plugin that registers nothing says so."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["schemes", "--plugins", "absent.py"]) == 2
+    err = capsys.readouterr().err
+    assert "--plugins: file 'absent.py' does not exist" in err and str(tmp_path) in err
+    assert "config" not in err
+    (tmp_path / "notes.md").write_text("# not python\n")
+    assert main(["schemes", "--plugins", "notes.md"]) == 2
+    err = capsys.readouterr().err
+    assert "'notes.md' is a file but not a .py file" in err and "No module named" not in err
+    (tmp_path / "broken_plug.py").write_text("raise RuntimeError('boom')\n")
+    assert main(["schemes", "--plugins", "broken_plug.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvstats schemes: error: --plugins: importing file") and "boom" in err
+    (tmp_path / "empty_plug.py").write_text("X = 1\n")
+    assert main(["schemes", "--plugins", "empty_plug.py"]) == 0
+    out = capsys.readouterr().out
+    assert f"plugin {tmp_path / 'empty_plug.py'} registered no scheme or distribution" in out
+
+
+@pytest.mark.parametrize("command", ["sweep", "report"])
+def test_an_interrupt_says_what_that_command_left(command, tiny_config, tmp_path, monkeypatch, capsys):
+    """Ctrl-C: exit 130 and a line for the command interrupted. `report` has no --resume,
+    which the one message for every command told the user to use."""
+    import kvstats.cli as cli
+
+    def interrupted(args, say):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.__dict__, f"_cmd_{command}", interrupted)
+    argv = (["sweep", "--config", str(tiny_config), "--out", str(tmp_path / "o")]
+            if command == "sweep" else ["report", str(tmp_path / "o")])
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.startswith(f"kvstats {command}: interrupted;")
+    assert ("--resume" in err) == (command == "sweep")
+
+
+def test_a_missing_optional_package_is_one_line_with_the_install_command(tmp_path, monkeypatch, capsys):
+    """A scheme whose coder needs a package the core install (`make demo`) lacks (fp8 and
+    MX formats: ml_dtypes) gave a traceback; now one line naming the package, the scheme
+    (the exception's note) and the pip command, exit 2."""
+    import kvstats.cli as cli
+
+    def needs_package(args, say):
+        exc = ModuleNotFoundError("No module named 'ml_dtypes'", name="ml_dtypes")
+        exc.add_note("[scheme 'fp8_e4m3', d=64]")
+        raise exc
+
+    monkeypatch.setitem(cli.__dict__, "_cmd_schemes", needs_package)
+    assert main(["schemes"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "'ml_dtypes' is not installed" in err and "fp8_e4m3" in err
+    assert "pip install ml_dtypes" in err
+
+
+def test_crossover_lines_carry_each_schemes_stored_bits():
+    """At an equal nominal n a scheme with a window or per-group scales can store twice
+    the bits (kivi at n = 2 stores 4.6 bits per coordinate on d = 128, N = 256, against
+    TurboQuant-mse's 2.1): the sweep's closing crossover lines print each scheme's bits
+    total range in that case, from the summary table, not another case's."""
+    import pandas as pd
+
+    from kvstats.cli import _crossover_lines
+
+    cases = [{"distribution": d, "params": "-", "dim": 128, "n_keys": 256}
+             for d in ("gaussian", "low_rank")]
+    summary = pd.DataFrame([{**case, "budget": b, "scheme": s, "metric": m,
+                             "bits_total": b + extra + (1.0 if case["distribution"] == "low_rank" else 0)}
+                            for case in cases for s, extra in (("TQ", 0.125), ("kivi", 2.625))
+                            for b in (2, 3, 4) for m in ("kl", "snr_k")])
+    cross = pd.DataFrame([{**cases[0], "scheme_a": "TQ", "scheme_b": "kivi", "metric": "kl",
+                           "crossover": True, "description": "CROSSOVER in kl: TQ at 2; kivi at 3, 4."},
+                          {**cases[1], "scheme_a": "TQ", "scheme_b": "kivi", "metric": "kl",
+                           "crossover": False, "description": "no crossover"}])
+    assert _crossover_lines(cross, summary) == [
+        "CROSSOVER in kl: TQ at 2; kivi at 3, 4. Bits stored per coordinate: "
+        "TQ 2.125–4.125, kivi 4.625–6.625."]
+    assert _crossover_lines(cross.iloc[:0], summary) == []
