@@ -166,3 +166,54 @@ def test_config_no_warning_when_a_pair_runs_or_none_is_asked(extra):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SweepConfig.from_dict({**_GRID, **extra})
+
+
+def _real_model_using_it() -> str:
+    text = (DOCS / "real_model.md").read_text()
+    return text[text.index("## Using it"):text.index("## The sweep on a capture")]
+
+
+def test_real_model_first_run_prints_the_quality_columns_it_names():
+    # "Using it" printed summarize_quality's 20 columns, which pandas elides in a terminal
+    # ("..."; mean_kl among the hidden ones); it now selects the ones to read. Each must
+    # be a column summarize_quality returns (its docstring's input, no model needed), and
+    # the printed header the doc shows must be that selection.
+    import pandas as pd
+
+    from kvstats.models.quality import summarize_quality
+
+    section = _real_model_using_it()
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    chosen = re.search(r"quality\[\[(.*?)\]\]", code, re.S)
+    assert chosen is not None, "the example should print chosen columns of summarize_quality"
+    columns = re.findall(r'"(\w+)"', chosen.group(1))
+    df = pd.DataFrame({"scheme": "KV", "bits": 4.0, "window": 0, "mode": "prefill",
+                       "text": [0, 0, 1], "position": [0, 1, 0], "kl": [0.0, 0.2, 0.1],
+                       "top1_agree": [True, False, True], "nll_ref": [1.0, 1.0, 1.0],
+                       "nll_quant": [1.0, 1.2, 1.1]})
+    # kl_quality's memory record (bytes per token, fp16 bytes per token, held, fixed)
+    df.attrs["memory"] = {"KV:4": (6300.0, 23040.0, 35446.0, 1865344.0)}
+    summary = summarize_quality(df)
+    assert set(columns) <= set(summary.columns), sorted(set(columns) - set(summary.columns))
+    shown = re.search(r"printed, for.*?:\n\n    ([^\n]*)\n", section, re.S).group(1).split()
+    assert shown == columns
+
+
+def test_real_model_small_sweep_config_fits_the_capture_it_follows(tmp_path):
+    # the small sweep of "Using it" reads the capture the example writes: 4 texts x 128
+    # tokens of SmolLM2 (30 layers, 3 KV heads, 9 query heads, d = 64). A fake capture of
+    # that shape stands in for it: the config must accept it (d, N, the 12 trials of a
+    # layer) and make 2 layers x 2 budgets x 3 schemes = 12 cells, as the text says.
+    import json
+
+    import numpy as np
+
+    block = re.search(r"```toml\n(.*?)```", _real_model_using_it(), re.S).group(1)
+    raw = tomllib.loads(block)
+    x = np.zeros((4, 30, 3, 128, 64), np.float32)
+    np.savez(tmp_path / "cap.npz", K=x, V=x, q=np.zeros((4, 30, 9, 128, 64), np.float32),
+             meta=json.dumps({}))
+    (tmp_path / "real_small.toml").write_text(block)
+    cfg = SweepConfig.from_toml(tmp_path / "real_small.toml")
+    assert len(cfg.cells()) == 12 and cfg.n_trials == 12
+    assert raw["distributions"][0]["params"][0]["path"] == "cap.npz"
