@@ -32,6 +32,12 @@ __all__ = ["BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci", "BOOTSTRAP_M
 BOOTSTRAP_METHODS = ("BCa", "percentile", "basic", "studentized")
 # int64 resample indices per chunk of the studentized bootstrap (~32 MB)
 _T_CHUNK_ELEMENTS = 1 << 22
+# scipy.stats.bootstrap builds every resample (B x n) and every jackknife sample
+# (n x (n - 1)) in one array unless given a batch: n = 1e5 asked for 75 GiB. Beyond this
+# many elements per array (512 MiB of float64) it is given one. Below, no batch, so the
+# random stream, and every interval computed so far, stays as it was (batching the
+# resamples of two samples interleaves their draws).
+_SCIPY_BATCH_ELEMENTS = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -149,10 +155,15 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
         warnings.simplefilter("ignore", RuntimeWarning)
         # (after the line above: DegenerateDataWarning is a RuntimeWarning, newest filter wins)
         warnings.simplefilter("error", stats.DegenerateDataWarning)
+        total, biggest = sum(a.size for a in data), max(a.size for a in data)
+        batch = None
+        if (n_resamples * total > _SCIPY_BATCH_ELEMENTS
+                or (method == "BCa" and biggest * (biggest - 1) > _SCIPY_BATCH_ELEMENTS)):
+            batch = max(1, _SCIPY_BATCH_ELEMENTS // total)
         try:
             res = stats.bootstrap(data, statistic, n_resamples=n_resamples,
                                   confidence_level=confidence, method=method, rng=rng,
-                                  vectorized=True, axis=-1)
+                                  vectorized=True, axis=-1, batch=batch)
         except stats.DegenerateDataWarning as exc:
             raise ValueError(f"{' and '.join(names)}: the bootstrap distribution is degenerate "
                              f"(e.g. all values equal), so the {method} interval is undefined; "
@@ -181,6 +192,8 @@ def bootstrap_ci(x, statistic=np.mean, confidence: float = 0.95, n_resamples: in
     n_resamples : int >= 1
     method : {"BCa", "percentile", "basic", "studentized"}
         BCa (default; Efron 1987) corrects the percentile interval for bias and skewness.
+        Its jackknife costs O(n²): n = 1e5 takes minutes (196 s on 2 shared cores, where
+        the percentile interval with 999 resamples takes 3 s); memory stays bounded.
         "studentized" (bootstrap-t) resamples the t statistic (x̄* − x̄)/(s*/√n); only for
         ``statistic=np.mean``. Measured coverage of 95% intervals (6000 samples each,
         docs/statistics.md, "Bootstrap intervals"): on Exp(1) at n = 20 / 50 / 200, BCa

@@ -226,3 +226,36 @@ def test_studentized_bad_input():
     # mostly tied data: most resamples have s* = 0 and t* = ±inf: refused, not an inf limit
     with pytest.raises(ValueError, match="studentized interval for x is not finite"):
         bootstrap_ci(np.r_[np.zeros(3), 1.0], method="studentized", n_resamples=999)
+
+
+def test_scipy_is_given_a_batch_beyond_the_memory_budget(monkeypatch):
+    # scipy.stats.bootstrap builds all B resamples and all n jackknife samples in one
+    # array unless given a batch: bootstrap_ci(n = 1e5) asked for 75 GiB (MemoryError).
+    # With a budget of 600 elements: B * n = 999 * 40 and 40 * 39 exceed it, so scipy
+    # gets batch = 600 // 40 = 15; one sample's random stream does not depend on the
+    # batch, so the interval is the unbatched one bit for bit.
+    from scipy import stats as sps
+
+    import kvstats.stats.bootstrap as bmod
+
+    x = np.random.default_rng(4).exponential(size=40)
+    unbatched = bootstrap_ci(x, n_resamples=999, seed=2)
+    seen = []
+    real = sps.bootstrap
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("batch"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bmod.stats, "bootstrap", spy)
+    bootstrap_ci(x, n_resamples=999, seed=2)
+    assert seen == [None]                      # within the budget: as before
+    monkeypatch.setattr(bmod, "_SCIPY_BATCH_ELEMENTS", 600)
+    for method in ("BCa", "percentile"):
+        res = bootstrap_ci(x, n_resamples=999, seed=2, method=method)
+        assert seen[-1] == 15
+        if method == "BCa":
+            assert (res.low, res.high, res.standard_error) == (
+                unbatched.low, unbatched.high, unbatched.standard_error)
+    bootstrap_ratio_ci(x, x + 1.0, n_resamples=99, seed=2)
+    assert seen[-1] == 600 // 80
