@@ -208,7 +208,8 @@ def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report
         f"{time.perf_counter() - tic:.1f} s -> {args.out}")
     if not args.no_report:
         tic = time.perf_counter()
-        rep = hypothesis_report(result, args.out, figures=not args.no_figures,
+        # None: the config's [report] figures (default true); True here overrode its false
+        rep = hypothesis_report(result, args.out, figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
         say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
             f"in {time.perf_counter() - tic:.1f} s")

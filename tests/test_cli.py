@@ -519,3 +519,15 @@ def test_crossover_lines_carry_each_schemes_stored_bits():
         "CROSSOVER in kl: TQ at 2; kivi at 3, 4. Bits stored per coordinate: "
         "TQ 2.125–4.125, kivi 4.625–6.625."]
     assert _crossover_lines(cross.iloc[:0], summary) == []
+
+
+def test_sweep_keeps_the_configs_figures_false(tmp_path, tiny_config, capsys):
+    """`[report] figures = false` in the config: `kvstats sweep` passed figures=True to
+    the report unless --no-figures was given, and drew them anyway."""
+    config = tmp_path / "no_figures.toml"
+    config.write_text(tiny_config.read_text() + "figures = false\n")
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(config), "--out", str(out), "--workers", "1",
+                 "--no-progress"]) == 0
+    assert "(0 figures)" in capsys.readouterr().out
+    assert not list(out.glob("figures/*"))
