@@ -41,14 +41,26 @@ __all__ = ["main", "build_parser", "PIPE_CLOSED"]
 PIPE_CLOSED = 141
 
 
-def _schemes_text(width: int = 100) -> str:
-    """The registry's schemes, one per entry with its one-line summary (wrapped)."""
+def _schemes_text(width: int = 100, params: bool = False) -> str:
+    """The registry's schemes, one per entry with its one-line summary (wrapped) and, with
+    ``params``, the settings a config's ``params`` table may give it.
+
+    Examples
+    --------
+    >>> "kivi             KIVI" in _schemes_text()
+    True
+    >>> "params: group_size, residual" in _schemes_text(params=True)
+    True
+    """
     from kvstats.quant.registry import REGISTRY
 
     pad = max(map(len, REGISTRY)) + 2
     lines = ["Schemes (kvstats.quant.registry; n = bits per coordinate, the config's budgets):"]
     for name, sdef in REGISTRY.items():
-        lines += textwrap.wrap(sdef.summary, width, initial_indent=f"  {name:<{pad}}",
+        text = sdef.summary
+        if params:   # what `params = {...}` accepts: a typo is refused naming these too
+            text += f" [params: {', '.join(sorted(sdef.params)) or 'none'}]"
+        lines += textwrap.wrap(text, width, initial_indent=f"  {name:<{pad}}",
                                subsequent_indent=" " * (pad + 2), break_on_hyphens=False)
     lines.append(f"  {'K{a}V{b}':<{pad}}mixed precision by name, e.g. K4V2 (a, b in 1..8)")
     return "\n".join(lines)
@@ -96,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Run the grid of a TOML config (schemes × budgets × distributions "
                                     "× d × N × trials), write DIR/results.parquet, DIR/manifest.json, "
                                     "DIR/cells/ (for resuming) and the report (DIR/report.md, "
-                                    "report.html, report.json, tables/, figures/).")
+                                    "report.html, report.json, tables/, figures/). The config "
+                                    "format: docs/usage.md; the names it may use and each "
+                                    "scheme's params: `kvstats schemes`.")
     sw.add_argument("--config", required=True, type=Path, metavar="FILE",
                     help="TOML sweep configuration (e.g. experiments/quick.toml)")
     sw.add_argument("--out", required=True, type=Path, metavar="DIR",
@@ -353,7 +367,8 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
         resolved = load_plugins(refs)
     except PluginError as exc:   # its message names the config key; here it is the flag
         raise ValueError(str(exc).replace(PLUGINS_KEY, "--plugins", 1)) from None
-    say(_schemes_text())
+    say(_schemes_text(params=True))
+    say("  (what each parameter does: docs/qjl.md, docs/formats.md, docs/usage.md)")
     # the built-ins, the registered ones, then real (a capture, not a name to register)
     say(textwrap.fill("Distributions: " + ", ".join([*distribution_names(), _distributions()[-1]]), 100))
     users = {**{f"scheme {n}": o for n, o in user_schemes().items()},

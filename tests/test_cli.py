@@ -531,3 +531,18 @@ def test_sweep_keeps_the_configs_figures_false(tmp_path, tiny_config, capsys):
                  "--no-progress"]) == 0
     assert "(0 figures)" in capsys.readouterr().out
     assert not list(out.glob("figures/*"))
+
+
+def test_schemes_lists_each_schemes_params(capsys):
+    """A config's `params = {...}` for a scheme: `kvstats schemes` names what each accepts
+    (the registry's params), so a user need not provoke an error to learn them."""
+    from kvstats.quant.registry import REGISTRY
+
+    assert main(["schemes"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for name in ("kivi", "qjl", "KQV", "q8_0"):
+        listed = ", ".join(sorted(REGISTRY[name].params)) or "none"
+        assert f"[params: {listed}]" in out, name
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "kvstats schemes" in capsys.readouterr().out
