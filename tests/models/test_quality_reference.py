@@ -87,11 +87,26 @@ def test_memory_is_the_mean_over_texts(tiny):
     assert s.bytes_per_token == mem[0] and s.ratio_to_fp16 == pytest.approx(mem[0] / fp16)
 
 
-def test_kl_is_clamped_at_zero_where_float_rounding_makes_it_negative(tiny):
-    # identity through the cache token by token: the same model up to float32 reordering,
-    # so per-position sums Σ p (log p − log q) land on either side of 0 by ~1e-15; the
-    # rows report 0 there, never a negative KL.
+def test_kl_is_clamped_at_zero_where_float_rounding_makes_it_negative(tiny, monkeypatch):
+    # Σ p (log p − log q) of two equal models lands on either side of 0 by rounding alone;
+    # which side depends on the BLAS kernels, so the rounding is made explicit: the quantized
+    # log-probabilities are the reference's shifted by ±1e-9 on alternate positions, a raw KL
+    # of ∓1e-9. The negative rows must report 0, the positive ones their value.
+    import kvstats.models.quality as quality
+
     model, tok = tiny
+    exact = quality._log_probs
+
+    def shifted(model, ids, cache, mode, prefill_tokens):
+        out = exact(model, ids, None, "prefill", prefill_tokens)
+        if cache is None:
+            return out
+        exact(model, ids, cache, mode, prefill_tokens)  # fills the cache its memory is read from
+        sign = torch.where(torch.arange(out.shape[0]) % 2 == 0, 1.0, -1.0).to(out.dtype)
+        return out + 1e-9 * sign[:, None]
+
+    monkeypatch.setattr(quality, "_log_probs", shifted)
     df = kl_quality(model, tok, TEXTS, "identity", None, mode="decode", prefill_tokens=3)
-    assert (df.kl >= 0).all() and df.kl.max() < 1e-12
-    assert (df.kl == 0).any()
+    even = df.position.to_numpy() % 2 == 0
+    assert (df.kl[even] == 0).all()
+    assert np.allclose(df.kl[~even], 1e-9, rtol=1e-3, atol=0) and len(df.kl[~even]) > 0
