@@ -63,9 +63,24 @@ def check_int(value: Any, name: str, *, low: int | None = None, high: int | None
 
 def check_real(value: Any, name: str, *, low: float | None = None, high: float | None = None,
                low_open: bool = False, high_open: bool = False) -> float:
-    """Return ``value`` as a finite ``float`` within the given (open or closed) bounds."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
+    """Return ``value`` as a finite ``float`` within the given (open or closed) bounds.
+
+    A value that is not a real number is a ``TypeError``; NaN, ±inf or one outside the
+    bounds is a ``ValueError`` (the right type, a wrong value).
+
+    Examples
+    --------
+    >>> check_real(0.5, "alpha", low=0, high=1, low_open=True, high_open=True)
+    0.5
+    >>> check_real(float("nan"), "alpha")
+    Traceback (most recent call last):
+    ...
+    ValueError: alpha must be a finite real number; received nan
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a finite real number; received {_describe(value)}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number; received {_describe(value)}")
     value = float(value)
     bad_low = low is not None and (value <= low if low_open else value < low)
     bad_high = high is not None and (value >= high if high_open else value > high)

@@ -1,0 +1,26 @@
+"""The shared input checks (kvstats._checks): the exception type says what was wrong."""
+import math
+
+import numpy as np
+import pytest
+
+from kvstats._checks import check_real
+from kvstats.quant.fp8 import FP8Coder
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, np.float32("nan"), np.float64("inf")])
+def test_a_non_finite_real_is_a_value_error_naming_the_argument(bad):
+    with pytest.raises(ValueError, match=r"^alpha must be a finite real number; received"):
+        check_real(bad, "alpha")
+
+
+@pytest.mark.parametrize("bad", ["0.5", None, True, [0.5]])
+def test_a_value_that_is_not_a_real_number_is_a_type_error(bad):
+    with pytest.raises(TypeError, match=r"^alpha must be a finite real number; received"):
+        check_real(bad, "alpha")
+
+
+def test_a_public_entry_point_refuses_nan_with_a_value_error():
+    # reported by a review: FP8Coder(scale=nan) raised TypeError although NaN is a float
+    with pytest.raises(ValueError, match="scale"):
+        FP8Coder("fp8_e4m3", 64, scale=float("nan"))
