@@ -13,26 +13,30 @@
 # 2. correctness: `pytest -m gpu tests/gpu` with KVSTATS_REQUIRE_GPU=1 (no silent skips) --
 #    every compiled kernel, through Mosaic GPU and through Triton, against its jnp
 #    reference (decode attention at 32k tokens);
-# 3. throughput: `python -m kvstats_gpu.bench --require-gpu` -- its own correctness check
-#    per backend, then one decode step over a KQV@4 cache at 32k and 128k tokens (8 KV
-#    heads, 32 query heads, d = 128) against dense bf16 attention and the device's peak
-#    HBM bandwidth, for each backend that passed.
+# 3. throughput: `python -m kvstats_gpu.bench --require-gpu --impl B` once per Pallas backend B
+#    (BENCH_IMPLS, default "mosaic triton"), each in its own process, so that a backend whose
+#    compile aborts the process (a fatal LLVM/ptxas error is not a Python exception) leaves
+#    the other's figures: its own correctness check, then one decode step over a KQV@4 cache
+#    at 32k and 128k tokens (8 KV heads, 32 query heads, d = 128) against dense bf16
+#    attention and the device's peak HBM bandwidth.
 # Everything printed also lands in OUT_DIR (default $OUT, else ./gpu_runbook_out):
-# env.txt, pytest_gpu.txt, bench_gpu.txt, bench_gpu.json. Exit status 0 only if every step
-# run passed. pytest runs verbose (one line per test as it finishes, with durations) and the
-# bench prints and saves each row as it is measured, so a step cut short by its time cap
-# still says what passed and what was measured.
+# env.txt, pytest_gpu.txt, and per backend bench_B.txt and bench_B.json. Exit status 0 only
+# if every step run passed. pytest runs verbose (one line per test as it finishes, with
+# durations) and the bench prints and saves each row as it is measured, so a step cut short
+# by its time cap still says what passed and what was measured.
 #
 # Sized for a 15-minute device budget (machine start included) with room for one rerun: the
-# steps are capped at T_TESTS=120 s and T_BENCH=180 s (environment variables), about 5.5
-# minutes in all; call it with a timeout of ~340 s. STEPS (default "tests bench") chooses
-# the steps, e.g. STEPS=bench for a shorter rerun of the throughput step alone. PYTHON
+# steps are capped at T_TESTS=120 s and T_BENCH=90 s per backend (environment variables;
+# `timeout -k 10`), at most about 5.4 minutes with the environment step; call it with a
+# timeout of ~340 s. STEPS (default "tests bench") chooses the steps, e.g. STEPS=bench for a
+# shorter rerun of the throughput step alone, BENCH_IMPLS=triton for one backend. PYTHON
 # (default python3: on the lent H200 machine the image's Python with jax[cuda] and absl-py)
-# runs it; BENCH_ARGS overrides the bench's arguments. The repository is not pip-installed
-# there: PYTHONPATH is set to the repository root.
+# runs it; BENCH_ARGS overrides the bench's arguments other than --impl and --json. The
+# repository is not pip-installed there: PYTHONPATH is set to the repository root.
 #
 # Dry run on a machine without a GPU: RUNBOOK_ALLOW_CPU=1 runs the same steps on the CPU
-# (the gpu tests skip, which checks that they collect; the bench runs its CPU sizes, with
+# (the gpu tests skip, which checks that they collect; the bench checks each backend's
+# kernels in the Pallas interpreter and times the jnp reference at its CPU sizes, with
 # T_BENCH defaulting to 900 s: the interpreter is slow), to check the script and the
 # imports under another environment; its exit status says nothing about the GPU.
 set -u -o pipefail
@@ -55,7 +59,12 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
         echo "nvidia-smi: not available"
     fi
     "$PY" -c "import sys, jax, jaxlib, numpy; print('python', sys.version.split()[0], 'numpy', numpy.__version__)
-print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'backend', jax.default_backend(), jax.devices())"
+print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'backend', jax.default_backend(), jax.devices())
+try:  # where XLA and Mosaic GPU look for ptxas first (CUDA_ROOT overrides); a private name
+    from jax._src import lib; print('jax cuda_path', lib.cuda_path)
+except Exception as exc: print('jax cuda_path: unknown', type(exc).__name__)"
+    # Mosaic GPU and XLA assemble PTX with ptxas: a failure to find it shows here first
+    echo "ptxas: $(command -v ptxas || echo 'not on PATH')  nvcc: $(command -v nvcc || echo 'not on PATH')"
 } 2>&1 | tee "$OUT_DIR/env.txt"
 
 # preflight: the package and both Pallas GPU backends import (Triton is deprecated in
@@ -102,32 +111,38 @@ if [[ "$backend" != "gpu" && "$DRY" != "1" ]]; then
 fi
 if [[ "$backend" == "gpu" ]]; then
     export KVSTATS_REQUIRE_GPU=1  # tests/gpu/conftest.py: no GPU is then an error, not a skip
-    bench_default="--require-gpu --schemes KQV:4 --tokens 32768 131072 --impl mosaic triton"
+    bench_default="--require-gpu --schemes KQV:4 --tokens 32768 131072"
 else
     echo "runbook: DRY RUN on the CPU (RUNBOOK_ALLOW_CPU=1): gpu tests skip, the bench runs its CPU sizes" \
         | tee -a "$OUT_DIR/env.txt"
-    bench_default="--schemes KQV:4 --quick --impl mosaic triton"
+    bench_default="--schemes KQV:4 --quick"
     T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 fi
 
 steps=" ${STEPS:-tests bench} "
 rc_tests=0
-rc_bench=0
+rc_all=0
+summary=""
 if [[ "$steps" == *" tests "* ]]; then
-    timeout "${T_TESTS:-120}" "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu tests/gpu \
-        -rs 2>&1 | tee "$OUT_DIR/pytest_gpu.txt"
+    timeout -k 10 "${T_TESTS:-120}" "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu \
+        tests/gpu -rs 2>&1 | tee "$OUT_DIR/pytest_gpu.txt"
     rc_tests=$?
+    summary="tests exit $rc_tests"
+    rc_all=$rc_tests
 fi
 
 if [[ "$steps" == *" bench "* ]]; then
-    # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-    timeout "${T_BENCH:-180}" "$PY" -m kvstats_gpu.bench --json "$OUT_DIR/bench_gpu.json" \
-        ${BENCH_ARGS:-$bench_default} 2>&1 | tee "$OUT_DIR/bench_gpu.txt"
-    rc_bench=$?
+    for impl in ${BENCH_IMPLS:-mosaic triton}; do
+        # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+        timeout -k 10 "${T_BENCH:-90}" "$PY" -m kvstats_gpu.bench --impl "$impl" --json "$OUT_DIR/bench_$impl.json" \
+            ${BENCH_ARGS:-$bench_default} 2>&1 | tee "$OUT_DIR/bench_$impl.txt"
+        rc=$?
+        summary="${summary:+$summary, }bench $impl exit $rc"
+        [[ $rc -ne 0 ]] && rc_all=$rc
+    done
 fi
 
 note=""
 [[ "$backend" != "gpu" ]] && note=" -- CPU dry run: says nothing about the GPU"
-echo "runbook: steps${steps% }: tests exit $rc_tests, bench exit $rc_bench (124 = timed out)$note" \
-    | tee -a "$OUT_DIR/env.txt"
-[[ $rc_tests -eq 0 && $rc_bench -eq 0 ]]
+echo "runbook: steps${steps% }: ${summary:-nothing run} (124 or 137 = timed out)$note" | tee -a "$OUT_DIR/env.txt"
+[[ $rc_all -eq 0 ]]

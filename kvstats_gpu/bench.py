@@ -187,6 +187,10 @@ def parse_scheme_arg(text: str) -> tuple[str, int | None]:
     return name, int(bits) if sep else None
 
 
+def _frac(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
 def _fmt(rows: list[dict[str, Any]]) -> str:
     cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "quant_GBps",
             "quant_frac_peak", "dense_GBps", "dense_frac_peak", "cache_bytes_per_token", "ratio_to_fp16"]
@@ -224,9 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int, default=4, help="query heads per KV head")
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--impl", nargs="+", default=["mosaic", "triton"], choices=["pallas", "mosaic", "triton"],
+    p.add_argument("--impl", nargs="+", default=["mosaic", "triton"],
+                   choices=["pallas", "mosaic", "triton", "reference"],
                    help="Pallas backends to check and time (default: mosaic triton; on a CPU only the "
-                        "correctness check uses them, through the interpreter)")
+                        "correctness check uses them, through the interpreter); 'reference' times the jnp "
+                        "path compiled by XLA (a GPU figure when both Pallas backends fail)")
     p.add_argument("--json", default=None, help="write the figures to this file")
     p.add_argument("--require-gpu", action="store_true",
                    help="exit with status 2 at once if jax sees no GPU (the runbook passes it: without a GPU the "
@@ -247,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NO GPU: jax's default backend is {jax.default_backend()!r} and --require-gpu was given; "
               "nothing measured", file=sys.stderr)
         return 2
+    peak = peak_bandwidth(device.device_kind) if gpu else None
+    print("bytes counted: quantized = the cache's codes and norms of the attended tokens; dense = K and V in "
+          "bf16 and the queries; GB/s = bytes / median step time"
+          + (f"; peak HBM bandwidth of {device.device_kind}: {peak / 1e12:.3g} TB/s" if peak else ""))
     if not gpu:
         size = "at the sizes asked for" if args.tokens is not None else "on a small configuration"
         print(f"NOTE: no GPU. These are CPU figures of the jnp reference path {size}; "
@@ -284,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_row(row: dict[str, Any]) -> None:
         rows.append(row)
-        print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms "
-              f"(dense bf16 {row['dense_bf16_ms']:.4g} ms)", flush=True)
+        print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms, "
+              f"{row['quant_GBps']:.4g} GB/s ({_frac(row['quant_frac_peak'])} of peak); dense bf16 "
+              f"{row['dense_bf16_ms']:.4g} ms, {row['dense_GBps']:.4g} GB/s ({_frac(row['dense_frac_peak'])}); "
+              f"dense/quantized time {row['speedup_vs_dense']:.3g}", flush=True)
         save(complete=False)
 
     save(complete=not passed)

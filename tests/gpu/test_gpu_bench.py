@@ -121,3 +121,32 @@ def test_runbook_preflight_goes_on_without_one_backend_and_stops_without_both(tm
                              env={**env, "BLOCK_IMPORTS": blocked}, capture_output=True, text=True, timeout=300)
         assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
         assert said in res.stdout and "blocked by the test" in res.stdout
+
+
+_ABORT_MOSAIC_BENCH = '''import os
+argv = open("/proc/self/cmdline", "rb").read().split(b"\\0")  # sys.argv is not set yet here
+if b"kvstats_gpu.bench" in argv and b"mosaic" in argv:
+    os.abort()  # as a fatal error in a compiler would: no Python exception, no output files
+'''
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="a CPU dry run of the runbook")
+def test_runbook_bench_backends_run_in_their_own_processes(tmp_path):
+    # A backend whose compile aborts the process must not take the other backend's figures
+    # with it: the runbook runs one bench process per backend, each saving its own files,
+    # and its exit status reports the failure.
+    root = Path(__file__).parents[2]
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_ABORT_MOSAIC_BENCH)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path / "site"),
+           "RUNBOOK_ALLOW_CPU": "1", "STEPS": "bench", "BENCH_IMPLS": "mosaic reference"}
+    res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(out)], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert res.returncode != 0, res.stdout[-2000:]
+    assert "bench mosaic exit 134, bench reference exit 0" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+    assert not (out / "bench_mosaic.json").exists()
+    saved = json.loads((out / "bench_reference.json").read_text())
+    assert saved["complete"] is True and len(saved["rows"]) == 1 and saved["failed"] == {}
+    assert "measured 2048 tokens, KQV@4" in (out / "bench_reference.txt").read_text()
+    assert not (out / "pytest_gpu.txt").exists()  # STEPS=bench: the tests step did not run
