@@ -217,3 +217,20 @@ def test_real_model_small_sweep_config_fits_the_capture_it_follows(tmp_path):
     cfg = SweepConfig.from_toml(tmp_path / "real_small.toml")
     assert len(cfg.cells()) == 12 and cfg.n_trials == 12
     assert raw["distributions"][0]["params"][0]["path"] == "cap.npz"
+
+
+def test_usage_equal_storage_recipe_compares_across_budgets(tmp_path):
+    # docs/usage.md "Equal n is not equal storage": each scheme at its own budget, the pair
+    # compared across budgets (smaller here: d = 64, N = 64, 12 trials, no figures)
+    import pandas as pd
+
+    blocks = re.findall(r"```toml\n(.*?)```", (DOCS / "usage.md").read_text(), re.S)
+    raw = tomllib.loads(next(b for b in blocks if 'label = "TQ"' in b))
+    raw["sweep"].update(dims=[64], n_keys=[64], n_trials=12)
+    raw["report"].update(figures=False, energy_resamples=19, bootstrap_resamples=99)
+    res = kvstats.run_sweep(raw, out=tmp_path / "o", executor="serial", progress=False)
+    assert sorted(zip(res.frame.scheme, res.frame.budget)) == sorted([("TQ", 4.0)] * 12 + [("kivi", 2.0)] * 12)
+    kvstats.hypothesis_report(res, tmp_path / "o")
+    comp = pd.read_csv(tmp_path / "o" / "tables" / "comparisons.csv")
+    assert set(zip(comp.scheme_a, comp.budget, comp.scheme_b, comp.budget_b)) == {("TQ", 4.0, "kivi", 2.0)}
+    assert "TQ vs kivi (kivi at n = 2)" in (tmp_path / "o" / "report.md").read_text()
