@@ -405,8 +405,8 @@ def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
             resid_s = f"{resid:12.4f}"
         else:
             prod_snr, inflation, resid_s = f"{'–':>14}", f"{'–':>15}", f"{'–':>12}"
-        say(f"{b:>2} {theory.lloyd_max_distortion(b, 'beta', d_pad):11.4e} {rel:10.5f} "
-            f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5f} {-10 * math.log10(rel):13.2f} "
+        say(f"{b:>2} {theory.lloyd_max_distortion(b, 'beta', d_pad):11.4e} {rel:10.5g} "
+            f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5g} {-10 * math.log10(rel):13.2f} "
             f"{prod_snr} {inflation} {resid_s}")
     say(f"SNR in dB. Asymptotic inflations: 2π = {2 * math.pi:.4f} (QKQV/KQV at equal n, "
         f"as D_(n−1)/D_n → 4), π/2 = {math.pi / 2:.4f} (QJL residual over scalar residual).")
