@@ -28,7 +28,7 @@
 # Sized for a 15-minute device budget (machine start included) with room for one rerun: the
 # steps are capped at T_TESTS=120 s and T_BENCH=90 s per backend (environment variables;
 # `timeout -k 10`), at most about 5.4 minutes with the environment step; call it with a
-# timeout of ~340 s. STEPS (default "tests bench") chooses the steps, e.g. STEPS=bench for a
+# timeout of ~360 s. STEPS (default "tests bench") chooses the steps, e.g. STEPS=bench for a
 # shorter rerun of the throughput step alone, BENCH_IMPLS=triton for one backend. PYTHON
 # (default python3: on the lent H200 machine the image's Python with jax[cuda] and absl-py)
 # runs it; BENCH_ARGS overrides the bench's arguments other than --impl and --json. The
