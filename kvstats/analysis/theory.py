@@ -129,7 +129,11 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
       QKQV at n over KQV at n−1): the same (n−1)-bit scalar part, its residual r
       estimated by the 1-bit QJL sketch or left as the error. The QJL estimate of q·r has
       variance ((π/2)‖q‖²‖r‖² − (q·r)²)/m, the bare residual projection ‖q‖²‖r‖²/d_pad,
-      so with m = d_pad the ratio is π/2 − 1/d_pad (→ π/2).
+      so with m = d_pad the ratio is π/2 − 1/d_pad (→ π/2). With padding (d < d_pad) the
+      residual lives in R^d and is sketched with m = d_pad rows: (π/2 − 1/d)·d/d_pad
+      (``residual_inflation(d, d_pad)``, 1.170 at d = 96, asymptotically (π/2)·d/d_pad),
+      for a residual of isotropic direction; the same-budget row is then left out (the
+      padded n-bit MSE error has no closed form, as for ``k_snr_db``).
 
     - ``k_snr_bound``, ``v_snr_bound`` (every scheme, per case and budget, when the
       frame has the pooled SNR columns): ``rate`` is the scheme's total stored bits per
@@ -236,6 +240,10 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
                              "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
                              "ci_reliable": ci_reliable(x), "n_units": len(x)})
+            # Both schemes of a pair are rotated (d_pad coded coordinates); the residual r is
+            # sketched in R^d with m = d_pad rows, so its QJL error is (π/2 − 1/d)·d/d_pad times
+            # its own projection, which with padding (d < d_pad) is not π/2 − 1/d_pad.
+            padded = d_pad != base["dim"]
             for m_name, p_name in pairs:
                 if not ({m_name, p_name} <= labels and n >= 2):  # n−1 ≥ 1 bits of MSE
                     continue
@@ -243,7 +251,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                     continue
                 q_cell, k_cell = at[at["scheme"] == p_name], at[at["scheme"] == m_name]
                 q, k = _unit_values(q_cell, "ip_var"), _unit_values(k_cell, "ip_var")
-                if len(q) and len(k):
+                # padded: the n-bit MSE error is not d_pad·D_n (see the k_snr_db rows), so
+                # no same-budget prediction
+                if len(q) and len(k) and not padded:
                     rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_same_budget",
                                  "scheme": f"{p_name}/{m_name}",
                                  "predicted": theory.bit_trade_inflation(n, d_pad),
@@ -256,8 +266,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 if len(q) and len(prev):
                     rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_residual",
                                  "scheme": f"{p_name}(n)/{m_name}(n-1)",
-                                 "predicted": theory.residual_inflation(d_pad),
-                                 "predicted_asymptotic": math.pi / 2,
+                                 "predicted": theory.residual_inflation(base["dim"], d_pad),
+                                 "predicted_asymptotic": math.pi / 2 * base["dim"] / d_pad,
                                  **ratio_ci(q, prev, n_resamples, seed + 200 + n),
                                  "n_trials": min(len(q_cell), len(prev_cell)),
                                  "n_units": min(len(q), len(prev))})

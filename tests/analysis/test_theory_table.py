@@ -205,3 +205,27 @@ def test_on_a_clustered_frame_every_measured_row_is_over_texts():
     # without clusters the same rows are over the 30 trials
     plain = theory_table(frame.drop(columns="cluster"), n_resamples=99, seed=3)
     assert set(plain.loc[plain["quantity"] != "k_snr_bound", "n_units"].dropna()) <= {30}
+
+
+def test_padded_dimension_ratio_rows_use_the_residual_in_r_d():
+    """d = 96 (Hadamard padded to d_pad = 128): the residual r lives in R^96 and is sketched
+    with m = 128 Gaussian rows, so the QJL error of q·r is ((π/2)‖q‖²‖r‖² − (q·r)²)/m, i.e.
+    (π/2 − 1/96)·96/128 = 1.170 times E(q·r)² = ‖q‖²‖r‖²/96 for an isotropic residual — not
+    π/2 − 1/128 = 1.563 (what the rows predicted before; 1.183 [1.145, 1.213] and 1.155 [1.119, 1.194] at
+    n = 3, 4 over 400 trials).
+    The same-budget ratio has no closed form when padded (the padded MSE error is not
+    d_pad·D_n), so that row is left out, as the k_snr_db rows are."""
+    import math
+
+    config = {"schemes": ["KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+              "dims": [96], "n_keys": [128], "n_trials": 80, "seed": 2}
+    table = theory_table(kvstats.run_sweep(config, executor="serial", progress=False).frame,
+                         n_resamples=199)
+    assert not (table["quantity"] == "ip_var_ratio_same_budget").any()
+    row = table[table["quantity"] == "ip_var_ratio_residual"].iloc[0]
+    assert row.predicted == pytest.approx((math.pi / 2 - 1 / 96) * 96 / 128, rel=1e-12)
+    assert row.predicted_asymptotic == pytest.approx(math.pi / 2 * 96 / 128, rel=1e-12)
+    # measured within about 3.5 standard errors of the ratio (its 95% CI is about ±6.5% at
+    # 80 trials: SE ≈ 3.3%); the old prediction lies far above the interval
+    assert abs(math.log(row.measured / row.predicted)) < 0.12
+    assert row.ci_high < math.pi / 2 - 1 / 128
