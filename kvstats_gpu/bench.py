@@ -54,6 +54,11 @@ PEAK_BANDWIDTH = {
 }
 
 
+# Largest |kernel - jnp reference| accepted for a timed decode step (same cache, O(1)
+# or smaller outputs; tests/gpu/test_gpu_device.py uses the same bound at 32k tokens).
+AGREE_ATOL = 5e-5
+
+
 def peak_bandwidth(device_kind: str) -> float | None:
     """Peak bandwidth for a device kind (exact name, else the longest table name it contains).
 
@@ -152,6 +157,12 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
             cache = quantize_kv(K, V, spec, params, impl=impl)
             step = jax.jit(lambda q, c: decode_attention(q, c, spec, params, impl=impl))
             t_q = _time(step, q, cache, reps=reps)
+            err = None
+            if gpu and impl != "reference":
+                # the timed step's output against the jnp reference on the same cache, at the
+                # timed shape (the correctness check before the timing runs at 300 tokens)
+                want = decode_attention(q, cache, spec, params, impl="reference")
+                err = float(jnp.max(jnp.abs(step(q, cache) - want)))
             acc = cache_bytes_per_token(spec, n_kv_heads)
             q_bytes = n * acc["bytes"]
             row = {"device": device.device_kind, "platform": device.platform, "tokens": n,
@@ -162,7 +173,8 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
                    "quant_frac_peak": None if peak is None else q_bytes / t_q / peak,
                    "dense_frac_peak": None if peak is None else dense_bytes / t_dense / peak,
                    "cache_bytes_per_token": acc["bytes"], "fp16_bytes_per_token": acc["fp16_bytes"],
-                   "ratio_to_fp16": acc["ratio_to_fp16"]}
+                   "ratio_to_fp16": acc["ratio_to_fp16"], "max_abs_err_vs_reference": err,
+                   "agrees_with_reference": None if err is None else err <= AGREE_ATOL}
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -193,7 +205,8 @@ def _frac(v: float | None) -> str:
 
 def _fmt(rows: list[dict[str, Any]]) -> str:
     cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "quant_GBps",
-            "quant_frac_peak", "dense_GBps", "dense_frac_peak", "cache_bytes_per_token", "ratio_to_fp16"]
+            "quant_frac_peak", "dense_GBps", "dense_frac_peak", "cache_bytes_per_token", "ratio_to_fp16",
+            "max_abs_err_vs_reference"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = []
@@ -297,7 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms, "
               f"{row['quant_GBps']:.4g} GB/s ({_frac(row['quant_frac_peak'])} of peak); dense bf16 "
               f"{row['dense_bf16_ms']:.4g} ms, {row['dense_GBps']:.4g} GB/s ({_frac(row['dense_frac_peak'])}); "
-              f"dense/quantized time {row['speedup_vs_dense']:.3g}", flush=True)
+              f"dense/quantized time {row['speedup_vs_dense']:.3g}"
+              + ("" if row["max_abs_err_vs_reference"] is None else
+                 f"; max |out - reference| {row['max_abs_err_vs_reference']:.2e}"
+                 + ("" if row["agrees_with_reference"] else f" MISMATCH (> {AGREE_ATOL:g})")), flush=True)
+        if row["agrees_with_reference"] is False:
+            failed[f"{row['path']}@{row['tokens']}"] = (f"output differs from the jnp reference by "
+                                                        f"{row['max_abs_err_vs_reference']:.3g} > {AGREE_ATOL:g}")
         save(complete=False)
 
     save(complete=not passed)

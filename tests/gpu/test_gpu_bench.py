@@ -150,3 +150,30 @@ def test_runbook_bench_backends_run_in_their_own_processes(tmp_path):
     assert saved["complete"] is True and len(saved["rows"]) == 1 and saved["failed"] == {}
     assert "measured 2048 tokens, KQV@4" in (out / "bench_reference.txt").read_text()
     assert not (out / "pytest_gpu.txt").exists()  # STEPS=bench: the tests step did not run
+
+
+def test_timed_rows_are_checked_against_the_reference(tmp_path, monkeypatch, capsys):
+    # On a GPU each timed row also compares the timed step's output with the jnp reference
+    # on the same cache, at the timed shape. Here "GPU" rows run the kernel in the
+    # interpreter (the kernels' own dispatch still sees the CPU).
+    monkeypatch.setattr(bench, "on_gpu", lambda: True)
+    (row,) = bench.run([256], [("KQV", 4)], n_kv_heads=1, group=2, dim=128, reps=1, impls=("mosaic",))
+    assert row["path"] == "mosaic" and row["agrees_with_reference"] is True
+    assert 0 <= row["max_abs_err_vs_reference"] < 1e-6  # float32 end to end, O(0.1) outputs
+    # a kernel off by 1e-4 (twice the bound) is a mismatch: reported, saved and exit status 1
+    real = bench.decode_attention
+
+    def off(q, cache, spec, params, impl="auto", **kw):
+        out = real(q, cache, spec, params, impl=impl, **kw)
+        return out if impl == "reference" else out + 1e-4
+
+    monkeypatch.setattr(bench, "decode_attention", off)
+    monkeypatch.setattr(bench, "correctness_check", lambda note, impl: {f"{impl}_err": 0.0})
+    out = tmp_path / "bench.json"
+    assert bench.main(["--impl", "mosaic", "--tokens", "256", "--kv-heads", "1", "--group", "2", "--reps", "1",
+                       "--schemes", "KQV:4", "--json", str(out)]) == 1
+    saved = json.loads(out.read_text())
+    assert saved["rows"][0]["agrees_with_reference"] is False
+    assert saved["rows"][0]["max_abs_err_vs_reference"] == pytest.approx(1e-4, rel=1e-2)
+    assert list(saved["failed"]) == ["mosaic@256"] and saved["complete"] is True
+    assert "MISMATCH" in capsys.readouterr().out
