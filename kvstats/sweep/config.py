@@ -236,6 +236,7 @@ class SweepConfig:
         if len(set(keys)) != len(keys):
             raise ValueError("distributions must not repeat a (name, params) pair; received "
                              f"{[f'{n}({p})' for n, p in keys]}")
+        _check_distinct_cases(dists)
         object.__setattr__(self, "schemes", schemes)
         object.__setattr__(self, "distributions", dists)
         object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))
@@ -284,6 +285,11 @@ class SweepConfig:
         except TypeError:
             raise ValueError(f"scheme name must be one of {list(scheme_names())} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
                              f"received {spec.name!r}") from None
+        if spec.budgets is not None and spec.fixed_budget:
+            # its budgets would be ignored: the scheme runs once per case at its own bits
+            raise ValueError(f"scheme {spec.display()!r} has a fixed budget (its own name or params set "
+                             "its bits) and runs once per case: remove its 'budgets'; received "
+                             f"budgets {list(spec.budgets)}")
         reserved = sorted(set(spec.params) & set(_SWEEP_SET))
         if reserved:
             # make_scheme would fail much later with "got multiple values for argument ..."
@@ -469,6 +475,34 @@ class SweepConfig:
         True
         """
         return cell_id(self, cell)
+
+
+def _number_key(value: Any) -> Any:
+    """``value`` with an int and the float it equals made one (3 and 3.0 draw alike)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
+    """Refuse two synthetic entries that draw the same data: the same name and the same
+    parameters once the defaults fill what an entry leaves out (``heavy_tailed`` and
+    ``heavy_tailed`` with ``nu = 3.0``, or ``nu = 3`` and ``nu = 3.0``). Their case keys
+    differ, so they would get other data seeds and stand in the report as two cases of
+    one distribution. (Two ``real`` entries of one capture are refused in the grid.)"""
+    from kvstats.data.synthetic import default_params
+
+    seen: dict[str, DistributionSpec] = {}
+    for spec in dists:
+        if spec.name == REAL:
+            continue
+        full = {k: _number_key(v) for k, v in {**default_params(spec.name), **spec.params}.items()}
+        earlier = seen.setdefault(_canonical([spec.name, full]), spec)
+        if earlier is not spec:
+            raise ValueError(
+                f"distributions: {spec.name!r} with params {_fmt_params(earlier.params)} and with "
+                f"params {_fmt_params(spec.params)} are the same distribution (defaults filled in: "
+                f"{_fmt_params(full)}); keep one")
 
 
 def _as_list(value: Any, name: str) -> list[Any]:

@@ -44,7 +44,8 @@ from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.plan import Cell, _tasks
 from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
-                                 load_cell, lock_dir, make_manifest, write_cell, write_result)
+                                 code_version, load_cell, lock_dir, make_manifest, write_cell,
+                                 write_result)
 from kvstats.sweep.work import _compute_task
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
@@ -276,6 +277,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 executor: cf.Executor | str | None, progress: bool, resume: bool, workers: int | None,
                 started: str, tic: float) -> SweepResult:
     git = _git_revision()  # the code that runs: the tree may change while a long sweep runs
+    code = code_version()  # ... and what a stored cell must have been computed by to be reused
     fingerprint = config_fingerprint(config)
     cells_dir = None
     if out_dir is not None:
@@ -298,7 +300,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     for cell, cid in cells:
         done = reason = None
         if cells_dir is not None and resume:
-            done, reason = load_cell(cells_dir, cid, key=cell.key(), n_trials=config.n_trials)
+            done, reason = load_cell(cells_dir, cid, key=cell.key(), n_trials=config.n_trials, code=code)
         if done is not None:
             frames[cid] = done
             status[cid] = {"status": "resumed", "seconds": None}
@@ -330,7 +332,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 parts = pending.pop(cid)
                 frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
                 if cells_dir is not None:
-                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint)
+                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=code)
                 frames[cid] = frame
                 status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
                                else {"status": "computed"})
@@ -402,10 +404,11 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     # Cells in grid order, trials in order: the frame does not depend on completion order.
     frame = pd.concat([frames[cid] for _, cid in cells], ignore_index=True)
     manifest = make_manifest(config, cells, status, len(frame), started=started,
-                             seconds=time.perf_counter() - tic, git=git, executor=executor_name)
-    code = user_code(config)
-    if code:
-        manifest["user_code"] = code   # the results came from user code: which, and its hash
+                             seconds=time.perf_counter() - tic, git=git, executor=executor_name,
+                             code=code)
+    own = user_code(config)
+    if own:
+        manifest["user_code"] = own   # the results came from user code: which, and its hash
     if out_dir is not None:
         write_result(out_dir, frame, manifest)
     return SweepResult(frame, manifest, config, out_dir)

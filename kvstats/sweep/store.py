@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -158,12 +159,41 @@ def _schema(frame: pd.DataFrame) -> list[list[str]]:
     return [[str(c), str(frame[c].dtype)] for c in frame.columns]
 
 
-def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, config: str) -> Path:
+def code_version() -> dict[str, str]:
+    """What computes a cell beside its config: kvstats' own source and the numeric libraries.
+
+    ``kvstats_source`` is the SHA-256 of every ``kvstats/**/*.py`` file (path and bytes,
+    in path order), so an edit of the code (committed or not, whatever the version number
+    says) is seen; ``numpy`` and ``scipy`` are their versions (numpy's generators keep no
+    stream across versions). A resumed cell must have been computed by the same
+    (:func:`check_cell`): otherwise a resumed sweep would mix the numbers of two versions
+    of the code under the manifest's one. Conservative: an edit that changes no number
+    (a report's wording) recomputes the cells too.
+
+    Examples
+    --------
+    >>> v = code_version()
+    >>> sorted(v), len(v["kvstats_source"])
+    (['kvstats_source', 'numpy', 'scipy'], 64)
+    """
+    import scipy
+
+    root = Path(__file__).resolve().parents[1]   # the kvstats package
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\x00")
+        digest.update(path.read_bytes() + b"\x00")
+    return {"kvstats_source": digest.hexdigest(), "numpy": np.__version__, "scipy": scipy.__version__}
+
+
+def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, config: str,
+               code: dict[str, str] | None = None) -> Path:
     """Store a finished cell atomically, with its metadata record.
 
     ``key`` is the cell's key (:meth:`Cell.key`), ``config`` the fingerprint of the
     config that computed it (provenance; the cell id already covers every setting that
-    changes the cell's numbers).
+    changes the cell's numbers), ``code`` the :func:`code_version` that computed it
+    (checked on resume).
 
     Examples
     --------
@@ -178,19 +208,21 @@ def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, conf
     (None, 'records 2 rows, the cell has 3 trials')
     """
     meta = {"kvstats_cell": CELL_VERSION, "cell_id": cid, "key": key, "config": config,
-            "n_rows": len(frame), "schema": _schema(frame), "sha256": frame_digest(frame)}
+            "n_rows": len(frame), "schema": _schema(frame), "sha256": frame_digest(frame),
+            **({"code": code} if code is not None else {})}
     return _write_table(frame, cells_dir / cid, meta)
 
 
 def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, key: str,
-               n_trials: int) -> str | None:
+               n_trials: int, code: dict[str, str] | None = None) -> str | None:
     """Why a stored cell cannot be reused (one line), or None when it is the cell expected.
 
     Checks the metadata record (present, this cell's id and key, ``n_trials`` rows, the
     columns and dtypes of the frame, its content hash) and the rows (the
     :data:`~kvstats.results.CELL_COLUMNS` and every
     :data:`~kvstats.metrics.profile.PROFILE_COLUMNS` present, ``cell_id`` equal to ``cid``, trials
-    ``0 .. n_trials-1`` in order).
+    ``0 .. n_trials-1`` in order) and, when ``code`` is given, that the cell was computed
+    by that :func:`code_version`.
 
     Examples
     --------
@@ -204,6 +236,13 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
         return f"has metadata version {meta.get('kvstats_cell')!r}, expected {CELL_VERSION}"
     if meta.get("cell_id") != cid or meta.get("key") != key:
         return f"is the file of another cell ({meta.get('cell_id')!r})"
+    if code is not None and meta.get("code") != code:
+        stored = meta.get("code")
+        if not isinstance(stored, dict):
+            return "records no code version (written by an older kvstats)"
+        diff = [f"{k} {_short(stored.get(k))} (now {_short(code.get(k))})"
+                for k in sorted(set(stored) | set(code)) if stored.get(k) != code.get(k)]
+        return "was computed by other code: " + ", ".join(diff)
     if meta.get("n_rows") != n_trials:
         return f"records {meta.get('n_rows')} rows, the cell has {n_trials} trials"
     if len(frame) != n_trials:
@@ -224,7 +263,13 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
     return None
 
 
-def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int) -> tuple[pd.DataFrame | None, str | None]:
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 else text   # a SHA-256: its first 12 hex digits
+
+
+def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int,
+              code: dict[str, str] | None = None) -> tuple[pd.DataFrame | None, str | None]:
     """The finished cell ``cid`` if it is stored and checks out: ``(frame, None)``;
     ``(None, reason)`` when a file is there but cannot be reused; ``(None, None)`` when
     there is none (more in :func:`write_cell`'s example).
@@ -242,7 +287,7 @@ def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int) -> tuple[pd
         frame, meta = read_table_meta(path)
     except (ValueError, OSError) as exc:
         return None, f"cannot be read ({' '.join(str(exc).split())[:200]})"
-    reason = check_cell(frame, meta, cid=cid, key=key, n_trials=n_trials)
+    reason = check_cell(frame, meta, cid=cid, key=key, n_trials=n_trials, code=code)
     return (None, reason) if reason else (frame, None)
 
 
@@ -507,10 +552,12 @@ def _now() -> str:
 
 def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: dict[str, dict[str, Any]],
                   n_rows: int, *, started: str, seconds: float, git: dict[str, Any] | None,
-                  executor: str) -> dict[str, Any]:
+                  executor: str, code: dict[str, str] | None = None) -> dict[str, Any]:
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
     revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
-    ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds).
+    ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds). ``code``
+    (:func:`code_version`, which every cell, resumed ones included, was computed by) puts
+    the source digest among the versions the report's header prints.
     :func:`write_result` adds the ``"results"`` record (example there).
 
     Examples
@@ -528,7 +575,8 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
         "config": config.to_dict(),
         "config_fingerprint": config_fingerprint(config),
         "seed": config.seed,
-        "versions": _versions(),
+        "versions": {**_versions(), **({"kvstats_source": f"sha256:{code['kvstats_source'][:12]}"}
+                                        if code is not None else {})},
         "git": git,
         "started": started,
         "finished": _now(),

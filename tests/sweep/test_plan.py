@@ -9,10 +9,11 @@ from kvstats.sweep import SweepConfig, plan
 
 def test_a_schemes_budgets_override_the_sweeps():
     cfg = SweepConfig.from_dict({
-        "schemes": ["KV", {"name": "KQV", "budgets": [2, 4]}, {"name": "K4V2", "budgets": [7]}],
+        "schemes": ["KV", {"name": "KQV", "budgets": [2, 4]}, "K4V2"],
         "budgets": [3], "distributions": ["gaussian"], "dims": [16], "n_keys": [8], "n_trials": 4})
     got = [(c.scheme.display(), c.budget) for c in cfg.cells()]
-    # KV at the sweep's budgets, KQV at its own, a fixed-budget scheme once (its bits are its own)
+    # KV at the sweep's budgets, KQV at its own, a fixed-budget scheme once (its bits are its
+    # own; budgets of its own are refused: tests/sweep/test_reproducibility.py)
     assert got == [("KV", 3), ("KQV", 2), ("KQV", 4), ("K4V2", None)]
     assert SweepConfig.from_dict(cfg.to_dict()).cells() == cfg.cells()
 

@@ -219,6 +219,8 @@ def test_theory_beside_measurement_on_gaussian_keys():
 
 def test_results_do_not_depend_on_how_cases_are_split_into_tasks(monkeypatch):
     cfg = {**TINY, "n_trials": 10, "chunk_size": 3}  # 4 chunks, the last one short
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 1)   # the case in one task (the default splits it)
+    assert len(plan._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])) == 1
     whole = run_sweep(cfg, executor="serial", progress=False).frame
     monkeypatch.setattr(plan, "_TARGET_TASKS", 64)  # one task per chunk
     tasks = plan._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])

@@ -1,0 +1,189 @@
+"""A cell's numbers depend on its key and the root seed only: not on the executor, the
+workers, how a case is split into tasks, the order tasks run in, or an interruption and
+resume. Pairing: one data draw per case and chunk, an independent scheme draw per cell and
+chunk. Resume reuses only cells of the same code. Memory stays a few chunks for large N.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kvstats.sweep import SweepConfig, plan, run, run_sweep, store, work
+
+# two cases (two distributions), three schemes, two budgets: 12 cells, 3 chunks a case
+GRID = {"schemes": ["KV", "KQV", "QKQV"], "budgets": [2, 3],
+        "distributions": ["gaussian", {"name": "heavy_tailed", "params": {"nu": 2.5}}],
+        "dims": [16], "n_keys": [32], "n_trials": 7, "chunk_size": 3, "seed": 5}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The uninterrupted serial sweep, one task per case."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan, "_TARGET_TASKS", 1)
+        res = run_sweep(GRID, executor="serial", progress=False)
+    assert res.frame.groupby("cell_id").size().eq(7).all() and res.frame.cell_id.nunique() == 12
+    return res.frame
+
+
+@pytest.mark.parametrize("target", [1, 2, 64])
+@pytest.mark.parametrize("order", ["grid", "reversed", "shuffled"])
+def test_the_split_into_tasks_and_their_order_do_not_matter(reference, monkeypatch, target, order):
+    monkeypatch.setattr(plan, "_TARGET_TASKS", target)
+    made = plan._tasks
+
+    def reorder(config, todo):
+        tasks = made(config, todo)
+        if order == "reversed":
+            return tasks[::-1]
+        if order == "shuffled":
+            return [tasks[i] for i in np.random.default_rng(target).permutation(len(tasks))]
+        return tasks
+
+    monkeypatch.setattr(run, "_tasks", reorder)
+    spans = {(t.first, t.stop) for t in reorder(SweepConfig.from_dict(GRID),
+                                                [(c, "x") for c in SweepConfig.from_dict(GRID).cells()])}
+    # target 1 and 2 (over two cases): one task per case; 64: one task per chunk (3 a case)
+    assert spans == ({(0, 3)} if target <= 2 else {(0, 1), (1, 2), (2, 3)})
+    pd.testing.assert_frame_equal(run_sweep(GRID, executor="serial", progress=False).frame, reference)
+
+
+def test_a_process_pool_of_two_or_three_workers_equals_serial(reference):
+    for workers in (2, 3):
+        res = run_sweep(GRID, executor="process", workers=workers, progress=False)
+        assert res.manifest["executor"] == f"ProcessPoolExecutor({workers})"
+        pd.testing.assert_frame_equal(res.frame, reference)
+
+
+class _Interrupt(KeyboardInterrupt):
+    pass
+
+
+@pytest.mark.parametrize("executor", ["serial", "process"])
+@pytest.mark.parametrize("k", [0, 5])
+def test_interrupted_mid_write_then_resumed_equals_uninterrupted(tmp_path, monkeypatch, reference,
+                                                                 executor, k):
+    """Ctrl-C arrives while the (k+1)-th cell file is being written, half of it on disk: the
+    k finished cells are kept, the half-written one is not taken for a finished cell, and
+    the resumed sweep gives the uninterrupted sweep's frame, reusing exactly the k."""
+    writes = []
+    real_write = store._write_table
+
+    def interrupted(frame, stem, meta):
+        if "kvstats_cell" in meta and len(writes) == k:
+            def half(tmp):
+                tmp.write_bytes(b"PAR1" + b"\0" * 100)   # a part of a file, then Ctrl-C
+                raise _Interrupt
+            return store.atomic_write(stem.with_suffix(".parquet"), half)
+        writes.append(stem.name)
+        return real_write(frame, stem, meta)
+
+    monkeypatch.setattr(store, "_write_table", interrupted)
+    with pytest.raises(_Interrupt):
+        run_sweep(GRID, out=tmp_path, executor=executor, workers=2, progress=False)
+    stored = sorted(p.stem for p in (tmp_path / "cells").iterdir())
+    assert stored == sorted(writes) and len(stored) == k   # no partial file, no temporary
+    monkeypatch.setattr(store, "_write_table", real_write)
+    resumed = run_sweep(GRID, out=tmp_path, executor=executor, workers=2, progress=False)
+    status = {c["id"]: c["status"] for c in resumed.manifest["cells"]}
+    assert sorted(i for i, s in status.items() if s == "resumed") == stored
+    assert set(status.values()) <= {"resumed", "computed"}   # nothing torn to recompute
+    pd.testing.assert_frame_equal(resumed.frame, reference)
+
+
+def test_every_cell_and_chunk_has_its_own_scheme_draw_and_the_case_one_data_draw(monkeypatch):
+    """docs/design.md, "Seeds": the data seed depends on the case and the chunk only; the
+    scheme seed on the cell key (case, budget, scheme) and the chunk. So two budgets of one
+    scheme use independent draws (not common random numbers), and the trial is the pairing
+    unit of the report's paired tests: within a pair the data are shared, the scheme draws
+    independent."""
+    data, schemes = [], []
+    real_sample, real_make = work.sample, work.make_scheme
+
+    def spy_sample(*args, seed, **kw):
+        data.append((args[0], seed))
+        return real_sample(*args, seed=seed, **kw)
+
+    def spy_make(name, bits, dim, *, seed, draws, **kw):
+        schemes.append((name, bits, seed, draws))
+        return real_make(name, bits, dim, seed=seed, draws=draws, **kw)
+
+    monkeypatch.setattr(work, "sample", spy_sample)
+    monkeypatch.setattr(work, "make_scheme", spy_make)
+    run_sweep(GRID, executor="serial", progress=False)
+    assert len(data) == 2 * 3   # each case's chunk is drawn once, for all six cells of the case
+    assert len({s for _, s in data}) == 6
+    assert len(schemes) == 12 * 3   # a scheme per cell and chunk ...
+    seeds = [s for *_, s, _ in schemes]
+    assert len(set(seeds)) == len(seeds)   # ... each with its own seed
+    assert not set(seeds) & {s for _, s in data}
+    assert sorted(d for *_, d in schemes) == [1] * 12 + [3] * 24   # draws: the chunk's trials
+
+
+def test_a_cell_of_other_code_is_recomputed_and_the_manifest_names_the_code(tmp_path, capfd):
+    small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV"], "budgets": [2]}
+    first = run_sweep(small, out=tmp_path, executor="serial", progress=False)
+    code = store.code_version()
+    assert first.manifest["versions"]["kvstats_source"] == f"sha256:{code['kvstats_source'][:12]}"
+    again = run_sweep(small, out=tmp_path, executor="serial", progress=False)
+    assert [c["status"] for c in again.manifest["cells"]] == ["resumed"]
+    # the same cell as computed by another kvstats (its source changed since)
+    (path,) = (tmp_path / "cells").iterdir()
+    frame, meta = store.read_table_meta(path)
+    store.write_cell(tmp_path / "cells", meta["cell_id"], frame, key=meta["key"], config=meta["config"],
+                     code={**code, "kvstats_source": "0" * 64})
+    capfd.readouterr()
+    third = run_sweep(small, out=tmp_path, executor="serial", progress=False)
+    (cell,) = third.manifest["cells"]
+    assert cell["status"] == "recomputed"
+    assert cell["reason"] == (f"was computed by other code: kvstats_source 000000000000 "
+                              f"(now {code['kvstats_source'][:12]})")
+    assert "was computed by other code" in capfd.readouterr().err
+    pd.testing.assert_frame_equal(third.frame, first.frame)
+
+
+@pytest.mark.parametrize("entries, match", [
+    (["heavy_tailed", {"name": "heavy_tailed", "params": {"nu": 3.0}}],
+     r"'heavy_tailed' with params - and with params nu=3.0 are the same distribution "
+     r"\(defaults filled in: nu=3.0,scale=1.0\)"),
+    ([{"name": "heavy_tailed", "params": [{"nu": 3}, {"nu": 3.0}]}],
+     r"with params nu=3 and with params nu=3.0 are the same"),
+    (["gaussian", {"name": "gaussian", "params": {"scale": 1}}], r"'gaussian' with params -"),
+])
+def test_one_distribution_twice_is_refused(entries, match):
+    with pytest.raises(ValueError, match=match):
+        SweepConfig.from_dict({**GRID, "distributions": entries})
+    SweepConfig.from_dict({**GRID, "distributions": ["heavy_tailed", {"name": "heavy_tailed",
+                                                                      "params": {"nu": 3.5}}]})
+
+
+def test_budgets_of_a_fixed_budget_scheme_are_refused():
+    with pytest.raises(ValueError, match=r"scheme 'K4V2' has a fixed budget .* remove its 'budgets'; "
+                                         r"received budgets \[3\]"):
+        SweepConfig.from_dict({**GRID, "schemes": [{"name": "K4V2", "budgets": [3]}], "comparisons": []})
+
+
+def test_memory_of_a_large_cell_is_a_few_chunks_whatever_its_trials(monkeypatch):
+    """d = 1024, N = 4096, one trial per chunk (float32: 16 MiB per array of a chunk), all
+    chunks in one task (the runner's longest loop): the peak of traced allocations (numpy's
+    included) stays a few chunk-sized arrays, and does not grow with the number of chunks."""
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 1)
+    chunk_bytes = 4096 * 1024 * 4
+
+    def peak(n_trials):
+        cfg = {"schemes": ["KV"], "budgets": [2], "distributions": ["gaussian"], "dims": [1024],
+               "n_keys": [4096], "n_trials": n_trials, "chunk_size": 1, "dtype": "float32",
+               "comparisons": []}
+        tracemalloc.start()
+        try:
+            run_sweep(cfg, executor="serial", progress=False)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak(2)   # first use: codebooks and caches
+    two, five = peak(2), peak(5)
+    assert two < 10 * chunk_bytes   # K, V, q, their codes and reconstructions, the profile
+    assert five < two + chunk_bytes   # three more chunks, not three more chunks' data
