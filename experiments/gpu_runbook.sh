@@ -18,7 +18,8 @@
 #    compile aborts the process (a fatal LLVM/ptxas error is not a Python exception) leaves
 #    the other's figures: its own correctness check, then one decode step over a KQV@4 cache
 #    at 32k and 128k tokens (8 KV heads, 32 query heads, d = 128) against dense bf16
-#    attention and the device's peak HBM bandwidth.
+#    attention and the device's peak HBM bandwidth, each timed output checked against the
+#    jnp reference.
 # Everything printed also lands in OUT_DIR (default $OUT, else ./gpu_runbook_out):
 # env.txt, pytest_gpu.txt, and per backend bench_B.txt and bench_B.json. Exit status 0 only
 # if every step run passed. pytest runs verbose (one line per test as it finishes, with
