@@ -198,21 +198,54 @@ def _mwu_exact_pvalue(u1: float, n1: int, n2: int, alternative: str) -> float:
     return min(max(p, 0.0), 1.0)
 
 
-def _newcombe_theta_interval(theta: np.ndarray, n1: int, n2: int, z: float):
+def _hanley_mcneil_variance(t, n1: int, n2: int):
+    """V(t) = t(1-t)/(n1 n2) [1 + (N*-1)((1-t)/(2-t) + t/(1+t))], N* = (n1+n2)/2."""
+    nstar = (n1 + n2) / 2.0
+    return t * (1 - t) / (n1 * n2) * (1 + (nstar - 1) * ((1 - t) / (2 - t) + t / (1 + t)))
+
+
+# The interval's variance is raised to the data's Brunner-Munzel estimate when that is
+# larger (unequal spreads), by at most this factor, from this many values in the smaller
+# sample on (fewer: the estimate is too noisy to use). As the signed-rank interval's.
+_VAR_INFLATION_MAX = 4.0
+_VAR_INFLATION_MIN_N = 10
+
+
+def _variance_inflation(x: np.ndarray, y: np.ndarray, theta: float) -> float:
+    """max(1, V_BM / V_HM(theta_hat)), at most _VAR_INFLATION_MAX.
+
+    V_BM = var(F_y(x_i))/n_x + var(F_x(y_j))/n_y from the mid-rank placements (Brunner &
+    Munzel 2000): consistent for Var(theta_hat) whatever the two distributions. The
+    Hanley-McNeil V is a model (right for shifts of one shape); with unequal spreads the
+    true variance can be up to 3x larger (narrow 100 vs wide 20 at theta = 1/2: the model
+    interval covered 0.80). 1 below _VAR_INFLATION_MIN_N values in the smaller sample,
+    when V_HM(theta_hat) = 0 (complete separation) and when the data have no spread.
+    """
+    n1, n2 = x.size, y.size
+    model = float(_hanley_mcneil_variance(theta, n1, n2))
+    if min(n1, n2) < _VAR_INFLATION_MIN_N or not model > 0.0:
+        return 1.0
+    pooled = stats.rankdata(np.concatenate([x, y]))
+    px = (pooled[:n1] - stats.rankdata(x)) / n2
+    py = (pooled[n1:] - stats.rankdata(y)) / n1
+    v_bm = float(px.var(ddof=1)) / n1 + float(py.var(ddof=1)) / n2
+    return min(max(v_bm / model, 1.0), _VAR_INFLATION_MAX)
+
+
+def _newcombe_theta_interval(theta: np.ndarray, n1: int, n2: int, z: float,
+                             inflation: float = 1.0):
     """Score-type interval for theta = P(X>Y) + P(X=Y)/2 (Newcombe 2006, method 5).
 
-    The interval is {t : (theta_hat - t)^2 <= z^2 V(t)} with the Hanley & McNeil (1982)
-    variance V(t) = t(1-t)/(n1 n2) [1 + (N*-1)((1-t)/(2-t) + t/(1+t))], N* = (n1+n2)/2.
-    Because V vanishes at 0 and 1 the limits stay inside [0, 1] and the interval is
-    non-degenerate even when the samples are completely separated (theta_hat = 0 or 1).
-    Solved by vectorised bisection on each side of theta_hat.
+    The interval is {t : (theta_hat - t)^2 <= z^2 k V(t)} with the Hanley & McNeil (1982)
+    variance V(t) (:func:`_hanley_mcneil_variance`) and k = ``inflation`` (1: Newcombe's
+    interval). Because V vanishes at 0 and 1 the limits stay inside [0, 1] and the
+    interval is non-degenerate even when the samples are completely separated
+    (theta_hat = 0 or 1). Solved by vectorised bisection on each side of theta_hat.
     """
     theta = np.asarray(theta, dtype=np.float64)
-    nstar = (n1 + n2) / 2.0
 
     def excess(t):
-        var = t * (1 - t) / (n1 * n2) * (1 + (nstar - 1) * ((1 - t) / (2 - t) + t / (1 + t)))
-        return (theta - t) ** 2 - z**2 * var
+        return (theta - t) ** 2 - z**2 * inflation * _hanley_mcneil_variance(t, n1, n2)
 
     # lower limit: excess(0) >= 0 >= excess(theta); upper: excess(theta) <= 0 <= excess(1)
     lo_a, lo_b = np.zeros_like(theta), theta.copy()
@@ -260,8 +293,12 @@ def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
 
     Notes
     -----
-    The interval's variance is the Hanley–McNeil form, derived without ties; with many
-    ties it overstates the variance, so the interval is then conservative.
+    The interval's variance is the Hanley–McNeil form (a model: right for shifts of one
+    shape, derived without ties), raised to the Brunner–Munzel placement estimate of
+    Var(theta_hat) when that is larger (unequal spreads; at most 4x, from 10 values in
+    the smaller sample on). Without that the interval covered 0.80 at nominal 0.95 for
+    N(0, 0.2²) x 100 against N(0, 3²) x 20 (docs/statistics.md); with many ties the model
+    overstates the variance, and the interval is then conservative.
 
     Examples
     --------
@@ -307,7 +344,8 @@ def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     z = _mwu_zscore(u1, tie_term, n1, n2, alternative, continuity)
     theta = u1 / (n1 * n2)
     zq = float(special.ndtri(0.5 + confidence / 2))
-    lo, hi = _newcombe_theta_interval(np.array(theta), n1, n2, zq)
+    lo, hi = _newcombe_theta_interval(np.array(theta), n1, n2, zq,
+                                      _variance_inflation(x, y, theta))
     return MannWhitneyResult(statistic=u1, pvalue=pvalue, rank_biserial=2 * theta - 1,
                              rank_biserial_low=float(2 * lo - 1),
                              rank_biserial_high=float(2 * hi - 1), common_language=theta,

@@ -7,12 +7,16 @@ Prints two tables, measured in a fresh-eyes review on 2026-12-02:
   always perfect, the other missing now and then): their plug-in standard errors are
   Wald-type, small exactly when few "events" were seen, and the tests are liberal;
 * the coverage of the nominal 95% cluster bootstrap interval with few clusters of
-  unequal size (1-39 observations each, intra-cluster correlation 0.3).
+  unequal size (1-39 observations each, intra-cluster correlation 0.3);
+* the coverage of Mann-Whitney's 95% interval for r with unequal spreads, normal
+  shifts and ties (``--mw``), with and without the Brunner-Munzel variance inflation
+  (``k = 1`` is Newcombe's interval alone, as before 2026-12-02).
 
 Not collected by pytest (the assertions live in test_stats_equivalence.py and
 test_stats_cluster.py); run
 
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --reps 4000
+    nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --mw --reps 4000
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import time
 import numpy as np
 from scipy import stats
 
-from kvstats.stats import cluster_bootstrap_ci
+from kvstats.stats import cluster_bootstrap_ci, mann_whitney
+from kvstats.stats import rank as rank_module
 from kvstats.stats.equivalence import tost_rank, tost_ratio
 
 
@@ -69,14 +74,55 @@ def few_cluster_coverage(reps, seed):
         print(f"| {c} | {hits / reps:.3f} | {heuristic:.3f} |", flush=True)
 
 
+def mw_interval_coverage(reps, seed):
+    """Coverage of the 95% interval for r, as mann_whitney computes it and with k = 1."""
+    rng = np.random.default_rng(seed)
+    print(f"\n### Mann-Whitney interval for r, coverage of 95% (band {_band(reps, 0.95)})")
+    print("| x | y | r | inflated (current) | Newcombe alone (k = 1) |")
+    print("|---|---|---|---|---|")
+    d = lambda delta: 2 * stats.norm.cdf(delta / np.sqrt(2)) - 1   # noqa: E731
+    cases = [("N(0, 0.2²) × 100", lambda: rng.normal(0, 0.2, 100), "N(0, 3²) × 20",
+              lambda: rng.normal(0, 3, 20), 0.0),
+             ("N(0, 3²) × 20", lambda: rng.normal(0, 3, 20), "N(0, 0.2²) × 100",
+              lambda: rng.normal(0, 0.2, 100), 0.0),
+             ("N(0, 0.2²) × 40", lambda: rng.normal(0, 0.2, 40), "N(0, 3²) × 40",
+              lambda: rng.normal(0, 3, 40), 0.0),
+             ("N(0.5, 1) × 20", lambda: rng.normal(0.5, 1, 20), "N(0, 1) × 30",
+              lambda: rng.normal(0, 1, 30), d(0.5)),
+             ("N(1.5, 1) × 12", lambda: rng.normal(1.5, 1, 12), "N(0, 1) × 12",
+              lambda: rng.normal(0, 1, 12), d(1.5)),
+             ("N(0, 1) × 40", lambda: rng.normal(0, 1, 40), "N(0, 1) × 40",
+              lambda: rng.normal(0, 1, 40), 0.0),
+             ("N(0.3, 1) × 200", lambda: rng.normal(0.3, 1, 200), "N(0, 1) × 200",
+              lambda: rng.normal(0, 1, 200), d(0.3)),
+             ("3 levels (0.2, 0.3, 0.5) × 30", lambda: rng.choice(3, 30, p=[0.2, 0.3, 0.5]),
+              "3 levels uniform × 30", lambda: rng.choice(3, 30), 0.2)]
+    real_max = rank_module._VAR_INFLATION_MAX
+    for name_x, gen_x, name_y, gen_y, r_true in cases:
+        hits = [0, 0]
+        for _ in range(reps):
+            x, y = gen_x(), gen_y()
+            for i, cap in enumerate((real_max, 1.0)):
+                rank_module._VAR_INFLATION_MAX = cap
+                res = mann_whitney(x, y)
+                hits[i] += res.rank_biserial_low <= r_true <= res.rank_biserial_high
+            rank_module._VAR_INFLATION_MAX = real_max
+        print(f"| {name_x} | {name_y} | {r_true:.3f} | {hits[0] / reps:.3f} | "
+              f"{hits[1] / reps:.3f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--mw", action="store_true", help="only the Mann-Whitney interval table")
     args = ap.parse_args()
     start = time.time()
-    sparse_sizes(args.reps, args.seed)
-    few_cluster_coverage(max(args.reps // 4, 200), args.seed + 1)
+    if args.mw:
+        mw_interval_coverage(args.reps, args.seed + 2)
+    else:
+        sparse_sizes(args.reps, args.seed)
+        few_cluster_coverage(max(args.reps // 4, 200), args.seed + 1)
     print(f"\n{args.reps} replicates (cluster table: {max(args.reps // 4, 200)}), "
           f"{time.time() - start:.0f} s, load {os.getloadavg()[0]:.1f}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
