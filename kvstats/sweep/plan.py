@@ -33,7 +33,7 @@ import numpy as np
 from kvstats._checks import check_int
 from kvstats.user_imports import user_imports
 from kvstats.results import REAL
-from kvstats.sweep.sources import _real_case
+from kvstats.sweep.sources import _capture_info, _real_case, _real_selection
 
 if TYPE_CHECKING:
     from kvstats.sweep.config import SchemeSpec, SweepConfig
@@ -231,14 +231,15 @@ def grid(config: SweepConfig) -> list[Cell]:
         if dist.name == REAL:
             source, cases = _real_case(config, dist.params)
             # the case key holds the content, not the path: one capture's bytes at two
-            # paths with the same layer/head would be one case twice
-            same = {k: v for k, v in dist.params.items() if k != "path"}
-            earlier = captures.setdefault(_canonical([source, same]), dist.params)
+            # paths with the same selection would be one case twice; so would layer=0 and
+            # layer=[0], or no head and every head listed (the same trials, in one order)
+            layers, heads = _real_selection(dist.params, _capture_info(dist.params["path"]))
+            earlier = captures.setdefault(_canonical([source, layers, heads]), dist.params)
             if earlier is not dist.params:
                 raise ValueError(
                     f"distributions: two 'real' entries read the same capture content "
-                    f"(fingerprint {source}) with the same parameters {same}: "
-                    f"{earlier['path']!r} and {dist.params['path']!r}; keep one")
+                    f"(fingerprint {source}) with the same selection (layers {layers}, KV heads "
+                    f"{heads}): {_fmt_params(earlier)} and {_fmt_params(dist.params)}; keep one")
         for d, n in cases:
             for scheme in config.schemes:
                 if scheme.fixed_budget:

@@ -230,6 +230,12 @@ def test_the_same_capture_twice_is_refused(tmp_path, capture):
     cfg = SweepConfig.from_dict(_config(capture, distributions=[entry(capture, [0, 2]), entry(copy, [0, 2])]))
     with pytest.raises(ValueError, match="read the same capture content"):
         cfg.cells()
+    # one selection written two ways (an int and a list of it; no head and every head)
+    for a, b in (({"layer": 1}, {"layer": [1]}), ({"layer": 0}, {"layer": 0, "head": list(range(N_KV))})):
+        both = [{"name": "real", "params": {"path": str(capture), **a}},
+                {"name": "real", "params": {"path": str(copy), **b}}]
+        with pytest.raises(ValueError, match=r"same selection \(layers \[\d\], KV heads \[0, 1\]\)"):
+            SweepConfig.from_dict(_config(capture, distributions=both, n_trials=6)).cells()
     # other layers of the same capture are other cases
     cfg = SweepConfig.from_dict(_config(capture, distributions=[entry(capture, [0, 2]), entry(copy, [1, 2])]))
     assert len({cfg.cell_id(c) for c in cfg.cells()}) == 4
