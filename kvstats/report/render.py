@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,7 +242,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         figs: dict[str, Path] = {}
         if opts["figures"]:
             figs = _figures(frame, comp, comparisons, stage / "figures",
-                            nominal_bounds(trials, spectra=spectra, n_queries=n_queries))
+                            nominal_bounds(trials, spectra=spectra, n_queries=n_queries), progress)
         doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
                              comparisons=comparisons)
         (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
@@ -373,45 +374,57 @@ def _span(values: pd.Series) -> str:
 
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
-             fig_dir: Path, bounds: pd.DataFrame) -> dict[str, Path]:
+             fig_dir: Path, bounds: pd.DataFrame, progress: bool = False) -> dict[str, Path]:
+    from tqdm.auto import tqdm
+
     from kvstats.report.plots import (plot_crossover, plot_kl_vs_bits, plot_lowrank_vs_heavytail,
                                       plot_recall_vs_bits, plot_shannon_phi, save_figure,
                                       scheme_palette)
 
     palette = scheme_palette(frame["scheme"])
+    cases = frame[list(CASE_COLUMNS)].drop_duplicates()
+    # drawing takes as long as the tests of a small sweep: a bar over the figures tried
+    both_tails = {"low_rank", "heavy_tailed"} <= set(frame["distribution"])
+    bar = tqdm(total=3 * len(cases) + 2 + len(comparisons) + both_tails, desc="figures", unit="figure",
+               file=sys.stderr, disable=not progress, leave=False)
     figs: dict[str, Path] = {}
-    for _, case in frame[list(CASE_COLUMNS)].drop_duplicates().iterrows():
-        slug = _slug(_case_title(case.to_dict()))
-        sel = dict(distribution=case["distribution"], params=case["params"], dim=int(case["dim"]),
-                   n_keys=int(case["n_keys"]))
-        at = bounds
-        for col in CASE_COLUMNS:
-            at = at[at[col] == case[col]]
-        for place in ("k", "v", "t"):
-            name = f"shannon_phi_{place}_{slug}"
-            here = at[at["place"] == place]
-            finite = here[here["bound_snr_db"].notna()]
-            note = None if here.empty or not finite.empty else str(here["note"].iloc[0])
-            try:
-                fig = plot_shannon_phi(frame, place, palette=palette, max_points=300, **sel,
-                                       bounds=dict(zip(finite["budget"], finite["bound_snr_db"])),
-                                       bound_note=note)
-            except ValueError:  # e.g. only exact reconstructions: nothing finite to draw
-                continue
-            figs[name] = save_figure(fig, fig_dir / name)["png"]
-    figs["kl_vs_bits"] = save_figure(plot_kl_vs_bits(frame, palette=palette), fig_dir / "kl_vs_bits")["png"]
-    figs["recall_vs_bits"] = save_figure(plot_recall_vs_bits(frame, palette=palette),
-                                         fig_dir / "recall_vs_bits")["png"]
-    for a, b in comparisons:
-        rows = comp[(comp["scheme_a"] == a) & (comp["scheme_b"] == b)
-                    & comp["test"].isin(list(LOCATION_TESTS.values()))
-                    & (comp["budget"] == comp["budget_b"])]
-        if rows["budget"].nunique() >= 2:
-            name = f"crossover_{_slug(a)}_vs_{_slug(b)}"
-            figs[name] = save_figure(plot_crossover(comp, pair=(a, b)), fig_dir / name)["png"]
-    if {"low_rank", "heavy_tailed"} <= set(frame["distribution"]):
-        figs["lowrank_vs_heavytail"] = save_figure(plot_lowrank_vs_heavytail(frame, palette=palette),
-                                                   fig_dir / "lowrank_vs_heavytail")["png"]
+
+    def save(name: str, fig) -> None:
+        figs[name] = save_figure(fig, fig_dir / name)["png"]
+        bar.update()
+
+    with bar:
+        for _, case in cases.iterrows():
+            slug = _slug(_case_title(case.to_dict()))
+            sel = dict(distribution=case["distribution"], params=case["params"], dim=int(case["dim"]),
+                       n_keys=int(case["n_keys"]))
+            at = bounds
+            for col in CASE_COLUMNS:
+                at = at[at[col] == case[col]]
+            for place in ("k", "v", "t"):
+                here = at[at["place"] == place]
+                finite = here[here["bound_snr_db"].notna()]
+                note = None if here.empty or not finite.empty else str(here["note"].iloc[0])
+                try:
+                    fig = plot_shannon_phi(frame, place, palette=palette, max_points=300, **sel,
+                                           bounds=dict(zip(finite["budget"], finite["bound_snr_db"])),
+                                           bound_note=note)
+                except ValueError:  # e.g. only exact reconstructions: nothing finite to draw
+                    bar.update()
+                    continue
+                save(f"shannon_phi_{place}_{slug}", fig)
+        save("kl_vs_bits", plot_kl_vs_bits(frame, palette=palette))
+        save("recall_vs_bits", plot_recall_vs_bits(frame, palette=palette))
+        for a, b in comparisons:
+            rows = comp[(comp["scheme_a"] == a) & (comp["scheme_b"] == b)
+                        & comp["test"].isin(list(LOCATION_TESTS.values()))
+                        & (comp["budget"] == comp["budget_b"])]
+            if rows["budget"].nunique() >= 2:
+                save(f"crossover_{_slug(a)}_vs_{_slug(b)}", plot_crossover(comp, pair=(a, b)))
+            else:
+                bar.update()
+        if both_tails:
+            save("lowrank_vs_heavytail", plot_lowrank_vs_heavytail(frame, palette=palette))
     return figs
 
 

@@ -311,3 +311,17 @@ def test_the_api_refuses_a_folder_of_someone_elses_files(tmp_path):
     with pytest.raises(ValueError, match="holds 1 entry \\(report.md\\) and nothing kvstats wrote"):
         hypothesis_report(_result(frame), tmp_path, energy_resamples=19, figures=False)
     assert notes.read_text() == "my notes" and sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+def test_the_figures_stage_shows_a_progress_bar(tmp_path, capfd):
+    # drawing takes as long as the tests of a small sweep: the stage has a bar of its own,
+    # counted in figures, and none without progress
+    f = make_frame({("KQV", 2): 1.5, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 1.5}, n=12, seed=3)
+    hypothesis_report(_result(f), tmp_path / "quiet", pairing="none", progress=False)
+    assert "figures" not in capfd.readouterr().err
+    rep = hypothesis_report(_result(f), tmp_path / "shown", pairing="none", progress=True)
+    err = capfd.readouterr().err
+    totals = {int(t) for t in re.findall(r"figures: .*?\| \d+/(\d+) ", err)}
+    # one total: 3 Shannon-φ plots per case, KL and recall, one crossover per default pair
+    assert totals == {3 + 2 + 3}, err[-500:]
+    assert len(rep.figures) <= 8
