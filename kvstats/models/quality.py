@@ -120,7 +120,7 @@ def _log_probs(model, ids, cache, mode, prefill_tokens):
 
 def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, mode="prefill",
                prefill_tokens=16, max_tokens=None, threads: int | None = 1,
-               **scheme_params) -> pd.DataFrame:
+               progress: bool = True, **scheme_params) -> pd.DataFrame:
     """Per-position comparison of the quantized-cache model with the full-precision one.
 
     Parameters
@@ -154,6 +154,9 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         core count and thread settings (and is the faster choice on a loaded 2-core
         machine); a larger count is faster on an idle many-core machine and reproducible
         only at that same count; None leaves the current settings.
+    progress : bool
+        A progress bar (stderr) over the (text, configuration) runs; decoding token by
+        token takes minutes on a CPU.
 
     Returns
     -------
@@ -189,6 +192,8 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     seed = check_int(seed, "seed", low=0)
     if threads is not None:
         threads = check_int(threads, "threads", low=1)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False; received {progress!r}")
     if max_tokens is not None:
         max_tokens = check_int(max_tokens, "max_tokens", low=2)
     if isinstance(scheme, str):
@@ -210,7 +215,7 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     streams = _token_ids(tokenizer, texts, max_tokens, context)
     with pinned_threads(threads):
         frames, memory = _compare(model, streams, configs, seed, window, mode, prefill_tokens,
-                                  scheme_params)
+                                  scheme_params, progress)
     df = pd.concat(frames, ignore_index=True)
     mem = {f"{name}:{b}": tuple(float(x) for x in np.mean(v, axis=0)) for (name, b), v in memory.items()}
     df.attrs["memory"] = mem
@@ -246,11 +251,17 @@ def _memory(cache, config, peer: bool) -> tuple[float, float, float, float]:
             float(cache.memory_report()["fixed_bytes"]))
 
 
-def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme_params):
+def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme_params,
+             progress=False):
     """The per-position frames of every (text, configuration), and the memory figures."""
+    import sys
+
     import torch
+    from tqdm.auto import tqdm
 
     frames, memory = [], {}
+    bar = tqdm(total=len(streams) * len(configs), desc=f"kl_quality ({mode})", unit="run",
+               file=sys.stderr, disable=not progress)
     for i, ids in enumerate(streams):
         ref = _log_probs(model, ids, None, "prefill", prefill_tokens)[:-1]
         p_ref = ref.exp()
@@ -269,6 +280,8 @@ def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme
                 "kl": kl.numpy(), "top1_ref": top_ref.numpy(), "top1_quant": top_q.numpy(),
                 "top1_agree": (top_ref == top_q).numpy(), "nll_ref": nll_ref,
                 "nll_quant": -quant.gather(-1, target)[:, 0].numpy()}))
+            bar.update()
+    bar.close()
     return frames, memory
 
 

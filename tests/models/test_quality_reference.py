@@ -110,3 +110,15 @@ def test_kl_is_clamped_at_zero_where_float_rounding_makes_it_negative(tiny, monk
     even = df.position.to_numpy() % 2 == 0
     assert (df.kl[even] == 0).all()
     assert np.allclose(df.kl[~even], 1e-9, rtol=1e-3, atol=0) and len(df.kl[~even]) > 0
+
+
+def test_a_progress_bar_over_the_runs_unless_turned_off(tiny, capfd):
+    model, tok = tiny
+    kl_quality(model, tok, TEXTS[:2], [("KQV", 4), ("identity", None)], mode="decode",
+               prefill_tokens=3, progress=False)
+    assert "kl_quality" not in capfd.readouterr().err
+    kl_quality(model, tok, TEXTS[:2], [("KQV", 4), ("identity", None)], mode="decode", prefill_tokens=3)
+    err = capfd.readouterr().err
+    assert "kl_quality (decode)" in err and "4/4" in err   # 2 texts x 2 configurations
+    with pytest.raises(TypeError, match="progress must be True or False; received 'yes'"):
+        kl_quality(model, tok, TEXTS[:1], "identity", progress="yes")
