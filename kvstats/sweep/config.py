@@ -275,8 +275,10 @@ class SweepConfig:
                 raise ValueError("a scheme entry must have 'name' and optionally 'params', 'label', "
                                  f"'budgets'; received {dict(entry)}")
             budgets = entry.get("budgets")
-            spec = SchemeSpec(entry["name"], _check_params(entry.get("params"), "scheme params"),
-                              str(entry.get("label", "")),
+            label = entry.get("label", "")
+            if not isinstance(label, str):
+                raise TypeError(f"scheme {entry['name']!r} label must be a string; received {label!r}")
+            spec = SchemeSpec(entry["name"], _check_params(entry.get("params"), "scheme params"), label,
                               None if budgets is None else _int_tuple(budgets, "scheme budgets", 1, 8))
         else:
             raise TypeError(f"schemes entries must be names, dicts or SchemeSpec; received {entry!r}")

@@ -533,12 +533,17 @@ def _versions() -> dict[str, str]:
 
 
 def _git_revision() -> dict[str, Any] | None:
+    """The revision of the git checkout whose ``kvstats/`` runs, and whether it is dirty;
+    None when kvstats is not run from a checkout's top folder (an installed copy, even one
+    inside some repository's ``.venv``, whose HEAD says nothing of the code that ran)."""
     root = Path(__file__).resolve().parents[2]  # the checkout holding kvstats/sweep/store.py
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        if rev.returncode != 0:
+        rev = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=root,
+                             capture_output=True, text=True, timeout=10)
+        lines = rev.stdout.split()
+        if rev.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root:
             return None
+        rev.stdout = lines[1]
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10)
         return {"revision": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}

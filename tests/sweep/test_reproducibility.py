@@ -4,6 +4,7 @@ resume. Pairing: one data draw per case and chunk, an independent scheme draw pe
 chunk. Resume reuses only cells of the same code. Memory stays a few chunks for large N.
 """
 
+import subprocess
 import tracemalloc
 
 import numpy as np
@@ -159,6 +160,11 @@ def test_one_distribution_twice_is_refused(entries, match):
                                                                       "params": {"nu": 3.5}}]})
 
 
+def test_a_label_that_is_not_a_string_is_refused():
+    with pytest.raises(TypeError, match=r"scheme 'KQV' label must be a string; received 3"):
+        SweepConfig.from_dict({**GRID, "schemes": [{"name": "KQV", "label": 3}], "comparisons": []})
+
+
 def test_budgets_of_a_fixed_budget_scheme_are_refused():
     with pytest.raises(ValueError, match=r"scheme 'K4V2' has a fixed budget .* remove its 'budgets'; "
                                          r"received budgets \[3\]"):
@@ -187,3 +193,23 @@ def test_memory_of_a_large_cell_is_a_few_chunks_whatever_its_trials(monkeypatch)
     two, five = peak(2), peak(5)
     assert two < 10 * chunk_bytes   # K, V, q, their codes and reconstructions, the profile
     assert five < two + chunk_bytes   # three more chunks, not three more chunks' data
+
+
+def test_the_git_revision_is_that_of_the_checkout_kvstats_runs_from(tmp_path, monkeypatch):
+    """An installed copy of kvstats inside another repository (its .venv) runs code that the
+    repository's HEAD does not describe: the manifest then records no revision."""
+    assert store._git_revision() is not None   # the tests run from the checkout
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(git[:5] + ["init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "x").write_text("x")
+    subprocess.run(git + ["add", "x"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+    installed = tmp_path / ".venv" / "lib" / "site-packages" / "kvstats" / "sweep"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(store, "__file__", str(installed / "store.py"))
+    assert store._git_revision() is None
+    # the checkout itself (kvstats/ at its top) is recorded
+    (tmp_path / "kvstats" / "sweep").mkdir(parents=True)
+    monkeypatch.setattr(store, "__file__", str(tmp_path / "kvstats" / "sweep" / "store.py"))
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert store._git_revision() == {"revision": head, "dirty": False}
