@@ -7,7 +7,8 @@ Each function names the paper its formula comes from:
 - `sphere_coordinate_pdf`: the law of one coordinate of a uniform point on S^{d-1}
   (classical; used by TurboQuant, Zandieh et al. 2025, Lemma 1).
 - `lloyd_max_distortion`, `unit_vector_mse`: the Lloyd--Max MSE (Lloyd 1957/1982, Max
-  1960) per coordinate, and the resulting TurboQuant-mse error of a unit vector.
+  1960) per coordinate, and the resulting TurboQuant-mse error of a unit vector;
+  `high_rate_distortion`, its Panter--Dite (1951) high-resolution limit.
 - `qjl_inner_product_variance`: variance of the QJL inner-product estimator with a
   Gaussian sketch (Zandieh, Daliri & Han 2024, QJL; exact form derived here).
 - `sphere_abs_moment`, `qjl_variance`, `qjl_reconstruction_mse`: E|u_1| on the sphere
@@ -39,7 +40,7 @@ from kvstats.rate_distortion import bound_snr_db, covariance_snr_db, gaussian_sn
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "unit_vector_mse",
+__all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "high_rate_distortion", "unit_vector_mse",
            "qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
            "qjl_reconstruction_mse", "residual_inflation", "bit_trade_inflation",
            "turboquant_mse_bounds", "turboquant_prod_bounds", "turboquant_prod_distortion",
@@ -119,6 +120,55 @@ def lloyd_max_distortion(bits: int, distribution: str = "gaussian", dim: int | N
         cb = lloyd_max_codebook(1, distribution, dim)  # validates distribution and dim
         return 1.0 if cb.distribution == "gaussian" else 1.0 / cb.dim
     return float(lloyd_max_codebook(bits, distribution, dim).mse)
+
+
+def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | None = None) -> float:
+    """Panter--Dite high-resolution MSE per coordinate, ``(1/12)(∫ f^{1/3})³ · 4^-bits``.
+
+    The limit of the Lloyd--Max ``D_b`` as ``b`` grows (Panter & Dite 1951):
+    ``4^b D_b → (1/12)(∫ f^{1/3})³``. Gaussian: ``√3π/2`` (the TurboQuant-mse constant).
+    Sphere coordinate of dimension ``dim``: ``∫ f^{1/3} = C^{1/3} √π Γ(a+1)/Γ(a+3/2)``
+    with ``C`` the density's constant and ``a = (dim−3)/6``; times ``dim`` this is the
+    unit-vector constant, 2.658 at dim = 128 (not √3π/2 = 2.721, its dim → ∞ limit),
+    so the Lloyd--Max gap to Shannon's bound at dim = 128 tends to
+    ``10·log10(2.658) = 4.24`` dB, not 4.35 dB.
+
+    Parameters
+    ----------
+    bits : int
+        >= 0.
+    distribution : {"gaussian", "beta"}
+    dim : int or None
+        Sphere dimension for "beta" (>= 2).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(high_rate_distortion(0), 4)                 # sqrt(3) pi / 2
+    2.7207
+    >>> round(128 * high_rate_distortion(0, "beta", 128), 4)
+    2.6576
+    >>> high_rate_distortion(3, "beta", 3) == 4.0 ** -3 / 3   # uniform: exact at every b
+    True
+    """
+    bits = check_int(bits, "bits", low=0)
+    distribution = check_choice(distribution, "distribution", ("gaussian", "beta"))
+    if distribution == "gaussian":
+        if dim is not None:
+            raise ValueError(f"dim is only for distribution='beta'; received dim={dim!r}")
+        return SQRT3_PI_2 * 4.0 ** -bits
+    if dim is None:
+        raise ValueError("dim is required for distribution='beta' (the sphere dimension); received None")
+    dim = check_int(dim, "dim", low=2)
+    if dim == 3:  # f = 1/2 on [-1, 1]: (1/12)·(2^(2/3))³ = 1/3, kept exact
+        return 4.0 ** -bits / 3
+    a = (dim - 3) / 6
+    logc = special.gammaln(dim / 2) - 0.5 * math.log(math.pi) - special.gammaln((dim - 1) / 2)
+    log_int = logc / 3 + 0.5 * math.log(math.pi) + special.gammaln(a + 1) - special.gammaln(a + 1.5)
+    return math.exp(3 * log_int) / 12 * 4.0 ** -bits
 
 
 def unit_vector_mse(bits: int, dim: int) -> float:
@@ -465,8 +515,11 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
         (pi/2 - 1/dim) * ||y||^2 * D_{b-1},
 
     with ``D_0 = 1/dim`` (no scalar bits: a bare QJL of x). It lies within
-    `turboquant_prod_bounds`, approaching the upper bound as b grows (then
-    ``D_{b-1} 4^b -> 4 * sqrt(3) pi / 2``).
+    `turboquant_prod_bounds`, approaching the upper bound as b grows: then
+    ``dim D_{b-1} 4^b -> 4 dim high_rate_distortion(0, "beta", dim)``, which tends to
+    ``4 sqrt(3) pi / 2`` as dim grows (the ratio to the upper bound tends to
+    ``(1 - 2/(pi dim)) dim high_rate_distortion(0, "beta", dim) / (sqrt(3) pi / 2)``,
+    0.972 at dim = 128, and to 1 only as dim -> infinity).
 
     Examples
     --------

@@ -278,3 +278,162 @@ def test_bad_arguments():
         turboquant_prod_bounds(2, 64, y_norm=-1.0)
     with pytest.raises(ValueError, match=r"dim must be an integer in \[2, inf\]"):
         sphere_coordinate_pdf(0.0, 1)
+
+
+# --- independent references: quadrature, closed forms at 1 bit, inline constructions -------
+
+def _sphere_abs_mean(d):
+    """E|X| for the sphere coordinate, from scipy's Beta((d−1)/2, (d−1)/2): X = 2B − 1."""
+    a = (d - 1) / 2
+    return stats.beta(a, a).expect(lambda y: abs(2 * y - 1))
+
+
+@pytest.mark.parametrize("d", [2, 3, 5, 16, 128, 1024])
+def test_one_bit_sphere_distortion_closed_form(d):
+    """1 bit: boundary 0, centroids ±E|X| (the conditional mean of each half), so
+    D_1 = E X² − (E|X|)² = 1/d − (E|X|)² and d·D_1 = 1 − d·(E|X|)² (→ 1 − 2/π); E|X| by
+    scipy's Beta expectation, not kvstats.theory.sphere_abs_moment."""
+    assert unit_vector_mse(1, d) == pytest.approx(1 - d * _sphere_abs_mean(d) ** 2, rel=1e-7)
+
+
+def _lloyd_by_quadrature(pdf, lo, hi, levels, iters=4000):
+    """Plain Lloyd iteration with scipy.integrate.quad for every cell (reference only)."""
+    c = np.linspace(lo, hi, levels + 2)[1:-1] if np.isfinite(lo) else np.linspace(-2, 2, levels)
+    for _ in range(iters):
+        t = np.r_[lo, (c[1:] + c[:-1]) / 2, hi]
+        new = np.array([integrate.quad(lambda x: x * pdf(x), a, b)[0] / integrate.quad(pdf, a, b)[0]
+                        for a, b in zip(t[:-1], t[1:])])
+        done = np.max(np.abs(new - c)) < 1e-10    # D is stationary there: error O(1e-20)
+        c = new
+        if done:
+            break
+    t = np.r_[lo, (c[1:] + c[:-1]) / 2, hi]
+    return sum(integrate.quad(lambda x: (x - ci) ** 2 * pdf(x), a, b)[0]
+               for ci, a, b in zip(c, t[:-1], t[1:]))
+
+
+@pytest.mark.parametrize("dist,dim,bits", [("beta", 8, 2), ("beta", 5, 3), ("gaussian", None, 3)])
+def test_lloyd_max_distortion_matches_a_quadrature_lloyd_iteration(dist, dim, bits):
+    """Reference: Lloyd's conditions iterated to a fixed point with adaptive quadrature on
+    scipy's densities (N(0, 1); the sphere coordinate as 2·Beta − 1)."""
+    if dist == "gaussian":
+        pdf, lo, hi = stats.norm.pdf, -np.inf, np.inf
+    else:
+        law = stats.beta((dim - 1) / 2, (dim - 1) / 2)
+        pdf, lo, hi = (lambda x: law.pdf((x + 1) / 2) / 2), -1.0, 1.0
+    ref = _lloyd_by_quadrature(pdf, lo, hi, 2 ** bits)
+    assert lloyd_max_distortion(bits, dist, dim) == pytest.approx(ref, rel=1e-7)
+
+
+@pytest.mark.parametrize("d", [2, 5, 16, 128, 1024])
+def test_high_rate_distortion_is_the_panter_dite_integral(d):
+    """(1/12)(∫f^{1/3})³ by quadrature: f^{1/3} = f(0)^{1/3}·(1 − x²)^k, k = (d−3)/6, and
+    with x = sin θ the integral is ∫ cos^{d/3} θ dθ over [−π/2, π/2] (bounded, unlike the
+    d = 2 integrand in x; scipy's algebraic-weight quad in x is off by 1e-8 at d = 1024);
+    f(0) from scipy's Beta density. The Gaussian's is √3π/2."""
+    a = (d - 1) / 2
+    f0 = stats.beta(a, a).pdf(0.5) / 2
+    half = integrate.quad(lambda t: math.cos(t) ** (d / 3), 0, math.pi / 2, epsabs=0, epsrel=1e-13)[0]
+    integral = f0 ** (1 / 3) * 2 * half
+    from kvstats.theory import high_rate_distortion
+
+    assert high_rate_distortion(2, "beta", d) == pytest.approx(integral ** 3 / 12 / 16, rel=1e-9)
+    gauss = integrate.quad(lambda x: stats.norm.pdf(x) ** (1 / 3), -np.inf, np.inf)[0] ** 3 / 12
+    assert high_rate_distortion(0) == pytest.approx(gauss, rel=1e-9)
+    assert gauss == pytest.approx(math.sqrt(3) * math.pi / 2, rel=1e-9)
+
+
+def test_lloyd_max_tends_to_the_panter_dite_limit():
+    """4^b·D_b / its high-rate limit rises to 1 (within 1% at b = 8) for each density; d = 3
+    (uniform) is exact at every b: its Lloyd–Max quantizer is uniform, D_b = (2/2^b)²/12.
+    So the Lloyd–Max gap to Shannon's bound at d = 128 tends to 10·log10(128·c) = 4.24 dB,
+    below the Gaussian's 10·log10(√3π/2) = 4.35 dB."""
+    from kvstats.theory import high_rate_distortion
+
+    for dist, dim in (("gaussian", None), ("beta", 16), ("beta", 128), ("beta", 1024)):
+        r = [lloyd_max_distortion(b, dist, dim) / high_rate_distortion(b, dist, dim) for b in range(1, 9)]
+        assert np.all(np.diff(r) > 0) and 0.99 < r[-1] < 1, (dist, dim, r)
+    for b in range(1, 9):
+        assert lloyd_max_distortion(b, "beta", 3) == pytest.approx(high_rate_distortion(b, "beta", 3), rel=1e-9)
+        assert high_rate_distortion(b, "beta", 3) == pytest.approx((2 / 2 ** b) ** 2 / 12, rel=1e-15)
+    assert 10 * math.log10(128 * high_rate_distortion(0, "beta", 128)) == pytest.approx(4.245, abs=1e-3)
+    with pytest.raises(ValueError, match="dim is required"):
+        high_rate_distortion(2, "beta")
+    with pytest.raises(ValueError, match="dim is only for distribution='beta'"):
+        high_rate_distortion(2, "gaussian", 64)
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        high_rate_distortion(2, "uniform")
+
+
+def _haar(n, d, rng):
+    """n Haar rotations (QR of Gaussian matrices with the sign fix, Mezzadri 2007)."""
+    qm, r = np.linalg.qr(rng.standard_normal((n, d, d)))
+    return qm * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[:, None, :]
+
+
+@pytest.mark.parametrize("d,m,cos", [(8, 4, 0.0), (8, 8, 0.8), (8, 12, 0.3), (16, 16, 0.0)])
+def test_orthogonal_qjl_variance_matches_an_inline_haar_sketch(d, m, cos):
+    """A fixed pair (q, k); rows √d times Haar rows, in blocks of d orthogonal rows (the
+    last block m mod d rows), estimate ‖k‖/(m√d·E|u₁|)·Σ⟨s_i, q⟩ sign⟨s_i, k⟩ with E|u₁| from
+    scipy: unbiased, and its variance within 4 SE of qjl_variance("orthogonal") (a Haar
+    sketch sees every pair alike, so the formula is the conditional variance); the
+    Gaussian value is rejected (power)."""
+    from kvstats.theory import qjl_variance
+
+    n = 20_000
+    rng = np.random.default_rng((d, m, round(10 * cos)))
+    k = np.zeros(d)
+    k[0] = 1.3
+    q = 0.7 * (cos * np.eye(d)[0] + math.sqrt(1 - cos ** 2) * np.eye(d)[1])
+    blocks = [_haar(n, d, rng)[:, :rows] for rows in [d] * (m // d) + ([m % d] if m % d else [])]
+    s = math.sqrt(d) * np.concatenate(blocks, axis=1)                  # (n, m, d)
+    z = np.linalg.norm(k) / (m * math.sqrt(d) * _sphere_abs_mean(d)) * ((s @ q) * np.sign(s @ k)).sum(-1)
+    assert within(z, q @ k)
+    sq = (z - q @ k) ** 2
+    assert within(sq, float(qjl_variance("orthogonal", m, q, k)))
+    assert not within(sq, float(qjl_variance("gaussian", m, q, k)))
+
+
+def _lloyd_max_code(u, bits):
+    """Inline TurboQuant-mse of unit rows u (n, d): Haar rotation, the Lloyd–Max codebook of
+    the sphere coordinate (only its centroids and boundaries are used), rotate back."""
+    from kvstats.quant.codebook import lloyd_max_codebook
+
+    n, d = u.shape
+    cb = lloyd_max_codebook(bits, "beta", d)
+    rot = _haar(n, d, np.random.default_rng(bits * 1000 + d))
+    y = np.einsum("nij,nj->ni", rot, u)
+    yq = np.asarray(cb.centroids)[np.searchsorted(np.asarray(cb.boundaries), y)]
+    return np.einsum("nji,nj->ni", rot, yq)
+
+
+@pytest.mark.parametrize("d,bits", [(8, 2), (32, 2), (32, 3)])
+def test_mse_inner_product_bias_and_the_bit_trade_by_monte_carlo(d, bits):
+    """Inline constructions, x and q independent uniform unit vectors, one Haar rotation
+    per trial:
+
+    - bias: E[x̂ | x] = (1 − d·D_b)·x (invariance under rotations fixing x; its factor is
+      E⟨x, x̂⟩ = E‖x̂‖² = 1 − d·D_b by the centroid condition), checked on ⟨x, x̂⟩;
+    - variance: E⟨q, x̂ − x⟩² = ‖q‖²·D_b for an isotropic q;
+    - prod: (b−1)-bit code plus a Gaussian QJL of the residual (m = d) has mean square
+      (π/2 − 1/d)·D_{b−1} (turboquant_prod_distortion), and the ratio of the two, with an
+      SE by the delta method over independent samples, matches bit_trade_inflation(b, d)
+      within 4 SE."""
+    n = 20_000
+    rng = np.random.default_rng((d, bits, 7))
+    x, q, x2, q2 = (v / np.linalg.norm(v, axis=1, keepdims=True)
+                    for v in rng.standard_normal((4, n, d)))
+    xh = _lloyd_max_code(x, bits)
+    assert within((x * xh).sum(1), 1 - unit_vector_mse(bits, d))
+    e_mse = ((xh - x) * q).sum(1) ** 2
+    assert within(e_mse, lloyd_max_distortion(bits, "beta", d))
+    r = x2 - _lloyd_max_code(x2, bits - 1)
+    s = rng.standard_normal((n, d, d))
+    rh = math.sqrt(math.pi / 2) / d * np.linalg.norm(r, axis=1, keepdims=True) * np.einsum(
+        "nmd,nm->nd", s, np.sign(np.einsum("nmd,nd->nm", s, r)))
+    e_prod = ((rh - r) * q2).sum(1) ** 2
+    assert within(e_prod, turboquant_prod_distortion(bits, d))
+    ratio = e_prod.mean() / e_mse.mean()
+    se = ratio * math.hypot(e_prod.std(ddof=1) / e_prod.mean(), e_mse.std(ddof=1) / e_mse.mean()) / math.sqrt(n)
+    assert abs(ratio - bit_trade_inflation(bits, d)) < 4 * se
+    assert abs(ratio - 2 * math.pi) > 4 * se          # power: the asymptote is rejected
