@@ -222,7 +222,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         line on stderr and ``"recomputed"`` and the reason in the manifest. With False
         every cell is recomputed and overwritten.
     workers : int, optional
-        Processes of the default executor.
+        Processes of the default executor; more than 1 with another executor is a
+        ValueError (it would be ignored).
 
     Returns
     -------
@@ -264,6 +265,10 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     if not (executor is None or executor in ("serial", "process") or isinstance(executor, cf.Executor)):
         raise TypeError("executor must be a concurrent.futures.Executor, 'serial', 'process' or None; "
                         f"received {executor!r}")
+    if workers is not None and workers > 1 and not (executor is None or executor == "process"):
+        # it would be ignored: the sweep would run serially or on the executor's own workers
+        raise ValueError(f"workers sets the processes of the default pool (executor None or 'process'); "
+                         f"received workers={workers} with executor={executor!r}")
     started, tic = _now(), time.perf_counter()
     cells = check_grid(config)
     if out is not None:

@@ -82,12 +82,13 @@ def test_interrupted_mid_write_then_resumed_equals_uninterrupted(tmp_path, monke
         return real_write(frame, stem, meta)
 
     monkeypatch.setattr(store, "_write_table", interrupted)
+    workers = 2 if executor == "process" else None
     with pytest.raises(_Interrupt):
-        run_sweep(GRID, out=tmp_path, executor=executor, workers=2, progress=False)
+        run_sweep(GRID, out=tmp_path, executor=executor, workers=workers, progress=False)
     stored = sorted(p.stem for p in (tmp_path / "cells").iterdir())
     assert stored == sorted(writes) and len(stored) == k   # no partial file, no temporary
     monkeypatch.setattr(store, "_write_table", real_write)
-    resumed = run_sweep(GRID, out=tmp_path, executor=executor, workers=2, progress=False)
+    resumed = run_sweep(GRID, out=tmp_path, executor=executor, workers=workers, progress=False)
     status = {c["id"]: c["status"] for c in resumed.manifest["cells"]}
     assert sorted(i for i, s in status.items() if s == "resumed") == stored
     assert set(status.values()) <= {"resumed", "computed"}   # nothing torn to recompute
@@ -158,6 +159,14 @@ def test_one_distribution_twice_is_refused(entries, match):
         SweepConfig.from_dict({**GRID, "distributions": entries})
     SweepConfig.from_dict({**GRID, "distributions": ["heavy_tailed", {"name": "heavy_tailed",
                                                                       "params": {"nu": 3.5}}]})
+
+
+def test_workers_with_an_executor_that_ignores_them_are_refused():
+    with pytest.raises(ValueError, match=r"workers sets the processes of the default pool .* "
+                                         r"received workers=2 with executor='serial'"):
+        run_sweep(GRID, executor="serial", workers=2, progress=False)
+    run_sweep({**GRID, "n_trials": 2, "distributions": ["gaussian"]}, executor="serial", workers=1,
+              progress=False)   # what `kvstats sweep --workers 1` passes
 
 
 def test_a_label_that_is_not_a_string_is_refused():
