@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from numbers import Integral, Real
 from pathlib import Path
@@ -537,4 +538,23 @@ def replay_trials(source: SweepConfig | SweepResult | Mapping[str, Any] | str | 
     cell = _select(config, given)
     replayed = Replay(config, cell, _trial_numbers(trials, config.n_trials), out, frame)
     _check_recorded(cell, replayed.cell_id, manifest, out)
+    _warn_other_code(manifest)
     return replayed
+
+
+def _warn_other_code(manifest: dict[str, Any] | None) -> None:
+    """Warn when the manifest's versions (kvstats' source digest, numpy, scipy) are not
+    those of this process: the replayed rows may then differ from the stored ones."""
+    import scipy
+
+    from kvstats.sweep.store import code_version
+
+    recorded = (manifest or {}).get("versions")
+    if not isinstance(recorded, dict) or "kvstats_source" not in recorded:
+        return   # a manifest from before the digest was recorded: nothing to compare
+    now = {"kvstats_source": f"sha256:{code_version()['kvstats_source'][:12]}",
+           "numpy": np.__version__, "scipy": scipy.__version__}
+    other = [f"{k} {recorded.get(k)} (this process: {v})" for k, v in now.items() if recorded.get(k) != v]
+    if other:
+        warnings.warn("the sweep was computed by other code than this process runs: " + ", ".join(other)
+                      + "; replayed rows may differ from the stored ones", RuntimeWarning, stacklevel=3)

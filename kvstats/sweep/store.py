@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -162,6 +163,10 @@ def _schema(frame: pd.DataFrame) -> list[list[str]]:
 def code_version() -> dict[str, str]:
     """What computes a cell beside its config: kvstats' own source and the numeric libraries.
 
+    Read once per process, when this module is imported: the code a process runs is what
+    it imported, not what the files hold after an edit made while it runs (a notebook's
+    kernel, a long sweep).
+
     ``kvstats_source`` is the SHA-256 of every ``kvstats/**/*.py`` file (path and bytes,
     in path order), so an edit of the code (committed or not, whatever the version number
     says) is seen; ``numpy`` and ``scipy`` are their versions (numpy's generators keep no
@@ -176,6 +181,11 @@ def code_version() -> dict[str, str]:
     >>> sorted(v), len(v["kvstats_source"])
     (['kvstats_source', 'numpy', 'scipy'], 64)
     """
+    return dict(_code_version())
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> tuple[tuple[str, str], ...]:
     import scipy
 
     root = Path(__file__).resolve().parents[1]   # the kvstats package
@@ -183,7 +193,10 @@ def code_version() -> dict[str, str]:
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\x00")
         digest.update(path.read_bytes() + b"\x00")
-    return {"kvstats_source": digest.hexdigest(), "numpy": np.__version__, "scipy": scipy.__version__}
+    return (("kvstats_source", digest.hexdigest()), ("numpy", np.__version__), ("scipy", scipy.__version__))
+
+
+_code_version()   # at import (~10 ms): the source this process loaded
 
 
 def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, config: str,

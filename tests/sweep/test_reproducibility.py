@@ -222,3 +222,23 @@ def test_the_git_revision_is_that_of_the_checkout_kvstats_runs_from(tmp_path, mo
     monkeypatch.setattr(store, "__file__", str(tmp_path / "kvstats" / "sweep" / "store.py"))
     head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert store._git_revision() == {"revision": head, "dirty": False}
+
+
+def test_a_replay_by_other_code_than_the_sweeps_warns(tmp_path):
+    import json
+    import warnings
+
+    from kvstats.sweep import replay_trials
+
+    small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV"], "budgets": [2]}
+    run_sweep(small, out=tmp_path, executor="serial", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert replay_trials(tmp_path, trials=[0]).profile().equals(
+            replay_trials(tmp_path, trials=[0]).stored())
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["versions"]["kvstats_source"] = "sha256:000000000000"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(RuntimeWarning, match=r"other code than this process runs: kvstats_source "
+                                            r"sha256:000000000000 \(this process: sha256:"):
+        replay_trials(tmp_path, trials=[0])
