@@ -384,7 +384,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     try:
         if pool is None:
             for task in tasks:
-                collect(_compute_task(task))
+                _compute_task(task, emit=collect)   # collected chunk by chunk: the bar moves
         else:
             futures = [pool.submit(_user_task, payload, task) for task in tasks]
             try:

@@ -13,6 +13,7 @@ the runner's code, not by a copy of it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -93,9 +94,12 @@ def _cell_rows(cell: Cell, cid: str, scheme: Scheme, trials: Trials, K_hat: np.n
         cluster=_trial_clusters(captured, start, t)))
 
 
-def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
+def _compute_task(task: _Task, emit: Callable[[list], None] | None = None
+                  ) -> list[tuple[str, int, pd.DataFrame, float]]:
     """Run one task; returns (cell id, first trial, per-trial frame, seconds) per cell
-    and chunk. Runs in workers."""
+    and chunk. Runs in workers. With ``emit`` (a serial run) each chunk's results go to
+    ``emit`` as they are made, and none are returned: the progress bar moves per chunk,
+    not per task (a real case is one task)."""
     first = task.cells[0][0]
     out = []
     buffers: dict[tuple, np.ndarray] = {}
@@ -111,6 +115,7 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
                          f"N={first.n_keys}, trials {start}..{start + t - 1}]")
             raise
         reference: dict = {}  # what error_profile computes from the trials alone, once per chunk
+        done = []
         for cell, cid in task.cells:
             tic = time.perf_counter()
             try:
@@ -124,6 +129,10 @@ def _compute_task(task: _Task) -> list[tuple[str, int, pd.DataFrame, float]]:
                 # a user scheme's code may raise anything (its type kept): name the cell too
                 exc.add_note(f"[cell: {cell.describe()}]")
                 raise
-            out.append((cid, start, prof, time.perf_counter() - tic))
+            done.append((cid, start, prof, time.perf_counter() - tic))
         del trials
+        if emit is None:
+            out += done
+        else:
+            emit(done)
     return out

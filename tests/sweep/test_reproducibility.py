@@ -242,3 +242,33 @@ def test_a_replay_by_other_code_than_the_sweeps_warns(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"other code than this process runs: kvstats_source "
                                             r"sha256:000000000000 \(this process: sha256:"):
         replay_trials(tmp_path, trials=[0])
+
+
+def test_a_serial_sweep_moves_its_bar_per_chunk_within_a_task(monkeypatch):
+    """One task holds a whole case (a real case always does): the bar must not wait for it."""
+    import tqdm.auto
+
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 1)
+    drawn, seen = [], []
+    real_data = work._chunk_data
+
+    def counting(*args, **kw):
+        drawn.append(args[1])
+        return real_data(*args, **kw)
+
+    class Bar:
+        def __init__(self, *args, total, initial, **kw):
+            self.n = initial
+
+        def update(self, n):
+            self.n += n
+            seen.append((len(drawn), self.n))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(work, "_chunk_data", counting)
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    run_sweep({**GRID, "distributions": ["gaussian"], "schemes": ["KV"]}, executor="serial")
+    # two cells (budgets 2, 3), chunks of 3, 3, 1 trials: the bar moves after each chunk is coded
+    assert seen == [(1, 3), (1, 6), (2, 9), (2, 12), (3, 13), (3, 14)]

@@ -235,11 +235,11 @@ def test_cells_split_over_tasks_are_written_only_when_complete(tmp_path, monkeyp
     real = run._compute_task
     done = []
 
-    def fail_on_second_task(task):
+    def fail_on_second_task(task, emit=None):
         if done:
             raise KeyboardInterrupt  # the sweep is interrupted after the first chunk
         done.append(task)
-        return real(task)
+        return real(task, emit)
 
     monkeypatch.setattr(run, "_compute_task", fail_on_second_task)
     with pytest.raises(KeyboardInterrupt):
