@@ -1,6 +1,7 @@
 """Closed-form predictions to set beside measurements (derivations in docs/theory.md).
 
-(Over 450 lines: every closed form lives here once, so that no constant is written twice.)
+(Over 600 lines: every closed form lives here once, so that no constant is written
+twice; most lines are docstrings.)
 
 Each function names the paper its formula comes from:
 
@@ -20,6 +21,9 @@ Each function names the paper its formula comes from:
 - `turboquant_mse_bounds`, `turboquant_prod_bounds`, `turboquant_prod_distortion`: the
   TurboQuant upper and lower distortion bounds (Zandieh et al. 2025, Theorems 1-3) and
   the prediction for TurboQuant-prod they bracket.
+- `direction_error`: the angle between a vector and its reconstruction that an SNR
+  implies, for an error orthogonal to the reconstruction (Lloyd--Max) or to the signal
+  (unbiased QJL).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ __all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "high_rate_distortio
            "qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
            "qjl_reconstruction_mse", "residual_inflation", "bit_trade_inflation",
            "turboquant_mse_bounds", "turboquant_prod_bounds", "turboquant_prod_distortion",
-           "distortion_table"]
+           "direction_error", "distortion_table"]
 
 SQRT3_PI_2 = math.sqrt(3.0) * math.pi / 2  # TurboQuant-mse constant, ~2.72
 SQRT3_PI2 = math.sqrt(3.0) * math.pi ** 2  # TurboQuant-prod constant, ~17.1
@@ -532,6 +536,51 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
     dim = check_int(dim, "dim", low=2)
     y_norm = check_real(y_norm, "y_norm", low=0.0)
     return (math.pi / 2 - 1 / dim) * y_norm ** 2 * lloyd_max_distortion(bits - 1, "beta", dim)
+
+
+def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstruction") -> Float[np.ndarray, "*shape"]:
+    """Angle φ (radians) between a vector and its reconstruction at a given SNR, ``‖x‖²/‖x̂ − x‖²``.
+
+    Which angle an SNR implies depends on the direction of the error, so there are two
+    forms (both ``φ ≈ 1/√SNR`` at high SNR):
+
+    - ``"orthogonal_to_reconstruction"``: an MSE-optimal (Lloyd--Max) code, whose centroid
+      condition makes ``E⟨x̂, x − x̂⟩ = 0`` (per vector in high dimension):
+      ``‖x‖² = ‖x̂‖² + ‖e‖²``, so ``cos φ = ‖x̂‖/‖x‖ = √(1 − 1/SNR)`` (such an error is
+      never larger than x: an SNR below 0 dB is refused);
+    - ``"orthogonal_to_signal"``: an unbiased estimate (QJL) with ``E⟨x, e⟩ = 0``:
+      ``‖x̂‖² = ‖x‖² + ‖e‖²``, so ``cos φ = ‖x‖/‖x̂‖ = 1/√(1 + 1/SNR)``.
+
+    Per vector these hold up to the spread of ``⟨x̂, e⟩`` (or ``⟨x, e⟩``), which shrinks as
+    ``1/√d``; the mean over vectors of φ is not φ of the mean SNR (Jensen).
+
+    Parameters
+    ----------
+    snr_db : array_like
+        SNR in dB (``> 0`` for ``"orthogonal_to_reconstruction"``).
+    error : {"orthogonal_to_reconstruction", "orthogonal_to_signal"}
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the shape of ``snr_db``.
+
+    Examples
+    --------
+    >>> direction_error([10 * np.log10(4.0)]).round(6)        # cos φ = √(3/4): 30°
+    array([0.523599])
+    >>> direction_error([10 * np.log10(3.0)], "orthogonal_to_signal").round(6)   # cos φ = √(3/4)
+    array([0.523599])
+    """
+    snr_db = as_float_array(snr_db, "snr_db").astype(np.float64)
+    error = check_choice(error, "error", ("orthogonal_to_reconstruction", "orthogonal_to_signal"))
+    inv = 10.0 ** (-snr_db / 10)             # 1/SNR
+    if error == "orthogonal_to_signal":
+        return np.arctan(np.sqrt(inv))       # tan φ = ‖e‖/‖x‖: exact and accurate at small φ
+    if np.any(inv > 1):
+        raise ValueError(f"snr_db must be > 0 for error='orthogonal_to_reconstruction' (an error "
+                         f"orthogonal to x̂ is never larger than x); received minimum {float(snr_db.min())}")
+    return np.arcsin(np.sqrt(inv))           # sin φ = ‖e‖/‖x‖
 
 
 def distortion_table(bits: Iterable[int] = range(1, 9),
