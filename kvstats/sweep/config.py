@@ -270,10 +270,11 @@ class SweepConfig:
         elif isinstance(entry, str):
             spec = SchemeSpec(entry)
         elif isinstance(entry, Mapping):
-            extra = set(entry) - {"name", "params", "label", "budgets"}
+            extra = sorted(set(entry) - {"name", "params", "label", "budgets"}, key=str)
             if extra or "name" not in entry:
                 raise ValueError("a scheme entry must have 'name' and optionally 'params', 'label', "
-                                 f"'budgets'; received {dict(entry)}")
+                                 f"'budgets'; received {dict(entry)}"
+                                 + _unknown_keys(extra, ("name", "params", "label", "budgets")))
             budgets = entry.get("budgets")
             label = entry.get("label", "")
             if not isinstance(label, str):
@@ -308,10 +309,11 @@ class SweepConfig:
         elif isinstance(entry, str):
             specs = [DistributionSpec(entry)]
         elif isinstance(entry, Mapping):
-            extra = set(entry) - {"name", "params"}
+            extra = sorted(set(entry) - {"name", "params"}, key=str)
             if extra or "name" not in entry:
                 raise ValueError("a distribution entry must have 'name' and optionally 'params' "
-                                 f"(a table or a list of tables); received {dict(entry)}")
+                                 f"(a table or a list of tables); received {dict(entry)}"
+                                 + _unknown_keys(extra, ("name", "params")))
             params = entry.get("params")
             param_sets = params if isinstance(params, list) else [params]
             if not param_sets:
@@ -477,6 +479,13 @@ class SweepConfig:
         True
         """
         return cell_id(self, cell)
+
+
+def _unknown_keys(extra: list[Any], allowed: tuple[str, ...]) -> str:
+    """``"; unknown key(s) [...] (did you mean ...?)"`` for an entry's message, or ``""``."""
+    if not extra:
+        return ""
+    return f"; unknown key(s) {extra}{did_you_mean(str(extra[0]), allowed)}"
 
 
 def _number_key(value: Any) -> Any:

@@ -169,6 +169,18 @@ def test_workers_with_an_executor_that_ignores_them_are_refused():
               progress=False)   # what `kvstats sweep --workers 1` passes
 
 
+@pytest.mark.parametrize("entry, match", [
+    ({"schemes": [{"name": "KQV", "parms": {}}]},
+     r"a scheme entry must have 'name' .*; received \{'name': 'KQV', 'parms': \{\}\}; "
+     r"unknown key\(s\) \['parms'\] \(did you mean 'params'\?\)"),
+    ({"distributions": [{"name": "gaussian", "param": {}}]},
+     r"a distribution entry must have .*; unknown key\(s\) \['param'\] \(did you mean 'params'\?\)"),
+])
+def test_an_unknown_key_of_an_entry_is_named(entry, match):
+    with pytest.raises(ValueError, match=match):
+        SweepConfig.from_dict({**GRID, "comparisons": [], **entry})
+
+
 def test_a_label_that_is_not_a_string_is_refused():
     with pytest.raises(TypeError, match=r"scheme 'KQV' label must be a string; received 3"):
         SweepConfig.from_dict({**GRID, "schemes": [{"name": "KQV", "label": 3}], "comparisons": []})
