@@ -448,7 +448,10 @@ def test_direction_error_exact_geometry():
     x = rng.standard_normal((50, 16))
     e = rng.standard_normal((50, 16)) * rng.uniform(0.05, 0.9, (50, 1))
     e -= (e * x).sum(1, keepdims=True) / (x * x).sum(1, keepdims=True) * x      # e ⟂ x
-    cosang = lambda a, b: np.arccos((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1))  # noqa: E731
+
+    def cosang(a, b):
+        return np.arccos((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1))
+
     xh = x + e
     snr = 10 * np.log10((x * x).sum(1) / (e * e).sum(1))
     np.testing.assert_allclose(direction_error(snr, "orthogonal_to_signal"), cosang(x, xh), rtol=1e-9)
