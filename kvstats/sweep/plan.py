@@ -21,11 +21,13 @@ fields; the config's ``cells``, ``chunk_for`` and ``cell_id`` methods call them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
@@ -131,6 +133,46 @@ class Cell:
         return _canonical({"case": json.loads(self.case_key()), "budget": self.budget,
                            "scheme": self.scheme.name, "scheme_params": self.scheme.params,
                            "label": self.scheme.display()})
+
+
+def code_version() -> dict[str, str]:
+    """What computes a cell beside its config: kvstats' own source and the numeric libraries.
+
+    Read once per process, when this module is imported: the code a process runs is what
+    it imported, not what the files hold after an edit made while it runs (a notebook's
+    kernel, a long sweep).
+
+    ``kvstats_source`` is the SHA-256 of every ``kvstats/**/*.py`` file (path and bytes,
+    in path order), so an edit of the code (committed or not, whatever the version number
+    says) is seen; ``numpy`` and ``scipy`` are their versions (numpy's generators keep no
+    stream across versions). Not in the cell id (the ids of stored results stay theirs):
+    the cell's metadata records it, and a resumed cell must have been computed by the same
+    (:func:`kvstats.sweep.store.check_cell`), else a resumed sweep would mix the numbers of
+    two versions of the code under the manifest's one. Conservative: an edit that changes
+    no number (a report's wording) recomputes the cells too.
+
+    Examples
+    --------
+    >>> v = code_version()
+    >>> sorted(v), len(v["kvstats_source"])
+    (['kvstats_source', 'numpy', 'scipy'], 64)
+    """
+    return dict(_code_version())
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> tuple[tuple[str, str], ...]:
+    import scipy
+
+    root = Path(__file__).resolve().parents[1]   # the kvstats package
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\x00")
+        digest.update(path.read_bytes() + b"\x00")
+    return (("kvstats_source", digest.hexdigest()), ("numpy", np.__version__), ("scipy", scipy.__version__))
+
+
+_code_version()   # at import (~10 ms): the source this process loaded
 
 
 def _stable_words(text: str) -> tuple[int, ...]:

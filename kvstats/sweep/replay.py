@@ -46,7 +46,7 @@ from kvstats.data.trials import PER_TRIAL_META, Trials
 from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats.results import MANIFEST, REAL, RESULTS, SweepResult, read_table, table_path
 from kvstats.sweep.config import SweepConfig
-from kvstats.sweep.plan import Cell, _fmt_params, chunk_span, user_code_digest
+from kvstats.sweep.plan import Cell, _fmt_params, chunk_span, code_version, user_code_digest
 from kvstats.sweep.sources import _load_real
 from kvstats.sweep.work import _cell_rows, _chunk_data, _chunk_scheme, _roundtrip
 
@@ -546,8 +546,6 @@ def _warn_other_code(manifest: dict[str, Any] | None) -> None:
     """Warn when the manifest's versions (kvstats' source digest, numpy, scipy) are not
     those of this process: the replayed rows may then differ from the stored ones."""
     import scipy
-
-    from kvstats.sweep.store import code_version
 
     recorded = (manifest or {}).get("versions")
     if not isinstance(recorded, dict) or "kvstats_source" not in recorded:

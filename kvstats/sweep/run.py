@@ -42,10 +42,9 @@ from kvstats._checks import check_int
 from kvstats.plugins import WorkerPayload, install_worker_payload, user_code, worker_payload
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
-from kvstats.sweep.plan import Cell, _tasks
+from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
-                                 code_version, load_cell, lock_dir, make_manifest, write_cell,
-                                 write_result)
+                                 load_cell, lock_dir, make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]

@@ -34,7 +34,7 @@ remote workers need no shared file system. The store trusts nothing it finds:
   kvstats manifest nor a report's record of its files (``--out docs`` by mistake), since
   the sweep's and the report's files would overwrite files of the same names there.
 
-One module of ~540 lines: cells, the lock, clearing and the manifest are one contract,
+One module of ~590 lines: cells, the lock, clearing and the manifest are one contract,
 what a sweep folder may hold and how it is written; each part is small.
 """
 
@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import functools
-import hashlib
 import json
 import os
 import platform
@@ -160,53 +158,14 @@ def _schema(frame: pd.DataFrame) -> list[list[str]]:
     return [[str(c), str(frame[c].dtype)] for c in frame.columns]
 
 
-def code_version() -> dict[str, str]:
-    """What computes a cell beside its config: kvstats' own source and the numeric libraries.
-
-    Read once per process, when this module is imported: the code a process runs is what
-    it imported, not what the files hold after an edit made while it runs (a notebook's
-    kernel, a long sweep).
-
-    ``kvstats_source`` is the SHA-256 of every ``kvstats/**/*.py`` file (path and bytes,
-    in path order), so an edit of the code (committed or not, whatever the version number
-    says) is seen; ``numpy`` and ``scipy`` are their versions (numpy's generators keep no
-    stream across versions). A resumed cell must have been computed by the same
-    (:func:`check_cell`): otherwise a resumed sweep would mix the numbers of two versions
-    of the code under the manifest's one. Conservative: an edit that changes no number
-    (a report's wording) recomputes the cells too.
-
-    Examples
-    --------
-    >>> v = code_version()
-    >>> sorted(v), len(v["kvstats_source"])
-    (['kvstats_source', 'numpy', 'scipy'], 64)
-    """
-    return dict(_code_version())
-
-
-@functools.lru_cache(maxsize=1)
-def _code_version() -> tuple[tuple[str, str], ...]:
-    import scipy
-
-    root = Path(__file__).resolve().parents[1]   # the kvstats package
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\x00")
-        digest.update(path.read_bytes() + b"\x00")
-    return (("kvstats_source", digest.hexdigest()), ("numpy", np.__version__), ("scipy", scipy.__version__))
-
-
-_code_version()   # at import (~10 ms): the source this process loaded
-
-
 def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, config: str,
                code: dict[str, str] | None = None) -> Path:
     """Store a finished cell atomically, with its metadata record.
 
     ``key`` is the cell's key (:meth:`Cell.key`), ``config`` the fingerprint of the
     config that computed it (provenance; the cell id already covers every setting that
-    changes the cell's numbers), ``code`` the :func:`code_version` that computed it
-    (checked on resume).
+    changes the cell's numbers), ``code`` the :func:`~kvstats.sweep.plan.code_version`
+    that computed it (checked on resume).
 
     Examples
     --------
@@ -235,7 +194,7 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
     :data:`~kvstats.results.CELL_COLUMNS` and every
     :data:`~kvstats.metrics.profile.PROFILE_COLUMNS` present, ``cell_id`` equal to ``cid``, trials
     ``0 .. n_trials-1`` in order) and, when ``code`` is given, that the cell was computed
-    by that :func:`code_version`.
+    by that :func:`~kvstats.sweep.plan.code_version`.
 
     Examples
     --------
@@ -574,8 +533,8 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
     revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
     ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds). ``code``
-    (:func:`code_version`, which every cell, resumed ones included, was computed by) puts
-    the source digest among the versions the report's header prints.
+    (:func:`~kvstats.sweep.plan.code_version`, which computed every cell, resumed ones
+    included) puts the source digest among the versions the report's header prints.
     :func:`write_result` adds the ``"results"`` record (example there).
 
     Examples

@@ -127,7 +127,7 @@ def test_every_cell_and_chunk_has_its_own_scheme_draw_and_the_case_one_data_draw
 def test_a_cell_of_other_code_is_recomputed_and_the_manifest_names_the_code(tmp_path, capfd):
     small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV"], "budgets": [2]}
     first = run_sweep(small, out=tmp_path, executor="serial", progress=False)
-    code = store.code_version()
+    code = plan.code_version()
     assert first.manifest["versions"]["kvstats_source"] == f"sha256:{code['kvstats_source'][:12]}"
     again = run_sweep(small, out=tmp_path, executor="serial", progress=False)
     assert [c["status"] for c in again.manifest["cells"]] == ["resumed"]
