@@ -68,21 +68,9 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def _user_task(payload: WorkerPayload, task: Any,
-               code: dict[str, str] | None = None) -> list[tuple[str, int, pd.DataFrame, float]]:
+def _user_task(payload: WorkerPayload, task: Any) -> list[tuple[str, int, pd.DataFrame, float]]:
     """A task in a worker process: the user code first
-    (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`.
-
-    ``code`` is the calling process's :func:`~kvstats.sweep.plan.code_version`, which the
-    cells will record: a worker that imported other code (kvstats edited after the sweep
-    started, a remote worker with another install) refuses rather than compute numbers
-    the cells would attribute to the wrong code."""
-    if code is not None and code_version() != code:
-        mine = code_version()
-        other = [f"{k} {mine.get(k, '?')[:12]} (the sweep's: {v[:12]})" for k, v in code.items()
-                 if mine.get(k) != v]
-        raise RuntimeError("a worker of the sweep runs other code than the process that started it: "
-                           + ", ".join(other) + "; rerun the sweep (with resume, finished cells are kept)")
+    (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`."""
     install_worker_payload(payload)
     return _compute_task(task)
 
@@ -397,7 +385,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             for task in tasks:
                 _compute_task(task, emit=collect)   # collected chunk by chunk: the bar moves
         else:
-            futures = [pool.submit(_user_task, payload, task, code) for task in tasks]
+            futures = [pool.submit(_user_task, payload, task) for task in tasks]
             try:
                 for fut in cf.as_completed(futures):
                     collect(fut.result())

@@ -284,17 +284,3 @@ def test_a_serial_sweep_moves_its_bar_per_chunk_within_a_task(monkeypatch):
     run_sweep({**GRID, "distributions": ["gaussian"], "schemes": ["KV"]}, executor="serial")
     # two cells (budgets 2, 3), chunks of 3, 3, 1 trials: the bar moves after each chunk is coded
     assert seen == [(1, 3), (1, 6), (2, 9), (2, 12), (3, 13), (3, 14)]
-
-
-def test_a_worker_running_other_code_refuses(monkeypatch):
-    """A pool worker imports kvstats itself: code edited since the sweep started (or a
-    remote worker's other install) would compute numbers the cells attribute to the
-    sweep's code."""
-    cfg = SweepConfig.from_dict({**GRID, "distributions": ["gaussian"], "schemes": ["KV"]})
-    (task,) = plan._tasks(cfg, [(c, cfg.cell_id(c)) for c in cfg.cells()])[:1]
-    payload = (cfg.plugins, None)
-    code = plan.code_version()
-    assert len(run._user_task(payload, task, code)) == 2   # two cells, one chunk
-    with pytest.raises(RuntimeError, match=r"runs other code than the process that started it: "
-                                           r"numpy .* \(the sweep's: 0\.0\)"):
-        run._user_task(payload, task, {**code, "numpy": "0.0"})
