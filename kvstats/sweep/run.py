@@ -42,6 +42,7 @@ from kvstats._checks import check_int
 from kvstats.plugins import WorkerPayload, install_worker_payload, user_code, worker_payload
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
+from kvstats.sweep import plan
 from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
                                  load_cell, lock_dir, make_manifest, write_cell, write_result)
@@ -68,11 +69,15 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def _user_task(payload: WorkerPayload, task: Any) -> list[tuple[str, int, pd.DataFrame, float]]:
+def _user_task(payload: WorkerPayload, task: Any
+               ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]]]:
     """A task in a worker process: the user code first
-    (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`."""
+    (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`; returned
+    with the worker's :func:`~kvstats.sweep.plan.code_version`. A worker imports kvstats
+    itself: after an edit made while the sweep runs (or on a remote worker with another
+    install) its code is not the calling process's, and its cells must say so."""
     install_worker_payload(payload)
-    return _compute_task(task)
+    return plan.code_version(), _compute_task(task)
 
 
 def _default_workers(n_tasks: int) -> int:
@@ -327,20 +332,31 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     seconds = dict.fromkeys(pending, 0.0)
     keys = {cid: cell.key() for cell, cid in todo}
 
-    def collect(results: list[tuple[str, int, pd.DataFrame, float]]) -> None:
+    used: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}   # the code of each part
+    others: list[str] = []
+
+    def collect(results: list[tuple[str, int, pd.DataFrame, float]], by: dict[str, str] = code) -> None:
         for cid, start, part, secs in results:
             pending[cid][start] = part
+            used[cid][json.dumps(by, sort_keys=True)] = by
             seconds[cid] += secs
             bar.update(len(part))
             if sum(map(len, pending[cid].values())) == config.n_trials:
                 parts = pending.pop(cid)
                 frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
+                # the code that computed the cell: this process's, else the worker's (a
+                # resume recomputes such a cell), or a mark no code equals (parts by two)
+                codes = list(used.pop(cid).values())
+                cell_code = codes[0] if len(codes) == 1 else {"mixed": json.dumps(codes, sort_keys=True)}
                 if cells_dir is not None:
-                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=code)
+                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=cell_code)
                 frames[cid] = frame
                 status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
                                else {"status": "computed"})
                 status[cid]["seconds"] = round(seconds[cid], 3)
+                if cell_code != code:
+                    status[cid]["code"] = cell_code
+                    others.append(cid)
 
     unpicklable = None
     try:
@@ -388,7 +404,8 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             futures = [pool.submit(_user_task, payload, task) for task in tasks]
             try:
                 for fut in cf.as_completed(futures):
-                    collect(fut.result())
+                    worker_code, results = fut.result()
+                    collect(results, worker_code)
             except BrokenProcessPool as exc:
                 for fut in futures:
                     fut.cancel()
@@ -405,6 +422,10 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         if own_pool is not None:
             own_pool.shutdown(wait=True, cancel_futures=True)
 
+    if others:
+        _say(f"{len(others)} cell(s) were computed by workers running other code than this process "
+             f"(kvstats edited while the sweep ran, or another install): the manifest lists their "
+             f"code; a resumed sweep recomputes them")
     # Cells in grid order, trials in order: the frame does not depend on completion order.
     frame = pd.concat([frames[cid] for _, cid in cells], ignore_index=True)
     manifest = make_manifest(config, cells, status, len(frame), started=started,

@@ -284,3 +284,27 @@ def test_a_serial_sweep_moves_its_bar_per_chunk_within_a_task(monkeypatch):
     run_sweep({**GRID, "distributions": ["gaussian"], "schemes": ["KV"]}, executor="serial")
     # two cells (budgets 2, 3), chunks of 3, 3, 1 trials: the bar moves after each chunk is coded
     assert seen == [(1, 3), (1, 6), (2, 9), (2, 12), (3, 13), (3, 14)]
+
+
+def test_cells_of_a_worker_running_other_code_record_it_and_are_recomputed(tmp_path, monkeypatch, capfd):
+    """A pool worker imports kvstats itself; after an edit made while the sweep runs its
+    code is not the calling process's. Its cells record the worker's code (so a resume
+    recomputes them), the manifest lists it and a line says so. Simulated with a thread
+    pool whose tasks report another source digest."""
+    import concurrent.futures as cf
+
+    small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV"]}
+    mine = plan.code_version()
+    other = {**mine, "kvstats_source": "f" * 64}
+    monkeypatch.setattr(plan, "code_version", lambda: dict(other))   # what _user_task reports
+    with cf.ThreadPoolExecutor(2) as pool:
+        first = run_sweep(small, out=tmp_path, executor=pool, progress=False)
+    assert [c["code"] for c in first.manifest["cells"]] == [other, other]
+    assert "2 cell(s) were computed by workers running other code" in capfd.readouterr().err
+    monkeypatch.undo()
+    again = run_sweep(small, out=tmp_path, executor="serial", progress=False)
+    assert [c["status"] for c in again.manifest["cells"]] == ["recomputed"] * 2
+    assert all("code" not in c for c in again.manifest["cells"])
+    pd.testing.assert_frame_equal(again.frame, first.frame)
+    assert [c["status"] for c in run_sweep(small, out=tmp_path, executor="serial",
+                                           progress=False).manifest["cells"]] == ["resumed"] * 2
