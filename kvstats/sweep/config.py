@@ -366,8 +366,10 @@ class SweepConfig:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(flat) - allowed, key=str)
         if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}{did_you_mean(unknown[0], allowed)}; "
-                             f"allowed: {sorted(allowed)}")
+            # [sweep] is a table that holds some of these keys: a name the user may have meant
+            raise ValueError(f"unknown config key(s) {unknown}"
+                             f"{did_you_mean(unknown[0], allowed | {'sweep'})}; "
+                             f"allowed: {sorted(allowed | {'sweep'})}")
         for required in ("schemes", "distributions"):
             if required not in flat:
                 raise ValueError(f"config must define {required!r}")
