@@ -2,10 +2,12 @@
 
 Prints two tables, measured in a fresh-eyes review on 2026-12-02:
 
-* the size of the equivalence / non-inferiority tests (``tost_rank``, ``tost_ratio``)
+* the exact size of the equivalence / non-inferiority tests (``tost_rank``, ``tost_ratio``)
   at the margin on sparse binary data with one arm constant (a reference scheme that is
-  always perfect, the other missing now and then): their plug-in standard errors are
-  Wald-type, small exactly when few "events" were seen, and the tests are liberal;
+  always perfect, the other missing now and then), with their plug-in (Wald-type) half
+  alone (liberal: small exactly when few "events" were seen) and as they are now (a
+  margin rejected only where the score-type half rejects too); with ``--equivalence``
+  also sizes on continuous and recall-like data and TOST power, plug-in alone vs now;
 * the coverage of the nominal 95% cluster bootstrap interval with few clusters of
   unequal size (1-39 observations each, intra-cluster correlation 0.3);
 * the coverage of Mann-Whitney's 95% interval for r with unequal spreads, normal
@@ -17,6 +19,8 @@ test_stats_cluster.py); run
 
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --reps 4000
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --mw --reps 4000
+    nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --equivalence --reps 250
+    nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --recall --reps 3000
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ import os
 import time
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from kvstats.stats import cluster_bootstrap_ci, mann_whitney
 from kvstats.stats import rank as rank_module
+from kvstats.stats import equivalence
 from kvstats.stats.equivalence import tost_rank, tost_ratio
 
 
@@ -39,22 +44,129 @@ def _band(reps, a):
 
 
 def sparse_sizes(reps, seed):
-    """Rejection rate at alpha = 0.05 on the margin, one arm constant."""
-    rng = np.random.default_rng(seed)
-    print(f"\n### Size at the margin, sparse binary data (alpha = 0.05, band {_band(reps, 0.05)})")
+    """Exact size at alpha = 0.05 on the margin, one arm constant, plug-in alone vs now.
+
+    With x constant the tests depend on y only through k = #{y = 1}: the size is the sum
+    over k of the binomial probabilities of the k that reject (no Monte Carlo error).
+    """
+    print("\n### Exact size at the margin, sparse binary data (alpha = 0.05); plug-in alone / now")
     print("| n | tost_rank x = 0, y ~ Bern(0.2), 'greater' | same, paired | "
-          "tost_ratio fieller x = 1, y ~ Bern(1/1.1), 'less' |")
-    print("|---|---|---|---|")
+          "tost_ratio x = 1, y ~ Bern(1/1.1), 'less' | same, paired | Wilson score z-test, "
+          "miss rate 1/11 |")
+    print("|---|---|---|---|---|---|")
     for n in (8, 15, 30, 50, 100, 300):
-        rank = paired = ratio = 0
-        for _ in range(reps):
-            y = (rng.random(n) < 0.2).astype(float)       # theta = 0.4, the lower margin
-            rank += tost_rank(np.zeros(n), y, delta=0.1, alternative="greater").pvalue <= 0.05
-            paired += tost_rank(np.zeros(n), y, delta=0.1, alternative="greater",
-                                paired=True).pvalue <= 0.05
-            y = (rng.random(n) < 1 / 1.1).astype(float)   # ratio 1.1, the upper margin
-            ratio += tost_ratio(np.ones(n), y, margin=0.1, alternative="less").pvalue <= 0.05
-        print(f"| {n} | {rank / reps:.3f} | {paired / reps:.3f} | {ratio / reps:.3f} |", flush=True)
+        k = np.arange(n + 1)
+        cells = []
+        for test, p_event in (("rank", 0.2), ("rank-p", 0.2), ("ratio", 1 / 1.1), ("ratio-p", 1 / 1.1)):
+            pair = []
+            for flag in (False, True):
+                equivalence._NULL_RESTRICTED = flag
+                size = 0.0
+                for i in k:
+                    y = np.zeros(n)
+                    y[:i] = 1.0
+                    if test.startswith("rank"):
+                        p = tost_rank(np.zeros(n), y, delta=0.1, alternative="greater",
+                                      paired=test.endswith("-p")).pvalue
+                    else:
+                        p = 1.0 if i == 0 else tost_ratio(np.ones(n), y, margin=0.1, alternative="less",
+                                                          paired=test.endswith("-p")).pvalue
+                    size += stats.binom.pmf(i, n, p_event) * (p <= 0.05)
+                pair.append(size)
+            equivalence._NULL_RESTRICTED = True
+            cells.append(f"{pair[0]:.3f} / {pair[1]:.3f}")
+        p0 = 1 / 1.1
+        wilson = stats.binom.pmf(k, n, p0)[(k / n - p0) / np.sqrt(p0 * (1 - p0) / n)
+                                          >= stats.norm.ppf(0.95)].sum()
+        print(f"| {n} | " + " | ".join(cells) + f" | {wilson:.3f} |", flush=True)
+
+
+def _theta_binom(p_x, p_y=0.85, k=20):
+    a, b = stats.binom.pmf(np.arange(k + 1), k, p_x), stats.binom.pmf(np.arange(k + 1), k, p_y)
+    return float(sum(a[i] * b[:i].sum() for i in range(k + 1)) + 0.5 * (a * b).sum())
+
+
+def continuous_sizes_and_power(reps, seed):
+    """Size on the margin (one-sided, alpha = 0.05) and TOST power, plug-in alone vs now."""
+    rng = np.random.default_rng(seed)
+    p_rec = optimize.brentq(lambda p: _theta_binom(p) - 0.4, 0.5, 0.85)
+    mu_ln = np.sqrt(1.25) * stats.norm.ppf(0.4)
+    ratio = lambda x, y: tost_ratio(x, y, margin=0.1, alternative="less").pvalue  # noqa: E731
+    rank = lambda x, y: tost_rank(x, y, delta=0.1, alternative="greater").pvalue  # noqa: E731
+    tost_r = lambda x, y: tost_ratio(x, y, margin=0.1).pvalue  # noqa: E731
+    tost_k = lambda x, y: tost_rank(x, y, delta=0.1).pvalue  # noqa: E731
+    cases = [
+        ("size", "ratio 1.1, normal N(11, 1) vs N(10, 1)", ratio,
+         lambda n: (rng.normal(11, 1, n), rng.normal(10, 1, n))),
+        ("size", "ratio 1.1, log-normal 1.1·LN(0, 1) vs LN(0, 1)", ratio,
+         lambda n: (1.1 * rng.lognormal(0, 1, n), rng.lognormal(0, 1, n))),
+        ("size", "ratio 1.1, recall-like Bin(20, 0.935)/20 vs Bin(20, 0.85)/20", ratio,
+         lambda n: (rng.binomial(20, 0.935, n) / 20, rng.binomial(20, 0.85, n) / 20)),
+        ("size", "θ 0.4, normal shift", rank,
+         lambda n: (rng.normal(np.sqrt(2) * stats.norm.ppf(0.4), 1, n), rng.normal(0, 1, n))),
+        ("size", "θ 0.4, log-normal LN(μ, 1) vs LN(0, 0.5)", rank,
+         lambda n: (rng.lognormal(mu_ln, 1, n), rng.lognormal(0, 0.5, n))),
+        ("size", f"θ 0.4, recall-like Bin(20, {p_rec:.4f})/20 vs Bin(20, 0.85)/20", rank,
+         lambda n: (rng.binomial(20, p_rec, n) / 20, rng.binomial(20, 0.85, n) / 20)),
+        ("power", "TOST ratio, exponential, ratio 1", tost_r,
+         lambda n: (rng.exponential(1, n), rng.exponential(1, n))),
+        ("power", "TOST ratio, log-normal σ = 1, ratio 1", tost_r,
+         lambda n: (rng.lognormal(0, 1, n), rng.lognormal(0, 1, n))),
+        ("power", "TOST rank, normal, θ 0.5", tost_k,
+         lambda n: (rng.normal(0, 1, n), rng.normal(0, 1, n))),
+    ]
+    print(f"\n### Continuous and recall-like data, unpaired, alpha = 0.05 (size band "
+          f"{_band(reps, 0.05)}); rejection rate plug-in alone / now")
+    print("| what | data | n = 30 | n = 100 |")
+    print("|---|---|---|---|")
+    for kind, name, test, gen in cases:
+        cells = []
+        for n in (30, 100):
+            data = [gen(n) for _ in range(reps)]
+            pair = []
+            for flag in (False, True):
+                equivalence._NULL_RESTRICTED = flag
+                pair.append(np.mean([test(x, y) <= 0.05 for x, y in data]))
+            equivalence._NULL_RESTRICTED = True
+            cells.append(f"{pair[0]:.3f} / {pair[1]:.3f}")
+        print(f"| {kind} | {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def recall_ratio_sizes(reps, seed):
+    """The recall-like ratio case alone, one-sided p-values only (fast: no intervals)."""
+    rng = np.random.default_rng(seed)
+    print(f"\n### Ratio 1.1 'less', Bin(20, 0.935)/20 vs Bin(20, 0.85)/20, unpaired, "
+          f"{reps} replicates (band {_band(reps, 0.05)}); plug-in alone / now")
+    for n in (30, 100):
+        data = [(rng.binomial(20, 0.935, n) / 20, rng.binomial(20, 0.85, n) / 20)
+                for _ in range(reps)]
+        pair = []
+        for flag in (False, True):
+            equivalence._NULL_RESTRICTED = flag
+            pair.append(np.mean([equivalence._FiellerT(x, y, False).p_composite(1.1, upper=True)
+                                 <= 0.05 for x, y in data]))
+        equivalence._NULL_RESTRICTED = True
+        print(f"| n = {n} | {pair[0]:.3f} / {pair[1]:.3f} |", flush=True)
+
+
+def ratio_power(reps, seed):
+    """TOST power of the Fieller test at ratio 1 (margin ±10%), n = 1000, p-values only."""
+    rng = np.random.default_rng(seed)
+    print(f"\n### TOST power at ratio 1, margin 0.1, n = 1000 each, {reps} replicates; "
+          "plug-in alone / now")
+    for name, gen in (("exponential", lambda: rng.exponential(1, 1000)),
+                      ("log-normal σ = 1", lambda: rng.lognormal(0, 1, 1000))):
+        data = [(gen(), gen()) for _ in range(reps)]
+        pair = []
+        for flag in (False, True):
+            equivalence._NULL_RESTRICTED = flag
+            rej = 0
+            for x, y in data:
+                ft = equivalence._FiellerT(x, y, False)
+                rej += max(ft.p_composite(1.1, upper=True), ft.p_composite(1 / 1.1, upper=False)) <= 0.05
+            pair.append(rej / reps)
+        equivalence._NULL_RESTRICTED = True
+        print(f"| {name} | {pair[0]:.3f} / {pair[1]:.3f} |", flush=True)
 
 
 def few_cluster_coverage(reps, seed):
@@ -116,10 +228,21 @@ def main():
     ap.add_argument("--reps", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--mw", action="store_true", help="only the Mann-Whitney interval table")
+    ap.add_argument("--equivalence", action="store_true",
+                    help="only the equivalence tables (exact sparse sizes; continuous sizes, power)")
+    ap.add_argument("--recall", action="store_true",
+                    help="only the recall-like ratio sizes and the ratio TOST power at n = 1000 "
+                         "(p-values only, fast)")
     args = ap.parse_args()
     start = time.time()
     if args.mw:
         mw_interval_coverage(args.reps, args.seed + 2)
+    elif args.recall:
+        recall_ratio_sizes(args.reps, args.seed + 4)
+        ratio_power(max(args.reps // 10, 100), args.seed + 5)
+    elif args.equivalence:
+        sparse_sizes(args.reps, args.seed)
+        continuous_sizes_and_power(args.reps, args.seed + 3)
     else:
         sparse_sizes(args.reps, args.seed)
         few_cluster_coverage(max(args.reps // 4, 200), args.seed + 1)

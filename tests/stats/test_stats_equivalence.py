@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
+import kvstats.stats.equivalence as E
 from kvstats.stats import mann_whitney
 from kvstats.stats.equivalence import (
     RATIO_METHODS,
@@ -23,10 +24,18 @@ from kvstats.stats.equivalence import (
 ALTS = ("equivalence", "less", "greater")
 
 
+@pytest.fixture
+def plugin(monkeypatch):
+    """The plug-in (Wald-type) tests alone, as before 2026-12-02: the reference checks
+    against scipy / statsmodels / closed forms are of that half of each test (the score-
+    type half is checked against the binomial score test below)."""
+    monkeypatch.setattr(E, "_NULL_RESTRICTED", False)
+
+
 # ---------------------------------------------------------------- worked values
 
 
-def test_fieller_welch_equals_scipy_welch_t_tests():
+def test_fieller_welch_equals_scipy_welch_t_tests(plugin):
     # Reference: scipy.stats.ttest_ind(equal_var=False). H0: mean(x) = r mean(y) is the
     # Welch test of x against r*y, so each one-sided TOST p-value, the difference test
     # (r = 1) and the interval ends (where the one-sided p equals alpha) are scipy's.
@@ -49,7 +58,7 @@ def test_fieller_welch_equals_scipy_welch_t_tests():
     np.testing.assert_allclose(res.estimate, x.mean() / y.mean(), rtol=1e-14)
 
 
-def test_fieller_paired_equals_scipy_paired_t_tests():
+def test_fieller_paired_equals_scipy_paired_t_tests(plugin):
     # Reference: scipy.stats.ttest_rel: H0: mean(x) = r mean(y) is E[x_i - r y_i] = 0.
     rng = np.random.default_rng(2)
     y = rng.gamma(2.0, 1.0, 40)
@@ -67,7 +76,7 @@ def test_fieller_paired_equals_scipy_paired_t_tests():
                                0.05, rtol=1e-9)
 
 
-def test_fieller_paired_interval_closed_form():
+def test_fieller_paired_interval_closed_form(plugin):
     # Closed form (Fieller 1954): with constant df the limits are the roots of
     # (x̄ - r ȳ)² = q² (S_xx - 2 r S_xy + r² S_yy)/n, q = t_{1-alpha, n-1}.
     x = np.array([2.1, 3.4, 1.9, 5.0, 4.2, 3.3, 2.8, 3.9])
@@ -141,7 +150,7 @@ def test_lognormal_cross_check_against_ttost_on_log_data():
     assert np.mean(agree) >= 0.93
 
 
-def test_rank_matches_brunner_munzel_and_mann_whitney():
+def test_rank_matches_brunner_munzel_and_mann_whitney(plugin):
     # Reference: scipy.stats.brunnermunzel (the point null theta = 1/2 with the same
     # variance and df) and the common-language effect size of mann_whitney.
     rng = np.random.default_rng(5)
@@ -157,7 +166,7 @@ def test_rank_matches_brunner_munzel_and_mann_whitney():
         np.testing.assert_allclose(res.pvalue_low, stats.t.sf(t_lo, res.df), rtol=1e-12)
 
 
-def test_rank_paired_closed_form():
+def test_rank_paired_closed_form(plugin):
     # Munzel (1999): var(θ̂) = var(F̂_y(x_i) - F̂_x(y_i)) / n with mid-rank placements
     x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
     y = np.array([2.0, 7.0, 1.0, 8.0, 2.0, 8.0, 1.0, 8.0])
@@ -422,7 +431,7 @@ def test_degenerate_and_unbounded():
     assert res.high == np.inf and 0 < res.low < res.estimate and not res.within_margin
 
 
-def test_fieller_paired_composite_null():
+def test_fieller_paired_composite_null(plugin):
     # With paired data t(r) = mean(x - r y)/se need not be monotone in r. Here t(r) >= q
     # only for r in about (0.1, 0.78) and t(0) < q, so the point-null test at r = 0.466
     # would reject although Fieller's lower limit is 0. The composite null ratio <= r
@@ -443,7 +452,7 @@ def test_fieller_paired_composite_null():
     np.testing.assert_allclose(mirror.pvalue, res.pvalue, rtol=1e-12)
 
 
-def test_fieller_paired_composite_null_at_the_critical_ratio():
+def test_fieller_paired_composite_null_at_the_critical_ratio(plugin):
     # The composite null ratio <= 0.95 takes the supremum of the paired t-tests' p-values
     # over r in [0, 0.95]. Here t(r) has its minimum inside, at r* = 0.546 (the estimate is
     # 0.484), so neither end carries the supremum (p = 0.894 at 0.95). Reference: the
@@ -548,33 +557,72 @@ def test_tost_rank_type_one_error_when_samples_can_be_all_tied():
     assert rejected <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
 
 
-# ------------------------------------------------- known defect: sparse binary data
-# The rank and ratio TOSTs use plug-in (Wald-type) standard errors. On sparse binary data
-# with one arm constant (a reference that is always perfect, the other missing now and
-# then) the estimate is small exactly when few misses were seen, and the tests are
-# liberal: size 0.12 (rank) and 0.17 (ratio) at n = 30 on the margin, still 0.08 at
-# n = 300 (ratio); table: tests/stats/calibrate_sparse_and_few_clusters.py. Not fixed
-# (the fix is a null-restricted or bounded variance, a change of method); these tests
-# state the property the tests should have and fail loudly (strict xfail) once it holds.
+# ------------------------------------------------- sparse binary data (was a known defect)
+# With plug-in (Wald-type) standard errors alone, the rank and ratio TOSTs were liberal on
+# sparse binary data with one arm constant: exact size 0.12 (rank) and 0.17 (ratio) at
+# n = 30 on the margin, 0.06 / 0.08 at n = 300. A margin is now rejected only where the
+# score-type test (variance under the null-restricted weights) rejects too. With x
+# constant the tests depend on y only through k = #{y = 1}, so the size is an exact sum
+# over k of binomial probabilities (no Monte Carlo error).
 
 
-@pytest.mark.xfail(strict=True, reason="rank TOST liberal on sparse binary data (known defect)")
-def test_tost_rank_size_on_sparse_binary_data_with_one_arm_constant():
+def _exact_size(n, p_event, reject):
+    k = np.arange(n + 1)
+    return float(sum(stats.binom.pmf(i, n, p_event) for i in k if reject(i)))
+
+
+def _binary(n, k):
+    y = np.zeros(n)
+    y[:k] = 1.0
+    return y
+
+
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("n", [30, 100, 300])
+def test_tost_rank_size_on_sparse_binary_data_with_one_arm_constant(n, paired):
     # x = 0 always, y ~ Bernoulli(0.2): theta = 0.5 + (0 - 0.2)/2 = 0.4, on the margin of
-    # H0: theta <= 0.4. Measured 0.12 at n = 30 (4,000 replicates).
-    rng = np.random.default_rng(21)
-    reps, n = 1000, 30
-    p = [tost_rank(np.zeros(n), (rng.random(n) < 0.2).astype(float), delta=0.1,
-                   alternative="greater").pvalue for _ in range(reps)]
-    assert _rates(p) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+    # H0: theta <= 0.4. Plug-in alone: 0.122 / 0.080 / 0.062 at n = 30 / 100 / 300.
+    size = _exact_size(n, 0.2, lambda k: tost_rank(
+        np.zeros(n), _binary(n, k), delta=0.1, alternative="greater", paired=paired).pvalue <= 0.05)
+    assert size <= 0.05, size
 
 
-@pytest.mark.xfail(strict=True, reason="ratio TOST liberal on sparse binary data (known defect)")
-def test_tost_ratio_size_on_sparse_binary_data_with_one_arm_constant():
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("n", [30, 100, 300])
+def test_tost_ratio_size_on_sparse_binary_data_with_one_arm_constant(n, paired):
     # x = 1 always, y ~ Bernoulli(1/1.1): ratio of means 1.1, on the margin of H0: ratio >=
-    # 1.1. Measured 0.17 at n = 30: one miss in y (probability 0.17) rejects.
-    rng = np.random.default_rng(22)
-    reps, n = 1000, 30
-    p = [tost_ratio(np.ones(n), (rng.random(n) < 1 / 1.1).astype(float), margin=0.1,
-                    alternative="less").pvalue for _ in range(reps)]
-    assert _rates(p) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+    # 1.1 (y all ones is "degenerate": never rejects). Plug-in alone: 0.172 / 0.099 / 0.083.
+    # The score-type half is the binomial score test of the miss rate, whose exact size
+    # oscillates around alpha with n (discreteness): 0.0539 at n = 300, as for Wilson's
+    # score z-test there (closed form below); the bound is that test's size + 0.001.
+    p0 = 1 / 1.1
+    size = _exact_size(n, p0, lambda k: k >= 1 and tost_ratio(
+        np.ones(n), _binary(n, k), margin=0.1, alternative="less", paired=paired).pvalue <= 0.05)
+    k = np.arange(n + 1)
+    wilson = stats.binom.pmf(k, n, p0)[(k / n - p0) / np.sqrt(p0 * (1 - p0) / n)
+                                      >= stats.norm.ppf(0.95)].sum()
+    assert size <= max(0.05, wilson) + 0.001, (size, wilson)
+
+
+def test_score_half_is_the_binomial_score_test():
+    # Closed form: x = 1, y binary with k misses out of n, margin r: the null-restricted
+    # weights give y the event rate p0 = 1/r, and t = (p0 - p_hat)/sqrt(p0 (1 - p0)/(n - 1))
+    # on n - 1 df (the score statistic with the n/(n - 1) variance factor); the rank test
+    # with x = 0 gives the same statistic for p0 = 1 - 2 theta0 (Welch df of one component).
+    n, k = 40, 3
+    y = np.zeros(n)
+    y[k:] = 1.0
+    p_hat, p0 = 1 - k / n, 1 / 1.1
+    t_ref = (p0 - p_hat) / math.sqrt(p0 * (1 - p0) / (n - 1))
+    ft = E._FiellerT(np.ones(n), y, paired=False)
+    np.testing.assert_allclose(ft._t_df_restricted(1.1), [t_ref, n - 1], rtol=1e-7)
+    res = tost_ratio(np.ones(n), y, margin=0.1, alternative="less")
+    t_plug, df_plug = ft.t_df(1.1)
+    np.testing.assert_allclose(res.pvalue, max(stats.t.cdf(t_ref, n - 1),
+                                               stats.t.cdf(t_plug, df_plug)), rtol=1e-7)
+    yb = 1.0 - y                                 # Bernoulli events, rate k/n
+    px, py = E._placements(np.zeros(n), yb)
+    rs = E._RankScore(px, 1 - py, float(px.mean()), paired=False)
+    theta0, q0 = 0.45, 1 - 2 * 0.45
+    t_rank = ((1 - k / n) / 2 - theta0) / math.sqrt(q0 * (1 - q0) / 4 / (n - 1))
+    np.testing.assert_allclose(rs.t_df(theta0), [t_rank, n - 1], rtol=1e-7)
