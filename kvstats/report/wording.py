@@ -268,13 +268,21 @@ TIES_NOTE = ("† marks a KS p-value on tied values: exact, conditional on the t
 #: The equivalence section's tested region and test, by (equivalence_test, pairing)
 #: (:func:`kvstats.stats.tost_ratio` / :func:`kvstats.stats.tost_rank`, ``paired``).
 EQUIVALENCE_REGIONS: dict[tuple[str, str], str] = {
-    ("ratio", "none"): "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)",
+    ("ratio", "none"): ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type "
+                        "TOST; each margin also with the variance at the margin, score-type, "
+                        "and rejected only where both reject)"),
     ("ratio", "trial"): ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (paired "
-                         "Fieller-type TOST: t-tests of aᵢ − r·bᵢ over the pairs at each margin r)"),
-    ("rank", "none"): "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)",
+                         "Fieller-type TOST: t-tests of aᵢ − r·bᵢ over the pairs at each margin r, "
+                         "each also with the variance at the margin, score-type, and rejected only "
+                         "where both reject)"),
+    ("rank", "none"): ("θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST; each "
+                       "margin also with the variance at the margin, score-type, and rejected "
+                       "only where both reject)"),
     ("rank", "trial"): ("θ = P(a > b) + ½P(a = b) within 0.5 ± δ, θ over all values of a and "
                         "b, not within pairs (paired rank TOST: the variance of the pairs' "
-                        "differenced placements, df n − 1, Munzel 1999)"),
+                        "differenced placements, df n − 1, Munzel 1999; each margin also with "
+                        "the variance at the margin, score-type, and rejected only where both "
+                        "reject)"),
 }
 
 

@@ -301,7 +301,8 @@ def test_equivalence_section_names_the_tested_region(tmp_path):
     md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path, figures=False,
                            energy_resamples=19).files["markdown"].read_text()
     assert ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (paired Fieller-type TOST: "
-            "t-tests of aᵢ − r·bᵢ over the pairs at each margin r)") in md
+            "t-tests of aᵢ − r·bᵢ over the pairs at each margin r, each also with the variance at "
+            "the margin, score-type, and rejected only where both reject)") in md
     # the default design is paired: tost_rank(paired=True) has Munzel's (1999) paired variance,
     # not Brunner–Munzel's two-sample one, and its θ compares all values, not within pairs
     rank = {"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}
@@ -309,13 +310,14 @@ def test_equivalence_section_names_the_tested_region(tmp_path):
                            energy_resamples=19).files["markdown"].read_text()
     assert ("θ = P(a > b) + ½P(a = b) within 0.5 ± δ, θ over all values of a and b, not within "
             "pairs (paired rank TOST: the variance of the pairs' differenced placements, df n − 1, "
-            "Munzel 1999)") in md and "Brunner–Munzel TOST" not in md
+            "Munzel 1999; each margin also with the variance at the margin, score-type") in md
+    assert "Brunner–Munzel TOST" not in md
     md = hypothesis_report(_result(f, report=rank), tmp_path / "rank_none", figures=False,
                            energy_resamples=19, pairing="none").files["markdown"].read_text()
-    assert "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST)" in md
+    assert "θ = P(a > b) + ½P(a = b) within 0.5 ± δ (Brunner–Munzel TOST; each margin also" in md
     md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path / "ratio_none",
                            figures=False, energy_resamples=19, pairing="none").files["markdown"].read_text()
-    assert "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST)" in md
+    assert "the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (Fieller-type TOST; each margin" in md
 
 
 def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
