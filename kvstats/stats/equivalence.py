@@ -347,6 +347,19 @@ def _tilt(samples: list[np.ndarray], c: float, tol: float = 1e-10, max_iter: int
     return [wi / wi.sum() for wi in w]
 
 
+def _welch_df(a: float, b: float, nx: int, ny: int) -> float:
+    """Welch–Satterthwaite df of a variance a + b (a, b the two means' variances)."""
+    denom = a**2 / (nx - 1) + b**2 / (ny - 1)
+    return (a + b) ** 2 / denom if denom > 0 else float(nx + ny - 2)
+
+
+def _t_of(num: float, var: float) -> float:
+    """num/√var, or ±inf (0 at num = 0) where the variance is 0."""
+    if var > 0:
+        return num / np.sqrt(var)
+    return np.inf if num > 0 else -np.inf if num < 0 else 0.0
+
+
 def _tilted_var(s: np.ndarray, w: np.ndarray) -> float:
     """Variance of s under weights w, scaled by n/(n − 1) (equals var(s, ddof=1) at w = 1/n)."""
     m = float((w * s).sum())
@@ -377,15 +390,8 @@ class _FiellerT:
     def t_df(self, r: float) -> tuple[float, float]:
         a, b = self.sxx, r * r * self.syy
         var = max(a - 2 * r * self.sxy + b, 0.0)
-        if self.paired:
-            df = float(self.nx - 1)
-        else:
-            denom = a**2 / (self.nx - 1) + b**2 / (self.ny - 1)
-            df = (a + b) ** 2 / denom if denom > 0 else float(self.nx + self.ny - 2)
-        num = self.mx - r * self.my
-        if var > 0:
-            return num / np.sqrt(var), df
-        return (np.inf if num > 0 else -np.inf if num < 0 else 0.0), df
+        df = float(self.nx - 1) if self.paired else _welch_df(a, b, self.nx, self.ny)
+        return _t_of(self.mx - r * self.my, var), df
 
     def _t_df_restricted(self, r: float) -> tuple[float, float] | None:
         """t(r) with the variance of x − r y under the null-restricted (EL) distributions.
@@ -405,12 +411,8 @@ class _FiellerT:
                 return None
             a = _tilted_var(self.x, w[0]) / self.nx
             b = r * r * _tilted_var(self.y, w[1]) / self.ny
-            var = a + b
-            denom = a**2 / (self.nx - 1) + b**2 / (self.ny - 1)
-            df = var**2 / denom if denom > 0 else float(self.nx + self.ny - 2)
-        num = self.mx - r * self.my
-        return (num / np.sqrt(var) if var > 0 else (np.inf if num > 0 else -np.inf if num < 0
-                                                   else 0.0)), df
+            var, df = a + b, _welch_df(a, b, self.nx, self.ny)
+        return _t_of(self.mx - r * self.my, var), df
 
     def p_less(self, r: float) -> float:       # H0: ratio >= r
         if np.isinf(r):   # limit r -> inf: t -> -ȳ/se(ȳ)
@@ -690,13 +692,8 @@ class _RankScore:
         else:
             a = _tilted_var(self.samples[0], w[0]) / self.nx
             b = _tilted_var(self.samples[1], w[1]) / self.ny
-            var = a + b
-            denom = a**2 / (self.nx - 1) + b**2 / (self.ny - 1)
-            df = var**2 / denom if denom > 0 else float(self.nx + self.ny - 2)
-        num = self.est - theta0
-        if not var > 0:
-            return (np.inf if num > 0 else -np.inf if num < 0 else 0.0), df
-        return num / np.sqrt(var), df
+            var, df = a + b, _welch_df(a, b, self.nx, self.ny)
+        return _t_of(self.est - theta0, var), df
 
     def p_upper(self, m: float) -> float:
         """p-value of H0: θ >= m: the restricted test at m, or at the nearest θ0 >= m the
