@@ -512,13 +512,14 @@ def _git_revision() -> dict[str, Any] | None:
     try:
         rev = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=root,
                              capture_output=True, text=True, timeout=10)
-        lines = rev.stdout.split()
+        lines = rev.stdout.split()   # the top folder, then the revision
         if rev.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root:
             return None
-        rev.stdout = lines[1]
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10)
-        return {"revision": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+        if dirty.returncode != 0:   # unknown, not clean: the record would claim a clean tree
+            return {"revision": lines[1], "dirty": None}
+        return {"revision": lines[1], "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -236,6 +236,21 @@ def test_the_git_revision_is_that_of_the_checkout_kvstats_runs_from(tmp_path, mo
     assert store._git_revision() == {"revision": head, "dirty": False}
 
 
+def test_a_failing_git_status_records_an_unknown_dirty_flag(monkeypatch):
+    """`git status` failing (a lock held, a damaged index) says nothing of the tree: the
+    manifest must not record it as clean."""
+    run = subprocess.run
+
+    def failing_status(cmd, *args, **kwargs):
+        if cmd[:2] == ["git", "status"]:
+            return subprocess.CompletedProcess(cmd, 128, stdout="", stderr="fatal: index locked")
+        return run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(store.subprocess, "run", failing_status)
+    record = store._git_revision()
+    assert record is not None and len(record["revision"]) == 40 and record["dirty"] is None
+
+
 def test_a_replay_by_other_code_than_the_sweeps_warns(tmp_path):
     import json
     import warnings
