@@ -442,7 +442,9 @@ def _load_copy(ref: str, path: str, sha: str) -> None:
 def user_code(config: SweepConfig) -> dict[str, Any]:
     """The user code a sweep uses: its plugins (file, SHA-256) and the registered schemes
     and distributions of its grid with the plugin that registered each (None: the script
-    itself). Empty when the sweep uses only built-ins; the manifest's ``"user_code"``.
+    itself), and ``"script"``: the user files (module, file, SHA-256) the script's own
+    registrations run, when there are any. Empty when the sweep uses only built-ins; the
+    manifest's ``"user_code"``.
 
     Examples
     --------
@@ -459,9 +461,38 @@ def user_code(config: SweepConfig) -> dict[str, Any]:
     used_d = {d.name for d in config.distributions} & set(dists)
     if not (config.plugins or used_s or used_d):
         return {}
+    script = _script_files(config)
     return {"plugins": plugin_records(config.plugins),
             "schemes": {n: schemes[n] for n in sorted(used_s)},
-            "distributions": {n: dists[n] for n in sorted(used_d)}}
+            "distributions": {n: dists[n] for n in sorted(used_d)},
+            **({"script": script} if script else {})}
+
+
+def _script_files(config: SweepConfig) -> list[dict[str, str]]:
+    """The user source files of the grid's script registrations (no plugin's): the files
+    that define their functions and the user modules those import or, typed code, refer
+    to (:func:`kvstats.user_imports.function_imports`), as the cell ids hash them; a
+    plugin's are in its own record."""
+    from kvstats.user_imports import function_imports, is_user_file
+
+    sdefs, ddefs = _script_defs(config)
+    functions = [f for d in sdefs for f in (d.build, d._bits)] + [d.sampler for d in ddefs]
+    found = {d["file"]: d for d in function_imports(functions)}
+    for fn in functions:
+        module = sys.modules.get(getattr(_unwrap(fn), "__module__", None) or "")
+        file = getattr(module, "__file__", None)
+        if is_user_file(file):
+            real = os.path.realpath(file)
+            found.setdefault(real, {"module": module.__name__, "file": real, "sha256": _sha256(real) or ""})
+    return [found[f] for f in sorted(found)]
+
+
+def _unwrap(fn: Any) -> Any:
+    import functools
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn if hasattr(fn, "__code__") or isinstance(fn, type) else type(fn)
 
 
 def _script_defs(config: SweepConfig) -> tuple[list[Any], list[Any]]:

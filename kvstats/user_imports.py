@@ -5,13 +5,16 @@ A sweep's cell ids hash the source of the user code that computes them
 import helper modules of its own: :func:`user_imports` finds those, statically (import
 statements, a function's lazy import included, and the module's namespace), following the
 user's modules only, so every process finds the same files whatever it imported first.
-:func:`is_user_file` is the rule (a ``.py`` file outside the standard library,
+:func:`function_imports` does it for a scheme's or distribution's functions, also those
+typed where there is no file to read (a notebook, ``python -c``): their modules are the
+ones their global names refer to. :func:`is_user_file` is the rule (a ``.py`` file outside the standard library,
 site-packages/dist-packages and kvstats), :func:`file_sha256` the hash recorded beside it.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.machinery
@@ -23,8 +26,9 @@ import sysconfig
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-__all__ = ["file_sha256", "is_user_file", "user_imports"]
+__all__ = ["file_sha256", "is_user_file", "user_imports", "function_imports"]
 
 
 def file_sha256(path: str | None) -> str | None:
@@ -187,3 +191,107 @@ def user_imports(modules: Iterable[str]) -> list[dict[str, str]]:
             seen[real] = dep
             todo.append((dep, dep_file))
     return [{"module": seen[f], "file": f, "sha256": file_sha256(f) or ""} for f in sorted(seen)]
+
+
+def _function_of(fn: Any) -> Any:
+    """The plain function behind ``fn``: a partial's function, a bound method's, a callable
+    object's ``__call__``; else ``fn`` (a class, a builtin)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not hasattr(fn, "__code__") and not isinstance(fn, type):
+        fn = getattr(type(fn), "__call__", fn)
+    return getattr(fn, "__func__", fn)
+
+
+def _module_of(fn: Any) -> str | None:
+    owner = fn if isinstance(fn, type) or hasattr(fn, "__code__") else type(fn)
+    name = getattr(owner, "__module__", None)
+    return name if isinstance(name, str) and name in sys.modules else None
+
+
+def _code_names(code: Any) -> set[str]:
+    """The global and attribute names a code object and its nested ones (inner functions,
+    comprehensions) use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            names |= _code_names(const)
+    return names
+
+
+def _referenced_modules(fn: Any, seen: set[int]) -> set[str]:
+    """The modules a function of a module without a source file refers to through its
+    global names: module objects, and the modules of functions and classes; the functions
+    of the same file-less module it calls are followed in turn."""
+    if id(fn) in seen or not hasattr(fn, "__code__"):
+        return set()
+    seen.add(id(fn))
+    found: set[str] = set()
+    scope = getattr(fn, "__globals__", {})
+    for name in sorted(_code_names(fn.__code__)):
+        value = scope.get(name)
+        if value is None:
+            continue
+        if isinstance(value, type(sys)):
+            found.add(value.__name__)
+            continue
+        inner = _function_of(value)
+        module = _module_of(inner)
+        if module is not None:
+            found.add(module)
+        if _typed(inner, module):
+            found |= _referenced_modules(inner, seen)   # typed code calling typed code
+    return found
+
+
+def _typed(fn: Any, module: str | None) -> bool:
+    """Whether ``fn`` is a function with no source file to read (its module has none, or
+    it has no module: ``exec`` in a namespace of its own)."""
+    return hasattr(fn, "__code__") and (
+        module is None or not isinstance(getattr(sys.modules[module], "__file__", None), str))
+
+
+def function_imports(functions: Iterable[Any]) -> list[dict[str, str]]:
+    """The user code ``functions`` depend on beyond the files that define them.
+
+    For a function defined in a file: the user modules that file imports
+    (:func:`user_imports`). For one with no file to read (typed in a notebook, at an
+    interactive prompt or in ``python -c``): the modules its global names refer to (module
+    objects, the modules of the functions and classes it uses, its inner functions' and
+    the typed functions it calls followed too), themselves when they are the user's, and
+    what those import. A ``functools.partial`` counts as its function, a callable object
+    as its class's ``__call__``.
+
+    Parameters
+    ----------
+    functions : iterable of callable
+        A scheme's ``build`` and ``expected_bits``, a distribution's ``sampler``, ...
+
+    Returns
+    -------
+    list of dict
+        ``{"module", "file", "sha256"}`` per user module, sorted by file; the files that
+        define ``functions`` are not listed.
+
+    Examples
+    --------
+    >>> import json
+    >>> function_imports([json.dumps])   # the standard library is not user code
+    []
+    """
+    plain = [_function_of(fn) for fn in functions]
+    defining = [m for m in map(_module_of, plain) if m is not None]
+    own = {os.path.realpath(f) for m in defining
+           if isinstance(f := getattr(sys.modules[m], "__file__", None), str)}
+    referenced: set[str] = set()
+    seen: set[int] = set()
+    for fn, module in zip(plain, map(_module_of, plain)):
+        if _typed(fn, module):
+            referenced |= _referenced_modules(fn, seen)
+    found = {d["file"]: d for d in user_imports(sorted(set(defining) | referenced))}
+    for name in sorted(referenced):   # user_imports leaves out the modules it starts from
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if is_user_file(file) and os.path.realpath(file) not in own:
+            real = os.path.realpath(file)
+            found.setdefault(real, {"module": name, "file": real, "sha256": file_sha256(real) or ""})
+    return [found[f] for f in sorted(found) if f not in own]

@@ -12,6 +12,7 @@ import concurrent.futures as cf
 import dataclasses
 import json
 import multiprocessing
+import os
 import sys
 import textwrap
 
@@ -25,6 +26,7 @@ from kvstats.data import synthetic
 from kvstats.quant import contract, register, registry
 from kvstats.quant.register import define_scheme, register_scheme, registered_scheme, unregister_scheme
 from kvstats.quant.uniform import UniformTokenCoder
+from kvstats.user_imports import file_sha256
 
 # a plugin module: a per-token min-max scheme (kvstats' uniform coder, one group per
 # vector) and a shifted-Gaussian key distribution
@@ -308,7 +310,10 @@ def test_a_script_registration_reaches_spawn_workers(tmp_path):
     with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         pooled = kvstats.run_sweep(config, executor=pool, progress=False)
     assert pooled.frame.equals(serial.frame)
-    assert pooled.manifest["user_code"] == {"plugins": [], "schemes": {"minmax": None}, "distributions": {}}
+    # the file that defines the script's functions (this module) is named with its hash
+    assert pooled.manifest["user_code"] == {"plugins": [], "schemes": {"minmax": None}, "distributions": {},
+                                            "script": [{"module": __name__, "file": os.path.realpath(__file__),
+                                                        "sha256": file_sha256(__file__)}]}
     assert "user_code" not in kvstats.run_sweep({**config, "schemes": ["KQV"]}, executor="serial",
                                                 progress=False).manifest
 

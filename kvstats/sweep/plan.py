@@ -25,7 +25,6 @@ import functools
 import hashlib
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from kvstats._checks import check_int
-from kvstats.user_imports import user_imports
+from kvstats.user_imports import function_imports
 from kvstats.results import REAL
 from kvstats.sweep.sources import _capture_info, _real_case, _real_selection
 
@@ -343,7 +342,8 @@ def user_code_digest(cell: Cell) -> str | None:
     distribution's ``sampler``) enter the cell id, so ``resume`` recomputes a cell whose
     user code changed instead of reusing numbers the new code would not give. The user
     modules those functions' modules import, directly or through one another
-    (:func:`kvstats.plugins.user_imports`: a helper beside a plugin; not the standard
+    (:func:`kvstats.user_imports.function_imports`: a helper beside a plugin, or the
+    modules a function typed in a notebook or ``python -c`` refers to; not the standard
     library, installed packages or kvstats), are hashed too, by content: an edit of any
     of them recomputes every cell of that code (conservative: the helper may not matter to
     that cell). A distribution's ``defaults``
@@ -376,28 +376,13 @@ def user_code_digest(cell: Cell) -> str | None:
     for fn in functions:
         digest.update(_source_bytes(fn))
     digest.update(defaults)
-    # the user modules that code imports (a helper beside the plugin): their contents, in
-    # an order no process state sets; none (the common case) leaves the id as it was
-    imports = sorted({dep["sha256"] for dep in user_imports(_modules_of(functions))})
+    # the user modules that code imports (a helper beside the plugin; the modules typed
+    # code refers to): their contents, in an order no process state sets; none (the
+    # common case) leaves the id as it was
+    imports = sorted({dep["sha256"] for dep in function_imports(functions)})
     if imports:
         digest.update(b"\x00imports\x00" + "\x00".join(imports).encode())
     return digest.hexdigest()
-
-
-def _modules_of(functions: list[Any]) -> list[str]:
-    """The names of the modules that define ``functions`` (a partial's function, a callable
-    object's class)."""
-    import functools
-
-    names = []
-    for fn in functions:
-        while isinstance(fn, functools.partial):
-            fn = fn.func
-        owner = fn if isinstance(fn, type) or hasattr(fn, "__code__") else type(fn)
-        name = getattr(owner, "__module__", None)
-        if isinstance(name, str) and name in sys.modules:
-            names.append(name)
-    return names
 
 
 def _source_bytes(fn: Any) -> bytes:

@@ -194,3 +194,51 @@ def test_a_distributions_defaults_enter_the_digest():
         with registered_distribution("defaulted", _one_trial_only, {"shift": shift}):
             digests.append(user_code_digest(cell))
     assert digests[0] == digests[2] != digests[1]
+
+
+def test_typed_code_hashes_and_records_the_user_modules_it_refers_to(tmp_path, monkeypatch):
+    """A scheme typed where there is no file to read (a notebook, ``python -c``) that calls
+    a helper module of the user's: an edit of the helper changes the cell ids (else a
+    resume reuses the cells the old helper computed) and the manifest names the helper."""
+    from kvstats.plugins import user_code
+    from kvstats.sweep import SchemeSpec, load_config
+    from kvstats.sweep.plan import Cell, user_code_digest
+
+    helper = tmp_path / "kvstats_test_typed_helper.py"
+    helper.write_text("OFFSET = 0\ndef shift(x):\n    return x + OFFSET\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, helper.stem, raising=False)
+    src = f"""
+    import {helper.stem} as aid
+    def _coders(bits, dim):   # typed code calling typed code that uses the helper
+        aid.shift(0)
+        return UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return (bits, *_coders(bits, dim))
+    def bits_of(bits, dim, n_tokens, params):
+        return (n_tokens * (bits * dim + 32),) * 2
+    """
+    ns = {"UniformTokenCoder": UniformTokenCoder}
+    exec(compile(textwrap.dedent(src), "<string>", "exec"), ns)
+    cell = Cell("gaussian", {}, 16, 8, 3, SchemeSpec("typed"))
+    with registered_scheme(define_scheme("typed", ns["build"], ns["bits_of"], summary="x")):
+        before = user_code_digest(cell)
+        script = user_code(load_config({"schemes": ["typed"], "budgets": [3], "distributions": ["gaussian"],
+                                        "comparisons": []})).get("script")
+        helper.write_text("OFFSET = 1\ndef shift(x):\n    return x + OFFSET\n")
+        assert user_code_digest(cell) != before
+    assert [(r["module"], r["file"]) for r in script or []] == [(helper.stem, os.path.realpath(helper))]
+    assert len(script[0]["sha256"]) == 64
+
+
+def test_the_manifest_names_the_files_of_a_scripts_registrations():
+    """A scheme registered by a script with functions of a file (here this test module):
+    the manifest's user code lists the file, which the cell ids hash."""
+    from kvstats.plugins import user_code
+    from kvstats.sweep import load_config
+
+    with registered_scheme(define_scheme("broken", _broken_build, _bits, summary="x")):
+        code = user_code(load_config({"schemes": ["broken"], "budgets": [3], "distributions": ["gaussian"],
+                                      "comparisons": []}))
+    assert code["schemes"] == {"broken": None}
+    assert [r["file"] for r in code["script"]] == [os.path.realpath(__file__)]
