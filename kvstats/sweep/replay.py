@@ -538,21 +538,38 @@ def replay_trials(source: SweepConfig | SweepResult | Mapping[str, Any] | str | 
     cell = _select(config, given)
     replayed = Replay(config, cell, _trial_numbers(trials, config.n_trials), out, frame)
     _check_recorded(cell, replayed.cell_id, manifest, out)
-    _warn_other_code(manifest)
+    _warn_other_code(manifest, replayed.cell_id)
     return replayed
 
 
-def _warn_other_code(manifest: dict[str, Any] | None) -> None:
-    """Warn when the manifest's versions (kvstats' source digest, numpy, scipy) are not
-    those of this process: the replayed rows may then differ from the stored ones."""
+def _warn_other_code(manifest: dict[str, Any] | None, cid: str) -> None:
+    """Warn when the code that computed cell ``cid`` (kvstats' source digest, numpy, scipy:
+    the manifest's versions, or the cell entry's ``"code"`` when a worker running other
+    code computed it) is not this process's: the replayed rows may then differ from the
+    stored ones."""
     import scipy
 
-    recorded = (manifest or {}).get("versions")
-    if not isinstance(recorded, dict) or "kvstats_source" not in recorded:
-        return   # a manifest from before the digest was recorded: nothing to compare
-    now = {"kvstats_source": f"sha256:{code_version()['kvstats_source'][:12]}",
-           "numpy": np.__version__, "scipy": scipy.__version__}
-    other = [f"{k} {recorded.get(k)} (this process: {v})" for k, v in now.items() if recorded.get(k) != v]
+    entry = next((c for c in (manifest or {}).get("cells") or []
+                  if isinstance(c, dict) and c.get("id") == cid), {})
+    mine = code_version()
+    if isinstance(entry.get("code"), dict):   # a worker's: full digests (or a "mixed" mark)
+        recorded, now = entry["code"], mine
+        keys = sorted(set(recorded) | set(now))
+        what = f"cell {cid} was computed by a worker running other code than this process runs: "
+    else:
+        recorded = (manifest or {}).get("versions")
+        if not isinstance(recorded, dict) or "kvstats_source" not in recorded:
+            return   # a manifest from before the digest was recorded: nothing to compare
+        now = {**mine, "kvstats_source": f"sha256:{mine['kvstats_source'][:12]}"}
+        keys = sorted(now)
+        what = "the sweep was computed by other code than this process runs: "
+
+    def short(value: Any) -> str:
+        text = str(value)
+        return text[:12] if len(text) == 64 else text if len(text) <= 24 else "(several)"
+
+    other = [f"{k} {short(recorded.get(k))} (this process: {short(now.get(k))})"
+             for k in keys if recorded.get(k) != now.get(k)]
     if other:
-        warnings.warn("the sweep was computed by other code than this process runs: " + ", ".join(other)
-                      + "; replayed rows may differ from the stored ones", RuntimeWarning, stacklevel=3)
+        warnings.warn(what + ", ".join(other) + "; replayed rows may differ from the stored ones",
+                      RuntimeWarning, stacklevel=3)

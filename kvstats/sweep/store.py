@@ -533,9 +533,11 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
                   executor: str, code: dict[str, str] | None = None) -> dict[str, Any]:
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
     revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
-    ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds). ``code``
-    (:func:`~kvstats.sweep.plan.code_version`, which computed every cell, resumed ones
-    included) puts the source digest among the versions the report's header prints.
+    ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds; ``"code"``
+    for a cell a worker running other code computed, counted in ``"n_other_code"``).
+    ``code`` (:func:`~kvstats.sweep.plan.code_version` of this process, which computed
+    every other cell, resumed ones included) puts the source digest among the versions
+    the report's header prints.
     :func:`write_result` adds the ``"results"`` record (example there).
 
     Examples
@@ -545,8 +547,8 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
     >>> cells = [(c, cfg.cell_id(c)) for c in cfg.cells()]
     >>> m = make_manifest(cfg, cells, {cells[0][1]: {"status": "computed", "seconds": 1.0}}, 1000,
     ...                   started="2026-01-01T00:00:00+00:00", seconds=1.0, git=None, executor="serial")
-    >>> m["n_cells"], m["n_computed"], m["cells"][0]["status"]
-    (1, 1, 'computed')
+    >>> m["n_cells"], m["n_computed"], m["n_other_code"], m["cells"][0]["status"]
+    (1, 1, 0, 'computed')
     """
     return {
         "kvstats_sweep": MANIFEST_VERSION,
@@ -564,6 +566,9 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
         "executor": executor,
         "n_cells": len(cells),
         "n_computed": sum(s["status"] != "resumed" for s in status.values()),
+        # cells a worker running other code computed (their entries say which): a reader
+        # of the versions above must know they do not describe every cell
+        "n_other_code": sum("code" in s for s in status.values()),
         "n_rows": int(n_rows),
         "cells": [{"id": cid, "key": json.loads(cell.key()), **status[cid]} for cell, cid in cells],
     }

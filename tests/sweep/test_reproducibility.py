@@ -316,10 +316,19 @@ def test_cells_of_a_worker_running_other_code_record_it_and_are_recomputed(tmp_p
         first = run_sweep(small, out=tmp_path, executor=pool, progress=False)
     assert [c["code"] for c in first.manifest["cells"]] == [other, other]
     assert "2 cell(s) were computed by workers running other code" in capfd.readouterr().err
+    assert first.manifest["n_other_code"] == 2
     monkeypatch.undo()
+    # the manifest's versions are this process's; the cell's own record is not
+    from kvstats.sweep import replay_trials
+
+    cid = first.manifest["cells"][0]["id"]
+    with pytest.warns(RuntimeWarning, match=rf"cell {cid} was computed by a worker running other code "
+                                            rf"than this process runs: kvstats_source ffffffffffff "
+                                            rf"\(this process: {mine['kvstats_source'][:12]}\)"):
+        replay_trials(tmp_path, cell_id=cid, trials=[0])
     again = run_sweep(small, out=tmp_path, executor="serial", progress=False)
     assert [c["status"] for c in again.manifest["cells"]] == ["recomputed"] * 2
-    assert all("code" not in c for c in again.manifest["cells"])
+    assert all("code" not in c for c in again.manifest["cells"]) and again.manifest["n_other_code"] == 0
     pd.testing.assert_frame_equal(again.frame, first.frame)
     assert [c["status"] for c in run_sweep(small, out=tmp_path, executor="serial",
                                            progress=False).manifest["cells"]] == ["resumed"] * 2
