@@ -336,8 +336,12 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
     hashes: the report's numbers are the stored results, which the recorded code
     computed; the copy only supplies the names and the registry's facts (summary, fixed
     budget, closed forms), which the edit may have changed; the report's header says so.
-    ``kvstats report --plugins PATH`` and ``hypothesis_report(dir, ..., plugins=[PATH])``
-    call it.
+    A recorded plugin no file replaces is checked the same way where this process will
+    import it: a file edited in place since the sweep, or a module plugin (found by name
+    on the module search path wherever it lies: after a move, put its new folder on
+    ``PYTHONPATH``) of another version, is the same warning; a module that cannot be
+    found is a :class:`PluginError` saying so. ``kvstats report [--plugins PATH]`` and
+    ``hypothesis_report(dir, ..., plugins=[PATH])`` call it.
 
     Parameters
     ----------
@@ -356,7 +360,8 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
     PluginError
         A file given is missing, matches no recorded plugin (or several), or fails to
         import; or a recorded plugin file is missing and no file given replaces it (the
-        message names the recorded path and hash and the option that fixes it).
+        message names the recorded path and hash and the option that fixes it); or a
+        recorded module plugin cannot be found.
 
     Examples
     --------
@@ -401,7 +406,44 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
                               + ", which is not there any more: name its copy with `kvstats report "
                               "--plugins PATH` (Python: hypothesis_report(dir, ..., plugins=[PATH]), "
                               "or kvstats.plugins.relocate_plugins(dir, [PATH]) before load_result)")
+    given_for = {d["plugin"] for d in done}
+    for ref in refs:
+        if ref not in given_for and ref not in _RELOCATED:
+            _check_version(ref, (records.get(ref) or {}).get("sha256"), where)
     return done
+
+
+def _check_version(ref: str, want: str | None, where: str) -> None:
+    """The recorded plugin ``ref`` as this process will import it (from its recorded path, a
+    module by name): a module that cannot be found is a PluginError saying how a module
+    plugin is found; another version than the recorded one a warning, and the report's
+    header says so (:func:`relocated`), as for a copy given with ``--plugins``."""
+    from kvstats.results import _user_stacklevel
+
+    if ref in _LOADED:   # imported already: the version this process runs is the one it read
+        file, sha = _LOADED[ref].get("file"), _LOADED[ref].get("sha256")
+    elif _is_file(ref):
+        file = ref
+        sha = _sha256(file)
+    else:
+        try:
+            spec = importlib.util.find_spec(ref)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            raise PluginError(f"{where} used the plugin module {ref!r}, which this process cannot import: "
+                              "a module plugin is found by name on the module search path, wherever it "
+                              "lies; put the folder that holds it on PYTHONPATH (or install it), or name "
+                              "it as a .py file in the config")
+        file = spec.origin if spec.has_location else None
+        sha = _sha256(file)
+    if not want or sha is None or sha == want:
+        return
+    warnings.warn(f"plugin {ref!r} is not the version {where} ran: {file!r} has SHA-256 {sha[:12]}, the "
+                  f"sweep ran SHA-256 {want[:12]}; the report shows the stored numbers, which that "
+                  "version computed, with the names and facts of this one",
+                  UserWarning, stacklevel=_user_stacklevel())
+    _RELOCATED[ref] = {"file": str(file), "sha256": sha}
 
 
 def _match(path: str, sha: str, files: list[str], records: Mapping[str, Any], taken: list[str],

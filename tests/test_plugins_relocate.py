@@ -12,6 +12,7 @@ that is gone, with no copy named, is an error naming the recorded path and the o
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,58 @@ def test_the_warning_points_at_the_users_call(moved, tmp_path):
         done = plugins.relocate_plugins(out, [copy])
     assert done[0]["recorded_file"] == str(recorded) and done[0]["sha256"] != done[0]["recorded_sha256"]
     assert kvstats.load_result(out).config.plugins == (str(recorded),)
+
+
+def test_a_plugin_edited_in_place_after_the_sweep_is_a_warning(tmp_path, capsys):
+    """The plugin still at its recorded path, but edited since: the report's names and
+    registry facts come from the edit, so it warns and the header says so, as for a copy."""
+    (tmp_path / "sweep").mkdir()
+    out = tmp_path / "out"
+    kvstats.run_sweep(_config(tmp_path / "sweep"), out, executor="serial", progress=False)
+    plug = tmp_path / "sweep" / "plug.py"
+    sha_run = plugins._sha256(str(plug))
+    _forget_plugins()
+    plug.write_text(plug.read_text() + "\n# edited after the sweep\n")
+    try:
+        assert main(["report", str(out), "--no-figures"]) == 0
+        err = capsys.readouterr().err
+        assert f"plugin {str(plug)!r} is not the version the sweep in {str(out)!r} ran" in err
+        assert plugins._sha256(str(plug))[:12] in err and sha_run[:12] in err
+        header = (out / "report.md").read_text()
+        assert f"another version (SHA-256 {plugins._sha256(str(plug))[:12]})" in header
+    finally:
+        _forget_plugins()
+
+
+def test_a_module_plugin_is_found_by_name_wherever_it_lies(tmp_path, monkeypatch):
+    """A module plugin is recorded by name: after its folder moves it is found on the new
+    module search path; one that cannot be found says how a module plugin is found."""
+    from test_plugins import PLUGIN
+
+    first, moved_to = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    (first / "my_plugin_mod.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(first))
+    config = {"plugins": ["my_plugin_mod"], "schemes": ["plug_minmax"], "budgets": [3],
+              "distributions": ["gaussian"], "dims": [16], "n_keys": [8], "n_trials": 4, "comparisons": []}
+    kvstats.run_sweep(config, tmp_path / "out", executor="serial", progress=False)
+    _forget_plugins()
+    sys.modules.pop("my_plugin_mod", None)
+    first.rename(moved_to)
+    sys.path.remove(str(first))
+    try:
+        with pytest.raises(plugins.PluginError, match=r"plugin module 'my_plugin_mod', which this process "
+                                                      r"cannot import: .*PYTHONPATH"):
+            plugins.relocate_plugins(tmp_path / "out")
+        monkeypatch.syspath_prepend(str(moved_to))
+        assert plugins.relocate_plugins(tmp_path / "out") == []    # the same file: no warning
+        assert len(kvstats.load_result(tmp_path / "out").frame) == 4
+        _forget_plugins()
+        sys.modules.pop("my_plugin_mod", None)
+        with open(moved_to / "my_plugin_mod.py", "a") as fh:
+            fh.write("\n# edited after the sweep\n")
+        with pytest.warns(UserWarning, match="plugin 'my_plugin_mod' is not the version the sweep"):
+            plugins.relocate_plugins(tmp_path / "out")
+        assert plugins.relocated("my_plugin_mod")["file"] == str(moved_to / "my_plugin_mod.py")
+    finally:
+        _forget_plugins()
