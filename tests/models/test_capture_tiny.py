@@ -72,3 +72,67 @@ def test_batching_does_not_change_the_capture(cap, tiny):
     for name in ("K", "V", "q"):
         np.testing.assert_allclose(getattr(both, name), getattr(cap, name), rtol=0, atol=1e-5)
     assert both.attn_out is None
+
+
+def test_capture_is_the_same_in_16_bit_and_records_what_it_ran(tiny):
+    # a bfloat16 model passes the recomputation check (2e-2 relative; measured 2e-3) and
+    # its arrays are float32 copies of its states; meta names the model actually run
+    model, tok = tiny
+    half = capture(model.to(torch.bfloat16), tok, TEXTS, max_tokens=N_TOK)
+    model.to(torch.float32)
+    full = capture(model, tok, TEXTS, max_tokens=N_TOK)
+    assert half.K.dtype == np.float32
+    np.testing.assert_allclose(half.K, full.K, rtol=0, atol=0.05 * np.abs(full.K).max())
+    assert "LlamaForCausalLM" in full.meta["source"] and "float32" in full.meta["source"]
+    assert "bfloat16" in half.meta["source"] and "SmolLM2" not in half.meta["source"]
+
+
+def test_progress_bar_only_when_asked(tiny, capsys):
+    capture(*tiny, TEXTS, max_tokens=N_TOK, batch_size=1, progress=True)
+    assert "capture" in capsys.readouterr().err
+    capture(*tiny, TEXTS, max_tokens=N_TOK, batch_size=1)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="progress must be True or False"):
+        capture(*tiny, TEXTS, max_tokens=N_TOK, progress=1)
+
+
+def _arch(arch, **config):
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = getattr(transformers, f"{arch}Config")(
+        vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=64, pad_token_id=0, eos_token_id=2,
+        attn_implementation="eager", **config)
+    return getattr(transformers, f"{arch.removesuffix('Text')}ForCausalLM")(cfg).eval()
+
+
+@pytest.mark.parametrize("arch,config,match", [
+    ("Qwen3", {}, r"applies \['q_norm', 'k_norm'\]"),          # query/key norms after q_proj
+    ("Granite", {}, "scales them by 1"),                         # attention_multiplier, not 1/sqrt(d)
+    ("StableLm", {}, "partial rotary"),                          # RoPE on 4 of 16 dimensions
+    ("Cohere", {}, "do not reproduce the attention output"),     # interleaved RoPE: only the numbers show it
+    ("Mistral", {"sliding_window": 4}, "sliding window")])
+def test_attention_capture_cannot_recompute_is_refused(arch, config, match):
+    # Each of these captured silently wrong queries before (relative error of the recomputed
+    # attention 0.6 for Qwen3, 0.07 for Granite, 0.014 for Cohere) or failed inside torch.
+    with pytest.raises(ValueError, match=match):
+        capture(_arch(arch, **config), CharTokenizer(97), TEXTS, max_tokens=N_TOK)
+
+
+def test_llama_like_architectures_still_capture():
+    # Qwen2 and Mistral (no window) have Llama's attention: captured, and the check passes
+    for arch in ("Qwen2", "Mistral"):
+        assert capture(_arch(arch), CharTokenizer(97), TEXTS, max_tokens=N_TOK).K.shape == (2, 2, 2, N_TOK, 16)
+
+
+def test_the_recomputation_check_sees_a_wrong_query(cap):
+    # the numeric check alone (what catches an interleaved RoPE): the captured arrays pass,
+    # a query rotated by one position's RoPE too many does not
+    from kvstats.models.capture import _recheck
+
+    _recheck(cap.q[0], cap.K[0], cap.V[0], cap.attn_out[0], 3, 1e-3, "tiny")
+    q = cap.q[0].copy()
+    q[..., 1:, :] = q[..., :-1, :]
+    with pytest.raises(ValueError, match=r"layers \[0, 1, 2\]"):
+        _recheck(q, cap.K[0], cap.V[0], cap.attn_out[0], 3, 1e-3, "tiny")
