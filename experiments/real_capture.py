@@ -1,6 +1,6 @@
 """Capture the real KV cache of SmolLM2-135M-Instruct on standard-library docstrings.
 
-Usage: python experiments/real_capture.py [--out results/real/capture.npz] [--tokens 256]
+Usage: .venv/bin/python experiments/real_capture.py [--out results/real/capture.npz] [--tokens 256]
 
 All 26 texts of kvstats.models.texts.STDLIB_SOURCES, truncated to a common N tokens.
 """

@@ -1,7 +1,7 @@
 """Type-I error on real trials, trials vs texts (clusters) as the unit: Mann–Whitney, and
 the exact sign test of the paired (shared) design.
 
-Usage: nice -n 10 python experiments/real_cluster_calibration.py
+Usage: nice -n 10 .venv/bin/python experiments/real_cluster_calibration.py
        [--capture results/real/capture.npz] [--scheme KQV] [--bits 4] [--layers 0,3,...,27]
        [--draws 16] [--replicates 4000] [--seed 0] [--alpha 0.05]
 

@@ -1,6 +1,6 @@
 """6D error profiles of KV, KQV, QKQV at n = 2..6 bits on the real SmolLM2 caches.
 
-Usage: python experiments/real_profile.py [--capture results/real/capture.npz]
+Usage: .venv/bin/python experiments/real_profile.py [--capture results/real/capture.npz]
        [--out results/real] [--synthetic-trials 300]
 
 Trials: one per (text, layer, KV head) from kvstats.load_trials (the G = 3 query heads of

@@ -1,6 +1,6 @@
 """What do real KV caches look like? Outlier channels, tails, rank, norms, weight norms.
 
-Usage: python experiments/real_stats.py [--capture results/real/capture.npz] [--out results/real]
+Usage: .venv/bin/python experiments/real_stats.py [--capture results/real/capture.npz] [--out results/real]
 
 Writes results/real/stats_layer_head.csv (one row per layer and KV head) and
 results/real/weights.csv (one row per layer). Definitions (also in docs/real_model.md):

@@ -1,9 +1,9 @@
 """Passkey retrieval on SmolLM2-135M-Instruct with quantized KV caches (issue #13).
 
 Usage:
-  python experiments/retrieval.py --scan [--lengths 256 512 1024] [--trials 2]
-  python experiments/retrieval.py [--lengths 256] [--trials 12] [--depths 0 0.25 0.5 0.75 1]
-                                  [--prefill fp32] [--out results/retrieval]
+  .venv/bin/python experiments/retrieval.py --scan [--lengths 256 512 1024] [--trials 2]
+  .venv/bin/python experiments/retrieval.py [--lengths 256] [--trials 12] [--depths 0 0.25 0.5 0.75 1]
+                                           [--prefill fp32] [--out results/retrieval]
 
 A five-digit passkey is hidden at each depth of a filler of standard-library docstrings
 (kvstats.models.retrieval) and asked for at the end (chat template, answer prefix
