@@ -1,7 +1,7 @@
 """End-to-end quality of quantized KV caches on SmolLM2-135M-Instruct (llama.cpp KL mode).
 
 Usage: .venv/bin/python experiments/real_e2e.py [--out results/real] [--texts 16] [--kivi-texts 6] [--peer-texts 6]
-                                     [--tokens 128] [--threads 1] [--no-peers] [--only formats|kivi-qjl]
+                                              [--tokens 128] [--threads 1] [--no-peers] [--only formats|kivi-qjl]
 
 Teacher-forced over the standard-library docstrings: every position's next-token
 distribution with the quantized cache is compared with the full-precision (float32) one.
