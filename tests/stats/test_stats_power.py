@@ -1,5 +1,6 @@
 """Simulated Mann–Whitney power and sample size: against closed forms and each other."""
 
+import functools
 import math
 
 import pytest
@@ -117,3 +118,130 @@ def test_trials_for_power_fails_at_once_beyond_max_n(monkeypatch):
     with pytest.raises(ValueError, match=rf"max_n=1000: Noether's approximation needs "
                                          rf"n_x ≈ {expected:,} "):
         trials_for_power(0.01, power=0.8, max_n=1000)
+
+
+# --- the paired sign test's exact power (power_sign_test, pairs_for_power) ----------------
+
+@functools.lru_cache(maxsize=None)
+def _sign_rejections(n, alpha, alternative):
+    """The outcomes (k nonzero pairs, j of them positive) where kvstats.stats.sign_test
+    itself returns p <= alpha."""
+    import numpy as np
+
+    from kvstats.stats import sign_test
+
+    out = []
+    for k in range(1, n + 1):
+        for j in range(k + 1):
+            x = np.r_[np.ones(j), -np.ones(k - j), np.zeros(n - k)]
+            if sign_test(x, np.zeros(n), alternative=alternative).pvalue <= alpha:
+                out.append((k, j))
+    return tuple(out)
+
+
+def _sign_power_by_enumeration(dominance, n, alpha, alternative, p_zero):
+    """Reference: the probability of the outcomes where sign_test rejects."""
+    theta = (1 + dominance) / 2
+    return sum(stats.binom.pmf(k, n, 1 - p_zero) * stats.binom.pmf(j, k, theta)
+               for k, j in _sign_rejections(n, alpha, alternative))
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+@pytest.mark.parametrize("n, p_zero, alpha", [(1, 0.0, 0.6), (5, 0.0, 0.0625), (12, 0.0, 0.05),
+                                              (13, 0.3, 0.01), (24, 0.5, 0.05)])
+def test_sign_power_is_the_probability_that_sign_test_rejects(alternative, n, p_zero, alpha):
+    from kvstats.stats.power import power_sign_test
+
+    for dominance in (-0.6, 0.0, 0.35, 1.0):
+        res = power_sign_test(dominance, n, alpha=alpha, alternative=alternative, p_zero=p_zero)
+        ref = _sign_power_by_enumeration(dominance, n, alpha, alternative, p_zero)
+        assert res.power == pytest.approx(ref, rel=1e-9, abs=1e-15), dominance
+        assert res.size == pytest.approx(
+            _sign_power_by_enumeration(0.0, n, alpha, alternative, p_zero), rel=1e-9, abs=1e-15)
+        assert res.size <= alpha
+
+
+def test_sign_power_closed_forms():
+    from kvstats.stats.power import power_sign_test
+
+    # n = 5, no zeros, two-sided: only 5 of one sign rejects at alpha = 2/32, nothing at 0.05
+    theta = 0.8
+    assert power_sign_test(0.6, 5, alpha=0.0625).power == pytest.approx(theta**5 + (1 - theta)**5)
+    assert power_sign_test(0.6, 5, alpha=0.05).power == 0.0
+    # one-sided at alpha = 1/32: only all five positive
+    assert power_sign_test(0.6, 5, alpha=1 / 32, alternative="greater").power == pytest.approx(
+        theta**5)
+    # every nonzero pair positive, each pair tied with probability 1/2: two-sided p = 2^(1-k)
+    # rejects at 0.05 only when all k = 6 pairs differ, probability 2^-6
+    assert power_sign_test(1.0, 6, alpha=0.05, p_zero=0.5).power == pytest.approx(2.0**-6)
+
+
+def test_sign_power_against_simulated_rounded_pairs():
+    # d = round(N(0.3, 1)): P(d > 0) = P(N >= 0.5), P(d < 0) = P(N < -0.5), the rest zero
+    # (~37%): the exact power vs 2,000 simulated sign tests on such pairs, within 3.5 sd
+    import numpy as np
+
+    from kvstats.stats import sign_test
+    from kvstats.stats.power import power_sign_test
+
+    pos, neg = stats.norm.sf(0.5, loc=0.3), stats.norm.cdf(-0.5, loc=0.3)
+    exact = power_sign_test((pos - neg) / (pos + neg), 60, p_zero=1 - pos - neg).power
+    rng = np.random.default_rng(5)
+    reps = 2000
+    hits = sum(sign_test(np.round(rng.normal(0.3, 1, 60)), np.zeros(60)).pvalue <= 0.05
+               for _ in range(reps))
+    assert 0.4 < exact < 0.8
+    assert abs(hits / reps - exact) <= 3.5 * math.sqrt(exact * (1 - exact) / reps)
+
+
+@pytest.mark.parametrize("dominance, alternative, p_zero, alpha", [
+    (0.5, "two-sided", 0.0, 0.05), (0.3, "greater", 0.2, 0.05), (-0.4, "less", 0.0, 0.01),
+    (0.5, "two-sided", 0.0, 0.05 / 1140), (0.4, "two-sided", 0.6, 0.05)])
+def test_pairs_for_power_is_the_smallest_n_and_names_the_saw_tooth(dominance, alternative,
+                                                                  p_zero, alpha):
+    from kvstats.stats.power import pairs_for_power, power_sign_test
+
+    res = pairs_for_power(dominance, power=0.8, alpha=alpha, alternative=alternative,
+                          p_zero=p_zero)
+
+    def pw(n):
+        return power_sign_test(dominance, n, alpha=alpha, alternative=alternative,
+                               p_zero=p_zero).power
+
+    assert res.achieved_power == pytest.approx(pw(res.n_pairs), rel=1e-12)
+    assert res.achieved_power >= 0.8
+    assert all(pw(n) < 0.8 for n in range(max(1, res.n_pairs - 40), res.n_pairs))
+    assert res.n_pairs_all_above >= res.n_pairs
+    stable = res.n_pairs_all_above
+    assert all(pw(n) >= 0.8 for n in range(stable, 2 * stable + 1))
+    if stable > res.n_pairs:        # the n just below it falls short
+        assert pw(stable - 1) < 0.8
+
+
+def test_pairs_for_power_saw_tooth_example():
+    # dominance 0.5, two-sided, no zeros: 30 pairs reach 0.80 but 31 do not (a discrete
+    # test's power is not monotone in n), and only from 35 on does every n up to 70
+    from kvstats.stats.power import pairs_for_power, power_sign_test
+
+    res = pairs_for_power(0.5, power=0.8)
+    assert (res.n_pairs, res.n_pairs_all_above) == (30, 35)
+    assert power_sign_test(0.5, 31).power < 0.8
+
+
+def test_sign_power_bad_input():
+    from kvstats.stats.power import pairs_for_power, power_sign_test
+
+    with pytest.raises(ValueError, match=r"dominance must be in \[-1.0, 1.0\]"):
+        power_sign_test(1.5, 10)
+    with pytest.raises(ValueError, match=r"p_zero must be in \[0.0, 1.0\)"):
+        power_sign_test(0.5, 10, p_zero=1.0)
+    with pytest.raises(ValueError, match="n_pairs must be an integer in"):
+        power_sign_test(0.5, 0)
+    with pytest.raises(ValueError, match="alternative must be one of"):
+        power_sign_test(0.5, 10, alternative="two.sided")
+    with pytest.raises(ValueError, match="dominance must be nonzero"):
+        pairs_for_power(0.0)
+    with pytest.raises(ValueError, match="dominance must point the way"):
+        pairs_for_power(-0.3, alternative="greater")
+    with pytest.raises(ValueError, match="max_n=50: the normal approximation needs about"):
+        pairs_for_power(0.1, max_n=50)
