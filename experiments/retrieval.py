@@ -14,8 +14,11 @@ accuracy with Wilson 95% intervals, McNemar's exact test against float32 (Holm o
 configurations), a one-sided 95% Clopper-Pearson bound on the rate of answers lost, and
 greedy agreement with the float32 answer (tokens until the first divergence), then the
 paired K4V2 vs K4V4 test. Protocol: full-precision prefill stored in the quantized cache
-(``--prefill coded``: the prefill itself through the cache). One torch thread; run it niced.
-Writes <out>/retrieval_trials.csv and <out>/retrieval_summary.csv.
+(``--prefill coded``: the prefill itself through the cache). Every prompt has its own
+passkey and filler start (independent draws: the prompt is the unit of the tests). One
+torch thread; run it niced. Writes <out>/retrieval_<prefill>_trials.csv (every answer) and
+<out>/retrieval_<prefill>_summary_L<length>.csv (the table, per filler length); ``--scan``
+writes <out>/scan_trials.csv.
 """
 
 import argparse
@@ -35,8 +38,8 @@ def main() -> None:
     import torch
 
     from kvstats.models import load_model
-    from kvstats.models.retrieval import (haystack_ids, make_prompts, mcnemar_exact, run_retrieval,
-                                          summarize_retrieval)
+    from kvstats.models.retrieval import (config_label, haystack_ids, make_prompts, mcnemar_exact,
+                                          run_retrieval, summarize_retrieval)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scan", action="store_true", help="float32 cache only (which lengths it solves)")
@@ -50,16 +53,19 @@ def main() -> None:
                          "CONFIGS (the EXTRA ones only when named)")
     ap.add_argument("--out", default="results/retrieval")
     args = ap.parse_args()
+    configs = [] if args.scan else [c for c in CONFIGS + EXTRA
+                                    if (c in CONFIGS and args.configs is None)
+                                    or (args.configs is not None and config_label(c) in args.configs)]
+    unknown = sorted(set(args.configs or ()) - {config_label(c) for c in CONFIGS + EXTRA})
+    if unknown:  # else silently a float32-only run
+        ap.error(f"--configs must name labels among {[config_label(c) for c in CONFIGS + EXTRA]}; "
+                 f"received {unknown}")
     torch.set_num_threads(1)  # tiny decode ops: a second OpenMP thread costs more than it saves
     print(f"load average: {os.getloadavg()}")
     t0 = time.time()
     model, tok = load_model()
     prompts = make_prompts(tok, args.lengths, args.depths, args.trials, seed=args.seed,
                            haystack=haystack_ids(tok))
-    from kvstats.models.retrieval import config_label
-    configs = [] if args.scan else [c for c in CONFIGS + EXTRA
-                                    if (c in CONFIGS and args.configs is None)
-                                    or (args.configs is not None and config_label(c) in args.configs)]
     t1 = time.time()
 
     def progress(i, n):

@@ -168,10 +168,13 @@ def make_prompt(tokenizer, haystack: Sequence[int], length: int, depth: float, p
 def make_prompts(tokenizer, lengths: Sequence[int], depths: Sequence[float], trials: int, *,
                  seed: int = 0, haystack: Sequence[int] | None = None,
                  chat: bool = True) -> list[PasskeyPrompt]:
-    """``trials`` prompts per (length, depth) cell: random passkeys and filler offsets.
+    """``trials`` prompts per (length, depth) cell, each with its own random passkey and
+    filler offset (drawn from ``seed``).
 
-    Trial ``t`` of every cell uses the same passkey and offset (drawn from ``seed``), so
-    depths and lengths are compared on the same filler start.
+    Every prompt is an independent draw, so the prompts are the units of
+    :func:`summarize_retrieval`'s tests and intervals. (Until 2026-12-02 trial ``t`` of
+    every cell shared one passkey and offset: the prompts of a trial were correlated, and
+    25 prompts of 5 depths were 5 independent draws, not 25.)
 
     Examples
     --------
@@ -181,8 +184,8 @@ def make_prompts(tokenizer, lengths: Sequence[int], depths: Sequence[float], tri
     ...         return "".join(map(chr, ids))
     >>> hay = [ord(c) for c in "abc\\n" * 50]
     >>> ps = make_prompts(Chars(), [40], [0.0, 1.0], 3, haystack=hay, chat=False)
-    >>> len(ps), ps[0].passkey == ps[3].passkey, len(ps[0].passkey)
-    (6, True, 5)
+    >>> len(ps), len({p.passkey for p in ps}), len(ps[0].passkey)
+    (6, 6, 5)
     """
     trials = check_int(trials, "trials", low=1)
     for name, seq in (("lengths", lengths), ("depths", depths)):
@@ -197,11 +200,12 @@ def make_prompts(tokenizer, lengths: Sequence[int], depths: Sequence[float], tri
     if max(lengths) > len(haystack):
         raise ValueError(f"lengths must be at most the haystack's {len(haystack)} tokens; received {max(lengths)}")
     rng = np.random.default_rng(check_int(seed, "seed", low=0))
-    keys = rng.integers(10_000, 100_000, size=trials)
-    starts = rng.random(trials)
-    return [make_prompt(tokenizer, haystack, n, d, str(keys[t]), chat=chat,
-                        offset=int(starts[t] * (len(haystack) - n + 1)))
-            for n in lengths for d in depths for t in range(trials)]
+    cells = [(n, d) for n in lengths for d in depths for _ in range(trials)]
+    keys = rng.integers(10_000, 100_000, size=len(cells))
+    starts = rng.random(len(cells))
+    return [make_prompt(tokenizer, haystack, n, d, str(keys[i]), chat=chat,
+                        offset=int(starts[i] * (len(haystack) - n + 1)))
+            for i, (n, d) in enumerate(cells)]
 
 
 def extract_answer(text: str) -> str | None:

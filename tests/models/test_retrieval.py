@@ -70,12 +70,15 @@ def test_make_prompt_rejects_bad_arguments(kw, err):
         make_prompt(TOK, HAY, args.pop("length"), args.pop("depth"), args.pop("passkey"), **args)
 
 
-def test_make_prompts_pairs_trials_across_cells_and_is_seeded():
+def test_make_prompts_draws_every_prompt_independently_and_is_seeded():
+    # the prompt is the unit of the tests: no passkey or filler start shared across cells
+    # (trial t of every depth shared both before, 5 draws for 25 prompts in the docs' run)
     ps = make_prompts(TOK, [50, 100], [0.0, 0.5, 1.0], 4, seed=3, haystack=HAY, chat=False)
     assert len(ps) == 2 * 3 * 4 and all(isinstance(p, PasskeyPrompt) for p in ps)
-    keys = np.array([p.passkey for p in ps]).reshape(2, 3, 4)
-    assert (keys == keys[:1, :1]).all() and len(set(keys[0, 0])) == 4
-    assert all(len(k) == 5 for k in keys.ravel())
+    assert [(p.length, p.depth) for p in ps[:5]] == [(50, 0.0)] * 4 + [(50, 0.5)]
+    keys = np.array([p.passkey for p in ps])
+    assert len(set(keys)) == 24 and all(len(k) == 5 for k in keys)
+    assert len({p.offset for p in ps[:12]}) > 4       # 12 draws over 411 starts, not 4
     assert all(0 <= p.offset <= len(HAY) - p.length for p in ps)
     again = make_prompts(TOK, [50, 100], [0.0, 0.5, 1.0], 4, seed=3, haystack=HAY, chat=False)
     other = make_prompts(TOK, [50, 100], [0.0, 0.5, 1.0], 4, seed=4, haystack=HAY, chat=False)
