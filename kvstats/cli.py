@@ -185,10 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
                         description="Print, per bit width, the Lloyd–Max distortion of the "
                                     "sphere-coordinate density of dimension d_pad (next power of "
-                                    "two ≥ d), the predicted key SNR of an n-bit MSE quantizer and of "
-                                    "(n−1)-bit + 1-bit QJL residual, and the predicted q·k error "
-                                    "variance inflation of QKQV over KQV (→ 2π) and of the QJL "
-                                    "residual over the scalar residual (→ π/2).")
+                                    "two ≥ d), the predicted key SNR of a rotated n-bit MSE quantizer "
+                                    "and of (n−1)-bit + 1-bit QJL residual, and the predicted q·k "
+                                    "error variance inflation of QKQV over KQV (→ 2π) and of the QJL "
+                                    "residual over the scalar residual (→ π/2). For d not a power of "
+                                    "two only the residual ratio has a closed form, "
+                                    "(π/2 − 1/d)·d/d_pad; the rest print as –.")
     th.add_argument("--dim", type=int, required=True, metavar="D", help="head dimension d (≥ 3)")
     th.add_argument("--bits", type=int, nargs="+", default=[2, 3, 4, 5, 6], metavar="N",
                     help="bit budgets n (1..8; default 2 3 4 5 6)")
@@ -395,19 +397,35 @@ def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
             f"{'SNR_k prod(n)':>14} {'ipvar QKQV/KQV':>15} {'ipvar resid':>12}")
     say(head)
     say("-" * len(head))
-    resid = theory.residual_inflation(d_pad)
+    # Padded (d < d_pad): the rotation codes d_pad coordinates and the decode keeps a
+    # d-dimensional projection of their error, which has no closed form (the report's
+    # theory table gives no row either); the residual, in R^d, is sketched with m = d_pad.
+    padded = d_pad != dim
+    resid = theory.residual_inflation(dim, d_pad)
+    dash = "–"
     for b in bits:
         rel = theory.unit_vector_mse(b, d_pad)
+        mse_snr, prod_snr, inflation, resid_s = (f"{dash:>13}", f"{dash:>14}", f"{dash:>15}",
+                                                 f"{dash:>12}")
+        if not padded:
+            mse_snr = f"{-10 * math.log10(rel):13.2f}"
         if b >= 2:
-            rel_prod = theory.unit_vector_mse(b - 1, d_pad) * resid
-            prod_snr = f"{-10 * math.log10(rel_prod):14.2f}"
-            inflation = f"{theory.bit_trade_inflation(b, d_pad):15.3f}"
             resid_s = f"{resid:12.4f}"
-        else:
-            prod_snr, inflation, resid_s = f"{'–':>14}", f"{'–':>15}", f"{'–':>12}"
+            if not padded:
+                rel_prod = theory.unit_vector_mse(b - 1, d_pad) * resid
+                prod_snr = f"{-10 * math.log10(rel_prod):14.2f}"
+                inflation = f"{theory.bit_trade_inflation(b, d_pad):15.3f}"
         say(f"{b:>2} {theory.lloyd_max_distortion(b, 'beta', d_pad):11.4e} {rel:10.5g} "
-            f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5g} {-10 * math.log10(rel):13.2f} "
+            f"{theory.lloyd_max_distortion(b, 'gaussian'):11.5g} {mse_snr} "
             f"{prod_snr} {inflation} {resid_s}")
+    if padded:
+        say(f"d = {dim} is not a power of two: a rotated scheme codes d_pad = {d_pad} coordinates and "
+            f"keeps a {dim}-dimensional projection, whose error has no closed form (docs/theory.md, "
+            f"'Padded dimensions'): no SNR or same-budget prediction (–); the residual ratio is "
+            f"(π/2 − 1/d)·d/d_pad = residual_inflation({dim}, {d_pad}).")
+        say(f"SNR in dB. Asymptotic inflation: (π/2)·d/d_pad = {math.pi / 2 * dim / d_pad:.4f} "
+            "(QJL residual over scalar residual).")
+        return 0
     say(f"SNR in dB. Asymptotic inflations: 2π = {2 * math.pi:.4f} (QKQV/KQV at equal n, "
         f"as D_(n−1)/D_n → 4), π/2 = {math.pi / 2:.4f} (QJL residual over scalar residual).")
     return 0

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -546,6 +547,29 @@ def test_schemes_lists_each_schemes_params(capsys):
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
     assert "kvstats schemes" in capsys.readouterr().out
+
+
+def test_theory_at_a_padded_dim_predicts_only_what_has_a_closed_form(capsys):
+    """d = 96 (padded to 128): `kvstats theory` printed the unpadded d = 128 predictions
+    (key SNR 9.36 dB at n = 2, residual ratio π/2 − 1/128 = 1.563), where a rotated
+    scheme measures 10.45 dB and the residual ratio is (π/2 − 1/d)·d/d_pad = 1.170
+    (docs/theory.md, "Padded dimensions"; the report's theory table gives no SNR row)."""
+    assert main(["theory", "--dim", "96", "--bits", "1", "2", "4"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if re.match(r"^ ?[1-8] ", line)}
+    assert sorted(rows) == ["1", "2", "4"]
+    for n in ("2", "4"):
+        # D_n, d_pad·D_n, N(0,1) D_n stay (the codebook's facts); the SNR and same-budget
+        # columns have no closed form; the residual ratio is (π/2 − 1/d)·d/d_pad
+        assert rows[n][4:7] == ["–", "–", "–"], rows[n]
+        assert float(rows[n][7]) == pytest.approx((math.pi / 2 - 1 / 96) * 96 / 128, abs=1e-4)
+    assert rows["1"][4:] == ["–"] * 4
+    assert "d = 96 is not a power of two" in out and "2π" not in out
+    # a power of two keeps every column
+    assert main(["theory", "--dim", "64", "--bits", "2"]) == 0
+    row = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(" 2 ")][0]
+    assert "–" not in row and float(row[7]) == pytest.approx(math.pi / 2 - 1 / 64, abs=1e-4)
 
 
 def test_theory_keeps_its_digits_at_8_bits(capsys):
