@@ -150,8 +150,15 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
                                  standardize=True, **({"paired": True} if paired else {}))
     # what the test can resolve: 1/(1 + B_max), and no less than the share of relabellings
     # that tie with the observed one (2/C(8, 4) for 4 units against 4: more permutations
-    # would not help); the paired test's 2^(1−m) is already in its min_attainable_p
-    floor = max(float(res.min_attainable_p), permutation_floor(len(X), len(Y), paired))
+    # would not help). Paired: 2^(1−m) over the m pairs whose profiles differ (beyond
+    # rounding, as the sign test counts them): a pair of equal profiles swaps into itself,
+    # so with none differing every relabelling is the observed one and p = 1 is all there is
+    if paired:
+        m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
+        units = permutation_floor(m, m, True) if m else 1.0
+    else:
+        units = permutation_floor(len(X), len(Y), False)
+    floor = max(float(res.min_attainable_p), units)
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
             "effect_high": math.nan, "n_permutations": int(res.n_permutations),
@@ -168,6 +175,10 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
 
     base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0,
             "min_attainable_p": 0.0, **_NOT_COUNTED}
+    if test == "rank":
+        # θ counts ties as ½: values equal up to rounding are ties, as the sign test and
+        # Mann–Whitney count them (else rounding's direction moves θ by ½·P(tie), up to the margin)
+        x, y = rounding_canonical(x, y)
     try:
         res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
                else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))

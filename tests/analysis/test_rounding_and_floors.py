@@ -169,3 +169,51 @@ def test_two_sample_energy_test_of_four_units_is_limited_by_them():
         assert not (quiet["verdict"] == NO_DIFFERENCE).any()
         verdicts.update(quiet["verdict"].str.split(" \\(").str[0])
     assert verdicts == {"not resolvable at n = 4 vs 4"}
+
+
+def test_rank_equivalence_counts_values_equal_up_to_rounding_as_ties():
+    """θ = P(a > b) + ½P(a = b) over all values: rounding that breaks the ties between a's
+    and b's (discrete, heavily tied) recall means moved θ by about ½·P(tie), from 0.5 to
+    0.45 here, onto the margin; as the sign test and Mann–Whitney, the rank TOST must see
+    them as ties (θ exactly ½, the same test as on the unrounded values)."""
+    rng = np.random.default_rng(11)
+    a, hits = _recall_means(rng, 300)
+    perm = rng.permuted(hits.reshape(300, -1), axis=1).reshape(hits.shape)
+    b = (perm.mean(axis=-1) * (1.0 / 3)).sum(axis=-1)
+    assert (a != b).sum() > 30            # the defect's precondition: rounding broke ties
+    for pairing in ("trial", "none"):
+        t = compare_schemes(_paired_frame(a, b), [("KQV", "QKQV")], metrics=["recall_at_5"],
+                            energy=False, equivalence={"recall_at_5": 0.05},
+                            equivalence_test="rank", pairing=pairing)
+        ref = compare_schemes(_paired_frame(a, a), [("KQV", "QKQV")], metrics=["recall_at_5"],
+                              energy=False, equivalence={"recall_at_5": 0.05},
+                              equivalence_test="rank", pairing=pairing)
+        row = t[t["test"] == "equivalence"].iloc[0]
+        want = ref[ref["test"] == "equivalence"].iloc[0]
+        assert row["effect"] == 0.5, (pairing, row["effect"])
+        assert row["pvalue"] == pytest.approx(want["pvalue"], rel=1e-12)
+
+
+def test_paired_energy_test_of_equal_profiles_is_not_resolvable():
+    """Every within-pair swap of two equal profiles is the observed labelling: p = 1 is the
+    only p-value the test can return, so the row says not resolvable, not "no significant
+    difference"; one pair that differs beyond rounding restores the floor 2^(1−1) = 1, and
+    m differing pairs 2^(1−m), whatever the number of equal pairs beside them."""
+    base = make_frame({("KQV", 3.0): 0.0}, n=12, seed=2)
+    a = base[base["scheme"] == "KQV"].reset_index(drop=True)
+    same = pd.concat([a, a.assign(scheme="QKQV")], ignore_index=True)
+    row = compare_schemes(same, [("KQV", "QKQV")], energy_resamples=99).query("test == 'energy'").iloc[0]
+    assert row["min_attainable_p"] == 1.0 and not row["resolvable"]
+    assert row["verdict"].startswith("not resolvable at n = 12 pairs")
+    # rounding-level differences leave the profiles equal
+    nudged = same.copy()
+    q = nudged["scheme"] == "QKQV"
+    nudged.loc[q, "phi_t"] = nudged.loc[q, "phi_t"] * (1 + 1e-15)
+    row = compare_schemes(nudged, [("KQV", "QKQV")], energy_resamples=99).query("test == 'energy'").iloc[0]
+    assert row["min_attainable_p"] == 1.0
+    # 7 of the 12 pairs differ: the floor is 2^(1−7), not 2^(1−12)
+    moved = same.copy()
+    idx = moved.index[q][:7]
+    moved.loc[idx, "phi_t"] = moved.loc[idx, "phi_t"] * 1.5
+    row = compare_schemes(moved, [("KQV", "QKQV")], energy_resamples=9999).query("test == 'energy'").iloc[0]
+    assert row["min_attainable_p"] == pytest.approx(2.0 ** -6)
