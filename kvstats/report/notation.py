@@ -34,10 +34,41 @@ def _num(x: float | int | bool | None, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
-def _p(x: float) -> str:
+def _p(x: float, alpha: float | None = None) -> str:
+    """An (adjusted) p-value: 3 decimals, or 3 significant digits in e-notation below 1e-3.
+
+    With ``alpha``, more digits where the rounded value would fall on the other side of α
+    than the p-value itself, so that a row's printed p and its verdict never disagree
+    (0.0504 is not "0.050" beside "no significant difference" at α = 0.05).
+
+    Examples
+    --------
+    >>> _p(0.0504), _p(0.0504, alpha=0.05), _p(0.04996, alpha=0.05), _p(2.5e-7)
+    ('0.050', '0.0504', '0.050', '2.50e-07')
+    """
     if x < 1e-300:
         return "<1e-300"
-    return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
+    sci = x < 1e-3
+    digits = 2 if sci else 3
+    text = f"{x:.{digits}e}" if sci else f"{x:.{digits}f}"
+    while alpha is not None and (float(text) <= alpha) != (x <= alpha) and digits < 17:
+        digits += 1
+        text = f"{x:.{digits}e}" if sci else f"{x:.{digits}f}"
+    return text
+
+
+def _apart(a: float, b: float, digits: int = 4) -> int:
+    """The fewest significant digits (at least ``digits``) at which :func:`_num` writes two
+    different numbers differently: an interval's end beside a margin it does not equal.
+
+    Examples
+    --------
+    >>> _apart(0.98036, 0.98039), _num(0.98036, _apart(0.98036, 0.98039))
+    (5, '0.98036')
+    """
+    while a != b and _num(a, digits) == _num(b, digits) and digits < 17:
+        digits += 1
+    return digits
 
 
 def _pct(level: float) -> str:

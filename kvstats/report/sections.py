@@ -24,8 +24,8 @@ from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
-from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys, _mean_heavy,
-                                   _scheme_table, _theory_fmt)
+from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
+                                   _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HEADER,  # noqa: F401
                                     EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_REGIONS, HEAVY_MARK,
                                     HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
@@ -97,12 +97,37 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: **{r.verdict}**"
             + (f" {HEAVY_MARK}" if mark else "")
             + ("" if math.isnan(r.pvalue) else
-               f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{_num(r.effect_low)}, "
-               f"{_num(r.effect_high)}], region [{_num(r.margin_low)}, {_num(r.margin_high)}], "
-               f"adjusted TOST p {_p(r.pvalue_adjusted)})")
-            for r, mark in zip(eq.itertuples(index=False), marked)])
+               f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{ends[0]}, "
+               f"{ends[1]}], region [{ends[2]}, {ends[3]}], adjusted TOST p "
+               f"{_p(r.pvalue_adjusted, opts['alpha'])})")
+            for r, mark, ends in zip(eq.itertuples(index=False), marked,
+                                     (_interval_and_region(e) for _, e in eq.iterrows()))])
     if any(marked):
         doc.p(EQUIVALENCE_HEAVY_NOTE)
+
+
+def _no_theory_text(summary: pd.DataFrame) -> str:
+    """Why "Theory beside measurement" is empty, read from the sweep (never assumed).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> _no_theory_text(pd.DataFrame({"scheme": ["K4V2"], "budget": [3.0], "dim": [128]}))[:88]
+    'No closed-form prediction here: none of the schemes that have one (KV, KQV, turboquant_m'
+    >>> _no_theory_text(pd.DataFrame({"scheme": ["KQV"], "budget": [3.0], "dim": [96]}))[-60:]
+    'power of two (its rotation pads the vector; no closed form).'
+    """
+    have = ", ".join(theory_schemes())
+    ran = summary[summary["scheme"].isin(theory_schemes())] if "scheme" in summary else summary[:0]
+    if ran.empty:
+        return f"No closed-form prediction here: none of the schemes that have one ({have}) was run."
+    head = (f"No closed-form prediction here: of the schemes that have one ({have}), "
+            + ", ".join(dict.fromkeys(ran["scheme"])) + " ran only ")
+    if (ran["budget"] != ran["budget"].round()).all():
+        return head + "at budgets that are not whole bits."
+    return head + ("where none applies: at n = 1 for a QJL-residual key side (no (n−1)-bit "
+                   "part), or at a d that is not a power of two (its rotation pads the vector; "
+                   "no closed form).")
 
 
 def _energy_skipped_text(comp: pd.DataFrame) -> str:
@@ -362,7 +387,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.table(_scheme_table(bsum, unit))
             bcomp = case_comp[case_comp["budget"] == budget]
             if not bcomp.empty:
-                doc.table(_comparison_table(bcomp, heavy_keys, ratio))
+                doc.table(_comparison_table(bcomp, heavy_keys, ratio, opts["alpha"]))
     is_bound = theory["quantity"].isin(list(BOUND_QUANTITIES.values()))
     bounds, theory = theory[is_bound], theory[~is_bound]
     doc.h(2, "Distance to the rate–distortion limit")
@@ -375,8 +400,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.table(_bound_fmt(bounds, digits))
     doc.h(2, "Theory beside measurement")
     if theory.empty:
-        doc.p(f"No closed-form prediction here: none of the schemes that have one "
-              f"({', '.join(theory_schemes())}) was run at an integer budget.")
+        doc.p(_no_theory_text(summary))
     else:
         present = set(summary["scheme"])
         pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]

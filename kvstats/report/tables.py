@@ -15,7 +15,7 @@ import pandas as pd
 from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
 from kvstats.analysis.theory import BOUND_QUANTITIES
-from kvstats.report.notation import _case_title, _ci, _num, _p
+from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
 from kvstats.report.wording import DOMINANCE_HEADER, HEAVY_MARK, R_HEADER, _differ_text
 
 
@@ -43,9 +43,10 @@ def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _pvalue_cell(row: Any) -> str:
-    """Adjusted p-value, with the permutations drawn for a permutation test."""
-    text = _p(row["pvalue_adjusted"]) if not math.isnan(row["pvalue_adjusted"]) else "–"
+def _pvalue_cell(row: Any, alpha: float | None = None) -> str:
+    """Adjusted p-value (on α's side of it, :func:`~kvstats.report.notation._p`), with the
+    permutations drawn for a permutation test."""
+    text = _p(row["pvalue_adjusted"], alpha) if not math.isnan(row["pvalue_adjusted"]) else "–"
     if row["max_permutations"]:
         text += f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])})"
     return text
@@ -74,10 +75,13 @@ def _mean_heavy(r: Any, heavy: frozenset[tuple]) -> bool:
 
 
 def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
-                      ratio: bool = True) -> pd.DataFrame:
+                      ratio: bool = True, alpha: float | None = None) -> pd.DataFrame:
     """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test, or under the
     paired design the sign test beside the equivalence test) plus energy rows;
-    ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡."""
+    ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡;
+    ``alpha`` (default: ``comp.attrs["alpha"]``) keeps each printed p on its side of α."""
+    if alpha is None:
+        alpha = comp.attrs.get("alpha")
     rows = []
     key = ["scheme_a", "scheme_b", "metric"]
     paired = bool((comp["test"] == LOCATION_TESTS["trial"]).any())
@@ -90,11 +94,11 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
         row = {"pair": _pair_label(r), "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
                effect_col: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
-               stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted)}
+               stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted, alpha)}
         k = (r.scheme_a, r.scheme_b, r.metric)
         if k in ks.index:
             row["KS D"] = _num(ks.loc[k, "statistic"], 3)
-            row["p adj (KS)"] = _pvalue_cell(ks.loc[k]) + (" †" if ks.loc[k, "note"] else "")
+            row["p adj (KS)"] = _pvalue_cell(ks.loc[k], alpha) + (" †" if ks.loc[k, "note"] else "")
             if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
                 row["p adj (KS)"] += " (not resolvable)"
         row["winner"] = r.winner
@@ -108,7 +112,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
         if not eq.empty:
             row["equivalence"] = ""
             if k in eq.index:
-                row["equivalence"] = _equivalence_cell(eq.loc[k])
+                row["equivalence"] = _equivalence_cell(eq.loc[k], alpha)
                 if ratio and _mean_heavy(r, heavy) and not math.isnan(eq.loc[k, "pvalue"]):
                     row["equivalence"] += f" {HEAVY_MARK}"
         rows.append(row)
@@ -116,23 +120,34 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
         if paired:   # no KS columns: the energy test's E and p in the location test's
             rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised, paired)",
                          "mean a": "", "mean b": "", effect_col: "", stat: f"E = {_num(r.statistic, 3)}",
-                         p_col: "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                         p_col: "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": r.verdict,
                          **({"equivalence": ""} if not eq.empty else {})})
             continue
         rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised)",
                      "mean a": "", "mean b": "", R_HEADER: "", "U": "",
                      "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
-                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict()), "winner": r.verdict,
+                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": r.verdict,
                      **({"equivalence": ""} if not eq.empty else {})})
     return pd.DataFrame(rows)
 
 
-def _equivalence_cell(e: pd.Series) -> str:
+def _equivalence_cell(e: pd.Series, alpha: float | None = None) -> str:
     """Verdict, estimate and (1 − 2α) interval of an equivalence row."""
     if math.isnan(e["pvalue"]):
         return e["verdict"]
-    return (f"{e['verdict']}: {_num(e['effect'])} [{_num(e['effect_low'])}, {_num(e['effect_high'])}]"
-            f" in [{_num(e['margin_low'])}, {_num(e['margin_high'])}]? p adj {_p(e['pvalue_adjusted'])}")
+    low, high, m_low, m_high = _interval_and_region(e)
+    return (f"{e['verdict']}: {_num(e['effect'])} [{low}, {high}] in [{m_low}, {m_high}]? p adj "
+            f"{_p(e['pvalue_adjusted'], alpha)}")
+
+
+def _interval_and_region(e: Any) -> tuple[str, str, str, str]:
+    """An equivalence row's interval ends and margins, written with the digits that keep an
+    end apart from a margin it does not equal (an end printed equal to its margin would hide
+    on which side of it the interval lies)."""
+    low, high, m_low, m_high = (float(e[c]) for c in ("effect_low", "effect_high",
+                                                      "margin_low", "margin_high"))
+    d = max(_apart(low, m_low), _apart(high, m_high))
+    return _num(low, d), _num(high, d), _num(m_low, d), _num(m_high, d)
 
 
 def _bound_fmt(bounds: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:

@@ -575,3 +575,66 @@ def test_bits_figure_captions_say_what_a_hollow_marker_means(tmp_path):
     captions = [line for line in md.splitlines() if line.startswith("*Mean ")]
     assert len(captions) == 2 and all("Hollow markers, where drawn: a heavy right tail" in c
                                       for c in captions)
+
+
+# ---------------------------------------------------------------- rounding never flips a verdict
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.001, 0.1])
+def test_a_printed_pvalue_stays_on_its_side_of_alpha(alpha):
+    """Three decimals wrote 0.0504 as "0.050" beside "no significant difference" at α = 0.05
+    (and 0.00104 as "0.001" at α = 0.001): the printed number read as a rejection. With α
+    the cell takes the digits that keep it on its value's side of α; elsewhere unchanged."""
+    from kvstats.report.notation import _p
+
+    ps = np.concatenate([alpha * (1 + np.array([-1e-9, -1e-4, -0.009, 0.0, 1e-12, 1e-9, 1e-4,
+                                                0.008, 0.009, 0.01])),
+                         np.geomspace(1e-6, 1, 400)])
+    for p in ps:
+        assert (float(_p(p, alpha)) <= alpha) == (p <= alpha), (p, _p(p, alpha))
+        # never fewer digits than without α, and the same text where no side is at stake
+        assert _p(p, alpha).startswith(_p(p)[:-1])
+    assert _p(0.0504, 0.05) == "0.0504" and _p(0.0496, 0.05) == "0.050" and _p(0.3, 0.05) == "0.300"
+
+
+def test_report_cells_keep_p_and_interval_ends_apart_from_alpha_and_margins(tmp_path):
+    """The document's cells, not only the helpers: a sign row at adjusted p 0.0504 (not
+    significant) and an equivalence interval whose lower end lies just inside its margin
+    1/1.02 = 0.980392… (0.98041) or just outside it (0.98037): at 4 significant digits both
+    read "0.9804", the margin's own text, hiding on which side of it the interval lies."""
+    from kvstats.analysis import compare_schemes, find_crossovers, summary_table, theory_table
+    from kvstats.report.sections import _comparison_table
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=30, seed=31)
+    comp = compare_schemes(f, [("KQV", "QKQV")], energy=False, equivalence={"kl": 0.02})
+    sign = (comp["test"] == "sign") & (comp["metric"] == "kl")
+    comp.loc[sign, ["pvalue_adjusted", "significant"]] = [0.0504, False]
+    eq = comp["test"] == "equivalence"
+    margin = 1 / 1.02
+    for low in (0.98041, 0.98037):
+        comp.loc[eq, ["effect_low", "effect_high", "margin_low", "margin_high", "pvalue_adjusted"]] = \
+            [low, 1.01, margin, 1.02, 0.0502]
+        table = _comparison_table(comp, alpha=0.05).set_index("metric")
+        assert table.loc["kl", "p adj (sign)"] == "0.0504"
+        cell = table.loc["kl", "equivalence"]
+        assert f"[{low:.5g}, 1.01] in [0.98039, 1.02]? p adj 0.0502" in cell, cell
+        opts = validate_report_options({"equivalence": {"kl": 0.02}})
+        md = build_document(_result(f), summary_table(f, n_resamples=19), comp, find_crossovers(comp),
+                            theory_table(f, n_resamples=19), {}, opts, "unit", None).markdown(tmp_path)
+        assert (f"90% CI [{low:.5g}, 1.01], region [0.98039, 1.02], adjusted TOST p 0.0502"
+                in md), md[md.find("## Equivalence"):][:1500]
+        assert "| 0.0504 |" in md
+
+
+def test_an_empty_theory_table_says_why():
+    """"none ... was run at an integer budget" was printed for key_favored.toml, whose
+    schemes (K4V2, ...) have no closed form at all, and for KQV at d = 96, which ran at
+    whole budgets but pads its rotation: each case now names its own reason."""
+    from kvstats.report.sections import _no_theory_text
+
+    def text(scheme, budget, dim=128):
+        return _no_theory_text(pd.DataFrame({"scheme": [scheme], "budget": [budget], "dim": [dim]}))
+
+    assert text("K4V2", 3.0).endswith("(KV, KQV, turboquant_mse, QKQV, turboquant_prod) was run.")
+    assert text("KQV", 3.5).endswith("KQV ran only at budgets that are not whole bits.")
+    padded = text("KQV", 3.0, 96)
+    assert "KQV ran only where none applies" in padded and "not a power of two" in padded
+    assert "integer budget" not in text("K4V2", 3.0) + padded
