@@ -234,3 +234,21 @@ def test_usage_equal_storage_recipe_compares_across_budgets(tmp_path):
     comp = pd.read_csv(tmp_path / "o" / "tables" / "comparisons.csv")
     assert set(zip(comp.scheme_a, comp.budget, comp.scheme_b, comp.budget_b)) == {("TQ", 4.0, "kivi", 2.0)}
     assert "TQ vs kivi (kivi at n = 2)" in (tmp_path / "o" / "report.md").read_text()
+
+
+def test_usage_load_result_example_reads_a_finished_sweep(small_sweep, tmp_path, capsys):
+    # docs/usage.md "Python": reading a folder a sweep wrote earlier (load_result was named
+    # only in passing, with no example of getting a CLI sweep's table into Python)
+    text = (DOCS / "usage.md").read_text()
+    section = text[text.index("## Python"):text.index("## Your own scheme or distribution")]
+    code = next(b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "load_result(" in b)
+    edits = {'"results/quick"': repr(str(small_sweep.out)),
+             '"results/quick_kl"': repr(str(tmp_path / "kl"))}
+    for old, new in edits.items():
+        assert code.count(old) == 1, old
+        code = code.replace(old, new)
+    scope: dict = {}
+    exec(compile(code, "usage.md", "exec"), scope)
+    assert scope["f"].equals(small_sweep.frame)
+    assert f"(3,) 2 {len(small_sweep.frame)}" in capsys.readouterr().out
+    assert (tmp_path / "kl" / "report.md").is_file() and len(scope["rep"].comparisons) > 0
