@@ -502,8 +502,9 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
     """Damage on low-rank vs heavy-tailed (and Gaussian) keys, per scheme, budget and d.
 
     Box plots (per trial) of ``metric`` by distribution; one panel per head dimension,
-    budgets on the x axis, one colour per distribution setting, one row per scheme. KL is
-    drawn on a log axis, floored at 1e-6 nats for display (exact zeros exist).
+    budgets on the x axis, one colour per distribution setting (and N, where the sweep has
+    several: a box never pools two cases), one row per scheme. KL is drawn on a log axis,
+    floored at 1e-6 nats for display (exact zeros exist).
 
     Examples
     --------
@@ -525,7 +526,10 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
                          f"distributions {sorted(set(frame['distribution']))}")
     digits = label_digits(sel["params"])
     short = sel["params"].map({p: short_params(p, digits) for p in sel["params"].unique()})
-    sel = sel.assign(setting=sel["distribution"] + np.where(sel["params"] == "-", "", " (" + short + ")"))
+    setting = sel["distribution"] + np.where(sel["params"] == "-", "", " (" + short + ")")
+    if sel["n_keys"].nunique() > 1:   # one box per case: trials of another N are another population
+        setting = setting + ", N = " + sel["n_keys"].astype(str)
+    sel = sel.assign(setting=setting)
     sel = sel[np.isfinite(sel[metric])]
     dims = sorted(sel["dim"].unique())
     schemes = list(dict.fromkeys(sel["scheme"]))

@@ -337,8 +337,11 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                             "intervals)." + hollow),
                            ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate with "
                             "overhead (normal-approximation 95% error bars)." + hollow),
-                           ("lowrank_vs_heavytail", "Per-trial KL on low-rank, heavy-tailed and "
-                            "Gaussian keys.")):
+                           ("lowrank_vs_heavytail", "Per-trial KL (box plots; log axis, values "
+                            "below 1e-6 nats drawn at 1e-6) on low-rank and heavy-tailed keys"
+                            + (", and Gaussian ones," if "distribution" in summary
+                               and (summary["distribution"] == "gaussian").any() else "")
+                            + " per scheme, budget and d (one box per case).")):
         if fname in figs:
             doc.fig(figs[fname], caption)
     # the pairs by their figure's name (render's file name is the slug; the caption the labels)

@@ -638,3 +638,44 @@ def test_an_empty_theory_table_says_why():
     padded = text("KQV", 3.0, 96)
     assert "KQV ran only where none applies" in padded and "not a power of two" in padded
     assert "integer budget" not in text("K4V2", 3.0) + padded
+
+
+def test_lowrank_vs_heavytail_boxes_never_pool_two_cases():
+    """A sweep with N = 64 and N = 128 drew the trials of both N in one box per key setting
+    (the figure split d and the setting, not N); each box is now one case, and the caption
+    names Gaussian keys only where the sweep has them."""
+    import matplotlib.pyplot as plt
+
+    from kvstats.report.plots import plot_lowrank_vs_heavytail
+
+    parts = [make_frame({("KQV", 3): 0.0}, n=12, seed=40 + i, case=(dist, params, 32, n_keys))
+             for i, (dist, params, n_keys) in enumerate(
+                 [("low_rank", "rank=8", 64), ("low_rank", "rank=8", 128),
+                  ("heavy_tailed", "nu=1.5", 64), ("heavy_tailed", "nu=1.5", 128)])]
+    fig = plot_lowrank_vs_heavytail(pd.concat(parts, ignore_index=True))
+    labels = sorted(t.get_text() for t in fig.legends[0].get_texts())
+    plt.close(fig)
+    assert labels == ["heavy_tailed (nu=1.5), N = 128", "heavy_tailed (nu=1.5), N = 64",
+                      "low_rank (rank=8), N = 128", "low_rank (rank=8), N = 64"], labels
+    one = plot_lowrank_vs_heavytail(pd.concat(parts[::2], ignore_index=True))
+    assert "N =" not in " ".join(t.get_text() for t in one.legends[0].get_texts())
+    plt.close(one)
+
+
+def test_lowrank_vs_heavytail_caption_names_only_the_keys_drawn(tmp_path):
+    from kvstats.analysis import compare_schemes, find_crossovers, summary_table, theory_table
+
+    fig = tmp_path / "figures" / "lowrank_vs_heavytail.png"
+    fig.parent.mkdir()
+    fig.write_bytes(b"")
+    for dists, gaussian in ((("low_rank", "heavy_tailed"), False),
+                            (("low_rank", "heavy_tailed", "gaussian"), True)):
+        f = pd.concat([make_frame({("KQV", 3): 0.0}, n=12, seed=50 + i, case=(d, "-", 32, 64))
+                       for i, d in enumerate(dists)], ignore_index=True)
+        comp = compare_schemes(f, [], energy=False)
+        md = build_document(_result(f), summary_table(f, n_resamples=19), comp, find_crossovers(comp),
+                            theory_table(f, n_resamples=19), {"lowrank_vs_heavytail": fig},
+                            validate_report_options(), "unit", None).markdown(tmp_path)
+        caption = next(line for line in md.splitlines() if line.startswith("*Per-trial KL"))
+        assert ("Gaussian" in caption) == gaussian, caption
+        assert "one box per case" in caption and "1e-6" in caption
