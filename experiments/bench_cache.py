@@ -42,41 +42,6 @@ import numpy as np
 import torch
 
 
-def _storage_bytes(obj, seen: set, depth: int = 0) -> int:
-    """Bytes of every tensor storage reachable from ``obj`` (each storage once; tensor
-    subclasses such as quanto's QTensor through their inner tensors)."""
-    if depth > 8 or id(obj) in seen:
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, torch.Tensor):
-        if hasattr(obj, "__tensor_flatten__") and type(obj) is not torch.Tensor and \
-                not isinstance(obj, torch.nn.Parameter):
-            names, _ = obj.__tensor_flatten__()
-            return sum(_storage_bytes(getattr(obj, n), seen, depth + 1) for n in names)
-        st = obj.untyped_storage()
-        key = ("storage", st.data_ptr())
-        if key in seen:
-            return 0
-        seen.add(key)
-        return st.nbytes()
-    if isinstance(obj, np.ndarray):  # the numpy coders of kivi/qjl (sketches, codebooks)
-        while isinstance(obj.base, np.ndarray):
-            obj = obj.base
-        key = ("array", id(obj))
-        if key in seen:
-            return 0
-        seen.add(key)
-        return obj.nbytes
-    if isinstance(obj, dict):
-        return sum(_storage_bytes(v, seen, depth + 1) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_storage_bytes(v, seen, depth + 1) for v in obj)
-    if hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.nn.Module)):
-        return sum(_storage_bytes(v, seen, depth + 1) for k, v in vars(obj).items()
-                   if k not in ("owner", "config"))
-    return 0
-
-
 def greedy(model, prompt: torch.Tensor, cache, new: int) -> tuple[list[int], float, float, float]:
     """Prefill, then ``new`` greedy steps; returns (tokens, prefill s, decode wall s, decode CPU s)."""
     with torch.inference_mode():
@@ -142,6 +107,7 @@ def main(argv=None) -> None:
     from transformers import DynamicCache
 
     from kvstats.models import QuantizedCache, load_model
+    from kvstats.models.peers import held_bytes
     from kvstats.models.texts import prompt_token_ids
 
     model, tok = load_model()
@@ -192,7 +158,7 @@ def main(argv=None) -> None:
     base_tokens, _, base_dec, base_cache, base_cpu = best[base_name]
     q_dec, q_cpu = (best[quanto_name][2], best[quanto_name][4]) if quanto_name in best else (None, None)
     n_cached = args.prompt + args.new - 1
-    fp32 = _storage_bytes(base_cache.layers, set()) / n_cached
+    fp32 = held_bytes(base_cache.layers) / n_cached
     load = os.getloadavg()
     print(f"# {date.today()}  {platform.machine()}  torch {torch.__version__}  threads {args.threads}  "
           f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
@@ -209,7 +175,7 @@ def main(argv=None) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         tokens, pre, dec, cache, cpu = best[name]
-        held = _storage_bytes(cache.layers, set()) / n_cached
+        held = held_bytes(cache.layers) / n_cached
         if isinstance(cache, QuantizedCache):
             rep = cache.memory_report()
             stored = rep["code_bytes"] / n_cached
@@ -224,7 +190,9 @@ def main(argv=None) -> None:
         ref = code_row.get(name)
         agree_code = f"{np.mean(np.array(tokens) == np.array(best[ref][0])):.3f}" if ref and ref != name else "—"
         known = stored == stored  # NaN: the cache's code bytes are not separable (quanto)
-        stored_txt, ratio_txt = (f"{stored:,.0f}", f"{held / stored:.3f}") if known else ("—", "—")
+        stored_txt = f"{stored:,.0f}" if known else "—"
+        # no ratio before a first whole group is coded (qjl/kivi prompts under 32 tokens)
+        ratio_txt = f"{held / stored:.3f}" if known and stored > 0 else "—"
         vs_q = (f"{q_dec / dec:.2f} | {q_cpu / cpu:.2f}") if q_dec else "— | —"
         print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {base_dec / dec:.2f} | {base_cpu / cpu:.2f} | "
               f"{vs_q} | {held:,.0f}{note} | {stored_txt} | {ratio_txt} | {agree:.3f} | {agree_code} |")
