@@ -51,3 +51,32 @@ def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registrie
     spec.loader.exec_module(example)
     exec(compile(code, "usage.md", "exec"), {"MinMaxCoder": example.MinMaxCoder})
     assert "minmax" in (tmp_path / "own" / "report.md").read_text()
+
+
+def test_the_readme_plugin_recipe_for_the_example(tmp_path):
+    # README.md: the example registers its scheme in main(), so naming it in [sweep]
+    # plugins registers nothing; its code above main in a module that registers at its
+    # top level is a plugin `kvstats schemes` and `kvstats sweep` accept.
+    def kvstats_cli(*args):
+        return subprocess.run([sys.executable, "-m", "kvstats.cli", *args], cwd=tmp_path,
+                              capture_output=True, text=True,
+                              env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+
+    readme = (EXAMPLES[0].parents[1] / "README.md").read_text()
+    assert "registers nothing" in readme and "code above `main`" in readme
+    proc = kvstats_cli("schemes", "--plugins", str(EXAMPLES[0].parent / "own_scheme.py"))
+    assert proc.returncode == 0 and "registered no scheme or distribution" in proc.stdout
+    source = (EXAMPLES[0].parent / "own_scheme.py").read_text()
+    (tmp_path / "my_schemes.py").write_text(source.split("\ndef main(")[0]
+                                            + "\nkvstats.register_scheme(MINMAX)\n")
+    proc = kvstats_cli("schemes", "--plugins", "my_schemes.py")
+    assert proc.returncode == 0 and "scheme minmax: registered by" in proc.stdout, proc.stderr
+    (tmp_path / "sweep.toml").write_text(
+        '[sweep]\nplugins = ["my_schemes.py"]\nbudgets = [3]\ndims = [32]\nn_keys = [16]\n'
+        'n_trials = 6\n[[schemes]]\nname = "minmax"\n[[schemes]]\nname = "KQV"\n'
+        '[[distributions]]\nname = "gaussian"\n[report]\ncomparisons = [["minmax", "KQV"]]\n'
+        'figures = false\nenergy_resamples = 19\nbootstrap_resamples = 99\n')
+    proc = kvstats_cli("sweep", "--config", "sweep.toml", "--out", "own", "--workers", "1",
+                       "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "minmax vs KQV" in (tmp_path / "own" / "report.md").read_text()
