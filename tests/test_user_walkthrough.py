@@ -252,3 +252,23 @@ def test_usage_load_result_example_reads_a_finished_sweep(small_sweep, tmp_path,
     assert scope["f"].equals(small_sweep.frame)
     assert f"(3,) 2 {len(small_sweep.frame)}" in capsys.readouterr().out
     assert (tmp_path / "kl" / "report.md").is_file() and len(scope["rep"].comparisons) > 0
+
+
+def test_run_sweep_resumes_by_default_as_usage_md_says(tmp_path):
+    # docs/usage.md "Python": unlike the command (--resume), run_sweep reuses a folder's
+    # checked cells by default; resume=False recomputes them (the page said only "rerun
+    # without --resume", which a script cannot do)
+    text = (DOCS / "usage.md").read_text()
+    assert "in Python `resume=True` is the default" in text and "resume=False" in text
+    cfg = {"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"], "dims": [16],
+           "n_keys": [8], "n_trials": 4, "report": {"figures": False}}
+
+    def statuses(**kw):
+        res = kvstats.run_sweep(cfg, out=tmp_path / "o", executor="serial", progress=False, **kw)
+        return [c["status"] for c in res.manifest["cells"]], res.frame
+
+    first, frame = statuses()
+    again, frame_again = statuses()
+    fresh, _ = statuses(resume=False)
+    assert (first, again, fresh) == (["computed"], ["resumed"], ["computed"])
+    assert frame_again.equals(frame)
