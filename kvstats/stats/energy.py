@@ -515,14 +515,27 @@ def _check_paired(paired: bool, n_x: int, n_y: int) -> bool:
     return paired
 
 
-def _paired_min_p(m: int) -> float:
-    """2**(1 - m): the smallest exact p-value of the within-pair swap group of m pairs.
+def _paired_min_p(X: np.ndarray, Y: np.ndarray) -> float:
+    """min(1, 2**(1 - m)), m the pairs whose rows differ: the smallest exact p-value of the
+    within-pair swap group.
 
-    Of the 2**m swap labellings, the observed one and the full swap give the same energy
-    statistic (it is symmetric in X and Y when n_x = n_y), so no data can give an exact
-    p-value below 2/2**m.
+    Of the 2**m swaps of the differing pairs, the observed labelling and the full swap give
+    the same energy statistic (it is symmetric in X and Y when n_x = n_y), so no data give
+    an exact p-value below 2/2**m; a pair with X_i = Y_i swaps into itself and adds nothing
+    (no differing pair: every relabelling is the observed one, p = 1).
     """
-    return float(np.ldexp(1.0, 1 - m))
+    m = int(np.count_nonzero((X != Y).any(axis=1)))
+    return min(1.0, float(np.ldexp(1.0, 1 - m)))
+
+
+def _unpaired_min_p(n_x: int, n_y: int) -> float:
+    """1/C(n_x + n_y, n_x), and 2/C(2n, n) when n_x = n_y = n (exchanging the two samples
+    gives the same statistic): the smallest exact p-value of the free relabellings, reached
+    when no other labelling ties with the observed one (repeated rows can only raise it)."""
+    n = n_x + n_y
+    if math.lgamma(n + 1) - math.lgamma(n_x + 1) - math.lgamma(n_y + 1) > 750.0:
+        return 0.0      # 1/C < 1e-325 underflows anyway; the exact C(n, n_x) would cost seconds
+    return min(1.0, (2 if n_x == n_y else 1) / math.comb(n, n_x))
 
 
 def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike = 0,
@@ -569,7 +582,8 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
 
     Paired resolution: the swap group of m pairs has 2**m labellings, and the observed
     one and the full swap give the same statistic, so the exact p-value is at least
-    2**(1 - m). The Monte Carlo p-value (1 + #exceed)/(1 + B) can
+    2**(1 - m), with m counting only the pairs whose rows differ (an equal pair swaps into
+    itself). The Monte Carlo p-value (1 + #exceed)/(1 + B) can
     still be as small as 1/(1 + B), but only by luck: for data at the group's extreme
     each relabelling reaches T_obs with probability 2**(1 - m), so p is about
     2**(1 - m) + 1/(1 + B) on average (m = 10, B = 999: ~0.003, not 0.001). Treat

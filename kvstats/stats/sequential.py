@@ -123,6 +123,9 @@ class EnergySequentialResult(SequentialPermutationResult):
     """Result of :func:`energy_test_sequential`: the fields of
     :class:`SequentialPermutationResult` plus those of the energy test.
 
+    ``min_attainable_p`` is the larger of 1/(1 + B_max) and the relabelling group's own
+    floor (:func:`energy_test_sequential`, Returns).
+
     Attributes
     ----------
     test_statistic : float
@@ -385,12 +388,14 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     Returns
     -------
     EnergySequentialResult
-        With ``paired=True``, ``min_attainable_p`` is max(1/(1 + B_max), 2**(1 - m)) for
-        m pairs: of the 2**m swap labellings the observed one and the full swap give the
-        same statistic, so no exact p-value is below 2**(1 - m), and a Monte Carlo
-        p-value below it is luck (each draw reaches T_obs with probability >= 2**(1 - m),
-        so the expected p for the most extreme data is about 2**(1 - m) + 1/(1 + B_max)).
-        ``resolvable(alpha)`` then says False whenever 2**(1 - m) > alpha.
+        ``min_attainable_p`` is the larger of 1/(1 + B_max) and the relabelling group's
+        own floor, below which no exact p-value lies and a Monte Carlo one only by luck
+        (each draw reaches T_obs with at least that probability). Paired: 2**(1 - m) for
+        the m pairs whose rows differ (of the 2**m swaps the observed one and the full
+        swap give the same statistic; an equal pair swaps into itself; no differing pair:
+        1). Unpaired: 1/C(n_x + n_y, n_x), or 2/C(2n, n) when n_x = n_y = n (the
+        exchanged samples give the same statistic); repeated rows can only raise it.
+        ``resolvable(alpha)`` is False whenever that floor exceeds alpha.
 
     Notes
     -----
@@ -423,7 +428,7 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     """
     from .energy import (_check_paired, _paired_min_p, _permutation_statistics, _prepare,
                          _random_keeps, _random_subsets, _swap_statistics, _SwapForms,
-                         _unit_scale)
+                         _unit_scale, _unpaired_min_p)
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
@@ -461,10 +466,9 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
                                   tol=1e-10 * total / (n * (n - 1)), batch=batch,
                                   max_batch=_MAX_BATCH)
-    # the design's resolution; paired: the swap group's own floor 2**(1 - m) as well
-    min_p = 1.0 / (1 + b_max)
-    if paired:
-        min_p = max(min_p, _paired_min_p(n_x))
+    # the design's resolution, and the relabelling group's own floor: 2**(1 - m) over the
+    # m pairs that differ (paired), 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
+    min_p = max(1.0 / (1 + b_max), _paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y))
     with np.errstate(over="ignore"):  # reported just below
         statistic = float(np.ldexp(t_obs, e))
     if not np.isfinite(statistic):

@@ -168,8 +168,52 @@ def test_small_n_exact_behaviour():
     seq = energy_test_sequential(Xe, Y, max_permutations=999, seed=2, paired=True)
     assert seq.min_attainable_p == 2.0 ** (1 - m)               # the group's floor, not 1/1000
     assert not seq.resolvable(0.01) and seq.resolvable(0.05)
+    # unpaired, 6 vs 6: the free relabellings' own floor 2/C(12, 6) = 1/462 > 1/1000 (it
+    # said 1/1000 before 2026-12-02), reached exactly by these separated samples
     unpaired = energy_test_sequential(Xe, Y, max_permutations=999, seed=2)
-    assert unpaired.min_attainable_p == 1 / 1000                # unchanged without pairing
+    assert unpaired.min_attainable_p == 2 / 924 == _exact_free_pvalue(Xe, Y)
+    assert not unpaired.resolvable(0.002) and unpaired.resolvable(0.0022)
+
+
+def _exact_free_pvalue(X, Y):
+    """Exact p over all C(n_x + n_y, n_x) free relabellings: #{T >= T_obs}/C."""
+    n_x, n = len(X), len(X) + len(Y)
+    Z = np.concatenate([X, Y])
+    rows = [np.isin(np.arange(n), c) for c in itertools.combinations(range(n), n_x)]
+    labels = np.array(rows)                                    # row 0: the observed labelling
+    t, total = _permutation_statistics(Z, labels, "V")
+    return np.mean(t >= t[0] - 1e-10 * total / (n * (n - 1)))
+
+
+@pytest.mark.parametrize("n_x, n_y", [(3, 5), (5, 5), (2, 7)])
+def test_unpaired_floor_is_the_exact_pvalue_of_separated_samples(n_x, n_y):
+    # separated samples: the observed labelling (and, for equal sizes, the exchanged one)
+    # alone reach T_obs, so the exact p is the floor min_attainable_p reports
+    rng = np.random.default_rng(n_x + 10 * n_y)
+    X, Y = rng.normal(size=(n_x, 3)) + 20.0, rng.normal(size=(n_y, 3))
+    res = energy_test_sequential(X, Y, max_permutations=999, seed=0)
+    assert res.min_attainable_p == pytest.approx(_exact_free_pvalue(X, Y), rel=1e-12)
+    assert res.min_attainable_p > 1 / 1000
+
+
+def test_paired_floor_counts_only_the_pairs_that_differ():
+    # 8 pairs, 3 of them equal (X_i = Y_i): a swap of an equal pair leaves every statistic
+    # as it is, so the group has 2^5 distinct labellings and the extreme p is 2^(1 - 5)
+    # (it said 2^(1 - 8) before 2026-12-02); the exact enumeration over all 2^8 swaps agrees
+    rng = np.random.default_rng(12)
+    Y = rng.normal(size=(8, 3))
+    X = Y + 5.0
+    X[[1, 4, 6]] = Y[[1, 4, 6]]
+    p_exact, _ = _exact_swap_pvalue(X, Y)
+    seq = energy_test_sequential(X, Y, max_permutations=999, seed=0, paired=True)
+    assert seq.min_attainable_p == 2.0 ** -4 == p_exact
+    assert not seq.resolvable(0.05)
+    # standardize divides both rows of a pair by the same scale: still equal
+    assert energy_test_sequential(X, Y, max_permutations=99, seed=0, paired=True,
+                                  standardize=True).min_attainable_p == 2.0 ** -4
+    # every pair equal: every relabelling is the observed one
+    same = energy_test_sequential(Y, Y.copy(), max_permutations=99, seed=0, paired=True)
+    assert same.min_attainable_p == 1.0 and same.pvalue == 1.0
 
 
 def test_one_pair_can_never_reject():
