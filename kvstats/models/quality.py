@@ -288,9 +288,11 @@ def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme
 def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     """llama.cpp-style summary of :func:`kl_quality` rows, one row per (scheme, bits, window, mode).
 
-    Columns: ``n_texts, n_positions, mean_kl, se_kl`` (standard error over positions, as
-    llama.cpp reports it), ``se_kl_text`` (over per-text means: positions of one text are
-    correlated, so this one is the honest error bar), ``median_kl, p99_kl, max_kl,
+    Columns: ``n_texts, n_positions, mean_kl`` (over all positions), ``se_kl`` (its
+    standard error with positions as units, as llama.cpp reports it), ``se_kl_text`` (its
+    standard error with texts as units, the cluster-robust CR1 one: positions of one text
+    are correlated, so this is the honest error bar; for texts of equal length it is
+    sd(per-text means)/√n_texts), ``median_kl, p99_kl, max_kl,
     top1_agreement, ppl_ref, ppl_quant, ppl_ratio`` (perplexity = exp(mean NLL)), and,
     when ``df.attrs["memory"]`` has them, ``bytes_per_token, ratio_to_fp16`` and (when it
     has the held figures) ``held_bytes_per_token`` and ``fixed_bytes``.
@@ -313,13 +315,18 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in df.groupby(["scheme", "bits", "window", "mode"], dropna=False, sort=False):
         kl = g["kl"].to_numpy(float)
-        per_text = g.groupby("text")["kl"].mean().to_numpy(float)
+        per_text = g.groupby("text")["kl"].agg(["sum", "size"]).to_numpy(float)
+        n_texts = len(per_text)
+        # mean_kl's standard error over texts (texts as clusters): each text's deviation
+        # is its KL sum minus its share of the mean, so a long text weighs as in mean_kl
+        dev = per_text[:, 0] - kl.mean() * per_text[:, 1]
+        se_text = (float(np.sqrt(n_texts / (n_texts - 1) * np.sum(dev ** 2)) / kl.size)
+                   if n_texts > 1 else np.nan)
         ppl_ref, ppl_q = float(np.exp(g["nll_ref"].mean())), float(np.exp(g["nll_quant"].mean()))
         row = dict(zip(["scheme", "bits", "window", "mode"], key))
         row.update(n_texts=int(g["text"].nunique()), n_positions=len(g), mean_kl=float(kl.mean()),
                    se_kl=float(kl.std(ddof=1) / np.sqrt(kl.size)) if kl.size > 1 else np.nan,
-                   se_kl_text=(float(per_text.std(ddof=1) / np.sqrt(per_text.size))
-                               if per_text.size > 1 else np.nan),
+                   se_kl_text=se_text,
                    median_kl=float(np.median(kl)), p99_kl=float(np.quantile(kl, 0.99)),
                    max_kl=float(kl.max()), top1_agreement=float(g["top1_agree"].mean()),
                    ppl_ref=ppl_ref, ppl_quant=ppl_q, ppl_ratio=ppl_q / ppl_ref)

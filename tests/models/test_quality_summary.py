@@ -39,13 +39,32 @@ def test_one_row_per_configuration_and_bad_input():
 
 
 def test_text_level_error_bar_is_the_standard_error_of_the_per_text_means():
-    # three texts with per-text mean KL 0.1, 0.2, 0.6 (different position counts):
-    # se_kl_text = sd(ddof=1) / sqrt(3) of the means, not of the positions
-    kl = [0.1, 0.1, 0.2, 0.6, 0.6, 0.6]
+    # equal lengths: se_kl_text = sd(ddof=1) / sqrt(3) of the per-text means (0.1, 0.2, 0.6)
+    kl = [0.1, 0.1, 0.2, 0.2, 0.6, 0.6]
     df = pd.DataFrame({"scheme": "KV", "bits": 2.0, "window": 0, "mode": "prefill",
-                       "text": [0, 0, 1, 2, 2, 2], "position": [0, 1, 0, 0, 1, 2], "kl": kl,
+                       "text": [0, 0, 1, 1, 2, 2], "position": [0, 1] * 3, "kl": kl,
                        "top1_agree": True, "nll_ref": 1.0, "nll_quant": 1.0})
     s = summarize_quality(df).iloc[0]
     means = np.array([0.1, 0.2, 0.6])
     assert s.se_kl_text == pytest.approx(np.std(means, ddof=1) / np.sqrt(3), rel=1e-12)
     assert s.n_texts == 3 and s.mean_kl == pytest.approx(np.mean(kl))
+
+
+def test_text_level_error_bar_belongs_to_mean_kl_for_texts_of_unequal_length():
+    # mean_kl is over positions, so a long text weighs more; its standard error with texts
+    # as units is the cluster-robust (CR1) one of statsmodels' OLS on a constant with the
+    # texts as clusters. (It was sd(per-text means)/sqrt(n), the error bar of the unweighted
+    # mean of means, another estimate: 0.099 here against the right 0.043.)
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(0)
+    lengths = [3, 9, 1, 6, 14]
+    text = np.repeat(np.arange(5), lengths)
+    kl = rng.exponential(0.1 * (1 + text), size=text.size)
+    df = pd.DataFrame({"scheme": "KV", "bits": 2.0, "window": 0, "mode": "prefill", "text": text,
+                       "position": 0, "kl": kl, "top1_agree": True, "nll_ref": 1.0, "nll_quant": 1.0})
+    s = summarize_quality(df).iloc[0]
+    fit = sm.OLS(kl, np.ones(kl.size)).fit(cov_type="cluster", cov_kwds={"groups": text})
+    assert s.mean_kl == pytest.approx(fit.params[0], rel=1e-12)
+    assert s.se_kl_text == pytest.approx(fit.bse[0], rel=1e-10)
+    means = pd.Series(kl).groupby(text).mean()
+    assert abs(s.se_kl_text - means.std(ddof=1) / np.sqrt(5)) > 0.01
