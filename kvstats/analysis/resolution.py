@@ -328,7 +328,7 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
 
 def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
                         min_p_adjusted: float, *, paired: bool = False,
-                        units_bind: bool = False) -> str:
+                        units_bind: bool = False, alpha: float | None = None) -> str:
     """The wording of a test that could not have rejected, naming what limits it.
 
     A permutation test is limited by its B (``max_permutations``) unless its units bind
@@ -336,7 +336,9 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     extreme split is above 1/(1 + B)); then, as for the rank and sign tests, by its
     units: "n = m pairs" (``paired``, or the sign test), else "n = a vs b". Saying
     "at B = …" where more permutations would not help would send the reader to the
-    wrong remedy.
+    wrong remedy. With ``alpha``, the smallest attainable adjusted p (above α, or the test
+    would be resolvable) takes the digits that keep it above α: 0.05004 reads "0.05004",
+    not "0.05", a value that would have been a rejection.
 
     Examples
     --------
@@ -349,6 +351,8 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     'not resolvable at n = 4 vs 4 (smallest attainable adjusted p 1)'
     >>> not_resolvable_text("sign", 0, 5, 5, 0.3125)
     'not resolvable at n = 5 pairs (smallest attainable adjusted p 0.312)'
+    >>> not_resolvable_text("sign", 0, 9, 9, 0.05004, alpha=0.05)
+    'not resolvable at n = 9 pairs (smallest attainable adjusted p 0.05004)'
     """
     if max_permutations and not units_bind:
         where = f"B = {max_permutations}"
@@ -356,5 +360,11 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
         where = f"n = {n_a} pairs"
     else:
         where = f"n = {n_a} vs {n_b}"
-    p = f"{min_p_adjusted:.3g}" if math.isfinite(min_p_adjusted) else "–"
+    p = "–"
+    if math.isfinite(min_p_adjusted):
+        digits = 3
+        p = f"{min_p_adjusted:.{digits}g}"
+        while alpha is not None and float(p) <= alpha < min_p_adjusted and digits < 17:
+            digits += 1
+            p = f"{min_p_adjusted:.{digits}g}"
     return f"not resolvable at {where} (smallest attainable adjusted p {p})"

@@ -410,3 +410,16 @@ def test_sign_extreme_pvalue_takes_the_count():
         sign_extreme_pvalue(2.0)
     with pytest.raises(TypeError, match="n_nonzero must be an integer"):
         sign_extreme_pvalue(True)
+
+
+def test_an_unresolvable_rows_smallest_p_is_never_printed_at_or_below_alpha():
+    """5 pairs, Holm over 9 metrics: the smallest attainable adjusted p is 9 · 2/32 = 0.5625,
+    which three significant digits wrote "0.562". At α = 0.5624 that printed a number below α
+    beside "not resolvable" (a contradiction a reader can check); the text now takes the
+    digits that keep it above α, and is unchanged where no side of α is at stake."""
+    f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 5.0}, n=5, seed=8)
+    t = compare_schemes(f, PAIR, energy=False, pairing="trial", alpha=0.5624)
+    assert not t.resolvable.any()
+    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.5625)"}
+    t = compare_schemes(f, PAIR, energy=False, pairing="trial", alpha=0.05)
+    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.562)"}
