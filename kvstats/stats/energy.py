@@ -61,7 +61,7 @@ from jaxtyping import Float
 from scipy.spatial.distance import cdist
 
 from kvstats._checks import (SeedLike, _describe, as_float_array, as_generator, check_choice,
-                             check_int)
+                             check_int, check_real)
 from kvstats.metrics._scaling import max_exponent, needs_scaling
 
 from ._base import _FrameMixin, check_bool
@@ -137,6 +137,12 @@ class EnergyTestResult(_FrameMixin):
         As for :class:`EnergyDistanceResult`.
     paired : bool
         Whether the relabellings were within-pair swaps (``energy_test(paired=True)``).
+    min_attainable_p : float
+        The smallest p-value this design can give other than by luck: the larger of
+        1/(1 + B) and the relabelling group's own floor (2**(1 - m) for the m pairs that
+        differ when paired; 1/C(n_x + n_y, n_x), or 2/C(2n, n) for n vs n, otherwise).
+        Inside a corrected family it must be <= the first step's level (alpha/m for
+        Holm) for the test to be able to reject: see :meth:`resolvable`.
     """
 
     statistic: float
@@ -150,7 +156,28 @@ class EnergyTestResult(_FrameMixin):
     n_y: int
     dim: int
     paired: bool = False
+    min_attainable_p: float = math.nan
     _test_name = "energy_test"
+
+    def resolvable(self, alpha_needed: float) -> bool:
+        """Whether this design could have returned p <= ``alpha_needed`` (e.g. alpha/m).
+
+        A property of B and the sample sizes only: with B = 999 (the default) no test can
+        reject in a Holm family of more than 50 at alpha = 0.05; such a test must be
+        reported as not resolvable, never as "no significant difference".
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.stats import energy_test
+        >>> rng = np.random.default_rng(0)
+        >>> res = energy_test(rng.normal(size=(30, 6)), rng.normal(3, 1, size=(30, 6)))
+        >>> res.pvalue, res.resolvable(0.05 / 10), res.resolvable(0.05 / 1140)
+        (0.001, True, False)
+        """
+        alpha_needed = check_real(alpha_needed, "alpha_needed", low=0.0, high=1.0,
+                                  low_open=True)
+        return self.min_attainable_p <= alpha_needed
 
 
 def _as_points(a: XSample | YSample, name: str) -> Float[np.ndarray, "n p"]:
@@ -566,7 +593,9 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     EnergyTestResult
         ``statistic`` (the observed energy distance), ``pvalue`` =
         (1 + #{T_perm >= T_obs}) / (1 + B), ``test_statistic`` (n_x n_y/(n_x+n_y) times
-        the statistic, as in dcor) and the permutation ``null_distribution``.
+        the statistic, as in dcor), the permutation ``null_distribution`` and
+        ``min_attainable_p`` (the design's resolution; ``resolvable(alpha/m)`` says
+        whether the test could reject in a Holm family of m).
 
     Notes
     -----
@@ -587,8 +616,8 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     still be as small as 1/(1 + B), but only by luck: for data at the group's extreme
     each relabelling reaches T_obs with probability 2**(1 - m), so p is about
     2**(1 - m) + 1/(1 + B) on average (m = 10, B = 999: ~0.003, not 0.001). Treat
-    max(1/(1 + B), 2**(1 - m)) as the test's resolution (``energy_test_sequential``
-    reports it as ``min_attainable_p``); with few pairs (m <= 6, 2**(1 - m) > 0.03)
+    max(1/(1 + B), 2**(1 - m)) as the test's resolution (``min_attainable_p`` here and
+    in ``energy_test_sequential``); with few pairs (m <= 6, 2**(1 - m) > 0.03)
     the test cannot reject at 0.05 after a correction.
 
     Examples
@@ -649,7 +678,9 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     if e:
         t_obs = float(_unscale(t_obs, e, "energy statistic"))
         null = _unscale(null, e, "permutation statistic")
+    floor = _paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y)
     return EnergyTestResult(statistic=t_obs, pvalue=float(pvalue),
                             test_statistic=n_x * n_y / n * t_obs, null_distribution=null,
                             n_resamples=n_resamples, kind=kind, standardize=standardize,
-                            n_x=n_x, n_y=n_y, dim=dim, paired=paired)
+                            n_x=n_x, n_y=n_y, dim=dim, paired=paired,
+                            min_attainable_p=max(1.0 / (1 + n_resamples), floor))

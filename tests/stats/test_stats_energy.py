@@ -353,3 +353,28 @@ def test_non_finite_statistic_is_never_a_pvalue(monkeypatch):
     with pytest.raises(ValueError, match="energy statistics are not finite"):
         energy_test(rng.normal(size=(20, 3)) * 1e200, rng.normal(size=(20, 3)) * 1e200,
                     n_resamples=19)
+
+
+def test_min_attainable_p_and_resolvable():
+    # the design's resolution: 1/(1 + B), or the relabelling group's own floor when larger
+    # (6 vs 6: 2/C(12, 6) = 1/462; 5 vs 6: 1/C(11, 5), also 1/462); the same value as
+    # energy_test_sequential reports for the same design (there checked against enumeration)
+    from kvstats.stats.sequential import energy_test_sequential
+
+    rng = np.random.default_rng(31)
+    X, Y = rng.normal(size=(6, 3)), rng.normal(size=(6, 3))
+    for b in (99, 999, 9999):
+        res = energy_test(X, Y, n_resamples=b, seed=0)
+        seq = energy_test_sequential(X, Y, max_permutations=b, h=b + 1, seed=0)
+        assert res.min_attainable_p == max(1 / (1 + b), 2 / 924) == seq.min_attainable_p
+        assert res.pvalue == seq.pvalue
+    assert energy_test(X[:5], Y, n_resamples=9999).min_attainable_p == 1 / 462
+    res = energy_test(X, Y, n_resamples=9999, paired=True)
+    assert res.min_attainable_p == 2.0 ** -5
+    # the default B = 999 cannot reject in a Holm family of 1,140 (issue #12), and says so
+    big = energy_test(rng.normal(size=(40, 6)), rng.normal(3, 1, size=(40, 6)))
+    assert big.pvalue == big.min_attainable_p == 1 / 1000
+    assert big.resolvable(0.05 / 50) and not big.resolvable(0.05 / 51)
+    assert "min_attainable_p" in big.to_frame().columns
+    with pytest.raises(ValueError, match="alpha_needed must be in"):
+        big.resolvable(0.0)
