@@ -69,15 +69,75 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def _user_task(payload: WorkerPayload, task: Any
+# In a worker of the default pool: where it reports each chunk's trials as they are coded
+# (set by _pool_worker); None elsewhere (serial runs, another executor's workers).
+_PROGRESS: Any = None
+
+
+def _pool_worker(progress: Any) -> None:
+    """Initializer of the default pool's workers: one BLAS thread, and the queue their
+    chunks' progress goes to (a task returns its frames only when all its chunks are done;
+    a real case is one task)."""
+    global _PROGRESS
+    _one_blas_thread()
+    _PROGRESS = progress
+
+
+def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
                ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]]]:
     """A task in a worker process: the user code first
     (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`; returned
     with the worker's :func:`~kvstats.sweep.plan.code_version`. A worker imports kvstats
     itself: after an edit made while the sweep runs (or on a remote worker with another
-    install) its code is not the calling process's, and its cells must say so."""
+    install) its code is not the calling process's, and its cells must say so. In the
+    default pool each chunk's trials (all cells) go to the progress queue as
+    ``(tag, trials)``, written before the task returns."""
     install_worker_payload(payload)
-    return plan.code_version(), _compute_task(task)
+    out: list[tuple[str, int, pd.DataFrame, float]] = []
+
+    def emit(done: list[tuple[str, int, pd.DataFrame, float]]) -> None:
+        out.extend(done)
+        if _PROGRESS is not None:
+            _PROGRESS.put((tag, _n_rows(done)))
+
+    _compute_task(task, emit=emit)
+    return plan.code_version(), out
+
+
+def _n_rows(results: list[tuple[str, int, pd.DataFrame, float]]) -> int:
+    return sum(len(part) for _, _, part, _ in results)
+
+
+def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any) -> None:
+    """Collect the tasks' results as they finish; the bar moves per chunk where the workers
+    report chunks (``progress``, the default pool's queue), else per task.
+
+    A task's chunk reports are written before it returns, so those not yet read when its
+    result is are read first; the bar then adds what the task's reports did not show, and
+    ignores its reports that arrive later (none can): every trial counts once."""
+    shown = dict.fromkeys(futures.values(), 0)   # trials the bar shows per task
+    finished: set[int] = set()
+
+    def drain() -> None:
+        while progress is not None and not progress.empty():
+            tag, n = progress.get()
+            if tag not in finished:
+                shown[tag] += n
+                bar.update(n)
+
+    waiting = set(futures)
+    while waiting:
+        done, waiting = cf.wait(waiting, timeout=0.5 if progress is not None else None,
+                                return_when=cf.FIRST_COMPLETED)
+        drain()
+        for fut in done:
+            tag = futures[fut]
+            worker_code, results = fut.result()
+            collect(results, worker_code)
+            finished.add(tag)
+            rest = _n_rows(results) - shown[tag]
+            if rest:
+                bar.update(rest)
 
 
 def _default_workers(n_tasks: int) -> int:
@@ -340,7 +400,6 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             pending[cid][start] = part
             used[cid][json.dumps(by, sort_keys=True)] = by
             seconds[cid] += secs
-            bar.update(len(part))
             if sum(map(len, pending[cid].values())) == config.n_trials:
                 parts = pending.pop(cid)
                 frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
@@ -359,6 +418,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                     others.append(cid)
 
     unpicklable = None
+    progress_queue = None
     try:
         payload = worker_payload(config)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
@@ -386,8 +446,10 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         if n_workers > 1 and len(tasks) > 1:
             # forkserver, not fork: forking a process that has started threads (JAX, BLAS)
             # can deadlock the child.
-            own_pool = cf.ProcessPoolExecutor(max_workers=n_workers, initializer=_one_blas_thread,
-                                              mp_context=multiprocessing.get_context("forkserver"))
+            context = multiprocessing.get_context("forkserver")
+            progress_queue = context.SimpleQueue()   # written synchronously: no feeder thread
+            own_pool = cf.ProcessPoolExecutor(max_workers=n_workers, initializer=_pool_worker,
+                                              initargs=(progress_queue,), mp_context=context)
             pool: cf.Executor | None = own_pool
         else:
             pool = None
@@ -398,14 +460,16 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         pool, executor_name = executor, type(executor).__name__
     try:
         if pool is None:
+            def chunk_done(done: list[tuple[str, int, pd.DataFrame, float]]) -> None:
+                collect(done)
+                bar.update(_n_rows(done))   # chunk by chunk: the bar moves within a task
+
             for task in tasks:
-                _compute_task(task, emit=collect)   # collected chunk by chunk: the bar moves
+                _compute_task(task, emit=chunk_done)
         else:
-            futures = [pool.submit(_user_task, payload, task) for task in tasks]
+            futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
             try:
-                for fut in cf.as_completed(futures):
-                    worker_code, results = fut.result()
-                    collect(results, worker_code)
+                _gather(futures, collect, bar, progress_queue)
             except BrokenProcessPool as exc:
                 for fut in futures:
                     fut.cancel()

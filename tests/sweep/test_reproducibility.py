@@ -298,7 +298,77 @@ def test_a_serial_sweep_moves_its_bar_per_chunk_within_a_task(monkeypatch):
     monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
     run_sweep({**GRID, "distributions": ["gaussian"], "schemes": ["KV"]}, executor="serial")
     # two cells (budgets 2, 3), chunks of 3, 3, 1 trials: the bar moves after each chunk is coded
-    assert seen == [(1, 3), (1, 6), (2, 9), (2, 12), (3, 13), (3, 14)]
+    assert seen == [(1, 6), (2, 12), (3, 14)]
+
+
+def test_a_pool_sweep_moves_its_bar_per_chunk_within_a_task(monkeypatch):
+    """The default pool's workers report each chunk as it is coded: the bar moves per chunk,
+    not per task (a real case is one task), and counts every trial once."""
+    import tqdm.auto
+
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 1)   # one task per case: two tasks
+    updates = []
+
+    class Bar:
+        def __init__(self, *args, total, initial, **kw):
+            self.total = total
+
+        def update(self, n):
+            updates.append(n)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    res = run_sweep({**GRID, "schemes": ["KV"]}, workers=2)
+    assert res.manifest["executor"] == "ProcessPoolExecutor(2)"
+    # per case: two cells (budgets 2, 3), chunks of 3, 3, 1 trials
+    assert sorted(updates) == [2, 2, 6, 6, 6, 6] and sum(updates) == 2 * 2 * 7
+
+
+def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
+    """Reports move the bar while their task runs; a task's trials its reports did not show
+    are added when it returns (another executor's workers report none), and a report read
+    after its task returned is not counted again: every trial once."""
+    import concurrent.futures as cf
+    import threading
+
+    class Reports:
+        """The progress queue: each drain reads the next batch (3 trials of task 0 and 2 of
+        task 1, then a late report of 1 more of task 0)."""
+
+        def __init__(self, batches):
+            self.batches, self.now = batches, None
+
+        def empty(self):
+            if self.now is None:   # a drain begins
+                self.now = self.batches.pop(0) if self.batches else []
+            if self.now:
+                return False
+            self.now = None   # the drain ends
+            return True
+
+        def get(self):
+            return self.now.pop(0)
+
+    updates, a_collected = [], threading.Event()
+    part = pd.DataFrame({"trial": range(4)})
+
+    class Bar:
+        update = staticmethod(updates.append)
+
+    def collect(results, code):
+        a_collected.set()
+
+    with cf.ThreadPoolExecutor(2) as pool:
+        a = pool.submit(lambda: ({}, [("a", 0, part, 0.0)]))
+        b = pool.submit(lambda: a_collected.wait() and ({}, [("b", 0, part, 0.0)]))
+        try:
+            run._gather({a: 0, b: 1}, collect, Bar, Reports([[(0, 3), (1, 2)], [(0, 1)]]))
+        finally:
+            a_collected.set()   # b returns whatever happened
+    # b's 2 reported trials move the bar while b still runs (it waits for a's collection)
+    assert updates == [3, 2, 1, 2]
 
 
 def test_cells_of_a_worker_running_other_code_record_it_and_are_recomputed(tmp_path, monkeypatch, capfd):
