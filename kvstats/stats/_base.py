@@ -66,3 +66,35 @@ def check_bool(value: object, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False; received {_describe(value)}")
     return bool(value)
+
+
+def monte_carlo_pvalue_interval(n_exceed: int, n_draws: int, stopped_early: bool,
+                                confidence: float) -> tuple[float, float]:
+    """Exact (Clopper–Pearson type) interval for the permutation p-value u = P(T* >= T_obs)
+    that a Monte Carlo test estimated from ``n_exceed`` exceedances in ``n_draws`` draws.
+
+    Fixed number of draws (``stopped_early`` False): n_exceed ~ Bin(n_draws, u), the
+    Clopper–Pearson limits Beta(a/2; g, B - g + 1) and Beta(1 - a/2; g + 1, B - g).
+    Stopped at the h-th exceedance on draw L (Besag–Clifford): inverse binomial sampling,
+    P(L <= l) = P(Bin(l, u) >= h), so the limits are Beta(a/2; h, L - h + 1) and
+    Beta(1 - a/2; h, L - h). Both come from ordering the outcomes of the sequential test by
+    its p-value, whose law is monotone in u, so each limit holds with probability >= 1 - a/2
+    whichever way the test ended (a = 1 - confidence).
+
+    Examples
+    --------
+    >>> from kvstats.stats._base import monte_carlo_pvalue_interval
+    >>> [round(v, 4) for v in monte_carlo_pvalue_interval(0, 999, False, 0.99)]  # ~[0, 5.3/B]
+    [0.0, 0.0053]
+    """
+    from scipy import special
+
+    tail = (1.0 - confidence) / 2.0
+    g, b = n_exceed, n_draws
+    if stopped_early:
+        low = float(special.betaincinv(g, b - g + 1, tail))
+        high = 1.0 if g >= b else float(special.betaincinv(g, b - g, 1.0 - tail))
+    else:
+        low = 0.0 if g == 0 else float(special.betaincinv(g, b - g + 1, tail))
+        high = 1.0 if g >= b else float(special.betaincinv(g + 1, b - g, 1.0 - tail))
+    return low, high

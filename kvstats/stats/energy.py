@@ -179,6 +179,29 @@ class EnergyTestResult(_FrameMixin):
                                   low_open=True)
         return self.min_attainable_p <= alpha_needed
 
+    def pvalue_interval(self, confidence: float = 0.99) -> tuple[float, float]:
+        """Monte Carlo error: the Clopper–Pearson interval for the permutation p-value
+        u = P(T_perm >= T_obs) from the #{T_perm >= T_obs} exceedances of the B draws.
+
+        Each limit holds with probability >= (1 + confidence)/2. With no exceedance the
+        interval is [0, 1 - ((1 - confidence)/2)**(1/B)], about [0, 5.3/B] at 99%.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.stats import energy_test
+        >>> rng = np.random.default_rng(0)
+        >>> res = energy_test(rng.normal(size=(30, 6)), rng.normal(0.5, 1, size=(30, 6)))
+        >>> res.pvalue, [round(v, 4) for v in res.pvalue_interval()]   # 9 of 999 exceed
+        (0.01, [0.0031, 0.0199])
+        """
+        from ._base import monte_carlo_pvalue_interval
+
+        confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                                high_open=True)
+        exceed = int(round(self.pvalue * (1 + self.n_resamples))) - 1
+        return monte_carlo_pvalue_interval(exceed, self.n_resamples, False, confidence)
+
 
 def _as_points(a: XSample | YSample, name: str) -> Float[np.ndarray, "n p"]:
     arr = as_float_array(a, name, min_ndim=1)  # rejects empty, NaN and inf with the name

@@ -24,7 +24,7 @@ from jaxtyping import Float, Int
 
 from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
 
-from ._base import _FrameMixin
+from ._base import _FrameMixin, monte_carlo_pvalue_interval
 
 __all__ = ["CORRECTIONS", "Resolution", "SequentialPermutationResult",
            "EnergySequentialResult", "required_resolution", "expected_null_permutations",
@@ -116,6 +116,34 @@ class SequentialPermutationResult(_FrameMixin):
         """
         alpha_needed = check_real(alpha_needed, "alpha_needed", low=0.0, high=1.0, low_open=True)
         return self.min_attainable_p <= alpha_needed
+
+    def pvalue_interval(self, confidence: float = 0.99) -> tuple[float, float]:
+        """Monte Carlo error: an exact interval for the permutation p-value the draws estimate.
+
+        u = P(T_perm >= T_obs) over uniformly random relabellings (the p-value with
+        infinitely many draws). Not stopped: Clopper–Pearson for ``n_exceed`` of
+        ``n_permutations``; stopped at the h-th exceedance: the inverse-binomial limits
+        (:func:`kvstats.stats._base.monte_carlo_pvalue_interval`). Each limit holds with
+        probability >= (1 + confidence)/2. A stopped test's p = h/L is uncertain by about
+        1/sqrt(h) relative (32% at h = 10); read a verdict near a corrected level against
+        this interval, not against the p-value alone.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.stats.sequential import sequential_permutation_test
+        >>> z = np.random.default_rng(0).normal(size=30)
+        >>> diff = lambda perm: np.abs(z[perm[:, :15]].mean(1) - z[perm[:, 15:]].mean(1))
+        >>> res = sequential_permutation_test(diff, 30, max_permutations=999, seed=1)
+        >>> res.stopped_early, res.n_permutations, round(res.pvalue, 3)
+        (True, 18, 0.556)
+        >>> [round(v, 3) for v in res.pvalue_interval()]     # 99%: h = 10 is coarse
+        [0.247, 0.824]
+        """
+        confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                                high_open=True)
+        return monte_carlo_pvalue_interval(self.n_exceed, self.n_permutations,
+                                           self.stopped_early, confidence)
 
 
 @dataclass(frozen=True)

@@ -380,3 +380,62 @@ def test_bad_input():
     with pytest.raises(ValueError, match="X must be finite"):
         energy_test_sequential(np.array([[np.inf, 0.0]]), np.zeros((3, 2)), max_permutations=9)
     assert "fdr_tsbh" not in CORRECTIONS
+
+
+# ---------------------------------------------------------------- Monte Carlo error
+
+def _known_u_stat(n, k):
+    """A statistic whose exceedance probability over uniform permutations of range(n) is
+    exactly u = k/n: T = -1 when perm[0] >= k, else 0 (the identity gives T_obs = 0)."""
+    return lambda perm: -(perm[:, 0] >= k).astype(float)
+
+
+def test_pvalue_interval_formulas():
+    from statsmodels.stats.proportion import proportion_confint
+
+    # not stopped: Clopper-Pearson for n_exceed of n_permutations (statsmodels "beta")
+    res = sequential_permutation_test(_known_u_stat(500, 1), 500, max_permutations=999,
+                                      h=10, seed=3)
+    assert not res.stopped_early and res.n_exceed < 10
+    ref = proportion_confint(res.n_exceed, 999, alpha=0.01, method="beta")
+    np.testing.assert_allclose(res.pvalue_interval(0.99), ref, rtol=1e-10, atol=1e-15)
+    # stopped at the h-th exceedance on draw L: the inverse-binomial limits solve
+    # P(Bin(L - 1, high) <= h - 1) = 0.005 and P(Bin(L, low) >= h) = 0.005
+    res = sequential_permutation_test(_known_u_stat(50, 3), 50, max_permutations=999, h=10,
+                                      seed=4)
+    assert res.stopped_early
+    low, high = res.pvalue_interval(0.99)
+    L, h = res.n_permutations, res.h
+    assert stats.binom.cdf(h - 1, L - 1, high) == pytest.approx(0.005, rel=1e-8)
+    assert stats.binom.sf(h - 1, L, low) == pytest.approx(0.005, rel=1e-8)
+    assert low < res.pvalue < high
+    # the energy test's fixed B: Clopper-Pearson on its count
+    rng = np.random.default_rng(5)
+    e = energy_test(rng.normal(size=(20, 3)), rng.normal(0.5, 1, (20, 3)), n_resamples=499,
+                    seed=0)
+    g = round(e.pvalue * 500) - 1
+    np.testing.assert_allclose(e.pvalue_interval(0.95),
+                               proportion_confint(g, 499, alpha=0.05, method="beta"),
+                               rtol=1e-10, atol=1e-15)
+    with pytest.raises(ValueError, match="confidence must be in"):
+        res.pvalue_interval(1.0)
+
+
+@pytest.mark.parametrize("n, k, reps", [(250, 1, 300), (50, 1, 600), (10, 3, 600)])
+def test_pvalue_interval_covers_the_permutation_pvalue(n, k, reps):
+    # u = k/n = 0.004 (the test rarely stops), 0.02 (stops after ~500 draws), 0.3 (stops
+    # after ~33): each one-sided 99% limit misses u with probability <= 0.005, whichever
+    # way the test ended; at most the 99.9% binomial quantile of misses
+    u = k / n
+    rng = np.random.default_rng(n + k)
+    miss_low = miss_high = stopped = 0
+    for _ in range(reps):
+        res = sequential_permutation_test(_known_u_stat(n, k), n, max_permutations=999, h=10,
+                                          seed=rng)
+        low, high = res.pvalue_interval(0.99)
+        miss_low += low > u
+        miss_high += high < u
+        stopped += res.stopped_early
+    bound = stats.binom.ppf(0.999, reps, 0.005)
+    assert miss_low <= bound and miss_high <= bound, (miss_low, miss_high, stopped)
+    assert stopped < reps / 10 if u < 0.01 else (stopped == reps) if u == 0.3 else True
