@@ -177,6 +177,25 @@ def _theory_fmt(theory: pd.DataFrame, digits: int | None = None) -> pd.DataFrame
                      "asymptotic": _num(r.predicted_asymptotic),
                      "measured [95% CI]": _flag(_ci(r.measured, r.ci_low, r.ci_high),
                                                 getattr(r, "ci_reliable", True)),
-                     "measured / predicted": _num(r.measured / r.predicted)
-                     if r.quantity != "k_snr_db" else f"{r.measured - r.predicted:+.2f} dB"})
+                     "measured vs predicted [95% CI]": _flag(_versus(r), getattr(r, "ci_reliable", True))})
     return pd.DataFrame(rows)
+
+
+def _versus(r: Any) -> str:
+    """Measured against predicted with the measured interval carried over (the prediction is
+    exact): a difference in dB for ``k_snr_db``, a ratio otherwise.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as R
+    >>> _versus(R(quantity="k_snr_db", measured=9.395, ci_low=9.388, ci_high=9.403, predicted=9.355))
+    '+0.040 [+0.033, +0.048] dB'
+    >>> _versus(R(quantity="ip_var_ratio_residual", measured=1.58, ci_low=1.5, ci_high=1.66,
+    ...           predicted=1.563))
+    '1.011 [0.9597, 1.062]'
+    """
+    if r.quantity == "k_snr_db":
+        m, lo, hi = (v - r.predicted for v in (r.measured, r.ci_low, r.ci_high))
+        return (f"{m:+.3f} dB" if r.measured == r.ci_low == r.ci_high
+                else f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] dB")
+    return _ci(r.measured / r.predicted, r.ci_low / r.predicted, r.ci_high / r.predicted)

@@ -335,13 +335,22 @@ def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
     assert "ignoring that they share trials: too wide where the two schemes' values on a trial " \
         "are positively correlated, too narrow where negatively" in md
     assert all(line.rstrip(" |").endswith(" dB") for line in snr)
+    # the gap carries the measured interval (the prediction is exact): shifted, or divided
+    k = rep.theory.query("quantity == 'k_snr_db' and budget == 2 and scheme == 'KQV'").iloc[0]
+    gap = (f"{k.measured - k.predicted:+.3f} [{k.ci_low - k.predicted:+.3f}, "
+           f"{k.ci_high - k.predicted:+.3f}] dB")
+    assert any(line.startswith("| gaussian, d = 64, N = 128 | 2 | k_snr_db | KQV |")
+               and line.rstrip(" |").endswith(gap) for line in snr), gap
+    assert "| measured vs predicted [95% CI] |" in md
     # the measured per-key dB lies above the predicted dB of the mean error (Jensen): said, so that
     # an interval excluding the prediction on Gaussian keys is not read as the closed form failing
     assert "exact for Gaussian keys" not in md.replace("the relative MSE is exact for Gaussian keys", "")
     assert "by Jensen's inequality lies above the dB of the mean error" in md
     row = rep.theory.query("quantity == 'ip_var_ratio_same_budget' and budget == 2").iloc[0]
     line = next(line for line in ratio if "ip_var_ratio_same_budget" in line and "| 2 |" in line)
-    assert line.rstrip(" |").endswith(f"| {row.measured / row.predicted:.4g}") and " dB" not in line
+    p = row.predicted
+    want = f"| {row.measured / p:.4g} [{row.ci_low / p:.4g}, {row.ci_high / p:.4g}]"
+    assert line.rstrip(" |‡").endswith(want) and " dB" not in line, (line, want)
 
 
 def test_kl_tail_column_is_kls_bound(tmp_path):
