@@ -86,7 +86,10 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
           f"rejects after the family's adjustment; \"different\": it does not but the {_location_name(opts)} "
           "test does; \"inconclusive\": neither — the data show neither a difference nor "
-          f"equivalence. Intervals are the unadjusted {_pct(1 - 2 * opts['alpha'])} intervals of the "
+          "equivalence. Unlike the other rows, a TOST is not screened for resolution: "
+          "\"inconclusive\" also covers a TOST that no data of this size could have made "
+          "significant after the adjustment (a narrow margin at few units). Intervals are the "
+          f"unadjusted {_pct(1 - 2 * opts['alpha'])} intervals of the "
           "estimate; the verdict uses the adjusted p-values.")
     counts = eq["verdict"].str.split(" \\(").str[0].value_counts()
     doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")

@@ -303,6 +303,9 @@ def test_equivalence_section_names_the_tested_region(tmp_path):
     assert ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (paired Fieller-type TOST: "
             "t-tests of aᵢ − r·bᵢ over the pairs at each margin r, each also with the variance at "
             "the margin, score-type, and rejected only where both reject)") in md
+    # equivalence rows carry no resolution screen (min_attainable_p 0): said, so that an
+    # "inconclusive" row is not read as a TOST that could have concluded equivalence
+    assert "Unlike the other rows, a TOST is not screened for resolution" in md
     # the default design is paired: tost_rank(paired=True) has Munzel's (1999) paired variance,
     # not Brunner–Munzel's two-sample one, and its θ compares all values, not within pairs
     rank = {"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}
