@@ -363,8 +363,9 @@ def test_bad_input(func):
 
 
 def test_mann_whitney_bad_options():
-    with pytest.raises(ValueError, match="method='exact' needs samples without ties"):
-        mann_whitney([1.0, 1.0, 2.0], [3.0, 4.0], method="exact")
+    # tied values with method="exact": the conditional exact test (refused before
+    # 2026-12-02); here x's values all lie below y's: p = 2/C(5, 2) = 0.2
+    assert mann_whitney([1.0, 1.0, 2.0], [3.0, 4.0], method="exact").pvalue == pytest.approx(0.2)
     with pytest.raises(ValueError, match="confidence must be in"):
         mann_whitney([1.0, 2.0], [3.0, 4.0], confidence=1.0)
     with pytest.raises(TypeError, match="continuity must be True or False"):
@@ -393,10 +394,75 @@ def test_mann_whitney_size_on_binary_data_is_within_its_measured_excess():
     # The asymptotic test (tie and continuity corrected) on 0/1 data, e.g. argmax shift under
     # pairing="none": exact sizes (2026-12-02) 0.0640 at 12 vs 12 and 0.0519 at 30 vs 30
     # for p = 1/2, alpha = 0.05 (docs/statistics.md, "Calibration evidence"); the test pins
-    # them, so a change of the method (an exact conditional test under ties would bring them
-    # to <= 0.05) shows here; one table through mann_whitney itself, as a spot check
+    # them, so a change of the default method (method="exact", conditional on the ties,
+    # has 0.0228 at 12 vs 12: test below) shows here; one table through mann_whitney itself
     x, y = np.r_[np.ones(9), np.zeros(3)], np.r_[np.ones(4), np.zeros(8)]
     assert mann_whitney(x, y).pvalue == _mwu_asymptotic(x[None], y[None], "two-sided")[1][0]
     assert _binary_mwu_size(12, 0.5, 0.05) == pytest.approx(0.0640, abs=5e-5)
     assert _binary_mwu_size(30, 0.5, 0.05) == pytest.approx(0.0519, abs=5e-5)
     assert _binary_mwu_size(30, 0.2, 0.05) <= 0.05
+
+
+def _enumerated_mwu_pvalues(x, y):
+    """Reference: U over all C(n_x + n_y, n_x) labellings of the pooled values (midranks)."""
+    pooled = np.r_[x, y]
+    ranks = stats.rankdata(pooled)
+    n_x, n = len(x), len(pooled)
+    u = np.array([ranks[list(c)].sum() for c in itertools.combinations(range(n), n_x)])
+    u -= n_x * (n_x + 1) / 2
+    u_obs = ranks[:n_x].sum() - n_x * (n_x + 1) / 2
+    greater, less = np.mean(u >= u_obs - 1e-9), np.mean(u <= u_obs + 1e-9)
+    return {"greater": greater, "less": less, "two-sided": min(1.0, 2 * min(greater, less))}
+
+
+TIED_CASES = {
+    "3 levels, 6 vs 7": ([0, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 2, 2]),
+    "binary, 5 vs 9": ([1, 1, 1, 0, 1], [0, 0, 1, 0, 0, 0, 1, 0, 0]),
+    "recall-like, 8 vs 4": ([1, 0.75, 1, 1, 0.5, 1, 0.75, 1], [0.5, 0.75, 0.25, 1]),
+    "one tie in continuous, 7 vs 6": ([0.3, 1.2, 2.5, 2.5, 4.0, 5.1, 6.0],
+                                      [0.1, 0.2, 0.4, 1.1, 2.5, 3.3]),
+}
+
+
+@pytest.mark.parametrize("case", list(TIED_CASES))
+def test_exact_method_under_ties_is_the_enumerated_permutation_test(case):
+    x, y = (np.asarray(v, float) for v in TIED_CASES[case])
+    ref = _enumerated_mwu_pvalues(x, y)
+    for alternative, p in ref.items():
+        res = mann_whitney(x, y, alternative=alternative, method="exact")
+        assert res.method == "exact" and res.has_ties
+        assert res.pvalue == pytest.approx(p, rel=1e-11, abs=1e-15), alternative
+    # scipy's exact permutation test of the same statistic (independent code)
+    ps = stats.permutation_test(
+        (x, y), lambda a, b, axis: stats.mannwhitneyu(a, b, axis=axis).statistic,
+        permutation_type="independent", n_resamples=np.inf, alternative="two-sided",
+        vectorized=True)
+    assert mann_whitney(x, y, method="exact").pvalue == pytest.approx(ps.pvalue, rel=1e-9)
+
+
+def test_exact_method_under_ties_has_exact_size_on_binary_data():
+    # 12 vs 12 Bernoulli(1/2): the conditional exact test's size, summed over every table
+    # (k ones, x1 of them in x) it rejects, is at most alpha (0.0228 measured 2026-12-02: a
+    # discrete test, Fisher's exact test with a doubled tail here; the asymptotic test's is
+    # 0.0640, test above); and without ties the recursion gives the classical exact law
+    n, alpha, size = 12, 0.05, 0.0
+    for k in range(1, 2 * n):
+        for x1 in range(max(0, k - n), min(k, n) + 1):
+            x = (np.arange(n) < x1).astype(float)
+            y = (np.arange(n) < k - x1).astype(float)
+            if mann_whitney(x, y, method="exact").pvalue <= alpha:
+                size += stats.binom.pmf(k, 2 * n, 0.5) * stats.hypergeom.pmf(x1, 2 * n, k, n)
+    assert size == pytest.approx(0.0228, abs=5e-5) and size <= alpha
+    from kvstats.stats.rank import _mwu_tied_exact_pvalue
+
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=6), rng.normal(size=9)
+    for alternative in ("two-sided", "greater", "less"):
+        assert _mwu_tied_exact_pvalue(x, y, alternative) == pytest.approx(
+            mann_whitney(x, y, method="exact", alternative=alternative).pvalue, rel=1e-12)
+
+
+def test_exact_method_under_ties_refuses_beyond_its_work_limit():
+    x = np.repeat(np.arange(5.0), 40)
+    with pytest.raises(ValueError, match="method='exact' with tied values is limited"):
+        mann_whitney(x, x[::-1].copy(), method="exact")
