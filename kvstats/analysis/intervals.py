@@ -89,7 +89,11 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     """Ratio of means ``mean(x)/mean(y)`` with its bootstrap 95% CI and reliability flag.
 
     Returns the theory-table fields ``measured``, ``ci_low``, ``ci_high``, ``n_trials``
-    (the smaller sample) and ``ci_reliable`` (:func:`ci_reliable` of both samples).
+    (the smaller sample) and ``ci_reliable`` (:func:`ci_reliable` of both samples). As
+    :func:`mean_ci`, no interval (the ratio as both ends) where a sample has fewer than 3
+    values (a real capture of one or two texts: the bootstrap would fail at one and give
+    [min, max]-like ends at two), a non-finite value, or where both samples are constant
+    (the ratio is then exact, and BCa undefined).
 
     Examples
     --------
@@ -98,10 +102,17 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     >>> r = ratio_ci(2 + rng.random(50), 1 + rng.random(50), 199, 0)
     >>> r["ci_low"] < r["measured"] < r["ci_high"], r["n_trials"]
     (True, 50)
+    >>> ratio_ci(np.array([1.0, 2.0]), np.array([1.0, 3.0]), 199, 0)["ci_low"]   # two units
+    0.75
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ratio_ci
 
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     measured = float(np.mean(x) / np.mean(y))
+    if (min(x.size, y.size) < 3 or not (np.isfinite(x).all() and np.isfinite(y).all())
+            or (np.ptp(x) == 0 and np.ptp(y) == 0)):
+        return {"measured": measured, "ci_low": measured, "ci_high": measured,
+                "n_trials": int(min(len(x), len(y))), "ci_reliable": ci_reliable(x, y)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", HeavyTailWarning)  # flagged in ci_reliable instead
         res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, seed=seed)

@@ -351,13 +351,15 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     'not resolvable at n = 4 vs 4 (smallest attainable adjusted p 1)'
     >>> not_resolvable_text("sign", 0, 5, 5, 0.3125)
     'not resolvable at n = 5 pairs (smallest attainable adjusted p 0.312)'
+    >>> not_resolvable_text("sign", 0, 1, 1, 1.0)
+    'not resolvable at n = 1 pair (smallest attainable adjusted p 1)'
     >>> not_resolvable_text("sign", 0, 9, 9, 0.05004, alpha=0.05)
     'not resolvable at n = 9 pairs (smallest attainable adjusted p 0.05004)'
     """
     if max_permutations and not units_bind:
         where = f"B = {max_permutations}"
     elif test == "sign" or paired:
-        where = f"n = {n_a} pairs"
+        where = f"n = {n_a} pair{'' if n_a == 1 else 's'}"
     else:
         where = f"n = {n_a} vs {n_b}"
     p = "–"

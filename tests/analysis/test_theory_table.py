@@ -232,3 +232,27 @@ def test_padded_dimension_ratio_rows_use_the_residual_in_r_d():
     # 80 trials: SE ≈ 3.3%); the old prediction lies far above the interval
     assert abs(math.log(row.measured / row.predicted)) < 0.12
     assert row.ci_high < math.pi / 2 - 1 / 128
+
+
+@pytest.mark.parametrize("texts", [1, 2])
+def test_a_capture_of_one_or_two_texts_gets_ratio_rows_without_an_interval(texts):
+    """One text per cell made theory_table (and so the report) raise in the ratio rows'
+    BCa jackknife; two gave a bootstrap "95% CI" of two values. As mean_ci does below 3
+    units, the row keeps its ratio of means and prints no interval (both ends the ratio)."""
+    config = {"schemes": ["KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+              "dims": [64], "n_keys": [32], "n_trials": 6}
+    frame = kvstats.run_sweep(config, executor="serial", progress=False).frame
+    frame["cluster"] = frame["trial"] % texts
+    table = theory_table(frame, n_resamples=99, seed=3)
+    ratios = table[table["quantity"].str.startswith("ip_var_ratio")]
+    assert len(ratios) == 3 and (ratios["n_units"] == texts).all()
+    assert (ratios["ci_low"] == ratios["measured"]).all() and (ratios["ci_high"] == ratios["measured"]).all()
+    snr = table[table["quantity"] == "k_snr_db"]
+    assert (snr["ci_low"] == snr["measured"]).all()          # mean_ci's rule, the same one
+
+
+def test_ratio_ci_of_two_constant_samples_is_the_exact_ratio():
+    from kvstats.analysis.intervals import ratio_ci
+
+    r = ratio_ci(np.full(20, 3.0), np.full(20, 2.0), 99, 0)     # BCa raised: degenerate bootstrap
+    assert (r["measured"], r["ci_low"], r["ci_high"]) == (1.5, 1.5, 1.5)
