@@ -50,17 +50,34 @@ def _cluster_sums(x: Float[np.ndarray, "n"], clusters: npt.ArrayLike, name: str
     return uniq, sums, sizes
 
 
-def _interval(theta_hat: float, boot: Float[np.ndarray, "B"], jack: Float[np.ndarray, "J"],
+def _acceleration(jacks: tuple[np.ndarray, ...]) -> float:
+    """BCa acceleration from the delete-one jackknife of each independently resampled sample.
+
+    With l_ji = (n_j - 1)(mean_i theta_(ji) - theta_(ji)) the jackknife influence values
+    of sample j (n_j units), a = sum_j n_j^-3 sum_i l_ji^3 / (6 (sum_j n_j^-2 sum_i
+    l_ji^2)^(3/2)) (Davison & Hinkley 1997, eq. 5.24 with the jackknife's l; the form of
+    scipy.stats.bootstrap for several samples). Each sample is centred on its own mean and
+    weighted by its own n_j; with one sample it is Efron's sum d^3 / (6 (sum d^2)^(3/2)).
+    """
+    num = den = 0.0
+    for jack in jacks:
+        n = jack.size
+        infl = (n - 1) * (jack.mean() - jack)
+        num += float(np.sum(infl ** 3)) / n**3
+        den += float(np.sum(infl ** 2)) / n**2
+    return num / (6.0 * den ** 1.5) if den > 0 else 0.0
+
+
+def _interval(theta_hat: float, boot: Float[np.ndarray, "B"], jacks: tuple[np.ndarray, ...],
               confidence: float, method: str) -> tuple[float, float]:
-    """Percentile or BCa (Efron 1987) limits from resampled and jackknife statistics."""
+    """Percentile or BCa (Efron 1987) limits from resampled and jackknife statistics
+    (``jacks``: one delete-one-cluster jackknife per independently resampled sample)."""
     tail = (1.0 - confidence) / 2.0
     probs = np.array([tail, 1.0 - tail])
     if method == "BCa":
         # bias: fraction below the estimate, ties counted half (as scipy.stats.bootstrap)
         z0 = special.ndtri((np.sum(boot < theta_hat) + 0.5 * np.sum(boot == theta_hat)) / boot.size)
-        dev = jack.mean() - jack
-        denom = 6.0 * np.sum(dev ** 2) ** 1.5
-        accel = np.sum(dev ** 3) / denom if denom > 0 else 0.0
+        accel = _acceleration(jacks)
         z = special.ndtri(probs)
         probs = special.ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z)))
         if not np.isfinite(probs).all():
@@ -149,15 +166,15 @@ def cluster_bootstrap_ci(x: Float[np.ndarray, "n"], clusters: Int[np.ndarray, "n
     boot = (counts @ sums) / (counts @ sizes)
     estimate = float(sums.sum() / sizes.sum())
     jack = (sums.sum() - sums) / (sizes.sum() - sizes)
-    return _result(estimate, boot, jack, confidence, method, n_resamples)
+    return _result(estimate, boot, (jack,), confidence, method, n_resamples)
 
 
-def _result(estimate: float, boot: np.ndarray, jack: np.ndarray, confidence: float, method: str,
-            n_resamples: int) -> BootstrapResult:
+def _result(estimate: float, boot: np.ndarray, jacks: tuple[np.ndarray, ...], confidence: float,
+            method: str, n_resamples: int) -> BootstrapResult:
     if np.ptp(boot) == 0:
         raise ValueError("the cluster bootstrap distribution is degenerate (every resample gives "
                          f"{boot[0]!r}, e.g. all values equal), so the interval is undefined")
-    low, high = _interval(estimate, boot, jack, confidence, method)
+    low, high = _interval(estimate, boot, jacks, confidence, method)
     return BootstrapResult(estimate=estimate, low=low, high=high, standard_error=float(np.std(boot, ddof=1)
                                                                                       if boot.size > 1 else 0.0),
                            confidence=confidence, method=method, n_resamples=n_resamples)
@@ -224,7 +241,7 @@ def cluster_bootstrap_ratio_ci(x: Float[np.ndarray, "n"], clusters_x: Int[np.nda
         c = lx.size
         w = rng.multinomial(c, np.full(c, 1.0 / c), size=n_resamples).astype(np.float64)
         boot = ((w @ sx) / (w @ nx)) / ((w @ sy) / (w @ ny))
-        jack = ((sx.sum() - sx) / (nx.sum() - nx)) / ((sy.sum() - sy) / (ny.sum() - ny))
+        jacks = (((sx.sum() - sx) / (nx.sum() - nx)) / ((sy.sum() - sy) / (ny.sum() - ny)),)
     else:
         cx, cy = lx.size, ly.size
         wx = rng.multinomial(cx, np.full(cx, 1.0 / cx), size=n_resamples).astype(np.float64)
@@ -235,9 +252,11 @@ def cluster_bootstrap_ratio_ci(x: Float[np.ndarray, "n"], clusters_x: Int[np.nda
                              "ratio is undefined there; the ratio of means needs mean(y) away from 0")
         boot = ((wx @ sx) / (wx @ nx)) / den
         mx, my = sx.sum() / nx.sum(), sy.sum() / ny.sum()
-        jack = np.concatenate([((sx.sum() - sx) / (nx.sum() - nx)) / my,
-                               mx / ((sy.sum() - sy) / (ny.sum() - ny))])
+        # x's and y's clusters are resampled independently: one jackknife each, each
+        # centred and weighted on its own (pooling them into one vector mixed the two
+        # samples' centres and ignored their sizes)
+        jacks = (((sx.sum() - sx) / (nx.sum() - nx)) / my, mx / ((sy.sum() - sy) / (ny.sum() - ny)))
     if not np.isfinite(boot).all():
         raise ValueError("a resample of y has mean 0, so the ratio is undefined there; the "
                          "ratio of means needs mean(y) away from 0")
-    return _result(estimate, boot, jack, confidence, method, n_resamples)
+    return _result(estimate, boot, jacks, confidence, method, n_resamples)
