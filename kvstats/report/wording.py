@@ -309,6 +309,24 @@ def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.Dat
         return (f"No comparison was asked for (comparisons = []), so no test and no "
                 f"crossover; this sweep's scheme labels: {labels}.")
     asked = "" if comparisons is None else " (" + ", ".join(f"{a} vs {b}" for a, b in comparisons) + ")"
+    # a pair whose schemes share a case but no budget (one of them at a single fixed budget,
+    # the other at several) is not compared: scheme_pairs' rule, said as such
+    apart = []
+    if comparisons and {"scheme", "budget", *CASE_COLUMNS} <= set(summary.columns):
+        for a, b in comparisons:
+            for _, g in summary.groupby(list(CASE_COLUMNS), sort=False):
+                ba, bb = (sorted(set(g.loc[g["scheme"] == s, "budget"])) for s in (a, b))
+                if ba and bb:
+                    apart.append(f"{a} (n = {', '.join(f'{v:g}' for v in ba)}) and {b} (n = "
+                                 f"{', '.join(f'{v:g}' for v in bb)})")
+                    break
+    if apart:
+        return (f"No comparison pair was compared: of the pairs asked for{asked}, "
+                + "; ".join(apart) + " ran in one case but at no common budget, and a scheme "
+                "is compared across budgets only when each of the two ran at a single one "
+                "(e.g. K4V2 at 3 against K4V4 at 4), so no test and no crossover. Add a pair "
+                "of schemes that share a budget, or run a fixed-budget scheme against "
+                "another single-budget one.")
     return (f"No comparison pair was present: none of the pairs asked for{asked} names two "
             f"schemes of one case of this sweep, so no test and no crossover. The sweep's "
             f"scheme labels: {labels}; pass pairs of them (hypothesis_report(comparisons=...) "

@@ -691,3 +691,28 @@ def test_lowrank_vs_heavytail_caption_names_only_the_keys_drawn(tmp_path):
         caption = next(line for line in md.splitlines() if line.startswith("*Per-trial KL"))
         assert ("Gaussian" in caption) == gaussian, caption
         assert "one box per case" in caption and "1e-6" in caption
+
+
+@pytest.mark.filterwarnings("ignore:no comparison")   # the helper's config has no pair to test
+def test_a_pair_that_shares_a_case_but_no_budget_is_not_called_absent(tmp_path):
+    """identity (its own n = 32) against KV at n = 2 and 3: both ran in the case, but a
+    pair is compared across budgets only when each ran at a single one, so no test. The
+    report said that no pair "names two schemes of one case of this sweep", which is false
+    and sends the reader to look for a typo; it now names the budgets and the rule."""
+    from kvstats.analysis import compare_schemes, find_crossovers, summary_table, theory_table
+
+    f = make_frame({("identity", 32): 0.0, ("KV", 2): 0.0, ("KV", 3): 0.0}, n=8, seed=60)
+    pairs = [("identity", "KV")]
+    comp = compare_schemes(f, pairs, energy=False)
+    assert comp.empty
+    md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=19),
+                        comp, find_crossovers(comp), theory_table(f, n_resamples=19), {},
+                        validate_report_options(), "unit", None, comparisons=pairs).markdown(tmp_path)
+    assert "names two schemes of one case" not in md
+    assert ("identity (n = 32) and KV (n = 2, 3) ran in one case but at no common budget" in md)
+    # a pair absent from every case keeps the old sentence
+    md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=19),
+                        comp, find_crossovers(comp), theory_table(f, n_resamples=19), {},
+                        validate_report_options(), "unit", None,
+                        comparisons=[("identity", "KQV")]).markdown(tmp_path)
+    assert "none of the pairs asked for (identity vs KQV) names two schemes of one case" in md
