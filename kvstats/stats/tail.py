@@ -75,7 +75,7 @@ class TailIndexResult(_FrameMixin):
     infinite_variance : bool
         ``upper_bound < 2``: α < 2 (infinite variance) at that confidence. Not the point
         estimate: α̂ < 2 flagged 16% of exponential samples of n = 50 (all moments
-        finite); the bound flags 0.2% of them (docs/statistics.md, "Heavy tails").
+        finite); the bound flags 0.09% of them (docs/statistics.md, "Heavy tails").
     """
 
     estimate: float
