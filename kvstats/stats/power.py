@@ -357,9 +357,9 @@ def _binom_half_pvalues(j: np.ndarray, k: np.ndarray, alternative: str, side: st
     return np.clip(p, 0.0, 1.0)
 
 
-def _sign_rejection_bounds(k_max: int, alpha: float, alternative: str
+def _sign_rejection_bounds(k: np.ndarray, alpha: float, alternative: str
                            ) -> tuple[np.ndarray, np.ndarray]:
-    """For k = 0..k_max nonzero pairs: (c_hi, c_lo), the sign test rejects exactly when
+    """For k nonzero pairs (an int array): (c_hi, c_lo), the sign test rejects exactly when
     n_positive >= c_hi or n_positive <= c_lo (c_hi = k + 1 / c_lo = -1: never).
 
     Found by bisection on the test's own p-value expressions
@@ -367,7 +367,6 @@ def _sign_rejection_bounds(k_max: int, alpha: float, alternative: str
     is that of :func:`kvstats.stats.sign_test` to the bit. The bracket starts at k/2 and
     ends where Hoeffding's bound exp(-2t^2/k) on a tail already puts p below alpha.
     """
-    k = np.arange(k_max + 1)
     side = 1.0 if alternative != "two-sided" else 2.0
     reach = np.ceil(np.sqrt(k * math.log(side / alpha) / 2.0)).astype(np.int64) + 1
 
@@ -391,13 +390,12 @@ def _sign_rejection_bounds(k_max: int, alpha: float, alternative: str
     return c_hi, c_lo
 
 
-def _sign_conditional_power(k_max: int, theta: float, alpha: float, alternative: str
+def _sign_conditional_power(k: np.ndarray, theta: float, alpha: float, alternative: str
                             ) -> np.ndarray:
-    """P(reject | k nonzero pairs) for k = 0..k_max with P(a > b | a != b) = theta."""
+    """P(reject | k nonzero pairs), k an int array, with P(a > b | a != b) = theta."""
     from scipy import stats
 
-    k = np.arange(k_max + 1)
-    c_hi, c_lo = _sign_rejection_bounds(k_max, alpha, alternative)
+    c_hi, c_lo = _sign_rejection_bounds(k, alpha, alternative)
     # k = 0 (no nonzero pair, p = 1) has the empty region c_hi = 1, c_lo = -1: power 0
     return stats.binom.sf(c_hi - 1, k, theta) + stats.binom.cdf(c_lo, k, theta)
 
@@ -407,13 +405,22 @@ def _sign_power_curve(n_max: int, theta: float, p_zero: float, alpha: float,
     """Exact power for n = n_min..n_max pairs: E over k ~ Bin(n, 1 - p_zero) of the above."""
     from scipy import stats
 
-    cond = _sign_conditional_power(n_max, theta, alpha, alternative)
     ns = np.arange(n_min, n_max + 1)
-    if p_zero == 0.0:
-        return cond[ns]
     # k outside n(1 - p_zero) +- (6 sqrt(n) + 5) has probability < 2 exp(-72) (Hoeffding):
     # each n sums its window of k, all n of a chunk at once
     width = 2 * math.ceil(6.0 * math.sqrt(n_max) + 5.0) + 1
+    # the conditional power only where it is used: k = n without zeros, else the windows
+    if p_zero == 0.0:
+        need = ns
+    elif n_min == n_max:
+        need = np.clip(math.floor(n_max * (1.0 - p_zero) - (width - 1) / 2)
+                       + np.arange(width), 0, n_max)
+    else:
+        need = np.arange(n_max + 1)
+    cond = np.zeros(n_max + 1)
+    cond[need] = _sign_conditional_power(need, theta, alpha, alternative)
+    if p_zero == 0.0:
+        return cond[ns]
     out = np.empty(ns.size)
     step = max(1, 2_000_000 // width)
     for s0 in range(0, ns.size, step):
