@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "current_plugin",
            "USER_NAME", "similar_name", "user_code", "worker_payload", "install_worker_payload",
-           "WorkerPayload", "user_imports", "relocate_plugins", "relocated"]
+           "WorkerPayload", "user_imports", "relocate_plugins", "relocated", "plugin_summary"]
 
 _KEY = "config [sweep] plugins"
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -185,7 +185,8 @@ def _import(ref: str) -> dict[str, Any]:
         if not os.path.isfile(ref):
             raise PluginError(f"{_KEY}: file {ref!r} does not exist (a relative path is resolved "
                               "against the config file's folder; a finished sweep's plugin moved "
-                              "since: `kvstats report --plugins PATH`)")
+                              "since: `kvstats report --plugins PATH`, in Python "
+                              "kvstats.plugins.relocate_plugins(DIR, [PATH]) before load_result)")
         name = _module_name(ref)
         done = _imported_from(ref)
         # imported by the script under its own name: importing it again would register its
@@ -246,7 +247,7 @@ def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = No
     >>> load_plugins(["no_such_plugin.py"], "/tmp")
     Traceback (most recent call last):
     ...
-    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder; a finished sweep's plugin moved since: `kvstats report --plugins PATH`)
+    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder; a finished sweep's plugin moved since: `kvstats report --plugins PATH`, in Python kvstats.plugins.relocate_plugins(DIR, [PATH]) before load_result)
     """
     if isinstance(plugins, str) or not isinstance(plugins, Iterable):
         raise TypeError(f"{_KEY} must be a list of strings; received {plugins!r}")
@@ -290,6 +291,47 @@ def plugin_records(plugins: Iterable[str]) -> list[dict[str, Any]]:
             record["imports"] = imports
         records.append(record)
     return records
+
+
+def plugin_summary(plugins: Iterable[str]) -> list[str]:
+    """One line per loaded plugin: the schemes and distributions it registered, or that it
+    registered none, with the usual cause (``kvstats schemes --plugins`` and a config
+    naming a scheme no plugin registered show it).
+
+    A plugin registers when it is imported, so a ``register_scheme`` call inside a
+    function (a script's ``main()``) or under ``if __name__ == "__main__":`` never runs
+    there; a :class:`~kvstats.quant.registry.SchemeDef` the module defines at its top level
+    but did not register is named.
+
+    Examples
+    --------
+    >>> plugin_summary(load_plugins(["json"]))[0]
+    "plugin 'json' registered no scheme or distribution: a plugin registers when it is imported, so call kvstats.register_scheme / register_distribution at its top level (a call inside a function such as main(), or under `if __name__ == '__main__':`, does not run when it is imported)"
+    """
+    from kvstats.data import register as data_register
+    from kvstats.quant import registry
+
+    lines = []
+    for ref in plugins:
+        if ref not in _LOADED:
+            continue
+        schemes = sorted(n for n, o in registry._ORIGIN.items() if o == ref)
+        dists = sorted(n for n, o in data_register._DIST_ORIGIN.items() if o == ref)
+        if schemes or dists:
+            parts = ([f"scheme(s) {schemes}"] if schemes else []) + ([f"distribution(s) {dists}"] if dists else [])
+            lines.append(f"plugin {ref!r} registered {' and '.join(parts)}")
+            continue
+        module = sys.modules.get(_LOADED[ref].get("module") or "")
+        unregistered = sorted(f"{value.name!r} ({attr})" for attr, value in vars(module or object()).items()
+                              if isinstance(value, registry.SchemeDef)
+                              and registry._TABLE.get(value.name) is not value)
+        lines.append(f"plugin {ref!r} registered no scheme or distribution"
+                     + (f"; it defines the scheme(s) {', '.join(unregistered)} without registering them"
+                        if unregistered else "")
+                     + ": a plugin registers when it is imported, so call kvstats.register_scheme / "
+                       "register_distribution at its top level (a call inside a function such as "
+                       "main(), or under `if __name__ == '__main__':`, does not run when it is imported)")
+    return lines
 
 
 # ------------------------------------------------------------ a finished sweep's plugins, moved

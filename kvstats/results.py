@@ -366,6 +366,11 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     ValueError
         The manifest is not valid JSON, or the results do not belong to it; the message
         names the file.
+    kvstats.plugins.PluginError
+        A plugin file the sweep used is no longer where the manifest says (a ValueError
+        naming the recorded path and hash, ``kvstats report --plugins PATH`` and, from
+        Python, :func:`kvstats.plugins.relocate_plugins`, to call before this), or a
+        module plugin cannot be found.
 
     Examples
     --------
@@ -377,6 +382,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     >>> len(res.frame), res.config.n_trials, res.manifest["n_cells"]
     (4, 4, 1)
     """
+    from kvstats.plugins import relocate_plugins
     from kvstats.sweep.config import SweepConfig
 
     out = Path(out)
@@ -392,6 +398,10 @@ def load_result(out: str | os.PathLike) -> SweepResult:
                          f"{_one_line(exc)}") from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
+    # its plugins as relocate_plugins finds them (none given: a moved file is an error
+    # naming its hash and both fixes, CLI and Python; an edited one a warning), before
+    # the config imports them; plugins relocated or imported already are left as they are
+    relocate_plugins(out)
     try:
         config = SweepConfig.from_dict(manifest["config"])
     except (ValueError, TypeError) as exc:

@@ -346,6 +346,37 @@ def test_a_missing_or_broken_plugin_names_the_key_and_the_file(tmp_path, body, m
         assert kvstats.SweepConfig.from_toml(path).plugins == (str(tmp_path / "plug.py"),)
 
 
+def test_a_config_naming_a_scheme_no_plugin_registered_says_what_each_plugin_did(tmp_path):
+    # a script that registers in main() (as examples/own_scheme.py did), named as a plugin:
+    # importing it registers nothing; the error named neither the plugin nor why
+    (tmp_path / "plug.py").write_text(PLUGIN)
+    (tmp_path / "script.py").write_text(PLUGIN.replace("register_scheme(define_scheme(", "MINE = (define_scheme(")
+                                        .replace("register_distribution(", "def main():\n    register_distribution(")
+                                        + "\nif __name__ == '__main__':\n    register_scheme(MINE)\n    main()\n")
+    base = {"distributions": ["gaussian"], "comparisons": []}
+    with pytest.raises(ValueError) as err:
+        kvstats.SweepConfig.from_dict({**base, "plugins": ["script.py", "plug.py"], "schemes": ["plug_minmax2"]},
+                                      base_dir=tmp_path)
+    message = str(err.value)
+    assert "received 'plug_minmax2' (did you mean 'plug_minmax'?)" in message   # the registry's part
+    assert (f"plugin {str(tmp_path / 'script.py')!r} registered no scheme or distribution; it defines the "
+            "scheme(s) 'plug_minmax' (MINE) without registering them") in message
+    assert "inside a function such as main(), or under `if __name__ == '__main__':`" in message
+    assert (f"plugin {str(tmp_path / 'plug.py')!r} registered scheme(s) ['plug_minmax'] and "
+            "distribution(s) ['plug_shifted']") in message
+    # an unknown distribution says the same; and the summary is plugin_summary's, the CLI's check
+    with pytest.raises(ValueError, match=r"received 'mine'.*registered no scheme or distribution"):
+        kvstats.SweepConfig.from_dict({"plugins": [str(tmp_path / "script.py")], "schemes": ["KQV"],
+                                       "distributions": ["mine"]})
+    assert plugins.plugin_summary([str(tmp_path / "plug.py")]) == [
+        f"plugin {str(tmp_path / 'plug.py')!r} registered scheme(s) ['plug_minmax'] and distribution(s) "
+        "['plug_shifted']"]
+    # without plugins the message is the registry's alone
+    with pytest.raises(ValueError) as err:
+        kvstats.SweepConfig.from_dict({**base, "schemes": ["nope"]})
+    assert "[sweep] plugins:" not in str(err.value)
+
+
 def test_a_module_plugin_and_bad_entries(tmp_path, monkeypatch):
     (tmp_path / "my_plugin_mod.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -49,9 +49,16 @@ def test_a_missing_plugin_is_named_with_the_option_that_fixes_it(moved, capsys):
     err = capsys.readouterr().err
     assert f"plugin file {str(recorded)!r}" in err and "--plugins PATH" in err
     assert "is not there any more" in err and "SHA-256" in err
-    # load_result alone (Python) also names the option
-    with pytest.raises(plugins.PluginError, match=r"does not exist .*--plugins PATH"):
+    # load_result alone (Python) names the same, and the Python fix: relocate_plugins
+    with pytest.raises(plugins.PluginError) as caught:
         kvstats.load_result(out)
+    message = str(caught.value)
+    assert f"the sweep in {str(out)!r} used the plugin file {str(recorded)!r} (SHA-256 " in message
+    assert "`kvstats report --plugins PATH`" in message
+    assert "kvstats.plugins.relocate_plugins(dir, [PATH]) before load_result" in message
+    # which works: the copy named, the result loads
+    plugins.relocate_plugins(out, [moved[2]])
+    assert kvstats.load_result(out).config.plugins == (str(recorded),)
 
 
 def test_the_report_reads_the_plugin_from_where_it_is_now(moved, capsys):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from kvstats._checks import check_choice, check_int, did_you_mean
+from kvstats._checks import _describe, check_choice, check_int, did_you_mean
 from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _NU_MIN, GENERATORS
 from kvstats.plugins import load_plugins, resolve_plugin
@@ -39,6 +39,11 @@ _SWEEP_SET = {"name": "the entry's 'name'", "bits": "from 'budgets'", "dim": "fr
 # the same of schemes): where a name of the user's own comes from
 _OWN_HINT = ("; a distribution of your own must be registered in this process first "
              "(kvstats.register_distribution, or a module named in [sweep] plugins)")
+
+# what an incomplete config is shown, and where TOML puts a key written below a table header
+_MINIMAL = 'schemes = ["KQV"] and distributions = ["gaussian"] (TOML: two lines above any [table])'
+_TOML_NOTE = (": in TOML a key written below a [[schemes]] or [[distributions]] header belongs to that "
+              "entry; put sweep settings above the first header or under [sweep]")
 
 #: Fewest keys a case may have: the per-trial profile reports recall@5
 #: (:func:`kvstats.error_profile`, ``k = 5``).
@@ -220,9 +225,9 @@ class SweepConfig:
     def __post_init__(self) -> None:
         # first: the plugins register the schemes and distributions checked below
         object.__setattr__(self, "plugins", load_plugins(_plugin_list(self.plugins)))
-        schemes = tuple(self._scheme(s) for s in _as_list(self.schemes, "schemes"))
+        schemes = tuple(self._scheme(s, self.plugins) for s in _as_list(self.schemes, "schemes"))
         dists = tuple(d for entry in _as_list(self.distributions, "distributions")
-                      for d in self._distributions(entry))
+                      for d in self._distributions(entry, self.plugins))
         if not schemes:
             raise ValueError("schemes must name at least one scheme; received none")
         if not dists:
@@ -243,11 +248,12 @@ class SweepConfig:
         object.__setattr__(self, "dims", _int_tuple(self.dims, "dims", 2, None))
         object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", MIN_KEYS, None,
                                                       why=" (recall@5 needs at least 5 keys)"))
-        object.__setattr__(self, "n_trials", check_int(self.n_trials, "n_trials", low=2))
-        object.__setattr__(self, "n_queries", check_int(self.n_queries, "n_queries", low=1))
-        object.__setattr__(self, "seed", check_int(self.seed, "seed", low=0))
+        object.__setattr__(self, "n_trials", _int(self.n_trials, "n_trials", 2, None))
+        object.__setattr__(self, "n_queries", _int(self.n_queries, "n_queries", 1, None))
+        object.__setattr__(self, "seed", _int(self.seed, "seed", 0, None))
         if self.chunk_size is not None:
-            object.__setattr__(self, "chunk_size", check_int(self.chunk_size, "chunk_size", low=1))
+            object.__setattr__(self, "chunk_size", _int(self.chunk_size, "chunk_size", 1, None,
+                                                        why=" (or leave it out: chosen from N and d)"))
         # the one pairs check (kvstats.results): form, labels of given pairs, and the
         # warning when no default pair names two schemes of the sweep (at the user's call)
         object.__setattr__(self, "comparisons", tuple(check_comparisons(self.comparisons, labels)))
@@ -260,11 +266,13 @@ class SweepConfig:
         if report_pairs is not None and report_pairs != self.comparisons:
             check_comparisons(report_pairs, labels)   # a dict built in Python may keep them here
         check_choice(self.dtype, "dtype", ["float64", "float32"])
-        check_choice(check_int(self.generator, "generator"), "generator", GENERATORS)
+        if isinstance(self.generator, bool) or not isinstance(self.generator, int):
+            raise TypeError(f"generator must be one of {list(GENERATORS)}; received {_describe(self.generator)}")
+        check_choice(self.generator, "generator", GENERATORS)
 
     # ------------------------------------------------------------------ parsing
     @staticmethod
-    def _scheme(entry: Any) -> SchemeSpec:
+    def _scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
         if isinstance(entry, SchemeSpec):
             spec = entry
         elif isinstance(entry, str):
@@ -279,15 +287,15 @@ class SweepConfig:
             label = entry.get("label", "")
             if not isinstance(label, str):
                 raise TypeError(f"scheme {entry['name']!r} label must be a string; received {label!r}")
+            sdef = _scheme_def(entry["name"], plugins)
+            # the scheme's own range (QKQV from 2); a fixed-budget scheme's budgets are refused below
+            low, high = (1, 8) if sdef.fixed_budget else (sdef.min_bits, sdef.max_bits)
             spec = SchemeSpec(entry["name"], _check_params(entry.get("params"), "scheme params"), label,
-                              None if budgets is None else _int_tuple(budgets, "scheme budgets", 1, 8))
+                              None if budgets is None else _int_tuple(budgets, f"scheme {entry['name']!r} budgets",
+                                                                      low, high))
         else:
             raise TypeError(f"schemes entries must be names, dicts or SchemeSpec; received {entry!r}")
-        try:
-            scheme_def(spec.name)  # its message lists the names, with a near miss
-        except TypeError:
-            raise ValueError(f"scheme name must be one of {list(scheme_names())} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
-                             f"received {spec.name!r}") from None
+        _scheme_def(spec.name, plugins)
         if spec.budgets is not None and spec.fixed_budget:
             # its budgets would be ignored: the scheme runs once per case at its own bits
             raise ValueError(f"scheme {spec.display()!r} has a fixed budget (its own name or params set "
@@ -302,7 +310,7 @@ class SweepConfig:
         return spec
 
     @staticmethod
-    def _distributions(entry: Any) -> list[DistributionSpec]:
+    def _distributions(entry: Any, plugins: tuple[str, ...] = ()) -> list[DistributionSpec]:
         known = distribution_names() + (REAL,)
         if isinstance(entry, DistributionSpec):
             specs = [entry]
@@ -317,7 +325,8 @@ class SweepConfig:
             params = entry.get("params")
             param_sets = params if isinstance(params, list) else [params]
             if not param_sets:
-                raise ValueError(f"distribution {entry['name']!r} has an empty params list")
+                raise ValueError(f"distribution {entry['name']!r} params must be a table or a non-empty "
+                                 "list of tables (one case each); received []")
             specs = [DistributionSpec(entry["name"], p if entry["name"] == REAL
                                       else _check_params(p, "distribution params"))
                      for p in param_sets]
@@ -327,7 +336,8 @@ class SweepConfig:
         for spec in specs:
             if spec.name not in known:
                 raise ValueError(f"distribution name must be one of {list(known)}; received "
-                                 f"{spec.name!r}{did_you_mean(spec.name, known) or _OWN_HINT}")
+                                 f"{spec.name!r}{did_you_mean(spec.name, known) or _OWN_HINT}"
+                                 f"{_plugins_said(plugins)}")
             nu = spec.params.get("nu") if spec.name == "heavy_tailed" else None
             if nu is not None and (isinstance(nu, bool) or not isinstance(nu, (int, float))
                                    or not nu >= _NU_MIN or nu == float("inf")):
@@ -372,7 +382,11 @@ class SweepConfig:
                              f"allowed: {sorted(allowed | {'sweep'})}")
         for required in ("schemes", "distributions"):
             if required not in flat:
-                raise ValueError(f"config must define {required!r}")
+                held = [k for k in ("schemes", "distributions") for e in _as_list(flat.get(k), k)
+                        if isinstance(e, Mapping) and required in e]
+                raise ValueError(f"config must define {required!r}; received keys {sorted(flat, key=str)}"
+                                 + (f" (a [[{held[0]}]] entry holds {required!r}{_TOML_NOTE})" if held else "")
+                                 + f"; the smallest config: {_MINIMAL}")
         report = flat.get("report", {})
         if isinstance(report, Mapping) and "comparisons" in report:
             report = dict(report)
@@ -483,11 +497,35 @@ class SweepConfig:
         return cell_id(self, cell)
 
 
+def _scheme_def(name: Any, plugins: tuple[str, ...]) -> Any:
+    """The registry entry of a config's scheme name; an unknown name's message (the
+    registry's: the names, a near miss) adds what the config's plugins registered."""
+    try:
+        return scheme_def(name)
+    except TypeError:
+        raise ValueError(f"scheme name must be one of {list(scheme_names())} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+                         f"received {name!r}") from None
+    except ValueError as exc:
+        raise ValueError(f"{exc}{_plugins_said(plugins)}") from None
+
+
+def _plugins_said(plugins: tuple[str, ...]) -> str:
+    """``"; the config's plugins: ..."`` with what each registered (:func:`kvstats.plugins.plugin_summary`)."""
+    from kvstats.plugins import plugin_summary
+
+    lines = plugin_summary(plugins)
+    return f". The config's [sweep] plugins: {'; '.join(lines)}" if lines else ""
+
+
 def _unknown_keys(extra: list[Any], allowed: tuple[str, ...]) -> str:
-    """``"; unknown key(s) [...] (did you mean ...?)"`` for an entry's message, or ``""``."""
+    """``"; unknown key(s) [...] (did you mean ...?)"`` for an entry's message, or ``""``;
+    a sweep setting among them (``n_trials`` written below a ``[[schemes]]`` header)
+    says where TOML put it."""
     if not extra:
         return ""
-    return f"; unknown key(s) {extra}{did_you_mean(str(extra[0]), allowed)}"
+    settings = sorted(set(extra) & ({f.name for f in dataclasses.fields(SweepConfig)} | {"sweep"}))
+    note = f" ({settings} {'is a sweep setting' if len(settings) == 1 else 'are sweep settings'}{_TOML_NOTE})"
+    return f"; unknown key(s) {extra}{did_you_mean(str(extra[0]), allowed)}{note if settings else ''}"
 
 
 def _number_key(value: Any) -> Any:
@@ -541,14 +579,26 @@ def _pairs_of(value: Any) -> Any:
 def _int_tuple(values: Any, name: str, low: int | None, high: int | None, why: str = "") -> tuple[int, ...]:
     items = _as_list(values, name)
     if not items:
-        raise ValueError(f"{name} must contain at least one integer; received {values!r}")
-    try:
-        out = tuple(check_int(v, name, low=low, high=high) for v in items)
-    except ValueError as exc:
-        raise ValueError(f"{exc}{why}") from None
+        raise ValueError(f"{name} must contain at least one integer in {_range(low, high)}; "
+                         f"received {values!r}")
+    out = tuple(_int(v, name, low, high, why) for v in items)
     if len(set(out)) != len(out):
         raise ValueError(f"{name} must not repeat values; received {list(out)}")
     return out
+
+
+def _range(low: int | None, high: int | None) -> str:
+    return f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+
+
+def _int(value: Any, name: str, low: int | None, high: int | None, why: str = "") -> int:
+    """:func:`check_int` whose messages all give the range (its TypeError gives none:
+    ``budgets = [2.5]`` said only "must be an integer")."""
+    try:
+        return check_int(value, name, low=low, high=high)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{name} must be an integer in {_range(low, high)}; received "
+                        f"{_describe(value)}{why}") from None
 
 
 def load_config(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> SweepConfig:

@@ -7,7 +7,7 @@ created) with exit status 2 and one line that names the key and what was receive
 import pytest
 
 from kvstats.cli import main
-from kvstats.sweep import run
+from kvstats.sweep import load_config, run
 
 BASE = """\
 [sweep]
@@ -55,12 +55,18 @@ CASES = [
     ("scheme param typo", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {norm_dtyp = "float32"}\n',
      "unknown parameter(s) ['norm_dtyp']"),
     # wrong types
-    ("n_trials text", "n_trials = 4", 'n_trials = "4"', "n_trials must be an integer; received '4'"),
-    ("budgets text", "budgets = [2, 3]", 'budgets = "2"', "budgets must be an integer; received '2'"),
-    ("dims float", "dims = [16]", "dims = [16.0]", "dims must be an integer; received 16.0"),
-    ("seed bool", "seed = 3", "seed = true", "seed must be an integer; received True"),
+    # (a wrong type gives the allowed range too: it said only "must be an integer")
+    ("n_trials text", "n_trials = 4", 'n_trials = "4"', "n_trials must be an integer in [2, inf]; received '4'"),
+    ("budgets text", "budgets = [2, 3]", 'budgets = "2"', "budgets must be an integer in [1, 8]; received '2'"),
+    ("budgets float", "budgets = [2, 3]", "budgets = [2.5]", "budgets must be an integer in [1, 8]; received 2.5"),
+    ("dims float", "dims = [16]", "dims = [16.0]", "dims must be an integer in [2, inf]; received 16.0"),
+    ("seed bool", "seed = 3", "seed = true", "seed must be an integer in [0, inf]; received True"),
     ("n_queries float", "n_trials = 4", "n_trials = 4\nn_queries = 1.5",
-     "n_queries must be an integer; received 1.5"),
+     "n_queries must be an integer in [1, inf]; received 1.5"),
+    ("chunk_size float", "n_trials = 4", "n_trials = 4\nchunk_size = 2.5",
+     "chunk_size must be an integer in [1, inf]; received 2.5 (or leave it out"),
+    ("generator text", "n_trials = 4", 'n_trials = 4\ngenerator = "2"',
+     "generator must be one of [1, 2]; received '2'"),
     ("dtype int", "n_trials = 4", "n_trials = 4\ndtype = 64",
      "dtype must be one of ['float64', 'float32']; received 64"),
     ("alpha text", "alpha = 0.05", 'alpha = "0.05"',
@@ -78,8 +84,17 @@ CASES = [
      "params must not set ['dim']: the sweep sets dim (from 'dims')"),
     ("distribution params not a table", "params = {nu = 3.0}", "params = 3",
      "must be a table/dict of parameters; received 3"),
+    ("distribution params empty list", "params = {nu = 3.0}", "params = []",
+     "distribution 'heavy_tailed' params must be a table or a non-empty list of tables (one case each); "
+     "received []"),
+    # TOML puts a key below a [[...]] header into that entry: the message says so
+    ("sweep key below a table header", "params = {nu = 3.0}", "params = {nu = 3.0}\nn_queries = 2",
+     "unknown key(s) ['n_queries'] (['n_queries'] is a sweep setting: in TOML a key written below a "
+     "[[schemes]] or [[distributions]] header belongs to that entry"),
     # out of range
     ("budget 9", "budgets = [2, 3]", "budgets = [2, 9]", "budgets must be an integer in [1, 8]; received 9"),
+    ("scheme budgets below the scheme's range", 'name = "QKQV"\n', 'name = "QKQV"\nbudgets = [1, 2]\n',
+     "scheme 'QKQV' budgets must be an integer in [2, 8]; received 1"),
     ("n_keys below k", "n_keys = [8]", "n_keys = [3]",
      "n_keys must be an integer in [5, inf]; received 3 (recall@5"),
     ("n_trials 1", "n_trials = 4", "n_trials = 1", "n_trials must be an integer in [2, inf]; received 1"),
@@ -172,3 +187,25 @@ def test_bad_config_files(tmp_path, capsys, no_compute, what, message):
         config.write_bytes(BASE.encode() + b"\n# \xff\xfe\n")
     code, err = _run(config, tmp_path / "out", capsys)
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "config must define 'schemes'; received keys []"),
+    ('[sweep]\nseed = 3\n[[distributions]]\nname = "gaussian"\n',
+     "config must define 'schemes'; received keys ['distributions', 'seed']"),
+    # a top-level key written below a [[schemes]] header is that entry's
+    ('[[schemes]]\nname = "KQV"\ndistributions = ["gaussian"]\n',
+     "config must define 'distributions'; received keys ['schemes'] (a [[schemes]] entry holds "
+     "'distributions': in TOML a key written below"),
+])
+def test_an_incomplete_config_shows_the_smallest_one(tmp_path, capsys, no_compute, text, message):
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    code, err = _run(config, tmp_path / "out", capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    smallest = 'schemes = ["KQV"] and distributions = ["gaussian"] (TOML: two lines above any [table])'
+    assert f"; the smallest config: {smallest}" in err, err
+    # which is a valid config as written
+    config.write_text('schemes = ["KQV"]\ndistributions = ["gaussian"]\n')
+    cfg = load_config(config)
+    assert [s.name for s in cfg.schemes] == ["KQV"] and [d.name for d in cfg.distributions] == ["gaussian"]
