@@ -6,9 +6,9 @@ an n-bit code of the 2**n levels between them, packed: n·d + 32 bits per vector
 honestly in ``stored_bits`` and, independently, in the registry entry's ``expected_bits``.
 
 Steps: define the coder (the Coder protocol of kvstats/quant/coder.py), register the
-scheme, hold it to the contract every built-in passes (``check_scheme``), run a small
-sweep against KQV on Gaussian and heavy-tailed keys, print the paired comparison and
-write the hypothesis-test report.
+scheme (at import, so this file is a plugin too), hold it to the contract every
+built-in passes (``check_scheme``), run a small sweep against KQV on Gaussian and
+heavy-tailed keys, print the paired comparison and write the hypothesis-test report.
 
     python examples/own_scheme.py                 # 22 s (2 cores, niced, load average 4)
     python examples/own_scheme.py --fast --out /tmp/own   # seconds (what the tests run)
@@ -18,12 +18,15 @@ The full run finds (seed 0, d = 64, N = 512, 300 trials): mean KL of minmax vs K
 and 0.072 vs 0.021 on Student-t (nu = 3) keys, where a vector's own min and max are set
 by its largest coordinates and a rotation (KQV) spreads them out.
 
-The sweep's worker processes get the scheme too (run_sweep sends them its definition);
-for ``kvstats sweep``/``kvstats report`` on the command line, put the code above
-``main`` in a module and name it in the config's ``[sweep] plugins`` (docs/usage.md,
-"Your own scheme or distribution"). That module may import helpers beside it (``import
-my_helpers``): their sources enter the cell ids too, so ``--resume`` recomputes after an
-edit of either. After moving the module, ``kvstats report DIR --plugins NEW/PATH.py``.
+The scheme is registered when the file is imported, not in ``main``, so the file is a
+plugin as it stands: a config's ``[sweep] plugins = ["examples/own_scheme.py"]`` makes
+``minmax`` a name ``kvstats sweep`` accepts (``kvstats schemes --plugins
+examples/own_scheme.py`` shows it). ``main`` names the file as its sweep's plugin too, so
+the workers import it and ``kvstats report OUT`` works later in another process
+(docs/usage.md, "Your own scheme or distribution"). A plugin may import helpers beside
+it (``import my_helpers``): their sources enter the cell ids too, so ``--resume``
+recomputes after an edit of either. After moving the file, ``kvstats report OUT
+--plugins NEW/PATH.py``.
 """
 
 from __future__ import annotations
@@ -102,6 +105,10 @@ def expected_bits(bits, dim, n_tokens, params):
 
 MINMAX = kvstats.define_scheme("minmax", build, expected_bits, summary="per-vector uniform min-max, "
                                "n-bit codes, float16 min and max per vector, no rotation")
+# at the top level: importing the file registers the scheme, as a plugin must (a call in
+# main() would not run when a sweep imports the file). Run as a script, the file is
+# imported once, as __main__; naming it as the sweep's plugin below does not import it again.
+kvstats.register_scheme(MINMAX)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,13 +117,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="folder for the sweep and its report (default: a temp folder)")
     args = ap.parse_args(argv)
 
-    if "minmax" not in kvstats.quant.REGISTRY:
-        kvstats.register_scheme(MINMAX)
     account = kvstats.check_scheme("minmax")        # raises, listing what fails
     print(f"minmax passes the scheme contract ({len(account)} clauses)")
 
     n_trials, n_keys = (16, 64) if args.fast else (300, 512)
-    config = {"schemes": ["minmax", "KQV"], "budgets": [3, 4],
+    # this file as the plugin: workers import it, and the manifest records it (file, SHA-256)
+    config = {"plugins": [__file__], "schemes": ["minmax", "KQV"], "budgets": [3, 4],
               "distributions": ["gaussian", {"name": "heavy_tailed", "params": {"nu": 3.0}}],
               "dims": [64], "n_keys": [n_keys], "n_trials": n_trials,
               "comparisons": [["minmax", "KQV"]],

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import kvstats
+
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 
 
@@ -27,6 +29,12 @@ def test_example_runs(script, tmp_path):
     if script.stem == "own_scheme":
         assert "minmax passes the scheme contract" in proc.stdout
         assert "minmax" in (out / "report.md").read_text()
+        # the sweep names the file as its plugin (adopted, not imported a second time), so
+        # the manifest records it and `kvstats report` in another process can load it
+        import json
+
+        code = json.loads((out / "manifest.json").read_text())["user_code"]
+        assert code["schemes"] == {"minmax": str(script)} and code["plugins"][0]["file"] == str(script)
 
 
 def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registries):
@@ -49,34 +57,35 @@ def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registrie
     spec = importlib.util.spec_from_file_location("own_scheme_example", EXAMPLES[0].parent / "own_scheme.py")
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
+    kvstats.unregister_scheme("minmax")   # the example registers at import; the excerpt registers its own
     exec(compile(code, "usage.md", "exec"), {"MinMaxCoder": example.MinMaxCoder})
     assert "minmax" in (tmp_path / "own" / "report.md").read_text()
 
 
 def test_the_readme_plugin_recipe_for_the_example(tmp_path):
-    # README.md: the example registers its scheme in main(), so naming it in [sweep]
-    # plugins registers nothing; its code above main in a module that registers at its
-    # top level is a plugin `kvstats schemes` and `kvstats sweep` accept.
+    # README.md: examples/own_scheme.py registers its scheme at import, so it is a plugin as
+    # it stands (it registered in main(), and naming it in [sweep] plugins registered
+    # nothing): `kvstats schemes` lists its scheme, and `kvstats sweep` and `kvstats report`
+    # (a fresh process) run a config that names it.
     def kvstats_cli(*args):
         return subprocess.run([sys.executable, "-m", "kvstats.cli", *args], cwd=tmp_path,
                               capture_output=True, text=True,
                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
 
+    example = EXAMPLES[0].parent / "own_scheme.py"
     readme = (EXAMPLES[0].parents[1] / "README.md").read_text()
-    assert "registers nothing" in readme and "code above `main`" in readme
-    proc = kvstats_cli("schemes", "--plugins", str(EXAMPLES[0].parent / "own_scheme.py"))
-    assert proc.returncode == 0 and "registered no scheme or distribution" in proc.stdout
-    source = (EXAMPLES[0].parent / "own_scheme.py").read_text()
-    (tmp_path / "my_schemes.py").write_text(source.split("\ndef main(")[0]
-                                            + "\nkvstats.register_scheme(MINMAX)\n")
-    proc = kvstats_cli("schemes", "--plugins", "my_schemes.py")
-    assert proc.returncode == 0 and "scheme minmax: registered by" in proc.stdout, proc.stderr
+    assert 'plugins = ["examples/own_scheme.py"]' in readme and "registers its scheme when imported" in readme
+    proc = kvstats_cli("schemes", "--plugins", str(example))
+    assert proc.returncode == 0 and f"scheme minmax: registered by {example}" in proc.stdout, proc.stderr
+    assert "registered no scheme" not in proc.stdout
     (tmp_path / "sweep.toml").write_text(
-        '[sweep]\nplugins = ["my_schemes.py"]\nbudgets = [3]\ndims = [32]\nn_keys = [16]\n'
+        f'[sweep]\nplugins = ["{example}"]\nbudgets = [3]\ndims = [32]\nn_keys = [16]\n'
         'n_trials = 6\n[[schemes]]\nname = "minmax"\n[[schemes]]\nname = "KQV"\n'
         '[[distributions]]\nname = "gaussian"\n[report]\ncomparisons = [["minmax", "KQV"]]\n'
         'figures = false\nenergy_resamples = 19\nbootstrap_resamples = 99\n')
     proc = kvstats_cli("sweep", "--config", "sweep.toml", "--out", "own", "--workers", "1",
-                       "--no-progress")
+                       "--no-progress", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    proc = kvstats_cli("report", "own", "--no-figures")
     assert proc.returncode == 0, proc.stderr
     assert "minmax vs KQV" in (tmp_path / "own" / "report.md").read_text()
