@@ -75,8 +75,8 @@ from transformers.cache_utils import Cache, DynamicLayer
 from kvstats._checks import check_int, did_you_mean
 from kvstats.models.attention_hook import CodedKV, install
 from kvstats.models.code_attention import GrowingBuffer, SideCoder
-from kvstats.models.group_codes import make_sides
-from kvstats.quant.registry import parse_scheme_name
+from kvstats.models.group_codes import grouped_kind, make_sides
+from kvstats.quant.registry import REGISTRY, parse_scheme_name
 
 
 def _tensor_bytes(t: torch.Tensor | None) -> int:
@@ -516,7 +516,7 @@ class QuantizedCache(Cache):
     reads_codes : bool
         Whether the scheme has a code-reading path (per-vector and exportable, or kivi/qjl).
     grouped : bool
-        kivi or qjl (token-grouped codes read by :mod:`kvstats.models.group_codes`).
+        Coded by kivi's or qjl's coders (token-grouped codes read by :mod:`kvstats.models.group_codes`).
     attention : str
         ``"codes"`` or ``"model"`` (resolved).
 
@@ -573,8 +573,9 @@ class QuantizedCache(Cache):
             if isinstance(value, int) and not isinstance(value, bool) and probe_dim <= value <= 4096:
                 probe_dim = 1 << value.bit_length()
         probe = make_scheme(scheme_name, bits, probe_dim, seed=0, **params)
-        # kivi and qjl: numpy-coded whole groups, read from torch buffers (group_codes)
-        self.grouped = sdef.name in ("kivi", "qjl")
+        # kivi's and qjl's coders (by type, whatever the scheme's name): numpy-coded whole
+        # groups, read from torch buffers (group_codes)
+        self.grouped = grouped_kind(probe) is not None
         self.reads_codes = self.grouped or (sdef.gpu and self.token_group == 1 and _exports(probe))
         if attention is None:
             attention = "codes" if self.reads_codes else "model"
@@ -582,8 +583,9 @@ class QuantizedCache(Cache):
             raise ValueError(f"attention must be None, 'codes' or 'model'; received {attention!r}"
                              f"{did_you_mean(attention, ('codes', 'model'))}")
         if attention == "codes" and not self.reads_codes:
-            raise ValueError(f"attention='codes' needs a per-vector scheme that exports (KV, KQV, QKQV, "
-                             f"turboquant_mse/prod, K{{a}}V{{b}}, Hadamard or no rotation); received "
+            exporting = ", ".join(name for name, d in REGISTRY.items() if d.gpu)
+            raise ValueError(f"attention='codes' needs a per-vector scheme that exports ({exporting}; "
+                             f"Hadamard or no rotation) or kivi's or qjl's coders; received "
                              f"{scheme_name!r} with {params}: use attention='model'")
         self.attention = attention
         self.keep_decoded = (attention == "model") if keep_decoded is None else keep_decoded

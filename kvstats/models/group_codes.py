@@ -32,7 +32,7 @@ from kvstats._checks import check_int
 from kvstats.models.code_attention import GrowingBuffer, _byte_table, _shifts
 from kvstats.quant.packing import pack_codes, unpack_codes
 
-__all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "make_sides", "unpack_float"]
+__all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "grouped_kind", "make_sides", "unpack_float"]
 
 _SIGN_TABLE = _byte_table(torch.tensor([-1.0, 1.0]), 1)  # (256, 8): the ±1 signs of each byte
 _SIGN_TABLE_NP = _SIGN_TABLE.numpy()
@@ -340,9 +340,31 @@ class QJLKeySide(_Side):
         return torch.where(mask, rec("osigns", "onorms", self.om, self.oscale, self.ost), out)
 
 
+def grouped_kind(scheme) -> str | None:
+    """Which grouped side pair codes ``scheme`` (``'kivi'`` or ``'qjl'``), read from its
+    coders' types, so that a scheme registered under another name with these coders is
+    read the same way; ``None`` for any other scheme.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> grouped_kind(kvstats.make_scheme("kivi", 2, 64, residual=0)), grouped_kind(kvstats.make_scheme("KQV", 3, 64))
+    ('kivi', None)
+    """
+    from kvstats.quant.qjl_keys import QJLKeyQuantizer
+    from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder, UniformTokenCoder
+
+    kc, vc = scheme.key_coder, scheme.value_coder
+    if isinstance(kc, KIVIKeyCoder) and isinstance(vc, KIVIValueCoder):
+        return "kivi"
+    if isinstance(kc, QJLKeyQuantizer) and isinstance(vc, UniformTokenCoder):
+        return "qjl"
+    return None
+
+
 def make_sides(scheme) -> tuple[_Side, _Side]:
-    """The torch sides of a numpy ``kivi`` or ``qjl`` scheme (its coders' settings and
-    sketches).
+    """The torch sides of a numpy scheme coded in groups (:func:`grouped_kind`: ``kivi``'s
+    or ``qjl``'s coders): its coders' settings and sketches.
 
     Examples
     --------
@@ -351,13 +373,10 @@ def make_sides(scheme) -> tuple[_Side, _Side]:
     >>> type(k).__name__, type(v).__name__, sorted(k.store)
     ('KIVIKeySide', 'TokenValueSide', ['codes', 'scale', 'zero'])
     """
-    from kvstats.quant.qjl_keys import QJLKeyQuantizer
-    from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder, UniformTokenCoder
-
+    kind = grouped_kind(scheme)
     kc, vc = scheme.key_coder, scheme.value_coder
-    if isinstance(kc, KIVIKeyCoder) and isinstance(vc, KIVIValueCoder):
-        return KIVIKeySide(kc.bits, kc.group_size, kc.dim), TokenValueSide(vc.bits, vc.group_size, vc.dim)
-    if isinstance(kc, QJLKeyQuantizer) and isinstance(vc, UniformTokenCoder):
-        return QJLKeySide(kc), TokenValueSide(vc.bits, vc.group_size, vc.dim)
-    raise ValueError(f"scheme must be a 'kivi' or 'qjl' scheme; received {scheme.name!r} with coders "
-                     f"{type(kc).__name__}/{type(vc).__name__}")
+    if kind is None:
+        raise ValueError(f"scheme must be coded by kivi's or qjl's coders; received {scheme.name!r} with "
+                         f"coders {type(kc).__name__}/{type(vc).__name__}")
+    key = KIVIKeySide(kc.bits, kc.group_size, kc.dim) if kind == "kivi" else QJLKeySide(kc)
+    return key, TokenValueSide(vc.bits, vc.group_size, vc.dim)

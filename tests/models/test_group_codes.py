@@ -185,3 +185,22 @@ def test_grouped_codes_are_the_numpy_scheme_with_one_draw_per_head(per_head):
     assert st.shape[0] == (3 if per_head else 1)
     if per_head:
         assert (st[0] - st[1]).abs().max() > 0.1  # the heads' sketches differ
+
+
+def test_a_scheme_registered_with_kivis_coders_under_another_name_reads_its_codes():
+    # which path reads a scheme is a fact about its coders, not its name: kivi's SchemeDef
+    # under a new name is grouped, reads attention from its codes and equals kivi there
+    import dataclasses
+
+    from kvstats.quant.register import registered_scheme
+    from kvstats.quant.registry import BUILTIN
+
+    k, v, q = _kv(1, 2, 20, 64, seed=3)
+    with registered_scheme(dataclasses.replace(BUILTIN["kivi"], name="kivi_copy")):
+        copy = QuantizedCache("kivi_copy", 2, seed=5, group_size=8)
+        assert copy.grouped and copy.attention == "codes"
+        handle, _ = copy.update(k, v, layer_idx=0)
+    same = QuantizedCache("kivi", 2, seed=5, group_size=8)
+    ref, _ = same.update(k, v, layer_idx=0)
+    for a, b in zip(handle.layer.dequantized(), ref.layer.dequantized()):
+        assert torch.equal(a, b)
