@@ -353,7 +353,7 @@ def _check_report_flags(args: argparse.Namespace) -> None:
 def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats.data.register import distribution_names, user_distributions
     from kvstats.plugins import _KEY as PLUGINS_KEY
-    from kvstats.plugins import PluginError, load_plugins
+    from kvstats.plugins import PluginError, load_plugins, plugin_summary
     from kvstats.quant.register import user_schemes
 
     refs = args.plugins or ()
@@ -377,10 +377,9 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
              **{f"distribution {n}": o for n, o in user_distributions().items()}}
     for what, origin in users.items():
         say(f"  {what}: registered by {origin or 'this process'}")
-    for plugin in resolved:   # a check of a plugin: one that registered nothing says so
-        if plugin not in users.values():
-            say(f"  plugin {plugin} registered no scheme or distribution "
-                "(kvstats.register_scheme / register_distribution at its top level)")
+    for line in plugin_summary(resolved):   # a check of a plugin: one that registered nothing says so
+        if " registered no " in line:
+            say("  " + line)
     return 0
 
 

@@ -457,7 +457,13 @@ def test_schemes_plugins_errors_name_the_flag_and_the_working_directory(tmp_path
     (tmp_path / "empty_plug.py").write_text("X = 1\n")
     assert main(["schemes", "--plugins", "empty_plug.py"]) == 0
     out = capsys.readouterr().out
-    assert f"plugin {tmp_path / 'empty_plug.py'} registered no scheme or distribution" in out
+    assert f"plugin {str(tmp_path / 'empty_plug.py')!r} registered no scheme or distribution" in out
+    # a SchemeDef defined but not registered is named (plugins.plugin_summary, as a config's error does)
+    (tmp_path / "unregistered_plug.py").write_text(
+        "import kvstats\nS = kvstats.define_scheme('unreg_s', lambda *a: None, lambda *a: (0, 0), summary='x')\n")
+    assert main(["schemes", "--plugins", "unregistered_plug.py"]) == 0
+    out = capsys.readouterr().out
+    assert "defines the scheme(s) 'unreg_s' (S) without registering them" in out
 
 
 @pytest.mark.parametrize("command", ["sweep", "report"])
