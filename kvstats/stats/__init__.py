@@ -19,7 +19,7 @@ from .bootstrap import BOOTSTRAP_METHODS, BootstrapResult, bootstrap_ci, bootstr
 from .cluster import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
 from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
-from .power import PowerResult, SampleSizeResult, power_mann_whitney, trials_for_power
+from .power import PowerResult, SampleSizeResult, pairs_for_power, power_mann_whitney, power_sign_test, trials_for_power
 from .paired import SignedRankResult, SignTestResult, sign_test, wilcoxon_signed_rank
 from .rank import KSResult, MannWhitneyResult, ks_2samp, mann_whitney
 from .tail import HeavyTailWarning, TailIndexResult, tail_index
@@ -50,7 +50,9 @@ __all__ = [
     "energy_test",
     "ks_2samp",
     "mann_whitney",
+    "pairs_for_power",
     "power_mann_whitney",
+    "power_sign_test",
     "sign_test",
     "tail_index",
     "trials_for_power",
