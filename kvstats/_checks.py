@@ -50,14 +50,27 @@ def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: boo
 
 
 def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as an ``int`` within ``[low, high]`` (either bound optional)."""
+    """Return ``value`` as an ``int`` within ``[low, high]`` (either bound optional).
+
+    Both errors give the allowed range when there is one (a wrong type too: ``2.5`` for a
+    budget is told the budgets it may be).
+
+    Examples
+    --------
+    >>> check_int(3, "bits", low=1, high=8)
+    3
+    >>> check_int(2.5, "bits", low=1, high=8)
+    Traceback (most recent call last):
+    ...
+    TypeError: bits must be an integer in [1, 8]; received 2.5
+    """
+    bounded = "" if low is None and high is None else (
+        f" in [{'-inf' if low is None else low}, {'inf' if high is None else high}]")
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer; received {_describe(value)}")
+        raise TypeError(f"{name} must be an integer{bounded}; received {_describe(value)}")
     value = int(value)
     if (low is not None and value < low) or (high is not None and value > high):
-        lo = "-inf" if low is None else low
-        hi = "inf" if high is None else high
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}]; received {value}")
+        raise ValueError(f"{name} must be an integer{bounded}; received {value}")
     return value
 
 

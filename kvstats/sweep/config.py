@@ -592,13 +592,13 @@ def _range(low: int | None, high: int | None) -> str:
 
 
 def _int(value: Any, name: str, low: int | None, high: int | None, why: str = "") -> int:
-    """:func:`check_int` whose messages all give the range (its TypeError gives none:
-    ``budgets = [2.5]`` said only "must be an integer")."""
+    """:func:`check_int`, its message followed by ``why`` (where the bounds come from)."""
     try:
         return check_int(value, name, low=low, high=high)
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{name} must be an integer in {_range(low, high)}; received "
-                        f"{_describe(value)}{why}") from None
+        if not why:
+            raise
+        raise type(exc)(f"{exc}{why}") from None
 
 
 def load_config(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> SweepConfig:
