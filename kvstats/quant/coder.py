@@ -26,6 +26,10 @@ The contract:
 ``nominal_bits``
     the bits per coordinate the coder is named for (its budget without overheads).
 
+Optional: a coder whose ``roundtrip(x, out=arr)`` writes its result into ``arr`` says so
+with the class attribute ``roundtrip_writes_out = True`` (MSE, Prod); the sweep then reuses
+one array per shape across cells.
+
 Coders that the GPU path supports (MSE, Prod) also implement :class:`ExportableCoder`:
 ``export()`` returns a :class:`kvstats.quant.export.SideExport` of plain arrays.
 

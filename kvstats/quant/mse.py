@@ -161,6 +161,10 @@ class MSEQuantizer:
     {'codes': 512, 'norm': 16}
     """
 
+    #: ``roundtrip(x, out=...)`` writes into ``out`` (the sweep reuses its arrays; an
+    #: optional capability of the coder protocol, False where absent).
+    roundtrip_writes_out = True
+
     def __init__(self, dim: int, bits: int, rotation: str | Rotation = "hadamard",
                  seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
                  norm_dtype: DTypeLike = np.float16, name: str = "x"):

@@ -90,6 +90,10 @@ class ProdQuantizer:
     ((10, 64), 64)
     """
 
+    #: ``roundtrip(x, out=...)`` writes into ``out`` (the sweep reuses its arrays; an
+    #: optional capability of the coder protocol, False where absent).
+    roundtrip_writes_out = True
+
     def __init__(self, dim: int, bits: int, rotation: str = "hadamard", sketch: str = "gaussian",
                  m: int | None = None, seed: SeedLike = 0, draws: int | tuple[int, ...] = (),
                  norm_dtype: DTypeLike = np.float16, name: str = "x"):

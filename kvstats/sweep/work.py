@@ -21,16 +21,10 @@ import pandas as pd
 from kvstats.data.synthetic import sample
 from kvstats.data.trials import Trials
 from kvstats.metrics.profile import _profile
-from kvstats.quant.mse import MSEQuantizer
-from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats.results import REAL
 from kvstats.sweep.plan import Cell, _Task, chunk_span, data_seed, scheme_seed
 from kvstats.sweep.sources import _load_real, _trial_clusters
-
-
-#: Coders whose ``roundtrip`` writes into a given ``out`` array.
-_OUT_CODERS = (MSEQuantizer, ProdQuantizer)
 
 
 def _roundtrip(scheme: Scheme, K: np.ndarray, V: np.ndarray,
@@ -40,7 +34,7 @@ def _roundtrip(scheme: Scheme, K: np.ndarray, V: np.ndarray,
     every page (~14 ms per 32 MB here), paid per cell otherwise. Same numbers (the
     coders' arithmetic does not depend on where it writes); the frames keep no view of
     the arrays, so a later cell may overwrite them."""
-    if not (isinstance(scheme.key_coder, _OUT_CODERS) and isinstance(scheme.value_coder, _OUT_CODERS)):
+    if not all(getattr(c, "roundtrip_writes_out", False) for c in (scheme.key_coder, scheme.value_coder)):
         return scheme.roundtrip(K, V)
     outs = []
     for side, x in (("K", K), ("V", V)):

@@ -26,7 +26,12 @@ def test_reused_buffers_give_the_plain_roundtrip_tables(monkeypatch):
     monkeypatch.setattr(work, "_roundtrip", spy)
     fast = run_sweep(cfg, executor="serial", progress=False).frame
     assert any(calls) and not all(calls)  # buffers used for MSE/Prod schemes only
-    monkeypatch.setattr(work, "_OUT_CODERS", ())  # every scheme through Scheme.roundtrip
+    # every scheme through Scheme.roundtrip: no coder declares roundtrip_writes_out
+    from kvstats.quant.mse import MSEQuantizer
+    from kvstats.quant.prod import ProdQuantizer
+
+    monkeypatch.setattr(MSEQuantizer, "roundtrip_writes_out", False)
+    monkeypatch.setattr(ProdQuantizer, "roundtrip_writes_out", False)
     plain = run_sweep(cfg, executor="serial", progress=False).frame
     key = ["cell_id", "trial"]
     pd.testing.assert_frame_equal(fast.sort_values(key).reset_index(drop=True),
