@@ -160,6 +160,27 @@ def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
           "tables/comparisons_trial_level.csv.")
 
 
+def _other_code_text(n_other: Any) -> str:
+    """The versions line's caveat when workers running other code computed some cells
+    (the manifest's ``n_other_code``; absent from manifests before it existed: no caveat).
+
+    Examples
+    --------
+    >>> _other_code_text(0), _other_code_text(None)
+    ('', '')
+    >>> _other_code_text(2)[:75]
+    ' 2 cells were computed by workers running other code: the versions above ar'
+    """
+    if not isinstance(n_other, (int, float)) or isinstance(n_other, bool) or not n_other > 0:
+        return ""
+    n = int(n_other)
+    return (f" {n} cell{'s were' if n != 1 else ' was'} computed by "
+            f"{'workers' if n != 1 else 'a worker'} running other code: the versions above are "
+            "this process's, not "
+            f"{'theirs' if n != 1 else 'its'} (each such cell's code is in its entry of "
+            "manifest.json's \"cells\", under \"code\").")
+
+
 def _user_code_text(code: dict[str, Any]) -> str:
     """The header line saying the sweep ran user code: which schemes and distributions, and
     from which plugin file (with its SHA-256 prefix) or from the script itself."""
@@ -189,6 +210,13 @@ def _user_code_text(code: dict[str, Any]) -> str:
     parts += [f"distribution {n}: {origin(o)}" for n, o in (code.get("distributions") or {}).items()]
     if not parts:
         parts = [origin(p) for p in files]
+    # the files the script's own registrations run (one list for all of them: the manifest
+    # does not say which registration runs which file); hashed into their cells' ids too
+    script = [r for r in code.get("script") or [] if isinstance(r, dict)]
+    if script:
+        parts.append("the script's registrations run " + ", ".join(
+            f"{r.get('file') or r.get('module')}" + (f" (SHA-256 {str(r['sha256'])[:12]})" if r.get("sha256") else "")
+            for r in script))
     return ("User code (not part of kvstats; its numbers are only as right as that code): "
             + "; ".join(parts) + ".")
 
@@ -278,7 +306,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
         f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
         f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
-        "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + ".",
+        "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + "."
+        + _other_code_text(man.get("n_other_code")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
         *([f"Heavy tails: {_heavy_summary(summary, theory)} " + heavy_note(opts)] if heavy else []),

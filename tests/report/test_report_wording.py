@@ -245,6 +245,42 @@ def test_header_states_the_scope_of_the_tests(tmp_path):
 
 
 
+def test_header_says_which_cells_its_versions_do_not_describe_and_names_the_scripts_files(tmp_path):
+    """The manifest's versions are the calling process's: cells computed by workers running
+    other code (n_other_code) are said to be outside them, and the files a script's own
+    registrations run are named with their hashes, as a plugin's are; a manifest from before
+    these keys renders as before."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=43)
+
+    def header(**extra):
+        res = _result(f)
+        res.manifest.update(extra)
+        md = hypothesis_report(res, tmp_path / str(len(list(tmp_path.iterdir()))), figures=False,
+                               energy_resamples=19).files["markdown"].read_text()
+        return md.split("## Metrics and units")[0]
+
+    old = header()
+    assert "other code" not in old and "User code" not in old
+    versions = next(line for line in header(n_other_code=2).splitlines() if line.startswith("- Host:"))
+    assert versions.endswith("2 cells were computed by workers running other code: the versions above "
+                             "are this process's, not theirs (each such cell's code is in its entry "
+                             'of manifest.json\'s "cells", under "code").')
+    assert "1 cell was computed by a worker running other code" in header(n_other_code=1)
+    assert "other code" not in header(n_other_code=0)
+    sha = "ab" * 32
+    code = {"plugins": [], "schemes": {"minmax": None}, "distributions": {},
+            "script": [{"module": "helpers", "file": "/home/u/helpers.py", "sha256": sha},
+                       {"module": "run", "file": "/home/u/run.py", "sha256": "cd" * 32}]}
+    line = next(x for x in header(user_code=code).splitlines() if x.startswith("- User code"))
+    assert line.endswith("scheme minmax: registered by the script; the script's registrations run "
+                         f"/home/u/helpers.py (SHA-256 {sha[:12]}), /home/u/run.py (SHA-256 {'cd' * 6}).")
+    # a manifest written before "script" existed
+    line = next(x for x in header(user_code={k: v for k, v in code.items() if k != "script"}).splitlines()
+                if x.startswith("- User code"))
+    assert line.endswith("scheme minmax: registered by the script.")
+
+
+
 # ---------------------------------------------------------------- the tests' own cells and counts
 def test_ks_cells_say_not_resolvable_exactly_when_ks_could_not_have_rejected(tmp_path):
     """n = 4 vs 4: the KS test's smallest p (2/70) is above α/19, so every KS cell reads
