@@ -107,7 +107,9 @@ SHANNON_PHI_NOTE = (
     "of the error), x the mean angle φ between each vector and its reconstruction "
     "(radians, log scale; lower means the direction is kept, which is what attention "
     "scores read). Up-left is better on both counts. A scheme's points, joined in the "
-    "order of n, form its trajectory; crosses are 95% intervals of the two means "
+    "order of n, form its trajectory (schemes whose means coincide, such as two that code "
+    "the keys alike, show as nested disks, the first scheme of the legend largest, each "
+    "with its n labels on its own side); crosses are 95% intervals of the two means "
     "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
     "individual trials. Dashed lines (keys and values): Shannon's rate–distortion limit "
     "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
@@ -135,6 +137,41 @@ def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[
     return dict(zip(finite["budget"], finite["bound_snr_db"])), note
 
 
+_EDGE = 0.6   # white edge of the mean markers (points): it separates nested markers
+
+
+def _nested_markers(k: int) -> tuple[list[float], list[tuple[tuple[float, float], str, str]]]:
+    """Marker areas (points²) and n-label placements of ``k`` schemes in one Shannon–φ plane.
+
+    Schemes can code a place identically (KV, KQV and turboquant_mse the keys; K4V2's
+    keys are KV's at n = 4), so their means coincide. Each is drawn over the ones before
+    it as a strictly smaller disk (circles: any other shape's corners would cover the
+    ring of the one below; diameters evenly from 13 points, up to 22 for more schemes,
+    down to 4, steps of at most 4 points), so a ring of each shows around the next, and its
+    n labels go in a direction of their own around the point (clockwise from the upper
+    right, ``k`` directions), beyond the largest disk.
+
+    Examples
+    --------
+    >>> sizes, places = _nested_markers(2)
+    >>> [round(s ** 0.5, 2) for s in sizes], [p[1:] for p in places]
+    ([13.0, 9.0], [('left', 'bottom'), ('right', 'top')])
+    """
+    k = max(int(k), 1)
+    big = min(22.0, max(13.0, 4.0 + 3.5 * (k - 1)))
+    step = min(4.0, (big - 4.0) / (k - 1)) if k > 1 else 0.0
+    diam = big - step * np.arange(k)
+    radius = big / 2 + 3.0
+    places = []
+    for i in range(k):
+        t = np.deg2rad(45.0 - 360.0 * i / k)
+        c, s = math.cos(t), math.sin(t)
+        ha = "left" if c > 0.38 else "right" if c < -0.38 else "center"
+        va = "bottom" if s > 0.38 else "top" if s < -0.38 else "center"
+        places.append(((radius * c, radius * s), ha, va))
+    return [float(d * d) for d in diam], places
+
+
 def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str | None = None,
                      params: str | None = None, dim: int | None = None, n_keys: int | None = None,
                      budgets: Sequence[float] | None = None, schemes: Sequence[str] | None = None,
@@ -148,7 +185,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     (``snr_<place>``, dB), x the mean direction error φ (``phi_<place>``, radians, log
     scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
     better. Each scheme's means at its budgets are joined in budget order and labelled
-    with n; 95% normal-approximation intervals of both means are drawn as crosses; the
+    with n (coinciding means stay visible: each scheme's disk is smaller than the one
+    drawn before it, its labels on a side of their own); 95% normal-approximation intervals of both means are drawn as crosses; the
     trials show as faint dots under them. ``bounds`` (budget → SNR dB, e.g. from
     :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
     each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
@@ -218,12 +256,12 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     _style()
     fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
-    markers, styles = "soD^vP*Xph", ("-", "--", ":", "-.")
-    # schemes that coincide (KV and KQV on Gaussian keys) stay visible: the first drawn
-    # has the largest marker, each its own line style and label corner
-    corners = ((5, 4), (-12, -11), (5, -11), (-12, 4))
+    styles = ("-", "--", ":", "-.")
+    # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible
+    k = sel["scheme"].nunique()
+    sizes, offsets = _nested_markers(k)
     for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
-        color, marker = palette[scheme], markers[i % len(markers)]
+        color = palette[scheme]
         if clouds:
             pts = grp.groupby("budget", sort=False, group_keys=False).apply(
                 lambda g: g if len(g) <= max_points else
@@ -237,10 +275,11 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=styles[i % len(styles)], zorder=3 + 0.01 * i)
         ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
                     capsize=2, zorder=4)
-        ax.scatter(m["x"], m["y"], s=max(130 - 45 * i, 22), marker=marker, color=color,
-                   edgecolors="white", linewidths=0.8, zorder=5 + 0.01 * i, label=scheme)
+        ax.scatter(m["x"], m["y"], s=sizes[i], marker="o", color=color,
+                   edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
+        (dx, dy), ha, va = offsets[i]
         for b, r in m.iterrows():
-            ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=corners[i % len(corners)],
+            ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=(dx, dy), ha=ha, va=va,
                         textcoords="offset points", fontsize=7, color=color, zorder=6,
                         bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
     ax.set_xscale("log")
@@ -272,7 +311,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], ls="none", marker="o", ms=3, color="0.5", alpha=0.5)] + [h for h, _ in extra]
     labels += ["trials"] + [lab for _, lab in extra]
-    fig.legend(handles, labels, loc="outside right center", title="scheme (labels: n)", fontsize=8)
+    legend = fig.legend(handles, labels, loc="outside right center", title="scheme (labels: n)", fontsize=8)
+    for handle in legend.legend_handles[:k]:   # one size there: the nested disks' smallest is 4 points
+        handle.set_sizes([70.0])
     ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0], LABEL_DIGITS)}{subtitle}",
                  fontsize=10 if not subtitle else 8.5)
     return fig

@@ -5,6 +5,7 @@ import re
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 
 from kvstats.report import (hypothesis_report, plot_crossover, plot_kl_vs_bits,
@@ -188,6 +189,51 @@ def test_shannon_phi_plane_draws_trajectories_and_the_limit(frame_factory):
     assert "infinite variance" in plot_shannon_phi(g, "k").axes[0].get_title()
     matplotlib.pyplot.close("all")
 
+
+
+@pytest.mark.parametrize("n_schemes", [2, 5])
+def test_coinciding_schemes_stay_visible_in_the_shannon_phi_plane(frame_factory, n_schemes):
+    """KV, KQV and turboquant_mse code keys alike, so their means coincide: each scheme's
+    marker must show around the next one's (strictly smaller, drawn above it: its colour is
+    in the rendered pixels) and its n labels must overlap neither another's nor the markers."""
+    from kvstats.report.plots import scheme_palette
+
+    names = ["KV", "QKQV", "turboquant_prod", "KQV", "turboquant_mse"][-n_schemes:]
+    one = frame_factory({("KV", 2): 0.0, ("KV", 3): 0.0}, n=10)
+    one["snr_k"] = 6.0 * one["budget"]                 # constant per budget: no error bars
+    one["phi_k"] = 0.5 ** one["budget"]
+    f = pd.concat([one.assign(scheme=s) for s in names], ignore_index=True)
+    palette = scheme_palette(names)
+    fig = plot_shannon_phi(f, "k", bounds=None, clouds=False, palette=palette)
+    ax = fig.axes[0]
+    means = [c for c in ax.collections if c.get_label() in names]
+    assert [c.get_label() for c in means] == names
+    sizes = [float(c.get_sizes()[0]) for c in means]
+    assert all(a > b for a, b in zip(sizes, sizes[1:])), sizes          # each inside the one before
+    assert all(a.get_zorder() < b.get_zorder() for a, b in zip(means, means[1:]))
+    fig.set_dpi(100)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    rgb = np.asarray(fig.canvas.buffer_rgba())[..., :3] / 255.0
+    px = fig.dpi / 72.0                                                  # pixels per point
+    for budget in (2.0, 3.0):
+        cx, cy = ax.transData.transform((0.5 ** budget, 6.0 * budget))
+        # every scheme's colour shows in the pixels of the markers (their largest disk)
+        r = int(np.ceil(np.sqrt(sizes[0]) / 2 * px))
+        row, col = int(round(rgb.shape[0] - cy)), int(round(cx))
+        win = rgb[row - r:row + r + 1, col - r:col + r + 1]
+        for name in names:
+            near = np.abs(win - np.asarray(palette[name])).max(axis=-1) < 0.05
+            assert near.sum() >= 5, (name, budget, int(near.sum()))
+        boxes = [t.get_window_extent(renderer) for t in ax.texts
+                 if np.allclose(t.xy, (0.5 ** budget, 6.0 * budget)) and t.get_text() == f"{budget:g}"]
+        assert len(boxes) == n_schemes
+        for i, a in enumerate(boxes):
+            # clear of the largest marker, and of the other schemes' labels
+            nearest = np.hypot(np.clip(cx, a.x0, a.x1) - cx, np.clip(cy, a.y0, a.y1) - cy)
+            assert nearest > np.sqrt(sizes[0]) / 2 * px
+            assert not any(a.overlaps(b) for b in boxes[i + 1:])
+    matplotlib.pyplot.close("all")
 
 def test_report_shows_the_limit_and_each_gap(tmp_path):
     import kvstats
