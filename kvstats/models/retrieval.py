@@ -440,10 +440,13 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     over the configurations), the loss bound, and greedy agreement, per configuration.
 
     Columns: ``config, n, correct, accuracy, acc_low, acc_high, ref_only, only, p_mcnemar,
-    p_holm, min_p, verdict, loss_upper, agree_tokens, identical, bytes_per_token``.
+    p_holm, min_p, min_p_holm, verdict, loss_upper, agree_tokens, identical, bytes_per_token``.
+    ``min_p`` is the smallest p-value McNemar's test could give with the row's discordant
+    prompts (all of them one way) and ``min_p_holm`` its Holm-adjusted value, the other
+    configurations' p-values as observed (:func:`kvstats.analysis.resolution.attainable_adjusted`).
     ``verdict``: ``"worse"``/``"better"`` (Holm-adjusted p <= alpha), ``"not resolvable"``
-    (fewer discordant pairs than any split could reject with, min_p > alpha), else
-    ``"no difference detected"``; the reference's row reads ``"reference"``.
+    (too few discordant prompts for any split to reject after Holm, min_p_holm > alpha),
+    else ``"no difference detected"``; the reference's row reads ``"reference"``.
 
     Examples
     --------
@@ -457,6 +460,7 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
       fp32       1.0         0      reference
          X       0.5         1 not resolvable
     """
+    from kvstats.analysis.resolution import attainable_adjusted
     from kvstats.stats import adjust_pvalues
 
     alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
@@ -486,11 +490,16 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     tested = out.config != reference
     out["p_holm"] = np.nan
     out.loc[tested, "p_holm"] = adjust_pvalues(out.loc[tested, "p_mcnemar"].to_numpy(), method="holm").pvalues_adjusted
+    # resolvable = could have been rejected inside the Holm family (not merely alone: 6
+    # discordant prompts reach p = 0.031 alone, far from Holm's 0.05/9 after 8 rejections)
+    out["min_p_holm"] = np.nan
+    out.loc[tested, "min_p_holm"] = attainable_adjusted(out.loc[tested, "p_mcnemar"].to_numpy(),
+                                                        out.loc[tested, "min_p"].to_numpy(), "holm", alpha)
     verdict = np.where(out.p_holm <= alpha, np.where(out.only > out.ref_only, "better", "worse"),
-                       np.where(out.min_p > alpha, "not resolvable", "no difference detected"))
+                       np.where(out.min_p_holm > alpha, "not resolvable", "no difference detected"))
     out["verdict"] = np.where(tested, verdict, "reference")
     for col in ("ref_only", "only"):
         out[col] = out[col].fillna(0).astype(int)
     cols = ["config", "n", "correct", "accuracy", "acc_low", "acc_high", "ref_only", "only", "p_mcnemar",
-            "p_holm", "min_p", "verdict", "loss_upper", "agree_tokens", "identical", "bytes_per_token"]
+            "p_holm", "min_p", "min_p_holm", "verdict", "loss_upper", "agree_tokens", "identical", "bytes_per_token"]
     return out[cols]

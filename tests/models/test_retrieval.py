@@ -297,6 +297,27 @@ def test_offsets_reach_every_start_of_the_haystack():
     assert {p.offset for p in ps} == {0, 1}
 
 
+def test_resolvable_means_rejectable_inside_the_holm_family():
+    # The 2026-12-02 passkey table: 6 discordant prompts reach p = 2 * 0.5**6 = 0.031 alone,
+    # but after 8 rejections Holm compares the 9th smallest of 17 with 0.05/9: no split of
+    # 6 prompts could be declared worse, so the row is "not resolvable" (it read "no
+    # difference detected" when min_p alone was compared with alpha). 9 discordant
+    # (min p 0.0039 <= 0.05/9 = 0.0056) stay resolvable.
+    ref = [True] * 24 + [False]                      # 17 configurations as in the table:
+    rows = {"fp32": ref, **{f"bad{i}": [False] * 20 + [True] * 4 + [False] for i in range(8)},
+            "six": [False] * 5 + [True] * 20,         # 5 lost, 1 gained
+            "nine": [False] * 8 + [True] * 17,        # 8 lost, 1 gained
+            **{f"same{i}": list(ref) for i in range(7)}}
+    s = summarize_retrieval(_frame(rows)).set_index("config")
+    assert (s.loc["six", "ref_only"], s.loc["six", "only"]) == (5, 1)
+    assert (s.loc["nine", "ref_only"], s.loc["nine", "only"]) == (8, 1)
+    assert s.loc["six", "min_p"] < 0.05 < s.loc["six", "min_p_holm"]
+    assert s.loc["six", "verdict"] == "not resolvable"
+    assert s.loc["nine", "min_p_holm"] <= 0.05 < s.loc["nine", "p_holm"]
+    assert s.loc["nine", "verdict"] == "no difference detected"
+    assert (s.filter(like="bad", axis=0).verdict == "worse").all()
+
+
 def test_a_p_value_equal_to_alpha_is_a_rejection():
     # "Holm-adjusted p <= alpha": 4 lost answers of 4 discordant pairs, one configuration:
     # p = 2 * 0.5**4 = 0.125 exactly
