@@ -293,7 +293,9 @@ def section_profile(res: str, old: str | None = None) -> str | None:
                 f"matched by text ({n_texts} texts: the calibrated unit, as trials of one text share it); "
                 "`dominance` = P(KQV > QKQV) − P(KQV < QKQV) over the matched units that differ, with its "
                 "95% Wilson interval (> 0 when KQV is larger); `frac_kqv_lower`, `texts_kqv_lower`: the "
-                f"units where KQV is lower; Holm over the {len(by_trial)} tests of each unit. A sign test "
+                f"units where KQV is lower; Holm over the {len(by_trial)} tests of each unit. The trial "
+                "columns count the trials of one text as independent, so their p-values and intervals "
+                "are too small (descriptive only); the `text_` columns are the inference. A sign test "
                 f"on n units all of one sign has p = 2^(1−n): {2.0 ** (1 - n_texts):.3g} on "
                 f"{n_texts} texts.\n",
                 md(by_trial[["bits", "metric", "mean_kqv", "mean_qkqv", "ratio", "frac_kqv_lower", "dominance",
