@@ -9,7 +9,13 @@ from kvstats._checks import check_int, check_real
 from kvstats.analysis.frame import CASE_COLUMNS, METRICS, check_frame
 from kvstats.analysis.intervals import mean_ci, tail_alpha
 
-__all__ = ["summary_table"]
+__all__ = ["summary_table", "POOLED_SNRS"]
+
+#: The energy-pooled SNR columns (what the Shannon bound limits), summarised beside the
+#: reported metrics where the frame has them: a scheme that keeps some vectors nearly
+#: exact (kivi's float16 window) has a mean of per-vector dB far above its coded
+#: vectors' SNR, and only these show it (docs/measurement.md).
+POOLED_SNRS = ("snr_k_pooled", "snr_v_pooled")
 
 
 def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples: int = 999,
@@ -30,7 +36,8 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     Returns
     -------
     DataFrame
-        One row per (case, budget, scheme, metric): ``mean``, ``ci_low``, ``ci_high``,
+        One row per (case, budget, scheme, metric), the metrics being the reported ones
+        and, where the frame has them, the pooled SNRs (:data:`POOLED_SNRS`): ``mean``, ``ci_low``, ``ci_high``,
         ``median``, ``p99``, ``max``, ``n_trials``, ``n_nonfinite`` and the scheme's
         ``bits_nominal``/``bits_total``, then ``tail_index`` and ``ci_reliable``. A metric
         with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
@@ -67,12 +74,13 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     seed = check_int(seed, "seed", low=0)
     rows = []
+    metrics = METRICS + tuple(c for c in POOLED_SNRS if c in frame.columns)
     keys = list(CASE_COLUMNS) + ["budget", "scheme"]
     for i, (key, grp) in enumerate(frame.groupby(keys, sort=False)):
         base = dict(zip(keys, key))
         base["bits_nominal"] = float(grp["bits_nominal"].iloc[0])
         base["bits_total"] = float(grp["bits_total"].iloc[0])
-        for j, metric in enumerate(METRICS):
+        for j, metric in enumerate(metrics):
             x = grp[metric].to_numpy(dtype=np.float64)
             finite = np.isfinite(x)
             mean, low, high = mean_ci(x, confidence, n_resamples, seed + 1000 * i + j)

@@ -104,7 +104,10 @@ def _style() -> None:
 SHANNON_PHI_NOTE = (
     "Each point is a scheme at one budget n: y is the mean over trials of the SNR of the "
     "reconstruction (dB; higher means a smaller error relative to the signal, the scale "
-    "of the error), x the mean angle φ between each vector and its reconstruction "
+    "of the error): for keys and values the trial's energy-pooled SNR, what the limit "
+    "below bounds (a scheme that keeps some vectors nearly exact, such as a full-precision "
+    "window, has a mean of per-vector dB far above its coded vectors' SNR; the pooled one "
+    "is not lifted so), for the attention output the mean of per-vector dB; x the mean angle φ between each vector and its reconstruction "
     "(radians, log scale; lower means the direction is kept, which is what attention "
     "scores read). Up-left is better on both counts. A scheme's points, joined in the "
     "order of n, form its trajectory (schemes whose means coincide, such as two that code "
@@ -114,8 +117,7 @@ SHANNON_PHI_NOTE = (
     "individual trials. Dashed lines (keys and values): Shannon's rate–distortion limit "
     "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
     "Gaussian source of the case's covariance; no code's expected energy-pooled SNR lies "
-    "above it on Gaussian data, a measured one only by sampling error (the y axis here is "
-    "the mean of per-vector dB, which can sit slightly above the pooled SNR). The "
+    "above it on Gaussian data, a measured one only by sampling error. The "
     "attention output T has no such line: it is not coded, its error mixes the key and "
     "value errors through the softmax.")
 
@@ -182,7 +184,10 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
 
     One axes for a single case (select it with ``distribution``, ``params``, ``dim``,
     ``n_keys`` when the frame holds several): y is the mean over trials of the SNR
-    (``snr_<place>``, dB), x the mean direction error φ (``phi_<place>``, radians, log
+    (dB): for keys and values the trial's energy-pooled SNR ``snr_<place>_pooled``, what
+    the limit bounds (a frame without it: ``snr_<place>``, the mean of per-vector dB, which
+    a scheme keeping some vectors nearly exact lifts far above its coded vectors' SNR),
+    for the attention output ``snr_t``; x the mean direction error φ (``phi_<place>``, radians, log
     scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
     better. Each scheme's means at its budgets are joined in budget order and labelled
     with n (coinciding means stay visible: each scheme's disk is smaller than the one
@@ -242,6 +247,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     if sel.empty:
         raise ValueError(f"no rows left after selecting schemes={schemes!r} and budgets={budgets!r}")
     snr, phi = f"snr_{place}", f"phi_{place}"
+    if f"{snr}_pooled" in sel:   # what the limit bounds (and not lifted by near-exact vectors)
+        snr = f"{snr}_pooled"
     # exact reconstructions sit at SNR = +inf, φ = 0: nothing to place on a log axis
     sel = sel[np.isfinite(sel[snr]) & np.isfinite(sel[phi]) & (sel[phi] > 0)]
     if sel.empty:

@@ -32,9 +32,11 @@ def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
         g = grp.set_index("metric")
         row = {"scheme": scheme, "bits nominal": _num(g["bits_nominal"].iloc[0]),
                "bits total": _num(g["bits_total"].iloc[0])}
-        for m in METRICS:
-            row[m] = _flag(_ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"]),
-                           g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
+        # each pooled SNR beside its mean of per-vector dB (summaries that have it)
+        for m in (c for name in METRICS for c in (name, f"{name}_pooled") if c in g.index):
+            row[m.replace("_pooled", " pooled")] = _flag(
+                _ci(g.loc[m, "mean"], g.loc[m, "ci_low"], g.loc[m, "ci_high"]),
+                g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
         row["kl p99"] = _num(g.loc["kl", "p99"])
         row["kl max"] = _num(g.loc["kl", "max"])
         row["kl tail α (95% upper)"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"

@@ -89,6 +89,12 @@ COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
     "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
                    "norms, scales, zero-points, outlier indices and padding, mean of the key "
                    "and value sides"),
+    "snr_k pooled, snr_v pooled": ("dB", "energy-pooled SNR of the trial, "
+                                   "10·log10(Σ‖x‖²/Σ‖x − x̂‖²) over its keys (values): what the "
+                                   "rate–distortion limit bounds, and the SNR of the coded vectors "
+                                   "where a scheme keeps some vectors nearly exact (a full-precision "
+                                   "window), which lift the mean of per-vector dB (snr_k, snr_v) far "
+                                   "above it; results without the pooled columns have none"),
     "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL"),
     # no ‡ here: the mark appears only where a mean carries it
     "kl tail α (95% upper)": ("", "one-sided 95% upper confidence bound of Hill's tail index "

@@ -235,6 +235,37 @@ def test_coinciding_schemes_stay_visible_in_the_shannon_phi_plane(frame_factory,
             assert not any(a.overlaps(b) for b in boxes[i + 1:])
     matplotlib.pyplot.close("all")
 
+
+def test_the_shannon_phi_plane_plots_the_pooled_snr_of_keys_and_values():
+    """The limit bounds the energy-pooled SNR, and kivi's float16 window (half the keys here)
+    lifts its mean of per-vector dB far above its coded keys' SNR: the planes of K and V
+    plot the pooled SNR, T (no pooled column, no limit) the mean of per-vector dB; a frame
+    without the pooled columns keeps the per-vector one."""
+    import kvstats
+
+    res = kvstats.run_sweep({"schemes": ["kivi", "turboquant_mse"], "budgets": [2], "distributions": ["gaussian"],
+                             "dims": [32], "n_keys": [64], "n_trials": 6, "comparisons": []},
+                            executor="serial", progress=False)
+    f = res.frame
+
+    def mean_y(frame, place, scheme):
+        ax = plot_shannon_phi(frame, place, clouds=False).axes[0]
+        (c,) = [c for c in ax.collections if c.get_label() == scheme]
+        return float(c.get_offsets()[0][1]), ax.get_ylabel()
+
+    kivi = f[f.scheme == "kivi"]
+    assert kivi["snr_k"].mean() - kivi["snr_k_pooled"].mean() > 3       # the window lifts the per-vector mean
+    for place in ("k", "v"):
+        for scheme, grp in f.groupby("scheme"):
+            y, label = mean_y(f, place, scheme)
+            assert y == pytest.approx(grp[f"snr_{place}_pooled"].mean(), rel=1e-12)
+            assert label.startswith(f"pooled SNR_{place}")
+    y, label = mean_y(f, "t", "kivi")
+    assert y == pytest.approx(kivi["snr_t"].mean(), rel=1e-12) and label.startswith("SNR_t")
+    y, label = mean_y(f.drop(columns=["snr_k_pooled", "snr_v_pooled"]), "k", "kivi")
+    assert y == pytest.approx(kivi["snr_k"].mean(), rel=1e-12) and label.startswith("SNR_k")
+    matplotlib.pyplot.close("all")
+
 def test_report_shows_the_limit_and_each_gap(tmp_path):
     import kvstats
 

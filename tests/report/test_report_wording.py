@@ -281,6 +281,37 @@ def test_header_says_which_cells_its_versions_do_not_describe_and_names_the_scri
 
 
 
+def test_a_mean_of_per_vector_db_far_from_the_pooled_snr_is_named_and_the_pooled_shown(tmp_path):
+    """kivi keeps its last tokens in float16: its snr_k (mean of per-vector dB) is far above
+    its coded keys' SNR (docs/measurement.md). The summary carries the pooled SNRs, the
+    scheme tables show them beside snr_k/snr_v, and the report names every (case, n,
+    scheme, place) whose two differ by more than 1 dB, and no other."""
+    from kvstats.analysis import summary_table
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=44)
+    f["snr_k_pooled"] = f["snr_k"] - np.where(f["scheme"] == "QKQV", 7.6, 0.1)
+    f["snr_v_pooled"] = f["snr_v"] - 0.2
+    s = summary_table(f, n_resamples=99).set_index(["scheme", "metric"])
+    for scheme in ("KQV", "QKQV"):
+        for col in ("snr_k_pooled", "snr_v_pooled"):
+            assert s.loc[(scheme, col), "mean"] == pytest.approx(f.loc[f.scheme == scheme, col].mean(), rel=1e-12)
+    md = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19).files["markdown"].read_text()
+    head = _header(md).split(" | ")
+    assert head[3:9] == ["snr_k", "snr_k pooled", "phi_k", "snr_v", "snr_v pooled", "phi_v"]
+    row = _table_rows(md, "QKQV")[0].split(" | ")
+    assert row[4].startswith(f"{s.loc[('QKQV', 'snr_k_pooled'), 'mean']:.4g} [")
+    gap = next(line for line in md.splitlines() if line.startswith("The mean of per-vector dB"))
+    k = s.loc[("QKQV", "snr_k"), "mean"], s.loc[("QKQV", "snr_k_pooled"), "mean"]
+    assert gap.startswith("The mean of per-vector dB is more than 1 dB from the pooled SNR for 1 of 4 "
+                          f"(case, n, scheme, place)s: QKQV, n = 2, K: {k[0]:.2f} vs pooled {k[1]:.2f} dB "
+                          "(gaussian, d = 64, N = 128). ")
+    # results before the pooled columns: no column, no sentence
+    md = hypothesis_report(_result(f.drop(columns=["snr_k_pooled", "snr_v_pooled"])), tmp_path / "old",
+                           figures=False, energy_resamples=19).files["markdown"].read_text()
+    assert "snr_k pooled |" not in _header(md) and "The mean of per-vector dB" not in md
+
+
+
 # ---------------------------------------------------------------- the tests' own cells and counts
 def test_ks_cells_say_not_resolvable_exactly_when_ks_could_not_have_rejected(tmp_path):
     """n = 4 vs 4: the KS test's smallest p (2/70) is above α/19, so every KS cell reads
