@@ -135,19 +135,19 @@ class EquivalenceResult(_FrameMixin):
 
 
 class _TRef:
-    """Student t reference distribution with ``df`` degrees of freedom."""
+    """Student t reference distribution with ``df`` degrees of freedom (scalar or per sample)."""
 
-    def __init__(self, df: float):
+    def __init__(self, df):
         self.df = df
 
-    def sf(self, t: float) -> float:
-        return float(stats.t.sf(t, self.df))
+    def sf(self, t):
+        return stats.t.sf(t, self.df)
 
-    def cdf(self, t: float) -> float:
-        return float(stats.t.cdf(t, self.df))
+    def cdf(self, t):
+        return stats.t.cdf(t, self.df)
 
-    def quantiles(self, alpha: float) -> tuple[float, float]:
-        q = float(stats.t.ppf(1 - alpha, self.df))
+    def quantiles(self, alpha: float):
+        q = stats.t.ppf(1 - alpha, self.df)
         return -q, q
 
 
@@ -178,13 +178,13 @@ class _BootRef:
         return float(self.tstar[k]), float(self.tstar[b - k - 1])
 
 
-def _t_tests(est: float, se: float, ref, lo: float, hi: float, null: float,
-             alpha: float, alternative: str):
+def _t_tests(est, se, ref, lo: float, hi: float, null: float, alpha: float, alternative: str):
     """One-sided tests of est against lo and hi, the (1 - 2 alpha) interval, point-null p.
 
     ``ref`` is the reference distribution of (estimate - parameter)/se (_TRef or
     _BootRef). ``lo``/``hi`` may be -inf/inf (the side a one-sided test does not use).
-    ``se`` > 0: the callers handle data without spread first.
+    ``se`` > 0: the callers handle data without spread first. Vectorised over samples
+    (est, se and a _TRef's df of one shape); returns arrays of that shape.
     """
     use_lo = alternative in ("equivalence", "greater")
     use_hi = alternative in ("equivalence", "less")
@@ -193,14 +193,13 @@ def _t_tests(est: float, se: float, ref, lo: float, hi: float, null: float,
     q_lo, q_hi = ref.quantiles(alpha)
     ci_lo, ci_hi = est - q_hi * se, est - q_lo * se
     t0 = (est - null) / se
-    p_diff = float(min(1.0, 2 * min(ref.sf(t0), ref.cdf(t0))))
+    p_diff = np.minimum(1.0, 2 * np.minimum(ref.sf(t0), ref.cdf(t0)))
+    shape = np.shape(t_lo)
     if not use_lo:
-        p_lo, t_lo, ci_lo = np.nan, np.inf, -np.inf
+        p_lo, t_lo, ci_lo = np.full(shape, np.nan), np.full(shape, np.inf), np.full(shape, -np.inf)
     if not use_hi:
-        p_hi, t_hi, ci_hi = np.nan, -np.inf, np.inf
-    pvalue = float(np.nanmax([p_lo, p_hi]))
-    statistic = float(min(t_lo, -t_hi))
-    return statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff
+        p_hi, t_hi, ci_hi = np.full(shape, np.nan), np.full(shape, -np.inf), np.full(shape, np.inf)
+    return np.minimum(t_lo, -t_hi), np.fmax(p_lo, p_hi), p_lo, p_hi, ci_lo, ci_hi, p_diff
 
 
 def _check_common(alpha, alternative, paired):
@@ -279,91 +278,111 @@ def _bootstrap_t(x: np.ndarray, y: np.ndarray, paired: bool, est: float, n_resam
     return tstar[np.isfinite(tstar)]
 
 
-def _tilt(samples: list[np.ndarray], c: float, tol: float = 1e-10, max_iter: int = 50):
+def _tilt(samples: list[np.ndarray], c, tol: float = 1e-10, max_iter: int = 50):
     """Empirical-likelihood weights under a linear null: the null-restricted distributions.
 
     Maximises sum_k sum_i log w_ki subject to sum_i w_ki = 1 and sum_k E_wk[s_k] = c (Owen
     2001, ch. 3): the distributions closest to the samples (in Kullback–Leibler) that satisfy
-    the null. Solved by damped Newton on the convex dual (w_ki = 1/(a_k + eta s_ki)).
-    Returns the weight arrays, or None when c is not strictly inside the range the samples
-    can reach (no reweighting of the observed values satisfies the null).
+    the null. Solved by damped Newton on the convex dual (w_ki = 1/(a_k + eta s_ki)),
+    vectorised over leading axes: ``samples[k]`` has shape (..., n_k) and ``c`` broadcasts
+    to (...), so many replicate samples are solved at once (each row its own Newton path).
+    Returns (weights, ok): the weight arrays, and where ``ok`` is False (c not strictly
+    inside the range the samples can reach: no reweighting of the observed values
+    satisfies the null) the uniform weights instead. A constant sample has its mean
+    fixed; its centred values are 0, so its weights stay uniform and the others tilt.
     On binary data this is the constrained maximum-likelihood fit, so a variance evaluated
     under these weights is the score (Wilson-type) variance.
     """
-    lo = sum(float(s.min()) for s in samples)
-    hi = sum(float(s.max()) for s in samples)
-    if not lo < c < hi:
-        return None
-    spread = [bool(s.max() > s.min()) for s in samples]
-    if not all(spread):    # a constant sample has its mean fixed: tilt the others
-        c -= sum(float(s[0]) for s, v in zip(samples, spread) if not v)
-        inner = _tilt([s for s, v in zip(samples, spread) if v], c, tol, max_iter)
-        it = iter(inner)
-        return [next(it) if v else np.full(s.size, 1.0 / s.size) for s, v in zip(samples, spread)]
-    means = [float(s.mean()) for s in samples]
-    scale = hi - lo
-    z = [(s - m) / scale for s, m in zip(samples, means)]     # centred, scaled: stable Newton
-    cz = (c - sum(means)) / scale
-    ns = np.array([s.size for s in samples], float)
-    k = len(samples)
+    shape = np.broadcast_shapes(*(s.shape[:-1] for s in samples), np.shape(c))
+    S = [np.broadcast_to(s, shape + s.shape[-1:]).reshape(-1, s.shape[-1]) for s in samples]
+    c = np.broadcast_to(np.asarray(c, float), shape).reshape(-1)
+    sizes = [s.shape[-1] for s in S]
+    seg = np.repeat(np.arange(len(S)), sizes)              # sample of each column
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    lo, hi = sum(s.min(-1) for s in S), sum(s.max(-1) for s in S)
+    ok = (lo < c) & (c < hi)
+    means = np.stack([s.mean(-1) for s in S], -1)
+    scale = np.where(ok, hi - lo, 1.0)
+    # all samples side by side, centred and scaled (a stable Newton)
+    z = (np.concatenate(S, -1) - means[:, seg]) / scale[:, None]
+    cz = np.where(ok, (c - means.sum(-1)) / scale, 0.0)
+    n_all = float(seg.size)
 
-    def dual(a, eta):
-        den = [a[i] + eta * z[i] for i in range(k)]
-        if any(d.min() <= 0 for d in den):
-            return np.inf, den
-        return float(a.sum() - ns.sum() + eta * cz - sum(np.log(d).sum() for d in den)), den
+    def dual(a, eta, zs, cz):
+        den = a[:, seg] + eta[:, None] * zs
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = a.sum(-1) - n_all + eta * cz - np.log(den).sum(-1)
+        return np.where(den.min(-1) > 0, g, np.inf), den
 
-    a, eta = ns.copy(), 0.0
-    g, den = dual(a, eta)
+    a, eta = np.tile(np.array(sizes, float), (ok.size, 1)), np.zeros(ok.size)
+    den = a[:, seg].copy()                                  # a + eta z at eta = 0
+    idx = np.flatnonzero(ok)             # rows still iterating (each row its own Newton path)
+    zs, ds, cz_act = z[idx], den[idx], cz[idx]
+    g = dual(a[idx], eta[idx], zs, cz_act)[0]
     for _ in range(max_iter):
-        w = [1.0 / d for d in den]
-        grad, hess = np.empty(k + 1), np.zeros((k + 1, k + 1))
-        for i in range(k):
-            w2 = w[i] ** 2
-            grad[i] = 1.0 - w[i].sum()
-            hess[i, i] = w2.sum()
-            hess[i, k] = hess[k, i] = (w2 * z[i]).sum()
-            hess[k, k] += (w2 * z[i] ** 2).sum()
-        grad[k] = cz - sum((w[i] * z[i]).sum() for i in range(k))
-        if np.abs(grad).max() < tol:
-            break
-        step = np.linalg.lstsq(hess, grad, rcond=None)[0]   # near-singular at the range's edge
-        if float(grad @ step) < tol * tol:   # Newton decrement: converged to rounding
-            break
-        # the longest step that keeps every a_k + eta z_ki > 0, then backtracking
-        slope = np.concatenate([-(step[i] + step[k] * z[i]) for i in range(k)])
-        dens = np.concatenate(den)
-        neg = slope < 0
-        t = min(1.0, 0.99 * float(np.min(-dens[neg] / slope[neg]))) if neg.any() else 1.0
-        while True:       # backtracking: decrease the dual
-            a_new, eta_new = a - t * step[:k], eta - t * step[k]
-            g_new, den_new = dual(a_new, eta_new)
-            # (the rounding allowance ends the search once the dual is flat to machine precision)
-            if g_new <= g - 1e-4 * t * float(grad @ step) + 1e-13 * (1 + abs(g)) or t < 1e-12:
+        w = 1.0 / ds
+        w2 = w * w
+        grad_a = 1.0 - np.add.reduceat(w, starts, axis=-1)
+        grad_e = cz_act - (w * zs).sum(-1)
+        # Newton step from the Hessian [[diag(h_a), v], [v', h_e]] by its Schur complement
+        # h_e - sum v²/h_a = sum_k (w_k²-weighted variance of z_k) >= 0, computed as such
+        h_a = np.add.reduceat(w2, starts, axis=-1)
+        v = np.add.reduceat(w2 * zs, starts, axis=-1)
+        schur = (w2 * (zs - (v / h_a)[:, seg]) ** 2).sum(-1)
+        rhs = grad_e - (v * grad_a / h_a).sum(-1)
+        step_e = np.where(schur > 0, rhs / np.where(schur > 0, schur, 1.0), 0.0)
+        step_a = (grad_a - v * step_e[:, None]) / h_a
+        dec = (grad_a * step_a).sum(-1) + grad_e * step_e
+        # converged: gradient below tol, or Newton decrement at rounding level
+        keep = (np.maximum(np.abs(grad_a).max(-1), np.abs(grad_e)) >= tol) & (dec >= tol * tol)
+        if not keep.all():
+            idx, zs, ds, g, cz_act = idx[keep], zs[keep], ds[keep], g[keep], cz_act[keep]
+            step_a, step_e, dec = step_a[keep], step_e[keep], dec[keep]
+            if idx.size == 0:
                 break
-            t *= 0.5
-        a, eta, g, den = a_new, eta_new, g_new, den_new
-    w = [1.0 / d for d in den]
-    return [wi / wi.sum() for wi in w]
+        # the longest step that keeps every a_k + eta z_ki > 0, then backtracking
+        slope = -(step_a[:, seg] + step_e[:, None] * zs)
+        neg = slope < 0
+        reach = np.where(neg, -ds / np.where(neg, slope, -1.0), np.inf).min(-1)
+        t = np.where(np.isfinite(reach), np.minimum(1.0, 0.99 * reach), 1.0)
+        a0, e0 = a[idx], eta[idx]
+        a_new, e_new, g_new, d_new = a0.copy(), e0.copy(), g.copy(), ds.copy()
+        pending = np.ones(idx.size, bool)
+        while pending.any():            # backtracking: decrease the dual, row by row
+            p = np.flatnonzero(pending)
+            a_try, e_try = a0[p] - t[p, None] * step_a[p], e0[p] - t[p] * step_e[p]
+            g_try, d_try = dual(a_try, e_try, zs[p], cz_act[p])
+            # (the rounding allowance ends the search once the dual is flat to machine precision)
+            acc = (g_try <= g[p] - 1e-4 * t[p] * dec[p] + 1e-13 * (1 + np.abs(g[p]))) | (t[p] < 1e-12)
+            r = p[acc]
+            a_new[r], e_new[r], g_new[r], d_new[r] = a_try[acc], e_try[acc], g_try[acc], d_try[acc]
+            pending[r] = False
+            t[p[~acc]] *= 0.5
+        a[idx], eta[idx], den[idx] = a_new, e_new, d_new
+        g, ds = g_new, d_new
+    w = 1.0 / den
+    w /= np.add.reduceat(w, starts, axis=-1)[:, seg]
+    weights = [wi.reshape(shape + (wi.shape[-1],)) for wi in np.split(w, starts[1:], axis=-1)]
+    return weights, ok.reshape(shape)
 
 
-def _welch_df(a: float, b: float, nx: int, ny: int) -> float:
+def _welch_df(a, b, nx: int, ny: int):
     """Welch–Satterthwaite df of a variance a + b (a, b the two means' variances)."""
     denom = a**2 / (nx - 1) + b**2 / (ny - 1)
-    return (a + b) ** 2 / denom if denom > 0 else float(nx + ny - 2)
+    return np.where(denom > 0, (a + b) ** 2 / np.where(denom > 0, denom, 1.0), float(nx + ny - 2))
 
 
-def _t_of(num: float, var: float) -> float:
+def _t_of(num, var):
     """num/√var, or ±inf (0 at num = 0) where the variance is 0."""
-    if var > 0:
-        return num / np.sqrt(var)
-    return np.inf if num > 0 else -np.inf if num < 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = num / np.sqrt(var)
+    return np.where(var > 0, t, np.where(num > 0, np.inf, np.where(num < 0, -np.inf, 0.0)))
 
 
-def _tilted_var(s: np.ndarray, w: np.ndarray) -> float:
-    """Variance of s under weights w, scaled by n/(n − 1) (equals var(s, ddof=1) at w = 1/n)."""
-    m = float((w * s).sum())
-    return float((w * (s - m) ** 2).sum()) * s.size / (s.size - 1)
+def _tilted_var(s: np.ndarray, w: np.ndarray):
+    """Variance of s under weights w (last axis), scaled by n/(n − 1) (var(s, ddof=1) at w = 1/n)."""
+    m = (w * s).sum(-1, keepdims=True)
+    return (w * (s - m) ** 2).sum(-1) * s.shape[-1] / (s.shape[-1] - 1)
 
 
 class _FiellerT:
@@ -373,85 +392,100 @@ class _FiellerT:
     Logan 2004); paired: se² = var(x_i − r y_i)/n, df = n − 1 (Fieller 1954). t(r) is
     decreasing in r > 0 for positive means, so each one-sided rejection region is a
     half-line of r and the interval {r : both one-sided p > α} is Fieller's.
+    Vectorised: x, y of shape (..., n_x), (..., n_y) hold one sample per leading index,
+    and every method returns arrays of the leading shape (scalars for 1-D x, y); ``r``
+    is a scalar or of the leading shape.
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, paired: bool):
         self.paired = paired
         self.x, self.y = x, y
-        self.mx, self.my = float(x.mean()), float(y.mean())
-        self.nx, self.ny = x.size, y.size
+        self.mx, self.my = x.mean(-1), y.mean(-1)
+        self.nx, self.ny = x.shape[-1], y.shape[-1]
+        self.sxx = np.var(x, axis=-1, ddof=1) / self.nx
+        self.syy = np.var(y, axis=-1, ddof=1) / self.ny
         if paired:
-            cov = np.cov(x, y, ddof=1) / x.size
-            self.sxx, self.sxy, self.syy = float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])
+            self.sxy = ((x - self.mx[..., None]) * (y - self.my[..., None])).sum(-1) / (
+                (self.nx - 1) * self.nx)
         else:
-            self.sxx, self.sxy = float(np.var(x, ddof=1)) / x.size, 0.0
-            self.syy = float(np.var(y, ddof=1)) / y.size
+            self.sxy = np.zeros(np.shape(self.mx))
 
-    def t_df(self, r: float) -> tuple[float, float]:
+    def t_df(self, r):
         a, b = self.sxx, r * r * self.syy
-        var = max(a - 2 * r * self.sxy + b, 0.0)
-        df = float(self.nx - 1) if self.paired else _welch_df(a, b, self.nx, self.ny)
+        var = np.maximum(a - 2 * r * self.sxy + b, 0.0)
+        df = (np.full(np.shape(var), float(self.nx - 1)) if self.paired
+              else _welch_df(a, b, self.nx, self.ny))
         return _t_of(self.mx - r * self.my, var), df
 
-    def _t_df_restricted(self, r: float) -> tuple[float, float] | None:
+    def _t_df_restricted(self, r):
         """t(r) with the variance of x − r y under the null-restricted (EL) distributions.
 
-        None when no reweighting of the observed values has mean(x) = r mean(y).
+        t is NaN where no reweighting of the observed values has mean(x) = r mean(y).
         """
+        r = np.asarray(r, float)
         if self.paired:
-            d = self.x - r * self.y
-            w = _tilt([d], 0.0)
-            if w is None:
-                return None
-            var = _tilted_var(d, w[0]) / self.nx
-            df = float(self.nx - 1)
+            d = self.x - r[..., None] * self.y
+            (w,), ok = _tilt([d], 0.0)
+            var = _tilted_var(d, w) / self.nx
+            df = np.full(np.shape(var), float(self.nx - 1))
         else:
-            w = _tilt([self.x, -r * self.y], 0.0)
-            if w is None:
-                return None
-            a = _tilted_var(self.x, w[0]) / self.nx
-            b = r * r * _tilted_var(self.y, w[1]) / self.ny
+            (wx, wy), ok = _tilt([self.x, -r[..., None] * self.y], 0.0)
+            a = _tilted_var(self.x, wx) / self.nx
+            b = r * r * _tilted_var(self.y, wy) / self.ny
             var, df = a + b, _welch_df(a, b, self.nx, self.ny)
-        return _t_of(self.mx - r * self.my, var), df
+        return np.where(ok, _t_of(self.mx - r * self.my, var), np.nan), df
 
-    def p_less(self, r: float) -> float:       # H0: ratio >= r
-        if np.isinf(r):   # limit r -> inf: t -> -ȳ/se(ȳ)
+    def p_less(self, r):       # H0: ratio >= r
+        if np.ndim(r) == 0 and np.isinf(r):   # limit r -> inf: t -> -ȳ/se(ȳ)
             df = float(self.nx - 1) if self.paired else float(self.ny - 1)
-            t = -self.my / np.sqrt(self.syy) if self.syy > 0 else -np.inf
-            return float(stats.t.cdf(t, df))
+            t = _t_of(-self.my, self.syy)
+            return stats.t.cdf(t, df)
         t, df = self.t_df(r)
-        return max(float(stats.t.cdf(t, df)), self._p_restricted(r, upper=True))
+        return np.maximum(stats.t.cdf(t, df), self._p_restricted(r, upper=True))
 
-    def p_greater(self, r: float) -> float:    # H0: ratio <= r
+    def p_greater(self, r):    # H0: ratio <= r
         t, df = self.t_df(r)
-        return max(float(stats.t.sf(t, df)), self._p_restricted(r, upper=False))
+        return np.maximum(stats.t.sf(t, df), self._p_restricted(r, upper=False))
 
-    def _p_restricted(self, r: float, upper: bool) -> float:
+    def _p_restricted(self, r, upper: bool):
         """The score-type p-value at r (0 where it is undefined); the tests use the larger
         of it and the plug-in one, i.e. reject only where both reject."""
-        if not (_NULL_RESTRICTED and 0 < r < np.inf):
-            return 0.0
-        restricted = self._t_df_restricted(r)
-        if restricted is None:
-            return 0.0
-        t, df = restricted
-        return float(stats.t.cdf(t, df) if upper else stats.t.sf(t, df))
+        shape = np.broadcast_shapes(np.shape(self.mx), np.shape(r))
+        inside = (np.asarray(r) > 0) & (np.asarray(r) < np.inf)
+        if not (_NULL_RESTRICTED and np.any(inside)):
+            return np.zeros(shape)
+        t, df = self._t_df_restricted(np.where(inside, r, 1.0))
+        with np.errstate(invalid="ignore"):
+            p = stats.t.cdf(t, df) if upper else stats.t.sf(t, df)
+        return np.where(inside & ~np.isnan(t), p, 0.0)
 
-    def critical_ratio(self) -> float | None:
-        """The one r > 0 where t(r) has zero derivative (paired data only), else None.
+    def p_difference(self):
+        """Two-sided p-value of ratio = 1: twice the smaller one-sided p (each the larger of
+        the plug-in and score-type ones), the restricted fit at r = 1 solved once."""
+        t, df = self.t_df(1.0)
+        p_up, p_down = stats.t.cdf(t, df), stats.t.sf(t, df)
+        if _NULL_RESTRICTED:
+            tr, dfr = self._t_df_restricted(1.0)
+            with np.errstate(invalid="ignore"):
+                valid = ~np.isnan(tr)
+                p_up = np.maximum(p_up, np.where(valid, stats.t.cdf(tr, dfr), 0.0))
+                p_down = np.maximum(p_down, np.where(valid, stats.t.sf(tr, dfr), 0.0))
+        return np.minimum(1.0, 2 * np.minimum(p_up, p_down))
+
+    def critical_ratio(self):
+        """The one r > 0 where t(r) has zero derivative (paired data only), else NaN.
 
         dt/dr is proportional to -[ȳ (S_xx - r S_xy) + x̄ (r S_yy - S_xy)], linear in r.
         Unpaired, t is strictly decreasing in r > 0 (the bracket is ȳ S_xx + r x̄ S_yy).
         """
         if not self.paired:
-            return None
+            return np.full(np.shape(self.mx), np.nan)
         den = self.mx * self.syy - self.my * self.sxy
-        if den == 0:
-            return None
-        r = (self.mx * self.sxy - self.my * self.sxx) / den
-        return r if r > 0 else None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (self.mx * self.sxy - self.my * self.sxx) / den
+        return np.where((den != 0) & (r > 0), r, np.nan)
 
-    def p_composite(self, r: float, upper: bool) -> float:
+    def p_composite(self, r: float, upper: bool):
         """p-value of the composite null ratio >= r (upper) or ratio <= r (lower).
 
         The supremum of the point-null p-values over the null set: at r itself, at its
@@ -460,61 +494,95 @@ class _FiellerT:
         alone could then reject where the interval does not exclude the margin.
         """
         r_star = self.critical_ratio()
-        if upper:
-            cands = [self.p_less(r), self.p_less(np.inf)]
-            if r_star is not None and r_star > r:
-                cands.append(self.p_less(r_star))
-        else:
-            cands = [self.p_greater(r), self.p_greater(0.0)]
-            if r_star is not None and r_star < r:
-                cands.append(self.p_greater(r_star))
-        return float(max(cands))
+        inside = r_star > r if upper else r_star < r      # (False where NaN)
+        point = self.p_less if upper else self.p_greater
+        p = np.maximum(point(r), point(np.inf if upper else 0.0))
+        if np.any(inside):
+            p = np.where(inside, np.maximum(p, point(np.where(inside, r_star, r))), p)
+        return p
 
     def limit(self, alpha: float, upper: bool, est: float) -> float:
-        """Fieller limit: the ratio beyond est where the composite p-value falls to alpha.
+        """Fieller limit (one sample): the ratio beyond est where the composite p-value
+        falls to alpha.
 
         The equation t(r) = ±q has at most two roots (a quadratic when df is fixed), so
-        once the far end (0 or inf) is rejected the root between it and est is unique.
+        once the far end (0 or inf) is rejected the root between it and est is unique. A
+        p-value is the larger of the plug-in and score-type ones, so the limit is the
+        further of their roots: the plug-in root first (no reweighting needed), then,
+        only where the score-type test does not reject there, its root beyond it.
         """
+        def plug(r):
+            t, df = self.t_df(r)
+            return float(stats.t.cdf(t, df) if upper else stats.t.sf(t, df)) - alpha
+
         if upper:
             if self.p_less(np.inf) > alpha:
                 return np.inf        # ȳ not significantly positive: unbounded above
-            f = lambda u: self.p_less(np.exp(u)) - alpha   # noqa: E731
-            u0, width = np.log(est), 0.25
-            while f(u0 + width) > 0:   # f(u0) = 0.5 - alpha > 0; widen until it changes sign
-                width *= 2
-                if width > 1e3:
-                    return np.inf
-            return float(np.exp(optimize.brentq(f, u0, u0 + width, xtol=1e-13,
-                                                rtol=4 * np.finfo(float).eps)))
+            kw = dict(xtol=1e-13, rtol=4 * np.finfo(float).eps)
+            u0 = np.log(est)
+            u = _root_beyond(lambda u: plug(np.exp(u)), u0, 0.25, u0 + 512, kw)
+            if u is not None and float(self._p_restricted(np.exp(u), upper=True)) > alpha:
+                u = _root_beyond(lambda u: float(self.p_less(np.exp(u))) - alpha, u,
+                                 0.25 * (u - u0), u0 + 512, kw)
+            return np.inf if u is None else float(np.exp(u))
         if self.p_greater(0.0) > alpha:
             return 0.0
-        f = lambda r: self.p_greater(r) - alpha   # noqa: E731
-        return float(optimize.brentq(f, 0.0, est, xtol=1e-15 * est,
-                                     rtol=4 * np.finfo(float).eps))
+        kw = dict(xtol=1e-15 * est, rtol=4 * np.finfo(float).eps)
+        r = float(optimize.brentq(plug, 0.0, est, **kw))
+        if float(self._p_restricted(r, upper=False)) > alpha:
+            r = _root_beyond(lambda r: float(self.p_greater(r)) - alpha, r, -0.25 * (est - r), 0.0, kw)
+        return r
 
 
-def _fieller_tests(x, y, paired, ratio, low, high, alpha, alternative):
-    """TOST / one-sided tests and Fieller interval from _FiellerT (same tuple as _t_tests, plus df)."""
-    ft = _FiellerT(x, y, paired)
+def _root_beyond(f, x: float, step: float, end: float, kw: dict) -> float | None:
+    """The root of f beyond x towards end, where f(x) > 0: probes x + step, x + 2 step,
+    x + 4 step, ... (at most end) until f <= 0, then Brent's method on the last bracket.
+    None if f(end) > 0 still."""
+    a = x
+    while True:
+        b = x + step
+        if (b - end) * (x - end) <= 0:      # at or past the end
+            b = end
+        if f(b) <= 0:
+            return float(optimize.brentq(f, min(a, b), max(a, b), **kw))
+        if b == end:
+            return None
+        a, step = b, 2 * step
+
+
+def _fieller_pvalues(ft: _FiellerT, low: float, high: float, alternative: str):
+    """The Fieller tests' numbers but the interval, vectorised over ft's samples:
+    (statistic, pvalue, p_lo, p_hi, p_diff, df) as in _t_tests, df the binding side's."""
     use_lo = alternative in ("equivalence", "greater")
     use_hi = alternative in ("equivalence", "less")
-    p_lo = p_hi = np.nan
-    t_lo, t_hi = np.inf, -np.inf
-    ci_lo, ci_hi = 0.0, np.inf
-    df_lo = df_hi = np.nan
+    shape = np.shape(ft.mx)
+    p_lo = p_hi = df_lo = df_hi = np.full(shape, np.nan)
+    t_lo, t_hi = np.full(shape, np.inf), np.full(shape, -np.inf)
     if use_lo:
         t_lo, df_lo = ft.t_df(low)
         p_lo = ft.p_composite(low, upper=False)
-        ci_lo = ft.limit(alpha, upper=False, est=ratio)
     if use_hi:
         t_hi, df_hi = ft.t_df(high)
         p_hi = ft.p_composite(high, upper=True)
-        ci_hi = ft.limit(alpha, upper=True, est=ratio)
-    pvalue = float(np.nanmax([p_lo, p_hi]))
-    df = df_lo if (not use_hi or (use_lo and p_lo >= p_hi)) else df_hi
-    p_diff = float(min(1.0, 2 * min(ft.p_less(1.0), ft.p_greater(1.0))))
-    return float(min(t_lo, -t_hi)), pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff, float(df)
+    df = df_hi if not use_lo else df_lo if not use_hi else np.where(p_lo >= p_hi, df_lo, df_hi)
+    return np.minimum(t_lo, -t_hi), np.fmax(p_lo, p_hi), p_lo, p_hi, ft.p_difference(), df
+
+
+def _no_spread(ft: _FiellerT):
+    """Both samples constant: no variance estimate of x − r y at any r (see tost_ratio)."""
+    return ~((ft.sxx > 0) | (ft.syy > 0))
+
+
+def _tost_ratio_pvalues(x: np.ndarray, y: np.ndarray, margin=0.1,
+                        alternative: str = "equivalence", paired: bool = False) -> np.ndarray:
+    """TOST (or one-sided) p-values of :func:`tost_ratio`'s default Fieller test for many
+    samples at once: row i of x (shape (B, n_x)) against row i of y. The code tost_ratio
+    runs, without its interval search and input checks (nonnegative data with positive
+    means assumed); for calibration studies, where thousands of samples are tested."""
+    low, high = _ratio_margin(margin)
+    ft = _FiellerT(np.asarray(x, float), np.asarray(y, float), paired)
+    pvalue = _fieller_pvalues(ft, low, high, alternative)[1]
+    return np.where(_no_spread(ft), 1.0, pvalue)
 
 
 def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
@@ -632,8 +700,12 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
             method="degenerate", n_x=int(x.size), n_y=int(y.size))
     if method == "fieller":
         used = "fieller-paired" if paired else "fieller-welch"
-        statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff, df = _fieller_tests(
-            x, y, paired, float(np.exp(est)), low, high, alpha, alternative)
+        ft = _FiellerT(x, y, paired)
+        statistic, pvalue, p_lo, p_hi, p_diff, df = (
+            float(v) for v in _fieller_pvalues(ft, low, high, alternative))
+        ratio = float(np.exp(est))
+        ci_lo = ft.limit(alpha, upper=False, est=ratio) if np.isfinite(lo) else 0.0
+        ci_hi = ft.limit(alpha, upper=True, est=ratio) if np.isfinite(hi) else np.inf
     else:
         if method == "bootstrap-t":
             ref = _BootRef(_bootstrap_t(x, y, paired, est, n_resamples, as_generator(seed)))
@@ -642,8 +714,8 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         else:   # delta
             ref = _TRef(df)
             used = "delta-paired" if paired else "delta-welch"
-        statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = _t_tests(
-            est, se, ref, lo, hi, 0.0, alpha, alternative)
+        statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = (float(v) for v in _t_tests(
+            est, se, ref, lo, hi, 0.0, alpha, alternative))
         ci_lo, ci_hi = float(np.exp(ci_lo)), float(np.exp(ci_hi))
     return EquivalenceResult(
         test="tost_ratio", statistic=statistic, pvalue=pvalue, estimate=float(np.exp(est)),
@@ -654,10 +726,12 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
 
 
 def _placements(x: np.ndarray, y: np.ndarray):
-    """Normalised mid-rank placements: F̂_y(x_i) and F̂_x(y_j), ties counted one half."""
-    ranks = stats.rankdata(np.concatenate([x, y]))
-    px = (ranks[: x.size] - stats.rankdata(x)) / y.size
-    py = (ranks[x.size:] - stats.rankdata(y)) / x.size
+    """Normalised mid-rank placements: F̂_y(x_i) and F̂_x(y_j), ties counted one half
+    (each row of x against the same row of y)."""
+    nx, ny = x.shape[-1], y.shape[-1]
+    ranks = stats.rankdata(np.concatenate([x, y], axis=-1), axis=-1)
+    px = (ranks[..., :nx] - stats.rankdata(x, axis=-1)) / ny
+    py = (ranks[..., nx:] - stats.rankdata(y, axis=-1)) / nx
     return px, py
 
 
@@ -671,70 +745,126 @@ class _RankScore:
     placements). On a constant arm against a binary one this is the score (Wilson) test
     of the binomial proportion. Beyond the range the reweighting can reach, the largest
     possible variance is used (as for constant placements), and each one-sided p-value is
-    the supremum over its composite null, so test and interval agree.
+    the supremum over its composite null, so test and interval agree. Vectorised over
+    leading axes of the placements, as :class:`_FiellerT`.
     """
 
-    def __init__(self, px: np.ndarray, qy: np.ndarray, est: float, paired: bool):
+    def __init__(self, px: np.ndarray, qy: np.ndarray, est, paired: bool):
         self.est, self.paired = est, paired
-        self.nx, self.ny = px.size, qy.size
+        self.nx, self.ny = px.shape[-1], qy.shape[-1]
         self.samples = [px + qy] if paired else [px, qy]
-        reach = (sum(float(s.min()) for s in self.samples) - est,
-                 sum(float(s.max()) for s in self.samples) - est)
+        reach = (sum(s.min(-1) for s in self.samples) - est,
+                 sum(s.max(-1) for s in self.samples) - est)
         self.reach = reach             # θ0 strictly inside: the reweighting exists
         self.se_bound = float(np.sqrt(1.0 / self.nx if paired else 0.25 / min(self.nx, self.ny)))
 
-    def t_df(self, theta0: float) -> tuple[float, float]:
-        w = _tilt(self.samples, theta0 + self.est)
-        if w is None:
-            return (self.est - theta0) / self.se_bound, np.inf
+    def t_df(self, theta0):
+        w, ok = _tilt(self.samples, theta0 + self.est)
         if self.paired:
-            var, df = _tilted_var(self.samples[0], w[0]) / self.nx, float(self.nx - 1)
+            var = _tilted_var(self.samples[0], w[0]) / self.nx
+            df = np.full(np.shape(var), float(self.nx - 1))
         else:
             a = _tilted_var(self.samples[0], w[0]) / self.nx
             b = _tilted_var(self.samples[1], w[1]) / self.ny
             var, df = a + b, _welch_df(a, b, self.nx, self.ny)
-        return _t_of(self.est - theta0, var), df
+        return (np.where(ok, _t_of(self.est - theta0, var), (self.est - theta0) / self.se_bound),
+                np.where(ok, df, np.inf))
 
-    def p_upper(self, m: float) -> float:
+    def p_upper(self, m):
         """p-value of H0: θ >= m: the restricted test at m, or at the nearest θ0 >= m the
         reweighting cannot reach (the bound variance there), whichever is larger."""
         t, df = self.t_df(m)
-        p = float(stats.t.cdf(t, df))
-        if self.reach[1] <= 1.0:
-            p = max(p, float(stats.norm.cdf((self.est - max(m, self.reach[1])) / self.se_bound)))
-        return p
+        p = stats.t.cdf(t, df)
+        bound = stats.norm.cdf((self.est - np.maximum(m, self.reach[1])) / self.se_bound)
+        return np.where(self.reach[1] <= 1.0, np.maximum(p, bound), p)
 
-    def p_lower(self, m: float) -> float:
+    def p_lower(self, m):
         """p-value of H0: θ <= m (mirror of :meth:`p_upper`)."""
         t, df = self.t_df(m)
-        p = float(stats.t.sf(t, df))
-        if self.reach[0] >= 0.0:
-            p = max(p, float(stats.norm.sf((self.est - min(m, self.reach[0])) / self.se_bound)))
-        return p
+        p = stats.t.sf(t, df)
+        bound = stats.norm.sf((self.est - np.minimum(m, self.reach[0])) / self.se_bound)
+        return np.where(self.reach[0] >= 0.0, np.maximum(p, bound), p)
 
-    def limit(self, alpha: float, upper: bool) -> float:
-        """The interval end: where the composite p-value falls to alpha (0 or 1 if never)."""
-        f = (lambda m: self.p_upper(m) - alpha) if upper else (lambda m: self.p_lower(m) - alpha)  # noqa: E731
+    def limit(self, alpha: float, upper: bool, start: float) -> float:
+        """The interval end (one sample) beyond ``start``, the plug-in test's end: where the
+        composite p-value falls to alpha (0 or 1 if never), or ``start`` if it has there
+        already (the interval is the union of both tests' intervals)."""
         end = 1.0 if upper else 0.0
-        if f(end) > 0:
-            return end
-        return float(optimize.brentq(f, self.est, end, xtol=1e-12))
+        if (start >= end) if upper else (start <= end):
+            return start
+        p = self.p_upper if upper else self.p_lower
+        f = lambda m: float(p(m)) - alpha   # noqa: E731
+        if f(start) <= 0:
+            return start
+        root = _root_beyond(f, start, 0.25 * (start - float(self.est)), end, dict(xtol=1e-12))
+        return end if root is None else root
 
-    def tests(self, lo: float, hi: float, alpha: float, alternative: str):
-        use_lo = alternative in ("equivalence", "greater")
-        use_hi = alternative in ("equivalence", "less")
-        p_lo = p_hi = np.nan
-        t_lo, t_hi, ci_lo, ci_hi = np.inf, -np.inf, -np.inf, np.inf
-        df_lo = df_hi = np.nan
-        if use_lo:
-            t_lo, df_lo = self.t_df(lo)
-            p_lo, ci_lo = self.p_lower(lo), self.limit(alpha, upper=False)
-        if use_hi:
-            t_hi, df_hi = self.t_df(hi)
-            p_hi, ci_hi = self.p_upper(hi), self.limit(alpha, upper=True)
-        pvalue = float(np.nanmax([p_lo, p_hi]))
-        df = df_lo if (not use_hi or (use_lo and p_lo >= p_hi)) else df_hi
-        return (float(min(t_lo, -t_hi)), pvalue, p_lo, p_hi, ci_lo, ci_hi, float(df))
+    def tests(self, lo: float, hi: float, alternative: str):
+        """(statistic, p_lo, p_hi) of the score-type one-sided tests (NaN p where unused)."""
+        shape = np.shape(self.est)
+        p_lo = p_hi = np.full(shape, np.nan)
+        t_lo, t_hi = np.full(shape, np.inf), np.full(shape, -np.inf)
+        if alternative in ("equivalence", "greater"):
+            t_lo, p_lo = self.t_df(lo)[0], self.p_lower(lo)
+        if alternative in ("equivalence", "less"):
+            t_hi, p_hi = self.t_df(hi)[0], self.p_upper(hi)
+        return np.minimum(t_lo, -t_hi), p_lo, p_hi
+
+
+def _rank_tests(x: np.ndarray, y: np.ndarray, lo: float, hi: float, alpha: float,
+                alternative: str, paired: bool):
+    """tost_rank's numbers but the score-type interval ends, vectorised over rows of x, y.
+
+    Returns est, se, df, bound (the variance bound was used), the tuple of _t_tests with
+    the score-type p-values merged in, and the _RankScore (None where not used).
+    """
+    px, py = _placements(x, y)
+    n_x, n_y = x.shape[-1], y.shape[-1]
+    est = px.mean(-1)
+    if paired:
+        var = np.var(px - py, axis=-1, ddof=1) / n_x
+        df = np.full(np.shape(var), float(n_x - 1))
+    else:
+        a = np.var(px, axis=-1, ddof=1) / n_x
+        b = np.var(py, axis=-1, ddof=1) / n_y
+        var, df = a + b, _welch_df(a, b, n_x, n_y)
+    # Every placement constant (all values tied, or complete separation): the rank
+    # variance estimate is 0 and says nothing about θ̂'s spread. Use the largest
+    # variance any θ̂ of these sizes can have instead, with a normal reference:
+    # unpaired, Var(θ̂) <= θ(1 − θ)/min(n_x, n_y) <= 1/(4 min(n_x, n_y)) (Birnbaum &
+    # Klose 1957; for any kernel in [0, 1], ties included); paired, F_y(X) − F_x(Y)
+    # lies in [−1, 1], so Var(θ̂) <= 4θ(1 − θ)/n <= 1/n.
+    bound = ~(var > 0)
+    var = np.where(bound, 1.0 / n_x if paired else 0.25 / min(n_x, n_y), var)
+    df = np.where(bound, np.inf, df)
+    se = np.sqrt(var)
+    statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = _t_tests(
+        est, se, _TRef(df), lo, hi, 0.5, alpha, alternative)
+    score = None
+    if _NULL_RESTRICTED and not np.all(bound):
+        # score-type: each margin tested with the variance it implies (p_diff stays the
+        # Brunner–Munzel test of θ = ½, exactly scipy's), and the plug-in test: a margin
+        # is rejected only where both reject (valid where either is), so the interval is
+        # the union of theirs
+        score = _RankScore(px, 1.0 - py, est, paired)
+        s_stat, s_lo, s_hi = score.tests(lo, hi, alternative)
+        p_lo = np.where(bound, p_lo, np.fmax(p_lo, s_lo))
+        p_hi = np.where(bound, p_hi, np.fmax(p_hi, s_hi))
+        pvalue = np.fmax(p_lo, p_hi)
+        statistic = np.where(bound, statistic, np.minimum(statistic, s_stat))
+    return est, se, df, bound, (statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff), score
+
+
+def _tost_rank_pvalues(x: np.ndarray, y: np.ndarray, delta=0.1, alternative: str = "equivalence",
+                       paired: bool = False) -> np.ndarray:
+    """TOST (or one-sided) p-values of :func:`tost_rank` for many samples at once: row i of x
+    (shape (B, n_x)) against row i of y. The code tost_rank runs, without its interval
+    search and input checks; for calibration studies."""
+    low, high = _rank_margin(delta)
+    lo = low if alternative != "less" else -np.inf
+    hi = high if alternative != "greater" else np.inf
+    return _rank_tests(np.asarray(x, float), np.asarray(y, float), lo, hi, 0.05, alternative,
+                       paired)[4][1]
 
 
 def _rank_margin(delta) -> tuple[float, float]:
@@ -817,54 +947,27 @@ def tost_rank(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     alpha, paired = _check_common(alpha, alternative, paired)
     low, high = _rank_margin(delta)
     _check_pair_sizes(x, y, paired)
-    px, py = _placements(x, y)
-    est = float(px.mean())
-    if paired:
-        var = float(np.var(px - py, ddof=1)) / x.size
-        df = float(x.size - 1)
-        method = "brunner-munzel-paired"
-    else:
-        a = float(np.var(px, ddof=1)) / x.size
-        b = float(np.var(py, ddof=1)) / y.size
-        var = a + b
-        denom = a**2 / (x.size - 1) + b**2 / (y.size - 1)
-        df = var**2 / denom if denom > 0 else float(x.size + y.size - 2)
-        method = "brunner-munzel"
-    if not var > 0:
-        # Every placement constant (all values tied, or complete separation): the rank
-        # variance estimate is 0 and says nothing about θ̂'s spread. Use the largest
-        # variance any θ̂ of these sizes can have instead, with a normal reference:
-        # unpaired, Var(θ̂) <= θ(1 − θ)/min(n_x, n_y) <= 1/(4 min(n_x, n_y)) (Birnbaum &
-        # Klose 1957; for any kernel in [0, 1], ties included); paired, F_y(X) − F_x(Y)
-        # lies in [−1, 1], so Var(θ̂) <= 4θ(1 − θ)/n <= 1/n.
-        var = 1.0 / x.size if paired else 0.25 / min(x.size, y.size)
-        df = np.inf
-        method += "-bound"
-    se = float(np.sqrt(var))
     lo = low if alternative != "less" else -np.inf
     hi = high if alternative != "greater" else np.inf
-    statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = _t_tests(
-        est, se, _TRef(df), lo, hi, 0.5, alpha, alternative)
-    if _NULL_RESTRICTED and not method.endswith("-bound"):
-        # score-type: each margin tested with the variance it implies (p_diff stays the
-        # Brunner–Munzel test of θ = ½, exactly scipy's)
-        # and the plug-in test: a margin is rejected only where both reject (valid where
-        # either is), so the interval is the union of theirs
-        score = _RankScore(px, 1.0 - py, est, paired)
-        s_stat, _, s_lo, s_hi, s_ci_lo, s_ci_hi, s_df = score.tests(lo, hi, alpha, alternative)
-        p_lo, p_hi = np.fmax(p_lo, s_lo), np.fmax(p_hi, s_hi)
-        pvalue = float(np.nanmax([p_lo, p_hi]))
-        ci_lo, ci_hi = min(ci_lo, s_ci_lo), max(ci_hi, s_ci_hi)
-        statistic = min(statistic, s_stat)
+    est, se, df, bound, tests, score = _rank_tests(x, y, lo, hi, alpha, alternative, paired)
+    statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = (float(v) for v in tests)
+    method = "brunner-munzel-paired" if paired else "brunner-munzel"
+    if bound:
+        method += "-bound"
+    elif score is not None:
+        if np.isfinite(lo):
+            ci_lo = score.limit(alpha, upper=False, start=ci_lo)
+        if np.isfinite(hi):
+            ci_hi = score.limit(alpha, upper=True, start=ci_hi)
         method += "-score"
     return EquivalenceResult(
-        test="tost_rank", statistic=statistic, pvalue=pvalue, estimate=est,
+        test="tost_rank", statistic=statistic, pvalue=pvalue, estimate=float(est),
         low=float(max(ci_lo, 0.0)) if np.isfinite(ci_lo) else 0.0,
         high=float(min(ci_hi, 1.0)) if np.isfinite(ci_hi) else 1.0,
         margin_low=float(max(lo, 0.0)), margin_high=float(min(hi, 1.0)),
         pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=p_diff,
-        within_margin=bool(pvalue <= alpha), standard_error=se, df=df, alpha=alpha,
-        alternative=alternative, method=method, n_x=int(x.size), n_y=int(y.size))
+        within_margin=bool(pvalue <= alpha), standard_error=float(se), df=float(df),
+        alpha=alpha, alternative=alternative, method=method, n_x=int(x.size), n_y=int(y.size))
 
 
 def _pvalue_of(value, name: str) -> float:

@@ -188,6 +188,43 @@ def _rates(pvalues, alpha=0.05):
     return float(np.mean(np.asarray(pvalues) <= alpha))
 
 
+def _batched(core, xs, ys, chunk=400, **kw):
+    """p-values of many replicate samples (lists of equal-length arrays) from the batched
+    core that tost_ratio / tost_rank run (E._tost_ratio_pvalues, E._tost_rank_pvalues), in
+    chunks of bounded memory; test_batched_cores_equal_the_public_functions ties them."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    return np.concatenate([core(xs[i:i + chunk], ys[i:i + chunk], **kw)
+                           for i in range(0, len(xs), chunk)])
+
+
+def test_batched_cores_equal_the_public_functions():
+    # the calibration tests below draw thousands of replicates and take their p-values
+    # from the vectorised cores; each must give the public function's p-value exactly
+    # (same code, one Newton path per row), on continuous, tied, sparse binary, all-tied
+    # and degenerate rows alike, every alternative, paired or not
+    rng = np.random.default_rng(19)
+    n = 30
+    xs = [rng.exponential(1.0, n), np.ones(n), rng.integers(0, 3, n).astype(float), np.full(n, 2.0),
+          rng.gamma(2.0, 1.0, n), (rng.random(n) < 0.9).astype(float) + 0.5]
+    ys = [rng.exponential(1.1, n), (rng.random(n) < 1 / 1.1).astype(float), rng.integers(0, 3, n) + 0.0,
+          np.full(n, 2.0), xs[4] * rng.lognormal(0, 0.1, n), np.ones(n)]
+    ys[1][0] = 1.0
+    for alternative in ALTS:
+        for paired in (False, True):
+            for margin in (0.1, (0.8, 1.05)):
+                p = E._tost_ratio_pvalues(np.array(xs), np.array(ys), margin=margin,
+                                          alternative=alternative, paired=paired)
+                ref = [tost_ratio(x, y, margin=margin, alternative=alternative, paired=paired).pvalue
+                       for x, y in zip(xs, ys)]
+                np.testing.assert_allclose(p, ref, rtol=1e-13, atol=0)
+            for delta in (0.1, (0.3, 0.55)):
+                p = E._tost_rank_pvalues(np.array(xs), np.array(ys), delta=delta,
+                                         alternative=alternative, paired=paired)
+                ref = [tost_rank(x, y, delta=delta, alternative=alternative, paired=paired).pvalue
+                       for x, y in zip(xs, ys)]
+                np.testing.assert_allclose(p, ref, rtol=1e-13, atol=0)
+
+
 @pytest.mark.parametrize("paired", [False, True])
 def test_tost_ratio_type_one_error_at_the_margin(calib, paired):
     # True ratio exactly at the upper margin (1.1), then at the lower one (1/1.1); n is
@@ -198,12 +235,13 @@ def test_tost_ratio_type_one_error_at_the_margin(calib, paired):
     rng = np.random.default_rng(6 + paired)
     n = 1500
     for ratio in (1.1, 1 / 1.1):
-        p = []
+        xs, ys = [], []
         for _ in range(reps):
             y = rng.gamma(4.0, 0.25, n) if paired else rng.exponential(1.0, n)
-            x = ratio * (y * rng.lognormal(-0.02, 0.2, n) if paired else rng.exponential(1.0, n))
-            p.append(tost_ratio(x, y, margin=0.1, paired=paired).pvalue)
-        calib.rejection_rate(p, alpha=0.05)
+            xs.append(ratio * (y * rng.lognormal(-0.02, 0.2, n) if paired else rng.exponential(1.0, n)))
+            ys.append(y)
+        calib.rejection_rate(_batched(E._tost_ratio_pvalues, xs, ys, margin=0.1, paired=paired),
+                             alpha=0.05)
 
 
 def test_noninferiority_type_one_error_small_samples(calib):
@@ -212,8 +250,8 @@ def test_noninferiority_type_one_error_small_samples(calib):
     reps = calib.replicates(1500, 6000)
     rng = np.random.default_rng(8)
     for alternative, ratio in (("less", 1.1), ("greater", 1 / 1.1)):
-        p = [tost_ratio(rng.exponential(ratio, 50), rng.exponential(1.0, 50), margin=0.1,
-                        alternative=alternative).pvalue for _ in range(reps)]
+        xs, ys = zip(*[(rng.exponential(ratio, 50), rng.exponential(1.0, 50)) for _ in range(reps)])
+        p = _batched(E._tost_ratio_pvalues, xs, ys, margin=0.1, alternative=alternative)
         calib.rejection_rate(p, alpha=0.05)
 
 
@@ -223,17 +261,15 @@ def test_tost_ratio_power_at_ratio_one(calib):
     reps = calib.replicates(300, 2000)
     rng = np.random.default_rng(9)
     n = 2000
-    p = [tost_ratio(rng.exponential(1.0, n), rng.exponential(1.0, n), margin=0.1).pvalue
-         for _ in range(reps)]
+    xs, ys = zip(*[(rng.exponential(1.0, n), rng.exponential(1.0, n)) for _ in range(reps)])
+    p = _batched(E._tost_ratio_pvalues, xs, ys, margin=0.1)
     approx = 2 * stats.norm.cdf(math.log(1.1) / math.sqrt(2 / n) - stats.norm.ppf(0.95)) - 1
     lo, hi = calib.binom_interval(reps, approx, 0.99)
     assert lo - 0.02 <= _rates(p) <= hi + 0.02, (_rates(p), approx)
     # paired trials with correlated values gain a lot: the same margin at n = 200
-    p = []
-    for _ in range(reps):
-        y = rng.gamma(4.0, 0.25, 200)
-        p.append(tost_ratio(y * rng.lognormal(-0.005, 0.1, 200), y, margin=0.1, paired=True).pvalue)
-    assert _rates(p) > 0.99
+    ys = [rng.gamma(4.0, 0.25, 200) for _ in range(reps)]
+    xs = [y * rng.lognormal(-0.005, 0.1, 200) for y in ys]
+    assert _rates(_batched(E._tost_ratio_pvalues, xs, ys, margin=0.1, paired=True)) > 0.99
 
 
 @pytest.mark.parametrize("paired", [False, True])
@@ -245,11 +281,11 @@ def test_tost_rank_type_one_error_at_the_margin(calib, paired):
     reps = calib.replicates(1500, 6000)
     rng = np.random.default_rng(10 + paired)
     mu, n = math.sqrt(2) * stats.norm.ppf(0.6), 100
-    p = []
+    xs, zs = [], []
     for _ in range(reps):
-        z = rng.normal(size=n)
-        x = mu + (0.8 * z + 0.6 * rng.normal(size=n) if paired else rng.normal(size=n))
-        p.append(tost_rank(x, z, delta=0.1, alternative="less", paired=paired).pvalue)
+        zs.append(rng.normal(size=n))
+        xs.append(mu + (0.8 * zs[-1] + 0.6 * rng.normal(size=n) if paired else rng.normal(size=n)))
+    p = _batched(E._tost_rank_pvalues, xs, zs, delta=0.1, alternative="less", paired=paired)
     calib.rejection_rate(p, alpha=0.05, slack_low=0.01)
 
 
@@ -259,8 +295,8 @@ def test_tost_rank_type_one_error_tied_data(calib):
     # negligible) at that boundary.
     reps = calib.replicates(1000, 4000)
     rng = np.random.default_rng(12)
-    p = [tost_rank(rng.choice(3, 400, p=[0.2, 0.3, 0.5]), rng.choice(3, 400), delta=0.1).pvalue
-         for _ in range(reps)]
+    xs, ys = zip(*[(rng.choice(3, 400, p=[0.2, 0.3, 0.5]), rng.choice(3, 400)) for _ in range(reps)])
+    p = _batched(E._tost_rank_pvalues, xs, ys, delta=0.1)
     calib.rejection_rate(p, alpha=0.05, slack_low=0.01)
 
 
@@ -269,7 +305,8 @@ def test_tost_rank_power_at_one_half(calib):
     reps = calib.replicates(300, 2000)
     rng = np.random.default_rng(13)
     n = 150
-    p = [tost_rank(rng.normal(size=n), rng.normal(size=n), delta=0.1).pvalue for _ in range(reps)]
+    xs, ys = zip(*[(rng.normal(size=n), rng.normal(size=n)) for _ in range(reps)])
+    p = _batched(E._tost_rank_pvalues, xs, ys, delta=0.1)
     approx = 2 * stats.norm.cdf(0.1 / math.sqrt(2 / (12 * n)) - stats.norm.ppf(0.95)) - 1
     lo, hi = calib.binom_interval(reps, approx, 0.99)
     assert lo - 0.03 <= _rates(p) <= hi + 0.03, (_rates(p), approx)
@@ -549,11 +586,12 @@ def test_tost_rank_type_one_error_when_samples_can_be_all_tied():
     # 0.8^8 = 0.17: a zero standard error rejected every one of those (size >= 0.17).
     rng = np.random.default_rng(11)
     reps, n = 1000, 8
-    results = [tost_rank(np.zeros(n), (rng.random(n) < 0.2).astype(float), delta=0.1,
-                         alternative="greater") for _ in range(reps)]
-    tied = np.mean([r.method.endswith("-bound") for r in results])
-    rejected = np.mean([r.pvalue <= 0.05 for r in results])
-    assert tied > 0.12                                   # the degenerate case is frequent here
+    ys = np.array([(rng.random(n) < 0.2).astype(float) for _ in range(reps)])
+    p = E._tost_rank_pvalues(np.zeros((reps, n)), ys, delta=0.1, alternative="greater")
+    tied = ys.max(axis=1) == 0               # every placement tied: the variance bound
+    assert tost_rank(np.zeros(n), ys[np.argmax(tied)], delta=0.1).method == "brunner-munzel-bound"
+    rejected = np.mean(p <= 0.05)
+    assert tied.mean() > 0.12                            # the degenerate case is frequent here
     assert rejected <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
 
 
@@ -567,14 +605,15 @@ def test_tost_rank_type_one_error_when_samples_can_be_all_tied():
 
 
 def _exact_size(n, p_event, reject):
+    """P(reject) when the test depends on the data only through k ~ Bin(n, p_event);
+    ``reject(k)`` takes the array of k and returns one decision per k."""
     k = np.arange(n + 1)
-    return float(sum(stats.binom.pmf(i, n, p_event) for i in k if reject(i)))
+    return float(stats.binom.pmf(k, n, p_event)[reject(k)].sum())
 
 
 def _binary(n, k):
-    y = np.zeros(n)
-    y[:k] = 1.0
-    return y
+    """Rows of n binary values, the first k[j] of row j ones (k an int or array of ints)."""
+    return (np.arange(n) < np.asarray(k)[..., None]).astype(float)
 
 
 @pytest.mark.parametrize("paired", [False, True])
@@ -582,8 +621,8 @@ def _binary(n, k):
 def test_tost_rank_size_on_sparse_binary_data_with_one_arm_constant(n, paired):
     # x = 0 always, y ~ Bernoulli(0.2): theta = 0.5 + (0 - 0.2)/2 = 0.4, on the margin of
     # H0: theta <= 0.4. Plug-in alone: 0.122 / 0.080 / 0.062 at n = 30 / 100 / 300.
-    size = _exact_size(n, 0.2, lambda k: tost_rank(
-        np.zeros(n), _binary(n, k), delta=0.1, alternative="greater", paired=paired).pvalue <= 0.05)
+    size = _exact_size(n, 0.2, lambda k: E._tost_rank_pvalues(
+        np.zeros((k.size, n)), _binary(n, k), delta=0.1, alternative="greater", paired=paired) <= 0.05)
     assert size <= 0.05, size
 
 
@@ -596,8 +635,9 @@ def test_tost_ratio_size_on_sparse_binary_data_with_one_arm_constant(n, paired):
     # oscillates around alpha with n (discreteness): 0.0539 at n = 300, as for Wilson's
     # score z-test there (closed form below); the bound is that test's size + 0.001.
     p0 = 1 / 1.1
-    size = _exact_size(n, p0, lambda k: k >= 1 and tost_ratio(
-        np.ones(n), _binary(n, k), margin=0.1, alternative="less", paired=paired).pvalue <= 0.05)
+    size = _exact_size(n, p0, lambda k: np.concatenate([[False], E._tost_ratio_pvalues(
+        np.ones((k.size - 1, n)), _binary(n, k[1:]), margin=0.1, alternative="less",
+        paired=paired) <= 0.05]))                 # k = 0: y has mean 0, no ratio
     k = np.arange(n + 1)
     wilson = stats.binom.pmf(k, n, p0)[(k / n - p0) / np.sqrt(p0 * (1 - p0) / n)
                                       >= stats.norm.ppf(0.95)].sum()
