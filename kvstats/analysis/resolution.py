@@ -226,28 +226,22 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
     xs = np.stack([pooled[:n_x], pooled[n_y:]])
     ys = np.stack([pooled[n_x:], pooled[:n_y]])
     if test == "mann_whitney":
-        return _mann_whitney_extreme(xs, ys, tied=np.unique(pooled).size < pooled.size)
+        return _mann_whitney_extreme(xs, ys)
     if test == "ks":
         return min(_ks_pvalue(xs[0], ys[0]), _ks_pvalue(xs[1], ys[1]))
     raise ValueError(f"test must be 'mann_whitney', 'ks' or 'sign'; received {test!r}")
 
 
-def _mann_whitney_extreme(xs: np.ndarray, ys: np.ndarray, tied: bool) -> float:
-    """The p-value :func:`kvstats.stats.mann_whitney` gives the extreme relabellings.
-
-    Same method choice as its ``method="auto"`` (exact without ties for
-    min(n) <= 8 and min(n)^2 max(n) <= 2e7, else scipy's asymptotic test with tie and
-    continuity correction), without its interval (the costly part).
+def _mann_whitney_extreme(xs: np.ndarray, ys: np.ndarray) -> float:
+    """The smaller p-value :func:`kvstats.stats.mann_whitney` gives the two extreme
+    relabellings (rows of ``xs``, ``ys``): its own method choice (``method="auto"``,
+    :func:`kvstats.stats.rank._mwu_pvalue`), without its interval (the costly part). Under
+    ties the conditional exact law is the same for both rows and for the observed data
+    (one pooled sample), and computed once.
     """
-    from scipy import stats
+    from kvstats.stats.rank import _mwu_pvalue
 
-    n_x, n_y = xs.shape[1], ys.shape[1]
-    small, large = min(n_x, n_y), max(n_x, n_y)
-    if not tied and small <= 8 and small**2 * large <= 2e7:
-        return min(1.0, 2.0 / math.comb(n_x + n_y, n_x))   # U = 0 or n_x n_y: 2 of C(n, n_x)
-    p = stats.mannwhitneyu(xs, ys, use_continuity=True, alternative="two-sided", axis=-1,
-                           method="asymptotic").pvalue
-    return float(np.min(np.where(np.isnan(p), 1.0, p)))   # NaN only when all values are tied
+    return min(_mwu_pvalue(xs[k], ys[k], "two-sided", "auto")[1] for k in range(2))
 
 
 def _ks_pvalue(x: np.ndarray, y: np.ndarray) -> float:

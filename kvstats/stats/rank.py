@@ -14,7 +14,8 @@ What scipy computes is taken from scipy: U, the asymptotic p-value (vectorised o
 batches, which is what the power simulation uses), the KS statistic's location and sign
 and the KS p-value. Kept here is what scipy lacks: the interval for r, the z-score, the
 common-language effect size, the ties flag, a correctly rounded exact distribution of U,
-and the exact test of U conditional on tied values (``method="exact"`` with ties).
+and the exact test of U conditional on tied values (``method="exact"`` with ties, and
+"auto" where it is affordable).
 (Over 450 lines: Mann–Whitney's three p-value routes and its interval share the tie
 handling and the method choice, which must stay one definition.)
 """
@@ -201,55 +202,129 @@ def _mwu_exact_pvalue(u1: float, n1: int, n2: int, alternative: str) -> float:
     return min(max(p, 0.0), 1.0)
 
 
-# (blocks' label splits) x (states) x (rank-sum values) of the conditional exact method
-_TIED_EXACT_WORK_LIMIT = 200_000_000
+# Cost of the conditional exact law under ties, in (state, label split) pairs
+# (:func:`_tied_exact_work`): method="exact" is refused beyond the first limit (about 1 s and
+# 0.5 GB), "auto" uses the law up to the second (at most about 0.1 s; both on the 2-core
+# machine, 2026-12-02) and the asymptotic test beyond.
+_TIED_EXACT_WORK_LIMIT = 20_000_000
+_TIED_AUTO_WORK_LIMIT = 1_000_000
 
 
-def _tied_exact_work(x: np.ndarray, y: np.ndarray) -> int:
-    small, big = min(x.size, y.size), max(x.size, y.size)
-    n = small + big
-    counts = np.unique(np.concatenate([x, y]), return_counts=True)[1]
-    return int(np.minimum(counts, small).sum() + counts.size) * (small + 1) * (
-        small * (2 * n - small + 1) + 1)
+def _tied_exact_work(counts: np.ndarray, ns: int) -> float:
+    """Upper bound on the (state, split) pairs :func:`_tied_exact_law` visits: a function of
+    the pooled sample's tie blocks ``counts`` and the smaller size ``ns`` alone, so a
+    method chosen by it keeps the test's null law.
+
+    Before a block, the states (i, 2R) number at most the product of the earlier blocks'
+    (min(c, ns) + 1) label counts, and at most sum_i (2 i (P - i) + 1), i <= min(ns, P),
+    the integer values 2R of i labels among the P positions placed can take; each state
+    meets min(c, ns) + 1 splits of the block. Tight for 0/1 data, within a few times for
+    many levels.
+    """
+    c = np.asarray(counts, np.float64)
+    splits = np.minimum(c, ns) + 1
+    placed = np.cumsum(c) - c
+    m = np.minimum(ns, placed)
+    by_range = 2 * placed * m * (m + 1) / 2 - m * (m + 1) * (2 * m + 1) / 3 + m + 1
+    by_product = np.exp(np.concatenate([[0.0], np.cumsum(np.log(splits))[:-1]]))
+    return float(np.sum(np.minimum(by_range, by_product) * splits))
+
+
+@functools.lru_cache(maxsize=16)
+def _tied_exact_law(counts: tuple[int, ...], ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Null law of 2R, R the midrank sum of ``ns`` labels placed at random on a pooled sample
+    whose tie blocks (in increasing order) have sizes ``counts``: (values, probabilities).
+
+    Built block by block: a block of c values receives j of the labels left with the
+    hypergeometric probability given the i placed before it, and adds j times its doubled
+    midrank to 2R. Only reachable states (i, 2R) are kept (flat keys i·width + 2R), so 0/1
+    data cost O(ns²) whatever n (:func:`_tied_exact_work`). Cached: a test and its
+    resolution (:func:`kvstats.analysis.resolution.extreme_pvalue`) share a pooled sample.
+    """
+    c_all = np.asarray(counts, np.int64)
+    n = int(c_all.sum())
+    ends = np.cumsum(c_all)
+    twice_mid = 2 * ends - c_all + 1
+    width = ns * (2 * n - ns + 1) + 1                  # 2R <= 2 x the ns largest ranks
+    key, prob = np.zeros(1, np.int64), np.ones(1)
+    placed = 0
+    for c, r2 in zip(c_all.tolist(), twice_mid.tolist()):
+        j = np.arange(min(c, ns) + 1)
+        held, state_row = np.unique(key // width, return_inverse=True)   # labels placed: i
+        with np.errstate(invalid="ignore"):            # ns - i > n - placed: weight 0
+            w = np.nan_to_num(stats.hypergeom.pmf(j, n - placed, ns - held[:, None], c))
+        w = w[state_row]
+        keep = w > 0
+        cand, weight = (key[:, None] + j * (width + r2))[keep], (prob[:, None] * w)[keep]
+        low, span = int(cand.min()), int(cand.max() - cand.min()) + 1
+        if span <= 4 * cand.size:                      # dense enough: accumulate in place
+            acc = np.bincount(cand - low, weights=weight, minlength=span)
+            key = np.flatnonzero(acc)
+            prob, key = acc[key], key + low
+        else:
+            key, inverse = np.unique(cand, return_inverse=True)
+            prob = np.bincount(inverse, weights=weight, minlength=key.size)
+        placed += c
+    done = key // width == ns
+    return key[done] % width, prob[done]
 
 
 def _mwu_tied_exact_pvalue(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
     """Exact p-value of U conditional on the pooled sample (its ties), as a permutation test
     over all C(n_x + n_y, n_x) labellings.
 
-    The smaller sample's rank sum R (midranks) is built block by block of tied values: a
-    block of c values receives j of the remaining labels with the hypergeometric
-    probability given the i labels placed before it, and adds j times its midrank to R.
-    The state is (i, 2R), 2R an integer, so the counts are exact up to the rounding of the
-    probabilities. Two-sided: twice the smaller tail, capped at 1 (the conditional law of
-    U need not be symmetric under ties).
+    The smaller sample's doubled midrank sum against its law (:func:`_tied_exact_law`).
+    Two-sided: twice the smaller tail, capped at 1 (the conditional law of U need not be
+    symmetric under ties).
     """
     swap = y.size < x.size
     small, big = (y, x) if swap else (x, y)
-    ns, n = small.size, x.size + y.size
     values, counts = np.unique(np.concatenate([small, big]), return_counts=True)
+    support, prob = _tied_exact_law(tuple(counts.tolist()), small.size)
     ends = np.cumsum(counts)
-    twice_mid = ends - counts + ends + 1                 # 2 x the midrank of each block
-    top = ns * (2 * n - ns + 1)                          # 2R of the ns largest ranks
-    prob = np.zeros((ns + 1, top + 1))
-    prob[0, 0] = 1.0
-    rows = np.arange(ns + 1)
-    placed = 0
-    with np.errstate(invalid="ignore"):
-        for c, r2 in zip(counts.tolist(), twice_mid.tolist()):
-            new = np.zeros_like(prob)
-            for j in range(min(c, ns) + 1):
-                w = np.nan_to_num(stats.hypergeom.pmf(j, n - placed, ns - rows, c))
-                shift = j * r2
-                new[j:, shift:] += prob[:ns + 1 - j, :top + 1 - shift] * w[:ns + 1 - j, None]
-            prob, placed = new, placed + c
-    law = prob[ns]                                        # P(2R = v)
-    r2_obs = int(twice_mid[np.searchsorted(values, small)].sum())
-    upper, lower = float(law[r2_obs:].sum()), float(law[:r2_obs + 1].sum())
+    r2_obs = int((2 * ends - counts + 1)[np.searchsorted(values, small)].sum())
+    upper, lower = float(prob[support >= r2_obs].sum()), float(prob[support <= r2_obs].sum())
     if swap:                                              # U_x = n_x n_y - U_y
         upper, lower = lower, upper
     p = {"greater": upper, "less": lower}.get(alternative, 2.0 * min(upper, lower))
     return min(max(p, 0.0), 1.0)
+
+
+def _mwu_pvalue(x: np.ndarray, y: np.ndarray, alternative: str, method: str,
+                continuity: bool = True) -> tuple[float, float, str]:
+    """U of x, its p-value and the method used: the one definition of ``method="auto"``.
+
+    Without ties: exact when min(n) <= 8 and min(n)^2 max(n) <= 2e7, else asymptotic
+    (scipy's rule plus the cost limit). With ties: the exact test conditional on the
+    pooled sample when its law costs at most ``_TIED_AUTO_WORK_LIMIT`` (1e6) steps
+    (:func:`_tied_exact_work`), else asymptotic.
+    The choice depends on the pooled sample and n_x, n_y only, so the test stays valid
+    conditional on them. :func:`mann_whitney` and the resolution screen
+    (:func:`kvstats.analysis.resolution.extreme_pvalue`) both call this.
+    """
+    n1, n2 = x.size, y.size
+    counts = np.unique(np.concatenate([x, y]), return_counts=True)[1]   # tie blocks
+    u1, p_asym = (float(v) for v in _mwu_asymptotic(x, y, alternative, continuity))
+    if method == "asymptotic":
+        return u1, p_asym, "asymptotic"
+    if counts.size < n1 + n2:
+        work = _tied_exact_work(counts, min(n1, n2))
+        if method == "exact" and work > _TIED_EXACT_WORK_LIMIT:
+            raise ValueError(f"method='exact' with tied values is limited to "
+                             f"{_TIED_EXACT_WORK_LIMIT:.0e} steps of its rank-sum recursion; "
+                             f"received n_x={n1}, n_y={n2} on {counts.size} distinct values "
+                             f"({work:.2e}); use method='asymptotic'")
+        if method == "exact" or work <= _TIED_AUTO_WORK_LIMIT:
+            return u1, _mwu_tied_exact_pvalue(x, y, alternative), "exact"
+        return u1, p_asym, "asymptotic"
+    cheap = min(n1, n2) ** 2 * max(n1, n2) <= _EXACT_WORK_LIMIT
+    if method == "exact" and not cheap:
+        raise ValueError(f"method='exact' is limited to min(n_x, n_y)**2 * max(n_x, n_y) "
+                         f"<= {_EXACT_WORK_LIMIT}; received n_x={n1}, n_y={n2}; "
+                         "use method='asymptotic'")
+    if method == "exact" or (min(n1, n2) <= 8 and cheap):
+        return u1, _mwu_exact_pvalue(u1, n1, n2, alternative), "exact"
+    return u1, p_asym, "asymptotic"
 
 
 def _hanley_mcneil_variance(t, n1: int, n2: int):
@@ -329,13 +404,15 @@ def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         "exact" uses the exact null distribution of U (kvstats' own, correctly rounded);
         with tied values, the exact permutation distribution conditional on the pooled
         sample (every labelling equally likely; two-sided: twice the smaller tail), up to
-        2e8 steps of its recursion (e.g. 60 vs 60 values on 5 levels); "asymptotic" is
-        ``scipy.stats.mannwhitneyu``'s normal approximation with tie correction and (if
-        ``continuity``) continuity correction, whose size on 0/1 data exceeds alpha at
-        small n (0.064 at 12 vs 12, alpha = 0.05; docs/statistics.md).
-        "auto": exact when min(n_x, n_y) <= 8, there are no ties and
+        2e7 steps of its recursion (0/1 data at any size; about 60 vs 60 values on 20
+        levels); "asymptotic" is ``scipy.stats.mannwhitneyu``'s normal approximation with
+        tie and (if ``continuity``) continuity correction, whose size on 0/1 data exceeds
+        alpha at small n (0.064 at 12 vs 12, alpha = 0.05; docs/statistics.md).
+        "auto": without ties, exact when min(n_x, n_y) <= 8 and
         min(n_x, n_y)**2 * max(n_x, n_y) <= 2e7, else asymptotic (scipy's rule plus that
-        cost limit, so the method is always chosen here and passed to scipy explicitly).
+        cost limit); with ties, the conditional exact test when its recursion takes at
+        most 1e6 steps (0/1 data at any size, 6 levels up to about 60 vs 60), else
+        asymptotic. The choice depends only on the pooled sample, so the test is valid.
     confidence : float in (0, 1)
         Level of the interval for the rank-biserial correlation.
     continuity : bool
@@ -375,38 +452,14 @@ def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
                             high_open=True)
     continuity = check_bool(continuity, "continuity")
     n1, n2 = x.size, y.size
-    # Tie groups of the pooled sample: the z-score's tie term and the exact method's guard.
+    # Tie groups of the pooled sample: the z-score's tie term.
     t = np.unique(np.concatenate([x, y]), return_counts=True)[1].astype(np.float64)
     tie_term = float(np.sum(t**3 - t))
     has_ties = tie_term > 0
-    exact_cheap = min(n1, n2) ** 2 * max(n1, n2) <= _EXACT_WORK_LIMIT
-    if method == "exact" and has_ties:
-        work = _tied_exact_work(x, y)
-        if work > _TIED_EXACT_WORK_LIMIT:
-            raise ValueError(f"method='exact' with tied values is limited to "
-                             f"{_TIED_EXACT_WORK_LIMIT:.0e} steps of its rank-sum "
-                             f"recursion; received n_x={n1}, n_y={n2} ({work:.2e}); use "
-                             "method='asymptotic'")
-        used = "exact"
-    elif method == "exact":
-        if not exact_cheap:
-            raise ValueError(f"method='exact' is limited to min(n_x, n_y)**2 * max(n_x, n_y) "
-                             f"<= {_EXACT_WORK_LIMIT}; received n_x={n1}, n_y={n2}; "
-                             "use method='asymptotic'")
-        used = "exact"
-    elif method == "asymptotic":
-        used = "asymptotic"
-    else:
-        used = "exact" if (min(n1, n2) <= 8 and not has_ties and exact_cheap) else "asymptotic"
-    # U and the asymptotic p-value are scipy's; the exact distribution is kvstats' own
-    # (correctly rounded, and O(min(n)^2 max(n)) where scipy's recursion is O(U^2): see
-    # docs/statistics.md).
-    u1, p_asym = (float(v) for v in _mwu_asymptotic(x, y, alternative, continuity))
-    if used == "exact":
-        pvalue = (_mwu_tied_exact_pvalue(x, y, alternative) if has_ties
-                  else _mwu_exact_pvalue(u1, n1, n2, alternative))
-    else:
-        pvalue = p_asym
+    # U and the asymptotic p-value are scipy's; the exact distributions are kvstats' own
+    # (correctly rounded without ties, and O(min(n)^2 max(n)) where scipy's recursion is
+    # O(U^2): see docs/statistics.md).
+    u1, pvalue, used = _mwu_pvalue(x, y, alternative, method, continuity)
     z = _mwu_zscore(u1, tie_term, n1, n2, alternative, continuity)
     theta = u1 / (n1 * n2)
     zq = float(special.ndtri(0.5 + confidence / 2))

@@ -131,13 +131,37 @@ def test_extreme_pvalue_matches_the_reports_tests_on_the_extreme_split():
     assert extreme_pvalue("mann_whitney", [1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0
 
 
+def test_mann_whitney_extreme_follows_the_tests_choice_on_both_sides_of_its_cost_limit(monkeypatch):
+    """Under ties mann_whitney's "auto" is the conditional exact test while its law is cheap
+    and the asymptotic test beyond (kvstats.stats.rank._mwu_pvalue, one rule): the smallest
+    attainable p follows it either way. References: 2/C(24, 12) exact on 0/1 data (the
+    separating split is the only one at its extreme); scipy's asymptotic test beyond."""
+    import kvstats.stats.rank as rank
+    from kvstats.stats import mann_whitney
+
+    x, y = np.r_[np.ones(6), np.zeros(6)], np.r_[np.ones(5), np.zeros(7)]   # 11 ones of 24
+    sep = (np.r_[np.ones(11), np.zeros(1)], np.zeros(12))
+    assert mann_whitney(x, y).method == "exact"
+    enumerated = 2 * math.comb(13, 1) / math.comb(24, 12)    # x holds the 11 ones and one zero
+    assert extreme_pvalue("mann_whitney", x, y) == pytest.approx(enumerated, rel=1e-12)
+    monkeypatch.setattr(rank, "_TIED_AUTO_WORK_LIMIT", 10)
+    assert mann_whitney(x, y).method == "asymptotic"
+    ref = sps.mannwhitneyu(*sep, use_continuity=True, method="asymptotic").pvalue
+    assert extreme_pvalue("mann_whitney", x, y) == pytest.approx(ref, rel=1e-12)
+
+
 def test_extreme_split_with_ties_at_one_end_is_the_other_way_round():
     """Pooled [0, 0, 0, 0, 0, 1, 2, 3], 3 vs 5: x taking the 3 smallest values (all 0) does not
     separate the samples; x taking the 3 largest does, and is the extreme. Both relabellings
-    must be tried, for either test. References: scipy on the separating split."""
+    must be tried, for either test. References: scipy's exact permutation test of U on the
+    separating split (the report's Mann–Whitney is exact conditional on these ties: 2/C(8, 3),
+    where the asymptotic test it used before 2026-12-02 claimed 0.0168), scipy for KS."""
     x, y = [0.0, 2.0, 0.0], [1.0, 0.0, 3.0, 0.0, 0.0]
     sep_x, sep_y = [1.0, 2.0, 3.0], [0.0] * 5
-    ref_mw = sps.mannwhitneyu(sep_x, sep_y, use_continuity=True, method="asymptotic").pvalue
+    ref_mw = sps.permutation_test(
+        (sep_x, sep_y), lambda a, b, axis: sps.mannwhitneyu(a, b, axis=axis).statistic,
+        permutation_type="independent", n_resamples=np.inf, vectorized=True).pvalue
+    assert ref_mw == pytest.approx(2 / math.comb(8, 3), rel=1e-12)
     assert extreme_pvalue("mann_whitney", x, y) == pytest.approx(ref_mw, rel=1e-12)
     assert extreme_pvalue("mann_whitney", y, x) == pytest.approx(ref_mw, rel=1e-12)
     ref_ks = ks_2samp_exact(sep_x, sep_y).pvalue    # D = 1 (R: ks.test(exact = TRUE) on the ties)

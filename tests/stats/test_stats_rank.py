@@ -10,7 +10,7 @@ import pytest
 from scipy import special, stats
 
 from kvstats.stats import TiesWarning, ks_2samp, mann_whitney
-from kvstats.stats.rank import _mwu_asymptotic, _mwu_exact_cdf
+from kvstats.stats.rank import _mwu_asymptotic, _mwu_exact_cdf, _mwu_pvalue
 
 ALTS = ("two-sided", "less", "greater")
 
@@ -37,10 +37,10 @@ CASES = _inputs()
 @pytest.mark.parametrize("alternative", ALTS)
 def test_mann_whitney_matches_scipy(name, x, y, alternative):
     # reference: scipy.stats.mannwhitneyu (same U convention, tie and continuity corrections)
-    methods = ["auto", "asymptotic"]
+    # (under ties "auto" is kvstats' conditional exact test where affordable, not scipy's
+    # asymptotic one: test_auto_under_ties_is_the_conditional_exact_test_where_affordable)
     has_ties = np.unique(np.concatenate([x, y])).size < x.size + y.size
-    if not has_ties:
-        methods.append("exact")
+    methods = ["asymptotic"] if has_ties else ["auto", "asymptotic", "exact"]
     for method in methods:
         ours = mann_whitney(x, y, alternative=alternative, method=method)
         ref = stats.mannwhitneyu(x, y, alternative=alternative, method=method)
@@ -242,7 +242,7 @@ def test_mann_whitney_null_calibration(calib, kind):
     for i in range(reps):
         if kind == "continuous":
             x, y = rng.normal(size=25), rng.normal(size=30)
-        elif kind == "tied":                       # 3 distinct values: heavy ties
+        elif kind == "tied":                       # 3 distinct values: heavy ties (auto -> exact)
             x, y = rng.integers(0, 3, 30).astype(float), rng.integers(0, 3, 30).astype(float)
         else:                                      # auto -> exact distribution
             x, y = rng.normal(size=6), rng.normal(size=7)
@@ -255,6 +255,13 @@ def test_mann_whitney_null_calibration(calib, kind):
         attain = np.unique(pvals)
         a = attain[attain <= 0.05].max()
         calib.rejection_rate(pvals, alpha=a)
+    elif kind == "tied":
+        # auto is the exact test conditional on the ties (since 2026-12-02): valid at every
+        # level, conservative from its discreteness (0.0423 +- 0.0014 at alpha = 0.05 over
+        # 20,000 replicates, seed 12; the asymptotic test it replaced: 0.0485)
+        assert mann_whitney(x, y).method == "exact"
+        calib.discrete_validity(pvals)
+        calib.rejection_rate(pvals, alpha=0.05, upper_only=True)
     else:
         # The continuity correction makes the asymptotic test slightly conservative:
         # vectorised checks over ~10^5 null replicates give 0.0489 (continuous) and 0.0485
@@ -374,33 +381,77 @@ def test_mann_whitney_bad_options():
         mann_whitney(np.arange(300.0), np.arange(300.0) + 0.5, method="exact")
 
 
-def _binary_mwu_size(n, p, alpha):
-    """Exact size of mann_whitney's default test on n vs n Bernoulli(p) values: the tables
-    it rejects, weighted by their probability (k ones in all, x1 of them in x). Its p-value
-    is _mwu_asymptotic's bit for bit (test_vectorised_pvalues_equal_single_calls_bit_for_bit),
-    which takes every table of one k at once."""
-    size = 0.0
+def _binary_mwu_size(n, p, alpha, method):
+    """Exact size of mann_whitney's test on n vs n Bernoulli(p) values, and its largest size
+    conditional on the number of ones k: the tables it rejects (k ones in all, x1 of them
+    in x), weighted by their probability. "asymptotic": _mwu_asymptotic on every table of
+    one k at once (mann_whitney's p-value bit for bit:
+    test_vectorised_pvalues_equal_single_calls_bit_for_bit); "auto": _mwu_pvalue, the
+    choice mann_whitney makes (checked on a table in the test)."""
+    size, worst = 0.0, 0.0
     for k in range(1, 2 * n):                  # k = 0 or 2n: all tied, p = 1
         x1 = np.arange(max(0, k - n), min(k, n) + 1)
         x = (np.arange(n) < x1[:, None]).astype(float)
         y = (np.arange(n) < (k - x1)[:, None]).astype(float)
-        _, pv = _mwu_asymptotic(x, y, "two-sided")
-        table = stats.hypergeom.pmf(x1, 2 * n, k, n)
-        size += stats.binom.pmf(k, 2 * n, p) * table[pv <= alpha].sum()
-    return size
+        if method == "asymptotic":
+            pv = _mwu_asymptotic(x, y, "two-sided")[1]
+        else:
+            pv = np.array([_mwu_pvalue(a, b, "two-sided", method)[1] for a, b in zip(x, y)])
+        given_k = stats.hypergeom.pmf(x1, 2 * n, k, n)[pv <= alpha].sum()
+        size += stats.binom.pmf(k, 2 * n, p) * given_k
+        worst = max(worst, given_k)
+    return size, worst
 
 
-def test_mann_whitney_size_on_binary_data_is_within_its_measured_excess():
-    # The asymptotic test (tie and continuity corrected) on 0/1 data, e.g. argmax shift under
-    # pairing="none": exact sizes (2026-12-02) 0.0640 at 12 vs 12 and 0.0519 at 30 vs 30
-    # for p = 1/2, alpha = 0.05 (docs/statistics.md, "Calibration evidence"); the test pins
-    # them, so a change of the default method (method="exact", conditional on the ties,
-    # has 0.0228 at 12 vs 12: test below) shows here; one table through mann_whitney itself
+def test_mann_whitney_size_on_binary_data_is_at_most_alpha():
+    # 0/1 data, e.g. argmax shift under pairing="none". Exact sizes at alpha = 0.05, P(1) = 1/2
+    # (2026-12-02): the default ("auto") is the exact test conditional on the ties, of size
+    # 0.0228 at 12 vs 12 and 0.0274 at 30 vs 30, and at most alpha given the number of ones
+    # (largest 0.0391, 0.0470); the asymptotic test (tie and continuity corrected, the
+    # default before 2026-12-02) has 0.0640 and 0.0519, and 0.0995, 0.1124 given the ones
+    # (docs/statistics.md, "Calibration evidence"). Without the change "auto" is the
+    # asymptotic test and the first assertion fails.
     x, y = np.r_[np.ones(9), np.zeros(3)], np.r_[np.ones(4), np.zeros(8)]
-    assert mann_whitney(x, y).pvalue == _mwu_asymptotic(x[None], y[None], "two-sided")[1][0]
-    assert _binary_mwu_size(12, 0.5, 0.05) == pytest.approx(0.0640, abs=5e-5)
-    assert _binary_mwu_size(30, 0.5, 0.05) == pytest.approx(0.0519, abs=5e-5)
-    assert _binary_mwu_size(30, 0.2, 0.05) <= 0.05
+    res = mann_whitney(x, y)
+    assert res.method == "exact" and res.pvalue == _mwu_pvalue(x, y, "two-sided", "auto")[1]
+    assert res.pvalue == mann_whitney(x, y, method="exact").pvalue
+    for n, size, worst in [(12, 0.0228, 0.0391), (30, 0.0274, 0.0470)]:
+        got = _binary_mwu_size(n, 0.5, 0.05, "auto")
+        assert got == pytest.approx((size, worst), abs=5e-5) and got[1] <= 0.05
+    for n, size, worst in [(12, 0.0640, 0.0995), (30, 0.0519, 0.1124)]:
+        assert _binary_mwu_size(n, 0.5, 0.05, "asymptotic") == pytest.approx((size, worst), abs=5e-5)
+
+
+def test_auto_under_ties_is_the_conditional_exact_test_where_affordable(monkeypatch):
+    # "auto" with ties = method="exact" (itself checked against complete enumeration and
+    # scipy's permutation_test below) while the law costs <= _TIED_AUTO_WORK_LIMIT steps:
+    # 0/1 data at any size, 6 levels at 30 vs 30; beyond (4 levels at 60 vs 80: 1.4e6 steps;
+    # 6 equally likely levels at 100 vs 100: 3e7) scipy's asymptotic test; the limit
+    # lowered: asymptotic everywhere
+    import kvstats.stats.rank as rank
+
+    rng = np.random.default_rng(5)
+    tied = [(c[1], c[2]) for c in CASES if c[0] in ("tied-4-6", "tied-15-12", "all-equal")]
+    tied += [tuple(np.asarray(v, float) for v in c) for c in TIED_CASES.values()]
+    tied += [(rng.integers(0, 2, 200).astype(float), rng.integers(0, 2, 150).astype(float)),
+             (rng.integers(0, 6, 30) / 5, rng.integers(0, 6, 30) / 5)]
+    for x, y in tied:
+        for alternative in ALTS:
+            res = mann_whitney(x, y, alternative=alternative)
+            assert res.method == "exact"
+            assert res.pvalue == mann_whitney(x, y, alternative=alternative, method="exact").pvalue
+    beyond = [(c[1], c[2]) for c in CASES if c[0] == "tied-60-80"]
+    beyond.append((rng.integers(0, 6, 100) / 5, rng.integers(0, 6, 100) / 5))
+    for x, y in beyond:
+        res = mann_whitney(x, y)
+        assert res.method == "asymptotic"
+        assert res.pvalue == pytest.approx(stats.mannwhitneyu(x, y).pvalue, rel=1e-12)
+    monkeypatch.setattr(rank, "_TIED_AUTO_WORK_LIMIT", 10)
+    for x, y in tied[:2]:
+        res = mann_whitney(x, y, alternative="less")
+        assert res.method == "asymptotic"
+        assert res.pvalue == pytest.approx(stats.mannwhitneyu(x, y, alternative="less").pvalue,
+                                           rel=1e-12)
 
 
 def _enumerated_mwu_pvalues(x, y):
@@ -462,7 +513,14 @@ def test_exact_method_under_ties_has_exact_size_on_binary_data():
             mann_whitney(x, y, method="exact", alternative=alternative).pvalue, rel=1e-12)
 
 
-def test_exact_method_under_ties_refuses_beyond_its_work_limit():
-    x = np.repeat(np.arange(5.0), 40)
+def test_exact_method_under_ties_refuses_beyond_its_work_limit(monkeypatch):
+    import kvstats.stats.rank as rank
+
+    x = np.repeat(np.arange(5.0), 40)        # 200 vs 200 on 5 levels: 6.5e8 steps
+    with pytest.raises(ValueError, match="method='exact' with tied values is limited"):
+        mann_whitney(x, x[::-1].copy(), method="exact")
+    x = np.repeat(np.arange(2.0), 100)       # 0/1 data, 200 vs 200: 4e4 steps
+    assert mann_whitney(x, x[::-1].copy(), method="exact").pvalue == pytest.approx(1.0)
+    monkeypatch.setattr(rank, "_TIED_EXACT_WORK_LIMIT", 1000)
     with pytest.raises(ValueError, match="method='exact' with tied values is limited"):
         mann_whitney(x, x[::-1].copy(), method="exact")
