@@ -2,8 +2,10 @@
 
 Shared by the summary and theory tables (and the figures' markers): a mean's interval is
 only trusted when the sample's right tail is light enough for a variance to exist
-(the 95% upper bound of Hill's tail index α ≥ 2, :func:`kvstats.stats.tail.heavy_tail_alpha`); otherwise the
-tables flag the row (``ci_reliable`` False) instead of warning once per row.
+(the 95% upper bound of Hill's tail index α ≥ 2, :func:`kvstats.stats.tail.heavy_tail_alpha`)
+and, for a nonnegative sample with zeros, when at least :data:`MIN_NONZERO` values are
+positive (:func:`few_nonzero`); otherwise the tables flag the row (``ci_reliable`` False)
+instead of warning once per row.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-__all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable"]
+__all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable", "few_nonzero", "MIN_NONZERO"]
+
+#: A nonnegative sample with zeros and fewer positive values than this is too sparse for a
+#: bootstrap interval of its mean (:func:`few_nonzero`); the tail screen needs as many.
+MIN_NONZERO = 10
 
 
 def tail_alpha(x: Float[np.ndarray, "n"], metric: str) -> float:
@@ -36,19 +42,55 @@ def tail_alpha(x: Float[np.ndarray, "n"], metric: str) -> float:
     return math.nan if alpha is None else alpha
 
 
+def few_nonzero(x: Float[np.ndarray, "n"]) -> bool:
+    """Whether a mean's bootstrap interval rests on too few nonzero values to be trusted.
+
+    True for a finite nonnegative sample with zeros and 1 to :data:`MIN_NONZERO` − 1 positive
+    values that are not all equal: a rarely-nonzero metric (an argmax shift or KL that
+    is 0 on most trials). Its mean is carried by those few values, and the bootstrap's
+    coverage falls short: 95% BCa intervals (``mean_ci``, B = 999) of n = 100 values,
+    Bernoulli(p) times Exp(1), covered the mean 0.906 (p = 0.01, given an interval), 0.886
+    (p = 0.05) and 0.897 (p = 0.1) where this flags them, 1,000 samples each (2026-12-02;
+    docs/statistics.md, "Sparse means"). The
+    tail screen (:func:`tail_alpha`) is not computed below :data:`MIN_NONZERO` positive
+    values, so it cannot flag these. Not flagged: samples without zeros, all-zero samples
+    (:func:`mean_ci` gives no interval), and 0/1 samples (a proportion: its bootstrap
+    interval covered 0.992 and 0.988 at p = 0.01 and 0.03, n = 100, given an interval).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> few_nonzero(np.r_[np.zeros(97), 0.3, 1.2, 4.0])
+    True
+    >>> few_nonzero(np.r_[np.zeros(97), 1.0, 1.0, 1.0]), few_nonzero(np.zeros(100))
+    (False, False)
+    >>> few_nonzero(np.r_[np.zeros(99), 2.5])          # one value carries the mean
+    True
+    """
+    x = np.asarray(x, np.float64).ravel()
+    if not (np.isfinite(x).all() and (x >= 0).all()):
+        return False
+    positive = x[x > 0]
+    # below min(MIN_NONZERO, n) positive values the sample has zeros
+    return 0 < positive.size < min(MIN_NONZERO, x.size) and not (positive == 1.0).all()
+
+
 def ci_reliable(*samples: Float[np.ndarray, "n"]) -> bool:
-    """False when a sample is nonnegative with Hill's α < 2 at 95% confidence (the screen).
+    """False when a sample is nonnegative with Hill's α < 2 at 95% confidence (the heavy-tail
+    screen) or has :func:`few_nonzero` values.
 
     Examples
     --------
     >>> import numpy as np
     >>> ci_reliable(np.random.default_rng(0).random(200))
     True
+    >>> ci_reliable(np.r_[np.zeros(97), 0.3, 1.2, 4.0])
+    False
     """
     from kvstats.stats.tail import heavy_tail_alpha
 
     alphas = [heavy_tail_alpha(np.asarray(x, np.float64)) for x in samples]
-    return not any(a is not None and a < 2 for a in alphas)
+    return not (any(a is not None and a < 2 for a in alphas) or any(map(few_nonzero, samples)))
 
 
 def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,

@@ -9,6 +9,10 @@ Two defects found by recomputing a real-cache report (session 9, H5):
 - an energy test of few units said "not resolvable at B = …" when no B would help (the
   paired test's 2^(1−m), the two-sample test's 2/C(2n, n)), and a two-sample energy test
   of 4 units against 4 counted as resolvable at 1/(1 + B) that only luck reaches.
+
+And (session 11) a mean of a rarely-nonzero metric rests on its few nonzero values: its
+bootstrap interval is flagged (``few_nonzero``), as the heavy-tail screen, which needs 10
+positive values, could not.
 """
 
 import math
@@ -20,6 +24,7 @@ from scipy import stats
 
 from kvstats.analysis import METRICS, compare_schemes
 from kvstats.analysis.compare import NO_DIFFERENCE
+from kvstats.analysis.intervals import MIN_NONZERO, ci_reliable, few_nonzero, mean_ci
 from kvstats.analysis.resolution import (ROUNDING_RTOL, extreme_pvalue, permutation_floor,
                                          rounding_canonical, rounding_ties)
 
@@ -217,3 +222,43 @@ def test_paired_energy_test_of_equal_profiles_is_not_resolvable():
     moved.loc[idx, "phi_t"] = moved.loc[idx, "phi_t"] * 1.5
     row = compare_schemes(moved, [("KQV", "QKQV")], energy_resamples=9999).query("test == 'energy'").iloc[0]
     assert row["min_attainable_p"] == pytest.approx(2.0 ** -6)
+
+
+def test_sparse_means_whose_bootstrap_interval_undercovers_are_flagged():
+    """Bernoulli(0.01) x Exp(1), n = 100 (a KL or argmax shift rarely nonzero). Given an
+    interval (>= 1 nonzero value), mean_ci's BCa interval (B = 999) covered the mean 0.881
+    of 611 and 0.906 of 630 (two runs of 1,000 samples, 2026-12-02, docs/statistics.md); 300 here:
+    the coverage must fall below the binomial 99% band of 0.95 (a check that the flag is
+    needed, MC SE ~0.02 at 0.88) and every such sample is flagged (none was before)."""
+    rng = np.random.default_rng(7)
+    covered = shown = flagged = 0
+    for r in range(300):
+        x = (rng.random(100) < 0.01) * rng.exponential(size=100)
+        mean, low, high = mean_ci(x, 0.95, 999, r)
+        if low == high:
+            assert not np.any(x) and ci_reliable(x)          # no interval, nothing to flag
+            continue
+        shown += 1
+        covered += low <= 0.01 <= high
+        flagged += not ci_reliable(x)
+    lo_band = stats.binom.ppf(0.005, shown, 0.95) / shown
+    assert covered / shown < lo_band and flagged == shown
+
+
+def test_few_nonzero_flags_only_sparse_nonnegative_samples():
+    rng = np.random.default_rng(3)
+    sparse = np.r_[np.zeros(95), rng.exponential(size=MIN_NONZERO - 5)]
+    assert few_nonzero(sparse) and not ci_reliable(sparse, rng.random(50))
+    assert few_nonzero(np.r_[np.zeros(99), 0.25])                 # one value carries the mean
+    assert few_nonzero(np.r_[np.zeros(90), rng.exponential(size=MIN_NONZERO - 1)])
+    for x in (np.r_[np.zeros(90), rng.exponential(size=MIN_NONZERO)],   # enough nonzeros
+              np.r_[np.zeros(97), np.ones(3)],                       # a proportion
+              np.zeros(100),                                       # no interval to flag
+              rng.exponential(size=5),                             # no zeros
+              np.r_[-1.0, np.zeros(98), 2.0],                      # not nonnegative
+              np.r_[np.zeros(98), 1.0, np.inf]):                   # not finite: no interval
+        assert not few_nonzero(x)
+    # proportions at n = 100 (an argmax shift at rate 0.01, 0.03): the bootstrap interval,
+    # given one, covered 0.992 and 0.988 of 1,000 samples, and they are not flagged
+    x = (rng.random(100) < 0.03).astype(float)
+    assert ci_reliable(x)
