@@ -404,15 +404,17 @@ def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         "exact" uses the exact null distribution of U (kvstats' own, correctly rounded);
         with tied values, the exact permutation distribution conditional on the pooled
         sample (every labelling equally likely; two-sided: twice the smaller tail), up to
-        2e7 steps of its recursion (0/1 data at any size; about 60 vs 60 values on 20
-        levels); "asymptotic" is ``scipy.stats.mannwhitneyu``'s normal approximation with
-        tie and (if ``continuity``) continuity correction, whose size on 0/1 data exceeds
-        alpha at small n (0.064 at 12 vs 12, alpha = 0.05; docs/statistics.md).
+        2e7 steps of a bound on its recursion (0/1 data up to about 4,000 vs 4,000; 60 vs
+        60 values on 20 levels); "asymptotic" is ``scipy.stats.mannwhitneyu``'s normal
+        approximation with tie and (if ``continuity``) continuity correction, whose size
+        on 0/1 data exceeds alpha at every n checked (0.064 at 12 vs 12, 0.056 at 100 vs
+        100, alpha = 0.05; docs/statistics.md).
         "auto": without ties, exact when min(n_x, n_y) <= 8 and
         min(n_x, n_y)**2 * max(n_x, n_y) <= 2e7, else asymptotic (scipy's rule plus that
-        cost limit); with ties, the conditional exact test when its recursion takes at
-        most 1e6 steps (0/1 data at any size, 6 levels up to about 60 vs 60), else
-        asymptotic. The choice depends only on the pooled sample, so the test is valid.
+        cost limit); with ties, the conditional exact test when that bound is at most 1e6
+        steps (0/1 data up to about 1,000 vs 1,000, 6 levels at 30 vs 30), else
+        asymptotic (nominal size there). The choice depends only on the pooled sample and
+        the sizes, so the test is valid.
     confidence : float in (0, 1)
         Level of the interval for the rank-biserial correlation.
     continuity : bool
