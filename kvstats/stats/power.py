@@ -24,7 +24,7 @@ from scipy import special
 from kvstats._checks import SeedLike, as_generator, check_choice, check_int, check_real
 
 from ._base import _FrameMixin
-from .rank import _EXACT_WORK_LIMIT, ALTERNATIVES, _mwu_asymptotic, _mwu_exact_cdf
+from .rank import ALTERNATIVES, _auto_exact_without_ties, _mwu_asymptotic, _mwu_exact_cdf
 
 __all__ = ["PowerResult", "SampleSizeResult", "SignTestPowerResult", "SignTestPairsResult",
            "power_mann_whitney", "trials_for_power", "power_sign_test", "pairs_for_power"]
@@ -103,7 +103,7 @@ def _effect(effect: float, effect_type: str) -> tuple[float, float]:
 def _simulated_power(delta: float, n_x: int, n_y: int, alpha: float, alternative: str,
                      n_sim: int, rng: np.random.Generator, chunk_elems: int = 4_000_000) -> float:
     rejections = 0
-    exact = _uses_exact(n_x, n_y)     # the test mann_whitney runs by default at these sizes
+    exact = _auto_exact_without_ties(n_x, n_y)   # mann_whitney's default on continuous data
     chunk = max(1, chunk_elems // (n_x + n_y))
     for start in range(0, n_sim, chunk):
         m = min(chunk, n_sim - start)
@@ -114,14 +114,6 @@ def _simulated_power(delta: float, n_x: int, n_y: int, alpha: float, alternative
             pvalue = _mwu_exact_pvalues(u1, n_x, n_y, alternative)
         rejections += int(np.count_nonzero(pvalue <= alpha))
     return rejections / n_sim
-
-
-def _uses_exact(n_x: int, n_y: int) -> bool:
-    """Whether ``mann_whitney(method="auto")`` uses the exact distribution at these sizes.
-
-    Its rule, for the model's continuous (tie-free) data: min(n) <= 8 and the cost limit.
-    """
-    return min(n_x, n_y) <= 8 and min(n_x, n_y) ** 2 * max(n_x, n_y) <= _EXACT_WORK_LIMIT
 
 
 def _mwu_exact_pvalues(u1: np.ndarray, n_x: int, n_y: int, alternative: str) -> np.ndarray:

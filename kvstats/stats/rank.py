@@ -317,14 +317,19 @@ def _mwu_pvalue(x: np.ndarray, y: np.ndarray, alternative: str, method: str,
         if method == "exact" or work <= _TIED_AUTO_WORK_LIMIT:
             return u1, _mwu_tied_exact_pvalue(x, y, alternative), "exact"
         return u1, p_asym, "asymptotic"
-    cheap = min(n1, n2) ** 2 * max(n1, n2) <= _EXACT_WORK_LIMIT
-    if method == "exact" and not cheap:
+    if method == "exact" and min(n1, n2) ** 2 * max(n1, n2) > _EXACT_WORK_LIMIT:
         raise ValueError(f"method='exact' is limited to min(n_x, n_y)**2 * max(n_x, n_y) "
                          f"<= {_EXACT_WORK_LIMIT}; received n_x={n1}, n_y={n2}; "
                          "use method='asymptotic'")
-    if method == "exact" or (min(n1, n2) <= 8 and cheap):
+    if method == "exact" or _auto_exact_without_ties(n1, n2):
         return u1, _mwu_exact_pvalue(u1, n1, n2, alternative), "exact"
     return u1, p_asym, "asymptotic"
+
+
+def _auto_exact_without_ties(n_x: int, n_y: int) -> bool:
+    """``method="auto"`` on tie-free data: exact when min(n) <= 8 and within the cost limit
+    (scipy's rule plus ours); the power simulation (continuous data) asks this too."""
+    return min(n_x, n_y) <= 8 and min(n_x, n_y) ** 2 * max(n_x, n_y) <= _EXACT_WORK_LIMIT
 
 
 def _hanley_mcneil_variance(t, n1: int, n2: int):
