@@ -7,7 +7,7 @@ import pandas as pd
 
 from kvstats._checks import check_int, check_real
 from kvstats.analysis.frame import CASE_COLUMNS, METRICS, check_frame
-from kvstats.analysis.intervals import mean_ci, tail_alpha
+from kvstats.analysis.intervals import few_nonzero, mean_ci, tail_alpha
 
 __all__ = ["summary_table", "POOLED_SNRS"]
 
@@ -92,5 +92,8 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
                          "p99": float(np.quantile(x, 0.99, method=method)),
                          "max": float(np.max(x)), "n_trials": int(len(x)),
                          "n_nonfinite": int((~finite).sum()), "tail_index": alpha,
-                         "ci_reliable": not alpha < 2})
+                         # a heavy tail, or a mean carried by a few nonzero values (the
+                         # screen needs 10 positive values; intervals.few_nonzero)
+                         "ci_reliable": not alpha < 2 and not few_nonzero(
+                             np.maximum(x, 0.0) if metric == "kl" else x)})
     return pd.DataFrame(rows)

@@ -363,7 +363,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         + _other_code_text(man.get("n_other_code")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
-        *([f"Heavy tails: {_heavy_summary(summary, theory)} " + heavy_note(opts)] if heavy else []),
+        *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
+          if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
         f"better. A pair has a winner for a metric only when its two-sided {_location_name(opts)}"
         + (" test's" if paired else "") + " adjusted p ≤ α"

@@ -95,9 +95,15 @@ def test_summary_tail_index_not_computed_for_few_positive_or_nonfinite():
     f = make_frame({("identity", 16): 0.0}, n=20)
     f["snr_k"] = np.inf
     f["kl"] = np.r_[np.zeros(11), np.arange(1.0, 10.0)]   # 9 positive values: too few
+    f["argmax_shift"] = np.r_[np.zeros(17), np.ones(3)]   # a 0/1 proportion, 3 ones
     t = summary_table(f, n_resamples=99).set_index("metric")
     assert np.isnan(t.loc["snr_k", "tail_index"]) and t.loc["snr_k", "ci_reliable"]
-    assert np.isnan(t.loc["kl", "tail_index"]) and t.loc["kl", "ci_reliable"]
+    # too few positive values for the tail screen, and a mean carried by those few: flagged
+    # as sparse (intervals.few_nonzero), not as heavy-tailed; a 0/1 proportion is not
+    assert np.isnan(t.loc["kl", "tail_index"]) and not t.loc["kl", "ci_reliable"]
+    assert np.isnan(t.loc["argmax_shift", "tail_index"]) and t.loc["argmax_shift", "ci_reliable"]
+    f["kl"] = np.r_[np.zeros(10), np.arange(1.0, 11.0)]    # 10 positive values: screened, not sparse
+    assert summary_table(f, n_resamples=99).set_index("metric").loc["kl", "ci_reliable"]
 
 
 def test_interval_helpers_at_their_edges():
