@@ -1,9 +1,11 @@
 """Equivalence and non-inferiority tests: "≈" claims need a test of their own.
 
-(Over 600 lines: three ratio methods and the rank test share one result type, one
+(Over 1,000 lines: three ratio methods and the rank test share one result type, one
 test-and-interval core, which keeps test and interval in agreement by construction, and
 one empirical-likelihood reweighting for the score-type half of the Fieller and rank
-tests.)
+tests, vectorised over many samples: the p-value cores ``_tost_ratio_pvalues`` /
+``_tost_rank_pvalues`` that calibration studies call on thousands of samples at once are
+the code the public functions run.)
 
 A non-significant difference test is absence of evidence, not equivalence. Here the
 equivalence region is stated up front and tested by two one-sided tests (TOST; Schuirmann
@@ -25,7 +27,9 @@ from the same three numbers and agree exactly.
   (the empirical-likelihood reweighting of the data nearest to them that satisfies the
   null; Owen 2001), which on binary data is the binomial score (Wilson) test. The
   plug-in variance alone is small exactly when few misses were seen and was liberal on
-  sparse binary data (size 0.17 at n = 30 on the margin).
+  sparse binary data (size 0.17 at n = 30 on the margin). Beyond the range the
+  reweighting can reach, the rank test uses the largest variance θ̂ can have and the
+  paired ratio test one more trial from the observed ranges (trials that always agree).
 * ``alternative="less"`` / ``"greater"`` give the one-sided non-inferiority tests.
 * :func:`equivalence_verdict` turns a TOST and a difference test into
   "equivalent within δ", "different" or "inconclusive".
@@ -107,8 +111,8 @@ class EquivalenceResult(_FrameMixin):
         "fieller-welch", "fieller-paired", "delta-welch", "delta-paired", "bootstrap-t",
         "bootstrap-t-paired", "brunner-munzel-score" or "brunner-munzel-paired-score"
         (with the score-type half; without the suffix when it is switched off); on degenerate
-        data (zero spread) "degenerate" for the ratio test (p-values 1, interval [0, inf]:
-        nothing bounds the variance) and "brunner-munzel-bound" / "brunner-munzel-paired-bound"
+        data (zero spread; Fieller: both samples constant) "degenerate" for the ratio test
+        (p-values 1, interval [0, inf]: nothing bounds the variance) and "brunner-munzel-bound" / "brunner-munzel-paired-bound"
         for the rank test (the largest variance θ̂ can have, see :func:`tost_rank`).
     n_x, n_y : int
     """
@@ -449,7 +453,10 @@ class _FiellerT:
 
     def _p_restricted(self, r, upper: bool):
         """The score-type p-value at r (0 where it is undefined); the tests use the larger
-        of it and the plug-in one, i.e. reject only where both reject."""
+        of it and the plug-in one, i.e. reject only where both reject. Paired, it is the
+        supremum over the composite null (ratio >= r, or <= r) as in the rank test: where
+        the null ratio r' lies beyond the ratios x_i/y_i the trials reach, the null fit
+        adds one trial from the observed ranges (:meth:`_p_edge`)."""
         shape = np.broadcast_shapes(np.shape(self.mx), np.shape(r))
         inside = (np.asarray(r) > 0) & (np.asarray(r) < np.inf)
         if not (_NULL_RESTRICTED and np.any(inside)):
@@ -457,7 +464,37 @@ class _FiellerT:
         t, df = self._t_df_restricted(np.where(inside, r, 1.0))
         with np.errstate(invalid="ignore"):
             p = stats.t.cdf(t, df) if upper else stats.t.sf(t, df)
-        return np.where(inside & ~np.isnan(t), p, 0.0)
+        p = np.where(inside & ~np.isnan(t), p, 0.0)
+        if self.paired:
+            p = np.where(inside, np.maximum(p, self._p_edge(np.where(inside, r, 1.0), upper)), p)
+        return p
+
+    def _p_edge(self, r, upper: bool):
+        """Paired: the score-type p-value at r' = max(r, max_i x_i/y_i) (upper) or
+        min(r, min_i x_i/y_i), where no trial has x_i − r' y_i of the null's sign, so no
+        reweighting of the trials alone fits the null (empirical likelihood's convex-hull
+        limit: its p-value falls to 0 there however few trials were seen). The null is
+        fitted to the trials plus one trial from the observed ranges, (max x, min y) or
+        (min x, max y), the most extreme pair they allow; 0 where even that pair cannot
+        reach it. On binary trials this is the binomial score (Wilson) test with the
+        unseen discordant pair as the null's event: identical trials with k events show
+        a ratio within 1.1 only from about k = 27 (p = Φ(−√(0.1 k)))."""
+        x, y = self.x, self.y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(y > 0, x / y, np.where(x > 0, np.inf, np.nan))
+        edge = np.nanmax(q, -1) if upper else np.nanmin(q, -1)
+        r = np.maximum(r, edge) if upper else np.minimum(r, edge)
+        with np.errstate(invalid="ignore"):      # r = inf where some y_i = 0 < x_i
+            far = x.max(-1) - r * y.min(-1) if upper else x.min(-1) - r * y.max(-1)
+        valid = np.isfinite(r) & (r > 0) & ((far > 0) if upper else (far < 0))
+        if not np.any(valid):
+            return np.zeros(np.shape(valid))
+        r = np.where(valid, r, 1.0)
+        d = np.concatenate([x - r[..., None] * y, far[..., None]], -1)
+        (w,), ok = _tilt([d], 0.0)
+        t = _t_of(self.mx - r * self.my, _tilted_var(d, w) / self.nx)
+        p = stats.t.cdf(t, self.nx - 1) if upper else stats.t.sf(t, self.nx - 1)
+        return np.where(valid & ok, p, 0.0)
 
     def p_difference(self):
         """Two-sided p-value of ratio = 1: twice the smaller one-sided p (each the larger of
@@ -470,6 +507,9 @@ class _FiellerT:
                 valid = ~np.isnan(tr)
                 p_up = np.maximum(p_up, np.where(valid, stats.t.cdf(tr, dfr), 0.0))
                 p_down = np.maximum(p_down, np.where(valid, stats.t.sf(tr, dfr), 0.0))
+            if self.paired:
+                p_up = np.maximum(p_up, self._p_edge(1.0, upper=True))
+                p_down = np.maximum(p_down, self._p_edge(1.0, upper=False))
         return np.minimum(1.0, 2 * np.minimum(p_up, p_down))
 
     def critical_ratio(self):
@@ -539,7 +579,8 @@ def _root_beyond(f, x: float, step: float, end: float, kw: dict) -> float | None
     x + 4 step, ... (at most end) until f <= 0, then Brent's method on the last bracket.
     None if f(end) > 0 still."""
     a = x
-    while True:
+    step = step if step != 0 else 1e-6 * (end - x)     # a limit at the estimate itself
+    for _ in range(64):
         b = x + step
         if (b - end) * (x - end) <= 0:      # at or past the end
             b = end
@@ -548,6 +589,7 @@ def _root_beyond(f, x: float, step: float, end: float, kw: dict) -> float | None
         if b == end:
             return None
         a, step = b, 2 * step
+    return None
 
 
 def _fieller_pvalues(ft: _FiellerT, low: float, high: float, alternative: str):
@@ -639,10 +681,13 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     -----
     All three are large-sample methods: with skewed data and few trials the one-sided
     errors differ from α (most for paired, strongly skewed data); docs/statistics.md
-    gives the measured sizes. Data without spread (constant samples) give no variance
-    estimate and nothing bounds one: such a test shows neither equivalence nor a
-    difference (p-values 1, method "degenerate"); a zero standard error used to read
-    as equivalence at any n. ``pvalue_difference`` (ratio = 1) is Welch's t-test
+    gives the measured sizes. Data without spread give no variance estimate and nothing
+    bounds one: such a test shows neither equivalence nor a difference (p-values 1,
+    method "degenerate"); a zero standard error used to read as equivalence at any n.
+    For "fieller" that means both samples constant; identical paired trials, or a
+    constant paired ratio, leave x − r y spread at every margin and are tested as nearly
+    identical trials are (below); "delta" and "bootstrap-t" have no spread in their
+    linearisation there and stay "degenerate". ``pvalue_difference`` (ratio = 1) is Welch's t-test
     (``scipy.stats.ttest_ind(equal_var=False)``), or the paired t-test, for "fieller".
 
     Score-type half ("fieller" only): each margin r is also tested with the variance of
@@ -653,9 +698,19 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     x ≡ 1 against y ~ Bernoulli(1/1.1) (ratio 1.1, on the margin) it rejected "less" in
     17.2% of samples at n = 30 (exact), 8.3% at n = 300. The score half is there the
     binomial score test of the miss rate (exact size 0 and 0.054, the latter Wilson's
-    too: the score test's discreteness). Where no reweighting reaches the margin the
-    plug-in test alone decides. "delta" and "bootstrap-t" have no score half and keep
-    that defect (docs/statistics.md, "Equivalence and non-inferiority").
+    too: the score test's discreteness). Where no reweighting reaches the margin, the
+    unpaired test is the plug-in one alone; the paired one takes the supremum over the
+    composite null, as the rank test: beyond the ratios x_i/y_i the trials reach, the
+    null is fitted to the trials plus one trial from the observed ranges ((max x, min y)
+    above, (min x, max y) below). Without it, trials that (nearly) always agree were
+    decided by the plug-in t alone: identical trials were "degenerate" (p = 1) but
+    trials 1e-9 apart gave p = 3e-33, and on sparse trials (x = y = 1 on k of n trials,
+    else 0, up to 1e-9) it rejected from k = 3. Now the answer is continuous in the data
+    and on such binary trials it is the binomial score test with the unseen discordant
+    trial as the null's event: p = t_{n−1}(−√0.1 k/√(k + 1)) at margin 0.1, from k = 29
+    at n = 100 (exact size 0.000 where the plug-in t alone had 0.40, trials agreeing but for 1 in
+    100 at n = 100). "delta" and "bootstrap-t" have no score half and keep these defects
+    (docs/statistics.md, "Equivalence and non-inferiority").
 
     Examples
     --------
@@ -686,10 +741,14 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     se = float(np.sqrt(var))
     lo = np.log(low) if alternative != "less" else -np.inf
     hi = np.log(high) if alternative != "greater" else np.inf
-    if not se > 0:
-        # No spread in the data (constant samples, or a constant paired ratio): nothing
-        # bounds the variance of a mean of unbounded positive values, so the data can show
-        # neither equivalence nor a difference: p-values 1, the interval unbounded.
+    ft = _FiellerT(x, y, paired) if method == "fieller" else None
+    if _no_spread(ft) if ft is not None else not se > 0:
+        # No spread in the data: nothing bounds the variance of a mean of unbounded
+        # positive values, so the data can show neither equivalence nor a difference:
+        # p-values 1, the interval unbounded. For Fieller's tests that means both samples
+        # constant; identical trials, or a constant paired ratio, leave x − r y spread at
+        # every margin r, and those tests decide there as on nearly identical data (the
+        # delta method's linearisation has no spread then: its se is 0).
         p_lo = 1.0 if np.isfinite(lo) else np.nan
         p_hi = 1.0 if np.isfinite(hi) else np.nan
         return EquivalenceResult(
@@ -700,7 +759,6 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
             method="degenerate", n_x=int(x.size), n_y=int(y.size))
     if method == "fieller":
         used = "fieller-paired" if paired else "fieller-welch"
-        ft = _FiellerT(x, y, paired)
         statistic, pvalue, p_lo, p_hi, p_diff, df = (
             float(v) for v in _fieller_pvalues(ft, low, high, alternative))
         ratio = float(np.exp(est))
