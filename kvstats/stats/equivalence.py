@@ -28,8 +28,9 @@ from the same three numbers and agree exactly.
   null; Owen 2001), which on binary data is the binomial score (Wilson) test. The
   plug-in variance alone is small exactly when few misses were seen and was liberal on
   sparse binary data (size 0.17 at n = 30 on the margin). Beyond the range the
-  reweighting can reach, the rank test uses the largest variance θ̂ can have and the
-  paired ratio test one more trial from the observed ranges (trials that always agree).
+  reweighting can reach, the rank test uses the largest variance θ̂ can have, the ratio
+  test the plug-in test alone (paired trials identical up to one ratio: one more trial
+  from the observed ranges).
 * ``alternative="less"`` / ``"greater"`` give the one-sided non-inferiority tests.
 * :func:`equivalence_verdict` turns a TOST and a difference test into
   "equivalent within δ", "different" or "inconclusive".
@@ -413,6 +414,10 @@ class _FiellerT:
                 (self.nx - 1) * self.nx)
         else:
             self.sxy = np.zeros(np.shape(self.mx))
+        self._edge = {}                 # _p_edge's fit at the trials' reach, per side
+        # trials without spread in their ratios (x_i/x̄ = y_i/ȳ: identical, or a constant
+        # ratio): no discordance was seen, so _p_edge bounds the score half (see there)
+        self.proportional = paired & ~(_log_ratio_moments(x, y, paired)[1] > 0)
 
     def t_df(self, r):
         a, b = self.sxx, r * r * self.syy
@@ -454,7 +459,8 @@ class _FiellerT:
     def _p_restricted(self, r, upper: bool):
         """The score-type p-value at r (0 where it is undefined); the tests use the larger
         of it and the plug-in one, i.e. reject only where both reject. Paired, it is the
-        supremum over the composite null (ratio >= r, or <= r) as in the rank test: where
+        supremum over the composite null (ratio >= r, or <= r) as in the rank test where
+        the trials show no spread in their ratios (identical or proportional trials): where
         the null ratio r' lies beyond the ratios x_i/y_i the trials reach, the null fit
         adds one trial from the observed ranges (:meth:`_p_edge`)."""
         shape = np.broadcast_shapes(np.shape(self.mx), np.shape(r))
@@ -465,12 +471,14 @@ class _FiellerT:
         with np.errstate(invalid="ignore"):
             p = stats.t.cdf(t, df) if upper else stats.t.sf(t, df)
         p = np.where(inside & ~np.isnan(t), p, 0.0)
-        if self.paired:
-            p = np.where(inside, np.maximum(p, self._p_edge(np.where(inside, r, 1.0), upper)), p)
+        if np.any(self.proportional):
+            edge = self._p_edge(np.where(inside, r, 1.0), upper)
+            p = np.where(inside & self.proportional, np.maximum(p, edge), p)
         return p
 
     def _p_edge(self, r, upper: bool):
-        """Paired: the score-type p-value at r' = max(r, max_i x_i/y_i) (upper) or
+        """Paired trials without ratio spread (``proportional``): the score-type p-value
+        at r' = max(r, max_i x_i/y_i) (upper) or
         min(r, min_i x_i/y_i), where no trial has x_i − r' y_i of the null's sign, so no
         reweighting of the trials alone fits the null (empirical likelihood's convex-hull
         limit: its p-value falls to 0 there however few trials were seen). The null is
@@ -478,12 +486,23 @@ class _FiellerT:
         (min x, max y), the most extreme pair they allow; 0 where even that pair cannot
         reach it. On binary trials this is the binomial score (Wilson) test with the
         unseen discordant pair as the null's event: identical trials with k events show
-        a ratio within 1.1 only from about k = 27 (p = Φ(−√(0.1 k)))."""
+        a ratio within 1.1 only from k = 29 at n = 100 (p = t_{n−1}(−√0.1 k/√(k + 1))).
+        Inside the trials' reach r' is the edge whatever r: that fit is made once."""
+        if upper not in self._edge:     # inside the reach r' is the edge: fit it once
+            x, y = self.x, self.y
+            with np.errstate(divide="ignore", invalid="ignore"):
+                q = np.where(y > 0, x / y, np.where(x > 0, np.inf, np.nan))
+            edge = np.nanmax(q, -1) if upper else np.nanmin(q, -1)
+            self._edge[upper] = edge, self._p_at(edge, upper)
+        edge, p_edge = self._edge[upper]
+        beyond = (r > edge) if upper else (r < edge)
+        if not np.any(beyond):
+            return np.broadcast_to(p_edge, np.broadcast_shapes(np.shape(p_edge), np.shape(r)))
+        return np.where(beyond, self._p_at(np.where(beyond, r, edge), upper), p_edge)
+
+    def _p_at(self, r, upper: bool):
+        """:meth:`_p_edge`'s score-type p-value with the extra trial, at r' = r."""
         x, y = self.x, self.y
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.where(y > 0, x / y, np.where(x > 0, np.inf, np.nan))
-        edge = np.nanmax(q, -1) if upper else np.nanmin(q, -1)
-        r = np.maximum(r, edge) if upper else np.minimum(r, edge)
         with np.errstate(invalid="ignore"):      # r = inf where some y_i = 0 < x_i
             far = x.max(-1) - r * y.min(-1) if upper else x.min(-1) - r * y.max(-1)
         valid = np.isfinite(r) & (r > 0) & ((far > 0) if upper else (far < 0))
@@ -507,9 +526,10 @@ class _FiellerT:
                 valid = ~np.isnan(tr)
                 p_up = np.maximum(p_up, np.where(valid, stats.t.cdf(tr, dfr), 0.0))
                 p_down = np.maximum(p_down, np.where(valid, stats.t.sf(tr, dfr), 0.0))
-            if self.paired:
-                p_up = np.maximum(p_up, self._p_edge(1.0, upper=True))
-                p_down = np.maximum(p_down, self._p_edge(1.0, upper=False))
+            if np.any(self.proportional):
+                p_up = np.where(self.proportional, np.maximum(p_up, self._p_edge(1.0, upper=True)), p_up)
+                p_down = np.where(self.proportional, np.maximum(p_down, self._p_edge(1.0, upper=False)),
+                                  p_down)
         return np.minimum(1.0, 2 * np.minimum(p_up, p_down))
 
     def critical_ratio(self):
@@ -685,9 +705,9 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     bounds one: such a test shows neither equivalence nor a difference (p-values 1,
     method "degenerate"); a zero standard error used to read as equivalence at any n.
     For "fieller" that means both samples constant; identical paired trials, or a
-    constant paired ratio, leave x − r y spread at every margin and are tested as nearly
-    identical trials are (below); "delta" and "bootstrap-t" have no spread in their
-    linearisation there and stay "degenerate". ``pvalue_difference`` (ratio = 1) is Welch's t-test
+    constant paired ratio, leave x − r y spread at every margin and are tested (below);
+    "delta" and "bootstrap-t" have no spread in their linearisation there and stay
+    "degenerate". ``pvalue_difference`` (ratio = 1) is Welch's t-test
     (``scipy.stats.ttest_ind(equal_var=False)``), or the paired t-test, for "fieller".
 
     Score-type half ("fieller" only): each margin r is also tested with the variance of
@@ -698,19 +718,21 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     x ≡ 1 against y ~ Bernoulli(1/1.1) (ratio 1.1, on the margin) it rejected "less" in
     17.2% of samples at n = 30 (exact), 8.3% at n = 300. The score half is there the
     binomial score test of the miss rate (exact size 0 and 0.054, the latter Wilson's
-    too: the score test's discreteness). Where no reweighting reaches the margin, the
-    unpaired test is the plug-in one alone; the paired one takes the supremum over the
-    composite null, as the rank test: beyond the ratios x_i/y_i the trials reach, the
-    null is fitted to the trials plus one trial from the observed ranges ((max x, min y)
-    above, (min x, max y) below). Without it, trials that (nearly) always agree were
-    decided by the plug-in t alone: identical trials were "degenerate" (p = 1) but
-    trials 1e-9 apart gave p = 3e-33, and on sparse trials (x = y = 1 on k of n trials,
-    else 0, up to 1e-9) it rejected from k = 3. Now the answer is continuous in the data
-    and on such binary trials it is the binomial score test with the unseen discordant
-    trial as the null's event: p = t_{n−1}(−√0.1 k/√(k + 1)) at margin 0.1, from k = 29
-    at n = 100 (exact size 0.000 where the plug-in t alone had 0.40, trials agreeing but for 1 in
-    100 at n = 100). "delta" and "bootstrap-t" have no score half and keep these defects
-    (docs/statistics.md, "Equivalence and non-inferiority").
+    too: the score test's discreteness). Where no reweighting reaches the margin the
+    plug-in test alone decides, except on paired trials without spread in their ratios
+    (identical trials, or one constant ratio; "degenerate" before 2026-12-02, p = 1
+    whatever n): no discordance was seen there, and the score half takes the supremum
+    over the composite null as the rank test's all-tied bound, the null fitted to the
+    trials plus one trial from the observed ranges ((max x, min y) for the upper margin,
+    (min x, max y) for the lower). On binary trials that is the binomial score test with
+    the unseen discordant trial as the null's event: p = t_{n−1}(−√0.1 k/√(k + 1)) at
+    margin 0.1 with k events, shown from k = 29 at n = 100 (Fieller's t alone: from
+    k = 3, exact size 0.37 where one trial in 100 is discordant); identical uniform
+    values: p = 0.11 at n = 30, 0.011 at 100. Trials that differ however little are
+    decided as before (x vs x(1 + 1e-9): p = 3e-33 by the t model): a box pair applied
+    there cost most of the power on low-noise trials (TOST power 0.99 -> 0.00 at n = 10,
+    noise sd 0.05), so this one discontinuity is kept (docs/statistics.md). "delta" and
+    "bootstrap-t" have no score half and keep these defects.
 
     Examples
     --------

@@ -668,62 +668,58 @@ def test_score_half_is_the_binomial_score_test():
     np.testing.assert_allclose(rs.t_df(theta0), [t_rank, n - 1], rtol=1e-7)
 
 
-# ------------------------------------- paired trials that (nearly) always agree (was a defect)
-# Identical trials used to be "degenerate" (p = 1) while trials 1e-9 apart gave p ~ 1e-33:
-# no observed trial had x_i - r y_i of the null's sign, so no reweighting of the trials
-# reached the margin and the plug-in t alone decided, which on sparse trials rejected
-# from about 3 events. The score half now takes, beyond the ratios the trials reach, the
-# null fitted with one more trial from the observed ranges (as the rank test's bound).
+# ------------------------------------------------ identical paired trials (was "degenerate")
+# Trials identical in every pair (or with one constant ratio) were "degenerate": p = 1
+# whatever n, while Fieller's t is defined there. They now get the score-type bound of
+# the unseen discordant trial: the null fitted to the trials plus one trial from the
+# observed ranges (max x, min y) / (min x, max y), as the rank test's all-tied bound.
 
 
 def test_identical_binary_trials_give_the_binomial_score_test_with_the_unseen_pair():
-    # Closed form: x = y with k events (value 1) in n trials, margin 1.1. Beyond the
-    # trials' reach the null fit adds the pair (max x, min y) = (1, 0), d = 1; the
-    # null-restricted weights of d in {-0.1 (k), 0 (n - k), 1 (1)} are the multinomial
-    # fit p(-0.1) = (k + 1)/(1.1 (n + 1)), p(1) = p(-0.1)/10, so var(d) = 0.1 (k + 1)/n
-    # (with the n/(n - 1) factor on n + 1 points) and t = -sqrt(0.1) k/sqrt(k + 1) on n - 1
-    # df; the lower margin mirrors it. 29 events are needed at n = 100 and alpha = 0.05, as for
-    # the binomial score test of "no discordant pair among k events" (z = -sqrt(0.1 k)).
+    # Closed form: x = y with k events (value 1) in n trials, margin 1.1. The null fit adds
+    # the pair (max x, min y) = (1, 0), d = 1; the null-restricted weights of d in
+    # {-0.1 (k), 0 (n - k), 1 (1)} are the multinomial fit p(-0.1) = (k + 1)/(1.1 (n + 1)),
+    # p(1) = p(-0.1)/10, so var(d) = 0.1 (k + 1)/n (with the n/(n - 1) factor on n + 1
+    # points) and t = -sqrt(0.1) k/sqrt(k + 1) on n - 1 df; the lower margin mirrors it.
+    # 29 events are needed at n = 100 and alpha = 0.05, as for the binomial score test of
+    # "no discordant pair among k events" (z = -sqrt(0.1 k)); Fieller's t alone: k = 3.
     n = 100
     for k in (3, 27, 30):
         x = _binary(n, k)
         ref = stats.t.cdf(-math.sqrt(0.1) * k / math.sqrt(k + 1), n - 1)
-        for y in (x, x * (1 + 1e-9)):          # identical, or 1e-9 apart: the same answer
-            res = tost_ratio(x, y, margin=0.1, paired=True)
-            assert res.method == "fieller-paired"
-            np.testing.assert_allclose([res.pvalue_low, res.pvalue_high], [ref, ref], rtol=1e-6)
-            assert res.within_margin == (ref <= 0.05) == (k >= 30)
-            _agrees(res)
+        res = tost_ratio(x, x, margin=0.1, paired=True)
+        assert res.method == "fieller-paired" and res.pvalue_difference == 1.0
+        np.testing.assert_allclose([res.pvalue_low, res.pvalue_high], [ref, ref], rtol=1e-6)
+        assert res.within_margin == (ref <= 0.05) == (k >= 30)
+        _agrees(res)
 
 
-def test_identical_trials_are_continuous_in_the_data():
-    # identical, 1e-9 apart, and 1e-6 multiplicative noise: one answer (no jump from
-    # p = 1 to p = 1e-33); it needs enough trials: uniform values, 30 vs 300 trials
+def test_identical_trials_need_enough_trials():
+    # uniform values identical in every pair, margin ±10%: not shown with 30 trials, shown
+    # with 300 (p = 0.11, 4e-5); a constant ratio 1.05 likewise is tested, not "degenerate"
     rng = np.random.default_rng(20)
     for n, shown in ((30, False), (300, True)):
         x = rng.random(n)
-        res = [tost_ratio(x, y, margin=0.1, paired=True)
-               for y in (x, x * (1 + 1e-9), x * rng.lognormal(0.0, 1e-6, n))]
-        p = [r.pvalue for r in res]
-        np.testing.assert_allclose(p, p[0], rtol=1e-4)
-        assert all(r.within_margin == shown for r in res) and 1e-8 < p[0] < 1
-        np.testing.assert_allclose([r.pvalue_difference for r in res], 1.0, atol=0.05)
-        _agrees(res[0])
-    # a constant paired ratio is no longer "degenerate" either: x = 1.05 y, n = 100
+        res = tost_ratio(x, x, margin=0.1, paired=True)
+        assert res.within_margin == shown and 1e-8 < res.pvalue < 1 and res.low < 1 < res.high
+        _agrees(res)
     y = rng.random(100)
     res = tost_ratio(1.05 * y, y, margin=0.1, paired=True)
     assert res.method == "fieller-paired" and res.low <= 1.05 <= res.high
     _agrees(res)
+    # both samples constant: still nothing to estimate a variance from
+    assert tost_ratio(np.ones(50), np.ones(50), paired=True).method == "degenerate"
 
 
 @pytest.mark.parametrize(("n", "p_event"), [(100, 0.1), (200, 0.15)])
 def test_tost_ratio_size_when_paired_trials_nearly_always_agree(n, p_event):
-    # Trials (x, y) = (1.01, 1) with probability p, (1, 0) with q = p (0.1 - 0.01), else
-    # (0, 0): mean(x)/mean(y) = (1.01 p + q)/p = 1.1, on the margin of H0: ratio >= 1.1.
-    # The test depends on the data only through the counts (k, j) of the first two kinds,
-    # so its size is an exact multinomial sum. With no discordant pair seen (probability
-    # 0.37 / 0.11) the plug-in t alone rejected from about 3 events: size 0.40 / 0.066.
-    q = p_event * 0.09
+    # Trials (x, y) = (1, 1) with probability p, (1, 0) with q = 0.1 p, else (0, 0):
+    # mean(x)/mean(y) = (p + q)/p = 1.1, on the margin of H0: ratio >= 1.1. The test
+    # depends on the data only through the counts (k, j) of the first two kinds, so its
+    # size is an exact multinomial sum. With no discordant pair (j = 0, probability 0.37 /
+    # 0.05) the trials are identical; Fieller's t alone would reject them from k = 3
+    # events (size 0.37 at n = 100), the bound from k = 29 (size 4e-8 / 0.032).
+    q = p_event * 0.1
     k, j = (v.ravel() for v in np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij"))
     keep = (k + j <= n) & (k >= 1)
     k, j = k[keep], j[keep]
@@ -731,7 +727,7 @@ def test_tost_ratio_size_when_paired_trials_nearly_always_agree(n, p_event):
                                            [p_event, q, 1 - p_event - q]))
     k, j, prob = k[prob > 1e-12], j[prob > 1e-12], prob[prob > 1e-12]
     i = np.arange(n)
-    x = np.where(i < k[:, None], 1.01, np.where(i < (k + j)[:, None], 1.0, 0.0))
+    x = (i < (k + j)[:, None]).astype(float)
     y = (i < k[:, None]).astype(float)
     p = E._tost_ratio_pvalues(x, y, margin=0.1, alternative="less", paired=True)
     size = float(prob[p <= 0.05].sum())
