@@ -580,7 +580,9 @@ class _FiellerT:
                 return np.inf        # ȳ not significantly positive: unbounded above
             kw = dict(xtol=1e-13, rtol=4 * np.finfo(float).eps)
             u0 = np.log(est)
-            u = _root_beyond(lambda u: plug(np.exp(u)), u0, 0.25, u0 + 512, kw)
+            # (t(est) is 0/0 up to rounding where x_i = c y_i: a plug-in p of 0.5 or 0 there)
+            u = (u0 if plug(est) <= 0 else
+                 _root_beyond(lambda u: plug(np.exp(u)), u0, 0.25, u0 + 512, kw))
             if u is not None and float(self._p_restricted(np.exp(u), upper=True)) > alpha:
                 u = _root_beyond(lambda u: float(self.p_less(np.exp(u))) - alpha, u,
                                  0.25 * (u - u0), u0 + 512, kw)
@@ -588,7 +590,7 @@ class _FiellerT:
         if self.p_greater(0.0) > alpha:
             return 0.0
         kw = dict(xtol=1e-15 * est, rtol=4 * np.finfo(float).eps)
-        r = float(optimize.brentq(plug, 0.0, est, **kw))
+        r = est if plug(est) <= 0 else float(optimize.brentq(plug, 0.0, est, **kw))
         if float(self._p_restricted(r, upper=False)) > alpha:
             r = _root_beyond(lambda r: float(self.p_greater(r)) - alpha, r, -0.25 * (est - r), 0.0, kw)
         return r

@@ -732,3 +732,14 @@ def test_tost_ratio_size_when_paired_trials_nearly_always_agree(n, p_event):
     p = E._tost_ratio_pvalues(x, y, margin=0.1, alternative="less", paired=True)
     size = float(prob[p <= 0.05].sum())
     assert size <= 0.05, size
+
+
+def test_interval_search_on_proportional_sparse_trials():
+    # x_i = 1.01 y_i on k event trials (plus j trials (1, 0)), else 0: t(r) jumps at the
+    # estimate (0/0 up to rounding there), and the interval search raised ValueError
+    # (Brent without a sign change); the plug-in limit is then the estimate itself
+    for k, j, eps in ((10, 0, 0.01), (50, 0, 1e-9), (22, 1, 0.01), (43, 3, 0.0)):
+        x, y = np.zeros(100), np.zeros(100)
+        x[:k], y[:k], x[k:k + j] = 1 + eps, 1.0, 1.0
+        for alternative in ALTS:
+            _agrees(tost_ratio(x, y, margin=0.1, paired=True, alternative=alternative))
