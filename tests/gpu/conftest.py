@@ -57,6 +57,31 @@ def lower_cuda():
     return _lower_cuda
 
 
+@contextlib.contextmanager
+def cpu_compiles_unoptimized():
+    """Off a GPU: XLA compiles with ``jax_disable_most_optimizations`` (LLVM at -O0, no
+    expensive passes) and the previous setting is restored on exit. The CPU tests spend
+    most of their time compiling the Pallas interpreter's programs (a kernel body unrolled
+    over query heads and coordinate classes: ~10 s each at -O2, ~4 s at -O0) that then run
+    once on small inputs; the same operations are computed, so every comparison is the
+    same. On a GPU nothing changes (the compiled kernels are what the gpu tests check)."""
+    if jax.default_backend() == "gpu":
+        yield
+        return
+    before = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
+@pytest.fixture(autouse=True)
+def _unoptimized_cpu_compiles():
+    with cpu_compiles_unoptimized():
+        yield
+
+
 @pytest.fixture(params=["mosaic", "triton"])
 def backend(request):
     """Each Pallas GPU backend, as an ``impl`` value."""

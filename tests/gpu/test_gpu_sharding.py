@@ -12,8 +12,10 @@ from kvstats_gpu.sharding import shard_cache, sharded_decode_attention
 
 
 def test_sharded_equals_single_device_on_4_host_devices():
-    # XLA reads the device count once, at import, so this runs in a fresh interpreter.
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    # XLA reads the device count once, at import, so this runs in a fresh interpreter
+    # (compiling unoptimized, as conftest.cpu_compiles_unoptimized does in this process)
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
+           "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
     script = Path(__file__).with_name("_multidevice_check.py")
     res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                          cwd=Path(__file__).parents[2])
