@@ -140,7 +140,8 @@ def test_runbook_bench_backends_run_in_their_own_processes(tmp_path):
     (tmp_path / "site" / "sitecustomize.py").write_text(_ABORT_MOSAIC_BENCH)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path / "site"),
-           "RUNBOOK_ALLOW_CPU": "1", "STEPS": "bench", "BENCH_IMPLS": "mosaic reference"}
+           "RUNBOOK_ALLOW_CPU": "1", "STEPS": "bench", "BENCH_IMPLS": "mosaic reference",
+           "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}  # as conftest.cpu_compiles_unoptimized: compiles 2x faster
     res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(out)], cwd=root, env=env, capture_output=True,
                          text=True, timeout=900)
     assert res.returncode != 0, res.stdout[-2000:]
@@ -161,10 +162,12 @@ def test_timed_rows_are_checked_against_the_reference(tmp_path, monkeypatch, cap
     assert row["path"] == "mosaic" and row["agrees_with_reference"] is True
     assert 0 <= row["max_abs_err_vs_reference"] < 1e-6  # float32 end to end, O(0.1) outputs
     # a kernel off by 1e-4 (twice the bound) is a mismatch: reported, saved and exit status 1
+    # (the kernel's output stood in by the reference's, checked equal above: one interpreter
+    # compile fewer)
     real = bench.decode_attention
 
     def off(q, cache, spec, params, impl="auto", **kw):
-        out = real(q, cache, spec, params, impl=impl, **kw)
+        out = real(q, cache, spec, params, impl="reference")
         return out if impl == "reference" else out + 1e-4
 
     monkeypatch.setattr(bench, "decode_attention", off)
