@@ -1,4 +1,5 @@
-"""Family-wise error and false-discovery corrections (statsmodels' multipletests)."""
+"""Family-wise error and false-discovery corrections (statsmodels' multipletests; Holm and
+Bonferroni computed here, equal to it bit for bit)."""
 
 from __future__ import annotations
 
@@ -82,19 +83,40 @@ def adjust_pvalues(pvalues, method: str = "holm", alpha: float = 0.05) -> Multip
     >>> res.pvalues_adjusted.round(3).tolist(), res.reject.tolist()
     ([0.04, 0.06, 0.06, 0.5], [True, False, False, False])
     """
-    from statsmodels.stats.multitest import multipletests
-
     p = as_float_array(pvalues, "pvalues", min_ndim=0).astype(np.float64)
     if ((p < 0) | (p > 1)).any():
         raise ValueError(f"pvalues must lie in [0, 1]; received values from {p.min()} to {p.max()}")
     check_choice(method, "method", ADJUST_METHODS)
     alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    # Šidák's 1 − (1 − p)^m goes through log1p(−p): p = 1 gives log 0 = −inf and the right
-    # answer 1, with a divide-by-zero warning that says nothing about the data
-    with np.errstate(divide="ignore"):
-        reject, adjusted, _, _ = multipletests(p.ravel(), alpha=alpha, method=method)
+    if method in ("holm", "bonferroni"):
+        reject, adjusted = _holm_bonferroni(p.ravel(), alpha, method)
+    else:
+        from statsmodels.stats.multitest import multipletests
+
+        # Šidák's 1 − (1 − p)^m goes through log1p(−p): p = 1 gives log 0 = −inf and the
+        # right answer 1, with a divide-by-zero warning that says nothing about the data
+        with np.errstate(divide="ignore"):
+            reject, adjusted, _, _ = multipletests(p.ravel(), alpha=alpha, method=method)
     return MultipleTestResult(pvalues=p, pvalues_adjusted=adjusted.reshape(p.shape),
                               reject=reject.reshape(p.shape), method=method, alpha=alpha)
+
+
+def _holm_bonferroni(p: np.ndarray, alpha: float, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's and Bonferroni's decisions and adjusted p-values, as ``multipletests`` computes
+    them (the same operations in the same order: equal bit for bit), without its
+    ``gc.collect()`` per Holm call (~50 ms in a large process, paid by every report)."""
+    m = p.size
+    if method == "bonferroni":
+        return p <= alpha / m, np.minimum(p * float(m), 1.0)
+    order = np.argsort(p)
+    ranked = p[order]
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(np.maximum.accumulate(ranked * np.arange(m, 0, -1)), 1.0)
+    # step down: reject up to the first sorted p above its level alpha/(m − i)
+    stop = np.flatnonzero(ranked > alpha / np.arange(m, 0, -1))
+    reject = np.zeros(m, bool)
+    reject[order[:stop[0] if stop.size else m]] = True
+    return reject, adjusted
 
 
 def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
