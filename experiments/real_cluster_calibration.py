@@ -67,6 +67,7 @@ from kvstats.analysis.compare import _sign_row
 from kvstats.analysis.resolution import rounding_canonical, rounding_ties
 from kvstats.data.real import trial_clusters
 from kvstats.stats import mann_whitney
+from kvstats.stats.rank import _mwu_pvalue
 
 
 def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.DataFrame:
@@ -252,11 +253,17 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                 ("shared", "trials"): (xa, xb),
                 ("shared", "texts"): (ca, cb)}
         for key, (x, y) in arms.items():
-            # scipy's asymptotic test, vectorised over replicates and metrics: what
-            # kvstats.stats.mann_whitney computes here (min(n) > 8: its "auto" is asymptotic),
-            # on the values the report's two-sample tests see (rounding ties made ties)
-            pvals[key][start:start + r] = stats.mannwhitneyu(*tie_rounding(x, y), axis=1,
-                                                             method="asymptotic").pvalue
+            # what kvstats.stats.mann_whitney computes, on the values the report's two-sample
+            # tests see (rounding ties made ties): without ties (min(n) > 8) scipy's
+            # asymptotic test, vectorised over replicates and metrics; with ties its "auto"
+            # runs the exact test conditional on them where affordable (since 2026-12-02),
+            # so tied samples (recall, argmax shift) go through its own rule one by one
+            xr, yr = tie_rounding(x, y)
+            pv = stats.mannwhitneyu(xr, yr, axis=1, method="asymptotic").pvalue
+            pooled = np.sort(np.concatenate([xr, yr], axis=1), axis=1)
+            for i, j in zip(*np.nonzero((np.diff(pooled, axis=1) == 0).any(axis=1))):
+                pv[i, j] = _mwu_pvalue(xr[i, :, j], yr[i, :, j], "two-sided", "auto")[1]
+            pvals[key][start:start + r] = pv
         for unit in paired:
             x, y = arms["shared", unit]
             paired[unit][start:start + r] = sign_pvalues(x, y, axis=1)

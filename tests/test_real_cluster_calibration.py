@@ -172,11 +172,14 @@ def _fake_capture(path: Path) -> Path:
 # Rejections (of 60 replicates) of the Mann–Whitney columns, from the script at commit
 # 68cc091 (before any paired columns) on _fake_capture, run with
 # --layers all --draws 4 --replicates 60 --seed 3: the paired columns must not move them.
+# The last column (argmax shift, tied) since 2026-12-02: mann_whitney's default runs the
+# exact test conditional on the ties there (5, 9, 4, 6 -> 3, 5, 2, 4; recall's ties were
+# already decided alike).
 _MW_REJECTIONS = {
-    "split: trials": [1, 4, 0, 1, 6, 5, 13, 1, 5],
-    "split: texts": [0, 0, 0, 1, 5, 3, 4, 2, 9],
-    "shared: trials": [2, 2, 2, 2, 1, 1, 0, 1, 4],
-    "shared: texts": [2, 2, 1, 2, 2, 3, 0, 1, 6],
+    "split: trials": [1, 4, 0, 1, 6, 5, 13, 1, 3],
+    "split: texts": [0, 0, 0, 1, 5, 3, 4, 2, 5],
+    "shared: trials": [2, 2, 2, 2, 1, 1, 0, 1, 2],
+    "shared: texts": [2, 2, 1, 2, 2, 3, 0, 1, 4],
 }
 
 

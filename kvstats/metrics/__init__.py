@@ -1,13 +1,16 @@
 """Measurement: stable attention, mechanism proxies and the per-trial 6D error profile."""
 
-from kvstats.metrics.attention import (argmax_shift, attention_logits, attention_output,
-                                       attention_weights, kl_divergence, log_softmax, softmax,
-                                       topk_recall)
-from kvstats.metrics.geometry import angle, norm_ratio, pooled_snr_db, snr_db
-from kvstats.metrics.profile import PROFILE_COLUMNS, error_profile, summarize_profile
-from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE, Metric, metric
+from kvstats._lazy import lazy_exports
 
-__all__ = ["METRIC_DIRECTIONS", "METRIC_TABLE", "Metric", "PROFILE_COLUMNS", "angle",
-           "argmax_shift", "attention_logits", "attention_output", "attention_weights",
-           "error_profile", "kl_divergence", "log_softmax", "metric", "norm_ratio",
-           "pooled_snr_db", "snr_db", "softmax", "summarize_profile", "topk_recall"]
+# Exports are lazy (PEP 562): the metric table (the report options and the command's
+# parser read it) imports neither pandas nor scipy through profile.
+_HOMES = {
+    "attention": ("argmax_shift", "attention_logits", "attention_output", "attention_weights",
+                  "kl_divergence", "log_softmax", "softmax", "topk_recall"),
+    "geometry": ("angle", "norm_ratio", "pooled_snr_db", "snr_db"),
+    "profile": ("PROFILE_COLUMNS", "error_profile", "summarize_profile"),
+    "table": ("METRIC_DIRECTIONS", "METRIC_TABLE", "Metric", "metric"),
+}
+_EXPORTS = {name: f"{__name__}.{module}" for module, names in _HOMES.items() for name in names}
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, set(_HOMES))

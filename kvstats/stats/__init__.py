@@ -14,47 +14,25 @@ multiple-testing corrections, bootstrap intervals (with a heavy-tail screen: the
 index; :mod:`.cluster` for clustered trials) and simulated power. See docs/statistics.md.
 """
 
-from ._base import TiesWarning
-from .bootstrap import BOOTSTRAP_METHODS, BootstrapResult, bootstrap_ci, bootstrap_ratio_ci
-from .cluster import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
-from .energy import EnergyDistanceResult, EnergyTestResult, energy_distance, energy_test
-from .multitest import ADJUST_METHODS, MultipleTestResult, add_adjusted_pvalues, adjust_pvalues
-from .power import PowerResult, SampleSizeResult, pairs_for_power, power_mann_whitney, power_sign_test, trials_for_power
-from .paired import SignedRankResult, SignTestResult, sign_test, wilcoxon_signed_rank
-from .rank import KSResult, MannWhitneyResult, ks_2samp, mann_whitney
-from .tail import HeavyTailWarning, TailIndexResult, tail_index
+from kvstats._lazy import lazy_exports
 
-__all__ = [
-    "ADJUST_METHODS",
-    "BOOTSTRAP_METHODS",
-    "BootstrapResult",
-    "EnergyDistanceResult",
-    "EnergyTestResult",
-    "HeavyTailWarning",
-    "KSResult",
-    "MannWhitneyResult",
-    "MultipleTestResult",
-    "PowerResult",
-    "SampleSizeResult",
-    "SignedRankResult",
-    "SignTestResult",
-    "TailIndexResult",
-    "TiesWarning",
-    "add_adjusted_pvalues",
-    "adjust_pvalues",
-    "bootstrap_ci",
-    "bootstrap_ratio_ci",
-    "cluster_bootstrap_ci",
-    "cluster_bootstrap_ratio_ci",
-    "energy_distance",
-    "energy_test",
-    "ks_2samp",
-    "mann_whitney",
-    "pairs_for_power",
-    "power_mann_whitney",
-    "power_sign_test",
-    "sign_test",
-    "tail_index",
-    "trials_for_power",
-    "wilcoxon_signed_rank",
-]
+# Exports are lazy (PEP 562): importing a light module of this package (multitest's
+# ADJUST_METHODS, sequential's CORRECTIONS: the report options and the command's parser)
+# does not import scipy.stats through bootstrap, rank and the rest.
+_HOMES = {
+    "_base": ("TiesWarning",),
+    "bootstrap": ("BOOTSTRAP_METHODS", "BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci"),
+    "cluster": ("cluster_bootstrap_ci", "cluster_bootstrap_ratio_ci"),
+    "energy": ("EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"),
+    "multitest": ("ADJUST_METHODS", "MultipleTestResult", "add_adjusted_pvalues", "adjust_pvalues"),
+    "power": ("PowerResult", "SampleSizeResult", "pairs_for_power", "power_mann_whitney",
+              "power_sign_test", "trials_for_power"),
+    "paired": ("SignedRankResult", "SignTestResult", "sign_test", "wilcoxon_signed_rank"),
+    "rank": ("KSResult", "MannWhitneyResult", "ks_2samp", "mann_whitney"),
+    "tail": ("HeavyTailWarning", "TailIndexResult", "tail_index"),
+}
+_EXPORTS = {name: f"{__name__}.{module}" for module, names in _HOMES.items() for name in names}
+_SUBMODULES = {"bootstrap", "cluster", "energy", "equivalence", "ks_exact", "multitest", "paired",
+               "power", "rank", "sequential", "tail"}
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)
