@@ -19,22 +19,14 @@ def _modules():
         yield from (m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."))
 
 
-@contextlib.contextmanager
 def _cpu_compiles_unoptimized(name):
-    """kvstats_gpu's examples off a GPU: XLA compiles with ``jax_disable_most_optimizations``,
-    as tests/gpu/conftest.py does for the same reason (the Pallas interpreter's programs
-    take longer to optimize than to run; the same operations are computed)."""
-    import jax
+    """kvstats_gpu's examples off a GPU compile unoptimised, as tests/gpu's tests do (the
+    Pallas interpreter's programs take longer to optimize than to run)."""
+    if not name.startswith("kvstats_gpu"):
+        return contextlib.nullcontext()
+    from _jax_compile import cpu_compiles_unoptimized
 
-    if not name.startswith("kvstats_gpu") or jax.default_backend() == "gpu":
-        yield
-        return
-    before = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
+    return cpu_compiles_unoptimized()
 
 
 @pytest.mark.parametrize("name", sorted(set(_modules())))

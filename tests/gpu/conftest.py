@@ -12,6 +12,8 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
+from _jax_compile import cpu_compiles_unoptimized  # noqa: E402  (tests/, for the doctests too)
+
 # The custom call each backend's kernels lower to (StableHLO text of a CUDA lowering; the
 # bare words also occur in source locations, e.g. test names).
 LOWERED_AS = {"mosaic": "custom_call @mosaic_gpu", "triton": "custom_call @__gpu$xla.gpu.triton"}
@@ -55,25 +57,6 @@ def _lower_cuda(fn, *args):
 def lower_cuda():
     """Lower ``fn(*args)`` for CUDA from the CPU; returns the StableHLO text (raises if a kernel can't lower)."""
     return _lower_cuda
-
-
-@contextlib.contextmanager
-def cpu_compiles_unoptimized():
-    """Off a GPU: XLA compiles with ``jax_disable_most_optimizations`` (LLVM at -O0, no
-    expensive passes) and the previous setting is restored on exit. The CPU tests spend
-    most of their time compiling the Pallas interpreter's programs (a kernel body unrolled
-    over query heads and coordinate classes: ~10 s each at -O2, ~4 s at -O0) that then run
-    once on small inputs; the same operations are computed, so every comparison is the
-    same. On a GPU nothing changes (the compiled kernels are what the gpu tests check)."""
-    if jax.default_backend() == "gpu":
-        yield
-        return
-    before = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture(autouse=True)
