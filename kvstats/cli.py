@@ -199,13 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_sweep(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats._checks import check_int
+
+    if args.workers is not None:   # before the sweep's imports (pandas, scipy)
+        check_int(args.workers, "--workers", low=1)
     from kvstats.report import hypothesis_report
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.run import check_grid, run_sweep
     from kvstats.sweep.store import check_out_folder, lock_dir
 
-    if args.workers is not None:
-        check_int(args.workers, "--workers", low=1)
     config = SweepConfig.from_toml(args.config)  # the whole config, [report] included
     check_grid(config)  # every scheme and distribution of the grid, before the folder is touched
     if args.out.exists() and not args.out.is_dir():
@@ -294,12 +295,12 @@ def _cell_counts(manifest: dict) -> str:
 
 
 def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
+    _check_report_flags(args)   # before loading (and importing pandas): fails at once, named
     from kvstats.plugins import relocate_plugins
     from kvstats.report import hypothesis_report
     from kvstats.results import load_result
     from kvstats.sweep.store import check_out_folder, lock_dir
 
-    _check_report_flags(args)   # before loading: a typo in a flag fails at once, named
     tic = time.perf_counter()
     # the sweep's plugins from where they are now; a missing one is named with the fix
     relocate_plugins(args.dir, args.plugins or ())
@@ -384,11 +385,12 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
 
 
 def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
-    from kvstats import theory
     from kvstats._checks import check_int
 
     dim = check_int(args.dim, "--dim", low=3)
     bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits]
+    from kvstats import theory   # scipy: after the arguments are checked
+
     d_pad = 1 << (dim - 1).bit_length()
     say(f"d = {dim} (rotated and coded as d_pad = {d_pad}); D_n = Lloyd–Max MSE per coordinate of the "
         f"sphere-coordinate density of dimension {d_pad} (kvstats.theory)")
@@ -552,6 +554,25 @@ _INTERRUPTED = {
 }
 
 
+def _raised(module: str, name: str) -> tuple[type[BaseException], ...]:
+    """The exception class ``module.name`` if that module is loaded, else ``()``.
+
+    An ``except`` clause evaluates its classes only when an exception is matched, and a
+    command that never imported the module cannot have raised its exception: so the
+    handlers catch the sweep's errors without :func:`main` importing the sweep (pandas,
+    scipy) for ``kvstats schemes`` or a bad argument.
+
+    Examples
+    --------
+    >>> _raised("argparse", "ArgumentError")
+    (<class 'argparse.ArgumentError'>,)
+    >>> _raised("kvstats.no_such_module", "Error")
+    ()
+    """
+    loaded = sys.modules.get(module)
+    return () if loaded is None else (getattr(loaded, name),)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -571,21 +592,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "schemes": _cmd_schemes,
                 "theory": _cmd_theory}
-    from kvstats.sweep.run import WorkerDiedError
-    from kvstats.sweep.store import SweepLockedError
-
     try:
         with warnings.catch_warnings():   # restores the caller's showwarning afterwards
             warnings.showwarning = _warning_printer(args.command)
             code = handlers[args.command](args, say)
-    except (ValueError, TypeError, SweepLockedError) as exc:
+    except (ValueError, TypeError, *_raised("kvstats.sweep.store", "SweepLockedError")) as exc:
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
         return _error(args.command, exc, _one_line(str(exc)), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
         return _error(args.command, exc, _os_message(exc), 2)
     except ImportError as exc:  # an optional dependency the config needs (fp8 needs ml_dtypes)
         return _error(args.command, exc, _import_message(exc), 2)
-    except WorkerDiedError as exc:  # not bad input: the machine killed a worker (memory?)
+    except _raised("kvstats.sweep.run", "WorkerDiedError") as exc:
+        # not bad input: the machine killed a worker (memory?)
         return _error(args.command, exc, _one_line(str(exc)), 1)
     except KeyboardInterrupt:
         try:

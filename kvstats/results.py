@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kvstats._checks import did_you_mean
 
 if TYPE_CHECKING:  # the config schema lives with the runner; loading imports it on demand
+    import pandas as pd
+
     from kvstats.sweep.config import SweepConfig
 
 __all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "SweepResult",
@@ -223,11 +224,6 @@ TABLE_META_KEY = "kvstats"
 _CSV_META_PREFIX = "#kvstats "
 
 
-# pandas < 3 parses CSV floats to within an ulp unless asked for round-trip parsing;
-# pandas 3 parses exactly and deprecates the option
-_ROUND_TRIP = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-
-
 def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """Read a table written by the sweep and the metadata record it carries (or None).
 
@@ -250,7 +246,12 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
     >>> frame["params"].tolist(), meta
     (['-'], {'n_rows': 1})
     """
+    import pandas as pd   # here, not at the top: the command's parser reads this module
+
     path = Path(path)
+    # pandas < 3 parses CSV floats to within an ulp unless asked for round-trip parsing;
+    # pandas 3 parses exactly and deprecates the option
+    round_trip = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
     try:
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
@@ -265,7 +266,7 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
         if first.startswith(_CSV_META_PREFIX):
             meta = json.loads(first[len(_CSV_META_PREFIX):])
         frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"],
-                            skiprows=1 if meta is not None else 0, **_ROUND_TRIP)
+                            skiprows=1 if meta is not None else 0, **round_trip)
         return frame, meta
     except OSError:
         raise
@@ -279,7 +280,7 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
 
     Examples
     --------
-    >>> import os, tempfile
+    >>> import os, tempfile, pandas as pd
     >>> p = os.path.join(tempfile.mkdtemp(), "t.csv")
     >>> pd.DataFrame({"params": ["-", "None"], "kl": [0.5, 1.0]}).to_csv(p, index=False)
     >>> read_table(p)["params"].tolist()
@@ -301,6 +302,7 @@ def frame_digest(frame: pd.DataFrame) -> str:
 
     Examples
     --------
+    >>> import pandas as pd
     >>> a = pd.DataFrame({"trial": [0, 1], "kl": [0.5, 0.25], "scheme": ["KQV", "KQV"]})
     >>> frame_digest(a) == frame_digest(a.copy()), frame_digest(a) == frame_digest(a.iloc[:1])
     (True, False)
