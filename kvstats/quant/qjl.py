@@ -6,7 +6,9 @@ query is estimated by
 
     ⟨q, k⟩ ≈ c · ‖k‖ · ⟨S q, sign(S k)⟩,
 
-which is unbiased for the right constant ``c`` (:attr:`Sketch.scale`). This module has
+which is unbiased for the right constant ``c`` (:attr:`Sketch.scale`; for every pair with
+the Gaussian and orthogonal sketches, on average over the pair's orientation with the
+randomized-Hadamard one). This module has
 :func:`qjl_encode`, :func:`qjl_scores`, :func:`qjl_reconstruct`: the codes (packed sign
 bits, little bit order as in the QJL CUDA kernels, and a float16 norm), the
 inner-product estimator for every query/key pair, and the unbiased reconstruction
@@ -318,7 +320,9 @@ def qjl_reconstruct(sketch: Sketch, codes: QJLCodes,
     """Unbiased reconstruction ``scale · ‖x‖ · Sᵀ sign(S x)`` of the encoded vectors.
 
     ``⟨q, qjl_reconstruct(...)⟩`` equals :func:`qjl_scores` for every ``q`` (up to
-    rounding), and ``E[x̂] = x`` over the sketch.
+    rounding), and ``E[x̂] = x`` over a Gaussian or orthogonal sketch; over an ``"srht"``
+    sketch only on average over the orientation of ``x`` (``x = e₁`` is scaled by about
+    1.25 at d ≥ 64; docs/qjl.md, "SRHT").
 
     Parameters
     ----------

@@ -1,9 +1,9 @@
 """llama.cpp block types and the microscaling FP4 formats against independent implementations.
 
 References: ``gguf.quants.quantize``/``dequantize`` (gguf-py, the numpy port of ggml's
-C reference, gguf 0.17) for q8_0, q4_0, q4_1, q5_0, q5_1 and MXFP4 — stored bytes and
-decoded values equal bit for bit; for nvfp4, gguf only decodes (its own super-block
-layout, no float32 scale): decoded values are held to it, codes to the definition of
+C reference; 0.19.0 in the project's .venv) for q8_0, q4_0, q4_1, q5_0, q5_1 and MXFP4 —
+stored bytes and decoded values equal bit for bit; for nvfp4, gguf only decodes (its own
+super-block layout, no float32 scale): decoded values are held to it, codes to the definition of
 NVFP4 written out here by brute force (E4M3 and E2M1 value tables from their bit
 fields, nearest value, ties to the even code); for mxfp4 also the OCP MX v1.0 rule (shared
 exponent from the exact ⌊log₂ amax⌋) with ml_dtypes.float4_e2m1fn as the element cast.
