@@ -232,7 +232,9 @@ class IdentityCodes:
 class IdentityCoder:
     """Stores the vectors unchanged; accounted as float32 (32 bits per coordinate).
 
-    The reference scheme ``identity`` must reproduce its input exactly.
+    The reference scheme ``identity`` must reproduce its input exactly, so it keeps the
+    input's dtype: for float64 input ``encode(x).nbytes`` is twice what `stored_bits`
+    accounts (the float32 reference a cache would hold); for float32 input they agree.
 
     Parameters
     ----------
