@@ -24,6 +24,7 @@ _HOMES = {
     "bootstrap": ("BOOTSTRAP_METHODS", "BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci"),
     "cluster": ("cluster_bootstrap_ci", "cluster_bootstrap_ratio_ci"),
     "energy": ("EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"),
+    "equivalence": ("EquivalenceResult", "equivalence_verdict", "tost_rank", "tost_ratio"),
     "multitest": ("ADJUST_METHODS", "MultipleTestResult", "add_adjusted_pvalues", "adjust_pvalues"),
     "power": ("PowerResult", "SampleSizeResult", "pairs_for_power", "power_mann_whitney",
               "power_sign_test", "trials_for_power"),

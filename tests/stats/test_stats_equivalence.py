@@ -9,13 +9,15 @@ import pytest
 from scipy import stats
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
+import kvstats.stats._equivalence_rank as RK
+import kvstats.stats._equivalence_ratio as RT
 import kvstats.stats.equivalence as E
 from kvstats.stats import mann_whitney
+from kvstats.stats._equivalence_ratio import _BootRef
 from kvstats.stats.equivalence import (
     RATIO_METHODS,
     VERDICTS,
     EquivalenceResult,
-    _BootRef,
     equivalence_verdict,
     tost_rank,
     tost_ratio,
@@ -33,6 +35,31 @@ def plugin(monkeypatch):
 
 
 # ---------------------------------------------------------------- worked values
+
+
+def test_import_paths_and_the_score_switch_reach_both_tests(monkeypatch):
+    # each test's machinery is a module of its own (_equivalence_ratio, _equivalence_rank);
+    # every import path of its names still holds, and _NULL_RESTRICTED set on
+    # kvstats.stats.equivalence (as tests/stats/calibrate_sparse_and_few_clusters.py sets
+    # it) switches both tests: sparse binary data, where the score-type half binds
+    import kvstats.stats as S
+
+    assert S.tost_ratio is E.tost_ratio is RT.tost_ratio and S.tost_rank is E.tost_rank is RK.tost_rank
+    assert S.EquivalenceResult is EquivalenceResult and S.equivalence_verdict is equivalence_verdict
+    assert E._FiellerT is RT._FiellerT and E.RATIO_METHODS is RT.RATIO_METHODS
+    with pytest.raises(AttributeError, match="no_such_name"):
+        E.no_such_name  # noqa: B018
+    x1, y1 = np.ones(40), (np.arange(40) >= 3).astype(float)
+    x0, y0 = np.zeros(30), (np.arange(30) < 6).astype(float)
+
+    def both():
+        return (tost_ratio(x1, y1, margin=0.1, alternative="less").pvalue,
+                tost_rank(x0, y0, delta=0.1, alternative="greater").method)
+
+    score = both()
+    monkeypatch.setattr(E, "_NULL_RESTRICTED", False)
+    plug = both()
+    assert score[0] > plug[0] and (score[1], plug[1]) == ("brunner-munzel-score", "brunner-munzel")
 
 
 def test_fieller_welch_equals_scipy_welch_t_tests(plugin):
@@ -190,7 +217,7 @@ def _rates(pvalues, alpha=0.05):
 
 def _batched(core, xs, ys, chunk=400, **kw):
     """p-values of many replicate samples (lists of equal-length arrays) from the batched
-    core that tost_ratio / tost_rank run (E._tost_ratio_pvalues, E._tost_rank_pvalues), in
+    core that tost_ratio / tost_rank run (RT._tost_ratio_pvalues, RK._tost_rank_pvalues), in
     chunks of bounded memory; test_batched_cores_equal_the_public_functions ties them."""
     xs, ys = np.asarray(xs, float), np.asarray(ys, float)
     return np.concatenate([core(xs[i:i + chunk], ys[i:i + chunk], **kw)
@@ -212,13 +239,13 @@ def test_batched_cores_equal_the_public_functions():
     for alternative in ALTS:
         for paired in (False, True):
             for margin in (0.1, (0.8, 1.05)):
-                p = E._tost_ratio_pvalues(np.array(xs), np.array(ys), margin=margin,
+                p = RT._tost_ratio_pvalues(np.array(xs), np.array(ys), margin=margin,
                                           alternative=alternative, paired=paired)
                 ref = [tost_ratio(x, y, margin=margin, alternative=alternative, paired=paired).pvalue
                        for x, y in zip(xs, ys)]
                 np.testing.assert_allclose(p, ref, rtol=1e-13, atol=0)
             for delta in (0.1, (0.3, 0.55)):
-                p = E._tost_rank_pvalues(np.array(xs), np.array(ys), delta=delta,
+                p = RK._tost_rank_pvalues(np.array(xs), np.array(ys), delta=delta,
                                          alternative=alternative, paired=paired)
                 ref = [tost_rank(x, y, delta=delta, alternative=alternative, paired=paired).pvalue
                        for x, y in zip(xs, ys)]
@@ -240,7 +267,7 @@ def test_tost_ratio_type_one_error_at_the_margin(calib, paired):
             y = rng.gamma(4.0, 0.25, n) if paired else rng.exponential(1.0, n)
             xs.append(ratio * (y * rng.lognormal(-0.02, 0.2, n) if paired else rng.exponential(1.0, n)))
             ys.append(y)
-        calib.rejection_rate(_batched(E._tost_ratio_pvalues, xs, ys, margin=0.1, paired=paired),
+        calib.rejection_rate(_batched(RT._tost_ratio_pvalues, xs, ys, margin=0.1, paired=paired),
                              alpha=0.05)
 
 
@@ -251,7 +278,7 @@ def test_noninferiority_type_one_error_small_samples(calib):
     rng = np.random.default_rng(8)
     for alternative, ratio in (("less", 1.1), ("greater", 1 / 1.1)):
         xs, ys = zip(*[(rng.exponential(ratio, 50), rng.exponential(1.0, 50)) for _ in range(reps)])
-        p = _batched(E._tost_ratio_pvalues, xs, ys, margin=0.1, alternative=alternative)
+        p = _batched(RT._tost_ratio_pvalues, xs, ys, margin=0.1, alternative=alternative)
         calib.rejection_rate(p, alpha=0.05)
 
 
@@ -262,14 +289,14 @@ def test_tost_ratio_power_at_ratio_one(calib):
     rng = np.random.default_rng(9)
     n = 2000
     xs, ys = zip(*[(rng.exponential(1.0, n), rng.exponential(1.0, n)) for _ in range(reps)])
-    p = _batched(E._tost_ratio_pvalues, xs, ys, margin=0.1)
+    p = _batched(RT._tost_ratio_pvalues, xs, ys, margin=0.1)
     approx = 2 * stats.norm.cdf(math.log(1.1) / math.sqrt(2 / n) - stats.norm.ppf(0.95)) - 1
     lo, hi = calib.binom_interval(reps, approx, 0.99)
     assert lo - 0.02 <= _rates(p) <= hi + 0.02, (_rates(p), approx)
     # paired trials with correlated values gain a lot: the same margin at n = 200
     ys = [rng.gamma(4.0, 0.25, 200) for _ in range(reps)]
     xs = [y * rng.lognormal(-0.005, 0.1, 200) for y in ys]
-    assert _rates(_batched(E._tost_ratio_pvalues, xs, ys, margin=0.1, paired=True)) > 0.99
+    assert _rates(_batched(RT._tost_ratio_pvalues, xs, ys, margin=0.1, paired=True)) > 0.99
 
 
 @pytest.mark.parametrize("paired", [False, True])
@@ -285,7 +312,7 @@ def test_tost_rank_type_one_error_at_the_margin(calib, paired):
     for _ in range(reps):
         zs.append(rng.normal(size=n))
         xs.append(mu + (0.8 * zs[-1] + 0.6 * rng.normal(size=n) if paired else rng.normal(size=n)))
-    p = _batched(E._tost_rank_pvalues, xs, zs, delta=0.1, alternative="less", paired=paired)
+    p = _batched(RK._tost_rank_pvalues, xs, zs, delta=0.1, alternative="less", paired=paired)
     calib.rejection_rate(p, alpha=0.05, slack_low=0.01)
 
 
@@ -296,7 +323,7 @@ def test_tost_rank_type_one_error_tied_data(calib):
     reps = calib.replicates(1000, 4000)
     rng = np.random.default_rng(12)
     xs, ys = zip(*[(rng.choice(3, 400, p=[0.2, 0.3, 0.5]), rng.choice(3, 400)) for _ in range(reps)])
-    p = _batched(E._tost_rank_pvalues, xs, ys, delta=0.1)
+    p = _batched(RK._tost_rank_pvalues, xs, ys, delta=0.1)
     calib.rejection_rate(p, alpha=0.05, slack_low=0.01)
 
 
@@ -306,7 +333,7 @@ def test_tost_rank_power_at_one_half(calib):
     rng = np.random.default_rng(13)
     n = 150
     xs, ys = zip(*[(rng.normal(size=n), rng.normal(size=n)) for _ in range(reps)])
-    p = _batched(E._tost_rank_pvalues, xs, ys, delta=0.1)
+    p = _batched(RK._tost_rank_pvalues, xs, ys, delta=0.1)
     approx = 2 * stats.norm.cdf(0.1 / math.sqrt(2 / (12 * n)) - stats.norm.ppf(0.95)) - 1
     lo, hi = calib.binom_interval(reps, approx, 0.99)
     assert lo - 0.03 <= _rates(p) <= hi + 0.03, (_rates(p), approx)
@@ -587,7 +614,7 @@ def test_tost_rank_type_one_error_when_samples_can_be_all_tied():
     rng = np.random.default_rng(11)
     reps, n = 1000, 8
     ys = np.array([(rng.random(n) < 0.2).astype(float) for _ in range(reps)])
-    p = E._tost_rank_pvalues(np.zeros((reps, n)), ys, delta=0.1, alternative="greater")
+    p = RK._tost_rank_pvalues(np.zeros((reps, n)), ys, delta=0.1, alternative="greater")
     tied = ys.max(axis=1) == 0               # every placement tied: the variance bound
     assert tost_rank(np.zeros(n), ys[np.argmax(tied)], delta=0.1).method == "brunner-munzel-bound"
     rejected = np.mean(p <= 0.05)
@@ -621,7 +648,7 @@ def _binary(n, k):
 def test_tost_rank_size_on_sparse_binary_data_with_one_arm_constant(n, paired):
     # x = 0 always, y ~ Bernoulli(0.2): theta = 0.5 + (0 - 0.2)/2 = 0.4, on the margin of
     # H0: theta <= 0.4. Plug-in alone: 0.122 / 0.080 / 0.062 at n = 30 / 100 / 300.
-    size = _exact_size(n, 0.2, lambda k: E._tost_rank_pvalues(
+    size = _exact_size(n, 0.2, lambda k: RK._tost_rank_pvalues(
         np.zeros((k.size, n)), _binary(n, k), delta=0.1, alternative="greater", paired=paired) <= 0.05)
     assert size <= 0.05, size
 
@@ -635,7 +662,7 @@ def test_tost_ratio_size_on_sparse_binary_data_with_one_arm_constant(n, paired):
     # oscillates around alpha with n (discreteness): 0.0539 at n = 300, as for Wilson's
     # score z-test there (closed form below); the bound is that test's size + 0.001.
     p0 = 1 / 1.1
-    size = _exact_size(n, p0, lambda k: np.concatenate([[False], E._tost_ratio_pvalues(
+    size = _exact_size(n, p0, lambda k: np.concatenate([[False], RT._tost_ratio_pvalues(
         np.ones((k.size - 1, n)), _binary(n, k[1:]), margin=0.1, alternative="less",
         paired=paired) <= 0.05]))                 # k = 0: y has mean 0, no ratio
     k = np.arange(n + 1)
@@ -654,15 +681,15 @@ def test_score_half_is_the_binomial_score_test():
     y[k:] = 1.0
     p_hat, p0 = 1 - k / n, 1 / 1.1
     t_ref = (p0 - p_hat) / math.sqrt(p0 * (1 - p0) / (n - 1))
-    ft = E._FiellerT(np.ones(n), y, paired=False)
+    ft = RT._FiellerT(np.ones(n), y, paired=False)
     np.testing.assert_allclose(ft._t_df_restricted(1.1), [t_ref, n - 1], rtol=1e-7)
     res = tost_ratio(np.ones(n), y, margin=0.1, alternative="less")
     t_plug, df_plug = ft.t_df(1.1)
     np.testing.assert_allclose(res.pvalue, max(stats.t.cdf(t_ref, n - 1),
                                                stats.t.cdf(t_plug, df_plug)), rtol=1e-7)
     yb = 1.0 - y                                 # Bernoulli events, rate k/n
-    px, py = E._placements(np.zeros(n), yb)
-    rs = E._RankScore(px, 1 - py, float(px.mean()), paired=False)
+    px, py = RK._placements(np.zeros(n), yb)
+    rs = RK._RankScore(px, 1 - py, float(px.mean()), paired=False)
     theta0, q0 = 0.45, 1 - 2 * 0.45
     t_rank = ((1 - k / n) / 2 - theta0) / math.sqrt(q0 * (1 - q0) / 4 / (n - 1))
     np.testing.assert_allclose(rs.t_df(theta0), [t_rank, n - 1], rtol=1e-7)
@@ -729,7 +756,7 @@ def test_tost_ratio_size_when_paired_trials_nearly_always_agree(n, p_event):
     i = np.arange(n)
     x = (i < (k + j)[:, None]).astype(float)
     y = (i < k[:, None]).astype(float)
-    p = E._tost_ratio_pvalues(x, y, margin=0.1, alternative="less", paired=True)
+    p = RT._tost_ratio_pvalues(x, y, margin=0.1, alternative="less", paired=True)
     size = float(prob[p <= 0.05].sum())
     assert size <= 0.05, size
 
