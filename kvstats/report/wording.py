@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
@@ -24,8 +25,8 @@ from kvstats.report.notation import _pct
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
            "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS", "metrics_table",
-           "EQUIVALENCE_REGIONS", "EQUIVALENCE_HEAVY_NOTE", "PAIRED_DESIGN", "UNPAIRED_DESIGN",
-           "TIES_NOTE"]
+           "EQUIVALENCE_REGIONS", "EQUIVALENCE_HEAVY_NOTE", "IDENTICAL_PAIRS_NOTE",
+           "equivalence_verdict_text", "PAIRED_DESIGN", "UNPAIRED_DESIGN", "TIES_NOTE"]
 
 # ---------------------------------------------------------------------- heavy tails
 #: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
@@ -293,6 +294,41 @@ EQUIVALENCE_REGIONS: dict[tuple[str, str], str] = {
                         "the variance at the margin, score-type, and rejected only where both "
                         "reject)"),
 }
+
+
+#: After an equivalence verdict on pairs identical in every unit (the TOST's ``identical_pairs``).
+IDENTICAL_PAIRS_NOTE = (
+    "\"identical in all n pairs\": the two schemes gave the same value on every unit, so the "
+    "data hold no spread of their paired differences, and the TOST's p-value is a bound on "
+    "what was not seen (the ratio test: the score-type test with one unseen discordant unit "
+    "added, identical uniform values at ±10%: p = 0.011 at n = 100; the rank test: the "
+    "largest variance θ̂ can have), not a margin tested on a measured spread. Values that "
+    "differ on some unit, however little, are tested on their spread (10⁻⁹ apart: p = "
+    "3·10⁻³³ there), so such a verdict says the schemes agreed exactly on these units; its "
+    "p-value is not comparable with those of rows whose values differ (docs/statistics.md, "
+    "\"Identical paired trials\").")
+
+
+def equivalence_verdict_text(verdict: str, identical_pairs: bool = False, n_pairs: int = 0) -> str:
+    """An equivalence row's verdict as the report prints it: with "identical in all n pairs"
+    where the two schemes gave the same value on every one of the ``n_pairs`` units
+    (:attr:`kvstats.stats.EquivalenceResult.identical_pairs`), since its p-value is then a
+    bound, not a margin tested on a measured spread (:data:`IDENTICAL_PAIRS_NOTE`). The
+    label is in parentheses after the verdict, so the verdict counts stay by verdict.
+
+    Examples
+    --------
+    >>> equivalence_verdict_text("equivalent within δ", True, 100)
+    'equivalent within δ (identical in all 100 pairs)'
+    >>> equivalence_verdict_text("inconclusive", False, 100)
+    'inconclusive'
+    """
+    if not identical_pairs:
+        return verdict
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int | np.integer) or n_pairs < 1:
+        raise ValueError("n_pairs must be the number of pairs, an int >= 1, where identical_pairs "
+                         f"is True; received {n_pairs!r}")
+    return f"{verdict} (identical in all {n_pairs} pairs)"
 
 
 def _differ_text(k: int, n: int) -> str:

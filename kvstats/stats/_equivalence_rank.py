@@ -18,8 +18,8 @@ from kvstats._checks import _describe, check_real
 
 from . import equivalence as _eq
 from ._base import as_sample
-from .equivalence import (EquivalenceResult, _check_common, _check_pair_sizes, _root_beyond, _t_of,
-                          _t_tests, _tilt, _tilted_var, _TRef, _welch_df)
+from .equivalence import (EquivalenceResult, _check_common, _check_pair_sizes, _identical_pairs,
+                          _root_beyond, _t_of, _t_tests, _tilt, _tilted_var, _TRef, _welch_df)
 
 __all__ = ["tost_rank"]
 
@@ -246,6 +246,7 @@ def tost_rank(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     alpha, paired = _check_common(alpha, alternative, paired)
     low, high = _rank_margin(delta)
     _check_pair_sizes(x, y, paired)
+    identical = _identical_pairs(x, y, paired)
     lo = low if alternative != "less" else -np.inf
     hi = high if alternative != "greater" else np.inf
     est, se, df, bound, tests, score = _rank_tests(x, y, lo, hi, alpha, alternative, paired)
@@ -266,4 +267,5 @@ def tost_rank(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         margin_low=float(max(lo, 0.0)), margin_high=float(min(hi, 1.0)),
         pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=p_diff,
         within_margin=bool(pvalue <= alpha), standard_error=float(se), df=float(df),
-        alpha=alpha, alternative=alternative, method=method, n_x=int(x.size), n_y=int(y.size))
+        alpha=alpha, alternative=alternative, method=method, n_x=int(x.size), n_y=int(y.size),
+        identical_pairs=identical)

@@ -19,8 +19,8 @@ from kvstats._checks import _describe, as_generator, check_choice, check_int, ch
 
 from . import equivalence as _eq
 from ._base import as_sample
-from .equivalence import (EquivalenceResult, _check_common, _check_pair_sizes, _root_beyond, _t_of,
-                          _t_tests, _tilt, _tilted_var, _TRef, _welch_df)
+from .equivalence import (EquivalenceResult, _check_common, _check_pair_sizes, _identical_pairs,
+                          _root_beyond, _t_of, _t_tests, _tilt, _tilted_var, _TRef, _welch_df)
 
 __all__ = ["tost_ratio", "RATIO_METHODS"]
 
@@ -461,6 +461,7 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     low, high = _ratio_margin(margin)
     _check_pair_sizes(x, y, paired)
+    identical = _identical_pairs(x, y, paired)
     for arr, name in ((x, "x"), (y, "y")):
         if arr.min() < 0:
             raise ValueError(f"{name} must be nonnegative (a ratio of means of a positive "
@@ -489,7 +490,8 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
             low=0.0, high=np.inf, margin_low=float(np.exp(lo)), margin_high=float(np.exp(hi)),
             pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=1.0, within_margin=False,
             standard_error=se, df=float(df), alpha=alpha, alternative=alternative,
-            method="degenerate", n_x=int(x.size), n_y=int(y.size))
+            method="degenerate", n_x=int(x.size), n_y=int(y.size),
+            identical_pairs=identical)
     if method == "fieller":
         used = "fieller-paired" if paired else "fieller-welch"
         statistic, pvalue, p_lo, p_hi, p_diff, df = (
@@ -513,4 +515,5 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         low=ci_lo, high=ci_hi, margin_low=float(np.exp(lo)), margin_high=float(np.exp(hi)),
         pvalue_low=p_lo, pvalue_high=p_hi, pvalue_difference=p_diff,
         within_margin=bool(pvalue <= alpha), standard_error=se, df=float(df), alpha=alpha,
-        alternative=alternative, method=used, n_x=int(x.size), n_y=int(y.size))
+        alternative=alternative, method=used, n_x=int(x.size), n_y=int(y.size),
+        identical_pairs=identical)

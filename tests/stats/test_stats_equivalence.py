@@ -562,7 +562,7 @@ def test_frame_and_validation():
     assert list(frame.columns) == [
         "test", "statistic", "pvalue", "estimate", "low", "high", "margin_low", "margin_high",
         "pvalue_low", "pvalue_high", "pvalue_difference", "within_margin", "standard_error",
-        "df", "alpha", "alternative", "method", "n_x", "n_y"]
+        "df", "alpha", "alternative", "method", "n_x", "n_y", "identical_pairs"]
     assert frame["test"].iloc[0] == "tost_ratio"
     assert tost_rank(x, y).to_frame()["test"].iloc[0] == "tost_rank"
     with pytest.raises(ValueError, match="x must be nonnegative"):
