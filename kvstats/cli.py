@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",
         epilog=f"{_schemes_text()}\n\n{dists}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    from kvstats import __version__   # kvstats' own __init__ imports nothing heavy
+
+    parser.add_argument("--version", action="version", version=f"kvstats {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     sw = sub.add_parser("sweep", help="run a sweep from a TOML config, then write the report and figures",
@@ -123,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=int, default=None, metavar="N",
                     help="worker processes (default: number of CPUs available, at most the number "
                          "of tasks; 1 runs in this process)")
-    sw.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    sw.add_argument("--no-progress", action="store_true",
+                    help="do not show the progress bars (the sweep's cells, the report's energy "
+                         "tests and figures)")
     sw.add_argument("--resume", action="store_true",
                     help="reuse cells already finished in DIR/cells (same config and seed), each "
                          "checked first (a wrong, short, truncated or edited cell is recomputed, "
@@ -162,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(Mann–Whitney, KS, energy) (default: config's, else trial)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
-                    help="do not show the progress bar of the energy tests")
+                    help="do not show the progress bars (energy tests, figures)")
     rp.add_argument("--plugins", action="append", type=Path, default=None, metavar="PATH",
                     help="a plugin file of the sweep where it is now, when it is no longer at the "
                          "path the manifest recorded (moved, copied to another machine); repeat "

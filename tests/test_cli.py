@@ -62,6 +62,35 @@ def test_help_describes_every_option(capsys):
     assert "KQV" in text and "heavy_tailed" in text  # choices come from the registries
 
 
+def test_usage_synopsis_names_every_flag():
+    # docs/usage.md "The command": each command's line(s) name all its flags, and no other
+    text = (ROOT / "docs" / "usage.md").read_text()
+    synopsis = text.split("## The command\n\n", 1)[1].split("\n\n", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for block in re.split(r"^    kvstats ", synopsis, flags=re.M)[1:]:
+        name = block.split()[0]
+        flags = set(re.findall(r"--[a-z][a-z-]*", re.sub(r"#.*", "", block)))  # not comments
+        # `kvstats --help`, `kvstats --version`: the top-level flags
+        documented.setdefault("" if name.startswith("--") else name, set()).update(flags)
+    parser = build_parser()
+
+    def flags(p):
+        return {s for a in p._actions for s in a.option_strings if s.startswith("--")}
+    expected = {name: flags(sub) for name, sub in parser._subparsers._group_actions[0].choices.items()}
+    expected[""] = flags(parser)
+    assert {k: v - {"--help"} for k, v in documented.items()} == {
+        k: v - {"--help"} for k, v in expected.items()}
+
+
+def test_version(capsys):
+    import kvstats
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"kvstats {kvstats.__version__}\n"
+
+
 def test_theory_prints_closed_forms(capsys):
     assert main(["theory", "--dim", "128", "--bits", "1", "4"]) == 0
     out = capsys.readouterr().out
