@@ -177,6 +177,19 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
         assert build_parser().parse_args(["report", "d", "--correction", name]).correction == name
 
 
+@pytest.mark.parametrize("margin", ["inf", "nan", "0.0", "-0.1"])
+def test_sweep_refuses_a_margin_the_tests_refuse_before_it_computes(tmp_path, margin, capsys):
+    # an infinite equivalence margin passed the config check, then every TOST refused it
+    # after the sweep had run ("margin must be a finite real number")
+    config = tmp_path / "c.toml"
+    config.write_text(TINY_TOML + f"equivalence = {{kl = {margin}}}\n")
+    out = tmp_path / "o"
+    assert main(["sweep", "--config", str(config), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "report option 'equivalence.kl' must be a finite margin > 0; received" in err
+    assert not out.exists()
+
+
 def test_subprocess_module_entry_point(tmp_path, tiny_config):
     out = tmp_path / "sub"
     proc = subprocess.run([sys.executable, "-m", "kvstats.cli", "sweep", "--config", str(tiny_config),

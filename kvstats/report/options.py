@@ -11,6 +11,7 @@ calls it when a config is loaded, the report when it runs. A bad option is one
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -137,8 +138,10 @@ def _margins(value: object) -> dict[str, float]:
             hint = did_you_mean(metric, REPORT_METRICS)
             raise ValueError(f"report option 'equivalence' has unknown metric {metric!r}{hint}; "
                              f"allowed: {', '.join(REPORT_METRICS)}")
-        if isinstance(margin, bool) or not isinstance(margin, Real) or not float(margin) > 0:
-            raise ValueError(f"report option 'equivalence.{metric}' must be a margin > 0; "
+        # finite: the tests refuse an infinite margin, which would fail after the sweep ran
+        if (isinstance(margin, bool) or not isinstance(margin, Real) or not float(margin) > 0
+                or not math.isfinite(margin)):
+            raise ValueError(f"report option 'equivalence.{metric}' must be a finite margin > 0; "
                              f"received {_describe(margin)}")
         out[str(metric)] = float(margin)
     return out
