@@ -197,8 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "two only the residual ratio has a closed form, "
                                     "(π/2 − 1/d)·d/d_pad; the rest print as –.")
     th.add_argument("--dim", type=int, required=True, metavar="D", help="head dimension d (≥ 3)")
-    th.add_argument("--bits", type=int, nargs="+", default=[2, 3, 4, 5, 6], metavar="N",
-                    help="bit budgets n (1..8; default 2 3 4 5 6)")
+    # extend, not store: `--bits 2 --bits 3` is 2 and 3 (store kept the last, 3); no default
+    # list here, since argparse would extend it
+    th.add_argument("--bits", type=int, nargs="+", action="extend", default=None, metavar="N",
+                    help="bit budgets n (1..8; default 2 3 4 5 6; may be repeated)")
     return parser
 
 
@@ -393,7 +395,7 @@ def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats._checks import check_int
 
     dim = check_int(args.dim, "--dim", low=3)
-    bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits]
+    bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits or (2, 3, 4, 5, 6)]
     from kvstats import theory   # scipy: after the arguments are checked
 
     d_pad = 1 << (dim - 1).bit_length()

@@ -91,6 +91,17 @@ def test_version(capsys):
     assert capsys.readouterr().out == f"kvstats {kvstats.__version__}\n"
 
 
+def test_theory_bits_repeated_and_default(capsys):
+    def budgets(argv):
+        assert main(["theory", "--dim", "64", *argv]) == 0
+        return [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()
+                if re.match(r"\s*\d+ ", line)]
+    # a repeated --bits kept only its last list
+    assert budgets(["--bits", "2", "--bits", "3", "4"]) == [2, 3, 4]
+    assert budgets([]) == [2, 3, 4, 5, 6]
+    assert budgets(["--bits", "7"]) == [7]
+
+
 def test_theory_prints_closed_forms(capsys):
     assert main(["theory", "--dim", "128", "--bits", "1", "4"]) == 0
     out = capsys.readouterr().out
