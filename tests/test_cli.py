@@ -201,6 +201,20 @@ def test_sweep_refuses_a_margin_the_tests_refuse_before_it_computes(tmp_path, ma
     assert not out.exists()
 
 
+def test_a_locked_folder_is_one_line_and_exit_2(tmp_path, tiny_config, capsys, monkeypatch):
+    # main() catches SweepLockedError without importing the sweep up front (kvstats.cli._raised)
+    from kvstats.sweep import store
+
+    def locked(*args, **kwargs):
+        raise store.SweepLockedError("output folder 'o' is in use by another sweep (pid 1)")
+
+    monkeypatch.setattr(store, "lock_dir", locked)
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(tmp_path / "o"),
+                 "--no-progress"]) == 2
+    assert capsys.readouterr().err == ("kvstats sweep: error: output folder 'o' is in use by "
+                                       "another sweep (pid 1)\n")
+
+
 def test_subprocess_module_entry_point(tmp_path, tiny_config):
     out = tmp_path / "sub"
     proc = subprocess.run([sys.executable, "-m", "kvstats.cli", "sweep", "--config", str(tiny_config),
