@@ -167,7 +167,7 @@ def _tost_rank_pvalues(x: np.ndarray, y: np.ndarray, delta=0.1, alternative: str
 
 
 def _rank_margin(delta) -> tuple[float, float]:
-    if isinstance(delta, tuple | list | np.ndarray):
+    if isinstance(delta, tuple | list | np.ndarray) and np.ndim(delta) > 0:
         if len(delta) != 2:
             raise ValueError(f"delta must be a float in (0, 0.5) or a pair (low, high) with "
                              f"0 <= low < 0.5 < high <= 1; received {_describe(delta)}")

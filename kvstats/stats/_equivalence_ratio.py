@@ -59,7 +59,7 @@ class _BootRef:
 
 
 def _ratio_margin(margin) -> tuple[float, float]:
-    if isinstance(margin, tuple | list | np.ndarray):
+    if isinstance(margin, tuple | list | np.ndarray) and np.ndim(margin) > 0:
         if len(margin) != 2:
             raise ValueError(f"margin must be a float delta > 0 or a pair (low, high) of ratio "
                              f"bounds with 0 < low < 1 < high; received {_describe(margin)}")
@@ -509,7 +509,8 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
             used = "delta-paired" if paired else "delta-welch"
         statistic, pvalue, p_lo, p_hi, ci_lo, ci_hi, p_diff = (float(v) for v in _t_tests(
             est, se, ref, lo, hi, 0.0, alpha, alternative))
-        ci_lo, ci_hi = float(np.exp(ci_lo)), float(np.exp(ci_hi))
+        with np.errstate(over="ignore"):     # a limit beyond exp's range is inf, as intended
+            ci_lo, ci_hi = float(np.exp(ci_lo)), float(np.exp(ci_hi))
     return EquivalenceResult(
         test="tost_ratio", statistic=statistic, pvalue=pvalue, estimate=float(np.exp(est)),
         low=ci_lo, high=ci_hi, margin_low=float(np.exp(lo)), margin_high=float(np.exp(hi)),

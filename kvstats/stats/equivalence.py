@@ -373,8 +373,11 @@ def equivalence_verdict(equivalence, difference=None, alpha: float = 0.05) -> st
     Parameters
     ----------
     equivalence : EquivalenceResult or float
-        The TOST result or its p-value (adjusted, if the report corrects the family:
-        a TOST p-value is adjusted like any other).
+        The TOST result (``alternative="equivalence"``) or its p-value (adjusted, if the
+        report corrects the family: a TOST p-value is adjusted like any other). A
+        one-sided (non-inferiority) result is refused: its rejection bounds one side
+        only (x at half of y is "non-inferior" within 1.1), so "equivalent within δ"
+        would be a wrong claim; read its ``within_margin``.
     difference : result with ``pvalue``, float, or None
         The test of no difference (e.g. :func:`kvstats.stats.mann_whitney`, possibly
         adjusted). None: ``equivalence.pvalue_difference`` of an EquivalenceResult.
@@ -395,6 +398,10 @@ def equivalence_verdict(equivalence, difference=None, alpha: float = 0.05) -> st
     ('equivalent within δ', 'different', 'inconclusive')
     """
     alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
+    if isinstance(equivalence, EquivalenceResult) and equivalence.alternative != "equivalence":
+        raise ValueError("equivalence must be a two-sided TOST (alternative='equivalence') for an "
+                         f"equivalence verdict; received alternative={equivalence.alternative!r}, "
+                         "a non-inferiority test: its within_margin says whether that is shown")
     p_eq = _pvalue_of(equivalence, "equivalence")
     if difference is None:
         if not isinstance(equivalence, EquivalenceResult):

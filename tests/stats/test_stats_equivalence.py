@@ -3,6 +3,7 @@ forms, type-I error at the margin boundary, power at no difference, agreement of
 test with its interval, the verdict helper, validation."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -495,6 +496,22 @@ def test_degenerate_and_unbounded():
     assert res.high == np.inf and 0 < res.low < res.estimate and not res.within_margin
 
 
+def test_unbounded_bootstrap_limit_and_scalar_margins_are_said_plainly():
+    # sparse proportional trials: resamples of the proportional trials alone have a se* at
+    # rounding level, so t* is huge and the upper limit is inf, without an overflow warning
+    x = np.r_[np.full(22, 1.01), 1.0, np.zeros(77)]
+    y = np.r_[np.ones(22), np.zeros(78)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = tost_ratio(x, y, margin=0.1, paired=True, method="bootstrap-t", n_resamples=199, seed=5)
+    assert res.high == np.inf and not res.within_margin
+    # a 0-d array margin is a scalar: refused by the scalar check, which names it (it was
+    # taken for a pair and failed in len())
+    for f, name in ((tost_ratio, "margin"), (tost_rank, "delta")):
+        with pytest.raises(TypeError, match=f"^{name} must be a finite real number"):
+            f([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], **{name: np.array(0.1)})
+
+
 def test_fieller_paired_composite_null(plugin):
     # With paired data t(r) = mean(x - r y)/se need not be monotone in r. Here t(r) >= q
     # only for r in about (0.1, 0.78) and t(0) < q, so the point-null test at r = 0.466
@@ -548,6 +565,14 @@ def test_verdict():
     assert equivalence_verdict(far) == "different"
     assert equivalence_verdict(few) == "inconclusive"
     assert equivalence_verdict(few, mann_whitney([1, 2, 3], [4, 5, 6, 7])) == "inconclusive"
+    # a one-sided (non-inferiority) result bounds one side only: x at half of y is shown
+    # non-inferior within 1.1 ("less"), which "equivalent within δ" would misstate
+    half = tost_ratio(rng.exponential(1.0, 500), rng.exponential(2.0, 500), margin=0.1,
+                      alternative="less")
+    assert half.within_margin and half.estimate < 0.6
+    for difference in (None, 0.5):
+        with pytest.raises(ValueError, match="alternative='less'"):
+            equivalence_verdict(half, difference)
     with pytest.raises(TypeError, match="difference may be omitted"):
         equivalence_verdict(0.01)
     with pytest.raises(ValueError, match="equivalence"):
