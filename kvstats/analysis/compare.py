@@ -203,7 +203,7 @@ def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
     Yields ``(case key, budget_a, budget_b, a, b, rows_a, rows_b)``. Pairs absent from a
     case are skipped. Two schemes that each ran at a single, different budget (fixed-budget
     schemes such as ``K4V2`` vs ``K4V4``) are compared directly; otherwise the pair is
-    compared at every budget both ran.
+    compared at every budget both ran. Each side's rows keep the frame's order.
 
     Examples
     --------
@@ -213,20 +213,43 @@ def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
     >>> [(p[1], p[2], p[3], p[4]) for p in scheme_pairs(f, [("K4V2", "K4V4")])]
     [(3.0, 4.0, 'K4V2', 'K4V4')]
     """
-    for case, grp in frame.groupby(list(CASE_COLUMNS), sort=False):
-        present = set(grp["scheme"])
+    for case, bud_a, bud_b, a, b, ia, ib in _pair_positions(frame, comparisons):
+        yield case, bud_a, bud_b, a, b, frame.iloc[ia], frame.iloc[ib]
+
+
+def _pair_positions(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
+                    ) -> Iterator[tuple[tuple, float, float, str, str, np.ndarray, np.ndarray]]:
+    """:func:`scheme_pairs` with each side's rows as positions (ascending) in ``frame``.
+
+    The frame is grouped once, by case; a side's rows are then picked from that case's
+    positions with numpy, not by filtering (and copying) the whole frame per pair and budget.
+    """
+    schemes, budgets = frame["scheme"].to_numpy(), frame["budget"].to_numpy()
+    comparisons = [tuple(p) for p in comparisons]
+    for case, pos in frame.groupby(list(CASE_COLUMNS), sort=False).indices.items():
+        in_case = schemes[pos]
+        sides: dict[str, tuple[np.ndarray, np.ndarray, list]] = {}
+
+        def side(name: str) -> tuple[np.ndarray, np.ndarray, list]:
+            # the scheme's rows of this case, their budgets, and those in order of first appearance
+            if name not in sides:
+                rows = pos[in_case == name]
+                buds = budgets[rows]
+                sides[name] = rows, buds, pd.unique(buds).tolist()
+            return sides[name]
+
+        present = set(in_case)
         for a, b in comparisons:
             if a not in present or b not in present:
                 continue
-            ga, gb = grp[grp["scheme"] == a], grp[grp["scheme"] == b]
-            budgets_a, budgets_b = list(dict.fromkeys(ga["budget"])), list(dict.fromkeys(gb["budget"]))
+            (ra, ba, budgets_a), (rb, bb, budgets_b) = side(a), side(b)
             if len(budgets_a) == 1 and len(budgets_b) == 1 and budgets_a != budgets_b:
                 # fixed-budget schemes (e.g. K4V2 vs K4V4): compare them directly
-                yield case, budgets_a[0], budgets_b[0], a, b, ga, gb
+                yield case, budgets_a[0], budgets_b[0], a, b, ra, rb
                 continue
             for bud in budgets_a:
                 if bud in budgets_b:
-                    yield case, bud, bud, a, b, ga[ga["budget"] == bud], gb[gb["budget"] == bud]
+                    yield case, bud, bud, a, b, ra[ba == bud], rb[bb == bud]
 
 
 def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | None = None, *,
@@ -409,14 +432,21 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                 raise ValueError(f"{exc}; or pass pairing='none' if the two schemes' rows are "
                                  "independent samples") from None
 
+    # each metric (and the 6D profile, transposed) as float64 once: a pair's values are then
+    # taken by position, not by filtering the frame per (case, budget, pair). X and Y keep
+    # the layout DataFrame.to_numpy gave them (F order), so the energy statistics' sums run
+    # in the same order and give the same bits
+    values = {m: frame[m].to_numpy(np.float64) for m in metrics}
+    profile_t = frame[list(PROFILE_METRICS)].to_numpy(np.float64).T.copy() if energy else None
+    units = frame[unit].to_numpy() if paired else None
     rows, energy_jobs, energy_skipped = [], [], 0
-    for i, (case, bud_a, bud_b, a, b, ga, gb) in enumerate(scheme_pairs(frame, comparisons)):
+    for i, (case, bud_a, bud_b, a, b, ia, ib) in enumerate(_pair_positions(frame, comparisons)):
         if paired:
-            ga, gb = _matched(ga, gb, unit, case, bud_a, bud_b, a, b)
+            ia, ib = _matched(ia, ib, units, unit, case, bud_a, bud_b, a, b)
         base = {**dict(zip(CASE_COLUMNS, case)), "budget": float(bud_a), "budget_b": float(bud_b),
-                "scheme_a": a, "scheme_b": b, "n_a": len(ga), "n_b": len(gb)}
+                "scheme_a": a, "scheme_b": b, "n_a": len(ia), "n_b": len(ib)}
         for metric in metrics:
-            x, y = ga[metric].to_numpy(np.float64), gb[metric].to_numpy(np.float64)
+            x, y = values[metric][ia], values[metric][ib]
             extra = {"metric": metric, "mean_a": float(np.mean(x)), "mean_b": float(np.mean(y)),
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
             # the rank tests see values equal up to rounding as ties (the sign test per pair)
@@ -428,8 +458,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                 rows.append({**base, **extra, **_equivalence_row(
                     x, y, margins[metric], equivalence_test, alpha, paired)})
         if energy:
-            X = ga[list(PROFILE_METRICS)].to_numpy(np.float64)
-            Y = gb[list(PROFILE_METRICS)].to_numpy(np.float64)
+            X, Y = profile_t.take(ia, axis=1).T, profile_t.take(ib, axis=1).T
             if np.isfinite(X).all() and np.isfinite(Y).all():
                 energy_jobs.append((base, X, Y, seed + i))
             else:   # an exact reconstruction (SNR = inf) has no finite 6D point: counted, said
@@ -480,10 +509,10 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     return table
 
 
-def _matched(ga: pd.DataFrame, gb: pd.DataFrame, unit: str, case: tuple, bud_a: float,
-             bud_b: float, a: str, b: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The two schemes' rows in the same unit order, or a ValueError saying what does not pair."""
-    ua, ub = ga[unit].to_numpy(), gb[unit].to_numpy()
+def _matched(ia: np.ndarray, ib: np.ndarray, units: np.ndarray, unit: str, case: tuple,
+             bud_a: float, bud_b: float, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two schemes' row positions in the same unit order, or a ValueError saying what does not pair."""
+    ua, ub = units[ia], units[ib]
     problems = []
     for name, u in ((a, ua), (b, ub)):
         values, counts = np.unique(u, return_counts=True)
@@ -503,7 +532,7 @@ def _matched(ga: pd.DataFrame, gb: pd.DataFrame, unit: str, case: tuple, bud_a: 
                          + "; ".join(problems) + hint + "; pass pairing='none' if the two "
                          "schemes' rows are independent samples")
     # stable sorts: ties cannot occur (checked above), so row i of each side is one unit
-    return (ga.iloc[np.argsort(ua, kind="stable")], gb.iloc[np.argsort(ub, kind="stable")])
+    return ia[np.argsort(ua, kind="stable")], ib[np.argsort(ub, kind="stable")]
 
 
 def _some(values: np.ndarray, k: int = 5) -> str:

@@ -1,0 +1,151 @@
+"""Benchmark: ``compare_schemes`` now against the ``compare.py`` of an older commit, same frame, same process.
+
+Until 2026-12-02 ``compare_schemes`` picked each (case, budget, pair)'s rows by boolean
+masks over the case's frame (``scheme_pairs``) and sorted them on the unit as DataFrames
+(``_matched``); now the frame is grouped once and each side's rows are positions into
+float64 arrays taken once per metric. This script imports the old module from git
+(``git show REV:kvstats/analysis/compare.py``; its helpers are today's), runs both on
+the same frame for both designs, checks that the tables are identical (every column,
+bit for bit, NaN where NaN; with the energy tests too, at a fixed small B; the reported
+metrics, the old default) and prints
+the times (best of ``--repeats``) and their ratio, plus the row selection alone
+(old ``scheme_pairs`` + ``_matched`` + column reads vs the positions).
+
+    .venv/bin/python experiments/bench_compare.py                     # results/quick, old = cb171f8
+    .venv/bin/python experiments/bench_compare.py --result results/quick --old HEAD~1 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import kvstats
+from kvstats.analysis import compare as new
+from kvstats.analysis.frame import PROFILE_METRICS, METRICS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def old_module(rev: str) -> types.ModuleType:
+    """kvstats/analysis/compare.py as of ``rev``, imported beside today's package."""
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:kvstats/analysis/compare.py"],
+                         check=True, capture_output=True, text=True).stdout
+    mod = types.ModuleType("kvstats.analysis._compare_old")
+    mod.__file__ = f"<{rev}:kvstats/analysis/compare.py>"
+    sys.modules[mod.__name__] = mod     # dataclasses and typing look the module up
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)
+    return mod
+
+
+def best_time(fn, repeats: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Same columns, dtypes and values bit for bit (NaN where NaN), same attrs."""
+    if list(a.columns) != list(b.columns) or len(a) != len(b) or a.attrs != b.attrs:
+        return False
+    for c in a.columns:
+        x, y = a[c].to_numpy(), b[c].to_numpy()
+        if a[c].dtype != b[c].dtype:
+            return False
+        if x.dtype.kind == "f":
+            if not np.array_equal(x.view(np.int64), y.view(np.int64)):
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
+
+
+def selection_old(old: types.ModuleType, frame: pd.DataFrame, comparisons, unit: str | None) -> list:
+    out = []
+    for case, ba, bb, a, b, ga, gb in old.scheme_pairs(frame, comparisons):
+        if unit:
+            ga, gb = old._matched(ga, gb, unit, case, ba, bb, a, b)
+        out.append([ga[m].to_numpy(np.float64) for m in METRICS]
+                   + [ga[list(PROFILE_METRICS)].to_numpy(np.float64),
+                      gb[list(PROFILE_METRICS)].to_numpy(np.float64)])
+    return out
+
+
+def selection_new(frame: pd.DataFrame, comparisons, unit: str | None) -> list:
+    values = {m: frame[m].to_numpy(np.float64) for m in METRICS}
+    profile_t = frame[list(PROFILE_METRICS)].to_numpy(np.float64).T.copy()
+    units = frame[unit].to_numpy() if unit else None
+    out = []
+    for case, ba, bb, a, b, ia, ib in new._pair_positions(frame, comparisons):
+        if unit:
+            ia, ib = new._matched(ia, ib, units, unit, case, ba, bb, a, b)
+        out.append([values[m][ia] for m in METRICS] + [profile_t.take(ia, axis=1).T, profile_t.take(ib, axis=1).T])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--result", default=str(ROOT / "results" / "quick"), help="a sweep directory")
+    ap.add_argument("--old", default="cb171f8", help="the git revision of the old compare.py")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--energy-resamples", type=int, default=99,
+                    help="fixed B of the energy tests in the identity check")
+    args = ap.parse_args()
+    old = old_module(args.old)
+    res = kvstats.load_result(args.result)
+    frame, comparisons = res.frame, [tuple(p) for p in res.config.comparisons]
+    n_cases = frame.groupby(list(new.CASE_COLUMNS), sort=False).ngroups
+    print(f"pandas {pd.__version__}, numpy {np.__version__}, {platform.machine()}, "
+          f"load {os.getloadavg()[0]:.2f}; {args.result}: {len(frame):,} rows, {n_cases} cases, "
+          f"{len(comparisons)} pairs; old = {args.old}")
+
+    print(f"\n{'pairing':8s} {'energy':6s} {'old (s)':>8s} {'new (s)':>8s} {'ratio':>6s} "
+          f"{'pairs':>5s} {'saved/pair (ms)':>15s}  identical")
+    for pairing in ("trial", "none"):
+        kw = dict(pairing=pairing, energy=False, metrics=METRICS)
+        t_old, a = best_time(lambda: old.compare_schemes(frame, comparisons, **kw), args.repeats)
+        t_new, b = best_time(lambda: new.compare_schemes(frame, comparisons, **kw), args.repeats)
+        n_pairs = len(a.drop_duplicates([*new.CASE_COLUMNS, "budget", "scheme_a", "scheme_b"]))
+        same = same_table(a, b)
+        print(f"{pairing:8s} {'no':6s} {t_old:8.2f} {t_new:8.2f} {t_old / t_new:5.2f}x {n_pairs:5d} "
+              f"{1e3 * (t_old - t_new) / n_pairs:15.2f}  {same}")
+        if not same:
+            raise SystemExit(f"pairing={pairing}: the tables differ")
+        # the energy rows too (their X, Y come from the new positions), once, at a fixed B
+        kw = dict(pairing=pairing, metrics=METRICS, energy_resolution="fixed",
+                  energy_resamples=args.energy_resamples)
+        same = same_table(old.compare_schemes(frame, comparisons, **kw),
+                          new.compare_schemes(frame, comparisons, **kw))
+        print(f"{pairing:8s} {'B=' + str(args.energy_resamples):6s} {'':>8s} {'':>8s} {'':>6s} "
+              f"{n_pairs:5d} {'':>15s}  {same}")
+        if not same:
+            raise SystemExit(f"pairing={pairing}, energy: the tables differ")
+
+    print("\nrow selection alone (pairs, unit matching, metric and 6D reads):")
+    for pairing, unit in (("trial", "cluster" if "cluster" in frame.columns else "trial"), ("none", None)):
+        f = old._clusters(frame, "frame") if unit == "cluster" else frame
+        t_old, a = best_time(lambda: selection_old(old, f, comparisons, unit), args.repeats)
+        t_new, b = best_time(lambda: selection_new(f, comparisons, unit), args.repeats)
+        same = len(a) == len(b) and all(
+            x.shape == y.shape and x.flags.f_contiguous == y.flags.f_contiguous
+            and np.array_equal(x, y, equal_nan=True) for p, q in zip(a, b) for x, y in zip(p, q))
+        print(f"  {pairing:6s} old {1e3 * t_old / len(a):6.2f} ms/pair, new {1e3 * t_new / len(b):6.3f} "
+              f"ms/pair ({t_old / t_new:.0f}x), {len(a)} pairs, same arrays and layout: {same}")
+        if not same:
+            raise SystemExit("the selected rows differ")
+
+
+if __name__ == "__main__":
+    main()
