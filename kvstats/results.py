@@ -235,6 +235,8 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
     ------
     ValueError
         The file cannot be read as a table (truncated, not parquet/CSV), naming the file.
+    ImportError
+        A parquet file without pyarrow installed (the ``parquet`` extra).
 
     Examples
     --------
@@ -268,7 +270,7 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
         frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"],
                             skiprows=1 if meta is not None else 0, **round_trip)
         return frame, meta
-    except OSError:
+    except (OSError, ImportError):  # not the file's fault: pyarrow (an extra) not installed
         raise
     except Exception as exc:  # pyarrow, pandas and json each raise their own types
         raise ValueError(f"table {str(path)!r} cannot be read (truncated or not a table?): "

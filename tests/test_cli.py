@@ -215,6 +215,21 @@ def test_a_locked_folder_is_one_line_and_exit_2(tmp_path, tiny_config, capsys, m
                                        "another sweep (pid 1)\n")
 
 
+def test_report_of_a_parquet_sweep_without_pyarrow_says_to_install_it(tmp_path, capsys,
+                                                                      monkeypatch):
+    # it said "table ... cannot be read (truncated or not a table?): ModuleNotFoundError"
+    out = tmp_path / "sweep"
+    out.mkdir()
+    config = {"schemes": ["KQV"], "distributions": ["gaussian"], "dims": [16], "n_keys": [8]}
+    (out / "manifest.json").write_text(json.dumps({"config": config}))
+    (out / "results.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)   # as if not installed
+    assert main(["report", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvstats report: error: the Python package 'pyarrow' is not installed")
+    assert "pip install pyarrow" in err and "truncated" not in err
+
+
 def test_subprocess_module_entry_point(tmp_path, tiny_config):
     out = tmp_path / "sub"
     proc = subprocess.run([sys.executable, "-m", "kvstats.cli", "sweep", "--config", str(tiny_config),
