@@ -17,8 +17,11 @@ measured covariance — the reference the analysis puts beside measured SNRs (fo
 and real keys the water-filling bound, from the covariance measured per layer and
 head). The SNR here is ``E‖x‖²/E‖x − x̂‖²`` pooled over vectors (``signal_power``
 can replace ``Σλᵢ`` when the mean ``E‖x‖² = tr Σ + ‖μ‖²`` is to count as signal: a
-known mean costs no bits). It is not the mean over vectors of per-vector SNRs in dB,
-which is lower by Jensen's inequality for a spread of errors.
+known mean costs no bits). It is not the mean over vectors of per-vector SNRs in dB
+(the profile's ``snr_k``): for vectors of equal norm a spread of errors puts that mean
+*above* the pooled SNR (Jensen: the mean of ``−log‖e‖²`` exceeds ``−log`` of the mean
+``‖e‖²``), so it can lie above this bound without contradicting it; with the norms spread
+too it can fall on either side (docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -100,7 +103,9 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     SNR is 1024·10·log10(2) = 3082.5 dB. ``bits`` and ``snr_db`` are then computed in the
     log domain (``log₂ θ`` and a shifted sum for ``log₂ D``), exact and finite for every
     finite rate, while the float fields ``level`` and ``distortion`` may underflow to 0
-    (from d·R ≳ 1074 bits on one axis). ``D`` is never truly 0 at a finite rate, so the
+    (from d·R ≳ 1074 bits on one axis). Eigenvalues whose sum overflows float64 (~1e308)
+    are filled on a copy scaled by a power of two: same bits and SNR, ``level`` and
+    ``distortion`` then possibly inf. ``D`` is never truly 0 at a finite rate, so the
     bound is never +inf; the analysis and the report show such bounds as computed
     (thousands of dB: "no rate limit in practice").
 
@@ -117,9 +122,12 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     rate = check_real(rate, "rate", low=0.0)
     if np.any(lam < 0):
         raise ValueError(f"eigenvalues must be non-negative; received minimum {float(lam.min())}")
-    total = lam.sum(axis=-1)
+    with np.errstate(over="ignore"):
+        total = lam.sum(axis=-1)
     if np.any(total <= 0):
         raise ValueError("eigenvalues must not be all zero (no signal to code); received a row of zeros")
+    if not np.all(np.isfinite(total)):
+        return _water_fill_scaled(lam, rate, signal_power)
     d = lam.shape[-1]
     srt = -np.sort(-lam, axis=-1)                                   # descending
     with np.errstate(divide="ignore"):
@@ -159,6 +167,24 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
         snr[~plain] = 10.0 * (np.log10(signal[~plain])
                               - np.log10(2.0) * _log2_distortion(lam[~plain], log_level[~plain]))
     return WaterFilling(level, dist, bits, snr)
+
+
+def _water_fill_scaled(lam: np.ndarray, rate: float, signal_power: ArrayLike | None) -> WaterFilling:
+    """`water_fill` of eigenvalues whose sum overflows float64: each row is scaled by the
+    power of two of its largest eigenvalue (exact), filled, and scaled back (bits and the
+    SNR with the default signal do not depend on the scale; ``level`` and ``distortion``
+    may overflow to inf)."""
+    e = np.frexp(lam.max(axis=-1))[1]
+    wf = water_fill(np.ldexp(lam, -e[..., None]), rate)
+    snr = wf.snr_db
+    if signal_power is not None:
+        # 10·log10(signal/D) = 10·log10(Σλ/D) + 10·log10(signal) − 10·log10(Σλ), the last
+        # from the scaled sum and the exponent
+        signal = _check_signal(signal_power, e.shape)
+        total_s = np.ldexp(lam, -e[..., None]).sum(axis=-1)
+        snr = snr + 10.0 * (np.log10(signal) - np.log10(total_s) - e * np.log10(2.0))
+    with np.errstate(over="ignore"):
+        return WaterFilling(np.ldexp(wf.level, e), np.ldexp(wf.distortion, e), wf.bits, snr)
 
 
 def _check_signal(signal_power: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:

@@ -171,3 +171,24 @@ def test_slope_of_the_bound_converts_a_gap_in_db_to_bits(rate):
     wf = water_fill(lam, rate)
     assert slope == pytest.approx(DB_PER_BIT * lam.size * float(wf.level) / float(wf.distortion), rel=1e-6)
     assert (slope > 50) == (rate < 0.5)
+
+
+def test_eigenvalues_whose_sum_overflows_give_the_bound_of_the_scaled_spectrum():
+    # The bound is scale invariant: λ·2^1021 has the bits and SNR of λ (its sum overflowed
+    # float64 and gave SNR +inf with a warning before); level and distortion scale with it,
+    # and the distortion of rate 0 (Σλ itself) is documented to overflow to inf.
+    lam = np.array([[4.0, 4.0, 1.0], [3.0, 3.0, 3.0]])           # sums 9·2^1021, 9·2^1021
+    ref = water_fill(lam, 2.0, signal_power=[5.0, 7.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = water_fill(np.ldexp(lam, 1021), 2.0)
+        sig = water_fill(np.ldexp(lam, 1021), 2.0, signal_power=np.ldexp([5.0, 7.0], 1021))
+        zero = water_fill(np.ldexp(lam, 1021), 0.0)
+    np.testing.assert_allclose(big.bits, ref.bits, rtol=1e-14)
+    np.testing.assert_allclose(big.snr_db, [10 * np.log10(9 / ref.distortion[0]), DB_PER_BIT * 2],
+                               rtol=1e-14)
+    np.testing.assert_allclose(sig.snr_db, ref.snr_db, rtol=1e-12)
+    np.testing.assert_allclose(big.level, np.ldexp(ref.level, 1021), rtol=1e-14)
+    np.testing.assert_allclose(big.distortion, np.ldexp(ref.distortion, 1021), rtol=1e-14)
+    np.testing.assert_array_equal(zero.snr_db, [0.0, 0.0])
+    assert np.isinf(zero.distortion).all()

@@ -284,3 +284,21 @@ def test_float32_rows_whose_squares_are_float32_subnormal(scale):
     np.testing.assert_allclose(angle(a, b), angle(A, B), rtol=1e-6)
     np.testing.assert_allclose(norm_ratio(a, b), norm_ratio(A, B), rtol=1e-6)
     assert float(pooled_snr_db(a, b)) == pytest.approx(float(pooled_snr_db(A, B)), rel=1e-12)
+
+
+def test_mean_of_per_vector_db_against_the_pooled_snr():
+    # kvstats.rate_distortion's docstring: for vectors of equal norm the mean of per-vector
+    # dB is above the pooled SNR (Jensen), equal only when every error has the same norm;
+    # with norms spread it can fall below (a small vector coded badly pulls the mean of dB
+    # down while the pool, dominated by the large vector, hardly sees it).
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200, 16))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    e = rng.standard_normal((200, 16)) * rng.uniform(0.05, 0.5, (200, 1))
+    mean_db, pooled = float(np.mean(snr_db(x, x + e))), float(pooled_snr_db(x, x + e))
+    gap = 10 * np.log10(np.mean(np.sum(e ** 2, -1))) - np.mean(10 * np.log10(np.sum(e ** 2, -1)))
+    assert mean_db > pooled + 0.5
+    np.testing.assert_allclose(mean_db - pooled, gap, rtol=1e-12)      # the Jensen gap itself
+    xs = np.array([[1.0, 0.0], [100.0, 0.0]])                           # norms spread
+    xh = xs + np.array([[0.0, 0.9], [0.0, 0.1]])                       # 0.9 dB and 60 dB
+    assert float(np.mean(snr_db(xs, xh))) < float(pooled_snr_db(xs, xh))
