@@ -226,8 +226,12 @@ def _tied_exact_work(counts: np.ndarray, ns: int) -> float:
     placed = np.cumsum(c) - c
     m = np.minimum(ns, placed)
     by_range = 2 * placed * m * (m + 1) / 2 - m * (m + 1) * (2 * m + 1) / 3 + m + 1
-    by_product = np.exp(np.concatenate([[0.0], np.cumsum(np.log(splits))[:-1]]))
-    return float(np.sum(np.minimum(by_range, by_product) * splits))
+    # the product overflows float64 on large samples: compare in logs, exponentiate only
+    # where it is the smaller bound
+    log_product = np.concatenate([[0.0], np.cumsum(np.log(splits))[:-1]])
+    smaller = log_product < np.log(by_range)
+    bound = np.where(smaller, np.exp(np.where(smaller, log_product, 0.0)), by_range)
+    return float(np.sum(bound * splits))
 
 
 @functools.lru_cache(maxsize=16)

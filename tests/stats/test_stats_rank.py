@@ -524,3 +524,20 @@ def test_exact_method_under_ties_refuses_beyond_its_work_limit(monkeypatch):
     monkeypatch.setattr(rank, "_TIED_EXACT_WORK_LIMIT", 1000)
     with pytest.raises(ValueError, match="method='exact' with tied values is limited"):
         mann_whitney(x, x[::-1].copy(), method="exact")
+
+
+def test_tied_work_bound_does_not_overflow_on_large_samples():
+    # two schemes that code a metric identically (KQV and QKQV's values): 2,340 tie blocks
+    # of 2, whose product bound 3^2340 overflowed float64 and warned on every such test
+    # (the bound's minimum is unchanged: the asymptotic test is used, p = 1)
+    import warnings
+
+    from kvstats.stats.rank import _TIED_AUTO_WORK_LIMIT, _tied_exact_work
+
+    x = np.random.default_rng(3).normal(size=2340)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = mann_whitney(x, x.copy())
+        work = _tied_exact_work(np.full(2340, 2), 2340)
+    assert res.method == "asymptotic" and res.pvalue == 1.0
+    assert np.isfinite(work) and work > _TIED_AUTO_WORK_LIMIT
