@@ -24,7 +24,7 @@ from scipy import stats
 
 from kvstats._checks import as_generator, check_choice, check_int, check_real
 
-from ._base import _FrameMixin, as_sample
+from ._base import _FrameMixin, as_sample, check_bool
 from .tail import HeavyTailWarning, heavy_tail_screen
 
 __all__ = ["BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci", "BOOTSTRAP_METHODS"]
@@ -101,12 +101,21 @@ def _t_ratio(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return r, np.sqrt(vx / my**2 + r**2 * vy / my**2)
 
 
+def _t_ratio_paired(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # delta method on pairs: x̄/ȳ − r ≈ mean(x − r y)/ȳ, so se(r) = sd(x − r y)/(√n |ȳ|)
+    mx, my = x.mean(axis=-1), y.mean(axis=-1)
+    r = mx / my
+    resid = x - r[..., None] * y
+    return r, np.sqrt(resid.var(axis=-1, ddof=1) / x.shape[-1]) / np.abs(my)
+
+
 def _studentized(data, pivot, confidence: float, n_resamples: int, rng: np.random.Generator,
-                 names) -> tuple[float, float, float]:
+                 names, paired: bool = False) -> tuple[float, float, float]:
     """Bootstrap-t interval [θ̂ − t*_(1−a/2) ŝ, θ̂ − t*_(a/2) ŝ], t* = (θ̂* − θ̂)/ŝ*.
 
     ``pivot(*samples)`` returns (estimate, standard error) along the last axis; each
-    sample is resampled on its own. Returns (low, high, bootstrap SE of the estimate).
+    sample is resampled on its own, or (``paired``) all with one draw of indices.
+    Returns (low, high, bootstrap SE of the estimate).
     """
     est, se = (float(v) for v in pivot(*data))
     if not (np.isfinite(se) and se > 0):
@@ -116,7 +125,11 @@ def _studentized(data, pivot, confidence: float, n_resamples: int, rng: np.rando
     t, theta = np.empty(n_resamples), np.empty(n_resamples)
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)
-        resampled = [a[rng.integers(0, a.size, size=(m, a.size))] for a in data]
+        if paired:
+            idx = rng.integers(0, data[0].size, size=(m, data[0].size))
+            resampled = [a[idx] for a in data]
+        else:
+            resampled = [a[rng.integers(0, a.size, size=(m, a.size))] for a in data]
         th, s = pivot(*resampled)
         with np.errstate(divide="ignore", invalid="ignore"):
             # a resample with ŝ* = 0 (all its values equal): ±inf, or 0 when θ̂* = θ̂
@@ -127,7 +140,8 @@ def _studentized(data, pivot, confidence: float, n_resamples: int, rng: np.rando
     return est - t_hi * se, est - t_lo * se, float(theta.std(ddof=1)) if n_resamples > 1 else 0.0
 
 
-def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=None):
+def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=None,
+         paired=False):
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
                             high_open=True)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
@@ -142,7 +156,7 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
                              f"({why}); received {arr.size}")
     if method == "studentized":
         with np.errstate(invalid="ignore"):  # NaN quantiles (inf − inf) are refused below
-            low, high, se = _studentized(data, pivot, confidence, n_resamples, rng, names)
+            low, high, se = _studentized(data, pivot, confidence, n_resamples, rng, names, paired)
         if not (np.isfinite(low) and np.isfinite(high)):
             raise ValueError(f"the studentized interval for {' and '.join(names)} is not finite "
                              f"({low}, {high}): too many resamples with a zero standard "
@@ -161,9 +175,11 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
                 or (method == "BCa" and biggest * (biggest - 1) > _SCIPY_BATCH_ELEMENTS)):
             batch = max(1, _SCIPY_BATCH_ELEMENTS // total)
         try:
+            # paired: scipy resamples one array of pair indices (one draw per resample, so
+            # a batch leaves the stream as it is) and its BCa jackknife deletes one pair
             res = stats.bootstrap(data, statistic, n_resamples=n_resamples,
                                   confidence_level=confidence, method=method, rng=rng,
-                                  vectorized=True, axis=-1, batch=batch)
+                                  vectorized=True, axis=-1, batch=batch, paired=paired)
         except stats.DegenerateDataWarning as exc:
             raise ValueError(f"{' and '.join(names)}: the bootstrap distribution is degenerate "
                              f"(e.g. all values equal), so the {method} interval is undefined; "
@@ -239,21 +255,33 @@ def _ratio_of_means(x, y, axis=-1):
 
 
 def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
-                       method: str = "BCa", seed=0) -> BootstrapResult:
-    """Bootstrap confidence interval for mean(x) / mean(y), x and y independent samples.
+                       method: str = "BCa", seed=0, *, paired: bool = False) -> BootstrapResult:
+    """Bootstrap confidence interval for mean(x) / mean(y), unpaired or paired.
 
-    Each sample is resampled on its own (unpaired), e.g. per-trial KL of two schemes
-    measured on independent trials. For paired trials, bootstrap the per-trial
-    differences or ratios with :func:`bootstrap_ci` instead.
+    Unpaired (default): x and y are independent samples, each resampled on its own, e.g.
+    per-trial KL of two schemes measured on independent trials. Paired: ``x[i]`` and
+    ``y[i]`` are measured on the same unit (a sweep's trial: the same K, V, q coded by
+    two schemes), and the pairs are resampled whole, so the resampled ratio keeps the
+    correlation between x and y. Resampling correlated pairs apart misstates the
+    interval: too wide where the correlation is positive (two schemes' errors on one
+    trial rise and fall together), too narrow where it is negative.
 
     Parameters
     ----------
     x, y : array_like, 1-D
-        Numerator and denominator samples. mean(y) must not be 0.
+        Numerator and denominator samples (equal lengths when paired). mean(y) must not
+        be 0.
     confidence, n_resamples, method, seed :
-        As in :func:`bootstrap_ci` (BCa by default, its jackknife run over both samples).
-        "studentized" studentizes with the delta-method standard error of the ratio,
-        sqrt(s_x²/(n_x ȳ²) + r² s_y²/(n_y ȳ²)).
+        As in :func:`bootstrap_ci` (BCa by default, its jackknife run over both samples,
+        or over the pairs, deleting one pair at a time, when paired).
+        "studentized" studentizes with the delta-method standard error of the ratio:
+        sqrt(s_x²/(n_x ȳ²) + r² s_y²/(n_y ȳ²)) unpaired, sd(x − r·y)/(√n |ȳ|) paired.
+    paired : bool
+        Resample pair indices jointly (``scipy.stats.bootstrap(..., paired=True)`` for
+        BCa, percentile and basic). Measured on lognormal pairs (σ = 0.5) of correlation
+        0.9, n = 50, 2,000 samples (docs/statistics.md, "Paired ratios of means"): the
+        paired 95% interval covers the ratio of means 0.934 (BCa; studentized 0.947) at
+        0.32 times the width of the unpaired one, which covers 1.000 there.
 
     Returns
     -------
@@ -275,10 +303,23 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
     ...                          n_resamples=999, seed=1)
     >>> round(res.estimate, 2), round(res.low, 2), round(res.high, 2)
     (2.68, 2.3, 3.09)
+
+    Two schemes on the same trials: each trial's difficulty scales both errors.
+
+    >>> hard = rng.lognormal(0.0, 1.0, 100)
+    >>> x, y = 2.0 * hard * rng.lognormal(0, 0.1, 100), hard * rng.lognormal(0, 0.1, 100)
+    >>> pair = bootstrap_ratio_ci(x, y, n_resamples=999, seed=1, paired=True)
+    >>> apart = bootstrap_ratio_ci(x, y, n_resamples=999, seed=1)
+    >>> bool(pair.high - pair.low < 0.2 * (apart.high - apart.low))
+    True
     """
     x, y = as_sample(x, "x"), as_sample(y, "y")
+    paired = check_bool(paired, "paired")
+    if paired and x.size != y.size:
+        raise ValueError(f"paired=True needs x and y of equal length (one pair per unit); "
+                         f"received {x.size} and {y.size}")
     if y.mean() == 0:
         raise ValueError("y must have a nonzero mean (it is the denominator); received mean 0")
     _warn_heavy_tails((x, y), ["x", "y"], "the ratio of means")
     return _run((x, y), _ratio_of_means, confidence, n_resamples, method, seed, ["x", "y"],
-                pivot=_t_ratio)
+                pivot=_t_ratio_paired if paired else _t_ratio, paired=paired)
