@@ -16,7 +16,8 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-__all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable", "few_nonzero", "MIN_NONZERO"]
+__all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable", "few_nonzero", "MIN_NONZERO",
+           "unit_interval_bound"]
 
 #: A nonnegative sample with zeros and fewer positive values than this is too sparse for a
 #: bootstrap interval of its mean (:func:`few_nonzero`); the tail screen needs as many.
@@ -54,8 +55,9 @@ def few_nonzero(x: Float[np.ndarray, "n"]) -> bool:
     docs/statistics.md, "Sparse means"). The
     tail screen (:func:`tail_alpha`) is not computed below :data:`MIN_NONZERO` positive
     values, so it cannot flag these. Not flagged: samples without zeros, all-zero samples
-    (:func:`mean_ci` gives no interval), and 0/1 samples (a proportion: its bootstrap
-    interval covered 0.992 and 0.988 at p = 0.01 and 0.03, n = 100, given an interval).
+    (:func:`mean_ci` gives none, or for a [0, 1] metric an exact one), and 0/1 samples (a
+    proportion: its bootstrap interval covered 0.992 and 0.988 at p = 0.01 and 0.03,
+    n = 100, given an interval).
 
     Examples
     --------
@@ -93,8 +95,27 @@ def ci_reliable(*samples: Float[np.ndarray, "n"]) -> bool:
     return not (any(a is not None and a < 2 for a in alphas) or any(map(few_nonzero, samples)))
 
 
+def unit_interval_bound(n: int, confidence: float) -> float:
+    """The exact bound u = ((1 − c)/2)^(1/n) of an all-0 (or all-1) sample of a [0, 1] metric.
+
+    n values all 0 of a metric X ∈ [0, 1] bound its mean μ by 1 − u: X ≤ 1{X > 0} gives
+    μ ≤ P(X > 0), so P(all n are 0) = P(X = 0)^n ≤ (1 − μ)^n, which is below (1 − c)/2
+    wherever μ > 1 − u. The interval [0, 1 − u] thus misses μ with probability at most
+    (1 − c)/2, as the upper end of the two-sided Clopper–Pearson interval at 0 successes
+    (exact for a 0/1 metric, conservative for any other [0, 1] one); n values all 1
+    give [u, 1] (the same for 1 − X). No such bound exists for an unbounded metric: an
+    all-zero KL is compatible with any mean.
+
+    Examples
+    --------
+    >>> round(1 - unit_interval_bound(100, 0.95), 4)     # 0 of 100: the mean is below 0.0362
+    0.0362
+    """
+    return ((1.0 - confidence) / 2.0) ** (1.0 / n)
+
+
 def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
-            seed: int) -> tuple[float, float, float]:
+            seed: int, *, unit_interval: bool = False) -> tuple[float, float, float]:
     """Mean and bootstrap CI; constant, non-finite or too small samples get none.
 
     "None" is the degenerate interval (mean, mean, mean), which the report prints as the
@@ -104,6 +125,12 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     tables flag those rows instead (``ci_reliable``), and a sweep report would otherwise
     warn once per row.
 
+    ``unit_interval``: the metric lies in [0, 1] by definition (a fraction: recall@5, an
+    argmax shift). Its samples of all 0s or all 1s (whatever n) then get the exact
+    interval [0, 1 − u] or [u, 1] of :func:`unit_interval_bound` instead of none: at
+    p = 0.01, n = 100, 37% of Bernoulli samples are all 0 and their mean alone never
+    covered p. Other constant samples still get none (no valid bound exists for them).
+
     Examples
     --------
     >>> import numpy as np
@@ -111,13 +138,25 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     (1.0, 1.0, 1.0)
     >>> mean_ci(np.array([1.0, 2.0]), 0.95, 99, 0)        # two values: no interval
     (1.5, 1.5, 1.5)
+    >>> [round(v, 4) for v in mean_ci(np.zeros(100), 0.95, 99, 0, unit_interval=True)]
+    [0.0, 0.0, 0.0362]
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ci
 
+    x = np.asarray(x, np.float64)
     mean = float(np.mean(x))
     if not np.isfinite(x).all():
         # e.g. SNR = +inf for an exact reconstruction: the mean is inf, no interval exists.
         return mean, mean, mean
+    if unit_interval:
+        if not ((x >= 0) & (x <= 1)).all():
+            raise ValueError(f"x must lie in [0, 1] with unit_interval=True; received values in "
+                             f"[{float(x.min())!r}, {float(x.max())!r}]")
+        # all 0 or all 1 (a text mean of ones may round to 1 − 1e-16)
+        if (x == 0).all():
+            return 0.0, 0.0, 1.0 - unit_interval_bound(x.size, confidence)
+        if (np.abs(x - 1.0) <= 1e-12).all():
+            return mean, unit_interval_bound(x.size, confidence), 1.0
     if np.ptp(x) == 0 or len(x) < 3:
         return mean, mean, mean
     with warnings.catch_warnings():
@@ -127,15 +166,19 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
 
 
 def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: int,
-             seed: int) -> dict[str, float | int | bool]:
+             seed: int, *, paired: bool = False) -> dict[str, float | int | bool]:
     """Ratio of means ``mean(x)/mean(y)`` with its bootstrap 95% CI and reliability flag.
 
     Returns the theory-table fields ``measured``, ``ci_low``, ``ci_high``, ``n_trials``
-    (the smaller sample) and ``ci_reliable`` (:func:`ci_reliable` of both samples). As
+    (the smaller sample), ``ci_reliable`` (:func:`ci_reliable` of both samples) and
+    ``paired``. ``paired``: ``x[i]`` and ``y[i]`` were measured on the same unit (two
+    schemes on one trial or text) and the bootstrap resamples the pairs whole
+    (:func:`kvstats.stats.bootstrap_ratio_ci` with ``paired=True``); otherwise the two
+    samples are resampled apart, which is valid only for independent samples. As
     :func:`mean_ci`, no interval (the ratio as both ends) where a sample has fewer than 3
     values (a real capture of one or two texts: the bootstrap would fail at one and give
-    [min, max]-like ends at two), a non-finite value, or where both samples are constant
-    (the ratio is then exact, and BCa undefined).
+    [min, max]-like ends at two), a non-finite value, or where the ratio is exact: both
+    samples constant, or (paired) every pair in the same ratio.
 
     Examples
     --------
@@ -146,17 +189,26 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     (True, 50)
     >>> ratio_ci(np.array([1.0, 2.0]), np.array([1.0, 3.0]), 199, 0)["ci_low"]   # two units
     0.75
+    >>> ratio_ci(np.array([2.0, 4.0, 6.0]), np.array([1.0, 2.0, 3.0]), 199, 0, paired=True)["ci_high"]
+    2.0
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ratio_ci
 
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if paired and x.shape != y.shape:
+        raise ValueError(f"paired=True needs x and y of equal length (one pair per unit); "
+                         f"received {x.size} and {y.size}")
     measured = float(np.mean(x) / np.mean(y))
-    if (min(x.size, y.size) < 3 or not (np.isfinite(x).all() and np.isfinite(y).all())
-            or (np.ptp(x) == 0 and np.ptp(y) == 0)):
-        return {"measured": measured, "ci_low": measured, "ci_high": measured,
-                "n_trials": int(min(len(x), len(y))), "ci_reliable": ci_reliable(x, y)}
+    out = {"measured": measured, "ci_low": measured, "ci_high": measured,
+           "n_trials": int(min(len(x), len(y))), "ci_reliable": ci_reliable(x, y),
+           "paired": bool(paired)}
+    if min(x.size, y.size) < 3 or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return out
+    # an exact ratio: every resample gives it (BCa is undefined there)
+    if (np.ptp(x) == 0 and np.ptp(y) == 0) or (paired and np.allclose(x, measured * y, rtol=1e-12,
+                                                                      atol=0.0)):
+        return out
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", HeavyTailWarning)  # flagged in ci_reliable instead
-        res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, seed=seed)
-    return {"measured": measured, "ci_low": float(res.low), "ci_high": float(res.high),
-            "n_trials": int(min(len(x), len(y))), "ci_reliable": ci_reliable(x, y)}
+        res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, seed=seed, paired=paired)
+    return {**out, "ci_low": float(res.low), "ci_high": float(res.high)}

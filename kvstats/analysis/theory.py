@@ -11,7 +11,7 @@ distortion–rate bound of its source (:mod:`kvstats.rate_distortion`) computed 
 covariance spectrum of the case (:mod:`kvstats.data.spectrum`; for a real capture the
 covariance measured per (layer, KV head)), and its gap to it in dB.
 """
-# ~470 lines as one idea: the predictions and the limit are one table (theory.csv),
+# ~510 lines as one idea: the predictions and the limit are one table (theory.csv),
 # computed from the same case spectra; most of the lines are docstrings.
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ __all__ = ["theory_table", "theory_schemes", "ratio_pairs", "THEORY_COLUMNS", "B
 THEORY_COLUMNS = list(CASE_COLUMNS) + ["budget", "quantity", "scheme", "predicted",
                                        "predicted_asymptotic", "measured", "ci_low", "ci_high",
                                        "n_trials", "ci_reliable", "rate", "gap_db", "gap_low",
-                                       "gap_high", "n_units"]
+                                       "gap_high", "n_units", "paired"]
 
 #: Quantity of the bound rows per place: keys, values (the attention output T has none:
 #: it is not what is coded, and its error depends on the softmax, not on a rate).
@@ -160,6 +160,11 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
 
     Measured ratios are ratios of the mean ``ip_var`` (variance over query–key pairs of
     the q·k error, per trial) with a bootstrap CI (:func:`kvstats.stats.bootstrap_ratio_ci`).
+    A sweep codes every trial of a case with every scheme and budget, so the two means
+    come from the same trials: the interval resamples them as pairs (``paired`` True),
+    matched on the trial (on the text where clustered). Where the two cells do not hold
+    the same units once each (a frame filtered by hand), the two samples are resampled
+    apart (``paired`` False), which is valid for independent samples only.
     On a clustered real capture every measured mean, ratio and interval is over the
     independent units, the texts (each text's trials averaged first; ``n_units``), and
     ``n_trials`` still counts the trials.
@@ -191,8 +196,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
         Columns :data:`THEORY_COLUMNS`: case columns, ``budget``, ``quantity``,
         ``scheme``, ``predicted``, ``predicted_asymptotic``, ``measured``, ``ci_low``,
         ``ci_high``, ``n_trials``, ``ci_reliable``, ``n_units`` (the independent units
-        behind the interval), and for the bound rows ``rate``, ``gap_db``, ``gap_low``,
-        ``gap_high``.
+        behind the interval), ``paired`` (a ratio row whose interval resampled matched
+        pairs; False on the one-sample rows), and for the bound rows ``rate``,
+        ``gap_db``, ``gap_low``, ``gap_high``.
 
     Examples
     --------
@@ -242,7 +248,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": sdef.name,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
                              "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
-                             "ci_reliable": ci_reliable(x), "n_units": len(x)})
+                             "ci_reliable": ci_reliable(x), "n_units": len(x), "paired": False})
             # Both schemes of a pair are rotated (d_pad coded coordinates); the residual r is
             # sketched in R^d with m = d_pad rows, so its QJL error is (π/2 − 1/d)·d/d_pad times
             # its own projection, which with padding (d < d_pad) is not π/2 − 1/d_pad.
@@ -253,27 +259,25 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 if "ip_var" not in at:
                     continue
                 q_cell, k_cell = at[at["scheme"] == p_name], at[at["scheme"] == m_name]
-                q, k = _unit_values(q_cell, "ip_var"), _unit_values(k_cell, "ip_var")
+                prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
                 # padded: the n-bit MSE error is not d_pad·D_n (see the k_snr_db rows), so
                 # no same-budget prediction
-                if len(q) and len(k) and not padded:
-                    rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_same_budget",
-                                 "scheme": f"{p_name}/{m_name}",
-                                 "predicted": theory.bit_trade_inflation(n, d_pad),
-                                 "predicted_asymptotic": 2 * math.pi,
-                                 **ratio_ci(q, k, n_resamples, seed + 100 + n),
-                                 "n_trials": min(len(q_cell), len(k_cell)),
-                                 "n_units": min(len(q), len(k))})
-                prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
-                prev = _unit_values(prev_cell, "ip_var")
-                if len(q) and len(prev):
-                    rows.append({**base, "budget": float(n), "quantity": "ip_var_ratio_residual",
-                                 "scheme": f"{p_name}(n)/{m_name}(n-1)",
-                                 "predicted": theory.residual_inflation(base["dim"], d_pad),
-                                 "predicted_asymptotic": math.pi / 2 * base["dim"] / d_pad,
-                                 **ratio_ci(q, prev, n_resamples, seed + 200 + n),
-                                 "n_trials": min(len(q_cell), len(prev_cell)),
-                                 "n_units": min(len(q), len(prev))})
+                for quantity, den_cell, name, predicted, asymptotic, offset in (
+                        ("ip_var_ratio_same_budget", None if padded else k_cell,
+                         f"{p_name}/{m_name}", theory.bit_trade_inflation(n, d_pad), 2 * math.pi,
+                         100),
+                        ("ip_var_ratio_residual", prev_cell, f"{p_name}(n)/{m_name}(n-1)",
+                         theory.residual_inflation(base["dim"], d_pad),
+                         math.pi / 2 * base["dim"] / d_pad, 200)):
+                    if den_cell is None or q_cell.empty or den_cell.empty:
+                        continue
+                    num, den, paired = _paired_units(q_cell, den_cell, "ip_var")
+                    rows.append({**base, "budget": float(n), "quantity": quantity, "scheme": name,
+                                 "predicted": predicted, "predicted_asymptotic": asymptotic,
+                                 **ratio_ci(num, den, n_resamples, seed + offset + n,
+                                            paired=paired),
+                                 "n_trials": min(len(q_cell), len(den_cell)),
+                                 "n_units": min(len(num), len(den))})
         rows += _bound_rows(base, grp, _spectra_for(tuple(case), spectra, n_queries), n_resamples,
                             seed + 300)
     return pd.DataFrame(rows, columns=THEORY_COLUMNS)
@@ -405,6 +409,32 @@ def _unit_values(cell: pd.DataFrame, column: str) -> np.ndarray:
     return _by_unit(cell[column].to_numpy(np.float64), _cell_clusters(cell))
 
 
+def _paired_units(a: pd.DataFrame, b: pd.DataFrame, column: str
+                  ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Two cells' ``column`` per independent unit, aligned on the unit where they are pairs.
+
+    A sweep codes every trial of a case with every scheme and budget (its data seed
+    depends on the case and chunk only, :func:`kvstats.sweep.plan.data_seed`), so two
+    cells' values on one trial, or on a clustered capture one text's means, are a pair.
+    Pairs when both cells hold the same units once each (trials, or texts when both
+    are clustered): returns the aligned values and True. Otherwise (a frame of
+    unmatched trials) each cell's unit values and False, to be resampled apart.
+    """
+    ca, cb = _cell_clusters(a), _cell_clusters(b)
+    if (ca is None) == (cb is None):
+        if ca is None:      # trials are the units
+            sa = pd.Series(a[column].to_numpy(np.float64), index=a["trial"].to_numpy())
+            sb = pd.Series(b[column].to_numpy(np.float64), index=b["trial"].to_numpy())
+        else:               # texts are the units: their trials' means, as _by_unit
+            sa, sb = (cell[column].astype(np.float64).groupby(c) for cell, c in ((a, ca), (b, cb)))
+            sa, sb = sa.sum() / sa.size(), sb.sum() / sb.size()
+        if (sa.index.is_unique and sb.index.is_unique and len(sa) == len(sb)
+                and sa.index.isin(sb.index).all()):
+            sa = sa.sort_index()     # the unit's order, not the rows': one interval per frame
+            return sa.to_numpy(), sb.reindex(sa.index).to_numpy(), True
+    return _unit_values(a, column), _unit_values(b, column), False
+
+
 def _by_unit(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
     """Cluster means when trials come in clusters (the texts of a real capture), else the values."""
     if clusters is None or len(np.unique(clusters)) == len(clusters):
@@ -435,7 +465,7 @@ def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, n_resamples
                          "predicted_asymptotic": math.nan, "measured": mean, "ci_low": low,
                          "ci_high": high, "n_trials": len(x), "ci_reliable": ci_reliable(xu),
                          "rate": rate, "gap_db": gap, "gap_low": glow, "gap_high": ghigh,
-                         "n_units": len(xu)})
+                         "n_units": len(xu), "paired": False})
     return rows
 
 

@@ -200,11 +200,16 @@ def test_on_a_clustered_frame_every_measured_row_is_over_texts():
     assert (snr["n_trials"], snr["n_units"]) == (30, 6)
     assert (snr["measured"], snr["ci_low"], snr["ci_high"]) == pytest.approx(
         mean_ci(texts(cell("KQV", 3), "snr_k"), 0.95, 99, 3 + 3), rel=1e-12)
+    # the ratio's two schemes were measured on the same texts: the text means are pairs,
+    # resampled whole (the shared text effect cancels in the ratio)
     ratio = table[(table["quantity"] == "ip_var_ratio_same_budget") & (table["budget"] == 3)].iloc[0]
-    want = ratio_ci(texts(cell("QKQV", 3), "ip_var"), texts(cell("KQV", 3), "ip_var"), 99, 3 + 103)
-    assert (ratio["n_trials"], ratio["n_units"]) == (30, 6)
+    q, k = texts(cell("QKQV", 3), "ip_var"), texts(cell("KQV", 3), "ip_var")
+    want = ratio_ci(q, k, 99, 3 + 103, paired=True)
+    assert (ratio["n_trials"], ratio["n_units"], ratio["paired"]) == (30, 6, True)
     assert (ratio["ci_low"], ratio["ci_high"]) == pytest.approx((want["ci_low"], want["ci_high"]),
                                                                 rel=1e-12)
+    apart = ratio_ci(q, k, 99, 3 + 103)            # what the row was before (2026-12-02)
+    assert ratio["ci_high"] - ratio["ci_low"] < 0.5 * (apart["ci_high"] - apart["ci_low"])
     # without clusters the same rows are over the 30 trials
     plain = theory_table(frame.drop(columns="cluster"), n_resamples=99, seed=3)
     assert set(plain.loc[plain["quantity"] != "k_snr_bound", "n_units"].dropna()) <= {30}
@@ -214,8 +219,8 @@ def test_padded_dimension_ratio_rows_use_the_residual_in_r_d():
     """d = 96 (Hadamard padded to d_pad = 128): the residual r lives in R^96 and is sketched
     with m = 128 Gaussian rows, so the QJL error of q·r is ((π/2)‖q‖²‖r‖² − (q·r)²)/m, i.e.
     (π/2 − 1/96)·96/128 = 1.170 times E(q·r)² = ‖q‖²‖r‖²/96 for an isotropic residual — not
-    π/2 − 1/128 = 1.563 (what the rows predicted before; 1.183 [1.145, 1.213] and 1.155 [1.119, 1.194] at
-    n = 3, 4 over 400 trials).
+    π/2 − 1/128 = 1.563 (what the rows predicted before; 1.183 [1.158, 1.212] and 1.155 [1.127, 1.193] at
+    n = 3, 4 over 400 trials, paired intervals; docs/theory.md §6).
     The same-budget ratio has no closed form when padded (the padded MSE error is not
     d_pad·D_n), so that row is left out, as the k_snr_db rows are."""
     import math
