@@ -8,6 +8,7 @@ import pandas as pd
 from kvstats._checks import check_int, check_real
 from kvstats.analysis.frame import CASE_COLUMNS, METRICS, check_frame
 from kvstats.analysis.intervals import few_nonzero, mean_ci, tail_alpha
+from kvstats.metrics.table import METRIC_TABLE
 
 __all__ = ["summary_table", "POOLED_SNRS"]
 
@@ -42,7 +43,13 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         ``bits_nominal``/``bits_total``, then ``tail_index`` and ``ci_reliable``. A metric
         with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
         CI ends and counts them in ``n_nonfinite``; so has a cell of fewer than 3 trials
-        (or texts), where a bootstrap interval would be [min, max], a 50% interval at 2.
+        (or texts), where a bootstrap interval would be [min, max], a 50% interval at 2,
+        and a constant sample. Except: a fraction metric (unit "fraction" in the metric
+        table: ``recall_at_5``, ``argmax_shift``, values in [0, 1]) whose n values are all
+        0 gets the exact interval [0, 1 − ((1 − c)/2)^(1/n)], all 1 its mirror
+        (:func:`kvstats.analysis.intervals.unit_interval_bound`: 0 of 100 trials bound
+        the mean below 0.0362 at c = 0.95); an all-zero KL or ip_var gets none, as no
+        bound exists for an unbounded metric.
 
         ``tail_index`` is the one-sided 95% upper confidence bound of Hill's right-tail
         index α of the metric's per-trial values
@@ -83,7 +90,11 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         for j, metric in enumerate(metrics):
             x = grp[metric].to_numpy(dtype=np.float64)
             finite = np.isfinite(x)
-            mean, low, high = mean_ci(x, confidence, n_resamples, seed + 1000 * i + j)
+            # the exact all-0/all-1 bound holds for values in [0, 1] only (a hand-made
+            # frame may hold anything in these columns: then no bound)
+            unit = METRIC_TABLE[metric].unit == "fraction" and bool(((x >= 0) & (x <= 1)).all())
+            mean, low, high = mean_ci(x, confidence, n_resamples, seed + 1000 * i + j,
+                                      unit_interval=unit)
             alpha = tail_alpha(x, metric)
             # with +inf present, interpolating quantiles would compute inf - inf
             method = "linear" if finite.all() else "higher"

@@ -34,8 +34,67 @@ def test_summary_nonfinite_and_constant_samples():
     assert t.loc["snr_k", "mean"] == np.inf and t.loc["snr_k", "n_nonfinite"] == 20
     assert t.loc["snr_k", "ci_low"] == np.inf  # no interval for an infinite mean; documented
     assert t.loc["snr_k", "p99"] == np.inf and t.loc["snr_k", "median"] == np.inf
-    assert t.loc["recall_at_5", ["ci_low", "ci_high"]].tolist() == [1.0, 1.0]
+    # recall@5 all 1 of 20: the exact [0.025^(1/20), 1] (a fraction metric; see below)
+    assert t.loc["recall_at_5", ["ci_low", "ci_high"]].tolist() == pytest.approx(
+        [0.025 ** (1 / 20), 1.0], rel=1e-12)
     assert not t[["mean", "ci_low", "ci_high"]].isna().any().any()
+
+
+def test_an_all_zero_fraction_gets_the_exact_bound_an_unbounded_metric_none():
+    """20 trials: argmax shift all 0 -> [0, 1 − 0.025^(1/20)] = [0, 0.168], the upper end
+    of the two-sided 95% Clopper–Pearson interval at 0 of 20 (reference:
+    scipy.stats.binomtest(0, 20).proportion_ci(0.95, method="exact")); recall@5 all 1 its
+    mirror; KL all 0 (unbounded): no interval, none is valid. Before
+    2026-12-02 every such row printed the mean alone."""
+    f = make_frame({("KQV", 8): 0.0}, n=20)
+    f["argmax_shift"], f["recall_at_5"], f["kl"] = 0.0, 1.0, 0.0
+    t = summary_table(f, n_resamples=99).set_index("metric")
+    cp = sps.binomtest(0, 20).proportion_ci(0.95, method="exact")
+    assert t.loc["argmax_shift", ["mean", "ci_low"]].tolist() == [0.0, 0.0]
+    assert t.loc["argmax_shift", "ci_high"] == pytest.approx(cp.high, rel=1e-12)
+    assert t.loc["recall_at_5", "ci_low"] == pytest.approx(1 - cp.high, rel=1e-12)
+    assert t.loc["recall_at_5", "ci_high"] == 1.0
+    assert t.loc["kl", ["mean", "ci_low", "ci_high"]].tolist() == [0.0, 0.0, 0.0]
+    # at 90% the level reaches the bound; a fraction column holding values outside [0, 1]
+    # (a hand-made frame) is not bounded: the mean alone, as before
+    t90 = summary_table(f, confidence=0.9, n_resamples=99).set_index("metric")
+    assert t90.loc["argmax_shift", "ci_high"] == pytest.approx(1 - 0.05 ** (1 / 20), rel=1e-12)
+    f["argmax_shift"] = 2.0
+    assert summary_table(f, n_resamples=99).set_index("metric").loc["argmax_shift", "ci_high"] == 2.0
+    with pytest.raises(ValueError, match=r"x must lie in \[0, 1\] with unit_interval=True"):
+        mean_ci(np.full(5, 2.0), 0.95, 99, 0, unit_interval=True)
+
+
+def test_the_all_zero_bound_holds_for_any_metric_in_the_unit_interval():
+    """P(n values of X ∈ [0, 1] all 0) ≤ (1 − μ)^n (X ≤ 1{X > 0}), so [0, 1 − u] misses μ
+    with probability ≤ 0.025. n = 20, μ = 0.17 just above 1 − u = 0.168: a Bernoulli
+    (the worst case, P = 0.83^20 = 0.0241) and a Bernoulli(0.34)·U(0, 1) (P = 0.66^20 =
+    2.5e-4); 40,000 samples each, their all-zero rate below the binomial 99% upper limit
+    of 0.025."""
+    rng = np.random.default_rng(12)
+    reps, n = 40_000, 20
+    limit = sps.binom.isf(0.005, reps, 0.025) / reps
+    for x in (rng.random((reps, n)) < 0.17,
+              (rng.random((reps, n)) < 0.34) * rng.random((reps, n))):
+        assert x.mean() == pytest.approx(0.17, abs=0.002)
+        missed = ~x.any(axis=1)          # all 0: the interval [0, 0.168] misses 0.17
+        assert missed.mean() <= limit, missed.mean()
+
+
+def test_a_rare_proportion_is_covered_once_all_zero_samples_get_the_bound():
+    """Bernoulli(0.01), n = 100 (an argmax shift at one query per trial): 37% of samples
+    are all 0 (165 of these 400). With the bound, mean_ci covers p in 396 of 400 samples;
+    with the mean alone for them (unit_interval=False, the summary table before
+    2026-12-02) in 231, only where a bootstrap interval was drawn. B = 199."""
+    rng = np.random.default_rng(9)
+    hits = {True: 0, False: 0}
+    for r in range(400):
+        x = (rng.random(100) < 0.01).astype(float)
+        for unit in (True, False):
+            _, lo, hi = mean_ci(x, 0.95, 199, r, unit_interval=unit)
+            hits[unit] += lo <= 0.01 <= hi
+    lo_band = sps.binom.ppf(0.005, 400, 0.95) / 400
+    assert hits[True] / 400 >= lo_band and hits[False] / 400 < lo_band, hits
 
 
 @pytest.mark.slow
