@@ -1,7 +1,9 @@
 """Pairwise tests between schemes at each case and budget, adjusted over the whole table.
 
 Per pair, case and budget: a location test and (unpaired design) a two-sample KS test per
-metric (KS exact conditional on the ties when the values are tied), an energy permutation
+metric (by default the reported metrics and the trial's energy-pooled SNRs of keys and
+values where the frame has them: :func:`default_metrics` says why both; KS exact
+conditional on the ties when the values are tied), an energy permutation
 test on the standardised 6D profile with the resolution the family needs (Besag–Clifford
 sequential p-values up to :func:`kvstats.stats.sequential.required_resolution`'s B), and
 per metric with a declared margin an equivalence test (TOST). Every row states what it
@@ -46,19 +48,25 @@ from jaxtyping import Float
 
 from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.clustered import _clusters
-from kvstats.analysis.frame import CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS, check_frame
+from kvstats.analysis.frame import CASE_COLUMNS, METRICS, PROFILE_METRICS, check_frame
 from kvstats.analysis.resolution import (attainable_adjusted, extreme_pvalue, not_resolvable_text,
                                          permutation_floor, rounding_canonical, rounding_ties,
                                          sign_extreme_pvalue)
+from kvstats.analysis.summary import POOLED_SNRS
+from kvstats.metrics.table import METRIC_TABLE
 from kvstats.results import check_comparisons  # the one check of the pairs (also the config's)
 
-__all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER",
-           "NOT_RESOLVABLE", "PAIRINGS", "LOCATION_TESTS"]
+__all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "default_metrics", "TESTABLE_METRICS",
+           "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER", "NOT_RESOLVABLE", "PAIRINGS",
+           "LOCATION_TESTS"]
 
 #: The designs of :func:`compare_schemes`: two independent samples, or pairs matched on the unit.
 PAIRINGS = ("none", "trial")
 #: The ``test`` of the per-metric location rows (the rows with a ``winner``), by design.
 LOCATION_TESTS = {"none": "mann_whitney", "trial": "sign"}
+#: Every metric :func:`compare_schemes` can test: the reported ones (:data:`METRICS`), then
+#: the trial's energy-pooled SNRs of keys and values (:data:`~kvstats.analysis.summary.POOLED_SNRS`).
+TESTABLE_METRICS = METRICS + POOLED_SNRS
 
 #: The ``winner``/``verdict`` of a resolvable test whose adjusted p-value exceeds alpha.
 NO_DIFFERENCE = "no significant difference"
@@ -253,7 +261,7 @@ def _pair_positions(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
 
 
 def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | None = None, *,
-                    metrics: Sequence[str] = METRICS, alpha: float = 0.05,
+                    metrics: Sequence[str] | None = None, alpha: float = 0.05,
                     correction: str = "holm", energy_resamples: int = 499,
                     energy_resolution: str = "family", energy_stop: int = 10, seed: int = 0,
                     ks: bool | None = None, energy: bool = True,
@@ -286,7 +294,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     the table's size, ``alpha`` and ``correction``); with "fixed", ``energy_resamples``.
 
     ``winner`` (Mann–Whitney or sign-test rows: :data:`LOCATION_TESTS`) applies
-    :data:`~kvstats.metrics.table.HIGHER_IS_BETTER`: the scheme whose values are better in
+    the metric table's direction (:attr:`kvstats.metrics.table.Metric.higher_is_better`;
+    larger is better for every SNR, pooled or not): the scheme whose values are better in
     the direction of the effect when the adjusted p-value is <= ``alpha`` (paired: the
     scheme better on more of the matched units; not the signed-rank test, whose rank
     weighting lets a few large differences decide the direction). ``verdict`` (every
@@ -314,8 +323,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         itself, or a pair given twice (either way round: its tests would count twice in
         the family), is a ValueError. Fixed-budget schemes (``K4V2``) with different
         budgets are compared directly (``budget`` ≠ ``budget_b``).
-    metrics : sequence of str
-        Metrics tested one by one (subset of :data:`~kvstats.analysis.METRICS`).
+    metrics : sequence of str, optional
+        Metrics tested one by one, each once (a subset of :data:`TESTABLE_METRICS`; a
+        pooled SNR the frame lacks, or with NaN, is a ValueError). Default
+        :func:`default_metrics` of the frame (the report's): the reported metrics and the
+        energy-pooled SNRs ``snr_k_pooled``, ``snr_v_pooled`` where the frame has them.
     alpha : float
         Family-wise (Holm, ...) or false-discovery (fdr_*) level.
     correction : {"holm", "fdr_bh", "bonferroni", "hommel", "fdr_by", "sidak", "holm-sidak"}
@@ -401,10 +413,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     from kvstats.stats.sequential import required_resolution
 
     comparisons = check_comparisons(comparisons, frame["scheme"].unique())
-    if isinstance(metrics, str):
-        raise TypeError(f"metrics must be a list of metric names (e.g. [{metrics!r}]); received {metrics!r}")
-    for m in metrics:
-        check_choice(m, "metrics", METRICS)
+    metrics = default_metrics(frame) if metrics is None else _check_metrics(metrics, frame)
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
     correction = check_choice(correction, "correction", _CORRECTIONS)
     energy_resamples = check_int(energy_resamples, "energy_resamples", low=1)
@@ -541,6 +550,83 @@ def _some(values: np.ndarray, k: int = 5) -> str:
     return shown + (f" (and {values.size - k} more)" if values.size > k else "")
 
 
+def default_metrics(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The metrics :func:`compare_schemes` tests by default (the report's): :data:`METRICS`,
+    then each energy-pooled SNR (``snr_k_pooled``, ``snr_v_pooled``) the frame has.
+
+    Why the pooled SNRs as well as ``snr_k``/``snr_v``: the two answer different questions.
+    ``snr_k`` is the mean over a trial's keys of per-vector dB (a geometric-mean SNR, the
+    typical key); the pooled SNR 10·log10(Σ‖k‖²/Σ‖k − k̂‖²) is the trial's total error
+    energy, what the Shannon distortion–rate bound limits and what the report's
+    Shannon–φ planes plot. They rank schemes alike when every vector's error is alike,
+    and apart when a scheme keeps some vectors nearly exact: kivi's float16 window of 32
+    keys lifts its ``snr_k`` to 16.3 dB at n = 2 where its pooled SNR is 8.7 dB, below
+    TurboQuant-mse's 9.4 (docs/measurement.md), so a test of ``snr_k`` alone would name
+    kivi the winner on key SNR against the plotted numbers. The per-vector SNRs stay
+    tested (they are dimensions of the 6D profile the energy test compares, and their
+    rows are unchanged); each pooled SNR adds one test per pair, case and budget to the
+    family. A pooled column with NaN (cells computed before the column existed, resumed
+    into a newer sweep) is left out with a UserWarning: a test on it would be undefined.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Per-trial frame (:func:`~kvstats.analysis.frame.check_frame`).
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from kvstats.analysis import METRICS
+    >>> from kvstats.analysis.compare import default_metrics
+    >>> f = pd.DataFrame({m: [0.5] for m in METRICS}).assign(distribution="gaussian", params="-",
+    ...     dim=8, n_keys=4, budget=2.0, scheme="KV", bits_nominal=2.0, bits_total=2.0, trial=0)
+    >>> default_metrics(f) == METRICS, default_metrics(f.assign(snr_k_pooled=9.0))[-1]
+    (True, 'snr_k_pooled')
+    """
+    frame = check_frame(frame)
+    out = []
+    for c in POOLED_SNRS:
+        if c not in frame.columns:
+            continue
+        missing = int(frame[c].isna().sum())
+        if missing:
+            warnings.warn(f"{c} is not tested: {missing} of the frame's {len(frame)} rows lack it "
+                          "(cells computed before the pooled SNR columns existed); rerun those "
+                          "cells in a new sweep directory to test it", UserWarning, stacklevel=3)
+            continue
+        out.append(c)
+    return METRICS + tuple(out)
+
+
+def _check_metrics(metrics: Sequence[str], frame: pd.DataFrame) -> tuple[str, ...]:
+    """``metrics`` as a tuple: known, each once (a repeat would count twice in the family),
+    and every pooled SNR among them a column of ``frame`` without NaN."""
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics must be a list of metric names (e.g. [{metrics!r}]); received {metrics!r}")
+    metrics = tuple(metrics)
+    for m in metrics:
+        check_choice(m, "metrics", TESTABLE_METRICS)
+    repeated = sorted({m for m in metrics if metrics.count(m) > 1})
+    if repeated:
+        raise ValueError(f"metrics must name each metric once (its tests would count twice in "
+                         f"the family); received {list(metrics)}, repeating {repeated}")
+    for m in (m for m in metrics if m in POOLED_SNRS):
+        if m not in frame.columns:
+            raise ValueError(f"metrics has {m!r}, which the frame lacks (sweeps from before the "
+                             f"pooled SNR columns); the frame's metric columns: "
+                             f"{[c for c in TESTABLE_METRICS if c in frame.columns]}")
+        missing = int(frame[m].isna().sum())
+        if missing:
+            raise ValueError(f"metrics has {m!r}, but {missing} of the frame's {len(frame)} rows "
+                             "lack it (NaN: cells computed before the column existed); drop them "
+                             "or leave it out")
+    return metrics
+
+
 def _check_margins(equivalence: Mapping[str, float] | None, metrics: Sequence[str],
                    test: str) -> dict[str, float]:
     if equivalence is None:
@@ -563,7 +649,7 @@ def _winner(test: str, significant: bool, effect: float, metric: str, a: str, b:
     if not significant or effect == 0:
         return NO_DIFFERENCE
     a_larger = effect > 0
-    return a if a_larger == HIGHER_IS_BETTER[metric] else b
+    return a if a_larger == METRIC_TABLE[metric].higher_is_better else b
 
 
 def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
