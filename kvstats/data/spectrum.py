@@ -159,6 +159,21 @@ def synthetic_spectrum(distribution: str, dim: int, params: Mapping[str, Any] | 
     N = check_int(n_keys, "n_keys", low=1)
     n_q = check_int(n_queries, "n_queries", low=1)
     p = _resolve(distribution, _params_of(params, kwargs), d, n_q, N, what="parameter(s)")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            spec = _synthetic_spectrum(distribution, d, N, n_q, p)
+        finite = spec.eigenvalues is None or bool(np.isfinite(spec.eigenvalues).all()
+                                                  and np.isfinite(spec.mean_square))
+    except OverflowError:                        # a Python float (e.g. scale**2) overflowed
+        finite = False
+    if not finite:
+        raise ValueError(f"parameter(s) of {distribution!r} must give a covariance within the "
+                         f"float64 range; received {p} (lower scale or magnitude)")
+    return spec
+
+
+def _synthetic_spectrum(distribution: str, d: int, N: int, n_q: int, p: dict[str, Any]) -> Spectrum:
+    """`synthetic_spectrum` from the resolved parameters (unchecked for overflow)."""
     s2 = p["scale"] ** 2
     if distribution == "gaussian":
         lam = np.full(d, s2)

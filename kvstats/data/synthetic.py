@@ -228,7 +228,7 @@ _GENERATORS: dict[str, Callable[..., np.ndarray]] = {
 
 
 def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p: dict,
-          q: np.ndarray | None, generator: int) -> None:
+          q: np.ndarray | None, generator: int, what: str) -> None:
     T, N, d = out.shape
     chunk = max(1, _CHUNK_ELEMENTS // (N * d))
     fn = _GENERATORS[distribution] if distribution in _GENERATORS else _USER[distribution]._fill
@@ -236,7 +236,18 @@ def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p
     dt = out.dtype if native else np.dtype(np.float64)
     for a in range(0, T, chunk):                 # chunks of trials, not vectors
         b = min(T, a + chunk)
-        out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt, native)
+        try:
+            # parameters that scale a draw beyond the float range: refused below, naming them
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt, native)
+            finite = bool(np.isfinite(out[a:b]).all())
+        except OverflowError:                    # a Python float (e.g. scale**2) overflowed
+            finite = False
+        if not finite:
+            raise ValueError(f"{what} of {distribution!r} must give finite {out.dtype} draws; "
+                             f"received parameters {p} that take them beyond the {out.dtype} "
+                             "range (lower scale, magnitude, offset or noise"
+                             + (", or draw float64)" if out.dtype == np.float32 else ")"))
 
 
 def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 0,
@@ -355,8 +366,8 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     q64 = q_gen.standard_normal((T, n_q, d))
     K = np.empty((T, N, d), dtype=dt)
     V = np.empty((T, N, d), dtype=dt)
-    _fill(K, distribution, k_gens, kp, q64, generator)
-    _fill(V, vdist, v_gens, vp, None, generator)
+    _fill(K, distribution, k_gens, kp, q64, generator, "parameter(s)")
+    _fill(V, vdist, v_gens, vp, None, generator, "value_params")
     meta = {
         "source": "synthetic",
         "distribution": distribution,

@@ -194,3 +194,14 @@ def test_measured_spectrum_of_float32_is_computed_in_float64():
     np.testing.assert_allclose(s32.eigenvalues, s64.eigenvalues, rtol=1e-13)
     assert s32.eigenvalues.dtype == np.float64
     assert float(s32.mean_square) == pytest.approx(float(s64.mean_square), rel=1e-14)
+
+
+@pytest.mark.parametrize("dist,params", [("gaussian", {"scale": 1e200}),
+                                         ("focused", {"scale": 1e200}),
+                                         ("outlier_channels", {"magnitude": 1e160, "scale": 1e160})])
+def test_a_covariance_beyond_float64_is_refused_by_name(dist, params):
+    # Before: OverflowError from scale**2 (gaussian, focused) or inf eigenvalues (outlier
+    # channels: s²m² = 1e640), which water_fill then refused without naming the parameter.
+    with pytest.raises(ValueError, match=rf"parameter\(s\) of '{dist}' must give a covariance "
+                                         r"within the float64 range; received .*'scale'"):
+        synthetic_spectrum(dist, 8, params)

@@ -5,6 +5,8 @@ computed from the closed-form variance of the estimate, and would fail for a wro
 scale (each tolerance is far below the effect of the parameter it checks).
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -186,6 +188,26 @@ def test_bad_arguments():
         sample("outlier_channels", 1, 4, 4, n_channels=5)
     with pytest.raises(ValueError, match="scale must be in"):
         sample("gaussian", 1, 4, 4, scale=0.0)
+
+
+
+@pytest.mark.parametrize("dist,params,dtype,what", [
+    ("gaussian", {"scale": 1e300}, np.float32, "parameter"),     # finite float64, not float32
+    ("outlier_channels", {"n_channels": 1, "magnitude": 1e200, "offset": 1e200}, np.float64,
+     "parameter"),
+    ("low_rank", {"scale": 1e300, "noise": 1e10}, np.float64, "parameter"),
+    ("focused", {"scale": 1e200}, np.float64, "parameter"),      # scale**2: an OverflowError
+    ("gaussian", {}, np.float32, "value_params"),
+])
+def test_parameters_beyond_the_float_range_are_refused_by_name(dist, params, dtype, what):
+    # Before: a RuntimeWarning and "K must be finite" (focused: an OverflowError), which
+    # did not say which parameter took the draws out of the float range.
+    kw = dict(value_params={"scale": 1e300}) if what == "value_params" else params
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"{what}\(?s?\)? of '{dist}' must give finite "
+                                             rf"{np.dtype(dtype).name} draws; received parameters .*scale"):
+            sample(dist, 2, 8, 4, seed=0, dtype=dtype, **kw)
 
 
 def test_generator_1_is_the_stored_default():
