@@ -292,7 +292,10 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             above the unfocused top weight ``≈ exp(√(2 ln N) + 1/2)/N``, for ``N ≳ 100``
             and ``scale ≤ 1.5``; at larger ``scale`` the lognormal background sum
             fluctuates more and ``E[max p]`` exceeds small strengths (0.21 for 0.2 at
-            ``scale = 2``, N = 1024).
+            ``scale = 2``, N = 1024); with many queries the other queries' focus keys
+            weigh more in the background than Gaussian keys, and ``E[max p]`` falls
+            below ``strength`` (0.488 for 0.5 at ``n_queries = 64``, N = 512, d = 64;
+            docs/measurement.md).
         ``"outlier_channels"`` (``n_channels=4``, ``magnitude=10``, ``offset=0``, ``scale=1``)
             Gaussian keys except ``n_channels`` channels, chosen at random per trial and
             fixed across its keys (as in real keys of deeper layers), equal to
