@@ -37,7 +37,7 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
     ----------
     frame : DataFrame
         Per-trial frame of :func:`kvstats.run_sweep` (at least :data:`REQUIRED_COLUMNS`,
-        one row, numeric metric columns without NaN).
+        one row, numeric metric columns without NaN, no missing case, budget or scheme).
     name : str
         Name of the argument in error messages.
 
@@ -63,6 +63,16 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
                          f"{list(REQUIRED_COLUMNS)}")
     if frame.empty:
         raise ValueError(f"{name} must have at least one row; received an empty frame")
+    keys = [*CASE_COLUMNS, "budget", "scheme"]
+    blank = [c for c in keys if frame[c].isna().any()]
+    if blank:
+        # every table groups the trials by these columns, and pandas' groupby drops a row
+        # whose key is missing: its tests and summaries would vanish without a word
+        n = int(frame[blank].isna().any(axis=1).sum())
+        raise ValueError(f"{name} has missing values (NaN or None) in the key column(s) {blank}, "
+                         f"in {n} of {len(frame)} row(s); the tables group the trials by {keys} "
+                         "and would leave those rows out: fill them (a case without parameters "
+                         "has params '-') or drop the rows")
     text = [f"{c} ({frame[c].dtype})" for c in METRICS if frame[c].dtype.kind not in "biuf"]
     if text:
         raise TypeError(f"{name} metric column(s) must be numeric; received {text}")
