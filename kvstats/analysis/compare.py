@@ -351,7 +351,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         the family's resolution in permutations (tens of thousands for a large family).
     equivalence : mapping metric -> margin, optional
         Equivalence margins: ``equivalence_test="ratio"``: mean(a)/mean(b) within
-        [1/(1+δ), 1+δ] (:func:`kvstats.stats.equivalence.tost_ratio`, b the reference);
+        [1/(1+δ), 1+δ] (:func:`kvstats.stats.equivalence.tost_ratio`, b the reference; not
+        for a metric in dB, a ValueError);
         "rank": θ = P(a > b) + ½P(a = b) within 0.5 ± δ (``tost_rank``).
     equivalence_test : {"ratio", "rank"}
     pairing : {"trial", "none"}
@@ -636,6 +637,12 @@ def _check_margins(equivalence: Mapping[str, float] | None, metrics: Sequence[st
     out = {}
     for metric, margin in equivalence.items():
         check_choice(metric, "equivalence metric", list(metrics))
+        if test == "ratio" and METRIC_TABLE[metric].unit == "dB":
+            # the report's options refuse it too: a dB value can be 0 or negative, and its
+            # ratio depends on the 0 dB reference, so "within 1 + δ" would say nothing
+            raise ValueError(f"equivalence[{metric!r}]: {metric} is in dB (can be negative), a "
+                             "ratio of means is meaningless; pass equivalence_test='rank' or "
+                             "drop it")
         high = 0.5 if test == "rank" else None
         out[metric] = check_real(margin, f"equivalence[{metric!r}]", low=0, high=high,
                                  low_open=True, high_open=True)

@@ -84,3 +84,13 @@ def test_metrics_are_read_once_and_named_once():
         compare_schemes(f, PAIR, metrics=["kl", "phi_k", "kl"], energy=False)
     with pytest.raises(TypeError, match="list of metric names"):
         compare_schemes(f, PAIR, metrics="kl", energy=False)
+
+
+@pytest.mark.parametrize("metric", ["snr_k", "snr_t", "snr_v_pooled"])
+def test_a_ratio_margin_on_a_db_metric_is_refused_as_the_reports_options_refuse_it(metric):
+    # mean(a)/mean(b) of dB values depends on the 0 dB reference (and flips sign across it)
+    f = _with_pooled(make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=10))
+    with pytest.raises(ValueError, match=rf"equivalence\['{metric}'\]: {metric} is in dB .*'rank'"):
+        compare_schemes(f, PAIR, energy=False, equivalence={metric: 0.1})
+    t = compare_schemes(f, PAIR, energy=False, equivalence={metric: 0.1}, equivalence_test="rank")
+    assert (t.test == "equivalence").sum() == 1
