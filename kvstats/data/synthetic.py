@@ -330,7 +330,9 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     -------
     Trials
         ``K (T, N, d)``, ``V (T, N, d)``, ``q (T, n_queries, d)`` and ``meta`` recording
-        the distributions, the resolved parameters and the seed.
+        the distributions, the resolved parameters and the seed: an int seed as given,
+        for ``seed=None`` the OS entropy drawn (an int that draws the same trials again),
+        for a SeedSequence or Generator the repr of its seed sequence before the call.
 
     Examples
     --------
@@ -363,6 +365,7 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     vp = _resolve(vdist, dict(value_params or {}), d, n_q, N, what="value_params")
 
     rng = as_generator(seed)
+    seed_record = _seed_record(seed, rng)          # before spawn advances the sequence
     streams = rng.spawn(2 * _N_STREAMS + 1)
     k_gens, v_gens, q_gen = streams[:_N_STREAMS], streams[_N_STREAMS:2 * _N_STREAMS], streams[-1]
 
@@ -378,11 +381,31 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         "value_distribution": vdist,
         "value_params": vp,
         "n_queries": n_q,
-        "seed": int(seed) if isinstance(seed, (int, np.integer)) else repr(seed),
+        "seed": seed_record,
         "dtype": dt.name,
         "generator": generator,
     }
     return Trials(K, V, q64.astype(dt), meta)
+
+
+def _seed_record(seed: Any, rng: np.random.Generator) -> int | str:
+    """What ``meta["seed"]`` records: a seed that draws the same trials again.
+
+    An int as given; for ``None`` the OS entropy drawn (an int: ``sample(seed=it)`` spawns
+    the same streams); for a SeedSequence or a Generator the repr of its seed sequence as
+    it was before this call (the streams are its next children, whatever state the
+    Generator's bits are in), to pass back as ``numpy.random.SeedSequence(...)``.
+    """
+    if isinstance(seed, (int, np.integer)):
+        return int(seed)
+    ss = rng.bit_generator.seed_seq
+    entropy = getattr(ss, "entropy", None)
+    if entropy is None:                       # a seedless bit generator: nothing to record
+        return repr(seed)
+    if seed is None:
+        return int(entropy)
+    return repr(np.random.SeedSequence(entropy, spawn_key=ss.spawn_key, pool_size=ss.pool_size,
+                                       n_children_spawned=ss.n_children_spawned))
 
 
 def attention_entropy(q: Float[np.ndarray, "*batch n_q d"],

@@ -286,3 +286,23 @@ def test_outlier_channel_bias_signs_are_fair_coins():
     assert np.all(np.abs(np.abs(mean) - 16.0) < 5 * m / np.sqrt(N))    # SE of a mean: m/√N
     n_pos = int((mean > 0).sum())
     assert stats.binomtest(n_pos, mean.size, 0.5).pvalue > 1e-3
+
+
+def test_meta_seed_draws_the_same_trials_again():
+    # Before: seed=None recorded 'None' (the OS entropy was lost), a Generator its repr
+    # 'Generator(PCG64) at 0x…', and a SeedSequence its state after the call (its children
+    # 9..17 when the trials came from 0..8): none of them redrew the trials.
+    ns = {"SeedSequence": np.random.SeedSequence}
+    t = sample("low_rank", 2, 8, 4, seed=None)
+    assert isinstance(t.meta["seed"], int)
+    np.testing.assert_array_equal(sample("low_rank", 2, 8, 4, seed=t.meta["seed"]).K, t.K)
+    ss = np.random.SeedSequence(5)
+    ss.spawn(3)                                  # a sequence with children already
+    g = np.random.default_rng(7)
+    g.standard_normal(10)                        # the bits' state does not matter, the sequence does
+    sample("gaussian", 1, 2, 2, seed=g)          # ...which this call advances
+    for seed in (ss, g):
+        t = sample("heavy_tailed", 2, 8, 4, seed=seed)
+        again = sample("heavy_tailed", 2, 8, 4, seed=eval(t.meta["seed"], ns))
+        for name in "KVq":
+            np.testing.assert_array_equal(getattr(again, name), getattr(t, name))
