@@ -22,7 +22,8 @@ from kvstats.results import CASE_COLUMNS
 __all__ = ["METRICS", "PROFILE_METRICS", "HIGHER_IS_BETTER", "CASE_COLUMNS", "REQUIRED_COLUMNS",
            "check_frame", "LABEL_DIGITS", "short_params", "label_digits"]
 
-#: Per-trial metrics summarised and tested (the reported metrics of the metric table).
+#: Per-trial metrics summarised and tested (the reported metrics of the metric table; the
+#: summaries and tests add the pooled SNRs where the frame has them: summary.POOLED_SNRS).
 METRICS = REPORT_METRICS
 #: The 6D error profile (scale and direction for K, V, T) used by the energy test.
 PROFILE_METRICS = PROFILE_6D
