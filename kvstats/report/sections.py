@@ -518,9 +518,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               "measured / predicted, with the measured interval divided by the prediction. "
               "See kvstats.analysis.theory_table. Measured: the mean (for the ratios, the ratio "
               f"of the two means) with a 95% BCa bootstrap CI ({opts['bootstrap_resamples']} "
-              "resamples; a ratio resamples its two samples apart, ignoring that they share "
-              "trials: too wide where the two schemes' values on a trial are positively "
-              "correlated, too narrow where negatively)."
+              "resamples; a ratio resamples the trials (texts) it divides as pairs, both "
+              "schemes having coded the same ones; a row with paired = False in theory.csv, "
+              "whose two cells hold different trials, resamples them apart)."
               + (f" Here every measured mean and interval is over {unit} (each one's trials "
                  "averaged first), as the rate–distortion gaps above." if clustered else ""))
         doc.table(_theory_fmt(theory, digits))
