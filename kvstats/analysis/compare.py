@@ -81,7 +81,7 @@ _COLUMNS = list(CASE_COLUMNS) + ["budget", "budget_b", "scheme_a", "scheme_b", "
                                  "statistic", "pvalue", "effect", "effect_low", "effect_high",
                                  "mean_a", "mean_b", "median_a", "median_b", "n_a", "n_b",
                                  "n_informative", "n_permutations", "max_permutations", "min_attainable_p",
-                                 "margin_low", "margin_high", "note"]
+                                 "margin_low", "margin_high", "note", "identical_pairs"]
 _NO_RESOLUTION = {"n_permutations": 0, "max_permutations": 0, "margin_low": math.nan,
                   "margin_high": math.nan}
 # ``n_informative``: the units that carry the test's information, where that is a count
@@ -199,7 +199,7 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
     return {**base, "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.estimate), "effect_low": float(res.low),
             "effect_high": float(res.high), "margin_low": float(res.margin_low),
-            "margin_high": float(res.margin_high),
+            "margin_high": float(res.margin_high), "identical_pairs": bool(res.identical_pairs),
             "note": (f"TOST, {what} in [{res.margin_low:.4g}, {res.margin_high:.4g}], "
                      f"{res.method}; interval {100 * (1 - 2 * alpha):.10g}% unadjusted")}
 
@@ -487,6 +487,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                      "median_b": math.nan, **_energy_row(X, Y, b_max, energy_stop, s, paired)})
 
     table = pd.DataFrame(rows, columns=_COLUMNS)
+    # only a TOST says whether its pairs were identical in every unit (tost_ratio/tost_rank)
+    table["identical_pairs"] = table["identical_pairs"].eq(True)
     table.attrs.update(alpha=alpha, correction=correction, n_tests=n_tests,
                        energy_max_permutations=b_max if energy_jobs else 0,
                        energy_resolution=energy_resolution, pairing=pairing,

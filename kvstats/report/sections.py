@@ -29,6 +29,7 @@ from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HEADER,  # noqa: F401
                                     EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_REGIONS, HEAVY_MARK,
+                                    IDENTICAL_PAIRS_NOTE, equivalence_verdict_text,
                                     HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _budget_text, _heavy_summary,
                                     _location_name, _no_pair_text, _scope_text, _tests_text,
@@ -98,7 +99,8 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
               for r in eq.itertuples(index=False)]
     doc.ul([f"{_case_title(r._asdict(), digits)}, n = {r.budget:g}"
             + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
-            + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: **{r.verdict}**"
+            + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: "
+            + f"**{equivalence_verdict_text(r.verdict, bool(r.identical_pairs), int(r.n_a))}**"
             + (f" {HEAVY_MARK}" if mark else "")
             + ("" if math.isnan(r.pvalue) else
                f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{ends[0]}, "
@@ -108,6 +110,8 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
                                      (_interval_and_region(e) for _, e in eq.iterrows()))])
     if any(marked):
         doc.p(EQUIVALENCE_HEAVY_NOTE)
+    if eq["identical_pairs"].any():
+        doc.p(IDENTICAL_PAIRS_NOTE)
 
 
 def _no_theory_text(summary: pd.DataFrame) -> str:

@@ -16,7 +16,8 @@ from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
-from kvstats.report.wording import DOMINANCE_HEADER, HEAVY_MARK, R_HEADER, _differ_text
+from kvstats.report.wording import (DOMINANCE_HEADER, HEAVY_MARK, R_HEADER, _differ_text,
+                                    equivalence_verdict_text)
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -138,7 +139,8 @@ def _equivalence_cell(e: pd.Series, alpha: float | None = None) -> str:
     if math.isnan(e["pvalue"]):
         return e["verdict"]
     low, high, m_low, m_high = _interval_and_region(e)
-    return (f"{e['verdict']}: {_num(e['effect'])} [{low}, {high}] in [{m_low}, {m_high}]? p adj "
+    verdict = equivalence_verdict_text(e["verdict"], bool(e.get("identical_pairs", False)), int(e["n_a"]))
+    return (f"{verdict}: {_num(e['effect'])} [{low}, {high}] in [{m_low}, {m_high}]? p adj "
             f"{_p(e['pvalue_adjusted'], alpha)}")
 
 
