@@ -17,7 +17,8 @@ renders these tables.
 """
 
 from kvstats.analysis.clustered import aggregate_clusters
-from kvstats.analysis.compare import check_comparisons, compare_schemes
+from kvstats.analysis.compare import (TESTABLE_METRICS, check_comparisons, compare_schemes,
+                                      default_metrics)
 from kvstats.analysis.crossover import find_crossovers
 from kvstats.analysis.frame import (CASE_COLUMNS, HIGHER_IS_BETTER, METRICS, PROFILE_METRICS,
                                     check_frame)
@@ -25,4 +26,5 @@ from kvstats.analysis.summary import summary_table
 from kvstats.analysis.theory import theory_table
 
 __all__ = ["aggregate_clusters", "CASE_COLUMNS", "HIGHER_IS_BETTER", "METRICS", "PROFILE_METRICS", "check_frame",
-           "check_comparisons", "compare_schemes", "find_crossovers", "summary_table", "theory_table"]
+           "check_comparisons", "compare_schemes", "default_metrics", "TESTABLE_METRICS",
+           "find_crossovers", "summary_table", "theory_table"]

@@ -212,9 +212,9 @@ def _snr_gap_text(summary: pd.DataFrame, digits: int | None = None, limit: int =
             f"{len(found)} of {n} (case, n, scheme, place)s: {shown}. Their per-vector SNR is "
             "spread (some vectors kept nearly exact, such as a full-precision window, lift the "
             "mean of dB; heavy tails spread it either way), so their snr_k or snr_v is not the SNR "
-            "of a typical coded vector, nor are the snr_k and snr_v rows of their tests: compare "
-            "them on the pooled columns (the Shannon–φ planes of keys and values plot the pooled "
-            "SNR), the rate–distortion table and the attention metrics.")
+            "of a typical coded vector, nor are the snr_k and snr_v rows of their tests: read their "
+            "snr_k_pooled and snr_v_pooled rows (tested alongside; the Shannon–φ planes of keys "
+            "and values plot the pooled SNR), the rate–distortion table and the attention metrics.")
 
 
 def _other_code_text(n_other: Any) -> str:

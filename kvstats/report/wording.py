@@ -230,6 +230,11 @@ def _location_name(opts: dict[str, Any]) -> str:
     return "sign" if opts.get("pairing", "none") == "trial" else "Mann–Whitney"
 
 
+# summary_table's exact interval where a bootstrap of a constant sample has none
+ALL_ZERO_FRACTION = ("; a fraction metric (recall@5, argmax shift) whose n values are all 0 "
+                     "gets the exact [0, 1 − ((1 − c)/2)^(1/n)], all 1 its mirror")
+
+
 def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     res = _resolution(comp)
     n = res["n_tests"]
@@ -237,7 +242,7 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
         return ("Tests: none, since no comparison pair was present (\"Crossovers of the winner "
                 f"across budgets\" says which labels the sweep has). Means with "
                 f"{_pct(opts['confidence'])} bootstrap CIs (BCa, {opts['bootstrap_resamples']} "
-                "resamples).")
+                f"resamples{ALL_ZERO_FRACTION}).")
     energy = comp[comp["test"] == "energy"]
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
@@ -265,7 +270,7 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme "
              "data, the rest of the family as observed (\"not resolvable\"). "
              f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
-             f"{opts['bootstrap_resamples']} resamples).")
+             f"{opts['bootstrap_resamples']} resamples{ALL_ZERO_FRACTION}).")
     return text
 
 

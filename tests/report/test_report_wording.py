@@ -65,7 +65,7 @@ def test_header_states_the_confidence_level_the_tables_use(tmp_path):
                                                "equivalence": {"kl": 0.5}}),
                             tmp_path, figures=False, energy_resamples=19)
     md = rep.files["markdown"].read_text()
-    assert "Means with 97.5% bootstrap CIs (BCa, 99 resamples)" in md
+    assert "Means with 97.5% bootstrap CIs (BCa, 99 resamples;" in md
     # the TOST intervals are 1 − 2α = 97.5%, not the rounded "98%"
     assert "unadjusted 97.5% intervals" in md and "97.5% CI [" in md and "98%" not in md
 
@@ -398,6 +398,9 @@ def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
     snr = [line for line in theory if "| k_snr_db |" in line]
     ratio = [line for line in theory if "| ip_var_ratio" in line]
     assert snr and ratio
+    # the means' intervals name their method, and the exact one of an all-0 fraction
+    from kvstats.report.wording import ALL_ZERO_FRACTION
+    assert f"bootstrap CIs (BCa, 99 resamples{ALL_ZERO_FRACTION})." in md
     # the intervals name their method
     assert "Measured: the mean (for the ratios, the ratio of the two means) with a 95% BCa " \
         "bootstrap CI (99 resamples" in md
