@@ -198,6 +198,10 @@ class _CodesLayer(DynamicLayer):
             # numpy coders code each whole group once; the torch sides hold what they store
             draws = (self.n_heads,) if independent else ()
             self.scheme = owner._make(dim, np.random.SeedSequence([owner.seed, self.layer_idx]), draws)
+            if hasattr(self.scheme.key_coder, "hold_sketches_as"):
+                # qjl: the numpy coder codes float32 blocks only (_code_block), whose products
+                # cast its sketch to float32: held so, the same bits at half its float64 bytes
+                self.scheme.key_coder.hold_sketches_as(np.float32)
             self.key_side, self.value_side = make_sides(self.scheme)
             self.store = {f"k_{n}": b for n, b in self.key_side.store.items()}
             self.store.update({f"v_{n}": b for n, b in self.value_side.store.items()})

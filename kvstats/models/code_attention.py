@@ -95,6 +95,23 @@ def _pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
     return ((words[..., None] >> _shifts(8, bits)) & 255).to(torch.uint8).reshape(*lead, -1)
 
 
+@lru_cache(maxsize=64)
+def _codebook(centroids: bytes, boundaries: bytes, bits: int) -> tuple[torch.Tensor, ...]:
+    """float32 centroids, boundaries, byte table (None for 3 and 5-7 bits) and the loops'
+    table of a codebook, one set shared by every coder with that codebook (a Lloyd–Max
+    codebook depends on bits and dimension only: one per cache, not one per layer)."""
+    c, b = (torch.from_numpy(np.frombuffer(x, np.float32).copy()) for x in (centroids, boundaries))
+    table = _byte_table(c, bits) if 8 % bits == 0 else None
+    return c, b, table, table if bits != 3 else _byte_table(c, 3)
+
+
+@lru_cache(maxsize=1)
+def _sign_tables() -> tuple[torch.Tensor, torch.Tensor]:
+    """The ±1 sign values and their (256, 8) byte table, shared by every prod coder."""
+    values = torch.tensor([-1.0, 1.0])
+    return values, _byte_table(values, 1)
+
+
 def _byte_table(values: torch.Tensor, bits: int) -> torch.Tensor:
     """``(256, 8 // bits)``: the values of the codes packed in each byte value; for 3 bits
     ``(64, 2)``: the values of each pair of adjacent codes (6 bits, low code first)."""
@@ -160,11 +177,9 @@ class SideCoder:
             s = np.stack([e.signs for e in exports]) / np.sqrt(dp)
             self.signs = torch.from_numpy(s[:, None, :d].astype(np.float32))  # (H or 1, 1, d)
             self.hd = _hadamard_rows(d, dp)                                    # (d, d_pad)
-        self.centroids = torch.from_numpy(e0.centroids.astype(np.float32))
-        self.boundaries = torch.from_numpy(e0.boundaries.astype(np.float32))
-        self.table = _byte_table(self.centroids, self.bits) if 8 % self.bits == 0 else None
-        # the look-up loops' table: per byte, or per pair of codes for 3 bits
-        self.lut_table = self.table if self.bits != 3 else _byte_table(self.centroids, 3)
+        # the look-up loops' table (lut_table): per byte, or per pair of codes for 3 bits
+        self.centroids, self.boundaries, self.table, self.lut_table = _codebook(
+            e0.centroids.astype(np.float32).tobytes(), e0.boundaries.astype(np.float32).tobytes(), self.bits)
         self.code_bytes = -(-dp // 8) * self.bits
         self.sketch = None
         self.scale, self.sign_bytes = 0.0, 0
@@ -173,8 +188,7 @@ class SideCoder:
             self.sketch = torch.from_numpy(sk)
             self.scale = float(e0.sketch_scale)
             self.sign_bytes = -(-self.m // 8)
-            self.sign_values = torch.tensor([-1.0, 1.0])
-            self.sign_table = _byte_table(self.sign_values, 1)
+            self.sign_values, self.sign_table = _sign_tables()
 
     def __getstate__(self) -> dict:
         # the compiled encoder's raw pointers (lut_kernel) address this object's tensors,

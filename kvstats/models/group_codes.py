@@ -234,8 +234,18 @@ class TokenValueSide(_Side):
 
 
 def _sketch_t(sketch) -> torch.Tensor:
-    """``Sᵀ`` float32 ``(H or 1, d, m)`` of a :class:`~kvstats.quant.sketch.Sketch`."""
-    st = np.swapaxes(np.asarray(sketch.matrix, dtype=np.float32), -1, -2)
+    """``Sᵀ`` float32 ``(H or 1, d, m)`` of a :class:`~kvstats.quant.sketch.Sketch`.
+
+    An srht sketch's matrix is built here and not kept: reading ``sketch.matrix`` would
+    cache a float64 copy in the numpy coder, which codes by the fast transform and
+    never reads it. (The torch matmuls need this contiguous ``Sᵀ`` of their own: over a
+    transposed view of the numpy coder's ``S`` a one-query product rounds differently.)
+    """
+    from kvstats.quant.sketch import _srht_matrix
+
+    matrix = (sketch.dense if sketch.dense is not None
+              else _srht_matrix(sketch.signs, sketch.rows, sketch.m, sketch.dim))
+    st = np.swapaxes(np.asarray(matrix, dtype=np.float32), -1, -2)
     return _t(st.reshape((-1,) + st.shape[-2:]))
 
 

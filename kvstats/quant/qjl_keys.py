@@ -127,6 +127,30 @@ class QJLKeyQuantizer:
         self.outlier_sketch = (make_sketch(sketch, self.outlier_m, self.dim, seed=out_rng,
                                            draws=self.draws) if self.n_outliers else None)
 
+    def hold_sketches_as(self, dtype: DTypeLike) -> None:
+        """Hold the dense sketch matrices (Gaussian, orthogonal) in ``dtype`` from now on.
+
+        For a caller that codes and decodes arrays of that dtype only (the quantized
+        cache: float32). Every product casts the matrix to its input's dtype
+        (:meth:`~kvstats.quant.sketch.Sketch.project`), to the same values and layout as
+        a matrix held in that dtype, so float32 inputs give the same codes and decodes
+        bit for bit, at half the memory of float64. Float64 inputs would then multiply
+        by the rounded matrix. An ``"srht"`` sketch holds only its signs: unchanged.
+
+        Examples
+        --------
+        >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
+        >>> K = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
+        >>> before = qk.encode(K)
+        >>> qk.hold_sketches_as(np.float32)
+        >>> qk.sketch.matrix.dtype, bool(np.array_equal(qk.encode(K).inlier.signs, before.inlier.signs))
+        (dtype('float32'), True)
+        """
+        dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
+        self.sketch = _in_dtype(self.sketch, dtype)
+        if self.outlier_sketch is not None:
+            self.outlier_sketch = _in_dtype(self.outlier_sketch, dtype)
+
     # -- grouping
     def n_groups(self, n_tokens: int) -> int:
         """Number of token groups (the last may be partial).

@@ -241,3 +241,47 @@ def test_numpy_codes_are_counted_by_their_owning_arrays():
     a = np.zeros(10)
     assert _array_bytes([a, a[2:], {"v": a[::2]}], set()) == 80
     assert _array_bytes([a[2:]], set()) == 80 and _array_bytes([np.zeros(3, np.float16)], set()) == 6
+
+
+@pytest.mark.parametrize("params", [{}, {"n_outliers": 4}, {"sketch": "srht"}])
+def test_qjl_holds_its_sketches_once_in_float32_with_the_same_codes(params):
+    # The cache's numpy qjl coder codes float32 blocks only: its dense sketches are held in
+    # float32 (not float64), an srht sketch as its signs (no materialised matrix); the codes
+    # and the decode are bit for bit those of a coder holding float64 sketches.
+    from kvstats.quant.schemes import make_scheme
+
+    k, v = _kv(70)
+    cache = QuantizedCache("qjl", 3, seed=5, group_size=8, **params)
+    cache.update(k[:, :, :40], v[:, :, :40], layer_idx=0)
+    for t in range(40, 70):
+        cache.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+    lay = cache.layers[0]
+    ref = make_scheme("qjl", 3, 64, seed=np.random.SeedSequence([5, 0]), draws=(3,), group_size=8, **params)
+    codes = ref.quantize(k[:, :, :64].numpy(), v[:, :, :64].numpy())
+    assert torch.equal(lay.key_side.view("signs"), torch.from_numpy(codes.key.inlier.signs))
+    assert torch.equal(lay.key_side.view("norms"), torch.from_numpy(codes.key.inlier.norms))
+    k_hat, _ = ref.dequantize(codes)
+    assert torch.equal(lay.dequantized()[0][:, :, :64], torch.from_numpy(k_hat))
+    sketches = [lay.scheme.key_coder.sketch] + ([lay.scheme.key_coder.outlier_sketch] if params.get("n_outliers") else [])
+    torch_bytes = sum(t.numel() * 4 for t in lay.key_side.fixed_tensors())   # the float32 Sᵀ of the reader
+    per = 3 * 192 * 64                                                         # heads × m × d per sketch
+    assert torch_bytes == len(sketches) * per * 4
+    for s in sketches:
+        assert "matrix" not in vars(s) or s.dense is not None                 # srht: no float64 matrix cached
+        assert s.dense is None if params.get("sketch") == "srht" else s.dense.dtype == np.float32
+    numpy_bytes = 0 if params.get("sketch") == "srht" else len(sketches) * per * 4
+    srht_signs = sum(s.signs.nbytes + (0 if s.rows is None else s.rows.nbytes) for s in sketches if s.dense is None)
+    assert cache.fixed_nbytes() == torch_bytes + numpy_bytes + srht_signs
+
+
+@pytest.mark.parametrize("name,bits,sketches", [("KQV", 4, 1), ("QKQV", 3, 2), ("turboquant_mse", 4, 0)])
+def test_each_further_layer_holds_only_its_own_random_state(name, bits, sketches):
+    # Codebooks, their look-up tables and the sign table depend on bits and dimension only:
+    # held once per cache. A further layer adds only its draws: both sides' rotation signs
+    # and the value (and key) sketches, float32.
+    k, v = _kv(5)
+    cache = QuantizedCache(name, bits, seed=0)
+    cache.update(k, v, layer_idx=0)
+    one = cache.fixed_nbytes()
+    cache.update(k, v, layer_idx=1)
+    assert cache.fixed_nbytes() - one == 4 * 3 * 64 * (2 + 64 * sketches)
