@@ -58,15 +58,21 @@ def test_parity_with_numpy_scheme(name, bits, d):
     Kn, Vn = scheme.dequantize(scheme.quantize(K.astype(np.float64), V.astype(np.float64)))
     cache = quantize_kv(K, V, spec, params, impl="reference")
     Kh, Vh = (np.asarray(a)[:, :N] for a in dequantize_kv(cache, spec, params))
-    # Same signs, codebooks and sketches: codes agree except where float32 and float64
-    # land on different sides of a boundary (a near-zero fraction); then the dequantized
-    # caches agree to float16-norm rounding (2^-11 relative) on almost every vector.
-    close_k = np.all(np.abs(Kh - Kn) <= 2e-3 * np.linalg.norm(K, axis=-1, keepdims=True), axis=-1)
-    close_v = np.all(np.abs(Vh - Vn) <= 2e-3 * np.linalg.norm(V, axis=-1, keepdims=True), axis=-1)
-    assert close_k.mean() >= 0.97 and close_v.mean() >= 0.97
+    # Same signs, codebooks, sketches and float16 norms: codes agree except where float32
+    # and float64 land on different sides of a boundary (~1e-7 of the coordinates: none
+    # here, one vector of the 80 allowed), and the dequantized vectors then agree to float32
+    # rounding: <= 2.4e-7 of the norm (2026-12-02), bounded at 1e-5. (The bound was 2e-3:
+    # the residual taken against a float32 norm, not the stored float16 one, then failed
+    # only at d = 96; now every case with a QJL part.)
+    close_k = np.all(np.abs(Kh - Kn) <= 1e-5 * np.linalg.norm(K, axis=-1, keepdims=True), axis=-1)
+    close_v = np.all(np.abs(Vh - Vn) <= 1e-5 * np.linalg.norm(V, axis=-1, keepdims=True), axis=-1)
+    assert close_k.mean() >= 0.98 and close_v.mean() >= 0.98
     got = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
     want = np.asarray(dense_decode_attention(q, Kn, Vn))
-    np.testing.assert_allclose(got, want, atol=0.05 * np.abs(want).max())
+    # <= 1e-6 of max |want| when no code flipped (2026-12-02); a flipped code moves a
+    # vector by a centroid gap, so the bound is loose only then
+    flipped = not (close_k.all() and close_v.all())
+    np.testing.assert_allclose(got, want, atol=(0.05 if flipped else 1e-5) * np.abs(want).max())
 
 
 def test_error_vs_original_cache_is_the_schemes_own_error():
