@@ -96,6 +96,9 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
     _check_mesh(mesh, head_axis, seq_axis)
     params = check_params(spec, params)
     check_cache(cache, spec)
+    if not isinstance(cache.length, jax.core.Tracer) and int(cache.length) < 1:
+        # as decode_attention: every shard would have l = 0 and the output be 0/0
+        raise ValueError(f"cache.length must be >= 1 to attend; received {int(cache.length)}")
     n_head_dev = mesh.shape[head_axis]
     if cache.n_heads % n_head_dev:
         raise ValueError(f"the cache's {cache.n_heads} KV heads must be divisible by mesh axis "

@@ -46,3 +46,7 @@ def test_bad_mesh_arguments():
         shard_cache(cache, mesh, seq_axis="seq")
     with pytest.raises(TypeError, match="cache must be a QuantizedKVCache; received tuple"):
         shard_cache(tuple(cache), mesh)
+    # an empty cache is refused, as by decode_attention (it gave NaN: l = 0 on every shard)
+    with pytest.raises(ValueError, match="cache.length must be >= 1 to attend; received 0"):
+        sharded_decode_attention(q, cache._replace(length=jax.numpy.asarray(0, jax.numpy.int32)), spec, params,
+                                 mesh)
