@@ -38,8 +38,9 @@
 # Dry run on a machine without a GPU: RUNBOOK_ALLOW_CPU=1 runs the same steps on the CPU
 # (the gpu tests skip, which checks that they collect; the bench checks each backend's
 # kernels in the Pallas interpreter and times the jnp reference at its CPU sizes, with
-# T_BENCH defaulting to 900 s: the interpreter is slow), to check the script and the
-# imports under another environment; its exit status says nothing about the GPU.
+# T_BENCH defaulting to 900 s: the interpreter is slow; XLA's optimisations off unless
+# JAX_DISABLE_MOST_OPTIMIZATIONS is set), to check the script and the imports under another
+# environment; its exit status says nothing about the GPU.
 set -u -o pipefail
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -114,8 +115,11 @@ if [[ "$backend" == "gpu" ]]; then
     export KVSTATS_REQUIRE_GPU=1  # tests/gpu/conftest.py: no GPU is then an error, not a skip
     bench_default="--require-gpu --schemes KQV:4 --tokens 32768 131072"
 else
+    # XLA's optimisations off, as tests/gpu do off a GPU: the interpreter's programs compile
+    # about twice as fast and compute the same operations (its CPU timings are then -O0's)
+    export JAX_DISABLE_MOST_OPTIMIZATIONS=${JAX_DISABLE_MOST_OPTIMIZATIONS:-1}
     echo "runbook: DRY RUN on the CPU (RUNBOOK_ALLOW_CPU=1): gpu tests skip, the bench runs its CPU sizes" \
-        | tee -a "$OUT_DIR/env.txt"
+         "(JAX_DISABLE_MOST_OPTIMIZATIONS=$JAX_DISABLE_MOST_OPTIMIZATIONS)" | tee -a "$OUT_DIR/env.txt"
     bench_default="--schemes KQV:4 --quick"
     T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 fi

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kvstats
+from kvstats_gpu.bench import AGREE_RTOL, rel_err
 from kvstats_gpu.bridge import make_cache_spec
 from kvstats_gpu.cache import quantize_kv
 from kvstats_gpu.decode import decode_attention
@@ -71,4 +72,6 @@ def test_compiled_decode_attention_at_32k_tokens(name, bits, backend, kv_32k):
     assert np.mean(np.asarray(cache.k_planes) != np.asarray(ref_cache.k_planes)) < 1e-4
     got = np.asarray(decode_attention(q, cache, spec, params, impl=backend))
     want = np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
-    np.testing.assert_allclose(got, want, atol=5e-5)
+    # relative (the bench's bound): outputs at 32k tokens are means of ~1e4 values, ~1e-2 in
+    # size, where an absolute 5e-5 would pass a 0.5% error; float32 gives ~1e-6 (interpreter)
+    assert rel_err(got, want) <= AGREE_RTOL, rel_err(got, want)
