@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from kvstats.analysis import CASE_COLUMNS, METRICS
+from kvstats.analysis import CASE_COLUMNS, METRICS, TESTABLE_METRICS
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.analysis.resolution import ROUNDING_RTOL
 from kvstats.metrics.table import METRIC_TABLE
@@ -86,6 +86,12 @@ EQUIVALENCE_HEAVY_NOTE = (f"{HEAVY_MARK} after an equivalence verdict: a mean be
 
 
 # ---------------------------------------------------------------------- metrics and units
+#: After a pooled SNR's definition: why it is tested beside the mean of per-vector dB.
+POOLED_REMARK = ("; tested beside the mean of per-vector dB (snr_k, snr_v), shown in the scheme "
+                 "tables as \"snr_k pooled\", \"snr_v pooled\": a scheme that keeps some vectors nearly exact (a "
+                 "full-precision window) lifts the mean of per-vector dB far above it; results "
+                 "without the pooled columns have none")
+
 #: The scheme table's other columns, defined beside the metrics.
 COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
     "bits nominal": ("bits per coordinate", "n, the code bits per coordinate the scheme is "
@@ -93,12 +99,6 @@ COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
     "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
                    "norms, scales, zero-points, outlier indices and padding, mean of the key "
                    "and value sides"),
-    "snr_k pooled, snr_v pooled": ("dB", "energy-pooled SNR of the trial, "
-                                   "10·log10(Σ‖x‖²/Σ‖x − x̂‖²) over its keys (values): what the "
-                                   "rate–distortion limit bounds, and the SNR of the coded vectors "
-                                   "where a scheme keeps some vectors nearly exact (a full-precision "
-                                   "window), which lift the mean of per-vector dB (snr_k, snr_v) far "
-                                   "above it; results without the pooled columns have none"),
     "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL"),
     # no ‡ here: the mark appears only where a mean carries it
     "kl tail α (95% upper)": ("", "one-sided 95% upper confidence bound of Hill's tail index "
@@ -107,8 +107,8 @@ COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
 
 
 def metrics_table() -> pd.DataFrame:
-    """The report's "Metrics and units" table: one row per reported metric (label, unit,
-    direction and definition from the metric table), then
+    """The report's "Metrics and units" table: one row per tested metric (the reported ones,
+    then the pooled SNRs; label, unit, direction and definition from the metric table), then
     the bits and KL-tail columns of the scheme tables (:data:`COLUMN_DEFINITIONS`).
 
     Examples
@@ -118,11 +118,11 @@ def metrics_table() -> pd.DataFrame:
     (['KL', 'nats', 'lower'], 'rad')
     """
     rows = []
-    for name in METRICS:
+    for name in TESTABLE_METRICS:
         m = METRIC_TABLE[name]
         rows.append({"column": name, "label": m.label, "unit": m.unit,
                      "better": {True: "higher", False: "lower"}.get(m.higher_is_better, "–"),
-                     "definition": m.definition})
+                     "definition": m.definition + POOLED_REMARK * (name not in METRICS)})
     for name, (unit, text) in COLUMN_DEFINITIONS.items():
         rows.append({"column": name, "label": "", "unit": unit, "better": "–", "definition": text})
     return pd.DataFrame(rows)
