@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from kvstats._checks import _describe, check_choice, check_int, did_you_mean
 from kvstats.data.register import distribution_names
-from kvstats.data.synthetic import _NU_MIN, GENERATORS
+from kvstats.data.synthetic import GENERATORS, _resolve
 from kvstats.plugins import load_plugins, resolve_plugin
 from kvstats.quant.register import scheme_names
 from kvstats.quant.registry import scheme_def
@@ -338,13 +338,14 @@ class SweepConfig:
                 raise ValueError(f"distribution name must be one of {list(known)}; received "
                                  f"{spec.name!r}{did_you_mean(spec.name, known) or _OWN_HINT}"
                                  f"{_plugins_said(plugins)}")
-            nu = spec.params.get("nu") if spec.name == "heavy_tailed" else None
-            if nu is not None and (isinstance(nu, bool) or not isinstance(nu, (int, float))
-                                   or not nu >= _NU_MIN or nu == float("inf")):
-                # one range in one message (sample() checks > 1 first, then >= 1.05)
-                raise ValueError(f"distribution 'heavy_tailed' param nu must be a finite number >= "
-                                 f"{_NU_MIN} (the mean exists only for nu > 1, and below {_NU_MIN} "
-                                 f"single draws reach 1e8 and more); received {nu!r}")
+            if spec.name == "heavy_tailed" and "nu" in spec.params:
+                # nu's range does not depend on (d, N): sample()'s own check, here rather
+                # than at the grid's first draw (other parameters, e.g. rank <= d, do)
+                try:
+                    _resolve("heavy_tailed", {"nu": spec.params["nu"]}, MIN_KEYS, 1, MIN_KEYS,
+                             what="parameter(s)")
+                except (ValueError, TypeError) as exc:
+                    raise type(exc)(f"distribution 'heavy_tailed' param {exc}") from None
         return [DistributionSpec(REAL, _real_params(s.params)) if s.name == REAL else s for s in specs]
 
     @classmethod

@@ -7,7 +7,7 @@ created) with exit status 2 and one line that names the key and what was receive
 import pytest
 
 from kvstats.cli import main
-from kvstats.sweep import load_config, run
+from kvstats.sweep import SweepConfig, load_config, run
 
 BASE = """\
 [sweep]
@@ -209,3 +209,22 @@ def test_an_incomplete_config_shows_the_smallest_one(tmp_path, capsys, no_comput
     config.write_text('schemes = ["KQV"]\ndistributions = ["gaussian"]\n')
     cfg = load_config(config)
     assert [s.name for s in cfg.schemes] == ["KQV"] and [d.name for d in cfg.distributions] == ["gaussian"]
+
+
+@pytest.mark.parametrize("nu", [1.0001, 0, -2.5, float("inf"), float("nan"), True, "3"])
+def test_the_config_refuses_nu_with_the_samplers_own_rule(nu):
+    """nu's range does not depend on (d, N), so the config refuses it when read, before the
+    grid's first draw; with the sampler's own check and message (one rule, not a copy),
+    the error's type included (a string or a bool is a TypeError, a number out of range a
+    ValueError)."""
+    from kvstats.data.synthetic import sample
+
+    with pytest.raises((ValueError, TypeError)) as by_sample:
+        sample("heavy_tailed", 1, 8, 4, nu=nu)
+    with pytest.raises(type(by_sample.value)) as by_config:
+        SweepConfig.from_dict({"schemes": ["KQV"], "distributions": [
+            {"name": "heavy_tailed", "params": [{"nu": 3.0}, {"nu": nu}]}]})
+    assert str(by_config.value) == f"distribution 'heavy_tailed' param {by_sample.value}"
+    # in range: taken, as the sampler takes it
+    SweepConfig.from_dict({"schemes": ["KQV"], "distributions": [{"name": "heavy_tailed",
+                                                                   "params": {"nu": 1.05}}]})
