@@ -204,6 +204,8 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
     """
     if meta is None:
         return "carries no kvstats metadata (written by an older version or another program)"
+    if not isinstance(meta, dict):   # valid JSON of another shape: not a record kvstats wrote
+        return f"carries a metadata record that is not kvstats' (a JSON {type(meta).__name__})"
     if meta.get("kvstats_cell") != CELL_VERSION:
         return f"has metadata version {meta.get('kvstats_cell')!r}, expected {CELL_VERSION}"
     if meta.get("cell_id") != cid or meta.get("key") != key:
@@ -258,7 +260,10 @@ def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int,
     try:
         frame, meta = read_table_meta(path)
     except (ValueError, OSError) as exc:
-        return None, f"cannot be read ({' '.join(str(exc).split())[:200]})"
+        # the reader's own error (its message repeats the path the caller names already)
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        text = " ".join(f"{type(cause).__name__}: {cause}".replace(str(path), path.name).split())
+        return None, f"cannot be read as a table (truncated, or not a cell file): {text[:160]}"
     reason = check_cell(frame, meta, cid=cid, key=key, n_trials=n_trials, code=code)
     return (None, reason) if reason else (frame, None)
 

@@ -42,14 +42,6 @@ def _toml(cfg: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    """Equal bit for bit: same columns and dtypes, floats compared as their bit patterns."""
-    pd.testing.assert_frame_equal(a, b, check_exact=True)
-    for col in a.columns:
-        if a[col].dtype.kind == "f":
-            assert np.array_equal(a[col].to_numpy().view(np.int64), b[col].to_numpy().view(np.int64)), col
-
-
 @pytest.fixture(scope="module")
 def reference():
     return run_sweep(TINY, executor="serial", progress=False).frame
@@ -98,7 +90,7 @@ DAMAGES = ("other_cell", "short", "truncated", "edited", "no_metadata")
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_damaged_cells_are_recomputed(tmp_path, fmt, reference, monkeypatch, capfd):
+def test_damaged_cells_are_recomputed(same_bits, tmp_path, fmt, reference, monkeypatch, capfd):
     if fmt == "csv":
         monkeypatch.setattr(store, "_has_parquet", lambda: False)
     run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
@@ -116,13 +108,52 @@ def test_damaged_cells_are_recomputed(tmp_path, fmt, reference, monkeypatch, cap
     assert err.count("recomputing it") == 5
     assert status[cells[5].stem]["status"] == "resumed"
     assert again.manifest["n_computed"] == 5   # a recomputed cell was computed
-    _same(again.frame, reference)
-    _same(load_result(tmp_path).frame, reference)
+    same_bits(again.frame, reference)
+    same_bits(load_result(tmp_path).frame, reference)
     # the repaired store is trusted again: nothing recomputed
     assert run_sweep(TINY, out=tmp_path, executor="serial", progress=False).manifest["n_computed"] == 0
 
 
-def test_a_cell_with_rows_of_another_cell_is_not_reused(tmp_path, reference):
+def _metadata(path: Path, raw: bytes) -> None:
+    """Replace the kvstats record of a parquet cell with ``raw``, its rows kept."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({b"kvstats": raw}), path)
+
+
+@pytest.mark.parametrize("how, reason", [
+    ("empty", "cannot be read as a table (truncated, or not a cell file): ArrowInvalid: "),
+    ("text", "cannot be read as a table (truncated, or not a cell file): ArrowInvalid: "),
+    ("record not JSON", "cannot be read as a table (truncated, or not a cell file): JSONDecodeError: "),
+    ("record a JSON list", "carries a metadata record that is not kvstats' (a JSON list)"),
+    ("record a JSON string", "carries a metadata record that is not kvstats' (a JSON str)"),
+])
+def test_a_foreign_or_corrupt_file_in_the_place_of_a_cell_is_recomputed(same_bits, tmp_path, reference,
+                                                                         capfd, how, reason):
+    """Whatever lies at a cell's name (an empty or text file, a parquet file whose record is
+    not kvstats' JSON object): the resumed sweep says in one line why it recomputes that
+    cell, and gives the uninterrupted sweep's frame; never a traceback."""
+    run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    path = sorted((tmp_path / "cells").iterdir())[0]
+    if how == "empty":
+        path.write_bytes(b"")
+    elif how == "text":
+        path.write_text("trial,kl\n0,0.5\n")
+    else:
+        _metadata(path, {"record not JSON": b"{nope", "record a JSON list": b"[1, 2]",
+                         "record a JSON string": b'"cell"'}[how])
+    capfd.readouterr()
+    res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
+    (cell,) = [c for c in res.manifest["cells"] if c["id"] == path.stem]
+    assert cell["status"] == "recomputed" and cell["reason"].startswith(reason), cell
+    assert str(tmp_path) not in cell["reason"]   # the line names the cell once, not its path again
+    (line,) = [ln for ln in capfd.readouterr().err.splitlines() if "recomputing it" in ln]
+    assert line.startswith(f"kvstats sweep: cell {path.stem} (") and reason in line, line
+    same_bits(res.frame, reference)
+
+
+def test_a_cell_with_rows_of_another_cell_is_not_reused(same_bits, tmp_path, reference):
     """Metadata copied with the file name changed: the rows still say which cell they are."""
     run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     a, b = sorted((tmp_path / "cells").iterdir())[:2]
@@ -131,7 +162,7 @@ def test_a_cell_with_rows_of_another_cell_is_not_reused(tmp_path, reference):
     assert meta["cell_id"] == a.stem
     res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert {c["id"]: c["status"] for c in res.manifest["cells"]}[b.stem] == "recomputed"
-    _same(res.frame, reference)
+    same_bits(res.frame, reference)
 
 
 @pytest.mark.parametrize("fault, reason", [
@@ -261,7 +292,7 @@ with lock_dir(sys.argv[1]):
 """
 
 
-def test_a_second_sweep_into_a_locked_folder_refuses(tmp_path, capsys, reference):
+def test_a_second_sweep_into_a_locked_folder_refuses(same_bits, tmp_path, capsys, reference):
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=_env())
     try:
@@ -278,7 +309,7 @@ def test_a_second_sweep_into_a_locked_folder_refuses(tmp_path, capsys, reference
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
-    _same(run_sweep(TINY, out=tmp_path, executor="serial", progress=False).frame, reference)
+    same_bits(run_sweep(TINY, out=tmp_path, executor="serial", progress=False).frame, reference)
 
 
 def test_the_lock_is_per_thread_and_reentrant(tmp_path):
@@ -303,7 +334,7 @@ def _try_lock(path):
         return "in use by another sweep in this process" if "in this process" in str(exc) else str(exc)
 
 
-def test_concurrent_sweeps_of_two_configs_into_one_folder(tmp_path):
+def test_concurrent_sweeps_of_two_configs_into_one_folder(same_bits, tmp_path):
     """Two processes at once: each finishes or refuses clearly; the folder is one sweep."""
     out = tmp_path / "out"
     procs = []
@@ -322,11 +353,11 @@ def test_concurrent_sweeps_of_two_configs_into_one_folder(tmp_path):
             assert "in use by another sweep" in err and err.count("\n") == 1, err
     res = load_result(out)  # a matching pair, whichever finished last
     cfg = TINY if res.config.seed == TINY["seed"] else OTHER
-    _same(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
+    same_bits(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
     assert not list(out.rglob("*.tmp"))
 
 
-def test_kill_9_at_random_points_then_resume(tmp_path):
+def test_kill_9_at_random_points_then_resume(same_bits, tmp_path):
     """SIGKILL a CLI sweep twice at random points (each after some more cells are written,
     plus a random delay), then resume: the table equals an uninterrupted run bit for bit;
     nothing half-written is ever read."""
@@ -356,7 +387,7 @@ def test_kill_9_at_random_points_then_resume(tmp_path):
     run_sweep(cfg, out=out, executor="serial", progress=False)  # the resume
     res = load_result(out)
     assert res.manifest["n_cells"] == 40
-    _same(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
+    same_bits(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
     assert not list(out.rglob("*.tmp"))
 
 
