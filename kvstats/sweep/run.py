@@ -46,7 +46,7 @@ from kvstats.sweep import plan
 from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
                                  load_cell, lock_dir, make_manifest, write_cell, write_result)
-from kvstats.sweep.work import _compute_task
+from kvstats.sweep.work import _compute_task, _naming
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
 
@@ -140,6 +140,28 @@ def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any
                 bar.update(rest)
 
 
+def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
+    """The sweep's progress bar: it moves per chunk (it counts the cells' coded trials, in
+    integers) and shows whole finished cells, ``sweep:  27%|██▋   | 6/24 cells [...]``.
+
+    The count is the attribute ``cells_done`` (``n_done`` resumed cells at the start),
+    which the caller raises as each cell is complete.
+    """
+    from tqdm.auto import tqdm
+
+    class CellBar(tqdm):
+        cells_done = n_done
+
+        @property
+        def format_dict(self) -> dict[str, Any]:   # tqdm fills bar_format from this
+            return {**super().format_dict, "cells_done": self.cells_done, "cells": n_cells}
+
+    return CellBar(total=n_cells * n_trials, initial=n_done * n_trials, desc="sweep", disable=not show,
+                   file=sys.stderr,
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {cells_done}/{cells} cells "
+                              "[{elapsed}<{remaining}]")
+
+
 def _default_workers(n_tasks: int) -> int:
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -185,13 +207,10 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
                 sample(cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
                        dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1),
                        **cell.params)
-            except (ValueError, TypeError) as exc:
-                raise type(exc)(f"distribution {cell.distribution!r} params {cell.params_label()} "
-                                f"at d={cell.dim}, N={cell.n_keys}: {exc}") from None
-            except Exception as exc:   # a user sampler may raise anything: keep it, name the entry
-                exc.add_note(f"[distribution {cell.distribution!r} params {cell.params_label()} "
-                             f"at d={cell.dim}, N={cell.n_keys}]")
-                raise
+            except Exception as exc:   # a user sampler may raise anything: name the entry
+                where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
+                         f"at d={cell.dim}, N={cell.n_keys}")
+                raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
         spec = cell.scheme
         key = (spec.display(), cell.budget, cell.dim)
         if key not in seen_schemes:
@@ -199,11 +218,9 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
             try:
                 make_scheme(spec.name, None if spec.fixed_budget else cell.budget, cell.dim, seed=0,
                             draws=1, **spec.params)
-            except (ValueError, TypeError) as exc:
-                raise type(exc)(f"scheme {cell.scheme_at()}, d={cell.dim}: {exc}") from None
             except Exception as exc:   # a user scheme's build may raise anything: name the entry
-                exc.add_note(f"[scheme {cell.scheme_at()}, d={cell.dim}]")
-                raise
+                where = f"scheme {cell.scheme_at()}, d={cell.dim}"
+                raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
 
 
 def _unguarded_main() -> str | None:
@@ -371,6 +388,12 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         if cells_dir is not None and resume:
             done, reason = load_cell(cells_dir, cid, key=cell.key(), n_trials=config.n_trials, code=code)
         if done is not None:
+            label = cell.params_label()
+            if not (done["params"] == label).all():
+                # a real capture's label names its file, which its key leaves out (the key
+                # holds the content's fingerprint): a capture moved or renamed since is the
+                # same cell, labelled as now, else one case would show under two labels
+                done = done.assign(params=label)
             frames[cid] = done
             status[cid] = {"status": "resumed", "seconds": None}
         else:
@@ -380,11 +403,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             todo.append((cell, cid))
     tasks = _tasks(config, todo)
 
-    from tqdm.auto import tqdm
-    # counts trials (integers: no float drift), shown in cells
-    bar = tqdm(total=len(cells) * config.n_trials, initial=(len(cells) - len(todo)) * config.n_trials,
-               desc="sweep", disable=not progress, file=sys.stderr, unit_scale=1 / config.n_trials,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} cells [{elapsed}<{remaining}]")
+    bar = _cell_bar(len(cells), len(cells) - len(todo), config.n_trials, progress)
 
     # A cell is computed in chunks, possibly by several tasks; it is written (and counts
     # as done for a resume) once all its trials have arrived.
@@ -410,6 +429,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 if cells_dir is not None:
                     write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=cell_code)
                 frames[cid] = frame
+                bar.cells_done += 1
                 status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
                                else {"status": "computed"})
                 status[cid]["seconds"] = round(seconds[cid], 3)

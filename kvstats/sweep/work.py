@@ -88,6 +88,35 @@ def _cell_rows(cell: Cell, cid: str, scheme: Scheme, trials: Trials, K_hat: np.n
         cluster=_trial_clusters(captured, start, t)))
 
 
+def _naming(exc: Exception, where: str, message: str | None = None) -> Exception:
+    """``exc`` naming the entry, cell or case it came from, to raise in its place.
+
+    A ``ValueError`` or ``TypeError`` (bad input: the command line prints its message as
+    one line, without notes) becomes one of its type whose message is ``message``
+    (default: its own followed by ``where``), chained to it. Any other exception (a user
+    scheme's code may raise anything), or one whose type cannot be built from a message
+    alone (``json.JSONDecodeError``), is returned itself, its type and arguments kept,
+    with ``where`` as a note.
+
+    Examples
+    --------
+    >>> str(_naming(ValueError("rank too large"), "[cell: 'KQV' at n=3]"))
+    "rank too large [cell: 'KQV' at n=3]"
+    >>> _naming(ZeroDivisionError("x"), "[cell: c]").__notes__
+    ['[cell: c]']
+    """
+    if isinstance(exc, (ValueError, TypeError)):
+        try:
+            named = type(exc)(f"{exc} {where}" if message is None else message)
+        except Exception:   # another constructor: the note below
+            pass
+        else:
+            named.__cause__ = exc
+            return named
+    exc.add_note(where)
+    return exc
+
+
 def _compute_task(task: _Task, emit: Callable[[list], None] | None = None
                   ) -> list[tuple[str, int, pd.DataFrame, float]]:
     """Run one task; returns (cell id, first trial, per-trial frame, seconds) per cell
@@ -105,9 +134,8 @@ def _compute_task(task: _Task, emit: Callable[[list], None] | None = None
                                  dtype=task.dtype, generator=task.generator, captured=captured)
         except Exception as exc:
             # a user distribution's sampler may fail at any chunk: say which case and trials
-            exc.add_note(f"[case: {first.distribution}({first.params_label()}), d={first.dim}, "
-                         f"N={first.n_keys}, trials {start}..{start + t - 1}]")
-            raise
+            raise _naming(exc, f"[case: {first.distribution}({first.params_label()}), d={first.dim}, "
+                               f"N={first.n_keys}, trials {start}..{start + t - 1}]")
         reference: dict = {}  # what error_profile computes from the trials alone, once per chunk
         done = []
         for cell, cid in task.cells:
@@ -116,13 +144,9 @@ def _compute_task(task: _Task, emit: Callable[[list], None] | None = None
                 scheme = _chunk_scheme(cell, b, t, seed=task.seed)
                 K_hat, V_hat = _roundtrip(scheme, trials.K, trials.V, buffers)
                 prof = _cell_rows(cell, cid, scheme, trials, K_hat, V_hat, start, reference, captured)
-            except (ValueError, TypeError) as exc:
-                # say which cell: the message alone does not tell a 90-cell grid apart
-                raise type(exc)(f"{exc} [cell: {cell.describe()}]") from exc
             except Exception as exc:
-                # a user scheme's code may raise anything (its type kept): name the cell too
-                exc.add_note(f"[cell: {cell.describe()}]")
-                raise
+                # say which cell: the message alone does not tell a 90-cell grid apart
+                raise _naming(exc, f"[cell: {cell.describe()}]")
             done.append((cid, start, prof, time.perf_counter() - tic))
         del trials
         if emit is None:

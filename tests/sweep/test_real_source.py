@@ -127,6 +127,21 @@ def test_real_sweep_numbers_do_not_depend_on_where_the_capture_lies(tmp_path, ca
     assert ids[0] == ids[1] and len(ids[0]) == 2
 
 
+def test_resumed_cells_of_a_renamed_capture_show_its_name_of_now(tmp_path, capture, same_bits):
+    """The cells of a capture moved or renamed since are the same cells (their key holds the
+    content): resumed, and labelled with the file's present name as the cells computed now
+    are; one case under two labels would leave the report nothing to compare."""
+    out = tmp_path / "out"
+    run_sweep(_config(capture, schemes=["KV"], comparisons=[]), out, executor="serial", progress=False)
+    moved = tmp_path / "renamed.npz"
+    capture.rename(moved)
+    res = run_sweep(_config(moved), out, executor="serial", progress=False)
+    assert [c["status"] for c in res.manifest["cells"]] == ["resumed", "computed"]
+    (label,) = set(res.frame["params"])
+    assert label.startswith("layer=[0, 2],path='renamed.npz@"), label
+    same_bits(res.frame, run_sweep(_config(moved), executor="serial", progress=False).frame)
+
+
 def test_real_sweep_in_an_executor_matches_serial(capture):
     cfg = _config(capture)
     serial = run_sweep(cfg, executor="serial", progress=False).frame

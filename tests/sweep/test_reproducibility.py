@@ -6,6 +6,7 @@ chunk. Resume reuses only cells of the same code. Memory stays a few chunks for 
 
 import subprocess
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ def reference():
 
 @pytest.mark.parametrize("target", [1, 2, 64])
 @pytest.mark.parametrize("order", ["grid", "reversed", "shuffled"])
-def test_the_split_into_tasks_and_their_order_do_not_matter(reference, monkeypatch, target, order):
+def test_the_split_into_tasks_and_their_order_do_not_matter(same_bits, reference, monkeypatch, target, order):
     monkeypatch.setattr(plan, "_TARGET_TASKS", target)
     made = plan._tasks
 
@@ -48,14 +49,44 @@ def test_the_split_into_tasks_and_their_order_do_not_matter(reference, monkeypat
                                                 [(c, "x") for c in SweepConfig.from_dict(GRID).cells()])}
     # target 1 and 2 (over two cases): one task per case; 64: one task per chunk (3 a case)
     assert spans == ({(0, 3)} if target <= 2 else {(0, 1), (1, 2), (2, 3)})
-    pd.testing.assert_frame_equal(run_sweep(GRID, executor="serial", progress=False).frame, reference)
+    same_bits(run_sweep(GRID, executor="serial", progress=False).frame, reference)
 
 
-def test_a_process_pool_of_two_or_three_workers_equals_serial(reference):
+def test_a_process_pool_of_two_or_three_workers_equals_serial(same_bits, reference):
     for workers in (2, 3):
         res = run_sweep(GRID, executor="process", workers=workers, progress=False)
         assert res.manifest["executor"] == f"ProcessPoolExecutor({workers})"
-        pd.testing.assert_frame_equal(res.frame, reference)
+        same_bits(res.frame, reference)
+
+
+def _in_order(frame, cell_ids):
+    """``frame``'s rows, cells in the order ``cell_ids`` (trials in order within each)."""
+    return pd.concat([frame[frame.cell_id == c] for c in cell_ids], ignore_index=True)
+
+
+@pytest.mark.parametrize("scheme, budget, dist", [("KQV", 3, "heavy_tailed"), ("QKQV", 2, "gaussian")])
+def test_a_cell_computed_alone_equals_that_cell_in_the_grid(same_bits, reference, scheme, budget, dist):
+    """docs/results.md: a cell's numbers depend only on the root seed and its key (with the
+    settings its id holds). The cell alone in its grid (one scheme, one budget, one case:
+    one task, no other cell sharing its chunks' buffers) has the grid's rows, bit for bit,
+    its id included."""
+    entry = [d for d in GRID["distributions"] if (d if isinstance(d, str) else d["name"]) == dist]
+    alone = run_sweep({**GRID, "schemes": [scheme], "budgets": [budget], "distributions": entry},
+                      executor="serial", progress=False).frame
+    want = reference[(reference.scheme == scheme) & (reference.budget == budget)
+                     & (reference.distribution == dist)].reset_index(drop=True)
+    assert len(want) == GRID["n_trials"]
+    same_bits(alone, want)
+
+
+def test_a_grid_listed_in_another_order_gives_each_cell_the_same_bits(same_bits, reference):
+    """Schemes, budgets and distributions listed in reverse: the cells run in another
+    order, in other tasks; each cell's rows are the same, bit for bit."""
+    rev = run_sweep({**GRID, "schemes": GRID["schemes"][::-1], "budgets": GRID["budgets"][::-1],
+                     "distributions": GRID["distributions"][::-1]}, executor="serial", progress=False).frame
+    ids = list(reference.cell_id.unique())
+    assert list(rev.cell_id.unique()) != ids and set(rev.cell_id) == set(ids)
+    same_bits(_in_order(rev, ids), reference)
 
 
 class _Interrupt(KeyboardInterrupt):
@@ -64,7 +95,7 @@ class _Interrupt(KeyboardInterrupt):
 
 @pytest.mark.parametrize("executor", ["serial", "process"])
 @pytest.mark.parametrize("k", [0, 5])
-def test_interrupted_mid_write_then_resumed_equals_uninterrupted(tmp_path, monkeypatch, reference,
+def test_interrupted_mid_write_then_resumed_equals_uninterrupted(same_bits, tmp_path, monkeypatch, reference,
                                                                  executor, k):
     """Ctrl-C arrives while the (k+1)-th cell file is being written, half of it on disk: the
     k finished cells are kept, the half-written one is not taken for a finished cell, and
@@ -92,7 +123,7 @@ def test_interrupted_mid_write_then_resumed_equals_uninterrupted(tmp_path, monke
     status = {c["id"]: c["status"] for c in resumed.manifest["cells"]}
     assert sorted(i for i, s in status.items() if s == "resumed") == stored
     assert set(status.values()) <= {"resumed", "computed"}   # nothing torn to recompute
-    pd.testing.assert_frame_equal(resumed.frame, reference)
+    same_bits(resumed.frame, reference)
 
 
 def test_every_cell_and_chunk_has_its_own_scheme_draw_and_the_case_one_data_draw(monkeypatch):
@@ -124,7 +155,7 @@ def test_every_cell_and_chunk_has_its_own_scheme_draw_and_the_case_one_data_draw
     assert sorted(d for *_, d in schemes) == [1] * 12 + [3] * 24   # draws: the chunk's trials
 
 
-def test_a_cell_of_other_code_is_recomputed_and_the_manifest_names_the_code(tmp_path, capfd):
+def test_a_cell_of_other_code_is_recomputed_and_the_manifest_names_the_code(same_bits, tmp_path, capfd):
     small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV"], "budgets": [2]}
     first = run_sweep(small, out=tmp_path, executor="serial", progress=False)
     code = plan.code_version()
@@ -143,7 +174,7 @@ def test_a_cell_of_other_code_is_recomputed_and_the_manifest_names_the_code(tmp_
     assert cell["reason"] == (f"was computed by other code: kvstats_source 000000000000 "
                               f"(now {code['kvstats_source'][:12]})")
     assert "was computed by other code" in capfd.readouterr().err
-    pd.testing.assert_frame_equal(third.frame, first.frame)
+    same_bits(third.frame, first.frame)
 
 
 @pytest.mark.parametrize("entries, match", [
@@ -326,6 +357,43 @@ def test_a_pool_sweep_moves_its_bar_per_chunk_within_a_task(monkeypatch):
     assert sorted(updates) == [2, 2, 6, 6, 6, 6] and sum(updates) == 2 * 2 * 7
 
 
+def test_the_bar_shows_whole_finished_cells_and_moves_per_chunk(monkeypatch, capfd):
+    """The bar counts the cells' trials (it moves as each chunk is coded) and shows the
+    cells finished as a whole number ("2/4 cells", never "2.3/4"); resumed cells are
+    finished from the start. Every refresh is drawn (mininterval 0) to read them all."""
+    import re
+
+    import tqdm.auto
+
+    real_tqdm = tqdm.auto.tqdm
+
+    class EveryRefresh(real_tqdm):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, mininterval=0, miniters=1, ascii=True, ncols=100, **kw)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", EveryRefresh)
+    monkeypatch.setattr(plan, "_TARGET_TASKS", 1)
+    small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV", "KQV"]}   # 4 cells, 7 trials
+    capfd.readouterr()
+    run_sweep(small, executor="serial", progress=True)
+    shown = re.findall(r"sweep: +(\d+)%\|[^|]*\| (\S+)/(\S+) cells", capfd.readouterr().err)
+    assert shown and all(done.isdigit() and total == "4" for _, done, total in shown), shown
+    # chunks of 3, 3 and 1 trials, each coded by the 4 cells: 12, 24 and 28 of 28 coded trials
+    assert [(int(p), int(done)) for p, done, _ in shown] == [(0, 0), (43, 0), (86, 0), (100, 4), (100, 4)]
+
+    # resumed cells count as finished from the start (the pool's per-chunk reports:
+    # test_a_pool_sweep_moves_its_bar_per_chunk_within_a_task)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        first = run_sweep(small, out=out, executor="serial", progress=False)
+        (Path(out) / "cells" / f"{first.manifest['cells'][0]['id']}.parquet").unlink()
+        capfd.readouterr()
+        run_sweep(small, out=out, executor="serial", progress=True)
+    shown = re.findall(r"sweep: +(\d+)%\|[^|]*\| (\S+)/(\S+) cells", capfd.readouterr().err)
+    assert shown[0] == ("75", "3", "4") and shown[-1] == ("100", "4", "4"), shown
+
+
 def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
     """Reports move the bar while their task runs; a task's trials its reports did not show
     are added when it returns (another executor's workers report none), and a report read
@@ -371,7 +439,7 @@ def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
     assert updates == [3, 2, 1, 2]
 
 
-def test_cells_of_a_worker_running_other_code_record_it_and_are_recomputed(tmp_path, monkeypatch, capfd):
+def test_cells_of_a_worker_running_other_code_record_it_and_are_recomputed(same_bits, tmp_path, monkeypatch, capfd):
     """A pool worker imports kvstats itself; after an edit made while the sweep runs its
     code is not the calling process's. Its cells record the worker's code (so a resume
     recomputes them), the manifest lists it and a line says so. Simulated with a thread
@@ -399,6 +467,6 @@ def test_cells_of_a_worker_running_other_code_record_it_and_are_recomputed(tmp_p
     again = run_sweep(small, out=tmp_path, executor="serial", progress=False)
     assert [c["status"] for c in again.manifest["cells"]] == ["recomputed"] * 2
     assert all("code" not in c for c in again.manifest["cells"]) and again.manifest["n_other_code"] == 0
-    pd.testing.assert_frame_equal(again.frame, first.frame)
+    same_bits(again.frame, first.frame)
     assert [c["status"] for c in run_sweep(small, out=tmp_path, executor="serial",
                                            progress=False).manifest["cells"]] == ["resumed"] * 2

@@ -91,14 +91,14 @@ def test_frame_columns_and_shape(tiny):
     assert np.isfinite(f[["snr_k", "phi_k", "kl"]].to_numpy()).all()
 
 
-def test_cells_independent_of_grid_and_order(tiny):
+def test_cells_independent_of_grid_and_order(same_bits, tiny):
     """A cell's numbers depend only on its key and the root seed, not on the other cells."""
     other = {**TINY, "schemes": ["QKQV", "KQV"], "budgets": [3]}
     g = run_sweep(other, executor="serial", progress=False).frame
     for scheme in ("KQV", "QKQV"):
         a = tiny.frame[(tiny.frame.scheme == scheme) & (tiny.frame.budget == 3)].reset_index(drop=True)
         b = g[g.scheme == scheme].reset_index(drop=True)
-        pd.testing.assert_frame_equal(a, b)
+        same_bits(a, b)
 
 
 def test_schemes_of_a_case_see_the_same_trials(monkeypatch):
@@ -125,7 +125,7 @@ def test_chunks_hold_independent_trials(tiny):
     assert kv.snr_k.nunique() == len(kv)  # no chunk repeats another's trials
 
 
-def test_resume_recomputes_only_missing_cells(tmp_path, monkeypatch):
+def test_resume_recomputes_only_missing_cells(same_bits, tmp_path, monkeypatch):
     first = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert first.manifest["n_computed"] == 6
     cells = sorted((tmp_path / "cells").iterdir())
@@ -143,7 +143,7 @@ def test_resume_recomputes_only_missing_cells(tmp_path, monkeypatch):
     second = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert second.manifest["n_computed"] == 2
     assert len(calls) == 2 * 2  # 2 cells x 2 chunks, nothing else recomputed
-    pd.testing.assert_frame_equal(first.frame, second.frame)
+    same_bits(first.frame, second.frame)
     statuses = [c["status"] for c in second.manifest["cells"]]
     assert statuses.count("resumed") == 4
     # resume=False recomputes everything
@@ -152,7 +152,7 @@ def test_resume_recomputes_only_missing_cells(tmp_path, monkeypatch):
     assert len(calls) == 6 * 2
 
 
-def test_manifest_and_files(tmp_path, tiny):
+def test_manifest_and_files(same_bits, tmp_path, tiny):
     res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     man = json.loads((tmp_path / "manifest.json").read_text())
     for key in ("config", "seed", "versions", "git", "started", "finished", "host", "cells"):
@@ -160,30 +160,30 @@ def test_manifest_and_files(tmp_path, tiny):
     assert man["versions"]["numpy"] == np.__version__
     assert SweepConfig.from_dict(man["config"]) == SweepConfig.from_dict(TINY)
     loaded = sw.load_result(tmp_path)
-    pd.testing.assert_frame_equal(loaded.frame, res.frame)
-    pd.testing.assert_frame_equal(res.frame, tiny.frame)
+    same_bits(loaded.frame, res.frame)
+    same_bits(res.frame, tiny.frame)
     with pytest.raises(FileNotFoundError, match="no finished sweep"):
         sw.load_result(tmp_path / "cells")
 
 
-def test_executors_agree(tiny):
+def test_executors_agree(same_bits, tiny):
     with cf.ThreadPoolExecutor(2) as pool:
         threads = run_sweep(TINY, executor=pool, progress=False)
     procs = run_sweep(TINY, executor=None, workers=2, progress=False)
-    pd.testing.assert_frame_equal(threads.frame, tiny.frame)
-    pd.testing.assert_frame_equal(procs.frame, tiny.frame)
+    same_bits(threads.frame, tiny.frame)
+    same_bits(procs.frame, tiny.frame)
     assert procs.manifest["executor"].startswith("ProcessPoolExecutor")
     with pytest.raises(TypeError, match="executor must be"):
         run_sweep(TINY, executor="threads", progress=False)
 
 
-def test_dask_local_cluster_executor(tiny):
+def test_dask_local_cluster_executor(same_bits, tiny):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         res = run_sweep(TINY, executor=client.get_executor(), progress=False)
-    pd.testing.assert_frame_equal(res.frame, tiny.frame)
+    same_bits(res.frame, tiny.frame)
 
 
 def test_fixed_budget_schemes(tmp_path):
@@ -217,7 +217,7 @@ def test_theory_beside_measurement_on_gaussian_keys():
         assert ((rows.measured / rows.predicted - 1).abs() < 0.2).all(), rows
 
 
-def test_results_do_not_depend_on_how_cases_are_split_into_tasks(monkeypatch):
+def test_results_do_not_depend_on_how_cases_are_split_into_tasks(same_bits, monkeypatch):
     cfg = {**TINY, "n_trials": 10, "chunk_size": 3}  # 4 chunks, the last one short
     monkeypatch.setattr(plan, "_TARGET_TASKS", 1)   # the case in one task (the default splits it)
     assert len(plan._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])) == 1
@@ -226,11 +226,11 @@ def test_results_do_not_depend_on_how_cases_are_split_into_tasks(monkeypatch):
     tasks = plan._tasks(SweepConfig.from_dict(cfg), [(c, "x") for c in SweepConfig.from_dict(cfg).cells()])
     assert [(t.first, t.stop) for t in tasks] == [(0, 1), (1, 2), (2, 3), (3, 4)]
     split = run_sweep(cfg, executor="serial", progress=False).frame
-    pd.testing.assert_frame_equal(whole, split)
+    same_bits(whole, split)
     assert split.groupby("cell_id").trial.apply(list).map(lambda t: t == list(range(10))).all()
 
 
-def test_cells_split_over_tasks_are_written_only_when_complete(tmp_path, monkeypatch):
+def test_cells_split_over_tasks_are_written_only_when_complete(same_bits, tmp_path, monkeypatch):
     monkeypatch.setattr(plan, "_TARGET_TASKS", 64)
     real = run._compute_task
     done = []
@@ -248,4 +248,4 @@ def test_cells_split_over_tasks_are_written_only_when_complete(tmp_path, monkeyp
     monkeypatch.setattr(run, "_compute_task", real)
     resumed = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert resumed.manifest["n_computed"] == 6
-    pd.testing.assert_frame_equal(resumed.frame, run_sweep(TINY, executor="serial", progress=False).frame)
+    same_bits(resumed.frame, run_sweep(TINY, executor="serial", progress=False).frame)

@@ -1,0 +1,149 @@
+"""How a sweep fails: a cell whose code raises, a disk that fills, a folder that cannot be
+written. Each ends with an error that names what failed (one line on the command line, exit
+2), finished cells kept and no temporary file left, and a resume that gives the
+uninterrupted sweep's frame bit for bit.
+"""
+
+import errno
+import json
+import textwrap
+
+import pytest
+
+from kvstats.cli import main
+from kvstats.data.register import registered_distribution
+from kvstats.results import load_result
+from kvstats.sweep import run, run_sweep, store
+
+# every test leaves the registries and plugins as found (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("user_registries")
+
+GRID = {"schemes": ["KV", "KQV"], "budgets": [2, 3], "dims": [16], "n_keys": [8], "n_trials": 6,
+        "chunk_size": 4, "seed": 7, "comparisons": []}
+
+# A distribution that passes the sweep's one-trial check before any compute and fails on
+# its chunks: a failure only the compute meets.
+PLUGIN = textwrap.dedent('''
+    import kvstats
+
+    def sampler(n_trials, n_keys, dim, rng, params):
+        if n_trials > 1:
+            raise ValueError("sampler broke")
+        return rng.standard_normal((n_trials, n_keys, dim))
+
+    kvstats.register_distribution("fails_late", sampler)
+''')
+
+
+@pytest.mark.parametrize("executor, workers", [("serial", None), ("process", 2)])
+def test_a_cell_that_raises_names_its_case_and_the_finished_cells_resume(tmp_path, same_bits,
+                                                                         executor, workers):
+    """The failing case's error names it (in a worker process too: the message travels
+    back with the exception); the cells finished before are kept and resumed."""
+    plugin = tmp_path / "fails.py"
+    plugin.write_text(PLUGIN)
+    out = tmp_path / "out"
+    cfg = {**GRID, "distributions": ["gaussian", "fails_late"], "plugins": [str(plugin)]}
+    with pytest.raises(ValueError, match=r"^sampler broke \[case: fails_late\(-\), d=16, N=8, "
+                                         r"trials [04]\.\.[35]\]$"):
+        run_sweep(cfg, out=out, executor=executor, workers=workers, progress=False)
+    kept = sorted(p.stem for p in (out / "cells").iterdir())
+    assert not [p for p in (out / "cells").iterdir() if p.suffix == ".tmp"]
+    if executor == "serial":   # the gaussian case runs first: its 4 cells are written
+        assert len(kept) == 4
+    good = {**GRID, "distributions": ["gaussian"]}
+    res = run_sweep(good, out=out, executor="serial", progress=False)
+    status = {c["id"]: c["status"] for c in res.manifest["cells"]}
+    assert sorted(i for i, s in status.items() if s == "resumed") == kept
+    same_bits(res.frame, run_sweep(good, executor="serial", progress=False).frame)
+
+
+@pytest.mark.parametrize("fails_at", [1, 4])
+def test_an_error_type_built_otherwise_keeps_its_type_and_names_the_entry_in_a_note(fails_at):
+    """A ValueError subclass whose constructor takes other arguments (json.JSONDecodeError),
+    raised in the check before any compute (a one-trial draw) or in a chunk, is raised as
+    it is with the entry as a note, not replaced by a TypeError about its constructor."""
+    def sampler(n_trials, n_keys, dim, rng, params):
+        if n_trials == fails_at:
+            json.loads("{nope")
+        return rng.standard_normal((n_trials, n_keys, dim))
+
+    with registered_distribution("bad_json", sampler):
+        with pytest.raises(json.JSONDecodeError) as info:
+            run_sweep({**GRID, "distributions": ["bad_json"]}, executor="serial", progress=False)
+    assert info.value.__notes__ == [{1: "[distribution 'bad_json' params - at d=16, N=8]",
+                                     4: "[case: bad_json(-), d=16, N=8, trials 0..3]"}[fails_at]]
+
+
+def _toml(path, cfg):
+    lines = ["[sweep]"] + [f"{k} = {json.dumps(v)}" for k, v in cfg.items()
+                           if k not in ("schemes", "distributions")]
+    lines += [f'[[schemes]]\nname = "{s}"' for s in cfg["schemes"]]
+    lines += [f'[[distributions]]\nname = "{d}"' for d in cfg["distributions"]]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("full_at", ["the third cell", "the results"])
+def test_a_full_disk_is_one_line_and_the_sweep_resumes(tmp_path, monkeypatch, capsys, same_bits, full_at):
+    """ENOSPC while a file is written (half of it on disk): exit 2 with one line naming the
+    file, no temporary file left, the cells written before kept; the same command with
+    --resume then finishes, computing only what is missing."""
+    cfg = {**GRID, "distributions": ["gaussian"]}
+    config = _toml(tmp_path / "c.toml", cfg)
+    out = tmp_path / "out"
+    real = store.atomic_write
+    writes = []
+
+    def filling(path, write):
+        writes.append(path.name)
+        full = (len(writes) == 3) if full_at == "the third cell" else path.stem == "results"
+        if not full:
+            return real(path, write)
+
+        def half(tmp):
+            tmp.write_bytes(b"PAR1" + b"\0" * 64)
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+        return real(path, half)
+
+    monkeypatch.setattr(store, "atomic_write", filling)
+    args = ["sweep", "--config", str(config), "--out", str(out), "--workers", "1", "--no-progress",
+            "--no-report"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvstats sweep: error: cannot use '") and err.count("\n") == 1, err
+    assert err.rstrip().endswith(": No space left on device"), err
+    left = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert not [n for n in left if n.endswith(".tmp")], left
+    cells = [n for n in left if n.endswith(".parquet") and not n.startswith("results")]
+    assert len(cells) == (2 if full_at == "the third cell" else 4)
+    assert "manifest.json" not in left and "results.parquet" not in left
+
+    monkeypatch.setattr(store, "atomic_write", real)
+    assert main(args + ["--resume"]) == 0
+    assert f"4 cells ({4 - len(cells)} computed, {len(cells)} resumed, checked)" in capsys.readouterr().out
+    same_bits(load_result(out).frame, run_sweep(cfg, executor="serial", progress=False).frame)
+
+
+def test_an_unwritable_folder_is_refused_before_any_compute(tmp_path, monkeypatch, capsys):
+    """The folder's cells/ cannot be written (simulated: tests may run as root, who writes
+    everywhere): exit 2 with one line naming the folder, and no cell computed."""
+    import tempfile
+
+    config = _toml(tmp_path / "c.toml", {**GRID, "distributions": ["gaussian"]})
+    real_mkstemp = tempfile.mkstemp
+
+    def denied(*args, dir=None, **kw):
+        if dir is not None and str(dir).startswith(str(tmp_path / "out")):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real_mkstemp(*args, dir=dir, **kw)
+
+    computed = []
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    monkeypatch.setattr(run, "_compute_task", lambda *a, **kw: computed.append(a))
+    assert main(["sweep", "--config", str(config), "--out", str(tmp_path / "out"), "--workers", "1",
+                 "--no-progress", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kvstats sweep: error: cannot use '{tmp_path / 'out' / 'cells'}': Permission denied\n"
+    assert not computed
+    assert not any(p.is_file() for p in (tmp_path / "out" / "cells").iterdir())
