@@ -50,6 +50,12 @@ Two attention paths (``attention=``):
 
 Every copy is counted in :meth:`QuantizedCache.memory_report` and labelled.
 
+Sliding-window layers (``config=model.config``, as transformers' ``DynamicCache`` takes
+it): before each update a layer drops the oldest coded tokens that no later query can
+attend (beyond the last ``sliding_window − 1``), once they number ``max(16, W/32)``, in
+whole token groups or coded chunks, and tells the model's mask the held span
+(``get_mask_sizes``), so attention reads the same tokens and memory stops growing.
+
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
 reads it in both cases); the two differ only where float32 rounding of the quantizer's
@@ -113,9 +119,16 @@ class _CodesLayer(DynamicLayer):
         super().__init__()
         self.owner, self.layer_idx = owner, layer_idx
         self.n_heads = 0
-        self.n_coded = 0
+        self.n_coded = 0                        # coded tokens held (the oldest held tokens)
+        # a sliding-window layer (the model's config): tokens W or more positions back are
+        # never attended again and are dropped (n_dropped), as transformers' own
+        # DynamicSlidingWindowLayer does; its masks are sized by get_mask_sizes
+        self.sliding_window = owner.sliding_windows.get(layer_idx)
+        self.is_sliding = self.sliding_window is not None
+        self.n_dropped = 0
         self.scheme = None                      # numpy Scheme (numpy-coded schemes)
         self.codes: list = []                   # their SchemeCodes, one per coded chunk
+        self.chunk_sizes: list[int] = []        # and its tokens
         self.key_coder: SideCoder | None = None  # torch coders (code-reading schemes)
         self.value_coder: SideCoder | None = None
         self.key_side = self.value_side = None   # kivi/qjl code-reading sides (group_codes)
@@ -260,7 +273,7 @@ class _CodesLayer(DynamicLayer):
             # buffers would stay out of step (misaligned tokens, miscounted bytes)
             for b, n in zip(buffers, marks):
                 b.n = n
-            del self.codes[chunks:]
+            del self.codes[chunks:], self.chunk_sizes[chunks:]
             raise
         self.n_coded += k.shape[-2]
 
@@ -300,6 +313,7 @@ class _CodesLayer(DynamicLayer):
             codes = self.scheme.quantize(k.detach().to("cpu", torch.float32).numpy(),
                                          v.detach().to("cpu", torch.float32).numpy())
             self.codes.append(codes)
+            self.chunk_sizes.append(k.shape[-2])
             if self.decoded:
                 k_hat, v_hat = self._decode_numpy(codes)
                 self.decoded["k"].append(k_hat)
@@ -309,6 +323,7 @@ class _CodesLayer(DynamicLayer):
         self._check_states(key_states, value_states)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        self._drop(self._to_drop())  # what get_mask_sizes told the model's mask
         if self.tail_keys.shape[-2]:
             tail_k = torch.cat([self.tail_keys, key_states], dim=-2)
             tail_v = torch.cat([self.tail_values, value_states], dim=-2)
@@ -358,15 +373,62 @@ class _CodesLayer(DynamicLayer):
         return (torch.cat([*parts_k, self.tail_keys], dim=-2), torch.cat([*parts_v, self.tail_values], dim=-2))
 
     def get_seq_length(self) -> int:
+        """Tokens of the sequence so far (a sliding-window layer holds only the last ones)."""
         if not self.is_initialized:
             return 0
-        return self.n_coded + self.tail_keys.shape[-2]
+        return self.n_dropped + self.n_coded + self.tail_keys.shape[-2]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        """``(kv_length, kv_offset)`` of the keys the next update's attention reads: the held
+        tokens (after the drop that update makes first) and the new ones, from position
+        ``kv_offset`` on. transformers sizes the layer's attention mask by them; the mask's
+        window hides any held token beyond a sliding window (whole groups and chunks are
+        dropped, hence a few)."""
+        if not self.is_initialized:
+            return query_length, 0
+        drop = self._to_drop()
+        return self.n_coded + self.tail_keys.shape[-2] - drop + query_length, self.n_dropped + drop
+
+    def _to_drop(self) -> int:
+        """How many of the oldest coded tokens the next update drops: those beyond the
+        last ``sliding_window − 1`` tokens (what any later query can attend), once they
+        are ``max(16, W/32)`` or more (a move of the held codes amortised over as many
+        steps), in whole token groups (kivi, qjl) or whole numpy-coded chunks."""
+        if self.sliding_window is None or not self.is_initialized:
+            return 0
+        window = self.sliding_window
+        excess = self.n_coded + self.tail_keys.shape[-2] - (window - 1)
+        if excess < max(16, window // 32):
+            return 0
+        n = min(excess, self.n_coded)
+        if self.codes:  # numpy codes: whole chunks (a chunk's codes are one SchemeCodes)
+            ends = np.cumsum(self.chunk_sizes)
+            return int(ends[ends <= n][-1]) if (ends <= n).any() else 0
+        return n // self.owner.token_group * self.owner.token_group
+
+    def _drop(self, n: int) -> None:
+        """Forget the oldest ``n`` coded tokens (``_to_drop``'s count)."""
+        if not n:
+            return
+        if self.key_side is not None:
+            self.key_side.drop(n, self.owner.token_group)
+            self.value_side.drop(n, self.owner.token_group)
+        elif self.codes:
+            j = int(np.searchsorted(np.cumsum(self.chunk_sizes), n)) + 1
+            del self.codes[:j], self.chunk_sizes[:j]
+        else:
+            for buf in self.store.values():
+                buf.drop(n)
+        for buf in self.decoded.values():
+            buf.drop(n)
+        self.n_coded -= n
+        self.n_dropped += n
 
     def reset(self) -> None:
         super().reset()
         self._half, self._sides = None, {}
         self.scheme = self.key_coder = self.value_coder = self.key_side = self.value_side = None
-        self.codes, self.n_coded, self.store, self.decoded = [], 0, {}, {}
+        self.codes, self.chunk_sizes, self.n_coded, self.n_dropped, self.store, self.decoded = [], [], 0, 0, {}, {}
 
     # ------------------------------------------------------------------ memory
     def code_nbytes(self) -> int:
@@ -433,6 +495,12 @@ class _CodesLayer(DynamicLayer):
         if -n > self.n_coded:
             raise ValueError(f"tokens_to_remove must remove at most the {self.n_coded} cached tokens; "
                              f"received {tokens_to_remove}")
+        if self.n_dropped and self.n_coded + n < self.sliding_window - 1:
+            # the tokens that would come back into the window were dropped
+            raise NotImplementedError(
+                f"QuantizedCache cannot crop {-n} tokens from this sliding-window layer: it holds "
+                f"{self.n_coded} of the {self.get_seq_length()} tokens and its window needs the last "
+                f"{self.sliding_window - 1}")
         for buf in (*self.store.values(), *self.decoded.values()):
             buf.n += n
         self.n_coded += n
@@ -500,6 +568,14 @@ class QuantizedCache(Cache):
         attention. None (default): False with ``attention="codes"``, True with "model"
         (False there decodes every chunk on every read instead). kivi/qjl with
         ``attention="codes"`` have no looked-up values to copy: True is refused there.
+    config : transformers PretrainedConfig, optional
+        The model's config, as ``DynamicCache(config=...)`` takes it: its sliding-window
+        (and chunked-attention) layers then hold only the tokens their attention can
+        still read — the last ``sliding_window − 1``, plus up to ``max(16, W/32)`` (or a
+        token group, or a coded chunk) more before a drop — and memory stops growing
+        there; dropped tokens are not held anywhere. Without it every layer keeps every
+        token, which the model's masks hide from a sliding-window layer: the same
+        attention, more memory.
     attention : {"codes", "model"} or None
         Who computes decode-step attention: ``"codes"`` (default for the schemes with a
         code-reading path, kivi and qjl included) —
@@ -540,9 +616,10 @@ class QuantizedCache(Cache):
 
     def __init__(self, scheme_name: str, bits=None, seed: int = 0, window: int = 0, *,
                  per_head: bool = True, keep_decoded: bool | None = None, attention: str | None = None,
-                 **scheme_params):
+                 config=None, **scheme_params):
         from kvstats.quant.schemes import make_scheme
 
+        self.sliding_windows = _sliding_windows(config)
         self.scheme_name, self.bits = scheme_name, bits
         self.seed = check_int(seed, "seed", low=0)
         self.window = check_int(window, "window", low=0)
@@ -662,7 +739,8 @@ class QuantizedCache(Cache):
         return layer.get_seq_length() * layer.tail_keys.shape[0]
 
     def bytes_per_token(self) -> float:
-        """Stored bytes per cached token (all layers, K and V; per sequence of the batch)."""
+        """Stored bytes per token of the sequence (all layers, K and V; per sequence of the
+        batch). Sliding-window layers hold only their window: their share falls with length."""
         n = self._tokens()
         if n == 0:
             raise ValueError("the cache is empty: bytes_per_token needs at least one cached token")
@@ -687,8 +765,11 @@ class QuantizedCache(Cache):
         ``code_bytes``, ``tail_bytes``, ``decoded_copy_bytes``, ``held_bytes`` (everything
         that grows with the sequence, including unused buffer capacity and the decoded
         copy), ``fixed_bytes`` (rotations, codebooks, sketches); per cached token:
-        ``bytes_per_token`` (stored), ``held_bytes_per_token``, ``fp16_bytes_per_token``;
-        ``ratio_to_fp16`` (stored / fp16) and ``held_to_stored``.
+        ``bytes_per_token`` (stored), ``held_bytes_per_token``, ``fp16_bytes_per_token`` (what
+        an fp16 cache holding every token stores); ``ratio_to_fp16`` (stored / fp16) and
+        ``held_to_stored``; ``dropped_tokens`` (of the sliding-window layers, summed over
+        them: held nowhere). Every byte is one the cache holds: ``held_bytes +
+        fixed_bytes`` is the storage of every tensor and array its layers reference.
         """
         n = self._tokens()
         if n == 0:
@@ -706,7 +787,22 @@ class QuantizedCache(Cache):
                 "held_bytes": held, "fixed_bytes": self.fixed_nbytes(),
                 "bytes_per_token": stored / n, "held_bytes_per_token": held / n,
                 "fp16_bytes_per_token": fp16, "ratio_to_fp16": stored / n / fp16,
-                "held_to_stored": held / stored}
+                "held_to_stored": held / stored, "dropped_tokens": sum(lay.n_dropped for lay in layers)}
+
+
+def _sliding_windows(config) -> dict[int, int]:
+    """``{layer: window}`` of a model config's sliding-window and chunked-attention layers
+    (transformers' reading of ``layer_types`` / ``sliding_window``, as DynamicCache's)."""
+    if config is None:
+        return {}
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    if not hasattr(config, "get_text_config"):
+        raise TypeError(f"config must be a transformers model config (model.config); received "
+                        f"{type(config).__name__}")
+    types, kwargs = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    return {i: int(kw["sliding_window"]) for i, (t, kw) in enumerate(zip(types, kwargs))
+            if t in ("sliding_attention", "chunked_attention") and kw.get("sliding_window")}
 
 
 def _exports(scheme) -> bool:

@@ -347,6 +347,23 @@ class GrowingBuffer:
     def view(self) -> torch.Tensor:
         return self.buf[:, :, :self.n]
 
+    def drop(self, n: int) -> None:
+        """Forget the oldest ``n`` tokens (moved down in place; the capacity stays).
+
+        Examples
+        --------
+        >>> b = GrowingBuffer()
+        >>> b.append(torch.arange(5.0).view(1, 1, 5, 1)); b.drop(3)
+        >>> b.view().flatten().tolist(), b.capacity
+        ([3.0, 4.0], 5)
+        """
+        if not 0 <= n <= self.n:
+            raise ValueError(f"n must be between 0 and the {self.n} tokens held; received {n}")
+        keep = self.n - n
+        if n and keep:
+            self.buf[:, :, :keep] = self.buf[:, :, n:self.n].clone()  # clone: the ranges overlap
+        self.n = keep
+
     def nbytes(self, held: bool = True) -> int:
         """Bytes allocated (``held``) or of the appended tokens only."""
         if self.buf is None:
@@ -372,7 +389,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         ``value_side`` of :mod:`kvstats.models.group_codes`, which score and accumulate
         from their own buffers).
     attention_mask : ``(B, 1, Q, L)`` or ``(B, Hq, Q, L)`` (one per query head) bool (True =
-        attend) or additive float, or None (causal: query i is at position ``L − Q + i``).
+        attend) or additive float, or None (causal: query i is at position ``L − Q + i``;
+        a layer with a ``sliding_window`` W also hides keys W or more positions back).
         Leading axes of size 1 broadcast; a last axis longer than ``L`` is read from its end.
     scaling : float
         Score scale (``1/√d``).
@@ -438,6 +456,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     qf = query.to(torch.float32).reshape(B, H, GQ, d) * scaling
     N, st = layer.n_coded, layer.store
     T = layer.tail_keys.shape[-2]
+    window = getattr(layer, "sliding_window", None)  # what a None mask must still hide
     # the decoded copy of the looked-up values, when the layer keeps one (keep_decoded=True):
     # read in place of the codes by the same arithmetic, hence the same numbers
     copy = layer.decoded if "k_codes" in layer.decoded else {}
@@ -497,9 +516,13 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
             s = s.masked_fill(~mask, torch.finfo(torch.float32).min)
         else:
             s = s + mask.to(torch.float32)
-    elif Q > 1:
-        pos = torch.arange(L - Q, L, device=s.device)[:, None]
-        s = s.masked_fill(torch.arange(L, device=s.device)[None, :] > pos, torch.finfo(torch.float32).min)
+    elif Q > 1 or window:
+        # causal, and within a sliding window (positions relative to the last held token)
+        pos, kpos = torch.arange(L - Q, L, device=s.device)[:, None], torch.arange(L, device=s.device)[None, :]
+        hidden = kpos > pos
+        if window:
+            hidden = hidden | (kpos <= pos - window)
+        s = s.masked_fill(hidden, torch.finfo(torch.float32).min)
     p = torch.softmax(s, dim=-1).view(B, H, GQ, L)
     out = None
     if N and sides:

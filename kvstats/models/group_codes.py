@@ -91,6 +91,7 @@ class _Side:
     """Buffers of one side (keys or values) of a token-grouped scheme."""
 
     names: tuple[str, ...] = ()
+    per_group: tuple[str, ...] = ()  # buffers with one entry per group of tokens (the rest: per token)
 
     def __init__(self):
         # step 1: these buffers grow by whole groups of tokens (or one entry per group)
@@ -102,6 +103,13 @@ class _Side:
 
     def view(self, name: str) -> torch.Tensor:
         return self.store[name].view()
+
+    def drop(self, n_tokens: int, group: int) -> None:
+        """Forget the oldest ``n_tokens`` (whole groups of ``group`` tokens)."""
+        if n_tokens % group:
+            raise ValueError(f"n_tokens must be whole groups of {group}; received {n_tokens}")
+        for name, buf in self.store.items():
+            buf.drop(n_tokens // group if name in self.per_group else n_tokens)
 
     def fixed_tensors(self) -> list[torch.Tensor]:
         return []
@@ -133,6 +141,7 @@ class KIVIKeySide(_Side):
     """
 
     names = ("codes", "scale", "zero")
+    per_group = ("scale", "zero")
 
     def __init__(self, bits: int, group: int, dim: int):
         super().__init__()
@@ -273,6 +282,8 @@ class QJLKeySide(_Side):
     >>> torch.allclose(keys.scores(q), torch.from_numpy(ref), atol=1e-4)
     True
     """
+
+    per_group = ("idx",)
 
     def __init__(self, coder):
         self.m, self.scale = coder.sketch.m, float(coder.sketch.scale)
