@@ -8,7 +8,7 @@ import pytest
 
 from _gpu_helpers import _kv, manual_spec
 from kvstats_gpu.cache import QuantizedKVCache, dequantize_kv, quantize_kv
-from kvstats_gpu.decode import decode_attention, decode_partials, dense_decode_attention
+from kvstats_gpu.decode import decode_attention, decode_partials, dense_decode_attention, finalize_partials
 
 
 # Each case: (d, k_bits, v_bits, k_m, v_m, N, G, block_tokens, n_splits, q_scale, q dtype).
@@ -80,7 +80,7 @@ def test_all_scores_far_below_zero(backend, d, T):
         np.testing.assert_allclose(got, dense, atol=2e-4, err_msg=impl)
 
 
-def test_an_empty_shard_contributes_nothing(backend):
+def test_an_empty_shard_contributes_nothing_and_one_token_is_its_value(backend):
     # decode_partials with length <= 0 (a sequence shard past the cache's length, as the
     # sharded path passes it): l = 0 and zero accumulators, so the combine ignores it
     # (documented in kvstats_gpu.sharding); every path, not only after the combine.
@@ -89,13 +89,24 @@ def test_an_empty_shard_contributes_nothing(backend):
     cache = quantize_kv(K, V, spec, params, impl="reference")
     # length traced, as inside the sharded path: one compiled program per impl serves both lengths
     partials = {impl: jax.jit(lambda n, impl=impl: decode_partials(q, cache, spec, params, length=n, impl=impl,
-                                                                   interpret=True, block_tokens=64))
+                                                                   interpret=True, block_tokens=64,
+                                                                   n_splits=2))
                 for impl in (backend, "reference")}
     for length in (0, -64):
         for impl in (backend, "reference"):
             parts = partials[impl](length)
             assert np.all(np.asarray(parts.l) == 0) and np.all(np.asarray(parts.a) == 0), (impl, length)
             assert np.all(np.asarray(parts.b) == 0), (impl, length)
+    # a single token (the first decode step; one valid row in the first block of the first
+    # split, its second block and the other split empty): its softmax weight is exactly 1, so each query head's output is that
+    # token's dequantized value (float32 rounding of the rotation and sketch products apart)
+    Vh = np.asarray(dequantize_kv(cache, spec, params)[1])[:, 0]  # (H, d)
+    for impl in (backend, "reference"):
+        parts = partials[impl](1)
+        assert np.all(np.asarray(parts.l) == 1.0), impl
+        out = np.asarray(finalize_partials(parts, spec, params, impl="reference")).reshape(2, 2, 128)
+        np.testing.assert_allclose(out, np.broadcast_to(Vh[:, None], out.shape), atol=1e-5 * np.abs(Vh).max(),
+                                   err_msg=impl)
 
 
 def test_quantize_kernels_match_reference_codes(backend):
