@@ -122,34 +122,42 @@ def _metadata(path: Path, raw: bytes) -> None:
     pq.write_table(table.replace_schema_metadata({b"kvstats": raw}), path)
 
 
-@pytest.mark.parametrize("how, reason", [
-    ("empty", "cannot be read as a table (truncated, or not a cell file): ArrowInvalid: "),
-    ("text", "cannot be read as a table (truncated, or not a cell file): ArrowInvalid: "),
-    ("record not JSON", "cannot be read as a table (truncated, or not a cell file): JSONDecodeError: "),
-    ("record a JSON list", "carries a metadata record that is not kvstats' (a JSON list)"),
-    ("record a JSON string", "carries a metadata record that is not kvstats' (a JSON str)"),
-])
+FOREIGN = {   # what lies at a cell's name -> the start of the reason it is recomputed
+    "empty": "cannot be read as a table (truncated, or not a cell file): ArrowInvalid: ",
+    "text": "cannot be read as a table (truncated, or not a cell file): ArrowInvalid: ",
+    "record not JSON": "cannot be read as a table (truncated, or not a cell file): JSONDecodeError: ",
+    "record a JSON list": "carries a metadata record that is not kvstats' (a JSON list)",
+    "record a JSON string": "carries a metadata record that is not kvstats' (a JSON str)",
+}
+
+
 def test_a_foreign_or_corrupt_file_in_the_place_of_a_cell_is_recomputed(same_bits, tmp_path, reference,
-                                                                         capfd, how, reason):
+                                                                         capfd):
     """Whatever lies at a cell's name (an empty or text file, a parquet file whose record is
     not kvstats' JSON object): the resumed sweep says in one line why it recomputes that
     cell, and gives the uninterrupted sweep's frame; never a traceback."""
     run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
-    path = sorted((tmp_path / "cells").iterdir())[0]
-    if how == "empty":
-        path.write_bytes(b"")
-    elif how == "text":
-        path.write_text("trial,kl\n0,0.5\n")
-    else:
-        _metadata(path, {"record not JSON": b"{nope", "record a JSON list": b"[1, 2]",
-                         "record a JSON string": b'"cell"'}[how])
+    paths = sorted((tmp_path / "cells").iterdir())
+    for path, how in zip(paths, FOREIGN):
+        if how == "empty":
+            path.write_bytes(b"")
+        elif how == "text":
+            path.write_text("trial,kl\n0,0.5\n")
+        else:
+            _metadata(path, {"record not JSON": b"{nope", "record a JSON list": b"[1, 2]",
+                             "record a JSON string": b'"cell"'}[how])
     capfd.readouterr()
     res = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
-    (cell,) = [c for c in res.manifest["cells"] if c["id"] == path.stem]
-    assert cell["status"] == "recomputed" and cell["reason"].startswith(reason), cell
-    assert str(tmp_path) not in cell["reason"]   # the line names the cell once, not its path again
-    (line,) = [ln for ln in capfd.readouterr().err.splitlines() if "recomputing it" in ln]
-    assert line.startswith(f"kvstats sweep: cell {path.stem} (") and reason in line, line
+    cells = {c["id"]: c for c in res.manifest["cells"]}
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if "recomputing it" in ln]
+    assert len(lines) == len(FOREIGN)
+    for path, reason in zip(paths, FOREIGN.values()):
+        cell = cells[path.stem]
+        assert cell["status"] == "recomputed" and cell["reason"].startswith(reason), cell
+        assert str(tmp_path) not in cell["reason"]   # the line names the cell, not its path again
+        (line,) = [ln for ln in lines if ln.startswith(f"kvstats sweep: cell {path.stem} (")]
+        assert reason in line, line
+    assert cells[paths[-1].stem]["status"] == "resumed"
     same_bits(res.frame, reference)
 
 
