@@ -31,3 +31,39 @@ def test_automatic_chunks_are_the_documented_function_of_n_and_d():
     fixed = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"], "n_trials": 7,
                                    "chunk_size": 3})
     assert fixed.chunk_for(1024, 128) == 3 and fixed.chunk_for(8, 256) == 3
+
+
+BASE = {"schemes": ["KQV"], "budgets": [3], "distributions": [{"name": "heavy_tailed", "params": {"nu": 3.0}}],
+        "dims": [16], "n_keys": [8], "n_trials": 4, "chunk_size": 2, "seed": 1, "comparisons": []}
+# every setting that changes a cell's numbers or its rows, changed
+CHANGED = {"seed": 2, "n_trials": 5, "n_queries": 2, "chunk_size": 4, "dtype": "float32", "generator": 2,
+           "budgets": [4], "dims": [32], "n_keys": [16],
+           "schemes": [{"name": "KQV", "params": {"norm_dtype": "float32"}}],
+           "distributions": [{"name": "heavy_tailed", "params": {"nu": 4.0}}],
+           "label": [{"name": "KQV", "label": "mine"}]}
+
+
+def test_a_resume_under_a_changed_config_reuses_no_cell_it_changes(tmp_path):
+    """A resumed sweep never mixes in cells computed under another config: each setting that
+    changes a cell's numbers (or its rows' labels) gives its cell another id, and a resume
+    reuses a stored cell by id (and key) only; the report's settings change no id."""
+    import shutil
+
+    from kvstats.sweep import run_sweep
+
+    def ids(cfg):
+        config = SweepConfig.from_dict(cfg)
+        return [config.cell_id(c) for c in config.cells()]
+
+    (base_id,) = ids(BASE)
+    for key, value in CHANGED.items():
+        (changed,) = ids({**BASE, ("schemes" if key == "label" else key): value})
+        assert changed != base_id, key
+    assert ids({**BASE, "report": {"alpha": 0.01, "bootstrap_resamples": 99}}) == [base_id]
+    # end to end: a stored cell is resumed under the report's change, not under n_queries'
+    base = tmp_path / "base"
+    run_sweep(BASE, out=base, executor="serial", progress=False)
+    for key, value, want in [("report", {"alpha": 0.01}, "resumed"), ("n_queries", 2, "computed")]:
+        shutil.copytree(base, tmp_path / key)
+        res = run_sweep({**BASE, key: value}, out=tmp_path / key, executor="serial", progress=False)
+        assert [c["status"] for c in res.manifest["cells"]] == [want], key
