@@ -443,6 +443,22 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _message(exc: BaseException) -> str:
+    """``exc`` as one line with its notes (the runner adds the failing cell as a note to
+    errors it cannot rebuild with a longer message), each once.
+
+    Examples
+    --------
+    >>> exc = ValueError("Expecting value: line 1 column 1 (char 0)")
+    >>> exc.add_note("[distribution 'x' params - at d=8, N=4]")
+    >>> _message(exc)
+    "Expecting value: line 1 column 1 (char 0) [distribution 'x' params - at d=8, N=4]"
+    """
+    text = str(exc)
+    notes = [n for n in getattr(exc, "__notes__", ()) if n not in text]
+    return _one_line(" ".join([text, *notes]))
+
+
 def _os_message(exc: OSError) -> str:
     """``exc`` as one line: our own messages as they are, the OS's as 'what: path'."""
     if exc.filename is None:
@@ -605,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = handlers[args.command](args, say)
     except (ValueError, TypeError, *_raised("kvstats.sweep.store", "SweepLockedError")) as exc:
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
-        return _error(args.command, exc, _one_line(str(exc)), 2)
+        return _error(args.command, exc, _message(exc), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
         return _error(args.command, exc, _os_message(exc), 2)
     except ImportError as exc:  # an optional dependency the config needs (fp8 needs ml_dtypes)

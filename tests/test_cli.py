@@ -670,3 +670,26 @@ def test_theory_keeps_its_digits_at_8_bits(capsys):
     assert float(row[3]) == pytest.approx(panter_dite, rel=0.01)
     assert float(row[2]) == pytest.approx(float(row[3]), rel=0.03)
     assert len(row[2].split("e")[0].replace(".", "").lstrip("0")) >= 4   # significant digits
+
+
+def test_a_value_error_s_notes_reach_the_one_line(monkeypatch, capsys):
+    """The runner names the failing cell in a note on errors it cannot rebuild with a longer
+    message (json.JSONDecodeError from a plugin sampler): the one line keeps it, once."""
+    import json
+
+    import kvstats.cli as cli
+
+    def bad_json(args, say):
+        try:
+            json.loads("")
+        except json.JSONDecodeError as exc:
+            exc.add_note("[distribution 'x' params - at d=16, N=8]")
+            exc.add_note("Expecting value")          # already in the message: not repeated
+            raise
+
+    monkeypatch.setitem(cli.__dict__, "_cmd_schemes", bad_json)
+    assert main(["schemes"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.endswith("Expecting value: line 1 column 1 (char 0) "
+                        "[distribution 'x' params - at d=16, N=8]")
