@@ -573,7 +573,9 @@ class QuantizedCache(Cache):
         (and chunked-attention) layers then hold only the tokens their attention can
         still read — the last ``sliding_window − 1``, plus up to ``max(16, W/32)`` (or a
         token group, or a coded chunk) more before a drop — and memory stops growing
-        there; dropped tokens are not held anywhere. Without it every layer keeps every
+        there (a drop is made at the start of an update, so right after a long prefill
+        the layer still holds all of it); dropped tokens are not held anywhere, and a
+        :meth:`crop` back into them is refused. Without it every layer keeps every
         token, which the model's masks hide from a sliding-window layer: the same
         attention, more memory.
     attention : {"codes", "model"} or None

@@ -39,7 +39,7 @@ def _held(layer):
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("name,bits,params", [
-    ("KQV", 4, {}), ("KQV", 4, {"window": 3}), ("KQV", 4, {"attention": "model"}),
+    ("KQV", 4, {}), ("KQV", 4, {"window": 3}), ("KQV", 4, {"keep_decoded": True}), ("KQV", 4, {"attention": "model"}),
     ("kivi", 2, {"group_size": 4}), ("qjl", 3, {"group_size": 4}), ("KQV", 3, {"rotation": "haar"})])
 def test_dropping_tokens_beyond_the_window_changes_no_output(attn, name, bits, params):
     model = _model(attn)
