@@ -284,9 +284,12 @@ def _run(draw: Callable[[np.random.Generator, int], np.ndarray], observed: float
         if t.shape != (k,):
             raise ValueError(f"stat must return one statistic per relabelling, shape ({k},); "
                              f"received {_describe(t)}")
-        if np.isnan(t).any():
-            raise ValueError(f"stat returned NaN for {int(np.isnan(t).sum())} of {k} relabellings; "
-                             "a NaN statistic has no p-value (overflow? rescale the data)")
+        if not np.isfinite(t).all():
+            # +-inf too: an overflowed statistic would count as an exceedance (+inf) or not
+            # (-inf) whatever its true value
+            bad = int(np.count_nonzero(~np.isfinite(t)))
+            raise ValueError(f"stat returned NaN or inf for {bad} of {k} relabellings; a "
+                             "non-finite statistic has no p-value (overflow? rescale the data)")
         cum = exceed + np.cumsum(t >= observed - tol)
         if cum[-1] >= h:
             at = int(np.argmax(cum >= h)) + 1      # draw of the h-th exceedance in this batch
@@ -344,7 +347,7 @@ def sequential_permutation_test(
     uniform (continuous) or stochastically larger (ties) under the null, and
     P(p <= h/l) = P(Bin(l - 1, U) <= h - 1) = h/l, P(p <= (g + 1)/(B + 1)) = (g + 1)/(B + 1),
     so the p-value is exact on its support for continuous statistics and conservative
-    with ties. A NaN statistic (observed or permuted) raises ``ValueError``.
+    with ties. A NaN or infinite statistic (observed or permuted) raises ``ValueError``.
 
     Examples
     --------

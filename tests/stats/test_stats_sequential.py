@@ -337,8 +337,17 @@ def test_non_finite_statistic_is_never_a_pvalue():
         return np.zeros(1) if len(perm) == 1 and (perm[0] == np.arange(5)).all() else \
             np.full(len(perm), np.nan)
 
-    with pytest.raises(ValueError, match="stat returned NaN"):
+    with pytest.raises(ValueError, match="stat returned NaN or inf for 9 of 9"):
         sequential_permutation_test(nan_after_observed, 5, max_permutations=9)
+    # an infinite permuted statistic too (it was counted: +inf as an exceedance, -inf as
+    # none, so -inf gave p = 1/10 here instead of an error)
+    for value in (np.inf, -np.inf):
+        def inf_after_observed(perm, value=value):
+            return np.zeros(1) if len(perm) == 1 and (perm[0] == np.arange(5)).all() else \
+                np.full(len(perm), value)
+
+        with pytest.raises(ValueError, match="stat returned NaN or inf for 9 of 9"):
+            sequential_permutation_test(inf_after_observed, 5, max_permutations=9)
 
 
 def test_result_frame_and_resolvable():
