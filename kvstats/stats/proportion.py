@@ -37,8 +37,12 @@ def wilson_interval(k: Int[np.ndarray, "*batch"] | int, n: Int[np.ndarray, "*bat
     k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
     # open: confidence 1 has z = inf (NaN bounds), 0 an empty interval
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
-    if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k != np.round(k)):
-        raise ValueError(f"k and n must be counts with 0 <= k <= n and n >= 1; received k={k}, n={n}")
+    # finite first: n = inf passed every other check and gave (0, 0) for k = 3, (NaN, 1)
+    # for k = inf; NaN fails the integrality check
+    if (not (np.isfinite(k).all() and np.isfinite(n).all()) or np.any(n < 1) or np.any(k < 0)
+            or np.any(k > n) or np.any(k != np.round(k))):
+        raise ValueError(f"k and n must be finite counts with 0 <= k <= n and n >= 1; received "
+                         f"k={k}, n={n}")
     z = special.ndtri(0.5 + confidence / 2)
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
@@ -64,7 +68,9 @@ def binom_test_half(k: int, n: int, alternative: str = "two-sided") -> float:
     (0.03125, 0.015625, 1.0)
     """
     alternative = check_choice(alternative, "alternative", ALTERNATIVES)
-    if not (isinstance(n, (int, np.integer)) and isinstance(k, (int, np.integer)) and 0 <= k <= n and n >= 1):
+    # a bool is an int to isinstance, never a count
+    if not (isinstance(n, (int, np.integer)) and isinstance(k, (int, np.integer))
+            and not isinstance(n, bool) and not isinstance(k, bool) and 0 <= k <= n and n >= 1):
         raise ValueError(f"k and n must be integer counts with 0 <= k <= n and n >= 1; received k={k!r}, n={n!r}")
     upper = float(stats.binom.sf(k - 1, n, 0.5))   # P(X >= k)
     lower = float(stats.binom.cdf(k, n, 0.5))      # P(X <= k)
