@@ -37,10 +37,11 @@ def _held(layer):
     return layer.n_coded + layer.tail_keys.shape[-2]
 
 
-@pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("name,bits,params", [
-    ("KQV", 4, {}), ("KQV", 4, {"window": 3}), ("KQV", 4, {"keep_decoded": True}), ("KQV", 4, {"attention": "model"}),
-    ("kivi", 2, {"group_size": 4}), ("qjl", 3, {"group_size": 4}), ("KQV", 3, {"rotation": "haar"})])
+@pytest.mark.parametrize("attn,name,bits,params", [
+    ("eager", "KQV", 4, {}), ("sdpa", "KQV", 4, {}), ("sdpa", "KQV", 4, {"window": 3}),
+    ("eager", "KQV", 4, {"keep_decoded": True}), ("eager", "KQV", 4, {"attention": "model"}),
+    ("sdpa", "KQV", 4, {"attention": "model"}), ("eager", "kivi", 2, {"group_size": 4}),
+    ("sdpa", "qjl", 3, {"group_size": 4}), ("eager", "KQV", 3, {"rotation": "haar"})])
 def test_dropping_tokens_beyond_the_window_changes_no_output(attn, name, bits, params):
     model = _model(attn)
     ref = QuantizedCache(name, bits, seed=1, **params)
