@@ -115,3 +115,20 @@ def test_a_crop_into_dropped_tokens_is_refused():
 def test_a_config_that_is_not_a_models_is_refused():
     with pytest.raises(TypeError, match="config must be a transformers model config"):
         QuantizedCache("KQV", 4, config={"sliding_window": 4})
+
+
+@pytest.mark.parametrize("name,bits,params", [("KQV", 4, {}), ("kivi", 2, {"group_size": 4}),
+                                              ("KQV", 3, {"rotation": "haar"})])
+def test_a_prefill_in_chunks_after_drops_reads_the_same_tokens(name, bits, params):
+    # chunks of several tokens after a drop: the model's attention over the held span (the
+    # mask sized by get_mask_sizes) is the attention over every token with the window's mask
+    model = _model("sdpa")
+    ids = torch.randint(2, 97, (1, 60), generator=torch.Generator().manual_seed(3))
+    logits = []
+    for config in (None, model.config):
+        cache = QuantizedCache(name, bits, seed=1, config=config, **params)
+        with torch.inference_mode():
+            logits.append(torch.cat([model(input_ids=ids[:, a:b], cache=cache, use_cache=True).logits
+                                     for a, b in [(0, 10), (10, 30), (30, 31), (31, 45), (45, 60)]], 1))
+        assert (cache.layers[0].n_dropped > 0) == (config is not None)
+    torch.testing.assert_close(logits[1], logits[0], rtol=0, atol=1e-5)
