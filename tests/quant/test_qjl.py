@@ -691,3 +691,28 @@ def test_prod_chunked_paths_equal_one_pass(monkeypatch, draws):
                                   qjl_encode(pq.sketch, residual, pq.norm_dtype).signs)
     np.testing.assert_array_equal(pq.roundtrip(x), want)
     np.testing.assert_array_equal(pq.decode(codes), want)
+
+
+@pytest.mark.parametrize("sketch", ["gaussian", "orthogonal", "srht"])
+def test_sketches_held_in_float32_code_float32_keys_bit_for_bit(sketch):
+    # hold_sketches_as(float32) (the quantized cache's coder): every product casts the
+    # sketch to the keys' dtype, so float32 keys get the same codes, decode, roundtrip and
+    # scores as with float64 sketches; an srht sketch keeps only its signs
+    rng = np.random.default_rng(0)
+    K = rng.standard_normal((3, 40, 48)).astype(np.float32)
+    K[..., 5] *= 30
+    q = rng.standard_normal((3, 2, 48)).astype(np.float32)
+    kw = dict(n_outliers=3, group_size=8, seed=4, draws=3, sketch=sketch)
+    ref, held = QJLKeyQuantizer(48, 96, **kw), QJLKeyQuantizer(48, 96, **kw)
+    held.hold_sketches_as(np.float32)
+    for s in (held.sketch, held.outlier_sketch):
+        assert s.dense is None if sketch == "srht" else s.dense.dtype == np.float32
+    a, b = ref.encode(K), held.encode(K)
+    for x, y in ((a.inlier.signs, b.inlier.signs), (a.inlier.norms, b.inlier.norms),
+                 (a.outlier.signs, b.outlier.signs), (a.outlier_idx, b.outlier_idx)):
+        assert np.array_equal(x, y)
+    assert np.array_equal(ref.decode(a), held.decode(b))
+    assert np.array_equal(ref.roundtrip(K), held.roundtrip(K))
+    assert np.array_equal(ref.scores(q, a), held.scores(q, b))
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        held.hold_sketches_as(np.float16)
