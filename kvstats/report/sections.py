@@ -474,7 +474,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                         f"{'pooled SNR' if pooled else 'SNR'} (up is "
                         "better) against mean direction error φ (log scale, left is better), each "
                         "scheme's budgets n joined in order; "
-                        + ("dashed (where one exists): the rate–distortion limit at n bits per coordinate. "
+                        # the second scheme's trajectory is dashed too: name the limit's look
+                        + ("grey dashed horizontal lines labelled \"limit, n = …\" (where one "
+                           "exists): the rate–distortion limit at n bits per coordinate. "
                            if place != "t" else "no limit line (T is not coded). ")
                         + "See \"Reading the Shannon–φ planes\".")
         case_comp = comp

@@ -231,8 +231,11 @@ def _location_name(opts: dict[str, Any]) -> str:
 
 
 # summary_table's exact interval where a bootstrap of a constant sample has none
-ALL_ZERO_FRACTION = ("; a fraction metric (recall@5, argmax shift) whose n values are all 0 "
-                     "gets the exact [0, 1 − ((1 − c)/2)^(1/n)], all 1 its mirror")
+# ("n" is the report's bit budget: the count of values is m, the confidence c)
+ALL_ZERO_FRACTION = ("; a fraction metric (recall@5, argmax shift) whose m values (one per trial, "
+                     "or per text on cluster means) are all 0 gets the exact [0, 1 − ((1 − "
+                     "c)/2)^(1/m)] at confidence c (0.0362 at m = 100, c = 0.95), all 1 its "
+                     "mirror")
 
 
 def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
@@ -306,11 +309,13 @@ IDENTICAL_PAIRS_NOTE = (
     "\"identical in all n pairs\": the two schemes gave the same value on every unit, so the "
     "data hold no spread of their paired differences, and the TOST's p-value is a bound on "
     "what was not seen (the ratio test: the score-type test with one unseen discordant unit "
-    "added, identical uniform values at ±10%: p = 0.011 at n = 100; the rank test: the "
+    "added, which depends on the values' own spread: identical values uniform on [0, 1] at "
+    "±10%, n = 100: p 0.010–0.017 over 20 draws, on [1, 2]: 2–5·10⁻⁵; the rank test: the "
     "largest variance θ̂ can have), not a margin tested on a measured spread. Values that "
-    "differ on some unit, however little, are tested on their spread (10⁻⁹ apart: p = "
-    "3·10⁻³³ there), so such a verdict says the schemes agreed exactly on these units; its "
-    "p-value is not comparable with those of rows whose values differ (docs/statistics.md, "
+    "differ on some unit, however little, are tested on their spread (relatively 10⁻⁹ "
+    "apart, the same draws: p below 10⁻²⁶), so such a verdict says the schemes agreed "
+    "exactly on these units; its p-value is not comparable with those of rows whose values "
+    "differ (docs/statistics.md, "
     "\"Identical paired trials\").")
 
 

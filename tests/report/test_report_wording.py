@@ -786,3 +786,59 @@ def test_a_pair_that_shares_a_case_but_no_budget_is_not_called_absent(tmp_path):
                         validate_report_options(), "unit", None,
                         comparisons=[("identity", "KQV")]).markdown(tmp_path)
     assert "none of the pairs asked for (identity vs KQV) names two schemes of one case" in md
+
+
+# ---------------------------------------------------------------- session 12 referee review
+def test_shannon_phi_captions_say_which_dashed_lines_are_the_limit(tmp_path):
+    """The second scheme's trajectory is drawn dashed too (plots' line styles), so "dashed:
+    the rate–distortion limit" pointed at a scheme; the caption names the grey labelled lines."""
+    f = make_frame({("KV", 3): 0.0, ("KQV", 3): 0.5}, n=12, seed=61)
+    f["snr_k_pooled"], f["snr_v_pooled"] = f["snr_k"], f["snr_v"]
+    result = _result(f)
+    rep = hypothesis_report(result, tmp_path, figures=False, energy_resamples=19)
+    from kvstats.report.notation import _case_title, _slug
+
+    slug = _slug(_case_title({"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128}))
+    figs = {f"shannon_phi_{p}_{slug}": tmp_path / f"{p}.png" for p in "kvt"}
+    md = build_document(result, rep.summary, rep.comparisons, rep.crossovers, rep.theory, figs,
+                        validate_report_options({"bootstrap_resamples": 99}), "unit",
+                        None).markdown(tmp_path)
+    caps = [line for line in md.splitlines() if line.startswith("*Shannon–φ plane")]
+    assert len(caps) == 3, [c[:40] for c in caps]
+    for cap in caps[:2]:
+        assert 'grey dashed horizontal lines labelled "limit, n = …"' in cap
+        assert "; dashed (where" not in cap
+    assert "no limit line" in caps[2]
+
+
+def test_the_exact_all_zero_interval_names_its_count_and_confidence(tmp_path):
+    """The header wrote 1 − ((1 − c)/2)^(1/n) with n, the report's bit budget, for the
+    count of values and c undefined; its example value is the summary's own bound."""
+    from kvstats.analysis.intervals import unit_interval_bound
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.5}, n=30, seed=62)
+    line = _header_line(hypothesis_report(_result(f), tmp_path, figures=False,
+                                          energy_resamples=19).files["markdown"].read_text())
+    assert "(1/m)] at confidence c (0.0362 at m = 100, c = 0.95)" in line
+    assert "(1/n)" not in line and "n values" not in line
+    assert f"{1 - unit_interval_bound(100, 0.95):.4f}" == "0.0362"
+
+
+def _header_line(md):
+    return next(line for line in md.splitlines() if line.startswith("- Tests:"))
+
+
+def test_identical_pairs_note_gives_the_p_values_the_ratio_tost_returns():
+    """The note's example p-values depend on the values' spread (identical arms uniform on
+    [0, 1] vs on [1, 2]); it names the distribution and both ranges, as tost_ratio gives."""
+    from kvstats.report.wording import IDENTICAL_PAIRS_NOTE
+    from kvstats.stats import tost_ratio
+
+    assert "uniform on [0, 1]" in IDENTICAL_PAIRS_NOTE and "0.010–0.017" in IDENTICAL_PAIRS_NOTE
+    assert "on [1, 2]: 2–5·10⁻⁵" in IDENTICAL_PAIRS_NOTE
+    for lo, (low, high) in ((0.0, (0.0095, 0.0175)), (1.0, (2e-5, 5.5e-5))):
+        xs = [np.random.default_rng(s).uniform(lo, lo + 1, 100) for s in range(20)]
+        ps = [tost_ratio(x, x.copy(), 0.1, paired=True).pvalue for x in xs]
+        assert low <= min(ps) and max(ps) <= high, (lo, min(ps), max(ps))
+    apart = [tost_ratio(x, x * (1 + 1e-9), 0.1, paired=True).pvalue for x in xs[:3]]
+    assert max(apart) < 1e-26
