@@ -177,6 +177,12 @@ def test_shannon_phi_plane_draws_trajectories_and_the_limit(frame_factory):
     labels = [t.get_text() for t in ax.texts]
     assert labels.count("2") == 2 and labels.count("3") == 2   # each mean labelled with its n
     assert "limit, n = 3" in labels
+    # the note that explains the plane names the lines as drawn (grey, labelled), not "dashed",
+    # which the second scheme's trajectory is too
+    from kvstats.report.plots import SHANNON_PHI_NOTE
+    assert 'Grey dashed horizontal lines labelled "limit, n = …"' in SHANNON_PHI_NOTE
+    assert {line.get_color() for line in ax.get_lines() if line.get_linestyle() == "--"
+            and line.get_xdata()[0] == 0} == {"0.35"}
     # T has no limit line even when bounds are given; a missing limit says why for K
     f["phi_t"] = np.abs(f["phi_t"]) + 0.01
     assert _dashed_levels(plot_shannon_phi(f, "t", bounds={2.0: 1.0}).axes[0]) == []
