@@ -141,7 +141,9 @@ def cluster_bootstrap_ci(x: Float[np.ndarray, "n"], clusters: Int[np.ndarray, "n
     where the ordinary (observation) bootstrap covers about 0.70. With few clusters the
     interval is too narrow, by more than the ``√((C - 1)/C)`` of any bootstrap of a mean
     when cluster sizes differ: with sizes 1-39 it covers 0.83 at C = 6, 0.88 at 10, 0.91
-    at 20 (tests/stats/calibrate_sparse_and_few_clusters.py; docs/statistics.md).
+    at 20 (tests/stats/calibrate_sparse_and_few_clusters.py; docs/statistics.md). The
+    real capture's 26 texts of 90 trials (equal sizes): 0.935
+    (``test_coverage_with_few_clusters``).
 
     Examples
     --------
