@@ -144,7 +144,8 @@ def held_bytes(obj: object) -> int:
     A generic walk: containers (dict, list, tuple, set), objects' ``__dict__`` and
     ``__slots__``; a torch tensor counts its whole untyped storage (a view keeps it alive),
     a tensor subclass that wraps others (``__tensor_flatten__``: quanto's ``QTensor``, its
-    ``PackedTensor``) counts the tensors it wraps, a numpy array its owning base. Modules,
+    ``PackedTensor``) counts the tensors it wraps, a numpy array its owning base (a tensor
+    and an array on the same memory count once). Modules,
     classes, functions and bound methods are not entered (a bound method's object is the
     cache itself, or not held).
 
@@ -155,6 +156,9 @@ def held_bytes(obj: object) -> int:
     >>> t = torch.zeros(4, 8)                          # 128 bytes
     >>> held_bytes({"a": t, "view": t[:2], "x": [np.zeros(3)]})
     152
+    >>> a = np.zeros(4, np.float32)                    # 16 bytes, shared with a tensor
+    >>> held_bytes({"a": a, "t": torch.from_numpy(a)}), held_bytes({"t": torch.from_numpy(a), "a": a})
+    (16, 16)
     """
     return _walk(obj, set())
 
@@ -165,9 +169,11 @@ def _walk(obj: object, seen: set) -> int:
     if isinstance(obj, np.ndarray):
         while isinstance(obj.base, np.ndarray):
             obj = obj.base
-        if ("a", id(obj)) in seen:
+        # keyed by address, as a CPU tensor's storage: torch.from_numpy(a) shares a's memory
+        key = ("t", obj.ctypes.data, "cpu")
+        if obj.nbytes == 0 or key in seen:
             return 0
-        seen.add(("a", id(obj)))
+        seen.add(key)
         return int(obj.nbytes)
     torch = _torch()
     if torch is not None and isinstance(obj, torch.Tensor):

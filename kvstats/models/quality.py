@@ -235,7 +235,8 @@ def _make_cache(config, name, bits, seed, window, scheme_params):
         return make_peer_cache(name, config, residual_length=window, **scheme_params)
     from kvstats.models.cache import QuantizedCache
 
-    return QuantizedCache(name, bits, seed=seed, window=window, **scheme_params)
+    # the config: sliding-window layers then drop the tokens their window no longer reaches
+    return QuantizedCache(name, bits, seed=seed, window=window, config=config, **scheme_params)
 
 
 def _memory(cache, config, peer: bool) -> tuple[float, float, float, float]:

@@ -415,7 +415,8 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
             del ref_cache
             runs = [("fp32", ref, float("nan"))]
             for scheme, bits, window, params in configs:
-                cache = QuantizedCache(scheme, bits, seed=seed + i, window=window, **params)
+                cache = QuantizedCache(scheme, bits, seed=seed + i, window=window, config=model.config,
+                                       **params)
                 if prefill == "fp32":
                     for layer, (k, v) in enumerate(kv):
                         cache.update(k, v, layer)
