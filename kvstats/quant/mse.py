@@ -194,6 +194,26 @@ class MSEQuantizer:
         self.norm_dtype = check_choice(nd, "norm_dtype", [np.dtype(t) for t in NORM_DTYPES])
         self.codebook: Codebook = lloyd_max_codebook(self.bits, "beta", dim=self.rotation.out_dim)
 
+    def hold_matrices_as(self, dtype: DTypeLike) -> None:
+        """Hold the rotation's dense matrices (Haar) in ``dtype`` from now on (`Rotation.held_as`).
+
+        For a caller that codes and decodes arrays of that dtype only (the quantized
+        cache: float32): every product casts the matrix to its input's dtype, so float32
+        inputs give the same codes and decodes bit for bit, at half the memory of
+        float64. Float64 inputs would then multiply by the rounded matrix. A Hadamard or
+        identity rotation holds no matrix: unchanged.
+
+        Examples
+        --------
+        >>> q = MSEQuantizer(64, 3, rotation="haar", seed=0)
+        >>> x = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
+        >>> before = q.encode(x)
+        >>> q.hold_matrices_as(np.float32)
+        >>> q.rotation.orthogonal.dtype, bool(np.array_equal(q.encode(x).codes, before.codes))
+        (dtype('float32'), True)
+        """
+        self.rotation = self.rotation.held_as(dtype)
+
     @property
     def n_coords(self) -> int:
         """Coded coordinates per vector (``rotation.out_dim``)."""

@@ -117,6 +117,32 @@ class ProdQuantizer:
         self.m = out_dim if m is None else check_int(m, "m", low=1)
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=sketch_rng, draws=self.draws)
 
+    def hold_matrices_as(self, dtype: DTypeLike) -> None:
+        """Hold the dense matrices (the residual's Gaussian or orthogonal sketch, a Haar
+        rotation of the MSE part) in ``dtype`` from now on.
+
+        For a caller that codes and decodes arrays of that dtype only (the quantized
+        cache: float32). Every product casts a matrix to its input's dtype (`_groups`,
+        `kvstats.quant.rotation.Rotation.held_as`), to the same values and layout as a
+        matrix held in that dtype, so float32 inputs give the same codes and decodes bit
+        for bit, at half the memory of float64. Float64 inputs would then multiply by the
+        rounded matrices, and :meth:`export` gives the sketch in ``dtype``. An
+        ``"srht"`` sketch holds only its signs, a Hadamard rotation its signs: unchanged.
+
+        Examples
+        --------
+        >>> pq = ProdQuantizer(64, 3, rotation="haar", seed=0)
+        >>> x = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
+        >>> before = pq.encode(x)
+        >>> pq.hold_matrices_as(np.float32)
+        >>> after = pq.encode(x)
+        >>> pq.sketch.matrix.dtype, bool(np.array_equal(after.residual.signs, before.residual.signs))
+        (dtype('float32'), True)
+        """
+        dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
+        self.mse.hold_matrices_as(dtype)
+        self.sketch = _in_dtype(self.sketch, dtype)
+
     def _check_x(self, x: object) -> np.ndarray:
         """``x`` as a float array ``(..., n, dim)``; finiteness is checked by the MSE part's
         norms (`MSEQuantizer._check_x`), not by an extra pass here."""
@@ -304,7 +330,8 @@ class ProdQuantizer:
         """The MSE part's rotation signs and codebook plus the residual sketch, for the GPU path.
 
         ``bits`` of the export is the MSE part's (``self.bits − 1``); ``sketch`` the
-        ``(m, d)`` float64 matrix and ``sketch_scale`` its estimator constant. Raises a
+        ``(m, d)`` float64 matrix (in the dtype of :meth:`hold_matrices_as`, if called) and
+        ``sketch_scale`` its estimator constant. Raises a
         ValueError, as :meth:`MSEQuantizer.export`, for independent draws (``draws != ()``)
         or a Haar rotation.
 

@@ -30,6 +30,7 @@ shape ``(*batch, n, d)`` broadcast ``batch`` against ``draws``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from dataclasses import dataclass, field
@@ -294,7 +295,8 @@ class Rotation:
     signs : numpy.ndarray or None
         ``(*draws, out_dim)`` float64 +-1 signs (``"hadamard"`` only).
     orthogonal : numpy.ndarray or None
-        ``(*draws, d, d)`` float64 orthogonal matrices (``"haar"`` only).
+        ``(*draws, d, d)`` float64 orthogonal matrices (``"haar"`` only; float32 in a
+        rotation from ``held_as(np.float32)``).
     """
 
     kind: str
@@ -406,8 +408,41 @@ class Rotation:
             return x
         return x * s  # y shared by all draws (broadcast), or a padded slice
 
+    def held_as(self, dtype: Any) -> Rotation:
+        """This rotation with its Haar matrices held in ``dtype`` (float32 or float64).
+
+        For a caller that rotates arrays of that dtype only (the quantized cache codes
+        float32): `apply` and `inverse` cast the matrix to their input's dtype, which
+        gives the values and layout of a matrix held in that dtype, so float32 inputs
+        rotate to the same numbers bit for bit at half the memory of float64. Float64
+        inputs would then multiply by the rounded matrix. The Hadamard signs (``d_pad``
+        values, cast with the 1/sqrt(d_pad) folded in) and the identity are unchanged.
+
+        Parameters
+        ----------
+        dtype : numpy.float32 or numpy.float64
+
+        Returns
+        -------
+        Rotation
+            ``self`` when nothing changes, else a new rotation (``self`` is not modified).
+
+        Examples
+        --------
+        >>> r = make_rotation("haar", 8, seed=0, draws=2)
+        >>> x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
+        >>> r32 = r.held_as(np.float32)
+        >>> r32.orthogonal.dtype, bool(np.array_equal(r32.apply(x), r.apply(x)))
+        (dtype('float32'), True)
+        """
+        dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
+        if self.orthogonal is None or self.orthogonal.dtype == dtype:
+            return self
+        return dataclasses.replace(self, orthogonal=self.orthogonal.astype(dtype))
+
     def matrix(self) -> np.ndarray:
-        """Dense matrix of the map, ``(*draws, out_dim, dim)`` float64: ``apply(x) == M @ x``.
+        """Dense matrix of the map, ``(*draws, out_dim, dim)``, float64 (a Haar rotation's
+        in the dtype it is held in, see `held_as`): ``apply(x) == M @ x``.
 
         Examples
         --------

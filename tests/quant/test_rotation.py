@@ -379,3 +379,38 @@ def test_run_major_butterflies_equal_in_place(d, b, dtype):
             out = np.empty_like(x)
             _fwht_piece(x, b, out=out)
             np.testing.assert_array_equal(out, _fwht_unblocked(x, b))
+
+
+# --- held_as: a Haar matrix held in float32 for float32-only callers (the quantized cache) ---
+
+@pytest.mark.parametrize("draws,batch", [((), (40,)), ((3,), (1, 3, 40)), ((3,), (2, 3, 1)), ((3,), (2, 1, 7))])
+def test_haar_held_in_float32_rotates_float32_bit_for_bit(draws, batch):
+    # apply/inverse cast the matrix to the input's dtype: held in float32 it is the same
+    # values in the same layout, so the products are the same bits (a matrix rounded any
+    # further, e.g. through float16, changes them: checked by mutation)
+    r = make_rotation("haar", 64, seed=4, draws=draws)
+    r32 = r.held_as(np.float32)
+    assert r32.orthogonal.dtype == np.float32 and r.orthogonal.dtype == np.float64  # r unchanged
+    assert r32.orthogonal.nbytes * 2 == r.orthogonal.nbytes
+    x = np.random.default_rng(0).standard_normal(batch + (64,)).astype(np.float32)
+    np.testing.assert_array_equal(r32.apply(x), r.apply(x))
+    np.testing.assert_array_equal(r32.inverse(x), r.inverse(x))
+    if draws:  # the views MSEQuantizer's chunks rotate by (_flat, then _take) and draw()
+        shape = np.broadcast_shapes(batch[:-1], draws)
+        xf = np.broadcast_to(x, shape + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+        take, take32 = r._flat(shape)._take(slice(1, 3)), r32._flat(shape)._take(slice(1, 3))
+        np.testing.assert_array_equal(take32._apply(xf[1:3]), take._apply(xf[1:3]))
+        np.testing.assert_array_equal(take32._inverse(xf[1:3]), take._inverse(xf[1:3]))
+        np.testing.assert_array_equal(r32.draw(2).apply(x[0, 0]), r.draw(2).apply(x[0, 0]))
+
+
+def test_held_as_keeps_what_holds_no_matrix_and_checks_dtype():
+    for kind in ("hadamard", "identity"):
+        r = make_rotation(kind, 6, seed=0)
+        assert r.held_as(np.float32) is r
+    r = make_rotation("haar", 6, seed=0)
+    assert r.held_as("float64") is r
+    np.testing.assert_array_equal(r.held_as(np.float32).held_as(np.float64).orthogonal,
+                                  r.orthogonal.astype(np.float32))
+    with pytest.raises(ValueError, match="dtype must be one of .*float16"):
+        r.held_as(np.float16)
