@@ -5,11 +5,12 @@ masks over the case's frame (``scheme_pairs``) and sorted them on the unit as Da
 (``_matched``); now the frame is grouped once and each side's rows are positions into
 float64 arrays taken once per metric. This script imports the old module from git
 (``git show REV:kvstats/analysis/compare.py``; its helpers are today's), runs both on
-the same frame for both designs, checks that the tables are identical (every column,
-bit for bit, NaN where NaN; with the energy tests too, at a fixed small B; the reported
-metrics, the old default) and prints
-the times (best of ``--repeats``) and their ratio, plus the row selection alone
-(old ``scheme_pairs`` + ``_matched`` + column reads vs the positions).
+the same frame for both designs, checks that the tables are identical (every column of
+the old table, bit for bit, NaN where NaN; columns added since are listed; with the
+energy tests too, at a fixed small B; the nine metrics of ``METRICS``, the old default)
+and prints the CPU times (least of ``--repeats`` turns, old and new alternating) and
+their ratio, plus the row selection alone (old ``scheme_pairs`` + ``_matched`` + column
+reads vs the positions).
 
     .venv/bin/python experiments/bench_compare.py                     # results/quick, old = cb171f8
     .venv/bin/python experiments/bench_compare.py --result results/quick --old HEAD~1 --repeats 3
@@ -47,18 +48,26 @@ def old_module(rev: str) -> types.ModuleType:
     return mod
 
 
-def best_time(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+def best_times(fns, repeats: int) -> tuple[list[float], list[object]]:
+    """Least CPU seconds of each function over ``repeats`` turns (old, new, old, new, ...):
+    taking turns puts both under the same load of a shared machine, and CPU time moves
+    less with it than wall time (one thread: run with OPENBLAS_NUM_THREADS=1)."""
+    times = np.full((repeats, len(fns)), np.inf)
+    outs = [None] * len(fns)
+    for r in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            outs[i] = fn()
+            times[r, i] = time.process_time() - t0
+    return times.min(axis=0).tolist(), outs
 
 
 def same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    """Same columns, dtypes and values bit for bit (NaN where NaN), same attrs."""
-    if list(a.columns) != list(b.columns) or len(a) != len(b) or a.attrs != b.attrs:
+    """``b`` has every column of ``a`` in ``a``'s order, with the same dtypes and values bit
+    for bit (NaN where NaN), and the same rows and attrs. Columns ``b`` adds after the old
+    revision (listed by :func:`added_columns`) are features the old code lacks."""
+    if [c for c in b.columns if c in a.columns] != list(a.columns) or len(a) != len(b) \
+            or a.attrs != b.attrs:
         return False
     for c in a.columns:
         x, y = a[c].to_numpy(), b[c].to_numpy()
@@ -70,6 +79,10 @@ def same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
         elif not np.array_equal(x, y):
             return False
     return True
+
+
+def added_columns(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
+    return [c for c in b.columns if c not in a.columns]
 
 
 def selection_old(old: types.ModuleType, frame: pd.DataFrame, comparisons, unit: str | None) -> list:
@@ -111,16 +124,19 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.2f}; {args.result}: {len(frame):,} rows, {n_cases} cases, "
           f"{len(comparisons)} pairs; old = {args.old}")
 
-    print(f"\n{'pairing':8s} {'energy':6s} {'old (s)':>8s} {'new (s)':>8s} {'ratio':>6s} "
+    print(f"\n{'pairing':8s} {'energy':6s} {'old (CPU s)':>11s} {'new (CPU s)':>11s} {'ratio':>6s} "
           f"{'pairs':>5s} {'saved/pair (ms)':>15s}  identical")
     for pairing in ("trial", "none"):
         kw = dict(pairing=pairing, energy=False, metrics=METRICS)
-        t_old, a = best_time(lambda: old.compare_schemes(frame, comparisons, **kw), args.repeats)
-        t_new, b = best_time(lambda: new.compare_schemes(frame, comparisons, **kw), args.repeats)
+        (t_old, t_new), (a, b) = best_times(
+            [lambda: old.compare_schemes(frame, comparisons, **kw),
+             lambda: new.compare_schemes(frame, comparisons, **kw)], args.repeats)
         n_pairs = len(a.drop_duplicates([*new.CASE_COLUMNS, "budget", "scheme_a", "scheme_b"]))
         same = same_table(a, b)
-        print(f"{pairing:8s} {'no':6s} {t_old:8.2f} {t_new:8.2f} {t_old / t_new:5.2f}x {n_pairs:5d} "
-              f"{1e3 * (t_old - t_new) / n_pairs:15.2f}  {same}")
+        added = added_columns(a, b)
+        print(f"{pairing:8s} {'no':6s} {t_old:11.2f} {t_new:11.2f} {t_old / t_new:5.2f}x {n_pairs:5d} "
+              f"{1e3 * (t_old - t_new) / n_pairs:15.2f}  {same}"
+              + (f" (new columns, not in {args.old}: {', '.join(added)})" if added else ""))
         if not same:
             raise SystemExit(f"pairing={pairing}: the tables differ")
         # the energy rows too (their X, Y come from the new positions), once, at a fixed B
@@ -128,7 +144,7 @@ def main() -> None:
                   energy_resamples=args.energy_resamples)
         same = same_table(old.compare_schemes(frame, comparisons, **kw),
                           new.compare_schemes(frame, comparisons, **kw))
-        print(f"{pairing:8s} {'B=' + str(args.energy_resamples):6s} {'':>8s} {'':>8s} {'':>6s} "
+        print(f"{pairing:8s} {'B=' + str(args.energy_resamples):6s} {'':>11s} {'':>11s} {'':>6s} "
               f"{n_pairs:5d} {'':>15s}  {same}")
         if not same:
             raise SystemExit(f"pairing={pairing}, energy: the tables differ")
@@ -136,8 +152,9 @@ def main() -> None:
     print("\nrow selection alone (pairs, unit matching, metric and 6D reads):")
     for pairing, unit in (("trial", "cluster" if "cluster" in frame.columns else "trial"), ("none", None)):
         f = old._clusters(frame, "frame") if unit == "cluster" else frame
-        t_old, a = best_time(lambda: selection_old(old, f, comparisons, unit), args.repeats)
-        t_new, b = best_time(lambda: selection_new(f, comparisons, unit), args.repeats)
+        (t_old, t_new), (a, b) = best_times(
+            [lambda: selection_old(old, f, comparisons, unit),
+             lambda: selection_new(f, comparisons, unit)], args.repeats)
         same = len(a) == len(b) and all(
             x.shape == y.shape and x.flags.f_contiguous == y.flags.f_contiguous
             and np.array_equal(x, y, equal_nan=True) for p, q in zip(a, b) for x, y in zip(p, q))
@@ -145,6 +162,7 @@ def main() -> None:
               f"ms/pair ({t_old / t_new:.0f}x), {len(a)} pairs, same arrays and layout: {same}")
         if not same:
             raise SystemExit("the selected rows differ")
+    print(f"\nload {os.getloadavg()[0]:.2f} at the end; CPU seconds")
 
 
 if __name__ == "__main__":
