@@ -4,10 +4,12 @@
 issue #11 that went through a hand-written vectorised core (ranks, tie term, z, normal
 p-value; kept verbatim below as ``old_core``); now it is
 ``scipy.stats.mannwhitneyu(x, y, axis=-1, method="asymptotic")`` (through
-``kvstats.stats.rank._mwu_asymptotic``). Both run here on the same data in the same
-process; the script checks that the p-values are identical (bit for bit) and prints the
-times (best of ``--repeats``) and their ratio. Also timed: one pair at a time, the way
-the report calls ``mann_whitney``.
+``kvstats.stats.rank._mwu_asymptotic``; for tie-free samples with min(n_x, n_y) <= 8 the
+power simulation then replaces the p-values by exact ones, as ``mann_whitney``'s default
+does). Both run here on the same data in the same process; the script checks that the
+U statistics and p-values are identical (bit for bit) and prints the CPU times (least of
+``--repeats`` turns, old and new alternating) and their ratio. Also timed: one pair at
+a time, the way the report calls ``mann_whitney``.
 
     .venv/bin/python experiments/bench_stats.py                    # 20,000 x (30 vs 30)
     .venv/bin/python experiments/bench_stats.py --batch 5000 --nx 100 --ny 80
@@ -16,6 +18,7 @@ the report calls ``mann_whitney``.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -53,13 +56,17 @@ def old_core(x: np.ndarray, y: np.ndarray, alternative: str, continuity: bool = 
     return u1, tie_term, z, p
 
 
-def best_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def best_times(fns, repeats: int) -> list[float]:
+    """Least CPU seconds of each function over ``repeats`` turns (A B A B ...): turns put
+    both under the same load of a shared machine, and CPU time moves less with it than
+    wall time (one thread: run with OPENBLAS_NUM_THREADS=1)."""
+    times = np.full((repeats, len(fns)), np.inf)
+    for r in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            times[r, i] = time.process_time() - t0
+    return times.min(axis=0).tolist()
 
 
 def main() -> None:
@@ -78,7 +85,8 @@ def main() -> None:
                            rng.normal(size=(args.batch, args.ny))),
             "tied (5 levels)": (rng.integers(0, 5, (args.batch, args.nx)).astype(float),
                                 rng.integers(0, 5, (args.batch, args.ny)).astype(float))}
-    print(f"\nbatch {args.batch:,} x ({args.nx} vs {args.ny}), best of {args.repeats}")
+    print(f"\nbatch {args.batch:,} x ({args.nx} vs {args.ny}), CPU seconds, least of "
+          f"{args.repeats} turns; load average {os.getloadavg()[0]:.1f}")
     print(f"{'data':16s} {'alternative':11s} {'old core (s)':>12s} {'scipy (s)':>10s} "
           f"{'ratio':>6s}  p identical")
     for label, (x, y) in data.items():
@@ -86,8 +94,8 @@ def main() -> None:
             p_old = old_core(x, y, alternative)[3]
             u_new, p_new = _mwu_asymptotic(x, y, alternative)
             same = np.array_equal(p_old, p_new) and np.array_equal(old_core(x, y, alternative)[0], u_new)
-            t_old = best_time(lambda: old_core(x, y, alternative), args.repeats)
-            t_new = best_time(lambda: _mwu_asymptotic(x, y, alternative), args.repeats)
+            t_old, t_new = best_times([lambda: old_core(x, y, alternative),
+                                       lambda: _mwu_asymptotic(x, y, alternative)], args.repeats)
             print(f"{label:16s} {alternative:11s} {t_old:12.3f} {t_new:10.3f} "
                   f"{t_old / t_new:5.2f}x  {same}")
             if not same:
@@ -95,10 +103,10 @@ def main() -> None:
 
     # One pair per call (the report's use): the old path ran the core on one pair.
     x, y = data["continuous"][0][: args.pairs], data["continuous"][1][: args.pairs]
-    t_old = best_time(lambda: [old_core(a, b, "two-sided") for a, b in zip(x, y)], args.repeats)
-    t_new = best_time(lambda: [_mwu_asymptotic(a, b, "two-sided") for a, b in zip(x, y)],
-                      args.repeats)
-    t_full = best_time(lambda: [mann_whitney(a, b) for a, b in zip(x, y)], args.repeats)
+    t_old, t_new, t_full = best_times(
+        [lambda: [old_core(a, b, "two-sided") for a, b in zip(x, y)],
+         lambda: [_mwu_asymptotic(a, b, "two-sided") for a, b in zip(x, y)],
+         lambda: [mann_whitney(a, b) for a, b in zip(x, y)]], args.repeats)
     print(f"\nsingle pairs ({args.nx} vs {args.ny}), per call: old core "
           f"{1e6 * t_old / len(x):.0f} us, scipy {1e6 * t_new / len(x):.0f} us "
           f"(ratio {t_old / t_new:.2f}x); whole mann_whitney {1e6 * t_full / len(x):.0f} us")
