@@ -234,6 +234,11 @@ class _CodesLayer(DynamicLayer):
         else:
             draws = (self.n_heads,) if independent else ()
             self.scheme = owner._make(dim, np.random.SeedSequence([owner.seed, self.layer_idx]), draws)
+            for coder in (self.scheme.key_coder, self.scheme.value_coder):
+                if hasattr(coder, "hold_matrices_as"):
+                    # Haar rotations, prod sketches: this path codes float32 blocks only
+                    # (_code_block), whose products cast them to float32: the same bits
+                    coder.hold_matrices_as(np.float32)
         # each side's buffers under the coder's part names ("codes", "norms", ...)
         self._sides = {side: {n[2:]: b for n, b in self.store.items() if n.startswith(side + "_")}
                        for side in ("k", "v")}

@@ -285,3 +285,36 @@ def test_each_further_layer_holds_only_its_own_random_state(name, bits, sketches
     one = cache.fixed_nbytes()
     cache.update(k, v, layer_idx=1)
     assert cache.fixed_nbytes() - one == 4 * 3 * 64 * (2 + 64 * sketches)
+
+
+@pytest.mark.parametrize("name", ["KQV", "QKQV"])
+def test_numpy_coded_layers_hold_their_matrices_in_float32_with_the_same_codes(name, monkeypatch):
+    # A Haar rotation (and QKQV's dense sketch) makes the layer code with the numpy scheme,
+    # on float32 blocks only: its matrices are held in float32, and the decode is bit for
+    # bit that of the same cache holding them in float64 (hold_matrices_as disabled)
+    from kvstats.quant.mse import MSEQuantizer
+    from kvstats.quant.prod import ProdQuantizer
+
+    k, v = _kv(50)
+
+    def run():
+        cache = QuantizedCache(name, 4, seed=5, rotation="haar")
+        cache.update(k[:, :, :40], v[:, :, :40], layer_idx=0)
+        for t in range(40, 50):
+            cache.update(k[:, :, t:t + 1], v[:, :, t:t + 1], layer_idx=0)
+        return cache
+
+    held = run()
+    lay = held.layers[0]
+    for coder in (lay.scheme.key_coder, lay.scheme.value_coder):
+        prod = isinstance(coder, ProdQuantizer)       # its rotation is its MSE part's
+        rotation = (coder.mse if prod else coder).rotation
+        for m in (rotation.matrix(), *([coder.sketch.dense] if prod else [])):
+            assert m.dtype == np.float32
+    for cls in (MSEQuantizer, ProdQuantizer):
+        monkeypatch.setattr(cls, "hold_matrices_as", lambda self, dtype: self)
+    wide = run()
+    for a, b in zip(held.layers[0].dequantized(), wide.layers[0].dequantized()):
+        assert torch.equal(a, b)
+    # the Haar matrices (two sides × three heads × 64 × 64) at 4 bytes instead of 8
+    assert wide.fixed_nbytes() - held.fixed_nbytes() >= 2 * 3 * 64 * 64 * 4
