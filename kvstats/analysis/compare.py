@@ -31,8 +31,10 @@ weights each pair by the rank of |a − b|, so a few pairs with very large diffe
 (rare catastrophes of one scheme) can set its direction against the majority of pairs
 (docs/statistics.md, "The paired design").
 
-The module is long (~600 lines, most of them docstrings) because its parts make one
-table: the rows of both designs, their family adjustment, resolution and verdicts.
+The module is long (~730 lines, a third of them docstrings) because its parts make one
+table: the rows of both designs (:func:`_pair_rows`, then the energy tests at the family's
+resolution, :func:`_energy_rows`), their family adjustment, resolution and verdicts
+(:func:`_adjust_and_judge`).
 """
 
 from __future__ import annotations
@@ -410,9 +412,6 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     ValueError: comparisons label must be one of ['KQV', 'QKQV']; received 'TurboQuant' (...)
     """
     frame = check_frame(frame)
-    from kvstats.stats import adjust_pvalues
-    from kvstats.stats.sequential import required_resolution
-
     comparisons = check_comparisons(comparisons, frame["scheme"].unique())
     metrics = default_metrics(frame) if metrics is None else _check_metrics(metrics, frame)
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
@@ -424,6 +423,36 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     equivalence_test = check_choice(equivalence_test, "equivalence_test", ["ratio", "rank"])
     margins = _check_margins(equivalence, metrics, equivalence_test)
     pairing = check_choice(pairing, "pairing", PAIRINGS)
+    frame, unit, ks = _check_design(frame, pairing, ks)
+
+    rows, energy_jobs, energy_skipped = _pair_rows(frame, comparisons, metrics, margins,
+                                                   equivalence_test, alpha, seed, ks, energy, unit)
+    # the family: every p-value adjusted together (an undefined equivalence test is none)
+    n_tests = sum(1 for r in rows if not math.isnan(r["pvalue"])) + len(energy_jobs)
+    b_max = energy_resamples
+    if energy_resolution == "family" and n_tests:
+        from kvstats.stats.sequential import required_resolution
+
+        b_max = max(b_max, required_resolution(n_tests, alpha, correction).n_permutations)
+    rows += _energy_rows(energy_jobs, b_max, energy_stop, unit is not None, progress)
+
+    table = pd.DataFrame(rows, columns=_COLUMNS)
+    # only a TOST says whether its pairs were identical in every unit (tost_ratio/tost_rank)
+    table["identical_pairs"] = table["identical_pairs"].eq(True)
+    table.attrs.update(alpha=alpha, correction=correction, n_tests=n_tests,
+                       energy_max_permutations=b_max if energy_jobs else 0,
+                       energy_resolution=energy_resolution, pairing=pairing,
+                       energy_skipped=energy_skipped)
+    return _adjust_and_judge(table, alpha, correction)
+
+
+def _check_design(frame: pd.DataFrame, pairing: str, ks: bool | None
+                  ) -> tuple[pd.DataFrame, str | None, bool]:
+    """The frame, the unit its pairs match on (None: two independent samples) and ``ks``.
+
+    Apart from the per-argument checks because these depend on the design: the KS test
+    only without pairing, a clustered frame's clusters checked only with it.
+    """
     paired = pairing == "trial"
     if ks is None:
         ks = not paired
@@ -431,17 +460,32 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         raise ValueError("ks=True needs pairing='none': the two-sample KS test has no valid null "
                          "for paired samples (its permutations exchange values between pairs); "
                          "received pairing='trial'")
-    unit = None
-    if paired:
-        # the unit the schemes share: the cluster (its NaN, for a synthetic trial, the trial)
-        unit = "cluster" if "cluster" in frame.columns else "trial"
-        if unit == "cluster":
-            try:
-                frame = _clusters(frame, "frame")
-            except ValueError as exc:   # no unit to pair on; the two-sample design needs none
-                raise ValueError(f"{exc}; or pass pairing='none' if the two schemes' rows are "
-                                 "independent samples") from None
+    if not paired:
+        return frame, None, ks
+    # the unit the schemes share: the cluster (its NaN, for a synthetic trial, the trial)
+    unit = "cluster" if "cluster" in frame.columns else "trial"
+    if unit == "cluster":
+        try:
+            frame = _clusters(frame, "frame")
+        except ValueError as exc:   # no unit to pair on; the two-sample design needs none
+            raise ValueError(f"{exc}; or pass pairing='none' if the two schemes' rows are "
+                             "independent samples") from None
+    return frame, unit, ks
 
+
+_EnergyJob = tuple[Row, np.ndarray, np.ndarray, int]
+
+
+def _pair_rows(frame: pd.DataFrame, comparisons: list, metrics: Sequence[str],
+               margins: Mapping[str, float], equivalence_test: str, alpha: float, seed: int,
+               ks: bool, energy: bool, unit: str | None) -> tuple[list[Row], list[_EnergyJob], int]:
+    """Each (case, budget, pair)'s per-metric rows, its energy test's inputs, and the skipped.
+
+    The energy tests are only collected here (``(row base, X, Y, seed)``), not run: their
+    resolution B_max depends on the family's size, known once every other row exists. The
+    count is of the pairs without an energy test, for a 6D profile value that is not finite.
+    """
+    paired = unit is not None
     # each metric (and the 6D profile, transposed) as float64 once: a pair's values are then
     # taken by position, not by filtering the frame per (case, budget, pair). X and Y keep
     # the layout DataFrame.to_numpy gave them (F order), so the energy statistics' sums run
@@ -473,26 +517,29 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                 energy_jobs.append((base, X, Y, seed + i))
             else:   # an exact reconstruction (SNR = inf) has no finite 6D point: counted, said
                 energy_skipped += 1
+    return rows, energy_jobs, energy_skipped
 
-    # the family: every p-value adjusted together (an undefined equivalence test is none)
-    n_tests = sum(1 for r in rows if not math.isnan(r["pvalue"])) + len(energy_jobs)
-    b_max = energy_resamples
-    if energy_resolution == "family" and n_tests:
-        b_max = max(b_max, required_resolution(n_tests, alpha, correction).n_permutations)
+
+def _energy_rows(jobs: list[_EnergyJob], b_max: int, stop: int, paired: bool,
+                 progress: bool) -> list[Row]:
+    """The energy tests of :func:`_pair_rows`'s jobs, at the family's B_max: the slow part,
+    so the one with a progress bar."""
     from tqdm.auto import tqdm
 
-    for base, X, Y, s in tqdm(energy_jobs, desc="energy tests", unit="test", file=sys.stderr,
-                              disable=not progress or not energy_jobs):
-        rows.append({**base, "mean_a": math.nan, "mean_b": math.nan, "median_a": math.nan,
-                     "median_b": math.nan, **_energy_row(X, Y, b_max, energy_stop, s, paired)})
+    return [{**base, "mean_a": math.nan, "mean_b": math.nan, "median_a": math.nan,
+             "median_b": math.nan, **_energy_row(X, Y, b_max, stop, s, paired)}
+            for base, X, Y, s in tqdm(jobs, desc="energy tests", unit="test", file=sys.stderr,
+                                      disable=not progress or not jobs)]
 
-    table = pd.DataFrame(rows, columns=_COLUMNS)
-    # only a TOST says whether its pairs were identical in every unit (tost_ratio/tost_rank)
-    table["identical_pairs"] = table["identical_pairs"].eq(True)
-    table.attrs.update(alpha=alpha, correction=correction, n_tests=n_tests,
-                       energy_max_permutations=b_max if energy_jobs else 0,
-                       energy_resolution=energy_resolution, pairing=pairing,
-                       energy_skipped=energy_skipped)
+
+def _adjust_and_judge(table: pd.DataFrame, alpha: float, correction: str) -> pd.DataFrame:
+    """``table`` with the family's adjusted p-values, ``resolvable``, ``winner`` and ``verdict``.
+
+    After every test has run, because each adjusted p-value depends on the whole family and
+    an equivalence row's verdict on its pair's location-test row.
+    """
+    from kvstats.stats import adjust_pvalues
+
     if table.empty:
         for col, value in (("pvalue_adjusted", 1.0), ("min_attainable_p_adjusted", 1.0),
                            ("resolvable", False), ("significant", False), ("winner", ""),
