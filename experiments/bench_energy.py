@@ -3,9 +3,9 @@
 Same data, same number of permutations B, same process, one after the other:
 
 1. 2,000 vs 2,000 points in 6-D, B = 999: wall time of both, speed ratio, peak memory,
-   and agreement (the statistic to rounding; the p-values within Monte-Carlo error, since
-   the two libraries draw different permutations and dcor counts T_perm > T_obs while
-   kvstats counts >=).
+   and agreement, checked (the run stops otherwise): the statistic to a relative 1e-9;
+   the p-values within 4 Monte-Carlo SE, since the two libraries draw different
+   permutations and dcor counts T_perm > T_obs while kvstats counts >=.
 2. 20,000 vs 20,000 points in 6-D with kvstats only (dcor would need the full 40,000^2
    distance matrix, 12.8 GB, for every permutation): time and peak memory.
 
@@ -121,6 +121,13 @@ def compare_with_dcor(args, rng, dcor, cores) -> None:
           f"{abs(ours.pvalue - ref.pvalue):.4f} (Monte-Carlo SE of the difference {p_se:.4f})")
     print(f"process peak RSS after kvstats: {rss_after_ours:.0f} MB, after dcor: "
           f"{rss_after_dcor:.0f} MB (getrusage ru_maxrss; interpreter, libraries and data included)")
+    # same outputs, checked in the same run: the statistic to rounding, the p-values within
+    # their Monte-Carlo error (different permutations; 4 SE fails by chance with p ~ 6e-5)
+    if not stat_rel <= 1e-9:
+        raise SystemExit(f"the statistics differ: relative difference {stat_rel:.1e} > 1e-9")
+    if abs(ours.pvalue - ref.pvalue) > 4 * p_se + 1e-12:
+        raise SystemExit(f"the p-values differ by {abs(ours.pvalue - ref.pvalue):.4f}, "
+                         f"more than 4 Monte-Carlo SE ({4 * p_se:.4f})")
 
 
 def bench_paired(args, cores) -> None:
@@ -198,10 +205,18 @@ def main() -> None:
         bench_paired(args, cores)
         return
 
-    import dcor
+    if args.only_big:
+        dcor = None
+    else:
+        try:
+            import dcor
+        except ModuleNotFoundError:
+            raise SystemExit("the comparison needs dcor (pip install dcor; pyproject extra "
+                             "'bench'); --only-big and --paired run without it") from None
 
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu_model()}, "
-          f"{cores} usable cores, numpy {np.__version__}, dcor {dcor.__version__}")
+          f"{cores} usable cores, numpy {np.__version__}"
+          + (f", dcor {dcor.__version__}" if dcor else ""))
 
     rng = np.random.default_rng(args.seed)
     if not args.only_big:

@@ -2,8 +2,10 @@
 
 For each dtype and scheme, draws ``--trials`` Gaussian trials (in chunks, to bound
 memory), times ``scheme.quantize`` + ``scheme.dequantize`` (one independent draw of the
-scheme's randomness per trial, ``draws=chunk``) and ``kvstats.error_profile`` on the
-result, and reports milliseconds per trial and their ratio. Sampling is not timed.
+scheme's randomness per trial, ``draws=chunk``), ``scheme.roundtrip`` (what the sweep
+runs: the same reconstructions without packing codes, checked bit for bit) and
+``kvstats.error_profile`` on the result, and reports CPU milliseconds per trial and the
+profile's ratio to each. Sampling is not timed.
 
     .venv/bin/python experiments/bench_metrics.py                 # 1000 x 1024 x 128
     .venv/bin/python experiments/bench_metrics.py --write-docs    # also update docs/measurement.md
@@ -37,28 +39,42 @@ def run(trials: int, keys: int, dim: int, chunk: int, bits: int, schemes: list[s
     rows = []
     for dtype in dtypes:
         for name in schemes:
-            t_quant = t_prof = 0.0
+            # warm-up, not timed: codebooks and tables are built and cached on first use
+            w = kvstats.sample("gaussian", 1, keys, dim, seed=seed, dtype=np.dtype(dtype))
+            s = kvstats.make_scheme(name, bits, dim, seed=seed, draws=1)
+            s.roundtrip(w.K, w.V)
+            kvstats.error_profile(w, *s.dequantize(s.quantize(w.K, w.V)))
+            t_quant = t_round = t_prof = 0.0
             done = 0
             for i, a in enumerate(range(0, trials, chunk)):
                 n = min(chunk, trials - a)
                 ss = np.random.SeedSequence([seed, i])
                 t = kvstats.sample("gaussian", n, keys, dim, seed=ss, dtype=np.dtype(dtype))
                 scheme = kvstats.make_scheme(name, bits, dim, seed=seed + i, draws=n)
-                t0 = time.perf_counter()
+                # CPU seconds: on a shared machine wall time moves with the other jobs
+                t0 = time.process_time()
                 K_hat, V_hat = scheme.dequantize(scheme.quantize(t.K, t.V))
-                t1 = time.perf_counter()
+                t1 = time.process_time()
+                # what the sweep runs; the same K_hat, V_hat bit for bit (checked)
+                K_rt, V_rt = scheme.roundtrip(t.K, t.V)
+                t2 = time.process_time()
                 kvstats.error_profile(t, K_hat, V_hat)
-                t2 = time.perf_counter()
+                t3 = time.process_time()
+                if not (np.array_equal(K_hat, K_rt) and np.array_equal(V_hat, V_rt)):
+                    raise SystemExit(f"{name} {dtype}: roundtrip differs from dequantize(quantize())")
                 t_quant += t1 - t0
-                t_prof += t2 - t1
+                t_round += t2 - t1
+                t_prof += t3 - t2
                 done += n
-                del t, K_hat, V_hat
+                del t, K_hat, V_hat, K_rt, V_rt
             rows.append({"dtype": dtype, "scheme": name, "bits": bits, "trials": done,
-                         "quant_ms": 1e3 * t_quant / done, "profile_ms": 1e3 * t_prof / done,
-                         "ratio": t_prof / t_quant})
+                         "quant_ms": 1e3 * t_quant / done, "round_ms": 1e3 * t_round / done,
+                         "profile_ms": 1e3 * t_prof / done,
+                         "ratio": t_prof / t_quant, "ratio_round": t_prof / t_round})
             r = rows[-1]
             print(f"{dtype:8s} {name:6s} n={bits}: quantize+dequantize {r['quant_ms']:.2f} ms/trial, "
-                  f"error_profile {r['profile_ms']:.2f} ms/trial, ratio {r['ratio']:.2f}", flush=True)
+                  f"roundtrip {r['round_ms']:.2f}, error_profile {r['profile_ms']:.2f} ms/trial, "
+                  f"ratios {r['ratio']:.2f} / {r['ratio_round']:.2f}", flush=True)
     return rows
 
 
@@ -106,12 +122,15 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
             f"shared with other jobs), Python {platform.python_version()}, numpy {np.__version__}. "
             f"`python experiments/bench_metrics.py --trials {args.trials} --keys {args.keys} "
             f"--dim {args.dim} --bits {args.bits}`: {args.trials} Gaussian trials, N = {args.keys}, "
-            f"d = {args.dim}, one query per trial, chunks of {args.chunk} trials.\n\n")
-    lines = ["| dtype | scheme | bits | quantize + dequantize (ms/trial) | error_profile (ms/trial) "
-             "| profile / quantizer |", "|---|---|---|---|---|---|"]
+            f"d = {args.dim}, one query per trial, chunks of {args.chunk} trials; process CPU "
+            "seconds (OPENBLAS_NUM_THREADS=1).\n\n")
+    lines = ["| dtype | scheme | bits | quantize + dequantize (ms/trial) | roundtrip (ms/trial) "
+             "| error_profile (ms/trial) | profile / quantize + dequantize | profile / roundtrip |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['dtype']} | {r['scheme']} | {r['bits']} | {r['quant_ms']:.2f} | "
-                     f"{r['profile_ms']:.2f} | {r['ratio']:.2f} |")
+                     f"{r['round_ms']:.2f} | {r['profile_ms']:.2f} | {r['ratio']:.2f} | "
+                     f"{r['ratio_round']:.2f} |")
     return head + "\n".join(lines) + "\n"
 
 
