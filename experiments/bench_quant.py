@@ -106,18 +106,21 @@ def main(argv=None) -> None:
              lambda: scheme.roundtrip(K, V)], args.repeats, clock)
         rows += [(name, t_store, c, d), (f"{name} roundtrip", t_round, c, d)]
 
+    if not rows:
+        raise SystemExit(f"--bits {args.bits}: no scheme takes this budget (1..8)")
     gbytes = (K.nbytes + V.nbytes) / 1e9
     header = (f"# encode+decode, {args.vectors:,} K + {args.vectors:,} V vectors, d={args.dim}, "
               f"float32, n={args.bits}; {date.today()}, {platform.processor() or platform.machine()}, "
-              f"{args.clock} seconds, best of {args.repeats} turns; load average {os.getloadavg()[0]:.1f} at the end")
+              f"{args.clock} seconds, best of {args.repeats} turns; "
+              f"load average {os.getloadavg()[0]:.1f} at the end")
     print(header)
-    print("| what | seconds | GB/s of input | × copy time | × dense rotation time |")
+    print(f"| what | {args.clock} seconds | GB/s of input | × copy time | × dense rotation time |")
     print("|---|---:|---:|---:|---:|")
     copy_s, dense_s = min(r[2] for r in rows), min(r[3] for r in rows)
-    print(f"| numpy copy (baseline; least of all turns) | {copy_s:.4f} | {gbytes / copy_s:.2f} "
-          f"| 1.0 | {copy_s / dense_s:.2f} |")
-    print(f"| dense d×d rotation (least of all turns) | {dense_s:.4f} | {gbytes / dense_s:.2f} "
-          f"| {dense_s / copy_s:.1f} | 1.00 |")
+    print(f"| numpy copy into a buffer (baseline; least of all turns) | {copy_s:.4f} "
+          f"| {gbytes / copy_s:.2f} | 1.0 | {copy_s / dense_s:.2f} |")
+    print(f"| dense d×d rotation into a buffer (least of all turns) | {dense_s:.4f} "
+          f"| {gbytes / dense_s:.2f} | {dense_s / copy_s:.1f} | 1.00 |")
     for name, seconds, c, d in rows:
         print(f"| {name} | {seconds:.4f} | {gbytes / seconds:.2f} | {seconds / c:.1f} | "
               f"{seconds / d:.2f} |")
