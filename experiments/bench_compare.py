@@ -149,6 +149,11 @@ def main() -> None:
         if not same:
             raise SystemExit(f"pairing={pairing}, energy: the tables differ")
 
+    if hasattr(old, "_pair_positions"):   # the old revision already selects rows by position
+        print(f"\nrow selection alone: skipped ({args.old} already selects rows by position; "
+              "compare with a revision before 7c8cf6e, such as the default cb171f8)")
+        print(f"\nload {os.getloadavg()[0]:.2f} at the end; CPU seconds")
+        return
     print("\nrow selection alone (pairs, unit matching, metric and 6D reads):")
     for pairing, unit in (("trial", "cluster" if "cluster" in frame.columns else "trial"), ("none", None)):
         f = old._clusters(frame, "frame") if unit == "cluster" else frame
