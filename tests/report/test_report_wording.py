@@ -405,7 +405,7 @@ def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
     assert "Measured: the mean (for the ratios, the ratio of the two means) with a 95% BCa " \
         "bootstrap CI (99 resamples" in md
     # the ratio's interval resamples the shared trials as pairs, and says so
-    assert "a ratio resamples the trials (texts) it divides as pairs" in md
+    assert "a ratio resamples as pairs the units it divides (trials; texts on a clustered capture)" in md
     assert rep.theory.loc[rep.theory.quantity.str.startswith("ip_var_ratio"), "paired"].all()
     assert all(line.rstrip(" |").endswith(" dB") for line in snr)
     # the gap carries the measured interval (the prediction is exact): shifted, or divided
