@@ -425,9 +425,9 @@ def _paired_units(a: pd.DataFrame, b: pd.DataFrame, column: str
         if ca is None:      # trials are the units
             sa = pd.Series(a[column].to_numpy(np.float64), index=a["trial"].to_numpy())
             sb = pd.Series(b[column].to_numpy(np.float64), index=b["trial"].to_numpy())
-        else:               # texts are the units: their trials' means, as _by_unit
-            sa, sb = (cell[column].astype(np.float64).groupby(c) for cell, c in ((a, ca), (b, cb)))
-            sa, sb = sa.sum() / sa.size(), sb.sum() / sb.size()
+        else:               # texts are the units: their trials' means
+            sa, sb = (_cluster_means(cell[column].to_numpy(np.float64), c)
+                      for cell, c in ((a, ca), (b, cb)))
         if (sa.index.is_unique and sb.index.is_unique and len(sa) == len(sb)
                 and sa.index.isin(sb.index).all()):
             sa = sa.sort_index()     # the unit's order, not the rows': one interval per frame
@@ -439,8 +439,13 @@ def _by_unit(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
     """Cluster means when trials come in clusters (the texts of a real capture), else the values."""
     if clusters is None or len(np.unique(clusters)) == len(clusters):
         return values
+    return _cluster_means(values, clusters).to_numpy(np.float64)
+
+
+def _cluster_means(values: np.ndarray, clusters: np.ndarray) -> pd.Series:
+    """Mean of ``values`` per cluster, indexed by the cluster label (first-seen order)."""
     s = pd.Series(values).groupby(clusters, sort=False)
-    return (s.sum() / s.size()).to_numpy(np.float64)
+    return s.sum() / s.size()
 
 
 def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, n_resamples: int,
