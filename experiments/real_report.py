@@ -64,17 +64,33 @@ def md(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
     return "\n".join(lines)
 
 
-def section_stats(res: str) -> str | None:
+def capture_of(header, n_layers: int, n_heads: int, n_texts: int | None = None):
+    """``header`` (a :class:`~kvstats.data.capture_format.CaptureHeader` or None) if its
+    counts are those of the results (``n_layers`` layers, ``n_heads`` KV heads and, when
+    given, ``n_texts`` texts), else None: the shapes a section prints, and the spectra of
+    the figures' limits, must come from the capture the results were computed on."""
+    if header is None or (header.n_layers, header.n_kv_heads) != (n_layers, n_heads):
+        return None
+    return header if n_texts is None or header.n_texts == n_texts else None
+
+
+def section_stats(res: str, header=None) -> str | None:
+    """The key/value statistics of results/real/stats_layer_head.csv; ``header``: the
+    capture's (:func:`capture_of` decides whether it is the one these rows describe)."""
     path = os.path.join(res, "stats_layer_head.csv")
     if not os.path.exists(path):
         return None
     s = pd.read_csv(path)
+    n_layers, n_heads = s.layer.nunique(), s["head"].nunique()
+    cap = capture_of(header, n_layers, n_heads)
+    pooled = (f"{cap.n_texts} texts × {cap.n_keys} positions" if cap
+              else "all texts and positions of the capture")
     out = ["## What real keys and values look like\n",
-           "Pooled over 26 texts × 256 positions per (layer, KV head); 30 layers × 3 KV heads.\n"]
+           f"Pooled over {pooled} per (layer, KV head); {n_layers} layers × {n_heads} KV heads.\n"]
     agg = s.groupby("tensor")[["n_outlier_channels", "max_channel_ratio", "kurt_pooled", "kurt_channel",
                                "kurt_wht", "effective_rank", "rank90", "mean_sq_norm",
                                "mean_sq_norm_pos0"]].mean().reset_index()
-    out.append("Means over the 90 (layer, head) pairs:\n")
+    out.append(f"Means over the {n_layers * n_heads} (layer, head) pairs:\n")
     out.append(md(agg))
     k = s[s.tensor == "K"]
     per_layer = k.groupby("layer").agg(outlier_channels=("n_outlier_channels", "sum"),
@@ -85,7 +101,7 @@ def section_stats(res: str) -> str | None:
     v = s[s.tensor == "V"].groupby("layer").agg(v_effective_rank=("effective_rank", "mean"),
                                                 v_outliers=("n_outlier_channels", "sum")).reset_index()
     per_layer = per_layer.merge(v, on="layer")
-    out.append("\nKeys per layer (outlier channels summed over the 3 heads; rank and kurtosis "
+    out.append(f"\nKeys per layer (outlier channels summed over the {n_heads} heads; rank and kurtosis "
                "averaged), with the values' effective rank:\n")
     out.append(md(per_layer))
     n_with = int((k.n_outlier_channels > 0).sum())
@@ -110,8 +126,9 @@ def section_norms(res: str) -> str | None:
     out = ["## Key-favoured allocation: ‖W_K‖ vs ‖W_V‖ and E‖k‖² vs E‖v‖²\n",
            "Weights of k_proj / v_proj (576 → 3·64; all heads of the layer), dequantized from Q4_1.\n",
            md(t),
-           f"\nLayers with ‖W_K‖_F > ‖W_V‖_F: {int((t.fro_WK > t.fro_WV).sum())}/30; spectral: "
-           f"{int((t.spec_WK > t.spec_WV).sum())}/30; E‖k‖² > E‖v‖²: {int((t['E|k|^2'] > t['E|v|^2']).sum())}/30 "
+           f"\nLayers with ‖W_K‖_F > ‖W_V‖_F: {int((t.fro_WK > t.fro_WV).sum())}/{len(t)}; spectral: "
+           f"{int((t.spec_WK > t.spec_WV).sum())}/{len(t)}; E‖k‖² > E‖v‖²: "
+           f"{int((t['E|k|^2'] > t['E|v|^2']).sum())}/{len(t)} "
            f"(median ratio {t['E|k|^2/E|v|^2'].median():.2f}).\n"]
     return "\n".join(out)
 
@@ -267,24 +284,39 @@ def with_holm(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def section_profile(res: str, old: str | None = None) -> str | None:
+def trials_sentence(prof: pd.DataFrame | None, header=None) -> str:
+    """What a profile trial is, with the counts of ``prof`` (results/real/profile.csv) and
+    N, d and the group size of ``header`` when it is the capture of these rows."""
+    if prof is None:
+        return "Trials: one per (text, layer, KV head)"
+    counts = [prof[c].nunique() for c in ("text", "layer", "head")]
+    cap = capture_of(header, counts[1], counts[2], counts[0])
+    shape = (f", N = {cap.n_keys} keys, d = {cap.dim}, the {cap.n_q_heads // cap.n_kv_heads} query heads"
+             if cap else ", the query heads")
+    return (f"Trials: one per (text, layer, KV head) = {' × '.join(map(str, counts))} = "
+            f"{int(np.prod(counts))}{shape} of the group at the last position")
+
+
+def section_profile(res: str, old: str | None = None, header=None) -> str | None:
+    """The profile tables; ``old`` is the section of the page being rewritten (its
+    ``profile-run`` notes are kept), ``header`` the capture's (see :func:`capture_of`)."""
     path = os.path.join(res, "profile_cells.csv")
     if not os.path.exists(path):
         return None
     cells = pd.read_csv(path)
+    path_l = os.path.join(res, "profile.csv")
+    prof = (pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "head", *PROFILE_METRICS])
+            if os.path.exists(path_l) else None)
     out = ["## 6D profiles of KV, KQV, QKQV on the real caches\n",
            kept(old, "profile-run"),
-           "Trials: one per (text, layer, KV head) = 26 × 30 × 3 = 2340, N = 256 keys, d = 64, the "
-           "3 query heads of the group at the last position; an independent draw of the scheme's "
+           trials_sentence(prof, header) + "; an independent draw of the scheme's "
            "randomness per trial, the same draws for every scheme (paired). Means over trials:\n",
            md(cells)]
-    path_l = os.path.join(res, "profile.csv")
-    if not os.path.exists(path_l):
-        # the sign tests need the per-trial rows; profile_tests.csv has only two-sample tests
+    if prof is None:
+        # the trial columns need the per-trial rows (profile_tests.csv holds the text-unit tests only)
         out.append("\n_KQV vs QKQV tests: results/real/profile.csv (one row per trial) missing: run "
                    "experiments/real_profile.py_\n")
-    if os.path.exists(path_l):
-        prof = pd.read_csv(path_l, usecols=["scheme", "bits", "text", "layer", "head", *PROFILE_METRICS])
+    if prof is not None:
         by_trial = kqv_qkqv_tests(prof, "trial")
         by_text = kqv_qkqv_tests(prof, "text")
         n_trials, n_texts = int(by_trial.n.max()), int(by_text.n.max())
@@ -310,8 +342,8 @@ def section_profile(res: str, old: str | None = None) -> str | None:
         six = six.unstack("scheme")
         six.columns = [f"{m}_{sc}" for m, sc in six.columns]
         keep = [f"{m}_{sc}" for m in ("snr_k", "phi_k", "snr_t", "phi_t", "recall_at_5") for sc in ("KQV", "QKQV")]
-        out += ["\nThe 6D profile per layer at n = 4 (means over texts and the 3 KV heads; values: "
-                "`snr_v`, `phi_v` are the same for KQV and QKQV and are in results/real/profile.csv, one row "
+        out += [f"\nThe 6D profile per layer at n = 4 (means over texts and the {prof['head'].nunique()} KV heads; "
+                "values: `snr_v`, `phi_v` are the same for KQV and QKQV and are in results/real/profile.csv, one row "
                 "per trial with its layer and head):\n", md(six[keep].reset_index())]
         stats_path = os.path.join(res, "stats_layer_head.csv")
         if os.path.exists(stats_path):
@@ -325,7 +357,7 @@ def section_profile(res: str, old: str | None = None) -> str | None:
                                                           for sc in ("KV", "KQV", "QKQV")}}
                                  for c in ("n_outlier_channels", "max_channel_ratio", "kurt_pooled",
                                            "kurt_channel", "effective_rank", "mean_sq_norm")])
-            out += ["\nWhat makes a (layer, head) hard? Spearman correlation over the 90 (layer, head) "
+            out += [f"\nWhat makes a (layer, head) hard? Spearman correlation over the {len(m)} (layer, head) "
                     "pairs between its mean attention KL at n = 4 and statistics of its keys:\n", md(corr)]
         by_layer = prof[prof.bits == 4].groupby(["layer", "scheme"]).kl.mean().unstack().reset_index()
         out += ["\nMean attention KL per layer at n = 4:\n", md(by_layer)]
@@ -333,8 +365,8 @@ def section_profile(res: str, old: str | None = None) -> str | None:
     if os.path.exists(path_r):
         r = pd.read_csv(path_r)
         out += ["\nWhich synthetic distribution predicts the real results? Spearman correlation "
-                "between the 15 (scheme, budget) cell means on real and on synthetic data (300 trials, "
-                "N = 256, d = 64, default parameters), the fraction of budgets where the order of the "
+                "between the 15 (scheme, budget) cell means on real and on synthetic data (`real_profile.py "
+                "--synthetic-trials`, 300 by default, of the real trials' N and d; default parameters), the fraction of budgets where the order of the "
                 "three schemes is the same, and the synthetic KQV/QKQV ratio at n = 4:\n",
                 md(r)]
     return "\n".join(x for x in out if x)
@@ -359,27 +391,34 @@ def figures(res: str, out_dir: str, capture: str) -> str | None:
 
     import kvstats
     from kvstats.analysis.theory import nominal_bounds
+    from kvstats.data.capture_format import read_header
     from kvstats.data.spectrum import capture_spectra
 
     prof = pd.read_csv(path)
+    counts = [prof[c].nunique() for c in ("text", "layer", "head")]
+    header = read_header(capture) if os.path.exists(capture) else None
+    cap = capture_of(header, counts[1], counts[2], counts[0])
+    # d and N of the trials: the capture's; without it, SmolLM2's as captured by real_capture.py
+    dim, n_keys = (cap.dim, cap.n_keys) if cap else (64, 256)
     frame = prof.rename(columns={"bits": "budget"}).assign(
-        distribution="real SmolLM2 caches", params="-", dim=64, n_keys=256, bits_nominal=lambda f: f.budget)
-    frame["bits_total"] = [kvstats.make_scheme(sc, int(b), 64).bits_per_coord(256).total
+        distribution="real SmolLM2 caches", params="-", dim=dim, n_keys=n_keys, bits_nominal=lambda f: f.budget)
+    frame["bits_total"] = [kvstats.make_scheme(sc, int(b), dim).bits_per_coord(n_keys).total
                            for sc, b in zip(frame.scheme, frame.budget)]
     budgets = [2, 4, 6]
-    bounds, note = None, "the capture (results/real/capture.npz) is not at hand"
-    if os.path.exists(capture):
-        case = ("real SmolLM2 caches", "-", 64, 256)
+    bounds, note = None, f"the capture of these trials ({capture}) is not at hand"
+    if cap:
+        case = ("real SmolLM2 caches", "-", dim, n_keys)
         nb = nominal_bounds(frame[frame.budget.isin(budgets)], spectra={case: capture_spectra(capture)})
         bounds = {p: dict(zip(g.budget, g.bound_snr_db)) for p, g in nb.groupby("place")}
     os.makedirs(out_dir, exist_ok=True)
     lines = ["## Shannon–φ planes of the real trials\n",
-             "Budgets n = 2, 4, 6; means over the 2340 trials with 95% intervals, the trials as dots. "
+             f"Budgets n = 2, 4, 6; means over the {int(np.prod(counts))} trials with 95% intervals, the trials "
+             "as dots. "
              + ("Dashed on the keys' plane: the rate–distortion limit at n bits per coordinate, the "
                 "bound of a Gaussian with the covariance of each trial's (layer, KV head) measured on all "
-                "26 texts, averaged over the trials (`kvstats.analysis.theory.nominal_bounds`, spectra "
+                f"{cap.n_texts} texts, averaged over the trials (`kvstats.analysis.theory.nominal_bounds`, spectra "
                 "from `kvstats.data.spectrum.capture_spectra`); none exists for the attention output.\n"
-                if bounds else "No rate–distortion limit drawn: the capture was not at hand.\n")]
+                if bounds else "No rate–distortion limit drawn: the capture of these trials was not at hand.\n")]
     for place in ("k", "t"):
         fig = kvstats.plot_shannon_phi(frame, place=place, budgets=budgets,
                                        bounds=(bounds or {}).get(place), bound_note=None if bounds else note)
@@ -645,8 +684,11 @@ for the paired Fieller ratio intervals and the non-inferiority tests, paired Fie
 Brunner–Munzel).
 """
     old, notes = old_sections(args.out)
-    made = {"stats": section_stats(args.results), "norms": section_norms(args.results),
-            "profile": section_profile(args.results, old.get(HEADINGS["profile"])),
+    from kvstats.data.capture_format import read_header
+
+    shape = read_header(args.capture) if os.path.exists(args.capture) else None
+    made = {"stats": section_stats(args.results, shape), "norms": section_norms(args.results),
+            "profile": section_profile(args.results, old.get(HEADINGS["profile"]), shape),
             "figures": figures(args.results, os.path.join(os.path.dirname(args.out), "figures"), args.capture),
             "e2e": section_e2e(args.results, old.get(HEADINGS["e2e"]))}
     parts = [header]

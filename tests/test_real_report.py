@@ -265,3 +265,47 @@ def test_docstring_examples(report):
 
     res = doctest.testmod(report)
     assert res.attempted >= 3 and res.failed == 0
+
+
+def small_results(tmp_path, n_texts=3, n_layers=2, n_heads=1, group=2, n_keys=16, dim=8):
+    """A results folder as real_stats.py and real_profile.py write it for a small capture
+    (every column the profile section reads), and the capture's header."""
+    from kvstats.data.capture_format import read_header, write_capture
+
+    rng = np.random.default_rng(1)
+    idx = pd.MultiIndex.from_product([[2, 4], range(n_texts), range(n_layers), range(n_heads)],
+                                     names=["bits", "text", "layer", "head"]).to_frame(index=False)
+    metrics = ["kl", "recall_at_5", "snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t"]
+    prof = pd.concat([idx.assign(scheme=s, **{m: rng.uniform(size=len(idx)) for m in metrics})
+                      for s in ("KV", "KQV", "QKQV")], ignore_index=True)
+    prof.to_csv(tmp_path / "profile.csv", index=False)
+    prof.groupby(["scheme", "bits"])[metrics].mean().to_csv(tmp_path / "profile_cells.csv")
+    lh = pd.MultiIndex.from_product([["K", "V"], range(n_layers), range(n_heads)],
+                                    names=["tensor", "layer", "head"]).to_frame(index=False)
+    stat_cols = ["n_outlier_channels", "max_channel_ratio", "kurt_pooled", "kurt_channel", "kurt_wht",
+                 "effective_rank", "rank90", "mean_sq_norm", "mean_sq_norm_pos0"]
+    lh.assign(**{c: rng.uniform(size=len(lh)) for c in stat_cols}).to_csv(tmp_path / "stats_layer_head.csv",
+                                                                         index=False)
+    z = np.zeros((n_texts, n_layers, n_heads, n_keys, dim), np.float32)
+    write_capture(tmp_path / "cap.npz", z, z, np.zeros((n_texts, n_layers, n_heads * group, n_keys, dim),
+                                                       np.float32), {})
+    return read_header(tmp_path / "cap.npz")
+
+
+def test_sections_state_the_counts_of_their_results(report, tmp_path):
+    """The sentences that say what was pooled and what a trial is give the results' own
+    counts and the capture's N, d and group (they once said 26 x 30 x 3 = 2340, N = 256
+    whatever the capture), and drop N and d when the capture is not the one of the results."""
+    header = small_results(tmp_path)
+    stats = report.section_stats(str(tmp_path), header)
+    assert "Pooled over 3 texts × 16 positions per (layer, KV head); 2 layers × 1 KV heads." in stats
+    assert "Means over the 2 (layer, head) pairs" in stats
+    prof = report.section_profile(str(tmp_path), None, header)
+    assert ("Trials: one per (text, layer, KV head) = 3 × 2 × 1 = 6, N = 16 keys, d = 8, the 2 query "
+            "heads of the group at the last position") in prof
+    assert "2340" not in prof and "256" not in prof and "26 texts" not in prof
+    (tmp_path / "other").mkdir()
+    other = small_results(tmp_path / "other", n_texts=4)
+    prof = report.section_profile(str(tmp_path), None, other)   # profile.csv has 3 texts, the capture 4
+    assert "= 3 × 2 × 1 = 6, the query heads of the group" in prof and "N = " not in prof
+    assert "all texts and positions of the capture" in report.section_stats(str(tmp_path), None)
