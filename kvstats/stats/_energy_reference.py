@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvstats.stats.energy import _permutation_statistics, _prepare, _random_swaps, _unit_scale
+from kvstats.stats._energy_core import _permutation_statistics, _prepare, _unit_scale
+from kvstats.stats._energy_swap import _random_swaps
 
 __all__ = ["PooledPairs"]
 

@@ -1,8 +1,5 @@
 """Energy distance (Székely & Rizzo) and its permutation test, for multivariate samples.
 
-(Over 450 lines: the free and the within-pair relabellings share the distance blocks,
-the overflow scaling and the tie rule, which must stay one definition for both.)
-
 The energy distance between the distributions of X and Y is
 
     E = 2 E|X - Y| - E|X - X'| - E|Y - Y'|     (Euclidean norms),
@@ -49,6 +46,10 @@ power of two before any distance (exact; the statistic is homogeneous of degree 
 scaled back, the p-value is unchanged), so squared distances neither overflow (NaN) nor
 underflow (0); a statistic that is non-finite or beyond float64 is a ValueError, never a
 p-value. Ordinary data are not touched.
+
+Layout: this module holds the public functions and results; the data preparation, the
+scaling and the pooled-label core are in :mod:`._energy_core`, the swap form in
+:mod:`._energy_swap`.
 """
 
 from __future__ import annotations
@@ -57,26 +58,21 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from jaxtyping import Float
 from scipy.spatial.distance import cdist
 
-from kvstats._checks import (SeedLike, _describe, as_float_array, as_generator, check_choice,
-                             check_int, check_real)
-from kvstats.metrics._scaling import max_exponent, needs_scaling
+from kvstats._checks import SeedLike, as_generator, check_int, check_real
 
-from ._base import _FrameMixin, check_bool
+from ._base import _FrameMixin
+# The internals live in ._energy_core (preparation, scaling, the pooled-label core) and
+# ._energy_swap (within-pair swaps); the tests import some of them from here, their path
+# before the split (hence the re-exports).
+from ._energy_core import (_BLOCK, KINDS, XSample, YSample, _combine,  # noqa: F401
+                           _permutation_statistics, _prepare, _random_subsets, _unit_scale,
+                           _unscale)
+from ._energy_swap import (_check_paired, _paired_min_p, _random_keeps,  # noqa: F401
+                           _random_swaps, _swap_statistics, _SwapForms)
 
 __all__ = ["EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"]
-
-# A sample: rows are observations, columns the p dimensions; 1-D input is p = 1.
-XSample = Float[np.ndarray, "n_x p"] | Float[np.ndarray, "n_x"]
-YSample = Float[np.ndarray, "n_y p"] | Float[np.ndarray, "n_y"]
-
-KINDS = ("V", "U")
-# Distance blocks are at most _BLOCK x _BLOCK float64 (32 MB); one chunk of permutation
-# labels and its products stay within about _CHUNK_BYTES.
-_BLOCK = 2048
-_CHUNK_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -203,64 +199,6 @@ class EnergyTestResult(_FrameMixin):
         return monte_carlo_pvalue_interval(exceed, self.n_resamples, False, confidence)
 
 
-def _as_points(a: XSample | YSample, name: str) -> Float[np.ndarray, "n p"]:
-    arr = as_float_array(a, name, min_ndim=1)  # rejects empty, NaN and inf with the name
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, dim); received {_describe(arr)}")
-    return arr.astype(np.float64, copy=False)
-
-
-def _prepare(X: XSample, Y: YSample, standardize: bool, kind: str,
-             ) -> tuple[Float[np.ndarray, "n_x p"], Float[np.ndarray, "n_y p"], bool]:
-    X, Y = _as_points(X, "X"), _as_points(Y, "Y")
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"X and Y must have the same number of columns (dimension); received "
-                         f"X with {X.shape[1]} and Y with {Y.shape[1]}")
-    standardize = check_bool(standardize, "standardize")
-    check_choice(kind, "kind", KINDS)
-    if kind == "U" and min(len(X), len(Y)) < 2:
-        raise ValueError(f"kind='U' needs at least 2 points in each sample; received "
-                         f"n_x={len(X)}, n_y={len(Y)}")
-    if standardize:
-        # Pooled over both samples, i.e. invariant under relabelling: the permutation test
-        # stays exact. A constant column contributes no distance and is left unscaled.
-        pooled = np.concatenate([X, Y])
-        if needs_scaling(pooled):
-            # the variance of data beyond ~1e120 (or below ~1e-120) over/underflows; each
-            # column scaled by a power of two first (exact) gives the same z-scores
-            col_exp = max_exponent(pooled, axis=0)
-            X, Y, pooled = (np.ldexp(a, -col_exp) for a in (X, Y, pooled))
-        scale = pooled.std(axis=0, ddof=1) if len(pooled) > 1 else np.ones(X.shape[1])
-        scale = np.where(scale > 0, scale, 1.0)
-        X, Y = X / scale, Y / scale
-    return X, Y, standardize
-
-
-def _unit_scale(Z: Float[np.ndarray, "n p"]) -> tuple[Float[np.ndarray, "n p"], int]:
-    """``(Z * 2**-e, e)``: e = 0 for data of ordinary magnitude, else max|Z * 2**-e| ~ 1.
-
-    The energy statistic is homogeneous of degree 1, so statistics of the scaled data
-    times 2**e are those of Z, bit for bit when nothing over/underflowed (see
-    :mod:`kvstats.metrics._scaling`); data beyond ~1e120 or below ~1e-120 would overflow
-    or underflow the squared distances (NaN or 0 statistics) without it.
-    """
-    if not needs_scaling(Z):
-        return Z, 0
-    e = int(max_exponent(Z))
-    return np.ldexp(Z, -e), e
-
-
-def _unscale(values: np.ndarray | float, e: int, what: str) -> np.ndarray | float:
-    """``values * 2**e``, or a ValueError when that leaves the float64 range."""
-    with np.errstate(over="ignore"):       # refused just below
-        out = np.ldexp(values, e)
-    if not np.isfinite(out).all():
-        raise ValueError(f"X and Y: the {what} exceeds the float64 range (data of magnitude "
-                         f"~2**{e}); rescale X and Y (the energy test is scale invariant)")
-    return out
-
 
 def _pair_sum(A: np.ndarray, B: np.ndarray) -> float:
     """Sum of Euclidean distances over all pairs (a, b), blocked to bound memory."""
@@ -284,15 +222,6 @@ def _pair_sums_1d(x: np.ndarray, y: np.ndarray):
     s_xx, s_yy = within(x), within(y)
     s_all = within(np.concatenate([x, y]))
     return s_xx, s_yy, 0.5 * (s_all - s_xx - s_yy)
-
-
-def _combine(s_xx, s_yy, s_xy, n_x, n_y, kind):
-    mean_xy = s_xy / (n_x * n_y)
-    if kind == "V":
-        mean_xx, mean_yy = s_xx / n_x**2, s_yy / n_y**2
-    else:
-        mean_xx, mean_yy = s_xx / (n_x * (n_x - 1)), s_yy / (n_y * (n_y - 1))
-    return 2 * mean_xy - mean_xx - mean_yy, mean_xy, mean_xx, mean_yy
 
 
 def energy_distance(X: XSample, Y: YSample, standardize: bool = False,
@@ -350,232 +279,6 @@ def energy_distance(X: XSample, Y: YSample, standardize: bool = False,
     return EnergyDistanceResult(statistic=stat, mean_xy=mxy, mean_xx=mxx,
                                 mean_yy=myy, kind=kind, standardize=standardize,
                                 n_x=n_x, n_y=n_y, dim=dim)
-
-
-def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None = None,
-                           chunk: int | None = None):
-    """s_xx = a'Da and t = a'r for every row a of ``labels`` (K, n) bool; r = D 1, S = 1'r.
-
-    D (pooled distances of Z) is never held whole: the upper-triangle blocks D_IJ
-    (I <= J) are computed on the fly, once per chunk of ``chunk`` label rows, and each
-    contributes a_I' D_IJ a_J (twice off the diagonal) for all labellings at once via
-    the product D_IJ @ A_J. Accumulation is in float64.
-    """
-    n = len(Z)
-    k = len(labels)
-    if block is None:
-        # equal blocks of at most _BLOCK rows, and at least 4 of them when n allows: only the
-        # upper triangle is multiplied, so finer blocks waste less work on diagonal blocks
-        n_blocks = max(-(-n // _BLOCK), min(4, -(-n // 512)))
-        block = -(-n // n_blocks)
-    if chunk is None:
-        # label columns of two blocks (float64) plus the product, within _CHUNK_BYTES
-        chunk = max(1, min(k, _CHUNK_BYTES // (3 * 8 * min(block, n))))
-    s_xx = np.zeros(k)
-    t = np.zeros(k)
-    r = np.zeros(n)
-    starts = range(0, n, block)
-    for c0 in range(0, k, chunk):
-        lab = labels[c0:c0 + chunk]
-        acc = np.zeros(len(lab))
-        for i0 in starts:
-            zi = Z[i0:i0 + block]
-            a_i = lab[:, i0:i0 + block].T.astype(np.float64)
-            for j0 in starts:
-                if j0 < i0:
-                    continue
-                d_ij = cdist(zi, Z[j0:j0 + block])
-                if c0 == 0:
-                    r[i0:i0 + block] += d_ij.sum(axis=1)
-                    if j0 != i0:
-                        r[j0:j0 + block] += d_ij.sum(axis=0)
-                a_j = a_i if j0 == i0 else lab[:, j0:j0 + block].T.astype(np.float64)
-                contrib = np.einsum("ik,ik->k", a_i, d_ij @ a_j)
-                acc += contrib if j0 == i0 else 2.0 * contrib
-        s_xx[c0:c0 + chunk] = acc
-        for j0 in starts:   # r is complete after chunk 0; column blocks keep memory bounded
-            t[c0:c0 + chunk] += lab[:, j0:j0 + block].astype(np.float64) @ r[j0:j0 + block]
-    return s_xx, t, r.sum()
-
-
-def _permutation_statistics(Z: np.ndarray, labels: np.ndarray, kind: str, **blocking):
-    """Energy distance for each labelling (rows of ``labels``, True = x) of the pooled Z.
-
-    Returns (statistics, S = sum of all pooled distances), computed on Z as it is: data
-    beyond ~1e154 overflow (inf/NaN, which the caller must refuse). :func:`energy_test`
-    first scales Z by :func:`_unit_scale`; :mod:`kvstats.stats.sequential` refuses
-    non-finite values.
-    """
-    n_x = int(labels[0].sum())
-    n_y = len(Z) - n_x
-    s_xx, t, total = _label_quadratic_forms(Z, labels, **blocking)   # t = a'r = s_xx + s_xy
-    s_xy = t - s_xx
-    s_yy = total - 2.0 * t + s_xx
-    stat, *_ = _combine(s_xx, s_yy, s_xy, n_x, n_y, kind)
-    return stat, total
-
-
-def _random_subsets(rng: np.random.Generator, k: int, n: int, m: int,
-                    out: np.ndarray | None = None) -> np.ndarray:
-    """(k, n) bool rows, each marking a uniformly random m-subset of range(n), independently.
-
-    The m smallest of n i.i.d. uniform keys form a uniform random m-subset; a partial sort
-    (np.partition) finds them faster than shuffling every row. A row whose threshold key is
-    tied (probability about n 2**-53) is redrawn.
-    """
-    if out is None:
-        out = np.empty((k, n), dtype=bool)
-    rows_per_draw = max(1, _CHUNK_BYTES // (2 * 8 * n))   # keys and their partition copy
-    todo = np.arange(k)
-    while todo.size:
-        bad = []
-        for start in range(0, todo.size, rows_per_draw):
-            idx = todo[start:start + rows_per_draw]
-            keys = rng.random((idx.size, n))
-            kth = np.partition(keys, m - 1, axis=1)[:, m - 1:m]
-            rows = keys <= kth
-            good = rows.sum(axis=1) == m
-            out[idx[good]] = rows[good]
-            bad.append(idx[~good])
-        todo = np.concatenate(bad)
-    return out
-
-
-def _random_keeps(rng: np.random.Generator, k: int, m: int,
-                  out: np.ndarray | None = None) -> np.ndarray:
-    """(k, m) bool: True where pair i keeps its order (no swap), each with probability 1/2.
-
-    One uniform per pair, drawn row-major in row chunks (``rng.random``), so drawing k1
-    rows then k2 gives the same rows as drawing k1 + k2 at once (what the sequential test
-    relies on). These are the generator calls of every paired relabelling.
-    """
-    if out is None:
-        out = np.empty((k, m), dtype=bool)
-    rows_per_draw = max(1, _CHUNK_BYTES // (8 * m))
-    for start in range(0, k, rows_per_draw):
-        stop = min(k, start + rows_per_draw)
-        out[start:stop] = rng.random((stop - start, m)) < 0.5
-    return out
-
-
-def _random_swaps(rng: np.random.Generator, k: int, m: int,
-                  out: np.ndarray | None = None) -> np.ndarray:
-    """(k, 2m) bool pooled labellings of the swaps :func:`_random_keeps` draws (same calls).
-
-    Row i of X is pooled position i, its partner in Y position m + i; a labelling marks x
-    at i (no swap) or at m + i (swap). The tests' reference for the pooled-label core.
-    """
-    if out is None:
-        out = np.empty((k, 2 * m), dtype=bool)
-    keep = _random_keeps(rng, k, m)
-    out[:, :m] = keep
-    out[:, m:] = ~keep
-    return out
-
-
-class _SwapForms:
-    """Q = s'Cs for sign vectors s of the m pairs (X_i, Y_i); C = D^XX + D^YY - D^XY - D^XY'.
-
-    The blocks C_IJ (I <= J; C is exactly symmetric) are built from ``cdist`` of the
-    given rows, kept when their upper triangle fits in ``cache_bytes`` (else recomputed
-    for each chunk of sign vectors), and ``total`` (the pooled distance sum T) is summed
-    on the first pass. See the module docstring for the formula.
-    """
-
-    def __init__(self, X: np.ndarray, Y: np.ndarray, block: int | None = None,
-                 cache_bytes: int = _CHUNK_BYTES):
-        m = len(X)
-        if block is None:
-            # as the pooled core: blocks of at most _BLOCK rows, at least 4 when m allows,
-            # so little work is spent below the diagonal
-            n_blocks = max(-(-m // _BLOCK), min(4, -(-m // 256)))
-            block = -(-m // n_blocks)
-        self.X, self.Y, self.m, self.block = X, Y, m, block
-        self.starts = range(0, m, block)
-        cached = sum(min(block, m - i0) * min(block, m - j0)
-                     for i0 in self.starts for j0 in self.starts if j0 >= i0)
-        self._cache: dict[tuple[int, int], np.ndarray] | None = (
-            {} if 8 * cached <= cache_bytes else None)
-        self.total = math.nan
-        self._total = 0.0
-
-    def _c_block(self, i0: int, j0: int, first: bool) -> np.ndarray:
-        if self._cache is not None and (i0, j0) in self._cache:
-            return self._cache[i0, j0]
-        b = self.block
-        xi, yi, xj, yj = (a[o:o + b] for a, o in ((self.X, i0), (self.Y, i0),
-                                                   (self.X, j0), (self.Y, j0)))
-        same = cdist(xi, xj)
-        same += cdist(yi, yj)
-        cross = cdist(xi, yj)        # D^XY_IJ
-        cross += cdist(yi, xj)       # (D^XY')_IJ = D^XY_JI'
-        if first:
-            w = 1.0 if i0 == j0 else 2.0
-            self._total += w * (same.sum() + cross.sum())
-        same -= cross
-        if self._cache is not None:
-            self._cache[i0, j0] = same
-        return same
-
-    def forms(self, keep: np.ndarray, chunk: int | None = None) -> np.ndarray:
-        """Q for each row of ``keep`` (k, m) bool (True: s_i = +1); sets ``total``."""
-        k, m, b = len(keep), self.m, self.block
-        if chunk is None:
-            # a chunk's (chunk, m) signs and one (chunk, block) product, float64, within
-            # _CHUNK_BYTES
-            chunk = max(1, min(k, _CHUNK_BYTES // (8 * (m + min(b, m)))))
-        q = np.empty(k)
-        for c0 in range(0, k, chunk):
-            s = keep[c0:c0 + chunk].astype(np.float64)     # (chunk, m): rows are s, +-1
-            s *= 2.0
-            s -= 1.0
-            first = c0 == 0 and math.isnan(self.total)
-            acc = np.zeros(len(s))
-            for i0 in self.starts:
-                for j0 in self.starts:
-                    if j0 < i0:
-                        continue
-                    c_ij = self._c_block(i0, j0, first)
-                    # s_I' C_IJ s_J for every row at once: (S_J C_IJ') row-wise dot S_I
-                    contrib = np.einsum("ki,ki->k", s[:, i0:i0 + b], s[:, j0:j0 + b] @ c_ij.T)
-                    acc += contrib if j0 == i0 else 2.0 * contrib
-            if first:
-                self.total = self._total
-            q[c0:c0 + chunk] = acc
-        return q
-
-
-def _swap_statistics(q: np.ndarray, total: float, m: int, kind: str) -> np.ndarray:
-    """Energy distance of each swap labelling from Q = s'Cs and the pooled total T.
-
-    V = -Q/m^2, U = -(T + (2m - 1) Q)/(2 m^2 (m - 1)) (module docstring): the statistic
-    :func:`_permutation_statistics` gives the same labelling, to rounding.
-    """
-    if kind == "V":
-        return -q / float(m * m)
-    return -(total + (2 * m - 1) * q) / (2.0 * m * m * (m - 1))
-
-
-def _check_paired(paired: bool, n_x: int, n_y: int) -> bool:
-    """``paired`` as a bool; a ``ValueError`` naming X and Y when paired rows do not match."""
-    paired = check_bool(paired, "paired")
-    if paired and n_x != n_y:
-        raise ValueError(f"paired=True needs X and Y of the same length (row i of X is paired "
-                         f"with row i of Y); received len(X)={n_x}, len(Y)={n_y}")
-    return paired
-
-
-def _paired_min_p(X: np.ndarray, Y: np.ndarray) -> float:
-    """min(1, 2**(1 - m)), m the pairs whose rows differ: the smallest exact p-value of the
-    within-pair swap group.
-
-    Of the 2**m swaps of the differing pairs, the observed labelling and the full swap give
-    the same energy statistic (it is symmetric in X and Y when n_x = n_y), so no data give
-    an exact p-value below 2/2**m; a pair with X_i = Y_i swaps into itself and adds nothing
-    (no differing pair: every relabelling is the observed one, p = 1).
-    """
-    m = int(np.count_nonzero((X != Y).any(axis=1)))
-    return min(1.0, float(np.ldexp(1.0, 1 - m)))
 
 
 def _unpaired_min_p(n_x: int, n_y: int) -> float:

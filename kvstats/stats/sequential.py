@@ -457,9 +457,10 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     >>> res.min_attainable_p, res.resolvable(0.05 / 10)
     (0.0078125, False)
     """
-    from .energy import (_check_paired, _paired_min_p, _permutation_statistics, _prepare,
-                         _random_keeps, _random_subsets, _swap_statistics, _SwapForms,
-                         _unit_scale, _unpaired_min_p)
+    from ._energy_core import _permutation_statistics, _prepare, _random_subsets, _unit_scale
+    from ._energy_swap import (_check_paired, _paired_min_p, _random_keeps, _swap_statistics,
+                               _SwapForms)
+    from .energy import _unpaired_min_p
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)

@@ -1,0 +1,190 @@
+"""Energy test internals: data preparation, overflow scaling and the pooled-label core.
+
+What :func:`kvstats.stats.energy_distance`, :func:`kvstats.stats.energy_test` and
+:func:`kvstats.stats.sequential.energy_test_sequential` share: the checks, the pooled
+standardisation and the power-of-two scaling of the samples, the V/U combination of the
+distance sums, and the free (two-sample) relabelling core, which evaluates the statistic of
+every label row a through s_xx = a'Da and a'r without ever holding the pooled distance
+matrix D (formulas in :mod:`kvstats.stats.energy`'s module docstring). The within-pair swap
+form is :mod:`._energy_swap`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxtyping import Float
+from scipy.spatial.distance import cdist
+
+from kvstats._checks import _describe, as_float_array, check_choice
+from kvstats.metrics._scaling import max_exponent, needs_scaling
+
+from ._base import check_bool
+
+# A sample: rows are observations, columns the p dimensions; 1-D input is p = 1.
+XSample = Float[np.ndarray, "n_x p"] | Float[np.ndarray, "n_x"]
+YSample = Float[np.ndarray, "n_y p"] | Float[np.ndarray, "n_y"]
+
+KINDS = ("V", "U")
+# Distance blocks are at most _BLOCK x _BLOCK float64 (32 MB); one chunk of permutation
+# labels and its products stay within about _CHUNK_BYTES.
+_BLOCK = 2048
+_CHUNK_BYTES = 64 * 2**20
+
+
+def _as_points(a: XSample | YSample, name: str) -> Float[np.ndarray, "n p"]:
+    arr = as_float_array(a, name, min_ndim=1)  # rejects empty, NaN and inf with the name
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, dim); received {_describe(arr)}")
+    return arr.astype(np.float64, copy=False)
+
+
+def _prepare(X: XSample, Y: YSample, standardize: bool, kind: str,
+             ) -> tuple[Float[np.ndarray, "n_x p"], Float[np.ndarray, "n_y p"], bool]:
+    X, Y = _as_points(X, "X"), _as_points(Y, "Y")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"X and Y must have the same number of columns (dimension); received "
+                         f"X with {X.shape[1]} and Y with {Y.shape[1]}")
+    standardize = check_bool(standardize, "standardize")
+    check_choice(kind, "kind", KINDS)
+    if kind == "U" and min(len(X), len(Y)) < 2:
+        raise ValueError(f"kind='U' needs at least 2 points in each sample; received "
+                         f"n_x={len(X)}, n_y={len(Y)}")
+    if standardize:
+        # Pooled over both samples, i.e. invariant under relabelling: the permutation test
+        # stays exact. A constant column contributes no distance and is left unscaled.
+        pooled = np.concatenate([X, Y])
+        if needs_scaling(pooled):
+            # the variance of data beyond ~1e120 (or below ~1e-120) over/underflows; each
+            # column scaled by a power of two first (exact) gives the same z-scores
+            col_exp = max_exponent(pooled, axis=0)
+            X, Y, pooled = (np.ldexp(a, -col_exp) for a in (X, Y, pooled))
+        scale = pooled.std(axis=0, ddof=1) if len(pooled) > 1 else np.ones(X.shape[1])
+        scale = np.where(scale > 0, scale, 1.0)
+        X, Y = X / scale, Y / scale
+    return X, Y, standardize
+
+
+def _unit_scale(Z: Float[np.ndarray, "n p"]) -> tuple[Float[np.ndarray, "n p"], int]:
+    """``(Z * 2**-e, e)``: e = 0 for data of ordinary magnitude, else max|Z * 2**-e| ~ 1.
+
+    The energy statistic is homogeneous of degree 1, so statistics of the scaled data
+    times 2**e are those of Z, bit for bit when nothing over/underflowed (see
+    :mod:`kvstats.metrics._scaling`); data beyond ~1e120 or below ~1e-120 would overflow
+    or underflow the squared distances (NaN or 0 statistics) without it.
+    """
+    if not needs_scaling(Z):
+        return Z, 0
+    e = int(max_exponent(Z))
+    return np.ldexp(Z, -e), e
+
+
+def _unscale(values: np.ndarray | float, e: int, what: str) -> np.ndarray | float:
+    """``values * 2**e``, or a ValueError when that leaves the float64 range."""
+    with np.errstate(over="ignore"):       # refused just below
+        out = np.ldexp(values, e)
+    if not np.isfinite(out).all():
+        raise ValueError(f"X and Y: the {what} exceeds the float64 range (data of magnitude "
+                         f"~2**{e}); rescale X and Y (the energy test is scale invariant)")
+    return out
+
+
+
+def _combine(s_xx, s_yy, s_xy, n_x, n_y, kind):
+    mean_xy = s_xy / (n_x * n_y)
+    if kind == "V":
+        mean_xx, mean_yy = s_xx / n_x**2, s_yy / n_y**2
+    else:
+        mean_xx, mean_yy = s_xx / (n_x * (n_x - 1)), s_yy / (n_y * (n_y - 1))
+    return 2 * mean_xy - mean_xx - mean_yy, mean_xy, mean_xx, mean_yy
+
+
+
+def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None = None,
+                           chunk: int | None = None):
+    """s_xx = a'Da and t = a'r for every row a of ``labels`` (K, n) bool; r = D 1, S = 1'r.
+
+    D (pooled distances of Z) is never held whole: the upper-triangle blocks D_IJ
+    (I <= J) are computed on the fly, once per chunk of ``chunk`` label rows, and each
+    contributes a_I' D_IJ a_J (twice off the diagonal) for all labellings at once via
+    the product D_IJ @ A_J. Accumulation is in float64.
+    """
+    n = len(Z)
+    k = len(labels)
+    if block is None:
+        # equal blocks of at most _BLOCK rows, and at least 4 of them when n allows: only the
+        # upper triangle is multiplied, so finer blocks waste less work on diagonal blocks
+        n_blocks = max(-(-n // _BLOCK), min(4, -(-n // 512)))
+        block = -(-n // n_blocks)
+    if chunk is None:
+        # label columns of two blocks (float64) plus the product, within _CHUNK_BYTES
+        chunk = max(1, min(k, _CHUNK_BYTES // (3 * 8 * min(block, n))))
+    s_xx = np.zeros(k)
+    t = np.zeros(k)
+    r = np.zeros(n)
+    starts = range(0, n, block)
+    for c0 in range(0, k, chunk):
+        lab = labels[c0:c0 + chunk]
+        acc = np.zeros(len(lab))
+        for i0 in starts:
+            zi = Z[i0:i0 + block]
+            a_i = lab[:, i0:i0 + block].T.astype(np.float64)
+            for j0 in starts:
+                if j0 < i0:
+                    continue
+                d_ij = cdist(zi, Z[j0:j0 + block])
+                if c0 == 0:
+                    r[i0:i0 + block] += d_ij.sum(axis=1)
+                    if j0 != i0:
+                        r[j0:j0 + block] += d_ij.sum(axis=0)
+                a_j = a_i if j0 == i0 else lab[:, j0:j0 + block].T.astype(np.float64)
+                contrib = np.einsum("ik,ik->k", a_i, d_ij @ a_j)
+                acc += contrib if j0 == i0 else 2.0 * contrib
+        s_xx[c0:c0 + chunk] = acc
+        for j0 in starts:   # r is complete after chunk 0; column blocks keep memory bounded
+            t[c0:c0 + chunk] += lab[:, j0:j0 + block].astype(np.float64) @ r[j0:j0 + block]
+    return s_xx, t, r.sum()
+
+
+def _permutation_statistics(Z: np.ndarray, labels: np.ndarray, kind: str, **blocking):
+    """Energy distance for each labelling (rows of ``labels``, True = x) of the pooled Z.
+
+    Returns (statistics, S = sum of all pooled distances), computed on Z as it is: data
+    beyond ~1e154 overflow (inf/NaN, which the caller must refuse). :func:`energy_test`
+    first scales Z by :func:`_unit_scale`; :mod:`kvstats.stats.sequential` refuses
+    non-finite values.
+    """
+    n_x = int(labels[0].sum())
+    n_y = len(Z) - n_x
+    s_xx, t, total = _label_quadratic_forms(Z, labels, **blocking)   # t = a'r = s_xx + s_xy
+    s_xy = t - s_xx
+    s_yy = total - 2.0 * t + s_xx
+    stat, *_ = _combine(s_xx, s_yy, s_xy, n_x, n_y, kind)
+    return stat, total
+
+
+def _random_subsets(rng: np.random.Generator, k: int, n: int, m: int,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """(k, n) bool rows, each marking a uniformly random m-subset of range(n), independently.
+
+    The m smallest of n i.i.d. uniform keys form a uniform random m-subset; a partial sort
+    (np.partition) finds them faster than shuffling every row. A row whose threshold key is
+    tied (probability about n 2**-53) is redrawn.
+    """
+    if out is None:
+        out = np.empty((k, n), dtype=bool)
+    rows_per_draw = max(1, _CHUNK_BYTES // (2 * 8 * n))   # keys and their partition copy
+    todo = np.arange(k)
+    while todo.size:
+        bad = []
+        for start in range(0, todo.size, rows_per_draw):
+            idx = todo[start:start + rows_per_draw]
+            keys = rng.random((idx.size, n))
+            kth = np.partition(keys, m - 1, axis=1)[:, m - 1:m]
+            rows = keys <= kth
+            good = rows.sum(axis=1) == m
+            out[idx[good]] = rows[good]
+            bad.append(idx[~good])
+        todo = np.concatenate(bad)
+    return out
