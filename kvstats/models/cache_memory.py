@@ -1,0 +1,190 @@
+"""Byte accounting of :class:`~kvstats.models.QuantizedCache` (its ``memory_report``).
+
+Every byte a cache holds falls in one of two kinds: what grows with the sequence
+(``held``: code buffers with their unused capacity, numpy codes, the full-precision
+tail, a decoded copy) and what does not (``fixed``: rotations, codebooks, sketches,
+look-up tables). ``held_bytes + fixed_bytes`` is the storage of every tensor and array
+the layers reference, each memory block once: a numpy array and a torch tensor over
+the same memory (``torch.from_numpy``, ``Tensor.numpy()``) count once, keyed by the
+address of the storage that owns it, as :func:`kvstats.models.peers.held_bytes` does.
+The mixins here give the layer and the cache these methods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from kvstats.models.cache_layer import _CodesLayer
+
+
+def _tensor_bytes(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+def _storage_key(t: torch.Tensor) -> tuple:
+    return ("mem", t.untyped_storage().data_ptr(), t.device.type)
+
+
+def _storage_bytes(t: torch.Tensor, seen: set) -> int:
+    """Bytes of the storage under ``t`` (all of it: a view keeps it alive), unless counted."""
+    key = _storage_key(t)
+    if key in seen:
+        return 0
+    seen.add(key)
+    return int(t.untyped_storage().nbytes())
+
+
+def _array_bytes(obj, seen: set) -> int:
+    """Bytes of the numpy arrays (and torch tensors) reachable from ``obj`` (dataclasses,
+    kvstats objects, containers), each owning array or storage counted once.
+
+    An array is counted as the array that owns its memory; an array over a tensor's
+    memory (``Tensor.numpy()``, whose base is the tensor) as that tensor's storage."""
+    if isinstance(obj, np.ndarray):
+        while isinstance(obj.base, np.ndarray):
+            obj = obj.base
+        if isinstance(obj.base, torch.Tensor):
+            return _storage_bytes(obj.base, seen)
+        key = ("mem", obj.ctypes.data, "cpu")
+        if key in seen:
+            return 0
+        seen.add(key)
+        return int(obj.nbytes)
+    if isinstance(obj, torch.Tensor):
+        return _storage_bytes(obj, seen)
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        return sum(_array_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_array_bytes(v, seen) for v in obj)
+    if dataclasses.is_dataclass(obj) or type(obj).__module__.startswith("kvstats."):
+        return sum(_array_bytes(v, seen) for v in getattr(obj, "__dict__", {}).values())
+    return 0
+
+
+class _LayerMemory:
+    """The byte counts of one :class:`~kvstats.models.cache_layer._CodesLayer`."""
+
+    def code_nbytes(self) -> int:
+        """Bytes of the stored codes of the coded tokens (no slack, no tail)."""
+        if self.reads_codes:
+            return sum(b.nbytes(held=False) for b in self.store.values())
+        return sum(int(c.nbytes) for c in self.codes)
+
+    def tail_nbytes(self) -> int:
+        return _tensor_bytes(self.tail_keys) + _tensor_bytes(self.tail_values) if self.is_initialized else 0
+
+    def nbytes(self) -> int:
+        return self.code_nbytes() + self.tail_nbytes()
+
+    def decoded_nbytes(self) -> int:
+        return sum(b.nbytes() for b in self.decoded.values())
+
+    def held_nbytes(self) -> int:
+        """Every byte that grows with the sequence: code buffers (with their slack), numpy
+        codes, the tail, the decoded copy."""
+        if self.reads_codes:
+            codes = sum(b.nbytes() for b in self.store.values())
+        else:
+            codes = _array_bytes(self.codes, set())
+        return codes + self.tail_nbytes() + self.decoded_nbytes()
+
+    def fixed_nbytes(self, seen: set) -> int:
+        """Per-layer state that does not grow: rotations, codebooks, sketches (what ``seen``,
+        shared by the layers, has not counted yet: the Hadamard matrix and codebooks are shared)."""
+        if not self.reads_codes:
+            return _array_bytes(self.scheme, seen) if self.scheme is not None else 0
+        total = 0
+        if self.key_side is not None:  # the numpy scheme (it codes new groups) and the torch sketches
+            total = _array_bytes(self.scheme, seen)
+            fixed = (*self.key_side.fixed_tensors(), *self.value_side.fixed_tensors())
+        else:
+            fixed = (*self.key_coder.fixed_tensors(), *self.value_coder.fixed_tensors())
+        return total + sum(_storage_bytes(t, seen) for t in fixed)
+
+
+class _CacheMemory:
+    """The byte counts and ``memory_report`` of :class:`~kvstats.models.QuantizedCache`."""
+
+    def _live(self) -> list[_CodesLayer]:
+        return [lay for lay in self.layers if lay.is_initialized]
+
+    def nbytes(self) -> int:
+        """Bytes the cache stores: every layer's codes (of the coded tokens) plus its
+        full-precision tail."""
+        return sum(layer.nbytes() for layer in self._live())
+
+    def held_nbytes(self) -> int:
+        """Every byte the cache holds that grows with the sequence: code buffers with their
+        unused capacity, the tail and any decoded copy (:meth:`fixed_nbytes` apart)."""
+        return sum(layer.held_nbytes() for layer in self._live())
+
+    def fixed_nbytes(self) -> int:
+        """Per-layer state that does not grow with the sequence (rotations, codebooks, sketches)."""
+        seen: set = set()
+        return sum(layer.fixed_nbytes(seen) for layer in self._live())
+
+    def _tokens(self) -> int:
+        layer = next(iter(self._live()), None)
+        if layer is None:
+            return 0
+        return layer.get_seq_length() * layer.tail_keys.shape[0]
+
+    def bytes_per_token(self) -> float:
+        """Stored bytes per token of the sequence (all layers, K and V; per sequence of the
+        batch). Sliding-window layers hold only their window: their share falls with length."""
+        n = self._tokens()
+        if n == 0:
+            raise ValueError("the cache is empty: bytes_per_token needs at least one cached token")
+        return self.nbytes() / n
+
+    def fp16_bytes_per_token(self) -> float:
+        """What an fp16 cache of the same layers and heads stores per token (K and V each
+        with its own heads and head dimension)."""
+        layers = self._live()
+        if not layers:
+            raise ValueError("the cache is empty: fp16_bytes_per_token needs an initialized layer")
+        return float(sum(2 * (lay.tail_keys.shape[1] * lay.tail_keys.shape[-1]
+                              + lay.tail_values.shape[1] * lay.tail_values.shape[-1])
+                         for lay in layers))
+
+    def memory_report(self) -> dict:
+        """Every byte the cache holds, by kind, and per token.
+
+        Keys: ``attention`` (what attention reads: "codes", "decoded copy" or "decoded on
+        read"), ``attention_fn`` ("codes": the code-reading attention; "model": the model's);
+        ``stored_bytes`` (= ``nbytes``: codes of the coded tokens + the tail),
+        ``code_bytes``, ``tail_bytes``, ``decoded_copy_bytes``, ``held_bytes`` (everything
+        that grows with the sequence, including unused buffer capacity and the decoded
+        copy), ``fixed_bytes`` (rotations, codebooks, sketches); per cached token:
+        ``bytes_per_token`` (stored), ``held_bytes_per_token``, ``fp16_bytes_per_token`` (what
+        an fp16 cache holding every token stores); ``ratio_to_fp16`` (stored / fp16) and
+        ``held_to_stored``; ``dropped_tokens`` (of the sliding-window layers, summed over
+        them: held nowhere). Every byte is one the cache holds: ``held_bytes +
+        fixed_bytes`` is the storage of every tensor and array its layers reference.
+        """
+        n = self._tokens()
+        if n == 0:
+            raise ValueError("the cache is empty: memory_report needs at least one cached token")
+        layers = self._live()
+        stored, held = self.nbytes(), self.held_nbytes()
+        fp16 = self.fp16_bytes_per_token()
+        mode = ("decoded copy" if self.keep_decoded else "codes" if self.attention == "codes" else "decoded on read")
+        return {"scheme": self.scheme_name, "bits": self.bits, "window": self.window,
+                "seq_length": self.get_seq_length(), "attention": mode, "attention_fn": self.attention,
+                "nbytes": stored, "stored_bytes": stored,
+                "code_bytes": sum(lay.code_nbytes() for lay in layers),
+                "tail_bytes": sum(lay.tail_nbytes() for lay in layers),
+                "decoded_copy_bytes": sum(lay.decoded_nbytes() for lay in layers),
+                "held_bytes": held, "fixed_bytes": self.fixed_nbytes(),
+                "bytes_per_token": stored / n, "held_bytes_per_token": held / n,
+                "fp16_bytes_per_token": fp16, "ratio_to_fp16": stored / n / fp16,
+                "held_to_stored": held / stored, "dropped_tokens": sum(lay.n_dropped for lay in layers)}
