@@ -11,7 +11,11 @@ renders these tables.
 - :mod:`~kvstats.analysis.intervals`: bootstrap intervals and the heavy-tail screen;
 - :mod:`~kvstats.analysis.summary`: per-scheme means, CIs, tails (:func:`summary_table`);
 - :mod:`~kvstats.analysis.compare`: pairwise tests, adjusted together (:func:`compare_schemes`;
-  the pairs checked by :func:`check_comparisons`);
+  the pairs checked by :func:`check_comparisons`), made of :mod:`~kvstats.analysis.pairing`
+  (the designs, the rows compared), :mod:`~kvstats.analysis.pair_tests` (one row per test),
+  :mod:`~kvstats.analysis.verdicts` (adjustment, resolution, verdicts) and
+  :mod:`~kvstats.analysis.tested_metrics` (the metrics tested: :func:`default_metrics`);
+- :mod:`~kvstats.analysis.resolution`: what each test could have concluded;
 - :mod:`~kvstats.analysis.crossover`: winners changing with the budget (:func:`find_crossovers`);
 - :mod:`~kvstats.analysis.theory`: closed forms beside measurements (:func:`theory_table`).
 """

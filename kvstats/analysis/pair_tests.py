@@ -1,0 +1,142 @@
+"""The tests :func:`~kvstats.analysis.compare_schemes` runs on one pair, each as a table row.
+
+Per metric: Mann–Whitney (two independent samples) or the sign test (pairs matched on the
+unit), the two-sample KS test (unpaired only), the equivalence test (TOST) where a margin
+is declared; on the standardised 6D profile the sequential energy permutation test. Each
+row says what the test could resolve (``min_attainable_p``, the permutations it drew),
+read by :mod:`~kvstats.analysis.verdicts` once the family is known.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from jaxtyping import Float
+
+from kvstats.analysis.resolution import (extreme_pvalue, permutation_floor, rounding_canonical,
+                                         rounding_ties, sign_extreme_pvalue)
+
+__all__: list[str] = []   # the rows are compare_schemes' parts, not an interface
+
+#: One row of the comparison table (before the family's adjustment).
+Row = dict[str, float | int | str]
+
+_NO_RESOLUTION = {"n_permutations": 0, "max_permutations": 0, "margin_low": math.nan,
+                  "margin_high": math.nan}
+# ``n_informative``: the units that carry the test's information, where that is a count
+# other than n_a and n_b (the sign test's nonzero differences); NaN for the other tests
+_NOT_COUNTED = {"n_informative": math.nan}
+
+
+def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
+    from kvstats.stats import mann_whitney
+
+    res = mann_whitney(x, y)
+    return {"test": "mann_whitney", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
+            "effect_high": float(res.rank_biserial_high), "note": "", **_NO_RESOLUTION,
+            **_NOT_COUNTED, "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
+
+
+def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
+    from kvstats.stats import sign_test
+
+    # a pair equal up to rounding (a text's mean summed in another order) is a zero difference,
+    # not a win that rounding decided (resolution.rounding_ties)
+    tie = rounding_ties(x, y)
+    rounded = int(np.count_nonzero(tie & (x != y)))
+    res = sign_test(x, np.where(tie, x, y))     # a metric may be +inf (SNR of an exact reconstruction)
+    return {"test": "sign", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.dominance), "effect_low": float(res.dominance_low),
+            "effect_high": float(res.dominance_high),
+            "note": (f"sign test, {res.n_nonzero} nonzero of {res.n_pairs} paired differences "
+                     f"({res.n_positive} a > b, {res.n_negative} a < b"
+                     + (f"; {rounded} equal up to rounding, counted as zero" if rounded else "")
+                     + ")"),
+            # the test's own count of nonzero differences: its resolution, and the report's
+            # "only k of the n pairs differ", read from this column, not from the note
+            "n_informative": float(res.n_nonzero), **_NO_RESOLUTION,
+            "min_attainable_p": sign_extreme_pvalue(res.n_nonzero)}
+
+
+def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> Row:
+    from kvstats.stats import ks_2samp
+    from kvstats.stats.ks_exact import ks_2samp_exact
+
+    tied = np.unique(np.concatenate([x, y])).size < x.size + y.size
+    resolution = dict(_NO_RESOLUTION)
+    if tied:
+        # the continuous Smirnov p-value is far too conservative on tied (quantized) values
+        res = ks_2samp_exact(x, y, seed=seed)
+        note = "ties: exact conditional test"
+        if res.method == "permutation":
+            note = f"ties: permutation p-value (B = {res.n_resamples})"
+            resolution.update(n_permutations=res.n_resamples, max_permutations=res.n_resamples)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = ks_2samp(x, y)
+        note = ""
+    min_p = extreme_pvalue("ks", x, y)
+    if resolution["max_permutations"]:
+        min_p = max(min_p, 1.0 / (1 + resolution["max_permutations"]))
+    return {"test": "ks", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.statistic), "effect_low": math.nan, "effect_high": math.nan,
+            "note": note, **resolution, **_NOT_COUNTED, "min_attainable_p": min_p}
+
+
+def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_permutations: int,
+                stop: int, seed: int, paired: bool = False) -> Row:
+    from kvstats.stats.sequential import energy_test_sequential
+
+    # unpaired: called exactly as before the paired design existed (same draws, same numbers)
+    res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
+                                 standardize=True, **({"paired": True} if paired else {}))
+    # what the test can resolve: 1/(1 + B_max), and no less than the share of relabellings
+    # that tie with the observed one (2/C(8, 4) for 4 units against 4: more permutations
+    # would not help). Paired: 2^(1−m) over the m pairs whose profiles differ (beyond
+    # rounding, as the sign test counts them): a pair of equal profiles swaps into itself,
+    # so with none differing every relabelling is the observed one and p = 1 is all there is
+    if paired:
+        m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
+        units = permutation_floor(m, m, True) if m else 1.0
+    else:
+        units = permutation_floor(len(X), len(Y), False)
+    floor = max(float(res.min_attainable_p), units)
+    return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
+            "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
+            "effect_high": math.nan, "n_permutations": int(res.n_permutations),
+            "max_permutations": int(res.max_permutations),
+            "min_attainable_p": floor, "margin_low": math.nan,
+            "margin_high": math.nan, **_NOT_COUNTED,
+            "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
+                    + (", stopped early" if res.stopped_early else "")}
+
+
+def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margin: float,
+                     test: str, alpha: float, paired: bool = False) -> Row:
+    from kvstats.stats.equivalence import tost_rank, tost_ratio
+
+    base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0,
+            "min_attainable_p": 0.0, **_NOT_COUNTED}
+    if test == "rank":
+        # θ counts ties as ½: values equal up to rounding are ties, as the sign test and
+        # Mann–Whitney count them (else rounding's direction moves θ by ½·P(tie), up to the margin)
+        x, y = rounding_canonical(x, y)
+    try:
+        res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
+               else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))
+    except ValueError as exc:  # e.g. a ratio of means with a zero mean: no test, said so
+        lo, hi = ((1 / (1 + margin), 1 + margin) if test == "ratio" else (0.5 - margin, 0.5 + margin))
+        return {**base, "statistic": math.nan, "pvalue": math.nan, "effect": math.nan,
+                "effect_low": math.nan, "effect_high": math.nan, "margin_low": lo,
+                "margin_high": hi, "note": f"no equivalence test: {exc}"}
+    what = "mean(a)/mean(b)" if test == "ratio" else "θ = P(a > b) + ½P(a = b)"
+    return {**base, "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+            "effect": float(res.estimate), "effect_low": float(res.low),
+            "effect_high": float(res.high), "margin_low": float(res.margin_low),
+            "margin_high": float(res.margin_high), "identical_pairs": bool(res.identical_pairs),
+            "note": (f"TOST, {what} in [{res.margin_low:.4g}, {res.margin_high:.4g}], "
+                     f"{res.method}; interval {100 * (1 - 2 * alpha):.10g}% unadjusted")}

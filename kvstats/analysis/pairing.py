@@ -1,0 +1,143 @@
+"""The two designs of :func:`~kvstats.analysis.compare_schemes` and the rows each pair compares.
+
+All schemes of a case see the same trials (synthetic: the same ``trial``; cluster means of
+a real capture: the same ``cluster``), so two schemes' values are paired by design.
+``pairing="trial"`` matches the rows one-to-one on that unit (:func:`_matched` refuses
+a unit missing on one side or repeated, e.g. a clustered frame whose trials were not
+aggregated per text); ``pairing="none"`` treats them as two independent samples. Which
+rows of a frame are compared at all is :func:`scheme_pairs`' rule (each case, each budget
+both schemes ran; fixed-budget schemes against each other).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from kvstats.analysis.clustered import _clusters
+from kvstats.analysis.frame import CASE_COLUMNS
+
+__all__ = ["PAIRINGS", "LOCATION_TESTS", "scheme_pairs"]
+
+#: The designs of :func:`~kvstats.analysis.compare_schemes`: two independent samples, or
+#: pairs matched on the unit.
+PAIRINGS = ("none", "trial")
+#: The ``test`` of the per-metric location rows (the rows with a ``winner``), by design.
+LOCATION_TESTS = {"none": "mann_whitney", "trial": "sign"}
+
+
+def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
+                 ) -> Iterator[tuple[tuple, float, float, str, str, pd.DataFrame, pd.DataFrame]]:
+    """Every comparable (case, budget) of each scheme pair, in frame and ``comparisons`` order.
+
+    Yields ``(case key, budget_a, budget_b, a, b, rows_a, rows_b)``. Pairs absent from a
+    case are skipped. Two schemes that each ran at a single, different budget (fixed-budget
+    schemes such as ``K4V2`` vs ``K4V4``) are compared directly; otherwise the pair is
+    compared at every budget both ran. Each side's rows keep the frame's order.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"distribution": "gaussian", "params": "-", "dim": 8, "n_keys": 4,
+    ...     "scheme": ["K4V2", "K4V4"], "budget": [3.0, 4.0]})
+    >>> [(p[1], p[2], p[3], p[4]) for p in scheme_pairs(f, [("K4V2", "K4V4")])]
+    [(3.0, 4.0, 'K4V2', 'K4V4')]
+    """
+    for case, bud_a, bud_b, a, b, ia, ib in _pair_positions(frame, comparisons):
+        yield case, bud_a, bud_b, a, b, frame.iloc[ia], frame.iloc[ib]
+
+
+def _pair_positions(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
+                    ) -> Iterator[tuple[tuple, float, float, str, str, np.ndarray, np.ndarray]]:
+    """:func:`scheme_pairs` with each side's rows as positions (ascending) in ``frame``.
+
+    The frame is grouped once, by case; a side's rows are then picked from that case's
+    positions with numpy, not by filtering (and copying) the whole frame per pair and budget.
+    """
+    schemes, budgets = frame["scheme"].to_numpy(), frame["budget"].to_numpy()
+    comparisons = [tuple(p) for p in comparisons]
+    for case, pos in frame.groupby(list(CASE_COLUMNS), sort=False).indices.items():
+        in_case = schemes[pos]
+        sides: dict[str, tuple[np.ndarray, np.ndarray, list]] = {}
+
+        def side(name: str) -> tuple[np.ndarray, np.ndarray, list]:
+            # the scheme's rows of this case, their budgets, and those in order of first appearance
+            if name not in sides:
+                rows = pos[in_case == name]
+                buds = budgets[rows]
+                sides[name] = rows, buds, pd.unique(buds).tolist()
+            return sides[name]
+
+        present = set(in_case)
+        for a, b in comparisons:
+            if a not in present or b not in present:
+                continue
+            (ra, ba, budgets_a), (rb, bb, budgets_b) = side(a), side(b)
+            if len(budgets_a) == 1 and len(budgets_b) == 1 and budgets_a != budgets_b:
+                # fixed-budget schemes (e.g. K4V2 vs K4V4): compare them directly
+                yield case, budgets_a[0], budgets_b[0], a, b, ra, rb
+                continue
+            for bud in budgets_a:
+                if bud in budgets_b:
+                    yield case, bud, bud, a, b, ra[ba == bud], rb[bb == bud]
+
+
+def _check_design(frame: pd.DataFrame, pairing: str, ks: bool | None
+                  ) -> tuple[pd.DataFrame, str | None, bool]:
+    """The frame, the unit its pairs match on (None: two independent samples) and ``ks``.
+
+    Apart from the per-argument checks because these depend on the design: the KS test
+    only without pairing, a clustered frame's clusters checked only with it.
+    """
+    paired = pairing == "trial"
+    if ks is None:
+        ks = not paired
+    elif ks and paired:
+        raise ValueError("ks=True needs pairing='none': the two-sample KS test has no valid null "
+                         "for paired samples (its permutations exchange values between pairs); "
+                         "received pairing='trial'")
+    if not paired:
+        return frame, None, ks
+    # the unit the schemes share: the cluster (its NaN, for a synthetic trial, the trial)
+    unit = "cluster" if "cluster" in frame.columns else "trial"
+    if unit == "cluster":
+        try:
+            frame = _clusters(frame, "frame")
+        except ValueError as exc:   # no unit to pair on; the two-sample design needs none
+            raise ValueError(f"{exc}; or pass pairing='none' if the two schemes' rows are "
+                             "independent samples") from None
+    return frame, unit, ks
+
+
+def _matched(ia: np.ndarray, ib: np.ndarray, units: np.ndarray, unit: str, case: tuple,
+             bud_a: float, bud_b: float, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two schemes' row positions in the same unit order, or a ValueError saying what does not pair."""
+    ua, ub = units[ia], units[ib]
+    problems = []
+    for name, u in ((a, ua), (b, ub)):
+        values, counts = np.unique(u, return_counts=True)
+        if (counts > 1).any():
+            problems.append(f"{unit} {_some(values[counts > 1])} more than once in {name}'s rows")
+    for name, u, other in ((a, ua, ub), (b, ub, ua)):
+        alone = np.setdiff1d(u, other)
+        if alone.size:
+            problems.append(f"{unit} {_some(alone)} only in {name}'s rows")
+    if problems:
+        where = ", ".join(f"{c} = {v}" for c, v in zip(CASE_COLUMNS, case))
+        budget = f"budget {bud_a:g}" + ("" if bud_b == bud_a else f" vs {bud_b:g}")
+        hint = (" (aggregate the trials of each cluster first: kvstats.analysis.aggregate_clusters)"
+                if unit == "cluster" and any("more than once" in p for p in problems) else "")
+        raise ValueError(f"pairing='trial' (the default) matches the rows of {a} and {b} "
+                         f"one-to-one on {unit!r}, but at {where}, {budget}: "
+                         + "; ".join(problems) + hint + "; pass pairing='none' if the two "
+                         "schemes' rows are independent samples")
+    # stable sorts: ties cannot occur (checked above), so row i of each side is one unit
+    return ia[np.argsort(ua, kind="stable")], ib[np.argsort(ub, kind="stable")]
+
+
+def _some(values: np.ndarray, k: int = 5) -> str:
+    """Up to ``k`` unit values, then how many more."""
+    shown = ", ".join(str(v) for v in values[:k])
+    return shown + (f" (and {values.size - k} more)" if values.size > k else "")
