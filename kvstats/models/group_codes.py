@@ -24,6 +24,8 @@ uint8/uint16; the per-step unpacking is a transient.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from jaxtyping import Float
@@ -245,17 +247,29 @@ class TokenValueSide(_Side):
 def _sketch_t(sketch) -> torch.Tensor:
     """``Sᵀ`` float32 ``(H or 1, d, m)`` of a :class:`~kvstats.quant.sketch.Sketch`.
 
-    An srht sketch's matrix is built here and not kept: reading ``sketch.matrix`` would
-    cache a float64 copy in the numpy coder, which codes by the fast transform and
-    never reads it. (The torch matmuls need this contiguous ``Sᵀ`` of their own: over a
-    transposed view of the numpy coder's ``S`` a one-query product rounds differently.)
+    A dense sketch held in float32 (the cache's numpy coder, after
+    :meth:`~kvstats.quant.qjl_keys.QJLKeyQuantizer.hold_sketches_as`) is read in place:
+    ``Sᵀ`` is a transposed view of the coder's own ``S``, so the sketch is held once and
+    the numpy coder's codes and decodes are unchanged. (Over a contiguous ``Sᵀ`` of its
+    own, a one-query product would round in another order: neither is the reference, the
+    numpy estimator is, to rounding.) Any other dense sketch is cast (a copy). An srht
+    sketch's matrix is built here and not kept by the coder: reading ``sketch.matrix``
+    would cache a float64 copy in the numpy coder, which codes by the fast transform and
+    never reads it.
     """
     from kvstats.quant.sketch import _srht_matrix
 
-    matrix = (sketch.dense if sketch.dense is not None
-              else _srht_matrix(sketch.signs, sketch.rows, sketch.m, sketch.dim))
-    st = np.swapaxes(np.asarray(matrix, dtype=np.float32), -1, -2)
-    return _t(st.reshape((-1,) + st.shape[-2:]))
+    if sketch.dense is None:
+        dense = _srht_matrix(sketch.signs, sketch.rows, sketch.m, sketch.dim).astype(np.float32)
+    elif sketch.dense.dtype == np.float32 and sketch.dense.flags.c_contiguous:
+        dense = sketch.dense
+    else:
+        dense = np.ascontiguousarray(sketch.dense, dtype=np.float32)
+    with warnings.catch_warnings():
+        # the coder's sketch is read-only; the reader never writes to it either
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        s = torch.from_numpy(dense)
+    return s.reshape((-1,) + s.shape[-2:]).transpose(-1, -2)
 
 
 class QJLKeySide(_Side):

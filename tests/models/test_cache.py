@@ -159,22 +159,26 @@ def test_bad_input():
 
 def _walk(obj, seen) -> int:
     """Bytes of every tensor storage and owning numpy array reachable from ``obj`` (each
+    memory block once, by its address: a tensor and an array over the same memory count
     once; a view counts its whole storage, as the memory it keeps alive)."""
     import dataclasses
 
-    if isinstance(obj, torch.Tensor):
-        st = obj.untyped_storage()
-        if ("t", st.data_ptr()) in seen or st.nbytes() == 0:
-            return 0
-        seen.add(("t", st.data_ptr()))
-        return st.nbytes()
     if isinstance(obj, np.ndarray):
         while isinstance(obj.base, np.ndarray):
             obj = obj.base
-        if ("a", id(obj)) in seen:
+        if isinstance(obj.base, torch.Tensor):  # Tensor.numpy(): the tensor's storage
+            obj = obj.base
+        elif ("mem", obj.ctypes.data) in seen:
             return 0
-        seen.add(("a", id(obj)))
-        return obj.nbytes
+        else:
+            seen.add(("mem", obj.ctypes.data))
+            return obj.nbytes
+    if isinstance(obj, torch.Tensor):
+        st = obj.untyped_storage()
+        if ("mem", st.data_ptr()) in seen or st.nbytes() == 0:
+            return 0
+        seen.add(("mem", st.data_ptr()))
+        return st.nbytes()
     if id(obj) in seen:
         return 0
     seen.add(id(obj))
@@ -246,8 +250,9 @@ def test_numpy_codes_are_counted_by_their_owning_arrays():
 @pytest.mark.parametrize("params", [{}, {"n_outliers": 4}, {"sketch": "srht"}])
 def test_qjl_holds_its_sketches_once_in_float32_with_the_same_codes(params):
     # The cache's numpy qjl coder codes float32 blocks only: its dense sketches are held in
-    # float32 (not float64), an srht sketch as its signs (no materialised matrix); the codes
-    # and the decode are bit for bit those of a coder holding float64 sketches.
+    # float32 (not float64), once (the code-reading attention's Sᵀ is a view of them), an
+    # srht sketch as its signs (no materialised matrix); the codes and the decode are bit
+    # for bit those of a coder holding float64 sketches.
     from kvstats.quant.schemes import make_scheme
 
     k, v = _kv(70)
@@ -263,15 +268,19 @@ def test_qjl_holds_its_sketches_once_in_float32_with_the_same_codes(params):
     k_hat, _ = ref.dequantize(codes)
     assert torch.equal(lay.dequantized()[0][:, :, :64], torch.from_numpy(k_hat))
     sketches = [lay.scheme.key_coder.sketch] + ([lay.scheme.key_coder.outlier_sketch] if params.get("n_outliers") else [])
-    torch_bytes = sum(t.numel() * 4 for t in lay.key_side.fixed_tensors())   # the float32 Sᵀ of the reader
+    readers = lay.key_side.fixed_tensors()                                     # the float32 Sᵀ of the reader
     per = 3 * 192 * 64                                                         # heads × m × d per sketch
-    assert torch_bytes == len(sketches) * per * 4
-    for s in sketches:
+    assert sum(t.numel() * 4 for t in readers) == len(sketches) * per * 4
+    for s, st in zip(sketches, readers):
         assert "matrix" not in vars(s) or s.dense is not None                 # srht: no float64 matrix cached
-        assert s.dense is None if params.get("sketch") == "srht" else s.dense.dtype == np.float32
-    numpy_bytes = 0 if params.get("sketch") == "srht" else len(sketches) * per * 4
+        if params.get("sketch") == "srht":
+            assert s.dense is None
+        else:  # a dense sketch is held once: the reader's Sᵀ is a view of the coder's float32 S
+            assert s.dense.dtype == np.float32
+            assert st.data_ptr() == s.dense.ctypes.data and torch.equal(st, torch.from_numpy(s.dense).mT)
+    # held once: the sketches' float32 matrices (srht: the reader's, plus the coder's signs)
     srht_signs = sum(s.signs.nbytes + (0 if s.rows is None else s.rows.nbytes) for s in sketches if s.dense is None)
-    assert cache.fixed_nbytes() == torch_bytes + numpy_bytes + srht_signs
+    assert cache.fixed_nbytes() == len(sketches) * per * 4 + srht_signs
 
 
 @pytest.mark.parametrize("name,bits,sketches", [("KQV", 4, 1), ("QKQV", 3, 2), ("turboquant_mse", 4, 0)])
