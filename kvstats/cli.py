@@ -628,7 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(args.command, exc, _import_message(exc), 2)
     except _raised("kvstats.sweep.run", "WorkerDiedError") as exc:
         # not bad input: the machine killed a worker (memory?)
-        return _error(args.command, exc, _one_line(str(exc)), 1)
+        return _error(args.command, exc, _message(exc), 1)   # with what is kept (a note)
     except KeyboardInterrupt:
         try:
             print(f"kvstats {args.command}: interrupted; {_INTERRUPTED[args.command]}", file=sys.stderr)

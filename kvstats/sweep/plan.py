@@ -124,8 +124,12 @@ class Cell:
         return name if self.budget is None else f"{name} at n={self.budget:g}"
 
     def describe(self) -> str:
-        """The cell in words, for messages: :meth:`scheme_at`, the case, d and N."""
-        return f"{self.scheme_at()}, {self.distribution}({self.params_label()}), d={self.dim}, N={self.n_keys}"
+        """The cell in words, for messages: :meth:`scheme_at` and :meth:`describe_case`."""
+        return f"{self.scheme_at()}, {self.describe_case()}"
+
+    def describe_case(self) -> str:
+        """The cell's case in words, for messages: ``gaussian(-), d=64, N=128``."""
+        return f"{self.distribution}({self.params_label()}), d={self.dim}, N={self.n_keys}"
 
     def key(self) -> str:
         """The cell's stable text: its case, budget and scheme (name, settings, label)."""
@@ -445,6 +449,13 @@ class _Task:
     stop: int
     dtype: str = "float64"
     generator: int = 1
+
+    def describe(self) -> str:
+        """The task in words, for messages: its case and trials, ``gaussian(-), d=64,
+        N=128, trials 0..249``."""
+        first = chunk_span(self.n_trials, self.chunk, self.first)[0]
+        start, count = chunk_span(self.n_trials, self.chunk, self.stop - 1)
+        return f"{self.cells[0][0].describe_case()}, trials {first}..{start + count - 1}"
 
 
 def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:

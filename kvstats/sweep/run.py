@@ -92,6 +92,8 @@ def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
     install) its code is not the calling process's, and its cells must say so. In the
     default pool each chunk's trials (all cells) go to the progress queue as
     ``(tag, trials)``, written before the task returns."""
+    if _PROGRESS is not None:
+        _PROGRESS.put((tag, 0))   # started: if this worker dies, the error names its task
     install_worker_payload(payload)
     out: list[tuple[str, int, pd.DataFrame, float]] = []
 
@@ -108,36 +110,87 @@ def _n_rows(results: list[tuple[str, int, pd.DataFrame, float]]) -> int:
     return sum(len(part) for _, _, part, _ in results)
 
 
-def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any) -> None:
+def _gather(futures: dict[cf.Future, int], tasks: list[Any], collect: Any, bar: Any,
+            progress: Any) -> None:
     """Collect the tasks' results as they finish; the bar moves per chunk where the workers
     report chunks (``progress``, the default pool's queue), else per task.
 
     A task's chunk reports are written before it returns, so those not yet read when its
     result is are read first; the bar then adds what the task's reports did not show, and
-    ignores its reports that arrive later (none can): every trial counts once."""
+    ignores its reports that arrive later (none can): every trial counts once.
+
+    When a task fails, the tasks not started are cancelled and every other task that
+    finishes is still collected (the running ones finish first: the pool's shutdown would
+    wait for them anyway; not after Ctrl-C), so that its cells are written for a resume.
+    A worker that died (``BrokenProcessPool``) is a :class:`WorkerDiedError` naming the
+    tasks its pool was computing (the default pool's workers report each task's start).
+    """
     shown = dict.fromkeys(futures.values(), 0)   # trials the bar shows per task
+    started: set[int] = set()
     finished: set[int] = set()
 
     def drain() -> None:
         while progress is not None and not progress.empty():
             tag, n = progress.get()
+            started.add(tag)
             if tag not in finished:
                 shown[tag] += n
                 bar.update(n)
 
+    def take(fut: cf.Future) -> None:
+        tag = futures[fut]
+        worker_code, results = fut.result()
+        collect(results, worker_code)
+        finished.add(tag)
+        rest = _n_rows(results) - shown[tag]
+        if rest:
+            bar.update(rest)
+
     waiting = set(futures)
-    while waiting:
-        done, waiting = cf.wait(waiting, timeout=0.5 if progress is not None else None,
-                                return_when=cf.FIRST_COMPLETED)
+    try:
+        while waiting:
+            done, waiting = cf.wait(waiting, timeout=0.5 if progress is not None else None,
+                                    return_when=cf.FIRST_COMPLETED)
+            drain()
+            for fut in done:
+                take(fut)
+    except BaseException as exc:
+        for fut in futures:
+            fut.cancel()   # those not started
+        if isinstance(exc, Exception):
+            cf.wait(futures)
+        for fut in futures:
+            if (futures[fut] not in finished and fut.done() and not fut.cancelled()
+                    and fut.exception() is None):
+                take(fut)
+        if not isinstance(exc, BrokenProcessPool):
+            raise
         drain()
-        for fut in done:
-            tag = futures[fut]
-            worker_code, results = fut.result()
-            collect(results, worker_code)
-            finished.add(tag)
-            rest = _n_rows(results) - shown[tag]
-            if rest:
-                bar.update(rest)
+        lost = [tasks[i].describe() for i in sorted(started - finished)]
+        where = ("" if not lost else f" while computing the case {lost[0]}" if len(lost) == 1
+                 else f" while computing one of the cases {'; '.join(lost)}")
+        raise WorkerDiedError(
+            f"a worker process of the sweep died abruptly{where} (killed, out of memory, or the "
+            "script that calls run_sweep is not guarded by `if __name__ == \"__main__\":`); run "
+            "it serially (kvstats sweep --workers 1; executor='serial') to see the failure in "
+            "this process") from exc
+
+
+def _kept(cells_dir: Path | None, n_done: int, n_cells: int) -> str | None:
+    """The note a failed sweep's error gets: what is kept, and how to resume.
+
+    Examples
+    --------
+    >>> _kept(Path("out/cells"), 4, 8)
+    "[4 of 8 cells finished, kept in out/cells: rerun with resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4]"
+    >>> _kept(None, 4, 8) is None
+    True
+    """
+    if cells_dir is None:
+        return None   # nothing is kept
+    return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}: rerun with resume "
+            f"(kvstats sweep --resume; run_sweep's default) to compute only the other "
+            f"{n_cells - n_done}]")
 
 
 def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
@@ -488,19 +541,12 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 _compute_task(task, emit=chunk_done)
         else:
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
-            try:
-                _gather(futures, collect, bar, progress_queue)
-            except BrokenProcessPool as exc:
-                for fut in futures:
-                    fut.cancel()
-                raise WorkerDiedError(
-                    "a worker process of the sweep died abruptly (killed, out of memory, or the "
-                    "script that calls run_sweep is not guarded by `if __name__ == \"__main__\":`); "
-                    "finished cells are kept: rerun with resume, or with executor='serial'") from exc
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                raise
+            _gather(futures, tasks, collect, bar, progress_queue)
+    except Exception as exc:
+        kept = _kept(cells_dir, len(frames), len(cells))
+        if kept is not None:
+            exc.add_note(kept)
+        raise
     finally:
         bar.close()
         if own_pool is not None:

@@ -134,8 +134,7 @@ def _compute_task(task: _Task, emit: Callable[[list], None] | None = None
                                  dtype=task.dtype, generator=task.generator, captured=captured)
         except Exception as exc:
             # a user distribution's sampler may fail at any chunk: say which case and trials
-            raise _naming(exc, f"[case: {first.distribution}({first.params_label()}), d={first.dim}, "
-                               f"N={first.n_keys}, trials {start}..{start + t - 1}]")
+            raise _naming(exc, f"[case: {first.describe_case()}, trials {start}..{start + t - 1}]")
         reference: dict = {}  # what error_profile computes from the trials alone, once per chunk
         done = []
         for cell, cid in task.cells:

@@ -6,6 +6,7 @@ uninterrupted sweep's frame bit for bit.
 
 import errno
 import json
+import re
 import textwrap
 
 import pytest
@@ -44,10 +45,14 @@ def test_a_cell_that_raises_names_its_case_and_the_finished_cells_resume(tmp_pat
     plugin.write_text(PLUGIN)
     out = tmp_path / "out"
     cfg = {**GRID, "distributions": ["gaussian", "fails_late"], "plugins": [str(plugin)]}
-    with pytest.raises(ValueError, match=r"^sampler broke \[case: fails_late\(-\), d=16, N=8, "
-                                         r"trials [04]\.\.[35]\]$"):
+    with pytest.raises(ValueError) as info:
         run_sweep(cfg, out=out, executor=executor, workers=workers, progress=False)
+    assert re.fullmatch(r"sampler broke \[case: fails_late\(-\), d=16, N=8, trials [04]\.\.[35]\]",
+                        str(info.value)), str(info.value)
     kept = sorted(p.stem for p in (out / "cells").iterdir())
+    assert info.value.__notes__ == [f"[{len(kept)} of 8 cells finished, kept in {out / 'cells'}: rerun "
+                                    "with resume (kvstats sweep --resume; run_sweep's default) to "
+                                    f"compute only the other {8 - len(kept)}]"]
     assert not [p for p in (out / "cells").iterdir() if p.suffix == ".tmp"]
     if executor == "serial":   # the gaussian case runs first: its 4 cells are written
         assert len(kept) == 4
@@ -147,3 +152,87 @@ def test_an_unwritable_folder_is_refused_before_any_compute(tmp_path, monkeypatc
     assert err == f"kvstats sweep: error: cannot use '{tmp_path / 'out' / 'cells'}': Permission denied\n"
     assert not computed
     assert not any(p.is_file() for p in (tmp_path / "out" / "cells").iterdir())
+
+
+# A scheme that fails on one cell (d=32, n=3) of a two-worker pool. Files in the plugin's
+# folder order the tasks: the d=16 task finishes only after the d=32 one has raised, and
+# the d=24 task (queued in the pool, so not cancelled) starts only when a worker is free,
+# so both finish after the error (or, killing, before the worker dies). The file
+# ``action`` says what the failing cell does: raise, kill its worker once the other
+# cases' cells are written, or nothing (the plugin's bytes, which the cell ids hash,
+# stay the same).
+FRAGILE = textwrap.dedent("""
+    import os, signal, time
+    import numpy as np
+    import kvstats
+    from kvstats.quant.uniform import UniformTokenCoder
+
+    HERE = os.path.dirname(os.path.abspath(__file__))
+
+    def wait_for(test, what):
+        deadline = time.monotonic() + 120   # a safety net, not a bound the test measures
+        while not test():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fragile: waited 120 s for {what}")
+            time.sleep(0.005)
+
+    def marked(name):
+        return os.path.exists(os.path.join(HERE, name))
+
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        with open(os.path.join(HERE, "action")) as f:
+            ACTION = f.read()
+        if int(np.prod(draws)) > 1 and ACTION != "none":   # a chunk, not the sweep's one-draw check
+            if dim == 16:
+                open(os.path.join(HERE, "started"), "w").close()
+                if ACTION == "raise":
+                    wait_for(lambda: marked("failed"), "the failing cell")
+            elif dim == 32 and bits == 3:
+                if ACTION == "raise":
+                    wait_for(lambda: marked("started"), "the d=16 task")
+                    open(os.path.join(HERE, "failed"), "w").close()
+                    raise ValueError("fragile broke")
+                cells = os.path.join(HERE, "out", "cells")
+                wait_for(lambda: len([n for n in os.listdir(cells) if n.endswith(".parquet")]) == 8,
+                         "the other cases' cells")
+                os.kill(os.getpid(), signal.SIGKILL)
+        return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+
+    def bits_of(bits, dim, n_tokens, params):
+        return (n_tokens * (bits * dim + 32),) * 2
+
+    kvstats.register_scheme(kvstats.define_scheme("fragile", build, bits_of, summary="fails at d=32, n=3"))
+""")
+
+
+@pytest.mark.parametrize("action", ["raise", "kill"])
+def test_a_failing_cell_in_the_pool_keeps_every_finished_task_and_says_how_to_resume(
+        tmp_path, same_bits, action):
+    """One cell of a two-worker pool raises (or kills its worker): the other cases' eight
+    cells, finished after the error (or before the worker died), are written; the error
+    names the failing cell (or the case its worker was computing) and says how to resume;
+    the resumed sweep computes only the failed case and equals an uninterrupted one."""
+    plugin = tmp_path / "fragile.py"
+    plugin.write_text(FRAGILE)
+    (tmp_path / "action").write_text(action)
+    out = tmp_path / "out"
+    cfg = {**GRID, "schemes": ["KV", "fragile"], "dims": [16, 32, 24], "distributions": ["gaussian"],
+           "chunk_size": 6, "plugins": [str(plugin)]}
+    error = ValueError if action == "raise" else run.WorkerDiedError
+    with pytest.raises(error) as info:
+        run_sweep(cfg, out=out, workers=2, progress=False)
+    text = " ".join([str(info.value), *getattr(info.value, "__notes__", ())])
+    if action == "raise":
+        assert str(info.value) == "fragile broke [cell: 'fragile' at n=3, gaussian(-), d=32, N=8]"
+    else:
+        assert "while computing the case gaussian(-), d=32, N=8, trials 0..5" in text, text
+    assert f"8 of 12 cells finished, kept in {out / 'cells'}" in text, text
+    assert "kvstats sweep --resume" in text, text
+    kept = sorted(p.stem for p in (out / "cells").iterdir())
+    assert len(kept) == 8, kept
+
+    (tmp_path / "action").write_text("none")
+    res = run_sweep(cfg, out=out, executor="serial", progress=False)
+    status = {c["id"]: c["status"] for c in res.manifest["cells"]}
+    assert sorted(i for i, s in status.items() if s == "resumed") == kept
+    same_bits(res.frame, run_sweep(cfg, executor="serial", progress=False).frame)
