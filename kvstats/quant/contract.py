@@ -9,10 +9,15 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
 
 - ``roundtrip`` equals ``dequantize(quantize())`` bit for bit, with the input's shape and
   dtype (float32 and float64, shared and independent draws, zero rows and norms that
-  round to 0 in float16), finite; each side is a :class:`~kvstats.quant.coder.Coder`;
+  round to 0 in float16), finite, leaving its input unchanged; codes decode the same
+  after another ``quantize`` (decoding reads the codes only); each side is a
+  :class:`~kvstats.quant.coder.Coder`;
+- each trial of a batch decodes as when coded alone, except where the entry says its
+  settings couple them (``couples_trials``: a scale per call);
 - the accounted bits (the coders' ``stored_bits``) equal ``SchemeDef.expected_bits``,
   written from the scheme's definition; the stored bytes hold exactly the accounted bits
-  at a byte-aligned shape and never fewer elsewhere;
+  at a byte-aligned shape and never fewer elsewhere, and ``nbytes`` counts every array
+  the codes hold;
 - zero vectors decode to zero; same seed, same codes; another seed, other codes exactly
   when ``randomized``;
 - bad budgets, parameters and arrays raise a ValueError/TypeError naming the argument
@@ -26,6 +31,7 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -37,7 +43,8 @@ import numpy as np
 from kvstats._checks import _describe
 
 __all__ = ["SchemeContractError", "CHECKS", "check_scheme", "awkward_kv", "budgets", "check_roundtrip",
-           "check_broadcast", "check_expected_bits", "check_stored_bytes", "check_zero_vectors",
+           "check_broadcast", "check_independent_trials",
+           "check_expected_bits", "check_stored_bytes", "check_zero_vectors",
            "check_seeds", "check_bad_input", "check_describe", "check_export",
            "check_error_decreases", "check_lossy", "check_key_theory"]
 
@@ -140,11 +147,21 @@ def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int
                       "Coder protocol (encode, decode, roundtrip, stored_bits, describe, nominal_bits)")
         for dtype in (np.float32, np.float64):
             K, V = awkward_kv((3, 200, dim), dtype, seed=dim + (bits or 0))
+            K0, V0 = K.copy(), V.copy()
             codes = scheme.quantize(K, V)
             if not isinstance(codes, SchemeCodes):
                 _fail(name, where, f"quantize returned {type(codes).__name__}, not SchemeCodes")
             ref = scheme.dequantize(codes)
             got = scheme.roundtrip(K, V)
+            _check_untouched(name, where, (K, V), (K0, V0))
+            # decoding reads the codes only: state an encode leaves in the coder (a scale kept
+            # as an attribute) is neither stored nor counted, and the next encode replaces it
+            scheme.quantize(3 * V0[::-1], K0[::-1] / 3)
+            again = scheme.dequantize(codes)
+            if not all(np.array_equal(a, r, equal_nan=True) for a, r in zip(again, ref)):
+                _fail(name, where, "dequantize of codes changed after another quantize call: decoding "
+                      "must read only the codes (a value an encode keeps in the coder, not in its "
+                      "codes, is neither stored nor counted)")
             for label, g, r, x in zip("KV", got, ref, (K, V)):
                 if not (g.dtype == r.dtype == dtype):
                     _fail(name, where, f"{label} decoded as {g.dtype}/{r.dtype} from {np.dtype(dtype)} input")
@@ -156,6 +173,15 @@ def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int
                 if not np.array_equal(g, r):
                     _fail(name, where, f"roundtrip's {label} differs from dequantize(quantize()) for "
                           f"{np.dtype(dtype)} input ({int((g != r).sum())} values)")
+
+
+def _check_untouched(name: str, where: str, given: tuple[np.ndarray, ...],
+                     copies: tuple[np.ndarray, ...]) -> None:
+    for label, x, x0 in zip("KV", given, copies):
+        if not np.array_equal(x, x0):
+            _fail(name, where, f"quantize or roundtrip modified its input {label} in place "
+                  f"({int((x != x0).sum())} values): the caller's keys and values are the reference "
+                  "every error is measured against; copy before changing them")
 
 
 @_quiet
@@ -183,6 +209,43 @@ def check_broadcast(name: str, params: Mapping[str, Any] | None = None) -> None:
         _fail(name, where, f"randomized, but the keys do not broadcast against the draws: {K_hat.shape}")
 
 
+@_quiet
+def check_independent_trials(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """Each slice of a batch ``(3, N, d)`` decodes as it does when coded alone (one shared
+    draw), unless the entry says its settings couple them (``SchemeDef.couples_trials``;
+    a scheme of your own never does): a sweep codes its trials in chunks of any size, so
+    a statistic taken across the leading axis (a scale over the whole call) would make a
+    trial depend on the others and its numbers on the chunk size.
+
+    Examples
+    --------
+    >>> check_independent_trials("KQV")
+    >>> check_independent_trials("fp8_e4m3", {"scale": "tensor"})   # one scale per call, as its entry says
+    """
+    params = dict(params or {})
+    sdef, full = _parse(name, params)
+    bits = budgets(name)[0]
+    scheme = _build(name, bits, 64, params)
+    where = _where(bits, 64, params)
+    K, V = awkward_kv((3, 40, 64), np.float64, seed=10)
+    K[1:] *= 100.0     # trials of other scales: a statistic shared between them shows
+    K[1:, 8] /= 100.0  # (the row of tiny norms stays as tiny as in the other clauses)
+    batch = scheme.roundtrip(K, V)
+    coupled = []
+    for i in range(K.shape[0]):
+        alone = scheme.roundtrip(K[i], V[i])
+        coupled += [(label, i, int((b[i] != a).sum())) for label, b, a in zip("KV", batch, alone)
+                    if not np.array_equal(b[i], a)]
+    if coupled and not sdef.couples_trials(full):
+        label, i, n = coupled[0]
+        _fail(name, where, f"{label} of trial {i} decodes differently when coded with the other "
+              f"trials ({n} values): a trial's codes must depend on that trial only (a sweep codes "
+              "trials in chunks of any size)")
+    if not coupled and sdef.couples_trials(full):
+        _fail(name, where, "the entry says its settings couple the trials of a call "
+              "(couples_trials), but each trial decodes as when coded alone")
+
+
 # ------------------------------------------------------------------ bit accounting
 @_quiet
 def check_expected_bits(name: str, params: Mapping[str, Any] | None = None,
@@ -207,7 +270,8 @@ def check_expected_bits(name: str, params: Mapping[str, Any] | None = None,
                 expected = sdef.expected_bits(bits, dim, n, **full)
                 if not math.isclose(budget.total, expected, rel_tol=_REL):
                     _fail(name, where, f"the coders store {budget.total!r} bits per coordinate "
-                          f"(stored_bits), expected_bits says {expected!r}")
+                          f"(stored_bits), expected_bits says {expected!r} (its totals per side for "
+                          "N vectors, per coordinate)")
                 if not math.isclose(sum(budget.breakdown.values()), 2 * budget.total, rel_tol=_REL):
                     _fail(name, where, "the stored_bits parts do not sum to the total")
                 if nominal and scheme.bits is not None and budget.nominal != scheme.bits:
@@ -238,10 +302,41 @@ def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact
     bits = budgets(name)[0]
     scheme = _build(name, bits, 96, params)
     counted = round(2 * scheme.bits_per_coord(101).total * 101 * 96, 6)
-    stored = scheme.quantize(K, V).nbytes * 8
+    codes = scheme.quantize(K, V)
+    for side, side_codes in (("key", codes.key), ("value", codes.value)):
+        held = _held_nbytes(side_codes)
+        if side_codes.nbytes != held:
+            _fail(name, _where(bits, 96, params, N=101), f"the {side} codes hold arrays of {held} "
+                  f"bytes, their nbytes says {side_codes.nbytes}: nbytes must count every array the "
+                  "codes hold (and the codes hold only what a cache stores)")
+    stored = codes.nbytes * 8
     if not counted <= stored <= 1.1 * counted:
         _fail(name, _where(bits, 96, params, N=101), f"the codes hold {stored} bits for "
               f"{counted:g} accounted (must be at least those, at most 10 % more)")
+
+
+def _held_nbytes(obj: Any, _depth: int = 0) -> int:
+    """Bytes of the arrays a codes object holds: its fields (a dataclass's, else its
+    attributes), through nested codes, tuples, lists and dicts.
+
+    Examples
+    --------
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> codes = MSEQuantizer(64, 3).encode(np.ones((10, 64)))   # 24 bytes of codes, an fp16 norm
+    >>> _held_nbytes(codes), codes.nbytes
+    (260, 260)
+    """
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return int(obj.nbytes)
+    if _depth > 8:
+        return 0
+    if isinstance(obj, Mapping):
+        obj = list(obj.values())
+    if isinstance(obj, (tuple, list)):
+        return sum(_held_nbytes(x, _depth + 1) for x in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sum(_held_nbytes(getattr(obj, f.name), _depth + 1) for f in dataclasses.fields(obj))
+    return sum(_held_nbytes(x, _depth + 1) for x in getattr(obj, "__dict__", {}).values())
 
 
 # ------------------------------------------------------------------ zero and seeds
@@ -290,7 +385,8 @@ def check_seeds(name: str, params: Mapping[str, Any] | None = None) -> None:
     differs = any(not np.array_equal(x, y, equal_nan=True) for x, y in zip(out[0], out[2]))
     if differs != sdef.randomized(full):
         _fail(name, where, f"another seed {'changes' if differs else 'does not change'} the codes, "
-              f"but the entry says randomized={sdef.randomized(full)}")
+              f"but the entry says randomized={sdef.randomized(full)} (define_scheme's "
+              "`randomized`)")
 
 
 # ------------------------------------------------------------------ bad input
@@ -498,6 +594,7 @@ CHECKS: dict[str, Callable[[str, Mapping[str, Any] | None], None]] = {
     "roundtrip": lambda n, p: [check_roundtrip(n, p, dim, draws)
                                for dim in (128, 96) for draws in ((), (3,))],
     "broadcast": check_broadcast,
+    "independent_trials": check_independent_trials,
     "expected_bits": check_expected_bits,
     "stored_bytes": check_stored_bytes,
     "zero_vectors": check_zero_vectors,
@@ -547,7 +644,7 @@ def check_scheme(name: str, params: Mapping[str, Any] | None = None, *,
     >>> account["roundtrip"]
     'ok'
     >>> print(account["expected_bits"])
-    scheme 'minmax' (bits=1, d=64, N=1, params {}): the coders store 1.5 bits per coordinate (stored_bits), expected_bits says 1.0
+    scheme 'minmax' (bits=1, d=64, N=1, params {}): the coders store 1.5 bits per coordinate (stored_bits), expected_bits says 1.0 (its totals per side for N vectors, per coordinate)
     """
     from kvstats.quant.registry import scheme_def
 

@@ -69,6 +69,10 @@ _BLOCK_TYPES = {"q8_0": (8, 1), "q4_0": (4, 1), "q4_1": (4, 2), "q5_0": (5, 1), 
 # microscaling: block size, scale bits per block, float32 scale per head
 _MX_TYPES = {"mxfp4": (32, 8, False), "nvfp4": (16, 8, True)}
 
+def _per_trial(params: Mapping[str, Any]) -> bool:
+    return False
+
+
 # (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
 Builder = Callable[[int | None, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
                    "tuple[float | None, Coder, Coder]"]
@@ -106,6 +110,8 @@ class SchemeDef:
         ``key_bits`` and ``value_bits``); the contract tests build every entry with them.
     token_group_default : int
         ``token_group`` when ``token_group_param`` is not given (32; klt: 1024).
+    _couples : callable
+        ``params -> bool``, see :meth:`couples_trials` (default: never).
     """
 
     name: str
@@ -123,6 +129,7 @@ class SchemeDef:
     _coded: Callable[[int, Mapping[str, Any]], int] = field(repr=False, compare=False)
     example_params: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     token_group_default: int = _GROUP_SIZE
+    _couples: Callable[[Mapping[str, Any]], bool] = field(default=_per_trial, repr=False, compare=False)
 
     def randomized(self, params: Mapping[str, Any]) -> bool:
         """Whether the scheme has random components (rotation, sketch) under ``params``.
@@ -133,6 +140,18 @@ class SchemeDef:
         (True, False)
         """
         return bool(self._randomized(params))
+
+    def couples_trials(self, params: Mapping[str, Any]) -> bool:
+        """Whether the slices of one encode call share stored statistics under ``params``
+        (one scale per call: ``scale="tensor"``), so that a trial's codes depend on the
+        trials coded with it and a sweep's numbers on its chunk size.
+
+        Examples
+        --------
+        >>> scheme_def("fp8_e4m3").couples_trials({"scale": "tensor"}), scheme_def("fp8_e4m3").couples_trials({})
+        (True, False)
+        """
+        return bool(self._couples(params))
 
     def token_group(self, params: Mapping[str, Any]) -> int:
         """Tokens that share stored statistics (1 = per-vector), under ``params``.
@@ -498,6 +517,10 @@ def _never(params: Mapping[str, Any]) -> bool:
     return False
 
 
+def _tensor_scale(params: Mapping[str, Any]) -> bool:
+    return params.get("scale", "head") == "tensor"
+
+
 def _rotated(params: Mapping[str, Any]) -> bool:
     return _rotation(params) != "identity"
 
@@ -571,7 +594,7 @@ _ENTRIES = (
                 params=frozenset({"scale"}), min_bits=8, max_bits=8, fixed_budget=True,
                 token_group_param=None, gpu=False, key_theory=None,
                 build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
-                _coded=_all_coords)
+                _coded=_all_coords, _couples=_tensor_scale)
       for fmt in ("fp8_e4m3", "fp8_e5m2")),
     SchemeDef(name="mxfp4", summary="OCP MXFP4: blocks of 32 along d, E2M1 elements, an E8M0 scale per "
               "block (4.25 bits)", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
@@ -581,7 +604,8 @@ _ENTRIES = (
               "block and a float32 scale per head (4.5 bits + 32 per head)",
               params=frozenset({"scale"}), min_bits=4, max_bits=4, fixed_budget=True,
               token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "nvfp4"),
-              _randomized=_never, _bits=partial(_mx_bits, "nvfp4"), _coded=_all_coords),
+              _randomized=_never, _bits=partial(_mx_bits, "nvfp4"), _coded=_all_coords,
+              _couples=_tensor_scale),
     SchemeDef(name="klt", summary="K and V: principal axes of the other half of the cache, bits by "
               "reverse water-filling, Lloyd–Max per axis (basis and allocation stored)",
               params=frozenset({"rank", "group_size"}), min_bits=1, max_bits=8, fixed_budget=False,

@@ -13,6 +13,7 @@ mixed precision); :meth:`Scheme.export` hands the GPU path plain arrays
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ import pandas as pd
 from jaxtyping import Float
 from numpy.typing import ArrayLike
 
-from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
+from kvstats._checks import SeedLike, _describe, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.coder import Codes, Coder
 from kvstats.quant.export import SchemeExport
 from kvstats.quant.registry import REGISTRY, SCHEMES, parse_scheme_name, scheme_def
@@ -315,5 +316,25 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     key_rng, value_rng = as_generator(seed).spawn(2)
     if not sdef.fixed_budget:
         bits = check_int(bits, "bits", low=sdef.min_bits, high=sdef.max_bits)
-    bits, key, value = sdef.build(bits, dim, params, key_rng, value_rng, draws)
+    bits, key, value = _built(name, sdef.build(bits, dim, params, key_rng, value_rng, draws))
     return Scheme(name, bits, dim, key, value, seed, draws, params)
+
+
+def _built(name: str, built: Any) -> tuple[float | None, Coder, Coder]:
+    """A scheme's ``build`` result checked: ``(bits, key coder, value coder)`` (a user's
+    build that returns them in another order or omits the budget is told so here, not
+    later by an AttributeError deep in a sweep)."""
+    if not (isinstance(built, tuple) and len(built) == 3):
+        raise TypeError(f"the build function of scheme {name!r} must return (bits, key_coder, "
+                        f"value_coder); received {_describe(built)}")
+    bits, key, value = built
+    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, numbers.Real)):
+        raise TypeError(f"the build function of scheme {name!r} must return (bits, key_coder, "
+                        f"value_coder) with bits a number or None; received bits of type "
+                        f"{type(bits).__name__}")
+    for side, coder in (("key", key), ("value", value)):
+        if not isinstance(coder, Coder):
+            raise TypeError(f"the build function of scheme {name!r} must return (bits, key_coder, "
+                            f"value_coder); its {side} coder, a {type(coder).__name__}, lacks the "
+                            "Coder protocol (encode, decode, roundtrip, stored_bits, describe, nominal_bits)")
+    return bits, key, value

@@ -10,6 +10,9 @@ export, and the roundtrip clause's dtype and finiteness checks.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -120,3 +123,82 @@ def test_bad_input_and_export_clauses_check_the_scheme_wrapper(monkeypatch):
     failed = _account(sdef)
     assert "quantize accepts bad input" in failed["bad_input"]
     assert "export() without gpu must raise ValueError" in failed["export"]
+
+
+# ------------------------------------------------------------------ faults a sweep would not see
+class _InPlace(UniformTokenCoder):
+    def encode(self, x):                # scales the caller's array after coding it
+        codes = super().encode(x)
+        np.multiply(x, 0.5, out=x)
+        return codes
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+class _Coupled(UniformTokenCoder):
+    def encode(self, x):                # clips at half the largest magnitude of the whole call
+        top = float(np.abs(x).max()) / 2
+        return super().encode(np.clip(x, -top, top))
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+class _Stateful(UniformTokenCoder):
+    def encode(self, x):                # a shift kept in the coder, not in the codes
+        self._shift = float(np.mean(x))
+        return super().encode(x - self._shift)
+
+    def decode(self, codes):
+        out = super().decode(codes)
+        return out + np.asarray(self._shift, out.dtype)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+@dataclass(frozen=True, eq=False)
+class _WithExtra:
+    inner: object
+    extra: np.ndarray                   # held (a copy of the input) but not counted
+
+    @property
+    def nbytes(self):
+        return self.inner.nbytes
+
+
+class _Undercounted(UniformTokenCoder):
+    def encode(self, x):
+        return _WithExtra(super().encode(x), np.array(x, dtype=np.float16))
+
+    def decode(self, codes):
+        return super().decode(codes.inner)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+@pytest.mark.parametrize("coder,clause,text", [
+    (_InPlace, "roundtrip", "quantize or roundtrip modified its input V in place"),
+    (_Coupled, "independent_trials", "V of trial 0 decodes differently when coded with the other trials"),
+    (_Stateful, "roundtrip", "dequantize of codes changed after another quantize call"),
+    # d = 96, N = 101, 1 bit: 12 code bytes and two float16 per vector (1616), the
+    # uncounted float16 copy 101·96·2 = 19392 more
+    (_Undercounted, "stored_bytes", "the value codes hold arrays of 21008 bytes, their nbytes says 1616"),
+])
+def test_a_coder_that_fools_the_bit_for_bit_checks_fails_its_clause(coder, clause, text):
+    # each gives roundtrip == dequantize(quantize()) and honest stored_bits, yet a sweep's
+    # numbers would be wrong: the reference changed under it, a trial depends on the
+    # others coded with it, a decode reads what no cache stores
+    failed = _account(define_scheme("sly", _side(coder), _bits, summary="one sly side"))
+    assert clause in failed and text in failed[clause], failed
+
+
+def test_an_entry_that_says_it_couples_trials_must_couple_them():
+    # the built-ins' scale="tensor" settings couple by design (SchemeDef.couples_trials);
+    # an entry claiming so for a per-trial coder is caught as a randomized claim is
+    honest = define_scheme("plain", _side(UniformTokenCoder), _bits, summary="x")
+    failed = _account(dataclasses.replace(honest, _couples=lambda params: True))
+    assert "says its settings couple the trials" in failed["independent_trials"], failed
+    assert kvstats.quant.registry.scheme_def("fp8_e4m3").couples_trials({"scale": "tensor"})

@@ -18,7 +18,8 @@ by adding it. The contract:
   registry writes from the definitions in docs/qjl.md and docs/theory.md, not from the
   coders;
 - zero vectors decode to zero; same seed, same codes; another seed, other codes exactly
-  when ``randomized``;
+  when ``randomized``; each trial of a batch coded as if alone, except where
+  ``couples_trials``;
 - bad budgets, parameters and names raise a ValueError naming the argument;
 - each side is a ``Coder``; ``export`` exactly when ``gpu``; ``key_rel_mse`` predicts
   the measured key error where it offers a closed form.
@@ -93,6 +94,14 @@ def test_roundtrip_equals_dequantize_quantize(name, params, dim, draws):
 @pytest.mark.parametrize("name,params", CASES, ids=IDS)
 def test_roundtrip_broadcasts_batch_against_draws(name, params):
     contract.check_broadcast(name, params)
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=IDS)
+def test_each_trial_is_coded_as_if_alone(name, params):
+    # the variant's scale="tensor" couples a call's trials, as those entries say
+    # (SchemeDef.couples_trials); every other setting codes each trial on its own
+    for p in (params, variant(name, params)):
+        contract.check_independent_trials(name, p)
 
 
 # ------------------------------------------------------------------ bit accounting

@@ -133,3 +133,22 @@ def test_values_are_coded_in_the_dtype_of_the_keys(name):
     assert mixed[1].dtype == np.float32
     np.testing.assert_array_equal(mixed[1], same[1])
     np.testing.assert_array_equal(scheme.dequantize(scheme.quantize(K, V))[1], same[1])
+
+
+@pytest.mark.parametrize("returns,text", [
+    (lambda coder, bits: (coder, coder), "must return (bits, key_coder, value_coder); received"),
+    (lambda coder, bits: (coder, coder, bits), "with bits a number or None; received bits of type UniformTokenCoder"),
+    (lambda coder, bits: (bits, coder, "coder"), "its value coder, a str, lacks the Coder protocol"),
+])
+def test_a_build_returning_the_wrong_thing_is_named_by_make_scheme(returns, text):
+    # a user's build in another order is told so at once, not by an AttributeError in a sweep
+    from kvstats.quant.register import define_scheme, registered_scheme
+    from kvstats.quant.uniform import UniformTokenCoder
+
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return returns(UniformTokenCoder(bits, dim, dim), bits)
+
+    sdef = define_scheme("wrong_build", build, lambda b, d, n, p: (0, 0), summary="x")
+    with registered_scheme(sdef), pytest.raises(TypeError, match="the build function of scheme 'wrong_build'") as err:
+        kvstats.make_scheme("wrong_build", 3, 16)
+    assert text in str(err.value)
