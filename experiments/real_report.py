@@ -9,8 +9,9 @@ results/real/e2e_positions.csv.gz. A section whose results files are missing is 
 verbatim from the page being rewritten (or, on a new page, says which experiment makes
 it), so the page can be regenerated from any subset of the results. The prose
 interpreting the numbers is hand-written below the MARKER line of docs/real_model.md and
-is kept verbatim; so are the run notes between ``<!-- kept: NAME -->`` and
-``<!-- /kept: NAME -->`` inside a generated section (the e2e section's provenance of its run).
+is kept verbatim; so are the blocks between ``<!-- kept: NAME -->`` and
+``<!-- /kept: NAME -->``: the summary under the header and the run notes inside a generated
+section (the provenance of the profile and end-to-end runs).
 
 Over 450 lines because it is one idea, one page: each section's generator, and the paired
 tests that only this page prints, sit with the text that explains them.
@@ -691,7 +692,9 @@ Brunner–Munzel).
             "profile": section_profile(args.results, old.get(HEADINGS["profile"]), shape),
             "figures": figures(args.results, os.path.join(os.path.dirname(args.out), "figures"), args.capture),
             "e2e": section_e2e(args.results, old.get(HEADINGS["e2e"]))}
-    parts = [header]
+    # the hand-written summary under the header is kept as the run notes are
+    summary = kept(open(args.out).read() if os.path.exists(args.out) else None, "summary")
+    parts = [header + ("\n" + summary.rstrip("\n") if summary else "")]
     for key, text in made.items():
         if text is None:   # no results here: keep what the page had
             text = old.get(HEADINGS[key], f"{HEADINGS[key]}\n\n_results missing: run experiments/{MISSING[key]}_\n")

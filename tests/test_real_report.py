@@ -4,6 +4,8 @@ The reference is kvstats.stats.sign_test applied by hand to the matched units of
 profile frame (rows shuffled, so matching by (text, layer, head) is exercised).
 """
 
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -309,3 +311,25 @@ def test_sections_state_the_counts_of_their_results(report, tmp_path):
     prof = report.section_profile(str(tmp_path), None, other)   # profile.csv has 3 texts, the capture 4
     assert "= 3 × 2 × 1 = 6, the query heads of the group" in prof and "N = " not in prof
     assert "all texts and positions of the capture" in report.section_stats(str(tmp_path), None)
+
+
+def test_regenerating_keeps_the_summary_and_the_hand_written_part(tmp_path, monkeypatch):
+    """The page's summary under the header, its generated sections (kept when their results
+    are missing) and everything below the marker survive a rewrite unchanged."""
+    import runpy
+    from pathlib import Path
+
+    page = tmp_path / "real_model.md"
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr(sys, "argv", ["real_report.py", "--results", str(tmp_path / "empty"), "--out", str(page),
+                                      "--capture", str(tmp_path / "none.npz")])
+    script = str(Path(__file__).resolve().parents[1] / "experiments" / "real_report.py")
+    runpy.run_path(script, run_name="__main__")                      # a new page
+    text = page.read_text()
+    marker = "<!-- hand-written below: kept by experiments/real_report.py -->"
+    head, sections = text.split("\n\n## ", 1)
+    summary = "<!-- kept: summary -->\n\n## What this page holds\n\nA summary.\n\n<!-- /kept: summary -->\n"
+    page.write_text(head + "\n" + summary + "\n## " + sections.replace(marker, marker + "\n\n## Notes\n\nkept"))
+    before = page.read_text()
+    runpy.run_path(script, run_name="__main__")
+    assert page.read_text() == before
