@@ -69,7 +69,15 @@ def capture_of(header, n_layers: int, n_heads: int, n_texts: int | None = None):
     """``header`` (a :class:`~kvstats.data.capture_format.CaptureHeader` or None) if its
     counts are those of the results (``n_layers`` layers, ``n_heads`` KV heads and, when
     given, ``n_texts`` texts), else None: the shapes a section prints, and the spectra of
-    the figures' limits, must come from the capture the results were computed on."""
+    the figures' limits, must come from the capture the results were computed on.
+
+    Examples
+    --------
+    >>> from kvstats.data.capture_format import CaptureHeader
+    >>> h = CaptureHeader(n_texts=4, n_layers=30, n_kv_heads=3, n_keys=128, dim=64, n_q_heads=9, fingerprint="0")
+    >>> capture_of(h, 30, 3, 4) is h, capture_of(h, 30, 3, 26), capture_of(None, 30, 3)
+    (True, None, None)
+    """
     if header is None or (header.n_layers, header.n_kv_heads) != (n_layers, n_heads):
         return None
     return header if n_texts is None or header.n_texts == n_texts else None
@@ -287,7 +295,14 @@ def with_holm(out: pd.DataFrame) -> pd.DataFrame:
 
 def trials_sentence(prof: pd.DataFrame | None, header=None) -> str:
     """What a profile trial is, with the counts of ``prof`` (results/real/profile.csv) and
-    N, d and the group size of ``header`` when it is the capture of these rows."""
+    N, d and the group size of ``header`` when it is the capture of these rows.
+
+    Examples
+    --------
+    >>> prof = pd.DataFrame({"text": [0, 1], "layer": 0, "head": [0, 1]})
+    >>> trials_sentence(prof)
+    'Trials: one per (text, layer, KV head) = 2 × 1 × 2 = 4, the query heads of the group at the last position'
+    """
     if prof is None:
         return "Trials: one per (text, layer, KV head)"
     counts = [prof[c].nunique() for c in ("text", "layer", "head")]
