@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvstats.analysis.frame import CASE_COLUMNS, check_frame
+from kvstats.analysis.frame import CASE_COLUMNS, POOLED_SNRS, check_frame
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.results import REAL
 
@@ -85,7 +85,10 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
     holding both +inf and -inf in one metric has no mean: ValueError, as
     :func:`kvstats.summarize_profile`. NaN in a metric is a ValueError (a trial's metric
     is never NaN; the reported ones are checked by
-    :func:`~kvstats.analysis.frame.check_frame`).
+    :func:`~kvstats.analysis.frame.check_frame`), except in a pooled SNR column, which
+    cells computed before it existed lack: a cluster with a trial lacking it lacks it
+    (NaN), and the tables leave the column out with a UserWarning
+    (:func:`~kvstats.analysis.frame.reported_pooled_snrs`).
 
     Examples
     --------
@@ -111,12 +114,18 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
     weight = 1.0 / sizes[codes]
     for col in (m for m in METRIC_TABLE if m in frame.columns):
         x = frame[col].to_numpy(np.float64)
-        if np.isnan(x).any():
-            raise ValueError(f"{name} has NaN in metric column {col!r} ({int(np.isnan(x).sum())} "
+        lacking = np.isnan(x)
+        if lacking.any() and col not in POOLED_SNRS:
+            raise ValueError(f"{name} has NaN in metric column {col!r} ({int(lacking.sum())} "
                              "value(s)); a cluster's mean would be undefined")
+        # a pooled SNR some trials lack (cells from before the column) is lacking in their
+        # clusters, and the tables leave the column out (frame.reported_pooled_snrs)
+        lacking = np.bincount(codes, weights=lacking, minlength=len(sizes)) > 0
         # Σ x/n rather than Σ x / n: no overflow for values near the float range
-        mean = np.bincount(codes, weights=x * weight, minlength=len(sizes))
-        bad = np.isnan(mean)
+        mean = np.bincount(codes, weights=np.where(np.isnan(x), 0.0, x) * weight,
+                           minlength=len(sizes))
+        mean[lacking] = np.nan
+        bad = np.isnan(mean) & ~lacking
         if bad.any():
             where = out.loc[bad, list(CLUSTER_KEYS)].iloc[0].to_dict()
             raise ValueError(f"{name}[{col!r}] holds both +inf and -inf in one cluster ({where}); "

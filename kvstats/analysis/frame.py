@@ -10,6 +10,7 @@ scheme's randomness.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable
 
 import pandas as pd
@@ -20,13 +21,19 @@ from kvstats.metrics.table import HIGHER_IS_BETTER, PROFILE_6D, REPORT_METRICS
 from kvstats.results import CASE_COLUMNS
 
 __all__ = ["METRICS", "PROFILE_METRICS", "HIGHER_IS_BETTER", "CASE_COLUMNS", "REQUIRED_COLUMNS",
-           "check_frame", "LABEL_DIGITS", "short_params", "label_digits"]
+           "check_frame", "POOLED_SNRS", "reported_pooled_snrs", "LABEL_DIGITS", "short_params",
+           "label_digits"]
 
 #: Per-trial metrics summarised and tested (the reported metrics of the metric table; the
-#: summaries and tests add the pooled SNRs where the frame has them: summary.POOLED_SNRS).
+#: summaries and tests add the pooled SNRs where the frame has them: :data:`POOLED_SNRS`).
 METRICS = REPORT_METRICS
 #: The 6D error profile (scale and direction for K, V, T) used by the energy test.
 PROFILE_METRICS = PROFILE_6D
+#: The energy-pooled SNR columns (what the Shannon bound limits), summarised, tested and set
+#: beside the bound where the frame has them (:func:`reported_pooled_snrs`): a scheme that
+#: keeps some vectors nearly exact (kivi's float16 window) has a mean of per-vector dB far
+#: above its coded vectors' SNR, and only these show it (docs/measurement.md).
+POOLED_SNRS = ("snr_k_pooled", "snr_v_pooled")
 #: Columns a frame must have for the analysis tables.
 REQUIRED_COLUMNS = CASE_COLUMNS + ("budget", "scheme", "bits_nominal", "bits_total", "trial") + METRICS
 
@@ -88,6 +95,54 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
                          f"first at {first}; a per-trial metric is never NaN (a test on it "
                          "would be undefined): recompute that cell, or drop its rows")
     return frame
+
+
+def reported_pooled_snrs(frame: pd.DataFrame, *, stacklevel: int = 2) -> tuple[str, ...]:
+    """The pooled SNR columns the analysis tables report: those of :data:`POOLED_SNRS` that
+    the frame has on every row.
+
+    One rule for the summary, the comparisons and the rate–distortion rows. A sweep that
+    resumed cells computed before the pooled SNR columns existed has them as NaN in those
+    cells' rows. Such a column is left out of every table, with a UserWarning saying how
+    many rows lack it: a test on it would be undefined, and a summary or bound row for the
+    cells that have it would show part of the sweep as if it were the whole (a scheme's
+    pooled SNR beside another's missing one, its family without those tests). A frame
+    without the columns (sweeps from before them) has none, silently.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Per-trial frame (:func:`check_frame`), or its cluster means.
+    stacklevel : int
+        Passed to :func:`warnings.warn`: 2 names the caller of this function.
+
+    Returns
+    -------
+    tuple of str
+        In :data:`POOLED_SNRS` order.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, warnings
+    >>> f = pd.DataFrame({"snr_k_pooled": [8.0, 9.0], "snr_v_pooled": [7.0, np.nan]})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     kept = reported_pooled_snrs(f)
+    >>> kept, str(caught[0].message).split(" (")[0]
+    (('snr_k_pooled',), "snr_v_pooled is left out of the tables: 1 of the frame's 2 rows lack it")
+    """
+    kept = []
+    for column in (c for c in POOLED_SNRS if c in frame.columns):
+        missing = int(frame[column].isna().sum())
+        if missing:
+            warnings.warn(f"{column} is left out of the tables: {missing} of the frame's "
+                          f"{len(frame)} rows lack it (cells computed before the pooled SNR "
+                          "columns existed), so it is neither summarised, tested nor set beside "
+                          "the rate–distortion bound; rerun those cells in a new sweep directory "
+                          "to report it", UserWarning, stacklevel=stacklevel + 1)
+            continue
+        kept.append(column)
+    return tuple(kept)
 
 
 #: Significant digits of the numbers in a case's label (its ``params`` shortened).

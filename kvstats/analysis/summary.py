@@ -6,17 +6,12 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int, check_real
-from kvstats.analysis.frame import CASE_COLUMNS, METRICS, check_frame
+from kvstats.analysis.frame import (CASE_COLUMNS, METRICS, POOLED_SNRS, check_frame,
+                                    reported_pooled_snrs)
 from kvstats.analysis.intervals import few_nonzero, mean_ci, tail_alpha
 from kvstats.metrics.table import METRIC_TABLE
 
 __all__ = ["summary_table", "POOLED_SNRS"]
-
-#: The energy-pooled SNR columns (what the Shannon bound limits), summarised beside the
-#: reported metrics where the frame has them: a scheme that keeps some vectors nearly
-#: exact (kivi's float16 window) has a mean of per-vector dB far above its coded
-#: vectors' SNR, and only these show it (docs/measurement.md).
-POOLED_SNRS = ("snr_k_pooled", "snr_v_pooled")
 
 
 def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples: int = 999,
@@ -38,7 +33,10 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     -------
     DataFrame
         One row per (case, budget, scheme, metric), the metrics being the reported ones
-        and, where the frame has them, the pooled SNRs (:data:`POOLED_SNRS`): ``mean``, ``ci_low``, ``ci_high``,
+        and the pooled SNRs (:data:`POOLED_SNRS`) that every row of the frame has (one
+        with NaN in some rows is left out with a UserWarning, as
+        :func:`~kvstats.analysis.compare_schemes` leaves it out:
+        :func:`~kvstats.analysis.frame.reported_pooled_snrs`): ``mean``, ``ci_low``, ``ci_high``,
         ``median``, ``p99``, ``max``, ``n_trials``, ``n_nonfinite`` and the scheme's
         ``bits_nominal``/``bits_total``, then ``tail_index`` and ``ci_reliable``. A metric
         with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
@@ -81,7 +79,7 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     seed = check_int(seed, "seed", low=0)
     rows = []
-    metrics = METRICS + tuple(c for c in POOLED_SNRS if c in frame.columns)
+    metrics = METRICS + reported_pooled_snrs(frame)
     keys = list(CASE_COLUMNS) + ["budget", "scheme"]
     for i, (key, grp) in enumerate(frame.groupby(keys, sort=False)):
         base = dict(zip(keys, key))

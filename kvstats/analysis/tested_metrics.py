@@ -3,21 +3,19 @@ metric arguments (``metrics``, ``equivalence``)."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from kvstats._checks import check_choice, check_real
-from kvstats.analysis.frame import METRICS, check_frame
-from kvstats.analysis.summary import POOLED_SNRS
+from kvstats.analysis.frame import METRICS, POOLED_SNRS, check_frame, reported_pooled_snrs
 from kvstats.metrics.table import METRIC_TABLE
 
 __all__ = ["TESTABLE_METRICS", "default_metrics"]
 
 #: Every metric :func:`~kvstats.analysis.compare_schemes` can test: the reported ones
 #: (:data:`METRICS`), then the trial's energy-pooled SNRs of keys and values
-#: (:data:`~kvstats.analysis.summary.POOLED_SNRS`).
+#: (:data:`~kvstats.analysis.frame.POOLED_SNRS`).
 TESTABLE_METRICS = METRICS + POOLED_SNRS
 
 
@@ -38,7 +36,8 @@ def default_metrics(frame: pd.DataFrame) -> tuple[str, ...]:
     tested (they are dimensions of the 6D profile the energy test compares, and their
     rows are unchanged); each pooled SNR adds one test per pair, case and budget to the
     family. A pooled column with NaN (cells computed before the column existed, resumed
-    into a newer sweep) is left out with a UserWarning: a test on it would be undefined.
+    into a newer sweep) is left out with a UserWarning: a test on it would be undefined
+    (:func:`~kvstats.analysis.frame.reported_pooled_snrs`, the summary's rule as well).
 
     Parameters
     ----------
@@ -59,19 +58,8 @@ def default_metrics(frame: pd.DataFrame) -> tuple[str, ...]:
     >>> default_metrics(f) == METRICS, default_metrics(f.assign(snr_k_pooled=9.0))[-1]
     (True, 'snr_k_pooled')
     """
-    frame = check_frame(frame)
-    out = []
-    for c in POOLED_SNRS:
-        if c not in frame.columns:
-            continue
-        missing = int(frame[c].isna().sum())
-        if missing:
-            warnings.warn(f"{c} is not tested: {missing} of the frame's {len(frame)} rows lack it "
-                          "(cells computed before the pooled SNR columns existed); rerun those "
-                          "cells in a new sweep directory to test it", UserWarning, stacklevel=3)
-            continue
-        out.append(c)
-    return METRICS + tuple(out)
+    # the summary's rule too (reported_pooled_snrs); the warning names compare_schemes' caller
+    return METRICS + reported_pooled_snrs(check_frame(frame), stacklevel=3)
 
 
 def _check_metrics(metrics: Sequence[str], frame: pd.DataFrame) -> tuple[str, ...]:

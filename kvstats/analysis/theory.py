@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import _describe, check_int
-from kvstats.analysis.frame import CASE_COLUMNS, check_frame
+from kvstats.analysis.frame import CASE_COLUMNS, check_frame, reported_pooled_snrs
 from kvstats.analysis.intervals import ci_reliable, mean_ci, ratio_ci
 from kvstats.data.spectrum import Spectrum, capture_spectra, synthetic_spectrum
 from kvstats.data.synthetic import DISTRIBUTIONS
@@ -151,9 +151,12 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
       real capture the bound is per trial, from its (layer, head)'s measured covariance
       (pass ``spectra`` from :func:`real_case_spectra`), and means and intervals are over
       texts (``n_units``: the clusters). No row where the covariance does not exist
-      (heavy tails, ν ≤ 2), for an exact reconstruction, or for a real case without
-      ``spectra``. For a non-Gaussian source the bound is that of the Gaussian of equal
-      covariance, which a scheme may beat (a negative gap).
+      (heavy tails, ν ≤ 2), for an exact reconstruction, for a real case without
+      ``spectra``, or for a pooled column that some rows lack (left out with a
+      UserWarning, as the summary and the comparisons leave it out:
+      :func:`~kvstats.analysis.frame.reported_pooled_snrs`). For a non-Gaussian source
+      the bound is that of the Gaussian of equal covariance, which a scheme may beat (a
+      negative gap).
 
     The closed forms come from :mod:`kvstats.theory` (``unit_vector_mse``,
     ``residual_inflation``, ``bit_trade_inflation``).
@@ -217,6 +220,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                         f"(Spectrum, Spectrum); received {_describe(spectra)}")
     from kvstats import theory
 
+    pooled = reported_pooled_snrs(frame)      # the summary's and the comparisons' rule
     defs = _predicted_defs()
     pairs = ratio_pairs()
     rows = []
@@ -278,8 +282,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                                             paired=paired),
                                  "n_trials": min(len(q_cell), len(den_cell)),
                                  "n_units": min(len(num), len(den))})
-        rows += _bound_rows(base, grp, _spectra_for(tuple(case), spectra, n_queries), n_resamples,
-                            seed + 300)
+        rows += _bound_rows(base, grp, _spectra_for(tuple(case), spectra, n_queries), pooled,
+                            n_resamples, seed + 300)
     return pd.DataFrame(rows, columns=THEORY_COLUMNS)
 
 
@@ -448,12 +452,12 @@ def _cluster_means(values: np.ndarray, clusters: np.ndarray) -> pd.Series:
     return s.sum() / s.size()
 
 
-def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, n_resamples: int,
-                seed: int) -> list[dict]:
+def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, pooled: tuple[str, ...],
+                n_resamples: int, seed: int) -> list[dict]:
     rows = []
     for place, spec in zip(("k", "v"), spectra):
         col, bits = f"snr_{place}_pooled", f"{'key' if place == 'k' else 'value'}_bits_total"
-        if spec is None or not spec.defined or col not in grp or bits not in grp:
+        if spec is None or not spec.defined or col not in pooled or bits not in grp:
             continue
         for (n, scheme), cell in grp.groupby(["budget", "scheme"], sort=False):
             x = cell[col].to_numpy(np.float64)

@@ -64,7 +64,7 @@ def test_kivis_window_wins_on_the_mean_of_db_and_loses_on_the_pooled_snr():
 def test_a_pooled_column_with_nan_is_left_out_with_a_warning_or_refused_by_name():
     f = _with_pooled(make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=10))
     f.loc[f.index[:3], "snr_v_pooled"] = np.nan          # cells from before the column, resumed
-    with pytest.warns(UserWarning, match=r"snr_v_pooled is not tested: 3 of the frame's 20 rows lack it"):
+    with pytest.warns(UserWarning, match=r"snr_v_pooled is left out of the tables: 3 of the frame's 20 rows lack it"):
         t = compare_schemes(f, PAIR, energy=False)
     assert "snr_k_pooled" in set(t.metric) and "snr_v_pooled" not in set(t.metric)
     with pytest.raises(ValueError, match=r"metrics has 'snr_v_pooled', but 3 of the frame's 20 rows lack it"):
