@@ -27,8 +27,9 @@ sign test is valid at both levels; Mann–Whitney on the shared arms is not (the
 correlated: the same trials). Given the pool, a
 trial's value has the same distribution in either arm and the split is independent of
 the values, so the null holds exactly for the texts as units, whatever the pool. The
-p-values are scipy's asymptotic Mann–Whitney vectorised over replicates and metrics,
-which is what kvstats.stats.mann_whitney computes at these sizes, on the values the
+p-values are kvstats.stats.mann_whitney's, vectorised over replicates and metrics
+(scipy's asymptotic test at these sizes, the exact law of U for arms of at most 8 texts,
+the exact test conditional on ties for tied samples where affordable), on the values the
 report's two-sample tests see (pooled values equal up to floating-point rounding made
 one, kvstats.analysis.resolution.rounding_canonical: tie_rounding); the sign-test p-values
 are the report's (kvstats.stats.sign_test on the pairs that differ by more than
@@ -67,7 +68,7 @@ from kvstats.analysis.compare import _sign_row
 from kvstats.analysis.resolution import rounding_canonical, rounding_ties
 from kvstats.data.real import trial_clusters
 from kvstats.stats import mann_whitney
-from kvstats.stats.rank import _mwu_pvalue
+from kvstats.stats.rank import _auto_exact_without_ties, _mwu_exact_pvalue, _mwu_pvalue
 
 
 def pool_of_draws(trials, scheme: str, bits: int, draws: int, seed: int) -> pd.DataFrame:
@@ -177,6 +178,29 @@ def sign_test_size(m: np.ndarray, alpha: float) -> np.ndarray:
     return table[m]
 
 
+def tie_free_pvalues(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Two-sided Mann–Whitney p-values of x vs y along axis 1 as kvstats.stats.mann_whitney
+    gives them on tie-free samples (``method="auto"``), vectorised over the other axes.
+
+    Exact (kvstats' law of U, tabulated once for the arms' sizes) when its rule picks the
+    exact test, i.e. min(n) <= 8, else scipy's asymptotic test. Tied samples are the
+    caller's to redo with their own rule.
+
+    Examples
+    --------
+    >>> from kvstats.stats import mann_whitney
+    >>> x, y = np.array([[[1.0], [2.0], [5.0]]]), np.array([[[3.0], [4.0], [6.0], [7.0]]])
+    >>> float(tie_free_pvalues(x, y)[0, 0]) == mann_whitney(x[0, :, 0], y[0, :, 0]).pvalue
+    True
+    """
+    res = stats.mannwhitneyu(x, y, axis=1, method="asymptotic")
+    n_x, n_y = x.shape[1], y.shape[1]
+    if not _auto_exact_without_ties(n_x, n_y):
+        return res.pvalue
+    law = np.array([_mwu_exact_pvalue(float(u), n_x, n_y, "two-sided") for u in range(n_x * n_y + 1)])
+    return law[np.rint(res.statistic).astype(np.int64)]   # U is an integer without ties
+
+
 def icc(values: np.ndarray, clusters: np.ndarray) -> float:
     """One-way ANOVA estimator of the intra-cluster correlation (balanced clusters)."""
     labels, inv = np.unique(clusters, return_inverse=True)
@@ -254,12 +278,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                 ("shared", "texts"): (ca, cb)}
         for key, (x, y) in arms.items():
             # what kvstats.stats.mann_whitney computes, on the values the report's two-sample
-            # tests see (rounding ties made ties): without ties (min(n) > 8) scipy's
-            # asymptotic test, vectorised over replicates and metrics; with ties its "auto"
-            # runs the exact test conditional on them where affordable (since 2026-12-02),
-            # so tied samples (recall, argmax shift) go through its own rule one by one
+            # tests see (rounding ties made ties): without ties scipy's asymptotic test, or
+            # for small arms (min(n) <= 8: fewer than 18 texts split in two) kvstats' exact
+            # law of U, both vectorised over replicates and metrics; with ties its "auto"
+            # runs the exact test conditional on them where affordable, so tied samples
+            # (recall, argmax shift) go through its own rule one by one
             xr, yr = tie_rounding(x, y)
-            pv = stats.mannwhitneyu(xr, yr, axis=1, method="asymptotic").pvalue
+            pv = tie_free_pvalues(xr, yr)
             pooled = np.sort(np.concatenate([xr, yr], axis=1), axis=1)
             for i, j in zip(*np.nonzero((np.diff(pooled, axis=1) == 0).any(axis=1))):
                 pv[i, j] = _mwu_pvalue(xr[i, :, j], yr[i, :, j], "two-sided", "auto")[1]
