@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import kvstats
-from kvstats import plugins
+from kvstats import plugin_relocation, plugins
 from kvstats.data import register as data_register
 from kvstats.data import synthetic
 from kvstats.quant import contract, register, registry
@@ -453,7 +453,7 @@ def _forget_plugins():
     data_register._USER.clear()
     data_register._DIST_ORIGIN.clear()
     plugins._LOADED.clear()
-    plugins._RELOCATED.clear()
+    plugin_relocation._RELOCATED.clear()
     for name in [n for n in sys.modules if n.startswith("kvstats_plugin_")]:
         del sys.modules[name]
 
