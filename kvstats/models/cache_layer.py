@@ -363,16 +363,18 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
 
     def crop(self, tokens_to_remove: int) -> None:
         """Drop the newest ``-tokens_to_remove`` tokens (a negative count, as transformers'
-        layers; assisted decoding's rollback)."""
+        layers; assisted decoding's rollback). ``crop(0)`` (transformers' "back to the
+        minimal working size") and a crop of a layer that holds nothing change nothing, on
+        any layer."""
         owner = self.owner
+        n = check_int(tokens_to_remove, "tokens_to_remove", high=0)
+        if n == 0 or not self.is_initialized:
+            return
         if not self.is_croppable:
             raise NotImplementedError(
                 f"QuantizedCache can be cropped only with window=0 and a per-vector scheme coded in torch "
                 f"buffers (KV, KQV, QKQV, turboquant, K{{a}}V{{b}}); received {owner.scheme_name!r} with "
                 f"window={owner.window}: its coded tokens cannot be split or restored to full precision")
-        n = check_int(tokens_to_remove, "tokens_to_remove", high=0)
-        if n == 0 or not self.is_initialized:
-            return
         if -n > self.n_coded:
             raise ValueError(f"tokens_to_remove must remove at most the {self.n_coded} cached tokens; "
                              f"received {tokens_to_remove}")

@@ -141,6 +141,11 @@ def test_what_cannot_be_cropped_says_why(name, bits, params):
     assert not cache.is_croppable
     with pytest.raises(NotImplementedError, match=f"can be cropped only with window=0.*received '{name}'"):
         cache.crop(-1)
+    # crop(0), transformers' "back to the minimal working size", removes nothing: allowed
+    before = [t.clone() for t in cache.layers[0].dequantized()]
+    cache.crop(0)
+    assert cache.get_seq_length() == 9
+    assert all(torch.equal(a, b) for a, b in zip(cache.layers[0].dequantized(), before))
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
