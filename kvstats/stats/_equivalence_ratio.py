@@ -33,29 +33,35 @@ _BOOT_BATCH_ELEMENTS = 4_000_000
 class _BootRef:
     """Bootstrap-t reference: the B studentized resampled statistics t*.
 
-    sf(t) = #{t* >= t}/B and the upper quantile t*_(B-k), k = floor(alpha B), satisfy
-    sf(t) <= alpha iff t > t*_(B-k) exactly (any ties), so the test and the interval
-    est - t*_(B-k) se agree exactly; likewise for the lower tail with t*_(k+1).
+    Monte Carlo p-values with the observed statistic counted among the resamples (Davison
+    & Hinkley 1997, eq. 4.11): sf(t) = (1 + #{t* >= t})/(B + 1), cdf(t) = (1 + #{t* <= t})
+    /(B + 1), never 0 however far t lies beyond every t*. With K = floor(alpha (B + 1)),
+    sf(t) <= alpha iff t > t*_(B-K+1) (the K-th largest) and cdf(t) <= alpha iff
+    t < t*_(K) (the K-th smallest) exactly, whatever the ties, so the test and the
+    interval est - t* se agree exactly.
     """
 
     def __init__(self, tstar: np.ndarray):
         self.tstar = np.sort(tstar)
 
     def sf(self, t: float) -> float:
-        return float(self.tstar.size - np.searchsorted(self.tstar, t, side="left")) / self.tstar.size
+        b = self.tstar.size
+        return float(1 + b - np.searchsorted(self.tstar, t, side="left")) / (b + 1)
 
     def cdf(self, t: float) -> float:
-        return float(np.searchsorted(self.tstar, t, side="right")) / self.tstar.size
+        return float(1 + np.searchsorted(self.tstar, t, side="right")) / (self.tstar.size + 1)
 
     def quantiles(self, alpha: float) -> tuple[float, float]:
         b = self.tstar.size
-        k = int(np.floor(alpha * b + 1e-9))
+        # K: the largest k with k/(B + 1) <= alpha as the p-values compare it (in float)
+        k = int(np.floor(alpha * (b + 1)))
+        k += (k + 1) / (b + 1) <= alpha
+        k -= k / (b + 1) > alpha
         if k < 1:
-            raise ValueError(f"n_resamples must be at least 1/alpha = {1 / alpha:.0f} for a "
-                             f"bootstrap-t interval at alpha = {alpha}; received {b} usable "
-                             "resamples")
-        return float(self.tstar[k]), float(self.tstar[b - k - 1])
-
+            raise ValueError(f"n_resamples must be at least 1/alpha - 1 = {1 / alpha - 1:.0f} "
+                             f"for a bootstrap-t interval at alpha = {alpha}; received {b} "
+                             "usable resamples")
+        return float(self.tstar[k - 1]), float(self.tstar[b - k])
 
 
 def _ratio_margin(margin) -> tuple[float, float]:
@@ -398,7 +404,8 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         statistic referred to the distribution of ``n_resamples`` studentized resamples
         (resampling within samples, or whole trials when paired; ``df`` is then NaN).
     n_resamples : int >= 1
-        Bootstrap-t resamples (at least 1/alpha; ignored by "delta").
+        Bootstrap-t resamples (at least 1/alpha - 1; ignored by "delta"). Its p-values
+        are (1 + #{t* beyond t})/(1 + B), never 0.
     seed : int, SeedSequence, Generator or None
         For the bootstrap-t resamples.
 

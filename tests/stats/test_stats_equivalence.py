@@ -428,10 +428,11 @@ def test_rank_interval_agrees_with_test():
 
 
 def test_bootstrap_reference_tails_and_quantiles_agree_under_ties():
-    # _BootRef's contract: sf(t) = #{t* >= t}/B <= alpha iff t > t*_(B-k), and
-    # cdf(t) = #{t* <= t}/B <= alpha iff t < t*_(k+1), k = floor(alpha B), whatever the ties
-    # (the studentized resamples of tied data tie too); this is what makes the bootstrap-t
-    # test and its interval agree. Counting t* > t in sf breaks it at t = t*_(B-k).
+    # _BootRef's contract: sf(t) = (1 + #{t* >= t})/(B + 1) <= alpha iff t > t*_(B-K+1),
+    # and cdf(t) = (1 + #{t* <= t})/(B + 1) <= alpha iff t < t*_(K), K = floor(alpha (B + 1)),
+    # whatever the ties (the studentized resamples of tied data tie too); this is what makes
+    # the bootstrap-t test and its interval agree. Counting t* > t in sf breaks it at
+    # t = t*_(B-K+1).
     rng = np.random.default_rng(18)
     for b in (20, 37, 999):
         ref = _BootRef(rng.integers(-3, 4, b).astype(float))
@@ -440,6 +441,24 @@ def test_bootstrap_reference_tails_and_quantiles_agree_under_ties():
             for t in np.arange(-4.0, 4.5, 0.5):
                 assert (ref.sf(t) <= alpha) == (t > q_hi), (b, alpha, t)
                 assert (ref.cdf(t) <= alpha) == (t < q_lo), (b, alpha, t)
+
+
+def test_bootstrap_t_pvalues_count_the_observed_statistic():
+    # Monte Carlo p-values (1 + #{t* beyond t})/(1 + B) (Davison & Hinkley 1997, eq. 4.11):
+    # never 0, even where t lies beyond every resample. #{t* >= t}/B gave p = 0 for both
+    # one-sided tests here, and a two-sided p of 0 for a threefold ratio: a claim of
+    # certainty that no Holm adjustment can raise.
+    ref = _BootRef(np.arange(1.0, 20.0))                       # B = 19
+    assert ref.sf(100.0) == ref.cdf(-100.0) == 1 / 20
+    assert ref.sf(19.0) == ref.cdf(1.0) == 2 / 20 and ref.sf(-100.0) == 1.0
+    assert ref.quantiles(0.05) == (1.0, 19.0)                  # K = 1: B = 19 suffices
+    rng = np.random.default_rng(0)
+    x, y = rng.exponential(1.0, 500), rng.exponential(1.0, 500)
+    res = tost_ratio(x, y, margin=0.5, method="bootstrap-t", n_resamples=999, seed=0)
+    assert res.pvalue == res.pvalue_low == res.pvalue_high == 1 / 1000
+    assert res.within_margin
+    far = tost_ratio(3.0 * x, y, margin=0.1, method="bootstrap-t", n_resamples=999, seed=0)
+    assert far.pvalue_difference == 2 / 1000 and far.pvalue == 1.0
 
 
 def test_margins_and_one_sided_conventions():
