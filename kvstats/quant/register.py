@@ -20,8 +20,9 @@ from functools import partial
 from typing import Any
 
 from kvstats.plugins import USER_NAME, similar_name
-from kvstats.quant.registry import (_GROUP_SIZE, _ORIGIN, _TABLE, BUILTIN, REGISTRY, SCHEMES, Builder,
-                                    SchemeDef, _all_coords)
+from kvstats.quant.builtin_schemes import _all_coords
+from kvstats.quant.registry import _ORIGIN, _TABLE, BUILTIN, REGISTRY, SCHEMES, Builder, SchemeDef
+from kvstats.quant.schemedef import _GROUP_SIZE
 
 __all__ = ["scheme_names", "user_schemes", "define_scheme", "register_scheme", "unregister_scheme",
            "registered_scheme"]

@@ -1,0 +1,387 @@
+"""The built-in schemes: one :class:`~kvstats.quant.schemedef.SchemeDef` each, with its
+builder and its expected-bits formula (:data:`ENTRIES`; :mod:`kvstats.quant.registry`
+serves them by name).
+
+(Over ~330 lines as one idea: the table of the built-ins, one entry and its expected-bits
+formula per scheme; it grows by a few lines with every scheme added.)
+
+``expected_bits`` is written from the definitions (docs/qjl.md, docs/theory.md: a norm is
+16 bits in float16, a 1-bit QJL residual with ``m`` rows stores ``m`` sign bits and a
+norm, a Hadamard rotation codes ``d_pad`` coordinates, ...), independently of the coders'
+own ``stored_bits``, so that the test suite can hold one against the other.
+
+The deployed formats are fixed-budget entries named as their engines name them: llama.cpp's
+``q8_0``, ``q4_0``, ``q4_1``, ``q5_0``, ``q5_1`` (:mod:`kvstats.quant.blockfmt`), vLLM's
+``fp8_e4m3``, ``fp8_e5m2`` (:mod:`kvstats.quant.fp8`), ``mxfp4`` and ``nvfp4``
+(:mod:`kvstats.quant.microscaling`); ``klt`` is the transform coder of
+:mod:`kvstats.quant.klt` (docs/formats.md). ``coded_dim`` says how many coordinates a
+scheme's codes spend their bits on.
+
+``KQV``/``QKQV`` follow D'Alberto (2026); ``turboquant_mse``/``turboquant_prod`` expose
+the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, so
+``QKQV`` with default settings is ``turboquant_prod``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from functools import partial
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+from kvstats._checks import check_int
+from kvstats.quant.schemedef import _GROUP_SIZE, SchemeDef
+
+if TYPE_CHECKING:
+    from kvstats.quant.coder import Coder
+
+__all__ = ["ENTRIES"]
+
+_FP16_BITS = 16
+_IDENTITY_BITS = 32   # identity stores float32 values
+_FP32_BITS = 32
+_KLT_GROUP = 1024     # klt's default block: two halves of 512 tokens calibrate each other
+# llama.cpp block types (ggml-common.h block_q*): code bits, fp16 fields per block of 32
+# (a scale; the "_1" types also a minimum)
+_BLOCK_TYPES = {"q8_0": (8, 1), "q4_0": (4, 1), "q4_1": (4, 2), "q5_0": (5, 1), "q5_1": (5, 2)}
+# microscaling: block size, scale bits per block, float32 scale per head
+_MX_TYPES = {"mxfp4": (32, 8, False), "nvfp4": (16, 8, True)}
+
+
+# --------------------------------------------------------------------------- builders
+def _norm_dtype(params: Mapping[str, Any]) -> DTypeLike:
+    return params.get("norm_dtype", np.float16)
+
+
+def _mse(bits: int, dim: int, rotation: str, rng, draws, params, name: str) -> Coder:
+    from kvstats.quant.mse import MSEQuantizer
+
+    return MSEQuantizer(dim, bits, rotation=rotation, seed=rng, draws=draws,
+                        norm_dtype=_norm_dtype(params), name=name)
+
+
+def _prod(bits: int, dim: int, rng, draws, params, name: str) -> Coder:
+    from kvstats.quant.prod import ProdQuantizer
+
+    return ProdQuantizer(dim, bits, rotation=params.get("rotation", "hadamard"),
+                         sketch=params.get("sketch", "gaussian"), m=params.get("m"), seed=rng,
+                         draws=draws, norm_dtype=_norm_dtype(params), name=name)
+
+
+def _rotation(params: Mapping[str, Any]) -> str:
+    return params.get("rotation", "hadamard")
+
+
+def _build_kv(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _mse(bits, dim, "identity", key_rng, draws, params, "K"), \
+        _mse(bits, dim, "identity", value_rng, draws, params, "V")
+
+
+def _build_turboquant_mse(bits, dim, params, key_rng, value_rng, draws):
+    rot = _rotation(params)
+    return bits, _mse(bits, dim, rot, key_rng, draws, params, "K"), \
+        _mse(bits, dim, rot, value_rng, draws, params, "V")
+
+
+def _build_kqv(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _mse(bits, dim, _rotation(params), key_rng, draws, params, "K"), \
+        _prod(bits, dim, value_rng, draws, params, "V")
+
+
+def _build_prod(bits, dim, params, key_rng, value_rng, draws):
+    return bits, _prod(bits, dim, key_rng, draws, params, "K"), \
+        _prod(bits, dim, value_rng, draws, params, "V")
+
+
+def _build_qjl(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.qjl_keys import QJLKeyQuantizer
+    from kvstats.quant.uniform import UniformTokenCoder
+
+    m = check_int(params.get("m", bits * dim), "m", low=1)
+    coder = QJLKeyQuantizer(dim, m, sketch=params.get("sketch", "gaussian"),
+                            n_outliers=params.get("n_outliers", 0),
+                            outlier_m=params.get("outlier_m"),
+                            group_size=params.get("group_size", _GROUP_SIZE), seed=key_rng,
+                            draws=draws, norm_dtype=_norm_dtype(params))
+    value_bits = check_int(params.get("value_bits", bits), "value_bits", low=1, high=8)
+    group = check_int(params.get("value_group_size", dim), "value_group_size", low=1)
+    return bits, coder, UniformTokenCoder(value_bits, dim, group)
+
+
+def _build_kivi(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder
+
+    group_size = params.get("group_size", _GROUP_SIZE)
+    residual = params.get("residual", _GROUP_SIZE)
+    return bits, KIVIKeyCoder(bits, dim, group_size, residual), \
+        KIVIValueCoder(bits, dim, group_size, residual)
+
+
+def _build_mixed(bits, dim, params, key_rng, value_rng, draws):
+    key_bits = check_int(params.get("key_bits"), "key_bits", low=1, high=8)
+    value_bits = check_int(params.get("value_bits"), "value_bits", low=1, high=8)
+    mean_bits = (key_bits + value_bits) / 2
+    if bits is not None and bits != mean_bits:
+        raise ValueError(f"bits for mixed precision K{key_bits}V{value_bits} must be None "
+                         f"or their mean {mean_bits}; received {bits}")
+    rot = _rotation(params)
+    return mean_bits, _mse(key_bits, dim, rot, key_rng, draws, params, "K"), \
+        _mse(value_bits, dim, rot, value_rng, draws, params, "V")
+
+
+def _build_identity(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.coder import IdentityCoder
+
+    return None, IdentityCoder(dim), IdentityCoder(dim)
+
+
+def _fixed_bits(name: str, nominal: int, bits: int | None) -> int:
+    if bits is not None and bits != nominal:
+        raise ValueError(f"bits for {name} must be None or {nominal} (fixed by the format); "
+                         f"received {bits}")
+    return nominal
+
+
+def _build_block(fmt, bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.blockfmt import BlockTypeCoder
+
+    bits = _fixed_bits(fmt, _BLOCK_TYPES[fmt][0], bits)
+    return bits, BlockTypeCoder(fmt, dim), BlockTypeCoder(fmt, dim)
+
+
+def _build_fp8(fmt, bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.fp8 import FP8Coder
+
+    bits = _fixed_bits(fmt, 8, bits)
+    scale = params.get("scale", "head")
+    return bits, FP8Coder(fmt, dim, scale), FP8Coder(fmt, dim, scale)
+
+
+def _build_mx(fmt, bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.microscaling import MXCoder
+
+    bits = _fixed_bits(fmt, 4, bits)
+    scale = params.get("scale", "head")
+    return bits, MXCoder(fmt, dim, scale), MXCoder(fmt, dim, scale)
+
+
+def _build_klt(bits, dim, params, key_rng, value_rng, draws):
+    from kvstats.quant.klt import KLTCoder
+
+    rank, group = params.get("rank"), params.get("group_size", _KLT_GROUP)
+    return bits, KLTCoder(bits, dim, rank, group), KLTCoder(bits, dim, rank, group)
+
+
+# --------------------------------------------------------------------------- expected bits
+# Each returns (key bits, value bits) stored for n tokens of dimension d, from the
+# definitions: n-bit Lloyd–Max codes of the d_pad rotated coordinates and one norm per
+# vector; TurboQuant-prod adds m residual sign bits and a residual norm; fp16 scale and
+# zero per uniform group; KIVI's window holds R = min(residual, N) tokens in fp16.
+def _d_pad(dim: int, rotation: str) -> int:
+    return 1 << (dim - 1).bit_length() if rotation == "hadamard" else dim
+
+
+def _norm_bits(params: Mapping[str, Any]) -> int:
+    return 8 * np.dtype(params.get("norm_dtype", np.float16)).itemsize
+
+
+def _mse_bits(b: int, coded: int, n: int, params) -> float:
+    return n * (b * coded + _norm_bits(params))
+
+
+def _prod_bits(b: int, dim: int, n: int, params) -> float:
+    coded = _d_pad(dim, _rotation(params))
+    m = params.get("m") or coded
+    return n * ((b - 1) * coded + m + 2 * _norm_bits(params))
+
+
+def _kv_bits(bits, dim, n, params):
+    return _mse_bits(bits, dim, n, params), _mse_bits(bits, dim, n, params)
+
+
+def _turboquant_mse_bits(bits, dim, n, params):
+    coded = _d_pad(dim, _rotation(params))
+    return _mse_bits(bits, coded, n, params), _mse_bits(bits, coded, n, params)
+
+
+def _kqv_bits(bits, dim, n, params):
+    coded = _d_pad(dim, _rotation(params))
+    return _mse_bits(bits, coded, n, params), _prod_bits(bits, dim, n, params)
+
+
+def _prod_scheme_bits(bits, dim, n, params):
+    return _prod_bits(bits, dim, n, params), _prod_bits(bits, dim, n, params)
+
+
+def _qjl_bits(bits, dim, n, params):
+    m = params.get("m", bits * dim)
+    outliers = params.get("n_outliers", 0)
+    key = n * (m + _norm_bits(params))
+    if outliers:
+        groups = math.ceil(n / params.get("group_size", _GROUP_SIZE))
+        index_bits = math.ceil(math.log2(dim))
+        key += n * (params.get("outlier_m") or m) + n * _norm_bits(params) + groups * outliers * index_bits
+    value_bits = params.get("value_bits", bits)
+    value_groups = math.ceil(dim / params.get("value_group_size", dim))
+    return key, n * (value_bits * dim + 2 * _FP16_BITS * value_groups)
+
+
+def _kivi_bits(bits, dim, n, params):
+    g = params.get("group_size", _GROUP_SIZE)
+    window = min(params.get("residual", _GROUP_SIZE), n)
+    q = n - window
+    key = bits * q * dim + 2 * _FP16_BITS * math.ceil(q / g) * dim + _FP16_BITS * window * dim
+    value = bits * q * dim + 2 * _FP16_BITS * q * math.ceil(dim / g) + _FP16_BITS * window * dim
+    return key, value
+
+
+def _mixed_bits(bits, dim, n, params):
+    coded = _d_pad(dim, _rotation(params))
+    return (_mse_bits(params["key_bits"], coded, n, params),
+            _mse_bits(params["value_bits"], coded, n, params))
+
+
+def _identity_bits(bits, dim, n, params):
+    return _IDENTITY_BITS * n * dim, _IDENTITY_BITS * n * dim
+
+
+def _block_bits(fmt, bits, dim, n, params):
+    # llama.cpp: per block of 32 coordinates, 32 codes and `fields` fp16 numbers
+    code, fields = _BLOCK_TYPES[fmt]
+    side = n * (code * dim + fields * _FP16_BITS * dim // 32)
+    return side, side
+
+
+def _fp8_bits(bits, dim, n, params):
+    # one byte per coordinate, one float32 scale per head
+    return 8 * n * dim + _FP32_BITS, 8 * n * dim + _FP32_BITS
+
+
+def _mx_bits(fmt, bits, dim, n, params):
+    # 4-bit E2M1 elements, an 8-bit scale per block, nvfp4's float32 scale per head
+    block, scale_bits, per_head = _MX_TYPES[fmt]
+    side = n * (4 * dim + scale_bits * dim // block) + _FP32_BITS * per_head
+    return side, side
+
+
+def _klt_bits(bits, dim, n, params):
+    # min(n·d, 8·rank) code bits per vector; per half of each block of group_size tokens
+    # (two per block, at least one block) a float16 rank×d basis, mean and rank scales
+    # and a byte of allocation per axis
+    rank = params.get("rank") or dim
+    halves = 2 * max(1, n // params.get("group_size", _KLT_GROUP))
+    codes = min(bits * dim, 8 * rank) * n
+    side = halves * (_FP16_BITS * (rank * dim + dim + rank) + 8 * rank)
+    return codes + side, codes + side
+
+
+# --------------------------------------------------------------------------- the table
+def _always(params: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _never(params: Mapping[str, Any]) -> bool:
+    return False
+
+
+def _tensor_scale(params: Mapping[str, Any]) -> bool:
+    return params.get("scale", "head") == "tensor"
+
+
+def _rotated(params: Mapping[str, Any]) -> bool:
+    return _rotation(params) != "identity"
+
+
+def _all_coords(dim: int, params: Mapping[str, Any]) -> int:
+    return dim
+
+
+def _rotated_coords(dim: int, params: Mapping[str, Any]) -> int:
+    return _d_pad(dim, _rotation(params))
+
+
+def _klt_coords(dim: int, params: Mapping[str, Any]) -> int:
+    rank = params.get("rank")
+    return dim if rank is None else min(rank, dim)
+
+
+_VECTOR = frozenset({"rotation", "sketch", "m", "norm_dtype"})
+#: Every built-in entry, in the order ``kvstats schemes`` lists them.
+ENTRIES = (
+    SchemeDef(name="KV", summary="K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
+              params=frozenset({"norm_dtype"}), min_bits=1, max_bits=8, fixed_budget=False,
+              token_group_param=None, gpu=True, key_theory="mse", build=_build_kv,
+              _randomized=_never, _bits=_kv_bits, _coded=_all_coords),
+    SchemeDef(name="KQV", summary="WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
+              gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always, _bits=_kqv_bits,
+              _coded=_rotated_coords),
+    SchemeDef(name="QKQV", summary="WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
+              gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
+              _bits=_prod_scheme_bits, _coded=_rotated_coords),
+    SchemeDef(name="turboquant_mse", summary="K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
+              params=frozenset({"rotation", "norm_dtype"}), min_bits=1, max_bits=8,
+              fixed_budget=False, token_group_param=None, gpu=True, key_theory="mse",
+              build=_build_turboquant_mse, _randomized=_rotated, _bits=_turboquant_mse_bits,
+              _coded=_rotated_coords),
+    SchemeDef(name="turboquant_prod", summary="K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
+              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
+              gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
+              _bits=_prod_scheme_bits, _coded=_rotated_coords),
+    SchemeDef(name="qjl", summary="K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
+              "asymmetric uniform n-bit (QJL paper)",
+              params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
+                                "value_group_size", "norm_dtype"}),
+              min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
+              key_theory=None, build=_build_qjl, _randomized=_always, _bits=_qjl_bits,
+              _coded=_all_coords),
+    SchemeDef(name="kivi", summary="KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
+              "a full-precision window of recent tokens",
+              params=frozenset({"group_size", "residual"}), min_bits=1, max_bits=8, fixed_budget=False,
+              token_group_param="group_size", gpu=False, key_theory=None, build=_build_kivi,
+              _randomized=_never, _bits=_kivi_bits, _coded=_all_coords),
+    SchemeDef(name="mixed", summary="key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
+              "name, 'K4V2'", params=frozenset({"key_bits", "value_bits", "rotation", "norm_dtype"}),
+              min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
+              key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
+              _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2})),
+    SchemeDef(name="identity", summary="stores K and V unchanged (a reference that must reproduce exactly)",
+              params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None,
+              gpu=False, key_theory=None, build=_build_identity, _randomized=_never,
+              _bits=_identity_bits, _coded=_all_coords),
+    *(SchemeDef(name=fmt, summary=f"llama.cpp {fmt}: blocks of 32 along d, {code}-bit codes, an fp16 "
+                f"scale{' and minimum' if fields == 2 else ''} per block ({code + 16 * fields / 32:g} bits)",
+                params=frozenset(), min_bits=code, max_bits=code, fixed_budget=True,
+                token_group_param=None, gpu=False, key_theory=None,
+                build=partial(_build_block, fmt), _randomized=_never,
+                _bits=partial(_block_bits, fmt), _coded=_all_coords)
+      for fmt, (code, fields) in _BLOCK_TYPES.items()),
+    *(SchemeDef(name=fmt, summary=f"FP8 {fmt[4:].upper()} KV cache (vLLM): x/s rounded to FP8, a float32 "
+                "scale s = amax/max per head ('head'), per call ('tensor') or static (a float)",
+                params=frozenset({"scale"}), min_bits=8, max_bits=8, fixed_budget=True,
+                token_group_param=None, gpu=False, key_theory=None,
+                build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
+                _coded=_all_coords, _couples=_tensor_scale)
+      for fmt in ("fp8_e4m3", "fp8_e5m2")),
+    SchemeDef(name="mxfp4", summary="OCP MXFP4: blocks of 32 along d, E2M1 elements, an E8M0 scale per "
+              "block (4.25 bits)", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
+              token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "mxfp4"),
+              _randomized=_never, _bits=partial(_mx_bits, "mxfp4"), _coded=_all_coords),
+    SchemeDef(name="nvfp4", summary="NVIDIA NVFP4: blocks of 16 along d, E2M1 elements, an E4M3 scale per "
+              "block and a float32 scale per head (4.5 bits + 32 per head)",
+              params=frozenset({"scale"}), min_bits=4, max_bits=4, fixed_budget=True,
+              token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "nvfp4"),
+              _randomized=_never, _bits=partial(_mx_bits, "nvfp4"), _coded=_all_coords,
+              _couples=_tensor_scale),
+    SchemeDef(name="klt", summary="K and V: principal axes of the other half of the cache, bits by "
+              "reverse water-filling, Lloyd–Max per axis (basis and allocation stored)",
+              params=frozenset({"rank", "group_size"}), min_bits=1, max_bits=8, fixed_budget=False,
+              token_group_param="group_size", gpu=False, key_theory=None, build=_build_klt,
+              _randomized=_never, _bits=_klt_bits, _coded=_klt_coords,
+              token_group_default=_KLT_GROUP),
+)

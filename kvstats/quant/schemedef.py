@@ -1,0 +1,186 @@
+"""What the project knows about one scheme: :class:`SchemeDef`, the type of every entry of
+:data:`kvstats.quant.registry.REGISTRY`, and :data:`Builder`, the signature of its builder.
+
+The built-in entries are :mod:`kvstats.quant.builtin_schemes`; a researcher's own come
+from :func:`kvstats.quant.register.define_scheme`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kvstats._checks import check_int
+
+if TYPE_CHECKING:
+    from kvstats.quant.coder import Coder
+
+__all__ = ["SchemeDef", "Builder"]
+
+_GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
+
+
+def _per_trial(params: Mapping[str, Any]) -> bool:
+    return False
+
+
+# (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
+Builder = Callable[[int | None, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
+                   "tuple[float | None, Coder, Coder]"]
+
+
+@dataclass(frozen=True)
+class SchemeDef:
+    """Everything the project knows about one scheme.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``"K{a}V{b}"`` names resolve to ``mixed``).
+    summary : str
+        One line.
+    params : frozenset of str
+        Keyword parameters :func:`kvstats.make_scheme` accepts for it.
+    min_bits, max_bits : int
+        Allowed budget n (bits per coordinate); unused when ``fixed_budget``.
+    fixed_budget : bool
+        The budget is fixed by the scheme's own parameters (``mixed``, ``identity``):
+        ``make_scheme`` takes ``bits=None`` (or, for mixed, their mean).
+    token_group_param : str or None
+        Parameter giving the number of tokens that share stored statistics (kivi, qjl);
+        None for per-vector schemes.
+    gpu : bool
+        ``Scheme.export()`` is supported (kvstats_gpu can run it).
+    key_theory : {"mse", "prod"} or None
+        Closed-form family of the key side (see :meth:`key_rel_mse`).
+    build : callable
+        ``(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder, value_coder)``;
+        ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``.
+    example_params : mapping
+        Parameters of a minimal instance (those without a default: ``mixed`` needs
+        ``key_bits`` and ``value_bits``); the contract tests build every entry with them.
+    token_group_default : int
+        ``token_group`` when ``token_group_param`` is not given (32; klt: 1024).
+    _couples : callable
+        ``params -> bool``, see :meth:`couples_trials` (default: never).
+    """
+
+    name: str
+    summary: str
+    params: frozenset[str]
+    min_bits: int
+    max_bits: int
+    fixed_budget: bool
+    token_group_param: str | None
+    gpu: bool
+    key_theory: str | None
+    build: Builder = field(repr=False, compare=False)
+    _randomized: Callable[[Mapping[str, Any]], bool] = field(repr=False, compare=False)
+    _bits: Callable[..., tuple[float, float]] = field(repr=False, compare=False)
+    _coded: Callable[[int, Mapping[str, Any]], int] = field(repr=False, compare=False)
+    example_params: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    token_group_default: int = _GROUP_SIZE
+    _couples: Callable[[Mapping[str, Any]], bool] = field(default=_per_trial, repr=False, compare=False)
+
+    def randomized(self, params: Mapping[str, Any]) -> bool:
+        """Whether the scheme has random components (rotation, sketch) under ``params``.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("turboquant_mse").randomized({}), scheme_def("K4V2").randomized({"rotation": "identity"})
+        (True, False)
+        """
+        return bool(self._randomized(params))
+
+    def couples_trials(self, params: Mapping[str, Any]) -> bool:
+        """Whether the slices of one encode call share stored statistics under ``params``
+        (one scale per call: ``scale="tensor"``), so that a trial's codes depend on the
+        trials coded with it and a sweep's numbers on its chunk size.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("fp8_e4m3").couples_trials({"scale": "tensor"}), scheme_def("fp8_e4m3").couples_trials({})
+        (True, False)
+        """
+        return bool(self._couples(params))
+
+    def token_group(self, params: Mapping[str, Any]) -> int:
+        """Tokens that share stored statistics (1 = per-vector), under ``params``.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("kivi").token_group({"group_size": 16}), scheme_def("KQV").token_group({})
+        (16, 1)
+        """
+        if self.token_group_param is None:
+            return 1
+        return check_int(params.get(self.token_group_param, self.token_group_default),
+                         self.token_group_param, low=1)
+
+    def coded_dim(self, dim: int, params: Mapping[str, Any]) -> int:
+        """Coordinates the scheme's codes spend their bits on, for vectors of dimension ``dim``.
+
+        ``d_pad`` (the next power of two) for a Hadamard rotation, the ``rank`` principal
+        axes for klt, ``dim`` otherwise (the block formats code every coordinate; the QJL
+        keys code a sketch of the ``dim`` coordinates). What the theory layer needs to
+        put a scheme's bits per coded coordinate beside a bound.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("KQV").coded_dim(96, {}), scheme_def("KQV").coded_dim(96, {"rotation": "haar"})
+        (128, 96)
+        >>> scheme_def("q4_0").coded_dim(96, {}), scheme_def("klt").coded_dim(128, {"rank": 16})
+        (96, 16)
+        """
+        dim = check_int(dim, "dim", low=1)
+        return int(self._coded(dim, params))
+
+    def key_rel_mse(self, bits: int, d_pad: int) -> float | None:
+        """Predicted relative key error ``E‖k − k̂‖²/‖k‖²`` at ``bits`` with ``d_pad`` coded
+        coordinates (:mod:`kvstats.theory`, default settings), None without a closed form.
+
+        ``"mse"``: ``d_pad·D_beta(n, d_pad)``; ``"prod"``: ``d_pad·D_beta(n−1, d_pad)``
+        times the Gaussian QJL reconstruction factor ``π/2 − 1/d_pad`` (m = d_pad rows).
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> round(scheme_def("KQV").key_rel_mse(4, 128), 4), scheme_def("kivi").key_rel_mse(4, 128)
+        (0.0093, None)
+        """
+        if self.key_theory is None:
+            return None
+        from kvstats import theory
+
+        bits = check_int(bits, "bits", low=1, high=8)
+        if self.key_theory == "prod":
+            if bits < 2:
+                return None
+            return theory.unit_vector_mse(bits - 1, d_pad) * theory.residual_inflation(d_pad)
+        return theory.unit_vector_mse(bits, d_pad)
+
+    def expected_bits(self, bits: int | None, dim: int, n_tokens: int, **params: Any) -> float:
+        """Total stored bits per coordinate (K and V averaged, every overhead counted).
+
+        Written from the definitions (docs/qjl.md, docs/theory.md), not from the coders:
+        the contract tests hold ``Scheme.bits_per_coord(n_tokens).total`` against it.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("KQV").expected_bits(4, 128, 1024)  # (4·128+16 + 3·128+128+32)/128/2
+        4.1875
+        >>> scheme_def("K4V2").expected_bits(None, 128, 10, key_bits=4, value_bits=2)
+        3.125
+        """
+        dim = check_int(dim, "dim", low=2)
+        n_tokens = check_int(n_tokens, "n_tokens", low=1)
+        key, value = self._bits(bits, dim, n_tokens, params)
+        return (key + value) / 2 / (n_tokens * dim)
