@@ -3,7 +3,8 @@
 Usage: .venv/bin/python experiments/real_stats.py [--capture results/real/capture.npz] [--out results/real]
 
 Writes results/real/stats_layer_head.csv (one row per layer and KV head) and
-results/real/weights.csv (one row per layer). Definitions (also in docs/real_model.md):
+results/real/weights.csv (one row per layer and KV head, and per layer: ``head`` "all"; only
+for a capture of load_model()'s model, whose weights these are). Definitions (also in docs/real_model.md):
 
 - outlier channel (keys): a channel whose RMS over all tokens of all texts exceeds
   OUTLIER_RATIO times the median channel RMS of that (layer, head);
@@ -19,6 +20,7 @@ results/real/weights.csv (one row per layer). Definitions (also in docs/real_mod
 """
 
 import argparse
+import json
 import os
 
 import numpy as np
@@ -59,6 +61,7 @@ def main() -> None:
     with np.load(args.capture) as data:
         K = data["K"].astype(np.float64)  # (T, L, H, N, d)
         V = data["V"].astype(np.float64)
+        source = json.loads(str(data["meta"])).get("source")
     T, L, H, N, d = K.shape
     # pool texts and positions: (L, H, T*N, d)
     Kp = K.transpose(1, 2, 0, 3, 4).reshape(L, H, T * N, d)
@@ -88,10 +91,21 @@ def main() -> None:
     stats = pd.DataFrame(rows)
     os.makedirs(args.out, exist_ok=True)
     stats.to_csv(os.path.join(args.out, "stats_layer_head.csv"), index=False)
+    print(stats.groupby("tensor")[["n_outlier_channels", "kurt_pooled", "kurt_channel", "kurt_wht",
+                                   "effective_rank", "rank90", "mean_sq_norm"]].mean())
 
     from kvstats.models import load_model
 
     model, _ = load_model()
+    weights = os.path.join(args.out, "weights.csv")
+    if source != model._kvstats_source:
+        # the weight norms sit beside the capture's E|k|^2 in the report: another model's
+        # capture must not get SmolLM2's weights (nor keep those of an earlier run)
+        if os.path.exists(weights):
+            os.remove(weights)
+        print(f"{weights} not written: the capture's model is {source!r}, not load_model()'s "
+              f"{model._kvstats_source!r}")
+        return
     wrows = []
     for l, layer in enumerate(model.model.layers):
         a = layer.self_attn
@@ -102,9 +116,7 @@ def main() -> None:
                 wrows.append(dict(tensor=name, layer=l, head=h if h >= 0 else "all",
                                   frobenius=float(np.linalg.norm(wh)),
                                   spectral=float(np.linalg.norm(wh, 2))))
-    pd.DataFrame(wrows).to_csv(os.path.join(args.out, "weights.csv"), index=False)
-    print(stats.groupby("tensor")[["n_outlier_channels", "kurt_pooled", "kurt_channel", "kurt_wht",
-                                   "effective_rank", "rank90", "mean_sq_norm"]].mean())
+    pd.DataFrame(wrows).to_csv(weights, index=False)
 
 
 if __name__ == "__main__":
