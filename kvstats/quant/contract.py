@@ -317,7 +317,8 @@ def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact
 
 def _held_nbytes(obj: Any, _depth: int = 0) -> int:
     """Bytes of the arrays a codes object holds: its fields (a dataclass's, else its
-    attributes), through nested codes, tuples, lists and dicts.
+    attributes), through nested codes (objects with an ``nbytes``), tuples, lists and
+    dicts; another object it refers to (its coder, say) is not what it stores.
 
     Examples
     --------
@@ -334,7 +335,9 @@ def _held_nbytes(obj: Any, _depth: int = 0) -> int:
         obj = list(obj.values())
     if isinstance(obj, (tuple, list)):
         return sum(_held_nbytes(x, _depth + 1) for x in obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if not hasattr(obj, "nbytes") or isinstance(obj, type):
+        return 0
+    if dataclasses.is_dataclass(obj):
         return sum(_held_nbytes(getattr(obj, f.name), _depth + 1) for f in dataclasses.fields(obj))
     return sum(_held_nbytes(x, _depth + 1) for x in getattr(obj, "__dict__", {}).values())
 

@@ -202,3 +202,32 @@ def test_an_entry_that_says_it_couples_trials_must_couple_them():
     failed = _account(dataclasses.replace(honest, _couples=lambda params: True))
     assert "says its settings couple the trials" in failed["independent_trials"], failed
     assert kvstats.quant.registry.scheme_def("fp8_e4m3").couples_trials({"scale": "tensor"})
+
+
+@dataclass(frozen=True, eq=False)
+class _WithCoder:
+    inner: object
+    coder: object                       # a reference to the coder: not stored, not counted
+
+    @property
+    def nbytes(self):
+        return self.inner.nbytes
+
+
+class _RefersToItsCoder(UniformTokenCoder):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.table = np.zeros(4096)     # the coder's own arrays are not the codes'
+
+    def encode(self, x):
+        return _WithCoder(super().encode(x), self)
+
+    def decode(self, codes):
+        return super().decode(codes.inner)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+def test_codes_that_refer_to_their_coder_pass_stored_bytes():
+    assert _account(define_scheme("ref", _side(_RefersToItsCoder), _bits, summary="x")) == {}
