@@ -125,6 +125,11 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
         # θ counts ties as ½: values equal up to rounding are ties, as the sign test and
         # Mann–Whitney count them (else rounding's direction moves θ by ½·P(tie), up to the margin)
         x, y = rounding_canonical(x, y)
+    elif paired:
+        # a pair equal up to rounding is one value, as the sign test counts it: else the last
+        # bits give identical pairs a spread, an interval as narrow as that, and "equivalent
+        # within δ" where the identical values give a bound (EquivalenceResult.identical_pairs)
+        y = np.where(rounding_ties(x, y), x, y)
     try:
         res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
                else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))

@@ -262,3 +262,31 @@ def test_few_nonzero_flags_only_sparse_nonnegative_samples():
     # given one, covered 0.992 and 0.988 of 1,000 samples, and they are not flagged
     x = (rng.random(100) < 0.03).astype(float)
     assert ci_reliable(x)
+
+
+def test_paired_ratio_equivalence_counts_values_equal_up_to_rounding_as_equal():
+    """The paired TOST of mean(a)/mean(b): two schemes with the same value on every unit up
+    to the last bits (a text's mean summed in another order) got a spread of ~1e-16, an
+    interval as narrow, and "equivalent within δ" (p 0.006 here) where the identical values
+    give "inconclusive" (p 0.30, a bound: identical_pairs). As the sign test and the rank
+    TOST, a pair equal up to rounding is one value; a pair that differs keeps its values."""
+    a = make_frame({("KQV", 2.0): 0.0}, n=10, seed=5)
+    cols = ["pvalue", "effect", "effect_low", "effect_high", "identical_pairs", "verdict"]
+
+    def tost(kl_b):
+        f = pd.concat([a, a.assign(scheme="QKQV", kl=kl_b)], ignore_index=True)
+        t = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False,
+                            equivalence={"kl": 0.1})
+        return t[t["test"] == "equivalence"].reset_index(drop=True)[cols]
+
+    kl = a["kl"].to_numpy()
+    same = tost(kl)
+    assert same.loc[0, "identical_pairs"] and same.loc[0, "verdict"] == "inconclusive"
+    pd.testing.assert_frame_equal(tost(kl * (1 + 1e-15)), same, check_exact=True)
+    # four pairs differ for real, six by rounding only: as if those six were exact (and the
+    # four kept: not identical pairs)
+    moved = kl * np.r_[np.full(4, 1.02), np.ones(6)]
+    want = tost(moved)
+    assert not want.loc[0, "identical_pairs"]
+    pd.testing.assert_frame_equal(tost(moved * np.r_[np.ones(4), np.full(6, 1 + 1e-15)]), want,
+                                  check_exact=True)
