@@ -97,7 +97,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
     min_bits, max_bits : int
         Allowed budgets n (integers in 1..8; unused when ``fixed_budget``).
     fixed_budget : bool
-        The budget is fixed by the scheme itself (``make_scheme`` takes ``bits=None``).
+        The budget is fixed by the scheme itself: ``make_scheme`` takes ``bits=None`` or
+        the budget ``build`` returns (another is a ValueError).
     randomized : bool or callable
         Whether it has random components (a callable ``params -> bool`` if that depends
         on its settings); the contract checks that another seed gives other codes

@@ -278,7 +278,9 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     bits : int or None
         The budget n in bits per coordinate (2..8 for schemes with a 1-bit QJL residual,
         1..8 otherwise). For mixed precision it is the mean (a+b)/2 and may be None.
-        Ignored (may be None) for ``identity``.
+        A fixed-budget scheme (``SchemeDef.fixed_budget``: the formats, ``mixed``) takes
+        None or its own budget, another is a ValueError; ignored (may be None) for
+        ``identity``, whose budget is None.
     dim : int
         Head dimension d.
     seed : int, SeedSequence or Generator
@@ -316,7 +318,13 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     key_rng, value_rng = as_generator(seed).spawn(2)
     if not sdef.fixed_budget:
         bits = check_int(bits, "bits", low=sdef.min_bits, high=sdef.max_bits)
+    given = bits
     bits, key, value = _built(name, sdef.build(bits, dim, params, key_rng, value_rng, draws))
+    if sdef.fixed_budget and given is not None and bits is not None and given != bits:
+        # a fixed budget is the scheme's own: another one asked for is refused here, for
+        # every scheme alike, whether or not its build checks it
+        raise ValueError(f"bits for {name} must be None or {bits:g} (its budget is fixed); "
+                         f"received {given!r}")
     return Scheme(name, bits, dim, key, value, seed, draws, params)
 
 

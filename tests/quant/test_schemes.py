@@ -152,3 +152,25 @@ def test_a_build_returning_the_wrong_thing_is_named_by_make_scheme(returns, text
     with registered_scheme(sdef), pytest.raises(TypeError, match="the build function of scheme 'wrong_build'") as err:
         kvstats.make_scheme("wrong_build", 3, 16)
     assert text in str(err.value)
+
+
+def test_a_fixed_budget_is_the_schemes_own_whatever_its_build_checks():
+    # a user's 8-bit format whose build ignores the budget asked for: make_scheme refuses
+    # another one for it as for the built-in formats, so the scheme passes the contract
+    from kvstats.quant.register import define_scheme, registered_scheme
+    from kvstats.quant.uniform import UniformTokenCoder
+
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return 8, UniformTokenCoder(8, dim, dim), UniformTokenCoder(8, dim, dim)
+
+    def bits_of(bits, dim, n_tokens, params):
+        return (n_tokens * (8 * dim + 32),) * 2
+
+    sdef = define_scheme("eight", build, bits_of, summary="8-bit", fixed_budget=True)
+    with registered_scheme(sdef):
+        account = kvstats.check_scheme("eight", raise_on_failure=False)
+    assert set(account.values()) == {"ok"}, account
+    with registered_scheme(sdef):
+        assert kvstats.make_scheme("eight", None, 16).bits == kvstats.make_scheme("eight", 8, 16).bits == 8
+        with pytest.raises(ValueError, match=r"bits for eight must be None or 8 \(its budget is fixed\); received 3"):
+            kvstats.make_scheme("eight", 3, 16)
