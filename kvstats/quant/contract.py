@@ -365,7 +365,9 @@ def check_zero_vectors(name: str, params: Mapping[str, Any] | None = None) -> No
         K[5], V[9] = 0.0, 0.0
         K_hat, V_hat = scheme.roundtrip(K, V)
         if np.any(K_hat[5] != 0) or np.any(V_hat[9] != 0):
-            _fail(name, where, "a zero row among others does not decode to zero (per-vector scheme)")
+            _fail(name, where, "a zero row among others does not decode to zero (a per-vector "
+                  "scheme: if tokens share stored statistics, name the parameter that sets how "
+                  "many in define_scheme's token_group_param)")
 
 
 @_quiet

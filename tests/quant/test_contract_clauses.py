@@ -231,3 +231,28 @@ class _RefersToItsCoder(UniformTokenCoder):
 
 def test_codes_that_refer_to_their_coder_pass_stored_bytes():
     assert _account(define_scheme("ref", _side(_RefersToItsCoder), _bits, summary="x")) == {}
+
+
+class _SharedAcrossTokens(UniformTokenCoder):
+    def encode(self, x):                # one min and max per 8 tokens, not per vector
+        x = np.asarray(x)
+        shape = x.shape
+        grouped = x.reshape(*shape[:-2], shape[-2] // 8, 8 * shape[-1]) if shape[-2] % 8 == 0 else None
+        if grouped is None:
+            return super().encode(x)
+        codes = UniformTokenCoder(self.bits, 8 * shape[-1], 8 * shape[-1]).encode(grouped)
+        return codes
+
+    def decode(self, codes):
+        if codes.shape[-1] == self.dim:
+            return super().decode(codes)
+        out = UniformTokenCoder(self.bits, codes.shape[-1], codes.shape[-1]).decode(codes)
+        return out.reshape(*out.shape[:-2], out.shape[-2] * 8, self.dim)
+
+    def roundtrip(self, x):
+        return self.decode(self.encode(x))
+
+
+def test_a_scheme_sharing_statistics_across_tokens_is_told_of_token_group_param():
+    failed = _account(define_scheme("grouped", _side(_SharedAcrossTokens), _bits, summary="x"))
+    assert "define_scheme's token_group_param" in failed.get("zero_vectors", ""), failed
