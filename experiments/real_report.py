@@ -382,8 +382,9 @@ def section_profile(res: str, old: str | None = None, header=None) -> str | None
         r = pd.read_csv(path_r)
         out += ["\nWhich synthetic distribution predicts the real results? Spearman correlation "
                 "between the 15 (scheme, budget) cell means on real and on synthetic data (`real_profile.py "
-                "--synthetic-trials`, 300 by default, of the real trials' N and d; default parameters), the fraction of budgets where the order of the "
-                "three schemes is the same, and the synthetic KQV/QKQV ratio at n = 4:\n",
+                "--synthetic-trials`, 300 by default, of the real trials' N and d; default parameters), "
+                "the fraction of budgets where the order of the three schemes is the same, and the "
+                "synthetic KQV/QKQV ratio at n = 4:\n",
                 md(r)]
     return "\n".join(x for x in out if x)
 
