@@ -19,6 +19,8 @@ are dropped and the work is finished (a sweep still writes its report); so that
 a sweep at the progress bar's next write, also with 141 and no message (finished cells
 are kept for ``--resume``); an error whose line cannot be written keeps its status;
 ``--help`` into a closed pipe exits 0.
+
+The parser is :mod:`kvstats.cli_parser` (it imports nothing heavy); the commands are here.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ import sys
 import textwrap
 import time
 import warnings
-from pathlib import Path
 from typing import Sequence
+
+from kvstats.cli_parser import REAL_TEXT, build_parser
 
 __all__ = ["main", "build_parser", "PIPE_CLOSED"]
 
@@ -66,168 +69,32 @@ def _schemes_text(width: int = 100, params: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _distributions() -> list[str]:
-    from kvstats.data.synthetic import DISTRIBUTIONS
-    from kvstats.results import REAL
-
-    return list(DISTRIBUTIONS) + [f"{REAL} (a captured cache: params path, layer, head)"]
-
-
-def _corrections() -> tuple[str, ...]:
-    # the [report] option's own list, so the flag and the config accept the same names
-    from kvstats.report.options import _CORRECTIONS
-
-    return _CORRECTIONS
-
-
-def _pairings() -> tuple[str, ...]:
-    from kvstats.report.options import PAIRINGS
-
-    return PAIRINGS
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (every option documented in ``--help``).
-
-    Examples
-    --------
-    >>> args = build_parser().parse_args(["sweep", "--config", "c.toml", "--out", "o", "--resume"])
-    >>> args.command, str(args.config), args.resume, args.workers
-    ('sweep', 'c.toml', True, None)
-    """
-    dists = textwrap.fill(f"Distributions: {', '.join(_distributions())}. See docs/usage.md for the "
-                          "config format.", 100)
-    parser = argparse.ArgumentParser(
-        prog="kvstats",
-        description="Calibrated statistics for the damage KV-cache quantization does to attention.",
-        epilog=f"{_schemes_text()}\n\n{dists}",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    from kvstats import __version__   # kvstats' own __init__ imports nothing heavy
-
-    parser.add_argument("--version", action="version", version=f"kvstats {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    sw = sub.add_parser("sweep", help="run a sweep from a TOML config, then write the report and figures",
-                        description="Run the grid of a TOML config (schemes × budgets × distributions "
-                                    "× d × N × trials), write DIR/results.parquet, DIR/manifest.json, "
-                                    "DIR/cells/ (for resuming) and the report (DIR/report.md, "
-                                    "report.html, report.json, tables/, figures/). The config "
-                                    "format: docs/usage.md; the names it may use and each "
-                                    "scheme's params: `kvstats schemes`.")
-    sw.add_argument("--config", required=True, type=Path, metavar="FILE",
-                    help="TOML sweep configuration (e.g. experiments/quick.toml)")
-    sw.add_argument("--out", required=True, type=Path, metavar="DIR",
-                    help="output folder (created if missing). One folder holds one sweep: it is "
-                         "locked while the sweep runs (a second sweep into it refuses), and what an "
-                         "earlier sweep left there (manifest, results, report, figures, cells of "
-                         "another grid) is removed before the new one computes. A folder that holds "
-                         "files but no kvstats sweep is refused, so that nothing of yours is "
-                         "overwritten")
-    sw.add_argument("--workers", type=int, default=None, metavar="N",
-                    help="worker processes (default: number of CPUs available, at most the number "
-                         "of tasks; 1 runs in this process)")
-    sw.add_argument("--no-progress", action="store_true",
-                    help="do not show the progress bars (the sweep's cells, the report's energy "
-                         "tests and figures)")
-    sw.add_argument("--resume", action="store_true",
-                    help="reuse cells already finished in DIR/cells (same config and seed), each "
-                         "checked first (a wrong, short, truncated or edited cell is recomputed, "
-                         "with a line saying so); without it every cell is recomputed")
-    sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
-    sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
-
-    rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
-                        description="Read DIR/results.parquet and DIR/manifest.json (refused when "
-                                    "they do not belong to one sweep: another config or run, a "
-                                    "torn or edited file) and write the hypothesis-test report "
-                                    "into DIR (or --out), holding that folder's lock.")
-    rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
-    rp.add_argument("--out", type=Path, default=None, metavar="OUT",
-                    help="where to write the report (default: DIR); a folder that holds files but "
-                         "no kvstats output is refused")
-    rp.add_argument("--alpha", type=float, default=None,
-                    help="significance level after adjustment (default: config's, else 0.05)")
-    rp.add_argument("--correction", choices=list(_corrections()), default=None,
-                    help="multiple-testing correction over every p-value of the report "
-                         "(default: config's, else holm; the [report] correction's choices)")
-    rp.add_argument("--energy-resamples", type=int, default=None, metavar="B",
-                    help="the least permutation cap B_max of each 6D energy test, not a count: "
-                         "each test is sequential (Besag–Clifford), stopping at its energy_stop-th "
-                         "exceedance (10 by default), else after B_max draws; with the [report] "
-                         "option energy_resolution = 'family' (the default) B_max = max(B, the "
-                         "permutations the whole family needs to reject at --alpha after "
-                         "--correction: kvstats.stats.sequential.required_resolution), with "
-                         "'fixed' B_max = B (default: config's, else 499)")
-    rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
-                    help="bootstrap resamples per confidence interval (default: config's, else 999)")
-    rp.add_argument("--pairing", choices=list(_pairings()), default=None,
-                    help="design of the comparisons: 'trial', each scheme's value matched with the "
-                         "other's on the same trial (text, on cluster means): sign test, energy with "
-                         "within-pair swaps, paired TOST, no KS; 'none', two independent samples "
-                         "(Mann–Whitney, KS, energy) (default: config's, else trial)")
-    rp.add_argument("--no-figures", action="store_true", help="skip the figures")
-    rp.add_argument("--no-progress", action="store_true",
-                    help="do not show the progress bars (energy tests, figures)")
-    rp.add_argument("--plugins", action="append", type=Path, default=None, metavar="PATH",
-                    help="a plugin file of the sweep where it is now, when it is no longer at the "
-                         "path the manifest recorded (moved, copied to another machine); repeat "
-                         "for several. Matched to the recorded plugin by SHA-256, else by file "
-                         "name, and imported in its place; a file of another SHA-256 gives a "
-                         "warning naming both files and hashes (the report's numbers are the "
-                         "stored results; the header says which file was used)")
-
-    sc = sub.add_parser("schemes", help="list the schemes and distributions a config may name, "
-                                        "plugins' included",
-                        description="Print every scheme (with its summary) and distribution a sweep "
-                                    "config may name; with --plugins, after importing those plugins "
-                                    "as a config's [sweep] plugins would (a check that a plugin "
-                                    "registers what you expect), each user entry with the plugin "
-                                    "that registered it.")
-    sc.add_argument("--plugins", action="append", default=None, metavar="PLUGIN",
-                    help="a plugin to import first: a .py file (relative to the working directory) "
-                         "or a module name; repeat for several")
-
-    th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
-                        description="Print, per bit width, the Lloyd–Max distortion of the "
-                                    "sphere-coordinate density of dimension d_pad (next power of "
-                                    "two ≥ d), the predicted key SNR of a rotated n-bit MSE quantizer "
-                                    "and of (n−1)-bit + 1-bit QJL residual, and the predicted q·k "
-                                    "error variance inflation of QKQV over KQV (→ 2π) and of the QJL "
-                                    "residual over the scalar residual (→ π/2). For d not a power of "
-                                    "two only the residual ratio has a closed form, "
-                                    "(π/2 − 1/d)·d/d_pad; the rest print as –.")
-    th.add_argument("--dim", type=int, required=True, metavar="D", help="head dimension d (≥ 3)")
-    # extend, not store: `--bits 2 --bits 3` is 2 and 3 (store kept the last, 3); no default
-    # list here, since argparse would extend it
-    th.add_argument("--bits", type=int, nargs="+", action="extend", default=None, metavar="N",
-                    help="bit budgets n (1..8; default 2 3 4 5 6; may be repeated)")
-    return parser
-
-
 def _cmd_sweep(args: argparse.Namespace, say: _Stdout) -> int:
     from kvstats._checks import check_int
 
     if args.workers is not None:   # before the sweep's imports (pandas, scipy)
         check_int(args.workers, "--workers", low=1)
     from kvstats.report import hypothesis_report
+    from kvstats.sweep import run
     from kvstats.sweep.config import SweepConfig
-    from kvstats.sweep.run import check_grid, run_sweep
     from kvstats.sweep.store import check_out_folder, lock_dir
 
+    tic = time.perf_counter()
     config = SweepConfig.from_toml(args.config)  # the whole config, [report] included
-    check_grid(config)  # every scheme and distribution of the grid, before the folder is touched
+    # every scheme and distribution of its grid, checked once, before the folder is touched
+    cells = run.check_grid(config)
     if args.out.exists() and not args.out.is_dir():
         raise NotADirectoryError(f"--out {str(args.out)!r} is a file, not a folder")
     check_out_folder(args.out)  # before lock_dir writes its lock file there
     with lock_dir(args.out):  # held across the sweep and its report
-        return _sweep_locked(args, config, run_sweep, hypothesis_report, say)
+        return _sweep_locked(args, config, cells, run, hypothesis_report, say, tic)
 
 
-def _sweep_locked(args: argparse.Namespace, config, run_sweep, hypothesis_report, say: _Stdout) -> int:
-    tic = time.perf_counter()
+def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_report, say: _Stdout,
+                  tic: float) -> int:
     executor = "serial" if args.workers == 1 else None
-    result = run_sweep(config, out=args.out, executor=executor, progress=not args.no_progress,
-                       resume=args.resume, workers=args.workers)
+    result = run._run_checked(config, cells, args.out, executor, not args.no_progress,
+                              args.resume, args.workers)
     say(f"sweep: {_cell_counts(result.manifest)}, {len(result.frame)} rows in "
         f"{time.perf_counter() - tic:.1f} s -> {args.out}")
     if not args.no_report:
@@ -380,7 +247,7 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
     say(_schemes_text(params=True))
     say("  (what each parameter does: docs/qjl.md, docs/formats.md, docs/usage.md)")
     # the built-ins, the registered ones, then real (a capture, not a name to register)
-    say(textwrap.fill("Distributions: " + ", ".join([*distribution_names(), _distributions()[-1]]), 100))
+    say(textwrap.fill("Distributions: " + ", ".join([*distribution_names(), REAL_TEXT]), 100))
     users = {**{f"scheme {n}": o for n, o in user_schemes().items()},
              **{f"distribution {n}": o for n, o in user_distributions().items()}}
     for what, origin in users.items():

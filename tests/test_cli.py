@@ -188,6 +188,30 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
         assert build_parser().parse_args(["report", "d", "--correction", name]).correction == name
 
 
+def test_the_grid_is_checked_once_before_the_folder_is_touched(tmp_path, tiny_config, capsys,
+                                                               monkeypatch):
+    """`kvstats sweep` checks every distribution and scheme of the grid once (it checked
+    them, then run_sweep checked them again), before it creates or locks the folder, and
+    a grid that fails says what run_sweep says."""
+    from kvstats.sweep import run, run_sweep
+
+    checks = []
+    real = run._preflight
+    monkeypatch.setattr(run, "_preflight", lambda *args: (checks.append(args), real(*args))[1])
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(tmp_path / "out"),
+                 "--workers", "1", "--no-progress", "--no-report"]) == 0
+    assert len(checks) == 1
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TINY_TOML.replace('name = "gaussian"', 'name = "low_rank"\nparams = {rank = 40}'))
+    with pytest.raises(ValueError) as info:
+        run_sweep(bad, progress=False)
+    capsys.readouterr()
+    assert main(["sweep", "--config", str(bad), "--out", str(tmp_path / "new")]) == 2
+    assert capsys.readouterr().err == f"kvstats sweep: error: {info.value}\n"
+    assert "rank must be an integer in [1, 16]; received 40" in str(info.value)
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("margin", ["inf", "nan", "0.0", "-0.1"])
 def test_sweep_refuses_a_margin_the_tests_refuse_before_it_computes(tmp_path, margin, capsys):
     # an infinite equivalence margin passed the config check, then every TOST refused it
@@ -323,16 +347,22 @@ def _help(argv):
     assert exc.value.code == 0
 
 
-def test_help_lists_every_scheme_with_its_summary(capsys):
-    """`kvstats --help` says what each scheme is: the registry's one-line summaries (wrapped),
-    not a second list of schemes."""
+def test_help_names_every_scheme_and_distribution_and_schemes_says_what_each_is(capsys):
+    """`kvstats --help` names every built-in scheme and distribution (kvstats.cli_parser's
+    copies, which tests/test_cli_startup.py holds equal to the registries) and points at
+    `kvstats schemes`, which gives each scheme's one-line summary from the registry."""
+    from kvstats.data.synthetic import DISTRIBUTIONS
     from kvstats.quant.registry import REGISTRY
 
     _help(["--help"])
     text = " ".join(capsys.readouterr().out.split())
+    assert all(f" {name}," in text or f" {name};" in text for name in REGISTRY), text
+    assert all(f" {name}," in text for name in DISTRIBUTIONS), text
+    assert "K{a}V{b}: mixed precision by name" in text and "`kvstats schemes` says what each is" in text
+    assert main(["schemes"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
     for name, sdef in REGISTRY.items():
         assert f" {name} {' '.join(sdef.summary.split())}" in text, name
-    assert "K{a}V{b} mixed precision by name" in text and "heavy_tailed" in text
 
 
 def test_energy_resamples_help_says_it_is_a_floor_not_a_count(tiny_config, tmp_path, capsys):

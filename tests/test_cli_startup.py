@@ -1,5 +1,8 @@
 """The command's start: its parser, ``--help``, ``kvstats schemes`` and argument errors
-import none of pandas, scipy, pyarrow, torch or jax (a second or more of CPU each time).
+import none of pandas, scipy, pyarrow, torch or jax (a second or more of CPU each time);
+the parser, every ``--help`` and argparse's own errors not even numpy or jaxtyping (the
+names the parser shows are :mod:`kvstats.cli_parser`'s copies, held equal to the
+registries here).
 
 Run in a fresh interpreter (this test process has imported them all long ago); each step's
 heavy modules are printed, so a failure names the step that first imported one.
@@ -11,16 +14,27 @@ import sys
 import textwrap
 
 HEAVY = ("pandas", "scipy", "pyarrow", "torch", "jax")
+#: What the parser and argparse's own output (help, usage errors) must not import either.
+NUMERIC = ("numpy", "jaxtyping")
 
-#: Each step: argv for kvstats.cli.main, and the exit status it must return.
-STEPS = [
+#: Each step: argv for kvstats.cli.main, and the exit status it must return. The first
+#: ones are argparse's alone (help, usage errors), which import no numpy either; the rest
+#: are kvstats' own checks, which may.
+ARGPARSE_STEPS = [
     (["--help"], 0),
+    (["sweep", "--help"], 0),
     (["report", "--help"], 0),
+    (["schemes", "--help"], 0),
+    (["theory", "--help"], 0),
+    (["theory"], 2),                                   # --dim missing
+    (["sweep", "--config", "c.toml"], 2),              # --out missing
+    (["report", "d", "--correction", "nope"], 2),      # not a choice
+    (["report", "d", "--pairing", "paired"], 2),       # not a choice
+]
+STEPS = ARGPARSE_STEPS + [
     (["schemes"], 0),
-    (["theory"], 2),                                   # argparse: --dim missing
-    (["report", "d", "--correction", "nope"], 2),      # argparse: not a choice
-    (["theory", "--dim", "2"], 2),                     # ours: --dim >= 3
-    (["theory", "--dim", "64", "--bits", "9"], 2),     # ours: --bits in 1..8
+    (["theory", "--dim", "2"], 2),                     # --dim >= 3
+    (["theory", "--dim", "64", "--bits", "9"], 2),     # --bits in 1..8
     (["sweep", "--config", "c.toml", "--out", "o", "--workers", "0"], 2),
     (["report", "d", "--alpha", "2"], 2),
 ]
@@ -29,30 +43,58 @@ PROBE = textwrap.dedent("""
     import contextlib, io, json, sys
     from kvstats.cli import build_parser, main
 
-    def heavy():
-        return sorted(m for m in {heavy!r} if m in sys.modules)
+    def loaded():
+        return sorted(m for m in {modules!r} if m in sys.modules)
 
     build_parser()
-    out = [["parser", 0, heavy()]]
+    out = [["parser", 0, loaded()]]
     for argv, _ in {steps!r}:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
                 code = main(argv)
             except SystemExit as exc:
                 code = exc.code
-        out.append([" ".join(argv), code, heavy()])
+        out.append([" ".join(argv), code, loaded()])
     print(json.dumps(out))
 """)
 
 
-def test_parser_help_and_argument_errors_import_no_heavy_module(tmp_path):
-    script = PROBE.format(heavy=HEAVY, steps=STEPS)
+def _probe(tmp_path, steps, modules):
+    """[step, exit status, the ``modules`` loaded after it] in a fresh interpreter."""
+    script = PROBE.format(modules=modules, steps=steps)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=tmp_path, timeout=600)   # cwd: no c.toml or d there
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout.splitlines()[-1])
-    assert [code for _, code, _ in rows] == [0] + [code for _, code in STEPS]
+    assert [code for _, code, _ in rows] == [0] + [code for _, code in steps]
+    return rows
+
+
+def test_parser_help_and_argument_errors_import_no_heavy_module(tmp_path):
+    rows = _probe(tmp_path, STEPS, HEAVY)
     assert [(step, mods) for step, _, mods in rows if mods] == []
+
+
+def test_parser_and_argparse_output_import_no_numpy(tmp_path):
+    """Building the parser, every --help and argparse's own errors: no numpy, no jaxtyping
+    (each of the registries the parser's names come from imports them)."""
+    rows = _probe(tmp_path, ARGPARSE_STEPS, NUMERIC)
+    assert [(step, mods) for step, _, mods in rows if mods] == []
+
+
+def test_the_parsers_names_are_the_registries():
+    """kvstats.cli_parser's copies of the names equal the registries they copy, in order."""
+    from kvstats import cli_parser
+    from kvstats.data.synthetic import DISTRIBUTIONS
+    from kvstats.quant.register import SCHEMES
+    from kvstats.report.options import _CORRECTIONS, PAIRINGS
+    from kvstats.results import REAL
+
+    assert cli_parser.SCHEMES == SCHEMES
+    assert cli_parser.DISTRIBUTIONS == tuple(DISTRIBUTIONS)
+    assert cli_parser.REAL == REAL
+    assert cli_parser.CORRECTIONS == _CORRECTIONS
+    assert cli_parser.PAIRINGS == PAIRINGS
 
 
 def test_lazy_data_package_keeps_its_names():

@@ -110,8 +110,8 @@ def _n_rows(results: list[tuple[str, int, pd.DataFrame, float]]) -> int:
     return sum(len(part) for _, _, part, _ in results)
 
 
-def _gather(futures: dict[cf.Future, int], tasks: list[Any], collect: Any, bar: Any,
-            progress: Any) -> None:
+def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any,
+            tasks: list[Any]) -> None:
     """Collect the tasks' results as they finish; the bar moves per chunk where the workers
     report chunks (``progress``, the default pool's queue), else per task.
 
@@ -121,26 +121,31 @@ def _gather(futures: dict[cf.Future, int], tasks: list[Any], collect: Any, bar: 
 
     When a task fails, the tasks not started are cancelled and every other task that
     finishes is still collected (the running ones finish first: the pool's shutdown would
-    wait for them anyway; not after Ctrl-C), so that its cells are written for a resume.
-    A worker that died (``BrokenProcessPool``) is a :class:`WorkerDiedError` naming the
-    tasks its pool was computing (the default pool's workers report each task's start).
+    wait for them anyway; not after Ctrl-C), so that its cells are written for a resume;
+    not when collecting failed (a write, or Ctrl-C, in this process). A worker that died
+    (``BrokenProcessPool``) is a :class:`WorkerDiedError` naming the ``tasks`` its pool
+    was computing (the default pool's workers report each task's start).
     """
     shown = dict.fromkeys(futures.values(), 0)   # trials the bar shows per task
     started: set[int] = set()
     finished: set[int] = set()
+    collecting = False
 
     def drain() -> None:
         while progress is not None and not progress.empty():
             tag, n = progress.get()
             started.add(tag)
-            if tag not in finished:
+            if tag not in finished and n:
                 shown[tag] += n
                 bar.update(n)
 
     def take(fut: cf.Future) -> None:
+        nonlocal collecting
         tag = futures[fut]
         worker_code, results = fut.result()
+        collecting = True
         collect(results, worker_code)
+        collecting = False
         finished.add(tag)
         rest = _n_rows(results) - shown[tag]
         if rest:
@@ -157,6 +162,8 @@ def _gather(futures: dict[cf.Future, int], tasks: list[Any], collect: Any, bar: 
     except BaseException as exc:
         for fut in futures:
             fut.cancel()   # those not started
+        if collecting:
+            raise
         if isinstance(exc, Exception):
             cf.wait(futures)
         for fut in futures:
@@ -372,6 +379,15 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     ValueError, TypeError
         A bad config, or an ``out`` folder holding files but no kvstats sweep; found
         before any compute.
+    Exception
+        A cell's code failed (the message names the cell or case; a user scheme or
+        distribution may raise anything): the sweep stops, tasks not started are
+        cancelled, and every cell that finished (those of running tasks too) is written
+        to ``out/cells``; a note on the error says how many, and that the same sweep
+        with ``resume`` computes only the rest.
+    WorkerDiedError
+        A worker process of the default pool died (killed, out of memory): the message
+        names the case(s) it was computing; finished cells are kept as above.
     SweepLockedError
         Another sweep writes into ``out``.
     OSError
@@ -403,8 +419,18 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         # it would be ignored: the sweep would run serially or on the executor's own workers
         raise ValueError(f"workers sets the processes of the default pool (executor None or 'process'); "
                          f"received workers={workers} with executor={executor!r}")
+    return _run_checked(config, check_grid(config), out, executor, progress, resume, workers)
+
+
+def _run_checked(config: SweepConfig, cells: list[tuple[Cell, str]], out: str | os.PathLike | None,
+                 executor: cf.Executor | str | None, progress: bool, resume: bool,
+                 workers: int | None) -> SweepResult:
+    """:func:`run_sweep` after its checks: ``cells`` is :func:`check_grid` of ``config``.
+
+    ``kvstats sweep`` calls it too: it checks the grid before it takes the output folder's
+    lock (held across the sweep and its report), and the grid is checked once.
+    """
     started, tic = _now(), time.perf_counter()
-    cells = check_grid(config)
     if out is not None:
         check_out_folder(out)  # before lock_dir creates the lock file in it
     with contextlib.ExitStack() as stack:
@@ -541,7 +567,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 _compute_task(task, emit=chunk_done)
         else:
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
-            _gather(futures, tasks, collect, bar, progress_queue)
+            _gather(futures, collect, bar, progress_queue, tasks)
     except Exception as exc:
         kept = _kept(cells_dir, len(frames), len(cells))
         if kept is not None:

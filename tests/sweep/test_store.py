@@ -492,12 +492,15 @@ def test_a_broken_pool_says_what_happened(tmp_path, capsys):
     from kvstats.sweep import run as run_module
 
     def died(*args, **kwargs):
-        raise WorkerDiedError("a worker process of the sweep died abruptly (...)")
+        exc = WorkerDiedError("a worker process of the sweep died abruptly (...)")
+        exc.add_note("[0 of 2 cells finished, kept in ...]")
+        raise exc
 
     cfg = tmp_path.parent / f"{tmp_path.name}.toml"
     cfg.write_text(_toml(TINY))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(run_module, "run_sweep", died)
+        mp.setattr(run_module, "_run_checked", died)
         assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path), "--no-progress"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("kvstats sweep: error: a worker process") and err.count("\n") == 1
+    assert err == ("kvstats sweep: error: a worker process of the sweep died abruptly (...) "
+                   "[0 of 2 cells finished, kept in ...]\n")

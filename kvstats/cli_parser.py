@@ -1,0 +1,151 @@
+"""The ``kvstats`` command's argument parser, built without importing numpy.
+
+Every command builds it, ``--help`` and a mistyped flag included, so it imports nothing
+heavy: the names it shows or accepts are written here, not read from their registries
+(each of which imports numpy). ``tests/test_cli_startup.py`` holds each list equal to its
+registry: the built-in schemes (:data:`kvstats.quant.register.SCHEMES`), distributions
+(:data:`kvstats.data.synthetic.DISTRIBUTIONS`, :data:`kvstats.results.REAL`), the
+report's corrections and pairings (:mod:`kvstats.report.options`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from pathlib import Path
+
+__all__ = ["build_parser"]
+
+#: The built-in schemes, in the registry's order (a plugin's are listed by ``kvstats schemes``).
+SCHEMES = ("KV", "KQV", "QKQV", "turboquant_mse", "turboquant_prod", "qjl", "kivi", "mixed",
+           "identity", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "fp8_e4m3", "fp8_e5m2", "mxfp4",
+           "nvfp4", "klt")
+#: The built-in synthetic distributions, and the name of a captured cache.
+DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
+REAL = "real"
+REAL_TEXT = f"{REAL} (a captured cache: params path, layer, head)"
+#: ``kvstats report --correction``: the ``[report]`` option correction's choices.
+CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "hommel", "fdr_by")
+#: ``kvstats report --pairing``: the ``[report]`` option pairing's choices.
+PAIRINGS = ("none", "trial")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (every option documented in ``--help``).
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["sweep", "--config", "c.toml", "--out", "o", "--resume"])
+    >>> args.command, str(args.config), args.resume, args.workers
+    ('sweep', 'c.toml', True, None)
+    """
+    epilog = "\n\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
+        f"Schemes (n = bits per coordinate, the config's budgets): {', '.join(SCHEMES)}; "
+        "K{a}V{b}: mixed precision by name, e.g. K4V2 (a, b in 1..8). `kvstats schemes` says "
+        "what each is and the params it takes.",
+        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL_TEXT}. See docs/usage.md for the config "
+        "format."))
+    parser = argparse.ArgumentParser(
+        prog="kvstats",
+        description="Calibrated statistics for the damage KV-cache quantization does to attention.",
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from kvstats import __version__   # kvstats' own __init__ imports nothing heavy
+
+    parser.add_argument("--version", action="version", version=f"kvstats {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    sw = sub.add_parser("sweep", help="run a sweep from a TOML config, then write the report and figures",
+                        description="Run the grid of a TOML config (schemes × budgets × distributions "
+                                    "× d × N × trials), write DIR/results.parquet, DIR/manifest.json, "
+                                    "DIR/cells/ (for resuming) and the report (DIR/report.md, "
+                                    "report.html, report.json, tables/, figures/). The config "
+                                    "format: docs/usage.md; the names it may use and each "
+                                    "scheme's params: `kvstats schemes`.")
+    sw.add_argument("--config", required=True, type=Path, metavar="FILE",
+                    help="TOML sweep configuration (e.g. experiments/quick.toml)")
+    sw.add_argument("--out", required=True, type=Path, metavar="DIR",
+                    help="output folder (created if missing). One folder holds one sweep: it is "
+                         "locked while the sweep runs (a second sweep into it refuses), and what an "
+                         "earlier sweep left there (manifest, results, report, figures, cells of "
+                         "another grid) is removed before the new one computes. A folder that holds "
+                         "files but no kvstats sweep is refused, so that nothing of yours is "
+                         "overwritten")
+    sw.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="worker processes (default: number of CPUs available, at most the number "
+                         "of tasks; 1 runs in this process)")
+    sw.add_argument("--no-progress", action="store_true",
+                    help="do not show the progress bars (the sweep's cells, the report's energy "
+                         "tests and figures)")
+    sw.add_argument("--resume", action="store_true",
+                    help="reuse cells already finished in DIR/cells (same config and seed), each "
+                         "checked first (a wrong, short, truncated or edited cell is recomputed, "
+                         "with a line saying so); without it every cell is recomputed")
+    sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
+    sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
+
+    rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
+                        description="Read DIR/results.parquet and DIR/manifest.json (refused when "
+                                    "they do not belong to one sweep: another config or run, a "
+                                    "torn or edited file) and write the hypothesis-test report "
+                                    "into DIR (or --out), holding that folder's lock.")
+    rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
+    rp.add_argument("--out", type=Path, default=None, metavar="OUT",
+                    help="where to write the report (default: DIR); a folder that holds files but "
+                         "no kvstats output is refused")
+    rp.add_argument("--alpha", type=float, default=None,
+                    help="significance level after adjustment (default: config's, else 0.05)")
+    rp.add_argument("--correction", choices=list(CORRECTIONS), default=None,
+                    help="multiple-testing correction over every p-value of the report "
+                         "(default: config's, else holm; the [report] correction's choices)")
+    rp.add_argument("--energy-resamples", type=int, default=None, metavar="B",
+                    help="the least permutation cap B_max of each 6D energy test, not a count: "
+                         "each test is sequential (Besag–Clifford), stopping at its energy_stop-th "
+                         "exceedance (10 by default), else after B_max draws; with the [report] "
+                         "option energy_resolution = 'family' (the default) B_max = max(B, the "
+                         "permutations the whole family needs to reject at --alpha after "
+                         "--correction: kvstats.stats.sequential.required_resolution), with "
+                         "'fixed' B_max = B (default: config's, else 499)")
+    rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
+                    help="bootstrap resamples per confidence interval (default: config's, else 999)")
+    rp.add_argument("--pairing", choices=list(PAIRINGS), default=None,
+                    help="design of the comparisons: 'trial', each scheme's value matched with the "
+                         "other's on the same trial (text, on cluster means): sign test, energy with "
+                         "within-pair swaps, paired TOST, no KS; 'none', two independent samples "
+                         "(Mann–Whitney, KS, energy) (default: config's, else trial)")
+    rp.add_argument("--no-figures", action="store_true", help="skip the figures")
+    rp.add_argument("--no-progress", action="store_true",
+                    help="do not show the progress bars (energy tests, figures)")
+    rp.add_argument("--plugins", action="append", type=Path, default=None, metavar="PATH",
+                    help="a plugin file of the sweep where it is now, when it is no longer at the "
+                         "path the manifest recorded (moved, copied to another machine); repeat "
+                         "for several. Matched to the recorded plugin by SHA-256, else by file "
+                         "name, and imported in its place; a file of another SHA-256 gives a "
+                         "warning naming both files and hashes (the report's numbers are the "
+                         "stored results; the header says which file was used)")
+
+    sc = sub.add_parser("schemes", help="list the schemes and distributions a config may name, "
+                                        "plugins' included",
+                        description="Print every scheme (with its summary) and distribution a sweep "
+                                    "config may name; with --plugins, after importing those plugins "
+                                    "as a config's [sweep] plugins would (a check that a plugin "
+                                    "registers what you expect), each user entry with the plugin "
+                                    "that registered it.")
+    sc.add_argument("--plugins", action="append", default=None, metavar="PLUGIN",
+                    help="a plugin to import first: a .py file (relative to the working directory) "
+                         "or a module name; repeat for several")
+
+    th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
+                        description="Print, per bit width, the Lloyd–Max distortion of the "
+                                    "sphere-coordinate density of dimension d_pad (next power of "
+                                    "two ≥ d), the predicted key SNR of a rotated n-bit MSE quantizer "
+                                    "and of (n−1)-bit + 1-bit QJL residual, and the predicted q·k "
+                                    "error variance inflation of QKQV over KQV (→ 2π) and of the QJL "
+                                    "residual over the scalar residual (→ π/2). For d not a power of "
+                                    "two only the residual ratio has a closed form, "
+                                    "(π/2 − 1/d)·d/d_pad; the rest print as –.")
+    th.add_argument("--dim", type=int, required=True, metavar="D", help="head dimension d (≥ 3)")
+    # extend, not store: `--bits 2 --bits 3` is 2 and 3 (store kept the last, 3); no default
+    # list here, since argparse would extend it
+    th.add_argument("--bits", type=int, nargs="+", action="extend", default=None, metavar="N",
+                    help="bit budgets n (1..8; default 2 3 4 5 6; may be repeated)")
+    return parser
