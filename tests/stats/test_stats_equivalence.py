@@ -357,8 +357,8 @@ def _agrees(res: EquivalenceResult) -> None:
 def test_paired_bootstrap_t_equals_hand_written_resampling_of_trials():
     # reference: the paired bootstrap-t written out with the same draws: whole trials
     # resampled (one index per trial for x and y), t* = (log r* - log r)/se*, se² the
-    # linearisation var(x_i/x̄ - y_i/ȳ)/n, limits r exp(-t*_(B-k) se), r exp(-t*_(k+1) se)
-    # with k = floor(alpha B) (the reference's exact-agreement quantiles)
+    # linearisation var(x_i/x̄ - y_i/ȳ)/n, limits r exp(-t*_(B-K+1) se), r exp(-t*_(K) se)
+    # with K = floor(alpha (B + 1)) (the reference's exact-agreement quantiles)
     rng = np.random.default_rng(3)
     y = rng.lognormal(0.0, 1.0, 40)
     x = y * rng.lognormal(0.0, 0.05, 40)
@@ -374,10 +374,10 @@ def test_paired_bootstrap_t_equals_hand_written_resampling_of_trials():
     idx = np.random.default_rng(1).integers(0, 40, (999, 40))
     e_b, se_b = log_ratio_se(x[idx], y[idx])
     tstar = np.sort((e_b - est) / se_b)
-    k = int(np.floor(0.05 * 999))
+    k = int(np.floor(0.05 * (999 + 1)))
     assert res.method == "bootstrap-t-paired"
-    np.testing.assert_allclose([res.low, res.high], np.exp([est - tstar[999 - k - 1] * se,
-                                                             est - tstar[k] * se]), rtol=1e-12)
+    np.testing.assert_allclose([res.low, res.high], np.exp([est - tstar[999 - k] * se,
+                                                             est - tstar[k - 1] * se]), rtol=1e-12)
 
 
 @pytest.mark.parametrize("method", RATIO_METHODS)
