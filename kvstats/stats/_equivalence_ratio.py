@@ -404,8 +404,8 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         statistic referred to the distribution of ``n_resamples`` studentized resamples
         (resampling within samples, or whole trials when paired; ``df`` is then NaN).
     n_resamples : int >= 1
-        Bootstrap-t resamples (at least 1/alpha - 1; ignored by "delta"). Its p-values
-        are (1 + #{t* beyond t})/(1 + B), never 0.
+        Bootstrap-t resamples (at least 1/alpha - 1; used by "bootstrap-t" only). Its
+        p-values are (1 + #{t* beyond t})/(1 + B), never 0.
     seed : int, SeedSequence, Generator or None
         For the bootstrap-t resamples.
 
