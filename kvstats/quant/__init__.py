@@ -48,7 +48,7 @@ _EXPORTS = {
 }
 _SUBMODULES = {"rotation", "codebook", "packing", "mse", "sketch", "qjl", "prod", "qjl_keys",
                "uniform", "coder", "registry", "export", "schemes", "blockfmt", "fp8",
-               "microscaling", "klt", "register", "contract"}
+               "microscaling", "klt", "register", "contract", "schemedef", "builtin_schemes"}
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, globals(), {name: f"kvstats.quant.{module}" for name, module in _EXPORTS.items()},
