@@ -177,6 +177,10 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         frame not aggregated by :func:`~kvstats.analysis.aggregate_clusters`, or frames
         of different trials) is a ValueError naming the case, the schemes and the units,
         and saying to pass ``pairing="none"`` if the rows are independent samples.
+        "none" cannot tell: on a real capture's per-trial frame it tests the trials as
+        independent, though those of one text are not (the report's "trial-level"
+        table, labelled so); pass the cluster means of
+        :func:`~kvstats.analysis.aggregate_clusters` for tests over texts.
 
     Returns
     -------

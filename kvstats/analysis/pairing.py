@@ -4,7 +4,8 @@ All schemes of a case see the same trials (synthetic: the same ``trial``; cluste
 a real capture: the same ``cluster``), so two schemes' values are paired by design.
 ``pairing="trial"`` matches the rows one-to-one on that unit (:func:`_matched` refuses
 a unit missing on one side or repeated, e.g. a clustered frame whose trials were not
-aggregated per text); ``pairing="none"`` treats them as two independent samples. Which
+aggregated per text); ``pairing="none"`` treats them as two independent samples (and
+each row as an independent unit: on a real capture, valid for cluster means only). Which
 rows of a frame are compared at all is :func:`scheme_pairs`' rule (each case, each budget
 both schemes ran; fixed-budget schemes against each other).
 """

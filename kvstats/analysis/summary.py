@@ -21,7 +21,11 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     Parameters
     ----------
     frame : DataFrame
-        Per-trial frame of :func:`kvstats.run_sweep`.
+        Per-trial frame of :func:`kvstats.run_sweep`. Its rows are the intervals'
+        independent units: for a real capture pass its cluster means
+        (:func:`~kvstats.analysis.aggregate_clusters`, as the report does), since the
+        trials of one text are not independent: intervals over them miss their level
+        (too narrow where a text's trials are positively correlated).
     confidence : float
         Confidence level of the bootstrap intervals (BCa, :func:`kvstats.stats.bootstrap_ci`).
     n_resamples : int
