@@ -180,6 +180,12 @@ def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
     codes = (np.zeros(len(out), dtype=np.int64) if by is None
              else out.groupby(by, sort=False, dropna=False).ngroup().to_numpy())
     p = out[pvalue_column].to_numpy(dtype=np.float64)
+    bad = ~((p >= 0) & (p <= 1))                      # NaN too
+    if bad.any():
+        # checked here, not per family, so that the message names the column
+        raise ValueError(f"pvalue_column {pvalue_column!r} must hold p-values in [0, 1] (no NaN); "
+                         f"received {int(bad.sum())} other value(s), the first "
+                         f"{float(p[bad][0])!r} at row {int(np.flatnonzero(bad)[0])}")
     adjusted, reject = np.empty(len(out)), np.empty(len(out), dtype=bool)
     for code in np.unique(codes):
         rows = np.flatnonzero(codes == code)

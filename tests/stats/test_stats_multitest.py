@@ -157,6 +157,14 @@ def test_bad_input():
         add_adjusted_pvalues(pd.DataFrame({"pvalue": [0.1], "budget": [2]}), by=["budget", "nope"])
     with pytest.raises(TypeError, match="pvalue_column 'pvalue' must hold numeric p-values"):
         add_adjusted_pvalues(pd.DataFrame({"pvalue": ["0.1"]}))
+    # a bad p-value in the frame is named by its column and row (not as adjust_pvalues'
+    # "pvalues", an argument the caller never passed)
+    for value in (np.nan, 1.2, -0.1):
+        with pytest.raises(ValueError, match=r"pvalue_column 'p' must hold p-values in \[0, 1\] "
+                                             r"\(no NaN\); received 1 other value\(s\), the first "
+                                             rf"{value!r} at row 1"):
+            add_adjusted_pvalues(pd.DataFrame({"p": [0.1, value, 0.3], "g": [0, 0, 1]}),
+                                 pvalue_column="p", by="g")
 
 
 @pytest.mark.parametrize("method", ["sidak", "holm-sidak"])
