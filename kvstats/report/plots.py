@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 from kvstats._checks import check_choice  # noqa: E402
 from kvstats.analysis.compare import LOCATION_TESTS  # noqa: E402
 from kvstats.analysis.frame import (CASE_COLUMNS, LABEL_DIGITS, check_frame, label_digits,  # noqa: E402
-                                    short_params)
+                                    reported_pooled_snrs, short_params)
 from kvstats.analysis.intervals import tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
@@ -186,8 +186,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     One axes for a single case (select it with ``distribution``, ``params``, ``dim``,
     ``n_keys`` when the frame holds several): y is the mean over trials of the SNR
     (dB): for keys and values the trial's energy-pooled SNR ``snr_<place>_pooled``, what
-    the limit bounds (a frame without it: ``snr_<place>``, the mean of per-vector dB, which
-    a scheme keeping some vectors nearly exact lifts far above its coded vectors' SNR),
+    the limit bounds (a frame without it on every row: ``snr_<place>``, the mean of
+    per-vector dB, which a scheme keeping some vectors nearly exact lifts far above its
+    coded vectors' SNR; the tables' rule, :func:`~kvstats.analysis.frame.reported_pooled_snrs`),
     for the attention output ``snr_t``; x the mean direction error φ (``phi_<place>``, radians, log
     scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
     better. Each scheme's means at its budgets are joined in budget order and labelled
@@ -248,7 +249,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     if sel.empty:
         raise ValueError(f"no rows left after selecting schemes={schemes!r} and budgets={budgets!r}")
     snr, phi = f"snr_{place}", f"phi_{place}"
-    if f"{snr}_pooled" in sel:   # what the limit bounds (and not lifted by near-exact vectors)
+    # what the limit bounds (and not lifted by near-exact vectors), where the tables report it:
+    # a column some rows lack would drop those schemes from the plane without a word
+    if f"{snr}_pooled" in reported_pooled_snrs(frame, stacklevel=3):
         snr = f"{snr}_pooled"
     # exact reconstructions sit at SNR = +inf, φ = 0: nothing to place on a log axis
     sel = sel[np.isfinite(sel[snr]) & np.isfinite(sel[phi]) & (sel[phi] > 0)]
