@@ -245,6 +245,11 @@ def test_numpy_codes_are_counted_by_their_owning_arrays():
     a = np.zeros(10)
     assert _array_bytes([a, a[2:], {"v": a[::2]}], set()) == 80
     assert _array_bytes([a[2:]], set()) == 80 and _array_bytes([np.zeros(3, np.float16)], set()) == 6
+    # a tensor and arrays over its memory (Tensor.numpy(), also of a view at an offset, whose
+    # base is that view) count as the tensor's storage, once (qjl's sketch is held so)
+    t = torch.zeros(4)
+    assert _array_bytes([t, t.numpy(), t[1:].numpy()], set()) == 16
+    assert _array_bytes([t[1:].numpy(), t], set()) == 16
 
 
 @pytest.mark.parametrize("params", [{}, {"n_outliers": 4}, {"sketch": "srht"}])
