@@ -159,6 +159,8 @@ def held_bytes(obj: object) -> int:
     >>> a = np.zeros(4, np.float32)                    # 16 bytes, shared with a tensor
     >>> held_bytes({"a": a, "t": torch.from_numpy(a)}), held_bytes({"t": torch.from_numpy(a), "a": a})
     (16, 16)
+    >>> held_bytes([t, t[1:].numpy()])                 # an array over a tensor view: its storage
+    128
     """
     return _walk(obj, set())
 
@@ -169,6 +171,9 @@ def _walk(obj: object, seen: set) -> int:
     if isinstance(obj, np.ndarray):
         while isinstance(obj.base, np.ndarray):
             obj = obj.base
+        torch = _torch()
+        if torch is not None and isinstance(obj.base, torch.Tensor):
+            return _walk(obj.base, seen)  # Tensor.numpy() (of a view at an offset too): its storage
         # keyed by address, as a CPU tensor's storage: torch.from_numpy(a) shares a's memory
         key = ("t", obj.ctypes.data, "cpu")
         if obj.nbytes == 0 or key in seen:

@@ -63,6 +63,8 @@ def test_held_bytes_counts_each_storage_once():
     s.x, s.me = torch.zeros(5, dtype=torch.uint8), s
     assert held_bytes([s, s]) == 5
     assert held_bytes(torch.empty(0)) == 0
+    # an array over a tensor's memory counts as its storage, also at an offset (base: a view)
+    assert held_bytes([t, t[1:].numpy(), t.numpy()]) == 128 and held_bytes([t[2:].numpy(), t]) == 128
     # tensors held as dict keys and in sets count too
     assert held_bytes({t: "k"}) == 128 and held_bytes({t, torch.zeros(2)}) == 128 + 8
 
@@ -100,7 +102,8 @@ def test_quanto_peer_bytes_are_packed_codes_scales_shifts_and_the_residual(tiny,
 
 @pytest.mark.parametrize("name,bits,window,keep", [("KQV", 4, 0, None), ("QKQV", 3, 5, None),
                                                    ("K4V2", None, 0, None), ("KQV", 4, 0, True),
-                                                   ("kivi", 2, 4, None), ("identity", None, 0, None)])
+                                                   ("kivi", 2, 4, None), ("identity", None, 0, None),
+                                                   ("qjl", 3, 0, None)])  # an array and a tensor share S
 def test_the_walk_equals_kvstats_memory_report(name, bits, window, keep):
     cache = QuantizedCache(name, bits, seed=0, window=window, keep_decoded=keep)
     _fill(cache, 40, 6)
