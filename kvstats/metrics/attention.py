@@ -280,7 +280,16 @@ def attention_weights(q: Any, K: Any, mask: Any = None) -> np.ndarray:
     >>> attention_weights(np.zeros((2, 1, 8)), np.ones((2, 5, 8))).shape
     (2, 1, 5)
     """
-    return softmax(attention_logits(q, K, mask))
+    logits = attention_logits(q, K, mask)
+    if mask is not None:
+        # a query with every key masked has no distribution: say so naming mask (softmax
+        # would name its own argument, x, which the caller never passed)
+        empty = np.isneginf(logits).all(axis=-1)
+        if empty.any():
+            raise ValueError(f"mask must leave at least one key unmasked for every query; "
+                             f"received a mask that masks every key of {int(empty.sum())} of "
+                             f"the {empty.size} queries")
+    return softmax(logits)
 
 
 def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:

@@ -95,6 +95,21 @@ def test_attention_shapes_scale_and_gqa_broadcast():
         attention_weights(q, K, mask=np.ones((3, 10)))
 
 
+def test_a_fully_masked_query_is_an_error_naming_mask():
+    # attention_weights and attention_output take q, K, (V,) mask: the error names mask
+    # and counts the queries left without a key (not softmax's own argument x)
+    rng = np.random.default_rng(8)
+    q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+    mask = np.ones((3, 5), bool)
+    mask[1] = False
+    for call in (lambda: attention_weights(q, K, mask=mask),
+                 lambda: attention_output(q, K, V, mask=mask)):
+        with pytest.raises(ValueError, match=r"^mask must leave at least one key unmasked .* 1 of the 3 queries"):
+            call()
+    mask[1, 2] = True                      # one key left: a distribution, all on that key
+    np.testing.assert_array_equal(attention_weights(q, K, mask=mask)[1], np.eye(5)[2])
+
+
 def test_kl_equals_rel_entr_where_finite():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((50, 40)) * 2, rng.standard_normal((50, 40)) * 2
