@@ -244,31 +244,33 @@ class TokenValueSide(_Side):
         return (z[..., None] + s[..., None] * x).reshape(B, H, N, -1)[..., :self.dim]
 
 
-def _sketch_t(sketch) -> torch.Tensor:
-    """``Sᵀ`` float32 ``(H or 1, d, m)`` of a :class:`~kvstats.quant.sketch.Sketch`.
+def _sketch_rows(sketch) -> np.ndarray:
+    """``S`` float32, C-contiguous ``(*draws, m, d)``, of a :class:`~kvstats.quant.sketch.Sketch`:
+    the coder's own matrix when it holds one so (the cache's numpy coder, after
+    :meth:`~kvstats.quant.qjl_keys.QJLKeyQuantizer.hold_sketches_as`), else a float32 copy.
 
-    A dense sketch held in float32 (the cache's numpy coder, after
-    :meth:`~kvstats.quant.qjl_keys.QJLKeyQuantizer.hold_sketches_as`) is read in place:
-    ``Sᵀ`` is a transposed view of the coder's own ``S``, so the sketch is held once and
-    the numpy coder's codes and decodes are unchanged. (Over a contiguous ``Sᵀ`` of its
-    own, a one-query product would round in another order: neither is the reference, the
-    numpy estimator is, to rounding.) Any other dense sketch is cast (a copy). An srht
-    sketch's matrix is built here and not kept by the coder: reading ``sketch.matrix``
-    would cache a float64 copy in the numpy coder, which codes by the fast transform and
-    never reads it.
+    Read in place, the sketch is held once, and the numpy coder's codes and decodes are
+    unchanged. (The attention's ``Sᵀ`` is then a transposed view: a one-query product
+    over it rounds in another order than over a contiguous ``Sᵀ`` of its own; neither is
+    the reference, the numpy estimator is, to rounding.) An srht sketch's matrix is built
+    here and not kept by the coder: reading ``sketch.matrix`` would cache a float64 copy
+    in the numpy coder, which codes by the fast transform and never reads it.
     """
     from kvstats.quant.sketch import _srht_matrix
 
     if sketch.dense is None:
-        dense = _srht_matrix(sketch.signs, sketch.rows, sketch.m, sketch.dim).astype(np.float32)
-    elif sketch.dense.dtype == np.float32 and sketch.dense.flags.c_contiguous:
-        dense = sketch.dense
-    else:
-        dense = np.ascontiguousarray(sketch.dense, dtype=np.float32)
+        return _srht_matrix(sketch.signs, sketch.rows, sketch.m, sketch.dim).astype(np.float32)
+    if sketch.dense.dtype == np.float32 and sketch.dense.flags.c_contiguous:
+        return sketch.dense
+    return np.ascontiguousarray(sketch.dense, dtype=np.float32)
+
+
+def _transposed(rows: np.ndarray) -> torch.Tensor:
+    """``Sᵀ`` ``(H or 1, d, m)``: a view of ``rows`` (``S``, :func:`_sketch_rows`)."""
     with warnings.catch_warnings():
         # the coder's sketch is read-only; the reader never writes to it either
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        s = torch.from_numpy(dense)
+        s = torch.from_numpy(rows)
     return s.reshape((-1,) + s.shape[-2:]).transpose(-1, -2)
 
 
@@ -304,10 +306,27 @@ class QJLKeySide(_Side):
         self.group, self.dim, self.n_out = coder.group_size, coder.dim, coder.n_outliers
         self.names = ("signs", "norms") + (("osigns", "onorms", "idx") if self.n_out else ())
         super().__init__()
-        self.st = _sketch_t(coder.sketch)
+        # S (and S'), float32: the numpy coder's own matrices where it holds them so
+        self.rows = [_sketch_rows(coder.sketch)]
         if self.n_out:
             self.om, self.oscale = coder.outlier_sketch.m, float(coder.outlier_sketch.scale)
-            self.ost = _sketch_t(coder.outlier_sketch)
+            self.rows.append(_sketch_rows(coder.outlier_sketch))
+        self._views()
+
+    def _views(self) -> None:
+        """``st`` (and ``ost``): the ``Sᵀ`` views the products read."""
+        self.st = _transposed(self.rows[0])
+        if self.n_out:
+            self.ost = _transposed(self.rows[1])
+
+    # A copy or a pickle carries the matrices (with the coder's, when shared: one copy)
+    # and rebuilds the views, which would otherwise copy them a second time.
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("st", "ost")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._views()
 
     def append(self, codes) -> None:
         """Append :class:`~kvstats.quant.qjl_keys.QJLKeyCodes` of whole groups."""

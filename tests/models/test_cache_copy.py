@@ -88,3 +88,25 @@ def test_the_compiled_encoder_follows_a_coders_tensors():
     got, want = kern.encode(coder, x), coder.encode(x, fused=False)
     assert all(torch.equal(got[n], want[n]) for n in want)
     assert not torch.equal(got["signs"], before["signs"])
+
+
+@pytest.mark.parametrize("params", [{}, {"n_outliers": 4}])
+def test_a_copy_of_a_qjl_cache_holds_its_sketches_once(params):
+    # The reader's Sᵀ is a view of the numpy coder's S: a copy (deepcopy, pickle) carries S
+    # once and rebuilds the view over the copy, so its fixed bytes are the original's, and
+    # it scores as the original does
+    k, v = _kv(20)
+    orig = QuantizedCache("qjl", 3, seed=3, group_size=8, **params)
+    orig.update(k[:, :, :16], v[:, :, :16], layer_idx=0)
+    for dup in (copy.deepcopy(orig), pickle.loads(pickle.dumps(orig))):
+        lay, side = dup.layers[0], dup.layers[0].key_side
+        coder = lay.scheme.key_coder
+        sketches = [coder.sketch] + ([coder.outlier_sketch] if params else [])
+        for s, st in zip(sketches, side.fixed_tensors()):
+            assert st.data_ptr() == s.dense.ctypes.data
+            assert s.dense.ctypes.data != orig.layers[0].scheme.key_coder.sketch.dense.ctypes.data
+        assert dup.fixed_nbytes() == orig.fixed_nbytes()
+        rep = dup.memory_report()
+        assert held_bytes(dup) == rep["held_bytes"] + rep["fixed_bytes"]
+        q = torch.randn(1, 2, 1, 64, generator=torch.Generator().manual_seed(1))
+        assert torch.equal(side.scores(q), orig.layers[0].key_side.scores(q))
