@@ -84,17 +84,22 @@ def _pool_worker(progress: Any) -> None:
 
 
 def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
-               ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]]]:
+               ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]], list[tuple]]:
     """A task in a worker process: the user code first
     (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`; returned
-    with the worker's :func:`~kvstats.sweep.plan.code_version`. A worker imports kvstats
-    itself: after an edit made while the sweep runs (or on a remote worker with another
-    install) its code is not the calling process's, and its cells must say so. In the
-    default pool each chunk's trials (all cells) go to the progress queue as
-    ``(tag, trials)``, written before the task returns."""
+    with the worker's :func:`~kvstats.sweep.plan.code_version` and the warnings it raised.
+    A worker imports kvstats itself: after an edit made while the sweep runs (or on a
+    remote worker with another install) its code is not the calling process's, and its
+    cells must say so. In the default pool each chunk's trials (all cells) go to the
+    progress queue as ``(tag, trials)``, written before the task returns.
+
+    Warnings are recorded (the worker's filters still apply) and returned, for the
+    calling process to show (:func:`_show_warnings`, as a serial run's): a worker's stderr
+    is not the caller's, nor are its ``warnings`` settings (``kvstats sweep`` prints each
+    warning as one ``kvstats sweep: warning:`` line).
+    """
     if _PROGRESS is not None:
         _PROGRESS.put((tag, 0))   # started: if this worker dies, the error names its task
-    install_worker_payload(payload)
     out: list[tuple[str, int, pd.DataFrame, float]] = []
 
     def emit(done: list[tuple[str, int, pd.DataFrame, float]]) -> None:
@@ -102,8 +107,37 @@ def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
         if _PROGRESS is not None:
             _PROGRESS.put((tag, _n_rows(done)))
 
-    _compute_task(task, emit=emit)
-    return plan.code_version(), out
+    with warnings.catch_warnings(record=True) as caught:
+        install_worker_payload(payload)
+        _compute_task(task, emit=emit)
+    return plan.code_version(), out, [_portable(w) for w in caught]
+
+
+def _portable(w: warnings.WarningMessage) -> tuple[type[Warning], str, str, int, str | None]:
+    """A recorded warning as ``(category, text, file, line, module)``, which pickles (its
+    message or ``source`` object may not); a category that does not pickle (a class
+    defined in a function) travels as UserWarning. The module's dotted name (None if
+    none has that file) is what a filter's ``module`` matches."""
+    category = w.category
+    try:
+        pickle.dumps(category)
+    except Exception:
+        category = UserWarning
+    module = next((name for name, mod in list(sys.modules.items())
+                   if getattr(mod, "__file__", None) == w.filename), None)
+    return category, str(w.message), w.filename, w.lineno, module
+
+
+def _show_warnings(warned: list[tuple[type[Warning], str, str, int, str | None]], seen: set) -> None:
+    """Warn here, under this process's filters and ``showwarning``, what a task recorded
+    (in a worker or here), each warning once per sweep (``seen``): the same warning of
+    every chunk and task is one line, not hundreds; the filters' own once-per-place
+    record does not hold it, being cleared whenever any code changes the filters."""
+    for warning in warned:
+        if warning not in seen:
+            seen.add(warning)
+            category, text, filename, lineno, module = warning
+            warnings.warn_explicit(text, category, filename, lineno, module=module)
 
 
 def _n_rows(results: list[tuple[str, int, pd.DataFrame, float]]) -> int:
@@ -111,7 +145,7 @@ def _n_rows(results: list[tuple[str, int, pd.DataFrame, float]]) -> int:
 
 
 def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any,
-            tasks: list[Any]) -> None:
+            tasks: list[Any], seen_warnings: set) -> None:
     """Collect the tasks' results as they finish; the bar moves per chunk where the workers
     report chunks (``progress``, the default pool's queue), else per task.
 
@@ -142,11 +176,12 @@ def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any
     def take(fut: cf.Future) -> None:
         nonlocal collecting
         tag = futures[fut]
-        worker_code, results = fut.result()
+        worker_code, results, warned = fut.result()
         collecting = True
         collect(results, worker_code)
         collecting = False
         finished.add(tag)
+        _show_warnings(warned, seen_warnings)
         rest = _n_rows(results) - shown[tag]
         if rest:
             bar.update(rest)
@@ -526,6 +561,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         payload = (config.plugins, None)
         unpicklable = f"{type(exc).__name__}: {exc}"
     own_pool = None
+    seen_warnings: set = set()   # the tasks' warnings shown (each once)
     if executor is None or executor == "process":
         n_workers = workers or _default_workers(len(tasks))
         where = _unguarded_main() if n_workers > 1 and len(tasks) > 1 else None
@@ -564,10 +600,12 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 bar.update(_n_rows(done))   # chunk by chunk: the bar moves within a task
 
             for task in tasks:
-                _compute_task(task, emit=chunk_done)
+                with warnings.catch_warnings(record=True) as caught:
+                    _compute_task(task, emit=chunk_done)
+                _show_warnings([_portable(w) for w in caught], seen_warnings)
         else:
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
-            _gather(futures, collect, bar, progress_queue, tasks)
+            _gather(futures, collect, bar, progress_queue, tasks, seen_warnings)
     except Exception as exc:
         kept = _kept(cells_dir, len(frames), len(cells))
         if kept is not None:

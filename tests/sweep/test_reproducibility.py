@@ -429,10 +429,10 @@ def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
         a_collected.set()
 
     with cf.ThreadPoolExecutor(2) as pool:
-        a = pool.submit(lambda: ({}, [("a", 0, part, 0.0)]))
-        b = pool.submit(lambda: a_collected.wait() and ({}, [("b", 0, part, 0.0)]))
+        a = pool.submit(lambda: ({}, [("a", 0, part, 0.0)], []))
+        b = pool.submit(lambda: a_collected.wait() and ({}, [("b", 0, part, 0.0)], []))
         try:
-            run._gather({a: 0, b: 1}, collect, Bar, Reports([[(0, 3), (1, 2)], [(0, 1)]]), [])
+            run._gather({a: 0, b: 1}, collect, Bar, Reports([[(0, 3), (1, 2)], [(0, 1)]]), [], set())
         finally:
             a_collected.set()   # b returns whatever happened
     # b's 2 reported trials move the bar while b still runs (it waits for a's collection)

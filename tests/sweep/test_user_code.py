@@ -242,3 +242,69 @@ def test_the_manifest_names_the_files_of_a_scripts_registrations():
                                       "comparisons": []}))
     assert code["schemes"] == {"broken": None}
     assert [r["file"] for r in code["script"]] == [os.path.realpath(__file__)]
+
+
+# A plugin scheme that warns on every chunk it codes (in a worker process, in a pool).
+WARNING_PLUGIN = """
+import warnings
+import numpy as np
+import kvstats
+from kvstats.quant.uniform import UniformTokenCoder
+
+def build(bits, dim, params, key_rng, value_rng, draws):
+    if int(np.prod(draws)) > 1:   # a chunk: in a worker process
+        warnings.warn("noisy: a chunk was coded", UserWarning)
+    return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
+
+def bits_of(bits, dim, n_tokens, params):
+    return (n_tokens * (bits * dim + 32),) * 2
+
+kvstats.register_scheme(kvstats.define_scheme("noisy", build, bits_of, summary="warns per chunk"))
+"""
+
+
+def test_a_workers_warnings_reach_the_caller_once_under_its_filters(tmp_path):
+    """A plugin scheme warns once per chunk (three chunks in each of two tasks, in two
+    worker processes): the caller gets it once, with the plugin's file and line, and a
+    filter of the caller's by module (the plugin's) silences it, as it would a warning
+    raised in this process."""
+    import warnings
+
+    from kvstats.sweep import run_sweep
+
+    (tmp_path / "noisy.py").write_text(WARNING_PLUGIN)
+    cfg = {"seed": 1, "budgets": [2], "dims": [16, 24], "n_keys": [8], "n_trials": 6,
+           "chunk_size": 2, "comparisons": [], "plugins": [str(tmp_path / "noisy.py")],
+           "schemes": ["noisy"], "distributions": ["gaussian"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        run_sweep(cfg, workers=2, progress=False)
+    assert [(str(w.message), w.filename, w.lineno) for w in caught] == [
+        ("noisy: a chunk was coded", str(tmp_path / "noisy.py"), 9)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        warnings.filterwarnings("ignore", module="kvstats_plugin_noisy")
+        run_sweep(cfg, workers=2, progress=False)
+    assert caught == []
+
+
+def test_a_workers_warning_prints_once_as_a_kvstats_line(tmp_path, capfd):
+    """A warning raised in a pool worker (a plugin scheme's, once per chunk of two tasks)
+    reaches the command line as a warning of this process: one `kvstats sweep: warning:`
+    line (workers printed it themselves, in Python's format with its source line, per
+    worker and task); in a pool or serially, a warning every chunk repeats shows once
+    (serially it showed per chunk: the filters' once-per-place record is cleared
+    whenever code changes the filters)."""
+    from kvstats.cli import main
+
+    (tmp_path / "noisy.py").write_text(WARNING_PLUGIN)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sweep]\nseed = 1\nbudgets = [2]\ndims = [16, 24]\nn_keys = [8]\nn_trials = 6\n'
+                   f'chunk_size = 2\ncomparisons = []\nplugins = ["{tmp_path / "noisy.py"}"]\n'
+                   '[[schemes]]\nname = "noisy"\n[[distributions]]\nname = "gaussian"\n')
+    for workers in ("2", "1"):
+        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / workers),
+                     "--workers", workers, "--no-progress", "--no-report"]) == 0
+        err = capfd.readouterr().err
+        assert err.count("noisy: a chunk was coded") == 1, err
+        assert "kvstats sweep: warning: noisy: a chunk was coded\n" in err, err
