@@ -33,7 +33,7 @@ from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HE
                                     HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _budget_text, _heavy_summary,
                                     _location_name, _no_pair_text, _scope_text, _tests_text,
-                                    heavy_note, metrics_table)
+                                    FEW_UNITS, few_units_text, heavy_note, metrics_table)
 from kvstats.results import REAL, SweepResult
 
 # build_document, and the public names of kvstats.report.wording, which importers read from here
@@ -217,6 +217,12 @@ def _snr_gap_text(summary: pd.DataFrame, digits: int | None = None, limit: int =
             "and values plot the pooled SNR), the rate–distortion table and the attention metrics.")
 
 
+def _fewest_units(summary: pd.DataFrame) -> int:
+    """The smallest count of units (trials, or clusters on cluster means) a summary mean rests on."""
+    counts = summary["n_trials"] if "n_trials" in summary else pd.Series(dtype=int)
+    return int(counts.min()) if len(counts) else FEW_UNITS
+
+
 def _other_code_text(n_other: Any) -> str:
     """The versions line's caveat when workers running other code computed some cells
     (the manifest's ``n_other_code``; absent from manifests before it existed: no caveat).
@@ -367,6 +373,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         + _other_code_text(man.get("n_other_code")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
+        *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
         *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
           if heavy else []),
         "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "

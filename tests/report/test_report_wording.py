@@ -842,3 +842,22 @@ def test_identical_pairs_note_gives_the_p_values_the_ratio_tost_returns():
         assert low <= min(ps) and max(ps) <= high, (lo, min(ps), max(ps))
     apart = [tost_ratio(x, x * (1 + 1e-9), 0.1, paired=True).pvalue for x in xs[:3]]
     assert max(apart) < 1e-26
+
+
+def test_a_report_on_few_units_says_its_intervals_are_too_narrow(tmp_path):
+    """Bootstrap intervals over fewer than 20 units undercover (docs/statistics.md, "Few
+    units"): the header says so, with the smallest count, and only then."""
+    import kvstats
+    from kvstats.report import hypothesis_report
+
+    def header(n_trials):
+        res = kvstats.run_sweep({"schemes": ["KV", "KQV"], "budgets": [2], "distributions": ["gaussian"],
+                                 "dims": [16], "n_keys": [16], "n_trials": n_trials,
+                                 "report": {"energy_resamples": 19, "bootstrap_resamples": 99}},
+                                executor="serial", progress=False)
+        md = hypothesis_report(res, tmp_path / str(n_trials), figures=False).files["markdown"].read_text()
+        return md.split("## Metrics and units")[0]
+
+    few = header(12)
+    assert "Few units: some means rest on only 12 trials (fewer than 20)" in few
+    assert "Few units" not in header(20)

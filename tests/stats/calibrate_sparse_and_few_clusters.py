@@ -10,6 +10,8 @@ Prints two tables, measured in a fresh-eyes review on 2026-12-02:
   also sizes on continuous and recall-like data and TOST power, plug-in alone vs now;
 * the coverage of the nominal 95% cluster bootstrap interval with few clusters of
   unequal size (1-39 observations each, intra-cluster correlation 0.3);
+* the coverage of the report's 95% interval of a mean (``mean_ci``: BCa, 999 resamples)
+  over few independent units (``--few-units``): the trials of a small sweep;
 * the coverage of Mann-Whitney's 95% interval for r with unequal spreads, normal
   shifts and ties (``--mw``), with and without the Brunner-Munzel variance inflation
   (``k = 1`` is Newcombe's interval alone, as before 2026-12-02).
@@ -21,6 +23,7 @@ test_stats_cluster.py); run
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --mw --reps 4000
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --equivalence --reps 250
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --recall --reps 3000
+    nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --few-units --reps 2000
 """
 
 from __future__ import annotations
@@ -186,6 +189,26 @@ def few_cluster_coverage(reps, seed):
         print(f"| {c} | {hits / reps:.3f} | {heuristic:.3f} |", flush=True)
 
 
+def few_unit_coverage(reps, seed):
+    """Coverage of the summary's BCa interval of a mean over n independent units."""
+    from kvstats.analysis.intervals import mean_ci
+    rng = np.random.default_rng(seed)
+    print(f"\n### Mean, BCa (999 resamples), coverage of 95% over n independent units "
+          f"(band {_band(reps, 0.95)})")
+    print("| n | N(0, 1) | Exp(1) | P(abs(t_(n-1)) < 1.96 sqrt((n-1)/n)) |")
+    print("|---|---|---|---|")
+    for n in (5, 8, 12, 20, 40):
+        hits = []
+        for gen, mean in ((lambda: rng.normal(0, 1, n), 0.0), (lambda: rng.exponential(1, n), 1.0)):
+            covered = 0
+            for _ in range(reps):
+                _, low, high = mean_ci(gen(), 0.95, 999, int(rng.integers(2**31)))
+                covered += low <= mean <= high
+            hits.append(covered / reps)
+        heuristic = 1 - 2 * stats.t.sf(1.96 * np.sqrt((n - 1) / n), n - 1)
+        print(f"| {n} | {hits[0]:.3f} | {hits[1]:.3f} | {heuristic:.3f} |", flush=True)
+
+
 def mw_interval_coverage(reps, seed):
     """Coverage of the 95% interval for r, as mann_whitney computes it and with k = 1."""
     rng = np.random.default_rng(seed)
@@ -230,6 +253,8 @@ def main():
     ap.add_argument("--mw", action="store_true", help="only the Mann-Whitney interval table")
     ap.add_argument("--equivalence", action="store_true",
                     help="only the equivalence tables (exact sparse sizes; continuous sizes, power)")
+    ap.add_argument("--few-units", action="store_true",
+                    help="only the coverage of a mean's interval over few independent units")
     ap.add_argument("--recall", action="store_true",
                     help="only the recall-like ratio sizes and the ratio TOST power at n = 1000 "
                          "(p-values only, fast)")
@@ -237,6 +262,8 @@ def main():
     start = time.time()
     if args.mw:
         mw_interval_coverage(args.reps, args.seed + 2)
+    elif args.few_units:
+        few_unit_coverage(args.reps, args.seed + 6)
     elif args.recall:
         recall_ratio_sizes(args.reps, args.seed + 4)
         ratio_power(max(args.reps // 10, 100), args.seed + 5)
