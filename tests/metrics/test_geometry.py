@@ -248,6 +248,27 @@ def test_tiny_angle_of_an_error_mostly_along_x_keeps_full_relative_accuracy():
     np.testing.assert_allclose(angle(x, xh), ref, rtol=1e-9)
 
 
+def test_angle_of_a_norm_change_with_a_small_turn_has_the_documented_accuracy():
+    # docs/measurement.md ("The angle", accuracy when the error lies mostly along x):
+    # x̂ = (1 + δ)x + φ‖x‖z, |δ| ≤ 0.5, z ⟂ x, φ from 1e-12 to 1e-3. Rows the fast formula
+    # keeps (‖e⊥‖² > 1e-6‖e‖²) are accurate to relative ~eps·(‖e‖/‖e⊥‖)² ≤ ~1e-10 (worst
+    # seen 4.9e-11); the rest go the unit-vector way, absolute ~1e-16 rad. The bound
+    # max(3e-10·φ, 1e-15) holds for both; a threshold 1000 times lower (1e-9) lets the
+    # fast formula keep rows it gets wrong by relative ~1e-7, and fails here.
+    rng = np.random.default_rng(12)
+    n, d = 120, 16
+    x = rng.standard_normal((n, d))
+    z = rng.standard_normal((n, d))
+    z -= (np.sum(z * x, -1) / np.sum(x * x, -1))[:, None] * x
+    z /= np.linalg.norm(z, axis=-1, keepdims=True)
+    delta = rng.uniform(-0.5, 0.5, (n, 1))
+    phi = 10 ** rng.uniform(-12, -3, (n, 1))
+    xh = (1 + delta) * x + phi * np.linalg.norm(x, axis=-1, keepdims=True) * z
+    ref = np.array([_exact_angle(a, b) for a, b in zip(x, xh)])
+    err = np.abs(angle(x, xh) - ref)
+    assert np.all(err <= np.maximum(3e-10 * ref, 1e-15)), (err / ref).max()
+
+
 def test_angle_of_vectors_400_octaves_apart_in_magnitude():
     # x at 1e200, x̂ at 1e-200: scaled by their common exponent x̂ underflows to 0, which
     # would read as "orthogonal" (π/2) whatever the directions; they are 45° and 0° apart
