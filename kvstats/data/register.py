@@ -51,7 +51,7 @@ class DistributionDef:
     summary: str = ""
 
     def _fill(self, g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
-              dt: np.dtype, native: bool) -> np.ndarray:
+              dt: np.dtype) -> np.ndarray:
         x = self.sampler(n, N, d, g[0], dict(p))
         arr = np.asarray(x) if isinstance(x, np.ndarray) else None
         if arr is None or arr.dtype.kind not in "fiu" or arr.shape != (n, N, d):

@@ -144,8 +144,8 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
 
 
 # --- generators: each fills trials [0, n) of one chunk from its own streams -------------
-# ``dt`` is the dtype of the draws: float64 for generator 1, the output dtype for 2
-# (``native``, which also selects version 2's Student-t construction).
+# ``dt`` is the dtype of the Gaussian draws: float64 for generator 1, the output dtype
+# for 2 (the Student-t is drawn in float64 in both versions: see _heavy_tailed).
 
 def _scaled(scale: float, x: np.ndarray) -> np.ndarray:
     """``scale * x``; ``x`` itself for the default scale 1 (the product would be x bit for
@@ -154,12 +154,12 @@ def _scaled(scale: float, x: np.ndarray) -> np.ndarray:
 
 
 def _gaussian(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
-              dt: np.dtype, native: bool) -> np.ndarray:
+              dt: np.dtype) -> np.ndarray:
     return _scaled(p["scale"], g[0].standard_normal((n, N, d), dtype=dt))
 
 
 def _heavy_tailed(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
-                  q: Any, dt: np.dtype, native: bool) -> np.ndarray:
+                  q: Any, dt: np.dtype) -> np.ndarray:
     # i.i.d. coordinates: the heavy tail lives in single coordinates, which is what a
     # rotation can spread out (a multivariate t would only vary the norm). float64 in
     # every version: numpy's float32 gamma (the t's chi-square) returns 0 at a rate of
@@ -168,7 +168,7 @@ def _heavy_tailed(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
 
 
 def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
-              dt: np.dtype, native: bool) -> np.ndarray:
+              dt: np.dtype) -> np.ndarray:
     r = p["rank"]
     basis, _ = np.linalg.qr(g[1].standard_normal((n, d, r)))        # (n, d, r), orthonormal
     coef = g[2].standard_normal((n, N, r), dtype=dt)                 # variance 1 per direction
@@ -185,7 +185,7 @@ def _low_rank(g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: 
 
 
 def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
-                      q: Any, dt: np.dtype, native: bool) -> np.ndarray:
+                      q: Any, dt: np.dtype) -> np.ndarray:
     x = g[0].standard_normal((n, N, d), dtype=dt)
     ch = np.argsort(g[1].random((n, d)), axis=1)[:, : p["n_channels"]]       # (n, c)
     sign = np.where(g[2].random((n, p["n_channels"])) < 0.5, -1.0, 1.0)
@@ -196,7 +196,7 @@ def _outlier_channels(g: list[np.random.Generator], n: int, N: int, d: int, p: d
 
 
 def _focused(g: list[np.random.Generator], n: int, N: int, d: int, p: dict,
-             q: np.ndarray, dt: np.dtype, native: bool) -> np.ndarray:
+             q: np.ndarray, dt: np.dtype) -> np.ndarray:
     s, nf, sigma = p["strength"], p["n_focus"], p["scale"]
     n_q = q.shape[1]
     x = _scaled(sigma, g[0].standard_normal((n, N, d), dtype=dt))
@@ -232,14 +232,13 @@ def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p
     T, N, d = out.shape
     chunk = max(1, _CHUNK_ELEMENTS // (N * d))
     fn = _GENERATORS[distribution] if distribution in _GENERATORS else _USER[distribution]._fill
-    native = generator == 2
-    dt = out.dtype if native else np.dtype(np.float64)
+    dt = out.dtype if generator == 2 else np.dtype(np.float64)
     for a in range(0, T, chunk):                 # chunks of trials, not vectors
         b = min(T, a + chunk)
         try:
             # parameters that scale a draw beyond the float range: refused below, naming them
             with np.errstate(over="ignore", invalid="ignore"):
-                out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt, native)
+                out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt)
             finite = bool(np.isfinite(out[a:b]).all())
         except OverflowError:                    # a Python float (e.g. scale**2) overflowed
             finite = False
@@ -266,7 +265,7 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             ``k ~ N(0, scale² I_d)``; ``E‖k‖² = scale² d``.
         ``"heavy_tailed"`` (``nu=3``, ``scale=1``)
             i.i.d. coordinates ``scale · t_ν`` (standard Student-t, scale parameter 1,
-            *not* unit variance). Var = ν/(ν−2) for ν > 2; for 1 < ν ≤ 2 the variance is
+            *not* unit variance). Var = scale² ν/(ν−2) for ν > 2; for 1 < ν ≤ 2 the variance is
             infinite (SNR then varies wildly between trials, which is the point) and the
             mean exists. Valid ν ≥ 1.05; ν ≤ 1 (no mean) is rejected.
         ``"low_rank"`` (``rank=min(8, d)``, ``noise=0.1``, ``energy="total"``, ``query="isotropic"``, ``scale=1``)
