@@ -200,6 +200,10 @@ def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any
         if collecting:
             raise
         if isinstance(exc, Exception):
+            running = sum(not fut.done() for fut in futures)
+            if running:   # the error prints once they are done: say why nothing happens
+                _say(f"a task failed; waiting for the {running} running task(s) to finish, to keep "
+                     "their cells (Ctrl-C stops now)")
             cf.wait(futures)
         for fut in futures:
             if (futures[fut] not in finished and fut.done() and not fut.cancelled()

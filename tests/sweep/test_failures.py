@@ -155,12 +155,12 @@ def test_an_unwritable_folder_is_refused_before_any_compute(tmp_path, monkeypatc
 
 
 # A scheme that fails on one cell (d=32, n=3) of a two-worker pool. Files in the plugin's
-# folder order the tasks: the d=16 task finishes only after the d=32 one has raised, and
-# the d=24 task (queued in the pool, so not cancelled) starts only when a worker is free,
-# so both finish after the error (or, killing, before the worker dies). The file
-# ``action`` says what the failing cell does: raise, kill its worker once the other
-# cases' cells are written, or nothing (the plugin's bytes, which the cell ids hash,
-# stay the same).
+# folder order the tasks: the d=32 task raises once the d=16 one runs, and the d=16 and
+# d=24 tasks (the latter queued in the pool, so not cancelled) finish only after the sweep
+# has said that it waits for them (the test marks it): both finish after the error (or,
+# killing, before the worker dies). The file ``action`` says what the failing cell does:
+# raise, kill its worker once the other cases' cells are written, or nothing (the
+# plugin's bytes, which the cell ids hash, stay the same).
 FRAGILE = textwrap.dedent("""
     import os, signal, time
     import numpy as np
@@ -185,12 +185,11 @@ FRAGILE = textwrap.dedent("""
         if int(np.prod(draws)) > 1 and ACTION != "none":   # a chunk, not the sweep's one-draw check
             if dim == 16:
                 open(os.path.join(HERE, "started"), "w").close()
-                if ACTION == "raise":
-                    wait_for(lambda: marked("failed"), "the failing cell")
+            if dim in (16, 24) and ACTION == "raise":
+                wait_for(lambda: marked("waiting"), "the sweep's line that it waits")
             elif dim == 32 and bits == 3:
                 if ACTION == "raise":
                     wait_for(lambda: marked("started"), "the d=16 task")
-                    open(os.path.join(HERE, "failed"), "w").close()
                     raise ValueError("fragile broke")
                 cells = os.path.join(HERE, "out", "cells")
                 wait_for(lambda: len([n for n in os.listdir(cells) if n.endswith(".parquet")]) == 8,
@@ -207,7 +206,7 @@ FRAGILE = textwrap.dedent("""
 
 @pytest.mark.parametrize("action", ["raise", "kill"])
 def test_a_failing_cell_in_the_pool_keeps_every_finished_task_and_says_how_to_resume(
-        tmp_path, same_bits, action):
+        tmp_path, same_bits, capsys, action):
     """One cell of a two-worker pool raises (or kills its worker): the other cases' eight
     cells, finished after the error (or before the worker died), are written; the error
     names the failing cell (or the case its worker was computing) and says how to resume;
@@ -218,8 +217,16 @@ def test_a_failing_cell_in_the_pool_keeps_every_finished_task_and_says_how_to_re
     out = tmp_path / "out"
     cfg = {**GRID, "schemes": ["KV", "fragile"], "dims": [16, 32, 24], "distributions": ["gaussian"],
            "chunk_size": 6, "plugins": [str(plugin)]}
+    said = run._say
+
+    def say(message):   # the line that the sweep waits: the d=24 task may finish
+        said(message)
+        if "waiting for the" in message:
+            (tmp_path / "waiting").touch()
+
     error = ValueError if action == "raise" else run.WorkerDiedError
-    with pytest.raises(error) as info:
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(error) as info:
+        mp.setattr(run, "_say", say)
         run_sweep(cfg, out=out, workers=2, progress=False)
     text = " ".join([str(info.value), *getattr(info.value, "__notes__", ())])
     if action == "raise":
@@ -230,6 +237,8 @@ def test_a_failing_cell_in_the_pool_keeps_every_finished_task_and_says_how_to_re
     assert "kvstats sweep --resume" in text, text
     kept = sorted(p.stem for p in (out / "cells").iterdir())
     assert len(kept) == 8, kept
+    waited = "a task failed; waiting for the 2 running task(s) to finish" in capsys.readouterr().err
+    assert waited == (action == "raise")
 
     (tmp_path / "action").write_text("none")
     res = run_sweep(cfg, out=out, executor="serial", progress=False)
