@@ -28,3 +28,43 @@ def _kv(H, N, d, G, seed=0, q_scale=1.0):
     rng = np.random.default_rng(seed)
     K, V = rng.normal(size=(2, H, N, d)).astype(np.float32)
     return K, V, (q_scale * rng.normal(size=(H * G, d))).astype(np.float32)
+
+
+def cache_disagreement(cache, ref):
+    """How far a backend's encode of a cache is from the reference encode of the same K, V:
+    the fraction of mismatches per part (``{part: fraction}``), each to be compared with a
+    small bound (the device test: 1e-4).
+
+    Two float32 encodes that differ in summation order only (a kernel's FMAs against XLA's
+    matmul) round a rotated coordinate differently by ~1e-7, which moves its code where it
+    lies that close to a boundary, and a moved code moves the residual, hence about half the
+    QJL sign bits of that token. So: bit planes, the fraction of bytes that differ; signs,
+    the fraction of sign bytes that differ *in tokens whose codes agree* (a token whose code
+    moved is counted once, under its planes); norms, the fraction off by more than 1e-3
+    relative (one float16 step is at most 2^-10, about 9.8e-4, of the value).
+
+    Measured on the CPU (2026-12-02) for the device test's data (8 heads x 32k tokens,
+    KQV@4 and QKQV@3), one encode against the same arithmetic with its matmuls summed in
+    reverse order: plane bytes 5.3e-6 to 6.7e-6, signs of code-equal tokens ~3e-6 of their
+    bytes, norms 0; counting every sign byte instead gave 4.6e-5 to 6.1e-5 (a 1.6x margin
+    under 1e-4), because ~1.1e-4 of the tokens have a moved code.
+    """
+    out = {}
+    for side in ("k", "v"):
+        planes, rplanes = getattr(cache, f"{side}_planes"), getattr(ref, f"{side}_planes")
+        signs, rsigns = getattr(cache, f"{side}_signs"), getattr(ref, f"{side}_signs")
+        moved = None
+        if planes is not None:
+            planes, rplanes = np.asarray(planes), np.asarray(rplanes)
+            out[f"{side}_planes"] = float(np.mean(planes != rplanes))
+            moved = np.any(planes != rplanes, axis=(1, 3))  # (H, C): a code of this token moved
+        if signs is not None:
+            signs, rsigns = np.asarray(signs), np.asarray(rsigns)
+            kept = np.ones(signs.shape[:2], bool) if moved is None else ~moved
+            out[f"{side}_signs"] = float(np.mean(signs[kept] != rsigns[kept]))
+        for part in (f"{side}_norms", f"{side}_snorms"):
+            x, y = getattr(cache, part), getattr(ref, part)
+            if x is not None:
+                x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+                out[part] = float(np.mean(np.abs(x - y) > 1e-3 * np.abs(y)))
+    return out
