@@ -16,7 +16,10 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# tests/gpu (its conftest's CUDA lowering) first, then tests/ (the conftest's _jax_compile): pytest
+# puts both on the path, a script run from the repository root finds neither
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.dirname(_HERE)]
 warnings.simplefilter("ignore", DeprecationWarning)  # Triton's deprecation, at every lowering
 
 import jax  # noqa: E402

@@ -209,3 +209,13 @@ def test_time_step_cycles_through_the_copies_and_enqueues_bursts(monkeypatch):
     assert bench.time_step(fn, sets, reps=2, burst=4)["burst"] == 1
     assert bench.n_copies(bench.L2_FLUSH_BYTES // 2) == 2 and bench.n_copies(bench.L2_FLUSH_BYTES) == 1
     assert bench.n_copies(bench.L2_FLUSH_BYTES // 2, gpu=False) == 1
+
+
+def test_lowering_probe_imports_as_docs_gpu_md_runs_it():
+    # docs/gpu.md quotes `PYTHONPATH=. python tests/gpu/_lowering_probe.py` (from the repository
+    # root; pytest's own sys.path is not there); loaded without running its main
+    root = Path(__file__).parents[2]
+    code = "import runpy; m = runpy.run_path('tests/gpu/_lowering_probe.py', run_name='probe'); print(callable(m['main']))"
+    res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": ".", "JAX_PLATFORMS": "cpu"})
+    assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr[-2000:]
