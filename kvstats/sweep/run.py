@@ -9,7 +9,9 @@ its trials have arrived, so an interrupted sweep (even by ``kill -9``) resumes c
 and remote workers need no shared file system. The frame and the files do not depend on
 the executor or on the order tasks finish in.
 
-User code reaches every worker: a task is sent as ``_user_task(payload, task)``, whose
+The tasks run on an executor through :mod:`kvstats.sweep.pool` (its workers, their
+progress, warnings and failures). User code reaches every worker: a task is sent as
+``_user_task(payload, task)``, whose
 payload (:func:`kvstats.plugins.worker_payload`) names the config's plugins (imported
 once per worker process) and carries, pickled, the user schemes and distributions of
 the grid that a script registered itself (by reference to their functions, registered
@@ -31,7 +33,6 @@ import pickle
 import sys
 import time
 import warnings
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -39,187 +40,17 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
-from kvstats.plugins import WorkerPayload, install_worker_payload, user_code, worker_payload
+from kvstats.plugins import user_code, worker_payload
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
-from kvstats.sweep import plan
 from kvstats.sweep.plan import Cell, _tasks, code_version
+from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
+                                _portable, _say, _show_warnings, _user_task)
 from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
                                  load_cell, lock_dir, make_manifest, write_cell, write_result)
 from kvstats.sweep.work import _compute_task, _naming
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
-
-
-class WorkerDiedError(RuntimeError):
-    """A worker process of the default pool died abruptly (finished cells are kept)."""
-
-
-def _one_blas_thread() -> None:
-    """Worker initializer: one BLAS thread per worker process.
-
-    The pool already puts one process on every core; a multi-threaded BLAS inside each
-    then oversubscribes the cores, and its spin-waiting threads make a small batched
-    matmul take ~1 s instead of ~1 ms on a loaded machine (measured: median of 15 calls
-    of (24, 64, 128) @ (24, 128, 128), 1.1 s with 2 OpenBLAS threads under load, 0.8 ms
-    with 1).
-    """
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
-# In a worker of the default pool: where it reports each chunk's trials as they are coded
-# (set by _pool_worker); None elsewhere (serial runs, another executor's workers).
-_PROGRESS: Any = None
-
-
-def _pool_worker(progress: Any) -> None:
-    """Initializer of the default pool's workers: one BLAS thread, and the queue their
-    chunks' progress goes to (a task returns its frames only when all its chunks are done;
-    a real case is one task)."""
-    global _PROGRESS
-    _one_blas_thread()
-    _PROGRESS = progress
-
-
-def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
-               ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]], list[tuple]]:
-    """A task in a worker process: the user code first
-    (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`; returned
-    with the worker's :func:`~kvstats.sweep.plan.code_version` and the warnings it raised.
-    A worker imports kvstats itself: after an edit made while the sweep runs (or on a
-    remote worker with another install) its code is not the calling process's, and its
-    cells must say so. In the default pool each chunk's trials (all cells) go to the
-    progress queue as ``(tag, trials)``, written before the task returns.
-
-    Warnings are recorded (the worker's filters still apply) and returned, for the
-    calling process to show (:func:`_show_warnings`, as a serial run's): a worker's stderr
-    is not the caller's, nor are its ``warnings`` settings (``kvstats sweep`` prints each
-    warning as one ``kvstats sweep: warning:`` line).
-    """
-    if _PROGRESS is not None:
-        _PROGRESS.put((tag, 0))   # started: if this worker dies, the error names its task
-    out: list[tuple[str, int, pd.DataFrame, float]] = []
-
-    def emit(done: list[tuple[str, int, pd.DataFrame, float]]) -> None:
-        out.extend(done)
-        if _PROGRESS is not None:
-            _PROGRESS.put((tag, _n_rows(done)))
-
-    with warnings.catch_warnings(record=True) as caught:
-        install_worker_payload(payload)
-        _compute_task(task, emit=emit)
-    return plan.code_version(), out, [_portable(w) for w in caught]
-
-
-def _portable(w: warnings.WarningMessage) -> tuple[type[Warning], str, str, int, str | None]:
-    """A recorded warning as ``(category, text, file, line, module)``, which pickles (its
-    message or ``source`` object may not); a category that does not pickle (a class
-    defined in a function) travels as UserWarning. The module's dotted name (None if
-    none has that file) is what a filter's ``module`` matches."""
-    category = w.category
-    try:
-        pickle.dumps(category)
-    except Exception:
-        category = UserWarning
-    module = next((name for name, mod in list(sys.modules.items())
-                   if getattr(mod, "__file__", None) == w.filename), None)
-    return category, str(w.message), w.filename, w.lineno, module
-
-
-def _show_warnings(warned: list[tuple[type[Warning], str, str, int, str | None]], seen: set) -> None:
-    """Warn here, under this process's filters and ``showwarning``, what a task recorded
-    (in a worker or here), each warning once per sweep (``seen``): the same warning of
-    every chunk and task is one line, not hundreds; the filters' own once-per-place
-    record does not hold it, being cleared whenever any code changes the filters."""
-    for warning in warned:
-        if warning not in seen:
-            seen.add(warning)
-            category, text, filename, lineno, module = warning
-            warnings.warn_explicit(text, category, filename, lineno, module=module)
-
-
-def _n_rows(results: list[tuple[str, int, pd.DataFrame, float]]) -> int:
-    return sum(len(part) for _, _, part, _ in results)
-
-
-def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any,
-            tasks: list[Any], seen_warnings: set) -> None:
-    """Collect the tasks' results as they finish; the bar moves per chunk where the workers
-    report chunks (``progress``, the default pool's queue), else per task.
-
-    A task's chunk reports are written before it returns, so those not yet read when its
-    result is are read first; the bar then adds what the task's reports did not show, and
-    ignores its reports that arrive later (none can): every trial counts once.
-
-    When a task fails, the tasks not started are cancelled and every other task that
-    finishes is still collected (the running ones finish first: the pool's shutdown would
-    wait for them anyway; not after Ctrl-C), so that its cells are written for a resume;
-    not when collecting failed (a write, or Ctrl-C, in this process). A worker that died
-    (``BrokenProcessPool``) is a :class:`WorkerDiedError` naming the ``tasks`` its pool
-    was computing (the default pool's workers report each task's start).
-    """
-    shown = dict.fromkeys(futures.values(), 0)   # trials the bar shows per task
-    started: set[int] = set()
-    finished: set[int] = set()
-    collecting = False
-
-    def drain() -> None:
-        while progress is not None and not progress.empty():
-            tag, n = progress.get()
-            started.add(tag)
-            if tag not in finished and n:
-                shown[tag] += n
-                bar.update(n)
-
-    def take(fut: cf.Future) -> None:
-        nonlocal collecting
-        tag = futures[fut]
-        worker_code, results, warned = fut.result()
-        collecting = True
-        collect(results, worker_code)
-        collecting = False
-        finished.add(tag)
-        _show_warnings(warned, seen_warnings)
-        rest = _n_rows(results) - shown[tag]
-        if rest:
-            bar.update(rest)
-
-    waiting = set(futures)
-    try:
-        while waiting:
-            done, waiting = cf.wait(waiting, timeout=0.5 if progress is not None else None,
-                                    return_when=cf.FIRST_COMPLETED)
-            drain()
-            for fut in done:
-                take(fut)
-    except BaseException as exc:
-        for fut in futures:
-            fut.cancel()   # those not started
-        if collecting:
-            raise
-        if isinstance(exc, Exception):
-            running = sum(not fut.done() for fut in futures)
-            if running:   # the error prints once they are done: say why nothing happens
-                _say(f"a task failed; waiting for the {running} running task(s) to finish, to keep "
-                     "their cells (Ctrl-C stops now)")
-            cf.wait(futures)
-        for fut in futures:
-            if (futures[fut] not in finished and fut.done() and not fut.cancelled()
-                    and fut.exception() is None):
-                take(fut)
-        if not isinstance(exc, BrokenProcessPool):
-            raise
-        drain()
-        lost = [tasks[i].describe() for i in sorted(started - finished)]
-        where = ("" if not lost else f" while computing the case {lost[0]}" if len(lost) == 1
-                 else f" while computing one of the cases {'; '.join(lost)}")
-        raise WorkerDiedError(
-            f"a worker process of the sweep died abruptly{where} (killed, out of memory, or the "
-            "script that calls run_sweep is not guarded by `if __name__ == \"__main__\":`); run "
-            "it serially (kvstats sweep --workers 1; executor='serial') to see the failure in "
-            "this process") from exc
 
 
 def _kept(cells_dir: Path | None, n_done: int, n_cells: int) -> str | None:
@@ -259,14 +90,6 @@ def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
                    file=sys.stderr,
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {cells_done}/{cells} cells "
                               "[{elapsed}<{remaining}]")
-
-
-def _default_workers(n_tasks: int) -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, n_tasks))
 
 
 def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> list[tuple[Cell, str]]:
@@ -360,10 +183,6 @@ def _previous_fingerprint(out_dir: Path) -> str | None:
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
         return json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("config_fingerprint")
     return None
-
-
-def _say(message: str) -> None:
-    print(f"kvstats sweep: {message}", file=sys.stderr, flush=True)
 
 
 def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: str | os.PathLike | None = None,

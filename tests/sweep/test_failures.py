@@ -14,7 +14,7 @@ import pytest
 from kvstats.cli import main
 from kvstats.data.register import registered_distribution
 from kvstats.results import load_result
-from kvstats.sweep import run, run_sweep, store
+from kvstats.sweep import pool, run, run_sweep, store
 
 # every test leaves the registries and plugins as found (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("user_registries")
@@ -217,7 +217,7 @@ def test_a_failing_cell_in_the_pool_keeps_every_finished_task_and_says_how_to_re
     out = tmp_path / "out"
     cfg = {**GRID, "schemes": ["KV", "fragile"], "dims": [16, 32, 24], "distributions": ["gaussian"],
            "chunk_size": 6, "plugins": [str(plugin)]}
-    said = run._say
+    said = pool._say
 
     def say(message):   # the line that the sweep waits: the d=24 task may finish
         said(message)
@@ -226,7 +226,7 @@ def test_a_failing_cell_in_the_pool_keeps_every_finished_task_and_says_how_to_re
 
     error = ValueError if action == "raise" else run.WorkerDiedError
     with pytest.MonkeyPatch.context() as mp, pytest.raises(error) as info:
-        mp.setattr(run, "_say", say)
+        mp.setattr(pool, "_say", say)
         run_sweep(cfg, out=out, workers=2, progress=False)
     text = " ".join([str(info.value), *getattr(info.value, "__notes__", ())])
     if action == "raise":

@@ -401,6 +401,8 @@ def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
     import concurrent.futures as cf
     import threading
 
+    from kvstats.sweep.pool import _gather
+
     class Reports:
         """The progress queue: each drain reads the next batch (3 trials of task 0 and 2 of
         task 1, then a late report of 1 more of task 0)."""
@@ -432,7 +434,7 @@ def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
         a = pool.submit(lambda: ({}, [("a", 0, part, 0.0)], []))
         b = pool.submit(lambda: a_collected.wait() and ({}, [("b", 0, part, 0.0)], []))
         try:
-            run._gather({a: 0, b: 1}, collect, Bar, Reports([[(0, 3), (1, 2)], [(0, 1)]]), [], set())
+            _gather({a: 0, b: 1}, collect, Bar, Reports([[(0, 3), (1, 2)], [(0, 1)]]), [], set())
         finally:
             a_collected.set()   # b returns whatever happened
     # b's 2 reported trials move the bar while b still runs (it waits for a's collection)
