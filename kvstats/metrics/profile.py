@@ -25,7 +25,8 @@ __all__ = ["PROFILE_COLUMNS", "METRIC_DIRECTIONS", "error_profile", "summarize_p
 #: table (:mod:`kvstats.metrics.table`) in its order.
 PROFILE_COLUMNS = ("trial",) + tuple(METRIC_TABLE)
 
-# float64 elements of one (chunk, N, d) array: bounds the working set to ~0.1 GB.
+# float64 elements of one (chunk, N, d) or (chunk, n_q, N) array: bounds the working set
+# to ~0.1 GB.
 _CHUNK_ELEMENTS = 1 << 21
 
 
@@ -146,7 +147,7 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
     Notes
     -----
     Vectorised over trials and processed in chunks of trials so that the working set
-    stays near 0.1 GB for any ``T``. Arithmetic on vectors and the per-vector dot
+    stays near 0.1 GB for any ``T`` and ``n_q``. Arithmetic on vectors and the per-vector dot
     products run in the inputs' dtype; logits, softmax, KL and the means are float64.
 
     Examples
@@ -176,6 +177,10 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
     Vh = _check_hat(V_hat, "V_hat", trials.V, "V")
     T, N, d = trials.K.shape
     k = check_int(k, "k", low=1, high=N)
+    # a caller's dict keeps every chunk's reference (its trials' other reconstructions
+    # reuse them); without one, only the current chunk's is held, so the working set
+    # does not grow with T
+    keep = reference is not None
     if reference is None:
         reference = {}
     dk = np.result_type(trials.K, Kh)
@@ -183,7 +188,9 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
     n_q = trials.n_queries
     out = {c: np.empty(T) for c in PROFILE_COLUMNS[1:]}
     exact = {"k": 0, "v": 0, "t": 0}
-    chunk = max(1, _CHUNK_ELEMENTS // (N * max(d, trials.value_dim)))
+    # (chunk, N, d) vectors and (chunk, n_q, N) logits: both bounded (many queries per trial
+    # would otherwise scale the logits' working set by n_q/d)
+    chunk = max(1, _CHUNK_ELEMENTS // (N * max(d, trials.value_dim, n_q)))
     inv_sqrt_d = 1.0 / np.sqrt(d)
     for a in range(0, T, chunk):            # chunks of trials; everything inside is batched
         s = slice(a, min(T, a + chunk))
@@ -200,7 +207,7 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
                 nk2, nv2 = _sumsq(K), _sumsq(V)          # ‖k‖², ‖v‖² as _geometry forms them
             reference[key] = (ip, logits, logp, np.exp(logp).astype(dv) @ V,   # p V: (c, n_q, d_v)
                               nk2, nv2)
-        ip, logits, logp, Tref, nk2, nv2 = reference[key]
+        ip, logits, logp, Tref, nk2, nv2 = reference[key] if keep else reference.pop(key)
 
         with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
             E = Khat - K

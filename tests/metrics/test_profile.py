@@ -510,3 +510,42 @@ def test_profile_columns_equal_assign():
     want = error_profile(t, Kh, Vh).assign(**cols)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert list(got.columns) == list(want.columns) and got.attrs == want.attrs
+
+
+def test_working_set_does_not_grow_with_the_number_of_trials(monkeypatch):
+    # docs/measurement.md (Memory): chunks of trials bound the working set for any T. The
+    # per-chunk reference (q·k, its log-softmax, p V) used to be kept for every chunk until
+    # the call returned, 3·8·n_q·N bytes per trial (2 GB at T = 10,000, n_q = 8,
+    # N = 1,024); it is now dropped after its chunk unless the caller passes a dict to
+    # keep it in. Peak traced allocation (numpy reports to tracemalloc) with 4 trials per
+    # chunk: 16 trials against 256.
+    import tracemalloc
+
+    monkeypatch.setattr(profile_mod, "_CHUNK_ELEMENTS", 4 * 128 * 16)
+
+    def peak(T):
+        t, Kh, Vh = _perturbed(T=T, N=128, d=16, n_q=16)
+        tracemalloc.start()
+        try:
+            error_profile(t, Kh, Vh)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(16), peak(256)
+    assert large < 1.5 * small, (small, large)
+
+
+def test_logit_arrays_are_chunked_too_when_queries_outnumber_dimensions(monkeypatch):
+    # (chunk, n_q, N) arrays are bounded like (chunk, N, d) ones: with n_q = 64 queries
+    # in d = 8 the chunk holds _CHUNK_ELEMENTS/(N·n_q) trials, not _CHUNK_ELEMENTS/(N·d)
+    # (8 times more logits per chunk); the numbers are those of one trial per chunk.
+    t, Kh, Vh = _perturbed(T=16, N=32, d=8, n_q=64)
+    one = error_profile(t, Kh, Vh)
+    monkeypatch.setattr(profile_mod, "_CHUNK_ELEMENTS", 2 * 32 * 64)   # 2 trials of logits
+    shapes = []
+    real = profile_mod._log_softmax
+    monkeypatch.setattr(profile_mod, "_log_softmax", lambda x: shapes.append(x.shape) or real(x))
+    df = error_profile(t, Kh, Vh)
+    assert {s[0] for s in shapes} == {2}
+    pd.testing.assert_frame_equal(df, one, check_exact=True)
