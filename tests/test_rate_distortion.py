@@ -192,3 +192,27 @@ def test_eigenvalues_whose_sum_overflows_give_the_bound_of_the_scaled_spectrum()
     np.testing.assert_allclose(big.distortion, np.ldexp(ref.distortion, 1021), rtol=1e-14)
     np.testing.assert_array_equal(zero.snr_db, [0.0, 0.0])
     assert np.isinf(zero.distortion).all()
+
+
+def test_rounding_asymmetry_of_a_near_isotropic_covariance_is_accepted():
+    # C = R diag(λ) Rᵀ with λ = (1 + 1e-12, 1, ..., 1): its off-diagonal entries are
+    # ~1e-13 and their two sides round apart by ~1e-17, relative to the entry far above
+    # an entrywise rtol of 1e-10 (every one of these 20 draws was refused as "not
+    # symmetric"). Symmetry is judged against the matrix's largest entry: the bound is
+    # the water-filling of λ. A real asymmetry of 1e-6·max|C| is still refused, in a
+    # batch too, with the magnitudes in the message.
+    from scipy.stats import special_ortho_group
+
+    lam = np.ones(16)
+    lam[0] += 1e-12
+    want = float(bound_snr_db(lam, 2.0))
+    for seed in range(20):
+        R = special_ortho_group.rvs(16, random_state=seed)
+        cov = (R * lam) @ R.T
+        assert np.any(cov != cov.T)                       # the rounding asymmetry is there
+        assert float(covariance_snr_db(cov, 2.0)) == pytest.approx(want, rel=1e-12)
+    bad = np.stack([cov, cov])
+    bad[1, 0, 1] += 1e-6
+    with pytest.raises(ValueError, match=r"covariance must be symmetric .*max\|C − Cᵀ\| = 1e-06 "
+                                         r"against max\|C\| = 1"):
+        covariance_snr_db(bad, 2.0)
