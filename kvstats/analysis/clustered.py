@@ -16,6 +16,8 @@ and aggregation leaves their metrics exactly as they were.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -23,12 +25,53 @@ from kvstats.analysis.frame import CASE_COLUMNS, POOLED_SNRS, check_frame
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.results import REAL
 
-__all__ = ["aggregate_clusters", "CLUSTER_KEYS", "N_IN_CLUSTER"]
+__all__ = ["aggregate_clusters", "CLUSTER_KEYS", "N_IN_CLUSTER", "TrialsAsUnitsWarning",
+           "warn_if_trials_share_clusters"]
 
 #: Columns that identify one cluster of one cell in a per-trial frame.
 CLUSTER_KEYS = (*CASE_COLUMNS, "budget", "scheme", "cluster")
 #: The column :func:`aggregate_clusters` adds: how many trials a row's mean is over.
 N_IN_CLUSTER = "n_trials_in_cluster"
+
+
+class TrialsAsUnitsWarning(UserWarning):
+    """A table treats rows as independent units although several come from one cluster."""
+
+
+def warn_if_trials_share_clusters(frame: pd.DataFrame, what: str, *, stacklevel: int = 3) -> None:
+    """Warn (:class:`TrialsAsUnitsWarning`) when ``frame``'s rows are trials that share clusters.
+
+    The trials of one text of a real capture are correlated (its layers and heads read the
+    same tokens), so a table that treats each row as an independent unit gives intervals
+    too narrow and p-values too small (docs/statistics.md, "Clustered trials"). Cluster
+    means (:func:`aggregate_clusters`) are the unit to test. Synthetic trials (no
+    ``cluster``) and cluster means pass silently. The report's table of trial-level tests,
+    computed on purpose and labelled, filters this warning by its class.
+
+    Examples
+    --------
+    >>> import warnings, pandas as pd
+    >>> f = pd.DataFrame({"distribution": "real", "params": "-", "dim": 64, "n_keys": 32,
+    ...                   "budget": 4.0, "scheme": "KQV", "cluster": [0, 0, 1, 1]})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_trials_share_clusters(f, "summary_table")
+    >>> str(caught[0].message)[:59]
+    'summary_table treats each row as an independent unit, but 4'
+    >>> warn_if_trials_share_clusters(f.assign(n_trials_in_cluster=2), "x")   # cluster means: silent
+    """
+    if "cluster" not in frame.columns or N_IN_CLUSTER in frame.columns:
+        return
+    rows = frame.loc[frame["cluster"].notna(), [*CLUSTER_KEYS]]
+    if rows.empty:
+        return
+    sizes = rows.groupby(list(CLUSTER_KEYS), sort=False, dropna=False).size()
+    if (sizes > 1).any():
+        warnings.warn(f"{what} treats each row as an independent unit, but {len(rows)} rows come "
+                      f"from {len(sizes)} (cell, cluster) groups: trials of one cluster (a text of "
+                      "a real capture) are correlated, so its intervals are too narrow and its "
+                      "p-values too small; pass kvstats.analysis.aggregate_clusters(frame) for "
+                      "intervals and tests over clusters", TrialsAsUnitsWarning, stacklevel=stacklevel)
 
 
 def _clusters(frame: pd.DataFrame, name: str) -> pd.DataFrame:

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice, check_int, check_real
+from kvstats.analysis.clustered import warn_if_trials_share_clusters
 from kvstats.analysis.frame import CASE_COLUMNS, PROFILE_METRICS, check_frame
 from kvstats.analysis.pair_tests import (Row, _energy_row, _equivalence_row, _ks_row, _mw_row,
                                          _sign_row)
@@ -240,6 +241,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     margins = _check_margins(equivalence, metrics, equivalence_test)
     pairing = check_choice(pairing, "pairing", PAIRINGS)
     frame, unit, ks = _check_design(frame, pairing, ks)
+    if unit is None:   # paired: a cluster repeated in a scheme's rows is an error of _matched
+        warn_if_trials_share_clusters(frame, "compare_schemes(pairing='none')")
 
     rows, energy_jobs, energy_skipped = _pair_rows(frame, comparisons, metrics, margins,
                                                    equivalence_test, alpha, seed, ks, energy, unit)

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -21,7 +22,7 @@ import pandas as pd
 
 from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, check_comparisons, compare_schemes,
                               find_crossovers, summary_table, theory_table)
-from kvstats.analysis.clustered import N_IN_CLUSTER
+from kvstats.analysis.clustered import N_IN_CLUSTER, TrialsAsUnitsWarning
 from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
@@ -207,11 +208,14 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
                                progress=progress)
 
-    summary = summary_table(frame, confidence=opts["confidence"], n_resamples=opts["bootstrap_resamples"],
-                            seed=opts["seed"])
-    comp = compare(frame)
-    # the trial-level tests of clustered data, shown only labelled as not independent
-    comp_trials = compare(trials) if use_clusters and clustered else None
+    with warnings.catch_warnings():
+        # trials of one text as units only on purpose, and labelled: the trial-level tests
+        # of clustered data, or unit = "trial" by request (the header says what that costs)
+        warnings.simplefilter("ignore", TrialsAsUnitsWarning)
+        summary = summary_table(frame, confidence=opts["confidence"],
+                                n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+        comp = compare(frame)
+        comp_trials = compare(trials) if use_clusters and clustered else None
     cross = find_crossovers(comp)
     # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
     # covariance per (layer, head) for real ones

@@ -176,3 +176,31 @@ def test_few_clusters_of_unequal_size_hold_the_exact_level():
         lo, hi = stats.binom.ppf(0.0005, n_rep, ref[a]) / n_rep, stats.binom.isf(0.0005, n_rep, ref[a]) / n_rep
         assert lo <= np.mean(np.array(p_cluster) <= a) <= hi, (a, ref[a], np.mean(np.array(p_cluster) <= a))
     assert np.mean(np.array(p_trial) <= 0.05) > 3 * ref[0.05]
+
+
+def test_tables_warn_when_rows_are_trials_that_share_clusters():
+    """summary_table and the two-sample compare_schemes treat rows as independent units: on
+    the trials of a real capture (texts repeated within a cell) they say so, naming the fix;
+    on cluster means and on synthetic trials (each its own cluster) they stay silent."""
+    import warnings
+
+    from kvstats.analysis.clustered import TrialsAsUnitsWarning
+
+    rng = np.random.default_rng(3)
+    effect = {m: rng.standard_normal(8) for m in METRIC_TABLE}
+    trials = pd.concat([_real_frame(rng, np.arange(8), s, effect) for s in ("KQV", "QKQV")],
+                       ignore_index=True)
+
+    def caught(fn):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            fn()
+        return [w for w in got if issubclass(w.category, TrialsAsUnitsWarning)]
+
+    for fn in (lambda f: summary_table(f, n_resamples=99),
+               lambda f: compare_schemes(f, [("KQV", "QKQV")], pairing="none", energy=False)):
+        (w,) = caught(lambda: fn(trials))
+        assert "aggregate_clusters" in str(w.message) and f"{len(trials)} rows" in str(w.message)
+        assert not caught(lambda: fn(aggregate_clusters(trials)))
+        synthetic = trials.assign(distribution="gaussian", cluster=trials["trial"])
+        assert not caught(lambda: fn(synthetic))
