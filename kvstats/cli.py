@@ -35,7 +35,7 @@ import time
 import warnings
 from typing import Sequence
 
-from kvstats.cli_parser import REAL_TEXT, build_parser
+from kvstats.cli_parser import REAL, REAL_ABOUT, build_parser
 
 __all__ = ["main", "build_parser", "PIPE_CLOSED"]
 
@@ -225,8 +225,33 @@ def _check_report_flags(args: argparse.Namespace) -> None:
                              f"option {opt.name}); received {value!r}") from None
 
 
+def _distributions_text(width: int = 100) -> str:
+    """The distributions a config may name, one per entry with the ``params`` it accepts
+    and their defaults: the built-ins, the registered ones, then ``real`` (a capture, not a
+    name to register).
+
+    Examples
+    --------
+    >>> print(_distributions_text().splitlines()[2])
+      heavy_tailed      nu=3.0, scale=1.0
+    """
+    from kvstats.data.register import distribution_names
+    from kvstats.data.synthetic import default_params
+
+    names = distribution_names()
+    pad = max(map(len, [*names, REAL])) + 2
+    lines = ["Distributions (and the params a config may give each, with their defaults):"]
+    for name in names:
+        params = ", ".join(f"{k}={v!r}" for k, v in sorted(default_params(name).items()))
+        lines += textwrap.wrap(params or "no params", width,
+                               initial_indent=f"  {name:<{pad}}", subsequent_indent=" " * (pad + 2),
+                               break_on_hyphens=False)
+    lines.append(f"  {REAL:<{pad}}{REAL_ABOUT}")
+    return "\n".join(lines)
+
+
 def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
-    from kvstats.data.register import distribution_names, user_distributions
+    from kvstats.data.register import user_distributions
     from kvstats.plugins import _KEY as PLUGINS_KEY
     from kvstats.plugins import PluginError, load_plugins, plugin_summary
     from kvstats.quant.register import user_schemes
@@ -246,8 +271,7 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
         raise ValueError(str(exc).replace(PLUGINS_KEY, "--plugins", 1)) from None
     say(_schemes_text(params=True))
     say("  (what each parameter does: docs/qjl.md, docs/formats.md, docs/usage.md)")
-    # the built-ins, the registered ones, then real (a capture, not a name to register)
-    say(textwrap.fill("Distributions: " + ", ".join([*distribution_names(), REAL_TEXT]), 100))
+    say(_distributions_text())
     users = {**{f"scheme {n}": o for n, o in user_schemes().items()},
              **{f"distribution {n}": o for n, o in user_distributions().items()}}
     for what, origin in users.items():

@@ -23,7 +23,7 @@ SCHEMES = ("KV", "KQV", "QKQV", "turboquant_mse", "turboquant_prod", "qjl", "kiv
 #: The built-in synthetic distributions, and the name of a captured cache.
 DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
 REAL = "real"
-REAL_TEXT = f"{REAL} (a captured cache: params path, layer, head)"
+REAL_ABOUT = "a captured cache: params path, layer, head"
 #: ``kvstats report --correction``: the ``[report]`` option correction's choices.
 CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "hommel", "fdr_by")
 #: ``kvstats report --pairing``: the ``[report]`` option pairing's choices.
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"Schemes (n = bits per coordinate, the config's budgets): {', '.join(SCHEMES)}; "
         "K{a}V{b}: mixed precision by name, e.g. K4V2 (a, b in 1..8). `kvstats schemes` says "
         "what each is and the params it takes.",
-        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL_TEXT}. See docs/usage.md for the config "
+        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}). See docs/usage.md for the config "
         "format."))
     parser = argparse.ArgumentParser(
         prog="kvstats",
@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser("schemes", help="list the schemes and distributions a config may name, "
                                         "plugins' included",
-                        description="Print every scheme (with its summary) and distribution a sweep "
+                        description="Print every scheme (with its summary and params) and "
+                                    "distribution (with its params and their defaults) a sweep "
                                     "config may name; with --plugins, after importing those plugins "
                                     "as a config's [sweep] plugins would (a check that a plugin "
                                     "registers what you expect), each user entry with the plugin "

@@ -523,7 +523,7 @@ def test_schemes_lists_a_plugins_names_with_their_origin(tmp_path, capsys, monke
     assert "KQV" in before and "cli_listed" not in before
     assert main(["schemes", "--plugins", "cli_plug.py"]) == 0
     out = capsys.readouterr().out
-    assert "cli_listed" in " ".join(out.split()).split("Distributions:")[1]
+    assert "cli_listed no params" in " ".join(out.split()).split("Distributions (")[1]
     assert f"distribution cli_listed: registered by {plugin}" in out
     assert main(["schemes", "--plugins", "missing.py"]) == 2
     assert "missing.py' does not exist" in capsys.readouterr().err
@@ -665,6 +665,19 @@ def test_schemes_lists_each_schemes_params(capsys):
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
     assert "kvstats schemes" in capsys.readouterr().out
+
+
+def test_schemes_lists_each_distributions_params_with_their_defaults(capsys):
+    """A config's distribution ``params`` were named nowhere on the command line: each
+    distribution's line now gives them, with the defaults (the sampler's own table)."""
+    from kvstats.data import DISTRIBUTIONS, default_params
+
+    assert main(["schemes"]) == 0
+    lines = capsys.readouterr().out.split("Distributions (", 1)[1].splitlines()[1:]
+    for name in DISTRIBUTIONS:
+        line = next(ln for ln in lines if ln.split()[0] == name)
+        assert all(f"{k}={v!r}" in line for k, v in default_params(name).items()), line
+    assert lines[-1].split() == ["real", "a", "captured", "cache:", "params", "path,", "layer,", "head"]
 
 
 def test_theory_at_a_padded_dim_predicts_only_what_has_a_closed_form(capsys):
