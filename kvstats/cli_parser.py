@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"Schemes (n = bits per coordinate, the config's budgets): {', '.join(SCHEMES)}; "
         "K{a}V{b}: mixed precision by name, e.g. K4V2 (a, b in 1..8). `kvstats schemes` says "
         "what each is and the params it takes.",
-        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}). See docs/usage.md for the config "
-        "format."))
+        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}). See docs/usage.md "
+        "for the config format."))
     parser = argparse.ArgumentParser(
         prog="kvstats",
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",
