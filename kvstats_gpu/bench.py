@@ -120,7 +120,21 @@ def n_copies(nbytes: int, gpu: bool = True) -> int:
     return max(1, -(-L2_FLUSH_BYTES // max(1, int(nbytes)))) if gpu else 1
 
 
-def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int) -> dict[str, float]:
+def input_copies(args: tuple, nbytes: int, gpu: bool = True) -> list[tuple]:
+    """``args`` and copies of it (buffers of their own), :func:`n_copies` sets in all, for
+    :func:`time_step` to cycle through (``nbytes``: the bytes of one set a step reads).
+
+    Examples
+    --------
+    >>> sets = input_copies((jnp.ones(4),), L2_FLUSH_BYTES // 4)
+    >>> len(sets), sets[1][0] is sets[0][0], bool((sets[1][0] == sets[0][0]).all())
+    (4, False, True)
+    """
+    return [args] + [jax.tree.map(jnp.copy, args) for _ in range(n_copies(nbytes, gpu) - 1)]
+
+
+def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int,
+              check: Callable[[list], None] | None = None) -> dict[str, float]:
     """Median seconds per call of ``fn`` cycling through ``arg_sets`` (copies of one input).
 
     After a compile and a warm-up call on every set: ``"latency"``, one call waited for
@@ -130,7 +144,9 @@ def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int) -> 
     when it is close to ``"step"`` the figure is host-bound, not device-bound). A burst
     has ``burst`` calls, fewer when that would take over :data:`BURST_SECONDS` at the
     waited-for latency (slow steps need no overlap); ``"burst"`` says how many. Medians over
-    ``reps`` calls / bursts.
+    ``reps`` calls / bursts. ``check``, when given, is called after the timing with the
+    outputs of the last burst (the timed outputs themselves, over every copy when the burst
+    is at least as long as ``arg_sets``).
 
     Examples
     --------
@@ -157,6 +173,8 @@ def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int) -> 
         jax.block_until_ready(outs)
         step.append((time.perf_counter() - t0) / burst)
         enqueue.append((t1 - t0) / burst)
+    if check is not None:
+        check(outs)
     return {"step": statistics.median(step), "enqueue": statistics.median(enqueue), "latency": lat,
             "burst": burst}
 
@@ -229,8 +247,7 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
         # (B, T, heads, d) layout prepared once, outside the timed step
         Kd, Vd, qd = jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None], q[None, None]
         dense_bytes = 2 * K.size * 2 + q.size * 2
-        dense_sets = [(qd, Kd, Vd)] + [(qd, jnp.copy(Kd), jnp.copy(Vd))
-                                       for _ in range(n_copies(dense_bytes, gpu) - 1)]
+        dense_sets = input_copies((qd, Kd, Vd), dense_bytes, gpu)
         t_dense = time_step(jax.jit(jax.nn.dot_product_attention), dense_sets, reps=reps, burst=burst)
         del Kd, Vd, dense_sets
         for (name, bits), impl in ((sb, i) for sb in schemes for i in impls):
@@ -238,16 +255,18 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
             cache = quantize_kv(K, V, spec, params, impl=impl)
             acc = cache_bytes_per_token(spec, n_kv_heads)
             q_bytes = n * acc["bytes"]  # the codes and norms of the attended tokens
-            caches = [cache] + [jax.tree.map(jnp.copy, cache) for _ in range(n_copies(q_bytes, gpu) - 1)]
+            quant_sets = input_copies((q, cache), q_bytes, gpu)
             step = jax.jit(lambda q, c: decode_attention(q, c, spec, params, impl=impl))
-            t = time_step(step, [(q, c) for c in caches], reps=reps, burst=burst)
-            del caches
-            err = None
-            if gpu and impl != "reference":
-                # the timed step's output against the jnp reference on the same cache, at the
-                # timed shape (the correctness check before the timing runs at 300 tokens)
-                want = decode_attention(q, cache, spec, params, impl="reference")
-                err = rel_err(step(q, cache), want)
+            # on a GPU the timed outputs themselves (the last burst's, over the cache copies)
+            # against the jnp reference on the same cache at the timed shape (the correctness
+            # check before the timing runs at 300 tokens); the reference runs before the timing
+            want = (np.asarray(decode_attention(q, cache, spec, params, impl="reference"))
+                    if gpu and impl != "reference" else None)
+            errs: list[float] = []
+            t = time_step(step, quant_sets, reps=reps, burst=burst,
+                          check=None if want is None else lambda outs: errs.extend(rel_err(o, want) for o in outs))
+            del quant_sets
+            err = float(np.max(errs)) if errs else None  # np.max: a NaN is kept, not skipped
             t_q = t["step"]
             row = {"device": device.device_kind, "platform": device.platform, "tokens": n,
                    "kv_heads": n_kv_heads, "q_heads": n_kv_heads * group, "dim": dim,

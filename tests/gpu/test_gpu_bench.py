@@ -167,6 +167,24 @@ def test_timed_rows_are_checked_against_the_reference(tmp_path, monkeypatch, cap
     assert row["path"] == "mosaic" and row["agrees_with_reference"] is True
     assert 0 <= row["rel_err_vs_reference"] < 1e-5  # float32 end to end: ~1e-6
     assert row["quant_copies"] == 3 and row["dense_copies"] == 1 and row["quant_burst"] == row["dense_burst"] == 4
+    # the timed outputs themselves are checked (the last burst's, over every copy), not one
+    # recomputed on the first copy: a step wrong on one copy of its inputs (here that copy's
+    # value norms 1% off) is a mismatch
+    real_copies = bench.input_copies
+
+    for factor in (1.01, np.nan):  # and a NaN on that copy is not lost among the good ones
+        def last_copy_off(args, nbytes, gpu=True):
+            sets = real_copies(args, nbytes, gpu)
+            if len(args) == 2:  # (q, cache); the dense sets are (q, K, V)
+                q, cache = sets[-1]
+                sets[-1] = (q, cache._replace(v_norms=cache.v_norms * factor))
+            return sets
+
+        monkeypatch.setattr(bench, "input_copies", last_copy_off)
+        (row,) = bench.run([256], [("KQV", 4)], n_kv_heads=1, group=2, dim=128, reps=1, impls=("mosaic",))
+        assert row["agrees_with_reference"] is False
+        assert row["rel_err_vs_reference"] == pytest.approx(factor - 1, rel=0.1, nan_ok=True)
+    monkeypatch.setattr(bench, "input_copies", real_copies)
     # A kernel 1% off on outputs of size ~1e-4 (as a 128k-token step's are ~1e-3): a
     # mismatch, reported, saved and exit status 1. (An absolute bound of 5e-5 passed it.)
     # The kernel's output is stood in for by the reference's, checked equal above: one
