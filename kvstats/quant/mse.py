@@ -9,7 +9,9 @@ coordinate of a uniform point on S^{d_pad - 1}, for which the codebook
 centroids, applies ``R^T`` and multiplies by the stored norm:
 ``x_hat = ||x|| R^T c(codes)``. The expected squared error of a unit vector is then
 ``d_pad * mse_beta(b, d_pad)`` (= the codebook's per-coordinate MSE times the number of
-coded coordinates; exact for Haar, checked statistically for Hadamard in the tests).
+coded coordinates; exact for Haar, checked statistically for Hadamard in the tests) when
+``d = d_pad``; a padded Hadamard rotation (``d < d_pad``) has about ``d/d_pad`` of it,
+because ``R^T`` keeps only the part of the coded error in the image of R (docs/theory.md).
 
 Stored bits per vector: ``b * d_pad`` for the codes (``d_pad`` is the next power of two
 for a Hadamard rotation of a ``d`` that is not one) plus 16 (or 32) for the norm.
@@ -200,8 +202,9 @@ class MSEQuantizer:
         For a caller that codes and decodes arrays of that dtype only (the quantized
         cache: float32): every product casts the matrix to its input's dtype, so float32
         inputs give the same codes and decodes bit for bit, at half the memory of
-        float64. Float64 inputs would then multiply by the rounded matrix. A Hadamard or
-        identity rotation holds no matrix: unchanged.
+        float64. Float64 inputs would then multiply by the rounded matrix. A Hadamard
+        rotation's +-1 signs are held in int8 (exact: the same codes and decodes for
+        either dtype, at 1/8 the memory); the identity holds nothing.
 
         Examples
         --------
@@ -584,7 +587,9 @@ class MSEQuantizer:
         if kind not in ("hadamard", "identity"):
             raise ValueError(f"rotation must be 'hadamard' or 'identity' to export; received {kind!r}")
         return SideExport(coder="mse", bits=self.bits, dim=self.dim, dim_padded=self.n_coords,
-                          signs=self.rotation.signs if kind == "hadamard" else None,
+                          # float64 as SideExport documents (held_as keeps them in int8)
+                          signs=(self.rotation.signs.astype(np.float64, copy=False)
+                                 if kind == "hadamard" else None),
                           centroids=self.codebook.centroids, boundaries=self.codebook.boundaries,
                           sketch=None, sketch_scale=0.0, norm_dtype=self.norm_dtype)
 

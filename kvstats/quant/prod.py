@@ -127,7 +127,8 @@ class ProdQuantizer:
         matrix held in that dtype, so float32 inputs give the same codes and decodes bit
         for bit, at half the memory of float64. Float64 inputs would then multiply by the
         rounded matrices, and :meth:`export` gives the sketch in ``dtype``. An
-        ``"srht"`` sketch holds only its signs, a Hadamard rotation its signs: unchanged.
+        ``"srht"`` sketch holds only its signs: unchanged; a Hadamard rotation's ±1 signs are
+        held in int8 (exact: the same numbers for either dtype, `Rotation.held_as`).
 
         Examples
         --------

@@ -293,7 +293,8 @@ class Rotation:
     draws : tuple of int
         Batch shape of independent draws; the parameters carry it as leading axes.
     signs : numpy.ndarray or None
-        ``(*draws, out_dim)`` float64 +-1 signs (``"hadamard"`` only).
+        ``(*draws, out_dim)`` +-1 signs (``"hadamard"`` only): float64, int8 in a rotation
+        from `held_as` (the same values, every use converts them to float).
     orthogonal : numpy.ndarray or None
         ``(*draws, d, d)`` float64 orthogonal matrices (``"haar"`` only; float32 in a
         rotation from ``held_as(np.float32)``).
@@ -409,14 +410,18 @@ class Rotation:
         return x * s  # y shared by all draws (broadcast), or a padded slice
 
     def held_as(self, dtype: Any) -> Rotation:
-        """This rotation with its Haar matrices held in ``dtype`` (float32 or float64).
+        """This rotation with its Haar matrices held in ``dtype`` (float32 or float64) and
+        its Hadamard signs in int8.
 
         For a caller that rotates arrays of that dtype only (the quantized cache codes
         float32): `apply` and `inverse` cast the matrix to their input's dtype, which
         gives the values and layout of a matrix held in that dtype, so float32 inputs
         rotate to the same numbers bit for bit at half the memory of float64. Float64
-        inputs would then multiply by the rounded matrix. The Hadamard signs (``d_pad``
-        values, cast with the 1/sqrt(d_pad) folded in) and the identity are unchanged.
+        inputs would then multiply by the rounded matrix. The Hadamard signs are +-1,
+        exact in int8, and every use divides them by the float64 ``sqrt(d_pad)`` first
+        (the normalisation folded into them), which gives the float64 values of float64
+        signs: the same numbers bit for bit for inputs of either dtype, at 1/8 the
+        memory. The identity holds nothing.
 
         Parameters
         ----------
@@ -434,11 +439,18 @@ class Rotation:
         >>> r32 = r.held_as(np.float32)
         >>> r32.orthogonal.dtype, bool(np.array_equal(r32.apply(x), r.apply(x)))
         (dtype('float32'), True)
+        >>> h = make_rotation("hadamard", 96, seed=0)
+        >>> h8, y = h.held_as(np.float32), np.linspace(-1, 1, 96, dtype=np.float32)
+        >>> h8.signs.dtype, bool(np.array_equal(h8.apply(y), h.apply(y)))
+        (dtype('int8'), True)
         """
         dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
-        if self.orthogonal is None or self.orthogonal.dtype == dtype:
-            return self
-        return dataclasses.replace(self, orthogonal=self.orthogonal.astype(dtype))
+        changes = {}
+        if self.orthogonal is not None and self.orthogonal.dtype != dtype:
+            changes["orthogonal"] = self.orthogonal.astype(dtype)
+        if self.signs is not None and self.signs.dtype != np.int8:
+            changes["signs"] = self.signs.astype(np.int8)
+        return dataclasses.replace(self, **changes) if changes else self
 
     def matrix(self) -> np.ndarray:
         """Dense matrix of the map, ``(*draws, out_dim, dim)``, float64 (a Haar rotation's

@@ -253,6 +253,33 @@ def test_protocol_and_export():
         MSEQuantizer(64, 2, draws=2).export()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d,draws,n", [(96, (), 300), (1000, 3, 100), (128, (2, 3), 9)])
+def test_hadamard_signs_held_in_int8_code_bit_for_bit(dtype, d, draws, n):
+    # hold_matrices_as keeps a Hadamard rotation's +-1 signs in int8 (Rotation.held_as): the
+    # codes, norms and decodes of both dtypes, on every path (whole chunks, roundtrip's
+    # pieces spanning draws, padding), equal those of float64 signs; the export stays float64
+    from kvstats.quant.prod import ProdQuantizer
+
+    x = np.random.default_rng(5).standard_normal(((*np.atleast_1d(draws), n) if draws else (n,)) + (d,))
+    x = x.astype(dtype)
+    for make in (lambda: MSEQuantizer(d, 3, seed=4, draws=draws),
+                 lambda: ProdQuantizer(d, 3, sketch="srht", seed=4, draws=draws)):
+        ref, held = make(), make()
+        held.hold_matrices_as(np.float32)
+        rot = getattr(held, "mse", held).rotation
+        assert rot.signs.dtype == np.int8 and getattr(ref, "mse", ref).rotation.signs.dtype == np.float64
+        a, b = ref.encode(x), held.encode(x)
+        for u, v in [(a.codes, b.codes), (a.norms, b.norms)] if isinstance(ref, MSEQuantizer) else \
+                [(a.mse.codes, b.mse.codes), (a.residual.signs, b.residual.signs), (a.residual.norms, b.residual.norms)]:
+            np.testing.assert_array_equal(u, v)
+        np.testing.assert_array_equal(held.decode(b), ref.decode(a))
+        np.testing.assert_array_equal(held.roundtrip(x), ref.roundtrip(x))
+        if not draws:
+            ex = held.export()
+            assert ex.signs.dtype == np.float64 and np.array_equal(ex.signs, ref.export().signs)
+
+
 @pytest.mark.parametrize("rotation", ["hadamard", "identity", "haar"])
 @pytest.mark.parametrize("n,d,draws", [(1024, 128, 7), (120, 96, (3, 4)), (16, 256, 13)])
 def test_chunked_draws_equal_one_pass(monkeypatch, rotation, n, d, draws):

@@ -381,7 +381,8 @@ def test_run_major_butterflies_equal_in_place(d, b, dtype):
             np.testing.assert_array_equal(out, _fwht_unblocked(x, b))
 
 
-# --- held_as: a Haar matrix held in float32 for float32-only callers (the quantized cache) ---
+# --- held_as: a Haar matrix held in float32 for float32-only callers (the quantized cache),
+# Hadamard signs in int8 ---
 
 @pytest.mark.parametrize("draws,batch", [((), (40,)), ((3,), (1, 3, 40)), ((3,), (2, 3, 1)), ((3,), (2, 1, 7))])
 def test_haar_held_in_float32_rotates_float32_bit_for_bit(draws, batch):
@@ -404,10 +405,33 @@ def test_haar_held_in_float32_rotates_float32_bit_for_bit(draws, batch):
         np.testing.assert_array_equal(r32.draw(2).apply(x[0, 0]), r.draw(2).apply(x[0, 0]))
 
 
-def test_held_as_keeps_what_holds_no_matrix_and_checks_dtype():
-    for kind in ("hadamard", "identity"):
-        r = make_rotation(kind, 6, seed=0)
-        assert r.held_as(np.float32) is r
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d,draws,batch", [(96, (), (40,)), (128, (3,), (2, 3, 7)), (5, (2, 3), (2, 1, 9))])
+def test_hadamard_signs_held_in_int8_rotate_bit_for_bit(dtype, d, draws, batch):
+    # +-1 is exact in int8 and every use divides by the float64 sqrt(d_pad) first, so the
+    # folded signs are the float64 ones: same bits for float32 and float64 inputs
+    # (checked by mutation: signs held as 0/1, or folded in float32, fail here)
+    r = make_rotation("hadamard", d, seed=4, draws=draws)
+    r8 = r.held_as(dtype)
+    assert r8.signs.dtype == np.int8 and r.signs.dtype == np.float64  # r unchanged
+    assert r8.signs.nbytes * 8 == r.signs.nbytes and r8.held_as(np.float64) is r8
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(batch + (d,)).astype(dtype)
+    y = rng.standard_normal(batch + (r.out_dim,)).astype(dtype)
+    np.testing.assert_array_equal(r8.apply(x), r.apply(x))
+    np.testing.assert_array_equal(r8.inverse(y), r.inverse(y))
+    np.testing.assert_array_equal(r8.matrix(), r.matrix())
+    if draws:
+        shape = np.broadcast_shapes(batch[:-1], draws)
+        xf = np.broadcast_to(x, shape + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+        take, take8 = r._flat(shape)._take(slice(1, 3)), r8._flat(shape)._take(slice(1, 3))
+        np.testing.assert_array_equal(take8._apply(xf[1:3]), take._apply(xf[1:3]))
+        np.testing.assert_array_equal(r8.draw(1).apply(x[0, 0]), r.draw(1).apply(x[0, 0]))
+
+
+def test_held_as_keeps_what_holds_nothing_and_checks_dtype():
+    r = make_rotation("identity", 6, seed=0)
+    assert r.held_as(np.float32) is r
     r = make_rotation("haar", 6, seed=0)
     assert r.held_as("float64") is r
     np.testing.assert_array_equal(r.held_as(np.float32).held_as(np.float64).orthogonal,
