@@ -351,11 +351,22 @@ def _message(exc: BaseException) -> str:
 
 
 def _os_message(exc: OSError) -> str:
-    """``exc`` as one line: our own messages as they are, the OS's as 'what: path'."""
+    """``exc`` as one line: our own messages as they are, the OS's as 'what: path'; then
+    its notes (a sweep's: the cells kept, and how to resume).
+
+    Examples
+    --------
+    >>> exc = OSError(28, "No space left on device", "out/cells/a.parquet")
+    >>> exc.add_note("[2 of 4 cells finished, kept in out/cells]")
+    >>> _os_message(exc)
+    "cannot use 'out/cells/a.parquet': No space left on device [2 of 4 cells finished, kept in out/cells]"
+    """
     if exc.filename is None:
-        return _one_line(exc.strerror or str(exc))
-    where = f"{exc.filename!s}" + (f" -> {exc.filename2!s}" if exc.filename2 else "")
-    return _one_line(f"cannot use {where!r}: {exc.strerror}")
+        text = exc.strerror or str(exc)
+    else:
+        where = f"{exc.filename!s}" + (f" -> {exc.filename2!s}" if exc.filename2 else "")
+        text = f"cannot use {where!r}: {exc.strerror}"
+    return _one_line(" ".join([text, *getattr(exc, "__notes__", ())]))
 
 
 #: pip's name for a module kvstats imports only when a config needs it, and the extra
