@@ -136,11 +136,15 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     # level if the k largest axes are active: log2 θ_k = (Σ_{i≤k} log2 λ_i − 2dR)/k
     cum = np.cumsum(np.where(np.isfinite(logs), logs, 0.0), axis=-1)
     log_theta = (cum - 2.0 * d * rate) / k
-    next_log = np.concatenate([logs[..., 1:], np.full(logs.shape[:-1] + (1,), -np.inf)], axis=-1)
-    # k is the solution when the k-th axis lies above its level and the (k+1)-th not;
-    # with zero eigenvalues only the positive ones can be active
-    ok = (logs > log_theta) & (next_log <= log_theta) & np.isfinite(logs)
-    kstar = np.argmax(ok, axis=-1)
+    # λ_k > θ_k holds exactly for the active axes k ≤ k* (λ_k > θ_k ⟺ λ_k > θ_{k−1}, and θ
+    # falls while axes above it join), so k* is the last k where it holds (k = 1 always
+    # does at R > 0, set here for rates too small to move log₂ θ₁ off log₂ λ₁; a zero
+    # eigenvalue never: −inf). Asking also λ_{k+1} ≤ θ_k, as before, found no k at all
+    # when the level lands on an eigenvalue (the two tests disagree by rounding there)
+    # and fell back to k = 1: a bound off by hundreds of dB.
+    active = logs > log_theta
+    active[..., 0] = True
+    kstar = d - 1 - np.argmax(active[..., ::-1], axis=-1)
     log_level = np.take_along_axis(log_theta, kstar[..., None], axis=-1)[..., 0]
     level = np.exp2(log_level)                  # may underflow to 0: see the Notes
     if rate == 0:

@@ -216,3 +216,38 @@ def test_rounding_asymmetry_of_a_near_isotropic_covariance_is_accepted():
     with pytest.raises(ValueError, match=r"covariance must be symmetric .*max\|C − Cᵀ\| = 1e-06 "
                                          r"against max\|C\| = 1"):
         covariance_snr_db(bad, 2.0)
+
+
+def test_a_water_level_on_an_eigenvalue_is_found():
+    # R = Σ_{i≤k} ½·log₂(λ_i/λ_{k+1})/d puts the level exactly on λ_{k+1}: k and k + 1 active
+    # axes are then the same solution, and the old rule (λ_k > θ_k and λ_{k+1} ≤ θ_k) was
+    # met by neither on ~6% of such draws (the two sides disagree by rounding), falling
+    # back to one active axis: θ = λ₁·2^(−2dR), ~10⁴ bits for 254, a bound hundreds of dB
+    # high. Reference: the level by bisection on the definition Σ max(0, ½·log₂(λ/θ)) = dR
+    # (scipy's brentq in log₂ θ).
+    from scipy.optimize import brentq
+
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        d = int(rng.integers(2, 40))
+        lam = np.sort(rng.exponential(size=d) ** rng.uniform(0.2, 3))[::-1]
+        if rng.random() < 0.5:                       # dyadic values with exact ties
+            lam = np.sort(np.round(lam * 8) / 8 + 1 / 8)[::-1]
+        k = int(rng.integers(1, d))
+        rate = float(np.sum(0.5 * np.log2(lam[:k] / lam[k])) / d)
+        if rate <= 0:
+            continue
+        wf = water_fill(lam, rate)
+        assert wf.bits.sum() == pytest.approx(d * rate, rel=1e-9)
+        log_theta = brentq(lambda t: np.sum(np.maximum(0.0, 0.5 * (np.log2(lam) - t))) - d * rate,
+                           np.log2(lam[-1]) - 2 * d * rate - 1, np.log2(lam[0]) + 1, xtol=1e-13)
+        want = 10 * np.log10(lam.sum() / np.minimum(lam, 2.0 ** log_theta).sum())
+        assert float(wf.snr_db) == pytest.approx(want, abs=1e-9)
+
+
+def test_a_rate_too_small_to_move_the_level_codes_nothing():
+    # 2dR below the rounding of log₂ λ₁: no axis is active by the float test, yet the
+    # first one always is at R > 0; the level is λ₁ (to rounding) and no bit is spent.
+    wf = water_fill(np.array([1e300, 1.0, 0.5]), 1e-20)
+    assert wf.bits.tolist() == [0.0, 0.0, 0.0] and float(wf.snr_db) == 0.0
+    assert float(wf.level) == pytest.approx(1e300, rel=1e-12)
