@@ -23,7 +23,9 @@ scheme)``; its result is one row per trial with the 6D error profile
   default, ``"serial"`` in-process, or ``dask.distributed.Client.get_executor()``).
   A task is a run of chunks of one case; workers return frames, and only the calling
   process writes files (a cell once all its chunks are back), so remote workers need no
-  shared file system.
+  shared file system. A cell whose code fails stops the sweep, but every cell that
+  finished (those of the tasks still running too) is written, and the error says how
+  many and how to resume.
 
 Real caches are a data source like the synthetic distributions: a distribution named
 ``"real"`` with ``params = {path = ..., layer = ..., head = ...}`` reads the trials of a
@@ -37,7 +39,8 @@ The package has one module per idea: :mod:`~kvstats.sweep.config` (the file form
 its validation), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks, tasks),
 :mod:`~kvstats.sweep.sources` (the real data source), :mod:`~kvstats.sweep.work` (a
 task -> per-trial frames, in a worker), :mod:`~kvstats.sweep.store` (cell files,
-manifest), :mod:`~kvstats.sweep.run` (:func:`run_sweep`) and
+manifest), :mod:`~kvstats.sweep.pool` (tasks on an executor: workers, their progress,
+warnings and failures), :mod:`~kvstats.sweep.run` (:func:`run_sweep`) and
 :mod:`~kvstats.sweep.replay` (:func:`replay_trials`: any stored trial drawn and coded
 again, bit for bit). The results schema
 (columns, :class:`SweepResult`, :func:`load_result`) is :mod:`kvstats.results`, which
