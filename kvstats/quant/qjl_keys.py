@@ -128,14 +128,16 @@ class QJLKeyQuantizer:
                                            draws=self.draws) if self.n_outliers else None)
 
     def hold_sketches_as(self, dtype: DTypeLike) -> None:
-        """Hold the dense sketch matrices (Gaussian, orthogonal) in ``dtype`` from now on.
+        """Hold the dense sketch matrices (Gaussian, orthogonal) in ``dtype`` from now on
+        (:meth:`~kvstats.quant.sketch.Sketch.held_as`).
 
         For a caller that codes and decodes arrays of that dtype only (the quantized
         cache: float32). Every product casts the matrix to its input's dtype
         (:meth:`~kvstats.quant.sketch.Sketch.project`), to the same values and layout as
         a matrix held in that dtype, so float32 inputs give the same codes and decodes
         bit for bit, at half the memory of float64. Float64 inputs would then multiply
-        by the rounded matrix. An ``"srht"`` sketch holds only its signs: unchanged.
+        by the rounded matrix. An ``"srht"`` sketch holds only its ±1 signs: in int8
+        (exact: the same numbers for either dtype, at 1/8 of the bytes).
 
         Examples
         --------
@@ -147,9 +149,9 @@ class QJLKeyQuantizer:
         (dtype('float32'), True)
         """
         dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
-        self.sketch = _in_dtype(self.sketch, dtype)
+        self.sketch = self.sketch.held_as(dtype)
         if self.outlier_sketch is not None:
-            self.outlier_sketch = _in_dtype(self.outlier_sketch, dtype)
+            self.outlier_sketch = self.outlier_sketch.held_as(dtype)
 
     # -- grouping
     def n_groups(self, n_tokens: int) -> int:

@@ -13,6 +13,7 @@ Walsh–Hadamard transform), and its transpose by :meth:`Sketch.project_t`; the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,8 +49,9 @@ class Sketch:
     ``⟨q, k⟩``: unbiased for every ``q, k`` (expectation over the sketch) for the
     Gaussian and orthogonal kinds; for ``"srht"`` unbiased on average over the
     orientation of the pair (docs/qjl.md, "SRHT"). ``signs`` (``(*draws, blocks, dim)``,
-    ±1) and ``rows`` (``(*draws, m mod d_pad)`` Hadamard rows of a partial last block, or
-    None) are the randomness of an ``"srht"`` sketch (None for the other kinds).
+    ±1, float64; int8 after :meth:`held_as`) and ``rows`` (``(*draws, m mod d_pad)``
+    Hadamard rows of a partial last block, or None) are the randomness of an ``"srht"``
+    sketch (None for the other kinds).
     ``dense`` holds the matrix of the Gaussian and orthogonal kinds; an ``"srht"``
     sketch leaves it None, applies itself by the fast transform (:meth:`project`,
     :meth:`project_t`) and builds :attr:`matrix` only when it is read. The keyword
@@ -96,6 +98,45 @@ class Sketch:
         """Whether the fast transform applies: an srht sketch with signs for its draws
         and no matrix given in their place."""
         return self.dense is None and self.signs is not None and self.signs.shape[:-2] == self.draws
+
+    def held_as(self, dtype: Any) -> "Sketch":
+        """This sketch with its dense matrix held in ``dtype`` (float32 or float64) and
+        the ±1 signs of an ``"srht"`` sketch in int8.
+
+        For a caller that projects arrays of that dtype only (the quantized cache codes
+        float32 keys): every product casts the matrix to its input's dtype, so float32
+        inputs give the same numbers bit for bit from a float32 matrix, at half the
+        memory; float64 inputs would multiply by the rounded matrix. The srht signs are
+        ±1, exact in int8, and every use casts them to the input's dtype (or multiplies
+        them into the float64 Hadamard rows, :attr:`matrix`): the same numbers bit for
+        bit for either dtype, at 1/8 of the float64 bytes.
+
+        Parameters
+        ----------
+        dtype : numpy.float32 or numpy.float64
+
+        Returns
+        -------
+        Sketch
+            ``self`` when nothing changes, else a new sketch (``self`` is not modified).
+
+        Examples
+        --------
+        >>> s = make_sketch("srht", 200, 96, seed=0)
+        >>> x = np.random.default_rng(1).standard_normal((5, 96)).astype(np.float32)
+        >>> s8 = s.held_as(np.float32)
+        >>> s8.signs.dtype, bool(np.array_equal(s8.project(x), s.project(x)))
+        (dtype('int8'), True)
+        """
+        dtype = check_choice(np.dtype(dtype), "dtype", [np.dtype(np.float32), np.dtype(np.float64)])
+        changes = {}
+        if self.dense is not None and self.dense.dtype != dtype:
+            changes["dense"] = self.dense.astype(dtype)
+        if self.signs is not None and self.signs.dtype != np.int8:
+            changes["signs"] = self.signs.astype(np.int8)
+        for a in changes.values():
+            a.setflags(write=False)  # as make_sketch leaves its arrays
+        return dataclasses.replace(self, **changes) if changes else self
 
     def describe(self) -> dict[str, Any]:
         """Settings of the sketch (kind, rows, dimension, draws, constant)."""

@@ -309,3 +309,35 @@ def test_sketch_matrix_keyword_replaces_the_matrix():
         np.testing.assert_array_equal(_sign_bits(sk, x), x @ S.T >= 0)
     with pytest.raises(TypeError, match="scale"):
         type(sk)("gaussian", 16, 8, (), S)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,d,draws", [(64, 64, ()), (200, 96, (3,)), (40, 48, (2, 2))])
+def test_srht_signs_held_in_int8_project_bit_for_bit(dtype, m, d, draws):
+    # +-1 is exact in int8 and every use casts the signs to the input's dtype (or
+    # multiplies them into float64 Hadamard rows): the same numbers for either dtype
+    # (checked by mutation: signs held as 0/1 or uint8 fail here)
+    s = make_sketch("srht", m, d, seed=3, draws=draws)
+    s8 = s.held_as(dtype)
+    assert s8.signs.dtype == np.int8 and s.signs.dtype == np.float64 and s8.held_as(np.float64) is s8
+    assert s8.signs.nbytes * 8 == s.signs.nbytes and not s8.signs.flags.writeable
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(draws + (7, d)).astype(dtype)
+    y = np.sign(rng.standard_normal(draws + (7, m))).astype(dtype)
+    np.testing.assert_array_equal(s8.project(x), s.project(x))
+    np.testing.assert_array_equal(s8.project_t(y), s.project_t(y))
+    np.testing.assert_array_equal(s8.project_t(x @ np.swapaxes(s.matrix, -1, -2)),
+                                  s.project_t(x @ np.swapaxes(s.matrix, -1, -2)))
+    np.testing.assert_array_equal(s8.matrix, s.matrix)
+    assert s8.matrix.dtype == np.float64
+
+
+def test_dense_sketch_held_in_float32_and_checks_dtype():
+    s = make_sketch("gaussian", 32, 16, seed=0)
+    s32 = s.held_as(np.float32)
+    assert s32.dense.dtype == np.float32 and s.dense.dtype == np.float64 and s32.signs is None
+    assert not s32.dense.flags.writeable and s.held_as("float64") is s
+    x = np.random.default_rng(1).standard_normal((5, 16)).astype(np.float32)
+    np.testing.assert_array_equal(s32.project(x), s.project(x))
+    with pytest.raises(ValueError, match="dtype must be one of .*float16"):
+        s.held_as(np.float16)
