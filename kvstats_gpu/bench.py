@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     peak = peak_bandwidth(device.device_kind) if gpu else None
     print("bytes counted: quantized = the cache's codes and norms of the attended tokens; dense = K and V in "
-          "bf16 and the queries; GB/s = bytes / median step time"
+          "bf16 and the queries (intermediates such as the quantized step's per-split partials and the dense "
+          "logits not counted); GB/s = bytes / median step time"
           + (f", a step timed in a stream of up to {BURST} enqueued back to back over copies of its inputs "
              f"totalling >= {L2_FLUSH_BYTES / 2 ** 20:.0f} MiB (so none is read from L2)" if gpu else
              " (CPU: one call at a time)")
