@@ -295,7 +295,15 @@ class SweepConfig:
                                                                       low, high))
         else:
             raise TypeError(f"schemes entries must be names, dicts or SchemeSpec; received {entry!r}")
-        _scheme_def(spec.name, plugins)
+        sdef = _scheme_def(spec.name, plugins)
+        if sdef.couples_trials(spec.params):
+            # the sweep codes trials in chunks: a per-call statistic would tie each trial's
+            # codes to the others of its chunk, and the numbers to the chunk size
+            raise ValueError(f"scheme {spec.display()!r} params {spec.params} give one encode call "
+                             "statistics shared by every trial it codes (one scale per call), so a "
+                             "trial's codes would depend on the trials coded with it and the results "
+                             "on the chunk size; use a per-trial setting (fp8/nvfp4: scale='head', "
+                             "the default, or a static scale=<float>)")
         if spec.budgets is not None and spec.fixed_budget:
             # its budgets would be ignored: the scheme runs once per case at its own bits
             raise ValueError(f"scheme {spec.display()!r} has a fixed budget (its own name or params set "

@@ -50,3 +50,16 @@ def test_a_fixed_budget_format_is_named_without_n(tmp_path, capfd):
     assert f"cell {ids['q8_0']} ('q8_0', gaussian(-), d=32, N=8): the stored file" in err
     assert f"cell {ids['KQV']} ('KQV' at n=3, gaussian(-), d=32, N=8): the stored file" in err
     assert "n=None" not in err
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2", "nvfp4"])
+def test_a_per_call_scale_is_refused_in_a_sweep(name):
+    """scale='tensor' gives one scale to all the trials an encode call codes: a sweep (which
+    codes trials in chunks) would make each trial's codes depend on its chunk. Per-head and
+    static scales code each trial alone and are accepted."""
+    grid = {"budgets": [3], "distributions": ["gaussian"], "dims": [64], "n_keys": [16],
+            "report": {"comparisons": []}}
+    with pytest.raises(ValueError, match=r"scale='tensor'.*chunk size; use a per-trial setting"):
+        SweepConfig.from_dict({**grid, "schemes": [{"name": name, "params": {"scale": "tensor"}}]})
+    for scale in ("head", 0.5):
+        SweepConfig.from_dict({**grid, "schemes": [{"name": name, "params": {"scale": scale}}]})
