@@ -288,8 +288,9 @@ def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
     dim = check_int(args.dim, "--dim", low=3)
     bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits or (2, 3, 4, 5, 6)]
     from kvstats import theory   # scipy: after the arguments are checked
+    from kvstats.quant.rotation import next_pow2
 
-    d_pad = 1 << (dim - 1).bit_length()
+    d_pad = next_pow2(dim)
     say(f"d = {dim} (rotated and coded as d_pad = {d_pad}); D_n = Lloyd–Max MSE per coordinate of the "
         f"sphere-coordinate density of dimension {d_pad} (kvstats.theory)")
     head = (f"{'n':>2} {'D_n':>11} {'d_pad*D_n':>10} {'N(0,1) D_n':>11} {'SNR_k MSE(n)':>13} "
