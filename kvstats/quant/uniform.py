@@ -14,7 +14,10 @@ bits against its own minimum and range:
 stored (rounded) values, so decoding uses exactly what is stored. ``zero`` is rounded
 *down* and ``scale`` *up* to float16, so every element stays inside
 [zero, zero + (2^bits − 1)·scale] and the round-trip error is at most ``scale/2`` per
-element — an exact bound, not an approximate one. A constant group (max = min) whose
+element — an exact bound, not an approximate one, for the float64 decode; float32 input
+decodes to float32, that value rounded once, which adds up to half a float32 ulp of x̂
+(more than ``scale/2`` itself where a fine step meets large values, e.g. a group near
+3000 spanning 1e-3 at 8 bits). A constant group (max = min) whose
 value is a float16 number gets scale 0 and decodes exactly; any other constant group
 decodes within the same ``scale/2`` bound (scale is then at most one float16 spacing of
 the value). Never NaN.
