@@ -145,6 +145,21 @@ def test_signs_are_fair_and_independent():
     assert stats.binomtest(agree, s[:, 1:].size, 0.5).pvalue > 1e-4
 
 
+def test_draws_are_independent_of_each_other():
+    """Across draws (same coordinate, consecutive draws) the Hadamard signs agree as fair
+    independent coins, Binomial(n, 1/2) (alpha = 1e-4); the Haar matrices' entries at the
+    same place are uncorrelated: E[Q_i Q_j] = 0 for independent Haar Q (each entry has mean 0,
+    variance 1/d), a z-test |z| < 4.5. A rotation whose draws repeat one draw (or copy a
+    neighbour) fails both (checked by mutation)."""
+    s = make_rotation("hadamard", 64, seed=1, draws=(32, 64)).signs.reshape(-1, 64)
+    agree = int((s[1:] == s[:-1]).sum())
+    assert stats.binomtest(agree, s[1:].size, 0.5).pvalue > 1e-4
+    q = make_rotation("haar", 8, seed=1, draws=4000).orthogonal.reshape(4000, -1) * np.sqrt(8)
+    prod = q[1:] * q[:-1]                       # (3999, 64): each entry mean 0, variance ~1
+    z = prod.mean(axis=0) / (prod.std(axis=0, ddof=1) / np.sqrt(prod.shape[0]))
+    assert np.max(np.abs(z)) < 4.5
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="kind must be one of"):
         make_rotation("dct", 8)
