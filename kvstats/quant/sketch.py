@@ -101,7 +101,8 @@ class Sketch:
 
     def held_as(self, dtype: Any) -> "Sketch":
         """This sketch with its dense matrix held in ``dtype`` (float32 or float64) and
-        the ±1 signs of an ``"srht"`` sketch in int8.
+        the ±1 signs of an ``"srht"`` sketch in int8 (its sampled rows in the smallest
+        unsigned type that indexes ``d_pad`` rows).
 
         For a caller that projects arrays of that dtype only (the quantized cache codes
         float32 keys): every product casts the matrix to its input's dtype, so float32
@@ -109,7 +110,8 @@ class Sketch:
         memory; float64 inputs would multiply by the rounded matrix. The srht signs are
         ±1, exact in int8, and every use casts them to the input's dtype (or multiplies
         them into the float64 Hadamard rows, :attr:`matrix`): the same numbers bit for
-        bit for either dtype, at 1/8 of the float64 bytes.
+        bit for either dtype, at 1/8 of the float64 bytes (the row indices select the
+        same rows).
 
         Parameters
         ----------
@@ -134,6 +136,9 @@ class Sketch:
             changes["dense"] = self.dense.astype(dtype)
         if self.signs is not None and self.signs.dtype != np.int8:
             changes["signs"] = self.signs.astype(np.int8)
+        index = np.min_scalar_type(next_pow2(self.dim) - 1)  # row indices < d_pad
+        if self.rows is not None and self.rows.dtype != index:
+            changes["rows"] = self.rows.astype(index)
         for a in changes.values():
             a.setflags(write=False)  # as make_sketch leaves its arrays
         return dataclasses.replace(self, **changes) if changes else self

@@ -312,7 +312,7 @@ def test_sketch_matrix_keyword_replaces_the_matrix():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m,d,draws", [(64, 64, ()), (200, 96, (3,)), (40, 48, (2, 2))])
+@pytest.mark.parametrize("m,d,draws", [(64, 64, ()), (200, 96, (3,)), (40, 48, (2, 2)), (300, 200, ())])
 def test_srht_signs_held_in_int8_project_bit_for_bit(dtype, m, d, draws):
     # +-1 is exact in int8 and every use casts the signs to the input's dtype (or
     # multiplies them into float64 Hadamard rows): the same numbers for either dtype
@@ -321,6 +321,8 @@ def test_srht_signs_held_in_int8_project_bit_for_bit(dtype, m, d, draws):
     s8 = s.held_as(dtype)
     assert s8.signs.dtype == np.int8 and s.signs.dtype == np.float64 and s8.held_as(np.float64) is s8
     assert s8.signs.nbytes * 8 == s.signs.nbytes and not s8.signs.flags.writeable
+    if s.rows is not None:  # a partial last block: its sampled rows as uint8 (d_pad <= 256)
+        assert s8.rows.dtype == np.uint8 and np.array_equal(s8.rows, s.rows)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(draws + (7, d)).astype(dtype)
     y = np.sign(rng.standard_normal(draws + (7, m))).astype(dtype)
