@@ -95,7 +95,8 @@ class FP8Coder:
     dim : int
         Head dimension.
     scale : {"head", "tensor"} or float
-        What one float32 scale covers, or a static scale > 0 (module docstring).
+        What one float32 scale covers, or a static scale > 0 (module docstring) that is
+        a positive finite float32 once rounded (1.4e-45 to 3.4e38).
 
     Examples
     --------
@@ -118,6 +119,14 @@ class FP8Coder:
             except TypeError as exc:
                 raise TypeError(f"scale must be one of {list(SCALES)} or a positive float; "
                                 f"received {_describe(scale)}") from exc
+            # it is stored and applied as float32: one that rounds to 0 or inf there would
+            # code everything as 0 (as an all-zero head) or decode 0·inf = NaN
+            with np.errstate(over="ignore"):
+                s32 = np.float32(self.scale)
+            if not (np.isfinite(s32) and s32 > 0):
+                raise ValueError(f"scale must be a positive float32 (it is stored as one), in "
+                                 f"[{float(np.finfo(np.float32).smallest_subnormal):.3g}, "
+                                 f"{float(np.finfo(np.float32).max):.5g}]; received {self.scale!r}")
         self.dtype = np.dtype(FP8_FORMATS[self.fmt])
         self.fmax = float(ml_dtypes.finfo(self.dtype).max)
         self.nominal_bits = 8.0

@@ -104,6 +104,17 @@ def test_static_scale_clamps_like_vllm():
         FP8Coder("fp8_e4m3", 4, scale=[1.0])
 
 
+@pytest.mark.parametrize("scale", [1e39, 1e-50])
+def test_static_scale_must_be_a_positive_float32(scale):
+    # stored as float32: 1e39 would be inf (decoding 0·inf = NaN), 1e-50 would be 0 (every
+    # value coded as 0, as an all-zero head): both are refused, naming scale
+    with pytest.raises(ValueError, match=r"scale must be a positive float32 .*received 1e"):
+        FP8Coder("fp8_e4m3", 4, scale=scale)
+    tiny = FP8Coder("fp8_e4m3", 4, scale=1e-45)  # the smallest float32: everything clamps
+    np.testing.assert_array_equal(tiny.roundtrip(np.array([[1.0, -1.0, 0.0, 2.0]])),
+                                  np.float32(448) * np.float32(1e-45) * np.array([[1, -1, 0, 1]]))
+
+
 def test_zero_bits_and_errors():
     coder = FP8Coder("fp8_e5m2", 16)
     codes = coder.encode(np.zeros((2, 5, 16)))
