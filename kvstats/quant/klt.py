@@ -30,11 +30,16 @@ half, the side information it is decoded with: the ``rank × d`` basis, ``μ`` a
 ``16·rank·d + 16·d + 24·rank`` bits — two such sets per block, amortised over the
 block's tokens: ``2·(16·rank·d + 16·d + 24·rank)/(group_size·d)`` bits per coordinate
 (4.1 at d = rank = 128 and 1,024 tokens; 0.54 at rank 16). The encoder projects with the
-stored (float16) basis and mean, so decoding uses exactly what is stored.
+stored (float16) basis and mean, so decoding uses exactly what is stored. A mean or scale
+beyond float16 (65504) is a ValueError (checked before any product of the tokens can
+overflow); calibration tokens whose every scale is below float16's smallest normal
+(6.1e-5) warn: those axes keep little precision, and below ~3e-8 decode to the mean.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +54,12 @@ __all__ = ["KLTCodes", "KLTCoder", "water_fill_bits", "MAX_AXIS_BITS"]
 MAX_AXIS_BITS = 8
 _FP16_BITS = 16
 _FP16_MAX = float(np.finfo(np.float16).max)
+_FP16_NORMAL = float(np.finfo(np.float16).smallest_normal)  # below: subnormal, precision lost
+
+
+def _raise_beyond_fp16(what: str, value: float) -> None:
+    raise ValueError(f"x is beyond klt's float16 side information: a {what} {value:.4g} > "
+                     "65504; received such x")
 
 
 def _lm_distortion() -> np.ndarray:
@@ -169,6 +180,7 @@ class KLTCoder:
         mean = y.mean(axis=-2)
         c = y - mean[..., None, :]
         m, d = y.shape[-2], y.shape[-1]
+        self._check_side_range(mean, c)
         gram = None
         if self.rank < m < d:
             # fewer tokens than dimensions: the m × m Gram matrix c cᵀ has the covariance's
@@ -206,11 +218,25 @@ class KLTCoder:
         sigma = np.sqrt(lam)
         for what, v in (("mean", mean), ("scale", sigma)):
             if np.max(np.abs(v), initial=0.0) > _FP16_MAX:
-                raise ValueError(f"x is beyond klt's float16 side information: a {what} of "
-                                 f"{float(np.max(np.abs(v))):.4g} > 65504; received such x")
+                _raise_beyond_fp16(f"{what} of", float(np.max(np.abs(v))))
         sigma16 = sigma.astype(np.float16)
         alloc = water_fill_bits(sigma16.astype(np.float64) ** 2, self.code_bits)
         return basis.astype(np.float16), mean.astype(np.float16), sigma16, alloc
+
+    @staticmethod
+    def _check_side_range(mean: np.ndarray, c: np.ndarray) -> None:
+        """The float16 range checks of `_fit`, made before any product of the tokens ``c``
+        (centred, ``(*batch, m, d)``) can overflow: the shrunk largest scale is at least
+        ``max|c| / sqrt(m·d)`` (a token's ``c cᵀ/m`` is below the covariance, whose largest
+        eigenvalue and trace/d both bound it), so beyond that bound the fit would be
+        refused anyway."""
+        top = float(np.max(np.abs(mean), initial=0.0))
+        if not top <= _FP16_MAX:  # also a mean that overflowed to inf
+            _raise_beyond_fp16("mean of", top)
+        m, d = c.shape[-2], c.shape[-1]
+        spread = float(np.max(np.abs(c), initial=0.0)) / math.sqrt(m * d)
+        if not spread <= _FP16_MAX:
+            _raise_beyond_fp16("scale of at least", spread)
 
     def _check(self, x: np.ndarray) -> np.ndarray:
         x = as_float_array(x, "x", min_ndim=2)
@@ -271,7 +297,18 @@ class KLTCoder:
     def _sides(self, x: np.ndarray) -> tuple[tuple[int, ...], list[tuple[np.ndarray, ...]]]:
         bounds = self.halves(x.shape[-2])
         parts = [x[..., a:b, :] for a, b in zip(bounds[:-1], bounds[1:])]
-        return bounds, [self._fit(parts[h ^ 1]) for h in range(len(parts))]
+        sides = [self._fit(parts[h ^ 1]) for h in range(len(parts))]
+        # calibration tokens that vary, yet every float16 scale fitted on them is subnormal
+        tiny = np.stack([(side[2].max(axis=-1) < _FP16_NORMAL)
+                         & np.any(np.ptp(parts[h ^ 1], axis=-2) > 0, axis=-1)
+                         for h, side in enumerate(sides)])
+        if tiny.any():
+            warnings.warn(
+                f"x: {int(tiny.sum())} of {tiny.size} calibration halves have every scale below "
+                f"float16's smallest normal ({_FP16_NORMAL:.3g}): klt stores its scales in "
+                "float16, so those axes lose their precision (below ~3e-8 they decode to the "
+                "mean); rescale x if these values matter", UserWarning, stacklevel=3)
+        return bounds, sides
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> KLTCodes:
         """Codes of every token, each half with the statistics of its partner half."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,50 @@ def test_bits_rank_cap_and_errors():
     # codes of another rank: a ValueError naming both (was numpy's broadcast error)
     with pytest.raises(ValueError, match=r"codes must come from a KLTCoder with rank=8, dim=64"):
         coder.decode(KLTCoder(4, 64, rank=16, group_size=256).encode(x))
+
+
+@pytest.mark.parametrize("offset,scale", [(0.0, 1e200), (1e200, 1.0), (0.0, 1e155), (1e5, 1.0)])
+def test_inputs_beyond_the_float16_side_information_are_value_errors(offset, scale):
+    # refused before any product can overflow: a mean beyond 65504, or a spread whose shrunk
+    # largest scale must be (max|x - mean| / sqrt(m·d) bounds it below); was numpy's
+    # LinAlgError ("Eigenvalues did not converge") at 1e200, with overflow warnings
+    x = offset + scale * gaussian(400, 16, seed=3)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="x is beyond klt's float16 side information: a "
+                                             "(mean|scale) of"):
+            KLTCoder(2, 16, group_size=200).roundtrip(x)
+
+
+def test_the_early_range_check_refuses_only_what_the_fit_would():
+    # values up to 1.5e5 (largest scale 54,304 < 65504) are coded; 2e5 (scale 67,040) is
+    # refused by the fit's own check, not the early one (a bound max|x - mean| > 65504
+    # without the 1/sqrt(m·d) would refuse the first: checked by mutation)
+    x = gaussian(400, 16, seed=3)[0]
+    coder = KLTCoder(2, 16, group_size=200)
+    codes = coder.encode(x / np.abs(x).max() * 1.5e5)
+    assert 5e4 < codes.sigma.astype(np.float64).max() < 65504
+    with pytest.raises(ValueError, match="a scale of 6.7"):
+        coder.encode(x / np.abs(x).max() * 2e5)
+
+
+@pytest.mark.parametrize("scale,warns", [(1e-9, True), (1e-3, False)])
+def test_tiny_inputs_warn_that_float16_scales_lose_them(scale, warns):
+    # every scale below float16's smallest normal: the axes lose their precision (1e-9:
+    # the scales round to 0 and every token decodes to the mean) -- a warning, as
+    # uniform_quantize's for such groups; ordinary values do not warn
+    x = scale * gaussian(400, 16, seed=3)[0]
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        r = KLTCoder(4, 16, group_size=200).roundtrip(x)
+    tiny = [w for w in got if "float16's smallest normal" in str(w.message)]
+    assert bool(tiny) == warns
+    err = np.mean((r - x) ** 2) / np.mean((x - x.mean(0)) ** 2)
+    assert (err > 0.9) if warns else (err < 0.1)
+    # a constant block (no spread at all) decodes to its mean without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        KLTCoder(4, 16, group_size=200).roundtrip(np.full((400, 16), 0.25))
 
 
 def _eigh_fit(coder, y):
