@@ -45,8 +45,8 @@ def cache_disagreement(cache, ref):
 
     Measured on the CPU (2026-12-02) for the device test's data (8 heads x 32k tokens,
     KQV@4 and QKQV@3), one encode against the same arithmetic with its matmuls summed in
-    reverse order: plane bytes 5.3e-6 to 6.7e-6, signs of code-equal tokens ~3e-6 of their
-    bytes, norms 0; counting every sign byte instead gave 4.6e-5 to 6.1e-5 (a 1.6x margin
+    reverse order: plane bytes 5.3e-6 to 6.7e-6, sign bytes of code-equal tokens 1.9e-6 to
+    2.9e-6, norms 0; counting every sign byte instead gave 4.6e-5 to 6.1e-5 (a 1.6x margin
     under 1e-4), because ~1.1e-4 of the tokens have a moved code.
     """
     out = {}
