@@ -116,11 +116,14 @@ def _show_warnings(warned: list[tuple[type[Warning], str, str, int, str | None]]
     """Warn here, under this process's filters and ``showwarning``, what a task recorded
     (in a worker or here), each warning once per sweep (``seen``): the same warning of
     every chunk and task is one line, not hundreds; the filters' own once-per-place
-    record does not hold it, being cleared whenever any code changes the filters."""
+    record does not hold it, being cleared whenever any code changes the filters. "The
+    same" is the same category and place: a message that counts what its chunk held
+    (the norm-range warnings) differs from chunk to chunk, and the first one stands for all."""
     for warning in warned:
-        if warning not in seen:
-            seen.add(warning)
-            category, text, filename, lineno, module = warning
+        category, text, filename, lineno, module = warning
+        place = (category, filename, lineno, module)
+        if place not in seen:
+            seen.add(place)
             warnings.warn_explicit(text, category, filename, lineno, module=module)
 
 
