@@ -294,3 +294,22 @@ def test_measurement_md_kivi_snr_numbers_come_out():
     shown = kivi_snr_example()
     assert shown.split("; window")[0] in text, shown
     assert "~" + shown.split("window ")[1] in text, shown
+
+
+def test_usage_practical_notes_one_more_bit_example_prints_its_comments(capsys):
+    # docs/usage.md "Practical notes": why QKQV at n = 2 beats n = 3 on nu = 1.5 keys in the
+    # demo's report (one-hot keys after the rotation). The snippet's printed numbers must
+    # be the ones its comments and the prose state.
+    import textwrap
+
+    text = (DOCS / "usage.md").read_text()
+    notes = text[text.index("## Practical notes"):]
+    code = textwrap.dedent(re.search(r"```python\n(.*?)```", notes, re.S).group(1))
+    exec(compile(code, "usage.md", "exec"), {})
+    printed = capsys.readouterr().out.split()
+    snr = [printed[i] for i in range(1, 8, 2)]
+    assert snr == list(re.search(r"# ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+) dB", code).groups())
+    assert f"{float(printed[-1]):.2f}" == re.search(r"# (0\.\d\d)\n", code).group(1)
+    prose = " ".join(notes.split())
+    assert f"({float(snr[0]):.1f} dB on one-hot keys)" in prose
+    assert f"{round(100 * float(printed[-1]))}% of those keys' energy" in prose
