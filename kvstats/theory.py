@@ -67,6 +67,7 @@ def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]
     Parameters
     ----------
     x : array_like
+        Points at which to evaluate (finite).
     dim : int
         ``>= 2`` (``dim = 2`` is the arcsine density, infinite at +-1).
 
@@ -182,6 +183,17 @@ def unit_vector_mse(bits: int, dim: int) -> float:
     the codebook is optimal for); ``dim`` is the number of coded coordinates (``d_pad``
     for a padded Hadamard rotation). This is the paper's ``D_mse`` (Zandieh et al. 2025,
     Theorem 1), which it rounds to 0.36, 0.117, 0.03, 0.009 for b = 1..4.
+
+    Parameters
+    ----------
+    bits : int
+        0..8 (0 gives 1: the 0-bit code outputs 0).
+    dim : int
+        Coded coordinates, >= 2.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -473,6 +485,11 @@ def turboquant_mse_bounds(bits: int) -> tuple[float, float]:
     code meets it exactly (``3 D_b(3) = 4^-b``) and a Lloyd-trained 8-point code on S^2
     (b = 1) reaches 0.242 < 1/4; at d = 2, b = 1 the scalar code is at 0.189 (tested).
 
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate, >= 1.
+
     Returns
     -------
     (lower, upper) : tuple of float
@@ -493,6 +510,15 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
     For unit x in R^dim at ``bits`` bits per coordinate: upper (TurboQuant-prod, Zandieh
     et al. 2025, Theorem 2) ``sqrt(3) pi^2 ||y||^2 / dim * 4^-b``; lower (Theorem 3)
     ``||y||^2 / dim * 4^-b``.
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate, >= 1.
+    dim : int
+        Dimension of x, >= 1.
+    y_norm : float
+        ``||y||``, >= 0.
 
     Returns
     -------
@@ -527,6 +553,19 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
     ``(1 - 2/(pi dim)) dim high_rate_distortion(0, "beta", dim) / (sqrt(3) pi / 2)``,
     0.972 at dim = 128, and to 1 only as dim -> infinity).
 
+    Parameters
+    ----------
+    bits : int
+        Total bits per coordinate, 1..9 (``bits - 1`` scalar bits and the 1-bit sketch).
+    dim : int
+        Dimension of x and rows of the sketch, >= 2.
+    y_norm : float
+        ``||y||``, >= 0.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> d = turboquant_prod_distortion(3, 128)
@@ -549,7 +588,7 @@ def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstructio
     - ``"orthogonal_to_reconstruction"``: an MSE-optimal (Lloyd--Max) code, whose centroid
       condition makes ``E⟨x̂, x − x̂⟩ = 0`` (per vector in high dimension):
       ``‖x‖² = ‖x̂‖² + ‖e‖²``, so ``cos φ = ‖x̂‖/‖x‖ = √(1 − 1/SNR)`` (such an error is
-      never larger than x: an SNR below 0 dB is refused);
+      never larger than x: an SNR below 0 dB is refused; 0 dB, x̂ = 0, gives π/2);
     - ``"orthogonal_to_signal"``: an unbiased estimate (QJL) with ``E⟨x, e⟩ = 0``:
       ``‖x̂‖² = ‖x‖² + ‖e‖²``, so ``cos φ = ‖x‖/‖x̂‖ = 1/√(1 + 1/SNR)``.
 
@@ -559,7 +598,7 @@ def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstructio
     Parameters
     ----------
     snr_db : array_like
-        SNR in dB (``> 0`` for ``"orthogonal_to_reconstruction"``).
+        SNR in dB (``>= 0`` for ``"orthogonal_to_reconstruction"``).
     error : {"orthogonal_to_reconstruction", "orthogonal_to_signal"}
 
     Returns
@@ -580,7 +619,7 @@ def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstructio
     if error == "orthogonal_to_signal":
         return np.arctan(np.sqrt(inv))       # tan φ = ‖e‖/‖x‖: exact and accurate at small φ
     if np.any(inv > 1):
-        raise ValueError(f"snr_db must be > 0 for error='orthogonal_to_reconstruction' (an error "
+        raise ValueError(f"snr_db must be >= 0 for error='orthogonal_to_reconstruction' (an error "
                          f"orthogonal to x̂ is never larger than x); received minimum {float(snr_db.min())}")
     return np.arcsin(np.sqrt(inv))           # sin φ = ‖e‖/‖x‖
 
@@ -593,6 +632,18 @@ def distortion_table(bits: Iterable[int] = range(1, 9),
     tq_lower, tq_upper`` (``dim`` is NaN for the Gaussian row, whose ``dim_times_mse``
     is its own MSE).
 
+    Parameters
+    ----------
+    bits : iterable of int
+        Bit widths, each 1..8 (one iterator is fine: read once).
+    dims : iterable of int
+        Sphere dimensions, each >= 2.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One Gaussian row and one row per dim for each bit width, in that order.
+
     Examples
     --------
     >>> t = distortion_table(bits=[1, 2], dims=[128])
@@ -601,17 +652,19 @@ def distortion_table(bits: Iterable[int] = range(1, 9),
     """
     import pandas as pd
 
+    # read each iterable once, up front: dims is used for every bit width
+    bits = [check_int(b, "bits", low=1, high=8) for b in bits]
+    dims = [check_int(d, "dims", low=2) for d in dims]
     rows = []
     for b in bits:
-        b = check_int(b, "bits", low=1, high=8)
         g = lloyd_max_distortion(b)
         lo, hi = turboquant_mse_bounds(b)
         rows.append(dict(bits=b, distribution="gaussian", dim=np.nan, mse=g, dim_times_mse=g,
                          ratio_to_gaussian=1.0, tq_lower=lo, tq_upper=hi))
         for d in dims:
-            d = check_int(d, "dims", low=2)
             mse = lloyd_max_distortion(b, "beta", d)
             rows.append(dict(bits=b, distribution="beta", dim=d, mse=mse, dim_times_mse=d * mse,
                              ratio_to_gaussian=d * mse / g, tq_lower=lo, tq_upper=hi))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["bits", "distribution", "dim", "mse", "dim_times_mse",
+                                       "ratio_to_gaussian", "tq_lower", "tq_upper"])
 

@@ -69,6 +69,18 @@ def test_distortion_table():
         assert g.ratio_to_gaussian.max() < 1
 
 
+def test_distortion_table_reads_each_iterable_once():
+    """dims is used for every bit width: a one-shot iterator gave beta rows for the first
+    bit width only. Empty bits give the documented columns; a bad dim is refused before
+    any row is computed."""
+    t = distortion_table(bits=iter([1, 2]), dims=(d for d in (64, 128)))
+    assert list(t.groupby("bits").size()) == [3, 3]
+    assert t.equals(distortion_table(bits=[1, 2], dims=[64, 128]))
+    assert list(distortion_table(bits=[]).columns) == list(t.columns)
+    with pytest.raises(ValueError, match=r"dims must be an integer in \[2, inf\]; received 1"):
+        distortion_table(bits=[1], dims=[64, 1])
+
+
 # --- QJL variance ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cos,m", [(0.0, 16), (0.9, 32), (-0.5, 8)])
@@ -124,11 +136,12 @@ def test_qjl_closed_forms_agree_where_they_overlap():
     assert _SKETCH_KINDS == SKETCHES
 
 
-@pytest.mark.parametrize("d,m", [(32, 32), (32, 16)])
+@pytest.mark.parametrize("d,m", [(32, 32), (32, 16), (24, 32)])
 def test_residual_inflation_matches_monte_carlo(d, m):
     """E[(<q, r_hat> - <q, r>)^2] / E[<q, r>^2] = (pi/2 - 1/d) d/m for r of uniform direction
     (here a uniform unit vector, with a fresh Gaussian sketch per trial); each expectation
-    is checked within 4 SE of its closed form."""
+    is checked within 4 SE of its closed form. (24, 32) is the padded shape: a residual
+    in R^d sketched with m = d_pad rows."""
     n = 20_000
     rng = np.random.default_rng(d + m)
     q = rng.standard_normal(d)
@@ -165,6 +178,57 @@ def test_residual_inflation_of_other_sketches_matches_monte_carlo(kind, m):
     assert within(err2, residual_inflation(d, m, kind))  # × E⟨q, r⟩² = E‖q‖²/d = 1
     assert not within(err2, residual_inflation(d, m), z=13.5)
     assert residual_inflation(d, m, "srht") == residual_inflation(d, m, "orthogonal")
+
+
+@pytest.mark.parametrize("d,m", [(2, 5), (5, 3), (8, 12), (24, 32), (16, 40), (128, 128), (96, 128)])
+def test_orthogonal_residual_inflation_is_the_reconstruction_mse(d, m):
+    """Two closed forms written apart must agree: for an isotropic q independent of the
+    sketch, E⟨q, x̃ − x⟩² = ‖q‖²·E‖x̃ − x‖²/d, so the inner-product inflation (the a², b²
+    variance averaged over orientations) equals the relative reconstruction MSE
+    (1/(mμ²) + P/m² − 1, counted from pairs of rows), for every block layout. E S² cancels
+    in that average (a² = 1/d, b² = 1 − 1/d), so this checks the block layout and the
+    d − 1 of E T²; E S² itself is checked at fixed pairs by
+    test_orthogonal_qjl_variance_matches_an_inline_haar_sketch."""
+    from kvstats.theory import qjl_reconstruction_mse
+
+    assert residual_inflation(d, m, "orthogonal") == pytest.approx(
+        qjl_reconstruction_mse("orthogonal", m, d), rel=1e-12)
+
+
+@pytest.mark.parametrize("d,m", [(6, 4), (6, 6), (6, 9), (3, 7)])
+def test_qjl_reconstruction_mse_matches_inline_sketches(d, m):
+    """x̃ = c‖x‖Sᵀsign(Sx) with inline sketches at d not a power of two: Gaussian rows
+    (c = √(π/2)/m) and √d times Haar rows in blocks of d (c = 1/(m√d·E|u₁|), E|u₁| from
+    scipy): the mean of ‖x̃ − x‖²/‖x‖² over independent sketches within 4 SE of
+    qjl_reconstruction_mse (the law does not depend on x's direction: both sketch laws
+    are rotation invariant); the other kind's value is rejected (power)."""
+    from kvstats.theory import qjl_reconstruction_mse
+
+    n = 20_000
+    rng = np.random.default_rng((d, m, 3))
+    x = rng.standard_normal(d) * 2.5
+    gauss = rng.standard_normal((n, m, d))
+    blocks = [_haar(n, d, rng)[:, :rows] for rows in [d] * (m // d) + ([m % d] if m % d else [])]
+    orth = math.sqrt(d) * np.concatenate(blocks, axis=1)
+    scales = {"gaussian": math.sqrt(math.pi / 2) / m, "orthogonal": 1 / (m * math.sqrt(d) * _sphere_abs_mean(d))}
+    rel = {}
+    for kind, s in (("gaussian", gauss), ("orthogonal", orth)):
+        xt = scales[kind] * np.linalg.norm(x) * np.einsum("nmd,nm->nd", s, np.sign(s @ x))
+        rel[kind] = ((xt - x) ** 2).sum(1) / (x @ x)
+        assert within(rel[kind], qjl_reconstruction_mse(kind, m, d))
+    assert not within(rel["orthogonal"], qjl_reconstruction_mse("gaussian", m, d))
+    assert not within(rel["gaussian"], qjl_reconstruction_mse("orthogonal", m, d))
+
+
+def test_one_dimensional_orthogonal_sketch_is_exact():
+    """d = 1: rows ±1, sign(s·x)·s·|x| = x for every row, so the orthogonal estimate has no
+    error (E|u₁| = 1); the Gaussian one keeps (π/2 − 1)/m."""
+    from kvstats.theory import qjl_reconstruction_mse, qjl_variance, sphere_abs_moment
+
+    assert sphere_abs_moment(1) == pytest.approx(1.0, rel=1e-15)
+    assert qjl_reconstruction_mse("orthogonal", 3, 1) == pytest.approx(0.0, abs=1e-15)
+    assert float(qjl_variance("orthogonal", 3, np.array([0.7]), np.array([-2.0]))) == pytest.approx(0.0, abs=1e-15)
+    assert qjl_reconstruction_mse("gaussian", 3, 1) == pytest.approx((math.pi / 2 - 1) / 3, rel=1e-15)
 
 
 def test_sketch_kinds_in_bit_trade_inflation():
@@ -476,8 +540,12 @@ def test_direction_error_exact_geometry():
     xh, x2 = x, x - e                                                           # e ⟂ x̂ = x
     snr = 10 * np.log10((x2 * x2).sum(1) / (e * e).sum(1))
     np.testing.assert_allclose(direction_error(snr), cosang(x2, xh), rtol=1e-9)
-    with pytest.raises(ValueError, match="snr_db must be > 0 for error='orthogonal_to_reconstruction'"):
+    with pytest.raises(ValueError, match="snr_db must be >= 0 for error='orthogonal_to_reconstruction'"):
         direction_error([3.0, -1.0])
+    with pytest.raises(ValueError, match="snr_db must be >= 0"):
+        direction_error(-1e-9)
+    # 0 dB is the 0-bit code (x̂ = 0, ‖e‖ = ‖x‖): allowed, a right angle
+    assert float(direction_error(0.0)) == math.pi / 2
     with pytest.raises(ValueError, match="error must be one of"):
         direction_error(3.0, "unbiased")
 
