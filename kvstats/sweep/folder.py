@@ -1,0 +1,288 @@
+"""The folder of a sweep: its lock, which folders a sweep may take, and what it clears.
+
+What :mod:`kvstats.sweep.store` writes goes into one output folder, which these rules keep
+to one sweep:
+
+- **one sweep per folder at a time**: :func:`lock_dir` takes an exclusive lock
+  (``DIR/.kvstats.lock``, ``flock``; the kernel drops it when the process dies, even by
+  ``kill -9``) and a second sweep into the folder *refuses* at once with
+  :class:`SweepLockedError` naming the holder (waiting would hide a mistaken ``--out``);
+- **one sweep per folder**: :func:`clear_outputs` removes, before any compute, what a
+  previous sweep left that the new one does not own: its manifest (first), results,
+  report, tables, figures, temporary files and the cells of other grids (documented
+  choice: the folder then always describes one sweep; cells of this grid are kept for
+  ``--resume``). Files kvstats does not write are never touched;
+- **never a folder of someone else's files**: :func:`check_out_folder` refuses, before
+  the lock file is created, a folder that holds files but neither the lock file, a
+  kvstats manifest nor a report's record of its files (``--out docs`` by mistake), since
+  the sweep's and the report's files would overwrite files of the same names there.
+
+Everything here is importable from :mod:`kvstats.sweep.store` as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kvstats._checks import check_choice
+from kvstats.results import MANIFEST, RESULTS
+
+__all__ = ["SweepLockedError", "lock_dir", "check_out_folder", "clear_outputs", "check_writable",
+           "LOCK_NAME"]
+
+#: The lock file of a sweep directory.
+LOCK_NAME = ".kvstats.lock"
+# What a sweep or its report writes into DIR (removed when another sweep takes the folder).
+_REPORT_FILES = ("report.md", "report.html", "report.json")
+_OWNED_DIRS = {"tables": (".csv",), "figures": (".png", ".svg")}
+_TABLE_SUFFIXES = (".parquet", ".csv")
+# kvstats.report.render.REPORT_RECORD (not imported: the store sits below the report;
+# tests/sweep/test_out_folder.py holds the two equal)
+_REPORT_RECORD = "report_files.json"
+# What each command writes into its output folder (named when a folder is refused).
+_WRITES = {"sweep": f"{MANIFEST}, {RESULTS}.*, cells/, report.md/.html/.json, tables/ and figures/",
+           "report": "report.md/.html/.json, tables/ and figures/"}
+
+
+class SweepLockedError(RuntimeError):
+    """Another sweep holds the output folder's lock."""
+
+
+# ---------------------------------------------------------------- the lock
+_HELD: dict[str, list[Any]] = {}  # resolved dir -> [file, count, thread id]
+_HELD_GUARD = threading.Lock()
+
+
+def _holder(lock_path: Path) -> str:
+    try:
+        text = lock_path.read_text(encoding="utf-8").strip()
+    except OSError:
+        text = ""
+    return text or "another process"
+
+
+@contextlib.contextmanager
+def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Hold the exclusive lock of a sweep directory (created if missing) while inside.
+
+    The lock is ``DIR/.kvstats.lock`` under ``flock``: released when the process ends,
+    however it ends. Re-entrant in the thread that holds it (``kvstats sweep`` holds it
+    across the sweep and its report); another process, or another thread, gets a
+    :class:`SweepLockedError` at once. Without ``fcntl`` (Windows) no lock is taken.
+
+    Raises
+    ------
+    SweepLockedError
+        Another sweep writes into the folder.
+    NotADirectoryError
+        ``out_dir`` is a file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with lock_dir(d), lock_dir(d):  # re-entrant in one thread
+    ...     (Path(d) / ".kvstats.lock").is_file()
+    True
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output folder {str(out)!r} is a file, not a folder; choose a "
+                                 "folder for --out")
+    out.mkdir(parents=True, exist_ok=True)
+    key = str(out.resolve())
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            if held[2] != me:
+                raise SweepLockedError(f"output folder {str(out)!r} is in use by another sweep "
+                                       "in this process; use another folder")
+            held[1] += 1
+    if held is not None:
+        try:
+            yield out
+        finally:
+            with _HELD_GUARD:
+                held[1] -= 1
+        return
+    lock_path = out / LOCK_NAME
+    fh = open(lock_path, "a+", encoding="utf-8")
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            fcntl = None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SweepLockedError(
+                    f"output folder {str(out)!r} is in use by another sweep ({_holder(lock_path)}); "
+                    "wait for it to finish or choose another --out") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {platform.node()} since {_now()}\n")
+        fh.flush()
+        with _HELD_GUARD:
+            _HELD[key] = [fh, 1, me]
+        try:
+            yield out
+        finally:
+            with _HELD_GUARD:
+                del _HELD[key]
+            with contextlib.suppress(OSError):
+                fh.seek(0)
+                fh.truncate()
+    finally:
+        fh.close()  # closing the descriptor drops the flock
+
+
+def _kvstats_record(path: Path, key: str) -> bool:
+    """Whether ``path`` is a JSON record kvstats wrote (an object carrying ``key``)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and key in record
+
+
+def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
+    """Refuse an output folder that holds files but no kvstats output, before touching it.
+
+    A folder is taken when it does not exist yet, is empty (hidden entries such as
+    ``.DS_Store`` or ``.gitkeep`` do not count: kvstats overwrites no hidden name), or
+    was written by kvstats:
+    it holds the lock file :data:`LOCK_NAME` (every sweep and ``kvstats report`` takes
+    it first), a kvstats ``manifest.json`` or a report's record of its files
+    (:data:`kvstats.report.render.REPORT_RECORD`, written by ``hypothesis_report``, also
+    while it moves its files into place: a report interrupted there is retried, not
+    refused). Any other folder with something in it (``--out docs``,
+    ``--out .`` or ``--out results`` by mistake) is a ValueError naming the folder and
+    what it holds: a sweep (``what="sweep"``) writes ``manifest.json``, ``results.*``,
+    ``cells/`` and the report, a report (``what="report"``) ``report.md/.html/.json``,
+    ``tables/`` and ``figures/``, and either would overwrite files of those names. Refusing is the safer and simpler rule: whether an existing
+    ``report.md`` is kvstats' cannot be told from its name. Call it before
+    :func:`lock_dir`, which creates the lock file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> check_out_folder(d)  # empty: taken
+    >>> _ = (d / ".DS_Store").write_bytes(b"")
+    >>> check_out_folder(d)  # only hidden entries: taken
+    >>> _ = (d / "report.md").write_text("my notes")
+    >>> check_out_folder(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: output folder '...' holds 1 entry (report.md) and nothing kvstats wrote ...
+    """
+    writes = check_choice(what, "what", list(_WRITES))
+    out = Path(out_dir)
+    if (not out.is_dir() or (out / LOCK_NAME).exists() or _kvstats_record(out / MANIFEST, "kvstats_sweep")
+            or _kvstats_record(out / _REPORT_RECORD, "kvstats_report_files")):
+        return  # new (or a file: lock_dir says so), or written by kvstats
+    # hidden entries (.DS_Store, .gitkeep, .git/) are not the user's results, and the only
+    # hidden names kvstats writes (its lock, its .<name>.<random>.tmp files, a report's
+    # .report-staging-<id>/ folder) are its own:
+    # a folder of only those counts as empty
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir()
+                     if not p.name.startswith("."))
+    if not entries:
+        return
+    shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+    raise ValueError(
+        f"output folder {str(out)!r} holds {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} "
+        f"({shown}) and nothing kvstats wrote (no {LOCK_NAME}, {MANIFEST} or {_REPORT_RECORD}); "
+        f"a {what} writes "
+        f"{_WRITES[writes]} there and would overwrite files of those names: choose a new or empty "
+        "folder")
+
+
+def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
+    """Remove what a previous sweep left in ``out_dir`` that this one does not own.
+
+    In this order: ``manifest.json`` (first, so that nothing left pairs with anything),
+    ``results.*``, the report (``report.md/.html/.json``, ``tables/*.csv``,
+    ``figures/*.png|svg``), temporary files of interrupted writes, and cells whose id is
+    not in ``keep_cells``. Call it while holding :func:`lock_dir`. Returns the removed
+    paths, relative to ``out_dir``. A folder that holds no sweep (neither
+    ``manifest.json`` nor ``cells/``) is left alone, so figures kvstats did not write
+    are never removed (:func:`run_sweep` refuses such a folder before, with
+    :func:`check_out_folder`, when it is not empty).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "figures").mkdir(); (d / "figures" / "old.png").write_bytes(b"")
+    0
+    >>> (d / "notes.txt").write_text("mine")
+    4
+    >>> clear_outputs(d, set())  # no sweep here: nothing removed
+    []
+    >>> (d / "cells").mkdir()
+    >>> clear_outputs(d, set()), sorted(p.name for p in d.iterdir())
+    (['figures/old.png'], ['cells', 'notes.txt'])
+    """
+    removed: list[str] = []
+    if not ((out_dir / MANIFEST).is_file() or (out_dir / "cells").is_dir()):
+        return removed
+
+    def rm(path: Path) -> None:
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            removed.append(str(path.relative_to(out_dir)))
+
+    rm(out_dir / MANIFEST)
+    for ext in _TABLE_SUFFIXES:
+        rm(out_dir / f"{RESULTS}{ext}")
+    for name in _REPORT_FILES:
+        rm(out_dir / name)
+    for sub, exts in _OWNED_DIRS.items():
+        folder = out_dir / sub
+        if folder.is_dir():
+            for path in sorted(folder.iterdir()):
+                if path.suffix in exts:
+                    rm(path)
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+    for path in sorted(out_dir.glob(".*.tmp")):
+        rm(path)
+    cells = out_dir / "cells"
+    if cells.is_dir():
+        for path in sorted(cells.iterdir()):
+            stale_tmp = path.name.startswith(".") and path.suffix == ".tmp"
+            foreign = path.suffix in _TABLE_SUFFIXES and path.stem not in keep_cells
+            if stale_tmp or foreign:
+                rm(path)
+    return removed
+
+
+def check_writable(folder: Path) -> None:
+    """Raise the OSError of creating a file in ``folder`` now, before any compute.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> check_writable(Path(tempfile.mkdtemp()) / "cells")  # created, writable: no error
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".write-check.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    os.unlink(name)
+
+
+def _now() -> str:
+    """The time now, in UTC, to the second (the lock file's and the manifest's record)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

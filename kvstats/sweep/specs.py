@@ -1,0 +1,317 @@
+"""The entries of a sweep config: :class:`SchemeSpec`, :class:`DistributionSpec`, and how
+a ``[[schemes]]`` or ``[[distributions]]`` entry is read and checked.
+
+:class:`~kvstats.sweep.config.SweepConfig` reads each entry here, so that every entry's
+message names its key, what is allowed and what was received; the small integer checks
+the config's lists share are here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from kvstats._checks import check_int, did_you_mean
+from kvstats.data.register import distribution_names
+from kvstats.data.synthetic import _resolve
+from kvstats.quant.register import scheme_names
+from kvstats.quant.registry import scheme_def
+from kvstats.results import REAL
+from kvstats.sweep.plan import _canonical, _fmt_params
+from kvstats.sweep.sources import _real_params
+
+__all__ = ["SchemeSpec", "DistributionSpec", "parse_scheme", "parse_distributions", "MIN_KEYS"]
+
+#: Arguments of :func:`kvstats.make_scheme` the sweep sets itself, which scheme params
+#: must therefore not carry (with where each comes from).
+_SWEEP_SET = {"name": "the entry's 'name'", "bits": "from 'budgets'", "dim": "from 'dims'",
+              "seed": "from 'seed', per cell and chunk", "draws": "one draw per trial"}
+
+# the end of an unknown distribution name without a near miss (registry.scheme_def says
+# the same of schemes): where a name of the user's own comes from
+_OWN_HINT = ("; a distribution of your own must be registered in this process first "
+             "(kvstats.register_distribution, or a module named in [sweep] plugins)")
+
+# where TOML puts a key written below a table header (said of an entry's unknown keys)
+_TOML_NOTE = (": in TOML a key written below a [[schemes]] or [[distributions]] header belongs to that "
+              "entry; put sweep settings above the first header or under [sweep]")
+
+#: Fewest keys a case may have: the per-trial profile reports recall@5
+#: (:func:`kvstats.error_profile`, ``k = 5``).
+MIN_KEYS = 5
+
+
+def _check_params(params: Any, name: str) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name} must be a table/dict of parameters; received {params!r}")
+    for key, value in params.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{name} keys must be strings; received {key!r}")
+        if not isinstance(value, (int, float, str, bool)):
+            raise TypeError(f"{name}[{key!r}] must be a number, string or boolean; received {value!r}")
+    return dict(params)
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    """One scheme of a sweep: a registry name, its settings, and a display label.
+
+    ``label`` (default: the name, or ``name[k=v,...]`` with settings) is what reports and
+    the ``scheme`` column show, so two settings of one scheme can be compared.
+    ``budgets`` overrides the sweep's budgets for this scheme (``None``: the sweep's).
+    Schemes whose budget their own parameters fix (registry ``fixed_budget``: mixed
+    precision ``"K4V2"``, ``identity``) run once per case with ``budget`` = their nominal
+    bits per coordinate.
+
+    Examples
+    --------
+    >>> SchemeSpec("kivi", {"group_size": 64}).display(), SchemeSpec("K4V2").fixed_budget
+    ('kivi[group_size=64]', True)
+    """
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    budgets: tuple[int, ...] | None = None
+
+    @property
+    def fixed_budget(self) -> bool:
+        """Whether the scheme's own parameters fix its budget (the registry's ``fixed_budget``).
+
+        Examples
+        --------
+        >>> SchemeSpec("KQV").fixed_budget, SchemeSpec("identity").fixed_budget
+        (False, True)
+        """
+        return scheme_def(self.name).fixed_budget
+
+    def display(self) -> str:
+        """The label reports and the ``scheme`` column show.
+
+        Examples
+        --------
+        >>> SchemeSpec("QKQV", {"sketch": "orthogonal"}).display(), SchemeSpec("KQV", label="mine").display()
+        ("QKQV[sketch='orthogonal']", 'mine')
+        """
+        if self.label:
+            return self.label
+        return self.name if not self.params else f"{self.name}[{_fmt_params(self.params)}]"
+
+
+@dataclass(frozen=True)
+class DistributionSpec:
+    """One data source of a sweep with one parameter set: a synthetic distribution (see
+    :func:`kvstats.sample`) or ``"real"`` (``params``: ``path``, optional ``layer``, ``head``;
+    see :func:`kvstats.data.real.load_trials`).
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": [
+    ...     {"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]}]})
+    >>> cfg.distributions[1]
+    DistributionSpec(name='heavy_tailed', params={'nu': 3.0})
+    """
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
+    """One ``schemes`` entry (a name, a dict or a :class:`SchemeSpec`) checked against the
+    registry (and the config's ``plugins``' registrations) as a :class:`SchemeSpec`.
+
+    Examples
+    --------
+    >>> parse_scheme({"name": "kivi", "params": {"group_size": 64}}).display()
+    'kivi[group_size=64]'
+    >>> parse_scheme({"name": "KQV", "params": {"bits": 3}})
+    Traceback (most recent call last):
+    ...
+    ValueError: scheme 'KQV[bits=3]' params must not set ['bits']: the sweep sets bits (from 'budgets'); ...
+    """
+    if isinstance(entry, SchemeSpec):
+        spec = entry
+    elif isinstance(entry, str):
+        spec = SchemeSpec(entry)
+    elif isinstance(entry, Mapping):
+        extra = sorted(set(entry) - {"name", "params", "label", "budgets"}, key=str)
+        if extra or "name" not in entry:
+            raise ValueError("a scheme entry must have 'name' and optionally 'params', 'label', "
+                             f"'budgets'; received {dict(entry)}"
+                             + _unknown_keys(extra, ("name", "params", "label", "budgets")))
+        budgets = entry.get("budgets")
+        label = entry.get("label", "")
+        if not isinstance(label, str):
+            raise TypeError(f"scheme {entry['name']!r} label must be a string; received {label!r}")
+        sdef = _scheme_def(entry["name"], plugins)
+        # the scheme's own range (QKQV from 2); a fixed-budget scheme's budgets are refused below
+        low, high = (1, 8) if sdef.fixed_budget else (sdef.min_bits, sdef.max_bits)
+        spec = SchemeSpec(entry["name"], _check_params(entry.get("params"), "scheme params"), label,
+                          None if budgets is None else _int_tuple(budgets, f"scheme {entry['name']!r} budgets",
+                                                                  low, high))
+    else:
+        raise TypeError(f"schemes entries must be names, dicts or SchemeSpec; received {entry!r}")
+    sdef = _scheme_def(spec.name, plugins)
+    if sdef.couples_trials(spec.params):
+        # the sweep codes trials in chunks: a per-call statistic would tie each trial's
+        # codes to the others of its chunk, and the numbers to the chunk size
+        raise ValueError(f"scheme {spec.display()!r} params {spec.params} give one encode call "
+                         "statistics shared by every trial it codes (one scale per call), so a "
+                         "trial's codes would depend on the trials coded with it and the results "
+                         "on the chunk size; use a per-trial setting (fp8/nvfp4: scale='head', "
+                         "the default, or a static scale=<float>)")
+    if spec.budgets is not None and spec.fixed_budget:
+        # its budgets would be ignored: the scheme runs once per case at its own bits
+        raise ValueError(f"scheme {spec.display()!r} has a fixed budget (its own name or params set "
+                         "its bits) and runs once per case: remove its 'budgets'; received "
+                         f"budgets {list(spec.budgets)}")
+    reserved = sorted(set(spec.params) & set(_SWEEP_SET))
+    if reserved:
+        # make_scheme would fail much later with "got multiple values for argument ..."
+        raise ValueError(f"scheme {spec.display()!r} params must not set {reserved}: the sweep sets "
+                         + ", ".join(f"{k} ({_SWEEP_SET[k]})" for k in reserved)
+                         + f"; received params {spec.params}")
+    return spec
+
+
+def parse_distributions(entry: Any, plugins: tuple[str, ...] = ()) -> list[DistributionSpec]:
+    """One ``distributions`` entry (a name, a dict or a :class:`DistributionSpec`) as its
+    specs: one per parameter table (``params`` may be a list of them).
+
+    Examples
+    --------
+    >>> parse_distributions({"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]})[1]
+    DistributionSpec(name='heavy_tailed', params={'nu': 3.0})
+    """
+    known = distribution_names() + (REAL,)
+    if isinstance(entry, DistributionSpec):
+        specs = [entry]
+    elif isinstance(entry, str):
+        specs = [DistributionSpec(entry)]
+    elif isinstance(entry, Mapping):
+        extra = sorted(set(entry) - {"name", "params"}, key=str)
+        if extra or "name" not in entry:
+            raise ValueError("a distribution entry must have 'name' and optionally 'params' "
+                             f"(a table or a list of tables); received {dict(entry)}"
+                             + _unknown_keys(extra, ("name", "params")))
+        params = entry.get("params")
+        param_sets = params if isinstance(params, list) else [params]
+        if not param_sets:
+            raise ValueError(f"distribution {entry['name']!r} params must be a table or a non-empty "
+                             "list of tables (one case each); received []")
+        specs = [DistributionSpec(entry["name"], p if entry["name"] == REAL
+                                  else _check_params(p, "distribution params"))
+                 for p in param_sets]
+    else:
+        raise TypeError(f"distributions entries must be names, dicts or DistributionSpec; "
+                        f"received {entry!r}")
+    for spec in specs:
+        if spec.name not in known:
+            raise ValueError(f"distribution name must be one of {list(known)}; received "
+                             f"{spec.name!r}{did_you_mean(spec.name, known) or _OWN_HINT}"
+                             f"{_plugins_said(plugins)}")
+        if spec.name == "heavy_tailed" and "nu" in spec.params:
+            # nu's range does not depend on (d, N): sample()'s own check, here rather
+            # than at the grid's first draw (other parameters, e.g. rank <= d, do)
+            try:
+                _resolve("heavy_tailed", {"nu": spec.params["nu"]}, MIN_KEYS, 1, MIN_KEYS,
+                         what="parameter(s)")
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"distribution 'heavy_tailed' param {exc}") from None
+    return [DistributionSpec(REAL, _real_params(s.params)) if s.name == REAL else s for s in specs]
+
+
+def _scheme_def(name: Any, plugins: tuple[str, ...]) -> Any:
+    """The registry entry of a config's scheme name; an unknown name's message (the
+    registry's: the names, a near miss) adds what the config's plugins registered."""
+    try:
+        return scheme_def(name)
+    except TypeError:
+        raise ValueError(f"scheme name must be one of {list(scheme_names())} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+                         f"received {name!r}") from None
+    except ValueError as exc:
+        raise ValueError(f"{exc}{_plugins_said(plugins)}") from None
+
+
+def _plugins_said(plugins: tuple[str, ...]) -> str:
+    """``"; the config's plugins: ..."`` with what each registered (:func:`kvstats.plugins.plugin_summary`)."""
+    from kvstats.plugins import plugin_summary
+
+    lines = plugin_summary(plugins)
+    return f". The config's [sweep] plugins: {'; '.join(lines)}" if lines else ""
+
+
+def _unknown_keys(extra: list[Any], allowed: tuple[str, ...]) -> str:
+    """``"; unknown key(s) [...] (did you mean ...?)"`` for an entry's message, or ``""``;
+    a sweep setting among them (``n_trials`` written below a ``[[schemes]]`` header)
+    says where TOML put it."""
+    from kvstats.sweep.config import SweepConfig   # the config reads its entries here: no cycle
+
+    if not extra:
+        return ""
+    settings = sorted(set(extra) & ({f.name for f in dataclasses.fields(SweepConfig)} | {"sweep"}))
+    note = f" ({settings} {'is a sweep setting' if len(settings) == 1 else 'are sweep settings'}{_TOML_NOTE})"
+    return f"; unknown key(s) {extra}{did_you_mean(str(extra[0]), allowed)}{note if settings else ''}"
+
+
+def _number_key(value: Any) -> Any:
+    """``value`` with an int and the float it equals made one (3 and 3.0 draw alike)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
+    """Refuse two synthetic entries that draw the same data: the same name and the same
+    parameters once the defaults fill what an entry leaves out (``heavy_tailed`` and
+    ``heavy_tailed`` with ``nu = 3.0``, or ``nu = 3`` and ``nu = 3.0``). Their case keys
+    differ, so they would get other data seeds and stand in the report as two cases of
+    one distribution. (Two ``real`` entries of one capture are refused in the grid.)"""
+    from kvstats.data.synthetic import default_params
+
+    seen: dict[str, DistributionSpec] = {}
+    for spec in dists:
+        if spec.name == REAL:
+            continue
+        full = {k: _number_key(v) for k, v in {**default_params(spec.name), **spec.params}.items()}
+        earlier = seen.setdefault(_canonical([spec.name, full]), spec)
+        if earlier is not spec:
+            raise ValueError(
+                f"distributions: {spec.name!r} with params {_fmt_params(earlier.params)} and with "
+                f"params {_fmt_params(spec.params)} are the same distribution (defaults filled in: "
+                f"{_fmt_params(full)}); keep one")
+
+
+def _as_list(value: Any, name: str) -> list[Any]:
+    if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
+        value = [value]
+    return list(value)
+
+
+def _int_tuple(values: Any, name: str, low: int | None, high: int | None, why: str = "") -> tuple[int, ...]:
+    items = _as_list(values, name)
+    if not items:
+        raise ValueError(f"{name} must contain at least one integer in {_range(low, high)}; "
+                         f"received {values!r}")
+    out = tuple(_int(v, name, low, high, why) for v in items)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} must not repeat values; received {list(out)}")
+    return out
+
+
+def _range(low: int | None, high: int | None) -> str:
+    return f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+
+
+def _int(value: Any, name: str, low: int | None, high: int | None, why: str = "") -> int:
+    """:func:`check_int`, its message followed by ``why`` (where the bounds come from)."""
+    try:
+        return check_int(value, name, low=low, high=high)
+    except (TypeError, ValueError) as exc:
+        if not why:
+            raise
+        raise type(exc)(f"{exc}{why}") from None
