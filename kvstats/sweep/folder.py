@@ -62,6 +62,27 @@ _HELD: dict[str, list[Any]] = {}  # resolved dir -> [file, count, thread id]
 _HELD_GUARD = threading.Lock()
 
 
+def _drop_inherited_locks() -> None:
+    """In a forked child, close its copies of the held lock files.
+
+    An ``flock`` belongs to the open file until every copy of its descriptor is closed,
+    and a fork copies them: a worker of a process pool forked during a sweep (an executor
+    the caller keeps for the next sweep) would otherwise hold the folder after the sweep
+    ends, and the caller's next sweep into it would be refused. The parent's own copy keeps
+    the lock while its sweep runs.
+    """
+    global _HELD_GUARD
+    _HELD_GUARD = threading.Lock()   # another thread may have held it at the fork
+    for fh, *_ in _HELD.values():
+        with contextlib.suppress(OSError):
+            fh.close()
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):   # POSIX
+    os.register_at_fork(after_in_child=_drop_inherited_locks)
+
+
 def _holder(lock_path: Path) -> str:
     try:
         text = lock_path.read_text(encoding="utf-8").strip()
@@ -77,7 +98,8 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     The lock is ``DIR/.kvstats.lock`` under ``flock``: released when the process ends,
     however it ends. Re-entrant in the thread that holds it (``kvstats sweep`` holds it
     across the sweep and its report); another process, or another thread, gets a
-    :class:`SweepLockedError` at once. Without ``fcntl`` (Windows) no lock is taken.
+    :class:`SweepLockedError` at once. A process forked while it is held (a pool's worker)
+    does not keep it. Without ``fcntl`` (Windows) no lock is taken.
 
     Raises
     ------
@@ -139,10 +161,11 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
             yield out
         finally:
             with _HELD_GUARD:
-                del _HELD[key]
-            with contextlib.suppress(OSError):
-                fh.seek(0)
-                fh.truncate()
+                _HELD.pop(key, None)   # gone in a forked child (_drop_inherited_locks)
+            if not fh.closed:
+                with contextlib.suppress(OSError):
+                    fh.seek(0)
+                    fh.truncate()
     finally:
         fh.close()  # closing the descriptor drops the flock
 

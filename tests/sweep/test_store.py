@@ -334,6 +334,21 @@ def test_the_lock_is_per_thread_and_reentrant(tmp_path):
             pass
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method only")
+def test_a_pool_kept_across_sweeps_does_not_lock_the_folder(same_bits, tmp_path, reference):
+    """A process pool the caller keeps (executor=pool) forks its workers during the first
+    sweep; they outlive it with copies of its descriptors, and an flock stays until every
+    copy is closed: the rerun (a resume) must not be refused as "in use by another sweep"."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        run_sweep(TINY, out=tmp_path, executor=pool, progress=False)
+        again = run_sweep(TINY, out=tmp_path, executor=pool, progress=False)
+    assert {c["status"] for c in again.manifest["cells"]} == {"resumed"}
+    same_bits(again.frame, reference)
+
+
 def _try_lock(path):
     try:
         with lock_dir(path):
