@@ -1,0 +1,260 @@
+"""Closed forms of the QJL sketches (re-exported by :mod:`kvstats.theory`; derivations in docs/qjl.md).
+
+- `qjl_inner_product_variance`: variance of the QJL inner-product estimator with a
+  Gaussian sketch (Zandieh, Daliri & Han 2024, QJL; exact form derived here).
+- `sphere_abs_moment`, `qjl_variance`, `qjl_reconstruction_mse`: E|u_1| on the sphere
+  (the orthogonal sketch's constant), and the exact variance of the QJL inner-product
+  estimate and relative MSE of its reconstruction for Gaussian and orthogonal sketches.
+- `residual_inflation`: the pi/2 cost of a 1-bit QJL residual (TurboQuant-prod;
+  docs/theory.md section 6), for each sketch kind and padded shapes (m != dim).
+
+Needs only numpy and scipy.special: `kvstats.quant.sketch` takes its constant from here,
+and the scalar-code side of :mod:`kvstats.theory` (Lloyd--Max, which imports the
+codebooks) builds on `residual_inflation`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from jaxtyping import Float
+from numpy.typing import ArrayLike
+from scipy import special
+
+from kvstats._checks import as_float_array, check_choice, check_int
+
+__all__ = ["qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
+           "qjl_reconstruction_mse", "residual_inflation"]
+
+# The sketch kinds of kvstats.quant.sketch.SKETCHES, each with a closed form below (not
+# imported from there: sketch.py takes sphere_abs_moment from here, via kvstats.theory).
+_SKETCH_KINDS = ("gaussian", "orthogonal", "srht")
+
+
+def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: ArrayLike,
+                               m: int) -> Float[np.ndarray, "*shape"]:
+    """Variance of the Gaussian-sketch QJL estimator of ``<q, k>``.
+
+    The estimator ``sqrt(pi/2)/m * ||k|| * sum_i <s_i, q> sign(<s_i, k>)``, rows
+    ``s_i ~ N(0, I)`` i.i.d., is an average of m i.i.d. terms
+    ``X_i = sqrt(pi/2) ||k|| <s_i, q> sign(<s_i, k>)`` with ``E X_i = <q, k>`` (QJL, Zandieh
+    et al. 2024, Lemma 3.2) and ``E X_i^2 = (pi/2) ||k||^2 E<s_i, q>^2 = (pi/2) ||q||^2 ||k||^2``
+    (the sign squares to 1). Hence, exactly,
+
+        Var = ((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m.
+
+    Parameters
+    ----------
+    q_norm, k_norm : array_like
+        Non-negative norms (broadcast together).
+    cos_qk : array_like
+        Cosine of the angle between q and k, in [-1, 1].
+    m : int
+        Sketch rows, >= 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, broadcast shape.
+
+    Examples
+    --------
+    >>> round(float(qjl_inner_product_variance(1.0, 1.0, 0.0, 1)), 6)  # pi/2
+    1.570796
+    """
+    qn = as_float_array(q_norm, "q_norm").astype(np.float64)
+    kn = as_float_array(k_norm, "k_norm").astype(np.float64)
+    cos = as_float_array(cos_qk, "cos_qk").astype(np.float64)
+    m = check_int(m, "m", low=1)
+    if np.any(qn < 0) or np.any(kn < 0):
+        raise ValueError(f"q_norm and k_norm must be >= 0; received minima {qn.min()}, {kn.min()}")
+    if np.any(np.abs(cos) > 1):
+        raise ValueError(f"cos_qk must be in [-1, 1]; received values in [{cos.min()}, {cos.max()}]")
+    return _gaussian_qjl_variance(qn * qn, kn * kn, cos * qn * kn, m)
+
+
+def _gaussian_qjl_variance(qq: np.ndarray, kk: np.ndarray, qk: np.ndarray, m: int) -> np.ndarray:
+    """((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m from ||q||^2, ||k||^2 and <q, k>: the one
+    place the Gaussian QJL variance is written (`qjl_inner_product_variance`,
+    `qjl_variance`)."""
+    return ((math.pi / 2) * qq * kk - qk ** 2) / m
+
+
+def sphere_abs_moment(d: int) -> float:
+    """E|u₁| for ``u`` uniform on the unit sphere of R^d: Γ(d/2) / (√π Γ((d+1)/2)).
+
+    Parameters
+    ----------
+    d : int
+        Dimension (≥ 1).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(sphere_abs_moment(2), 6)  # E|cos θ| = 2/π
+    0.63662
+    """
+    d = check_int(d, "d", low=1)
+    return float(np.exp(special.gammaln(d / 2) - special.gammaln((d + 1) / 2) - 0.5 * math.log(math.pi)))
+
+
+def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
+                 k: Float[np.ndarray, "*batch d"]) -> Float[np.ndarray, "*batch"]:
+    """Exact variance (over the sketch) of the QJL estimate of ``⟨q, k⟩`` (exact norm).
+
+    Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m (Zandieh, Daliri, Han 2024, Lemma 3.2), as
+    `qjl_inner_product_variance` (one formula for both).
+    Orthogonal (rows of norm √d in blocks of d orthogonal rows, the last block with
+    m' = m mod d rows): with a = ⟨q, k/‖k‖⟩, b² = ‖q‖² − a², μ = E|u₁| and, per block
+    of m' rows, E S² = m'/d + m'(m'−1)·(2/π)/d, Var S = E S² − (m'μ)²,
+    E T² = (m' − E S²)/(d − 1),
+
+        Var = c²‖k‖²·d · Σ_blocks (a²·Var S + b²·E T²),   c = 1/(m·√d·μ).
+
+    (S = Σ|u_i| over the block's coordinates of a uniform unit vector u, T the
+    component of the query orthogonal to k; docs/qjl.md derives it.) For m = d and
+    large d the b² term is (1 − 2/π) ≈ 0.36 times the Gaussian one.
+    SRHT (``"srht"``): the orthogonal value, which is its variance averaged over a
+    uniformly random orientation of the pair (q, k) — exact for d a power of two and
+    m ≤ d (then S·R is √d times m rows of a Haar matrix for a Haar R); for m > d the
+    blocks share the orientation, which adds a between-block term (docs/qjl.md, "SRHT":
+    not detected at d = 16..128, m = 2d). For a fixed pair the SRHT estimate is not
+    exactly unbiased, so this is not its conditional variance.
+
+    Parameters
+    ----------
+    kind : {"gaussian", "orthogonal", "srht"}
+    m : int
+        Sketch rows.
+    q, k : array_like, shape ``(..., d)``
+        Broadcast against each other.
+
+    Returns
+    -------
+    ndarray, shape of the broadcast batch, float64
+
+    Examples
+    --------
+    >>> q, k = np.eye(4)[0], np.eye(4)[1]
+    >>> float(qjl_variance("gaussian", 8, q, k)) == np.pi / 2 / 8
+    True
+    """
+    kind = check_choice(kind, "kind", _SKETCH_KINDS)
+    m = check_int(m, "m", low=1)
+    q = as_float_array(q, "q", min_ndim=1).astype(np.float64)
+    k = as_float_array(k, "k", min_ndim=1).astype(np.float64)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same last dimension; received {q.shape} and {k.shape}")
+    d = q.shape[-1]
+    qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
+    if kind == "gaussian":
+        return _gaussian_qjl_variance(qq, kk, qk, m)
+    a2 = np.divide(qk ** 2, kk, out=np.zeros_like(qk), where=kk > 0)
+    b2 = np.maximum(qq - a2, 0.0)
+    return _orthogonal_qjl_variance(m, d, a2, b2, kk)
+
+
+def _orthogonal_qjl_variance(m: int, d: int, a2: np.ndarray | float, b2: np.ndarray | float,
+                             kk: np.ndarray | float) -> np.ndarray | float:
+    """The orthogonal-sketch variance of `qjl_variance` from a², b², ‖k‖² (blocks of d rows)."""
+    mu = sphere_abs_moment(d)
+    total_s = total_t = 0.0
+    for rows, count in ((d, m // d), (m % d, 1)):
+        if rows == 0 or count == 0:
+            continue
+        es2 = rows / d + rows * (rows - 1) * (2 / math.pi) / d
+        total_s += count * (es2 - (rows * mu) ** 2)
+        total_t += count * ((rows - es2) / (d - 1) if d > 1 else 0.0)
+    c = 1.0 / (m * math.sqrt(d) * mu)
+    return c ** 2 * kk * d * (a2 * total_s + b2 * total_t)
+
+
+def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
+    """Relative MSE of the reconstruction: ``E‖x̃ − x‖² / ‖x‖²`` for x̃ = c‖x‖Sᵀsign(Sx).
+
+    Gaussian: π·d/(2m) − 1/m (the same quantity as `residual_inflation(d, m)`: the QJL
+    error of a vector of uniform direction relative to its own projection). Orthogonal: 1/(m·μ²) + P/m² − 1 with μ = E|u₁| and P the
+    number of ordered row pairs in different orthogonal blocks (rows of one block are
+    orthogonal, so only those pairs add a cross term). At m = d this is π/2 − 1/d
+    (Gaussian) against 1/(d μ²) − 1 ≈ π/2 − 1 (orthogonal). docs/qjl.md derives both.
+
+    Parameters
+    ----------
+    kind : {"gaussian", "orthogonal", "srht"}
+        ``"srht"``: the orthogonal value (its average over the vector's orientation, exact
+        for dim a power of two and m ≤ dim; see `qjl_variance`).
+    m, dim : int
+        Sketch rows and vector dimension.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(qjl_reconstruction_mse("gaussian", 128, 128), 4)  # pi/2 - 1/128
+    1.563
+    >>> round(qjl_reconstruction_mse("orthogonal", 128, 128), 4)
+    0.5647
+    """
+    kind = check_choice(kind, "kind", _SKETCH_KINDS)
+    m = check_int(m, "m", low=1)
+    d = check_int(dim, "dim", low=1)
+    if kind == "gaussian":
+        return math.pi * d / (2 * m) - 1 / m
+    mu = sphere_abs_moment(d)
+    sizes = [d] * (m // d) + ([m % d] if m % d else [])
+    pairs = m * m - sum(s * s for s in sizes)
+    return 1 / (m * mu ** 2) + pairs / m ** 2 - 1
+
+
+def residual_inflation(dim: int | None = None, m: int | None = None,
+                       kind: str = "gaussian") -> float:
+    """Variance cost of estimating ``<q, r>`` with a 1-bit QJL of the residual r.
+
+    Ratio of ``E[(<q, r_hat> - <q, r>)^2]`` (the QJL estimate's error, from
+    `qjl_inner_product_variance`) to ``E[<q, r>^2] = ||q||^2 ||r||^2 / dim`` (the error of
+    dropping r: the residual's own projection), for r of isotropic direction in R^dim:
+
+        ((pi/2) - 1/dim) * dim / m   ->   pi/2  (m = dim, dim -> infinity)
+
+    for a Gaussian sketch; for ``"orthogonal"`` and ``"srht"`` the orthogonal closed form
+    of `qjl_variance` with a² = ‖q‖²/dim (the isotropic average), ≈ π/2 − 1 at m = dim
+    (0.5647 at dim = 128) and about half that at m = 2·dim.
+
+    Parameters
+    ----------
+    dim : int or None
+        Dimension of r (``d_pad``); None gives the Gaussian limit pi/2.
+    m : int or None
+        Sketch rows (default ``dim``).
+    kind : {"gaussian", "orthogonal", "srht"}
+        Sketch family (``"srht"``: its orientation-averaged variance, see `qjl_variance`).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(residual_inflation(), 4), round(residual_inflation(128), 4)
+    (1.5708, 1.563)
+    >>> round(residual_inflation(128, kind="orthogonal"), 4), round(residual_inflation(128, 256, "srht"), 4)
+    (0.5647, 0.2823)
+    """
+    kind = check_choice(kind, "kind", _SKETCH_KINDS)
+    if dim is None:
+        if m is not None or kind != "gaussian":
+            raise ValueError(f"m needs dim, and so does a kind other than 'gaussian'; received "
+                             f"dim=None, m={m!r}, kind={kind!r}")
+        return math.pi / 2
+    dim = check_int(dim, "dim", low=2)
+    m = dim if m is None else check_int(m, "m", low=1)
+    if kind == "gaussian":
+        return (math.pi / 2 - 1 / dim) * dim / m
+    # ‖q‖ = ‖r‖ = 1, isotropic direction: E a² = 1/dim; divide by E⟨q, r⟩² = 1/dim
+    return float(_orthogonal_qjl_variance(m, dim, 1 / dim, 1 - 1 / dim, 1.0)) * dim
