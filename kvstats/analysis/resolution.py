@@ -320,9 +320,26 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
     return out
 
 
+def differ_text(k: int, n: int) -> str:
+    """How many of a sign test's ``n`` pairs differ (``k``), in words: what limits it.
+
+    Examples
+    --------
+    >>> [differ_text(k, n) for k, n in ((3, 40), (1, 40), (0, 40), (5, 5), (1, 1))]
+    ['only 3 of the 40 pairs differ', 'only 1 of the 40 pairs differs', 'none of the 40 pairs differs', 'all 5 pairs differ: the limit is the number of pairs, 5, itself', 'the 1 pair differs: the limit is the number of pairs, 1, itself']
+    """
+    if k >= n:
+        return (f"{'the 1 pair differs' if n == 1 else f'all {n} pairs differ'}: the limit is "
+                f"the number of pairs, {n}, itself")
+    if k == 0:
+        return f"none of the {n} pairs differs"
+    return f"only {k} of the {n} pairs {'differs' if k == 1 else 'differ'}"
+
+
 def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
                         min_p_adjusted: float, *, paired: bool = False,
-                        units_bind: bool = False, alpha: float | None = None) -> str:
+                        units_bind: bool = False, alpha: float | None = None,
+                        differing: int | None = None) -> str:
     """The wording of a test that could not have rejected, naming what limits it.
 
     A permutation test is limited by its B (``max_permutations``) unless its units bind
@@ -332,7 +349,9 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     "at B = …" where more permutations would not help would send the reader to the
     wrong remedy. With ``alpha``, the smallest attainable adjusted p (above α, or the test
     would be resolvable) takes the digits that keep it above α: 0.05004 reads "0.05004",
-    not "0.05", a value that would have been a rejection.
+    not "0.05", a value that would have been a rejection. ``differing`` (a sign test's
+    pairs whose values differ, what limits it) adds how many of the n pairs differ
+    (:func:`differ_text`): "at n = 40 pairs" alone reads as if 40 pairs could not resolve.
 
     Examples
     --------
@@ -349,6 +368,8 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     'not resolvable at n = 1 pair (smallest attainable adjusted p 1)'
     >>> not_resolvable_text("sign", 0, 9, 9, 0.05004, alpha=0.05)
     'not resolvable at n = 9 pairs (smallest attainable adjusted p 0.05004)'
+    >>> not_resolvable_text("sign", 0, 40, 40, 1.0, differing=3)
+    'not resolvable at n = 40 pairs (smallest attainable adjusted p 1): only 3 of the 40 pairs differ'
     """
     if max_permutations and not units_bind:
         where = f"B = {max_permutations}"
@@ -363,4 +384,5 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
         while alpha is not None and float(p) <= alpha < min_p_adjusted and digits < 17:
             digits += 1
             p = f"{min_p_adjusted:.{digits}g}"
-    return f"not resolvable at {where} (smallest attainable adjusted p {p})"
+    why = "" if differing is None else ": " + differ_text(differing, n_a)
+    return f"not resolvable at {where} (smallest attainable adjusted p {p}){why}"

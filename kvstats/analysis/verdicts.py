@@ -100,5 +100,6 @@ def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
             units_bind = bool(r.max_permutations) and r.min_attainable_p > 1 / (1 + r.max_permutations)
             out.append(not_resolvable_text(r.test, int(r.max_permutations), int(r.n_a), int(r.n_b),
                                            float(r.min_attainable_p_adjusted), paired=paired,
-                                           units_bind=units_bind, alpha=alpha))
+                                           units_bind=units_bind, alpha=alpha,
+                                           differing=int(r.n_informative) if r.test == "sign" else None))
     return out

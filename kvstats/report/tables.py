@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS
-from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
+from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
-from kvstats.report.wording import (DOMINANCE_HEADER, HEAVY_MARK, R_HEADER, _differ_text,
+from kvstats.report.wording import (DOMINANCE_HEADER, HEAVY_MARK, R_HEADER,
                                     equivalence_verdict_text)
 
 
@@ -105,9 +105,6 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
             if not ks.loc[k, "resolvable"] and not ks.loc[k, "significant"]:
                 row["p adj (KS)"] += " (not resolvable)"
         row["winner"] = r.winner
-        if paired and str(r.winner).startswith(NOT_RESOLVABLE):
-            # what limits a sign test is the pairs that differ (n_informative), not the pairs
-            row["winner"] += ": " + _differ_text(int(r.n_informative), int(r.n_a))
         if (k in ks.index and not r.significant and bool(ks.loc[k, "significant"])
                 and r.verdict == NO_DIFFERENCE):
             # no shift in location, but the distributions differ: say so, not "no difference"

@@ -371,22 +371,6 @@ def equivalence_verdict_text(verdict: str, identical_pairs: bool = False, n_pair
     return f"{verdict} (identical in all {n_pairs} pairs)"
 
 
-def _differ_text(k: int, n: int) -> str:
-    """How many of an unresolvable sign-test row's ``n`` pairs differ (``k``), in words.
-
-    Examples
-    --------
-    >>> [_differ_text(k, n) for k, n in ((3, 40), (1, 40), (0, 40), (5, 5), (1, 1))]
-    ['only 3 of the 40 pairs differ', 'only 1 of the 40 pairs differs', 'none of the 40 pairs differs', 'all 5 pairs differ: the limit is the number of pairs, 5, itself', 'the 1 pair differs: the limit is the number of pairs, 1, itself']
-    """
-    if k >= n:
-        return (f"{'the 1 pair differs' if n == 1 else f'all {n} pairs differ'}: the limit is "
-                f"the number of pairs, {n}, itself")
-    if k == 0:
-        return f"none of the {n} pairs differs"
-    return f"only {k} of the {n} pairs {'differs' if k == 1 else 'differ'}"
-
-
 def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.DataFrame) -> str:
     """Why a report holds no test: no pair asked for, or none of the pairs present."""
     labels = ", ".join(dict.fromkeys(summary["scheme"])) if "scheme" in summary else "none"

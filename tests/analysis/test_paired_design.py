@@ -285,7 +285,8 @@ def test_few_pairs_are_not_resolvable_and_said_so():
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 5.0}, n=5, seed=8)
     t = compare_schemes(f, PAIR, energy=False, pairing="trial")
     assert (t.min_attainable_p == 0.0625).all() and not t.resolvable.any()
-    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.562)"}
+    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.562): all 5 pairs "
+                              "differ: the limit is the number of pairs, 5, itself"}
     assert set(t.winner) == set(t.verdict)
 
 
@@ -423,6 +424,8 @@ def test_an_unresolvable_rows_smallest_p_is_never_printed_at_or_below_alpha():
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 5.0}, n=5, seed=8)
     t = compare_schemes(f, PAIR, energy=False, pairing="trial", alpha=0.5624)
     assert not t.resolvable.any()
-    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.5625)"}
+    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.5625): all 5 pairs "
+                              "differ: the limit is the number of pairs, 5, itself"}
     t = compare_schemes(f, PAIR, energy=False, pairing="trial", alpha=0.05)
-    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.562)"}
+    assert set(t.verdict) == {"not resolvable at n = 5 pairs (smallest attainable adjusted p 0.562): all 5 pairs "
+                              "differ: the limit is the number of pairs, 5, itself"}

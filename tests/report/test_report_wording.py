@@ -587,23 +587,26 @@ def test_unit_cluster_on_unclustered_trials_stays_trial_level(tmp_path):
 
 def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
     """'not resolvable at n = 40 pairs' alone reads as if 40 pairs could not resolve; what
-    limits the sign test is the pairs whose values differ, which the cell counts."""
+    limits the sign test is the pairs whose values differ, which the verdict counts (in the
+    report's cell and in tables/comparisons.csv alike)."""
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40, seed=41)
     f["argmax_shift"] = 0.0
     f.loc[(f.scheme == "KQV") & (f.trial < 3), "argmax_shift"] = 1.0     # 3 of 40 pairs differ
     rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
     row = rep.comparisons.query("metric == 'argmax_shift' and test == 'sign'").iloc[0]
     assert row.verdict.startswith("not resolvable at n = 40 pairs")
+    assert row.verdict.endswith(": only 3 of the 40 pairs differ") and row.winner == row.verdict
+    assert (pd.read_csv(rep.files["comparisons"])["verdict"] == row.verdict).any()
     cell = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
                 if "| argmax_shift |" in line)
-    assert f"{row.verdict}: only 3 of the 40 pairs differ |" in cell
+    assert f"| {row.verdict} |" in cell
     # a resolvable row keeps its winner cell as it was
     kl = next(line for line in _table_rows(rep.files["markdown"].read_text(), "KQV vs QKQV")
               if "| kl |" in line)
     assert "pairs differ" not in kl
     # one pair is "differs"; none, or all (the limit is then the number of pairs itself)
-    from kvstats.report.wording import _differ_text
-    assert [_differ_text(k, 40) for k in (1, 0, 40)] == [
+    from kvstats.analysis.resolution import differ_text
+    assert [differ_text(k, 40) for k in (1, 0, 40)] == [
         "only 1 of the 40 pairs differs", "none of the 40 pairs differs",
         "all 40 pairs differ: the limit is the number of pairs, 40, itself"]
     f.loc[(f.scheme == "KQV") & (f.trial < 3), "argmax_shift"] = 0.0
@@ -623,24 +626,28 @@ def test_an_unresolvable_sign_row_says_how_few_pairs_differ(tmp_path):
 
 
 def test_the_count_of_pairs_that_differ_is_read_from_n_informative_not_the_note():
-    """The cell's "only k of the n pairs differ" comes from the comparisons table's
-    n_informative column (written by compare_schemes), never parsed from the free-text note."""
+    """The verdict's "only k of the n pairs differ" comes from the comparisons table's
+    n_informative column (written by compare_schemes), never from the free-text note,
+    and the report's cell is that verdict."""
     from kvstats.analysis import compare_schemes
+    from kvstats.analysis.verdicts import _verdicts
     from kvstats.report.tables import _comparison_table
 
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40, seed=41)
     f["argmax_shift"] = 0.0
     f.loc[(f.scheme == "KQV") & (f.trial < 3), "argmax_shift"] = 1.0     # 3 of 40 pairs differ
     comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl", "argmax_shift"], energy=False)
+    rows = _comparison_table(comp).set_index("metric")
+    assert rows.loc["argmax_shift", "winner"].endswith(": only 3 of the 40 pairs differ")
 
-    def cell(c):
-        rows = _comparison_table(c).set_index("metric")
-        return rows.loc["argmax_shift", "winner"]
+    def verdict(c):
+        c = c.copy()
+        c.attrs = comp.attrs
+        return _verdicts(c, 0.05)[list(c.metric).index("argmax_shift")]
 
-    assert cell(comp).endswith(": only 3 of the 40 pairs differ")
-    assert cell(comp.assign(note="")).endswith(": only 3 of the 40 pairs differ")
+    assert verdict(comp.assign(note="")).endswith(": only 3 of the 40 pairs differ")
     sign = comp.test == "sign"
-    assert cell(comp.assign(n_informative=np.where(sign, 7.0, np.nan))).endswith(
+    assert verdict(comp.assign(n_informative=np.where(sign, 7.0, np.nan))).endswith(
         ": only 7 of the 40 pairs differ")
 
 
