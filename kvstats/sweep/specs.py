@@ -150,7 +150,8 @@ def parse_scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
         sdef = _scheme_def(entry["name"], plugins)
         # the scheme's own range (QKQV from 2); a fixed-budget scheme's budgets are refused below
         low, high = (1, 8) if sdef.fixed_budget else (sdef.min_bits, sdef.max_bits)
-        spec = SchemeSpec(entry["name"], _check_params(entry.get("params"), "scheme params"), label,
+        params = _check_params(entry.get("params"), f"scheme {entry['name']!r} params")
+        spec = SchemeSpec(entry["name"], params, label,
                           None if budgets is None else _int_tuple(budgets, f"scheme {entry['name']!r} budgets",
                                                                   low, high))
     else:
@@ -204,7 +205,7 @@ def parse_distributions(entry: Any, plugins: tuple[str, ...] = ()) -> list[Distr
             raise ValueError(f"distribution {entry['name']!r} params must be a table or a non-empty "
                              "list of tables (one case each); received []")
         specs = [DistributionSpec(entry["name"], p if entry["name"] == REAL
-                                  else _check_params(p, "distribution params"))
+                                  else _check_params(p, f"distribution {entry['name']!r} params"))
                  for p in param_sets]
     else:
         raise TypeError(f"distributions entries must be names, dicts or DistributionSpec; "

@@ -82,8 +82,13 @@ CASES = [
      "scheme 'KQV' params must not set ['bits', 'seed']: the sweep sets bits (from 'budgets')"),
     ("scheme param dim", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {dim = 16}\n',
      "params must not set ['dim']: the sweep sets dim (from 'dims')"),
+    # (which entry's params: with several schemes or distributions, "params" alone names none)
     ("distribution params not a table", "params = {nu = 3.0}", "params = 3",
-     "must be a table/dict of parameters; received 3"),
+     "distribution 'heavy_tailed' params must be a table/dict of parameters; received 3"),
+    ("distribution param a list", "{nu = 3.0}", "{nu = [3.0]}",
+     "distribution 'heavy_tailed' params['nu'] must be a number, string or boolean; received [3.0]"),
+    ("scheme params not a table", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = 3\n',
+     "scheme 'KQV' params must be a table/dict of parameters; received 3"),
     ("distribution params empty list", "params = {nu = 3.0}", "params = []",
      "distribution 'heavy_tailed' params must be a table or a non-empty list of tables (one case each); "
      "received []"),
