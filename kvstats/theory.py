@@ -185,9 +185,13 @@ def unit_vector_mse(bits: int, dim: int) -> float:
     """TurboQuant-mse error ``E||u - u_hat||^2`` of a unit vector: ``dim * D_beta(bits, dim)``.
 
     Exact for a Haar rotation (every coordinate of the rotated vector has the sphere law
-    the codebook is optimal for); ``dim`` is the number of coded coordinates (``d_pad``
-    for a padded Hadamard rotation). This is the paper's ``D_mse`` (Zandieh et al. 2025,
-    Theorem 1), which it rounds to 0.36, 0.117, 0.03, 0.009 for b = 1..4.
+    the codebook is optimal for), and for a Hadamard one of a power-of-two ``dim`` when
+    the input direction is uniform. ``dim`` is the number of coded coordinates: with
+    padding (d < d_pad) ``unit_vector_mse(bits, d_pad)`` is the codebook's design error
+    in R^d_pad, not the decoded error of the d-dimensional vector, which keeps about
+    d/d_pad of it and has no closed form (docs/theory.md section 2). This is the paper's
+    ``D_mse`` (Zandieh et al. 2025, Theorem 1), which it rounds to 0.36, 0.117, 0.03,
+    0.009 for b = 1..4.
 
     Parameters
     ----------

@@ -489,7 +489,7 @@ def _lloyd_max_code(u, bits):
     return np.einsum("nji,nj->ni", rot, yq)
 
 
-@pytest.mark.parametrize("d,bits", [(8, 2), (32, 2), (32, 3)])
+@pytest.mark.parametrize("d,bits", [(8, 2), (32, 2), (32, 3), (24, 3)])
 def test_mse_inner_product_bias_and_the_bit_trade_by_monte_carlo(d, bits):
     """Inline constructions, x and q independent uniform unit vectors, one Haar rotation
     per trial:
@@ -500,7 +500,9 @@ def test_mse_inner_product_bias_and_the_bit_trade_by_monte_carlo(d, bits):
     - prod: (b−1)-bit code plus a Gaussian QJL of the residual (m = d) has mean square
       (π/2 − 1/d)·D_{b−1} (turboquant_prod_distortion), and the ratio of the two, with an
       SE by the delta method over independent samples, matches bit_trade_inflation(b, d)
-      within 4 SE."""
+      within 4 SE.
+
+    d = 24 (not a power of two) holds them for a Haar rotation of any d."""
     n = 20_000
     rng = np.random.default_rng((d, bits, 7))
     x, q, x2, q2 = (v / np.linalg.norm(v, axis=1, keepdims=True)
