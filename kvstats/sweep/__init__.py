@@ -36,10 +36,12 @@ selection, and the case key carries a content fingerprint of the file (the CRC-3
 workers read the file themselves (a remote worker needs it at the same path).
 
 The package has one module per idea: :mod:`~kvstats.sweep.config` (the file format and
-its validation), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks, tasks),
+its validation), :mod:`~kvstats.sweep.specs` (one ``[[schemes]]`` or ``[[distributions]]``
+entry read and checked), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks, tasks),
 :mod:`~kvstats.sweep.sources` (the real data source), :mod:`~kvstats.sweep.work` (a
 task -> per-trial frames, in a worker), :mod:`~kvstats.sweep.store` (cell files,
-manifest), :mod:`~kvstats.sweep.pool` (tasks on an executor: workers, their progress,
+manifest), :mod:`~kvstats.sweep.folder` (a folder kept to one sweep: its lock, which
+folders a sweep may take, what a new sweep clears), :mod:`~kvstats.sweep.pool` (tasks on an executor: workers, their progress,
 warnings and failures), :mod:`~kvstats.sweep.run` (:func:`run_sweep`) and
 :mod:`~kvstats.sweep.replay` (:func:`replay_trials`: any stored trial drawn and coded
 again, bit for bit). The results schema
