@@ -206,9 +206,15 @@ class SweepConfig:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(flat) - allowed, key=str)
         if unknown:
+            from kvstats.report.options import REPORT_OPTIONS
+
+            # a report option written among the sweep's keys: say where it goes
+            misplaced = [k for k in unknown if k in {o.name for o in REPORT_OPTIONS}]
+            where = (f" ({misplaced} {'is a [report] option' if len(misplaced) == 1 else 'are [report] options'}: "
+                     "put it under a [report] table)" if misplaced else "")
             # [sweep] is a table that holds some of these keys: a name the user may have meant
             raise ValueError(f"unknown config key(s) {unknown}"
-                             f"{did_you_mean(unknown[0], allowed | {'sweep'})}; "
+                             f"{did_you_mean(unknown[0], allowed | {'sweep'})}{where}; "
                              f"allowed: {sorted(allowed | {'sweep'})}")
         for required in ("schemes", "distributions"):
             if required not in flat:

@@ -41,6 +41,8 @@ CASES = [
      "unknown config key(s) ['n_trails'] (did you mean 'n_trials'?)"),
     ("table typo", "[report]", "[reports]", "unknown config key(s) ['reports'] (did you mean 'report'?)"),
     ("sweep table typo", "[sweep]", "[sweeps]", "unknown config key(s) ['sweeps'] (did you mean 'sweep'?)"),
+    ("report option among the sweep's keys", "n_trials = 4", "n_trials = 4\ncorrection = \"holm\"",
+     "unknown config key(s) ['correction'] (['correction'] is a [report] option: put it under a [report] table)"),
     ("scheme typo", 'name = "QKQV"', 'name = "QKVQ"', "received 'QKVQ' (did you mean 'QKQV'?)"),
     ("mixed precision out of range", 'name = "QKQV"', 'name = "K9V2"',
      "received 'K9V2' (mixed precision K{a}V{b} takes a and b in 1..8)"),
