@@ -288,6 +288,23 @@ def test_a_workers_warnings_reach_the_caller_once_under_its_filters(tmp_path):
     assert caught == []
 
 
+def _cli_sweep_stderr(tmp_path, capfd, plugin: str) -> dict[str, str]:
+    """stderr of `kvstats sweep` with ``plugin``'s scheme, in a pool of 2 and serially."""
+    from kvstats.cli import main
+
+    (tmp_path / "noisy.py").write_text(plugin)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sweep]\nseed = 1\nbudgets = [2]\ndims = [16, 24]\nn_keys = [8]\nn_trials = 6\n'
+                   f'chunk_size = 2\ncomparisons = []\nplugins = ["{tmp_path / "noisy.py"}"]\n'
+                   '[[schemes]]\nname = "noisy"\n[[distributions]]\nname = "gaussian"\n')
+    err = {}
+    for workers in ("2", "1"):
+        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / workers),
+                     "--workers", workers, "--no-progress", "--no-report"]) == 0
+        err[workers] = capfd.readouterr().err
+    return err
+
+
 def test_a_workers_warning_prints_once_as_a_kvstats_line(tmp_path, capfd):
     """A warning raised in a pool worker (a plugin scheme's, once per chunk of two tasks)
     reaches the command line as a warning of this process: one `kvstats sweep: warning:`
@@ -295,17 +312,7 @@ def test_a_workers_warning_prints_once_as_a_kvstats_line(tmp_path, capfd):
     worker and task); in a pool or serially, a warning every chunk repeats shows once
     (serially it showed per chunk: the filters' once-per-place record is cleared
     whenever code changes the filters)."""
-    from kvstats.cli import main
-
-    (tmp_path / "noisy.py").write_text(WARNING_PLUGIN)
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[sweep]\nseed = 1\nbudgets = [2]\ndims = [16, 24]\nn_keys = [8]\nn_trials = 6\n'
-                   f'chunk_size = 2\ncomparisons = []\nplugins = ["{tmp_path / "noisy.py"}"]\n'
-                   '[[schemes]]\nname = "noisy"\n[[distributions]]\nname = "gaussian"\n')
-    for workers in ("2", "1"):
-        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / workers),
-                     "--workers", workers, "--no-progress", "--no-report"]) == 0
-        err = capfd.readouterr().err
+    for err in _cli_sweep_stderr(tmp_path, capfd, WARNING_PLUGIN).values():
         assert err.count("noisy: a chunk was coded") == 1, err
         assert "kvstats sweep: warning: noisy: a chunk was coded\n" in err, err
 
@@ -314,17 +321,7 @@ def test_a_warning_whose_text_counts_its_chunk_shows_once(tmp_path, capfd):
     """A warning whose message differs per chunk (the norm-range warnings count the chunk's
     vectors) is still one warning of one place: shown once per sweep, serially and in a
     pool (each distinct text showed before: one line per chunk)."""
-    from kvstats.cli import main
-
     plugin = WARNING_PLUGIN.replace('warnings.warn("noisy: a chunk was coded", UserWarning)',
                                     'warnings.warn(f"noisy: {key_rng.random():.6f}", UserWarning)')
-    (tmp_path / "noisy.py").write_text(plugin)
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[sweep]\nseed = 1\nbudgets = [2]\ndims = [16, 24]\nn_keys = [8]\nn_trials = 6\n'
-                   f'chunk_size = 2\ncomparisons = []\nplugins = ["{tmp_path / "noisy.py"}"]\n'
-                   '[[schemes]]\nname = "noisy"\n[[distributions]]\nname = "gaussian"\n')
-    for workers in ("2", "1"):
-        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / workers),
-                     "--workers", workers, "--no-progress", "--no-report"]) == 0
-        err = capfd.readouterr().err
+    for err in _cli_sweep_stderr(tmp_path, capfd, plugin).values():
         assert err.count("kvstats sweep: warning: noisy: ") == 1, err
