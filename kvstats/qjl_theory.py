@@ -30,6 +30,7 @@ __all__ = ["qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
 # The sketch kinds of kvstats.quant.sketch.SKETCHES, each with a closed form below (not
 # imported from there: sketch.py takes sphere_abs_moment from here, via kvstats.theory).
 _SKETCH_KINDS = ("gaussian", "orthogonal", "srht")
+_COS_ROUNDING = 1e-12   # how far past +-1 a computed cosine may lie and still be read as +-1
 
 
 def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: ArrayLike,
@@ -49,7 +50,8 @@ def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: Arr
     q_norm, k_norm : array_like
         Non-negative norms (broadcast together).
     cos_qk : array_like
-        Cosine of the angle between q and k, in [-1, 1].
+        Cosine of the angle between q and k, in [-1, 1] (values up to 1e-12 beyond, from
+        rounding, are read as +-1).
     m : int
         Sketch rows, >= 1.
 
@@ -69,8 +71,12 @@ def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: Arr
     m = check_int(m, "m", low=1)
     if np.any(qn < 0) or np.any(kn < 0):
         raise ValueError(f"q_norm and k_norm must be >= 0; received minima {qn.min()}, {kn.min()}")
-    if np.any(np.abs(cos) > 1):
-        raise ValueError(f"cos_qk must be in [-1, 1]; received values in [{cos.min()}, {cos.max()}]")
+    # a cosine computed as <q, k>/(||q|| ||k||) can pass 1 by an ulp (q = k: a quarter of
+    # the time): tolerate rounding, then clip
+    if np.any(np.abs(cos) > 1 + _COS_ROUNDING):
+        raise ValueError(f"cos_qk must be in [-1, 1] (up to rounding, {_COS_ROUNDING:g}); received "
+                         f"values in [{cos.min()}, {cos.max()}]")
+    cos = np.clip(cos, -1.0, 1.0)
     return _gaussian_qjl_variance(qn * qn, kn * kn, cos * qn * kn, m)
 
 

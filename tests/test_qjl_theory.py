@@ -50,12 +50,31 @@ def test_qjl_variance_broadcasts_and_validates():
                                    [math.pi / 2, (math.pi / 2 - 1)]])
     with pytest.raises(ValueError, match=r"cos_qk must be in \[-1, 1\]"):
         qjl_inner_product_variance(1.0, 1.0, 1.5, 4)
+    with pytest.raises(ValueError, match=r"cos_qk must be in \[-1, 1\]"):
+        qjl_inner_product_variance(1.0, 1.0, -1 - 1e-9, 4)
     with pytest.raises(ValueError, match="q_norm and k_norm must be >= 0"):
         qjl_inner_product_variance(-1.0, 1.0, 0.0, 4)
     with pytest.raises(ValueError, match=r"m must be an integer in \[1, inf\]"):
         qjl_inner_product_variance(1.0, 1.0, 0.0, 0)
     with pytest.raises(ValueError, match="finite"):
         qjl_inner_product_variance(np.nan, 1.0, 0.0, 4)
+
+
+def test_qjl_variance_of_a_vector_with_itself():
+    """q = k with the cosine computed in floating point (above 1 by an ulp for about a
+    quarter of such vectors, which were refused): the variance is ((π/2) − 1)‖k‖⁴/m,
+    as the vector form gives."""
+    k = np.random.default_rng(8).standard_normal((400, 64))
+    kn = np.linalg.norm(k, axis=1)
+    cos = (k * k).sum(1) / (kn * kn)
+    assert np.any(cos > 1)
+    np.testing.assert_allclose(qjl_inner_product_variance(kn, kn, cos, 16),
+                               (math.pi / 2 - 1) * kn ** 4 / 16, rtol=1e-13)
+    np.testing.assert_allclose(qjl_inner_product_variance(kn, kn, cos, 16),
+                               qjl_variance("gaussian", 16, k, k), rtol=1e-13)
+    # within the rounding slack a cosine is read as exactly +-1
+    for c in (1.0, -1.0):
+        assert qjl_inner_product_variance(2.0, 3.0, c * (1 + 1e-12), 4) == qjl_inner_product_variance(2.0, 3.0, c, 4)
 
 
 def test_qjl_closed_forms_agree_where_they_overlap():
