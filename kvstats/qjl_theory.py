@@ -155,6 +155,10 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     k = as_float_array(k, "k", min_ndim=1).astype(np.float64)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same last dimension; received {q.shape} and {k.shape}")
+    try:
+        np.broadcast_shapes(q.shape[:-1], k.shape[:-1])
+    except ValueError:
+        raise ValueError(f"q and k's batch shapes must broadcast; received {q.shape} and {k.shape}") from None
     d = q.shape[-1]
     qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
     if kind == "gaussian":

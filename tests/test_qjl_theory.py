@@ -58,6 +58,13 @@ def test_qjl_variance_broadcasts_and_validates():
         qjl_inner_product_variance(1.0, 1.0, 0.0, 0)
     with pytest.raises(ValueError, match="finite"):
         qjl_inner_product_variance(np.nan, 1.0, 0.0, 4)
+    # the vector form names its arguments too
+    with pytest.raises(ValueError, match=r"q and k's batch shapes must broadcast; received \(3, 8\) and \(2, 8\)"):
+        qjl_variance("orthogonal", 4, np.ones((3, 8)), np.ones((2, 8)))
+    with pytest.raises(ValueError, match="q and k must have the same last dimension"):
+        qjl_variance("gaussian", 4, np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        qjl_variance("hadamard", 4, np.ones(3), np.ones(3))
 
 
 def test_qjl_variance_of_a_vector_with_itself():
