@@ -25,7 +25,7 @@ from jaxtyping import Float, Int
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
 from kvstats.quant.rotation import _fwht, _hadamard_cached, next_pow2
-from kvstats.theory import sphere_abs_moment
+from kvstats.qjl_theory import sphere_abs_moment
 
 __all__ = ["SKETCHES", "Sketch", "make_sketch"]
 
