@@ -338,15 +338,22 @@ def test_the_lock_is_per_thread_and_reentrant(tmp_path):
 def test_a_pool_kept_across_sweeps_does_not_lock_the_folder(same_bits, tmp_path, reference):
     """A process pool the caller keeps (executor=pool) forks its workers during the first
     sweep; they outlive it with copies of its descriptors, and an flock stays until every
-    copy is closed: the rerun (a resume) must not be refused as "in use by another sweep"."""
-    import concurrent.futures as cf
-    import multiprocessing
-
-    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-        run_sweep(TINY, out=tmp_path, executor=pool, progress=False)
-        again = run_sweep(TINY, out=tmp_path, executor=pool, progress=False)
-    assert {c["status"] for c in again.manifest["cells"]} == {"resumed"}
-    same_bits(again.frame, reference)
+    copy is closed: the rerun (a resume) must not be refused as "in use by another sweep".
+    In a fresh interpreter: a fork from a test process that loaded jax (other test files)
+    could deadlock on jax's threads."""
+    script = (
+        "import concurrent.futures as cf, json, multiprocessing, sys\n"
+        "from kvstats.sweep import run_sweep\n"
+        "cfg, out = json.loads(sys.argv[1]), sys.argv[2]\n"
+        "with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('fork')) as pool:\n"
+        "    run_sweep(cfg, out=out, executor=pool, progress=False)\n"
+        "    again = run_sweep(cfg, out=out, executor=pool, progress=False)\n"
+        "print(sorted({c['status'] for c in again.manifest['cells']}))\n")
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(TINY), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['resumed']"
+    same_bits(load_result(tmp_path).frame, reference)
 
 
 def _try_lock(path):
