@@ -4,9 +4,8 @@ Every function takes the per-trial frame of :func:`kvstats.run_sweep`, returns a
 :class:`matplotlib.figure.Figure`, and never shows it; :func:`save_figure` writes PNG and
 SVG. Colours come from seaborn's colour-blind-safe palette, one fixed colour per scheme
 across all figures of a report (pass ``palette`` to keep them equal between calls).
-(Over 450 lines: the five figure kinds share the palette, the case selection and the
-heavy-tail marking; the Shannon–φ plane alone, with its limit lines and trial clouds, is
-about 200.)
+The Shannon–φ plane, with its limit lines, nested markers and trial clouds, is
+:mod:`kvstats.report.shannon_phi` (its names are importable from here too).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -25,8 +24,8 @@ import pandas as pd  # noqa: E402
 
 from kvstats._checks import check_choice  # noqa: E402
 from kvstats.analysis.compare import LOCATION_TESTS  # noqa: E402
-from kvstats.analysis.frame import (CASE_COLUMNS, LABEL_DIGITS, check_frame, label_digits,  # noqa: E402
-                                    reported_pooled_snrs, short_params)
+from kvstats.analysis.frame import (CASE_COLUMNS, check_frame, label_digits,  # noqa: E402
+                                    short_params)
 from kvstats.analysis.intervals import tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
@@ -35,6 +34,17 @@ __all__ = ["SHANNON_PHI_NOTE", "CROSSOVER_METRICS", "plot_shannon_phi", "plot_kl
            "plot_lowrank_vs_heavytail", "scheme_palette", "save_figure", "select_case"]
 
 _PLACES = {"k": "keys K", "v": "values V", "t": "attention output T"}
+#: Names kept importable from here that live in :mod:`kvstats.report.shannon_phi`.
+_SHANNON_PHI = ("SHANNON_PHI_NOTE", "plot_shannon_phi")
+
+
+def __getattr__(name: str) -> Any:
+    """The Shannon–φ plane's names, from its own module (imported on first use: it reads
+    this module's case selection and palette, so it cannot be imported at its top)."""
+    if name in _SHANNON_PHI:
+        from kvstats.report import shannon_phi
+        return getattr(shannon_phi, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _KL_FLOOR = 1e-6
 
 
@@ -98,236 +108,6 @@ def select_case(frame: pd.DataFrame, distribution: str | None = None, params: st
 def _style() -> None:
     import seaborn as sns
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
-
-
-#: What the Shannon–φ plane shows, said once (figure captions, docs/report.md).
-SHANNON_PHI_NOTE = (
-    "Each point is a scheme at one budget n: y is the mean over trials of the SNR of the "
-    "reconstruction (dB; higher means a smaller error relative to the signal, the scale "
-    "of the error): for keys and values the trial's energy-pooled SNR, what the limit "
-    "below bounds (a scheme that keeps some vectors nearly exact, such as a full-precision "
-    "window, has a mean of per-vector dB far above its coded vectors' SNR; the pooled one "
-    "is not lifted so), for the attention output the mean of per-vector dB; x the mean angle φ between each vector and its reconstruction "
-    "(radians, log scale; lower means the direction is kept, which is what attention "
-    "scores read). Up-left is better on both counts. A scheme's points, joined in the "
-    "order of n, form its trajectory (schemes whose means coincide, such as two that code "
-    "the keys alike, show as nested disks, the first scheme of the legend largest, each "
-    "with its n labels on its own side); crosses are 95% intervals of the two means "
-    "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
-    "individual trials. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
-    "values): Shannon's rate–distortion limit "
-    "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
-    "Gaussian source of the case's covariance; no code's expected energy-pooled SNR lies "
-    "above it on Gaussian data, a measured one only by sampling error. The "
-    "attention output T has no such line: it is not coded, its error mixes the key and "
-    "value errors through the softmax.")
-
-
-def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[float, float], str | None]:
-    """The limit at each budget of the (one) case in ``sel`` from its analytic spectrum."""
-    from kvstats.analysis.theory import nominal_bounds
-
-    if place not in ("k", "v"):
-        return {}, note
-    try:
-        nb = nominal_bounds(sel)
-    except (ValueError, TypeError):  # not a synthetic case of kvstats.sample (e.g. a relabelled real one)
-        return {}, note
-    nb = nb[nb["place"] == place]
-    finite = nb[nb["bound_snr_db"].notna()]
-    if finite.empty and not nb.empty and note is None:
-        note = str(nb["note"].iloc[0])
-    return dict(zip(finite["budget"], finite["bound_snr_db"])), note
-
-
-_EDGE = 0.6   # white edge of the mean markers (points): it separates nested markers
-
-
-def _nested_markers(k: int) -> tuple[list[float], list[tuple[tuple[float, float], str, str]]]:
-    """Marker areas (points²) and n-label placements of ``k`` schemes in one Shannon–φ plane.
-
-    Schemes can code a place identically (KV, KQV and turboquant_mse the keys; K4V2's
-    keys are KV's at n = 4), so their means coincide. Each is drawn over the ones before
-    it as a strictly smaller disk (circles: any other shape's corners would cover the
-    ring of the one below; diameters evenly from 13 points, up to 22 for more schemes,
-    down to 4, steps of at most 4 points), so a ring of each shows around the next, and its
-    n labels go in a direction of their own around the point (clockwise from the upper
-    right, ``k`` directions), beyond the largest disk.
-
-    Examples
-    --------
-    >>> sizes, places = _nested_markers(2)
-    >>> [round(s ** 0.5, 2) for s in sizes], [p[1:] for p in places]
-    ([13.0, 9.0], [('left', 'bottom'), ('right', 'top')])
-    """
-    k = max(int(k), 1)
-    big = min(22.0, max(13.0, 4.0 + 3.5 * (k - 1)))
-    step = min(4.0, (big - 4.0) / (k - 1)) if k > 1 else 0.0
-    diam = big - step * np.arange(k)
-    radius = big / 2 + 3.0
-    places = []
-    for i in range(k):
-        t = np.deg2rad(45.0 - 360.0 * i / k)
-        c, s = math.cos(t), math.sin(t)
-        ha = "left" if c > 0.38 else "right" if c < -0.38 else "center"
-        va = "bottom" if s > 0.38 else "top" if s < -0.38 else "center"
-        places.append(((radius * c, radius * s), ha, va))
-    return [float(d * d) for d in diam], places
-
-
-def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str | None = None,
-                     params: str | None = None, dim: int | None = None, n_keys: int | None = None,
-                     budgets: Sequence[float] | None = None, schemes: Sequence[str] | None = None,
-                     palette: dict[str, Any] | None = None, max_points: int = 400,
-                     seed: int = 0, bounds: Mapping[float, float] | str | None = "auto",
-                     bound_note: str | None = None, clouds: bool = True) -> "matplotlib.figure.Figure":
-    """The Shannon–φ plane of one case: each scheme a trajectory over budgets, the limit beside it.
-
-    One axes for a single case (select it with ``distribution``, ``params``, ``dim``,
-    ``n_keys`` when the frame holds several): y is the mean over trials of the SNR
-    (dB): for keys and values the trial's energy-pooled SNR ``snr_<place>_pooled``, what
-    the limit bounds (a frame without it on every row: ``snr_<place>``, the mean of
-    per-vector dB, which a scheme keeping some vectors nearly exact lifts far above its
-    coded vectors' SNR; the tables' rule, :func:`~kvstats.analysis.frame.reported_pooled_snrs`),
-    for the attention output ``snr_t``; x the mean direction error φ (``phi_<place>``, radians, log
-    scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
-    better. Each scheme's means at its budgets are joined in budget order and labelled
-    with n (coinciding means stay visible: each scheme's disk is smaller than the one
-    drawn before it, its labels on a side of their own); 95% normal-approximation intervals of both means are drawn as crosses; the
-    trials show as faint dots under them. ``bounds`` (budget → SNR dB, e.g. from
-    :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
-    each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
-
-    Parameters
-    ----------
-    frame : DataFrame
-        Per-trial frame of :func:`kvstats.run_sweep`.
-    place : {"k", "v", "t"}
-        Keys, values or the attention output.
-    distribution, params, dim, n_keys : optional
-        Case selection.
-    budgets, schemes : sequence, optional
-        Subsets to draw (default: all, in frame order).
-    palette : dict, optional
-        Scheme → colour (default :func:`scheme_palette`).
-    max_points : int
-        At most this many trials per scheme and budget are drawn as dots (a seeded
-        subsample) so that the SVG stays small; means are computed on all trials.
-    seed : int
-        Seed of that subsample.
-    bounds : mapping, "auto" or None
-        Budget n → the limit's SNR in dB at n bits per coordinate. ``"auto"`` (the
-        default): for a synthetic case, from its analytic spectrum
-        (:func:`kvstats.analysis.theory.nominal_bounds`, one query per trial); none for a
-        real case (its capture is not in the frame: pass them). None: no lines.
-    bound_note : str, optional
-        Why there is no limit (keys and values, when ``bounds`` is empty), written in
-        the plot.
-    clouds : bool
-        Draw the per-trial dots.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Examples
-    --------
-    >>> import kvstats
-    >>> res = kvstats.run_sweep({"schemes": ["KQV", "QKQV"], "budgets": [3, 4],
-    ...     "distributions": ["gaussian"], "dims": [32], "n_keys": [64], "n_trials": 10},
-    ...     executor="serial", progress=False)
-    >>> fig = kvstats.plot_shannon_phi(res.frame, place="k", bounds={3.0: 18.06, 4.0: 24.08})
-    >>> len(fig.axes), fig.axes[0].get_xscale()
-    (1, 'log')
-    """
-    place = check_choice(place, "place", list(_PLACES))
-    sel = select_case(frame, distribution, params, dim, n_keys)
-    if schemes is not None:
-        sel = sel[sel["scheme"].isin(schemes)]
-    if budgets is not None:
-        sel = sel[sel["budget"].isin(budgets)]
-    if sel.empty:
-        raise ValueError(f"no rows left after selecting schemes={schemes!r} and budgets={budgets!r}")
-    snr, phi = f"snr_{place}", f"phi_{place}"
-    # what the limit bounds (and not lifted by near-exact vectors), where the tables report it:
-    # a column some rows lack would drop those schemes from the plane without a word
-    if f"{snr}_pooled" in reported_pooled_snrs(frame, stacklevel=3):
-        snr = f"{snr}_pooled"
-    # exact reconstructions sit at SNR = +inf, φ = 0: nothing to place on a log axis
-    sel = sel[np.isfinite(sel[snr]) & np.isfinite(sel[phi]) & (sel[phi] > 0)]
-    if sel.empty:
-        raise ValueError(f"every trial has SNR = +inf at place {place!r} (exact reconstruction); "
-                         "nothing to draw")
-    palette = palette or scheme_palette(sel["scheme"])
-    if isinstance(bounds, str):
-        check_choice(bounds, "bounds", ["auto"])
-        bounds, bound_note = _auto_bounds(sel, place, bound_note)
-    from scipy import stats as sps
-    z = sps.norm.ppf(0.975)
-    _style()
-    fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
-    rng = np.random.default_rng(seed)
-    styles = ("-", "--", ":", "-.")
-    # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible
-    k = sel["scheme"].nunique()
-    sizes, offsets = _nested_markers(k)
-    for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
-        color = palette[scheme]
-        if clouds:
-            pts = grp.groupby("budget", sort=False, group_keys=False).apply(
-                lambda g: g if len(g) <= max_points else
-                g.iloc[np.sort(rng.choice(len(g), max_points, replace=False))])
-            ax.scatter(pts[phi], pts[snr], s=4, alpha=0.15, color=color, linewidths=0, zorder=1,
-                       rasterized=True)
-        g = grp.groupby("budget", sort=True)
-        m = g.agg(x=(phi, "mean"), y=(snr, "mean"), sx=(phi, "std"), sy=(snr, "std"), n=(snr, "size"))
-        hx = z * m["sx"].fillna(0.0) / np.sqrt(m["n"])
-        hy = z * m["sy"].fillna(0.0) / np.sqrt(m["n"])
-        ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=styles[i % len(styles)], zorder=3 + 0.01 * i)
-        ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
-                    capsize=2, zorder=4)
-        ax.scatter(m["x"], m["y"], s=sizes[i], marker="o", color=color,
-                   edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
-        (dx, dy), ha, va = offsets[i]
-        for b, r in m.iterrows():
-            ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=(dx, dy), ha=ha, va=va,
-                        textcoords="offset points", fontsize=7, color=color, zorder=6,
-                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
-    ax.set_xscale("log")
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    from matplotlib.lines import Line2D
-    extra = []
-    if place in ("k", "v") and bounds:
-        x_hi = ax.get_xlim()[1]
-        for b, level in sorted(bounds.items()):
-            if not np.isfinite(level):
-                continue
-            ax.axhline(level, color="0.35", ls="--", lw=0.8, zorder=2)
-            ax.annotate(f"limit, n = {b:g}", (x_hi, level), xytext=(-3, 2), textcoords="offset points",
-                        ha="right", va="bottom", fontsize=6.5, color="0.3")
-        extra.append((Line2D([], [], color="0.35", ls="--", lw=0.8),
-                      "rate–distortion limit\nat n bits/coord (Gaussian\nof the case's covariance)"))
-    subtitle = ""
-    if place in ("k", "v") and not bounds and bound_note:
-        import textwrap
-        subtitle = "\n" + textwrap.fill(f"no rate–distortion limit drawn: {bound_note}", 110)
-    ax.annotate("better", xy=(0.03, 0.2), xytext=(0.13, 0.05), xycoords="axes fraction",
-                textcoords="axes fraction", fontsize=8, color="0.25", ha="center",
-                arrowprops={"arrowstyle": "->", "color": "0.25", "lw": 1.0})
-    ax.set_xlabel(f"direction error {metric_def(phi).axis_label}, mean over trials (log scale)")
-    ax.set_ylabel(f"{metric_def(snr).axis_label}, mean over trials")
-    handles, labels = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], ls="none", marker="o", ms=3, color="0.5", alpha=0.5)] + [h for h, _ in extra]
-    labels += ["trials"] + [lab for _, lab in extra]
-    legend = fig.legend(handles, labels, loc="outside right center", title="scheme (labels: n)", fontsize=8)
-    for handle in legend.legend_handles[:k]:   # one size there: the nested disks' smallest is 4 points
-        handle.set_sizes([70.0])
-    ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0], LABEL_DIGITS)}{subtitle}",
-                 fontsize=10 if not subtitle else 8.5)
-    return fig
 
 
 def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95) -> pd.DataFrame:
