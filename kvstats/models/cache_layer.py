@@ -301,6 +301,11 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
             return 0
         return self.n_dropped + self.n_coded + self.tail_keys.shape[-2]
 
+    def get_max_length(self) -> int:
+        """The most tokens the layer's attention reads: the sliding window (as transformers'
+        ``DynamicSlidingWindowLayer``), or -1 (no bound) for a full-attention layer."""
+        return -1 if self.sliding_window is None else self.sliding_window
+
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         """``(kv_length, kv_offset)`` of the keys the next update's attention reads: the held
         tokens (after the drop that update makes first) and the new ones, from position

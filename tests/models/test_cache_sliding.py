@@ -132,3 +132,20 @@ def test_a_prefill_in_chunks_after_drops_reads_the_same_tokens(name, bits, param
                                      for a, b in [(0, 10), (10, 30), (30, 31), (31, 45), (45, 60)]], 1))
         assert (cache.layers[0].n_dropped > 0) == (config is not None)
     torch.testing.assert_close(logits[1], logits[0], rtol=0, atol=1e-5)
+
+
+def test_max_length_is_transformers_for_every_layer():
+    """get_max_length as transformers' DynamicCache(config=...) gives it: the window for a
+    sliding layer (DynamicSlidingWindowLayer), -1 for a full-attention layer and no layer."""
+    model = _model("sdpa", "Qwen2", use_sliding_window=True, layer_types=["full_attention", "sliding_attention"])
+    ref = transformers.DynamicCache(config=model.config)
+    caches = [QuantizedCache("KQV", 4, seed=1, config=model.config),
+              QuantizedCache("kivi", 2, seed=1, config=model.config, group_size=4), ref]
+    ids = torch.randint(2, 97, (1, 9), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        for cache in caches:
+            model(input_ids=ids, cache=cache, use_cache=True)
+    expected = [ref.get_max_length(i) for i in range(3)]
+    assert expected == [-1, W, -1] and ref.get_max_length() == W
+    for cache in caches[:2]:
+        assert [cache.get_max_length(i) for i in range(3)] == expected and cache.get_max_length() == W
