@@ -46,8 +46,9 @@ from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
                                 _portable, _say, _show_warnings, _user_task)
-from kvstats.sweep.store import (_git_revision, _now, check_out_folder, check_writable, clear_outputs,
-                                 load_cell, lock_dir, make_manifest, write_cell, write_result)
+from kvstats.sweep.store import (_git_revision, _now, check_cell_slots, check_out_folder,
+                                 check_writable, clear_outputs, load_cell, lock_dir, make_manifest,
+                                 write_cell, write_result)
 from kvstats.sweep.work import _compute_task, _naming
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
@@ -249,7 +250,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     SweepLockedError
         Another sweep writes into ``out``.
     OSError
-        ``out`` cannot be written (checked before any compute).
+        ``out`` cannot be written, or a cell's file name in ``out/cells`` is taken by a
+        folder (IsADirectoryError naming it); both checked before any compute.
 
     Examples
     --------
@@ -316,6 +318,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                  f"({len(foreign)} of them {why}); one folder holds one sweep")
         cells_dir = out_dir / "cells"
         check_writable(cells_dir)
+        check_cell_slots(cells_dir, [cid for _, cid in cells])   # also without resume
     frames: dict[str, pd.DataFrame] = {}
     status: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}

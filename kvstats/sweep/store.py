@@ -33,7 +33,7 @@ import platform
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,16 +43,17 @@ import pandas as pd
 from kvstats.metrics.profile import PROFILE_COLUMNS
 from kvstats.results import (CELL_COLUMNS, MANIFEST, RESULTS, TABLE_META_KEY, _CSV_META_PREFIX,
                              config_fingerprint, frame_digest, read_table_meta, table_path)
-from kvstats.sweep.folder import (_REPORT_RECORD, LOCK_NAME, SweepLockedError,  # noqa: F401
-                                  _now, check_out_folder, check_writable, clear_outputs, lock_dir)
+from kvstats.sweep.folder import (_REPORT_RECORD, _TABLE_SUFFIXES, LOCK_NAME,  # noqa: F401
+                                  SweepLockedError, _now, check_out_folder, check_writable,
+                                  clear_outputs, lock_dir)
 
 if TYPE_CHECKING:
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.plan import Cell
 
 
-__all__ = ["SweepLockedError", "lock_dir", "check_cell", "load_cell", "write_cell", "clear_outputs",
-           "check_out_folder", "make_manifest", "write_result", "atomic_write"]
+__all__ = ["SweepLockedError", "lock_dir", "check_cell", "check_cell_slots", "load_cell", "write_cell",
+           "clear_outputs", "check_out_folder", "make_manifest", "write_result", "atomic_write"]
 
 #: Version of the manifest layout (2: the ``"results"`` record, checked cells).
 MANIFEST_VERSION = 2
@@ -223,6 +224,7 @@ def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int,
     >>> load_cell(Path(tempfile.mkdtemp()), "c1", key="k", n_trials=2)
     (None, None)
     """
+    check_cell_slots(cells_dir, [cid])
     path = table_path(cells_dir, cid)
     if path is None:
         return None, None
@@ -235,6 +237,34 @@ def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int,
         return None, f"cannot be read as a table (truncated, or not a cell file): {text[:160]}"
     reason = check_cell(frame, meta, cid=cid, key=key, n_trials=n_trials, code=code)
     return (None, reason) if reason else (frame, None)
+
+
+def check_cell_slots(cells_dir: Path, cids: Iterable[str]) -> None:
+    """Refuse, before any compute, a cell's file name taken by something that is not a file.
+
+    A folder (or a link to one, or a device) at ``cells/<id>.parquet`` or ``.csv`` is not
+    a stored cell to resume, nor a place the cell can be written: an IsADirectoryError
+    naming the path, not a cell silently taken as absent and a failed write after hours
+    of compute.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> check_cell_slots(d, ["c1"])   # nothing there: free
+    >>> (d / "c1.parquet").mkdir()
+    >>> check_cell_slots(d, ["c1"])
+    Traceback (most recent call last):
+    ...
+    IsADirectoryError: .../c1.parquet' is not a file, but the place of cell c1's file: ...
+    """
+    for cid in cids:
+        for ext in _TABLE_SUFFIXES:
+            path = cells_dir / f"{cid}{ext}"
+            if path.exists() and not path.is_file():
+                raise IsADirectoryError(
+                    f"{str(path)!r} is not a file, but the place of cell {cid}'s file: the sweep "
+                    "can neither resume nor write it there; move it out of the cells folder")
 
 
 # ---------------------------------------------------------------- manifest
