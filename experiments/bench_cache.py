@@ -20,8 +20,18 @@ machine reaches all of them within one token's time; ``--interleave run`` takes 
 whole run instead), its ratio to DynamicCache and to
 quanto int4 by wall time and by the process's CPU time, the bytes the cache holds per
 cached token (every tensor it references, views counted by their whole storage) against
-the stored code bytes per token, and the greedy tokens' agreement with DynamicCache and
-with the scheme's code path. Prints the load average before and after.
+the stored code bytes per token, and the quality of its next-token predictions against
+DynamicCache's and the scheme's code path's. Prints the load average before and after.
+
+Quality is measured teacher-forced: after the timing, every configuration is fed the
+same continuation (DynamicCache's greedy tokens) one token at a time, as in generation,
+and each step's next-token distribution is compared with DynamicCache's on the same
+inputs: top-1 agreement and mean KL(p_DynamicCache || p) in nats per token, plus top-1
+agreement with the scheme's code path. These do not diverge: a token chosen differently
+does not change what later steps see. The greedy columns give only how many leading
+tokens two free greedy runs share (the prefix before their first different token): the
+fraction of equal tokens of two greedy runs, shown before, moved from 0.031 to 0.172
+between two revisions, since sequences that part at one token rarely meet again.
 ``--profile NAME`` runs one more decode of the configuration whose name contains NAME
 under cProfile and prints its top functions.
 
@@ -56,6 +66,33 @@ def greedy(model, prompt: torch.Tensor, cache, new: int) -> tuple[list[int], flo
             tokens.append(int(tok))
         t2, c2 = time.perf_counter(), time.process_time()
     return tokens, t1 - t0, t2 - t1, c2 - c1
+
+
+def teacher_forced(model, prompt: torch.Tensor, makers: dict, tokens: list[int],
+                   base_name: str) -> dict[str, tuple[np.ndarray, float]]:
+    """Every configuration fed the prompt, then ``tokens`` one at a time (teacher forcing).
+
+    Returns {name: (its top-1 token at each of the ``len(tokens)`` steps, mean
+    KL(p_base || p) in nats over those steps)}, ``base_name``'s distributions the reference."""
+    from kvstats.models.quality import _log_probs  # kl_quality's teacher-forced decode pass
+
+    n = prompt.shape[1]
+    ids = prompt[0].tolist() + list(tokens)
+    forced = lambda make: _log_probs(model, ids, make(), "decode", n)[n - 1:-1]  # noqa: E731
+    ref = forced(makers[base_name])
+    p_ref = ref.exp()
+    out = {}
+    for name, make in makers.items():
+        lp = ref if name == base_name else forced(make)
+        kl = (p_ref * (ref - lp)).sum(-1).clamp_min(0.0)  # clamp: float rounding only
+        out[name] = (lp.argmax(-1).numpy(), float(kl.mean()))
+    return out
+
+
+def equal_prefix(a, b) -> int:
+    """How many leading tokens the sequences ``a`` and ``b`` (of one length) share."""
+    differ = np.flatnonzero(np.asarray(a) != np.asarray(b))
+    return int(differ[0]) if differ.size else len(a)
 
 
 def lockstep(model, prompt: torch.Tensor, makers: dict, new: int) -> dict[str, list]:
@@ -159,20 +196,23 @@ def main(argv=None) -> None:
     q_dec, q_cpu = (best[quanto_name][2], best[quanto_name][4]) if quanto_name in best else (None, None)
     n_cached = args.prompt + args.new - 1
     fp32 = held_bytes(base_cache.layers) / n_cached
+    quality = teacher_forced(model, prompt, configs, base_tokens, base_name)
     load = os.getloadavg()
     print(f"# {date.today()}  {platform.machine()}  torch {torch.__version__}  threads {args.threads}  "
           f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
     turns = "per decode step (A B C, C B A, …)" if args.interleave == "step" else "per run"
     print(f"# prompt {args.prompt} tokens + {args.new} greedy; decode time summed over the steps, "
-          f"configurations taking turns {turns}; min of {args.repeats} runs")
+          f"configurations taking turns {turns}; min of {args.repeats} runs; quality teacher-forced on "
+          f"DynamicCache's {args.new} greedy tokens (top-1 agreement, mean KL in nats per token)")
     from kvstats.models.lut_kernel import kernel
 
     print(f"# code-reading look-up loops: {'compiled C' if kernel() is not None else 'torch gathers (no C compiler)'}")
     print("| cache | prefill s | decode tok/s (wall) | × DynamicCache (wall) | × DynamicCache (CPU) "
           "| × quanto int4 (wall) | × quanto int4 (CPU) | held bytes/token | stored code bytes/token "
-          "| held / stored | greedy = DynamicCache | greedy = code path |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| held / stored | top-1 = DynamicCache | KL vs DynamicCache | top-1 = code path "
+          "| greedy prefix = DynamicCache | greedy prefix = code path |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         tokens, pre, dec, cache, cpu = best[name]
         held = held_bytes(cache.layers) / n_cached
@@ -186,16 +226,19 @@ def main(argv=None) -> None:
             note = f" (+{fixed / 1e3:.0f} KB fixed)"
         else:
             stored, note = (fp32, "") if name == base_name else (float("nan"), "")
-        agree = np.mean(np.array(tokens) == np.array(base_tokens))
+        top1, kl = quality[name]
         ref = code_row.get(name)
-        agree_code = f"{np.mean(np.array(tokens) == np.array(best[ref][0])):.3f}" if ref and ref != name else "—"
+        own = ref is None or ref == name
+        top1_code = "—" if own else f"{np.mean(top1 == quality[ref][0]):.3f}"
+        prefix_code = "—" if own else equal_prefix(tokens, best[ref][0])
         known = stored == stored  # NaN: the cache's code bytes are not separable (quanto)
         stored_txt = f"{stored:,.0f}" if known else "—"
         # no ratio before a first whole group is coded (qjl/kivi prompts under 32 tokens)
         ratio_txt = f"{held / stored:.3f}" if known and stored > 0 else "—"
         vs_q = (f"{q_dec / dec:.2f} | {q_cpu / cpu:.2f}") if q_dec else "— | —"
         print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {base_dec / dec:.2f} | {base_cpu / cpu:.2f} | "
-              f"{vs_q} | {held:,.0f}{note} | {stored_txt} | {ratio_txt} | {agree:.3f} | {agree_code} |")
+              f"{vs_q} | {held:,.0f}{note} | {stored_txt} | {ratio_txt} | {np.mean(top1 == base_tokens):.3f} | "
+              f"{kl:.4f} | {top1_code} | {equal_prefix(tokens, base_tokens)} | {prefix_code} |")
     if quanto_note:
         print(quanto_note)
     if args.profile:

@@ -86,3 +86,46 @@ def test_bench_compare_tables_identical(monkeypatch, capsys):
         pytest.skip("results/quick is not in this checkout")
     out = run_script("bench_compare.py", ["--repeats", "1"], monkeypatch, capsys)
     assert "same arrays and layout: True" in out and "False" not in out
+
+
+def test_bench_cache_quality_is_teacher_forced():
+    """bench_cache's quality columns: every configuration fed the same tokens after the
+    prompt (not its own argmax), each step compared with the base cache's distribution.
+    Reference: one forward pass over prompt + tokens with no cache (the base) and through a
+    fresh QuantizedCache (per-vector codes, window 0: a prefill codes every token before
+    attention reads it, as decoding does), KL summed by scipy's rel_entr. Tiny random
+    Llama, no download."""
+    import numpy as np
+    import torch
+    from scipy.special import rel_entr
+    from transformers import DynamicCache
+
+    sys.path.insert(0, str(ROOT / "tests" / "models"))
+    from _tiny_llama import tiny_llama
+
+    from kvstats.models import QuantizedCache
+
+    bench = runpy.run_path(str(ROOT / "experiments" / "bench_cache.py"))
+    model = tiny_llama(vocab=128, hidden=64, layers=2, heads=4, kv_heads=2, head_dim=32, max_positions=256)
+    gen = torch.Generator().manual_seed(3)
+    prompt = torch.randint(2, 128, (1, 12), generator=gen)
+    tokens = torch.randint(2, 128, (10,), generator=gen).tolist()  # not anyone's greedy choice
+    makers = {"base": lambda: DynamicCache(config=model.config),
+              "KQV-2": lambda: QuantizedCache("KQV", 2, seed=5)}
+    out = bench["teacher_forced"](model, prompt, makers, tokens, "base")
+
+    ids = torch.cat([prompt[0], torch.tensor(tokens)])[None, :-1]
+    with torch.inference_mode():
+        ref = torch.log_softmax(model(input_ids=ids).logits[0, 11:].double(), -1).numpy()
+        quant = model(input_ids=ids, cache=QuantizedCache("KQV", 2, seed=5), use_cache=True).logits[0, 11:]
+    quant = torch.log_softmax(quant.double(), -1).numpy()
+    kl = rel_entr(np.exp(ref), np.exp(quant)).sum(-1).mean()
+    np.testing.assert_array_equal(out["base"][0], ref.argmax(-1))
+    assert out["base"][1] == 0.0
+    np.testing.assert_array_equal(out["KQV-2"][0], quant.argmax(-1))
+    assert kl > 1e-3 and out["KQV-2"][1] == pytest.approx(kl, rel=1e-4)
+
+
+def test_bench_cache_equal_prefix():
+    equal_prefix = runpy.run_path(str(ROOT / "experiments" / "bench_cache.py"))["equal_prefix"]
+    assert [equal_prefix([1, 2, 3], b) for b in ([1, 2, 3], [1, 2, 4], [0, 2, 3])] == [3, 2, 0]
