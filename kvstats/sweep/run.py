@@ -72,11 +72,14 @@ def _kept(cells_dir: Path | None, n_done: int, n_cells: int) -> str | None:
 
 
 def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
-    """The sweep's progress bar: it moves per chunk (it counts the cells' coded trials, in
-    integers) and shows whole finished cells, ``sweep:  27%|██▋   | 6/24 cells [...]``.
+    """The sweep's progress bar: it moves per chunk, counting the cells' coded trials (its
+    percentage is of those, as the count beside it), and shows the whole finished cells
+    after them: ``sweep:  27%|██▋   | 648/2400 trials, 6/24 cells [...]`` (a cell is
+    written once all its trials are in, so the two counts need not move together).
 
-    The count is the attribute ``cells_done`` (``n_done`` resumed cells at the start),
-    which the caller raises as each cell is complete.
+    The cells' count is the attribute ``cells_done`` (``n_done`` resumed cells at the
+    start), which the caller raises as each cell is complete
+    (tests/sweep/test_progress_bar.py holds its text).
     """
     from tqdm.auto import tqdm
 
@@ -89,8 +92,8 @@ def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
 
     return CellBar(total=n_cells * n_trials, initial=n_done * n_trials, desc="sweep", disable=not show,
                    file=sys.stderr,
-                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {cells_done}/{cells} cells "
-                              "[{elapsed}<{remaining}]")
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} trials, "
+                              "{cells_done}/{cells} cells [{elapsed}<{remaining}]")
 
 
 def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> list[tuple[Cell, str]]:

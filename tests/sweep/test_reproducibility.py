@@ -365,6 +365,7 @@ def test_the_bar_shows_whole_finished_cells_and_moves_per_chunk(monkeypatch, cap
 
     import tqdm.auto
 
+    BAR = r"sweep: +(\d+)%\|[^|]*\| \d+/\d+ trials, (\S+)/(\S+) cells"   # percent, cells done, cells
     real_tqdm = tqdm.auto.tqdm
 
     class EveryRefresh(real_tqdm):
@@ -376,7 +377,7 @@ def test_the_bar_shows_whole_finished_cells_and_moves_per_chunk(monkeypatch, cap
     small = {**GRID, "distributions": ["gaussian"], "schemes": ["KV", "KQV"]}   # 4 cells, 7 trials
     capfd.readouterr()
     run_sweep(small, executor="serial", progress=True)
-    shown = re.findall(r"sweep: +(\d+)%\|[^|]*\| (\S+)/(\S+) cells", capfd.readouterr().err)
+    shown = re.findall(BAR, capfd.readouterr().err)
     assert shown and all(done.isdigit() and total == "4" for _, done, total in shown), shown
     # chunks of 3, 3 and 1 trials, each coded by the 4 cells: 12, 24 and 28 of 28 coded trials
     assert [(int(p), int(done)) for p, done, _ in shown] == [(0, 0), (43, 0), (86, 0), (100, 4), (100, 4)]
@@ -390,7 +391,7 @@ def test_the_bar_shows_whole_finished_cells_and_moves_per_chunk(monkeypatch, cap
         (Path(out) / "cells" / f"{first.manifest['cells'][0]['id']}.parquet").unlink()
         capfd.readouterr()
         run_sweep(small, out=out, executor="serial", progress=True)
-    shown = re.findall(r"sweep: +(\d+)%\|[^|]*\| (\S+)/(\S+) cells", capfd.readouterr().err)
+    shown = re.findall(BAR, capfd.readouterr().err)
     assert shown[0] == ("75", "3", "4") and shown[-1] == ("100", "4", "4"), shown
 
 
