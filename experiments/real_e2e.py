@@ -1,7 +1,8 @@
 """End-to-end quality of quantized KV caches on SmolLM2-135M-Instruct (llama.cpp KL mode).
 
 Usage: .venv/bin/python experiments/real_e2e.py [--out results/real] [--texts 16] [--kivi-texts 6] [--peer-texts 6]
-                                              [--tokens 128] [--threads 1] [--no-peers] [--only formats|kivi-qjl]
+                                              [--tokens 128] [--threads 1] [--no-peers]
+                                              [--only formats|kivi-qjl|memory]
 
 Teacher-forced over the standard-library docstrings: every position's next-token
 distribution with the quantized cache is compared with the full-precision (float32) one.
@@ -37,7 +38,14 @@ existing positions and summary CSVs in ``--out`` (the existing lines are copied 
 byte), so they need not rerun the rest. ``--only kivi-qjl`` reruns the kivi and qjl rows
 (``kivi@2``, ``kivi@4``, ``qjl@3``, ``qjl+o4@3``) and replaces their rows in the three CSVs
 in place (every other line byte for byte): their positions and summary rows and the qjl
-equivalence rows. ``klt`` is not run: the cache codes
+equivalence rows. ``--only memory`` re-measures just the two memory columns
+``held_bytes_per_token`` and ``fixed_bytes`` of every configuration (a full run's, each in
+its own mode) on each of the first ``--texts`` texts alone (``--texts 2`` is enough: the
+figures depend on the shapes and the 128 tokens, not on the text, and the run stops if two
+texts give different ones); it replaces those two fields of every row of
+``e2e_summary.csv`` in ``--out`` (every other field byte for byte; the stored
+``bytes_per_token`` must be the earlier run's) or, without one, writes ``e2e_memory.csv``
+there. ``klt`` is not run: the cache codes
 it in whole blocks of ``group_size`` tokens (default 1024, more than a 128-token text, so
 nothing would be coded), and a block that fits a text stores a float16 basis per half-block
 that costs more bits per coordinate than the codes (docs/real_model.md).
@@ -205,14 +213,16 @@ def _as_text_frame(new, header):
 
 
 def replace_rows(path, new, key):
-    """Replace, in place and in the file's order, the rows of the CSV ``path`` whose ``key``
-    columns match a row of ``new``; every other line is written back byte for byte. The
-    old and new rows must have the same set of keys (a rerun of the same rows)."""
+    """Replace, in place and in the file's order, the fields of ``new``'s columns in the rows
+    of the CSV ``path`` whose ``key`` columns match a row of ``new`` (whole rows when
+    ``new`` has every column); every other field and line is written back byte for byte.
+    The old and new rows must have the same set of keys (a rerun of the same rows)."""
     opener = gzip.open if path.endswith(".gz") else open
     old = _read_text_frame(path)
     header = list(old.columns)
     if old.to_csv(index=False) != opener(path, "rt", newline="").read():
         raise ValueError(f"{path} does not round-trip through pandas as text; refusing to rewrite it")
+    columns = [c for c in header if c in new.columns]
     fresh = _as_text_frame(new, header).set_index(key)
     if not fresh.index.is_unique:
         raise ValueError(f"{path}: the new rows repeat a key {key}")
@@ -221,7 +231,7 @@ def replace_rows(path, new, key):
     if hit.sum() != len(fresh):
         raise ValueError(f"{path}: {len(fresh)} new rows but {int(hit.sum())} old rows with their keys {key}")
     out = old.copy()
-    out.loc[hit, :] = fresh.reindex(at[hit]).reset_index()[header].to_numpy()
+    out.loc[hit, columns] = fresh.reindex(at[hit]).reset_index()[columns].to_numpy()
     with opener(path, "wt", newline="") as f:
         f.write(out.to_csv(index=False))
     return int(hit.sum())
@@ -296,46 +306,10 @@ def only_formats(args, model, tok, texts):
     return summary, pd.DataFrame()
 
 
-def main() -> None:
-    import torch
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="results/real")
-    ap.add_argument("--texts", type=int, default=16)
-    ap.add_argument("--kivi-texts", type=int, default=6)
-    ap.add_argument("--peer-texts", type=int, default=6,
-                    help="texts for transformers' caches (token by token; the first, as KIVI's)")
-    ap.add_argument("--no-peers", action="store_true", help="skip transformers' caches")
-    ap.add_argument("--only", choices=["formats", "kivi-qjl"],
-                    help="formats: run only the deployed formats' rows and append them to the CSVs in "
-                         "--out; kivi-qjl: rerun only the kivi and qjl rows and replace theirs there")
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch and BLAS threads (default 1: the published numbers; another count "
-                         "gives other roundings, reproducible only at that count)")
-    args = ap.parse_args()
-    if args.threads < 1:
-        ap.error(f"--threads must be >= 1; received {args.threads}")
-    # The same count outside kl_quality (model loading). One is also the fast choice on a
-    # loaded 2-core machine: a second OpenMP thread per small op costs more than it saves
-    # (one-token decode steps measured 30x slower with two).
-    torch.set_num_threads(args.threads)
-    print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}", flush=True)
-    t0 = time.time()
-    model, tok = load_model()
-    texts = stdlib_texts()
-    os.makedirs(args.out, exist_ok=True)
-    if args.only is not None:
-        only = only_formats if args.only == "formats" else only_kivi_qjl
-        summary, tests = only(args, model, tok, texts)
-        pd.set_option("display.width", 200)
-        print(summary[["scheme", "bits", "n_texts", "mean_kl", "se_kl_text", "top1_agreement", "bytes_per_token",
-                       "held_bytes_per_token", "fixed_bytes"]].to_string())
-        if len(tests):
-            print(tests.dropna(axis=1, how="all").to_string())
-        print("difference tests: python experiments/real_report.py (from e2e_positions.csv.gz)")
-        print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
-        return
+def run_all(model, tok, texts, args):
+    """Every configuration of a full run, in its order and mode (per-vector in prefill on
+    ``--texts`` texts, kivi and the PARAM_CONFIGS, the peers unless ``--no-peers``, the
+    formats): the positions frame with the ``config`` column and ``attrs["memory"]``."""
     df = run(model, tok, texts[:args.texts], [c for c in CONFIGS if c[0] != "kivi"], args.tokens, "per-vector",
              threads=args.threads)
     frames, memory = kivi_and_param_frames(model, tok, texts, args)
@@ -354,6 +328,82 @@ def main() -> None:
     df = pd.concat(frames, ignore_index=True)
     df.attrs["memory"] = memory
     df["config"] = [config_name(s, b) for s, b in zip(df.scheme, df.bits)]
+    return df
+
+
+MEMORY_COLUMNS = ["held_bytes_per_token", "fixed_bytes"]
+
+
+def only_memory(args, model, tok, texts):
+    """``--only memory``: every configuration's held and fixed bytes, measured by a run of
+    :func:`run_all` on each of the first ``--texts`` texts alone (they must agree), written
+    into the two columns of ``e2e_summary.csv`` in ``args.out`` (or ``e2e_memory.csv``)."""
+    key = ["scheme", "bits", "window", "mode"]
+    one = argparse.Namespace(**{**vars(args), "texts": 1, "kivi_texts": 1, "peer_texts": 1})
+    runs = [summarize_quality(run_all(model, tok, [text], one)) for text in texts[:args.texts]]
+    cols = key + ["bytes_per_token", *MEMORY_COLUMNS]
+    differ = [i for i, r in enumerate(runs) if not r[cols].equals(runs[0][cols])]
+    if differ:
+        raise ValueError(f"the memory figures of texts {differ} differ from text 0's: they depend on the "
+                         f"text, so one text's cannot stand for all")
+    summary = runs[0][cols]
+    path = os.path.join(args.out, "e2e_summary.csv")
+    if not os.path.exists(path):
+        summary.to_csv(os.path.join(args.out, "e2e_memory.csv"), index=False)
+        print(f"{path} not found: wrote e2e_memory.csv", flush=True)
+        return summary, pd.DataFrame()
+    old = pd.read_csv(path).set_index(key)
+    stored = old.bytes_per_token.reindex(summary.set_index(key).index)
+    if not np.allclose(stored.to_numpy(), summary.bytes_per_token.to_numpy(), rtol=1e-12):
+        raise ValueError(f"{path}: the stored bytes per token (or the set of rows) differ from this run's: "
+                         f"other configurations or accounting; rerun everything instead")
+    print(f"rows updated: {replace_rows(path, summary[key + MEMORY_COLUMNS], key)}", flush=True)
+    return summary, pd.DataFrame()
+
+
+def main() -> None:
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/real")
+    ap.add_argument("--texts", type=int, default=16)
+    ap.add_argument("--kivi-texts", type=int, default=6)
+    ap.add_argument("--peer-texts", type=int, default=6,
+                    help="texts for transformers' caches (token by token; the first, as KIVI's)")
+    ap.add_argument("--no-peers", action="store_true", help="skip transformers' caches")
+    ap.add_argument("--only", choices=["formats", "kivi-qjl", "memory"],
+                    help="formats: run only the deployed formats' rows and append them to the CSVs in "
+                         "--out; kivi-qjl: rerun only the kivi and qjl rows and replace theirs there; "
+                         "memory: re-measure only the held and fixed bytes (on each of --texts texts)")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch and BLAS threads (default 1: the published numbers; another count "
+                         "gives other roundings, reproducible only at that count)")
+    args = ap.parse_args()
+    if args.threads < 1:
+        ap.error(f"--threads must be >= 1; received {args.threads}")
+    # The same count outside kl_quality (model loading). One is also the fast choice on a
+    # loaded 2-core machine: a second OpenMP thread per small op costs more than it saves
+    # (one-token decode steps measured 30x slower with two).
+    torch.set_num_threads(args.threads)
+    print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}", flush=True)
+    t0 = time.time()
+    model, tok = load_model()
+    texts = stdlib_texts()
+    os.makedirs(args.out, exist_ok=True)
+    if args.only is not None:
+        only = {"formats": only_formats, "kivi-qjl": only_kivi_qjl, "memory": only_memory}[args.only]
+        summary, tests = only(args, model, tok, texts)
+        pd.set_option("display.width", 200)
+        shown = ["scheme", "bits", "n_texts", "mean_kl", "se_kl_text", "top1_agreement", "bytes_per_token",
+                 "held_bytes_per_token", "fixed_bytes"]
+        print(summary[[c for c in shown if c in summary.columns]].to_string())
+        if len(tests):
+            print(tests.dropna(axis=1, how="all").to_string())
+        print("difference tests: python experiments/real_report.py (from e2e_positions.csv.gz)")
+        print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
+        return
+    df = run_all(model, tok, texts, args)
     df.to_csv(os.path.join(args.out, "e2e_positions.csv.gz"), index=False)
     summary = summarize_quality(df)
     summary.to_csv(os.path.join(args.out, "e2e_summary.csv"), index=False)

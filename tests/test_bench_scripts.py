@@ -129,3 +129,62 @@ def test_bench_cache_quality_is_teacher_forced():
 def test_bench_cache_equal_prefix():
     equal_prefix = runpy.run_path(str(ROOT / "experiments" / "bench_cache.py"))["equal_prefix"]
     assert [equal_prefix([1, 2, 3], b) for b in ([1, 2, 3], [1, 2, 4], [0, 2, 3])] == [3, 2, 0]
+
+
+def _summary(held, bits=(2.0, None)):
+    """Rows as real_e2e's summary CSV has them (one per configuration)."""
+    import pandas as pd
+
+    return pd.DataFrame({"scheme": ["KQV", "hf:fp8"], "bits": list(bits), "window": 0,
+                         "mode": ["prefill", "decode"], "mean_kl": [0.123456789012, 0.5],
+                         "bytes_per_token": [3420.0, 11522.0], "held_bytes_per_token": held,
+                         "fixed_bytes": [2.15e6, 0.0]})
+
+
+def test_real_e2e_replaces_only_the_given_columns(tmp_path, load_experiment):
+    """replace_rows with some columns rewrites those fields of the matching rows and leaves
+    every other field and line byte for byte (a whole-row rewrite would blank them)."""
+    e2e = load_experiment("real_e2e")
+    path = str(tmp_path / "e2e_summary.csv")
+    _summary([20200.0, 11522.0]).to_csv(path, index=False)
+    before = open(path).read().splitlines()
+    new = _summary([7000.5, 11522.0]).assign(fixed_bytes=[1.55e6, 0.0])
+    key = ["scheme", "bits", "window", "mode"]
+    assert e2e.replace_rows(path, new[key + e2e.MEMORY_COLUMNS].iloc[:1], key) == 1
+    after = open(path).read().splitlines()
+    assert after[0] == before[0] and after[2] == before[2]
+    assert after[1] == before[1].replace("20200.0,2150000.0", "7000.5,1550000.0") != before[1]
+
+
+def test_real_e2e_only_memory(tmp_path, load_experiment, monkeypatch):
+    """--only memory writes the memory columns of one text's run when every text gives the
+    same, into e2e_summary.csv (other fields kept) or e2e_memory.csv; texts that differ, or
+    stored bytes unlike the earlier run's, stop it."""
+    import argparse
+
+    import pandas as pd
+
+    e2e = load_experiment("real_e2e")
+    held = iter([[7000.5, 11522.0], [7000.5, 11522.0], [7000.5, 11522.0], [7000.5, 11522.0],
+                 [7000.5, 11522.0], [7001.0, 11522.0]])
+    seen = []
+
+    def run_all(model, tok, texts, args):
+        seen.append((texts, args.texts, args.kivi_texts, args.peer_texts))
+        return pd.DataFrame()
+
+    monkeypatch.setattr(e2e, "run_all", run_all)
+    monkeypatch.setattr(e2e, "summarize_quality", lambda df: _summary(next(held)))
+    args = argparse.Namespace(out=str(tmp_path), texts=2, kivi_texts=6, peer_texts=6)
+    e2e.only_memory(args, None, None, ["a", "b", "c"])
+    assert seen == [(["a"], 1, 1, 1), (["b"], 1, 1, 1)]
+    assert list(pd.read_csv(tmp_path / "e2e_memory.csv").held_bytes_per_token) == [7000.5, 11522.0]
+    _summary([20200.0, 11522.0]).to_csv(tmp_path / "e2e_summary.csv", index=False)
+    e2e.only_memory(args, None, None, ["a", "b"])
+    summary = pd.read_csv(tmp_path / "e2e_summary.csv")
+    assert list(summary.held_bytes_per_token) == [7000.5, 11522.0] and summary.mean_kl[0] == 0.123456789012
+    with pytest.raises(ValueError, match="texts \\[1\\] differ"):
+        e2e.only_memory(args, None, None, ["a", "b"])
+    monkeypatch.setattr(e2e, "summarize_quality", lambda df: _summary([1.0, 1.0]).assign(bytes_per_token=1.0))
+    with pytest.raises(ValueError, match="stored bytes per token"):
+        e2e.only_memory(args, None, None, ["a", "b"])
