@@ -191,8 +191,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         ``effect_low``, ``effect_high``, ``mean_a``, ``mean_b``, ``median_a``,
         ``median_b``, ``n_a``, ``n_b``, ``n_informative`` (the units that carry the test's
         information where that count is not ``n_a``/``n_b``: for a sign-test row the pairs
-        whose values differ, its ``n_nonzero``, which set its resolution min(1, 2·2⁻ᵏ);
-        NaN for the other tests, whose limits are ``n_a``, ``n_b``, the ties and B),
+        whose values differ, its ``n_nonzero``, which set its resolution min(1, 2·2⁻ᵏ); for
+        a paired energy row the pairs whose 6D profiles differ, 2^(1−k); for a two-sample
+        energy row 0 when the pooled profiles are all one point (no relabelling changes
+        the statistic: p = 1 whatever B), else NaN; NaN for the other tests, whose limits
+        are ``n_a``, ``n_b``, the ties and B),
         ``n_permutations`` (drawn; 0: not a permutation test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
         ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
         ``min_attainable_p_adjusted``, ``resolvable``, ``significant``, ``winner``,

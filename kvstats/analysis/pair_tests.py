@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-from kvstats.analysis.resolution import (extreme_pvalue, permutation_floor, rounding_canonical,
-                                         rounding_ties, sign_extreme_pvalue)
+from kvstats.analysis.resolution import (all_identical, extreme_pvalue, permutation_floor,
+                                         rounding_canonical, rounding_ties, sign_extreme_pvalue)
 
 __all__: list[str] = []   # the rows are compare_schemes' parts, not an interface
 
@@ -26,7 +26,8 @@ Row = dict[str, float | int | str]
 _NO_RESOLUTION = {"n_permutations": 0, "max_permutations": 0, "margin_low": math.nan,
                   "margin_high": math.nan}
 # ``n_informative``: the units that carry the test's information, where that is a count
-# other than n_a and n_b (the sign test's nonzero differences); NaN for the other tests
+# other than n_a and n_b (the sign test's nonzero differences, the paired energy test's pairs
+# whose profiles differ, 0 for two samples of one pooled profile); NaN otherwise
 _NOT_COUNTED = {"n_informative": math.nan}
 
 
@@ -91,6 +92,10 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
                 stop: int, seed: int, paired: bool = False) -> Row:
     from kvstats.stats.sequential import energy_test_sequential
 
+    # values equal up to rounding are one value, as the sign and rank tests count them: the
+    # test standardises each coordinate, which would blow a spread of one ulp (a constant
+    # metric summed in another order) up to a unit spread and a "difference"
+    X, Y = _rounding_merged(X, Y, paired)
     # unpaired: called exactly as before the paired design existed (same draws, same numbers)
     res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
                                  standardize=True, **({"paired": True} if paired else {}))
@@ -99,20 +104,48 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # would not help). Paired: 2^(1−m) over the m pairs whose profiles differ (beyond
     # rounding, as the sign test counts them): a pair of equal profiles swaps into itself,
     # so with none differing every relabelling is the observed one and p = 1 is all there is
+    # (the count goes to ``n_informative``: the verdict says how many pairs differ). Two
+    # samples whose pooled profiles are all one point (up to rounding): every relabelling
+    # gives the observed statistic, so p = 1 is all there is too (``n_informative`` 0: no
+    # point tells the samples apart); with some points distinct, the distinct-point floor
     if paired:
         m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
-        units = permutation_floor(m, m, True) if m else 1.0
+        units, informative = (permutation_floor(m, m, True) if m else 1.0), float(m)
+    elif all_identical(np.concatenate([X, Y])):
+        units, informative = 1.0, 0.0
     else:
-        units = permutation_floor(len(X), len(Y), False)
+        units, informative = permutation_floor(len(X), len(Y), False), math.nan
     floor = max(float(res.min_attainable_p), units)
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
             "effect_high": math.nan, "n_permutations": int(res.n_permutations),
             "max_permutations": int(res.max_permutations),
             "min_attainable_p": floor, "margin_low": math.nan,
-            "margin_high": math.nan, **_NOT_COUNTED,
+            "margin_high": math.nan, "n_informative": informative,
             "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
                     + (", stopped early" if res.stopped_early else "")}
+
+
+def _rounding_merged(X: Float[np.ndarray, "n d"], Y: Float[np.ndarray, "m d"], paired: bool
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``X``, ``Y`` with coordinates equal up to rounding made equal: per pair and coordinate
+    (:func:`rounding_ties`, b takes a's value: a swap leaves the rule unchanged) or, two
+    samples, per coordinate over the pooled values (:func:`rounding_canonical`, a function of
+    the pooled values: the permutation null is kept). Unchanged arrays are returned as given
+    (their memory layout sets the order of the statistic's sums, hence its last bits)."""
+    if paired:
+        merge = rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape) & (X != Y)
+        if merge.any():
+            Y = Y.copy(order="K")
+            Y[merge] = X[merge]
+        return X, Y
+    merged = [rounding_canonical(X[:, j], Y[:, j]) for j in range(X.shape[1])]  # 6 coordinates
+    changed = [j for j, (x, y) in enumerate(merged) if (x != X[:, j]).any() or (y != Y[:, j]).any()]
+    if changed:
+        X, Y = X.copy(order="K"), Y.copy(order="K")
+        for j in changed:
+            X[:, j], Y[:, j] = merged[j]
+    return X, Y
 
 
 def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margin: float,

@@ -37,7 +37,8 @@ from jaxtyping import Float
 from kvstats._checks import check_int
 
 __all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text",
-           "rounding_ties", "rounding_canonical", "permutation_floor", "ROUNDING_RTOL"]
+           "rounding_ties", "rounding_canonical", "all_identical", "permutation_floor",
+           "ROUNDING_RTOL"]
 
 #: Relative gap under which two paired values are one value written twice: a difference of
 #: |x − y| <= ROUNDING_RTOL · max(|x|, |y|) is floating-point rounding (a cluster mean summed
@@ -123,6 +124,33 @@ def rounding_canonical(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]
     out = np.empty_like(pooled)
     out[order] = v
     return out[:x.size], out[x.size:]
+
+
+def all_identical(points: Float[np.ndarray, "n d"]) -> bool:
+    """Whether every row of ``points`` is the first row, up to floating-point rounding.
+
+    The pooled points of a two-sample permutation test that are all one point give every
+    relabelling the observed statistic: its p-value is 1 whatever B, and its resolution
+    is 1 (the two-sample analogue of paired profiles that differ in no pair). Each
+    coordinate is compared with the first row's by :func:`rounding_ties`.
+
+    Parameters
+    ----------
+    points : array_like of shape (n, d) (or (n,), one coordinate), n >= 1, without NaN
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import all_identical
+    >>> all_identical([[0.8, 1.0], [0.8000000000000002, 1.0]]), all_identical([[0.8, 1.0], [0.8, 1.1]])
+    (True, False)
+    """
+    points = np.asarray(points, np.float64)
+    points = points.reshape(len(points), -1)
+    return bool(rounding_ties(points.ravel(), np.broadcast_to(points[:1], points.shape).ravel()).all())
 
 
 def permutation_floor(n_a: int, n_b: int, paired: bool) -> float:
@@ -339,7 +367,7 @@ def differ_text(k: int, n: int) -> str:
 def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
                         min_p_adjusted: float, *, paired: bool = False,
                         units_bind: bool = False, alpha: float | None = None,
-                        differing: int | None = None) -> str:
+                        differing: int | None = None, identical: bool = False) -> str:
     """The wording of a test that could not have rejected, naming what limits it.
 
     A permutation test is limited by its B (``max_permutations``) unless its units bind
@@ -350,8 +378,11 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     wrong remedy. With ``alpha``, the smallest attainable adjusted p (above α, or the test
     would be resolvable) takes the digits that keep it above α: 0.05004 reads "0.05004",
     not "0.05", a value that would have been a rejection. ``differing`` (a sign test's
-    pairs whose values differ, what limits it) adds how many of the n pairs differ
-    (:func:`differ_text`): "at n = 40 pairs" alone reads as if 40 pairs could not resolve.
+    pairs whose values differ, what limits it; or a paired energy test's pairs whose
+    profiles differ) adds how many of the n pairs differ (:func:`differ_text`): "at n = 40
+    pairs" alone reads as if 40 pairs could not resolve. ``identical`` (two samples whose
+    pooled points are all one, :func:`all_identical`) says so: no relabelling changes the
+    statistic.
 
     Examples
     --------
@@ -370,6 +401,8 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     'not resolvable at n = 9 pairs (smallest attainable adjusted p 0.05004)'
     >>> not_resolvable_text("sign", 0, 40, 40, 1.0, differing=3)
     'not resolvable at n = 40 pairs (smallest attainable adjusted p 1): only 3 of the 40 pairs differ'
+    >>> not_resolvable_text("energy", 499, 4, 4, 1.0, units_bind=True, identical=True)
+    'not resolvable at n = 4 vs 4 (smallest attainable adjusted p 1): all 8 pooled points are identical, so every relabelling gives the observed statistic'
     """
     if max_permutations and not units_bind:
         where = f"B = {max_permutations}"
@@ -385,4 +418,7 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
             digits += 1
             p = f"{min_p_adjusted:.{digits}g}"
     why = "" if differing is None else ": " + differ_text(differing, n_a)
+    if identical:
+        why = (f": all {n_a + n_b} pooled points are identical, so every relabelling gives the "
+               "observed statistic")
     return f"not resolvable at {where} (smallest attainable adjusted p {p}){why}"

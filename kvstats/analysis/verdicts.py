@@ -96,10 +96,15 @@ def _verdicts(table: pd.DataFrame, alpha: float) -> list[str]:
         elif r.resolvable:
             out.append(NO_DIFFERENCE)
         else:
-            # a permutation test whose units, not its B, set the floor says so
+            # a permutation test whose units, not its B, set the floor says so, and what in its
+            # units limits it: the pairs that differ (sign test; paired energy test where its
+            # units bind), or two samples' pooled points all one (n_informative 0)
             units_bind = bool(r.max_permutations) and r.min_attainable_p > 1 / (1 + r.max_permutations)
+            counted = not math.isnan(r.n_informative)
+            differing = (int(r.n_informative) if counted and (r.test == "sign" or (paired and units_bind))
+                         else None)
             out.append(not_resolvable_text(r.test, int(r.max_permutations), int(r.n_a), int(r.n_b),
                                            float(r.min_attainable_p_adjusted), paired=paired,
-                                           units_bind=units_bind, alpha=alpha,
-                                           differing=int(r.n_informative) if r.test == "sign" else None))
+                                           units_bind=units_bind, alpha=alpha, differing=differing,
+                                           identical=counted and not paired and r.n_informative == 0))
     return out

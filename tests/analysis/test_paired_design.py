@@ -373,7 +373,9 @@ def test_paired_energy_test_holds_its_size_under_negative_correlation():
 
 def test_n_informative_is_the_sign_tests_count_of_pairs_that_differ():
     """``n_informative``: the nonzero differences of a sign row (its resolution's count),
-    NaN on every other test's row; min_attainable_p as extreme_pvalue recounts it."""
+    the pairs whose profiles differ on a paired energy row, NaN on the other rows (an
+    unpaired energy row's 0, all pooled points one: test_degenerate_resolution.py);
+    min_attainable_p as extreme_pvalue recounts it."""
     from kvstats.analysis.compare import _COLUMNS
 
     f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.3}, n=20, seed=6)
@@ -392,7 +394,9 @@ def test_n_informative_is_the_sign_tests_count_of_pairs_that_differ():
         assert sign.loc[metric, "min_attainable_p"] == extreme_pvalue("sign", x, y)
     assert sign.loc["argmax_shift", "n_informative"] == 3
     assert set(t.test) == {"sign", "energy", "equivalence"}
-    assert t.loc[t.test != "sign", "n_informative"].isna().all()
+    # the paired energy row counts the pairs whose 6D profiles differ (all 20 here)
+    assert t.loc[t.test == "equivalence", "n_informative"].isna().all()
+    assert (t.loc[t.test == "energy", "n_informative"] == 20).all()
     unpaired = compare_schemes(f, PAIR, metrics=["kl"], energy_resamples=19, pairing="none")
     assert set(unpaired.test) == {"mann_whitney", "ks", "energy"}
     assert unpaired["n_informative"].isna().all()

@@ -1,0 +1,102 @@
+"""Rows whose test could not have concluded what its verdict's words suggest.
+
+- A two-sample energy test whose pooled 6D profiles are all one point: every relabelling
+  gives the observed statistic, so its p-value is 1 whatever B. It read "no significant
+  difference" (resolvable at 1/C(2n, n)); now "not resolvable … all 2n pooled points are
+  identical" (the paired test already had p = 1 as its floor; it now says why as well).
+- An equivalence (TOST) row said ``resolvable`` True whatever its n and margin (below).
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kvstats.analysis import METRICS, compare_schemes
+from kvstats.analysis.compare import NO_DIFFERENCE
+from kvstats.analysis.resolution import all_identical, permutation_floor
+
+from _sweep_frames import make_frame
+
+PAIR = [("KQV", "QKQV")]
+
+
+def _constant_pair(n=8, value=0.5, rounding=False):
+    """Two schemes whose every metric is ``value`` in every trial (b off by rounding if asked)."""
+    a = pd.DataFrame({m: np.full(n, value) for m in METRICS}).assign(
+        distribution="gaussian", params="-", dim=64, n_keys=128, budget=4.0, scheme="KQV",
+        bits_nominal=4.0, bits_total=4.25, trial=np.arange(n))
+    b = a.assign(scheme="QKQV")
+    if rounding:
+        b[list(METRICS)] = b[list(METRICS)] * (1 + 2.0 ** -52)   # one ulp: equal up to rounding
+    return pd.concat([a, b], ignore_index=True)
+
+
+@pytest.mark.parametrize("rounding", [False, True])
+def test_two_sample_energy_of_identical_points_is_not_resolvable(rounding):
+    """All 16 pooled profiles one point: p = 1 for every seed and B (each relabelling gives
+    the observed statistic), so the floor is 1, not 2/C(16, 8); said, with the reason."""
+    from kvstats.stats.sequential import energy_test_sequential
+
+    f = _constant_pair(rounding=rounding)
+    X = f.loc[f.scheme == "KQV", ["snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t"]].to_numpy()
+    Y = f.loc[f.scheme == "QKQV", ["snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t"]].to_numpy()
+    if not rounding:   # the premise: no relabelling can reject, whatever the seed and B
+        for seed in range(5):
+            assert energy_test_sequential(X, Y, max_permutations=999, seed=seed,
+                                          standardize=True).pvalue == 1.0
+    t = compare_schemes(f, PAIR, pairing="none", energy_resamples=999)
+    e = t[t.test == "energy"].iloc[0]
+    assert e.pvalue == 1.0 and not e.significant        # one ulp is no difference
+    assert e.min_attainable_p == 1.0 and not e.resolvable and e.n_informative == 0
+    assert e.verdict == ("not resolvable at n = 8 vs 8 (smallest attainable adjusted p 1): all 16 "
+                         "pooled points are identical, so every relabelling gives the observed "
+                         "statistic")
+    assert NO_DIFFERENCE not in set(t.verdict)
+
+
+def test_two_sample_energy_with_distinct_points_keeps_its_floor():
+    """One profile differing beyond rounding: the distinct-point floor, no 'identical' text."""
+    f = _constant_pair()
+    f.loc[0, "snr_k"] = 0.6
+    t = compare_schemes(f, PAIR, pairing="none", energy_resamples=999)
+    e = t[t.test == "energy"].iloc[0]
+    assert e.min_attainable_p == max(1 / 1000, permutation_floor(8, 8, False))
+    assert np.isnan(e.n_informative) and "identical" not in e.verdict
+    # and separated samples are unaffected: resolvable, significant
+    t = compare_schemes(make_frame({("KQV", 4): 0.0, ("QKQV", 4): 3.0}, n=20, seed=1), PAIR,
+                        pairing="none", metrics=["kl"])
+    e = t[t.test == "energy"].iloc[0]
+    assert e.resolvable and e.significant and np.isnan(e.n_informative)
+
+
+@pytest.mark.parametrize("rounding", [False, True])
+def test_paired_energy_says_how_many_pairs_differ_where_its_units_bind(rounding):
+    """Paired: no pair differs (beyond rounding: the standardised test once blew a one-ulp
+    spread up to "distributions differ"), floor 1 ('none of the 8 pairs differs'); 3 of 8
+    differ, floor 2^(1−3) = 1/4, read from n_informative; where B binds, no count (B is the
+    remedy)."""
+    t = compare_schemes(_constant_pair(rounding=rounding), PAIR, pairing="trial",
+                        energy_resamples=999)
+    e = t[t.test == "energy"].iloc[0]
+    assert e.pvalue == 1.0 and e.n_informative == 0 and e.min_attainable_p == 1.0
+    assert not e.resolvable and not e.significant
+    assert e.verdict.endswith("(smallest attainable adjusted p 1): none of the 8 pairs differs")
+    f = _constant_pair()
+    f.loc[[0, 1, 2], "snr_k"] = [0.1, 0.2, 0.3]       # trials 0-2 of KQV: 3 pairs differ
+    e = compare_schemes(f, PAIR, pairing="trial", energy_resamples=999).query("test == 'energy'").iloc[0]
+    assert e.n_informative == 3 and e.min_attainable_p == 0.25
+    assert e.verdict.startswith("not resolvable at n = 8 pairs") and \
+        e.verdict.endswith(": only 3 of the 8 pairs differ")
+    # 200 pairs, all differing, B = 19: B binds, the count would send the reader astray
+    g = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.0}, n=200, seed=3)
+    e = compare_schemes(g, PAIR, pairing="trial", metrics=["kl"], energy_resamples=19,
+                        energy_resolution="fixed").query("test == 'energy'").iloc[0]
+    assert e.n_informative == 200 and e.verdict.startswith("not resolvable at B = 19 (")
+    assert "pairs differ" not in e.verdict
+
+
+def test_all_identical():
+    assert all_identical([[1.0, 2.0]]) and all_identical([[1.0, np.inf], [1.0, np.inf]])
+    assert all_identical([0.3, 0.1 + 0.2])                                  # rounding
+    assert not all_identical([[1.0, 2.0], [1.0, 2.0 + 1e-9]])
+    assert not all_identical([[0.0], [1e-300]])                             # not rounding
