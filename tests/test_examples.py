@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import kvstats
@@ -37,10 +38,43 @@ def test_example_runs(script, tmp_path):
         assert code["schemes"] == {"minmax": str(script)} and code["plugins"][0]["file"] == str(script)
 
 
+def _load_example(name: str = "own_scheme"):
+    """examples/NAME.py as a module (importing it registers what it registers: use the
+    user_registries fixture)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES[0].parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_examples_coder_keeps_every_coordinate_within_half_a_step_at_any_scale(user_registries):
+    # its min and max were float16: beyond 65504 (Student-t keys near nu = 1) they overflowed
+    # to inf and the vector decoded to NaN. A uniform code of 2**n levels between a vector's
+    # min and max is off by at most half a step, at any scale float32 holds.
+    coder = _load_example().MinMaxCoder(3, 64)
+    x = np.random.default_rng(0).standard_normal((4, 16, 64))
+    for scale in (1.0, 1e5, 1e30):
+        for dtype in (np.float32, np.float64):
+            xs = (x * scale).astype(dtype)
+            x_hat = coder.roundtrip(xs)
+            half_step = (xs.max(-1, keepdims=True) - xs.min(-1, keepdims=True)) / (2 * (2**3 - 1))
+            assert x_hat.dtype == dtype and np.all(np.abs(x_hat - xs) <= half_step * (1 + 1e-6)), (scale, dtype)
+
+
+@pytest.mark.parametrize("value", [1e39, np.inf, np.nan])
+def test_the_examples_coder_names_a_vector_float32_cannot_hold(user_registries, value):
+    x = np.zeros((2, 3, 8))
+    x[1, 2, 5] = value
+    with pytest.raises(ValueError, match=r"x must be finite and within float32's range .*; "
+                                         r"received a vector with min (0|nan) and max (1e\+39|inf|nan)$"):
+        _load_example().MinMaxCoder(3, 8).encode(x)
+
+
 def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registries):
     # docs/usage.md "Your own scheme or distribution": its code, with examples/own_scheme.py's
     # MinMaxCoder, at 20 trials of N = 64 and a report without figures
-    import importlib.util
     import re
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text()
@@ -54,9 +88,7 @@ def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registrie
     for old, new in edits.items():
         assert code.count(old) == 1, old
         code = code.replace(old, new)
-    spec = importlib.util.spec_from_file_location("own_scheme_example", EXAMPLES[0].parent / "own_scheme.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = _load_example()
     kvstats.unregister_scheme("minmax")   # the example registers at import; the excerpt registers its own
     exec(compile(code, "usage.md", "exec"), {"MinMaxCoder": example.MinMaxCoder})
     assert "minmax" in (tmp_path / "own" / "report.md").read_text()
