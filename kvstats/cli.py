@@ -10,8 +10,8 @@ Usage::
     kvstats schemes --plugins my_schemes.py          # what a config may name, a plugin's too
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
-whole before any compute), OS errors, an output folder another sweep holds and a
-non-empty output folder that holds no kvstats sweep; 1, with one line, when a worker
+whole before any compute), a package to install, OS errors, an output folder another
+sweep holds and a non-empty output folder that holds no kvstats sweep; 1, with one line, when a worker
 process died; 141 (128 + SIGPIPE, what a shell reports for ``seq 1000 | head``), with no
 message, when the reader of stdout went away (``kvstats theory ... | head``): the lines
 are dropped and the work is finished (a sweep still writes its report); so that
@@ -379,6 +379,28 @@ _PIP_NAMES = {"ml_dtypes": ("ml_dtypes", None), "torch": ("torch", "models"),
               "optimum": ("optimum-quanto", "peers")}
 
 
+def _missing_package(exc: ImportError) -> str | None:
+    """The package whose absence ``exc`` reports (its top-level name), or None when it
+    reports something else: a name missing from a module that is there (``cannot import
+    name``) or a module of kvstats itself is a bug or a half-updated install, which its
+    traceback locates, not a package to install.
+
+    Examples
+    --------
+    >>> _missing_package(ModuleNotFoundError("No module named 'torch.nn'", name="torch.nn"))
+    'torch'
+    >>> _missing_package(ModuleNotFoundError("No module named 'ml_dtypes'"))   # no name given
+    'ml_dtypes'
+    >>> _missing_package(ImportError("cannot import name 'f' from 'kvstats.stats'", name="kvstats.stats"))
+    >>> _missing_package(ModuleNotFoundError("No module named 'kvstats.gone'", name="kvstats.gone"))
+    """
+    if not isinstance(exc, ModuleNotFoundError):
+        return None
+    named = re.search(r"No module named '([^']+)'", str(exc))   # a name the importer left out
+    module = (exc.name or (named.group(1) if named else "")).split(".")[0]
+    return None if module in ("", "kvstats", "kvstats_gpu") else module
+
+
 def _import_message(exc: ImportError) -> str:
     """A missing package as one line: which, for what (the exception's notes name the
     scheme or cell), and the command that installs it.
@@ -395,12 +417,9 @@ def _import_message(exc: ImportError) -> str:
     `.venv/bin/pip install torch` (or the 'models' extra: `.venv/bin/pip install -e
     '.[models]'`; `make install` installs every extra)"
     """
-    named = re.search(r"No module named '([^']+)'", str(exc))   # a name the importer left out
-    module = (exc.name or (named.group(1) if named else "")).split(".")[0]
+    module = _missing_package(exc)
     notes = " ".join(getattr(exc, "__notes__", ()))
     context = "; ".join(t for t in (notes, _one_line(str(exc))) if t)
-    if not module:
-        return f"an import failed ({context})"
     pip, extra = _PIP_NAMES.get(module, (module, None))
     fix = f"install it with `.venv/bin/pip install {pip}`"
     if extra:
@@ -528,6 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
         return _error(args.command, exc, _os_message(exc), 2)
     except ImportError as exc:  # an optional dependency the config needs (fp8 needs ml_dtypes)
+        if _missing_package(exc) is None:
+            raise   # not a package to install (see _missing_package): the traceback says where
         return _error(args.command, exc, _import_message(exc), 2)
     except _raised("kvstats.sweep.run", "WorkerDiedError") as exc:
         # not bad input: the machine killed a worker (memory?)

@@ -615,6 +615,26 @@ def test_a_missing_optional_package_is_one_line_with_the_install_command(tmp_pat
     assert "pip install ml_dtypes" in err
 
 
+@pytest.mark.parametrize("exc", [
+    ImportError("cannot import name 'all_identical' from 'kvstats.analysis.resolution'",
+                name="kvstats.analysis.resolution"),
+    ModuleNotFoundError("No module named 'kvstats.analysis.gone'", name="kvstats.analysis.gone"),
+])
+def test_an_import_failing_inside_kvstats_is_a_traceback_not_an_install_hint(monkeypatch, capsys, exc):
+    """kvstats' own import failing (a bug, a half-updated install) said "the Python package
+    'kvstats' is not installed ... pip install kvstats", which sends the user the wrong way:
+    it propagates, with the traceback that says where."""
+    import kvstats.cli as cli
+
+    def broken(args, say):
+        raise exc
+
+    monkeypatch.setitem(cli.__dict__, "_cmd_schemes", broken)
+    with pytest.raises(ImportError) as raised:
+        main(["schemes"])
+    assert raised.value is exc and capsys.readouterr().err == ""
+
+
 def test_crossover_lines_carry_each_schemes_stored_bits():
     """At an equal nominal n a scheme with a window or per-group scales can store twice
     the bits (kivi at n = 2 stores 4.6 bits per coordinate on d = 128, N = 256, against
