@@ -17,16 +17,16 @@ Stored bits per vector: ``b * d_pad`` for the codes (``d_pad`` is the next power
 for a Hadamard rotation of a ``d`` that is not one) plus 16 (or 32) for the norm.
 
 Every path works in cache-sized chunks (``MSEQuantizer._plan``), bit-identical to one
-pass over the whole batch (docs/internals.md, mse.py). The module is over 450 lines
-because that chunk plan and the quantizer are one idea: `ProdQuantizer` runs its
-residual in the same chunks through the private helpers here.
+pass over the whole batch (docs/internals.md, mse.py). The chunk plan stays with the
+quantizer: `ProdQuantizer` runs its residual in the same chunks through the private
+helpers here. What a chunk computes (centroid gathers, the fused piece pipeline) is in
+`kvstats.quant.mse_kernels`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,10 +36,9 @@ from numpy.typing import ArrayLike, DTypeLike
 from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, check_int
 from kvstats.quant.coder import check_norm_range
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
-from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
-from kvstats.quant.rotation import (_BLAS_ROWS, _FWHT_BLOCK, ROTATIONS, Rotation, _butterfly_rows,
-                                    _fwht, _fwht_rows, make_rotation,
-                                   normalize_draws)
+from kvstats.quant.mse_kernels import _centroids_of, _centroids_of_packed, _roundtrip_pieces
+from kvstats.quant.packing import pack_codes, packed_size
+from kvstats.quant.rotation import _BLAS_ROWS, ROTATIONS, Rotation, _fwht_rows, make_rotation, normalize_draws
 
 if TYPE_CHECKING:
     from kvstats.quant.export import SideExport
@@ -85,25 +84,6 @@ class MSECodes:
         return self.norms.shape
 
 
-@lru_cache(maxsize=64)
-def _byte_table(codebook: Codebook, dtype: str) -> np.ndarray:
-    """Centroids of the ``8 // bits`` codes packed in each byte value (little order)."""
-    bits = codebook.bits
-    shifts = np.arange(8 // bits) * bits
-    idx = (np.arange(256)[:, None] >> shifts) & (2 ** bits - 1)
-    return codebook.centroids.astype(dtype)[idx]
-
-
-@lru_cache(maxsize=64)
-def _pair_table(codebook: Codebook, dtype: str) -> np.ndarray:
-    """Centroids of the two codes in each little-endian uint16 ``c0 + 256 c1`` (c < 2**bits)."""
-    top = 2 ** codebook.bits - 1
-    idx = np.arange(256 * top + top + 1)
-    table = codebook.centroids.astype(dtype)[np.stack([np.minimum(idx % 256, top), idx // 256], -1)]
-    table.setflags(write=False)
-    return table
-
-
 def _check_out(out: object, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``out`` for a result of ``shape`` in ``x.dtype`` (a new array when None)."""
     if out is None:
@@ -139,7 +119,8 @@ class MSEQuantizer:
         Storage type of the norms. float16 (the default, 16 bits) overflows above 65504:
         such inputs raise a ValueError that suggests float32; norms below 6.1e-5 are float16
         subnormals (less relative precision) and below ~3e-8 round to 0 (the vector then
-        decodes to 0).
+        decodes to 0). Vectors decode in their own dtype, so a float32 vector's norm must
+        also stay below float32's largest value (else a ValueError: pass float64).
 
     Attributes
     ----------
@@ -241,9 +222,15 @@ class MSEQuantizer:
                                  f"draws {self.draws}; received {_describe(x)}") from exc
         return x
 
-    def _norms(self, x: np.ndarray, whole: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """float64 norms of the rows of a chunk ``x`` of ``whole`` and their inverses in
-        ``x.dtype`` (0 for 0); NaN/inf in ``x`` and float16 overflow raise ValueErrors."""
+    def _norms(self, x: np.ndarray, whole: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """float64 norms of the rows of a chunk ``x`` of ``whole``, their inverses in
+        ``x.dtype`` (0 for 0) and ``x`` itself, so that ``x * inv[..., None]`` are the unit
+        vectors. NaN/inf in ``x``, a norm past ``x.dtype``'s range (x decodes in it) and
+        float16 overflow raise ValueErrors.
+
+        A row of norm below ``2 / finfo(x.dtype).max`` (subnormal entries) has an inverse
+        that may overflow ``x.dtype``: that row comes back times ``2**64`` and its inverse
+        over ``2**64`` (powers of two: exact), in a copy of ``x``."""
         with np.errstate(over="ignore"):
             norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
         bad = ~np.isfinite(norms)
@@ -257,11 +244,21 @@ class MSEQuantizer:
                 norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
             if not np.isfinite(norms).all():
                 as_float_array(whole, "x")  # raises its "x must be finite" error
+        top = float(np.finfo(x.dtype).max)
+        if norms.size and norms.max() > top:
+            raise ValueError(f"{self.name} has a vector norm of {norms.max():.4g}, above the largest "
+                             f"{x.dtype} ({top:g}), the dtype it decodes in (norm times direction); "
+                             f"pass {self.name} as float64 or rescale it")
         if self.norm_dtype != np.float64:  # overflow: an error; underflow: a warning
             check_norm_range(norms, self.norm_dtype, self.name)
+        tiny = (norms > 0) & (norms < 2.0 / top)  # 1 / norm may overflow x.dtype
         inv = np.zeros_like(norms)
-        np.divide(1.0, norms, out=inv, where=norms > 0)  # zero vectors stay zero
-        return norms, inv.astype(x.dtype)
+        np.divide(1.0, norms, out=inv, where=(norms > 0) & ~tiny)  # zero vectors stay zero
+        if tiny.any():
+            x = x.copy()
+            x[tiny] = np.ldexp(x[tiny], 64)
+            inv[tiny] = np.ldexp(1.0, -64) / norms[tiny]
+        return norms, inv.astype(x.dtype), x
 
     def _shape(self, lead: tuple[int, ...]) -> tuple[int, ...]:
         """Batch shape of the output (feature axis excluded) for inputs ``(*lead, dim)``."""
@@ -351,7 +348,7 @@ class MSEQuantizer:
         norms = np.empty(flat, self.norm_dtype)
         for rows, rot in chunks:  # every pass of a chunk stays in cache
             xs = xf[rows]
-            nrm, inv = self._norms(xs, x)
+            nrm, inv, xs = self._norms(xs, x)
             packed[rows] = pack_codes(self._codes(xs * inv[..., None], rot), self.bits)
             norms[rows] = nrm
         packed, norms = packed.reshape(shape + packed.shape[-1:]), norms.reshape(shape)
@@ -458,7 +455,7 @@ class MSEQuantizer:
         """Reconstruction of one chunk ``xs`` of ``whole`` into ``out``; also stores its
         packed codes and norms when ``packed``/``norms_out`` are given (what
         `ProdQuantizer.encode` needs, without unpacking the codes again)."""
-        norms, inv = self._norms(xs, whole)
+        norms, inv, xs = self._norms(xs, whole)
         stored = norms.astype(self.norm_dtype).astype(xs.dtype)
         if norms_out is not None:
             norms_out[...] = norms
@@ -467,78 +464,17 @@ class MSEQuantizer:
             if packed is not None:
                 packed[...] = pack_codes(codes, self.bits)
             return self._unrotate(self._lookup(codes, xs.dtype), stored, out=out, rotation=rotation)
-        self._pieces(xs, inv, stored, rotation, out, packed)
+        _roundtrip_pieces(self.codebook, rotation, xs, inv, stored, out, packed,
+                          piece_rows=max(1, _CHUNK_VALUES // self.n_coords))
         return out
-
-    def _pieces(self, xs: np.ndarray, inv: np.ndarray, stored: np.ndarray, rotation: Rotation,
-                out: np.ndarray, packed: np.ndarray | None) -> None:
-        """Scaling, rotation, coding, lookup and the inverse rotation of a chunk, run on
-        cache-sized pieces of its rows (the steps of `_codes` and `_unrotate`, each on data
-        still in the core's cache instead of one pass over the chunk per step).
-
-        A Hadamard piece starts at a multiple of `_butterfly_rows` rows from the chunk's
-        start and holds as many, so its fwht rounds as the fwht of the whole chunk
-        (`kvstats.quant.rotation._fwht`): the numbers equal the chunk-at-a-time steps bit
-        for bit. With draws a piece may span two draws; each row gets its draw's signs.
-        """
-        d, d_pad, dtype = self.dim, self.n_coords, xs.dtype
-        hadamard = rotation.kind == "hadamard"
-        n = xs.shape[-2] if rotation.draws else 1  # rows per draw (one draw: any)
-        x2, o2 = xs.reshape(-1, d), out.reshape(-1, d)
-        inv2, st2 = inv.reshape(-1), stored.reshape(-1)
-        p2 = None if packed is None else packed.reshape(-1, packed.shape[-1])
-        if hadamard:
-            step = _butterfly_rows(d_pad, min(_FWHT_BLOCK, d_pad))
-            # the 1/sqrt(d_pad) normalisation folded into the signs, as Rotation._apply
-            s_fwd = (rotation.signs / np.sqrt(d_pad)).astype(dtype, copy=False)
-            s_inv = (rotation.signs[..., :d] / np.sqrt(d_pad)).astype(dtype, copy=False)
-        else:
-            step = max(1, _CHUNK_VALUES // d_pad)
-        total = x2.shape[0]
-        for a in range(0, total, step):
-            b = min(a + step, total)
-            u = x2[a:b] * inv2[a:b, None]
-            if hadamard:
-                if d_pad != d:
-                    y = np.zeros((b - a, d_pad), dtype)
-                    y[:, :d] = u
-                else:
-                    y = u
-                for j, lo, hi in _draw_runs(a, b, n, bool(rotation.draws)):
-                    np.multiply(y[lo:hi], s_fwd[j] if j is not None else s_fwd, out=y[lo:hi])
-                y = _fwht(y)
-            else:
-                y = u
-            codes = self.codebook._encode(y)
-            if p2 is not None:
-                p2[a:b] = pack_codes(codes, self.bits)
-            z = self._lookup(codes, dtype)
-            if hadamard:
-                z = _fwht(z)[:, :d]
-                for j, lo, hi in _draw_runs(a, b, n, bool(rotation.draws)):
-                    z[lo:hi] *= s_inv[j] if j is not None else s_inv
-            np.multiply(z, st2[a:b, None], out=o2[a:b])
 
     def _lookup(self, codes: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Centroids of unpacked uint8 codes ``(..., n_coords)``, in ``dtype``."""
-        if self.bits <= 6 and codes.shape[-1] % 2 == 0 and codes.flags.c_contiguous:
-            # one gather per pair of codes halves the gathers (~3x faster); the table
-            # (<= 16192 pairs for 6 bits) stays small enough for the cache
-            pairs = codes.view("<u2")
-            table = _pair_table(self.codebook, dtype.char)  # .char: ~100x cheaper than .name
-            return np.take(table, pairs, axis=0, mode="clip").reshape(codes.shape)
-        return np.take(self.codebook.centroids.astype(dtype), codes, mode="clip")
+        return _centroids_of(self.codebook, codes, dtype)
 
     def _centroids(self, packed: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Centroid of every packed code, ``(..., n_coords)`` in ``dtype``."""
-        if 8 % self.bits == 0:
-            # whole codes per byte: one gather of a (256, 8/bits) table of centroids per
-            # packed byte replaces unpacking
-            table = _byte_table(self.codebook, dtype.name)
-            y = np.take(table, packed, axis=0).reshape(packed.shape[:-1] + (-1,))
-            return y[..., : self.n_coords]
-        idx = unpack_codes(packed, self.bits, self.n_coords)
-        return np.take(self.codebook.centroids.astype(dtype), idx, mode="clip")
+        return _centroids_of_packed(self.codebook, packed, self.n_coords, dtype)
 
     def bits_per_vector(self) -> dict[str, int]:
         """Stored bits per vector by part: ``{"codes": bits * d_pad, "norm": 16 | 32 | 64}``.
@@ -610,10 +546,3 @@ class MSEQuantizer:
         return (f"MSEQuantizer(dim={self.dim}, bits={self.bits}, rotation={self.rotation.kind!r}, "
                 f"draws={self.draws}, norm_dtype={self.norm_dtype.name})")
 
-
-def _draw_runs(a: int, b: int, n: int, draws: bool) -> list[tuple[int | None, int, int]]:
-    """Rows ``[a, b)`` of a chunk of draws of ``n`` rows each, as ``(draw, lo, hi)`` runs
-    relative to ``a`` (one run with draw None when the rotation has no draws)."""
-    if not draws:
-        return [(None, 0, b - a)]
-    return [(j, max(a, j * n) - a, min(b, (j + 1) * n) - a) for j in range(a // n, (b - 1) // n + 1)]

@@ -328,6 +328,43 @@ def test_nonfinite_input_is_found_by_the_norm_pass():
         MSEQuantizer(64, 2, norm_dtype=np.float64).encode(huge)
 
 
+@pytest.mark.parametrize("rotation", ["hadamard", "haar", "identity"])
+@pytest.mark.parametrize("dtype,scale", [(np.float32, 2.0 ** -140), (np.float64, 2.0 ** -1060)])
+def test_a_norm_whose_inverse_overflows_codes_its_direction(rotation, dtype, scale):
+    """A vector of norm below 1 / finfo(dtype).max (subnormal entries) has an inverse norm
+    that overflows its dtype: the unit vector must still be x / ||x||, not inf or NaN.
+    Its codes are those of the same vector scaled up by an exact power of two (up to the
+    norm's last-bit rounding, which moves a code only at a boundary), and roundtrip
+    equals decode(encode()) for it."""
+    x = np.random.default_rng(6).standard_normal((200, 96)).astype(dtype)
+    tiny = x * dtype(scale)                              # subnormal entries (rounded)
+    big = (tiny.astype(np.float64) / scale).astype(dtype)  # the same bits, exponent shifted
+    q = MSEQuantizer(96, 3, rotation=rotation, seed=2, norm_dtype=np.float64)
+    with np.errstate(over="raise", invalid="raise"):  # no inf * 0 on the way
+        c_tiny, c_big = q.encode(tiny), q.encode(big)
+        rt = q.roundtrip(tiny)
+    same = unpack_codes(c_tiny.codes, 3, q.n_coords) == unpack_codes(c_big.codes, 3, q.n_coords)
+    assert same.mean() > 0.999
+    # float64 norms of ~1e-318 are subnormal themselves: as precise as their spacing
+    np.testing.assert_allclose(c_tiny.norms / scale, c_big.norms, rtol=1e-6,
+                               atol=np.finfo(np.float64).smallest_subnormal / scale)
+    np.testing.assert_array_equal(rt, q.decode(c_tiny))
+
+
+def test_a_norm_beyond_the_inputs_dtype_is_refused():
+    """x decodes in its own dtype (norm times direction): a float32 vector whose norm
+    exceeds float32's largest value would decode as inf even with float64 norms, so
+    encode and roundtrip refuse it (naming x, float32 and float64); as float64 it codes."""
+    x = np.random.default_rng(7).standard_normal((3, 96)).astype(np.float32) * np.float32(1e38)
+    assert np.isfinite(x).all()
+    q = MSEQuantizer(96, 3, seed=0, norm_dtype=np.float64)
+    for fn in (q.encode, q.roundtrip):
+        with pytest.raises(ValueError, match=r"x has a vector norm of .*above the largest "
+                                             r"float32.*as float64"):
+            fn(x)
+    assert np.isfinite(q.roundtrip(x.astype(np.float64))).all()
+
+
 def test_roundtrip_out_argument():
     """roundtrip(x, out=buf) writes the same numbers into buf (MSE and Prod, with and
     without draws); a wrong shape/dtype/layout or an out overlapping x is refused."""
