@@ -39,12 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, str(args.config), args.resume, args.workers
     ('sweep', 'c.toml', True, None)
     """
+    # names only: the summaries live in the registry, which imports numpy (kvstats schemes)
     epilog = "\n\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
-        f"Schemes (n = bits per coordinate, the config's budgets): {', '.join(SCHEMES)}; "
-        "K{a}V{b}: mixed precision by name, e.g. K4V2 (a, b in 1..8). `kvstats schemes` says "
-        "what each is and the params it takes.",
-        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}). See docs/usage.md "
-        "for the config format."))
+        f"Schemes: {', '.join(SCHEMES)}; K{{a}}V{{b}}: mixed precision by name, e.g. K4V2 (a, b in "
+        "1..8). n = bits per coordinate, the config's budgets. Names only here: `kvstats "
+        "schemes` says what each is (one line each) and the params a config may give it.",
+        f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}); their params and "
+        "defaults: `kvstats schemes`.",
+        "Start: `kvstats sweep --config experiments/quick.toml --out results/quick`, then open "
+        "results/quick/report.html; the config format: docs/usage.md. `kvstats COMMAND --help`: "
+        "a command's options."))
     parser = argparse.ArgumentParser(
         prog="kvstats",
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",
