@@ -210,11 +210,13 @@ def _snr_gap_text(summary: pd.DataFrame, digits: int | None = None, limit: int =
                                         if len(found) > limit else "")
     return (f"The mean of per-vector dB is more than {SNR_GAP_DB:g} dB from the pooled SNR for "
             f"{len(found)} of {n} (case, n, scheme, place)s: {shown}. Their per-vector SNR is "
-            "spread (some vectors kept nearly exact, such as a full-precision window, lift the "
-            "mean of dB; heavy tails spread it either way), so their snr_k or snr_v is not the SNR "
-            "of a typical coded vector, nor are the snr_k and snr_v rows of their tests: read their "
-            "snr_k_pooled and snr_v_pooled rows (tested alongside; the Shannon–φ planes of keys "
-            "and values plot the pooled SNR), the rate–distortion table and the attention metrics.")
+            "spread, and the two weigh it differently: the mean of per-vector dB weighs every "
+            "vector alike (vectors kept nearly exact, such as a full-precision window, lift it), "
+            "the pooled SNR by energy (under heavy tails a few large vectors set it). Neither need "
+            "be the SNR of a typical coded vector, and a winner on one is not one on the other: "
+            "read both rows of their tests (snr_k with snr_k_pooled, snr_v with snr_v_pooled), "
+            "the pooled one being what the rate–distortion limit bounds and the Shannon–φ planes "
+            "of keys and values plot, and the attention metrics.")
 
 
 def _fewest_units(summary: pd.DataFrame) -> int:
@@ -452,7 +454,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             from kvstats.report.plots import CROSSOVER_METRICS   # figures only: matplotlib's module
             doc.fig(path, f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
                     f"({pair_of.get(name, name[10:].replace('_vs_', ' vs '))}) for "
-                    f"{', '.join(CROSSOVER_METRICS)} (the crossover list above names every "
+                    f"{', '.join(CROSSOVER_METRICS)} (the crossover section above covers every "
                     f"metric); {'dominance' if paired else 'r'} > 0: the first scheme's values "
                     "are larger (better for SNR and recall@5, "
                     "worse for φ and KL: each panel says which); filled = significant after "
@@ -483,7 +485,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                         "scheme's budgets n joined in order; "
                         # the second scheme's trajectory is dashed too: name the limit's look
                         + ("grey dashed horizontal lines labelled \"limit, n = …\" (where one "
-                           "exists): the rate–distortion limit at n bits per coordinate. "
+                           "exists): the rate–distortion limit at the nominal n bits per coordinate "
+                           "(a scheme stores more, so its point may lie above its line). "
                            if place != "t" else "no limit line (T is not coded). ")
                         + "See \"Reading the Shannon–φ planes\".")
         case_comp = comp

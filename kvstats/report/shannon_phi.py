@@ -17,6 +17,7 @@ import pandas as pd
 
 from kvstats._checks import check_choice
 from kvstats.analysis.frame import LABEL_DIGITS, reported_pooled_snrs
+from kvstats.analysis.intervals import ci_reliable
 from kvstats.metrics.table import metric as metric_def
 from kvstats.report.plots import _PLACES, _case_label, _style, plt, scheme_palette, select_case
 
@@ -37,11 +38,16 @@ SHANNON_PHI_NOTE = (
     "the keys alike, show as nested disks, the first scheme of the legend largest, each "
     "with its n labels on its own side); crosses are 95% intervals of the two means "
     "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
-    "individual trials. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
+    "individual trials. A hollow disk is a mean the tables mark ‡ (a heavy right tail or "
+    "too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
+    "valid. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
     "values): Shannon's rate–distortion limit "
     "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
-    "Gaussian source of the case's covariance; no code's expected energy-pooled SNR lies "
-    "above it on Gaussian data, a measured one only by sampling error. The "
+    "Gaussian source of the case's covariance (on Gaussian data a code of rate n lies above "
+    "it only by sampling error and, the mean being of per-trial dB, a Jensen term of order "
+    "1/(N·d)). n is the nominal budget: a scheme stores more (its norms and "
+    "scales, the tables' \"bits total\"), so its point may lie above its line; \"Distance to "
+    "the rate–distortion limit\" compares each scheme with the limit at the bits it stores. The "
     "attention output T has no such line: it is not coded, its error mixes the key and "
     "value errors through the softmax.")
 
@@ -116,7 +122,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
     better. Each scheme's means at its budgets are joined in budget order and labelled
     with n (coinciding means stay visible: each scheme's disk is smaller than the one
-    drawn before it, its labels on a side of their own); 95% normal-approximation intervals of both means are drawn as crosses; the
+    drawn before it, its labels on a side of their own); 95% normal-approximation intervals of both means are drawn as crosses
+    (a mean whose φ or SNR values fail :func:`~kvstats.analysis.intervals.ci_reliable`, the
+    tables' ‡, is a hollow disk: its cross is not a valid interval); the
     trials show as faint dots under them. ``bounds`` (budget → SNR dB, e.g. from
     :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
     each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
@@ -194,6 +202,7 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible
     k = sel["scheme"].nunique()
     sizes, offsets = _nested_markers(k)
+    any_marked = False
     for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
         color = palette[scheme]
         if clouds:
@@ -211,6 +220,12 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
                     capsize=2, zorder=4)
         ax.scatter(m["x"], m["y"], s=sizes[i], marker="o", color=color,
                    edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
+        # the tables' ‡ (heavy tail, few nonzero values): no interval of the mean is valid
+        marked = g.apply(lambda d: not ci_reliable(d[phi].to_numpy(), d[snr].to_numpy()))
+        if marked.any():
+            ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[i], marker="o",
+                       facecolors="white", edgecolors=color, linewidths=1.5, zorder=5 + 0.01 * i)
+            any_marked = True
         (dx, dy), ha, va = offsets[i]
         for b, r in m.iterrows():
             ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=(dx, dy), ha=ha, va=va,
@@ -232,7 +247,10 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
             ax.annotate(f"limit, n = {b:g}", (x_hi, level), xytext=(-3, 2), textcoords="offset points",
                         ha="right", va="bottom", fontsize=6.5, color="0.3")
         extra.append((Line2D([], [], color="0.35", ls="--", lw=0.8),
-                      "rate–distortion limit\nat n bits/coord (Gaussian\nof the case's covariance)"))
+                      "rate–distortion limit\nat nominal n bits/coord\n(Gaussian of the\ncase's covariance)"))
+    if any_marked:
+        extra.append((Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5),
+                      "‡ (heavy tail or few\nnonzero values):\nno valid interval"))
     subtitle = ""
     if place in ("k", "v") and not bounds and bound_note:
         import textwrap

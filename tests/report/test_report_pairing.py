@@ -146,7 +146,7 @@ def test_pairing_from_the_config_and_the_crossover_figure(tmp_path):
     fig = plot_crossover(rep.comparisons, ["kl"], pair=("KQV", "QKQV"))
     assert fig.axes[0].get_ylabel() == "paired dominance (> 0: KQV larger)"
     assert ("Paired dominance across budgets (KQV vs QKQV) for kl, phi_k, snr_k, phi_t (the "
-            "crossover list above names every metric); dominance > 0: the first scheme's") \
+            "crossover section above covers every metric); dominance > 0: the first scheme's") \
         in rep.files["markdown"].read_text()
     # an explicit keyword beats the config
     rep = hypothesis_report(_result(f, report={"pairing": "trial"}), tmp_path / "n",
