@@ -26,7 +26,7 @@ from kvstats.metrics.table import METRIC_TABLE
 from kvstats.results import REAL
 
 __all__ = ["aggregate_clusters", "CLUSTER_KEYS", "N_IN_CLUSTER", "TrialsAsUnitsWarning",
-           "warn_if_trials_share_clusters"]
+           "warn_if_trials_share_clusters", "warn_if_real_trials_lack_clusters"]
 
 #: Columns that identify one cluster of one cell in a per-trial frame.
 CLUSTER_KEYS = (*CASE_COLUMNS, "budget", "scheme", "cluster")
@@ -35,11 +35,53 @@ N_IN_CLUSTER = "n_trials_in_cluster"
 
 
 class TrialsAsUnitsWarning(UserWarning):
-    """A table treats rows as independent units although several come from one cluster."""
+    """A table treats rows as independent units although several come from one cluster, or
+    real trials as units though they record no cluster (their text) to tell."""
+
+
+def warn_if_real_trials_lack_clusters(frame: pd.DataFrame, what: str, *,
+                                      stacklevel: int = 3) -> None:
+    """Warn (:class:`TrialsAsUnitsWarning`) when real trials of ``frame`` record no text.
+
+    A real trial without a ``cluster`` (no column, or NaN: cells written before clusters
+    were recorded) cannot be averaged with the other trials of its text, so a table over
+    such trials treats each as an independent unit; if some share a text, its intervals
+    are too narrow and its p-values too small (docs/statistics.md, "Clustered trials").
+    No table can recover the texts: the warning says to run the sweep again. A table
+    that goes on with the trials (the report does, and says so in its header) is then
+    labelled by the warning, as tables of trials that share a cluster are
+    (:func:`warn_if_trials_share_clusters`, which calls this). Cluster means
+    (``n_trials_in_cluster``) and synthetic trials pass silently.
+
+    Examples
+    --------
+    >>> import warnings, pandas as pd
+    >>> f = pd.DataFrame({"distribution": ["real", "real", "gaussian"], "params": "-",
+    ...                   "dim": 64, "n_keys": 32, "budget": 4.0, "scheme": "KQV"})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_real_trials_lack_clusters(f, "theory_table")
+    >>> str(caught[0].message)[:73]
+    'theory_table treats each real trial as an independent unit, but 2 of them'
+    >>> warn_if_real_trials_lack_clusters(f.assign(cluster=[0, 1, None]), "x")  # texts known: silent
+    """
+    if N_IN_CLUSTER in frame.columns:
+        return
+    real = (frame["distribution"] == REAL).to_numpy()
+    textless = real & (frame["cluster"].isna().to_numpy() if "cluster" in frame.columns else True)
+    if textless.any():
+        warnings.warn(f"{what} treats each real trial as an independent unit, but "
+                      f"{int(textless.sum())} of them record no 'cluster' (their text: cells "
+                      "written before clusters were recorded), so trials of one text, if any, "
+                      "count as independent (intervals too narrow and p-values too small where "
+                      "they are positively correlated); run the sweep again in a new directory "
+                      "to record each trial's text", TrialsAsUnitsWarning, stacklevel=stacklevel)
 
 
 def warn_if_trials_share_clusters(frame: pd.DataFrame, what: str, *, stacklevel: int = 3) -> None:
-    """Warn (:class:`TrialsAsUnitsWarning`) when ``frame``'s rows are trials that share clusters.
+    """Warn (:class:`TrialsAsUnitsWarning`) when ``frame``'s rows are trials that share
+    clusters, or real trials that cannot say which text they come from
+    (:func:`warn_if_real_trials_lack_clusters`).
 
     The trials of one text of a real capture are correlated (its layers and heads read the
     same tokens), so a table that treats each row as an independent unit gives intervals
@@ -60,6 +102,7 @@ def warn_if_trials_share_clusters(frame: pd.DataFrame, what: str, *, stacklevel:
     'summary_table treats each row as an independent unit, but 4'
     >>> warn_if_trials_share_clusters(f.assign(n_trials_in_cluster=2), "x")   # cluster means: silent
     """
+    warn_if_real_trials_lack_clusters(frame, what, stacklevel=stacklevel + 1)
     if "cluster" not in frame.columns or N_IN_CLUSTER in frame.columns:
         return
     rows = frame.loc[frame["cluster"].notna(), [*CLUSTER_KEYS]]

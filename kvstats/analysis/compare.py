@@ -246,6 +246,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     frame, unit, ks = _check_design(frame, pairing, ks)
     if unit is None:   # paired: a cluster repeated in a scheme's rows is an error of _matched
         warn_if_trials_share_clusters(frame, "compare_schemes(pairing='none')")
+    elif unit == "trial":   # paired on trials: real ones without their text are said to be
+        warn_if_trials_share_clusters(frame, "compare_schemes(pairing='trial')")
 
     rows, energy_jobs, energy_skipped = _pair_rows(frame, comparisons, metrics, margins,
                                                    equivalence_test, alpha, seed, ks, energy, unit)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import _describe, check_int
+from kvstats.analysis.clustered import warn_if_real_trials_lack_clusters
 from kvstats.analysis.frame import CASE_COLUMNS, check_frame, reported_pooled_snrs
 from kvstats.analysis.intervals import ci_reliable, mean_ci, ratio_ci
 from kvstats.data.spectrum import Spectrum, capture_spectra, synthetic_spectrum
@@ -170,7 +171,10 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     apart (``paired`` False), which is valid for independent samples only.
     On a clustered real capture every measured mean, ratio and interval is over the
     independent units, the texts (each text's trials averaged first; ``n_units``), and
-    ``n_trials`` still counts the trials.
+    ``n_trials`` still counts the trials. Real trials that record no ``cluster`` (sweeps
+    from before the column, NaN where resumed) are their own units for want of their text,
+    with a :class:`~kvstats.analysis.clustered.TrialsAsUnitsWarning` saying so and how to
+    record the texts (run the sweep again).
     ``ci_reliable`` is False when a sample behind the row (``snr_k``, or either ``ip_var``
     sample) is nonnegative with a Hill tail index below 2 (as in
     :func:`~kvstats.analysis.summary_table`): the bootstrap of a mean is then not valid.
@@ -212,6 +216,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     ['k_snr_db', 'k_snr_bound', 'v_snr_bound']
     """
     frame = check_frame(frame)
+    # texts are the units of a real capture; trials that cannot name theirs are said to be
+    # units themselves (the summary's and the comparisons' warning; the report goes on, labelled)
+    warn_if_real_trials_lack_clusters(frame, "theory_table")
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     seed = check_int(seed, "seed", low=0)
     n_queries = check_int(n_queries, "n_queries", low=1)

@@ -261,3 +261,46 @@ def test_ratio_ci_of_two_constant_samples_is_the_exact_ratio():
 
     r = ratio_ci(np.full(20, 3.0), np.full(20, 2.0), 99, 0)     # BCa raised: degenerate bootstrap
     assert (r["measured"], r["ci_low"], r["ci_high"]) == (1.5, 1.5, 1.5)
+
+
+def test_real_trials_without_their_text_are_said_to_be_units():
+    """A real frame from before clusters were recorded (no ``cluster``, or NaN in cells a
+    newer sweep resumed) gave trial-level means and intervals silently; now theory_table
+    warns as summary_table and compare_schemes do (TrialsAsUnitsWarning, naming what is
+    missing and the remedy), and goes on (the report labels such a unit). Silent where each
+    real trial names its text, on synthetic trials, and on cluster means."""
+    import warnings
+
+    from kvstats.analysis import aggregate_clusters, compare_schemes, summary_table
+    from kvstats.analysis.clustered import TrialsAsUnitsWarning
+
+    config = {"schemes": ["KQV", "QKQV"], "budgets": [2, 3], "distributions": ["gaussian"],
+              "dims": [64], "n_keys": [32], "n_trials": 12}
+    synthetic = kvstats.run_sweep(config, executor="serial", progress=False).frame
+    old = synthetic.assign(distribution="real", params="layer=0")
+    if "cluster" in old:
+        old = old.drop(columns="cluster")
+    resumed = old.assign(cluster=np.where(old["trial"] < 6, old["trial"] // 3, np.nan))
+    calls = [lambda f: theory_table(f, n_resamples=99), lambda f: summary_table(f, n_resamples=99),
+             lambda f: compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False,
+                                       pairing="none")]
+    paired = lambda f: compare_schemes(f, [("KQV", "QKQV")], metrics=["kl"], energy=False)  # noqa: E731
+    with pytest.raises(ValueError, match="without a 'cluster'"):   # no unit to pair on: refused
+        paired(resumed)
+    for frame, textless, tests in ((old, len(old), [*calls, paired]),
+                                   (resumed, int(resumed["cluster"].isna().sum()), calls)):
+        for call in tests:
+            with pytest.warns(TrialsAsUnitsWarning) as caught:
+                call(frame)
+            message = str(caught[0].message)
+            assert f"but {textless} of them record no 'cluster'" in message
+            assert "run the sweep again in a new directory" in message
+    with pytest.warns(TrialsAsUnitsWarning):        # still computed, over the trials
+        assert set(theory_table(old, n_resamples=99)["n_units"].dropna()) == {12}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrialsAsUnitsWarning)
+        rows = theory_table(old.assign(cluster=old["trial"]), n_resamples=99)   # texts known
+        assert set(rows["n_units"].dropna()) == {12}
+        theory_table(synthetic, n_resamples=99)
+        theory_table(old.assign(cluster=old["trial"] // 3), n_resamples=99)    # clustered itself
+        theory_table(aggregate_clusters(old.assign(cluster=old["trial"] // 3)), n_resamples=99)
