@@ -14,6 +14,9 @@ from kvstats._checks import _describe, as_float_array
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The alternatives every test of the package takes (one definition; also ``rank.ALTERNATIVES``).
+ALTERNATIVES = ("two-sided", "less", "greater")
+
 
 class TiesWarning(UserWarning):
     """Tied values make a test's reference distribution (which assumes continuity) inexact.

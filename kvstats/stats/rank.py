@@ -1,5 +1,9 @@
 """Two-sample rank tests: Mann–Whitney U and the two-sample KS test.
 
+The KS test (:func:`ks_2samp`, :class:`KSResult`) lives in :mod:`._ks` (it shares nothing
+with Mann–Whitney's machinery) and is imported from here as always; its exact version
+under ties is :mod:`kvstats.stats.ks_exact`.
+
 The tests for paired samples (signed rank, sign test) are :mod:`kvstats.stats.paired`.
 
 Conventions (see docs/statistics.md):
@@ -16,7 +20,7 @@ and the KS p-value. Kept here is what scipy lacks: the interval for r, the z-sco
 common-language effect size, the ties flag, a correctly rounded exact distribution of U,
 and the exact test of U conditional on tied values (``method="exact"`` with ties, and
 "auto" where it is affordable).
-(Over 450 lines: Mann–Whitney's three p-value routes and its interval share the tie
+(Over 400 lines: Mann–Whitney's three p-value routes and its interval share the tie
 handling and the method choice, which must stay one definition.)
 """
 
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +36,12 @@ from scipy import special, stats
 
 from kvstats._checks import check_choice, check_real
 
-from ._base import TiesWarning, _FrameMixin, as_sample, check_bool
+from ._base import ALTERNATIVES, _FrameMixin, as_sample, check_bool
+from ._ks import KS_METHODS, KSResult, _ks_gap, ks_2samp
 
 __all__ = ["MannWhitneyResult", "KSResult", "mann_whitney", "ks_2samp"]
 
-ALTERNATIVES = ("two-sided", "less", "greater")
 MWU_METHODS = ("auto", "exact", "asymptotic")
-KS_METHODS = ("auto", "exact", "asymp")
 
 # The exact null distribution costs about min(n_x, n_y)**2 * max(n_x, n_y) big-integer
 # operations; beyond this the normal approximation is both adequate and far cheaper.
@@ -90,41 +92,6 @@ class MannWhitneyResult(_FrameMixin):
     has_ties: bool
     confidence: float
     _test_name = "mann_whitney"
-
-
-@dataclass(frozen=True)
-class KSResult(_FrameMixin):
-    """Result of :func:`ks_2samp`.
-
-    Attributes
-    ----------
-    statistic : float
-        D (two-sided), D+ = max(F_x - F_y) ("greater") or D- = max(F_y - F_x) ("less"),
-        with F the empirical CDFs.
-    pvalue : float
-        p-value (scipy.stats.ks_2samp's distribution for ``method``).
-    statistic_location : float
-        The pooled observation at which the statistic is attained.
-    statistic_sign : int
-        +1 if F_x > F_y there (x tends to be *smaller*), -1 otherwise.
-    alternative, method : str
-        The alternative and the requested method.
-    n_x, n_y : int
-        Sample sizes.
-    has_ties : bool
-        Whether the pooled sample contains tied values (the p-value is then conservative).
-    """
-
-    statistic: float
-    pvalue: float
-    statistic_location: float
-    statistic_sign: int
-    alternative: str
-    method: str
-    n_x: int
-    n_y: int
-    has_ties: bool
-    _test_name = "ks_2samp"
 
 
 def _mwu_asymptotic(x: Float[np.ndarray, "*batch n_x"], y: Float[np.ndarray, "*batch n_y"],
@@ -481,73 +448,3 @@ def mann_whitney(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
                              rank_biserial_high=float(2 * hi - 1), common_language=theta,
                              zscore=z, alternative=alternative, method=used, n_x=n1, n_y=n2,
                              has_ties=has_ties, confidence=confidence)
-
-
-def _ks_gap(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"], location: float,
-            sign: int) -> float:
-    """D at scipy's ``statistic_location`` and ``statistic_sign``, from the ECDFs of sorted x, y.
-
-    The same float operations as scipy's ECDF difference at that pooled point (so D, D+, D-
-    equal scipy's except in its exact mode, which rounds D to h / lcm(n_x, n_y): that
-    differs in the last bit in about a third of cases, and D is kept as it always was).
-    """
-    gap = (np.searchsorted(xs, location, side="right") / xs.size
-           - np.searchsorted(ys, location, side="right") / ys.size)
-    return float(gap) if sign > 0 else float(np.clip(-gap, 0.0, 1.0))
-
-
-def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
-             alternative: str = "two-sided", method: str = "auto") -> KSResult:
-    """Two-sample Kolmogorov–Smirnov test, with the location of the statistic.
-
-    Parameters
-    ----------
-    x, y : array_like, 1-D
-        The two independent samples (NaN rejected; +-inf allowed).
-    alternative : {"two-sided", "less", "greater"}
-        As in scipy: "less" tests against F_x < F_y somewhere (statistic
-        max(F_y - F_x)), "greater" against F_x > F_y (statistic max(F_x - F_y)).
-    method : {"auto", "exact", "asymp"}
-        Passed to scipy.stats.ks_2samp, whose null distribution gives the p-value.
-
-    Returns
-    -------
-    KSResult
-        ``statistic``, ``pvalue``, ``statistic_location`` (pooled value where the ECDF
-        gap is attained) and ``statistic_sign`` (+1 if F_x > F_y there).
-
-    Warns
-    -----
-    TiesWarning
-        When the pooled sample contains any tied values -- within x, within y, or
-        between them. The Smirnov null distribution assumes continuous data; with ties
-        the permutation distribution of D is stochastically smaller, so the p-value
-        is conservative (never anti-conservative). Quantized metrics are often tied.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kvstats.stats import ks_2samp
-    >>> rng = np.random.default_rng(0)
-    >>> res = ks_2samp(rng.normal(0, 1, 200), rng.normal(0, 3, 200))
-    >>> res.pvalue < 1e-6
-    True
-    """
-    x = as_sample(x, "x", allow_inf=True)
-    y = as_sample(y, "y", allow_inf=True)
-    check_choice(alternative, "alternative", ALTERNATIVES)
-    check_choice(method, "method", KS_METHODS)
-    xs, ys = np.sort(x), np.sort(y)
-    pooled = np.sort(np.concatenate([xs, ys]))
-    has_ties = bool((pooled[1:] == pooled[:-1]).any())
-    if has_ties:
-        warnings.warn("ks_2samp: the pooled sample has tied values, so the KS p-value is "
-                      "conservative (too large); consider mann_whitney or energy_test",
-                      TiesWarning, stacklevel=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # exact -> asymp fallback notice
-        res = stats.ks_2samp(x, y, alternative=alternative, method=method)
-    loc, sign = float(res.statistic_location), int(res.statistic_sign)
-    return KSResult(statistic=_ks_gap(xs, ys, loc, sign), pvalue=float(res.pvalue),
-                    statistic_location=loc, statistic_sign=sign, alternative=alternative,
-                    method=method, n_x=int(x.size), n_y=int(y.size), has_ties=has_ties)
