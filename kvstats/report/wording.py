@@ -37,8 +37,10 @@ HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the one-sided 95% upper confidenc
               "A bounded metric (φ ≤ π; recall@5 "
               "and argmax shift ≤ 1) has a finite variance: its mark says that at this n its "
               "largest values spread like such a tail, so the bootstrap CI of its mean may still "
-              "undercover. The \"kl tail α\" column is that bound for KL; every metric's is the "
-              "tail_index column of tables/summary.csv. The mark also flags a mean of a "
+              "undercover. The \"kl tail α\" column is that bound for KL; the other metrics' is the "
+              "tail_index column of tables/summary.csv, computed only where every value is ≥ 0 "
+              "(NaN, not screened, where any is negative, as an SNR in dB can be: such a mean "
+              "is not marked by the tail). The mark also flags a mean of a "
               "nonnegative metric carried by fewer than 10 nonzero values, the rest 0 (a 0/1 "
               "proportion excepted), too few for the tail screen: such bootstrap intervals "
               "covered about 0.89 at nominal 0.95 (docs/statistics.md, \"Sparse means\").")

@@ -98,6 +98,23 @@ def test_heavy_note_does_not_claim_an_infinite_variance_for_bounded_metrics():
     assert "the variance is infinite at 95% confidence" not in HEAVY_NOTE
 
 
+def test_heavy_note_says_which_tail_indices_are_not_computed():
+    """The note points at summary.csv's tail_index for every metric; a metric with a negative
+    value (an SNR in dB) has NaN there and is never marked by the tail, however heavy: the
+    note says so, as the summary computes it (a Pareto(0.7) left tail of snr_t, negated)."""
+    from kvstats.analysis import summary_table
+
+    f = make_frame({("KQV", 2): 0.0}, n=200, seed=3)
+    pareto = np.random.default_rng(2).pareto(0.7, len(f))
+    f["snr_t"] = 5.0 - pareto          # a heavy left tail, some values below 0
+    f["phi_t"] = pareto                # the same tail, nonnegative: screened and marked
+    s = summary_table(f, n_resamples=99).set_index("metric")
+    assert np.isnan(s.loc["snr_t", "tail_index"]) and s.loc["snr_t", "ci_reliable"]
+    assert s.loc["phi_t", "tail_index"] < 2 and not s.loc["phi_t", "ci_reliable"]
+    assert "computed only where every value is ≥ 0" in HEAVY_NOTE
+    assert "NaN, not screened, where any is negative" in HEAVY_NOTE
+
+
 def _pareto_kl(f, seed):
     """KQV's KL Pareto-tailed (Hill α ≈ 1), QKQV's exponential: one heavy mean is enough."""
     rng = np.random.default_rng(seed)
