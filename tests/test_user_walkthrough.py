@@ -313,3 +313,26 @@ def test_usage_practical_notes_one_more_bit_example_prints_its_comments(capsys):
     prose = " ".join(notes.split())
     assert f"({float(snr[0]):.1f} dB on one-hot keys)" in prose
     assert f"{round(100 * float(printed[-1]))}% of those keys' energy" in prose
+
+
+def test_usage_progress_bar_example_has_the_shape_a_sweep_prints(tmp_path):
+    # docs/usage.md showed '6/24 cells' after the bar began counting trials ('8/8 trials,
+    # 2/2 cells'): the example must read as the bar does, digits and bar glyphs aside
+    import os
+    import subprocess
+    import sys
+
+    def shape(line: str) -> str:
+        line = re.sub(r"\|[^|]*\|", "|BAR|", line)
+        return re.sub(r"\s+", " ", re.sub(r"\d+", "N", line)).strip()
+
+    text = " ".join((DOCS / "usage.md").read_text().split())
+    shown = re.search(r"the sweep's, `(sweep:[^`]*)`", text).group(1)
+    (tmp_path / "c.toml").write_text('schemes = ["KQV", "QKQV"]\ndistributions = ["gaussian"]\n'
+                                     '[sweep]\nbudgets = [2]\ndims = [16]\nn_keys = [8]\nn_trials = 3\n')
+    proc = subprocess.run([sys.executable, "-m", "kvstats.cli", "sweep", "--config", "c.toml", "--out",
+                           "o", "--workers", "1", "--no-report"], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    printed = [part for part in re.split(r"[\r\n]", proc.stderr) if part.startswith("sweep:") and "|" in part]
+    assert printed and shape(shown) == shape(printed[-1]), (shown, printed[-1])
