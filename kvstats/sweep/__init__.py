@@ -40,7 +40,8 @@ its validation), :mod:`~kvstats.sweep.specs` (one ``[[schemes]]`` or ``[[distrib
 entry read and checked), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks, tasks),
 :mod:`~kvstats.sweep.sources` (the real data source), :mod:`~kvstats.sweep.work` (a
 task -> per-trial frames, in a worker), :mod:`~kvstats.sweep.store` (cell files,
-manifest), :mod:`~kvstats.sweep.folder` (a folder kept to one sweep: its lock, which
+manifest), :mod:`~kvstats.sweep.numeric_env` (the CPU and BLAS a cell was computed in:
+recorded, and a resume of cells from elsewhere warns), :mod:`~kvstats.sweep.folder` (a folder kept to one sweep: its lock, which
 folders a sweep may take, what a new sweep clears), :mod:`~kvstats.sweep.pool` (tasks on an executor: workers, their progress,
 warnings and failures), :mod:`~kvstats.sweep.run` (:func:`run_sweep`) and
 :mod:`~kvstats.sweep.replay` (:func:`replay_trials`: any stored trial drawn and coded

@@ -25,6 +25,7 @@ import pandas as pd
 
 from kvstats.plugins import WorkerPayload, install_worker_payload
 from kvstats.sweep import plan
+from kvstats.sweep.numeric_env import numeric_env
 from kvstats.sweep.work import _compute_task
 
 __all__ = ["WorkerDiedError"]
@@ -68,13 +69,15 @@ def _pool_worker(progress: Any) -> None:
 
 
 def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
-               ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]], list[tuple]]:
+               ) -> tuple[dict[str, str], list[tuple[str, int, pd.DataFrame, float]], list[tuple],
+                          dict[str, str]]:
     """A task in a worker process: the user code first
     (:func:`kvstats.plugins.install_worker_payload`), then :func:`_compute_task`; returned
-    with the worker's :func:`~kvstats.sweep.plan.code_version` and the warnings it raised.
+    with the worker's :func:`~kvstats.sweep.plan.code_version`, the warnings it raised and
+    its :func:`~kvstats.sweep.numeric_env.numeric_env`.
     A worker imports kvstats itself: after an edit made while the sweep runs (or on a
-    remote worker with another install) its code is not the calling process's, and its
-    cells must say so. In the default pool each chunk's trials (all cells) go to the
+    remote worker with another install or CPU) its code or its last bits are not the
+    calling process's, and its cells must say so. In the default pool each chunk's trials (all cells) go to the
     progress queue as ``(tag, trials)``, written before the task returns.
 
     Warnings are recorded (the worker's filters still apply) and returned, for the
@@ -94,7 +97,7 @@ def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
     with warnings.catch_warnings(record=True) as caught:
         install_worker_payload(payload)
         _compute_task(task, emit=emit)
-    return plan.code_version(), out, [_portable(w) for w in caught]
+    return plan.code_version(), out, [_portable(w) for w in caught], numeric_env()
 
 
 def _portable(w: warnings.WarningMessage) -> tuple[type[Warning], str, str, int, str | None]:
@@ -163,9 +166,9 @@ def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any
     def take(fut: cf.Future) -> None:
         nonlocal collecting
         tag = futures[fut]
-        worker_code, results, warned = fut.result()
+        worker_code, results, warned, worker_env = fut.result()
         collecting = True
-        collect(results, worker_code)
+        collect(results, worker_code, worker_env)
         collecting = False
         finished.add(tag)
         _show_warnings(warned, seen_warnings)

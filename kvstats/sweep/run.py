@@ -43,6 +43,7 @@ from kvstats._checks import check_int
 from kvstats.plugins import user_code, worker_payload
 from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
+from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
                                 _portable, _say, _show_warnings, _user_task)
@@ -94,6 +95,24 @@ def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
                    file=sys.stderr,
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} trials, "
                               "{cells_done}/{cells} cells [{elapsed}<{remaining}]")
+
+
+def _one_or_mixed(values: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The one code (or environment) that computed a cell's parts, or a mark none equals."""
+    items = list(values.values())
+    return items[0] if len(items) == 1 else {"mixed": json.dumps(items, sort_keys=True)}
+
+
+def _other_env(caught: list[warnings.WarningMessage]) -> dict[str, Any]:
+    """The resumed cells of another numerical environment (cell id -> its record), from the
+    :class:`NumericEnvWarning` s :func:`load_cell` gave; any other warning is shown again."""
+    other: dict[str, Any] = {}
+    for w in caught:
+        if isinstance(w.message, NumericEnvWarning):
+            other[w.message.cell_id] = w.message.stored
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return other
 
 
 def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> list[tuple[Cell, str]]:
@@ -306,6 +325,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 started: str, tic: float) -> SweepResult:
     git = _git_revision()  # the code that runs: the tree may change while a long sweep runs
     code = code_version()  # ... and what a stored cell must have been computed by to be reused
+    env = numeric_env()    # ... and the CPU and BLAS it ran on (recorded; a resume warns)
     fingerprint = config_fingerprint(config)
     cells_dir = None
     if out_dir is not None:
@@ -326,10 +346,14 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     status: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
     todo = []
+    with warnings.catch_warnings(record=True) as caught:   # each cell's NumericEnvWarning: one below
+        warnings.simplefilter("always", NumericEnvWarning)
+        loaded = {cid: load_cell(cells_dir, cid, key=cell.key(), n_trials=config.n_trials, code=code,
+                                 env=env)
+                  for cell, cid in cells if cells_dir is not None and resume}
+    other_env = _other_env(caught)
     for cell, cid in cells:
-        done = reason = None
-        if cells_dir is not None and resume:
-            done, reason = load_cell(cells_dir, cid, key=cell.key(), n_trials=config.n_trials, code=code)
+        done, reason = loaded.get(cid, (None, None))
         if done is not None:
             label = cell.params_label()
             if not (done["params"] == label).all():
@@ -338,12 +362,22 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 # same cell, labelled as now, else one case would show under two labels
                 done = done.assign(params=label)
             frames[cid] = done
-            status[cid] = {"status": "resumed", "seconds": None}
+            status[cid] = {"status": "resumed", "seconds": None,
+                           **({"numeric_env": other_env[cid]} if cid in other_env else {})}
         else:
             if reason is not None:
                 reasons[cid] = reason
                 _say(f"cell {cid} ({cell.describe()}): the stored file {reason}; recomputing it")
             todo.append((cell, cid))
+    if other_env:
+        first = next(iter(other_env))
+        diff = env_differences(other_env[first], env)
+        warnings.warn(
+            f"{len(other_env)} of {len(cells) - len(todo)} resumed cell(s) were computed in another "
+            f"numerical environment (CPU or BLAS; e.g. cell {first}: {diff}); "
+            "their last bits may differ from cells computed here. They are kept (the manifest lists "
+            "them, with n_other_env); resume=False (kvstats sweep without --resume) recomputes "
+            "every cell here", NumericEnvWarning, stacklevel=3)
     tasks = _tasks(config, todo)
 
     bar = _cell_bar(len(cells), len(cells) - len(todo), config.n_trials, progress)
@@ -354,28 +388,36 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     seconds = dict.fromkeys(pending, 0.0)
     keys = {cid: cell.key() for cell, cid in todo}
 
-    used: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}   # the code of each part
+    # the code and the numerical environment of each part
+    used: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}
+    used_env: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}
     others: list[str] = []
 
-    def collect(results: list[tuple[str, int, pd.DataFrame, float]], by: dict[str, str] = code) -> None:
+    def collect(results: list[tuple[str, int, pd.DataFrame, float]], by: dict[str, str] = code,
+                by_env: dict[str, str] = env) -> None:
         for cid, start, part, secs in results:
             pending[cid][start] = part
             used[cid][json.dumps(by, sort_keys=True)] = by
+            used_env[cid][json.dumps(by_env, sort_keys=True)] = by_env
             seconds[cid] += secs
             if sum(map(len, pending[cid].values())) == config.n_trials:
                 parts = pending.pop(cid)
                 frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
                 # the code that computed the cell: this process's, else the worker's (a
-                # resume recomputes such a cell), or a mark no code equals (parts by two)
-                codes = list(used.pop(cid).values())
-                cell_code = codes[0] if len(codes) == 1 else {"mixed": json.dumps(codes, sort_keys=True)}
+                # resume recomputes such a cell), or a mark no code equals (parts by two);
+                # its numerical environment likewise (recorded, not checked)
+                cell_code = _one_or_mixed(used.pop(cid))
+                cell_env = _one_or_mixed(used_env.pop(cid))
                 if cells_dir is not None:
-                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=cell_code)
+                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=cell_code,
+                               env=cell_env)
                 frames[cid] = frame
                 bar.cells_done += 1
                 status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
                                else {"status": "computed"})
                 status[cid]["seconds"] = round(seconds[cid], 3)
+                if cell_env != env:
+                    status[cid]["numeric_env"] = cell_env
                 if cell_code != code:
                     status[cid]["code"] = cell_code
                     others.append(cid)
@@ -453,7 +495,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     frame = pd.concat([frames[cid] for _, cid in cells], ignore_index=True)
     manifest = make_manifest(config, cells, status, len(frame), started=started,
                              seconds=time.perf_counter() - tic, git=git, executor=executor_name,
-                             code=code)
+                             code=code, env=env)
     own = user_code(config)
     if own:
         manifest["user_code"] = own   # the results came from user code: which, and its hash

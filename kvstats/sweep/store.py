@@ -33,6 +33,7 @@ import platform
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ from kvstats.results import (CELL_COLUMNS, MANIFEST, RESULTS, TABLE_META_KEY, _C
 from kvstats.sweep.folder import (_REPORT_RECORD, _TABLE_SUFFIXES, LOCK_NAME,  # noqa: F401
                                   SweepLockedError, _now, check_out_folder, check_writable,
                                   clear_outputs, lock_dir)
+from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences
 
 if TYPE_CHECKING:
     from kvstats.sweep.config import SweepConfig
@@ -129,13 +131,15 @@ def _schema(frame: pd.DataFrame) -> list[list[str]]:
 
 
 def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, config: str,
-               code: dict[str, str] | None = None) -> Path:
+               code: dict[str, str] | None = None, env: dict[str, Any] | None = None) -> Path:
     """Store a finished cell atomically, with its metadata record.
 
     ``key`` is the cell's key (:meth:`Cell.key`), ``config`` the fingerprint of the
     config that computed it (provenance; the cell id already covers every setting that
     changes the cell's numbers), ``code`` the :func:`~kvstats.sweep.plan.code_version`
-    that computed it (checked on resume).
+    that computed it (checked on resume), ``env`` the
+    :func:`~kvstats.sweep.numeric_env.numeric_env` it was computed in (compared on
+    resume: :func:`load_cell`).
 
     Examples
     --------
@@ -151,7 +155,8 @@ def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, conf
     """
     meta = {"kvstats_cell": CELL_VERSION, "cell_id": cid, "key": key, "config": config,
             "n_rows": len(frame), "schema": _schema(frame), "sha256": frame_digest(frame),
-            **({"code": code} if code is not None else {})}
+            **({"code": code} if code is not None else {}),
+            **({"numeric_env": env} if env is not None else {})}
     return _write_table(frame, cells_dir / cid, meta)
 
 
@@ -213,10 +218,14 @@ def _short(value: Any) -> str:
 
 
 def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int,
-              code: dict[str, str] | None = None) -> tuple[pd.DataFrame | None, str | None]:
+              code: dict[str, str] | None = None,
+              env: dict[str, str] | None = None) -> tuple[pd.DataFrame | None, str | None]:
     """The finished cell ``cid`` if it is stored and checks out: ``(frame, None)``;
     ``(None, reason)`` when a file is there but cannot be reused; ``(None, None)`` when
-    there is none (more in :func:`write_cell`'s example).
+    there is none (more in :func:`write_cell`'s example). A cell that checks out but was
+    computed in a numerical environment other than ``env`` (when given) is still
+    returned, with a :class:`~kvstats.sweep.numeric_env.NumericEnvWarning` (its last
+    bits may differ from a cell computed here; :mod:`kvstats.sweep.numeric_env`).
 
     Examples
     --------
@@ -236,7 +245,14 @@ def load_cell(cells_dir: Path, cid: str, *, key: str, n_trials: int,
         text = " ".join(f"{type(cause).__name__}: {cause}".replace(str(path), path.name).split())
         return None, f"cannot be read as a table (truncated, or not a cell file): {text[:160]}"
     reason = check_cell(frame, meta, cid=cid, key=key, n_trials=n_trials, code=code)
-    return (None, reason) if reason else (frame, None)
+    if reason:
+        return None, reason
+    stored = meta.get("numeric_env") if isinstance(meta, dict) else None
+    diff = None if env is None else env_differences(stored, env)
+    if diff:
+        warnings.warn(NumericEnvWarning(f"cell {cid} was computed in another numerical environment: "
+                                        f"{diff}", cid, stored), stacklevel=2)
+    return frame, None
 
 
 def check_cell_slots(cells_dir: Path, cids: Iterable[str]) -> None:
@@ -304,11 +320,14 @@ def _git_revision() -> dict[str, Any] | None:
 
 def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: dict[str, dict[str, Any]],
                   n_rows: int, *, started: str, seconds: float, git: dict[str, Any] | None,
-                  executor: str, code: dict[str, str] | None = None) -> dict[str, Any]:
+                  executor: str, code: dict[str, str] | None = None,
+                  env: dict[str, str] | None = None) -> dict[str, Any]:
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
     revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
     ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds; ``"code"``
-    for a cell a worker running other code computed, counted in ``"n_other_code"``).
+    for a cell a worker running other code computed, counted in ``"n_other_code"``;
+    ``"numeric_env"`` for a cell computed in another numerical environment than ``env``,
+    this process's, counted in ``"n_other_env"``).
     ``code`` (:func:`~kvstats.sweep.plan.code_version` of this process, which computed
     every other cell, resumed ones included) puts the source digest among the versions
     the report's header prints.
@@ -343,6 +362,9 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
         # cells a worker running other code computed (their entries say which): a reader
         # of the versions above must know they do not describe every cell
         "n_other_code": sum("code" in s for s in status.values()),
+        # ... and those computed on another CPU or BLAS (last bits may differ: numeric_env)
+        **({"numeric_env": env, "n_other_env": sum("numeric_env" in s for s in status.values())}
+           if env is not None else {}),
         "n_rows": int(n_rows),
         "cells": [{"id": cid, "key": json.loads(cell.key()), **status[cid]} for cell, cid in cells],
     }

@@ -428,12 +428,12 @@ def test_the_pool_bar_counts_a_tasks_unreported_chunks_when_it_returns():
     class Bar:
         update = staticmethod(updates.append)
 
-    def collect(results, code):
+    def collect(results, code, env):
         a_collected.set()
 
     with cf.ThreadPoolExecutor(2) as pool:
-        a = pool.submit(lambda: ({}, [("a", 0, part, 0.0)], []))
-        b = pool.submit(lambda: a_collected.wait() and ({}, [("b", 0, part, 0.0)], []))
+        a = pool.submit(lambda: ({}, [("a", 0, part, 0.0)], [], {}))
+        b = pool.submit(lambda: a_collected.wait() and ({}, [("b", 0, part, 0.0)], [], {}))
         try:
             _gather({a: 0, b: 1}, collect, Bar, Reports([[(0, 3), (1, 2)], [(0, 1)]]), [], set())
         finally:
