@@ -26,8 +26,12 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
   budget grows; only a 32-bit side reproduces its input; ``key_rel_mse`` predicts the
   measured key error where the entry offers a closed form.
 """
-# ~570 lines as one idea: the contract, one function per clause, kept together so that
-# the built-ins' test suite and check_scheme run the same code.
+# ~680 lines as one idea: the contract. Every clause has one shape, (name, params) -> None
+# or a SchemeContractError, over one harness (awkward_kv, budgets, _build, _where, _fail);
+# CHECKS lists them in the order check_scheme runs them, and the built-ins' test suite
+# calls the same functions. Split by theme, the list would be scattered over modules
+# that import the harness back: the themes (round trip, bits, seeds, input, export) are
+# parts of one checklist, not separate ideas.
 
 from __future__ import annotations
 
