@@ -404,6 +404,17 @@ class MSEQuantizer:
         if self.draws and codes.codes.ndim < 2:
             raise ValueError(f"codes.codes must have shape (*batch, n, bytes) when draws="
                              f"{self.draws}; received {_describe(codes.codes)}")
+        if codes.norms.shape != codes.codes.shape[:-1]:
+            raise ValueError(f"codes.norms must have shape {codes.codes.shape[:-1]} (codes.codes' "
+                             f"batch); received {_describe(codes.norms)}")
+        if np.dtype(codes.dtype) not in (np.float32, np.float64):
+            raise ValueError(f"codes.dtype must be float32 or float64; received {np.dtype(codes.dtype)}")
+        if self.draws:
+            try:
+                np.broadcast_shapes(codes.codes.shape[:-2], self.draws)
+            except ValueError as exc:
+                raise ValueError(f"codes' batch axes {codes.codes.shape[:-2]} must broadcast against "
+                                 f"the draws {self.draws}; received {_describe(codes.codes)}") from exc
         return codes
 
     def roundtrip(self, x: Float[np.ndarray, "*batch d"],

@@ -212,6 +212,22 @@ def test_bad_input():
         q.decode(MSEQuantizer(8, 3).encode(np.ones((1, 8))))
 
 
+def test_decode_refuses_codes_it_cannot_have_made():
+    """decode names codes and what is wrong, where numpy would say only that two shapes do
+    not broadcast: a batch that does not broadcast against the draws, norms of another
+    batch shape than the codes, a dtype encode never records (float32/float64 only)."""
+    x = np.random.default_rng(0).standard_normal((4, 10, 64))
+    c4 = MSEQuantizer(64, 3, draws=4).encode(x)
+    with pytest.raises(ValueError, match=r"codes' batch axes \(4,\) must broadcast against "
+                                         r"the draws \(3,\)"):
+        MSEQuantizer(64, 3, draws=3).decode(c4)
+    q = MSEQuantizer(64, 3)
+    with pytest.raises(ValueError, match=r"codes.norms must have shape \(4, 10\).*\(2, 10\)"):
+        q.decode(MSECodes(c4.codes, c4.norms[:2], 3, 64, np.dtype(np.float64)))
+    with pytest.raises(ValueError, match=r"codes.dtype must be float32 or float64; received float16"):
+        q.decode(MSECodes(c4.codes, c4.norms, 3, 64, np.dtype(np.float16)))
+
+
 @pytest.mark.parametrize("bits", [3, 4])
 def test_chunked_rows_equal_batched_path(bits):
     """draws=() codes rows in cache-sized chunks; a rotation with draws=(1,) and the same
