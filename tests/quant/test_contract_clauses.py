@@ -82,6 +82,14 @@ def test_a_coder_broken_in_one_way_fails_its_clause(coder, clause, text):
     assert clause in failed and text in failed[clause], failed
 
 
+def test_nan_output_is_reported_as_nan_not_as_drift_or_coupling():
+    # a NaN is unequal to itself: compared as numbers, a NaN decode read as a roundtrip
+    # that drifts under draws (broadcast) or a trial coupled to the others
+    failed = _account(define_scheme("broken", _side(_NaN), _bits, summary="one broken side"))
+    assert "V decoded with NaN/inf values" in failed["broadcast"], failed
+    assert "independent_trials" not in failed, failed
+
+
 def test_a_float64_coder_is_cast_to_the_inputs_dtype_by_the_scheme():
     # the Scheme casts what a coder decodes to K's dtype in roundtrip and dequantize alike,
     # so a coder returning float64 for float32 input passes (and a sweep's float32 stays so)
