@@ -42,3 +42,27 @@ def test_readme_seed_scheme_lines_are_the_registry_summaries():
     text = README.read_text()
     for name in ("KV", "KQV", "QKQV"):
         assert f"- `{name}`: {scheme_def(name).summary}\n" in text, name
+
+
+def test_readme_command_lines_are_valid_commands():
+    """Each line of the README's "From the command line" block parses as the command it
+    shows (a renamed or mistyped flag there is the first thing a new user runs into)."""
+    import contextlib
+    import io
+    import shlex
+
+    from kvstats.cli_parser import build_parser
+
+    block = README.read_text().split("From the command line:\n\n", 1)[1].split("\n\n", 1)[0]
+    lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    assert len(lines) >= 5 and all(line.startswith(".venv/bin/kvstats ") for line in lines), lines
+    for line in lines:
+        argv = shlex.split(line)[1:]
+        if argv == ["--help"]:
+            continue
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors):
+            try:
+                build_parser().parse_args(argv)
+            except SystemExit:
+                raise AssertionError(f"README.md: {line!r}: {errors.getvalue().strip()}") from None
