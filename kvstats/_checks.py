@@ -28,6 +28,9 @@ def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: boo
                    allow_empty: bool = False) -> np.ndarray:
     """Return ``x`` as a float32 or float64 array (other numeric dtypes become float64).
 
+    The narrow floats of :mod:`ml_dtypes` (bfloat16, fp8, fp4: how caches are often held)
+    count as numeric and become float64 like float16.
+
     Raises a ``TypeError`` for non-numeric input and a ``ValueError`` for too few
     dimensions, empty input or NaN/inf values, each naming ``name``.
     """
@@ -35,7 +38,7 @@ def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: boo
         arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
         raise TypeError(f"{name} must be a numeric array; received {_describe(x)}") from exc
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biuf" and not _is_ml_dtypes_number(arr.dtype):
         raise TypeError(f"{name} must be a real numeric array; received {_describe(arr)}")
     if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float64)
@@ -47,6 +50,11 @@ def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: boo
         n_bad = int(arr.size - np.isfinite(arr).sum())
         raise ValueError(f"{name} must be finite; received {n_bad} NaN/inf value(s) in {_describe(arr)}")
     return arr
+
+
+def _is_ml_dtypes_number(dtype: np.dtype) -> bool:
+    # ml_dtypes' types are numpy "void"-kind extension dtypes; their module names them
+    return dtype.kind == "V" and dtype.type.__module__.startswith("ml_dtypes")
 
 
 def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:

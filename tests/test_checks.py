@@ -24,3 +24,22 @@ def test_a_public_entry_point_refuses_nan_with_a_value_error():
     # reported by a review: FP8Coder(scale=nan) raised TypeError although NaN is a float
     with pytest.raises(ValueError, match="scale"):
         FP8Coder("fp8_e4m3", 64, scale=float("nan"))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_narrow_ml_dtypes_floats_are_inputs_like_float16(dtype):
+    # a review found bfloat16 keys refused ("must be a real numeric array") though caches hold them
+    import ml_dtypes
+
+    from kvstats.quant.mse import MSEQuantizer
+
+    x = np.random.default_rng(0).standard_normal((3, 96)).astype(getattr(ml_dtypes, dtype))
+    q = MSEQuantizer(96, 3, seed=1)
+    np.testing.assert_array_equal(q.roundtrip(x), q.roundtrip(x.astype(np.float64)))
+
+
+def test_other_void_dtypes_stay_refused():
+    from kvstats._checks import as_float_array
+
+    with pytest.raises(TypeError, match="^x must be a real numeric array"):
+        as_float_array(np.zeros(3, dtype="V4"), "x")
