@@ -16,6 +16,7 @@ import pytest
 
 import kvstats
 from kvstats.quant import mse as mse_module
+from kvstats.quant import mse_kernels as mse_kernels_module
 from kvstats.quant import prod as prod_module
 from kvstats.quant import qjl as qjl_module
 from kvstats.quant.contract import awkward_kv as kv
@@ -75,7 +76,7 @@ def test_vector_sides_skip_the_storage_work(name, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("storage work in roundtrip")
 
-    for target in (mse_module, qjl_module, prod_module):
+    for target in (mse_module, mse_kernels_module, qjl_module, prod_module):
         for attr in ("pack_codes", "unpack_codes", "pack_bits", "unpack_bits"):
             if hasattr(target, attr):
                 monkeypatch.setattr(target, attr, forbidden)
