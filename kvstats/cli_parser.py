@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
     rp.add_argument("--out", type=Path, default=None, metavar="OUT",
                     help="where to write the report (default: DIR); a folder that holds files but "
-                         "no kvstats output is refused")
+                         "no kvstats output is refused, and so is one that holds another sweep")
     rp.add_argument("--alpha", type=float, default=None,
                     help="significance level after adjustment (default: config's, else 0.05)")
     rp.add_argument("--correction", choices=list(CORRECTIONS), default=None,

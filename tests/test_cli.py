@@ -136,6 +136,34 @@ def test_sweep_and_report_in_process(tmp_path, tiny_config, capsys):
     assert "fdr_bh" in (tmp_path / "rep" / "report.md").read_text()
 
 
+def test_report_into_another_sweeps_folder_is_refused(tmp_path, tiny_config, capsys):
+    """`kvstats report A --out B`, B holding sweep B, wrote A's report beside B's results (a
+    folder of two sweeps, each file believable); refused before B is touched. A copy of A
+    is the same sweep: its report may go there."""
+    import shutil
+
+    def sweep(name, seed):
+        config = tmp_path / f"{name}.toml"
+        config.write_text(TINY_TOML.replace("seed = 3", f"seed = {seed}"))
+        assert main(["sweep", "--config", str(config), "--out", str(tmp_path / name), "--workers", "1",
+                     "--no-progress", "--no-report"]) == 0
+
+    sweep("a", 3)
+    sweep("b", 4)
+    before = sorted(p.name for p in (tmp_path / "b").iterdir())
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "a"), "--out", str(tmp_path / "b"), "--no-figures",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kvstats report: error: --out {str(tmp_path / 'b')!r} holds another sweep")
+    assert f"Write the report into {str(tmp_path / 'a')!r} (the default)" in err
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == before   # no report, no lock
+    shutil.copytree(tmp_path / "a", tmp_path / "a_copy")
+    assert main(["report", str(tmp_path / "a"), "--out", str(tmp_path / "a_copy"), "--no-figures",
+                 "--no-progress"]) == 0
+    assert (tmp_path / "a_copy" / "report.md").is_file()
+
+
 def test_report_pairing_flag_end_to_end(tmp_path, tiny_config, capsys):
     """kvstats report --pairing trial on a small sweep: the paired tests, said in the report."""
     out = tmp_path / "out"
