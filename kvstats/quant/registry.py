@@ -29,7 +29,8 @@ from kvstats._checks import did_you_mean
 from kvstats.quant.builtin_schemes import ENTRIES
 from kvstats.quant.schemedef import Builder, SchemeDef
 
-__all__ = ["SchemeDef", "Builder", "REGISTRY", "BUILTIN", "SCHEMES", "scheme_def", "parse_scheme_name"]
+__all__ = ["SchemeDef", "Builder", "REGISTRY", "BUILTIN", "SCHEMES", "scheme_def", "parse_scheme_name",
+           "resolved_scheme"]
 
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 
@@ -87,6 +88,60 @@ def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, 
                              f"received params {params}")
         params.update(key_bits=key_bits, value_bits=value_bits)
     return sdef, params
+
+
+# The settings a built-in's builder takes when a parameter is left out, where that value
+# is a constant (kvstats.quant.builtin_schemes); those that depend on the bits or d (qjl's
+# m = n·d, value_bits = n, value_group_size = d; the sketch rows m = d_pad; klt's rank = d)
+# are not here. tests/sweep/test_scheme_identity.py builds every entry with and without
+# each to hold the two equal.
+_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "KV": {"norm_dtype": "float16"},
+    **dict.fromkeys(("KQV", "QKQV", "turboquant_prod"),
+                    {"rotation": "hadamard", "sketch": "gaussian", "norm_dtype": "float16"}),
+    **dict.fromkeys(("turboquant_mse", "mixed"), {"rotation": "hadamard", "norm_dtype": "float16"}),
+    "qjl": {"sketch": "gaussian", "n_outliers": 0, "group_size": 32, "norm_dtype": "float16"},
+    "kivi": {"group_size": 32, "residual": 32},
+    **dict.fromkeys(("fp8_e4m3", "fp8_e5m2", "nvfp4"), {"scale": "head"}),
+    "klt": {"group_size": 1024},
+})
+
+
+def resolved_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A scheme's identity: its registry name and its parameters with the defaults filled in.
+
+    Two spellings of one scheme resolve alike: a parameter left out and the same one set
+    to its default (``QKQV`` and ``QKQV`` with ``sketch="gaussian"``), ``"K4V2"`` and
+    ``mixed`` with ``key_bits=4, value_bits=2``, ``3`` and ``3.0``, ``norm_dtype``
+    ``"half"`` and ``"float16"``. Filled are the built-ins' constant defaults; one that
+    depends on the bits or d (qjl's ``m = n·d``, ``value_bits``, ``value_group_size``),
+    and a user scheme's defaults (its builder's own), are not known here: such a
+    parameter counts as given or left out.
+
+    Examples
+    --------
+    >>> resolved_scheme("QKQV", {}) == resolved_scheme("QKQV", {"sketch": "gaussian"})
+    True
+    >>> resolved_scheme("K4V2", {})
+    ('mixed', {'key_bits': 4, 'norm_dtype': 'float16', 'rotation': 'hadamard', 'value_bits': 2})
+    """
+    sdef, params = parse_scheme_name(name, params)
+    full = {**_DEFAULTS.get(sdef.name, {}), **params}   # a user scheme's name has none here
+    return sdef.name, {k: _same_value(k, full[k]) for k in sorted(full)}
+
+
+def _same_value(key: str, value: Any) -> Any:
+    """``value`` written one way: a whole float as the int it equals, a dtype by its name."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if key == "norm_dtype":
+        try:
+            import numpy as np
+
+            return np.dtype(value).name
+        except TypeError:
+            return value   # not a dtype: make_scheme says so
+    return value
 
 
 # --------------------------------------------------------------------------- the tables

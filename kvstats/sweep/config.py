@@ -25,8 +25,8 @@ from kvstats.results import DEFAULT_COMPARISONS, check_comparisons
 from kvstats.sweep.plan import Cell, _canonical, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _resolve_real
 from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeSpec, _as_list,
-                                 _check_distinct_cases, _int, _int_tuple, parse_distributions,
-                                 parse_scheme)
+                                 _check_distinct_cases, _check_distinct_schemes, _int, _int_tuple,
+                                 parse_distributions, parse_scheme)
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 
@@ -144,6 +144,7 @@ class SweepConfig:
         if dup:
             raise ValueError(f"schemes must have distinct labels; received duplicates {dup} "
                              "(give each a 'label')")
+        _check_distinct_schemes(schemes)
         keys = [(d.name, _canonical(d.params)) for d in dists]
         if len(set(keys)) != len(keys):
             raise ValueError("distributions must not repeat a (name, params) pair; received "

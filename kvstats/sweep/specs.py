@@ -16,7 +16,7 @@ from kvstats._checks import check_int, did_you_mean
 from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _resolve
 from kvstats.quant.register import scheme_names
-from kvstats.quant.registry import scheme_def
+from kvstats.quant.registry import resolved_scheme, scheme_def
 from kvstats.results import REAL
 from kvstats.sweep.plan import _canonical, _fmt_params
 from kvstats.sweep.sources import _real_params
@@ -285,6 +285,25 @@ def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
                 f"distributions: {spec.name!r} with params {_fmt_params(earlier.params)} and with "
                 f"params {_fmt_params(spec.params)} are the same distribution (defaults filled in: "
                 f"{_fmt_params(full)}); keep one")
+
+
+def _check_distinct_schemes(schemes: Iterable[SchemeSpec]) -> None:
+    """Refuse two entries of one scheme: the same registry name and parameters once the
+    defaults fill what an entry leaves out (:func:`kvstats.quant.registry.resolved_scheme`:
+    ``QKQV`` and ``QKQV`` with ``sketch = "gaussian"``, ``K4V2`` and ``mixed`` with
+    ``key_bits = 4, value_bits = 2``), whatever their labels and budgets. Their cell keys
+    differ, so they would get other scheme seeds and stand in the report as two schemes
+    compared with each other. (The cell key itself is unchanged: stored cells keep their
+    ids.)"""
+    seen: dict[str, SchemeSpec] = {}
+    for spec in schemes:
+        name, full = resolved_scheme(spec.name, spec.params)
+        earlier = seen.setdefault(_canonical([name, full]), spec)
+        if earlier is not spec:
+            raise ValueError(
+                f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
+                f"({name} with the defaults filled in: {_fmt_params(full)}); keep one (with both "
+                "entries' budgets, if they differ)")
 
 
 def _as_list(value: Any, name: str) -> list[Any]:
