@@ -20,7 +20,8 @@ a sweep at the progress bar's next write, also with 141 and no message (finished
 are kept for ``--resume``); an error whose line cannot be written keeps its status;
 ``--help`` into a closed pipe exits 0.
 
-The parser is :mod:`kvstats.cli_parser` (it imports nothing heavy); the commands are here.
+The parser is :mod:`kvstats.cli_parser` and the output, errors and warnings
+:mod:`kvstats._cli_output` (neither imports anything heavy); the commands are here.
 """
 
 from __future__ import annotations
@@ -28,20 +29,17 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import textwrap
 import time
 import warnings
 from typing import Sequence
 
+from kvstats._cli_output import (PIPE_CLOSED, Stdout, discard, error_text, import_error_text,
+                                missing_package, os_error_text, print_error, raised, warning_printer)
 from kvstats.cli_parser import REAL, REAL_ABOUT, build_parser
 
 __all__ = ["main", "build_parser", "PIPE_CLOSED"]
-
-#: Exit status when stdout's (or stderr's) reader went away: 128 + SIGPIPE (13), as a
-#: shell reports a tool the closed pipe killed.
-PIPE_CLOSED = 141
 
 
 def _schemes_text(width: int = 100, params: bool = False) -> str:
@@ -69,7 +67,7 @@ def _schemes_text(width: int = 100, params: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _cmd_sweep(args: argparse.Namespace, say: _Stdout) -> int:
+def _cmd_sweep(args: argparse.Namespace, say: Stdout) -> int:
     from kvstats._checks import check_int
 
     if args.workers is not None:   # before the sweep's imports (pandas, scipy)
@@ -90,7 +88,7 @@ def _cmd_sweep(args: argparse.Namespace, say: _Stdout) -> int:
         return _sweep_locked(args, config, cells, run, hypothesis_report, say, tic)
 
 
-def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_report, say: _Stdout,
+def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_report, say: Stdout,
                   tic: float) -> int:
     executor = "serial" if args.workers == 1 else None
     result = run._run_checked(config, cells, args.out, executor, not args.no_progress,
@@ -168,7 +166,7 @@ def _cell_counts(manifest: dict) -> str:
     return text + ")"
 
 
-def _cmd_report(args: argparse.Namespace, say: _Stdout) -> int:
+def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     _check_report_flags(args)   # before loading (and importing pandas): fails at once, named
     from kvstats.plugins import relocate_plugins
     from kvstats.report import hypothesis_report
@@ -285,7 +283,7 @@ def _distributions_text(width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
+def _cmd_schemes(args: argparse.Namespace, say: Stdout) -> int:
     from kvstats.data.register import user_distributions
     from kvstats.plugins import _KEY as PLUGINS_KEY
     from kvstats.plugins import PluginError, load_plugins, plugin_summary
@@ -317,7 +315,7 @@ def _cmd_schemes(args: argparse.Namespace, say: _Stdout) -> int:
     return 0
 
 
-def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
+def _cmd_theory(args: argparse.Namespace, say: Stdout) -> int:
     from kvstats._checks import check_int
 
     dim = check_int(args.dim, "--dim", low=3)
@@ -366,165 +364,6 @@ def _cmd_theory(args: argparse.Namespace, say: _Stdout) -> int:
     return 0
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _message(exc: BaseException) -> str:
-    """``exc`` as one line with its notes (the runner adds the failing cell as a note to
-    errors it cannot rebuild with a longer message), each once.
-
-    Examples
-    --------
-    >>> exc = ValueError("Expecting value: line 1 column 1 (char 0)")
-    >>> exc.add_note("[distribution 'x' params - at d=8, N=4]")
-    >>> _message(exc)
-    "Expecting value: line 1 column 1 (char 0) [distribution 'x' params - at d=8, N=4]"
-    """
-    text = str(exc)
-    notes = [n for n in getattr(exc, "__notes__", ()) if n not in text]
-    return _one_line(" ".join([text, *notes]))
-
-
-def _os_message(exc: OSError) -> str:
-    """``exc`` as one line: our own messages as they are, the OS's as 'what: path'; then
-    its notes (a sweep's: the cells kept, and how to resume).
-
-    Examples
-    --------
-    >>> exc = OSError(28, "No space left on device", "out/cells/a.parquet")
-    >>> exc.add_note("[2 of 4 cells finished, kept in out/cells]")
-    >>> _os_message(exc)
-    "cannot use 'out/cells/a.parquet': No space left on device [2 of 4 cells finished, kept in out/cells]"
-    """
-    if exc.filename is None:
-        text = exc.strerror or str(exc)
-    else:
-        where = f"{exc.filename!s}" + (f" -> {exc.filename2!s}" if exc.filename2 else "")
-        text = f"cannot use {where!r}: {exc.strerror}"
-    return _one_line(" ".join([text, *getattr(exc, "__notes__", ())]))
-
-
-#: pip's name for a module kvstats imports only when a config needs it, and the extra
-#: of pyproject.toml that installs it (``make install`` installs them all).
-_PIP_NAMES = {"ml_dtypes": ("ml_dtypes", None), "torch": ("torch", "models"),
-              "transformers": ("transformers", "models"), "gguf": ("gguf", "models"),
-              "jax": ("jax", "gpu"), "pyarrow": ("pyarrow", "parquet"),
-              "dask": ("dask[distributed]", "dask"), "distributed": ("dask[distributed]", "dask"),
-              "optimum": ("optimum-quanto", "peers")}
-
-
-def _missing_package(exc: ImportError) -> str | None:
-    """The package whose absence ``exc`` reports (its top-level name), or None when it
-    reports something else: a name missing from a module that is there (``cannot import
-    name``) or a module of kvstats itself is a bug or a half-updated install, which its
-    traceback locates, not a package to install.
-
-    Examples
-    --------
-    >>> _missing_package(ModuleNotFoundError("No module named 'torch.nn'", name="torch.nn"))
-    'torch'
-    >>> _missing_package(ModuleNotFoundError("No module named 'ml_dtypes'"))   # no name given
-    'ml_dtypes'
-    >>> _missing_package(ImportError("cannot import name 'f' from 'kvstats.stats'", name="kvstats.stats"))
-    >>> _missing_package(ModuleNotFoundError("No module named 'kvstats.gone'", name="kvstats.gone"))
-    """
-    if not isinstance(exc, ModuleNotFoundError):
-        return None
-    named = re.search(r"No module named '([^']+)'", str(exc))   # a name the importer left out
-    module = (exc.name or (named.group(1) if named else "")).split(".")[0]
-    return None if module in ("", "kvstats", "kvstats_gpu") else module
-
-
-def _import_message(exc: ImportError) -> str:
-    """A missing package as one line: which, for what (the exception's notes name the
-    scheme or cell), and the command that installs it.
-
-    Examples
-    --------
-    >>> exc = ModuleNotFoundError("No module named 'ml_dtypes'", name="ml_dtypes")
-    >>> exc.add_note("[scheme 'fp8_e4m3', d=64]")
-    >>> _import_message(exc)  # doctest: +NORMALIZE_WHITESPACE
-    "the Python package 'ml_dtypes' is not installed ([scheme 'fp8_e4m3', d=64]; No module
-    named 'ml_dtypes'): install it with `.venv/bin/pip install ml_dtypes`"
-    >>> _import_message(ModuleNotFoundError("No module named 'torch'", name="torch"))  # doctest: +NORMALIZE_WHITESPACE
-    "the Python package 'torch' is not installed (No module named 'torch'): install it with
-    `.venv/bin/pip install torch` (or the 'models' extra: `.venv/bin/pip install -e
-    '.[models]'`; `make install` installs every extra)"
-    """
-    module = _missing_package(exc)
-    notes = " ".join(getattr(exc, "__notes__", ()))
-    context = "; ".join(t for t in (notes, _one_line(str(exc))) if t)
-    pip, extra = _PIP_NAMES.get(module, (module, None))
-    fix = f"install it with `.venv/bin/pip install {pip}`"
-    if extra:
-        fix += f" (or the {extra!r} extra: `.venv/bin/pip install -e '.[{extra}]'`; `make install` installs every extra)"
-    return f"the Python package {module!r} is not installed ({context}): {fix}"
-
-
-class _Stdout:
-    """The handlers' stdout. A reader that goes away (``kvstats theory ... | head``) ends
-    the printing, not the work: later lines are dropped and :func:`main` returns
-    :data:`PIPE_CLOSED`, without a message."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def __call__(self, line: str) -> None:
-        if not self.closed:
-            try:
-                print(line, flush=True)  # flushed: a closed pipe shows here, not at exit
-            except BrokenPipeError:
-                self.closed = True
-                _discard("stdout")
-
-    def flush(self) -> None:
-        """Flush what others wrote (argparse's ``--help``); a closed pipe counts as above."""
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            self.closed = True
-            _discard("stdout")
-
-
-def _discard(name: str) -> None:
-    """Point ``sys.stdout`` or ``sys.stderr`` at /dev/null after its reader went away, so
-    that later writes and the interpreter's final flush neither fail nor print
-    'Exception ignored'."""
-    devnull = open(os.devnull, "w", encoding="utf-8")
-    try:
-        os.dup2(devnull.fileno(), getattr(sys, name).fileno())  # its buffer now drains there
-    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (in tests)
-        setattr(sys, name, devnull)
-    else:
-        devnull.close()
-
-
-def _error(command: str, exc: BaseException, message: str, code: int) -> int:
-    """Print the one-line error and return ``code``. When stderr's reader is gone too
-    (``kvstats ... 2>&1 | head``) the line is dropped, the status kept, unless the error
-    is that very closed pipe (the progress bar's write): then :data:`PIPE_CLOSED`."""
-    try:
-        print(f"kvstats {command}: error: {message}", file=sys.stderr, flush=True)
-    except BrokenPipeError:
-        _discard("stderr")
-        return PIPE_CLOSED if isinstance(exc, BrokenPipeError) else code
-    return code
-
-
-def _warning_printer(command: str):
-    """A ``warnings.showwarning`` that prints ``kvstats <command>: warning: <message>``: on
-    the command line the source line a warning points at is kvstats' own entry script,
-    which tells the user nothing (the message says what to change in the config)."""
-    def show(message, category, filename, lineno, file=None, line=None) -> None:
-        try:
-            print(f"kvstats {command}: warning: {_one_line(str(message))}", file=sys.stderr,
-                  flush=True)
-        except BrokenPipeError:
-            _discard("stderr")
-    return show
-
-
 #: What an interrupted command leaves, and what to do (``--resume`` is the sweep's alone).
 _INTERRUPTED = {
     "sweep": "finished cells are kept; rerun the same command with --resume to reuse them",
@@ -532,25 +371,6 @@ _INTERRUPTED = {
     "schemes": "nothing was written",
     "theory": "nothing was written",
 }
-
-
-def _raised(module: str, name: str) -> tuple[type[BaseException], ...]:
-    """The exception class ``module.name`` if that module is loaded, else ``()``.
-
-    An ``except`` clause evaluates its classes only when an exception is matched, and a
-    command that never imported the module cannot have raised its exception: so the
-    handlers catch the sweep's errors without :func:`main` importing the sweep (pandas,
-    scipy) for ``kvstats schemes`` or a bad argument.
-
-    Examples
-    --------
-    >>> _raised("argparse", "ArgumentError")
-    (<class 'argparse.ArgumentError'>,)
-    >>> _raised("kvstats.no_such_module", "Error")
-    ()
-    """
-    loaded = sys.modules.get(module)
-    return () if loaded is None else (getattr(loaded, name),)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -563,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d = 128 ...
     0
     """
-    say = _Stdout()
+    say = Stdout()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -574,25 +394,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "theory": _cmd_theory}
     try:
         with warnings.catch_warnings():   # restores the caller's showwarning afterwards
-            warnings.showwarning = _warning_printer(args.command)
+            warnings.showwarning = warning_printer(args.command)
             code = handlers[args.command](args, say)
-    except (ValueError, TypeError, *_raised("kvstats.sweep.store", "SweepLockedError")) as exc:
+    except (ValueError, TypeError, *raised("kvstats.sweep.store", "SweepLockedError")) as exc:
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
-        return _error(args.command, exc, _message(exc), 2)
+        return print_error(args.command, exc, error_text(exc), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes
-        return _error(args.command, exc, _os_message(exc), 2)
+        return print_error(args.command, exc, os_error_text(exc), 2)
     except ImportError as exc:  # an optional dependency the config needs (fp8 needs ml_dtypes)
-        if _missing_package(exc) is None:
-            raise   # not a package to install (see _missing_package): the traceback says where
-        return _error(args.command, exc, _import_message(exc), 2)
-    except _raised("kvstats.sweep.run", "WorkerDiedError") as exc:
+        if missing_package(exc) is None:
+            raise   # not a package to install (see missing_package): the traceback says where
+        return print_error(args.command, exc, import_error_text(exc), 2)
+    except raised("kvstats.sweep.run", "WorkerDiedError") as exc:
         # not bad input: the machine killed a worker (memory?)
-        return _error(args.command, exc, _message(exc), 1)   # with what is kept (a note)
+        return print_error(args.command, exc, error_text(exc), 1)   # with what is kept (a note)
     except KeyboardInterrupt:
         try:
             print(f"kvstats {args.command}: interrupted; {_INTERRUPTED[args.command]}", file=sys.stderr)
         except BrokenPipeError:
-            _discard("stderr")
+            discard("stderr")
         return 130
     return PIPE_CLOSED if say.closed and code == 0 else code
 

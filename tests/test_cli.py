@@ -254,7 +254,7 @@ def test_sweep_refuses_a_margin_the_tests_refuse_before_it_computes(tmp_path, ma
 
 
 def test_a_locked_folder_is_one_line_and_exit_2(tmp_path, tiny_config, capsys, monkeypatch):
-    # main() catches SweepLockedError without importing the sweep up front (kvstats.cli._raised)
+    # main() catches SweepLockedError without importing the sweep up front (kvstats._cli_output.raised)
     from kvstats.sweep import store
 
     def locked(*args, **kwargs):

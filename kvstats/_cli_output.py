@@ -1,0 +1,198 @@
+"""How the ``kvstats`` command talks back: its stdout, its one-line errors and warnings, and
+the exit statuses they carry (:mod:`kvstats.cli` runs the commands; private to it).
+
+Nothing heavy at import (the parser's ``--help`` and argument errors import no numpy):
+errors of modules the command may not have loaded are matched through :func:`raised`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+__all__ = ["PIPE_CLOSED", "Stdout", "discard", "error_text", "import_error_text", "missing_package",
+           "one_line", "os_error_text", "print_error", "raised", "warning_printer"]
+
+#: Exit status when stdout's (or stderr's) reader went away: 128 + SIGPIPE (13), as a
+#: shell reports a tool the closed pipe killed.
+PIPE_CLOSED = 141
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace, newlines included, as one space."""
+    return " ".join(text.split())
+
+
+def error_text(exc: BaseException) -> str:
+    """``exc`` as one line with its notes (the runner adds the failing cell as a note to
+    errors it cannot rebuild with a longer message), each once.
+
+    Examples
+    --------
+    >>> exc = ValueError("Expecting value: line 1 column 1 (char 0)")
+    >>> exc.add_note("[distribution 'x' params - at d=8, N=4]")
+    >>> error_text(exc)
+    "Expecting value: line 1 column 1 (char 0) [distribution 'x' params - at d=8, N=4]"
+    """
+    text = str(exc)
+    notes = [n for n in getattr(exc, "__notes__", ()) if n not in text]
+    return one_line(" ".join([text, *notes]))
+
+
+def os_error_text(exc: OSError) -> str:
+    """``exc`` as one line: our own messages as they are, the OS's as 'what: path'; then
+    its notes (a sweep's: the cells kept, and how to resume).
+
+    Examples
+    --------
+    >>> exc = OSError(28, "No space left on device", "out/cells/a.parquet")
+    >>> exc.add_note("[2 of 4 cells finished, kept in out/cells]")
+    >>> os_error_text(exc)
+    "cannot use 'out/cells/a.parquet': No space left on device [2 of 4 cells finished, kept in out/cells]"
+    """
+    if exc.filename is None:
+        text = exc.strerror or str(exc)
+    else:
+        where = f"{exc.filename!s}" + (f" -> {exc.filename2!s}" if exc.filename2 else "")
+        text = f"cannot use {where!r}: {exc.strerror}"
+    return one_line(" ".join([text, *getattr(exc, "__notes__", ())]))
+
+
+#: pip's name for a module kvstats imports only when a config needs it, and the extra
+#: of pyproject.toml that installs it (``make install`` installs them all).
+_PIP_NAMES = {"ml_dtypes": ("ml_dtypes", None), "torch": ("torch", "models"),
+              "transformers": ("transformers", "models"), "gguf": ("gguf", "models"),
+              "jax": ("jax", "gpu"), "pyarrow": ("pyarrow", "parquet"),
+              "dask": ("dask[distributed]", "dask"), "distributed": ("dask[distributed]", "dask"),
+              "optimum": ("optimum-quanto", "peers")}
+
+
+def missing_package(exc: ImportError) -> str | None:
+    """The package whose absence ``exc`` reports (its top-level name), or None when it
+    reports something else: a name missing from a module that is there (``cannot import
+    name``) or a module of kvstats itself is a bug or a half-updated install, which its
+    traceback locates, not a package to install.
+
+    Examples
+    --------
+    >>> missing_package(ModuleNotFoundError("No module named 'torch.nn'", name="torch.nn"))
+    'torch'
+    >>> missing_package(ModuleNotFoundError("No module named 'ml_dtypes'"))   # no name given
+    'ml_dtypes'
+    >>> missing_package(ImportError("cannot import name 'f' from 'kvstats.stats'", name="kvstats.stats"))
+    >>> missing_package(ModuleNotFoundError("No module named 'kvstats.gone'", name="kvstats.gone"))
+    """
+    if not isinstance(exc, ModuleNotFoundError):
+        return None
+    named = re.search(r"No module named '([^']+)'", str(exc))   # a name the importer left out
+    module = (exc.name or (named.group(1) if named else "")).split(".")[0]
+    return None if module in ("", "kvstats", "kvstats_gpu") else module
+
+
+def import_error_text(exc: ImportError) -> str:
+    """A missing package as one line: which, for what (the exception's notes name the
+    scheme or cell), and the command that installs it.
+
+    Examples
+    --------
+    >>> exc = ModuleNotFoundError("No module named 'ml_dtypes'", name="ml_dtypes")
+    >>> exc.add_note("[scheme 'fp8_e4m3', d=64]")
+    >>> import_error_text(exc)  # doctest: +NORMALIZE_WHITESPACE
+    "the Python package 'ml_dtypes' is not installed ([scheme 'fp8_e4m3', d=64]; No module
+    named 'ml_dtypes'): install it with `.venv/bin/pip install ml_dtypes`"
+    >>> import_error_text(ModuleNotFoundError("No module named 'torch'", name="torch"))  # doctest: +NORMALIZE_WHITESPACE
+    "the Python package 'torch' is not installed (No module named 'torch'): install it with
+    `.venv/bin/pip install torch` (or the 'models' extra: `.venv/bin/pip install -e
+    '.[models]'`; `make install` installs every extra)"
+    """
+    module = missing_package(exc)
+    notes = " ".join(getattr(exc, "__notes__", ()))
+    context = "; ".join(t for t in (notes, one_line(str(exc))) if t)
+    pip, extra = _PIP_NAMES.get(module, (module, None))
+    fix = f"install it with `.venv/bin/pip install {pip}`"
+    if extra:
+        fix += f" (or the {extra!r} extra: `.venv/bin/pip install -e '.[{extra}]'`; `make install` installs every extra)"
+    return f"the Python package {module!r} is not installed ({context}): {fix}"
+
+
+class Stdout:
+    """The handlers' stdout. A reader that goes away (``kvstats theory ... | head``) ends
+    the printing, not the work: later lines are dropped and :func:`main` returns
+    :data:`PIPE_CLOSED`, without a message."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __call__(self, line: str) -> None:
+        if not self.closed:
+            try:
+                print(line, flush=True)  # flushed: a closed pipe shows here, not at exit
+            except BrokenPipeError:
+                self.closed = True
+                discard("stdout")
+
+    def flush(self) -> None:
+        """Flush what others wrote (argparse's ``--help``); a closed pipe counts as above."""
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+            discard("stdout")
+
+
+def discard(name: str) -> None:
+    """Point ``sys.stdout`` or ``sys.stderr`` at /dev/null after its reader went away, so
+    that later writes and the interpreter's final flush neither fail nor print
+    'Exception ignored'."""
+    devnull = open(os.devnull, "w", encoding="utf-8")
+    try:
+        os.dup2(devnull.fileno(), getattr(sys, name).fileno())  # its buffer now drains there
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (in tests)
+        setattr(sys, name, devnull)
+    else:
+        devnull.close()
+
+
+def print_error(command: str, exc: BaseException, message: str, code: int) -> int:
+    """Print the one-line error and return ``code``. When stderr's reader is gone too
+    (``kvstats ... 2>&1 | head``) the line is dropped, the status kept, unless the error
+    is that very closed pipe (the progress bar's write): then :data:`PIPE_CLOSED`."""
+    try:
+        print(f"kvstats {command}: error: {message}", file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        discard("stderr")
+        return PIPE_CLOSED if isinstance(exc, BrokenPipeError) else code
+    return code
+
+
+def warning_printer(command: str):
+    """A ``warnings.showwarning`` that prints ``kvstats <command>: warning: <message>``: on
+    the command line the source line a warning points at is kvstats' own entry script,
+    which tells the user nothing (the message says what to change in the config)."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        try:
+            print(f"kvstats {command}: warning: {one_line(str(message))}", file=sys.stderr,
+                  flush=True)
+        except BrokenPipeError:
+            discard("stderr")
+    return show
+
+
+def raised(module: str, name: str) -> tuple[type[BaseException], ...]:
+    """The exception class ``module.name`` if that module is loaded, else ``()``.
+
+    An ``except`` clause evaluates its classes only when an exception is matched, and a
+    command that never imported the module cannot have raised its exception: so the
+    handlers catch the sweep's errors without :func:`main` importing the sweep (pandas,
+    scipy) for ``kvstats schemes`` or a bad argument.
+
+    Examples
+    --------
+    >>> raised("argparse", "ArgumentError")
+    (<class 'argparse.ArgumentError'>,)
+    >>> raised("kvstats.no_such_module", "Error")
+    ()
+    """
+    loaded = sys.modules.get(module)
+    return () if loaded is None else (getattr(loaded, name),)
