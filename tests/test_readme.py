@@ -24,14 +24,16 @@ def test_readme_example_runs(capsys):
 
 
 def test_readme_layout_names_every_package_and_module():
-    """The layout section matches the tree: every subpackage of kvstats and every module
-    of kvstats/quant is named in it."""
+    """The layout section matches the tree: every subpackage of kvstats, every public module
+    at its top level and every module of kvstats/quant is named in it."""
     root = README.parent
     layout = README.read_text().split("## Layout", 1)[1]
     packages = [p.parent.name for p in (root / "kvstats").glob("*/__init__.py")]
     modules = [p.stem for p in (root / "kvstats" / "quant").glob("*.py") if p.stem != "__init__"]
     missing = [f"kvstats/{p}/" for p in packages if f"{p}/" not in layout]
     missing += [f"kvstats/quant/{m}.py" for m in modules if not re.search(rf"\b{m}\b", layout)]
+    top = [p.name for p in (root / "kvstats").glob("*.py") if not p.name.startswith("_")]
+    missing += [f"kvstats/{name}" for name in top if not re.search(rf"\b{re.escape(name)}", layout)]
     assert not missing, f"README.md's layout section does not name {missing}"
 
 
