@@ -46,6 +46,7 @@ from kvstats.data.trials import PER_TRIAL_META, Trials
 from kvstats.quant.schemes import Scheme, make_scheme
 from kvstats.results import MANIFEST, REAL, RESULTS, SweepResult, read_table, table_path
 from kvstats.sweep.config import SweepConfig
+from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _fmt_params, chunk_span, code_version, user_code_digest
 from kvstats.sweep.sources import _load_real
 from kvstats.sweep.work import _cell_rows, _chunk_data, _chunk_scheme, _roundtrip
@@ -539,7 +540,22 @@ def replay_trials(source: SweepConfig | SweepResult | Mapping[str, Any] | str | 
     replayed = Replay(config, cell, _trial_numbers(trials, config.n_trials), out, frame)
     _check_recorded(cell, replayed.cell_id, manifest, out)
     _warn_other_code(manifest, replayed.cell_id)
+    _warn_other_env(manifest, replayed.cell_id)
     return replayed
+
+
+def _warn_other_env(manifest: dict[str, Any] | None, cid: str) -> None:
+    """Warn when cell ``cid`` was computed on another CPU or BLAS than this process runs
+    (the cell entry's ``"numeric_env"``, else the manifest's): the replayed rows may then
+    differ from the stored ones in their last bits. Nothing is said where none is recorded."""
+    entry = next((c for c in (manifest or {}).get("cells") or []
+                  if isinstance(c, dict) and c.get("id") == cid), {})
+    recorded = entry["numeric_env"] if "numeric_env" in entry else (manifest or {}).get("numeric_env")
+    diff = env_differences(recorded, numeric_env()) if isinstance(recorded, dict) else None
+    if diff:
+        warnings.warn(f"cell {cid} was computed in another numerical environment than this process "
+                      f"runs in: {diff}; replayed rows may differ from the stored ones in their last "
+                      "bits", NumericEnvWarning, stacklevel=3)
 
 
 def _warn_other_code(manifest: dict[str, Any] | None, cid: str) -> None:

@@ -80,3 +80,18 @@ def test_a_cell_records_the_environment_of_the_worker_that_computed_it(tmp_path,
     with pytest.warns(NumericEnvWarning, match=r"machine aarch64 \(now "):
         again = run_sweep(CFG, out=tmp_path, executor="serial", progress=False)
     assert again.manifest["n_computed"] == 0
+
+
+def test_a_replay_on_another_environment_says_its_last_bits_may_differ(tmp_path, monkeypatch):
+    from kvstats.sweep import replay
+
+    res = run_sweep(CFG, out=tmp_path, executor="serial", progress=False)
+    cid = res.manifest["cells"][0]["id"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericEnvWarning)
+        assert replay.replay_trials(tmp_path, cell_id=cid, trials=[0]).profile().equals(
+            replay.replay_trials(tmp_path, cell_id=cid, trials=[0]).stored())
+    monkeypatch.setattr(replay, "numeric_env", lambda: {**numeric_env(), "blas": "mkl 2025.0"})
+    with pytest.warns(NumericEnvWarning, match=rf"cell {cid} was computed in another numerical environment "
+                                               r"than this process runs in: blas .* \(now mkl 2025\.0\)"):
+        replay.replay_trials(tmp_path, cell_id=cid, trials=[0])
