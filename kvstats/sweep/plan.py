@@ -152,7 +152,9 @@ def code_version() -> dict[str, str]:
     the cell's metadata records it, and a resumed cell must have been computed by the same
     (:func:`kvstats.sweep.store.check_cell`), else a resumed sweep would mix the numbers of
     two versions of the code under the manifest's one. Conservative: an edit that changes
-    no number (a report's wording) recomputes the cells too.
+    no number (a report's wording) recomputes the cells too. The CPU and the BLAS, which
+    may change last bits only, are not in it: :mod:`kvstats.sweep.numeric_env` records
+    them, and a resume of cells computed elsewhere warns instead of recomputing.
 
     Examples
     --------

@@ -3,9 +3,10 @@ back, and how the calling process gathers it.
 
 A task is sent as :func:`_user_task`: the user code first, then
 :func:`kvstats.sweep.work._compute_task`; it returns its frames with the worker's
-:func:`~kvstats.sweep.plan.code_version` and the warnings it raised, which the calling
-process shows (:func:`_show_warnings`, each once per sweep). :func:`_gather` collects the
-tasks as they finish, moves the progress bar per chunk (the default pool's workers report
+:func:`~kvstats.sweep.plan.code_version` and :func:`~kvstats.sweep.numeric_env.numeric_env`
+(which the cells record) and the warnings it raised, which the calling process shows
+(:func:`_show_warnings`, each once per sweep). :func:`_gather` collects the tasks as they
+finish, moves the progress bar per chunk (the default pool's workers report
 each chunk, and each task's start, on a queue) and, when a task fails, keeps every task
 that finishes (:mod:`kvstats.sweep.run` writes their cells); a worker that died is a
 :class:`WorkerDiedError` naming the cases its pool was computing.
