@@ -36,7 +36,8 @@ SHANNON_PHI_NOTE = (
     "what sets the attention scores q·k). Up-left is better on both counts. A scheme's points, joined in the "
     "order of n, form its trajectory (schemes whose means coincide, such as two that code "
     "the keys alike, show as nested disks, the first scheme of the legend largest, each "
-    "with its n labels on its own side); crosses are 95% intervals of the two means "
+    "with its n labels on its own side, or the nearest side that covers no other label or "
+    "point); crosses are 95% intervals of the two means "
     "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
     "individual trials. A hollow disk is a mean the tables mark ‡ (a heavy right tail or "
     "too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
@@ -94,14 +95,58 @@ def _nested_markers(k: int) -> tuple[list[float], list[tuple[tuple[float, float]
     step = min(4.0, (big - 4.0) / (k - 1)) if k > 1 else 0.0
     diam = big - step * np.arange(k)
     radius = big / 2 + 3.0
-    places = []
-    for i in range(k):
-        t = np.deg2rad(45.0 - 360.0 * i / k)
-        c, s = math.cos(t), math.sin(t)
-        ha = "left" if c > 0.38 else "right" if c < -0.38 else "center"
-        va = "bottom" if s > 0.38 else "top" if s < -0.38 else "center"
-        places.append(((radius * c, radius * s), ha, va))
+    places = [_label_place(_label_angle(i, k), radius) for i in range(k)]
     return [float(d * d) for d in diam], places
+
+
+def _label_angle(i: int, k: int) -> float:
+    """The direction (degrees) of the ``i``-th of ``k`` schemes' n labels: clockwise from 45°."""
+    return 45.0 - 360.0 * i / k
+
+
+def _label_place(angle: float, radius: float) -> tuple[tuple[float, float], str, str]:
+    """Offset (points) and alignment of a label ``radius`` points from its point at ``angle``°."""
+    t = np.deg2rad(angle)
+    c, s = math.cos(t), math.sin(t)
+    ha = "left" if c > 0.38 else "right" if c < -0.38 else "center"
+    va = "bottom" if s > 0.38 else "top" if s < -0.38 else "center"
+    return (radius * c, radius * s), ha, va
+
+
+def _place_n_labels(fig: Any, ax: Any, labels: list[tuple[float, float, str, Any, float]],
+                    disks: list[tuple[float, float, float]], radius: float) -> None:
+    """Write each n label in its scheme's direction, or, where it would cover an earlier label
+    or another point's disk, in the nearest of eight directions around its point that does not
+    (its own direction when none is free). ``labels``: (x, y, text, colour, angle);
+    ``disks``: (x, y, diameter in points). Positions are read after the layout is settled."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    px = fig.dpi / 72.0
+    centres = ax.transData.transform([(x, y) for x, y, _ in disks]) if disks else np.empty((0, 2))
+    radii = np.array([d / 2 * px for *_, d in disks])
+    placed = []
+
+    def draw(x: float, y: float, text: str, color: Any, angle: float) -> tuple[Any, Any]:
+        (dx, dy), ha, va = _label_place(angle, radius)
+        ann = ax.annotate(text, (x, y), xytext=(dx, dy), ha=ha, va=va, textcoords="offset points",
+                          fontsize=7, color=color, zorder=6,
+                          bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
+        return ann, ann.get_window_extent(renderer)
+
+    for x, y, text, color, angle in labels:
+        foreign = ~np.all(np.isclose(centres, ax.transData.transform((x, y))), axis=1)
+        cx, cy, r = centres[foreign, 0], centres[foreign, 1], radii[foreign]
+        # the scheme's own direction first, then the others by how far they turn from it
+        for attempt in sorted((angle + 45.0 * j for j in range(8)),
+                              key=lambda a: abs((a - angle + 180.0) % 360.0 - 180.0)):
+            ann, box = draw(x, y, text, color, attempt)
+            near = np.hypot(np.clip(cx, box.x0, box.x1) - cx, np.clip(cy, box.y0, box.y1) - cy)
+            if not (np.any(near < r) or any(box.overlaps(b) for b in placed)):
+                break
+            ann.remove()
+        else:                                   # no free direction: its own
+            ann, box = draw(x, y, text, color, angle)
+        placed.append(box)
 
 
 def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str | None = None,
@@ -122,7 +167,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     scale, since φ halves with every bit while the SNR grows linearly in dB); up-left is
     better. Each scheme's means at its budgets are joined in budget order and labelled
     with n (coinciding means stay visible: each scheme's disk is smaller than the one
-    drawn before it, its labels on a side of their own); 95% normal-approximation intervals of both means are drawn as crosses
+    drawn before it, its labels on a side of their own, or the nearest free one:
+    :func:`_place_n_labels`); 95% normal-approximation intervals of both means are drawn as crosses
     (a mean whose φ or SNR values fail :func:`~kvstats.analysis.intervals.ci_reliable`, the
     tables' ‡, is a hollow disk: its cross is not a valid interval); the
     trials show as faint dots under them. ``bounds`` (budget → SNR dB, e.g. from
@@ -201,8 +247,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     styles = ("-", "--", ":", "-.")
     # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible
     k = sel["scheme"].nunique()
-    sizes, offsets = _nested_markers(k)
+    sizes, _ = _nested_markers(k)
     any_marked = False
+    n_labels, disks = [], []    # written last, where they cover no other label or disk
     for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
         color = palette[scheme]
         if clouds:
@@ -226,11 +273,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
             ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[i], marker="o",
                        facecolors="white", edgecolors=color, linewidths=1.5, zorder=5 + 0.01 * i)
             any_marked = True
-        (dx, dy), ha, va = offsets[i]
-        for b, r in m.iterrows():
-            ax.annotate(f"{b:g}", (r["x"], r["y"]), xytext=(dx, dy), ha=ha, va=va,
-                        textcoords="offset points", fontsize=7, color=color, zorder=6,
-                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
+        n_labels += [(r["x"], r["y"], f"{b:g}", color, _label_angle(i, k)) for b, r in m.iterrows()]
+        disks += [(r["x"], r["y"], math.sqrt(sizes[i])) for _, r in m.iterrows()]
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -268,4 +312,5 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         handle.set_sizes([70.0])
     ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0], LABEL_DIGITS)}{subtitle}",
                  fontsize=10 if not subtitle else 8.5)
+    _place_n_labels(fig, ax, n_labels, disks, math.sqrt(sizes[0]) / 2 + 3.0)   # beyond the largest disk
     return fig

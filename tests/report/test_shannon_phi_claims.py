@@ -4,6 +4,7 @@ its limit lines at the nominal budget and said so."""
 import matplotlib
 import matplotlib.colors as mcolors
 import numpy as np
+import pandas as pd
 import pytest
 
 from kvstats.analysis.intervals import ci_reliable
@@ -67,4 +68,40 @@ def test_the_limit_lines_are_at_the_nominal_budget_and_the_note_says_what_that_a
     assert "\"Distance to the rate–distortion limit\" compares each scheme with the limit at the bits it stores" \
         in SHANNON_PHI_NOTE
     assert any("nominal n" in t.get_text() for t in ax.figure.legends[0].get_texts())
+    matplotlib.pyplot.close("all")
+
+
+def test_n_labels_cover_no_other_label_and_no_other_point(frame_factory):
+    """The quick sweep's Gaussian key means (KV and KQV coincide; QKQV runs one bit behind):
+    in the schemes' own directions KQV's "2" fell on QKQV's "3", which read as n = 3 at
+    KQV's point. Every n label now keeps clear of every other label and of every other
+    point's disk, and still sits beyond the largest disk of its own point."""
+    phi = {"KV": [0.3455, 0.1833, 0.0952, 0.0486, 0.0247], "QKQV": [0.6411, 0.4, 0.2243, 0.1187, 0.0611]}
+    snr = {"KV": [9.36, 14.70, 20.32, 26.13, 32.02], "QKQV": [2.49, 7.41, 12.75, 18.37, 24.16]}
+    phi["KQV"], snr["KQV"] = phi["KV"], snr["KV"]
+    one = frame_factory({("KV", n): 0.0 for n in range(2, 7)}, n=10)
+    parts = []
+    for scheme in ("KV", "KQV", "QKQV"):
+        part = one.assign(scheme=scheme)
+        part["phi_k"] = part["budget"].map(dict(zip(range(2, 7), phi[scheme])))
+        part["snr_k"] = part["budget"].map(dict(zip(range(2, 7), snr[scheme])))
+        parts.append(part)
+    fig = plot_shannon_phi(pd.concat(parts, ignore_index=True), "k", bounds=None, clouds=False)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    px = fig.dpi / 72.0
+    disks = [(ax.transData.transform(p), np.sqrt(c.get_sizes()[0]) / 2 * px)
+             for c in ax.collections if c.get_label() in phi for p in c.get_offsets()]
+    texts = [t for t in ax.texts if t.get_text() in {"2", "3", "4", "5", "6"}]
+    assert len(texts) == 15
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for i, (t, box) in enumerate(zip(texts, boxes)):
+        assert not any(box.overlaps(b) for b in boxes[i + 1:]), t.get_text()
+        own = ax.transData.transform(t.xy)
+        for centre, radius in disks:
+            gap = np.hypot(np.clip(centre[0], box.x0, box.x1) - centre[0],
+                           np.clip(centre[1], box.y0, box.y1) - centre[1])
+            limit = max(r for c, r in disks if np.allclose(c, own)) if np.allclose(centre, own) else radius
+            assert gap >= limit - 0.5, (t.get_text(), centre, own)
     matplotlib.pyplot.close("all")
