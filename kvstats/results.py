@@ -70,7 +70,7 @@ def _check_distinct_pairs(pairs: "list[tuple[str, str]] | tuple[tuple[str, str],
         seen[key] = (a, b)
 
 
-_PAIR_EXAMPLE = "[('KQV', 'QKQV')]"
+_PAIR_EXAMPLE = "[('KQV', 'QKQV')] (in a TOML config: comparisons = [[\"KQV\", \"QKQV\"]])"
 
 
 def _user_stacklevel() -> int:
@@ -142,7 +142,7 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
     >>> check_comparisons(["KV", "QK"])
     Traceback (most recent call last):
     ...
-    TypeError: comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')]; received the item 'KV' of ['KV', 'QK']
+    TypeError: comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')] (in a TOML config: comparisons = [["KQV", "QKQV"]]); received the item 'KV' of ['KV', 'QK']
     >>> len(check_comparisons(None, ["KQV", "KV"]))     # the default pairs; KQV/KV is present
     3
     """
@@ -392,6 +392,9 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     out = Path(out)
     manifest_path = out / MANIFEST
     table = table_path(out, RESULTS)
+    if not out.is_dir():
+        raise FileNotFoundError(f"{str(out)!r} does not exist or is not a folder (give the folder "
+                                "a sweep wrote; run `kvstats sweep` first)")
     if not manifest_path.is_file() or table is None:
         raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
                                 "results.parquet or results.csv; run `kvstats sweep` first)")

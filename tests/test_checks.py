@@ -43,3 +43,13 @@ def test_other_void_dtypes_stay_refused():
 
     with pytest.raises(TypeError, match="^x must be a real numeric array"):
         as_float_array(np.zeros(3, dtype="V4"), "x")
+
+
+def test_load_result_says_a_missing_folder_does_not_exist(tmp_path):
+    # a review found `kvstats report nodir` told "'nodir' holds no finished sweep" for a typo
+    from kvstats.results import load_result
+
+    with pytest.raises(FileNotFoundError, match=r"'.*nodir' does not exist or is not a folder"):
+        load_result(tmp_path / "nodir")
+    with pytest.raises(FileNotFoundError, match="holds no finished sweep"):
+        load_result(tmp_path)                     # a folder, but no sweep in it

@@ -197,7 +197,7 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "scheme name must be one of" in err and "KVQ" in err
     assert main(["report", str(tmp_path / "nothing")]) == 2
-    assert "no finished sweep" in capsys.readouterr().err
+    assert "nothing' does not exist" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["theory"])  # --dim is required
     # the flag's name, not the Python argument's, and before the config is read

@@ -76,9 +76,9 @@ CASES = [
     ("figures text", "alpha = 0.05", 'figures = "no"',
      "report option 'figures' must be true or false; received 'no'"),
     ("comparisons text", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = "KQV"',
-     "comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')]; received 'KQV'"),
+     "comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')] (in a TOML config: comparisons = [[\"KQV\", \"QKQV\"]]); received 'KQV'"),
     ("comparisons one flat pair", 'comparisons = [["KQV", "QKQV"]]', 'comparisons = ["KQV", "QKQV"]',
-     "pairs, e.g. [('KQV', 'QKQV')]; received the item 'KQV' of ['KQV', 'QKQV']"),
+     "(in a TOML config: comparisons = [[\"KQV\", \"QKQV\"]]); received the item 'KQV' of ['KQV', 'QKQV']"),
     # what the sweep sets itself: make_scheme would say "got multiple values for argument 'bits'"
     ("scheme param bits", 'name = "KQV"\n', 'name = "KQV"\nlabel = "KQV"\nparams = {bits = 3, seed = 1}\n',
      "scheme 'KQV' params must not set ['bits', 'seed']: the sweep sets bits (from 'budgets')"),
