@@ -13,7 +13,7 @@ from kvstats.quant.codebook import (Codebook, empirical_codebook, lloyd_max_code
 
 # Max (1960), Table I, optimal mean-squared error of the N(0, 1) quantizer with 2, 4, 8, 16
 # levels (also quoted in Zandieh et al. 2025, TurboQuant, Sec. 3.1).
-MAX_1960 = {1: 0.3634, 2: 0.1175, 3: 0.03454, 4: 0.009497}
+MAX_1960 = {1: 0.3634, 2: 0.1175, 3: 0.03454, 4: 0.009497}  # 4 bits: exact 0.0095010, Max low by 4e-4 relative (docs/theory.md), inside rel=1e-3
 # Max (1960), Table I: output levels of the 4- and 8-level quantizers (positive half).
 MAX_1960_LEVELS = {2: [0.4528, 1.510], 3: [0.2451, 0.7560, 1.344, 2.152]}
 
