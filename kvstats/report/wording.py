@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from kvstats.analysis import CASE_COLUMNS, METRICS, TESTABLE_METRICS
+from kvstats.analysis import CASE_COLUMNS, METRICS, PROFILE_METRICS, TESTABLE_METRICS
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.analysis.resolution import ROUNDING_RTOL
 from kvstats.metrics.table import METRIC_TABLE
@@ -282,10 +282,14 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
           if (comp["test"] == "equivalence").any() else "")
+    # what the energy test compares: the units' joint 6D profile, each column scaled alike
+    profile = ("a 6D energy permutation test per pair on the units' joint profile "
+               f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation: "
+               "\"standardised\")")
     tests = ("the sign test per metric on the paired differences (exact binomial, equal "
-             f"values (to rounding, relative {ROUNDING_RTOL:g}) dropped), a standardised 6D energy permutation test per pair with labels "
+             f"values (to rounding, relative {ROUNDING_RTOL:g}) dropped), {profile} with labels "
              "swapped within pairs" if paired else
-             "Mann–Whitney and KS per metric, a standardised 6D energy permutation test per pair")
+             f"Mann–Whitney and KS per metric, {profile}")
     text = (f"Tests: {n} p-values ({tests}{eq}), adjusted together by **{opts['correction']}** "
             f"at α = {opts['alpha']}. " + (PAIRED_DESIGN if paired else UNPAIRED_DESIGN))
     if n:

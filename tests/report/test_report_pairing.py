@@ -62,8 +62,13 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     _, md = reports["trial"]
     tests = _header_line(md, "- Tests: ")
     assert "(the sign test per metric on the paired differences (exact binomial, equal values " \
-           "(to rounding, relative 1e-12) dropped), a standardised 6D energy permutation test per pair with labels swapped " \
-           "within pairs, a TOST per metric with an equivalence margin (paired))" in tests
+           "(to rounding, relative 1e-12) dropped), a 6D energy permutation test per pair on the units' joint " \
+           "profile (snr_k, phi_k, snr_v, phi_v, snr_t, phi_t, each divided by its pooled standard deviation: " \
+           "\"standardised\") with labels swapped within pairs, a TOST per metric with an equivalence margin " \
+           "(paired))" in tests
+    # the profile named is the one the energy rows test (PROFILE_METRICS, standardised)
+    from kvstats.analysis import PROFILE_METRICS
+    assert f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation" in tests
     assert PAIRED_DESIGN.strip() in tests and "No KS test: the two-sample KS test has no valid " \
         "null for paired samples" in tests
     # Mann–Whitney named only as what the dominance is the paired analogue of
