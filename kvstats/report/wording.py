@@ -207,7 +207,10 @@ PAIRED_DESIGN = ("Design: **paired** (pairing = \"trial\"): each scheme's rows a
                  "where the unit is the cluster), and every test uses the matching. No KS test: "
                  "the two-sample KS test has no valid null for paired samples (its permutations "
                  "exchange values between pairs, which the design does not allow); the 6D energy "
-                 "test with within-pair swaps tests the whole distribution instead. ")
+                 "test with within-pair swaps tests the joint distribution of the six profile "
+                 "metrics instead, and the others ("
+                 + ", ".join(m for m in TESTABLE_METRICS if m not in PROFILE_METRICS)
+                 + ") have only their sign test, no test of the whole distribution. ")
 #: The header's statement of the unpaired design.
 UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"; the paired "
                    "design is pairing = \"trial\"). ")

@@ -69,6 +69,10 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     # the profile named is the one the energy rows test (PROFILE_METRICS, standardised)
     from kvstats.analysis import PROFILE_METRICS
     assert f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation" in tests
+    # the energy test covers the six profile metrics jointly, not every metric's distribution
+    assert "tests the joint distribution of the six profile metrics instead, and the others (kl, " \
+           "recall_at_5, argmax_shift, snr_k_pooled, snr_v_pooled) have only their sign test" in PAIRED_DESIGN
+    assert "tests the whole distribution instead" not in PAIRED_DESIGN
     assert PAIRED_DESIGN.strip() in tests and "No KS test: the two-sample KS test has no valid " \
         "null for paired samples" in tests
     # Mann–Whitney named only as what the dominance is the paired analogue of
