@@ -20,7 +20,8 @@ def test_a_string_where_a_list_is_expected(frame):
     with pytest.raises(TypeError, match=r"metrics must be a list of metric names \(e.g. \['kl'\]\); received 'kl'"):
         compare_schemes(frame, [("KQV", "QKQV")], metrics="kl")
     with pytest.raises(TypeError, match=r"comparisons must be a list of \(scheme_a, scheme_b\) pairs, "
-                                        r"e.g. \[\('KQV', 'QKQV'\)\]; received 'KQV'"):
+                                        r"e.g. \[\('KQV', 'QKQV'\)\] \(in a TOML config: .*\); "
+                                        r"received 'KQV'"):
         compare_schemes(frame, "KQV")
 
 

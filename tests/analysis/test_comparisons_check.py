@@ -50,7 +50,8 @@ def test_a_malformed_pair_is_a_type_error_with_the_right_form(frame, bad, receiv
     with pytest.raises(TypeError) as err:
         compare_schemes(frame, bad, energy=False)
     assert str(err.value).startswith("comparisons must be a list of (scheme_a, scheme_b) pairs, "
-                                     "e.g. [('KQV', 'QKQV')]; received " + received)
+                                     "e.g. [('KQV', 'QKQV')] (in a TOML config: comparisons = "
+                                     "[[\"KQV\", \"QKQV\"]]); received " + received)
 
 
 def test_pairs_as_a_generator_or_array_rows_give_the_table_of_the_list(frame):

@@ -97,7 +97,8 @@ def test_one_message_for_a_malformed_pair_everywhere(bad):
         messages.add(str(err.value))
     assert len(messages) == 1, messages
     assert messages.pop().startswith("comparisons must be a list of (scheme_a, scheme_b) pairs, "
-                                     "e.g. [('KQV', 'QKQV')]; received ")
+                                     "e.g. [('KQV', 'QKQV')] (in a TOML config: comparisons = "
+                                     "[[\"KQV\", \"QKQV\"]]); received ")
 
 
 def test_one_message_for_an_unknown_label_everywhere():
