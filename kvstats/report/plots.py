@@ -26,7 +26,7 @@ from kvstats._checks import check_choice  # noqa: E402
 from kvstats.analysis.compare import LOCATION_TESTS  # noqa: E402
 from kvstats.analysis.frame import (CASE_COLUMNS, check_frame, label_digits,  # noqa: E402
                                     short_params)
-from kvstats.analysis.intervals import tail_alpha  # noqa: E402
+from kvstats.analysis.intervals import few_nonzero, tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
 
@@ -110,16 +110,22 @@ def _style() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
 
 
+def _marked(x: np.ndarray, metric: str) -> bool:
+    """The tables' ‡ (:func:`kvstats.analysis.summary_table`'s ``ci_reliable`` False): a Hill
+    tail index below 2 at 95%, or a mean carried by too few nonzero values."""
+    return bool(tail_alpha(x, metric) < 2 or few_nonzero(np.maximum(x, 0.0) if metric == "kl" else x))
+
+
 def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95) -> pd.DataFrame:
     """Mean ± normal-approximation CI per case, scheme and budget (for drawing only), and
-    ``heavy``: the values' Hill tail index is below 2, so no CI of the mean is valid."""
+    ``heavy``: the tables mark the mean ‡ (:func:`_marked`), so no CI of it is valid."""
     from scipy import stats
 
     z = stats.norm.ppf(0.5 + confidence / 2)
     g = frame.groupby(list(CASE_COLUMNS) + ["scheme", "budget"], sort=False)
     out = g.agg(mean=(metric, "mean"), sd=(metric, "std"), n=(metric, "size"),
                 bits_total=("bits_total", "first"),
-                heavy=(metric, lambda x: tail_alpha(x.to_numpy(np.float64), metric) < 2)).reset_index()
+                heavy=(metric, lambda x: _marked(x.to_numpy(np.float64), metric))).reset_index()
     half = z * out["sd"].fillna(0.0) / np.sqrt(out["n"])
     out["low"], out["high"] = out["mean"] - half, out["mean"] + half
     return out
@@ -166,7 +172,7 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     if any_heavy:
         from matplotlib.lines import Line2D
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5))
-        labels.append("heavy tail (Hill α < 2 at 95%):\nthe CI is not valid")
+        labels.append("‡: heavy tail (Hill α < 2\nat 95%) or few nonzero\nvalues: the CI is not valid")
     fig.legend(handles, labels, loc="outside right center", title="scheme")
     fig.suptitle(title)
     return fig
@@ -176,9 +182,10 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
     """Mean attention KL(p_ref ‖ p_quant) (nats) against bits per coordinate, 95% CIs, per case.
 
     Error bars are normal-approximation intervals of the mean (the report's tables give
-    the bootstrap intervals); hollow markers flag means whose per-trial values have a Hill
-    tail index below 2 (infinite variance: no interval of the mean is valid there). The x
-    axis counts every stored overhead.
+    the bootstrap intervals); hollow markers flag the means the tables mark ‡: per-trial
+    values with a Hill tail index below 2 at 95% (infinite variance: no interval of the mean
+    is valid there) or a mean carried by fewer than 10 nonzero values (its bootstrap interval
+    undercovers). The x axis counts every stored overhead.
 
     Examples
     --------

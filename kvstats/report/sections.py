@@ -432,7 +432,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             any(name.startswith("crossover_") for name in figs):
         doc.h(2, "Figures across cases")
     # the figures mark heavy-tailed means hollow (plots._bits_plot): their error bars are not valid
-    hollow = (" Hollow markers, where drawn: a heavy right tail (Hill α < 2 at 95%), where no "
+    hollow = (" Hollow markers, where drawn: a heavy right tail (Hill α < 2 at 95%) or a mean "
+              "carried by fewer than 10 nonzero values (the tables' ‡), where no "
               "interval of the mean, error bar included, is valid.")
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
                             "(normal-approximation 95% error bars; the tables carry bootstrap "

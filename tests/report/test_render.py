@@ -150,6 +150,26 @@ def test_kl_plot_marks_heavy_tailed_means_hollow(frame_factory):
     assert not any("Hill" in t.get_text() for t in plot_kl_vs_bits(light).legends[0].get_texts())
 
 
+def test_kl_plot_marks_a_mean_of_few_nonzero_values_hollow_as_the_tables_mark_it(frame_factory):
+    """KL 0 on 95 of 100 trials and positive on 5: the tail screen cannot run (under 10
+    positive values) but the tables mark the mean ‡ (its bootstrap interval undercovers);
+    the figure drew its error bar as valid. It is hollow now, and only it."""
+    from kvstats.analysis import summary_table
+
+    f = frame_factory({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=100, seed=6)
+    rng = np.random.default_rng(7)
+    f["kl"] = np.exp(rng.normal(-3.0, 0.3, len(f)))
+    sparse = (f["scheme"] == "QKQV") & (f["trial"] >= 5)
+    f.loc[sparse, "kl"] = 0.0
+    marks = summary_table(f, n_resamples=99).query("metric == 'kl'").set_index("scheme")["ci_reliable"]
+    assert marks.to_dict() == {"KQV": True, "QKQV": False}
+    fig = plot_kl_vs_bits(f)
+    hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
+    assert [len(line.get_xdata()) for line in hollow] == [0, 1]
+    assert any("few nonzero" in t.get_text() for t in fig.legends[0].get_texts())
+    matplotlib.pyplot.close("all")
+
+
 def test_report_does_not_import_the_runner():
     # the report reads results through kvstats.results; only loading a directory's
     # config (kvstats.results.load_result) reaches the runner's config schema
