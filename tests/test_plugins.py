@@ -131,6 +131,8 @@ def test_a_second_registration_of_a_name_is_refused_until_unregistered():
     ({"_randomized": True}, TypeError, "randomized"),
     ({"example_params": {"rank": 3}}, ValueError, "example_params"),
     ({"token_group_default": 0}, ValueError, "token_group_default"),
+    ({"defaults": {"rank": 3}}, ValueError, "defaults"),
+    ({"defaults": [("rank", 3)]}, TypeError, "defaults"),
 ])
 def test_a_missing_or_ill_typed_field_is_named(fields, error, field):
     with pytest.raises(error, match=f"SchemeDef field '{field}'"):
@@ -138,6 +140,42 @@ def test_a_missing_or_ill_typed_field_is_named(fields, error, field):
     assert "minmax" not in registry._TABLE
     with pytest.raises(TypeError, match="must be a SchemeDef"):
         register_scheme({"name": "minmax"})
+
+
+GROUPED = {"group_size": 16}
+
+
+def _build_grouped(bits, dim, params, key_rng, value_rng, draws):
+    group = {**GROUPED, **params}["group_size"]   # the build gets the settings as given
+    return bits, UniformTokenCoder(bits, dim, group), UniformTokenCoder(bits, dim, group)
+
+
+def _stored_grouped(bits, dim, n_tokens, params):   # the defaults filled in
+    side = n_tokens * (bits * dim + 32 * -(-dim // params["group_size"]))
+    return side, side
+
+
+def test_declared_defaults_join_a_user_schemes_identity_and_fill_its_formulas():
+    """define_scheme(defaults=...): a config spelling the default out names the same
+    scheme (refused as a duplicate, as for a built-in), another value another one, and
+    expected_bits reads the default (a KeyError without it). Without declared defaults (an
+    older plugin) the two spellings stay two schemes."""
+    grouped = define_scheme("grouped", _build_grouped, _stored_grouped, summary="min-max in groups",
+                            params=["group_size"], defaults=GROUPED)
+    spelled_out = {"name": "grouped", "label": "g16", "params": {"group_size": 16}}
+    twice = {"distributions": ["gaussian"], "comparisons": [], "schemes": ["grouped", spelled_out]}
+    with registered_scheme(grouped):
+        assert registry.resolved_scheme("grouped", {}) == ("grouped", {"group_size": 16})
+        assert registry.resolved_scheme("grouped", {"group_size": 16.0}) == ("grouped", {"group_size": 16})
+        assert registry.resolved_scheme("grouped", {"group_size": 32}) == ("grouped", {"group_size": 32})
+        with pytest.raises(ValueError, match="'grouped' and 'g16' are the same scheme"):
+            kvstats.SweepConfig.from_dict(twice)
+        built = kvstats.make_scheme("grouped", 4, 64)
+        assert grouped.expected_bits(4, 64, 10) == 6.0 == built.bits_per_coord(10).total
+        assert grouped.expected_bits(4, 64, 10, group_size=64) == 4.5
+    with registered_scheme(_minmax("grouped", params=["group_size"])):
+        assert registry.resolved_scheme("grouped", {}) == ("grouped", {})
+        assert len(kvstats.SweepConfig.from_dict(twice).schemes) == 2
 
 
 def test_a_registered_distribution_is_sampled_and_checked():

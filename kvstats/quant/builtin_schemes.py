@@ -5,6 +5,12 @@ serves them by name).
 (Over ~330 lines as one idea: the table of the built-ins, one entry and its expected-bits
 formula per scheme; it grows by a few lines with every scheme added.)
 
+Each parameter's constant default is written once, in its entry's ``defaults``
+(:class:`~kvstats.quant.schemedef.SchemeDef`): :func:`_entry` hands the builder the
+parameters with them filled in, as the entry's methods hand its formulas, so a builder or
+formula reads ``params["rotation"]``; defaults that depend on the bits or d (qjl's
+``m = n·d``, klt's ``rank = d``) are the builder's own ``params.get``.
+
 ``expected_bits`` is written from the definitions (docs/qjl.md, docs/theory.md: a norm is
 16 bits in float16, a 1-bit QJL residual with ``m`` rows stores ``m`` sign bits and a
 norm, a Hadamard rotation codes ``d_pad`` coordinates, ...), independently of the coders'
@@ -31,10 +37,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import DTypeLike
 
 from kvstats._checks import check_int
-from kvstats.quant.schemedef import _GROUP_SIZE, SchemeDef
+from kvstats.quant.schemedef import _GROUP_SIZE, Builder, SchemeDef
 
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
@@ -53,27 +58,24 @@ _MX_TYPES = {"mxfp4": (32, 8, False), "nvfp4": (16, 8, True)}
 
 
 # --------------------------------------------------------------------------- builders
-def _norm_dtype(params: Mapping[str, Any]) -> DTypeLike:
-    return params.get("norm_dtype", np.float16)
-
-
+# Each gets ``params`` with its entry's defaults filled in (_entry).
 def _mse(bits: int, dim: int, rotation: str, rng, draws, params, name: str) -> Coder:
     from kvstats.quant.mse import MSEQuantizer
 
     return MSEQuantizer(dim, bits, rotation=rotation, seed=rng, draws=draws,
-                        norm_dtype=_norm_dtype(params), name=name)
+                        norm_dtype=params["norm_dtype"], name=name)
 
 
 def _prod(bits: int, dim: int, rng, draws, params, name: str) -> Coder:
     from kvstats.quant.prod import ProdQuantizer
 
-    return ProdQuantizer(dim, bits, rotation=params.get("rotation", "hadamard"),
-                         sketch=params.get("sketch", "gaussian"), m=params.get("m"), seed=rng,
-                         draws=draws, norm_dtype=_norm_dtype(params), name=name)
+    return ProdQuantizer(dim, bits, rotation=params["rotation"], sketch=params["sketch"],
+                         m=params.get("m"), seed=rng, draws=draws, norm_dtype=params["norm_dtype"],
+                         name=name)
 
 
 def _rotation(params: Mapping[str, Any]) -> str:
-    return params.get("rotation", "hadamard")
+    return params["rotation"]
 
 
 def _build_kv(bits, dim, params, key_rng, value_rng, draws):
@@ -102,11 +104,9 @@ def _build_qjl(bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.uniform import UniformTokenCoder
 
     m = check_int(params.get("m", bits * dim), "m", low=1)
-    coder = QJLKeyQuantizer(dim, m, sketch=params.get("sketch", "gaussian"),
-                            n_outliers=params.get("n_outliers", 0),
-                            outlier_m=params.get("outlier_m"),
-                            group_size=params.get("group_size", _GROUP_SIZE), seed=key_rng,
-                            draws=draws, norm_dtype=_norm_dtype(params))
+    coder = QJLKeyQuantizer(dim, m, sketch=params["sketch"], n_outliers=params["n_outliers"],
+                            outlier_m=params.get("outlier_m"), group_size=params["group_size"],
+                            seed=key_rng, draws=draws, norm_dtype=params["norm_dtype"])
     value_bits = check_int(params.get("value_bits", bits), "value_bits", low=1, high=8)
     group = check_int(params.get("value_group_size", dim), "value_group_size", low=1)
     return bits, coder, UniformTokenCoder(value_bits, dim, group)
@@ -115,8 +115,7 @@ def _build_qjl(bits, dim, params, key_rng, value_rng, draws):
 def _build_kivi(bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder
 
-    group_size = params.get("group_size", _GROUP_SIZE)
-    residual = params.get("residual", _GROUP_SIZE)
+    group_size, residual = params["group_size"], params["residual"]
     return bits, KIVIKeyCoder(bits, dim, group_size, residual), \
         KIVIValueCoder(bits, dim, group_size, residual)
 
@@ -157,22 +156,21 @@ def _build_fp8(fmt, bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.fp8 import FP8Coder
 
     bits = _fixed_bits(fmt, 8, bits)
-    scale = params.get("scale", "head")
-    return bits, FP8Coder(fmt, dim, scale), FP8Coder(fmt, dim, scale)
+    return bits, FP8Coder(fmt, dim, params["scale"]), FP8Coder(fmt, dim, params["scale"])
 
 
 def _build_mx(fmt, bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.microscaling import MXCoder
 
     bits = _fixed_bits(fmt, 4, bits)
-    scale = params.get("scale", "head")
-    return bits, MXCoder(fmt, dim, scale), MXCoder(fmt, dim, scale)
+    # nvfp4's scale (mxfp4 takes none: its per-block scales are all it stores)
+    return bits, MXCoder(fmt, dim, **params), MXCoder(fmt, dim, **params)
 
 
 def _build_klt(bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.klt import KLTCoder
 
-    rank, group = params.get("rank"), params.get("group_size", _KLT_GROUP)
+    rank, group = params.get("rank"), params["group_size"]
     return bits, KLTCoder(bits, dim, rank, group), KLTCoder(bits, dim, rank, group)
 
 
@@ -186,7 +184,7 @@ def _d_pad(dim: int, rotation: str) -> int:
 
 
 def _norm_bits(params: Mapping[str, Any]) -> int:
-    return 8 * np.dtype(params.get("norm_dtype", np.float16)).itemsize
+    return 8 * np.dtype(params["norm_dtype"]).itemsize
 
 
 def _mse_bits(b: int, coded: int, n: int, params) -> float:
@@ -219,10 +217,10 @@ def _prod_scheme_bits(bits, dim, n, params):
 
 def _qjl_bits(bits, dim, n, params):
     m = params.get("m", bits * dim)
-    outliers = params.get("n_outliers", 0)
+    outliers = params["n_outliers"]
     key = n * (m + _norm_bits(params))
     if outliers:
-        groups = math.ceil(n / params.get("group_size", _GROUP_SIZE))
+        groups = math.ceil(n / params["group_size"])
         index_bits = math.ceil(math.log2(dim))
         key += n * (params.get("outlier_m") or m) + n * _norm_bits(params) + groups * outliers * index_bits
     value_bits = params.get("value_bits", bits)
@@ -231,8 +229,8 @@ def _qjl_bits(bits, dim, n, params):
 
 
 def _kivi_bits(bits, dim, n, params):
-    g = params.get("group_size", _GROUP_SIZE)
-    window = min(params.get("residual", _GROUP_SIZE), n)
+    g = params["group_size"]
+    window = min(params["residual"], n)
     q = n - window
     key = bits * q * dim + 2 * _FP16_BITS * math.ceil(q / g) * dim + _FP16_BITS * window * dim
     value = bits * q * dim + 2 * _FP16_BITS * q * math.ceil(dim / g) + _FP16_BITS * window * dim
@@ -273,7 +271,7 @@ def _klt_bits(bits, dim, n, params):
     # (two per block, at least one block) a float16 rank×d basis, mean and rank scales
     # and a byte of allocation per axis
     rank = params.get("rank") or dim
-    halves = 2 * max(1, n // params.get("group_size", _KLT_GROUP))
+    halves = 2 * max(1, n // params["group_size"])
     codes = min(bits * dim, 8 * rank) * n
     side = halves * (_FP16_BITS * (rank * dim + dim + rank) + 8 * rank)
     return codes + side, codes + side
@@ -289,7 +287,7 @@ def _never(params: Mapping[str, Any]) -> bool:
 
 
 def _tensor_scale(params: Mapping[str, Any]) -> bool:
-    return params.get("scale", "head") == "tensor"
+    return params["scale"] == "tensor"
 
 
 def _rotated(params: Mapping[str, Any]) -> bool:
@@ -309,79 +307,97 @@ def _klt_coords(dim: int, params: Mapping[str, Any]) -> int:
     return dim if rank is None else min(rank, dim)
 
 
-_VECTOR = frozenset({"rotation", "sketch", "m", "norm_dtype"})
+def _entry(build: Builder, defaults: Mapping[str, Any] = MappingProxyType({}), **fields: Any) -> SchemeDef:
+    """A built-in entry whose builder gets the parameters with ``defaults`` filled in
+    (``make_scheme`` passes them as given; the entry's methods fill them for its formulas)."""
+    defaults = MappingProxyType(dict(defaults))
+    return SchemeDef(build=partial(_build_filled, build, defaults), defaults=defaults, **fields)
+
+
+def _build_filled(build: Builder, defaults: Mapping[str, Any], bits, dim, params, key_rng, value_rng,
+                  draws):
+    return build(bits, dim, {**defaults, **params}, key_rng, value_rng, draws)
+
+
+# the constant defaults, each written here once (norm_dtype by name: the key a sweep's
+# scheme identity compares, kvstats.quant.registry.resolved_scheme)
+_NORM = {"norm_dtype": "float16"}
+_ROTATED = {"rotation": "hadamard", **_NORM}
+_VECTOR_DEFAULTS = {**_ROTATED, "sketch": "gaussian"}
+_VECTOR = frozenset({*_VECTOR_DEFAULTS, "m"})
+_HEAD_SCALE = {"scale": "head"}
 #: Every built-in entry, in the order ``kvstats schemes`` lists them.
 ENTRIES = (
-    SchemeDef(name="KV", summary="K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
-              params=frozenset({"norm_dtype"}), min_bits=1, max_bits=8, fixed_budget=False,
-              token_group_param=None, gpu=True, key_theory="mse", build=_build_kv,
-              _randomized=_never, _bits=_kv_bits, _coded=_all_coords),
-    SchemeDef(name="KQV", summary="WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
-              gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always, _bits=_kqv_bits,
-              _coded=_rotated_coords),
-    SchemeDef(name="QKQV", summary="WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
-              gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
-              _bits=_prod_scheme_bits, _coded=_rotated_coords),
-    SchemeDef(name="turboquant_mse", summary="K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
-              params=frozenset({"rotation", "norm_dtype"}), min_bits=1, max_bits=8,
-              fixed_budget=False, token_group_param=None, gpu=True, key_theory="mse",
-              build=_build_turboquant_mse, _randomized=_rotated, _bits=_turboquant_mse_bits,
-              _coded=_rotated_coords),
-    SchemeDef(name="turboquant_prod", summary="K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
-              params=_VECTOR, min_bits=2, max_bits=8, fixed_budget=False, token_group_param=None,
-              gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
-              _bits=_prod_scheme_bits, _coded=_rotated_coords),
-    SchemeDef(name="qjl", summary="K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
-              "asymmetric uniform n-bit (QJL paper)",
-              params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
-                                "value_group_size", "norm_dtype"}),
-              min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
-              key_theory=None, build=_build_qjl, _randomized=_always, _bits=_qjl_bits,
-              _coded=_all_coords),
-    SchemeDef(name="kivi", summary="KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
-              "a full-precision window of recent tokens",
-              params=frozenset({"group_size", "residual"}), min_bits=1, max_bits=8, fixed_budget=False,
-              token_group_param="group_size", gpu=False, key_theory=None, build=_build_kivi,
-              _randomized=_never, _bits=_kivi_bits, _coded=_all_coords),
-    SchemeDef(name="mixed", summary="key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
-              "name, 'K4V2'", params=frozenset({"key_bits", "value_bits", "rotation", "norm_dtype"}),
-              min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
-              key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
-              _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2})),
-    SchemeDef(name="identity", summary="stores K and V unchanged (a reference that must reproduce exactly)",
-              params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None,
-              gpu=False, key_theory=None, build=_build_identity, _randomized=_never,
-              _bits=_identity_bits, _coded=_all_coords),
-    *(SchemeDef(name=fmt, summary=f"llama.cpp {fmt}: blocks of 32 along d, {code}-bit codes, an fp16 "
-                f"scale{' and minimum' if fields == 2 else ''} per block ({code + 16 * fields / 32:g} bits)",
-                params=frozenset(), min_bits=code, max_bits=code, fixed_budget=True,
-                token_group_param=None, gpu=False, key_theory=None,
-                build=partial(_build_block, fmt), _randomized=_never,
-                _bits=partial(_block_bits, fmt), _coded=_all_coords)
+    _entry(name="KV", summary="K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
+           params=frozenset(_NORM), defaults=_NORM, min_bits=1, max_bits=8, fixed_budget=False,
+           token_group_param=None, gpu=True, key_theory="mse", build=_build_kv,
+           _randomized=_never, _bits=_kv_bits, _coded=_all_coords),
+    _entry(name="KQV", summary="WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+           params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
+           token_group_param=None, gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always,
+           _bits=_kqv_bits, _coded=_rotated_coords),
+    _entry(name="QKQV", summary="WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+           params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
+           token_group_param=None, gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
+           _bits=_prod_scheme_bits, _coded=_rotated_coords),
+    _entry(name="turboquant_mse", summary="K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
+           params=frozenset(_ROTATED), defaults=_ROTATED, min_bits=1, max_bits=8, fixed_budget=False,
+           token_group_param=None, gpu=True, key_theory="mse", build=_build_turboquant_mse,
+           _randomized=_rotated, _bits=_turboquant_mse_bits, _coded=_rotated_coords),
+    _entry(name="turboquant_prod", summary="K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
+           params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
+           token_group_param=None, gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
+           _bits=_prod_scheme_bits, _coded=_rotated_coords),
+    _entry(name="qjl", summary="K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
+           "asymmetric uniform n-bit (QJL paper)",
+           params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
+                             "value_group_size", "norm_dtype"}),
+           defaults={"sketch": "gaussian", "n_outliers": 0, "group_size": _GROUP_SIZE, **_NORM},
+           min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
+           key_theory=None, build=_build_qjl, _randomized=_always, _bits=_qjl_bits,
+           _coded=_all_coords),
+    _entry(name="kivi", summary="KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
+           "a full-precision window of recent tokens",
+           params=frozenset({"group_size", "residual"}),
+           defaults={"group_size": _GROUP_SIZE, "residual": _GROUP_SIZE}, min_bits=1, max_bits=8,
+           fixed_budget=False, token_group_param="group_size", gpu=False, key_theory=None,
+           build=_build_kivi, _randomized=_never, _bits=_kivi_bits, _coded=_all_coords),
+    _entry(name="mixed", summary="key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
+           "name, 'K4V2'", params=frozenset({"key_bits", "value_bits", *_ROTATED}), defaults=_ROTATED,
+           min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
+           key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
+           _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2})),
+    _entry(name="identity", summary="stores K and V unchanged (a reference that must reproduce exactly)",
+           params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None,
+           gpu=False, key_theory=None, build=_build_identity, _randomized=_never,
+           _bits=_identity_bits, _coded=_all_coords),
+    *(_entry(name=fmt, summary=f"llama.cpp {fmt}: blocks of 32 along d, {code}-bit codes, an fp16 "
+             f"scale{' and minimum' if fields == 2 else ''} per block ({code + 16 * fields / 32:g} bits)",
+             params=frozenset(), min_bits=code, max_bits=code, fixed_budget=True,
+             token_group_param=None, gpu=False, key_theory=None,
+             build=partial(_build_block, fmt), _randomized=_never,
+             _bits=partial(_block_bits, fmt), _coded=_all_coords)
       for fmt, (code, fields) in _BLOCK_TYPES.items()),
-    *(SchemeDef(name=fmt, summary=f"FP8 {fmt[4:].upper()} KV cache (vLLM): x/s rounded to FP8, a float32 "
-                "scale s = amax/max per head ('head'), per call ('tensor') or static (a float)",
-                params=frozenset({"scale"}), min_bits=8, max_bits=8, fixed_budget=True,
-                token_group_param=None, gpu=False, key_theory=None,
-                build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
-                _coded=_all_coords, _couples=_tensor_scale)
+    *(_entry(name=fmt, summary=f"FP8 {fmt[4:].upper()} KV cache (vLLM): x/s rounded to FP8, a float32 "
+             "scale s = amax/max per head ('head'), per call ('tensor') or static (a float)",
+             params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=8, max_bits=8,
+             fixed_budget=True, token_group_param=None, gpu=False, key_theory=None,
+             build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
+             _coded=_all_coords, _couples=_tensor_scale)
       for fmt in ("fp8_e4m3", "fp8_e5m2")),
-    SchemeDef(name="mxfp4", summary="OCP MXFP4: blocks of 32 along d, E2M1 elements, an E8M0 scale per "
-              "block (4.25 bits)", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
-              token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "mxfp4"),
-              _randomized=_never, _bits=partial(_mx_bits, "mxfp4"), _coded=_all_coords),
-    SchemeDef(name="nvfp4", summary="NVIDIA NVFP4: blocks of 16 along d, E2M1 elements, an E4M3 scale per "
-              "block and a float32 scale per head (4.5 bits + 32 per head)",
-              params=frozenset({"scale"}), min_bits=4, max_bits=4, fixed_budget=True,
-              token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "nvfp4"),
-              _randomized=_never, _bits=partial(_mx_bits, "nvfp4"), _coded=_all_coords,
-              _couples=_tensor_scale),
-    SchemeDef(name="klt", summary="K and V: principal axes of the other half of the cache, bits by "
-              "reverse water-filling, Lloyd–Max per axis (basis and allocation stored)",
-              params=frozenset({"rank", "group_size"}), min_bits=1, max_bits=8, fixed_budget=False,
-              token_group_param="group_size", gpu=False, key_theory=None, build=_build_klt,
-              _randomized=_never, _bits=_klt_bits, _coded=_klt_coords,
-              token_group_default=_KLT_GROUP),
+    _entry(name="mxfp4", summary="OCP MXFP4: blocks of 32 along d, E2M1 elements, an E8M0 scale per "
+           "block (4.25 bits)", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
+           token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "mxfp4"),
+           _randomized=_never, _bits=partial(_mx_bits, "mxfp4"), _coded=_all_coords),
+    _entry(name="nvfp4", summary="NVIDIA NVFP4: blocks of 16 along d, E2M1 elements, an E4M3 scale per "
+           "block and a float32 scale per head (4.5 bits + 32 per head)",
+           params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=4, max_bits=4,
+           fixed_budget=True, token_group_param=None, gpu=False, key_theory=None,
+           build=partial(_build_mx, "nvfp4"), _randomized=_never, _bits=partial(_mx_bits, "nvfp4"),
+           _coded=_all_coords, _couples=_tensor_scale),
+    _entry(name="klt", summary="K and V: principal axes of the other half of the cache, bits by "
+           "reverse water-filling, Lloyd–Max per axis (basis and allocation stored)",
+           params=frozenset({"rank", "group_size"}), defaults={"group_size": _KLT_GROUP}, min_bits=1,
+           max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False, key_theory=None,
+           build=_build_klt, _randomized=_never, _bits=_klt_bits, _coded=_klt_coords),
 )

@@ -68,7 +68,7 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
                   token_group_param: str | None = None, token_group_default: int = _GROUP_SIZE,
                   coded_dim: Callable[[int, Mapping[str, Any]], int] | None = None,
                   example_params: Mapping[str, Any] | None = None,
-                  key_theory: str | None = None) -> SchemeDef:
+                  key_theory: str | None = None, defaults: Mapping[str, Any] | None = None) -> SchemeDef:
     """A :class:`SchemeDef` for a scheme of your own (then :func:`register_scheme` it).
 
     Parameters
@@ -81,7 +81,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         value_coder)``: two :class:`~kvstats.quant.coder.Coder` objects (one per side) and
         the budget to record (``bits`` itself, or None for a fixed-budget scheme).
         ``bits`` is already checked against ``min_bits..max_bits``; ``params`` holds the
-        keyword settings given (a subset of ``params``: use defaults for the others);
+        keyword settings given (a subset of ``params``: use your defaults for the others,
+        those ``defaults`` declares);
         ``key_rng``/``value_rng`` are numpy Generators for each side's randomness;
         ``draws`` is the batch shape of independent draws of it (``()``: one draw).
     expected_bits : callable
@@ -105,7 +106,7 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         exactly when it is.
     token_group_param, token_group_default : str or None, int
         The parameter giving the number of tokens that share stored statistics, and
-        its default (per-vector schemes: None).
+        its default where ``defaults`` declares none (per-vector schemes: None).
     coded_dim : callable, optional
         ``coded_dim(dim, params) -> int``, the coordinates the codes spend their bits on
         (default: ``dim``).
@@ -113,6 +114,14 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         Settings of a minimal instance (required for parameters without a default).
     key_theory : {None, "mse", "prod"}
         Only for keys coded as TurboQuant-mse/-prod are: the closed form of the key error.
+    defaults : mapping, optional
+        The constant value ``build`` uses for a parameter left out (keys among
+        ``params``). Declared, it makes a sweep config's ``{name = "mine"}`` and
+        ``{name = "mine", params = {p = <its default>}}`` one scheme (refused as a
+        duplicate, :func:`kvstats.quant.registry.resolved_scheme`), and ``expected_bits``,
+        ``randomized``, ``coded_dim`` and the token group read the parameters with it filled
+        in. ``build`` still receives the settings as given, so it must use these same
+        values; a default that depends on the bits or d stays the build's own.
 
     Returns
     -------
@@ -130,18 +139,34 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
     >>> sdef = define_scheme("minmax", build, bits_of, summary="per-token min-max uniform")
     >>> sdef.expected_bits(4, 64, 10)
     4.5
+
+    A parameter with a default, written once (``group_size``: coordinates per fp16 scale
+    and zero):
+
+    >>> DEFAULTS = {"group_size": 16}
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):
+    ...     group = {**DEFAULTS, **params}["group_size"]   # params: the settings given
+    ...     return bits, UniformTokenCoder(bits, dim, group), UniformTokenCoder(bits, dim, group)
+    >>> def bits_of(bits, dim, n_tokens, params):          # params: the defaults filled in
+    ...     return (n_tokens * (bits * dim + 2 * 16 * -(-dim // params["group_size"])),) * 2
+    >>> sdef = define_scheme("grouped", build, bits_of, summary="per-token min-max uniform in groups",
+    ...                      params=["group_size"], defaults=DEFAULTS)
+    >>> sdef.expected_bits(4, 64, 10), sdef.expected_bits(4, 64, 10, group_size=64)
+    (6.0, 4.5)
     """
     if not isinstance(params, (str, bytes)) and isinstance(params, Iterable):
         params = frozenset(params)
     if isinstance(randomized, bool):
         randomized = _constant(randomized)
+    if defaults is None or isinstance(defaults, Mapping):   # else register_scheme says what is wrong
+        defaults = dict(defaults or {})   # a copy (a dict: a script's registration is pickled)
     return SchemeDef(name=name, summary=summary, params=params, min_bits=min_bits, max_bits=max_bits,
                      fixed_budget=fixed_budget, token_group_param=token_group_param, gpu=False,
                      key_theory=key_theory, build=build, _randomized=randomized,
                      _bits=expected_bits,
                      _coded=_all_coords if coded_dim is None else coded_dim,
                      example_params=dict(example_params or {}),
-                     token_group_default=token_group_default)
+                     token_group_default=token_group_default, defaults=defaults)
 
 
 def _check_def(sdef: SchemeDef) -> None:
@@ -216,6 +241,12 @@ def _check_def(sdef: SchemeDef) -> None:
     extra = sorted(set(sdef.example_params) - sdef.params)
     if extra:
         raise ValueError(f"SchemeDef field 'example_params' may set only params {sorted(sdef.params)}; "
+                         f"received {extra}")
+    if not isinstance(sdef.defaults, Mapping):
+        raise TypeError(f"SchemeDef field 'defaults' must be a mapping; received {sdef.defaults!r}")
+    extra = sorted(set(sdef.defaults) - sdef.params, key=str)
+    if extra:
+        raise ValueError(f"SchemeDef field 'defaults' may set only params {sorted(sdef.params)}; "
                          f"received {extra}")
     tgd = sdef.token_group_default
     if isinstance(tgd, bool) or not isinstance(tgd, int) or tgd < 1:

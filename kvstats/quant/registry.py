@@ -90,33 +90,17 @@ def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, 
     return sdef, params
 
 
-# The settings a built-in's builder takes when a parameter is left out, where that value
-# is a constant (kvstats.quant.builtin_schemes); those that depend on the bits or d (qjl's
-# m = n·d, value_bits = n, value_group_size = d; the sketch rows m = d_pad; klt's rank = d)
-# are not here. tests/sweep/test_scheme_identity.py builds every entry with and without
-# each to hold the two equal.
-_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
-    "KV": {"norm_dtype": "float16"},
-    **dict.fromkeys(("KQV", "QKQV", "turboquant_prod"),
-                    {"rotation": "hadamard", "sketch": "gaussian", "norm_dtype": "float16"}),
-    **dict.fromkeys(("turboquant_mse", "mixed"), {"rotation": "hadamard", "norm_dtype": "float16"}),
-    "qjl": {"sketch": "gaussian", "n_outliers": 0, "group_size": 32, "norm_dtype": "float16"},
-    "kivi": {"group_size": 32, "residual": 32},
-    **dict.fromkeys(("fp8_e4m3", "fp8_e5m2", "nvfp4"), {"scale": "head"}),
-    "klt": {"group_size": 1024},
-})
-
-
 def resolved_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """A scheme's identity: its registry name and its parameters with the defaults filled in.
 
     Two spellings of one scheme resolve alike: a parameter left out and the same one set
     to its default (``QKQV`` and ``QKQV`` with ``sketch="gaussian"``), ``"K4V2"`` and
     ``mixed`` with ``key_bits=4, value_bits=2``, ``3`` and ``3.0``, ``norm_dtype``
-    ``"half"`` and ``"float16"``. Filled are the built-ins' constant defaults; one that
-    depends on the bits or d (qjl's ``m = n·d``, ``value_bits``, ``value_group_size``),
-    and a user scheme's defaults (its builder's own), are not known here: such a
-    parameter counts as given or left out.
+    ``"half"`` and ``"float16"``. Filled are the entry's ``defaults``
+    (:meth:`SchemeDef.filled`), a user scheme's those its ``define_scheme(defaults=...)``
+    declares; a default that depends on the bits or d (qjl's ``m = n·d``,
+    ``value_bits``, ``value_group_size``) is the builder's alone: such a parameter counts
+    as given or left out.
 
     Examples
     --------
@@ -126,7 +110,7 @@ def resolved_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str
     ('mixed', {'key_bits': 4, 'norm_dtype': 'float16', 'rotation': 'hadamard', 'value_bits': 2})
     """
     sdef, params = parse_scheme_name(name, params)
-    full = {**_DEFAULTS.get(sdef.name, {}), **params}   # a user scheme's name has none here
+    full = sdef.filled(params)
     return sdef.name, {k: _same_value(k, full[k]) for k in sorted(full)}
 
 

@@ -1,6 +1,12 @@
 """What the project knows about one scheme: :class:`SchemeDef`, the type of every entry of
 :data:`kvstats.quant.registry.REGISTRY`, and :data:`Builder`, the signature of its builder.
 
+A scheme's constant parameter defaults live in its entry's ``defaults`` alone: every
+method here hands its formula the parameters with them filled in
+(:meth:`SchemeDef.filled`), the built-ins' builders get them so too, and
+:func:`kvstats.quant.registry.resolved_scheme` reads them to tell two spellings of one
+scheme apart from two schemes.
+
 The built-in entries are :mod:`kvstats.quant.builtin_schemes`; a researcher's own come
 from :func:`kvstats.quant.register.define_scheme`.
 """
@@ -59,13 +65,24 @@ class SchemeDef:
     build : callable
         ``(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder, value_coder)``;
         ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``.
+        ``make_scheme`` passes the parameters as given: a built-in's ``build`` fills in
+        ``defaults`` before its builder runs (:mod:`kvstats.quant.builtin_schemes`), a
+        user's ``build`` uses, for the settings left out, the values its ``defaults``
+        declares.
     example_params : mapping
         Parameters of a minimal instance (those without a default: ``mixed`` needs
         ``key_bits`` and ``value_bits``); the contract tests build every entry with them.
     token_group_default : int
-        ``token_group`` when ``token_group_param`` is not given (32; klt: 1024).
+        ``token_group`` when ``token_group_param`` is neither given nor in ``defaults``
+        (32).
     _couples : callable
         ``params -> bool``, see :meth:`couples_trials` (default: never).
+    defaults : mapping
+        The value each parameter with a constant default takes when left out (those that
+        depend on the bits or d, such as qjl's ``m = n·d``, are the builder's alone). The
+        methods below, the expected-bits formula and the identity of a sweep's scheme
+        (:func:`kvstats.quant.registry.resolved_scheme`) read the parameters with these
+        filled in.
     """
 
     name: str
@@ -84,6 +101,18 @@ class SchemeDef:
     example_params: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     token_group_default: int = _GROUP_SIZE
     _couples: Callable[[Mapping[str, Any]], bool] = field(default=_per_trial, repr=False, compare=False)
+    defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def filled(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with :attr:`defaults` filled in for those left out.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("kivi").filled({"residual": 0})
+        {'group_size': 32, 'residual': 0}
+        """
+        return {**self.defaults, **params}
 
     def randomized(self, params: Mapping[str, Any]) -> bool:
         """Whether the scheme has random components (rotation, sketch) under ``params``.
@@ -94,7 +123,7 @@ class SchemeDef:
         >>> scheme_def("turboquant_mse").randomized({}), scheme_def("K4V2").randomized({"rotation": "identity"})
         (True, False)
         """
-        return bool(self._randomized(params))
+        return bool(self._randomized(self.filled(params)))
 
     def couples_trials(self, params: Mapping[str, Any]) -> bool:
         """Whether the slices of one encode call share stored statistics under ``params``
@@ -107,7 +136,7 @@ class SchemeDef:
         >>> scheme_def("fp8_e4m3").couples_trials({"scale": "tensor"}), scheme_def("fp8_e4m3").couples_trials({})
         (True, False)
         """
-        return bool(self._couples(params))
+        return bool(self._couples(self.filled(params)))
 
     def token_group(self, params: Mapping[str, Any]) -> int:
         """Tokens that share stored statistics (1 = per-vector), under ``params``.
@@ -120,8 +149,8 @@ class SchemeDef:
         """
         if self.token_group_param is None:
             return 1
-        return check_int(params.get(self.token_group_param, self.token_group_default),
-                         self.token_group_param, low=1)
+        group = self.filled(params).get(self.token_group_param, self.token_group_default)
+        return check_int(group, self.token_group_param, low=1)
 
     def coded_dim(self, dim: int, params: Mapping[str, Any]) -> int:
         """Coordinates the scheme's codes spend their bits on, for vectors of dimension ``dim``.
@@ -140,7 +169,7 @@ class SchemeDef:
         (96, 16)
         """
         dim = check_int(dim, "dim", low=1)
-        return int(self._coded(dim, params))
+        return int(self._coded(dim, self.filled(params)))
 
     def key_rel_mse(self, bits: int, d_pad: int) -> float | None:
         """Predicted relative key error ``E‖k − k̂‖²/‖k‖²`` at ``bits`` with ``d_pad`` coded
@@ -182,5 +211,5 @@ class SchemeDef:
         """
         dim = check_int(dim, "dim", low=2)
         n_tokens = check_int(n_tokens, "n_tokens", low=1)
-        key, value = self._bits(bits, dim, n_tokens, params)
+        key, value = self._bits(bits, dim, n_tokens, self.filled(params))
         return (key + value) / 2 / (n_tokens * dim)

@@ -4,20 +4,24 @@ in (kvstats.quant.registry.resolved_scheme): a sweep config naming one scheme tw
 both spellings, as two labels of one name and two spellings of one distribution are;
 cell ids are unchanged, so stores written before keep resuming.
 
-The defaults table is checked against the builders: every built-in is built with and
-without each listed default and codes the same data to the same bits.
+Each constant default is written once, in its entry's ``SchemeDef.defaults``, which the
+builder, the expected-bits formula and resolved_scheme all read. The defaults are pinned
+to the values the builders used before (8ec3d14's table, from the builders' own
+``params.get``), and every built-in is built with and without each of them and codes the
+same data to the same bits (the builder reads the default it declares).
 
-Mutants tried: HEAD (the duplicates are accepted: the config tests fail), a wrong default
-in the table (kivi residual 16, QKQV sketch 'orthogonal', klt group_size 512, norm_dtype
-'float32': the builder test fails for it), the cell key built from the resolved
-parameters (the pinned ids fail).
+Mutants tried: 8ec3d14's parent (the duplicates are accepted: the config tests fail), a
+wrong declared default (kivi residual 16: the pinned table fails, and the kivi refusal's
+text), builders handed the parameters unfilled (each builder test fails),
+resolved_scheme not filling the defaults (the spellings and refusal tests fail), the
+cell key built from the resolved parameters (the pinned ids fail).
 """
 
 import numpy as np
 import pytest
 
 import kvstats
-from kvstats.quant.registry import _DEFAULTS, BUILTIN, resolved_scheme
+from kvstats.quant.registry import BUILTIN, resolved_scheme
 from kvstats.sweep import SweepConfig, run_sweep
 
 GRID = {"budgets": [3], "distributions": ["gaussian"], "dims": [32], "n_keys": [8], "n_trials": 4,
@@ -31,7 +35,24 @@ def _roundtrip(name, params, K, V):
     return scheme.roundtrip(K, V)
 
 
-@pytest.mark.parametrize("name, key", [(n, k) for n, d in _DEFAULTS.items() for k in d])
+#: The defaults the builders took before they were declared once (8ec3d14's table).
+PINNED = {
+    "KV": {"norm_dtype": "float16"},
+    **dict.fromkeys(("KQV", "QKQV", "turboquant_prod"),
+                    {"rotation": "hadamard", "sketch": "gaussian", "norm_dtype": "float16"}),
+    **dict.fromkeys(("turboquant_mse", "mixed"), {"rotation": "hadamard", "norm_dtype": "float16"}),
+    "qjl": {"sketch": "gaussian", "n_outliers": 0, "group_size": 32, "norm_dtype": "float16"},
+    "kivi": {"group_size": 32, "residual": 32},
+    **dict.fromkeys(("fp8_e4m3", "fp8_e5m2", "nvfp4"), {"scale": "head"}),
+    "klt": {"group_size": 1024},
+}
+
+
+def test_the_declared_defaults_are_those_the_builders_took():
+    assert {name: dict(d.defaults) for name, d in BUILTIN.items() if d.defaults} == PINNED
+
+
+@pytest.mark.parametrize("name, key", [(n, k) for n, d in BUILTIN.items() for k in d.defaults])
 def test_each_listed_default_is_the_builders(name, key):
     """Given or left out, a listed default codes alike (2,048 tokens: klt's and kivi's
     token blocks; outlier channels for qjl, whose groups only they use; d = 48 pads the
@@ -42,7 +63,7 @@ def test_each_listed_default_is_the_builders(name, key):
     K, V = rng.standard_normal((2, 2048, dim)) * np.linspace(0.2, 3, dim)
     base = {"n_outliers": 2} if name == "qjl" and key != "n_outliers" else {}
     left_out = _roundtrip(name, base, K, V)
-    given = _roundtrip(name, {**base, key: _DEFAULTS[name][key]}, K, V)
+    given = _roundtrip(name, {**base, key: BUILTIN[name].defaults[key]}, K, V)
     for a, b in zip(left_out, given):
         np.testing.assert_array_equal(a, b)
 
