@@ -198,7 +198,11 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         are ``n_a``, ``n_b``, the ties and B),
         ``n_permutations`` (drawn; 0: not a permutation test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
         ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
-        ``min_attainable_p_adjusted``, ``resolvable``, ``significant``, ``winner``,
+        ``min_attainable_p_adjusted``, ``resolvable`` (an equivalence row: could the TOST
+        have concluded equivalence at these sizes? The ratio TOST always can, its
+        ``min_attainable_p`` 0; the rank TOST's is the least p known for data of these
+        sizes, an upper bound, so False there means not shown: docs/statistics.md,
+        "Resolution of a TOST row"), ``significant``, ``winner``,
         ``verdict``. Under ``pairing="trial"`` ``n_a`` = ``n_b`` = the number of pairs.
         ``attrs`` holds ``alpha``, ``correction``, ``n_tests``, ``pairing``, the energy
         tests' ``energy_max_permutations`` and ``energy_skipped``: the compared (case,

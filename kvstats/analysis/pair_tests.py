@@ -15,8 +15,9 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-from kvstats.analysis.resolution import (all_identical, extreme_pvalue, permutation_floor,
-                                         rounding_canonical, rounding_ties, sign_extreme_pvalue)
+from kvstats.analysis.resolution import (_rank_tost_witness, all_identical, extreme_pvalue,
+                                         permutation_floor, rounding_canonical, rounding_ties,
+                                         sign_extreme_pvalue)
 
 __all__: list[str] = []   # the rows are compare_schemes' parts, not an interface
 
@@ -152,8 +153,7 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
                      test: str, alpha: float, paired: bool = False) -> Row:
     from kvstats.stats.equivalence import tost_rank, tost_ratio
 
-    base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0,
-            "min_attainable_p": 0.0, **_NOT_COUNTED}
+    base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0, **_NOT_COUNTED}
     if test == "rank":
         # θ counts ties as ½: values equal up to rounding are ties, as the sign test and
         # Mann–Whitney count them (else rounding's direction moves θ by ½·P(tie), up to the margin)
@@ -168,11 +168,19 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
                else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))
     except ValueError as exc:  # e.g. a ratio of means with a zero mean: no test, said so
         lo, hi = ((1 / (1 + margin), 1 + margin) if test == "ratio" else (0.5 - margin, 0.5 + margin))
-        return {**base, "statistic": math.nan, "pvalue": math.nan, "effect": math.nan,
+        return {**base, "min_attainable_p": math.nan, "statistic": math.nan, "pvalue": math.nan,
+                "effect": math.nan,
                 "effect_low": math.nan, "effect_high": math.nan, "margin_low": lo,
                 "margin_high": hi, "note": f"no equivalence test: {exc}"}
     what = "mean(a)/mean(b)" if test == "ratio" else "θ = P(a > b) + ½P(a = b)"
-    return {**base, "statistic": float(res.statistic), "pvalue": float(res.pvalue),
+    # Could it have concluded equivalence at these sizes? The ratio TOST's p goes to 0 on two
+    # arms of equal means and vanishing spread (n >= 2 each, which it needs): 0 is its
+    # infimum. The rank TOST's smallest p has no closed form: the least over the observed
+    # data and a family of data of these sizes, an upper bound (resolution._rank_tost_witness)
+    floor = 0.0 if test == "ratio" else min(float(res.pvalue), _rank_tost_witness(
+        len(x), len(y), margin, alpha, paired))
+    return {**base, "min_attainable_p": floor, "statistic": float(res.statistic),
+            "pvalue": float(res.pvalue),
             "effect": float(res.estimate), "effect_low": float(res.low),
             "effect_high": float(res.high), "margin_low": float(res.margin_low),
             "margin_high": float(res.margin_high), "identical_pairs": bool(res.identical_pairs),

@@ -28,6 +28,8 @@ difference". Values equal up to floating-point rounding are ties (:func:`roundin
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import warnings
 
@@ -346,6 +348,41 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
             out[i] = multipletests(work, alpha=alpha, method=method)[1][i]
         work[i] = pvalues[i]
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_tost_witness(n_a: int, n_b: int, margin: float, alpha: float, paired: bool) -> float:
+    """The smallest rank-TOST p-value (``tost_rank``, margin 0.5 ± ``margin``) over a family
+    of data sets of these sizes: an upper bound of the smallest attainable p (no closed form
+    is known), so a row it makes resolvable could have concluded equivalence.
+
+    The family (searches of random small-integer data at n = 4…32 found nothing better,
+    docs/statistics.md):
+    two samples, both arms of zeros and ones in about equal shares (θ̂ ≈ ½ with the least
+    spread of placements); pairs, identical pairs on 1–4 values with 0–3 balanced
+    discordant pairs, (a, b) and (b, a) for two of the values.
+    """
+    from kvstats.stats.equivalence import tost_rank
+
+    def p(x, y):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return float(tost_rank(x, y, delta=margin, alpha=alpha, paired=paired).pvalue)
+
+    if not paired:
+        ones = np.unique(np.linspace(0, n_a, min(n_a, 50) + 1).round().astype(int))
+        arm = lambda n, k: (np.arange(n) < k).astype(np.float64)   # noqa: E731
+        return min(p(arm(n_a, k), arm(n_b, round(k * n_b / n_a))) for k in ones)
+    best = 1.0
+    for values in range(1, 5):
+        same = (np.arange(n_a) % values).astype(np.float64)
+        for low, high in itertools.combinations(range(max(values, 2)), 2):
+            for discordant in range(min(3, n_a // 2) + 1):
+                x, y = same.copy(), same.copy()
+                x[:2 * discordant:2], y[:2 * discordant:2] = low, high
+                x[1:2 * discordant:2], y[1:2 * discordant:2] = high, low
+                best = min(best, p(x, y))
+    return best
 
 
 def differ_text(k: int, n: int) -> str:

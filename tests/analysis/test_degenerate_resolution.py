@@ -100,3 +100,53 @@ def test_all_identical():
     assert all_identical([0.3, 0.1 + 0.2])                                  # rounding
     assert not all_identical([[1.0, 2.0], [1.0, 2.0 + 1e-9]])
     assert not all_identical([[0.0], [1e-300]])                             # not rounding
+
+
+def _equivalence_rows(n, margin, test, pairing, seed=0):
+    f = make_frame({("KQV", 4): 0.0, ("QKQV", 4): 0.0}, n=n, seed=seed)
+    t = compare_schemes(f, PAIR, metrics=["kl"], energy=False, equivalence={"kl": margin},
+                        equivalence_test=test, pairing=pairing)
+    return t[t.test == "equivalence"].iloc[0], t
+
+
+def test_ratio_tost_can_always_conclude_equivalence_from_two_units():
+    """Its infimum p is 0: two arms of equal means and vanishing spread (n = 2 each) give p
+    below any level, so ``resolvable`` True is a fact, not a default."""
+    from kvstats.stats.equivalence import tost_ratio
+
+    for paired in (False, True):
+        p = [tost_ratio(1 + s * np.array([1.0, -1.0]), 1 + s * np.array([-1.0, 1.0]),
+                        margin=0.01, paired=paired).pvalue for s in (1e-6, 1e-10)]
+        assert p[1] < 1e-8 and p[1] < 1e-3 * p[0]        # toward 0 with the spread (df 1: ~ s)
+    for pairing in ("none", "trial"):
+        e, _ = _equivalence_rows(3, 0.01, "ratio", pairing)
+        assert e.min_attainable_p == 0.0 and e.resolvable and not e.significant
+
+
+@pytest.mark.parametrize("pairing", ["none", "trial"])
+def test_rank_tost_of_few_units_is_not_shown_resolvable(pairing):
+    """4 units, δ = 0.1: no data of this size known to kvstats reaches p <= 0.05 even alone
+    (smallest 0.297 two-sample, 0.329 paired); the row said resolvable True. 300 random
+    small-integer data sets of this size (the search that found the witness family) do no
+    better than the row's min_attainable_p."""
+    from kvstats.stats.equivalence import tost_rank
+
+    e, t = _equivalence_rows(4, 0.1, "rank", pairing)
+    assert not e.resolvable and e.min_attainable_p > 0.25
+    assert e.min_attainable_p <= e.pvalue
+    rng = np.random.default_rng(7)
+    searched = min(tost_rank(*(rng.integers(0, rng.integers(2, 5), (2, 4)) * 1.0), delta=0.1,
+                             paired=pairing == "trial").pvalue for _ in range(300))
+    assert searched >= e.min_attainable_p
+    assert e.verdict.startswith("inconclusive")      # the verdict's words are unchanged
+
+
+@pytest.mark.parametrize("pairing", ["none", "trial"])
+def test_rank_tost_resolvable_where_data_of_its_size_reach_the_level(pairing):
+    """60 units, δ = 0.25: arms of that size reach far below α/m (a witness), so resolvable;
+    the same at 60 units and δ = 0.005 is not shown (smallest known p above 0.05)."""
+    e, t = _equivalence_rows(60, 0.25, "rank", pairing)
+    assert e.resolvable and e.min_attainable_p < 1e-4
+    assert e.min_attainable_p_adjusted <= 0.05
+    e, _ = _equivalence_rows(60, 0.005, "rank", pairing)
+    assert not e.resolvable and e.min_attainable_p > 0.05

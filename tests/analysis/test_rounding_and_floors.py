@@ -46,7 +46,7 @@ def _paired_frame(a, b):
         parts.append(pd.DataFrame(data).assign(distribution="real", params="layer=0", dim=64,
                                                n_keys=256, budget=2.0, scheme=scheme,
                                                bits_nominal=2.0, bits_total=2.25,
-                                               trial=np.arange(len(v))))
+                                               trial=np.arange(len(v)), cluster=np.arange(len(v))))
     return pd.concat(parts, ignore_index=True)
 
 
