@@ -15,9 +15,9 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-from kvstats.analysis.resolution import (_rank_tost_witness, all_identical, extreme_pvalue,
-                                         permutation_floor, rounding_canonical, rounding_ties,
-                                         sign_extreme_pvalue)
+from kvstats.analysis.resolution import (_rank_tost_witness, extreme_pvalue, permutation_floor,
+                                         rounding_canonical, rounding_ties, sign_extreme_pvalue,
+                                         tied_permutation_floor)
 
 __all__: list[str] = []   # the rows are compare_schemes' parts, not an interface
 
@@ -106,16 +106,16 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # rounding, as the sign test counts them): a pair of equal profiles swaps into itself,
     # so with none differing every relabelling is the observed one and p = 1 is all there is
     # (the count goes to ``n_informative``: the verdict says how many pairs differ). Two
-    # samples whose pooled profiles are all one point (up to rounding): every relabelling
-    # gives the observed statistic, so p = 1 is all there is too (``n_informative`` 0: no
-    # point tells the samples apart); with some points distinct, the distinct-point floor
+    # samples: relabellings that move copies of one tied point give one statistic, so the
+    # floor counts them (tied_permutation_floor); pooled profiles all one point give every
+    # relabelling the observed statistic, p = 1 (``n_informative`` 0: none tells them apart)
     if paired:
         m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
         units, informative = (permutation_floor(m, m, True) if m else 1.0), float(m)
-    elif all_identical(np.concatenate([X, Y])):
-        units, informative = 1.0, 0.0
     else:
-        units, informative = permutation_floor(len(X), len(Y), False), math.nan
+        counts = np.unique(np.concatenate([X, Y]), axis=0, return_counts=True)[1]
+        units = tied_permutation_floor(counts, len(X))
+        informative = 0.0 if counts.size == 1 else math.nan
     floor = max(float(res.min_attainable_p), units)
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,

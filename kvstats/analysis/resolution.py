@@ -39,7 +39,7 @@ from jaxtyping import Float
 from kvstats._checks import check_int
 
 __all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text",
-           "rounding_ties", "rounding_canonical", "all_identical", "permutation_floor",
+           "rounding_ties", "rounding_canonical", "permutation_floor", "tied_permutation_floor",
            "ROUNDING_RTOL"]
 
 #: Relative gap under which two paired values are one value written twice: a difference of
@@ -128,33 +128,6 @@ def rounding_canonical(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]
     return out[:x.size], out[x.size:]
 
 
-def all_identical(points: Float[np.ndarray, "n d"]) -> bool:
-    """Whether every row of ``points`` is the first row, up to floating-point rounding.
-
-    The pooled points of a two-sample permutation test that are all one point give every
-    relabelling the observed statistic: its p-value is 1 whatever B, and its resolution
-    is 1 (the two-sample analogue of paired profiles that differ in no pair). Each
-    coordinate is compared with the first row's by :func:`rounding_ties`.
-
-    Parameters
-    ----------
-    points : array_like of shape (n, d) (or (n,), one coordinate), n >= 1, without NaN
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> from kvstats.analysis.resolution import all_identical
-    >>> all_identical([[0.8, 1.0], [0.8000000000000002, 1.0]]), all_identical([[0.8, 1.0], [0.8, 1.1]])
-    (True, False)
-    """
-    points = np.asarray(points, np.float64)
-    points = points.reshape(len(points), -1)
-    return bool(rounding_ties(points.ravel(), np.broadcast_to(points[:1], points.shape).ravel()).all())
-
-
 def permutation_floor(n_a: int, n_b: int, paired: bool) -> float:
     """The exact permutation p-value of the most extreme data: the share of relabellings
     that give the observed energy statistic at least.
@@ -177,6 +150,51 @@ def permutation_floor(n_a: int, n_b: int, paired: bool) -> float:
     if paired:
         return min(1.0, math.ldexp(1.0, 1 - n_a))
     return min(1.0, (2 if n_a == n_b else 1) / math.comb(n_a + n_b, n_a))
+
+
+def tied_permutation_floor(counts: np.ndarray, n_a: int) -> float:
+    """A lower bound of the two-sample permutation floor when the pooled points are tied.
+
+    ``counts`` are the multiplicities of the distinct pooled points (summing to N), ``n_a``
+    the size of the first sample. A relabelling that puts k_j copies of point j in the first
+    sample gives the statistic of every relabelling with the same k (Π C(m_j, k_j) of them),
+    and, when n_a = n_b, of the complementary k too. So no labelling's p-value is below
+    min_k Π C(m_j, k_j) / C(N, n_a) (twice that when n_a = n_b, unless k is its own
+    complement), the minimum over Σ k_j = n_a found by a dynamic programme over the tied
+    points (distinct points contribute a factor 1). Without ties it is
+    :func:`permutation_floor`; with every point one, 1.
+
+    Examples
+    --------
+    >>> from kvstats.analysis.resolution import permutation_floor, tied_permutation_floor
+    >>> tied_permutation_floor([1] * 8, 4) == permutation_floor(4, 4, False)
+    True
+    >>> tied_permutation_floor([15, 1], 8), tied_permutation_floor([16], 8)  # one odd point
+    (1.0, 1.0)
+    >>> round(tied_permutation_floor([2] * 4, 4), 4)    # 4 points twice: 2 of 70 splits
+    0.0286
+    """
+    from scipy.special import gammaln
+
+    counts = np.asarray(counts, np.int64)
+    n = int(counts.sum())
+    n_a = check_int(n_a, "n_a", low=1, high=n - 1)
+    tied = counts[counts > 1]
+    if not tied.size:
+        return permutation_floor(n_a, n - n_a, False)
+    log_comb = lambda m, k: gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1)  # noqa: E731
+    # cost[t]: the least log Π C(m_j, k_j) with t points placed; the distinct points fill freely
+    cost = np.where(np.arange(n_a + 1) <= counts.size - tied.size, 0.0, np.inf)
+    for m in tied:   # one pass per tied point (a few), each vectorised over t and k
+        k = np.arange(min(m, n_a) + 1)
+        t = np.arange(n_a + 1)[:, None] - k[None, :]
+        cost = np.where(t >= 0, cost[np.maximum(t, 0)] + log_comb(m, k)[None, :], np.inf).min(axis=1)
+    least = cost[n_a]
+    if 2 * n_a == n:
+        # the complement's relabellings count too, unless k is its own complement (k = m/2)
+        halves = (np.sum(log_comb(counts, counts // 2)) if not (counts % 2).any() else np.inf)
+        least = min(least + math.log(2), halves)
+    return float(min(1.0, math.exp(least - log_comb(n, n_a))))
 
 
 def sign_extreme_pvalue(n_nonzero: int) -> float:
@@ -418,8 +436,7 @@ def not_resolvable_text(test: str, max_permutations: int, n_a: int, n_b: int,
     pairs whose values differ, what limits it; or a paired energy test's pairs whose
     profiles differ) adds how many of the n pairs differ (:func:`differ_text`): "at n = 40
     pairs" alone reads as if 40 pairs could not resolve. ``identical`` (two samples whose
-    pooled points are all one, :func:`all_identical`) says so: no relabelling changes the
-    statistic.
+    pooled points are all one) says so: no relabelling changes the statistic.
 
     Examples
     --------

@@ -13,7 +13,7 @@ import pytest
 
 from kvstats.analysis import METRICS, compare_schemes
 from kvstats.analysis.compare import NO_DIFFERENCE
-from kvstats.analysis.resolution import all_identical, permutation_floor
+from kvstats.analysis.resolution import permutation_floor, tied_permutation_floor
 
 from _sweep_frames import make_frame
 
@@ -54,19 +54,51 @@ def test_two_sample_energy_of_identical_points_is_not_resolvable(rounding):
     assert NO_DIFFERENCE not in set(t.verdict)
 
 
-def test_two_sample_energy_with_distinct_points_keeps_its_floor():
-    """One profile differing beyond rounding: the distinct-point floor, no 'identical' text."""
+def test_two_sample_energy_counts_the_relabellings_of_tied_points():
+    """One profile of 16 differs: only where the odd point goes changes the statistic, so no
+    p-value is below 2·C(15, 7)/C(16, 8) = 1 (it was 2/C(16, 8), resolvable, "no significant
+    difference"); all distinct, the distinct-point floor. Separated samples are unaffected."""
     f = _constant_pair()
     f.loc[0, "snr_k"] = 0.6
     t = compare_schemes(f, PAIR, pairing="none", energy_resamples=999)
     e = t[t.test == "energy"].iloc[0]
+    assert e.min_attainable_p == 1.0 and not e.resolvable and np.isnan(e.n_informative)
+    assert e.verdict == "not resolvable at n = 8 vs 8 (smallest attainable adjusted p 1)"
+    f[list(METRICS)] = np.random.default_rng(0).random((16, len(METRICS)))   # all distinct
+    e = compare_schemes(f, PAIR, pairing="none", energy_resamples=999).query("test == 'energy'").iloc[0]
     assert e.min_attainable_p == max(1 / 1000, permutation_floor(8, 8, False))
-    assert np.isnan(e.n_informative) and "identical" not in e.verdict
-    # and separated samples are unaffected: resolvable, significant
     t = compare_schemes(make_frame({("KQV", 4): 0.0, ("QKQV", 4): 3.0}, n=20, seed=1), PAIR,
                         pairing="none", metrics=["kl"])
     e = t[t.test == "energy"].iloc[0]
     assert e.resolvable and e.significant and np.isnan(e.n_informative)
+
+
+def test_tied_permutation_floor_is_the_least_share_of_one_split():
+    """Against enumeration: every labelling of N points (multiplicities ``counts``) into n_a
+    and the rest; a labelling's p-value is at least the share of labellings with its split
+    (k_j copies of point j), or with its complement when n_a = n_b."""
+    from itertools import combinations
+    from math import comb
+
+    rng = np.random.default_rng(0)
+    for _ in range(120):
+        counts = rng.integers(1, 4, rng.integers(1, 5))
+        n = int(counts.sum())
+        if n < 2:
+            continue
+        n_a = int(rng.integers(1, n))
+        point = np.repeat(np.arange(counts.size), counts)
+        splits = {}
+        for chosen in combinations(range(n), n_a):
+            k = tuple(np.bincount(point[list(chosen)], minlength=counts.size))
+            splits[k] = splits.get(k, 0) + 1
+        twin = lambda k: tuple(counts - np.array(k))   # noqa: E731
+        least = min(splits[k] + (splits[twin(k)] if 2 * n_a == n and twin(k) != k else 0)
+                    for k in splits) / comb(n, n_a)
+        assert tied_permutation_floor(counts, n_a) == pytest.approx(least, rel=1e-12)
+    assert tied_permutation_floor([1] * 9, 4) == permutation_floor(4, 5, False)
+    with pytest.raises(ValueError, match="n_a"):
+        tied_permutation_floor([2, 2], 4)
 
 
 @pytest.mark.parametrize("rounding", [False, True])
@@ -93,13 +125,6 @@ def test_paired_energy_says_how_many_pairs_differ_where_its_units_bind(rounding)
                         energy_resolution="fixed").query("test == 'energy'").iloc[0]
     assert e.n_informative == 200 and e.verdict.startswith("not resolvable at B = 19 (")
     assert "pairs differ" not in e.verdict
-
-
-def test_all_identical():
-    assert all_identical([[1.0, 2.0]]) and all_identical([[1.0, np.inf], [1.0, np.inf]])
-    assert all_identical([0.3, 0.1 + 0.2])                                  # rounding
-    assert not all_identical([[1.0, 2.0], [1.0, 2.0 + 1e-9]])
-    assert not all_identical([[0.0], [1e-300]])                             # not rounding
 
 
 def _equivalence_rows(n, margin, test, pairing, seed=0):
