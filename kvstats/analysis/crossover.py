@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvstats.analysis.compare import LOCATION_TESTS
+from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.frame import CASE_COLUMNS, LABEL_DIGITS, label_digits, short_params
 
 __all__ = ["find_crossovers"]
@@ -25,7 +25,8 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
         ``winners`` ("2:QKQV, 3:no significant difference, 4:KQV" in budget order; a
         budget whose test could not have rejected reads "not resolvable at n = …"),
         ``crossover`` (True when each scheme wins significantly at some budget) and a
-        ``description`` sentence.
+        ``description`` sentence (without a crossover it names the budgets whose test could
+        not have rejected, which may hide a win: "no crossover can be seen" when none could).
 
     Examples
     --------
@@ -72,9 +73,18 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
             rec["description"] = (f"CROSSOVER in {rec['metric']} for {case}: {a} wins at n = "
                                   f"{', '.join(wa)}; {b} wins at n = {', '.join(wb)}.")
         else:
-            rec["description"] = (f"no crossover in {rec['metric']} for {case}: "
-                                  + (f"only {next(iter(won))} wins significantly" if won
-                                     else "no significant winner at any budget") + ".")
+            # a budget whose test could not have rejected hides a win, so it is named: "no
+            # crossover" then says only what the resolvable budgets show
+            blind = [_fmt_budget(b) for b, w in winners if w.startswith(NOT_RESOLVABLE)]
+            if len(blind) == len(winners):
+                rec["description"] = (f"no crossover can be seen in {rec['metric']} for {case}: "
+                                      "no budget's test could have rejected.")
+            else:
+                rec["description"] = (f"no crossover in {rec['metric']} for {case}: "
+                                      + (f"only {next(iter(won))} wins significantly" if won
+                                         else "no significant winner at any budget")
+                                      + (f" (not resolvable at n = {', '.join(blind)})"
+                                         if blind else "") + ".")
         rec["crossover"] = cross
         rows.append(rec)
     return pd.DataFrame(rows, columns=out_cols)

@@ -137,3 +137,21 @@ def test_progress_bar_over_the_energy_tests_goes_to_stderr_and_changes_nothing(c
     err = capsys.readouterr().err
     assert "energy tests" in err and "2/2" in err          # one energy test per budget
     assert shown.equals(quiet)
+
+
+def test_no_crossover_names_the_budgets_that_could_not_have_rejected():
+    """3 pairs per budget: no sign test can reject (2/2³ = 0.25), so "no significant winner
+    at any budget" would read as a finding; it says none could have rejected. With one
+    budget resolvable, the others are named."""
+    from kvstats.analysis.verdicts import NOT_RESOLVABLE
+
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=3)
+    c = find_crossovers(compare_schemes(f, [("KQV", "QKQV")], energy=False)).set_index("metric")
+    assert c.loc["kl", "description"] == ("no crossover can be seen in kl for gaussian, d = 64, "
+                                          "N = 128: no budget's test could have rejected.")
+    t = compare_schemes(f, [("KQV", "QKQV")], energy=False, metrics=["kl"])
+    t.loc[t.budget == 2, "winner"] = "KQV"                  # as if resolvable and won at n = 2
+    assert t.loc[t.budget == 3, "winner"].iloc[0].startswith(NOT_RESOLVABLE)
+    assert find_crossovers(t).description.iloc[0] == (
+        "no crossover in kl for gaussian, d = 64, N = 128: only KQV wins significantly "
+        "(not resolvable at n = 3).")
