@@ -1,9 +1,10 @@
 """The ``kvstats`` command's argument parser, built without importing numpy.
 
 Every command builds it, ``--help`` and a mistyped flag included, so it imports nothing
-heavy: the names it shows or accepts are written here, not read from their registries
-(each of which imports numpy). ``tests/test_cli_startup.py`` holds each list equal to its
-registry: the built-in schemes (:data:`kvstats.quant.register.SCHEMES`), distributions
+heavy: the built-in scheme names come from :mod:`kvstats.quant.catalog` (stdlib only, the
+registry's own source of them); the other names it shows or accepts are written here, not
+read from their registries (each of which imports numpy), and ``tests/test_cli_startup.py``
+holds each equal to its registry: the distributions
 (:data:`kvstats.data.synthetic.DISTRIBUTIONS`, :data:`kvstats.results.REAL`), the
 report's corrections and pairings (:mod:`kvstats.report.options`).
 """
@@ -14,12 +15,10 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from kvstats.quant import catalog   # the built-in scheme names, without numpy
+
 __all__ = ["build_parser"]
 
-#: The built-in schemes, in the registry's order (a plugin's are listed by ``kvstats schemes``).
-SCHEMES = ("KV", "KQV", "QKQV", "turboquant_mse", "turboquant_prod", "qjl", "kivi", "mixed",
-           "identity", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "fp8_e4m3", "fp8_e5m2", "mxfp4",
-           "nvfp4", "klt")
 #: The built-in synthetic distributions, and the name of a captured cache.
 DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
 REAL = "real"
@@ -39,9 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, str(args.config), args.resume, args.workers
     ('sweep', 'c.toml', True, None)
     """
-    # names only: the summaries live in the registry, which imports numpy (kvstats schemes)
+    # names only (a plugin's are listed by `kvstats schemes`, with every summary)
     epilog = "\n\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
-        f"Schemes: {', '.join(SCHEMES)}; K{{a}}V{{b}}: mixed precision by name, e.g. K4V2 (a, b in "
+        f"Schemes: {', '.join(catalog.NAMES)}; K{{a}}V{{b}}: mixed precision by name, e.g. K4V2 (a, b in "
         "1..8). n = bits per coordinate, the config's budgets. Names only here: `kvstats "
         "schemes` says what each is (one line each) and the params a config may give it.",
         f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}); their params and "

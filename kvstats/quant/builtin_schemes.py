@@ -1,6 +1,7 @@
 """The built-in schemes: one :class:`~kvstats.quant.schemedef.SchemeDef` each, with its
 builder and its expected-bits formula (:data:`ENTRIES`; :mod:`kvstats.quant.registry`
-serves them by name).
+serves them by name). Their names, order and one-line summaries are
+:mod:`kvstats.quant.catalog`'s, which the command's ``--help`` reads without numpy.
 
 (Over ~330 lines as one idea: the table of the built-ins, one entry and its expected-bits
 formula per scheme; it grows by a few lines with every scheme added.)
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvstats._checks import check_int
+from kvstats.quant.catalog import BLOCK_TYPES, FP8_FORMATS, SUMMARIES
 from kvstats.quant.schemedef import _GROUP_SIZE, Builder, SchemeDef
 
 if TYPE_CHECKING:
@@ -50,9 +52,6 @@ _FP16_BITS = 16
 _IDENTITY_BITS = 32   # identity stores float32 values
 _FP32_BITS = 32
 _KLT_GROUP = 1024     # klt's default block: two halves of 512 tokens calibrate each other
-# llama.cpp block types (ggml-common.h block_q*): code bits, fp16 fields per block of 32
-# (a scale; the "_1" types also a minimum)
-_BLOCK_TYPES = {"q8_0": (8, 1), "q4_0": (4, 1), "q4_1": (4, 2), "q5_0": (5, 1), "q5_1": (5, 2)}
 # microscaling: block size, scale bits per block, float32 scale per head
 _MX_TYPES = {"mxfp4": (32, 8, False), "nvfp4": (16, 8, True)}
 
@@ -148,7 +147,7 @@ def _fixed_bits(name: str, nominal: int, bits: int | None) -> int:
 def _build_block(fmt, bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.blockfmt import BlockTypeCoder
 
-    bits = _fixed_bits(fmt, _BLOCK_TYPES[fmt][0], bits)
+    bits = _fixed_bits(fmt, BLOCK_TYPES[fmt][0], bits)
     return bits, BlockTypeCoder(fmt, dim), BlockTypeCoder(fmt, dim)
 
 
@@ -249,7 +248,7 @@ def _identity_bits(bits, dim, n, params):
 
 def _block_bits(fmt, bits, dim, n, params):
     # llama.cpp: per block of 32 coordinates, 32 codes and `fields` fp16 numbers
-    code, fields = _BLOCK_TYPES[fmt]
+    code, fields = BLOCK_TYPES[fmt]
     side = n * (code * dim + fields * _FP16_BITS * dim // 32)
     return side, side
 
@@ -307,11 +306,14 @@ def _klt_coords(dim: int, params: Mapping[str, Any]) -> int:
     return dim if rank is None else min(rank, dim)
 
 
-def _entry(build: Builder, defaults: Mapping[str, Any] = MappingProxyType({}), **fields: Any) -> SchemeDef:
-    """A built-in entry whose builder gets the parameters with ``defaults`` filled in
-    (``make_scheme`` passes them as given; the entry's methods fill them for its formulas)."""
+def _entry(name: str, build: Builder, defaults: Mapping[str, Any] = MappingProxyType({}),
+           **fields: Any) -> SchemeDef:
+    """A built-in entry, its summary the catalog's, whose builder gets the parameters with
+    ``defaults`` filled in (``make_scheme`` passes them as given; the entry's methods fill
+    them for its formulas)."""
     defaults = MappingProxyType(dict(defaults))
-    return SchemeDef(build=partial(_build_filled, build, defaults), defaults=defaults, **fields)
+    return SchemeDef(name=name, summary=SUMMARIES[name], build=partial(_build_filled, build, defaults),
+                     defaults=defaults, **fields)
 
 
 def _build_filled(build: Builder, defaults: Mapping[str, Any], bits, dim, params, key_rng, value_rng,
@@ -326,78 +328,56 @@ _ROTATED = {"rotation": "hadamard", **_NORM}
 _VECTOR_DEFAULTS = {**_ROTATED, "sketch": "gaussian"}
 _VECTOR = frozenset({*_VECTOR_DEFAULTS, "m"})
 _HEAD_SCALE = {"scale": "head"}
-#: Every built-in entry, in the order ``kvstats schemes`` lists them.
+#: Every built-in entry (their order is the catalog's: kvstats.quant.registry.BUILTIN).
 ENTRIES = (
-    _entry(name="KV", summary="K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
-           params=frozenset(_NORM), defaults=_NORM, min_bits=1, max_bits=8, fixed_budget=False,
-           token_group_param=None, gpu=True, key_theory="mse", build=_build_kv,
-           _randomized=_never, _bits=_kv_bits, _coded=_all_coords),
-    _entry(name="KQV", summary="WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-           params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
+    _entry("KV", params=frozenset(_NORM), defaults=_NORM, min_bits=1, max_bits=8, fixed_budget=False,
+           token_group_param=None, gpu=True, key_theory="mse", build=_build_kv, _randomized=_never,
+           _bits=_kv_bits, _coded=_all_coords),
+    _entry("KQV", params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
            token_group_param=None, gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always,
            _bits=_kqv_bits, _coded=_rotated_coords),
-    _entry(name="QKQV", summary="WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-           params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
-           token_group_param=None, gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
-           _bits=_prod_scheme_bits, _coded=_rotated_coords),
-    _entry(name="turboquant_mse", summary="K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
-           params=frozenset(_ROTATED), defaults=_ROTATED, min_bits=1, max_bits=8, fixed_budget=False,
-           token_group_param=None, gpu=True, key_theory="mse", build=_build_turboquant_mse,
-           _randomized=_rotated, _bits=_turboquant_mse_bits, _coded=_rotated_coords),
-    _entry(name="turboquant_prod", summary="K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
-           params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
-           token_group_param=None, gpu=True, key_theory="prod", build=_build_prod, _randomized=_always,
-           _bits=_prod_scheme_bits, _coded=_rotated_coords),
-    _entry(name="qjl", summary="K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token "
-           "asymmetric uniform n-bit (QJL paper)",
-           params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
-                             "value_group_size", "norm_dtype"}),
+    *(_entry(name, params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8,
+             fixed_budget=False, token_group_param=None, gpu=True, key_theory="prod", build=_build_prod,
+             _randomized=_always, _bits=_prod_scheme_bits, _coded=_rotated_coords)
+      for name in ("QKQV", "turboquant_prod")),
+    _entry("turboquant_mse", params=frozenset(_ROTATED), defaults=_ROTATED, min_bits=1, max_bits=8,
+           fixed_budget=False, token_group_param=None, gpu=True, key_theory="mse",
+           build=_build_turboquant_mse, _randomized=_rotated, _bits=_turboquant_mse_bits,
+           _coded=_rotated_coords),
+    _entry("qjl", params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
+                                    "value_group_size", "norm_dtype"}),
            defaults={"sketch": "gaussian", "n_outliers": 0, "group_size": _GROUP_SIZE, **_NORM},
            min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
            key_theory=None, build=_build_qjl, _randomized=_always, _bits=_qjl_bits,
            _coded=_all_coords),
-    _entry(name="kivi", summary="KIVI: per-channel keys, per-token values, fp16 scale/zero per group, "
-           "a full-precision window of recent tokens",
-           params=frozenset({"group_size", "residual"}),
+    _entry("kivi", params=frozenset({"group_size", "residual"}),
            defaults={"group_size": _GROUP_SIZE, "residual": _GROUP_SIZE}, min_bits=1, max_bits=8,
            fixed_budget=False, token_group_param="group_size", gpu=False, key_theory=None,
            build=_build_kivi, _randomized=_never, _bits=_kivi_bits, _coded=_all_coords),
-    _entry(name="mixed", summary="key/value mixed precision: K a-bit, V b-bit TurboQuant-mse; also by "
-           "name, 'K4V2'", params=frozenset({"key_bits", "value_bits", *_ROTATED}), defaults=_ROTATED,
+    _entry("mixed", params=frozenset({"key_bits", "value_bits", *_ROTATED}), defaults=_ROTATED,
            min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
            key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
            _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2})),
-    _entry(name="identity", summary="stores K and V unchanged (a reference that must reproduce exactly)",
-           params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None,
-           gpu=False, key_theory=None, build=_build_identity, _randomized=_never,
-           _bits=_identity_bits, _coded=_all_coords),
-    *(_entry(name=fmt, summary=f"llama.cpp {fmt}: blocks of 32 along d, {code}-bit codes, an fp16 "
-             f"scale{' and minimum' if fields == 2 else ''} per block ({code + 16 * fields / 32:g} bits)",
-             params=frozenset(), min_bits=code, max_bits=code, fixed_budget=True,
-             token_group_param=None, gpu=False, key_theory=None,
-             build=partial(_build_block, fmt), _randomized=_never,
-             _bits=partial(_block_bits, fmt), _coded=_all_coords)
-      for fmt, (code, fields) in _BLOCK_TYPES.items()),
-    *(_entry(name=fmt, summary=f"FP8 {fmt[4:].upper()} KV cache (vLLM): x/s rounded to FP8, a float32 "
-             "scale s = amax/max per head ('head'), per call ('tensor') or static (a float)",
-             params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=8, max_bits=8,
+    _entry("identity", params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True,
+           token_group_param=None, gpu=False, key_theory=None, build=_build_identity,
+           _randomized=_never, _bits=_identity_bits, _coded=_all_coords),
+    *(_entry(fmt, params=frozenset(), min_bits=code, max_bits=code, fixed_budget=True,
+             token_group_param=None, gpu=False, key_theory=None, build=partial(_build_block, fmt),
+             _randomized=_never, _bits=partial(_block_bits, fmt), _coded=_all_coords)
+      for fmt, (code, _) in BLOCK_TYPES.items()),
+    *(_entry(fmt, params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=8, max_bits=8,
              fixed_budget=True, token_group_param=None, gpu=False, key_theory=None,
              build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
              _coded=_all_coords, _couples=_tensor_scale)
-      for fmt in ("fp8_e4m3", "fp8_e5m2")),
-    _entry(name="mxfp4", summary="OCP MXFP4: blocks of 32 along d, E2M1 elements, an E8M0 scale per "
-           "block (4.25 bits)", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
+      for fmt in FP8_FORMATS),
+    _entry("mxfp4", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
            token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "mxfp4"),
            _randomized=_never, _bits=partial(_mx_bits, "mxfp4"), _coded=_all_coords),
-    _entry(name="nvfp4", summary="NVIDIA NVFP4: blocks of 16 along d, E2M1 elements, an E4M3 scale per "
-           "block and a float32 scale per head (4.5 bits + 32 per head)",
-           params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=4, max_bits=4,
+    _entry("nvfp4", params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=4, max_bits=4,
            fixed_budget=True, token_group_param=None, gpu=False, key_theory=None,
            build=partial(_build_mx, "nvfp4"), _randomized=_never, _bits=partial(_mx_bits, "nvfp4"),
            _coded=_all_coords, _couples=_tensor_scale),
-    _entry(name="klt", summary="K and V: principal axes of the other half of the cache, bits by "
-           "reverse water-filling, Lloyd–Max per axis (basis and allocation stored)",
-           params=frozenset({"rank", "group_size"}), defaults={"group_size": _KLT_GROUP}, min_bits=1,
-           max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False, key_theory=None,
-           build=_build_klt, _randomized=_never, _bits=_klt_bits, _coded=_klt_coords),
+    _entry("klt", params=frozenset({"rank", "group_size"}), defaults={"group_size": _KLT_GROUP},
+           min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
+           key_theory=None, build=_build_klt, _randomized=_never, _bits=_klt_bits, _coded=_klt_coords),
 )

@@ -27,6 +27,7 @@ from typing import Any
 
 from kvstats._checks import did_you_mean
 from kvstats.quant.builtin_schemes import ENTRIES
+from kvstats.quant.catalog import NAMES
 from kvstats.quant.schemedef import Builder, SchemeDef
 
 __all__ = ["SchemeDef", "Builder", "REGISTRY", "BUILTIN", "SCHEMES", "scheme_def", "parse_scheme_name",
@@ -129,8 +130,10 @@ def _same_value(key: str, value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the tables
-#: The built-in entries (a constant).
-BUILTIN: Mapping[str, SchemeDef] = MappingProxyType({d.name: d for d in ENTRIES})
+_ENTRY = {d.name: d for d in ENTRIES}
+#: The built-in entries (a constant), in the catalog's order (kvstats.quant.catalog): a
+#: catalog name without an entry is a KeyError here, an entry without one in its _entry.
+BUILTIN: Mapping[str, SchemeDef] = MappingProxyType({name: _ENTRY[name] for name in NAMES})
 # built-ins first, then user schemes in the order registered (register_scheme)
 _TABLE: dict[str, SchemeDef] = dict(BUILTIN)
 #: Every scheme known to this process: a live read-only view (the built-ins, then the user
