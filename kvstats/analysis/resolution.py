@@ -164,6 +164,17 @@ def tied_permutation_floor(counts: np.ndarray, n_a: int) -> float:
     points (distinct points contribute a factor 1). Without ties it is
     :func:`permutation_floor`; with every point one, 1.
 
+    Parameters
+    ----------
+    counts : array_like of int >= 1
+        Multiplicities of the distinct pooled points (``np.unique(..., axis=0,
+        return_counts=True)[1]``).
+    n_a : int in [1, N − 1]
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> from kvstats.analysis.resolution import permutation_floor, tied_permutation_floor
