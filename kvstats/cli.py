@@ -180,8 +180,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     out = args.out or args.dir
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {str(out)!r} is a file, not a folder")
-    check_out_folder(out, "report")  # --out: not a folder of someone else's files
-    _check_not_another_sweep(out, args.dir, result.manifest)
+    check_out_folder(out, "report", report_of=result)  # --out: no one else's files, no other sweep
     with lock_dir(out):  # not while a sweep writes there
         rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
                                 energy_resamples=args.energy_resamples,
@@ -192,40 +191,6 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
         f"in {time.perf_counter() - tic:.1f} s")
     return 0
-
-
-def _check_not_another_sweep(out, sweep_dir, manifest: dict) -> None:
-    """Refuse ``kvstats report DIR --out OUT`` where OUT holds another sweep (a manifest of
-    another run): its folder would hold one sweep's results beside another's report. The
-    same sweep elsewhere (a copy of DIR) is fine.
-
-    Examples
-    --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> out = Path(tempfile.mkdtemp())
-    >>> _ = (out / "manifest.json").write_text(json.dumps({"results": {"run": "a1"}}))
-    >>> _check_not_another_sweep(out, "d", {"results": {"run": "a1"}})   # a copy of d
-    >>> _check_not_another_sweep(out, "d", {"results": {"run": "b2"}})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: --out '...' holds another sweep (manifest.json of run 'a1'; 'd' is run 'b2'): ...
-    """
-    import json
-
-    path = out / "manifest.json"
-    if not path.is_file():
-        return
-    try:
-        theirs = json.loads(path.read_text()).get("results", {}).get("run")
-    except (OSError, ValueError, AttributeError):   # unreadable: not known to be the same sweep
-        theirs = None
-    ours = manifest.get("results", {}).get("run")
-    if theirs != ours:
-        raise ValueError(f"--out {str(out)!r} holds another sweep (manifest.json of run {theirs!r}; "
-                         f"{str(sweep_dir)!r} is run {ours!r}): its folder would then hold one "
-                         "sweep's results beside another's report. Write the report into "
-                         f"{str(sweep_dir)!r} (the default) or a folder of its own")
 
 
 #: The report flags that set a ``[report]`` option of the same name.

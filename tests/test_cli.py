@@ -155,8 +155,9 @@ def test_report_into_another_sweeps_folder_is_refused(tmp_path, tiny_config, cap
     assert main(["report", str(tmp_path / "a"), "--out", str(tmp_path / "b"), "--no-figures",
                  "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"kvstats report: error: --out {str(tmp_path / 'b')!r} holds another sweep")
-    assert f"Write the report into {str(tmp_path / 'a')!r} (the default)" in err
+    assert err.startswith(f"kvstats report: error: output folder {str(tmp_path / 'b')!r} holds "
+                          "another sweep")
+    assert f"; {str(tmp_path / 'a')!r} is run " in err and "the sweep's own folder" in err
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == before   # no report, no lock
     shutil.copytree(tmp_path / "a", tmp_path / "a_copy")
     assert main(["report", str(tmp_path / "a"), "--out", str(tmp_path / "a_copy"), "--no-figures",

@@ -188,7 +188,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     from kvstats.sweep.store import check_out_folder   # the store sits below; lazy: no cycle
 
     out = Path(out_dir)
-    check_out_folder(out, "report")   # not a folder of someone else's files
+    check_out_folder(out, "report", report_of=result)   # no one else's files, no other sweep
     out.mkdir(parents=True, exist_ok=True)   # early: an unusable path fails before the compute
     tic = time.perf_counter()
     trials = result.frame

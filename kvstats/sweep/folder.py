@@ -227,7 +227,8 @@ def _kvstats_record(path: Path, key: str) -> bool:
     return isinstance(record, dict) and key in record
 
 
-def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
+def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep", *,
+                     report_of: Any = None) -> None:
     """Refuse an output folder that holds files but no kvstats output, before touching it.
 
     A folder is taken when it does not exist yet, is empty (hidden entries such as
@@ -245,6 +246,10 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     ``report.md`` is kvstats' cannot be told from its name. Call it before
     :func:`lock_dir`, which creates the lock file.
 
+    ``report_of`` (a report's :class:`~kvstats.results.SweepResult`) also refuses a folder
+    holding *another* sweep (a ``manifest.json`` of another run): it would hold one sweep's
+    results beside another's report. A copy of the same sweep (same run id) is taken.
+
     Examples
     --------
     >>> import tempfile
@@ -260,6 +265,8 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
     """
     writes = check_choice(what, "what", list(_WRITES))
     out = Path(out_dir)
+    if report_of is not None:
+        _check_not_another_sweep(out, report_of)
     if (not out.is_dir() or (out / LOCK_NAME).exists() or _kvstats_record(out / MANIFEST, "kvstats_sweep")
             or _kvstats_record(out / _REPORT_RECORD, "kvstats_report_files")):
         return  # new (or a file: lock_dir says so), or written by kvstats
@@ -278,6 +285,29 @@ def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep") -> None:
         f"a {what} writes "
         f"{_WRITES[writes]} there and would overwrite files of those names: choose a new or empty "
         "folder")
+
+
+def _run_id(manifest: Any) -> Any:
+    record = manifest.get("results") if isinstance(manifest, dict) else None
+    return record.get("run") if isinstance(record, dict) else None
+
+
+def _check_not_another_sweep(out: Path, result: Any) -> None:
+    path = out / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        theirs = _run_id(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):   # unreadable: not known to be the same sweep
+        theirs = None
+    ours = _run_id(result.manifest)
+    if theirs != ours:
+        source = "this sweep" if result.out is None else repr(str(result.out))
+        raise ValueError(
+            f"output folder {str(out)!r} holds another sweep (its manifest.json is of run "
+            f"{theirs!r}; {source} is run {ours!r}): the folder would hold one sweep's results "
+            f"beside another's report. Write the report into the sweep's own folder or a "
+            "folder of its own")
 
 
 def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:

@@ -101,3 +101,25 @@ def test_a_report_that_fails_in_its_compute_leaves_the_folder_retryable(tmp_path
         assert _entries(rep) == before       # untouched (the new folder: created, empty)
         check_out_folder(rep, "report")
         assert kvstats.hypothesis_report(res, rep, **opts).files["markdown"].is_file()
+
+
+def test_the_report_api_refuses_a_folder_of_another_sweep(tmp_path):
+    """hypothesis_report(A, B) with B another sweep's folder is refused before B is touched
+    (the CLI refused it; the Python call wrote A's report beside B's results)."""
+    import shutil
+
+    import kvstats
+    from kvstats.results import load_result
+
+    run_sweep(TINY, out=tmp_path / "a", executor="serial", progress=False)
+    run_sweep({**TINY, "seed": 6}, out=tmp_path / "b", executor="serial", progress=False)
+    before = _entries(tmp_path / "b")
+    opts = dict(figures=False, energy_resamples=19, bootstrap_resamples=99)
+    with pytest.raises(ValueError, match=r"holds another sweep \(its manifest.json is of run '"):
+        kvstats.hypothesis_report(load_result(tmp_path / "a"), tmp_path / "b", **opts)
+    with pytest.raises(ValueError, match="holds another sweep .*; this sweep is run None"):
+        kvstats.hypothesis_report(run_sweep(TINY, executor="serial", progress=False), tmp_path / "b", **opts)
+    assert _entries(tmp_path / "b") == before
+    shutil.copytree(tmp_path / "a", tmp_path / "a_copy")       # the same run elsewhere: taken
+    kvstats.hypothesis_report(tmp_path / "a", tmp_path / "a_copy", **opts)
+    kvstats.hypothesis_report(tmp_path / "a", tmp_path / "a", **opts)   # its own folder
