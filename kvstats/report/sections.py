@@ -28,7 +28,8 @@ from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HEADER,  # noqa: F401
-                                    EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_REGIONS, HEAVY_MARK,
+                                    EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN, EQUIVALENCE_REGIONS,
+                                    HEAVY_MARK, tost_not_shown_resolvable,
                                     IDENTICAL_PAIRS_NOTE, equivalence_verdict_text,
                                     HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _budget_text, _heavy_summary,
@@ -88,9 +89,11 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
           f"rejects after the family's adjustment; \"different\": it does not but the {_location_name(opts)} "
           "test does; \"inconclusive\": neither — the data show neither a difference nor "
-          "equivalence. Unlike the other rows, a TOST is not screened for resolution: "
-          "\"inconclusive\" also covers a TOST that no data of this size could have made "
-          "significant after the adjustment (a narrow margin at few units). Intervals are the "
+          "equivalence. A ratio TOST can always conclude equivalence from two units a side; a "
+          f"rank TOST row is marked \"{EQUIVALENCE_NOT_SHOWN}\" when no data of its size are "
+          "known to reach α after the adjustment (`resolvable` False: not shown, "
+          "docs/statistics.md, \"Resolution of a TOST row\"), where \"inconclusive\" is a limit "
+          "of the design (a narrow margin at few units) more than of the data. Intervals are the "
           f"unadjusted {_pct(1 - 2 * opts['alpha'])} intervals of the "
           "estimate; the verdict uses the adjusted p-values.")
     counts = eq["verdict"].str.split(" \\(").str[0].value_counts()
@@ -102,6 +105,7 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: "
             + f"**{equivalence_verdict_text(r.verdict, bool(r.identical_pairs), int(r.n_a))}**"
             + (f" {HEAVY_MARK}" if mark else "")
+            + (f" ({EQUIVALENCE_NOT_SHOWN})" if tost_not_shown_resolvable(r) else "")
             + ("" if math.isnan(r.pvalue) else
                f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{ends[0]}, "
                f"{ends[1]}], region [{ends[2]}, {ends[3]}], adjusted TOST p "

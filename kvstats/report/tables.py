@@ -16,8 +16,8 @@ from kvstats.analysis import CASE_COLUMNS, METRICS
 from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
-from kvstats.report.wording import (DOMINANCE_HEADER, HEAVY_MARK, R_HEADER,
-                                    equivalence_verdict_text)
+from kvstats.report.wording import (DOMINANCE_HEADER, EQUIVALENCE_NOT_SHOWN, HEAVY_MARK, R_HEADER,
+                                    equivalence_verdict_text, tost_not_shown_resolvable)
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -113,6 +113,8 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
             row["equivalence"] = ""
             if k in eq.index:
                 row["equivalence"] = _equivalence_cell(eq.loc[k], alpha)
+                if tost_not_shown_resolvable(eq.loc[k]):
+                    row["equivalence"] += f" ({EQUIVALENCE_NOT_SHOWN})"
                 if ratio and _mean_heavy(r, heavy) and not math.isnan(eq.loc[k, "pvalue"]):
                     row["equivalence"] += f" {HEAVY_MARK}"
         rows.append(row)

@@ -184,17 +184,51 @@ R_CONVENTION_PAIRED = (
 
 
 # ---------------------------------------------------------------------- the tests
+#: The mark of an equivalence row that did not conclude and whose TOST is not known to be able
+#: to at its sizes, margin and correction (``resolvable`` False: for a rank TOST "not shown",
+#: not proven; docs/statistics.md, "Resolution of a TOST row").
+EQUIVALENCE_NOT_SHOWN = "not known to be resolvable"
+
+
+def tost_not_shown_resolvable(row: Any) -> bool:
+    """Whether an equivalence row gets :data:`EQUIVALENCE_NOT_SHOWN`: not significant, with a
+    p-value (a row without one has a verdict saying why), and ``resolvable`` False.
+
+    Parameters
+    ----------
+    row : pandas.Series or namedtuple
+        An equivalence row of :func:`kvstats.analysis.compare_schemes` (its ``resolvable``,
+        ``significant`` and ``pvalue``).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> row = pd.Series({"resolvable": False, "significant": False, "pvalue": 0.4})
+    >>> tost_not_shown_resolvable(row), tost_not_shown_resolvable(row.replace(0.4, float("nan")))
+    (True, False)
+    """
+    return not row.resolvable and not row.significant and not pd.isna(row.pvalue)
+
+
 def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
     """The family's size and what its tests could resolve (the report header and JSON)."""
     from kvstats.stats.sequential import required_resolution
 
     n = int(comp.attrs.get("n_tests", 0))
+    # a row with no test (an equivalence row whose ratio has no mean) is not a test that could
+    # not reject: its verdict says why it has none
+    unresolved = (~comp["resolvable"] & ~comp["significant"] & comp["pvalue"].notna()
+                  if not comp.empty else pd.Series(dtype=bool))
+    # an equivalence row's False is "not shown" for a rank TOST, not proven (docs/statistics.md,
+    # "Resolution of a TOST row"): counted apart, in weaker words
+    tost = comp["test"] == "equivalence" if not comp.empty else pd.Series(dtype=bool)
     out: dict[str, Any] = {"n_tests": n, "energy_max_permutations": comp.attrs.get("energy_max_permutations", 0),
-                           # a row with no test (an equivalence row whose ratio has no mean) is
-                           # not a test that could not reject: its verdict says why it has none
-                           "not_resolvable": int((~comp["resolvable"] & ~comp["significant"]
-                                                  & comp["pvalue"].notna()).sum())
-                           if not comp.empty else 0}
+                           "not_resolvable": int((unresolved & ~tost).sum()),
+                           "equivalence_not_shown_resolvable": int((unresolved & tost).sum())}
     if n:
         need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])
         out.update(p_needed=need.p_needed, family_permutations=need.n_permutations)
@@ -310,8 +344,12 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
                  f" resolution), each stopping after {opts['energy_stop']} exceedances: {early} of "
                  f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
     text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme "
-             "data, the rest of the family as observed (\"not resolvable\"). "
-             f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
+             "data, the rest of the family as observed (\"not resolvable\"). ")
+    if eq:
+        text += (f"{res['equivalence_not_shown_resolvable']} equivalence test(s) are not known to "
+                 f"be able to conclude equivalence at their n and margin (marked "
+                 f"\"{EQUIVALENCE_NOT_SHOWN}\"). ")
+    text += (f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
              f"{opts['bootstrap_resamples']} resamples{ALL_ZERO_FRACTION}).")
     return text
 

@@ -100,3 +100,30 @@ def test_a_spread_difference_is_not_called_no_difference(tmp_path):
     line = next(line for line in _comparison_lines(rep.files["markdown"].read_text())
                 if "| snr_k |" in line)
     assert line.rstrip(" |").endswith("no significant shift (KS: distributions differ)")
+
+
+def test_a_rank_tost_not_shown_resolvable_is_counted_and_marked_apart(tmp_path):
+    """A rank TOST's ``resolvable`` False means "not shown" (docs/statistics.md, "Resolution of a
+    TOST row"): at 4 pairs and δ = 0.1 no known data reach α, so the row is counted in its own
+    weaker sentence, not among the tests that "could not have rejected", and marked in the
+    section's list and in the comparison table. A ratio TOST at the same size is resolvable."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=4, seed=5)
+    rank = {"equivalence": {"kl": 0.1}, "equivalence_test": "rank"}
+    rep = hypothesis_report(_result(f, report=rank), tmp_path, figures=False, energy_resamples=19)
+    comp, md = rep.comparisons, rep.files["markdown"].read_text()
+    eq = comp[comp.test == "equivalence"]
+    assert len(eq) == 1 and not eq["resolvable"].any() and not eq["significant"].any()
+    others = comp[(comp.test != "equivalence") & ~comp.resolvable & ~comp.significant
+                  & comp.pvalue.notna()]
+    assert f"{len(others)} test(s) could not have rejected even on the most extreme data" in md
+    assert ("1 equivalence test(s) are not known to be able to conclude equivalence at their n "
+            "and margin") in md
+    res = json.loads(rep.files["json"].read_text())["resolution"]
+    assert res["not_resolvable"] == len(others) and res["equivalence_not_shown_resolvable"] == 1
+    marked = [line for line in md.splitlines() if "(not known to be resolvable)" in line]
+    assert len(marked) == 2 and any(line.startswith("| KQV vs QKQV |") for line in marked)
+    assert any(line.startswith("- ") and "**inconclusive**" in line for line in marked)
+    ratio = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.1}}), tmp_path / "ratio",
+                              figures=False, energy_resamples=19).files["markdown"].read_text()
+    assert "(not known to be resolvable)" not in ratio
+    assert "0 equivalence test(s) are not known to be able to conclude equivalence" in ratio

@@ -392,9 +392,11 @@ def test_equivalence_section_names_the_tested_region(tmp_path):
     assert ("the ratio of means mean(a)/mean(b) within [1/(1+δ), 1+δ] (paired Fieller-type TOST: "
             "t-tests of aᵢ − r·bᵢ over the pairs at each margin r, each also with the variance at "
             "the margin, score-type, and rejected only where both reject)") in md
-    # equivalence rows carry no resolution screen (min_attainable_p 0): said, so that an
-    # "inconclusive" row is not read as a TOST that could have concluded equivalence
-    assert "Unlike the other rows, a TOST is not screened for resolution" in md
+    # what a TOST row's resolution says (docs/statistics.md, "Resolution of a TOST row"): a
+    # ratio TOST always could conclude; a rank TOST's False is "not shown", and marked
+    assert ("A ratio TOST can always conclude equivalence from two units a side; a rank TOST row "
+            "is marked \"not known to be resolvable\" when no data of its size are known to reach "
+            "α after the adjustment") in md
     # the default design is paired: tost_rank(paired=True) has Munzel's (1999) paired variance,
     # not Brunner–Munzel's two-sample one, and its θ compares all values, not within pairs
     rank = {"equivalence": {"kl": 0.2}, "equivalence_test": "rank"}
