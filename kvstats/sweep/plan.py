@@ -352,7 +352,7 @@ def user_code_digest(cell: Cell) -> str | None:
     modules a function typed in a notebook or ``python -c`` refers to; not the standard
     library, installed packages or kvstats), are hashed too, by content: an edit of any
     of them recomputes every cell of that code (conservative: the helper may not matter to
-    that cell). A distribution's ``defaults``
+    that cell). A distribution's ``defaults`` and a scheme's (``define_scheme(defaults=...)``)
     are hashed too (they fill the parameters a cell leaves out). A function with no source
     file (typed at an interactive prompt, ``python -c``) is hashed by its bytecode, names
     and constants, its inner functions and comprehensions included, alike in every
@@ -367,15 +367,17 @@ def user_code_digest(cell: Cell) -> str | None:
     from kvstats.data.register import _USER
     from kvstats.quant.registry import BUILTIN, parse_scheme_name
 
+    # the defaults fill the parameters the cell leaves out: other defaults, other numbers
     functions, defaults = [], b""
     sdef = parse_scheme_name(cell.scheme.name, cell.scheme.params)[0]
     if sdef.name not in BUILTIN:
         functions += [sdef.build, sdef._bits]
+        if sdef.defaults:   # none declared (a plugin older than them): the id as it was
+            defaults += b"\x00scheme defaults\x00" + _const_text(sorted(sdef.defaults.items())).encode()
     if cell.distribution in _USER:
         ddef = _USER[cell.distribution]
         functions.append(ddef.sampler)
-        # the defaults fill the parameters the cell leaves out: other defaults, other numbers
-        defaults = _const_text(sorted(ddef.defaults.items())).encode()
+        defaults += _const_text(sorted(ddef.defaults.items())).encode()
     if not functions:
         return None
     digest = hashlib.sha256()

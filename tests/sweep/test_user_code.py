@@ -7,6 +7,7 @@ must say which cell or case it broke in.
 """
 
 import functools
+import hashlib
 import os
 import re
 import subprocess
@@ -194,6 +195,25 @@ def test_a_distributions_defaults_enter_the_digest():
         with registered_distribution("defaulted", _one_trial_only, {"shift": shift}):
             digests.append(user_code_digest(cell))
     assert digests[0] == digests[2] != digests[1]
+
+
+def test_a_schemes_declared_defaults_enter_the_digest():
+    # make_scheme fills a user scheme's declared defaults for its build: another default,
+    # other codes for a cell that leaves the parameter out, so another id; a scheme that
+    # declares none keeps the id it had before defaults could be declared
+    from kvstats.sweep import SchemeSpec
+    from kvstats.sweep.plan import Cell, user_code_digest
+
+    cell = Cell("gaussian", {}, 16, 8, 3, SchemeSpec("defaulted"))
+    digests = []
+    for defaults in ({"group_size": 16}, {"group_size": 32}, {"group_size": 16}, None, {}):
+        sdef = define_scheme("defaulted", _broken_build, _bits, summary="x", params=["group_size"],
+                             defaults=defaults)
+        with registered_scheme(sdef):
+            digests.append(user_code_digest(cell))
+    assert digests[0] == digests[2] != digests[1] and digests[3] == digests[4] not in digests[:3]
+    without = hashlib.sha256(_source_bytes(_broken_build) + _source_bytes(_bits)).hexdigest()
+    assert digests[3] == without
 
 
 def test_typed_code_hashes_and_records_the_user_modules_it_refers_to(tmp_path, monkeypatch):
