@@ -146,7 +146,7 @@ GROUPED = {"group_size": 16}
 
 
 def _build_grouped(bits, dim, params, key_rng, value_rng, draws):
-    group = {**GROUPED, **params}["group_size"]   # the build gets the settings as given
+    group = params["group_size"]   # the defaults filled in (make_scheme fills them)
     return bits, UniformTokenCoder(bits, dim, group), UniformTokenCoder(bits, dim, group)
 
 
@@ -176,6 +176,27 @@ def test_declared_defaults_join_a_user_schemes_identity_and_fill_its_formulas():
     with registered_scheme(_minmax("grouped", params=["group_size"])):
         assert registry.resolved_scheme("grouped", {}) == ("grouped", {})
         assert len(kvstats.SweepConfig.from_dict(twice).schemes) == 2
+
+
+def test_a_user_build_gets_the_declared_defaults_and_the_scheme_records_the_settings_given():
+    """make_scheme hands a user's build the parameters with its declared defaults filled in
+    (as a built-in's), and the Scheme records them as given (describe and manifests as
+    before); a scheme without declared defaults (an older plugin) gets what was given."""
+    seen = []
+
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        seen.append(dict(params))
+        return _build(bits, dim, params, key_rng, value_rng, draws)
+
+    for defaults, given, expected in (({"group_size": 16}, {}, {"group_size": 16}),
+                                      ({"group_size": 16}, {"group_size": 8}, {"group_size": 8}),
+                                      (None, {}, {})):
+        sdef = define_scheme("recorder", build, _stored, summary="x", params=["group_size"],
+                             defaults=defaults)
+        with registered_scheme(sdef):
+            scheme = kvstats.make_scheme("recorder", 4, 64, **given)
+        assert seen.pop() == expected
+        assert scheme.params == given and scheme.describe()["params"] == given
 
 
 def test_a_registered_distribution_is_sampled_and_checked():

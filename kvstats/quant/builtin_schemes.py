@@ -7,9 +7,9 @@ serves them by name). Their names, order and one-line summaries are
 formula per scheme; it grows by a few lines with every scheme added.)
 
 Each parameter's constant default is written once, in its entry's ``defaults``
-(:class:`~kvstats.quant.schemedef.SchemeDef`): :func:`_entry` hands the builder the
-parameters with them filled in, as the entry's methods hand its formulas, so a builder or
-formula reads ``params["rotation"]``; defaults that depend on the bits or d (qjl's
+(:class:`~kvstats.quant.schemedef.SchemeDef`): :func:`kvstats.make_scheme` hands the
+builder the parameters with them filled in, as the entry's methods hand its formulas, so a
+builder or formula reads ``params["rotation"]``; defaults that depend on the bits or d (qjl's
 ``m = n·d``, klt's ``rank = d``) are the builder's own ``params.get``.
 
 ``expected_bits`` is written from the definitions (docs/qjl.md, docs/theory.md: a norm is
@@ -41,7 +41,7 @@ import numpy as np
 
 from kvstats._checks import check_int
 from kvstats.quant.catalog import BLOCK_TYPES, FP8_FORMATS, SUMMARIES
-from kvstats.quant.schemedef import _GROUP_SIZE, Builder, SchemeDef
+from kvstats.quant.schemedef import _GROUP_SIZE, SchemeDef
 
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
@@ -57,7 +57,7 @@ _MX_TYPES = {"mxfp4": (32, 8, False), "nvfp4": (16, 8, True)}
 
 
 # --------------------------------------------------------------------------- builders
-# Each gets ``params`` with its entry's defaults filled in (_entry).
+# Each gets ``params`` with its entry's defaults filled in (make_scheme fills them).
 def _mse(bits: int, dim: int, rotation: str, rng, draws, params, name: str) -> Coder:
     from kvstats.quant.mse import MSEQuantizer
 
@@ -306,19 +306,10 @@ def _klt_coords(dim: int, params: Mapping[str, Any]) -> int:
     return dim if rank is None else min(rank, dim)
 
 
-def _entry(name: str, build: Builder, defaults: Mapping[str, Any] = MappingProxyType({}),
-           **fields: Any) -> SchemeDef:
-    """A built-in entry, its summary the catalog's, whose builder gets the parameters with
-    ``defaults`` filled in (``make_scheme`` passes them as given; the entry's methods fill
-    them for its formulas)."""
-    defaults = MappingProxyType(dict(defaults))
-    return SchemeDef(name=name, summary=SUMMARIES[name], build=partial(_build_filled, build, defaults),
-                     defaults=defaults, **fields)
-
-
-def _build_filled(build: Builder, defaults: Mapping[str, Any], bits, dim, params, key_rng, value_rng,
-                  draws):
-    return build(bits, dim, {**defaults, **params}, key_rng, value_rng, draws)
+def _entry(name: str, defaults: Mapping[str, Any] = MappingProxyType({}), **fields: Any) -> SchemeDef:
+    """A built-in entry, its summary the catalog's."""
+    return SchemeDef(name=name, summary=SUMMARIES[name], defaults=MappingProxyType(dict(defaults)),
+                     **fields)
 
 
 # the constant defaults, each written here once (norm_dtype by name: the key a sweep's

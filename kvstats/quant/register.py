@@ -81,8 +81,9 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         value_coder)``: two :class:`~kvstats.quant.coder.Coder` objects (one per side) and
         the budget to record (``bits`` itself, or None for a fixed-budget scheme).
         ``bits`` is already checked against ``min_bits..max_bits``; ``params`` holds the
-        keyword settings given (a subset of ``params``: use your defaults for the others,
-        those ``defaults`` declares);
+        keyword settings given (a subset of ``params``) with ``defaults`` filled in for
+        those left out (a parameter without a declared default may be missing: use your
+        default for it);
         ``key_rng``/``value_rng`` are numpy Generators for each side's randomness;
         ``draws`` is the batch shape of independent draws of it (``()``: one draw).
     expected_bits : callable
@@ -115,13 +116,13 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
     key_theory : {None, "mse", "prod"}
         Only for keys coded as TurboQuant-mse/-prod are: the closed form of the key error.
     defaults : mapping, optional
-        The constant value ``build`` uses for a parameter left out (keys among
-        ``params``). Declared, it makes a sweep config's ``{name = "mine"}`` and
+        The constant value a parameter left out takes (keys among ``params``). Declared, it makes a sweep config's ``{name = "mine"}`` and
         ``{name = "mine", params = {p = <its default>}}`` one scheme (refused as a
         duplicate, :func:`kvstats.quant.registry.resolved_scheme`), and ``expected_bits``,
         ``randomized``, ``coded_dim`` and the token group read the parameters with it filled
-        in. ``build`` still receives the settings as given, so it must use these same
-        values; a default that depends on the bits or d stays the build's own.
+        in, and so does ``build``; a default that depends on the bits or d stays the
+        build's own. A sweep's cell ids hash them (a changed default recomputes the
+        cells on ``resume``).
 
     Returns
     -------
@@ -144,10 +145,10 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
     and zero):
 
     >>> DEFAULTS = {"group_size": 16}
-    >>> def build(bits, dim, params, key_rng, value_rng, draws):
-    ...     group = {**DEFAULTS, **params}["group_size"]   # params: the settings given
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):   # params: the defaults filled in
+    ...     group = params["group_size"]
     ...     return bits, UniformTokenCoder(bits, dim, group), UniformTokenCoder(bits, dim, group)
-    >>> def bits_of(bits, dim, n_tokens, params):          # params: the defaults filled in
+    >>> def bits_of(bits, dim, n_tokens, params):                  # here too
     ...     return (n_tokens * (bits * dim + 2 * 16 * -(-dim // params["group_size"])),) * 2
     >>> sdef = define_scheme("grouped", build, bits_of, summary="per-token min-max uniform in groups",
     ...                      params=["group_size"], defaults=DEFAULTS)

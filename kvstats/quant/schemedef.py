@@ -3,7 +3,7 @@
 
 A scheme's constant parameter defaults live in its entry's ``defaults`` alone: every
 method here hands its formula the parameters with them filled in
-(:meth:`SchemeDef.filled`), the built-ins' builders get them so too, and
+(:meth:`SchemeDef.filled`), :func:`kvstats.make_scheme` hands them so to ``build``, and
 :func:`kvstats.quant.registry.resolved_scheme` reads them to tell two spellings of one
 scheme apart from two schemes.
 
@@ -64,11 +64,10 @@ class SchemeDef:
         Closed-form family of the key side (see :meth:`key_rel_mse`).
     build : callable
         ``(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder, value_coder)``;
-        ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``.
-        ``make_scheme`` passes the parameters as given: a built-in's ``build`` fills in
-        ``defaults`` before its builder runs (:mod:`kvstats.quant.builtin_schemes`), a
-        user's ``build`` uses, for the settings left out, the values its ``defaults``
-        declares.
+        ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``;
+        ``params`` with ``defaults`` filled in (:func:`kvstats.make_scheme` fills them, for
+        a built-in and a user's scheme alike; the :class:`~kvstats.quant.schemes.Scheme`
+        records the parameters as given).
     example_params : mapping
         Parameters of a minimal instance (those without a default: ``mixed`` needs
         ``key_bits`` and ``value_bits``); the contract tests build every entry with them.

@@ -313,13 +313,15 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for scheme {name!r}; "
                          f"allowed: {sorted(sdef.params)}")
-    check_choice(params.get("rotation", "hadamard"), "rotation", ROTATIONS)
-    check_choice(params.get("sketch", "gaussian"), "sketch", SKETCHES)
+    full = sdef.filled(params)   # what the builder reads; the scheme records params as given
+    for param, allowed in (("rotation", ROTATIONS), ("sketch", SKETCHES)):
+        if param in full:
+            check_choice(full[param], param, allowed)
     key_rng, value_rng = as_generator(seed).spawn(2)
     if not sdef.fixed_budget:
         bits = check_int(bits, "bits", low=sdef.min_bits, high=sdef.max_bits)
     given = bits
-    bits, key, value = _built(name, sdef.build(bits, dim, params, key_rng, value_rng, draws))
+    bits, key, value = _built(name, sdef.build(bits, dim, full, key_rng, value_rng, draws))
     if sdef.fixed_budget and given is not None and bits is not None and given != bits:
         # a fixed budget is the scheme's own: another one asked for is refused here, for
         # every scheme alike, whether or not its build checks it
