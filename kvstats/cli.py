@@ -44,13 +44,14 @@ __all__ = ["main", "build_parser", "PIPE_CLOSED"]
 
 def _schemes_text(width: int = 100, params: bool = False) -> str:
     """The registry's schemes, one per entry with its one-line summary (wrapped) and, with
-    ``params``, the settings a config's ``params`` table may give it.
+    ``params``, the settings a config's ``params`` table may give it (``p=default`` where
+    the scheme declares a constant default, ``SchemeDef.defaults``).
 
     Examples
     --------
     >>> "kivi             KIVI" in _schemes_text()
     True
-    >>> "params: group_size, residual" in _schemes_text(params=True)
+    >>> "[params: group_size=32, residual=32]" in _schemes_text(params=True)
     True
     """
     from kvstats.quant.registry import REGISTRY
@@ -60,7 +61,8 @@ def _schemes_text(width: int = 100, params: bool = False) -> str:
     for name, sdef in REGISTRY.items():
         text = sdef.summary
         if params:   # what `params = {...}` accepts: a typo is refused naming these too
-            text += f" [params: {', '.join(sorted(sdef.params)) or 'none'}]"
+            listed = (f"{p}={sdef.defaults[p]!r}" if p in sdef.defaults else p for p in sorted(sdef.params))
+            text += f" [params: {', '.join(listed) or 'none'}]"
         lines += textwrap.wrap(text, width, initial_indent=f"  {name:<{pad}}",
                                subsequent_indent=" " * (pad + 2), break_on_hyphens=False)
     lines.append(f"  {'K{a}V{b}':<{pad}}mixed precision by name, e.g. K4V2 (a, b in 1..8)")

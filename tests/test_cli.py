@@ -704,14 +704,17 @@ def test_sweep_keeps_the_configs_figures_false(tmp_path, tiny_config, capsys):
 
 def test_schemes_lists_each_schemes_params(capsys):
     """A config's `params = {...}` for a scheme: `kvstats schemes` names what each accepts
-    (the registry's params), so a user need not provoke an error to learn them."""
-    from kvstats.quant.registry import REGISTRY
-
+    (the registry's params) and the default of each that has a constant one, so a user
+    need not provoke an error to learn them (m = n·d and the like: the name alone)."""
     assert main(["schemes"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    for name in ("kivi", "qjl", "KQV", "q8_0"):
-        listed = ", ".join(sorted(REGISTRY[name].params)) or "none"
-        assert f"[params: {listed}]" in out, name
+    for name, listed in (
+            ("kivi", "group_size=32, residual=32"),
+            ("qjl", "group_size=32, m, n_outliers=0, norm_dtype='float16', outlier_m, sketch='gaussian', "
+                    "value_bits, value_group_size"),
+            ("KQV", "m, norm_dtype='float16', rotation='hadamard', sketch='gaussian'"),
+            ("klt", "group_size=1024, rank"), ("q8_0", "none")):
+        assert f"{name} " in out and f"[params: {listed}]" in out, name
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
     assert "kvstats schemes" in capsys.readouterr().out
