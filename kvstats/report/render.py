@@ -208,21 +208,22 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
                                progress=progress)
 
+    # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
+    # covariance per (layer, head) for real ones
+    spectra = real_case_spectra(result.config)
+    n_queries = result.config.n_queries
     with warnings.catch_warnings():
         # trials of one text as units only on purpose, and labelled: the trial-level tests
-        # of clustered data, or unit = "trial" by request (the header says what that costs)
+        # of clustered data, unit = "trial" by request, or real trials that record no text
+        # (an old sweep); the header says what that costs (_unit_text)
         warnings.simplefilter("ignore", TrialsAsUnitsWarning)
         summary = summary_table(frame, confidence=opts["confidence"],
                                 n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
         comp = compare(frame)
         comp_trials = compare(trials) if use_clusters and clustered else None
+        theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
+                              spectra=spectra, n_queries=n_queries)
     cross = find_crossovers(comp)
-    # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
-    # covariance per (layer, head) for real ones
-    spectra = real_case_spectra(result.config)
-    n_queries = result.config.n_queries
-    theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
-                          spectra=spectra, n_queries=n_queries)
     paired = opts["pairing"] == "trial"
     unit_text = _unit_text(trials, use_clusters, clustered,
                            None if use_clusters or paired else _pairing_correlations(frame, comp),

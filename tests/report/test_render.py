@@ -428,3 +428,21 @@ def test_the_figures_stage_shows_a_progress_bar(tmp_path, capfd):
     # one total: 3 Shannon-φ plots per case, KL and recall, one crossover per default pair
     assert totals == {3 + 2 + 3}, err[-500:]
     assert len(rep.figures) <= 8
+
+
+def test_an_old_real_sweep_is_labelled_once_in_the_header_without_a_warning(tmp_path):
+    """A real frame from before clusters were recorded (no ``cluster``): the header says its
+    unit is the trial and why; every table of the report, the theory table too, runs where
+    TrialsAsUnitsWarning is silenced, so the caller gets no warning on top of the label."""
+    import warnings
+
+    from kvstats.analysis.clustered import TrialsAsUnitsWarning
+    from _sweep_frames import clustered_frame
+
+    old = clustered_frame(n_texts=6, per_text=4).drop(columns="cluster")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrialsAsUnitsWarning)
+        rep = hypothesis_report(_result(old), tmp_path, pairing="none", energy_resamples=19,
+                                bootstrap_resamples=99)
+    md = rep.files["markdown"].read_text()
+    assert "Unit of observation: the trial. The frame records no text (cluster) per real" in md
