@@ -229,6 +229,30 @@ def _fewest_units(summary: pd.DataFrame) -> int:
     return int(counts.min()) if len(counts) else FEW_UNITS
 
 
+def _manifest_count(n: Any) -> int:
+    """A count of the manifest (absent, None, or not a count in an older or hand-made one: 0)."""
+    return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else 0
+
+
+def _other_env_text(n_other: Any) -> str:
+    """The versions line's caveat when some cells were computed in another numerical
+    environment (the manifest's ``n_other_env``: another CPU, SIMD set or BLAS,
+    kvstats.sweep.numeric_env; absent from manifests before it existed: no caveat).
+
+    Examples
+    --------
+    >>> _other_env_text(0), _other_env_text(None)
+    ('', '')
+    >>> _other_env_text(1)
+    ' 1 cell was computed on another CPU or BLAS (`n_other_env`): its last bits may differ.'
+    """
+    n = _manifest_count(n_other)
+    if not n:
+        return ""
+    return (f" {n} cell{'s were' if n != 1 else ' was'} computed on another CPU or BLAS "
+            f"(`n_other_env`): {'their' if n != 1 else 'its'} last bits may differ.")
+
+
 def _other_code_text(n_other: Any) -> str:
     """The versions line's caveat when workers running other code computed some cells
     (the manifest's ``n_other_code``; absent from manifests before it existed: no caveat).
@@ -240,9 +264,9 @@ def _other_code_text(n_other: Any) -> str:
     >>> _other_code_text(2)[:75]
     ' 2 cells were computed by workers running other code: the versions above ar'
     """
-    if not isinstance(n_other, (int, float)) or isinstance(n_other, bool) or not n_other > 0:
+    n = _manifest_count(n_other)
+    if not n:
         return ""
-    n = int(n_other)
     return (f" {n} cell{'s were' if n != 1 else ' was'} computed by "
             f"{'workers' if n != 1 else 'a worker'} running other code: the versions above are "
             "this process's, not "
@@ -376,7 +400,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
         f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
         "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + "."
-        + _other_code_text(man.get("n_other_code")),
+        + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
         *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),

@@ -284,6 +284,12 @@ def test_header_says_which_cells_its_versions_do_not_describe_and_names_the_scri
                              'of manifest.json\'s "cells", under "code").')
     assert "1 cell was computed by a worker running other code" in header(n_other_code=1)
     assert "other code" not in header(n_other_code=0)
+    # cells of another numerical environment (n_other_env): same values up to the last bits
+    versions = next(line for line in header(n_other_code=1, n_other_env=3).splitlines()
+                    if line.startswith("- Host:"))
+    assert versions.endswith('under "code"). 3 cells were computed on another CPU or BLAS '
+                             "(`n_other_env`): their last bits may differ.")
+    assert "another CPU" not in header(n_other_env=0) and "another CPU" not in old
     sha = "ab" * 32
     code = {"plugins": [], "schemes": {"minmax": None}, "distributions": {},
             "script": [{"module": "helpers", "file": "/home/u/helpers.py", "sha256": sha},
