@@ -37,7 +37,8 @@ from typing import Sequence
 
 from kvstats._cli_output import (PIPE_CLOSED, Stdout, discard, error_text, import_error_text,
                                 missing_package, os_error_text, print_error, raised, warning_printer)
-from kvstats.cli_parser import REAL, REAL_ABOUT, build_parser
+from kvstats.cli_parser import build_parser
+from kvstats.data.catalog import REAL, REAL_ABOUT
 
 __all__ = ["main", "build_parser", "PIPE_CLOSED"]
 

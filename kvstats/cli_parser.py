@@ -1,12 +1,11 @@
 """The ``kvstats`` command's argument parser, built without importing numpy.
 
 Every command builds it, ``--help`` and a mistyped flag included, so it imports nothing
-heavy: the built-in scheme names come from :mod:`kvstats.quant.catalog` (stdlib only, the
-registry's own source of them); the other names it shows or accepts are written here, not
-read from their registries (each of which imports numpy), and ``tests/test_cli_startup.py``
-holds each equal to its registry: the distributions
-(:data:`kvstats.data.synthetic.DISTRIBUTIONS`, :data:`kvstats.results.REAL`), the
-report's corrections and pairings (:mod:`kvstats.report.options`).
+heavy: the built-in scheme and distribution names come from :mod:`kvstats.quant.catalog`
+and :mod:`kvstats.data.catalog` (stdlib only, the registries' own source of them); the
+report's corrections and pairings are written here, not read from
+:mod:`kvstats.report.options` (which imports numpy), and ``tests/test_cli_startup.py``
+holds them equal to it.
 """
 
 from __future__ import annotations
@@ -15,14 +14,11 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from kvstats.data.catalog import DISTRIBUTIONS, REAL, REAL_ABOUT   # without numpy
 from kvstats.quant import catalog   # the built-in scheme names, without numpy
 
 __all__ = ["build_parser"]
 
-#: The built-in synthetic distributions, and the name of a captured cache.
-DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
-REAL = "real"
-REAL_ABOUT = "a captured cache: params path, layer, head"
 #: ``kvstats report --correction``: the ``[report]`` option correction's choices.
 CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "hommel", "fdr_by")
 #: ``kvstats report --pairing``: the ``[report]`` option pairing's choices.

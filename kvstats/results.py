@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvstats._checks import did_you_mean
+from kvstats.data.catalog import REAL   # the distribution of a captured cache's case
 
 if TYPE_CHECKING:  # the config schema lives with the runner; loading imports it on demand
     import pandas as pd
@@ -192,9 +193,6 @@ CELL_COLUMNS = ("distribution", "params", "dim", "n_keys", "budget", "scheme",
 
 #: Columns identifying a case: the trials all schemes of a case share.
 CASE_COLUMNS = ("distribution", "params", "dim", "n_keys")
-
-#: The ``distribution`` of a case whose trials come from a captured real cache.
-REAL = "real"
 
 #: File names inside a sweep directory.
 MANIFEST = "manifest.json"

@@ -11,14 +11,14 @@ from __future__ import annotations
 from kvstats._lazy import lazy_exports
 
 _EXPORTS = {
-    "DISTRIBUTIONS": "kvstats.data.synthetic",
-    "VALUE_DISTRIBUTIONS": "kvstats.data.synthetic",
+    "DISTRIBUTIONS": "kvstats.data.catalog",
+    "VALUE_DISTRIBUTIONS": "kvstats.data.catalog",
     "default_params": "kvstats.data.synthetic",
     "sample": "kvstats.data.synthetic",
     "Trials": "kvstats.data.trials",
     "group_query_heads": "kvstats.data.trials",
 }
-_SUBMODULES = {"synthetic", "trials", "register", "real"}
+_SUBMODULES = {"catalog", "synthetic", "trials", "register", "real"}
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)
 __all__ = sorted(_EXPORTS)   # ``import *`` gives the names, as before, not the submodules

@@ -40,15 +40,12 @@ from jaxtyping import Float
 
 from kvstats._checks import (_describe, as_generator, check_choice, check_int,
                              check_real)
+from kvstats.data.catalog import DISTRIBUTIONS, VALUE_DISTRIBUTIONS
 from kvstats.data.register import _USER, distribution_names
 from kvstats.data.trials import Trials
 
 __all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "LOW_RANK_ENERGIES", "LOW_RANK_QUERIES",
            "sample", "default_params", "attention_entropy", "scale_for_entropy"]
-
-DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "focused", "outlier_channels")
-#: ``focused`` is defined by its alignment with the queries, which values do not have.
-VALUE_DISTRIBUTIONS = ("gaussian", "heavy_tailed", "low_rank", "outlier_channels")
 
 # Random streams per component (keys and values each get their own block).
 _N_STREAMS = 4
