@@ -25,6 +25,33 @@ CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "hommel", 
 PAIRINGS = ("none", "trial")
 
 
+def _schemes_epilog(width: int = 100) -> str:
+    """The built-in schemes, one line each: the catalog's summary cut at a word to fit (in
+    full, with the params and a plugin's schemes: ``kvstats schemes``).
+
+    Examples
+    --------
+    >>> lines = _schemes_epilog().splitlines()
+    >>> print(lines[3])
+      KQV              WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual
+    >>> print(lines[11])
+      q8_0             llama.cpp q8_0: blocks of 32 along d, 8-bit codes, an fp16 scale per block …
+    """
+    pad = max(map(len, catalog.NAMES)) + 2
+    line = textwrap.TextWrapper(width - pad - 2, max_lines=1, placeholder=" …", break_on_hyphens=False)
+    rows = [*catalog.SUMMARIES.items(), ("K{a}V{b}", "mixed precision by name, e.g. K4V2 (a, b in 1..8)")]
+    head = textwrap.wrap("Schemes (n = bits per coordinate, the config's budgets; `kvstats schemes`: "
+                         "each in full, with its params):", width)
+    return "\n".join([*head, *(f"  {name:<{pad}}{_cut(line.fill(summary))}" for name, summary in rows)])
+
+
+def _cut(text: str) -> str:
+    """A summary cut inside a parenthesis ends before it (not on "(8.5 …")."""
+    if text.endswith(" …") and text.count("(") > text.count(")"):
+        text = text[:text.rindex("(")].rstrip(" ,;") + " …"
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (every option documented in ``--help``).
 
@@ -34,16 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, str(args.config), args.resume, args.workers
     ('sweep', 'c.toml', True, None)
     """
-    # names only (a plugin's are listed by `kvstats schemes`, with every summary)
-    epilog = "\n\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
-        f"Schemes: {', '.join(catalog.NAMES)}; K{{a}}V{{b}}: mixed precision by name, e.g. K4V2 (a, b in "
-        "1..8). n = bits per coordinate, the config's budgets. Names only here: `kvstats "
-        "schemes` says what each is (one line each) and the params a config may give it.",
+    epilog = "\n\n".join([_schemes_epilog(), *(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
         f"Distributions: {', '.join(DISTRIBUTIONS)}, {REAL} ({REAL_ABOUT}); their params and "
         "defaults: `kvstats schemes`.",
         "Start: `kvstats sweep --config experiments/quick.toml --out results/quick`, then open "
         "results/quick/report.html; the config format: docs/usage.md. `kvstats COMMAND --help`: "
-        "a command's options."))
+        "a command's options."))])
     parser = argparse.ArgumentParser(
         prog="kvstats",
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",

@@ -377,18 +377,29 @@ def _help(argv):
 
 
 def test_help_names_every_scheme_and_distribution_and_schemes_says_what_each_is(capsys):
-    """`kvstats --help` names every built-in scheme and distribution (kvstats.cli_parser's
-    copies, which tests/test_cli_startup.py holds equal to the registries) and points at
-    `kvstats schemes`, which gives each scheme's one-line summary from the registry."""
+    """`kvstats --help` gives every built-in scheme a line, in the registry's order, with its
+    summary (whole, or cut at a word and ending in ' …', within 100 columns), names every
+    distribution and points at `kvstats schemes`, which gives each scheme's whole summary
+    from the registry."""
     from kvstats.data.synthetic import DISTRIBUTIONS
-    from kvstats.quant.registry import REGISTRY
+    from kvstats.quant.registry import BUILTIN, REGISTRY
 
     _help(["--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    assert all(f" {name}," in text or f" {name};" in text for name in REGISTRY), text
+    out = capsys.readouterr().out
+    epilog = out.split("\nSchemes (", 1)[1]
+    assert max(map(len, epilog.splitlines())) <= 100
+    rows = [line.split(None, 1) for line in epilog.split("\n\n")[0].splitlines() if line.startswith("  ")]
+    assert [name for name, _ in rows] == [*BUILTIN, "K{a}V{b}"]
+    room = 100 - 2 - max(map(len, BUILTIN)) - 2   # the summary column
+    for (name, shown), sdef in zip(rows, BUILTIN.values()):
+        if len(sdef.summary) <= room:
+            assert shown == sdef.summary, name
+        else:
+            assert shown.endswith(" …") and sdef.summary.startswith(shown[:-2] + " "), name
+    assert rows[-1][1] == "mixed precision by name, e.g. K4V2 (a, b in 1..8)"
+    text = " ".join(out.split())
     assert all(f" {name}," in text for name in DISTRIBUTIONS), text
-    assert "K{a}V{b}: mixed precision by name" in text
-    assert "Names only here: `kvstats schemes` says what each is (one line each)" in text
+    assert "`kvstats schemes`: each in full, with its params" in text
     assert main(["schemes"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     for name, sdef in REGISTRY.items():
