@@ -1,46 +1,106 @@
 """Bootstrap intervals of a mean or a ratio of means, and the heavy-tail screen beside them.
 
 Shared by the summary and theory tables (and the figures' markers): a mean's interval is
-only trusted when the sample's right tail is light enough for a variance to exist
-(the 95% upper bound of Hill's tail index α ≥ 2, :func:`kvstats.stats.tail.heavy_tail_alpha`)
-and, for a nonnegative sample with zeros, when at least :data:`MIN_NONZERO` values are
-positive (:func:`few_nonzero`); otherwise the tables flag the row (``ci_reliable`` False)
-instead of warning once per row.
+only trusted when the sample's tails are light enough for a variance to exist
+(the 95% upper bound of Hill's tail index α ≥ 2, :func:`tail_alpha`: the right tail of a
+nonnegative sample, both tails of a signed one) and, for a nonnegative sample with zeros,
+when at least :data:`MIN_NONZERO` values are positive (:func:`few_nonzero`); otherwise the
+tables flag the row (``ci_reliable`` False) instead of warning once per row.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 from jaxtyping import Float
 
 __all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable", "few_nonzero", "MIN_NONZERO",
-           "unit_interval_bound"]
+           "SIGNED_TAIL_CONFIDENCE", "unit_interval_bound"]
 
 #: A nonnegative sample with zeros and fewer positive values than this is too sparse for a
 #: bootstrap interval of its mean (:func:`few_nonzero`); the tail screen needs as many.
 MIN_NONZERO = 10
 
 
-def tail_alpha(x: Float[np.ndarray, "n"], metric: str) -> float:
-    """Hill tail index of a metric's per-trial values, or NaN where it is not computed.
+#: Confidence of each tail's upper bound of α in the two-tailed screen (:func:`tail_alpha`):
+#: 0.975 a tail, so that two tails at once flag a boundary sample at most 5% of the time
+#: (Bonferroni), as the one-tailed screen does at 0.95.
+SIGNED_TAIL_CONFIDENCE = 0.975
 
-    Computed for ``kl`` (from its positive values; a KL is ≥ 0 up to rounding) and for any
-    metric whose values are all ≥ 0, when there are ≥ 10 positive finite values; not
-    computed (NaN) for metrics with negative or non-finite values or too few positive ones.
+
+def tail_alpha(x: Float[np.ndarray, "n"], metric: str) -> float:
+    """The heavy-tail screen's statistic of a metric's per-trial values, or NaN where not computed.
+
+    A mean's bootstrap interval is flagged where this is below 2 (Hill's α < 2 at 95%).
+
+    - A metric in dB (the SNRs), and any sample with a negative value: both tails are
+      screened, each from its excesses over the median (x − median above it, median − x
+      below it), with the same k = ⌊√(excesses)⌋, and the smaller of the two upper bounds is
+      returned. Hill's α is not shift-invariant and a dB value has no natural 0 (a heavy
+      left tail of SNRs all above 0 dB is a tail all the same); from the median the screen
+      does not depend on the dB level. Each bound is at :data:`SIGNED_TAIL_CONFIDENCE`
+      (97.5%), so the pair is a 95% statement for Pareto tails (Bonferroni). A tail needs
+      ≥ 10 excesses (n ≥ 20 without ties).
+    - ``kl``, and any other metric whose values are all ≥ 0: the 95% upper bound of Hill's
+      right-tail index (:func:`kvstats.stats.tail.heavy_tail_alpha`), the values measured
+      from 0 (for ``kl`` its positive values: a KL is ≥ 0 up to rounding). Needs ≥ 10
+      positive values.
+    - NaN where a value is non-finite or no tail has enough values.
+
+    False-flag rates and power: docs/statistics.md, "Heavy tails and the bootstrap".
+
+    Parameters
+    ----------
+    x : ndarray, 1-D
+        The metric's per-trial (or per-unit) values.
+    metric : str
+        Its name: ``"kl"`` and the metrics in dB (unit ``"dB"`` in
+        :data:`kvstats.metrics.table.METRIC_TABLE`) are treated apart.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
     >>> import numpy as np
-    >>> tail_alpha(np.array([-1.0, 2.0]), "snr_k")
+    >>> x = 1000.0 - np.random.default_rng(0).pareto(1.0, 200)  # a heavy left tail, all > 0 dB
+    >>> bool(tail_alpha(x, "snr_t") < 2), bool(tail_alpha(x, "phi_t") < 2)  # the right tail from 0
+    (True, False)
+    >>> round(tail_alpha(x, "snr_t"), 6) == round(tail_alpha(x - 990.0, "snr_t"), 6)  # any level
+    True
+    >>> bool(tail_alpha(np.random.default_rng(0).normal(20.0, 1.0, 200), "snr_t") < 2)
+    False
+    >>> tail_alpha(np.array([-1.0, 2.0]), "snr_k")            # too few values
     nan
     """
-    from kvstats.stats.tail import heavy_tail_alpha
-
-    alpha = heavy_tail_alpha(np.maximum(x, 0.0) if metric == "kl" else x)
+    x = np.asarray(x, np.float64)
+    if metric == "kl":
+        x = np.maximum(x, 0.0)
+    alpha = _screen(x, two_tailed=_in_db(metric))
     return math.nan if alpha is None else alpha
+
+
+def _in_db(metric: str) -> bool:
+    from kvstats.metrics.table import METRIC_TABLE
+
+    return metric in METRIC_TABLE and METRIC_TABLE[metric].unit == "dB"
+
+
+def _screen(x: np.ndarray, two_tailed: bool) -> float | None:
+    """:func:`tail_alpha` of a sample (``kl`` already clipped at 0); None where not computed."""
+    from kvstats.stats.tail import MIN_TAIL_POSITIVE, heavy_tail_alpha, tail_index
+
+    if not np.isfinite(x).all() or not (two_tailed or (x < 0).any()):
+        return heavy_tail_alpha(x)          # nonnegative (the right tail from 0) or not screened
+    excess = x - np.median(x)
+    bounds = [tail_index(side, confidence=SIGNED_TAIL_CONFIDENCE).upper_bound
+              for side in (excess, -excess)
+              if np.count_nonzero(side > 0) >= MIN_TAIL_POSITIVE]
+    return min(bounds, default=None)
 
 
 def few_nonzero(x: Float[np.ndarray, "n"]) -> bool:
@@ -77,9 +137,14 @@ def few_nonzero(x: Float[np.ndarray, "n"]) -> bool:
     return 0 < positive.size < min(MIN_NONZERO, x.size) and not (positive == 1.0).all()
 
 
-def ci_reliable(*samples: Float[np.ndarray, "n"]) -> bool:
-    """False when a sample is nonnegative with Hill's α < 2 at 95% confidence (the heavy-tail
-    screen) or has :func:`few_nonzero` values.
+def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None = None) -> bool:
+    """False when a sample has Hill's α < 2 at 95% confidence (the heavy-tail screen of
+    :func:`tail_alpha`) or has :func:`few_nonzero` values.
+
+    ``metrics``: the samples' metric names, one per sample, screened as :func:`tail_alpha`
+    screens that metric (a metric in dB on both tails, ``kl`` from its positive values).
+    Without them a sample is screened on both tails when it has a negative value, else on
+    its right tail from 0.
 
     Examples
     --------
@@ -88,11 +153,18 @@ def ci_reliable(*samples: Float[np.ndarray, "n"]) -> bool:
     True
     >>> ci_reliable(np.r_[np.zeros(97), 0.3, 1.2, 4.0])
     False
+    >>> snr = 1000.0 - np.random.default_rng(0).pareto(1.0, 200)  # a heavy left tail, in dB
+    >>> ci_reliable(snr), ci_reliable(snr, metrics=["snr_t"])
+    (True, False)
     """
-    from kvstats.stats.tail import heavy_tail_alpha
-
-    alphas = [heavy_tail_alpha(np.asarray(x, np.float64)) for x in samples]
-    return not (any(a is not None and a < 2 for a in alphas) or any(map(few_nonzero, samples)))
+    if metrics is None:
+        metrics = [""] * len(samples)
+    elif len(metrics) != len(samples):
+        raise ValueError(f"metrics must name each of the {len(samples)} samples; received "
+                         f"{len(metrics)} names")
+    xs = [np.asarray(x, np.float64) for x in samples]
+    xs = [np.maximum(x, 0.0) if m == "kl" else x for x, m in zip(xs, metrics)]
+    return not any(tail_alpha(x, m) < 2 or few_nonzero(x) for x, m in zip(xs, metrics))
 
 
 def unit_interval_bound(n: int, confidence: float) -> float:

@@ -54,17 +54,19 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         the mean below 0.0362 at c = 0.95); an all-zero KL or ip_var gets none, as no
         bound exists for an unbounded metric.
 
-        ``tail_index`` is the one-sided 95% upper confidence bound of Hill's right-tail
-        index α of the metric's per-trial values
-        (:func:`kvstats.stats.tail.heavy_tail_alpha`: :func:`kvstats.stats.tail_index`,
-        default k, exact Gamma(k) pivot), computed for ``kl`` (from its positive values)
-        and for every metric whose values are all ≥ 0, when at least 10 values are positive
-        and all are finite; elsewhere it is NaN, meaning *not computed*. ``ci_reliable``
-        is False when that bound is < 2: a Pareto tail of index below 2 fits at 95%
-        confidence (for an unbounded metric such as KL an infinite variance; a bounded one
-        such as φ has a finite variance but a tail too heavy at this n), and the bootstrap
-        CI of the mean is not reliable (Athreya 1987); read ``median``, ``p99``,
-        ``max`` and the rank tests instead. It is True otherwise, including where
+        ``tail_index`` is the one-sided 95% upper confidence bound of Hill's tail index α
+        of the metric's per-trial values (:func:`kvstats.analysis.intervals.tail_alpha`:
+        :func:`kvstats.stats.tail_index`, default k, exact Gamma(k) pivot). For ``kl`` (from
+        its positive values) and every other metric whose values are all ≥ 0 it is the right
+        tail's, measured from 0, when at least 10 values are positive; for a metric in dB
+        (the SNRs) and any with a negative value, the smaller of both tails' 97.5% bounds,
+        each from its excesses over the median (at least 10 on a side; Bonferroni: 95% for
+        the pair). It is NaN, meaning *not computed*, where a value is non-finite or no tail
+        has enough values. ``ci_reliable`` is False when that bound is < 2: a Pareto tail of
+        index below 2 fits at 95% confidence (for an unbounded metric such as KL an infinite
+        variance; a bounded one such as φ has a finite variance but a tail too heavy at this
+        n), and the bootstrap CI of the mean is not reliable (Athreya 1987); read ``median``,
+        ``p99``, ``max`` and the rank tests instead. It is True otherwise, including where
         ``tail_index`` is not computed. Using the bound, not the point estimate α̂, keeps
         light-tailed metrics from being flagged at small n (docs/statistics.md).
 

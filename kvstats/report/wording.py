@@ -31,16 +31,19 @@ __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION",
 # ---------------------------------------------------------------------- heavy tails
 #: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
 HEAVY_MARK = "‡"
-HEAVY_NOTE = (f"{HEAVY_MARK} heavy right tail (the one-sided 95% upper confidence bound of Hill's "
+HEAVY_NOTE = (f"{HEAVY_MARK} heavy tail (the one-sided 95% upper confidence bound of Hill's "
               "tail index α of the values is below 2): under a Pareto-type tail the data reject a "
               "finite variance at the 5% level, and the bootstrap CI of the mean is not reliable. "
               "A bounded metric (φ ≤ π; recall@5 "
               "and argmax shift ≤ 1) has a finite variance: its mark says that at this n its "
               "largest values spread like such a tail, so the bootstrap CI of its mean may still "
               "undercover. The \"kl tail α\" column is that bound for KL; the other metrics' is the "
-              "tail_index column of tables/summary.csv, computed only where every value is ≥ 0 "
-              "(NaN, not screened, where any is negative, as an SNR in dB can be: such a mean "
-              "is not marked by the tail). The mark also flags a mean of a "
+              "tail_index column of tables/summary.csv: for a nonnegative metric its right tail's, "
+              "from 0; for an SNR in dB (or any metric with a negative value) the smaller of its "
+              "two tails' bounds, each from the excesses over the median at 97.5% (95% for the "
+              "pair), so a few trials of very low SNR mark its mean as a few very large KLs do "
+              "(NaN, not screened, where a value is non-finite or a tail has fewer than 10 "
+              "values). The mark also flags a mean of a "
               "nonnegative metric carried by fewer than 10 nonzero values, the rest 0 (a 0/1 "
               "proportion excepted), too few for the tail screen: such bootstrap intervals "
               "covered about 0.89 at nominal 0.95 (docs/statistics.md, \"Sparse means\").")

@@ -120,7 +120,8 @@ def test_summary_flags_heavy_tailed_metrics():
     KQV's KL is Pareto(α = 1.0) (infinite variance): k·α/α̂ ~ Gamma(20) exactly, so
     P(α̂ ≥ 2) = P(Gamma(20) ≤ 10) ≈ 0.005. QKQV's KL is exponential (α = ∞; Hill reads
     3–4 at this n, below 2 in < 1% of samples). The column is the 95% upper bound of α.
-    snr_k is N(0, 1) (negative values): tail index not computed (NaN), CI reliable.
+    snr_k is N(0, 1), in dB: both tails screened from the median (97.5% bounds, the smaller
+    reported; tests/analysis/test_signed_tail_screen.py), light, CI reliable.
     """
     import warnings
 
@@ -145,8 +146,13 @@ def test_summary_flags_heavy_tailed_metrics():
         tail_index(f.loc[heavy, "kl"].to_numpy()).upper_bound, rel=1e-12)
     assert kl.loc["KQV", "tail_index"] < 2 and not kl.loc["KQV", "ci_reliable"]
     assert kl.loc["QKQV", "tail_index"] > 2 and kl.loc["QKQV", "ci_reliable"]
-    snr = t[t.metric == "snr_k"]
-    assert snr.tail_index.isna().all() and snr.ci_reliable.all()
+    snr = t[t.metric == "snr_k"].set_index("scheme")
+    x = f.loc[heavy, "snr_k"].to_numpy()
+    excess = x - np.median(x)
+    assert snr.loc["KQV", "tail_index"] == pytest.approx(min(
+        tail_index(excess, confidence=0.975).upper_bound,
+        tail_index(-excess, confidence=0.975).upper_bound), rel=1e-12)
+    assert (snr.tail_index > 2).all() and snr.ci_reliable.all()
     assert t.ci_reliable.dtype == bool
 
 

@@ -99,20 +99,24 @@ def test_heavy_note_does_not_claim_an_infinite_variance_for_bounded_metrics():
 
 
 def test_heavy_note_says_which_tail_indices_are_not_computed():
-    """The note points at summary.csv's tail_index for every metric; a metric with a negative
-    value (an SNR in dB) has NaN there and is never marked by the tail, however heavy: the
-    note says so, as the summary computes it (a Pareto(0.7) left tail of snr_t, negated)."""
+    """The note points at summary.csv's tail_index for every metric; an SNR in dB is screened
+    on both tails from its median, so a heavy left tail (a Pareto(0.7) error, snr_t = 5 − it)
+    is marked as the same tail of a nonnegative metric (phi_t = it) is, as the summary
+    computes it (tests/analysis/test_signed_tail_screen.py)."""
     from kvstats.analysis import summary_table
 
     f = make_frame({("KQV", 2): 0.0}, n=200, seed=3)
     pareto = np.random.default_rng(2).pareto(0.7, len(f))
     f["snr_t"] = 5.0 - pareto          # a heavy left tail, some values below 0
-    f["phi_t"] = pareto                # the same tail, nonnegative: screened and marked
+    f["phi_t"] = pareto                # the same tail, nonnegative
     s = summary_table(f, n_resamples=99).set_index("metric")
-    assert np.isnan(s.loc["snr_t", "tail_index"]) and s.loc["snr_t", "ci_reliable"]
+    assert s.loc["snr_t", "tail_index"] < 2 and not s.loc["snr_t", "ci_reliable"]
     assert s.loc["phi_t", "tail_index"] < 2 and not s.loc["phi_t", "ci_reliable"]
-    assert "computed only where every value is ≥ 0" in HEAVY_NOTE
-    assert "NaN, not screened, where any is negative" in HEAVY_NOTE
+    assert "for a nonnegative metric its right tail's, from 0" in HEAVY_NOTE
+    assert "for an SNR in dB (or any metric with a negative value) the smaller of its two " \
+           "tails' bounds, each from the excesses over the median at 97.5%" in HEAVY_NOTE
+    assert "NaN, not screened, where a value is non-finite or a tail has fewer than 10" in HEAVY_NOTE
+    assert "computed only where every value is ≥ 0" not in HEAVY_NOTE
 
 
 def _pareto_kl(f, seed):
