@@ -10,9 +10,11 @@ in; and a ``report.json`` is only ever beside the whole report it describes.
 
 Reports written into one folder at the same time (two threads, two processes calling
 ``hypothesis_report``, which takes no folder lock) each write into a staging folder of
-their own, held by an ``flock`` (so that neither removes the other's as a leftover), and
-move their files in one after the other under a lock on the folder (:func:`_commit_lock`):
-both finish, and the folder holds the whole report of the one that committed last.
+their own, held by a lock on a file in it (``flock``, or a POSIX record lock where the file
+system keeps no ``flock``; so that neither removes the other's as a leftover), and move
+their files in one after the other under a lock on the folder (:func:`_commit_lock`; not
+between processes on a file system without ``flock``): both finish, and the folder holds
+the whole report of the one that committed last.
 """
 
 from __future__ import annotations
@@ -105,99 +107,136 @@ def _write_record(out: Path, record: dict[str, Any]) -> Path:
     return atomic_write(out / REPORT_RECORD, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-# staging folder -> the descriptor holding its lock (open while its report writes)
-_STAGES: dict[Path, int] = {}
+#: The file in a staging folder whose lock its report holds while it writes there (a file,
+#: not the folder: a POSIX record lock, the fallback where the file system keeps no
+#: ``flock``, needs a descriptor open for writing, which a folder's never is).
+STAGE_LOCK = ".lock"
+
+# staging folder -> its open lock file (open while its report writes); the guard also keeps
+# this process's threads from judging each other's folders (a record lock is the process's:
+# it would not tell one thread's folder from another's)
+_STAGES: dict[Path, Any] = {}
 _STAGES_GUARD = threading.Lock()
 
 
-def _try_lock(fd: int) -> bool | None:
-    """Take the exclusive ``flock`` of ``fd`` without waiting: True, False when another
-    holds it, None where the file system has no ``flock`` (some network file systems)."""
+def _try_lock(fh: Any) -> bool | None:
+    """Take the exclusive lock of the open file ``fh`` without waiting, as a sweep locks its
+    folder (:func:`kvstats.sweep.folder._take_lock`: ``flock``, else a POSIX record lock
+    where the file system keeps no ``flock`` locks): True, False when another process
+    holds it, None where the file system keeps neither kind."""
+    from kvstats.sweep.folder import _NO_LOCKS, SweepLockedError, _take_lock   # below: no cycle
+
+    path = Path(fh.name)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        _take_lock(fcntl, fh, path.parent, path)
+    except SweepLockedError:
         return False
-    except OSError:
-        return None
+    except OSError as exc:
+        if exc.errno in _NO_LOCKS:
+            return None
+        raise
     return True
 
 
 def _remove_if_abandoned(stale: Path) -> None:
     """Remove the staging folder ``stale`` if no report holds its lock any more (its
-    process was killed outright: ``kill -9``, power loss; the kernel dropped the lock)."""
-    try:
-        fd = os.open(stale, os.O_RDONLY)
-    except OSError:   # gone already, or not ours to open
+    process was killed outright: ``kill -9``, power loss; the kernel dropped the lock), or
+    if it has no lock file (killed between the two steps of :func:`_staging_folder`, which
+    takes another folder if this was one it is making now). Called under ``_STAGES_GUARD``."""
+    if stale in _STAGES:   # this process's, still writing
         return
     try:
-        if _try_lock(fd) is True:   # nobody writes there: a leftover (no flock: kept)
+        fh = open(stale / STAGE_LOCK, "r+b")   # noqa: SIM115 - closed below, after the removal
+    except FileNotFoundError:
+        shutil.rmtree(stale, ignore_errors=True)
+        return
+    except OSError:   # not ours to open
+        return
+    with fh:   # closing drops the lock, after the removal
+        if _try_lock(fh) is True:   # nobody writes there: a leftover (no locks at all: kept)
             shutil.rmtree(stale, ignore_errors=True)
-    finally:
-        os.close(fd)   # drops the lock, after the removal
 
 
 def _staging_folder(out: Path) -> Path:
     """A new hidden folder in ``out`` to write one report into, held by this call.
 
-    Each call gets its own folder (a random name) and holds an exclusive ``flock`` on it
-    (the folder's own descriptor) until :func:`_release_staging`: two reports written into
-    one folder at once, by two threads or two processes (``hypothesis_report`` takes no
-    folder lock), leave each other's staging folder alone. A staging folder whose lock
-    nobody holds is a leftover of a report killed outright, and is removed here. Without
-    ``flock`` (Windows) other staging folders are left alone.
+    Each call gets its own folder (a random name) and holds an exclusive lock on the file
+    :data:`STAGE_LOCK` in it until :func:`_release_staging` (``flock``, or a POSIX record
+    lock where the file system keeps no ``flock``, as a sweep's folder lock): two reports
+    written into one folder at once, by two threads or two processes
+    (``hypothesis_report`` takes no folder lock), leave each other's staging folder alone.
+    A staging folder whose lock nobody holds is a leftover of a report killed outright,
+    and is removed here. Where no lock works (Windows, a file system that keeps neither
+    kind) only a staging folder without its lock file is taken for a leftover.
     """
-    if fcntl is not None:
-        for stale in out.glob(STAGING_PREFIX + "*"):
-            if stale.is_dir() and not stale.is_symlink():
-                _remove_if_abandoned(stale)
-    while True:
-        stage = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
-        stage.mkdir()
-        if fcntl is None:
-            return stage
-        try:
-            fd = os.open(stage, os.O_RDONLY)
-        except FileNotFoundError:   # another report took it for a leftover between the two steps
-            continue
-        # another report may have locked and removed it between mkdir and here: it is ours
-        # only when we hold its lock and the path is still this very folder
-        try:
-            mine = _try_lock(fd) is not False and os.path.samestat(os.fstat(fd), os.stat(stage))
-        except FileNotFoundError:
-            mine = False
-        if mine:
-            with _STAGES_GUARD:
-                _STAGES[stage] = fd
-            return stage
-        os.close(fd)
+    with _STAGES_GUARD:
+        if fcntl is not None:
+            for stale in out.glob(STAGING_PREFIX + "*"):
+                if stale.is_dir() and not stale.is_symlink():
+                    _remove_if_abandoned(stale)
+        while True:
+            stage = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
+            stage.mkdir()
+            if fcntl is None:
+                return stage
+            try:
+                fh = open(stage / STAGE_LOCK, "xb")   # noqa: SIM115 - held until released
+            except FileNotFoundError:   # another report took it for a leftover between the steps
+                continue
+            # another report may have locked and removed it between the two steps: it is
+            # ours only when we hold its lock and the path is still this very file
+            try:
+                mine = _try_lock(fh) is not False and os.path.samestat(os.fstat(fh.fileno()),
+                                                                       os.stat(fh.name))
+            except FileNotFoundError:
+                mine = False
+            if mine:
+                _STAGES[stage] = fh
+                return stage
+            fh.close()
 
 
 def _release_staging(stage: Path) -> None:
     """Remove the staging folder of a report, however it ended, then drop its lock."""
     shutil.rmtree(stage, ignore_errors=True)
     with _STAGES_GUARD:
-        fd = _STAGES.pop(stage, None)
-    if fd is not None:
-        os.close(fd)
+        fh = _STAGES.pop(stage, None)
+    if fh is not None:
+        fh.close()
+
+
+# this process's commits, one at a time (the folder's flock serialises processes)
+_COMMITS = threading.Lock()
 
 
 @contextmanager
 def _commit_lock(out: Path) -> Iterator[None]:
-    """Hold ``out``'s report lock (a blocking ``flock`` on the folder's own descriptor)
-    while one report moves its files in: reports written into one folder at once commit
-    one after the other, each reading the record the previous one left complete."""
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(out, os.O_RDONLY)
-    try:
+    """Hold ``out``'s report lock (a blocking ``flock`` on the folder's own descriptor, and
+    this process's commit lock) while one report moves its files in: reports written into
+    one folder at once commit one after the other, each reading the record the previous
+    one left complete.
+
+    A folder cannot take the POSIX record lock a file system without ``flock`` offers
+    (it needs a descriptor open for writing), so there only this process's threads are
+    serialised: two processes calling ``hypothesis_report`` into one folder may commit at
+    the same moment, and the folder may then hold files of both, under the record of the
+    one that wrote it last (its other files kept as changed by hand). ``kvstats report``
+    holds the folder's lock (:func:`kvstats.sweep.store.lock_dir`, which does fall back
+    to a record lock), so two of them never commit into one folder at once.
+    """
+    with _COMMITS:
+        if fcntl is None:
+            yield
+            return
+        fd = os.open(out, os.O_RDONLY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)   # waits: a commit takes a moment
-        except OSError:   # a file system without flock: unserialised, as before
-            pass
-        yield
-    finally:
-        os.close(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)   # waits: a commit takes a moment
+            except OSError:   # a file system without flock: see above
+                pass
+            yield
+        finally:
+            os.close(fd)
 
 
 def _commit(stage: Path, out: Path) -> dict[str, str]:
@@ -218,7 +257,8 @@ def _commit(stage: Path, out: Path) -> dict[str, str]:
 
     Returns the record's files (relative path → SHA-256).
     """
-    rels = sorted((p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()),
+    rels = sorted((p.relative_to(stage).as_posix() for p in stage.rglob("*")
+                   if p.is_file() and p != stage / STAGE_LOCK),
                   key=lambda rel: (rel == "report.json", rel))   # report.json last
     new = {rel: _sha256(stage / rel) for rel in rels}
     with _commit_lock(out):   # another report into this folder commits before or after

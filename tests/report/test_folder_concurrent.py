@@ -2,18 +2,20 @@
 
 ``hypothesis_report`` takes no folder lock (``kvstats report`` does), so two calls from
 Python, in two threads or two processes, may write into one folder at once. Each stages
-its files in a hidden folder of its own, held by an ``flock``; a staging folder is removed
-as a leftover only when nobody holds its lock; the move into place is serialised by a lock
-on the folder. The tests force the overlap that broke the earlier code: both calls have
+its files in a hidden folder of its own, held by a lock on a file in it (``flock``, else a
+POSIX record lock); a staging folder is removed as a leftover only when nobody holds its
+lock; the move into place is serialised by a lock on the folder. The tests force the overlap that broke the earlier code: both calls have
 created their staging folder before either writes into it (the earlier code removed the
 first's folder when the second started: FileNotFoundError), and both commit at once.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import multiprocessing
+import shutil
 import threading
 from pathlib import Path
 
@@ -25,6 +27,11 @@ from kvstats.report import hypothesis_report
 from kvstats.report.folder import REPORT_RECORD, STAGING_PREFIX
 
 OPTS = {"bootstrap_resamples": 99, "energy_resamples": 19, "figures": False}
+
+
+def _no_lock(fd, op):
+    """flock (or lockf) on a file system that keeps no such locks."""
+    raise OSError(errno.ENOLCK, "simulated: no locks available")
 
 
 def _result(shift):
@@ -96,7 +103,12 @@ def _watch_moves(monkeypatch):
     return state
 
 
-def test_two_threads_write_reports_into_one_folder(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flock", [True, False])
+def test_two_threads_write_reports_into_one_folder(tmp_path, monkeypatch, flock):
+    """Without flock (a network file system) the threads of one process still commit one
+    at a time (the process's commit lock), and hold their staging folders by record locks."""
+    if not flock:
+        monkeypatch.setattr(report_folder.fcntl, "flock", _no_lock)
     out = tmp_path / "rep"
     _overlapping(monkeypatch, 2, threading.Barrier)
     moves = _watch_moves(monkeypatch)
@@ -178,22 +190,65 @@ def test_a_staging_folder_still_held_is_not_a_leftover(tmp_path):
     assert not held.exists() and not mine.exists() and report_folder._STAGES == {}
 
 
-def test_a_file_system_without_flock_still_gets_its_report(tmp_path, monkeypatch):
-    """Some network file systems refuse flock (ENOLCK): the report is written as before the
-    locks, and a staging folder it cannot tell abandoned from held is kept."""
-    import errno
+# a staging folder held by another process whose file system keeps no flock (as the test's)
+_HOLDER = """
+import errno, fcntl, sys
+from pathlib import Path
+def no_flock(fd, op):
+    raise OSError(errno.ENOLCK, "simulated")
+fcntl.flock = no_flock
+from kvstats.report import folder
+print(folder._staging_folder(Path(sys.argv[1])), flush=True)
+sys.stdin.read()   # until the test closes it
+"""
 
-    def no_flock(fd, op):
-        raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(report_folder.fcntl, "flock", no_flock)
+def test_without_flock_staging_folders_are_held_by_a_record_lock(tmp_path, monkeypatch):
+    """Some network file systems refuse flock (ENOLCK): a staging folder is then held by a
+    POSIX record lock, as a sweep's folder is (kvstats.sweep.folder._take_lock). Another
+    process's held folder and this process's own (a record lock is the process's: it
+    cannot tell them apart, the registry does) are kept; a killed report's, with its lock
+    file unheld or without one, is removed; the report is written whole."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(report_folder.fcntl, "flock", _no_lock)
+    out = tmp_path / "rep"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = Path(holder.stdout.readline().strip())
+        own = report_folder._staging_folder(out)
+        killed = out / f"{STAGING_PREFIX}0123456789ab"
+        killed.mkdir()
+        (killed / report_folder.STAGE_LOCK).write_bytes(b"")
+        born_dead = out / f"{STAGING_PREFIX}ba9876543210"   # killed before its lock file
+        born_dead.mkdir()
+        hypothesis_report(_result(0.5), out, **OPTS)
+        assert theirs.is_dir() and own.is_dir() and not killed.exists() and not born_dead.exists()
+        report_folder._release_staging(own)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert holder.returncode == 0
+    theirs.rename(tmp_path / "theirs")   # its process is gone: _check_complete counts no stage
+    _check_complete(out)
+
+
+def test_a_file_system_without_any_lock_still_gets_its_report(tmp_path, monkeypatch):
+    """Neither flock nor a record lock: the report is written as before the locks, and a
+    staging folder it cannot tell abandoned from held (it has its lock file) is kept."""
+    monkeypatch.setattr(report_folder.fcntl, "flock", _no_lock)
+    monkeypatch.setattr(report_folder.fcntl, "lockf", _no_lock)
     out = tmp_path / "rep"
     out.mkdir()
     other = out / f"{STAGING_PREFIX}0123456789ab"
     other.mkdir()
+    (other / report_folder.STAGE_LOCK).write_bytes(b"")
     hypothesis_report(_result(0.5), out, **OPTS)
     assert other.is_dir()
-    other.rmdir()
+    shutil.rmtree(other)
     _check_complete(out)
 
 
