@@ -36,6 +36,9 @@ PAIRINGS = ("none", "trial")
 ENERGY_RESOLUTIONS = ("family", "fixed")
 # corrections the report can both apply and give a resolution for
 _CORRECTIONS = tuple(c for c in ADJUST_METHODS if c in CORRECTIONS)
+# the false-discovery-rate procedures by their authors' initials or names
+_CORRECTION_ALIASES = {"bh": "fdr_bh", "benjamini-hochberg": "fdr_bh",
+                       "by": "fdr_by", "benjamini-yekutieli": "fdr_by"}
 
 
 @dataclass(frozen=True)
@@ -101,12 +104,18 @@ def _int(name: str, allowed: str, low: int) -> Callable[[object], object]:
     return check
 
 
-def _choice(name: str, choices: tuple[str, ...]) -> Callable[[object], object]:
+def _choice(name: str, choices: tuple[str, ...],
+            aliases: Mapping[str, str] | None = None) -> Callable[[object], object]:
+    """The check of an option taking one of ``choices``; ``aliases`` maps a common name of
+    a choice (case ignored) to it, for the hint where the name is too far from the spelling
+    for a near-miss match ('bh' for 'fdr_bh')."""
     allowed = "one of " + ", ".join(repr(c) for c in choices)
+    aliases = aliases or {}
 
     def check(value: object) -> str:
         if value not in choices:
-            hint = did_you_mean(value, choices)
+            named = aliases.get(value.casefold(), value) if isinstance(value, str) else value
+            hint = did_you_mean(named, choices)
             raise ValueError(f"report option {name!r} must be {allowed}; received "
                              f"{_describe(value)}{hint}")
         return str(value)
@@ -155,7 +164,7 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("correction", "str", "one of " + ", ".join(repr(c) for c in _CORRECTIONS), "holm",
                  "Multiple-testing correction applied to every p-value of the report together "
                  "(family-wise for holm/hommel/bonferroni/sidak, false discovery rate for fdr_*).",
-                 _choice("correction", _CORRECTIONS)),
+                 _choice("correction", _CORRECTIONS, _CORRECTION_ALIASES)),
     ReportOption("energy_resolution", "str", "one of 'family', 'fixed'", "family",
                  "'family': each 6D energy test may draw up to the permutations the family "
                  "needs to reject (kvstats.stats.sequential.required_resolution), stopping "

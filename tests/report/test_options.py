@@ -10,6 +10,9 @@ BAD = [  # (options, exception, words the one-line message must contain)
     ({"alpha": "0.05"}, TypeError, ["'alpha'", "'0.05'"]),
     ({"alpha": True}, TypeError, ["'alpha'", "True"]),
     ({"correction": "holmes"}, ValueError, ["'correction'", "'holm'", "'holmes'", "did you mean 'holm'"]),
+    # the FDR procedures by their initials: too far from 'fdr_bh' for a near-miss match
+    ({"correction": "bh"}, ValueError, ["'correction'", "'bh'", "did you mean 'fdr_bh'"]),
+    ({"correction": "BY"}, ValueError, ["'correction'", "'BY'", "did you mean 'fdr_by'"]),
     ({"energy_resamples": 0}, ValueError, ["'energy_resamples'", ">= 1", "0"]),
     ({"energy_resamples": 4.5}, TypeError, ["'energy_resamples'", "4.5"]),
     ({"energy_resolution": "fam"}, ValueError, ["'energy_resolution'", "'family'", "'fam'"]),
