@@ -18,19 +18,13 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import _describe
+from kvstats.data.catalog import DISTRIBUTIONS, REAL
 
 __all__ = ["DistributionDef", "register_distribution", "unregister_distribution",
            "registered_distribution", "distribution_names", "user_distributions"]
 
 
-def _builtins() -> tuple[str, ...]:
-    # the built-in names live with their samplers (synthetic imports this module)
-    from kvstats.data.synthetic import DISTRIBUTIONS
-
-    return DISTRIBUTIONS
-
-
-_RESERVED = ("real",)   # the sweep's captured-cache source
+_RESERVED = (REAL,)   # the sweep's captured-cache source
 
 
 @dataclass(frozen=True)
@@ -76,7 +70,7 @@ def distribution_names() -> tuple[str, ...]:
     >>> distribution_names()[:2]
     ('gaussian', 'heavy_tailed')
     """
-    return _builtins() + tuple(_USER)
+    return DISTRIBUTIONS + tuple(_USER)
 
 
 def user_distributions() -> dict[str, str | None]:
@@ -133,7 +127,7 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str; received {_describe(name)}")
-    builtins = _builtins()
+    builtins = DISTRIBUTIONS
     if name in builtins or name in _RESERVED:
         raise ValueError(f"name {name!r} clashes with a built-in distribution "
                          f"({list(builtins + _RESERVED)}); choose another name")
