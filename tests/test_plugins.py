@@ -199,6 +199,23 @@ def test_a_user_build_gets_the_declared_defaults_and_the_scheme_records_the_sett
         assert scheme.params == given and scheme.describe()["params"] == given
 
 
+def test_a_user_schemes_own_rotation_parameter_is_its_builders_to_check():
+    """make_scheme checks rotation/sketch against the built-ins' choices for built-ins only:
+    a plugin may mean something else by a parameter of that name (it was refused)."""
+    seen = []
+
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        seen.append(params["rotation"])
+        return _build(bits, dim, {}, key_rng, value_rng, draws)
+
+    sdef = define_scheme("own_rotation", build, _stored, summary="x", params=["rotation"])
+    with registered_scheme(sdef):
+        kvstats.make_scheme("own_rotation", 4, 64, rotation="learned")
+    assert seen == ["learned"]
+    with pytest.raises(ValueError, match="rotation must be one of"):
+        kvstats.make_scheme("KQV", 4, 64, rotation="learned")
+
+
 def test_a_registered_distribution_is_sampled_and_checked():
     def shifted(n_trials, n_keys, dim, rng, params):
         return params["shift"] + rng.standard_normal((n_trials, n_keys, dim))

@@ -314,8 +314,10 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for scheme {name!r}; "
                          f"allowed: {sorted(sdef.params)}")
     full = sdef.filled(params)   # what the builder reads; the scheme records params as given
+    # the built-ins' shared parameters, checked before any draw; a scheme of one's own
+    # may mean something else by them (its builder checks its own)
     for param, allowed in (("rotation", ROTATIONS), ("sketch", SKETCHES)):
-        if param in full:
+        if param in full and sdef.name in SCHEMES:
             check_choice(full[param], param, allowed)
     key_rng, value_rng = as_generator(seed).spawn(2)
     if not sdef.fixed_budget:
