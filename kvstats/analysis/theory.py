@@ -259,7 +259,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": sdef.name,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
                              "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
-                             "ci_reliable": ci_reliable(x), "n_units": len(x), "paired": False})
+                             "ci_reliable": ci_reliable(x, metrics=["snr_k"]), "n_units": len(x), "paired": False})
             # Both schemes of a pair are rotated (d_pad coded coordinates); the residual r is
             # sketched in R^d with m = d_pad rows, so its QJL error is (π/2 − 1/d)·d/d_pad times
             # its own projection, which with padding (d < d_pad) is not π/2 − 1/d_pad.
@@ -479,7 +479,7 @@ def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, pooled: tup
             rows.append({**base, "budget": float(n), "quantity": BOUND_QUANTITIES[place],
                          "scheme": scheme, "predicted": float(bu.mean()),
                          "predicted_asymptotic": math.nan, "measured": mean, "ci_low": low,
-                         "ci_high": high, "n_trials": len(x), "ci_reliable": ci_reliable(xu),
+                         "ci_high": high, "n_trials": len(x), "ci_reliable": ci_reliable(xu, metrics=[col]),
                          "rate": rate, "gap_db": gap, "gap_low": glow, "gap_high": ghigh,
                          "n_units": len(xu), "paired": False})
     return rows

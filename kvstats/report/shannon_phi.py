@@ -39,8 +39,8 @@ SHANNON_PHI_NOTE = (
     "with its n labels on its own side, or the nearest side that covers no other label or "
     "point); crosses are 95% intervals of the two means "
     "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
-    "individual trials. A hollow disk is a mean the tables mark ‡ (a heavy right tail or "
-    "too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
+    "individual trials. A hollow disk is a mean the tables mark ‡ (a heavy tail, either "
+    "tail for an SNR in dB, or too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
     "valid. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
     "values): Shannon's rate–distortion limit "
     "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
@@ -268,7 +268,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         ax.scatter(m["x"], m["y"], s=sizes[i], marker="o", color=color,
                    edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
         # the tables' ‡ (heavy tail, few nonzero values): no interval of the mean is valid
-        marked = g.apply(lambda d: not ci_reliable(d[phi].to_numpy(), d[snr].to_numpy()))
+        marked = g.apply(lambda d: not ci_reliable(d[phi].to_numpy(), d[snr].to_numpy(),
+                                                 metrics=[phi, snr]))
         if marked.any():
             ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[i], marker="o",
                        facecolors="white", edgecolors=color, linewidths=1.5, zorder=5 + 0.01 * i)

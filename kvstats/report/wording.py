@@ -29,7 +29,8 @@ __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION",
            "equivalence_verdict_text", "PAIRED_DESIGN", "UNPAIRED_DESIGN", "TIES_NOTE"]
 
 # ---------------------------------------------------------------------- heavy tails
-#: Mark after a mean whose bootstrap CI is not reliable (heavy right tail); † is the KS-ties mark.
+#: Mark after a mean whose bootstrap CI is not reliable (a heavy tail, either one for a metric in dB,
+#: or few nonzero values); † is the KS-ties mark.
 HEAVY_MARK = "‡"
 HEAVY_NOTE = (f"{HEAVY_MARK} heavy tail (the one-sided 95% upper confidence bound of Hill's "
               "tail index α of the values is below 2): under a Pareto-type tail the data reject a "

@@ -49,6 +49,23 @@ def test_a_mean_the_tables_mark_is_a_hollow_disk_and_no_other(frame_factory):
     matplotlib.pyplot.close("all")
 
 
+def test_an_snr_with_a_heavy_left_tail_above_0_db_is_a_hollow_disk(frame_factory):
+    """An SNR in dB is screened on both tails from its median as the tables screen it
+    (metrics named): a heavy left tail of one scheme's SNR, every value above 0 dB, is
+    marked hollow (screened from 0 on its right tail it read reliable)."""
+    f = frame_factory({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=200, seed=5)
+    f["phi_k"] = np.abs(f["phi_k"]) + 0.01
+    f["snr_k"] = 20.0 + np.random.default_rng(0).normal(0, 1, len(f))
+    heavy = f["scheme"] == "QKQV"
+    f.loc[heavy, "snr_k"] = 1e4 - np.random.default_rng(2).pareto(0.8, heavy.sum())
+    x = f.loc[heavy, "snr_k"].to_numpy()
+    assert x.min() > 0 and ci_reliable(x) and not ci_reliable(x, metrics=["snr_k"])
+    palette = scheme_palette(["KQV", "QKQV"])
+    ax = plot_shannon_phi(f, "k", bounds=None, palette=palette).axes[0]
+    assert len(_hollow_points(ax, palette["QKQV"])) == 1 and _hollow_points(ax, palette["KQV"]) == []
+    matplotlib.pyplot.close("all")
+
+
 def test_the_limit_lines_are_at_the_nominal_budget_and_the_note_says_what_that_allows(frame_factory):
     """The lines sit at 6.02·n dB (white Gaussian, nominal n) while each scheme stores
     bits_total = n + 0.25 bits: a code of that rate may lie above its line (at 2.25 bits the
