@@ -2,10 +2,8 @@
 
 Every command builds it, ``--help`` and a mistyped flag included, so it imports nothing
 heavy: the built-in scheme and distribution names come from :mod:`kvstats.quant.catalog`
-and :mod:`kvstats.data.catalog` (stdlib only, the registries' own source of them); the
-report's corrections and pairings are written here, not read from
-:mod:`kvstats.report.options` (which imports numpy), and ``tests/test_cli_startup.py``
-holds them equal to it.
+and :mod:`kvstats.data.catalog`, the report's corrections and pairings from
+:mod:`kvstats.stats.catalog` (stdlib only, each the registries' and options' own source).
 """
 
 from __future__ import annotations
@@ -16,13 +14,9 @@ from pathlib import Path
 
 from kvstats.data.catalog import DISTRIBUTIONS, REAL, REAL_ABOUT   # without numpy
 from kvstats.quant import catalog   # the built-in scheme names, without numpy
+from kvstats.stats.catalog import CORRECTIONS, PAIRINGS   # the report's choices, without numpy
 
 __all__ = ["build_parser"]
-
-#: ``kvstats report --correction``: the ``[report]`` option correction's choices.
-CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak", "hommel", "fdr_by")
-#: ``kvstats report --pairing``: the ``[report]`` option pairing's choices.
-PAIRINGS = ("none", "trial")
 
 
 def _schemes_epilog(width: int = 100) -> str:

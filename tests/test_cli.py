@@ -210,7 +210,7 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     assert main(["theory", "--dim", "64", "--bits", "9"]) == 2
     assert "error: --bits must be an integer in [1, 8]; received 9" in capsys.readouterr().err
     # --correction takes every correction the [report] table takes
-    from kvstats.report.options import _CORRECTIONS
+    from kvstats.report.options import CORRECTIONS as _CORRECTIONS
 
     assert set(_CORRECTIONS) >= {"holm", "fdr_bh", "bonferroni", "hommel"}
     for name in _CORRECTIONS:

@@ -2,8 +2,8 @@
 import none of pandas, scipy, pyarrow, torch or jax (a second or more of CPU each time);
 the parser, every ``--help`` and argparse's own errors not even numpy or jaxtyping (the
 built-in scheme and distribution names the parser shows are :mod:`kvstats.quant.catalog`'s
-and :mod:`kvstats.data.catalog`'s, which the registries read too; the report's options are
-:mod:`kvstats.cli_parser`'s copies, held equal to :mod:`kvstats.report.options` here).
+and :mod:`kvstats.data.catalog`'s, which the registries read too, and the report's
+corrections and pairings :mod:`kvstats.stats.catalog`'s, which the report's options read).
 
 Run in a fresh interpreter (this test process has imported them all long ago); each step's
 heavy modules are printed, so a failure names the step that first imported one.
@@ -83,28 +83,19 @@ def test_parser_and_argparse_output_import_no_numpy(tmp_path):
     assert [(step, mods) for step, _, mods in rows if mods] == []
 
 
-def test_the_parsers_report_options_are_the_reports():
-    """kvstats.cli_parser's copies of the report's choices equal kvstats.report.options', in
-    order (the scheme and distribution names are no copy: the parser and the registries
-    read the catalogs)."""
-    from kvstats import cli_parser
-    from kvstats.report.options import _CORRECTIONS, PAIRINGS
-
-    assert cli_parser.CORRECTIONS == _CORRECTIONS
-    assert cli_parser.PAIRINGS == PAIRINGS
-
-
 def test_the_catalogs_import_no_numpy():
-    """The names the parser reads (kvstats.quant.catalog, kvstats.data.catalog) import only
-    the standard library; `from kvstats.data import DISTRIBUTIONS` reads its catalog."""
+    """The names the parser reads (kvstats.quant.catalog, kvstats.data.catalog,
+    kvstats.stats.catalog) import only the standard library; `from kvstats.data import
+    DISTRIBUTIONS` reads its catalog."""
     script = ("import sys\n"
               "from kvstats.quant import catalog as schemes\n"
               "from kvstats.data import DISTRIBUTIONS, catalog as data\n"
+              "from kvstats.stats import catalog as family\n"
               f"print(sorted(m for m in {NUMERIC + HEAVY!r} if m in sys.modules), "
-              "DISTRIBUTIONS is data.DISTRIBUTIONS, len(schemes.NAMES) > 0)")
+              "DISTRIBUTIONS is data.DISTRIBUTIONS, len(schemes.NAMES) > 0, len(family.CORRECTIONS) > 0)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "[] True True\n"
+    assert proc.stdout == "[] True True True\n"
 
 
 def test_lazy_data_package_keeps_its_names():

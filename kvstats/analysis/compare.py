@@ -62,6 +62,7 @@ from kvstats.analysis.tested_metrics import (TESTABLE_METRICS, _check_margins, _
 from kvstats.analysis.verdicts import (DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE,
                                        NOT_RESOLVABLE, _adjust_and_judge)
 from kvstats.results import check_comparisons  # the one check of the pairs (also the config's)
+from kvstats.stats.catalog import CORRECTIONS
 
 __all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "default_metrics", "TESTABLE_METRICS",
            "NO_DIFFERENCE", "DIFFERENT", "DISTRIBUTIONS_DIFFER", "NOT_RESOLVABLE", "PAIRINGS",
@@ -72,7 +73,6 @@ _COLUMNS = list(CASE_COLUMNS) + ["budget", "budget_b", "scheme_a", "scheme_b", "
                                  "mean_a", "mean_b", "median_a", "median_b", "n_a", "n_b",
                                  "n_informative", "n_permutations", "max_permutations", "min_attainable_p",
                                  "margin_low", "margin_high", "note", "identical_pairs"]
-_CORRECTIONS = ("holm", "fdr_bh", "bonferroni", "hommel", "fdr_by", "sidak", "holm-sidak")
 
 
 def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | None = None, *,
@@ -239,7 +239,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     comparisons = check_comparisons(comparisons, frame["scheme"].unique())
     metrics = default_metrics(frame) if metrics is None else _check_metrics(metrics, frame)
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
-    correction = check_choice(correction, "correction", _CORRECTIONS)
+    correction = check_choice(correction, "correction", CORRECTIONS)
     energy_resamples = check_int(energy_resamples, "energy_resamples", low=1)
     energy_resolution = check_choice(energy_resolution, "energy_resolution", ["family", "fixed"])
     energy_stop = check_int(energy_stop, "energy_stop", low=1)

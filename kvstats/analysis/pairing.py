@@ -19,12 +19,10 @@ import pandas as pd
 
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS
+from kvstats.stats.catalog import PAIRINGS   # the designs of compare_schemes
 
 __all__ = ["PAIRINGS", "LOCATION_TESTS", "scheme_pairs"]
 
-#: The designs of :func:`~kvstats.analysis.compare_schemes`: two independent samples, or
-#: pairs matched on the unit.
-PAIRINGS = ("none", "trial")
 #: The ``test`` of the per-metric location rows (the rows with a ``winner``), by design.
 LOCATION_TESTS = {"none": "mann_whitney", "trial": "sign"}
 

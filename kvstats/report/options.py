@@ -19,8 +19,7 @@ from numbers import Integral, Real
 from kvstats._checks import _describe, did_you_mean
 from kvstats.metrics.table import METRIC_TABLE, REPORT_METRICS
 from kvstats.results import check_comparisons
-from kvstats.stats.multitest import ADJUST_METHODS
-from kvstats.stats.sequential import CORRECTIONS
+from kvstats.stats.catalog import CORRECTIONS, PAIRINGS   # the designs of the comparisons
 
 __all__ = ["ReportOption", "REPORT_OPTIONS", "validate_report_options", "report_options_markdown",
            "EQUIVALENCE_TESTS", "UNITS", "ENERGY_RESOLUTIONS", "PAIRINGS"]
@@ -29,13 +28,8 @@ __all__ = ["ReportOption", "REPORT_OPTIONS", "validate_report_options", "report_
 EQUIVALENCE_TESTS = ("ratio", "rank")
 #: Unit of the report's tests: the cluster when the frame has fewer clusters than trials.
 UNITS = ("auto", "cluster", "trial")
-#: Design of the comparisons: two independent samples, or pairs matched on the unit (the same
-#: as :data:`kvstats.analysis.compare.PAIRINGS`, written here so this module imports no analysis).
-PAIRINGS = ("none", "trial")
 #: Permutations of an energy test: the family's resolution, or exactly ``energy_resamples``.
 ENERGY_RESOLUTIONS = ("family", "fixed")
-# corrections the report can both apply and give a resolution for
-_CORRECTIONS = tuple(c for c in ADJUST_METHODS if c in CORRECTIONS)
 # the false-discovery-rate procedures by their authors' initials or names
 _CORRECTION_ALIASES = {"bh": "fdr_bh", "benjamini-hochberg": "fdr_bh",
                        "by": "fdr_by", "benjamini-yekutieli": "fdr_by"}
@@ -161,10 +155,10 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("alpha", "float", "a float in (0, 1)", 0.05,
                  "Level of every test, after the correction.",
                  _real("alpha", "a float in (0, 1)", 0.0, 1.0)),
-    ReportOption("correction", "str", "one of " + ", ".join(repr(c) for c in _CORRECTIONS), "holm",
+    ReportOption("correction", "str", "one of " + ", ".join(repr(c) for c in CORRECTIONS), "holm",
                  "Multiple-testing correction applied to every p-value of the report together "
                  "(family-wise for holm/hommel/bonferroni/sidak, false discovery rate for fdr_*).",
-                 _choice("correction", _CORRECTIONS, _CORRECTION_ALIASES)),
+                 _choice("correction", CORRECTIONS, _CORRECTION_ALIASES)),
     ReportOption("energy_resolution", "str", "one of 'family', 'fixed'", "family",
                  "'family': each 6D energy test may draw up to the permutations the family "
                  "needs to reject (kvstats.stats.sequential.required_resolution), stopping "

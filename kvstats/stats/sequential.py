@@ -25,13 +25,12 @@ from jaxtyping import Float, Int
 from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
 
 from ._base import _FrameMixin, monte_carlo_pvalue_interval
+from .catalog import CORRECTIONS  # each one's first (most demanding) step in closed form
 
 __all__ = ["CORRECTIONS", "Resolution", "SequentialPermutationResult",
            "EnergySequentialResult", "required_resolution", "expected_null_permutations",
            "sequential_permutation_test", "energy_test_sequential"]
 
-# corrections whose first (most demanding) step is known in closed form
-CORRECTIONS = ("holm", "bonferroni", "hommel", "fdr_bh", "fdr_by", "sidak", "holm-sidak")
 _FIRST_BATCH = 64           # first batch of relabellings; later batches double ...
 _MAX_BATCH = 8192           # ... up to this many
 _BATCH_BYTES = 64 * 2**20   # cap on the (k, n) int64 permutation indices of one batch

@@ -177,3 +177,15 @@ def test_sidak_of_a_pvalue_of_one_is_one_without_a_warning(method):
     expected = {"sidak": [1.0, 1 - 0.5**m, 1 - 0.99**m],
                 "holm-sidak": [1.0, 1 - 0.5**2, 1 - 0.99**3]}[method]
     np.testing.assert_allclose(res.pvalues_adjusted, expected, rtol=1e-12)
+
+
+def test_every_correction_of_the_family_adjusts_and_has_a_resolution():
+    """kvstats.stats.catalog.CORRECTIONS, the one list the analysis, the report's options
+    and the parser read: each one adjusts p-values and has a closed-form first step."""
+    from kvstats.stats.catalog import CORRECTIONS
+    from kvstats.stats.multitest import ADJUST_METHODS
+    from kvstats.stats.sequential import required_resolution
+
+    assert set(CORRECTIONS) <= set(ADJUST_METHODS) and len(set(CORRECTIONS)) == len(CORRECTIONS)
+    for correction in CORRECTIONS:
+        assert required_resolution(10, 0.05, correction).n_permutations > 0
