@@ -1,4 +1,5 @@
-"""Tests for kvstats.quant.rotation: exactness, orthogonality, draws, and the sphere law."""
+"""Tests for kvstats.quant.rotation and kvstats.quant.walsh_hadamard: exactness,
+orthogonality, draws, and the sphere law."""
 
 import numpy as np
 import pytest
@@ -14,6 +15,18 @@ def sphere_coordinate(d):
 
 
 # --- Hadamard and the fast transform ---------------------------------------------------
+
+def test_the_transform_s_names_read_from_rotation_are_its_own():
+    """kvstats.quant.walsh_hadamard is the transform's home; sketch, qjl, mse, prod and
+    mse_kernels read its names from kvstats.quant.rotation, where they must be the same."""
+    from kvstats.quant import rotation, walsh_hadamard
+
+    names = ["fwht", "hadamard", "next_pow2", "_fwht", "_fwht_rows", "_fwht_piece",
+             "_hadamard_cached", "_butterfly_rows", "_FWHT_BLOCK", "_BLAS_ROWS", "_FWHT_PIECE",
+             "_BUTTERFLY_CONTIGUOUS"]
+    assert all(getattr(rotation, n) is getattr(walsh_hadamard, n) for n in names)
+    assert set(walsh_hadamard.__all__) <= set(rotation.__all__)
+
 
 @pytest.mark.parametrize("d", [1, 2, 4, 8, 64, 128, 256, 1024])
 def test_hadamard_is_sylvester_and_orthogonal(d):
@@ -340,7 +353,7 @@ def test_flat_and_take_select_the_draws_of_a_batch(kind):
 def _fwht_unblocked(x, b=128):
     """The fwht as one BLAS product over every row, then the butterflies (the reference
     the blocked `_fwht` must equal bit for bit at one BLAS thread)."""
-    from kvstats.quant.rotation import _hadamard_cached
+    from kvstats.quant.walsh_hadamard import _hadamard_cached
 
     d = x.shape[-1]
     b = min(b, d)
@@ -363,7 +376,7 @@ def test_blocked_fwht_equals_one_product(d, dtype):
     product rows; the numbers equal one product over every row (odd row counts too)."""
     from threadpoolctl import threadpool_limits
 
-    from kvstats.quant.rotation import _FWHT_PIECE, _fwht
+    from kvstats.quant.walsh_hadamard import _FWHT_PIECE, _fwht
 
     rng = np.random.default_rng(d)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -384,7 +397,7 @@ def test_run_major_butterflies_equal_in_place(d, b, dtype):
     not), for every block width the rotation and the srht sketch use."""
     from threadpoolctl import threadpool_limits
 
-    from kvstats.quant.rotation import _BUTTERFLY_CONTIGUOUS, _fwht_piece
+    from kvstats.quant.walsh_hadamard import _BUTTERFLY_CONTIGUOUS, _fwht_piece
 
     rng = np.random.default_rng(d + b)
     with threadpool_limits(limits=1, user_api="blas"):
