@@ -3,8 +3,9 @@
 A Monte Carlo permutation test with B relabellings cannot return a p-value below
 1/(1 + B). Inside a family of m tests corrected by Holm (or Bonferroni, Hommel, BH), the
 smallest p-value must reach alpha/m to be rejected, so B = 499 can never reject in a
-family of 1,140 tests (1/500 x 1,140 = 2.28). :func:`required_resolution` gives the B a
-family needs; :func:`sequential_permutation_test` reaches it without paying B
+family of 1,140 tests (1/500 x 1,140 = 2.28). :func:`required_resolution` (its own module,
+:mod:`kvstats.stats.family_resolution`) gives the B a family needs;
+:func:`sequential_permutation_test` reaches it without paying B
 permutations for every test, by the sequential Monte Carlo p-value of Besag & Clifford
 (1991): draw relabellings in order and stop at the h-th exceedance (p = h/L after L
 draws), or after B_max draws with fewer than h (p = (1 + #exceed)/(1 + B_max)).
@@ -22,10 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 from jaxtyping import Float, Int
 
-from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
+from kvstats._checks import _describe, as_generator, check_int, check_real
 
 from ._base import _FrameMixin, monte_carlo_pvalue_interval
-from .catalog import CORRECTIONS  # each one's first (most demanding) step in closed form
+from .catalog import CORRECTIONS  # noqa: F401  (exported: the corrections B is sized for)
+# the B a family needs has its own module; its names are exported here too
+from .family_resolution import Resolution, _permutations_for, required_resolution  # noqa: F401
 
 __all__ = ["CORRECTIONS", "Resolution", "SequentialPermutationResult",
            "EnergySequentialResult", "required_resolution", "expected_null_permutations",
@@ -34,32 +37,6 @@ __all__ = ["CORRECTIONS", "Resolution", "SequentialPermutationResult",
 _FIRST_BATCH = 64           # first batch of relabellings; later batches double ...
 _MAX_BATCH = 8192           # ... up to this many
 _BATCH_BYTES = 64 * 2**20   # cap on the (k, n) int64 permutation indices of one batch
-
-
-@dataclass(frozen=True)
-class Resolution(_FrameMixin):
-    """Result of :func:`required_resolution`.
-
-    Attributes
-    ----------
-    p_needed : float
-        Smallest per-test p-value the correction can reject at ``alpha`` in the worst
-        case (the test is the family's most significant one and every other p is large).
-    n_permutations : int
-        Smallest B with 1/(1 + B) <= ``p_needed`` (and adjusted p <= alpha in float).
-    min_attainable_p : float
-        1/(1 + ``n_permutations``).
-    n_tests, alpha, correction :
-        The family.
-    """
-
-    p_needed: float
-    n_permutations: int
-    min_attainable_p: float
-    n_tests: int
-    alpha: float
-    correction: str
-    _test_name = "required_resolution"
 
 
 @dataclass(frozen=True)
@@ -169,70 +146,6 @@ class EnergySequentialResult(SequentialPermutationResult):
     dim: int = 0
     paired: bool = False
     _test_name = "energy_test_sequential"
-
-
-def _first_step_level(n_tests: int, alpha: float, correction: str) -> float:
-    if correction in ("sidak", "holm-sidak"):
-        return float(-np.expm1(np.log1p(-alpha) / n_tests))
-    if correction == "fdr_by":
-        return alpha / (n_tests * float(np.sum(1.0 / np.arange(1, n_tests + 1))))
-    return alpha / n_tests
-
-
-def _adjusted_first(p: float, n_tests: int, correction: str) -> float:
-    """The adjusted p-value statsmodels gives the smallest of m p-values (others large)."""
-    if correction in ("sidak", "holm-sidak"):
-        return float(-np.expm1(n_tests * np.log1p(-p)))
-    if correction == "fdr_by":
-        return p * n_tests * float(np.sum(1.0 / np.arange(1, n_tests + 1)))
-    return p * n_tests
-
-
-def _permutations_for(p_needed: float) -> int:
-    """Smallest B with 1/(1 + B) <= p_needed (rounding-safe)."""
-    b = max(0, math.ceil((1.0 / p_needed) * (1 - 1e-12)) - 1)
-    while 1.0 / (1 + b) > p_needed:
-        b += 1
-    return b
-
-
-def required_resolution(n_tests: int, alpha: float = 0.05, correction: str = "holm") -> Resolution:
-    """Permutations a test needs to be able to reject inside a corrected family.
-
-    Parameters
-    ----------
-    n_tests : int >= 1
-        Size m of the family (every p-value the correction sees).
-    alpha : float in (0, 1)
-        Family-wise error rate (false-discovery rate for "fdr_*").
-    correction : str
-        One of ``CORRECTIONS``. Holm, Bonferroni, Hommel and BH all need alpha/m for the
-        first rejection in the worst case (BH with a single true effect); BY needs
-        alpha/(m H_m); Šidák and Holm–Šidák 1 - (1 - alpha)^(1/m).
-
-    Returns
-    -------
-    Resolution
-        ``p_needed`` and the smallest ``n_permutations`` B with 1/(1 + B) <= p_needed. B
-        is raised (by one, rarely) until the float comparisons of statsmodels'
-        ``multipletests`` also reject: 1/(1 + B) <= p_needed and its adjusted value <= alpha.
-
-    Examples
-    --------
-    >>> from kvstats.stats.sequential import required_resolution
-    >>> r = required_resolution(1140)          # the quick report's family
-    >>> r.n_permutations, round(r.p_needed, 8)
-    (22799, 4.386e-05)
-    """
-    n_tests = check_int(n_tests, "n_tests", low=1)
-    alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    check_choice(correction, "correction", CORRECTIONS)
-    p_needed = _first_step_level(n_tests, alpha, correction)
-    b = _permutations_for(p_needed)
-    while _adjusted_first(1.0 / (1 + b), n_tests, correction) > alpha:
-        b += 1
-    return Resolution(p_needed=p_needed, n_permutations=b, min_attainable_p=1.0 / (1 + b),
-                      n_tests=n_tests, alpha=alpha, correction=correction)
 
 
 def expected_null_permutations(h: int, max_permutations: int) -> float:

@@ -23,6 +23,16 @@ def _mean_diff(z, n_x):
 
 # ---------------------------------------------------------------- required resolution
 
+def test_required_resolution_read_from_sequential_is_family_resolution_s():
+    """kvstats.stats.family_resolution is its home; compare, the report and the command
+    read it from kvstats.stats.sequential, which must give the same objects."""
+    from kvstats.stats import family_resolution, sequential
+
+    assert all(getattr(sequential, n) is getattr(family_resolution, n)
+               for n in ("Resolution", "required_resolution", "_permutations_for"))
+    assert set(family_resolution.__all__) <= set(sequential.__all__)
+
+
 @pytest.mark.parametrize("m,correction,b", [
     # B = m/alpha - 1: the smallest B with 1/(1 + B) <= alpha/m (hand arithmetic)
     (QUICK_FAMILY, "holm", 22799), (1710, "holm", 34199), (QUICK_FAMILY, "bonferroni", 22799),
