@@ -132,13 +132,17 @@ def section_norms(res: str) -> str | None:
                       "spec_WV": w[("spectral", "V")].to_numpy(), "E|k|^2": s["K"].to_numpy(),
                       "E|v|^2": s["V"].to_numpy()})
     t["E|k|^2/E|v|^2"] = t["E|k|^2"] / t["E|v|^2"]
+    smallest = t.loc[t["E|k|^2/E|v|^2"].idxmin()]
     out = ["## Key-favoured allocation: ‖W_K‖ vs ‖W_V‖ and E‖k‖² vs E‖v‖²\n",
            "Weights of k_proj / v_proj (576 → 3·64; all heads of the layer), dequantized from Q4_1.\n",
            md(t),
            f"\nLayers with ‖W_K‖_F > ‖W_V‖_F: {int((t.fro_WK > t.fro_WV).sum())}/{len(t)}; spectral: "
            f"{int((t.spec_WK > t.spec_WV).sum())}/{len(t)}; E‖k‖² > E‖v‖²: "
            f"{int((t['E|k|^2'] > t['E|v|^2']).sum())}/{len(t)} "
-           f"(median ratio {t['E|k|^2/E|v|^2'].median():.2f}).\n"]
+           f"(median ratio {t['E|k|^2/E|v|^2'].median():.2f}; smallest {smallest['E|k|^2/E|v|^2']:.3g}, "
+           f"layer {int(smallest.layer)}). The weights are fixed; E‖k‖² and E‖v‖² are means over the "
+           "capture's texts and positions, and these counts are descriptive: no layer's difference is "
+           "tested.\n"]
     return "\n".join(out)
 
 
@@ -313,6 +317,36 @@ def trials_sentence(prof: pd.DataFrame | None, header=None) -> str:
             f"{int(np.prod(counts))}{shape} of the group at the last position")
 
 
+def value_agreement(prof: pd.DataFrame) -> str:
+    """What the per-trial rows say of KQV's and QKQV's value metrics (``snr_v``, ``phi_v``):
+    equal up to floating-point rounding on every matched (budget, trial) pair, as one value
+    coder with the same draws should give (real_profile.py seeds every scheme alike), or on
+    how many pairs they differ. Checked on the rows, so the page never says "the same"
+    when they are not.
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"scheme": ["KQV", "QKQV"] * 2, "bits": 4, "text": [0, 0, 1, 1], "layer": 0,
+    ...                   "head": 0, "snr_v": [1.0, 1.0, 2.0, 2.0], "phi_v": [0.1, 0.1, 0.2, 0.3]})
+    >>> value_agreement(f)
+    'values: `snr_v`, `phi_v` of KQV and QKQV differ on 0 and 1 of the 2 matched (budget, trial) pairs'
+    >>> value_agreement(f.assign(phi_v=[0.1, 0.1, 0.2, 0.2]))[:80]
+    'values: `snr_v`, `phi_v` of KQV and QKQV are equal up to floating-point rounding'
+    """
+    from kvstats.analysis.resolution import rounding_ties
+
+    metrics = ["snr_v", "phi_v"]
+    wide = (prof[prof.scheme.isin(["KQV", "QKQV"])].set_index(["scheme", "bits", "text", "layer", "head"])[metrics]
+            .unstack("scheme").dropna())
+    differ = [int((~rounding_ties(wide[(m, "KQV")].to_numpy(), wide[(m, "QKQV")].to_numpy())).sum())
+              for m in metrics]
+    if any(differ):
+        return (f"values: `snr_v`, `phi_v` of KQV and QKQV differ on {differ[0]} and {differ[1]} of the "
+                f"{len(wide)} matched (budget, trial) pairs")
+    return (f"values: `snr_v`, `phi_v` of KQV and QKQV are equal up to floating-point rounding on all "
+            f"{len(wide)} matched (budget, trial) pairs (one value coder, the same draws), so they are not shown")
+
+
 def section_profile(res: str, old: str | None = None, header=None) -> str | None:
     """The profile tables; ``old`` is the section of the page being rewritten (its
     ``profile-run`` notes are kept), ``header`` the capture's (see :func:`capture_of`)."""
@@ -352,15 +386,15 @@ def section_profile(res: str, old: str | None = None, header=None) -> str | None
                     .rename(columns={"n_kqv_lower": "texts_kqv_lower", "dominance": "text_dominance",
                                      "dom_low": "text_dom_low", "dom_high": "text_dom_high",
                                      "sign_p_holm": "text_sign_p_holm"}), on=["bits", "metric"]))]
-        six = pd.read_csv(path_l)
-        six = six[six.bits == 4].groupby(["layer", "scheme"])[
+        every = pd.read_csv(path_l)   # every column: phi_v too
+        six = every[every.bits == 4].groupby(["layer", "scheme"])[
             ["snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t", "kl", "recall_at_5"]].mean()
         six = six.unstack("scheme")
         six.columns = [f"{m}_{sc}" for m, sc in six.columns]
         keep = [f"{m}_{sc}" for m in ("snr_k", "phi_k", "snr_t", "phi_t", "recall_at_5") for sc in ("KQV", "QKQV")]
         out += [f"\nThe 6D profile per layer at n = 4 (means over texts and the {prof['head'].nunique()} KV heads; "
-                "values: `snr_v`, `phi_v` are the same for KQV and QKQV and are in results/real/profile.csv, one row "
-                "per trial with its layer and head):\n", md(six[keep].reset_index())]
+                f"{value_agreement(every)}; one row per trial with its layer and head in "
+                "results/real/profile.csv):\n", md(six[keep].reset_index())]
         stats_path = os.path.join(res, "stats_layer_head.csv")
         if os.path.exists(stats_path):
             from scipy.stats import spearmanr

@@ -333,3 +333,39 @@ def test_regenerating_keeps_the_summary_and_the_hand_written_part(tmp_path, monk
     before = page.read_text()
     runpy.run_path(script, run_name="__main__")
     assert page.read_text() == before
+
+
+def test_norms_sentence_says_the_counts_are_descriptive(report, tmp_path):
+    """E‖k‖² > E‖v‖² per layer is a count of sample means, not a test: the sentence says so
+    and names the closest layer (the page once read as if every layer had been shown)."""
+    small_results(tmp_path)                                   # stats_layer_head.csv of 2 layers
+    s = pd.read_csv(tmp_path / "stats_layer_head.csv")
+    s.loc[s.tensor == "K", "mean_sq_norm"] = [3.0, 1.1]       # ratios 3 / 0.5 = 6 and 1.1 / 1 = 1.1
+    s.loc[s.tensor == "V", "mean_sq_norm"] = [0.5, 1.0]
+    s.to_csv(tmp_path / "stats_layer_head.csv", index=False)
+    w = pd.MultiIndex.from_product([range(2), ["K", "V"]], names=["layer", "tensor"]).to_frame(index=False)
+    w.assign(head="all", frobenius=[2.0, 1.0, 1.0, 2.0], spectral=1.5).to_csv(tmp_path / "weights.csv", index=False)
+    text = report.section_norms(str(tmp_path))
+    assert "E‖k‖² > E‖v‖²: 2/2 (median ratio 3.55; smallest 1.1, layer 1)" in text
+    assert "Layers with ‖W_K‖_F > ‖W_V‖_F: 1/2; spectral: 0/2" in text
+    assert "these counts are descriptive: no layer's difference is tested" in text
+
+
+def test_value_metrics_sentence_is_checked_on_the_rows(report, tmp_path):
+    """The per-layer caption says KQV's and QKQV's value metrics are equal only when every
+    matched trial's are equal up to rounding; a last-bit difference is still equal, a real
+    one is counted."""
+    header = small_results(tmp_path)
+    prof = pd.read_csv(tmp_path / "profile.csv")
+    kqv, qkqv = (prof.scheme == "KQV").to_numpy(), (prof.scheme == "QKQV").to_numpy()
+    for m in ("snr_v", "phi_v"):
+        prof.loc[qkqv, m] = prof.loc[kqv, m].to_numpy() * (1 + 2 ** -52)   # same values, last bit apart
+    prof.to_csv(tmp_path / "profile.csv", index=False)
+    text = report.section_profile(str(tmp_path), None, header)
+    assert ("`snr_v`, `phi_v` of KQV and QKQV are equal up to floating-point rounding on all 12 matched "
+            "(budget, trial) pairs") in text
+    prof.loc[np.flatnonzero(qkqv)[:3], "phi_v"] += 0.5
+    prof.to_csv(tmp_path / "profile.csv", index=False)
+    text = report.section_profile(str(tmp_path), None, header)
+    assert "`snr_v`, `phi_v` of KQV and QKQV differ on 0 and 3 of the 12 matched (budget, trial) pairs" in text
+    assert "equal up to" not in text
