@@ -2,11 +2,11 @@
 
 :func:`kvstats.report.render.hypothesis_report` computes the tables and writes the
 files; this module places them in the :class:`~kvstats.report.document.Document` a reader
-sees: the header, the metrics and units, the equivalence section, the crossovers, the
-figures, the per-case tables, the rate–distortion and theory tables and the trial-level
-tests. The sentences about the tests come from :mod:`kvstats.report.wording`, the tables
-from :mod:`kvstats.report.tables`, the number formats from :mod:`kvstats.report.notation`;
-the names the report's users import from here (:data:`R_CONVENTION`, :data:`HEAVY_MARK`,
+sees: the header (its bullets: :mod:`kvstats.report.header`), the metrics and units, the
+equivalence section, the crossovers, the figures, the per-case tables, the rate–distortion
+and theory tables and the trial-level tests. The sentences about the tests come from
+:mod:`kvstats.report.wording`, the tables from :mod:`kvstats.report.tables`, the number
+formats from :mod:`kvstats.report.notation`; the names the report's users import from here (:data:`R_CONVENTION`, :data:`HEAVY_MARK`,
 :func:`metrics_table`, ...) are re-exported from :mod:`~kvstats.report.wording`, their home.
 """
 
@@ -24,6 +24,7 @@ from kvstats.analysis.compare import LOCATION_TESTS
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
+from kvstats.report.header import header_lines
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
@@ -33,8 +34,7 @@ from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HE
                                     IDENTICAL_PAIRS_NOTE, equivalence_verdict_text,
                                     HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _budget_text, _heavy_summary,
-                                    _location_name, _no_pair_text, _scope_text, _tests_text,
-                                    FEW_UNITS, few_units_text, heavy_note, metrics_table)
+                                    _location_name, _no_pair_text, heavy_note, metrics_table)
 from kvstats.results import REAL, SweepResult
 
 # build_document, and the public names of kvstats.report.wording, which importers read from here
@@ -42,33 +42,6 @@ __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION",
            "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS",
            "metrics_table", "EQUIVALENCE_REGIONS",
            "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
-
-
-#: What each correction bounds over the report's family (kvstats.report.options' choices).
-_FAMILY_WISE = ("holm", "bonferroni", "hommel", "sidak", "holm-sidak")
-
-
-def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
-    """What a significant row is worth: the error rate the family's correction bounds.
-
-    Examples
-    --------
-    >>> _error_rate_text("holm", 0.05, 600)[:60]
-    'Error rate: with holm over the family of 600 p-values, the p'
-    >>> "false discovery rate" in _error_rate_text("fdr_bh", 0.05, 600)
-    True
-    """
-    head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
-    if correction in _FAMILY_WISE:
-        return (head + f"the probability that any significant row (a winner, \"different\", "
-                f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
-                f"most {alpha:g} (family-wise error rate; a winner's direction is read from the "
-                "sign of its effect); a crossover rests on two such rows.")
-    dep = ("under independence or positive dependence of the tests" if correction == "fdr_bh"
-           else "under any dependence")
-    return (head + f"the expected share of false rejections among the significant rows is at "
-            f"most {alpha:g} (false discovery rate, {dep}); no single row, and no crossover "
-            "(two significant rows), carries a family-wise guarantee.")
 
 
 def _pairs_text(pairs: Sequence[tuple[str, str]], template: str) -> str:
@@ -142,16 +115,6 @@ def _no_theory_text(summary: pd.DataFrame) -> str:
                    "no closed form).")
 
 
-def _energy_skipped_text(comp: pd.DataFrame) -> str:
-    """The header's line on the compared pairs that have no 6D energy test."""
-    k = int(comp.attrs["energy_skipped"])
-    n = k + int((comp["test"] == "energy").sum())
-    return (f"No 6D energy test for {k} of the {n} compared (case, budget, pair)s: a value of "
-            "their 6D profile is not finite (the SNR of an exact reconstruction is +inf), so "
-            "they have no point in the profile's space; they are compared metric by metric only, "
-            "and are not in the family.")
-
-
 def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
                          opts: dict[str, Any] | None = None) -> None:
     doc.h(2, "Trial-level tests (not independent)")
@@ -223,97 +186,6 @@ def _snr_gap_text(summary: pd.DataFrame, digits: int | None = None, limit: int =
             "of keys and values plot, and the attention metrics.")
 
 
-def _fewest_units(summary: pd.DataFrame) -> int:
-    """The smallest count of units (trials, or clusters on cluster means) a summary mean rests on."""
-    counts = summary["n_trials"] if "n_trials" in summary else pd.Series(dtype=int)
-    return int(counts.min()) if len(counts) else FEW_UNITS
-
-
-def _manifest_count(n: Any) -> int:
-    """A count of the manifest (absent, None, or not a count in an older or hand-made one: 0)."""
-    return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else 0
-
-
-def _other_env_text(n_other: Any) -> str:
-    """The versions line's caveat when some cells were computed in another numerical
-    environment (the manifest's ``n_other_env``: another CPU, SIMD set or BLAS,
-    kvstats.sweep.numeric_env; absent from manifests before it existed: no caveat).
-
-    Examples
-    --------
-    >>> _other_env_text(0), _other_env_text(None)
-    ('', '')
-    >>> _other_env_text(1)
-    ' 1 cell was computed on another CPU or BLAS (`n_other_env`): its last bits may differ.'
-    """
-    n = _manifest_count(n_other)
-    if not n:
-        return ""
-    return (f" {n} cell{'s were' if n != 1 else ' was'} computed on another CPU or BLAS "
-            f"(`n_other_env`): {'their' if n != 1 else 'its'} last bits may differ.")
-
-
-def _other_code_text(n_other: Any) -> str:
-    """The versions line's caveat when workers running other code computed some cells
-    (the manifest's ``n_other_code``; absent from manifests before it existed: no caveat).
-
-    Examples
-    --------
-    >>> _other_code_text(0), _other_code_text(None)
-    ('', '')
-    >>> _other_code_text(2)[:75]
-    ' 2 cells were computed by workers running other code: the versions above ar'
-    """
-    n = _manifest_count(n_other)
-    if not n:
-        return ""
-    return (f" {n} cell{'s were' if n != 1 else ' was'} computed by "
-            f"{'workers' if n != 1 else 'a worker'} running other code: the versions above are "
-            "this process's, not "
-            f"{'theirs' if n != 1 else 'its'} (each such cell's code is in its entry of "
-            "manifest.json's \"cells\", under \"code\").")
-
-
-def _user_code_text(code: dict[str, Any]) -> str:
-    """The header line saying the sweep ran user code: which schemes and distributions, and
-    from which plugin file (with its SHA-256 prefix) or from the script itself."""
-    from kvstats.plugins import relocated
-
-    files = {r.get("plugin"): r for r in code.get("plugins") or []}
-
-    def origin(plugin: str | None) -> str:
-        if plugin is None:
-            return "registered by the script"
-        rec = files.get(plugin) or {}
-        sha = rec.get("sha256")
-        text = f"plugin {rec.get('file') or plugin}" + (f" (SHA-256 {sha[:12]})" if sha else "")
-        imports = [i for i in rec.get("imports") or [] if isinstance(i, dict)]
-        if imports:   # the user modules it imports, hashed into the cell ids too
-            text += ", importing " + ", ".join(f"{i.get('file')} (SHA-256 {str(i.get('sha256'))[:12]})"
-                                               for i in imports)
-        copy = relocated(plugin) if isinstance(plugin, str) else None
-        if copy is not None:   # kvstats report --plugins: the names came from a copy
-            text += (f"; this report read it from {copy['file']}"
-                     + ("" if copy["sha256"] == sha else
-                        f", another version (SHA-256 {copy['sha256'][:12]}), whose names and "
-                        "registry facts it shows beside the numbers the recorded file computed"))
-        return text
-
-    parts = [f"scheme {n}: {origin(o)}" for n, o in (code.get("schemes") or {}).items()]
-    parts += [f"distribution {n}: {origin(o)}" for n, o in (code.get("distributions") or {}).items()]
-    if not parts:
-        parts = [origin(p) for p in files]
-    # the files the script's own registrations run (one list for all of them: the manifest
-    # does not say which registration runs which file); hashed into their cells' ids too
-    script = [r for r in code.get("script") or [] if isinstance(r, dict)]
-    if script:
-        parts.append("the script's registrations run " + ", ".join(
-            f"{r.get('file') or r.get('module')}" + (f" (SHA-256 {str(r['sha256'])[:12]})" if r.get("sha256") else "")
-            for r in script))
-    return ("User code (not part of kvstats; its numbers are only as right as that code): "
-            + "; ".join(parts) + ".")
-
-
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None, *,
@@ -380,55 +252,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     clustered = comp_trials is not None
     real_only = "distribution" in summary and bool((summary["distribution"] == REAL).all())
     unit = ("texts" if real_only else "clusters") if clustered else "trials"
-    man = result.manifest
-    cfg = result.config
     if comparisons is None:      # as hypothesis_report chooses them
-        comparisons = opts.get("comparisons") or cfg.comparisons
-    synthetic = [d for d in cfg.distributions if d.name != REAL]
-    has_real = len(synthetic) < len(cfg.distributions)
+        comparisons = opts.get("comparisons") or result.config.comparisons
     doc.h(1, "kvstats hypothesis report")
-    git = man.get("git") or {}
-    doc.ul([
-        f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
-        + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
-           if synthetic else "")
-        + (", a real trial's queries: its KV head's query heads at the last position"
-           if has_real else "")
-        + f", root seed {man.get('seed')}; "
-        f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
-        f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
-        f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
-        f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
-        "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + "."
-        + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
-        *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
-        _tests_text(comp, opts),
-        *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
-        *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
-          if heavy else []),
-        "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
-        f"better. A pair has a winner for a metric only when its two-sided {_location_name(opts)}"
-        + (" test's" if paired else "") + " adjusted p ≤ α"
-        + ("; the winner is then the scheme with the better value on more of the matched units "
-           "(the sign of the dominance), not the one with the better mean" if paired else
-           "; the winner is then the scheme whose values tend to be better (the sign of r: "
-           "P(a > b) against P(a < b) for independent draws), not necessarily the one with "
-           "the better mean")
-        + "; otherwise \"no significant difference\" when the test could have rejected"
-        + ("" if paired else " (\"no significant shift (KS: distributions differ)\" when the KS "
-           "test rejects)")
-        + ", or \"not resolvable at …\" when even the most extreme data could not have reached "
-        "an adjusted p ≤ α, the other tests as observed (a statement about the design, not about "
-        "the schemes). Neither is a claim that two schemes are equal: that is what the "
-        "equivalence tests (declared margins) are for.",
-        *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]))]
-          if comp.attrs.get("n_tests") else []),
-        *([_energy_skipped_text(comp)] if comp.attrs.get("energy_skipped") else []),
-        R_CONVENTION_PAIRED if paired else R_CONVENTION,
-        unit_text,
-        _scope_text(bool(synthetic), has_real),
-        *([] if paired else [TIES_NOTE]),
-    ])
+    doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy))
     doc.h(2, "Metrics and units")
     doc.table(metrics_table())
     doc.p(_budget_text(summary, unit))

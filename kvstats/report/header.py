@@ -1,0 +1,240 @@
+"""The report's header: what ran, and what its tests and verdicts are worth.
+
+:func:`header_lines` writes the bullets under the report's title (placed by
+:func:`kvstats.report.sections.build_document`): the sweep and the host it ran on, with
+the manifest's caveats (cells computed by other code or on another CPU or BLAS, user code
+and its files' hashes), the family of tests and its error rate, the units and heavy tails
+the means rest on, the winner rule and the effect-size convention. The sentences shared with the sections come from
+:mod:`kvstats.report.wording`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from kvstats.report.wording import (FEW_UNITS, R_CONVENTION, R_CONVENTION_PAIRED, TIES_NOTE,
+                                    _heavy_summary, _location_name, _scope_text, _tests_text,
+                                    few_units_text, heavy_note)
+from kvstats.results import REAL, SweepResult
+
+__all__ = ["header_lines"]
+
+
+def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFrame,
+                 comp: pd.DataFrame, opts: dict[str, Any], unit_text: str, *, unit: str,
+                 heavy: bool) -> list[str]:
+    """The header's bullets, in the report's order.
+
+    Parameters
+    ----------
+    result : SweepResult
+        The sweep: its manifest (cells, seed, times, host, versions, user code) and config.
+    summary, theory, comp : DataFrame
+        :func:`~kvstats.analysis.summary_table`, :func:`~kvstats.analysis.theory_table` and
+        :func:`~kvstats.analysis.compare_schemes` (its ``attrs``: the family's size, the
+        pairs without an energy test).
+    opts : dict
+        The validated ``[report]`` options (:func:`kvstats.report.options.validate_report_options`).
+    unit_text : str
+        The sentence on the unit of observation.
+    unit : str
+        What a count is of: "trials", "clusters" or "texts".
+    heavy : bool
+        Whether some mean's bootstrap interval is flagged as not reliable (``ci_reliable``).
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> from kvstats.analysis import compare_schemes, summary_table, theory_table
+    >>> from kvstats.report.options import validate_report_options
+    >>> res = kvstats.run_sweep({"schemes": ["KV", "KQV"], "budgets": [3], "distributions":
+    ...     ["gaussian"], "dims": [32], "n_keys": [64], "n_trials": 12}, executor="serial",
+    ...     progress=False)
+    >>> lines = header_lines(res, summary_table(res.frame, n_resamples=99),
+    ...     theory_table(res.frame, n_resamples=99), compare_schemes(res.frame, [("KV", "KQV")],
+    ...     energy=False), validate_report_options(), "Unit of observation: the trial.",
+    ...     unit="trials", heavy=False)
+    >>> lines[0][:36], lines[-2]          # the paired design (the default): no ties note
+    ('Sweep: 2 cells, 12 trials per cell, ', 'Unit of observation: the trial.')
+    """
+    paired = opts.get("pairing", "none") == "trial"
+    man = result.manifest
+    cfg = result.config
+    synthetic = [d for d in cfg.distributions if d.name != REAL]
+    has_real = len(synthetic) < len(cfg.distributions)
+    git = man.get("git") or {}
+    return [
+        f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
+        + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
+           if synthetic else "")
+        + (", a real trial's queries: its KV head's query heads at the last position"
+           if has_real else "")
+        + f", root seed {man.get('seed')}; "
+        f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
+        f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
+        f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
+        f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
+        "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + "."
+        + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
+        *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
+        _tests_text(comp, opts),
+        *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
+        *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
+          if heavy else []),
+        "Winner rule: higher SNR and recall@5 are better; lower φ, KL and argmax-shift rate are "
+        f"better. A pair has a winner for a metric only when its two-sided {_location_name(opts)}"
+        + (" test's" if paired else "") + " adjusted p ≤ α"
+        + ("; the winner is then the scheme with the better value on more of the matched units "
+           "(the sign of the dominance), not the one with the better mean" if paired else
+           "; the winner is then the scheme whose values tend to be better (the sign of r: "
+           "P(a > b) against P(a < b) for independent draws), not necessarily the one with "
+           "the better mean")
+        + "; otherwise \"no significant difference\" when the test could have rejected"
+        + ("" if paired else " (\"no significant shift (KS: distributions differ)\" when the KS "
+           "test rejects)")
+        + ", or \"not resolvable at …\" when even the most extreme data could not have reached "
+        "an adjusted p ≤ α, the other tests as observed (a statement about the design, not about "
+        "the schemes). Neither is a claim that two schemes are equal: that is what the "
+        "equivalence tests (declared margins) are for.",
+        *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]))]
+          if comp.attrs.get("n_tests") else []),
+        *([_energy_skipped_text(comp)] if comp.attrs.get("energy_skipped") else []),
+        R_CONVENTION_PAIRED if paired else R_CONVENTION,
+        unit_text,
+        _scope_text(bool(synthetic), has_real),
+        *([] if paired else [TIES_NOTE]),
+    ]
+
+
+#: What each correction bounds over the report's family (kvstats.report.options' choices).
+_FAMILY_WISE = ("holm", "bonferroni", "hommel", "sidak", "holm-sidak")
+
+
+def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
+    """What a significant row is worth: the error rate the family's correction bounds.
+
+    Examples
+    --------
+    >>> _error_rate_text("holm", 0.05, 600)[:60]
+    'Error rate: with holm over the family of 600 p-values, the p'
+    >>> "false discovery rate" in _error_rate_text("fdr_bh", 0.05, 600)
+    True
+    """
+    head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
+    if correction in _FAMILY_WISE:
+        return (head + f"the probability that any significant row (a winner, \"different\", "
+                f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
+                f"most {alpha:g} (family-wise error rate; a winner's direction is read from the "
+                "sign of its effect); a crossover rests on two such rows.")
+    dep = ("under independence or positive dependence of the tests" if correction == "fdr_bh"
+           else "under any dependence")
+    return (head + f"the expected share of false rejections among the significant rows is at "
+            f"most {alpha:g} (false discovery rate, {dep}); no single row, and no crossover "
+            "(two significant rows), carries a family-wise guarantee.")
+
+
+def _energy_skipped_text(comp: pd.DataFrame) -> str:
+    """The header's line on the compared pairs that have no 6D energy test."""
+    k = int(comp.attrs["energy_skipped"])
+    n = k + int((comp["test"] == "energy").sum())
+    return (f"No 6D energy test for {k} of the {n} compared (case, budget, pair)s: a value of "
+            "their 6D profile is not finite (the SNR of an exact reconstruction is +inf), so "
+            "they have no point in the profile's space; they are compared metric by metric only, "
+            "and are not in the family.")
+
+
+def _fewest_units(summary: pd.DataFrame) -> int:
+    """The smallest count of units (trials, or clusters on cluster means) a summary mean rests on."""
+    counts = summary["n_trials"] if "n_trials" in summary else pd.Series(dtype=int)
+    return int(counts.min()) if len(counts) else FEW_UNITS
+
+
+def _manifest_count(n: Any) -> int:
+    """A count of the manifest (absent, None, or not a count in an older or hand-made one: 0)."""
+    return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else 0
+
+
+def _other_env_text(n_other: Any) -> str:
+    """The versions line's caveat when some cells were computed in another numerical
+    environment (the manifest's ``n_other_env``: another CPU, SIMD set or BLAS,
+    kvstats.sweep.numeric_env; absent from manifests before it existed: no caveat).
+
+    Examples
+    --------
+    >>> _other_env_text(0), _other_env_text(None)
+    ('', '')
+    >>> _other_env_text(1)
+    ' 1 cell was computed on another CPU or BLAS (`n_other_env`): its last bits may differ.'
+    """
+    n = _manifest_count(n_other)
+    if not n:
+        return ""
+    return (f" {n} cell{'s were' if n != 1 else ' was'} computed on another CPU or BLAS "
+            f"(`n_other_env`): {'their' if n != 1 else 'its'} last bits may differ.")
+
+
+def _other_code_text(n_other: Any) -> str:
+    """The versions line's caveat when workers running other code computed some cells
+    (the manifest's ``n_other_code``; absent from manifests before it existed: no caveat).
+
+    Examples
+    --------
+    >>> _other_code_text(0), _other_code_text(None)
+    ('', '')
+    >>> _other_code_text(2)[:75]
+    ' 2 cells were computed by workers running other code: the versions above ar'
+    """
+    n = _manifest_count(n_other)
+    if not n:
+        return ""
+    return (f" {n} cell{'s were' if n != 1 else ' was'} computed by "
+            f"{'workers' if n != 1 else 'a worker'} running other code: the versions above are "
+            "this process's, not "
+            f"{'theirs' if n != 1 else 'its'} (each such cell's code is in its entry of "
+            "manifest.json's \"cells\", under \"code\").")
+
+
+def _user_code_text(code: dict[str, Any]) -> str:
+    """The header line saying the sweep ran user code: which schemes and distributions, and
+    from which plugin file (with its SHA-256 prefix) or from the script itself."""
+    from kvstats.plugins import relocated
+
+    files = {r.get("plugin"): r for r in code.get("plugins") or []}
+
+    def origin(plugin: str | None) -> str:
+        if plugin is None:
+            return "registered by the script"
+        rec = files.get(plugin) or {}
+        sha = rec.get("sha256")
+        text = f"plugin {rec.get('file') or plugin}" + (f" (SHA-256 {sha[:12]})" if sha else "")
+        imports = [i for i in rec.get("imports") or [] if isinstance(i, dict)]
+        if imports:   # the user modules it imports, hashed into the cell ids too
+            text += ", importing " + ", ".join(f"{i.get('file')} (SHA-256 {str(i.get('sha256'))[:12]})"
+                                               for i in imports)
+        copy = relocated(plugin) if isinstance(plugin, str) else None
+        if copy is not None:   # kvstats report --plugins: the names came from a copy
+            text += (f"; this report read it from {copy['file']}"
+                     + ("" if copy["sha256"] == sha else
+                        f", another version (SHA-256 {copy['sha256'][:12]}), whose names and "
+                        "registry facts it shows beside the numbers the recorded file computed"))
+        return text
+
+    parts = [f"scheme {n}: {origin(o)}" for n, o in (code.get("schemes") or {}).items()]
+    parts += [f"distribution {n}: {origin(o)}" for n, o in (code.get("distributions") or {}).items()]
+    if not parts:
+        parts = [origin(p) for p in files]
+    # the files the script's own registrations run (one list for all of them: the manifest
+    # does not say which registration runs which file); hashed into their cells' ids too
+    script = [r for r in code.get("script") or [] if isinstance(r, dict)]
+    if script:
+        parts.append("the script's registrations run " + ", ".join(
+            f"{r.get('file') or r.get('module')}" + (f" (SHA-256 {str(r['sha256'])[:12]})" if r.get("sha256") else "")
+            for r in script))
+    return ("User code (not part of kvstats; its numbers are only as right as that code): "
+            + "; ".join(parts) + ".")
