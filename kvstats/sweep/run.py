@@ -19,6 +19,10 @@ in the worker if missing: :func:`kvstats.plugins.install_worker_payload`). Fork 
 inherit both; spawn and forkserver workers get them from the payload. The manifest records
 :func:`kvstats.plugins.user_code`: the plugins (file, SHA-256) and the user schemes and
 distributions the sweep used.
+
+Kept whole at about 500 lines, one idea: a sweep's run from the checked grid to the
+written result, whose steps share the run's state (cells to do, their parts, status,
+executor); the pieces with an idea of their own have modules (plan, pool, store, work).
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
-from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
-                                _portable, _say, _show_warnings, _user_task)
+from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows,  # noqa: F401
+                                _one_blas_thread, _pool_worker, _portable, _say, _show_warnings,
+                                _user_task)   # _one_blas_thread: read from here (bench_sweep)
 from kvstats.sweep.store import (_git_revision, _now, check_cell_slots, check_out_folder,
                                  check_writable, clear_outputs, load_cell, lock_dir, make_manifest,
                                  write_cell, write_result)
