@@ -46,6 +46,10 @@ class CodedKV:
     Traceback (most recent call last):
     ...
     TypeError: QuantizedCache returned a handle on its codes (attribute 'shape' was asked for): ...
+    >>> handle[:, :, :3]
+    Traceback (most recent call last):
+    ...
+    TypeError: QuantizedCache returned a handle on its codes (it was indexed as a tensor, ...): ...
     """
 
     __slots__ = ("layer",)
@@ -53,11 +57,24 @@ class CodedKV:
     def __init__(self, layer):
         self.layer = layer
 
-    def __getattr__(self, name: str):
+    @staticmethod
+    def _refuse(what: str):
         raise TypeError(
-            f"QuantizedCache returned a handle on its codes (attribute {name!r} was asked for): attention "
-            "is read from the codes by the wrapped 'sdpa'/'eager' attention functions only. Use a model "
-            "with attn_implementation 'eager' or 'sdpa', or QuantizedCache(..., attention='model').")
+            f"QuantizedCache returned a handle on its codes ({what}): attention is read from the codes by "
+            "the wrapped 'sdpa'/'eager' attention functions only. Use a model with attn_implementation "
+            "'eager' or 'sdpa', or QuantizedCache(..., attention='model').")
+
+    def __getattr__(self, name: str):
+        self._refuse(f"attribute {name!r} was asked for")
+
+    # Python looks these up on the type, not through __getattr__. They are what code outside
+    # the attention does with states a model hands on, e.g. KV-sharing models' shared_kv_states
+    # sliced by Gemma 4's assistant drafting.
+    def __getitem__(self, index):
+        self._refuse("it was indexed as a tensor, by code outside the attention functions")
+
+    def __iter__(self):
+        self._refuse("it was iterated or unpacked as a tensor, by code outside the attention functions")
 
 
 def _module_eager(module: torch.nn.Module) -> Callable:

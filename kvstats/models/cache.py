@@ -56,6 +56,13 @@ attend (beyond the last ``sliding_window − 1``), once they number ``max(16, W/
 whole token groups or coded chunks, and tells the model's mask the held span
 (``get_mask_sizes``), so attention reads the same tokens and memory stops growing.
 
+KV-sharing models (transformers' ``num_kv_shared_layers``: Gemma3n, Gemma 4): a reusing
+layer never updates the cache; it attends what its producer's ``update`` returned (on the
+codes path the handle, read with the reusing layer's queries), so the cache holds, and
+``memory_report`` counts, each producer's codes once. Code outside the attention that
+indexes those shared states (Gemma 4's assistant drafting) needs ``attention="model"``: a
+handle refuses indexing with a TypeError that says so (tests/models/test_cache_shared_kv.py).
+
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
 reads it in both cases); the two differ only where float32 rounding of the quantizer's
