@@ -256,7 +256,7 @@ def d1024_pooled(sketch: str, trials: int) -> str:
     import concurrent.futures as cf
     import multiprocessing
 
-    from kvstats.sweep.run import _one_blas_thread
+    from kvstats.sweep.pool import _one_blas_thread
 
     pool = cf.ProcessPoolExecutor(max_workers=2, initializer=_one_blas_thread,
                                   mp_context=multiprocessing.get_context("forkserver"))

@@ -398,9 +398,10 @@ def test_an_unpicklable_registration_runs_the_default_pool_serially():
     register_scheme(define_scheme("local", lambda *a: _build(*a), _stored, summary="a lambda"))
     config = {"schemes": ["local"], "budgets": [3], "distributions": ["gaussian", "heavy_tailed"],
               "dims": [16], "n_keys": [32], "n_trials": 4, "comparisons": []}
-    with pytest.warns(RuntimeWarning, match="cannot be sent to worker processes"):
+    with pytest.warns(RuntimeWarning, match="cannot be sent to worker processes") as caught:
         result = kvstats.run_sweep(config, workers=2, progress=False)
     assert result.manifest["executor"] == "serial" and len(result.frame) == 8
+    assert {w.filename for w in caught} == {__file__}   # points at the user's run_sweep call
 
 
 @pytest.mark.parametrize("body,message", [

@@ -33,7 +33,7 @@ _HOMES = {
     "tail": ("HeavyTailWarning", "TailIndexResult", "tail_index"),
 }
 _EXPORTS = {name: f"{__name__}.{module}" for module, names in _HOMES.items() for name in names}
-_SUBMODULES = {"bootstrap", "catalog", "cluster", "energy", "equivalence", "ks_exact", "multitest", "paired",
+_SUBMODULES = {"bootstrap", "catalog", "cluster", "energy", "family_resolution", "equivalence", "ks_exact", "multitest", "paired",
                "power", "rank", "sequential", "tail"}
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)

@@ -45,7 +45,7 @@ import pandas as pd
 
 from kvstats._checks import check_int
 from kvstats.plugins import user_code, worker_payload
-from kvstats.results import MANIFEST, REAL, SweepResult, config_fingerprint
+from kvstats.results import MANIFEST, REAL, SweepResult, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
@@ -382,7 +382,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             f"numerical environment (CPU or BLAS; e.g. cell {first}: {diff}); "
             "their last bits may differ from cells computed here. They are kept (the manifest lists "
             "them, with n_other_env); resume=False (kvstats sweep without --resume) recomputes "
-            "every cell here", NumericEnvWarning, stacklevel=3)
+            "every cell here", NumericEnvWarning, stacklevel=_user_stacklevel())
     tasks = _tasks(config, todo)
 
     bar = _cell_bar(len(cells), len(cells) - len(todo), config.n_trials, progress)
@@ -446,13 +446,14 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                           f"that cannot be sent to worker processes ({unpicklable}); this sweep "
                           "runs serially. Define it at a module's top level, or register it in a "
                           "module named in [sweep] plugins, to use a process pool.",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=_user_stacklevel())
             n_workers = 1
         if where is not None:
             warnings.warn(f"run_sweep is called at the top level of the script {where}, outside "
                           "`if __name__ == \"__main__\":`; worker processes would import the script "
                           "again and start sweeps of their own, so this sweep runs serially. Put the "
-                          "call under the guard to use a process pool.", RuntimeWarning, stacklevel=3)
+                          "call under the guard to use a process pool.", RuntimeWarning,
+                          stacklevel=_user_stacklevel())
             n_workers = 1
         if n_workers > 1 and len(tasks) > 1:
             # forkserver, not fork: forking a process that has started threads (JAX, BLAS)
