@@ -49,9 +49,8 @@ from kvstats.results import MANIFEST, REAL, SweepResult, _user_stacklevel, confi
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
-from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows,  # noqa: F401
-                                _one_blas_thread, _pool_worker, _portable, _say, _show_warnings,
-                                _user_task)   # _one_blas_thread: read from here (bench_sweep)
+from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
+                                _portable, _say, _show_warnings, _user_task)
 from kvstats.sweep.store import (_git_revision, _now, check_cell_slots, check_out_folder,
                                  check_writable, clear_outputs, load_cell, lock_dir, make_manifest,
                                  write_cell, write_result)
