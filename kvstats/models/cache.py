@@ -61,7 +61,10 @@ layer never updates the cache; it attends what its producer's ``update`` returne
 codes path the handle, read with the reusing layer's queries), so the cache holds, and
 ``memory_report`` counts, each producer's codes once. Code outside the attention that
 indexes those shared states (Gemma 4's assistant drafting) needs ``attention="model"``: a
-handle refuses indexing with a TypeError that says so (tests/models/test_cache_shared_kv.py).
+handle refuses indexing with a TypeError that says so. MistralLarge4, whose layers share
+a compressed latent (``kv_source_layers``) beside an indexer's keys, is refused: by its
+config's ``indexed_attention`` layers, or, without a config, by the latent's shape
+(tests/models/test_cache_shared_kv.py).
 
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
@@ -128,7 +131,9 @@ class QuantizedCache(_CacheMemory, Cache):
         the layer still holds all of it); dropped tokens are not held anywhere, and a
         :meth:`crop` back into them is refused. Without it every layer keeps every
         token, which the model's masks hide from a sliding-window layer: the same
-        attention, more memory.
+        attention, more memory. A config with layers whose cache holds other states (a
+        sparse-attention indexer's keys, a recurrent or convolution state) is a ValueError
+        that names them.
     attention : {"codes", "model"} or None
         Who computes decode-step attention: ``"codes"`` (default for the schemes with a
         code-reading path, kivi and qjl included) —
@@ -270,15 +275,31 @@ class QuantizedCache(_CacheMemory, Cache):
 
 def _sliding_windows(config) -> dict[int, int]:
     """``{layer: window}`` of a model config's sliding-window and chunked-attention layers
-    (transformers' reading of ``layer_types`` / ``sliding_window``, as DynamicCache's)."""
+    (transformers' reading of ``layer_types`` / ``sliding_window``, as DynamicCache's).
+
+    A config with layers whose cache holds more than keys and values (an indexer's keys,
+    a recurrent or convolution state) is refused here, before any forward pass."""
     if config is None:
         return {}
-    from transformers.cache_utils import get_layer_types_and_kwargs
+    from transformers.cache_utils import (DYNAMIC_LAYER_TYPE_MAPPING, DummyLayer, DynamicLayer,
+                                          DynamicSlidingWindowLayer, get_layer_types_and_kwargs)
 
     if not hasattr(config, "get_text_config"):
         raise TypeError(f"config must be a transformers model config (model.config); received "
                         f"{type(config).__name__}")
-    types, kwargs = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    text = config.get_text_config(decoder=True)
+    types, kwargs = get_layer_types_and_kwargs(text)
+    # these two hold keys and values only: the layers a QuantizedCache layer stands in for
+    # (DummyLayer: a layer that reuses another's); their subclasses hold more (indexed, hybrid)
+    held = (DynamicLayer, DynamicSlidingWindowLayer, DummyLayer)
+    other = sorted({t for t in types if DYNAMIC_LAYER_TYPE_MAPPING.get(t, DynamicLayer) not in held})
+    if other:
+        layers = [i for i, t in enumerate(types) if t in other]
+        raise ValueError(f"config must describe attention layers only (keys and values): "
+                         f"{getattr(text, 'model_type', type(text).__name__)!r} has layers of type "
+                         f"{', '.join(map(repr, other))} (layers {layers}), whose cache holds other states "
+                         f"(an indexer's keys, a recurrent or convolution state) that QuantizedCache does not "
+                         f"hold: use transformers' DynamicCache(config=model.config)")
     return {i: int(kw["sliding_window"]) for i, (t, kw) in enumerate(zip(types, kwargs))
             if t in ("sliding_attention", "chunked_attention") and kw.get("sliding_window")}
 

@@ -73,7 +73,9 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
             # one scheme codes both sides at one head dimension
             raise ValueError("value_states must have the batch, heads, tokens and head dimension of "
                              f"key_states (batch, heads, tokens, dim); received keys {tuple(key_states.shape)}, "
-                             f"values {tuple(value_states.shape)}")
+                             f"values {tuple(value_states.shape)} (models whose values have another head "
+                             f"dimension, or that cache a compressed latent and a rope key, as MLA attention "
+                             f"does, are not supported: use transformers' DynamicCache)")
         if self.is_initialized:
             held = (self.tail_keys.shape[0], self.tail_keys.shape[1], self.tail_keys.shape[3])
             got = (key_states.shape[0], key_states.shape[1], key_states.shape[3])

@@ -63,6 +63,18 @@ def test_what_the_code_reading_attention_cannot_do_is_refused(arch, error, match
         _scores(model, QuantizedCache("KQV", 4, seed=1))
 
 
+def test_a_hybrid_models_config_is_refused_when_the_cache_is_built():
+    # given model.config, the layers whose cache holds recurrent/convolution states are
+    # known before any forward pass
+    model = _model("Qwen3Next", "eager")
+    types = model.config.layer_types
+    linear = [i for i, t in enumerate(types) if t == "linear_attention"]
+    assert linear
+    with pytest.raises(ValueError, match=rf"'qwen3_next' has layers of type 'linear_attention' \(layers "
+                                         rf"\{linear}\).*DynamicCache\(config=model.config\)"):
+        QuantizedCache("KQV", 4, config=model.config)
+
+
 class _Replay(DynamicCache):
     """A DynamicCache fed, at every update, the given states at the updated positions
     instead of the model's: the model's own attention over those states."""

@@ -8,7 +8,9 @@ give the logits of the model's own attention over the cache's decoded states (a
 ``DynamicCache(config=...)`` replaying them), both attention paths, sliding-window drops
 included; the cache holds, and its memory report counts, each producer's states once; and
 a consumer outside the model that indexes the shared states (Gemma 4's assistant drafting)
-is refused on the codes path with a message that names the way out.
+is refused on the codes path with a message that names the way out. MistralLarge4, which
+shares a compressed latent between layers, is refused (by its config, or by the latent's
+shape).
 """
 
 import pytest
@@ -165,3 +167,30 @@ def test_gemma4_assisted_drafting_reads_decoded_states_and_is_refused_on_the_cod
     assert torch.equal(assisted, plain)
     with pytest.raises(TypeError, match="handle on its codes.*indexed.*attention='model'"):
         generate(QuantizedCache("KQV", 4, seed=1, config=target.config), assistant_model=assistant)
+
+
+def test_mistral_large4_is_refused_with_and_without_its_config():
+    # Its layers share a latent (kv_source_layers) and cache it compressed, beside a rope key,
+    # with a sparse-attention indexer's keys: neither is keys and values a scheme codes.
+    from transformers.models.mistral_large4.configuration_mistral_large4 import MistralLarge4TextConfig
+    from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4TextModel
+
+    torch.manual_seed(0)
+    config = MistralLarge4TextConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, kv_lora_rank=32,
+        qk_rope_head_dim=16, v_head_dim=16, qk_nope_head_dim=16, index_topk=8, index_head_dim=16, index_n_heads=2,
+        max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        kv_source_layers=[0, 0, 2, 2], no_rope_layers=[1] * 4, indexer_types=["full", "shared"] * 2,
+        pad_token_id=0, attn_implementation="eager")
+    assert config.kv_sharing_modes == ["store", "reuse", "store", "reuse"]
+    with pytest.raises(ValueError, match=r"'mistral_large4_text' has layers of type 'indexed_attention' "
+                                         r"\(layers \[0, 2\]\).*DynamicCache\(config=model.config\)"):
+        QuantizedCache("KQV", 4, config=config)
+    model = MistralLarge4TextModel(config).eval()
+    ids = _prompt()[0]
+    with torch.inference_mode():
+        model(input_ids=ids, cache=DynamicCache(config=config))       # the model itself runs
+        for attention in ("codes", "model"):
+            with pytest.raises(ValueError, match=r"values \(2, 1, 9, 16\).*compressed latent.*DynamicCache"):
+                model(input_ids=ids, cache=QuantizedCache("KQV", 4, attention=attention))
