@@ -49,11 +49,11 @@ class CodedKV:
     >>> handle[:, :, :3]
     Traceback (most recent call last):
     ...
-    TypeError: QuantizedCache returned a handle on its codes (it was indexed as a tensor, ...): ...
+    TypeError: QuantizedCache returned a handle on its codes (it was indexed, ...): ...
     >>> keys, values = handle
     Traceback (most recent call last):
     ...
-    TypeError: QuantizedCache returned a handle on its codes (it was iterated or unpacked as a tensor, ...): ...
+    TypeError: QuantizedCache returned a handle on its codes (it was indexed, ...): ...
     """
 
     __slots__ = ("layer",)
@@ -71,14 +71,12 @@ class CodedKV:
     def __getattr__(self, name: str):
         self._refuse(f"attribute {name!r} was asked for")
 
-    # Python looks these up on the type, not through __getattr__. They are what code outside
-    # the attention does with states a model hands on, e.g. KV-sharing models' shared_kv_states
-    # sliced by Gemma 4's assistant drafting.
+    # Python looks it up on the type, not through __getattr__; iteration and unpacking fall
+    # back to it (no __iter__: the handle is not an Iterable). What code outside the attention
+    # does with states a model hands on, e.g. Gemma 4's assistant drafting slicing a
+    # KV-sharing model's shared_kv_states.
     def __getitem__(self, index):
-        self._refuse("it was indexed as a tensor, by code outside the attention functions")
-
-    def __iter__(self):
-        self._refuse("it was iterated or unpacked as a tensor, by code outside the attention functions")
+        self._refuse("it was indexed, iterated or unpacked as a tensor, by code outside the attention functions")
 
 
 def _module_eager(module: torch.nn.Module) -> Callable:
