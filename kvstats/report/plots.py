@@ -411,6 +411,9 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
 def save_figure(fig: "matplotlib.figure.Figure", stem: str | Path, *, dpi: int = 130) -> dict[str, Path]:
     """Write ``stem.png`` and ``stem.svg``; close the figure; return the paths.
 
+    Both are byte-reproducible: the same figure gives the same files (the SVG without its
+    date and with fixed element ids, a salt in place of matplotlib's random one).
+
     Examples
     --------
     >>> import tempfile
@@ -427,7 +430,9 @@ def save_figure(fig: "matplotlib.figure.Figure", stem: str | Path, *, dpi: int =
     paths = {}
     for ext in ("png", "svg"):
         path = stem.with_suffix(f".{ext}")
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        with plt.rc_context({"svg.hashsalt": "kvstats"}):
+            fig.savefig(path, dpi=dpi, bbox_inches="tight",
+                        metadata={"Date": None} if ext == "svg" else None)
         paths[ext] = path
     plt.close(fig)
     return paths

@@ -446,3 +446,22 @@ def test_an_old_real_sweep_is_labelled_once_in_the_header_without_a_warning(tmp_
                                 bootstrap_resamples=99)
     md = rep.files["markdown"].read_text()
     assert "Unit of observation: the trial. The frame records no text (cluster) per real" in md
+
+
+def test_saved_figures_are_byte_reproducible(tmp_path):
+    """The same figure saved twice gives the same PNG and SVG bytes (the SVG carried a date
+    and random clip-path ids: two reports of one sweep differed in every SVG)."""
+    import matplotlib.pyplot as plt
+
+    from kvstats.report.plots import save_figure
+
+    def draw(stem):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1, 2], [1, 3, 2], clip_on=True)
+        ax.fill_between([0, 1, 2], [0, 1, 0], alpha=0.3)
+        return save_figure(fig, stem)
+
+    first, second = draw(tmp_path / "a" / "fig"), draw(tmp_path / "b" / "fig")
+    for ext in ("png", "svg"):
+        assert first[ext].read_bytes() == second[ext].read_bytes(), ext
+    assert b"<dc:date>" not in first["svg"].read_bytes()
