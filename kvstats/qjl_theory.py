@@ -69,6 +69,11 @@ def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: Arr
     kn = as_float_array(k_norm, "k_norm").astype(np.float64)
     cos = as_float_array(cos_qk, "cos_qk").astype(np.float64)
     m = check_int(m, "m", low=1)
+    try:
+        np.broadcast_shapes(qn.shape, kn.shape, cos.shape)
+    except ValueError:
+        raise ValueError(f"q_norm, k_norm and cos_qk must broadcast together; received shapes "
+                         f"{qn.shape}, {kn.shape} and {cos.shape}") from None
     if np.any(qn < 0) or np.any(kn < 0):
         raise ValueError(f"q_norm and k_norm must be >= 0; received minima {qn.min()}, {kn.min()}")
     # a cosine computed as <q, k>/(||q|| ||k||) can pass 1 by an ulp (q = k: a quarter of

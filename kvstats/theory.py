@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -415,10 +416,10 @@ def distortion_table(bits: Iterable[int] = range(1, 9),
 
     Parameters
     ----------
-    bits : iterable of int
-        Bit widths, each 1..8 (one iterator is fine: read once).
-    dims : iterable of int
-        Sphere dimensions, each >= 2.
+    bits : int or iterable of int
+        Bit widths, each 1..8 (one iterator is fine: read once; an int is one width).
+    dims : int or iterable of int
+        Sphere dimensions, each >= 2 (an int is one dimension).
 
     Returns
     -------
@@ -430,12 +431,14 @@ def distortion_table(bits: Iterable[int] = range(1, 9),
     >>> t = distortion_table(bits=[1, 2], dims=[128])
     >>> list(t.distribution)
     ['gaussian', 'beta', 'gaussian', 'beta']
+    >>> distortion_table(4, 128).dim_times_mse.round(4).tolist()
+    [0.0095, 0.0093]
     """
     import pandas as pd
 
     # read each iterable once, up front: dims is used for every bit width
-    bits = [check_int(b, "bits", low=1, high=8) for b in bits]
-    dims = [check_int(d, "dims", low=2) for d in dims]
+    bits = [check_int(b, "bits", low=1, high=8) for b in _one_or_many(bits, "bits")]
+    dims = [check_int(d, "dims", low=2) for d in _one_or_many(dims, "dims")]
     rows = []
     for b in bits:
         g = lloyd_max_distortion(b)
@@ -449,3 +452,11 @@ def distortion_table(bits: Iterable[int] = range(1, 9),
     return pd.DataFrame(rows, columns=["bits", "distribution", "dim", "mse", "dim_times_mse",
                                        "ratio_to_gaussian", "tq_lower", "tq_upper"])
 
+
+def _one_or_many(values: int | Iterable[int], name: str) -> Iterable[int]:
+    """``values`` as an iterable: an int alone is one value; neither is a TypeError naming ``name``."""
+    if isinstance(values, Integral):
+        return (values,)
+    if not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be an integer or an iterable of integers; received {values!r}")
+    return values

@@ -58,6 +58,10 @@ def test_qjl_variance_broadcasts_and_validates():
         qjl_inner_product_variance(1.0, 1.0, 0.0, 0)
     with pytest.raises(ValueError, match="finite"):
         qjl_inner_product_variance(np.nan, 1.0, 0.0, 4)
+    # shapes that do not broadcast are named, not left to numpy's operand message
+    with pytest.raises(ValueError, match=r"q_norm, k_norm and cos_qk must broadcast together; "
+                                         r"received shapes \(3,\), \(4,\) and \(\)"):
+        qjl_inner_product_variance(np.ones(3), np.ones(4), 0.5, 8)
     # the vector form names its arguments too
     with pytest.raises(ValueError, match=r"q and k's batch shapes must broadcast; received \(3, 8\) and \(2, 8\)"):
         qjl_variance("orthogonal", 4, np.ones((3, 8)), np.ones((2, 8)))

@@ -71,6 +71,16 @@ def test_distortion_table_reads_each_iterable_once():
         distortion_table(bits=[1], dims=[64, 1])
 
 
+def test_distortion_table_takes_one_int_and_names_a_non_iterable():
+    """An int is one width or dimension (it was "'int' object is not iterable",
+    naming neither argument); anything else not iterable is a TypeError naming it."""
+    assert distortion_table(3, 128).equals(distortion_table([3], [128]))
+    with pytest.raises(TypeError, match=r"dims must be an integer or an iterable of integers; received None"):
+        distortion_table([3], None)
+    with pytest.raises(TypeError, match=r"bits must be an integer or an iterable of integers; received 2.5"):
+        distortion_table(2.5)
+
+
 # --- the bit trade: (b-1)-bit scalar code + 1-bit QJL residual against b bits ----------------
 
 def test_sketch_kinds_in_bit_trade_inflation():
