@@ -44,6 +44,16 @@ DB_PER_BIT = 20.0 * np.log10(2.0)
 def gaussian_snr_db(rate: ArrayLike) -> np.ndarray:
     """SNR bound ``20·log10(2)·R`` dB of an i.i.d. Gaussian source at ``R`` bits per coordinate.
 
+    Parameters
+    ----------
+    rate : array_like
+        R ≥ 0 bits per coordinate, finite (any shape).
+
+    Returns
+    -------
+    numpy.ndarray
+        The SNR bound in dB, float64, ``rate``'s shape.
+
     Examples
     --------
     >>> float(gaussian_snr_db(1.0)).__round__(4), float(gaussian_snr_db(4)).__round__(3)
@@ -69,6 +79,15 @@ class WaterFilling:
         ``max(0, ½·log₂(λᵢ/θ))`` per eigenvalue (real, summing to ``d·R``).
     snr_db : ndarray ``(*batch,)``
         ``10·log10(signal / D)``.
+
+    Examples
+    --------
+    λ = (4, 1, 0) at R = 1 (3 bits per vector): θ = 1/4, the zero axis gets no bits and
+    no distortion, D = 1/4 + 1/4 and the SNR is 10·log10(5/0.5) = 10 dB:
+
+    >>> wf = water_fill(np.array([4.0, 1.0, 0.0]), 1.0)
+    >>> wf.bits.tolist(), float(wf.level), float(wf.distortion), float(wf.snr_db)
+    ([2.0, 1.0, 0.0], 0.25, 0.5, 10.0)
     """
 
     level: np.ndarray
@@ -216,6 +235,22 @@ def bound_snr_db(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
                  signal_power: ArrayLike | None = None) -> np.ndarray:
     """The water-filling SNR bound (dB) of a Gaussian vector with these eigenvalues at ``rate``.
 
+    ``water_fill(eigenvalues, rate, signal_power).snr_db``.
+
+    Parameters
+    ----------
+    eigenvalues : array ``(*batch, d)``
+        Non-negative variances of the principal axes (any order), not all zero.
+    rate : float
+        R ≥ 0 bits per coordinate (``d·R`` per vector).
+    signal_power : array_like or None
+        Numerator of the SNR (> 0), broadcast against the batch (default ``Σ λᵢ``).
+
+    Returns
+    -------
+    numpy.ndarray ``(*batch,)``
+        ``10·log10(signal / D)`` in dB: finite at every finite rate (see :func:`water_fill`).
+
     Examples
     --------
     >>> round(float(bound_snr_db(np.ones(128), 4.0)), 3)        # white: 6.02 dB per bit
@@ -229,6 +264,23 @@ def bound_snr_db(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
 def covariance_snr_db(covariance: Float[np.ndarray, "*batch d d"], rate: float,
                       signal_power: ArrayLike | None = None) -> np.ndarray:
     """The SNR bound (dB) of a Gaussian vector with covariance ``covariance`` at ``rate``.
+
+    :func:`bound_snr_db` of the covariance's eigenvalues (rounding negatives clipped to 0).
+
+    Parameters
+    ----------
+    covariance : array ``(*batch, d, d)``
+        Symmetric (to ``1e-10·max|C|``) and positive semi-definite (to ``1e-10`` of the
+        largest eigenvalue's magnitude), not zero.
+    rate : float
+        R ≥ 0 bits per coordinate (``d·R`` per vector).
+    signal_power : array_like or None
+        Numerator of the SNR (> 0), broadcast against the batch (default ``tr Σ``).
+
+    Returns
+    -------
+    numpy.ndarray ``(*batch,)``
+        The SNR bound in dB.
 
     Examples
     --------

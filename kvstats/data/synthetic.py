@@ -80,6 +80,17 @@ GENERATORS = (1, 2)
 def default_params(distribution: str) -> dict[str, Any]:
     """Return the default parameters of ``distribution`` (a copy).
 
+    Parameters
+    ----------
+    distribution : str
+        A name in :data:`DISTRIBUTIONS` or one registered with
+        :func:`kvstats.register_distribution`.
+
+    Returns
+    -------
+    dict
+        Parameter name -> default value: the keyword arguments ``sample`` accepts for it.
+
     Examples
     --------
     >>> from kvstats.data import default_params
@@ -410,6 +421,18 @@ def attention_entropy(q: Float[np.ndarray, "*batch n_q d"],
 
     The sharpness the sensitivity studies match distributions at: ``log N`` for uniform
     attention, 0 for one-hot. Computed in float64 with a stable log-sum-exp.
+
+    Parameters
+    ----------
+    q : array ``(*batch, n_q, d)``
+        Queries, finite.
+    K : array ``(*batch, N, d)``
+        Keys, finite; the batch axes broadcast against ``q``'s.
+
+    Returns
+    -------
+    numpy.ndarray ``(*batch, n_q)``
+        float64 entropies in nats, in ``[0, log N]``.
 
     Examples
     --------

@@ -158,6 +158,16 @@ METRIC_DIRECTIONS: Mapping[str, str] = MappingProxyType({m.name: m.worst for m i
 def metric(name: str) -> Metric:
     """The :class:`Metric` called ``name``; ValueError listing the metrics otherwise.
 
+    Parameters
+    ----------
+    name : str
+        A key of :data:`METRIC_TABLE` (the profile's columns and the pooled SNRs).
+
+    Returns
+    -------
+    Metric
+        Its direction, label and the report's use of it.
+
     Examples
     --------
     >>> metric("recall_at_5").axis_label
