@@ -108,7 +108,8 @@ def log_softmax(x: Any, axis: int = -1) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Log-probabilities, same shape and float dtype as ``x``.
+        Log-probabilities, the shape of ``x``; float32 for float32 ``x``, float64 for
+        any other dtype (float16, bfloat16, integers).
 
     Examples
     --------
@@ -133,7 +134,8 @@ def softmax(x: Any, axis: int = -1) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Probabilities summing to 1 along ``axis``, same shape and float dtype as ``x``.
+        Probabilities summing to 1 along ``axis``, the shape of ``x``; float32 for
+        float32 ``x``, float64 for any other dtype (float16, bfloat16, integers).
 
     Examples
     --------
@@ -233,7 +235,8 @@ def attention_logits(q: Any, K: Any, mask: Any = None) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (..., n_q, N)
-        In the promoted float dtype of ``q`` and ``K``.
+        Logits (unitless); float32 when ``q`` and ``K`` are both float32, float64
+        otherwise (other dtypes are read as float64).
 
     Examples
     --------
@@ -271,7 +274,7 @@ def attention_weights(q: Any, K: Any, mask: Any = None) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (..., n_q, N)
-        Rows sum to one.
+        Rows sum to one; the dtype of :func:`attention_logits`.
 
     Examples
     --------
@@ -300,11 +303,15 @@ def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
     q : array_like, shape (..., n_q, d)
     K : array_like, shape (..., N, d)
     V : array_like, shape (..., N, d_v)
+        Values (finite), one row per key; batch axes broadcast against the weights'.
     mask : array_like of bool, optional
+        As in :func:`attention_logits`; every query needs one unmasked key.
 
     Returns
     -------
     numpy.ndarray, shape (..., n_q, d_v)
+        The weighted sums of the values; float32 when ``q``, ``K`` and ``V`` are all
+        float32, float64 otherwise.
 
     Examples
     --------

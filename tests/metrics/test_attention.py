@@ -451,3 +451,19 @@ def test_logits_spanning_more_than_the_float_range_give_no_warning(dtype):
         lp = log_softmax(x)
         assert lp.tolist() == [0.0, -np.inf, -float(big)]
         assert kl_divergence(lp, lp) == 0.0
+
+
+def test_output_dtypes_are_the_documented_ones():
+    """The Returns sections: float32 stays float32 (all operands float32), every other
+    dtype, float16, bfloat16 and integers included, gives float64 (softmax read 'same
+    float dtype as x', wrong for float16)."""
+    import ml_dtypes
+
+    f32 = np.ones((2, 4), np.float32)
+    for other in (np.float16, ml_dtypes.bfloat16, np.int64, np.float64):
+        x = np.ones((2, 4), other)
+        assert softmax(x).dtype == log_softmax(x).dtype == np.float64
+        assert attention_logits(f32, x).dtype == attention_weights(x, f32).dtype == np.float64
+        assert attention_output(f32, f32, x).dtype == np.float64
+    assert softmax(f32).dtype == log_softmax(f32).dtype == np.float32
+    assert attention_weights(f32, f32).dtype == attention_output(f32, f32, f32).dtype == np.float32
