@@ -51,9 +51,10 @@ def old_module(rev: str) -> types.ModuleType:
 def best_times(fns, repeats: int) -> tuple[list[float], list[object]]:
     """Least CPU seconds of each function over ``repeats`` turns (old, new, old, new, ...):
     taking turns puts both under the same load of a shared machine, and CPU time moves
-    less with it than wall time (one thread: run with OPENBLAS_NUM_THREADS=1)."""
+    less with it than wall time (one thread: run with OPENBLAS_NUM_THREADS=1). Each runs once
+    untimed first: with ``--repeats 1`` the first (old) call paid the cold start alone."""
+    outs = [fn() for fn in fns]
     times = np.full((repeats, len(fns)), np.inf)
-    outs = [None] * len(fns)
     for r in range(repeats):
         for i, fn in enumerate(fns):
             t0 = time.process_time()
