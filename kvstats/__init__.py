@@ -2,6 +2,29 @@
 
 The public API is the names in ``__all__``. They are imported lazily so that
 ``import kvstats`` stays fast and never imports torch or jax.
+
+Where to start (each name's own ``help`` has its parameters, units and an example):
+
+- data: `sample` draws synthetic `Trials` (keys, values, queries) from `DISTRIBUTIONS`;
+  `load_trials` reads captured ones; `group_query_heads` builds them from model tensors.
+- quantization: `make_scheme` builds a named scheme of `SCHEMES` at a bit width
+  (``roundtrip(K, V)`` decodes what it would store; `BitBudget` counts its bits).
+- measurement: `error_profile` gives one row per trial (SNR in dB, angles in radians,
+  norm ratios, KL in nats, recall, argmax shift: ``kvstats.metrics.METRIC_TABLE``),
+  `summarize_profile` their means, quantiles and worst cases.
+- experiments and tests: `run_sweep` (a `SweepConfig` grid), `load_result`,
+  `summary_table`, `compare_schemes`, `hypothesis_report`; the tests themselves are in
+  ``kvstats.stats``, closed forms in ``kvstats.theory``.
+
+Examples
+--------
+>>> import kvstats
+>>> trials = kvstats.sample("gaussian", n_trials=20, n_keys=64, dim=32, seed=0)
+>>> K_hat, V_hat = kvstats.make_scheme("KQV", 4, 32, seed=1).roundtrip(trials.K, trials.V)
+>>> profile = kvstats.error_profile(trials, K_hat, V_hat)
+>>> summary = kvstats.summarize_profile(profile).set_index("metric")
+>>> int(summary.loc["snr_k", "n"]), round(float(summary.loc["snr_k", "mean"]), 1)
+(20, 20.7)
 """
 
 from __future__ import annotations
