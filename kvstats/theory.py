@@ -380,13 +380,15 @@ def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstructio
     Parameters
     ----------
     snr_db : array_like
-        SNR in dB (``>= 0`` for ``"orthogonal_to_reconstruction"``).
+        SNR in dB (``>= 0`` for ``"orthogonal_to_reconstruction"``); ``+inf``, an exact
+        reconstruction (as :func:`kvstats.metrics.snr_db` gives), is angle 0. NaN and
+        ``-inf`` are refused.
     error : {"orthogonal_to_reconstruction", "orthogonal_to_signal"}
 
     Returns
     -------
     numpy.ndarray
-        float64, the shape of ``snr_db``.
+        float64 angles in radians, in ``[0, π/2]``, the shape of ``snr_db``.
 
     Examples
     --------
@@ -394,8 +396,15 @@ def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstructio
     array([0.523599])
     >>> direction_error([10 * np.log10(3.0)], "orthogonal_to_signal").round(6)   # cos φ = √(3/4)
     array([0.523599])
+    >>> direction_error([np.inf, 0.0]).round(6)      # exact, and the 0-bit code x̂ = 0
+    array([0.      , 1.570796])
     """
-    snr_db = as_float_array(snr_db, "snr_db").astype(np.float64)
+    # +inf dB (‖e‖ = 0) is angle 0: 10^(−inf/10) = 0 below; NaN and −inf are not SNRs of a code
+    snr_db = as_float_array(snr_db, "snr_db", allow_nonfinite=True).astype(np.float64)
+    bad = np.isnan(snr_db) | np.isneginf(snr_db)
+    if bad.any():
+        raise ValueError(f"snr_db must be finite or +inf (an exact reconstruction); received "
+                         f"{int(bad.sum())} NaN/-inf value(s) in an array of shape {snr_db.shape}")
     error = check_choice(error, "error", ("orthogonal_to_reconstruction", "orthogonal_to_signal"))
     inv = 10.0 ** (-snr_db / 10)             # 1/SNR
     if error == "orthogonal_to_signal":

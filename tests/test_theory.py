@@ -374,6 +374,23 @@ def test_direction_error_exact_geometry():
         direction_error(3.0, "unbiased")
 
 
+@pytest.mark.parametrize("error", ["orthogonal_to_reconstruction", "orthogonal_to_signal"])
+def test_direction_error_of_an_exact_reconstruction_is_zero(error):
+    """snr_db gives +inf dB for x̂ = x; its angle is 0 (was refused as not finite, so a
+    profile's SNRs could not be passed through). NaN and -inf are still refused."""
+    from kvstats.metrics import snr_db
+    from kvstats.theory import direction_error
+
+    x = np.array([[3.0, 4.0], [1.0, 2.0]])
+    snr = snr_db(x, x + [[0.0, 0.0], [0.1, -0.05]])
+    assert snr[0] == np.inf
+    phi = direction_error(snr, error)
+    assert phi[0] == 0.0 and phi[1] == direction_error(snr[1:], error)[0] > 0
+    for bad in (np.nan, -np.inf):
+        with pytest.raises(ValueError, match=r"snr_db must be finite or \+inf .*received 1 NaN/-inf"):
+            direction_error([10.0, bad], error)
+
+
 def test_direction_error_of_lloyd_max_and_qjl_codes():
     """Which φ an SNR implies depends on the code: per vector at d = 64 (inline
     constructions), a Lloyd–Max code's φ follows the error-⟂-reconstruction form (median
