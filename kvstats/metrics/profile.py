@@ -134,7 +134,8 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
         queries per trial cover multi-query and grouped-query attention.
     K_hat, V_hat : array_like
         Reconstructions with exactly the shapes of ``trials.K`` and ``trials.V``
-        (finite; float32 or float64).
+        (finite; float32 or float64 kept, any other real dtype, float16 and bfloat16
+        included, read as float64).
     k : int
         Routing-set size for the recall, ``1 ≤ k ≤ N``.
 

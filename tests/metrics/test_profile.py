@@ -549,3 +549,16 @@ def test_logit_arrays_are_chunked_too_when_queries_outnumber_dimensions(monkeypa
     df = error_profile(t, Kh, Vh)
     assert {s[0] for s in shapes} == {2}
     pd.testing.assert_frame_equal(df, one, check_exact=True)
+
+
+def test_narrow_float_reconstructions_are_read_as_float64():
+    """As the Parameters say: a float16 or bfloat16 K̂/V̂ (how caches are often held) is
+    its float64 value, the profile equal to that of the float64 copy."""
+    import ml_dtypes
+
+    t = kvstats.sample("gaussian", 4, 16, 8, seed=3)
+    for narrow in (np.float16, ml_dtypes.bfloat16):
+        K_hat, V_hat = t.K.astype(narrow), t.V.astype(narrow)
+        got = kvstats.error_profile(t, K_hat, V_hat)
+        want = kvstats.error_profile(t, K_hat.astype(np.float64), V_hat.astype(np.float64))
+        pd.testing.assert_frame_equal(got, want)
