@@ -17,7 +17,21 @@ def lazy_exports(package: str, namespace: dict[str, Any], exports: Mapping[str, 
 
     ``exports`` maps a public name to the full module path that defines it;
     ``submodules`` are short names of subpackages reachable as attributes. Loaded values
-    are cached in ``namespace`` (the package's ``globals()``).
+    are cached in ``namespace`` (the package's ``globals()``). ``dir(package)`` lists the
+    lazy names with what the package defines itself (``__version__``, ``__doc__``), as
+    for a module without lazy names; ``__all__`` is the lazy names alone.
+
+    Examples
+    --------
+    >>> import types
+    >>> pkg = types.ModuleType("pkg")
+    >>> pkg.__version__ = "1.0"
+    >>> pkg.__all__, pkg.__getattr__, pkg.__dir__ = lazy_exports(
+    ...     "pkg", vars(pkg), {"sqrt": "math"})
+    >>> pkg.sqrt(4.0), "sqrt" in vars(pkg)          # imported on first access, then cached
+    (2.0, True)
+    >>> pkg.__all__, "__version__" in dir(pkg), "sqrt" in dir(pkg)
+    (['sqrt'], True, True)
     """
     submodules = set(submodules)
     names = sorted(exports) + sorted(submodules)
@@ -33,6 +47,6 @@ def lazy_exports(package: str, namespace: dict[str, Any], exports: Mapping[str, 
         return value
 
     def __dir__() -> list[str]:
-        return names
+        return sorted(set(namespace) | set(names))
 
     return names, __getattr__, __dir__
