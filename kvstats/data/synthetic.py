@@ -116,19 +116,21 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
     p = {**defaults, **params}
     if distribution in _USER:
         return p   # the user's sampler checks its own parameters
-    p["scale"] = check_real(p["scale"], "scale", low=0.0, low_open=True)
+    # a value parameter's error says so: 'scale' alone could be the keys' or the values'
+    name = (lambda key: f"value_params[{key!r}]") if what == "value_params" else str
+    p["scale"] = check_real(p["scale"], name("scale"), low=0.0, low_open=True)
     if distribution == "heavy_tailed":
-        nu = check_real(p["nu"], "nu")  # one range in one message, below
+        nu = check_real(p["nu"], name("nu"))  # one range in one message, below
         if not nu >= _NU_MIN:
-            raise ValueError(f"nu must be a finite number >= {_NU_MIN} (the mean exists only for nu > 1, and "
+            raise ValueError(f"{name('nu')} must be a finite number >= {_NU_MIN} (the mean exists only for nu > 1, and "
                              f"below {_NU_MIN} single draws reach 1e8 and more); received {nu}")
         p["nu"] = nu
     elif distribution == "low_rank":
-        p["rank"] = min(8, dim) if p["rank"] is None else check_int(p["rank"], "rank", low=1,
+        p["rank"] = min(8, dim) if p["rank"] is None else check_int(p["rank"], name("rank"), low=1,
                                                                      high=dim)
-        p["noise"] = check_real(p["noise"], "noise", low=0.0)
-        check_choice(p["energy"], "energy", LOW_RANK_ENERGIES)
-        check_choice(p["query"], "query", LOW_RANK_QUERIES)
+        p["noise"] = check_real(p["noise"], name("noise"), low=0.0)
+        check_choice(p["energy"], name("energy"), LOW_RANK_ENERGIES)
+        check_choice(p["query"], name("query"), LOW_RANK_QUERIES)
         if what == "value_params" and p["query"] != "isotropic":
             raise ValueError(f"value_params query must be 'isotropic' (values have no queries to "
                              f"place in their subspace); received {p['query']!r}")
@@ -145,9 +147,9 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
         p["strength"] = check_real(p["strength"], "strength", low=0.0,
                                    high=1.0 / p["n_focus"], low_open=True, high_open=True)
     elif distribution == "outlier_channels":
-        p["n_channels"] = check_int(p["n_channels"], "n_channels", low=1, high=dim)
-        p["magnitude"] = check_real(p["magnitude"], "magnitude", low=0.0, low_open=True)
-        p["offset"] = check_real(p["offset"], "offset")
+        p["n_channels"] = check_int(p["n_channels"], name("n_channels"), low=1, high=dim)
+        p["magnitude"] = check_real(p["magnitude"], name("magnitude"), low=0.0, low_open=True)
+        p["offset"] = check_real(p["offset"], name("offset"))
     return p
 
 
