@@ -88,6 +88,40 @@ def test_bench_compare_tables_identical(monkeypatch, capsys):
     assert "same arrays and layout: True" in out and "False" not in out
 
 
+def test_bench_compare_same_table_allows_only_named_additions():
+    """The identity check of bench_compare accepts what compare_schemes gained after the old
+    revision (a NaN cell of FILLED_SINCE filled, a text cell of EXTENDED_SINCE extended after
+    ': ') and counts it; any other difference fails it (the script stopped with 'the tables
+    differ' once verdicts gained their reason)."""
+    import numpy as np
+    import pandas as pd
+
+    same_table = runpy.run_path(str(ROOT / "experiments" / "bench_compare.py"))["same_table"]
+    old = pd.DataFrame({"p": [0.1, np.nan], "n_informative": [np.nan, 5.0],
+                        "verdict": ["a wins", "not resolvable at n = 9"]})
+    new = old.assign(n_informative=[100.0, 5.0],
+                     verdict=["a wins", "not resolvable at n = 9: only 3 of the 9 pairs differ"])
+    assert same_table(old, new) == (True, 2)
+    assert same_table(old, old) == (True, 0)
+    for changed in (new.assign(n_informative=[100.0, 6.0]),           # a number that was there
+                    new.assign(verdict=["b wins", new.verdict[1]]),     # another text
+                    new.assign(verdict=["a wins", "not resolvable at n = 90"]),  # not after ': '
+                    new.assign(p=[np.nextafter(0.1, 1.0), np.nan])):    # one ulp
+        assert same_table(old, changed) == (False, 0)
+
+
+def test_bench_sweep_reduced_grid_builds_without_warnings():
+    """The reduced grid asks for no comparison pairs: the default pairs did not name its
+    schemes (labelled with their norm_dtype), so every build warned that it had none."""
+    import warnings
+
+    bench = runpy.run_path(str(ROOT / "experiments" / "bench_sweep.py"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg = bench["reduced_config"](4, 16, 1)
+    assert cfg.comparisons == () and len(cfg.cells()) == 18
+
+
 def test_bench_cache_quality_is_teacher_forced():
     """bench_cache's quality columns: every configuration fed the same tokens after the
     prompt (not its own argmax), each step compared with the base cache's distribution.
