@@ -122,8 +122,9 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
     if distribution == "heavy_tailed":
         nu = check_real(p["nu"], name("nu"))  # one range in one message, below
         if not nu >= _NU_MIN:
-            raise ValueError(f"{name('nu')} must be a finite number >= {_NU_MIN} (the mean exists only for nu > 1, and "
-                             f"below {_NU_MIN} single draws reach 1e8 and more); received {nu}")
+            raise ValueError(f"{name('nu')} must be a finite number >= {_NU_MIN} (the mean exists "
+                             f"only for nu > 1, and below {_NU_MIN} single draws reach 1e8 and "
+                             f"more); received {nu}")
         p["nu"] = nu
     elif distribution == "low_rank":
         p["rank"] = min(8, dim) if p["rank"] is None else check_int(p["rank"], name("rank"), low=1,
