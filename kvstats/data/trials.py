@@ -234,6 +234,8 @@ def group_query_heads(K: Any, V: Any, q: Any, meta: dict[str, Any] | None = None
     >>> t.K.shape, t.q.shape
     ((6, 10, 64), (6, 3, 64))
     """
+    if meta is not None and not isinstance(meta, dict):   # before dict(meta) reads a str's letters
+        raise TypeError(f"meta must be a dict or None; received {_describe(meta)}")
     K = as_float_array(K, "K", min_ndim=3)
     V = as_float_array(V, "V", min_ndim=3)
     q = as_float_array(q, "q", min_ndim=3)

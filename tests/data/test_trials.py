@@ -100,6 +100,10 @@ def test_group_query_heads_errors():
         group_query_heads(np.ones((2, 5, 4)), np.ones((2, 5, 4)), np.ones((2, 1, 3)))
     with pytest.raises(ValueError, match="V must have shape"):
         group_query_heads(np.ones((2, 5, 4)), np.ones((2, 6, 4)), np.ones((2, 1, 4)))
+    # a str was read by dict() as a sequence of pairs: "dictionary update sequence element #0"
+    for meta in ("model", [("model", "x")]):
+        with pytest.raises(TypeError, match=r"meta must be a dict or None; received"):
+            group_query_heads(np.ones((2, 5, 4)), np.ones((2, 5, 4)), np.ones((2, 1, 4)), meta=meta)
 
 
 def test_subset_selects_per_trial_meta():
