@@ -108,6 +108,10 @@ def _params_of(params: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> di
     if params is not None and not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping of the distribution's parameters; received "
                         f"{_describe(params)}")
+    twice = sorted(set(params or {}) & set(extra))
+    if twice:   # which one was meant is not ours to guess
+        raise ValueError(f"each parameter must be given once, in params or as a keyword; received "
+                         f"{', '.join(f'{k}={params[k]!r} in params and {k}={extra[k]!r}' for k in twice)}")
     return {**dict(params or {}), **extra}
 
 
@@ -124,7 +128,7 @@ def synthetic_spectrum(distribution: str, dim: int, params: Mapping[str, Any] | 
         Dimension d.
     params : mapping, optional
         The distribution's parameters (defaults as :func:`kvstats.sample`); keyword
-        arguments are added to them.
+        arguments are added to them (a parameter in both is a ValueError).
     n_keys, n_queries : int
         N and the queries per trial: only ``focused`` depends on them.
 

@@ -205,3 +205,14 @@ def test_a_covariance_beyond_float64_is_refused_by_name(dist, params):
     with pytest.raises(ValueError, match=rf"parameter\(s\) of '{dist}' must give a covariance "
                                          r"within the float64 range; received .*'scale'"):
         synthetic_spectrum(dist, 8, params)
+
+
+def test_a_parameter_given_twice_is_refused():
+    """params and keyword arguments are merged; a key in both was silently the keyword's
+    (here a variance of 4 for a caller who may have meant 1)."""
+    with pytest.raises(ValueError, match=r"each parameter must be given once.*received "
+                                         r"scale=1 in params and scale=2"):
+        synthetic_spectrum("gaussian", 8, {"scale": 1}, scale=2)
+    merged = synthetic_spectrum("low_rank", 8, {"rank": 2}, noise=0.5)
+    keywords = synthetic_spectrum("low_rank", 8, rank=2, noise=0.5)
+    assert merged.eigenvalues.tolist() == keywords.eigenvalues.tolist()
