@@ -139,14 +139,17 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     Parameters
     ----------
     kind : {"gaussian", "orthogonal", "srht"}
+        Sketch family (rows i.i.d. Gaussian, blocks of orthogonal rows, or the
+        subsampled randomized Hadamard transform).
     m : int
-        Sketch rows.
+        Sketch rows, >= 1 (more than d: several orthogonal blocks).
     q, k : array_like, shape ``(..., d)``
-        Broadcast against each other.
+        Finite; the batch axes broadcast against each other, d equal.
 
     Returns
     -------
     ndarray, shape of the broadcast batch, float64
+        The variance, in the units of ``⟨q, k⟩²``.
 
     Examples
     --------
@@ -203,11 +206,12 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
         ``"srht"``: the orthogonal value (its average over the vector's orientation, exact
         for dim a power of two and m ≤ dim; see `qjl_variance`).
     m, dim : int
-        Sketch rows and vector dimension.
+        Sketch rows and vector dimension, each >= 1.
 
     Returns
     -------
     float
+        Unitless: the error energy relative to ``‖x‖²`` (above 1 when it exceeds x's).
 
     Examples
     --------
@@ -244,9 +248,10 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
     Parameters
     ----------
     dim : int or None
-        Dimension of r (``d_pad``); None gives the Gaussian limit pi/2.
+        Dimension of r (``d_pad``), >= 2; None gives the Gaussian limit pi/2 (then ``m``
+        must be None and ``kind`` "gaussian").
     m : int or None
-        Sketch rows (default ``dim``).
+        Sketch rows, >= 1 (default ``dim``).
     kind : {"gaussian", "orthogonal", "srht"}
         Sketch family (``"srht"``: its orientation-averaged variance, see `qjl_variance`).
 

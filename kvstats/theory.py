@@ -112,12 +112,14 @@ def lloyd_max_distortion(bits: int, distribution: str = "gaussian", dim: int | N
     bits : int
         0..8.
     distribution : {"gaussian", "beta"}
+        N(0, 1), or one coordinate of a uniform point on the sphere S^(dim-1).
     dim : int or None
-        Sphere dimension for "beta".
+        Sphere dimension, >= 2, for "beta" (required there); None for "gaussian".
 
     Returns
     -------
     float
+        The MSE per coordinate, in the units of the variance (1 for the Gaussian).
 
     Examples
     --------
@@ -235,6 +237,7 @@ def bit_trade_inflation(bits: int, dim: int | None = None, m: int | None = None,
         Total bits per coordinate, 1..8 (b = 1 compares a bare 1-bit sketch with the
         1-bit scalar code).
     dim : int or None
+        Dimension, >= 2 (sphere-coordinate codebooks); None: the Gaussian and pi/2.
     m : int or None
         Rows of the residual sketch (default ``dim``: m = 2·dim spends 2 bits on it).
     kind : {"gaussian", "orthogonal", "srht"}
