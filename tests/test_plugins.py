@@ -572,3 +572,11 @@ def test_user_code_digest_follows_the_source_file(tmp_path):
     assert None not in first and user_code_digest(Cell("gaussian", {}, 16, 32, 3, SchemeSpec("KQV"))) is None
     path.write_text(path.read_text() + "\n# edited\n")
     assert user_code_digest(cell) != first[0] and user_code_digest(data_cell) != first[1]
+
+
+@pytest.mark.parametrize("name, hint", [("gaussian", True), ("real", True), ("nope", False)])
+def test_unregistering_a_built_in_distribution_says_it_cannot_be(name, hint):
+    # as unregister_scheme("KQV") says; a review found the distribution's message without it
+    with pytest.raises(ValueError, match="must be a registered distribution") as err:
+        data_register.unregister_distribution(name)
+    assert ("a built-in cannot be unregistered" in str(err.value)) == hint

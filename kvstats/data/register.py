@@ -166,15 +166,28 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
 def unregister_distribution(name: str) -> None:
     """Remove a registered distribution (a built-in cannot be removed).
 
+    Parameters
+    ----------
+    name : str
+        A distribution registered with :func:`register_distribution`.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a registered distribution (the message lists them; a built-in or
+        ``"real"`` is said to be one that cannot be unregistered).
+
     Examples
     --------
     >>> unregister_distribution("gaussian")
     Traceback (most recent call last):
     ...
-    ValueError: name must be a registered distribution ([]); received 'gaussian'
+    ValueError: name must be a registered distribution ([]); received 'gaussian' (a built-in cannot be unregistered)
     """
     if not isinstance(name, str) or name not in _USER:
-        raise ValueError(f"name must be a registered distribution ({list(_USER)}); received {name!r}")
+        why = " (a built-in cannot be unregistered)" if name in DISTRIBUTIONS + _RESERVED else ""
+        raise ValueError(f"name must be a registered distribution ({list(_USER)}); received "
+                         f"{name!r}{why}")
     del _USER[name]
     _DIST_ORIGIN.pop(name, None)
 

@@ -311,6 +311,17 @@ def register_scheme(scheme: SchemeDef) -> SchemeDef:
 def unregister_scheme(name: str) -> None:
     """Remove a registered scheme (a built-in cannot be removed).
 
+    Parameters
+    ----------
+    name : str
+        A scheme registered with :func:`register_scheme`.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a registered user scheme (the message lists them; a built-in is
+        said to be one that cannot be unregistered).
+
     Examples
     --------
     >>> unregister_scheme("KQV")
