@@ -361,10 +361,20 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     one sweep. Manifests of the first layout (``"kvstats_sweep": 1``, no record) are
     read without this check.
 
+    Parameters
+    ----------
+    out : str or path
+        The folder a sweep wrote (``kvstats sweep --out``, ``run_sweep(out=...)``).
+
+    Returns
+    -------
+    SweepResult
+        The per-trial frame, the config, the manifest and ``out``.
+
     Raises
     ------
     FileNotFoundError
-        ``out`` holds no finished sweep.
+        ``out`` does not exist, or holds no finished sweep.
     ValueError
         The manifest is not valid JSON, or the results do not belong to it; the message
         names the file.

@@ -43,6 +43,17 @@ def scheme_def(name: str) -> SchemeDef:
     An unknown name is a ValueError listing the names, with a near miss
     (:func:`kvstats._checks.did_you_mean`) or the range of a ``K{a}V{b}`` name out of 1..8.
 
+    Parameters
+    ----------
+    name : str
+        A built-in or registered scheme name, or ``"K{a}V{b}"``.
+
+    Returns
+    -------
+    SchemeDef
+        The registry's entry (``mixed``'s for a ``K{a}V{b}`` name; its bits are added to
+        the params by :func:`parse_scheme_name`).
+
     Examples
     --------
     >>> scheme_def("K4V2").name, scheme_def("kivi").token_group_param

@@ -43,6 +43,13 @@ class BitBudget:
     Scheme-level values are the mean of the key and value sides. ``breakdown`` gives the
     bits per coordinate of each stored part (keys ``"key_<part>"``/``"value_<part>"``),
     summing to ``2 * total``.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> b = kvstats.make_scheme("KQV", 3, 128).bits_per_coord(256)
+    >>> b.nominal, b.total, sum(b.breakdown.values()) == 2 * b.total
+    (3.0, 3.1875, True)
     """
 
     nominal: float

@@ -187,6 +187,17 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
     is valid there) or a mean carried by fewer than 10 nonzero values (its bootstrap interval
     undercovers). The x axis counts every stored overhead.
 
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Per-trial results (a sweep's ``SweepResult.frame``): one panel per case.
+    palette : dict, optional
+        Scheme label → colour (default :func:`scheme_palette` of the frame's schemes).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
     Examples
     --------
     >>> import kvstats
@@ -203,6 +214,19 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
 
 def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None) -> "matplotlib.figure.Figure":
     """Mean top-5 routing recall (fraction) against bits per coordinate, 95% CIs, per case.
+
+    Hollow markers as in :func:`plot_kl_vs_bits`; the x axis counts every stored overhead.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Per-trial results (a sweep's ``SweepResult.frame``): one panel per case.
+    palette : dict, optional
+        Scheme label → colour (default :func:`scheme_palette` of the frame's schemes).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
 
     Examples
     --------
