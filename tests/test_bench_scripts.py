@@ -50,6 +50,21 @@ def test_bench_stats_p_values_identical(monkeypatch, capsys):
     assert out.count("True") == 4
 
 
+def test_bench_metrics_digest_tells_arrays_apart():
+    """bench_metrics compares roundtrip with the storage path by digest (so that neither's
+    outputs are held while the other is timed): equal arrays, equal digests; one ulp, another
+    dtype or another shape of the same bytes, different."""
+    import numpy as np
+
+    digest = runpy.run_path(str(ROOT / "experiments" / "bench_metrics.py"))["_digest"]
+    a = np.random.default_rng(0).normal(size=(3, 4, 8))
+    b = a.copy()
+    assert digest(a, a[::2]) == digest(b, b[::2])
+    b[1, 2, 3] = np.nextafter(b[1, 2, 3], np.inf)
+    for other in (b, a.view(np.int64), a.reshape(4, 3, 8)):
+        assert digest(other) != digest(a)
+
+
 def test_bench_sequential_runs(monkeypatch, capsys):
     out = run_script("bench_sequential.py", ["--n", "8", "--family", "3", "--reps", "2"],
                      monkeypatch, capsys)
