@@ -23,14 +23,24 @@ the same data and draws, in the same process, alternating new/baseline
 (A B A B ...); prints the wall and CPU times (best and median), their ratios, the peak
 traced memory of each, and checks that both give the same p-value. No dcor needed.
 
+``--versus-sequential``: the fixed-B test (``energy_test``) against the sequential test
+run to its cap (``energy_test_sequential`` on separated data, so it never stops early) with
+the same B: both draw the same relabellings, the fixed test in its cores' chunks, the
+sequential one in doubling batches of up to 8,192. Alternating runs (A B A B ...), CPU time
+best and median, peak traced memory, and a check that both give the same p-value. Run it
+with ``PYTHONPATH`` pointing at another checkout to time that version's code.
+
 Usage::
 
     python experiments/bench_energy.py [--dcor-resamples 999] [--big-resamples 999]
         [--skip-big]
     python experiments/bench_energy.py --paired [--paired-m 100 1000 3000]
         [--resamples 999] [--repeats 3]
+    python experiments/bench_energy.py --versus-sequential [--sizes 100 1000]
+        [--resamples 22799] [--repeats 5]
 
-Requires dcor (``pip install dcor``; pyproject extra "bench") except with ``--paired``.
+Requires dcor (``pip install dcor``; pyproject extra "bench") except with ``--paired`` and
+``--versus-sequential``.
 """
 
 from __future__ import annotations
@@ -178,6 +188,52 @@ def bench_paired(args, cores) -> None:
           f"(5 min {load1[1]:.2f}) on {cores} usable cores")
 
 
+def bench_versus_sequential(args, cores) -> None:
+    from kvstats.stats.sequential import energy_test_sequential
+
+    B = args.resamples
+    load0 = os.getloadavg()
+    print()
+    print(f"## fixed-B energy_test vs energy_test_sequential at its cap, 6-D, B = {B}, "
+          f"standardize=True, separated samples (shift 1 SD), CPU seconds best / median of "
+          f"{args.repeats} alternating runs")
+    print()
+    print("| n vs n | paired | fixed CPU (s) | sequential CPU (s) | fixed / sequential (median) "
+          "| peak traced MB fixed / sequential | p-value |")
+    print("|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(args.seed)
+    for n in args.sizes:
+        for paired in (False, True):
+            X, Y = rng.normal(size=(n, 6)), rng.normal(1.0, 1.0, size=(n, 6))
+            kw = dict(seed=args.seed, standardize=True, paired=paired)
+
+            def fixed():
+                return energy_test(X, Y, n_resamples=B, **kw)
+
+            def sequential():
+                return energy_test_sequential(X, Y, max_permutations=B, **kw)
+
+            tf, ts = [], []
+            for _ in range(args.repeats):         # A B A B: load drifts hit both alike
+                res_f, _, c = timed(fixed)
+                tf.append(c)
+                res_s, _, c = timed(sequential)
+                ts.append(c)
+            if res_s.stopped_early or res_f.pvalue != res_s.pvalue:
+                raise SystemExit(f"n = {n}, paired = {paired}: the sequential test stopped "
+                                 f"early or its p-value differs ({res_s.pvalue} vs "
+                                 f"{res_f.pvalue})")
+            mem_f, mem_s = peak_traced(fixed), peak_traced(sequential)
+            print(f"| {n} | {paired} | {min(tf):.4f} / {np.median(tf):.4f} | "
+                  f"{min(ts):.4f} / {np.median(ts):.4f} | "
+                  f"**{np.median(tf) / np.median(ts):.2f}** | {mem_f:.0f} / {mem_s:.0f} | "
+                  f"{res_f.pvalue:.2g} both |")
+    load1 = os.getloadavg()
+    print()
+    print(f"load average before {load0[0]:.2f} (5 min {load0[1]:.2f}), after {load1[0]:.2f} "
+          f"(5 min {load1[1]:.2f}) on {cores} usable cores")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
@@ -195,9 +251,19 @@ def main() -> None:
                     help="numbers of pairs for --paired")
     ap.add_argument("--repeats", type=int, default=3,
                     help="least number of alternating timed runs for --paired")
+    ap.add_argument("--versus-sequential", action="store_true",
+                    help="time energy_test against energy_test_sequential run to its cap")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000],
+                    help="points per sample for --versus-sequential")
     args = ap.parse_args()
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if args.versus_sequential:
+        print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+              f"{cpu_model()}, {cores} usable cores, numpy {np.__version__}, "
+              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+        bench_versus_sequential(args, cores)
+        return
     if args.paired:
         print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
               f"{cpu_model()}, {cores} usable cores, numpy {np.__version__}, "

@@ -26,9 +26,13 @@ YSample = Float[np.ndarray, "n_y p"] | Float[np.ndarray, "n_y"]
 
 KINDS = ("V", "U")
 # Distance blocks are at most _BLOCK x _BLOCK float64 (32 MB); one chunk of permutation
-# labels and its products stay within about _CHUNK_BYTES.
+# labels and its products stay within about _CHUNK_BYTES. Random keys are drawn
+# _DRAW_BYTES at a time: smaller arrays than a chunk's are cheaper to fill and partition
+# (experiments/bench_energy.py --versus-sequential), and the row count per draw does not
+# change the stream (rng.random fills rows in order).
 _BLOCK = 2048
 _CHUNK_BYTES = 64 * 2**20
+_DRAW_BYTES = 8 * 2**20
 
 
 def _as_points(a: XSample | YSample, name: str) -> Float[np.ndarray, "n p"]:
@@ -101,6 +105,23 @@ def _combine(s_xx, s_yy, s_xy, n_x, n_y, kind):
 
 
 
+def _chunk_rows(block: int) -> int:
+    """Label rows per chunk: their columns of two blocks (float64) plus the product, within
+    _CHUNK_BYTES."""
+    return max(1, _CHUNK_BYTES // (3 * 8 * block))
+
+
+def _pooled_blocking(n: int) -> tuple[int, int]:
+    """(block, chunk): the distance block size for n pooled points and the label rows per
+    chunk of :func:`_label_quadratic_forms`, whose chunk boundaries energy_test's batches
+    follow (a row's statistic can differ in the last bits with its place in a chunk)."""
+    # equal blocks of at most _BLOCK rows, and at least 4 of them when n allows: only the
+    # upper triangle is multiplied, so finer blocks waste less work on diagonal blocks
+    n_blocks = max(-(-n // _BLOCK), min(4, -(-n // 512)))
+    block = -(-n // n_blocks)
+    return block, _chunk_rows(min(block, n))
+
+
 def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None = None,
                            chunk: int | None = None):
     """s_xx = a'Da and t = a'r for every row a of ``labels`` (K, n) bool; r = D 1, S = 1'r.
@@ -113,13 +134,10 @@ def _label_quadratic_forms(Z: np.ndarray, labels: np.ndarray, block: int | None 
     n = len(Z)
     k = len(labels)
     if block is None:
-        # equal blocks of at most _BLOCK rows, and at least 4 of them when n allows: only the
-        # upper triangle is multiplied, so finer blocks waste less work on diagonal blocks
-        n_blocks = max(-(-n // _BLOCK), min(4, -(-n // 512)))
-        block = -(-n // n_blocks)
+        block = _pooled_blocking(n)[0]
     if chunk is None:
-        # label columns of two blocks (float64) plus the product, within _CHUNK_BYTES
-        chunk = max(1, min(k, _CHUNK_BYTES // (3 * 8 * min(block, n))))
+        chunk = _chunk_rows(min(block, n))
+    chunk = max(1, min(k, chunk))
     s_xx = np.zeros(k)
     t = np.zeros(k)
     r = np.zeros(n)
@@ -164,27 +182,59 @@ def _permutation_statistics(Z: np.ndarray, labels: np.ndarray, kind: str, **bloc
     return stat, total
 
 
+def _draw_subsets(rng: np.random.Generator, k: int, n: int, m: int):
+    """(rows, good): k rows of n uniform keys, drawn in order, marked at their m smallest;
+    ``good`` is False where the m-th smallest key is tied (the row does not mark m)."""
+    rows = np.empty((k, n), dtype=bool)
+    good = np.empty(k, dtype=bool)
+    rows_per_draw = max(1, _DRAW_BYTES // (8 * n))
+    for start in range(0, k, rows_per_draw):
+        stop = min(k, start + rows_per_draw)
+        keys = rng.random((stop - start, n))
+        # the m smallest of n i.i.d. uniform keys form a uniform random m-subset; a partial
+        # sort finds them faster than shuffling the row
+        kth = np.partition(keys, m - 1, axis=1)[:, m - 1:m]
+        rows[start:stop] = keys <= kth
+        good[start:stop] = rows[start:stop].sum(axis=1) == m
+    return rows, good
+
+
+def _subset_batches(rng: np.random.Generator, bounds, n: int, m: int):
+    """Yield ``(start, rows)`` for the draws ``bounds[i]:bounds[i + 1]``: the rows
+    ``_random_subsets(rng, bounds[-1], n, m)`` holds there, from the same generator calls.
+
+    Every draw's keys come first, in order; a row whose threshold key is tied (probability
+    about n 2**-53) is redrawn after all of them, so a batch holding one is kept back and
+    yielded last, once its rows are complete. Batches bound the memory whatever the total.
+    """
+    pending: dict[int, np.ndarray] = {}
+    redraw = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        rows, good = _draw_subsets(rng, stop - start, n, m)
+        if good.all():
+            yield start, rows
+        else:
+            pending[start] = rows
+            redraw.append(start + np.flatnonzero(~good))
+    todo = np.concatenate(redraw) if redraw else np.empty(0, dtype=np.intp)
+    while todo.size:
+        rows, good = _draw_subsets(rng, todo.size, n, m)
+        for start, batch in pending.items():
+            here = good & (todo >= start) & (todo < start + len(batch))
+            batch[todo[here] - start] = rows[here]
+        todo = todo[~good]
+    yield from pending.items()
+
+
 def _random_subsets(rng: np.random.Generator, k: int, n: int, m: int,
                     out: np.ndarray | None = None) -> np.ndarray:
     """(k, n) bool rows, each marking a uniformly random m-subset of range(n), independently.
 
-    The m smallest of n i.i.d. uniform keys form a uniform random m-subset; a partial sort
-    (np.partition) finds them faster than shuffling every row. A row whose threshold key is
-    tied (probability about n 2**-53) is redrawn.
+    The rows of :func:`_subset_batches`: drawing k1 rows then k2 gives the same rows as
+    drawing k1 + k2 at once unless a key ties (what the sequential test relies on).
     """
     if out is None:
         out = np.empty((k, n), dtype=bool)
-    rows_per_draw = max(1, _CHUNK_BYTES // (2 * 8 * n))   # keys and their partition copy
-    todo = np.arange(k)
-    while todo.size:
-        bad = []
-        for start in range(0, todo.size, rows_per_draw):
-            idx = todo[start:start + rows_per_draw]
-            keys = rng.random((idx.size, n))
-            kth = np.partition(keys, m - 1, axis=1)[:, m - 1:m]
-            rows = keys <= kth
-            good = rows.sum(axis=1) == m
-            out[idx[good]] = rows[good]
-            bad.append(idx[~good])
-        todo = np.concatenate(bad)
+    for start, rows in _subset_batches(rng, [0, k], n, m):
+        out[start:start + len(rows)] = rows
     return out

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from ._base import check_bool
-from ._energy_core import _BLOCK, _CHUNK_BYTES
+from ._energy_core import _BLOCK, _CHUNK_BYTES, _DRAW_BYTES
 
 
 def _random_keeps(rng: np.random.Generator, k: int, m: int,
@@ -28,7 +28,7 @@ def _random_keeps(rng: np.random.Generator, k: int, m: int,
     """
     if out is None:
         out = np.empty((k, m), dtype=bool)
-    rows_per_draw = max(1, _CHUNK_BYTES // (8 * m))
+    rows_per_draw = max(1, _DRAW_BYTES // (8 * m))
     for start in range(0, k, rows_per_draw):
         stop = min(k, start + rows_per_draw)
         out[start:stop] = rng.random((stop - start, m)) < 0.5
@@ -68,6 +68,9 @@ class _SwapForms:
             n_blocks = max(-(-m // _BLOCK), min(4, -(-m // 256)))
             block = -(-m // n_blocks)
         self.X, self.Y, self.m, self.block = X, Y, m, block
+        # sign vectors per chunk: a chunk's (chunk, m) signs and one (chunk, block) product,
+        # float64, within _CHUNK_BYTES
+        self.chunk = max(1, _CHUNK_BYTES // (8 * (m + min(block, m))))
         self.starts = range(0, m, block)
         cached = sum(min(block, m - i0) * min(block, m - j0)
                      for i0 in self.starts for j0 in self.starts if j0 >= i0)
@@ -97,10 +100,7 @@ class _SwapForms:
     def forms(self, keep: np.ndarray, chunk: int | None = None) -> np.ndarray:
         """Q for each row of ``keep`` (k, m) bool (True: s_i = +1); sets ``total``."""
         k, m, b = len(keep), self.m, self.block
-        if chunk is None:
-            # a chunk's (chunk, m) signs and one (chunk, block) product, float64, within
-            # _CHUNK_BYTES
-            chunk = max(1, min(k, _CHUNK_BYTES // (8 * (m + min(b, m)))))
+        chunk = max(1, min(k, self.chunk if chunk is None else chunk))
         q = np.empty(k)
         for c0 in range(0, k, chunk):
             s = keep[c0:c0 + chunk].astype(np.float64)     # (chunk, m): rows are s, +-1

@@ -16,7 +16,7 @@ with row sums r = D 1 and S = 1'D1: s_xx = a'Da, s_xy = a'r - s_xx, s_yy = S - 2
 So all B permutations need only diag(A' D A) for the n x B label matrix A: one matrix
 product D A, evaluated block by block over the upper triangle of D (D_IJ is computed on
 the fly, used for I<=J with weight 2 off the diagonal, then discarded), and in chunks of
-permutations, so peak memory is bounded whatever n is.
+permutations, drawn chunk by chunk, so peak memory is bounded whatever n and B are.
 
 Paired (within-pair swap) relabellings have a smaller exact form. With m pairs, X_i paired
 with Y_i, a relabelling is a sign vector s in {+1, -1}^m (s_i = +1: pair i unswapped, X_i
@@ -67,8 +67,8 @@ from ._base import _FrameMixin
 # ._energy_swap (within-pair swaps); the tests import some of them from here, their path
 # before the split (hence the re-exports).
 from ._energy_core import (_BLOCK, KINDS, XSample, YSample, _combine,  # noqa: F401
-                           _permutation_statistics, _prepare, _random_subsets, _unit_scale,
-                           _unscale)
+                           _permutation_statistics, _pooled_blocking, _prepare, _random_subsets,
+                           _subset_batches, _unit_scale, _unscale)
 from ._energy_swap import (_check_paired, _paired_min_p, _random_keeps,  # noqa: F401
                            _random_swaps, _swap_statistics, _SwapForms)
 
@@ -291,6 +291,12 @@ def _unpaired_min_p(n_x: int, n_y: int) -> float:
     return min(1.0, (2 if n_x == n_y else 1) / math.comb(n, n_x))
 
 
+def _batch_bounds(chunk: int, n_resamples: int) -> np.ndarray:
+    """Draw boundaries 0, chunk - 1, 2 chunk - 1, ..., B: with the observed labelling as row
+    0, each batch is one chunk of the B + 1 rows."""
+    return np.unique(np.r_[0, np.arange(chunk - 1, n_resamples, chunk), n_resamples])
+
+
 def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike = 0,
                 standardize: bool = False, kind: str = "V", *,
                 paired: bool = False) -> EnergyTestResult:
@@ -326,14 +332,16 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     Notes
     -----
     Cost: n^2 dim / 2 for the distances plus about n^2 (B + 1) / 2 multiply-adds for one blocked
-    matrix product (n = n_x + n_y). Memory: the labels as booleans, n (B+1) bytes, plus
-    at most about 130 MB of working memory whatever n is (the pooled distance matrix is
-    never stored whole). Paired (m = n/2 pairs): each swap is one m x m quadratic form
-    s'Cs (module docstring), about m^2 (B + 1)/2 multiply-adds, a quarter of the pooled
-    form's, for the same distances and the same p-value; labels m (B+1) bytes. Ties count as >= (two constant samples give p = 1), and so do
-    permuted statistics within a relative 1e-10 of the observed one, relative to the mean
-    pooled distance (the scale of the rounding error of a difference of mean distances):
-    rounding can only make the p-value larger.
+    matrix product (n = n_x + n_y). Memory: the B + 1 statistics plus at most about
+    130 MB of working memory whatever n and B are: the pooled distance matrix is never
+    stored whole, and the relabellings are drawn and evaluated chunk by chunk (the same
+    generator calls and arithmetic as all B + 1 at once, so the same p-value bit for
+    bit). Paired (m = n/2 pairs): each swap is one m x m quadratic form s'Cs (module
+    docstring), about m^2 (B + 1)/2 multiply-adds, a quarter of the pooled form's, for
+    the same distances and the same p-value. Ties count as >= (two constant samples give
+    p = 1), and so do permuted statistics within a relative 1e-10 of the observed one,
+    relative to the mean pooled distance (the scale of the rounding error of a difference
+    of mean distances): rounding can only make the p-value larger.
 
     Paired resolution: the swap group of m pairs has 2**m labellings, and the observed
     one and the full swap give the same statistic, so the exact p-value is at least
@@ -371,24 +379,37 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     # p-value is scale invariant, the statistics are rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
     n = n_x + n_y
+    # Row 0 is the observed labelling, rows 1..B the relabellings, drawn and evaluated batch
+    # by batch on the chunks the cores cut from all B + 1 rows at once: the same generator
+    # calls in the same order and the same arithmetic as one (B + 1)-row array (a row's
+    # statistic can differ in the last bits with its place in a chunk), so the same
+    # statistics bit for bit, in memory bounded whatever B is. Batch i holds draws
+    # bounds[i]:bounds[i + 1]; the first has one draw fewer to make room for row 0.
+    if paired:
+        # each swap is one m x m quadratic form (module docstring); row 0 keeps every pair
+        forms = _SwapForms(Z[:n_x], Z[n_x:])
+        observed, chunk = np.ones((1, n_x), dtype=bool), forms.chunk
+        bounds = _batch_bounds(chunk, n_resamples)
+        batches = ((start, _random_keeps(rng, stop - start, n_x))
+                   for start, stop in zip(bounds[:-1], bounds[1:]))
+
+        def statistics(rows):
+            q = forms.forms(rows)
+            return _swap_statistics(q, forms.total, n_x, kind), forms.total
+    else:
+        observed, chunk = np.arange(n)[None, :] < n_x, _pooled_blocking(n)[1]
+        batches = _subset_batches(rng, _batch_bounds(chunk, n_resamples), n, n_x)
+
+        def statistics(rows):
+            return _permutation_statistics(Z, rows, kind)
+    stats_all = np.empty(n_resamples + 1)
     with np.errstate(over="ignore", invalid="ignore"):   # refused just below
-        if paired:
-            # row 0: the observed labelling (no swap); rows 1..B: independent swaps, each
-            # evaluated as one m x m quadratic form (module docstring)
-            keep = np.empty((n_resamples + 1, n_x), dtype=bool)
-            keep[0] = True
-            _random_keeps(rng, n_resamples, n_x, out=keep[1:])
-            forms = _SwapForms(Z[:n_x], Z[n_x:])
-            q = forms.forms(keep)
-            total = forms.total
-            stats_all = _swap_statistics(q, total, n_x, kind)
-        else:
-            # row 0: the observed labelling; rows 1..B: independent uniform relabellings
-            labels = np.empty((n_resamples + 1, n), dtype=bool)
-            labels[0, :n_x] = True
-            labels[0, n_x:] = False
-            _random_subsets(rng, n_resamples, n, n_x, out=labels[1:])
-            stats_all, total = _permutation_statistics(Z, labels, kind)
+        for start, rows in batches:
+            if start == 0:
+                rows = np.concatenate([observed, rows])
+            else:
+                start += 1                                  # draw i is row i + 1
+            stats_all[start:start + len(rows)], total = statistics(rows)
     if not (np.isfinite(stats_all).all() and np.isfinite(total)):
         # a NaN statistic compares False with everything: it must never become a p-value
         raise ValueError(f"X and Y: the energy statistics are not finite (observed "
