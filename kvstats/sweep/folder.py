@@ -218,13 +218,19 @@ def _take_lock(fcntl: Any, fh: Any, out: Path, lock_path: Path) -> None:
             "with lock support (NFS with its lock service; Lustre with -o flock)")) from None
 
 
-def _kvstats_record(path: Path, key: str) -> bool:
-    """Whether ``path`` is a JSON record kvstats wrote (an object carrying ``key``)."""
+def _json_record(path: Path) -> dict | None:
+    """The JSON object in ``path``; None when it is missing, unreadable or not an object."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and key in record
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _kvstats_record(path: Path, key: str) -> bool:
+    """Whether ``path`` is a JSON record kvstats wrote (an object carrying ``key``)."""
+    record = _json_record(path)
+    return record is not None and key in record
 
 
 def check_out_folder(out_dir: str | os.PathLike, what: str = "sweep", *,
@@ -296,10 +302,7 @@ def _check_not_another_sweep(out: Path, result: Any) -> None:
     path = out / MANIFEST
     if not path.is_file():
         return
-    try:
-        theirs = _run_id(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):   # unreadable: not known to be the same sweep
-        theirs = None
+    theirs = _run_id(_json_record(path))   # unreadable: None, not known to be the same sweep
     ours = _run_id(result.manifest)
     if theirs != ours:
         source = "this sweep" if result.out is None else repr(str(result.out))
