@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kvstats.sweep.locks import NoFileLocksError, try_lock
+
 try:
     import fcntl
 except ImportError:   # pragma: no cover - not on POSIX: no locks, no leftover removal
@@ -121,21 +123,13 @@ _STAGES_GUARD = threading.Lock()
 
 def _try_lock(fh: Any) -> bool | None:
     """Take the exclusive lock of the open file ``fh`` without waiting, as a sweep locks its
-    folder (:func:`kvstats.sweep.folder._take_lock`: ``flock``, else a POSIX record lock
+    folder (:func:`kvstats.sweep.locks.try_lock`: ``flock``, else a POSIX record lock
     where the file system keeps no ``flock`` locks): True, False when another process
     holds it, None where the file system keeps neither kind."""
-    from kvstats.sweep.folder import _NO_LOCKS, SweepLockedError, _take_lock   # below: no cycle
-
-    path = Path(fh.name)
     try:
-        _take_lock(fcntl, fh, path.parent, path)
-    except SweepLockedError:
-        return False
-    except OSError as exc:
-        if exc.errno in _NO_LOCKS:
-            return None
-        raise
-    return True
+        return try_lock(fh)
+    except NoFileLocksError:
+        return None
 
 
 def _remove_if_abandoned(stale: Path) -> None:

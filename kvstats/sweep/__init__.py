@@ -42,7 +42,9 @@ entry read and checked), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks,
 task -> per-trial frames, in a worker), :mod:`~kvstats.sweep.store` (cell files,
 manifest), :mod:`~kvstats.sweep.numeric_env` (the CPU and BLAS a cell was computed in:
 recorded, and a resume of cells from elsewhere warns), :mod:`~kvstats.sweep.folder` (a folder kept to one sweep: its lock, which
-folders a sweep may take, what a new sweep clears), :mod:`~kvstats.sweep.pool` (tasks on an executor: workers, their progress,
+folders a sweep may take, what a new sweep clears), :mod:`~kvstats.sweep.locks` (the
+exclusive file lock, taken without waiting, of a sweep's folder and of a report's staging
+folders), :mod:`~kvstats.sweep.pool` (tasks on an executor: workers, their progress,
 warnings and failures), :mod:`~kvstats.sweep.run` (:func:`run_sweep`) and
 :mod:`~kvstats.sweep.replay` (:func:`replay_trials`: any stored trial drawn and coded
 again, bit for bit). The results schema

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import errno
 import json
 import os
 import platform
@@ -38,6 +37,7 @@ from typing import Any
 
 from kvstats._checks import check_choice
 from kvstats.results import MANIFEST, RESULTS
+from kvstats.sweep.locks import NoFileLocksError, try_lock
 
 __all__ = ["SweepLockedError", "lock_dir", "check_out_folder", "clear_outputs", "check_writable",
            "LOCK_NAME"]
@@ -99,7 +99,7 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     """Hold the exclusive lock of a sweep directory (created if missing) while inside.
 
     The lock is ``DIR/.kvstats.lock`` under ``flock`` (a POSIX record lock where the file
-    system keeps no ``flock`` locks: :func:`_take_lock`): released when the process ends,
+    system keeps no ``flock`` locks: :func:`kvstats.sweep.locks.try_lock`): released when the process ends,
     however it ends. Re-entrant in the thread that holds it (``kvstats sweep`` holds it
     across the sweep and its report); another process, or another thread, gets a
     :class:`SweepLockedError` at once. A process forked while it is held (a pool's worker)
@@ -147,12 +147,7 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     lock_path = out / LOCK_NAME
     fh = open(lock_path, "a+", encoding="utf-8")
     try:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not on POSIX
-            fcntl = None
-        if fcntl is not None:
-            _take_lock(fcntl, fh, out, lock_path)
+        _take_lock(fh, out, lock_path)
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()} on {platform.node()} since {_now()}\n")
@@ -172,50 +167,25 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
         fh.close()  # closing the descriptor drops the flock
 
 
-# errno values of a file system that keeps no locks of the kind asked for (NFS without a
-# lock daemon, Lustre mounted without -o flock, some FUSE mounts)
-_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
-
-
-def _take_lock(fcntl: Any, fh: Any, out: Path, lock_path: Path) -> None:
-    """Take the exclusive lock of ``fh`` without waiting: ``flock``, else a POSIX record
-    lock (``lockf``) where the file system keeps no ``flock`` locks.
-
-    The fallback keeps the rule (one sweep per folder) because every kvstats process on
-    such a file system takes the same fallback, and Linux serves ``flock`` on NFS with
-    these very record locks; like ``flock``'s, the kernel drops it when the process
-    dies. A record lock belongs to the process, not to the open file: no fork inherits
-    it (a pool's worker holds nothing), and closing any descriptor of the lock file in
-    this process drops it, which nothing here does while the lock is held. A file
-    system that keeps neither kind is an OSError naming the folder and what to do:
-    without a lock, two sweeps into one folder could overwrite each other's cells
-    unseen, so none runs unlocked.
-    """
-    busy = f"output folder {str(out)!r} is in use by another sweep"
+def _take_lock(fh: Any, out: Path, lock_path: Path) -> None:
+    """Take the folder's lock (:func:`kvstats.sweep.locks.try_lock`: ``flock``, else a
+    POSIX record lock) or refuse: held by another sweep, a :class:`SweepLockedError`
+    naming the holder; a file system that keeps neither kind, an OSError naming the
+    folder and what to do (without a lock, two sweeps into one folder could overwrite
+    each other's cells unseen, so none runs unlocked)."""
     try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        raise SweepLockedError(f"{busy} ({_holder(lock_path)}); wait for it to finish or choose "
-                               "another --out") from None
-    except OSError as exc:
-        if exc.errno not in _NO_LOCKS:
-            raise
-        no_flock = exc
-    try:
-        fcntl.lockf(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EAGAIN):
-            raise SweepLockedError(f"{busy} ({_holder(lock_path)}); wait for it to finish or choose "
-                                   "another --out") from None
-        if exc.errno not in _NO_LOCKS:
-            raise
+        taken = try_lock(fh)
+    except NoFileLocksError as exc:
         raise OSError(exc.errno, (
-            f"output folder {str(out)!r} is on a file system that keeps no file locks (flock: "
-            f"{os.strerror(no_flock.errno)}; fcntl record lock: {os.strerror(exc.errno)}), and a "
-            "sweep locks its folder so that no two sweeps write into it at once: choose an --out "
-            "on a local disk (and copy the folder afterwards), or one on a file system mounted "
-            "with lock support (NFS with its lock service; Lustre with -o flock)")) from None
+            f"output folder {str(out)!r} is on a file system that keeps no file locks "
+            f"({exc.strerror}), and a sweep locks its folder so that no two sweeps write into it "
+            "at once: choose an --out on a local disk (and copy the folder afterwards), or one on "
+            "a file system mounted with lock support (NFS with its lock service; Lustre with "
+            "-o flock)")) from None
+    if not taken:
+        raise SweepLockedError(f"output folder {str(out)!r} is in use by another sweep "
+                               f"({_holder(lock_path)}); wait for it to finish or choose another "
+                               "--out")
 
 
 def _json_record(path: Path) -> dict | None:

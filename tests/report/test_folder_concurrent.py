@@ -205,7 +205,7 @@ sys.stdin.read()   # until the test closes it
 
 def test_without_flock_staging_folders_are_held_by_a_record_lock(tmp_path, monkeypatch):
     """Some network file systems refuse flock (ENOLCK): a staging folder is then held by a
-    POSIX record lock, as a sweep's folder is (kvstats.sweep.folder._take_lock). Another
+    POSIX record lock, as a sweep's folder is (kvstats.sweep.locks.try_lock). Another
     process's held folder and this process's own (a record lock is the process's: it
     cannot tell them apart, the registry does) are kept; a killed report's, with its lock
     file unheld or without one, is removed; the report is written whole."""
