@@ -177,7 +177,7 @@ class QuantizedCache(_CacheMemory, Cache):
                  config=None, **scheme_params):
         from kvstats.quant.schemes import make_scheme
 
-        self.sliding_windows = _sliding_windows(config)
+        self.sliding_windows, self.config_layers = _sliding_windows(config)
         self.scheme_name, self.bits = scheme_name, bits
         self.seed = check_int(seed, "seed", low=0)
         self.window = check_int(window, "window", low=0)
@@ -261,6 +261,27 @@ class QuantizedCache(_CacheMemory, Cache):
         """Not held (hybrid models' non-attention layers): NotImplementedError."""
         self._not_attention("indexer keys")
 
+    def get_max_length(self, layer_idx: int | None = None) -> int:
+        """The most tokens a layer's attention reads: its sliding window (from ``config``), or
+        -1 (no bound) for a full-attention layer; ``layer_idx=None``: the largest over the
+        layers, as transformers' caches take it (-1 when every layer is unbounded).
+
+        Known before any update (the layers are built on their first one): transformers'
+        own ``Cache`` takes ``max()`` over the layers built so far, a ValueError on a new
+        cache without a config.
+
+        Examples
+        --------
+        >>> cache = QuantizedCache("KQV", 4)
+        >>> cache.get_max_length(), cache.get_max_length(3), cache.get_seq_length(), cache.get_mask_sizes(5, 0)
+        (-1, -1, 0, (5, 0))
+        """
+        n_layers = max(len(self.layers), self.config_layers)
+        if layer_idx is None:
+            return max((self.sliding_windows.get(i, -1) for i in range(n_layers)), default=-1)
+        check_int(layer_idx, "layer_idx", low=0)
+        return self.sliding_windows.get(layer_idx, -1)
+
     def _new_layer(self) -> _CodesLayer:
         return _CodesLayer(self, len(self.layers))
 
@@ -273,14 +294,15 @@ class QuantizedCache(_CacheMemory, Cache):
                 f"layers={len(self.layers)}, seq_length={self.get_seq_length()})")
 
 
-def _sliding_windows(config) -> dict[int, int]:
+def _sliding_windows(config) -> tuple[dict[int, int], int]:
     """``{layer: window}`` of a model config's sliding-window and chunked-attention layers
-    (transformers' reading of ``layer_types`` / ``sliding_window``, as DynamicCache's).
+    (transformers' reading of ``layer_types`` / ``sliding_window``, as DynamicCache's), and
+    the config's number of layers (0 without a config).
 
     A config with layers whose cache holds more than keys and values (an indexer's keys,
     a recurrent or convolution state) is refused here, before any forward pass."""
     if config is None:
-        return {}
+        return {}, 0
     from transformers.cache_utils import (DYNAMIC_LAYER_TYPE_MAPPING, DummyLayer, DynamicLayer,
                                           DynamicSlidingWindowLayer, get_layer_types_and_kwargs)
 
@@ -300,8 +322,9 @@ def _sliding_windows(config) -> dict[int, int]:
                          f"{', '.join(map(repr, other))} (layers {layers}), whose cache holds other states "
                          f"(an indexer's keys, a recurrent or convolution state) that QuantizedCache does not "
                          f"hold: use transformers' DynamicCache(config=model.config)")
-    return {i: int(kw["sliding_window"]) for i, (t, kw) in enumerate(zip(types, kwargs))
-            if t in ("sliding_attention", "chunked_attention") and kw.get("sliding_window")}
+    windows = {i: int(kw["sliding_window"]) for i, (t, kw) in enumerate(zip(types, kwargs))
+               if t in ("sliding_attention", "chunked_attention") and kw.get("sliding_window")}
+    return windows, len(types)
 
 
 def _exports(scheme) -> bool:
