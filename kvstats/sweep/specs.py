@@ -288,21 +288,30 @@ def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
 
 
 def _check_distinct_schemes(schemes: Iterable[SchemeSpec]) -> None:
-    """Refuse two entries of one scheme: the same registry name and parameters once the
-    defaults fill what an entry leaves out (:func:`kvstats.quant.registry.resolved_scheme`:
-    ``QKQV`` and ``QKQV`` with ``sketch = "gaussian"``, ``K4V2`` and ``mixed`` with
-    ``key_bits = 4, value_bits = 2``), whatever their labels and budgets. Their cell keys
-    differ, so they would get other scheme seeds and stand in the report as two schemes
-    compared with each other. (The cell key itself is unchanged: stored cells keep their
-    ids.)"""
-    seen: dict[str, SchemeSpec] = {}
+    """Refuse two entries of one scheme: one builder (:attr:`SchemeDef.build`) handed the
+    same parameters once the defaults fill what an entry leaves out
+    (:func:`kvstats.quant.registry.resolved_scheme`: ``QKQV`` and ``QKQV`` with
+    ``sketch = "gaussian"``, ``K4V2`` and ``mixed`` with ``key_bits = 4, value_bits = 2``,
+    and two names of one builder with the same filled parameters, ``QKQV`` and
+    ``turboquant_prod``), whatever their labels and budgets. Their cell keys differ, so
+    they would get other scheme seeds and stand in the report as two schemes compared
+    with each other. Two builders are two schemes, even where they code alike (each
+    llama.cpp format has a builder of its own, its format bound); one builder under two
+    defaults is one scheme only where the filled parameters agree.
+    (The cell key itself is unchanged: stored cells keep their ids.)"""
+    seen: dict[tuple[int, str], tuple[SchemeSpec, str]] = {}
     for spec in schemes:
         name, full = resolved_scheme(spec.name, spec.params)
-        earlier = seen.setdefault(_canonical([name, full]), spec)
+        # the builder object itself (the registry holds it: its id is stable here), which
+        # need not be hashable
+        key = (id(scheme_def(spec.name).build), _canonical(full))
+        earlier, earlier_name = seen.setdefault(key, (spec, name))
         if earlier is not spec:
+            what = (name if earlier_name == name
+                    else f"{earlier_name} and {name}: one builder, the same parameters")
             raise ValueError(
                 f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
-                f"({name} with the defaults filled in: {_fmt_params(full)}); keep one (with both "
+                f"({what} with the defaults filled in: {_fmt_params(full)}); keep one (with both "
                 "entries' budgets, if they differ)")
 
 
