@@ -104,6 +104,10 @@ class Spectrum:
         return bound_snr_db(self.eigenvalues, rate, self.mean_square)
 
 
+# synthetic_spectrum's n_keys when not given (only ``focused`` depends on it)
+_N_KEYS = 1024
+
+
 def _params_of(params: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> dict[str, Any]:
     if params is not None and not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping of the distribution's parameters; received "
@@ -116,7 +120,7 @@ def _params_of(params: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> di
 
 
 def synthetic_spectrum(distribution: str, dim: int, params: Mapping[str, Any] | None = None, *,
-                       n_keys: int = 1024, n_queries: int = 1, **kwargs: Any) -> Spectrum:
+                       n_keys: int = _N_KEYS, n_queries: int = 1, **kwargs: Any) -> Spectrum:
     """Covariance eigenvalues and ``E‖x‖²`` of one synthetic trial's vectors, from the definition.
 
     Parameters
@@ -162,7 +166,9 @@ def synthetic_spectrum(distribution: str, dim: int, params: Mapping[str, Any] | 
     d = check_int(dim, "dim", low=1)
     N = check_int(n_keys, "n_keys", low=1)
     n_q = check_int(n_queries, "n_queries", low=1)
-    p = _resolve(distribution, _params_of(params, kwargs), d, n_q, N, what="parameter(s)")
+    keys_note = " (synthetic_spectrum's default n_keys)" if N == _N_KEYS else ""
+    p = _resolve(distribution, _params_of(params, kwargs), d, n_q, N, what="parameter(s)",
+                 keys_note=keys_note)
     try:
         with np.errstate(over="ignore", invalid="ignore"):
             spec = _synthetic_spectrum(distribution, d, N, n_q, p)

@@ -107,7 +107,13 @@ def _defaults(distribution: str) -> Mapping[str, Any]:
 
 
 def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: int,
-             n_keys: int, *, what: str) -> dict[str, Any]:
+             n_keys: int, *, what: str, keys_note: str = "") -> dict[str, Any]:
+    """``params`` over the distribution's defaults, checked for ``(dim, n_queries, n_keys)``.
+
+    A message never says the caller passed a default: a default that does not fit the
+    shape is named as the default (``keys_note`` follows ``n_keys`` in the messages: a
+    caller whose own ``n_keys`` may be a default says so).
+    """
     defaults = _defaults(distribution)
     unknown = sorted(set(params) - set(defaults))
     if unknown:
@@ -136,18 +142,32 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
             raise ValueError(f"value_params query must be 'isotropic' (values have no queries to "
                              f"place in their subspace); received {p['query']!r}")
     elif distribution == "focused":
-        p["n_focus"] = check_int(p["n_focus"], "n_focus", low=1)
-        if p["n_focus"] * n_queries > n_keys:
-            raise ValueError(f"n_focus * n_queries must be <= n_keys (each query gets its own "
-                             f"focus keys); received n_focus={p['n_focus']}, "
-                             f"n_queries={n_queries}, n_keys={n_keys}")
-        if p["n_focus"] >= n_keys:
+        p["n_focus"] = nf = check_int(p["n_focus"], "n_focus", low=1)
+        if nf >= n_keys:
             # the focus logit is set against the other keys' weight: none left, no logit
+            if "n_focus" not in params:
+                raise ValueError(f"n_keys must be >= {nf + 1} for 'focused' with its default "
+                                 f"n_focus={nf} (a focus key's weight is set against the other "
+                                 f"keys'); received n_keys={n_keys}{keys_note}")
             raise ValueError(f"n_focus must be < n_keys (a focus key's weight is set against "
-                             f"the other keys'); received n_focus={p['n_focus']}, n_keys={n_keys}")
+                             f"the other keys'); received n_focus={nf}, n_keys={n_keys}{keys_note}")
+        if nf * n_queries > n_keys:
+            given = f"n_focus={nf}, " if "n_focus" in params else ""
+            default = "" if given else f" with the default n_focus={nf}"
+            raise ValueError(f"n_focus * n_queries must be <= n_keys (each query gets its own "
+                             f"focus keys); received {given}n_queries={n_queries}, "
+                             f"n_keys={n_keys}{keys_note}{default}")
+        if "strength" not in params and not p["strength"] < 1.0 / nf:
+            raise ValueError(f"strength must be given for 'focused' with n_focus={nf}: its "
+                             f"default strength={p['strength']} is not < 1/n_focus (each of the "
+                             f"n_focus keys gets weight strength); pass strength in (0, {1.0 / nf:g})")
         p["strength"] = check_real(p["strength"], "strength", low=0.0,
-                                   high=1.0 / p["n_focus"], low_open=True, high_open=True)
+                                   high=1.0 / nf, low_open=True, high_open=True)
     elif distribution == "outlier_channels":
+        if "n_channels" not in params and not p["n_channels"] <= dim:
+            raise ValueError(f"dim must be >= {p['n_channels']} for {name('n_channels')} at its default "
+                             f"{p['n_channels']} (outlier channels are among the dim channels); "
+                             f"received dim={dim}: pass {name('n_channels')} <= {dim} or a larger dim")
         p["n_channels"] = check_int(p["n_channels"], name("n_channels"), low=1, high=dim)
         p["magnitude"] = check_real(p["magnitude"], name("magnitude"), low=0.0, low_open=True)
         p["offset"] = check_real(p["offset"], name("offset"))
@@ -298,7 +318,9 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             of its own at random positions whose component along the query is set so
             that each receives expected attention weight ``strength`` (``E[max p] ≈
             strength``; their component orthogonal to the query stays Gaussian). Valid
-            ``0 < strength < 1/n_focus``; accurate (within 0.01) when ``strength`` is well
+            ``0 < strength < 1/n_focus`` (the default 0.5 needs ``n_focus = 1``: with
+            more focus keys pass ``strength``) and ``n_focus · n_queries ≤ N``,
+            ``n_focus < N``; accurate (within 0.01) when ``strength`` is well
             above the unfocused top weight ``≈ exp(√(2 ln N) + 1/2)/N``, for ``N ≳ 100``
             and ``scale ≤ 1.5``; at larger ``scale`` the lognormal background sum
             fluctuates more and ``E[max p]`` exceeds small strengths (0.21 for 0.2 at
@@ -310,7 +332,11 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             Gaussian keys except ``n_channels`` channels, chosen at random per trial and
             fixed across its keys (as in real keys of deeper layers), equal to
             ``magnitude · (z ± offset)`` (sign random per channel): a channel-wise scale
-            and, with ``offset``, a channel-wise bias.
+            and, with ``offset``, a channel-wise bias. ``1 ≤ n_channels ≤ d`` (the
+            default 4 needs ``d ≥ 4``: for smaller ``d`` pass ``n_channels``).
+
+        A shape too small for a parameter left at its default is a ValueError naming
+        the shape and the default (never as if the default had been passed).
     n_trials, n_keys, dim : int
         ``T`` independent trials of ``N`` keys of dimension ``d``.
     seed : int, SeedSequence, Generator or None

@@ -284,7 +284,8 @@ def test_focused_needs_keys_besides_the_focus():
     # n_focus = n_keys leaves no background to set the focus logit against: was NaN keys
     # refused as "K must be finite" (sample) and "math domain error" (synthetic_spectrum)
     from kvstats.data.spectrum import synthetic_spectrum
-    with pytest.raises(ValueError, match="n_focus must be < n_keys .*n_focus=1, n_keys=1"):
+    with pytest.raises(ValueError, match=r"^n_keys must be >= 2 for 'focused' with its default "
+                       r"n_focus=1 .*; received n_keys=1$"):
         sample("focused", 1, 1, 4)
     with pytest.raises(ValueError, match="n_focus must be < n_keys .*n_focus=2, n_keys=2"):
         synthetic_spectrum("focused", 4, n_keys=2, n_focus=2)
