@@ -8,6 +8,7 @@ use the logits, never the probabilities, which tie once they underflow to zero.
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,20 @@ def _argmax_shift(ref: np.ndarray, quant: np.ndarray) -> np.ndarray:
 
 
 # --- validation helpers ---------------------------------------------------------------
+
+#: Routing-set size of :func:`topk_recall` and of the profile's ``recall_at_5`` when no
+#: ``k`` is given.
+_DEFAULT_K = 5
+
+
+def _check_k(k: Any, n: int, keys: str) -> int:
+    """``k`` as an int in ``[1, n]``; ``keys`` says where the ``n`` keys are. A default
+    ``k`` larger than ``n`` is named as the default (the caller may never have passed it)."""
+    if isinstance(k, Integral) and not isinstance(k, bool) and k == _DEFAULT_K > n:
+        raise ValueError(f"k must be an integer in [1, {n}] ({keys}): the default k={k} is too "
+                         f"large; pass k <= {n}")
+    return check_int(k, "k", low=1, high=n)
+
 
 def _logits_array(x: Any, name: str, axis: int) -> tuple[np.ndarray, int]:
     arr = as_float_array(x, name, min_ndim=1, allow_nonfinite=True)
@@ -375,7 +390,7 @@ def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:
     return _kl(lp.astype(np.float64), lq.astype(np.float64), axis)
 
 
-def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
+def topk_recall(ref: Any, quant: Any, k: int = _DEFAULT_K, axis: int = -1) -> np.ndarray:
     """Top-k routing recall ``|topk(ref) ∩ topk(quant)| / k`` along ``axis``.
 
     Pass scores in which the ranking lives: logits or log-probabilities (preferred to
@@ -396,7 +411,8 @@ def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
         Reference and quantized scores (finite or ``-inf`` for a masked key).
     k : int
         Size of the routing set, ``1 ≤ k ≤`` the number of finite reference scores of
-        every row (a ValueError otherwise: masked keys cannot be retrieved).
+        every row (a ValueError otherwise: masked keys cannot be retrieved); the default
+        5 needs 5 keys along ``axis`` (with fewer, the ValueError says k was the default).
     axis : int
         Axis of the keys.
 
@@ -413,7 +429,7 @@ def topk_recall(ref: Any, quant: Any, k: int = 5, axis: int = -1) -> np.ndarray:
     """
     r, s, axis = _pair(ref, quant, "ref", "quant", axis)
     n = r.shape[axis]
-    k = check_int(k, "k", low=1, high=n)
+    k = _check_k(k, n, f"ref has {n} key(s) along axis {axis}")
     # a masked key (-inf) in the reference's top k would count as retrieved whenever the
     # quantized k-th score is -inf too: recall@k needs k unmasked keys in every row
     valid = np.isfinite(r).sum(axis=axis)

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvstats._checks import _describe, as_float_array, check_int
+from kvstats._checks import _describe, as_float_array
 from kvstats.data.trials import Trials
-from kvstats.metrics.attention import _argmax_shift, _inner, _kl, _log_softmax, _topk_hits
+from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k, _inner, _kl,
+                                       _log_softmax, _topk_hits)
 from kvstats.metrics._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
 from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
@@ -94,7 +95,7 @@ def _check_hat(x: Any, name: str, like: np.ndarray, like_name: str) -> np.ndarra
     return arr
 
 
-def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.DataFrame:
+def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K) -> pd.DataFrame:
     """Per-trial 6D error profile of a reconstruction ``(K̂, V̂)`` of ``trials``.
 
     For each trial (keys/values averaged over the trial's ``N`` vectors, attention
@@ -137,7 +138,8 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
         (finite; float32 or float64 kept, any other real dtype, float16 and bfloat16
         included, read as float64).
     k : int
-        Routing-set size for the recall, ``1 ≤ k ≤ N``.
+        Routing-set size for the recall, ``1 ≤ k ≤ N``; the default 5 needs ``N ≥ 5``
+        (with fewer keys the ValueError says k was the default: pass ``k ≤ N``).
 
     Returns
     -------
@@ -162,7 +164,7 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5) -> pd.Data
     return _profile(trials, K_hat, V_hat, k)
 
 
-def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
+def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
              reference: dict[tuple, tuple[np.ndarray, ...]] | None = None,
              columns: dict[str, Any] | None = None) -> pd.DataFrame:
     """`error_profile`; ``reference`` (a dict the caller keeps with ``trials``) holds what
@@ -177,7 +179,7 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = 5,
     Kh = _check_hat(K_hat, "K_hat", trials.K, "K")
     Vh = _check_hat(V_hat, "V_hat", trials.V, "V")
     T, N, d = trials.K.shape
-    k = check_int(k, "k", low=1, high=N)
+    k = _check_k(k, N, f"the trials have N = {N} key(s)")
     # a caller's dict keeps every chunk's reference (its trials' other reconstructions
     # reuse them); without one, only the current chunk's is held, so the working set
     # does not grow with T
