@@ -154,7 +154,10 @@ class Trials:
                 if sel.shape != (self.n_trials,):
                     raise ValueError(f"idx as a boolean mask must have shape ({self.n_trials},); "
                                      f"received {_describe(sel)}")
-            elif sel.dtype.kind in "iu" and sel.ndim == 1:
+            elif sel.dtype.kind in "iu":
+                if sel.ndim != 1:   # the right kind of index, the wrong shape
+                    raise ValueError(f"idx as an integer array must be 1-D; received "
+                                     f"{_describe(sel)}")
                 if sel.size and (sel.min() < -self.n_trials or sel.max() >= self.n_trials):
                     raise ValueError(f"idx must index trials in [-{self.n_trials}, "
                                      f"{self.n_trials - 1}]; received values in "

@@ -73,6 +73,10 @@ def test_subset_variants():
             t.subset(empty)
     with pytest.raises(TypeError, match="idx must be"):
         t.subset(1.5)
+    # a 2-D integer index is the right kind of index of the wrong shape (was a TypeError)
+    with pytest.raises(ValueError, match=r"^idx as an integer array must be 1-D; received array of "
+                                         r"shape \(1, 2\)"):
+        t.subset(np.array([[0, 1]]))
 
 
 def test_group_query_heads_maps_heads_like_repeat_kv():
