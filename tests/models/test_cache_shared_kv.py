@@ -1,5 +1,6 @@
 """The quantized cache on models whose last layers reuse an earlier layer's keys and values
-(transformers' ``num_kv_shared_layers``: Gemma3n and Gemma 4, tiny random models).
+(transformers' ``num_kv_shared_layers``: Gemma3n, Gemma 4 and Gemma 4 unified, tiny random
+models).
 
 A reusing layer never updates the cache: it attends what the last non-reusing layer of its
 type (its producer) got back from ``update`` — on the codes path a handle on the
@@ -23,14 +24,15 @@ from kvstats.models import QuantizedCache
 pytestmark = pytest.mark.slow
 
 VOCAB = 97
+ARCHS = ["Gemma3n", "Gemma4", "Gemma4Unified"]
 
 
 def _model(arch, attn, window):
     """Four layers (sliding, full, sliding, full), the last two reusing the first two's
-    states; Gemma 4's full-attention layers have their own head dimension (32) and keys
-    that double as values (``attention_k_eq_v``)."""
-    own = {"Gemma3n": dict(laurel_rank=4, altup_num_inputs=2),
-           "Gemma4": dict(global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1)}[arch]
+    states; Gemma 4's (and Gemma 4 unified's) full-attention layers have their own head
+    dimension (32) and keys that double as values (``attention_k_eq_v``)."""
+    gemma4 = dict(global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1)
+    own = {"Gemma3n": dict(laurel_rank=4, altup_num_inputs=2), "Gemma4": gemma4, "Gemma4Unified": gemma4}[arch]
     torch.manual_seed(0)
     config = getattr(transformers, f"{arch}TextConfig")(
         vocab_size=VOCAB, vocab_size_per_layer_input=VOCAB, hidden_size=64, hidden_size_per_layer_input=8,
@@ -84,7 +86,7 @@ MODES = [pytest.param(dict(), id="codes"), pytest.param(dict(keep_decoded=True),
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("arch", ["Gemma3n", "Gemma4"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_reusing_layers_attend_the_producers_decoded_states(arch, attn, mode):
     # a sliding window of 4 over 9 + 19 tokens: the sliding producer drops coded tokens
     steps, model = 20, _model(arch, attn, window=4)
@@ -105,7 +107,7 @@ def test_reusing_layers_attend_the_producers_decoded_states(arch, attn, mode):
 
 
 @pytest.mark.parametrize("attention", ["codes", "model"])
-@pytest.mark.parametrize("arch", ["Gemma3n", "Gemma4"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_each_producers_states_are_held_and_counted_once(arch, attention):
     model = _model(arch, "eager", window=512)       # no drops: transformers' cache holds every token
     cache = QuantizedCache("KQV", 4, seed=1, config=model.config, attention=attention)
@@ -133,25 +135,26 @@ def test_each_producers_states_are_held_and_counted_once(arch, attention):
     assert report["stored_bytes"] == alone
 
 
-def _assistant(target):
-    """A tiny Gemma 4 drafter over the target's shared states (every layer reuses them)."""
-    from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM, Gemma4TextConfig
-
+def _assistant(target, arch):
+    """A tiny Gemma 4 (or Gemma 4 unified) drafter over the target's shared states (every
+    layer reuses them)."""
     torch.manual_seed(2)
-    text = Gemma4TextConfig(vocab_size=VOCAB, vocab_size_per_layer_input=0, hidden_size=32,
-                            hidden_size_per_layer_input=0, intermediate_size=64, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
-                            max_position_embeddings=64, layer_types=["sliding_attention", "full_attention"],
-                            sliding_window=target.config.sliding_window, num_kv_shared_layers=2, pad_token_id=0,
-                            attn_implementation="eager")
-    assistant = Gemma4AssistantForCausalLM(Gemma4AssistantConfig(text_config=text, backbone_hidden_size=64)).eval()
+    text = getattr(transformers, f"{arch}TextConfig")(
+        vocab_size=VOCAB, vocab_size_per_layer_input=0, hidden_size=32, hidden_size_per_layer_input=0,
+        intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        global_head_dim=32, max_position_embeddings=64, layer_types=["sliding_attention", "full_attention"],
+        sliding_window=target.config.sliding_window, num_kv_shared_layers=2, pad_token_id=0,
+        attn_implementation="eager")
+    config = getattr(transformers, f"{arch}AssistantConfig")(text_config=text, backbone_hidden_size=64)
+    assistant = getattr(transformers, f"{arch}AssistantForCausalLM")(config).eval()
     assistant.generation_config.num_assistant_tokens = 3
     return assistant
 
 
-def test_gemma4_assisted_drafting_reads_decoded_states_and_is_refused_on_the_codes_path():
-    target = _model("Gemma4", "eager", window=512)
-    assistant = _assistant(target)
+@pytest.mark.parametrize("arch", ["Gemma4", "Gemma4Unified"])
+def test_gemma4_assisted_drafting_reads_decoded_states_and_is_refused_on_the_codes_path(arch):
+    target = _model(arch, "eager", window=512)
+    assistant = _assistant(target, arch)
     ids = _prompt()[0][:1]
 
     def generate(cache, **kw):
