@@ -165,8 +165,7 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
         if key not in seen_schemes:
             seen_schemes.add(key)
             try:
-                make_scheme(spec.name, None if spec.fixed_budget else cell.budget, cell.dim, seed=0,
-                            draws=1, **spec.params)
+                make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
             except Exception as exc:   # a user scheme's build may raise anything: name the entry
                 where = f"scheme {cell.scheme_at()}, d={cell.dim}"
                 raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None

@@ -63,11 +63,11 @@ def _chunk_data(cell: Cell, chunk: int, start: int, count: int, *, seed: int, n_
 def _chunk_scheme(cell: Cell, chunk: int, count: int, *, seed: int) -> Scheme:
     """The scheme instance that codes chunk ``chunk`` (``count`` trials) of ``cell``: one
     draw per trial (``draws=count``) at the chunk's scheme seed
-    (:func:`~kvstats.sweep.plan.scheme_seed`)."""
+    (:func:`~kvstats.sweep.plan.scheme_seed`), at the cell's budget (None for a
+    fixed-budget scheme: :func:`~kvstats.sweep.plan.grid` gives its cells none)."""
     spec = cell.scheme
-    bits = None if spec.fixed_budget else cell.budget
-    return make_scheme(spec.name, bits, cell.dim, seed=scheme_seed(seed, cell, chunk), draws=count,
-                       **spec.params)
+    return make_scheme(spec.name, cell.budget, cell.dim, seed=scheme_seed(seed, cell, chunk),
+                       draws=count, **spec.params)
 
 
 def _cell_rows(cell: Cell, cid: str, scheme: Scheme, trials: Trials, K_hat: np.ndarray,
