@@ -170,7 +170,7 @@ def _build_klt(bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.klt import KLTCoder
 
     rank, group = params.get("rank"), params["group_size"]
-    return bits, KLTCoder(bits, dim, rank, group), KLTCoder(bits, dim, rank, group)
+    return bits, KLTCoder(bits, dim, rank, group, name="K"), KLTCoder(bits, dim, rank, group, name="V")
 
 
 # --------------------------------------------------------------------------- expected bits

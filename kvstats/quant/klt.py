@@ -57,9 +57,9 @@ _FP16_MAX = float(np.finfo(np.float16).max)
 _FP16_NORMAL = float(np.finfo(np.float16).smallest_normal)  # below: subnormal, precision lost
 
 
-def _raise_beyond_fp16(what: str, value: float) -> None:
-    raise ValueError(f"x is beyond klt's float16 side information: a {what} {value:.4g} > "
-                     "65504; received such x")
+def _raise_beyond_fp16(name: str, what: str, value: float) -> None:
+    raise ValueError(f"{name} is beyond klt's float16 side information: a {what} {value:.4g} > "
+                     f"65504; received such {name}")
 
 
 def _lm_distortion() -> np.ndarray:
@@ -130,6 +130,8 @@ class KLTCoder:
         Principal axes coded (None: all d).
     group_size : int
         Tokens per block (each block's two halves calibrate each other); ≥ 2.
+    name : str
+        What error messages call the coded array (the scheme passes "K" or "V").
 
     Examples
     --------
@@ -145,7 +147,8 @@ class KLTCoder:
     {'codes': 1600.0, 'side': 288.0}
     """
 
-    def __init__(self, bits: int, dim: int, rank: int | None = None, group_size: int = 1024):
+    def __init__(self, bits: int, dim: int, rank: int | None = None, group_size: int = 1024,
+                 name: str = "x"):
         self.bits = check_int(bits, "bits", low=1, high=MAX_AXIS_BITS)
         self.dim = check_int(dim, "dim", low=1)
         self.rank = self.dim if rank is None else check_int(rank, "rank", low=1, high=self.dim)
@@ -153,6 +156,7 @@ class KLTCoder:
         self.code_bits = min(self.bits * self.dim, MAX_AXIS_BITS * self.rank)
         self.nominal_bits = self.code_bits / self.dim
         self._distortion = _lm_distortion()
+        self.name = name
 
     # ------------------------------------------------------------------ halves
     def halves(self, n: int) -> tuple[int, ...]:
@@ -218,13 +222,12 @@ class KLTCoder:
         sigma = np.sqrt(lam)
         for what, v in (("mean", mean), ("scale", sigma)):
             if np.max(np.abs(v), initial=0.0) > _FP16_MAX:
-                _raise_beyond_fp16(f"{what} of", float(np.max(np.abs(v))))
+                _raise_beyond_fp16(self.name, f"{what} of", float(np.max(np.abs(v))))
         sigma16 = sigma.astype(np.float16)
         alloc = water_fill_bits(sigma16.astype(np.float64) ** 2, self.code_bits)
         return basis.astype(np.float16), mean.astype(np.float16), sigma16, alloc
 
-    @staticmethod
-    def _check_side_range(mean: np.ndarray, c: np.ndarray) -> None:
+    def _check_side_range(self, mean: np.ndarray, c: np.ndarray) -> None:
         """The float16 range checks of `_fit`, made before any product of the tokens ``c``
         (centred, ``(*batch, m, d)``) can overflow: the shrunk largest scale is at least
         ``max|c| / sqrt(m·d)`` (a token's ``c cᵀ/m`` is below the covariance, whose largest
@@ -232,18 +235,19 @@ class KLTCoder:
         refused anyway."""
         top = float(np.max(np.abs(mean), initial=0.0))
         if not top <= _FP16_MAX:  # also a mean that overflowed to inf
-            _raise_beyond_fp16("mean of", top)
+            _raise_beyond_fp16(self.name, "mean of", top)
         m, d = c.shape[-2], c.shape[-1]
         spread = float(np.max(np.abs(c), initial=0.0)) / math.sqrt(m * d)
         if not spread <= _FP16_MAX:
-            _raise_beyond_fp16("scale of at least", spread)
+            _raise_beyond_fp16(self.name, "scale of at least", spread)
 
     def _check(self, x: np.ndarray) -> np.ndarray:
-        x = as_float_array(x, "x", min_ndim=2)
+        x = as_float_array(x, self.name, min_ndim=2)
         if x.shape[-1] != self.dim:
-            raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
+            raise ValueError(f"{self.name} must have last axis of length {self.dim}; "
+                             f"received {_describe(x)}")
         if x.shape[-2] < 2:
-            raise ValueError(f"x must hold at least 2 tokens for klt (each half of the cache "
+            raise ValueError(f"{self.name} must hold at least 2 tokens for klt (each half of the cache "
                              f"calibrates the other); received {_describe(x)}")
         return x
 

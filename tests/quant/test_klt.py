@@ -118,6 +118,17 @@ def test_bits_rank_cap_and_errors():
         coder.decode(KLTCoder(4, 64, rank=16, group_size=256).encode(x))
 
 
+def test_the_scheme_names_the_side_it_refuses():
+    # the scheme's coders say K or V (was "x", an argument the caller of roundtrip never had)
+    scheme = kvstats.make_scheme("klt", 2, 4)
+    one = gaussian(1, 4, seed=0)[0]
+    with pytest.raises(ValueError, match=r"^K must hold at least 2 tokens"):
+        scheme.roundtrip(one, one)
+    big = gaussian(400, 4, seed=1)[0]
+    with pytest.raises(ValueError, match=r"^V is beyond klt's float16 side information.*received such V$"):
+        scheme.roundtrip(big, big + 1e5)
+
+
 @pytest.mark.parametrize("offset,scale", [(0.0, 1e200), (1e200, 1.0), (0.0, 1e155), (1e5, 1.0)])
 def test_inputs_beyond_the_float16_side_information_are_value_errors(offset, scale):
     # refused before any product can overflow: a mean beyond 65504, or a spread whose shrunk
