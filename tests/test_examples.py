@@ -90,7 +90,7 @@ def test_the_usage_excerpt_runs_with_the_examples_coder(tmp_path, user_registrie
         code = code.replace(old, new)
     example = _load_example()
     kvstats.unregister_scheme("minmax")   # the example registers at import; the excerpt registers its own
-    exec(compile(code, "usage.md", "exec"), {"MinMaxCoder": example.MinMaxCoder})
+    exec(compile(code, "usage.md", "exec"), {"MinMaxCoder": example.MinMaxCoder, "__name__": "__main__"})
     assert "minmax" in (tmp_path / "own" / "report.md").read_text()
 
 

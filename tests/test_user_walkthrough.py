@@ -336,3 +336,77 @@ def test_usage_progress_bar_example_has_the_shape_a_sweep_prints(tmp_path):
     assert proc.returncode == 0, proc.stderr
     printed = [part for part in re.split(r"[\r\n]", proc.stderr) if part.startswith("sweep:") and "|" in part]
     assert printed and shape(shown) == shape(printed[-1]), (shown, printed[-1])
+
+
+def _usage_section(start: str, end: str) -> str:
+    text = (DOCS / "usage.md").read_text()
+    return text[text.index(start):text.index(end)]
+
+
+def test_usage_python_section_example_runs(tmp_path, monkeypatch, capsys):
+    # docs/usage.md "Python": the first example, as written but smaller (12 trials, no
+    # figures in the report; the two Shannon–φ planes it saves are still drawn). Its KL
+    # table printed with pandas' default width hid the p-values and winners ("...").
+    code = re.search(r"```python\n(.*?)```", _usage_section("## Python", "## Your own scheme"), re.S).group(1)
+    edits = {'"n_trials": 50': '"n_trials": 12',
+             '"report": {"energy_resamples": 99, "bootstrap_resamples": 199}':
+                 '"report": {"energy_resamples": 19, "bootstrap_resamples": 99, "figures": False}'}
+    for old, new in edits.items():
+        assert code.count(old) == 1, old
+        code = code.replace(old, new)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "usage.md", "exec"), {})
+    out = capsys.readouterr().out
+    header = "distribution  budget scheme_a scheme_b    effect  pvalue_adjusted"
+    assert header in out and "..." not in out.split(header)[1], out
+    assert (tmp_path / "results" / "api" / "report.md").is_file()
+    assert (tmp_path / "shannon_phi_t.png").is_file() and (tmp_path / "shannon_phi_k.png").is_file()
+
+
+def test_usage_equal_storage_bits_snippet_prints_what_the_text_says(capsys):
+    # docs/usage.md "Equal n is not equal storage": the stored bits before any sweep
+    section = _usage_section("**Equal n is not equal storage.**", "## Outputs")
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "usage.md", "exec"), {})
+    printed = capsys.readouterr().out.strip().splitlines()
+    shown = re.search(r"prints (`.*?`) and\s+(`[^`]*`)", " ".join(section.split()))
+    assert printed == re.findall(r"`([^`]*)`", shown.group(0))
+    # and the kivi totals the lead-in quotes for longer contexts
+    kivi = kvstats.make_scheme("kivi", 2, 128)
+    assert [round(kivi.bits_per_coord(n).total, 2) for n in (1024, 4096)] == [3.41, 3.10]
+    assert "3.41 bits at n = 2 on N = 1,024, 3.10 on N = 4,096" in " ".join(section.split())
+
+
+def test_usage_reading_a_report_equivalence_example_runs(small_sweep, tmp_path, capsys):
+    # docs/usage.md "Reading a report": margins on a finished sweep, counted by verdict
+    code = re.search(r"```python\n(.*?)```", _usage_section("### Reading a report", "**The Shannon–φ plane**"),
+                     re.S).group(1)
+    edits = {'"results/quick"': repr(str(small_sweep.out)),
+             '"results/quick_equivalence"': repr(str(tmp_path / "eq")),
+             '[("KQV", "KV")]': '[("KQV", "QKQV")]'}   # the small sweep has no KV
+    for old, new in edits.items():
+        assert code.count(old) == 1, old
+        code = code.replace(old, new)
+    scope: dict = {}
+    exec(compile(code, "usage.md", "exec"), scope)
+    tost = scope["tost"]
+    assert len(tost) == 1 and set(tost.metric) == {"kl"}
+    assert set(tost.verdict) <= {"equivalent within δ", "different", "inconclusive"}
+    assert "gaussian" in capsys.readouterr().out
+
+
+def test_usage_shipped_configs_table_names_every_config():
+    # docs/usage.md listed 5 of the 20 configs in experiments/ as "The shipped configs"
+    import fnmatch
+
+    root = DOCS.parent
+    table = _usage_section("The shipped configs:", "### Real caches as a data source")
+    named = []
+    for row in table.splitlines():
+        if row.startswith("| `experiments/"):
+            named += re.findall(r"`([\w*.]+\.toml)`", row.split(" | ")[0].replace("experiments/", ""))
+    for name in named:
+        assert "*" in name or (root / "experiments" / name).is_file(), name
+    configs = sorted(p.name for p in (root / "experiments").glob("*.toml"))
+    missing = [c for c in configs if not any(fnmatch.fnmatch(c, n) for n in named)]
+    assert not missing, f"docs/usage.md's table of shipped configs lacks {missing}"
