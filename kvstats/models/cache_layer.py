@@ -112,6 +112,22 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                             f"{type(value).__name__}")
         setattr(self, f"tail_{name}", None)
 
+    # transformers' layer offloading (a Cache built with offloading=True moves each layer's
+    # keys and values to the CPU after its update and back before the next; a QuantizedCache
+    # is not built so, but cache.offload(i) calls it): the generic versions read ``keys``, a
+    # decode of the whole layer, to assign or compare it
+    def offload(self) -> None:
+        """Move the layer's data to the CPU: nothing to move when it is there (the code-reading
+        paths always; the model path for a model on the CPU); a layer on another device is
+        refused (NotImplementedError)."""
+        if self.is_initialized and self.device.type != "cpu":
+            raise NotImplementedError(f"QuantizedCache does not offload layers held on {self.device} (its "
+                                      f"codes, tail and decoded copy stay where the model runs)")
+
+    def prefetch(self) -> None:
+        """Move offloaded data back to the layer's device: nothing to move (:meth:`offload`
+        moves nothing)."""
+
     def lazy_initialization(self, key_states, value_states):
         owner = self.owner
         torch_codes = owner.reads_codes and (not owner.grouped or owner.attention == "codes")
