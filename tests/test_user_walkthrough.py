@@ -141,9 +141,8 @@ def test_usage_real_example_fits_the_capture(tmp_path):
         for p in entry["params"]:
             p["path"] = str(path)
     raw["sweep"].update(dims=[4], n_keys=[8])
-    raw["schemes"] = ["KQV"]
-    cfg = SweepConfig.from_dict(raw)
-    assert len(cfg.cells()) == 2 * len(cfg.budgets)
+    cfg = SweepConfig.from_dict(raw)   # as written: a whole config, schemes included
+    assert len(cfg.cells()) == 2 * len(cfg.budgets) * len(cfg.schemes) == 8
 
 
 _GRID = {"budgets": [3], "distributions": ["gaussian"], "dims": [32], "n_keys": [16],
