@@ -409,3 +409,20 @@ def test_usage_shipped_configs_table_names_every_config():
     configs = sorted(p.name for p in (root / "experiments").glob("*.toml"))
     missing = [c for c in configs if not any(fnmatch.fnmatch(c, n) for n in named)]
     assert not missing, f"docs/usage.md's table of shipped configs lacks {missing}"
+
+
+@pytest.mark.parametrize("name", ["define_scheme", "check_scheme", "register_distribution"])
+def test_usage_signatures_of_the_plugin_api_are_the_functions(name):
+    # docs/usage.md "Your own scheme or distribution" gave define_scheme without
+    # token_group_default and defaults, and check_scheme's keyword-only argument as positional
+    import inspect
+
+    section = " ".join(_usage_section("## Your own scheme or distribution", "## Reproduce one trial").split())
+    shown = re.search(rf"`(?:kvstats\.)?{name}\((.*?)\)`", section).group(1)
+    parts = []
+    for p in inspect.signature(getattr(kvstats, name)).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and "*" not in parts:
+            parts.append("*")
+        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}".replace("'", '"'))
+    expected = ", ".join(parts)
+    assert shown == expected, (shown, expected)
