@@ -1,78 +1,145 @@
 #!/usr/bin/env bash
 # GPU runbook of docs/gpu.md: one prepared script for a session that has a GPU.
 #
-# Usage: bash experiments/gpu_runbook.sh [OUT_DIR]        (run from the repository root)
+# Usage: bash experiments/gpu_runbook.sh [--dry-run] [OUT_DIR]      (from the repository root)
 #        bash experiments/gpu_runbook.sh --help
 #
-# 1. environment: date, load average, nvidia-smi, Python, jax version and devices, and a
-#    preflight import of kvstats_gpu and of both Pallas GPU backends (Mosaic GPU needs
-#    absl-py); stops with exit status 3 if jax sees no GPU (a CUDA plugin that failed to
-#    load leaves jax on the CPU, where step 2 would only skip and step 3 would time CPU
-#    code), 4 if kvstats_gpu or both backends fail to import (one backend missing is
-#    reported and the run goes on with the other);
-# 2. correctness: `pytest -m gpu tests/gpu` with KVSTATS_REQUIRE_GPU=1 (no silent skips) --
-#    every compiled kernel, through Mosaic GPU and through Triton, against its jnp
-#    reference (decode attention at 32k tokens);
-# 3. throughput: `python -m kvstats_gpu.bench --require-gpu --impl B` once per Pallas backend B
-#    (BENCH_IMPLS, default "mosaic triton"), each in its own process, so that a backend whose
-#    compile aborts the process (a fatal LLVM/ptxas error is not a Python exception) leaves
-#    the other's figures: its own correctness check, then one decode step over a KQV@4 cache
-#    at 32k and 128k tokens (8 KV heads, 32 query heads, d = 128) against dense bf16
-#    attention and the device's peak HBM bandwidth, each timed output checked against the
-#    jnp reference.
-# Everything printed also lands in OUT_DIR (default $OUT, else ./gpu_runbook_out):
-# env.txt, pytest_gpu.txt, and per backend bench_B.txt and bench_B.json. Exit status 0 only
-# if every step run passed. pytest runs verbose (one line per test as it finishes, with
-# durations) and the bench prints and saves each row as it is measured, so a step cut short
-# by its time cap still says what passed and what was measured.
+# Steps, each written to OUT_DIR as it runs (a step or the whole call cut short still leaves
+# what finished), each under its own time cap, correctness before throughput:
+# 1. env: date, load, nvidia-smi, Python, numpy, jax, jaxlib and the CUDA plugin's versions,
+#    jax's backend and devices, where ptxas and nvcc are; a preflight import of kvstats_gpu
+#    and of both Pallas GPU backends (Mosaic GPU needs absl-py). Stops with exit status 3 if
+#    jax sees no GPU (a CUDA plugin that failed to load leaves jax on the CPU, where the tests
+#    would only skip and the bench would time CPU code), 4 if kvstats_gpu or both backends
+#    fail to import (one missing is reported and the run goes on with the other);
+# 2. tests B, for B in mosaic triton: `pytest -m gpu -k B tests/gpu` with
+#    KVSTATS_REQUIRE_GPU=1 (no silent skips): every compiled kernel of backend B against its
+#    jnp reference, decode attention at 32k tokens; one pytest process per backend, so a
+#    fatal compile error (an LLVM or ptxas abort is no Python exception) loses only its own;
+# 3. bench B, for B in BENCH_IMPLS (default "mosaic triton"): `python -m kvstats_gpu.bench
+#    --require-gpu --impl B`, one process per backend: its own correctness check, then one
+#    decode step over a KQV@4 cache at 32k and 128k tokens (8 KV heads, 32 query heads,
+#    d = 128) against dense bf16 attention and the device's peak HBM bandwidth, each timed
+#    output checked against the jnp reference.
+# Files in OUT_DIR (default $OUT, else ./gpu_runbook_out): env.txt, pytest_gpu.txt (both
+# backends' runs, one after the other), bench_B.txt and bench_B.json per backend, and
+# summary.txt: one line per step as it ends (exit status, seconds, cap; pytest's result line;
+# the bench's correctness and measured lines), then the overall verdict. Seven files with
+# the default backends (the device tool returns at most eight). Exit status 0 only if every
+# step ran and passed.
 #
-# Sized for a 15-minute device budget (machine start included) with room for one rerun: the
-# steps are capped at T_TESTS=120 s and T_BENCH=90 s per backend (environment variables;
-# `timeout -k 10`), at most about 5.4 minutes with the environment step; call it with a
-# timeout of ~360 s. STEPS (default "tests bench") chooses the steps, e.g. STEPS=bench for a
-# shorter rerun of the throughput step alone, BENCH_IMPLS=triton for one backend. PYTHON
-# (default python3: on the lent H200 machine the image's Python with jax[cuda] and absl-py)
-# runs it; BENCH_ARGS overrides the bench's arguments other than --impl and --json. The
-# repository is not pip-installed there: PYTHONPATH is set to the repository root.
+# Time: each step has a cap (T_TESTS=60 s per backend's tests, T_BENCH=85 s per bench
+# process, T_ENV=60 s per environment command; `timeout -k 10`), and the whole script a
+# deadline, RUNBOOK_DEADLINE=320 s from its start: a step gets the lesser of its cap and the
+# time left (less 15 s for the summary), and a step with under 20 s left is skipped and
+# reported, so the summary is written before a device call of timeout_s=360 ends. STEPS
+# (default "tests bench") chooses the steps, e.g. STEPS=bench for a shorter rerun of the
+# throughput step; TEST_IMPLS and BENCH_IMPLS the backends (BENCH_IMPLS=reference times the
+# jnp path compiled by XLA); BENCH_ARGS replaces the bench's arguments other than --impl and
+# --json. PYTHON (default python3: on the lent H200 machine the image's Python with jax[cuda]
+# and absl-py) runs it. The repository is not pip-installed there: PYTHONPATH is set to the
+# repository root.
 #
-# Dry run on a machine without a GPU: RUNBOOK_ALLOW_CPU=1 runs the same steps on the CPU
-# (the gpu tests skip, which checks that they collect; the bench checks each backend's
-# kernels in the Pallas interpreter and times the jnp reference at its CPU sizes, with
-# T_BENCH defaulting to 900 s: the interpreter is slow; XLA's optimisations off unless
-# JAX_DISABLE_MOST_OPTIMIZATIONS is set), to check the script and the imports under another
-# environment; its exit status says nothing about the GPU.
+# Dry run without a GPU: --dry-run (or RUNBOOK_ALLOW_CPU=1) runs the same steps on the CPU to
+# check the script and the imports under another environment: the gpu tests collect and
+# skip; each bench process checks its backend's kernels in the Pallas interpreter and times
+# the jnp reference at its small CPU size (--quick), XLA's optimisations off unless
+# JAX_DISABLE_MOST_OPTIMIZATIONS is set; T_BENCH defaults to 900 s and RUNBOOK_DEADLINE to
+# 3600 s there (the interpreter is slow). Its exit status says nothing about the GPU.
 set -u -o pipefail
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-    exit 0
-fi
-OUT_DIR=${1:-${OUT:-gpu_runbook_out}}
-PY=${PYTHON:-python3}
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 DRY=${RUNBOOK_ALLOW_CPU:-0}
+OUT_ARG=""
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help) usage; exit 0 ;;
+        --dry-run) DRY=1 ;;
+        -*) echo "gpu_runbook.sh: unknown option '$arg' (allowed: --dry-run, --help, an output folder)" >&2
+            exit 2 ;;
+        *) if [[ -n "$OUT_ARG" ]]; then
+               echo "gpu_runbook.sh: one output folder expected; received '$OUT_ARG' and '$arg'" >&2
+               exit 2
+           fi
+           OUT_ARG=$arg ;;
+    esac
+done
+OUT_DIR=${OUT_ARG:-${OUT:-gpu_runbook_out}}
+PY=${PYTHON:-python3}
+if [[ "$DRY" == "1" ]]; then
+    DEADLINE=${RUNBOOK_DEADLINE:-3600}
+    T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
+else
+    DEADLINE=${RUNBOOK_DEADLINE:-320}
+fi
+RESERVE=15    # seconds kept for the summary after the last step
+MIN_STEP=20   # a step with less time than this left is skipped, not started
 mkdir -p "$OUT_DIR"
+: > "$OUT_DIR/summary.txt"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
+summary() { echo "$*" | tee -a "$OUT_DIR/summary.txt"; }
+
+# cap_for SECONDS: the lesser of a step's own cap and what the deadline leaves; 0 when that is
+# under MIN_STEP (the step is then skipped)
+cap_for() {
+    local left=$((DEADLINE - SECONDS - RESERVE)) want=$1
+    ((left < want)) && want=$left
+    ((want < MIN_STEP)) && want=0
+    echo "$want"
+}
+
+rc_all=0
+# run_step NAME OWN_CAP LOG COMMAND...: the command under `timeout -k 10`, its output shown and
+# appended to LOG as it comes; one summary line when it ends (or why it did not start)
+run_step() {
+    local name=$1 own=$2 log=$3 cap t0 rc
+    shift 3
+    cap=$(cap_for "$own")
+    if ((cap == 0)); then
+        summary "$name: SKIPPED, $((DEADLINE - SECONDS)) s left before the ${DEADLINE} s deadline"
+        rc_all=1
+        return
+    fi
+    t0=$SECONDS
+    timeout -k 10 "$cap" "$@" 2>&1 | tee -a "$log"
+    rc=$?
+    local note=""
+    ((rc == 124 || rc == 137)) && note=" (TIMED OUT)"
+    ((rc != 0)) && rc_all=1
+    summary "$name: exit $rc$note, $((SECONDS - t0)) s of a ${cap} s cap"
+}
+
+# 1. environment
+: > "$OUT_DIR/env.txt"
 {
     date -u
     uptime
     if command -v nvidia-smi >/dev/null; then
-        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+        timeout -k 5 "${T_ENV:-60}" nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
     else
         echo "nvidia-smi: not available"
     fi
-    "$PY" -c "import sys, jax, jaxlib, numpy; print('python', sys.version.split()[0], 'numpy', numpy.__version__)
-print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'backend', jax.default_backend(), jax.devices())
-try:  # where XLA and Mosaic GPU look for ptxas first (CUDA_ROOT overrides); a private name
+    timeout -k 5 "${T_ENV:-60}" "$PY" -c "import sys, jax, jaxlib, numpy, importlib.metadata as md
+print('python', sys.version.split()[0], sys.executable, 'numpy', numpy.__version__)
+print('jax', jax.__version__, 'jaxlib', jaxlib.__version__)
+for dist in ('jax-cuda13-plugin', 'jax-cuda13-pjrt', 'jax-cuda12-plugin', 'jax-cuda12-pjrt'):
+    try: print(dist, md.version(dist))
+    except md.PackageNotFoundError: pass
+print('jax devices', jax.devices())
+try:  # where XLA and Mosaic GPU look for CUDA tools first (CUDA_ROOT overrides); a private name
     from jax._src import lib; print('jax cuda_path', lib.cuda_path)
-except Exception as exc: print('jax cuda_path: unknown', type(exc).__name__)"
-    # Mosaic GPU and XLA assemble PTX with ptxas: a failure to find it shows here first
+except Exception as exc: print('jax cuda_path: unknown', type(exc).__name__)
+print('jax default backend:', jax.default_backend())"
+    echo "env exit $? (python, jax and its devices; 124 or 137 = timed out)"
+    # XLA and Mosaic GPU assemble PTX: where the CUDA tools are shows here
     echo "ptxas: $(command -v ptxas || echo 'not on PATH')  nvcc: $(command -v nvcc || echo 'not on PATH')"
-} 2>&1 | tee "$OUT_DIR/env.txt"
+} 2>&1 | tee -a "$OUT_DIR/env.txt"
+backend=$(sed -n 's/^jax default backend: //p' "$OUT_DIR/env.txt" | tail -n 1)
 
 # preflight: the package and both Pallas GPU backends import (Triton is deprecated in
 # jax >= 0.11 and may be gone; either backend missing is reported, not fatal: its tests
 # fail and the bench leaves it out)
-"$PY" - <<'EOF' 2>&1 | tee -a "$OUT_DIR/env.txt"
+timeout -k 5 "${T_ENV:-60}" "$PY" - <<'EOF' 2>&1 | tee -a "$OUT_DIR/env.txt"
 import importlib, sys
 failed = []
 for mod in ("kvstats_gpu.decode", "kvstats_gpu.bench", "kvstats_gpu.mosaic_call", "absl",
@@ -100,15 +167,13 @@ sys.exit(4 if fatal else 0)
 EOF
 rc_pre=$?
 if [[ $rc_pre -ne 0 ]]; then
-    echo "runbook: kvstats_gpu or both Pallas GPU backends failed to import (above); stopping before the GPU" \
-         "steps (exit 4)" | tee -a "$OUT_DIR/env.txt"
+    summary "runbook: kvstats_gpu or both Pallas GPU backends failed to import (env.txt; preflight exit" \
+            "$rc_pre); stopping before the GPU steps (exit 4)"
     exit 4
 fi
-backend=$("$PY" -c "import jax; print(jax.default_backend())" 2>/dev/null)
 if [[ "$backend" != "gpu" && "$DRY" != "1" ]]; then
-    echo "runbook: jax's default backend is '$backend', not 'gpu': no GPU visible to jax (a CUDA plugin that" \
-         "failed to load falls back to the CPU); stopping (exit 3). RUNBOOK_ALLOW_CPU=1 makes a CPU dry run." \
-        | tee -a "$OUT_DIR/env.txt"
+    summary "runbook: jax's default backend is '$backend', not 'gpu': no GPU visible to jax (a CUDA plugin" \
+            "that failed to load falls back to the CPU; env.txt); stopping (exit 3). --dry-run makes a CPU dry run."
     exit 3
 fi
 if [[ "$backend" == "gpu" ]]; then
@@ -118,36 +183,42 @@ else
     # XLA's optimisations off, as tests/gpu do off a GPU: the interpreter's programs compile
     # about twice as fast and compute the same operations (its CPU timings are then -O0's)
     export JAX_DISABLE_MOST_OPTIMIZATIONS=${JAX_DISABLE_MOST_OPTIMIZATIONS:-1}
-    echo "runbook: DRY RUN on the CPU (RUNBOOK_ALLOW_CPU=1): gpu tests skip, the bench runs its CPU sizes" \
-         "(JAX_DISABLE_MOST_OPTIMIZATIONS=$JAX_DISABLE_MOST_OPTIMIZATIONS)" | tee -a "$OUT_DIR/env.txt"
+    summary "runbook: DRY RUN on the CPU (jax backend '$backend'): gpu tests skip, the bench runs its CPU" \
+            "sizes (JAX_DISABLE_MOST_OPTIMIZATIONS=$JAX_DISABLE_MOST_OPTIMIZATIONS)"
     bench_default="--schemes KQV:4 --quick"
-    T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 fi
+summary "env: done at $SECONDS s; deadline ${DEADLINE} s; jax backend '$backend'"
 
 steps=" ${STEPS:-tests bench} "
-rc_tests=0
-rc_all=0
-summary=""
 if [[ "$steps" == *" tests "* ]]; then
-    timeout -k 10 "${T_TESTS:-120}" "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu \
-        tests/gpu -rs 2>&1 | tee "$OUT_DIR/pytest_gpu.txt"
-    rc_tests=$?
-    summary="tests exit $rc_tests"
-    rc_all=$rc_tests
+    : > "$OUT_DIR/pytest_gpu.txt"
+    for impl in ${TEST_IMPLS:-mosaic triton}; do
+        echo "=== tests $impl: pytest -m gpu -k $impl tests/gpu ===" >> "$OUT_DIR/pytest_gpu.txt"
+        first=$(($(wc -l < "$OUT_DIR/pytest_gpu.txt") + 1))
+        run_step "tests $impl" "${T_TESTS:-60}" "$OUT_DIR/pytest_gpu.txt" \
+            "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu -k "$impl" tests/gpu -rs
+        # this run's closing line (how many passed, failed, skipped), or what it reached
+        closing=$(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
+                  | grep -E '^=+ .*(passed|failed|skipped|error|deselected|no tests ran).* =+$' | tail -n 1)
+        summary "    ${closing:-no closing line: $(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
+                 | grep -cE ' PASSED ') passed, $(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
+                 | grep -cE ' (FAILED|ERROR) ') failed before it stopped}"
+    done
 fi
 
 if [[ "$steps" == *" bench "* ]]; then
     for impl in ${BENCH_IMPLS:-mosaic triton}; do
+        rm -f "$OUT_DIR/bench_$impl.txt" "$OUT_DIR/bench_$impl.json"  # a skipped step leaves none
         # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-        timeout -k 10 "${T_BENCH:-90}" "$PY" -m kvstats_gpu.bench --impl "$impl" --json "$OUT_DIR/bench_$impl.json" \
-            ${BENCH_ARGS:-$bench_default} 2>&1 | tee "$OUT_DIR/bench_$impl.txt"
-        rc=$?
-        summary="${summary:+$summary, }bench $impl exit $rc"
-        [[ $rc -ne 0 ]] && rc_all=$rc
+        run_step "bench $impl" "${T_BENCH:-85}" "$OUT_DIR/bench_$impl.txt" \
+            "$PY" -m kvstats_gpu.bench --impl "$impl" --json "$OUT_DIR/bench_$impl.json" ${BENCH_ARGS:-$bench_default}
+        [[ -f "$OUT_DIR/bench_$impl.txt" ]] && grep -E '^(correctness|measured|CORRECTNESS FAILURE)' \
+            "$OUT_DIR/bench_$impl.txt" | cut -c1-400 | sed 's/^/    /' | tee -a "$OUT_DIR/summary.txt"
     done
 fi
 
 note=""
 [[ "$backend" != "gpu" ]] && note=" -- CPU dry run: says nothing about the GPU"
-echo "runbook: steps${steps% }: ${summary:-nothing run} (124 or 137 = timed out)$note" | tee -a "$OUT_DIR/env.txt"
-[[ $rc_all -eq 0 ]]
+summary "runbook: steps${steps% }: $([[ $rc_all -eq 0 ]] && echo 'all passed' || echo 'NOT all passed')," \
+        "$SECONDS s$note"
+exit "$rc_all"

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from _gpu_helpers import _kv, manual_spec
-from kvstats_gpu.bridge import make_cache_spec
 from kvstats_gpu.cache import QuantizedKVCache, dequantize_kv, quantize_kv
 from kvstats_gpu.decode import decode_attention, decode_partials, dense_decode_attention, finalize_partials
 
@@ -198,18 +197,3 @@ def test_vmap_over_a_batch_of_sequences(backend, d, T, lower_cuda, lowers_throug
         assert np.mean(np.asarray(cb.v_signs[i])[:, :n] != np.asarray(ref.v_signs)[:, :n]) <= 1e-3
         np.testing.assert_allclose(np.asarray(cb.v_norms[i])[:, :n].astype(np.float32),
                                    np.asarray(ref.v_norms)[:, :n].astype(np.float32), rtol=1e-3)
-
-
-@pytest.mark.parametrize("name,bits,H,n", [("KQV", 4, 8, 131072), ("QKQV", 3, 8, 32768), ("KQV", 4, 2, 300)])
-def test_runbook_shapes_lower_for_cuda(name, bits, H, n, backend, lower_cuda, lowers_through):
-    # what the runbook compiles, at its own shapes, with the registry's schemes and bf16 K, V
-    # and queries: the encode and one decode step of the bench (8 KV heads x 32k and 128k
-    # tokens, and its correctness check at 2 x 300) and of the device test (8 x 32k)
-    spec, params = make_cache_spec(name, bits, 128, seed=0)
-    K = jnp.zeros((H, n, 128), jnp.bfloat16)
-    text = lower_cuda(lambda K: quantize_kv(K, K, spec, params, impl=backend, interpret=False), K)
-    assert lowers_through(text, backend)
-    cache = quantize_kv(K[:, :8], K[:, :8], spec, params, impl="reference", capacity=n)
-    text = lower_cuda(lambda q, c: decode_attention(q, c, spec, params, impl=backend, interpret=False),
-                      jnp.zeros((4 * H, 128), jnp.bfloat16), cache)
-    assert "kvstats_quantized_decode_attention" in text and lowers_through(text, backend)

@@ -132,27 +132,68 @@ if b"kvstats_gpu.bench" in argv and b"mosaic" in argv:
 '''
 
 
-@pytest.mark.skipif(jax.default_backend() == "gpu", reason="a CPU dry run of the runbook")
-def test_runbook_bench_backends_run_in_their_own_processes(tmp_path):
-    # A backend whose compile aborts the process must not take the other backend's figures
-    # with it: the runbook runs one bench process per backend, each saving its own files,
-    # and its exit status reports the failure.
+def _dry_run(tmp_path, sitecustomize, timeout=900, **env_vars):
+    """The runbook's CPU dry run (``--dry-run``) into tmp_path/out, with a sitecustomize
+    standing in for a device failure; returns the finished process and the output folder."""
     root = Path(__file__).parents[2]
     (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(_ABORT_MOSAIC_BENCH)
+    (tmp_path / "site" / "sitecustomize.py").write_text(sitecustomize)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path / "site"),
-           "RUNBOOK_ALLOW_CPU": "1", "STEPS": "bench", "BENCH_IMPLS": "mosaic reference",
-           "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}  # as conftest.cpu_compiles_unoptimized: compiles 2x faster
-    res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(out)], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=900)
-    assert res.returncode != 0, res.stdout[-2000:]
-    assert "bench mosaic exit 134, bench reference exit 0" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+           "JAX_DISABLE_MOST_OPTIMIZATIONS": "1", **env_vars}  # as cpu_compiles_unoptimized: 2x faster
+    env.pop("RUNBOOK_ALLOW_CPU", None)
+    res = subprocess.run(["bash", "experiments/gpu_runbook.sh", "--dry-run", str(out)], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    return res, out
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="a CPU dry run of the runbook")
+def test_runbook_dry_run_end_to_end_and_backends_in_their_own_processes(tmp_path):
+    # The whole runbook as the device runs it (both steps, every file, the summary), on the
+    # CPU. A backend whose compile aborts the process must not take the other backend's
+    # figures with it: one bench process per backend, each saving its own files, and the
+    # exit status and summary report the failure.
+    res, out = _dry_run(tmp_path, _ABORT_MOSAIC_BENCH, BENCH_IMPLS="mosaic reference")
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    summary = (out / "summary.txt").read_text()
+    assert "bench mosaic: exit 134," in summary and "bench reference: exit 0," in summary, summary
     assert not (out / "bench_mosaic.json").exists()
     saved = json.loads((out / "bench_reference.json").read_text())
     assert saved["complete"] is True and len(saved["rows"]) == 1 and saved["failed"] == {}
     assert "measured 2048 tokens, KQV@4" in (out / "bench_reference.txt").read_text()
-    assert not (out / "pytest_gpu.txt").exists()  # STEPS=bench: the tests step did not run
+    assert "    measured 2048 tokens, KQV@4" in summary  # the bench's lines reach the summary
+    # the tests step: one pytest process per backend, each collecting its three gpu tests
+    # (skipped off a GPU), both in one log
+    for impl in ("mosaic", "triton"):
+        assert f"tests {impl}: exit 0," in summary
+    assert summary.count("3 skipped") == 2 and "test_compiled_decode_attention_at_32k_tokens[triton-KQV-4]" \
+        in (out / "pytest_gpu.txt").read_text()
+    assert summary.rstrip().splitlines()[-1].startswith("runbook: steps tests bench: NOT all passed")
+    assert sorted(p.name for p in out.iterdir()) == ["bench_mosaic.txt", "bench_reference.json",
+                                                      "bench_reference.txt", "env.txt", "pytest_gpu.txt",
+                                                      "summary.txt"]
+
+
+_HANG_MOSAIC_BENCH = _ABORT_MOSAIC_BENCH.replace("os.abort()  # as a fatal error in a compiler would: no Python "
+                                                 "exception, no output files",
+                                                 "import time; time.sleep(3600)  # a compile that never ends")
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="a CPU dry run of the runbook")
+def test_runbook_deadline_caps_steps_and_skips_what_cannot_start(tmp_path):
+    # One slow step cannot eat the device call: each step gets at most what the deadline
+    # leaves (less the summary's reserve), and a step with too little left is skipped and
+    # reported, so the summary is written before the caller's own timeout.
+    res, out = _dry_run(tmp_path, _HANG_MOSAIC_BENCH, timeout=200, RUNBOOK_DEADLINE="55", STEPS="bench",
+                        BENCH_IMPLS="mosaic reference")
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    summary = (out / "summary.txt").read_text()
+    assert "bench mosaic: exit 124 (TIMED OUT)" in summary, summary
+    assert "bench reference: SKIPPED" in summary and "before the 55 s deadline" in summary
+    assert not (out / "bench_reference.txt").exists() and not (out / "pytest_gpu.txt").exists()
+    last = summary.rstrip().splitlines()[-1]
+    assert last.startswith("runbook: steps bench: NOT all passed")
+    assert int(last.split(", ")[-1].split(" s")[0]) <= 55  # the script's own seconds
 
 
 def test_timed_rows_are_checked_against_the_reference(tmp_path, monkeypatch, capsys):
