@@ -52,7 +52,7 @@ def probe(label, fn, *args):
         except Exception as exc:  # report and go on: one line per kernel and backend
             result = f"FAILED {type(exc).__name__}: {str(exc)[:300]}"
         smem = ", ".join(f"{n / 1024:.1f}" for n in _smem) or "-"
-        print(f"{label:66s} {backend:7s} {time.perf_counter() - t0:6.1f} s  SMEM KiB [{smem}]  {result}", flush=True)
+        print(f"{label:70s} {backend:7s} {time.perf_counter() - t0:6.1f} s  SMEM KiB [{smem}]  {result}", flush=True)
 
 
 def main():
