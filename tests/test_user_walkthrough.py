@@ -450,3 +450,12 @@ def test_usage_reproducibility_paragraph_holds(tmp_path):
     pd.testing.assert_frame_equal(summary, summary_b)
     other = run("c", seed=6)[0]
     assert not (other.kl.to_numpy() == frame.kl.to_numpy()).any()
+
+
+def test_usage_per_trial_columns_are_the_frames(small_sweep):
+    # docs/usage.md "Outputs": the per-trial columns it lists are exactly the results table's
+    text = " ".join((DOCS / "usage.md").read_text().split())
+    listed = text[text.index("Per-trial columns:"):text.index("### The store")]
+    lists = [part.split(", ") for part in re.findall(r"`([^`]*)`", listed) if ", " in part]
+    assert len(lists) == 2 and lists[0][0] == "snr_k" and lists[1][0] == "distribution", lists
+    assert sorted(lists[0] + lists[1]) == sorted(small_sweep.frame.columns)
