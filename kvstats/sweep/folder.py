@@ -99,8 +99,8 @@ def lock_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     """Hold the exclusive lock of a sweep directory (created if missing) while inside.
 
     The lock is ``DIR/.kvstats.lock`` under ``flock`` (a POSIX record lock where the file
-    system keeps no ``flock`` locks: :func:`kvstats.sweep.locks.try_lock`): released when the process ends,
-    however it ends. Re-entrant in the thread that holds it (``kvstats sweep`` holds it
+    system keeps no ``flock`` locks: :func:`kvstats.sweep.locks.try_lock`): released when
+    the process ends, however it ends. Re-entrant in the thread that holds it (``kvstats sweep`` holds it
     across the sweep and its report); another process, or another thread, gets a
     :class:`SweepLockedError` at once. A process forked while it is held (a pool's worker)
     does not keep it. Without ``fcntl`` (Windows) no lock is taken.

@@ -42,11 +42,11 @@ class NoFileLocksError(OSError):
 def try_lock(fh: Any) -> bool:
     """Take the exclusive lock of the open file ``fh`` without waiting.
 
-    ``flock``, else, where the file system keeps no ``flock`` locks (an errno of
-    ``ENOLCK``, ``EOPNOTSUPP``, ``ENOTSUP``, ``ENOSYS``), a POSIX record lock (``lockf``; ``fh`` must be open for writing).
-    A record lock belongs to the process, not to the open file: no fork inherits it, and
-    closing any descriptor of the file in this process drops it, so a caller keeps the
-    one it locked open while it holds the lock and opens no other.
+    ``flock``, else, where the file system keeps no ``flock`` locks (``ENOLCK``,
+    ``EOPNOTSUPP``, ``ENOTSUP`` or ``ENOSYS``), a POSIX record lock (``lockf``; ``fh``
+    must be open for writing). A record lock belongs to the process, not to the open
+    file: no fork inherits it, and closing any descriptor of the file in this process
+    drops it, so while a caller holds the lock it opens no second descriptor of the file.
 
     Parameters
     ----------
