@@ -459,3 +459,15 @@ def test_usage_per_trial_columns_are_the_frames(small_sweep):
     lists = [part.split(", ") for part in re.findall(r"`([^`]*)`", listed) if ", " in part]
     assert len(lists) == 2 and lists[0][0] == "snr_k" and lists[1][0] == "distribution", lists
     assert sorted(lists[0] + lists[1]) == sorted(small_sweep.frame.columns)
+
+
+def test_usage_another_models_cache_example_prints_its_comment(tmp_path, monkeypatch, capsys):
+    # docs/usage.md "Real caches": a capture written from arrays, read by a sweep
+    import textwrap
+
+    section = _usage_section("### Real caches as a data source", "## Design of a sweep")
+    code = textwrap.dedent(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "usage.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == re.search(r"# (\{.*\} \d+):", code).group(1)
+    assert (tmp_path / "results" / "my_cache" / "manifest.json").is_file()
