@@ -197,6 +197,34 @@ class SideCoder:
         state.pop("_lut_static", None)
         return state
 
+    def check_fixed(self) -> None:
+        """Refuse a rotation, codebook or sketch no longer as built: float32 CPU tensors of
+        the coder's shapes. The compiled encoder reads their memory directly (another dtype
+        coded silently wrong, another device crashed) and the torch encoder mirrors the
+        numpy coder's float32 arithmetic: a coder's fixed state is not moved or cast.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> coder = SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().key])
+        >>> coder.check_fixed()
+        >>> coder.centroids = coder.centroids.double()
+        >>> coder.check_fixed()
+        Traceback (most recent call last):
+        ...
+        ValueError: the coder's centroids must be a float32 CPU tensor of shape (16,) ...
+        """
+        d, hs = self.dim, (self.signs if self.signs is not None else self.sketch)
+        hs = 1 if hs is None else hs.shape[0]
+        expected = {"signs": (hs, 1, d), "hd": (d, self.dim_padded), "centroids": (2 ** self.bits,),
+                    "boundaries": (2 ** self.bits - 1,), "sketch": (hs, self.m, d)}
+        for name, shape in expected.items():
+            t = getattr(self, name)
+            if t is not None and (t.dtype != torch.float32 or t.device.type != "cpu" or tuple(t.shape) != shape):
+                raise ValueError(f"the coder's {name} must be a float32 CPU tensor of shape {shape} (a coder's "
+                                 f"rotation, codebook and sketch are not moved to another device or dtype); "
+                                 f"received {t.dtype} {tuple(t.shape)} on {t.device}")
+
     @property
     def sketch_t(self) -> torch.Tensor:
         """``Sᵀ`` ``(H or 1, d, m)`` (a view)."""
@@ -261,6 +289,7 @@ class SideCoder:
             kern = kernel()
             if kern is not None:
                 return kern.encode(self, x)
+        self.check_fixed()
         norms, stored = self._norms(x, "x")
         inv = torch.where(norms > 0, 1.0 / norms.double(), 0.0).to(torch.float32)
         codes = torch.bucketize(self.rotate(x * inv[..., None]), self.boundaries)

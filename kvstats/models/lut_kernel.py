@@ -491,6 +491,7 @@ class LUTKernel:
                        for t in (coder.signs, coder.hd, coder.boundaries, coder.centroids, coder.sketch))
         st = getattr(coder, "_lut_static", None)
         if st is None or st.get("source") != source:
+            coder.check_fixed()  # the pointers below are read as float32 CPU arrays of the coder's shapes
             prod = coder.coder == "prod"
             signs = None if coder.signs is None else coder.signs.reshape(-1, d).contiguous()
             sketch = coder.sketch.contiguous() if prod else None

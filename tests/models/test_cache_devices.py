@@ -111,3 +111,23 @@ def test_offloading_a_layer_off_the_cpu_is_refused():
     cache.layers[0].device = torch.device("meta")   # stands in for an accelerator (attention="model")
     with pytest.raises(NotImplementedError, match="does not offload layers held on meta"):
         cache.offload(0)
+
+
+@pytest.mark.parametrize("to", [torch.float64, "meta"], ids=["float64", "meta"])
+@pytest.mark.parametrize("name", ["signs", "hd", "centroids", "boundaries", "sketch"])
+@pytest.mark.parametrize("tokens", [1, 20], ids=["decode-step", "prefill"])
+def test_a_coders_fixed_state_moved_or_cast_is_refused(name, to, tokens):
+    # a decode step codes in the compiled encoder (when built), which read a cast tensor's
+    # memory as float32 (wrong codes, silently) and a meta one's null pointer (a crash); a
+    # prefill block codes with torch ops, which cast or failed with a dtype mismatch
+    g = torch.Generator().manual_seed(0)
+    k = torch.randn(1, 2, 9 + tokens, 64, generator=g)
+    cache = QuantizedCache("QKQV", 4)
+    cache.update(k[:, :, :9], k[:, :, :9].clone(), layer_idx=0)
+    layer = cache.layers[0]
+    held = {n: b.view().clone() for n, b in layer.store.items()}
+    coder = layer.key_coder
+    setattr(coder, name, getattr(coder, name).to(to))
+    with pytest.raises(ValueError, match=rf"the coder's {name} must be a float32 CPU tensor of shape"):
+        cache.update(k[:, :, 9:], k[:, :, 9:].clone(), layer_idx=0)
+    assert all(torch.equal(b.view(), held[n]) for n, b in layer.store.items())  # nothing was kept
