@@ -471,3 +471,15 @@ def test_usage_another_models_cache_example_prints_its_comment(tmp_path, monkeyp
     exec(compile(code, "usage.md", "exec"), {})
     assert capsys.readouterr().out.strip() == re.search(r"# (\{.*\} \d+):", code).group(1)
     assert (tmp_path / "results" / "my_cache" / "manifest.json").is_file()
+
+
+def test_usage_anchor_links_name_its_headings():
+    # docs/usage.md's contents line and cross-references link to its own headings
+    text = (DOCS / "usage.md").read_text()
+
+    def slug(heading: str) -> str:   # how GitHub names a heading's anchor
+        return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+    headings = {slug(h) for h in re.findall(r"^#{1,4} (.*)$", text, re.M)}
+    links = re.findall(r"\]\(#([^)]*)\)", text)
+    assert len(links) >= 12 and not set(links) - headings, sorted(set(links) - headings)
