@@ -373,7 +373,7 @@ def test_usage_equal_storage_bits_snippet_prints_what_the_text_says(capsys):
     # and the kivi totals the lead-in quotes for longer contexts
     kivi = kvstats.make_scheme("kivi", 2, 128)
     assert [round(kivi.bits_per_coord(n).total, 2) for n in (1024, 4096)] == [3.41, 3.10]
-    assert "3.41 bits at n = 2 on N = 1,024, 3.10 on N = 4,096" in " ".join(section.split())
+    assert "stores 3.41 bits per coordinate on N = 1,024 and 3.10 on N = 4,096" in " ".join(section.split())
 
 
 def test_usage_reading_a_report_equivalence_example_runs(small_sweep, tmp_path, capsys):
