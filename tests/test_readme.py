@@ -68,3 +68,36 @@ def test_readme_command_lines_are_valid_commands():
                 build_parser().parse_args(argv)
             except SystemExit:
                 raise AssertionError(f"README.md: {line!r}: {errors.getvalue().strip()}") from None
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``kvstats.a.b.c`` names a module or an attribute of one (True, unchecked,
+    where the module needs an extra that is not installed)."""
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as err:
+            if err.name and not err.name.startswith("kvstats"):
+                return True
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_kvstats_name_the_user_docs_give_exists():
+    """Each dotted ``kvstats.…`` name of README.md, docs/usage.md and examples/ resolves:
+    a renamed or moved function is the second thing a new user runs into."""
+    root = README.parent
+    files = [README, root / "docs" / "usage.md", *sorted((root / "examples").glob("*.py"))]
+    missing = [f"{path.name}: {name}" for path in files
+               # not part of a file name such as DIR/.kvstats.lock
+               for name in sorted(set(re.findall(r"(?<![.\w])kvstats(?:\.[A-Za-z_]\w*)+", path.read_text())))
+               if not _resolves(name)]
+    assert not missing, missing
