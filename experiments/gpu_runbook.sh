@@ -28,11 +28,13 @@
 # the default backends (the device tool returns at most eight). Exit status 0 only if every
 # step ran and passed.
 #
-# Time: each step has a cap (T_TESTS=60 s per backend's tests, T_BENCH=85 s per bench
-# process, T_ENV=60 s per environment command; `timeout -k 10`), and the whole script a
-# deadline, RUNBOOK_DEADLINE=320 s from its start: a step gets the lesser of its cap and the
-# time left (less 15 s for the summary), and a step with under 20 s left is skipped and
-# reported, so the summary is written before a device call of timeout_s=360 ends. STEPS
+# Time: each step has a cap against a hang (T_TESTS=75 s per backend's tests, T_BENCH=90 s
+# per bench process, T_ENV=60 s per environment command; `timeout -k 10`), and the whole
+# script a deadline, RUNBOOK_DEADLINE=320 s from its start: a step gets the lesser of its cap
+# and the time left (less 15 s for the summary), and a step with under 20 s left is skipped
+# and reported, so the summary is written before a device call of timeout_s=360 ends. The
+# caps add up to more than the deadline: if every step ran to its cap, the last bench
+# process would get what is left (about 45 s). STEPS
 # (default "tests bench") chooses the steps, e.g. STEPS=bench for a shorter rerun of the
 # throughput step; TEST_IMPLS and BENCH_IMPLS the backends (BENCH_IMPLS=reference times the
 # jnp path compiled by XLA); BENCH_ARGS replaces the bench's arguments other than --impl and
@@ -195,7 +197,7 @@ if [[ "$steps" == *" tests "* ]]; then
     for impl in ${TEST_IMPLS:-mosaic triton}; do
         echo "=== tests $impl: pytest -m gpu -k $impl tests/gpu ===" >> "$OUT_DIR/pytest_gpu.txt"
         first=$(($(wc -l < "$OUT_DIR/pytest_gpu.txt") + 1))
-        run_step "tests $impl" "${T_TESTS:-60}" "$OUT_DIR/pytest_gpu.txt" \
+        run_step "tests $impl" "${T_TESTS:-75}" "$OUT_DIR/pytest_gpu.txt" \
             "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu -k "$impl" tests/gpu -rs
         # this run's closing line (how many passed, failed, skipped), or what it reached
         closing=$(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
@@ -210,7 +212,7 @@ if [[ "$steps" == *" bench "* ]]; then
     for impl in ${BENCH_IMPLS:-mosaic triton}; do
         rm -f "$OUT_DIR/bench_$impl.txt" "$OUT_DIR/bench_$impl.json"  # a skipped step leaves none
         # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-        run_step "bench $impl" "${T_BENCH:-85}" "$OUT_DIR/bench_$impl.txt" \
+        run_step "bench $impl" "${T_BENCH:-90}" "$OUT_DIR/bench_$impl.txt" \
             "$PY" -m kvstats_gpu.bench --impl "$impl" --json "$OUT_DIR/bench_$impl.json" ${BENCH_ARGS:-$bench_default}
         [[ -f "$OUT_DIR/bench_$impl.txt" ]] && grep -E '^(correctness|measured|CORRECTNESS FAILURE)' \
             "$OUT_DIR/bench_$impl.txt" | cut -c1-400 | sed 's/^/    /' | tee -a "$OUT_DIR/summary.txt"
