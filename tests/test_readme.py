@@ -101,3 +101,26 @@ def test_every_kvstats_name_the_user_docs_give_exists():
                for name in sorted(set(re.findall(r"(?<![.\w])kvstats(?:\.[A-Za-z_]\w*)+", path.read_text())))
                if not _resolves(name)]
     assert not missing, missing
+
+
+def test_every_flag_the_user_docs_give_is_a_kvstats_flag():
+    """Each ``--flag`` of README.md and docs/usage.md is an option of ``kvstats`` or of one
+    of its commands, but for the other tools' flags listed here."""
+    import argparse
+
+    from kvstats.cli_parser import build_parser
+
+    others = {"--index-url": "pip", "--collect-only": "pytest", "--tokens": "experiments/real_capture.py"}
+    flags = set(others)
+
+    def collect(parser):
+        for action in parser._actions:
+            flags.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    collect(sub)
+
+    collect(build_parser())
+    for path in (README, README.parent / "docs" / "usage.md"):
+        unknown = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", path.read_text())) - flags
+        assert not unknown, f"{path.name} names {sorted(unknown)}, not a kvstats flag"
