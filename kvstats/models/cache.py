@@ -66,6 +66,13 @@ a compressed latent (``kv_source_layers``) beside an indexer's keys, is refused:
 config's ``indexed_attention`` layers, or, without a config, by the latent's shape
 (tests/models/test_cache_shared_kv.py).
 
+Looped models (transformers' Dory: its recurrent layers run several times): with
+``config=``, each loop's copies of the recurrent layers (``recurrent_kv_cache_mode=
+"per_loop"``, cache layers after the model's) are layers of the types they copy, so a
+copy of a sliding-window layer drops as that layer does; ``"last_loop"``, whose earlier
+loops read a layer's past cut to its window, is refused with sliding-window layers in
+the recurrent section (tests/models/test_cache_looped.py).
+
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
 reads it in both cases); the two differ only where float32 rounding of the quantizer's
@@ -310,7 +317,7 @@ def _sliding_windows(config) -> tuple[dict[int, int], int]:
         raise TypeError(f"config must be a transformers model config (model.config); received "
                         f"{type(config).__name__}")
     text = config.get_text_config(decoder=True)
-    types, kwargs = get_layer_types_and_kwargs(text)
+    types, kwargs = _with_loop_copies(text, *get_layer_types_and_kwargs(text))
     # these two hold keys and values only: the layers a QuantizedCache layer stands in for
     # (DummyLayer: a layer that reuses another's); their subclasses hold more (indexed, hybrid)
     held = (DynamicLayer, DynamicSlidingWindowLayer, DummyLayer)
@@ -325,6 +332,33 @@ def _sliding_windows(config) -> tuple[dict[int, int], int]:
     windows = {i: int(kw["sliding_window"]) for i, (t, kw) in enumerate(zip(types, kwargs))
                if t in ("sliding_attention", "chunked_attention") and kw.get("sliding_window")}
     return windows, len(types)
+
+
+def _with_loop_copies(text, types: list, kwargs: list) -> tuple[list, list]:
+    """The layer types and kwargs of a model whose recurrent section runs several loops
+    (transformers' Dory: ``n_recurrent_loops``, ``recurrent_kv_cache_mode``).
+
+    ``"per_loop"``: each loop past the first writes to its own copies of the recurrent
+    layers, cache layers ``num_hidden_layers + (loop − 1)·n_recurrent + j``: layers of the
+    same types (a copy of a sliding-window layer drops as the layer it copies, so the
+    mask the model sizes from the first holds for both). ``"last_loop"``: the earlier loops
+    read each recurrent layer's held states cut to the last ``W − 1`` under that mask,
+    which a sliding-window layer here (holding up to ``max(16, W/32)`` tokens more before a
+    drop) does not fit: refused when the recurrent section has sliding-window layers."""
+    mode, loops = getattr(text, "recurrent_kv_cache_mode", None), getattr(text, "n_recurrent_loops", 1)
+    if mode is None or loops < 2:
+        return types, kwargs
+    start, stop = text.n_input_layers, text.n_input_layers + text.n_recurrent_layers
+    if mode == "per_loop":
+        return types + types[start:stop] * (loops - 1), kwargs + kwargs[start:stop] * (loops - 1)
+    sliding = [i for i in range(start, stop) if types[i] in ("sliding_attention", "chunked_attention")]
+    if sliding:
+        raise ValueError(f"config must not combine recurrent_kv_cache_mode={mode!r} with sliding-window layers "
+                         f"in the recurrent section (layers {sliding}): its earlier loops read a layer's past "
+                         f"cut to the window under the mask of a cache holding only the window, and a "
+                         f"QuantizedCache holds a few tokens more before each drop; use "
+                         f"recurrent_kv_cache_mode='per_loop' (or transformers' DynamicCache(config=...))")
+    return types, kwargs
 
 
 def _exports(scheme) -> bool:
