@@ -378,7 +378,7 @@ def test_usage_equal_storage_bits_snippet_prints_what_the_text_says(capsys):
 
 def test_usage_reading_a_report_equivalence_example_runs(small_sweep, tmp_path, capsys):
     # docs/usage.md "Reading a report": margins on a finished sweep, counted by verdict
-    code = re.search(r"```python\n(.*?)```", _usage_section("### Reading a report", "**The Shannon–φ plane**"),
+    code = re.search(r"```python\n(.*?)```", _usage_section("## Reading a report", "The figures (`figures/*.png`"),
                      re.S).group(1)
     edits = {'"results/quick"': repr(str(small_sweep.out)),
              '"results/quick_equivalence"': repr(str(tmp_path / "eq")),
