@@ -158,6 +158,12 @@ try:  # what kvstats_gpu.mosaic_call compiles Mosaic kernels with (a gap fails M
     print("mosaic entry points:", {n: hasattr(plgpu, n) for n in names})
 except Exception as exc:
     print("mosaic entry points: FAILED:", type(exc).__name__, exc)
+try:  # Mosaic's compiled half, from the CUDA plugin (a private module; absent from CPU-only jaxlib,
+    # where lowering still works): without it every compiled Mosaic kernel fails (reported only)
+    from jax._src.lib import mosaic_gpu as mgpu_lib
+    print("mosaic GPU bindings ok:", mgpu_lib._mosaic_gpu_ext.__file__)
+except Exception as exc:
+    print("mosaic GPU bindings: FAILED:", type(exc).__name__, exc, "(expected off a GPU build of jax)")
 # fatal: the package itself, or both backends (Mosaic needs absl-py); one backend missing
 # still leaves the other's tests and timings worth the run
 mosaic_gone = any(m in failed for m in ("absl", "jax.experimental.pallas.mosaic_gpu"))
@@ -223,4 +229,7 @@ note=""
 [[ "$backend" != "gpu" ]] && note=" -- CPU dry run: says nothing about the GPU"
 summary "runbook: steps${steps% }: $([[ $rc_all -eq 0 ]] && echo 'all passed' || echo 'NOT all passed')," \
         "$SECONDS s$note"
+# the whole summary once more, last: a caller that keeps only the tail of the output has it
+echo "=== $OUT_DIR/summary.txt ==="
+cat "$OUT_DIR/summary.txt"
 exit "$rc_all"

@@ -169,6 +169,7 @@ def test_runbook_dry_run_end_to_end_and_backends_in_their_own_processes(tmp_path
     assert summary.count("3 skipped") == 2 and "test_compiled_decode_attention_at_32k_tokens[triton-KQV-4]" \
         in (out / "pytest_gpu.txt").read_text()
     assert summary.rstrip().splitlines()[-1].startswith("runbook: steps tests bench: NOT all passed")
+    assert res.stdout.endswith(summary)  # printed whole once more, last: the tail of a cut-off log has it
     assert sorted(p.name for p in out.iterdir()) == ["bench_mosaic.txt", "bench_reference.json",
                                                       "bench_reference.txt", "env.txt", "pytest_gpu.txt",
                                                       "summary.txt"]
