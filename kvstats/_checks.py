@@ -118,19 +118,25 @@ def did_you_mean(value: object, choices: Iterable[Any]) -> str:
 
     The one suggestion of the project's name checks (:func:`check_choice`, scheme names,
     the sweep config's keys, distributions and labels, the report options): case is
-    ignored first (``'kqv'`` is ``'KQV'``), then :func:`difflib.get_close_matches`
-    (ratio >= 0.6) picks a near miss among the string choices.
+    ignored first (``'kqv'`` is ``'KQV'``), then a choice of the same letters in another
+    order (``'KVQ'`` is ``'KQV'`` swapped, not ``'KV'`` with a letter added), then
+    :func:`difflib.get_close_matches` (ratio >= 0.6) picks a near miss among the string
+    choices.
 
     Examples
     --------
     >>> names = ["KV", "KQV", "QKQV"]
     >>> did_you_mean("kqv", names), did_you_mean("QKVQ", names), did_you_mean("zzz", names)
     (" (did you mean 'KQV'?)", " (did you mean 'QKQV'?)", '')
+    >>> did_you_mean("KVQ", names), did_you_mean("KQ", names)
+    (" (did you mean 'KQV'?)", " (did you mean 'KQV'?)")
     """
     if not isinstance(value, str):
         return ""
     folded = {c.casefold(): c for c in choices if isinstance(c, str)}
-    close = difflib.get_close_matches(value.casefold(), list(folded), n=1, cutoff=0.6)
+    key = value.casefold()
+    close = [c for c in folded if sorted(c) == sorted(key)]
+    close = close or difflib.get_close_matches(key, list(folded), n=1, cutoff=0.6)
     return f" (did you mean {folded[close[0]]!r}?)" if close else ""
 
 
