@@ -152,20 +152,36 @@ def _crossover_lines(crossovers, summary) -> list[str]:
 def _cell_counts(manifest: dict) -> str:
     """``"60 cells (0 computed, 60 resumed)"``: what ran, and what was reused after its check.
 
+    Recomputed stored cells are counted by why: computed by other code (an edit of kvstats
+    or of the user's code, not a fault of the file) or failed their check (damaged,
+    truncated, another version's schema).
+
     Examples
     --------
-    >>> _cell_counts({"n_cells": 3, "cells": [{"status": "resumed"}, {"status": "computed"},
-    ...                                      {"status": "recomputed"}]})
-    '3 cells (2 computed, 1 of them replacing a bad stored cell; 1 resumed, checked)'
+    >>> _cell_counts({"n_cells": 4, "cells": [
+    ...     {"status": "resumed"}, {"status": "computed"},
+    ...     {"status": "recomputed", "reason": "content differs from its recorded hash"},
+    ...     {"status": "recomputed", "reason": "was computed by other code: kvstats a (now b)"}]})
+    '4 cells (3 computed, 2 of them in place of stored cells: 1 computed by other code, 1 that failed their check; 1 resumed, checked)'
     """
-    status = [c["status"] for c in manifest["cells"]]
+    from kvstats.sweep.store import OTHER_CODE
+
+    cells = manifest["cells"]
+    status = [c["status"] for c in cells]
     computed, resumed = len(status) - status.count("resumed"), status.count("resumed")
-    recomputed = status.count("recomputed")
+    other_code = sum(c["status"] == "recomputed"
+                     and str(c.get("reason", "")).startswith(OTHER_CODE) for c in cells)
+    kinds = [(n, why) for n, why in ((other_code, "computed by other code"),
+                                     (status.count("recomputed") - other_code, "that failed their check"))
+             if n]
     text = f"{manifest['n_cells']} cells ({computed} computed"
-    if recomputed:
-        text += f", {recomputed} of them replacing a bad stored cell"
+    if len(kinds) == 1:
+        text += f", {kinds[0][0]} of them in place of stored cells {kinds[0][1]}"
+    elif kinds:
+        text += (f", {status.count('recomputed')} of them in place of stored cells: "
+                 + ", ".join(f"{n} {why}" for n, why in kinds))
     if resumed:
-        text += f"{';' if recomputed else ','} {resumed} resumed, checked"
+        text += f"{';' if kinds else ','} {resumed} resumed, checked"
     return text + ")"
 
 

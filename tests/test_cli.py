@@ -800,3 +800,17 @@ def test_a_value_error_s_notes_reach_the_one_line(monkeypatch, capsys):
     assert len(err.splitlines()) == 1
     assert err.endswith("Expecting value: line 1 column 1 (char 0) "
                         "[distribution 'x' params - at d=16, N=8]")
+
+
+def test_cell_counts_say_why_stored_cells_were_recomputed():
+    # a resume after an edit of the code recomputes every cell: not "bad" cells (the old
+    # wording), cells computed by other code; a damaged file is a failed check
+    from kvstats.cli import _cell_counts
+    other = {"status": "recomputed", "reason": "was computed by other code: kvstats 1 (now 2)"}
+    damaged = {"status": "recomputed", "reason": "holds 3 rows of 4 (short or truncated)"}
+    assert _cell_counts({"n_cells": 2, "cells": [other, other]}) == (
+        "2 cells (2 computed, 2 of them in place of stored cells computed by other code)")
+    assert _cell_counts({"n_cells": 2, "cells": [damaged, {"status": "resumed"}]}) == (
+        "2 cells (1 computed, 1 of them in place of stored cells that failed their check; "
+        "1 resumed, checked)")
+    assert _cell_counts({"n_cells": 1, "cells": [{"status": "computed"}]}) == "1 cells (1 computed)"

@@ -160,6 +160,9 @@ def write_cell(cells_dir: Path, cid: str, frame: pd.DataFrame, *, key: str, conf
     return _write_table(frame, cells_dir / cid, meta)
 
 
+OTHER_CODE = "was computed by other code"   # the reason's start the CLI's cell counts read
+
+
 def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, key: str,
                n_trials: int, code: dict[str, str] | None = None) -> str | None:
     """Why a stored cell cannot be reused (one line), or None when it is the cell expected.
@@ -191,7 +194,7 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
             return "records no code version (written by an older kvstats)"
         diff = [f"{k} {_short(stored.get(k))} (now {_short(code.get(k))})"
                 for k in sorted(set(stored) | set(code)) if stored.get(k) != code.get(k)]
-        return "was computed by other code: " + ", ".join(diff)
+        return OTHER_CODE + ": " + ", ".join(diff)
     if meta.get("n_rows") != n_trials:
         return f"records {meta.get('n_rows')} rows, the cell has {n_trials} trials"
     if len(frame) != n_trials:
