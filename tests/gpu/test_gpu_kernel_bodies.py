@@ -1,6 +1,7 @@
 """What the compiled kernels' bodies hold, read from their traced jaxprs at the runbook's
-shapes (8 KV heads x 32k and 128k tokens, 32 query heads, d = 128; the device tests' small
-kernels at 4,096 rows), through both backends: no gather or scatter (every kernel reads its
+calls (tests/gpu/_runbook_calls.py: 8 KV heads x 32k and 128k tokens, 32 query heads,
+d = 128; the bench's float32 check at 2 x 300; the device tests' small kernels at 4,096
+rows), through both backends: no gather or scatter (every kernel reads its
 blocks by slices: docs/gpu.md), and every float32 dot in a Triton body at IEEE precision
 (HIGHEST: Triton's default for float32 is TF32, whose 10-bit mantissa the interpreter never
 shows and which the 1e-4 agreement bound of the device runs would not survive). The Mosaic
@@ -12,17 +13,10 @@ import collections
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
-import kvstats
+from _runbook_calls import runbook_calls
 from jax.extend.core import ClosedJaxpr, Jaxpr
-from kvstats_gpu.bridge import make_cache_spec
-from kvstats_gpu.cache import quantize_kv
-from kvstats_gpu.codebook import StaticCodebook, decode_packed, encode_packed
-from kvstats_gpu.decode import decode_attention
-from kvstats_gpu.qjl import qjl_scores, qjl_sketch
-from kvstats_gpu.rotation import rotate
 
 KERNEL_CALLS = ("pallas_call", "mpmd_map")  # a Triton (or interpreted) kernel; a compiled Mosaic one
 
@@ -62,27 +56,8 @@ def kernel_contents(fn, *args):
 
 
 def _cases(backend):
-    x = jnp.zeros((4096, 128))
-    s = jnp.ones(128)
-    cb = StaticCodebook.from_codebook(kvstats.lloyd_max_codebook(4, "beta", dim=128))
-    S = jnp.asarray(np.random.default_rng(0).normal(size=(128, 128)), jnp.float32)
-    yield "rotate", lambda x: rotate(x, s, impl=backend, interpret=False), (x,)
-    yield "rotate inverse", lambda x: rotate(x, s, inverse=True, impl=backend, interpret=False), (x,)
-    yield "encode", lambda x: encode_packed(x, cb, impl=backend, interpret=False), (x,)
-    yield "decode", lambda p: decode_packed(p, cb, impl=backend, interpret=False), (jnp.zeros((4096, 4, 16), jnp.uint8),)
-    yield "qjl_sketch", lambda x: qjl_sketch(x, S, impl=backend, interpret=False), (x,)
-    yield ("qjl_scores", lambda q, k, n: qjl_scores(q, k, n, S, impl=backend, interpret=False),
-           (jnp.zeros((8, 4, 128)), jnp.zeros((8, 512, 16), jnp.uint8), jnp.ones((8, 512))))
-    for name, bits in (("KQV", 4), ("QKQV", 3)):
-        spec, params = make_cache_spec(name, bits, 128, seed=0)
-        K = jnp.zeros((8, 32768, 128), jnp.bfloat16)
-        yield f"quantize_kv {name}@{bits}", lambda K: quantize_kv(K, K, spec, params, impl=backend, interpret=False), (K,)
-        for n in (32768, 131072):
-            cache = quantize_kv(K[:, :8], K[:, :8], spec, params, impl="reference", capacity=n)
-            yield (f"decode_attention {name}@{bits} {n}",
-                   lambda q, c, spec=spec, params=params: decode_attention(q, c, spec, params, impl=backend,
-                                                                           interpret=False),
-                   (jnp.zeros((32, 128), jnp.bfloat16), cache))
+    for label, (fn, args) in runbook_calls().items():
+        yield label, lambda *a, fn=fn: fn(backend, *a), args
 
 
 def test_kernel_bodies_have_no_gather_and_no_tf32(backend):
@@ -101,5 +76,5 @@ def test_kernel_bodies_have_no_gather_and_no_tf32(backend):
 def test_the_triton_bodies_do_dot(backend):
     # the precision check above is not empty: the Triton rotation, sketch and decode dot
     for label, fn, args in _cases(backend):
-        if label in ("rotate", "qjl_sketch") or label.startswith("decode_attention"):
+        if label.startswith(("rotate (", "qjl_sketch", "decode_attention")):
             assert kernel_contents(fn, *args)["dot f32"] >= 1, label
