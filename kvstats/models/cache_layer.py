@@ -86,11 +86,20 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
 
     # transformers' generic code reads a layer's ``keys``/``values`` as all the cached
     # states: an encoder-decoder model's cross-attention reuses them that way after its
-    # first step. Here they are the decoded keys and values (a transient, as
-    # :meth:`dequantized`), never the tail alone, which cross-attention read silently.
+    # first step, DiffusionGemma's decoder reads its encoder's prompt states so. Here they
+    # are the decoded keys and values (a transient, as :meth:`dequantized`), never the
+    # tail alone, which cross-attention read silently; of a sliding-window layer the last
+    # ``W − 1`` held tokens, what transformers' DynamicSlidingWindowLayer holds (this one
+    # holds a few more before a drop, and a whole prefill until the next update).
     @property
     def keys(self) -> torch.Tensor | None:
-        return self.dequantized()[0] if self.is_initialized else None
+        return self._states(0)
+
+    def _states(self, side: int) -> torch.Tensor | None:
+        if not self.is_initialized:
+            return None
+        states = self.dequantized()[side]
+        return states[..., -(self.sliding_window - 1):, :] if self.is_sliding else states
 
     @keys.setter
     def keys(self, value) -> None:
@@ -98,7 +107,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
 
     @property
     def values(self) -> torch.Tensor | None:
-        return self.dequantized()[1] if self.is_initialized else None
+        return self._states(1)
 
     @values.setter
     def values(self, value) -> None:
