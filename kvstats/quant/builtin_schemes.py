@@ -285,8 +285,9 @@ def _never(params: Mapping[str, Any]) -> bool:
     return False
 
 
-def _tensor_scale(params: Mapping[str, Any]) -> bool:
-    return params["scale"] == "tensor"
+def _tensor_scale(params: Mapping[str, Any]) -> str:
+    """One scale per call couples the trials coded together: what to use instead, or ""."""
+    return "scale='head' (the default) or a static scale=<float>" if params["scale"] == "tensor" else ""
 
 
 def _rotated(params: Mapping[str, Any]) -> bool:

@@ -29,8 +29,8 @@ __all__ = ["SchemeDef", "Builder"]
 _GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
 
 
-def _per_trial(params: Mapping[str, Any]) -> bool:
-    return False
+def _per_trial(params: Mapping[str, Any]) -> str:
+    return ""
 
 
 # (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
@@ -75,7 +75,8 @@ class SchemeDef:
         ``token_group`` when ``token_group_param`` is neither given nor in ``defaults``
         (32).
     _couples : callable
-        ``params -> bool``, see :meth:`couples_trials` (default: never).
+        ``params -> str``: the per-trial setting to use instead where ``params`` couple the
+        trials of one call, else "" (see :meth:`couples_trials`; default: never).
     defaults : mapping
         The value each parameter with a constant default takes when left out (those that
         depend on the bits or d, such as qjl's ``m = n·d``, are the builder's alone). The
@@ -99,7 +100,7 @@ class SchemeDef:
     _coded: Callable[[int, Mapping[str, Any]], int] = field(repr=False, compare=False)
     example_params: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     token_group_default: int = _GROUP_SIZE
-    _couples: Callable[[Mapping[str, Any]], bool] = field(default=_per_trial, repr=False, compare=False)
+    _couples: Callable[[Mapping[str, Any]], str] = field(default=_per_trial, repr=False, compare=False)
     defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def filled(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,6 +137,18 @@ class SchemeDef:
         (True, False)
         """
         return bool(self._couples(self.filled(params)))
+
+    def per_trial_setting(self, params: Mapping[str, Any]) -> str:
+        """The setting to use instead where ``params`` couple the trials of one call (see
+        :meth:`couples_trials`), else "".
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("nvfp4").per_trial_setting({"scale": "tensor"})
+        "scale='head' (the default) or a static scale=<float>"
+        """
+        return self._couples(self.filled(params))
 
     def token_group(self, params: Mapping[str, Any]) -> int:
         """Tokens that share stored statistics (1 = per-vector), under ``params``.

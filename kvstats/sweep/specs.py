@@ -163,8 +163,7 @@ def parse_scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
         raise ValueError(f"scheme {spec.display()!r} params {spec.params} give one encode call "
                          "statistics shared by every trial it codes (one scale per call), so a "
                          "trial's codes would depend on the trials coded with it and the results "
-                         "on the chunk size; use a per-trial setting (fp8/nvfp4: scale='head', "
-                         "the default, or a static scale=<float>)")
+                         f"on the chunk size; use a per-trial setting: {sdef.per_trial_setting(spec.params)}")
     if spec.budgets is not None and spec.fixed_budget:
         # its budgets would be ignored: the scheme runs once per case at its own bits
         raise ValueError(f"scheme {spec.display()!r} has a fixed budget (its own name or params set "
