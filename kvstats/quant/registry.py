@@ -77,8 +77,20 @@ def scheme_def(name: str) -> SchemeDef:
         hint = did_you_mean(name, REGISTRY) or (
             "; a scheme of your own must be registered in this process first (kvstats.register_scheme, "
             "or a module named in a sweep config's [sweep] plugins)")
-    raise ValueError(f"scheme name must be one of {list(REGISTRY)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
-                     f"received {name!r}{hint}")
+    raise ValueError(unknown_scheme(name) + hint)
+
+
+def unknown_scheme(received: Any) -> str:
+    """The one wording of a name the registry does not hold: the names allowed and what was
+    received (the sweep's config says it of a non-string name too).
+
+    Examples
+    --------
+    >>> unknown_scheme(3)[:36]
+    "scheme name must be one of ['KV', 'K"
+    """
+    return (f"scheme name must be one of {list(REGISTRY)} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
+            f"received {received!r}")
 
 
 def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, dict[str, Any]]:

@@ -15,8 +15,7 @@ from typing import Any, Iterable, Mapping
 from kvstats._checks import check_int, did_you_mean
 from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _resolve
-from kvstats.quant.register import scheme_names
-from kvstats.quant.registry import resolved_scheme, scheme_def
+from kvstats.quant.registry import resolved_scheme, scheme_def, unknown_scheme
 from kvstats.results import REAL
 from kvstats.sweep.plan import _canonical, _fmt_params
 from kvstats.sweep.sources import _real_params
@@ -231,8 +230,7 @@ def _scheme_def(name: Any, plugins: tuple[str, ...]) -> Any:
     try:
         return scheme_def(name)
     except TypeError:
-        raise ValueError(f"scheme name must be one of {list(scheme_names())} or 'K{{a}}V{{b}}' (e.g. 'K4V2'); "
-                         f"received {name!r}") from None
+        raise ValueError(unknown_scheme(name)) from None
     except ValueError as exc:
         raise ValueError(f"{exc}{_plugins_said(plugins)}") from None
 
