@@ -306,8 +306,9 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                 k_hat = self.scheme.key_coder.decode(self.key_side.numpy_codes(self.scheme.key_coder))
                 parts_k = [torch.from_numpy(np.ascontiguousarray(k_hat)).to(self.device, self.tail_keys.dtype)]
             else:  # KIVI: the torch decode is the numpy decode (z + s·x, each exact in float32)
-                parts_k = [self.key_side.decode().to(self.tail_keys.dtype)]
-            parts_v = [self.value_side.decode().to(self.tail_values.dtype)] if self.n_coded else []
+                parts_k = [self.key_side.decode().to(self.device, self.tail_keys.dtype)]
+            # (the sides' buffers hold numpy's codes on the CPU; the model may run elsewhere)
+            parts_v = [self.value_side.decode().to(self.device, self.tail_values.dtype)] if self.n_coded else []
         elif self.reads_codes:
             parts_k, parts_v = [], []
             if self.n_coded:
@@ -431,12 +432,13 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                                       f"whose codes are numpy arrays (schemes without a code-reading path); "
                                       f"the code-reading schemes (KV, KQV, QKQV, turboquant, K{{a}}V{{b}}, kivi, "
                                       f"qjl) support it")
-        index = index.to(self.tail_keys.device, torch.int64)
+        index = index.to(torch.int64)
+        # each buffer where it is (numpy-coded groups on the CPU, a decoded copy with the model)
         for buf in (*self.store.values(), *self.decoded.values()):
             if buf.buf is not None:
-                buf.buf = buf.buf.index_select(0, index)
-        self.tail_keys = self.tail_keys.index_select(0, index)
-        self.tail_values = self.tail_values.index_select(0, index)
+                buf.buf = buf.buf.index_select(0, index.to(buf.buf.device))
+        self.tail_keys = self.tail_keys.index_select(0, index.to(self.tail_keys.device))
+        self.tail_values = self.tail_values.index_select(0, index.to(self.tail_values.device))
 
     def reorder_cache(self, beam_idx) -> None:
         """Keep batch rows ``beam_idx`` (beam search's reordering)."""

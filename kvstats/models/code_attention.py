@@ -349,26 +349,31 @@ class GrowingBuffer:
     def capacity(self) -> int:
         return 0 if self.buf is None else self.buf.shape[2]
 
-    def reserve(self, batch: int, heads: int, extra: int, tail: tuple[int, ...], dtype: torch.dtype) -> None:
-        """Make room for ``extra`` more tokens (each of shape ``tail``) without writing them.
+    def reserve(self, batch: int, heads: int, extra: int, tail: tuple[int, ...], dtype: torch.dtype,
+                device: torch.device | str | None = None) -> None:
+        """Make room for ``extra`` more tokens (each of shape ``tail``) without writing them,
+        on ``device`` (default: the buffer's; torch's default device for a new one).
 
-        Tokens of another batch, head count, shape or dtype than those held are a
-        ValueError (growing would broadcast the held ones into them)."""
-        if self.buf is not None and (tuple(self.buf.shape[:2]) != (batch, heads)
-                                     or tuple(self.buf.shape[3:]) != tuple(tail) or self.buf.dtype != dtype):
+        Tokens of another batch, head count, shape, dtype or device than those held are a
+        ValueError (growing would broadcast the held ones into them, or move them)."""
+        held = self.buf
+        device = torch.device(device) if device is not None else held.device if held is not None else None
+        if held is not None and (tuple(held.shape[:2]) != (batch, heads) or tuple(held.shape[3:]) != tuple(tail)
+                                 or held.dtype != dtype or held.device != device):
             raise ValueError(f"tokens must have the buffer's (batch, heads, ·, *shape) = "
-                             f"{(*self.buf.shape[:2], '·', *self.buf.shape[3:])} and dtype {self.buf.dtype}; "
-                             f"received {(batch, heads, extra, *tail)} {dtype}")
+                             f"{(*held.shape[:2], '·', *held.shape[3:])}, dtype {held.dtype} and device "
+                             f"{held.device}; received {(batch, heads, extra, *tail)} {dtype} on {device}")
         need = self.n + extra
         if self.buf is None or need > self.buf.shape[2]:
             cap = need if self.buf is None else max(need, self.n + max(self.step, self.n // 32))
-            new = torch.empty((batch, heads, cap, *tail), dtype=dtype)
+            new = torch.empty((batch, heads, cap, *tail), dtype=dtype, device=device)
             if self.buf is not None:
                 new[:, :, :self.n] = self.buf[:, :, :self.n]
             self.buf = new
 
     def append(self, x: torch.Tensor) -> None:
-        self.reserve(x.shape[0], x.shape[1], x.shape[2], tuple(x.shape[3:]), x.dtype)
+        # on x's device: a decoded copy of a model on an accelerator stays there
+        self.reserve(x.shape[0], x.shape[1], x.shape[2], tuple(x.shape[3:]), x.dtype, x.device)
         need = self.n + x.shape[2]
         self.buf[:, :, self.n:need] = x
         self.n = need

@@ -8,7 +8,9 @@ Gemma 4) hands from a producer layer to its reusing layers included: transformer
 naming the attention implementation. Here the model is dispatched with every module on
 the CPU and the hooks forced (no accelerator needed), which makes the same calls: the
 logits must be those of the undispatched model. A layer's ``offload``/``prefetch``
-(transformers' layer offloading) must move nothing, without decoding the layer.
+(transformers' layer offloading) must move nothing, without decoding the layer. A coder's
+fixed state (rotation, codebook, sketch) moved or cast is refused before anything is
+coded with it, and the growing buffers stay on their tokens' device.
 """
 
 import pytest
@@ -131,3 +133,20 @@ def test_a_coders_fixed_state_moved_or_cast_is_refused(name, to, tokens):
     with pytest.raises(ValueError, match=rf"the coder's {name} must be a float32 CPU tensor of shape"):
         cache.update(k[:, :, 9:], k[:, :, 9:].clone(), layer_idx=0)
     assert all(torch.equal(b.view(), held[n]) for n, b in layer.store.items())  # nothing was kept
+
+
+def test_a_growing_buffer_grows_on_its_tokens_device():
+    # a decoded copy of a model on an accelerator (attention="model") was allocated on the
+    # CPU and then concatenated with the tail on the model's device ("meta" stands in)
+    from kvstats.models.code_attention import GrowingBuffer
+
+    buf = GrowingBuffer()
+    buf.append(torch.empty(1, 2, 5, 3, device="meta"))
+    buf.append(torch.empty(1, 2, 30, 3, device="meta"))     # grown past its first allocation
+    assert buf.buf.device.type == "meta" and buf.view().shape == (1, 2, 35, 3)
+    with pytest.raises(ValueError, match=r"device meta; received .* on cpu"):
+        buf.append(torch.zeros(1, 2, 1, 3))
+    cpu = GrowingBuffer()
+    cpu.append(torch.zeros(1, 2, 1, 3))
+    cpu.reserve(1, 2, 40, (3,), torch.float32)                # the compiled encoder's call: where it is
+    assert cpu.buf.device.type == "cpu" and cpu.capacity == 41
