@@ -174,7 +174,7 @@ def _cell_counts(manifest: dict) -> str:
     kinds = [(n, why) for n, why in ((other_code, "computed by other code"),
                                      (status.count("recomputed") - other_code, "that failed their check"))
              if n]
-    text = f"{manifest['n_cells']} cells ({computed} computed"
+    text = f"{manifest['n_cells']} cell{'' if manifest['n_cells'] == 1 else 's'} ({computed} computed"
     if len(kinds) == 1:
         text += f", {kinds[0][0]} of them in place of stored cells {kinds[0][1]}"
     elif kinds:

@@ -813,4 +813,4 @@ def test_cell_counts_say_why_stored_cells_were_recomputed():
     assert _cell_counts({"n_cells": 2, "cells": [damaged, {"status": "resumed"}]}) == (
         "2 cells (1 computed, 1 of them in place of stored cells that failed their check; "
         "1 resumed, checked)")
-    assert _cell_counts({"n_cells": 1, "cells": [{"status": "computed"}]}) == "1 cells (1 computed)"
+    assert _cell_counts({"n_cells": 1, "cells": [{"status": "computed"}]}) == "1 cell (1 computed)"
