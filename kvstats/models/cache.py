@@ -321,7 +321,16 @@ def _sliding_windows(config) -> tuple[dict[int, int], int]:
     # these two hold keys and values only: the layers a QuantizedCache layer stands in for
     # (DummyLayer: a layer that reuses another's); their subclasses hold more (indexed, hybrid)
     held = (DynamicLayer, DynamicSlidingWindowLayer, DummyLayer)
-    other = sorted({t for t in types if DYNAMIC_LAYER_TYPE_MAPPING.get(t, DynamicLayer) not in held})
+    # a type a modeling module registers when imported (DeepSeek-V4's compressed layers)
+    # is unknown before: DynamicCache(config) then fails with a KeyError, and it was taken here
+    # for keys and values, then refused once the model was loaded
+    unknown = sorted({t for t in types if t not in DYNAMIC_LAYER_TYPE_MAPPING})
+    if unknown:
+        raise ValueError(f"config must describe layer types transformers' caches know: "
+                         f"{getattr(text, 'model_type', type(text).__name__)!r} has layers of type "
+                         f"{', '.join(map(repr, unknown))}, registered when the model's modeling module is "
+                         f"imported (load the model first); QuantizedCache holds keys and values only")
+    other = sorted({t for t in types if DYNAMIC_LAYER_TYPE_MAPPING[t] not in held})
     if other:
         layers = [i for i, t in enumerate(types) if t in other]
         raise ValueError(f"config must describe attention layers only (keys and values): "

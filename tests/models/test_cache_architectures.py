@@ -75,6 +75,29 @@ def test_a_hybrid_models_config_is_refused_when_the_cache_is_built():
         QuantizedCache("KQV", 4, config=model.config)
 
 
+def test_a_config_with_layer_types_not_yet_registered_is_refused(monkeypatch):
+    # DeepSeek-V4's compressed layer types are registered in transformers' mapping when
+    # its modeling module is imported: before that the cache took them for keys-and-values
+    # layers (DynamicCache(config) fails there with a KeyError), after it refused them.
+    # Removing them from the mapping stands in for "not imported yet".
+    from transformers import cache_utils
+    from transformers.models.deepseek_v4.configuration_deepseek_v4 import DeepseekV4Config
+
+    config = DeepseekV4Config(num_hidden_layers=4, vocab_size=97, hidden_size=64)
+    for t in ("compressed_sparse_attention", "heavily_compressed_attention"):
+        monkeypatch.delitem(cache_utils.DYNAMIC_LAYER_TYPE_MAPPING, t, raising=False)
+    with pytest.raises(ValueError, match=r"'deepseek_v4' has layers of type 'compressed_sparse_attention', "
+                                         r"'heavily_compressed_attention', registered when .* imported"):
+        QuantizedCache("KQV", 4, config=config)
+    with pytest.raises(KeyError):
+        DynamicCache(config=config)
+    monkeypatch.undo()
+    import transformers.models.deepseek_v4.modeling_deepseek_v4  # noqa: F401  (registers them)
+
+    with pytest.raises(ValueError, match=r"attention layers only.*'deepseek_v4'.*'compressed_sparse_attention'"):
+        QuantizedCache("KQV", 4, config=config)
+
+
 class _Replay(DynamicCache):
     """A DynamicCache fed, at every update, the given states at the updated positions
     instead of the model's: the model's own attention over those states."""
