@@ -4,6 +4,7 @@ The reference is kvstats.stats.sign_test applied by hand to the matched units of
 profile frame (rows shuffled, so matching by (text, layer, head) is exercised).
 """
 
+import re
 import sys
 
 import numpy as np
@@ -314,7 +315,7 @@ def test_sections_state_the_counts_of_their_results(report, tmp_path):
 
 
 def test_regenerating_keeps_the_summary_and_the_hand_written_part(tmp_path, monkeypatch):
-    """The page's summary under the header, its generated sections (kept when their results
+    """The page's account of the run that made its results (in the header), its summary under the header, its generated sections (kept when their results
     are missing) and everything below the marker survive a rewrite unchanged."""
     import runpy
     from pathlib import Path
@@ -329,6 +330,10 @@ def test_regenerating_keeps_the_summary_and_the_hand_written_part(tmp_path, monk
     marker = "<!-- hand-written below: kept by experiments/real_report.py -->"
     head, sections = text.split("\n\n## ", 1)
     summary = "<!-- kept: summary -->\n\n## What this page holds\n\nA summary.\n\n<!-- /kept: summary -->\n"
+    assert head.count("<!-- kept: runs -->") == 1                   # a new page: the commands
+    head = re.sub(r"<!-- kept: runs -->.*<!-- /kept: runs -->",
+                  "<!-- kept: runs -->\nThe run of a day, its commit and wall times.\n<!-- /kept: runs -->",
+                  head, flags=re.S)
     page.write_text(head + "\n" + summary + "\n## " + sections.replace(marker, marker + "\n\n## Notes\n\nkept"))
     before = page.read_text()
     runpy.run_path(script, run_name="__main__")
