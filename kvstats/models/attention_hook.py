@@ -71,6 +71,38 @@ class CodedKV:
     def __getattr__(self, name: str):
         self._refuse(f"attribute {name!r} was asked for")
 
+    def to(self, *args, **kwargs) -> CodedKV:
+        """The handle itself, for a move that changes nothing: to the CPU (where the codes
+        and the code-reading attention live) and the cached states' dtype. accelerate moves
+        the states a KV-sharing model hands between its layers (transformers'
+        ``KVSharingDict.to``) to each dispatched layer's device; another device or dtype is
+        a ValueError that says why (``Tensor.to``'s arguments, any form).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> k = torch.randn(1, 2, 5, 64)
+        >>> handle, _ = QuantizedCache("KQV", 4).update(k, k, layer_idx=0)
+        >>> handle.to("cpu", non_blocking=True) is handle, handle.to(torch.float32) is handle
+        (True, True)
+        >>> handle.to("cuda:1")
+        Traceback (most recent call last):
+        ...
+        ValueError: device must be the CPU for a handle on a QuantizedCache's codes ...
+        """
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)  # what Module.to parses with
+        held = self.layer.tail_keys
+        if device is not None and device.type != held.device.type:
+            raise ValueError(f"device must be the CPU for a handle on a QuantizedCache's codes (the codes and "
+                             f"the code-reading attention live there); received {device}: keep the model's "
+                             f"attention layers on the CPU")
+        if dtype is not None and dtype != held.dtype:
+            raise ValueError(f"dtype must be the cached states' {held.dtype} for a handle on a QuantizedCache's "
+                             f"codes (the code-reading attention returns the query's dtype); received {dtype}: "
+                             f"use QuantizedCache(..., attention='model') for decoded states")
+        return self
+
     # Python looks it up on the type, not through __getattr__; iteration and unpacking fall
     # back to it (no __iter__: the handle is not an Iterable). What code outside the attention
     # does with states a model hands on, e.g. Gemma 4's assistant drafting slicing a

@@ -17,19 +17,13 @@ import pytest
 import torch
 
 from kvstats.models import QuantizedCache
-from kvstats.models.attention_hook import CodedKV
 from kvstats.models.code_attention import code_attention
 
 from test_cache_shared_kv import ARCHS, _decode_logits, _model
 
 pytestmark = pytest.mark.slow
 
-# CodedKV.to is a change to kvstats/models/attention_hook.py; until it is made, the
-# handle refuses the move with its TypeError (strict: a pass without it is a failure)
-_needs_handle_to = pytest.mark.xfail(not hasattr(CodedKV, "to"), raises=TypeError, strict=True,
-                                     reason="CodedKV has no .to: the handle refuses device moves")
-MODES = [pytest.param({}, id="codes", marks=_needs_handle_to),
-         pytest.param({"keep_decoded": True}, id="codes-decoded-copy", marks=_needs_handle_to),
+MODES = [pytest.param({}, id="codes"), pytest.param({"keep_decoded": True}, id="codes-decoded-copy"),
          pytest.param({"attention": "model"}, id="model")]
 
 
@@ -63,7 +57,6 @@ def _handle():
     return QuantizedCache("KQV", 4).update(k, k.clone(), layer_idx=0)[0]
 
 
-@_needs_handle_to
 def test_a_handle_moves_to_its_own_device_and_dtype_only():
     handle = _handle()
     for args, kwargs in [(("cpu",), {"non_blocking": True}), ((torch.device("cpu"),), {}),
