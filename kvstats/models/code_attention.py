@@ -1,6 +1,6 @@
 """Attention read from the codes of a per-vector kvstats scheme, in torch.
 
-(Over ~450 lines as one idea: the coder that writes the codes, the buffer that holds them
+(Over ~550 lines as one idea: the coder that writes the codes, the buffer that holds them
 and the attention that reads them share one layout — packing, byte tables, rotation — and
 are checked against each other.)
 
@@ -292,7 +292,9 @@ class SideCoder:
         self.check_fixed()
         norms, stored = self._norms(x, "x")
         inv = torch.where(norms > 0, 1.0 / norms.double(), 0.0).to(torch.float32)
-        codes = torch.bucketize(self.rotate(x * inv[..., None]), self.boundaries)
+        # contiguous: unrotated (KV) states of a transposed view keep its strides, which
+        # bucketize would copy with a UserWarning
+        codes = torch.bucketize(self.rotate(x * inv[..., None]).contiguous(), self.boundaries)
         parts = {"codes": _pack(codes.to(torch.uint8), self.bits), "norms": stored}
         if self.coder == "prod":
             base = self.unrotate(self.centroids[codes]) * stored.to(torch.float32)[..., None]

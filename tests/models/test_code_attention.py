@@ -3,6 +3,8 @@
 No download: the model tests use a tiny random Llama built from ``LlamaConfig``.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -650,3 +652,18 @@ def test_a_one_token_prompt_and_a_prefill_in_chunks(name, bits, params):
     torch.testing.assert_close(l1, l2, rtol=0, atol=1e-5)
     group = params.get("group_size", 1)
     assert c1.get_seq_length() == 16 and c1.layers[0].n_coded == max(0, 16 - params.get("window", 0)) // group * group
+
+
+@pytest.mark.parametrize("scheme", ["KV", "KQV"])
+def test_a_transposed_prefill_codes_as_its_contiguous_copy_without_a_warning(scheme):
+    # a model's key states are a transposed view (B, n, H, d) -> (B, H, n, d); unrotated (KV)
+    # states kept its strides into torch.bucketize, which copied them with a UserWarning
+    k = torch.randn(1, 40, 2, 64, generator=torch.Generator().manual_seed(3)).transpose(1, 2)
+    view, dense = QuantizedCache(scheme, 4), QuantizedCache(scheme, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        view.update(k, k, layer_idx=0)
+    dense.update(k.contiguous(), k.contiguous(), layer_idx=0)
+    q = torch.randn(1, 4, 1, 64, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(code_attention(q, view.layers[0], None, 0.125, 2),
+                       code_attention(q, dense.layers[0], None, 0.125, 2))
