@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import kvstats
@@ -16,18 +18,34 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"
 
 
 def test_there_are_examples():
-    assert [p.name for p in EXAMPLES if p.name == "own_scheme.py"] == ["own_scheme.py"]
+    assert {p.stem for p in EXAMPLES} >= {"own_scheme", "equal_bits", "profile_6d", "real_cache",
+                                          "hypothesis_tests"}
+
+
+def _run(script: Path, cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The script in a fresh interpreter in another folder: it must not rely on the test's state."""
+    proc = subprocess.run([sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def _example(name: str) -> Path:
+    return EXAMPLES[0].parent / f"{name}.py"
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs(script, tmp_path):
-    # a fresh interpreter in another folder: the script must not rely on the test's state
+    # every example has the --fast and --out flags the tests use, and a docstring saying
+    # what it shows and how long it takes
+    text = script.read_text()
+    assert '"--fast"' in text and '"--out"' in text and re.search(r"~?\d+ s\b", text.split('"""')[1]), script
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(script), "--fast", "--out", str(out)], cwd=tmp_path,
-                          capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (out / "report.md").is_file() and (out / "manifest.json").is_file()
+    proc = _run(script, tmp_path, "--fast", "--out", str(out))
+    assert proc.stdout.strip(), script
     if script.stem == "own_scheme":
+        assert (out / "report.md").is_file() and (out / "manifest.json").is_file()
         assert "minmax passes the scheme contract" in proc.stdout
         assert "minmax" in (out / "report.md").read_text()
         # the sweep names the file as its plugin (adopted, not imported a second time), so
@@ -36,6 +54,159 @@ def test_example_runs(script, tmp_path):
 
         code = json.loads((out / "manifest.json").read_text())["user_code"]
         assert code["schemes"] == {"minmax": str(script)} and code["plugins"][0]["file"] == str(script)
+
+
+# --------------------------------------------------------------------------- equal_bits.py
+_PLAN = re.compile(r"^  (\S+)\s+n = (\d+|fixed)\s+stores (\d+\.\d+)$", re.M)
+_FINGERPRINT = re.compile(r"fingerprint ([0-9a-f]{16}) \(seed (\d+)\)")
+
+
+def test_equal_bits_picks_budgets_by_stored_bits_and_prints_the_tests_it_ran(tmp_path):
+    out = tmp_path / "out"
+    proc = _run(_example("equal_bits"), tmp_path, "--fast", "--out", str(out), "--target", "4.7")
+    plan = _PLAN.findall(proc.stdout)
+    assert len(plan) >= 4, proc.stdout
+    # each scheme's n is the largest whose stored total (recomputed here) fits the target
+    for name, n, total in plan:
+        bits = None if n == "fixed" else int(n)
+        assert float(total) == pytest.approx(kvstats.make_scheme(name, bits, 128).bits_per_coord(256).total,
+                                             abs=5e-5), name
+        assert float(total) <= 4.7
+        sdef = kvstats.scheme_def(name)
+        if bits is not None and bits < sdef.max_bits:
+            assert kvstats.make_scheme(name, bits + 1, 128).bits_per_coord(256).total > 4.7, name
+    chosen = {name: n for name, n, _ in plan}
+    assert chosen["kivi"] == "2" and chosen["turboquant_mse"] == "4"   # kivi's window and scales: ~2.6 bits
+    # the sweep stored what the plan said, and its table agrees with what was printed
+    res = kvstats.load_result(out)
+    stored = res.frame.groupby("scheme")["bits_total"].first()
+    assert {name: round(stored[name], 4) for name, _, _ in plan} == {name: float(t) for name, _, t in plan}
+    table = pd.read_csv(out / "comparisons.csv")
+    assert len(table) == 4 * (len(plan) - 1) and set(table.scheme_a) == {"turboquant_mse"}
+    assert table.pvalue.between(0, 1).all() and (table.pvalue_adjusted >= table.pvalue - 1e-15).all()
+    assert table.pvalue_adjusted.between(0, 1).all()
+    printed = re.findall(r"^    (\S+)\s+mean .*p_adj (\S+)  -> (.*)$", proc.stdout, re.M)
+    assert [m for m, _, _ in printed] == table.metric.tolist()
+    assert [float(p) for _, p, _ in printed] == pytest.approx(table.pvalue_adjusted.tolist(), rel=0.06)
+    # every verdict kind is counted once, and a "not resolvable" row says so
+    counts = dict((k, int(v)) for v, k in [c.rsplit(" ", 1)[::-1] for c in
+                                            proc.stdout.split("verdicts: ")[1].strip().split(", ")])
+    assert sum(counts.values()) == len(table)
+    unresolved = table.verdict.str.startswith("not resolvable")
+    assert counts.get("not resolvable", 0) == unresolved.sum() > 0
+    assert all(v.startswith("not resolvable") for _, _, v in printed if "pairs differ" in v)
+
+
+def test_equal_bits_is_reproducible_from_its_seed(tmp_path):
+    def fingerprint(seed, name):
+        proc = _run(_example("equal_bits"), tmp_path, "--fast", "--seed", str(seed), "--out", str(tmp_path / name))
+        (digest, printed_seed), = _FINGERPRINT.findall(proc.stdout)
+        assert printed_seed == str(seed)
+        return digest
+
+    first = fingerprint(5, "a")
+    assert fingerprint(5, "b") == first != fingerprint(6, "c")
+
+
+# --------------------------------------------------------------------------- profile_6d.py
+def test_profile_6d_writes_the_table_and_the_planes(tmp_path):
+    out = tmp_path / "p6"
+    proc = _run(_example("profile_6d"), tmp_path, "--fast", "--out", str(out))
+    for place in "kvt":
+        png = out / f"shannon_phi_{place}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, png
+    frame = pd.read_csv(out / "profile.csv")
+    assert frame.groupby("budget").size().to_dict() == {2.0: 30, 3.0: 30, 4.0: 30, 5.0: 30}
+    assert (frame.kl >= 0).all() and np.isfinite(frame.kl).all() and frame.recall_at_5.between(0, 1).all()
+    for place in "kvt":
+        assert frame[f"phi_{place}"].between(0, np.pi).all()
+        snr = frame.groupby("budget")[f"snr_{place}"].mean()
+        assert snr.is_monotonic_increasing and snr.diff().dropna().between(3, 9).all(), snr  # ~6 dB a bit
+    assert (frame.bits_total > frame.budget).all()
+    # the printed per-trial rows are the table's rows at n = 3
+    header, *rows = proc.stdout.split("per-trial table")[1].splitlines()[1:7]
+    cols = header.split()
+    at3 = frame[frame.budget == 3].set_index("trial")
+    for line in rows:
+        values = dict(zip(cols, map(float, line.split())))
+        for col in ("kl", "snr_k", "phi_t"):
+            assert values[col] == pytest.approx(at3.loc[int(values["trial"]), col], rel=1e-3), (col, line)
+    # every printed column is explained, with its unit
+    from kvstats.metrics.table import METRIC_TABLE
+
+    for col in cols[1:]:
+        assert re.search(rf"^  {col}\s+\S+\s+worse: \w+\s+" + re.escape(METRIC_TABLE[col].definition[:30]),
+                         proc.stdout, re.M), col
+
+
+# --------------------------------------------------------------------------- real_cache.py
+def test_real_cache_fast_sweeps_a_capture_with_the_text_as_the_unit(tmp_path):
+    out = tmp_path / "rc"
+    proc = _run(_example("real_cache"), tmp_path, "--fast", "--out", str(out))
+    trials = kvstats.load_trials(out / "capture.npz", layer=0)
+    assert trials.K.shape == (32, 64, 32) and len(set(trials.meta["cluster"])) == 16
+    assert "units: 16 texts per case" in proc.stdout
+    assert (out / "sweep" / "report.md").is_file()
+    # the printed mean KLs are the text means of the stored sweep
+    per_text = kvstats.aggregate_clusters(kvstats.load_result(out / "sweep").frame)
+    assert len(per_text) == 2 * 2 * 2 * 16
+    expected = per_text.groupby(["params", "budget", "scheme"])["kl"].mean()
+    table = proc.stdout.split("per layer and n:\n")[1].split("\n\n")[0].splitlines()[2:]
+    printed = [float(v) for line in table for v in line.split()[-2:]]
+    assert len(printed) == 8 and all(v > 0 for v in printed)
+    assert sorted(printed) == pytest.approx(sorted(expected.tolist()), rel=1e-3)
+    tests = re.findall(r"^  layer=\d+\s+n = \d  (\S+)\s+n_a = (\d+)  dominance (\S+)  p_adj (\S+)  -> (.*)$",
+                       proc.stdout, re.M)
+    assert len(tests) == 16
+    for metric, n_a, dominance, p_adj, winner in tests:
+        assert n_a == "16" and -1 <= float(dominance) <= 1 and 0 <= float(p_adj) <= 1
+        assert winner in ("KQV", "QKQV", "no significant difference") or winner.startswith("not resolvable")
+    assert {w for m, *_, w in tests if m == "kl"} == {"KQV"}   # QKQV's 1-bit key residual: 5x the KL
+
+
+def test_real_cache_without_the_weights_says_so_and_does_nothing(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    out = tmp_path / "rc"
+    proc = _run(_example("real_cache"), tmp_path, "--out", str(out), env={"KVSTATS_CACHE": str(tmp_path / "none")})
+    assert "real_cache: skipped: SmolLM2's weights are not cached" in proc.stderr
+    assert not (out / "capture.npz").exists() and not (out / "sweep").exists()
+
+
+# --------------------------------------------------------------------------- hypothesis_tests.py
+def _holm(p: np.ndarray) -> np.ndarray:
+    """Holm's adjusted p-values from their definition: max over the steps so far of (m - i) p_(i)."""
+    order = np.argsort(p, kind="stable")
+    steps = (len(p) - np.arange(len(p))) * p[order]
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(np.maximum.accumulate(steps), 1.0)
+    return adjusted
+
+
+def test_hypothesis_tests_family_is_holm_adjusted_and_its_resolution_is_stated(tmp_path):
+    out = tmp_path / "ht"
+    proc = _run(_example("hypothesis_tests"), tmp_path, "--fast", "--out", str(out))
+    family = pd.read_csv(out / "paired_family.csv")
+    assert family.test.tolist() == ["sign"] * 5 + ["energy (paired)", "TOST ratio"]
+    assert family.pvalue.between(0, 1).all() and family.pvalue.gt(0).all()
+    assert family.pvalue_adjusted.to_numpy() == pytest.approx(_holm(family.pvalue.to_numpy()), rel=1e-12)
+    assert (family.reject == (family.pvalue_adjusted <= 0.05)).all()
+    sign = family[family.test == "sign"]
+    assert sign.min_attainable_p.tolist() == pytest.approx(np.minimum(1, 2 * 0.5 ** sign.n_informative).tolist())
+    assert (family.resolvable == ~(family.min_attainable_p > 0.05 / len(family))).all()
+    # KQV codes values with a 1-bit QJL residual, KV without: their values' SNR differs on every trial
+    rejected = set(family[family.reject].metric)
+    assert {"snr_v", "snr_t"} <= rejected
+    for line in re.findall(r"^  (?:sign|energy|TOST).*$", proc.stdout, re.M):
+        p, p_adj = map(float, re.search(r"  p\s+(\S+)  p_adj\s+(\S+)", line).groups())
+        assert 0 <= p <= p_adj <= 1, line
+    kl_a, kl_b, ratio = map(float, re.search(r"means of kl \(nats\): KQV (\S+), KV (\S+); KL ratio (\S+),",
+                                             proc.stdout).groups())
+    assert kl_a > 0 and kl_b > 0 and ratio == pytest.approx(kl_a / kl_b, rel=2e-3)
+    assert re.search(r"KL verdict: (equivalent within δ|different|inconclusive)$", proc.stdout, re.M)
+    two = re.findall(r"^  (Mann–Whitney|KS|energy \(free\)).*  p (\S+)  p_adj (\S+)$", proc.stdout, re.M)
+    assert [t for t, _, _ in two] == ["Mann–Whitney", "KS", "energy (free)"]
+    assert all(0 <= float(p) <= float(q) <= 1 for _, p, q in two)
 
 
 def _load_example(name: str = "own_scheme"):
