@@ -14,6 +14,7 @@ each p-value can be read on its own:
 
     .venv/bin/python examples/hypothesis_tests.py                 # KQV vs KV, n = 3, 300 trials: ~15 s wall
     .venv/bin/python examples/hypothesis_tests.py --a QKQV --b KQV --bits 4
+    .venv/bin/python examples/hypothesis_tests.py --fast --trials 12   # too few trials: a row not resolvable
     .venv/bin/python examples/hypothesis_tests.py --fast --out /tmp/ht   # 60 trials: ~5 s (the tests run it)
 
 OUT/paired_family.csv holds the family's tests (raw and Holm-adjusted p, resolution).
@@ -34,7 +35,7 @@ from kvstats.metrics.table import METRIC_TABLE, PROFILE_6D
 from kvstats.stats.family_resolution import required_resolution
 
 ALPHA = 0.05
-METRICS = ["kl", "snr_k", "snr_v", "snr_t", "recall_at_5"]
+METRICS = ["kl", "snr_k", "snr_v", "snr_t", "recall_at_5", "argmax_shift"]
 
 
 def profile(scheme: str, bits: int, trials, seed: int) -> pd.DataFrame:
@@ -51,9 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--margin", type=float, default=0.2,
                     help="equivalence margin delta of the KL ratio: within [1/(1+delta), 1+delta] (default 0.2)")
     ap.add_argument("--fast", action="store_true", help="60 trials of N = 128 (seconds): what the tests run")
+    ap.add_argument("--trials", type=int, default=None, help="trials (default 300; 60 with --fast)")
     ap.add_argument("--out", default=None, help="folder for paired_family.csv (default: a temp folder)")
     args = ap.parse_args(argv)
     n_trials, n_keys, dim = (60, 128, 64) if args.fast else (300, 512, 64)
+    n_trials = args.trials or n_trials
     a, b = args.a, args.b
 
     trials = kvstats.sample("gaussian", n_trials=n_trials, n_keys=n_keys, dim=dim, seed=0)
@@ -92,8 +95,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{resolution.n_permutations} permutations; it draws {energy.n_resamples})")
     for r in family.itertuples():
         word = ("rejects" if r.reject else "does not reject" if r.resolvable else
-                "NOT RESOLVABLE (could not reject at any data)")
-        print(f"  {r.test:16s} {r.metric:11s} effect {r.effect:+8.3g}  p {r.pvalue:9.3g}  "
+                "NOT RESOLVABLE (no outcome of these trials could reject)")
+        print(f"  {r.test:16s} {r.metric:12s} effect {r.effect:+8.3g}  p {r.pvalue:9.3g}  "
               f"p_adj {r.pvalue_adjusted:9.3g}  {word}")
     m = METRIC_TABLE["kl"]
     print(f"  means of kl ({m.unit}): {a} {pa.kl.mean():.4g}, {b} {pb.kl.mean():.4g}; KL ratio {tost.estimate:.3f}, "

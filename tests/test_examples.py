@@ -187,7 +187,7 @@ def test_hypothesis_tests_family_is_holm_adjusted_and_its_resolution_is_stated(t
     out = tmp_path / "ht"
     proc = _run(_example("hypothesis_tests"), tmp_path, "--fast", "--out", str(out))
     family = pd.read_csv(out / "paired_family.csv")
-    assert family.test.tolist() == ["sign"] * 5 + ["energy (paired)", "TOST ratio"]
+    assert family.test.tolist() == ["sign"] * 6 + ["energy (paired)", "TOST ratio"]
     assert family.pvalue.between(0, 1).all() and family.pvalue.gt(0).all()
     assert family.pvalue_adjusted.to_numpy() == pytest.approx(_holm(family.pvalue.to_numpy()), rel=1e-12)
     assert (family.reject == (family.pvalue_adjusted <= 0.05)).all()
@@ -207,6 +207,18 @@ def test_hypothesis_tests_family_is_holm_adjusted_and_its_resolution_is_stated(t
     two = re.findall(r"^  (Mann–Whitney|KS|energy \(free\)).*  p (\S+)  p_adj (\S+)$", proc.stdout, re.M)
     assert [t for t, _, _ in two] == ["Mann–Whitney", "KS", "energy (free)"]
     assert all(0 <= float(p) <= float(q) <= 1 for _, p, q in two)
+
+
+def test_hypothesis_tests_marks_a_test_too_few_trials_cannot_resolve(tmp_path):
+    # 12 trials: top-5 sets and argmax shifts differ on a few of them, so their sign tests'
+    # best p, 2 * 2**-k, is above Holm's first step 0.05/8; the SNR tests still resolve
+    out = tmp_path / "ht"
+    proc = _run(_example("hypothesis_tests"), tmp_path, "--fast", "--trials", "12", "--out", str(out))
+    family = pd.read_csv(out / "paired_family.csv").set_index("metric")
+    assert not family.loc["argmax_shift", "resolvable"] and family.loc["snr_v", "resolvable"]
+    assert family.loc["argmax_shift", "min_attainable_p"] > 0.05 / 8 >= family.loc["snr_v", "min_attainable_p"]
+    marked = re.findall(r"^  sign\s+(\S+) .*NOT RESOLVABLE", proc.stdout, re.M)
+    assert marked == family.index[~family.resolvable].tolist()
 
 
 def _load_example(name: str = "own_scheme"):
