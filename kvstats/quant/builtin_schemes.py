@@ -26,7 +26,9 @@ scheme's codes spend their bits on.
 
 ``KQV``/``QKQV`` follow D'Alberto (2026); ``turboquant_mse``/``turboquant_prod`` expose
 the rotation and sketch settings of TurboQuant (Zandieh et al., 2025) directly, so
-``QKQV`` with default settings is ``turboquant_prod``.
+``QKQV`` with default settings is ``turboquant_prod`` (one builder), ``KV`` is
+``turboquant_mse`` with ``rotation="identity"`` and ``K{a}V{a}`` is ``turboquant_mse`` at
+``a`` bits (declared as each entry's ``codes_as``, which a sweep reads to refuse such a pair).
 """
 
 from __future__ import annotations
@@ -307,6 +309,22 @@ def _klt_coords(dim: int, params: Mapping[str, Any]) -> int:
     return dim if rank is None else min(rank, dim)
 
 
+# Which entries code as another (SchemeDef.codes_as: the same coders, the same draws for one
+# seed), each written beside the builders that make it so: _build_kv is _build_turboquant_mse
+# with the rotation fixed to identity; _build_mixed with key_bits = value_bits = a is
+# _build_turboquant_mse at a bits (one rotation setting for both sides, key_rng to keys).
+# tests/sweep/test_scheme_aliases.py codes every declared pair with one seed to the same bits.
+def _kv_codes_as(params: Mapping[str, Any]) -> tuple[str, dict[str, Any], None]:
+    return "turboquant_mse", {**params, "rotation": "identity"}, None
+
+
+def _mixed_codes_as(params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int] | None:
+    if params.get("key_bits") != params.get("value_bits"):
+        return None
+    sides = {k: v for k, v in params.items() if k not in ("key_bits", "value_bits")}
+    return "turboquant_mse", sides, params["key_bits"]
+
+
 def _entry(name: str, defaults: Mapping[str, Any] = MappingProxyType({}), **fields: Any) -> SchemeDef:
     """A built-in entry, its summary the catalog's."""
     return SchemeDef(name=name, summary=SUMMARIES[name], defaults=MappingProxyType(dict(defaults)),
@@ -324,7 +342,7 @@ _HEAD_SCALE = {"scale": "head"}
 ENTRIES = (
     _entry("KV", params=frozenset(_NORM), defaults=_NORM, min_bits=1, max_bits=8, fixed_budget=False,
            token_group_param=None, gpu=True, key_theory="mse", build=_build_kv, _randomized=_never,
-           _bits=_kv_bits, _coded=_all_coords),
+           _bits=_kv_bits, _coded=_all_coords, _codes_as=_kv_codes_as),
     _entry("KQV", params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
            token_group_param=None, gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always,
            _bits=_kqv_bits, _coded=_rotated_coords),
@@ -349,7 +367,8 @@ ENTRIES = (
     _entry("mixed", params=frozenset({"key_bits", "value_bits", *_ROTATED}), defaults=_ROTATED,
            min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
            key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
-           _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2})),
+           _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2}),
+           _codes_as=_mixed_codes_as),
     _entry("identity", params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True,
            token_group_param=None, gpu=False, key_theory=None, build=_build_identity,
            _randomized=_never, _bits=_identity_bits, _coded=_all_coords),

@@ -31,7 +31,7 @@ from kvstats.quant.catalog import NAMES
 from kvstats.quant.schemedef import Builder, SchemeDef
 
 __all__ = ["SchemeDef", "Builder", "REGISTRY", "BUILTIN", "SCHEMES", "scheme_def", "parse_scheme_name",
-           "resolved_scheme"]
+           "resolved_scheme", "coded_scheme"]
 
 _MIXED_NAME = re.compile(r"^K([1-8])V([1-8])$")
 
@@ -134,8 +134,41 @@ def resolved_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str
     ('mixed', {'key_bits': 4, 'norm_dtype': 'float16', 'rotation': 'hadamard', 'value_bits': 2})
     """
     sdef, params = parse_scheme_name(name, params)
-    full = sdef.filled(params)
-    return sdef.name, {k: _same_value(k, full[k]) for k in sorted(full)}
+    return sdef.name, _written_one_way(sdef.filled(params))
+
+
+def coded_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int | None]:
+    """What a scheme's cells code as: the entry whose builder makes its coders, that entry's
+    parameters with the defaults filled in, and the budget where the two coincide.
+
+    :func:`resolved_scheme` of the scheme itself, with budget None, unless its entry
+    declares another that codes as it (:meth:`SchemeDef.codes_as`): ``KV`` is
+    ``turboquant_mse`` with ``rotation="identity"`` at every budget, ``K4V4`` is
+    ``turboquant_mse`` at budget 4. Two sweep entries whose cells code alike at a budget
+    both run would be one scheme under two scheme seeds (``kvstats/sweep/specs.py``
+    refuses them).
+
+    Examples
+    --------
+    >>> coded_scheme("KV", {})
+    ('turboquant_mse', {'norm_dtype': 'float16', 'rotation': 'identity'}, None)
+    >>> coded_scheme("K3V3", {"rotation": "haar"})
+    ('turboquant_mse', {'norm_dtype': 'float16', 'rotation': 'haar'}, 3)
+    >>> coded_scheme("K4V2", {})
+    ('mixed', {'key_bits': 4, 'norm_dtype': 'float16', 'rotation': 'hadamard', 'value_bits': 2}, None)
+    """
+    sdef, params = parse_scheme_name(name, params)
+    other = sdef.codes_as(params)
+    if other is None:
+        return sdef.name, _written_one_way(sdef.filled(params)), None
+    other_name, other_params, bits = other
+    odef = REGISTRY[other_name]
+    return odef.name, _written_one_way(odef.filled(other_params)), (None if bits is None
+                                                                   else _same_value("", bits))
+
+
+def _written_one_way(full: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _same_value(k, full[k]) for k in sorted(full)}
 
 
 def _same_value(key: str, value: Any) -> Any:

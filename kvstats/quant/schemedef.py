@@ -33,6 +33,10 @@ def _per_trial(params: Mapping[str, Any]) -> str:
     return ""
 
 
+def _codes_as_no_other(params: Mapping[str, Any]) -> None:
+    return None
+
+
 # (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
 Builder = Callable[[int | None, int, dict, np.random.Generator, np.random.Generator, tuple[int, ...]],
                    "tuple[float | None, Coder, Coder]"]
@@ -77,6 +81,9 @@ class SchemeDef:
     _couples : callable
         ``params -> str``: the per-trial setting to use instead where ``params`` couple the
         trials of one call, else "" (see :meth:`couples_trials`; default: never).
+    _codes_as : callable
+        ``params -> (name, params, bits) or None``: another entry that codes as this one
+        (see :meth:`codes_as`; default: none).
     defaults : mapping
         The value each parameter with a constant default takes when left out (those that
         depend on the bits or d, such as qjl's ``m = n·d``, are the builder's alone). The
@@ -102,6 +109,8 @@ class SchemeDef:
     token_group_default: int = _GROUP_SIZE
     _couples: Callable[[Mapping[str, Any]], str] = field(default=_per_trial, repr=False, compare=False)
     defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _codes_as: Callable[[Mapping[str, Any]], tuple[str, dict[str, Any], int | None] | None] = field(
+        default=_codes_as_no_other, repr=False, compare=False)
 
     def filled(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` with :attr:`defaults` filled in for those left out.
@@ -149,6 +158,32 @@ class SchemeDef:
         "scale='head' (the default) or a static scale=<float>"
         """
         return self._couples(self.filled(params))
+
+    def codes_as(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int | None] | None:
+        """Another registry entry that codes as this one under ``params``, as ``(name,
+        its params, budget)``: given one seed, its builder makes the same coders with the
+        same draws, so both code any data to the same bits. ``budget`` is where they
+        coincide: the bits this entry's own parameters fix (``K4V4`` is ``turboquant_mse``
+        at 4 bits only), or None at every budget both are given (``KV`` is
+        ``turboquant_mse`` with ``rotation="identity"``). None where no other entry is
+        declared to. The entry named is run at budgets (not ``fixed_budget``) and declares
+        no such entry itself.
+
+        A sweep refuses two entries that code the same cells
+        (:func:`kvstats.quant.registry.coded_scheme`): they would run under two scheme
+        seeds and be compared with each other as two schemes.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("KV").codes_as({})
+        ('turboquant_mse', {'norm_dtype': 'float16', 'rotation': 'identity'}, None)
+        >>> scheme_def("K4V4").codes_as({"key_bits": 4, "value_bits": 4})
+        ('turboquant_mse', {'rotation': 'hadamard', 'norm_dtype': 'float16'}, 4)
+        >>> scheme_def("K4V2").codes_as({"key_bits": 4, "value_bits": 2}) is None
+        True
+        """
+        return self._codes_as(self.filled(params))
 
     def token_group(self, params: Mapping[str, Any]) -> int:
         """Tokens that share stored statistics (1 = per-vector), under ``params``.

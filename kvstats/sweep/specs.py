@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from kvstats._checks import check_int, did_you_mean
 from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _resolve
-from kvstats.quant.registry import resolved_scheme, scheme_def, unknown_scheme
+from kvstats.quant.registry import coded_scheme, resolved_scheme, scheme_def, unknown_scheme
 from kvstats.results import REAL
 from kvstats.sweep.plan import _canonical, _fmt_params
 from kvstats.sweep.sources import _real_params
@@ -284,7 +284,7 @@ def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
                 f"{_fmt_params(full)}); keep one")
 
 
-def _check_distinct_schemes(schemes: Iterable[SchemeSpec]) -> None:
+def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, ...] | None = None) -> None:
     """Refuse two entries of one scheme: one builder (:attr:`SchemeDef.build`) handed the
     same parameters once the defaults fill what an entry leaves out
     (:func:`kvstats.quant.registry.resolved_scheme`: ``QKQV`` and ``QKQV`` with
@@ -293,9 +293,15 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec]) -> None:
     ``turboquant_prod``), whatever their labels and budgets. Their cell keys differ, so
     they would get other scheme seeds and stand in the report as two schemes compared
     with each other. Two builders are two schemes, even where they code alike (each
-    llama.cpp format has a builder of its own, its format bound); one builder under two
-    defaults is one scheme only where the filled parameters agree.
-    (The cell key itself is unchanged: stored cells keep their ids.)"""
+    llama.cpp format has a builder of its own, its format bound), unless an entry declares
+    that it codes as another (below); one builder under two defaults is one scheme only
+    where the filled parameters agree.
+    (The cell key itself is unchanged: stored cells keep their ids.)
+
+    Then :func:`_check_distinct_cells`: two builders one of which is declared to code as
+    the other (``KV`` and ``turboquant_mse`` with ``rotation = "identity"``, ``K4V4`` and
+    ``turboquant_mse`` at budget 4), with ``budgets`` the sweep's (None: not known yet)."""
+    schemes = list(schemes)
     seen: dict[tuple[int, str], tuple[SchemeSpec, str]] = {}
     for spec in schemes:
         name, full = resolved_scheme(spec.name, spec.params)
@@ -310,6 +316,54 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec]) -> None:
                 f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
                 f"({what} with the defaults filled in: {_fmt_params(full)}); keep one (with both "
                 "entries' budgets, if they differ)")
+    _check_distinct_cells(schemes, budgets)
+
+
+def _check_distinct_cells(schemes: list[SchemeSpec], budgets: tuple[int, ...] | None) -> None:
+    """Refuse two entries whose cells code alike at a budget both run
+    (:func:`kvstats.quant.registry.coded_scheme`: the builder one is declared to code as,
+    :meth:`SchemeDef.codes_as`): they would run under two scheme seeds and be compared
+    with each other as two schemes. Where they coincide at every budget (``KV`` and
+    ``turboquant_mse`` with ``rotation = "identity"``) they are one scheme, refused
+    whatever their budgets, as one builder's two names are; where one's own parameters fix
+    the budget (``K4V4``: ``turboquant_mse`` at 4), only if the other runs at it: at its
+    own ``budgets``, else the sweep's ``budgets`` (None: not known yet, not checked)."""
+    seen: dict[tuple[int, str], list[tuple[SchemeSpec, int | None]]] = {}
+    for spec in schemes:
+        coded_name, coded, fixed = coded_scheme(spec.name, spec.params)
+        key = (id(scheme_def(coded_name).build), _canonical(coded))
+        for earlier, earlier_fixed in seen.get(key, ()):
+            names = [s.name for s in (earlier, spec) if resolved_scheme(s.name, s.params)[0] != coded_name]
+            how = f"{' and '.join(names)} code{'s' if len(names) == 1 else ''} as {coded_name}"
+            if earlier_fixed is None and fixed is None:
+                raise ValueError(
+                    f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
+                    f"({how} with the defaults filled in: {_fmt_params(coded)}); keep one (with both "
+                    "entries' budgets, if they differ)")
+            shared = _shared_budget((earlier, earlier_fixed), (spec, fixed), budgets)
+            if shared is not None:
+                at, advice = shared
+                raise ValueError(
+                    f"schemes: {earlier.display()!r} and {spec.display()!r} code the same cells at "
+                    f"budget {at} ({how} at budget {at}, with the defaults filled in: "
+                    f"{_fmt_params(coded)}): one scheme under two scheme seeds, compared with "
+                    f"itself; {advice}")
+        seen.setdefault(key, []).append((spec, fixed))
+
+
+def _shared_budget(first: tuple[SchemeSpec, int | None], second: tuple[SchemeSpec, int | None],
+                   budgets: tuple[int, ...] | None) -> tuple[int, str] | None:
+    """The budget where two entries coding as one builder, at least one at a budget its own
+    parameters fix, both run, and what to do about it; None where they share none (or the
+    sweep's budgets, which one runs at, are not known yet)."""
+    (_, first_fixed), (_, second_fixed) = first, second
+    if first_fixed is not None and second_fixed is not None:
+        return (first_fixed, "keep one") if first_fixed == second_fixed else None
+    (_, at), (other, _) = (first, second) if first_fixed is not None else (second, first)
+    runs_at = other.budgets or budgets
+    if runs_at is None or at not in runs_at:
+        return None
+    return at, f"keep one, or run {other.display()!r} at budgets without {at}"
 
 
 def _as_list(value: Any, name: str) -> list[Any]:
