@@ -144,7 +144,6 @@ class SweepConfig:
         if dup:
             raise ValueError(f"schemes must have distinct labels; received duplicates {dup} "
                              "(give each a 'label')")
-        _check_distinct_schemes(schemes)
         keys = [(d.name, _canonical(d.params)) for d in dists]
         if len(set(keys)) != len(keys):
             raise ValueError("distributions must not repeat a (name, params) pair; received "
@@ -153,6 +152,7 @@ class SweepConfig:
         object.__setattr__(self, "schemes", schemes)
         object.__setattr__(self, "distributions", dists)
         object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))
+        _check_distinct_schemes(schemes, self.budgets)   # cells: an entry at the sweep's budgets too
         object.__setattr__(self, "dims", _int_tuple(self.dims, "dims", 2, None))
         object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", MIN_KEYS, None,
                                                       why=" (recall@5 needs at least 5 keys)"))
