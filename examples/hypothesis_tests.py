@@ -12,12 +12,13 @@ each p-value can be read on its own:
    scheme on trials of another seed): Mann–Whitney, Kolmogorov–Smirnov and the energy
    test with free relabelling.
 
-    .venv/bin/python examples/hypothesis_tests.py                 # KQV vs KV, n = 3, 300 trials: ~15 s wall
+    .venv/bin/python examples/hypothesis_tests.py                 # KQV vs KV, n = 3, 300 trials: 7 s wall, 4 s CPU
     .venv/bin/python examples/hypothesis_tests.py --a QKQV --b KQV --bits 4
     .venv/bin/python examples/hypothesis_tests.py --fast --trials 12   # too few trials: a row not resolvable
-    .venv/bin/python examples/hypothesis_tests.py --fast --out /tmp/ht   # 60 trials: ~5 s (the tests run it)
+    .venv/bin/python examples/hypothesis_tests.py --fast --out /tmp/ht   # 60 trials: 2 s wall (the tests run it)
 
 OUT/paired_family.csv holds the family's tests (raw and Holm-adjusted p, resolution).
+Times: the 2-core machine at load average 2-4, one BLAS thread, 2026-12-02.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """A real model's KV cache as the data: capture it, sweep it, test with the text as the unit.
 
 Without ``--fast``: SmolLM2-135M-Instruct (its GGUF in ``~/.cache/kvstats`` or
-``$KVSTATS_CACHE``; needs the ``models`` extra: torch, transformers) reads 16 standard-library
-docstrings, 128 tokens each, and ``kvstats.models.capture`` writes every layer's keys,
-values and queries to OUT/capture.npz (~120 MB). If the weights or torch are missing the
-script says so and exits 0 without doing anything (it never downloads: run
-``experiments/real_capture.py`` once for that, or use ``--fast``).
+``$KVSTATS_CACHE``; needs the ``models`` extra: torch, transformers) reads 16
+standard-library docstrings, 128 tokens each, and ``kvstats.models.capture`` writes every
+layer's keys, values and queries to OUT/capture.npz (236 MB; in a temp folder without
+``--out``). If the weights or torch are missing the script says so and exits 0 without
+doing anything (it never downloads: run ``experiments/real_capture.py`` once for that, or
+use ``--fast``).
 
 With ``--fast``: a small capture of another "model" written from numpy arrays with
 ``write_capture`` (what you would do with your own model's cache): 16 texts, 2 layers,
@@ -17,8 +18,10 @@ layer; KQV vs QKQV at n = 3, 4) and ``hypothesis_report``, whose tests use the t
 the unit: the trials of one text (its KV heads) share the text's tokens and are not
 independent, so they are averaged per text first.
 
-    .venv/bin/python examples/real_cache.py --out /tmp/real     # capture ~20 s + sweep and report ~10 s
-    .venv/bin/python examples/real_cache.py --fast --out /tmp/rf # ~8 s (the tests run it)
+    .venv/bin/python examples/real_cache.py --out /tmp/real     # 35 s wall, 32 s CPU, the capture included
+    .venv/bin/python examples/real_cache.py --fast --out /tmp/rf # 5 s wall, 2 s CPU (the tests run it)
+
+(The 2-core machine at load average 2-4, one BLAS and one torch thread, 2026-12-02.)
 """
 
 from __future__ import annotations

@@ -35,14 +35,27 @@ def _example(name: str) -> Path:
     return EXAMPLES[0].parent / f"{name}.py"
 
 
+@pytest.fixture(scope="module")
+def fast_run(tmp_path_factory):
+    """Each example's ``--fast --out OUT`` run, once per module: (the process, OUT)."""
+    runs = {}
+
+    def run(name: str) -> tuple[subprocess.CompletedProcess, Path]:
+        if name not in runs:
+            cwd = tmp_path_factory.mktemp(name)
+            runs[name] = _run(_example(name), cwd, "--fast", "--out", str(cwd / "out")), cwd / "out"
+        return runs[name]
+
+    return run
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs(script, tmp_path):
+def test_example_runs(script, fast_run):
     # every example has the --fast and --out flags the tests use, and a docstring saying
     # what it shows and how long it takes
     text = script.read_text()
-    assert '"--fast"' in text and '"--out"' in text and re.search(r"~?\d+ s\b", text.split('"""')[1]), script
-    out = tmp_path / "out"
-    proc = _run(script, tmp_path, "--fast", "--out", str(out))
+    assert '"--fast"' in text and '"--out"' in text and re.search(r"\d+ s\b", text.split('"""')[1]), script
+    proc, out = fast_run(script.stem)
     assert proc.stdout.strip(), script
     if script.stem == "own_scheme":
         assert (out / "report.md").is_file() and (out / "manifest.json").is_file()
@@ -61,9 +74,9 @@ _PLAN = re.compile(r"^  (\S+)\s+n = (\d+|fixed)\s+stores (\d+\.\d+)$", re.M)
 _FINGERPRINT = re.compile(r"fingerprint ([0-9a-f]{16}) \(seed (\d+)\)")
 
 
-def test_equal_bits_picks_budgets_by_stored_bits_and_prints_the_tests_it_ran(tmp_path):
-    out = tmp_path / "out"
-    proc = _run(_example("equal_bits"), tmp_path, "--fast", "--out", str(out), "--target", "4.7")
+def test_equal_bits_picks_budgets_by_stored_bits_and_prints_the_tests_it_ran(fast_run):
+    proc, out = fast_run("equal_bits")
+    target = float(re.search(r"target <= (\S+):", proc.stdout).group(1))
     plan = _PLAN.findall(proc.stdout)
     assert len(plan) >= 4, proc.stdout
     # each scheme's n is the largest whose stored total (recomputed here) fits the target
@@ -71,16 +84,18 @@ def test_equal_bits_picks_budgets_by_stored_bits_and_prints_the_tests_it_ran(tmp
         bits = None if n == "fixed" else int(n)
         assert float(total) == pytest.approx(kvstats.make_scheme(name, bits, 128).bits_per_coord(256).total,
                                              abs=5e-5), name
-        assert float(total) <= 4.7
+        assert float(total) <= target
         sdef = kvstats.scheme_def(name)
         if bits is not None and bits < sdef.max_bits:
-            assert kvstats.make_scheme(name, bits + 1, 128).bits_per_coord(256).total > 4.7, name
+            assert kvstats.make_scheme(name, bits + 1, 128).bits_per_coord(256).total > target, name
     chosen = {name: n for name, n, _ in plan}
-    assert chosen["kivi"] == "2" and chosen["turboquant_mse"] == "4"   # kivi's window and scales: ~2.6 bits
+    assert target == 4.7 and chosen["kivi"] == "2" and chosen["turboquant_mse"] == "4"   # kivi's window and scales: ~2.6 bits
     # the sweep stored what the plan said, and its table agrees with what was printed
     res = kvstats.load_result(out)
     stored = res.frame.groupby("scheme")["bits_total"].first()
     assert {name: round(stored[name], 4) for name, _, _ in plan} == {name: float(t) for name, _, t in plan}
+    counted = re.findall(r"(\S+) (\d+\.\d{4})", proc.stdout.split("as the sweep counted them: ")[1].splitlines()[0])
+    assert {name: float(t) for name, t in counted} == {name: float(t) for name, _, t in plan}
     table = pd.read_csv(out / "comparisons.csv")
     assert len(table) == 4 * (len(plan) - 1) and set(table.scheme_a) == {"turboquant_mse"}
     assert table.pvalue.between(0, 1).all() and (table.pvalue_adjusted >= table.pvalue - 1e-15).all()
@@ -109,9 +124,8 @@ def test_equal_bits_is_reproducible_from_its_seed(tmp_path):
 
 
 # --------------------------------------------------------------------------- profile_6d.py
-def test_profile_6d_writes_the_table_and_the_planes(tmp_path):
-    out = tmp_path / "p6"
-    proc = _run(_example("profile_6d"), tmp_path, "--fast", "--out", str(out))
+def test_profile_6d_writes_the_table_and_the_planes(fast_run):
+    proc, out = fast_run("profile_6d")
     for place in "kvt":
         png = out / f"shannon_phi_{place}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, png
@@ -140,9 +154,8 @@ def test_profile_6d_writes_the_table_and_the_planes(tmp_path):
 
 
 # --------------------------------------------------------------------------- real_cache.py
-def test_real_cache_fast_sweeps_a_capture_with_the_text_as_the_unit(tmp_path):
-    out = tmp_path / "rc"
-    proc = _run(_example("real_cache"), tmp_path, "--fast", "--out", str(out))
+def test_real_cache_fast_sweeps_a_capture_with_the_text_as_the_unit(fast_run):
+    proc, out = fast_run("real_cache")
     trials = kvstats.load_trials(out / "capture.npz", layer=0)
     assert trials.K.shape == (32, 64, 32) and len(set(trials.meta["cluster"])) == 16
     assert "units: 16 texts per case" in proc.stdout
@@ -183,9 +196,8 @@ def _holm(p: np.ndarray) -> np.ndarray:
     return adjusted
 
 
-def test_hypothesis_tests_family_is_holm_adjusted_and_its_resolution_is_stated(tmp_path):
-    out = tmp_path / "ht"
-    proc = _run(_example("hypothesis_tests"), tmp_path, "--fast", "--out", str(out))
+def test_hypothesis_tests_family_is_holm_adjusted_and_its_resolution_is_stated(fast_run):
+    proc, out = fast_run("hypothesis_tests")
     family = pd.read_csv(out / "paired_family.csv")
     assert family.test.tolist() == ["sign"] * 6 + ["energy (paired)", "TOST ratio"]
     assert family.pvalue.between(0, 1).all() and family.pvalue.gt(0).all()
@@ -216,6 +228,9 @@ def test_hypothesis_tests_marks_a_test_too_few_trials_cannot_resolve(tmp_path):
     proc = _run(_example("hypothesis_tests"), tmp_path, "--fast", "--trials", "12", "--out", str(out))
     family = pd.read_csv(out / "paired_family.csv").set_index("metric")
     assert not family.loc["argmax_shift", "resolvable"] and family.loc["snr_v", "resolvable"]
+    # recall's 8 differing pairs: best p 2 * 2**-8 = 0.0078, below alpha but not below alpha/8
+    assert family.loc["recall_at_5", "n_informative"] == 8 and not family.loc["recall_at_5", "resolvable"]
+    assert (family.resolvable == (family.min_attainable_p.isna() | (family.min_attainable_p <= 0.05 / 8))).all()
     assert family.loc["argmax_shift", "min_attainable_p"] > 0.05 / 8 >= family.loc["snr_v", "min_attainable_p"]
     marked = re.findall(r"^  sign\s+(\S+) .*NOT RESOLVABLE", proc.stdout, re.M)
     assert marked == family.index[~family.resolvable].tolist()
