@@ -286,6 +286,49 @@ def test_a_wrong_signature_is_found(index, quoted, expected):
     assert signature_mismatches(right + " `MSEQuantizer(dim, bits, norm_dtype=np.float16)`", index) == []
 
 
+def _top_level_items(args: str) -> list[str]:
+    """``args`` split at its commas outside brackets (``(..)``, ``<..>``, ``[..]``)."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(args):
+        depth += (char in "(<[") - (char in ")>]")
+        if char == "," and depth == 0:
+            items.append(args[start:i])
+            start = i + 1
+    return [*items, args[start:]]
+
+
+def record_mismatches(text: str, index) -> list[str]:
+    """A quoted `Record(a, b, c)` of a dataclass or named tuple of ours lists its fields,
+    all of them and in order (each item's first name: `K (T, N, d)`, `norms=<float16>`)."""
+    import dataclasses
+
+    bad = []
+    for name, args in re.findall(r"`((?:[A-Za-z_]\w*\.)*[A-Z]\w*)\(([^`]*)\)", re.sub(r"\s*\n\s*", " ", text)):
+        for cls in {id(obj): obj for obj in index.get(name.split(".")[-1], [])}.values():
+            if dataclasses.is_dataclass(cls):
+                fields = [f.name for f in dataclasses.fields(cls) if f.init]
+            elif inspect.isclass(cls) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+                fields = list(cls._fields)
+            else:
+                continue
+            written = [re.match(r"\s*(\w*)", item).group(1) for item in _top_level_items(args)]
+            if written != fields:
+                bad.append(f"{name}({', '.join(written)}): the fields are {fields}")
+    return bad
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_quoted_records_list_their_fields(page, index):
+    assert record_mismatches(_page(page), index) == []
+
+
+def test_a_record_missing_a_field_is_found(index):
+    assert record_mismatches("`CaptureHeader(n_texts, n_layers, n_keys, dim, n_q_heads, fingerprint)`", index) == [
+        "CaptureHeader(n_texts, n_layers, n_keys, dim, n_q_heads, fingerprint): the fields are "
+        "['n_texts', 'n_layers', 'n_kv_heads', 'n_keys', 'dim', 'n_q_heads', 'fingerprint']"]
+    assert record_mismatches("`QJLCodes(signs=<packed uint8 (..., ceil(m/8))>, norms=<float16>, m)`", index) == []
+
+
 # --- constants --------------------------------------------------------------------------------
 
 def _constants() -> dict[str, list]:
@@ -416,6 +459,29 @@ def test_a_new_member_is_found():
     section = _section(_page("internals.md"), "### registry.py, schemedef.py", "### register.py")
     assert _listed(SchemeDef, section.replace("coded_dim", "coded_dims")) == sorted(
         _listed(SchemeDef, section) + ["coded_dim"])
+
+
+def _named(names, text: str) -> list[str]:
+    spans = _code_spans(text)
+    return sorted(n for n in names if not any(re.search(rf"(?<![\w.]){n}\b", span) for span in spans))
+
+
+def test_internals_names_every_public_name_of_kvstats():
+    """Each name ``import kvstats`` offers (``kvstats.__all__``) is in internals.md."""
+    import kvstats
+
+    assert _named(set(kvstats.__all__) - {"__version__"}, _page("internals.md")) == []
+
+
+def test_internals_lists_every_lazy_name_of_kvstats_sweep():
+    import kvstats.results
+    import kvstats.sweep
+
+    bullet = _section(_page("internals.md"), "- `kvstats.sweep` (a package;", "  - `config.py`:")
+    own = {n for n in kvstats.sweep.__all__ if n not in vars(kvstats.results)
+           and not inspect.ismodule(getattr(kvstats.sweep, n))}
+    assert _named(own, bullet) == []
+    assert _named(own, bullet.replace("`check_grid`, ", "")) == ["check_grid"]
 
 
 # --- counts the pages state -------------------------------------------------------------------
