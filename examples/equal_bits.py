@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import tempfile
 
 import numpy as np
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # 3. paired sign tests on the shared trials, Holm-adjusted over the whole table
     table = kvstats.compare_schemes(frame, pairs, metrics=METRICS, energy=False)
-    table.to_csv(f"{out}/comparisons.csv", index=False)
+    table.to_csv(os.path.join(out, "comparisons.csv"), index=False)
     print(f"\npaired sign tests, {reference} (a) against each scheme (b); dominance > 0: a's "
           f"values larger; Holm over all {len(table)} tests:")
     for (dist, b), rows in table.groupby(["distribution", "scheme_b"], sort=False):

@@ -12,7 +12,7 @@ This script draws one set of trials, codes it with one scheme at budgets 2..5, a
 
     .venv/bin/python examples/profile_6d.py                         # KQV, Student-t keys: 17 s wall, 10 s CPU
     .venv/bin/python examples/profile_6d.py --scheme QKQV --distribution gaussian
-    .venv/bin/python examples/profile_6d.py --fast --out /tmp/p6    # 30 trials of N = 128: 6 s wall, 3 s CPU (the tests)
+    .venv/bin/python examples/profile_6d.py --fast --out /tmp/p6    # N = 128: 6 s wall, 3 s CPU (the tests)
 
 Every budget codes the same trials (as a sweep does), each trial with its own draw of the
 scheme's rotation and sketch (``draws``). Times: the 2-core machine at load average 2-4, one

@@ -49,7 +49,7 @@ def capture_smollm2(path: str, n_texts: int = 16, n_tokens: int = 128) -> list[i
         print(f"real_cache: skipped: the models extra is not installed ({err}); "
               "pip install -e '.[models]', or run with --fast", file=sys.stderr)
         return None
-    torch.set_num_threads(1)   # a 135M model on a shared CPU: one thread is the fastest
+    torch.set_num_threads(1)   # as experiments/real_capture.py: extra threads cost more than they save on a busy CPU
     try:
         model, tokenizer = load_model(download=False)
     except FileNotFoundError as err:
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{n_trials // n_texts} KV heads of one text share its tokens)")
     per_text = per_text.assign(layer=per_text.params.str.split(",").str[0])   # "layer=0,path='…'"
     means = per_text.groupby(["layer", "budget", "scheme"], sort=False)["kl"].mean().unstack()
-    print("mean KL(p || p_hat) over texts (nats), per layer and n:\n" + means.to_string(float_format=lambda v: f"{v:.4g}"))
+    print("mean KL(p || p_hat) over texts (nats), per layer and n:\n"
+          + means.to_string(float_format=lambda v: f"{v:.4g}"))
 
     report = kvstats.hypothesis_report(result, sweep_dir, figures=False, bootstrap_resamples=199,
                                        energy_resamples=99)

@@ -89,7 +89,8 @@ def test_equal_bits_picks_budgets_by_stored_bits_and_prints_the_tests_it_ran(fas
         if bits is not None and bits < sdef.max_bits:
             assert kvstats.make_scheme(name, bits + 1, 128).bits_per_coord(256).total > target, name
     chosen = {name: n for name, n, _ in plan}
-    assert target == 4.7 and chosen["kivi"] == "2" and chosen["turboquant_mse"] == "4"   # kivi's window and scales: ~2.6 bits
+    # kivi's float16 window and scales cost it ~2.6 bits at N = 256
+    assert target == 4.7 and chosen["kivi"] == "2" and chosen["turboquant_mse"] == "4"
     # the sweep stored what the plan said, and its table agrees with what was printed
     res = kvstats.load_result(out)
     stored = res.frame.groupby("scheme")["bits_total"].first()
