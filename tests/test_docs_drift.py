@@ -91,6 +91,25 @@ def test_a_renamed_dotted_name_is_found():
     assert [name for name in dotted_names(text) if not _resolves(name)] == ["kvstats.plugins.relocate_plugin"]
 
 
+def unknown_flags(text: str) -> list[str]:
+    """``--flags`` of a page that no command or script of the repository defines (its
+    argparse calls and shell scripts: the flag must appear in one, whole)."""
+    sources = "\n".join(p.read_text(encoding="utf-8") for top in ("kvstats", "kvstats_gpu", "experiments")
+                        for p in sorted((ROOT / top).rglob("*")) if p.suffix in (".py", ".sh"))
+    return sorted(flag for flag in set(re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]", text))
+                  if not re.search(rf"{flag}(?![\w-])", sources))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_flag_the_page_gives_exists(page):
+    assert unknown_flags(_page(page)) == []
+
+
+def test_a_misspelt_flag_is_found():
+    assert unknown_flags("`kvstats report --plugin PATH`, `--no-figure`, `--dry-run`") == [
+        "--no-figure", "--plugin"]
+
+
 # --- design.md's module tree ----------------------------------------------------------------
 
 def module_tree(design: str) -> list[tuple[str, set[str]]]:
@@ -466,11 +485,22 @@ def _named(names, text: str) -> list[str]:
     return sorted(n for n in names if not any(re.search(rf"(?<![\w.]){n}\b", span) for span in spans))
 
 
-def test_internals_names_every_public_name_of_kvstats():
-    """Each name ``import kvstats`` offers (``kvstats.__all__``) is in internals.md."""
-    import kvstats
+PACKAGES = ("kvstats", "kvstats.quant", "kvstats.data", "kvstats.metrics", "kvstats.stats",
+            "kvstats.analysis", "kvstats.report", "kvstats.models", "kvstats_gpu")
 
-    assert _named(set(kvstats.__all__) - {"__version__"}, _page("internals.md")) == []
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_internals_names_every_public_name_of_each_package(package):
+    """Each name a package offers (its ``__all__``, modules aside) is in internals.md."""
+    import importlib
+
+    try:
+        module = importlib.import_module(package)
+        names = {n for n in module.__all__ if n != "__version__"
+                 and not inspect.ismodule(getattr(module, n))}
+    except ImportError as err:   # an extra not installed (torch, jax)
+        pytest.skip(str(err))
+    assert _named(names, _page("internals.md")) == []
 
 
 def test_internals_lists_every_lazy_name_of_kvstats_sweep():
