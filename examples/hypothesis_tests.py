@@ -32,7 +32,7 @@ import pandas as pd
 
 import kvstats
 from kvstats import stats
-from kvstats.metrics.table import METRIC_TABLE, PROFILE_6D
+from kvstats.metrics import METRIC_TABLE, PROFILE_6D
 from kvstats.stats.family_resolution import required_resolution
 
 ALPHA = 0.05

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 import kvstats
-from kvstats.metrics.table import METRIC_TABLE, PROFILE_6D
+from kvstats.metrics import METRIC_TABLE, PROFILE_6D
 
 BUDGETS = (2, 3, 4, 5)
 

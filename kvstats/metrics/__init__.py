@@ -9,7 +9,7 @@ _HOMES = {
                   "kl_divergence", "log_softmax", "softmax", "topk_recall"),
     "geometry": ("angle", "norm_ratio", "pooled_snr_db", "snr_db"),
     "profile": ("PROFILE_COLUMNS", "error_profile", "summarize_profile"),
-    "table": ("METRIC_DIRECTIONS", "METRIC_TABLE", "Metric", "metric"),
+    "table": ("METRIC_DIRECTIONS", "METRIC_TABLE", "Metric", "PROFILE_6D", "metric"),
 }
 _EXPORTS = {name: f"{__name__}.{module}" for module, names in _HOMES.items() for name in names}
 
