@@ -423,6 +423,78 @@ def test_a_wrong_constant_is_found(constants, stated):
     assert len(constant_mismatches(stated, constants)) == 1
 
 
+def module_sections(text: str) -> list[tuple[str, list[str], str]]:
+    """internals.md's text by the module it documents: ``(heading, modules, text)`` for
+    each ``### a.py, b.py`` heading and each bullet that starts with a module's file
+    (``- `trials.py`:``, ``- `kvstats/plugins.py` ...``), up to the next heading or bullet;
+    a file is looked up in the package of the ``## kvstats.x`` heading above, else
+    anywhere in kvstats and kvstats_gpu."""
+    files: dict[str, list[Path]] = {}
+    for path in sorted(ROOT.glob("kvstats/**/*.py")) + sorted(ROOT.glob("kvstats_gpu/**/*.py")):
+        files.setdefault(path.name, []).append(path)
+    sections, current, package = [], None, ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            package, current = line[3:].split(",")[0].strip().replace(".", "/"), None
+            continue
+        head = re.match(r"### (.*)|(\s*)- `?((?:kvstats/)?\w+\.py)`?[ :,(]", line)
+        bullet = re.match(r"(\s*)- ", line)
+        if head and head.group(1) is None and current is not None and current[3] < 0:
+            head = None   # a bullet of a heading's modules (### rotation.py, walsh_hadamard.py)
+        if head:
+            names = re.findall(r"\w+\.py", head.group(1) or head.group(3))
+            paths = [p for n in names for p in ([p for p in files.get(n, [])
+                                                  if str(p.relative_to(ROOT)).startswith(package + "/")]
+                                                 or files.get(n, []))]
+            # a heading's section runs to the next heading, a bullet's to the next bullet as deep
+            depth = -1 if head.group(1) is not None else len(head.group(2))
+            current = (line.strip(), sorted({_module_name(p) for p in paths}), [], depth)
+            sections.append(current)
+        elif bullet and current is not None and len(bullet.group(1)) <= current[3]:
+            current = None
+        if current is not None:
+            current[2].append(line)
+    return [(head, modules, "\n".join(lines)) for head, modules, lines, _ in sections]
+
+
+def misplaced_constants(text: str, constants) -> list[str]:
+    """ALL_CAPS names a module's section gives (not dotted) that are no attribute of its
+    modules: a constant of another module, or none of the code's at all (an environment
+    variable, a scheme name or a placeholder is a word of the sources)."""
+    import importlib
+
+    sources = set(re.findall(r"\w+", "\n".join(
+        p.read_text(encoding="utf-8") for top in ("kvstats", "kvstats_gpu", "experiments", "tests")
+        for p in sorted((ROOT / top).rglob("*"))
+        if p.suffix in (".py", ".sh", ".toml") and p != Path(__file__).resolve())))
+    bad = []
+    for head, modules, body in module_sections(text):
+        loaded = [importlib.import_module(m) for m in modules]
+        for span in _code_spans(body):
+            for name in re.findall(r"(?<![\w.])(_?[A-Z][A-Z0-9_]{2,})\b(?!\.)", span):
+                if any(hasattr(m, name) for m in loaded):
+                    continue
+                if name in constants or name not in sources:
+                    bad.append(f"{name} under {head[:50]!r} ({', '.join(modules)})")
+    return sorted(set(bad))
+
+
+def test_constants_live_where_internals_says(constants):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert misplaced_constants(_page("internals.md"), constants) == []
+
+
+def test_a_constant_under_another_module_is_found(constants):
+    text = _page("internals.md")
+    moved = text.replace("`_BLAS_ROWS = 96`", "`_BLAS_ROW = 96`", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert [m.split(" ")[0] for m in misplaced_constants(moved, constants)] == ["_BLAS_ROW"]
+        wrong_home = "## kvstats.data\n- `trials.py`: `Trials`, `MIN_KEYS` = 5\n"
+        assert [m.split(" ")[0] for m in misplaced_constants(wrong_home, constants)] == ["MIN_KEYS"]
+
+
 # --- classes whose members the pages list -----------------------------------------------------
 
 def _public_members(cls) -> set[str]:
@@ -482,7 +554,7 @@ def test_a_new_member_is_found():
 
 def _named(names, text: str) -> list[str]:
     spans = _code_spans(text)
-    return sorted(n for n in names if not any(re.search(rf"(?<![\w.]){n}\b", span) for span in spans))
+    return sorted(n for n in names if not any(re.search(rf"(?<!\w){n}\b", span) for span in spans))
 
 
 PACKAGES = ("kvstats", "kvstats.quant", "kvstats.data", "kvstats.metrics", "kvstats.stats",
