@@ -37,6 +37,7 @@ import numpy as np
 from jaxtyping import Float
 
 from kvstats._checks import check_int
+from kvstats.stats.paired import sign_test_floor
 
 __all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text",
            "rounding_ties", "rounding_canonical", "permutation_floor", "tied_permutation_floor",
@@ -232,8 +233,7 @@ def sign_extreme_pvalue(n_nonzero: int) -> float:
     >>> sign_extreme_pvalue(5), sign_extreme_pvalue(1), sign_extreme_pvalue(0)   # 2 / 2**5
     (0.0625, 1.0, 1.0)
     """
-    k = check_int(n_nonzero, "n_nonzero", low=0)
-    return min(1.0, math.ldexp(1.0, 1 - k))
+    return sign_test_floor(check_int(n_nonzero, "n_nonzero", low=0))
 
 
 def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]) -> float:

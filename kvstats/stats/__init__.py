@@ -28,7 +28,7 @@ _HOMES = {
     "multitest": ("ADJUST_METHODS", "MultipleTestResult", "add_adjusted_pvalues", "adjust_pvalues"),
     "power": ("PowerResult", "SampleSizeResult", "pairs_for_power", "power_mann_whitney",
               "power_sign_test", "trials_for_power"),
-    "paired": ("SignedRankResult", "SignTestResult", "sign_test", "wilcoxon_signed_rank"),
+    "paired": ("SignedRankResult", "SignTestResult", "sign_test", "sign_test_floor", "wilcoxon_signed_rank"),
     "rank": ("KSResult", "MannWhitneyResult", "ks_2samp", "mann_whitney"),
     "tail": ("HeavyTailWarning", "TailIndexResult", "tail_index"),
 }

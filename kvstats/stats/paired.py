@@ -374,6 +374,12 @@ class SignTestResult(_FrameMixin):
         Level of the interval.
     note : str
         Empty, or why the result is degenerate ("every difference is zero ...").
+
+    Examples
+    --------
+    >>> res = sign_test([3.0, 2.0, 5.0, 4.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0])   # 4 of 4 positive
+    >>> res.pvalue, res.min_attainable_p, res.resolvable(0.05), res.resolvable(0.05 / 10)
+    (0.125, 0.125, False, False)
     """
 
     statistic: float
@@ -389,6 +395,30 @@ class SignTestResult(_FrameMixin):
     confidence: float
     note: str = ""
     _test_name = "sign_test"
+
+    @property
+    def min_attainable_p(self) -> float:
+        """The smallest p-value the test could return on these ``n_nonzero`` differences
+        (every sign alike: :func:`sign_test_floor`), whatever their signs."""
+        return sign_test_floor(self.n_nonzero, self.alternative)
+
+    def resolvable(self, alpha_needed: float) -> bool:
+        """Whether the test could reject at ``alpha_needed`` (a Holm step's α/m, say) on
+        these ``n_nonzero`` differences: if not, a p-value above it says nothing."""
+        return self.min_attainable_p <= alpha_needed
+
+
+def sign_test_floor(n_nonzero: int, alternative: str = "two-sided") -> float:
+    """Smallest p-value of the exact sign test on ``n_nonzero`` nonzero differences: all of
+    one sign, min(1, 2·2⁻ᵏ) two-sided, 2⁻ᵏ one-sided (1 when k = 0).
+
+    Examples
+    --------
+    >>> sign_test_floor(5), sign_test_floor(5, "greater"), sign_test_floor(0)
+    (0.0625, 0.03125, 1.0)
+    """
+    check_choice(alternative, "alternative", ALTERNATIVES)
+    return min(1.0, math.ldexp(1.0, int(alternative == "two-sided") - n_nonzero))
 
 
 def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,

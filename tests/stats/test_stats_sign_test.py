@@ -455,3 +455,22 @@ def _main():
 
 if __name__ == "__main__":
     _main()
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+def test_min_attainable_p_is_the_smallest_p_any_signs_give(alternative):
+    # every sign pattern of k nonzero differences (and zeros beside them): the floor is the
+    # minimum of their exact p-values, reached; resolvable(a) is floor <= a
+    from itertools import product
+
+    from kvstats.stats import sign_test, sign_test_floor
+
+    for k in range(0, 7):
+        ps = []
+        for signs in product([-1.0, 1.0], repeat=k):
+            res = sign_test(np.r_[signs, 0.0, 0.0], np.zeros(k + 2), alternative=alternative)
+            assert res.min_attainable_p == sign_test_floor(k, alternative)
+            ps.append(res.pvalue)
+        floor = sign_test_floor(k, alternative)
+        assert min(ps, default=1.0) == floor
+        assert res.resolvable(floor) and not res.resolvable(floor * (1 - 1e-9))
