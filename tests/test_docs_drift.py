@@ -537,6 +537,21 @@ def test_design_coder_protocol_lists_every_member():
     assert _listed(Coder, section) + _listed(ExportableCoder, section) == []
 
 
+def test_internals_names_every_coder():
+    """Each class of kvstats.quant with the coder protocol's methods is named among the
+    protocol's implementers in internals.md's coder.py section."""
+    import importlib
+
+    methods = ("encode", "decode", "roundtrip", "stored_bits", "describe")
+    coders = {name for path in sorted((ROOT / "kvstats" / "quant").glob("*.py"))
+              for name, obj in vars(importlib.import_module(f"kvstats.quant.{path.stem}")).items()
+              if inspect.isclass(obj) and not name.startswith("_") and obj.__module__.endswith(path.stem)
+              and all(callable(getattr(obj, m, None)) for m in methods)}
+    section = _section(_page("internals.md"), "### coder.py", "### registry.py")
+    assert len(coders) >= 12 and _named(coders, section) == []
+    assert _named(coders, section.replace("`KLTCoder`", "KLT's coder")) == ["KLTCoder"]
+
+
 def test_internals_replay_lists_every_member():
     from kvstats.sweep.replay import Replay
 
