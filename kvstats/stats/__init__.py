@@ -25,11 +25,15 @@ _HOMES = {
     "cluster": ("cluster_bootstrap_ci", "cluster_bootstrap_ratio_ci"),
     "energy": ("EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"),
     "equivalence": ("EquivalenceResult", "equivalence_verdict", "tost_rank", "tost_ratio"),
+    "family_resolution": ("Resolution", "required_resolution"),
+    "ks_exact": ("KSExactResult", "ks_2samp_exact"),
     "multitest": ("ADJUST_METHODS", "MultipleTestResult", "add_adjusted_pvalues", "adjust_pvalues"),
     "power": ("PowerResult", "SampleSizeResult", "pairs_for_power", "power_mann_whitney",
               "power_sign_test", "trials_for_power"),
     "paired": ("SignedRankResult", "SignTestResult", "sign_test", "sign_test_floor", "wilcoxon_signed_rank"),
     "rank": ("KSResult", "MannWhitneyResult", "ks_2samp", "mann_whitney"),
+    "sequential": ("EnergySequentialResult", "SequentialPermutationResult", "energy_test_sequential",
+                   "sequential_permutation_test"),
     "tail": ("HeavyTailWarning", "TailIndexResult", "tail_index"),
 }
 _EXPORTS = {name: f"{__name__}.{module}" for module, names in _HOMES.items() for name in names}
