@@ -601,6 +601,18 @@ def test_internals_lists_every_lazy_name_of_kvstats_sweep():
     assert _named(own, bullet.replace("`check_grid`, ", "")) == ["check_grid"]
 
 
+def test_internals_registry_lists_are_the_registry_s():
+    """The built-ins internals.md lists by flag: those grouping tokens and those that
+    export to the GPU path."""
+    from kvstats.quant.registry import BUILTIN
+
+    flat = re.sub(r"\s*\n\s*", " ", _section(_page("internals.md"), "### registry.py", "### register.py"))
+    grouped = re.search(r"`token_group_param` \(([\w, ]+): `\"group_size\"`\)", flat).group(1)
+    gpu = re.search(r"`gpu` \(`Scheme\.export\(\)` supported: ([\w, ]+)\)", flat).group(1)
+    assert set(grouped.split(", ")) == {n for n, d in BUILTIN.items() if d.token_group_param}
+    assert set(gpu.split(", ")) == {n for n, d in BUILTIN.items() if d.gpu}
+
+
 # --- counts the pages state -------------------------------------------------------------------
 
 def test_design_counts_the_architectures_the_test_runs():
