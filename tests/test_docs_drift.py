@@ -590,6 +590,20 @@ def test_internals_names_every_public_name_of_each_package(package):
     assert _named(names, _page("internals.md")) == []
 
 
+def test_internals_names_every_function_of_kvstats_top_level_modules():
+    """Each public function and class of kvstats' top-level modules (theory, plugins,
+    results, ...) is in internals.md: a module without a section shows here."""
+    import importlib
+
+    missing = []
+    for path in sorted((ROOT / "kvstats").glob("*.py")):
+        module = importlib.import_module(_module_name(path))
+        own = {n for n, obj in vars(module).items() if not n.startswith("_")
+               and (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__}
+        missing += [f"{module.__name__}.{n}" for n in _named(own, _page("internals.md"))]
+    assert missing == []
+
+
 def test_internals_lists_every_lazy_name_of_kvstats_sweep():
     import kvstats.results
     import kvstats.sweep
