@@ -182,3 +182,19 @@ def test_the_pages_refer_to_tests_that_exist():
     for name in ("theory.md", "qjl.md", "formats.md"):
         for test in set(re.findall(r"`(test_[a-z0-9_]+)`", page(name))):
             assert f"def {test}(" in sources, (name, test)
+
+
+def test_the_rank_8_bound_reads_as_water_filling_gives():
+    """theory.md §7 and formats.md: the low_rank case (rank 8 of 128, noise 0.1) under
+    reverse water-filling: bits per strong and per noise axis at 4 bits, SNRs at 1 and 4 bits."""
+    from kvstats.data.spectrum import synthetic_spectrum
+
+    lam = np.asarray(synthetic_spectrum("low_rank", 128, {"rank": 8}).eigenvalues)
+    at4, at1 = T.water_fill(lam, 4.0), T.water_fill(lam, 1.0)
+    strong, weak = float(at4.bits.max()), float(at4.bits.min())
+    both = f"{strong:.2f} bits on each of"
+    for name in ("theory.md", "formats.md"):
+        text = page(name)
+        assert both in text and f"{weak:.2f} on each of the 120 noise axes" in text, name
+    assert f"{float(at4.snr_db):.1f} dB, 18 dB above the white {DB_PER_BIT * 4:.1f}" in page("theory.md")
+    assert f"{float(at1.snr_db):.1f} dB at one bit against {DB_PER_BIT:.1f}" in page("formats.md")
