@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import kvstats
 from kvstats.quant.microscaling import MXCoder
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -122,3 +123,16 @@ def test_mxfp4_decodes_as_ml_dtypes_e8m0_times_e2m1():
     nib = np.concatenate([blocks[..., 1:] & 15, blocks[..., 1:] >> 4], axis=-1)
     ref = nib.view(E2M1).astype(np.float32) * scale_byte.view(E8M0).astype(np.float32)
     np.testing.assert_array_equal(bits_of(coder.decode(codes)), bits_of(ref.reshape(300, 64)))
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+def test_stored_bits_are_the_bytes_the_codes_hold(fmt):
+    """The scheme's bit count per coordinate is what the coder's bytes hold: per block of
+    32 (16) one scale byte and 16 (8) bytes of nibbles, and nvfp4's float32 per head."""
+    x = nvfp4_heads(13)                                           # 4 heads × 24 tokens × 64
+    codes = MXCoder(fmt, 64).encode(x)
+    block = 32 if fmt == "mxfp4" else 16
+    assert codes.data.nbytes == x.size // block * (1 + block // 2)
+    assert codes.nbytes == codes.data.nbytes + (4 * x.shape[0] if fmt == "nvfp4" else 0)
+    per_coord = kvstats.make_scheme(fmt, None, 64).bits_per_coord(x.shape[1]).total
+    assert per_coord == 8 * codes.nbytes / x.size
