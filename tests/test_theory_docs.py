@@ -198,3 +198,14 @@ def test_the_rank_8_bound_reads_as_water_filling_gives():
         assert both in text and f"{weak:.2f} on each of the 120 noise axes" in text, name
     assert f"{float(at4.snr_db):.1f} dB, 18 dB above the white {DB_PER_BIT * 4:.1f}" in page("theory.md")
     assert f"{float(at1.snr_db):.1f} dB at one bit against {DB_PER_BIT:.1f}" in page("formats.md")
+
+
+def test_the_orthogonal_variance_along_k_reads_as_the_closed_form():
+    """qjl.md §1: for q ∥ k the orthogonal sketch's variance is ≈ (π/2 − 3/2)‖q‖²‖k‖²/d (not
+    an O(1/d²) term): d·Var from `qjl_variance` at d = 16, 128, 1024, and its large-d limit."""
+    text = page("qjl.md")
+    along = [d * float(T.qjl_variance("orthogonal", d, np.eye(d)[0], np.eye(d)[0])) for d in (16, 128, 1024)]
+    assert f"is {listed(along, '.3f')} at d = 16, 128, 1024" in text
+    assert abs(along[-1] - (math.pi / 2 - 1.5)) < 1e-3
+    assert f"π/2 − 3/2 = {math.pi / 2 - 1.5:.4f}" in text
+    assert f"(π/2 − 3/2)/(π/2 − 1) ≈ {(math.pi / 2 - 1.5) / (math.pi / 2 - 1):.3f}" in text
