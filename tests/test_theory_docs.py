@@ -46,7 +46,7 @@ def number(cell):
 
 def assert_reads(cell, value):
     """``value`` rounds to the printed ``cell``: within half a unit of its last digit."""
-    text = cell.replace("≈", "").replace("−", "-").strip()
+    text = cell.replace("≈", "").replace("−", "-").replace("**", "").strip()
     mantissa, _, exponent = text.partition("e")
     decimals = len(mantissa.partition(".")[2])
     unit = 10.0 ** (-decimals + (int(exponent) if exponent else 0))
@@ -209,3 +209,19 @@ def test_the_orthogonal_variance_along_k_reads_as_the_closed_form():
     assert abs(along[-1] - (math.pi / 2 - 1.5)) < 1e-3
     assert f"π/2 − 3/2 = {math.pi / 2 - 1.5:.4f}" in text
     assert f"(π/2 − 3/2)/(π/2 − 1) ≈ {(math.pi / 2 - 1.5) / (math.pi / 2 - 1):.3f}" in text
+
+
+def test_the_one_hot_hadamard_row_is_the_closed_form():
+    """theory.md §2: a one-hot key's Hadamard-rotated coordinates are all ±1/√d, so its
+    relative squared error is (1 − c)², c the centroid (in units of 1/√d) of the cell that
+    holds 1/√d — the Monte Carlo row must read so; the Haar row's expectation is
+    `unit_vector_mse`."""
+    from kvstats.quant.codebook import lloyd_max_codebook
+
+    d = 128
+    rows = {r[0]: r[1:] for r in table("theory.md", "| bits | 1 | 2 | 3 | 4 |")}
+    for b in (1, 2, 3, 4):
+        cb = lloyd_max_codebook(b, "beta", dim=d)
+        c = float(cb.centroids[cb.encode(np.array([1 / math.sqrt(d)]))[0]]) * math.sqrt(d)
+        assert_reads(rows["Hadamard, one-hot"][b - 1], (1 - c) ** 2)
+        assert_reads(rows["its expectation, `unit_vector_mse(b, 128)`"][b - 1], T.unit_vector_mse(b, d))
