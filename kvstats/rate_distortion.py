@@ -122,7 +122,8 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     SNR is 1024·10·log10(2) = 3082.5 dB. ``bits`` and ``snr_db`` are then computed in the
     log domain (``log₂ θ`` and a shifted sum for ``log₂ D``), exact and finite for every
     finite rate, while the float fields ``level`` and ``distortion`` may underflow to 0
-    (from d·R ≳ 1074 bits on one axis). Eigenvalues whose sum overflows float64 (~1e308)
+    (``level`` from about 537 bits on one axis, θ = λ·2^(−2b) below float64's smallest
+    subnormal). Eigenvalues whose sum overflows float64 (~1e308)
     are filled on a copy scaled by a power of two: same bits and SNR, ``level`` and
     ``distortion`` then possibly inf. ``D`` is never truly 0 at a finite rate, so the
     bound is never +inf; the analysis and the report show such bounds as computed

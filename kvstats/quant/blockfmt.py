@@ -23,8 +23,8 @@ code. Stored bytes and decoded values equal ``gguf.quants.quantize``/``dequantiz
 gguf package's reference of ggml's C code) bit for bit; tests/quant/test_formats.py holds
 them against it. Two documented differences, both outside what gguf defines:
 
-- a block whose float32 scale is so small that ``1/δ`` overflows (max |x| below
-  ~1.5e-36) is coded as zero (gguf computes ``x·inf`` and casts NaN to an integer); its
+- a block whose float32 scale is so small that ``1/δ`` overflows (δ below 1/FLT_MAX ≈
+  2.9e-39: max |x| below ≈ 3.7e-37 for q8_0, 2.3e-38 for q4_0) is coded as zero (gguf computes ``x·inf`` and casts NaN to an integer); its
   fp16 scale is 0, so both decode it to zeros;
 - a block whose fp16 scale or minimum overflows (|x| beyond ~65504 times the code range,
   e.g. 8.3e6 for q8_0) is refused with a ValueError instead of storing ``inf``.
