@@ -1,7 +1,7 @@
 """docs/design.md and docs/internals.md name what the code has.
 
 Cheap mechanical checks of what the two architecture pages state in a form a test can
-read: the files, dotted names and flags they give exist; design.md's module tree lists
+read: the files, dotted names, flags and identifiers they give exist; design.md's module tree lists
 every module, in test_layering's layer order; internals.md names every public function,
 class and package export, every coder and every member of the classes it describes in
 full; the counts design.md states are the code's. The quoted signatures, records and
@@ -16,6 +16,7 @@ import importlib
 import inspect
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -114,6 +115,39 @@ def test_every_dotted_name_resolves(page):
 def test_a_renamed_dotted_name_is_found():
     text = "`kvstats.results.check_comparisons` and `kvstats.plugins.relocate_plugin`"
     assert [name for name in dotted_names(text) if not _resolves(name)] == ["kvstats.plugins.relocate_plugin"]
+
+
+@functools.cache
+def _source_words() -> frozenset:
+    """Every word of the repository's code, tests and scripts (this file's aside)."""
+    return frozenset(re.findall(r"\w+", "\n".join(
+        p.read_text(encoding="utf-8") for top in ("kvstats", "kvstats_gpu", "experiments", "tests", "examples")
+        for p in sorted((ROOT / top).rglob("*"))
+        if p.suffix in (".py", ".sh", ".toml") and p.name != Path(__file__).name)))
+
+
+#: words of the pages' code spans that name something outside the repository
+FOREIGN = {"conv"}   # a transformers layer type (QuantizedCache refuses it)
+
+
+def unknown_identifiers(text: str) -> list[str]:
+    """Identifiers of the page's code spans (each part of a dotted name, three characters
+    or more) that are no word of the code: a renamed or removed function, class,
+    attribute, parameter or key."""
+    words = _source_words() | FOREIGN
+    found = {part for span in _code_spans(text)
+             for name in re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", span)
+             for part in name.split(".") if len(part) >= 3}
+    return sorted(found - words)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_identifier_the_page_gives_is_in_the_code(page):
+    assert unknown_identifiers(_page(page)) == []
+
+
+def test_a_renamed_private_name_is_found():
+    assert unknown_identifiers("`_take_dir_lock`, `try_lock`, `Rotation._flat(batch)`") == ["_take_dir_lock"]
 
 
 def unknown_flags(text: str) -> list[str]:
