@@ -1,12 +1,12 @@
 """docs/design.md and docs/internals.md name what the code has.
 
 Cheap mechanical checks of what the two architecture pages state in a form a test can
-read: the files, dotted names, flags and identifiers they give exist; design.md's module tree lists
-every module, in test_layering's layer order; internals.md names every public function,
-class and package export, every coder and every member of the classes it describes in
-full; the counts design.md states are the code's. The quoted signatures, records and
-constants are checked in test_docs_drift_quotes.py. Each check has a mutant page it must
-catch beside it.
+read: the files, dotted names, flags and identifiers they give exist; design.md's module
+tree lists every module, in test_layering's layer order; internals.md names every public
+function, class and package export, every coder and every member of the classes it
+describes in full; the counts design.md states are the code's. The quoted signatures,
+records and constants are checked in test_docs_drift_quotes.py. Each check has a mutant
+page it must catch beside it.
 """
 from __future__ import annotations
 
