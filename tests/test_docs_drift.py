@@ -230,6 +230,14 @@ def test_a_module_left_out_of_the_tree_is_found():
     assert [p for p, _ in module_tree(swapped) if p and p.startswith("kvstats.dat")] == ["kvstats.dat"]
 
 
+def test_design_sweep_section_names_every_module_of_the_sweep():
+    """design.md's "The sweep" says what each module of kvstats/sweep is for."""
+    section = _section(_page("design.md"), "## The sweep", "## Analysis apart from rendering")
+    modules = {p.name for p in (ROOT / "kvstats" / "sweep").glob("*.py")} - {"__init__.py"}
+    assert _named(modules, section) == []
+    assert _named(modules, section.replace("`locks.py`", "the lock module")) == ["locks.py"]
+
+
 # --- what internals.md names in full -----------------------------------------------------
 
 def _public_members(cls) -> set[str]:
