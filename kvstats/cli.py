@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import textwrap
 import time
@@ -204,7 +205,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
         rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
                                 energy_resamples=args.energy_resamples,
                                 bootstrap_resamples=args.bootstrap_resamples,
-                                pairing=args.pairing,
+                                pairing=args.pairing, metrics=args.metrics,
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
     say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
@@ -214,7 +215,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
 
 #: The report flags that set a ``[report]`` option of the same name.
 _REPORT_FLAGS = {"alpha": "--alpha", "energy_resamples": "--energy-resamples",
-                 "bootstrap_resamples": "--bootstrap-resamples"}
+                 "bootstrap_resamples": "--bootstrap-resamples", "metrics": "--metrics"}
 
 
 def _check_report_flags(args: argparse.Namespace) -> None:
@@ -228,6 +229,10 @@ def _check_report_flags(args: argparse.Namespace) -> None:
     Traceback (most recent call last):
     ...
     ValueError: --alpha must be a float in (0, 1) (the [report] option alpha); received 2.0
+    >>> _check_report_flags(argparse.Namespace(alpha=None, metrics=["kl", "snr_tt"]))
+    Traceback (most recent call last):
+    ...
+    ValueError: --metrics must be a non-empty list of distinct names from snr_k, ...; received ['kl', 'snr_tt'] (did you mean 'snr_t'?)
     """
     from kvstats.report.options import REPORT_OPTIONS
 
@@ -237,9 +242,12 @@ def _check_report_flags(args: argparse.Namespace) -> None:
             continue
         try:
             opt.check(value)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError) as exc:
+            # the check's near-miss hint is kept (a misspelt --metrics name)
+            hint = re.search(r" \(did you mean [^)]*\)", str(exc))
             raise ValueError(f"{_REPORT_FLAGS[opt.name]} must be {opt.allowed} (the [report] "
-                             f"option {opt.name}); received {value!r}") from None
+                             f"option {opt.name}); received {value!r}"
+                             f"{hint.group(0) if hint else ''}") from None
 
 
 def _distributions_text(width: int = 100) -> str:

@@ -128,6 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "other's on the same trial (text, on cluster means): sign test, energy with "
                          "within-pair swaps, paired TOST, no KS; 'none', two independent samples "
                          "(Mann–Whitney, KS, energy) (default: config's, else trial)")
+    # no argparse choices: the names are the metric table's (which imports numpy), and a
+    # misspelt one gets its did-you-mean from the [report] option's own check
+    rp.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
+                    help="the metrics tested one by one, e.g. --metrics kl snr_t: their tests and "
+                         "the 6D energy tests form the family the correction adjusts together "
+                         "(default: config's, else every report metric and the pooled SNRs). "
+                         "Choose them before looking at results: a smaller family lowers the "
+                         "p-value each test needs. The others keep their summary tables and "
+                         "figures, without tests (names: the [report] option metrics, "
+                         "docs/usage.md)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bars (energy tests, figures)")

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from kvstats.report.wording import (FEW_UNITS, R_CONVENTION, R_CONVENTION_PAIRED, TIES_NOTE,
-                                    _heavy_summary, _location_name, _scope_text, _tests_text,
-                                    few_units_text, heavy_note)
+                                    _heavy_summary, _location_name, _resolution, _scope_text,
+                                    _tests_text, few_units_text, heavy_note)
 from kvstats.results import REAL, SweepResult
 
 __all__ = ["header_lines"]
@@ -84,6 +84,7 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
+        *([_family_text(comp, opts["metrics"])] if opts.get("metrics") else []),
         *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
         *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
           if heavy else []),
@@ -137,6 +138,33 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
     return (head + f"the expected share of false rejections among the significant rows is at "
             f"most {alpha:g} (false discovery rate, {dep}); no single row, and no crossover "
             "(two significant rows), carries a family-wise guarantee.")
+
+
+def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...]) -> str:
+    """The header's line on a family chosen with the ``[report]`` option ``metrics``: which
+    metrics it holds, its size, and why the choice must come before the results.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> comp = pd.DataFrame({"test": ["sign", "energy"], "metric": ["kl", "6d"],
+    ...     "resolvable": [True, True], "significant": [False, False], "pvalue": [0.5, 0.5]})
+    >>> comp.attrs.update(n_tests=2, alpha=0.05, correction="holm")
+    >>> print(_family_text(comp, ("kl",)))  # doctest: +NORMALIZE_WHITESPACE
+    Family (the [report] option metrics): the tests of kl and the 6D energy tests, 2 p-values;
+    the other metrics keep their summaries and figures, without tests. Choose this set before
+    looking at any result: a smaller family lowers the p-value each test needs (here p ≤ 0.025
+    at the correction's first step), so a set chosen after seeing which metrics differ voids
+    the error rate below.
+    """
+    n = int(comp.attrs.get("n_tests", 0))
+    energy = " and the 6D energy tests" if (comp["test"] == "energy").any() else ""
+    need = f" (here p ≤ {_resolution(comp)['p_needed']:.3g} at the correction's first step)" if n else ""
+    return (f"Family (the [report] option metrics): the tests of {', '.join(metrics)}{energy}, "
+            f"{n} p-value{'' if n == 1 else 's'}; the other metrics keep their summaries and "
+            "figures, without tests. Choose this set before looking at any result: a smaller "
+            f"family lowers the p-value each test needs{need}, so a set chosen after seeing "
+            "which metrics differ voids the error rate below.")
 
 
 def _energy_skipped_text(comp: pd.DataFrame) -> str:

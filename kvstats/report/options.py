@@ -22,7 +22,7 @@ from kvstats.results import check_comparisons
 from kvstats.stats.catalog import CORRECTIONS, PAIRINGS   # the designs of the comparisons
 
 __all__ = ["ReportOption", "REPORT_OPTIONS", "validate_report_options", "report_options_markdown",
-           "EQUIVALENCE_TESTS", "UNITS", "ENERGY_RESOLUTIONS", "PAIRINGS"]
+           "EQUIVALENCE_TESTS", "UNITS", "ENERGY_RESOLUTIONS", "PAIRINGS", "FAMILY_METRICS"]
 
 #: How an equivalence margin is read: a ratio of means or a probability of superiority.
 EQUIVALENCE_TESTS = ("ratio", "rank")
@@ -30,6 +30,10 @@ EQUIVALENCE_TESTS = ("ratio", "rank")
 UNITS = ("auto", "cluster", "trial")
 #: Permutations of an energy test: the family's resolution, or exactly ``energy_resamples``.
 ENERGY_RESOLUTIONS = ("family", "fixed")
+#: The metrics whose tests the ``metrics`` option may put in the family: the report metrics,
+#: then the energy-pooled SNRs (kvstats.analysis' TESTABLE_METRICS, which imports pandas;
+#: tests/report/test_options.py checks the two agree).
+FAMILY_METRICS = REPORT_METRICS + tuple(n for n in METRIC_TABLE if n.endswith("_pooled"))
 # the false-discovery-rate procedures by their authors' initials or names
 _CORRECTION_ALIASES = {"bh": "fdr_bh", "benjamini-hochberg": "fdr_bh",
                        "by": "fdr_by", "benjamini-yekutieli": "fdr_by"}
@@ -44,7 +48,7 @@ class ReportOption:
     name : str
         The key in ``[report]`` (and the keyword of :func:`kvstats.hypothesis_report`).
     type : str
-        "float", "int", "bool", "str", "table" or "pairs" (for the docs).
+        "float", "int", "bool", "str", "table", "pairs" or "list" (for the docs).
     allowed : str
         The allowed values or range, as the error message states it.
     default : object
@@ -53,6 +57,8 @@ class ReportOption:
         One sentence for the docs.
     check : callable
         ``check(value) -> value`` (normalised) or raises with a message naming the key.
+    shown_default : str, optional
+        The docs' default column where the default is None ("(the sweep's)" otherwise).
 
     Examples
     --------
@@ -68,6 +74,7 @@ class ReportOption:
     default: object
     meaning: str
     check: Callable[[object], object]
+    shown_default: str | None = None   # the docs' default column, where repr(default) says nothing
 
 
 def _bad(name: str, allowed: str, value: object, kind: type[Exception] = ValueError) -> Exception:
@@ -150,6 +157,28 @@ def _margins(value: object) -> dict[str, float]:
     return out
 
 
+_METRICS_ALLOWED = "a non-empty list of distinct names from " + ", ".join(FAMILY_METRICS)
+
+
+def _metrics(value: object) -> tuple[str, ...]:
+    """The family's metrics: a non-empty list of :data:`FAMILY_METRICS`, each once (a repeat
+    would count its tests twice in the family)."""
+    if not isinstance(value, (list, tuple)):
+        raise _bad("metrics", _METRICS_ALLOWED, value, TypeError)
+    if not value:
+        raise _bad("metrics", _METRICS_ALLOWED, value)
+    for name in value:
+        if name not in FAMILY_METRICS:
+            raise ValueError(f"report option 'metrics' has unknown metric {name!r}"
+                             f"{did_you_mean(name, FAMILY_METRICS) if isinstance(name, str) else ''}; "
+                             f"allowed: {', '.join(FAMILY_METRICS)}")
+    repeated = sorted({m for m in value if value.count(m) > 1})
+    if repeated:
+        raise ValueError(f"report option 'metrics' must name each metric once (its tests would "
+                         f"count twice in the family); received {list(value)}, repeating {repeated}")
+    return tuple(value)
+
+
 #: The schema of the ``[report]`` table, in the order the docs list it.
 REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("alpha", "float", "a float in (0, 1)", 0.05,
@@ -210,6 +239,13 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("comparisons", "pairs", "a list of [scheme_a, scheme_b] pairs", None,
                  "Scheme label pairs to compare (default: the sweep's comparisons).",
                  _pairs),
+    ReportOption("metrics", "list", _METRICS_ALLOWED, None,
+                 "The metrics tested one by one, i.e. whose tests (with the 6D energy tests) "
+                 "form the family the correction adjusts together (default: every report "
+                 "metric and the pooled SNRs the frame has); the rest keep their summary "
+                 "tables and figures but get no test rows. Choose it before looking at "
+                 "results: a smaller family lowers the p-value each test needs.",
+                 _metrics, shown_default="(all)"),
 )
 
 _BY_NAME: dict[str, ReportOption] = {o.name: o for o in REPORT_OPTIONS}
@@ -241,6 +277,12 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
     >>> from kvstats.report.options import validate_report_options
     >>> validate_report_options({"alpha": 0.01, "equivalence": {"kl": 0.1}})["equivalence"]
     {'kl': 0.1}
+    >>> validate_report_options({"metrics": ["kl", "snr_t"]})["metrics"]
+    ('kl', 'snr_t')
+    >>> validate_report_options({"metrics": ["kl", "snr_tt"]})
+    Traceback (most recent call last):
+    ...
+    ValueError: report option 'metrics' has unknown metric 'snr_tt' (did you mean 'snr_t'?); allowed: ...
     >>> validate_report_options({"corection": "holm"})
     Traceback (most recent call last):
     ...
@@ -264,6 +306,11 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
         value = options.get(opt.name)
         out[opt.name] = opt.default if value is None else opt.check(value)
     out["equivalence"] = dict(out["equivalence"])   # never share the default
+    outside = [m for m in out["equivalence"] if out["metrics"] is not None and m not in out["metrics"]]
+    if outside:   # a TOST is a test of the family: its metric must be in it
+        raise ValueError(f"report option 'equivalence' has margins for {outside}, which "
+                         f"'metrics' leaves out of the family ({', '.join(out['metrics'])}); "
+                         "add them to metrics or drop their margins")
     for metric, margin in out["equivalence"].items():
         if out["equivalence_test"] == "rank" and not margin < 0.5:
             raise ValueError(f"report option 'equivalence.{metric}' must be a margin in (0, 0.5) "
@@ -286,7 +333,7 @@ def report_options_markdown() -> str:
     """
     lines = ["| option | type | allowed | default | meaning |", "|---|---|---|---|---|"]
     for o in REPORT_OPTIONS:
-        default = ("(the sweep's)" if o.default is None else str(o.default).lower()
-                   if isinstance(o.default, bool) else repr(o.default))
+        default = ((o.shown_default or "(the sweep's)") if o.default is None
+                   else str(o.default).lower() if isinstance(o.default, bool) else repr(o.default))
         lines.append(f"| `{o.name}` | {o.type} | {o.allowed} | {default} | {o.meaning} |")
     return "\n".join(lines)

@@ -76,7 +76,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                       energy_resolution: str | None = None,
                       equivalence: Mapping[str, float] | None = None,
                       equivalence_test: str | None = None, unit: str | None = None,
-                      pairing: str | None = None, progress: bool = False,
+                      pairing: str | None = None, metrics: Sequence[str] | None = None,
+                      progress: bool = False,
                       plugins: Sequence[str | os.PathLike] | None = None) -> Report:
     """Write the hypothesis-test report of a sweep to ``out_dir``.
 
@@ -134,6 +135,13 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     energy_resolution, equivalence, equivalence_test, unit, pairing : optional
         Override the config's options of the same names (defaults "family", no margins,
         "ratio", "auto", "trial").
+    metrics : sequence of str, optional
+        The metrics tested one by one, whose tests (with the 6D energy tests) form the
+        family the correction adjusts together (default, or the config's ``metrics``:
+        every report metric and the pooled SNRs the frame has). Choose them before
+        looking at results: a smaller family lowers the p-value each test needs. The
+        others keep their summary tables and figures, without test rows; the header
+        names the family's metrics and size.
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``); each label must be a scheme
         label of the sweep (a ValueError names the labels it has); an item that is not
@@ -161,6 +169,13 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     ...                                 bootstrap_resamples=199, figures=False)
     >>> sorted(rep.files)
     ['comparisons', 'crossovers', 'html', 'json', 'markdown', 'summary', 'theory']
+
+    A family of the KL tests only (with the energy tests: 3 pairs at 2 budgets, 2 tests each):
+
+    >>> rep = kvstats.hypothesis_report(res, tempfile.mkdtemp(), metrics=["kl"], figures=False,
+    ...                                 energy_resamples=99, bootstrap_resamples=199)
+    >>> sorted(set(rep.comparisons["metric"])), rep.comparisons.attrs["n_tests"]
+    (['kl', 'profile_6d'], 12)
     """
     if isinstance(result, (str, os.PathLike)):
         relocate_plugins(result, plugins or ())   # before the config imports them
@@ -174,7 +189,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                              "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures,
                              "energy_resolution": energy_resolution, "equivalence": equivalence,
                              "equivalence_test": equivalence_test, "unit": unit,
-                             "pairing": pairing})
+                             "pairing": pairing, "metrics": metrics})
     if comparisons is None:
         comparisons = opts["comparisons"] or result.config.comparisons
     else:   # checked before the folder is touched (a typo would give a report of 0 tests)
@@ -206,7 +221,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                energy_stop=opts["energy_stop"], seed=opts["seed"],
                                equivalence=opts["equivalence"],
                                equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
-                               progress=progress)
+                               metrics=opts["metrics"], progress=progress)
 
     # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
     # covariance per (layer, head) for real ones
@@ -382,9 +397,9 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
              fig_dir: Path, bounds: pd.DataFrame, progress: bool = False) -> dict[str, Path]:
     from tqdm.auto import tqdm
 
-    from kvstats.report.plots import (plot_crossover, plot_kl_vs_bits, plot_lowrank_vs_heavytail,
-                                      plot_recall_vs_bits, plot_shannon_phi, save_figure,
-                                      scheme_palette)
+    from kvstats.report.plots import (CROSSOVER_METRICS, plot_crossover, plot_kl_vs_bits,
+                                      plot_lowrank_vs_heavytail, plot_recall_vs_bits,
+                                      plot_shannon_phi, save_figure, scheme_palette)
 
     palette = scheme_palette(frame["scheme"])
     cases = frame[list(CASE_COLUMNS)].drop_duplicates()
@@ -420,12 +435,15 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
                 save(f"shannon_phi_{place}_{slug}", fig)
         save("kl_vs_bits", plot_kl_vs_bits(frame, palette=palette))
         save("recall_vs_bits", plot_recall_vs_bits(frame, palette=palette))
+        # panels only for metrics of the family ([report] metrics): no test rows, no panel
+        tested = [m for m in CROSSOVER_METRICS if m in set(comp["metric"])]
         for a, b in comparisons:
             rows = comp[(comp["scheme_a"] == a) & (comp["scheme_b"] == b)
                         & comp["test"].isin(list(LOCATION_TESTS.values()))
                         & (comp["budget"] == comp["budget_b"])]
-            if rows["budget"].nunique() >= 2:
-                save(f"crossover_{_slug(a)}_vs_{_slug(b)}", plot_crossover(comp, pair=(a, b)))
+            if rows["budget"].nunique() >= 2 and tested:
+                save(f"crossover_{_slug(a)}_vs_{_slug(b)}",
+                     plot_crossover(comp, tested, pair=(a, b)))
             else:
                 bar.update()
         if both_tails:
