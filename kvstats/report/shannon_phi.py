@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice
-from kvstats.analysis.frame import LABEL_DIGITS, reported_pooled_snrs
+from kvstats.analysis.frame import LABEL_DIGITS, reported_pooled_snrs, short_params
 from kvstats.analysis.intervals import ci_reliable
 from kvstats.metrics.table import metric as metric_def
 from kvstats.report.plots import _PLACES, _case_label, _style, plt, scheme_palette, select_case
@@ -68,6 +68,52 @@ def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[
     if finite.empty and not nb.empty and note is None:
         note = str(nb["note"].iloc[0])
     return dict(zip(finite["budget"], finite["bound_snr_db"])), note
+
+
+#: The case columns of a sweep frame, each filled (where a frame lacks it) from the keyword
+#: of the same name, else with "-" (unknown: left out of the title; no automatic limit).
+_CASE_FILL = ("distribution", "params", "dim", "n_keys")
+
+
+def _as_sweep_frame(frame: pd.DataFrame, case: Mapping[str, Any], scheme: str | None,
+                    budget: float | None) -> tuple[pd.DataFrame, bool]:
+    """``frame`` with the sweep columns a :func:`kvstats.error_profile` frame lacks filled in:
+    the case (``case``'s values, else "-"), ``scheme`` and ``budget`` (asked for by name when
+    missing), ``bits_nominal``/``bits_total`` as NaN (the plane does not read them). Also
+    whether a case column was filled with "-". A sweep's frame comes back unchanged."""
+    if not isinstance(frame, pd.DataFrame):
+        return frame, False            # check_frame names the type
+    fills: dict[str, Any] = {}
+    for col, value, select in (("scheme", scheme, "schemes"), ("budget", budget, "budgets")):
+        if value is None:
+            if col not in frame.columns:
+                raise ValueError(f"frame has no {col!r} column (a kvstats.error_profile frame?): "
+                                 f"pass {col}= to name it, e.g. plot_shannon_phi(profile, "
+                                 "scheme='KQV', budget=3)")
+        elif col in frame.columns:
+            raise ValueError(f"{col}= fills the {col!r} column of a frame without one "
+                             f"(kvstats.error_profile's); this frame has one: select with "
+                             f"{select}=; received {col}={value!r}")
+        else:
+            fills[col] = value if col == "scheme" else float(value)
+    unknown = False
+    for col in _CASE_FILL:
+        if col not in frame.columns:
+            fills[col] = "-" if case[col] is None else case[col]
+            unknown |= case[col] is None
+    for col in ("bits_nominal", "bits_total"):
+        if col not in frame.columns:
+            fills[col] = np.nan
+    return (frame.assign(**fills) if fills else frame), unknown
+
+
+def _known_case_label(row: pd.Series, digits: int = LABEL_DIGITS) -> str:
+    """The case as :func:`~kvstats.report.plots._case_label` writes it, without the parts
+    not known ("-"), for a profile frame whose case was not (wholly) given."""
+    params = "" if row["params"] in ("-", "") else f" ({short_params(row['params'], digits)})"
+    parts = [] if row["distribution"] == "-" else [f"{row['distribution']}{params}"]
+    parts += [f"{name}={row[col]}" for name, col in (("d", "dim"), ("N", "n_keys")) if row[col] != "-"]
+    return ", ".join(parts) or "case not given"
 
 
 _EDGE = 0.6   # white edge of the mean markers (points): it separates nested markers
@@ -154,7 +200,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
                      budgets: Sequence[float] | None = None, schemes: Sequence[str] | None = None,
                      palette: dict[str, Any] | None = None, max_points: int = 400,
                      seed: int = 0, bounds: Mapping[float, float] | str | None = "auto",
-                     bound_note: str | None = None, clouds: bool = True) -> "matplotlib.figure.Figure":
+                     bound_note: str | None = None, clouds: bool = True,
+                     scheme: str | None = None, budget: float | None = None) -> "matplotlib.figure.Figure":
     """The Shannon–φ plane of one case: each scheme a trajectory over budgets, the limit beside it.
 
     One axes for a single case (select it with ``distribution``, ``params``, ``dim``,
@@ -175,14 +222,22 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
     each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
 
+    A frame of :func:`kvstats.error_profile` (one scheme's trials, without the sweep's
+    columns) is drawn as it is with ``scheme=`` and ``budget=`` naming its point (or its
+    own ``budget`` column, for several budgets concatenated); ``distribution``,
+    ``params``, ``dim`` and ``n_keys`` then name its case (the title, and the automatic
+    limit of a synthetic case).
+
     Parameters
     ----------
     frame : DataFrame
-        Per-trial frame of :func:`kvstats.run_sweep`.
+        Per-trial frame of :func:`kvstats.run_sweep`, or of :func:`kvstats.error_profile`
+        (with ``scheme`` and ``budget``).
     place : {"k", "v", "t"}
         Keys, values or the attention output.
     distribution, params, dim, n_keys : optional
-        Case selection.
+        Case selection; for a frame without these columns (a profile), its case, each
+        filled in as given (not given: unknown, "-", and no automatic limit).
     budgets, schemes : sequence, optional
         Subsets to draw (default: all, in frame order).
     palette : dict, optional
@@ -202,6 +257,12 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         the plot.
     clouds : bool
         Draw the per-trial dots.
+    scheme : str, optional
+        The scheme label of a frame without a ``scheme`` column (a profile); a ValueError
+        for a frame with one (select with ``schemes``).
+    budget : float, optional
+        The budget n of a frame without a ``budget`` column (a profile at one n); a
+        ValueError for a frame with one (select with ``budgets``).
 
     Returns
     -------
@@ -216,8 +277,20 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     >>> fig = kvstats.plot_shannon_phi(res.frame, place="k", bounds={3.0: 18.06, 4.0: 24.08})
     >>> len(fig.axes), fig.axes[0].get_xscale()
     (1, 'log')
+
+    One scheme's profile at one budget, straight from :func:`kvstats.error_profile`:
+
+    >>> trials = kvstats.sample("gaussian", n_trials=10, n_keys=64, dim=32, seed=0)
+    >>> coder = kvstats.make_scheme("KQV", 3, 32, seed=1, draws=10)
+    >>> profile = kvstats.error_profile(trials, *coder.roundtrip(trials.K, trials.V))
+    >>> fig = kvstats.plot_shannon_phi(profile, "k", scheme="KQV", budget=3,
+    ...     distribution="gaussian", dim=32, n_keys=64)
+    >>> fig.axes[0].get_title()
+    'Shannon–φ plane, keys K: gaussian, d=32, N=64'
     """
     place = check_choice(place, "place", list(_PLACES))
+    frame, unknown_case = _as_sweep_frame(frame, dict(distribution=distribution, params=params,
+                                                      dim=dim, n_keys=n_keys), scheme, budget)
     sel = select_case(frame, distribution, params, dim, n_keys)
     if schemes is not None:
         sel = sel[sel["scheme"].isin(schemes)]
@@ -311,7 +384,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     legend = fig.legend(handles, labels, loc="outside right center", title="scheme (labels: n)", fontsize=8)
     for handle in legend.legend_handles[:k]:   # one size there: the nested disks' smallest is 4 points
         handle.set_sizes([70.0])
-    ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {_case_label(sel.iloc[0], LABEL_DIGITS)}{subtitle}",
+    case_label = (_known_case_label if unknown_case else _case_label)(sel.iloc[0], LABEL_DIGITS)
+    ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {case_label}{subtitle}",
                  fontsize=10 if not subtitle else 8.5)
     _place_n_labels(fig, ax, n_labels, disks, math.sqrt(sizes[0]) / 2 + 3.0)   # beyond the largest disk
     return fig
