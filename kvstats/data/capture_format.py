@@ -13,10 +13,16 @@ name       shape                                       content
 ``meta``   ``()``                                      a JSON string (model, texts, token ids, ...)
 =========  ==========================================  =====================================
 
+Which model layers a capture holds: ``meta["layers"]``, the model layer of each stored
+slot (slot ``i`` of axis 1 holds model layer ``meta["layers"][i]``), written when only
+some layers were captured (``capture(..., layers=...)``). A file without it holds every
+layer in order (slot ``i`` is model layer ``i``), as every capture did before.
+Selections name model layers; :func:`layer_slots` turns them into stored slots.
+
 The writer is :meth:`kvstats.models.capture.Capture.save`, the readers
 :func:`kvstats.data.real.load_trials` (the arrays) and the sweep's real data source
 (:func:`read_header`: shapes and a content fingerprint from the zip directory and the
-array headers, without reading the data).
+array headers, without reading the data; :func:`read_layers`: the model layers held).
 """
 
 from __future__ import annotations
@@ -31,11 +37,14 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float
 
-__all__ = ["ARRAYS", "CaptureHeader", "write_capture", "read_capture", "read_header", "check_shapes"]
+__all__ = ["ARRAYS", "LAYERS", "CaptureHeader", "write_capture", "read_capture", "read_header",
+           "read_layers", "held_layers", "layer_slots", "check_shapes"]
 
 #: The arrays of a capture file, in the order they are written.
 ARRAYS = ("K", "V", "q", "meta")
 _DATA = ("K", "V", "q")
+#: The meta key listing the model layer of each stored slot (absent: every layer, in order).
+LAYERS = "layers"
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,14 @@ def write_capture(path: str | os.PathLike,
     >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {"model": "toy"})
     >>> read_header(p).n_q_heads, sorted(np.load(p).files)
     (3, ['K', 'V', 'meta', 'q'])
+
+    ``meta["layers"]``, when given, must name one model layer per stored slot:
+
+    >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {"layers": [0, 15]})
+    >>> read_layers(p)
+    (0, 15)
     """
+    held_layers(meta, np.shape(K)[1], "meta", "K")
     np.savez(path, K=K, V=V, q=q, meta=np.array(json.dumps(meta)))
 
 
@@ -105,6 +121,80 @@ def _missing(stored: set[str], name: str, path: str | os.PathLike) -> None:
                          f"{os.fspath(path)!r} lacks {missing}")
 
 
+def _parse_meta(text: str, name: str, path: str | os.PathLike) -> dict[str, Any]:
+    """A capture's meta string as the JSON object it must be."""
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        meta = exc
+    if not isinstance(meta, dict):
+        raise ValueError(f"{name} must be a capture whose meta is a JSON object; "
+                         f"{os.fspath(path)!r} holds " + (f"no valid JSON ({meta})"
+                                                          if isinstance(meta, Exception)
+                                                          else f"a JSON {type(meta).__name__}"))
+    return meta
+
+
+def held_layers(meta: Any, n_layers: int, name: str, where: str) -> tuple[int, ...]:
+    """The model layer of each of a capture's ``n_layers`` stored slots.
+
+    ``meta["layers"]`` when recorded (checked: one distinct non-negative int per slot),
+    else every layer in order (a capture of all layers; every file before layer
+    selection). ``name`` and ``where`` say in errors which argument and file.
+
+    Examples
+    --------
+    >>> held_layers({"model": "toy"}, 3, "meta", "'c.npz'")
+    (0, 1, 2)
+    >>> held_layers({"layers": [0, 15, 29]}, 3, "meta", "'c.npz'")
+    (0, 15, 29)
+    >>> held_layers({"layers": [0, 15]}, 3, "meta", "'c.npz'")
+    Traceback (most recent call last):
+    ...
+    ValueError: meta 'layers' must list the model layer of each of the 3 stored layers of 'c.npz' (distinct non-negative ints); received [0, 15]
+    """
+    if not isinstance(meta, dict) or LAYERS not in meta:
+        return tuple(range(n_layers))
+    value = meta[LAYERS]
+    ok = (isinstance(value, (list, tuple)) and len(value) == n_layers
+          and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)
+          and len(set(value)) == n_layers)
+    if not ok:
+        raise ValueError(f"{name} {LAYERS!r} must list the model layer of each of the {n_layers} stored "
+                         f"layers of {where} (distinct non-negative ints); received {value!r}")
+    return tuple(value)
+
+
+def layer_slots(held: tuple[int, ...], layer: int | list[int] | None, name: str, where: str) -> list[int]:
+    """The stored slots of model layers ``layer`` (an int, a list, or None: every layer held).
+
+    ``held`` is :func:`held_layers`' answer; ``name`` and ``where`` (the file) say in
+    errors which argument and capture. A layer the capture does not hold is a ValueError
+    listing the layers it holds (their range when it holds ``0 .. L-1``).
+
+    Examples
+    --------
+    >>> layer_slots((0, 15, 29), [29, 15], "layer", "'c.npz'")
+    [2, 1]
+    >>> layer_slots((0, 1, 2), 2, "layer", "'c.npz'")
+    [2]
+    >>> layer_slots((0, 15, 29), 16, "layer", "'c.npz'")
+    Traceback (most recent call last):
+    ...
+    ValueError: layer must be among the model layers [0, 15, 29] (the capture 'c.npz' holds only these); received 16
+    """
+    if layer is None:
+        return list(range(len(held)))
+    wanted = [layer] if isinstance(layer, int) else list(layer)
+    slot = {model_layer: i for i, model_layer in enumerate(held)}
+    if any(i not in slot for i in wanted):
+        allowed = (f"in [0, {len(held) - 1}] (the capture {where} has {len(held)} layers)"
+                   if held == tuple(range(len(held))) else
+                   f"among the model layers {list(held)} (the capture {where} holds only these)")
+        raise ValueError(f"{name} must be {allowed}; received {layer!r}")
+    return [slot[i] for i in wanted]
+
+
 def read_capture(path: str | os.PathLike, name: str = "path"
                  ) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers kv_heads n d"],
@@ -125,16 +215,9 @@ def read_capture(path: str | os.PathLike, name: str = "path"
     with np.load(path, allow_pickle=False) as data:
         _missing(set(data.files), name, path)
         K, V, q = data["K"], data["V"], data["q"]
-        try:
-            meta = json.loads(str(data["meta"]))
-        except json.JSONDecodeError as exc:
-            meta = exc
-    if not isinstance(meta, dict):
-        raise ValueError(f"{name} must be a capture whose meta is a JSON object; "
-                         f"{os.fspath(path)!r} holds " + (f"no valid JSON ({meta})"
-                                                          if isinstance(meta, Exception)
-                                                          else f"a JSON {type(meta).__name__}"))
+        meta = _parse_meta(str(data["meta"]), name, path)
     check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
+    held_layers(meta, K.shape[1], f"{name}'s meta", repr(os.fspath(path)))
     return K, V, q, meta
 
 
@@ -177,3 +260,30 @@ def read_header(path: str | os.PathLike, name: str = "path") -> CaptureHeader:
     crcs = sorted((n, m.CRC, m.file_size) for n, m in members.items())
     text = json.dumps(crcs, sort_keys=True, separators=(",", ":"), default=str)
     return CaptureHeader(K[0], K[1], K[2], K[3], K[4], q[2], hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def read_layers(path: str | os.PathLike, name: str = "path") -> tuple[int, ...]:
+    """The model layer of each stored slot of a capture (:func:`held_layers`), reading
+    only the array headers and ``meta`` (not the data). ``name`` is how error messages
+    call the file argument.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "cap.npz")
+    >>> z = np.zeros((1, 2, 1, 4, 8), np.float32)
+    >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {"layers": [3, 7]})
+    >>> read_layers(p)
+    (3, 7)
+    >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {})   # every layer
+    >>> read_layers(p)
+    (0, 1)
+    """
+    n_layers = read_header(path, name).n_layers
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open("meta.npy") as fh:
+            text = str(np.lib.format.read_array(fh, allow_pickle=False))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
+                         f"{os.fspath(path)!r} could not be read: {exc}") from exc
+    return held_layers(_parse_meta(text, name, path), n_layers, f"{name}'s meta", repr(os.fspath(path)))

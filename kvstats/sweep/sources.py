@@ -1,11 +1,13 @@
 """The sweep's real data source: a captured KV cache (``distribution = "real"``).
 
 Validates a real source's parameters (``path``, ``layer``, ``head``), reads what the grid
-needs of the capture file (its shapes and content fingerprint, through
-:func:`kvstats.data.capture_format.read_header`, cached per file version) and loads a
-case's trials for the workers (:func:`kvstats.data.real.load_trials`), checking that
-the file is the one the grid was built from, and gives each trial's ``cluster`` (its
-text for real trials, the trial itself for synthetic ones).
+needs of the capture file (its shapes, content fingerprint and the model layers it holds,
+through :func:`kvstats.data.capture_format.read_header` and ``read_layers``, cached per
+file version) and loads a case's trials for the workers
+(:func:`kvstats.data.real.load_trials`), checking that the file is the one the grid was
+built from, and gives each trial's ``cluster`` (its text for real trials, the trial
+itself for synthetic ones). ``layer`` names model layers: on a capture of some layers
+only (``meta["layers"]``) it is read from the slot that holds it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from jaxtyping import Int
 
 from kvstats._checks import _describe, check_int
-from kvstats.data.capture_format import CaptureHeader, read_header
+from kvstats.data.capture_format import CaptureHeader, layer_slots, read_header, read_layers
 from kvstats.data.real import load_trials
 from kvstats.data.trials import Trials
 from kvstats.results import REAL
@@ -87,31 +89,40 @@ def _resolve_real(entry: Any, base_dir: str | os.PathLike) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _capture_info_cached(path: str, size: int, mtime_ns: int) -> CaptureHeader:
+def _capture_read(path: str, size: int, mtime_ns: int) -> tuple[CaptureHeader, tuple[int, ...]]:
     # size and mtime_ns are only cache keys: a rewritten file is read again.
-    return read_header(path, _PATH_ARG)
+    return read_header(path, _PATH_ARG), read_layers(path, _PATH_ARG)
 
 
-def _capture_info(path: str) -> CaptureHeader:
+def _capture_stat(path: str) -> tuple[CaptureHeader, tuple[int, ...]]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"distribution 'real' params 'path' must be an existing capture file "
                                 f"(write one with experiments/real_capture.py); {path!r} does not exist")
     st = os.stat(path)
-    return _capture_info_cached(path, st.st_size, st.st_mtime_ns)
+    return _capture_read(path, st.st_size, st.st_mtime_ns)
+
+
+def _capture_info(path: str) -> CaptureHeader:
+    """The capture's shapes and content fingerprint."""
+    return _capture_stat(path)[0]
+
+
+def _capture_layers(path: str) -> tuple[int, ...]:
+    """The model layer of each stored slot of the capture."""
+    return _capture_stat(path)[1]
 
 
 def _real_selection(params: Mapping[str, Any], info: CaptureHeader) -> tuple[list[int], list[int]]:
-    """The layers and KV heads a real source selects, checked against the capture."""
-    out = []
-    for key, size in (("layer", info.n_layers), ("head", info.n_kv_heads)):
-        value = params.get(key)
-        idx = list(range(size)) if value is None else ([value] if isinstance(value, int) else list(value))
-        bad = [i for i in idx if i >= size]
-        if bad:
-            raise ValueError(f"distribution 'real' params {key!r} must be in [0, {size - 1}] (the capture "
-                             f"{params['path']!r} has {size} {key}s); received {value!r}")
-        out.append(idx)
-    return out[0], out[1]
+    """The model layers and KV heads a real source selects, checked against the capture."""
+    held = _capture_layers(params["path"])
+    layers = [held[i] for i in layer_slots(held, params.get("layer"), "distribution 'real' params 'layer'",
+                                           repr(params["path"]))]
+    value, size = params.get("head"), info.n_kv_heads
+    heads = list(range(size)) if value is None else ([value] if isinstance(value, int) else list(value))
+    if any(i >= size for i in heads):
+        raise ValueError(f"distribution 'real' params 'head' must be in [0, {size - 1}] (the capture "
+                         f"{params['path']!r} has {size} heads); received {value!r}")
+    return layers, heads
 
 
 def _real_case(config: SweepConfig, params: Mapping[str, Any]) -> tuple[str, list[tuple[int, int]]]:
@@ -138,13 +149,18 @@ def _load_real(cell: Cell, n_trials: int) -> Trials:
         # the file changed between building the grid and running this task
         raise ValueError(f"distribution 'real' params 'path' {path!r} changed while the sweep ran "
                          f"(content fingerprint {_capture_info(path).fingerprint}, expected {cell.source})")
-    trials = load_trials(path, layer=cell.params.get("layer"), head=cell.params.get("head"))
+    # load_trials indexes stored slots: it reads the selected model layers' slots, and
+    # each trial is labelled with its model layer again below
+    held = _capture_layers(path)
+    slots = layer_slots(held, cell.params.get("layer"), "distribution 'real' params 'layer'", repr(path))
+    trials = load_trials(path, layer=slots, head=cell.params.get("head"))
     if trials.K.shape[1:] != (cell.n_keys, cell.dim):
         raise ValueError(f"distribution 'real' capture {path!r} holds trials of shape {trials.K.shape[1:]}; "
                          f"the grid expected (N, d) = ({cell.n_keys}, {cell.dim})")
     first = trials.subset(slice(0, n_trials))
     # subset copies meta whole: cut its per-trial lists (text, layer, head, cluster) to match
     meta = {k: v[:n_trials] if k in _PER_TRIAL_META else v for k, v in first.meta.items()}
+    meta["layer"] = np.asarray(held)[meta["layer"]].tolist()
     return Trials(first.K, first.V, first.q, meta)
 
 

@@ -1,6 +1,7 @@
 """The capture file format: what readers refuse, with messages naming the file."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -108,3 +109,35 @@ def test_empty_axes_are_not_a_capture():
     from kvstats.data.capture_format import check_shapes
     with pytest.raises(ValueError, match="none empty; 'e.npz' holds K"):
         check_shapes((1, 2, 1, 0, 8), (1, 2, 1, 0, 8), (1, 2, 3, 0, 8), "capture", "'e.npz'")
+
+
+def test_layers_record_maps_model_layers_to_slots(tmp_path):
+    # slot i of a capture holds model layer meta["layers"][i]; without the record, layer i
+    from kvstats.data.capture_format import layer_slots, read_layers, write_capture
+    rng = np.random.default_rng(1)
+    held = [int(x) for x in rng.permutation(30)[:5]]
+    K = rng.standard_normal((1, 5, 1, 4, 8)).astype(np.float32)
+    write_capture(tmp_path / "some.npz", K, K, np.repeat(K, 3, axis=2), {"layers": held})
+    assert read_layers(tmp_path / "some.npz") == tuple(held)
+    assert layer_slots(tuple(held), held[::-1], "layer", "'c'") == [4, 3, 2, 1, 0]
+    assert layer_slots(tuple(held), None, "layer", "'c'") == [0, 1, 2, 3, 4]
+    absent = next(i for i in range(30) if i not in held)
+    listed = re.escape(str(held))
+    with pytest.raises(ValueError, match=rf"among the model layers {listed} .*received {absent}"):
+        layer_slots(tuple(held), absent, "layer", "'c'")
+    # a file without the record: every layer, and the range message of before
+    write_capture(tmp_path / "all.npz", K, K, np.repeat(K, 3, axis=2), {})
+    assert read_layers(tmp_path / "all.npz") == (0, 1, 2, 3, 4)
+    with pytest.raises(ValueError, match=r"layer must be in \[0, 4\] \(the capture 'c' has 5 layers\); received \[5\]"):
+        layer_slots((0, 1, 2, 3, 4), [5], "layer", "'c'")
+
+
+def test_write_capture_refuses_a_layers_record_that_does_not_fit(tmp_path):
+    from kvstats.data.capture_format import write_capture
+    z = np.zeros((1, 2, 1, 4, 8), np.float32)
+    q = np.zeros((1, 2, 3, 4, 8), np.float32)
+    for bad in ([0], [0, 0], [0, -2], [0, 1.0]):
+        with pytest.raises(ValueError, match=r"meta 'layers' must list the model layer of each of the 2 stored layers "
+                                             rf"of K \(distinct non-negative ints\); received {re.escape(repr(bad))}"):
+            write_capture(tmp_path / "c.npz", z, z, q, {"layers": bad})
+    assert not (tmp_path / "c.npz").exists()

@@ -8,6 +8,7 @@ d), float32, and a JSON ``meta`` string.
 import concurrent.futures as cf
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -310,3 +311,79 @@ def test_sweep_cluster_column_is_the_text_for_real_and_the_trial_for_synthetic(c
     # chunks of 3 trials start mid-text (at trials 3, 6, 9): the column follows the trial index
     direct = load_trials(capture, layer=[0, 2])
     assert real["cluster"].tolist()[:10] == direct.meta["text"][:10]
+
+
+# ------------------------------------------------------------- captures of some layers
+def test_an_old_capture_reads_as_before(capture):
+    # A capture without meta["layers"] (every capture before layer selection): cell ids and
+    # numbers computed with kvstats at commit 228bdf1, before layers were recorded.
+    cfg = _config(capture, n_trials=4, comparisons=[])
+    res = run_sweep(cfg, executor="serial", progress=False)
+    assert sorted(c["id"] for c in res.manifest["cells"]) == ["42ce575077be9b73b374", "80c2d2dddc60dc22fd65"]
+    ref = [0.006672223469891609, 0.019692907476451443, 0.01130976060220639, 0.009123516083143868,
+           0.006166767275407603, 0.01551512397731876, 0.007196382653926583, 0.007010295674226622]
+    np.testing.assert_allclose(res.frame["kl"].to_numpy(), ref, rtol=1e-12, atol=0)
+
+
+def _write_some_layers(path, full, layers):
+    """The capture of model ``layers`` only, from the arrays of the full capture ``full``."""
+    from kvstats.data.capture_format import read_capture, write_capture
+
+    K, V, q, meta = read_capture(full)
+    write_capture(path, K[:, layers], V[:, layers], q[:, layers], {**meta, "layers": layers})
+    return path
+
+
+def test_layer_names_a_model_layer_not_a_stored_slot(tmp_path, capture):
+    # a file holding model layers [2, 0] (slot 0 is layer 2): the selection layer=2 reads
+    # slot 0, layer=0 slot 1, and every trial is labelled with its model layer
+    from kvstats.sweep.sources import _load_real
+
+    some = _write_some_layers(tmp_path / "some.npz", capture, [2, 0])
+
+    def loaded(path, layer):
+        cfg = SweepConfig.from_dict(_config(path, n_trials=6, distributions=[
+            {"name": "real", "params": {"path": str(path), **({} if layer is None else {"layer": layer})}}]))
+        return _load_real(cfg.cells()[0], 6)
+
+    for layer in (2, [0], [0, 2]):
+        a, b = loaded(capture, layer), loaded(some, layer)
+        for name in ("K", "V", "q"):
+            np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=f"{name}, layer {layer}")
+        assert b.meta["layer"] == a.meta["layer"]
+    # no layer: every layer the file holds, in its stored order, by model layer
+    every = loaded(some, None)
+    assert every.meta["layer"] == [2, 2, 0, 0, 2, 2]
+    np.testing.assert_array_equal(every.K, load_trials(capture, layer=[2, 0]).K[:6])
+
+
+def test_a_layer_the_capture_does_not_hold_is_refused_with_the_layers_it_holds(tmp_path, capture):
+    some = _write_some_layers(tmp_path / "some.npz", capture, [0, 2])
+    for layer in (1, [0, 1]):   # 1 is a stored slot of the file but not a layer it holds
+        with pytest.raises(ValueError, match=r"'layer' must be among the model layers \[0, 2\] \(the capture "
+                                             r"'.*some\.npz' holds only these\); received " + re.escape(repr(layer))):
+            SweepConfig.from_dict(_config(some, n_trials=6, distributions=[
+                {"name": "real", "params": {"path": str(some), "layer": layer}}])).cells()
+    # one selection twice is named by its model layers
+    copy = _write_some_layers(tmp_path / "copy.npz", capture, [0, 2])
+    twice = [{"name": "real", "params": {"path": str(p), "layer": 2}} for p in (some, copy)]
+    with pytest.raises(ValueError, match=r"same selection \(layers \[2\], KV heads \[0, 1\]\)"):
+        SweepConfig.from_dict(_config(some, n_trials=6, distributions=twice)).cells()
+    # the selection counts the layers held: 3 texts x 2 layers x 2 heads
+    with pytest.raises(ValueError, match=r"3 texts x 2 layers x 2 KV heads = 12; received n_trials=13"):
+        SweepConfig.from_dict(_config(some, n_trials=13, distributions=[
+            {"name": "real", "params": {"path": str(some)}}])).cells()
+
+
+def test_a_malformed_layers_record_is_refused(tmp_path, capture):
+    from kvstats.data.capture_format import read_capture
+
+    K, V, q, meta = read_capture(capture)
+    for i, bad in enumerate(([0, 1], [0, 1, 1], [0, -1, 2], "012", [0, 2, True])):
+        p = tmp_path / f"bad{i}.npz"
+        np.savez(p, K=K, V=V, q=q, meta=json.dumps({**meta, "layers": bad}))
+        with pytest.raises(ValueError, match=r"params 'path''s meta 'layers' must list the model layer of each of "
+                                             r"the 3 stored layers of '.*bad\d\.npz' \(distinct non-negative ints\)"):
+            SweepConfig.from_dict(_config(p)).cells()
+        with pytest.raises(ValueError, match=r"meta 'layers'"):
+            load_trials(p)
