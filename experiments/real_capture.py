@@ -1,8 +1,11 @@
 """Capture the real KV cache of SmolLM2-135M-Instruct on standard-library docstrings.
 
 Usage: .venv/bin/python experiments/real_capture.py [--out results/real/capture.npz] [--tokens 256]
+                                                    [--layers 0 15 29]
 
-All 26 texts of kvstats.models.texts.STDLIB_SOURCES, truncated to a common N tokens.
+All 26 texts of kvstats.models.texts.STDLIB_SOURCES, truncated to a common N tokens;
+every layer (767 MB at N = 256), or only --layers (a sweep's `layer = 15` then reads
+model layer 15 of the file, whichever slot holds it).
 """
 
 import argparse
@@ -27,13 +30,17 @@ def main() -> None:
                     help="N, the tokens kept of every text: at least 2 and at most the "
                          "shortest text's count (277 with SmolLM2's tokenizer on Python "
                          "3.11) (default: %(default)s)")
+    ap.add_argument("--layers", type=int, nargs="+", default=None, metavar="L",
+                    help="keep only these model layers (0..29 for SmolLM2; recorded in the "
+                         "capture's meta) (default: every layer)")
     args = ap.parse_args()
     t0 = time.time()
     model, tok = load_model()
     try:
-        cap = capture(model, tok, stdlib_texts(), max_tokens=args.tokens, progress=True)
-    except ValueError as err:  # the texts and model are fixed here: only --tokens can be wrong
-        ap.error(f"--tokens {args.tokens}: {err}")
+        cap = capture(model, tok, stdlib_texts(), max_tokens=args.tokens, layers=args.layers,
+                      progress=True)
+    except ValueError as err:  # the texts and model are fixed here: only --tokens or --layers can be wrong
+        ap.error(f"--tokens {args.tokens} --layers {args.layers}: {err}")
     cap.meta["sources"] = list(STDLIB_SOURCES)
     cap.save(args.out)
     print(f"captured K {cap.K.shape}, q {cap.q.shape} -> {args.out} in {time.time() - t0:.0f} s")

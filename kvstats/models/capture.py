@@ -9,7 +9,9 @@ embeddings the module receives. ``tests/models`` checks that
 attention module's output (the input of ``o_proj``) to float tolerance.
 
 Every text is truncated to a common number of tokens ``N`` so that captures stack into
-arrays; the tokens used are recorded in the metadata.
+arrays; the tokens used are recorded in the metadata. ``layers=`` keeps only some layers
+(hooks on those alone, arrays of those alone); ``meta["layers"]`` then records which, so
+that selections by model layer read the right slots (:mod:`kvstats.data.capture_format`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kvstats._checks import check_int
-from kvstats.data.capture_format import write_capture
+from kvstats.data.capture_format import LAYERS, write_capture
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,14 @@ class Capture:
     Attributes
     ----------
     K, V : ndarray, float32, ``(n_texts, n_layers, n_kv_heads, N, d)``
-        What the KV cache stores for each text, layer and KV head.
+        What the KV cache stores for each text, captured layer and KV head (slot ``i``
+        of axis 1 is model layer ``meta["layers"][i]`` when only some were captured).
     q : ndarray, float32, ``(n_texts, n_layers, n_q_heads, N, d)``
         Post-RoPE queries; query head ``h`` reads KV head ``h // group``
         (``group = n_q_heads // n_kv_heads``, as in transformers' ``repeat_kv``).
     meta : dict
-        model, texts, token ids, N, group size, versions.
+        model, texts, token ids, N, group size, versions; ``layers`` (the model layer
+        of each slot) when ``capture`` kept only some.
     attn_out : ndarray or None, ``(n_texts, n_layers, n_q_heads, N, d)``
         The attention module's output before ``o_proj`` (only with
         ``attention_output=True``; used to verify the capture).
@@ -121,12 +125,13 @@ def _decoder_layers(model):
     return layers
 
 
-def _recheck(q, K, V, A, group: int, tol: float, model_name: str) -> None:
+def _recheck(q, K, V, A, group: int, tol: float, model_name: str, model_layers=None) -> None:
     """Refuse a capture whose arrays do not reproduce the attention modules' outputs:
-    ``softmax(q Kᵀ/√d + causal) V`` from the captured arrays of one text, every layer
-    (float64), against each module's input of ``o_proj``, to ``tol`` relative to that
+    ``softmax(q Kᵀ/√d + causal) V`` from the captured arrays of one text, every captured
+    layer (float64), against each module's input of ``o_proj``, to ``tol`` relative to that
     layer's largest output. Catches what the structural checks cannot see (an interleaved
-    RoPE, a sliding window, attention sinks)."""
+    RoPE, a sliding window, attention sinks). ``model_layers``: the model layer of each
+    slot, for the message (default: slot i is layer i)."""
     d, n = q.shape[-1], q.shape[-2]
     causal = np.triu(np.ones((n, n), bool), 1)
     err = np.empty(len(A))
@@ -138,11 +143,27 @@ def _recheck(q, K, V, A, group: int, tol: float, model_name: str) -> None:
         out = (p / p.sum(-1, keepdims=True)) @ np.repeat(V[layer].astype(np.float64), group, axis=0)
         err[layer] = np.abs(out - A[layer]).max() / max(np.abs(A[layer]).max(), np.finfo(np.float32).tiny)
     bad = np.flatnonzero(err > tol)
+    if model_layers is not None:
+        bad = np.asarray(model_layers)[bad]
     if bad.size:
         raise ValueError(f"model must compute attention as softmax(q·k/√d + causal mask)·v over the cached keys "
                          f"with queries q_proj -> RoPE (Llama architecture): for {model_name} the captured "
                          f"arrays do not reproduce the attention output of layers {bad[:8].tolist()} "
                          f"(largest relative error {err.max():.3g} > {tol:g})")
+
+
+def _kept_layers(layers, n_layers: int) -> list[int]:
+    """``capture``'s ``layers``: every layer for None, else distinct layers of the model, sorted."""
+    if layers is None:
+        return list(range(n_layers))
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise TypeError(f"layers must be None or a sequence of model layers in [0, {n_layers - 1}]; "
+                        f"received {layers!r}")
+    kept = [check_int(i, "layers") for i in layers]
+    if not kept or len(set(kept)) != len(kept) or not all(0 <= i < n_layers for i in kept):
+        raise ValueError(f"layers must be distinct model layers in [0, {n_layers - 1}] (the model has "
+                         f"{n_layers}), at least one; received {list(layers)!r}")
+    return sorted(kept)
 
 
 def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[list[list[int]], int]:
@@ -186,9 +207,9 @@ def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[lis
     return [x[:n] for x in ids], n
 
 
-def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4,
+def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None, batch_size=4,
             attention_output=False, progress: bool = False) -> Capture:
-    """Run ``texts`` through ``model`` and capture every layer's K, V and queries.
+    """Run ``texts`` through ``model`` and capture the K, V and queries of every layer (or of ``layers``).
 
     Parameters
     ----------
@@ -199,6 +220,11 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
         tokens; see :func:`tokenize_texts`.
     max_tokens : int, optional
         Common token count ``N`` (default: the shortest text's length).
+    layers : sequence of int, optional
+        The model layers to keep (default: all), stored in increasing order and recorded
+        as ``meta["layers"]``; readers select by model layer (layer 15 of a capture of
+        ``[0, 15, 29]`` is model layer 15). Only these layers are hooked and held while
+        capturing. SmolLM2's 30 layers of 26 texts x 256 tokens take 767 MB; three, a tenth.
     path : path, optional
         If given, the capture is also written there as ``.npz`` (:meth:`Capture.save`).
     batch_size : int
@@ -217,10 +243,12 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
     Raises
     ------
     ValueError
-        Too-short texts, ``N`` beyond the model's context, bad ``batch_size``; a model
+        Too-short texts, ``N`` beyond the model's context, bad ``batch_size``, ``layers``
+        empty, repeated or outside ``[0, n_layers - 1]``; a model
         whose attention is not Llama's (query/key norms, another logit scale, partial
         RoPE, sliding windows): the first text's arrays are checked to reproduce every
-        attention module's output (1e-3 relative for float32 models, 2e-2 for 16-bit).
+        captured attention module's output (1e-3 relative for float32 models, 2e-2 for
+        16-bit).
 
     Examples
     --------
@@ -230,26 +258,29 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
     >>> cap = capture(model, tok, stdlib_texts()[:2], max_tokens=64)  # doctest: +SKIP
     >>> cap.K.shape, cap.q.shape                                    # doctest: +SKIP
     ((2, 30, 3, 64, 64), (2, 30, 9, 64, 64))
+    >>> few = capture(model, tok, stdlib_texts()[:2], max_tokens=64, layers=[0, 15, 29])  # doctest: +SKIP
+    >>> few.K.shape, few.meta["layers"]                             # doctest: +SKIP
+    ((2, 3, 3, 64, 64), [0, 15, 29])
     """
     import torch
     from tqdm.auto import tqdm
     from transformers import DynamicCache
 
-    layers = _decoder_layers(model)
+    blocks = _decoder_layers(model)
+    kept = _kept_layers(layers, len(blocks))
     batch_size = check_int(batch_size, "batch_size", low=1)
     if not isinstance(progress, bool):
         raise TypeError(f"progress must be True or False; received {progress!r}")
     cfg = model.config
     context = getattr(cfg, "max_position_embeddings", None)
     ids, n = tokenize_texts(tokenizer, texts, max_tokens, context)
-    n_layers = len(layers)
     n_q = cfg.num_attention_heads
     n_kv = cfg.num_key_value_heads
-    d = layers[0].self_attn.head_dim
+    d = blocks[0].self_attn.head_dim
     T = len(ids)
-    K = np.empty((T, n_layers, n_kv, n, d), np.float32)
+    K = np.empty((T, len(kept), n_kv, n, d), np.float32)
     V = np.empty_like(K)
-    Q = np.empty((T, n_layers, n_q, n, d), np.float32)
+    Q = np.empty((T, len(kept), n_q, n, d), np.float32)
     A = np.empty_like(Q) if attention_output else None
 
     current = {}
@@ -277,9 +308,10 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
         return hook
 
     # the o_proj inputs are recorded on every batch with attention_output, else on the
-    # first (the check of the recomputation)
-    handles = [layer.self_attn.register_forward_pre_hook(q_hook, with_kwargs=True) for layer in layers]
-    handles += [layer.self_attn.o_proj.register_forward_pre_hook(o_hook(i)) for i, layer in enumerate(layers)]
+    # first (the check of the recomputation); only the kept layers are hooked, so the
+    # others' queries are never computed nor held
+    handles = [blocks[i].self_attn.register_forward_pre_hook(q_hook, with_kwargs=True) for i in kept]
+    handles += [blocks[i].self_attn.o_proj.register_forward_pre_hook(o_hook(i)) for i in kept]
     model_name = f"{type(model).__name__} ({getattr(cfg, 'model_type', '?')}, {model.dtype})"
     bar = tqdm(total=T, desc="capture", unit="text", file=sys.stderr, disable=not progress)
     try:
@@ -291,20 +323,20 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
                 cache = DynamicCache(config=cfg)
                 model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), cache=cache,
                       use_cache=True)
-                for i in range(n_layers):
+                for slot, i in enumerate(kept):
                     if cache.layers[i].keys.shape[-2] != n:  # a sliding window kept fewer
                         raise ValueError(f"model must cache every token's key (full attention); layer {i} "
                                          f"of {model_name} keeps {cache.layers[i].keys.shape[-2]} of {n} "
                                          f"(a sliding window): capture needs N <= its window")
-                    K[start:stop, i] = cache.layers[i].keys.float().numpy()
-                    V[start:stop, i] = cache.layers[i].values.float().numpy()
-                    Q[start:stop, i] = current["q"][i]
+                    K[start:stop, slot] = cache.layers[i].keys.float().numpy()
+                    V[start:stop, slot] = cache.layers[i].values.float().numpy()
+                    Q[start:stop, slot] = current["q"][i]
                     if attention_output:
-                        A[start:stop, i] = current["a"][i]
+                        A[start:stop, slot] = current["a"][i]
                 if start == 0:
-                    a0 = np.stack([current["a"][i][0] for i in range(n_layers)])
+                    a0 = np.stack([current["a"][i][0] for i in kept])
                     _recheck(Q[0], K[0], V[0], a0, n_q // n_kv,
-                             1e-3 if model.dtype.itemsize >= 4 else 2e-2, model_name)
+                             1e-3 if model.dtype.itemsize >= 4 else 2e-2, model_name, kept)
                 bar.update(stop - start)
     finally:
         bar.close()
@@ -319,13 +351,17 @@ def capture(model, tokenizer, texts, max_tokens=None, *, path=None, batch_size=4
         # described by its class, type and dtype
         "source": (model._kvstats_source if getattr(model, "_kvstats_source", None)
                    and model.dtype == torch.float32 else model_name),
-        "n_texts": T, "n_layers": n_layers, "n_q_heads": n_q, "n_kv_heads": n_kv,
+        "n_texts": T, "n_layers": len(blocks), "n_q_heads": n_q, "n_kv_heads": n_kv,
         "group_size": n_q // n_kv, "head_dim": d, "n_tokens": n,
         "texts": list(texts), "token_ids": ids,
         "post_rope": True, "dtype": "float32",
         "python": sys.version.split()[0], "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
+    if kept != list(range(len(blocks))):
+        # which model layer each slot holds (a capture of every layer needs no record:
+        # slot i is layer i, as in every capture before layer selection)
+        meta[LAYERS] = kept
     out = Capture(K, V, Q, meta, A)
     if path is not None:
         out.save(path)
