@@ -3,7 +3,8 @@
 At load (a module's top-level imports, outside ``if TYPE_CHECKING:``) a module imports only
 from its own layer or a layer above it in ``LAYERS``; the four imports design.md names go
 the other way, and only inside a function. The plugin modules stand beside the layers: at
-load ``kvstats.plugins`` imports only ``kvstats.user_imports``.
+load ``kvstats.plugins`` imports only ``kvstats.user_imports``. Outside kvstats.models and
+kvstats_gpu no module imports torch, jax or transformers at load.
 """
 from __future__ import annotations
 
@@ -98,6 +99,35 @@ def layering_violations(files=FILES, root: Path = ROOT) -> list[str]:
 
 def test_imports_follow_the_layers_of_design_md():
     assert layering_violations() == []
+
+
+#: design.md: "Nothing in the numpy core imports torch or jax at load"
+ACCELERATOR_LIBRARIES = {"torch", "jax", "jaxlib", "transformers"}
+
+
+def accelerator_imports(files=FILES, root: Path = ROOT) -> list[str]:
+    """Imports of torch, jax or transformers at load in a module outside kvstats.models
+    and kvstats_gpu (TYPE_CHECKING blocks and function bodies aside)."""
+    bad = []
+    for path in files:
+        module = _module_name(path, root)
+        if module.startswith(("kvstats.models", "kvstats_gpu")):
+            continue
+        for node, at_load in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if not node.level else [])
+            if at_load and any(n.split(".")[0] in ACCELERATOR_LIBRARIES for n in names):
+                bad.append(f"{module}:{node.lineno}")
+    return bad
+
+
+def test_the_numpy_core_imports_no_accelerator_library_at_load(tmp_path):
+    assert accelerator_imports() == []
+    copy = tmp_path / "kvstats" / "metrics" / "geometry.py"
+    copy.parent.mkdir(parents=True)
+    source = (ROOT / "kvstats" / "metrics" / "geometry.py").read_text(encoding="utf-8")
+    copy.write_text(source + "\nimport torch.nn\ndef f():\n    import jax\n", encoding="utf-8")
+    assert [b.split(":")[0] for b in accelerator_imports([copy], root=tmp_path)] == ["kvstats.metrics.geometry"]
 
 
 @pytest.mark.parametrize("importer, line, expected", [
