@@ -4,7 +4,9 @@ At load (a module's top-level imports, outside ``if TYPE_CHECKING:``) a module i
 from its own layer or a layer above it in ``LAYERS``; the four imports design.md names go
 the other way, and only inside a function. The plugin modules stand beside the layers: at
 load ``kvstats.plugins`` imports only ``kvstats.user_imports``. Outside kvstats.models and
-kvstats_gpu no module imports torch, jax or transformers at load.
+kvstats_gpu no module imports torch, jax or transformers at load, and the modules the
+tree marks "stdlib only" (the parser of ``kvstats --help`` among them) import the standard
+library only.
 """
 from __future__ import annotations
 
@@ -128,6 +130,42 @@ def test_the_numpy_core_imports_no_accelerator_library_at_load(tmp_path):
     source = (ROOT / "kvstats" / "metrics" / "geometry.py").read_text(encoding="utf-8")
     copy.write_text(source + "\nimport torch.nn\ndef f():\n    import jax\n", encoding="utf-8")
     assert [b.split(":")[0] for b in accelerator_imports([copy], root=tmp_path)] == ["kvstats.metrics.geometry"]
+
+
+#: the modules design.md's tree says import the standard library only (the command's parser
+#: and its catalogs, so `kvstats --help` imports no numpy; the output helpers; the lock)
+STDLIB_ONLY = {"kvstats.cli_parser", "kvstats._cli_output", "kvstats.quant.catalog", "kvstats.data.catalog",
+               "kvstats.stats.catalog", "kvstats.sweep.locks"}
+
+
+def non_stdlib_imports(files=FILES, root: Path = ROOT) -> list[str]:
+    """At-load imports of a STDLIB_ONLY module that are neither the standard library nor
+    another STDLIB_ONLY module."""
+    import sys
+
+    bad = []
+    for path in files:
+        module = _module_name(path, root)
+        if module not in STDLIB_ONLY:
+            continue
+        for node, at_load in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [f"{node.module}.{a.name}" for a in node.names] if not node.level else ["."]):
+                # a name of a module (from kvstats.quant import catalog) or from one
+                ours = any(target == m or target.startswith(m + ".") for m in STDLIB_ONLY)
+                if at_load and not ours and target.split(".")[0] not in sys.stdlib_module_names | {"__future__"}:
+                    bad.append(f"{module}:{node.lineno} imports {target}")
+    return bad
+
+
+def test_the_stdlib_only_modules_import_the_standard_library_only(tmp_path):
+    assert non_stdlib_imports() == []
+    copy = tmp_path / "kvstats" / "stats" / "catalog.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text((ROOT / "kvstats" / "stats" / "catalog.py").read_text(encoding="utf-8")
+                    + "\nimport numpy as np\n", encoding="utf-8")
+    assert non_stdlib_imports([copy], root=tmp_path) == ["kvstats.stats.catalog:%d imports numpy"
+                                                         % len(copy.read_text().splitlines())]
 
 
 @pytest.mark.parametrize("importer, line, expected", [
