@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from kvstats._checks import _describe, check_int
-from kvstats.data.capture_format import read_capture
+from kvstats.data.capture_format import held_layers, layer_slots, read_capture
 from kvstats.data.trials import Trials, group_query_heads
 
 __all__ = ["load_trials", "load_capture", "trial_clusters"]
@@ -65,6 +65,20 @@ def _select(value: int | Sequence[int] | np.ndarray | None, name: str, size: int
                     f"received {_describe(value)}")
 
 
+def _layer_slots(meta: dict, layer: int | Sequence[int] | np.ndarray | None, n_layers: int,
+                 path: str | os.PathLike) -> tuple[list[int], list[int]]:
+    """The stored slots and the model layers of ``layer`` (model layers; None: every layer
+    the capture holds). A capture of some layers only records them (``meta["layers"]``:
+    :func:`~kvstats.data.capture_format.held_layers`); slot i is layer i in one of all."""
+    where = repr(os.fspath(path))
+    held = held_layers(meta, n_layers, "the capture's meta", where)
+    if layer is not None:   # an int or a list of ints, range-checked as model layers
+        checked = _select(layer, "layer", max(held) + 1)
+        layer = checked[0] if isinstance(layer, (int, np.integer)) else checked
+    slots = layer_slots(held, layer, "layer", where)
+    return slots, [held[s] for s in slots]
+
+
 def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = None,
                 head: int | Sequence[int] | None = None) -> Trials:
     """Trials from a captured real cache: one per (text, layer, KV head).
@@ -74,7 +88,8 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     path : path
         A capture ``.npz`` written by :func:`kvstats.models.capture`.
     layer : int or sequence of int, optional
-        Layers to keep (default all).
+        Model layers to keep (default all the capture holds; a capture of some layers
+        only, ``kvstats.models.capture(..., layers=...)``, holds those it records).
     head : int or sequence of int, optional
         KV heads to keep (default all).
 
@@ -114,12 +129,12 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     K, V, q, meta = load_capture(path)
     n_texts, n_layers, n_kv = K.shape[:3]
     g = q.shape[2] // n_kv
-    layers = _select(layer, "layer", n_layers)
+    slots, layers = _layer_slots(meta, layer, n_layers, path)
     heads = _select(head, "head", n_kv)
     q_heads = [h * g + j for h in heads for j in range(g)]  # query head h reads KV head h // g
-    Ks = K[:, layers][:, :, heads]
-    Vs = V[:, layers][:, :, heads]
-    qs = q[:, layers][:, :, q_heads, -1:, :]  # last position only: it sees all N keys
+    Ks = K[:, slots][:, :, heads]
+    Vs = V[:, slots][:, :, heads]
+    qs = q[:, slots][:, :, q_heads, -1:, :]  # last position only: it sees all N keys
     tt, ll, hh = np.meshgrid(np.arange(n_texts), layers, heads, indexing="ij")
     info = {k: v for k, v in meta.items() if k not in ("token_ids",)}
     info.update(distribution="real", path=os.fspath(path), query_positions="last",

@@ -295,11 +295,11 @@ def capture_spectra(path: str | os.PathLike, layer: int | Sequence[int] | None =
     >>> k.eigenvalues.shape, k.mean_square.shape
     ((8, 8), (8,))
     """
-    from kvstats.data.real import _select, load_capture
+    from kvstats.data.real import _layer_slots, _select, load_capture
 
-    K, V, _, _ = load_capture(path)
+    K, V, _, meta = load_capture(path)
     n_texts, n_layers, n_kv, n_tok, d = K.shape
-    layers = _select(layer, "layer", n_layers)
+    layers = _layer_slots(meta, layer, n_layers, path)[0]   # stored slots of the model layers
     heads = _select(head, "head", n_kv)
     if n_texts * n_tok < 2:
         raise ValueError(f"path must be a capture with at least 2 key vectors per (layer, head) "

@@ -149,18 +149,14 @@ def _load_real(cell: Cell, n_trials: int) -> Trials:
         # the file changed between building the grid and running this task
         raise ValueError(f"distribution 'real' params 'path' {path!r} changed while the sweep ran "
                          f"(content fingerprint {_capture_info(path).fingerprint}, expected {cell.source})")
-    # load_trials indexes stored slots: it reads the selected model layers' slots, and
-    # each trial is labelled with its model layer again below
-    held = _capture_layers(path)
-    slots = layer_slots(held, cell.params.get("layer"), "distribution 'real' params 'layer'", repr(path))
-    trials = load_trials(path, layer=slots, head=cell.params.get("head"))
+    # model layers (load_trials reads their stored slots and labels trials with them)
+    trials = load_trials(path, layer=cell.params.get("layer"), head=cell.params.get("head"))
     if trials.K.shape[1:] != (cell.n_keys, cell.dim):
         raise ValueError(f"distribution 'real' capture {path!r} holds trials of shape {trials.K.shape[1:]}; "
                          f"the grid expected (N, d) = ({cell.n_keys}, {cell.dim})")
     first = trials.subset(slice(0, n_trials))
     # subset copies meta whole: cut its per-trial lists (text, layer, head, cluster) to match
     meta = {k: v[:n_trials] if k in _PER_TRIAL_META else v for k, v in first.meta.items()}
-    meta["layer"] = np.asarray(held)[meta["layer"]].tolist()
     return Trials(first.K, first.V, first.q, meta)
 
 
