@@ -365,6 +365,26 @@ def test_design_counts_the_architectures_the_test_runs():
     assert stated == len(read.elts)
 
 
+def split_modules(design: str) -> list[str]:
+    """The seams design.md's conventions name ("a/b": a module split from another) that are
+    not two modules of one package."""
+    seams = re.search(r"today's seams: ([^)]*)\)", re.sub(r"\s*\n\s*", " ", design)).group(1)
+    by_stem: dict[str, set] = {}
+    for path in FILES:
+        by_stem.setdefault(path.stem, set()).add(path.parent)
+    missing = []
+    for seam in seams.split(", "):
+        first, second = seam.split("/")
+        if not by_stem.get(first, set()) & by_stem.get(second, set()):
+            missing.append(seam)
+    return missing
+
+
+def test_design_seams_are_modules():
+    assert split_modules(_page("design.md")) == []
+    assert split_modules(_page("design.md").replace("rank/_ks", "rank/_kolmogorov")) == ["rank/_kolmogorov"]
+
+
 def test_design_names_the_only_module_over_its_line_limit():
     """"X.py, the only one over N" (design.md's conventions): no other module has more
     than N lines."""
