@@ -110,7 +110,8 @@ def test_every_flag_the_user_docs_give_is_a_kvstats_flag():
 
     from kvstats.cli_parser import build_parser
 
-    others = {"--index-url": "pip", "--collect-only": "pytest", "--tokens": "experiments/real_capture.py"}
+    others = {"--index-url": "pip", "--collect-only": "pytest", "--tokens": "experiments/real_capture.py",
+              "--layers": "experiments/real_capture.py"}
     flags = set(others)
 
     def collect(parser):
