@@ -33,12 +33,8 @@ from kvstats.metrics import METRIC_TABLE, PROFILE_6D
 BUDGETS = (2, 3, 4, 5)
 
 
-def profile_over_budgets(trials, scheme: str, distribution: str, params: str, seed: int) -> pd.DataFrame:
-    """One error_profile per budget on the same trials, with the columns a sweep frame has.
-
-    ``plot_shannon_phi`` reads a sweep's frame: besides the profile it needs the case
-    (distribution, params, d, N), the scheme, its budget and the bits it stores.
-    """
+def profile_over_budgets(trials, scheme: str, seed: int) -> pd.DataFrame:
+    """One error_profile per budget on the same trials, with its budget and stored bits."""
     n_trials, n_keys, dim = trials.K.shape
     frames = []
     for n in BUDGETS:
@@ -46,9 +42,7 @@ def profile_over_budgets(trials, scheme: str, distribution: str, params: str, se
         K_hat, V_hat = coder.roundtrip(trials.K, trials.V)
         stored = coder.bits_per_coord(n_keys)
         frames.append(kvstats.error_profile(trials, K_hat, V_hat).assign(
-            distribution=distribution, params=params, dim=dim, n_keys=n_keys, scheme=scheme,
-            budget=float(n), bits_nominal=stored.nominal, bits_total=stored.total,
-            trial=np.arange(n_trials)))
+            budget=float(n), bits_total=stored.total, trial=np.arange(n_trials)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -68,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     label = ",".join(f"{k}={v}" for k, v in params.items()) or "-"
 
     trials = kvstats.sample(args.distribution, n_trials=n_trials, n_keys=n_keys, dim=dim, seed=args.seed, **params)
-    frame = profile_over_budgets(trials, args.scheme, args.distribution, label, args.seed + 1)
+    frame = profile_over_budgets(trials, args.scheme, args.seed + 1)
     os.makedirs(args.out, exist_ok=True)
     frame.to_csv(os.path.join(args.out, "profile.csv"), index=False)
 
@@ -88,7 +82,9 @@ def main(argv: list[str] | None = None) -> None:
 
     for place in "kvt":
         path = os.path.join(args.out, f"shannon_phi_{place}.png")
-        kvstats.plot_shannon_phi(frame, place=place).savefig(path, dpi=100)
+        # a profile frame: the scheme and the case are named (the case draws its limit lines)
+        kvstats.plot_shannon_phi(frame, place=place, scheme=args.scheme, distribution=args.distribution,
+                                 params=label, dim=dim, n_keys=n_keys).savefig(path, dpi=100)
         print(f"wrote {path}")
     print(f"wrote {os.path.join(args.out, 'profile.csv')} ({len(frame)} rows)")
 
