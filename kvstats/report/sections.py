@@ -310,8 +310,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             from kvstats.report.plots import CROSSOVER_METRICS   # figures only: matplotlib's module
             doc.fig(path, f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
                     f"({pair_of.get(name, name[10:].replace('_vs_', ' vs '))}) for "
-                    f"{', '.join(CROSSOVER_METRICS)} (the crossover section above covers every "
-                    f"metric); {'dominance' if paired else 'r'} > 0: the first scheme's values "
+                    f"{', '.join(m for m in CROSSOVER_METRICS if m in set(comp['metric']))} (the "
+                    f"crossover section above covers every tested metric); {'dominance' if paired else 'r'} > 0: the first scheme's values "
                     "are larger (better for SNR and recall@5, "
                     "worse for φ and KL: each panel says which); filled = significant after "
                     "adjustment; bars: the unadjusted 95% interval of the effect "

@@ -248,7 +248,8 @@ PAIRED_DESIGN = ("Design: **paired** (pairing = \"trial\"): each scheme's rows a
                  "test with within-pair swaps tests the joint distribution of the six profile "
                  "metrics instead, and the others ("
                  + ", ".join(m for m in TESTABLE_METRICS if m not in PROFILE_METRICS)
-                 + ") have only their sign test, no test of the whole distribution. ")
+                 + ", those of the family: [report] metrics) have only their sign test, no "
+                 "test of the whole distribution. ")
 #: The header's statement of the unpaired design.
 UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"; the paired "
                    "design is pairing = \"trial\"). ")

@@ -120,7 +120,7 @@ def test_crossover_caption_names_its_panels_and_its_unadjusted_bars(tmp_path, pa
     md = rep.files["markdown"].read_text()
     caption = next(line for line in md.splitlines() if line.startswith("*")
                    and "across budgets" in line)
-    assert f"for {', '.join(CROSSOVER_METRICS)} (the crossover section above covers every metric)" \
+    assert f"for {', '.join(CROSSOVER_METRICS)} (the crossover section above covers every tested metric)" \
         in caption
     assert f"bars: the unadjusted 95% interval of the effect ({interval})" in caption
 

@@ -71,7 +71,7 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     assert f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation" in tests
     # the energy test covers the six profile metrics jointly, not every metric's distribution
     assert "tests the joint distribution of the six profile metrics instead, and the others (kl, " \
-           "recall_at_5, argmax_shift, snr_k_pooled, snr_v_pooled) have only their sign test" in PAIRED_DESIGN
+           "recall_at_5, argmax_shift, snr_k_pooled, snr_v_pooled, those of the family: [report] metrics) have only their sign test" in PAIRED_DESIGN
     assert "tests the whole distribution instead" not in PAIRED_DESIGN
     assert PAIRED_DESIGN.strip() in tests and "No KS test: the two-sample KS test has no valid " \
         "null for paired samples" in tests
@@ -155,7 +155,7 @@ def test_pairing_from_the_config_and_the_crossover_figure(tmp_path):
     fig = plot_crossover(rep.comparisons, ["kl"], pair=("KQV", "QKQV"))
     assert fig.axes[0].get_ylabel() == "paired dominance (> 0: KQV larger)"
     assert ("Paired dominance across budgets (KQV vs QKQV) for kl, phi_k, snr_k, phi_t (the "
-            "crossover section above covers every metric); dominance > 0: the first scheme's") \
+            "crossover section above covers every tested metric); dominance > 0: the first scheme's") \
         in rep.files["markdown"].read_text()
     # an explicit keyword beats the config
     rep = hypothesis_report(_result(f, report={"pairing": "trial"}), tmp_path / "n",
