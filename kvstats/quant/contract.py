@@ -24,9 +24,11 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
   (the same in ``quantize`` and ``roundtrip``);
 - ``describe`` names each coder; ``export`` exactly when ``gpu``; the error falls as the
   budget grows; only a 32-bit side reproduces its input; ``key_rel_mse`` predicts the
-  measured key error where the entry offers a closed form.
+  measured key error where the entry offers a closed form;
+- where the entry declares another that codes as it (``SchemeDef.codes_as``), one seed
+  codes the same K, V through both to the same bits and the same stored bits.
 """
-# ~680 lines as one idea: the contract. Every clause has one shape, (name, params) -> None
+# ~730 lines as one idea: the contract. Every clause has one shape, (name, params) -> None
 # or a SchemeContractError, over one harness (awkward_kv, budgets, _build, _where, _fail);
 # CHECKS lists them in the order check_scheme runs them, and the built-ins' test suite
 # calls the same functions. Split by theme, the list would be scattered over modules
@@ -50,7 +52,7 @@ __all__ = ["SchemeContractError", "CHECKS", "check_scheme", "awkward_kv", "budge
            "check_broadcast", "check_independent_trials",
            "check_expected_bits", "check_stored_bytes", "check_zero_vectors",
            "check_seeds", "check_bad_input", "check_describe", "check_export",
-           "check_error_decreases", "check_lossy", "check_key_theory"]
+           "check_error_decreases", "check_lossy", "check_key_theory", "check_codes_as"]
 
 _REL = 1e-12   # accounted vs expected bits: equal up to float rounding
 
@@ -603,6 +605,55 @@ def check_key_theory(name: str, params: Mapping[str, Any] | None = None) -> None
                   f"{sdef.key_theory!r} closed form predicts {predicted:.4g} (5 % allowed)")
 
 
+@_quiet
+def check_codes_as(name: str, params: Mapping[str, Any] | None = None) -> None:
+    """Where the entry declares another that codes as it (``SchemeDef.codes_as``), one
+    seed codes the same awkward K, V through both to the same bits (decoded arrays equal
+    bit for bit, in dtype and shape) and the same stored bits (``bits_per_coord``), at d =
+    128 and 96 (one draw, three draws): at each budget of :func:`budgets` the other takes
+    (the first where they differ is reported), or at the one budget the entry fixes,
+    which it must record. An entry declaring none passes.
+
+    Examples
+    --------
+    >>> check_codes_as("KV"); check_codes_as("K4V4"); check_codes_as("kivi")
+    """
+    from kvstats.quant.registry import scheme_def
+
+    params = dict(params or {})
+    sdef, full = _parse(name, params)
+    declared = sdef.codes_as(full)
+    if declared is None:
+        return
+    other, other_params, at = declared
+    odef = scheme_def(other)
+    pairs = ([(None, at)] if at is not None
+             else [(b, b) for b in budgets(name) if odef.min_bits <= b <= odef.max_bits])
+    said = f"declares it codes as {other!r} with params {dict(other_params)}"
+    if not pairs:
+        _fail(name, _where(budgets(name), 96, params), f"{said} at every budget both take, but they "
+              f"take none in common ({other!r}: {odef.min_bits}..{odef.max_bits})")
+    for bits, other_bits in pairs:
+        for dim, draws in ((128, ()), (96, (3,))):
+            ours = _build(name, bits, dim, params, draws=draws)
+            theirs = _build(other, other_bits, dim, other_params, draws=draws)
+            where = _where(bits, dim, params, draws=draws)
+            if at is not None and ours.bits != at:
+                _fail(name, where, f"{said} at budget {at}, but records budget {ours.bits}")
+            K, V = awkward_kv((3, 40, dim), np.float64, seed=dim + (other_bits or 0))
+            for label, x, y in zip("KV", ours.roundtrip(K, V), theirs.roundtrip(K, V)):
+                if not (x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()):
+                    differ = (f"{int(np.sum(x != y))} values" if x.shape == y.shape
+                              else f"shapes {x.shape}, {y.shape}")
+                    _fail(name, where, f"{said}, but at budget {other_bits} the two code {label} "
+                          f"to other bits ({differ}; one seed): a false declaration makes a sweep "
+                          f"refuse {name!r} beside {other!r} as one scheme")
+            for n in (1, 40):
+                if ours.bits_per_coord(n) != theirs.bits_per_coord(n):
+                    _fail(name, where, f"{said}, but at budget {other_bits} the two store other "
+                          f"bits for N={n}: {ours.bits_per_coord(n)} and {theirs.bits_per_coord(n)}")
+
+
 #: The clauses :func:`check_scheme` runs, in order: name -> check(name, params).
 CHECKS: dict[str, Callable[[str, Mapping[str, Any] | None], None]] = {
     "roundtrip": lambda n, p: [check_roundtrip(n, p, dim, draws)
@@ -619,6 +670,7 @@ CHECKS: dict[str, Callable[[str, Mapping[str, Any] | None], None]] = {
     "error_decreases": check_error_decreases,
     "lossy": check_lossy,
     "key_theory": check_key_theory,
+    "codes_as": check_codes_as,
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from kvstats.plugins import USER_NAME, similar_name
 from kvstats.quant.builtin_schemes import _all_coords
 from kvstats.quant.registry import _ORIGIN, _TABLE, BUILTIN, REGISTRY, SCHEMES, Builder, SchemeDef
-from kvstats.quant.schemedef import _GROUP_SIZE
+from kvstats.quant.schemedef import _GROUP_SIZE, _codes_as_no_other
 
 __all__ = ["scheme_names", "user_schemes", "define_scheme", "register_scheme", "unregister_scheme",
            "registered_scheme"]
@@ -68,7 +68,9 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
                   token_group_param: str | None = None, token_group_default: int = _GROUP_SIZE,
                   coded_dim: Callable[[int, Mapping[str, Any]], int] | None = None,
                   example_params: Mapping[str, Any] | None = None,
-                  key_theory: str | None = None, defaults: Mapping[str, Any] | None = None) -> SchemeDef:
+                  key_theory: str | None = None, defaults: Mapping[str, Any] | None = None,
+                  codes_as: Callable[[Mapping[str, Any]], tuple[str, dict[str, Any], int | None] | None]
+                  | None = None) -> SchemeDef:
     """A :class:`SchemeDef` for a scheme of your own (then :func:`register_scheme` it).
 
     Parameters
@@ -123,6 +125,16 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         in, and so does ``build``; a default that depends on the bits or d stays the
         build's own. A sweep's cell ids hash them (a changed default recomputes the
         cells on ``resume``).
+    codes_as : callable, optional
+        ``codes_as(params) -> (name, its params, budget) or None`` (``params`` with
+        ``defaults`` filled in): another registered scheme that codes as this one, as the
+        built-ins declare theirs (:meth:`~kvstats.quant.registry.SchemeDef.codes_as`): given
+        one seed, its builder makes the same coders with the same draws. ``budget`` is None
+        (they coincide at every budget both take) or, for a ``fixed_budget`` scheme, the
+        budget it fixes. A sweep config then refuses the two side by side where they code
+        the same cells; :func:`kvstats.quant.contract.check_scheme` codes both with one seed
+        and fails a declaration that is not true. It changes which configs a sweep accepts,
+        not any number, so cell ids do not hash it. Default: none.
 
     Returns
     -------
@@ -154,6 +166,22 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
     ...                      params=["group_size"], defaults=DEFAULTS)
     >>> sdef.expected_bits(4, 64, 10), sdef.expected_bits(4, 64, 10, group_size=64)
     (6.0, 4.5)
+
+    A scheme that codes as a registered one (here TurboQuant-mse without a rotation,
+    through its builder) says so:
+
+    >>> from kvstats.quant.registry import scheme_def
+    >>> tq = scheme_def("turboquant_mse")
+    >>> def build(bits, dim, params, key_rng, value_rng, draws):
+    ...     return tq.build(bits, dim, {**tq.defaults, "rotation": "identity"}, key_rng, value_rng, draws)
+    >>> def bits_of(bits, dim, n_tokens, params):
+    ...     return tq._bits(bits, dim, n_tokens, {**tq.defaults, "rotation": "identity"})
+    >>> def as_tq(params):
+    ...     return "turboquant_mse", {"rotation": "identity"}, None
+    >>> sdef = define_scheme("plain_tq", build, bits_of, summary="TurboQuant-mse unrotated",
+    ...                      codes_as=as_tq)
+    >>> sdef.codes_as({})
+    ('turboquant_mse', {'rotation': 'identity'}, None)
     """
     if not isinstance(params, (str, bytes)) and isinstance(params, Iterable):
         params = frozenset(params)
@@ -167,7 +195,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
                      _bits=expected_bits,
                      _coded=_all_coords if coded_dim is None else coded_dim,
                      example_params=dict(example_params or {}),
-                     token_group_default=token_group_default, defaults=defaults)
+                     token_group_default=token_group_default, defaults=defaults,
+                     _codes_as=_codes_as_no_other if codes_as is None else codes_as)
 
 
 def _check_def(sdef: SchemeDef) -> None:
@@ -231,10 +260,11 @@ def _check_def(sdef: SchemeDef) -> None:
     for fname, arg, what in (("build", "build", "(bits, dim, params, key_rng, value_rng, draws)"),
                              ("_randomized", "randomized", "(params) -> bool"),
                              ("_bits", "expected_bits", "(bits, dim, n_tokens, params)"),
-                             ("_coded", "coded_dim", "(dim, params) -> int")):
+                             ("_coded", "coded_dim", "(dim, params) -> int"),
+                             ("_codes_as", "codes_as", "(params) -> (name, params, budget) or None")):
         if not callable(getattr(sdef, fname)):
-            field = arg if arg == fname else f"{arg}' ('{fname}"
-            raise TypeError(f"SchemeDef field '{field}' must be a callable {arg}{what}; "
+            field = repr(arg) if arg == fname else f"{arg!r} ({fname!r})"
+            raise TypeError(f"SchemeDef field {field} must be a callable {arg}{what}; "
                             f"received {getattr(sdef, fname)!r}")
     if not isinstance(sdef.example_params, Mapping):
         raise TypeError(f"SchemeDef field 'example_params' must be a mapping; "

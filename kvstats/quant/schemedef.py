@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -167,7 +167,8 @@ class SchemeDef:
         at 4 bits only), or None at every budget both are given (``KV`` is
         ``turboquant_mse`` with ``rotation="identity"``). None where no other entry is
         declared to. The entry named is run at budgets (not ``fixed_budget``) and declares
-        no such entry itself.
+        no such entry itself (another declaration is a ValueError naming this entry);
+        :func:`kvstats.quant.contract.check_codes_as` codes both to hold it true.
 
         A sweep refuses two entries that code the same cells
         (:func:`kvstats.quant.registry.coded_scheme`): they would run under two scheme
@@ -183,7 +184,38 @@ class SchemeDef:
         >>> scheme_def("K4V2").codes_as({"key_bits": 4, "value_bits": 2}) is None
         True
         """
-        return self._codes_as(self.filled(params))
+        declared = self._codes_as(self.filled(params))
+        if declared is not None:
+            self._check_codes_as(declared)
+        return declared
+
+    def _check_codes_as(self, declared: Any) -> None:
+        """What :meth:`codes_as` returns, held to its form (a ValueError naming the entry)."""
+        from kvstats.quant.registry import REGISTRY
+
+        def refuse(what: str) -> NoReturn:
+            raise ValueError(f"scheme {self.name!r}: codes_as must return None or (name, params, "
+                             f"budget), {what}; received {declared!r}")
+
+        if not (isinstance(declared, tuple) and len(declared) == 3):
+            refuse("a tuple of three")
+        target, target_params, budget = declared
+        if target == self.name or not isinstance(target, str) or target not in REGISTRY:
+            refuse(f"its name one of the other registered schemes {[n for n in REGISTRY if n != self.name]}")
+        tdef = REGISTRY[target]
+        if tdef.fixed_budget:
+            refuse(f"its name a scheme run at budgets ({target!r} is fixed_budget)")
+        if not isinstance(target_params, Mapping):
+            refuse(f"its params a mapping of {target!r}'s settings")
+        if tdef._codes_as(tdef.filled(target_params)) is not None:   # not codes_as: no cycle
+            refuse(f"its name a scheme declaring no codes_as itself ({target!r} declares one)")
+        if budget is None and self.fixed_budget:
+            refuse("its budget the one its own parameters fix (a fixed_budget scheme), not None")
+        if budget is not None and not self.fixed_budget:
+            refuse("its budget None (a scheme run at budgets coincides at every budget both take)")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or budget not in range(tdef.min_bits, tdef.max_bits + 1)):
+            refuse(f"its budget an integer in [{tdef.min_bits}, {tdef.max_bits}] ({target!r}'s range)")
 
     def token_group(self, params: Mapping[str, Any]) -> int:
         """Tokens that share stored statistics (1 = per-vector), under ``params``.
