@@ -12,7 +12,8 @@ the first budget where they differ; the built-ins' declarations pass it.
 Mutants tried (each fails a test here): define_scheme dropping the declaration (the
 refusal and false-declaration tests), the clause returning at once (false declarations
 pass), comparing only the first budget (the liar from budget 3 passes), the stored-bits
-comparison dropped, the recorded-budget check dropped, the declaration's form unchecked
+comparison dropped, the values' comparison dropped, the recorded-budget check dropped,
+no common budget passing, the clause left out of CHECKS, the declaration's form unchecked
 (the bad-form cases), register_scheme not checking that it is callable.
 """
 
@@ -159,6 +160,19 @@ def test_a_false_declaration_fails_check_scheme_naming_both_schemes_and_the_firs
     with registered_scheme(_liar()):
         with pytest.raises(contract.SchemeContractError, match=r"(?s)breaks 1 clause.*- codes_as: "):
             kvstats.check_scheme("tq_liar")
+
+
+def _haar_values(bits, dim, params, key_rng, value_rng, draws):
+    """Keys as turboquant_mse without a rotation, values with a Haar one (the same bits stored)."""
+    haar = TQ.build(bits, dim, {**UNROTATED, "rotation": "haar"}, key_rng, value_rng, draws)[2]
+    return bits, _unrotated_build(bits, dim, params, key_rng, value_rng, draws)[1], haar
+
+
+def test_a_declaration_false_for_the_values_only_fails_the_clause():
+    with registered_scheme(_unrotated("haar_values", build=_haar_values, randomized=True)):
+        with pytest.raises(contract.SchemeContractError,
+                           match=r"but at budget 1 the two code V to other bits \("):
+            contract.check_codes_as("haar_values")
 
 
 class _CountsAByte:
