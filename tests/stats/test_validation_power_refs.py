@@ -70,8 +70,7 @@ def _integer_gaps(x: np.ndarray, y: np.ndarray):
 @pytest.mark.parametrize("n", [5, 6])
 def test_smirnov_tail_formula_equals_complete_enumeration(n):
     # every one of the C(2n, n) labellings of 2n distinct values is equally likely under H0
-    labels = np.array([np.isin(np.arange(2 * n), c) for c in itertools.combinations(range(2 * n), n)])
-    walk = np.cumsum(np.where(labels, 1, -1), axis=1)
+    walk = np.cumsum(np.where(_labellings_unpaired(n, n), 1, -1), axis=1)
     plus, minus = walk.max(axis=1), -walk.min(axis=1)
     for k in range(1, n + 1):
         assert _smirnov_tail(k, n, "greater") == pytest.approx(np.mean(plus >= k), abs=1e-15)
