@@ -8,7 +8,9 @@ is 1 − 2α (each one-sided miss α). The data are normal with means far from 0
 reference is stated:
 
 * paired Fieller: x_i − r y_i is normal at the true r, so each one-sided t-test has exact
-  size α and the interval exact level 1 − 2α (the score-type half can only widen it);
+  size α and the interval exact level 1 − 2α; the score-type half can only widen it,
+  which shows at n ≤ 30 (coverage 0.913 at n = 30 over 4,000 replicates, above the
+  band), so the paired sizes here are 100 and 300;
 * unpaired Fieller: Welch's t with unequal spreads (x's sd 1.5 times y's), approximately;
 * delta and bootstrap-t: log(x̄/ȳ) is normal to first order with CV 0.1–0.15,
   approximately.
@@ -45,12 +47,13 @@ def _check_coverage(calib, low, high):
     assert lo <= covered.mean() <= hi, ("coverage", covered.mean(), (lo, hi), reps)
 
 
-@pytest.mark.parametrize("paired, sizes", [(False, (30, 100)), (True, (10, 100))])
+@pytest.mark.parametrize("paired, sizes", [(False, (30, 100)), (True, (100, 300))])
 def test_fieller_interval_coverage(calib, paired, sizes):
     # Measured 2026-12-02 (seed 1/2, 1,200–1,500 replicates): unpaired coverage 0.909
-    # (n = 30), 0.901 (n = 100); paired 0.901 (n = 10), 0.900 (n = 100). Unpaired at
-    # n = 10 it over-covers (0.935; 0.925 at n = 20): the larger of the two p-values.
-    # Each size is checked, and both pooled (a sharper band).
+    # (n = 30), 0.901 (n = 100); paired 0.900 (n = 100). At small n the score-type half
+    # over-covers: unpaired 0.935 at n = 10, 0.925 at n = 20; paired 0.913 at n = 30 and
+    # a lower miss of 0.040 at n = 10 (4,000 each). Each size is checked, and both pooled
+    # (a sharper band).
     reps = calib.replicates(400, 4000)
     rng = np.random.default_rng(301 + paired)
     limits = np.array([[(r.low, r.high) for r in (
