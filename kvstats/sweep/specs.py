@@ -285,56 +285,32 @@ def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
 
 
 def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, ...] | None = None) -> None:
-    """Refuse two entries of one scheme: one builder (:attr:`SchemeDef.build`) handed the
-    same parameters once the defaults fill what an entry leaves out
-    (:func:`kvstats.quant.registry.resolved_scheme`: ``QKQV`` and ``QKQV`` with
-    ``sketch = "gaussian"``, ``K4V2`` and ``mixed`` with ``key_bits = 4, value_bits = 2``,
-    and two names of one builder with the same filled parameters, ``QKQV`` and
-    ``turboquant_prod``), whatever their labels and budgets. Their cell keys differ, so
-    they would get other scheme seeds and stand in the report as two schemes compared
-    with each other. Two builders are two schemes, even where they code alike (each
-    llama.cpp format has a builder of its own, its format bound), unless an entry declares
-    that it codes as another (below); one builder under two defaults is one scheme only
-    where the filled parameters agree.
+    """Refuse two entries whose cells code alike at a budget both run: they would run under
+    two scheme seeds and stand in the report as two schemes compared with each other.
     (The cell key itself is unchanged: stored cells keep their ids.)
 
-    Then :func:`_check_distinct_cells`: two builders one of which is declared to code as
-    the other (``KV`` and ``turboquant_mse`` with ``rotation = "identity"``, ``K4V4`` and
-    ``turboquant_mse`` at budget 4), with ``budgets`` the sweep's (None: not known yet)."""
-    schemes = list(schemes)
-    seen: dict[tuple[int, str], tuple[SchemeSpec, str]] = {}
+    What an entry codes as is :func:`kvstats.quant.registry.coded_scheme`: its builder
+    (:attr:`SchemeDef.build`) with the defaults filled in, or the builder it declares it
+    codes as (:meth:`SchemeDef.codes_as`). So one builder handed the same filled
+    parameters is one scheme whatever the labels and budgets (``QKQV`` and ``QKQV`` with
+    ``sketch = "gaussian"``; ``K4V2`` and ``mixed`` with ``key_bits = 4, value_bits = 2``;
+    one builder's two names, ``QKQV`` and ``turboquant_prod``), and so is a declared pair
+    that coincides at every budget (``KV`` and ``turboquant_mse`` with
+    ``rotation = "identity"``). Where a declaration fixes the budget (``K4V4``:
+    ``turboquant_mse`` at 4) the pair is refused only if the other entry runs at it: at
+    its own ``budgets``, else the sweep's ``budgets`` (None: not known yet, not checked).
+    Two builders are two schemes, even where they code alike (each llama.cpp format has a
+    builder of its own, its format bound), unless an entry declares that it codes as
+    another."""
+    seen: dict[tuple[int, str], list[tuple[SchemeSpec, str, int | None]]] = {}
     for spec in schemes:
-        name, full = resolved_scheme(spec.name, spec.params)
+        name = resolved_scheme(spec.name, spec.params)[0]
+        coded_name, coded, fixed = coded_scheme(spec.name, spec.params)
         # the builder object itself (the registry holds it: its id is stable here), which
         # need not be hashable
-        key = (id(scheme_def(spec.name).build), _canonical(full))
-        earlier, earlier_name = seen.setdefault(key, (spec, name))
-        if earlier is not spec:
-            what = (name if earlier_name == name
-                    else f"{earlier_name} and {name}: one builder, the same parameters")
-            raise ValueError(
-                f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
-                f"({what} with the defaults filled in: {_fmt_params(full)}); keep one (with both "
-                "entries' budgets, if they differ)")
-    _check_distinct_cells(schemes, budgets)
-
-
-def _check_distinct_cells(schemes: list[SchemeSpec], budgets: tuple[int, ...] | None) -> None:
-    """Refuse two entries whose cells code alike at a budget both run
-    (:func:`kvstats.quant.registry.coded_scheme`: the builder one is declared to code as,
-    :meth:`SchemeDef.codes_as`): they would run under two scheme seeds and be compared
-    with each other as two schemes. Where they coincide at every budget (``KV`` and
-    ``turboquant_mse`` with ``rotation = "identity"``) they are one scheme, refused
-    whatever their budgets, as one builder's two names are; where one's own parameters fix
-    the budget (``K4V4``: ``turboquant_mse`` at 4), only if the other runs at it: at its
-    own ``budgets``, else the sweep's ``budgets`` (None: not known yet, not checked)."""
-    seen: dict[tuple[int, str], list[tuple[SchemeSpec, int | None]]] = {}
-    for spec in schemes:
-        coded_name, coded, fixed = coded_scheme(spec.name, spec.params)
         key = (id(scheme_def(coded_name).build), _canonical(coded))
-        for earlier, earlier_fixed in seen.get(key, ()):
-            names = [s.name for s in (earlier, spec) if resolved_scheme(s.name, s.params)[0] != coded_name]
-            how = f"{' and '.join(names)} code{'s' if len(names) == 1 else ''} as {coded_name}"
+        for earlier, earlier_name, earlier_fixed in seen.get(key, ()):
+            how = _why_same((earlier, earlier_name), (spec, name), coded_name)
             if earlier_fixed is None and fixed is None:
                 raise ValueError(
                     f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
@@ -348,7 +324,19 @@ def _check_distinct_cells(schemes: list[SchemeSpec], budgets: tuple[int, ...] | 
                     f"budget {at} ({how} at budget {at}, with the defaults filled in: "
                     f"{_fmt_params(coded)}): one scheme under two scheme seeds, compared with "
                     f"itself; {advice}")
-        seen.setdefault(key, []).append((spec, fixed))
+        seen.setdefault(key, []).append((spec, name, fixed))
+
+
+def _why_same(first: tuple[SchemeSpec, str], second: tuple[SchemeSpec, str], coded_name: str) -> str:
+    """Why two entries (each with its registry name) code alike, as ``coded_name``'s
+    builder: the entries that declare another's coding (:meth:`SchemeDef.codes_as`) as the
+    user wrote them, else one builder under one name or two."""
+    build = scheme_def(coded_name).build
+    declared = [spec.name for spec, name in (first, second) if scheme_def(name).build is not build]
+    if declared:
+        return f"{' and '.join(declared)} code{'s' if len(declared) == 1 else ''} as {coded_name}"
+    (_, a), (_, b) = first, second
+    return a if a == b else f"{a} and {b}: one builder, the same parameters"
 
 
 def _shared_budget(first: tuple[SchemeSpec, int | None], second: tuple[SchemeSpec, int | None],
