@@ -61,6 +61,12 @@ so the positions are the one record and the tests one piece of code. Rows with a
 ``test`` in an e2e_tests.csv of an earlier run are the two-sample tests (Mann–Whitney,
 Wilcoxon) this script wrote before 2026-12-01 (session 7); nothing reads them now.
 
+Every run records what it ran on in ``e2e_runs.json`` in ``--out`` (a full run starts the
+list, an ``--only`` run appends to it): the CPU, :func:`kvstats.sweep.numeric_env.numeric_env`
+(BLAS and the kernels it chose), the thread count, the versions of Python, numpy, torch,
+transformers and gguf, the git revision and the UTC start and end; experiments/real_report.py
+states them under the end-to-end table.
+
 Reruns are bit-identical on the same machine and installs: seeds are fixed and
 kl_quality runs on ``--threads`` threads for torch and numpy's BLAS (default 1; the
 count changes the rounding of GEMMs and large sums, and so the KL; see docs/real_model.md,
@@ -68,9 +74,13 @@ count changes the rounding of GEMMs and large sums, and so the KL; see docs/real
 """
 
 import argparse
+import datetime
 import gzip
 import io
+import json
 import os
+import platform
+import subprocess
 import time
 
 import numpy as np
@@ -361,6 +371,66 @@ def only_memory(args, model, tok, texts):
     return summary, pd.DataFrame()
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; else ``platform.processor()``; else
+    ``"unknown"``): BLAS kernels and so the last bits of the KL depend on it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def git_revision() -> str:
+    """The checkout's commit, ``+edits`` where tracked files differ from it; ``"unknown"``
+    outside a git checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("+edits" if dirty else "")
+
+
+def run_record(what: str, threads: int, started: float) -> dict:
+    """What a run of this script ran on and when (one entry of ``e2e_runs.json``)."""
+    import gguf
+    import torch
+    import transformers
+    from kvstats.sweep.numeric_env import numeric_env
+
+    def utc(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    return {"run": what, "started": utc(started), "finished": utc(time.time()), "revision": git_revision(),
+            "cpu": cpu_name(), **numeric_env(), "threads": threads, "python": platform.python_version(),
+            "numpy": np.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "gguf": getattr(gguf, "__version__", "unknown")}
+
+
+def record_run(out: str, record: dict, append: bool) -> None:
+    """Write ``record`` as the only entry of ``out``/e2e_runs.json, or append it (an
+    ``--only`` run changes some rows of a full run's files; a missing or unreadable list
+    starts anew)."""
+    path = os.path.join(out, "e2e_runs.json")
+    runs = []
+    if append and os.path.exists(path):
+        try:
+            with open(path) as f:
+                runs = json.load(f)
+        except ValueError:
+            runs = []
+    with open(path, "w") as f:
+        json.dump([*runs, record] if isinstance(runs, list) else [record], f, indent=1)
+        f.write("\n")
+
+
 def main() -> None:
     import torch
 
@@ -388,6 +458,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}", flush=True)
     t0 = time.time()
+    what = "full" if args.only is None else f"--only {args.only}"
     model, tok = load_model()
     texts = stdlib_texts()
     os.makedirs(args.out, exist_ok=True)
@@ -401,6 +472,7 @@ def main() -> None:
         if len(tests):
             print(tests.dropna(axis=1, how="all").to_string())
         print("difference tests: python experiments/real_report.py (from e2e_positions.csv.gz)")
+        record_run(args.out, run_record(what, args.threads, t0), append=True)
         print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
         return
     df = run_all(model, tok, texts, args)
@@ -422,6 +494,7 @@ def main() -> None:
                    "fixed_bytes"]].to_string())
     print(tests.dropna(axis=1, how="all").to_string())
     print("difference tests: python experiments/real_report.py (from e2e_positions.csv.gz)")
+    record_run(args.out, run_record(what, args.threads, t0), append=False)
     print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
 
 

@@ -19,6 +19,7 @@ tests that only this page prints, sit with the text that explains them.
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -537,6 +538,24 @@ def e2e_family_tests(pos: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[s
     return tests, lacking
 
 
+def runs_sentence(res: str) -> str:
+    """What the runs of experiments/real_e2e.py that wrote ``res``'s tables ran on, from
+    its ``e2e_runs.json`` (the last bits of the KL depend on CPU, BLAS, threads and
+    versions); a sentence saying it is not recorded where the file is missing."""
+    path = os.path.join(res, "e2e_runs.json")
+    if not os.path.exists(path):
+        return ("_What the run ran on (CPU, BLAS, versions) is not recorded: `e2e_runs.json` is "
+                "written by runs of experiments/real_e2e.py from 2026-12-02 on; \"Reproducibility\" below "
+                "says what is known of this run._\n\n")
+    with open(path) as f:
+        runs = json.load(f)
+    said = [f"{r['run']} run {r['started']} – {r['finished']} at {r['revision']}: {r['cpu']} "
+            f"({r['machine']}, {r['blas']}, kernels {r['blas_core']}), {r['threads']} thread"
+            f"{'' if r['threads'] == 1 else 's'}, Python {r['python']}, numpy {r['numpy']}, torch "
+            f"{r['torch']}, transformers {r['transformers']}, gguf {r['gguf']}" for r in runs]
+    return "Computed by (`e2e_runs.json`): " + "; ".join(said) + ".\n\n"
+
+
 def section_e2e(res: str, old: str | None) -> str | None:
     """The end-to-end tables; ``old`` is the section of the page being rewritten, whose
     hand-written run notes (``kept`` blocks) are carried over."""
@@ -562,6 +581,7 @@ def section_e2e(res: str, old: str | None) -> str | None:
                    f"{int(s.n_positions.max() // s.n_texts.max()) + 1} tokens cannot amortise")
     out = ["## End to end: next-token KL against the float32 cache (llama.cpp KL mode)\n",
            kept(old, "e2e-run"),
+           runs_sentence(res),
            "Teacher-forced; every position's next-token distribution compared. `se_kl` is over positions "
            "(as llama.cpp), `se_kl_text` over per-text means (positions of a text are correlated: the "
            f"honest error bar). {memory}.\n",

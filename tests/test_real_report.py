@@ -4,6 +4,7 @@ The reference is kvstats.stats.sign_test applied by hand to the matched units of
 profile frame (rows shuffled, so matching by (text, layer, head) is exercised).
 """
 
+import json
 import re
 import sys
 
@@ -374,3 +375,22 @@ def test_value_metrics_sentence_is_checked_on_the_rows(report, tmp_path):
     text = report.section_profile(str(tmp_path), None, header)
     assert "`snr_v`, `phi_v` of KQV and QKQV differ on 0 and 3 of the 12 matched (budget, trial) pairs" in text
     assert "equal up to" not in text
+
+
+def test_e2e_runs_are_recorded_and_stated(report, load_experiment, tmp_path):
+    """real_e2e.py records what each run ran on (a full run starts the list, ``--only`` runs
+    append) and the page states every run; without the file the page says it is not recorded."""
+    e2e = load_experiment("real_e2e")
+    assert "not recorded" in report.runs_sentence(str(tmp_path))
+    full = e2e.run_record("full", 1, 0.0)
+    assert full["started"] == "1970-01-01 00:00 UTC" and full["threads"] == 1
+    assert {"cpu", "machine", "simd", "blas", "blas_core", "torch", "numpy", "revision"} <= set(full)
+    e2e.record_run(str(tmp_path), {**full, "cpu": "old cpu"}, append=True)
+    e2e.record_run(str(tmp_path), full, append=False)      # a full run starts anew
+    e2e.record_run(str(tmp_path), {**full, "run": "--only formats", "threads": 2}, append=True)
+    runs = json.loads((tmp_path / "e2e_runs.json").read_text())
+    assert [r["run"] for r in runs] == ["full", "--only formats"] and "old cpu" not in str(runs)
+    said = report.runs_sentence(str(tmp_path))
+    assert said.startswith("Computed by (`e2e_runs.json`): full run 1970-01-01 00:00 UTC")
+    assert f"{full['cpu']} ({full['machine']}, {full['blas']}" in said
+    assert "1 thread," in said and "--only formats run" in said and "2 threads," in said
