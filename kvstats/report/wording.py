@@ -21,6 +21,7 @@ from kvstats.analysis import CASE_COLUMNS, METRICS, PROFILE_METRICS, TESTABLE_ME
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.analysis.resolution import ROUNDING_RTOL
 from kvstats.metrics.table import METRIC_TABLE
+from kvstats.stats.equivalence import VERDICTS
 from kvstats.report.notation import _pct
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
@@ -192,17 +193,22 @@ R_CONVENTION_PAIRED = (
 #: to at its sizes, margin and correction (``resolvable`` False: for a rank TOST "not shown",
 #: not proven; docs/statistics.md, "Resolution of a TOST row").
 EQUIVALENCE_NOT_SHOWN = "not known to be resolvable"
+#: The equivalence verdict that concludes nothing (:data:`kvstats.stats.equivalence.VERDICTS`).
+INCONCLUSIVE = VERDICTS[2]
 
 
 def tost_not_shown_resolvable(row: Any) -> bool:
-    """Whether an equivalence row gets :data:`EQUIVALENCE_NOT_SHOWN`: not significant, with a
-    p-value (a row without one has a verdict saying why), and ``resolvable`` False.
+    """Whether an equivalence row gets :data:`EQUIVALENCE_NOT_SHOWN`: verdict "inconclusive",
+    with a p-value (a row without one has a verdict saying why), and ``resolvable`` False.
+
+    A "different" row is not marked: its verdict is the location test's rejection, which the
+    TOST's resolution does not limit, and the mark beside it would read as a doubt on it.
 
     Parameters
     ----------
     row : pandas.Series or namedtuple
         An equivalence row of :func:`kvstats.analysis.compare_schemes` (its ``resolvable``,
-        ``significant`` and ``pvalue``).
+        ``significant``, ``pvalue`` and ``verdict``).
 
     Returns
     -------
@@ -211,11 +217,15 @@ def tost_not_shown_resolvable(row: Any) -> bool:
     Examples
     --------
     >>> import pandas as pd
-    >>> row = pd.Series({"resolvable": False, "significant": False, "pvalue": 0.4})
+    >>> row = pd.Series({"resolvable": False, "significant": False, "pvalue": 0.4,
+    ...                  "verdict": "inconclusive"})
     >>> tost_not_shown_resolvable(row), tost_not_shown_resolvable(row.replace(0.4, float("nan")))
     (True, False)
+    >>> tost_not_shown_resolvable(row.replace("inconclusive", "different"))
+    False
     """
-    return not row.resolvable and not row.significant and not pd.isna(row.pvalue)
+    return (not row.resolvable and not row.significant and not pd.isna(row.pvalue)
+            and row.verdict == INCONCLUSIVE)
 
 
 def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
@@ -228,11 +238,13 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
     unresolved = (~comp["resolvable"] & ~comp["significant"] & comp["pvalue"].notna()
                   if not comp.empty else pd.Series(dtype=bool))
     # an equivalence row's False is "not shown" for a rank TOST, not proven (docs/statistics.md,
-    # "Resolution of a TOST row"): counted apart, in weaker words
+    # "Resolution of a TOST row"): counted apart, in weaker words, and only where it left the
+    # verdict inconclusive (a "different" row concluded: tost_not_shown_resolvable)
     tost = comp["test"] == "equivalence" if not comp.empty else pd.Series(dtype=bool)
+    inconclusive = comp["verdict"] == INCONCLUSIVE if not comp.empty else pd.Series(dtype=bool)
     out: dict[str, Any] = {"n_tests": n, "energy_max_permutations": comp.attrs.get("energy_max_permutations", 0),
                            "not_resolvable": int((unresolved & ~tost).sum()),
-                           "equivalence_not_shown_resolvable": int((unresolved & tost).sum())}
+                           "equivalence_not_shown_resolvable": int((unresolved & tost & inconclusive).sum())}
     if n:
         need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])
         out.update(p_needed=need.p_needed, family_permutations=need.n_permutations)
@@ -352,8 +364,8 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
              "data, the rest of the family as observed (\"not resolvable\"). ")
     if eq:
         text += (f"{res['equivalence_not_shown_resolvable']} equivalence test(s) are not known to "
-                 f"be able to conclude equivalence at their n and margin (marked "
-                 f"\"{EQUIVALENCE_NOT_SHOWN}\"). ")
+                 f"be able to conclude equivalence at their n and margin and are inconclusive (marked "
+                 f"\"{EQUIVALENCE_NOT_SHOWN}\"; a \"different\" verdict, the location test's, is not). ")
     text += (f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
              f"{opts['bootstrap_resamples']} resamples{ALL_ZERO_FRACTION}).")
     return text

@@ -127,3 +127,20 @@ def test_a_rank_tost_not_shown_resolvable_is_counted_and_marked_apart(tmp_path):
                               figures=False, energy_resamples=19).files["markdown"].read_text()
     assert "(not known to be resolvable)" not in ratio
     assert "0 equivalence test(s) are not known to be able to conclude equivalence" in ratio
+
+
+@pytest.mark.parametrize("pairing", ["trial", "none"])
+def test_a_different_verdict_is_not_marked_not_known_to_be_resolvable(tmp_path, pairing):
+    """A rank TOST not known to be resolvable (10 units, δ = 0.05) beside a location test that
+    rejects: the verdict "different" is the location test's conclusion, so it carries no
+    "not known to be resolvable" mark and is not counted in the header's sentence (the old
+    report printed "**different** (not known to be resolvable)", a doubt on a conclusion)."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 10.0}, n=10, seed=5)
+    rank = {"equivalence": {"kl": 0.05}, "equivalence_test": "rank", "pairing": pairing}
+    rep = hypothesis_report(_result(f, report=rank), tmp_path, figures=False, energy_resamples=19)
+    comp, md = rep.comparisons, rep.files["markdown"].read_text()
+    eq = comp[comp.test == "equivalence"]
+    assert eq["verdict"].tolist() == ["different"] and not eq["resolvable"].any()
+    assert "**different**" in md and "(not known to be resolvable)" not in md
+    assert "0 equivalence test(s) are not known to be able to conclude equivalence" in md
+    assert json.loads(rep.files["json"].read_text())["resolution"]["equivalence_not_shown_resolvable"] == 0

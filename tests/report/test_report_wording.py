@@ -404,7 +404,7 @@ def test_equivalence_section_names_the_tested_region(tmp_path):
             "the margin, score-type, and rejected only where both reject)") in md
     # what a TOST row's resolution says (docs/statistics.md, "Resolution of a TOST row"): a
     # ratio TOST always could conclude; a rank TOST's False is "not shown", and marked
-    assert ("A ratio TOST can always conclude equivalence from two units a side; a rank TOST row "
+    assert ("A ratio TOST can always conclude equivalence from two units a side; an inconclusive rank TOST row "
             "is marked \"not known to be resolvable\" when no data of its size are known to reach "
             "α after the adjustment") in md
     # the default design is paired: tost_rank(paired=True) has Munzel's (1999) paired variance,
