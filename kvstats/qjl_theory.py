@@ -43,7 +43,11 @@ def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: Arr
     et al. 2024, Lemma 3.2) and ``E X_i^2 = (pi/2) ||k||^2 E<s_i, q>^2 = (pi/2) ||q||^2 ||k||^2``
     (the sign squares to 1). Hence, exactly,
 
-        Var = ((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m.
+        Var = ((pi/2) ||q||^2 ||k||^2 - <q, k>^2) / m   <=   (pi/2) ||q||^2 ||k||^2 / m,
+
+    with equality at ``q`` orthogonal to ``k``: the bound TurboQuant states for a unit key
+    and m = dim (Zandieh et al. 2025, Lemma 4). The exact form is derived here (QJL proves
+    the estimator unbiased and bounds its tail).
 
     Parameters
     ----------
@@ -117,8 +121,9 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
                  k: Float[np.ndarray, "*batch d"]) -> Float[np.ndarray, "*batch"]:
     """Exact variance (over the sketch) of the QJL estimate of ``⟨q, k⟩`` (exact norm).
 
-    Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m (Zandieh, Daliri, Han 2024, Lemma 3.2), as
-    `qjl_inner_product_variance` (one formula for both).
+    Gaussian: ((π/2)‖q‖²‖k‖² − ⟨q,k⟩²)/m, as `qjl_inner_product_variance` (one formula
+    for both; derived there from the estimator that Zandieh, Daliri, Han 2024, Lemma 3.2
+    prove unbiased).
     Orthogonal (rows of norm √d in blocks of d orthogonal rows, the last block with
     m' = m mod d rows): with a = ⟨q, k/‖k‖⟩, b² = ‖q‖² − a², μ = E|u₁| and, per block
     of m' rows, E S² = m'/d + m'(m'−1)·(2/π)/d, Var S = E S² − (m'μ)²,
