@@ -64,6 +64,36 @@ def as_sample(x: npt.ArrayLike, name: str, *, allow_inf: bool = False) -> Float[
     return arr.astype(np.float64, copy=False)
 
 
+#: Samples whose largest magnitude lies in [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT] (about
+#: 2.9e-39 to 3.4e38) are computed as they are: the cubes of a BCa acceleration and the
+#: squared variances of a Welch df stay within float64's normal range there. Beyond,
+#: they over- or underflowed (a BCa interval of data near 1e150 was refused as
+#: "degenerate", Fieller's search failed inside scipy from about 1e77).
+SAFE_EXPONENT = 128
+
+
+def _scale_exponent(*samples: np.ndarray) -> int:
+    """The binary exponent e of the samples' largest magnitude (max in [2**(e-1), 2**e))
+    when it lies outside the safe range, else 0.
+
+    ``np.ldexp(sample, -e)`` is then exact and of magnitude below 1: a statistic
+    homogeneous in the data (a mean, a ratio of means, a t statistic) computed on the
+    scaled samples and scaled back is the one on the samples, without the over- or
+    underflow of their higher powers; data of ordinary magnitude (e = 0) keeps its bits.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.stats._base import _scale_exponent
+    >>> _scale_exponent(np.array([3.0, 1e30])), _scale_exponent(np.array([1e200]), np.array([1.0]))
+    (0, 665)
+    """
+    from kvstats.metrics._scaling import max_exponent
+
+    e = max(int(max_exponent(s)) for s in samples)
+    return e if abs(e) > SAFE_EXPONENT else 0
+
+
 def check_bool(value: object, name: str) -> bool:
     """Return ``value`` if it is a bool (or numpy bool), else raise a ``TypeError``."""
     if not isinstance(value, (bool, np.bool_)):

@@ -18,7 +18,7 @@ from scipy import optimize, stats
 from kvstats._checks import _describe, as_generator, check_choice, check_int, check_real
 
 from . import equivalence as _eq
-from ._base import as_sample
+from ._base import as_sample, _scale_exponent
 from .equivalence import (EquivalenceResult, _check_common, _check_pair_sizes, _identical_pairs,
                           _root_beyond, _t_of, _t_tests, _tilt, _tilted_var, _TRef, _welch_df)
 
@@ -482,6 +482,10 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         if mean <= 0:
             raise ValueError(f"{name} must have a positive mean (the log of the ratio of "
                              f"means is tested); received mean {mean}")
+    # one power of two for both: every number reported is a ratio, a t statistic or a
+    # log-scale error, unchanged by a common scale (exact; data far from 1 overflowed)
+    e = _scale_exponent(x, y)
+    x, y = np.ldexp(x, -e), np.ldexp(y, -e)
     est, var, df = (float(v) for v in _log_ratio_moments(x, y, paired))
     se = float(np.sqrt(var))
     lo = np.log(low) if alternative != "less" else -np.inf

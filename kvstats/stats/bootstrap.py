@@ -16,6 +16,7 @@ a valid confidence interval there.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from scipy import stats
 
 from kvstats._checks import as_generator, check_choice, check_int, check_real
 
-from ._base import _FrameMixin, as_sample, check_bool
+from ._base import _FrameMixin, as_sample, check_bool, _scale_exponent
 from .tail import HeavyTailWarning, heavy_tail_screen
 
 __all__ = ["BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci", "BOOTSTRAP_METHODS"]
@@ -245,9 +246,23 @@ def bootstrap_ci(x, statistic=np.mean, confidence: float = 0.95, n_resamples: in
     if method == "studentized" and statistic is not np.mean:
         raise ValueError(f"method='studentized' needs statistic=np.mean (its standard error "
                          f"is s/√n); received statistic={statistic!r}")
-    if statistic is np.mean:
-        _warn_heavy_tails((x,), ["x"], "the mean")
-    return _run((x,), statistic, confidence, n_resamples, method, seed, ["x"], pivot=_t_mean)
+    if statistic is not np.mean:
+        return _run((x,), statistic, confidence, n_resamples, method, seed, ["x"])
+    _warn_heavy_tails((x,), ["x"], "the mean")
+    # a mean far from 1 is bootstrapped on x scaled by a power of two and scaled back
+    # (exact): BCa's cubes and the standard error's squares over- or underflowed there
+    e = _scale_exponent(x)
+    res = _run((np.ldexp(x, -e),), statistic, confidence, n_resamples, method, seed, ["x"],
+               pivot=_t_mean)
+    return _scaled_back(res, e)
+
+
+def _scaled_back(res: BootstrapResult, e: int) -> BootstrapResult:
+    """``res`` of data scaled by 2**-e, in the data's units."""
+    if e == 0:
+        return res
+    return dataclasses.replace(res, **{f: float(np.ldexp(getattr(res, f), e))
+                                      for f in ("estimate", "low", "high", "standard_error")})
 
 
 def _ratio_of_means(x, y, axis=-1):
@@ -321,5 +336,7 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
     if y.mean() == 0:
         raise ValueError("y must have a nonzero mean (it is the denominator); received mean 0")
     _warn_heavy_tails((x, y), ["x", "y"], "the ratio of means")
+    e = _scale_exponent(x, y)          # a common scale leaves the ratio as it is (exact)
+    x, y = np.ldexp(x, -e), np.ldexp(y, -e)
     return _run((x, y), _ratio_of_means, confidence, n_resamples, method, seed, ["x", "y"],
                 pivot=_t_ratio_paired if paired else _t_ratio, paired=paired)

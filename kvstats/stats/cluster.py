@@ -24,8 +24,8 @@ from scipy import special
 
 from kvstats._checks import SeedLike, _describe, as_generator, check_choice, check_int, check_real
 
-from ._base import as_sample, check_bool
-from .bootstrap import BootstrapResult, _warn_heavy_tails
+from ._base import as_sample, check_bool, _scale_exponent
+from .bootstrap import BootstrapResult, _scaled_back, _warn_heavy_tails
 
 __all__ = ["cluster_bootstrap_ci", "cluster_bootstrap_ratio_ci", "CLUSTER_BOOTSTRAP_METHODS"]
 
@@ -162,20 +162,26 @@ def cluster_bootstrap_ci(x: Float[np.ndarray, "n"], clusters: Int[np.ndarray, "n
     _, sums, sizes = _cluster_sums(x, clusters, "clusters")
     _need_clusters(sums.size, "clusters")
     _warn_heavy_tails((sums / sizes,), ["x's cluster means"], "the mean")
+    # x far from 1: resampled on x scaled by a power of two and scaled back (exact), as
+    # the acceleration's cubes and the standard error's squares over- or underflow there
+    e = _scale_exponent(x)
+    sums = np.ldexp(sums, -e)
     rng = as_generator(seed)
     c = sums.size
     counts = rng.multinomial(c, np.full(c, 1.0 / c), size=n_resamples).astype(np.float64)
     boot = (counts @ sums) / (counts @ sizes)
     estimate = float(sums.sum() / sizes.sum())
     jack = (sums.sum() - sums) / (sizes.sum() - sizes)
-    return _result(estimate, boot, (jack,), confidence, method, n_resamples)
+    return _scaled_back(_result(estimate, boot, (jack,), confidence, method, n_resamples, e), e)
 
 
 def _result(estimate: float, boot: np.ndarray, jacks: tuple[np.ndarray, ...], confidence: float,
-            method: str, n_resamples: int) -> BootstrapResult:
+            method: str, n_resamples: int, e: int = 0) -> BootstrapResult:
+    """The interval of ``boot`` (statistics of the data scaled by 2**-e)."""
     if np.ptp(boot) == 0:
         raise ValueError("the cluster bootstrap distribution is degenerate (every resample gives "
-                         f"{boot[0]!r}, e.g. all values equal), so the interval is undefined")
+                         f"{float(np.ldexp(boot[0], e))!r}, e.g. all values equal), so the "
+                         "interval is undefined")
     low, high = _interval(estimate, boot, jacks, confidence, method)
     return BootstrapResult(estimate=estimate, low=low, high=high, standard_error=float(np.std(boot, ddof=1)
                                                                                       if boot.size > 1 else 0.0),
