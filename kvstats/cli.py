@@ -286,8 +286,11 @@ def _cmd_schemes(args: argparse.Namespace, say: Stdout) -> int:
         if os.path.isfile(ref) and not ref.endswith(".py"):
             raise ValueError(f"--plugins {ref!r} is a file but not a .py file; a plugin is a "
                              "Python file (my_schemes.py) or an importable module name")
-        if (ref.endswith(".py") or os.sep in ref or "/" in ref) and not os.path.isfile(
-                os.path.expanduser(ref)):
+        path_like = ref.endswith(".py") or os.sep in ref or "/" in ref   # else a module name
+        if path_like and os.path.isdir(os.path.expanduser(ref)):
+            raise ValueError(f"--plugins {ref!r} is a folder; a plugin is a Python file "
+                             "(my_schemes.py) or an importable module name")
+        if path_like and not os.path.isfile(os.path.expanduser(ref)):
             raise ValueError(f"--plugins: file {ref!r} does not exist (a relative path is "
                              f"resolved against the working directory, {os.getcwd()})")
     try:
@@ -312,6 +315,8 @@ def _cmd_theory(args: argparse.Namespace, say: Stdout) -> int:
 
     dim = check_int(args.dim, "--dim", low=3)
     bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits or (2, 3, 4, 5, 6)]
+    if len(set(bits)) < len(bits):   # as a config's budgets: a repeat is a slip, not two rows
+        raise ValueError(f"--bits must not repeat values; received {bits}")
     from kvstats import theory   # scipy: after the arguments are checked
     from kvstats.quant.rotation import next_pow2
 

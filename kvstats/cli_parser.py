@@ -9,6 +9,7 @@ and :mod:`kvstats.data.catalog`, the report's corrections and pairings from
 from __future__ import annotations
 
 import argparse
+import difflib
 import textwrap
 from pathlib import Path
 
@@ -46,6 +47,123 @@ def _cut(text: str) -> str:
     return text
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser (``kvstats report``, ...): argparse's, and then where a user's
+    words went wrong, a message in the command's name that says what and how to write it.
+
+    ``finish(parser, args)``, given to the command's ``add_parser``, completes or refuses
+    what argparse parsed (a list flag that took the positional after it: :func:`_report_dir`).
+    A word no option takes is refused here, with the command's usage and the nearest
+    option, not by the top-level parser with ``kvstats``'s.
+    """
+
+    def __init__(self, *args, finish=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.finish = finish
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(_unrecognized(self, extras))
+        if self.finish is not None:
+            self.finish(self, namespace)
+        return namespace, extras
+
+
+def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
+    """The error for ``words`` no option of ``parser`` took: the nearest option of each
+    mistyped flag, else the command's options.
+
+    Examples
+    --------
+    >>> report = build_parser()._subparsers._group_actions[0].choices["report"]
+    >>> print(_unrecognized(report, ["--metircs", "kl"]))
+    unrecognized arguments: --metircs kl (did you mean --metrics?)
+    >>> print(_unrecognized(report, ["results/b"]))
+    unrecognized arguments: results/b (kvstats report takes one DIR; the rest are options)
+    """
+    options = [s for action in parser._actions for s in action.option_strings]
+    near = [m for w in words if w.startswith("-") for m in difflib.get_close_matches(
+        w.split("=")[0], options, n=1, cutoff=0.6)]
+    if set(words) & set(options):   # an option after `--`, which makes every word positional
+        hint = "after --, no word is an option: write the options before it"
+    elif near:
+        hint = f"did you mean {', '.join(dict.fromkeys(near))}?"
+    elif positionals := [a.metavar or a.dest for a in parser._actions if not a.option_strings]:
+        hint = f"{parser.prog} takes one {' and one '.join(positionals)}; the rest are options"
+    else:
+        hint = f"{parser.prog} takes only options: {', '.join(options)}"
+    return f"unrecognized arguments: {' '.join(words)} ({hint})"
+
+
+def _report_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """DIR of ``kvstats report`` where a user writes it, ``--metrics kl snr_t DIR`` too.
+
+    ``--metrics`` takes every word up to the next flag, so DIR written after its list
+    arrives as the list's last word; that word is DIR when it is an existing folder (and
+    not the list's only word). Else DIR is missing, and the error says what the list took
+    and how to write it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> parser = build_parser()
+    >>> with tempfile.TemporaryDirectory() as sweep:
+    ...     args = parser.parse_args(["report", "--metrics", "kl", "snr_t", sweep])
+    ...     args.metrics, args.dir == Path(sweep)
+    (['kl', 'snr_t'], True)
+    """
+    if args.dir is not None:
+        return
+    words = args.metrics or []
+    if len(words) > 1 and Path(words[-1]).is_dir():
+        args.dir = Path(words.pop())
+        return
+    took = ""
+    if words:
+        took = (" (--metrics takes every word after it up to the next option, here "
+                + (f"only the folder {words[0]}, which leaves it no METRIC" if Path(words[0]).is_dir()
+                   else f"{' '.join(words)}, the last no existing folder")
+                + ": write DIR first, `kvstats report DIR --metrics kl snr_t`, or end the list "
+                  "with --, `kvstats report --metrics kl snr_t -- DIR`)")
+    parser.error(f"the following arguments are required: DIR{took}")
+
+
+def _theory_dim(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--dim`` of ``kvstats theory``, required; when missing after a ``--bits`` list, the
+    error says that the list took the numbers (``--bits 2 3 128``: d is not positional).
+
+    Examples
+    --------
+    >>> _theory_dim(None, argparse.Namespace(dim=64, bits=[2]))
+    """
+    if args.dim is not None:
+        return
+    took = ""
+    if args.bits:
+        took = (f" (--bits took every number after it, {' '.join(map(str, args.bits))}; the "
+                "head dimension is the option --dim: `kvstats theory --dim 128 --bits 2 3`)")
+    parser.error(f"the following arguments are required: --dim{took}")
+
+
+def _usage_requiring(parser: argparse.ArgumentParser, *shown: str) -> str:
+    """``parser``'s usage with each of ``shown`` (``"DIR"``, ``"--dim D"``) outside
+    brackets: argparse leaves them optional so that the command's ``finish`` can find them
+    where a list flag took them (see :class:`_CommandParser`), and the command requires
+    them.
+
+    Examples
+    --------
+    >>> theory = build_parser()._subparsers._group_actions[0].choices["theory"]
+    >>> print(theory.format_usage(), end="")
+    usage: kvstats theory [-h] --dim D [--bits N [N ...]]
+    """
+    usage = parser.format_usage().removeprefix("usage: ").rstrip("\n")
+    for text in shown:
+        usage = usage.replace(f"[{text}]", text)
+    return usage
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (every option documented in ``--help``).
 
@@ -68,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     from kvstats import __version__   # kvstats' own __init__ imports nothing heavy
 
     parser.add_argument("--version", action="version", version=f"kvstats {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=_CommandParser)
 
     sw = sub.add_parser("sweep", help="run a sweep from a TOML config, then write the report and figures",
                         description="Run the grid of a TOML config (schemes × budgets × distributions "
@@ -100,11 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
 
     rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
+                        finish=_report_dir,
                         description="Read DIR/results.parquet and DIR/manifest.json (refused when "
                                     "they do not belong to one sweep: another config or run, a "
                                     "torn or edited file) and write the hypothesis-test report "
                                     "into DIR (or --out), holding that folder's lock.")
-    rp.add_argument("dir", type=Path, metavar="DIR", help="sweep output directory")
+    # nargs="?": _report_dir requires it, and takes it from the end of --metrics' list
+    rp.add_argument("dir", type=Path, nargs="?", metavar="DIR",
+                    help="sweep output directory (before or after the options)")
     rp.add_argument("--out", type=Path, default=None, metavar="OUT",
                     help="where to write the report (default: DIR); a folder that holds files but "
                          "no kvstats output is refused, and so is one that holds another sweep")
@@ -148,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "name, and imported in its place; a file of another SHA-256 gives a "
                          "warning naming both files and hashes (the report's numbers are the "
                          "stored results; the header says which file was used)")
+    rp.usage = _usage_requiring(rp, "DIR")
 
     sc = sub.add_parser("schemes", help="list the schemes and distributions a config may name, "
                                         "plugins' included",
@@ -162,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "or a module name; repeat for several")
 
     th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
+                        finish=_theory_dim,
                         description="Print, per bit width, the Lloyd–Max distortion of the "
                                     "sphere-coordinate density of dimension d_pad (next power of "
                                     "two ≥ d), the predicted key SNR of a rotated n-bit MSE quantizer "
@@ -170,9 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "residual over the scalar residual (→ π/2). For d not a power of "
                                     "two only the residual ratio has a closed form, "
                                     "(π/2 − 1/d)·d/d_pad; the rest print as –.")
-    th.add_argument("--dim", type=int, required=True, metavar="D", help="head dimension d (≥ 3)")
+    # required by _theory_dim, which says when a --bits list took the number
+    th.add_argument("--dim", type=int, metavar="D", help="head dimension d (≥ 3; required)")
     # extend, not store: `--bits 2 --bits 3` is 2 and 3 (store kept the last, 3); no default
     # list here, since argparse would extend it
     th.add_argument("--bits", type=int, nargs="+", action="extend", default=None, metavar="N",
-                    help="bit budgets n (1..8; default 2 3 4 5 6; may be repeated)")
+                    help="bit budgets n (1..8, distinct; default 2 3 4 5 6; may be repeated)")
+    th.usage = _usage_requiring(th, "--dim D")
     return parser
