@@ -251,9 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "within-pair swaps, paired TOST, no KS; 'none', two independent samples "
                          "(Mann–Whitney, KS, energy) (default: config's, else trial)")
     # no argparse choices: the names are the metric table's (which imports numpy), and a
-    # misspelt one gets its did-you-mean from the [report] option's own check
-    rp.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
-                    help="the metrics tested one by one, e.g. --metrics kl snr_t: their tests and "
+    # misspelt one gets its did-you-mean from the [report] option's own check. extend, as
+    # --bits: `--metrics kl --metrics snr_t` is both (store kept the last, silently)
+    rp.add_argument("--metrics", nargs="+", action="extend", default=None, metavar="METRIC",
+                    help="the metrics tested one by one, e.g. --metrics kl snr_t (may be "
+                         "repeated): their tests and "
                          "the 6D energy tests form the family the correction adjusts together "
                          "(default: config's, else every report metric and the pooled SNRs). "
                          "Choose them before looking at results: a smaller family lowers the "

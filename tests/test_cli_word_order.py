@@ -152,3 +152,11 @@ def test_the_new_argument_errors_import_no_numpy():
              "print('numpy' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "False"
+
+
+def test_a_repeated_metrics_flag_adds_to_the_list(tmp_path, capsys):
+    # as --bits: `--metrics kl --metrics snr_t` is both (a store action kept only snr_t)
+    args = build_parser().parse_args(["report", "d", "--metrics", "kl", "--metrics", "snr_t"])
+    assert args.metrics == ["kl", "snr_t"]
+    line = _error(["report", str(tmp_path), "--metrics", "kl", "--metrics", "kl"], capsys)
+    assert line.startswith("kvstats report: error: --metrics must be ") and "['kl', 'kl']" in line
