@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -9,6 +10,46 @@ import numpy as np
 import pytest
 
 from kvstats_gpu import bench
+
+
+def _runbook(args, timeout, **kwargs):
+    """``subprocess.run(["bash", "experiments/gpu_runbook.sh", *args], ...)`` in a session of its
+    own: where the test's ``timeout`` expires, every process of that session is killed, not
+    only bash (each ``timeout`` of the runbook puts itself and its step into a process group
+    of its own, so killing bash's group would leave them running)."""
+    proc = subprocess.Popen(["bash", "experiments/gpu_runbook.sh", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()   # bash first, so that it starts no further step
+        for _ in range(100):   # then the rest, until none is left (a dying parent may fork)
+            alive = _in_session(proc.pid)
+            if not alive:
+                break
+            for pid in alive:
+                try:
+                    os.kill(pid, 9)
+                except OSError:   # gone meanwhile
+                    pass
+            time.sleep(0.05)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live pids of session ``sid`` (Linux /proc: field 6 of /proc/PID/stat, zombies left
+    out; none elsewhere)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()   # after the command name
+        except (OSError, IndexError):   # gone meanwhile
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
 
 
 def test_peak_bandwidth_table():
@@ -64,8 +105,7 @@ def test_runbook_stops_without_a_gpu_and_pytest_refuses_to_skip(tmp_path):
     root = Path(__file__).parents[2]
     env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}
     env.pop("RUNBOOK_ALLOW_CPU", None)
-    res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(tmp_path / "out")], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _runbook([str(tmp_path / "out")], 300, cwd=root, env=env)
     assert res.returncode == 3, res.stdout[-2000:] + res.stderr[-2000:]
     assert "not 'gpu'" in res.stdout and "import kvstats_gpu.bench ok" in res.stdout
     assert not (tmp_path / "out" / "pytest_gpu.txt").exists()
@@ -119,8 +159,7 @@ def test_runbook_preflight_goes_on_without_one_backend_and_stops_without_both(tm
     env.pop("RUNBOOK_ALLOW_CPU", None)
     for blocked, code, said in (("jax.experimental.pallas.triton", 3, "going on without Triton"),
                                 ("absl jax.experimental.pallas.triton", 4, "exit 4")):
-        res = subprocess.run(["bash", "experiments/gpu_runbook.sh", str(tmp_path / "out")], cwd=root,
-                             env={**env, "BLOCK_IMPORTS": blocked}, capture_output=True, text=True, timeout=300)
+        res = _runbook([str(tmp_path / "out")], 300, cwd=root, env={**env, "BLOCK_IMPORTS": blocked})
         assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
         assert said in res.stdout and "blocked by the test" in res.stdout
 
@@ -142,8 +181,7 @@ def _dry_run(tmp_path, sitecustomize, timeout=900, **env_vars):
     env = {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path / "site"),
            "JAX_DISABLE_MOST_OPTIMIZATIONS": "1", **env_vars}  # as cpu_compiles_unoptimized: 2x faster
     env.pop("RUNBOOK_ALLOW_CPU", None)
-    res = subprocess.run(["bash", "experiments/gpu_runbook.sh", "--dry-run", str(out)], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    res = _runbook(["--dry-run", str(out)], timeout, cwd=root, env=env)
     return res, out
 
 
@@ -281,3 +319,31 @@ def test_lowering_probe_imports_as_docs_gpu_md_runs_it():
     res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": ".", "JAX_PLATFORMS": "cpu"})
     assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr[-2000:]
+
+
+def _with_marker(marker: str) -> list[int]:
+    """The pids of processes whose environment holds ``marker`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:   # gone, or not ours to read
+            pass
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_runbook_past_the_tests_timeout_leaves_no_process_behind(tmp_path):
+    # a hung step (here the environment step's Python) runs under the runbook's `timeout`;
+    # when the test's own timeout expires first, that whole tree must go, not only bash
+    root = Path(__file__).parents[2]
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nsleep 120\n")
+    fake.chmod(0o755)
+    marker = f"KVSTATS_RUNBOOK_TEST_{os.getpid()}_{tmp_path.name}"
+    env = {**os.environ, "PYTHON": str(fake), "JAX_PLATFORMS": "cpu", marker: "1"}
+    with pytest.raises(subprocess.TimeoutExpired):
+        _runbook([str(tmp_path / "out")], 3, cwd=root, env=env)
+    left = _with_marker(marker)
+    assert not left, f"processes left behind: {left}"
