@@ -68,7 +68,7 @@ def as_sample(x: npt.ArrayLike, name: str, *, allow_inf: bool = False) -> Float[
 #: 2.9e-39 to 3.4e38) are computed as they are: the cubes of a BCa acceleration and the
 #: squared variances of a Welch df stay within float64's normal range there. Beyond,
 #: they over- or underflowed (a BCa interval of data near 1e150 was refused as
-#: "degenerate", Fieller's search failed inside scipy from about 1e77).
+#: "degenerate", Fieller's search failed inside scipy from about 1e80).
 SAFE_EXPONENT = 128
 
 

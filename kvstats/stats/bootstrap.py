@@ -155,6 +155,21 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
         if arr.size < 2:
             raise ValueError(f"method={method!r} needs at least 2 observations in {name} "
                              f"({why}); received {arr.size}")
+    if all(np.ptp(arr) == 0 for arr in data):
+        # every resample is the sample itself: the bootstrap distribution is the one value
+        # statistic(data), whatever the value (scipy's interval of it was that value, a
+        # refusal, or limits an ulp apart and at times inverted, by the value's last bits)
+        joined = " and ".join(names)
+        if method == "studentized":
+            raise ValueError(f"{joined}: the standard error is 0.0, so the studentized interval "
+                             "is undefined (every value equal); try method='percentile'")
+        if method == "BCa":
+            raise ValueError(f"{joined}: the bootstrap distribution is degenerate (every value "
+                             "equal: every resample gives the estimate), so the BCa interval is "
+                             "undefined; method='percentile' gives the estimate as both limits")
+        estimate = float(statistic(*data, axis=-1))
+        return BootstrapResult(estimate=estimate, low=estimate, high=estimate, standard_error=0.0,
+                               confidence=confidence, method=method, n_resamples=n_resamples)
     if method == "studentized":
         with np.errstate(invalid="ignore"):  # NaN quantiles (inf − inf) are refused below
             low, high, se = _studentized(data, pivot, confidence, n_resamples, rng, names, paired)

@@ -95,6 +95,16 @@ def _check_common(confidence: float, n_resamples: int, method: str) -> tuple[flo
     return confidence, n_resamples, method
 
 
+def _refuse_constant(*samples: np.ndarray) -> None:
+    """ValueError when every sample is constant: each resample then gives the estimate, up
+    to the rounding of the cluster sums (which made an interval of rounding noise of some
+    values and a refusal of others)."""
+    if all(np.ptp(s) == 0 for s in samples):
+        raise ValueError("the cluster bootstrap distribution is degenerate (every value is "
+                         f"{float(samples[0][0])!r}, e.g. all values equal), so the interval "
+                         "is undefined")
+
+
 def _need_clusters(n_clusters: int, name: str) -> None:
     if n_clusters < 2:
         raise ValueError(f"{name} must hold at least 2 distinct clusters (one cluster has no "
@@ -161,6 +171,7 @@ def cluster_bootstrap_ci(x: Float[np.ndarray, "n"], clusters: Int[np.ndarray, "n
     confidence, n_resamples, method = _check_common(confidence, n_resamples, method)
     _, sums, sizes = _cluster_sums(x, clusters, "clusters")
     _need_clusters(sums.size, "clusters")
+    _refuse_constant(x)
     _warn_heavy_tails((sums / sizes,), ["x's cluster means"], "the mean")
     # x far from 1: resampled on x scaled by a power of two and scaled back (exact), as
     # the acceleration's cubes and the standard error's squares over- or underflow there
@@ -237,6 +248,7 @@ def cluster_bootstrap_ratio_ci(x: Float[np.ndarray, "n"], clusters_x: Int[np.nda
     _need_clusters(ly.size, "clusters_y")
     if sy.sum() == 0:
         raise ValueError("y must have a nonzero mean (it is the denominator); received mean 0")
+    _refuse_constant(x, y)
     _warn_heavy_tails((sx / nx, sy / ny), ["x's cluster means", "y's cluster means"],
                       "the ratio of means")
     rng = as_generator(seed)

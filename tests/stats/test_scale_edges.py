@@ -1,12 +1,13 @@
-"""Data far from 1 (beyond ~1e38 or below ~1e-38): the tests and intervals of a mean or a
-ratio of means give the numbers of the same data at ordinary magnitude.
+"""Edge samples of the intervals and tests of a mean or a ratio of means: data far from 1
+(beyond ~1e38 or below ~1e-38) give the numbers of the same data at ordinary magnitude,
+and a constant sample is treated alike whatever its value.
 
 These statistics are homogeneous in the data, so data times 2**k (exact) must give the
 same ratios, t statistics and p-values, and means, limits and standard errors times 2**k.
 Before the power-of-two rescaling (kvstats.stats._base._scale_exponent) they over- or
 underflowed in higher powers of the data: tost_ratio's Fieller search raised scipy's
-"function value is NaN" from about 2**255 and its other methods returned p = 0.5 or 1
-silently, with RuntimeWarnings; every method read data below about 2**-255 as
+"function value is NaN" from about 2**265 and its other methods returned p = 0.5 or 1
+silently, with RuntimeWarnings; every method read data below about 2**-260 as
 "degenerate" (p = 1); bootstrap_ci refused a BCa interval of data near 1e150 as
 "degenerate (e.g. all values equal)"; cluster_bootstrap_ci raised ZeroDivisionError or
 OverflowError, or gave a standard error of 0.
@@ -111,7 +112,39 @@ def test_cluster_bootstrap_ci_scales(samples, method):
 
 
 def test_cluster_degenerate_message_in_data_units():
-    with pytest.raises(ValueError, match=r"every resample gives 2\.0\b"):
+    with pytest.raises(ValueError, match=r"every value is 2\.0\b"):
         cluster_bootstrap_ci(np.full(12, 2.0), np.arange(12) % 3, n_resamples=99)
-    with pytest.raises(ValueError, match=r"every resample gives 1\.0715086071862673e\+301"):
+    with pytest.raises(ValueError, match=r"every value is 1\.0715086071862673e\+301"):
         cluster_bootstrap_ci(np.full(12, 2.0**1000), np.arange(12) % 3, n_resamples=99)
+    # not constant, but every cluster has the mean 2**1001: every resample gives it
+    x = np.ldexp([1.0, 3.0, 2.0, 2.0, 0.0, 4.0], 1000)
+    with pytest.raises(ValueError, match=r"every resample gives 2\.1430172143725346e\+301"):
+        cluster_bootstrap_ci(x, [0, 0, 1, 1, 2, 2], n_resamples=99)
+
+
+def test_constant_samples_whatever_the_value():
+    """A constant sample's bootstrap distribution is one value, the estimate, whatever the
+    constant: BCa and studentized intervals are refused, percentile and basic give the
+    estimate as both limits. Before, which of these happened (or limits an ulp apart,
+    low > high for 2% of constants) depended on the constant's last bits."""
+    rng = np.random.default_rng(11)
+    for v in [0.1, 1 / 3, 2.0, *rng.uniform(0, 10, 40)]:
+        for n in (7, 30):
+            x = np.full(n, v)
+            for method in ("BCa", "studentized"):
+                with pytest.raises(ValueError, match="degenerate|standard error is 0.0"):
+                    bootstrap_ci(x, n_resamples=99, method=method)
+                with pytest.raises(ValueError, match="degenerate|standard error is 0.0"):
+                    bootstrap_ratio_ci(x, np.full(n, 2 * v), n_resamples=99, method=method)
+            for method in ("percentile", "basic"):
+                res = bootstrap_ci(x, n_resamples=99, method=method)
+                assert res.low == res.high == res.estimate == np.mean(x), (v, n, method)
+                assert res.standard_error == 0.0
+                res = bootstrap_ratio_ci(x, np.full(n, 2 * v), n_resamples=99, method=method)
+                assert res.low == res.high == res.estimate, (v, n, method)
+            for method in ("BCa", "percentile"):
+                with pytest.raises(ValueError, match="degenerate"):
+                    cluster_bootstrap_ci(x, np.arange(n) % 3, n_resamples=99, method=method)
+                with pytest.raises(ValueError, match="degenerate"):
+                    cluster_bootstrap_ratio_ci(x, np.arange(n) % 3, np.full(n, 2 * v),
+                                               np.arange(n) % 3, n_resamples=99, method=method)
