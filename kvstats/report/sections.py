@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS
-from kvstats.analysis.compare import LOCATION_TESTS
+from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
@@ -186,6 +186,58 @@ def _snr_gap_text(summary: pd.DataFrame, digits: int | None = None, limit: int =
             "of keys and values plot, and the attention metrics.")
 
 
+def _winners_by_budget(rows: pd.DataFrame) -> dict[tuple, list[tuple[float, str]]]:
+    """(case..., scheme_a, scheme_b, metric) → [(budget, winner), ...] in budget order: the
+    location-test rows of pairs compared at one budget (those a crossover is read from)."""
+    loc = rows[rows["test"].isin(list(LOCATION_TESTS.values())) & (rows["budget"] == rows["budget_b"])]
+    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
+    return {k: list(zip(g["budget"], g["winner"]))
+            for k, g in loc.sort_values("budget").groupby(keys, sort=False)}
+
+
+def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, no_pair: str,
+                       digits: int | None = None) -> None:
+    """The crossovers, what the budgets whose test could not have rejected leave unseen, and
+    the KL winners by budget ("n = 2: KQV; n = 3: not resolvable at …": a semicolon between
+    budgets, since a "not resolvable" verdict holds commas)."""
+    doc.h(2, "Crossovers of the winner across budgets")
+    if comp.empty:
+        doc.p(no_pair)
+        return
+    if cross.empty:
+        doc.p("No metric was tested at two or more budgets.")
+        return
+    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
+    winners = _winners_by_budget(comp)
+    rest = [winners.get(tuple(k), []) for k in cross.loc[~cross["crossover"], keys].itertuples(index=False)]
+    blind = [sum(w.startswith(NOT_RESOLVABLE) for _, w in r) for r in rest]
+    some, every = sum(b > 0 for b in blind), sum(b > 0 and b == len(r) for b, r in zip(blind, rest))
+    found = cross[cross["crossover"]]
+    if found.empty and every == len(rest):
+        doc.p("**No crossover can be seen**: for no case, pair and metric could a budget's test "
+              "have rejected (every one \"not resolvable\"), so a crossover, had there been one, "
+              "could not have been seen.")
+    elif found.empty:
+        doc.p("**No crossover**: for every case, pair and metric, no two budgets have opposite "
+              "significant winners.")
+    else:
+        doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
+        doc.ul(found["description"].tolist())
+    if some and not (found.empty and every == len(rest)):
+        doc.p(f"Of the {len(rest)} (case, pair, metric)s without a crossover, {some} have a budget "
+              "whose test could not have rejected (\"not resolvable\"), where a win, and so a "
+              "crossover, could not have been seen"
+              + (f"; at {every} of them no budget's test could" if every else "")
+              + ": the absence of a crossover there is a limit of the design, not a finding "
+              "(tables/crossovers.csv names the budgets).")
+    kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
+    if not kl.empty:
+        doc.p("Attention KL, winners by budget (no crossover):")
+        doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: "
+                + "; ".join(f"n = {b:g}: {w}" for b, w in winners.get(tuple(getattr(r, k) for k in keys), []))
+                for r in kl.itertuples(index=False)])
+
+
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None, *,
@@ -264,24 +316,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.p(gaps)
     _equivalence_section(doc, comp, opts, digits, heavy_keys)
 
-    doc.h(2, "Crossovers of the winner across budgets")
-    if comp.empty:
-        doc.p(_no_pair_text(comparisons, summary))
-    elif cross.empty:
-        doc.p("No metric was tested at two or more budgets.")
-    else:
-        found = cross[cross["crossover"]]
-        if found.empty:
-            doc.p("**No crossover**: for every case, pair and metric, no two budgets have opposite "
-                  "significant winners.")
-        else:
-            doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
-            doc.ul(found["description"].tolist())
-        kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
-        if not kl.empty:
-            doc.p("Attention KL, winners by budget (no crossover):")
-            doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: {r.winners}"
-                    for r in kl.itertuples(index=False)])
+    _crossover_section(doc, comp, cross, _no_pair_text(comparisons, summary), digits)
 
     if any(name in figs for name in ("kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail")) or \
             any(name.startswith("crossover_") for name in figs):

@@ -387,12 +387,55 @@ def test_crossover_section_lists_crossovers_and_only_the_rest_by_budget(tmp_path
     assert "- CROSSOVER in kl for gaussian, d = 64, N = 128: KQV wins at n = 2; QKQV wins at n = 3." in md
     kl = md.split("Attention KL, winners by budget (no crossover):")[1].split("##")[0]
     assert [line for line in kl.splitlines() if line.startswith("- ")] == [
-        "- gaussian, d = 64, N = 128, KQV vs KV: 2:KQV, 3:KQV",
-        "- gaussian, d = 64, N = 128, QKQV vs KV: 2:QKQV, 3:QKQV"]
+        "- gaussian, d = 64, N = 128, KQV vs KV: n = 2: KQV; n = 3: KQV",
+        "- gaussian, d = 64, N = 128, QKQV vs KV: n = 2: QKQV; n = 3: QKQV"]
     g = make_frame({k: v for k, v in spec.items() if k[0] != "QKQV"}, n=40, seed=23)
     md = hypothesis_report(_result(g, ("KQV", "KV")), tmp_path / "none", figures=False,
                            comparisons=[("KQV", "KV")], energy_resamples=19).files["markdown"].read_text()
     assert "**No crossover**" in md and "CROSSOVER" not in md
+
+
+def _crossover_section(md):
+    return md.split("## Crossovers of the winner across budgets")[1].split("\n## ")[0]
+
+
+def test_no_crossover_is_not_claimed_where_no_budget_could_reject(tmp_path):
+    """4 pairs in a family of 20: no sign test can reject (smallest p 0.125), so "**No
+    crossover**" would state a finding the tests could not have made; the section says none
+    can be seen, and the KL winners keep their budgets apart with a semicolon (a "not
+    resolvable" verdict holds commas: "the number of pairs, 4, itself, 3:not resolvable")."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 3.0, ("KQV", 3): 3.0, ("QKQV", 3): 0.0}, n=4, seed=2)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    loc = rep.comparisons[rep.comparisons.test == "sign"]
+    assert loc["winner"].str.startswith("not resolvable").all()       # the premise
+    section = _crossover_section(rep.files["markdown"].read_text())
+    assert "**No crossover can be seen**: for no case, pair and metric could a budget's test" in section
+    assert "**No crossover**:" not in section
+    kl = [line for line in section.splitlines() if line.startswith("- ")]
+    assert len(kl) == 1 and kl[0].count("; n = 3: not resolvable at n = 4 pairs") == 1
+    assert kl[0].startswith("- gaussian, d = 64, N = 128, KQV vs QKQV: n = 2: not resolvable at n = 4 pairs")
+
+
+def test_no_crossover_names_the_budgets_that_could_not_reject(tmp_path):
+    """KQV and QKQV identical on every trial in kl at both budgets and in phi_k at n = 2: those
+    sign tests have no differing pair (not resolvable), so "no crossover" there is a limit of
+    the design; the section counts them (2 of the 9 (case, pair, metric)s, 1 blind at every
+    budget) under its "**No crossover**" sentence."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40, seed=8)
+    for budget, metrics in ((2, ["kl", "phi_k"]), (3, ["kl"])):
+        a, b = ((f.scheme == s) & (f.budget == budget) for s in ("KQV", "QKQV"))
+        f.loc[b, metrics] = f.loc[a, metrics].to_numpy()
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    loc = rep.comparisons[rep.comparisons.test == "sign"]
+    blind = loc[loc["winner"].str.startswith("not resolvable")]
+    assert sorted(zip(blind.metric, blind.budget)) == [("kl", 2.0), ("kl", 3.0), ("phi_k", 2.0)]
+    assert not loc["significant"].any()                                  # no crossover anywhere
+    section = _crossover_section(rep.files["markdown"].read_text())
+    n = loc["metric"].nunique()
+    assert "**No crossover**: for every case, pair and metric, no two budgets" in section
+    assert (f"Of the {n} (case, pair, metric)s without a crossover, 2 have a budget whose test "
+            "could not have rejected (\"not resolvable\"), where a win, and so a crossover, could "
+            "not have been seen; at 1 of them no budget's test could") in section
 
 
 def test_equivalence_section_names_the_tested_region(tmp_path):
