@@ -156,15 +156,17 @@ def block_encode(x: Float[np.ndarray, "*batch d"], fmt: str) -> np.ndarray:
             q = np.trunc((b - lo) * inv + np.float32(0.5))
         parts += [_fp16(scale, "scale", fmt).view(np.uint8), _fp16(lo, "minimum", fmt).view(np.uint8)]
     else:
-        if fmt == "q8_0":
-            scale = np.abs(b).max(axis=-1, keepdims=True) / np.float32(spec.levels)
-            inv = _inverse(scale)
-            q = _round_away(b * inv)
-        else:
-            imax = np.abs(b).argmax(axis=-1)[..., None]
-            scale = np.take_along_axis(b, imax, axis=-1) / np.float32(-spec.levels)
-            inv = _inverse(scale)
-            q = np.trunc(b * inv + np.float32(spec.levels + 0.5))
+        # x beyond float32 is inf here (inf * 0 = NaN): the scale check below refuses it
+        with np.errstate(over="ignore", invalid="ignore"):
+            if fmt == "q8_0":
+                scale = np.abs(b).max(axis=-1, keepdims=True) / np.float32(spec.levels)
+                inv = _inverse(scale)
+                q = _round_away(b * inv)
+            else:
+                imax = np.abs(b).argmax(axis=-1)[..., None]
+                scale = np.take_along_axis(b, imax, axis=-1) / np.float32(-spec.levels)
+                inv = _inverse(scale)
+                q = np.trunc(b * inv + np.float32(spec.levels + 0.5))
         parts.append(_fp16(scale, "scale", fmt).view(np.uint8))
     if fmt == "q8_0":
         parts.append(q.astype(np.int8).view(np.uint8))
