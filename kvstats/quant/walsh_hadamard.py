@@ -99,7 +99,8 @@ def fwht(x: Any, block: int = _FWHT_BLOCK) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Transformed array, same shape, float32 or float64 (a new array).
+        Transformed array, same shape, float32 or float64 (a new array). An entry beyond
+        that dtype's range is a ValueError naming ``x`` (never inf).
 
     Examples
     --------
@@ -112,7 +113,14 @@ def fwht(x: Any, block: int = _FWHT_BLOCK) -> np.ndarray:
     _check_pow2(x.shape[-1], "x.shape[-1]")
     block = check_int(block, "block", low=1)
     _check_pow2(block, "block")
-    return _fwht(x, block)
+    with np.errstate(over="ignore", invalid="ignore"):      # refused just below
+        out = _fwht(x, block)
+    if not np.isfinite(out).all():
+        # unnormalised: entries reach d·max|x|, beyond the float range near its top
+        raise ValueError(f"x must be small enough for its unnormalised transform (entries up to "
+                         f"d·max|x|) to stay within the {out.dtype} range; received max |x| = "
+                         f"{float(np.abs(x).max()):.4g} at d = {x.shape[-1]}")
+    return out
 
 
 def _fwht_rows(d: int) -> int:

@@ -1,7 +1,8 @@
 """Inputs an analysis script feeds the quantizers, beyond the usual: values past float32's
 range are refused with the format's message and no RuntimeWarning on the way.
 
-Before, block_encode's symmetric formats (q8_0, q4_0, q5_0) multiplied inf by a zero
+Before, fwht returned inf (with a RuntimeWarning) for x whose unnormalised transform
+leaves the float range, and block_encode's symmetric formats (q8_0, q4_0, q5_0) multiplied inf by a zero
 inverse scale first and numpy warned "invalid value encountered in multiply" before the
 ValueError ("x is beyond the range of q8_0 ...") that says what was wrong.
 """
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import kvstats
-from kvstats.quant import block_encode
+from kvstats.quant import block_encode, fwht
 from kvstats.quant.blockfmt import BLOCK_TYPES
 
 
@@ -26,3 +27,16 @@ def test_block_formats_refuse_values_beyond_float32_without_warnings(fmt, magnit
             block_encode(x, fmt)
         with pytest.raises(ValueError, match=f"beyond the range of {fmt}"):
             kvstats.make_scheme(fmt, None, 64).roundtrip(x[None], x[None])
+
+
+@pytest.mark.parametrize("dtype,top", [(np.float64, 1e308), (np.float32, 3e38)])
+def test_fwht_refuses_a_transform_beyond_the_float_range(dtype, top):
+    x = np.full((2, 8), top / 4, dtype=dtype)        # first entry 8 · top/4 = 2·top: overflow
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"x must be small enough .* received max \|x\| = "):
+            fwht(x)
+        # just inside: every entry finite, as the dense product gives it
+        y = fwht(np.full((2, 8), top / 16, dtype=dtype))
+    assert y.dtype == dtype and np.isfinite(y).all()
+    np.testing.assert_allclose(y[:, 0], top / 2, rtol=1e-6)
