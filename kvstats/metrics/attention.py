@@ -348,6 +348,18 @@ def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
     return p.astype(np.result_type(p, Va), copy=False) @ Va
 
 
+def _normalisation_tolerance(dtype: np.dtype, n: int) -> float:
+    """How far from 0 ``log Σ exp`` of a row of ``n`` log-probabilities held in ``dtype``
+    may be: 1e-6 (float64, integers), 1e-3 (float32); a narrower float (float16,
+    bfloat16, fp8) rounds each log p_i by up to eps/2 relative, which moves log Σ exp by
+    up to eps/2 · H(p) <= eps/2 · log n: eps · max(1, log n), at least 1e-3."""
+    if dtype == np.float64 or dtype.kind in "biu":
+        return 1e-6
+    if dtype == np.float32:
+        return 1e-3
+    return max(1e-3, float(np.finfo(dtype).eps) * max(1.0, float(np.log(n))))
+
+
 def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:
     """Kullback–Leibler divergence ``KL(p ‖ q) = Σ p (log p − log q)`` from log-probabilities.
 
@@ -361,7 +373,9 @@ def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:
     ----------
     logp, logq : array_like, same shape
         Normalised log-probabilities (e.g. from :func:`log_softmax`), finite or ``-inf``.
-        Normalisation is checked: ``|log Σ exp| ≤ 1e-6`` (float64) or ``1e-3`` (float32).
+        Normalisation is checked: ``|log Σ exp| ≤ 1e-6`` (float64) or ``1e-3`` (float32);
+        log-probabilities held in a narrower float (float16, bfloat16) within what its
+        rounding allows, ``eps · max(1, log N)`` (N entries per row; at least 1e-3).
     axis : int
         Axis of the distribution.
 
@@ -379,8 +393,8 @@ def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:
     0.693147
     """
     lp, lq, axis = _pair(logp, logq, "logp", "logq", axis)
-    for name, arr in (("logp", lp), ("logq", lq)):
-        tol = 1e-3 if arr.dtype == np.float32 else 1e-6
+    for name, arr, given in (("logp", lp, logp), ("logq", lq, logq)):
+        tol = _normalisation_tolerance(np.asarray(given).dtype, arr.shape[axis])
         m = np.max(arr, axis=axis, keepdims=True)
         lse = (m + np.log(np.sum(np.exp(arr - m), axis=axis, keepdims=True)))
         if np.abs(lse).max() > tol:
