@@ -30,6 +30,7 @@ from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HEADER,  # noqa: F401
                                     EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN, EQUIVALENCE_REGIONS,
+                                    INCONCLUSIVE,
                                     HEAVY_MARK, tost_not_shown_resolvable,
                                     IDENTICAL_PAIRS_NOTE, equivalence_verdict_text,
                                     HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
@@ -62,7 +63,9 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     doc.p(f"Margins ({margins}); the tested region is {how}. \"equivalent within δ\": the TOST "
           f"rejects after the family's adjustment; \"different\": it does not but the {_location_name(opts)} "
           "test does; \"inconclusive\": neither — the data show neither a difference nor "
-          "equivalence. A ratio TOST can always conclude equivalence from two units a side; an "
+          f"equivalence (where the {_location_name(opts)} test could not have rejected, the rest of "
+          "the family as observed, the row says so: there the data could not have shown a "
+          "difference). A ratio TOST can always conclude equivalence from two units a side; an "
           f"inconclusive rank TOST row is marked \"{EQUIVALENCE_NOT_SHOWN}\" when no data of its size are "
           "known to reach α after the adjustment (`resolvable` False: not shown, "
           "docs/statistics.md, \"Resolution of a TOST row\"), where \"inconclusive\" is a limit "
@@ -73,12 +76,21 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")
     marked = [opts["equivalence_test"] == "ratio" and not math.isnan(r.pvalue) and _mean_heavy(r, heavy)
               for r in eq.itertuples(index=False)]
+    # an inconclusive row beside a location test that could not have rejected: its "neither a
+    # difference" is the design's, not the data's
+    key = ["scheme_a", "scheme_b", "budget", "budget_b", *CASE_COLUMNS, "metric"]
+    loc = comp[comp["test"] == LOCATION_TESTS[opts.get("pairing", "none")]]
+    blind = set(loc.loc[~loc["resolvable"] & ~loc["significant"], key].itertuples(index=False, name=None))
+    no_difference = (f" ({_location_name(opts)} test not resolvable: no difference could have "
+                     "been shown)")
     doc.ul([f"{_case_title(r._asdict(), digits)}, n = {r.budget:g}"
             + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: "
             + f"**{equivalence_verdict_text(r.verdict, bool(r.identical_pairs), int(r.n_a))}**"
             + (f" {HEAVY_MARK}" if mark else "")
             + (f" ({EQUIVALENCE_NOT_SHOWN})" if tost_not_shown_resolvable(r) else "")
+            + (no_difference if r.verdict == INCONCLUSIVE
+               and tuple(getattr(r, k) for k in key) in blind else "")
             + ("" if math.isnan(r.pvalue) else
                f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{ends[0]}, "
                f"{ends[1]}], region [{ends[2]}, {ends[3]}], adjusted TOST p "

@@ -438,6 +438,29 @@ def test_no_crossover_names_the_budgets_that_could_not_reject(tmp_path):
             "not have been seen; at 1 of them no budget's test could") in section
 
 
+def test_an_inconclusive_equivalence_row_says_when_its_location_test_could_not_reject(tmp_path):
+    """At n = 2 the sign test has no differing pair to spare (kl identical on every trial:
+    not resolvable), at n = 3 it could have rejected (kl unchanged): only the n = 2 bullet of
+    the equivalence section says that no difference could have been shown (the old one read
+    "inconclusive", "the data show neither a difference nor equivalence", for both)."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40, seed=9)
+    a, b = ((f.scheme == s) & (f.budget == 2) for s in ("KQV", "QKQV"))
+    f.loc[b, "kl"] = f.loc[a, "kl"].to_numpy() * (1 + 1e-13)      # equal to rounding: no pair differs
+    rep = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.01}}), tmp_path, figures=False,
+                            energy_resamples=19)
+    comp = rep.comparisons.set_index(["test", "metric", "budget"])
+    assert comp.loc[("sign", "kl", 2.0), "winner"].startswith("not resolvable")       # the premises
+    assert comp.loc[("sign", "kl", 3.0), "resolvable"] and not comp.loc[("sign", "kl", 3.0), "significant"]
+    assert (comp.xs("equivalence")["verdict"] == "inconclusive").all()
+    md = rep.files["markdown"].read_text()
+    bullets = [line for line in md.splitlines() if line.startswith("- ") and "KQV vs QKQV, kl:" in line]
+    said = "** (sign test not resolvable: no difference could have been shown) (estimate"
+    assert [("n = 2," in line, said in line) for line in bullets] == [(True, True), (False, False)]
+    assert all("kl: **inconclusive" in line for line in bullets)
+    assert ("\"inconclusive\": neither — the data show neither a difference nor equivalence (where "
+            "the sign test could not have rejected, the rest of the family as observed, the row says so") in md
+
+
 def test_equivalence_section_names_the_tested_region(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=60, seed=24)
     md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path, figures=False,
