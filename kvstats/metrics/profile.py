@@ -197,9 +197,12 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
     inv_sqrt_d = 1.0 / np.sqrt(d)
     for a in range(0, T, chunk):            # chunks of trials; everything inside is batched
         s = slice(a, min(T, a + chunk))
-        K, Khat = trials.K[s].astype(dk, copy=False), Kh[s].astype(dk, copy=False)
-        V, Vhat = trials.V[s].astype(dv, copy=False), Vh[s].astype(dv, copy=False)
-        q = trials.q[s].astype(dk, copy=False)
+        # C order: the row products (BLAS, numpy's dot loops) round by memory layout, and
+        # a Fortran-ordered or transposed K̂ gave other last bits; C-ordered input (every
+        # scheme's and data source's) is used as is, no copy
+        K, Khat = (np.ascontiguousarray(x[s], dtype=dk) for x in (trials.K, Kh))
+        V, Vhat = (np.ascontiguousarray(x[s], dtype=dv) for x in (trials.V, Vh))
+        q = np.ascontiguousarray(trials.q[s], dtype=dk)
 
         key = (a, s.stop, dk.str, dv.str)
         if key not in reference:
