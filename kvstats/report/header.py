@@ -92,7 +92,7 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         f"better. A pair has a winner for a metric only when its two-sided {_location_name(opts)}"
         + (" test's" if paired else "") + " adjusted p ≤ α"
         + ("; the winner is then the scheme with the better value on more of the matched units "
-           "(the sign of the dominance), not the one with the better mean" if paired else
+           "(the sign of the dominance), not necessarily the one with the better mean" if paired else
            "; the winner is then the scheme whose values tend to be better (the sign of r: "
            "P(a > b) against P(a < b) for independent draws), not necessarily the one with "
            "the better mean")

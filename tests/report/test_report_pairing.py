@@ -7,6 +7,7 @@ import pytest
 
 from kvstats.analysis import compare_schemes
 from kvstats.analysis.compare import PAIRINGS
+from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report import hypothesis_report
 from kvstats.report.options import PAIRINGS as OPTION_PAIRINGS, validate_report_options
 from kvstats.report.render import PAIRED_TEXT
@@ -87,6 +88,14 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     winner = _header_line(md, "- Winner rule")
     assert "only when its two-sided sign test's adjusted p ≤ α; the winner is then the scheme with the " \
            "better value on more of the matched units" in winner and "KS" not in winner
+    # the rule is not the mean, which the winner mostly has too: "not necessarily" (it read
+    # "not the one with the better mean", false for the QKQV rows here, better in both)
+    assert "(the sign of the dominance), not necessarily the one with the better mean" in winner
+    won = reports["trial"][0].comparisons
+    won = won[(won.test == "sign") & won.significant]
+    higher = won.metric.map(lambda m: METRIC_TABLE[m].higher_is_better)
+    a_better_mean = (won.mean_a > won.mean_b) == higher
+    assert len(won) and ((won.winner == won.scheme_a) == a_better_mean).all()
     assert "Wilcoxon" not in md.replace(R_CONVENTION_PAIRED, "")   # named only to say why not
     # the ρ diagnostic is replaced by the sentence that the tests use the pairing
     unit = _header_line(md, "- Unit of observation")
