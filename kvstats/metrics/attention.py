@@ -4,6 +4,8 @@ Conventions: the attention logits are ``q·k/√d``; softmax and log-softmax sub
 row maximum, so they are finite for logits of any finite magnitude (1e4 and beyond),
 and ``-inf`` entries mean "masked" (weight exactly 0). Rankings (top-k recall, argmax)
 use the logits, never the probabilities, which tie once they underflow to zero.
+Inputs are read in C order, each distribution contiguous (its axis last), so the numbers
+depend on the values alone: not on the memory layout, nor on which axis holds them.
 """
 
 from __future__ import annotations
@@ -83,6 +85,19 @@ def _check_k(k: Any, n: int, keys: str) -> int:
     return check_int(k, "k", low=1, high=n)
 
 
+def _c_ordered(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in C order (itself when it is): sums and products round by memory layout,
+    and a Fortran-ordered or transposed input gave other last bits than a C-ordered one."""
+    return np.ascontiguousarray(arr)
+
+
+def _rows(arr: np.ndarray, axis: int) -> np.ndarray:
+    """``arr`` with ``axis`` last, C-ordered: each distribution contiguous, so its sums
+    depend on its values alone, not on the layout or on which axis holds it (``axis=-1``
+    of a C-ordered array: ``arr`` itself)."""
+    return _c_ordered(np.moveaxis(arr, axis, -1))
+
+
 def _logits_array(x: Any, name: str, axis: int) -> tuple[np.ndarray, int]:
     arr = as_float_array(x, name, min_ndim=1, allow_nonfinite=True)
     axis = check_int(axis, "axis", low=-arr.ndim, high=arr.ndim - 1)
@@ -133,7 +148,7 @@ def log_softmax(x: Any, axis: int = -1) -> np.ndarray:
     array([     0., -10000.])
     """
     arr, axis = _logits_array(x, "x", axis)
-    return _log_softmax(arr, axis)
+    return np.moveaxis(_log_softmax(_rows(arr, axis)), -1, axis)
 
 
 def softmax(x: Any, axis: int = -1) -> np.ndarray:
@@ -159,14 +174,15 @@ def softmax(x: Any, axis: int = -1) -> np.ndarray:
     array([0.7311, 0.2689, 0.    ])
     """
     arr, axis = _logits_array(x, "x", axis)
+    rows = _rows(arr, axis)
     with np.errstate(over="ignore"):        # as in _log_softmax: −inf, weight exactly 0
-        z = np.exp(arr - np.max(arr, axis=axis, keepdims=True))
-    return z / np.sum(z, axis=axis, keepdims=True)
+        z = np.exp(rows - np.max(rows, axis=-1, keepdims=True))
+    return np.moveaxis(z / np.sum(z, axis=-1, keepdims=True), -1, axis)
 
 
 def _q_k(q: Any, K: Any) -> tuple[np.ndarray, np.ndarray]:
-    qa = as_float_array(q, "q", min_ndim=2)
-    Ka = as_float_array(K, "K", min_ndim=2)
+    qa = _c_ordered(as_float_array(q, "q", min_ndim=2))
+    Ka = _c_ordered(as_float_array(K, "K", min_ndim=2))
     if qa.shape[-1] != Ka.shape[-1]:
         raise ValueError(f"q and K must share the feature axis d; received q of shape "
                          f"{qa.shape} and K of shape {Ka.shape}")
@@ -336,7 +352,7 @@ def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
     array([[2., 3.]])
     """
     p = attention_weights(q, K, mask)
-    Va = as_float_array(V, "V", min_ndim=2)
+    Va = _c_ordered(as_float_array(V, "V", min_ndim=2))
     if Va.shape[-2] != p.shape[-1]:
         raise ValueError(f"V must have one row per key (N = {p.shape[-1]}); received V of "
                          f"shape {Va.shape}")
@@ -393,15 +409,16 @@ def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:
     0.693147
     """
     lp, lq, axis = _pair(logp, logq, "logp", "logq", axis)
+    lp, lq = _rows(lp, axis), _rows(lq, axis)
     for name, arr, given in (("logp", lp, logp), ("logq", lq, logq)):
-        tol = _normalisation_tolerance(np.asarray(given).dtype, arr.shape[axis])
-        m = np.max(arr, axis=axis, keepdims=True)
-        lse = (m + np.log(np.sum(np.exp(arr - m), axis=axis, keepdims=True)))
+        tol = _normalisation_tolerance(np.asarray(given).dtype, arr.shape[-1])
+        m = np.max(arr, axis=-1, keepdims=True)
+        lse = (m + np.log(np.sum(np.exp(arr - m), axis=-1, keepdims=True)))
         if np.abs(lse).max() > tol:
             raise ValueError(f"{name} must be normalised log-probabilities (log Σ exp = 0 "
                              f"within {tol:g}); received rows with log Σ exp up to "
                              f"{np.abs(lse).max():.3g} (pass logits through log_softmax)")
-    return _kl(lp.astype(np.float64), lq.astype(np.float64), axis)
+    return _kl(lp.astype(np.float64), lq.astype(np.float64))
 
 
 def topk_recall(ref: Any, quant: Any, k: int = _DEFAULT_K, axis: int = -1) -> np.ndarray:

@@ -235,7 +235,9 @@ def _pair(x: Any, x_hat: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"x_hat must have the shape of x {a.shape}; received x_hat of "
                          f"shape {b.shape}")
     dt = np.result_type(a, b)
-    return a.astype(dt, copy=False), b.astype(dt, copy=False)
+    # C order: the row products round by memory layout (a Fortran-ordered or transposed
+    # input gave other last bits); C-ordered input is used as is
+    return np.ascontiguousarray(a, dtype=dt), np.ascontiguousarray(b, dtype=dt)
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
