@@ -12,6 +12,7 @@ side and cannot drift apart; :mod:`kvstats.report.tables` and
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -247,8 +248,41 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
                            "equivalence_not_shown_resolvable": int((unresolved & tost & inconclusive).sum())}
     if n:
         need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])
-        out.update(p_needed=need.p_needed, family_permutations=need.n_permutations)
+        out.update(p_needed=need.p_needed, family_permutations=need.n_permutations,
+                   sign_pairs_needed=sign_pairs_needed(need.p_needed))
     return out
+
+
+def sign_pairs_needed(p_needed: float) -> int:
+    """The fewest pairs that differ with which the two-sided sign test can reach
+    ``p_needed``: its smallest p-value on k differing pairs is 2·2⁻ᵏ (all of one sign,
+    :func:`kvstats.stats.sign_test_floor`), so what a "not resolvable … only k of the n
+    pairs differ" row lacks.
+
+    Parameters
+    ----------
+    p_needed : float in (0, 1]
+        The p-value a test must be able to reach (the family's first step:
+        :func:`kvstats.stats.sequential.required_resolution`).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> sign_pairs_needed(0.05 / 104), sign_pairs_needed(0.0625), sign_pairs_needed(0.0624)
+    (13, 5, 6)
+    """
+    from kvstats.stats.paired import sign_test_floor
+
+    if not 0 < p_needed <= 1:
+        raise ValueError(f"p_needed must be in (0, 1]; received {p_needed!r}")
+    k = max(1, math.ceil(1 - math.log2(p_needed)))
+    # a need one ulp below 2·2⁻ᵏ has log2 rounded onto 1 − k: the floor itself decides
+    while sign_test_floor(k) > p_needed:
+        k += 1
+    return k
 
 
 #: The header's statement of the paired design and why it has no KS test.
@@ -348,9 +382,12 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
             f"at α = {opts['alpha']}. " + (PAIRED_DESIGN if paired else UNPAIRED_DESIGN))
     if n:
         # three significant digits: _p's "0.003" would misstate a threshold of 0.00263
+        # the sign test's need in its own units: what its "only k of the n pairs differ" lacks
+        pairs = (f"; a sign test: {res['sign_pairs_needed']} pairs that differ, its smallest p "
+                 "being 2·2⁻ᵏ on k of them" if paired else "")
         text += (f"A test that can reach p ≤ {res['p_needed']:.3g} can be rejected whatever the "
                  "rest of the family shows (the correction's first step; a permutation test: B ≥ "
-                 f"{res['family_permutations']} permutations); one that cannot may still be "
+                 f"{res['family_permutations']} permutations{pairs}); one that cannot may still be "
                  "rejected when enough others are. ")
     if not energy.empty:
         b_max = int(energy["max_permutations"].max())

@@ -461,6 +461,36 @@ def test_an_inconclusive_equivalence_row_says_when_its_location_test_could_not_r
             "the sign test could not have rejected, the rest of the family as observed, the row says so") in md
 
 
+@pytest.mark.parametrize("p_needed", [1.0, 0.5, 0.25, 0.0625, np.nextafter(0.0625, 0), 0.0624,
+                                      0.05 / 104, 0.05 / 720, 2.0 ** -30, 0.05 / 3, 1e-12])
+def test_sign_pairs_needed_is_the_fewest_pairs_whose_extreme_p_reaches_the_need(p_needed):
+    """Reference: scipy's exact binomial test on k of k pairs one way (the sign test's most
+    extreme data), the fewest k reaching p_needed, found by counting up."""
+    from scipy.stats import binomtest
+
+    from kvstats.report.wording import sign_pairs_needed
+
+    k = next(k for k in range(1, 80) if binomtest(k, k, 0.5).pvalue <= p_needed)
+    assert sign_pairs_needed(p_needed) == k
+
+
+def test_paired_header_says_how_many_differing_pairs_a_sign_test_needs(tmp_path):
+    """A "not resolvable … only k of the n pairs differ" row says what limits it; the header
+    says how many differing pairs would do (here 20 p-values: 0.05/20, 2·2⁻¹⁰ ≤ 0.0025 < 2·2⁻⁹),
+    and the unpaired header, which has no sign test, does not."""
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=20, seed=3)
+    rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
+    assert rep.comparisons.attrs["n_tests"] == 20
+    md = rep.files["markdown"].read_text()
+    assert ("A test that can reach p ≤ 0.0025 can be rejected whatever the rest of the family shows "
+            "(the correction's first step; a permutation test: B ≥ 399 permutations; a sign test: 10 "
+            "pairs that differ, its smallest p being 2·2⁻ᵏ on k of them)") in md
+    assert json.loads(rep.files["json"].read_text())["resolution"]["sign_pairs_needed"] == 10
+    unpaired = hypothesis_report(_result(f), tmp_path / "none", figures=False, energy_resamples=19,
+                                 pairing="none").files["markdown"].read_text()
+    assert "a sign test:" not in unpaired
+
+
 def test_equivalence_section_names_the_tested_region(tmp_path):
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=60, seed=24)
     md = hypothesis_report(_result(f, report={"equivalence": {"kl": 0.5}}), tmp_path, figures=False,
@@ -626,6 +656,7 @@ def test_resolution_sentence_does_not_overstate_what_a_rejection_needs(tmp_path)
 @pytest.mark.parametrize("correction", ["holm", "fdr_by"])
 def test_resolution_threshold_is_the_corrections_own(tmp_path, correction):
     """BY's first step is α/(m·H_m), not Holm's α/m: the header prints the family's correction's."""
+    from kvstats.report.wording import sign_pairs_needed
     from kvstats.stats.sequential import required_resolution
 
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=30, seed=30)
@@ -636,7 +667,8 @@ def test_resolution_threshold_is_the_corrections_own(tmp_path, correction):
     assert f"by **{correction}** at α = 0.05" in md
     assert (f"A test that can reach p ≤ {need.p_needed:.3g} can be rejected whatever the rest of "
             f"the family shows (the correction's first step; a permutation test: B ≥ "
-            f"{need.n_permutations} permutations)") in md
+            f"{need.n_permutations} permutations; a sign test: {sign_pairs_needed(need.p_needed)} "
+            "pairs that differ") in md
 
 
 def test_pairing_correlation_is_measured_on_the_paired_trials():
