@@ -245,9 +245,12 @@ def _check_report_flags(args: argparse.Namespace) -> None:
         except (ValueError, TypeError) as exc:
             # the check's near-miss hint is kept (a misspelt --metrics name)
             hint = re.search(r" \(did you mean [^)]*\)", str(exc))
+            hint = hint.group(0) if hint else ""
+            if opt.name == "metrics" and any("," in name for name in value):   # kl,snr_t
+                words = [w for name in value for w in name.split(",") if w]
+                hint = f" (the names are separate words: --metrics {' '.join(words)})"
             raise ValueError(f"{_REPORT_FLAGS[opt.name]} must be {opt.allowed} (the [report] "
-                             f"option {opt.name}); received {value!r}"
-                             f"{hint.group(0) if hint else ''}") from None
+                             f"option {opt.name}); received {value!r}{hint}") from None
 
 
 def _distributions_text(width: int = 100) -> str:

@@ -81,18 +81,26 @@ def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
     unrecognized arguments: --metircs kl (did you mean --metrics?)
     >>> print(_unrecognized(report, ["results/b"]))
     unrecognized arguments: results/b (kvstats report takes one DIR; the rest are options)
+    >>> print(_unrecognized(report, ["-m", "kl"]))  # doctest: +NORMALIZE_WHITESPACE
+    unrecognized arguments: -m kl (kvstats report's options: --help, --out, --alpha,
+    --correction, --energy-resamples, --bootstrap-resamples, --pairing, --metrics,
+    --no-figures, --no-progress, --plugins)
     """
     options = [s for action in parser._actions for s in action.option_strings]
+    listed = ", ".join(s for s in options if s.startswith("--"))
     near = [m for w in words if w.startswith("-") for m in difflib.get_close_matches(
         w.split("=")[0], options, n=1, cutoff=0.6)]
+    positionals = [a.metavar or a.dest for a in parser._actions if not a.option_strings]
     if set(words) & set(options):   # an option after `--`, which makes every word positional
         hint = "after --, no word is an option: write the options before it"
     elif near:
         hint = f"did you mean {', '.join(dict.fromkeys(near))}?"
-    elif positionals := [a.metavar or a.dest for a in parser._actions if not a.option_strings]:
+    elif words[0].startswith("-"):
+        hint = f"{parser.prog}'s options: {listed}"
+    elif positionals:
         hint = f"{parser.prog} takes one {' and one '.join(positionals)}; the rest are options"
     else:
-        hint = f"{parser.prog} takes only options: {', '.join(options)}"
+        hint = f"{parser.prog} takes only options: {listed}"
     return f"unrecognized arguments: {' '.join(words)} ({hint})"
 
 

@@ -116,8 +116,11 @@ def test_usage_shows_the_required_positional_and_dim_as_required(capsys):
      "kvstats report: error: unrecognized arguments: b (kvstats report takes one DIR; the rest "
      "are options)"),
     (["theory", "64"],
-     "kvstats theory: error: unrecognized arguments: 64 (kvstats theory takes only options: -h, "
+     "kvstats theory: error: unrecognized arguments: 64 (kvstats theory takes only options: "
      "--help, --dim, --bits)"),
+    (["theory", "--dim", "64", "-b", "3"],
+     "kvstats theory: error: unrecognized arguments: -b 3 (kvstats theory's options: --help, "
+     "--dim, --bits)"),
     (["report", "--metrics", "kl", "--", "d", "--no-figures"],
      "kvstats report: error: unrecognized arguments: --no-figures (after --, no word is an "
      "option: write the options before it)"),
@@ -160,3 +163,8 @@ def test_a_repeated_metrics_flag_adds_to_the_list(tmp_path, capsys):
     assert args.metrics == ["kl", "snr_t"]
     line = _error(["report", str(tmp_path), "--metrics", "kl", "--metrics", "kl"], capsys)
     assert line.startswith("kvstats report: error: --metrics must be ") and "['kl', 'kl']" in line
+
+
+def test_comma_separated_metrics_are_shown_as_separate_words(tmp_path, capsys):
+    line = _error(["report", str(tmp_path), "--metrics=kl,snr_t"], capsys)
+    assert line.endswith("received ['kl,snr_t'] (the names are separate words: --metrics kl snr_t)")
