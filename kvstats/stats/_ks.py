@@ -69,7 +69,8 @@ def _ks_gap(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"], location
     """
     gap = (np.searchsorted(xs, location, side="right") / xs.size
            - np.searchsorted(ys, location, side="right") / ys.size)
-    return float(gap) if sign > 0 else float(np.clip(-gap, 0.0, 1.0))
+    # + 0.0: a zero gap read from the other side is 0, not −0 (−0.0 printed as such)
+    return float(gap) if sign > 0 else float(np.clip(-gap, 0.0, 1.0) + 0.0)
 
 
 def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],

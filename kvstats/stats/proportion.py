@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Float, Int
 from scipy import special, stats
 
-from kvstats._checks import check_choice, check_real
+from kvstats._checks import _describe, check_choice, check_real
 
 __all__ = ["wilson_interval", "binom_test_half"]
 
@@ -34,7 +34,12 @@ def wilson_interval(k: Int[np.ndarray, "*batch"] | int, n: Int[np.ndarray, "*bat
     >>> [float(v) for v in wilson_interval(0, 5)][0], [float(v) for v in wilson_interval(5, 5)][1]
     (0.0, 1.0)
     """
-    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    k, n = _counts(k, "k"), _counts(n, "n")
+    try:
+        np.broadcast_shapes(k.shape, n.shape)
+    except ValueError:
+        raise ValueError(f"k and n must broadcast together (one count of each per proportion); "
+                         f"received k of shape {k.shape} and n of shape {n.shape}") from None
     # open: confidence 1 has z = inf (NaN bounds), 0 an empty interval
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
     # finite first: n = inf passed every other check and gave (0, 0) for k = 3, (NaN, 1)
@@ -50,6 +55,14 @@ def wilson_interval(k: Int[np.ndarray, "*batch"] | int, n: Int[np.ndarray, "*bat
     low = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))
     high = np.where(k == n, 1.0, np.clip(centre + half, 0, 1))
     return low, high
+
+
+def _counts(x, name: str) -> np.ndarray:
+    """``x`` as a float array of counts (their values are checked by the caller)."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric counts; received {_describe(arr)}")
+    return arr.astype(float)
 
 
 def binom_test_half(k: int, n: int, alternative: str = "two-sided") -> float:
