@@ -242,7 +242,9 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
     # "Resolution of a TOST row"): counted apart, in weaker words, and only where it left the
     # verdict inconclusive (a "different" row concluded: tost_not_shown_resolvable)
     tost = comp["test"] == "equivalence" if not comp.empty else pd.Series(dtype=bool)
-    inconclusive = comp["verdict"] == INCONCLUSIVE if not comp.empty else pd.Series(dtype=bool)
+    # (a hand-made table without verdicts: every such row, as before verdicts were read)
+    inconclusive = (comp["verdict"] == INCONCLUSIVE if "verdict" in comp
+                    else pd.Series(True, index=comp.index))
     out: dict[str, Any] = {"n_tests": n, "energy_max_permutations": comp.attrs.get("energy_max_permutations", 0),
                            "not_resolvable": int((unresolved & ~tost).sum()),
                            "equivalence_not_shown_resolvable": int((unresolved & tost & inconclusive).sum())}
