@@ -197,6 +197,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     # the sweep's plugins from where they are now; a missing one is named with the fix
     relocate_plugins(args.dir, args.plugins or ())
     result = load_result(args.dir)  # checked: the results pair with the manifest
+    _check_metrics_keep_margins(args.metrics, result.config.report, args.dir / "manifest.json")
     out = args.out or args.dir
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {str(out)!r} is a file, not a folder")
@@ -251,6 +252,27 @@ def _check_report_flags(args: argparse.Namespace) -> None:
                 hint = f" (the names are separate words: --metrics {' '.join(words)})"
             raise ValueError(f"{_REPORT_FLAGS[opt.name]} must be {opt.allowed} (the [report] "
                              f"option {opt.name}); received {value!r}{hint}") from None
+
+
+def _check_metrics_keep_margins(metrics, report_config, manifest) -> None:
+    """``--metrics`` must keep each metric the sweep's config gives an equivalence margin
+    (its TOST joins the family): the error names the flag and the list to type, since the
+    config's margins are not the command line's to drop.
+
+    Examples
+    --------
+    >>> _check_metrics_keep_margins(["snr_t"], {"equivalence": {"kl": 0.1}}, "out/manifest.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: --metrics snr_t leaves out kl, which the sweep's config gives an equivalence margin ([report] equivalence = {'kl': 0.1}, in out/manifest.json); keep them: --metrics snr_t kl
+    """
+    margins = dict(report_config.get("equivalence") or {})
+    left_out = [m for m in margins if metrics is not None and m not in metrics]
+    if left_out:
+        raise ValueError(f"--metrics {' '.join(metrics)} leaves out {', '.join(left_out)}, which "
+                         f"the sweep's config gives an equivalence margin ([report] equivalence = "
+                         f"{margins}, in {manifest}); keep them: --metrics "
+                         f"{' '.join([*metrics, *left_out])}")
 
 
 def _distributions_text(width: int = 100) -> str:

@@ -168,3 +168,18 @@ def test_a_repeated_metrics_flag_adds_to_the_list(tmp_path, capsys):
 def test_comma_separated_metrics_are_shown_as_separate_words(tmp_path, capsys):
     line = _error(["report", str(tmp_path), "--metrics=kl,snr_t"], capsys)
     assert line.endswith("received ['kl,snr_t'] (the names are separate words: --metrics kl snr_t)")
+
+
+def test_metrics_that_leave_out_a_configured_margin_say_what_to_type(tmp_path, capsys):
+    # the config's margins are in the sweep's manifest, not the command line's to drop
+    config = tmp_path / "eq.toml"
+    config.write_text(TINY_TOML.replace("[report]", "[report]\nequivalence = {kl = 0.1}"))
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--config", str(config), "--out", str(out), "--workers", "1",
+                 "--no-progress", "--no-report"]) == 0
+    line = _error(["report", str(out), "--metrics", "snr_t", "--no-figures"], capsys)
+    assert line == ("kvstats report: error: --metrics snr_t leaves out kl, which the sweep's "
+                    "config gives an equivalence margin ([report] equivalence = {'kl': 0.1}, in "
+                    f"{out / 'manifest.json'}); keep them: --metrics snr_t kl")
+    assert main(["report", str(out), "--metrics", "snr_t", "kl", "--no-figures",
+                 "--no-progress"]) == 0
