@@ -249,7 +249,9 @@ class KLTCoder:
         if x.shape[-2] < 2:
             raise ValueError(f"{self.name} must hold at least 2 tokens for klt (each half of the cache "
                              f"calibrates the other); received {_describe(x)}")
-        return x
+        # C order (no copy when it is): the calibration's products round by layout, and a
+        # last-bit change in a half's statistics can recode every token of the other half
+        return np.ascontiguousarray(x)
 
     def _code_half(self, x: np.ndarray, side: tuple[np.ndarray, ...]) -> np.ndarray:
         """Codes ``(*batch, m, rank)`` (uint8) of tokens ``x`` with one half's side information."""
