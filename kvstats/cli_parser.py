@@ -114,7 +114,7 @@ def _report_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
     Examples
     --------
-    >>> import os, tempfile
+    >>> import tempfile
     >>> parser = build_parser()
     >>> with tempfile.TemporaryDirectory() as sweep:
     ...     args = parser.parse_args(["report", "--metrics", "kl", "snr_t", sweep])
