@@ -251,11 +251,11 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
     if n:
         need = required_resolution(n, comp.attrs["alpha"], comp.attrs["correction"])
         out.update(p_needed=need.p_needed, family_permutations=need.n_permutations,
-                   sign_pairs_needed=sign_pairs_needed(need.p_needed))
+                   sign_pairs_needed=_sign_pairs_needed(need.p_needed))
     return out
 
 
-def sign_pairs_needed(p_needed: float) -> int:
+def _sign_pairs_needed(p_needed: float) -> int:
     """The fewest pairs that differ with which the two-sided sign test can reach
     ``p_needed``: its smallest p-value on k differing pairs is 2·2⁻ᵏ (all of one sign,
     :func:`kvstats.stats.sign_test_floor`), so what a "not resolvable … only k of the n
@@ -273,7 +273,7 @@ def sign_pairs_needed(p_needed: float) -> int:
 
     Examples
     --------
-    >>> sign_pairs_needed(0.05 / 104), sign_pairs_needed(0.0625), sign_pairs_needed(0.0624)
+    >>> _sign_pairs_needed(0.05 / 104), _sign_pairs_needed(0.0625), _sign_pairs_needed(0.0624)
     (13, 5, 6)
     """
     from kvstats.stats.paired import sign_test_floor
