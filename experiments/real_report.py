@@ -378,7 +378,8 @@ def section_profile(res: str, old: str | None = None, header=None) -> str | None
                 "95% Wilson interval (> 0 when KQV is larger); `frac_kqv_lower`, `texts_kqv_lower`: the "
                 f"units where KQV is lower; Holm over the {len(by_trial)} tests of each unit. The trial "
                 "columns count the trials of one text as independent, so their p-values and intervals "
-                "are too small (descriptive only); the `text_` columns are the inference. A sign test "
+                "are too small where a text's trials are positively correlated, the usual case "
+                "(descriptive only); the `text_` columns are the inference. A sign test "
                 f"on n units all of one sign has p = 2^(1−n): {2.0 ** (1 - n_texts):.3g} on "
                 f"{n_texts} texts.\n",
                 md(by_trial[["bits", "metric", "mean_kqv", "mean_qkqv", "ratio", "frac_kqv_lower", "dominance",
