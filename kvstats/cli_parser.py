@@ -53,20 +53,30 @@ class _CommandParser(argparse.ArgumentParser):
 
     ``finish(parser, args)``, given to the command's ``add_parser``, completes or refuses
     what argparse parsed (a list flag that took the positional after it: :func:`_report_dir`).
-    A word no option takes is refused here, with the command's usage and the nearest
-    option, not by the top-level parser with ``kvstats``'s.
+    ``needs``, the command's required options, are checked here rather than by argparse,
+    which stops at the first missing one before it knows the words no option took: so
+    ``kvstats sweep my.toml --out DIR`` is answered ``did you mean --config my.toml?``. A
+    word no option takes is refused here, with the command's usage and the nearest option,
+    not by the top-level parser with ``kvstats``'s.
     """
 
-    def __init__(self, *args, finish=None, **kwargs) -> None:
+    def __init__(self, *args, finish=None, needs: tuple[str, ...] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.finish = finish
+        self.needs = needs
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(_unrecognized(self, extras))
         if self.finish is not None:
             self.finish(self, namespace)
+        missing = [opt for opt in self.needs
+                   if getattr(namespace, self._option_string_actions[opt].dest) is None]
+        if missing:
+            stray = [word for word in extras if not word.startswith("-")]
+            hint = f" (did you mean {missing[0]} {stray[0]}?)" if stray else ""
+            self.error(f"the following arguments are required: {', '.join(missing)}{hint}")
+        if extras:
+            self.error(_unrecognized(self, extras))
         return namespace, extras
 
 
@@ -138,20 +148,18 @@ def _report_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 
 def _theory_dim(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``--dim`` of ``kvstats theory``, required; when missing after a ``--bits`` list, the
-    error says that the list took the numbers (``--bits 2 3 128``: d is not positional).
+    """``--dim`` of ``kvstats theory`` missing after a ``--bits`` list: the error says that
+    the list took the numbers (``--bits 2 3 128``: d is not positional). Without a list,
+    the command's ``needs`` check says ``--dim`` is required.
 
     Examples
     --------
-    >>> _theory_dim(None, argparse.Namespace(dim=64, bits=[2]))
+    >>> _theory_dim(None, argparse.Namespace(dim=None, bits=None))   # needs= says it
     """
-    if args.dim is not None:
-        return
-    took = ""
-    if args.bits:
-        took = (f" (--bits took every number after it, {' '.join(map(str, args.bits))}; the "
-                "head dimension is the option --dim: `kvstats theory --dim 128 --bits 2 3`)")
-    parser.error(f"the following arguments are required: --dim{took}")
+    if args.dim is None and args.bits:
+        parser.error(f"the following arguments are required: --dim (--bits took every number "
+                     f"after it, {' '.join(map(str, args.bits))}; the head dimension is the "
+                     "option --dim: `kvstats theory --dim 128 --bits 2 3`)")
 
 
 def _usage_requiring(parser: argparse.ArgumentParser, *shown: str) -> str:
@@ -198,15 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=_CommandParser)
 
     sw = sub.add_parser("sweep", help="run a sweep from a TOML config, then write the report and figures",
+                        needs=("--config", "--out"),
                         description="Run the grid of a TOML config (schemes × budgets × distributions "
                                     "× d × N × trials), write DIR/results.parquet, DIR/manifest.json, "
                                     "DIR/cells/ (for resuming) and the report (DIR/report.md, "
                                     "report.html, report.json, tables/, figures/). The config "
                                     "format: docs/usage.md; the names it may use and each "
                                     "scheme's params: `kvstats schemes`.")
-    sw.add_argument("--config", required=True, type=Path, metavar="FILE",
+    # --config and --out: required (needs=, checked by _CommandParser)
+    sw.add_argument("--config", type=Path, metavar="FILE",
                     help="TOML sweep configuration (e.g. experiments/quick.toml)")
-    sw.add_argument("--out", required=True, type=Path, metavar="DIR",
+    sw.add_argument("--out", type=Path, metavar="DIR",
                     help="output folder (created if missing). One folder holds one sweep: it is "
                          "locked while the sweep runs (a second sweep into it refuses), and what an "
                          "earlier sweep left there (manifest, results, report, figures, cells of "
@@ -225,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "with a line saying so); without it every cell is recomputed")
     sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
     sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
+    sw.usage = _usage_requiring(sw, "--config FILE", "--out DIR")
 
     rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
                         finish=_report_dir,
@@ -295,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "or a module name; repeat for several")
 
     th = sub.add_parser("theory", help="print closed-form predictions for a head dimension",
-                        finish=_theory_dim,
+                        finish=_theory_dim, needs=("--dim",),
                         description="Print, per bit width, the Lloyd–Max distortion of the "
                                     "sphere-coordinate density of dimension d_pad (next power of "
                                     "two ≥ d), the predicted key SNR of a rotated n-bit MSE quantizer "
@@ -304,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "residual over the scalar residual (→ π/2). For d not a power of "
                                     "two only the residual ratio has a closed form, "
                                     "(π/2 − 1/d)·d/d_pad; the rest print as –.")
-    # required by _theory_dim, which says when a --bits list took the number
+    # required (needs=); _theory_dim says when a --bits list took the number
     th.add_argument("--dim", type=int, metavar="D", help="head dimension d (≥ 3; required)")
     # extend, not store: `--bits 2 --bits 3` is 2 and 3 (store kept the last, 3); no default
     # list here, since argparse would extend it

@@ -4,6 +4,7 @@ a stray word, a repeated bit width, a folder given as a plugin. Each works, or e
 with one line in the command's name that says what it received and how to write it."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -99,12 +100,13 @@ def test_report_without_dir_says_what_the_list_took_and_how_to_write_it(tmp_path
         "the following arguments are required: DIR")
 
 
-def test_usage_shows_the_required_positional_and_dim_as_required(capsys):
-    for command, shown in (("report", " DIR\n"), ("theory", " --dim D [--bits")):
+def test_usage_shows_the_required_positional_and_options_unbracketed(capsys):
+    for command, shown in (("report", " DIR\n"), ("theory", " --dim D [--bits"),
+                           ("sweep", " --config FILE --out DIR [")):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         usage = capsys.readouterr().out.split("\n\n")[0]
-        assert shown in usage + "\n" and "[DIR]" not in usage and "[--dim D]" not in usage
+        assert shown in usage + "\n" and not re.search(r"\[(DIR|--dim D|--config FILE|--out DIR)\]", usage)
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -116,8 +118,15 @@ def test_usage_shows_the_required_positional_and_dim_as_required(capsys):
      "kvstats report: error: unrecognized arguments: b (kvstats report takes one DIR; the rest "
      "are options)"),
     (["theory", "64"],
-     "kvstats theory: error: unrecognized arguments: 64 (kvstats theory takes only options: "
+     "kvstats theory: error: the following arguments are required: --dim (did you mean --dim 64?)"),
+    (["theory", "--dim", "64", "128"],
+     "kvstats theory: error: unrecognized arguments: 128 (kvstats theory takes only options: "
      "--help, --dim, --bits)"),
+    (["sweep", "my.toml", "--out", "o"],
+     "kvstats sweep: error: the following arguments are required: --config (did you mean "
+     "--config my.toml?)"),
+    (["sweep", "--config", "c.toml"],
+     "kvstats sweep: error: the following arguments are required: --out"),
     (["theory", "--dim", "64", "-b", "3"],
      "kvstats theory: error: unrecognized arguments: -b 3 (kvstats theory's options: --help, "
      "--dim, --bits)"),
