@@ -369,11 +369,15 @@ def _normalisation_tolerance(dtype: np.dtype, n: int) -> float:
     may be: 1e-6 (float64, integers), 1e-3 (float32); a narrower float (float16,
     bfloat16, fp8) rounds each log p_i by up to eps/2 relative, which moves log Σ exp by
     up to eps/2 · H(p) <= eps/2 · log n: eps · max(1, log n), at least 1e-3."""
-    if dtype == np.float64 or dtype.kind in "biu":
+    try:
+        eps = float(np.finfo(dtype).eps)
+    except ValueError:                  # integers (numpy's, ml_dtypes' int4): exact values
+        return 1e-6
+    if dtype == np.float64:
         return 1e-6
     if dtype == np.float32:
         return 1e-3
-    return max(1e-3, float(np.finfo(dtype).eps) * max(1.0, float(np.log(n))))
+    return max(1e-3, eps * max(1.0, float(np.log(n))))
 
 
 def kl_divergence(logp: Any, logq: Any, axis: int = -1) -> np.ndarray:

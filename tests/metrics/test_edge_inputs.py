@@ -40,3 +40,14 @@ def test_kl_still_refuses_unnormalised_narrow_rows(dtype):
     # log Σ exp = log 1.04 ≈ 0.039, beyond what rounding explains at two entries
     with pytest.raises(ValueError, match="logp must be normalised"):
         kl_divergence(np.log([0.5, 0.54]).astype(dtype), np.log([0.5, 0.5]).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, ml_dtypes.int4, bool])
+def test_kl_of_integer_log_probabilities(dtype):
+    # a one-hot distribution's log-probabilities, 0 and -inf, cannot be integers but 0 is:
+    # integer input is exact and held to float64's tolerance (ml_dtypes' int4 raised
+    # numpy's "not inexact" from the tolerance's finfo)
+    lp = np.zeros((2, 1), dtype=dtype)
+    assert kl_divergence(lp, lp).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match=r"logp must be normalised .*within 1e-06"):
+        kl_divergence(np.zeros((1, 2), dtype=dtype), np.zeros((1, 2), dtype=dtype))
