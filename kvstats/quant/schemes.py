@@ -165,7 +165,8 @@ class Scheme:
 
     def dequantize(self, codes: SchemeCodes
                    ) -> tuple[Float[np.ndarray, "*batch n d"], Float[np.ndarray, "*batch n d"]]:
-        """Reconstruct ``(K_hat, V_hat)`` in the dtype the scheme was given.
+        """Reconstruct ``(K_hat, V_hat)`` in the dtype the scheme was given (float32 or
+        float64; float16, bfloat16 and integer K are read as float64, and come back so).
 
         Examples
         --------
@@ -191,7 +192,8 @@ class Scheme:
         What the sweep uses: it needs only the reconstructions, so codes are not packed
         into bytes and a TurboQuant-prod side reconstructs its MSE part once instead of
         twice (each coder's ``roundtrip``). Same validation and errors as :meth:`quantize`;
-        the dtype is that of ``K``.
+        the dtype is that of ``K`` (float32 or float64: float16, bfloat16 and integer input
+        is read as float64).
 
         Examples
         --------
