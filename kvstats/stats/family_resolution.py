@@ -67,11 +67,20 @@ def _adjusted_first(p: float, n_tests: int, correction: str) -> float:
 
 
 def _permutations_for(p_needed: float) -> int:
-    """Smallest B with 1/(1 + B) <= p_needed (rounding-safe)."""
-    b = max(0, math.ceil((1.0 / p_needed) * (1 - 1e-12)) - 1)
-    while 1.0 / (1 + b) > p_needed:
-        b += 1
-    return b
+    """Smallest B with 1/(1 + B) <= p_needed, both sides in float as a test's p-value is
+    compared (rounding-safe). A bisection, not a walk up from 1/p_needed: past 2^53 one
+    more permutation no longer moves 1/(1 + B), and a walk would never end."""
+    def attains(b: int) -> bool:
+        return 1.0 / (1 + b) <= p_needed
+
+    hi = max(0, math.ceil(1.0 / p_needed) - 1)
+    while not attains(hi):   # rounding: a few steps up at most
+        hi = 2 * hi + 1
+    lo = -1   # attains(-1) is 1/0: never
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= 0 and attains(mid) else (mid, hi)
+    return hi
 
 
 def required_resolution(n_tests: int, alpha: float = 0.05, correction: str = "holm") -> Resolution:

@@ -76,6 +76,28 @@ def test_required_resolution_frame_and_issue_example():
     assert min(1.0, 1140 / 500) > 0.45 and 499 < r.n_permutations
 
 
+def test_permutations_for_is_the_smallest_b_and_ends_at_tiny_p():
+    # smallest B with 1/(1 + B) <= p in float (as a p-value is compared): the bisection
+    # agrees with a walk up from 1/p on every p where such a walk ends quickly, and ends
+    # where it would not (past 2^53 a step of one no longer moves 1/(1 + B); the report
+    # at --alpha 1e-20 hung there)
+    from kvstats.stats.family_resolution import _permutations_for
+
+    def walk(p):
+        b = max(0, math.ceil(1.0 / p) - 2)
+        while 1.0 / (1 + b) > p:
+            b += 1
+        return b
+
+    rng = np.random.default_rng(5)
+    ps = [*10 ** rng.uniform(-9, -0.05, 2000), *(0.05 / m for m in range(1, 2000)), 0.5, 0.99, 1.0]
+    assert [_permutations_for(p) for p in ps] == [walk(p) for p in ps]
+    for p in (2.5e-22, 1e-300):
+        b = _permutations_for(p)
+        assert 1.0 / (1 + b) <= p < 1.0 / b
+    assert required_resolution(40, 1e-19).n_permutations > 3.9e20
+
+
 def test_expected_null_permutations_formula():
     # E[N] = sum_{l=0}^{B-1} min(1, h/(l + 1)) (derivation in the docstring), summed directly
     for h, b in [(10, 22799), (10, 999), (5, 50), (1, 100)]:
