@@ -311,6 +311,15 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
         raise ValueError(f"report option 'equivalence' has margins for {outside}, which "
                          f"'metrics' leaves out of the family ({', '.join(out['metrics'])}); "
                          "add them to metrics or drop their margins")
+    # the summary tables' intervals are at `confidence`, the theory tables' and figures' at 95%
+    from kvstats.stats.bootstrap import min_resamples   # scipy: not at the command's start
+
+    least = min_resamples(max(out["confidence"], 0.95))
+    if out["bootstrap_resamples"] < least:
+        raise ValueError(f"report option 'bootstrap_resamples' must be at least {least} with confidence "
+                         f"{out['confidence']:g} (the report's intervals are at max(confidence, 0.95): "
+                         f"2/(1 − that) puts one resample beyond each limit); received "
+                         f"{out['bootstrap_resamples']}")
     for metric, margin in out["equivalence"].items():
         if out["equivalence_test"] == "rank" and not margin < 0.5:
             raise ValueError(f"report option 'equivalence.{metric}' must be a margin in (0, 0.5) "

@@ -21,7 +21,8 @@ from kvstats._lazy import lazy_exports
 # does not import scipy.stats through bootstrap, rank and the rest.
 _HOMES = {
     "_base": ("TiesWarning",),
-    "bootstrap": ("BOOTSTRAP_METHODS", "BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci"),
+    "bootstrap": ("BOOTSTRAP_METHODS", "BootstrapResult", "bootstrap_ci", "bootstrap_ratio_ci",
+                  "min_resamples"),
     "cluster": ("cluster_bootstrap_ci", "cluster_bootstrap_ratio_ci"),
     "energy": ("EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"),
     "equivalence": ("EquivalenceResult", "equivalence_verdict", "tost_rank", "tost_ratio"),

@@ -25,7 +25,7 @@ from scipy import special
 from kvstats._checks import SeedLike, _describe, as_generator, check_choice, check_int, check_real
 
 from ._base import as_sample, check_bool, _scale_exponent
-from .bootstrap import BootstrapResult, _scaled_back, _warn_heavy_tails
+from .bootstrap import BootstrapResult, _check_resamples, _scaled_back, _warn_heavy_tails
 
 __all__ = ["cluster_bootstrap_ci", "cluster_bootstrap_ratio_ci", "CLUSTER_BOOTSTRAP_METHODS"]
 
@@ -90,7 +90,7 @@ def _interval(theta_hat: float, boot: Float[np.ndarray, "B"], jacks: tuple[np.nd
 
 def _check_common(confidence: float, n_resamples: int, method: str) -> tuple[float, int, str]:
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
-    n_resamples = check_int(n_resamples, "n_resamples", low=1)
+    n_resamples = _check_resamples(n_resamples, confidence)
     method = check_choice(method, "method", CLUSTER_BOOTSTRAP_METHODS)
     return confidence, n_resamples, method
 
@@ -124,9 +124,9 @@ def cluster_bootstrap_ci(x: Float[np.ndarray, "n"], clusters: Int[np.ndarray, "n
         Each observation's cluster label (e.g. the text of a real trial). At least two
         distinct clusters.
     confidence : float in (0, 1)
-    n_resamples : int >= 1
+    n_resamples : int >= min_resamples(confidence)
         Resamples of the clusters (each draws as many clusters as there are, with
-        replacement).
+        replacement); at least :func:`~kvstats.stats.bootstrap.min_resamples` (40 at 95%).
     method : {"BCa", "percentile"}
         BCa (default; its acceleration from the delete-one-cluster jackknife) or the
         percentile interval.

@@ -68,11 +68,11 @@ def test_defaults_and_normalisation():
     assert opts["equivalence"] == {"kl": 1.0, "recall_at_5": 0.02}
     assert opts["comparisons"] == (("a", "b"),)
     # the closed ends of the ranges are allowed
-    edge = validate_report_options({"energy_resamples": 1, "energy_stop": 1, "bootstrap_resamples": 1,
+    edge = validate_report_options({"energy_resamples": 1, "energy_stop": 1, "bootstrap_resamples": 40,
                                     "seed": 0, "equivalence": {"kl": 0.49},
                                     "equivalence_test": "rank"})
     assert (edge["energy_resamples"], edge["energy_stop"], edge["bootstrap_resamples"],
-            edge["seed"]) == (1, 1, 1, 0)
+            edge["seed"]) == (1, 1, 40, 0)   # 40: min_resamples(0.95)
     # the default table is never shared between calls
     validate_report_options({})["equivalence"]["kl"] = 1.0
     assert validate_report_options({})["equivalence"] == {}
