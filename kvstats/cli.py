@@ -335,10 +335,15 @@ def _cmd_schemes(args: argparse.Namespace, say: Stdout) -> int:
     return 0
 
 
+#: kvstats.quant.codebook.MAX_BETA_DIM, the largest d_pad whose sphere codebook is solved
+#: (written out: that module imports scipy, which a refused --dim should not wait for)
+_THEORY_MAX_DIM = 1 << 16
+
+
 def _cmd_theory(args: argparse.Namespace, say: Stdout) -> int:
     from kvstats._checks import check_int
 
-    dim = check_int(args.dim, "--dim", low=3)
+    dim = check_int(args.dim, "--dim", low=3, high=_THEORY_MAX_DIM)
     bits = [check_int(b, "--bits", low=1, high=8) for b in args.bits or (2, 3, 4, 5, 6)]
     if len(set(bits)) < len(bits):   # as a config's budgets: a repeat is a slip, not two rows
         raise ValueError(f"--bits must not repeat values; received {bits}")

@@ -8,7 +8,7 @@ import pytest
 from scipy import integrate, stats
 
 from kvstats._checks import replicate_scale
-from kvstats.quant.codebook import (Codebook, empirical_codebook, lloyd_max_codebook,
+from kvstats.quant.codebook import (MAX_BETA_DIM, Codebook, empirical_codebook, lloyd_max_codebook,
                                     lloyd_step)
 
 # Max (1960), Table I, optimal mean-squared error of the N(0, 1) quantizer with 2, 4, 8, 16
@@ -192,7 +192,7 @@ def test_no_warning_when_converged():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for bits in range(1, 9):
-            lloyd_max_codebook(bits, "beta", dim=100_000)
+            lloyd_max_codebook(bits, "beta", dim=MAX_BETA_DIM)   # the largest solved
 
 
 def test_bad_arguments():
