@@ -206,7 +206,7 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
                  "--workers", "0"]) == 2
     assert "error: --workers must be an integer in [1, inf]; received 0" in capsys.readouterr().err
     assert main(["theory", "--dim", "2"]) == 2
-    assert "error: --dim must be an integer in [3, inf]; received 2" in capsys.readouterr().err
+    assert "error: --dim must be an integer in [3, 65536]; received 2" in capsys.readouterr().err
     assert main(["theory", "--dim", "64", "--bits", "9"]) == 2
     assert "error: --bits must be an integer in [1, 8]; received 9" in capsys.readouterr().err
     # --correction takes every correction the [report] table takes
