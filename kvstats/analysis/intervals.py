@@ -6,10 +6,17 @@ only trusted when the sample's tails are light enough for a variance to exist
 nonnegative sample, both tails of a signed one) and, for a nonnegative sample with zeros,
 when at least :data:`MIN_NONZERO` values are positive (:func:`few_nonzero`); otherwise the
 tables flag the row (``ci_reliable`` False) instead of warning once per row.
+
+The resampling is seeded by the caller's seed and the sample itself (:func:`mean_ci`,
+:func:`ratio_ci`), not by the row's place in a table: one mean shown in two tables of a
+report (a scheme's ``snr_k`` in its scheme table and in "Theory beside measurement", its
+pooled SNR in the scheme table and beside the rate–distortion limit) gets one interval,
+and two schemes with identical values get identical intervals.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from collections.abc import Sequence
@@ -186,6 +193,21 @@ def unit_interval_bound(n: int, confidence: float) -> float:
     return ((1.0 - confidence) / 2.0) ** (1.0 / n)
 
 
+def _resampling_seed(seed: int, *samples: np.ndarray) -> np.random.SeedSequence:
+    """The bootstrap's seed of these (already ordered) samples: ``seed`` and their values.
+
+    The values enter rounded to float32, so that one sample computed two ways (a text's
+    mean by two summation orders) still draws the same resamples; the lengths enter too,
+    so that two samples split at another place do not collide.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for x in samples:
+        digest.update(np.int64(x.size).tobytes())
+        digest.update(np.ascontiguousarray(x, np.float32).tobytes())
+    words = np.frombuffer(digest.digest(), np.uint32)
+    return np.random.SeedSequence([seed, *map(int, words)])
+
+
 def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
             seed: int, *, unit_interval: bool = False) -> tuple[float, float, float]:
     """Mean and bootstrap CI; constant, non-finite or too small samples get none.
@@ -203,6 +225,10 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     p = 0.01, n = 100, 37% of Bernoulli samples are all 0 and their mean alone never
     covered p. Other constant samples still get none (no valid bound exists for them).
 
+    ``seed``: the resamples are drawn from ``seed`` and the sample's values, taken sorted,
+    so that the same values, in any order, give the same interval whichever table asks
+    for it (the scheme table and the theory table show one interval of one mean).
+
     Examples
     --------
     >>> import numpy as np
@@ -212,6 +238,9 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     (1.5, 1.5, 1.5)
     >>> [round(v, 4) for v in mean_ci(np.zeros(100), 0.95, 99, 0, unit_interval=True)]
     [0.0, 0.0, 0.0362]
+    >>> x = np.random.default_rng(0).normal(size=30)
+    >>> mean_ci(x, 0.95, 99, 0)[1:] == mean_ci(x[::-1], 0.95, 99, 0)[1:]   # the order is not data
+    True
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ci
 
@@ -231,9 +260,11 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
             return mean, unit_interval_bound(x.size, confidence), 1.0
     if np.ptp(x) == 0 or len(x) < 3:
         return mean, mean, mean
+    x = np.sort(x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", HeavyTailWarning)
-        res = bootstrap_ci(x, confidence=confidence, n_resamples=n_resamples, seed=seed)
+        res = bootstrap_ci(x, confidence=confidence, n_resamples=n_resamples,
+                           seed=_resampling_seed(seed, x))
     return mean, float(res.low), float(res.high)
 
 
@@ -250,7 +281,8 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     :func:`mean_ci`, no interval (the ratio as both ends) where a sample has fewer than 3
     values (a real capture of one or two texts: the bootstrap would fail at one and give
     [min, max]-like ends at two), a non-finite value, or where the ratio is exact: both
-    samples constant, or (paired) every pair in the same ratio.
+    samples constant, or (paired) every pair in the same ratio. ``seed`` as in
+    :func:`mean_ci`: with the values (the pairs sorted, or each sample sorted).
 
     Examples
     --------
@@ -280,7 +312,13 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     if (np.ptp(x) == 0 and np.ptp(y) == 0) or (paired and np.allclose(x, measured * y, rtol=1e-12,
                                                                       atol=0.0)):
         return out
+    if paired:
+        order = np.lexsort((y, x))
+        x, y = x[order], y[order]
+    else:
+        x, y = np.sort(x), np.sort(y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", HeavyTailWarning)  # flagged in ci_reliable instead
-        res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, seed=seed, paired=paired)
+        res = bootstrap_ratio_ci(x, y, n_resamples=n_resamples, paired=paired,
+                                 seed=_resampling_seed(seed, x, y, np.array([paired], np.float32)))
     return {**out, "ci_low": float(res.low), "ci_high": float(res.high)}

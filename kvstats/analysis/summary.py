@@ -32,7 +32,9 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     n_resamples : int
         Bootstrap resamples per interval.
     seed : int
-        Seed of the bootstrap (one stream per row, derived from ``seed``).
+        Seed of the bootstrap; each row's resamples are drawn from it and the row's values
+        (:func:`kvstats.analysis.intervals.mean_ci`), so equal values get equal intervals,
+        here and in :func:`~kvstats.analysis.theory_table`.
 
     Returns
     -------
@@ -89,17 +91,17 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     rows = []
     metrics = METRICS + reported_pooled_snrs(frame)
     keys = list(CASE_COLUMNS) + ["budget", "scheme"]
-    for i, (key, grp) in enumerate(frame.groupby(keys, sort=False)):
+    for key, grp in frame.groupby(keys, sort=False):
         base = dict(zip(keys, key))
         base["bits_nominal"] = float(grp["bits_nominal"].iloc[0])
         base["bits_total"] = float(grp["bits_total"].iloc[0])
-        for j, metric in enumerate(metrics):
+        for metric in metrics:
             x = grp[metric].to_numpy(dtype=np.float64)
             finite = np.isfinite(x)
             # the exact all-0/all-1 bound holds for values in [0, 1] only (a hand-made
             # frame may hold anything in these columns: then no bound)
             unit = METRIC_TABLE[metric].unit == "fraction" and bool(((x >= 0) & (x <= 1)).all())
-            mean, low, high = mean_ci(x, confidence, n_resamples, seed + 1000 * i + j,
+            mean, low, high = mean_ci(x, confidence, n_resamples, seed,
                                       unit_interval=unit)
             alpha = tail_alpha(x, metric)
             # with +inf present, interpolating quantiles would compute inf - inf

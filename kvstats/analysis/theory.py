@@ -148,7 +148,9 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
       eigenvalues of :mod:`kvstats.data.spectrum`, signal ``E‖x‖²``); ``measured`` the
       mean over trials of the pooled SNR ``snr_k_pooled`` (``10·log10(Σ‖k‖²/Σ‖k − k̂‖²)``
       per trial); ``gap_db`` the mean of bound − measured with its bootstrap CI
-      (``gap_low``, ``gap_high``; ≥ 0 for a Gaussian source, up to sampling error). On a
+      (``gap_low``, ``gap_high``; ≥ 0 for a Gaussian source, up to sampling error; where
+      every unit has one bound, as a synthetic case, the bound minus the measured
+      interval, BCa being equivariant under x ↦ c − x). On a
       real capture the bound is per trial, from its (layer, head)'s measured covariance
       (pass ``spectra`` from :func:`real_case_spectra`), and means and intervals are over
       texts (``n_units``: the clusters). No row where the covariance does not exist
@@ -188,7 +190,10 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     n_resamples : int
         Bootstrap resamples per interval.
     seed : int
-        Seed of the bootstrap.
+        Seed of the bootstrap; each interval's resamples are drawn from it and the values
+        behind it (:func:`kvstats.analysis.intervals.mean_ci`), so a mean also in
+        :func:`~kvstats.analysis.summary_table` (``snr_k``, the pooled SNRs) gets its interval
+        there at the same seed, resamples and confidence (0.95).
     spectra : mapping, optional
         ``(distribution, params, dim, n_keys)`` → (key, value)
         :class:`~kvstats.data.spectrum.Spectrum`, overriding the analytic spectra of
@@ -255,7 +260,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 if rel is None:  # e.g. a prod key side at n = 1 (no (n−1)-bit part)
                     continue
                 x = _unit_values(sub, "snr_k")
-                mean, low, high = mean_ci(x, 0.95, n_resamples, seed + n)
+                mean, low, high = mean_ci(x, 0.95, n_resamples, seed)
                 rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": sdef.name,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
                              "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
@@ -273,24 +278,23 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
                 # padded: the n-bit MSE error is not d_pad·D_n (see the k_snr_db rows), so
                 # no same-budget prediction
-                for quantity, den_cell, name, predicted, asymptotic, offset in (
+                for quantity, den_cell, name, predicted, asymptotic in (
                         ("ip_var_ratio_same_budget", None if padded else k_cell,
-                         f"{p_name}/{m_name}", theory.bit_trade_inflation(n, d_pad), 2 * math.pi,
-                         100),
+                         f"{p_name}/{m_name}", theory.bit_trade_inflation(n, d_pad), 2 * math.pi),
                         ("ip_var_ratio_residual", prev_cell, f"{p_name}(n)/{m_name}(n-1)",
                          theory.residual_inflation(base["dim"], d_pad),
-                         math.pi / 2 * base["dim"] / d_pad, 200)):
+                         math.pi / 2 * base["dim"] / d_pad)):
                     if den_cell is None or q_cell.empty or den_cell.empty:
                         continue
                     num, den, paired = _paired_units(q_cell, den_cell, "ip_var")
                     rows.append({**base, "budget": float(n), "quantity": quantity, "scheme": name,
                                  "predicted": predicted, "predicted_asymptotic": asymptotic,
-                                 **ratio_ci(num, den, n_resamples, seed + offset + n,
+                                 **ratio_ci(num, den, n_resamples, seed,
                                             paired=paired),
                                  "n_trials": min(len(q_cell), len(den_cell)),
                                  "n_units": min(len(num), len(den))})
         rows += _bound_rows(base, grp, _spectra_for(tuple(case), spectra, n_queries), pooled,
-                            n_resamples, seed + 300)
+                            n_resamples, seed)
     return pd.DataFrame(rows, columns=THEORY_COLUMNS)
 
 
@@ -475,7 +479,10 @@ def _bound_rows(base: dict, grp: pd.DataFrame, spectra: CaseSpectra, pooled: tup
             clusters = _cell_clusters(cell)
             xu, gu, bu = (_by_unit(v, clusters) for v in (x, bound - x, bound))
             mean, low, high = mean_ci(xu, 0.95, n_resamples, seed)
-            gap, glow, ghigh = mean_ci(gu, 0.95, n_resamples, seed)
+            if np.ptp(bu) == 0:     # one bound for all units: the gap's interval mirrors the SNR's
+                gap, glow, ghigh = bu[0] - mean, bu[0] - high, bu[0] - low
+            else:                   # per (layer, head) bounds: the gap is its own sample
+                gap, glow, ghigh = mean_ci(gu, 0.95, n_resamples, seed)
             rows.append({**base, "budget": float(n), "quantity": BOUND_QUANTITIES[place],
                          "scheme": scheme, "predicted": float(bu.mean()),
                          "predicted_asymptotic": math.nan, "measured": mean, "ci_low": low,
