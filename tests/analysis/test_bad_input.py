@@ -29,7 +29,7 @@ def test_frames_without_the_columns_a_table_reads(frame):
     with pytest.raises(ValueError, match=r"comparisons lacks the column\(s\) \[.*'test', 'winner'\]"):
         find_crossovers(pd.DataFrame())
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['budget_b', 'test', 'winner'\]"):
-        find_crossovers(summary_table(frame, n_resamples=9).rename(columns={"scheme": "scheme_a"})
+        find_crossovers(summary_table(frame, n_resamples=49).rename(columns={"scheme": "scheme_a"})
                         .assign(scheme_b="QKQV"))
     with pytest.raises(TypeError, match="frame must be a pandas DataFrame"):
         nominal_bounds({"budget": [3.0]})
@@ -40,7 +40,7 @@ def test_frames_without_the_columns_a_table_reads(frame):
 def test_a_text_metric_column_and_a_negative_seed(frame):
     bad = frame.assign(kl=frame["kl"].astype(str))
     with pytest.raises(TypeError, match=r"metric column\(s\) must be numeric; received \['kl \("):
-        summary_table(bad, n_resamples=9)
+        summary_table(bad, n_resamples=49)
     with pytest.raises(ValueError, match=r"seed must be an integer in \[0, inf\]; received -1"):
         theory_table(frame, seed=-1)
 
@@ -55,7 +55,7 @@ def test_a_nan_metric_names_its_rows(frame):
     bad.loc[row, "phi_t"] = np.nan
     bad.loc[bad.index[-1], "kl"] = np.nan
     for call in (lambda f: compare_schemes(f, [("KQV", "QKQV")], energy=False),
-                 lambda f: summary_table(f, n_resamples=9)):
+                 lambda f: summary_table(f, n_resamples=49)):
         with pytest.raises(ValueError, match=r"NaN in metric column\(s\) \['phi_t', 'kl'\], in 2 "
                                              r"row\(s\), the first at distribution = gaussian, .*"
                                              r"budget = 3.0, scheme = QKQV, trial = 4;"):
