@@ -21,6 +21,7 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
+from kvstats.analysis.crossover import _crossover_sentences, _winners_text
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
@@ -207,11 +208,12 @@ def _winners_by_budget(rows: pd.DataFrame) -> dict[tuple, list[tuple[float, str]
             for k, g in loc.sort_values("budget").groupby(keys, sort=False)}
 
 
-def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, no_pair: str,
-                       digits: int | None = None) -> None:
-    """The crossovers, what the budgets whose test could not have rejected leave unseen, and
-    the KL winners by budget ("n = 2: KQV; n = 3: not resolvable at …": a semicolon between
-    budgets, since a "not resolvable" verdict holds commas)."""
+def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, summary: pd.DataFrame,
+                       no_pair: str, digits: int | None = None) -> None:
+    """The crossovers (each with the bits its two schemes store), what the budgets whose
+    test could not have rejected leave unseen, and the KL winners by budget ("n = 2: KQV;
+    n = 3: not resolvable at …": a semicolon between budgets, since a "not resolvable"
+    verdict holds commas)."""
     doc.h(2, "Crossovers of the winner across budgets")
     if comp.empty:
         doc.p(no_pair)
@@ -234,7 +236,7 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, n
               "significant winners.")
     else:
         doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
-        doc.ul(found["description"].tolist())
+        doc.ul(_crossover_sentences(found, summary))
     if some and not (found.empty and every == len(rest)):
         doc.p(f"Of the {len(rest)} (case, pair, metric)s without a crossover, {some} have a budget "
               "whose test could not have rejected (\"not resolvable\"), where a win, and so a "
@@ -246,7 +248,7 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, n
     if not kl.empty:
         doc.p("Attention KL, winners by budget (no crossover):")
         doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: "
-                + "; ".join(f"n = {b:g}: {w}" for b, w in winners.get(tuple(getattr(r, k) for k in keys), []))
+                + _winners_text(winners.get(tuple(getattr(r, k) for k in keys), []))
                 for r in kl.itertuples(index=False)])
 
 
@@ -328,7 +330,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.p(gaps)
     _equivalence_section(doc, comp, opts, digits, heavy_keys)
 
-    _crossover_section(doc, comp, cross, _no_pair_text(comparisons, summary), digits)
+    _crossover_section(doc, comp, cross, summary, _no_pair_text(comparisons, summary), digits)
 
     if any(name in figs for name in ("kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail")) or \
             any(name.startswith("crossover_") for name in figs):

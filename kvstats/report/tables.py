@@ -17,7 +17,8 @@ from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
 from kvstats.report.wording import (DOMINANCE_HEADER, EQUIVALENCE_NOT_SHOWN, HEAVY_MARK, R_HEADER,
-                                    equivalence_verdict_text, tost_not_shown_resolvable)
+                                    U_HEADER, UNDEFINED_EFFECT, equivalence_verdict_text,
+                                    tost_not_shown_resolvable)
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -88,7 +89,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
     rows = []
     key = ["scheme_a", "scheme_b", "metric"]
     paired = bool((comp["test"] == LOCATION_TESTS["trial"]).any())
-    stat, p_col = ("n(a > b)", "p adj (sign)") if paired else ("U", "p adj (MW)")
+    stat, p_col = ("n(a > b)", "p adj (sign)") if paired else (U_HEADER, "p adj (MW)")
     effect_col = DOMINANCE_HEADER if paired else R_HEADER
     mw = comp[comp["test"] == LOCATION_TESTS["trial" if paired else "none"]]
     ks = comp[comp["test"] == "ks"].set_index(key)
@@ -96,7 +97,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
     for r in mw.itertuples(index=False):
         row = {"pair": _pair_label(r), "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
-               effect_col: f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]",
+               effect_col: _effect_cell(r),
                stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted, alpha)}
         k = (r.scheme_a, r.scheme_b, r.metric)
         if k in ks.index:
@@ -126,11 +127,18 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                          **({"equivalence": ""} if not eq.empty else {})})
             continue
         rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised)",
-                     "mean a": "", "mean b": "", R_HEADER: "", "U": "",
+                     "mean a": "", "mean b": "", R_HEADER: "", U_HEADER: "",
                      "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
                      "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": r.verdict,
                      **({"equivalence": ""} if not eq.empty else {})})
     return pd.DataFrame(rows)
+
+
+def _effect_cell(r: Any) -> str:
+    """The effect and its interval; a sign row without a differing unit has none (0/0)."""
+    if r.test == LOCATION_TESTS["trial"] and getattr(r, "n_informative", math.nan) == 0:
+        return UNDEFINED_EFFECT
+    return f"{r.effect:+.3f} [{r.effect_low:+.3f}, {r.effect_high:+.3f}]"
 
 
 def _equivalence_cell(e: pd.Series, alpha: float | None = None) -> str:

@@ -169,9 +169,17 @@ R_CONVENTION = ("r is the rank-biserial correlation of scheme a (the pair's firs
                 "KL and argmax shift, where lower is better, r > 0 means a is worse). Its 95% CI is "
                 "Newcombe's (2006, method 5) score interval for θ = P(a > b) + ½P(a = b), mapped "
                 "to r = 2θ − 1, and is not adjusted for the family: an interval that excludes 0 "
-                "need not be significant after the correction.")
+                "need not be significant after the correction. The \"U of a\" column is a's "
+                "Mann–Whitney statistic: over every (a value, b value) pair, the number where a's "
+                "is larger plus half the number of ties, #(a > b) + ½#(a = b) (b's U is "
+                "n_a·n_b − U; r = 2U/(n_a·n_b) − 1).")
+
+#: Column header of the Mann–Whitney U (scheme a's), beside :data:`R_HEADER`.
+U_HEADER = "U of a: #(a > b) + ½ ties"
 
 
+#: The dominance cell of a pair whose units all have equal values (0/0: no dominance).
+UNDEFINED_EFFECT = "—"
 #: Column header of the paired design's effect (the sign test's dominance), in place of :data:`R_HEADER`.
 DOMINANCE_HEADER = "dominance [95% CI] (> 0: a larger)"
 #: What the effect is under the paired design (the sign-test rows), in place of :data:`R_CONVENTION`.
@@ -183,7 +191,9 @@ R_CONVENTION_PAIRED = (
     "a's values tend to be larger**, in every table and figure (for φ, KL and argmax shift, "
     "where lower is better, > 0 means a is worse). Its 95% CI is the Wilson score interval of "
     "P(a > b | they differ), mapped by 2θ − 1, and is not adjusted for the family: an interval "
-    "that excludes 0 need not be significant after the correction. The sign test and not the "
+    "that excludes 0 need not be significant after the correction. Where no unit differs "
+    f"(n+ = n− = 0) the dominance is 0/0, undefined: its cell reads \"{UNDEFINED_EFFECT}\", not 0 "
+    "(no win either way, and a sign test that cannot reject). The sign test and not the "
     "Wilcoxon signed-rank test: the signed-rank test weights each unit by the rank of |a − b|, "
     "so a few units with very large differences (one scheme's rare catastrophes) can set its "
     "direction against the majority of units (docs/statistics.md, \"The paired design\").")
@@ -313,8 +323,10 @@ def few_units_text(n_units: int, unit: str) -> str | None:
     A bootstrap interval of a mean ignores the t quantile and the (n − 1)/n shrinkage of the
     plug-in variance, so over few units it covers less than its nominal level: 95% BCa
     intervals covered 0.84 (normal) and 0.79 (exponential) at 5 units, 0.90 / 0.88 at 12,
-    0.92 / 0.91 at 20 (docs/statistics.md, "Few units"). The tests keep their level
-    (exact or permutation). ``n_units`` is the smallest count of a summary row; ``unit`` its
+    0.92 / 0.91 at 20 (docs/statistics.md, "Few units"). The sign test (exact binomial) and
+    the permutation tests (energy, KS) keep their level, Mann–Whitney where exact; the
+    equivalence tests (a ratio's TOST a t-test, the rank TOST asymptotic) only
+    approximately. ``n_units`` is the smallest count of a summary row; ``unit`` its
     name ("trials", "texts", "clusters").
 
     Examples
@@ -329,8 +341,12 @@ def few_units_text(n_units: int, unit: str) -> str | None:
     return (f"Few units: some means rest on only {n_units} {unit} (fewer than {FEW_UNITS}), and a "
             "bootstrap interval over so few covers less than its nominal level (95% BCa "
             "intervals covered 0.84 at 5, 0.90 at 12 and 0.92 at 20 normal units; "
-            "docs/statistics.md, \"Few units\"): read those intervals as too narrow. The tests "
-            "(exact or permutation) keep their level.")
+            "docs/statistics.md, \"Few units\"): read those intervals as too narrow. The sign "
+            "test (exact binomial) and the permutation tests (energy, KS) keep their level, and "
+            "so does Mann–Whitney where exact (its normal approximation, used beyond 8 untied "
+            "units a side, is close); the equivalence tests do not rest on an exact null law (a "
+            "ratio's TOST is a t-test, exact for normal data only; the rank TOST is asymptotic), "
+            "so at so few units their level is approximate.")
 
 
 def _scope_text(synthetic: bool, real: bool) -> str:

@@ -61,7 +61,7 @@ def test_crossover_detected_and_described():
     c = find_crossovers(t).set_index("metric")
     assert bool(c.loc["kl", "crossover"])
     assert "CROSSOVER" in c.loc["kl", "description"] and "QKQV wins at n = 2" in c.loc["kl", "description"]
-    assert c.loc["kl", "winners"].startswith("2:QKQV, 3:no significant difference, 4:KQV")
+    assert c.loc["kl", "winners"].startswith("n = 2: QKQV; n = 3: no significant difference; n = 4: KQV")
 
 
 def test_no_crossover_when_one_side_wins():
@@ -121,7 +121,7 @@ def test_crossovers_read_only_the_mann_whitney_rows_of_two_budgets_or_more():
                         pairing="none")
     assert set(t.test) == {"mann_whitney", "ks", "equivalence"}
     c = find_crossovers(t)
-    assert len(c) == 1 and c.loc[0, "winners"] == "2:QKQV, 3:KQV" and c.loc[0, "crossover"]
+    assert len(c) == 1 and c.loc[0, "winners"] == "n = 2: QKQV; n = 3: KQV" and c.loc[0, "crossover"]
     one = compare_schemes(f[f.budget == 2], [("KQV", "QKQV")], metrics=["kl"], energy=False,
                           pairing="none")
     assert find_crossovers(one).empty              # one budget: nothing can cross

@@ -322,7 +322,7 @@ def test_paired_equivalence_and_crossovers():
     assert eq.loc[2.0, "pvalue"] == ref.pvalue and "paired" in eq.loc[2.0, "note"]
     assert eq.loc[2.0, "verdict"] == "different"      # the sign row rejects, the TOST does not
     c = find_crossovers(t)
-    assert len(c) == 1 and c.loc[0, "winners"] == "2:QKQV, 3:KQV" and c.loc[0, "crossover"]
+    assert len(c) == 1 and c.loc[0, "winners"] == "n = 2: QKQV; n = 3: KQV" and c.loc[0, "crossover"]
 
 
 def test_paired_energy_rows_swap_within_pairs():

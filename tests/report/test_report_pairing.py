@@ -117,7 +117,8 @@ def test_unpaired_header_keeps_the_rho_diagnostic_and_names_its_design(reports):
     assert "Spearman ρ of 18 of the 18 Mann–Whitney rows" in unit and PAIRED_TEXT not in md
     assert R_CONVENTION in md and TIES_NOTE in md
     assert "only when its two-sided Mann–Whitney adjusted p ≤ α" in md
-    assert f"| {R_HEADER} | U | p adj (MW) | KS D | p adj (KS) |" in _header_line(md, "| pair |")
+    assert (f"| {R_HEADER} | U of a: #(a > b) + ½ ties | p adj (MW) | KS D | p adj (KS) |"
+            in _header_line(md, "| pair |"))
 
 
 def test_paired_winners_and_crossovers_follow_the_sign_test_rows(reports):
@@ -127,7 +128,7 @@ def test_paired_winners_and_crossovers_follow_the_sign_test_rows(reports):
     assert w.loc["kl", "winner"] == "KQV" and w.loc["snr_k", "winner"] == "QKQV"
     assert (w.effect < 0).all()
     kl = rep.crossovers.set_index("metric").loc["kl"]
-    assert kl["winners"].startswith("2:KQV, 3:")
+    assert kl["winners"].startswith("n = 2: KQV; n = 3: ")
     line = next(x for x in md.splitlines() if x.startswith("| KQV vs QKQV | kl |"))
     assert "| KQV |" in line
 

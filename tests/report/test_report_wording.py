@@ -384,7 +384,9 @@ def test_crossover_section_lists_crossovers_and_only_the_rest_by_budget(tmp_path
                             energy_resamples=19)
     md = rep.files["markdown"].read_text()
     assert f"**{len(METRICS)} crossover(s)**" in md
-    assert "- CROSSOVER in kl for gaussian, d = 64, N = 128: KQV wins at n = 2; QKQV wins at n = 3." in md
+    # each with the bits its two schemes store (make_frame: n + 0.25), as the terminal says
+    assert ("- CROSSOVER in kl for gaussian, d = 64, N = 128: KQV wins at n = 2; QKQV wins at n = 3. "
+            "Bits stored per coordinate: KQV 2.25–3.25, QKQV 2.25–3.25.\n") in md
     kl = md.split("Attention KL, winners by budget (no crossover):")[1].split("##")[0]
     assert [line for line in kl.splitlines() if line.startswith("- ")] == [
         "- gaussian, d = 64, N = 128, KQV vs KV: n = 2: KQV; n = 3: KQV",
@@ -414,6 +416,12 @@ def test_no_crossover_is_not_claimed_where_no_budget_could_reject(tmp_path):
     kl = [line for line in section.splitlines() if line.startswith("- ")]
     assert len(kl) == 1 and kl[0].count("; n = 3: not resolvable at n = 4 pairs") == 1
     assert kl[0].startswith("- gaussian, d = 64, N = 128, KQV vs QKQV: n = 2: not resolvable at n = 4 pairs")
+    # tables/crossovers.csv's winners column: the bullet's wording, split at "; " by budget
+    table = pd.read_csv(rep.files["crossovers"]).set_index("metric")
+    assert kl[0].endswith(": " + table.loc["kl", "winners"])
+    parts = table.loc["kl", "winners"].split("; ")
+    assert [p.split(": ")[0] for p in parts] == ["n = 2", "n = 3"]
+    assert all(", " in p for p in parts)          # each verdict holds its commas
 
 
 def test_no_crossover_names_the_budgets_that_could_not_reject(tmp_path):
@@ -838,8 +846,8 @@ def test_report_cells_keep_p_and_interval_ends_apart_from_alpha_and_margins(tmp_
         cell = table.loc["kl", "equivalence"]
         assert f"[{low:.5g}, 1.01] in [0.98039, 1.02]? p adj 0.0502" in cell, cell
         opts = validate_report_options({"equivalence": {"kl": 0.02}})
-        md = build_document(_result(f), summary_table(f, n_resamples=19), comp, find_crossovers(comp),
-                            theory_table(f, n_resamples=19), {}, opts, "unit", None).markdown(tmp_path)
+        md = build_document(_result(f), summary_table(f, n_resamples=49), comp, find_crossovers(comp),
+                            theory_table(f, n_resamples=49), {}, opts, "unit", None).markdown(tmp_path)
         assert (f"90% CI [{low:.5g}, 1.01], region [0.98039, 1.02], adjusted TOST p 0.0502"
                 in md), md[md.find("## Equivalence"):][:1500]
         assert "| 0.0504 |" in md
@@ -894,8 +902,8 @@ def test_lowrank_vs_heavytail_caption_names_only_the_keys_drawn(tmp_path):
         f = pd.concat([make_frame({("KQV", 3): 0.0}, n=12, seed=50 + i, case=(d, "-", 32, 64))
                        for i, d in enumerate(dists)], ignore_index=True)
         comp = compare_schemes(f, [], energy=False)
-        md = build_document(_result(f), summary_table(f, n_resamples=19), comp, find_crossovers(comp),
-                            theory_table(f, n_resamples=19), {"lowrank_vs_heavytail": fig},
+        md = build_document(_result(f), summary_table(f, n_resamples=49), comp, find_crossovers(comp),
+                            theory_table(f, n_resamples=49), {"lowrank_vs_heavytail": fig},
                             validate_report_options(), "unit", None).markdown(tmp_path)
         caption = next(line for line in md.splitlines() if line.startswith("*Per-trial KL"))
         assert ("Gaussian" in caption) == gaussian, caption
@@ -914,14 +922,14 @@ def test_a_pair_that_shares_a_case_but_no_budget_is_not_called_absent(tmp_path):
     pairs = [("identity", "KV")]
     comp = compare_schemes(f, pairs, energy=False)
     assert comp.empty
-    md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=19),
-                        comp, find_crossovers(comp), theory_table(f, n_resamples=19), {},
+    md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=49),
+                        comp, find_crossovers(comp), theory_table(f, n_resamples=49), {},
                         validate_report_options(), "unit", None, comparisons=pairs).markdown(tmp_path)
     assert "names two schemes of one case" not in md
     assert ("identity (n = 32) and KV (n = 2, 3) ran in one case but at no common budget" in md)
     # a pair absent from every case keeps the old sentence
-    md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=19),
-                        comp, find_crossovers(comp), theory_table(f, n_resamples=19), {},
+    md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=49),
+                        comp, find_crossovers(comp), theory_table(f, n_resamples=49), {},
                         validate_report_options(), "unit", None,
                         comparisons=[("identity", "KQV")]).markdown(tmp_path)
     assert "none of the pairs asked for (identity vs KQV) names two schemes of one case" in md
@@ -1000,3 +1008,41 @@ def test_a_report_on_few_units_says_its_intervals_are_too_narrow(tmp_path):
     few = header(12)
     assert "Few units: some means rest on only 12 trials (fewer than 20)" in few
     assert "Few units" not in header(20)
+    # which tests keep their level: the exact and permutation ones, not the TOSTs (t-based
+    # or asymptotic); it read "The tests (exact or permutation) keep their level"
+    line = next(x for x in few.splitlines() if "Few units" in x)
+    assert ("The sign test (exact binomial) and the permutation tests (energy, KS) keep their "
+            "level") in line
+    assert ("the equivalence tests do not rest on an exact null law (a ratio's TOST is a "
+            "t-test, exact for normal data only; the rank TOST is asymptotic)") in line
+    assert "The tests (exact or permutation)" not in line
+
+
+def test_the_u_column_says_whose_u_it_is():
+    """Mann–Whitney's U is scheme a's, #(a > b) + ½ ties: the column says so, and the header's
+    effect sentence gives b's (n_a·n_b − U) and r from it."""
+    from kvstats.report.sections import R_CONVENTION, _comparison_table
+    from kvstats.report.wording import U_HEADER
+
+    table = _comparison_table(pd.DataFrame([_test_row("mann_whitney", "kl", True, True, "different",
+                                                       winner="KQV")]))
+    assert U_HEADER == "U of a: #(a > b) + ½ ties" and table.loc[0, U_HEADER] == "10"
+    assert "U" not in table.columns
+    assert "#(a > b) + ½#(a = b) (b's U is n_a·n_b − U; r = 2U/(n_a·n_b) − 1)" in R_CONVENTION
+
+
+def test_a_dominance_without_a_differing_pair_is_undefined_not_zero():
+    """0 of n pairs differ: the sign test's dominance (n+ − n−)/(n+ + n−) is 0/0. The cell
+    read "+0.000 [-1.000, +1.000]" (the test's placeholder), a zero effect no data showed;
+    it reads "—", which the header's effect sentence explains; one differing pair keeps its
+    number."""
+    from kvstats.report.sections import R_CONVENTION_PAIRED, _comparison_table
+    from kvstats.report.wording import DOMINANCE_HEADER, UNDEFINED_EFFECT
+
+    rows = [{**_test_row("sign", m, False, False, "not resolvable"), "effect": 0.0,
+             "effect_low": -1.0, "effect_high": 1.0, "n_informative": float(k)}
+            for m, k in (("kl", 0), ("phi_k", 1))]
+    table = _comparison_table(pd.DataFrame(rows)).set_index("metric")
+    assert table.loc["kl", DOMINANCE_HEADER] == UNDEFINED_EFFECT == "—"
+    assert table.loc["phi_k", DOMINANCE_HEADER] == "+0.000 [-1.000, +1.000]"
+    assert 'the dominance is 0/0, undefined: its cell reads "—", not 0' in R_CONVENTION_PAIRED
