@@ -36,8 +36,10 @@ def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: boo
     """
     try:
         arr = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{name} must be a numeric array; received {_describe(x)}") from exc
+    except Exception as exc:  # ragged lists, torch's bfloat16 (numpy has no such dtype) and the like
+        hint = (" (a torch tensor numpy cannot take: pass x.float())"
+                if type(x).__module__.split(".")[0] == "torch" else "")
+        raise TypeError(f"{name} must be a numeric array{hint}; received {_describe(x)}") from exc
     if arr.dtype.kind not in "biuf" and not _is_ml_dtypes_number(arr.dtype):
         raise TypeError(f"{name} must be a real numeric array; received {_describe(arr)}")
     if arr.dtype not in (np.float32, np.float64):

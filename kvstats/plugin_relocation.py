@@ -135,7 +135,7 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
             raise PluginError(f"{where} used the plugin file {ref!r}"
                               + (f" (SHA-256 {want[:12]})" if want else "")
                               + ", which is not there any more: name its copy with `kvstats report "
-                              "--plugins PATH` (Python: hypothesis_report(dir, ..., plugins=[PATH]), "
+                              "DIR --plugins PATH` (Python: hypothesis_report(dir, ..., plugins=[PATH]), "
                               "or kvstats.plugins.relocate_plugins(dir, [PATH]) before load_result)")
     given_for = {d["plugin"] for d in done}
     for ref in refs:

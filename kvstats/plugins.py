@@ -184,7 +184,7 @@ def _import(ref: str) -> dict[str, Any]:
         if not os.path.isfile(ref):
             raise PluginError(f"{_KEY}: file {ref!r} does not exist (a relative path is resolved "
                               "against the config file's folder; a finished sweep's plugin moved "
-                              "since: `kvstats report --plugins PATH`, in Python "
+                              "since: `kvstats report DIR --plugins PATH`, in Python "
                               "kvstats.plugins.relocate_plugins(DIR, [PATH]) before load_result)")
         name = _module_name(ref)
         done = _imported_from(ref)
@@ -246,7 +246,7 @@ def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = No
     >>> load_plugins(["no_such_plugin.py"], "/tmp")
     Traceback (most recent call last):
     ...
-    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder; a finished sweep's plugin moved since: `kvstats report --plugins PATH`, in Python kvstats.plugins.relocate_plugins(DIR, [PATH]) before load_result)
+    kvstats.plugins.PluginError: config [sweep] plugins: file '/tmp/no_such_plugin.py' does not exist (a relative path is resolved against the config file's folder; a finished sweep's plugin moved since: `kvstats report DIR --plugins PATH`, in Python kvstats.plugins.relocate_plugins(DIR, [PATH]) before load_result)
     """
     if isinstance(plugins, str) or not isinstance(plugins, Iterable):
         raise TypeError(f"{_KEY} must be a list of strings; received {plugins!r}")

@@ -54,7 +54,7 @@ def test_a_missing_plugin_is_named_with_the_option_that_fixes_it(moved, capsys):
         kvstats.load_result(out)
     message = str(caught.value)
     assert f"the sweep in {str(out)!r} used the plugin file {str(recorded)!r} (SHA-256 " in message
-    assert "`kvstats report --plugins PATH`" in message
+    assert "`kvstats report DIR --plugins PATH`" in message
     assert "kvstats.plugins.relocate_plugins(dir, [PATH]) before load_result" in message
     # which works: the copy named, the result loads
     plugins.relocate_plugins(out, [moved[2]])

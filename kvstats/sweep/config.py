@@ -259,7 +259,8 @@ class SweepConfig:
             raise IsADirectoryError(f"config file {str(path)!r} is a directory; give a TOML file "
                                     "(e.g. experiments/quick.toml)")
         if not path.is_file():
-            raise FileNotFoundError(f"config file {str(path)!r} does not exist")
+            where = "" if path.is_absolute() else f" (relative to the working directory {os.getcwd()!r})"
+            raise FileNotFoundError(f"config file {str(path)!r} does not exist{where}")
         try:
             with path.open("rb") as fh:
                 data = tomllib.load(fh)
