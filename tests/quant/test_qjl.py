@@ -9,8 +9,8 @@ that none of them can pass vacuously. Seeds are fixed, so the outcome is determi
 Reference values: E|u1| for d = 1, 2, 3 (1, 2/pi, 1/2: u1 = ±1, |cos| of a uniform
 angle, Archimedes' uniform u1 on [-1, 1]) and its large-d expansion
 sqrt(2/(pi d))·(1 + 1/(4d) + O(d^-2)) (Gamma-ratio asymptotics); the Gaussian
-estimator variance ((pi/2)|q|^2|k|^2 - <q,k>^2)/m (Zandieh, Daliri, Han 2024,
-Lemma 3.2); the orthogonal-sketch variance and the 1 - 2/pi factor derived in
+estimator variance ((pi/2)|q|^2|k|^2 - <q,k>^2)/m (derived in docs/qjl.md; the
+estimator's unbiasedness is QJL Lemma 3.2, Zandieh, Daliri, Han 2024); the orthogonal-sketch variance and the 1 - 2/pi factor derived in
 docs/qjl.md; the pi/2 residual inflation (Zandieh et al. 2025, TurboQuant, Thm. 2).
 """
 
@@ -584,7 +584,7 @@ def test_prod_inner_products_unbiased(kind, bits):
 @pytest.mark.slow
 def test_prod_residual_variance_is_pi_over_2_times_the_projection():
     # Var<q, r̂ - r> / (|q|^2 |r|^2 / d) = pi/2 - cos^2(q, r) for a Gaussian sketch
-    # with m = d (TurboQuant, Thm. 2; QJL Lemma 3.2); the mean over random q, r is
+    # with m = d (TurboQuant, Thm. 2 and Lemma 4); the mean over random q, r is
     # pi/2 - E cos^2 ≈ pi/2 - 1/d.
     from kvstats.quant.prod import ProdQuantizer
 

@@ -10,7 +10,8 @@ uniformly random orientation R of the pair (S·R is √d times rows of a Haar ma
 its variance over (R, sketch) is the orthogonal closed form for d a power of two and
 m ≤ d. For the fixed key k = e₁ every row gives ⟨s, q⟩·sign(s₁) with mean q₁ exactly,
 so the estimate's mean is q₁ / (√d·E|u₁|) (≈ √(π/2) q₁: +25% at d = 16).
-The Gaussian bound (π/(2m))‖q‖²‖k‖² is QJL's (Zandieh, Daliri, Han 2024, Lemma 3.2).
+The Gaussian bound (π/(2m))‖q‖²‖k‖² is the one TurboQuant states for m = d (Zandieh et al.
+2025, Lemma 4); QJL's Lemma 3.2 (Zandieh, Daliri, Han 2024) is the estimator's unbiasedness.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def test_srht_is_biased_for_a_spiky_fixed_key():
 @pytest.mark.parametrize("kind", SKETCHES)
 @pytest.mark.parametrize("m", [16, 32])
 def test_variance_within_the_qjl_gaussian_bound(kind, m):
-    # Var ≤ (π/(2m))‖q‖²‖k‖² (QJL Lemma 3.2's bound) for random Gaussian pairs, one-sided
+    # Var ≤ (π/(2m))‖q‖²‖k‖² (TurboQuant Lemma 4's bound) for random Gaussian pairs, one-sided
     d = 16
     q, k = pairs(d, seed=3)
     s = make_sketch(kind, m, d, seed=10, draws=R)
