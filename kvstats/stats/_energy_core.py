@@ -64,7 +64,10 @@ def _prepare(X: XSample, Y: YSample, standardize: bool, kind: str,
             # column scaled by a power of two first (exact) gives the same z-scores
             col_exp = max_exponent(pooled, axis=0)
             X, Y, pooled = (np.ldexp(a, -col_exp) for a in (X, Y, pooled))
-        scale = pooled.std(axis=0, ddof=1) if len(pooled) > 1 else np.ones(X.shape[1])
+        # column-major whatever the input's layout: the sums (and so the last bits) then do
+        # not depend on it; the report passes Fortran-ordered profiles, whose bits this keeps
+        scale = (np.asfortranarray(pooled).std(axis=0, ddof=1) if len(pooled) > 1
+                 else np.ones(X.shape[1]))
         scale = np.where(scale > 0, scale, 1.0)
         X, Y = X / scale, Y / scale
     return X, Y, standardize
