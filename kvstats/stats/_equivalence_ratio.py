@@ -454,7 +454,11 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     decided as before (x vs x(1 + 1e-9): p = 3e-33 by the t model): a box pair applied
     there cost most of the power on low-noise trials (TOST power 0.99 -> 0.00 at n = 10,
     noise sd 0.05), so this one discontinuity is kept (docs/statistics.md). "delta" and
-    "bootstrap-t" have no score half and keep these defects.
+    "bootstrap-t" have no score half and keep these defects. The score half makes the
+    Fieller interval (``ratio_low``, ``ratio_high``) conservative at small n: the 90%
+    interval covered 0.935 (unpaired, n = 10), 0.925 (n = 20) and 0.913 (paired, n = 30)
+    on normal data, nominal from n = 30 unpaired and 100 paired (docs/statistics.md,
+    "Validation at a glance").
 
     Examples
     --------
