@@ -48,14 +48,41 @@ import numpy as np
 from jaxtyping import Float
 from numpy.typing import DTypeLike
 
-from kvstats._checks import _describe, as_float_array, check_int
+from kvstats._checks import _describe, as_float_array, check_choice, check_int
 
 if TYPE_CHECKING:
     from kvstats.quant.export import SideExport
 
-__all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder", "check_norm_range"]
+__all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder", "as_norm_dtype",
+           "check_norm_range"]
 
 _NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_norm_dtype(norm_dtype: DTypeLike) -> np.dtype:
+    """``norm_dtype`` as the numpy dtype vector norms are stored in: float16, float32 or
+    float64 (the one check of every coder that stores norms).
+
+    Raises a ``TypeError`` for what is not a dtype at all and a ``ValueError`` for a
+    dtype outside the three, each naming them.
+
+    Examples
+    --------
+    >>> as_norm_dtype("half")
+    dtype('float16')
+    >>> as_norm_dtype(np.int8)
+    Traceback (most recent call last):
+    ...
+    ValueError: norm_dtype must be one of float16, float32, float64; received int8
+    """
+    try:
+        dtype = np.dtype(norm_dtype)
+    except TypeError as exc:
+        raise TypeError(f"norm_dtype must be one of float16, float32, float64; received "
+                        f"{_describe(norm_dtype)}") from exc
+    if dtype not in _NORM_DTYPES:
+        raise ValueError(f"norm_dtype must be one of float16, float32, float64; received {dtype}")
+    return dtype
 
 
 @runtime_checkable
@@ -148,7 +175,8 @@ def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, 
         A norm above ``finfo(norm_dtype).max`` (the message suggests a wider dtype), a
         NaN or negative norm.
     TypeError
-        ``norm_dtype`` not float16/32/64, ``name`` not a str, ``norms`` not real numbers.
+        ``norm_dtype`` not a dtype (a dtype other than float16/32/64: ValueError), ``name``
+        not a str, ``norms`` not real numbers.
 
     Warns
     -----
@@ -174,13 +202,7 @@ def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, 
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str naming the side (e.g. 'K' or 'V'); received {_describe(name)}")
-    try:
-        dtype = np.dtype(norm_dtype)
-    except TypeError as exc:
-        raise TypeError(f"norm_dtype must be one of float16, float32, float64; received "
-                        f"{_describe(norm_dtype)}") from exc
-    if dtype not in _NORM_DTYPES:
-        raise TypeError(f"norm_dtype must be one of float16, float32, float64; received {dtype}")
+    dtype = as_norm_dtype(norm_dtype)
     arr = np.asarray(norms)
     if arr.dtype.kind not in "fiu":
         raise TypeError(f"norms must be an array of real numbers; received {_describe(norms)}")

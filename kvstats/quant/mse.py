@@ -33,8 +33,8 @@ import numpy as np
 from jaxtyping import Float
 from numpy.typing import ArrayLike, DTypeLike
 
-from kvstats._checks import SeedLike, _describe, as_float_array, check_choice, check_int
-from kvstats.quant.coder import check_norm_range
+from kvstats._checks import SeedLike, _describe, as_float_array, check_int
+from kvstats.quant.coder import as_norm_dtype, check_norm_range
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.mse_kernels import _centroids_of, _centroids_of_packed, _roundtrip_pieces
 from kvstats.quant.packing import pack_codes, packed_size
@@ -169,12 +169,7 @@ class MSEQuantizer:
             kind = rotation
             self.rotation = make_rotation(kind, self.dim, seed=seed, draws=normalize_draws(draws))
         self.draws = self.rotation.draws
-        try:
-            nd = np.dtype(norm_dtype)
-        except TypeError as exc:
-            raise TypeError(f"norm_dtype must be one of float16, float32, float64; received "
-                            f"{_describe(norm_dtype)}") from exc
-        self.norm_dtype = check_choice(nd, "norm_dtype", [np.dtype(t) for t in NORM_DTYPES])
+        self.norm_dtype = as_norm_dtype(norm_dtype)
         self.codebook: Codebook = lloyd_max_codebook(self.bits, "beta", dim=self.rotation.out_dim)
 
     def hold_matrices_as(self, dtype: DTypeLike) -> None:

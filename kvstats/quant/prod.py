@@ -18,10 +18,11 @@ from jaxtyping import Float
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
+from kvstats.quant.coder import as_norm_dtype
 from kvstats.quant.export import SideExport
 from kvstats.quant.mse import MSECodes, MSEQuantizer, _check_out
 from kvstats.quant.packing import packed_size
-from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _add_residual_reconstruction, _as_norm_dtype,
+from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _add_residual_reconstruction,
                                _check_codes, _in_dtype, _pm_signs, _reconstruct, _sign_bits, _store_norms,
                                qjl_scores)
 from kvstats.quant.rotation import _BLAS_ROWS, Rotation
@@ -107,7 +108,7 @@ class ProdQuantizer:
         self.nominal_bits = float(bits)
         check_choice(sketch, "sketch", SKETCHES)
         self.draws = _as_draws(draws)
-        self.norm_dtype = _as_norm_dtype(norm_dtype)
+        self.norm_dtype = as_norm_dtype(norm_dtype)
         mse_rng, sketch_rng = as_generator(seed).spawn(2)
         self.name = name  # what the vectors are ("K", "V"), named in norm warnings and errors
         self.mse = MSEQuantizer(self.dim, bits - 1, rotation=rotation, seed=mse_rng,

@@ -31,7 +31,7 @@ from jaxtyping import Float, UInt8
 from numpy.typing import DTypeLike
 
 from kvstats._checks import as_float_array, check_choice
-from kvstats.quant.coder import check_norm_range
+from kvstats.quant.coder import as_norm_dtype, check_norm_range
 from kvstats.quant.packing import pack_bits, unpack_bits
 from kvstats.quant.rotation import _fwht
 from kvstats.quant.sketch import (_SRHT_BLOCK, Sketch, _check_sketch, _srht_project,  # noqa: F401
@@ -39,19 +39,9 @@ from kvstats.quant.sketch import (_SRHT_BLOCK, Sketch, _check_sketch, _srht_proj
 
 __all__ = ["QJLCodes", "qjl_encode", "qjl_scores", "qjl_reconstruct"]
 
-_NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 # --------------------------------------------------------------------------- helpers
-def _as_norm_dtype(norm_dtype: DTypeLike) -> np.dtype:
-    try:
-        dt = np.dtype(norm_dtype)
-    except TypeError as exc:
-        raise TypeError(f"norm_dtype must be one of {[str(d) for d in _NORM_DTYPES]}; "
-                        f"received {norm_dtype!r}") from exc
-    check_choice(dt, "norm_dtype", _NORM_DTYPES)
-    return dt
-
 
 def _store_norms(x: np.ndarray, norm_dtype: np.dtype, name: str) -> np.ndarray:
     """``‖x‖`` over the last axis in ``norm_dtype``; an overflow is an error, not an inf, and
@@ -259,7 +249,7 @@ def qjl_encode(sketch: Sketch, x: Float[np.ndarray, "*batch n d"],
         raise ValueError(f"x must have last dimension {sketch.dim} (the sketch's dim); "
                          f"received shape {x.shape}")
     _broadcast_batch(x.shape[:-2], sketch.draws, "x")
-    norm_dtype = _as_norm_dtype(norm_dtype)
+    norm_dtype = as_norm_dtype(norm_dtype)
     return QJLCodes(signs=pack_bits(_sign_bits(sketch, x)),
                     norms=_store_norms(x, norm_dtype, name), m=sketch.m)
 

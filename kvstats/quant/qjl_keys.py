@@ -16,7 +16,8 @@ from jaxtyping import Float, UInt
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.qjl import (QJLCodes, _as_norm_dtype, _broadcast_batch, _in_dtype, _pm_from_bits,
+from kvstats.quant.coder import as_norm_dtype
+from kvstats.quant.qjl import (QJLCodes, _broadcast_batch, _in_dtype, _pm_from_bits,
                                _pm_signs, _reconstruct, _sign_bits, _store_norms, qjl_encode,
                                qjl_reconstruct, qjl_scores)
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
@@ -120,7 +121,7 @@ class QJLKeyQuantizer:
         self.outlier_m = self.m if outlier_m is None else check_int(outlier_m, "outlier_m", low=1)
         self.group_size = check_int(group_size, "group_size", low=1)
         self.draws = _as_draws(draws)
-        self.norm_dtype = _as_norm_dtype(norm_dtype)
+        self.norm_dtype = as_norm_dtype(norm_dtype)
         self.idx_dtype = np.dtype(np.uint8 if self.dim <= 256 else np.uint16)
         in_rng, out_rng = as_generator(seed).spawn(2)
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=in_rng, draws=self.draws)
