@@ -263,7 +263,8 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
     of zero. The error bars are the unadjusted 95% intervals of r (Newcombe's for
     Mann–Whitney, the sign test's Wilson-based one under pairing): one that
     excludes 0 need not be significant after the adjustment, so they do not show a
-    crossover by themselves.
+    crossover by themselves. A sign row whose pairs all have equal values (``n_informative``
+    0: the dominance is 0/0) has no point.
 
     Parameters
     ----------
@@ -333,8 +334,13 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
             if sub.empty:
                 continue
             label = _case_label(case, digits)
-            r = sub["effect"].to_numpy()
-            lo, hi = sub["effect_low"].to_numpy(), sub["effect_high"].to_numpy()
+            r, lo, hi = (sub[c].to_numpy(np.float64) for c in ("effect", "effect_low", "effect_high"))
+            # a sign row where no pair differs has no dominance (0/0): no point, as the
+            # tables' "—", not a 0 with the placeholder interval [-1, 1]
+            if "n_informative" in sub:
+                none_differ = (sub["test"] == LOCATION_TESTS["trial"]).to_numpy() & (
+                    sub["n_informative"].to_numpy() == 0)
+                r, lo, hi = (np.where(none_differ, np.nan, v) for v in (r, lo, hi))
             x = sub["budget"].to_numpy(float) + offsets[label]
             ax.errorbar(x, r, yerr=[r - lo, hi - r], color=colors[label], capsize=2,
                         lw=1.2, label=label, marker=markers[label], ms=0)

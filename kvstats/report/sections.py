@@ -365,7 +365,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                     "worse for φ and KL: each panel says which); filled = significant after "
                     "adjustment; bars: the unadjusted 95% interval of the effect "
                     f"({'Wilson' if paired else 'Newcombe'}), which can exclude 0 where the "
-                    "adjusted test does not reject.")
+                    "adjusted test does not reject"
+                    + ("; no point where no pair differs (the dominance is 0/0, \"—\" in the "
+                       "tables)." if paired else "."))
 
     if any(name.startswith("shannon_phi_") for name in figs):
         from kvstats.report.plots import SHANNON_PHI_NOTE

@@ -123,6 +123,8 @@ def test_crossover_caption_names_its_panels_and_its_unadjusted_bars(tmp_path, pa
     assert f"for {', '.join(CROSSOVER_METRICS)} (the crossover section above covers every tested metric)" \
         in caption
     assert f"bars: the unadjusted 95% interval of the effect ({interval})" in caption
+    # a paired figure leaves out the budgets where no pair differs (dominance 0/0)
+    assert ("no point where no pair differs" in caption) == (pairing == "trial")
 
 
 def test_html_renders_the_emphasis_the_markdown_has():

@@ -1046,3 +1046,14 @@ def test_a_dominance_without_a_differing_pair_is_undefined_not_zero():
     assert table.loc["kl", DOMINANCE_HEADER] == UNDEFINED_EFFECT == "—"
     assert table.loc["phi_k", DOMINANCE_HEADER] == "+0.000 [-1.000, +1.000]"
     assert 'the dominance is 0/0, undefined: its cell reads "—", not 0' in R_CONVENTION_PAIRED
+    # the crossover figure draws no point there (it drew 0 with bars to ±1)
+    from kvstats.report.plots import plot_crossover
+
+    case = {"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128}
+    fig = plot_crossover(pd.DataFrame([{**row, **case} for row in rows]).assign(
+        metric="kl", budget=[2.0, 3.0], budget_b=[2.0, 3.0], effect=[0.0, 1.0]), ["kl"])
+    from matplotlib.collections import PathCollection
+
+    markers = np.concatenate([c.get_offsets() for c in fig.axes[0].collections
+                              if isinstance(c, PathCollection)])
+    assert markers[np.isfinite(markers).all(axis=1), 1].tolist() == [1.0]
