@@ -106,48 +106,11 @@ def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_repor
                                 progress=not args.no_progress)
         say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
             f"in {time.perf_counter() - tic:.1f} s")
-        for line in _crossover_lines(rep.crossovers, rep.summary):
+        from kvstats.analysis.crossover import crossover_sentences
+
+        for line in crossover_sentences(rep.crossovers, rep.summary):
             say("  " + line)
     return 0
-
-
-def _crossover_lines(crossovers, summary) -> list[str]:
-    """The report's crossover sentences, each with the bits its two schemes store.
-
-    "Equal budget" is the nominal n: a scheme with a window or per-group scales can store
-    twice the bits of the other at the same n (kivi at n = 2: 4.6 bits per coordinate
-    against TurboQuant-mse's 2.1), and a line saying it wins at n = 3 must say so.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> case = {"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128}
-    >>> cross = pd.DataFrame([{**case, "scheme_a": "A", "scheme_b": "B", "crossover": True,
-    ...                        "description": "CROSSOVER in kl for gaussian: A wins at n = 2; B wins at n = 3."}])
-    >>> summary = pd.DataFrame([{**case, "budget": b, "scheme": s, "bits_total": t}
-    ...                         for s, b, t in [("A", 2, 2.125), ("A", 3, 3.125),
-    ...                                         ("B", 2, 4.625), ("B", 3, 5.5)]])
-    >>> _crossover_lines(cross, summary)
-    ['CROSSOVER in kl for gaussian: A wins at n = 2; B wins at n = 3. Bits stored per coordinate: A 2.125–3.125, B 4.625–5.5.']
-    """
-    from kvstats.results import CASE_COLUMNS
-
-    if crossovers.empty:
-        return []
-    lines = []
-    for row in crossovers[crossovers["crossover"]].itertuples(index=False):
-        case = summary
-        for col in CASE_COLUMNS:
-            case = case[case[col] == getattr(row, col)]
-        ranges = []
-        for scheme in (row.scheme_a, row.scheme_b):
-            bits = case.loc[case["scheme"] == scheme, "bits_total"]
-            if not bits.empty:
-                low, high = f"{bits.min():.4g}", f"{bits.max():.4g}"
-                ranges.append(f"{scheme} {low}" + ("" if low == high else f"–{high}"))
-        tail = f" Bits stored per coordinate: {', '.join(ranges)}." if len(ranges) == 2 else ""
-        lines.append(row.description + tail)
-    return lines
 
 
 def _cell_counts(manifest: dict) -> str:

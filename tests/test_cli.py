@@ -683,7 +683,7 @@ def test_crossover_lines_carry_each_schemes_stored_bits():
     total range in that case, from the summary table, not another case's."""
     import pandas as pd
 
-    from kvstats.cli import _crossover_lines
+    from kvstats.analysis.crossover import crossover_sentences as _crossover_lines
 
     cases = [{"distribution": d, "params": "-", "dim": 128, "n_keys": 256}
              for d in ("gaussian", "low_rank")]

@@ -7,7 +7,7 @@ import pandas as pd
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.frame import CASE_COLUMNS, LABEL_DIGITS, label_digits, short_params
 
-__all__ = ["find_crossovers"]
+__all__ = ["find_crossovers", "crossover_sentences"]
 
 
 def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -94,7 +94,7 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=out_cols)
 
 
-def _crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
+def crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     """The crossovers' sentences, each with the bits its two schemes store per coordinate.
 
     "Equal budget" is the nominal n: a scheme with a window or per-group scales can store
@@ -112,7 +112,7 @@ def _crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> lis
     >>> summary = pd.DataFrame([{**case, "budget": b, "scheme": s, "bits_total": t}
     ...                         for s, b, t in [("A", 2, 2.125), ("A", 3, 3.125),
     ...                                         ("B", 2, 4.625), ("B", 3, 5.5)]])
-    >>> _crossover_sentences(cross, summary)
+    >>> crossover_sentences(cross, summary)
     ['CROSSOVER in kl for gaussian: A wins at n = 2; B wins at n = 3. Bits stored per coordinate: A 2.125–3.125, B 4.625–5.5.']
     """
     if crossovers.empty:

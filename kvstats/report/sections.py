@@ -21,7 +21,7 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
-from kvstats.analysis.crossover import _crossover_sentences, _winners_text
+from kvstats.analysis.crossover import crossover_sentences, _winners_text
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
@@ -236,7 +236,7 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
               "significant winners.")
     else:
         doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
-        doc.ul(_crossover_sentences(found, summary))
+        doc.ul(crossover_sentences(found, summary))
     if some and not (found.empty and every == len(rest)):
         doc.p(f"Of the {len(rest)} (case, pair, metric)s without a crossover, {some} have a budget "
               "whose test could not have rejected (\"not resolvable\"), where a win, and so a "
