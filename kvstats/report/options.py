@@ -191,7 +191,8 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("energy_resolution", "str", "one of 'family', 'fixed'", "family",
                  "'family': each 6D energy test may draw up to the permutations the family "
                  "needs to reject (kvstats.stats.sequential.required_resolution), stopping "
-                 "early (Besag–Clifford) when clearly null; 'fixed': at most energy_resamples.",
+                 "early (Besag–Clifford) when clearly null; a family needing more than 10^7 "
+                 "is refused (alpha too small for its size); 'fixed': at most energy_resamples.",
                  _choice("energy_resolution", ENERGY_RESOLUTIONS)),
     ReportOption("energy_resamples", "int", "an int >= 1", 499,
                  "Least permutation cap of each energy test: the cap is max(this, what the "
@@ -201,8 +202,9 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("energy_stop", "int", "an int >= 1", 10,
                  "Exceedances that stop an energy test early (Besag–Clifford h).",
                  _int("energy_stop", "an int >= 1", 1)),
-    ReportOption("bootstrap_resamples", "int", "an int >= 1", 999,
-                 "Bootstrap resamples of every confidence interval of a mean.",
+    ReportOption("bootstrap_resamples", "int", "an int >= 2/(1 − max(confidence, 0.95))", 999,
+                 "Bootstrap resamples of every confidence interval of a mean (at least 40 at "
+                 "the default confidence: one resample beyond each limit).",
                  _int("bootstrap_resamples", "an int >= 1", 1)),
     ReportOption("confidence", "float", "a float in (0, 1)", 0.95,
                  "Level of the bootstrap confidence intervals of the summary tables' means (the "
