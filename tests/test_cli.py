@@ -581,7 +581,7 @@ def test_report_flags_are_named_as_typed_before_the_sweep_is_read(tmp_path, caps
     for flag, value, allowed in [("--alpha", "2", "a float in (0, 1)"),
                                  ("--alpha", "nan", "a float in (0, 1)"),
                                  ("--energy-resamples", "0", "an int >= 1"),
-                                 ("--bootstrap-resamples", "-5", "an int >= 1")]:
+                                 ("--bootstrap-resamples", "-5", "an int >= 40 (2/(1 − confidence) above 0.95)")]:
         assert main(["report", missing, flag, value]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"kvstats report: error: {flag} must be {allowed}"), err

@@ -202,10 +202,10 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("energy_stop", "int", "an int >= 1", 10,
                  "Exceedances that stop an energy test early (Besag–Clifford h).",
                  _int("energy_stop", "an int >= 1", 1)),
-    ReportOption("bootstrap_resamples", "int", "an int >= 2/(1 − max(confidence, 0.95))", 999,
-                 "Bootstrap resamples of every confidence interval of a mean (at least 40 at "
-                 "the default confidence: one resample beyond each limit).",
-                 _int("bootstrap_resamples", "an int >= 1", 1)),
+    ReportOption("bootstrap_resamples", "int", "an int >= 40 (2/(1 − confidence) above 0.95)", 999,
+                 "Bootstrap resamples of every confidence interval of a mean (one resample "
+                 "beyond each limit of a 95% interval needs 40).",
+                 _int("bootstrap_resamples", "an int >= 40 (2/(1 − confidence) above 0.95)", 40)),
     ReportOption("confidence", "float", "a float in (0, 1)", 0.95,
                  "Level of the bootstrap confidence intervals of the summary tables' means (the "
                  "theory and rate–distortion tables, r's intervals and the figures' error bars "
