@@ -423,7 +423,7 @@ def tost_ratio(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     the TOST at the margin's edge stayed within 0.015 of α). No correction tried held the
     level there without halving the power at small n (skewness-corrected t, bootstrap-t,
     BCa; no sample-based correction can hold for every skewed law); docs/statistics.md
-    gives the measured sizes ("Calibration under skew and ties (session 14)"). Data without spread give no variance estimate and nothing
+    gives the measured sizes ("Calibration under skew and ties"). Data without spread give no variance estimate and nothing
     bounds one: such a test shows neither equivalence nor a difference (p-values 1,
     method "degenerate"); a zero standard error used to read as equivalence at any n.
     For "fieller" that means both samples constant; identical paired trials, or a

@@ -1,6 +1,6 @@
 """Size and power of the paired ratio TOST (tost_ratio, method "fieller") on skewed pairs,
-next to the skew corrections tried in session 14 (docs/statistics.md, "Calibration under
-skew and ties (session 14)"). Not collected by pytest; run
+next to the skew corrections tried (docs/statistics.md, "Calibration under skew and
+ties"). Not collected by pytest; run
 
     nice .venv/bin/python tests/stats/calibrate_ratio_skew.py --reps 10000
 

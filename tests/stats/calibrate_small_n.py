@@ -1,5 +1,5 @@
 """Calibration of the report's two-sample and paired tests at few units (3-8 per arm) on
-skewed and tied data (docs/statistics.md, "Calibration under skew and ties (session 14)").
+skewed and tied data (docs/statistics.md, "Calibration under skew and ties").
 Not collected by pytest; run
 
     nice .venv/bin/python tests/stats/calibrate_small_n.py --reps 4000
