@@ -152,12 +152,16 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
         raise TypeError(f"defaults must be a mapping of parameter name to default; received "
                         f"{_describe(defaults)}")
     for key, value in defaults.items():
-        if not isinstance(key, str) or not isinstance(value, (int, float, str, bool, type(None))):
+        if not isinstance(key, str) or not isinstance(value, (int, float, str, bool, type(None),
+                                                              np.integer, np.floating, np.bool_)):
             raise TypeError(f"defaults must map str to a number, string, boolean or None; received "
                             f"{key!r}: {_describe(value)}")
+    # numpy scalars as the Python values they equal: what a sweep config and JSON hold
+    defaults = {key: value.item() if isinstance(value, np.generic) else value
+                for key, value in defaults.items()}
     if not isinstance(summary, str):
         raise TypeError(f"summary must be a str; received {_describe(summary)}")
-    ddef = DistributionDef(name, sampler, dict(defaults), summary)
+    ddef = DistributionDef(name, sampler, defaults, summary)
     _USER[name] = ddef
     _DIST_ORIGIN[name] = current_plugin()
     return ddef

@@ -368,7 +368,9 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         ``K (T, N, d)``, ``V (T, N, d)``, ``q (T, n_queries, d)`` and ``meta`` recording
         the distributions, the resolved parameters and the seed: an int seed as given,
         for ``seed=None`` the OS entropy drawn (an int that draws the same trials again),
-        for a SeedSequence or Generator the repr of its seed sequence before the call.
+        for a SeedSequence or Generator the repr of its seed sequence before the call
+        (``Generator(Philox(SeedSequence(...)))`` for a Generator on a bit generator other
+        than numpy's default PCG64).
 
     Examples
     --------
@@ -386,9 +388,11 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     N = check_int(n_keys, "n_keys", low=1)
     d = check_int(dim, "dim", low=1)
     n_q = check_int(n_queries, "n_queries", low=1)
-    dt = np.dtype(dtype) if isinstance(dtype, (type, np.dtype, str)) else None
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be one of [float32, float64]; received {_describe(dtype)}")
+    dt = _float_dtype(dtype)
+    if T * max(N, n_q) * d * 8 > np.iinfo(np.intp).max:   # numpy's own refusal names no argument
+        raise ValueError(f"n_trials * max(n_keys, n_queries) * dim must fit one array (at most "
+                         f"{np.iinfo(np.intp).max // 8} float64 elements); received n_trials={T}, "
+                         f"n_keys={N}, n_queries={n_q}, dim={d}")
     vdist = "gaussian" if value_distribution is None else value_distribution
     if vdist == "focused":
         raise ValueError(f"value_distribution must be one of {list(VALUE_DISTRIBUTIONS)} "
@@ -424,13 +428,31 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     return Trials(K, V, q64.astype(dt), meta)
 
 
+def _float_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as float32 or float64, else a ValueError naming it.
+
+    Anything numpy cannot read as a dtype (``"bfloat16"``, a list) is refused as a wrong
+    value too, and ``None`` is refused rather than read as numpy's default float64 (a
+    ``None`` compares equal to ``dtype('float64')`` and would pass an ``in`` test).
+    """
+    try:
+        dt = np.dtype(dtype) if isinstance(dtype, (type, np.dtype, str)) else None
+    except TypeError:
+        dt = None
+    if dt is None or dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be one of [float32, float64]; received {_describe(dtype)}")
+    return dt
+
+
 def _seed_record(seed: Any, rng: np.random.Generator) -> int | str:
     """What ``meta["seed"]`` records: a seed that draws the same trials again.
 
     An int as given; for ``None`` the OS entropy drawn (an int: ``sample(seed=it)`` spawns
     the same streams); for a SeedSequence or a Generator the repr of its seed sequence as
     it was before this call (the streams are its next children, whatever state the
-    Generator's bits are in), to pass back as ``numpy.random.SeedSequence(...)``.
+    Generator's bits are in), to pass back as ``numpy.random.SeedSequence(...)``; for a
+    Generator on another bit generator than numpy's default PCG64, that repr wrapped as
+    ``Generator(Philox(SeedSequence(...)))`` (its streams use its bit generator).
     """
     if isinstance(seed, (int, np.integer)):
         return int(seed)
@@ -440,8 +462,12 @@ def _seed_record(seed: Any, rng: np.random.Generator) -> int | str:
         return repr(seed)
     if seed is None:
         return int(entropy)
-    return repr(np.random.SeedSequence(entropy, spawn_key=ss.spawn_key, pool_size=ss.pool_size,
-                                       n_children_spawned=ss.n_children_spawned))
+    record = repr(np.random.SeedSequence(entropy, spawn_key=ss.spawn_key, pool_size=ss.pool_size,
+                                         n_children_spawned=ss.n_children_spawned))
+    bit_generator = type(rng.bit_generator).__name__
+    # streams spawned from a Generator keep its bit generator: a bare sequence would
+    # replay them on PCG64 (numpy's default), other numbers for Philox, MT19937, ...
+    return record if bit_generator == "PCG64" else f"Generator({bit_generator}({record}))"
 
 
 def attention_entropy(q: Float[np.ndarray, "*batch n_q d"],
