@@ -249,15 +249,22 @@ def measured_spectrum(x: Float[np.ndarray, "*groups n d"]) -> Spectrum:
     >>> s.eigenvalues.round(4).tolist(), float(s.mean_square)
     ([0.6667, 0.1667], 0.625)
     """
-    a = as_float_array(x, "x", min_ndim=2).astype(np.float64, copy=False)
+    # C order whatever the layout: numpy's sums and products round in memory order, so a
+    # Fortran-ordered x would give other last bits
+    a = np.ascontiguousarray(as_float_array(x, "x", min_ndim=2), dtype=np.float64)
     n = a.shape[-2]
     if n < 2:
         raise ValueError(f"x must hold at least 2 vectors per group (axis -2) to estimate a "
                          f"covariance; received shape {a.shape}")
     c = a - a.mean(axis=-2, keepdims=True)
-    cov = np.swapaxes(c, -1, -2) @ c / (n - 1)
+    with np.errstate(over="ignore", invalid="ignore"):      # refused just below, naming x
+        cov = np.swapaxes(c, -1, -2) @ c / (n - 1)
+        ms = np.einsum("...nd,...nd->...", a, a) / n
+    if not (np.isfinite(cov).all() and np.isfinite(ms).all()):
+        raise ValueError(f"x must have squares within the float64 range (|x| below about 1e154) "
+                         f"to estimate a covariance; received values up to {np.abs(a).max():.3g}: "
+                         "rescale x")
     lam = np.clip(np.linalg.eigvalsh(cov)[..., ::-1], 0.0, None)  # rounding: tiny negatives
-    ms = np.einsum("...nd,...nd->...", a, a) / n
     return Spectrum(np.ascontiguousarray(lam), ms, False,
                     f"sample covariance of {n} vectors per group: the bound is that of a Gaussian "
                     "with this covariance")

@@ -45,6 +45,28 @@ def test_meta_seed_replays_a_generator_on_another_bit_generator(bit_generator):
     assert sample("gaussian", 1, 2, 2, seed=np.random.default_rng(3)).meta["seed"].startswith("SeedSequence(")
 
 
+def test_measured_spectrum_bits_do_not_depend_on_memory_layout():
+    # a Fortran-ordered x gave other last bits (sums round in memory order)
+    x = np.random.default_rng(0).standard_normal((3, 50, 6))
+    ref = measured_spectrum(x)
+    for other in (np.asfortranarray(x), np.swapaxes(np.ascontiguousarray(np.swapaxes(x, 0, 2)), 0, 2)):
+        s = measured_spectrum(other)
+        np.testing.assert_array_equal(s.eigenvalues, ref.eigenvalues)
+        np.testing.assert_array_equal(s.mean_square, ref.mean_square)
+    x32 = x.astype(np.float32)
+    np.testing.assert_array_equal(measured_spectrum(np.asfortranarray(x32)).eigenvalues,
+                                  measured_spectrum(x32).eigenvalues)
+
+
+def test_measured_spectrum_refuses_squares_beyond_float64_and_scales_below():
+    x = np.random.default_rng(1).standard_normal((40, 5))
+    with pytest.raises(ValueError, match=r"x must have squares within the float64 range .* rescale x"):
+        measured_spectrum(x * 1e200)          # was mean_square inf (or NaN eigenvalues), silently
+    big, ref = measured_spectrum(x * 1e150), measured_spectrum(x)   # the covariance scales by c²
+    np.testing.assert_allclose(big.eigenvalues, ref.eigenvalues * 1e300, rtol=1e-12)
+    np.testing.assert_allclose(big.mean_square, ref.mean_square * 1e300, rtol=1e-12)
+
+
 def test_a_registered_distribution_takes_numpy_scalar_defaults_as_python_values():
     # np.int64 was refused ("must map str to a number") while np.float64 was kept as numpy's
     def shifted(n, N, d, rng, p):
