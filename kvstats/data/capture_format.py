@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float
 
+from kvstats._checks import _describe
+
 __all__ = ["ARRAYS", "LAYERS", "CaptureHeader", "write_capture", "read_capture", "read_header",
            "read_layers", "held_layers", "layer_slots", "check_shapes"]
 
@@ -87,8 +89,17 @@ def write_capture(path: str | os.PathLike,
     >>> read_layers(p)
     (0, 15)
     """
+    # refuse here what read_capture would refuse, before a file is written
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict (stored as a JSON object); received {_describe(meta)}")
+    check_shapes(np.shape(K), np.shape(V), np.shape(q), "capture", "the capture being written")
     held_layers(meta, np.shape(K)[1], "meta", "K")
-    np.savez(path, K=K, V=V, q=q, meta=np.array(json.dumps(meta)))
+    try:
+        text = json.dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"meta must hold only JSON values (str, int, float, bool, None, lists, "
+                        f"dicts); received {_describe(meta)}: {exc}") from None
+    np.savez(path, K=K, V=V, q=q, meta=np.array(text))
 
 
 def check_shapes(K: tuple[int, ...], V: tuple[int, ...], q: tuple[int, ...], name: str,
@@ -212,10 +223,15 @@ def read_capture(path: str | os.PathLike, name: str = "path"
     >>> read_capture(p)[3]
     {'model': 'toy'}
     """
-    with np.load(path, allow_pickle=False) as data:
-        _missing(set(data.files), name, path)
-        K, V, q = data["K"], data["V"], data["q"]
-        meta = _parse_meta(str(data["meta"]), name, path)
+    try:   # not an .npz, a pickled (object) array, a truncated file: numpy's error, named
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {array: data[array] for array in ARRAYS if array in data.files}
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
+                         f"{os.fspath(path)!r} could not be read: {exc}") from exc
+    _missing(set(arrays), name, path)
+    K, V, q = arrays["K"], arrays["V"], arrays["q"]
+    meta = _parse_meta(str(arrays["meta"]), name, path)
     check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
     held_layers(meta, K.shape[1], f"{name}'s meta", repr(os.fspath(path)))
     return K, V, q, meta

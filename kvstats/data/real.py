@@ -46,17 +46,20 @@ def load_capture(path: str | os.PathLike) -> tuple[Float[np.ndarray, "texts laye
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a path to a capture .npz file; received {_describe(path)}")
     if not os.path.isfile(path):
+        what = "is a directory" if os.path.isdir(path) else "does not exist"
         raise FileNotFoundError(f"path must be an existing capture file (write one with "
-                                f"kvstats.models.capture(..., path=...)); {os.fspath(path)!r} does not exist")
+                                f"kvstats.models.capture(..., path=...)); {os.fspath(path)!r} {what}")
     return read_capture(path)
 
 
 def _select(value: int | Sequence[int] | np.ndarray | None, name: str, size: int) -> list[int]:
     if value is None:
         return list(range(size))
+    if isinstance(value, np.ndarray) and value.ndim == 0:   # np.array(3): the int it holds
+        value = value[()]
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return [check_int(value, name, low=0, high=size - 1)]
-    if isinstance(value, Sequence) or isinstance(value, np.ndarray):
+    if isinstance(value, Sequence) or (isinstance(value, np.ndarray) and value.ndim == 1):
         out = [check_int(v, name, low=0, high=size - 1) for v in value]
         if not out:
             raise ValueError(f"{name} must select at least one index in [0, {size - 1}]; received {value!r}")

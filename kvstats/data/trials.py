@@ -145,6 +145,11 @@ class Trials:
             i = check_int(idx, "idx", low=-self.n_trials, high=self.n_trials - 1)
             sel: Any = slice(i, i + 1) if i != -1 else slice(-1, None)
         elif isinstance(idx, slice):
+            try:   # Python's own check of a slice (its message would not name idx)
+                range(self.n_trials)[idx]
+            except (TypeError, ValueError):
+                raise ValueError(f"idx as a slice must have integer (or None) start, stop and a "
+                                 f"non-zero step; received {idx!r}") from None
             sel = idx
         else:
             sel = np.asarray(idx)

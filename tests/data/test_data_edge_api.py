@@ -67,6 +67,77 @@ def test_measured_spectrum_refuses_squares_beyond_float64_and_scales_below():
     np.testing.assert_allclose(big.mean_square, ref.mean_square * 1e300, rtol=1e-12)
 
 
+def _arrays():
+    rng = np.random.default_rng(2)
+    K = rng.standard_normal((2, 3, 2, 5, 4)).astype(np.float32)
+    return K, K + 1, rng.standard_normal((2, 3, 4, 5, 4)).astype(np.float32)
+
+
+def test_read_capture_names_a_file_numpy_cannot_read(tmp_path):
+    K, V, q = _arrays()
+    junk = tmp_path / "junk.npz"
+    junk.write_text("not a zip")
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, K=K, V=V, q=q, meta=np.array([{"model": "toy"}], dtype=object))
+    for path in (junk, pickled):   # numpy's allow_pickle messages, naming nothing
+        with pytest.raises(ValueError, match=rf"path must be a capture \.npz .*{path.name}' could "
+                                             "not be read"):
+            load_trials(path)
+    with pytest.raises(ValueError, match=r"capture \.npz .*could not be read"):
+        read_capture(junk)
+
+
+@pytest.mark.parametrize("what,args,error,match", [
+    ("V of other layers", lambda K, V, q: (K, V[:, :2], q, {}), ValueError,
+     r"capture K and V must both have shape .* the capture being written holds K \(2, 3, 2, 5, 4\), "
+     r"V \(2, 2, 2, 5, 4\)"),
+    ("q heads not a multiple", lambda K, V, q: (K, V, q[:, :, :3], {}), ValueError,
+     r"capture q must have shape .* multiple of n_kv_heads=2"),
+    ("meta a list", lambda K, V, q: (K, V, q, [1]), TypeError, r"meta must be a dict .* received \[1\]"),
+    ("meta not JSON", lambda K, V, q: (K, V, q, {"n": np.int64(1)}), TypeError,
+     r"meta must hold only JSON values .* int64 is not JSON serializable"),
+])
+def test_write_capture_refuses_what_its_reader_refuses_and_writes_nothing(tmp_path, what, args, error,
+                                                                            match):
+    # the first two were written, and load_trials then refused the file it had written
+    path = tmp_path / "c.npz"
+    with pytest.raises(error, match=match):
+        write_capture(path, *args(*_arrays()))
+    assert not path.exists()
+
+
+def test_load_trials_reads_a_0d_array_as_its_int_and_names_other_arrays(tmp_path):
+    K, V, q = _arrays()
+    path = tmp_path / "c.npz"
+    write_capture(path, K, V, q, {"model": "toy"})
+    by_int = load_trials(path, layer=2, head=1)
+    by_array = load_trials(path, layer=np.array(2), head=np.array(1, np.uint8))  # "iteration over a 0-d array"
+    for name in "KVq":
+        np.testing.assert_array_equal(getattr(by_array, name), getattr(by_int, name))
+    assert by_array.meta["layer"] == by_int.meta["layer"] == [2, 2]
+    with pytest.raises(TypeError, match=r"layer must be None, an int or a sequence of ints in \[0, 2\]; "
+                                        r"received array of shape \(1, 1\)"):
+        load_trials(path, layer=np.array([[2]]))    # was told a row "must be an integer"
+    with pytest.raises(FileNotFoundError, match=r"capture file .* is a directory"):
+        load_trials(tmp_path)                       # was "does not exist"
+
+
+@pytest.mark.parametrize("idx", [slice(0, 3, 0), slice(0.5, 2), slice("a", None)])
+def test_subset_names_a_bad_slice(idx):
+    t = sample("gaussian", 5, 4, 2, seed=0)
+    with pytest.raises(ValueError, match=r"idx as a slice must have integer .* received slice\("):
+        t.subset(idx)            # was Python's 'slice step cannot be zero' / numpy's TypeError
+
+
+@pytest.mark.parametrize("idx", [slice(1, None, 2), slice(None, None, -1), slice(-2, None),
+                                 slice(np.int64(1), np.int8(4))])
+def test_subset_by_a_slice_is_numpys_slice(idx):
+    t = sample("gaussian", 5, 4, 2, seed=0)
+    s = t.subset(idx)
+    for name in "KVq":
+        np.testing.assert_array_equal(getattr(s, name), getattr(t, name)[idx])
+
+
 def test_a_registered_distribution_takes_numpy_scalar_defaults_as_python_values():
     # np.int64 was refused ("must map str to a number") while np.float64 was kept as numpy's
     def shifted(n, N, d, rng, p):
