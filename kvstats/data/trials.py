@@ -147,9 +147,9 @@ class Trials:
         elif isinstance(idx, slice):
             try:   # Python's own check of a slice (its message would not name idx)
                 range(self.n_trials)[idx]
-            except (TypeError, ValueError):
-                raise ValueError(f"idx as a slice must have integer (or None) start, stop and a "
-                                 f"non-zero step; received {idx!r}") from None
+            except (TypeError, ValueError) as exc:   # a float bound: TypeError; step 0: ValueError
+                raise type(exc)(f"idx as a slice must have integer (or None) start, stop and a "
+                                f"non-zero step; received {idx!r}") from None
             sel = idx
         else:
             sel = np.asarray(idx)
