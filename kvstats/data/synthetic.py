@@ -558,6 +558,11 @@ def scale_for_entropy(distribution: str, entropy: float, n_keys: int, dim: int, 
     if "scale" in params:
         raise ValueError(f"params must not contain 'scale' (it is what scale_for_entropy solves "
                          f"for); received scale={params['scale']!r}")
+    others = sorted(set(default_params(distribution)) - {"scale"})
+    unknown = sorted(set(params) - set(others))
+    if unknown:   # before sample(), whose list of allowed parameters would offer scale
+        raise ValueError(f"params {unknown} not accepted by scale_for_entropy for {distribution!r}; "
+                         f"allowed: {others or 'none'} (scale is what it solves for)")
     N = check_int(n_keys, "n_keys", low=2)
     h = check_real(entropy, "entropy", low=0.0, high=float(np.log(N)), low_open=True, high_open=True)
     t = sample(distribution, n_trials, N, dim, seed=seed, n_queries=n_queries, **params)

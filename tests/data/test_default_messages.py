@@ -130,3 +130,14 @@ def test_small_shapes_never_quote_a_default_nor_fail_otherwise():
                     assert not quoted, (dist, n_keys, dim, n_q, vdist, msg)
                     continue
             assert all(np.isfinite(a).all() for a in (t.K, t.V, t.q))
+
+
+def test_scale_for_entropy_names_the_parameters_it_accepts_without_scale():
+    # the generic check of sample() would list 'scale' as allowed, which this refuses
+    from kvstats.data.synthetic import scale_for_entropy
+
+    with pytest.raises(ValueError, match=r"params \['nuu'\] not accepted by scale_for_entropy for "
+                                         r"'gaussian'; allowed: none \(scale is what it solves for\)"):
+        scale_for_entropy("gaussian", 1.0, 64, 16, nuu=2)
+    with pytest.raises(ValueError, match=r"allowed: \['nu'\]"):
+        scale_for_entropy("heavy_tailed", 1.0, 64, 16, nuu=2)
