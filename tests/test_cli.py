@@ -12,29 +12,11 @@ import pytest
 
 from kvstats.cli import PIPE_CLOSED, build_parser, main
 
+from _tiny_sweep import tiny_toml
+
 ROOT = Path(__file__).resolve().parents[1]
 
-TINY_TOML = """
-[sweep]
-seed = 3
-budgets = [2, 3]
-dims = [16]
-n_keys = [32]
-n_trials = 12
-
-[[schemes]]
-name = "KQV"
-[[schemes]]
-name = "QKQV"
-
-[[distributions]]
-name = "gaussian"
-
-[report]
-comparisons = [["KQV", "QKQV"]]
-energy_resamples = 49
-bootstrap_resamples = 99
-"""
+TINY_TOML = tiny_toml()
 
 
 @pytest.fixture

@@ -13,27 +13,9 @@ import pytest
 from kvstats.cli import main
 from kvstats.cli_parser import build_parser
 
-TINY_TOML = """
-[sweep]
-seed = 3
-budgets = [2]
-dims = [16]
-n_keys = [32]
-n_trials = 12
+from _tiny_sweep import tiny_toml
 
-[[schemes]]
-name = "KQV"
-[[schemes]]
-name = "QKQV"
-
-[[distributions]]
-name = "gaussian"
-
-[report]
-comparisons = [["KQV", "QKQV"]]
-energy_resamples = 19
-bootstrap_resamples = 49
-"""
+TINY_TOML = tiny_toml(budgets=(2,), energy_resamples=19, bootstrap_resamples=49)
 
 
 def _error(argv, capsys) -> str:

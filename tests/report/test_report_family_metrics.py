@@ -19,6 +19,7 @@ from kvstats.sweep import SweepConfig
 
 from _sweep_frames import make_frame
 from _sweep_frames import sweep_result as _result
+from _tiny_sweep import tiny_toml
 
 SPEC = {("KQV", 2): 0.0, ("QKQV", 2): 0.4, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}
 FAST = dict(figures=False, energy_resamples=19, bootstrap_resamples=99)
@@ -95,29 +96,8 @@ def test_the_options_names_are_the_metrics_compare_schemes_can_test():
     assert FAMILY_METRICS == TESTABLE_METRICS
 
 
-TOML = """
-[sweep]
-seed = 5
-budgets = [2, 3]
-dims = [16]
-n_keys = [32]
-n_trials = 10
-
-[[schemes]]
-name = "KQV"
-[[schemes]]
-name = "QKQV"
-
-[[distributions]]
-name = "gaussian"
-
-[report]
-comparisons = [["KQV", "QKQV"]]
-energy_resamples = 19
-bootstrap_resamples = 49
-figures = false
-metrics = {metrics}
-"""
+TOML = tiny_toml(seed=5, n_trials=10, energy_resamples=19, bootstrap_resamples=49,
+                 report_extra="figures = false\nmetrics = {metrics}\n")
 
 
 def _tested(folder):
