@@ -48,7 +48,7 @@ import numpy as np
 from jaxtyping import Float
 from numpy.typing import DTypeLike
 
-from kvstats._checks import _describe, as_float_array, check_choice, check_int
+from kvstats._checks import _describe, as_float_array, check_int
 
 if TYPE_CHECKING:
     from kvstats.quant.export import SideExport

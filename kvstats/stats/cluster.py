@@ -22,7 +22,7 @@ import numpy.typing as npt
 from jaxtyping import Float, Int
 from scipy import special
 
-from kvstats._checks import SeedLike, _describe, as_generator, check_choice, check_int, check_real
+from kvstats._checks import SeedLike, _describe, as_generator, check_choice, check_real
 
 from ._base import as_sample, check_bool, _scale_exponent
 from .bootstrap import BootstrapResult, _check_resamples, _scaled_back, _warn_heavy_tails
