@@ -30,8 +30,7 @@ from kvstats.plugins import relocate_plugins
 from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
 from kvstats.report.notation import _case_title, _slug
 from kvstats.report.options import validate_report_options
-from kvstats.report.sections import (HEAVY_MARK, HEAVY_NOTE, R_CONVENTION, R_HEADER,  # noqa: F401
-                                     build_document)
+from kvstats.report.sections import build_document
 from kvstats.report.wording import _resolution
 from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult, load_result
 

@@ -29,21 +29,14 @@ from kvstats.report.header import header_lines
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
-from kvstats.report.wording import (BOUND_NOTE, COLUMN_DEFINITIONS, DOMINANCE_HEADER,  # noqa: F401
-                                    EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN, EQUIVALENCE_REGIONS,
-                                    INCONCLUSIVE,
-                                    HEAVY_MARK, tost_not_shown_resolvable,
-                                    IDENTICAL_PAIRS_NOTE, equivalence_verdict_text,
-                                    HEAVY_NOTE, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
-                                    R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _budget_text, _heavy_summary,
-                                    _location_name, _no_pair_text, heavy_note, metrics_table)
+from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
+                                    EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
+                                    INCONCLUSIVE, _budget_text, _location_name, _no_pair_text,
+                                    equivalence_verdict_text, heavy_note, metrics_table,
+                                    tost_not_shown_resolvable)
 from kvstats.results import REAL, SweepResult
 
-# build_document, and the public names of kvstats.report.wording, which importers read from here
-__all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
-           "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS",
-           "metrics_table", "EQUIVALENCE_REGIONS",
-           "PAIRED_DESIGN", "UNPAIRED_DESIGN", "build_document"]
+__all__ = ["build_document"]
 
 
 def _pairs_text(pairs: Sequence[tuple[str, str]], template: str) -> str:

@@ -101,7 +101,7 @@ def test_heavy_tailed_means_are_marked_once_without_warnings(tmp_path):
 
     import pandas as pd
 
-    from kvstats.report.render import HEAVY_MARK, HEAVY_NOTE
+    from kvstats.report.wording import HEAVY_MARK, HEAVY_NOTE
     from kvstats.stats import HeavyTailWarning
 
     f = make_frame({("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=400, seed=5)

@@ -7,7 +7,7 @@ import pytest
 
 from kvstats.analysis import METRICS
 from kvstats.report import hypothesis_report
-from kvstats.report.sections import R_CONVENTION, R_HEADER
+from kvstats.report.wording import R_CONVENTION, R_HEADER
 
 from _sweep_frames import clustered_frame as _clustered_frame, make_frame
 from _sweep_frames import sweep_result as _result

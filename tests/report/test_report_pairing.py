@@ -11,8 +11,9 @@ from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report import hypothesis_report
 from kvstats.report.options import PAIRINGS as OPTION_PAIRINGS, validate_report_options
 from kvstats.report.render import PAIRED_TEXT
-from kvstats.report.sections import (DOMINANCE_HEADER, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
-                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN, _comparison_table)
+from kvstats.report.tables import _comparison_table
+from kvstats.report.wording import (DOMINANCE_HEADER, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
+                                    R_HEADER, TIES_NOTE, UNPAIRED_DESIGN)
 
 from _sweep_frames import clustered_frame, make_frame
 from _sweep_frames import sweep_result as _result

@@ -13,8 +13,10 @@ import pytest
 from kvstats.analysis import METRICS
 from kvstats.report import hypothesis_report
 from kvstats.report.options import validate_report_options
-from kvstats.report.sections import (EQUIVALENCE_HEAVY_NOTE, HEAVY_MARK, HEAVY_NOTE, R_CONVENTION,
-                                     _heavy_summary, _pct, build_document)
+from kvstats.report.notation import _pct
+from kvstats.report.sections import build_document
+from kvstats.report.wording import (EQUIVALENCE_HEAVY_NOTE, HEAVY_MARK, HEAVY_NOTE, R_CONVENTION,
+                                    _heavy_summary)
 
 from _sweep_frames import clustered_frame as _clustered_frame, make_frame
 from _sweep_frames import sweep_result as _result
@@ -612,7 +614,8 @@ def test_comparison_cells_follow_each_combination_of_outcomes():
     """A constructed table: the winner cell and the KS cell for every outcome pair of the
     Mann–Whitney and KS tests (the logic of sections._comparison_table)."""
     from kvstats.analysis.compare import DIFFERENT, NO_DIFFERENCE
-    from kvstats.report.sections import R_HEADER, _comparison_table
+    from kvstats.report.tables import _comparison_table
+    from kvstats.report.wording import R_HEADER
 
     unres = "not resolvable at n = 3 vs 3 (smallest attainable adjusted p 0.6)"
     cases = {  # metric: (MW significant, MW resolvable, MW verdict/winner, KS sig, KS resolvable)
@@ -830,7 +833,7 @@ def test_report_cells_keep_p_and_interval_ends_apart_from_alpha_and_margins(tmp_
     1/1.02 = 0.980392… (0.98041) or just outside it (0.98037): at 4 significant digits both
     read "0.9804", the margin's own text, hiding on which side of it the interval lies."""
     from kvstats.analysis import compare_schemes, find_crossovers, summary_table, theory_table
-    from kvstats.report.sections import _comparison_table
+    from kvstats.report.tables import _comparison_table
 
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=30, seed=31)
     comp = compare_schemes(f, [("KQV", "QKQV")], energy=False, equivalence={"kl": 0.02})
@@ -1021,7 +1024,8 @@ def test_a_report_on_few_units_says_its_intervals_are_too_narrow(tmp_path):
 def test_the_u_column_says_whose_u_it_is():
     """Mann–Whitney's U is scheme a's, #(a > b) + ½ ties: the column says so, and the header's
     effect sentence gives b's (n_a·n_b − U) and r from it."""
-    from kvstats.report.sections import R_CONVENTION, _comparison_table
+    from kvstats.report.tables import _comparison_table
+    from kvstats.report.wording import R_CONVENTION
     from kvstats.report.wording import U_HEADER
 
     table = _comparison_table(pd.DataFrame([_test_row("mann_whitney", "kl", True, True, "different",
@@ -1036,7 +1040,8 @@ def test_a_dominance_without_a_differing_pair_is_undefined_not_zero():
     read "+0.000 [-1.000, +1.000]" (the test's placeholder), a zero effect no data showed;
     it reads "—", which the header's effect sentence explains; one differing pair keeps its
     number."""
-    from kvstats.report.sections import R_CONVENTION_PAIRED, _comparison_table
+    from kvstats.report.tables import _comparison_table
+    from kvstats.report.wording import R_CONVENTION_PAIRED
     from kvstats.report.wording import DOMINANCE_HEADER, UNDEFINED_EFFECT
 
     rows = [{**_test_row("sign", m, False, False, "not resolvable"), "effect": 0.0,
