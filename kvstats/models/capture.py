@@ -67,7 +67,8 @@ class Capture:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the capture as ``.npz`` (``K``, ``V``, ``q`` and a JSON ``meta`` string; the
-        format is :mod:`kvstats.data.capture_format`).
+        format is :mod:`kvstats.data.capture_format`) and return the path written: ``path``,
+        with ``.npz`` appended when it has another ending (as numpy's ``savez`` does).
 
         Examples
         --------
@@ -79,8 +80,16 @@ class Capture:
         >>> p = c.save(os.path.join(tempfile.mkdtemp(), "cap.npz"))
         >>> sorted(np.load(p).files)
         ['K', 'V', 'meta', 'q']
+        >>> c.save(os.path.join(tempfile.mkdtemp(), "cap")).name    # what numpy writes
+        'cap.npz'
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike; received {type(path).__name__}")
         path = Path(path)
+        # np.savez appends .npz to any other name: return the file it writes (was: the name
+        # given, a file that does not exist)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
         path.parent.mkdir(parents=True, exist_ok=True)
         write_capture(path, self.K, self.V, self.q, self.meta)
         return path
@@ -226,7 +235,8 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
         ``[0, 15, 29]`` is model layer 15). Only these layers are hooked and held while
         capturing. SmolLM2's 30 layers of 26 texts x 256 tokens take 767 MB; three, a tenth.
     path : path, optional
-        If given, the capture is also written there as ``.npz`` (:meth:`Capture.save`).
+        If given, the capture is also written there as ``.npz`` (:meth:`Capture.save`;
+        ``.npz`` is appended to a name that does not end with it).
     batch_size : int
         Texts per forward pass (memory vs speed; results do not depend on it).
     attention_output : bool
@@ -271,6 +281,8 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
     batch_size = check_int(batch_size, "batch_size", low=1)
     if not isinstance(progress, bool):
         raise TypeError(f"progress must be True or False; received {progress!r}")
+    if path is not None and not isinstance(path, (str, os.PathLike)):  # now, not after the run
+        raise TypeError(f"path must be None, a str or os.PathLike; received {type(path).__name__}")
     cfg = model.config
     context = getattr(cfg, "max_position_embeddings", None)
     ids, n = tokenize_texts(tokenizer, texts, max_tokens, context)
