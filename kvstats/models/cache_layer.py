@@ -59,16 +59,21 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         self._sides: dict[str, dict[str, GrowingBuffer]] = {}
 
     def _check_states(self, key_states, value_states) -> None:
-        """Refuse states the layer cannot hold: not 4-D float, values shaped unlike the keys,
-        or (after the first update) another batch, head count or head dimension — which
-        the growing code buffers would otherwise take in place (and the compiled encoder
-        write past their rows)."""
+        """Refuse states the layer cannot hold: not 4-D float, no sequence or head, values
+        shaped unlike the keys, or (after the first update) another batch, head count or
+        head dimension — which the growing code buffers would otherwise take in place (and
+        the compiled encoder write past their rows)."""
         for name, t in (("key_states", key_states), ("value_states", value_states)):
             if not isinstance(t, torch.Tensor) or t.ndim != 4 or not t.is_floating_point():
                 got = (f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor)
                        else type(t).__name__)
                 raise ValueError(f"{name} must be a floating-point tensor (batch, heads, tokens, dim); "
                                  f"received {got}")
+        if not (key_states.shape[0] and key_states.shape[1]):
+            # no sequence or no head to code: batch 0 was held as an empty cache, heads 0
+            # failed inside the coders' construction with a TypeError about their exports
+            raise ValueError(f"key_states must have at least one sequence and one head (batch, heads, "
+                             f"tokens, dim); received shape {tuple(key_states.shape)}")
         if value_states.shape != key_states.shape:
             # one scheme codes both sides at one head dimension
             raise ValueError("value_states must have the batch, heads, tokens and head dimension of "
