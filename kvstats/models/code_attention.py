@@ -468,6 +468,10 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     kern = kernel() if fused is None or fused else None
     if fused and kern is None:
         raise ValueError("fused must be None or False: the look-up loops could not be built here")
+    if layer.tail_keys is None or not layer.n_coded + layer.tail_keys.shape[-2]:
+        # (was an AttributeError, or torch.cat's error on an empty list of scores)
+        raise ValueError("layer must hold at least one token to attend to; it holds none (no update, "
+                         "or one of 0 tokens)")
     d_layer, H = layer.tail_keys.shape[-1], layer.n_heads
     if query.ndim != 4 or query.shape[-1] != d_layer:
         raise ValueError(f"query must be (B, Hq, Q, {d_layer}) (the layer's head dimension); received "
