@@ -177,8 +177,9 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     Raises
     ------
     ValueError
-        Unknown scheme or mode, texts longer than the model's context, ``threads`` < 1; a
-        peer with ``mode="prefill"``, with ``bits``, or without optimum-quanto installed.
+        Unknown scheme or mode, texts longer than the model's context, ``threads`` < 1, a
+        ``(scheme, bits)`` pair listed twice; a peer with ``mode="prefill"``, with ``bits``,
+        or without optimum-quanto installed.
 
     Examples
     --------
@@ -203,6 +204,11 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         if bits is not None:
             raise ValueError(f"bits must be None when scheme is a list of (scheme, bits) pairs; received {bits!r}")
         configs = [tuple(c) for c in scheme]
+        repeated = [c for i, c in enumerate(configs) if c in configs[:i]]
+        if repeated:
+            # the same seeded runs twice: summarize_quality pooled them into one row of doubled
+            # positions (its standard errors too small) and attrs["memory"] kept one entry
+            raise ValueError(f"scheme must list each (name, bits) pair once; received {repeated} more than once")
     else:
         raise TypeError(f"scheme must be a scheme name or a non-empty list of (name, bits) pairs; "
                         f"received {scheme!r:.80}")
