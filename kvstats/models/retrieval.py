@@ -325,7 +325,14 @@ def _config(config) -> tuple[str, int | None, int, dict]:
         raise TypeError(f"a config must be a tuple (scheme, bits[, window[, scheme_params dict]]); "
                         f"received {config!r}")
     window = config[2] if len(config) >= 3 else 0
-    return config[0], config[1], check_int(window, "window", low=0), dict(config[3]) if len(config) == 4 else {}
+    params = dict(config[3]) if len(config) == 4 else {}
+    taken = sorted(set(params) & {"seed", "window", "config"})
+    if taken:
+        # run_retrieval sets these itself (seed + prompt index, the tuple's window, the
+        # model's config): a "seed" here passed the check and failed after the first prompt
+        raise ValueError(f"a config's scheme_params must not hold {taken} (run_retrieval's seed=, the "
+                         f"tuple's third item, the model's config); received {config!r}")
+    return config[0], config[1], check_int(window, "window", low=0), params
 
 
 def _greedy(model, tokenizer, cache, first: int, steps: int, stop: set[int]) -> list[int]:
@@ -357,7 +364,9 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
     prompts : sequence of PasskeyPrompt
     configs : sequence of tuple
         ``(scheme, bits[, window[, scheme_params]])`` for
-        :class:`~kvstats.models.QuantizedCache`; the float32 reference always runs.
+        :class:`~kvstats.models.QuantizedCache`, each once (``scheme_params`` without
+        ``seed``, ``window`` or ``config``, which are set here); the float32 reference
+        always runs.
     max_new_tokens : int
         Greedy answer tokens (fewer at an end token, or once a number is followed by a
         token that is not all digits).
@@ -395,8 +404,12 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
     prefill = check_choice(prefill, "prefill", PREFILLS)
     seed = check_int(seed, "seed", low=0)
     configs = [_config(c) for c in configs]
+    labels = [config_label(c) for c in configs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:  # one label per configuration: summarize_retrieval pairs the rows by it
+        raise ValueError(f"configs must be distinct; received {repeated} more than once")
     for scheme, bits, window, params in configs:  # unknown names, bad bits: now, not after a prompt's runs
-        QuantizedCache(scheme, bits, window=window, **params)
+        QuantizedCache(scheme, bits, seed=seed, window=window, config=model.config, **params)
     if not prompts or not all(isinstance(p, PasskeyPrompt) for p in prompts):
         raise TypeError("prompts must be a non-empty sequence of PasskeyPrompt (make_prompts)")
     stop = {t for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
