@@ -76,6 +76,8 @@ def ensure_gguf(cache_dir: str | os.PathLike | None = None, download: bool = Tru
     'SmolLM2-135M-Instruct.Q4_1.gguf'
     """
     directory = _resolve_dir(cache_dir)
+    if not isinstance(download, bool):  # "no" or 0.0 would have been read as a yes or a no
+        raise TypeError(f"download must be True or False; received {download!r}")
     target = directory / GGUF_FILE
     if target.is_file() and target.stat().st_size > 0:
         return target
