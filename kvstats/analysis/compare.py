@@ -249,6 +249,13 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     equivalence_test = check_choice(equivalence_test, "equivalence_test", ["ratio", "rank"])
     margins = _check_margins(equivalence, metrics, equivalence_test)
     pairing = check_choice(pairing, "pairing", PAIRINGS)
+    # a flag given as text ("no") is truthy: it would run the tests it names without a word
+    ks = None if ks is None else _check_flag(ks, "ks", "True, False or None (the design's default)")
+    energy, progress = _check_flag(energy, "energy"), _check_flag(progress, "progress")
+    if not metrics and not energy:
+        raise ValueError("compare_schemes has nothing to test: metrics is empty and energy=False "
+                         "(the table would have no rows); name at least one metric of "
+                         f"{list(TESTABLE_METRICS)} or pass energy=True; received metrics={list(metrics)}")
     frame, unit, ks = _check_design(frame, pairing, ks)
     if unit is None:   # paired: a cluster repeated in a scheme's rows is an error of _matched
         warn_if_trials_share_clusters(frame, "compare_schemes(pairing='none')")
@@ -281,6 +288,13 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
                        energy_resolution=energy_resolution, pairing=pairing,
                        energy_skipped=energy_skipped)
     return _adjust_and_judge(table, alpha, correction)
+
+
+def _check_flag(value: object, name: str, allowed: str = "True or False") -> bool:
+    """``value`` as a bool; a TypeError naming ``name`` for anything but a (numpy) bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be {allowed}; received {value!r}")
+    return bool(value)
 
 
 #: The most permutations an energy test runs under ``energy_resolution="family"``: a guard
