@@ -45,7 +45,8 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
     ----------
     frame : DataFrame
         Per-trial frame of :func:`kvstats.run_sweep` (at least :data:`REQUIRED_COLUMNS`,
-        one row, numeric metric columns without NaN, no missing case, budget or scheme).
+        one row, numeric metric columns without NaN, numeric ``budget``, ``bits_nominal`` and
+        ``bits_total``, no missing case, budget or scheme).
     name : str
         Name of the argument in error messages.
 
@@ -81,9 +82,17 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
                          f"in {n} of {len(frame)} row(s); the tables group the trials by {keys} "
                          "and would leave those rows out: fill them (a case without parameters "
                          "has params '-') or drop the rows")
-    text = [f"{c} ({frame[c].dtype})" for c in METRICS if frame[c].dtype.kind not in "biuf"]
+    text = [f"{c} ({frame[c].dtype})" for c in METRICS + tuple(c for c in POOLED_SNRS if c in frame.columns)
+            if frame[c].dtype.kind not in "biuf"]
     if text:
         raise TypeError(f"{name} metric column(s) must be numeric; received {text}")
+    # the tables read these as numbers (a budget is a float key, the bits are summed and shown):
+    # text there ended in numpy's "could not convert string to float", naming no column
+    text = [f"{c} ({frame[c].dtype})" for c in ("budget", "bits_nominal", "bits_total")
+            if frame[c].dtype.kind not in "biuf"]
+    if text:
+        raise TypeError(f"{name} column(s) budget, bits_nominal and bits_total must be numeric "
+                        f"(bits per coordinate); received {text}")
     nan = [c for c in METRICS if frame[c].isna().any()]
     if nan:
         # name the rows: a NaN is a defect of the code that computed that cell, not of the test
