@@ -125,6 +125,14 @@ def _clusters(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """
     given = frame["cluster"] if "cluster" in frame.columns else pd.Series(np.nan, index=frame.index)
     missing = given.isna().to_numpy()
+    ids = pd.to_numeric(given[~missing], errors="coerce").to_numpy(np.float64)
+    odd = ~(np.isfinite(ids) & (ids == np.round(ids)))
+    if odd.any():
+        # a cast to int would fail on text ('invalid literal for int()') and truncate 1.5 to 1,
+        # merging two clusters into one unit without a word
+        raise ValueError(f"{name}['cluster'] must hold integer cluster ids (a trial's text; NaN for "
+                         f"a synthetic trial); received {int(odd.sum())} other value(s), the first "
+                         f"{given[~missing].to_numpy(object)[int(np.argmax(odd))]!r}")
     if not missing.any():
         return frame.assign(cluster=given.astype(np.int64))
     real = (frame["distribution"] == REAL).to_numpy()
