@@ -53,6 +53,11 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     # the location test's rows (Mann–Whitney, or the sign test under pairing): the only ones with a winner
     mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
                      & (comparisons["budget"] == comparisons["budget_b"])]
+    text = mw["winner"].map(lambda w: isinstance(w, str))
+    if not text.all():
+        raise TypeError("comparisons' winner column must hold compare_schemes' text (a scheme, "
+                         "'no significant difference' or 'not resolvable ...') on its location-test "
+                         f"rows; received {mw['winner'][~text].iloc[0]!r}")
     rows = []
     # the sentence shows the params' numbers short (the case columns keep them exact)
     digits = label_digits(mw["params"]) if "params" in mw else LABEL_DIGITS
