@@ -194,6 +194,14 @@ class QuantizedCache(_CacheMemory, Cache):
             raise TypeError(f"keep_decoded must be None or a bool; received {keep_decoded!r}")
         self.per_head = per_head
         params = dict(scheme_params)
+        taken = sorted(set(params) & {"name", "dim", "draws"})
+        if taken:
+            # make_scheme's own arguments, which the cache sets per layer (draws: one per KV
+            # head); "draws" passed the probe below and failed at the first update, inside a
+            # forward pass, with Python's "multiple values for keyword argument"
+            raise ValueError(f"scheme_params must not hold {taken}: the cache sets them (the scheme is "
+                             f"scheme_name, dim the model's head dimension, draws one per KV head: see "
+                             f"per_head); received { {k: params[k] for k in taken} }")
         sdef, _ = parse_scheme_name(scheme_name, params)
         if "residual" in sdef.params:  # a scheme's own fp window (kivi): the cache's window plays it
             if params.get("residual", 0) != 0:

@@ -234,3 +234,14 @@ def test_the_compiled_loops_take_other_float_dtypes_as_float32():
     x = torch.randn(1, 2, 3, 64)
     a, b = kern.encode(layer.value_coder, x.double()), kern.encode(layer.value_coder, x)
     assert all(torch.equal(a[n], b[n]) for n in a)
+
+
+@pytest.mark.parametrize("params", [{"draws": (2,)}, {"draws": ()}, {"dim": 64}, {"name": "KV"}])
+@pytest.mark.parametrize("scheme,bits", [("KQV", 4), ("kivi", 2), ("q4_0", None)])
+def test_make_schemes_own_arguments_are_refused_when_the_cache_is_built(scheme, bits, params):
+    # "draws" passed the constructor's probe and failed at the first update (inside a
+    # forward pass) with "make_scheme() got multiple values for keyword argument 'draws'";
+    # "dim" and "name" were that TypeError at construction
+    with pytest.raises(ValueError, match=rf"scheme_params must not hold \['{next(iter(params))}'\]: the cache "
+                                         r"sets them"):
+        QuantizedCache(scheme, bits, **params)
