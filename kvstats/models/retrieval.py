@@ -495,6 +495,9 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
         row = dict(config=config, n=n, correct=k, accuracy=k / n, acc_low=float(lo), acc_high=float(hi),
                    agree_tokens=float(g.agree_tokens.mean()), identical=float(g.identical.mean()),
                    bytes_per_token=float(g.bytes_per_token.mean()))
+        # the reference's row has no test (NaN); every row has the columns, also a run of
+        # the reference alone (was a KeyError on "p_mcnemar")
+        row.update(ref_only=np.nan, only=np.nan, p_mcnemar=np.nan, min_p=np.nan, loss_upper=np.nan)
         if config != reference:
             t = mcnemar_exact(ref.to_numpy(), g.correct.to_numpy())
             row.update(ref_only=t.b, only=t.c, p_mcnemar=t.pvalue, min_p=t.min_pvalue,
@@ -502,13 +505,14 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
         rows.append(row)
     out = pd.DataFrame(rows)
     tested = out.config != reference
-    out["p_holm"] = np.nan
-    out.loc[tested, "p_holm"] = adjust_pvalues(out.loc[tested, "p_mcnemar"].to_numpy(), method="holm").pvalues_adjusted
-    # resolvable = could have been rejected inside the Holm family (not merely alone: 6
-    # discordant prompts reach p = 0.031 alone, far from Holm's 0.05/9 after 8 rejections)
-    out["min_p_holm"] = np.nan
-    out.loc[tested, "min_p_holm"] = attainable_adjusted(out.loc[tested, "p_mcnemar"].to_numpy(),
-                                                        out.loc[tested, "min_p"].to_numpy(), "holm", alpha)
+    out["p_holm"] = out["min_p_holm"] = np.nan
+    if tested.any():
+        out.loc[tested, "p_holm"] = adjust_pvalues(out.loc[tested, "p_mcnemar"].to_numpy(),
+                                                   method="holm").pvalues_adjusted
+        # resolvable = could have been rejected inside the Holm family (not merely alone: 6
+        # discordant prompts reach p = 0.031 alone, far from Holm's 0.05/9 after 8 rejections)
+        out.loc[tested, "min_p_holm"] = attainable_adjusted(out.loc[tested, "p_mcnemar"].to_numpy(),
+                                                            out.loc[tested, "min_p"].to_numpy(), "holm", alpha)
     verdict = np.where(out.p_holm <= alpha, np.where(out.only > out.ref_only, "better", "worse"),
                        np.where(out.min_p_holm > alpha, "not resolvable", "no difference detected"))
     out["verdict"] = np.where(tested, verdict, "reference")

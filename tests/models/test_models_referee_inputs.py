@@ -134,6 +134,20 @@ def test_run_retrieval_refuses_configurations_it_cannot_run_before_any_forward_p
     assert calls == []
 
 
+def test_summarize_retrieval_of_the_reference_alone(tiny):
+    # run_retrieval(..., configs=[]) (the float32 scan) is allowed; its summary was a
+    # KeyError on "p_mcnemar", then an empty Holm family
+    import pandas as pd
+
+    from kvstats.models.retrieval import summarize_retrieval
+
+    df = pd.DataFrame(dict(trial=[0, 1, 2], config="fp32", correct=[True, False, True], agree_tokens=3,
+                           identical=True, bytes_per_token=np.nan))
+    row = summarize_retrieval(df).iloc[0]
+    assert (row.config, row.n, row.correct, row.verdict, row.ref_only, row.only) == ("fp32", 3, 2, "reference", 0, 0)
+    assert np.isnan([row.p_mcnemar, row.p_holm, row.min_p, row.min_p_holm, row.loss_upper]).all()
+
+
 # ---------------------------------------------------------------------- loader
 @pytest.mark.parametrize("download", ["no", 0, None])
 def test_ensure_gguf_download_must_be_a_bool(tmp_path, download):
