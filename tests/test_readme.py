@@ -70,6 +70,21 @@ def test_readme_command_lines_are_valid_commands():
                 raise AssertionError(f"README.md: {line!r}: {errors.getvalue().strip()}") from None
 
 
+
+def test_readme_command_lines_name_files_that_exist():
+    """The files the command block passes (``--config``, ``--plugins``) are in the repository,
+    so each line runs as written from its root: it once showed ``kvstats schemes --plugins
+    my_schemes.py`` and a moved-plugin report, both a file-not-found error when run."""
+    import shlex
+
+    block = README.read_text().split("From the command line:\n\n", 1)[1].split("\n\n", 1)[0]
+    missing = []
+    for line in block.splitlines():
+        argv = shlex.split(line.split("#", 1)[0])
+        missing += [f"{line.strip()}: {value}" for flag, value in zip(argv, argv[1:])
+                    if flag in ("--config", "--plugins") and not (README.parent / value).is_file()]
+    assert not missing, missing
+
 def _resolves(name: str) -> bool:
     """Whether ``kvstats.a.b.c`` names a module or an attribute of one (True, unchecked,
     where the module needs an extra that is not installed)."""
