@@ -157,7 +157,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     energy_stop : int >= 1
         Exceedances that stop an energy test early (Besag–Clifford h).
     seed : int
-        Seed of the energy permutations (pair i uses ``seed + i``).
+        Seed of the energy permutations: the i-th (case, budget, pair), in the order of
+        their keys sorted as text (not the frame's row order), uses ``seed + i``.
     ks : bool, optional
         Include the KS tests (default: with ``pairing="none"``; ``ks=True`` with
         ``pairing="trial"``, the default, is a ValueError).
@@ -324,13 +325,25 @@ def _pair_rows(frame: pd.DataFrame, comparisons: list, metrics: Sequence[str],
     profile_t = frame[list(PROFILE_METRICS)].to_numpy(np.float64).T.copy() if energy else None
     units = frame[unit].to_numpy() if paired else None
     rows, energy_jobs, energy_skipped = [], [], 0
-    for i, (case, bud_a, bud_b, a, b, ia, ib) in enumerate(_pair_positions(frame, comparisons)):
+    pairs = list(_pair_positions(frame, comparisons))
+    # the table is a function of the data, not of the frame's row order: a pair's permutations
+    # use seed + its place among the pairs' keys sorted (as text: any column type sorts), not
+    # its place in the frame; an unpaired sample is taken in sorted order (below)
+    keys = [tuple(map(str, (*p[0], *p[1:5]))) for p in pairs]
+    place = dict(zip(sorted(range(len(keys)), key=keys.__getitem__), range(len(keys))))
+    for k, (case, bud_a, bud_b, a, b, ia, ib) in enumerate(pairs):
+        i = place[k]
         if paired:
             ia, ib = _matched(ia, ib, units, unit, case, bud_a, bud_b, a, b)
+        elif energy:
+            # the profiles in sorted order (rows alike in all 6 are interchangeable to the test)
+            ia, ib = (v[np.lexsort(profile_t[::-1, v])] for v in (ia, ib))
         base = {**dict(zip(CASE_COLUMNS, case)), "budget": float(bud_a), "budget_b": float(bud_b),
                 "scheme_a": a, "scheme_b": b, "n_a": len(ia), "n_b": len(ib)}
         for metric in metrics:
             x, y = values[metric][ia], values[metric][ib]
+            if not paired:   # two samples: their values in sorted order (the sums' last bits too)
+                x, y = np.sort(x), np.sort(y)
             extra = {"metric": metric, "mean_a": float(np.mean(x)), "mean_b": float(np.mean(y)),
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
             # the rank tests see values equal up to rounding as ties (the sign test per pair)
