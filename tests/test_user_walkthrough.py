@@ -198,6 +198,23 @@ def test_real_model_first_run_prints_the_quality_columns_it_names():
     assert shown == columns
 
 
+
+def test_real_model_capture_size_is_the_one_the_example_writes():
+    # The first run captures 3 of SmolLM2's 30 layers (layers=[0, 15, 29]); the text kept
+    # the size of the all-layer capture it once made (59 MB; the file is 6 MB). The size
+    # follows from the call: texts x layers x (3 K + 3 V + 9 q heads) x tokens x d = 64,
+    # float32, stored uncompressed by write_capture (np.savez).
+    section = _real_model_using_it()
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    call = re.search(r"capture\(model, tok, stdlib_texts\(\)\[:(\d+)\], max_tokens=(\d+), "
+                     r"path=\"cap.npz\",\s*layers=\[([\d, ]+)\]\)", code)
+    assert call is not None, "the example's capture call changed: update this test"
+    texts, tokens, layers = int(call[1]), int(call[2]), len(call[3].split(","))
+    stated = re.search(r"\(`cap.npz`: (\d+) texts × (\d+) tokens[^,]*, (\d+) MB\)", section)
+    assert stated is not None and (int(stated[1]), int(stated[2])) == (texts, tokens)
+    size_mb = texts * layers * (3 + 3 + 9) * tokens * 64 * 4 / 1e6
+    assert abs(int(stated[3]) - size_mb) <= 0.1 * size_mb, (stated[0], size_mb)
+
 def test_real_model_small_sweep_config_fits_the_capture_it_follows(tmp_path):
     # the small sweep of "Using it" reads the capture the example writes: 4 texts x 128
     # tokens of SmolLM2 (30 layers, 3 KV heads, 9 query heads, d = 64). A fake capture of
