@@ -232,9 +232,9 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     >>> common_prefix([5, 6, 7], [5, 6, 9]), common_prefix([1, 2], [1, 2])
     (2, 2)
     """
-    n = min(len(a), len(b))
-    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(diff[0]) if diff.size else n
+    # item by item (a few tokens): numpy read two strings as two scalars, so common_prefix("abc",
+    # "abd") was 0, not 2
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 # ---------------------------------------------------------------------- statistics
@@ -282,7 +282,9 @@ def loss_upper_bound(b, n, confidence: float = 0.95) -> np.ndarray:
     """One-sided exact (Clopper-Pearson) upper bound on P(reference right, other wrong).
 
     The accuracy drop is at most this rate, so the bound also bounds the drop: "no loss"
-    is supported at margin delta only where the bound is below delta.
+    is supported at margin delta only where the bound is below delta. ``b``: prompts the
+    reference answers and the other does not, of ``n`` paired prompts (whole counts,
+    ``0 <= b <= n``, ``n >= 1``; arrays broadcast); ``confidence`` in (0, 1).
 
     Examples
     --------
@@ -291,9 +293,12 @@ def loss_upper_bound(b, n, confidence: float = 0.95) -> np.ndarray:
     0.0487
     """
     b, n = np.asarray(b, dtype=float), np.asarray(n, dtype=float)
-    confidence = check_real(confidence, "confidence", low=0.0, high=1.0)
-    if np.any(n < 1) or np.any(b < 0) or np.any(b > n):
-        raise ValueError(f"b and n must be counts with 0 <= b <= n and n >= 1; received b={b}, n={n}")
+    # open, as summarize_retrieval's: confidence 0 or 1 gave the empty bounds 0 and 1
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
+    # counts: a fraction was taken as one, NaN returned NaN (every comparison False)
+    whole = all(np.isfinite(x).all() and (x == np.round(x)).all() for x in (b, n))
+    if not whole or np.any(n < 1) or np.any(b < 0) or np.any(b > n):
+        raise ValueError(f"b and n must be whole counts with 0 <= b <= n and n >= 1; received b={b}, n={n}")
     with np.errstate(invalid="ignore", divide="ignore"):
         upper = sps.beta.ppf(confidence, b + 1, np.maximum(n - b, 1e-300))
     return np.where(b >= n, 1.0, upper)

@@ -148,6 +148,28 @@ def test_summarize_retrieval_of_the_reference_alone(tiny):
     assert np.isnan([row.p_mcnemar, row.p_holm, row.min_p, row.min_p_holm, row.loss_upper]).all()
 
 
+def test_loss_bound_takes_whole_counts_and_an_open_confidence():
+    from kvstats.models.retrieval import loss_upper_bound
+
+    # a fraction was taken as a count, NaN returned NaN; confidence 1 gave the empty bound 1
+    for b, n in ((0.5, 10), (float("nan"), 10), (2, 10.5), (-1, 10), (11, 10), (0, 0)):
+        with pytest.raises(ValueError, match="b and n must be whole counts"):
+            loss_upper_bound(b, n)
+    for confidence in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"confidence must be in \(0.0, 1.0\)"):
+            loss_upper_bound(3, 10, confidence)
+    # whole counts as floats or arrays are counts: 1 - 0.05 ** (1/10) at b = 0 (Clopper-Pearson)
+    assert np.allclose(loss_upper_bound(np.array([0.0, 10.0]), 10), [1 - 0.05 ** 0.1, 1.0])
+
+
+def test_common_prefix_of_strings_counts_characters():
+    from kvstats.models.retrieval import common_prefix
+
+    # numpy read the two strings as two scalars: "abc" vs "abd" was 0
+    assert common_prefix("abc", "abd") == 2 and common_prefix("ab", "abc") == 2
+    assert common_prefix(np.array([5, 6, 7]), [5, 6, 9]) == 2 and common_prefix([], [1]) == 0
+
+
 # ---------------------------------------------------------------------- loader
 @pytest.mark.parametrize("download", ["no", 0, None])
 def test_ensure_gguf_download_must_be_a_bool(tmp_path, download):
