@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     frame.to_csv(os.path.join(args.out, "profile.csv"), index=False)
 
     at_n = frame[frame.budget == args.bits]
+    case = f"{args.distribution} ({label})" if params else args.distribution
     print(f"{args.scheme} at n = {args.bits} ({at_n.bits_total.iloc[0]:.4f} bits per coordinate stored) on "
-          f"{args.distribution} {label} keys: {n_trials} trials of N = {n_keys}, d = {dim}")
+          f"{case} keys: {n_trials} trials of N = {n_keys}, d = {dim}")
     columns = list(PROFILE_6D) + ["kl", "recall_at_5", "argmax_shift", "snr_k_pooled", "snr_v_pooled"]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print("\nper-trial table (first 5 of its rows; all of them in profile.csv):")

@@ -138,6 +138,10 @@ def test_profile_6d_writes_the_table_and_the_planes(fast_run):
         snr = frame.groupby("budget")[f"snr_{place}"].mean()
         assert snr.is_monotonic_increasing and snr.diff().dropna().between(3, 9).all(), snr  # ~6 dB a bit
     assert (frame.bits_total > frame.budget).all()
+    # the case as the tables write it ("heavy_tailed nu=3.0 keys" read as two words; a
+    # case without params once printed "gaussian - keys")
+    assert re.search(r"^KQV at n = 3 \(3\.\d{4} bits per coordinate stored\) on heavy_tailed \(nu=3\.0\) keys: "
+                     r"30 trials of N = 128, d = 64$", proc.stdout, re.M), proc.stdout.splitlines()[0]
     # the printed per-trial rows are the table's rows at n = 3
     header, *rows = proc.stdout.split("per-trial table")[1].splitlines()[1:7]
     cols = header.split()
