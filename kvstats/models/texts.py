@@ -48,8 +48,12 @@ def stdlib_texts(names=None) -> list[str]:
     (2, True)
     """
     names = STDLIB_SOURCES if names is None else names
-    if isinstance(names, str):
+    if isinstance(names, (str, bytes)):
         raise TypeError(f"names must be a sequence of module names, not a single string; received {names!r}")
+    # (an int was Python's "not iterable", an item that is not a str a ValueError of importlib's)
+    names = list(names) if hasattr(names, "__iter__") else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be a sequence of module names (str); received {names!r:.80}")
     out = []
     for name in names:
         try:

@@ -170,6 +170,18 @@ def test_common_prefix_of_strings_counts_characters():
     assert common_prefix(np.array([5, 6, 7]), [5, 6, 9]) == 2 and common_prefix([], [1]) == 0
 
 
+# ---------------------------------------------------------------------- texts
+@pytest.mark.parametrize("names", [5, [1], ["json", None], b"json"])
+def test_stdlib_texts_names_must_be_module_name_strings(names):
+    from kvstats.models.texts import stdlib_texts
+
+    # 5 was Python's "'int' object is not iterable"; [1] and b"json" (its bytes) a
+    # ValueError "cannot import 1"
+    with pytest.raises(TypeError, match="names must be a sequence of module names"):
+        stdlib_texts(names)
+    assert stdlib_texts(n for n in ["json"]) == stdlib_texts(["json"])
+
+
 # ---------------------------------------------------------------------- loader
 @pytest.mark.parametrize("download", ["no", 0, None])
 def test_ensure_gguf_download_must_be_a_bool(tmp_path, download):
