@@ -279,8 +279,9 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
     blocks = _decoder_layers(model)
     kept = _kept_layers(layers, len(blocks))
     batch_size = check_int(batch_size, "batch_size", low=1)
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be True or False; received {progress!r}")
+    for flag, value in (("attention_output", attention_output), ("progress", progress)):
+        if not isinstance(value, bool):  # "no" would have recorded the outputs
+            raise TypeError(f"{flag} must be True or False; received {value!r}")
     if path is not None and not isinstance(path, (str, os.PathLike)):  # now, not after the run
         raise TypeError(f"path must be None, a str or os.PathLike; received {type(path).__name__}")
     cfg = model.config

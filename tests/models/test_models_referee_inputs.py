@@ -49,6 +49,8 @@ def test_capture_writes_the_file_it_names_and_checks_path_before_the_run(tiny, t
     try:
         with pytest.raises(TypeError, match="path must be None, a str or os.PathLike; received int"):
             capture(model, tok, TEXTS, max_tokens=8, path=3)
+        with pytest.raises(TypeError, match="attention_output must be True or False; received 'no'"):
+            capture(model, tok, TEXTS, max_tokens=8, attention_output="no")  # was: recorded them
     finally:
         hook.remove()
     assert calls == []  # refused before the model ran (was: after the whole capture)
