@@ -390,7 +390,7 @@ def test_usage_equal_storage_bits_snippet_prints_what_the_text_says(capsys):
     # and the kivi totals the lead-in quotes for longer contexts
     kivi = kvstats.make_scheme("kivi", 2, 128)
     assert [round(kivi.bits_per_coord(n).total, 2) for n in (1024, 4096)] == [3.41, 3.10]
-    assert "stores 3.41 bits per coordinate on N = 1,024 and 3.10 on N = 4,096" in " ".join(section.split())
+    assert "stores 3.41 bits per coordinate on N = 1024 and 3.10 on N = 4096" in " ".join(section.split())
 
 
 def test_usage_reading_a_report_equivalence_example_runs(small_sweep, tmp_path, capsys):
@@ -500,3 +500,15 @@ def test_usage_anchor_links_name_its_headings():
     headings = {slug(h) for h in re.findall(r"^#{1,4} (.*)$", text, re.M)}
     links = re.findall(r"\]\(#([^)]*)\)", text)
     assert len(links) >= 12 and not set(links) - headings, sorted(set(links) - headings)
+
+
+def test_user_docs_write_numbers_without_thousands_separators():
+    # The docs write 65536, not 65,536 (tests read the numbers; "1,024" also reads as a
+    # list of two). usage.md and measurement.md had 16 such numbers. A quoted heading of
+    # another page ("The d = 1,024, N = 1,024 seed grid" of benchmarks.md) is its title.
+    root = DOCS.parent
+    found = []
+    for path in (root / "README.md", DOCS / "usage.md", DOCS / "measurement.md"):
+        text = re.sub(r'"[^"]*"', "", path.read_text())
+        found += [f"{path.name}: {m}" for m in re.findall(r"\d+(?:,\d{3})+\b", text)]
+    assert not found, found
