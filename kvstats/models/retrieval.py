@@ -408,6 +408,8 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", low=1)
     prefill = check_choice(prefill, "prefill", PREFILLS)
     seed = check_int(seed, "seed", low=0)
+    if progress is not None and not callable(progress):  # (was "not callable" after the first prompt)
+        raise TypeError(f"progress must be None or a callable progress(i, n); received {progress!r:.80}")
     configs = [_config(c) for c in configs]
     labels = [config_label(c) for c in configs]
     repeated = sorted({label for label in labels if labels.count(label) > 1})

@@ -115,6 +115,7 @@ class _ChatChars:
 
 
 @pytest.mark.parametrize("configs,match", [
+    ([("KQV", 4)], "progress must be None or a callable"),
     ([("KQV", 4, 0, {"seed": 5})], r"must not hold \['seed'\]"),
     ([("KV", 3, 0, {"config": None})], r"must not hold \['config'\]"),
     ([("KQV", 4), ("KV", 3), ("KQV", 4, 0)], r"configs must be distinct; received \['KQV@4'\]"),
@@ -129,8 +130,9 @@ def test_run_retrieval_refuses_configurations_it_cannot_run_before_any_forward_p
     calls = []
     hook = model.register_forward_pre_hook(lambda *a: calls.append(1))
     try:
-        with pytest.raises(ValueError, match=match):
-            run_retrieval(model, tok, prompts, configs, max_new_tokens=2)
+        progress = True if match.startswith("progress") else None  # True: was "not callable" after a prompt
+        with pytest.raises(TypeError if progress else ValueError, match=match):
+            run_retrieval(model, tok, prompts, configs, max_new_tokens=2, progress=progress)
     finally:
         hook.remove()
     assert calls == []
