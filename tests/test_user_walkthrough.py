@@ -512,3 +512,15 @@ def test_user_docs_write_numbers_without_thousands_separators():
         text = re.sub(r'"[^"]*"', "", path.read_text())
         found += [f"{path.name}: {m}" for m in re.findall(r"\d+(?:,\d{3})+\b", text)]
     assert not found, found
+
+
+def test_measurement_md_metrics_table_names_every_profile_column():
+    # error_profile returns snr_k_pooled and snr_v_pooled; the table of docs/measurement.md
+    # ("Metrics") listed every other column and not these two.
+    text = (DOCS / "measurement.md").read_text()
+    table = text.split("## Metrics", 1)[1].split("\n\n| column |", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(\w+)`", table))
+    named |= {f"norm_ratio{s}" for s in ("_v", "_t") if f"`{s}`" in table}   # "norm_ratio_k, _v, _t"
+    trials = kvstats.sample("gaussian", n_trials=2, n_keys=16, dim=8, seed=0)
+    columns = set(kvstats.error_profile(trials, trials.K, trials.V).columns) - {"trial"}
+    assert columns <= named, sorted(columns - named)
