@@ -30,6 +30,10 @@ from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeS
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 
+# frame_digest hashes every numeric column, the trial numbers too, as float64: beyond
+# 2**53 two trials would hash alike (and the task split's float bounds lose the count)
+_MAX_TRIALS = 2 ** 53
+
 # what an incomplete config is shown, and where TOML puts a key written below a table header
 _MINIMAL = 'schemes = ["KQV"] and distributions = ["gaussian"] (TOML: two lines above any [table])'
 
@@ -157,6 +161,10 @@ class SweepConfig:
         object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", MIN_KEYS, None,
                                                       why=" (recall@5 needs at least 5 keys)"))
         object.__setattr__(self, "n_trials", _int(self.n_trials, "n_trials", 2, None))
+        if self.n_trials > _MAX_TRIALS:
+            raise ValueError(f"n_trials must be an integer in [2, {_MAX_TRIALS}] (trial numbers must be "
+                             f"exact as float64, as the store's content hash reads them); received "
+                             f"{self.n_trials}")
         object.__setattr__(self, "n_queries", _int(self.n_queries, "n_queries", 1, None))
         object.__setattr__(self, "seed", _int(self.seed, "seed", 0, None))
         if self.chunk_size is not None:

@@ -152,23 +152,34 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
         case = (cell.case_key(),)
         if cell.distribution != REAL and case not in seen_cases:
             seen_cases.add(case)
+            where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
+                     f"at d={cell.dim}, N={cell.n_keys}")
             try:
                 sample(cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
                        dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1),
                        **cell.params)
+            except MemoryError as exc:
+                raise _too_large(where, exc) from None
             except Exception as exc:   # a user sampler may raise anything: name the entry
-                where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
-                         f"at d={cell.dim}, N={cell.n_keys}")
                 raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
         spec = cell.scheme
         key = (spec.display(), cell.budget, cell.dim)
         if key not in seen_schemes:
             seen_schemes.add(key)
+            where = f"scheme {cell.scheme_at()}, d={cell.dim}"
             try:
                 make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
+            except MemoryError as exc:
+                raise _too_large(where, exc) from None
             except Exception as exc:   # a user scheme's build may raise anything: name the entry
-                where = f"scheme {cell.scheme_at()}, d={cell.dim}"
                 raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
+
+
+def _too_large(where: str, exc: MemoryError) -> ValueError:
+    """The grid's one-trial check ran out of memory: the sizes are the config's to change
+    (a sweep holds at least one trial, and one scheme draw, at once)."""
+    return ValueError(f"{where}: one trial does not fit in memory ({exc}); lower dims, n_keys or "
+                      "n_queries")
 
 
 def _unguarded_main() -> str | None:
