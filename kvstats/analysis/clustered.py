@@ -166,10 +166,11 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
     DataFrame
         One row per (case, budget, scheme, cluster), in order of first appearance. Every
         metric column of :data:`kvstats.metrics.table.METRIC_TABLE` present in ``frame``
-        is the cluster's mean, computed as ``Σ x / n`` (it cannot overflow where the
-        values do not, and a cluster of one trial keeps its value bit for bit). The other
-        columns keep the cluster's first row (``trial`` its first trial; the cell columns
-        are constant within a cell). ``n_trials_in_cluster`` is added.
+        is the cluster's mean, computed as ``Σ (x / n)`` over its values in sorted order
+        (it cannot overflow where the values do not, a cluster of one trial keeps its value
+        bit for bit, and the frame's row order changes no bit). The other columns keep the
+        row of the cluster's smallest ``trial`` (the cell columns are constant within a
+        cell). ``n_trials_in_cluster`` is added.
 
     Notes
     -----
@@ -202,8 +203,10 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
     frame = _clusters(frame, name)
     codes = frame.groupby(list(CLUSTER_KEYS), sort=False, dropna=False).ngroup().to_numpy()
     sizes = np.bincount(codes)
-    # codes number the clusters in order of first appearance, so first rows come sorted
-    first = np.unique(codes, return_index=True)[1]
+    # each cluster's row of its smallest trial (codes number the clusters in order of first
+    # appearance, so the rows come in that order): not its first row, which the row order picks
+    by_trial = np.lexsort((frame["trial"].to_numpy(), codes))
+    first = by_trial[np.unique(codes[by_trial], return_index=True)[1]]
     out = frame.iloc[first].reset_index(drop=True)
     weight = 1.0 / sizes[codes]
     for col in (m for m in METRIC_TABLE if m in frame.columns):
@@ -215,8 +218,10 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
         # a pooled SNR some trials lack (cells from before the column) is lacking in their
         # clusters, and the tables leave the column out (frame.reported_pooled_snrs)
         lacking = np.bincount(codes, weights=lacking, minlength=len(sizes)) > 0
-        # Σ x/n rather than Σ x / n: no overflow for values near the float range
-        mean = np.bincount(codes, weights=np.where(np.isnan(x), 0.0, x) * weight,
+        # Σ x/n rather than Σ x / n: no overflow for values near the float range; each cluster's
+        # values summed in sorted order, so the row order does not set the mean's last bits
+        o = np.lexsort((x, codes))
+        mean = np.bincount(codes[o], weights=(np.where(np.isnan(x), 0.0, x) * weight)[o],
                            minlength=len(sizes))
         mean[lacking] = np.nan
         bad = np.isnan(mean) & ~lacking

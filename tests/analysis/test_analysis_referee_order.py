@@ -38,3 +38,24 @@ def test_shuffled_rows_give_the_same_table(frame, pairing):
                                       check_exact=True)
     # and the same call twice is the same table
     pd.testing.assert_frame_equal(table(frame), ref, check_exact=True)
+
+
+def test_shuffled_rows_give_the_same_cluster_means():
+    """aggregate_clusters' rows: before, a cluster mean's last bits followed the row order,
+    and its row kept the trial (layer, head) of whichever of its rows came first."""
+    from kvstats.analysis import aggregate_clusters
+
+    from _sweep_frames import clustered_frame
+
+    keys = ["distribution", "params", "dim", "n_keys", "budget", "scheme", "cluster"]
+    c = clustered_frame(n_texts=6, per_text=7)
+
+    def means(f):
+        return aggregate_clusters(f).set_index(keys).sort_index()
+
+    ref = means(c)
+    for state in (1, 2):
+        pd.testing.assert_frame_equal(means(c.sample(frac=1.0, random_state=state)), ref,
+                                      check_exact=True)
+    # the row of the cluster's smallest trial (texts of 7 trials numbered in order)
+    assert (ref["trial"] == 7 * ref.index.get_level_values("cluster")).all()
