@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from kvstats._checks import check_int, did_you_mean
 from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _resolve
@@ -46,12 +48,19 @@ def _check_params(params: Any, name: str) -> dict[str, Any]:
         return {}
     if not isinstance(params, Mapping):
         raise TypeError(f"{name} must be a table/dict of parameters; received {params!r}")
+    out = {}
     for key, value in params.items():
         if not isinstance(key, str):
             raise TypeError(f"{name} keys must be strings; received {key!r}")
+        if isinstance(value, np.generic) and value.dtype.kind in "biufU":
+            # a value taken from numpy (np.arange, an array of names) is its Python value: a
+            # np.str_ kept would label the scheme "norm_dtype=np.str_('float32')", another
+            # cell id than the same config read from TOML or from its manifest
+            value = value.item()
         if not isinstance(value, (int, float, str, bool)):
             raise TypeError(f"{name}[{key!r}] must be a number, string or boolean; received {value!r}")
-    return dict(params)
+        out[key] = value
+    return out
 
 
 @dataclass(frozen=True)
