@@ -57,11 +57,13 @@ class _CommandParser(argparse.ArgumentParser):
     which stops at the first missing one before it knows the words no option took: so
     ``kvstats sweep my.toml --out DIR`` is answered ``did you mean --config my.toml?``. A
     word no option takes is refused here, with the command's usage and the nearest option,
-    not by the top-level parser with ``kvstats``'s.
+    not by the top-level parser with ``kvstats``'s. Only whole option names are taken: a
+    prefix (``--metric`` for ``--metrics``) is refused with the did-you-mean, so a command
+    line written into a paper's script means the same once a later option shares the prefix.
     """
 
     def __init__(self, *args, finish=None, needs: tuple[str, ...] = (), **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
         self.finish = finish
         self.needs = needs
 
@@ -198,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kvstats",
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",
-        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     from kvstats import __version__   # kvstats' own __init__ imports nothing heavy
 
     parser.add_argument("--version", action="version", version=f"kvstats {__version__}")

@@ -94,6 +94,12 @@ def test_usage_shows_the_required_positional_and_options_unbracketed(capsys):
 @pytest.mark.parametrize("argv, expected", [
     (["report", "d", "--metircs", "kl"],
      "kvstats report: error: unrecognized arguments: --metircs kl (did you mean --metrics?)"),
+    # a prefix of an option is not the option: a script's command line keeps its meaning
+    # when a later option shares the prefix
+    (["report", "d", "--metric", "kl"],
+     "kvstats report: error: unrecognized arguments: --metric kl (did you mean --metrics?)"),
+    (["sweep", "--config", "c.toml", "--out", "o", "--res"],
+     "kvstats sweep: error: unrecognized arguments: --res (did you mean --resume?)"),
     (["sweep", "--config", "c.toml", "--out", "o", "--resmue"],
      "kvstats sweep: error: unrecognized arguments: --resmue (did you mean --resume?)"),
     (["report", "a", "b"],
