@@ -397,6 +397,8 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     from kvstats.plugins import relocate_plugins
     from kvstats.sweep.config import SweepConfig
 
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a folder path (str or os.PathLike); received {out!r}")
     out = Path(out)
     manifest_path = out / MANIFEST
     table = table_path(out, RESULTS)

@@ -306,6 +306,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         raise TypeError(f"progress must be True or False; received {progress!r}")
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False; received {resume!r}")
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a folder path (str or os.PathLike) or None; received {out!r}")
     if workers is not None:
         workers = check_int(workers, "workers", low=1)
     if not (executor is None or executor in ("serial", "process") or isinstance(executor, cf.Executor)):
