@@ -64,6 +64,8 @@ def test_each_row_reads_the_pairs_values(frame, pairing):
         for metric in ("kl", "snr_k"):
             row = loc.loc[(*case, bud, a, b, metric)]
             x, y = ga[metric].to_numpy(), gb[metric].to_numpy()
+            if pairing == "none":      # two samples: their values in sorted order
+                x, y = np.sort(x), np.sort(y)
             assert (row.n_a, row.n_b) == (len(x), len(y))
             assert (row.mean_a, row.mean_b, row.median_a, row.median_b) == (
                 np.mean(x), np.mean(y), np.median(x), np.median(y))
@@ -79,10 +81,16 @@ def test_energy_rows_are_the_test_on_the_frames_own_arrays(frame, pairing):
                         energy_resolution="fixed", seed=3, pairing=pairing)
     energy = t[t.test == "energy"].reset_index(drop=True)
     assert len(energy) == 5
-    for i, (case, bud, _, a, b, ga, gb) in enumerate(_reference_pairs(frame, PAIRS)):
+    pairs = list(_reference_pairs(frame, PAIRS))
+    # pair i's seed: 3 + its place among the pairs' keys sorted as text, not in the frame
+    keys = [tuple(map(str, (*p[0], *p[1:5]))) for p in pairs]
+    place = {key: r for r, key in enumerate(sorted(keys))}
+    for i, (case, bud, _, a, b, ga, gb) in enumerate(pairs):
         if pairing == "trial":
             ga, gb = ga.sort_values("trial"), gb.sort_values("trial")
+        else:                      # two samples: the profiles in sorted order
+            ga, gb = (g.sort_values(list(PROFILE_METRICS)) for g in (ga, gb))
         X, Y = (g[list(PROFILE_METRICS)].to_numpy(np.float64) for g in (ga, gb))
-        ref = energy_test_sequential(X, Y, max_permutations=49, h=10, seed=3 + i,
+        ref = energy_test_sequential(X, Y, max_permutations=49, h=10, seed=3 + place[keys[i]],
                                      standardize=True, **({"paired": True} if pairing == "trial" else {}))
         assert (energy.statistic[i], energy.pvalue[i]) == (ref.statistic, ref.pvalue)
