@@ -85,26 +85,48 @@ def resolve_impl(impl: str, interpret: bool | None) -> tuple[str, bool]:
     return impl, interpret
 
 
-def kernel_backend(impl: str, mosaic_ok: bool = True, why: str = "") -> str:
+def kernel_backend(impl: str, mosaic_ok: bool = True, why: str = "", triton_ok: bool = True,
+                   triton_why: str = "") -> str:
     """The Pallas backend of one kernel call: ``"mosaic"`` or ``"triton"``.
 
-    ``impl`` is a resolved impl other than "reference". ``mosaic_ok`` says whether this
-    call's shapes fit Mosaic GPU (``why`` says what does not, for the error). ``"pallas"``
-    gives :data:`DEFAULT_BACKEND` when they fit, else Triton; an explicit ``"mosaic"``
-    that does not fit is a ValueError.
+    ``impl`` is a resolved impl other than "reference". ``mosaic_ok`` / ``triton_ok`` say
+    whether this call's shapes fit Mosaic GPU / Triton (``why`` / ``triton_why`` say what
+    does not, for the error). ``"pallas"`` gives :data:`DEFAULT_BACKEND` when the shapes
+    fit it, else Triton; a backend asked for (or left as the only one) whose shapes do not
+    fit is a ValueError naming the backends that can run the call (``impl="reference"``
+    always can). The check holds in the interpreter too, which would run shapes that no
+    GPU compiles.
 
     Examples
     --------
     >>> kernel_backend("pallas"), kernel_backend("pallas", False), kernel_backend("triton")
     ('mosaic', 'triton', 'triton')
+    >>> kernel_backend("pallas", False, "rows of 12 bytes", False, "12-byte rows")
+    Traceback (most recent call last):
+    ...
+    ValueError: impl='pallas' cannot run this call: neither Pallas backend takes its shapes (Mosaic GPU: rows of 12 bytes; Triton: 12-byte rows); use impl='reference'
     """
     check_choice(impl, "impl", ("pallas",) + BACKENDS)
     if impl == "pallas":
-        return DEFAULT_BACKEND if mosaic_ok else "triton"
+        if mosaic_ok or triton_ok:
+            return DEFAULT_BACKEND if mosaic_ok else "triton"
+        raise ValueError(f"impl='pallas' cannot run this call: neither Pallas backend takes its shapes "
+                         f"(Mosaic GPU: {why}; Triton: {triton_why}); use impl='reference'")
     if impl == "mosaic" and not mosaic_ok:
-        raise ValueError(f"impl='mosaic' cannot run this call: {why}; use impl='triton' (or 'pallas', "
-                         f"which falls back to Triton for such shapes)")
+        other = ("impl='triton' (or 'pallas', which falls back to Triton for such shapes)" if triton_ok
+                 else f"impl='reference' (Triton cannot either: {triton_why})")
+        raise ValueError(f"impl='mosaic' cannot run this call: {why}; use {other}")
+    if impl == "triton" and not triton_ok:
+        other = "impl='mosaic' (or 'pallas')" if mosaic_ok else f"impl='reference' (Mosaic GPU cannot either: {why})"
+        raise ValueError(f"impl='triton' cannot run this call: {triton_why}; use {other}")
     return impl
+
+
+def triton_sizes_ok(*sizes: int) -> bool:
+    """Whether block dimensions of these sizes fit the Pallas Triton lowering, which takes
+    only arrays whose dimensions are powers of two (a d = 96 key without a Hadamard
+    rotation has bit-plane rows of 12 bytes: the interpreter runs it, Triton does not)."""
+    return all(is_pow2(n) for n in sizes)
 
 
 def mosaic_rows_ok(*row_bytes: int) -> bool:
@@ -363,6 +385,35 @@ def check_finite_concrete(x: jax.Array, name: str) -> None:
         raise ValueError(f"{name} must be finite; received NaN/inf values in an array of shape {x.shape}")
 
 
+def check_length(length: int | ArrayLike, name: str, *, low: int | None = None,
+                 high: int | None = None) -> jax.Array:
+    """A token count as an int32 scalar: a Python or numpy integer, or a 0-d integer array
+    (a traced one passes unchecked). A concrete value must lie in ``[low, high]``; a float
+    (``2.5`` would mask as 3 tokens) or a bool is a TypeError.
+
+    Examples
+    --------
+    >>> int(check_length(np.int64(3), "length", low=1, high=10))
+    3
+    >>> check_length(2.5, "length", low=1)
+    Traceback (most recent call last):
+    ...
+    TypeError: length must be an integer (an int or a 0-d integer array) in [1, inf]; received 2.5 (float)
+    """
+    bounded = "" if low is None and high is None else (
+        f" in [{'-inf' if low is None else low}, {'inf' if high is None else high}]")
+    arr = length if isinstance(length, jax.Array) else np.asarray(length)
+    if arr.ndim != 0 or not jnp.issubdtype(arr.dtype, jnp.integer):
+        shown = f"{length!r} ({type(length).__name__})" if arr.ndim == 0 else f"shape {arr.shape}, dtype {arr.dtype}"
+        raise TypeError(f"{name} must be an integer (an int or a 0-d integer array){bounded}; received {shown}")
+    if not isinstance(arr, jax.core.Tracer):
+        value = int(arr)
+        if (low is not None and value < low) or (high is not None and value > high):
+            side = f">= {low}" if low is not None and value < low else f"<= {high}"
+            raise ValueError(f"{name} must be {side}, an integer{bounded}; received {value}")
+    return jnp.asarray(arr, jnp.int32)
+
+
 def pad_rows(x: jax.Array, multiple: int) -> tuple[jax.Array, int]:
     """Flatten to 2-D ``(rows, last)`` and zero-pad rows to a multiple; returns (x2, rows)."""
     x2 = x.reshape(-1, x.shape[-1])
@@ -373,14 +424,14 @@ def pad_rows(x: jax.Array, multiple: int) -> tuple[jax.Array, int]:
     return x2, n
 
 
-def row_block(n_rows: int, block_rows: int | None, backend: str = "triton") -> int:
+def row_block(n_rows: int, block_rows: int | None, backend: str = "triton", name: str = "block_rows") -> int:
     """Power-of-two row block, >= 16 (Triton dot minimum; 64 for Mosaic's WGMMA layout)
-    and not far beyond n_rows."""
+    and not far beyond n_rows; ``name`` is the caller's argument, for the error."""
     low = MOSAIC_ROWS if backend == "mosaic" else MIN_DOT
     if block_rows is None:
         return max(low, min(64, next_pow2(n_rows)))
     if not isinstance(block_rows, int) or isinstance(block_rows, bool) or not is_pow2(block_rows) \
             or block_rows < low:
-        raise ValueError(f"block_rows must be a power of two >= {low} (backend {backend!r}); "
+        raise ValueError(f"{name} must be a power of two >= {low} (backend {backend!r}); "
                          f"received {block_rows!r}")
     return block_rows

@@ -47,6 +47,10 @@ def _side(ex: SideExport, side: str) -> tuple[StaticCodebook, int]:
     if np.dtype(ex.norm_dtype) != _NORM_DTYPE:
         raise ValueError(f"the {side} norm_dtype must be float16 (the GPU cache stores float16 norms); "
                          f"received {np.dtype(ex.norm_dtype).name}")
+    if ex.dim_padded % 8:
+        how = "unrotated" if ex.signs is None else "the Hadamard rotation's power of two"
+        raise ValueError(f"dim = {ex.dim} is not supported on the GPU path: the {side}s code {ex.dim_padded} "
+                         f"coordinates ({how}), and codes are stored 8 to a byte (a multiple of 8 is needed)")
     if ex.m % 8:
         raise ValueError(f"the {side} sketch rows m must be a multiple of 8 on the GPU path; received m = {ex.m}")
     return StaticCodebook.from_arrays(ex.centroids, ex.boundaries, bits=ex.bits), ex.m

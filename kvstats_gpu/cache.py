@@ -30,7 +30,7 @@ from jax.typing import ArrayLike
 from jaxtyping import Float, Int, UInt8
 
 from kvstats._checks import check_int, check_real
-from kvstats_gpu._common import as_jax_float, check_finite_concrete, resolve_impl
+from kvstats_gpu._common import as_jax_float, check_finite_concrete, check_length, resolve_impl
 from kvstats_gpu.codebook import (StaticCodebook, decode_packed, decode_reference, encode_packed,
                                   unpack_planes_reference)
 from kvstats_gpu.qjl import check_sketch, qjl_sketch, unpack_signs_reference
@@ -246,7 +246,8 @@ def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
 
     Every part present or absent as the spec says, planes ``(H, bits, C, d_pad/8)``, signs
     ``(H, C, m/8)``, norms ``(H, C)``, with one H and one C throughout (so a mismatched
-    cache fails here, naming the part, not deep inside a kernel).
+    cache fails here, naming the part, not deep inside a kernel), and ``length`` an
+    integer scalar in ``[0, C]`` (when concrete: a longer one would attend every slot).
 
     Examples
     --------
@@ -280,6 +281,7 @@ def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
         if part is not None and tuple(part.shape) != shape:
             raise ValueError(f"cache.{name} has shape {tuple(part.shape)}, expected {shape} for this spec "
                              f"(H = {H}, C = {C})")
+    check_length(cache.length, "cache.length", low=0, high=C)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -478,6 +480,8 @@ def cache_bytes_per_token(spec: CacheSpec, n_kv_heads: int) -> dict[str, float]:
     >>> cache_bytes_per_token(spec, 8)
     {'bytes': 1072, 'fp16_bytes': 4096, 'ratio_to_fp16': 0.26171875}
     """
+    if not isinstance(spec, CacheSpec):
+        raise TypeError(f"spec must be a CacheSpec; received {type(spec).__name__}")
     n = check_int(n_kv_heads, "n_kv_heads", low=1)
     b = n * sum(spec.bytes_per_token_head().values())
     fp16 = n * 2 * 2 * spec.dim

@@ -43,8 +43,13 @@ from jaxtyping import Float, UInt8
 from kvstats._checks import check_int
 from kvstats.quant.codebook import Codebook
 from kvstats_gpu._common import (as_jax_float, batch_folded, check_finite_concrete, kernel_backend, mosaic_rows_ok,
-                                 pad_rows, resolve_impl, row_block)
+                                 next_pow2, pad_rows, resolve_impl, row_block)
 from kvstats_gpu.mosaic_call import grid_call
+
+
+# Why Mosaic GPU cannot take a call's bit planes (kernel_backend's message). Triton takes
+# every d: its blocks must be powers of two, so rows of d/8 bytes are zero-padded to one.
+_MOSAIC_PLANES = "planes of d/8 = {d8} bytes per row (Mosaic's block copies need rows of a multiple of 16 bytes)"
 
 
 @dataclass(frozen=True)
@@ -308,8 +313,11 @@ def encode_packed(x: Float[ArrayLike, "*batch d"], codebook: StaticCodebook | Co
         raise ValueError(f"x's last axis must be a multiple of 8; received {d}")
     if impl == "reference":
         return pack_planes_reference(encode_reference(x, cb), cb.bits)
-    impl = kernel_backend(impl, mosaic_rows_ok(d // 8), f"planes of d/8 = {d // 8} bytes per row "
-                          "(Mosaic's block copies need rows of a multiple of 16 bytes)")
+    impl = kernel_backend(impl, mosaic_rows_ok(d // 8), _MOSAIC_PLANES.format(d8=d // 8))
+    d8_out = d // 8
+    if impl == "triton" and next_pow2(d8_out) != d8_out:  # zero coordinates, their bytes cut below
+        x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, 8 * next_pow2(d8_out) - d)])
+        d = x.shape[-1]
     lead = x.shape[:-1]
     T = row_block(math.prod(lead), block_rows, impl)
     x2, n = pad_rows(to_class_major(x), T)
@@ -326,7 +334,7 @@ def encode_packed(x: Float[ArrayLike, "*batch d"], codebook: StaticCodebook | Co
         )(xx)
 
     out = _batchable(call, impl, (0,), (1,))(x2)
-    return jnp.moveaxis(out[:, :n], 0, 1).reshape(*lead, cb.bits, d8)
+    return jnp.moveaxis(out[:, :n], 0, 1).reshape(*lead, cb.bits, d8)[..., :d8_out]
 
 
 def decode_packed(planes: UInt8[ArrayLike, "*batch bits d8"], codebook: StaticCodebook | Codebook, *,
@@ -345,14 +353,16 @@ def decode_packed(planes: UInt8[ArrayLike, "*batch bits d8"], codebook: StaticCo
     impl, interpret = resolve_impl(impl, interpret)
     cb = _as_static(codebook)
     planes = jnp.asarray(planes)
-    if planes.dtype != jnp.uint8 or planes.ndim < 2 or planes.shape[-2] != cb.bits:
-        raise ValueError(f"planes must be uint8 (..., {cb.bits}, d/8) for a {cb.bits}-bit codebook; "
+    if planes.dtype != jnp.uint8 or planes.ndim < 2 or planes.shape[-2] != cb.bits or 0 in planes.shape:
+        raise ValueError(f"planes must be uint8 (..., {cb.bits}, d/8) for a {cb.bits}-bit codebook, no axis empty; "
                          f"received {planes.dtype} {planes.shape}")
     if impl == "reference":
         return decode_reference(unpack_planes_reference(planes), cb)
-    lead, d8 = planes.shape[:-2], planes.shape[-1]
-    impl = kernel_backend(impl, mosaic_rows_ok(d8), f"planes of d/8 = {d8} bytes per row "
-                          "(Mosaic's block copies need rows of a multiple of 16 bytes)")
+    lead, d8_out = planes.shape[:-2], planes.shape[-1]
+    impl = kernel_backend(impl, mosaic_rows_ok(d8_out), _MOSAIC_PLANES.format(d8=d8_out))
+    if impl == "triton" and next_pow2(d8_out) != d8_out:  # zero bytes: coordinates cut below
+        planes = jnp.pad(planes, [(0, 0)] * (planes.ndim - 1) + [(0, next_pow2(d8_out) - d8_out)])
+    d8 = planes.shape[-1]
     T = row_block(math.prod(lead), block_rows, impl)
     p2 = [pad_rows(planes[..., p, :], T)[0] for p in range(cb.bits)]
     n = math.prod(lead)
@@ -368,4 +378,4 @@ def decode_packed(planes: UInt8[ArrayLike, "*batch bits d8"], codebook: StaticCo
         )(*pp)
 
     out = _batchable(call, impl, (0,) * cb.bits, (0,))(*p2)
-    return from_class_major(out[:n]).reshape(*lead, 8 * d8)
+    return from_class_major(out[:n])[:, :8 * d8_out].reshape(*lead, 8 * d8_out)

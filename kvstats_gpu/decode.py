@@ -39,9 +39,9 @@ from jax.typing import ArrayLike
 from jaxtyping import Float, Int
 
 from kvstats._checks import check_int
-from kvstats_gpu._common import (MIN_DOT, MOSAIC_ROWS, NEG, as_jax_float, check_finite_concrete,
+from kvstats_gpu._common import (MIN_DOT, MOSAIC_ROWS, NEG, as_jax_float, check_finite_concrete, check_length,
                                  compiler_params, dot_nn, dot_nt, is_pow2, kernel_backend, next_pow2,
-                                 resolve_impl)
+                                 resolve_impl, triton_sizes_ok)
 from kvstats_gpu.cache import (PAGE, CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params,
                                kernel_refs)
 from kvstats_gpu.codebook import (centroid_of_class, decode_reference, from_class_major, to_class_major,
@@ -61,7 +61,8 @@ def dense_decode_attention(q: Float[ArrayLike, "HG d"], K: Float[ArrayLike, "H N
         Query heads; head ``h·G + g`` attends to KV head ``h`` (Llama's ``repeat_kv``).
     K, V : ``(H, N, d)``
     length : int, optional
-        Only the first ``length`` tokens are attended (default all).
+        Only the first ``length`` tokens are attended (default all): an integer in
+        ``[1, N]`` (a Python int or a 0-d integer array; a traced one is not checked).
 
     Returns
     -------
@@ -85,9 +86,8 @@ def dense_decode_attention(q: Float[ArrayLike, "HG d"], K: Float[ArrayLike, "H N
     hp = jax.lax.Precision.HIGHEST
     s = jnp.einsum("hgd,hnd->hgn", q.reshape(H, G, d), K, precision=hp) / math.sqrt(d)
     if length is not None:
-        if not isinstance(length, jax.core.Tracer) and int(length) < 1:
-            raise ValueError(f"length must be >= 1 (an empty softmax is undefined); received {int(length)}")
-        s = jnp.where(jnp.arange(N) < length, s, -jnp.inf)
+        # at least one token: an empty softmax is undefined
+        s = jnp.where(jnp.arange(N) < check_length(length, "length", low=1, high=N), s, -jnp.inf)
     p = jax.nn.softmax(s, axis=-1)
     return jnp.einsum("hgn,hnd->hgd", p, V, precision=hp).reshape(H * G, d)
 
@@ -374,7 +374,7 @@ def decode_partials(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec
     params = check_params(spec, params)
     check_cache(cache, spec)
     qr, sq, _ = _queries(q, spec, params, cache.n_heads)
-    length = cache.length if length is None else jnp.asarray(length, jnp.int32)
+    length = cache.length if length is None else check_length(length, "length")
     if impl == "reference":
         return _partials_reference(qr, sq, cache, spec, length)
     backend = _backend(impl, spec)
@@ -390,8 +390,12 @@ def decode_partials(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec
 
 
 def _backend(impl: str, spec: CacheSpec) -> str:
-    return kernel_backend(impl, mosaic_fits(spec), "the cache has per-token rows under 16 bytes (bit planes "
-                          "of d/8 or sign rows of m/8 bytes; Mosaic's block copies need 16-byte multiples)")
+    rows = [spec.v_dpad // 8] + ([spec.k_dpad // 8] if spec.k_bits else [])
+    rows += [m // 8 for m in (spec.k_m, spec.v_m) if m]
+    shown = f"per-token rows of {sorted(set(rows))} bytes (bit planes of d_pad/8, sign rows of m/8)"
+    return kernel_backend(impl, mosaic_fits(spec), f"the cache has {shown}; Mosaic's block copies need "
+                          "multiples of 16 bytes", triton_sizes_ok(*rows),
+                          f"the cache has {shown}; Triton takes only power-of-two block sizes")
 
 
 def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec: CacheSpec,

@@ -37,12 +37,19 @@ from kvstats._checks import check_real
 from kvstats.quant.sketch import Sketch
 from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete,
                                  compiler_params, dot_nt, kernel_backend, mosaic_rows_ok, next_pow2, pad_rows,
-                                 resolve_impl, row_block)
+                                 resolve_impl, row_block, triton_sizes_ok)
 from kvstats_gpu.codebook import to_class_major
 from kvstats_gpu.mosaic_call import grid_call
 
 
 _SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of a multiple of 16 bytes)"
+_SIGN_ROWS_TRITON = "sign rows of m/8 = {m8} bytes (Triton takes only power-of-two block sizes)"
+
+
+def _backend(impl: str, m: int) -> str:
+    """The backend of a kernel over sign rows of m/8 bytes (:func:`kernel_backend`)."""
+    return kernel_backend(impl, mosaic_rows_ok(m // 8), _SIGN_ROWS.format(m8=m // 8),
+                          triton_sizes_ok(m // 8), _SIGN_ROWS_TRITON.format(m8=m // 8))
 
 
 def check_sketch(sketch: Float[ArrayLike, "m d"] | Sketch, dim: int | None = None,
@@ -145,7 +152,13 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
     check_finite_concrete(k, "k")
     s = check_sketch(sketch, k.shape[-1])
     m, d = s.shape
-    impl = kernel_backend(impl, mosaic_rows_ok(m // 8), _SIGN_ROWS.format(m8=m // 8))
+    impl = _backend(impl, m)
+    # zero columns change no projection and no norm: pad d to what the backend's blocks take
+    # (Triton: a power of two; Mosaic's register tiles: a multiple of 8 columns)
+    d_k = next_pow2(d) if impl == "triton" else -(-d // 8) * 8
+    if d_k != d:
+        k = jnp.pad(k, [(0, 0)] * (k.ndim - 1) + [(0, d_k - d)])
+        s, d = jnp.pad(s, ((0, 0), (0, d_k - d))), d_k
     lead = k.shape[:-1]
     T = row_block(math.prod(lead), block_rows, impl)
     k2, n = pad_rows(k, T)
@@ -293,8 +306,8 @@ def qjl_scores(q: Float[ArrayLike, "H G d"], bits: UInt8[ArrayLike, "H N m/8"], 
         return qjl_scores_reference(q, bits, norms, s, scale)
     H, G, _ = q.shape
     N, m = bits.shape[1], s.shape[0]
-    impl = kernel_backend(impl, mosaic_rows_ok(m // 8), _SIGN_ROWS.format(m8=m // 8))
-    T = row_block(0, block_tokens, impl)
+    impl = _backend(impl, m)
+    T = row_block(0, block_tokens, impl, "block_tokens")
     Gp = G if impl == "mosaic" else max(MIN_DOT, next_pow2(G))
     sq = jnp.matmul(q.astype(jnp.float32), s.T, precision=jax.lax.Precision.HIGHEST)
     sq = to_class_major(jnp.pad(sq, ((0, 0), (0, Gp - G), (0, 0))))
