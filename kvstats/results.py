@@ -425,7 +425,8 @@ def load_result(out: str | os.PathLike) -> SweepResult:
         raise type(exc)(f"manifest {str(manifest_path)!r}: its config is not valid: {exc}") from exc
     frame, meta = read_table_meta(table)
     record = manifest.get("results")
-    if record is not None or manifest.get("kvstats_sweep", 1) != 1:
+    # only the first layout, which says so ("kvstats_sweep": 1), has no record to check
+    if record is not None or manifest.get("kvstats_sweep") != 1:
         _check_pair(frame, meta, record, config, table, manifest_path)
     return SweepResult(frame, manifest, config, out)
 
