@@ -136,6 +136,9 @@ def _build_mixed(bits, dim, params, key_rng, value_rng, draws):
 def _build_identity(bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.coder import IdentityCoder
 
+    # it stores float32: a budget asked of it would be silently ignored (a cache's rows
+    # labelled "identity:4" holding 32 bits)
+    _fixed_bits("identity", _IDENTITY_BITS, bits)
     return None, IdentityCoder(dim), IdentityCoder(dim)
 
 

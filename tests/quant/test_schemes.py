@@ -121,6 +121,15 @@ def test_mixed_name_and_params_must_agree():
     assert kvstats.make_scheme("K4V2", 3.0, 64).bits == 3.0
 
 
+def test_identity_refuses_a_budget_it_would_ignore():
+    # it stores float32: bits=4 was silently dropped (a cache labelled "identity:4")
+    with pytest.raises(ValueError, match=r"bits for identity must be None or 32 \(fixed by the "
+                                         r"format\); received 4"):
+        kvstats.make_scheme("identity", 4, 64)
+    assert kvstats.make_scheme("identity", None, 64).bits is None
+    assert kvstats.make_scheme("identity", 32, 64).bits is None
+
+
 @pytest.mark.parametrize("name", ["KQV", "kivi", "fp8_e4m3"])
 def test_values_are_coded_in_the_dtype_of_the_keys(name):
     """K float32 and V float64: V is cast to float32 first, so its codes and reconstruction
