@@ -25,7 +25,8 @@ from kvstats.results import DEFAULT_COMPARISONS, check_comparisons
 from kvstats.sweep.plan import Cell, _canonical, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _resolve_real
 from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeSpec, _as_list,
-                                 _check_distinct_cases, _check_distinct_schemes, _int, _int_tuple,
+                                 _check_distinct_cases, _check_distinct_schemes, _check_sweep_budgets, _int,
+                                 _int_tuple,
                                  parse_distributions, parse_scheme)
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
@@ -156,6 +157,7 @@ class SweepConfig:
         object.__setattr__(self, "schemes", schemes)
         object.__setattr__(self, "distributions", dists)
         object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))
+        _check_sweep_budgets(schemes, self.budgets)
         _check_distinct_schemes(schemes, self.budgets)   # cells: an entry at the sweep's budgets too
         object.__setattr__(self, "dims", _int_tuple(self.dims, "dims", 2, None))
         object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", MIN_KEYS, None,

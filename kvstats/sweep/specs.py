@@ -293,6 +293,24 @@ def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
                 f"{_fmt_params(full)}); keep one")
 
 
+def _check_sweep_budgets(schemes: Iterable[SchemeSpec], budgets: tuple[int, ...]) -> None:
+    """Refuse a sweep budget outside the range of a scheme that runs at the sweep's budgets
+    (no ``budgets`` of its own, no fixed budget): QKQV has no 1-bit form. The grid's check
+    would refuse it too, later and without naming the key."""
+    for spec in schemes:
+        if spec.budgets is not None or spec.fixed_budget:
+            continue
+        sdef = scheme_def(spec.name)
+        low, high = sdef.min_bits, sdef.max_bits
+        out = [n for n in budgets if not low <= n <= high]
+        if out:
+            own = [n for n in budgets if low <= n <= high] or [low]
+            raise ValueError(f"budgets {out} are outside scheme {spec.display()!r}'s range [{low}, {high}]: "
+                             f"leave them out of the sweep's budgets, or give the entry of "
+                             f"{spec.display()!r} budgets of its own (budgets = {own}); received budgets "
+                             f"{list(budgets)}")
+
+
 def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, ...] | None = None) -> None:
     """Refuse two entries whose cells code alike at a budget both run: they would run under
     two scheme seeds and stand in the report as two schemes compared with each other.
