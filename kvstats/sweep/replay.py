@@ -324,6 +324,10 @@ def _source(source: Any) -> tuple[SweepConfig, Path | None, pd.DataFrame | None,
         return SweepConfig.from_dict(source), None, None, None
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
+        if not path.exists():   # a mistyped sweep folder is not told of a missing config file
+            where = "" if path.is_absolute() else f" (relative to the working directory {os.getcwd()!r})"
+            raise FileNotFoundError(f"source {str(path)!r} does not exist{where}: give a sweep folder "
+                                    "(written by `kvstats sweep`) or a TOML config")
         if not path.is_dir():
             return SweepConfig.from_toml(path), None, None, None
         manifest_path = path / MANIFEST
