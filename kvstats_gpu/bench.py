@@ -359,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="exit with status 2 at once if jax sees no GPU (the runbook passes it: without a GPU the "
                         "figures would be CPU figures)")
     args = p.parse_args(argv)
+    for flag, values in (("--tokens", args.tokens or []), ("--kv-heads", [args.kv_heads]),
+                         ("--group", [args.group]), ("--reps", [] if args.reps is None else [args.reps])):
+        if any(v < 1 for v in values):  # found before the correctness check, not after it
+            p.error(f"{flag} must be positive integers; received {' '.join(map(str, values))}")
     try:  # bad --schemes entries are usage errors, found before any measurement
         schemes = [parse_scheme_arg(s) for s in args.schemes]
         for name, bits in schemes:

@@ -19,7 +19,8 @@ from jax.typing import ArrayLike
 from jaxtyping import Float
 
 from kvstats_gpu.cache import CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
-from kvstats_gpu.decode import Partials, decode_partials, finalize_partials
+from kvstats._checks import check_int
+from kvstats_gpu.decode import Partials, _queries, decode_partials, finalize_partials
 
 
 def _cache_specs(head_axis, seq_axis) -> QuantizedKVCache:
@@ -103,6 +104,9 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
     if cache.n_heads % n_head_dev:
         raise ValueError(f"the cache's {cache.n_heads} KV heads must be divisible by mesh axis "
                          f"{head_axis!r} of size {n_head_dev}")
+    # q as decode_attention checks it (shape, finite values), before shard_map sees it
+    _queries(q, spec, params, cache.n_heads)
+    block_tokens = check_int(block_tokens, "block_tokens", low=1)
     n_seq_dev = 1 if seq_axis is None else mesh.shape[seq_axis]
     if cache.capacity % (n_seq_dev * block_tokens):
         raise ValueError(f"the cache capacity {cache.capacity} must be divisible by "
