@@ -142,8 +142,11 @@ def parse_scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
     ValueError: scheme 'KQV[bits=3]' params must not set ['bits']: the sweep sets bits (from 'budgets'); ...
     """
     if isinstance(entry, SchemeSpec):
-        spec = entry
-    elif isinstance(entry, str):
+        # checked as its dict form: an object built in Python skips no check (budgets (3, 3)
+        # were two cells of one id)
+        entry = {"name": entry.name, "params": entry.params, "label": entry.label,
+                 **({"budgets": entry.budgets} if entry.budgets is not None else {})}
+    if isinstance(entry, str):
         spec = SchemeSpec(entry)
     elif isinstance(entry, Mapping):
         extra = sorted(set(entry) - {"name", "params", "label", "budgets"}, key=str)
@@ -197,7 +200,8 @@ def parse_distributions(entry: Any, plugins: tuple[str, ...] = ()) -> list[Distr
     """
     known = distribution_names() + (REAL,)
     if isinstance(entry, DistributionSpec):
-        specs = [entry]
+        specs = [entry if entry.name == REAL else
+                 DistributionSpec(entry.name, _check_params(entry.params, f"distribution {entry.name!r} params"))]
     elif isinstance(entry, str):
         specs = [DistributionSpec(entry)]
     elif isinstance(entry, Mapping):
