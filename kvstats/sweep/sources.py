@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -40,7 +41,7 @@ _PATH_ARG = "distribution 'real' params 'path'"
 
 def _index_list(value: Any, name: str) -> int | list[int] | None:
     """``layer``/``head`` of a real source: None, an int, or a non-empty list of distinct ints."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+    if value is None or (isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))):
         return None if value is None else check_int(value, name, low=0)
     if isinstance(value, (list, tuple)) and value:
         out = [check_int(v, name, low=0) for v in value]
@@ -96,8 +97,10 @@ def _capture_read(path: str, size: int, mtime_ns: int) -> tuple[CaptureHeader, t
 
 def _capture_stat(path: str) -> tuple[CaptureHeader, tuple[int, ...]]:
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"distribution 'real' params 'path' must be an existing capture file "
-                                f"(write one with experiments/real_capture.py); {path!r} does not exist")
+        error, what = ((IsADirectoryError, "is a folder") if os.path.isdir(path)
+                       else (FileNotFoundError, "does not exist"))
+        raise error(f"distribution 'real' params 'path' must be an existing capture file "
+                    f"(write one with experiments/real_capture.py); {path!r} {what}")
     st = os.stat(path)
     return _capture_read(path, st.st_size, st.st_mtime_ns)
 
