@@ -343,9 +343,9 @@ def value_agreement(prof: pd.DataFrame) -> str:
               for m in metrics]
     if any(differ):
         return (f"values: `snr_v`, `phi_v` of KQV and QKQV differ on {differ[0]} and {differ[1]} of the "
-                f"{len(wide):,} matched (budget, trial) pairs")
+                f"{len(wide)} matched (budget, trial) pairs")
     return (f"values: `snr_v`, `phi_v` of KQV and QKQV are equal up to floating-point rounding on all "
-            f"{len(wide):,} matched (budget, trial) pairs (one value coder, the same draws), so they are not shown")
+            f"{len(wide)} matched (budget, trial) pairs (one value coder, the same draws), so they are not shown")
 
 
 def section_profile(res: str, old: str | None = None, header=None) -> str | None:
@@ -650,7 +650,7 @@ def formats_table(s: pd.DataFrame, f: pd.DataFrame) -> str:
         "The fp8 formats and nvfp4 take their float32 scale per head from the amax of what one call codes: "
         "in prefill the whole text's (an oracle scale; a cache coding token by token gets one per token, "
         "vLLM a static one). These formats have no code-reading attention in kvstats' cache, so it keeps "
-        "a float32 decoded copy beside the codes (46,080 B/token), which `held_bytes_per_token` counts; "
+        "a float32 decoded copy beside the codes (46080 B/token), which `held_bytes_per_token` counts; "
         "their stored bytes are what an engine reading the blocks would hold. `klt` is not run: the cache "
         "codes it in whole blocks of `group_size` tokens calibrated half on half (default 1024: a 128-token "
         "text stays entirely in the full-precision tail, KL exactly 0, nothing measured), and a block that "
@@ -681,13 +681,13 @@ def qjl_note(s: pd.DataFrame) -> str:
     same = (" exactly KQV@3's budget" if len(kqv3) and kqv3.iloc[0] == qb else "")
     text = ("\n`qjl` rows (issue #13): `qjl@3` is the registry's default QJL scheme at 3 bits — keys as a "
             "1-bit sign sketch with m = 3d = 192 Gaussian rows plus an fp16 norm, values per-token asymmetric "
-            f"uniform 3-bit with fp16 scale and zero — at {qb:,.0f} B/token,{same}.")
+            f"uniform 3-bit with fp16 scale and zero — at {qb:.0f} B/token,{same}.")
     if len(o):
         text += (" `qjl+o4@3` (`n_outliers=4`, run as a separate pass because a configuration list shares "
                  "one set of scheme parameters) also codes the 4 largest-norm channels of each 32-token group "
                  "by a 192-row sketch of their own, as in the QJL paper (the count is this run's choice, the "
                  "same as the retrieval run's `qjl@3[n_outliers=4]`; not tuned): "
-                 f"{round(o.bytes_per_token.iloc[0], -1):,.0f} B/token measured. In prefill mode the cache "
+                 f"{round(o.bytes_per_token.iloc[0], -1):.0f} B/token measured. In prefill mode the cache "
                  "codes whole 32-token groups, so a group's outlier channels are chosen from all 32 of its "
                  "tokens (128-token texts: 4 whole groups, no full-precision tail).")
     return text

@@ -504,14 +504,35 @@ def test_usage_anchor_links_name_its_headings():
 
 def test_user_docs_write_numbers_without_thousands_separators():
     # The docs write 65536, not 65,536 (tests read the numbers; "1,024" also reads as a
-    # list of two). usage.md and measurement.md had 16 such numbers. A quoted heading of
-    # another page ("The d = 1,024, N = 1,024 seed grid" of benchmarks.md) is its title.
+    # list of two). usage.md and measurement.md had 16 such numbers, real_model.md 75 (most
+    # written by experiments/real_report.py). A quoted heading of another page ("The d =
+    # 1,024, N = 1,024 seed grid" of benchmarks.md) is its title.
     root = DOCS.parent
     found = []
-    for path in (root / "README.md", DOCS / "usage.md", DOCS / "measurement.md"):
+    for path in (root / "README.md", DOCS / "usage.md", DOCS / "measurement.md", DOCS / "real_model.md"):
         text = re.sub(r'"[^"]*"', "", path.read_text())
         found += [f"{path.name}: {m}" for m in re.findall(r"\d+(?:,\d{3})+\b", text)]
     assert not found, found
+
+
+def test_real_report_writes_numbers_without_thousands_separators(load_experiment):
+    # experiments/real_report.py generates most of docs/real_model.md; its sentences wrote
+    # "4,860 B/token" and "11,700 matched (budget, trial) pairs"
+    import pandas as pd
+
+    report = load_experiment("real_report")
+    s = pd.DataFrame({"scheme": ["qjl", "qjl+o4", "KQV"], "bits": 3,
+                      "bytes_per_token": [4860.0, 7212.0, 4860.0]})
+    note = report.qjl_note(s)
+    assert "at 4860 B/token, exactly KQV@3's budget" in note and "7210 B/token measured" in note
+    prof = pd.DataFrame({"scheme": ["KQV", "QKQV"] * 1200, "bits": 4, "text": [i // 2 for i in range(2400)],
+                         "layer": 0, "head": 0, "snr_v": 1.0, "phi_v": 0.1})
+    assert "on all 1200 matched (budget, trial) pairs" in report.value_agreement(prof)
+    text = note + report.value_agreement(prof) + report.value_agreement(prof.assign(phi_v=range(2400)))
+    assert not re.findall(r"\d+(?:,\d{3})+\b", text)
+    # and no other sentence of it: no ',' format spec, no comma-grouped literal
+    source = (DOCS.parent / "experiments" / "real_report.py").read_text()
+    assert not re.findall(r"\{[^{}]*:,[^{}]*\}|\d,\d{3}\b", source)
 
 
 def test_measurement_md_metrics_table_names_every_profile_column():
