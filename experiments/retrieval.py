@@ -13,7 +13,11 @@ prompts with the same scheme seed per prompt (paired design); the table gives ex
 accuracy with Wilson 95% intervals, McNemar's exact test against float32 (Holm over the
 configurations), a one-sided 95% Clopper-Pearson bound on the rate of answers lost, and
 greedy agreement with the float32 answer (tokens until the first divergence), then the
-paired K4V2 vs K4V4 test. Protocol: full-precision prefill stored in the quantized cache
+paired K4V2 vs K4V4 test and its non-inferiority bound: the one-sided 95% Clopper-Pearson
+bound on the rate of prompts K4V4 answers and K4V2 does not, which bounds K4V2's accuracy
+drop from above (conservatively: prompts K4V2 gains are not credited); K4V2 is
+non-inferior at the margin NONINFERIORITY_MARGIN, declared before any run, when the bound
+is below it. Protocol: full-precision prefill stored in the quantized cache
 (``--prefill coded``: the prefill itself through the cache). Every prompt has its own
 passkey and filler start (independent draws: the prompt is the unit of the tests). One
 torch thread; run it niced. Writes <out>/retrieval_<prefill>_trials.csv (every answer) and
@@ -32,14 +36,17 @@ CONFIGS = ([(s, n) for s in ("KV", "KQV", "QKQV", "turboquant_mse") for n in (2,
 # Not in the default set (run with --configs): QJL with outlier channels coded by a sketch
 # of their own (n_outliers of the d = 64 channels per group of 32 tokens).
 EXTRA = [("qjl", 3, 0, {"n_outliers": 4}), ("qjl", 3, 0, {"n_outliers": 8})]
+# K4V2 vs K4V4: an accuracy drop below 5 points counts as "keeps K4V4's accuracy"
+# (declared 2026-12-03, before the 200-prompt run of docs/results.md).
+NONINFERIORITY_MARGIN = 0.05
 
 
 def main() -> None:
     import torch
 
     from kvstats.models import load_model
-    from kvstats.models.retrieval import (config_label, haystack_ids, make_prompts, mcnemar_exact,
-                                          run_retrieval, summarize_retrieval)
+    from kvstats.models.retrieval import (config_label, haystack_ids, loss_upper_bound, make_prompts,
+                                          mcnemar_exact, run_retrieval, summarize_retrieval)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scan", action="store_true", help="float32 cache only (which lengths it solves)")
@@ -96,6 +103,11 @@ def main() -> None:
                 t = mcnemar_exact(b, a)
                 print(f"K4V2 vs K4V4 (paired): K4V4-only correct {t.b}, K4V2-only correct {t.c}, "
                       f"exact McNemar p = {t.pvalue:.3g} (smallest attainable {t.min_pvalue:.3g})")
+                bound = float(loss_upper_bound(t.b, len(a)))
+                verdict = ("non-inferior" if bound < NONINFERIORITY_MARGIN
+                           else "non-inferiority not shown")
+                print(f"K4V2's drop from K4V4: at most {bound:.3f} (one-sided 95%, {t.b} of {len(a)} "
+                      f"prompts lost); margin {NONINFERIORITY_MARGIN}: {verdict}")
     print(f"\nmodel runs: {run_s:.0f} s for {len(prompts)} prompts x {1 + len(configs)} caches; "
           f"total {time.time() - t0:.0f} s; load average {os.getloadavg()}")
 
