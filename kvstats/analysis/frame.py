@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
 
-from kvstats.metrics.table import HIGHER_IS_BETTER, PROFILE_6D, REPORT_METRICS
+from kvstats.metrics.table import HIGHER_IS_BETTER, METRIC_TABLE, PROFILE_6D, REPORT_METRICS
 from kvstats.results import CASE_COLUMNS
 
 __all__ = ["METRICS", "PROFILE_METRICS", "HIGHER_IS_BETTER", "CASE_COLUMNS", "REQUIRED_COLUMNS",
@@ -104,6 +105,32 @@ def check_frame(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame:
                          f"first at {first}; a per-trial metric is never NaN (a test on it "
                          "would be undefined): recompute that cell, or drop its rows")
     return frame
+
+
+def _in_trial_order(frame: pd.DataFrame, cells: Sequence[str] = ()) -> pd.DataFrame:
+    """``frame``'s rows cell by cell, each cell's in trial order: the order the tables read.
+
+    A sweep writes its frame so (cells in grid order, each cell's trials in order), and
+    for it this returns the frame itself, the same object; any other order of the same
+    rows gives the same frame. A mean's last bits follow the order its values are summed
+    in, so the tables read the rows so, and are functions of the data, not of the row order.
+
+    ``cells``: cell ids (``cell_id``) in the order their cells are to come (a sweep
+    manifest's ``"cells"``: the grid's order); the cells not named, or all of them when the
+    frame has no ``cell_id``, follow in their order of first appearance. Rows of one cell
+    with one trial number (not a sweep's frame) are ordered by their metric values.
+    """
+    keys = [*CASE_COLUMNS, "budget", "scheme"]
+    rank = frame.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    if len(cells) and "cell_id" in frame.columns:
+        named = frame["cell_id"].map({c: i for i, c in enumerate(cells)}).to_numpy(np.float64)
+        rank = np.where(np.isnan(named), len(cells) + rank, named)
+    # np.lexsort: the last key is the primary one
+    ties = [frame[m].to_numpy() for m in reversed(METRIC_TABLE) if m in frame.columns]
+    order = np.lexsort([*ties, frame["trial"].to_numpy(), rank])
+    if (order == np.arange(len(order))).all():
+        return frame
+    return frame.iloc[order]
 
 
 def reported_pooled_snrs(frame: pd.DataFrame, *, stacklevel: int = 2) -> tuple[str, ...]:

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int, check_real
-from kvstats.analysis.frame import (CASE_COLUMNS, METRICS, POOLED_SNRS, check_frame,
-                                    reported_pooled_snrs)
+from kvstats.analysis.frame import (CASE_COLUMNS, METRICS, POOLED_SNRS, _in_trial_order,
+                                    check_frame, reported_pooled_snrs)
 from kvstats.analysis.clustered import warn_if_trials_share_clusters
 from kvstats.analysis.intervals import few_nonzero, mean_ci, tail_alpha
 from kvstats.metrics.table import METRIC_TABLE
@@ -83,7 +83,8 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     >>> int(summary_table(f, n_resamples=199).set_index("metric").loc["kl", "n_trials"])
     50
     """
-    frame = check_frame(frame)
+    # each cell's values in trial order: the means' last bits do not follow the row order
+    frame = _in_trial_order(check_frame(frame))
     warn_if_trials_share_clusters(frame, "summary_table")
     confidence = check_real(confidence, "confidence", low=0, high=1, low_open=True, high_open=True)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from kvstats._checks import _describe, check_int
 from kvstats.analysis.clustered import warn_if_real_trials_lack_clusters
-from kvstats.analysis.frame import CASE_COLUMNS, check_frame, reported_pooled_snrs
+from kvstats.analysis.frame import CASE_COLUMNS, _in_trial_order, check_frame, reported_pooled_snrs
 from kvstats.analysis.intervals import ci_reliable, mean_ci, ratio_ci
 from kvstats.data.spectrum import Spectrum, capture_spectra, synthetic_spectrum
 from kvstats.data.synthetic import DISTRIBUTIONS
@@ -220,7 +220,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     >>> theory_table(res.frame, n_resamples=99)["quantity"].tolist()
     ['k_snr_db', 'k_snr_bound', 'v_snr_bound']
     """
-    frame = check_frame(frame)
+    # each cell's values (and a text's trials) in trial order: no bit follows the row order
+    frame = _in_trial_order(check_frame(frame))
     # texts are the units of a real capture; trials that cannot name theirs are said to be
     # units themselves (the summary's and the comparisons' warning; the report goes on, labelled)
     warn_if_real_trials_lack_clusters(frame, "theory_table")
