@@ -168,6 +168,18 @@ def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int
                 _fail(name, where, "dequantize of codes changed after another quantize call: decoding "
                       "must read only the codes (a value an encode keeps in the coder, not in its "
                       "codes, is neither stored nor counted)")
+            # encoding reads only its input: a setting fitted at the first call and kept (a
+            # lazy calibration) would make a sweep's trials depend on the chunk coded first
+            fresh = _build(name, bits, dim, params, draws=draws)
+            fresh.quantize(3 * V0[::-1], K0[::-1] / 3)
+            recoded = fresh.roundtrip(K, V)
+            for label, a, r in zip("KV", recoded, ref):
+                if not np.array_equal(a, r, equal_nan=True):
+                    _fail(name, where, f"{label} codes differently in a scheme of the same seed that "
+                          f"coded other data first ({int(np.sum(a != r))} values): an encode must "
+                          "depend on its input only, not on a setting an earlier call fitted and kept "
+                          "in the coder (a sweep's trials would depend on what was coded before them)")
+            _check_roundtrip_out(name, where, scheme, (K, V), ref)
             for label, g, r, x in zip("KV", got, ref, (K, V)):
                 if not (g.dtype == r.dtype == dtype):
                     _fail(name, where, f"{label} decoded as {g.dtype}/{r.dtype} from {np.dtype(dtype)} input")
@@ -181,6 +193,32 @@ def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int
                           f"{np.dtype(dtype)} input ({int((g != r).sum())} values)")
 
 
+def _check_roundtrip_out(name: str, where: str, scheme: Any, given: tuple[np.ndarray, ...],
+                        ref: tuple[np.ndarray, ...]) -> None:
+    """A coder declaring ``roundtrip_writes_out`` (coder.py) is called as the sweep calls it,
+    ``roundtrip(x, out=buf)`` on a reused buffer, bypassing the Scheme's cast to the input's
+    dtype: it must accept ``out``, write ``dequantize(quantize())``'s values into it bit for
+    bit, whatever the buffer held, and return them in the input's dtype."""
+    for label, side, x, r in zip("KV", ("key", "value"), given, ref):
+        coder = getattr(scheme, f"{side}_coder")
+        if not getattr(coder, "roundtrip_writes_out", False) or r.shape != x.shape:
+            continue   # the sweep gives out only where the decode has the input's shape
+        says = (f"its {side} coder {type(coder).__name__} declares roundtrip_writes_out (a sweep then "
+                "calls roundtrip(x, out=buf) on a reused buffer)")
+        buf = np.full_like(x, np.nan)   # what a previous cell left there
+        try:
+            got = coder.roundtrip(x, out=buf)
+        except TypeError as exc:
+            _fail(name, where, f"{says}, but roundtrip(x, out=buf) raised TypeError: {exc}; accept "
+                  "`out` or set roundtrip_writes_out = False (a subclass inherits the attribute)")
+        ok = isinstance(got, np.ndarray) and got.dtype == x.dtype and np.array_equal(got, r)
+        if not (ok and np.array_equal(buf, r)):
+            did = f"returned {_describe(got)}" if not ok else "left out unwritten"
+            _fail(name, where, f"{says}, but it {did} where dequantize(quantize()) gives {label} as "
+                  f"{r.dtype} {r.shape}: write those values into out and return it, or set "
+                  "roundtrip_writes_out = False")
+
+
 def _check_untouched(name: str, where: str, given: tuple[np.ndarray, ...],
                      copies: tuple[np.ndarray, ...]) -> None:
     for label, x, x0 in zip("KV", given, copies):
@@ -192,7 +230,8 @@ def _check_untouched(name: str, where: str, given: tuple[np.ndarray, ...],
 
 @_quiet
 def check_broadcast(name: str, params: Mapping[str, Any] | None = None) -> None:
-    """A batch ``(3,)`` broadcasts against ``draws=(2, 3)``; randomized sides give ``(2, 3, N, d)``.
+    """A batch ``(3,)`` broadcasts against ``draws=(2, 3)``; randomized sides give ``(2, 3, N, d)``,
+    and a side another seed changes codes one input differently in each of the six draws.
 
     Examples
     --------
@@ -216,6 +255,21 @@ def check_broadcast(name: str, params: Mapping[str, Any] | None = None) -> None:
         _fail(name, where, f"batch (3,) against draws (2, 3) decoded as {K_hat.shape}, {V_hat.shape}")
     if sdef.randomized(full) and K_hat.shape != (2, 3, 40, 96):
         _fail(name, where, f"randomized, but the keys do not broadcast against the draws: {K_hat.shape}")
+    # the draws are independent: one input coded by all six draws gives six codings on
+    # each side that another seed changes (a side shared between draws, or broadcast over
+    # one of their axes, would make a chunk's trials share their randomness)
+    same = np.repeat(K[:1], 3, axis=0), np.repeat(V[:1], 3, axis=0)
+    other_seed = _build(name, bits, 96, params, seed=8, draws=(2, 3))
+    decoded = zip(scheme.roundtrip(*same), other_seed.roundtrip(*same))
+    for label, (x, y) in zip("KV", decoded):
+        if x.shape != (2, 3, 40, 96) or np.array_equal(x, y):
+            continue
+        distinct = len({row.tobytes() for row in x.reshape(6, -1)})
+        if distinct < 6:
+            _fail(name, where, f"the draws of {label} are not independent: one input coded by the 6 "
+                  f"draws of draws=(2, 3) gives {distinct} distinct decodes, yet another seed changes "
+                  "them; draw each of `draws` separately from key_rng/value_rng (a sweep codes its "
+                  "trials with one draw each)")
 
 
 @_quiet
@@ -329,7 +383,8 @@ def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact
 def _held_nbytes(obj: Any, _depth: int = 0) -> int:
     """Bytes of the arrays a codes object holds: its fields (a dataclass's, else its
     attributes), through nested codes (objects with an ``nbytes``), tuples, lists and
-    dicts; another object it refers to (its coder, say) is not what it stores.
+    dicts; numpy arrays, ``bytes``/``bytearray``/``memoryview`` and other array types
+    (torch, jax) count; another object it refers to (its coder, say) is not what it stores.
 
     Examples
     --------
@@ -340,6 +395,11 @@ def _held_nbytes(obj: Any, _depth: int = 0) -> int:
     """
     if isinstance(obj, (np.ndarray, np.generic)):
         return int(obj.nbytes)
+    if isinstance(obj, (bytes, bytearray)):   # packed bits kept as bytes are stored too
+        return len(obj)
+    if isinstance(obj, memoryview) or hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"):
+        # a memoryview, a torch or jax array
+        return int(obj.nbytes) if hasattr(obj, "nbytes") else int(np.asarray(obj).nbytes)
     if _depth > 8:
         return 0
     if isinstance(obj, Mapping):
