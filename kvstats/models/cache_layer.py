@@ -60,9 +60,9 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
 
     def _check_states(self, key_states, value_states) -> None:
         """Refuse states the layer cannot hold: not 4-D float, no sequence or head, values
-        shaped unlike the keys, or (after the first update) another batch, head count or
-        head dimension — which the growing code buffers would otherwise take in place (and
-        the compiled encoder write past their rows)."""
+        shaped or typed unlike the keys, or (after the first update) another dtype, batch,
+        head count or head dimension — which the growing code buffers would otherwise take
+        in place (and the compiled encoder write past their rows)."""
         for name, t in (("key_states", key_states), ("value_states", value_states)):
             if not isinstance(t, torch.Tensor) or t.ndim != 4 or not t.is_floating_point():
                 got = (f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor)
@@ -81,6 +81,13 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                              f"values {tuple(value_states.shape)} (models whose values have another head "
                              f"dimension, or that cache a compressed latent and a rope key, as MLA attention "
                              f"does, are not supported: use transformers' DynamicCache)")
+        # one dtype for both sides and every update: torch.cat with the tail (and the decoded
+        # parts) promoted mixed dtypes silently, so the states returned changed dtype
+        held_dtype = self.tail_keys.dtype if self.is_initialized else key_states.dtype
+        if key_states.dtype != held_dtype or value_states.dtype != held_dtype:
+            raise ValueError("key_states and value_states must have one dtype"
+                             + (f", this layer's {held_dtype}" if self.is_initialized else "")
+                             + f"; received keys {key_states.dtype}, values {value_states.dtype}")
         if self.is_initialized:
             held = (self.tail_keys.shape[0], self.tail_keys.shape[1], self.tail_keys.shape[3])
             got = (key_states.shape[0], key_states.shape[1], key_states.shape[3])

@@ -69,6 +69,27 @@ def test_states_without_a_sequence_or_a_head_are_refused(name, bits, shape):
         cache.update(k, k.clone(), layer_idx=0)
 
 
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2), ("q4_0", None), ("identity", None)])
+@pytest.mark.parametrize("attention", [None, "model"])
+def test_states_of_mixed_or_changing_dtypes_are_refused(name, bits, attention):
+    # float32 keys with float64 values were held as given, and a float64 update of a float32
+    # layer was taken too: torch.cat promoted the states returned (and the tail) silently
+    cache = QuantizedCache(name, bits, attention=attention)
+    k, v = torch.randn(1, 2, 3, 64), torch.randn(1, 2, 3, 64)
+    with pytest.raises(ValueError, match="key_states and value_states must have one dtype; received keys "
+                                         "torch.float32, values torch.float64"):
+        cache.update(k, v.double(), layer_idx=0)
+    assert not cache.layers or not cache.layers[0].is_initialized
+    cache.update(k, v, layer_idx=0)
+    for k1, v1 in ((k.double(), v.double()), (k, v.half())):
+        with pytest.raises(ValueError, match=r"must have one dtype, this layer's torch.float32; received keys "
+                                             rf"{k1.dtype}, values {v1.dtype}"):
+            cache.update(k1[:, :, :1], v1[:, :, :1], layer_idx=0)
+    assert cache.get_seq_length() == 3
+    keys, values = cache.layers[0].dequantized()
+    assert keys.dtype == values.dtype == torch.float32
+
+
 @pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2)])
 def test_code_attention_over_a_layer_without_tokens_says_so(name, bits):
     cache = QuantizedCache(name, bits)
