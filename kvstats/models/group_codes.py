@@ -50,7 +50,12 @@ def unpack_float(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     >>> unpack_float(torch.from_numpy(pack_codes(c, 3)), 3, 5).tolist()
     [[3.0, 0.0, 1.0, 2.0, 7.0]]
     """
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8:
+        got = f"a {packed.dtype} tensor" if isinstance(packed, torch.Tensor) else type(packed).__name__
+        raise TypeError(f"packed must be a uint8 torch.Tensor (pack_codes' bytes); received {got}")
     bits = check_int(bits, "bits", low=1, high=8)
+    # n < 0 sliced codes off the end ([..., :n]) instead of being refused
+    n = check_int(n, "n", low=0)
     need = -(-n * bits // 8)
     if packed.shape[-1] < need:
         raise ValueError(f"packed must hold at least {need} bytes per row for {n} codes of {bits} bits; "

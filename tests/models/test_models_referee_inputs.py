@@ -90,6 +90,27 @@ def test_states_of_mixed_or_changing_dtypes_are_refused(name, bits, attention):
     assert keys.dtype == values.dtype == torch.float32
 
 
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2), ("q4_0", None), ("identity", None)])
+@pytest.mark.parametrize("attention", [None, "model"])
+def test_states_of_mixed_or_changing_dtypes_are_refused(name, bits, attention):
+    # float32 keys with float64 values were held as given, and a float64 update of a float32
+    # layer was taken too: torch.cat promoted the states returned (and the tail) silently
+    cache = QuantizedCache(name, bits, attention=attention)
+    k, v = torch.randn(1, 2, 3, 64), torch.randn(1, 2, 3, 64)
+    with pytest.raises(ValueError, match="key_states and value_states must have one dtype; received keys "
+                                         "torch.float32, values torch.float64"):
+        cache.update(k, v.double(), layer_idx=0)
+    assert not cache.layers or not cache.layers[0].is_initialized
+    cache.update(k, v, layer_idx=0)
+    for k1, v1 in ((k.double(), v.double()), (k, v.half())):
+        with pytest.raises(ValueError, match=r"must have one dtype, this layer's torch.float32; received keys "
+                                             rf"{k1.dtype}, values {v1.dtype}"):
+            cache.update(k1[:, :, :1], v1[:, :, :1], layer_idx=0)
+    assert cache.get_seq_length() == 3
+    keys, values = cache.layers[0].dequantized()
+    assert keys.dtype == values.dtype == torch.float32
+
+
 @pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2)])
 def test_code_attention_over_a_layer_without_tokens_says_so(name, bits):
     cache = QuantizedCache(name, bits)
@@ -104,6 +125,24 @@ def test_code_attention_over_a_layer_without_tokens_says_so(name, bits):
     cache.update(k, v, layer_idx=0)
     out = code_attention(q, cache.layers[0], None, 0.125, 1)
     assert torch.allclose(out, cache.layers[0].dequantized()[1].transpose(1, 2), atol=1e-5)
+
+
+# ---------------------------------------------------------------------- unpack_float, lut_kernel
+def test_unpack_float_refuses_a_negative_count_and_packed_that_is_not_uint8_tensor():
+    from kvstats.models.group_codes import unpack_float
+    from kvstats.quant.packing import pack_codes
+
+    c = np.array([[3, 0, 1, 2, 7]], dtype=np.uint8)
+    packed = pack_codes(c, 3)
+    # n = -1 sliced the last code off ([..., :-1]): 7 of the 8 padded values
+    with pytest.raises(ValueError, match=r"n must be an integer in \[0, inf\]; received -1"):
+        unpack_float(torch.from_numpy(packed), 3, -1)
+    # numpy's bytes were torch's TypeError about pad(); a float tensor NotImplementedError
+    for bad, got in ((packed, "ndarray"), (torch.from_numpy(packed).float(), "a torch.float32 tensor"),
+                     (packed.tolist(), "list")):
+        with pytest.raises(TypeError, match=f"packed must be a uint8 torch.Tensor .*; received {got}"):
+            unpack_float(bad, 3, 5)
+    assert unpack_float(torch.from_numpy(packed), 3, 0).shape == (1, 0)
 
 
 # ---------------------------------------------------------------------- kl_quality, retrieval
