@@ -556,12 +556,16 @@ def kernel() -> LUTKernel | None:
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 built = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-                with tempfile.TemporaryDirectory() as tmp:
-                    src = Path(tmp) / "lut.c"
-                    src.write_text(_SOURCE)
-                    subprocess.run([os.environ.get("CC", "cc"), *flags, "-o", str(built), str(src)],
-                                   check=True, capture_output=True, timeout=120)
-                os.replace(built, target)  # atomic: concurrent builders never load a partial file
+                try:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        src = Path(tmp) / "lut.c"
+                        src.write_text(_SOURCE)
+                        subprocess.run([os.environ.get("CC", "cc"), *flags, "-o", str(built), str(src)],
+                                       check=True, capture_output=True, timeout=120)
+                    os.replace(built, target)  # atomic: concurrent builders never load a partial file
+                finally:
+                    # a failed or timed-out compile can leave its partial output behind
+                    built.unlink(missing_ok=True)
             lib = LUTKernel(ctypes.CDLL(str(target)))
         except (OSError, subprocess.SubprocessError):
             lib = None
