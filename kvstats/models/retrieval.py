@@ -60,8 +60,9 @@ class PasskeyPrompt:
     depth : float
         Requested depth in [0, 1] (0: needle before the filler, 1: after it).
     realized_depth : float
-        Fraction of the filler's characters before the needle (the needle goes to the
-        line break at or before the requested depth).
+        Fraction of the filler's characters before the needle: ``depth`` rounded to a
+        character, then moved back, when that falls inside a line, to the line's start
+        (the needle never splits a line; a line's start or end is kept as it is).
     offset : int
         First filler token in the concatenated haystack.
 
@@ -73,7 +74,7 @@ class PasskeyPrompt:
     >>> hay = [ord(c) for c in "one\\ntwo\\nthree\\n"]
     >>> p = make_prompt(Chars(), hay, len(hay), 0.5, "4711", chat=False)
     >>> p.passkey, p.length, p.depth, round(p.realized_depth, 3), p.offset
-    ('4711', 14, 0.5, 0.286, 0)
+    ('4711', 14, 0.5, 0.5, 0)
     >>> p.text.endswith(ANSWER_PREFIX)
     True
     """
@@ -120,7 +121,9 @@ def make_prompt(tokenizer, haystack: Sequence[int], length: int, depth: float, p
     length : int
         Filler tokens, at least 1 and at most ``len(haystack) - offset``.
     depth : float
-        Where the needle goes, in [0, 1].
+        Where the needle goes, in [0, 1]: the fraction of the filler's characters before
+        it, ``round(depth · characters)``, or the start of the line that position falls
+        inside (0: before the filler, 1: after it; see ``realized_depth``).
     passkey : str
         The number to hide (digits only).
     offset : int
@@ -139,6 +142,13 @@ def make_prompt(tokenizer, haystack: Sequence[int], length: int, depth: float, p
     >>> p = make_prompt(Chars(), hay, len(hay), 0.5, "12345", chat=False)
     >>> "line one\\n\\nThe pass key is 12345." in p.text, p.text.endswith("The pass key is")
     (True, True)
+
+    A depth that lands on a line's end keeps it (the line is not split), one inside a
+    line moves to its start:
+
+    >>> hay = [ord(c) for c in "abc\\ndef\\n"]                # 8 characters, breaks at 3 and 7
+    >>> [make_prompt(Chars(), hay, 8, d, "1", chat=False).realized_depth for d in (0.375, 0.5, 0.75)]
+    [0.375, 0.5, 0.5]
     """
     length = check_int(length, "length", low=1)
     offset = check_int(offset, "offset", low=0)
@@ -152,7 +162,9 @@ def make_prompt(tokenizer, haystack: Sequence[int], length: int, depth: float, p
                          f"{len(haystack)} tokens; choose a smaller length or offset")
     body = tokenizer.decode(list(haystack[offset:offset + length]))
     pos = int(round(depth * len(body)))
-    if 0 < pos < len(body):  # a line break, so the needle does not split a word
+    if 0 < pos < len(body) and body[pos] != "\n":
+        # not inside a line (the needle brings its own line breaks, so a line's end, before
+        # its break, is a boundary too): back to the start of the line pos falls in
         pos = body.rfind("\n", 0, pos) + 1
     needle = f"\nThe pass key is {passkey}. Remember it. {passkey} is the pass key.\n"
     context = body[:pos] + needle + body[pos:]

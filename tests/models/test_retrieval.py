@@ -53,6 +53,28 @@ def test_needle_sits_on_a_line_break_near_the_depth(depth):
     assert p.text.endswith("What is the pass key?\nThe pass key is")
 
 
+@pytest.mark.parametrize("text", ["first line\nsecond line\n\nthird\n", "no break at all", "\nx\n\n"])
+def test_needle_goes_to_the_last_line_boundary_at_or_before_every_depth(text):
+    # the contract: realized_depth = characters of the filler before the needle / characters,
+    # at the last line boundary (a line's start or its end, before its break) at or before
+    # round(depth · characters). A depth landing on a line's break went to the start of that
+    # line (0.5 of "one\ntwo\nthree\n" gave 0.286, not 0.5)
+    hay = TOK(text)["input_ids"]
+    n = len(text)
+    breaks = [i for i, ch in enumerate(text) if ch == "\n"]
+    boundaries = {0, n, *breaks, *(i + 1 for i in breaks)}
+    needle = "\nThe pass key is 1. Remember it. 1 is the pass key.\n"
+    for pos in range(n + 1):
+        for depth in (pos / n, min(1.0, (pos + 0.49) / n)):      # every character, and its rounding
+            p = make_prompt(TOK, hay, n, depth, "1", chat=False)
+            start = p.text.index(needle)
+            before = p.text[:start].split("\n\n", 1)[1]
+            expected = max(b for b in boundaries if b <= pos)
+            assert before == text[:expected] and p.text[start + len(needle):].startswith(text[expected:])
+            assert p.realized_depth == expected / n
+    assert make_prompt(TOK, TOK("one\ntwo\nthree\n")["input_ids"], 14, 0.5, "1", chat=False).realized_depth == 0.5
+
+
 def test_chat_prompt_uses_the_template_and_ends_with_the_answer_prefix():
     p = make_prompt(TOK, HAY, 40, 0.5, "777", offset=5)
     assert p.text.startswith("<user>There is a pass key hidden") and p.text.endswith("<assistant>The pass key is")
