@@ -353,7 +353,7 @@ def _pair_rows(frame: pd.DataFrame, comparisons: list, metrics: Sequence[str],
                 rows.append({**base, **extra, **_ks_row(xr, yr, seed + i)})
             if metric in margins:
                 rows.append({**base, **extra, **_equivalence_row(
-                    x, y, margins[metric], equivalence_test, alpha, paired)})
+                    x, y, margins[metric], equivalence_test, alpha, paired, (a, b))})
         if energy:
             X, Y = profile_t.take(ia, axis=1).T, profile_t.take(ib, axis=1).T
             if np.isfinite(X).all() and np.isfinite(Y).all():

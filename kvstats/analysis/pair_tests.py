@@ -149,8 +149,35 @@ def _rounding_merged(X: Float[np.ndarray, "n d"], Y: Float[np.ndarray, "m d"], p
     return X, Y
 
 
+def _no_tost_reason(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], test: str,
+                    labels: tuple[str, str]) -> str | None:
+    """Why no TOST can be run on these samples, said of the scheme (``labels``: a's and b's)
+    for a reader of the report, or None. (The tests' own errors name their arguments, x
+    and y, which a report has no use for.)"""
+    for v, name in zip((x, y), labels):
+        if v.size < 2:
+            return f"{name} has {v.size} value(s); a TOST estimates a spread and needs 2 or more"
+    if test != "ratio":      # ranks: an infinite value ranks like any other
+        return None
+    for v, name in zip((x, y), labels):
+        bad = ~np.isfinite(v)
+        if bad.any():
+            kinds = ", ".join(f"{k} {s}" for k, s in ((np.isposinf(v).sum(), "+inf"),
+                                                      (np.isneginf(v).sum(), "−inf"),
+                                                      (np.isnan(v).sum(), "NaN")) if k)
+            return (f"{name} has {int(bad.sum())} non-finite value(s) of {v.size} ({kinds}), "
+                    "so its mean is not finite and no ratio of means exists")
+        if (v < 0).any():
+            return (f"{name} has {int((v < 0).sum())} negative value(s) of {v.size}; a ratio "
+                    "of means is tested on values ≥ 0")
+        if not v.any():
+            return f"{name}'s {v.size} values are all 0; a ratio to a mean of 0 is undefined"
+    return None
+
+
 def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margin: float,
-                     test: str, alpha: float, paired: bool = False) -> Row:
+                     test: str, alpha: float, paired: bool = False,
+                     labels: tuple[str, str] = ("a", "b")) -> Row:
     from kvstats.stats.equivalence import tost_rank, tost_ratio
 
     base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0, **_NOT_COUNTED}
@@ -163,15 +190,19 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
         # bits give identical pairs a spread, an interval as narrow as that, and "equivalent
         # within δ" where the identical values give a bound (EquivalenceResult.identical_pairs)
         y = np.where(rounding_ties(x, y), x, y)
-    try:
-        res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
-               else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))
-    except ValueError as exc:  # e.g. a ratio of means with a zero mean: no test, said so
+    reason = _no_tost_reason(x, y, test, labels)
+    if reason is None:
+        try:
+            res = (tost_ratio(x, y, margin=margin, alpha=alpha, paired=paired) if test == "ratio"
+                   else tost_rank(x, y, delta=margin, alpha=alpha, paired=paired))
+        except ValueError as exc:  # a case the reasons above do not foresee: its own words
+            reason = str(exc)
+    if reason is not None:     # no test, said so
         lo, hi = ((1 / (1 + margin), 1 + margin) if test == "ratio" else (0.5 - margin, 0.5 + margin))
         return {**base, "min_attainable_p": math.nan, "statistic": math.nan, "pvalue": math.nan,
                 "effect": math.nan,
                 "effect_low": math.nan, "effect_high": math.nan, "margin_low": lo,
-                "margin_high": hi, "note": f"no equivalence test: {exc}"}
+                "margin_high": hi, "note": f"no equivalence test: {reason}"}
     what = "mean(a)/mean(b)" if test == "ratio" else "θ = P(a > b) + ½P(a = b)"
     # Could it have concluded equivalence at these sizes? The ratio TOST's p goes to 0 on two
     # arms of equal means and vanishing spread (n >= 2 each, which it needs): 0 is its
