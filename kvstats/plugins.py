@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import pickle
 import re
@@ -91,6 +92,21 @@ def similar_name(name: str, names: Iterable[str]) -> str | None:
 
 def _fold(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def _misfit_call(fn: Any, n_args: int) -> str | None:
+    """Why ``fn`` cannot be called with ``n_args`` positional arguments (its signature),
+    else None (also when Python cannot tell): registration names a user's function that
+    would fail only when a sweep calls it, with Python's bare arity error."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):   # a builtin or C callable without a signature
+        return None
+    try:
+        signature.bind(*range(n_args))
+    except TypeError:
+        return f"{getattr(fn, '__name__', type(fn).__name__)}{signature}"
+    return None
 
 
 class PluginError(ValueError):

@@ -19,6 +19,7 @@ import numpy as np
 
 from kvstats._checks import _describe
 from kvstats.data.catalog import DISTRIBUTIONS, REAL
+from kvstats.plugins import _misfit_call
 
 __all__ = ["DistributionDef", "register_distribution", "unregister_distribution",
            "registered_distribution", "distribution_names", "user_distributions"]
@@ -147,6 +148,10 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
     if not callable(sampler):
         raise TypeError(f"sampler must be a callable sampler(n_trials, n_keys, dim, rng, params); "
                         f"received {_describe(sampler)}")
+    misfit = _misfit_call(sampler, 5)
+    if misfit:   # else Python's bare arity error, at the first draw
+        raise TypeError(f"sampler must take the 5 arguments sampler(n_trials, n_keys, dim, rng, params); "
+                        f"received {misfit}")
     defaults = {} if defaults is None else defaults
     if not isinstance(defaults, Mapping):
         raise TypeError(f"defaults must be a mapping of parameter name to default; received "

@@ -779,6 +779,10 @@ def check_scheme(name: str, params: Mapping[str, Any] | None = None, *,
     sdef = scheme_def(name)
     if params is not None and not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping of scheme settings; received {_describe(params)}")
+    unknown = sorted(set(params or {}) - sdef.params, key=str)
+    if unknown:   # a mistake in the call, not a clause the scheme breaks (each would say so)
+        raise ValueError(f"params must name settings of scheme {name!r} ({sorted(sdef.params)}); "
+                         f"received unknown {unknown}")
     full = {**(sdef.example_params if name == sdef.name else {}), **dict(params or {})}
     account: dict[str, str] = {}
     for clause, check in CHECKS.items():

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from kvstats.plugins import USER_NAME, similar_name
+from kvstats.plugins import USER_NAME, _misfit_call, similar_name
 from kvstats.quant.builtin_schemes import _all_coords
 from kvstats.quant.registry import _ORIGIN, _TABLE, BUILTIN, REGISTRY, SCHEMES, Builder, SchemeDef
 from kvstats.quant.schemedef import _GROUP_SIZE, _codes_as_no_other
@@ -257,15 +257,20 @@ def _check_def(sdef: SchemeDef) -> None:
         raise ValueError(f"SchemeDef field 'key_theory' must be one of [None, 'mse', 'prod']; "
                          f"received {sdef.key_theory!r}")
     # the fields by define_scheme's argument names (the dataclass field in parentheses)
-    for fname, arg, what in (("build", "build", "(bits, dim, params, key_rng, value_rng, draws)"),
-                             ("_randomized", "randomized", "(params) -> bool"),
-                             ("_bits", "expected_bits", "(bits, dim, n_tokens, params)"),
-                             ("_coded", "coded_dim", "(dim, params) -> int"),
-                             ("_codes_as", "codes_as", "(params) -> (name, params, budget) or None")):
+    for fname, arg, what, n_args in (
+            ("build", "build", "(bits, dim, params, key_rng, value_rng, draws)", 6),
+            ("_randomized", "randomized", "(params) -> bool", 1),
+            ("_bits", "expected_bits", "(bits, dim, n_tokens, params)", 4),
+            ("_coded", "coded_dim", "(dim, params) -> int", 2),
+            ("_codes_as", "codes_as", "(params) -> (name, params, budget) or None", 1)):
+        field = repr(arg) if arg == fname else f"{arg!r} ({fname!r})"
         if not callable(getattr(sdef, fname)):
-            field = repr(arg) if arg == fname else f"{arg!r} ({fname!r})"
             raise TypeError(f"SchemeDef field {field} must be a callable {arg}{what}; "
                             f"received {getattr(sdef, fname)!r}")
+        misfit = _misfit_call(getattr(sdef, fname), n_args)
+        if misfit:   # else Python's bare arity error, at the first make_scheme or check
+            raise TypeError(f"SchemeDef field {field} must take the {n_args} arguments {arg}{what}; "
+                            f"received {misfit}")
     if not isinstance(sdef.example_params, Mapping):
         raise TypeError(f"SchemeDef field 'example_params' must be a mapping; "
                         f"received {sdef.example_params!r}")

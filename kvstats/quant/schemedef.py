@@ -13,13 +13,14 @@ from :func:`kvstats.quant.register.define_scheme`.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from kvstats._checks import check_int
+from kvstats._checks import _describe, check_int
 
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
@@ -290,5 +291,11 @@ class SchemeDef:
         """
         dim = check_int(dim, "dim", low=2)
         n_tokens = check_int(n_tokens, "n_tokens", low=1)
-        key, value = self._bits(bits, dim, n_tokens, self.filled(params))
+        pair = self._bits(bits, dim, n_tokens, self.filled(params))
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
+                isinstance(b, numbers.Real) and not isinstance(b, bool) for b in pair)):
+            raise TypeError(f"expected_bits of scheme {self.name!r} must return (key_bits, value_bits), "
+                            f"two numbers: the bits each side stores for n_tokens vectors; received "
+                            f"{_describe(pair)}")
+        key, value = pair
         return (key + value) / 2 / (n_tokens * dim)
