@@ -381,7 +381,7 @@ def test_usage_python_section_example_runs(tmp_path, monkeypatch, capsys):
 
 def test_usage_equal_storage_bits_snippet_prints_what_the_text_says(capsys):
     # docs/usage.md "Equal n is not equal storage": the stored bits before any sweep
-    section = _usage_section("**Equal n is not equal storage.**", "## Outputs")
+    section = _usage_section("### Equal n is not equal storage", "### Paired and two-sample tests")
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     exec(compile(code, "usage.md", "exec"), {})
     printed = capsys.readouterr().out.strip().splitlines()
@@ -416,7 +416,7 @@ def test_usage_shipped_configs_table_names_every_config():
     import fnmatch
 
     root = DOCS.parent
-    table = _usage_section("The shipped configs:", "### Real caches as a data source")
+    table = _usage_section("### The shipped configs", "### Real caches as a data source")
     named = []
     for row in table.splitlines():
         if row.startswith("| `experiments/"):
