@@ -257,23 +257,63 @@ class QuantizedCache(_CacheMemory, Cache):
             "state-space or indexer layer of a hybrid model): use transformers' DynamicCache(config=model.config)")
 
     def get_conv_state(self, layer_idx: int, state_idx: int = 0):
-        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        """Not held (hybrid models' non-attention layers): NotImplementedError.
+
+        Examples
+        --------
+        >>> QuantizedCache("KQV", 4).get_conv_state(0)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: QuantizedCache holds attention layers only; the model asked for a convolution state ...
+        """
         self._not_attention("a convolution state")
 
     def update_conv_state(self, conv_states, layer_idx: int, state_idx: int = 0, **kwargs):
-        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        """Not held (hybrid models' non-attention layers): NotImplementedError.
+
+        Examples
+        --------
+        >>> QuantizedCache("KQV", 4).update_conv_state(None, 0)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: QuantizedCache holds attention layers only; the model asked for a convolution state ...
+        """
         self._not_attention("a convolution state")
 
     def get_recurrent_state(self, layer_idx: int, state_idx: int = 0):
-        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        """Not held (hybrid models' non-attention layers): NotImplementedError.
+
+        Examples
+        --------
+        >>> QuantizedCache("KQV", 4).get_recurrent_state(0)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: QuantizedCache holds attention layers only; the model asked for a recurrent state ...
+        """
         self._not_attention("a recurrent state")
 
     def update_recurrent_state(self, recurrent_states, layer_idx: int, state_idx: int = 0, **kwargs):
-        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        """Not held (hybrid models' non-attention layers): NotImplementedError.
+
+        Examples
+        --------
+        >>> QuantizedCache("KQV", 4).update_recurrent_state(None, 0)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: QuantizedCache holds attention layers only; the model asked for a recurrent state ...
+        """
         self._not_attention("a recurrent state")
 
     def update_indexer(self, indexer_key_states, layer_idx: int):
-        """Not held (hybrid models' non-attention layers): NotImplementedError."""
+        """Not held (hybrid models' non-attention layers): NotImplementedError.
+
+        Examples
+        --------
+        >>> QuantizedCache("KQV", 4).update_indexer(None, 0)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: QuantizedCache holds attention layers only; the model asked for indexer keys ...
+        """
         self._not_attention("indexer keys")
 
     def get_max_length(self, layer_idx: int | None = None) -> int:

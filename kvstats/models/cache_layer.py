@@ -22,7 +22,8 @@ from transformers.cache_utils import DynamicLayer
 from kvstats._checks import check_int
 from kvstats.models.attention_hook import CodedKV
 from kvstats.models.cache_memory import _LayerMemory
-from kvstats.models.code_attention import GrowingBuffer, SideCoder
+from kvstats.models.code_attention import SideCoder
+from kvstats.models.growing_buffer import GrowingBuffer
 from kvstats.models.group_codes import make_sides
 
 if TYPE_CHECKING:

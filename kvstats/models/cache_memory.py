@@ -119,16 +119,46 @@ class _CacheMemory:
 
     def nbytes(self) -> int:
         """Bytes the cache stores: every layer's codes (of the coded tokens) plus its
-        full-precision tail."""
+        full-precision tail.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> cache = QuantizedCache("KQV", 4, window=4)         # 3 heads of 64: 6 coded tokens, 4 in the tail
+        >>> _ = cache.update(torch.randn(1, 3, 10, 64), torch.randn(1, 3, 10, 64), layer_idx=0)
+        >>> cache.nbytes() == 6 * 3 * (34 + 36) + 4 * 3 * 64 * 2 * 4   # K and V codes + float32 tail
+        True
+        """
         return sum(layer.nbytes() for layer in self._live())
 
     def held_nbytes(self) -> int:
         """Every byte the cache holds that grows with the sequence: code buffers with their
-        unused capacity, the tail and any decoded copy (:meth:`fixed_nbytes` apart)."""
+        unused capacity, the tail and any decoded copy (:meth:`fixed_nbytes` apart).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> cache = QuantizedCache("KQV", 4, window=4)         # 3 heads of 64: 6 coded tokens, 4 in the tail
+        >>> _ = cache.update(torch.randn(1, 3, 10, 64), torch.randn(1, 3, 10, 64), layer_idx=0)
+        >>> cache.held_nbytes() >= cache.nbytes()
+        True
+        """
         return sum(layer.held_nbytes() for layer in self._live())
 
     def fixed_nbytes(self) -> int:
-        """Per-layer state that does not grow with the sequence (rotations, codebooks, sketches)."""
+        """Per-layer state that does not grow with the sequence (rotations, codebooks, sketches).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> cache = QuantizedCache("KQV", 4, window=4)         # 3 heads of 64: 6 coded tokens, 4 in the tail
+        >>> _ = cache.update(torch.randn(1, 3, 10, 64), torch.randn(1, 3, 10, 64), layer_idx=0)
+        >>> cache.fixed_nbytes() > 0, QuantizedCache("KQV", 4).fixed_nbytes()   # an empty cache: 0
+        (True, 0)
+        """
         seen: set = set()
         return sum(layer.fixed_nbytes(seen) for layer in self._live())
 
@@ -140,7 +170,17 @@ class _CacheMemory:
 
     def bytes_per_token(self) -> float:
         """Stored bytes per token of the sequence (all layers, K and V; per sequence of the
-        batch). Sliding-window layers hold only their window: their share falls with length."""
+        batch). Sliding-window layers hold only their window: their share falls with length.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> cache = QuantizedCache("KQV", 4, window=4)         # 3 heads of 64: 6 coded tokens, 4 in the tail
+        >>> _ = cache.update(torch.randn(1, 3, 10, 64), torch.randn(1, 3, 10, 64), layer_idx=0)
+        >>> cache.bytes_per_token()                          # 7404 bytes over 10 tokens
+        740.4
+        """
         n = self._tokens()
         if n == 0:
             raise ValueError("the cache is empty: bytes_per_token needs at least one cached token")
@@ -148,7 +188,17 @@ class _CacheMemory:
 
     def fp16_bytes_per_token(self) -> float:
         """What an fp16 cache of the same layers and heads stores per token (K and V each
-        with its own heads and head dimension)."""
+        with its own heads and head dimension).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> cache = QuantizedCache("KQV", 4, window=4)         # 3 heads of 64: 6 coded tokens, 4 in the tail
+        >>> _ = cache.update(torch.randn(1, 3, 10, 64), torch.randn(1, 3, 10, 64), layer_idx=0)
+        >>> cache.fp16_bytes_per_token()                     # 2 sides × 3 heads × 64 × 2 bytes
+        768.0
+        """
         layers = self._live()
         if not layers:
             raise ValueError("the cache is empty: fp16_bytes_per_token needs an initialized layer")
@@ -170,6 +220,16 @@ class _CacheMemory:
         ``held_to_stored``; ``dropped_tokens`` (of the sliding-window layers, summed over
         them: held nowhere). Every byte is one the cache holds: ``held_bytes +
         fixed_bytes`` is the storage of every tensor and array its layers reference.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from kvstats.models import QuantizedCache
+        >>> cache = QuantizedCache("KQV", 4, window=4)         # 3 heads of 64: 6 coded tokens, 4 in the tail
+        >>> _ = cache.update(torch.randn(1, 3, 10, 64), torch.randn(1, 3, 10, 64), layer_idx=0)
+        >>> rep = cache.memory_report()
+        >>> rep["code_bytes"], rep["tail_bytes"], rep["stored_bytes"], rep["attention"]
+        (1260, 6144, 7404, 'codes')
         """
         n = self._tokens()
         if n == 0:

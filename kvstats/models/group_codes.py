@@ -31,7 +31,8 @@ import torch
 from jaxtyping import Float
 
 from kvstats._checks import check_int
-from kvstats.models.code_attention import GrowingBuffer, _byte_table, _shifts
+from kvstats.models.code_attention import _byte_table, _shifts
+from kvstats.models.growing_buffer import GrowingBuffer
 from kvstats.quant.packing import pack_codes, unpack_codes
 
 __all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "grouped_kind", "make_sides", "unpack_float"]
@@ -109,16 +110,48 @@ class _Side:
             self.store[name].append(_t(a))
 
     def view(self, name: str) -> torch.Tensor:
+        """The held entries of buffer ``name`` (a view, :meth:`GrowingBuffer.view`).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> keys.view("codes").shape, keys.view("scale").dtype     # 16 tokens, 2 groups of scales
+        (torch.Size([1, 2, 16, 16]), torch.float16)
+        """
         return self.store[name].view()
 
     def drop(self, n_tokens: int, group: int) -> None:
-        """Forget the oldest ``n_tokens`` (whole groups of ``group`` tokens)."""
+        """Forget the oldest ``n_tokens`` (whole groups of ``group`` tokens).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key); keys.drop(8, 8)
+        >>> keys.view("codes").shape[2], keys.view("scale").shape[2]   # 8 tokens, 1 group left
+        (8, 1)
+        """
         if n_tokens % group:
             raise ValueError(f"n_tokens must be whole groups of {group}; received {n_tokens}")
         for name, buf in self.store.items():
             buf.drop(n_tokens // group if name in self.per_group else n_tokens)
 
     def fixed_tensors(self) -> list[torch.Tensor]:
+        """The state that does not grow with tokens (sketches; none for uniform codes).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> keys, values = make_sides(kvstats.make_scheme("kivi", 2, 64, residual=0))
+        >>> keys.fixed_tensors(), values.fixed_tensors()
+        ([], [])
+        """
         return []
 
 
@@ -156,7 +189,18 @@ class KIVIKeySide(_Side):
 
     def append(self, side_codes) -> None:
         """Append the :class:`~kvstats.quant.uniform.KIVISideCodes` of whole groups
-        (no window: the cache's tail plays it)."""
+        (no window: the cache's tail plays it).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key); keys.append(codes.key)
+        >>> keys.view("codes").shape[2], keys.view("zero").shape[2]    # tokens, groups
+        (32, 4)
+        """
         u = side_codes.quantized
         n = side_codes.n_tokens
         ints = unpack_codes(u.codes, self.bits, n)                       # (B, H, d, n)
@@ -170,7 +214,19 @@ class KIVIKeySide(_Side):
                 self.view("zero").to(torch.float32))
 
     def scores(self, q: Float[torch.Tensor, "B H Q d"]) -> Float[torch.Tensor, "B H Q N"]:
-        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group."""
+        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> q = torch.randn(1, 2, 3, 64)
+        >>> torch.allclose(keys.scores(q), q @ keys.decode().transpose(-1, -2), atol=1e-4)
+        True
+        """
         x, s, z = self._grouped()
         B, H, G, _, _ = x.shape
         raw = torch.matmul(q[:, :, None] * s[:, :, :, None, :], x.transpose(-1, -2))  # (B, H, G, Q, g)
@@ -178,7 +234,18 @@ class KIVIKeySide(_Side):
         return raw.permute(0, 1, 3, 2, 4).reshape(B, H, q.shape[2], -1)
 
     def decode(self) -> Float[torch.Tensor, "B H N d"]:
-        """``k̂ = z_g + s_g·x`` (float32; what the numpy decoder gives)."""
+        """``k̂ = z_g + s_g·x`` (float32; what the numpy decoder gives).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> torch.equal(keys.decode(), torch.from_numpy(scheme.dequantize(codes)[0]))
+        True
+        """
         x, s, z = self._grouped()
         B, H = x.shape[:2]
         return (z[:, :, :, None, :] + s[:, :, :, None, :] * x).reshape(B, H, -1, self.dim)
@@ -216,7 +283,18 @@ class TokenValueSide(_Side):
 
     def append(self, codes) -> None:
         """Append :class:`~kvstats.quant.uniform.UniformCodes` along channels (or a
-        :class:`~kvstats.quant.uniform.KIVISideCodes` holding them)."""
+        :class:`~kvstats.quant.uniform.KIVISideCodes` holding them).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> values.append(codes.value)
+        >>> values.view("codes").shape, values.view("scale").shape   # per token: 8 groups of 8 channels
+        (torch.Size([1, 2, 16, 16]), torch.Size([1, 2, 16, 8]))
+        """
         u = getattr(codes, "quantized", codes)
         self._append(codes=u.codes, scale=u.scale, zero=u.zero)
 
@@ -230,7 +308,19 @@ class TokenValueSide(_Side):
                 self.view("zero").to(torch.float32))
 
     def accumulate(self, p: Float[torch.Tensor, "B H Q N"]) -> Float[torch.Tensor, "B H Q d"]:
-        """``Σ_t p_t v̂_t`` = ``Σ_t (p_t s_tj) x_t + Σ_t p_t z_tj`` on each channel group j."""
+        """``Σ_t p_t v̂_t`` = ``Σ_t (p_t s_tj) x_t + Σ_t p_t z_tj`` on each channel group j.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> values.append(codes.value)
+        >>> p = torch.softmax(torch.randn(1, 2, 3, 16), -1)
+        >>> torch.allclose(values.accumulate(p), p @ values.decode(), atol=1e-5)
+        True
+        """
         x, s, z = self._grouped()
         B, H, N, J, g = x.shape
         Q = p.shape[2]
@@ -243,7 +333,18 @@ class TokenValueSide(_Side):
         return out.reshape(B, H, Q, J * g)[..., :self.dim]
 
     def decode(self) -> Float[torch.Tensor, "B H N d"]:
-        """``v̂ = z + s·x`` per channel group (float32)."""
+        """``v̂ = z + s·x`` per channel group (float32; the numpy decode).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8)
+        >>> keys, values = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> values.append(codes.value)
+        >>> torch.equal(values.decode(), torch.from_numpy(scheme.dequantize(codes)[1]))
+        True
+        """
         x, s, z = self._grouped()
         B, H, N = x.shape[:3]
         return (z[..., None] + s[..., None] * x).reshape(B, H, N, -1)[..., :self.dim]
@@ -334,12 +435,32 @@ class QJLKeySide(_Side):
         self._views()
 
     def append(self, codes) -> None:
-        """Append :class:`~kvstats.quant.qjl_keys.QJLKeyCodes` of whole groups."""
+        """Append :class:`~kvstats.quant.qjl_keys.QJLKeyCodes` of whole groups.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2)
+        >>> keys, _ = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> keys.view("signs").shape, keys.view("norms").shape     # 192 sign bits per token
+        (torch.Size([1, 2, 16, 24]), torch.Size([1, 2, 16]))
+        """
         self._append(signs=codes.inlier.signs, norms=codes.inlier.norms)
         if self.n_out:
             self._append(osigns=codes.outlier.signs, onorms=codes.outlier.norms, idx=codes.outlier_idx)
 
     def fixed_tensors(self) -> list[torch.Tensor]:
+        """``Sᵀ`` (and the outlier sketch's ``S'ᵀ``): views of the numpy coder's matrices.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> keys, _ = make_sides(kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2))
+        >>> [tuple(t.shape) for t in keys.fixed_tensors()]            # (draws, d, m)
+        [(1, 64, 192), (1, 64, 192)]
+        """
         return [self.st] + ([self.ost] if self.n_out else [])
 
     def _mask(self) -> torch.Tensor:
@@ -357,7 +478,20 @@ class QJLKeySide(_Side):
         return raw * (scale * self.view(norms).to(torch.float32))[:, :, None, :]
 
     def scores(self, q: Float[torch.Tensor, "B H Q d"]) -> Float[torch.Tensor, "B H Q N"]:
-        """The estimator of :meth:`QJLKeyQuantizer.scores` for every coded token."""
+        """The estimator of :meth:`QJLKeyQuantizer.scores` for every coded token.
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2)
+        >>> keys, _ = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> q = torch.randn(1, 2, 3, 64)
+        >>> ref = scheme.key_coder.scores(q.numpy(), codes.key)       # the numpy estimator
+        >>> keys.scores(q).shape, torch.allclose(keys.scores(q), torch.from_numpy(ref), atol=1e-4)
+        (torch.Size([1, 2, 3, 16]), True)
+        """
         sq = torch.matmul(q, self.st)                                          # (B, H, Q, m)
         if not self.n_out:
             return self._part(sq[:, :, None], "signs", "norms", self.m, self.scale)
@@ -371,7 +505,19 @@ class QJLKeySide(_Side):
         (views of the buffers), for its own decode: bit for bit what the model path decodes
         from the same codes, where :meth:`decode`'s matmuls round in another order (a
         prefill through either gives the same logits; QJL's sign bits amplify any
-        difference in later layers)."""
+        difference in later layers).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2)
+        >>> keys, _ = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> held = keys.numpy_codes(scheme.key_coder)
+        >>> np.array_equal(scheme.key_coder.decode(held), scheme.key_coder.decode(codes.key))
+        True
+        """
         from kvstats.quant.qjl import QJLCodes
         from kvstats.quant.qjl_keys import QJLKeyCodes
 
@@ -387,7 +533,19 @@ class QJLKeySide(_Side):
         return QJLKeyCodes(inlier, outlier, idx, n, self.group, np.dtype(np.float32))
 
     def decode(self) -> Float[torch.Tensor, "B H N d"]:
-        """Each part's ``c·‖k‖·Sᵀσ`` on its channels (float32)."""
+        """Each part's ``c·‖k‖·Sᵀσ`` on its channels (float32).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> scheme = kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2)
+        >>> keys, _ = make_sides(scheme)
+        >>> codes = scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 16, 64), dtype=np.float32))
+        >>> keys.append(codes.key)
+        >>> ref = scheme.key_coder.decode(codes.key)                   # the numpy decode
+        >>> torch.allclose(keys.decode(), torch.from_numpy(ref), atol=1e-4)
+        True
+        """
         def rec(signs, norms, m, scale, st):
             x = torch.matmul(_signs_pm(self.view(signs), m), st.transpose(-1, -2))
             return x * (scale * self.view(norms).to(torch.float32))[..., None]

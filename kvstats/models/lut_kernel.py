@@ -296,24 +296,13 @@ _FLAGS = ("-O3", "-shared", "-fPIC", "-fassociative-math", "-fno-signed-zeros", 
 class LUTKernel:
     """The loaded loops (see the module docstring); build with :func:`kernel`.
 
+    :meth:`scores` and :meth:`accumulate` read a coder's packed codes (each method's example
+    checks them against the torch gather of the same centroids), :meth:`encode` writes them.
+
     Examples
     --------
-    Scores and a weighted sum over the 3-bit codes of 5 tokens (2 heads), against the
-    torch gather of the same centroids:
-
-    >>> import kvstats
-    >>> from kvstats.models.code_attention import SideCoder
-    >>> coder = SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().value])
-    >>> parts = coder.encode(torch.randn(1, 2, 5, 64), fused=False)
-    >>> codes, norms = parts["codes"].view(2, 5, -1), parts["norms"].view(2, 5)
-    >>> c = coder.centroids_of(codes) * norms.float()[..., None]          # (BH, n, D)
-    >>> q, w = torch.randn(2, 3, 64), torch.softmax(torch.randn(2, 3, 5), -1)
     >>> k = kernel()                                   # None without a C compiler
-    >>> k is None or torch.allclose(k.scores(q, codes, 5, norms, coder.centroids, coder.bits),
-    ...                             q @ c.transpose(-1, -2), atol=1e-5)
-    True
-    >>> k is None or torch.allclose(k.accumulate(w, codes, norms, 1.0, coder.centroids, coder.bits, 64),
-    ...                             w @ c, atol=1e-5)
+    >>> k is None or isinstance(k, LUTKernel)
     True
     """
 
@@ -400,9 +389,20 @@ class LUTKernel:
         """``(BH, G, n)``: ``scale[bh, t] · q[bh, g] · table[codes of token t]`` for the
         first ``n`` tokens of ``codes`` ``(BH, capacity, nbytes)`` and float16 ``scale``
         ``(BH, capacity)``. ``bytetab``: the ``(256, 8 // bits)`` values per byte (3 bits:
-        ``(64, 2)`` per pair of codes; made from ``table`` when not given). ``dense``: a decoded copy of the looked-up values
-        ``(BH, capacity, D)`` float32, read instead of ``codes`` by the same loop (so the
-        same values give bit-identical scores)."""
+        ``(64, 2)`` per pair of codes; made from ``table`` when not given). ``dense``: a
+        decoded copy of the looked-up values ``(BH, capacity, D)`` float32, read instead of
+        ``codes`` by the same loop (so the same values give bit-identical scores).
+
+        Examples
+        --------
+        >>> import kvstats; from kvstats.models.code_attention import SideCoder
+        >>> coder, k = SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().key]), kernel()
+        >>> codes, norms = coder.encode(torch.randn(2, 5, 64), fused=False).values()   # (BH, n, ·)
+        >>> c = coder.centroids_of(codes) * norms.float()[..., None]          # looked up: (BH, n, D)
+        >>> q = torch.randn(2, 3, 64)                           # k: None without a C compiler
+        >>> k is None or torch.allclose(k.scores(q, codes, 5, norms, coder.centroids, 4), q @ c.mT, atol=1e-5)
+        True
+        """
         self._on_cpu(q=q, codes=codes, scale=scale, table=table, bytetab=bytetab, dense=dense)
         BH, G, D = q.shape
         q, table = q.contiguous().to(torch.float32), self._table(table, bits)
@@ -421,7 +421,19 @@ class LUTKernel:
                    table: torch.Tensor, bits: int, n_codes: int, bytetab: torch.Tensor | None = None,
                    dense: torch.Tensor | None = None) -> torch.Tensor:
         """``(BH, G, n_codes)``: ``Σ_t w[bh, g, t] · mult · scale[bh, t] · table[codes of token t]``
-        (``dense``: as in :meth:`scores`)."""
+        (``dense``: as in :meth:`scores`).
+
+        Examples
+        --------
+        >>> import kvstats; from kvstats.models.code_attention import SideCoder
+        >>> coder, k = SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().key]), kernel()
+        >>> codes, norms = coder.encode(torch.randn(2, 5, 64), fused=False).values()   # (BH, n, ·)
+        >>> c = coder.centroids_of(codes) * norms.float()[..., None]          # looked up: (BH, n, D)
+        >>> w = torch.softmax(torch.randn(2, 3, 5), -1)
+        >>> k is None or torch.allclose(k.accumulate(w, codes, norms, 2.0, coder.centroids, 4, 64), 2 * w @ c,
+        ...                             atol=1e-5)
+        True
+        """
         self._on_cpu(w=w, codes=codes, scale=scale, table=table, bytetab=bytetab, dense=dense)
         BH, G, n = w.shape
         w, table = w.contiguous().to(torch.float32), self._table(table, bits)
@@ -440,8 +452,19 @@ class LUTKernel:
         """:meth:`SideCoder.encode` of float32 ``x`` ``(B, H, n, d)`` in one C call (float16
         norms only). Same codes as the torch coder except where float32 summation order
         moves a coordinate across a boundary. ``into``: ``{"codes", "norms"[, "signs",
-        "rnorms"]}`` → :class:`~kvstats.models.code_attention.GrowingBuffer` written in
-        place (nothing returned) instead of new tensors."""
+        "rnorms"]}`` → :class:`~kvstats.models.growing_buffer.GrowingBuffer` written in
+        place (nothing returned) instead of new tensors.
+
+        Examples
+        --------
+        >>> import kvstats; from kvstats.models.code_attention import SideCoder
+        >>> coder = SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().value])   # prod
+        >>> x, k = torch.randn(1, 2, 5, 64), kernel()
+        >>> ref = coder.encode(x, fused=False)                   # the torch coder
+        >>> fused = ref if k is None else k.encode(coder, x)     # one C call
+        >>> sorted(fused), bool((fused["codes"] == ref["codes"]).float().mean() > 0.99)
+        (['codes', 'norms', 'rnorms', 'signs'], True)
+        """
         if x.ndim != 4 or x.shape[-1] != coder.dim:
             raise ValueError(f"x must be (B, H, n, {coder.dim}) (the coder's head dimension); received "
                              f"shape {tuple(x.shape)}")

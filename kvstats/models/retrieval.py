@@ -258,6 +258,15 @@ class McNemarResult:
     two-sided exact binomial p on the ``b + c`` discordant pairs; ``min_pvalue``: the
     smallest p attainable with ``b + c`` discordant pairs (above alpha: the test could not
     have rejected, whatever the split).
+
+    Examples
+    --------
+    Three prompts lost and one gained: p = 2·P(Binomial(4, ½) ≤ 1) = 2·5/16, and no split
+    of four discordant pairs reaches 0.05 (smallest p 2·0.5⁴):
+
+    >>> r = mcnemar_exact([1, 1, 1, 0, 1, 0], [0, 0, 0, 1, 1, 0])
+    >>> r
+    McNemarResult(b=3, c=1, pvalue=0.625, min_pvalue=0.125)
     """
 
     b: int
