@@ -51,7 +51,7 @@ import pandas as pd
 
 from kvstats._checks import check_choice, check_int, check_real
 from kvstats.analysis.clustered import warn_if_trials_share_clusters
-from kvstats.analysis.frame import CASE_COLUMNS, PROFILE_METRICS, check_frame
+from kvstats.analysis.frame import CASE_COLUMNS, PROFILE_METRICS, _in_trial_order, check_frame
 from kvstats.analysis.pair_tests import (Row, _energy_row, _equivalence_row, _ks_row, _mw_row,
                                          _sign_row)
 from kvstats.analysis.pairing import (LOCATION_TESTS, PAIRINGS, _check_design, _matched,
@@ -62,6 +62,7 @@ from kvstats.analysis.tested_metrics import (TESTABLE_METRICS, _check_margins, _
 from kvstats.analysis.verdicts import (DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE,
                                        NOT_RESOLVABLE, _adjust_and_judge)
 from kvstats.results import check_comparisons  # the one check of the pairs (also the config's)
+from kvstats.stats._base import check_bool
 from kvstats.stats.catalog import CORRECTIONS
 
 __all__ = ["compare_schemes", "check_comparisons", "scheme_pairs", "default_metrics", "TESTABLE_METRICS",
@@ -251,13 +252,16 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     margins = _check_margins(equivalence, metrics, equivalence_test)
     pairing = check_choice(pairing, "pairing", PAIRINGS)
     # a flag given as text ("no") is truthy: it would run the tests it names without a word
-    ks = None if ks is None else _check_flag(ks, "ks", "True, False or None (the design's default)")
-    energy, progress = _check_flag(energy, "energy"), _check_flag(progress, "progress")
+    ks = None if ks is None else check_bool(ks, "ks")
+    energy, progress = check_bool(energy, "energy"), check_bool(progress, "progress")
     if not metrics and not energy:
         raise ValueError("compare_schemes has nothing to test: metrics is empty and energy=False "
                          "(the table would have no rows); name at least one metric of "
                          f"{list(TESTABLE_METRICS)} or pass energy=True; received metrics={list(metrics)}")
     frame, unit, ks = _check_design(frame, pairing, ks)
+    # each cell's rows in trial order, as the summary reads them: a two-sample test's
+    # values (and a mean's last bits) then follow the data, not the frame's row order
+    frame = _in_trial_order(frame)
     if unit is None:   # paired: a cluster repeated in a scheme's rows is an error of _matched
         warn_if_trials_share_clusters(frame, "compare_schemes(pairing='none')")
     elif unit == "trial":   # paired on trials: real ones without their text are said to be
@@ -291,13 +295,6 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     return _adjust_and_judge(table, alpha, correction)
 
 
-def _check_flag(value: object, name: str, allowed: str = "True or False") -> bool:
-    """``value`` as a bool; a TypeError naming ``name`` for anything but a (numpy) bool."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be {allowed}; received {value!r}")
-    return bool(value)
-
-
 #: The most permutations an energy test runs under ``energy_resolution="family"``: a guard
 #: against a family whose level asks for more than can ever end (alpha = 1e-20 asks for
 #: ~1e22). The default report's family (720 tests at alpha 0.05, Holm) needs 14,399; at
@@ -328,22 +325,17 @@ def _pair_rows(frame: pd.DataFrame, comparisons: list, metrics: Sequence[str],
     pairs = list(_pair_positions(frame, comparisons))
     # the table is a function of the data, not of the frame's row order: a pair's permutations
     # use seed + its place among the pairs' keys sorted (as text: any column type sorts), not
-    # its place in the frame; an unpaired sample is taken in sorted order (below)
+    # its place in the frame
     keys = [tuple(map(str, (*p[0], *p[1:5]))) for p in pairs]
     place = dict(zip(sorted(range(len(keys)), key=keys.__getitem__), range(len(keys))))
     for k, (case, bud_a, bud_b, a, b, ia, ib) in enumerate(pairs):
         i = place[k]
         if paired:
             ia, ib = _matched(ia, ib, units, unit, case, bud_a, bud_b, a, b)
-        elif energy:
-            # the profiles in sorted order (rows alike in all 6 are interchangeable to the test)
-            ia, ib = (v[np.lexsort(profile_t[::-1, v])] for v in (ia, ib))
         base = {**dict(zip(CASE_COLUMNS, case)), "budget": float(bud_a), "budget_b": float(bud_b),
                 "scheme_a": a, "scheme_b": b, "n_a": len(ia), "n_b": len(ib)}
         for metric in metrics:
             x, y = values[metric][ia], values[metric][ib]
-            if not paired:   # two samples: their values in sorted order (the sums' last bits too)
-                x, y = np.sort(x), np.sort(y)
             extra = {"metric": metric, "mean_a": float(np.mean(x)), "mean_b": float(np.mean(y)),
                      "median_a": float(np.median(x)), "median_b": float(np.median(y))}
             # the rank tests see values equal up to rounding as ties (the sign test per pair)

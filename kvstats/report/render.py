@@ -24,6 +24,7 @@ from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, check_comparison
                               find_crossovers, summary_table, theory_table)
 from kvstats.analysis.clustered import N_IN_CLUSTER, TrialsAsUnitsWarning
 from kvstats.analysis.compare import LOCATION_TESTS
+from kvstats.analysis.frame import _in_trial_order
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
@@ -205,7 +206,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     check_out_folder(out, "report", report_of=result)   # no one else's files, no other sweep
     out.mkdir(parents=True, exist_ok=True)   # early: an unusable path fails before the compute
     tic = time.perf_counter()
-    trials = result.frame
+    # the sweep's order (grid, then trial), whatever order the frame's rows come in: the
+    # report is a function of the data (a mean's last bits follow its summation order)
+    trials = _in_trial_order(result.frame, [c["id"] for c in result.manifest.get("cells") or ()])
     clustered = _clustered(trials)
     use_clusters = opts["unit"] == "cluster" or (opts["unit"] == "auto" and clustered)
     frame = aggregate_clusters(trials) if use_clusters else trials

@@ -59,13 +59,11 @@ def test_each_row_reads_the_pairs_values(frame, pairing):
     loc = t[t.test != "ks"].set_index([*CASE_COLUMNS, "budget", "scheme_a", "scheme_b", "metric"])
     n = 0
     for case, bud, _, a, b, ga, gb in _reference_pairs(frame, PAIRS):
-        if pairing == "trial":     # matched on the trial: both sides in trial order
-            ga, gb = ga.sort_values("trial"), gb.sort_values("trial")
+        # matched on the trial, or two samples each read in trial order (as the summary)
+        ga, gb = ga.sort_values("trial"), gb.sort_values("trial")
         for metric in ("kl", "snr_k"):
             row = loc.loc[(*case, bud, a, b, metric)]
             x, y = ga[metric].to_numpy(), gb[metric].to_numpy()
-            if pairing == "none":      # two samples: their values in sorted order
-                x, y = np.sort(x), np.sort(y)
             assert (row.n_a, row.n_b) == (len(x), len(y))
             assert (row.mean_a, row.mean_b, row.median_a, row.median_b) == (
                 np.mean(x), np.mean(y), np.median(x), np.median(y))
@@ -86,10 +84,8 @@ def test_energy_rows_are_the_test_on_the_frames_own_arrays(frame, pairing):
     keys = [tuple(map(str, (*p[0], *p[1:5]))) for p in pairs]
     place = {key: r for r, key in enumerate(sorted(keys))}
     for i, (case, bud, _, a, b, ga, gb) in enumerate(pairs):
-        if pairing == "trial":
-            ga, gb = ga.sort_values("trial"), gb.sort_values("trial")
-        else:                      # two samples: the profiles in sorted order
-            ga, gb = (g.sort_values(list(PROFILE_METRICS)) for g in (ga, gb))
+        # matched on the trial, or two samples each read in trial order (as the summary)
+        ga, gb = ga.sort_values("trial"), gb.sort_values("trial")
         X, Y = (g[list(PROFILE_METRICS)].to_numpy(np.float64) for g in (ga, gb))
         ref = energy_test_sequential(X, Y, max_permutations=49, h=10, seed=3 + place[keys[i]],
                                      standardize=True, **({"paired": True} if pairing == "trial" else {}))

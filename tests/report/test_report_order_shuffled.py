@@ -34,10 +34,6 @@ def _report(result, folder, pairing):
             "report.json": payload}
 
 
-# the tables' rows are the same (below), but their order follows the frame's until
-# hypothesis_report reads result.frame in the sweep's grid order (render.py, not yet done)
-@pytest.mark.xfail(strict=True, reason="render.py must read the frame through "
-                   "analysis.frame._in_trial_order(frame, the manifest's cell ids)")
 @pytest.mark.parametrize("pairing", ["trial", "none"])
 def test_shuffled_rows_write_the_same_report(result, tmp_path, pairing):
     ref = _report(result, tmp_path / "ref", pairing)
