@@ -1,11 +1,11 @@
 """The report's header: what ran, and what its tests and verdicts are worth.
 
-:func:`header_lines` writes the bullets under the report's title (placed by
-:func:`kvstats.report.sections.build_document`): the sweep and the host it ran on, with
-the manifest's caveats (cells computed by other code or on another CPU or BLAS, user code
-and its files' hashes), the family of tests and its error rate, the units and heavy tails
-the means rest on, the winner rule and the effect-size convention. The sentences shared with the sections come from
-:mod:`kvstats.report.wording`.
+:func:`header_lines` writes the bullets of the report's "Methods" section, after its
+"Summary" (both placed by :func:`kvstats.report.sections.build_document`): the sweep and
+the host it ran on, with the manifest's caveats (cells computed by other code or on another
+CPU or BLAS, user code and its files' hashes), the family of tests and its error rate, the
+units and heavy tails the means rest on, the winner rule and the effect-size convention.
+The sentences shared with the sections come from :mod:`kvstats.report.wording`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 :func:`kvstats.report.render.hypothesis_report` computes the tables and writes the
 files; this module places them in the :class:`~kvstats.report.document.Document` a reader
-sees: the header (its bullets: :mod:`kvstats.report.header`), the metrics and units, the
+sees: the summary (what the report found, counted from its own tables), the methods (the
+header's bullets: :mod:`kvstats.report.header`), the metrics and units, the
 equivalence section, the crossovers, the figures, the per-case tables, the rate–distortion
 and theory tables and the trial-level tests. The sentences about the tests come from
 :mod:`kvstats.report.wording`, the tables from :mod:`kvstats.report.tables`, the number
@@ -21,18 +22,19 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
+from kvstats.analysis.verdicts import DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE
 from kvstats.analysis.crossover import crossover_sentences, _winners_text
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
 from kvstats.report.document import Document
-from kvstats.report.header import header_lines
+from kvstats.report.header import _FAMILY_WISE, header_lines
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
-                                    INCONCLUSIVE, _budget_text, _location_name, _no_pair_text,
-                                    equivalence_verdict_text, heavy_note, metrics_table,
+                                    INCONCLUSIVE, _budget_text, _heavy_summary, _location_name,
+                                    _no_pair_text, equivalence_verdict_text, heavy_note, metrics_table,
                                     tost_not_shown_resolvable)
 from kvstats.results import REAL, SweepResult
 
@@ -201,6 +203,18 @@ def _winners_by_budget(rows: pd.DataFrame) -> dict[tuple, list[tuple[float, str]
             for k, g in loc.sort_values("budget").groupby(keys, sort=False)}
 
 
+def _crossover_counts(comp: pd.DataFrame, cross: pd.DataFrame) -> tuple[pd.DataFrame, list, int, int]:
+    """The crossovers found; the winners by budget of each (case, pair, metric) without one;
+    how many of those have a budget whose test could not have rejected, and at how many no
+    budget's test could (the crossover section and the summary read the same counts)."""
+    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
+    winners = _winners_by_budget(comp)
+    rest = [winners.get(tuple(k), []) for k in cross.loc[~cross["crossover"], keys].itertuples(index=False)]
+    blind = [sum(w.startswith(NOT_RESOLVABLE) for _, w in r) for r in rest]
+    some, every = sum(b > 0 for b in blind), sum(b > 0 and b == len(r) for b, r in zip(blind, rest))
+    return cross[cross["crossover"]], rest, some, every
+
+
 def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, summary: pd.DataFrame,
                        no_pair: str, digits: int | None = None) -> None:
     """The crossovers (each with the bits its two schemes store), what the budgets whose
@@ -216,10 +230,7 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
         return
     keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
     winners = _winners_by_budget(comp)
-    rest = [winners.get(tuple(k), []) for k in cross.loc[~cross["crossover"], keys].itertuples(index=False)]
-    blind = [sum(w.startswith(NOT_RESOLVABLE) for _, w in r) for r in rest]
-    some, every = sum(b > 0 for b in blind), sum(b > 0 and b == len(r) for b, r in zip(blind, rest))
-    found = cross[cross["crossover"]]
+    found, rest, some, every = _crossover_counts(comp, cross)
     if found.empty and every == len(rest):
         doc.p("**No crossover can be seen**: for no case, pair and metric could a budget's test "
               "have rejected (every one \"not resolvable\"), so a crossover, had there been one, "
@@ -245,11 +256,110 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
                 for r in kl.itertuples(index=False)])
 
 
+#: The summary's name of each test of the comparison table, and what one row of it tests.
+_TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
+               "mann_whitney": ("Mann–Whitney tests", "(case, n, pair, metric)"),
+               "ks": ("KS tests", "(case, n, pair, metric)"),
+               "energy": ("energy tests (6D profile)", "(case, n, pair)"),
+               "equivalence": ("equivalence tests (TOST, declared margins)", "(case, n, pair, metric)")}
+#: The verdicts in the summary's order, each with what it says (the words of the Methods).
+_VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: "distributions differ",
+                  "equivalent within δ": "equivalent within δ",
+                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each of them could have rejected)",
+                  INCONCLUSIVE: INCONCLUSIVE,
+                  NOT_RESOLVABLE: f"{NOT_RESOLVABLE} (could not have rejected: a limit of the "
+                                  "design, not a finding about the schemes)"}
+
+
+def _verdict_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """Rows per verdict, in :data:`_VERDICT_WORDS`' order: a "not resolvable at …" verdict
+    counted as "not resolvable", an equivalence verdict without its parenthesis."""
+    kinds = rows["verdict"].map(lambda v: NOT_RESOLVABLE if v.startswith(NOT_RESOLVABLE)
+                                else v.split(" (")[0])
+    counts = kinds.value_counts()
+    order = [v for v in _VERDICT_WORDS if v in counts] + [v for v in counts.index if v not in _VERDICT_WORDS]
+    return {v: int(counts[v]) for v in order}
+
+
+def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
+                     comp: pd.DataFrame, cross: pd.DataFrame, opts: dict[str, Any], unit: str,
+                     clustered: bool, heavy: bool) -> None:
+    """What the report found, counted from its own tables (comparisons.csv's verdicts,
+    crossovers.csv, the summary's ‡ marks): no test and no number of its own."""
+    doc.h(2, "Summary")
+    one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
+    lines = []
+    n = int(comp.attrs.get("n_tests", 0))
+    design = ("paired (pairing = \"trial\": each scheme's value on a "
+              f"{one} matched with the other's on the same {one})"
+              if opts.get("pairing", "none") == "trial" else
+              "two independent samples per pair (pairing = \"none\")")
+    sizes = sorted(set(summary["n_trials"].astype(int))) if "n_trials" in summary and len(summary) else []
+    of_unit = (f"the {one}" + (", its trials averaged first" if clustered else "")
+               + (f" ({sizes[0]}{'' if len(sizes) == 1 else f'–{sizes[-1]}'} per mean)" if sizes else ""))
+    if n:
+        rate = "family-wise error rate" if opts["correction"] in _FAMILY_WISE else "false discovery rate"
+        lines.append(f"Family: {n} p-values adjusted together by {opts['correction']} at "
+                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}); design: {design}; "
+                     f"unit: {of_unit}"
+                     + ("; the trial-level tests (not independent) are a family of their own, "
+                        "not counted here." if clustered else "."))
+    else:
+        lines.append(f"No test: no comparison pair was compared (\"Crossovers of the winner across "
+                     f"budgets\" says why); unit: {of_unit}.")
+    tests = list(_TEST_NAMES)
+    for test, rows in sorted(comp.groupby("test", sort=False),
+                             key=lambda g: tests.index(g[0]) if g[0] in tests else len(tests)):
+        name, each = _TEST_NAMES.get(test, (f"{test} tests", "row"))
+        counts = _verdict_counts(rows)
+        winner = (" (a winner)" if test in LOCATION_TESTS.values() else
+                  " (the distributions differ)" if test == "ks" else "")
+        text = (f"{len(rows)} {name}, one per {each}: "
+                + ", ".join(f"{c} {_VERDICT_WORDS.get(v, v)}" + (winner if v == DIFFERENT else "")
+                            for v, c in counts.items()))
+        if test == "equivalence":
+            hidden = int(sum(tost_not_shown_resolvable(r) for r in rows.itertuples(index=False)))
+            text += (f" (of the inconclusive, {hidden} {EQUIVALENCE_NOT_SHOWN})" if hidden else "")
+        lines.append(text + ".")
+    if not comp.empty:
+        found, rest, some, every = _crossover_counts(comp, cross)
+        blind = (f"; {some} of {'them' if found.empty else f'the {len(rest)} without one'} "
+                 f"{'has' if some == 1 else 'have'} a budget whose test could not have rejected "
+                 "(\"not resolvable\"), where a crossover could not have been seen: there its "
+                 "absence is a limit of the design, not a finding" if some else "")
+        if cross.empty:
+            lines.append("Crossovers: none can be read, no metric being tested at two or more budgets.")
+        elif found.empty and every == len(rest):
+            lines.append("Crossovers: none can be seen, since no budget's test could have "
+                         "rejected (every one \"not resolvable\").")
+        elif found.empty:
+            lines.append(f"Crossovers: none in the {len(rest)} (case, pair, metric)s tested at two "
+                         f"or more budgets (no two budgets with opposite significant winners){blind}.")
+        else:
+            lines.append(f"Crossovers: {len(found)} of the {len(cross)} (case, pair, metric)s tested "
+                         "at two or more budgets (the winner changes with the budget), listed "
+                         "with their bits under "
+                         f"\"Crossovers of the winner across budgets\"{blind}.")
+    # no mark at all where no mean is marked (the report has no ‡ then, and no footnote)
+    lines.append(f"Heavy tails and few nonzero values ({HEAVY_MARK}: the mean's bootstrap interval "
+                 f"is not reliable): {_heavy_summary(summary, theory)}" if heavy else
+                 "Heavy tails and few nonzero values: no mean of the report's tables is marked.")
+    if not comp.empty:
+        kl = not cross.empty and bool(((cross["metric"] == "kl") & ~cross["crossover"]).any())
+        lines.append("Winners per budget: the winner column of each pair table under "
+                     "\"…: n = … bits per coordinate\""
+                     + (", and for the attention KL the list under \"Crossovers of the winner "
+                        "across budgets\"" if kl else "")
+                     + "; every test's row is in tables/comparisons.csv.")
+    doc.ul(lines)
+
+
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None, *,
               comparisons: Sequence[tuple[str, str]] | None = None) -> Document:
-    """The report's document: header, equivalence, crossovers, figures, per-case tables, theory.
+    """The report's document: summary, methods, equivalence, crossovers, figures, per-case
+    tables, theory.
 
     Every verdict it prints is one the tests support: a winner only at a location-test
     (Mann–Whitney, or the sign test under the paired design) adjusted p ≤ α, "not resolvable"
@@ -297,6 +407,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     >>> md = doc.markdown(".")
     >>> md.splitlines()[0], "| KV vs KQV | kl |" in md
     ('# kvstats hypothesis report', True)
+    >>> [line for line in md.splitlines() if line.startswith("## ")][:3]
+    ['## Summary', '## Methods', '## Metrics and units']
     """
     doc = Document()
     # case labels: params' numbers to the fewest significant digits (≥ 4) that keep the cases apart
@@ -314,6 +426,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     if comparisons is None:      # as hypothesis_report chooses them
         comparisons = opts.get("comparisons") or result.config.comparisons
     doc.h(1, "kvstats hypothesis report")
+    # what the report found first, from the tables below; then how (the header's bullets)
+    _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy)
+    doc.h(2, "Methods")
     doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy))
     doc.h(2, "Metrics and units")
     doc.table(metrics_table())
