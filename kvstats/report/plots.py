@@ -46,6 +46,13 @@ def __getattr__(name: str) -> Any:
         return getattr(shannon_phi, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _KL_FLOOR = 1e-6
+#: The width (inches) a paper prints a figure at, its full text width: figures are sized to
+#: about this, so that their text prints near its nominal size (6 points or more).
+_PRINT_WIDTH_IN = 7.0
+#: Marker and line style per scheme, by its place in the palette (as its colour), so the
+#: schemes stay apart in greyscale and each has the same look in every figure.
+_MARKERS = "osD^vP*Xph"
+_LINESTYLES = ("-", "--", ":", "-.")
 
 
 def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
@@ -63,6 +70,27 @@ def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
     names = list(dict.fromkeys(schemes))
     colors = sns.color_palette("colorblind", max(len(names), 1))
     return {s: colors[i % len(colors)] for i, s in enumerate(names)}
+
+
+def _scheme_style(palette: dict[str, Any], scheme: str) -> dict[str, Any]:
+    """Colour, marker and line style of ``scheme``: by its place in ``palette``, like its colour."""
+    i = list(palette).index(scheme)
+    return {"color": palette[scheme], "marker": _MARKERS[i % len(_MARKERS)],
+            "ls": _LINESTYLES[i % len(_LINESTYLES)]}
+
+
+def _case_colors(n: int) -> list[Any]:
+    """Colours of ``n`` cases (distribution settings): cividis, colour-blind safe and of
+    increasing lightness (apart in greyscale), muted unlike the schemes' palette, so a case
+    is never read as the scheme of the same colour in another figure."""
+    cmap = plt.get_cmap("cividis")
+    return [cmap(v) for v in np.linspace(0.0, 0.8, max(int(n), 1))]
+
+
+def _legend_below(fig: Any, handles: list, labels: list, title: str, ncol: int) -> Any:
+    """The figure's one legend under its panels: it hides no data and adds no width."""
+    return fig.legend(handles, labels, loc="outside lower center", title=title,
+                      ncol=max(1, min(ncol, len(handles))))
 
 
 def _case_label(row: Any, digits: int | None = None) -> str:
@@ -139,20 +167,22 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     cases = stats_[list(CASE_COLUMNS)].drop_duplicates()
     digits = label_digits(cases["params"])
     _style()
-    ncol = min(len(cases), 3)
+    # two panels a row, the legend below: about the print width (_PRINT_WIDTH_IN)
+    ncol = min(len(cases), 2)
     nrow = math.ceil(len(cases) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol + 0.6, 3.0 * nrow + 0.6),
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 0.2, 2.5 * nrow + 1.0),
                              squeeze=False, constrained_layout=True)
     any_heavy = False
     for ax, (_, case) in zip(axes.flat, cases.iterrows()):
         sub = stats_.merge(case.to_frame().T.astype(stats_[list(CASE_COLUMNS)].dtypes))
         for scheme, grp in sub.groupby("scheme", sort=False):
             grp = grp.sort_values("bits_total")
+            style = _scheme_style(palette, scheme)
             ax.errorbar(grp["bits_total"], grp["mean"],
                         yerr=[grp["mean"] - grp["low"], grp["high"] - grp["mean"]],
-                        marker="o", ms=4, capsize=3, color=palette[scheme], label=scheme)
+                        ms=4.5, capsize=3, lw=1.2, label=scheme, **style)
             heavy = grp[grp["heavy"]]
-            ax.plot(heavy["bits_total"], heavy["mean"], ls="none", marker="o", ms=6,
+            ax.plot(heavy["bits_total"], heavy["mean"], ls="none", marker=style["marker"], ms=6.5,
                     mfc="white", mec=palette[scheme], mew=1.5, zorder=5)
             any_heavy = any_heavy or len(heavy) > 0
         if log and (sub["mean"] > 0).all():
@@ -169,11 +199,12 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
+    ncol = len(handles)
     if any_heavy:
         from matplotlib.lines import Line2D
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5))
-        labels.append("‡: heavy tail (Hill α < 2\nat 95%) or few nonzero\nvalues: the CI is not valid")
-    fig.legend(handles, labels, loc="outside right center", title="scheme")
+        labels.append("hollow, ‡: heavy tail (Hill α < 2 at 95%)\nor few nonzero values: the CI is not valid")
+    _legend_below(fig, handles, labels, "scheme", min(ncol, 4) + any_heavy)
     fig.suptitle(title)
     return fig
 
@@ -312,19 +343,24 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
         raise ValueError(f"comparisons has no Mann–Whitney or sign-test rows for pair {pair!r}")
     paired = bool((mw["test"] == LOCATION_TESTS["trial"]).any())
     cases = mw[list(CASE_COLUMNS)].drop_duplicates()
-    import seaborn as sns
     digits = label_digits(cases["params"])     # short labels that keep the cases apart
     labels_all = [_case_label(r, digits) for _, r in cases.iterrows()]
-    # distinct hues, a marker and a small horizontal offset per case: cases that share a
-    # value (r = ±1 when every trial separates) stay visible side by side, not stacked
-    colors = dict(zip(labels_all, sns.color_palette("tab10", max(len(cases), 1))))
+    # a colour (the cases', never a scheme's), a marker and a small horizontal offset per
+    # case: cases that share a value (r = ±1 when every trial separates) stay visible side
+    # by side, not stacked, and apart in greyscale
+    colors = dict(zip(labels_all, _case_colors(len(cases))))
     markers = dict(zip(labels_all, "osD^vP*Xph" * (len(cases) // 10 + 1)))
     width = 0.5  # of the gap between budgets taken by the spread of the cases
     offsets = dict(zip(labels_all, (np.arange(len(cases)) - (len(cases) - 1) / 2)
                        * (width / max(len(cases), 1))))
     _style()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 2.2, 3.2), squeeze=False,
-                             constrained_layout=True)
+    # two panels a row on one y scale, the legend below: about the print width (_PRINT_WIDTH_IN)
+    ncol = min(len(metrics), 2)
+    nrow = math.ceil(len(metrics) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 0.2, 2.5 * nrow + 1.2), squeeze=False,
+                             sharey=True, constrained_layout=True)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
     for ax, metric in zip(axes.flat, metrics):
         for _, case in cases.iterrows():
             sub = mw[(mw["metric"] == metric)]
@@ -353,15 +389,15 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
         ax.set_title(f"{metric} ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)")
         ax.set_xlabel("budget n (bits/coord; cases side by side)")
         ax.set_xticks(sorted(mw["budget"].unique()))
+    for ax in axes[:, 0]:
         ax.set_ylabel(f"paired dominance (> 0: {pair[0]} larger)" if paired else
                       f"rank-biserial r (> 0: {pair[0]} larger)")
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    fig.legend(handles, labels, loc="outside right center", title="case", fontsize=7)
+    from matplotlib.lines import Line2D
+    drawn = {lab for ax in axes.flat for lab in ax.get_legend_handles_labels()[1]}
+    # the legend shows each case's marker with its colour (the bars' own handles have none)
+    handles = [Line2D([], [], color=colors[lab], marker=markers[lab], ms=5, lw=1.2)
+               for lab in labels_all if lab in drawn]
+    _legend_below(fig, handles, [lab for lab in labels_all if lab in drawn], "case", 2)
     fig.suptitle(f"{pair[0]} vs {pair[1]} across budgets (filled: significant after adjustment)")
     return fig
 
@@ -406,8 +442,11 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
     fig, axes = plt.subplots(len(schemes), len(dims), figsize=(4.6 * len(dims) + 2.4, 2.6 * len(schemes) + 0.6),
                              squeeze=False, constrained_layout=True, sharey=True)
     settings = list(dict.fromkeys(sel.sort_values("distribution")["setting"]))
-    pal = dict(zip(settings, sns.color_palette("colorblind", len(settings))))
+    # the cases' colours, never the schemes' (blue is KV elsewhere, not Gaussian keys), filled
+    # a third of the way to white so that the median line shows on the darkest box
+    pal = {k: tuple(0.7 * np.asarray(c[:3]) + 0.3) for k, c in zip(settings, _case_colors(len(settings)))}
     log = metric == "kl"
+    label = metric_def(metric).axis_label   # with its unit
     if log:
         # KL spans many decades (and can be exactly 0): log axis, floored for display only
         sel = sel.assign(**{metric: sel[metric].clip(lower=_KL_FLOOR)})
@@ -424,17 +463,17 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
                 # seaborn 0.13 passes matplotlib's deprecated `vert`; not ours to fix
                 warnings.simplefilter("ignore", matplotlib.MatplotlibDeprecationWarning)
                 sns.boxplot(data=sub, x="n", y=metric, order=order, hue="setting", hue_order=settings,
-                            palette=pal, ax=ax, fliersize=1, linewidth=0.6, log_scale=log,
+                            palette=pal, saturation=1.0, ax=ax, fliersize=1, linewidth=0.6, linecolor="0.15", log_scale=log,
                             legend=(i == 0 and j == 0))
             ax.set_title(f"{scheme}, d = {d}", fontsize=9)
             ax.set_xlabel("budget n (bits/coord)")
-            ax.set_ylabel(f"KL (nats, floored at {_KL_FLOOR:g})" if log else metric)
+            ax.set_ylabel(f"{label}, floored at 1e{round(math.log10(_KL_FLOOR))}" if log else label)
     first = axes[0, 0]
     if first.get_legend() is not None:
         handles, labels = first.get_legend_handles_labels()
         first.get_legend().remove()
         fig.legend(handles, labels, loc="outside right center", title="keys", fontsize=7)
-    fig.suptitle(f"Low-rank vs heavy-tailed keys: {metric} per trial")
+    fig.suptitle(f"Low-rank vs heavy-tailed keys: {metric_def(metric).label} per trial")
     return fig
 
 

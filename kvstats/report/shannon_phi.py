@@ -19,7 +19,8 @@ from kvstats._checks import check_choice
 from kvstats.analysis.frame import LABEL_DIGITS, reported_pooled_snrs, short_params
 from kvstats.analysis.intervals import ci_reliable
 from kvstats.metrics.table import metric as metric_def
-from kvstats.report.plots import _PLACES, _case_label, _style, plt, scheme_palette, select_case
+from kvstats.report.plots import (_PLACES, _case_label, _scheme_style, _style, plt, scheme_palette,
+                                  select_case)
 
 __all__ = ["SHANNON_PHI_NOTE", "plot_shannon_phi"]
 
@@ -317,7 +318,6 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     _style()
     fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
-    styles = ("-", "--", ":", "-.")
     # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible
     k = sel["scheme"].nunique()
     sizes, _ = _nested_markers(k)
@@ -335,7 +335,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         m = g.agg(x=(phi, "mean"), y=(snr, "mean"), sx=(phi, "std"), sy=(snr, "std"), n=(snr, "size"))
         hx = z * m["sx"].fillna(0.0) / np.sqrt(m["n"])
         hy = z * m["sy"].fillna(0.0) / np.sqrt(m["n"])
-        ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=styles[i % len(styles)], zorder=3 + 0.01 * i)
+        # the scheme's line style of every figure (by its place in the palette), for greyscale
+        ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=_scheme_style(palette, scheme)["ls"],
+                zorder=3 + 0.01 * i)
         ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
                     capsize=2, zorder=4)
         ax.scatter(m["x"], m["y"], s=sizes[i], marker="o", color=color,
