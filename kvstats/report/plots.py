@@ -3,7 +3,10 @@
 Every function takes the per-trial frame of :func:`kvstats.run_sweep`, returns a
 :class:`matplotlib.figure.Figure`, and never shows it; :func:`save_figure` writes PNG and
 SVG. Colours come from seaborn's colour-blind-safe palette, one fixed colour per scheme
-across all figures of a report (pass ``palette`` to keep them equal between calls).
+across all figures of a report (pass ``palette`` to keep them equal between calls), with a
+marker and line style per scheme by its place in the palette (apart in greyscale); cases
+(distribution settings) take cividis, never a scheme's colour. Figures are sized for a
+paper's text width (7 in), so their text prints at 6 points or more.
 The Shannon–φ plane, with its limit lines, nested markers and trial clouds, is
 :mod:`kvstats.report.shannon_phi` (its names are importable from here too).
 """
