@@ -265,7 +265,7 @@ _TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
 #: The verdicts in the summary's order, each with what it says (the words of the Methods).
 _VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: "distributions differ",
                   "equivalent within δ": "equivalent within δ",
-                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each of them could have rejected)",
+                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected)",
                   INCONCLUSIVE: INCONCLUSIVE,
                   NOT_RESOLVABLE: f"{NOT_RESOLVABLE} (could not have rejected: a limit of the "
                                   "design, not a finding about the schemes)"}
@@ -314,7 +314,8 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
         counts = _verdict_counts(rows)
         winner = (" (a winner)" if test in LOCATION_TESTS.values() else
                   " (the distributions differ)" if test == "ks" else "")
-        text = (f"{len(rows)} {name}, one per {each}: "
+        text = (f"{len(rows)} {name if len(rows) != 1 else name.replace('tests', 'test', 1)}, "
+                f"one per {each}: "
                 + ", ".join(f"{c} {_VERDICT_WORDS.get(v, v)}" + (winner if v == DIFFERENT else "")
                             for v, c in counts.items()))
         if test == "equivalence":
