@@ -57,7 +57,7 @@ __all__ = ["sphere_coordinate_pdf", "lloyd_max_distortion", "high_rate_distortio
            "qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
            "qjl_reconstruction_mse", "residual_inflation", "bit_trade_inflation",
            "turboquant_mse_bounds", "turboquant_prod_bounds", "turboquant_prod_distortion",
-           "direction_error", "distortion_table"]
+           "direction_error", "distortion_table", "flat_vector_gain"]
 
 SQRT3_PI_2 = math.sqrt(3.0) * math.pi / 2  # TurboQuant-mse constant, ~2.72 (Gaussian Panter--Dite)
 # TurboQuant-prod constant, sqrt(3) pi^2 ~ 17.1: Theorem 2's proof bounds the residual sketch's
@@ -217,6 +217,45 @@ def unit_vector_mse(bits: int, dim: int) -> float:
     """
     dim = check_int(dim, "dim", low=2)
     return dim * lloyd_max_distortion(bits, "beta", dim)
+
+
+def flat_vector_gain(bits: int, dim: int) -> float:
+    """The factor TurboQuant-mse multiplies a *flat* vector by: ``x_hat = g·x``, g this value.
+
+    A vector whose rotated coordinates all have magnitude ``1/sqrt(dim)`` (a one-hot key
+    under the randomized Hadamard rotation, whose columns are flat; approximately a key
+    dominated by one channel, as Student-t keys with small ν are) has every coordinate in
+    one cell of the sphere-law Lloyd–Max codebook, so each is replaced by that cell's
+    centroid: the direction is kept exactly and the norm is multiplied by
+    ``g = sqrt(dim)·c``, ``c`` the centroid of the cell holding ``1/sqrt(dim)``. The
+    relative error ``|g - 1|`` is the codebook's mismatch to such vectors, not its design
+    error (:func:`unit_vector_mse`), and is not monotone in the bits: at dim = 128 it is
+    0.20, 0.51, 0.25 at 1, 2, 3 bits, since 2 bits' outer centroid (1.5/sqrt(dim)) is the
+    nearest to ``1/sqrt(dim)``. A 1-bit QJL residual sketch on top (TurboQuant-prod at
+    ``bits + 1``) then has an inner-product variance proportional to ``(g - 1)^2``
+    (docs/results.md, Claim 1).
+
+    Parameters
+    ----------
+    bits : int
+        1..8.
+    dim : int
+        Coded coordinates (a power of two for the Hadamard rotation), >= 2.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> [round(flat_vector_gain(b, 128), 3) for b in (1, 2, 3, 4)]
+    [0.799, 1.505, 0.753, 0.937]
+    """
+    bits = check_int(bits, "bits", low=1, high=8)
+    dim = check_int(dim, "dim", low=2)
+    book = lloyd_max_codebook(bits, "beta", dim)
+    cell = book.encode(np.array([1.0 / math.sqrt(dim)]))[0]   # the coder's own cell choice
+    return float(math.sqrt(dim) * book.centroids[cell])
 
 
 def bit_trade_inflation(bits: int, dim: int | None = None, m: int | None = None,

@@ -216,12 +216,9 @@ def test_the_one_hot_hadamard_row_is_the_closed_form():
     relative squared error is (1 − c)², c the centroid (in units of 1/√d) of the cell that
     holds 1/√d — the Monte Carlo row must read so; the Haar row's expectation is
     `unit_vector_mse`."""
-    from kvstats.quant.codebook import lloyd_max_codebook
-
     d = 128
     rows = {r[0]: r[1:] for r in table("theory.md", "| bits | 1 | 2 | 3 | 4 |")}
     for b in (1, 2, 3, 4):
-        cb = lloyd_max_codebook(b, "beta", dim=d)
-        c = float(cb.centroids[cb.encode(np.array([1 / math.sqrt(d)]))[0]]) * math.sqrt(d)
+        c = T.flat_vector_gain(b, d)   # tests/quant/test_flat_vector_gain.py: the coder's factor
         assert_reads(rows["Hadamard, one-hot"][b - 1], (1 - c) ** 2)
         assert_reads(rows["its expectation, `unit_vector_mse(b, 128)`"][b - 1], T.unit_vector_mse(b, d))
