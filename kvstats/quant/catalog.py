@@ -30,7 +30,7 @@ FP8_FORMATS = ("fp8_e4m3", "fp8_e5m2")
 SUMMARIES: Mapping[str, str] = MappingProxyType({
     "KV": "K and V: n-bit Lloyd–Max on the unit vector, no rotation, no sketch",
     "KQV": "WHT; K: n-bit Lloyd–Max; V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
-    "QKQV": "WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual",
+    "QKQV": "WHT; K and V: (n−1)-bit Lloyd–Max + 1-bit QJL residual (= turboquant_prod)",
     "turboquant_mse": "K and V: TurboQuant-mse (rotation + n-bit Lloyd–Max)",
     "turboquant_prod": "K and V: TurboQuant-prod ((n−1)-bit MSE + 1-bit QJL residual)",
     "qjl": "K: QJL sketch with m = n·d rows (+ outlier channels); V: per-token asymmetric uniform "
