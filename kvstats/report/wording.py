@@ -411,9 +411,13 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
         b_max = int(energy["max_permutations"].max())
         used = energy["n_permutations"]
         early = int((used < energy["max_permutations"]).sum())
+        family = opts['energy_resolution'] == 'family'
+        # energy_resamples is the least cap: say so where the family's need raised it
+        raised = (f", energy_resamples = {opts['energy_resamples']} raised to it"
+                  if family and b_max > opts['energy_resamples'] else "")
         text += (f"Energy tests: Besag–Clifford sequential p-values, at most B = {b_max} "
-                 f"permutations ({'the family' if opts['energy_resolution'] == 'family' else 'fixed'}"
-                 f" resolution), each stopping after {opts['energy_stop']} exceedances: {early} of "
+                 f"permutations ({'the family' if family else 'fixed'}"
+                 f" resolution{raised}), each stopping after {opts['energy_stop']} exceedances: {early} of "
                  f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
     text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme "
              "data, the rest of the family as observed (\"not resolvable\"). ")

@@ -370,7 +370,10 @@ def test_energy_sentence_counts_early_stops_and_names_the_resolution(tmp_path):
     energy = rep.comparisons.query("test == 'energy'")
     early = int((energy["n_permutations"] < energy["max_permutations"]).sum())
     assert early == 1          # the null pair stops early, the separated one draws every permutation
-    assert f"(the family resolution), each stopping after 10 exceedances: {early} of 2 stopped early" in md
+    b_max = int(energy["max_permutations"].max())
+    assert b_max > 19          # the family's need raised the configured least cap, and it says so
+    assert (f"at most B = {b_max} permutations (the family resolution, energy_resamples = 19 raised "
+            f"to it), each stopping after 10 exceedances: {early} of 2 stopped early") in md
     rep = hypothesis_report(_result(f), tmp_path / "fixed", figures=False, energy_resamples=19,
                             energy_resolution="fixed")
     assert "at most B = 19 permutations (fixed resolution)" in rep.files["markdown"].read_text()
