@@ -133,8 +133,11 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
                 f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
                 f"most {alpha:g} (family-wise error rate; a winner's direction is read from the "
                 "sign of its effect); a crossover rests on two such rows.")
-    dep = ("under independence or positive dependence of the tests" if correction == "fdr_bh"
-           else "under any dependence")
+    # BH needs positive regression dependence (PRDS), not known for two-sided tests on
+    # shared trials; BY holds under any dependence
+    dep = ("under independence or positive regression dependence of the tests, which is not "
+           "known to hold for two-sided tests on shared trials (fdr_by holds under any)"
+           if correction == "fdr_bh" else "under any dependence")
     return (head + f"the expected share of false rejections among the significant rows is at "
             f"most {alpha:g} (false discovery rate, {dep}); no single row, and no crossover "
             "(two significant rows), carries a family-wise guarantee.")

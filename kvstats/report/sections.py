@@ -265,7 +265,8 @@ _TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
 #: The verdicts in the summary's order, each with what it says (the words of the Methods).
 _VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: "distributions differ",
                   "equivalent within δ": "equivalent within δ",
-                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected)",
+                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected on the most extreme "
+                                 "data: its resolution, not its power)",
                   INCONCLUSIVE: INCONCLUSIVE,
                   NOT_RESOLVABLE: f"{NOT_RESOLVABLE} (could not have rejected: a limit of the "
                                   "design, not a finding about the schemes)"}

@@ -485,7 +485,13 @@ def equivalence_verdict_text(verdict: str, identical_pairs: bool = False, n_pair
     'equivalent within δ (identical in all 100 pairs)'
     >>> equivalence_verdict_text("inconclusive", False, 100)
     'inconclusive'
+    >>> equivalence_verdict_text("different")
+    'different (the location test rejects; the margin was not tested as exceeded)'
     """
+    if verdict == "different":
+        # the TOST did not conclude and the pair's location test (sign test, Mann–Whitney)
+        # rejected: a winner on more units, which a ratio of means near 1 can have too
+        verdict = f"{verdict} (the location test rejects; the margin was not tested as exceeded)"
     if not identical_pairs:
         return verdict
     if isinstance(n_pairs, bool) or not isinstance(n_pairs, int | np.integer) or n_pairs < 1:
