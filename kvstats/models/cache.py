@@ -147,10 +147,11 @@ class QuantizedCache(_CacheMemory, Cache):
         :func:`~kvstats.models.code_attention.code_attention`, through the wrapped eager/sdpa
         functions; ``"model"`` (the only choice for identity, Haar rotations and the other
         numpy-only schemes) — ``update`` returns decoded tensors to the model's own
-        attention, any implementation (flash, sliding windows, soft-capping). The two
-        agree to float32 rounding; a quantized cache can amplify such a difference (a new
-        key's coordinate on a code boundary gets another code), so their greedy outputs
-        may part after many steps (docs/benchmarks.md).
+        attention, any implementation (flash, sliding windows, soft-capping). One step
+        agrees to float32 rounding; a quantized cache amplifies such a difference (a new
+        key's coordinate on a code boundary gets another code), so over a few dozen steps
+        their logits can differ by O(1), as two draws of the quantizer would, and their
+        greedy outputs part (docs/benchmarks.md).
     **scheme_params
         Passed to :func:`kvstats.make_scheme` (e.g. ``rotation="haar"``,
         ``group_size=32``). For ``kivi`` the scheme's own ``residual`` is 0: the cache's
