@@ -393,8 +393,9 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
         ax.set_xlabel("budget n (bits/coord; cases side by side)")
         ax.set_xticks(sorted(mw["budget"].unique()))
     for ax in axes[:, 0]:
-        ax.set_ylabel(f"paired dominance (> 0: {pair[0]} larger)" if paired else
-                      f"rank-biserial r (> 0: {pair[0]} larger)")
+        # two lines: one is taller than a panel once the case legend takes its room
+        ax.set_ylabel(f"paired dominance\n(> 0: {pair[0]} larger)" if paired else
+                      f"rank-biserial r\n(> 0: {pair[0]} larger)")
     from matplotlib.lines import Line2D
     drawn = {lab for ax in axes.flat for lab in ax.get_legend_handles_labels()[1]}
     # the legend shows each case's marker with its colour (the bars' own handles have none)

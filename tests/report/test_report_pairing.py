@@ -164,7 +164,7 @@ def test_pairing_from_the_config_and_the_crossover_figure(tmp_path):
     from kvstats.report.plots import plot_crossover
 
     fig = plot_crossover(rep.comparisons, ["kl"], pair=("KQV", "QKQV"))
-    assert fig.axes[0].get_ylabel() == "paired dominance (> 0: KQV larger)"
+    assert fig.axes[0].get_ylabel() == "paired dominance\n(> 0: KQV larger)"
     assert ("Paired dominance across budgets (KQV vs QKQV) for kl, phi_k, snr_k, phi_t (the "
             "crossover section above covers every tested metric); dominance > 0: the first scheme's") \
         in rep.files["markdown"].read_text()
