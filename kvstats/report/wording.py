@@ -486,12 +486,12 @@ def equivalence_verdict_text(verdict: str, identical_pairs: bool = False, n_pair
     >>> equivalence_verdict_text("inconclusive", False, 100)
     'inconclusive'
     >>> equivalence_verdict_text("different")
-    'different (the location test rejects; the margin was not tested as exceeded)'
+    'different (the difference test rejects; not a test that the margin is exceeded)'
     """
     if verdict == "different":
-        # the TOST did not conclude and the pair's location test (sign test, Mann–Whitney)
-        # rejected: a winner on more units, which a ratio of means near 1 can have too
-        verdict = f"{verdict} (the location test rejects; the margin was not tested as exceeded)"
+        # the TOST did not conclude and a difference test rejected (in a report the pair's
+        # location test: a winner on more units, which a ratio of means near 1 can have too)
+        verdict = f"{verdict} (the difference test rejects; not a test that the margin is exceeded)"
     if not identical_pairs:
         return verdict
     if isinstance(n_pairs, bool) or not isinstance(n_pairs, int | np.integer) or n_pairs < 1:

@@ -141,7 +141,7 @@ def test_a_different_verdict_is_not_marked_not_known_to_be_resolvable(tmp_path, 
     comp, md = rep.comparisons, rep.files["markdown"].read_text()
     eq = comp[comp.test == "equivalence"]
     assert eq["verdict"].tolist() == ["different"] and not eq["resolvable"].any()
-    assert "**different (the location test rejects; the margin was not tested as exceeded)**" in md
+    assert "**different (the difference test rejects; not a test that the margin is exceeded)**" in md
     assert "(not known to be resolvable)" not in md
     assert "0 equivalence test(s) are not known to be able to conclude equivalence" in md
     assert json.loads(rep.files["json"].read_text())["resolution"]["equivalence_not_shown_resolvable"] == 0
