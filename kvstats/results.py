@@ -374,7 +374,8 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     Raises
     ------
     FileNotFoundError
-        ``out`` does not exist, or holds no finished sweep.
+        ``out`` does not exist, holds no finished sweep, or lacks the results file its
+        manifest names (the one read, even where the other suffix lies beside it).
     ValueError
         The manifest is not valid JSON, or the results do not belong to it; the message
         names the file.
@@ -401,11 +402,10 @@ def load_result(out: str | os.PathLike) -> SweepResult:
         raise TypeError(f"out must be a folder path (str or os.PathLike); received {out!r}")
     out = Path(out)
     manifest_path = out / MANIFEST
-    table = table_path(out, RESULTS)
     if not out.is_dir():
         raise FileNotFoundError(f"{str(out)!r} does not exist or is not a folder (give the folder "
                                 "a sweep wrote; run `kvstats sweep` first)")
-    if not manifest_path.is_file() or table is None:
+    if not manifest_path.is_file():
         raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
                                 "results.parquet or results.csv; run `kvstats sweep` first)")
     try:
@@ -415,6 +415,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
                          f"{_one_line(exc)}") from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
+    table = _results_table(out, manifest, manifest_path)
     # its plugins as relocate_plugins finds them (none given: a moved file is an error
     # naming its hash and both fixes, CLI and Python; an edited one a warning), before
     # the config imports them; plugins relocated or imported already are left as they are
@@ -429,6 +430,29 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     if record is not None or manifest.get("kvstats_sweep") != 1:
         _check_pair(frame, meta, record, config, table, manifest_path)
     return SweepResult(frame, manifest, config, out)
+
+
+def _results_table(out: Path, manifest: dict[str, Any], manifest_path: Path) -> Path:
+    """The results file the manifest names; ``table_path``'s pick only for a manifest that
+    names none (the first layout). A folder may hold both suffixes (one left by another
+    run), so the manifest, not the suffix order, says which is this sweep's."""
+    record = manifest.get("results")
+    name = record.get("file") if isinstance(record, dict) else None
+    if name is None:
+        table = table_path(out, RESULTS)
+        if table is None:
+            raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
+                                    "results.parquet or results.csv; run `kvstats sweep` first)")
+        return table
+    allowed = [f"{RESULTS}{ext}" for ext in _TABLE_SUFFIXES]
+    if name not in allowed:
+        raise ValueError(f"manifest {str(manifest_path)!r}: its results file must be one of "
+                         f"{allowed}; received {name!r}")
+    table = out / name
+    if not table.is_file():
+        raise FileNotFoundError(f"manifest {str(manifest_path)!r} names the results file {name!r}, "
+                                f"which {str(out)!r} does not hold (deleted or moved? rerun the sweep)")
+    return table
 
 
 def _check_pair(frame: pd.DataFrame, meta: dict[str, Any] | None, record: Any, config: SweepConfig,
