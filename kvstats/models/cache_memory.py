@@ -119,7 +119,9 @@ class _CacheMemory:
 
     def nbytes(self) -> int:
         """Bytes the cache stores: every layer's codes (of the coded tokens) plus its
-        full-precision tail.
+        full-precision tail, counted in the dtype it is held in (the model's: 4 bytes per
+        value for a float32 model, whatever a scheme's own definition of its window, such
+        as kivi's float16 one in :mod:`kvstats.quant.uniform`).
 
         Examples
         --------
@@ -212,11 +214,15 @@ class _CacheMemory:
         Keys: ``attention`` (what attention reads: "codes", "decoded copy" or "decoded on
         read"), ``attention_fn`` ("codes": the code-reading attention; "model": the model's);
         ``stored_bytes`` (= ``nbytes``: codes of the coded tokens + the tail),
-        ``code_bytes``, ``tail_bytes``, ``decoded_copy_bytes``, ``held_bytes`` (everything
+        ``code_bytes``, ``tail_bytes`` (the full-precision tail, window included, in the
+        dtype it is held in: ``tail_dtype``, the model's, e.g. ``"float32"``: 4 bytes per
+        value, twice the fp16 reference's 2), ``decoded_copy_bytes``, ``held_bytes`` (everything
         that grows with the sequence, including unused buffer capacity and the decoded
         copy), ``fixed_bytes`` (rotations, codebooks, sketches); per cached token:
         ``bytes_per_token`` (stored), ``held_bytes_per_token``, ``fp16_bytes_per_token`` (what
-        an fp16 cache holding every token stores); ``ratio_to_fp16`` (stored / fp16) and
+        an fp16 cache holding every token stores, 2 bytes per value); ``ratio_to_fp16``
+        (stored / fp16: the tail at its held dtype, so a float32 model's window counts
+        twice what the same tokens cost the reference) and
         ``held_to_stored``; ``dropped_tokens`` (of the sliding-window layers, summed over
         them: held nowhere). Every byte is one the cache holds: ``held_bytes +
         fixed_bytes`` is the storage of every tensor and array its layers reference.
@@ -230,6 +236,8 @@ class _CacheMemory:
         >>> rep = cache.memory_report()
         >>> rep["code_bytes"], rep["tail_bytes"], rep["stored_bytes"], rep["attention"]
         (1260, 6144, 7404, 'codes')
+        >>> rep["tail_dtype"], rep["tail_bytes"] == 4 * 3 * 64 * 2 * 4   # float32: 4 bytes a value
+        ('float32', True)
         """
         n = self._tokens()
         if n == 0:
@@ -243,6 +251,9 @@ class _CacheMemory:
                 "nbytes": stored, "stored_bytes": stored,
                 "code_bytes": sum(lay.code_nbytes() for lay in layers),
                 "tail_bytes": sum(lay.tail_nbytes() for lay in layers),
+                # the dtype tail_bytes counts (the model's; layers hold one each)
+                "tail_dtype": ", ".join(sorted({str(lay.tail_keys.dtype).removeprefix("torch.")
+                                                for lay in layers})),
                 "decoded_copy_bytes": sum(lay.decoded_nbytes() for lay in layers),
                 "held_bytes": held, "fixed_bytes": self.fixed_nbytes(),
                 "bytes_per_token": stored / n, "held_bytes_per_token": held / n,

@@ -246,7 +246,9 @@ def memory_held(cache, config) -> dict:
     (:func:`fp16_bytes_per_token`, also per token of one sequence) and
     ``held_ratio_to_fp16``. ``held_bytes`` grows with the batch; the per-token figures
     do not (but for fixed bytes, such as rotations or fp8's scales, spread over more
-    tokens).
+    tokens). Every tensor counts in the dtype it is held in: a full-precision window
+    (kvstats' tail, kivi's window included; quanto's residual) in the model's dtype, 4
+    bytes per value for a float32 model, against the fp16 reference's 2.
 
     Raises
     ------
