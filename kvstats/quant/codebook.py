@@ -112,7 +112,10 @@ class Codebook:
         comparisons; beyond, it looks up a uniform grid over the boundaries whose step is
         at most half the smallest gap, so each value needs one index computation, three
         table gathers and two exact comparisons with the true boundaries. float32 input is
-        compared with the boundaries rounded to float32 (no copy of ``x`` to float64).
+        compared with the boundaries rounded *down* to float32 (no copy of ``x`` to
+        float64): for float32 x, ``x > fl_down(b)`` exactly when ``x > b``, so a value
+        codes alike as float32 and float64 (rounding to nearest would give
+        ``x = fl(b) > b`` the lower code).
 
         Examples
         --------
@@ -134,7 +137,7 @@ class Codebook:
         True
         """
         x = as_float_array(x, "x")
-        return np.searchsorted(self.boundaries.astype(x.dtype), x).astype(np.uint8)
+        return np.searchsorted(_down(self.boundaries, x.dtype), x).astype(np.uint8)
 
     def _encode(self, x: np.ndarray) -> np.ndarray:
         """`encode` without validation; ``x`` float32 or float64.
@@ -145,7 +148,7 @@ class Codebook:
         """
         flat = np.ascontiguousarray(x).reshape(-1)
         out = np.empty(flat.size, dtype=np.uint8)
-        b = self.boundaries.astype(x.dtype)
+        b = self._boundaries_as(x.dtype)
         grid = None if b.size <= 15 else self._grid
         if b.size > 15 and grid is None:
             out[...] = np.searchsorted(b, flat)
@@ -154,6 +157,8 @@ class Codebook:
         buckets = self._buckets32 if grid is not None and flat.dtype == np.float32 else None
         if buckets is not None:
             rec = np.empty(min(_CHUNK, flat.size), dtype=np.uint64)
+        elif grid is not None:
+            grid = self._grid_as(flat.dtype)
         for start in range(0, flat.size, _CHUNK):  # loop over chunks, vectorised inside
             xs = flat[start:start + _CHUNK]
             cs = out[start:start + _CHUNK]
@@ -178,9 +183,9 @@ class Codebook:
         idx = idx.astype(np.intp)  # intp indices with mode="clip": numpy's fastest gather
         # base = (#boundaries below the grid edge) - 1, mod 256; +1 from `below` undoes it
         np.take(base, idx, mode="clip", out=out)
-        np.greater(x, np.take(below.astype(x.dtype), idx, mode="clip"), out=tmp)
+        np.greater(x, np.take(below, idx, mode="clip"), out=tmp)
         out += tmp.view(np.uint8)
-        np.greater(x, np.take(above.astype(x.dtype), idx, mode="clip"), out=tmp)
+        np.greater(x, np.take(above, idx, mode="clip"), out=tmp)
         out += tmp.view(np.uint8)
 
     @staticmethod
@@ -199,7 +204,7 @@ class Codebook:
         (sign, exponent, 7 mantissa bits), or None where it cannot be exact.
 
         The floats sharing those bits form an interval [lo, hi]; the code, the number of
-        boundaries (rounded to float32) below x, is monotone in x, so when it rises by at
+        boundaries (rounded down to float32) below x, is monotone in x, so when it rises by at
         most one across the interval it is ``code(lo) + (x > t)`` with t the boundary
         crossed there (+inf when none). Entry = (t as float32, code(lo) as uint32) packed
         in a uint64. Exact for every finite float32 (tests compare against the boundary
@@ -207,7 +212,7 @@ class Codebook:
         is used). Used for more than 15 boundaries (5+ bits), where it replaces the
         grid's three gathers by one.
         """
-        b = self.boundaries.astype(np.float32)
+        b = _down(self.boundaries, np.float32)
         top = np.arange(1 << 16, dtype=np.uint32)
         first, last = (top << 16).view(np.float32), ((top << 16) | 0xFFFF).view(np.float32)
         negative = top >= 0x8000  # bit patterns of negative floats run downwards in value
@@ -225,6 +230,26 @@ class Codebook:
         table = table.view(np.uint64)
         table.setflags(write=False)
         return table
+
+    @cached_property
+    def _in_dtype(self) -> dict:
+        """Cache of `_boundaries_as` and `_grid_as` by dtype."""
+        return {}
+
+    def _boundaries_as(self, dtype: np.dtype) -> np.ndarray:
+        """The boundaries in ``dtype``, rounded down (`_down`)."""
+        key = ("boundaries", np.dtype(dtype))
+        if key not in self._in_dtype:
+            self._in_dtype[key] = _down(self.boundaries, dtype)
+        return self._in_dtype[key]
+
+    def _grid_as(self, dtype: np.dtype):
+        """`_grid` with its two comparison tables in ``dtype``, rounded down (`_down`)."""
+        key = ("grid", np.dtype(dtype))
+        if key not in self._in_dtype:
+            lo, inv_step, base, below, above = self._grid
+            self._in_dtype[key] = (lo, inv_step, base, _down(below, dtype), _down(above, dtype))
+        return self._in_dtype[key]
 
     @cached_property
     def _grid(self):
@@ -274,6 +299,16 @@ class Codebook:
         s = check_real(s, "s", low=0.0, low_open=True)
         return Codebook(self.bits, self.centroids * s, self.boundaries * s, self.mse * s * s,
                         self.distribution, self.dim, self.scale * s, self.iterations)
+
+
+def _down(b: np.ndarray, dtype: DTypeLike) -> np.ndarray:
+    """float64 boundaries ``b`` as ``dtype``, each the largest value of ``dtype`` <= it, so
+    that ``x > result`` exactly when ``x > b`` for every ``x`` of ``dtype``."""
+    out = b.astype(dtype)
+    if out.dtype != b.dtype:
+        up = out.astype(b.dtype) > b
+        out[up] = np.nextafter(out[up], out.dtype.type(-np.inf))
+    return out
 
 
 # --- exact cell integrals ---------------------------------------------------------------
