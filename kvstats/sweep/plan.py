@@ -304,6 +304,13 @@ def chunk_for(config: SweepConfig, n_keys: int, dim: int) -> int:
     ``config.chunk_size`` when set, else ``2**24 // (max(N, d)·d)`` (at least 1); never
     more than ``config.n_trials``.
 
+    ``n_queries`` does not enter: the chunk is part of every cell id and of the data
+    seeds, so counting it would change the ids and numbers of earlier results. The
+    per-chunk reference the case's cells share (``error_profile``'s logits, their
+    log-softmax and ``p V``) holds about ``chunk · n_queries · (3N + d_v)`` float64
+    values: each of its three (chunk, n_queries, N) arrays reaches the 2**24-entry
+    target at ``n_queries = d`` (N ≥ d); with many queries per trial, set ``chunk_size``.
+
     Examples
     --------
     >>> from kvstats.sweep import SweepConfig
