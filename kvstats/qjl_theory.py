@@ -86,7 +86,37 @@ def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: Arr
         raise ValueError(f"cos_qk must be in [-1, 1] (up to rounding, {_COS_ROUNDING:g}); received "
                          f"values in [{cos.min()}, {cos.max()}]")
     cos = np.clip(cos, -1.0, 1.0)
-    return _gaussian_qjl_variance(qn * qn, kn * kn, cos * qn * kn, m)
+    eq, ek = _unsafe_exponent(qn), _unsafe_exponent(kn)
+    qn, kn = np.ldexp(qn, -eq), np.ldexp(kn, -ek)
+    return _scaled_back(_gaussian_qjl_variance(qn * qn, kn * kn, cos * qn * kn, m), eq + ek,
+                        "q_norm and k_norm")
+
+
+# Norms (or largest entries) in [2**-201, 2**200) are used as given: ||q||^2 ||k||^2 of
+# such vectors (d up to 2**100) stays within float64's normal range, so ordinary inputs
+# keep their bits. Others are scaled by powers of two (exact),
+# since ||q||^2 ||k||^2 overflowed to inf (inf - inf: NaN) or underflowed to 0 while the
+# variance itself was a float.
+_SAFE_EXPONENT = 200
+
+
+def _unsafe_exponent(a: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Binary exponent e of max|a| (along ``axis``; max|a| in [2**(e-1), 2**e)) where it
+    lies outside the safe range, else 0 (no scaling)."""
+    mag = np.abs(a) if axis is None else np.max(np.abs(a), axis=axis)
+    e = np.frexp(mag)[1]
+    return np.where((mag > 0) & (np.abs(e) > _SAFE_EXPONENT), e, 0)
+
+
+def _scaled_back(var: np.ndarray, e_sum: np.ndarray, names: str = "q and k") -> np.ndarray:
+    """``var * 4**e_sum`` (the variance is of degree 2 in q and in k); a ValueError naming
+    ``names`` when it exceeds the float64 range."""
+    with np.errstate(over="ignore"):
+        out = np.ldexp(var, 2 * e_sum)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{names}: the variance (of the order of ||q||^2 ||k||^2) exceeds the "
+                         f"float64 range; rescale {names.replace(' and ', ' or ')}")
+    return out
 
 
 def _gaussian_qjl_variance(qq: np.ndarray, kk: np.ndarray, qk: np.ndarray, m: int) -> np.ndarray:
@@ -173,12 +203,14 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     except ValueError:
         raise ValueError(f"q and k's batch shapes must broadcast; received {q.shape} and {k.shape}") from None
     d = q.shape[-1]
+    eq, ek = _unsafe_exponent(q, axis=-1), _unsafe_exponent(k, axis=-1)
+    q, k = np.ldexp(q, -eq[..., None]), np.ldexp(k, -ek[..., None])
     qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
     if kind == "gaussian":
-        return _gaussian_qjl_variance(qq, kk, qk, m)
+        return _scaled_back(_gaussian_qjl_variance(qq, kk, qk, m), eq + ek)
     a2 = np.divide(qk ** 2, kk, out=np.zeros_like(qk), where=kk > 0)
     b2 = np.maximum(qq - a2, 0.0)
-    return _orthogonal_qjl_variance(m, d, a2, b2, kk)
+    return _scaled_back(_orthogonal_qjl_variance(m, d, a2, b2, kk), eq + ek)
 
 
 def _orthogonal_qjl_variance(m: int, d: int, a2: np.ndarray | float, b2: np.ndarray | float,
