@@ -362,8 +362,7 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
     """
     bits = check_int(bits, "bits", low=1)
     dim = check_int(dim, "dim", low=1)
-    y_norm = check_real(y_norm, "y_norm", low=0.0)
-    base = y_norm ** 2 / dim * 4.0 ** -bits
+    base = _y_norm_squared(y_norm) / dim * 4.0 ** -bits
     return base, SQRT3_PI2 * base
 
 
@@ -408,8 +407,18 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
     """
     bits = check_int(bits, "bits", low=1, high=9)
     dim = check_int(dim, "dim", low=2)
+    return (math.pi / 2 - 1 / dim) * _y_norm_squared(y_norm) * lloyd_max_distortion(bits - 1, "beta", dim)
+
+
+def _y_norm_squared(y_norm: float) -> float:
+    """``y_norm ** 2`` of a checked ``y_norm`` (>= 0); a ValueError naming it when the square
+    leaves the float range (Python's ``**`` raises OverflowError there)."""
     y_norm = check_real(y_norm, "y_norm", low=0.0)
-    return (math.pi / 2 - 1 / dim) * y_norm ** 2 * lloyd_max_distortion(bits - 1, "beta", dim)
+    try:
+        return y_norm ** 2
+    except OverflowError:
+        raise ValueError(f"y_norm must be below about 1.3e154 (its square a float64); received "
+                         f"{y_norm!r}") from None
 
 
 def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstruction") -> Float[np.ndarray, "*shape"]:
