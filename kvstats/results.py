@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the config schema lives with the runner; loading imports it
 
 __all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "SweepResult",
            "check_comparisons",
-           "load_result", "read_table", "read_table_meta", "table_path", "frame_digest",
+           "load_result", "read_table", "read_table_meta", "results_file", "table_path", "frame_digest",
            "config_fingerprint"]
 
 #: Pairs compared by default in reports: (a, b) means "a vs b".
@@ -415,7 +415,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
                          f"{_one_line(exc)}") from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
-    table = _results_table(out, manifest, manifest_path)
+    table = results_file(out, manifest)
     # its plugins as relocate_plugins finds them (none given: a moved file is an error
     # naming its hash and both fixes, CLI and Python; an edited one a warning), before
     # the config imports them; plugins relocated or imported already are left as they are
@@ -432,10 +432,48 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     return SweepResult(frame, manifest, config, out)
 
 
-def _results_table(out: Path, manifest: dict[str, Any], manifest_path: Path) -> Path:
-    """The results file the manifest names; ``table_path``'s pick only for a manifest that
-    names none (the first layout). A folder may hold both suffixes (one left by another
-    run), so the manifest, not the suffix order, says which is this sweep's."""
+def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = None) -> Path:
+    """The results table of the sweep folder ``out``: the file its manifest names.
+
+    A folder may hold both ``results.parquet`` and ``results.csv`` (one left by another
+    run), so the manifest, not the suffix order, says which is this sweep's; only a
+    manifest that names none (the first layout) falls back to :func:`table_path`'s pick.
+
+    Parameters
+    ----------
+    out : path
+        A folder :func:`kvstats.run_sweep` wrote.
+    manifest : mapping, optional
+        Its manifest, when already read (default: read ``out/manifest.json``).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    FileNotFoundError
+        No manifest, or the named file (or, for a manifest naming none, either) is missing.
+    ValueError
+        The manifest names a file other than results.parquet / results.csv.
+
+    Examples
+    --------
+    >>> import tempfile, kvstats
+    >>> cfg = {"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
+    ...        "dims": [16], "n_keys": [8], "n_trials": 2}
+    >>> out = tempfile.mkdtemp()
+    >>> _ = kvstats.run_sweep(cfg, out=out, executor="serial", progress=False)
+    >>> results_file(out).name in ("results.parquet", "results.csv")
+    True
+    """
+    out = Path(out)
+    manifest_path = out / MANIFEST
+    if manifest is None:
+        if not manifest_path.is_file():
+            raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (no {MANIFEST}; run "
+                                    "`kvstats sweep` first)")
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     record = manifest.get("results")
     name = record.get("file") if isinstance(record, dict) else None
     if name is None:

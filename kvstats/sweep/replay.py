@@ -44,7 +44,7 @@ import pandas as pd
 from kvstats._checks import _describe, check_int, did_you_mean
 from kvstats.data.trials import PER_TRIAL_META, Trials
 from kvstats.quant.schemes import Scheme, make_scheme
-from kvstats.results import MANIFEST, REAL, RESULTS, SweepResult, read_table, table_path
+from kvstats.results import MANIFEST, REAL, SweepResult, read_table, results_file
 from kvstats.sweep.config import SweepConfig
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _fmt_params, chunk_span, code_version, user_code_digest
@@ -260,7 +260,7 @@ class Replay:
         """
         frame = self._frame
         if frame is None:
-            table = None if self.out is None else table_path(self.out, RESULTS)
+            table = None if self.out is None else _stored_table(self.out)
             if table is None:
                 where = ("a config" if self.out is None
                          else f"the folder {str(self.out)!r}, which holds no results table")
@@ -593,3 +593,11 @@ def _warn_other_code(manifest: dict[str, Any] | None, cid: str) -> None:
     if other:
         warnings.warn(what + ", ".join(other) + "; replayed rows may differ from the stored ones",
                       RuntimeWarning, stacklevel=3)
+
+
+def _stored_table(out: Path) -> Path | None:
+    """The results table the folder's manifest names, or None where it holds none."""
+    try:
+        return results_file(out)
+    except FileNotFoundError:
+        return None

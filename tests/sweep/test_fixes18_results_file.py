@@ -52,3 +52,16 @@ def test_a_manifest_naming_no_file_falls_back_to_the_suffix_order(tmp_path):
     man["kvstats_sweep"] = 1
     (out / "manifest.json").write_text(json.dumps(man))
     assert load_result(out).frame["kl"].tolist() == res.frame["kl"].tolist()
+
+
+def test_replay_reads_the_named_csv_beside_a_stale_parquet(tmp_path, monkeypatch):
+    from kvstats.sweep.replay import replay_trials
+    other = tmp_path / "other"
+    run_sweep({**CFG, "seed": 6}, out=other, executor="serial", progress=False)   # parquet
+    out = tmp_path / "out"
+    monkeypatch.setattr(store, "_has_parquet", lambda: False)
+    run_sweep(CFG, out=out, executor="serial", progress=False)
+    (out / "results.parquet").write_bytes((other / "results.parquet").read_bytes())
+    r = replay_trials(out, trials=[1, 2])
+    stored = r.stored()
+    assert stored["kl"].tolist() == r.profile()["kl"].tolist()
