@@ -111,11 +111,9 @@ class Codebook:
         `encode_reference`) but several times faster: up to 15 boundaries it counts
         comparisons; beyond, it looks up a uniform grid over the boundaries whose step is
         at most half the smallest gap, so each value needs one index computation, three
-        table gathers and two exact comparisons with the true boundaries. float32 input is
-        compared with the boundaries rounded *down* to float32 (no copy of ``x`` to
-        float64): for float32 x, ``x > fl_down(b)`` exactly when ``x > b``, so a value
-        codes alike as float32 and float64 (rounding to nearest would give
-        ``x = fl(b) > b`` the lower code).
+        table gathers and two exact comparisons with the true boundaries. float32 ``x`` is
+        compared with the boundaries rounded *down* to float32, exact as ``x > b`` is, so a
+        value codes alike as float32 and float64 (no copy to float64).
 
         Examples
         --------
@@ -140,16 +138,12 @@ class Codebook:
         return np.searchsorted(_down(self.boundaries, x.dtype), x).astype(np.uint8)
 
     def _encode(self, x: np.ndarray) -> np.ndarray:
-        """`encode` without validation; ``x`` float32 or float64.
-
-        Works on chunks of ``_CHUNK`` values so that the repeated passes over a chunk
-        (one per boundary, or the grid lookups) stay in cache: ~3x faster than whole-array
-        passes for 2**20+ values.
-        """
+        """`encode` without validation; ``x`` float32 or float64. Works on chunks of
+        ``_CHUNK`` values so that the repeated passes over a chunk (one per boundary, or the
+        grid lookups) stay in cache: ~3x faster than whole-array passes for 2**20+ values."""
         flat = np.ascontiguousarray(x).reshape(-1)
         out = np.empty(flat.size, dtype=np.uint8)
-        b = self._boundaries_as(x.dtype)
-        grid = None if b.size <= 15 else self._grid
+        b, grid = self._as(x.dtype)
         if b.size > 15 and grid is None:
             out[...] = np.searchsorted(b, flat)
             return out.reshape(x.shape)
@@ -157,8 +151,6 @@ class Codebook:
         buckets = self._buckets32 if grid is not None and flat.dtype == np.float32 else None
         if buckets is not None:
             rec = np.empty(min(_CHUNK, flat.size), dtype=np.uint64)
-        elif grid is not None:
-            grid = self._grid_as(flat.dtype)
         for start in range(0, flat.size, _CHUNK):  # loop over chunks, vectorised inside
             xs = flat[start:start + _CHUNK]
             cs = out[start:start + _CHUNK]
@@ -233,23 +225,18 @@ class Codebook:
 
     @cached_property
     def _in_dtype(self) -> dict:
-        """Cache of `_boundaries_as` and `_grid_as` by dtype."""
+        """Cache of `_as` by dtype."""
         return {}
 
-    def _boundaries_as(self, dtype: np.dtype) -> np.ndarray:
-        """The boundaries in ``dtype``, rounded down (`_down`)."""
-        key = ("boundaries", np.dtype(dtype))
-        if key not in self._in_dtype:
-            self._in_dtype[key] = _down(self.boundaries, dtype)
-        return self._in_dtype[key]
-
-    def _grid_as(self, dtype: np.dtype):
-        """`_grid` with its two comparison tables in ``dtype``, rounded down (`_down`)."""
-        key = ("grid", np.dtype(dtype))
-        if key not in self._in_dtype:
-            lo, inv_step, base, below, above = self._grid
-            self._in_dtype[key] = (lo, inv_step, base, _down(below, dtype), _down(above, dtype))
-        return self._in_dtype[key]
+    def _as(self, dtype: np.dtype) -> tuple:
+        """The boundaries and `_grid`'s tables (None for <= 15 boundaries or no grid) in
+        ``dtype``, each rounded down (`_down`)."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._in_dtype:
+            g = self._grid if self.boundaries.size > 15 else None
+            grid = None if g is None else (*g[:3], _down(g[3], dtype), _down(g[4], dtype))
+            self._in_dtype[dtype] = _down(self.boundaries, dtype), grid
+        return self._in_dtype[dtype]
 
     @cached_property
     def _grid(self):
