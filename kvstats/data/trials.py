@@ -131,8 +131,9 @@ class Trials:
         """Return the trials selected by ``idx`` (an int, slice, index array or boolean mask).
 
         An integer keeps the trial axis (a ``Trials`` of one trial). ``meta`` is copied,
-        its per-trial entries (:data:`PER_TRIAL_META`) are selected too, and it records
-        the selection under ``"subset"`` when it is an index array.
+        its per-trial entries (:data:`PER_TRIAL_META`) are selected too, and an index array
+        or mask is recorded under ``"subset"`` as indices (non-negative) into the first
+        ``Trials``: any subset of a recorded subset records the original trials it holds.
 
         Examples
         --------
@@ -179,8 +180,10 @@ class Trials:
             if isinstance(values, (list, tuple, np.ndarray)) and len(values) == self.n_trials:
                 picked = np.asarray(values)[sel]
                 meta[key] = picked.tolist() if isinstance(values, (list, tuple)) else picked
-        if isinstance(sel, np.ndarray):
-            meta["subset"] = np.flatnonzero(sel).tolist() if sel.dtype == bool else sel.tolist()
+        earlier = meta.get("subset")
+        if isinstance(sel, np.ndarray) or earlier is not None:   # into the first Trials
+            picked = np.arange(self.n_trials)[sel]
+            meta["subset"] = (picked if earlier is None else np.asarray(earlier)[picked]).tolist()
         return Trials(K, V, q, meta)
 
     def astype(self, dtype: Any) -> Trials:

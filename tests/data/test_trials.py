@@ -148,3 +148,14 @@ def test_subset_by_a_stepped_slice():
     np.testing.assert_array_equal(s.K, t.K[::2])
     assert s.meta["text"] == [0, 2, 4]
     np.testing.assert_array_equal(t.subset(slice(None, None, -1)).q, t.q[::-1])
+
+
+def test_subset_of_a_subset_records_the_original_trials():
+    t = Trials(*_arrays(T=6))
+    s = t.subset([5, 1, 3]).subset([2, 0])
+    assert s.meta["subset"] == [3, 5]
+    np.testing.assert_array_equal(s.K, t.K[[3, 5]])
+    assert t.subset([5, 1, 3]).subset(slice(1, 3)).meta["subset"] == [1, 3]
+    m = np.array([False, True, True])
+    assert t.subset([-1, 0, 4]).subset(m).meta["subset"] == [0, 4]   # negatives as positions
+    assert "subset" not in t.subset(slice(0, 2)).meta
