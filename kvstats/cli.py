@@ -170,6 +170,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
                                 energy_resamples=args.energy_resamples,
                                 bootstrap_resamples=args.bootstrap_resamples,
                                 pairing=args.pairing, metrics=args.metrics,
+                                energy=False if args.no_energy else None,
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
     say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "

@@ -96,7 +96,7 @@ def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
     >>> print(_unrecognized(report, ["-m", "kl"]))  # doctest: +NORMALIZE_WHITESPACE
     unrecognized arguments: -m kl (kvstats report's options: --help, --out, --alpha,
     --correction, --energy-resamples, --bootstrap-resamples, --pairing, --metrics,
-    --no-figures, --no-progress, --plugins)
+    --no-energy, --no-figures, --no-progress, --plugins)
     """
     options = [s for action in parser._actions for s in action.option_strings]
     listed = ", ".join(s for s in options if s.startswith("--"))
@@ -277,12 +277,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--metrics", nargs="+", action="extend", default=None, metavar="METRIC",
                     help="the metrics tested one by one, e.g. --metrics kl snr_t (may be "
                          "repeated): their tests and "
-                         "the 6D energy tests form the family the correction adjusts together "
+                         "the 6D energy tests (unless --no-energy) form the family the "
+                         "correction adjusts together "
                          "(default: config's, else every report metric and the pooled SNRs). "
                          "Choose them before looking at results: a smaller family lowers the "
                          "p-value each test needs. The others keep their summary tables and "
                          "figures, without tests (names: the [report] option metrics, "
                          "docs/usage.md)")
+    rp.add_argument("--no-energy", action="store_true",
+                    help="leave the 6D energy tests out of the family (none runs), so it holds "
+                         "the --metrics' tests only: with --metrics kl, a primary endpoint "
+                         "declared before looking at results (the [report] option energy = "
+                         "false; default: config's, else the energy tests are in)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bars (energy tests, figures)")

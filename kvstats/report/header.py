@@ -64,6 +64,7 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
     ('Sweep: 2 cells, 12 trials per cell, ', 'Unit of observation: the trial.')
     """
     paired = opts.get("pairing", "none") == "trial"
+    energy = opts.get("energy", True)   # False: the option left the energy tests out
     man = result.manifest
     cfg = result.config
     synthetic = [d for d in cfg.distributions if d.name != REAL]
@@ -84,7 +85,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
-        *([_family_text(comp, opts["metrics"])] if opts.get("metrics") else []),
+        *([_family_text(comp, opts.get("metrics"), energy)]
+          if opts.get("metrics") or not energy else []),
         *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
         *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
           if heavy else []),
@@ -143,9 +145,10 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
             "(two significant rows), carries a family-wise guarantee.")
 
 
-def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...]) -> str:
-    """The header's line on a family chosen with the ``[report]`` option ``metrics``: which
-    metrics it holds, its size, and why the choice must come before the results.
+def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...] | None, energy: bool = True) -> str:
+    """The header's line on a family chosen with the ``[report]`` options ``metrics`` and
+    ``energy``: which tests it holds, its size, and why the choice must come before the
+    results. ``metrics`` None: every metric the table tested.
 
     Examples
     --------
@@ -159,15 +162,40 @@ def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...]) -> str:
     looking at any result: a smaller family lowers the p-value each test needs (here p ≤ 0.025
     at the correction's first step), so a set chosen after seeing which metrics differ voids
     the error rate below.
+
+    A primary endpoint, the energy tests left out by the option (not skipped):
+
+    >>> comp = comp[comp["test"] == "sign"]
+    >>> comp.attrs.update(n_tests=1)
+    >>> print(_family_text(comp, ("kl",), energy=False))  # doctest: +NORMALIZE_WHITESPACE
+    Family (the [report] options metrics and energy = false): the tests of kl only, 1 p-value;
+    the 6D energy tests were left out by the option energy = false (none ran; no test here
+    compares the joint 6D profiles); the other metrics keep their summaries and figures,
+    without tests. Choose this set before looking at any result: a smaller family lowers the
+    p-value each test needs (here p ≤ 0.05 at the correction's first step), so a set chosen
+    after seeing which metrics differ voids the error rate below.
     """
     n = int(comp.attrs.get("n_tests", 0))
-    energy = " and the 6D energy tests" if (comp["test"] == "energy").any() else ""
+    count = f"{n} p-value{'' if n == 1 else 's'}"
     need = f" (here p ≤ {_resolution(comp)['p_needed']:.3g} at the correction's first step)" if n else ""
-    return (f"Family (the [report] option metrics): the tests of {', '.join(metrics)}{energy}, "
-            f"{n} p-value{'' if n == 1 else 's'}; the other metrics keep their summaries and "
-            "figures, without tests. Choose this set before looking at any result: a smaller "
-            f"family lowers the p-value each test needs{need}, so a set chosen after seeing "
-            "which metrics differ voids the error rate below.")
+    chosen = metrics is not None
+    if not chosen:   # energy = false alone: the metrics are those the table tested
+        metrics = tuple(dict.fromkeys(comp.loc[comp["test"] != "energy", "metric"]))
+    if energy:
+        source = "option metrics"
+        tests = (f"the tests of {', '.join(metrics)}"
+                 + (" and the 6D energy tests" if (comp["test"] == "energy").any() else "")
+                 + f", {count}")
+    else:   # left out by choice, not for non-finite profiles (_energy_skipped_text)
+        source = "options metrics and energy = false" if chosen else "option energy = false"
+        tests = (f"the tests of {', '.join(metrics)} only, {count}; the 6D energy tests were "
+                 "left out by the option energy = false (none ran; no test here compares the "
+                 "joint 6D profiles)")
+    others = "; the other metrics keep their summaries and figures, without tests" if chosen else ""
+    return (f"Family (the [report] {source}): {tests}{others}. Choose this set before looking "
+            "at any result: a smaller family lowers the p-value each test needs"
+            f"{need}, so a set chosen after seeing which metrics differ voids the error rate "
+            "below.")
 
 
 def _energy_skipped_text(comp: pd.DataFrame) -> str:

@@ -242,12 +242,17 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
                  "Scheme label pairs to compare (default: the sweep's comparisons).",
                  _pairs),
     ReportOption("metrics", "list", _METRICS_ALLOWED, None,
-                 "The metrics tested one by one, i.e. whose tests (with the 6D energy tests) "
-                 "form the family the correction adjusts together (default: every report "
-                 "metric and the pooled SNRs the frame has); the rest keep their summary "
-                 "tables and figures but get no test rows. Choose it before looking at "
-                 "results: a smaller family lowers the p-value each test needs.",
+                 "The metrics tested one by one, i.e. whose tests (with the 6D energy tests "
+                 "unless energy = false) form the family the correction adjusts together "
+                 "(default: every report metric and the pooled SNRs the frame has); the rest "
+                 "keep their summary tables and figures but get no test rows. Choose it before "
+                 "looking at results: a smaller family lowers the p-value each test needs.",
                  _metrics, shown_default="(all)"),
+    ReportOption("energy", "bool", "true or false", True,
+                 "Put a 6D energy test per compared (case, budget, pair) in the family; false "
+                 "runs none, so the family is the metrics' tests only (a primary endpoint: "
+                 "metrics = [\"kl\"], energy = false, chosen before looking at results).",
+                 _bool("energy")),
 )
 
 _BY_NAME: dict[str, ReportOption] = {o.name: o for o in REPORT_OPTIONS}

@@ -77,7 +77,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                       equivalence: Mapping[str, float] | None = None,
                       equivalence_test: str | None = None, unit: str | None = None,
                       pairing: str | None = None, metrics: Sequence[str] | None = None,
-                      progress: bool = False,
+                      energy: bool | None = None, progress: bool = False,
                       plugins: Sequence[str | os.PathLike] | None = None) -> Report:
     """Write the hypothesis-test report of a sweep to ``out_dir``.
 
@@ -136,12 +136,17 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         Override the config's options of the same names (defaults "family", no margins,
         "ratio", "auto", "trial").
     metrics : sequence of str, optional
-        The metrics tested one by one, whose tests (with the 6D energy tests) form the
-        family the correction adjusts together (default, or the config's ``metrics``:
-        every report metric and the pooled SNRs the frame has). Choose them before
-        looking at results: a smaller family lowers the p-value each test needs. The
-        others keep their summary tables and figures, without test rows; the header
-        names the family's metrics and size.
+        The metrics tested one by one, whose tests (with the 6D energy tests unless
+        ``energy`` is False) form the family the correction adjusts together (default,
+        or the config's ``metrics``: every report metric and the pooled SNRs the frame
+        has). Choose them before looking at results: a smaller family lowers the p-value
+        each test needs. The others keep their summary tables and figures, without test
+        rows; the header names the family's metrics and size.
+    energy : bool, optional
+        Whether the family holds a 6D energy test per compared (case, budget, pair)
+        (default, or the config's ``energy``: True). False runs none, so the family is
+        the ``metrics``' tests only: with ``metrics=["kl"]``, a primary endpoint
+        declared before looking (docs/statistics.md, "Declaring a primary endpoint").
     comparisons : sequence of (str, str), optional
         Scheme pairs (default: the config's ``comparisons``); each label must be a scheme
         label of the sweep (a ValueError names the labels it has); an item that is not
@@ -176,6 +181,13 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     ...                                 energy_resamples=99, bootstrap_resamples=199)
     >>> sorted(set(rep.comparisons["metric"])), rep.comparisons.attrs["n_tests"]
     (['kl', 'profile_6d'], 12)
+
+    A primary endpoint, the KL sign tests alone (no energy tests: 3 pairs at 2 budgets):
+
+    >>> rep = kvstats.hypothesis_report(res, tempfile.mkdtemp(), metrics=["kl"], energy=False,
+    ...                                 figures=False, bootstrap_resamples=199)
+    >>> sorted(set(rep.comparisons["test"])), rep.comparisons.attrs["n_tests"]
+    (['sign'], 6)
     """
     if isinstance(result, (str, os.PathLike)):
         relocate_plugins(result, plugins or ())   # before the config imports them
@@ -189,7 +201,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                              "bootstrap_resamples": bootstrap_resamples, "seed": seed, "figures": figures,
                              "energy_resolution": energy_resolution, "equivalence": equivalence,
                              "equivalence_test": equivalence_test, "unit": unit,
-                             "pairing": pairing, "metrics": metrics})
+                             "pairing": pairing, "metrics": metrics, "energy": energy})
     if comparisons is None:
         comparisons = opts["comparisons"] or result.config.comparisons
     else:   # checked before the folder is touched (a typo would give a report of 0 tests)
@@ -223,7 +235,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                energy_stop=opts["energy_stop"], seed=opts["seed"],
                                equivalence=opts["equivalence"],
                                equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
-                               metrics=opts["metrics"], progress=progress)
+                               metrics=opts["metrics"], energy=opts["energy"], progress=progress)
 
     # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
     # covariance per (layer, head) for real ones

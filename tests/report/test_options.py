@@ -21,6 +21,7 @@ BAD = [  # (options, exception, words the one-line message must contain)
     ({"confidence": 95}, ValueError, ["'confidence'", "(0, 1)", "95"]),
     ({"seed": -3}, ValueError, ["'seed'", ">= 0", "-3"]),
     ({"figures": "yes"}, TypeError, ["'figures'", "true or false", "'yes'"]),
+    ({"energy": "false"}, TypeError, ["'energy'", "true or false", "'false'"]),   # a TOML string
     ({"equivalence": 0.1}, TypeError, ["'equivalence'", "metric = margin", "0.1"]),
     ({"equivalence": {"recall_at5": 0.1}}, ValueError, ["'equivalence'", "'recall_at5'",
                                                "did you mean 'recall_at_5'"]),
