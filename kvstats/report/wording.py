@@ -308,6 +308,11 @@ PAIRED_DESIGN = ("Design: **paired** (pairing = \"trial\"): each scheme's rows a
                  + ", ".join(m for m in TESTABLE_METRICS if m not in PROFILE_METRICS)
                  + ", those of the family: [report] metrics) have only their sign test, no "
                  "test of the whole distribution. ")
+#: The paired design's statement without the energy tests ([report] energy = false).
+PAIRED_DESIGN_NO_ENERGY = PAIRED_DESIGN.split(" No KS test:")[0] + (
+    " No KS test (no valid null for paired samples) and no 6D energy test (the [report] "
+    "option energy = false left them out of the family): each metric has only its sign "
+    "test, no test of the whole distribution. ")
 #: The header's statement of the unpaired design.
 UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"; the paired "
                    "design is pairing = \"trial\"). ")
@@ -388,25 +393,30 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
           if (comp["test"] == "equivalence").any() else "")
-    # what the energy test compares: the units' joint 6D profile, each column scaled alike
-    profile = ("a 6D energy permutation test per pair on the units' joint profile "
-               f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation: "
-               "\"standardised\")")
+    # what the energy test compares: the units' joint 6D profile, each column scaled alike;
+    # none with the [report] option energy = false (left out of the family, not run)
+    with_energy = opts.get("energy", True)
+    profile = ((", a 6D energy permutation test per pair on the units' joint profile "
+                f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation: "
+                "\"standardised\")" + (" with labels swapped within pairs" if paired else ""))
+               if with_energy else "")
     tests = ("the sign test per metric on the paired differences (exact binomial, equal "
-             f"values (to rounding, relative {ROUNDING_RTOL:g}) dropped), {profile} with labels "
-             "swapped within pairs" if paired else
-             f"Mann–Whitney and KS per metric, {profile}")
+             f"values (to rounding, relative {ROUNDING_RTOL:g}) dropped)" if paired else
+             "Mann–Whitney and KS per metric") + profile
+    design = (UNPAIRED_DESIGN if not paired else PAIRED_DESIGN if with_energy
+              else PAIRED_DESIGN_NO_ENERGY)
     text = (f"Tests: {n} p-values ({tests}{eq}), adjusted together by **{opts['correction']}** "
-            f"at α = {opts['alpha']}. " + (PAIRED_DESIGN if paired else UNPAIRED_DESIGN))
+            f"at α = {opts['alpha']}. " + design)
     if n:
         # three significant digits: _p's "0.003" would misstate a threshold of 0.00263
         # the sign test's need in its own units: what its "only k of the n pairs differ" lacks
         pairs = (f"; a sign test: {res['sign_pairs_needed']} pairs that differ, its smallest p "
                  "being 2·2⁻ᵏ on k of them" if paired else "")
+        perms = (f"; a permutation test: B ≥ {res['family_permutations']} permutations"
+                 if with_energy else "")   # no energy test: no permutation test in the family
         text += (f"A test that can reach p ≤ {res['p_needed']:.3g} can be rejected whatever the "
-                 "rest of the family shows (the correction's first step; a permutation test: B ≥ "
-                 f"{res['family_permutations']} permutations{pairs}); one that cannot may still be "
-                 "rejected when enough others are. ")
+                 f"rest of the family shows (the correction's first step{perms}{pairs}); one that "
+                 "cannot may still be rejected when enough others are. ")
     if not energy.empty:
         b_max = int(energy["max_permutations"].max())
         used = energy["n_permutations"]

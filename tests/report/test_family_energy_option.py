@@ -74,6 +74,9 @@ def test_a_primary_endpoint_is_the_kl_tests_alone(tmp_path):
     assert "the tests of kl only, 2 p-values; " + LEFT_OUT in line, line
     assert f"p ≤ {0.05 / 2:.3g}" in line and "before looking at any result" in line
     assert "No 6D energy test for" not in md   # not the wording of non-finite profiles
+    tests_line = _line(md, "- Tests:")
+    assert "6D energy permutation" not in tests_line and "a permutation test: B" not in tests_line
+    assert "no 6D energy test (the [report] option energy = false" in tests_line
     assert "6D energy" not in md.split("## Methods")[0]   # the Summary counts no energy test
     payload = json.loads(primary.files["json"].read_text())
     assert payload["options"]["energy"] is False and payload["resolution"]["n_tests"] == 2
