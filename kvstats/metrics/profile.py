@@ -18,13 +18,14 @@ from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k, _inn
                                        _log_softmax, _topk_hits)
 from kvstats.metrics._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
-from kvstats.metrics.table import METRIC_DIRECTIONS, METRIC_TABLE
+from kvstats.metrics.table import DESCRIPTORS, METRIC_DIRECTIONS, METRIC_TABLE
 
 __all__ = ["PROFILE_COLUMNS", "METRIC_DIRECTIONS", "error_profile", "summarize_profile"]
 
-#: Columns of :func:`error_profile`: the trial index, then every metric of the metric
-#: table (:mod:`kvstats.metrics.table`) in its order.
-PROFILE_COLUMNS = ("trial",) + tuple(METRIC_TABLE)
+#: Columns of :func:`error_profile`: the trial index, every metric of the metric table
+#: (:mod:`kvstats.metrics.table`) in its order, then the trial descriptors
+#: (``attn_entropy``: :data:`~kvstats.metrics.table.DESCRIPTORS`).
+PROFILE_COLUMNS = ("trial",) + tuple(METRIC_TABLE) + tuple(DESCRIPTORS)
 
 # float64 elements of one (chunk, N, d) or (chunk, n_q, N) array: bounds the working set
 # to ~0.1 GB.
@@ -127,6 +128,10 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K) -
     - ``snr_k_pooled``, ``snr_v_pooled``: the trial's energy-pooled SNR
       ``10·log10(Σ‖x‖²/Σ‖x − x̂‖²)`` in dB (+inf when exact), the quantity the Shannon
       distortion–rate bound limits (:mod:`kvstats.rate_distortion`).
+    - ``attn_entropy``: not an error but a descriptor of the trial, the same for every
+      reconstruction: the entropy ``−Σᵢ pᵢ ln pᵢ`` (nats) of the exact attention ``p``,
+      averaged over the trial's queries (``ln N`` for uniform attention, 0 for one key;
+      never tested by the report).
 
     Parameters
     ----------
@@ -169,8 +174,9 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
              columns: dict[str, Any] | None = None) -> pd.DataFrame:
     """`error_profile`; ``reference`` (a dict the caller keeps with ``trials``) holds what
     depends on the trials alone -- per chunk the logits q·k/√d, their log-softmax, the
-    reference output p V and the squared norms ‖k‖², ‖v‖² -- so that several reconstructions of the same trials (the
-    cells of a sweep's case) compute them once. The numbers are those of separate calls
+    reference output p V, the squared norms ‖k‖², ‖v‖² and the attention's entropy -- so
+    that several reconstructions of the same trials (the cells of a sweep's case) compute
+    them once. The numbers are those of separate calls
     bit for bit (the same operations on the same inputs). ``columns`` (arrays of one
     value per trial, or scalars) are set in the frame as ``DataFrame.assign`` would set
     them, without its copy of the frame (the sweep's cell columns)."""
@@ -211,9 +217,14 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
                 logits = ip * inv_sqrt_d
                 logp = _log_softmax(logits)
                 nk2, nv2 = _sumsq(K), _sumsq(V)          # ‖k‖², ‖v‖² as _geometry forms them
-            reference[key] = (ip, logits, logp, np.exp(logp).astype(dv) @ V,   # p V: (c, n_q, d_v)
-                              nk2, nv2)
-        ip, logits, logp, Tref, nk2, nv2 = reference[key] if keep else reference.pop(key)
+                p = np.exp(logp)
+                # the exact attention's entropy −Σ p ln p (each term ≥ 0: ln p ≤ 0), mean over
+                # queries: a property of the trials, kept with them as the logits are
+                entropy = (0.0 - np.einsum("cqn,cqn->c", p, logp)) / n_q   # one key: +0, not −0
+            reference[key] = (ip, logits, logp, p.astype(dv) @ V,   # p V: (c, n_q, d_v)
+                              nk2, nv2, entropy)
+        ip, logits, logp, Tref, nk2, nv2, out["attn_entropy"][s] = (reference[key] if keep
+                                                                    else reference.pop(key))
 
         with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
             E = Khat - K
@@ -316,8 +327,9 @@ def summarize_profile(df: pd.DataFrame, by: str | Sequence[str] | None = None,
     by : str or sequence of str, optional
         Grouping columns; one block of rows per group.
     metrics : sequence of str, optional
-        Metric columns; default: every column of ``METRIC_DIRECTIONS`` present in ``df``.
-        Columns without a known direction have ``worst`` = max.
+        Metric columns; default: every column of ``METRIC_DIRECTIONS`` present in ``df``
+        (not the trial descriptor ``attn_entropy``). Columns without a known direction
+        (it, if named) have ``worst`` = max.
 
     Returns
     -------

@@ -5,6 +5,9 @@ it belongs to the 6D profile or to the report's tests) asks this table; the tupl
 dicts below (``REPORT_METRICS``, ``PROFILE_6D``, ``HIGHER_IS_BETTER``,
 ``METRIC_DIRECTIONS``) are views of it, never separate lists. A new metric is one
 :class:`Metric` entry here plus its column in :func:`kvstats.error_profile`.
+
+The profile's other columns describe the trial, not an error (:data:`DESCRIPTORS`): the
+same for every reconstruction of it, so never summarised as a metric, reported or tested.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from types import MappingProxyType
 from kvstats._checks import check_choice
 
 __all__ = ["Metric", "METRIC_TABLE", "metric", "REPORT_METRICS", "PROFILE_6D",
-           "HIGHER_IS_BETTER", "METRIC_DIRECTIONS", "WORST_DIRECTIONS"]
+           "HIGHER_IS_BETTER", "METRIC_DIRECTIONS", "WORST_DIRECTIONS", "DESCRIPTORS"]
 
 #: How a metric's worst case reads: "high" (larger is worse), "low" (smaller is worse),
 #: "one" (farthest from 1 in log scale is worse; a value <= 0 is the farthest), "zero"
@@ -140,6 +143,16 @@ _METRICS = (
     Metric("snr_k_pooled", "low", "dB", "pooled SNR_k", definition=_pooled("k")),
     Metric("snr_v_pooled", "low", "dB", "pooled SNR_v", definition=_pooled("v")),
 )
+
+#: The trial descriptors, column → definition (unit included), after the metrics in
+#: :func:`kvstats.error_profile`'s columns: properties of the trial's exact data, the same
+#: for every scheme of a case; not metrics (no direction, never in the report's tests).
+DESCRIPTORS: Mapping[str, str] = MappingProxyType({
+    "attn_entropy": "entropy H = −Σᵢ pᵢ ln pᵢ in nats of the exact attention p = "
+                    "softmax(q·K/√d) over the N keys, averaged over the trial's queries: "
+                    "ln N for uniform attention, 0 for one key; exp(H) is the effective "
+                    "number of keys attended",
+})
 
 #: Every metric by name, in the column order of :func:`kvstats.error_profile`.
 METRIC_TABLE: Mapping[str, Metric] = MappingProxyType({m.name: m for m in _METRICS})
