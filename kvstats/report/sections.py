@@ -194,6 +194,36 @@ def _snr_gap_text(summary: pd.DataFrame, digits: int | None = None, limit: int =
             "of keys and values plot, and the attention metrics.")
 
 
+#: exp(mean H) up to this: "concentrated on few keys" (recall@5's 5); from N/2 up: "near uniform".
+FEW_KEYS = 5
+
+
+def _sharpness_texts(frame: pd.DataFrame) -> dict[tuple, str]:
+    """Case → a line on its trials' exact attention entropy (``attn_entropy``; {} without).
+
+    >>> f = pd.DataFrame({"distribution": "gaussian", "params": "-", "dim": 128, "n_keys": 256,
+    ...                   "trial": [0, 1, 0, 1], "attn_entropy": [5.0, 5.1, 5.0, 5.1]})
+    >>> _sharpness_texts(f)[("gaussian", "-", 128, 256)][:73]
+    'Exact attention: entropy H mean 5.05 nats (range 5 to 5.1 over 2 trials; '
+    """
+    if "attn_entropy" not in frame.columns:
+        return {}
+    # one value per trial (every scheme's, equal to rounding): the smallest, in trial order
+    per_trial = frame.groupby([*CASE_COLUMNS, "trial"])["attn_entropy"].min().dropna()
+    out = {}
+    for key, g in per_trial.groupby(level=list(CASE_COLUMNS), sort=False):
+        h, n = g.to_numpy(np.float64), int(key[CASE_COLUMNS.index("n_keys")])
+        m = h.mean()
+        reading = ("near uniform" if m >= math.log(n / 2) else "concentrated on few keys"
+                   if m <= math.log(FEW_KEYS) else "between the two")
+        out[key] = (f"Exact attention: entropy H mean {_num(m)} nats (range {_num(h.min())} to "
+                    f"{_num(h.max())} over {len(h)} trials; ln N = {_num(math.log(n))} for uniform"
+                    f" attention); exp(mean H) = {math.exp(m):.3g} of the {n} keys effectively attended: "
+                    f"{reading} (rule: near uniform when exp(mean H) ≥ N/2, concentrated on few keys "
+                    f"when ≤ {FEW_KEYS}). A description of the trials, the same for every scheme: not tested.")
+    return out
+
+
 def _winners_by_budget(rows: pd.DataFrame) -> dict[tuple, list[tuple[float, str]]]:
     """(case..., scheme_a, scheme_b, metric) → [(budget, winner), ...] in budget order: the
     location-test rows of pairs compared at one budget (those a crossover is read from)."""
@@ -487,10 +517,13 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.p(f"Here the unit is the cluster: every mean, cross and faint dot of these figures "
                   f"is over {unit} (each dot one of the {unit}, the mean of its trials), not over "
                   "trials.")
+    sharpness = _sharpness_texts(result.frame)
     for case_key, case_sum in summary.groupby(list(CASE_COLUMNS), sort=False):
         case = dict(zip(CASE_COLUMNS, case_key))
         title = _case_title(case, digits)
         doc.h(2, title)
+        if case_key in sharpness:
+            doc.p(sharpness[case_key])
         slug = _slug(_case_title(case))          # exact: figure file names stay unique
         for place in ("k", "v", "t"):
             name = f"shannon_phi_{place}_{slug}"
