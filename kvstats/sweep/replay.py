@@ -260,7 +260,10 @@ class Replay:
         """
         frame = self._frame
         if frame is None:
-            table = None if self.out is None else _stored_table(self.out)
+            try:   # the table the folder's manifest names
+                table = None if self.out is None else results_file(self.out)
+            except FileNotFoundError:
+                table = None
             if table is None:
                 where = ("a config" if self.out is None
                          else f"the folder {str(self.out)!r}, which holds no results table")
@@ -593,11 +596,3 @@ def _warn_other_code(manifest: dict[str, Any] | None, cid: str) -> None:
     if other:
         warnings.warn(what + ", ".join(other) + "; replayed rows may differ from the stored ones",
                       RuntimeWarning, stacklevel=3)
-
-
-def _stored_table(out: Path) -> Path | None:
-    """The results table the folder's manifest names, or None where it holds none."""
-    try:
-        return results_file(out)
-    except FileNotFoundError:
-        return None
