@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis.frame import CASE_COLUMNS, POOLED_SNRS, check_frame
-from kvstats.metrics.table import METRIC_TABLE
+from kvstats.metrics.table import DESCRIPTORS, METRIC_TABLE
 from kvstats.results import REAL
 
 __all__ = ["aggregate_clusters", "CLUSTER_KEYS", "N_IN_CLUSTER", "TrialsAsUnitsWarning",
@@ -165,7 +165,7 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
     -------
     DataFrame
         One row per (case, budget, scheme, cluster), in order of first appearance. Every
-        metric column of :data:`kvstats.metrics.table.METRIC_TABLE` present in ``frame``
+        metric column of :data:`kvstats.metrics.table.METRIC_TABLE` (and descriptor of ``DESCRIPTORS``) in ``frame``
         is the cluster's mean, computed as ``Σ (x / n)`` over its values in sorted order
         (it cannot overflow where the values do not, a cluster of one trial keeps its value
         bit for bit, and the frame's row order changes no bit). The other columns keep the
@@ -209,10 +209,11 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
     first = by_trial[np.unique(codes[by_trial], return_index=True)[1]]
     out = frame.iloc[first].reset_index(drop=True)
     weight = 1.0 / sizes[codes]
-    for col in (m for m in METRIC_TABLE if m in frame.columns):
+    # the metrics and the trials' descriptors (attention entropy): each a mean over its trials
+    for col in (m for m in (*METRIC_TABLE, *DESCRIPTORS) if m in frame.columns):
         x = frame[col].to_numpy(np.float64)
         lacking = np.isnan(x)
-        if lacking.any() and col not in POOLED_SNRS:
+        if lacking.any() and col not in (*POOLED_SNRS, *DESCRIPTORS):
             raise ValueError(f"{name} has NaN in metric column {col!r} ({int(lacking.sum())} "
                              "value(s)); a cluster's mean would be undefined")
         # a pooled SNR some trials lack (cells from before the column) is lacking in their

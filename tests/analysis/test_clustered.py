@@ -204,3 +204,10 @@ def test_tables_warn_when_rows_are_trials_that_share_clusters():
         assert not caught(lambda: fn(aggregate_clusters(trials)))
         synthetic = trials.assign(distribution="gaussian", cluster=trials["trial"])
         assert not caught(lambda: fn(synthetic))
+
+
+def test_a_descriptor_is_its_clusters_mean():
+    # attn_entropy (kvstats.metrics.table.DESCRIPTORS) describes the trials: a cluster's value
+    # is their mean, as for a metric, not its smallest trial's
+    f = _basic([0, 0, 1, 1, 1, 2], [1, 3, 2, 4, 9, 7]).assign(attn_entropy=[1.0, 2.0, 0.5, 1.0, 3.0, 4.0])
+    assert aggregate_clusters(f)["attn_entropy"].tolist() == [1.5, 1.5, 4.0]

@@ -4,14 +4,14 @@ import pytest
 
 import kvstats
 from kvstats.metrics import PROFILE_COLUMNS
-from kvstats.metrics.table import (HIGHER_IS_BETTER, METRIC_DIRECTIONS, METRIC_TABLE,
-                                   PROFILE_6D, REPORT_METRICS, Metric, metric)
+from kvstats.metrics.table import (DESCRIPTORS, HIGHER_IS_BETTER, METRIC_DIRECTIONS,
+                                   METRIC_TABLE, PROFILE_6D, REPORT_METRICS, Metric, metric)
 
 
 def test_every_profile_column_is_in_the_table_in_order():
     t = kvstats.sample("gaussian", 2, 16, 8, seed=0)
     df = kvstats.error_profile(t, t.K, t.V)
-    assert list(df.columns) == ["trial", *METRIC_TABLE] == list(PROFILE_COLUMNS)
+    assert list(df.columns) == ["trial", *METRIC_TABLE, *DESCRIPTORS] == list(PROFILE_COLUMNS)
 
 
 def test_views_agree_with_the_entries():

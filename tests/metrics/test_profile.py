@@ -42,7 +42,8 @@ def _reference_profile(t, K_hat, V_hat, k=5):
                          snr_k_pooled=10 * np.log10(np.sum(K.astype(float) ** 2)
                                                     / np.sum((Kh.astype(float) - K) ** 2)),
                          snr_v_pooled=10 * np.log10(np.sum(V.astype(float) ** 2)
-                                                    / np.sum((Vh.astype(float) - V) ** 2))))
+                                                    / np.sum((Vh.astype(float) - V) ** 2)),
+                         attn_entropy=-(np.exp(lp) * lp).sum(-1).mean()))
     return pd.DataFrame(rows)
 
 
@@ -175,7 +176,7 @@ def test_summarize_profile():
     df = error_profile(t, Kh, Vh)
     s = summarize_profile(df)
     assert list(s.columns) == ["metric", "n", "mean", "median", "p01", "p99", "min", "max", "worst"]
-    assert list(s["metric"]) == list(PROFILE_COLUMNS[1:])
+    assert list(s["metric"]) == list(kvstats.metrics.METRIC_TABLE)
     row = s.set_index("metric")
     for c in ("kl", "snr_k", "ip_bias"):
         assert row.loc[c, "mean"] == pytest.approx(df[c].mean())
