@@ -6,9 +6,8 @@ sees: the summary (what the report found, counted from its own tables), the meth
 header's bullets: :mod:`kvstats.report.header`), the metrics and units, the
 equivalence section, the crossovers, the figures, the per-case tables, the rate–distortion
 and theory tables and the trial-level tests. The sentences about the tests come from
-:mod:`kvstats.report.wording`, the tables from :mod:`kvstats.report.tables`, the number
-formats from :mod:`kvstats.report.notation`; the names the report's users import from here (:data:`R_CONVENTION`, :data:`HEAVY_MARK`,
-:func:`metrics_table`, ...) are re-exported from :mod:`~kvstats.report.wording`, their home.
+:mod:`kvstats.report.wording` (their home), the tables from :mod:`kvstats.report.tables`,
+the number formats from :mod:`kvstats.report.notation`.
 """
 
 from __future__ import annotations
@@ -209,8 +208,7 @@ def _sharpness_texts(frame: pd.DataFrame) -> dict[tuple, str]:
     if "attn_entropy" not in frame.columns:
         return {}
     # one value per trial (every scheme's, equal to rounding): the smallest, in trial order
-    per_trial = frame.groupby([*CASE_COLUMNS, "trial"])["attn_entropy"].min().dropna()
-    out = {}
+    per_trial, out = frame.groupby([*CASE_COLUMNS, "trial"])["attn_entropy"].min().dropna(), {}
     for key, g in per_trial.groupby(level=list(CASE_COLUMNS), sort=False):
         h, n = g.to_numpy(np.float64), int(key[CASE_COLUMNS.index("n_keys")])
         m = h.mean()
@@ -330,8 +328,10 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                + (f" ({sizes[0]}{'' if len(sizes) == 1 else f'–{sizes[-1]}'} per mean)" if sizes else ""))
     if n:
         rate = "family-wise error rate" if opts["correction"] in _FAMILY_WISE else "false discovery rate"
+        left_out = ("" if opts.get("energy", True)
+                    else ", no 6D energy test (left out by the [report] option energy = false)")
         lines.append(f"Family: {n} p-values adjusted together by {opts['correction']} at "
-                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}); design: {design}; "
+                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}){left_out}; design: {design}; "
                      f"unit: {of_unit}"
                      + ("; the trial-level tests (not independent) are a family of their own, "
                         "not counted here." if clustered else "."))

@@ -77,7 +77,8 @@ def test_a_primary_endpoint_is_the_kl_tests_alone(tmp_path):
     tests_line = _line(md, "- Tests:")
     assert "6D energy permutation" not in tests_line and "a permutation test: B" not in tests_line
     assert "no 6D energy test (the [report] option energy = false" in tests_line
-    assert "6D energy" not in md.split("## Methods")[0]   # the Summary counts no energy test
+    assert "no 6D energy test (left out by the [report] option energy = false)" in _line(md, "- Family:")
+    assert "energy tests (6D profile)" not in md.split("## Methods")[0]   # the Summary counts none
     payload = json.loads(primary.files["json"].read_text())
     assert payload["options"]["energy"] is False and payload["resolution"]["n_tests"] == 2
     assert LEFT_OUT not in with_energy.files["markdown"].read_text()
