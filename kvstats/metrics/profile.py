@@ -30,6 +30,10 @@ PROFILE_COLUMNS = ("trial",) + tuple(METRIC_TABLE) + tuple(DESCRIPTORS)
 # float64 elements of one (chunk, N, d) or (chunk, n_q, N) array: bounds the working set
 # to ~0.1 GB.
 _CHUNK_ELEMENTS = 1 << 21
+# Most bytes a caller's ``reference`` dict may hold (the sweep's per-case working-set target):
+# beyond it a chunk's reference is computed per call, not kept -- with many queries per trial
+# the logits (n_q per key) would otherwise outgrow the trials they describe
+_REFERENCE_BYTES = 128 << 20
 
 
 def _mean_finite_db(snr: np.ndarray) -> tuple[np.ndarray, int]:
@@ -176,7 +180,7 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
     depends on the trials alone -- per chunk the logits q·k/√d, their log-softmax, the
     reference output p V, the squared norms ‖k‖², ‖v‖² and the attention's entropy -- so
     that several reconstructions of the same trials (the cells of a sweep's case) compute
-    them once. The numbers are those of separate calls
+    them once (chunks past ``_REFERENCE_BYTES`` held: per call). The numbers are those of separate calls
     bit for bit (the same operations on the same inputs). ``columns`` (arrays of one
     value per trial, or scalars) are set in the frame as ``DataFrame.assign`` would set
     them, without its copy of the frame (the sweep's cell columns)."""
@@ -186,9 +190,9 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
     Vh = _check_hat(V_hat, "V_hat", trials.V, "V")
     T, N, d = trials.K.shape
     k = _check_k(k, N, f"the trials have N = {N} key(s)")
-    # a caller's dict keeps every chunk's reference (its trials' other reconstructions
-    # reuse them); without one, only the current chunk's is held, so the working set
-    # does not grow with T
+    # a caller's dict keeps each chunk's reference (its trials' other reconstructions reuse
+    # them) up to _REFERENCE_BYTES; without one, only the current chunk's is held, so the
+    # working set does not grow with T
     keep = reference is not None
     if reference is None:
         reference = {}
@@ -211,7 +215,8 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
         q = np.ascontiguousarray(trials.q[s], dtype=dk)
 
         key = (a, s.stop, dk.str, dv.str)
-        if key not in reference:
+        ref = reference.pop(key, None) if not keep else reference.get(key)
+        if ref is None:
             ip = _inner(q, K, "q and K")                                        # (c, n_q, N)
             with np.errstate(over="ignore", invalid="ignore"):
                 logits = ip * inv_sqrt_d
@@ -221,10 +226,11 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
                 # the exact attention's entropy −Σ p ln p (each term ≥ 0: ln p ≤ 0), mean over
                 # queries: a property of the trials, kept with them as the logits are
                 entropy = (0.0 - np.einsum("cqn,cqn->c", p, logp)) / n_q   # one key: +0, not −0
-            reference[key] = (ip, logits, logp, p.astype(dv) @ V,   # p V: (c, n_q, d_v)
-                              nk2, nv2, entropy)
-        ip, logits, logp, Tref, nk2, nv2, out["attn_entropy"][s] = (reference[key] if keep
-                                                                    else reference.pop(key))
+            ref = (ip, logits, logp, p.astype(dv) @ V, nk2, nv2, entropy)   # p V: (c, n_q, d_v)
+            held = sum(x.nbytes for r in reference.values() for x in r)
+            if keep and held + sum(x.nbytes for x in ref) <= _REFERENCE_BYTES:
+                reference[key] = ref
+        ip, logits, logp, Tref, nk2, nv2, out["attn_entropy"][s] = ref
 
         with np.errstate(over="ignore"):    # k̂ − k beyond float64: handled scaled below
             E = Khat - K
