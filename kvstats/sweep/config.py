@@ -72,9 +72,8 @@ class SweepConfig:
     chunk_size : int or None
         Trials processed at once; ``None`` picks ``max(1, 2**24 // (max(N, d)·d))``
         (128 MiB per float64 array of keys or of sketches), a function of (N, d) only, so
-        results stay reproducible; it does not count ``n_queries``, whose per-chunk
-        logits grow with it (set ``chunk_size`` for many queries per trial:
-        :func:`kvstats.sweep.plan.chunk_for`).
+        results stay reproducible; it does not count ``n_queries``
+        (:func:`kvstats.sweep.plan.chunk_for` says what bounds the memory of the queries).
     comparisons : sequence of (str, str)
         Scheme label pairs the report compares (default KQV/QKQV, KQV/KV, QKQV/KV, whose
         pairs with a scheme not in the sweep are skipped; pairs given explicitly must name

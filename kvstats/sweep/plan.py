@@ -307,9 +307,9 @@ def chunk_for(config: SweepConfig, n_keys: int, dim: int) -> int:
     ``n_queries`` does not enter: the chunk is part of every cell id and of the data
     seeds, so counting it would change the ids and numbers of earlier results. The
     per-chunk reference the case's cells share (``error_profile``'s logits, their
-    log-softmax and ``p V``) holds about ``chunk · n_queries · (3N + d_v)`` float64
-    values: each of its three (chunk, n_queries, N) arrays reaches the 2**24-entry
-    target at ``n_queries = d`` (N ≥ d); with many queries per trial, set ``chunk_size``.
+    log-softmax and ``p V``, about ``chunk · n_queries · (3N + d_v)`` float64 values) is
+    kept only up to 128 MiB (``kvstats.metrics.profile._REFERENCE_BYTES``), recomputed per
+    cell past it; the profile's own working set is bounded in ``n_queries``.
 
     Examples
     --------
