@@ -45,6 +45,7 @@ import pandas as pd
 
 from kvstats._checks import check_int
 from kvstats.plugins import user_code, worker_payload
+from kvstats.quant.coder import _norm_overflow
 from kvstats.results import MANIFEST, REAL, SweepResult, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
@@ -59,18 +60,27 @@ from kvstats.sweep.work import _compute_task, _naming
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
 
 
-def _kept(cells_dir: Path | None, n_done: int, n_cells: int) -> str | None:
-    """The note a failed sweep's error gets: what is kept, and how to resume.
+def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException | None = None) -> str | None:
+    """The note a failed sweep's error ``exc`` gets: what is kept, and how to resume.
+
+    A norm overflow is the data's (the sweep is seeded): the same sweep would fail the same
+    way, so the note says to change the config first, not to rerun.
 
     Examples
     --------
     >>> _kept(Path("out/cells"), 4, 8)
     "[4 of 8 cells finished, kept in out/cells: rerun with resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4]"
+    >>> print(_kept(Path("out/cells"), 4, 8, ValueError("K has a vector norm of 9.6e+04, above the largest float16 (65504)")))
+    [4 of 8 cells finished, kept in out/cells; the same sweep fails the same way (its data are seeded): change the config as said, then rerun with resume (kvstats sweep --resume; run_sweep's default) to reuse the cells it leaves unchanged]
     >>> _kept(None, 4, 8) is None
     True
     """
     if cells_dir is None:
         return None   # nothing is kept
+    if exc is not None and _norm_overflow(exc):
+        return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}; the same sweep fails "
+                "the same way (its data are seeded): change the config as said, then rerun with resume "
+                "(kvstats sweep --resume; run_sweep's default) to reuse the cells it leaves unchanged]")
     return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}: rerun with resume "
             f"(kvstats sweep --resume; run_sweep's default) to compute only the other "
             f"{n_cells - n_done}]")
@@ -345,6 +355,10 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     fingerprint = config_fingerprint(config)
     cells_dir = None
     if out_dir is not None:
+        cells_dir = out_dir / "cells"
+        # before anything in the folder is removed: a sweep refused for a cell's file
+        # name taken by a folder leaves an earlier sweep's results as they were
+        check_cell_slots(cells_dir, [cid for _, cid in cells])   # also without resume
         previous = _previous_fingerprint(out_dir)
         removed = clear_outputs(out_dir, {cid for _, cid in cells})
         foreign = [r for r in removed if r.startswith("cells/") and not r.endswith(".tmp")]
@@ -355,9 +369,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                    if user_code(config) else "cells not in this grid")
             _say(f"{out_dir}: removed {len(removed)} file(s) {who} left there "
                  f"({len(foreign)} of them {why}); one folder holds one sweep")
-        cells_dir = out_dir / "cells"
-        check_writable(cells_dir)
-        check_cell_slots(cells_dir, [cid for _, cid in cells])   # also without resume
+        check_writable(cells_dir)   # creates it
     frames: dict[str, pd.DataFrame] = {}
     status: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
@@ -495,7 +507,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
             _gather(futures, collect, bar, progress_queue, tasks, seen_warnings)
     except Exception as exc:
-        kept = _kept(cells_dir, len(frames), len(cells))
+        kept = _kept(cells_dir, len(frames), len(cells), exc)
         if kept is not None:
             exc.add_note(kept)
         raise
