@@ -150,6 +150,7 @@ def _cell_counts(manifest: dict) -> str:
 
 
 def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
+    args.equivalence = _margins_flag(args.equivalence)
     _check_report_flags(args)   # before loading (and importing pandas): fails at once, named
     from kvstats.plugins import relocate_plugins
     from kvstats.report import hypothesis_report
@@ -160,7 +161,8 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     # the sweep's plugins from where they are now; a missing one is named with the fix
     relocate_plugins(args.dir, args.plugins or ())
     result = load_result(args.dir)  # checked: the results pair with the manifest
-    _check_metrics_keep_margins(args.metrics, result.config.report, args.dir / "manifest.json")
+    _check_metrics_keep_margins(args.metrics, result.config.report, args.dir / "manifest.json",
+                                args.equivalence)
     out = args.out or args.dir
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {str(out)!r} is a file, not a folder")
@@ -170,6 +172,8 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
                                 energy_resamples=args.energy_resamples,
                                 bootstrap_resamples=args.bootstrap_resamples,
                                 pairing=args.pairing, metrics=args.metrics,
+                                equivalence=args.equivalence,
+                                equivalence_test=args.equivalence_test,
                                 energy=False if args.no_energy else None,
                                 figures=False if args.no_figures else None,
                                 progress=not args.no_progress)
@@ -180,7 +184,46 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
 
 #: The report flags that set a ``[report]`` option of the same name.
 _REPORT_FLAGS = {"alpha": "--alpha", "energy_resamples": "--energy-resamples",
-                 "bootstrap_resamples": "--bootstrap-resamples", "metrics": "--metrics"}
+                 "bootstrap_resamples": "--bootstrap-resamples", "metrics": "--metrics",
+                 "equivalence": "--equivalence", "equivalence_test": "--equivalence-test"}
+
+_MARGIN_WORDS = ("METRIC=DELTA, e.g. --equivalence kl=0.2 (repeat the flag for several), or "
+                 "--equivalence none to drop the config's margins")
+
+
+def _margins_flag(words: list[str] | None) -> dict[str, float] | None:
+    """The ``--equivalence`` words as margins: ``["kl=0.2"]`` -> ``{"kl": 0.2}``, ``["none"]``
+    -> ``{}`` (the config's margins dropped), not given -> None (the config's). The names
+    and values are then checked as the ``[report]`` option's (:func:`_check_report_flags`).
+
+    Examples
+    --------
+    >>> _margins_flag(["kl=0.2", "recall_at_5=0.02"]), _margins_flag(["none"]), _margins_flag(None)
+    ({'kl': 0.2, 'recall_at_5': 0.02}, {}, None)
+    >>> _margins_flag(["kl"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --equivalence takes METRIC=DELTA, e.g. --equivalence kl=0.2 (repeat the flag for several), or --equivalence none to drop the config's margins; received 'kl'
+    """
+    if words is None:
+        return None
+    if words == ["none"]:
+        return {}
+    margins: dict[str, float] = {}
+    for word in words:
+        metric, eq, delta = word.partition("=")
+        try:
+            value = float(delta)
+        except ValueError:
+            value = None
+        if not eq or not metric.strip() or value is None:
+            also = " (none drops every margin: give it alone)" if word == "none" else ""
+            raise ValueError(f"--equivalence takes {_MARGIN_WORDS}; received {word!r}{also}")
+        if metric.strip() in margins:
+            raise ValueError(f"--equivalence gives {metric.strip()} two margins "
+                             f"({' '.join(words)}); give each metric once")
+        margins[metric.strip()] = value
+    return margins
 
 
 def _check_report_flags(args: argparse.Namespace) -> None:
@@ -211,6 +254,8 @@ def _check_report_flags(args: argparse.Namespace) -> None:
             # the check's near-miss hint is kept (a misspelt --metrics name)
             hint = re.search(r" \(did you mean [^)]*\)", str(exc))
             hint = hint.group(0) if hint else ""
+            if opt.name == "equivalence":   # a metric's name or margin: the check's words say which
+                raise ValueError(f"--equivalence: {exc}") from None
             if opt.name == "metrics" and any("," in name for name in value):   # kl,snr_t
                 words = [w for name in value for w in name.split(",") if w]
                 hint = f" (the names are separate words: --metrics {' '.join(words)})"
@@ -218,25 +263,41 @@ def _check_report_flags(args: argparse.Namespace) -> None:
                              f"option {opt.name}); received {value!r}{hint}") from None
 
 
-def _check_metrics_keep_margins(metrics, report_config, manifest) -> None:
-    """``--metrics`` must keep each metric the sweep's config gives an equivalence margin
-    (its TOST joins the family): the error names the flag and the list to type, since the
-    config's margins are not the command line's to drop.
+def _check_metrics_keep_margins(metrics, report_config, manifest, margins=None) -> None:
+    """Each metric given an equivalence margin must be in the family (its TOST joins it):
+    the margins of ``--equivalence`` (``margins``), else of the sweep's config; the family
+    of ``--metrics``, else of the config's ``[report] metrics``. The error names the flags to
+    type: the metrics to add, or (a config's margins) ``--equivalence`` to drop them.
 
     Examples
     --------
     >>> _check_metrics_keep_margins(["snr_t"], {"equivalence": {"kl": 0.1}}, "out/manifest.json")
     Traceback (most recent call last):
     ...
-    ValueError: --metrics snr_t leaves out kl, which the sweep's config gives an equivalence margin ([report] equivalence = {'kl': 0.1}, in out/manifest.json); keep them: --metrics snr_t kl
+    ValueError: --metrics snr_t leaves out kl, which the sweep's config gives an equivalence margin ([report] equivalence = {'kl': 0.1}, in out/manifest.json); keep them: --metrics snr_t kl, or drop the margins: --equivalence none
+    >>> _check_metrics_keep_margins(None, {"metrics": ["kl"]}, "out/manifest.json", {"snr_t": 0.1})
+    Traceback (most recent call last):
+    ...
+    ValueError: --equivalence gives snr_t a margin, but the family leaves it out (the [report] metrics = ['kl'] of the sweep's config); add it: --metrics kl snr_t
     """
-    margins = dict(report_config.get("equivalence") or {})
-    left_out = [m for m in margins if metrics is not None and m not in metrics]
-    if left_out:
-        raise ValueError(f"--metrics {' '.join(metrics)} leaves out {', '.join(left_out)}, which "
-                         f"the sweep's config gives an equivalence margin ([report] equivalence = "
-                         f"{margins}, in {manifest}); keep them: --metrics "
-                         f"{' '.join([*metrics, *left_out])}")
+    family = metrics if metrics is not None else report_config.get("metrics")
+    given = margins is not None
+    margins = dict(report_config.get("equivalence") or {}) if margins is None else margins
+    left_out = [m for m in margins if family is not None and m not in family]
+    if not left_out:
+        return
+    add = f"--metrics {' '.join([*family, *left_out])}"
+    if given:
+        where = (f"--metrics {' '.join(metrics)}" if metrics is not None
+                 else f"the [report] metrics = {list(family)} of the sweep's config")
+        them = "it" if len(left_out) == 1 else "them"
+        raise ValueError(f"--equivalence gives {', '.join(left_out)} a margin, but the family leaves "
+                         f"{them} out ({where}); add {them}: {add}")
+    kept = [f"--equivalence {m}={d!r}" for m, d in margins.items() if m in family]
+    raise ValueError(f"--metrics {' '.join(metrics)} leaves out {', '.join(left_out)}, which "
+                     f"the sweep's config gives an equivalence margin ([report] equivalence = "
+                     f"{margins}, in {manifest}); keep them: {add}, or drop the margins: "
+                     f"{' '.join(kept) or '--equivalence none'}")
 
 
 def _distributions_text(width: int = 100) -> str:

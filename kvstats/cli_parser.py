@@ -96,7 +96,7 @@ def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
     >>> print(_unrecognized(report, ["-m", "kl"]))  # doctest: +NORMALIZE_WHITESPACE
     unrecognized arguments: -m kl (kvstats report's options: --help, --out, --alpha,
     --correction, --energy-resamples, --bootstrap-resamples, --pairing, --metrics,
-    --no-energy, --no-figures, --no-progress, --plugins)
+    --no-energy, --equivalence, --equivalence-test, --no-figures, --no-progress, --plugins)
     """
     options = [s for action in parser._actions for s in action.option_strings]
     listed = ", ".join(s for s in options if s.startswith("--"))
@@ -289,6 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "the --metrics' tests only: with --metrics kl, a primary endpoint "
                          "declared before looking at results (the [report] option energy = "
                          "false; default: config's, else the energy tests are in)")
+    # append, one word each: a list flag would take DIR after it (see _report_dir)
+    rp.add_argument("--equivalence", action="append", default=None, metavar="METRIC=DELTA",
+                    help="an equivalence margin, e.g. --equivalence kl=0.2 (repeat for several): "
+                         "each compared pair gets a TOST for the metric, in the family; given, "
+                         "these replace the config's margins, and --equivalence none drops them "
+                         "(the [report] option equivalence; default: config's, else none)")
+    rp.add_argument("--equivalence-test", default=None, metavar="{ratio,rank}",
+                    help="how a margin is read: 'ratio', mean(a)/mean(b) within [1/(1+δ), 1+δ] "
+                         "(not for metrics in dB); 'rank', P(a > b) within 0.5 ± δ, δ < 0.5 "
+                         "(the [report] option equivalence_test; default: config's, else ratio)")
     rp.add_argument("--no-figures", action="store_true", help="skip the figures")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bars (energy tests, figures)")
