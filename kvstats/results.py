@@ -169,10 +169,13 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
     if tuple(pairs) != DEFAULT_COMPARISONS:
         for label in (lab for pair in pairs for lab in pair):
             if label not in present:
+                renamed = [lab for lab in present if lab.startswith(f"{label}[")]
+                hint = (f"; a scheme with params is labelled name[params] ({renamed[0]}): give its "
+                        f'[[schemes]] entry label = "{label}"' if renamed else "")
                 raise ValueError(f"comparisons label must be one of {present}; received {label!r}"
                                  f"{did_you_mean(label, present)} "
                                  "(a given pair must name two scheme labels of the data; only the "
-                                 "default pairs skip absent schemes)")
+                                 f"default pairs skip absent schemes){hint}")
     elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):
         # every default pair would be skipped: 0 tests, which nothing else would say
         warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
