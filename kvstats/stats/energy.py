@@ -55,7 +55,7 @@ scaling and the pooled-label core are in :mod:`._energy_core`, the swap form in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.spatial.distance import cdist
@@ -144,7 +144,7 @@ class EnergyTestResult(_FrameMixin):
     statistic: float
     pvalue: float
     test_statistic: float
-    null_distribution: np.ndarray
+    null_distribution: np.ndarray = field(repr=False)   # B floats: a print shows the rest
     n_resamples: int
     kind: str
     standardize: bool
