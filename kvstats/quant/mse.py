@@ -213,8 +213,12 @@ class MSEQuantizer:
             try:
                 np.broadcast_shapes(x.shape[:-2], self.draws)
             except ValueError as exc:
-                raise ValueError(f"x's batch axes {x.shape[:-2]} must broadcast against the "
-                                 f"draws {self.draws}; received {_describe(x)}") from exc
+                batch = x.shape[:-2]
+                fit = batch[0] if len(batch) == 1 else batch
+                raise ValueError(f"x's batch axes {batch} must broadcast against the "
+                                 f"draws {self.draws}; received {_describe(x)}; build the scheme "
+                                 f"(or quantizer) with draws={fit} (one draw per trial), or "
+                                 "draws=() for one draw shared by all") from exc
         return x
 
     def _norms(self, x: np.ndarray, whole: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
