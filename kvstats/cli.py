@@ -160,7 +160,12 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     tic = time.perf_counter()
     # the sweep's plugins from where they are now; a missing one is named with the fix
     relocate_plugins(args.dir, args.plugins or ())
-    result = load_result(args.dir)  # checked: the results pair with the manifest
+    try:
+        result = load_result(args.dir)  # checked: the results pair with the manifest
+    except ValueError as exc:
+        if _NOT_REGISTERED not in str(exc):
+            raise
+        raise ValueError(f"{exc}{_SCRIPT_SWEEP.format(dir=str(args.dir))}") from None
     _check_metrics_keep_margins(args.metrics, result.config.report, args.dir / "manifest.json",
                                 args.equivalence)
     out = args.out or args.dir
@@ -181,6 +186,15 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
         f"in {time.perf_counter() - tic:.1f} s")
     return 0
 
+
+#: How the registries say a name is not one of theirs (quant/registry.py, sweep/specs.py) ...
+_NOT_REGISTERED = "of your own must be registered in this process first"
+#: ... and what ``kvstats report`` adds: a scheme or distribution that a script registered
+#: (no plugin recorded) is named by nothing this command can import.
+_SCRIPT_SWEEP = ("; the kvstats command imports only the plugins the sweep's config named: a "
+                 "sweep of a scheme or distribution a script registered is reported from Python, "
+                 "with kvstats.hypothesis_report({dir!r}, OUT) in a script that registers it first "
+                 "(or register it in a plugin file named in [sweep] plugins, and sweep again)")
 
 #: The report flags that set a ``[report]`` option of the same name.
 _REPORT_FLAGS = {"alpha": "--alpha", "energy_resamples": "--energy-resamples",
