@@ -172,8 +172,11 @@ def expected_null_permutations(h: int, max_permutations: int) -> float:
 
 def _max_permutations(max_permutations, alpha_needed) -> int:
     if (max_permutations is None) == (alpha_needed is None):
+        # no default: the cap is the caller's choice, and what the test can resolve depends on it
         raise ValueError("give exactly one of max_permutations and alpha_needed; received "
-                         f"max_permutations={max_permutations!r}, alpha_needed={alpha_needed!r}")
+                         f"max_permutations={max_permutations!r}, alpha_needed={alpha_needed!r} "
+                         "(e.g. max_permutations=999, energy_test's n_resamples, or, for a test "
+                         "in a corrected family of m, alpha_needed=required_resolution(m).p_needed)")
     if max_permutations is not None:
         return check_int(max_permutations, "max_permutations", low=1)
     alpha_needed = check_real(alpha_needed, "alpha_needed", low=0.0, high=1.0, low_open=True)
