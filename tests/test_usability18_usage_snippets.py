@@ -25,3 +25,11 @@ def test_the_own_scheme_script_runs_as_written(tmp_path, user_registries):
         code = code.replace(old, new)
     exec(compile(code, "usage.md", "exec"), {"__name__": "__main__"})
     assert "minmax" in (tmp_path / "own" / "report.md").read_text()
+
+
+def test_the_replay_script_prints_what_its_comment_says(tmp_path, capsys):
+    code = _python_block("## Reproduce one trial", "## Parallel and distributed execution")
+    code = code.replace('"results/replay_demo"', repr(str(tmp_path / "demo")))
+    said = re.search(r"# prints: (.*?)  \(", code).group(1)   # the comment, its note left out
+    exec(compile(code, "usage.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [said, "True True"]
