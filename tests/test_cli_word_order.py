@@ -177,6 +177,7 @@ def test_metrics_that_leave_out_a_configured_margin_say_what_to_type(tmp_path, c
     line = _error(["report", str(out), "--metrics", "snr_t", "--no-figures"], capsys)
     assert line == ("kvstats report: error: --metrics snr_t leaves out kl, which the sweep's "
                     "config gives an equivalence margin ([report] equivalence = {'kl': 0.1}, in "
-                    f"{out / 'manifest.json'}); keep them: --metrics snr_t kl")
+                    f"{out / 'manifest.json'}); keep them: --metrics snr_t kl, or drop the "
+                    "margins: --equivalence none")
     assert main(["report", str(out), "--metrics", "snr_t", "kl", "--no-figures",
                  "--no-progress"]) == 0
