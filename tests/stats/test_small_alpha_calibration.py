@@ -19,7 +19,8 @@ fail for a 2× excess at 1e-3; the full table (docs/statistics.md, "Calibration 
 
     OPENBLAS_NUM_THREADS=1 nice .venv/bin/python tests/stats/test_small_alpha_calibration.py --reps 200000
 
-(about 25 min of one core for every cell; ``--sizes 30 100`` about 5 min).
+(49 min wall on the 2 shared cores at load average 3, 2026-12-03; ``--sizes 30 100``
+about 10 min).
 """
 
 from __future__ import annotations
