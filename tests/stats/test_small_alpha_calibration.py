@@ -182,10 +182,11 @@ def test_mann_whitney_size_helpers_are_the_shipped_and_scipy_tests(m, n):
 
 
 # (test, design, n, side, paired, bound): the cells the report's decisions rest on, each at
-# most bound x alpha (sizes quoted from the docs' table). Replicates 50000 (CI) / 200000 (full): at bound 1.2 the check fails
-# with probability 0.93 (CI) / 1.00 (full) when the size at 1e-3 is 2 x alpha, and with
-# probability < 1e-5 per level when it is alpha (binomial, computed with scipy); at bound
-# 1 (the exact t cell) 0.997 against 2 x alpha and 0.0009 at alpha.
+# most bound x alpha (sizes quoted from the docs' table). Replicates 50000 (CI) / 200000
+# (full): at bound 1.2 the check fails with probability 0.93 (CI) / 1.00 (full) when the
+# size at 1e-3 is 2 x alpha, and with probability < 1e-5 per level when it is alpha
+# (binomial, computed with scipy); at bound 1 (the exact t cell) 0.997 against 2 x alpha
+# and 0.0009 at alpha.
 CALIBRATED = [
     # x - r y exactly normal: the plug-in half is the exact paired t-test (scipy's
     # ttest_rel, stats_equivalence::test_fieller_paired_equals_scipy_paired_t_tests), size
