@@ -40,7 +40,6 @@ to a subnormal) a ``UserWarning`` naming the side.
 
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -54,8 +53,8 @@ from kvstats._checks import _describe, as_float_array, check_int
 if TYPE_CHECKING:
     from kvstats.quant.export import SideExport
 
-__all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder", "as_norm_dtype",
-           "check_norm_range"]
+__all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder", "NormOverflowError",
+           "as_norm_dtype", "check_norm_range"]
 
 _NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -147,25 +146,19 @@ class ExportableCoder(Coder, Protocol):
 
 
 # --------------------------------------------------------------------------- norm range
-#: The start of every norm overflow error (check_norm_range's, and MSEQuantizer's for the
-#: input dtype), which a sweep re-raises with the cell appended: how :func:`_norm_overflow`
-#: tells them from other errors.
-_OVERFLOW = re.compile(r"\w+ has a vector norm of \S+, above the largest float")
-
-
-def _norm_overflow(exc: BaseException) -> bool:
-    """Whether ``exc`` is :func:`check_norm_range`'s overflow error (as it is, or as a
-    sweep re-raises it naming the cell): an error of the data, which a rerun meets again.
+class NormOverflowError(ValueError):
+    """A vector norm beyond the dtype it is stored or decoded in (:func:`check_norm_range`,
+    the MSE coders): an error of the data, which a seeded sweep meets again on every rerun
+    (its note says to change the config first).
 
     Examples
     --------
     >>> try:
     ...     check_norm_range(np.array([7e4]), np.float16, "V")
-    ... except ValueError as exc:
-    ...     print(_norm_overflow(exc), _norm_overflow(ValueError("other")))
-    True False
+    ... except NormOverflowError as exc:
+    ...     print(isinstance(exc, ValueError))
+    True
     """
-    return isinstance(exc, ValueError) and _OVERFLOW.match(str(exc)) is not None
 
 
 def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, name: str) -> None:
@@ -193,9 +186,11 @@ def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, 
 
     Raises
     ------
+    NormOverflowError
+        (a ValueError) A norm above ``finfo(norm_dtype).max`` (the message suggests a wider
+        dtype, in Python and in a sweep config's spelling).
     ValueError
-        A norm above ``finfo(norm_dtype).max`` (the message suggests a wider dtype, in
-        Python and in a sweep config's spelling), a NaN or negative norm.
+        A NaN or negative norm.
     TypeError
         ``norm_dtype`` not a dtype (a dtype other than float16/32/64: ValueError), ``name``
         not a str, ``norms`` not real numbers.
@@ -220,7 +215,7 @@ def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, 
     >>> check_norm_range(np.array([7e4]), np.float16, "V")
     Traceback (most recent call last):
     ...
-    ValueError: V has a vector norm of 7e+04, above the largest float16 (65504); store the norms as float32 (norm_dtype=np.float32; in a sweep config params = {norm_dtype = "float32"} on the scheme's [[schemes]] entry) or rescale V
+    kvstats.quant.coder.NormOverflowError: V has a vector norm of 7e+04, above the largest float16 (65504); store the norms as float32 (norm_dtype=np.float32; in a sweep config params = {norm_dtype = "float32"} on the scheme's [[schemes]] entry) or rescale V
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str naming the side (e.g. 'K' or 'V'); received {_describe(name)}")
@@ -245,7 +240,7 @@ def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, 
             fix = (f"store the norms as {wider} (norm_dtype=np.{wider}; in a sweep config "
                    f'params = {{norm_dtype = "{wider}"}} on the scheme\'s [[schemes]] entry) '
                    f"or rescale {name}")
-        raise ValueError(f"{name} has a vector norm of {top:.4g}, above the largest {dtype.name} "
+        raise NormOverflowError(f"{name} has a vector norm of {top:.4g}, above the largest {dtype.name} "
                          f"({float(info.max):.6g}); {fix}")
     stored = arr.astype(dtype).astype(np.float64)  # no overflow left: a plain rounding
     lost = (arr > 0) & (stored == 0)

@@ -34,7 +34,7 @@ from jaxtyping import Float
 from numpy.typing import ArrayLike, DTypeLike
 
 from kvstats._checks import SeedLike, _describe, as_float_array, check_int
-from kvstats.quant.coder import as_norm_dtype, check_norm_range
+from kvstats.quant.coder import NormOverflowError, as_norm_dtype, check_norm_range
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.mse_kernels import _centroids_of, _centroids_of_packed, _roundtrip_pieces
 from kvstats.quant.packing import pack_codes, packed_size
@@ -245,7 +245,7 @@ class MSEQuantizer:
                 as_float_array(whole, "x")  # raises its "x must be finite" error
         top = float(np.finfo(x.dtype).max)
         if norms.size and norms.max() > top:
-            raise ValueError(f"{self.name} has a vector norm of {norms.max():.4g}, above the largest "
+            raise NormOverflowError(f"{self.name} has a vector norm of {norms.max():.4g}, above the largest "
                              f"{x.dtype} ({top:g}), the dtype it decodes in (norm times direction); "
                              f"pass {self.name} as float64 or rescale it")
         if self.norm_dtype != np.float64:  # overflow: an error; underflow: a warning

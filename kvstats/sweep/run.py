@@ -45,7 +45,7 @@ import pandas as pd
 
 from kvstats._checks import check_int
 from kvstats.plugins import user_code, worker_payload
-from kvstats.quant.coder import _norm_overflow
+from kvstats.quant.coder import NormOverflowError
 from kvstats.results import MANIFEST, REAL, SweepResult, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
@@ -70,14 +70,14 @@ def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException 
     --------
     >>> _kept(Path("out/cells"), 4, 8)
     "[4 of 8 cells finished, kept in out/cells: rerun with resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4]"
-    >>> print(_kept(Path("out/cells"), 4, 8, ValueError("K has a vector norm of 9.6e+04, above the largest float16 (65504)")))
+    >>> print(_kept(Path("out/cells"), 4, 8, NormOverflowError("K has a vector norm of 9.6e+04")))
     [4 of 8 cells finished, kept in out/cells; the same sweep fails the same way (its data are seeded): change the config as said, then rerun with resume (kvstats sweep --resume; run_sweep's default) to reuse the cells it leaves unchanged]
     >>> _kept(None, 4, 8) is None
     True
     """
     if cells_dir is None:
         return None   # nothing is kept
-    if exc is not None and _norm_overflow(exc):
+    if isinstance(exc, NormOverflowError):
         return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}; the same sweep fails "
                 "the same way (its data are seeded): change the config as said, then rerun with resume "
                 "(kvstats sweep --resume; run_sweep's default) to reuse the cells it leaves unchanged]")

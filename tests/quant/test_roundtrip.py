@@ -21,6 +21,7 @@ from kvstats.quant import prod as prod_module
 from kvstats.quant import qjl as qjl_module
 from kvstats.quant.contract import awkward_kv as kv
 from kvstats.quant.mse import MSEQuantizer
+from kvstats.quant.coder import NormOverflowError
 from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.registry import REGISTRY
 
@@ -131,7 +132,7 @@ def test_float16_norm_overflow_is_raised_by_roundtrip_too():
     for q in (MSEQuantizer(64, 3), ProdQuantizer(64, 3)):
         err = raised(lambda: q.roundtrip(x))
         assert err == raised(lambda: q.encode(x))
-        assert err[0] is ValueError and "norm_dtype=np.float32" in err[1]
+        assert err[0] is NormOverflowError and "norm_dtype=np.float32" in err[1]   # a ValueError
     scheme = kvstats.make_scheme("KQV", 3, 64)
     err = raised(lambda: scheme.roundtrip(x, x))
     assert err == raised(lambda: scheme.quantize(x, x)) and "float16" in err[1]

@@ -60,3 +60,14 @@ def test_a_sweep_refused_before_any_compute_keeps_the_earlier_sweep(tmp_path):
     with pytest.raises(IsADirectoryError):
         run_sweep(other, out=out, executor="serial", progress=False)
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_the_overflow_error_keeps_its_class_through_a_cell_name_and_a_pickle():
+    # a worker process names the cell (_naming) and pickles the error back: the sweep's note
+    # tells an overflow by its class (kvstats.quant.coder.NormOverflowError), not its wording
+    import pickle
+
+    from kvstats.quant.coder import NormOverflowError
+    from kvstats.sweep.work import _naming
+    named = pickle.loads(pickle.dumps(_naming(NormOverflowError("K has a vector norm of 1e5"), "[cell: c]")))
+    assert type(named) is NormOverflowError and str(named).endswith("[cell: c]")
