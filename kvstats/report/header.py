@@ -85,8 +85,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
-        *([_family_text(comp, opts.get("metrics"), energy)]
-          if opts.get("metrics") or not energy else []),
+        *([_family_text(comp, opts.get("metrics"), energy)]   # (energy = false alone: when tests ran)
+          if opts.get("metrics") or not (energy or comp.empty) else []),
         *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
         *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
           if heavy else []),

@@ -212,13 +212,13 @@ def _sharpness_texts(frame: pd.DataFrame) -> dict[tuple, str]:
     for key, g in per_trial.groupby(level=list(CASE_COLUMNS), sort=False):
         h, n = g.to_numpy(np.float64), int(key[CASE_COLUMNS.index("n_keys")])
         m = h.mean()
-        reading = ("near uniform" if m >= math.log(n / 2) else "concentrated on few keys"
-                   if m <= math.log(FEW_KEYS) else "between the two")
+        reading = ("concentrated on few keys" if m <= math.log(FEW_KEYS) else "near uniform"
+                   if m >= math.log(n / 2) else "between the two")   # (N <= 10: both may hold)
         out[key] = (f"Exact attention: entropy H mean {_num(m)} nats (range {_num(h.min())} to "
-                    f"{_num(h.max())} over {len(h)} trials; ln N = {_num(math.log(n))} for uniform"
+                    f"{_num(h.max())} over {len(h)} trial{'' if len(h) == 1 else 's'}; ln N = {_num(math.log(n))} for uniform"
                     f" attention); exp(mean H) = {math.exp(m):.3g} of the {n} keys effectively attended: "
-                    f"{reading} (rule: near uniform when exp(mean H) ≥ N/2, concentrated on few keys "
-                    f"when ≤ {FEW_KEYS}). A description of the trials, the same for every scheme: not tested.")
+                    f"{reading} (rule: concentrated on few keys when exp(mean H) ≤ {FEW_KEYS}, else near "
+                    f"uniform when ≥ N/2). A description of the trials, the same for every scheme: not tested.")
     return out
 
 
@@ -330,7 +330,7 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
         rate = "family-wise error rate" if opts["correction"] in _FAMILY_WISE else "false discovery rate"
         left_out = ("" if opts.get("energy", True)
                     else ", no 6D energy test (left out by the [report] option energy = false)")
-        lines.append(f"Family: {n} p-values adjusted together by {opts['correction']} at "
+        lines.append(f"Family: {n} p-value{'' if n == 1 else 's'} adjusted together by {opts['correction']} at "
                      f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}){left_out}; design: {design}; "
                      f"unit: {of_unit}"
                      + ("; the trial-level tests (not independent) are a family of their own, "

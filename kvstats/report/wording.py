@@ -405,7 +405,7 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
              "Mann–Whitney and KS per metric") + profile
     design = (UNPAIRED_DESIGN if not paired else PAIRED_DESIGN if with_energy
               else PAIRED_DESIGN_NO_ENERGY)
-    text = (f"Tests: {n} p-values ({tests}{eq}), adjusted together by **{opts['correction']}** "
+    text = (f"Tests: {n} p-value{'' if n == 1 else 's'} ({tests}{eq}), adjusted together by **{opts['correction']}** "
             f"at α = {opts['alpha']}. " + design)
     if n:
         # three significant digits: _p's "0.003" would misstate a threshold of 0.00263

@@ -36,17 +36,24 @@ def test_the_line_reports_mean_and_range_over_the_trials_once_each():
                                            (5.01, "between the two"), (FEW_KEYS, "concentrated on few keys"),
                                            (1.0, "concentrated on few keys")])
 def test_the_reading_follows_its_stated_rule(keys, reading):
-    # near uniform: exp(mean H) ≥ N/2 = 128; concentrated on few keys: ≤ 5
+    # concentrated on few keys: exp(mean H) ≤ 5; else near uniform: ≥ N/2 = 128
     text = _sharpness_texts(_frame([math.log(keys)]))[CASE]    # one trial: its mean is exact
-    assert f"attended: {reading} (rule: near uniform when exp(mean H) ≥ N/2, concentrated on few " \
-           f"keys when ≤ {FEW_KEYS})" in text
+    assert f"attended: {reading} (rule: concentrated on few keys when exp(mean H) ≤ {FEW_KEYS}, " \
+           "else near uniform when ≥ N/2)" in text
+
+
+def test_few_keys_are_concentrated_even_where_half_of_n_is_fewer():
+    # N = 8: exp(mean H) = 4.5 is ≥ N/2 and ≤ 5; the rule reads it concentrated, as it states
+    f = _frame([math.log(4.5)], n_keys=8)
+    (text,) = _sharpness_texts(f).values()
+    assert "of the 8 keys effectively attended: concentrated on few keys (rule" in text
 
 
 def test_no_line_without_the_column_or_its_values():
     assert _sharpness_texts(_frame([5.0]).drop(columns="attn_entropy")) == {}
     assert _sharpness_texts(_frame([np.nan, np.nan])) == {}
     # a trial missing its value (a cell from before the column) is left out of the count
-    assert "over 1 trials" in _sharpness_texts(_frame([5.0, np.nan]))[CASE]
+    assert "over 1 trial;" in _sharpness_texts(_frame([5.0, np.nan]))[CASE]
 
 
 def test_each_case_section_has_the_line_and_a_frame_without_it_reports_as_before(tmp_path):

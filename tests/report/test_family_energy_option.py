@@ -149,3 +149,11 @@ def test_toml_table_and_command_flag(tmp_path, capsys):
                  "--no-progress"]) == 0
     assert _tests(tmp_path / "rep_p") == (False, ["sign"])
     capsys.readouterr()
+
+
+def test_energy_off_with_nothing_compared_writes_no_family_line(tmp_path):
+    # no pair compared: no test, so no "tests of  only, 0 p-values" line
+    f = make_frame(SPEC, n=10, seed=73)
+    rep = hypothesis_report(_result(f), tmp_path / "r", energy=False, comparisons=[], **FAST)
+    assert rep.comparisons.empty
+    assert "- Family (the [report]" not in rep.files["markdown"].read_text()
