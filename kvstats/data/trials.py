@@ -180,7 +180,9 @@ class Trials:
             if isinstance(values, (list, tuple, np.ndarray)) and len(values) == self.n_trials:
                 picked = np.asarray(values)[sel]
                 meta[key] = picked.tolist() if isinstance(values, (list, tuple)) else picked
-        earlier = meta.get("subset")
+        earlier = meta.get("subset")   # a subset's record (one index per trial), or not one
+        if not (isinstance(earlier, (list, tuple, np.ndarray)) and len(earlier) == self.n_trials):
+            earlier = None
         if isinstance(sel, np.ndarray) or earlier is not None:   # into the first Trials
             picked = np.arange(self.n_trials)[sel]
             meta["subset"] = (picked if earlier is None else np.asarray(earlier)[picked]).tolist()

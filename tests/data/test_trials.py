@@ -159,3 +159,11 @@ def test_subset_of_a_subset_records_the_original_trials():
     m = np.array([False, True, True])
     assert t.subset([-1, 0, 4]).subset(m).meta["subset"] == [0, 4]   # negatives as positions
     assert "subset" not in t.subset(slice(0, 2)).meta
+
+
+def test_a_subset_record_that_is_not_one_is_not_composed():
+    K, V, q = _arrays(T=3)
+    for record in ([0, 1], "mine"):     # a user's meta["subset"] of another length, or not a list
+        t = Trials(K, V, q, {"subset": record})
+        assert t.subset(slice(0, 3)).meta["subset"] == record      # kept as it was
+        assert t.subset([2, 0]).meta["subset"] == [2, 0]
