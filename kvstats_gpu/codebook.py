@@ -102,14 +102,15 @@ class StaticCodebook:
             raise ValueError("centroids and boundaries must be finite")
         if np.any(np.diff(c) <= 0) or np.any(np.diff(bnd) <= 0):
             raise ValueError("centroids and boundaries must be strictly increasing")
-        # boundary i separates cells i and i + 1: it must lie between their centroids, or a
-        # value would decode to a centroid outside its own cell
-        outside = (bnd <= c[:-1]) | (bnd >= c[1:])
+        # cell i is (boundaries[i-1], boundaries[i]] and decodes to centroids[i]: boundary i
+        # must lie in [centroids[i], centroids[i + 1]), or a value decodes outside its cell
+        outside = (bnd < c[:-1]) | (bnd >= c[1:])
         if outside.any():
             i = int(np.argmax(outside))
-            raise ValueError(f"boundaries[i] must lie strictly between centroids[i] and centroids[i + 1]; "
-                             f"received boundaries[{i}] = {float(bnd[i])!r} with centroids[{i}] = {float(c[i])!r} "
-                             f"and centroids[{i + 1}] = {float(c[i + 1])!r}")
+            raise ValueError(f"boundaries[i] must lie in [centroids[i], centroids[i + 1]) (cell i is "
+                             f"(boundaries[i-1], boundaries[i]]); received boundaries[{i}] = "
+                             f"{float(bnd[i])!r} with centroids[{i}] = {float(c[i])!r} and "
+                             f"centroids[{i + 1}] = {float(c[i + 1])!r}")
         b32 = bnd.astype(np.float32)
         too_big = b32.astype(np.float64) > bnd
         b32[too_big] = np.nextafter(b32[too_big], np.float32(-np.inf))
