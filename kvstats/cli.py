@@ -293,12 +293,14 @@ def _check_metrics_keep_margins(metrics, report_config, manifest, margins=None) 
     Traceback (most recent call last):
     ...
     ValueError: --equivalence gives snr_t a margin, but the family leaves it out (the [report] metrics = ['kl'] of the sweep's config); add it: --metrics kl snr_t
+    >>> _check_metrics_keep_margins(None, {"metrics": ["kl"], "equivalence": {"snr_t": 0.1}}, "m") is None
+    True
     """
     family = metrics if metrics is not None else report_config.get("metrics")
     given = margins is not None
     margins = dict(report_config.get("equivalence") or {}) if margins is None else margins
     left_out = [m for m in margins if family is not None and m not in family]
-    if not left_out:
+    if not left_out or not (given or metrics is not None):   # the config's own pair: checked at load
         return
     add = f"--metrics {' '.join([*family, *left_out])}"
     if given:

@@ -411,11 +411,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
                                 "results.parquet or results.csv; run `kvstats sweep` first)")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"manifest {str(manifest_path)!r} is not valid JSON (truncated or edited?): "
-                         f"{_one_line(exc)}") from exc
+    manifest = _read_manifest(manifest_path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
     table = results_file(out, manifest)
@@ -433,6 +429,15 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     if record is not None or manifest.get("kvstats_sweep") != 1:
         _check_pair(frame, meta, record, config, table, manifest_path)
     return SweepResult(frame, manifest, config, out)
+
+
+def _read_manifest(path: Path) -> Any:
+    """The JSON of a sweep's manifest; a ValueError naming the file where it is not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"manifest {str(path)!r} is not valid JSON (truncated or edited?): "
+                         f"{_one_line(exc)}") from exc
 
 
 def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = None) -> Path:
@@ -476,8 +481,8 @@ def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = No
         if not manifest_path.is_file():
             raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (no {MANIFEST}; run "
                                     "`kvstats sweep` first)")
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    record = manifest.get("results")
+        manifest = _read_manifest(manifest_path)
+    record = manifest.get("results") if isinstance(manifest, Mapping) else None
     name = record.get("file") if isinstance(record, dict) else None
     if name is None:
         table = table_path(out, RESULTS)

@@ -65,3 +65,13 @@ def test_replay_reads_the_named_csv_beside_a_stale_parquet(tmp_path, monkeypatch
     r = replay_trials(out, trials=[1, 2])
     stored = r.stored()
     assert stored["kl"].tolist() == r.profile()["kl"].tolist()
+
+
+def test_a_corrupt_manifest_is_named_when_replay_reads_the_stored_rows(tmp_path):
+    from kvstats.sweep.replay import replay_trials
+    out = tmp_path / "out"
+    run_sweep(CFG, out=out, executor="serial", progress=False)
+    r = replay_trials(out, trials=[1])
+    (out / "manifest.json").write_text('{"results": ')       # truncated after the replay's read
+    with pytest.raises(ValueError, match=r"manifest .*manifest\.json' is not valid JSON"):
+        r.stored()
