@@ -168,6 +168,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
         raise ValueError(f"{exc}{_SCRIPT_SWEEP.format(dir=str(args.dir))}") from None
     _check_metrics_keep_margins(args.metrics, result.config.report, args.dir / "manifest.json",
                                 args.equivalence)
+    _check_margin_flags(args, result.config.report)
     out = args.out or args.dir
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {str(out)!r} is a file, not a folder")
@@ -275,6 +276,23 @@ def _check_report_flags(args: argparse.Namespace) -> None:
                 hint = f" (the names are separate words: --metrics {' '.join(words)})"
             raise ValueError(f"{_REPORT_FLAGS[opt.name]} must be {opt.allowed} (the [report] "
                              f"option {opt.name}); received {value!r}{hint}") from None
+
+
+def _check_margin_flags(args: argparse.Namespace, report_config: dict) -> None:
+    """``--equivalence`` and ``--equivalence-test`` checked together with the config's other
+    one (a dB metric needs the rank test; a rank margin is below 0.5), before any test runs:
+    the error names the flags, the option's check says what is wrong."""
+    flags = {k: v for k, v in (("equivalence", args.equivalence),
+                               ("equivalence_test", args.equivalence_test)) if v is not None}
+    if not flags:
+        return
+    from kvstats.report.options import validate_report_options
+    try:
+        validate_report_options({**report_config, **flags})
+    except ValueError as exc:
+        given = " and ".join(_REPORT_FLAGS[k] for k in flags)
+        raise ValueError(f"{given}: {exc} (on the command line: --equivalence-test rank|ratio; "
+                         "--equivalence none drops the margins)") from None
 
 
 def _check_metrics_keep_margins(metrics, report_config, manifest, margins=None) -> None:

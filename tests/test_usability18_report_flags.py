@@ -72,6 +72,11 @@ def test_metrics_leaving_out_a_configs_margin_can_drop_it(sweep, tmp_path, capsy
     (["--metrics", "kl", "--equivalence", "snr_t=0.1", "--equivalence-test", "rank"],
      "--equivalence gives snr_t a margin, but the family leaves it out (--metrics kl); add it: "
      "--metrics kl snr_t"),
+    # the two options together (a dB metric needs the rank test; a rank margin is below 0.5)
+    (["--equivalence", "snr_t=0.1"], "--equivalence: report option 'equivalence.snr_t'"),
+    (["--equivalence", "kl=0.7", "--equivalence-test", "rank"],
+     "--equivalence and --equivalence-test: report option 'equivalence.kl' must be a margin in "
+     "(0, 0.5)"),
 ])
 def test_a_bad_flag_is_one_line_naming_it(sweep, tmp_path, capsys, flags, says):
     assert _report(sweep, tmp_path / "bad", *flags) == 2
