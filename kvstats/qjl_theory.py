@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from kvstats._checks import as_float_array, check_choice, check_int
+from kvstats._scaling import max_exponent, scale_rows
 
 __all__ = ["qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
            "qjl_reconstruction_mse", "residual_inflation"]
@@ -100,12 +101,11 @@ def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: Arr
 _SAFE_EXPONENT = 200
 
 
-def _unsafe_exponent(a: np.ndarray, axis: int | None = None) -> np.ndarray:
-    """Binary exponent e of max|a| (along ``axis``; max|a| in [2**(e-1), 2**e)) where it
-    lies outside the safe range, else 0 (no scaling)."""
-    mag = np.abs(a) if axis is None else np.max(np.abs(a), axis=axis)
-    e = np.frexp(mag)[1]
-    return np.where((mag > 0) & (np.abs(e) > _SAFE_EXPONENT), e, 0)
+def _unsafe_exponent(a: np.ndarray, axis: int | tuple[int, ...] = ()) -> np.ndarray:
+    """:func:`~kvstats._scaling.max_exponent` of ``a`` (elementwise by default, or along
+    ``axis``) where it lies outside the safe range, else 0 (no scaling)."""
+    e = max_exponent(a, axis=axis)
+    return np.where(np.abs(e) > _SAFE_EXPONENT, e, 0)
 
 
 def _scaled_back(var: np.ndarray, e_sum: np.ndarray, names: str = "q and k") -> np.ndarray:
@@ -204,7 +204,7 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
         raise ValueError(f"q and k's batch shapes must broadcast; received {q.shape} and {k.shape}") from None
     d = q.shape[-1]
     eq, ek = _unsafe_exponent(q, axis=-1), _unsafe_exponent(k, axis=-1)
-    q, k = np.ldexp(q, -eq[..., None]), np.ldexp(k, -ek[..., None])
+    q, k = scale_rows(q, eq), scale_rows(k, ek)
     qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
     if kind == "gaussian":
         return _scaled_back(_gaussian_qjl_variance(qq, kk, qk, m), eq + ek)

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: design.md's order, top (imported by everything) to bottom; a module belongs to the last
 #: entry that is it or a package holding it
-LAYERS = ("kvstats", "kvstats._lazy", "kvstats._checks", "kvstats.qjl_theory", "kvstats.quant",
+LAYERS = ("kvstats", "kvstats._lazy", "kvstats._checks", "kvstats._scaling", "kvstats.qjl_theory",
+          "kvstats.quant",
           "kvstats.rate_distortion", "kvstats.theory", "kvstats.data", "kvstats.metrics",
           "kvstats.stats", "kvstats.results", "kvstats.sweep", "kvstats.analysis", "kvstats.report",
           "kvstats.cli", "kvstats.models", "kvstats_gpu")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import _describe, as_float_array, check_int
-from kvstats.metrics._scaling import scale_rows
+from kvstats._scaling import scale_rows
 
 __all__ = ["softmax", "log_softmax", "attention_logits", "attention_weights",
            "attention_output", "kl_divergence", "topk_recall", "argmax_shift"]

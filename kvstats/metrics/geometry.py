@@ -17,7 +17,7 @@ A zero vector has no direction; it is treated as orthogonal to everything else (
 Magnitudes: the squared norms of vectors beyond ~1e154 overflow and those below ~1e-154
 underflow in float64 (beyond ~1e19 / below ~1e-19 in float32). Rows whose squared norms
 came out non-finite, or nonzero-but-tiny, are redone on copies scaled by powers of two
-(exact; :mod:`kvstats.metrics._scaling`), the reference, the reconstruction and the error
+(exact; :mod:`kvstats._scaling`), the reference, the reconstruction and the error
 each by its own exponent, so every finite input gets the right SNR and ratio and an
 angle accurate to rounding (absolute). Other rows are computed by the plain formulas,
 bit for bit as before. A ratio beyond the float range is ``inf``.
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import as_float_array, check_int
-from kvstats.metrics._scaling import max_exponent, scale_rows
+from kvstats._scaling import max_exponent, scale_rows
 
 __all__ = ["snr_db", "angle", "norm_ratio", "pooled_snr_db"]
 

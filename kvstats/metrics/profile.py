@@ -16,7 +16,7 @@ from kvstats._checks import _describe, as_float_array
 from kvstats.data.trials import Trials
 from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k, _inner, _kl,
                                        _log_softmax, _topk_hits)
-from kvstats.metrics._scaling import max_exponent, scale_rows
+from kvstats._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
 from kvstats.metrics.table import DESCRIPTORS, METRIC_DIRECTIONS, METRIC_TABLE
 

@@ -88,7 +88,7 @@ def _scale_exponent(*samples: np.ndarray) -> int:
     >>> _scale_exponent(np.array([3.0, 1e30])), _scale_exponent(np.array([1e200]), np.array([1.0]))
     (0, 665)
     """
-    from kvstats.metrics._scaling import max_exponent
+    from kvstats._scaling import max_exponent
 
     e = max(int(max_exponent(s)) for s in samples)
     return e if abs(e) > SAFE_EXPONENT else 0

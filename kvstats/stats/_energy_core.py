@@ -16,7 +16,7 @@ from jaxtyping import Float
 from scipy.spatial.distance import cdist
 
 from kvstats._checks import _describe, as_float_array, check_choice
-from kvstats.metrics._scaling import max_exponent, needs_scaling
+from kvstats._scaling import max_exponent, needs_scaling
 
 from ._base import check_bool
 
@@ -78,7 +78,7 @@ def _unit_scale(Z: Float[np.ndarray, "n p"]) -> tuple[Float[np.ndarray, "n p"], 
 
     The energy statistic is homogeneous of degree 1, so statistics of the scaled data
     times 2**e are those of Z, bit for bit when nothing over/underflowed (see
-    :mod:`kvstats.metrics._scaling`); data beyond ~1e120 or below ~1e-120 would overflow
+    :mod:`kvstats._scaling`); data beyond ~1e120 or below ~1e-120 would overflow
     or underflow the squared distances (NaN or 0 statistics) without it.
     """
     if not needs_scaling(Z):

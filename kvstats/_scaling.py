@@ -9,7 +9,8 @@ seeing a non-finite or underflowed intermediate), so results on data of ordinary
 magnitude are those of the plain formulas, bit for bit.
 
 Used by :mod:`kvstats.metrics.geometry`, :mod:`kvstats.metrics.attention`,
-:mod:`kvstats.metrics.profile` and :mod:`kvstats.stats.energy`.
+:mod:`kvstats.metrics.profile`, :mod:`kvstats.stats.energy` and :mod:`kvstats.qjl_theory`
+(below the metrics in the layers, hence here beside :mod:`kvstats._checks`).
 """
 
 from __future__ import annotations
