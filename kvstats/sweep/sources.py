@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from kvstats.sweep.config import SweepConfig
     from kvstats.sweep.plan import Cell
 
-#: Keys of a loaded capture's ``meta`` that hold one entry per trial.
-_PER_TRIAL_META = ("text", "layer", "head", "cluster")
 #: Parameters of the data source that reads a captured real cache.
 _REAL_PARAMS = ("path", "layer", "head")
 # How error messages call the capture file of a real source.
@@ -157,10 +155,7 @@ def _load_real(cell: Cell, n_trials: int) -> Trials:
     if trials.K.shape[1:] != (cell.n_keys, cell.dim):
         raise ValueError(f"distribution 'real' capture {path!r} holds trials of shape {trials.K.shape[1:]}; "
                          f"the grid expected (N, d) = ({cell.n_keys}, {cell.dim})")
-    first = trials.subset(slice(0, n_trials))
-    # subset copies meta whole: cut its per-trial lists (text, layer, head, cluster) to match
-    meta = {k: v[:n_trials] if k in _PER_TRIAL_META else v for k, v in first.meta.items()}
-    return Trials(first.K, first.V, first.q, meta)
+    return trials.subset(slice(0, n_trials))   # its per-trial meta (text, cluster, ...) too
 
 
 def _trial_clusters(captured: Trials | None, start: int, count: int) -> Int[np.ndarray, "count"]:
