@@ -357,8 +357,10 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     if out_dir is not None:
         cells_dir = out_dir / "cells"
         # before anything in the folder is removed: a sweep refused for a cell's file
-        # name taken by a folder leaves an earlier sweep's results as they were
+        # name taken by a folder, or for cells/ it cannot write, leaves an earlier sweep's
+        # results as they were
         check_cell_slots(cells_dir, [cid for _, cid in cells])   # also without resume
+        check_writable(cells_dir)   # creates it
         previous = _previous_fingerprint(out_dir)
         removed = clear_outputs(out_dir, {cid for _, cid in cells})
         foreign = [r for r in removed if r.startswith("cells/") and not r.endswith(".tmp")]
@@ -369,7 +371,6 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                    if user_code(config) else "cells not in this grid")
             _say(f"{out_dir}: removed {len(removed)} file(s) {who} left there "
                  f"({len(foreign)} of them {why}); one folder holds one sweep")
-        check_writable(cells_dir)   # creates it
     frames: dict[str, pd.DataFrame] = {}
     status: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}

@@ -158,6 +158,35 @@ def test_an_unwritable_folder_is_refused_before_any_compute(tmp_path, monkeypatc
     assert not any(p.is_file() for p in (tmp_path / "out" / "cells").iterdir())
 
 
+
+def test_an_unwritable_folder_keeps_an_earlier_sweeps_results(tmp_path, monkeypatch, capsys):
+    """A sweep of another grid refused for an unwritable cells/ (simulated, as above) is
+    refused before it clears the folder: the earlier sweep's manifest, results and cells
+    stay as they were."""
+    import tempfile
+
+    out = tmp_path / "out"
+    first = ["sweep", "--config", str(_toml(tmp_path / "a.toml", {**GRID, "distributions": ["gaussian"]})),
+             "--out", str(out), "--workers", "1", "--no-progress", "--no-report"]
+    assert main(first) == 0
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert "manifest.json" in before and "results.parquet" in before
+    real_mkstemp = tempfile.mkstemp
+
+    def denied(*args, dir=None, **kw):
+        if dir is not None and str(dir).startswith(str(out / "cells")):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real_mkstemp(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    other = _toml(tmp_path / "b.toml", {**GRID, "distributions": ["gaussian"], "budgets": [4]})
+    capsys.readouterr()
+    assert main(["sweep", "--config", str(other), *first[3:]]) == 2
+    assert "Permission denied" in capsys.readouterr().err
+    after = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert [p for p in after if not p.endswith(".lock")] == [p for p in before if not p.endswith(".lock")]
+
+
 # A scheme that fails on one cell (d=32, n=3) of a two-worker pool. Files in the plugin's
 # folder order the tasks: the d=32 task raises once the d=16 one runs, and the d=16 and
 # d=24 tasks (the latter queued in the pool, so not cancelled) finish only after the sweep
