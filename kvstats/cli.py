@@ -494,9 +494,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except raised("kvstats.sweep.run", "WorkerDiedError") as exc:
         # not bad input: the machine killed a worker (memory?)
         return print_error(args.command, exc, error_text(exc), 1)   # with what is kept (a note)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # a sweep's note counts the cells it keeps (kvstats.sweep.run._kept)
+        notes = getattr(exc, "__notes__", None)
+        what = notes[-1].strip("[]") if notes else _INTERRUPTED[args.command]
         try:
-            print(f"kvstats {args.command}: interrupted; {_INTERRUPTED[args.command]}", file=sys.stderr)
+            print(f"kvstats {args.command}: interrupted; {what}", file=sys.stderr)
         except BrokenPipeError:
             discard("stderr")
         return 130

@@ -290,6 +290,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         cancelled, and every cell that finished (those of running tasks too) is written
         to ``out/cells``; a note on the error says how many, and that the same sweep
         with ``resume`` computes only the rest.
+    KeyboardInterrupt
+        Ctrl-C: finished cells are kept as above, and the note says how many.
     WorkerDiedError
         A worker process of the default pool died (killed, out of memory): the message
         names the case(s) it was computing; finished cells are kept as above.
@@ -507,7 +509,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         else:
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
             _gather(futures, collect, bar, progress_queue, tasks, seen_warnings)
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:   # Ctrl-C too: say what it keeps
         kept = _kept(cells_dir, len(frames), len(cells), exc)
         if kept is not None:
             exc.add_note(kept)

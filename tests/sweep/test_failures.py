@@ -187,6 +187,38 @@ def test_an_unwritable_folder_keeps_an_earlier_sweeps_results(tmp_path, monkeypa
     assert [p for p in after if not p.endswith(".lock")] == [p for p in before if not p.endswith(".lock")]
 
 
+
+def test_ctrl_c_says_how_many_cells_it_keeps(tmp_path, monkeypatch, capsys):
+    """Ctrl-C when the second case of a serial sweep starts: the KeyboardInterrupt carries the
+    kept-cells note (run_sweep) and kvstats sweep prints it with exit 130; --resume then
+    computes only the rest."""
+    real = run._compute_task
+
+    def interrupted_second(task, emit=None):
+        if task.cells[0][0].distribution == "heavy_tailed":
+            raise KeyboardInterrupt
+        return real(task, emit=emit)
+
+    cfg = {**GRID, "distributions": ["gaussian", "heavy_tailed"]}   # two cases, 4 cells each
+    monkeypatch.setattr(run, "_compute_task", interrupted_second)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_sweep(cfg, tmp_path / "api", executor="serial", progress=False)
+    assert info.value.__notes__ == [
+        f"[4 of 8 cells finished, kept in {tmp_path / 'api' / 'cells'}: rerun with resume "
+        "(kvstats sweep --resume; run_sweep's default) to compute only the other 4]"]
+
+    config = _toml(tmp_path / "c.toml", cfg)
+    args = ["sweep", "--config", str(config), "--out", str(tmp_path / "out"), "--workers", "1",
+            "--no-progress", "--no-report"]
+    assert main(args) == 130
+    assert capsys.readouterr().err == (
+        f"kvstats sweep: interrupted; 4 of 8 cells finished, kept in {tmp_path / 'out' / 'cells'}: "
+        "rerun with resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4\n")
+    monkeypatch.setattr(run, "_compute_task", real)
+    assert main(args + ["--resume"]) == 0
+    assert "8 cells (4 computed, 4 resumed, checked)" in capsys.readouterr().out
+
+
 # A scheme that fails on one cell (d=32, n=3) of a two-worker pool. Files in the plugin's
 # folder order the tasks: the d=32 task raises once the d=16 one runs, and the d=16 and
 # d=24 tasks (the latter queued in the pool, so not cancelled) finish only after the sweep
