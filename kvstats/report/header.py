@@ -10,10 +10,11 @@ The sentences shared with the sections come from :mod:`kvstats.report.wording`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
+from kvstats.report.options import validate_report_options
 from kvstats.report.wording import (FEW_UNITS, R_CONVENTION, R_CONVENTION_PAIRED, TIES_NOTE,
                                     _heavy_summary, _location_name, _resolution, _scope_text,
                                     _tests_text, few_units_text, heavy_note)
@@ -24,7 +25,7 @@ __all__ = ["header_lines"]
 
 def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFrame,
                  comp: pd.DataFrame, opts: dict[str, Any], unit_text: str, *, unit: str,
-                 heavy: bool) -> list[str]:
+                 heavy: bool, after: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """The header's bullets, in the report's order.
 
     Parameters
@@ -43,6 +44,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         What a count is of: "trials", "clusters" or "texts".
     heavy : bool
         Whether some mean's bootstrap interval is flagged as not reliable (``ci_reliable``).
+    after : dict, optional
+        The options set after the sweep (:func:`_set_after_sweep`; None or {}: none).
 
     Returns
     -------
@@ -85,7 +88,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
         _tests_text(comp, opts),
-        *([_family_text(comp, opts.get("metrics"), energy)]   # (energy = false alone: when tests ran)
+        *([_after_text(after)] if after else []),
+        *([_family_text(comp, opts.get("metrics"), energy, after=after)]   # (energy = false alone: when tests ran)
           if opts.get("metrics") or not (energy or comp.empty) else []),
         *([few] if (few := few_units_text(_fewest_units(summary), unit)) else []),
         *([f"Heavy tails and sparse means: {_heavy_summary(summary, theory)} " + heavy_note(opts)]
@@ -145,10 +149,12 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
             "(two significant rows), carries a family-wise guarantee.")
 
 
-def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...] | None, energy: bool = True) -> str:
+def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...] | None, energy: bool = True, *,
+                 after: dict[str, Any] | None = None) -> str:
     """The header's line on a family chosen with the ``[report]`` options ``metrics`` and
     ``energy``: which tests it holds, its size, and why the choice must come before the
-    results. ``metrics`` None: every metric the table tested.
+    results. ``metrics`` None: every metric the table tested. ``after``: the options set
+    after the sweep (:func:`_set_after_sweep`), which the line does not call [report] options.
 
     Examples
     --------
@@ -174,6 +180,11 @@ def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...] | None, energy: bo
     without tests. Choose this set before looking at any result: a smaller family lowers the
     p-value each test needs (here p ≤ 0.05 at the correction's first step), so a set chosen
     after seeing which metrics differ voids the error rate below.
+
+    The same options given after the sweep (the command's --metrics kl --no-energy):
+
+    >>> _family_text(comp, ("kl",), energy=False, after={"metrics": {}, "energy": {}})[:70]
+    'Family (the options metrics and energy = false, set after the sweep): '
     """
     n = int(comp.attrs.get("n_tests", 0))
     count = f"{n} p-value{'' if n == 1 else 's'}"
@@ -192,10 +203,105 @@ def _family_text(comp: pd.DataFrame, metrics: tuple[str, ...] | None, energy: bo
                  "left out by the option energy = false (none ran; no test here compares the "
                  "joint 6D profiles)")
     others = "; the other metrics keep their summaries and figures, without tests" if chosen else ""
-    return (f"Family (the [report] {source}): {tests}{others}. Choose this set before looking "
+    # [report] only where the config declared them (_after_text names the others)
+    late = {"metrics", "energy"} & set(after or ())
+    source = f"{source}, set after the sweep" if late else f"[report] {source}"
+    return (f"Family (the {source}): {tests}{others}. Choose this set before looking "
             "at any result: a smaller family lowers the p-value each test needs"
             f"{need}, so a set chosen after seeing which metrics differ voids the error rate "
             "below.")
+
+
+#: Options whose value changes no claim of the report (drawing only): not compared.
+_NOT_CLAIMS = ("figures",)
+
+
+def _set_after_sweep(result: SweepResult, opts: dict[str, Any],
+                     comparisons: Sequence[tuple[str, str]] | None = None) -> dict[str, dict[str, Any]]:
+    """The options a report used that differ from those its sweep's config declared.
+
+    The declared ones are the ``[report]`` table the manifest recorded (``result.config``
+    is read back from ``manifest["config"]``), with the defaults filled by the same
+    validator as the options used (:func:`kvstats.report.options.validate_report_options`),
+    and its comparisons; ``figures`` is not compared (it changes no claim). A key that
+    differs was set after the sweep, on the command line or in the call.
+
+    Parameters
+    ----------
+    result : SweepResult
+        The sweep (its config's ``report`` table and ``comparisons``).
+    opts : dict
+        The validated options the report used.
+    comparisons : sequence of (str, str), optional
+        The pairs the report compared (None: the declared ones).
+
+    Returns
+    -------
+    dict
+        Key → {"declared": value, "used": value}, in the schema's order ({}: none differs).
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> from kvstats.report.options import validate_report_options
+    >>> res = kvstats.run_sweep({"schemes": ["KV", "KQV"], "budgets": [3], "distributions":
+    ...     ["gaussian"], "dims": [32], "n_keys": [16], "n_trials": 4, "report": {"alpha": 0.01}},
+    ...     executor="serial", progress=False)
+    >>> _set_after_sweep(res, validate_report_options({"alpha": 0.01, "figures": False}))
+    {}
+    >>> _set_after_sweep(res, validate_report_options({"alpha": 0.05, "metrics": ["kl"]}))
+    {'alpha': {'declared': 0.01, 'used': 0.05}, 'metrics': {'declared': None, 'used': ('kl',)}}
+    """
+    declared = validate_report_options(result.config.report)
+    out = {key: {"declared": declared[key], "used": opts[key]} for key in declared
+           if key not in (*_NOT_CLAIMS, "comparisons") and declared[key] != opts[key]}
+    pairs = [tuple(p) for p in declared["comparisons"] or result.config.comparisons]
+    used = pairs if comparisons is None else [tuple(p) for p in comparisons]
+    if used != pairs:
+        out["comparisons"] = {"declared": pairs, "used": used}
+    return out
+
+
+def _option_value(key: str, value: Any) -> str:
+    """An option's value as the header writes it (TOML's words for booleans).
+
+    Examples
+    --------
+    >>> _option_value("metrics", None), _option_value("metrics", ("kl", "snr_t"))
+    ('all', '[kl, snr_t]')
+    >>> _option_value("energy", False), _option_value("comparisons", [("KV", "KQV")])
+    ('false', '[KV vs KQV]')
+    """
+    if value is None:
+        return "all" if key == "metrics" else "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{m} = {d:g}" for m, d in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(" vs ".join(v) if isinstance(v, tuple) else str(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _after_text(after: dict[str, dict[str, Any]]) -> str:
+    """The Methods' line naming the options set after the sweep, each with both values.
+
+    Examples
+    --------
+    >>> print(_after_text({"correction": {"declared": "holm", "used": "fdr_bh"},
+    ...                    "energy": {"declared": True, "used": False}}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    Set after the sweep, on the command line or in the call, not as its config's [report]
+    table declared them: correction = fdr_bh (declared holm); energy = false (declared true).
+    Not a pre-declared family: its error rate holds only if these were fixed before any
+    result was seen (docs/statistics.md, "Declaring a primary endpoint").
+    """
+    keys = "; ".join(f"{k} = {_option_value(k, v['used'])} (declared {_option_value(k, v['declared'])})"
+                     for k, v in after.items())
+    return ("Set after the sweep, on the command line or in the call, not as its config's "
+            f"[report] table declared them: {keys}. Not a pre-declared family: its error rate "
+            "holds only if these were fixed before any result was seen (docs/statistics.md, "
+            "\"Declaring a primary endpoint\").")
 
 
 def _energy_skipped_text(comp: pd.DataFrame) -> str:

@@ -29,6 +29,7 @@ from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
 from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
+from kvstats.report.header import _set_after_sweep
 from kvstats.report.notation import _case_title, _slug
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import build_document
@@ -282,7 +283,9 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
         (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
         figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
-        payload = {"options": opts, "manifest": result.manifest, "unit": unit_text,
+        # the options that differ from the config's [report] table: chosen after the sweep
+        payload = {"options": opts, "options_set_after_sweep": _set_after_sweep(result, opts, comparisons),
+                   "manifest": result.manifest, "unit": unit_text,
                    "resolution": _resolution(comp), "summary": records(summary),
                    "comparisons": records(comp), "crossovers": records(cross),
                    "theory": records(theory),

@@ -24,17 +24,17 @@ from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.verdicts import DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE
 from kvstats.analysis.crossover import crossover_sentences, _winners_text
 from kvstats.analysis.frame import label_digits
-from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs, theory_schemes
+from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.document import Document
-from kvstats.report.header import _FAMILY_WISE, header_lines
+from kvstats.report.header import _FAMILY_WISE, _set_after_sweep, header_lines
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
                                     INCONCLUSIVE, _budget_text, _heavy_summary, _location_name,
-                                    _no_pair_text, equivalence_verdict_text, heavy_note, metrics_table,
-                                    tost_not_shown_resolvable)
+                                    _no_pair_text, _no_theory_text, equivalence_verdict_text,
+                                    heavy_note, metrics_table, tost_not_shown_resolvable)
 from kvstats.results import REAL, SweepResult
 
 __all__ = ["build_document"]
@@ -96,30 +96,6 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
         doc.p(EQUIVALENCE_HEAVY_NOTE)
     if eq["identical_pairs"].any():
         doc.p(IDENTICAL_PAIRS_NOTE)
-
-
-def _no_theory_text(summary: pd.DataFrame) -> str:
-    """Why "Theory beside measurement" is empty, read from the sweep (never assumed).
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> _no_theory_text(pd.DataFrame({"scheme": ["K4V2"], "budget": [3.0], "dim": [128]}))[:88]
-    'No closed-form prediction here: none of the schemes that have one (KV, KQV, turboquant_m'
-    >>> _no_theory_text(pd.DataFrame({"scheme": ["KQV"], "budget": [3.0], "dim": [96]}))[-60:]
-    'power of two (its rotation pads the vector; no closed form).'
-    """
-    have = ", ".join(theory_schemes())
-    ran = summary[summary["scheme"].isin(theory_schemes())] if "scheme" in summary else summary[:0]
-    if ran.empty:
-        return f"No closed-form prediction here: none of the schemes that have one ({have}) was run."
-    head = (f"No closed-form prediction here: of the schemes that have one ({have}), "
-            + ", ".join(dict.fromkeys(ran["scheme"])) + " ran only ")
-    if (ran["budget"] != ran["budget"].round()).all():
-        return head + "at budgets that are not whole bits."
-    return head + ("where none applies: at n = 1 for a QJL-residual key side (no (n−1)-bit "
-                   "part), or at a d that is not a power of two (its rotation pads the vector; "
-                   "no closed form).")
 
 
 def _trial_level_section(doc: Document, comp_trials: pd.DataFrame,
@@ -312,9 +288,10 @@ def _verdict_counts(rows: pd.DataFrame) -> dict[str, int]:
 
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                      comp: pd.DataFrame, cross: pd.DataFrame, opts: dict[str, Any], unit: str,
-                     clustered: bool, heavy: bool) -> None:
+                     clustered: bool, heavy: bool, after: dict[str, Any] | None = None) -> None:
     """What the report found, counted from its own tables (comparisons.csv's verdicts,
-    crossovers.csv, the summary's ‡ marks): no test and no number of its own."""
+    crossovers.csv, the summary's ‡ marks): no test and no number of its own (``after``:
+    header._set_after_sweep's options, named in the family's line)."""
     doc.h(2, "Summary")
     one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
     lines = []
@@ -328,10 +305,12 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                + (f" ({sizes[0]}{'' if len(sizes) == 1 else f'–{sizes[-1]}'} per mean)" if sizes else ""))
     if n:
         rate = "family-wise error rate" if opts["correction"] in _FAMILY_WISE else "false discovery rate"
-        left_out = ("" if opts.get("energy", True)
-                    else ", no 6D energy test (left out by the [report] option energy = false)")
+        how = ("option energy = false, set after the sweep" if "energy" in (after or {})
+               else "[report] option energy = false")
+        left_out = "" if opts.get("energy", True) else f", no 6D energy test (left out by the {how})"
+        late = f"; set after the sweep, not declared in its config: {', '.join(after)} (see Methods)" if after else ""
         lines.append(f"Family: {n} p-value{'' if n == 1 else 's'} adjusted together by {opts['correction']} at "
-                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}){left_out}; design: {design}; "
+                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}){left_out}{late}; design: {design}; "
                      f"unit: {of_unit}"
                      + ("; the trial-level tests (not independent) are a family of their own, "
                         "not counted here." if clustered else "."))
@@ -457,11 +436,12 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     unit = ("texts" if real_only else "clusters") if clustered else "trials"
     if comparisons is None:      # as hypothesis_report chooses them
         comparisons = opts.get("comparisons") or result.config.comparisons
+    after = _set_after_sweep(result, opts, comparisons)   # options not declared by the config
     doc.h(1, "kvstats hypothesis report")
     # what the report found first, from the tables below; then how (the header's bullets)
-    _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy)
+    _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy, after)
     doc.h(2, "Methods")
-    doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy))
+    doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy, after=after))
     doc.h(2, "Metrics and units")
     doc.table(metrics_table())
     doc.p(_budget_text(summary, unit))

@@ -4,9 +4,9 @@ The heavy-tail mark and notes, the sign convention of the effect (r, or the pair
 design's dominance) and its column headers, the header's statement of the design, the
 tests, their resolution and their scope, the "Metrics and units" table and what "equal
 budget" means, the equivalence section's tested regions, the words of an unresolvable
-sign-test row and of a report with no pair, the KS-ties and rate-distortion notes. Every
-such statement lives here, so that the unpaired and the paired wording are written side by
-side and cannot drift apart; :mod:`kvstats.report.tables` and
+sign-test row, of a report with no pair and of one with no closed-form prediction, the
+KS-ties and rate-distortion notes. Every such statement lives here, so that the unpaired
+and the paired wording are written side by side and cannot drift apart; :mod:`kvstats.report.tables` and
 :mod:`kvstats.report.sections` place them in the document.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS, PROFILE_METRICS, TESTABLE_METRICS
-from kvstats.analysis.theory import BOUND_QUANTITIES
+from kvstats.analysis.theory import BOUND_QUANTITIES, theory_schemes
 from kvstats.analysis.resolution import ROUNDING_RTOL
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.stats.equivalence import VERDICTS
@@ -310,8 +310,8 @@ PAIRED_DESIGN = ("Design: **paired** (pairing = \"trial\"): each scheme's rows a
                  "test of the whole distribution. ")
 #: The paired design's statement without the energy tests ([report] energy = false).
 PAIRED_DESIGN_NO_ENERGY = PAIRED_DESIGN.split(" No KS test:")[0] + (
-    " No KS test (no valid null for paired samples) and no 6D energy test (the [report] "
-    "option energy = false left them out of the family): each metric has only its sign "
+    " No KS test (no valid null for paired samples) and no 6D energy test (the option "
+    "energy = false left them out of the family): each metric has only its sign "
     "test, no test of the whole distribution. ")
 #: The header's statement of the unpaired design.
 UNPAIRED_DESIGN = ("Design: two independent samples per pair (pairing = \"none\"; the paired "
@@ -539,6 +539,30 @@ def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.Dat
             f"schemes of one case of this sweep, so no test and no crossover. The sweep's "
             f"scheme labels: {labels}; pass pairs of them (hypothesis_report(comparisons=...) "
             "or the config's comparisons).")
+
+
+def _no_theory_text(summary: pd.DataFrame) -> str:
+    """Why "Theory beside measurement" is empty, read from the sweep (never assumed).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> _no_theory_text(pd.DataFrame({"scheme": ["K4V2"], "budget": [3.0], "dim": [128]}))[:88]
+    'No closed-form prediction here: none of the schemes that have one (KV, KQV, turboquant_m'
+    >>> _no_theory_text(pd.DataFrame({"scheme": ["KQV"], "budget": [3.0], "dim": [96]}))[-60:]
+    'power of two (its rotation pads the vector; no closed form).'
+    """
+    have = ", ".join(theory_schemes())
+    ran = summary[summary["scheme"].isin(theory_schemes())] if "scheme" in summary else summary[:0]
+    if ran.empty:
+        return f"No closed-form prediction here: none of the schemes that have one ({have}) was run."
+    head = (f"No closed-form prediction here: of the schemes that have one ({have}), "
+            + ", ".join(dict.fromkeys(ran["scheme"])) + " ran only ")
+    if (ran["budget"] != ran["budget"].round()).all():
+        return head + "at budgets that are not whole bits."
+    return head + ("where none applies: at n = 1 for a QJL-residual key side (no (n−1)-bit "
+                   "part), or at a d that is not a power of two (its rotation pads the vector; "
+                   "no closed form).")
 
 
 #: What the bound table says, once, above it.

@@ -56,8 +56,11 @@ def test_default_is_true_and_puts_the_energy_tests_in_the_family():
 
 def test_a_primary_endpoint_is_the_kl_tests_alone(tmp_path):
     f = make_frame(SPEC, n=30, seed=71)
-    with_energy = hypothesis_report(_result(f), tmp_path / "e", metrics=["kl"], **FAST)
-    primary = hypothesis_report(_result(f), tmp_path / "p", metrics=["kl"], energy=False, **FAST)
+    # declared in the config's [report] table (given in the call, they read "set after the
+    # sweep": test_report_options_after_sweep.py)
+    with_energy = hypothesis_report(_result(f, report={"metrics": ["kl"]}), tmp_path / "e", **FAST)
+    primary = hypothesis_report(_result(f, report={"metrics": ["kl"], "energy": False}), tmp_path / "p",
+                                **FAST)
     comp, full = primary.comparisons, with_energy.comparisons
     # one pair at two budgets: a KL sign test per budget, and no energy row
     assert set(comp["test"]) == {"sign"} and set(comp["metric"]) == {"kl"}
@@ -76,7 +79,7 @@ def test_a_primary_endpoint_is_the_kl_tests_alone(tmp_path):
     assert "No 6D energy test for" not in md   # not the wording of non-finite profiles
     tests_line = _line(md, "- Tests:")
     assert "6D energy permutation" not in tests_line and "a permutation test: B" not in tests_line
-    assert "no 6D energy test (the [report] option energy = false" in tests_line
+    assert "no 6D energy test (the option energy = false" in tests_line
     assert "no 6D energy test (left out by the [report] option energy = false)" in _line(md, "- Family:")
     assert "energy tests (6D profile)" not in md.split("## Methods")[0]   # the Summary counts none
     payload = json.loads(primary.files["json"].read_text())
@@ -86,7 +89,7 @@ def test_a_primary_endpoint_is_the_kl_tests_alone(tmp_path):
 
 def test_energy_off_alone_names_the_tested_metrics(tmp_path):
     f = make_frame(SPEC, n=20, seed=72)
-    rep = hypothesis_report(_result(f), tmp_path / "r", energy=False, **FAST)
+    rep = hypothesis_report(_result(f, report={"energy": False}), tmp_path / "r", **FAST)
     comp = rep.comparisons
     assert "energy" not in set(comp["test"])
     metrics = list(dict.fromkeys(comp["metric"]))

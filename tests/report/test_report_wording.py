@@ -863,7 +863,7 @@ def test_an_empty_theory_table_says_why():
     """"none ... was run at an integer budget" was printed for key_favored.toml, whose
     schemes (K4V2, ...) have no closed form at all, and for KQV at d = 96, which ran at
     whole budgets but pads its rotation: each case now names its own reason."""
-    from kvstats.report.sections import _no_theory_text
+    from kvstats.report.wording import _no_theory_text
 
     def text(scheme, budget, dim=128):
         return _no_theory_text(pd.DataFrame({"scheme": [scheme], "budget": [budget], "dim": [dim]}))
