@@ -254,10 +254,12 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
               "(tables/crossovers.csv names the budgets).")
     kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
     if not kl.empty:
-        doc.p("Attention KL, winners by budget (no crossover):")
-        doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: "
-                + _winners_text(winners.get(tuple(getattr(r, k) for k in keys), []))
-                for r in kl.itertuples(index=False)])
+        lists = [winners.get(tuple(getattr(r, k) for k in keys), []) for r in kl.itertuples(index=False)]
+        # as tables/crossovers.csv: "can be seen" only where some budget's test could reject
+        blind = all(w.startswith(NOT_RESOLVABLE) for won in lists for _, w in won)
+        doc.p(f"Attention KL, winners by budget ({'none could be seen' if blind else 'no crossover seen'}):")
+        doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: " + _winners_text(won)
+                for r, won in zip(kl.itertuples(index=False), lists)])
 
 
 #: The summary's name of each test of the comparison table, and what one row of it tests.

@@ -392,7 +392,7 @@ def test_crossover_section_lists_crossovers_and_only_the_rest_by_budget(tmp_path
     # each with the bits its two schemes store (make_frame: n + 0.25), as the terminal says
     assert ("- CROSSOVER in kl for gaussian, d = 64, N = 128: KQV wins at n = 2; QKQV wins at n = 3. "
             "Bits stored per coordinate: KQV 2.25–3.25, QKQV 2.25–3.25.\n") in md
-    kl = md.split("Attention KL, winners by budget (no crossover):")[1].split("##")[0]
+    kl = md.split("Attention KL, winners by budget (no crossover seen):")[1].split("##")[0]
     assert [line for line in kl.splitlines() if line.startswith("- ")] == [
         "- gaussian, d = 64, N = 128, KQV vs KV: n = 2: KQV; n = 3: KQV",
         "- gaussian, d = 64, N = 128, QKQV vs KV: n = 2: QKQV; n = 3: QKQV"]
@@ -418,6 +418,9 @@ def test_no_crossover_is_not_claimed_where_no_budget_could_reject(tmp_path):
     section = _crossover_section(rep.files["markdown"].read_text())
     assert "**No crossover can be seen**: for no case, pair and metric could a budget's test" in section
     assert "**No crossover**:" not in section
+    # the KL list's label too (it read "(no crossover)"), as crossovers.csv's "can be seen"
+    assert "Attention KL, winners by budget (none could be seen):" in section
+    assert "(no crossover" not in section
     kl = [line for line in section.splitlines() if line.startswith("- ")]
     assert len(kl) == 1 and kl[0].count("; n = 3: not resolvable at n = 4 pairs") == 1
     assert kl[0].startswith("- gaussian, d = 64, N = 128, KQV vs QKQV: n = 2: not resolvable at n = 4 pairs")
