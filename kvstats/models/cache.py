@@ -78,6 +78,15 @@ procedure as teacher-forced token-by-token decoding (every key is coded before a
 reads it in both cases); the two differ only where float32 rounding of the quantizer's
 input flips a code on a boundary (``tests/models`` checks both agree).
 
+Rows of a batch are coded as they come, pad tokens included: per-vector schemes code each
+token alone, so a left-padded row's real tokens get the codes they get alone; kivi's and
+qjl's token groups take pad tokens into their first group's statistics (and shift the
+group boundaries by the pad count), and fp8/nvfp4's per-head scale spans the whole
+prefill block, pads too. Compare those schemes one sequence at a time (as
+``kvstats.models.quality`` and ``retrieval`` do). A scale per encode call
+(``scale="tensor"``) would couple the rows themselves: a batch of more than one row is
+refused for it.
+
 Use it as any transformers cache: ``model(input_ids, cache=cache)`` or
 ``model.generate(input_ids, cache=cache)`` (transformers 5.x; the older keyword
 ``past_key_values=`` still works there, with a deprecation warning). Beam search (batch
@@ -215,6 +224,9 @@ class QuantizedCache(_CacheMemory, Cache):
         _, parsed = parse_scheme_name(scheme_name, params)
         # Tokens sharing stored statistics are coded in whole groups (1: per vector).
         self.token_group = sdef.token_group(parsed)
+        # One scale per encode call (scale="tensor"): the rows of a batch would share it
+        # (checked at the first update, which sees the batch), the setting to use instead.
+        self.per_call = sdef.per_trial_setting(parsed) if sdef.couples_trials(parsed) else ""
         self._make_scheme = make_scheme
         # Schemes without random components need no per-head draws.
         self.deterministic = not sdef.randomized(parsed)

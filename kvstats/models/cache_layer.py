@@ -161,6 +161,12 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                              + (", or use attention='model'" if owner.grouped else ""))
         self.device = key_states.device
         batch, self.n_heads, _, dim = key_states.shape
+        if batch > 1 and owner.per_call:
+            # one call codes every row: a sequence's codes would depend on the others'
+            raise ValueError(f"QuantizedCache({owner.scheme_name!r}, ...) with params "
+                             f"{owner.scheme_params} shares one scale across an encode call, so the "
+                             f"rows of a batch would share it; received a batch of {batch}: run one "
+                             f"sequence at a time or use {owner.per_call}")
         # an empty tail of its own (never a view that keeps the prefill's K/V alive)
         self.tail_keys = key_states.new_empty((batch, self.n_heads, 0, dim))
         self.tail_values = value_states.new_empty((batch, self.n_heads, 0, value_states.shape[-1]))
@@ -445,6 +451,14 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                                       f"whose codes are numpy arrays (schemes without a code-reading path); "
                                       f"the code-reading schemes (KV, KQV, QKQV, turboquant, K{{a}}V{{b}}, kivi, "
                                       f"qjl) support it")
+        batch = self.tail_keys.shape[0]
+        if index.ndim != 1 or index.dtype.is_floating_point or index.dtype.is_complex or (
+                index.numel() and not (0 <= int(index.min()) and int(index.max()) < batch)):
+            # torch would truncate floats, and fail on a bad row deep inside index_select
+            raise ValueError(f"{what} needs a 1-D integer tensor of batch rows in [0, {batch}); "
+                             f"received dtype {index.dtype}, shape {tuple(index.shape)}"
+                             + (f", values in [{index.min().item()}, {index.max().item()}]"
+                                if index.numel() else ""))
         index = index.to(torch.int64)
         # each buffer where it is (numpy-coded groups on the CPU, a decoded copy with the model)
         for buf in (*self.store.values(), *self.decoded.values()):
@@ -467,5 +481,8 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         """Keep the batch rows ``indices`` (integer positions or a boolean mask)."""
         index = torch.as_tensor(indices)
         if index.dtype == torch.bool:
+            if self.is_initialized and index.shape != self.tail_keys.shape[:1]:
+                raise ValueError(f"indices as a boolean mask must have one entry per batch row, "
+                                 f"shape ({self.tail_keys.shape[0]},); received shape {tuple(index.shape)}")
             index = index.nonzero().flatten()
         self._select_rows(index, "batch selection")
