@@ -178,6 +178,11 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     any_heavy = False
     for ax, (_, case) in zip(axes.flat, cases.iterrows()):
         sub = stats_.merge(case.to_frame().T.astype(stats_[list(CASE_COLUMNS)].dtypes))
+        if log:   # every panel on the log axis: a mean of 0 (an exact scheme's) is left off, and said
+            _note_zero_means(ax, sub[sub["mean"] <= 0], sub)
+            sub = sub[sub["mean"] > 0]
+            # a lower CI end ≤ 0 (heavy tails) is clipped at the axis floor
+            ax.set_yscale("log", nonpositive="clip")
         for scheme, grp in sub.groupby("scheme", sort=False):
             grp = grp.sort_values("bits_total")
             style = _scheme_style(palette, scheme)
@@ -188,9 +193,6 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
             ax.plot(heavy["bits_total"], heavy["mean"], ls="none", marker=style["marker"], ms=6.5,
                     mfc="white", mec=palette[scheme], mew=1.5, zorder=5)
             any_heavy = any_heavy or len(heavy) > 0
-        if log and (sub["mean"] > 0).all():
-            # a lower CI end ≤ 0 (heavy tails) is clipped at the axis floor
-            ax.set_yscale("log", nonpositive="clip")
         ax.set_title(_case_label(case, digits), fontsize=9)
         ax.set_xlabel("bits per coordinate, with overhead")
         ax.set_ylabel(ylabel)
@@ -212,9 +214,25 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     return fig
 
 
+def _note_zero_means(ax: Any, zero: pd.DataFrame, sub: pd.DataFrame) -> None:
+    """Name, in the panel's lower left corner (low KL at few bits: empty), the schemes whose
+    mean is 0 and so not on the log axis: "identity: KL = 0, not drawn", with the budgets
+    where only some of a scheme's are."""
+    if zero.empty:
+        return
+    parts = []
+    for scheme, grp in zero.groupby("scheme", sort=False):
+        every = len(grp) == int((sub["scheme"] == scheme).sum())
+        parts.append(scheme if every else f"{scheme} at n = {', '.join(f'{b:g}' for b in grp['budget'])}")
+    ax.text(0.02, 0.03, f"{'; '.join(parts)}: KL = 0, not drawn", transform=ax.transAxes,
+            fontsize=7, ha="left", va="bottom", color="0.25")
+
+
 def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None) -> "matplotlib.figure.Figure":
     """Mean attention KL(p_ref ‖ p_quant) (nats) against bits per coordinate, 95% CIs, per case.
 
+    A log y axis in every panel: a mean of 0 (an exact scheme, such as identity) has no
+    place on it and is left off, named in its panel ("identity: KL = 0, not drawn").
     Error bars are normal-approximation intervals of the mean (the report's tables give
     the bootstrap intervals); hollow markers flag the means the tables mark ‡: per-trial
     values with a Hill tail index below 2 at 95% (infinite variance: no interval of the mean

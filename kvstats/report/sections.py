@@ -462,7 +462,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               "carried by fewer than 10 nonzero values (the tables' ‡), where no "
               "interval of the mean, error bar included, is valid.")
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
-                            "(normal-approximation 95% error bars; the tables carry bootstrap "
+                            "(log axis: a mean of 0, an exact scheme's, is left off and named in its "
+                            "panel; normal-approximation 95% error bars; the tables carry bootstrap "
                             "intervals)." + hollow),
                            ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate with "
                             "overhead (normal-approximation 95% error bars)." + hollow),
