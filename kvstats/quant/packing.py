@@ -34,12 +34,12 @@ def packed_size(n: int, bits: int) -> int:
 
 def _as_uint_array(x: ArrayLike, name: str, high: int) -> np.ndarray:
     arr = np.asarray(x)
+    if arr.dtype != np.bool_ and arr.dtype.kind not in "ui":
+        raise TypeError(f"{name} must be a bool or unsigned integer array; received {_describe(arr)}")
+    if arr.ndim < 1:  # before the bool return: a bool scalar too
+        raise ValueError(f"{name} must have at least 1 dimension; received {_describe(arr)}")
     if arr.dtype == np.bool_:
         return arr.view(np.uint8)
-    if arr.dtype.kind not in "ui":
-        raise TypeError(f"{name} must be a bool or unsigned integer array; received {_describe(arr)}")
-    if arr.ndim < 1:
-        raise ValueError(f"{name} must have at least 1 dimension; received {_describe(arr)}")
     if arr.size and (arr.min() < 0 or arr.max() > high):
         raise ValueError(f"{name} values must be in [0, {high}]; received values in "
                          f"[{arr.min()}, {arr.max()}]")
@@ -64,8 +64,6 @@ def pack_bits(bits: Bool[ArrayLike, "*batch m"]) -> UInt8[np.ndarray, "*batch m_
     array([1, 1], dtype=uint8)
     """
     arr = _as_uint_array(bits, "bits", 1)
-    if arr.ndim < 1:
-        raise ValueError(f"bits must have at least 1 dimension; received {_describe(arr)}")
     return np.packbits(arr, axis=-1, bitorder="little")
 
 
