@@ -23,12 +23,21 @@ per token, which vLLM's static scale does not have — use a float there. Bits: 
 ``stored_bits``; with ``scale="tensor"`` the heads of a call share one scale, so the
 32 bits per head counted are an upper bound. Zero codes decode to zero; an all-zero
 head has scale 0.
+
+Tiny heads. A nonzero head whose scale ``amax/M`` is below float32's smallest normal
+(1.2e-38: ``amax`` below 5.3e-36 for E4M3, 6.7e-34 for E5M2, 3.2e-35 for nvfp4's
+``amax/2688``) gets a subnormal scale, rounded by more than float32's usual 2^-24; one
+below half the smallest subnormal (``amax`` below ~3e-43, 4e-41, 2e-42) gets scale 0
+and decodes to zeros. :func:`amax_scale` warns (``UserWarning``) with how many, as
+:mod:`kvstats.quant.uniform` does for float16 scales.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -41,11 +50,13 @@ __all__ = ["FP8_FORMATS", "SCALES", "FP8Codes", "FP8Coder", "amax_scale"]
 FP8_FORMATS = {"fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}
 SCALES = ("head", "tensor")
 _FP32_BITS = 32
+_FP32 = np.finfo(np.float32)
 
 
 def amax_scale(x: np.ndarray, scale: str, fmax: float) -> np.ndarray:
     """float32 ``amax/fmax`` over each head (``scale="head"``: the last two axes) or the
-    whole array (``"tensor"``), keeping dimensions; a ValueError if ``x`` overflows float32.
+    whole array (``"tensor"``), keeping dimensions; a ValueError if ``x`` overflows float32,
+    a UserWarning if a nonzero head's scale is a float32 subnormal or 0 (module docstring).
 
     Examples
     --------
@@ -61,7 +72,22 @@ def amax_scale(x: np.ndarray, scale: str, fmax: float) -> np.ndarray:
     if not np.isfinite(amax).all():
         raise ValueError(f"x must be finite in float32 (|x| < 3.4e38); received {_describe(x)} "
                          f"with max |x| = {float(np.max(amax)):.4g} after rounding to float32")
-    return (amax / np.float32(fmax)).astype(np.float32)
+    s = (amax / np.float32(fmax)).astype(np.float32)
+    low = (amax > 0) & (s < _FP32.smallest_normal)
+    if low.any():
+        lost, kept = int(np.sum(low & (s == 0))), s[low & (s > 0)]
+        what = [f"{lost} are 0: their data decode as exact zeros"] if lost else []
+        if kept.size:
+            # float32 rounds a subnormal to a multiple of its smallest subnormal
+            rel = float(_FP32.smallest_subnormal) / 2 / float(kept.min())
+            what.append(f"{kept.size} are subnormal, rounded by up to {rel:.2g} relative (the "
+                        f"largest values they cover clipped by as much)")
+        warnings.warn(
+            f"x: {int(low.sum())} of {low.size} scales amax/{fmax:g} are below float32's smallest "
+            f"normal {float(_FP32.smallest_normal):.3g} (nonzero data with amax below "
+            f"{float(_FP32.smallest_normal) * fmax:.3g}): {'; '.join(what)}; rescale x if these "
+            f"values matter", UserWarning, stacklevel=3)
+    return s
 
 
 def _divide(x: np.ndarray, s: np.ndarray) -> np.ndarray:

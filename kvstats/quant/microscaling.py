@@ -23,7 +23,9 @@ scale per block:
     ``(e2m1·s)·g``. 1 + 8 bytes per 16 coordinates plus 32 bits per head: 4.5 + 32/(n·d)
     bits. gguf implements only the decoding of its own NVFP4 layout (super-blocks of 64,
     no fp32 scale): the test holds the decoded values to it (times ``g``) and the codes
-    to an independent reference of the definition above.
+    to an independent reference of the definition above. ``g`` comes from
+    :func:`kvstats.quant.fp8.amax_scale`: a UserWarning when a nonzero head's ``g`` is a
+    float32 subnormal or 0 (amax below 3.2e-35; below ~2e-42 the head decodes to zeros).
 
 Arithmetic is float32 (the input is rounded to float32 first). The head dimension must
 be a multiple of the block (a ValueError otherwise; no padding).
