@@ -34,6 +34,18 @@ _SKETCH_KINDS = ("gaussian", "orthogonal", "srht")
 _COS_ROUNDING = 1e-12   # how far past +-1 a computed cosine may lie and still be read as +-1
 
 
+def _check_srht_dim(kind: str, d: int) -> None:
+    """Refuse ``kind="srht"`` at a ``d`` that is not a power of two: there the rows of the
+    truncated Hadamard matrix are correlated, and the orthogonal closed form, which the
+    srht kind shares at powers of two, is off by a factor of 0.76 to 2.3 (measured at
+    d = 65, 80, 96; docs/qjl.md, "SRHT")."""
+    if kind == "srht" and d & (d - 1):
+        raise ValueError(f"kind='srht' has no closed form at d={d}, which is not a power of two "
+                         f"(the rows of a truncated Hadamard matrix are correlated; docs/qjl.md, "
+                         f"'SRHT'); kind='orthogonal' gives the orthogonal sketch's value, which "
+                         f"is what 'srht' returned before and is not the srht variance here")
+
+
 def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: ArrayLike,
                                m: int) -> Float[np.ndarray, "*shape"]:
     """Variance of the Gaussian-sketch QJL estimator of ``<q, k>``.
@@ -169,7 +181,9 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     m ≤ d (then S·R is √d times m rows of a Haar matrix for a Haar R); for m > d the
     blocks share the orientation, which adds a between-block term (docs/qjl.md, "SRHT":
     not detected at d = 16..128, m = 2d). For a fixed pair the SRHT estimate is not
-    exactly unbiased, so this is not its conditional variance.
+    exactly unbiased, so this is not its conditional variance. For d not a power of
+    two there is no closed form (a ValueError): the truncated Hadamard rows are
+    correlated and the orthogonal value is off by 0.76–2.3×.
 
     Parameters
     ----------
@@ -185,6 +199,11 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     -------
     ndarray, shape of the broadcast batch, float64
         The variance, in the units of ``⟨q, k⟩²``.
+
+    Raises
+    ------
+    ValueError
+        Bad input, or ``kind="srht"`` with d not a power of two (no closed form).
 
     Examples
     --------
@@ -203,6 +222,7 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     except ValueError:
         raise ValueError(f"q and k's batch shapes must broadcast; received {q.shape} and {k.shape}") from None
     d = q.shape[-1]
+    _check_srht_dim(kind, d)
     eq, ek = _unsafe_exponent(q, axis=-1), _unsafe_exponent(k, axis=-1)
     q, k = scale_rows(q, eq), scale_rows(k, ek)
     qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
@@ -241,7 +261,8 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
     ----------
     kind : {"gaussian", "orthogonal", "srht"}
         ``"srht"``: the orthogonal value (its average over the vector's orientation, exact
-        for dim a power of two and m ≤ dim; see `qjl_variance`).
+        for dim a power of two and m ≤ dim; see `qjl_variance`); a ValueError for dim
+        not a power of two (no closed form).
     m, dim : int
         Sketch rows and vector dimension, each >= 1.
 
@@ -260,6 +281,7 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
     kind = check_choice(kind, "kind", _SKETCH_KINDS)
     m = check_int(m, "m", low=1)
     d = check_int(dim, "dim", low=1)
+    _check_srht_dim(kind, d)
     if kind == "gaussian":
         return math.pi * d / (2 * m) - 1 / m
     mu = sphere_abs_moment(d)
@@ -290,7 +312,8 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
     m : int or None
         Sketch rows, >= 1 (default ``dim``).
     kind : {"gaussian", "orthogonal", "srht"}
-        Sketch family (``"srht"``: its orientation-averaged variance, see `qjl_variance`).
+        Sketch family (``"srht"``: its orientation-averaged variance, see `qjl_variance`;
+        a ValueError for dim not a power of two, where it has no closed form).
 
     Returns
     -------
@@ -311,6 +334,7 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
         return math.pi / 2
     dim = check_int(dim, "dim", low=2)
     m = dim if m is None else check_int(m, "m", low=1)
+    _check_srht_dim(kind, dim)
     if kind == "gaussian":
         return (math.pi / 2 - 1 / dim) * dim / m
     # ‖q‖ = ‖r‖ = 1, isotropic direction: E a² = 1/dim; divide by E⟨q, r⟩² = 1/dim
