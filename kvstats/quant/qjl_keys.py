@@ -63,8 +63,8 @@ class QJLKeyQuantizer:
     norm over the group's tokens are split off. The inlier part ``k_in`` (outlier
     channels zeroed) is sketched with ``m`` rows and the outlier part ``k_out`` with an
     independent sketch of ``outlier_m`` rows, each with its own stored norm. The score is
-    the sum of two unbiased estimators, each applied to the query restricted to the
-    same channels:
+    the sum of two unbiased estimators (an srht inlier sketch: on average over the
+    pair's orientation), each applied to the query restricted to the same channels:
 
         ĉ(q, k) = c·‖k_in‖·⟨S q_in, sign(S k_in)⟩ + c'·‖k_out‖·⟨S' q_out, sign(S' k_out)⟩,
 
@@ -79,7 +79,11 @@ class QJLKeyQuantizer:
     m : int
         Sketch rows for the inliers (sign bits per token).
     sketch : {"gaussian", "orthogonal", "srht"}
-        Kind of both sketches (`kvstats.quant.sketch.make_sketch`).
+        Kind of both sketches (`kvstats.quant.sketch.make_sketch`), except that with
+        ``"srht"`` the outlier part is sketched with ``"orthogonal"``: ``k_out`` has only
+        ``n_outliers`` nonzero coordinates, the keys for which an srht estimate is biased
+        (with no variance when one coordinate dominates; docs/qjl.md, "SRHT"), while the
+        orthogonal constant is exact for every vector. Same rows and bits.
     n_outliers : int
         Outlier channels per group, 0..dim (0: plain QJL, no second sketch).
     outlier_m : int, optional
@@ -125,7 +129,10 @@ class QJLKeyQuantizer:
         self.idx_dtype = np.dtype(np.uint8 if self.dim <= 256 else np.uint16)
         in_rng, out_rng = as_generator(seed).spawn(2)
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=in_rng, draws=self.draws)
-        self.outlier_sketch = (make_sketch(sketch, self.outlier_m, self.dim, seed=out_rng,
+        # k_out is axis-aligned (n_outliers channels): srht's constant is exact only on
+        # average over orientations, so that part takes the orthogonal sketch
+        out_kind = "orthogonal" if self.sketch_kind == "srht" else self.sketch_kind
+        self.outlier_sketch = (make_sketch(out_kind, self.outlier_m, self.dim, seed=out_rng,
                                            draws=self.draws) if self.n_outliers else None)
 
     def hold_sketches_as(self, dtype: DTypeLike) -> None:
@@ -138,7 +145,8 @@ class QJLKeyQuantizer:
         a matrix held in that dtype, so float32 inputs give the same codes and decodes
         bit for bit, at half the memory of float64. Float64 inputs would then multiply
         by the rounded matrix. An ``"srht"`` sketch holds only its ±1 signs: in int8
-        (exact: the same numbers for either dtype, at 1/8 of the bytes).
+        (exact: the same numbers for either dtype, at 1/8 of the bytes); the outlier
+        sketch of ``sketch="srht"`` is orthogonal, a dense matrix.
 
         Examples
         --------
@@ -348,9 +356,10 @@ class QJLKeyQuantizer:
         return parts
 
     def describe(self) -> dict[str, Any]:
-        """Every setting: coder kind, sketch kind, rows, outliers, group size, norm dtype, draws."""
+        """Every setting: coder kind, sketch kinds, rows, outliers, group size, norm dtype, draws."""
         return {"coder": "qjl", "quantizer": "qjl_key", "dim": self.dim, "sketch": self.sketch_kind, "m": self.m,
                 "n_outliers": self.n_outliers,
+                "outlier_sketch": self.outlier_sketch.kind if self.n_outliers else None,
                 "outlier_m": self.outlier_m if self.n_outliers else 0,
                 "group_size": self.group_size, "norm_dtype": str(self.norm_dtype),
                 "draws": list(self.draws)}
