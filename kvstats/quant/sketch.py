@@ -303,7 +303,10 @@ def make_sketch(kind: str, m: int, dim: int, seed: SeedLike = 0,
         finite d, because each row is marginally uniform on the sphere of radius √d).
         ``"srht"`` uses the orthogonal constant: its rows are Rademacher vectors, not
         uniform on the sphere, so the estimate is unbiased on average over the pair's
-        orientation (exactly), not for every fixed pair (docs/qjl.md, "SRHT").
+        orientation (exactly), not for every fixed pair (docs/qjl.md, "SRHT": a key
+        with |k_j| > Σ_{i≠j}|k_i| gets c·m·‖k‖·sign(k_j)·q_j from every sketch when m is
+        a multiple of d_pad, a bias with no variance). Its closed forms
+        (`kvstats.theory.qjl_variance`) hold for dim a power of two only.
 
     Examples
     --------
