@@ -257,6 +257,8 @@ class SchemeDef:
 
         ``"mse"``: ``d_pad·D_beta(n, d_pad)``; ``"prod"``: ``d_pad·D_beta(n−1, d_pad)``
         times the Gaussian QJL reconstruction factor ``π/2 − 1/d_pad`` (m = d_pad rows).
+        The scheme's default settings: ``d = d_pad`` and a Gaussian sketch (for d < d_pad
+        the prod residual lives in R^d and the error of the kept coordinates differs).
 
         Examples
         --------

@@ -706,11 +706,11 @@ def test_sketches_held_in_float32_code_float32_keys_bit_for_bit(sketch):
     ref, held = QJLKeyQuantizer(48, 96, **kw), QJLKeyQuantizer(48, 96, **kw)
     held.hold_sketches_as(np.float32)
     for s in (held.sketch, held.outlier_sketch):
-        if sketch == "srht":  # its +-1 signs in int8: exact, so float64 keys too (below)
+        if s.kind == "srht":  # its +-1 signs in int8: exact
             assert s.dense is None and s.signs.dtype == np.int8
-        else:
+        else:  # dense (sketch="srht" sketches its outliers with "orthogonal", docs/qjl.md §3)
             assert s.dense.dtype == np.float32
-    for dtype in (np.float32, np.float64) if sketch == "srht" else (np.float32,):
+    for dtype in (np.float32,):  # float64 keys would meet the float32-rounded dense matrices
         Kd, qd = K.astype(dtype), q.astype(dtype)
         a, b = ref.encode(Kd), held.encode(Kd)
         for x, y in ((a.inlier.signs, b.inlier.signs), (a.inlier.norms, b.inlier.norms),
