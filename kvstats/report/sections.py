@@ -269,8 +269,7 @@ _TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
                "energy": ("energy tests (6D profile)", "(case, n, pair)"),
                "equivalence": ("equivalence tests (TOST, declared margins)", "(case, n, pair, metric)")}
 #: The verdicts in the summary's order, each with what it says (the words of the Methods).
-_VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: "distributions differ",
-                  "equivalent within δ": "equivalent within δ",
+_VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: f"significant (\"{DISTRIBUTIONS_DIFFER}\")",
                   NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected on the most extreme "
                                  "data: its resolution, not its power)",
                   INCONCLUSIVE: INCONCLUSIVE,
@@ -326,13 +325,17 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
         counts = _verdict_counts(rows)
         winner = (" (a winner)" if test in LOCATION_TESTS.values() else
                   " (the distributions differ)" if test == "ks" else "")
-        text = (f"{len(rows)} {name if len(rows) != 1 else name.replace('tests', 'test', 1)}, "
-                f"one per {each}: "
-                + ", ".join(f"{c} {_VERDICT_WORDS.get(v, v)}" + (winner if v == DIFFERENT else "")
-                            for v, c in counts.items()))
-        if test == "equivalence":
+        text = f"{len(rows)} {name if len(rows) != 1 else name.replace('tests', 'test', 1)}, one per {each}: "
+        if test == "equivalence":   # a TOST concludes "equivalent" or nothing: "different" is the location test's
+            eq = counts.pop("equivalent within δ", 0)
             hidden = int(sum(tost_not_shown_resolvable(r) for r in rows.itertuples(index=False)))
-            text += (f" (of the inconclusive, {hidden} {EQUIVALENCE_NOT_SHOWN})" if hidden else "")
+            rest = [f"{c} with a significant {_location_name(opts)} test (\"different\")" if v == DIFFERENT else
+                    f"{c} {v}" + (f" ({hidden} of them {EQUIVALENCE_NOT_SHOWN})" if v == INCONCLUSIVE and hidden else "")
+                    for v, c in counts.items()]
+            text += f"{eq} equivalent within δ, {len(rows) - eq} not" + (": " + ", ".join(rest) if rest else "")
+        else:
+            text += ", ".join(f"{c} {_VERDICT_WORDS.get(v, v)}" + (winner if v == DIFFERENT else "")
+                              for v, c in counts.items())
         lines.append(text + ".")
     if not comp.empty:
         found, rest, some, every = _crossover_counts(comp, cross)

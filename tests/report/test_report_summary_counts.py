@@ -84,8 +84,10 @@ SWEEPS = {"paired, partly blind": _crossover_free_and_partly_blind,
 
 def _report(tmp_path, build):
     f, report, kw = build()
-    rep = hypothesis_report(_result(f, report=report), tmp_path, figures=False,
-                            energy_resamples=19, **kw)
+    # every option declared in the config (given in the call, the Summary names them as set
+    # after the sweep: test_report_options_after_sweep.py)
+    rep = hypothesis_report(_result(f, report={**report, **kw, "energy_resamples": 19}), tmp_path,
+                            figures=False)
     return rep, rep.files["markdown"].read_text()
 
 
@@ -114,8 +116,24 @@ def test_summary_counts_are_the_tables_counts(tmp_path, name):
         line = [i for i in items if re.match(rf"\d+ {NAMES[test]}s?\b", i)]
         assert len(line) == 1, (test, items)
         table = rows["verdict"].map(lambda v: next(k for k in VERDICTS if v.startswith(k)))
-        said = re.findall(rf"(\d+) ({'|'.join(VERDICTS)})", line[0].split(": ", 1)[1])
-        assert {v: int(c) for c, v in said} == table.value_counts().to_dict(), line[0]
+        body = line[0].split(": ", 1)[1]
+        if test == "equivalence":
+            # the TOST's one conclusion, then what the others are: "different" is the location
+            # test's rejection, not a TOST outcome (it read "88 different, 7 equivalent, ...")
+            head = re.match(r"(\d+) equivalent within δ, (\d+) not\b", body)
+            assert head is not None and int(head[1]) + int(head[2]) == len(rows), line[0]
+            said = {"equivalent within δ": int(head[1]),
+                    **{v: int(c) for c, v in re.findall(r"(\d+) (inconclusive)", body)},
+                    **{"different": int(c) for c in re.findall(
+                        r"(\d+) with a significant (?:sign|Mann–Whitney) test \(\"different\"\)", body)}}
+            assert not re.search(r"\d+ different", body), line[0]
+        else:
+            # a verdict after its count, "distributions differ" as 'significant ("…")' (it
+            # read "1 distributions differ")
+            said = {v: int(c) for c, v in re.findall(rf"(\d+) (?:significant \(\")?({'|'.join(VERDICTS)})", body)}
+            assert not re.search(r"\d+ distributions differ", body), line[0]
+        said = {v: c for v, c in said.items() if c}
+        assert said == table.value_counts().to_dict(), line[0]
         assert int(line[0].split()[0]) == len(rows)
         assert (len(rows) == 1) == bool(re.match(rf"1 {NAMES[test]}\b", line[0])), line[0]
         # "no significant difference" only where the test could have rejected
