@@ -24,6 +24,7 @@ from kvstats.analysis.resolution import ROUNDING_RTOL
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.stats.equivalence import VERDICTS
 from kvstats.report.notation import _pct
+from kvstats.results import DEFAULT_COMPARISONS
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
            "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS", "metrics_table",
@@ -516,7 +517,10 @@ def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.Dat
     if comparisons is not None and len(comparisons) == 0:
         return (f"No comparison was asked for (comparisons = []), so no test and no "
                 f"crossover; this sweep's scheme labels: {labels}.")
-    asked = "" if comparisons is None else " (" + ", ".join(f"{a} vs {b}" for a, b in comparisons) + ")"
+    pairs = [tuple(p) for p in (DEFAULT_COMPARISONS if comparisons is None else comparisons)]
+    # the default pairs were not asked for (the config named none): said as the warning says it
+    asked = (f"{'the default pairs' if tuple(pairs) == DEFAULT_COMPARISONS else 'the pairs asked for'} ("
+             + ", ".join(f"{a} vs {b}" for a, b in pairs) + ")")
     # a pair whose schemes share a case but no budget (one of them at a single fixed budget,
     # the other at several) is not compared: scheme_pairs' rule, said as such
     apart = []
@@ -529,13 +533,13 @@ def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.Dat
                                  f"{', '.join(f'{v:g}' for v in bb)})")
                     break
     if apart:
-        return (f"No comparison pair was compared: of the pairs asked for{asked}, "
+        return (f"No comparison pair was compared: of {asked}, "
                 + "; ".join(apart) + " ran in one case but at no common budget, and a scheme "
                 "is compared across budgets only when each of the two ran at a single one "
                 "(e.g. K4V2 at 3 against K4V4 at 4), so no test and no crossover. Add a pair "
                 "of schemes that share a budget, or run a fixed-budget scheme against "
                 "another single-budget one.")
-    return (f"No comparison pair was present: none of the pairs asked for{asked} names two "
+    return (f"No comparison pair was present: none of {asked} names two "
             f"schemes of one case of this sweep, so no test and no crossover. The sweep's "
             f"scheme labels: {labels}; pass pairs of them (hypothesis_report(comparisons=...) "
             "or the config's comparisons).")
