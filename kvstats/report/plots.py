@@ -3,9 +3,10 @@
 Every function takes the per-trial frame of :func:`kvstats.run_sweep`, returns a
 :class:`matplotlib.figure.Figure`, and never shows it; :func:`save_figure` writes PNG and
 SVG. Colours come from seaborn's colour-blind-safe palette, one fixed colour per scheme
-across all figures of a report (pass ``palette`` to keep them equal between calls), with a
-marker and line style per scheme by its place in the palette (apart in greyscale); cases
-(distribution settings) take cividis, never a scheme's colour. Figures are sized for a
+(a built-in scheme's set by its place in the catalog, the same in every report; pass
+``palette`` to keep a user scheme's equal between calls), with a marker and line style per
+scheme by the same place (apart in greyscale); cases (distribution settings) take
+cividis, never a scheme's colour. Figures are sized for a
 paper's text width (7 in), so their text prints at 6 points or more.
 The Shannon–φ plane, with its limit lines, nested markers and trial clouds, is
 :mod:`kvstats.report.shannon_phi` (its names are importable from here too).
@@ -58,8 +59,40 @@ _MARKERS = "osD^vP*Xph"
 _LINESTYLES = ("-", "--", ":", "-.")
 
 
+#: The colour-blind palette's size: a built-in scheme's colour is its catalog place modulo it.
+_N_COLORS = 10
+
+
+def _scheme_slots(schemes: Sequence[str]) -> dict[str, int]:
+    """Each scheme's place in the palette (its colour, marker and line style), in order of
+    first appearance: a built-in scheme's is fixed, its place in the catalog
+    (:data:`kvstats.quant.catalog.NAMES`) modulo the palette's size, so it has one look in
+    every report; a scheme of one's own, or a built-in whose colour an earlier built-in of
+    the catalog holds, takes the lowest place no other scheme here holds.
+
+    Examples
+    --------
+    >>> _scheme_slots(["QKQV", "mine", "KV"]), _scheme_slots(["KQV", "q4_0"])
+    ({'QKQV': 2, 'mine': 1, 'KV': 0}, {'KQV': 1, 'q4_0': 0})
+    """
+    from kvstats.quant.catalog import NAMES   # stdlib only
+
+    names = list(dict.fromkeys(schemes))
+    slots: dict[str, int] = {}
+    for s in sorted((s for s in names if s in NAMES), key=NAMES.index):
+        if NAMES.index(s) % _N_COLORS not in slots.values():
+            slots[s] = NAMES.index(s) % _N_COLORS
+    free = (i for i in range(len(NAMES) + len(names)) if i not in slots.values())
+    for s in names:
+        if s not in slots:
+            slots[s] = next(free)
+    return {s: slots[s] for s in names}
+
+
 def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
-    """A colour per scheme from seaborn's colour-blind palette (order of first appearance).
+    """A colour per scheme from seaborn's colour-blind palette (in order of first appearance):
+    a built-in scheme's is fixed by its place in the catalog, so a scheme has one colour in
+    every report (:func:`_scheme_slots`); a scheme of one's own takes the next free one.
 
     Examples
     --------
@@ -67,17 +100,19 @@ def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
     >>> pal = scheme_palette(["KV", "KQV", "KV"])
     >>> list(pal), len(pal["KV"]), pal["KV"] != pal["KQV"]
     (['KV', 'KQV'], 3, True)
+    >>> scheme_palette(["QKQV", "KQV"])["KQV"] == pal["KQV"]     # whatever the order
+    True
     """
     import seaborn as sns
 
-    names = list(dict.fromkeys(schemes))
-    colors = sns.color_palette("colorblind", max(len(names), 1))
-    return {s: colors[i % len(colors)] for i, s in enumerate(names)}
+    colors = sns.color_palette("colorblind", _N_COLORS)
+    return {s: colors[i % _N_COLORS] for s, i in _scheme_slots(schemes).items()}
 
 
 def _scheme_style(palette: dict[str, Any], scheme: str) -> dict[str, Any]:
-    """Colour, marker and line style of ``scheme``: by its place in ``palette``, like its colour."""
-    i = list(palette).index(scheme)
+    """Colour, marker and line style of ``scheme``: by its place (:func:`_scheme_slots` of
+    the palette's schemes), like its colour, so each scheme has the same look in every figure."""
+    i = _scheme_slots(list(palette))[scheme]
     return {"color": palette[scheme], "marker": _MARKERS[i % len(_MARKERS)],
             "ls": _LINESTYLES[i % len(_LINESTYLES)]}
 

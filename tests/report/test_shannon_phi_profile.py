@@ -27,7 +27,10 @@ def _means(fig, label):
 
 
 def _dashed_levels(ax):
-    return sorted(float(line.get_ydata()[0]) for line in ax.get_lines() if line.get_linestyle() == "--")
+    """The grey dashed limit lines (axhline: x from 0 to 1 in axes units), not a dashed
+    trajectory (KQV's line style in every figure)."""
+    return sorted(float(line.get_ydata()[0]) for line in ax.get_lines()
+                  if line.get_linestyle() == "--" and tuple(line.get_xdata()) == (0, 1))
 
 
 @pytest.mark.parametrize("place, snr", [("k", "snr_k_pooled"), ("v", "snr_v_pooled"), ("t", "snr_t")])
