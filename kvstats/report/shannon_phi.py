@@ -124,9 +124,10 @@ def _nested_markers(k: int) -> tuple[list[float], list[tuple[tuple[float, float]
     """Marker areas (points²) and n-label placements of ``k`` schemes in one Shannon–φ plane.
 
     Schemes can code a place identically (KV, KQV and turboquant_mse the keys; K4V2's
-    keys are KV's at n = 4), so their means coincide. Each is drawn over the ones before
-    it as a strictly smaller disk (circles: any other shape's corners would cover the
-    ring of the one below; diameters evenly from 13 points, up to 22 for more schemes,
+    keys are KV's at n = 4), so their means coincide. Where one covers an earlier one
+    (:func:`_nest`) it is drawn over it as a strictly smaller disk (circles: any other
+    shape's corners would cover the ring of the one below; every other mean is drawn at the
+    largest size; diameters evenly from 13 points, up to 22 for more schemes,
     down to 4, steps of at most 4 points), so a ring of each shows around the next, and its
     n labels go in a direction of their own around the point (clockwise from the upper
     right, ``k`` directions), beyond the largest disk.
@@ -144,6 +145,32 @@ def _nested_markers(k: int) -> tuple[list[float], list[tuple[tuple[float, float]
     radius = big / 2 + 3.0
     places = [_label_place(_label_angle(i, k), radius) for i in range(k)]
     return [float(d * d) for d in diam], places
+
+
+def _nest(fig: Any, ax: Any, means: list[tuple[Any, Any, np.ndarray]],
+          sizes: list[float]) -> list[tuple[float, float, float]]:
+    """Shrink a mean's disk only where it covers an earlier scheme's: where their centres are
+    closer than the largest disk's radius, it takes the next smaller size of ``sizes``
+    (:func:`_nested_markers`) below the smallest it covers; every other mean keeps the largest,
+    one size (a disk's size says nothing else). ``means``: per scheme, in drawing order, its
+    mean disks, its hollow (‡) disks or None, and which means are hollow. Returns the disks
+    (x, y, diameter in points), positions read after the layout is settled."""
+    fig.draw_without_rendering()
+    reach = math.sqrt(sizes[0]) / 2 * fig.dpi / 72.0
+    earlier: list[tuple[np.ndarray, int]] = []     # (centre in pixels, nesting depth)
+    disks = []
+    for dots, hollow, marked in means:
+        xy = np.asarray(dots.get_offsets(), float)
+        centres = ax.transData.transform(xy)
+        depth = [1 + max((d for c, d in earlier if np.hypot(*(p - c)) < reach), default=-1)
+                 for p in centres]
+        area = np.asarray(sizes)[depth]
+        dots.set_sizes(area)
+        if hollow is not None:
+            hollow.set_sizes(area[marked])
+        earlier += list(zip(centres, depth))
+        disks += [(x, y, math.sqrt(a)) for (x, y), a in zip(xy, area)]
+    return disks
 
 
 def _label_angle(i: int, k: int) -> float:
@@ -318,11 +345,12 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     _style()
     fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
-    # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible
+    # schemes that coincide (KV, KQV and turboquant_mse code keys alike) stay visible: drawn
+    # at one size, a mean shrinks only where it covers an earlier scheme's (_nest)
     k = sel["scheme"].nunique()
     sizes, _ = _nested_markers(k)
     any_marked = False
-    n_labels, disks = [], []    # written last, where they cover no other label or disk
+    n_labels, means = [], []    # the n labels written last, where they cover no other label or disk
     for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
         color = palette[scheme]
         if clouds:
@@ -340,17 +368,18 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
                 zorder=3 + 0.01 * i)
         ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
                     capsize=2, zorder=4)
-        ax.scatter(m["x"], m["y"], s=sizes[i], marker="o", color=color,
-                   edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
+        dots = ax.scatter(m["x"], m["y"], s=sizes[0], marker="o", color=color,
+                          edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
         # the tables' ‡ (heavy tail, few nonzero values): no interval of the mean is valid
         marked = g.apply(lambda d: not ci_reliable(d[phi].to_numpy(), d[snr].to_numpy(),
-                                                 metrics=[phi, snr]))
+                                                 metrics=[phi, snr])).to_numpy(bool)
+        hollow = None
         if marked.any():
-            ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[i], marker="o",
-                       facecolors="white", edgecolors=color, linewidths=1.5, zorder=5 + 0.01 * i)
+            hollow = ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[0], marker="o",
+                                facecolors="white", edgecolors=color, linewidths=1.5, zorder=5 + 0.01 * i)
             any_marked = True
+        means.append((dots, hollow, marked))
         n_labels += [(r["x"], r["y"], f"{b:g}", color, _label_angle(i, k)) for b, r in m.iterrows()]
-        disks += [(r["x"], r["y"], math.sqrt(sizes[i])) for _, r in m.iterrows()]
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -389,5 +418,6 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     case_label = (_known_case_label if unknown_case else _case_label)(sel.iloc[0], LABEL_DIGITS)
     ax.set_title(f"Shannon–φ plane, {_PLACES[place]}: {case_label}{subtitle}",
                  fontsize=10 if not subtitle else 8.5)
+    disks = _nest(fig, ax, means, sizes)
     _place_n_labels(fig, ax, n_labels, disks, math.sqrt(sizes[0]) / 2 + 3.0)   # beyond the largest disk
     return fig

@@ -108,8 +108,9 @@ def test_n_labels_cover_no_other_label_and_no_other_point(frame_factory):
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     px = fig.dpi / 72.0
-    disks = [(ax.transData.transform(p), np.sqrt(c.get_sizes()[0]) / 2 * px)
-             for c in ax.collections if c.get_label() in phi for p in c.get_offsets()]
+    disks = [(ax.transData.transform(p), np.sqrt(s) / 2 * px)
+             for c in ax.collections if c.get_label() in phi
+             for p, s in zip(c.get_offsets(), np.broadcast_to(c.get_sizes(), len(c.get_offsets())))]
     texts = [t for t in ax.texts if t.get_text() in {"2", "3", "4", "5", "6"}]
     assert len(texts) == 15
     boxes = [t.get_window_extent(renderer) for t in texts]
@@ -121,4 +122,31 @@ def test_n_labels_cover_no_other_label_and_no_other_point(frame_factory):
                            np.clip(centre[1], box.y0, box.y1) - centre[1])
             limit = max(r for c, r in disks if np.allclose(c, own)) if np.allclose(centre, own) else radius
             assert gap >= limit - 0.5, (t.get_text(), centre, own)
+    matplotlib.pyplot.close("all")
+
+
+def _sizes(ax, scheme):
+    """Diameters (points) of ``scheme``'s mean disks, in budget order."""
+    (c,) = [c for c in ax.collections if c.get_label() == scheme]
+    return np.round(np.sqrt(np.broadcast_to(c.get_sizes(), len(c.get_offsets()))), 6).tolist()
+
+
+def test_a_disk_shrinks_only_where_it_covers_an_earlier_schemes(frame_factory):
+    """Disks were sized by the scheme's place in the legend wherever they were: QKQV, far
+    from the others, was always the smallest dot while the legend showed one size. Now a
+    mean shrinks only where it covers an earlier scheme's: KQV's where it equals KV's
+    (n = 2, 3), not at n = 4 where they part; QKQV's nowhere."""
+    phi = {"KV": [0.35, 0.18, 0.095], "KQV": [0.35, 0.18, 0.02], "QKQV": [0.64, 0.40, 0.22]}
+    snr = {"KV": [9.4, 14.7, 20.3], "KQV": [9.4, 14.7, 32.0], "QKQV": [2.5, 7.4, 12.8]}
+    one = frame_factory({("KV", n): 0.0 for n in (2, 3, 4)}, n=10)
+    parts = []
+    for scheme in ("KV", "KQV", "QKQV"):
+        part = one.assign(scheme=scheme)
+        part["phi_k"] = part["budget"].map(dict(zip((2, 3, 4), phi[scheme])))
+        part["snr_k"] = part["budget"].map(dict(zip((2, 3, 4), snr[scheme])))
+        parts.append(part)
+    ax = plot_shannon_phi(pd.concat(parts, ignore_index=True), "k", bounds=None, clouds=False).axes[0]
+    big, small = _sizes(ax, "KV")[0], _sizes(ax, "KQV")[0]
+    assert _sizes(ax, "KV") == [big] * 3 and _sizes(ax, "QKQV") == [big] * 3
+    assert _sizes(ax, "KQV") == [small, small, big] and small < big
     matplotlib.pyplot.close("all")
