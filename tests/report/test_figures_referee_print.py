@@ -137,7 +137,7 @@ def test_case_colours_are_never_a_schemes_and_differ_in_greyscale(frame, compari
     """The box plot coloured its distributions with the schemes' palette (Gaussian keys in
     KV's blue, heavy-tailed in KQV's orange), and the crossover panels coloured cases with
     tab10, whose blue, green and red have nearly one grey (and red/green is the commonest
-    colour-vision deficiency). Cases now take cividis: muted, never a scheme's colour, of
+    colour-vision deficiency). Cases now take magma: never a scheme's colour, of
     increasing lightness."""
     pal = {matplotlib.colors.to_hex(c) for c in scheme_palette(SCHEMES).values()}
     box_ax = plot_lowrank_vs_heavytail(frame).axes[0]
@@ -171,4 +171,26 @@ def test_box_plot_axis_and_title_name_the_metric_with_its_unit(frame):
     assert fig.axes[0].get_ylabel() == "recall@5 (fraction)"
     assert fig.get_suptitle() == "Low-rank vs heavy-tailed keys: recall@5 per trial"
     assert plot_lowrank_vs_heavytail(frame).axes[0].get_ylabel() == "KL (nats), floored at 1e-6"
+    matplotlib.pyplot.close("all")
+
+
+def _lab(color):
+    """CIELAB (D65) of an sRGB colour: the sRGB transfer curve, the sRGB→XYZ matrix of IEC
+    61966-2-1, then CIE 1976 L*a*b* (the closed forms; CIE76 ΔE is the Euclidean distance)."""
+    rgb = np.asarray(matplotlib.colors.to_rgb(color))
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ lin / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_every_two_cases_of_a_crossover_figure_are_far_apart_in_colour(comparisons):
+    """The quick report's four cases in cividis 0.0 and 0.27 were two navies (ΔE 25): only the
+    marker told the Gaussian and heavy-tailed cases apart. Every two of four cases are now
+    more than 40 apart (CIE76 ΔE; about 2.3 is a just-noticeable difference)."""
+    handles = plot_crossover(comparisons, pair=("KQV", "KV")).legends[0].legend_handles
+    labs = [_lab(h.get_color()) for h in handles]
+    gaps = [np.linalg.norm(a - b) for a, b in itertools.combinations(labs, 2)]
+    assert len(labs) == len(CASES) and min(gaps) > 40, np.round(gaps, 1)
     matplotlib.pyplot.close("all")
