@@ -73,6 +73,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
     synthetic = [d for d in cfg.distributions if d.name != REAL]
     has_real = len(synthetic) < len(cfg.distributions)
     git = man.get("git") or {}
+    # the fewest units of a mean (the all-0 fraction's exact interval is shown at it)
+    fewest = int(summary["n_trials"].min()) if "n_trials" in summary and len(summary) else None
     return [
         f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
         + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
@@ -87,7 +89,7 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + "."
         + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),
-        _tests_text(comp, opts),
+        _tests_text(comp, opts, fewest),
         *([_after_text(after)] if after else []),
         *([_family_text(comp, opts.get("metrics"), energy, after=after)]   # (energy = false alone: when tests ran)
           if opts.get("metrics") or not (energy or comp.empty) else []),

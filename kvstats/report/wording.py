@@ -374,22 +374,34 @@ def _location_name(opts: dict[str, Any]) -> str:
     return "sign" if opts.get("pairing", "none") == "trial" else "Mann–Whitney"
 
 
-# summary_table's exact interval where a bootstrap of a constant sample has none
-# ("n" is the report's bit budget: the count of values is m, the confidence c)
-ALL_ZERO_FRACTION = ("; a fraction metric (recall@5, argmax shift) whose m values (one per trial, "
-                     "or per text on cluster means) are all 0 gets the exact [0, 1 − ((1 − "
-                     "c)/2)^(1/m)] at confidence c (0.0362 at m = 100, c = 0.95), all 1 its "
-                     "mirror")
+def _all_zero_fraction_text(confidence: float, n_units: int | None = None) -> str:
+    """The clause on summary_table's exact interval where a bootstrap of a constant sample has
+    none, with its value at the report's own fewest units ``n_units`` and ``confidence``
+    (None: no number). "n" is the report's bit budget: the count of values is m.
+
+    Examples
+    --------
+    >>> _all_zero_fraction_text(0.95, 6)[-62:]
+    'confidence c (here 0.459 at m = 6, c = 0.95), all 1 its mirror'
+    """
+    here = ("" if n_units is None else
+            f" (here {1 - ((1 - confidence) / 2) ** (1 / n_units):.3g} at m = {n_units}, c = {confidence:g})")
+    return ("; a fraction metric (recall@5, argmax shift) whose m values (one per trial, or per "
+            "text on cluster means) are all 0 gets the exact [0, 1 − ((1 − c)/2)^(1/m)] at "
+            f"confidence c{here}, all 1 its mirror")
 
 
-def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
+def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = None) -> str:
+    """The Methods' "Tests" line; ``n_units``: the fewest units of a mean (the all-0
+    interval's example is at it)."""
+    zeros = _all_zero_fraction_text(opts["confidence"], n_units)
     res = _resolution(comp)
     n = res["n_tests"]
     if comp.empty:
         return ("Tests: none, since no comparison pair was present (\"Crossovers of the winner "
                 f"across budgets\" says which labels the sweep has). Means with "
                 f"{_pct(opts['confidence'])} bootstrap CIs (BCa, {opts['bootstrap_resamples']} "
-                f"resamples{ALL_ZERO_FRACTION}).")
+                f"resamples{zeros}).")
     energy = comp[comp["test"] == "energy"]
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
@@ -411,8 +423,13 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     if n:
         # three significant digits: _p's "0.003" would misstate a threshold of 0.00263
         # the sign test's need in its own units: what its "only k of the n pairs differ" lacks
-        pairs = (f"; a sign test: {res['sign_pairs_needed']} pairs that differ, its smallest p "
-                 "being 2·2⁻ᵏ on k of them" if paired else "")
+        need = res["sign_pairs_needed"]
+        # a need, not a count: said so where no pair here has that many units
+        sizes = comp.loc[comp["test"] == "sign", "n_a"] if paired and "n_a" in comp else ()
+        most = int(max(sizes)) if len(sizes) else need
+        pairs = (f"; a sign test: {need} pairs that differ"
+                 + (f", more than the {most} units of any pair here" if most < need else "")
+                 + ", its smallest p being 2·2⁻ᵏ on k of them" if paired else "")
         perms = (f"; a permutation test: B ≥ {res['family_permutations']} permutations"
                  if with_energy else "")   # no energy test: no permutation test in the family
         text += (f"A test that can reach p ≤ {res['p_needed']:.3g} can be rejected whatever the "
@@ -437,7 +454,7 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
                  f"be able to conclude equivalence at their n and margin and are inconclusive (marked "
                  f"\"{EQUIVALENCE_NOT_SHOWN}\"; a \"different\" verdict, the location test's, is not). ")
     text += (f"Means with {_pct(opts['confidence'])} bootstrap CIs (BCa, "
-             f"{opts['bootstrap_resamples']} resamples{ALL_ZERO_FRACTION}).")
+             f"{opts['bootstrap_resamples']} resamples{zeros}).")
     return text
 
 

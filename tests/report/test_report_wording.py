@@ -505,6 +505,14 @@ def test_paired_header_says_how_many_differing_pairs_a_sign_test_needs(tmp_path)
     unpaired = hypothesis_report(_result(f), tmp_path / "none", figures=False, energy_resamples=19,
                                  pairing="none").files["markdown"].read_text()
     assert "a sign test:" not in unpaired
+    # 6 trials: the 10 it needs are more than any pair has, which the line says (it read as if
+    # a case of 6 trials had 10 pairs that differ)
+    few = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=6, seed=3)
+    md = hypothesis_report(_result(few), tmp_path / "few", figures=False,
+                           energy_resamples=19).files["markdown"].read_text()
+    assert ("a sign test: 10 pairs that differ, more than the 6 units of any pair here, its "
+            "smallest p being 2·2⁻ᵏ on k of them)") in md
+    assert "more than the" not in rep.files["markdown"].read_text()
 
 
 def test_equivalence_section_names_the_tested_region(tmp_path):
@@ -545,8 +553,12 @@ def test_theory_rows_read_in_db_or_as_a_ratio(tmp_path):
     ratio = [line for line in theory if "| ip_var_ratio" in line]
     assert snr and ratio
     # the means' intervals name their method, and the exact one of an all-0 fraction
-    from kvstats.report.wording import ALL_ZERO_FRACTION
-    assert f"bootstrap CIs (BCa, 99 resamples{ALL_ZERO_FRACTION})." in md
+    # (with its value at this report's own m, 30 trials: 1 − 0.025^(1/30) = 0.116; it read
+    # "0.0362 at m = 100" whatever m was)
+    assert ("bootstrap CIs (BCa, 99 resamples; a fraction metric (recall@5, argmax shift) whose m "
+            "values (one per trial, or per text on cluster means) are all 0 gets the exact [0, 1 − "
+            "((1 − c)/2)^(1/m)] at confidence c (here 0.116 at m = 30, c = 0.95), all 1 its mirror).") in md
+    assert "0.0362" not in md
     # the intervals name their method
     assert "Measured: the mean (for the ratios, the ratio of the two means) with a 95% BCa " \
         "bootstrap CI (99 resamples" in md
