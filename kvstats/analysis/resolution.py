@@ -236,6 +236,36 @@ def sign_extreme_pvalue(n_nonzero: int) -> float:
     return sign_test_floor(check_int(n_nonzero, "n_nonzero", low=0))
 
 
+def _sign_pairs_needed(p_needed: float) -> int:
+    """The fewest pairs that differ with which the two-sided sign test can reach
+    ``p_needed``: its smallest p-value on k differing pairs is 2·2⁻ᵏ (all of one sign,
+    :func:`kvstats.stats.sign_test_floor`), so what a "not resolvable … only k of the n
+    pairs differ" row lacks.
+
+    Parameters
+    ----------
+    p_needed : float in (0, 1]
+        The p-value a test must be able to reach (the family's first step:
+        :func:`kvstats.stats.sequential.required_resolution`).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> _sign_pairs_needed(0.05 / 104), _sign_pairs_needed(0.0625), _sign_pairs_needed(0.0624)
+    (13, 5, 6)
+    """
+    if not 0 < p_needed <= 1:
+        raise ValueError(f"p_needed must be in (0, 1]; received {p_needed!r}")
+    k = max(1, math.ceil(1 - math.log2(p_needed)))
+    # a need one ulp below 2·2⁻ᵏ has log2 rounded onto 1 − k: the floor itself decides
+    while sign_test_floor(k) > p_needed:
+        k += 1
+    return k
+
+
 def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"]) -> float:
     """Smallest p-value a rank test could return given the pooled values of ``x`` and ``y``.
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS, PROFILE_METRICS, TESTABLE_METRICS
 from kvstats.analysis.theory import BOUND_QUANTITIES, theory_schemes
-from kvstats.analysis.resolution import ROUNDING_RTOL
+from kvstats.analysis.resolution import ROUNDING_RTOL, _sign_pairs_needed
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.stats.equivalence import VERDICTS
 from kvstats.report.notation import _pct
@@ -264,38 +264,6 @@ def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
         out.update(p_needed=need.p_needed, family_permutations=need.n_permutations,
                    sign_pairs_needed=_sign_pairs_needed(need.p_needed))
     return out
-
-
-def _sign_pairs_needed(p_needed: float) -> int:
-    """The fewest pairs that differ with which the two-sided sign test can reach
-    ``p_needed``: its smallest p-value on k differing pairs is 2·2⁻ᵏ (all of one sign,
-    :func:`kvstats.stats.sign_test_floor`), so what a "not resolvable … only k of the n
-    pairs differ" row lacks.
-
-    Parameters
-    ----------
-    p_needed : float in (0, 1]
-        The p-value a test must be able to reach (the family's first step:
-        :func:`kvstats.stats.sequential.required_resolution`).
-
-    Returns
-    -------
-    int
-
-    Examples
-    --------
-    >>> _sign_pairs_needed(0.05 / 104), _sign_pairs_needed(0.0625), _sign_pairs_needed(0.0624)
-    (13, 5, 6)
-    """
-    from kvstats.stats.paired import sign_test_floor
-
-    if not 0 < p_needed <= 1:
-        raise ValueError(f"p_needed must be in (0, 1]; received {p_needed!r}")
-    k = max(1, math.ceil(1 - math.log2(p_needed)))
-    # a need one ulp below 2·2⁻ᵏ has log2 rounded onto 1 − k: the floor itself decides
-    while sign_test_floor(k) > p_needed:
-        k += 1
-    return k
 
 
 #: The header's statement of the paired design and why it has no KS test.

@@ -484,7 +484,7 @@ def test_sign_pairs_needed_is_the_fewest_pairs_whose_extreme_p_reaches_the_need(
     extreme data), the fewest k reaching p_needed, found by counting up."""
     from scipy.stats import binomtest
 
-    from kvstats.report.wording import _sign_pairs_needed
+    from kvstats.analysis.resolution import _sign_pairs_needed
 
     k = next(k for k in range(1, 80) if binomtest(k, k, 0.5).pvalue <= p_needed)
     assert _sign_pairs_needed(p_needed) == k
@@ -685,7 +685,7 @@ def test_resolution_sentence_does_not_overstate_what_a_rejection_needs(tmp_path)
 @pytest.mark.parametrize("correction", ["holm", "fdr_by"])
 def test_resolution_threshold_is_the_corrections_own(tmp_path, correction):
     """BY's first step is α/(m·H_m), not Holm's α/m: the header prints the family's correction's."""
-    from kvstats.report.wording import _sign_pairs_needed
+    from kvstats.analysis.resolution import _sign_pairs_needed
     from kvstats.stats.sequential import required_resolution
 
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 1.0}, n=30, seed=30)
