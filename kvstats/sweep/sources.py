@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -140,6 +141,16 @@ def _real_case(config: SweepConfig, params: Mapping[str, Any]) -> tuple[str, lis
         raise ValueError(f"n_trials must be at most the number of captured trials of {where}: "
                          f"{info.n_texts} texts x {len(layers)} layers x {len(heads)} KV heads = "
                          f"{available}; received n_trials={config.n_trials}")
+    per_text = len(layers) * len(heads)
+    if config.n_trials % per_text:
+        # trials come text by text: a partial last text counts as a whole cluster (a unit
+        # of the tests) holding only its first layers or heads (valid tests, another mean)
+        whole = config.n_trials // per_text * per_text
+        warnings.warn(f"n_trials={config.n_trials} is not a whole number of texts for {where}: "
+                      f"a text holds {len(layers)} layers x {len(heads)} KV heads = {per_text} "
+                      f"trials, so the last text (a cluster, the statistical unit) holds only "
+                      f"{config.n_trials - whole} of them and its mean is of its first layers or "
+                      f"heads alone; use a multiple of {per_text}", UserWarning, stacklevel=2)
     return info.fingerprint, [(info.dim, info.n_keys)]
 
 

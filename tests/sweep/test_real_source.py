@@ -9,6 +9,7 @@ import concurrent.futures as cf
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -387,3 +388,15 @@ def test_a_malformed_layers_record_is_refused(tmp_path, capture):
             SweepConfig.from_dict(_config(p)).cells()
         with pytest.raises(ValueError, match=r"meta 'layers'"):
             load_trials(p)
+
+
+def test_n_trials_inside_a_text_is_warned(capture):
+    # layers [0, 2] x 2 KV heads = 4 trials per text: 10 trials end inside the third text,
+    # whose cluster would then hold layer 0 alone (a referee's case: its mean 0.110 against
+    # 0.058 for whole texts); whole texts are not warned about
+    with pytest.warns(UserWarning, match=r"n_trials=10 is not a whole number of texts.*"
+                                         r"2 layers x 2 KV heads = 4 trials.*holds only 2 of them"):
+        SweepConfig.from_dict(_config(capture)).cells()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SweepConfig.from_dict(_config(capture, n_trials=8)).cells()
