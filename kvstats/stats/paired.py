@@ -20,7 +20,7 @@ from scipy import special, stats
 from kvstats._checks import check_choice, check_real
 
 from ._base import _FrameMixin, as_sample
-from .proportion import binom_test_half, wilson_interval
+from .proportion import binom_test_half, clopper_pearson_interval
 from .rank import ALTERNATIVES
 
 __all__ = ["SignedRankResult", "SignTestResult", "wilcoxon_signed_rank", "sign_test"]
@@ -368,7 +368,7 @@ class SignTestResult(_FrameMixin):
         P(X > Y) - P(X < Y) within a pair given X != Y, positive when x tends to exceed
         y (0 when every difference is zero).
     dominance_low, dominance_high : float
-        Confidence interval for the dominance at level ``confidence``: the Wilson score
+        Confidence interval for the dominance at level ``confidence``: the Clopper–Pearson
         interval of theta mapped by 2 theta - 1 ([-1, 1] when every difference is zero).
     confidence : float
         Level of the interval.
@@ -456,9 +456,10 @@ def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
 
     The dominance 2 theta_hat - 1, theta_hat = n_positive / n_nonzero, is the paired
     analogue of the Mann–Whitney rank-biserial r = P(X > Y) - P(X < Y): on the same
-    pair rather than on independent draws. Its interval is the Wilson score interval of
-    theta mapped by 2 theta - 1 (inside [-1, 1], not degenerate when every difference
-    has the same sign). When every difference is zero there is nothing to test: p = 1,
+    pair rather than on independent draws. Its interval is the Clopper–Pearson interval
+    of theta mapped by 2 theta - 1: the inversion of the exact test, so it excludes 0
+    exactly when the two-sided p-value is below 1 - ``confidence`` (the Wilson interval,
+    used before 2026-12-03, excluded 0 at 4 of 4 pairs of one sign, p = 0.125). When every difference is zero there is nothing to test: p = 1,
     dominance 0 with the interval [-1, 1], and ``note`` says so.
 
     Unlike :func:`wilcoxon_signed_rank`, which weights each pair by the rank of |d|,
@@ -502,7 +503,7 @@ def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
                               confidence=confidence,
                               note="every difference is zero: no sign to test (p = 1)")
     pvalue = binom_test_half(n_pos, n, alternative)
-    lo, hi = (float(v) for v in wilson_interval(n_pos, n, confidence))
+    lo, hi = (float(v) for v in clopper_pearson_interval(n_pos, n, confidence))
     return SignTestResult(statistic=float(n_pos), pvalue=pvalue, alternative=alternative,
                           n_pairs=n_pairs, n_nonzero=n, n_positive=n_pos, n_negative=n_neg,
                           dominance=(n_pos - n_neg) / n, dominance_low=2.0 * lo - 1.0,
