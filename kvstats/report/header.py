@@ -278,8 +278,8 @@ def _option_value(key: str, value: Any) -> str:
         return "all" if key == "metrics" else "none"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{m} = {d:g}" for m, d in value.items()) + "}"
+    if isinstance(value, dict):   # the equivalence margins
+        return "{" + ", ".join(f"{m} = {d:g}" for m, d in value.items()) + "}" if value else "none"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(" vs ".join(v) if isinstance(v, tuple) else str(v) for v in value) + "]"
     return f"{value:g}" if isinstance(value, float) else str(value)

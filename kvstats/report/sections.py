@@ -267,7 +267,7 @@ _TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
                "mann_whitney": ("Mann–Whitney tests", "(case, n, pair, metric)"),
                "ks": ("KS tests", "(case, n, pair, metric)"),
                "energy": ("energy tests (6D profile)", "(case, n, pair)"),
-               "equivalence": ("equivalence tests (TOST, declared margins)", "(case, n, pair, metric)")}
+               "equivalence": ("equivalence tests (TOST at the margins δ)", "(case, n, pair, metric)")}
 #: The verdicts in the summary's order, each with what it says (the words of the Methods).
 _VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: f"significant (\"{DISTRIBUTIONS_DIFFER}\")",
                   NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected on the most extreme "

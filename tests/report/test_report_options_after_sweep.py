@@ -71,3 +71,14 @@ def test_pairs_given_after_the_sweep_are_named(tmp_path):
     assert "comparisons = [QKQV vs KQV] (declared [KQV vs QKQV, KQV vs KV, QKQV vs KV])" in line, line
     after = json.loads(rep.files["json"].read_text())["options_set_after_sweep"]
     assert list(after) == ["comparisons"] and after["comparisons"]["used"] == [["QKQV", "KQV"]]
+
+
+def test_margins_given_after_the_sweep_are_not_called_declared(tmp_path):
+    f = make_frame(SPEC, n=20, seed=84)
+    rep = hypothesis_report(_result(f, report=DECLARED), tmp_path / "r", figures=False,
+                            equivalence={"kl": 0.5})
+    md = rep.files["markdown"].read_text()
+    assert "equivalence = {kl = 0.5} (declared none)" in _line(md, "- Set after the sweep")
+    summary = md.split("## Methods")[0]
+    assert _line(summary, "- 2 equivalence tests (TOST at the margins δ), one per")
+    assert "declared margins" not in summary
