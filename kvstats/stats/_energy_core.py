@@ -11,6 +11,8 @@ form is :mod:`._energy_swap`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from jaxtyping import Float
 from scipy.spatial.distance import cdist
@@ -25,6 +27,15 @@ XSample = Float[np.ndarray, "n_x p"] | Float[np.ndarray, "n_x"]
 YSample = Float[np.ndarray, "n_y p"] | Float[np.ndarray, "n_y"]
 
 KINDS = ("V", "U")
+# ``method`` of the energy tests (energy.ENERGY_METHODS): "exact" enumerates every
+# relabelling (up to the statistic's symmetry), "permutation" draws them at random, "auto"
+# enumerates when that costs at most _EXACT_AUTO_WORK multiply-adds (relabellings x size^2,
+# size the differing pairs or the pooled rows): every paired design up to 20 differing pairs
+# (2**19 swap classes, ~0.1 s on one core), two samples up to 11 vs 11 (352716 classes,
+# ~0.1 s). "exact" asked for is refused beyond _EXACT_MAX_WORK (seconds, ~50 MB of labels).
+METHODS = ("auto", "exact", "permutation")
+_EXACT_AUTO_WORK = 2**28
+_EXACT_MAX_WORK = 2**30
 # Distance blocks are at most _BLOCK x _BLOCK float64 (32 MB); one chunk of permutation
 # labels and its products stay within about _CHUNK_BYTES. Random keys are drawn
 # _DRAW_BYTES at a time: smaller arrays than a chunk's are cheaper to fill and partition
@@ -183,6 +194,77 @@ def _permutation_statistics(Z: np.ndarray, labels: np.ndarray, kind: str, **bloc
     s_yy = total - 2.0 * t + s_xx
     stat, *_ = _combine(s_xx, s_yy, s_xy, n_x, n_y, kind)
     return stat, total
+
+
+def _all_subsets(n: int, k: int) -> np.ndarray:
+    """(C(n, k), n) bool: every k-subset of range(n), in lexicographic order (the first k
+    positions first), built column by column from the subsets of the last positions."""
+    # tab[j]: the j-subsets of the positions added so far (the last i), kept only for the j
+    # that can still reach k
+    tab = {0: np.zeros((1, 0), dtype=bool)}
+    for i in range(1, n + 1):
+        new = {}
+        for j in range(max(0, k - (n - i)), min(i, k) + 1):
+            parts = [np.concatenate([np.full((len(tab[jj]), 1), bit), tab[jj]], axis=1)
+                     for jj, bit in ((j - 1, True), (j, False)) if jj in tab]
+            new[j] = np.concatenate(parts)
+        tab = new
+    return tab[k]
+
+
+def _free_classes(n_x: int, n_y: int) -> int:
+    """Relabellings the exact two-sample test evaluates: C(n, n_x), half that for n_x = n_y
+    (a labelling and its complement give the same statistic, so one per pair of them)."""
+    return math.comb(n_x + n_y, n_x) // (2 if n_x == n_y else 1)
+
+
+def _free_labels(n_x: int, n_y: int) -> np.ndarray:
+    """The :func:`_free_classes` labellings as (K, n) bool rows, the observed one (the first
+    n_x pooled rows) first: every n_x-subset, or for n_x = n_y those holding row 0."""
+    if n_x != n_y:
+        return _all_subsets(n_x + n_y, n_x)
+    rest = _all_subsets(n_x + n_y - 1, n_x - 1)
+    return np.concatenate([np.ones((len(rest), 1), dtype=bool), rest], axis=1)
+
+
+def _exact_classes(method: str, n_x: int, n_y: int, differing: int | None) -> int | None:
+    """The relabelling classes the exact test enumerates, or None: draw at random.
+
+    ``differing``: the pairs whose rows differ (paired), None for two samples. "auto"
+    enumerates within _EXACT_AUTO_WORK, "exact" within _EXACT_MAX_WORK (a ValueError
+    beyond), "permutation" never.
+    """
+    check_choice(method, "method", METHODS)
+    if method == "permutation":
+        return None
+    if differing is not None:
+        size, classes = differing, 2 ** max(differing - 1, 0)
+    else:
+        size = n_x + n_y
+        big = math.lgamma(size + 1) - math.lgamma(n_x + 1) - math.lgamma(n_y + 1) > 64.0
+        classes = math.inf if big else _free_classes(n_x, n_y)   # big: C(n, n_x) > 6e27
+    work = classes * size**2
+    if work <= (_EXACT_AUTO_WORK if method == "auto" else _EXACT_MAX_WORK):
+        return int(classes)
+    if method == "auto":
+        return None
+    what = f"{size} differing pairs" if differing is not None else f"{n_x} vs {n_y}"
+    raise ValueError(f"method='exact' would enumerate {classes:.3g} relabellings ({what}), "
+                     f"{work:.3g} multiply-adds, more than the limit {float(_EXACT_MAX_WORK):.3g}; "
+                     "use method='auto' or 'permutation' (Monte Carlo)")
+
+
+def _exact_pvalue(stats_all: np.ndarray, total: float, n: int) -> tuple[float, int]:
+    """(exact p, #exceed): the share of relabelling classes (row 0 the observed one) whose
+    statistic is >= T_obs within energy_test's tie tolerance, and how many besides row 0
+    are; a ValueError for non-finite statistics (never a p-value)."""
+    if not (np.isfinite(stats_all).all() and np.isfinite(total)):
+        raise ValueError(f"X and Y: the energy statistics are not finite (observed "
+                         f"{stats_all[0]}, pooled distance sum {total}); the distances "
+                         f"overflow float64")
+    tol = 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0   # energy_test's tie rule
+    hits = int(np.count_nonzero(stats_all >= stats_all[0] - tol))   # row 0 included
+    return hits / len(stats_all), hits - 1
 
 
 def _draw_subsets(rng: np.random.Generator, k: int, n: int, m: int):

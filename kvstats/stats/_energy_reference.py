@@ -13,18 +13,25 @@ core ``_permutation_statistics``, which is itself tested against brute force
 (tests/stats/test_stats_energy.py). It is what ``energy_test(paired=True)`` computed before
 the swap form: same data preparation (``_prepare``, ``_unit_scale``), same generator calls
 (``_random_swaps`` draws the uniforms ``_random_keeps`` draws), same tie rule.
+
+:func:`exact_pvalue_brute_force` is the plain reference of the exact test
+(``energy_test(..., method="exact")``): every element of the relabelling group, all 2**m
+swaps or all C(n_x + n_y, n_x) subsets (no symmetry used), each statistic from its own
+distance means (``cdist``), the same tie rule (tests/stats/test_energy_exact19.py).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial.distance import cdist
 
 from kvstats.stats._energy_core import _permutation_statistics, _prepare, _unit_scale
 from kvstats.stats._energy_swap import _random_swaps
 
-__all__ = ["PooledPairs"]
+__all__ = ["PooledPairs", "exact_pvalue_brute_force"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,8 @@ class PooledPairs:
     >>> x = y + 0.2 + 0.1 * rng.normal(size=(20, 3))
     >>> p, stats, tol = PooledPairs.of(x, y, kind="V", standardize=True).test(99, seed=0)
     >>> from kvstats.stats import energy_test
-    >>> bool(p == energy_test(x, y, n_resamples=99, seed=0, standardize=True, paired=True).pvalue)
+    >>> bool(p == energy_test(x, y, n_resamples=99, seed=0, standardize=True, paired=True,
+    ...                       method="permutation").pvalue)
     True
     """
 
@@ -89,3 +97,44 @@ class PooledPairs:
         tol = self.tolerance(total)
         p = float((1.0 + np.count_nonzero(t[1:] >= t[0] - tol)) / (1.0 + n_resamples))
         return p, t, tol
+
+
+def exact_pvalue_brute_force(x: np.ndarray, y: np.ndarray, *, paired: bool, kind: str = "V",
+                             standardize: bool = False) -> float:
+    """The exact permutation p-value #{g: T_g >= T_obs}/|G| by brute force over the whole group.
+
+    Paired: the 2**m swap vectors (pair i's rows exchanged or not); else every
+    len(x)-subset of the pooled rows as the x sample. Each T_g is the plain energy distance
+    (V: 2 mean|X - Y| - mean|X - X'| - mean|Y - Y'| over all ordered pairs; U: within
+    means over distinct pairs) of the relabelled samples; ties within 1e-10 of the mean
+    pooled distance count, as in ``energy_test``. For a few thousand relabellings at most.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.arange(4.0)[:, None]
+    >>> exact_pvalue_brute_force(x + 10.0, x, paired=True)      # 2 of the 16 swaps: the floor
+    0.125
+    """
+    X, Y, _ = _prepare(x, y, standardize, kind)
+    Z = np.concatenate([X, Y])
+    n, n_x = len(Z), len(X)
+
+    def statistic(ix: np.ndarray, iy: np.ndarray) -> float:
+        a, b = Z[ix], Z[iy]
+        within = (lambda k: k * k) if kind == "V" else (lambda k: k * (k - 1))
+        return (2 * cdist(a, b).mean() - cdist(a, a).sum() / within(len(a))
+                - cdist(b, b).sum() / within(len(b)))
+
+    if paired:
+        m = n_x
+        group = [(np.where(sw, np.arange(m) + m, np.arange(m)),
+                  np.where(sw, np.arange(m), np.arange(m) + m))
+                 for sw in itertools.product([False, True], repeat=m)]
+    else:
+        group = [(np.array(c), np.setdiff1d(np.arange(n), c))
+                 for c in itertools.combinations(range(n), n_x)]
+    t = np.array([statistic(ix, iy) for ix, iy in group])
+    t_obs = statistic(np.arange(n_x), np.arange(n_x, n))
+    tol = 1e-10 * cdist(Z, Z).sum() / (n * (n - 1))
+    return float(np.count_nonzero(t >= t_obs - tol) / len(t))

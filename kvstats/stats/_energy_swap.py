@@ -2,9 +2,9 @@
 
 Each swap labelling of m pairs is a sign vector s, and its statistic follows from one m x m
 quadratic form Q = s'Cs with C = D^XX + D^YY - D^XY - D^XY' and the pooled distance total T
-(derivation in :mod:`kvstats.stats.energy`'s module docstring). Also the paired argument
-check and the swap group's smallest exact p-value, shared with
-:func:`kvstats.stats.sequential.energy_test_sequential`.
+(derivation in :mod:`kvstats.stats.energy`'s module docstring). Also the exact test's
+enumeration of the swap group, the paired argument check and the group's smallest exact
+p-value, shared with :func:`kvstats.stats.sequential.energy_test_sequential`.
 """
 
 from __future__ import annotations
@@ -142,6 +142,40 @@ def _check_paired(paired: bool, n_x: int, n_y: int) -> bool:
     return paired
 
 
+def _differing(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """(m,) bool: the pairs whose rows differ. A pair with X_i = Y_i swaps into itself (its
+    row and column of C are exactly 0), so only these pairs' swaps change the statistic."""
+    return (X != Y).any(axis=1)
+
+
+def _all_keeps(m: int) -> np.ndarray:
+    """(2**(m - 1), m) bool: every swap vector s of m pairs with s_1 = +1 (True: kept), the
+    observed one (all kept) first. s and -s give the same Q = s'Cs bit for bit (negation is
+    exact), so these are one representative per pair of swaps; m = 0: the one empty row."""
+    if m == 0:
+        return np.ones((1, 0), dtype=bool)
+    k = np.arange(2 ** (m - 1), dtype="<u4")
+    bits = np.unpackbits(k.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
+    keep = np.ones((len(k), m), dtype=bool)
+    keep[:, 1:] = bits[:, :m - 1] == 0
+    return keep
+
+
+def _exact_swap_statistics(X: np.ndarray, Y: np.ndarray, kind: str) -> tuple[np.ndarray, float]:
+    """(statistic of every swap class, the observed one first; pooled distance total T)."""
+    m = len(X)
+    forms = _SwapForms(X, Y)
+    q = forms.forms(np.ones((1, m), dtype=bool))    # the observed Q; sets the total T
+    differ = _differing(X, Y)
+    if differ.all():
+        q = forms.forms(_all_keeps(m))
+    elif differ.any():
+        # an equal pair's row and column of C are exactly 0: its swap changes nothing, so
+        # only the differing pairs' swaps are enumerated, on their own (smaller) form
+        q = _SwapForms(X[differ], Y[differ]).forms(_all_keeps(int(differ.sum())))
+    return _swap_statistics(q, forms.total, m, kind), forms.total
+
+
 def _paired_min_p(X: np.ndarray, Y: np.ndarray) -> float:
     """min(1, 2**(1 - m)), m the pairs whose rows differ: the smallest exact p-value of the
     within-pair swap group.
@@ -151,5 +185,5 @@ def _paired_min_p(X: np.ndarray, Y: np.ndarray) -> float:
     an exact p-value below 2/2**m; a pair with X_i = Y_i swaps into itself and adds nothing
     (no differing pair: every relabelling is the observed one, p = 1).
     """
-    m = int(np.count_nonzero((X != Y).any(axis=1)))
+    m = int(np.count_nonzero(_differing(X, Y)))
     return min(1.0, float(np.ldexp(1.0, 1 - m)))

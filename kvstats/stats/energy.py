@@ -47,9 +47,15 @@ scaled back, the p-value is unchanged), so squared distances neither overflow (N
 underflow (0); a statistic that is non-finite or beyond float64 is a ValueError, never a
 p-value. Ordinary data are not touched.
 
+Exact test: where the relabelling group is small (``method="auto"``: at most 2**28
+multiply-adds, i.e. up to 20 differing pairs or 11 vs 11) every relabelling is evaluated,
+one per class of relabellings with the same statistic (s and -s; a labelling and its
+complement when n_x = n_y), and p = #{T_g >= T_obs}/#classes, the observed one included:
+no Monte Carlo error, and data at the group's extreme get its floor exactly.
+
 Layout: this module holds the public functions and results; the data preparation, the
-scaling and the pooled-label core are in :mod:`._energy_core`, the swap form in
-:mod:`._energy_swap`.
+scaling, the pooled-label core and the exact test's subsets and count are in
+:mod:`._energy_core`, the swap form and its enumeration in :mod:`._energy_swap`.
 """
 
 from __future__ import annotations
@@ -67,12 +73,19 @@ from ._base import _FrameMixin
 # ._energy_swap (within-pair swaps); the tests import some of them from here, their path
 # before the split (hence the re-exports).
 from ._energy_core import (_BLOCK, KINDS, XSample, YSample, _combine,  # noqa: F401
-                           _permutation_statistics, _pooled_blocking, _prepare, _random_subsets,
-                           _subset_batches, _unit_scale, _unscale)
-from ._energy_swap import (_check_paired, _paired_min_p, _random_keeps,  # noqa: F401
-                           _random_swaps, _swap_statistics, _SwapForms)
+                           _exact_classes, _exact_pvalue, _free_labels, _permutation_statistics,
+                           _pooled_blocking, _prepare, _random_subsets, _subset_batches,
+                           _unit_scale, _unscale)
+# the energy tests' ``method``: "auto", "exact" (every relabelling), "permutation" (drawn)
+from ._energy_core import METHODS as ENERGY_METHODS
+from ._energy_swap import (_check_paired, _differing, _exact_swap_statistics,  # noqa: F401
+                           _paired_min_p, _random_keeps, _random_swaps, _swap_statistics,
+                           _SwapForms)
+from .family_resolution import monte_carlo_resolution
 
-__all__ = ["EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test"]
+__all__ = ["EnergyDistanceResult", "EnergyTestResult", "energy_distance", "energy_test",
+           "ENERGY_METHODS"]
+
 
 
 @dataclass(frozen=True)
@@ -121,24 +134,36 @@ class EnergyTestResult(_FrameMixin):
         Observed energy distance (same value as :func:`energy_distance` with the same
         ``kind`` and ``standardize``).
     pvalue : float
-        (1 + #{T_perm >= T_obs}) / (1 + B).
+        (1 + #{T_perm >= T_obs}) / (1 + B) (``method`` "permutation"), or the exact
+        #{relabellings g: T_g >= T_obs} / #relabellings, the observed one included
+        ("exact").
     test_statistic : float
         n_x n_y / (n_x + n_y) * statistic, the scaling of Székely & Rizzo (2004) and of
         ``dcor.homogeneity.energy_test``.
     null_distribution : ndarray of shape (B,)
-        Energy distances of the B permuted labellings.
+        Energy distances of the B permuted labellings; "exact": of every relabelling, one
+        per class of relabellings that give the same statistic by symmetry (a swap vector
+        and its negation; a labelling and its complement when n_x = n_y), the observed
+        one first.
     n_resamples : int
-        B.
+        B; "exact": the number of those classes (2**(m - 1) for m differing pairs,
+        C(n_x + n_y, n_x), halved when n_x = n_y).
     kind, standardize, n_x, n_y, dim :
         As for :class:`EnergyDistanceResult`.
     paired : bool
         Whether the relabellings were within-pair swaps (``energy_test(paired=True)``).
     min_attainable_p : float
-        The smallest p-value this design can give other than by luck: the larger of
-        1/(1 + B) and the relabelling group's own floor (2**(1 - m) for the m pairs that
-        differ when paired; 1/C(n_x + n_y, n_x), or 2/C(2n, n) for n vs n, otherwise).
-        Inside a corrected family it must be <= the first step's level (alpha/m for
-        Holm) for the test to be able to reject: see :meth:`resolvable`.
+        The test's resolution: the p-value that data at the relabelling group's extreme
+        get at least half the time. "exact": the group's floor itself, reached on such
+        data (2**(1 - m) for the m pairs that differ when paired; 1/C(n_x + n_y, n_x), or
+        2/C(2n, n) for n vs n, otherwise). "permutation":
+        :func:`kvstats.stats.family_resolution.monte_carlo_resolution` of that floor and
+        B, which is 1/(1 + B) when (1 - floor)**B >= 1/2 and larger otherwise (each draw
+        ties the observed statistic with probability floor). Inside a corrected family it
+        must be <= the first step's level (alpha/m for Holm) for the test to be able to
+        reject: see :meth:`resolvable`.
+    method : str
+        "exact" (every relabelling enumerated) or "permutation" (B random ones).
     """
 
     statistic: float
@@ -153,12 +178,15 @@ class EnergyTestResult(_FrameMixin):
     dim: int
     paired: bool = False
     min_attainable_p: float = math.nan
+    method: str = "permutation"
     _test_name = "energy_test"
 
     def resolvable(self, alpha_needed: float) -> bool:
         """Whether this design could have returned p <= ``alpha_needed`` (e.g. alpha/m).
 
-        A property of B and the sample sizes only: with B = 999 (the default) no test can
+        A property of B and the sample sizes only: True when data at the relabelling
+        group's extreme give p <= ``alpha_needed`` (exact), or do so with probability at
+        least 1/2 (Monte Carlo). With B = 999 (the default) a Monte Carlo test cannot
         reject in a Holm family of more than 50 at alpha = 0.05; such a test must be
         reported as not resolvable, never as "no significant difference".
 
@@ -180,7 +208,8 @@ class EnergyTestResult(_FrameMixin):
         u = P(T_perm >= T_obs) from the #{T_perm >= T_obs} exceedances of the B draws.
 
         Each limit holds with probability >= (1 + confidence)/2. With no exceedance the
-        interval is [0, 1 - ((1 - confidence)/2)**(1/B)], about [0, 5.3/B] at 99%.
+        interval is [0, 1 - ((1 - confidence)/2)**(1/B)], about [0, 5.3/B] at 99%. An
+        exact p-value has no Monte Carlo error: (p, p).
 
         Examples
         --------
@@ -195,6 +224,8 @@ class EnergyTestResult(_FrameMixin):
 
         confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
                                 high_open=True)
+        if self.method == "exact":
+            return self.pvalue, self.pvalue
         exceed = int(round(self.pvalue * (1 + self.n_resamples))) - 1
         return monte_carlo_pvalue_interval(exceed, self.n_resamples, False, confidence)
 
@@ -291,6 +322,13 @@ def _unpaired_min_p(n_x: int, n_y: int) -> float:
     return min(1.0, (2 if n_x == n_y else 1) / math.comb(n, n_x))
 
 
+def _exact_statistics(Z: np.ndarray, n_x: int, kind: str, paired: bool):
+    """(statistic of every relabelling class, the observed one first; pooled distance total)."""
+    if paired:
+        return _exact_swap_statistics(Z[:n_x], Z[n_x:], kind)
+    return _permutation_statistics(Z, _free_labels(n_x, len(Z) - n_x), kind)
+
+
 def _batch_bounds(chunk: int, n_resamples: int) -> np.ndarray:
     """Draw boundaries 0, chunk - 1, 2 chunk - 1, ..., B: with the observed labelling as row
     0, each batch is one chunk of the B + 1 rows."""
@@ -299,7 +337,7 @@ def _batch_bounds(chunk: int, n_resamples: int) -> np.ndarray:
 
 def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike = 0,
                 standardize: bool = False, kind: str = "V", *,
-                paired: bool = False) -> EnergyTestResult:
+                paired: bool = False, method: str = "auto") -> EnergyTestResult:
     """Permutation test of equal distributions based on the energy distance.
 
     Parameters
@@ -319,6 +357,14 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
         rows of every pair independently with probability 1/2: the exact randomization
         null of exchangeability within pairs, valid whatever the dependence between X_i
         and Y_i. Same statistic, pooled standardisation and tie rule.
+    method : {"auto", "exact", "permutation"}
+        "exact" enumerates every relabelling (2**(m - 1) swap classes of the m differing
+        pairs; the C(n_x + n_y, n_x) subsets, half of them when n_x = n_y) and returns the
+        exact p-value #{T_g >= T_obs}/#relabellings, without Monte Carlo error: ``seed``
+        and ``n_resamples`` do not matter. "permutation" draws B random relabellings.
+        "auto" (default) is "exact" when that costs at most 2**28 multiply-adds (relabellings
+        x size^2: up to 20 differing pairs, or 11 vs 11), "permutation" otherwise; "exact"
+        is refused (``ValueError``) beyond 2**30.
 
     Returns
     -------
@@ -327,7 +373,7 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
         (1 + #{T_perm >= T_obs}) / (1 + B), ``test_statistic`` (n_x n_y/(n_x+n_y) times
         the statistic, as in dcor), the permutation ``null_distribution`` and
         ``min_attainable_p`` (the design's resolution; ``resolvable(alpha/m)`` says
-        whether the test could reject in a Holm family of m).
+        whether the test could reject in a Holm family of m) and ``method`` (the one used).
 
     Notes
     -----
@@ -346,13 +392,15 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     Paired resolution: the swap group of m pairs has 2**m labellings, and the observed
     one and the full swap give the same statistic, so the exact p-value is at least
     2**(1 - m), with m counting only the pairs whose rows differ (an equal pair swaps into
-    itself). The Monte Carlo p-value (1 + #exceed)/(1 + B) can
-    still be as small as 1/(1 + B), but only by luck: for data at the group's extreme
-    each relabelling reaches T_obs with probability 2**(1 - m), so p is about
-    2**(1 - m) + 1/(1 + B) on average (m = 10, B = 999: ~0.003, not 0.001). Treat
-    max(1/(1 + B), 2**(1 - m)) as the test's resolution (``min_attainable_p`` here and
-    in ``energy_test_sequential``); with few pairs (m <= 6, 2**(1 - m) > 0.03)
-    the test cannot reject at 0.05 after a correction.
+    itself); data at the group's extreme get exactly that from the exact test. A Monte
+    Carlo p-value (1 + #exceed)/(1 + B) can be as small as 1/(1 + B) only by luck: on
+    such data each draw reaches T_obs with probability 2**(1 - m), so it returns
+    1/(1 + B) with probability (1 - 2**(1 - m))**B (0.50 for m = 16, B = 22799). Hence
+    the exact enumeration wherever it is cheap, and ``min_attainable_p`` (here and in
+    ``energy_test_sequential``) is the floor for an exact test and the median p-value on
+    such data for a Monte Carlo one (:func:`kvstats.stats.family_resolution.monte_carlo_resolution`).
+    With few pairs (m <= 6, 2**(1 - m) > 0.03) the test cannot reject at 0.05 after a
+    correction.
 
     Examples
     --------
@@ -375,10 +423,18 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
     paired = _check_paired(paired, n_x, n_y)
+    classes = _exact_classes(method, n_x, n_y,
+                             int(np.count_nonzero(_differing(X, Y))) if paired else None)
     # the test runs on the data scaled by 2**-e (e = 0 for ordinary magnitudes): the
     # p-value is scale invariant, the statistics are rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
     n = n_x + n_y
+    if classes is not None:
+        with np.errstate(over="ignore", invalid="ignore"):   # refused just below
+            stats_all, total = _exact_statistics(Z, n_x, kind, paired)
+        return _exact_result(stats_all, total, e, kind=kind, standardize=standardize,
+                             n_x=n_x, n_y=n_y, dim=dim, paired=paired,
+                             floor=_paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y))
     # Row 0 is the observed labelling, rows 1..B the relabellings, drawn and evaluated batch
     # by batch on the chunks the cores cut from all B + 1 rows at once: the same generator
     # calls in the same order and the same arithmetic as one (B + 1)-row array (a row's
@@ -430,4 +486,18 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
                             test_statistic=n_x * n_y / n * t_obs, null_distribution=null,
                             n_resamples=n_resamples, kind=kind, standardize=standardize,
                             n_x=n_x, n_y=n_y, dim=dim, paired=paired,
-                            min_attainable_p=max(1.0 / (1 + n_resamples), floor))
+                            min_attainable_p=monte_carlo_resolution(floor, n_resamples))
+
+
+def _exact_result(stats_all, total, e, *, floor, **fields) -> EnergyTestResult:
+    """energy_test's result from the statistics of every relabelling class (row 0 observed)."""
+    n_x, n_y = fields["n_x"], fields["n_y"]
+    pvalue, _ = _exact_pvalue(stats_all, total, n_x + n_y)
+    if e:   # the observed statistic first: its overflow is the one to name
+        _unscale(stats_all[0], e, "energy statistic")
+        stats_all = _unscale(stats_all, e, "permutation statistic")
+    t_obs = float(stats_all[0])
+    return EnergyTestResult(statistic=t_obs, pvalue=pvalue,
+                            test_statistic=n_x * n_y / (n_x + n_y) * t_obs,
+                            null_distribution=stats_all, n_resamples=len(stats_all),
+                            min_attainable_p=floor, method="exact", **fields)

@@ -20,7 +20,7 @@ from kvstats._checks import check_choice, check_int, check_real
 from ._base import _FrameMixin
 from .catalog import CORRECTIONS  # each one's first (most demanding) step in closed form
 
-__all__ = ["Resolution", "required_resolution"]
+__all__ = ["Resolution", "required_resolution", "monte_carlo_resolution"]
 
 
 @dataclass(frozen=True)
@@ -120,3 +120,59 @@ def required_resolution(n_tests: int, alpha: float = 0.05, correction: str = "ho
         b += 1
     return Resolution(p_needed=p_needed, n_permutations=b, min_attainable_p=1.0 / (1 + b),
                       n_tests=n_tests, alpha=alpha, correction=correction)
+
+
+def monte_carlo_resolution(floor: float, n_permutations: int, h: int | None = None) -> float:
+    """The p-value a Monte Carlo permutation test returns at least half the time on data at
+    its relabelling group's extreme: the test's resolution.
+
+    On such data a share ``floor`` of the relabellings gives the observed statistic (or
+    more), so each of the B = ``n_permutations`` draws is an exceedance with probability
+    ``floor``. The fixed-B p-value (1 + K)/(1 + B), K ~ Bin(B, floor), has median
+    (1 + k)/(1 + B) with k the median of K. With the sequential rule (stop at the h-th
+    exceedance, :func:`kvstats.stats.sequential.sequential_permutation_test`) a p-value of
+    h/L has P(p <= h/l) = P(Bin(l - 1, floor) <= h - 1). The result is the smallest
+    attainable p-value a with P(p <= a) >= 1/2, so ``result <= alpha`` says exactly that the
+    most extreme data reject at alpha with probability at least 1/2. It is 1/(1 + B) when
+    (1 - floor)^B >= 1/2 (floor below about ln 2/B), above it otherwise: a test that rejects
+    on the most extreme data only by luck is not counted as able to reject.
+
+    Parameters
+    ----------
+    floor : float in [0, 1]
+        The exact permutation p-value of the most extreme data (the group's floor: 2**(1 - m)
+        for m pairs swapped within pairs, 2/C(2n, n) for n against n).
+    n_permutations : int >= 1
+        B (B_max for the sequential test).
+    h : int >= 1, optional
+        The sequential test's stopping count; None (or h > B): the fixed-B test.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from kvstats.stats.family_resolution import monte_carlo_resolution
+    >>> monte_carlo_resolution(2.0**-20, 22799) == 1 / 22800      # 21 pairs: (1 - f)^B = 0.98
+    True
+    >>> monte_carlo_resolution(2.0**-15, 22799) == 2 / 22800      # 16 pairs: (1 - f)^B = 0.499
+    True
+    >>> round(monte_carlo_resolution(2.0**-7, 999, h=5), 5)       # 8 pairs: stops after ~h/f draws
+    0.00836
+    """
+    from scipy.stats import binom
+
+    floor = check_real(floor, "floor", low=0.0, high=1.0)
+    b = check_int(n_permutations, "n_permutations", low=1)
+    h = b + 1 if h is None else check_int(h, "h", low=1)
+    if h > b or binom.cdf(h - 1, b, floor) >= 0.5:
+        # not stopped at least half the time: the median of (1 + K)/(1 + B), K ~ Bin(B, floor)
+        return float((1.0 + binom.ppf(0.5, b, floor)) / (1.0 + b))
+    # stopped more than half the time: the largest l with P(Bin(l - 1, floor) <= h - 1) >= 1/2
+    # (it decreases in l; it is 1 at l = h), and p = h/l
+    lo, hi = h, b + 1   # attains at lo; not at hi (Bin(B, floor): the case just excluded)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if binom.cdf(h - 1, mid - 1, floor) >= 0.5 else (lo, mid)
+    return h / lo

@@ -11,7 +11,12 @@ permutations for every test, by the sequential Monte Carlo p-value of Besag & Cl
 draws), or after B_max draws with fewer than h (p = (1 + #exceed)/(1 + B_max)).
 Clearly null pairs stop after about h(1 + ln(B_max/h)) draws; clearly different pairs
 get all B_max. :func:`energy_test_sequential` is the energy test of
-:mod:`kvstats.stats.energy` driven this way (same permutation core).
+:mod:`kvstats.stats.energy` driven this way (same permutation core); where the
+relabelling group is small it enumerates the group instead and returns the exact p-value
+at once (``method="exact"``), because a Monte Carlo test on data at a small group's
+extreme ties the observed statistic on a share ``floor`` of its draws and rejects at
+1/(1 + B_max) only with probability (1 - floor)^B_max
+(:func:`~kvstats.stats.family_resolution.monte_carlo_resolution`).
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from kvstats._checks import _describe, as_generator, check_int, check_real
 from ._base import _FrameMixin, monte_carlo_pvalue_interval
 from .catalog import CORRECTIONS  # noqa: F401  (exported: the corrections B is sized for)
 # the B a family needs has its own module; its names are exported here too
-from .family_resolution import Resolution, _permutations_for, required_resolution  # noqa: F401
+from .family_resolution import (Resolution, _permutations_for,  # noqa: F401
+                                monte_carlo_resolution, required_resolution)
 
 __all__ = ["CORRECTIONS", "Resolution", "SequentialPermutationResult",
-           "EnergySequentialResult", "required_resolution", "expected_null_permutations",
-           "sequential_permutation_test", "energy_test_sequential"]
+           "EnergySequentialResult", "required_resolution", "monte_carlo_resolution",
+           "expected_null_permutations", "sequential_permutation_test",
+           "energy_test_sequential"]
 
 _FIRST_BATCH = 64           # first batch of relabellings; later batches double ...
 _MAX_BATCH = 8192           # ... up to this many
@@ -127,14 +134,16 @@ class EnergySequentialResult(SequentialPermutationResult):
     """Result of :func:`energy_test_sequential`: the fields of
     :class:`SequentialPermutationResult` plus those of the energy test.
 
-    ``min_attainable_p`` is the larger of 1/(1 + B_max) and the relabelling group's own
-    floor (:func:`energy_test_sequential`, Returns).
+    ``min_attainable_p`` is the test's resolution (:func:`energy_test_sequential`,
+    Returns). With ``method`` "exact" the p-value is (1 + ``n_exceed``)/``n_permutations``
+    over every relabelling class (the observed one included in ``n_permutations``), with
+    no Monte Carlo error; ``stopped_early`` is False.
 
     Attributes
     ----------
     test_statistic : float
         n_x n_y/(n_x + n_y) times ``statistic`` (Székely & Rizzo; dcor).
-    kind, standardize, n_x, n_y, dim, paired :
+    kind, standardize, n_x, n_y, dim, paired, method :
         As in :func:`kvstats.stats.energy_test`.
     """
 
@@ -145,7 +154,26 @@ class EnergySequentialResult(SequentialPermutationResult):
     n_y: int = 0
     dim: int = 0
     paired: bool = False
+    method: str = "permutation"
     _test_name = "energy_test_sequential"
+
+    def pvalue_interval(self, confidence: float = 0.99) -> tuple[float, float]:
+        """As :meth:`SequentialPermutationResult.pvalue_interval`; (p, p) for an exact p-value.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.stats.sequential import energy_test_sequential
+        >>> Z = np.random.default_rng(0).normal(size=(10, 3))   # 10 pairs: 512 swap classes
+        >>> res = energy_test_sequential(Z + 1.0, Z, max_permutations=999, paired=True)
+        >>> res.method, res.pvalue, res.pvalue_interval()
+        ('exact', 0.001953125, (0.001953125, 0.001953125))
+        """
+        if self.method == "exact":
+            check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                       high_open=True)
+            return self.pvalue, self.pvalue
+        return super().pvalue_interval(confidence)
 
 
 def expected_null_permutations(h: int, max_permutations: int) -> float:
@@ -312,12 +340,13 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
                            max_permutations: int | None = None, h: int = 10, seed=0,
                            standardize: bool = False, kind: str = "V",
                            batch: int = _FIRST_BATCH,
-                           paired: bool = False) -> EnergySequentialResult:
-    """Energy permutation test with a Besag–Clifford sequential p-value.
+                           paired: bool = False, method: str = "auto") -> EnergySequentialResult:
+    """Energy permutation test with a Besag–Clifford sequential p-value, or exact.
 
     Same statistic, relabellings and tie rule as :func:`kvstats.stats.energy_test` (the
     blocked permutation core of :mod:`kvstats.stats.energy`), drawn in doubling batches
-    and stopped at the h-th exceedance.
+    and stopped at the h-th exceedance; or, where the relabelling group is small, every
+    relabelling enumerated (``method``).
 
     Parameters
     ----------
@@ -330,25 +359,35 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     paired : bool
         As in :func:`kvstats.stats.energy_test`: True pairs row i of X with row i of Y
         (same lengths) and draws within-pair swaps instead of random subsets.
+    method : {"auto", "exact", "permutation"}
+        As in :func:`kvstats.stats.energy_test`: "auto" (default) enumerates the group
+        when that costs at most 2**28 multiply-adds (up to 20 differing pairs, or 11 vs
+        11) and then returns its exact p-value at once (``seed``, ``h`` and B_max do not
+        change it); otherwise the sequential Monte Carlo test.
 
     Returns
     -------
     EnergySequentialResult
-        ``min_attainable_p`` is the larger of 1/(1 + B_max) and the relabelling group's
-        own floor, below which no exact p-value lies and a Monte Carlo one only by luck
-        (each draw reaches T_obs with at least that probability). Paired: 2**(1 - m) for
-        the m pairs whose rows differ (of the 2**m swaps the observed one and the full
-        swap give the same statistic; an equal pair swaps into itself; no differing pair:
-        1). Unpaired: 1/C(n_x + n_y, n_x), or 2/C(2n, n) when n_x = n_y = n (the
-        exchanged samples give the same statistic); repeated rows can only raise it.
-        ``resolvable(alpha)`` is False whenever that floor exceeds alpha.
+        ``min_attainable_p`` is the test's resolution, from the relabelling group's own
+        floor, below which no exact p-value lies: paired, 2**(1 - m) for the m pairs
+        whose rows differ (of the 2**m swaps the observed one and the full swap give the
+        same statistic; an equal pair swaps into itself; no differing pair: 1); unpaired,
+        1/C(n_x + n_y, n_x), or 2/C(2n, n) when n_x = n_y = n (the exchanged samples give
+        the same statistic; repeated rows can only raise it). Exact: the floor itself,
+        which data at the group's extreme get. Monte Carlo: each draw on such data ties
+        T_obs with probability floor, so the p-value those data get at least half the
+        time, :func:`~kvstats.stats.family_resolution.monte_carlo_resolution` (floor,
+        B_max, h): 1/(1 + B_max) when (1 - floor)^B_max >= 1/2, more otherwise.
+        ``resolvable(alpha)`` is True when such data reject at alpha (exact), or do so
+        with probability at least 1/2 (Monte Carlo).
 
     Notes
     -----
     Ties: permuted statistics within 1e-10 x the mean pooled distance of the observed
     one count as exceedances, as in ``energy_test``. With h > B_max nothing stops early
     and the result equals ``energy_test(X, Y, n_resamples=B_max, seed=seed)`` (the same
-    relabellings are drawn, in the same order). A non-finite observed statistic (e.g.
+    relabellings are drawn, in the same order; both are exact where the group is
+    small). A non-finite observed statistic (e.g.
     overflow at magnitudes near 1e160) raises ``ValueError`` instead of becoming a p-value.
     The same holds with ``paired=True`` against ``energy_test(..., paired=True)``.
 
@@ -372,10 +411,11 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     >>> res.min_attainable_p, res.resolvable(0.05 / 10)
     (0.0078125, False)
     """
-    from ._energy_core import _permutation_statistics, _prepare, _random_subsets, _unit_scale
-    from ._energy_swap import (_check_paired, _paired_min_p, _random_keeps, _swap_statistics,
-                               _SwapForms)
-    from .energy import _unpaired_min_p
+    from ._energy_core import (_exact_classes, _exact_pvalue, _permutation_statistics, _prepare,
+                               _random_subsets, _unit_scale)
+    from ._energy_swap import (_check_paired, _differing, _paired_min_p, _random_keeps,
+                               _swap_statistics, _SwapForms)
+    from .energy import _exact_statistics, _unpaired_min_p
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
@@ -383,10 +423,28 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
     paired = _check_paired(paired, n_x, n_y)
+    classes = _exact_classes(method, n_x, n_y,
+                             int(np.count_nonzero(_differing(X, Y))) if paired else None)
+    # the relabelling group's floor: 2**(1 - m) over the m pairs that differ (paired),
+    # 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
+    floor = _paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y)
     # as energy_test: run on the data scaled by 2**-e (exact; e = 0 for ordinary
     # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
     n = n_x + n_y
+    fields = dict(max_permutations=b_max, h=h, kind=kind, standardize=standardize, n_x=n_x,
+                  n_y=n_y, dim=dim, paired=paired)
+    if classes is not None:
+        # a small group: every relabelling, the exact p-value, at once (nothing is drawn)
+        with np.errstate(over="ignore", invalid="ignore"):   # refused in _exact_pvalue
+            stats_all, total = _exact_statistics(Z, n_x, kind, paired)
+        p, exceed = _exact_pvalue(stats_all, total, n)
+        statistic = _rescaled(float(stats_all[0]), e)
+        return EnergySequentialResult(statistic=statistic, pvalue=p, n_permutations=classes,
+                                      n_exceed=exceed, stopped_early=False,
+                                      min_attainable_p=floor,
+                                      test_statistic=n_x * n_y / n * statistic,
+                                      method="exact", **fields)
     # paired: each swap is one m x m quadratic form s'Cs (energy's module docstring); the
     # blocks of C are built once here and kept across batches when they fit in ~64 MB
     forms = _SwapForms(Z[:n_x], Z[n_x:]) if paired else None
@@ -413,17 +471,20 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
                                   tol=1e-10 * total / (n * (n - 1)), batch=batch,
                                   max_batch=_MAX_BATCH)
-    # the design's resolution, and the relabelling group's own floor: 2**(1 - m) over the
-    # m pairs that differ (paired), 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
-    min_p = max(1.0 / (1 + b_max), _paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y))
+    # the resolution: the p-value data at the group's extreme get at least half the time
+    # (each draw ties T_obs with probability floor on them)
+    min_p = monte_carlo_resolution(floor, b_max, h)
+    statistic = _rescaled(t_obs, e)
+    return EnergySequentialResult(statistic=statistic, pvalue=float(p), n_permutations=used,
+                                  n_exceed=exceed, stopped_early=early, min_attainable_p=min_p,
+                                  test_statistic=n_x * n_y / n * statistic, **fields)
+
+
+def _rescaled(t_obs: float, e: int) -> float:
+    """2**e t_obs, or a ValueError when it overflows float64."""
     with np.errstate(over="ignore"):  # reported just below
         statistic = float(np.ldexp(t_obs, e))
     if not np.isfinite(statistic):
         raise ValueError(f"X and Y: the energy statistic 2**{e} * {t_obs} overflows float64; "
                          "a non-finite statistic has no p-value")
-    return EnergySequentialResult(statistic=statistic, pvalue=float(p), n_permutations=used,
-                                  n_exceed=exceed, stopped_early=early,
-                                  min_attainable_p=min_p, max_permutations=b_max,
-                                  h=h, test_statistic=n_x * n_y / n * statistic, kind=kind,
-                                  standardize=standardize, n_x=n_x, n_y=n_y, dim=dim,
-                                  paired=paired)
+    return statistic

@@ -188,7 +188,7 @@ def test_energy_test_tie_tolerance_is_relative_to_the_mean_distance():
     # difference at eta = 1e-9 (10x the tolerance, 1e6x float rounding), never a tie.
     # (A tolerance of 1e-10 x the pooled distance *sum*, 30x wider here, counts it.)
     x, y = np.array([0.0, 1.0, 2.0]), np.array([2.0 + 1e-9, 3.0, 4.0])
-    res = energy_test(x, y, n_resamples=999, seed=3)
+    res = energy_test(x, y, n_resamples=999, seed=3, method="permutation")   # draws
     near = energy_distance(np.array([0.0, 1.0, 2.0 + 1e-9]), np.array([2.0, 3.0, 4.0])).statistic
     z = np.r_[x, y]
     gap = (res.statistic - near) / (np.abs(z[:, None] - z[None, :]).sum() / 30)
@@ -196,6 +196,11 @@ def test_energy_test_tie_tolerance_is_relative_to_the_mean_distance():
     null = res.null_distribution
     assert np.count_nonzero(np.isclose(null, near, rtol=1e-13, atol=0)) > 20   # drawn
     assert res.pvalue == (1 + np.count_nonzero(null >= res.statistic - 1e-12)) / 1000
+    # the exact test (3 vs 3: the 10 classes of C(6, 3) = 20 labellings) has the same rule
+    exact = energy_test(x, y)
+    assert exact.method == "exact" and exact.n_resamples == 10
+    assert exact.pvalue == np.count_nonzero(exact.null_distribution >= exact.statistic - 1e-12) / 10
+    assert exact.pvalue == 0.1             # only the observed labelling is as extreme
 
 
 def test_energy_test_matches_dcor_statistic():
@@ -356,17 +361,26 @@ def test_non_finite_statistic_is_never_a_pvalue(monkeypatch):
 
 
 def test_min_attainable_p_and_resolvable():
-    # the design's resolution: 1/(1 + B), or the relabelling group's own floor when larger
-    # (6 vs 6: 2/C(12, 6) = 1/462; 5 vs 6: 1/C(11, 5), also 1/462); the same value as
-    # energy_test_sequential reports for the same design (there checked against enumeration)
+    # the design's resolution. Exact (small groups): the group's own floor (6 vs 6:
+    # 2/C(12, 6) = 1/462; 5 vs 6: 1/C(11, 5), also 1/462; 6 pairs: 2^-5), whatever B.
+    # Drawn: the median p-value on data at the group's extreme, 1/(1 + B) only while
+    # (1 - floor)^B >= 1/2 (B = 99: 0.81); B = 999 and 9999 tie ~2.2 and ~21.6 times
+    # (median 2 and 21: 3/1000 and 22/10000). The same value as energy_test_sequential reports.
+    from kvstats.stats.family_resolution import monte_carlo_resolution
     from kvstats.stats.sequential import energy_test_sequential
 
     rng = np.random.default_rng(31)
     X, Y = rng.normal(size=(6, 3)), rng.normal(size=(6, 3))
-    for b in (99, 999, 9999):
+    for b, mc in ((99, 1 / 100), (999, 3 / 1000), (9999, 22 / 10000)):
         res = energy_test(X, Y, n_resamples=b, seed=0)
         seq = energy_test_sequential(X, Y, max_permutations=b, h=b + 1, seed=0)
-        assert res.min_attainable_p == max(1 / (1 + b), 2 / 924) == seq.min_attainable_p
+        assert res.min_attainable_p == 2 / 924 == seq.min_attainable_p
+        assert res.pvalue == seq.pvalue and res.method == seq.method == "exact"
+        res = energy_test(X, Y, n_resamples=b, seed=0, method="permutation")
+        seq = energy_test_sequential(X, Y, max_permutations=b, h=b + 1, seed=0,
+                                     method="permutation")
+        assert res.min_attainable_p == monte_carlo_resolution(2 / 924, b) == seq.min_attainable_p
+        assert res.min_attainable_p == pytest.approx(mc, rel=1e-12)
         assert res.pvalue == seq.pvalue
     assert energy_test(X[:5], Y, n_resamples=9999).min_attainable_p == 1 / 462
     res = energy_test(X, Y, n_resamples=9999, paired=True)

@@ -225,8 +225,13 @@ def test_one_pair_can_never_reject():
 
 
 def test_resolution_with_many_pairs_is_the_monte_carlo_one():
+    # 21 pairs: 2^20 swap classes, beyond the exact enumeration's automatic bound
     rng = np.random.default_rng(9)
-    X, Y = _design(rng, 20, "pos", shift=1.0)
+    X, Y = _design(rng, 21, "pos", shift=1.0)
     seq = energy_test_sequential(X, Y, max_permutations=999, seed=0, paired=True)
-    assert seq.min_attainable_p == 1 / 1000                     # 2^-19 < 1/1000
+    assert seq.method == "permutation"
+    assert seq.min_attainable_p == 1 / 1000                     # 2^-20 B = 0.001: (1 - f)^B ~ 1
     assert seq.pvalue == 1 / 1000 and not seq.stopped_early
+    # 20 pairs are enumerated: their floor 2^-19, not 1/1000, is what the test reaches
+    seq = energy_test_sequential(X[:20], Y[:20], max_permutations=999, seed=0, paired=True)
+    assert seq.method == "exact" and seq.pvalue == seq.min_attainable_p == 2.0 ** -19

@@ -106,7 +106,7 @@ def test_pvalues_equal_the_pooled_label_path():
         kind, standardize = "VU"[case // 24 % 2], bool(case // 48)
         x, y = _pairs(rng, m, dim=1 + case % 3, design=design)
         res = energy_test(x, y, n_resamples=199, seed=case, paired=True, kind=kind,
-                          standardize=standardize)
+                          standardize=standardize, method="permutation")   # the drawn swaps
         ref = PooledPairs.of(x, y, kind=kind, standardize=standardize)
         p_ref, t_ref, tol = ref.test(199, case)
         assert res.pvalue == p_ref, (case, res.pvalue, p_ref)
@@ -126,7 +126,7 @@ def test_sequential_equals_the_pooled_label_path():
         x, y = _pairs(rng, m)
         x = x + shift
         res = energy_test_sequential(x, y, max_permutations=999, h=10, seed=case, paired=True,
-                                     kind=kind, standardize=True)
+                                     kind=kind, standardize=True, method="permutation")
         ref = PooledPairs.of(x, y, kind=kind, standardize=True)
         t_obs, total = ref.observed()
         p, used, exceed, early = _run(ref.draw, t_obs, max_permutations=999, h=10,

@@ -214,8 +214,10 @@ def test_null_pairs_stop_early():
     assert (round(expected, 1), round(sd, 1)) == (86.8, 669.5)
     rng = np.random.default_rng(71)
     reps = 1500
+    # (10 vs 10 would be enumerated exactly: the law is the drawn test's)
     used = np.array([energy_test_sequential(rng.normal(size=(10, 6)), rng.normal(size=(10, 6)),
-                                            max_permutations=b_max, seed=rng).n_permutations
+                                            max_permutations=b_max, seed=rng,
+                                            method="permutation").n_permutations
                      for _ in range(reps)])
     assert abs(used.mean() - expected) < 4 * sd / math.sqrt(reps), used.mean()
     for l in (20, 100):
@@ -330,8 +332,12 @@ def test_constant_samples_give_p_one():
     # (1e-10 x the mean pooled distance) counts the ~1e-15 scatter as ties: p = 1 at once.
     # (compared exactly, about half of the relabellings fall below: p would be ~0.5)
     q, _ = np.linalg.qr(np.random.default_rng(20).normal(size=(20, 20)))
-    res = energy_test_sequential(3.7 * q[:10], 3.7 * q[10:], max_permutations=199, seed=1)
+    res = energy_test_sequential(3.7 * q[:10], 3.7 * q[10:], max_permutations=199, seed=1,
+                                 method="permutation")
     assert (res.pvalue, res.n_permutations) == (1.0, 10)
+    # enumerated (10 vs 10: the 92378 classes of C(20, 10)): every one a tie, p = 1 exactly
+    res = energy_test_sequential(3.7 * q[:10], 3.7 * q[10:], max_permutations=199, seed=1)
+    assert (res.pvalue, res.n_permutations, res.method) == (1.0, 92378, "exact")
 
 
 def test_tie_tolerance_rtol_and_atol():
