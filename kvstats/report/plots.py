@@ -350,7 +350,7 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
     report's adjustment; a crossover (the report's rule,
     :func:`kvstats.analysis.find_crossovers`) is a line with filled markers on both sides
     of zero. The error bars are the unadjusted 95% intervals of r (Newcombe's for
-    Mann–Whitney, the sign test's Wilson-based one under pairing): one that
+    Mann–Whitney, the sign test's Clopper–Pearson-based one under pairing): one that
     excludes 0 need not be significant after the adjustment, so they do not show a
     crossover by themselves. A sign row whose pairs all have equal values (``n_informative``
     0: the dominance is 0/0) has no point.

@@ -490,7 +490,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                     "are larger (better for SNR and recall@5, "
                     "worse for φ and KL: each panel says which); filled = significant after "
                     "adjustment; bars: the unadjusted 95% interval of the effect "
-                    f"({'Wilson' if paired else 'Newcombe'}), which can exclude 0 where the "
+                    f"({'Clopper–Pearson' if paired else 'Newcombe'}), which can exclude 0 where the "
                     "adjusted test does not reject"
                     + ("; no point where no pair differs (the dominance is 0/0, \"—\" in the "
                        "tables)." if paired else "."))

@@ -190,7 +190,7 @@ R_CONVENTION_PAIRED = (
     "the units where a's value is larger / smaller, units with equal values left out as the "
     "sign test leaves them out; the paired analogue of Mann–Whitney's r. **Dominance > 0 when "
     "a's values tend to be larger**, in every table and figure (for φ, KL and argmax shift, "
-    "where lower is better, > 0 means a is worse). Its 95% CI is the Wilson score interval of "
+    "where lower is better, > 0 means a is worse). Its 95% CI is the Clopper–Pearson (exact) interval of "
     "P(a > b | they differ), mapped by 2θ − 1, and is not adjusted for the family: an interval "
     "that excludes 0 need not be significant after the correction. Where no unit differs "
     f"(n+ = n− = 0) the dominance is 0/0, undefined: its cell reads \"{UNDEFINED_EFFECT}\", not 0 "

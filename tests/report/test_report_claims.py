@@ -108,7 +108,7 @@ def test_an_energy_test_of_few_texts_names_the_texts_not_b(tmp_path):
     assert set(METRICS) <= set(rep.comparisons["metric"])
 
 
-@pytest.mark.parametrize("pairing, interval", [("trial", "Wilson"), ("none", "Newcombe")])
+@pytest.mark.parametrize("pairing, interval", [("trial", "Clopper–Pearson"), ("none", "Newcombe")])
 def test_crossover_caption_names_its_panels_and_its_unadjusted_bars(tmp_path, pairing, interval):
     """The figure draws four metrics; a crossover in another (snr_v) is only in the list,
     so the caption says which metrics it shows, and that its bars are not the test."""
