@@ -140,7 +140,9 @@ def _clusters(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         # a real case's trials cluster by text; a sweep from before the column cannot say which
         raise ValueError(f"{name} has {int((missing & real).sum())} real-cache trial(s) without a "
                          "'cluster' (cells written before clusters were recorded); run the sweep "
-                         "again in a new directory to record each trial's text")
+                         "again in a new directory to record each trial's text, or take the trial "
+                         "as the unit (a report: unit = \"trial\" in the config's [report] table, "
+                         "or hypothesis_report(..., unit=\"trial\"); labelled not independent)")
     return frame.assign(cluster=given.fillna(frame["trial"]).astype(np.int64))
 
 

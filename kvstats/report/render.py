@@ -255,9 +255,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                               spectra=spectra, n_queries=n_queries)
     cross = find_crossovers(comp)
     paired = opts["pairing"] == "trial"
+    # the two-sample tests' measured pairing (of trials, or of the cluster means: their
+    # "trial" is each cluster's first trial, the same in every cell of a case)
     unit_text = _unit_text(trials, use_clusters, clustered,
-                           None if use_clusters or paired else _pairing_correlations(frame, comp),
-                           paired)
+                           None if paired else _pairing_correlations(frame, comp), paired)
 
     # the folder is changed only now, after the compute, and in two steps, so that however
     # the writing ends (KeyboardInterrupt, a crash, a full disk) a retry is never refused by
@@ -354,12 +355,17 @@ def _pairing_text(rho: pd.Series | None, paired: bool = False) -> str:
     text = ("All schemes of a case see the same trials; the two-sample tests ignore that pairing, "
             "which makes a test conservative where the paired values are positively correlated "
             "and anti-conservative where they are negatively correlated")
+    return text + _rho_text(rho, "trial")
+
+
+def _rho_text(rho: pd.Series | None, unit: str) -> str:
+    """The measured Spearman ρ of the ``unit``-paired values of the Mann–Whitney rows."""
     if rho is None or rho.empty:
-        return text + "."
+        return "."
     neg = int((rho < -0.1).sum())
     n_rows = int(rho.attrs.get("n_rows", len(rho)))
     left = "" if n_rows == len(rho) else " (the others: a constant side)"
-    return (text + f": here the trial-paired Spearman ρ of {len(rho)} of the {n_rows} Mann–Whitney "
+    return (f": here the {unit}-paired Spearman ρ of {len(rho)} of the {n_rows} Mann–Whitney "
             f"rows{left} has median {rho.median():+.2f}, range [{rho.min():+.2f}, "
             f"{rho.max():+.2f}], {neg} below −0.1; where ρ < 0 a p-value may be too small.")
 
@@ -373,7 +379,7 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
                    "the two-sample tests (pairing = \"none\") ignore that pairing, which makes a "
                    "test conservative where the paired means are positively correlated and "
                    "anti-conservative where they are negatively correlated (pairing = \"trial\" "
-                   "uses it).")
+                   "uses it)" + _rho_text(rho, "cluster"))
         cells = trials.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
         k, n = cells["cluster"].nunique(), cells.size()
         return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "
