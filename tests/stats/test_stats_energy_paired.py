@@ -153,8 +153,10 @@ def test_small_n_exact_behaviour():
     # the full swap (last row) gives the observed statistic: the group's p is >= 2/2^m
     assert t[-1] == pytest.approx(t[0], rel=1e-12)
     assert p_exact >= 2.0 ** (1 - m)
+    # the exact test (method "auto" enumerates the 32 swap classes) gives p_exact itself
+    assert energy_test(X, Y, paired=True).pvalue == p_exact
     # Monte Carlo: E p = (1 + B p_exact)/(1 + B); within 4.5 standard errors
-    res = energy_test(X, Y, n_resamples=b, seed=1, paired=True)
+    res = energy_test(X, Y, n_resamples=b, seed=1, paired=True, method="permutation")
     expect = (1 + b * p_exact) / (1 + b)
     assert abs(res.pvalue - expect) <= 4.5 * np.sqrt(p_exact * (1 - p_exact) / b)
     # data at the group's extreme: only the observed labelling and the full swap reach
@@ -162,7 +164,7 @@ def test_small_n_exact_behaviour():
     Xe = Y + 5.0
     p_extreme, _ = _exact_swap_pvalue(Xe, Y)
     assert p_extreme == 2.0 ** (1 - m)
-    res = energy_test(Xe, Y, n_resamples=b, seed=2, paired=True)
+    res = energy_test(Xe, Y, n_resamples=b, seed=2, paired=True, method="permutation")
     assert abs(res.pvalue - 2.0 ** (1 - m)) <= 4.5 * np.sqrt(2.0 ** (1 - m) / b)
     assert res.pvalue > 10 / (1 + b)
     seq = energy_test_sequential(Xe, Y, max_permutations=999, seed=2, paired=True)
