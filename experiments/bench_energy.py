@@ -16,7 +16,8 @@ printed too.
 
 ``--paired``: the paired test instead (``energy_test(..., paired=True)``), whose swap
 relabellings are evaluated as m x m quadratic forms s'Cs (kvstats/stats/energy.py's
-module docstring), against the pooled-label path it replaced (the same swaps as 2m-long
+module docstring; drawn, ``method="permutation"``, also at m <= 20 where the default
+enumerates), against the pooled-label path it replaced (the same swaps as 2m-long
 boolean labels through the 2m x 2m core ``_permutation_statistics``, as the code did
 before; ``kvstats.stats._energy_reference.PooledPairs``, the reference the tests use), on
 the same data and draws, in the same process, alternating new/baseline
@@ -159,7 +160,7 @@ def bench_paired(args, cores) -> None:
 
         def new_fn():
             return energy_test(X, Y, n_resamples=B, seed=args.seed, standardize=True,
-                               paired=True)
+                               paired=True, method="permutation")   # the drawn swaps
 
         def old_fn():   # the pooled-label reference the tests compare the fast path with
             return PooledPairs.of(X, Y, kind="V", standardize=True).test(B, args.seed)
