@@ -19,8 +19,9 @@ its power is the exact sum of the probabilities of the rejected configurations.
 
 Energy (unpaired, and paired within-pair swaps): at small sizes every relabelling is
 enumerated and the statistic written out as direct double sums over the distance matrix,
-which gives each sample's exact permutation p-value q. ``energy_test`` draws B relabellings
-uniformly and independently, so its count of exceedances is Binomial(B, q) and it rejects
+which gives each sample's exact permutation p-value q. At these sizes ``energy_test``
+enumerates by default and returns q itself (checked on the first samples); with
+``method="permutation"`` it draws B relabellings uniformly and independently, so its count of exceedances is Binomial(B, q) and it rejects
 with probability π = P(Binomial(B, q) ≤ K), K the largest count with (1 + K)/(1 + B) ≤ α.
 Over R independent samples its number of rejections has mean Σπ and variance Σπ(1 − π)
 (a Poisson-binomial law): the reference value of its power at that alternative.
@@ -163,6 +164,13 @@ def _check_poisson_binomial(rejected: np.ndarray, pi: np.ndarray, level: float =
         f"{z * sd / pi.size:.4f} (n={pi.size})")
 
 
+def _check_exact_path(X: np.ndarray, Y: np.ndarray, q: np.ndarray, paired: bool, k: int = 200):
+    """At these sizes the default (method="auto") enumerates: its p-value is q itself."""
+    for a, b, q_r in zip(X[:k], Y[:k], q[:k]):
+        res = energy_test(a, b, paired=paired)
+        assert res.method == "exact" and res.pvalue == q_r, (res.method, res.pvalue, q_r)
+
+
 def test_energy_power_under_a_shift_is_the_exact_permutation_reference(calib):
     # 6 against 8 points in 2-D, X shifted by 1.3 in its first coordinate; the 3,003
     # labellings enumerated. B = 99. Measured 2026-12-02 (seed 41, 3,000 samples):
@@ -173,10 +181,12 @@ def test_energy_power_under_a_shift_is_the_exact_permutation_reference(calib):
     Y = rng.normal(size=(reps, n_y, 2))
     q = _exact_pvalues(X, Y, _labellings_unpaired(n_x, n_y))
     pi = _rejection_probability(q, B)
-    rejected = np.array([energy_test(a, b, n_resamples=B, seed=rng).pvalue <= ALPHA
+    rejected = np.array([energy_test(a, b, n_resamples=B, seed=rng,
+                                     method="permutation").pvalue <= ALPHA
                          for a, b in zip(X, Y)])
     assert 0.3 < pi.mean() < 0.7, pi.mean()
     _check_poisson_binomial(rejected, pi)
+    _check_exact_path(X, Y, q, paired=False)
 
 
 def test_paired_energy_power_under_a_shift_is_the_exact_swap_reference(calib):
@@ -190,10 +200,12 @@ def test_paired_energy_power_under_a_shift_is_the_exact_swap_reference(calib):
     Y = Z + 0.5 * rng.normal(size=(reps, m, 2))
     q = _exact_pvalues(X, Y, _labellings_paired(m))
     pi = _rejection_probability(q, B)
-    rejected = np.array([energy_test(a, b, n_resamples=B, seed=rng, paired=True).pvalue <= ALPHA
+    rejected = np.array([energy_test(a, b, n_resamples=B, seed=rng, paired=True,
+                                     method="permutation").pvalue <= ALPHA
                          for a, b in zip(X, Y)])
     assert 0.3 < pi.mean() < 0.7, pi.mean()
     _check_poisson_binomial(rejected, pi)
+    _check_exact_path(X, Y, q, paired=True)
 
 
 # ---------------------------------------------------------------- KS exact under ties
