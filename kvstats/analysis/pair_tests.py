@@ -2,9 +2,10 @@
 
 Per metric: Mann–Whitney (two independent samples) or the sign test (pairs matched on the
 unit), the two-sample KS test (unpaired only), the equivalence test (TOST) where a margin
-is declared; on the standardised 6D profile the sequential energy permutation test. Each
-row says what the test could resolve (``min_attainable_p``, the permutations it drew),
-read by :mod:`~kvstats.analysis.verdicts` once the family is known.
+is declared; on the standardised 6D profile the energy permutation test (exact where its
+relabelling group is small, else sequential). Each row says what the test could resolve
+(``min_attainable_p``, the permutations it drew or enumerated), read by
+:mod:`~kvstats.analysis.verdicts` once the family is known.
 """
 
 from __future__ import annotations
@@ -91,24 +92,28 @@ def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> 
 
 def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_permutations: int,
                 stop: int, seed: int, paired: bool = False) -> Row:
-    from kvstats.stats.sequential import energy_test_sequential
+    from kvstats.stats.sequential import energy_test_sequential, monte_carlo_resolution
 
     # values equal up to rounding are one value, as the sign and rank tests count them: the
     # test standardises each coordinate, which would blow a spread of one ulp (a constant
     # metric summed in another order) up to a unit spread and a "difference"
     X, Y = _rounding_merged(X, Y, paired)
-    # unpaired: called exactly as before the paired design existed (same draws, same numbers)
+    # method "auto": every relabelling where the group is small (up to 20 differing pairs,
+    # 11 vs 11), else drawn; unpaired it is called as before the paired design existed
     res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
                                  standardize=True, **({"paired": True} if paired else {}))
-    # what the test can resolve: 1/(1 + B_max), and no less than the share of relabellings
-    # that tie with the observed one (2/C(8, 4) for 4 units against 4: more permutations
-    # would not help). Paired: 2^(1−m) over the m pairs whose profiles differ (beyond
-    # rounding, as the sign test counts them): a pair of equal profiles swaps into itself,
-    # so with none differing every relabelling is the observed one and p = 1 is all there is
-    # (the count goes to ``n_informative``: the verdict says how many pairs differ). Two
-    # samples: relabellings that move copies of one tied point give one statistic, so the
-    # floor counts them (tied_permutation_floor); pooled profiles all one point give every
-    # relabelling the observed statistic, p = 1 (``n_informative`` 0: none tells them apart)
+    # what the test can resolve: its relabelling group's floor, the share of relabellings
+    # that tie with the observed one on the most extreme data (2/C(8, 4) for 4 units
+    # against 4), which an exact test returns on such data; a drawn one returns 1/(1 + B_max)
+    # there only while (1 − floor)^B_max ≥ ½, so its resolution is the p-value they get at
+    # least half the time (monte_carlo_resolution). Paired: 2^(1−m) over the m pairs whose
+    # profiles differ (beyond rounding, as the sign test counts them): a pair of equal
+    # profiles swaps into itself, so with none differing every relabelling is the observed
+    # one and p = 1 is all there is (the count goes to ``n_informative``: the verdict says
+    # how many pairs differ). Two samples: relabellings that move copies of one tied point
+    # give one statistic, so the floor counts them (tied_permutation_floor); pooled profiles
+    # all one point give every relabelling the observed statistic, p = 1 (``n_informative``
+    # 0: none tells them apart)
     if paired:
         m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
         units, informative = (permutation_floor(m, m, True) if m else 1.0), float(m)
@@ -116,15 +121,21 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
         counts = np.unique(np.concatenate([X, Y]), axis=0, return_counts=True)[1]
         units = tied_permutation_floor(counts, len(X))
         informative = 0.0 if counts.size == 1 else math.nan
-    floor = max(float(res.min_attainable_p), units)
+    exact = res.method == "exact"
+    floor = max(float(res.min_attainable_p), units if exact else
+                monte_carlo_resolution(units, int(res.max_permutations), int(res.h)))
+    # an exact row's permutations are the relabelling classes it enumerated, all it could use
+    # (so the verdict names the units, not a B, as what limits it)
+    used = int(res.n_permutations)
     return {"test": "energy", "metric": "profile_6d", "statistic": float(res.statistic),
             "pvalue": float(res.pvalue), "effect": math.nan, "effect_low": math.nan,
-            "effect_high": math.nan, "n_permutations": int(res.n_permutations),
-            "max_permutations": int(res.max_permutations),
+            "effect_high": math.nan, "n_permutations": used,
+            "max_permutations": used if exact else int(res.max_permutations),
             "min_attainable_p": floor, "margin_low": math.nan,
             "margin_high": math.nan, "n_informative": informative,
             "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
-                    + (", stopped early" if res.stopped_early else "")}
+                    + (f", exact ({used} relabellings)" if exact
+                       else ", stopped early" if res.stopped_early else "")}
 
 
 def _rounding_merged(X: Float[np.ndarray, "n d"], Y: Float[np.ndarray, "m d"], paired: bool
