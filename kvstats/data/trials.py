@@ -131,9 +131,10 @@ class Trials:
         """Return the trials selected by ``idx`` (an int, slice, index array or boolean mask).
 
         An integer keeps the trial axis (a ``Trials`` of one trial). ``meta`` is copied,
-        its per-trial entries (:data:`PER_TRIAL_META`) are selected too, and an index array
-        or mask is recorded under ``"subset"`` as indices (non-negative) into the first
-        ``Trials``: any subset of a recorded subset records the original trials it holds.
+        its per-trial entries (:data:`PER_TRIAL_META`) are selected too, and any selection
+        but all trials in order (an int, a slice, an index array or a mask) is recorded
+        under ``"subset"`` as indices (non-negative) into the first ``Trials``: a subset of
+        a recorded subset records the original trials it holds.
 
         Examples
         --------
@@ -141,6 +142,8 @@ class Trials:
         >>> t = kvstats.sample("gaussian", 10, 16, 8, seed=0)
         >>> t.subset(slice(0, 4)).n_trials, t.subset(3).n_trials
         (4, 1)
+        >>> t.subset(slice(2, 5)).subset([2, 0]).meta["subset"]
+        [4, 2]
         """
         if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool):
             i = check_int(idx, "idx", low=-self.n_trials, high=self.n_trials - 1)
@@ -183,9 +186,11 @@ class Trials:
         earlier = meta.get("subset")   # a subset's record (one index per trial), or not one
         if not (isinstance(earlier, (list, tuple, np.ndarray)) and len(earlier) == self.n_trials):
             earlier = None
-        if isinstance(sel, np.ndarray) or earlier is not None:   # into the first Trials
-            picked = np.arange(self.n_trials)[sel]
-            meta["subset"] = (picked if earlier is None else np.asarray(earlier)[picked]).tolist()
+        picked = np.arange(self.n_trials)[sel]
+        if earlier is not None:        # indices into the first Trials, through the record
+            meta["subset"] = np.asarray(earlier)[picked].tolist()
+        elif not np.array_equal(picked, np.arange(self.n_trials)):   # all in order: no record
+            meta["subset"] = picked.tolist()
         return Trials(K, V, q, meta)
 
     def astype(self, dtype: Any) -> Trials:

@@ -158,7 +158,22 @@ def test_subset_of_a_subset_records_the_original_trials():
     assert t.subset([5, 1, 3]).subset(slice(1, 3)).meta["subset"] == [1, 3]
     m = np.array([False, True, True])
     assert t.subset([-1, 0, 4]).subset(m).meta["subset"] == [0, 4]   # negatives as positions
-    assert "subset" not in t.subset(slice(0, 2)).meta
+    assert "subset" not in t.subset(slice(0, 6)).meta                 # all trials in order
+    assert "subset" not in t.subset(np.ones(6, bool)).meta
+
+
+def test_a_subset_after_a_slice_or_an_int_records_the_original_trials():
+    # A slice or an int was not recorded, so a later subset recorded indices into the
+    # slice: t.subset(slice(2, 5)).subset([0]) said trial 0 and held trial 2
+    # (critic_data19 finding 1). Every selection but the identity is recorded now.
+    t = Trials(*_arrays(T=10))
+    s = t.subset(slice(2, 5)).subset([0])
+    assert s.meta["subset"] == [2]
+    np.testing.assert_array_equal(s.K, t.K[[2]])
+    assert t.subset(3).subset(np.array([0])).meta["subset"] == [3]
+    assert t.subset(-1).meta["subset"] == [9]
+    assert t.subset(slice(None, None, -3)).subset(slice(1, 3)).meta["subset"] == [6, 3]
+    assert t.subset(slice(0, 4)).meta["subset"] == [0, 1, 2, 3]
 
 
 def test_a_subset_record_that_is_not_one_is_not_composed():
