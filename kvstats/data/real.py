@@ -63,6 +63,8 @@ def _select(value: int | Sequence[int] | np.ndarray | None, name: str, size: int
         out = [check_int(v, name, low=0, high=size - 1) for v in value]
         if not out:
             raise ValueError(f"{name} must select at least one index in [0, {size - 1}]; received {value!r}")
+        if len(set(out)) != len(out):   # copies of one (layer, head) would count as more trials
+            raise ValueError(f"{name} must not repeat indices (each selected once); received {out}")
         return out
     raise TypeError(f"{name} must be None, an int or a sequence of ints in [0, {size - 1}]; "
                     f"received {_describe(value)}")
@@ -92,9 +94,10 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
         A capture ``.npz`` written by :func:`kvstats.models.capture`.
     layer : int or sequence of int, optional
         Model layers to keep (default all the capture holds; a capture of some layers
-        only, ``kvstats.models.capture(..., layers=...)``, holds those it records).
+        only, ``kvstats.models.capture(..., layers=...)``, holds those it records), each
+        at most once.
     head : int or sequence of int, optional
-        KV heads to keep (default all).
+        KV heads to keep (default all), each at most once.
 
     Returns
     -------

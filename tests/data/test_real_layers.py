@@ -49,3 +49,16 @@ def test_a_layer_the_capture_does_not_hold_is_refused(tmp_path):
     # a full capture keeps its range message
     with pytest.raises(ValueError, match=r"layer must be an integer in \[0, 4\]; received 5"):
         load_trials(full, layer=5)
+
+
+@pytest.mark.parametrize("arg", [{"layer": [2, 2]}, {"head": [0, 1, 0]}, {"layer": [0, 4, 0], "head": [1]}])
+def test_a_layer_or_head_selected_twice_is_refused(tmp_path, arg):
+    # load_trials(p, layer=[2, 2], head=[0, 0]) returned 4x the trials, identical copies
+    # counted as independent (pseudo-replication); the sweep already refused it
+    # (critic_data19 finding 2)
+    full, _ = _captures(tmp_path)
+    name = "head" if "head" in arg and len(arg["head"]) > 1 else "layer"
+    with pytest.raises(ValueError, match=rf"{name} must not repeat indices .*received \["):
+        load_trials(full, **arg)
+    with pytest.raises(ValueError, match=rf"{name} must not repeat indices"):
+        capture_spectra(full, **arg)
