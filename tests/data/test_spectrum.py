@@ -176,14 +176,27 @@ def test_measured_spectrum_is_numpys_covariance_spectrum_descending_and_nonnegat
 def test_focused_spectrum_raises_one_direction_per_query():
     # n_q queries: n_q directions at the single-query value, the rest at s², and n_q times
     # the single query's excess mean square (the queries' focus keys are disjoint); at
-    # most d directions (d = 2 < n_q = 3 here)
+    # most d directions, which share the n_q queries' excess (d = 3 < n_q = 4 here)
     one = synthetic_spectrum("focused", 16, n_keys=64, strength=0.4)
     three = synthetic_spectrum("focused", 16, n_keys=64, strength=0.4, n_queries=3)
     np.testing.assert_array_equal(three.eigenvalues[:3], np.full(3, one.eigenvalues[0]))
     np.testing.assert_array_equal(three.eigenvalues[3:], np.ones(13))
     assert float(three.mean_square) - 16 == pytest.approx(3 * (float(one.mean_square) - 16), rel=1e-12)
-    small = synthetic_spectrum("focused", 2, n_keys=64, strength=0.4, n_queries=3)
-    np.testing.assert_array_equal(small.eigenvalues, np.full(2, one.eigenvalues[0]))
+    one3 = synthetic_spectrum("focused", 3, n_keys=64, strength=0.4)
+    small = synthetic_spectrum("focused", 3, n_keys=64, strength=0.4, n_queries=4)
+    np.testing.assert_allclose(small.eigenvalues - 1, np.full(3, 4 / 3 * (one3.eigenvalues[0] - 1)),
+                               rtol=1e-12)
+    assert float(small.mean_square) - 3 == pytest.approx(4 * (float(one3.mean_square) - 3), rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_focused_spectrum_is_undefined_where_the_focus_keys_have_no_second_moment(d):
+    # α² = L²·d/‖q‖² and E[1/χ²_d] is infinite for d <= 2: the keys' mean square over trials
+    # is infinite, as for heavy tails with nu <= 2 (it was a finite plug-in value)
+    s = synthetic_spectrum("focused", d, n_keys=64, strength=0.4)
+    assert not s.defined and float(s.mean_square) == np.inf
+    with pytest.raises(ValueError, match="no Gaussian bound"):
+        s.bound_snr_db(2.0)
 
 
 def test_measured_spectrum_of_float32_is_computed_in_float64():
@@ -216,3 +229,30 @@ def test_a_parameter_given_twice_is_refused():
     merged = synthetic_spectrum("low_rank", 8, {"rank": 2}, noise=0.5)
     keywords = synthetic_spectrum("low_rank", 8, rank=2, noise=0.5)
     assert merged.eigenvalues.tolist() == keywords.eigenvalues.tolist()
+
+
+@pytest.mark.parametrize("N,d,n_q,n_focus,strength,scale", [
+    (512, 16, 4, 16, 0.05, 1.0), (256, 8, 2, 4, 0.1, 1.5), (1024, 32, 8, 2, 0.3, 0.7),
+    (128, 6, 1, 2, 0.2, 1.0), (256, 64, 1, 1, 0.5, 1.0)])
+def test_focused_spectrum_matches_the_mean_within_trial_covariance(N, d, n_q, n_focus, strength, scale):
+    # What the focused spectrum claims exactly, checked by simulation: E‖k‖² and the mean
+    # over trials of the within-trial covariance's trace on the query span (k = min(n_q, d)
+    # directions, each at eigenvalues[0]). Per trial, S = centred key covariance (/N) has
+    # E[S | q] = C − Ḡ/N, Ḡ the mean covariance of the keys' Gaussian parts, whose trace
+    # on the span is s²(k − n_q·f): added back, the estimate is unbiased. Trials are
+    # independent: each mean within 5 standard errors (d ≥ 6: α⁴ ∝ 1/χ²_d² has a mean).
+    # At d = 16, n_q = 4 the earlier plug-in ‖q‖² = d gave 1.826 (measured 1.927 ± 0.009),
+    # the variance along each q̂ (2.106) overstates it: the q̂ are not orthogonal.
+    T = 400
+    t = kvstats.sample("focused", T, N, d, seed=7, n_queries=n_q, n_focus=n_focus,
+                       strength=strength, scale=scale)
+    spec = synthetic_spectrum("focused", d, n_keys=N, n_queries=n_q, n_focus=n_focus,
+                              strength=strength, scale=scale)
+    k, s2, f = min(n_q, d), scale ** 2, n_focus / N
+    Kc = t.K - t.K.mean(axis=1, keepdims=True)
+    basis = np.linalg.qr(np.swapaxes(t.q, 1, 2))[0]                    # (T, d, k) spans q
+    proj = Kc @ basis                                                  # (T, N, k)
+    span = (np.einsum("tnk,tnk->t", proj, proj) / N + s2 * (k - n_q * f) / N) / k
+    _mean_close(span, float(spec.eigenvalues[0]))
+    _mean_close(np.einsum("tnd,tnd->t", t.K, t.K) / N, float(spec.mean_square))
+    np.testing.assert_array_equal(spec.eigenvalues[k:], np.full(d - k, s2))
