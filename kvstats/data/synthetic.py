@@ -341,7 +341,10 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     n_trials, n_keys, dim : int
         ``T`` independent trials of ``N`` keys of dimension ``d``.
     seed : int, SeedSequence, Generator or None
-        Source of randomness (see the module notes on reproducibility).
+        Source of randomness (see the module notes on reproducibility). A SeedSequence
+        or Generator is advanced by each call (the streams are its next spawned
+        children): passed again, it gives new, independent trials; the numbers already
+        drawn from a Generator do not matter. An int gives the same trials every time.
     n_queries : int
         Queries per trial, ``q ~ N(0, I_d)`` independent of everything except that
         ``focused`` keys are built around them and ``low_rank`` with ``query="subspace"``
