@@ -219,7 +219,7 @@ def _synthetic_spectrum(distribution: str, d: int, N: int, n_q: int, p: dict[str
                         f"{s2 * nz2:.4g} (per trial; the basis is drawn per trial): exact, Gaussian")
     if distribution == "outlier_channels":
         c, m2, off = p["n_channels"], p["magnitude"] ** 2, p["offset"]
-        lam = np.r_[np.full(c, s2 * m2), np.full(d - c, s2)]
+        lam = np.sort(np.r_[np.full(c, s2 * m2), np.full(d - c, s2)])[::-1].copy()  # m < 1: last
         ms = s2 * (d - c + c * m2 * (1 + off ** 2))
         return Spectrum(lam, np.asarray(ms), True,
                         f"{c} channels of variance {s2 * m2:.4g}"

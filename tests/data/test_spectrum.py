@@ -256,3 +256,12 @@ def test_focused_spectrum_matches_the_mean_within_trial_covariance(N, d, n_q, n_
     _mean_close(span, float(spec.eigenvalues[0]))
     _mean_close(np.einsum("tnd,tnd->t", t.K, t.K) / N, float(spec.mean_square))
     np.testing.assert_array_equal(spec.eigenvalues[k:], np.full(d - k, s2))
+
+
+def test_outlier_channels_spectrum_is_descending_when_the_channels_are_quieter():
+    # magnitude < 1: the c channels are the smallest eigenvalues and came first
+    # ([0.25, 0.25, 1, 1, 1, 1]) although documented descending (critic_data19 finding 6);
+    # eigenvalues[:k] must be the k largest
+    s = synthetic_spectrum("outlier_channels", 6, n_channels=2, magnitude=0.5)
+    assert s.eigenvalues.tolist() == [1.0, 1.0, 1.0, 1.0, 0.25, 0.25]
+    assert float(s.mean_square) == pytest.approx(4 + 2 * 0.25)
