@@ -7,6 +7,7 @@ trial (they share the queries and, once quantized, the scheme's randomness).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,9 @@ class Trials:
     meta : dict, optional
         Provenance: distribution and parameters and seed for synthetic data, model,
         layer and head for real data. The entries named in :data:`PER_TRIAL_META`, when
-        present, hold one value per trial and follow :meth:`subset`.
+        present, hold one value per trial and follow :meth:`subset`. Deep-copied: the
+        ``Trials`` owns its provenance (changing the caller's dict, or another
+        ``Trials``' made from this one by :meth:`subset` or :meth:`astype`, leaves it alone).
 
     Notes
     -----
@@ -85,6 +88,11 @@ class Trials:
                              f"(K has shape {K.shape}); received q of shape {q.shape}")
         if not isinstance(self.meta, dict):
             raise TypeError(f"meta must be a dict; received {_describe(self.meta)}")
+        try:
+            object.__setattr__(self, "meta", copy.deepcopy(self.meta))
+        except Exception as exc:   # a lock, a file handle: nothing a provenance record holds
+            raise TypeError(f"meta must hold values that can be copied (a Trials keeps its own "
+                            f"copy); received {_describe(self.meta)}: {exc}") from None
         dtype = _common_float_dtype(K, V, q)
         object.__setattr__(self, "K", K.astype(dtype, copy=False))
         object.__setattr__(self, "V", V.astype(dtype, copy=False))

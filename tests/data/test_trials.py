@@ -182,3 +182,26 @@ def test_a_subset_record_that_is_not_one_is_not_composed():
         t = Trials(K, V, q, {"subset": record})
         assert t.subset(slice(0, 3)).meta["subset"] == record      # kept as it was
         assert t.subset([2, 0]).meta["subset"] == [2, 0]
+
+
+def test_meta_is_owned_by_each_trials():
+    # meta was copied shallowly: changing a subset's nested params changed the original's,
+    # and the constructor kept the caller's dict (critic_data19 finding 7)
+    params = {"scale": 1.0}
+    meta = {"params": params, "text": [0, 1, 2]}
+    t = Trials(*_arrays(), meta)
+    params["scale"] = 5.0
+    meta["extra"] = 1
+    assert t.meta == {"params": {"scale": 1.0}, "text": [0, 1, 2]}
+    t.subset([0, 1]).meta["params"]["scale"] = 99.0
+    t.astype(np.float32).meta["params"]["scale"] = 98.0
+    group_query_heads(np.ones((1, 1, 2, 4)), np.ones((1, 1, 2, 4)), np.ones((1, 1, 1, 4)),
+                      meta=t.meta).meta["params"]["scale"] = 97.0
+    assert t.meta["params"] == {"scale": 1.0}
+
+
+def test_meta_that_cannot_be_copied_is_refused_by_name():
+    import threading
+
+    with pytest.raises(TypeError, match="meta must hold values that can be copied"):
+        Trials(*_arrays(), {"lock": threading.Lock()})
