@@ -42,7 +42,7 @@ from kvstats._checks import (_describe, as_generator, check_choice, check_int,
                              check_real)
 from kvstats.data.catalog import DISTRIBUTIONS, VALUE_DISTRIBUTIONS
 from kvstats.data.register import _USER, distribution_names
-from kvstats.data.trials import Trials
+from kvstats.data.trials import Trials, _float_dtype
 
 __all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "LOW_RANK_ENERGIES", "LOW_RANK_QUERIES",
            "sample", "default_params", "attention_entropy", "scale_for_entropy"]
@@ -430,22 +430,6 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
         "generator": generator,
     }
     return Trials(K, V, q64.astype(dt), meta)
-
-
-def _float_dtype(dtype: Any) -> np.dtype:
-    """``dtype`` as float32 or float64, else a ValueError naming it.
-
-    Anything numpy cannot read as a dtype (``"bfloat16"``, a list) is refused as a wrong
-    value too, and ``None`` is refused rather than read as numpy's default float64 (a
-    ``None`` compares equal to ``dtype('float64')`` and would pass an ``in`` test).
-    """
-    try:
-        dt = np.dtype(dtype) if isinstance(dtype, (type, np.dtype, str)) else None
-    except TypeError:
-        dt = None
-    if dt is None or dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be one of [float32, float64]; received {_describe(dtype)}")
-    return dt
 
 
 def _seed_record(seed: Any, rng: np.random.Generator) -> int | str:

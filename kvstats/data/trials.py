@@ -23,6 +23,23 @@ def _common_float_dtype(*arrays: np.ndarray) -> np.dtype:
     return np.result_type(*[a.dtype for a in arrays])
 
 
+def _float_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as float32 or float64, else a ValueError naming it (``sample``'s and
+    :meth:`Trials.astype`'s one check).
+
+    Anything numpy cannot read as a dtype (``"bfloat16"``, a list) is refused as a wrong
+    value too, and ``None`` is refused rather than read as numpy's default float64 (a
+    ``None`` compares equal to ``dtype('float64')`` and would pass an ``in`` test).
+    """
+    try:
+        dt = np.dtype(dtype) if isinstance(dtype, (type, np.dtype, str)) else None
+    except TypeError:
+        dt = None
+    if dt is None or dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be one of [float32, float64]; received {_describe(dtype)}")
+    return dt
+
+
 #: ``Trials.meta`` keys that hold one value per trial (real captures: each trial's text,
 #: layer, KV head and statistical cluster); :meth:`Trials.subset` selects them with the trials.
 PER_TRIAL_META = ("text", "layer", "head", "cluster")
@@ -204,20 +221,17 @@ class Trials:
     def astype(self, dtype: Any) -> Trials:
         """Return a copy with ``K``, ``V`` and ``q`` cast to float32 or float64.
 
+        ``dtype`` is checked as :func:`kvstats.sample` checks it: anything but a spelling
+        of float32 or float64 (``None`` included) is a ValueError.
+
         Examples
         --------
         >>> import numpy as np, kvstats
         >>> kvstats.sample("gaussian", 2, 4, 8).astype(np.float32).dtype
         dtype('float32')
         """
-        try:
-            dt = np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"dtype must be one of [float32, float64]; received "
-                            f"{_describe(dtype)}") from None
-        if dt not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be one of [float32, float64]; received {dt}")
-        return Trials(self.K.astype(dt), self.V.astype(dt), self.q.astype(dt), dict(self.meta))
+        dt = _float_dtype(dtype)
+        return Trials(self.K.astype(dt), self.V.astype(dt), self.q.astype(dt), self.meta)
 
 
 def group_query_heads(K: Any, V: Any, q: Any, meta: dict[str, Any] | None = None) -> Trials:
