@@ -210,7 +210,8 @@ def read_capture(path: str | os.PathLike, name: str = "path"
                  ) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers q_heads n d"], dict[str, Any]]:
-    """Read and check a capture file; return ``(K, V, q, meta)`` as stored.
+    """Read and check a capture file; return ``(K, V, q, meta)`` as stored, in native
+    byte order (a big-endian ``>f4`` file gives float32, not a float64 copy).
 
     ``name`` is how error messages call the file argument.
 
@@ -230,7 +231,10 @@ def read_capture(path: str | os.PathLike, name: str = "path"
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: {exc}") from exc
     _missing(set(arrays), name, path)
-    K, V, q = arrays["K"], arrays["V"], arrays["q"]
+    # a file written on a big-endian machine: same values and width, native order (the
+    # readers' float32 check would otherwise widen '>f4' to float64)
+    K, V, q = (a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+               for a in (arrays["K"], arrays["V"], arrays["q"]))
     meta = _parse_meta(str(arrays["meta"]), name, path)
     check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
     held_layers(meta, K.shape[1], f"{name}'s meta", repr(os.fspath(path)))

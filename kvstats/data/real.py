@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from kvstats._checks import _describe, check_int
-from kvstats.data.capture_format import held_layers, layer_slots, read_capture
+from kvstats.data.capture_format import LAYERS, held_layers, layer_slots, read_capture
 from kvstats.data.trials import Trials, group_query_heads
 
 __all__ = ["load_trials", "load_capture", "trial_clusters"]
@@ -106,7 +106,10 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
         captured; ``q`` of shape ``(…, G, d)``: the ``G`` query heads of the KV head's
         group at the last position (see the module docstring for why). Trial ``t`` is
         the C-order index over (text, layer, head); ``meta["text"]``, ``meta["layer"]``,
-        ``meta["head"]`` give each trial's origin, plus the capture's own metadata.
+        ``meta["head"]`` give each trial's origin, plus the capture's own metadata except
+        its shape counts (``n_texts``, ``n_layers``, ``n_q_heads``, ``layers``: wrong for a
+        selection; ``n_kv_heads``, ``group_size`` and ``batch_shape`` are the selection's,
+        as :func:`group_query_heads` sets them).
         ``meta["cluster"]`` is each trial's statistical unit: its text (trials of one
         text share its tokens and are not independent; see :func:`trial_clusters`),
         and ``meta["cluster_by"]`` says so (``"text"``).
@@ -142,7 +145,9 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     Vs = V[:, slots][:, :, heads]
     qs = q[:, slots][:, :, q_heads, -1:, :]  # last position only: it sees all N keys
     tt, ll, hh = np.meshgrid(np.arange(n_texts), layers, heads, indexing="ij")
-    info = {k: v for k, v in meta.items() if k not in ("token_ids",)}
+    # the capture's shape counts describe the file, not this selection: left out
+    info = {k: v for k, v in meta.items()
+            if k not in ("token_ids", "n_texts", "n_layers", "n_q_heads", LAYERS)}
     info.update(distribution="real", path=os.fspath(path), query_positions="last",
                 text=tt.ravel().tolist(), layer=ll.ravel().tolist(), head=hh.ravel().tolist(),
                 cluster=tt.ravel().tolist(), cluster_by="text")

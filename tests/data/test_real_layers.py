@@ -62,3 +62,36 @@ def test_a_layer_or_head_selected_twice_is_refused(tmp_path, arg):
         load_trials(full, **arg)
     with pytest.raises(ValueError, match=rf"{name} must not repeat indices"):
         capture_spectra(full, **arg)
+
+
+def test_trials_meta_does_not_carry_the_captures_shape_counts(tmp_path):
+    # n_texts, n_layers, n_q_heads (and the capture's layers) describe the file: after a
+    # selection they were wrong (critic_data19 finding 9); the per-trial lists say it all
+    rng = np.random.default_rng(1)
+    K = rng.standard_normal((2, 3, 2, 6, 8)).astype(np.float32)
+    q = rng.standard_normal((2, 3, 4, 6, 8)).astype(np.float32)
+    path = tmp_path / "c.npz"
+    write_capture(path, K, K, q, {"model": "toy", "n_texts": 2, "n_layers": 3, "n_q_heads": 4,
+                                  "n_kv_heads": 2, "group_size": 2, "head_dim": 8})
+    t = load_trials(path, layer=[1], head=1)
+    for key in ("n_texts", "n_layers", "n_q_heads", "layers"):
+        assert key not in t.meta
+    assert (t.meta["n_kv_heads"], t.meta["group_size"], t.meta["batch_shape"]) == (1, 2, (2, 1))
+    assert (t.meta["model"], t.meta["head_dim"], t.meta["layer"], t.meta["head"]) == ("toy", 8, [1, 1], [1, 1])
+
+
+def test_a_big_endian_capture_stays_float32(tmp_path):
+    # '>f4' arrays (a file written on a big-endian machine) were widened to float64 by the
+    # readers' float check; now read in native order, same values (critic_data19 finding 9)
+    full, _ = _captures(tmp_path)
+    with np.load(full) as z:
+        arrays = {k: z[k] for k in ("K", "V", "q")}
+        meta = str(z["meta"])
+    big = tmp_path / "big.npz"
+    np.savez(big, **{k: v.astype(">f4") for k, v in arrays.items()}, meta=np.array(meta))
+    got, want = load_trials(big, layer=[1, 3]), load_trials(full, layer=[1, 3])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.K, want.K)
+    np.testing.assert_array_equal(got.q, want.q)
+    for a, b in zip(capture_spectra(big), capture_spectra(full)):
+        np.testing.assert_array_equal(a.eigenvalues, b.eigenvalues)
