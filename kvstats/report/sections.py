@@ -32,7 +32,7 @@ from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
                                    _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
-                                    INCONCLUSIVE, _budget_text, _heavy_summary, _location_name,
+                                    INCONCLUSIVE, _budget_text, _exact, _heavy_summary, _location_name,
                                     _no_pair_text, _no_theory_text, equivalence_verdict_text,
                                     heavy_note, metrics_table, tost_not_shown_resolvable)
 from kvstats.results import REAL, SweepResult
@@ -277,6 +277,12 @@ _VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: f"significant (\
                                   "design, not a finding about the schemes)"}
 
 
+#: "no significant difference" said of energy tests some of which drew their relabellings
+#: (a drawn test is resolvable where the most extreme data reject at least half the time)
+_DRAWN_WORDS = {NO_DIFFERENCE: _VERDICT_WORDS[NO_DIFFERENCE].replace(
+    "data:", "data, a drawn permutation test at least half the time:")}
+
+
 def _verdict_counts(rows: pd.DataFrame) -> dict[str, int]:
     """Rows per verdict, in :data:`_VERDICT_WORDS`' order: a "not resolvable at …" verdict
     counted as "not resolvable", an equivalence verdict without its parenthesis."""
@@ -334,7 +340,9 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                     for v, c in counts.items()]
             text += f"{eq} equivalent within δ, {len(rows) - eq} not" + (": " + ", ".join(rest) if rest else "")
         else:
-            text += ", ".join(f"{c} {_VERDICT_WORDS.get(v, v)}" + (winner if v == DIFFERENT else "")
+            drawn = test == "energy" and not rows["note"].map(_exact).all()
+            words = {**_VERDICT_WORDS, **_DRAWN_WORDS} if drawn else _VERDICT_WORDS
+            text += ", ".join(f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
                               for v, c in counts.items())
         lines.append(text + ".")
     if not comp.empty:

@@ -17,7 +17,7 @@ from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
 from kvstats.report.wording import (DOMINANCE_HEADER, EQUIVALENCE_NOT_SHOWN, HEAVY_MARK, R_HEADER,
-                                    U_HEADER, UNDEFINED_EFFECT, equivalence_verdict_text,
+                                    U_HEADER, UNDEFINED_EFFECT, _exact, equivalence_verdict_text,
                                     tost_not_shown_resolvable)
 
 
@@ -49,9 +49,11 @@ def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
 
 def _pvalue_cell(row: Any, alpha: float | None = None) -> str:
     """Adjusted p-value (on α's side of it, :func:`~kvstats.report.notation._p`), with the
-    permutations drawn for a permutation test."""
+    permutations a permutation test drew (of its cap), or enumerated where it is exact."""
     text = _p(row["pvalue_adjusted"], alpha) if not math.isnan(row["pvalue_adjusted"]) else "–"
-    if row["max_permutations"]:
+    if _exact(row["note"]):
+        text += f" (exact, {int(row['n_permutations'])} relabellings)"
+    elif row["max_permutations"]:
         text += f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])})"
     return text
 

@@ -240,6 +240,12 @@ def tost_not_shown_resolvable(row: Any) -> bool:
             and row.verdict == INCONCLUSIVE)
 
 
+def _exact(note: Any) -> bool:
+    """Whether a comparison row's note says its p-value is an exact permutation p (every
+    relabelling enumerated: "exact (N relabellings)", :mod:`kvstats.analysis.pair_tests`)."""
+    return ", exact (" in str(note)
+
+
 def _resolution(comp: pd.DataFrame) -> dict[str, Any]:
     """The family's size and what its tests could resolve (the report header and JSON)."""
     from kvstats.stats.sequential import required_resolution
@@ -371,6 +377,8 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = 
                 f"{_pct(opts['confidence'])} bootstrap CIs (BCa, {opts['bootstrap_resamples']} "
                 f"resamples{zeros}).")
     energy = comp[comp["test"] == "energy"]
+    exact = energy["note"].map(_exact).astype(bool)
+    drawn = energy[~exact]
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
           if (comp["test"] == "equivalence").any() else "")
@@ -395,28 +403,41 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = 
         # a need, not a count: said so where no pair here has that many units
         sizes = comp.loc[comp["test"] == "sign", "n_a"] if paired and "n_a" in comp else ()
         most = int(max(sizes)) if len(sizes) else need
-        pairs = (f"; a sign test: {need} pairs that differ"
-                 + (f", more than the {most} units of any pair here" if most < need else "")
+        # an exact test's floor: a paired one's, 2^(1−m) on m differing pairs, is the sign test's
+        pairs = (f"; a sign test{' or an exact energy test' if exact.any() else ''}: {need} pairs "
+                 "that differ" + (f", more than the {most} units of any pair here" if most < need else "")
                  + ", its smallest p being 2·2⁻ᵏ on k of them" if paired else "")
-        perms = (f"; a permutation test: B ≥ {res['family_permutations']} permutations"
-                 if with_energy else "")   # no energy test: no permutation test in the family
+        perms = ""   # none without energy tests: no permutation test in the family
+        if with_energy and (len(drawn) or not exact.any()):
+            perms = (f"; a{' drawn' if exact.any() else ''} permutation test: B ≥ "
+                     f"{res['family_permutations']} permutations")
+        if exact.any() and not paired:
+            perms += ("; an exact permutation test: a floor 1/C(n_a + n_b, n_a) (2/C(2n, n) at "
+                      "n vs n) ≤ that")
         text += (f"A test that can reach p ≤ {res['p_needed']:.3g} can be rejected whatever the "
                  f"rest of the family shows (the correction's first step{perms}{pairs}); one that "
                  "cannot may still be rejected when enough others are. ")
-    if not energy.empty:
-        b_max = int(energy["max_permutations"].max())
-        used = energy["n_permutations"]
-        early = int((used < energy["max_permutations"]).sum())
+    if exact.any():
+        group = ("the 2^(m−1) swap classes of the m pairs that differ, up to m = 20" if paired else
+                 "the C(n_a + n_b, n_a) splits of the pooled units, halved at n vs n; up to 11 vs 11")
+        text += (f"Energy tests: {int(exact.sum())} of {len(energy)} exact, every relabelling "
+                 f"enumerated where that costs at most 2^28 multiply-adds ({group}), without Monte "
+                 f"Carlo error{'; the others ' if len(drawn) else '. '}")
+    if len(drawn):
+        b_max = int(drawn["max_permutations"].max())
+        used = drawn["n_permutations"]
+        early = int((used < drawn["max_permutations"]).sum())
         family = opts['energy_resolution'] == 'family'
         # energy_resamples is the least cap: say so where the family's need raised it
         raised = (f", energy_resamples = {opts['energy_resamples']} raised to it"
                   if family and b_max > opts['energy_resamples'] else "")
-        text += (f"Energy tests: Besag–Clifford sequential p-values, at most B = {b_max} "
-                 f"permutations ({'the family' if family else 'fixed'}"
+        text += (f"{'' if exact.any() else 'Energy tests: '}Besag–Clifford sequential p-values, "
+                 f"at most B = {b_max} permutations ({'the family' if family else 'fixed'}"
                  f" resolution{raised}), each stopping after {opts['energy_stop']} exceedances: {early} of "
-                 f"{len(energy)} stopped early (median {int(used.median())} permutations). ")
-    text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme "
-             "data, the rest of the family as observed (\"not resolvable\"). ")
+                 f"{len(drawn)} stopped early (median {int(used.median())} permutations). ")
+    text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme data"
+             + (" (a drawn permutation test: not at least half the time)" if len(drawn) else "")
+             + ", the rest of the family as observed (\"not resolvable\"). ")
     if eq:
         text += (f"{res['equivalence_not_shown_resolvable']} equivalence test(s) are not known to "
                  f"be able to conclude equivalence at their n and margin and are inconclusive (marked "

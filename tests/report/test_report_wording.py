@@ -493,14 +493,15 @@ def test_sign_pairs_needed_is_the_fewest_pairs_whose_extreme_p_reaches_the_need(
 def test_paired_header_says_how_many_differing_pairs_a_sign_test_needs(tmp_path):
     """A "not resolvable … only k of the n pairs differ" row says what limits it; the header
     says how many differing pairs would do (here 20 p-values: 0.05/20, 2·2⁻¹⁰ ≤ 0.0025 < 2·2⁻⁹),
-    and the unpaired header, which has no sign test, does not."""
+    and the unpaired header, which has no sign test, does not. At 20 pairs the energy tests
+    are exact, with the sign test's floor 2·2⁻ᵏ, so they share its need and no B is named."""
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=20, seed=3)
     rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
     assert rep.comparisons.attrs["n_tests"] == 20
     md = rep.files["markdown"].read_text()
     assert ("A test that can reach p ≤ 0.0025 can be rejected whatever the rest of the family shows "
-            "(the correction's first step; a permutation test: B ≥ 399 permutations; a sign test: 10 "
-            "pairs that differ, its smallest p being 2·2⁻ᵏ on k of them)") in md
+            "(the correction's first step; a sign test or an exact energy test: 10 pairs that "
+            "differ, its smallest p being 2·2⁻ᵏ on k of them)") in md
     assert json.loads(rep.files["json"].read_text())["resolution"]["sign_pairs_needed"] == 10
     unpaired = hypothesis_report(_result(f), tmp_path / "none", figures=False, energy_resamples=19,
                                  pairing="none").files["markdown"].read_text()
@@ -510,8 +511,8 @@ def test_paired_header_says_how_many_differing_pairs_a_sign_test_needs(tmp_path)
     few = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=6, seed=3)
     md = hypothesis_report(_result(few), tmp_path / "few", figures=False,
                            energy_resamples=19).files["markdown"].read_text()
-    assert ("a sign test: 10 pairs that differ, more than the 6 units of any pair here, its "
-            "smallest p being 2·2⁻ᵏ on k of them)") in md
+    assert ("a sign test or an exact energy test: 10 pairs that differ, more than the 6 units of "
+            "any pair here, its smallest p being 2·2⁻ᵏ on k of them)") in md
     assert "more than the" not in rep.files["markdown"].read_text()
 
 
