@@ -110,7 +110,9 @@ def check_real(value: Any, name: str, *, low: float | None = None, high: float |
     if bad_low or bad_high:
         lo = "-inf" if low is None else low
         hi = "inf" if high is None else high
-        interval = f"{'(' if low_open else '['}{lo}, {hi}{')' if high_open else ']'}"
+        # an unbounded side is open: inf is refused above
+        interval = (f"{'(' if low_open or low is None else '['}{lo}, "
+                    f"{hi}{')' if high_open or high is None else ']'}")
         raise ValueError(f"{name} must be in {interval}; received {value}")
     return value
 

@@ -79,7 +79,7 @@ def test_signal_power_and_reexport():
 
 @pytest.mark.parametrize("call,match", [
     (lambda: gaussian_snr_db(-1.0), "rate must be >= 0"),
-    (lambda: water_fill(np.ones(3), -0.5), r"rate must be in \[0.0, inf\]"),
+    (lambda: water_fill(np.ones(3), -0.5), r"rate must be in \[0.0, inf\)"),
     (lambda: water_fill(np.array([1.0, -1.0]), 1.0), "eigenvalues must be non-negative"),
     (lambda: water_fill(np.zeros(3), 1.0), "must not be all zero"),
     (lambda: water_fill(np.array([1.0, np.nan]), 1.0), "eigenvalues must be finite"),

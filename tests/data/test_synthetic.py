@@ -168,7 +168,7 @@ def test_value_distribution():
 
 
 @pytest.mark.parametrize("value_distribution, value_params, key_kw, named", [
-    ("gaussian", {"scale": -1.0}, {"scale": 2.0}, r"value_params\['scale'\] must be in \(0.0, inf\]"),
+    ("gaussian", {"scale": -1.0}, {"scale": 2.0}, r"value_params\['scale'\] must be in \(0.0, inf\)"),
     ("heavy_tailed", {"nu": 1.0}, {}, r"value_params\['nu'\] must be a finite number >= 1.05"),
     ("low_rank", {"rank": 9}, {}, r"value_params\['rank'\] must be an integer in \[1, 8\]"),
     ("low_rank", {"energy": "x"}, {}, r"value_params\['energy'\] must be one of"),
@@ -180,7 +180,7 @@ def test_a_bad_value_parameter_is_named_as_one(value_distribution, value_params,
     with pytest.raises(ValueError, match=named):
         sample("gaussian", 1, 4, 8, value_distribution=value_distribution,
                value_params=value_params, **key_kw)
-    with pytest.raises(ValueError, match=r"^scale must be in \(0.0, inf\]"):
+    with pytest.raises(ValueError, match=r"^scale must be in \(0.0, inf\)"):
         sample("gaussian", 1, 4, 8, scale=-1.0)
 
 

@@ -98,7 +98,7 @@ def test_static_scale_clamps_like_vllm():
     assert codes.scale.shape == () and codes.scale == np.float32(2.0)
     np.testing.assert_array_equal(static.decode(codes), [[1.0, -3.0, 896.0, -896.0]])
     assert kvstats.make_scheme("fp8_e4m3", None, 4, scale=2.0).roundtrip(x, x)[0][0, 2] == 896.0
-    with pytest.raises(ValueError, match=r"scale must be in \(0.0, inf\]"):
+    with pytest.raises(ValueError, match=r"scale must be in \(0.0, inf\)"):
         FP8Coder("fp8_e4m3", 4, scale=0.0)
     with pytest.raises(TypeError, match="scale must be one of"):
         FP8Coder("fp8_e4m3", 4, scale=[1.0])
