@@ -200,7 +200,7 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         energy row 0 when the pooled profiles are all one point (no relabelling changes
         the statistic: p = 1 whatever B), else NaN; NaN for the other tests, whose limits
         are ``n_a``, ``n_b``, the ties and B),
-        ``n_permutations`` (drawn; 0: not a permutation test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
+        ``n_permutations`` (drawn; for an exact energy row, whose note ends "exact (N relabellings)", the N relabelling classes enumerated, as is then ``max_permutations``; 0: not a permutation test), ``max_permutations`` (B_max), ``min_attainable_p``, ``margin_low``,
         ``margin_high`` (equivalence rows), ``note``, ``pvalue_adjusted``,
         ``min_attainable_p_adjusted``, ``resolvable`` (an equivalence row: could the TOST
         have concluded equivalence at these sizes? The ratio TOST always can, its

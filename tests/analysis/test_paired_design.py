@@ -353,9 +353,10 @@ def test_paired_energy_rows_swap_within_pairs():
 @pytest.mark.slow
 def test_paired_energy_test_holds_its_size_under_negative_correlation():
     """Null replicates (300 ci / 1,500 full), 20 pairs, ρ = −0.96 in every profile metric,
-    B = 99 fixed: the within-pair swap test rejects at p <= 0.05 within the binomial 99.9%
-    band of 0.05 (its p-values are (1 + #exceed)/(1 + B): P(p <= 0.05) = 5/100 exactly
-    under exchangeability); the freely relabelled test above that band."""
+    B = 99 fixed (unused: 20 pairs are enumerated exactly): the within-pair swap test rejects
+    at p <= 0.05 within the binomial 99.9% band of 0.05 (exact at 20 pairs: P(p <= 0.05) <=
+    0.05 under exchangeability, about 0.05 for continuous data); the freely relabelled test
+    above that band."""
     reps = 300 if replicate_scale() == "ci" else 1500
     f = _replicates(np.random.default_rng(12), reps, 20, sign=-1.0, shift=0.0, z_sd=1.0, e_sd=0.2)
     t = compare_schemes(f, PAIR, metrics=["kl"], energy_resamples=99, energy_resolution="fixed",
