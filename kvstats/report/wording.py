@@ -424,17 +424,17 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = 
                  f"enumerated where that costs at most 2^28 multiply-adds ({group}), without Monte "
                  f"Carlo error{'; the others ' if len(drawn) else '. '}")
     if len(drawn):
-        b_max = int(drawn["max_permutations"].max())
-        used = drawn["n_permutations"]
+        b_max, used = int(drawn["max_permutations"].max()), drawn["n_permutations"]
         early = int((used < drawn["max_permutations"]).sum())
-        family = opts['energy_resolution'] == 'family'
-        # energy_resamples is the least cap: say so where the family's need raised it
+        family = opts['energy_resolution'] == 'family'   # energy_resamples: the least cap
         raised = (f", energy_resamples = {opts['energy_resamples']} raised to it"
                   if family and b_max > opts['energy_resamples'] else "")
         text += (f"{'' if exact.any() else 'Energy tests: '}Besag–Clifford sequential p-values, "
                  f"at most B = {b_max} permutations ({'the family' if family else 'fixed'}"
                  f" resolution{raised}), each stopping after {opts['energy_stop']} exceedances: {early} of "
-                 f"{len(drawn)} stopped early (median {int(used.median())} permutations). ")
+                 f"{len(drawn)} stopped early (median {int(used.median())} permutations); drawn "
+                 "p-values carry Monte Carlo error (p = 1/(1 + B) has a 99% interval up to about "
+                 "5.3/B), so a verdict near its threshold may change with the seed. ")
     text += (f"{res['not_resolvable']} test(s) could not have rejected even on the most extreme data"
              + (" (a drawn permutation test: not at least half the time)" if len(drawn) else "")
              + ", the rest of the family as observed (\"not resolvable\"). ")

@@ -43,7 +43,9 @@ def test_exact_and_drawn_rows_are_said_apart(tmp_path):
             "n; up to 11 vs 11), without Monte Carlo error; the others Besag–Clifford sequential "
             f"p-values, at most B = {b} permutations (the family resolution, energy_resamples = 19 "
             f"raised to it), each stopping after 10 exceedances: 1 of 1 stopped early (median "
-            f"{used} permutations). ") in line
+            f"{used} permutations); drawn p-values carry Monte Carlo error (p = 1/(1 + B) has a "
+            "99% interval up to about 5.3/B), so a verdict near its threshold may change with "
+            "the seed. ") in line
     assert (f"; a drawn permutation test: B ≥ {b} permutations; an exact permutation test: a floor "
             "1/C(n_a + n_b, n_a) (2/C(2n, n) at n vs n) ≤ that)") in line
     assert ("could not have rejected even on the most extreme data (a drawn permutation test: "
