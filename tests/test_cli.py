@@ -388,7 +388,7 @@ def test_help_names_every_scheme_and_distribution_and_schemes_says_what_each_is(
         assert f" {name} {' '.join(sdef.summary.split())}" in text, name
 
 
-def test_energy_resamples_help_says_it_is_a_floor_not_a_count(tiny_config, tmp_path, capsys):
+def test_energy_resamples_help_says_it_is_a_floor_not_a_count(tmp_path, capsys):
     """--energy-resamples B: under energy_resolution = 'family' (the default) the energy tests
     may draw up to max(B, required_resolution(family).n_permutations), B being the least cap."""
     from kvstats.stats.sequential import required_resolution
@@ -401,9 +401,12 @@ def test_energy_resamples_help_says_it_is_a_floor_not_a_count(tiny_config, tmp_p
                   "kvstats.stats.sequential.required_resolution", "'fixed' B_max = B",
                   "stopping at its energy_stop-th exceedance"):
         assert words in text, words
-    # the claim, on a report: B = 49 and the family's resolution above it
+    # the claim, on a report: B = 49 and the family's resolution above it (24 trials: more
+    # pairs than the exact enumeration takes, so the energy tests draw)
     out = tmp_path / "out"
-    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
+    drawn_config = tmp_path / "drawn.toml"
+    drawn_config.write_text(tiny_toml(n_trials=24))
+    assert main(["sweep", "--config", str(drawn_config), "--out", str(out), "--workers", "1",
                  "--no-progress", "--no-report"]) == 0
     assert main(["report", str(out), "--energy-resamples", "49", "--no-figures", "--no-progress"]) == 0
     payload = json.loads((out / "report.json").read_text())
