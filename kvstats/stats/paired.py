@@ -458,9 +458,10 @@ def sign_test(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"], *,
     analogue of the Mann–Whitney rank-biserial r = P(X > Y) - P(X < Y): on the same
     pair rather than on independent draws. Its interval is the Clopper–Pearson interval
     of theta mapped by 2 theta - 1: the inversion of the exact test, so it excludes 0
-    exactly when the two-sided p-value is below 1 - ``confidence`` (the Wilson interval,
-    used before 2026-12-03, excluded 0 at 4 of 4 pairs of one sign, p = 0.125). When every difference is zero there is nothing to test: p = 1,
-    dominance 0 with the interval [-1, 1], and ``note`` says so.
+    exactly when the two-sided p-value is below 1 - ``confidence`` (a one-sided test can
+    reject with 0 inside it; the Wilson interval, used before 2026-12-03, excluded 0 at 4
+    of 4 pairs of one sign, p = 0.125). When every difference is zero there is nothing to
+    test: p = 1, dominance 0 with the interval [-1, 1], and ``note`` says so.
 
     Unlike :func:`wilcoxon_signed_rank`, which weights each pair by the rank of |d|,
     every pair here counts once. The two can point opposite ways when the differences

@@ -53,7 +53,8 @@ def clopper_pearson_interval(k: Int[np.ndarray, "*batch"] | int, n: Int[np.ndarr
     1 − ``confidence``: its limits are Beta quantiles, Beta((1 − c)/2; k, n − k + 1) and
     Beta((1 + c)/2; k + 1, n − k), with 0 at k = 0 and 1 at k = n. So it contains ½ exactly
     when the two-sided :func:`binom_test_half` p-value exceeds 1 − ``confidence`` (up to
-    equality at the boundary): the sign test's interval never contradicts its test.
+    equality at the boundary): the interval never contradicts the two-sided test (a one-sided
+    test can reject with ½ inside it).
     Coverage is at least ``confidence`` at every p (conservative; Wilson's is closer to
     nominal on average but dips below it).
 
