@@ -239,3 +239,12 @@ def test_method_is_checked():
     assert energy_test(x[:21], y[:21], paired=True, method="exact").n_resamples == 2**20
     res = energy_test(x[:6], y[:6], n_resamples=99, paired=True, method="permutation")
     assert res.method == "permutation" and res.n_resamples == 99
+
+
+def test_the_modules_public_names_are_exported_by_kvstats_stats():
+    # monte_carlo_resolution and ENERGY_METHODS were in their modules' __all__ only
+    import kvstats.stats as ks
+    from kvstats.stats import energy, family_resolution
+    for module in (energy, family_resolution):
+        for name in module.__all__:
+            assert getattr(ks, name) is getattr(module, name) and name in ks.__all__, name
