@@ -238,20 +238,35 @@ def _exact_classes(method: str, n_x: int, n_y: int, differing: int | None) -> in
     if method == "permutation":
         return None
     if differing is not None:
-        size, classes = differing, 2 ** max(differing - 1, 0)
+        size, log_classes = differing, max(differing - 1, 0) * math.log(2)
     else:
         size = n_x + n_y
-        big = math.lgamma(size + 1) - math.lgamma(n_x + 1) - math.lgamma(n_y + 1) > 64.0
-        classes = math.inf if big else _free_classes(n_x, n_y)   # big: C(n, n_x) > 6e27
-    work = classes * size**2
-    if work <= (_EXACT_AUTO_WORK if method == "auto" else _EXACT_MAX_WORK):
-        return int(classes)
+        log_classes = (math.lgamma(size + 1) - math.lgamma(n_x + 1) - math.lgamma(n_y + 1)
+                       - (math.log(2) if n_x == n_y else 0.0))
+    # beyond e**64 (6e27) classes, far past either bound, the count is neither computed (the
+    # exact C(n, n_x) costs time) nor printed (it may not fit a float): only its logarithm
+    big = log_classes > 64.0
+    if not big:
+        classes = 2 ** max(differing - 1, 0) if differing is not None else _free_classes(n_x, n_y)
+        if classes * size**2 <= (_EXACT_AUTO_WORK if method == "auto" else _EXACT_MAX_WORK):
+            return classes
     if method == "auto":
         return None
     what = f"{size} differing pairs" if differing is not None else f"{n_x} vs {n_y}"
-    raise ValueError(f"method='exact' would enumerate {classes:.3g} relabellings ({what}), "
-                     f"{work:.3g} multiply-adds, more than the limit {float(_EXACT_MAX_WORK):.3g}; "
-                     "use method='auto' or 'permutation' (Monte Carlo)")
+    log_work = log_classes + 2 * math.log(size)
+    raise ValueError(f"method='exact' would enumerate {_exp_text(log_classes)} relabellings "
+                     f"({what}), {_exp_text(log_work)} multiply-adds, more than the limit "
+                     f"{float(_EXACT_MAX_WORK):.3g}; use method='auto' or 'permutation' "
+                     "(Monte Carlo)")
+
+
+def _exp_text(log_value: float) -> str:
+    """e**log_value written like f"{value:.3g}" (1.07e+09), for values beyond float64 too."""
+    decade, rest = divmod(log_value / math.log(10), 1.0)
+    mantissa = f"{10**rest:.3g}"
+    if mantissa == "10":     # 9.9996 rounds up: 1e+(decade + 1)
+        mantissa, decade = "1", decade + 1
+    return f"{mantissa}e+{int(decade):02d}"
 
 
 def _exact_pvalue(stats_all: np.ndarray, total: float, n: int) -> tuple[float, int]:

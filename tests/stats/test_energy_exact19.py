@@ -9,6 +9,7 @@ and a drawn test's ``min_attainable_p`` is the p-value those data get at least h
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -248,3 +249,20 @@ def test_the_modules_public_names_are_exported_by_kvstats_stats():
     for module in (energy, family_resolution):
         for name in module.__all__:
             assert getattr(ks, name) is getattr(module, name) and name in ks.__all__, name
+
+
+def test_the_refusal_of_a_large_exact_test_prints_finite_counts():
+    # above e**64 classes the count was math.inf ("inf relabellings"), and 2**(m - 1) for
+    # m > 1024 pairs overflowed the float format (OverflowError instead of the ValueError)
+    from kvstats.stats._energy_core import _exact_classes, _exp_text
+    assert _exp_text(math.log(2**29)) == f"{2**29:.3g}" == "5.37e+08"
+    assert _exp_text(math.log(9.9999e5)) == "1e+06"
+    cases = ((100, 100, None, "4.53e+58 relabellings (100 vs 100), 1.81e+63 multiply-adds"),
+             (1100, 1100, 1100, "6.79e+330 relabellings (1100 differing pairs), 8.22e+336"))
+    for n_x, n_y, differing, text in cases:
+        with pytest.raises(ValueError, match=re.escape(text)):
+            _exact_classes("exact", n_x, n_y, differing)
+        assert _exact_classes("auto", n_x, n_y, differing) is None
+    # C(200, 100)/2 = 4.53e+58 (math.comb)
+    with pytest.raises(ValueError, match=re.escape(f"{math.comb(200, 100) // 2:.3g} relab")):
+        _exact_classes("exact", 100, 100, None)
