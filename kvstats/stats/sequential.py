@@ -440,7 +440,8 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
             stats_all, total = _exact_statistics(Z, n_x, kind, paired)
         p, exceed = _exact_pvalue(stats_all, total, n)
         statistic = _rescaled(float(stats_all[0]), e)
-        return EnergySequentialResult(statistic=statistic, pvalue=p, n_permutations=classes,
+        return EnergySequentialResult(statistic=statistic, pvalue=p,
+                                      n_permutations=len(stats_all),
                                       n_exceed=exceed, stopped_early=False,
                                       min_attainable_p=floor,
                                       test_statistic=n_x * n_y / n * statistic,

@@ -266,3 +266,14 @@ def test_the_refusal_of_a_large_exact_test_prints_finite_counts():
     # C(200, 100)/2 = 4.53e+58 (math.comb)
     with pytest.raises(ValueError, match=re.escape(f"{math.comb(200, 100) // 2:.3g} relab")):
         _exact_classes("exact", 100, 100, None)
+
+
+def test_sequential_exact_counts_the_statistics_it_compared():
+    # pair 0 differs only by 1e-310, which the scaling by 2**-997 flushes to 0: 2 classes
+    # are compared, not the 4 counted on the unscaled rows (p = (1 + n_exceed)/n_permutations)
+    X = np.array([[1e300, 1e-310], [2e300, 0.0], [3e300, 0.0]])
+    Y = np.array([[1e300, 0.0], [-2e300, 0.0], [1e300, 0.0]])
+    res = energy_test(X, Y, paired=True)
+    seq = energy_test_sequential(X, Y, paired=True, max_permutations=9)
+    assert seq.n_permutations == res.n_resamples == len(res.null_distribution) == 2
+    assert seq.pvalue == res.pvalue == (1 + seq.n_exceed) / seq.n_permutations == 0.5
