@@ -269,6 +269,17 @@ def _exp_text(log_value: float) -> str:
     return f"{mantissa}e+{int(decade):02d}"
 
 
+def _tie_tolerance(total: float, n: int) -> float:
+    """The energy tests' tie rule: a relabelling's statistic counts as >= T_obs when within
+    1e-10 of the mean pooled distance (``total`` over the n (n - 1) ordered pairs) below it.
+
+    A statistic equal to T_obs in exact arithmetic can land a few ulps of the distances below
+    it (another summation order), so the tolerance is relative to the scale of the distances,
+    not to T_obs, which is ~0 exactly when ties matter (a constant pooled sample: p = 1).
+    """
+    return 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0
+
+
 def _exact_pvalue(stats_all: np.ndarray, total: float, n: int) -> tuple[float, int]:
     """(exact p, #exceed): the share of relabelling classes (row 0 the observed one) whose
     statistic is >= T_obs within energy_test's tie tolerance, and how many besides row 0
@@ -277,8 +288,8 @@ def _exact_pvalue(stats_all: np.ndarray, total: float, n: int) -> tuple[float, i
         raise ValueError(f"X and Y: the energy statistics are not finite (observed "
                          f"{stats_all[0]}, pooled distance sum {total}); the distances "
                          f"overflow float64")
-    tol = 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0   # energy_test's tie rule
-    hits = int(np.count_nonzero(stats_all >= stats_all[0] - tol))   # row 0 included
+    hits = int(np.count_nonzero(stats_all >= stats_all[0] - _tie_tolerance(total, n)))
+    # row 0 included
     return hits / len(stats_all), hits - 1
 
 

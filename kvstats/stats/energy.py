@@ -75,7 +75,7 @@ from ._base import _FrameMixin
 from ._energy_core import (_BLOCK, KINDS, XSample, YSample, _combine,  # noqa: F401
                            _exact_classes, _exact_pvalue, _free_labels, _permutation_statistics,
                            _pooled_blocking, _prepare, _random_subsets, _subset_batches,
-                           _unit_scale, _unscale)
+                           _tie_tolerance, _unit_scale, _unscale)
 # the energy tests' ``method``: "auto", "exact" (every relabelling), "permutation" (drawn)
 from ._energy_core import METHODS as ENERGY_METHODS
 from ._energy_swap import (_check_paired, _differing, _exact_swap_statistics,  # noqa: F401
@@ -322,6 +322,19 @@ def _unpaired_min_p(n_x: int, n_y: int) -> float:
     return min(1.0, (2 if n_x == n_y else 1) / math.comb(n, n_x))
 
 
+def _relabelling_group(method: str, X: np.ndarray, Y: np.ndarray, paired: bool,
+                       ) -> tuple[int | None, float]:
+    """(classes, floor) of the energy tests' relabelling group: the classes the exact test
+    enumerates (None: draw at random, see :func:`._energy_core._exact_classes`) and the
+    smallest exact p-value, 2**(1 - m) over the m pairs that differ (paired) or
+    :func:`_unpaired_min_p`."""
+    n_x, n_y = len(X), len(Y)
+    if paired:
+        differing = int(np.count_nonzero(_differing(X, Y)))
+        return _exact_classes(method, n_x, n_y, differing), _paired_min_p(X, Y)
+    return _exact_classes(method, n_x, n_y, None), _unpaired_min_p(n_x, n_y)
+
+
 def _exact_statistics(Z: np.ndarray, n_x: int, kind: str, paired: bool):
     """(statistic of every relabelling class, the observed one first; pooled distance total)."""
     if paired:
@@ -423,8 +436,7 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
     paired = _check_paired(paired, n_x, n_y)
-    classes = _exact_classes(method, n_x, n_y,
-                             int(np.count_nonzero(_differing(X, Y))) if paired else None)
+    classes, floor = _relabelling_group(method, X, Y, paired)
     # the test runs on the data scaled by 2**-e (e = 0 for ordinary magnitudes): the
     # p-value is scale invariant, the statistics are rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
@@ -433,8 +445,7 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
         with np.errstate(over="ignore", invalid="ignore"):   # refused just below
             stats_all, total = _exact_statistics(Z, n_x, kind, paired)
         return _exact_result(stats_all, total, e, kind=kind, standardize=standardize,
-                             n_x=n_x, n_y=n_y, dim=dim, paired=paired,
-                             floor=_paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y))
+                             n_x=n_x, n_y=n_y, dim=dim, paired=paired, floor=floor)
     # Row 0 is the observed labelling, rows 1..B the relabellings, drawn and evaluated batch
     # by batch on the chunks the cores cut from all B + 1 rows at once: the same generator
     # calls in the same order and the same arithmetic as one (B + 1)-row array (a row's
@@ -472,16 +483,12 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
                          f"{stats_all[0]}, pooled distance sum {total}); the distances "
                          f"overflow float64")
     t_obs, null = float(stats_all[0]), stats_all[1:]
-    # Ties count as >= (a constant pooled sample gives p = 1). A permuted statistic equal
-    # to T_obs in exact arithmetic can land a few ulps of the distances below it (other
-    # summation order), so the comparison is relative to the scale of the distances (the
-    # mean pooled distance), not to T_obs, which is ~0 exactly when ties matter.
-    tol = 1e-10 * total / (n * (n - 1)) if n > 1 else 0.0
-    pvalue = (1.0 + np.count_nonzero(null >= t_obs - tol)) / (1.0 + n_resamples)
+    # ties count as >= (a constant pooled sample gives p = 1), within _tie_tolerance
+    pvalue = ((1.0 + np.count_nonzero(null >= t_obs - _tie_tolerance(total, n)))
+              / (1.0 + n_resamples))
     if e:
         t_obs = float(_unscale(t_obs, e, "energy statistic"))
         null = _unscale(null, e, "permutation statistic")
-    floor = _paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y)
     return EnergyTestResult(statistic=t_obs, pvalue=float(pvalue),
                             test_statistic=n_x * n_y / n * t_obs, null_distribution=null,
                             n_resamples=n_resamples, kind=kind, standardize=standardize,

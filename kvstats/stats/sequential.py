@@ -411,11 +411,10 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     >>> res.min_attainable_p, res.resolvable(0.05 / 10)
     (0.0078125, False)
     """
-    from ._energy_core import (_exact_classes, _exact_pvalue, _permutation_statistics, _prepare,
-                               _random_subsets, _unit_scale)
-    from ._energy_swap import (_check_paired, _differing, _paired_min_p, _random_keeps,
-                               _swap_statistics, _SwapForms)
-    from .energy import _exact_statistics, _unpaired_min_p
+    from ._energy_core import (_exact_pvalue, _permutation_statistics, _prepare,
+                               _random_subsets, _tie_tolerance, _unit_scale, _unscale)
+    from ._energy_swap import _check_paired, _random_keeps, _swap_statistics, _SwapForms
+    from .energy import _exact_statistics, _relabelling_group
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
@@ -423,11 +422,9 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
     paired = _check_paired(paired, n_x, n_y)
-    classes = _exact_classes(method, n_x, n_y,
-                             int(np.count_nonzero(_differing(X, Y))) if paired else None)
     # the relabelling group's floor: 2**(1 - m) over the m pairs that differ (paired),
     # 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
-    floor = _paired_min_p(X, Y) if paired else _unpaired_min_p(n_x, n_y)
+    classes, floor = _relabelling_group(method, X, Y, paired)
     # as energy_test: run on the data scaled by 2**-e (exact; e = 0 for ordinary
     # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
@@ -439,7 +436,7 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
         with np.errstate(over="ignore", invalid="ignore"):   # refused in _exact_pvalue
             stats_all, total = _exact_statistics(Z, n_x, kind, paired)
         p, exceed = _exact_pvalue(stats_all, total, n)
-        statistic = _rescaled(float(stats_all[0]), e)
+        statistic = float(_unscale(stats_all[0], e, "energy statistic"))
         return EnergySequentialResult(statistic=statistic, pvalue=p,
                                       n_permutations=len(stats_all),
                                       n_exceed=exceed, stopped_early=False,
@@ -470,22 +467,13 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
         return _permutation_statistics(Z, _random_subsets(gen, k, n, n_x), kind)[0]
 
     p, used, exceed, early = _run(draw, t_obs, max_permutations=b_max, h=h, rng=rng,
-                                  tol=1e-10 * total / (n * (n - 1)), batch=batch,
+                                  tol=_tie_tolerance(total, n), batch=batch,
                                   max_batch=_MAX_BATCH)
     # the resolution: the p-value data at the group's extreme get at least half the time
     # (each draw ties T_obs with probability floor on them)
     min_p = monte_carlo_resolution(floor, b_max, h)
-    statistic = _rescaled(t_obs, e)
+    statistic = float(_unscale(t_obs, e, "energy statistic"))
     return EnergySequentialResult(statistic=statistic, pvalue=float(p), n_permutations=used,
                                   n_exceed=exceed, stopped_early=early, min_attainable_p=min_p,
                                   test_statistic=n_x * n_y / n * statistic, **fields)
 
-
-def _rescaled(t_obs: float, e: int) -> float:
-    """2**e t_obs, or a ValueError when it overflows float64."""
-    with np.errstate(over="ignore"):  # reported just below
-        statistic = float(np.ldexp(t_obs, e))
-    if not np.isfinite(statistic):
-        raise ValueError(f"X and Y: the energy statistic 2**{e} * {t_obs} overflows float64; "
-                         "a non-finite statistic has no p-value")
-    return statistic
