@@ -134,20 +134,22 @@ class EnergyTestResult(_FrameMixin):
         Observed energy distance (same value as :func:`energy_distance` with the same
         ``kind`` and ``standardize``).
     pvalue : float
-        (1 + #{T_perm >= T_obs}) / (1 + B) (``method`` "permutation"), or the exact
-        #{relabellings g: T_g >= T_obs} / #relabellings, the observed one included
-        ("exact").
+        (1 + #{null_distribution >= T_obs}) / (1 + len(null_distribution)) for both
+        methods (">=" within the tie tolerance of :func:`energy_test`'s Notes): with B
+        draws (``method`` "permutation"), (1 + #{T_perm >= T_obs}) / (1 + B); "exact",
+        #{relabelling classes g: T_g >= T_obs} / #classes, the observed one included.
     test_statistic : float
         n_x n_y / (n_x + n_y) * statistic, the scaling of Székely & Rizzo (2004) and of
         ``dcor.homogeneity.energy_test``.
-    null_distribution : ndarray of shape (B,)
-        Energy distances of the B permuted labellings; "exact": of every relabelling, one
-        per class of relabellings that give the same statistic by symmetry (a swap vector
-        and its negation; a labelling and its complement when n_x = n_y), the observed
-        one first.
+    null_distribution : ndarray of shape (B,), "exact": (n_resamples - 1,)
+        Energy distances of the B permuted labellings; "exact": of every relabelling but
+        the observed one, one per class of relabellings that give the same statistic by
+        symmetry (a swap vector and its negation; a labelling and its complement when
+        n_x = n_y). Neither holds the observed statistic, so the formula of ``pvalue``
+        gives p for both.
     n_resamples : int
-        B; "exact": the number of those classes (2**(m - 1) for m differing pairs,
-        C(n_x + n_y, n_x), halved when n_x = n_y).
+        B; "exact": the number of those classes, the observed one included (2**(m - 1)
+        for m differing pairs, C(n_x + n_y, n_x), halved when n_x = n_y).
     kind, standardize, n_x, n_y, dim :
         As for :class:`EnergyDistanceResult`.
     paired : bool
@@ -506,5 +508,5 @@ def _exact_result(stats_all, total, e, *, floor, **fields) -> EnergyTestResult:
     t_obs = float(stats_all[0])
     return EnergyTestResult(statistic=t_obs, pvalue=pvalue,
                             test_statistic=n_x * n_y / (n_x + n_y) * t_obs,
-                            null_distribution=stats_all, n_resamples=len(stats_all),
+                            null_distribution=stats_all[1:], n_resamples=len(stats_all),
                             min_attainable_p=floor, method="exact", **fields)

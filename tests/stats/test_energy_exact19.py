@@ -45,7 +45,7 @@ def test_paired_exact_pvalue_is_the_brute_force_enumeration(kind, standardize):
                           standardize=standardize)
         ref = exact_pvalue_brute_force(x, y, paired=True, kind=kind, standardize=standardize)
         assert res.method == "exact" and res.pvalue == ref, (case, res.pvalue, ref)
-        assert res.n_resamples == (16 if case >= 6 else 32) == len(res.null_distribution)
+        assert res.n_resamples == (16 if case >= 6 else 32) == len(res.null_distribution) + 1
         seq = energy_test_sequential(x, y, max_permutations=99, seed=case, paired=True,
                                      kind=kind, standardize=standardize)
         assert (seq.pvalue, seq.method, seq.n_permutations) == (ref, "exact", res.n_resamples)
@@ -275,5 +275,20 @@ def test_sequential_exact_counts_the_statistics_it_compared():
     Y = np.array([[1e300, 0.0], [-2e300, 0.0], [1e300, 0.0]])
     res = energy_test(X, Y, paired=True)
     seq = energy_test_sequential(X, Y, paired=True, max_permutations=9)
-    assert seq.n_permutations == res.n_resamples == len(res.null_distribution) == 2
+    assert seq.n_permutations == res.n_resamples == len(res.null_distribution) + 1 == 2
     assert seq.pvalue == res.pvalue == (1 + seq.n_exceed) / seq.n_permutations == 0.5
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_one_formula_gives_the_pvalue_from_the_null_for_both_methods(paired):
+    # the exact null held the observed statistic at index 0 and the drawn one did not, so
+    # (1 + #{null >= T})/(1 + len(null)) was wrong for "exact"; now neither holds it
+    rng = np.random.default_rng(19)
+    for shift in (0.0, 0.3, 1.5):                  # null, moderate, at the group's extreme
+        x, y = _pairs(rng, 7, shift=shift)
+        for method in ("exact", "permutation"):
+            res = energy_test(x, y, n_resamples=99, seed=1, paired=paired, method=method)
+            null = res.null_distribution
+            ties = null >= res.statistic - 1e-9     # ties within rounding (distances ~1)
+            assert res.method == method and len(null) == res.n_resamples - (method == "exact")
+            assert res.pvalue == (1 + np.count_nonzero(ties)) / (1 + len(null)), (shift, method)

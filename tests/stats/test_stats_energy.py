@@ -199,7 +199,7 @@ def test_energy_test_tie_tolerance_is_relative_to_the_mean_distance():
     # the exact test (3 vs 3: the 10 classes of C(6, 3) = 20 labellings) has the same rule
     exact = energy_test(x, y)
     assert exact.method == "exact" and exact.n_resamples == 10
-    assert exact.pvalue == np.count_nonzero(exact.null_distribution >= exact.statistic - 1e-12) / 10
+    assert exact.pvalue == (1 + np.count_nonzero(exact.null_distribution >= exact.statistic - 1e-12)) / 10
     assert exact.pvalue == 0.1             # only the observed labelling is as extreme
 
 
