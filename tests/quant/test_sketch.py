@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 import pytest
+from _mc_checks import Z_MAX, haar, mean_z, var_z
 
 from kvstats._checks import replicate_scale
 from kvstats.quant.qjl import qjl_encode, qjl_scores
@@ -27,26 +28,7 @@ from kvstats.quant.rotation import hadamard
 from kvstats.quant.sketch import SKETCHES, make_sketch
 from kvstats.theory import qjl_variance, sphere_abs_moment
 
-Z_MAX = 4.5
 R = {"ci": 6000, "full": 60000}[replicate_scale()]
-
-
-def mean_z(est: np.ndarray, truth) -> np.ndarray:
-    """z of the replicate mean (axis 0) against ``truth``."""
-    return (est.mean(0) - truth) / (est.std(0, ddof=1) / math.sqrt(est.shape[0]))
-
-
-def var_z(est: np.ndarray, theory) -> np.ndarray:
-    """z of the replicate variance (axis 0) against ``theory`` (SE from the 4th moment)."""
-    c = est - est.mean(0)
-    s2, m4 = (c ** 2).mean(0), (c ** 4).mean(0)
-    return (s2 - theory) / np.sqrt((m4 - s2 ** 2) / est.shape[0])
-
-
-def haar(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """``n`` Haar-random d × d orthogonal matrices (QR with the sign fix)."""
-    q, r = np.linalg.qr(rng.standard_normal((n, d, d)))
-    return q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
 
 
 def estimates(sketch, q: np.ndarray, k: np.ndarray) -> np.ndarray:

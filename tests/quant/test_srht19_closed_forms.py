@@ -9,34 +9,13 @@ d = 64 (|z| < Z_MAX = 4.5) and is rejected at d = 80 (|z| > 3·Z_MAX). Fixed see
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from _mc_checks import Z_MAX, haar, mean_z, var_z
 
 from kvstats.quant.sketch import make_sketch
 from kvstats.theory import (bit_trade_inflation, qjl_reconstruction_mse, qjl_variance,
                             residual_inflation)
-
-Z_MAX = 4.5
-
-
-def mean_z(est: np.ndarray, truth) -> np.ndarray:
-    """z of the replicate mean (axis 0) against ``truth``."""
-    return (est.mean(0) - truth) / (est.std(0, ddof=1) / math.sqrt(est.shape[0]))
-
-
-def var_z(est: np.ndarray, theory) -> np.ndarray:
-    """z of the replicate variance (axis 0) against ``theory`` (SE from the 4th moment)."""
-    c = est - est.mean(0)
-    s2, m4 = (c ** 2).mean(0), (c ** 4).mean(0)
-    return (s2 - theory) / np.sqrt((m4 - s2 ** 2) / est.shape[0])
-
-
-def haar(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """``n`` Haar-random d × d orthogonal matrices (QR with the sign fix, Mezzadri 2007)."""
-    q, r = np.linalg.qr(rng.standard_normal((n, d, d)))
-    return q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
 
 
 @pytest.mark.parametrize("d,m", [(96, 96), (96, 128), (65, 65), (80, 160)])
