@@ -28,8 +28,9 @@ from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.document import Document
 from kvstats.report.header import _FAMILY_WISE, _set_after_sweep, header_lines
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
-from kvstats.report.tables import (_bound_fmt, _comparison_table, _heavy_keys,
-                                   _interval_and_region, _mean_heavy, _scheme_table, _theory_fmt)
+from kvstats.report.tables import (RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
+                                   _comparison_table, _heavy_keys, _interval_and_region,
+                                   _mean_heavy, _ratio_near_alpha, _scheme_table, _theory_fmt)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
                                     INCONCLUSIVE, _budget_text, _exact, _heavy_summary, _location_name,
@@ -71,6 +72,8 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     doc.p("Verdicts: " + ", ".join(f"{v}: {c}" for v, c in counts.items()) + ".")
     marked = [opts["equivalence_test"] == "ratio" and not math.isnan(r.pvalue) and _mean_heavy(r, heavy)
               for r in eq.itertuples(index=False)]
+    near_alpha = [opts["equivalence_test"] == "ratio" and _ratio_near_alpha(
+        r, opts["alpha"], opts.get("pairing", "none") == "trial") for r in eq.itertuples(index=False)]
     # an inconclusive row beside a location test that could not have rejected: its "neither a
     # difference" is the design's, not the data's
     key = ["scheme_a", "scheme_b", "budget", "budget_b", *CASE_COLUMNS, "metric"]
@@ -83,6 +86,7 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: "
             + f"**{equivalence_verdict_text(r.verdict, bool(r.identical_pairs), int(r.n_a))}**"
             + (f" {HEAVY_MARK}" if mark else "")
+            + (f" {RATIO_NEAR_ALPHA_MARK}" if near else "")
             + (f" ({EQUIVALENCE_NOT_SHOWN})" if tost_not_shown_resolvable(r) else "")
             + (no_difference if r.verdict == INCONCLUSIVE
                and tuple(getattr(r, k) for k in key) in blind else "")
@@ -90,10 +94,12 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
                f" (estimate {_num(r.effect)}, {_pct(1 - 2 * opts['alpha'])} CI [{ends[0]}, "
                f"{ends[1]}], region [{ends[2]}, {ends[3]}], adjusted TOST p "
                f"{_p(r.pvalue_adjusted, opts['alpha'])})")
-            for r, mark, ends in zip(eq.itertuples(index=False), marked,
-                                     (_interval_and_region(e) for _, e in eq.iterrows()))])
+            for r, mark, near, ends in zip(eq.itertuples(index=False), marked, near_alpha,
+                                           (_interval_and_region(e) for _, e in eq.iterrows()))])
     if any(marked):
         doc.p(EQUIVALENCE_HEAVY_NOTE)
+    if any(near_alpha):
+        doc.p(RATIO_NEAR_ALPHA_NOTE)
     if eq["identical_pairs"].any():
         doc.p(IDENTICAL_PAIRS_NOTE)
 

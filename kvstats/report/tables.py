@@ -80,6 +80,29 @@ def _mean_heavy(r: Any, heavy: frozenset[tuple]) -> bool:
             or (*case, r.budget_b, r.scheme_b, r.metric) in heavy)
 
 
+#: Where a paired ratio TOST's "equivalent within δ" rests on its t approximation's tail. A
+#: TOST errs at most as often as its binding one-sided test, and that test's error on
+#: right-skewed pairs (aᵢ − r·bᵢ of log-normal trials) was measured at up to 2.7 × α [95% CI
+#: 2.0, 3.5] at α = 1e-4, n = 100; the TOST's own at up to 1.5 × (n = 1000; docs/statistics.md,
+#: "Calibration at small α"). A verdict whose adjusted p exceeds α/4 need not survive that error.
+RATIO_NEAR_ALPHA_MARK = "§"
+RATIO_NEAR_ALPHA_FACTOR = 4
+RATIO_NEAR_ALPHA_NOTE = (
+    f"{RATIO_NEAR_ALPHA_MARK} after \"equivalent within δ\" (paired ratio TOST): its adjusted p lies "
+    f"between α/{RATIO_NEAR_ALPHA_FACTOR} and α. On right-skewed pairs the t approximation errs "
+    "at a family's small α: a one-sided test of the margin rejected up to 2.7 × α (95% CI up to "
+    "3.5 ×; n = 100 log-normal pairs), the TOST up to 1.5 × α (n = 1000; docs/statistics.md, "
+    "\"Calibration at small α\"), so such a verdict may not hold its nominal error rate; a rank "
+    "margin (equivalence_test = \"rank\"), conservative in those measurements, does not rest on it.")
+
+
+def _ratio_near_alpha(r: Any, alpha: float, paired: bool) -> bool:
+    """Whether a paired ratio TOST's "equivalent within δ" has an adjusted p within
+    :data:`RATIO_NEAR_ALPHA_FACTOR` of α (:data:`RATIO_NEAR_ALPHA_NOTE`)."""
+    return (paired and str(r.verdict).startswith("equivalent")
+            and r.pvalue_adjusted * RATIO_NEAR_ALPHA_FACTOR > alpha)
+
+
 def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                       ratio: bool = True, alpha: float | None = None) -> pd.DataFrame:
     """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test, or under the
@@ -120,6 +143,8 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                     row["equivalence"] += f" ({EQUIVALENCE_NOT_SHOWN})"
                 if ratio and _mean_heavy(r, heavy) and not math.isnan(eq.loc[k, "pvalue"]):
                     row["equivalence"] += f" {HEAVY_MARK}"
+                if ratio and alpha is not None and _ratio_near_alpha(eq.loc[k], alpha, paired):
+                    row["equivalence"] += f" {RATIO_NEAR_ALPHA_MARK}"
         rows.append(row)
     for r in comp[comp["test"] == "energy"].itertuples(index=False):
         if paired:   # no KS columns: the energy test's E and p in the location test's
