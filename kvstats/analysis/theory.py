@@ -240,7 +240,6 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     for case, grp in frame.groupby(list(CASE_COLUMNS), sort=False):
         base = dict(zip(CASE_COLUMNS, case))
         d_pad = next_pow2(base["dim"])
-        labels = set(grp["scheme"])
         for n in sorted(grp["budget"].unique()):
             if float(n) != int(n):
                 continue
@@ -271,22 +270,24 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
             # its own projection, which with padding (d < d_pad) is not π/2 − 1/d_pad.
             padded = d_pad != base["dim"]
             for m_name, p_name in pairs:
-                if not ({m_name, p_name} <= labels and n >= 2):  # n−1 ≥ 1 bits of MSE
+                q_cell = at[at["scheme"] == p_name]
+                if q_cell.empty or n < 2 or "ip_var" not in at:   # n−1 ≥ 1 bits of MSE
                     continue
-                if "ip_var" not in at:
-                    continue
-                q_cell, k_cell = at[at["scheme"] == p_name], at[at["scheme"] == m_name]
+                k_cell = at[at["scheme"] == m_name]
                 prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
-                # padded: the n-bit MSE error is not d_pad·D_n (see the k_snr_db rows), so
-                # no same-budget prediction
-                for quantity, den_cell, name, predicted, asymptotic in (
-                        ("ip_var_ratio_same_budget", None if padded else k_cell,
-                         f"{p_name}/{m_name}", theory.bit_trade_inflation(n, d_pad), 2 * math.pi),
-                        ("ip_var_ratio_residual", prev_cell, f"{p_name}(n)/{m_name}(n-1)",
-                         theory.residual_inflation(base["dim"], d_pad),
-                         math.pi / 2 * base["dim"] / d_pad)):
-                    if den_cell is None or q_cell.empty or den_cell.empty:
-                        continue
+                # a prediction only where both cells of the ratio are present (so n is a
+                # budget of the pair's schemes, which the formulas cover; another scheme's
+                # budget, identity's 32, is not); padded: the n-bit MSE error is not
+                # d_pad·D_n (see the k_snr_db rows), so no same-budget prediction
+                ratios = []
+                if not (padded or k_cell.empty):
+                    ratios.append(("ip_var_ratio_same_budget", k_cell, f"{p_name}/{m_name}",
+                                   theory.bit_trade_inflation(n, d_pad), 2 * math.pi))
+                if not prev_cell.empty:
+                    ratios.append(("ip_var_ratio_residual", prev_cell, f"{p_name}(n)/{m_name}(n-1)",
+                                   theory.residual_inflation(base["dim"], d_pad),
+                                   math.pi / 2 * base["dim"] / d_pad))
+                for quantity, den_cell, name, predicted, asymptotic in ratios:
                     num, den, paired = _paired_units(q_cell, den_cell, "ip_var")
                     rows.append({**base, "budget": float(n), "quantity": quantity, "scheme": name,
                                  "predicted": predicted, "predicted_asymptotic": asymptotic,
