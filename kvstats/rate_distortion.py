@@ -39,6 +39,7 @@ __all__ = ["DB_PER_BIT", "gaussian_snr_db", "WaterFilling", "water_fill", "bound
 
 #: ``20·log10(2)``: dB of SNR per bit per coordinate for a Gaussian source (≈ 6.0206).
 DB_PER_BIT = 20.0 * np.log10(2.0)
+_MAX_DB = float(np.finfo(np.float64).max)
 
 
 def gaussian_snr_db(rate: ArrayLike) -> np.ndarray:
@@ -47,7 +48,8 @@ def gaussian_snr_db(rate: ArrayLike) -> np.ndarray:
     Parameters
     ----------
     rate : array_like
-        R ≥ 0 bits per coordinate, finite (any shape).
+        R ≥ 0 bits per coordinate (any shape), at most ``MAX/6.0206 ≈ 2.986e307`` (MAX the
+        largest float64) so that the dB are finite.
 
     Returns
     -------
@@ -62,6 +64,10 @@ def gaussian_snr_db(rate: ArrayLike) -> np.ndarray:
     r = as_float_array(rate, "rate")
     if np.any(r < 0):
         raise ValueError(f"rate must be >= 0 bits per coordinate; received minimum {float(r.min())}")
+    if np.any(r > _MAX_DB / DB_PER_BIT):
+        raise ValueError(f"rate must be at most {_MAX_DB / DB_PER_BIT:.4g} bits per coordinate (its "
+                         f"bound, {DB_PER_BIT:.4f} dB per bit, a finite float64); received maximum "
+                         f"{float(r.max())!r}")
     return DB_PER_BIT * r
 
 
@@ -105,7 +111,8 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     eigenvalues : array ``(*batch, d)``
         Non-negative variances of the principal axes (any order), not all zero.
     rate : float
-        R ≥ 0 bits per coordinate (``d·R`` per vector).
+        R ≥ 0 bits per coordinate (``d·R`` per vector), with ``6.0206·d·R`` below the
+        largest float64 (``R ≤ 2.986e307/d``; a ValueError above).
     signal_power : array_like or None
         Numerator of the SNR (> 0), broadcast against the batch (default ``Σ λᵢ``).
 
@@ -121,13 +128,15 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     source at d = 128, R = 4 puts all 512 bits on its one axis, θ = λ₁·2^(−1024) and the
     SNR is 1024·10·log10(2) = 3082.5 dB. ``bits`` and ``snr_db`` are then computed in the
     log domain (``log₂ θ`` and a shifted sum for ``log₂ D``), exact and finite for every
-    finite rate, while the float fields ``level`` and ``distortion`` may underflow to 0
+    allowed rate, while the float fields ``level`` and ``distortion`` may underflow to 0
     (``level`` from about 537 bits on one axis, θ = λ·2^(−2b) below float64's smallest
     subnormal). Eigenvalues whose sum overflows float64 (~1e308)
     are filled on a copy scaled by a power of two: same bits and SNR, ``level`` and
-    ``distortion`` then possibly inf. ``D`` is never truly 0 at a finite rate, so the
-    bound is never +inf; the analysis and the report show such bounds as computed
-    (thousands of dB: "no rate limit in practice").
+    ``distortion`` then possibly inf. ``D`` is never truly 0 at a finite rate, and the
+    rate is capped so that the dB are finite (``rate·d ≤ MAX/6.0206``, MAX the largest
+    float64: all ``d·R`` bits on one axis give ``6.0206·d·R`` dB), so the bound is never
+    +inf or NaN; the analysis and the report show such bounds as computed (thousands of
+    dB: "no rate limit in practice").
 
     Examples
     --------
@@ -140,6 +149,13 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     """
     lam = as_float_array(eigenvalues, "eigenvalues", min_ndim=1)
     rate = check_real(rate, "rate", low=0.0)
+    d = lam.shape[-1]
+    # The bound is at most about DB_PER_BIT·d·R dB (all d·R bits on one axis), and 2·d·R
+    # enters log₂ θ: past the float range these overflow and the SNR came out NaN or inf.
+    if rate > _MAX_DB / (DB_PER_BIT * d):
+        raise ValueError(f"rate must be at most {_MAX_DB / (DB_PER_BIT * d):.4g} bits per coordinate "
+                         f"at d = {d} (the bound, up to {DB_PER_BIT:.4f}·d·rate dB, a finite "
+                         f"float64); received {rate!r}")
     if np.any(lam < 0):
         raise ValueError(f"eigenvalues must be non-negative; received minimum {float(lam.min())}")
     with np.errstate(over="ignore"):
@@ -148,7 +164,6 @@ def water_fill(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
         raise ValueError("eigenvalues must not be all zero (no signal to code); received a row of zeros")
     if not np.all(np.isfinite(total)):
         return _water_fill_scaled(lam, rate, signal_power)
-    d = lam.shape[-1]
     srt = -np.sort(-lam, axis=-1)                                   # descending
     with np.errstate(divide="ignore"):
         logs = np.log2(srt)
@@ -243,14 +258,15 @@ def bound_snr_db(eigenvalues: Float[np.ndarray, "*batch d"], rate: float,
     eigenvalues : array ``(*batch, d)``
         Non-negative variances of the principal axes (any order), not all zero.
     rate : float
-        R ≥ 0 bits per coordinate (``d·R`` per vector).
+        R ≥ 0 bits per coordinate (``d·R`` per vector), with ``6.0206·d·R`` below the
+        largest float64 (``R ≤ 2.986e307/d``; a ValueError above).
     signal_power : array_like or None
         Numerator of the SNR (> 0), broadcast against the batch (default ``Σ λᵢ``).
 
     Returns
     -------
     numpy.ndarray ``(*batch,)``
-        ``10·log10(signal / D)`` in dB: finite at every finite rate (see :func:`water_fill`).
+        ``10·log10(signal / D)`` in dB: finite at every allowed rate (see :func:`water_fill`).
 
     Examples
     --------
@@ -274,7 +290,8 @@ def covariance_snr_db(covariance: Float[np.ndarray, "*batch d d"], rate: float,
         Symmetric (to ``1e-10·max|C|``) and positive semi-definite (to ``1e-10`` of the
         largest eigenvalue's magnitude), not zero.
     rate : float
-        R ≥ 0 bits per coordinate (``d·R`` per vector).
+        R ≥ 0 bits per coordinate (``d·R`` per vector), with ``6.0206·d·R`` below the
+        largest float64 (``R ≤ 2.986e307/d``; a ValueError above).
     signal_power : array_like or None
         Numerator of the SNR (> 0), broadcast against the batch (default ``tr Σ``).
 
