@@ -11,8 +11,8 @@ import os
 import re
 import sys
 
-__all__ = ["PIPE_CLOSED", "Stdout", "discard", "error_text", "import_error_text", "missing_package",
-           "one_line", "os_error_text", "print_error", "raised", "warning_printer"]
+__all__ = ["PIPE_CLOSED", "Stdout", "computing_error", "discard", "error_text", "import_error_text",
+           "missing_package", "one_line", "os_error_text", "print_error", "raised", "warning_printer"]
 
 #: Exit status when stdout's (or stderr's) reader went away: 128 + SIGPIPE (13), as a
 #: shell reports a tool the closed pipe killed.
@@ -38,6 +38,26 @@ def error_text(exc: BaseException) -> str:
     text = str(exc)
     notes = [n for n in getattr(exc, "__notes__", ()) if n not in text]
     return one_line(" ".join([text, *notes]))
+
+
+def computing_error(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a cell's trials were computed, not while the input
+    was checked: the runner names the cell or case (``[cell: ...]``, ``[case: ...]``) in
+    the message of a ``ValueError``/``TypeError`` or in a note (kvstats.sweep.work), and
+    the config was checked whole before any compute. Such an error is a bug in the code
+    that computed (a plugin's, or kvstats'), whose traceback says where; except a norm
+    overflow, an error of the seeded data whose message says what to change in the config.
+
+    Examples
+    --------
+    >>> computing_error(TypeError("object of type 'int' has no len() [cell: 'boom' at n=3]"))
+    True
+    >>> computing_error(ValueError("scheme 'boom' at n=3, d=64: rank must be >= 1"))
+    False
+    """
+    overflow = raised("kvstats.quant.coder", "NormOverflowError")
+    return (re.search(r"\[(cell|case): ", error_text(exc)) is not None
+            and not isinstance(exc, overflow))
 
 
 def os_error_text(exc: OSError) -> str:

@@ -11,14 +11,17 @@ Usage::
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
 whole before any compute), a package to install, OS errors, an output folder another
-sweep holds and a non-empty output folder that holds no kvstats sweep; 1, with one line, when a worker
-process died; 141 (128 + SIGPIPE, what a shell reports for ``seq 1000 | head``), with no
-message, when the reader of stdout went away (``kvstats theory ... | head``): the lines
-are dropped and the work is finished (a sweep still writes its report); so that
-``set -o pipefail`` scripts see kvstats as they see any Unix tool. A closed stderr stops
-a sweep at the progress bar's next write, also with 141 and no message (finished cells
-are kept for ``--resume``); an error whose line cannot be written keeps its status;
-``--help`` into a closed pipe exits 0.
+sweep holds and a non-empty output folder that holds no kvstats sweep. 1, with the
+traceback, for an error raised while a cell was computed (a bug in a plugin's code or
+kvstats', a ``ValueError`` too: the config was checked before; but a norm overflow, an
+error of the seeded data, is one line and 2), as for any other unexpected error; 1, with
+one line, when a worker process died. 141 (128 + SIGPIPE, what a shell reports for
+``seq 1000 | head``), with no message, when the reader of stdout went away (``kvstats
+theory ... | head``): the lines are dropped and the work is finished (a sweep still writes
+its report); so that ``set -o pipefail`` scripts see kvstats as they see any Unix tool. A
+closed stderr stops a sweep at the progress bar's next write, also with 141 and no message
+(finished cells are kept for ``--resume``); an error whose line cannot be written keeps
+its status; ``--help`` into a closed pipe exits 0.
 
 The parser is :mod:`kvstats.cli_parser` and the output, errors and warnings
 :mod:`kvstats._cli_output` (neither imports anything heavy); the commands are here.
@@ -36,8 +39,9 @@ import time
 import warnings
 from typing import Sequence
 
-from kvstats._cli_output import (PIPE_CLOSED, Stdout, discard, error_text, import_error_text,
-                                missing_package, os_error_text, print_error, raised, warning_printer)
+from kvstats._cli_output import (PIPE_CLOSED, Stdout, computing_error, discard, error_text,
+                                import_error_text, missing_package, os_error_text, print_error,
+                                raised, warning_printer)
 from kvstats.cli_parser import build_parser
 from kvstats.data.catalog import REAL, REAL_ABOUT
 
@@ -483,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = warning_printer(args.command)
             code = handlers[args.command](args, say)
     except (ValueError, TypeError, *raised("kvstats.sweep.store", "SweepLockedError")) as exc:
+        if computing_error(exc):
+            raise   # a bug where a cell was computed (`len(5)` in a plugin): the traceback, exit 1
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
         return print_error(args.command, exc, error_text(exc), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes

