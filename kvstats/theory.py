@@ -41,12 +41,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from jaxtyping import Float
 from numpy.typing import ArrayLike
-from scipy import special
 
 from kvstats._checks import as_float_array, check_choice, check_int, check_real
-from kvstats.qjl_theory import (_SKETCH_KINDS, qjl_inner_product_variance,  # noqa: F401  re-export
-                                qjl_reconstruction_mse, qjl_variance, residual_inflation,
-                                sphere_abs_moment)
+from kvstats.qjl_theory import (_SKETCH_KINDS, _gamma_half_ratio,  # noqa: F401  re-export
+                                qjl_inner_product_variance, qjl_reconstruction_mse, qjl_variance,
+                                residual_inflation, sphere_abs_moment)
 from kvstats.quant.codebook import lloyd_max_codebook
 from kvstats.rate_distortion import bound_snr_db, covariance_snr_db, gaussian_snr_db, water_fill  # noqa: F401  re-export
 
@@ -91,7 +90,7 @@ def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]
     """
     x = as_float_array(x, "x").astype(np.float64)
     dim = check_int(dim, "dim", low=2)
-    logc = special.gammaln(dim / 2) - 0.5 * math.log(math.pi) - special.gammaln((dim - 1) / 2)
+    logc = math.log(_sphere_constant(dim))
     inside = np.abs(x) < 1
     out = np.zeros_like(x)
     out[inside] = np.exp(logc + (dim - 3) / 2 * np.log1p(-x[inside] ** 2))
@@ -100,6 +99,11 @@ def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]
     elif dim == 3:
         out[np.abs(x) == 1] = np.exp(logc)
     return out
+
+
+def _sphere_constant(dim: int) -> float:
+    """The constant of :func:`sphere_coordinate_pdf`, ``Γ(dim/2)/(√π Γ((dim−1)/2))``."""
+    return _gamma_half_ratio((dim - 1) / 2) / math.sqrt(math.pi)
 
 
 def lloyd_max_distortion(bits: int, distribution: str = "gaussian", dim: int | None = None) -> float:
@@ -180,10 +184,9 @@ def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | N
     dim = check_int(dim, "dim", low=2)
     if dim == 3:  # f = 1/2 on [-1, 1]: (1/12)·(2^(2/3))³ = 1/3, kept exact
         return 4.0 ** -bits / 3
-    a = (dim - 3) / 6
-    logc = special.gammaln(dim / 2) - 0.5 * math.log(math.pi) - special.gammaln((dim - 1) / 2)
-    log_int = logc / 3 + 0.5 * math.log(math.pi) + special.gammaln(a + 1) - special.gammaln(a + 1.5)
-    return math.exp(3 * log_int) / 12 * 4.0 ** -bits
+    # (∫ f^{1/3})³ = C·π^{3/2}·(Γ(a+1)/Γ(a+3/2))³, C = Γ(a'+½)/(√π Γ(a')) with a' = (dim−1)/2:
+    # gamma ratios, not differences of gammaln (which lose the digits at large dim)
+    return _sphere_constant(dim) * math.pi ** 1.5 / _gamma_half_ratio((dim + 3) / 6) ** 3 / 12 * 4.0 ** -bits
 
 
 def unit_vector_mse(bits: int, dim: int) -> float:
