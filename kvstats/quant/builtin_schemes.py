@@ -121,7 +121,18 @@ def _build_kivi(bits, dim, params, key_rng, value_rng, draws):
         KIVIValueCoder(bits, dim, group_size, residual)
 
 
+def _check_mixed_sides(params: Mapping[str, Any]) -> None:
+    """'mixed' has no default widths: a side not given is a ValueError naming it (it was a
+    KeyError where the sweep's config asks :func:`_mixed_codes_as`, a TypeError elsewhere)."""
+    missing = [side for side in ("key_bits", "value_bits") if params.get(side) is None]
+    if missing:
+        raise ValueError(f"scheme 'mixed' needs key_bits and value_bits, each an integer in [1, 8] "
+                         f"(e.g. params {{'key_bits': 4, 'value_bits': 2}}, or the name 'K4V2'); "
+                         f"received no {' and no '.join(missing)}")
+
+
 def _build_mixed(bits, dim, params, key_rng, value_rng, draws):
+    _check_mixed_sides(params)
     key_bits = check_int(params.get("key_bits"), "key_bits", low=1, high=8)
     value_bits = check_int(params.get("value_bits"), "value_bits", low=1, high=8)
     mean_bits = (key_bits + value_bits) / 2
@@ -242,6 +253,7 @@ def _kivi_bits(bits, dim, n, params):
 
 
 def _mixed_bits(bits, dim, n, params):
+    _check_mixed_sides(params)
     coded = _d_pad(dim, _rotation(params))
     return (_mse_bits(params["key_bits"], coded, n, params),
             _mse_bits(params["value_bits"], coded, n, params))
@@ -322,6 +334,7 @@ def _kv_codes_as(params: Mapping[str, Any]) -> tuple[str, dict[str, Any], None]:
 
 
 def _mixed_codes_as(params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int] | None:
+    _check_mixed_sides(params)
     if params.get("key_bits") != params.get("value_bits"):
         return None
     sides = {k: v for k, v in params.items() if k not in ("key_bits", "value_bits")}
