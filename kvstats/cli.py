@@ -15,7 +15,9 @@ sweep holds and a non-empty output folder that holds no kvstats sweep. 1, with t
 traceback, for an error raised while a cell was computed (a bug in a plugin's code or
 kvstats', a ``ValueError`` too: the config was checked before; but a norm overflow, an
 error of the seeded data, is one line and 2), as for any other unexpected error; 1, with
-one line, when a worker process died. 141 (128 + SIGPIPE, what a shell reports for
+one line, when a worker process died. 130 on Ctrl-C, 143 on SIGTERM (``kill``,
+``timeout``, a scheduler's limit), after the same clean-up: a sweep's pool shut down and
+its finished cells kept and counted. 141 (128 + SIGPIPE, what a shell reports for
 ``seq 1000 | head``), with no message, when the reader of stdout went away (``kvstats
 theory ... | head``): the lines are dropped and the work is finished (a sweep still writes
 its report); so that ``set -o pipefail`` scripts see kvstats as they see any Unix tool. A
@@ -30,14 +32,17 @@ The parser is :mod:`kvstats.cli_parser` and the output, errors and warnings
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
+import signal
 import sys
 import textwrap
+import threading
 import time
 import warnings
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from kvstats._cli_output import (PIPE_CLOSED, Stdout, computing_error, discard, error_text,
                                 import_error_text, missing_package, os_error_text, print_error,
@@ -463,6 +468,31 @@ _INTERRUPTED = {
 }
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a scheduler's time limit), raised where Ctrl-C's
+    KeyboardInterrupt is: the same clean-up runs (a sweep's pool shut down, its finished
+    cells kept and counted), and :func:`main` returns 143 (128 + SIGTERM)."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second TERM ends the process at once
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM as :class:`_Terminated` while a command runs (only the main thread can set a
+    handler: elsewhere the default stays); the caller's handler afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:   # None: a handler not set from Python, which cannot be set back; the default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -483,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "schemes": _cmd_schemes,
                 "theory": _cmd_theory}
     try:
-        with warnings.catch_warnings():   # restores the caller's showwarning afterwards
+        with warnings.catch_warnings(), _sigterm_as_interrupt():   # both restored afterwards
             warnings.showwarning = warning_printer(args.command)
             code = handlers[args.command](args, say)
     except (ValueError, TypeError, *raised("kvstats.sweep.store", "SweepLockedError")) as exc:
@@ -500,15 +530,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except raised("kvstats.sweep.run", "WorkerDiedError") as exc:
         # not bad input: the machine killed a worker (memory?)
         return print_error(args.command, exc, error_text(exc), 1)   # with what is kept (a note)
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (_Terminated)
         # a sweep's note counts the cells it keeps (kvstats.sweep.run._kept)
         notes = getattr(exc, "__notes__", None)
         what = notes[-1].strip("[]") if notes else _INTERRUPTED[args.command]
+        terminated = isinstance(exc, _Terminated)
         try:
-            print(f"kvstats {args.command}: interrupted; {what}", file=sys.stderr)
+            print(f"kvstats {args.command}: {'terminated' if terminated else 'interrupted'}; {what}",
+                  file=sys.stderr)
         except BrokenPipeError:
             discard("stderr")
-        return 130
+        return 143 if terminated else 130
     return PIPE_CLOSED if say.closed and code == 0 else code
 
 

@@ -59,3 +59,50 @@ def test_a_bug_while_computing_a_cell_is_a_traceback_and_exit_1(tmp_path):
     config.write_text(config.read_text().replace("budgets = [2, 3]", "budgets = [0]"))
     proc = _kvstats(["sweep", "--config", "c.toml", "--out", "o2", "--workers", "1"], tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def _group(pgid):
+    """The live processes of the process group ``pgid`` (from /proc)."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:   # ended meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(pid))
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table in /proc")
+def test_sigterm_during_a_sweep_stops_its_pool_and_exits_143(tmp_path):
+    """`kill PID` (or `timeout`, a scheduler's limit) killed the main process alone: the
+    forkserver, resource tracker and workers stayed behind, and nothing was said. Now the
+    Ctrl-C path runs: the pool is shut down, the kept cells are counted, exit 143."""
+    import signal
+    import time
+
+    (tmp_path / "c.toml").write_text(tiny_toml(budgets=(2, 3, 4), n_trials=1000).replace(
+        "dims = [16]", "dims = [64]\nchunk_size = 20"))
+    with open(tmp_path / "err", "w") as err:   # a file: a pipe would wait for any orphan too
+        proc = subprocess.Popen([sys.executable, "-m", "kvstats.cli", "sweep", "--config", "c.toml",
+                                 "--out", "o", "--workers", "2", "--no-report"], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 40
+        # the main process, the forkserver, the resource tracker and a worker at least
+        while len(_group(proc.pid)) < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None, (tmp_path / "err").read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=40) == 143, (tmp_path / "err").read_text()
+        while _group(proc.pid) and time.monotonic() < deadline + 10:   # they end as it exits
+            time.sleep(0.1)
+        assert _group(proc.pid) == []
+    finally:
+        if _group(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = (tmp_path / "err").read_text()
+    assert "kvstats sweep: terminated; " in text and " cells finished, kept in o/cells" in text, text
