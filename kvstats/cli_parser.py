@@ -299,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how a margin is read: 'ratio', mean(a)/mean(b) within [1/(1+δ), 1+δ] "
                          "(not for metrics in dB); 'rank', P(a > b) within 0.5 ± δ, δ < 0.5 "
                          "(the [report] option equivalence_test; default: config's, else ratio)")
-    rp.add_argument("--no-figures", action="store_true", help="skip the figures")
+    rp.add_argument("--no-figures", action="store_true",
+                    help="skip the figures; the report's folder loses its earlier figures (one "
+                         "folder holds one report: --out OTHER keeps DIR's)")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bars (energy tests, figures)")
     rp.add_argument("--plugins", action="append", type=Path, default=None, metavar="PATH",

@@ -106,3 +106,16 @@ def test_sigterm_during_a_sweep_stops_its_pool_and_exits_143(tmp_path):
             proc.wait()
     text = (tmp_path / "err").read_text()
     assert "kvstats sweep: terminated; " in text and " cells finished, kept in o/cells" in text, text
+
+
+def _help(capsys, *command):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_report_no_figures_help_says_the_earlier_figures_go(capsys):
+    """`kvstats report DIR --no-figures` empties DIR/figures (one folder holds one report);
+    the help said only "skip the figures"."""
+    assert ("skip the figures; the report's folder loses its earlier figures (one folder holds "
+            "one report: --out OTHER keeps DIR's)") in _help(capsys, "report")
