@@ -11,8 +11,9 @@ import os
 import re
 import sys
 
-__all__ = ["PIPE_CLOSED", "Stdout", "computing_error", "discard", "error_text", "import_error_text",
-           "missing_package", "one_line", "os_error_text", "print_error", "raised", "warning_printer"]
+__all__ = ["PIPE_CLOSED", "Stdout", "close_bars", "computing_error", "discard", "error_text",
+           "import_error_text", "missing_package", "one_line", "os_error_text", "print_error", "raised",
+           "warning_printer"]
 
 #: Exit status when stdout's (or stderr's) reader went away: 128 + SIGPIPE (13), as a
 #: shell reports a tool the closed pipe killed.
@@ -174,11 +175,20 @@ def discard(name: str) -> None:
         devnull.close()
 
 
+def close_bars() -> None:
+    """Close the progress bars still open (an interrupted loop's), so that a message printed
+    next starts its own line and no bar is redrawn after it."""
+    tqdm = sys.modules.get("tqdm")   # none is open if tqdm was never imported
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()
+
+
 def print_error(command: str, exc: BaseException, message: str, code: int) -> int:
     """Print the one-line error and return ``code``. When stderr's reader is gone too
     (``kvstats ... 2>&1 | head``) the line is dropped, the status kept, unless the error
     is that very closed pipe (the progress bar's write): then :data:`PIPE_CLOSED`."""
     try:
+        close_bars()
         print(f"kvstats {command}: error: {message}", file=sys.stderr, flush=True)
     except BrokenPipeError:
         discard("stderr")

@@ -36,6 +36,7 @@ import contextlib
 import math
 import os
 import re
+import shlex
 import signal
 import sys
 import textwrap
@@ -44,9 +45,9 @@ import time
 import warnings
 from typing import Iterator, Sequence
 
-from kvstats._cli_output import (PIPE_CLOSED, Stdout, computing_error, discard, error_text,
-                                import_error_text, missing_package, os_error_text, print_error,
-                                raised, warning_printer)
+from kvstats._cli_output import (PIPE_CLOSED, Stdout, close_bars, computing_error, discard,
+                                error_text, import_error_text, missing_package, os_error_text,
+                                print_error, raised, warning_printer)
 from kvstats.cli_parser import build_parser
 from kvstats.data.catalog import REAL, REAL_ABOUT
 
@@ -110,9 +111,16 @@ def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_repor
         f"{time.perf_counter() - tic:.1f} s -> {args.out}")
     if not args.no_report:
         tic = time.perf_counter()
-        # None: the config's [report] figures (default true); True here overrode its false
-        rep = hypothesis_report(result, args.out, figures=False if args.no_figures else None,
-                                progress=not args.no_progress)
+        try:
+            # None: the config's [report] figures (default true); True here overrode its false
+            rep = hypothesis_report(result, args.out, figures=False if args.no_figures else None,
+                                    progress=not args.no_progress)
+        except KeyboardInterrupt as exc:   # the sweep's results are written: no --resume to say
+            again = " ".join(["kvstats report", shlex.quote(str(args.out)),
+                              *(["--no-figures"] if args.no_figures else [])])
+            exc.add_note(f"[the sweep finished (its results are in {args.out}); only its report "
+                         f"was interrupted: `{again}` writes it]")
+            raise
         say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
             f"in {time.perf_counter() - tic:.1f} s")
         from kvstats.analysis.crossover import crossover_sentences
@@ -468,6 +476,33 @@ _INTERRUPTED = {
 }
 
 
+def _kept_note(note: str) -> str:
+    """A sweep's kept-cells note (:func:`kvstats.sweep.run._kept`, worded for
+    ``run_sweep``'s users too) in the command's words; another note as it is.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from kvstats.sweep.run import _kept
+    >>> _kept_note(_kept(Path("out/cells"), 2, 6))
+    '2 of 6 cells finished, kept in out/cells: rerun the same command with --resume to compute only the other 4'
+    >>> _kept_note(_kept(Path("out/cells"), 0, 6))
+    'no cell of 6 had finished: rerun the same command'
+    >>> _kept_note("[the sweep finished]")
+    'the sweep finished'
+    """
+    kept = re.fullmatch(r"\[(\d+) of (\d+) cells finished, kept in (.+): rerun with resume "
+                        r"\(kvstats sweep --resume; run_sweep's default\) to compute only the "
+                        r"other \d+\]", note)
+    if kept is None:
+        return note.strip("[]")
+    done, total, where = int(kept[1]), int(kept[2]), kept[3]
+    if done == 0:
+        return f"no cell of {total} had finished: rerun the same command"
+    return (f"{done} of {total} cells finished, kept in {where}: rerun the same command with "
+            f"--resume to compute only the other {total - done}")
+
+
 class _Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, ``timeout``, a scheduler's time limit), raised where Ctrl-C's
     KeyboardInterrupt is: the same clean-up runs (a sweep's pool shut down, its finished
@@ -533,9 +568,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (_Terminated)
         # a sweep's note counts the cells it keeps (kvstats.sweep.run._kept)
         notes = getattr(exc, "__notes__", None)
-        what = notes[-1].strip("[]") if notes else _INTERRUPTED[args.command]
+        what = _kept_note(notes[-1]) if notes else _INTERRUPTED[args.command]
         terminated = isinstance(exc, _Terminated)
         try:
+            close_bars()   # a bar left open (the report's energy tests) would take the line
             print(f"kvstats {args.command}: {'terminated' if terminated else 'interrupted'}; {what}",
                   file=sys.stderr)
         except BrokenPipeError:

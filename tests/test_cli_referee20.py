@@ -119,3 +119,50 @@ def test_report_no_figures_help_says_the_earlier_figures_go(capsys):
     the help said only "skip the figures"."""
     assert ("skip the figures; the report's folder loses its earlier figures (one folder holds "
             "one report: --out OTHER keeps DIR's)") in _help(capsys, "report")
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(tiny_toml())
+    return path
+
+
+def test_an_interrupted_report_of_a_sweep_says_only_the_report_was(tiny_config, tmp_path,
+                                                                   monkeypatch, capsys):
+    """Ctrl-C in `kvstats sweep`'s report phase said to rerun with --resume, though every
+    cell and the results were written: now it says to run `kvstats report DIR`. The bar
+    the interrupt left open (the energy tests') is closed first, so the line is its own."""
+    import kvstats.report
+    from tqdm import tqdm
+
+    def interrupted(result, out, **kwargs):
+        bar = tqdm(total=4, desc="energy tests", file=sys.stderr)
+        bar.update()
+        raise KeyboardInterrupt   # the bar left open, as an interrupted loop leaves it
+
+    monkeypatch.setattr(kvstats.report, "hypothesis_report", interrupted)
+    out = tmp_path / "my out"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
+                 "--no-progress", "--no-figures"]) == 130
+    assert (out / "manifest.json").is_file()
+    err = capsys.readouterr().err
+    assert err.endswith(f"\nkvstats sweep: interrupted; the sweep finished (its results are in {out}); "
+                        f"only its report was interrupted: `kvstats report '{out}' --no-figures` "
+                        "writes it\n"), err
+
+
+def test_an_interrupted_sweep_says_it_in_the_commands_words(tiny_config, tmp_path, monkeypatch, capsys):
+    """Ctrl-C before any cell finished said "0 of 4 cells finished, kept in ...: rerun with
+    resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4", the
+    Python API's words; now the command's."""
+    import kvstats.sweep.run as run
+
+    def interrupted(task, emit=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "_compute_task", interrupted)
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(tmp_path / "o"), "--workers", "1",
+                 "--no-progress"]) == 130
+    assert capsys.readouterr().err == ("kvstats sweep: interrupted; no cell of 4 had finished: "
+                                       "rerun the same command\n")
