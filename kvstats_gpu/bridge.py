@@ -8,9 +8,14 @@ them into a :class:`~kvstats_gpu.cache.CacheSpec` and :class:`~kvstats_gpu.cache
 and reads nothing else of the numpy coders. Which names the GPU path supports is the
 registry's ``SchemeDef.gpu`` (:func:`kvstats.quant.registry.scheme_def`).
 
-Same rotation signs, codebooks and sketch matrices as the numpy scheme, so the GPU codes
-equal the numpy codes for the same inputs (up to float32 vs float64 rounding at
-boundaries; see :mod:`kvstats_gpu.codebook`).
+Same rotation signs, codebooks and sketch matrices as the numpy scheme, so the GPU cache
+holds the numpy scheme's codes, QJL signs and float16 norms for the same inputs, up to
+float32 (GPU) vs float64 (numpy) rounding: a rotated coordinate within float32 rounding
+of a codebook boundary takes the neighbouring code (and with it the residual's signs
+change), and a norm within float32 rounding of a float16 rounding midpoint is stored as
+the neighbouring float16 (one float16 step, about 0.1%, and a different residual). Such
+tokens are rare but not absent (QKQV@3, d = 96, 4000 random keys: 3 dequantize
+differently, by up to 14% of the key's norm). See :mod:`kvstats_gpu.codebook`.
 """
 
 from __future__ import annotations
@@ -81,8 +86,9 @@ def spec_from_scheme(scheme: Scheme) -> tuple[CacheSpec, CacheParams]:
     """The GPU cache spec and parameters of a numpy :func:`kvstats.make_scheme` scheme.
 
     ``spec_from_export(scheme.export())``: same rotation signs, codebooks and sketch
-    matrices, so the GPU codes equal the numpy scheme's codes for the same inputs (up to
-    float32 vs float64 rounding at boundaries). Raises a ValueError for a scheme without a
+    matrices, so the GPU codes, QJL signs and float16 norms equal the numpy scheme's for
+    the same inputs, up to float32 vs float64 rounding (a code at a boundary, a norm at a
+    float16 rounding midpoint; see the module docstring). Raises a ValueError for a scheme without a
     GPU export (registry ``SchemeDef.gpu``), independent draws or a Haar rotation.
 
     Examples
