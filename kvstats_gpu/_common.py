@@ -355,8 +355,9 @@ def dot_nn(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.sum(a[:, :, None].astype(jnp.float32) * b[None, :, :].astype(jnp.float32), axis=1)
 
 
-def as_jax_float(x: ArrayLike, name: str, *, min_ndim: int = 1) -> jax.Array:
-    """Validate a float array (float32, bfloat16, float16 or float64→float32) for the GPU path."""
+def as_jax_float(x: ArrayLike, name: str, *, min_ndim: int = 1, allow_empty: bool = False) -> jax.Array:
+    """Validate a float array (float32, bfloat16, float16 or float64→float32) for the GPU path
+    (non-empty unless ``allow_empty``)."""
     if isinstance(x, jax.Array):
         arr = x
     else:
@@ -369,7 +370,7 @@ def as_jax_float(x: ArrayLike, name: str, *, min_ndim: int = 1) -> jax.Array:
         raise TypeError(f"{name} must be a real numeric array; received dtype {dtype}")
     if arr.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimension(s); received shape {arr.shape}")
-    if 0 in arr.shape:
+    if 0 in arr.shape and not allow_empty:
         raise ValueError(f"{name} must not be empty; received shape {arr.shape}")
     if dtype not in (jnp.float32, jnp.bfloat16, jnp.float16):
         arr = jnp.asarray(arr, jnp.float32)

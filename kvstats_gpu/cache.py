@@ -26,10 +26,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 from jaxtyping import Float, Int, UInt8
 
 from kvstats._checks import check_int, check_real
+from kvstats.quant.coder import NormOverflowError
 from kvstats_gpu._common import as_jax_float, check_finite_concrete, check_length, resolve_impl
 from kvstats_gpu.codebook import (StaticCodebook, decode_packed, decode_reference, encode_packed,
                                   unpack_planes_reference)
@@ -247,7 +249,8 @@ def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
     Every part present or absent as the spec says, planes ``(H, bits, C, d_pad/8)``, signs
     ``(H, C, m/8)``, norms ``(H, C)``, with one H and one C throughout (so a mismatched
     cache fails here, naming the part, not deep inside a kernel), and ``length`` an
-    integer scalar in ``[0, C]`` (when concrete: a longer one would attend every slot).
+    integer scalar in ``[0, C]`` (when concrete: a longer one would attend every slot;
+    ``C + 1`` is what :func:`append_kv` under jit sets when the tokens did not fit).
 
     Examples
     --------
@@ -281,7 +284,13 @@ def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
         if part is not None and tuple(part.shape) != shape:
             raise ValueError(f"cache.{name} has shape {tuple(part.shape)}, expected {shape} for this spec "
                              f"(H = {H}, C = {C})")
-    check_length(cache.length, "cache.length", low=0, high=C)
+    try:
+        check_length(cache.length, "cache.length", low=0, high=C)
+    except ValueError as exc:  # raised only for a concrete integer
+        if int(cache.length) == C + 1:
+            raise ValueError(f"{exc}, the length append_kv sets under jit when the tokens did not fit "
+                             "(the cache is spoiled); allocate a larger capacity in quantize_kv") from None
+        raise
 
 
 # --------------------------------------------------------------------------- encoding
@@ -308,13 +317,41 @@ def _encode_side(x, codebook, signs, sketch, impl, interpret):
     return planes, norms, bits, snorms
 
 
-def _check_kv(K, V, dim):
-    K = as_jax_float(K, "K", min_ndim=3)
-    V = as_jax_float(V, "V", min_ndim=3)
+# The largest norm the cache's float16 can hold; a larger one would be stored as inf and
+# every decode attending that token would return NaN.
+_NORM_MAX = float(np.finfo(np.float16).max)
+
+
+def _check_norms(X, name):
+    """Refuse a concrete ``X`` with a vector norm above float16's largest (the numpy core's rule,
+    ``kvstats.quant.coder.check_norm_range``; the GPU cache has no wider norm dtype). Traced
+    inputs cannot be checked: such a norm is stored as inf and attention over it is NaN."""
+    if isinstance(X, jax.core.Tracer) or X.size == 0:
+        return
+    top = float(np.linalg.norm(np.asarray(X, np.float32), axis=-1).max())  # float32, as the encode computes it
+    if top > _NORM_MAX:
+        raise NormOverflowError(f"{name} has a vector norm of {top:.4g}, above the largest float16 ({_NORM_MAX:.6g}), "
+                                f"the GPU cache's norm dtype; rescale {name} (e.g. divide it by a power of two)")
+
+
+def _check_sketch_norms(cache, start, n):
+    """Refuse a concrete cache whose new tokens' QJL norms (a residual's, computed in the encode)
+    overflowed float16; the inputs' own norms were checked before encoding."""
+    for name, part in (("K", cache.k_snorms), ("V", cache.v_snorms)):
+        if part is not None and not isinstance(part, jax.core.Tracer) and \
+                np.isinf(np.asarray(part[:, start:start + n], np.float32)).any():
+            raise NormOverflowError(f"the QJL residual of {name} has a norm above the largest float16 "
+                                    f"({_NORM_MAX:.6g}), the GPU cache's norm dtype; rescale {name}")
+
+
+def _check_kv(K, V, dim, allow_empty=False):
+    K = as_jax_float(K, "K", min_ndim=3, allow_empty=allow_empty)
+    V = as_jax_float(V, "V", min_ndim=3, allow_empty=allow_empty)
     if K.ndim != 3 or K.shape != V.shape or K.shape[-1] != dim:
         raise ValueError(f"K and V must both have shape (H, N, {dim}); received {K.shape} and {V.shape}")
-    check_finite_concrete(K, "K")
-    check_finite_concrete(V, "V")
+    for X, name in ((K, "K"), (V, "V")):
+        check_finite_concrete(X, name)
+        _check_norms(X, name)
     return K.astype(jnp.float32), V.astype(jnp.float32)
 
 
@@ -336,6 +373,15 @@ def quantize_kv(K: Float[ArrayLike, "H N dim"], V: Float[ArrayLike, "H N dim"], 
         Dispatch (see :mod:`kvstats_gpu`); the encode kernels are rotation, Lloyd–Max
         encode/decode and QJL sketch.
 
+    Raises
+    ------
+    kvstats.quant.coder.NormOverflowError
+        (a ValueError) A vector norm of K or V, or of a QJL residual, above 65504, the
+        largest float16 (the cache's norm dtype): it would be stored as inf and attention
+        over it be NaN. Rescale the inputs. Checked only for concrete inputs: under jit
+        such a norm is stored as inf and :func:`~kvstats_gpu.decode.decode_attention`
+        returns NaN for the heads attending it.
+
     Examples
     --------
     >>> import numpy as np
@@ -352,7 +398,9 @@ def quantize_kv(K: Float[ArrayLike, "H N dim"], V: Float[ArrayLike, "H N dim"], 
     N = K.shape[1]
     capacity = N if capacity is None else check_int(capacity, "capacity", low=N)
     C = -(-capacity // PAGE) * PAGE
-    return _quantize_jit(K, V, params, spec=spec, C=C, impl=impl, interpret=interpret)
+    cache = _quantize_jit(K, V, params, spec=spec, C=C, impl=impl, interpret=interpret)
+    _check_sketch_norms(cache, 0, N)
+    return cache
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "C", "impl", "interpret"))
@@ -379,8 +427,15 @@ def append_kv(cache: QuantizedKVCache, K: Float[ArrayLike, "H n dim"], V: Float[
     """Encode new tokens ``(H, n, dim)`` and write them at ``cache.length`` (a decode step).
 
     Keys arriving later are coded with the same rotation and sketch (one shared draw).
-    Jit-friendly (``lax.dynamic_update_slice``); writing past the capacity raises when
-    ``length`` is concrete.
+    Jit-friendly (``lax.dynamic_update_slice``). Zero tokens (``n = 0``, e.g. a finished
+    sequence of a ragged batch) return the cache unchanged.
+
+    Past the capacity: with a concrete ``cache.length`` a ValueError. Under jit nothing can
+    raise, and ``dynamic_update_slice`` would clamp the write onto the last tokens; instead
+    the returned ``length`` is ``C + 1`` (and stays so through later appends): the cache is
+    spoiled (its last tokens may be overwritten), :func:`check_cache` refuses it once
+    concrete, and :func:`~kvstats_gpu.decode.decode_attention` under jit returns NaN for
+    it. Norms above float16's range: as :func:`quantize_kv`.
 
     Examples
     --------
@@ -395,15 +450,22 @@ def append_kv(cache: QuantizedKVCache, K: Float[ArrayLike, "H n dim"], V: Float[
     if not isinstance(cache, QuantizedKVCache):
         raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
     params = check_params(spec, params)
-    K, V = _check_kv(K, V, spec.dim)
+    K, V = _check_kv(K, V, spec.dim, allow_empty=True)
     if K.shape[0] != cache.n_heads:
         raise ValueError(f"K must have {cache.n_heads} heads (the cache's); received {K.shape[0]}")
     n = K.shape[1]
-    if not isinstance(cache.length, jax.core.Tracer) and int(cache.length) + n > cache.capacity:
+    concrete = not isinstance(cache.length, jax.core.Tracer)
+    if n == 0:
+        check_cache(cache, spec)
+        return cache
+    if concrete and int(cache.length) + n > cache.capacity:
         raise ValueError(f"appending {n} tokens to a cache holding {int(cache.length)} exceeds its "
                          f"capacity {cache.capacity}; allocate a larger capacity in quantize_kv")
     impl, interpret = resolve_impl(impl, interpret)
-    return _append_jit(cache, K, V, params, spec=spec, impl=impl, interpret=interpret)
+    new = _append_jit(cache, K, V, params, spec=spec, impl=impl, interpret=interpret)
+    if concrete:
+        _check_sketch_norms(new, int(cache.length), n)
+    return new
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "impl", "interpret"))
@@ -423,7 +485,11 @@ def _append_jit(cache, K, V, params, *, spec, impl, interpret):
     axes = (2, 1, 1, 1)
     new = [put(o, nw, ax) for o, nw, ax in zip(cache[:4], ks, axes)]
     new += [put(o, nw, ax) for o, nw, ax in zip(cache[4:8], vs, axes)]
-    return QuantizedKVCache(*new, cache.length + K.shape[1])
+    # past the capacity (only a traced length gets here) the write was clamped: mark the cache
+    # spoiled with length C + 1, which check_cache refuses and decode_attention makes NaN
+    end = pos + K.shape[1]
+    C = cache.capacity
+    return QuantizedKVCache(*new, jnp.where((pos >= 0) & (end <= C), end, C + 1).astype(cache.length.dtype))
 
 
 def _dequant_side(planes, norms, bits, snorms, codebook, signs, sketch, scale, dim):

@@ -409,7 +409,11 @@ def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spe
     q : ``(H·G, dim)``
         The step's query heads (post-RoPE); head ``h·G + g`` uses KV head ``h``.
     cache : QuantizedKVCache
-        H KV heads; the first ``cache.length`` tokens are attended (length >= 1).
+        H KV heads; the first ``cache.length`` tokens are attended (length >= 1). Under
+        jit, where a traced length cannot raise, a length outside ``[1, C]`` gives NaN for
+        every output, by design: an empty cache (the softmax of no tokens is undefined)
+        or one that :func:`~kvstats_gpu.cache.append_kv` overflowed (length ``C + 1``).
+        Eagerly, either is a ValueError.
     spec, params : the cache's spec and parameters.
     impl, interpret : dispatch (see :mod:`kvstats_gpu`).
     block_tokens : int
@@ -457,7 +461,22 @@ def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spe
 def _decode_jit(q, cache, params, *, spec, impl, interpret, block_tokens, n_splits, num_warps):
     parts = decode_partials(q, cache, spec, params, impl=impl, interpret=interpret,
                             block_tokens=block_tokens, n_splits=n_splits, num_warps=num_warps)
-    return finalize_partials(parts, spec, params, impl=impl, interpret=interpret)
+    return _nan_unless_attendable(finalize_partials(parts, spec, params, impl=impl, interpret=interpret),
+                                 cache.length, cache.capacity)
+
+
+def _nan_unless_attendable(out: jax.Array, length: Int[ArrayLike, ""], capacity: int) -> jax.Array:
+    """``out`` where ``1 <= length <= capacity``, else NaN throughout: the failure a traced
+    length (under jit) cannot raise is made visible instead (an empty cache, or one that
+    :func:`~kvstats_gpu.cache.append_kv` overflowed: length ``capacity + 1``).
+
+    Examples
+    --------
+    >>> out = jnp.ones(2)
+    >>> [bool(jnp.isnan(_nan_unless_attendable(out, n, 256)).all()) for n in (0, 1, 256, 257)]
+    [True, False, False, True]
+    """
+    return jnp.where((length >= 1) & (length <= capacity), out, jnp.nan)
 
 
 def _check_blocking(C, block_tokens, n_splits, backend):

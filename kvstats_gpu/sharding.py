@@ -20,7 +20,7 @@ from jaxtyping import Float
 
 from kvstats_gpu.cache import CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
 from kvstats._checks import check_int
-from kvstats_gpu.decode import Partials, _queries, decode_partials, finalize_partials
+from kvstats_gpu.decode import Partials, _queries, decode_partials, finalize_partials, _nan_unless_attendable
 
 
 def _cache_specs(head_axis, seq_axis) -> QuantizedKVCache:
@@ -126,7 +126,9 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
             parts = Partials(M, jax.lax.psum(w * parts.l, seq_axis),
                              jax.lax.psum(w[..., None] * parts.a, seq_axis),
                              None if parts.b is None else jax.lax.psum(w[..., None] * parts.b, seq_axis))
-        return finalize_partials(parts, spec, params_l, impl=impl, interpret=interpret)
+        out = finalize_partials(parts, spec, params_l, impl=impl, interpret=interpret)
+        # under jit: NaN for an empty or overflowed cache, as decode_attention (the global capacity)
+        return _nan_unless_attendable(out, cache_l.length, cache_l.capacity * n_seq_dev)
 
     param_specs = CacheParams(*[None if a is None else P() for a in params])
     cache_specs = QuantizedKVCache(*[None if a is None else s
