@@ -10,14 +10,17 @@ save the figures). One script, in this order:
    per KV head, d = 128), the time of one decode step over the quantized cache and of
    ``jax.nn.dot_product_attention`` on the same shape in bf16, the bytes each reads, the
    achieved memory bandwidth and its fraction of the device's peak, and the cache bytes
-   per token against fp16, one row per (length, scheme, backend).
+   per token against fp16, one row per (length, scheme, backend). Beside the time ratio,
+   the quantized time against the dense step's byte floor at peak bandwidth (what dense
+   attention could take at best, whatever XLA's dense path does) and XLA's own count of
+   the bytes each compiled step accesses.
 
 How a step is timed on a GPU (:func:`time_step`): steps are enqueued back to back, as in a
 model's decode loop, so the host's dispatch overlaps the device's work instead of being
 added to every step (a 32k-token KQV@4 step streams 35 MB, ~7 µs at 4.8 TB/s, of the order
 of the host's dispatch and synchronisation of one call); and the inputs are cycled through copies totalling at
 least :data:`L2_FLUSH_BYTES`, so that no step finds its cache in the L2 the previous one
-left (the 32k-token KQV@4 cache, 35 MB, fits in an H200's 60 MB L2: timed over one buffer
+left (the 32k-token KQV@4 cache, 35 MB, fits in an H200's 50 MB L2: timed over one buffer
 it would report L2, not HBM, bandwidth). The waited-for latency and the host's enqueue
 time per call are reported beside it.
 
@@ -72,7 +75,7 @@ PEAK_BANDWIDTH = {
 AGREE_RTOL = 1e-4
 
 # The inputs of a timed step are cycled through copies totalling at least this many bytes,
-# several times the L2 cache (H200: 60 MB, H100: 50 MB), so each step reads them from HBM.
+# several times the L2 cache (H100 and H200: 50 MB enabled), so each step reads them from HBM.
 L2_FLUSH_BYTES = 256 * 2 ** 20
 # Steps enqueued per timed burst on a GPU (the host's enqueue overlaps the device's work;
 # the burst's first dispatch and last wait are not overlapped: one of each per 128 steps).
@@ -131,6 +134,25 @@ def input_copies(args: tuple, nbytes: int, gpu: bool = True) -> list[tuple]:
     (4, False, True)
     """
     return [args] + [jax.tree.map(jnp.copy, args) for _ in range(n_copies(nbytes, gpu) - 1)]
+
+
+def _compile_step(fn: Callable, args: tuple) -> tuple[Callable, float | None]:
+    """``fn`` compiled by XLA for ``args``, and XLA's ``cost_analysis()`` "bytes accessed"
+    (None where XLA gives none). Pallas kernels are custom calls XLA does not see into, so
+    for a kernel's step the figure counts only the XLA operations around it.
+
+    Examples
+    --------
+    >>> step, nbytes = _compile_step(lambda x: x + 1, (jnp.ones(1024, jnp.float32),))
+    >>> float(step(jnp.ones(1024))[0]), nbytes  # 4 KiB read, 4 KiB written (XLA-CPU)
+    (2.0, 8192.0)
+    """
+    compiled = jax.jit(fn).lower(*args).compile()
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):  # one dict per program in older jax
+        cost = cost[0] if cost else None
+    nbytes = (cost or {}).get("bytes accessed")
+    return compiled, None if nbytes is None else float(nbytes)
 
 
 def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int,
@@ -220,6 +242,13 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
 
     Times are per step in a stream of steps over copies of the inputs (:func:`time_step`,
     :func:`n_copies`); GB/s = the bytes a step must read / that time.
+    ``speedup_vs_dense`` is the measured dense time over the quantized one;
+    ``speedup_vs_dense_floor`` is ``dense_bytes / peak / quant time``, the quantized step
+    against the least time dense attention could take (reading K, V and q once at peak
+    bandwidth; on a GPU with a known peak), so a dense path slower than its floor does not
+    flatter the ratio. ``dense_xla_bytes`` and ``quant_xla_bytes`` are XLA's count of the
+    bytes each compiled step accesses (:func:`_compile_step`): a dense count far above
+    ``dense_bytes`` says XLA's dense path copies or re-reads K and V.
     ``impls``: Pallas backends to time on a GPU (``"pallas"``, ``"mosaic"``, ``"triton"``);
     off a GPU one row per scheme of the jnp reference path. ``on_row(row)`` is called as
     each row is measured (the command line prints and saves it at once, so a run cut short
@@ -248,7 +277,8 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
         Kd, Vd, qd = jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None], q[None, None]
         dense_bytes = 2 * K.size * 2 + q.size * 2
         dense_sets = input_copies((qd, Kd, Vd), dense_bytes, gpu)
-        t_dense = time_step(jax.jit(jax.nn.dot_product_attention), dense_sets, reps=reps, burst=burst)
+        dense_step, dense_xla_bytes = _compile_step(jax.nn.dot_product_attention, dense_sets[0])
+        t_dense = time_step(dense_step, dense_sets, reps=reps, burst=burst)
         del Kd, Vd, dense_sets
         for (name, bits), impl in ((sb, i) for sb in schemes for i in impls):
             spec, params = make_cache_spec(name, bits, dim, seed=0)
@@ -256,7 +286,8 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
             acc = cache_bytes_per_token(spec, n_kv_heads)
             q_bytes = n * acc["bytes"]  # the codes and norms of the attended tokens
             quant_sets = input_copies((q, cache), q_bytes, gpu)
-            step = jax.jit(lambda q, c: decode_attention(q, c, spec, params, impl=impl))
+            step, quant_xla_bytes = _compile_step(lambda q, c: decode_attention(q, c, spec, params, impl=impl),
+                                                 quant_sets[0])
             # on a GPU the timed outputs themselves (the last burst's, over the cache copies)
             # against the jnp reference on the same cache at the timed shape (the correctness
             # check before the timing runs at 300 tokens); the reference runs before the timing
@@ -273,6 +304,9 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
                    "scheme": name if bits is None else f"{name}@{bits}", "path": impl if gpu else "jnp reference (CPU)",
                    "quant_ms": 1e3 * t_q, "dense_bf16_ms": 1e3 * t_dense["step"],
                    "speedup_vs_dense": t_dense["step"] / t_q,
+                   "speedup_vs_dense_floor": None if peak is None else dense_bytes / peak / t_q,
+                   "quant_bytes": q_bytes, "dense_bytes": dense_bytes,
+                   "quant_xla_bytes": quant_xla_bytes, "dense_xla_bytes": dense_xla_bytes,
                    "quant_GBps": q_bytes / t_q / 1e9, "dense_GBps": dense_bytes / t_dense["step"] / 1e9,
                    "quant_frac_peak": None if peak is None else q_bytes / t_q / peak,
                    "dense_frac_peak": None if peak is None else dense_bytes / t_dense["step"] / peak,
@@ -311,9 +345,14 @@ def _frac(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}%"
 
 
+def _mb(v: float | None) -> str:
+    return "n/a" if v is None else f"{v / 1e6:.4g} MB"
+
+
 def _fmt(rows: list[dict[str, Any]]) -> str:
-    cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "quant_GBps",
-            "quant_frac_peak", "dense_GBps", "dense_frac_peak", "quant_latency_ms", "quant_enqueue_ms",
+    cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "speedup_vs_dense_floor",
+            "quant_GBps", "quant_frac_peak", "dense_GBps", "dense_frac_peak", "dense_bytes", "dense_xla_bytes",
+            "quant_bytes", "quant_xla_bytes", "quant_latency_ms", "quant_enqueue_ms",
             "cache_bytes_per_token", "ratio_to_fp16", "rel_err_vs_reference"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -381,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     peak = peak_bandwidth(device.device_kind) if gpu else None
     print("bytes counted: quantized = the cache's codes and norms of the attended tokens; dense = K and V in "
           "bf16 and the queries (intermediates such as the quantized step's per-split partials and the dense "
-          "logits not counted); GB/s = bytes / median step time"
+          "logits not counted); XLA's bytes accessed: its cost analysis of each compiled step (a Pallas "
+          "kernel is a custom call it does not count); GB/s = bytes / median step time"
           + (f", a step timed in a stream of up to {BURST} enqueued back to back over copies of its inputs "
              f"totalling >= {L2_FLUSH_BYTES / 2 ** 20:.0f} MiB (so none is read from L2)" if gpu else
              " (CPU: one call at a time)")
@@ -427,7 +467,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms, "
               f"{row['quant_GBps']:.4g} GB/s ({_frac(row['quant_frac_peak'])} of peak); dense bf16 "
               f"{row['dense_bf16_ms']:.4g} ms, {row['dense_GBps']:.4g} GB/s ({_frac(row['dense_frac_peak'])}); "
-              f"dense/quantized time {row['speedup_vs_dense']:.3g}; one step waited for {row['quant_latency_ms']:.4g} "
+              f"dense/quantized time {row['speedup_vs_dense']:.3g}"
+              + ("" if row["speedup_vs_dense_floor"] is None else
+                 f", dense byte floor at peak/quantized time {row['speedup_vs_dense_floor']:.3g}")
+              + f"; XLA's bytes accessed: dense {_mb(row['dense_xla_bytes'])} (floor {_mb(row['dense_bytes'])}), "
+              f"quantized {_mb(row['quant_xla_bytes'])} (cache {_mb(row['quant_bytes'])})"
+              f"; one step waited for {row['quant_latency_ms']:.4g} "
               f"ms (dense {row['dense_latency_ms']:.4g}), host enqueue {row['quant_enqueue_ms']:.4g} ms/step"
               + (" HOST-BOUND (enqueueing a step takes about as long as a step)"
                  if gpu and row["quant_enqueue_ms"] >= 0.8 * row["quant_ms"] else "")
