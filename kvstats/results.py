@@ -199,6 +199,9 @@ CASE_COLUMNS = ("distribution", "params", "dim", "n_keys")
 
 #: File names inside a sweep directory.
 MANIFEST = "manifest.json"
+# the newest manifest layout ("kvstats_sweep") this version reads: the one it writes
+# (kvstats.sweep.store.MANIFEST_VERSION)
+_MANIFEST_LAYOUT = 2
 RESULTS = "results"
 _TABLE_SUFFIXES = (".parquet", ".csv")
 
@@ -219,6 +222,11 @@ def table_path(directory: str | os.PathLike, stem: str) -> Path | None:
     return None
 
 
+# The text columns of a sweep's tables (CELL_COLUMNS), and the dtypes a table's recorded
+# schema gives text: what CSV reads as text (read_table_meta)
+_TEXT_COLUMNS = ("distribution", "params", "scheme", "cell_id")
+_TEXT_DTYPES = ("object", "str", "string")
+
 #: Key of the metadata record in a parquet file's schema metadata, and the first-line
 #: marker of a CSV table.
 TABLE_META_KEY = "kvstats"
@@ -229,8 +237,10 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
     """Read a table written by the sweep and the metadata record it carries (or None).
 
     Parquet keeps the record in its schema metadata; CSV in a first line
-    ``#kvstats {json}``. Floats in CSV are parsed round-trip exactly, text such as
-    ``"-"`` or ``"None"`` stays text, only ``"NaN"``/``"nan"`` are missing values.
+    ``#kvstats {json}``. Floats in CSV are parsed round-trip exactly; the text columns
+    (those the record's ``"schema"`` gives a text dtype, else the sweep's ``distribution``,
+    ``params``, ``scheme`` and ``cell_id``) stay text, ``"123"``, ``"True"`` or ``"nan"``
+    included; in the other columns only ``"NaN"``/``"nan"`` are missing values.
 
     Raises
     ------
@@ -268,8 +278,17 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
             first = fh.readline()
         if first.startswith(_CSV_META_PREFIX):
             meta = json.loads(first[len(_CSV_META_PREFIX):])
-        frame = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan"],
-                            skiprows=1 if meta is not None else 0, **round_trip)
+        skip = 1 if meta is not None else 0
+        # text stays text: a label or name such as "123", "True", "1e3" or "nan" is not a
+        # number, a bool or a missing value (the columns the record's schema calls text, else
+        # the sweep's text columns); only numeric columns have missing values
+        schema = meta.get("schema") if isinstance(meta, dict) else None
+        text = ({str(c) for c, kind in schema if kind in _TEXT_DTYPES} if isinstance(schema, list)
+                else set(_TEXT_COLUMNS))
+        columns = pd.read_csv(path, nrows=0, skiprows=skip).columns
+        frame = pd.read_csv(path, keep_default_na=False, skiprows=skip,
+                            dtype={c: str for c in columns if c in text},
+                            na_values={c: ["NaN", "nan"] for c in columns if c not in text}, **round_trip)
         return frame, meta
     except (OSError, ImportError):  # not the file's fault: pyarrow (an extra) not installed
         raise
@@ -324,17 +343,26 @@ def frame_digest(frame: pd.DataFrame) -> str:
     return h.hexdigest()
 
 
-def config_fingerprint(config: SweepConfig | dict[str, Any]) -> str:
+def config_fingerprint(config: SweepConfig | Mapping[str, Any]) -> str:
     """SHA-256 (first 20 hex digits) of a sweep config's canonical form (its ``to_dict``).
+
+    A dict is read as a config first (:meth:`~kvstats.sweep.SweepConfig.from_dict`), so a
+    config written out by hand has the fingerprint its sweep's manifest records.
 
     Examples
     --------
     >>> cfg = {"schemes": ["KQV"], "distributions": ["gaussian"]}
     >>> from kvstats.sweep import SweepConfig
-    >>> config_fingerprint(SweepConfig.from_dict(cfg)) == config_fingerprint(SweepConfig.from_dict(cfg))
+    >>> config_fingerprint(cfg) == config_fingerprint(SweepConfig.from_dict(cfg))
     True
     """
-    data = config if isinstance(config, dict) else config.to_dict()
+    from kvstats.sweep.config import SweepConfig
+
+    if isinstance(config, Mapping):
+        config = SweepConfig.from_dict(config)
+    if not isinstance(config, SweepConfig):
+        raise TypeError(f"config must be a SweepConfig or a config dict; received {type(config).__name__}")
+    data = config.to_dict()
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -414,6 +442,12 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     manifest = _read_manifest(manifest_path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
+    layout = manifest.get("kvstats_sweep")
+    if isinstance(layout, (int, float)) and layout > _MANIFEST_LAYOUT:
+        # a newer layout may mean things this version would read wrongly without a word
+        raise ValueError(f"manifest {str(manifest_path)!r} has the layout 'kvstats_sweep' {layout!r}, "
+                         f"newer than this kvstats reads (layouts up to {_MANIFEST_LAYOUT}): it was "
+                         "written by a newer kvstats; read it with that version")
     table = results_file(out, manifest)
     # its plugins as relocate_plugins finds them (none given: a moved file is an error
     # naming its hash and both fixes, CLI and Python; an edited one a warning), before
