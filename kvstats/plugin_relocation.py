@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kvstats.plugins import _CURRENT, _LOADED, PluginError, _forget, _import, _is_file, _sha256
+from kvstats.plugins import _CURRENT, _LOADED, PluginError, _forget, _import, _is_file, _key, _sha256
 
 __all__ = ["relocate_plugins", "relocated"]
 
@@ -115,10 +115,10 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
         sha = _sha256(path) or ""
         ref = _match(path, sha, files, records, [d["plugin"] for d in done], where)
         want = (records.get(ref) or {}).get("sha256")
-        if ref in _LOADED:
-            if _LOADED[ref].get("file") != path:
+        if _key(ref) in _LOADED:
+            if _key(_LOADED[_key(ref)].get("file")) != _key(path):
                 raise PluginError(f"--plugins: plugin {ref!r} of {where} is already imported in this "
-                                  f"process from {_LOADED[ref].get('file')!r}; start a new process to "
+                                  f"process from {_LOADED[_key(ref)].get('file')!r}; start a new process to "
                                   f"use {path!r}")
         else:
             if want and sha != want:
@@ -130,7 +130,7 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
         done.append({"plugin": ref, "recorded_file": ref, "recorded_sha256": want or "",
                      "file": path, "sha256": sha})
     for ref in files:
-        if ref not in _LOADED and not os.path.isfile(ref):
+        if _key(ref) not in _LOADED and not os.path.isfile(ref):
             want = (records.get(ref) or {}).get("sha256")
             raise PluginError(f"{where} used the plugin file {ref!r}"
                               + (f" (SHA-256 {want[:12]})" if want else "")
@@ -151,8 +151,8 @@ def _check_version(ref: str, want: str | None, where: str) -> None:
     header says so (:func:`relocated`), as for a copy given with ``--plugins``."""
     from kvstats.results import _user_stacklevel
 
-    if ref in _LOADED:   # imported already: the version this process runs is the one it read
-        file, sha = _LOADED[ref].get("file"), _LOADED[ref].get("sha256")
+    if _key(ref) in _LOADED:   # imported already: the version this process runs is the one it read
+        file, sha = _LOADED[_key(ref)].get("file"), _LOADED[_key(ref)].get("sha256")
     elif _is_file(ref):
         file = ref
         sha = _sha256(file)
@@ -179,19 +179,33 @@ def _check_version(ref: str, want: str | None, where: str) -> None:
 
 def _match(path: str, sha: str, files: list[str], records: Mapping[str, Any], taken: list[str],
            where: str) -> str:
-    """The recorded plugin file ``path`` stands for: same SHA-256, else same file name."""
+    """The recorded plugin file ``path`` stands for: same SHA-256, else same file name; of
+    several, the one whose path ends as ``path`` does in the most folders (``a/schemes.py``
+    and ``b/schemes.py`` moved together, both edited)."""
     free = [ref for ref in files if ref not in taken]
     same = [ref for ref in free if (records.get(ref) or {}).get("sha256") == sha]
     if not same:
         same = [ref for ref in free if os.path.basename(ref) == os.path.basename(path)]
-    if len(same) == 1:
-        return same[0]
+    shared = {ref: _common_tail(ref, path) for ref in same}
+    best = [ref for ref in same if shared[ref] == max(shared.values(), default=0)]
+    if len(best) == 1:
+        return best[0]
     if not free:
         raise PluginError(f"--plugins: {where} has no plugin file (left) for {path!r} to replace "
                           f"(its plugin files: {files})")
     raise PluginError(f"--plugins: {path!r} matches {'none' if not same else 'several'} of the plugin "
-                      f"files {where} used ({free}) by SHA-256 or by file name; give the copy the "
-                      "recorded file's name")
+                      f"files {where} used ({free}) by SHA-256 or by file name and folders; give the "
+                      "copy the recorded file's name (and, for files of one name, its folder's)")
+
+
+def _common_tail(a: str, b: str) -> int:
+    """How many trailing path components ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(reversed(Path(a).parts), reversed(Path(b).parts)):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _load_copy(ref: str, path: str, sha: str) -> None:
@@ -207,5 +221,5 @@ def _load_copy(ref: str, path: str, sha: str) -> None:
                           f"{type(exc).__name__}: {exc}") from exc
     finally:
         _CURRENT.pop()
-    _LOADED[ref] = {**record, "plugin": ref}
+    _LOADED[_key(ref)] = {**record, "plugin": ref}
     _RELOCATED[ref] = {"file": path, "sha256": sha}

@@ -21,6 +21,9 @@ manifest recorded: :mod:`kvstats.plugin_relocation`, whose ``relocate_plugins`` 
 
 A plugin that is missing or fails to import is a :class:`PluginError` (a ValueError)
 naming the config key and the file; whatever it registered before failing is removed.
+A process runs the code it imported: a sweep whose plugin, or the file of a registered
+scheme's functions, changed since is refused (``_check_unchanged``), as its cell ids
+would hash the edited file.
 
 The runner (:mod:`kvstats.sweep.run`) sends its workers :func:`worker_payload` (the
 plugins, and the schemes and distributions a script registered itself, pickled by
@@ -59,8 +62,12 @@ __all__ = ["PluginError", "load_plugins", "resolve_plugin", "plugin_records", "c
 
 _KEY = "config [sweep] plugins"
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-# resolved plugin -> its manifest record (file, sha256), for the plugins this process imported
+# plugin (_key: a file's real path) -> its manifest record (plugin, file, sha256: the file as
+# imported), for the plugins this process imported
 _LOADED: dict[str, dict[str, Any]] = {}
+# id(registration) -> (the registration, {source file: its SHA-256 when registered}): the
+# user code this process runs, which a sweep checks against the files (_check_unchanged)
+_PINS: dict[int, tuple[Any, dict[str, str]]] = {}
 _CURRENT: list[str] = []   # the plugin being imported (registrations remember it)
 #: What a sweep's worker process needs to know the grid's user code (:func:`worker_payload`):
 #: the plugins, and the script's own registrations pickled by reference (None: none).
@@ -128,6 +135,12 @@ def _is_file(ref: str) -> bool:
     return ref.endswith(".py") or "/" in ref or os.sep in ref
 
 
+def _key(ref: str) -> str:
+    """One key per plugin: a file's real path (one file spelled two ways, through a
+    symlink, is one plugin), a module's name."""
+    return os.path.realpath(ref) if _is_file(ref) else ref
+
+
 def resolve_plugin(ref: Any, base_dir: str | os.PathLike | None = None) -> str:
     """A plugin entry made absolute: a file path resolved against ``base_dir`` (default: the
     working directory), a module name unchanged.
@@ -155,7 +168,7 @@ def _module_name(path: str) -> str:
     # a stable name per file: functions defined there pickle by reference to it, and a
     # worker that loads the same file gets the same module name
     stem = re.sub(r"\W", "_", Path(path).stem)
-    return f"kvstats_plugin_{stem}_{hashlib.sha256(path.encode()).hexdigest()[:10]}"
+    return f"kvstats_plugin_{stem}_{hashlib.sha256(_key(path).encode()).hexdigest()[:10]}"
 
 
 def _forget(ref: str) -> None:
@@ -174,9 +187,11 @@ def _forget(ref: str) -> None:
 def _imported_from(path: str) -> Any:
     """The module already imported from the file ``path`` (the script imported its plugin
     itself, e.g. to check its scheme), else None."""
+    real = os.path.realpath(path)
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if isinstance(file, str) and os.path.normpath(os.path.abspath(file)) == path:
+        if (isinstance(file, str) and os.path.basename(file) == os.path.basename(real)
+                and os.path.realpath(file) == real):
             return module
     return None
 
@@ -267,12 +282,18 @@ def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = No
     if isinstance(plugins, str) or not isinstance(plugins, Iterable):
         raise TypeError(f"{_KEY} must be a list of strings; received {plugins!r}")
     resolved = tuple(resolve_plugin(p, base_dir) for p in plugins)
+    named: dict[str, str] = {}
+    for ref in resolved:   # one file named twice would be recorded twice
+        if _key(ref) in named:
+            raise PluginError(f"{_KEY} must name each plugin once; received {named[_key(ref)]!r} "
+                              f"and {ref!r}, which are one {'file' if _is_file(ref) else 'module'}")
+        named[_key(ref)] = ref
     for ref in resolved:
-        if ref in _LOADED:
+        if _key(ref) in _LOADED:
             continue
         _CURRENT.append(ref)
         try:
-            _LOADED[ref] = _import(ref)
+            _LOADED[_key(ref)] = _import(ref)
         except PluginError:
             _forget(ref)
             raise
@@ -296,9 +317,9 @@ def plugin_records(plugins: Iterable[str]) -> list[dict[str, Any]]:
     """
     records = []
     for ref in plugins:
-        if ref not in _LOADED:
+        if _key(ref) not in _LOADED:
             continue
-        record = dict(_LOADED[ref])
+        record = {**_LOADED[_key(ref)], "plugin": ref}
         # the user modules the plugin imports (helpers beside it): their files and hashes,
         # as the cell ids hash them (kvstats.sweep.plan.user_code_digest)
         imports = user_imports([record["module"]])
@@ -328,15 +349,15 @@ def plugin_summary(plugins: Iterable[str]) -> list[str]:
 
     lines = []
     for ref in plugins:
-        if ref not in _LOADED:
+        if _key(ref) not in _LOADED:
             continue
-        schemes = sorted(n for n, o in registry._ORIGIN.items() if o == ref)
-        dists = sorted(n for n, o in data_register._DIST_ORIGIN.items() if o == ref)
+        schemes = sorted(n for n, o in registry._ORIGIN.items() if o and _key(o) == _key(ref))
+        dists = sorted(n for n, o in data_register._DIST_ORIGIN.items() if o and _key(o) == _key(ref))
         if schemes or dists:
             parts = ([f"scheme(s) {schemes}"] if schemes else []) + ([f"distribution(s) {dists}"] if dists else [])
             lines.append(f"plugin {ref!r} registered {' and '.join(parts)}")
             continue
-        module = sys.modules.get(_LOADED[ref].get("module") or "")
+        module = sys.modules.get(_LOADED[_key(ref)].get("module") or "")
         unregistered = sorted(f"{value.name!r} ({attr})" for attr, value in vars(module or object()).items()
                               if isinstance(value, registry.SchemeDef)
                               and registry._TABLE.get(value.name) is not value)
@@ -347,6 +368,74 @@ def plugin_summary(plugins: Iterable[str]) -> list[str]:
                        "register_distribution at its top level (a call inside a function such as "
                        "main(), or under `if __name__ == '__main__':`, does not run when it is imported)")
     return lines
+
+
+# ------------------------------------------------------------ the code this process runs
+def _code_file(fn: Any) -> str | None:
+    """The real path of the user file that defines ``fn`` (a partial's function, a callable
+    object's class), else None (typed code, a built-in, an installed package)."""
+    from kvstats.user_imports import _function_of, is_user_file
+
+    try:
+        path = inspect.getsourcefile(_function_of(fn))
+    except (TypeError, OSError):
+        return None
+    return os.path.realpath(path) if is_user_file(path) else None
+
+
+def _pin(registration: Any, functions: Iterable[Any]) -> None:
+    """Remember the files of a registration's functions as they are now: what it runs
+    (register_scheme and register_distribution call it)."""
+    files = sorted({f for f in map(_code_file, functions) if f})
+    _PINS[id(registration)] = (registration, {f: _sha256(f) or "" for f in files})
+
+
+def _pinned(registration: Any) -> dict[str, str]:
+    entry = _PINS.get(id(registration))
+    return entry[1] if entry is not None and entry[0] is registration else {}
+
+
+def _rerun(old: Any, new: Any, fields: Iterable[str]) -> bool:
+    """Whether ``new`` is the registration ``old`` made again by the same, unchanged file
+    run as another module: its functions (``fields``) have the qualified names and the
+    file of ``old``'s but another module, and that file is as ``old`` was registered from.
+    A plugin that the script also imports by its module name runs twice (kvstats imports a
+    file plugin under a name of its own); its second registration is then the first. One
+    module registering a name twice is still refused."""
+    pins = _pinned(old)
+    if not pins or any(_sha256(f) != sha for f, sha in pins.items()):
+        return False
+    for field in fields:
+        a, b = _unwrap(getattr(old, field)), _unwrap(getattr(new, field, None))
+        if (_code_file(a) is None or _code_file(a) != _code_file(b) or a.__module__ == b.__module__
+                or a.__qualname__ != getattr(b, "__qualname__", None)):
+            return False
+    return True
+
+
+def _check_unchanged(config: SweepConfig) -> None:
+    """Refuse a sweep whose user code changed on disk since this process imported it.
+
+    A process runs the code it imported, while the cell ids hash the files as they are
+    now (:func:`kvstats.sweep.plan.user_code_digest`): after an edit it would store the old
+    code's numbers under the new code's ids, which a later ``resume`` reuses. Checked: the
+    config's plugins (their files as imported) and the files of its registered schemes'
+    and distributions' functions (as registered)."""
+    from kvstats.data import register as data_register
+    from kvstats.quant import registry
+
+    files = {(r["file"], r["sha256"]) for r in map(_LOADED.get, map(_key, config.plugins))
+             if r and r.get("file") and r.get("sha256")}
+    defs = ([registry.scheme_def(s.name) for s in config.schemes]
+            + [data_register._USER[d.name] for d in config.distributions if d.name in data_register._USER])
+    files |= {pair for d in defs for pair in _pinned(d).items()}
+    changed = [f"{file!r} (SHA-256 {sha[:12]}, now {(_sha256(file) or 'missing')[:12]})"
+               for file, sha in sorted(files) if _sha256(file) != sha]
+    if changed:
+        raise PluginError(f"user code changed since this process imported it: {', '.join(changed)}; "
+                          "this process still runs the code it imported, and the sweep would store "
+                          "its numbers under the cell ids of the files as they are now: start a new "
+                          "process (restart the kernel) to run the edited code, or undo the edit")
 
 
 # ------------------------------------------------------------ user code in a sweep's processes
@@ -412,11 +501,15 @@ def _script_defs(config: SweepConfig) -> tuple[list[Any], list[Any]]:
     from kvstats.data import register as data_register
     from kvstats.quant import registry
 
+    keys = {_key(p) for p in config.plugins}
+
+    def scripts(origin: str | None) -> bool:
+        return origin is None or _key(origin) not in keys
+
     schemes = {registry.scheme_def(s.name) for s in config.schemes}
-    sdefs = [d for d in schemes if d.name not in registry.BUILTIN
-             and registry._ORIGIN.get(d.name) not in config.plugins]
+    sdefs = [d for d in schemes if d.name not in registry.BUILTIN and scripts(registry._ORIGIN.get(d.name))]
     ddefs = [data_register._USER[d.name] for d in config.distributions
-             if d.name in data_register._USER and data_register._DIST_ORIGIN.get(d.name) not in config.plugins]
+             if d.name in data_register._USER and scripts(data_register._DIST_ORIGIN.get(d.name))]
     return sorted(sdefs, key=lambda d: d.name), list({d.name: d for d in ddefs}.values())
 
 

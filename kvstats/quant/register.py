@@ -308,13 +308,16 @@ def register_scheme(scheme: SchemeDef) -> SchemeDef:
     Returns
     -------
     SchemeDef
-        ``scheme``.
+        ``scheme``; or the registered one when ``scheme`` is it made again by the same,
+        unchanged file run as another module (functions of the same names there): a
+        plugin that a script also imports by its module name runs twice, and its second
+        registration is a no-op.
 
     Raises
     ------
     ValueError
-        A name already used (a built-in, a ``K{a}V{b}`` name, an earlier registration) or
-        a field out of range, naming the field.
+        A name already used (a built-in, a ``K{a}V{b}`` name, an earlier registration
+        other than the above) or a field out of range, naming the field.
     TypeError
         A field of the wrong type, naming the field.
 
@@ -335,11 +338,16 @@ def register_scheme(scheme: SchemeDef) -> SchemeDef:
     ValueError: SchemeDef field 'name' 'KQV' clashes with a built-in scheme name ([...] and 'K{a}V{b}'); choose another name
     >>> unregister_scheme("minmax")
     """
-    _check_def(scheme)
-    from kvstats.plugins import current_plugin
+    from kvstats.plugins import _pin, _rerun, current_plugin
 
+    name = getattr(scheme, "name", None)
+    if isinstance(scheme, SchemeDef) and isinstance(name, str) and name in _TABLE and name not in BUILTIN \
+            and _rerun(_TABLE[name], scheme, ("build", "_bits")):
+        return _TABLE[name]   # the same unchanged file ran as another module (a plugin imported by name)
+    _check_def(scheme)
     _TABLE[scheme.name] = scheme
     _ORIGIN[scheme.name] = current_plugin()
+    _pin(scheme, (scheme.build, scheme._bits))   # what it runs: a sweep refuses it once they change
     return scheme
 
 
@@ -368,7 +376,9 @@ def unregister_scheme(name: str) -> None:
         why = " (a built-in cannot be unregistered)" if name in BUILTIN else ""
         raise ValueError(f"name must be a registered user scheme ({list(user_schemes())}); "
                          f"received {name!r}{why}")
-    del _TABLE[name]
+    from kvstats.plugins import _PINS
+
+    _PINS.pop(id(_TABLE.pop(name)), None)
     _ORIGIN.pop(name, None)
 
 

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
-from kvstats.plugins import user_code, worker_payload
+from kvstats.plugins import _check_unchanged, user_code, worker_payload
 from kvstats.quant.coder import NormOverflowError
 from kvstats.results import MANIFEST, REAL, SweepResult, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
@@ -351,6 +351,9 @@ def _run_checked(config: SweepConfig, cells: list[tuple[Cell, str]], out: str | 
 def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Path | None,
                 executor: cf.Executor | str | None, progress: bool, resume: bool, workers: int | None,
                 started: str, tic: float) -> SweepResult:
+    # before any cell is removed, read or written: the user code this process runs must be
+    # the files the cell ids hash
+    _check_unchanged(config)
     git = _git_revision()  # the code that runs: the tree may change while a long sweep runs
     code = code_version()  # ... and what a stored cell must have been computed by to be reused
     env = numeric_env()    # ... and the CPU and BLAS it ran on (recorded; a resume warns)
