@@ -20,6 +20,7 @@ import pytest
 import kvstats
 from kvstats import plugins
 from kvstats.plugins import PluginError, load_plugins, relocate_plugins
+from kvstats.data import register as dist_register
 from kvstats.quant import registry
 from kvstats.results import config_fingerprint, load_result
 
@@ -118,28 +119,23 @@ def test_csv_labels_that_look_like_numbers_bools_or_nan_round_trip(tmp_path, mon
 
 
 # --------------------------------------------------------------------------- 3
-def _scheme_plugin(folder):
-    # schemes only: register_distribution (kvstats.data.register) refuses a second registration
-    path = folder / "pf20_plug.py"
-    path.write_text(_PLUGIN.replace("{name}", "pf20").split("kvstats.register_distribution")[0])
-    return path
-
-
 def test_a_script_imports_its_plugin_after_the_config_loaded_it(folder):
-    path = _scheme_plugin(folder)
+    path = _plugin(folder)
     config = kvstats.sweep.SweepConfig.from_dict({**_GRID, "plugins": [str(path)], "schemes": ["pf20_mm"],
                                                   "distributions": ["gaussian"]})
     registered = registry._TABLE["pf20_mm"]
+    distribution = dist_register._USER["pf20_shifted"]
     sys.path.insert(0, str(folder))
     module = importlib.import_module("pf20_plug")   # was: 'pf20_mm' is already registered
-    # the plugin's registration stands (workers import the plugin for it)
+    # the plugin's registrations stand (workers import the plugin for them)
     assert registry._TABLE["pf20_mm"] is registered and registry._ORIGIN["pf20_mm"] == str(path)
+    assert dist_register._USER["pf20_shifted"] is distribution
     assert module.build is not registered.build
     assert len(kvstats.run_sweep(config, executor="serial", progress=False).frame) == 4
 
 
 def test_the_plugin_imported_again_after_an_edit_is_still_refused(folder):
-    path = _scheme_plugin(folder)
+    path = _plugin(folder)
     load_plugins([str(path)])
     path.write_text(path.read_text() + "# edited\n")
     sys.path.insert(0, str(folder))

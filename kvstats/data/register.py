@@ -10,6 +10,7 @@ uses.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -132,6 +133,10 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
     if name in builtins or name in _RESERVED:
         raise ValueError(f"name {name!r} clashes with a built-in distribution "
                          f"({list(builtins + _RESERVED)}); choose another name")
+    from kvstats.plugins import _pin, _rerun
+
+    if name in _USER and _rerun(_USER[name], types.SimpleNamespace(sampler=sampler), ("sampler",)):
+        return _USER[name]   # the same unchanged file ran as another module (a plugin imported by name)
     if name in _USER:
         by = _DIST_ORIGIN.get(name)
         raise ValueError(f"name {name!r} is already a registered distribution"
@@ -169,6 +174,7 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
     ddef = DistributionDef(name, sampler, defaults, summary)
     _USER[name] = ddef
     _DIST_ORIGIN[name] = current_plugin()
+    _pin(ddef, (sampler,))   # what it runs: a sweep refuses it once its file changes
     return ddef
 
 
@@ -197,7 +203,9 @@ def unregister_distribution(name: str) -> None:
         why = " (a built-in cannot be unregistered)" if name in DISTRIBUTIONS + _RESERVED else ""
         raise ValueError(f"name must be a registered distribution ({list(_USER)}); received "
                          f"{name!r}{why}")
-    del _USER[name]
+    from kvstats.plugins import _PINS
+
+    _PINS.pop(id(_USER.pop(name)), None)
     _DIST_ORIGIN.pop(name, None)
 
 
