@@ -98,6 +98,19 @@ def test_a_sweep_refuses_a_scripts_scheme_whose_file_changed(folder):
         kvstats.run_sweep(cfg, executor="serial", progress=False)
 
 
+def test_a_sweep_refuses_a_scripts_distribution_whose_file_changed(folder):
+    # as above, for a distribution only (the scheme is a built-in): its sampler's file is pinned
+    _plugin(folder, "pf20_dist", "pf20d")
+    sys.path.insert(0, str(folder))
+    importlib.import_module("pf20_dist")
+    cfg = {**_GRID, "schemes": ["KQV"], "distributions": ["pf20d_shifted"]}
+    kvstats.run_sweep(cfg, executor="serial", progress=False)
+    path = folder / "pf20_dist.py"
+    path.write_text(path.read_text() + "# edited\n")
+    with pytest.raises(PluginError, match=r"changed since this process imported it: '.*pf20_dist.py'"):
+        kvstats.run_sweep(cfg, executor="serial", progress=False)
+
+
 # --------------------------------------------------------------------------- 2
 def test_csv_labels_that_look_like_numbers_bools_or_nan_round_trip(tmp_path, monkeypatch):
     from kvstats.sweep import store
