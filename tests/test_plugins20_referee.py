@@ -231,3 +231,18 @@ def test_a_manifest_of_a_newer_layout_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"has the layout 'kvstats_sweep' 3, newer than this kvstats "
                        r"reads \(layouts up to 2\)"):
         load_result(out)
+
+
+def test_a_results_csv_reads_its_recorded_text_columns_as_text(tmp_path, monkeypatch):
+    # write_result records the column dtypes: a text column beyond the sweep's usual four
+    # (here "note") stays text however its values look
+    import pandas as pd
+
+    from kvstats.results import read_table_meta
+    from kvstats.sweep import store
+
+    monkeypatch.setattr(store, "_has_parquet", lambda: False)
+    frame = pd.DataFrame({"scheme": ["KQV", "KV"], "note": ["123", "nan"], "kl": [0.5, float("nan")]})
+    store.write_result(tmp_path, frame, {"config_fingerprint": "f"})
+    back, meta = read_table_meta(tmp_path / "results.csv")
+    assert back["note"].tolist() == ["123", "nan"] and back["kl"].isna().tolist() == [False, True]

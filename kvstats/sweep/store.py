@@ -391,7 +391,9 @@ def write_result(out_dir: Path, frame: pd.DataFrame, manifest: dict[str, Any]) -
     """
     record = {"config": manifest["config_fingerprint"], "run": uuid.uuid4().hex,
               "n_rows": len(frame), "sha256": frame_digest(frame)}
-    path = _write_table(frame, out_dir / RESULTS, {"kvstats_results": 1, **record})
+    # the column dtypes too: a CSV reader then reads exactly the text columns as text
+    path = _write_table(frame, out_dir / RESULTS, {"kvstats_results": 1, **record,
+                                                   "schema": _schema(frame)})
     manifest["results"] = {"file": path.name, **record}
     text = json.dumps(manifest, indent=2, default=str)
     atomic_write(out_dir / MANIFEST, lambda tmp: tmp.write_text(text, encoding="utf-8"))
