@@ -85,29 +85,20 @@ def test_a_sweep_refuses_a_plugin_edited_since_this_process_imported_it(folder):
     assert {c["status"] for c in again.manifest["cells"]} == {"resumed"}
 
 
-def test_a_sweep_refuses_a_scripts_scheme_whose_file_changed(folder):
+@pytest.mark.parametrize("stem, schemes, distributions", [
+    ("pf20_script", ["pf20s_mm"], ["gaussian"]),      # a scheme: its build's file is pinned
+    ("pf20_dist", ["KQV"], ["pf20d_shifted"]),        # a distribution: its sampler's file
+])
+def test_a_sweep_refuses_a_scripts_registration_whose_file_changed(folder, stem, schemes, distributions):
     # a module the script imports itself (no plugin): its registration records its file
-    _plugin(folder, "pf20_script", "pf20s")
+    _plugin(folder, stem, "pf20s" if stem == "pf20_script" else "pf20d")
     sys.path.insert(0, str(folder))
-    importlib.import_module("pf20_script")
-    cfg = {**_GRID, "schemes": ["pf20s_mm"], "distributions": ["gaussian"]}
+    importlib.import_module(stem)
+    cfg = {**_GRID, "schemes": schemes, "distributions": distributions}
     kvstats.run_sweep(cfg, executor="serial", progress=False)
-    path = folder / "pf20_script.py"
+    path = folder / f"{stem}.py"
     path.write_text(path.read_text() + "# edited\n")
-    with pytest.raises(PluginError, match=r"changed since this process imported it: '.*pf20_script.py'"):
-        kvstats.run_sweep(cfg, executor="serial", progress=False)
-
-
-def test_a_sweep_refuses_a_scripts_distribution_whose_file_changed(folder):
-    # as above, for a distribution only (the scheme is a built-in): its sampler's file is pinned
-    _plugin(folder, "pf20_dist", "pf20d")
-    sys.path.insert(0, str(folder))
-    importlib.import_module("pf20_dist")
-    cfg = {**_GRID, "schemes": ["KQV"], "distributions": ["pf20d_shifted"]}
-    kvstats.run_sweep(cfg, executor="serial", progress=False)
-    path = folder / "pf20_dist.py"
-    path.write_text(path.read_text() + "# edited\n")
-    with pytest.raises(PluginError, match=r"changed since this process imported it: '.*pf20_dist.py'"):
+    with pytest.raises(PluginError, match=rf"changed since this process imported it: '.*{stem}.py'"):
         kvstats.run_sweep(cfg, executor="serial", progress=False)
 
 
