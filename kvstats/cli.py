@@ -511,6 +511,12 @@ class _Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second TERM ends the process at once
+    # passed on to the pool's workers, as Ctrl-C reaches them (the terminal signals the
+    # whole group): the pool's shutdown would otherwise wait on them, and can wait forever
+    # on one it was starting when the interrupt struck
+    multiprocessing = sys.modules.get("multiprocessing")   # no pool without it
+    for child in multiprocessing.active_children() if multiprocessing else ():
+        child.terminate()
     raise _Terminated
 
 

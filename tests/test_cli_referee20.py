@@ -78,11 +78,13 @@ def _group(pgid):
 def test_sigterm_during_a_sweep_stops_its_pool_and_exits_143(tmp_path):
     """`kill PID` (or `timeout`, a scheduler's limit) killed the main process alone: the
     forkserver, resource tracker and workers stayed behind, and nothing was said. Now the
-    Ctrl-C path runs: the pool is shut down, the kept cells are counted, exit 143."""
+    Ctrl-C path runs (the workers get the TERM too, as Ctrl-C reaches them from a terminal):
+    the pool is shut down, the kept cells are counted, exit 143. Run many times: the pool's
+    shutdown hung now and then on a worker it was starting when the TERM came."""
     import signal
     import time
 
-    (tmp_path / "c.toml").write_text(tiny_toml(budgets=(2, 3, 4), n_trials=1000).replace(
+    (tmp_path / "c.toml").write_text(tiny_toml(budgets=(2, 3, 4), n_trials=4000).replace(
         "dims = [16]", "dims = [64]\nchunk_size = 20"))
     with open(tmp_path / "err", "w") as err:   # a file: a pipe would wait for any orphan too
         proc = subprocess.Popen([sys.executable, "-m", "kvstats.cli", "sweep", "--config", "c.toml",
@@ -97,7 +99,8 @@ def test_sigterm_during_a_sweep_stops_its_pool_and_exits_143(tmp_path):
         assert proc.poll() is None, (tmp_path / "err").read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=40) == 143, (tmp_path / "err").read_text()
-        while _group(proc.pid) and time.monotonic() < deadline + 10:   # they end as it exits
+        gone = time.monotonic() + 10
+        while _group(proc.pid) and time.monotonic() < gone:   # they end as it exits
             time.sleep(0.1)
         assert _group(proc.pid) == []
     finally:
@@ -105,7 +108,8 @@ def test_sigterm_during_a_sweep_stops_its_pool_and_exits_143(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     text = (tmp_path / "err").read_text()
-    assert "kvstats sweep: terminated; " in text and " cells finished, kept in o/cells" in text, text
+    assert "kvstats sweep: terminated; " in text and ("cells finished, kept in o/cells" in text
+                                                      or "no cell of 6 had finished" in text), text
 
 
 def _help(capsys, *command):
