@@ -1,8 +1,9 @@
 """Attention and the mechanism proxies measured on its weights.
 
 Conventions: the attention logits are ``q·k/√d``; softmax and log-softmax subtract the
-row maximum, so they are finite for logits of any finite magnitude (1e4 and beyond),
-and ``-inf`` entries mean "masked" (weight exactly 0). Rankings (top-k recall, argmax)
+row maximum, so they are finite wherever a logit's distance to its row's maximum is within
+the float range (logits of 1e4 and far beyond; ``log_softmax([1e308, -1e308])`` gives
+``-inf``, weight 0, as float64 must), and ``-inf`` entries mean "masked" (weight exactly 0). Rankings (top-k recall, argmax)
 use the logits, never the probabilities, which tie once they underflow to zero.
 Inputs are read in C order, each distribution contiguous (its axis last), so the numbers
 depend on the values alone: not on the memory layout, nor on which axis holds them.
@@ -126,7 +127,8 @@ def log_softmax(x: Any, axis: int = -1) -> np.ndarray:
     """Numerically stable log-softmax along ``axis``.
 
     Computed as ``z - log(sum(exp(z)))`` with ``z = x - max(x)``, so it is finite and
-    accurate for logits of any finite magnitude. ``-inf`` entries (masked) stay ``-inf``.
+    accurate wherever ``max(x) - x`` is within the float range (beyond it an entry is
+    ``-inf``, weight 0). ``-inf`` entries (masked) stay ``-inf``.
 
     Parameters
     ----------

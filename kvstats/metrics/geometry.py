@@ -220,7 +220,8 @@ def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
         snr[bad], phi[bad], ratio[bad] = _robust_rows(x[bad], xh[bad])
     if axis is None:
         return snr, phi, ratio
-    sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
+    with np.errstate(over="ignore"):   # a sum past the float range takes the scaled path below
+        sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
     if suspect.any() or not (np.isfinite(sx).all() and np.isfinite(se).all()):
         pooled = pooled_snr_db(x, xh, axis=axis)  # the scaled path, as pooled_snr_db takes it
     else:
@@ -319,7 +320,8 @@ def pooled_snr_db(x: Any, x_hat: Any, axis: int | tuple[int, ...] | None = None)
     _check_vector_axes(axis, a.ndim - 1)
     e = _error(a, b)
     nx2, nh2, ne2, _ = _reductions(a, b, e)
-    sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
+    with np.errstate(over="ignore"):   # a sum past the float range takes the scaled path below
+        sx, se = np.sum(nx2, axis=axis), np.sum(ne2, axis=axis)
     suspect = _suspect_rows((a, b, e), (nx2, nh2, ne2), a.dtype)
     if suspect.any() or not (np.isfinite(sx).all() and np.isfinite(se).all()):
         # sums of squared norms in scaled form: each row's scaled sum times 4**(its

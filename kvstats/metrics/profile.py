@@ -225,7 +225,8 @@ def _profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K,
                 p = np.exp(logp)
                 # the exact attention's entropy −Σ p ln p (each term ≥ 0: ln p ≤ 0), mean over
                 # queries: a property of the trials, kept with them as the logits are
-                entropy = (0.0 - np.einsum("cqn,cqn->c", p, logp)) / n_q   # one key: +0, not −0
+                # (a key whose weight underflows to 0 adds 0, not 0·(−inf) = NaN)
+                entropy = (0.0 - np.einsum("cqn,cqn->c", p, np.where(p > 0, logp, 0.0))) / n_q   # one key: +0
             ref = (ip, logits, logp, p.astype(dv) @ V, nk2, nv2, entropy)   # p V: (c, n_q, d_v)
             held = sum(x.nbytes for r in reference.values() for x in r)
             if keep and held + sum(x.nbytes for x in ref) <= _REFERENCE_BYTES:

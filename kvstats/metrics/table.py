@@ -125,8 +125,8 @@ _METRICS = (
         "the quantized p̂ = softmax(q·K̂/√d) over the N keys, averaged over the trial's "
         "queries")),
     Metric("recall_at_5", "low", "fraction", "recall@5", reported=True, definition=(
-        "fraction of the 5 keys with the largest exact logits q·k that stay among the 5 "
-        "largest quantized logits q·k̂ (ties count as kept), averaged over queries")),
+        "fraction of the 5 keys with the largest exact logits q·k/√d that stay among the 5 "
+        "largest quantized logits q·k̂/√d (ties count as kept), averaged over queries")),
     Metric("argmax_shift", "high", "fraction", "argmax shift", reported=True, definition=(
         "fraction of the trial's queries whose exact top key is no longer a top key of the "
         "quantized logits")),
