@@ -21,8 +21,8 @@ its finished cells kept and counted. 141 (128 + SIGPIPE, what a shell reports fo
 ``seq 1000 | head``), with no message, when the reader of stdout went away (``kvstats
 theory ... | head``): the lines are dropped and the work is finished (a sweep still writes
 its report); so that ``set -o pipefail`` scripts see kvstats as they see any Unix tool. A
-closed stderr stops a sweep at the progress bar's next write, also with 141 and no message
-(finished cells are kept for ``--resume``); an error whose line cannot be written keeps
+closed stderr (a terminal's) stops a sweep at the progress bar's next write, also with 141
+and no message (finished cells are kept for ``--resume``); an error whose line cannot be written keeps
 its status; ``--help`` into a closed pipe exits 0.
 
 The parser is :mod:`kvstats.cli_parser` and the output, errors and warnings
@@ -105,7 +105,7 @@ def _cmd_sweep(args: argparse.Namespace, say: Stdout) -> int:
 def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_report, say: Stdout,
                   tic: float) -> int:
     executor = "serial" if args.workers == 1 else None
-    result = run._run_checked(config, cells, args.out, executor, not args.no_progress,
+    result = run._run_checked(config, cells, args.out, executor, _progress(args),
                               args.resume, args.workers)
     say(f"sweep: {_cell_counts(result.manifest)}, {len(result.frame)} rows in "
         f"{time.perf_counter() - tic:.1f} s -> {args.out}")
@@ -114,7 +114,7 @@ def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_repor
         try:
             # None: the config's [report] figures (default true); True here overrode its false
             rep = hypothesis_report(result, args.out, figures=False if args.no_figures else None,
-                                    progress=not args.no_progress)
+                                    progress=_progress(args))
         except KeyboardInterrupt as exc:   # the sweep's results are written: no --resume to say
             again = " ".join(["kvstats report", shlex.quote(str(args.out)),
                               *(["--no-figures"] if args.no_figures else [])])
@@ -128,6 +128,15 @@ def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_repor
         for line in crossover_sentences(rep.crossovers, rep.summary):
             say("  " + line)
     return 0
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Progress bars: on a terminal, unless ``--no-progress`` (in a log file, ``nohup`` or
+    CI, their redraws would fill it)."""
+    try:
+        return not args.no_progress and sys.stderr.isatty()
+    except (AttributeError, ValueError):   # a stream without isatty, or closed
+        return False
 
 
 def _cell_counts(manifest: dict) -> str:
@@ -199,7 +208,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
                                 equivalence_test=args.equivalence_test,
                                 energy=False if args.no_energy else None,
                                 figures=False if args.no_figures else None,
-                                progress=not args.no_progress)
+                                progress=_progress(args))
     say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
         f"in {time.perf_counter() - tic:.1f} s")
     return 0

@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "of tasks; 1 runs in this process)")
     sw.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bars (the sweep's cells, the report's energy "
-                         "tests and figures)")
+                         "tests and figures; shown only when stderr is a terminal)")
     sw.add_argument("--resume", action="store_true",
                     help="reuse cells already finished in DIR/cells (same config and seed), each "
                          "checked first (a wrong, short, truncated or edited cell is recomputed, "
@@ -303,7 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="skip the figures; the report's folder loses its earlier figures (one "
                          "folder holds one report: --out OTHER keeps DIR's)")
     rp.add_argument("--no-progress", action="store_true",
-                    help="do not show the progress bars (energy tests, figures)")
+                    help="do not show the progress bars (energy tests, figures; shown only when "
+                         "stderr is a terminal)")
     rp.add_argument("--plugins", action="append", type=Path, default=None, metavar="PATH",
                     help="a plugin file of the sweep where it is now, when it is no longer at the "
                          "path the manifest recorded (moved, copied to another machine); repeat "

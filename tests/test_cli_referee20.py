@@ -170,3 +170,36 @@ def test_an_interrupted_sweep_says_it_in_the_commands_words(tiny_config, tmp_pat
                  "--no-progress"]) == 130
     assert capsys.readouterr().err == ("kvstats sweep: interrupted; no cell of 4 had finished: "
                                        "rerun the same command\n")
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, and keeps what is written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bars_only_on_a_terminal(tiny_config, tmp_path, monkeypatch, capsys):
+    """With stderr a file (`2> log`, nohup, CI) the bars' redraws filled it; now they are
+    drawn only on a terminal, and --no-progress still turns them off there."""
+    args = ["sweep", "--config", str(tiny_config), "--workers", "1", "--no-report"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert "trials" not in capsys.readouterr().err
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    assert "sweep: 100%" in terminal.text and "48/48 trials, 4/4 cells" in terminal.text
+    terminal.text = ""
+    assert main([*args, "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+    assert terminal.text == ""
+    assert "shown only when stderr is a terminal" in _help(capsys, "sweep")
+    assert "shown only when stderr is a terminal" in _help(capsys, "report")
