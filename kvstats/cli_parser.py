@@ -19,6 +19,12 @@ from kvstats.stats.catalog import CORRECTIONS, PAIRINGS   # the report's choices
 
 __all__ = ["build_parser"]
 
+#: The metrics ``--metrics`` may name, kvstats.report.options.FAMILY_METRICS written out:
+#: that table imports numpy, which the help must not wait for (tests/test_cli_referee20.py
+#: checks that the two agree).
+_FAMILY_METRICS = ("snr_k", "phi_k", "snr_v", "phi_v", "snr_t", "phi_t", "kl", "recall_at_5",
+                   "argmax_shift", "snr_k_pooled", "snr_v_pooled")
+
 
 def _schemes_epilog(width: int = 100) -> str:
     """The built-in schemes, one line each: the catalog's summary cut at a word to fit (in
@@ -252,20 +258,23 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where to write the report (default: DIR); a folder that holds files but "
                          "no kvstats output is refused, and so is one that holds another sweep")
     rp.add_argument("--alpha", type=float, default=None,
-                    help="significance level after adjustment (default: config's, else 0.05)")
+                    help="significance level after adjustment, a float in (0, 1) (default: "
+                         "config's, else 0.05)")
     rp.add_argument("--correction", choices=list(CORRECTIONS), default=None,
                     help="multiple-testing correction over every p-value of the report "
                          "(default: config's, else holm; the [report] correction's choices)")
     rp.add_argument("--energy-resamples", type=int, default=None, metavar="B",
-                    help="the least permutation cap B_max of each 6D energy test, not a count: "
-                         "each test is sequential (Besag–Clifford), stopping at its energy_stop-th "
+                    help="the least permutation cap B_max of each 6D energy test, not a count "
+                         "(an int >= 1): each test is sequential (Besag–Clifford), stopping at its "
+                         "energy_stop-th "
                          "exceedance (10 by default), else after B_max draws; with the [report] "
                          "option energy_resolution = 'family' (the default) B_max = max(B, the "
                          "permutations the whole family needs to reject at --alpha after "
                          "--correction: kvstats.stats.sequential.required_resolution), with "
                          "'fixed' B_max = B (default: config's, else 499)")
     rp.add_argument("--bootstrap-resamples", type=int, default=None, metavar="B",
-                    help="bootstrap resamples per confidence interval (default: config's, else 999)")
+                    help="bootstrap resamples per confidence interval, an int >= 40 (and >= "
+                         "2/(1 − confidence) above confidence 0.95) (default: config's, else 999)")
     rp.add_argument("--pairing", choices=list(PAIRINGS), default=None,
                     help="design of the comparisons: 'trial', each scheme's value matched with the "
                          "other's on the same trial (text, on cluster means): sign test, energy with "
@@ -282,8 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: config's, else every report metric and the pooled SNRs). "
                          "Choose them before looking at results: a smaller family lowers the "
                          "p-value each test needs. The others keep their summary tables and "
-                         "figures, without tests (names: the [report] option metrics, "
-                         "docs/usage.md)")
+                         "figures, without tests (names: " + ", ".join(_FAMILY_METRICS) + ")")
     rp.add_argument("--no-energy", action="store_true",
                     help="leave the 6D energy tests out of the family (none runs), so it holds "
                          "the --metrics' tests only: with --metrics kl, a primary endpoint "

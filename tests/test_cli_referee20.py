@@ -203,3 +203,21 @@ def test_progress_bars_only_on_a_terminal(tiny_config, tmp_path, monkeypatch, ca
     assert terminal.text == ""
     assert "shown only when stderr is a terminal" in _help(capsys, "sweep")
     assert "shown only when stderr is a terminal" in _help(capsys, "report")
+
+
+def test_report_help_lists_the_allowed_values_its_errors_list(capsys):
+    """The help of --alpha, --metrics, --energy-resamples and --bootstrap-resamples did not
+    say what the flags' checks accept; each now states the [report] option's own range, and
+    --metrics the names (written out in the numpy-free parser: they must be the options')."""
+    from kvstats.cli_parser import _FAMILY_METRICS
+    from kvstats.report.options import FAMILY_METRICS, REPORT_OPTIONS
+
+    assert _FAMILY_METRICS == FAMILY_METRICS
+    allowed = {opt.name: opt.allowed for opt in REPORT_OPTIONS}
+    assert allowed["alpha"] == "a float in (0, 1)" and allowed["energy_resamples"] == "an int >= 1"
+    assert allowed["bootstrap_resamples"].startswith("an int >= 40 (2/(1 − confidence) above 0.95")
+    text = _help(capsys, "report")
+    assert "--alpha ALPHA significance level after adjustment, a float in (0, 1)" in text
+    assert "energy test, not a count (an int >= 1)" in text
+    assert "per confidence interval, an int >= 40 (and >= 2/(1 − confidence) above confidence 0.95)" in text
+    assert f"(names: {', '.join(FAMILY_METRICS)})" in text
