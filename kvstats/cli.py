@@ -84,6 +84,11 @@ def _schemes_text(width: int = 100, params: bool = False) -> str:
 def _cmd_sweep(args: argparse.Namespace, say: Stdout) -> int:
     from kvstats._checks import check_int
 
+    if args.no_report and args.no_figures:   # a no-op flag accepted silently says it did something
+        raise ValueError("--no-figures with --no-report: no report is written, so there are no "
+                         "figures to skip; give --no-report alone (or --no-figures alone for a "
+                         "report without figures)")
+
     if args.workers is not None:   # before the sweep's imports (pandas, scipy)
         check_int(args.workers, "--workers", low=1)
     from kvstats.report import hypothesis_report

@@ -242,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "checked first (a wrong, short, truncated or edited cell is recomputed, "
                          "with a line saying so); without it every cell is recomputed")
     sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
-    sw.add_argument("--no-figures", action="store_true", help="write the report without figures")
+    sw.add_argument("--no-figures", action="store_true",
+                    help="write the report without figures (refused with --no-report)")
     sw.usage = _usage_requiring(sw, "--config FILE", "--out DIR")
 
     rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",

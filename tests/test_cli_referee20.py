@@ -221,3 +221,16 @@ def test_report_help_lists_the_allowed_values_its_errors_list(capsys):
     assert "energy test, not a count (an int >= 1)" in text
     assert "per confidence interval, an int >= 40 (and >= 2/(1 − confidence) above confidence 0.95)" in text
     assert f"(names: {', '.join(FAMILY_METRICS)})" in text
+
+
+def test_sweep_refuses_no_figures_with_no_report(tiny_config, tmp_path, capsys):
+    """`sweep --no-report --no-figures` was accepted, --no-figures doing nothing: now one
+    line naming both flags, exit 2, before the folder is touched."""
+    out = tmp_path / "o"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--no-report",
+                 "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvstats sweep: error: --no-figures with --no-report: no report is "
+                          "written") and err.count("\n") == 1, err
+    assert not out.exists()
+    assert "without figures (refused with --no-report)" in _help(capsys, "sweep")
