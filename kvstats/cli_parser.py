@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 import textwrap
 from pathlib import Path
 
@@ -86,6 +87,39 @@ class _CommandParser(argparse.ArgumentParser):
         if extras:
             self.error(_unrecognized(self, extras))
         return namespace, extras
+
+
+class _TopParser(argparse.ArgumentParser):
+    """The ``kvstats`` parser: a word before the command that is neither one of its options
+    nor a command is refused naming the nearest (argparse said only that COMMAND is
+    required, or listed the commands), as a command's parser does for its own words.
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> def error(argv):
+    ...     with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.suppress(SystemExit):
+    ...         build_parser().parse_args(argv)
+    ...     return err.getvalue().splitlines()[-1]
+    >>> error(["--versoin"])
+    'kvstats: error: unrecognized arguments: --versoin (did you mean --version?)'
+    >>> error(["sweeep", "--config", "c.toml"])
+    "kvstats: error: argument COMMAND: invalid choice: 'sweeep' (did you mean sweep? the commands: sweep, report, schemes, theory)"
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        commands = list(self._subparsers._group_actions[0].choices)
+        for word in sys.argv[1:] if args is None else args:
+            if word in commands:   # the command's words are its parser's
+                break
+            if not word.startswith("-"):
+                near = difflib.get_close_matches(word, commands, n=1)
+                hint = f"did you mean {near[0]}? " if near else ""
+                self.error(f"argument COMMAND: invalid choice: {word!r} ({hint}the commands: "
+                           f"{', '.join(commands)})")
+            if word.split("=")[0] not in self._option_string_actions:
+                self.error(_unrecognized(self, [word]))
+        return super().parse_known_args(args, namespace)
 
 
 def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
@@ -203,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Start: `kvstats sweep --config experiments/quick.toml --out results/quick`, then open "
         "results/quick/report.html; the config format: docs/usage.md. `kvstats COMMAND --help`: "
         "a command's options."))])
-    parser = argparse.ArgumentParser(
+    parser = _TopParser(
         prog="kvstats",
         description="Calibrated statistics for the damage KV-cache quantization does to attention.",
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)

@@ -234,3 +234,19 @@ def test_sweep_refuses_no_figures_with_no_report(tiny_config, tmp_path, capsys):
                           "written") and err.count("\n") == 1, err
     assert not out.exists()
     assert "without figures (refused with --no-report)" in _help(capsys, "sweep")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--versoin"], "unrecognized arguments: --versoin (did you mean --version?)"),
+    (["--versoin", "theory", "--dim", "64"], "unrecognized arguments: --versoin (did you mean --version?)"),
+    (["-x"], "unrecognized arguments: -x (kvstats's options: --help, --version)"),
+    (["theroy", "--dim", "64"], "argument COMMAND: invalid choice: 'theroy' (did you mean theory? "
+                                "the commands: sweep, report, schemes, theory)"),
+])
+def test_the_top_level_parser_names_the_nearest_option_or_command(argv, said, capsys):
+    """`kvstats --versoin` said "the following arguments are required: COMMAND", naming no
+    typo; the commands' parsers answered "did you mean". Now the top level does too."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"kvstats: error: {said}"
