@@ -126,13 +126,18 @@ def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_repor
             exc.add_note(f"[the sweep finished (its results are in {args.out}); only its report "
                          f"was interrupted: `{again}` writes it]")
             raise
-        say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
-            f"in {time.perf_counter() - tic:.1f} s")
-        from kvstats.analysis.crossover import crossover_sentences
-
-        for line in crossover_sentences(rep.crossovers, rep.summary):
-            say("  " + line)
+        _say_report(rep, tic, say)
     return 0
+
+
+def _say_report(rep, tic: float, say: Stdout) -> None:
+    """The line of a written report (its files, figures and time), then its crossovers."""
+    from kvstats.analysis.crossover import crossover_sentences
+
+    say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
+        f"in {time.perf_counter() - tic:.1f} s")
+    for line in crossover_sentences(rep.crossovers, rep.summary):
+        say("  " + line)
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -214,8 +219,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
                                 energy=False if args.no_energy else None,
                                 figures=False if args.no_figures else None,
                                 progress=_progress(args))
-    say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
-        f"in {time.perf_counter() - tic:.1f} s")
+    _say_report(rep, tic, say)
     return 0
 
 

@@ -250,3 +250,25 @@ def test_the_top_level_parser_names_the_nearest_option_or_command(argv, said, ca
         main(argv)
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"kvstats: error: {said}"
+
+
+def test_report_prints_the_crossover_lines_sweep_prints(tiny_config, tmp_path, monkeypatch, capsys):
+    """`kvstats sweep` ends with the report's crossover sentences; `kvstats report` of the
+    same sweep left them out. Both print them now, after the report's line."""
+    import kvstats.analysis.crossover as crossover
+
+    seen = []
+
+    def sentences(crossovers, summary):
+        seen.append(len(summary))
+        return ["CROSSOVER in kl: KQV at 2; QKQV at 3."]
+
+    monkeypatch.setattr(crossover, "crossover_sentences", sentences)
+    out = tmp_path / "o"
+    assert main(["sweep", "--config", str(tiny_config), "--out", str(out), "--workers", "1",
+                 "--no-report"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--no-figures"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("report: ") and lines[-1] == "  CROSSOVER in kl: KQV at 2; QKQV at 3."
+    assert seen and seen[0] > 0   # given the report's summary table
