@@ -1,5 +1,6 @@
 """How the ``kvstats`` command talks back: its stdout, its one-line errors and warnings, and
-the exit statuses they carry (:mod:`kvstats.cli` runs the commands; private to it).
+the exit statuses they carry, SIGTERM's included (:mod:`kvstats.cli` runs the commands;
+private to it).
 
 Nothing heavy at import (the parser's ``--help`` and argument errors import no numpy):
 errors of modules the command may not have loaded are matched through :func:`raised`.
@@ -7,13 +8,17 @@ errors of modules the command may not have loaded are matched through :func:`rai
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import sys
+import threading
+from typing import Iterator
 
-__all__ = ["PIPE_CLOSED", "Stdout", "close_bars", "computing_error", "discard", "error_text",
-           "import_error_text", "missing_package", "one_line", "os_error_text", "print_error", "raised",
-           "warning_printer"]
+__all__ = ["PIPE_CLOSED", "Stdout", "Terminated", "close_bars", "computing_error", "discard",
+           "error_text", "import_error_text", "kept_note", "missing_package", "one_line", "os_error_text",
+           "print_error", "raised", "sigterm_as_interrupt", "warning_printer"]
 
 #: Exit status when stdout's (or stderr's) reader went away: 128 + SIGPIPE (13), as a
 #: shell reports a tool the closed pipe killed.
@@ -226,3 +231,61 @@ def raised(module: str, name: str) -> tuple[type[BaseException], ...]:
     """
     loaded = sys.modules.get(module)
     return () if loaded is None else (getattr(loaded, name),)
+
+
+def kept_note(note: str) -> str:
+    """A sweep's kept-cells note (:func:`kvstats.sweep.run._kept`, worded for
+    ``run_sweep``'s users too) in the command's words; another note as it is.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from kvstats.sweep.run import _kept
+    >>> kept_note(_kept(Path("out/cells"), 2, 6))
+    '2 of 6 cells finished, kept in out/cells: rerun the same command with --resume to compute only the other 4'
+    >>> kept_note(_kept(Path("out/cells"), 0, 6))
+    'no cell of 6 had finished: rerun the same command'
+    >>> kept_note("[the sweep finished]")
+    'the sweep finished'
+    """
+    kept = re.fullmatch(r"\[(\d+) of (\d+) cells finished, kept in (.+): rerun with resume "
+                        r"\(kvstats sweep --resume; run_sweep's default\) to compute only the "
+                        r"other \d+\]", note)
+    if kept is None:
+        return note.strip("[]")
+    done, total, where = int(kept[1]), int(kept[2]), kept[3]
+    if done == 0:
+        return f"no cell of {total} had finished: rerun the same command"
+    return (f"{done} of {total} cells finished, kept in {where}: rerun the same command with "
+            f"--resume to compute only the other {total - done}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a scheduler's time limit), raised where Ctrl-C's
+    KeyboardInterrupt is: the same clean-up runs (a sweep's pool shut down, its finished
+    cells kept and counted), and :func:`kvstats.cli.main` returns 143 (128 + SIGTERM)."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second TERM ends the process at once
+    # passed on to the pool's workers, as Ctrl-C reaches them (the terminal signals the
+    # whole group): the pool's shutdown would otherwise wait on them, and can wait forever
+    # on one it was starting when the interrupt struck
+    multiprocessing = sys.modules.get("multiprocessing")   # no pool without it
+    for child in multiprocessing.active_children() if multiprocessing else ():
+        child.terminate()
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM as :class:`Terminated` while a command runs (only the main thread can set a
+    handler: elsewhere the default stays); the caller's handler afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:   # None: a handler not set from Python, which cannot be set back; the default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

@@ -32,22 +32,20 @@ The parser is :mod:`kvstats.cli_parser` and the output, errors and warnings
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import re
 import shlex
-import signal
 import sys
 import textwrap
-import threading
 import time
 import warnings
-from typing import Iterator, Sequence
+from typing import Sequence
 
-from kvstats._cli_output import (PIPE_CLOSED, Stdout, close_bars, computing_error, discard,
-                                error_text, import_error_text, missing_package, os_error_text,
-                                print_error, raised, warning_printer)
+from kvstats._cli_output import (PIPE_CLOSED, Stdout, Terminated, close_bars, computing_error,
+                                discard, error_text, import_error_text, kept_note, missing_package,
+                                os_error_text, print_error, raised, sigterm_as_interrupt,
+                                warning_printer)
 from kvstats.cli_parser import build_parser
 from kvstats.data.catalog import REAL, REAL_ABOUT
 
@@ -494,64 +492,6 @@ _INTERRUPTED = {
 }
 
 
-def _kept_note(note: str) -> str:
-    """A sweep's kept-cells note (:func:`kvstats.sweep.run._kept`, worded for
-    ``run_sweep``'s users too) in the command's words; another note as it is.
-
-    Examples
-    --------
-    >>> from pathlib import Path
-    >>> from kvstats.sweep.run import _kept
-    >>> _kept_note(_kept(Path("out/cells"), 2, 6))
-    '2 of 6 cells finished, kept in out/cells: rerun the same command with --resume to compute only the other 4'
-    >>> _kept_note(_kept(Path("out/cells"), 0, 6))
-    'no cell of 6 had finished: rerun the same command'
-    >>> _kept_note("[the sweep finished]")
-    'the sweep finished'
-    """
-    kept = re.fullmatch(r"\[(\d+) of (\d+) cells finished, kept in (.+): rerun with resume "
-                        r"\(kvstats sweep --resume; run_sweep's default\) to compute only the "
-                        r"other \d+\]", note)
-    if kept is None:
-        return note.strip("[]")
-    done, total, where = int(kept[1]), int(kept[2]), kept[3]
-    if done == 0:
-        return f"no cell of {total} had finished: rerun the same command"
-    return (f"{done} of {total} cells finished, kept in {where}: rerun the same command with "
-            f"--resume to compute only the other {total - done}")
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``, a scheduler's time limit), raised where Ctrl-C's
-    KeyboardInterrupt is: the same clean-up runs (a sweep's pool shut down, its finished
-    cells kept and counted), and :func:`main` returns 143 (128 + SIGTERM)."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second TERM ends the process at once
-    # passed on to the pool's workers, as Ctrl-C reaches them (the terminal signals the
-    # whole group): the pool's shutdown would otherwise wait on them, and can wait forever
-    # on one it was starting when the interrupt struck
-    multiprocessing = sys.modules.get("multiprocessing")   # no pool without it
-    for child in multiprocessing.active_children() if multiprocessing else ():
-        child.terminate()
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM as :class:`_Terminated` while a command runs (only the main thread can set a
-    handler: elsewhere the default stays); the caller's handler afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:   # None: a handler not set from Python, which cannot be set back; the default
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvstats`` command; returns the exit status.
 
@@ -572,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"sweep": _cmd_sweep, "report": _cmd_report, "schemes": _cmd_schemes,
                 "theory": _cmd_theory}
     try:
-        with warnings.catch_warnings(), _sigterm_as_interrupt():   # both restored afterwards
+        with warnings.catch_warnings(), sigterm_as_interrupt():   # both restored afterwards
             warnings.showwarning = warning_printer(args.command)
             code = handlers[args.command](args, say)
     except (ValueError, TypeError, *raised("kvstats.sweep.store", "SweepLockedError")) as exc:
@@ -589,11 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except raised("kvstats.sweep.run", "WorkerDiedError") as exc:
         # not bad input: the machine killed a worker (memory?)
         return print_error(args.command, exc, error_text(exc), 1)   # with what is kept (a note)
-    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (_Terminated)
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (Terminated)
         # a sweep's note counts the cells it keeps (kvstats.sweep.run._kept)
         notes = getattr(exc, "__notes__", None)
-        what = _kept_note(notes[-1]) if notes else _INTERRUPTED[args.command]
-        terminated = isinstance(exc, _Terminated)
+        what = kept_note(notes[-1]) if notes else _INTERRUPTED[args.command]
+        terminated = isinstance(exc, Terminated)
         try:
             close_bars()   # a bar left open (the report's energy tests) would take the line
             print(f"kvstats {args.command}: {'terminated' if terminated else 'interrupted'}; {what}",
