@@ -334,9 +334,13 @@ def test_usage_practical_notes_one_more_bit_example_prints_its_comments(capsys):
 def test_usage_progress_bar_example_has_the_shape_a_sweep_prints(tmp_path):
     # docs/usage.md showed '6/24 cells' after the bar began counting trials ('8/8 trials,
     # 2/2 cells'): the example must read as the bar does, digits and bar glyphs aside
+    import fcntl
     import os
+    import pty
+    import struct
     import subprocess
     import sys
+    import termios
 
     def shape(line: str) -> str:
         line = re.sub(r"\|[^|]*\|", "|BAR|", line)
@@ -346,11 +350,27 @@ def test_usage_progress_bar_example_has_the_shape_a_sweep_prints(tmp_path):
     shown = re.search(r"the sweep's, `(sweep:[^`]*)`", text).group(1)
     (tmp_path / "c.toml").write_text('schemes = ["KQV", "QKQV"]\ndistributions = ["gaussian"]\n'
                                      '[sweep]\nbudgets = [2]\ndims = [16]\nn_keys = [8]\nn_trials = 3\n')
-    proc = subprocess.run([sys.executable, "-m", "kvstats.cli", "sweep", "--config", "c.toml", "--out",
-                           "o", "--workers", "1", "--no-report"], cwd=tmp_path, capture_output=True,
-                          text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr
-    printed = [part for part in re.split(r"[\r\n]", proc.stderr) if part.startswith("sweep:") and "|" in part]
+    # the bars show only on a terminal: stderr is a pseudo-terminal here, read as it is written
+    master, slave = pty.openpty()
+    # a window 120 columns wide (a new pseudo-terminal has 0, which tqdm draws as nothing)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "kvstats.cli", "sweep", "--config", "c.toml", "--out",
+                             "o", "--workers", "1", "--no-report"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=slave, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:          # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    stderr = b"".join(chunks).decode(errors="replace")
+    assert proc.wait() == 0, stderr
+    printed = [part for part in re.split(r"[\r\n]", stderr) if part.startswith("sweep:") and "|" in part]
     assert printed and shape(shown) == shape(printed[-1]), (shown, printed[-1])
 
 

@@ -213,7 +213,7 @@ def test_ctrl_c_says_how_many_cells_it_keeps(tmp_path, monkeypatch, capsys):
     assert main(args) == 130
     assert capsys.readouterr().err == (
         f"kvstats sweep: interrupted; 4 of 8 cells finished, kept in {tmp_path / 'out' / 'cells'}: "
-        "rerun with resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4\n")
+        "rerun the same command with --resume to compute only the other 4\n")
     monkeypatch.setattr(run, "_compute_task", real)
     assert main(args + ["--resume"]) == 0
     assert "8 cells (4 computed, 4 resumed, checked)" in capsys.readouterr().out
