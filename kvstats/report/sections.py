@@ -21,7 +21,7 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
-from kvstats.analysis.verdicts import DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE
+from kvstats.analysis.verdicts import DIFFERENT
 from kvstats.analysis.crossover import crossover_sentences, _winners_text
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
@@ -30,12 +30,14 @@ from kvstats.report.header import _FAMILY_WISE, _set_after_sweep, header_lines
 from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
 from kvstats.report.tables import (RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
                                    _comparison_table, _heavy_keys, _interval_and_region,
-                                   _mean_heavy, _ratio_near_alpha, _scheme_table, _theory_fmt)
+                                   _mean_heavy, _ratio_near_alpha, _scheme_table, _theory_fmt,
+                                   metrics_table)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
                                     INCONCLUSIVE, _budget_text, _exact, _heavy_summary, _location_name,
                                     _no_pair_text, _no_theory_text, equivalence_verdict_text,
-                                    heavy_note, metrics_table, tost_not_shown_resolvable)
+                                    _DRAWN_WORDS, _TEST_NAMES, _VERDICT_WORDS, _verdict_counts,
+                                    heavy_note, tost_not_shown_resolvable)
 from kvstats.results import REAL, SweepResult
 
 __all__ = ["build_document"]
@@ -266,37 +268,6 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
         doc.p(f"Attention KL, winners by budget ({'none could be seen' if blind else 'no crossover seen'}):")
         doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: " + _winners_text(won)
                 for r, won in zip(kl.itertuples(index=False), lists)])
-
-
-#: The summary's name of each test of the comparison table, and what one row of it tests.
-_TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
-               "mann_whitney": ("Mann–Whitney tests", "(case, n, pair, metric)"),
-               "ks": ("KS tests", "(case, n, pair, metric)"),
-               "energy": ("energy tests (6D profile)", "(case, n, pair)"),
-               "equivalence": ("equivalence tests (TOST at the margins δ)", "(case, n, pair, metric)")}
-#: The verdicts in the summary's order, each with what it says (the words of the Methods).
-_VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: f"significant (\"{DISTRIBUTIONS_DIFFER}\")",
-                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected on the most extreme "
-                                 "data: its resolution, not its power)",
-                  INCONCLUSIVE: INCONCLUSIVE,
-                  NOT_RESOLVABLE: f"{NOT_RESOLVABLE} (could not have rejected: a limit of the "
-                                  "design, not a finding about the schemes)"}
-
-
-#: "no significant difference" said of energy tests some of which drew their relabellings
-#: (a drawn test is resolvable where the most extreme data reject at least half the time)
-_DRAWN_WORDS = {NO_DIFFERENCE: _VERDICT_WORDS[NO_DIFFERENCE].replace(
-    "data:", "data, a drawn permutation test at least half the time:")}
-
-
-def _verdict_counts(rows: pd.DataFrame) -> dict[str, int]:
-    """Rows per verdict, in :data:`_VERDICT_WORDS`' order: a "not resolvable at …" verdict
-    counted as "not resolvable", an equivalence verdict without its parenthesis."""
-    kinds = rows["verdict"].map(lambda v: NOT_RESOLVABLE if v.startswith(NOT_RESOLVABLE)
-                                else v.split(" (")[0])
-    counts = kinds.value_counts()
-    order = [v for v in _VERDICT_WORDS if v in counts] + [v for v in counts.index if v not in _VERDICT_WORDS]
-    return {v: int(counts[v]) for v in order}
 
 
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,

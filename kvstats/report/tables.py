@@ -12,9 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from kvstats.analysis import CASE_COLUMNS, METRICS
+from kvstats.analysis import CASE_COLUMNS, METRICS, TESTABLE_METRICS
 from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
 from kvstats.analysis.theory import BOUND_QUANTITIES
+from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
 from kvstats.report.wording import (DOMINANCE_HEADER, EQUIVALENCE_NOT_SHOWN, HEAVY_MARK, R_HEADER,
                                     U_HEADER, UNDEFINED_EFFECT, _exact, equivalence_verdict_text,
@@ -237,3 +238,45 @@ def _versus(r: Any) -> str:
         return (f"{m:+.3f} dB" if r.measured == r.ci_low == r.ci_high
                 else f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] dB")
     return _ci(r.measured / r.predicted, r.ci_low / r.predicted, r.ci_high / r.predicted)
+
+
+#: After a pooled SNR's definition: why it is tested beside the mean of per-vector dB.
+POOLED_REMARK = ("; tested beside the mean of per-vector dB (snr_k, snr_v), shown in the scheme "
+                 "tables as \"snr_k pooled\", \"snr_v pooled\": a scheme that keeps some vectors nearly exact (a "
+                 "full-precision window) lifts the mean of per-vector dB far above it; results "
+                 "without the pooled columns have none")
+
+#: The scheme table's other columns, defined beside the metrics.
+COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
+    "bits nominal": ("bits per coordinate", "n, the code bits per coordinate the scheme is "
+                     "named for (the budget), mean of the key and value sides"),
+    "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
+                   "norms, scales, zero-points, outlier indices and padding, mean of the key "
+                   "and value sides"),
+    "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL"),
+    # no ‡ here: the mark appears only where a mean carries it
+    "kl tail α (95% upper)": ("", "one-sided 95% upper confidence bound of Hill's tail index "
+                              "of the trials' KL (below 2: a heavy right tail, marked)"),
+}
+
+
+def metrics_table() -> pd.DataFrame:
+    """The report's "Metrics and units" table: one row per tested metric (the reported ones,
+    then the pooled SNRs; label, unit, direction and definition from the metric table), then
+    the bits and KL-tail columns of the scheme tables (:data:`COLUMN_DEFINITIONS`).
+
+    Examples
+    --------
+    >>> t = metrics_table().set_index("column")
+    >>> t.loc["kl", ["label", "unit", "better"]].tolist(), t.loc["phi_k", "unit"]
+    (['KL', 'nats', 'lower'], 'rad')
+    """
+    rows = []
+    for name in TESTABLE_METRICS:
+        m = METRIC_TABLE[name]
+        rows.append({"column": name, "label": m.label, "unit": m.unit,
+                     "better": {True: "higher", False: "lower"}.get(m.higher_is_better, "–"),
+                     "definition": m.definition + POOLED_REMARK * (name not in METRICS)})
+    for name, (unit, text) in COLUMN_DEFINITIONS.items():
+        rows.append({"column": name, "label": "", "unit": unit, "better": "–", "definition": text})
+    return pd.DataFrame(rows)

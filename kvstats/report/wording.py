@@ -12,22 +12,22 @@ and the paired wording are written side by side and cannot drift apart; :mod:`kv
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from kvstats.analysis import CASE_COLUMNS, METRICS, PROFILE_METRICS, TESTABLE_METRICS
+from kvstats.analysis import CASE_COLUMNS, PROFILE_METRICS, TESTABLE_METRICS
+from kvstats.analysis.compare import NOT_RESOLVABLE
 from kvstats.analysis.theory import BOUND_QUANTITIES, theory_schemes
+from kvstats.analysis.verdicts import DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE
 from kvstats.analysis.resolution import ROUNDING_RTOL, _sign_pairs_needed
-from kvstats.metrics.table import METRIC_TABLE
 from kvstats.stats.equivalence import VERDICTS
 from kvstats.report.notation import _pct
 from kvstats.results import DEFAULT_COMPARISONS
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
-           "DOMINANCE_HEADER", "heavy_note", "COLUMN_DEFINITIONS", "metrics_table",
+           "DOMINANCE_HEADER", "heavy_note",
            "EQUIVALENCE_REGIONS", "EQUIVALENCE_HEAVY_NOTE", "IDENTICAL_PAIRS_NOTE",
            "equivalence_verdict_text", "PAIRED_DESIGN", "UNPAIRED_DESIGN", "TIES_NOTE"]
 
@@ -92,49 +92,6 @@ EQUIVALENCE_HEAVY_NOTE = (f"{HEAVY_MARK} after an equivalence verdict: a mean be
                           f"{HEAVY_MARK} (heavy tail), so the t-based TOST of the ratio of means is "
                           "not reliable there; a rank margin (equivalence_test = \"rank\") needs "
                           "no moments.")
-
-
-# ---------------------------------------------------------------------- metrics and units
-#: After a pooled SNR's definition: why it is tested beside the mean of per-vector dB.
-POOLED_REMARK = ("; tested beside the mean of per-vector dB (snr_k, snr_v), shown in the scheme "
-                 "tables as \"snr_k pooled\", \"snr_v pooled\": a scheme that keeps some vectors nearly exact (a "
-                 "full-precision window) lifts the mean of per-vector dB far above it; results "
-                 "without the pooled columns have none")
-
-#: The scheme table's other columns, defined beside the metrics.
-COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
-    "bits nominal": ("bits per coordinate", "n, the code bits per coordinate the scheme is "
-                     "named for (the budget), mean of the key and value sides"),
-    "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
-                   "norms, scales, zero-points, outlier indices and padding, mean of the key "
-                   "and value sides"),
-    "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL"),
-    # no ‡ here: the mark appears only where a mean carries it
-    "kl tail α (95% upper)": ("", "one-sided 95% upper confidence bound of Hill's tail index "
-                              "of the trials' KL (below 2: a heavy right tail, marked)"),
-}
-
-
-def metrics_table() -> pd.DataFrame:
-    """The report's "Metrics and units" table: one row per tested metric (the reported ones,
-    then the pooled SNRs; label, unit, direction and definition from the metric table), then
-    the bits and KL-tail columns of the scheme tables (:data:`COLUMN_DEFINITIONS`).
-
-    Examples
-    --------
-    >>> t = metrics_table().set_index("column")
-    >>> t.loc["kl", ["label", "unit", "better"]].tolist(), t.loc["phi_k", "unit"]
-    (['KL', 'nats', 'lower'], 'rad')
-    """
-    rows = []
-    for name in TESTABLE_METRICS:
-        m = METRIC_TABLE[name]
-        rows.append({"column": name, "label": m.label, "unit": m.unit,
-                     "better": {True: "higher", False: "lower"}.get(m.higher_is_better, "–"),
-                     "definition": m.definition + POOLED_REMARK * (name not in METRICS)})
-    for name, (unit, text) in COLUMN_DEFINITIONS.items():
-        rows.append({"column": name, "label": "", "unit": unit, "better": "–", "definition": text})
-    return pd.DataFrame(rows)
 
 
 def _budget_text(summary: pd.DataFrame, unit: str = "trials") -> str:
@@ -598,3 +555,35 @@ BOUND_NOTE = (
     "source: a negative gap is possible there. No row where the covariance does not "
     "exist (Student-t with ν ≤ 2) or the reconstruction is exact. See "
     "kvstats.analysis.theory_table and docs/theory.md.")
+
+
+# ---------------------------------------------------------------------- the summary's counts
+#: The summary's name of each test of the comparison table, and what one row of it tests.
+_TEST_NAMES = {"sign": ("sign tests", "(case, n, pair, metric)"),
+               "mann_whitney": ("Mann–Whitney tests", "(case, n, pair, metric)"),
+               "ks": ("KS tests", "(case, n, pair, metric)"),
+               "energy": ("energy tests (6D profile)", "(case, n, pair)"),
+               "equivalence": ("equivalence tests (TOST at the margins δ)", "(case, n, pair, metric)")}
+#: The verdicts in the summary's order, each with what it says (the words of the Methods).
+_VERDICT_WORDS = {DIFFERENT: "different", DISTRIBUTIONS_DIFFER: f"significant (\"{DISTRIBUTIONS_DIFFER}\")",
+                  NO_DIFFERENCE: f"{NO_DIFFERENCE} (each could have rejected on the most extreme "
+                                 "data: its resolution, not its power)",
+                  INCONCLUSIVE: INCONCLUSIVE,
+                  NOT_RESOLVABLE: f"{NOT_RESOLVABLE} (could not have rejected: a limit of the "
+                                  "design, not a finding about the schemes)"}
+
+
+#: "no significant difference" said of energy tests some of which drew their relabellings
+#: (a drawn test is resolvable where the most extreme data reject at least half the time)
+_DRAWN_WORDS = {NO_DIFFERENCE: _VERDICT_WORDS[NO_DIFFERENCE].replace(
+    "data:", "data, a drawn permutation test at least half the time:")}
+
+
+def _verdict_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """Rows per verdict, in :data:`_VERDICT_WORDS`' order: a "not resolvable at …" verdict
+    counted as "not resolvable", an equivalence verdict without its parenthesis."""
+    kinds = rows["verdict"].map(lambda v: NOT_RESOLVABLE if v.startswith(NOT_RESOLVABLE)
+                                else v.split(" (")[0])
+    counts = kinds.value_counts()
+    order = [v for v in _VERDICT_WORDS if v in counts] + [v for v in counts.index if v not in _VERDICT_WORDS]
+    return {v: int(counts[v]) for v in order}

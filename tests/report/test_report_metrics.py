@@ -9,7 +9,8 @@ import pytest
 from kvstats.analysis import METRICS
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report import hypothesis_report
-from kvstats.report.wording import COLUMN_DEFINITIONS, HEAVY_NOTE, metrics_table
+from kvstats.report.tables import COLUMN_DEFINITIONS, metrics_table
+from kvstats.report.wording import HEAVY_NOTE
 
 from _sweep_frames import make_frame
 from _sweep_frames import sweep_result as _result
