@@ -7,7 +7,7 @@ import pandas as pd
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.frame import CASE_COLUMNS, LABEL_DIGITS, label_digits, short_params
 
-__all__ = ["find_crossovers", "crossover_sentences"]
+__all__ = ["find_crossovers", "crossover_sentences", "agreed_rows"]
 
 
 def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -58,6 +58,7 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
         raise TypeError("comparisons' winner column must hold compare_schemes' text (a scheme, "
                          "'no significant difference' or 'not resolvable ...') on its location-test "
                          f"rows; received {mw['winner'][~text].iloc[0]!r}")
+    agreed = agreed_rows(mw)
     rows = []
     # the sentence shows the params' numbers short (the case columns keep them exact)
     digits = label_digits(mw["params"]) if "params" in mw else LABEL_DIGITS
@@ -83,20 +84,49 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
                                   f"{', '.join(wa)}; {b} wins at n = {', '.join(wb)}.")
         else:
             # a budget whose test could not have rejected hides a win, so it is named: "no
-            # crossover" then says only what the resolvable budgets show
-            blind = [_fmt_budget(b) for b, w in winners if w.startswith(NOT_RESOLVABLE)]
+            # crossover" then says only what the resolvable budgets show. A budget where no
+            # pair differs hides nothing: the two schemes' values were equal on every unit
+            equal_here = agreed.loc[grp.index].to_numpy()
+            same = [_fmt_budget(b) for (b, _), eq in zip(winners, equal_here) if eq]
+            blind = [_fmt_budget(b) for (b, w), eq in zip(winners, equal_here)
+                     if w.startswith(NOT_RESOLVABLE) and not eq]
+            equal = f"no pair differs at n = {', '.join(same)}" if same else ""
             if len(blind) == len(winners):
                 rec["description"] = (f"no crossover can be seen in {rec['metric']} for {case}: "
                                       "no budget's test could have rejected.")
+            elif len(same) == len(winners):
+                rec["description"] = (f"no crossover in {rec['metric']} for {case}: no pair differs "
+                                      "at any budget (the values were equal on every unit).")
             else:
                 rec["description"] = (f"no crossover in {rec['metric']} for {case}: "
                                       + (f"only {next(iter(won))} wins significantly" if won
                                          else "no significant winner at any budget")
-                                      + (f" (not resolvable at n = {', '.join(blind)})"
-                                         if blind else "") + ".")
+                                      + (f" (not resolvable at n = {', '.join(blind)}"
+                                         + (f"; {equal}" if equal else "") + ")" if blind
+                                         else f" ({equal})" if equal else "") + ".")
         rec["crossover"] = cross
         rows.append(rec)
     return pd.DataFrame(rows, columns=out_cols)
+
+
+def agreed_rows(comparisons: pd.DataFrame) -> pd.Series:
+    """Per row: a sign test that could not have rejected because no pair differs at all
+    (``n_informative`` 0; "none of the n pairs differs"). Its verdict reads "not resolvable",
+    but no design is to blame: the two schemes' values were equal on every unit, a finding
+    with no direction to test. False where the table has no ``n_informative`` column.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"test": ["sign", "sign", "mann_whitney"], "n_informative": [0, 3, float("nan")],
+    ...                   "winner": ["not resolvable at n = 9 pairs (…)"] * 2 + ["KV"]})
+    >>> agreed_rows(t).tolist()
+    [True, False, False]
+    """
+    if "n_informative" not in comparisons:
+        return pd.Series(False, index=comparisons.index)
+    return ((comparisons["test"] == "sign") & (comparisons["n_informative"] == 0)
+            & comparisons["winner"].map(lambda w: isinstance(w, str) and w.startswith(NOT_RESOLVABLE)))
 
 
 def crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list[str]:

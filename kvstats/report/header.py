@@ -109,7 +109,9 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
            "test rejects)")
         + ", or \"not resolvable at …\" when even the most extreme data could not have reached "
         "an adjusted p ≤ α, the other tests as observed (a statement about the design, not about "
-        "the schemes). Neither is a claim that two schemes are equal: that is what the "
+        "the schemes" + ("; except where it adds \"none of the n pairs differs\": there the two "
+                         "schemes' values were equal on every unit observed" if paired else "")
+        + "). Neither is a claim that two schemes are equal: that is what the "
         "equivalence tests (declared margins) are for.",
         *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]))]
           if comp.attrs.get("n_tests") else []),

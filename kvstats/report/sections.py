@@ -22,7 +22,7 @@ import pandas as pd
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.verdicts import DIFFERENT
-from kvstats.analysis.crossover import crossover_sentences, _winners_text
+from kvstats.analysis.crossover import agreed_rows, crossover_sentences, _winners_text
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.document import Document
@@ -222,7 +222,10 @@ def _crossover_counts(comp: pd.DataFrame, cross: pd.DataFrame) -> tuple[pd.DataF
     keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
     winners = _winners_by_budget(comp)
     rest = [winners.get(tuple(k), []) for k in cross.loc[~cross["crossover"], keys].itertuples(index=False)]
-    blind = [sum(w.startswith(NOT_RESOLVABLE) for _, w in r) for r in rest]
+    # a budget where no pair differs hides no win (equal values on every unit): not blind
+    equal = _winners_by_budget(comp[agreed_rows(comp)])
+    blind = [sum(w.startswith(NOT_RESOLVABLE) and (b, w) not in equal.get(tuple(k), []) for b, w in r)
+             for k, r in zip(cross.loc[~cross["crossover"], keys].itertuples(index=False), rest)]
     some, every = sum(b > 0 for b in blind), sum(b > 0 and b == len(r) for b, r in zip(blind, rest))
     return cross[cross["crossover"]], rest, some, every
 
@@ -268,6 +271,25 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
         doc.p(f"Attention KL, winners by budget ({'none could be seen' if blind else 'no crossover seen'}):")
         doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: " + _winners_text(won)
                 for r, won in zip(kl.itertuples(index=False), lists)])
+
+
+def _not_resolvable_count(count: int, agreed: int) -> str:
+    """The summary's count of "not resolvable" rows, those where no pair differs at all
+    (``agreed``, :func:`kvstats.analysis.crossover.agreed_rows`) apart: there the two
+    schemes' values were equal on every unit, which is a finding, not a limit of the design.
+
+    Examples
+    --------
+    >>> print(_not_resolvable_count(22, 13))  # doctest: +ELLIPSIS
+    22 not resolvable (could not have rejected): 9 because too few pairs differ (...), 13 because no pair differs at all (...)
+    """
+    if not agreed:
+        return f"{count} {_VERDICT_WORDS[NOT_RESOLVABLE]}"
+    limited = (f"{count - agreed} because too few pairs differ (a limit of the design, not a "
+               "finding about the schemes), " if count > agreed else "")
+    return (f"{count} {NOT_RESOLVABLE} (could not have rejected): {limited}{agreed} because no pair "
+            "differs at all (the two schemes' values were equal on every unit: a finding, with no "
+            "direction to test)")
 
 
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
@@ -319,7 +341,9 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
         else:
             drawn = test == "energy" and not rows["note"].map(_exact).all()
             words = {**_VERDICT_WORDS, **_DRAWN_WORDS} if drawn else _VERDICT_WORDS
-            text += ", ".join(f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
+            agreed = int(agreed_rows(rows).sum())
+            text += ", ".join(_not_resolvable_count(c, agreed) if v == NOT_RESOLVABLE else
+                              f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
                               for v, c in counts.items())
         lines.append(text + ".")
     if not comp.empty:

@@ -433,18 +433,23 @@ def test_no_crossover_is_not_claimed_where_no_budget_could_reject(tmp_path):
 
 
 def test_no_crossover_names_the_budgets_that_could_not_reject(tmp_path):
-    """KQV and QKQV identical on every trial in kl at both budgets and in phi_k at n = 2: those
-    sign tests have no differing pair (not resolvable), so "no crossover" there is a limit of
-    the design; the section counts them (2 of the 9 (case, pair, metric)s, 1 blind at every
-    budget) under its "**No crossover**" sentence."""
+    """KQV and QKQV differ on only 2 of 40 trials in kl at both budgets and in phi_k at n = 2:
+    those sign tests could not have rejected (not resolvable), so "no crossover" there is a
+    limit of the design; the section counts them (2 of the 9 (case, pair, metric)s, 1 blind at
+    every budget) under its "**No crossover**" sentence. snr_k, identical on every trial at
+    both budgets, is not resolvable too, but no design hides a win there: the values were
+    equal on every unit (not counted as blind)."""
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0, ("KQV", 3): 0.0, ("QKQV", 3): 0.0}, n=40, seed=8)
-    for budget, metrics in ((2, ["kl", "phi_k"]), (3, ["kl"])):
+    for budget, metrics in ((2, ["kl", "phi_k", "snr_k"]), (3, ["kl", "snr_k"])):
         a, b = ((f.scheme == s) & (f.budget == budget) for s in ("KQV", "QKQV"))
         f.loc[b, metrics] = f.loc[a, metrics].to_numpy()
+        few = f.index[b][:2]                     # 2 differing pairs: 2·2⁻² = 0.5 at best
+        f.loc[few, [m for m in metrics if m != "snr_k"]] *= 1.5
     rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
     loc = rep.comparisons[rep.comparisons.test == "sign"]
     blind = loc[loc["winner"].str.startswith("not resolvable")]
-    assert sorted(zip(blind.metric, blind.budget)) == [("kl", 2.0), ("kl", 3.0), ("phi_k", 2.0)]
+    assert sorted(zip(blind.metric, blind.budget)) == [("kl", 2.0), ("kl", 3.0), ("phi_k", 2.0),
+                                                       ("snr_k", 2.0), ("snr_k", 3.0)]
     assert not loc["significant"].any()                                  # no crossover anywhere
     section = _crossover_section(rep.files["markdown"].read_text())
     n = loc["metric"].nunique()
