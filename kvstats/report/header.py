@@ -142,7 +142,9 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
         return (head + f"the probability that any significant row (a winner, \"different\", "
                 f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
                 f"most {alpha:g} (family-wise error rate; a winner's direction is read from the "
-                "sign of its effect); a crossover rests on two such rows.")
+                "sign of its effect: that a wrong direction is bounded by it too is proved for "
+                "bonferroni under any dependence, for holm with independent tests (Shaffer 1980), "
+                "not in general for tests on shared trials); a crossover rests on two such rows.")
     # BH needs positive regression dependence (PRDS), not known for two-sided tests on
     # shared trials; BY holds under any dependence
     dep = ("under independence or positive regression dependence of the tests, which is not "
