@@ -18,6 +18,7 @@ import concurrent.futures as cf
 import os
 import pickle
 import sys
+import threading
 import warnings
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -60,13 +61,32 @@ def _one_blas_thread() -> None:
 _PROGRESS: Any = None
 
 
-def _pool_worker(progress: Any) -> None:
-    """Initializer of the default pool's workers: one BLAS thread, and the queue their
+def _pool_worker(progress: Any, alive: Any) -> None:
+    """Initializer of the default pool's workers: one BLAS thread, the queue their
     chunks' progress goes to (a task returns its frames only when all its chunks are done;
-    a real case is one task)."""
+    a real case is one task), and a thread that ends the worker once the sweep's process
+    is gone (:func:`_exit_with_sweep`)."""
     global _PROGRESS
     _one_blas_thread()
     _PROGRESS = progress
+    threading.Thread(target=_exit_with_sweep, args=(alive,), daemon=True,
+                     name="kvstats-exit-with-sweep").start()
+
+
+def _exit_with_sweep(alive: Any) -> None:
+    """End this worker when the sweep's process is gone, however it ended (``kill -9``,
+    the OOM killer). ``alive`` is the read end of a pipe whose only write end the sweep's
+    process holds (a forkserver worker gets just this end), so reading it returns only at
+    end of file: when that process has exited, or closed it after its pool shut down.
+    Otherwise the worker, its forkserver (which the workers keep alive) and the caller's
+    stdout they hold would outlive the sweep: a worker waits for tasks forever, or blocks
+    writing a result nobody reads. Unlike polling the sweep's pid, end of file comes for
+    a process that is dead but not yet reaped, and never for another process given its pid."""
+    try:
+        alive.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
 
 
 def _user_task(payload: WorkerPayload, task: Any, tag: int = 0

@@ -466,6 +466,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         payload = (config.plugins, None)
         unpicklable = f"{type(exc).__name__}: {exc}"
     own_pool = None
+    alive: tuple[Any, ...] = ()   # the default pool's workers' pipe (below)
     seen_warnings: set = set()   # the tasks' warnings shown (each once)
     if executor is None or executor == "process":
         n_workers = workers or _default_workers(len(tasks))
@@ -489,8 +490,11 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             # can deadlock the child.
             context = multiprocessing.get_context("forkserver")
             progress_queue = context.SimpleQueue()   # written synchronously: no feeder thread
+            # the workers end when this process does (pool._exit_with_sweep): the write end
+            # stays here, open until the pool has shut down
+            alive = context.Pipe(duplex=False)
             own_pool = cf.ProcessPoolExecutor(max_workers=n_workers, initializer=_pool_worker,
-                                              initargs=(progress_queue,), mp_context=context)
+                                              initargs=(progress_queue, alive[0]), mp_context=context)
             pool: cf.Executor | None = own_pool
         else:
             pool = None
@@ -521,6 +525,8 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         bar.close()
         if own_pool is not None:
             own_pool.shutdown(wait=True, cancel_futures=True)
+            for end in alive:
+                end.close()
 
     if others:
         _say(f"{len(others)} cell(s) were computed by workers running other code than this process "
