@@ -20,7 +20,8 @@ layer in order (slot ``i`` is model layer ``i``), as every capture did before.
 Selections name model layers; :func:`layer_slots` turns them into stored slots.
 
 The writer is :meth:`kvstats.models.capture.Capture.save`, the readers
-:func:`kvstats.data.real.load_trials` (the arrays) and the sweep's real data source
+:func:`kvstats.data.real.load_trials` (the arrays, memory-mapped: it reads only the
+layers, heads and query position it selects) and the sweep's real data source
 (:func:`read_header`: shapes and a content fingerprint from the zip directory and the
 array headers, without reading the data; :func:`read_layers`: the model layers held).
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import zipfile
 from dataclasses import dataclass
 from typing import Any
@@ -206,14 +208,51 @@ def layer_slots(held: tuple[int, ...], layer: int | list[int] | None, name: str,
     return [slot[i] for i in wanted]
 
 
-def read_capture(path: str | os.PathLike, name: str = "path"
+def _npy_header(fh: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """``(shape, fortran_order, dtype)`` of the ``.npy`` stream ``fh``, left at its data."""
+    version = np.lib.format.read_magic(fh)
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    return read(fh)
+
+
+def _map_member(zf: zipfile.ZipFile, array: str, path: str | os.PathLike) -> np.memmap | None:
+    """Array ``array`` of the ``.npz`` as a read-only memory map of the file, or None where
+    it is not stored plainly (compressed: ``numpy.savez_compressed``; an object array;
+    an empty one): a stored member's bytes are the ``.npy`` file itself, after the zip's
+    local header (whose name and extra fields say its length)."""
+    info = zf.getinfo(f"{array}.npy")
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 1:   # compressed, encrypted
+        return None
+    with zf.open(info) as fh:
+        shape, fortran, dtype = _npy_header(fh)
+        header = fh.tell()
+    if dtype.hasobject or 0 in shape:
+        return None   # np.load refuses the first, and maps nothing for the second
+    with open(path, "rb") as raw:
+        raw.seek(info.header_offset)
+        local = raw.read(30)
+    if local[:4] != b"PK\x03\x04":
+        return None
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C",
+                     offset=info.header_offset + 30 + name_len + extra_len + header)
+
+
+def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = False
                  ) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers q_heads n d"], dict[str, Any]]:
     """Read and check a capture file; return ``(K, V, q, meta)`` as stored, in native
     byte order (a big-endian ``>f4`` file gives float32, not a float64 copy).
 
-    ``name`` is how error messages call the file argument.
+    ``name`` is how error messages call the file argument. ``mapped=True`` returns
+    ``K``, ``V``, ``q`` as read-only memory maps of the file (:class:`numpy.memmap`)
+    where it stores them uncompressed (as :func:`write_capture` does), so that only what
+    is indexed is read: a selection of layers and heads reads those alone
+    (:func:`kvstats.data.real.load_trials`). Mapped arrays keep the file's byte order, and
+    their zip CRC-32 is not checked (that would read them all); a compressed array is
+    read whole, as without ``mapped``.
 
     Examples
     --------
@@ -223,17 +262,23 @@ def read_capture(path: str | os.PathLike, name: str = "path"
     >>> write_capture(p, z, z, np.zeros((1, 2, 3, 4, 8), np.float32), {"model": "toy"})
     >>> read_capture(p)[3]
     {'model': 'toy'}
+    >>> type(read_capture(p, mapped=True)[0]).__name__
+    'memmap'
     """
     try:   # not an .npz, a pickled (object) array, a truncated file: numpy's error, named
         with np.load(path, allow_pickle=False) as data:
-            arrays = {array: data[array] for array in ARRAYS if array in data.files}
+            arrays = {}
+            for array in (a for a in ARRAYS if a in data.files):
+                view = _map_member(data.zip, array, path) if mapped and array in _DATA else None
+                arrays[array] = data[array] if view is None else view
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: {exc}") from exc
     _missing(set(arrays), name, path)
     # a file written on a big-endian machine: same values and width, native order (the
-    # readers' float32 check would otherwise widen '>f4' to float64)
-    K, V, q = (a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+    # readers' float32 check would otherwise widen '>f4' to float64); a map stays as stored
+    K, V, q = (a if a.dtype.isnative or isinstance(a, np.memmap)
+               else a.astype(a.dtype.newbyteorder("="))
                for a in (arrays["K"], arrays["V"], arrays["q"]))
     meta = _parse_meta(str(arrays["meta"]), name, path)
     check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
@@ -265,10 +310,7 @@ def read_header(path: str | os.PathLike, name: str = "path") -> CaptureHeader:
                 if f"{array}.npy" not in members:
                     continue
                 with zf.open(f"{array}.npy") as fh:
-                    version = np.lib.format.read_magic(fh)
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                            else np.lib.format.read_array_header_2_0)
-                    shapes[array] = read(fh)[0]
+                    shapes[array] = _npy_header(fh)[0]
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: {exc}") from exc

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float, Int
@@ -43,13 +44,23 @@ def load_capture(path: str | os.PathLike) -> tuple[Float[np.ndarray, "texts laye
     >>> load_capture(p)[2].shape
     (1, 2, 3, 4, 8)
     """
+    return read_capture(_capture_path(path))
+
+
+def _capture_path(path: Any) -> str | os.PathLike:
+    """``path``, checked to be an existing file."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a path to a capture .npz file; received {_describe(path)}")
     if not os.path.isfile(path):
         what = "is a directory" if os.path.isdir(path) else "does not exist"
         raise FileNotFoundError(f"path must be an existing capture file (write one with "
                                 f"kvstats.models.capture(..., path=...)); {os.fspath(path)!r} {what}")
-    return read_capture(path)
+    return path
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in native byte order (a selection of a big-endian file's map)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 def _select(value: int | Sequence[int] | np.ndarray | None, name: str, size: int) -> list[int]:
@@ -120,6 +131,11 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     :data:`~kvstats.data.trials.PER_TRIAL_META`) follow a :meth:`Trials.subset`, which
     selects them with the trials.
 
+    Only the selection is read from the file (memory maps of its arrays:
+    :func:`~kvstats.data.capture_format.read_capture` with ``mapped=True``): ``K`` and
+    ``V`` of the selected layers and heads and ``q`` at the last position, so the memory
+    it takes is the selection's, not the capture's.
+
     Examples
     --------
     >>> import numpy as np, json, tempfile, os
@@ -135,15 +151,19 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     >>> t.meta["cluster"][::3], t.meta["cluster_by"]
     ([0, 0, 1, 1], 'text')
     """
-    K, V, q, meta = load_capture(path)
+    # memory maps of the file: only the selection below is read (its size, not the file's)
+    K, V, q, meta = read_capture(_capture_path(path), mapped=True)
     n_texts, n_layers, n_kv = K.shape[:3]
     g = q.shape[2] // n_kv
     slots, layers = _layer_slots(meta, layer, n_layers, path)
     heads = _select(head, "head", n_kv)
     q_heads = [h * g + j for h in heads for j in range(g)]  # query head h reads KV head h // g
-    Ks = K[:, slots][:, :, heads]
-    Vs = V[:, slots][:, :, heads]
-    qs = q[:, slots][:, :, q_heads, -1:, :]  # last position only: it sees all N keys
+    texts = np.arange(n_texts)
+    Ks = _native(K[np.ix_(texts, slots, heads)])
+    Vs = _native(V[np.ix_(texts, slots, heads)])
+    # last position only (it sees all N keys), taken before the selection: no other is read
+    qs = _native(q[:, :, :, -1][np.ix_(texts, slots, q_heads)])[:, :, :, None]
+    del K, V, q   # the maps close
     tt, ll, hh = np.meshgrid(np.arange(n_texts), layers, heads, indexing="ij")
     # the capture's shape counts describe the file, not this selection: left out
     info = {k: v for k, v in meta.items()

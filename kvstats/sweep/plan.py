@@ -478,7 +478,7 @@ def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
     for cells in groups.values():
         chunk = chunk_for(config, cells[0][0].n_keys, cells[0][0].dim)
         n_chunks = -(-config.n_trials // chunk)
-        # a real case is not split: every task of it would load the whole capture file
+        # a real case is not split: every task of it would load the case's whole selection
         real = cells[0][0].distribution == REAL
         splits = 1 if real else min(n_chunks, -(-_TARGET_TASKS // len(groups)))
         bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
