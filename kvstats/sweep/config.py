@@ -25,9 +25,8 @@ from kvstats.results import DEFAULT_COMPARISONS, check_comparisons
 from kvstats.sweep.plan import Cell, _canonical, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _resolve_real
 from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeSpec, _as_list,
-                                 _check_distinct_cases, _check_distinct_schemes, _check_sweep_budgets, _int,
-                                 _int_tuple,
-                                 parse_distributions, parse_scheme)
+                                 _check_distinct_cases, _check_distinct_schemes, _check_sweep_budgets,
+                                 _floats_as_defaults, _int, _int_tuple, parse_distributions, parse_scheme)
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 
@@ -155,6 +154,8 @@ class SweepConfig:
             raise ValueError("distributions must not repeat a (name, params) pair; received "
                              f"{[f'{n}({p})' for n, p in keys]}")
         _check_distinct_cases(dists)
+        # after the checks, whose messages show the params as written
+        dists = tuple(_floats_as_defaults(d) for d in dists)
         object.__setattr__(self, "schemes", schemes)
         object.__setattr__(self, "distributions", dists)
         object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))

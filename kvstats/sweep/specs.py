@@ -9,6 +9,7 @@ the config's lists share are here too.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -274,6 +275,28 @@ def _number_key(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def _floats_as_defaults(spec: DistributionSpec) -> DistributionSpec:
+    """``spec`` with an int given for a parameter whose default is a float made that float:
+    ``nu = 3`` and ``nu = 3.0`` (TOML or Python may write either) draw alike, so they get
+    the same cell ids, data seeds and labels in every sweep (within one sweep, the two
+    are refused: :func:`_check_distinct_cases`). An int parameter (``rank``) stays an int.
+
+    Examples
+    --------
+    >>> _floats_as_defaults(DistributionSpec("heavy_tailed", {"nu": 3})).params
+    {'nu': 3.0}
+    """
+    from kvstats.data.synthetic import default_params
+
+    if spec.name == REAL:
+        return spec
+    defaults = default_params(spec.name)
+    params = {key: float(value) if (isinstance(defaults.get(key), float) and isinstance(value, int)
+                                    and not isinstance(value, bool) and abs(value) <= sys.float_info.max)
+              else value for key, value in spec.params.items()}
+    return DistributionSpec(spec.name, params)
 
 
 def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
