@@ -37,7 +37,7 @@ demo: $(CORE)
 test: $(FULL)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# The exhaustive statistical checks at full size (minutes to hours).
+# The exhaustive statistical checks at full size (hours).
 test-full: $(FULL)
 	KVSTATS_TEST_SCALE=full OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 

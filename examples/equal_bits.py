@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="most bits per coordinate a scheme may store, overhead included (default 4.7)")
     ap.add_argument("--seed", type=int, default=2026, help="the sweep's root seed (default 2026)")
     ap.add_argument("--fast", action="store_true", help="30 trials of Gaussian keys (seconds): what the tests run")
-    ap.add_argument("--out", default=None, help="folder for the sweep and comparisons.csv (default: a temp folder)")
+    ap.add_argument("--out", default=None, help="folder for the sweep and comparisons.csv (default: a new temp folder, kept: delete it after)")
     args = ap.parse_args(argv)
     dim, n_keys = 128, 256
     n_trials = 30 if args.fast else 300

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="equivalence margin delta of the KL ratio: within [1/(1+delta), 1+delta] (default 0.2)")
     ap.add_argument("--fast", action="store_true", help="60 trials of N = 128 (seconds): what the tests run")
     ap.add_argument("--trials", type=int, default=None, help="trials (default 300; 60 with --fast)")
-    ap.add_argument("--out", default=None, help="folder for paired_family.csv (default: a temp folder)")
+    ap.add_argument("--out", default=None, help="folder for paired_family.csv (default: a new temp folder, kept: delete it after)")
     args = ap.parse_args(argv)
     n_trials, n_keys, dim = (60, 128, 64) if args.fast else (300, 512, 64)
     n_trials = args.trials or n_trials

@@ -126,7 +126,7 @@ kvstats.register_scheme(MINMAX)
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fast", action="store_true", help="a tiny sweep (seconds): what the tests run")
-    ap.add_argument("--out", default=None, help="folder for the sweep and its report (default: a temp folder)")
+    ap.add_argument("--out", default=None, help="folder for the sweep and its report (default: a new temp folder, kept: delete it after)")
     args = ap.parse_args(argv)
 
     account = kvstats.check_scheme("minmax")        # raises, listing what fails

@@ -3,8 +3,8 @@
 Without ``--fast``: SmolLM2-135M-Instruct (its GGUF in ``~/.cache/kvstats`` or
 ``$KVSTATS_CACHE``; needs the ``models`` extra: torch, transformers) reads 16
 standard-library docstrings, 128 tokens each, and ``kvstats.models.capture`` writes every
-layer's keys, values and queries to OUT/capture.npz (236 MB; in a temp folder without
-``--out``). If the weights or torch are missing the script says so and exits 0 without
+layer's keys, values and queries to OUT/capture.npz (236 MB; in a new temp folder without
+``--out``, which is kept: delete it after). If the weights or torch are missing the script says so and exits 0 without
 doing anything (it never downloads: run ``experiments/real_capture.py`` once for that, or
 use ``--fast``).
 
@@ -83,7 +83,7 @@ def write_toy_capture(path: str, seed: int = 0) -> list[int]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fast", action="store_true", help="a toy capture from arrays (seconds): what the tests run")
-    ap.add_argument("--out", default=None, help="folder for the capture, sweep and report (default: a temp folder)")
+    ap.add_argument("--out", default=None, help="folder for the capture, sweep and report (default: a new temp folder, kept: delete it after)")
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="real_cache_")
     os.makedirs(out, exist_ok=True)

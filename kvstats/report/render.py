@@ -154,7 +154,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
         a pair of two labels is a TypeError (:func:`kvstats.analysis.check_comparisons`).
     progress : bool
         A progress bar (stderr) over the energy tests, which dominate a large report's
-        time (the ``kvstats`` command shows it unless ``--no-progress``).
+        time (the ``kvstats`` command shows it on a terminal unless ``--no-progress``).
     plugins : sequence of path, optional
         With ``result`` a sweep directory: the sweep's plugin files where they are now,
         imported in place of the paths its manifest recorded
