@@ -423,7 +423,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     >>> out = tempfile.mkdtemp()
     >>> _ = kvstats.run_sweep({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
     ...     "dims": [16], "n_keys": [8], "n_trials": 4}, out=out, executor="serial", progress=False)
-    >>> res = load_result(out)
+    >>> res = kvstats.load_result(out)
     >>> len(res.frame), res.config.n_trials, res.manifest["n_cells"]
     (4, 4, 1)
     """

@@ -34,6 +34,7 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
     Examples
     --------
     >>> import pandas as pd
+    >>> from kvstats import find_crossovers
     >>> t = pd.DataFrame({"distribution": "gaussian", "params": "-", "dim": 64, "n_keys": 128,
     ...     "budget": [2.0, 3.0], "budget_b": [2.0, 3.0], "scheme_a": "KQV", "scheme_b": "QKQV",
     ...     "metric": "phi_k", "test": "mann_whitney", "winner": ["QKQV", "KQV"]})

@@ -222,7 +222,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     >>> import kvstats
     >>> res = kvstats.run_sweep({"schemes": ["KQV"], "budgets": [3], "distributions": ["gaussian"],
     ...     "dims": [32], "n_keys": [64], "n_trials": 20}, executor="serial", progress=False)
-    >>> theory_table(res.frame, n_resamples=99)["quantity"].tolist()
+    >>> kvstats.theory_table(res.frame, n_resamples=99)["quantity"].tolist()
     ['k_snr_db', 'k_snr_bound', 'v_snr_bound']
     """
     # each cell's values (and a text's trials) in trial order: no bit follows the row order

@@ -120,7 +120,7 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
     --------
     >>> def shifted(n_trials, n_keys, dim, rng, params):
     ...     return params["shift"] + rng.standard_normal((n_trials, n_keys, dim))
-    >>> from kvstats.data.synthetic import sample
+    >>> from kvstats import register_distribution, sample, unregister_distribution
     >>> _ = register_distribution("shifted", shifted, {"shift": 1.0})
     >>> t = sample("shifted", 3, 16, 8, seed=0, shift=5.0)
     >>> t.K.shape, round(float(t.K.mean())), t.meta["params"]
@@ -194,6 +194,7 @@ def unregister_distribution(name: str) -> None:
 
     Examples
     --------
+    >>> from kvstats import unregister_distribution
     >>> unregister_distribution("gaussian")
     Traceback (most recent call last):
     ...

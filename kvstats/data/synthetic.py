@@ -379,6 +379,7 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     Examples
     --------
     >>> import kvstats
+    >>> import numpy as np
     >>> t = kvstats.sample("heavy_tailed", n_trials=4, n_keys=32, dim=16, seed=1, nu=1.5)
     >>> t.K.shape, t.q.shape, t.meta["params"]["nu"]
     ((4, 32, 16), (4, 1, 16), 1.5)

@@ -499,10 +499,10 @@ def lloyd_max_codebook(bits: int, distribution: str = "gaussian", dim: int | Non
 
     Examples
     --------
+    >>> from kvstats import lloyd_max_codebook
     >>> round(lloyd_max_codebook(2).mse, 4)
     0.1175
-    >>> cb = lloyd_max_codebook(3, "beta", dim=128)
-    >>> round(128 * cb.mse, 3)
+    >>> round(128 * lloyd_max_codebook(3, "beta", dim=128).mse, 3)
     0.034
     """
     bits = check_int(bits, "bits", low=1, high=8)
@@ -559,8 +559,9 @@ def empirical_codebook(sample: Float[ArrayLike, "n"], bits: int, max_iter: int =
 
     Examples
     --------
-    >>> rng = np.random.default_rng(0)
-    >>> cb = empirical_codebook(rng.standard_normal(20_000), 2)
+    >>> import numpy as np
+    >>> from kvstats import empirical_codebook
+    >>> cb = empirical_codebook(np.random.default_rng(0).standard_normal(20_000), 2)
     >>> abs(cb.mse - 0.1175) < 0.01
     True
     """

@@ -759,7 +759,8 @@ def check_scheme(name: str, params: Mapping[str, Any] | None = None, *,
 
     Examples
     --------
-    >>> from kvstats.quant.register import define_scheme, registered_scheme
+    >>> from kvstats import check_scheme, define_scheme
+    >>> from kvstats.quant.register import registered_scheme
     >>> from kvstats.quant.uniform import UniformTokenCoder
     >>> def build(bits, dim, params, key_rng, value_rng, draws):
     ...     return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)

@@ -131,6 +131,8 @@ class MSEQuantizer:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats import MSEQuantizer
     >>> q = MSEQuantizer(128, 4, seed=0)
     >>> x = np.random.default_rng(0).standard_normal((1000, 128))
     >>> c = q.encode(x)

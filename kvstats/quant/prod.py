@@ -85,6 +85,8 @@ class ProdQuantizer:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats import ProdQuantizer
     >>> pq = ProdQuantizer(64, 3, seed=0)
     >>> x = np.random.default_rng(1).standard_normal((10, 64))
     >>> pq.decode(pq.encode(x)).shape, pq.stored_bits(1)["residual_signs"]

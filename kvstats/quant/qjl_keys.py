@@ -103,6 +103,8 @@ class QJLKeyQuantizer:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats import QJLKeyQuantizer
     >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
     >>> K = np.random.default_rng(0).standard_normal((40, 64)); K[:, 3] *= 20
     >>> codes = qk.encode(K)

@@ -143,6 +143,7 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
 
     Examples
     --------
+    >>> from kvstats import define_scheme
     >>> from kvstats.quant.uniform import UniformTokenCoder
     >>> def build(bits, dim, params, key_rng, value_rng, draws):
     ...     return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
@@ -323,6 +324,7 @@ def register_scheme(scheme: SchemeDef) -> SchemeDef:
 
     Examples
     --------
+    >>> from kvstats import define_scheme, register_scheme, unregister_scheme
     >>> from kvstats.quant.uniform import UniformTokenCoder
     >>> def build(bits, dim, params, key_rng, value_rng, draws):
     ...     return bits, UniformTokenCoder(bits, dim, dim), UniformTokenCoder(bits, dim, dim)
@@ -367,6 +369,7 @@ def unregister_scheme(name: str) -> None:
 
     Examples
     --------
+    >>> from kvstats import unregister_scheme
     >>> unregister_scheme("KQV")
     Traceback (most recent call last):
     ...

@@ -56,6 +56,7 @@ def scheme_def(name: str) -> SchemeDef:
 
     Examples
     --------
+    >>> from kvstats import scheme_def
     >>> scheme_def("K4V2").name, scheme_def("kivi").token_group_param
     ('mixed', 'group_size')
     >>> scheme_def("k4v2")

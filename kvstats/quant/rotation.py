@@ -338,6 +338,7 @@ def make_rotation(kind: str, dim: int, seed: SeedLike = 0, draws: Any = ()) -> R
 
     Examples
     --------
+    >>> from kvstats import make_rotation
     >>> r = make_rotation("hadamard", 96, seed=0, draws=5)
     >>> r.out_dim, r.signs.shape
     (128, (5, 128))

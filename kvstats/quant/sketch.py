@@ -310,6 +310,8 @@ def make_sketch(kind: str, m: int, dim: int, seed: SeedLike = 0,
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats import make_sketch
     >>> s = make_sketch("orthogonal", 64, 64, seed=0)
     >>> s.matrix.shape, bool(np.allclose(s.matrix @ s.matrix.T, 64 * np.eye(64)))
     ((64, 64), True)

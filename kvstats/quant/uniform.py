@@ -470,6 +470,8 @@ class KIVIQuantizer:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats import KIVIQuantizer
     >>> kivi = KIVIQuantizer(2, group_size=32, residual=32)
     >>> K = np.random.default_rng(0).standard_normal((100, 64))
     >>> K_hat, V_hat = kivi.decode(kivi.encode(K, K))

@@ -98,6 +98,7 @@ class SweepConfig:
 
     Examples
     --------
+    >>> from kvstats import SweepConfig
     >>> cfg = SweepConfig.from_dict({"schemes": ["KV", "KQV"], "budgets": [3, 4],
     ...     "distributions": [{"name": "heavy_tailed", "params": [{"nu": 1.5}, {"nu": 3.0}]}],
     ...     "dims": [64], "n_keys": [128], "n_trials": 20})
