@@ -28,6 +28,7 @@ import pandas as pd
 from kvstats.plugins import WorkerPayload, install_worker_payload
 from kvstats.sweep import plan
 from kvstats.sweep.numeric_env import numeric_env
+from kvstats.sweep.store import _usable_cpus
 from kvstats.sweep.work import _compute_task
 
 __all__ = ["WorkerDiedError"]
@@ -234,8 +235,4 @@ def _gather(futures: dict[cf.Future, int], collect: Any, bar: Any, progress: Any
 
 
 def _default_workers(n_tasks: int) -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, n_tasks))
+    return max(1, min(_usable_cpus(), n_tasks))

@@ -26,7 +26,7 @@ from kvstats._checks import _describe, check_int
 from kvstats.data.capture_format import CaptureHeader, layer_slots, read_header, read_layers
 from kvstats.data.real import load_trials
 from kvstats.data.trials import Trials
-from kvstats.results import REAL
+from kvstats.results import REAL, _user_stacklevel
 
 if TYPE_CHECKING:
     from kvstats.sweep.config import SweepConfig
@@ -142,7 +142,10 @@ def _real_case(config: SweepConfig, params: Mapping[str, Any]) -> tuple[str, lis
                          f"{info.n_texts} texts x {len(layers)} layers x {len(heads)} KV heads = "
                          f"{available}; received n_trials={config.n_trials}")
     per_text = len(layers) * len(heads)
-    if config.n_trials % per_text:
+    # once per config (its grid is built again by every cells() call), at the user's call
+    warned, key = vars(config).setdefault("_partial_text_warned", set()), (where, str(layers), str(heads))
+    if config.n_trials % per_text and key not in warned:
+        warned.add(key)
         # trials come text by text: a partial last text counts as a whole cluster (a unit
         # of the tests) holding only its first layers or heads (valid tests, another mean)
         whole = config.n_trials // per_text * per_text
@@ -150,7 +153,7 @@ def _real_case(config: SweepConfig, params: Mapping[str, Any]) -> tuple[str, lis
                       f"a text holds {len(layers)} layers x {len(heads)} KV heads = {per_text} "
                       f"trials, so the last text (a cluster, the statistical unit) holds only "
                       f"{config.n_trials - whole} of them and its mean is of its first layers or "
-                      f"heads alone; use a multiple of {per_text}", UserWarning, stacklevel=2)
+                      f"heads alone; use a multiple of {per_text}", UserWarning, stacklevel=_user_stacklevel())
     return info.fingerprint, [(info.dim, info.n_keys)]
 
 

@@ -321,12 +321,22 @@ def _git_revision() -> dict[str, Any] | None:
         return None
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: ``taskset``, a cgroup's cpuset), which
+    the default pool sizes itself by; every CPU of the machine where that is not known."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: dict[str, dict[str, Any]],
                   n_rows: int, *, started: str, seconds: float, git: dict[str, Any] | None,
                   executor: str, code: dict[str, str] | None = None,
                   env: dict[str, str] | None = None) -> dict[str, Any]:
     """The manifest of a finished sweep: config and its fingerprint, seed, versions, git
-    revision, times, host, executor and per-cell status (``"computed"``, ``"resumed"`` or
+    revision, times, host (``cpus``: the machine's; ``cpus_usable``: those this process may
+    run on, which the default pool sizes itself by), executor and per-cell status (``"computed"``, ``"resumed"`` or
     ``"recomputed"`` with the ``reason`` a stored cell was not reused; seconds; ``"code"``
     for a cell a worker running other code computed, counted in ``"n_other_code"``;
     ``"numeric_env"`` for a cell computed in another numerical environment than ``env``,
@@ -358,7 +368,7 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
         "finished": _now(),
         "seconds": round(seconds, 3),
         "host": {"node": platform.node(), "platform": platform.platform(),
-                 "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+                 "cpus": os.cpu_count(), "cpus_usable": _usable_cpus(), "python": sys.version.split()[0]},
         "executor": executor,
         "n_cells": len(cells),
         "n_computed": sum(s["status"] != "resumed" for s in status.values()),
