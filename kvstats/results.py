@@ -363,7 +363,12 @@ def config_fingerprint(config: SweepConfig | Mapping[str, Any]) -> str:
         config = SweepConfig.from_dict(config)
     if not isinstance(config, SweepConfig):
         raise TypeError(f"config must be a SweepConfig or a config dict; received {type(config).__name__}")
-    data = config.to_dict()
+    return _digest(config.to_dict())
+
+
+def _digest(data: Mapping[str, Any]) -> str:
+    """The fingerprint of a config's dict as it stands (:func:`config_fingerprint` of its
+    canonical form; a manifest's ``"config"`` as recorded)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -462,7 +467,10 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     record = manifest.get("results")
     # only the first layout, which says so ("kvstats_sweep": 1), has no record to check
     if record is not None or manifest.get("kvstats_sweep") != 1:
-        _check_pair(frame, meta, record, config, table, manifest_path)
+        # the config as recorded too: a folder written before a canonical form changed (an int
+        # for a float parameter, nu = 3, read as 3.0 since 2026-12-03) keeps its fingerprint
+        _check_pair(frame, meta, record, (config_fingerprint(config), _digest(manifest["config"])),
+                    table, manifest_path)
     return SweepResult(frame, manifest, config, out)
 
 
@@ -536,10 +544,10 @@ def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = No
     return table
 
 
-def _check_pair(frame: pd.DataFrame, meta: dict[str, Any] | None, record: Any, config: SweepConfig,
-                table: Path, manifest_path: Path) -> None:
+def _check_pair(frame: pd.DataFrame, meta: dict[str, Any] | None, record: Any,
+                fingerprints: tuple[str, ...], table: Path, manifest_path: Path) -> None:
     """Raise a ValueError unless the results table, its metadata, the manifest's record
-    of it and the manifest's config all describe one sweep."""
+    of it and the manifest's config (one of its ``fingerprints``) all describe one sweep."""
     where = f"{str(table)!r} and {str(manifest_path)!r}"
     if not isinstance(record, dict):
         raise ValueError(f"manifest {str(manifest_path)!r} has no 'results' record; it cannot be "
@@ -547,13 +555,12 @@ def _check_pair(frame: pd.DataFrame, meta: dict[str, Any] | None, record: Any, c
     if meta is None:
         raise ValueError(f"results {str(table)!r} carry no kvstats metadata; they cannot be paired "
                          f"with {str(manifest_path)!r} (rerun the sweep)")
-    fp = config_fingerprint(config)
     problems = []
     if record.get("file") != table.name:
         problems.append(f"the manifest describes {record.get('file')!r}, found {table.name!r}")
-    if record.get("config") != fp:
+    if record.get("config") not in fingerprints:
         problems.append("the manifest's record was written for another config")
-    if meta.get("config") != fp:
+    if meta.get("config") not in fingerprints:
         problems.append("the results were written by a sweep of another config")
     if meta.get("run") != record.get("run"):
         problems.append("the results and the manifest come from different runs")

@@ -73,6 +73,7 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
     synthetic = [d for d in cfg.distributions if d.name != REAL]
     has_real = len(synthetic) < len(cfg.distributions)
     git = man.get("git") or {}
+    host = man.get("host") or {}
     # the fewest units of a mean (the all-0 fraction's exact interval is shown at it)
     fewest = int(summary["n_trials"].min()) if "n_trials" in summary and len(summary) else None
     return [
@@ -84,8 +85,11 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + f", root seed {man.get('seed')}; "
         f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
         f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
-        f"Host: {man.get('host', {}).get('platform')}, {man.get('host', {}).get('cpus')} CPUs; "
-        f"git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
+        f"Host: {host.get('platform')}, {host.get('cpus')} CPUs"
+        # the CPUs the process could run on, where an affinity or cgroup allowed fewer
+        + (f" ({host['cpus_usable']} usable)" if host.get("cpus_usable") not in (None, host.get("cpus"))
+           else "")
+        + f"; git {git.get('revision', 'unknown')[:12]}{' (dirty)' if git.get('dirty') else ''}; "
         "versions " + ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items()) + "."
         + _other_code_text(man.get("n_other_code")) + _other_env_text(man.get("n_other_env")),
         *([_user_code_text(man["user_code"])] if man.get("user_code") else []),

@@ -261,7 +261,8 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         run, with a warning.
         An executor passed in is not shut down.
     progress : bool
-        Show a tqdm progress bar over cells.
+        Show the progress bar on stderr (the cells' coded trials and finished cells),
+        whatever stderr is; the ``kvstats`` command shows it only on a terminal.
     resume : bool
         Reuse finished cells found in ``out/cells`` (default) after checking each (its
         id, key, rows, schema and content hash); a cell that fails is recomputed, with a
