@@ -322,9 +322,11 @@ def capture_spectra(path: str | os.PathLike, layer: int | Sequence[int] | None =
     >>> k.eigenvalues.shape, k.mean_square.shape
     ((8, 8), (8,))
     """
-    from kvstats.data.real import _layer_slots, _select, load_capture
+    from kvstats.data.capture_format import read_capture
+    from kvstats.data.real import _capture_path, _layer_slots, _native, _select
 
-    K, V, _, meta = load_capture(path)
+    # memory maps: only the selected layers and heads are read (a capture can be GBs)
+    K, V, _, meta = read_capture(_capture_path(path), mapped=True)
     n_texts, n_layers, n_kv, n_tok, d = K.shape
     layers = _layer_slots(meta, layer, n_layers, path)[0]   # stored slots of the model layers
     heads = _select(head, "head", n_kv)
@@ -334,7 +336,7 @@ def capture_spectra(path: str | os.PathLike, layer: int | Sequence[int] | None =
                          f"{n_texts} text(s) of N = {n_tok}")
     out = []
     for X in (K, V):
-        sel = X[:, layers][:, :, heads]                          # (texts, L, H, N, d)
+        sel = _native(X[:, layers][:, :, heads])                 # (texts, L, H, N, d)
         pooled = np.moveaxis(sel, 0, 2).reshape(len(layers), len(heads), n_texts * n_tok, -1)
         s = measured_spectrum(pooled)                            # (L, H, d), (L, H)
         lam = np.broadcast_to(s.eigenvalues, (n_texts,) + s.eigenvalues.shape)

@@ -68,3 +68,26 @@ def test_only_the_selection_is_read_into_memory(tmp_path):
         tracemalloc.stop()
     assert t.K.shape == (4, 64, 16) and t.q.shape == (4, 4, 16)
     assert peak < whole / 20, (peak, whole)
+
+
+def test_capture_spectra_reads_only_its_selection(tmp_path):
+    # the spectra of one layer and KV head (for the rate–distortion bound) read that slice
+    # alone, through the maps, and equal those of the whole-file arrays
+    from kvstats.data.spectrum import capture_spectra, measured_spectrum
+
+    rng = np.random.default_rng(1)
+    K = rng.standard_normal((4, 8, 8, 64, 16)).astype(np.float32)
+    q = rng.standard_normal((4, 8, 32, 64, 16)).astype(np.float32)
+    p = tmp_path / "big.npz"
+    np.savez(p, K=K, V=2 * K, q=q, meta=json.dumps({}))
+    whole = K.nbytes * 2 + q.nbytes
+    want = measured_spectrum(K[:, 3, 2].reshape(1, 1, 4 * 64, 16)).eigenvalues[0, 0]
+    del q
+    tracemalloc.start()
+    try:
+        k, v = capture_spectra(p, layer=3, head=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(k.eigenvalues[0], want, rtol=1e-12)
+    assert peak < whole / 20, (peak, whole)
