@@ -117,8 +117,8 @@ class Codebook:
 
         Examples
         --------
-        >>> cb = lloyd_max_codebook(1)
-        >>> cb.encode([-0.3, 0.0, 2.0])
+        >>> from kvstats import lloyd_max_codebook
+        >>> lloyd_max_codebook(1).encode([-0.3, 0.0, 2.0])
         array([0, 0, 1], dtype=uint8)
         """
         x = as_float_array(x, "x")
@@ -129,9 +129,9 @@ class Codebook:
 
         Examples
         --------
-        >>> cb = lloyd_max_codebook(3)
-        >>> y = np.linspace(-3, 3, 101)
-        >>> bool(np.array_equal(cb.encode(y), cb.encode_reference(y)))
+        >>> from kvstats import lloyd_max_codebook
+        >>> cb, y = lloyd_max_codebook(3), [k / 20 for k in range(-60, 61)]
+        >>> cb.encode(y).tolist() == cb.encode_reference(y).tolist()
         True
         """
         x = as_float_array(x, "x")
@@ -262,8 +262,8 @@ class Codebook:
 
         Examples
         --------
-        >>> cb = lloyd_max_codebook(1)
-        >>> cb.decode(np.array([0, 1], dtype=np.uint8)).round(4)
+        >>> from kvstats import lloyd_max_codebook
+        >>> lloyd_max_codebook(1).decode([0, 1]).round(4)
         array([-0.7979,  0.7979])
         """
         codes = np.asarray(codes)
@@ -279,8 +279,8 @@ class Codebook:
 
         Examples
         --------
-        >>> cb = lloyd_max_codebook(2).scaled(0.5)
-        >>> round(cb.mse / lloyd_max_codebook(2).mse, 12)
+        >>> from kvstats import lloyd_max_codebook
+        >>> round(lloyd_max_codebook(2).scaled(0.5).mse / lloyd_max_codebook(2).mse, 12)
         0.25
         """
         s = check_real(s, "s", low=0.0, low_open=True)

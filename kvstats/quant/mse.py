@@ -186,6 +186,8 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import MSEQuantizer
         >>> q = MSEQuantizer(64, 3, rotation="haar", seed=0)
         >>> x = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
         >>> before = q.encode(x)
@@ -336,6 +338,8 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import MSEQuantizer
         >>> q = MSEQuantizer(6, 2, seed=1)
         >>> c = q.encode(np.ones((3, 6)))
         >>> c.codes.shape, c.n_coords, c.norms.tolist()
@@ -372,6 +376,8 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import MSEQuantizer
         >>> q = MSEQuantizer(4, 3, seed=0)
         >>> x_hat = q.decode(q.encode(np.zeros((2, 4))))
         >>> bool(np.all(x_hat == 0)), x_hat.shape
@@ -443,6 +449,8 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import MSEQuantizer
         >>> q = MSEQuantizer(96, 3, seed=0)
         >>> x = np.random.default_rng(0).standard_normal((5, 96))
         >>> bool(np.array_equal(q.roundtrip(x), q.decode(q.encode(x))))
@@ -493,6 +501,7 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> from kvstats import MSEQuantizer
         >>> MSEQuantizer(96, 3).bits_per_vector()  # padded to 128 coordinates
         {'codes': 384, 'norm': 16}
         """
@@ -508,6 +517,7 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> from kvstats import MSEQuantizer
         >>> MSEQuantizer(96, 3).stored_bits(10)
         {'codes': 3840, 'norm': 160}
         """
@@ -522,6 +532,7 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> from kvstats import MSEQuantizer
         >>> ex = MSEQuantizer(96, 3, seed=0).export()
         >>> ex.coder, ex.bits, ex.dim_padded, ex.signs.shape, ex.centroids.shape, ex.sketch
         ('mse', 3, 128, (128,), (8,), None)
@@ -546,6 +557,7 @@ class MSEQuantizer:
 
         Examples
         --------
+        >>> from kvstats import MSEQuantizer
         >>> MSEQuantizer(64, 2).describe()["codebook"]
         'lloyd_max beta dim=64'
         """

@@ -135,6 +135,8 @@ class ProdQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import ProdQuantizer
         >>> pq = ProdQuantizer(64, 3, rotation="haar", seed=0)
         >>> x = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
         >>> before = pq.encode(x)
@@ -268,6 +270,8 @@ class ProdQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import ProdQuantizer
         >>> pq = ProdQuantizer(96, 3, seed=0)
         >>> x = np.random.default_rng(1).standard_normal((10, 96)).astype(np.float32)
         >>> x_hat = pq.roundtrip(x)
@@ -299,6 +303,8 @@ class ProdQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import ProdQuantizer
         >>> pq = ProdQuantizer(64, 3, seed=0)
         >>> rng = np.random.default_rng(1)
         >>> x, q = rng.standard_normal((10, 64)), rng.standard_normal((2, 64))
@@ -321,6 +327,7 @@ class ProdQuantizer:
 
         Examples
         --------
+        >>> from kvstats import ProdQuantizer
         >>> ProdQuantizer(96, 3).stored_bits(10)  # 2-bit codes of 128 padded coordinates
         {'mse_codes': 2560, 'mse_norm': 160, 'residual_signs': 1280, 'residual_norm': 160}
         """
@@ -341,6 +348,7 @@ class ProdQuantizer:
 
         Examples
         --------
+        >>> from kvstats import ProdQuantizer
         >>> ex = ProdQuantizer(96, 3, seed=0).export()
         >>> ex.coder, ex.bits, ex.dim_padded, ex.sketch.shape, ex.m
         ('prod', 2, 128, (128, 96), 128)

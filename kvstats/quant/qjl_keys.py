@@ -152,6 +152,8 @@ class QJLKeyQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import QJLKeyQuantizer
         >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
         >>> K = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
         >>> before = qk.encode(K)
@@ -170,6 +172,7 @@ class QJLKeyQuantizer:
 
         Examples
         --------
+        >>> from kvstats import QJLKeyQuantizer
         >>> QJLKeyQuantizer(64, 64, group_size=32).n_groups(100)
         4
         """
@@ -227,6 +230,8 @@ class QJLKeyQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import QJLKeyQuantizer
         >>> qk = QJLKeyQuantizer(64, 128, n_outliers=4, group_size=16, seed=0)
         >>> K = np.random.default_rng(0).standard_normal((40, 64)).astype(np.float32)
         >>> bool(np.array_equal(qk.roundtrip(K), qk.decode(qk.encode(K))))
@@ -281,6 +286,8 @@ class QJLKeyQuantizer:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats import QJLKeyQuantizer
         >>> qk = QJLKeyQuantizer(32, 64, n_outliers=2, group_size=8, seed=0)
         >>> rng = np.random.default_rng(1)
         >>> K, q = rng.standard_normal((20, 32)), rng.standard_normal((3, 32))
@@ -344,6 +351,7 @@ class QJLKeyQuantizer:
 
         Examples
         --------
+        >>> from kvstats import QJLKeyQuantizer
         >>> QJLKeyQuantizer(128, 256, n_outliers=4, outlier_m=64, group_size=32).stored_bits(64)
         {'signs': 16384, 'norm': 1024, 'outlier_signs': 4096, 'outlier_norm': 1024, 'outlier_indices': 56}
         """

@@ -533,6 +533,7 @@ class KIVIQuantizer:
 
         Examples
         --------
+        >>> from kvstats import KIVIQuantizer
         >>> KIVIQuantizer(2, group_size=32, residual=32).bits_per_coord(100, 64)["key_total"]
         7.44
         """

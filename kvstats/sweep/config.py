@@ -200,6 +200,7 @@ class SweepConfig:
 
         Examples
         --------
+        >>> from kvstats import SweepConfig
         >>> cfg = SweepConfig.from_dict({"sweep": {"n_trials": 50, "budgets": [3]},
         ...     "schemes": [{"name": "KQV"}], "distributions": [{"name": "gaussian"}],
         ...     "report": {"alpha": 0.01}})
@@ -260,6 +261,7 @@ class SweepConfig:
         Examples
         --------
         >>> import os, tempfile
+        >>> from kvstats import SweepConfig
         >>> path = os.path.join(tempfile.mkdtemp(), "c.toml")
         >>> with open(path, "w") as fh:
         ...     _ = fh.write('[sweep]\\nbudgets = [3]\\n[[schemes]]\\nname = "KQV"\\n'
@@ -291,6 +293,7 @@ class SweepConfig:
 
         Examples
         --------
+        >>> from kvstats import SweepConfig
         >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]})
         >>> SweepConfig.from_dict(cfg.to_dict()) == cfg, cfg.to_dict()["budgets"]
         (True, [2, 3, 4, 5, 6])
@@ -319,6 +322,7 @@ class SweepConfig:
 
         Examples
         --------
+        >>> from kvstats import SweepConfig
         >>> SweepConfig.from_dict({"schemes": ["KQV", "K4V2"], "budgets": [2, 3],
         ...     "distributions": ["gaussian"], "comparisons": []}).cells()[-1].budget is None  # K4V2: fixed
         True
@@ -330,6 +334,7 @@ class SweepConfig:
 
         Examples
         --------
+        >>> from kvstats import SweepConfig
         >>> SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]}).chunk_for(1024, 128)
         128
         """
@@ -340,6 +345,7 @@ class SweepConfig:
 
         Examples
         --------
+        >>> from kvstats import SweepConfig
         >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "distributions": ["gaussian"]})
         >>> ids = [cfg.cell_id(c) for c in cfg.cells()]
         >>> len(set(ids)) == len(ids) == 5
