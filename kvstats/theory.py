@@ -85,6 +85,7 @@ def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]
 
     Examples
     --------
+    >>> from kvstats.theory import sphere_coordinate_pdf
     >>> sphere_coordinate_pdf([-0.5, 0.0, 0.5], 3).round(12)  # d = 3: uniform on [-1, 1]
     array([0.5, 0.5, 0.5])
     """
@@ -129,6 +130,7 @@ def lloyd_max_distortion(bits: int, distribution: str = "gaussian", dim: int | N
 
     Examples
     --------
+    >>> from kvstats.theory import lloyd_max_distortion
     >>> round(lloyd_max_distortion(1), 4)  # Max (1960): 1 - 2/pi
     0.3634
     >>> round(128 * lloyd_max_distortion(4, "beta", 128), 5)
@@ -166,6 +168,7 @@ def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | N
 
     Examples
     --------
+    >>> from kvstats.theory import high_rate_distortion
     >>> round(high_rate_distortion(0), 4)                 # sqrt(3) pi / 2
     2.7207
     >>> round(128 * high_rate_distortion(0, "beta", 128), 4)
@@ -215,6 +218,7 @@ def unit_vector_mse(bits: int, dim: int) -> float:
 
     Examples
     --------
+    >>> from kvstats.theory import unit_vector_mse
     >>> [round(unit_vector_mse(b, 128), 4) for b in (1, 2, 3, 4)]
     [0.3609, 0.116, 0.034, 0.0093]
     """
@@ -251,6 +255,7 @@ def flat_vector_gain(bits: int, dim: int) -> float:
 
     Examples
     --------
+    >>> from kvstats.theory import flat_vector_gain
     >>> [round(flat_vector_gain(b, 128), 3) for b in (1, 2, 3, 4)]
     [0.799, 1.505, 0.753, 0.937]
     """
@@ -294,6 +299,7 @@ def bit_trade_inflation(bits: int, dim: int | None = None, m: int | None = None,
 
     Examples
     --------
+    >>> from kvstats.theory import bit_trade_inflation
     >>> round(bit_trade_inflation(4), 3)
     5.712
     >>> round(bit_trade_inflation(4, 128, kind="orthogonal"), 3)
@@ -326,6 +332,7 @@ def turboquant_mse_bounds(bits: int) -> tuple[float, float]:
 
     Examples
     --------
+    >>> from kvstats.theory import turboquant_mse_bounds
     >>> lo, hi = turboquant_mse_bounds(2)
     >>> lo, round(hi, 4)
     (0.0625, 0.17)
@@ -359,6 +366,7 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
 
     Examples
     --------
+    >>> from kvstats.theory import turboquant_prod_bounds
     >>> lo, hi = turboquant_prod_bounds(1, 128)
     >>> round(lo * 128, 4), round(hi * 128, 3)
     (0.25, 4.274)
@@ -403,6 +411,7 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
 
     Examples
     --------
+    >>> from kvstats.theory import turboquant_prod_bounds, turboquant_prod_distortion
     >>> d = turboquant_prod_distortion(3, 128)
     >>> lo, hi = turboquant_prod_bounds(3, 128)
     >>> bool(lo < d < hi)
@@ -455,6 +464,8 @@ def direction_error(snr_db: ArrayLike, error: str = "orthogonal_to_reconstructio
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats.theory import direction_error
     >>> direction_error([10 * np.log10(4.0)]).round(6)        # cos φ = √(3/4): 30°
     array([0.523599])
     >>> direction_error([10 * np.log10(3.0)], "orthogonal_to_signal").round(6)   # cos φ = √(3/4)
@@ -500,6 +511,7 @@ def distortion_table(bits: Iterable[int] = range(1, 9),
 
     Examples
     --------
+    >>> from kvstats.theory import distortion_table
     >>> t = distortion_table(bits=[1, 2], dims=[128])
     >>> list(t.distribution)
     ['gaussian', 'beta', 'gaussian', 'beta']

@@ -4,21 +4,20 @@
 globals, so an example that uses ``np`` or its own name without importing them passes there
 and fails for a user. Here each runs on empty globals, as a fresh interpreter would: an
 exported function's or class's docstring and those of the class's methods (DocTestFinder's
-default recursion). An exported submodule (``kvstats.theory``) is checked on its own
-docstring only; the functions defined in it are not covered yet.
+default recursion), and an exported submodule's (``kvstats.theory``) with every function
+defined in it.
 """
 
 from __future__ import annotations
 
 import doctest
-import types
 
 import kvstats
 
 
 def _failures(obj, name):
     """Names of the failing examples of ``obj`` (and its methods), run on fresh globals."""
-    finder = doctest.DocTestFinder(recurse=not isinstance(obj, types.ModuleType))
+    finder = doctest.DocTestFinder()
     failed = []
     for test in finder.find(obj, name, globs={}):
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
