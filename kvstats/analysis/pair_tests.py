@@ -98,8 +98,9 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # test standardises each coordinate, which would blow a spread of one ulp (a constant
     # metric summed in another order) up to a unit spread and a "difference"
     X, Y = _rounding_merged(X, Y, paired)
-    # method "auto": every relabelling where the group is small (up to 20 differing pairs,
-    # 11 vs 11), else drawn; unpaired it is called as before the paired design existed
+    # method "auto": every relabelling where the group is small (up to 20 differing pairs;
+    # every split of up to 21 units), else drawn; unpaired it is called as before the
+    # paired design existed
     res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
                                  standardize=True, **({"paired": True} if paired else {}))
     # what the test can resolve: its relabelling group's floor, the share of relabellings
@@ -113,7 +114,9 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # how many pairs differ). Two samples: relabellings that move copies of one tied point
     # give one statistic, so the floor counts them (tied_permutation_floor); pooled profiles
     # all one point give every relabelling the observed statistic, p = 1 (``n_informative``
-    # 0: none tells them apart)
+    # 0: none tells them apart). These floors are lower bounds with ties (other splits can
+    # tie the most extreme one too): an exact test's own min_attainable_p is the least p of
+    # every relabelling of these data, which the max below keeps; a drawn row has the bound
     if paired:
         m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
         units, informative = (permutation_floor(m, m, True) if m else 1.0), float(m)

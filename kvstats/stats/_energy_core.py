@@ -31,8 +31,11 @@ KINDS = ("V", "U")
 # relabelling (up to the statistic's symmetry), "permutation" draws them at random, "auto"
 # enumerates when that costs at most _EXACT_AUTO_WORK multiply-adds (relabellings x size^2,
 # size the differing pairs or the pooled rows): every paired design up to 20 differing pairs
-# (2**19 swap classes, ~0.1 s on one core), two samples up to 11 vs 11 (352716 classes,
-# ~0.1 s). "exact" asked for is refused beyond _EXACT_MAX_WORK (seconds, ~50 MB of labels).
+# (2**19 swap classes, ~0.1 s on one core); two samples while C(n, n_x) n**2 <= 2**28
+# (halved at n_x = n_y): every split of up to 21 points, of 22 all but 10 vs 12 (11 vs 11:
+# 352716 classes, ~0.1 s), and uneven larger ones (the largest n_y per n_x = 1..10: 644
+# 150 67 40 28 21 17 15 13 11). "exact" asked for is refused beyond _EXACT_MAX_WORK
+# (seconds, ~50 MB of labels).
 METHODS = ("auto", "exact", "permutation")
 _EXACT_AUTO_WORK = 2**28
 _EXACT_MAX_WORK = 2**30
@@ -291,6 +294,16 @@ def _exact_pvalue(stats_all: np.ndarray, total: float, n: int) -> tuple[float, i
     hits = int(np.count_nonzero(stats_all >= stats_all[0] - _tie_tolerance(total, n)))
     # row 0 included
     return hits / len(stats_all), hits - 1
+
+
+def _exact_floor(stats_all: np.ndarray, total: float, n: int, floor: float) -> float:
+    """The smallest exact p-value any relabelling of these data could get: the share of
+    classes whose statistic ties the largest (the tie rule of :func:`_exact_pvalue`), never
+    below ``floor`` (the group's floor without ties). Classes that tie the most extreme one
+    (tied points, equal pairs in value) all count in its p-value, so this can be far above
+    ``floor``. Call it after :func:`_exact_pvalue` has refused non-finite statistics."""
+    hits = np.count_nonzero(stats_all >= stats_all.max() - _tie_tolerance(total, n))
+    return max(floor, hits / len(stats_all))
 
 
 def _draw_subsets(rng: np.random.Generator, k: int, n: int, m: int):

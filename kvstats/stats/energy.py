@@ -48,10 +48,13 @@ underflow (0); a statistic that is non-finite or beyond float64 is a ValueError,
 p-value. Ordinary data are not touched.
 
 Exact test: where the relabelling group is small (``method="auto"``: at most 2**28
-multiply-adds, i.e. up to 20 differing pairs or 11 vs 11) every relabelling is evaluated,
-one per class of relabellings with the same statistic (s and -s; a labelling and its
-complement when n_x = n_y), and p = #{T_g >= T_obs}/#classes, the observed one included:
-no Monte Carlo error, and data at the group's extreme get its floor exactly.
+multiply-adds, classes x size**2, i.e. up to 20 differing pairs, or two samples while
+C(n, n_x) n**2 <= 2**28, halved at n_x = n_y: every split of up to 21 points, of 22 all but
+10 vs 12, and uneven larger ones such as 4 vs 40) every relabelling is evaluated, one per
+class of relabellings with the same statistic (s and -s; a labelling and its complement
+when n_x = n_y), and p = #{T_g >= T_obs}/#classes, the observed one included: no Monte
+Carlo error. Its ``min_attainable_p`` is the smallest p any relabelling of these data gets
+(the share of classes tying the largest statistic), at least the group's floor.
 
 Layout: this module holds the public functions and results; the data preparation, the
 scaling, the pooled-label core and the exact test's subsets and count are in
@@ -73,9 +76,10 @@ from ._base import _FrameMixin
 # ._energy_swap (within-pair swaps); the tests import some of them from here, their path
 # before the split (hence the re-exports).
 from ._energy_core import (_BLOCK, KINDS, XSample, YSample, _combine,  # noqa: F401
-                           _exact_classes, _exact_pvalue, _free_labels, _permutation_statistics,
-                           _pooled_blocking, _prepare, _random_subsets, _subset_batches,
-                           _tie_tolerance, _unit_scale, _unscale)
+                           _exact_classes, _exact_floor, _exact_pvalue, _free_labels,
+                           _permutation_statistics, _pooled_blocking, _prepare,
+                           _random_subsets, _subset_batches, _tie_tolerance, _unit_scale,
+                           _unscale)
 # the energy tests' ``method``: "auto", "exact" (every relabelling), "permutation" (drawn)
 from ._energy_core import METHODS as ENERGY_METHODS
 from ._energy_swap import (_check_paired, _differing, _exact_swap_statistics,  # noqa: F401
@@ -156,12 +160,16 @@ class EnergyTestResult(_FrameMixin):
         Whether the relabellings were within-pair swaps (``energy_test(paired=True)``).
     min_attainable_p : float
         The test's resolution: the p-value that data at the relabelling group's extreme
-        get at least half the time. "exact": the group's floor itself, reached on such
-        data (2**(1 - m) for the m pairs that differ when paired; 1/C(n_x + n_y, n_x), or
-        2/C(2n, n) for n vs n, otherwise). "permutation":
-        :func:`kvstats.stats.family_resolution.monte_carlo_resolution` of that floor and
+        get at least half the time. The group's floor is 2**(1 - m) for the m pairs that
+        differ when paired, 1/C(n_x + n_y, n_x), or 2/C(2n, n) for n vs n, otherwise.
+        "exact": the smallest p-value any relabelling of these data gets, the share of
+        classes whose statistic ties the largest one (same tie rule as ``pvalue``): the
+        floor when nothing ties, more with tied points (4 values against 4 can give 0.2,
+        not 2/70). "permutation":
+        :func:`kvstats.stats.family_resolution.monte_carlo_resolution` of the floor and
         B, which is 1/(1 + B) when (1 - floor)**B >= 1/2 and larger otherwise (each draw
-        ties the observed statistic with probability floor). Inside a corrected family it
+        ties the observed statistic with probability floor); with tied points the floor
+        is only a lower bound (the tied relabellings are not enumerated), so this is too. Inside a corrected family it
         must be <= the first step's level (alpha/m for Holm) for the test to be able to
         reject: see :meth:`resolvable`.
     method : str
@@ -377,9 +385,11 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
         pairs; the C(n_x + n_y, n_x) subsets, half of them when n_x = n_y) and returns the
         exact p-value #{T_g >= T_obs}/#relabellings, without Monte Carlo error: ``seed``
         and ``n_resamples`` do not matter. "permutation" draws B random relabellings.
-        "auto" (default) is "exact" when that costs at most 2**28 multiply-adds (relabellings
-        x size^2: up to 20 differing pairs, or 11 vs 11), "permutation" otherwise; "exact"
-        is refused (``ValueError``) beyond 2**30.
+        "auto" (default) is "exact" when that costs at most 2**28 multiply-adds (classes
+        x size**2: up to 20 differing pairs; two samples while C(n, n_x) n**2 <= 2**28,
+        halved at n_x = n_y: every split of up to 21 points, of 22 all but 10 vs 12, and
+        uneven larger ones such as 4 vs 40), "permutation" otherwise; "exact" is refused
+        (``ValueError``) beyond 2**30.
 
     Returns
     -------
@@ -412,8 +422,9 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     such data each draw reaches T_obs with probability 2**(1 - m), so it returns
     1/(1 + B) with probability (1 - 2**(1 - m))**B (0.50 for m = 16, B = 22799). Hence
     the exact enumeration wherever it is cheap, and ``min_attainable_p`` (here and in
-    ``energy_test_sequential``) is the floor for an exact test and the median p-value on
-    such data for a Monte Carlo one (:func:`kvstats.stats.family_resolution.monte_carlo_resolution`).
+    ``energy_test_sequential``) is the least p-value of these data's relabellings (the
+    floor, or more with ties) for an exact test and the median p-value on data at the
+    floor for a Monte Carlo one (:func:`kvstats.stats.family_resolution.monte_carlo_resolution`).
     With few pairs (m <= 6, 2**(1 - m) > 0.03) the test cannot reject at 0.05 after a
     correction.
 
@@ -502,6 +513,7 @@ def _exact_result(stats_all, total, e, *, floor, **fields) -> EnergyTestResult:
     """energy_test's result from the statistics of every relabelling class (row 0 observed)."""
     n_x, n_y = fields["n_x"], fields["n_y"]
     pvalue, _ = _exact_pvalue(stats_all, total, n_x + n_y)
+    floor = _exact_floor(stats_all, total, n_x + n_y, floor)
     if e:   # the observed statistic first: its overflow is the one to name
         _unscale(stats_all[0], e, "energy statistic")
         stats_all = _unscale(stats_all, e, "permutation statistic")

@@ -361,8 +361,9 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
         (same lengths) and draws within-pair swaps instead of random subsets.
     method : {"auto", "exact", "permutation"}
         As in :func:`kvstats.stats.energy_test`: "auto" (default) enumerates the group
-        when that costs at most 2**28 multiply-adds (up to 20 differing pairs, or 11 vs
-        11) and then returns its exact p-value at once (``seed``, ``h`` and B_max do not
+        when that costs at most 2**28 multiply-adds (up to 20 differing pairs; two samples:
+        every split of up to 21 points, of 22 all but 10 vs 12, uneven larger ones such as
+        4 vs 40) and then returns its exact p-value at once (``seed``, ``h`` and B_max do not
         change it); otherwise the sequential Monte Carlo test.
 
     Returns
@@ -373,11 +374,14 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
         whose rows differ (of the 2**m swaps the observed one and the full swap give the
         same statistic; an equal pair swaps into itself; no differing pair: 1); unpaired,
         1/C(n_x + n_y, n_x), or 2/C(2n, n) when n_x = n_y = n (the exchanged samples give
-        the same statistic; repeated rows can only raise it). Exact: the floor itself,
-        which data at the group's extreme get. Monte Carlo: each draw on such data ties
-        T_obs with probability floor, so the p-value those data get at least half the
-        time, :func:`~kvstats.stats.family_resolution.monte_carlo_resolution` (floor,
-        B_max, h): 1/(1 + B_max) when (1 - floor)^B_max >= 1/2, more otherwise.
+        the same statistic; repeated rows can only raise it). Exact: the smallest p-value
+        any relabelling of these data gets, the share of classes whose statistic ties the
+        largest (the floor when nothing ties, more with tied points or pairs). Monte
+        Carlo: each draw on data at the floor ties T_obs with probability floor, so the
+        p-value those data get at least half the time,
+        :func:`~kvstats.stats.family_resolution.monte_carlo_resolution` (floor, B_max, h):
+        1/(1 + B_max) when (1 - floor)^B_max >= 1/2, more otherwise; with tied rows the
+        floor, and so this, is only a lower bound (tied relabellings are not enumerated).
         ``resolvable(alpha)`` is True when such data reject at alpha (exact), or do so
         with probability at least 1/2 (Monte Carlo).
 
@@ -411,8 +415,8 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     >>> res.min_attainable_p, res.resolvable(0.05 / 10)
     (0.0078125, False)
     """
-    from ._energy_core import (_exact_pvalue, _permutation_statistics, _prepare,
-                               _random_subsets, _tie_tolerance, _unit_scale, _unscale)
+    from ._energy_core import (_exact_floor, _exact_pvalue, _permutation_statistics,
+                               _prepare, _random_subsets, _tie_tolerance, _unit_scale, _unscale)
     from ._energy_swap import _check_paired, _random_keeps, _swap_statistics, _SwapForms
     from .energy import _exact_statistics, _relabelling_group
 
@@ -436,6 +440,7 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
         with np.errstate(over="ignore", invalid="ignore"):   # refused in _exact_pvalue
             stats_all, total = _exact_statistics(Z, n_x, kind, paired)
         p, exceed = _exact_pvalue(stats_all, total, n)
+        floor = _exact_floor(stats_all, total, n, floor)
         statistic = float(_unscale(stats_all[0], e, "energy statistic"))
         return EnergySequentialResult(statistic=statistic, pvalue=p,
                                       n_permutations=len(stats_all),
