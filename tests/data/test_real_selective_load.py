@@ -48,17 +48,22 @@ def test_the_selection_is_the_whole_file_path_bit_for_bit(tmp_path, save, byteor
     np.testing.assert_array_equal(t.q, q.reshape(n, 3, 8), strict=True)
 
 
-def test_only_the_selection_is_read_into_memory(tmp_path):
-    # tracemalloc counts numpy's array buffers (not a map's pages): reading the file whole
-    # allocates all of K, V, q (2.5 MB here); one layer and KV head of 8 x 8 is 1/64 of K
-    # and V and 1/64 of q's last position (under 0.1 MB with the trials' own copies)
+def _big_capture(tmp_path):
+    """A capture of 4 texts, 8 layers, 8 KV heads (32 query heads), 64 tokens, d = 16; its
+    path, the bytes of its K, V and q, and its K."""
     rng = np.random.default_rng(0)
     K = rng.standard_normal((4, 8, 8, 64, 16)).astype(np.float32)
     q = rng.standard_normal((4, 8, 32, 64, 16)).astype(np.float32)
     p = tmp_path / "big.npz"
     np.savez(p, K=K, V=K, q=q, meta=json.dumps({}))
-    whole = K.nbytes * 2 + q.nbytes
-    del K, q
+    return p, K.nbytes * 2 + q.nbytes, K
+
+
+def test_only_the_selection_is_read_into_memory(tmp_path):
+    # tracemalloc counts numpy's array buffers (not a map's pages): reading the file whole
+    # allocates all of K, V, q (2.5 MB here); one layer and KV head of 8 x 8 is 1/64 of K
+    # and V and 1/64 of q's last position (under 0.1 MB with the trials' own copies)
+    p, whole, _ = _big_capture(tmp_path)
     assert isinstance(read_capture(p, mapped=True)[2], np.memmap)
     tracemalloc.start()
     try:
@@ -75,14 +80,8 @@ def test_capture_spectra_reads_only_its_selection(tmp_path):
     # alone, through the maps, and equal those of the whole-file arrays
     from kvstats.data.spectrum import capture_spectra, measured_spectrum
 
-    rng = np.random.default_rng(1)
-    K = rng.standard_normal((4, 8, 8, 64, 16)).astype(np.float32)
-    q = rng.standard_normal((4, 8, 32, 64, 16)).astype(np.float32)
-    p = tmp_path / "big.npz"
-    np.savez(p, K=K, V=2 * K, q=q, meta=json.dumps({}))
-    whole = K.nbytes * 2 + q.nbytes
+    p, whole, K = _big_capture(tmp_path)
     want = measured_spectrum(K[:, 3, 2].reshape(1, 1, 4 * 64, 16)).eigenvalues[0, 0]
-    del q
     tracemalloc.start()
     try:
         k, v = capture_spectra(p, layer=3, head=2)
