@@ -449,10 +449,12 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
     paired = _check_paired(paired, n_x, n_y)
-    classes, floor = _relabelling_group(method, X, Y, paired)
     # the test runs on the data scaled by 2**-e (e = 0 for ordinary magnitudes): the
     # p-value is scale invariant, the statistics are rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
+    # the group (which pairs differ) of the scaled data, the ones the relabellings move: a
+    # difference the scaling underflows to 0 is no difference to them
+    classes, floor = _relabelling_group(method, Z[:n_x], Z[n_x:], paired)
     n = n_x + n_y
     if classes is not None:
         with np.errstate(over="ignore", invalid="ignore"):   # refused just below

@@ -426,12 +426,12 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
     paired = _check_paired(paired, n_x, n_y)
-    # the relabelling group's floor: 2**(1 - m) over the m pairs that differ (paired),
-    # 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
-    classes, floor = _relabelling_group(method, X, Y, paired)
     # as energy_test: run on the data scaled by 2**-e (exact; e = 0 for ordinary
     # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
     Z, e = _unit_scale(np.concatenate([X, Y]))
+    # the relabelling group's floor on the scaled data the relabellings move: 2**(1 - m)
+    # over the m pairs that differ (paired), 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
+    classes, floor = _relabelling_group(method, Z[:n_x], Z[n_x:], paired)
     n = n_x + n_y
     fields = dict(max_permutations=b_max, h=h, kind=kind, standardize=standardize, n_x=n_x,
                   n_y=n_y, dim=dim, paired=paired)

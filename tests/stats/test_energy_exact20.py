@@ -112,3 +112,28 @@ def test_exact_min_attainable_p_is_the_least_p_of_all_relabellings_on_random_tie
         above_floor += truth > floor * (1 + 1e-9)
     # the patterns include ties that lift the least p above the group's floor (the old value)
     assert above_floor >= 5
+
+
+def _underflowing_pair():
+    """3 pairs near 1e300; pair 3 differs only by 1e-300 in another column, which the
+    power-of-two scaling (by ~2**-998) underflows to 0: 2 differing pairs for the test."""
+    X = np.array([[1e300, 0.0], [2e300, 0.0], [3e300, 0.0]])
+    Y = X.copy()
+    Y[0, 0], Y[1, 0], Y[2, 1] = 5e300, 7e300, 1e-300
+    return X, Y
+
+
+def test_floor_counts_the_pairs_that_differ_after_the_scaling():
+    X, Y = _underflowing_pair()
+    # exact: the 2 classes of the 2 pairs the scaled data hold; p = 0.5 is all there is
+    for res in (energy_test(X, Y, paired=True),
+                energy_test_sequential(X, Y, max_permutations=99, paired=True)):
+        assert res.method == "exact" and res.pvalue == 0.5 and res.min_attainable_p == 0.5
+        assert not res.resolvable(0.3)
+    # drawn: the floor 2**(1 - 2) = 1/2, not 2**(1 - 3) from the unscaled data; each draw
+    # ties T_obs with probability 1/2, so monte_carlo_resolution(1/2, B, h) (~1/2) is the
+    # median p on these data, never the 0.251 of the floor 1/4
+    for res in (energy_test(X, Y, paired=True, method="permutation", n_resamples=999),
+                energy_test_sequential(X, Y, max_permutations=999, paired=True,
+                                       method="permutation")):
+        assert res.min_attainable_p > 0.45 and not res.resolvable(0.3)
