@@ -4,7 +4,10 @@ A test that could not have rejected says nothing about the difference it tests. 
 row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
 
 - ``min_attainable_p``: the smallest p-value the test could have returned with these
-  data. Permutation tests (the energy test): 1/(1 + B_max). Rank tests (Mann–Whitney,
+  data. Permutation tests (the energy test): the floor below, when the test enumerates
+  its relabellings; when it draws B_max of them, the p-value data at the floor get at
+  least half the time, ``monte_carlo_resolution(floor, B_max, h)`` (1/(1 + B_max) while
+  (1 − floor)^B_max ≥ ½, more otherwise). Rank tests (Mann–Whitney,
   KS): the p-value of the most extreme relabelling of the pooled values (all of one
   sample below all of the other, either way round), which with few observations or
   many ties is far from 0 (e.g. 2/C(8, 4) = 0.029 for 4 clusters against 4). The sign
@@ -13,8 +16,9 @@ row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
   when every difference is zero (a difference within floating-point rounding,
   :func:`rounding_ties`, is zero). A permutation test cannot go below the share of its
   relabellings that give the observed statistic either: 2/C(8, 4) for an energy test of
-  4 units against 4, 2^(1−m) for m pairs swapped within pairs (the caller takes the
-  larger of that and 1/(1 + B_max), :func:`permutation_floor`);
+  4 units against 4, 2^(1−m) for m pairs swapped within pairs (:func:`permutation_floor`;
+  with tied points :func:`tied_permutation_floor`, a lower bound; an exact test reports
+  the least p-value of every relabelling of its data, at least this);
 - ``min_attainable_p_adjusted``: the adjusted p-value the test would have had with
   that p-value, every other p-value of the family as observed;
 - ``resolvable``: ``min_attainable_p_adjusted <= alpha``.
@@ -137,7 +141,8 @@ def permutation_floor(n_a: int, n_b: int, paired: bool) -> float:
     swap give the same statistic, 2/2^m. Two samples: 1/C(n_a + n_b, n_a), and 2/C(2n, n)
     when n_a = n_b = n (exchanging the two samples gives the same statistic). A Monte
     Carlo p-value (1 + #exceed)/(1 + B) can fall below it only by luck: the test's
-    resolution is the larger of this and 1/(1 + B_max).
+    resolution is this floor when it enumerates the relabellings and
+    ``monte_carlo_resolution(floor, B_max, h)`` when it draws B_max of them.
 
     Examples
     --------
