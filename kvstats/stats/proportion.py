@@ -71,7 +71,9 @@ def clopper_pearson_interval(k: Int[np.ndarray, "*batch"] | int, n: Int[np.ndarr
     tail = (1 - confidence) / 2
     with np.errstate(invalid="ignore", divide="ignore"):   # the k = 0 and k = n ends are set below
         low = np.where(k == 0, 0.0, special.betaincinv(np.maximum(k, 1), n - k + 1, tail))
-        high = np.where(k == n, 1.0, special.betaincinv(k + 1, np.maximum(n - k, 1), 1 - tail))
+        # the upper tail's own inverse: betaincinv(..., 1 - tail) loses tail's digits to the
+        # rounding of 1 - tail (a relative 5e-9 in the limit at confidence 1 - 1e-9)
+        high = np.where(k == n, 1.0, special.betainccinv(k + 1, np.maximum(n - k, 1), tail))
     return low, high
 
 
@@ -97,8 +99,9 @@ def _check_counts(k, n, confidence) -> tuple[np.ndarray, np.ndarray, float]:
 def _counts(x, name: str) -> np.ndarray:
     """``x`` as a float array of counts (their values are checked by the caller)."""
     arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be numeric counts; received {_describe(arr)}")
+    if arr.dtype.kind not in "iuf":     # a bool is no count (as in binom_test_half)
+        raise TypeError(f"{name} must be numeric counts (int or float, not bool); received "
+                        f"{_describe(arr)}")
     return arr.astype(float)
 
 
