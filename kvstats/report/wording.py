@@ -376,7 +376,7 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = 
                  "cannot may still be rejected when enough others are. ")
     if exact.any():
         group = ("the 2^(m−1) swap classes of the m pairs that differ, up to m = 20" if paired else
-                 "the C(n_a + n_b, n_a) splits of the pooled units, halved at n vs n; up to 11 vs 11")
+                 "the C(n_a + n_b, n_a) splits of the pooled units, halved at n vs n; every split of up to 21 units, of 22 all but 10 vs 12")
         text += (f"Energy tests: {int(exact.sum())} of {len(energy)} exact, every relabelling "
                  f"enumerated where that costs at most 2^28 multiply-adds ({group}), without Monte "
                  f"Carlo error{'; the others ' if len(drawn) else '. '}")

@@ -40,7 +40,8 @@ def test_exact_and_drawn_rows_are_said_apart(tmp_path):
     line = _tests_line(md)
     assert (f"Energy tests: 1 of 2 exact, every relabelling enumerated where that costs at most "
             "2^28 multiply-adds (the C(n_a + n_b, n_a) splits of the pooled units, halved at n vs "
-            "n; up to 11 vs 11), without Monte Carlo error; the others Besag–Clifford sequential "
+            "n; every split of up to 21 units, of 22 all but 10 vs 12), without Monte Carlo error; "
+            "the others Besag–Clifford sequential "
             f"p-values, at most B = {b} permutations (the family resolution, energy_resamples = 19 "
             f"raised to it), each stopping after 10 exceedances: 1 of 1 stopped early (median "
             f"{used} permutations); drawn p-values carry Monte Carlo error (p = 1/(1 + B) has a "
