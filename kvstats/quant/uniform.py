@@ -113,6 +113,8 @@ class UniformCodes:
 
         Examples
         --------
+        >>> import numpy as np
+        >>> from kvstats.quant.uniform import uniform_quantize
         >>> uniform_quantize(np.ones((4, 64)), 2, group_size=32).stored_bits()
         {'codes': 512, 'scales': 128, 'zeros': 128}
         """
@@ -165,6 +167,8 @@ def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats.quant.uniform import uniform_quantize, uniform_dequantize
     >>> x = np.array([[0.0, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0]])
     >>> c = uniform_quantize(x, 2, axis=-1, group_size=4)
     >>> uniform_dequantize(c).tolist()
@@ -233,6 +237,8 @@ def uniform_dequantize(codes: UniformCodes) -> Float[np.ndarray, "..."]:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats.quant.uniform import uniform_quantize, uniform_dequantize
     >>> x = np.linspace(-1, 1, 64).reshape(8, 8)
     >>> c = uniform_quantize(x, 4, axis=0, group_size=8)
     >>> bool(np.all(np.abs(uniform_dequantize(c) - x) <= c.scale.max() / 2))
@@ -260,6 +266,8 @@ class UniformTokenCoder:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats.quant.uniform import UniformTokenCoder
     >>> coder = UniformTokenCoder(2, 64, group_size=32)
     >>> x = np.random.default_rng(0).standard_normal((10, 64))
     >>> bool(np.array_equal(coder.roundtrip(x), coder.decode(coder.encode(x))))
@@ -399,6 +407,7 @@ class KIVIKeyCoder(_KIVICoder):
 
     Examples
     --------
+    >>> from kvstats.quant.uniform import KIVIKeyCoder
     >>> coder = KIVIKeyCoder(2, 64, group_size=32, residual=32)
     >>> sum(coder.stored_bits(100).values()) / (100 * 64)  # 2-bit codes + scale/zero + window
     7.44
@@ -419,6 +428,8 @@ class KIVIValueCoder(_KIVICoder):
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from kvstats.quant.uniform import KIVIValueCoder
     >>> coder = KIVIValueCoder(2, 64, group_size=32, residual=32)
     >>> x = np.random.default_rng(0).standard_normal((40, 64))
     >>> bool(np.array_equal(coder.roundtrip(x)[-32:], x[-32:].astype(np.float16)))
