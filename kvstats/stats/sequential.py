@@ -64,7 +64,10 @@ class SequentialPermutationResult(_FrameMixin):
     stopped_early : bool
         Whether the test stopped at the h-th exceedance.
     min_attainable_p : float
-        1/(1 + ``max_permutations``): the design's resolution, whatever the data.
+        1/(1 + ``max_permutations``): the design's resolution, whatever the data, for the
+        generic test; the energy tests' results say what theirs holds (the relabelling
+        group's floor when exact, :func:`~kvstats.stats.family_resolution.monte_carlo_resolution`
+        of it when drawn).
     max_permutations : int
         B_max.
     h : int
