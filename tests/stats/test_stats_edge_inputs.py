@@ -19,9 +19,9 @@ def test_wilson_interval_names_mismatched_counts():
     with pytest.raises(ValueError, match=r"k and n must broadcast together .* k of shape \(2,\) "
                                          r"and n of shape \(3,\)"):
         wilson_interval(np.array([1, 2]), np.array([3, 3, 3]))
-    with pytest.raises(TypeError, match=r"k must be numeric counts; received"):
+    with pytest.raises(TypeError, match=r"k must be numeric counts \(int or float, not bool\); received"):
         wilson_interval("a", 3)
-    with pytest.raises(TypeError, match=r"n must be numeric counts; received"):
+    with pytest.raises(TypeError, match=r"n must be numeric counts \(int or float, not bool\); received"):
         wilson_interval(1, ["three"])
     # shapes that broadcast: each limit is the scalar call's
     low, high = wilson_interval([[1], [2]], [3, 4, 5])
