@@ -183,8 +183,37 @@ def _cell_counts(manifest: dict) -> str:
     return text + ")"
 
 
+def _pairs_flag(words: list[str] | None) -> list[tuple[str, str]] | None:
+    """The ``--comparison`` words as scheme pairs: ``["KV:q4_0"]`` -> ``[("KV", "q4_0")]``
+    (labels hold no ':'), ``["none"]`` -> ``[]`` (no pair), not given -> None (the config's).
+    The labels are checked against the sweep's by the report (its comparisons check).
+
+    Examples
+    --------
+    >>> _pairs_flag(["KV:q4_0", "KQV:QKQV"]), _pairs_flag(["none"]), _pairs_flag(None)
+    ([('KV', 'q4_0'), ('KQV', 'QKQV')], [], None)
+    >>> _pairs_flag(["KV"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --comparison takes A:B, two scheme labels, e.g. --comparison KV:q4_0 (repeat the flag for several), or --comparison none to test no pair; received 'KV'
+    """
+    if words is None:
+        return None
+    if words == ["none"]:
+        return []
+    pairs = [tuple(word.split(":")) for word in words]
+    for word, pair in zip(words, pairs):
+        if len(pair) != 2 or not all(label.strip() for label in pair):
+            also = " (none tests no pair: give it alone)" if word == "none" else ""
+            raise ValueError("--comparison takes A:B, two scheme labels, e.g. --comparison KV:q4_0 "
+                             "(repeat the flag for several), or --comparison none to test no pair; "
+                             f"received {word!r}{also}")
+    return pairs
+
+
 def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     args.equivalence = _margins_flag(args.equivalence)
+    args.comparison = _pairs_flag(args.comparison)
     _check_report_flags(args)   # before loading (and importing pandas): fails at once, named
     from kvstats.plugins import relocate_plugins
     from kvstats.report import hypothesis_report
@@ -209,6 +238,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     check_out_folder(out, "report", report_of=result)  # --out: no one else's files, no other sweep
     with lock_dir(out):  # not while a sweep writes there
         rep = hypothesis_report(result, out, alpha=args.alpha, correction=args.correction,
+                                comparisons=args.comparison,
                                 energy_resamples=args.energy_resamples,
                                 bootstrap_resamples=args.bootstrap_resamples,
                                 pairing=args.pairing, metrics=args.metrics,

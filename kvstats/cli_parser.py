@@ -136,7 +136,8 @@ def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
     >>> print(_unrecognized(report, ["-m", "kl"]))  # doctest: +NORMALIZE_WHITESPACE
     unrecognized arguments: -m kl (kvstats report's options: --help, --out, --alpha,
     --correction, --energy-resamples, --bootstrap-resamples, --pairing, --metrics,
-    --no-energy, --equivalence, --equivalence-test, --no-figures, --no-progress, --plugins)
+    --no-energy, --equivalence, --comparison, --equivalence-test, --no-figures, --no-progress,
+    --plugins)
     """
     options = [s for action in parser._actions for s in action.option_strings]
     listed = ", ".join(s for s in options if s.startswith("--"))
@@ -338,6 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "each compared pair gets a TOST for the metric, in the family; given, "
                          "these replace the config's margins, and --equivalence none drops them "
                          "(the [report] option equivalence; default: config's, else none)")
+    rp.add_argument("--comparison", action="append", default=None, metavar="A:B",
+                    help="a scheme pair to test, by its labels, e.g. --comparison KV:q4_0 (repeat "
+                         "for several): given, these replace the config's comparisons and the "
+                         "report names them as chosen after the sweep; --comparison none tests no "
+                         "pair (default: config's, else the default pairs present)")
     rp.add_argument("--equivalence-test", default=None, metavar="{ratio,rank}",
                     help="how a margin is read: 'ratio', mean(a)/mean(b) within [1/(1+δ), 1+δ] "
                          "(not for metrics in dB); 'rank', P(a > b) within 0.5 ± δ, δ < 0.5 "

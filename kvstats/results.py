@@ -180,10 +180,10 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
         # every default pair would be skipped: 0 tests, which nothing else would say
         warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
                       f"two schemes of the data ({present}), so the comparisons table (and the "
-                      f"report) holds no tests; name the pairs to test: in the config's [report], "
-                      f"comparisons = [[\"{present[0]}\", \"{present[1]}\"]], then `kvstats sweep --config "
-                      f"FILE --out DIR --resume` reuses every cell and writes the report (from Python: "
-                      f"comparisons=[({present[0]!r}, {present[1]!r})]); comparisons = [] asks for none",
+                      f"report) holds no tests; name the pairs to test: `kvstats report DIR --comparison "
+                      f"{present[0]}:{present[1]}`, or in the config's [report], comparisons = "
+                      f"[[\"{present[0]}\", \"{present[1]}\"]] (from Python: comparisons="
+                      f"[({present[0]!r}, {present[1]!r})]); comparisons = [] asks for none",
                       UserWarning, stacklevel=_user_stacklevel())
     return pairs
 

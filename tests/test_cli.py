@@ -799,3 +799,26 @@ def test_cell_counts_say_why_stored_cells_were_recomputed():
         "2 cells (1 computed, 1 of them in place of stored cells that failed their check; "
         "1 resumed, checked)")
     assert _cell_counts({"n_cells": 1, "cells": [{"status": "computed"}]}) == "1 cell (1 computed)"
+
+
+def test_report_comparison_flag_replaces_the_configs_pairs(tmp_path, capsys):
+    """kvstats report --comparison A:B tests that pair (the config named another), and the
+    report names the choice as made after the sweep; a bad word or label is one line, exit 2."""
+    config = tmp_path / "three.toml"
+    config.write_text(TINY_TOML.replace('[[schemes]]\nname = "QKQV"',
+                                        '[[schemes]]\nname = "QKQV"\n[[schemes]]\nname = "KV"'))
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(config), "--out", str(out), "--workers", "1",
+                 "--no-progress", "--no-report"]) == 0
+    assert main(["report", str(out), "--out", str(tmp_path / "kv"), "--comparison", "KQV:KV",
+                 "--comparison", "QKQV:KV", "--no-figures", "--no-progress", "--no-energy"]) == 0
+    payload = json.loads((tmp_path / "kv" / "report.json").read_text())
+    assert {(r["scheme_a"], r["scheme_b"]) for r in payload["comparisons"]} == {("KQV", "KV"), ("QKQV", "KV")}
+    assert "comparisons" in payload["options_set_after_sweep"]
+    capsys.readouterr()
+    assert main(["report", str(out), "--out", str(tmp_path / "bad"), "--comparison", "KQV"]) == 2
+    assert "--comparison takes A:B" in capsys.readouterr().err
+    assert main(["report", str(out), "--out", str(tmp_path / "bad2"), "--comparison", "KQV:nope",
+                 "--no-figures", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'nope'" in err

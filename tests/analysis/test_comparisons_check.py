@@ -77,9 +77,9 @@ def test_the_default_pairs_skip_absent_schemes_and_warn_only_when_none_runs():
     none = part[part.scheme != "QKQV"]
     with pytest.warns(UserWarning, match=r"no comparison: none of the default pairs .* names two "
                                          r"schemes of the data \(\['K4V2', 'KQV'\]\).*name the "
-                                         r"pairs to test: in the config's \[report\], comparisons = "
-                                         r"\[\[\"K4V2\", \"KQV\"\]\], then `kvstats sweep --config FILE "
-                                         r"--out DIR --resume`.*comparisons=\[\('K4V2', 'KQV'\)\]") as rec:
+                                         r"pairs to test: `kvstats report DIR --comparison K4V2:KQV`, "
+                                         r"or in the config's \[report\], comparisons = "
+                                         r"\[\[\"K4V2\", \"KQV\"\]\].*comparisons=\[\('K4V2', 'KQV'\)\]") as rec:
         assert compare_schemes(none, energy=False).empty
     assert rec[0].filename == __file__       # points at the caller, not into kvstats
 
