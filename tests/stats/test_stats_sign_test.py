@@ -162,13 +162,22 @@ def test_wilson_interval_equals_statsmodels_and_is_the_models_one():
     import kvstats.models.retrieval as retrieval
 
     assert retrieval.wilson_interval is wilson_interval   # one implementation
+    _every_k_equals(wilson_interval, _wilson_reference, rtol=1e-12)
+
+
+def _every_k_equals(interval, reference, rtol):
+    """``interval`` at every k of n = 1, 2, 5, 17, 100 equals ``reference`` (95%), with exact
+    ends (0 at k = 0, 1 at k = n, not 1e-16 off); the k = n/2 limits, for further checks."""
+    middles = {}
     for n in (1, 2, 5, 17, 100):
         k = np.arange(n + 1)
-        lo, hi = wilson_interval(k, np.full(n + 1, n), 0.95)
-        ref_lo, ref_hi = _wilson_reference(k, n, 0.95)
-        np.testing.assert_allclose(lo, ref_lo, rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(hi, ref_hi, rtol=1e-12, atol=1e-15)
-        assert lo[0] == 0.0 and hi[-1] == 1.0          # exact ends, not 1e-16 off
+        lo, hi = interval(k, np.full(n + 1, n), 0.95)
+        ref_lo, ref_hi = reference(k, n, 0.95)
+        np.testing.assert_allclose(lo, ref_lo, rtol=rtol, atol=1e-15)
+        np.testing.assert_allclose(hi, ref_hi, rtol=rtol, atol=1e-15)
+        assert lo[0] == 0.0 and hi[-1] == 1.0
+        middles[n] = (lo[n // 2], hi[n // 2])
+    return middles
 
 
 def test_clopper_pearson_equals_references_and_agrees_with_the_test():
@@ -176,15 +185,9 @@ def test_clopper_pearson_equals_references_and_agrees_with_the_test():
     # (independent code); R: binom.test(8, 10)$conf.int = 0.4439045 0.9747893
     lo, hi = clopper_pearson_interval(8, 10)
     assert (round(float(lo), 7), round(float(hi), 7)) == (0.4439045, 0.9747893)
-    for n in (1, 2, 5, 17, 100):
-        k = np.arange(n + 1)
-        lo, hi = clopper_pearson_interval(k, np.full(n + 1, n), 0.95)
-        ref_lo, ref_hi = _cp_reference(k, n, 0.95)
-        np.testing.assert_allclose(lo, ref_lo, rtol=1e-10, atol=1e-15)
-        np.testing.assert_allclose(hi, ref_hi, rtol=1e-10, atol=1e-15)
-        assert lo[0] == 0.0 and hi[-1] == 1.0
-        ci = stats.binomtest(int(k[n // 2]), n).proportion_ci(0.95, method="exact")
-        assert (lo[n // 2], hi[n // 2]) == pytest.approx((ci.low, ci.high), rel=1e-10)
+    for n, middle in _every_k_equals(clopper_pearson_interval, _cp_reference, rtol=1e-10).items():
+        ci = stats.binomtest(n // 2, n).proportion_ci(0.95, method="exact")
+        assert middle == pytest.approx((ci.low, ci.high), rel=1e-10)
     # the dominance interval excludes 0 exactly when the two-sided sign test rejects at
     # 1 - confidence (a referee found Wilson's excluding 0 in 188 of 20300 (k, n), n <= 200,
     # where the test did not reject: 4 of 4 pairs of one sign, p = 0.125)
