@@ -29,12 +29,25 @@ them against it. Two documented differences, both outside what gguf defines:
 - a block whose fp16 scale or minimum overflows (|x| beyond ~65504 times the code range,
   e.g. 8.3e6 for q8_0) is refused with a ValueError instead of storing ``inf``.
 
+Tiny blocks. A nonzero block whose fp16 scale (or minimum) is below float16's smallest
+normal 2^-14 ≈ 6.1e-5 gets it rounded to a multiple of 2^-24 ≈ 6e-8, so the whole block
+is decoded with a wrong factor (q8_0 at max |x| ~ 3e-4: twice the error of a normal
+block; from δ < 3e-8, max |x| < 3.8e-6 for q8_0, the scale is 0 and the block decodes to
+zeros). llama.cpp stores the same bytes (kept: they equal gguf's), and
+:func:`block_encode` warns (``UserWarning``) with how many blocks' fp16 side values put
+their decoded values off by more than float16's normal rounding 2^-11 of the block's
+max |x|, and how many decode to zeros, as :mod:`kvstats.quant.uniform` does for its
+float16 scales. Only blocks with max |x| below levels·2^-14 (levels + 1 for the ``_1``
+types) can be: 7.8e-3 for q8_0, 4.9e-4 for q4_0, 9.8e-4 for q5_0 and q4_1, 2.0e-3 for q5_1.
+
 The head dimension must be a multiple of 32 (a ValueError otherwise; no padding). The
 coders implement :class:`kvstats.quant.coder.Coder`; every coordinate is coded, so a
 block type codes ``d`` coordinates (``SchemeDef.coded_dim``).
 """
 
 from __future__ import annotations
+
+import warnings
 
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +62,10 @@ __all__ = ["BLOCK_TYPES", "BLOCK", "BlockCodes", "BlockTypeCoder", "block_encode
 
 BLOCK = 32
 _FP16_BITS = 16
+_F16INFO = np.finfo(np.float16)
+_FP16_NORMAL = float(_F16INFO.smallest_normal)     # 2^-14
+_FP16_STEP = float(_F16INFO.smallest_subnormal)    # 2^-24: float16's resolution below 2^-14
+_FP16_HALF_ULP = float(_F16INFO.eps) / 2           # 2^-11: a normal fp16's relative rounding
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,44 @@ def _fp16(v: np.ndarray, what: str, fmt: str) -> np.ndarray:
     return h
 
 
+def _warn_tiny_blocks(fmt: str, top: np.ndarray, scale: np.ndarray, scale16: np.ndarray,
+                      lo: np.ndarray | None = None, lo16: np.ndarray | None = None) -> None:
+    """Warn when nonzero blocks lose precision to an fp16 scale (or minimum) below float16's
+    normal range; ``top`` is each block's max |x| (float32 arrays, one value per block)."""
+    sub = np.abs(scale) < _FP16_NORMAL
+    cand = (top > 0) & (sub if lo is None else sub | (np.abs(lo) < _FP16_NORMAL))
+    if not cand.any():
+        return                                       # the usual case: one cheap pass over the scales
+    levels = BLOCK_TYPES[fmt].levels
+    top64 = top[cand].astype(np.float64)
+    # a decoded value moves by |code|·|δ16 − δ| + |m16 − m| ≤ levels·|δ16 − δ| + |m16 − m|
+    off_s = levels * np.abs(scale16[cand].astype(np.float64) - scale[cand].astype(np.float64))
+    off = off_s
+    lost = scale16[cand] == 0
+    # only the subnormal side values' share counts: a normal one rounds by 2^-11 relative
+    own = np.where(sub[cand], off_s, 0.0)
+    if lo is not None:
+        off_m = np.abs(lo16[cand].astype(np.float64) - lo[cand].astype(np.float64))
+        off = off_s + off_m
+        lost &= lo16[cand] == 0
+        own = own + np.where(np.abs(lo[cand]) < _FP16_NORMAL, off_m, 0.0)
+    hit = lost | (own > _FP16_HALF_ULP * top64)
+    if not hit.any():
+        return
+    n_lost, kept = int(lost.sum()), hit & ~lost
+    what = [f"{n_lost} decode as exact zeros"] if n_lost else []
+    if kept.any():
+        what.append(f"{int(kept.sum())} decode with values off by up to "
+                    f"{float((off[kept] / top64[kept]).max()):.2g} of the block's max |x| (a normal "
+                    f"float16 rounds by at most {_FP16_HALF_ULP:.2g} relative)")
+    side = "scale or minimum" if lo is not None else "scale"
+    warnings.warn(
+        f"x: {int(hit.sum())} of {top.size} {fmt} blocks have an fp16 {side} below float16's "
+        f"smallest normal ({_FP16_NORMAL:.3g}; float16's step there is {_FP16_STEP:.3g}): "
+        f"{'; '.join(what)}; llama.cpp stores the same bytes; rescale x if these values matter",
+        UserWarning, stacklevel=3)
+
+
 def _round_away(v: np.ndarray) -> np.ndarray:
     """Round half away from zero in float32 (ggml's ``roundf``; gguf's ``np_roundf``)."""
     a = np.abs(v)
@@ -132,6 +187,13 @@ def block_encode(x: Float[np.ndarray, "*batch d"], fmt: str) -> np.ndarray:
         Finite floats; ``d`` a multiple of 32. Rounded to float32 first.
     fmt : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}
 
+    Warns
+    -----
+    UserWarning
+        When nonzero blocks get an fp16 scale (or minimum) below float16's smallest normal
+        that puts their decoded values off by more than 2^-11 of the block's max |x|, or
+        decode to zeros (see the module docstring); the bytes are llama.cpp's all the same.
+
     Examples
     --------
     >>> x = np.linspace(-1, 1, 32)
@@ -147,27 +209,35 @@ def block_encode(x: Float[np.ndarray, "*batch d"], fmt: str) -> np.ndarray:
     check_block_dim(x.shape[-1], BLOCK, fmt)
     b = _as_blocks(x, BLOCK)
     parts = []
+    lo = lo16 = None
     if spec.has_min:
-        lo = b.min(axis=-1, keepdims=True)
+        lo, hi = b.min(axis=-1, keepdims=True), b.max(axis=-1, keepdims=True)
         with np.errstate(over="ignore", invalid="ignore"):
-            scale = (b.max(axis=-1, keepdims=True) - lo) / np.float32(spec.levels)
+            scale = (hi - lo) / np.float32(spec.levels)
         inv = _inverse(scale)
         with np.errstate(over="ignore", invalid="ignore"):
             q = np.trunc((b - lo) * inv + np.float32(0.5))
-        parts += [_fp16(scale, "scale", fmt).view(np.uint8), _fp16(lo, "minimum", fmt).view(np.uint8)]
+        scale16, lo16 = _fp16(scale, "scale", fmt), _fp16(lo, "minimum", fmt)
+        parts += [scale16.view(np.uint8), lo16.view(np.uint8)]
+        top = np.maximum(np.abs(lo), np.abs(hi))
     else:
         # x beyond float32 is inf here (inf * 0 = NaN): the scale check below refuses it
         with np.errstate(over="ignore", invalid="ignore"):
             if fmt == "q8_0":
-                scale = np.abs(b).max(axis=-1, keepdims=True) / np.float32(spec.levels)
+                top = np.abs(b).max(axis=-1, keepdims=True)
+                scale = top / np.float32(spec.levels)
                 inv = _inverse(scale)
                 q = _round_away(b * inv)
             else:
                 imax = np.abs(b).argmax(axis=-1)[..., None]
-                scale = np.take_along_axis(b, imax, axis=-1) / np.float32(-spec.levels)
+                xm = np.take_along_axis(b, imax, axis=-1)
+                top = np.abs(xm)
+                scale = xm / np.float32(-spec.levels)
                 inv = _inverse(scale)
                 q = np.trunc(b * inv + np.float32(spec.levels + 0.5))
-        parts.append(_fp16(scale, "scale", fmt).view(np.uint8))
+        scale16 = _fp16(scale, "scale", fmt)
+        parts.append(scale16.view(np.uint8))
+    _warn_tiny_blocks(fmt, top, scale, scale16, lo, lo16)   # after the overflow refusals
     if fmt == "q8_0":
         parts.append(q.astype(np.int8).view(np.uint8))
     else:

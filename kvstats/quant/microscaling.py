@@ -14,7 +14,10 @@ scale per block:
     ln 2·ulp(k)/2, i.e. (2–4)·10⁻⁸·|k|, it gives k: a scale twice the OCP one), and an
     element half-way between two E2M1 values takes the smaller magnitude
     (gguf's ``argmin``; the OCP text rounds ties to even — exact ties only). Where gguf's
-    exponent would wrap below 0 (amax < 2^-125) it is clamped to 0 here.
+    exponent would wrap below 0 (amax < 2^-125 ≈ 2.4e-38) it is clamped to 0 here (the
+    smallest E8M0 scale, 2^-127): such a block keeps fewer E2M1 levels, and one with
+    amax ≤ 2^-129 decodes to zeros; :meth:`MXCoder.encode` warns (``UserWarning``) with
+    how many, as the block types warn for their fp16 scales.
 ``nvfp4`` (NVIDIA Blackwell; TensorRT Model Optimizer's recipe)
     blocks of 16, an unsigned E4M3 block scale and one float32 scale ``g = amax/(448·6)``
     per head (``scale="head"``) or per call (``"tensor"``, as in :mod:`kvstats.quant.fp8`):
@@ -32,6 +35,8 @@ be a multiple of the block (a ValueError otherwise; no padding).
 """
 
 from __future__ import annotations
+
+import warnings
 
 from dataclasses import dataclass
 from typing import Any
@@ -129,10 +134,27 @@ def _e8m0(e: np.ndarray) -> np.ndarray:
     return np.where(e == 0, np.uint32(0x00400000), e << np.uint32(23)).astype(np.uint32).view(np.float32)
 
 
-def _mx_exponent(amax: np.ndarray) -> np.ndarray:
+def _mx_exponent(amax: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """E8M0 exponents of the blocks, and where a nonzero block's was clamped up to 0."""
     with np.errstate(divide="ignore"):
         e = np.where(amax > 0, np.floor(np.log2(amax)) - 2 + 127, 0)
-    return np.clip(e, 0, 254).astype(np.uint8)
+    return np.clip(e, 0, 254).astype(np.uint8), e < 0
+
+
+def _warn_clamped(clamped: np.ndarray, q: np.ndarray) -> None:
+    """Warn when nonzero mxfp4 blocks had their exponent clamped to E8M0's smallest scale
+    (``clamped (..., 1)`` per block, ``q (..., 32)`` their E2M1 codes)."""
+    if not clamped.any():
+        return
+    lost = int((~(q[clamped[..., 0]] & np.uint8(7)).any(axis=-1)).sum())
+    n = int(clamped.sum())
+    what = [f"{lost} decode as exact zeros (max |x| ≤ 2^-129)"] if lost else []
+    if n > lost:
+        what.append(f"{n - lost} keep fewer E2M1 levels (their largest element codes below 6)")
+    warnings.warn(
+        f"x: {n} of {clamped.size} mxfp4 blocks have max |x| below 2^-125 ({2.0 ** -125:.3g}), "
+        f"where the scale 2^(⌊log₂ amax⌋ − 2) is below E8M0's smallest, 2^-127, and is clamped "
+        f"to it: {'; '.join(what)}; rescale x if these values matter", UserWarning, stacklevel=3)
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,7 +209,8 @@ class MXCoder:
         return x.reshape(*x.shape[:-1], self.dim // self.block, self.block)
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> MXCodes:
-        """Block scales and E2M1 codes (and the nvfp4 float32 scale)."""
+        """Block scales and E2M1 codes (and the nvfp4 float32 scale); a UserWarning for
+        nonzero blocks that lose precision to a scale at its smallest (module docstring)."""
         x = as_float_array(x, "x", min_ndim=2)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last axis of length {self.dim}; received {_describe(x)}")
@@ -201,8 +224,9 @@ class MXCoder:
         b = self._blocks(x32)
         amax = np.abs(b).max(axis=-1, keepdims=True)
         if self.fmt == "mxfp4":
-            e = _mx_exponent(amax)
+            e, clamped = _mx_exponent(amax)
             q = _e2m1_encode(b / _e8m0(e), "down")
+            _warn_clamped(clamped, q)
             head = e
         else:
             gb = g[..., None]  # (..., 1, 1) against blocks (..., n, d/16, 16)
