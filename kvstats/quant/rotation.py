@@ -79,6 +79,21 @@ def normalize_draws(draws: Any, name: str = "draws") -> tuple[int, ...]:
     return tuple(check_int(n, f"{name}[{i}]", low=1) for i, n in enumerate(draws))
 
 
+def _representable(out: np.ndarray, x: np.ndarray, name: str) -> np.ndarray:
+    """``out`` (the rotation of finite ``x``) if finite, else the ValueError `fwht` gives.
+
+    A rotation keeps norms, so its image overflows only where ``x``'s norm nears the
+    dtype's largest value; min and max find an inf or NaN without a pass over ``x``."""
+    if out.size and not (np.isfinite(out.min()) and np.isfinite(out.max())):
+        top = np.finfo(out.dtype).max
+        fix = "pass float64 values" if out.dtype == np.float32 else f"rescale {name}"
+        raise ValueError(f"{name} must have vector norms within the {out.dtype} range ({top:.4g}) "
+                         f"for its rotation to be representable (rotated coordinates reach the "
+                         f"norm); received max |{name}| = {float(np.abs(x).max()):.4g} at d = "
+                         f"{x.shape[-1]}, whose rotation overflows; {fix}")
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Rotation:
     """A (batch of independent) random orthogonal rotation(s); build with `make_rotation`.
@@ -141,6 +156,12 @@ class Rotation:
         numpy.ndarray
             float32 for float32 input, else float64.
 
+        Raises
+        ------
+        ValueError
+            If a rotated vector overflows the dtype (its norm near or beyond the largest
+            float32/float64), as `fwht` does; rotate float32 data as float64 then.
+
         Examples
         --------
         >>> r = make_rotation("hadamard", 3, seed=0)
@@ -148,7 +169,9 @@ class Rotation:
         >>> y.shape, round(float(np.linalg.norm(y)), 12)
         ((4,), 3.0)
         """
-        return self._apply(self._check_input(x, "x", self.dim))
+        x = self._check_input(x, "x", self.dim)
+        with np.errstate(over="ignore", invalid="ignore"):      # refused just below
+            return _representable(self._apply(x), x, "x")
 
     def _apply(self, x: np.ndarray) -> np.ndarray:
         """`apply` without validation (``x`` float32/float64 with last axis ``dim``)."""
@@ -186,6 +209,11 @@ class Rotation:
         numpy.ndarray
             float32 for float32 input, else float64.
 
+        Raises
+        ------
+        ValueError
+            If the result overflows the dtype, as in `apply`.
+
         Examples
         --------
         >>> r = make_rotation("hadamard", 6, seed=1)
@@ -193,7 +221,9 @@ class Rotation:
         >>> bool(np.allclose(r.inverse(r.apply(x)), x))
         True
         """
-        return self._inverse(self._check_input(y, "y", self.out_dim))
+        y = self._check_input(y, "y", self.out_dim)
+        with np.errstate(over="ignore", invalid="ignore"):      # refused just below
+            return _representable(self._inverse(y), y, "y")
 
     def _inverse(self, y: np.ndarray) -> np.ndarray:
         """`inverse` without validation (``y`` float32/float64 with last axis ``out_dim``)."""
