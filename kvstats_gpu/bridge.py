@@ -110,10 +110,13 @@ def make_cache_spec(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     Supported names: the registry's schemes with a GPU export (:func:`gpu_schemes`:
     ``"KV"``, ``"KQV"``, ``"QKQV"``, ``"turboquant_mse"``, ``"turboquant_prod"``, and
     ``mixed`` as ``"K{a}V{b}"``); ``params`` as in :func:`kvstats.make_scheme` (rotation
-    "hadamard" or "identity"; sketch; m a multiple of 8; float16 norms).
+    "hadamard" or "identity"; sketch; m a multiple of 8; float16 norms). Keep the pair
+    together: a cache quantized with them refuses other params, e.g. another seed's
+    (:func:`~kvstats_gpu.cache_checks.params_fingerprint`).
 
     Examples
     --------
+    >>> from kvstats_gpu.bridge import make_cache_spec
     >>> spec, params = make_cache_spec("QKQV", 3, 128, seed=1)
     >>> sum(spec.bytes_per_token_head().values())
     104

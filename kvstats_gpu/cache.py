@@ -7,7 +7,9 @@ decode step streams it once:
   uint8 (see :mod:`kvstats_gpu.codebook`) and the norm ``(H, C)`` float16;
 - 1-bit QJL signs ``(H, C, m/8)`` uint8 (the numpy core's packed bits) and the norm of the
   sketched vector ``(H, C)`` float16 (the residual for TurboQuant-prod, the key itself for
-  pure QJL keys).
+  pure QJL keys);
+- the fingerprint of the spec and params that built it, uint32 ``(5,)``, which calls
+  given other params refuse (:mod:`kvstats_gpu.cache_checks`).
 
 So memory is proportional to the code bits: for KQV at 4 bits, d = 128, 8 KV heads, a
 token costs 8·(66 + 68) = 1072 bytes instead of 4096 in fp16 (:func:`cache_bytes_per_token`).
@@ -28,11 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
-from jaxtyping import Float, Int, UInt8
+from jaxtyping import Float, Int, UInt8, UInt32
 
 from kvstats._checks import check_int, check_real
-from kvstats.quant.coder import NormOverflowError
-from kvstats_gpu._common import as_jax_float, check_finite_concrete, check_length, resolve_impl
+from kvstats_gpu._common import check_length, resolve_impl
+from kvstats_gpu.cache_checks import _check_kv, _check_sketch_norms, check_fingerprint, params_fingerprint
 from kvstats_gpu.codebook import (StaticCodebook, decode_packed, decode_reference, encode_packed,
                                   unpack_planes_reference)
 from kvstats_gpu.qjl import check_sketch, qjl_sketch, unpack_signs_reference
@@ -161,16 +163,28 @@ class QuantizedKVCache(NamedTuple):
 
     Shapes: ``k_planes (H, k_bits, C, k_dpad/8)`` uint8, ``k_norms (H, C)`` float16,
     ``k_signs (H, C, k_m/8)`` uint8, ``k_snorms (H, C)`` float16 (norm of the sketched
-    vector), the same for values, and ``length`` (int32 scalar: valid tokens).
+    vector), the same for values, ``length`` (int32 scalar: valid tokens) and ``fingerprint``
+    (uint32 ``(5,)``: :func:`~kvstats_gpu.cache_checks.params_fingerprint` of the spec and
+    params that quantized it; None for a cache built by hand, which is then not checked).
+    Every eager call given the cache with a spec and params (append, decode, dequantize)
+    refuses ones of another fingerprint, e.g. another seed's: decoding with them would
+    return garbage silently. Under jit the check cannot run (the fingerprint is traced),
+    and the jitted programs never read it.
 
     Examples
     --------
     >>> import numpy as np
     >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> from kvstats_gpu.cache import append_kv, quantize_kv
     >>> spec, params = make_cache_spec("turboquant_mse", 2, 64, seed=0)
     >>> cache = quantize_kv(np.ones((2, 10, 64)), np.ones((2, 10, 64)), spec, params)
     >>> cache.n_heads, cache.capacity, int(cache.length), cache.nbytes  # 2 heads x 256 x (16 + 2 + 16 + 2) B
     (2, 256, 10, 18432)
+    >>> other = make_cache_spec("turboquant_mse", 2, 64, seed=1)[1]
+    >>> append_kv(cache, np.ones((2, 1, 64)), np.ones((2, 1, 64)), spec, other)
+    Traceback (most recent call last):
+    ...
+    ValueError: the cache was quantized with params fingerprint ...; received spec and params with fingerprint ..., which differ in params.k_signs, params.v_signs: pass the CacheSpec and CacheParams returned together (make_cache_spec, spec_from_scheme) with those that built the cache
     """
 
     k_planes: UInt8[jax.Array, "H k_bits C k_dpad/8"] | None
@@ -182,6 +196,7 @@ class QuantizedKVCache(NamedTuple):
     v_signs: UInt8[jax.Array, "H C v_m/8"] | None
     v_snorms: Float[jax.Array, "H C"] | None
     length: Int[jax.Array, ""]
+    fingerprint: UInt32[jax.Array, "5"] | None = None
 
     @property
     def capacity(self) -> int:
@@ -196,7 +211,7 @@ class QuantizedKVCache(NamedTuple):
     @property
     def nbytes(self) -> int:
         """Bytes of the stored codes and norms (the whole capacity)."""
-        return int(sum(a.nbytes for a in self[:-1] if a is not None))
+        return int(sum(a.nbytes for a in self[:8] if a is not None))
 
 
 def check_params(spec: CacheSpec, params: CacheParams) -> CacheParams:
@@ -243,26 +258,36 @@ def check_params(spec: CacheSpec, params: CacheParams) -> CacheParams:
     return CacheParams(*out)
 
 
-def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
-    """Raise unless ``cache`` has exactly the parts and shapes ``spec`` describes.
+def check_cache(cache: QuantizedKVCache, spec: CacheSpec, params: CacheParams | None = None) -> None:
+    """Raise unless ``cache`` has exactly the parts and shapes ``spec`` describes (and was
+    quantized with ``spec`` and ``params``, when given).
 
     Every part present or absent as the spec says, planes ``(H, bits, C, d_pad/8)``, signs
     ``(H, C, m/8)``, norms ``(H, C)``, with one H and one C throughout (so a mismatched
     cache fails here, naming the part, not deep inside a kernel), and ``length`` an
     integer scalar in ``[0, C]`` (when concrete: a longer one would attend every slot;
     ``C + 1`` is what :func:`append_kv` under jit sets when the tokens did not fit).
+    With ``params``, the cache's fingerprint must be that of ``spec`` and ``params``
+    (:func:`~kvstats_gpu.cache_checks.check_fingerprint`; skipped under jit, and for a
+    cache without one).
 
     Examples
     --------
     >>> import numpy as np
     >>> from kvstats_gpu.bridge import make_cache_spec
+    >>> from kvstats_gpu.cache import check_cache, quantize_kv
     >>> spec, params = make_cache_spec("KQV", 4, 64, seed=0)
     >>> cache = quantize_kv(np.ones((2, 10, 64)), np.ones((2, 10, 64)), spec, params)
+    >>> check_cache(cache, spec, params)
     >>> check_cache(cache, spec)
     >>> check_cache(cache._replace(v_signs=cache.v_signs[:, :, :4]), spec)
     Traceback (most recent call last):
     ...
     ValueError: cache.v_signs has shape (2, 256, 4), expected (2, 256, 8) for this spec (H = 2, C = 256)
+    >>> check_cache(cache, spec, make_cache_spec("KQV", 4, 64, seed=1)[1])
+    Traceback (most recent call last):
+    ...
+    ValueError: the cache was quantized with params fingerprint ...; received spec and params with fingerprint ..., which differ in params.k_signs, params.v_signs, params.v_sketch: pass the CacheSpec and CacheParams returned together (make_cache_spec, spec_from_scheme) with those that built the cache
     """
     if not isinstance(cache, QuantizedKVCache):
         raise TypeError(f"cache must be a QuantizedKVCache; received {type(cache).__name__}")
@@ -291,6 +316,8 @@ def check_cache(cache: QuantizedKVCache, spec: CacheSpec) -> None:
             raise ValueError(f"{exc}, the length append_kv sets under jit when the tokens did not fit "
                              "(the cache is spoiled); allocate a larger capacity in quantize_kv") from None
         raise
+    if params is not None:
+        check_fingerprint(cache.fingerprint, params_fingerprint(spec, params))
 
 
 # --------------------------------------------------------------------------- encoding
@@ -315,44 +342,6 @@ def _encode_side(x, codebook, signs, sketch, impl, interpret):
         bits, rn = qjl_sketch(x, sketch, impl=impl, interpret=interpret)
         snorms = rn.astype(jnp.float16)
     return planes, norms, bits, snorms
-
-
-# The largest norm the cache's float16 can hold; a larger one would be stored as inf and
-# every decode attending that token would return NaN.
-_NORM_MAX = float(np.finfo(np.float16).max)
-
-
-def _check_norms(X, name):
-    """Refuse a concrete ``X`` with a vector norm above float16's largest (the numpy core's rule,
-    ``kvstats.quant.coder.check_norm_range``; the GPU cache has no wider norm dtype). Traced
-    inputs cannot be checked: such a norm is stored as inf and attention over it is NaN."""
-    if isinstance(X, jax.core.Tracer) or X.size == 0:
-        return
-    top = float(np.linalg.norm(np.asarray(X, np.float32), axis=-1).max())  # float32, as the encode computes it
-    if top > _NORM_MAX:
-        raise NormOverflowError(f"{name} has a vector norm of {top:.4g}, above the largest float16 ({_NORM_MAX:.6g}), "
-                                f"the GPU cache's norm dtype; rescale {name} (e.g. divide it by a power of two)")
-
-
-def _check_sketch_norms(cache, start, n):
-    """Refuse a concrete cache whose new tokens' QJL norms (a residual's, computed in the encode)
-    overflowed float16; the inputs' own norms were checked before encoding."""
-    for name, part in (("K", cache.k_snorms), ("V", cache.v_snorms)):
-        if part is not None and not isinstance(part, jax.core.Tracer) and \
-                np.isinf(np.asarray(part[:, start:start + n], np.float32)).any():
-            raise NormOverflowError(f"the QJL residual of {name} has a norm above the largest float16 "
-                                    f"({_NORM_MAX:.6g}), the GPU cache's norm dtype; rescale {name}")
-
-
-def _check_kv(K, V, dim, allow_empty=False):
-    K = as_jax_float(K, "K", min_ndim=3, allow_empty=allow_empty)
-    V = as_jax_float(V, "V", min_ndim=3, allow_empty=allow_empty)
-    if K.ndim != 3 or K.shape != V.shape or K.shape[-1] != dim:
-        raise ValueError(f"K and V must both have shape (H, N, {dim}); received {K.shape} and {V.shape}")
-    for X, name in ((K, "K"), (V, "V")):
-        check_finite_concrete(X, name)
-        _check_norms(X, name)
-    return K.astype(jnp.float32), V.astype(jnp.float32)
 
 
 def quantize_kv(K: Float[ArrayLike, "H N dim"], V: Float[ArrayLike, "H N dim"], spec: CacheSpec,
@@ -382,6 +371,13 @@ def quantize_kv(K: Float[ArrayLike, "H N dim"], V: Float[ArrayLike, "H N dim"], 
         such a norm is stored as inf and :func:`~kvstats_gpu.decode.decode_attention`
         returns NaN for the heads attending it.
 
+    Warns
+    -----
+    UserWarning
+        A nonzero norm below float16's smallest normal (6.1e-5): stored as a subnormal with
+        fewer significant bits (a norm of 1e-6 by up to 3%), or as 0 below 3e-8 (the
+        vector decodes as zeros), as in the numpy scheme (:mod:`kvstats_gpu.cache_checks`).
+
     Examples
     --------
     >>> import numpy as np
@@ -400,7 +396,8 @@ def quantize_kv(K: Float[ArrayLike, "H N dim"], V: Float[ArrayLike, "H N dim"], 
     C = -(-capacity // PAGE) * PAGE
     cache = _quantize_jit(K, V, params, spec=spec, C=C, impl=impl, interpret=interpret)
     _check_sketch_norms(cache, 0, N)
-    return cache
+    fp = params_fingerprint(spec, params)  # on the host; None for traced params
+    return cache if fp is None else cache._replace(fingerprint=jnp.asarray(fp))
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "C", "impl", "interpret"))
@@ -435,7 +432,8 @@ def append_kv(cache: QuantizedKVCache, K: Float[ArrayLike, "H n dim"], V: Float[
     the returned ``length`` is ``C + 1`` (and stays so through later appends): the cache is
     spoiled (its last tokens may be overwritten), :func:`check_cache` refuses it once
     concrete, and :func:`~kvstats_gpu.decode.decode_attention` under jit returns NaN for
-    it. Norms above float16's range: as :func:`quantize_kv`.
+    it. Norms outside float16's range: as :func:`quantize_kv`. A cache quantized with other
+    params (its fingerprint) is a ValueError, except under jit (:class:`QuantizedKVCache`).
 
     Examples
     --------
@@ -456,16 +454,18 @@ def append_kv(cache: QuantizedKVCache, K: Float[ArrayLike, "H n dim"], V: Float[
     n = K.shape[1]
     concrete = not isinstance(cache.length, jax.core.Tracer)
     if n == 0:
-        check_cache(cache, spec)
+        check_cache(cache, spec, params)
         return cache
+    check_fingerprint(cache.fingerprint, params_fingerprint(spec, params))
     if concrete and int(cache.length) + n > cache.capacity:
         raise ValueError(f"appending {n} tokens to a cache holding {int(cache.length)} exceeds its "
                          f"capacity {cache.capacity}; allocate a larger capacity in quantize_kv")
     impl, interpret = resolve_impl(impl, interpret)
-    new = _append_jit(cache, K, V, params, spec=spec, impl=impl, interpret=interpret)
+    # the fingerprint stays outside the jitted program (and under jit passes through)
+    new = _append_jit(cache._replace(fingerprint=None), K, V, params, spec=spec, impl=impl, interpret=interpret)
     if concrete:
         _check_sketch_norms(new, int(cache.length), n)
-    return new
+    return new._replace(fingerprint=cache.fingerprint)
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "impl", "interpret"))
@@ -524,8 +524,8 @@ def dequantize_kv(cache: QuantizedKVCache, spec: CacheSpec,
     ((1, 256, 64), True)
     """
     params = check_params(spec, params)
-    check_cache(cache, spec)
-    return _dequantize_jit(cache, params, spec=spec)
+    check_cache(cache, spec, params)
+    return _dequantize_jit(cache._replace(fingerprint=None), params, spec=spec)
 
 
 @functools.partial(jax.jit, static_argnames=("spec",))

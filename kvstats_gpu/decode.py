@@ -355,7 +355,8 @@ def decode_partials(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec
     """Unnormalised attention state of one decode step (see :func:`decode_attention`).
 
     ``length`` overrides ``cache.length`` (the sharded path passes the valid tokens of
-    its sequence shard, which may be <= 0: such a shard contributes nothing).
+    its sequence shard, which may be <= 0: such a shard contributes nothing). Params other
+    than the cache's (its fingerprint): a ValueError when not traced.
 
     Examples
     --------
@@ -372,7 +373,7 @@ def decode_partials(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spec
     """
     impl, interpret = resolve_impl(impl, interpret)
     params = check_params(spec, params)
-    check_cache(cache, spec)
+    check_cache(cache, spec, params)
     qr, sq, _ = _queries(q, spec, params, cache.n_heads)
     length = cache.length if length is None else check_length(length, "length")
     if impl == "reference":
@@ -415,6 +416,9 @@ def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spe
         or one that :func:`~kvstats_gpu.cache.append_kv` overflowed (length ``C + 1``).
         Eagerly, either is a ValueError.
     spec, params : the cache's spec and parameters.
+        Those that quantized it: eagerly, others (another seed's, another scheme's; the
+        cache's fingerprint says) are a ValueError; under jit they cannot be checked
+        and give wrong attention.
     impl, interpret : dispatch (see :mod:`kvstats_gpu`).
     block_tokens : int
         Tokens per inner block (power of two, 16..256 for Triton, 64..256 for Mosaic).
@@ -449,12 +453,14 @@ def decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCache, spe
     # validate eagerly (clear errors), then run one compiled program
     impl, interpret = resolve_impl(impl, interpret)
     params = check_params(spec, params)
-    check_cache(cache, spec)
+    check_cache(cache, spec, params)
     _queries(q, spec, params, cache.n_heads)
     if impl != "reference":
         _check_blocking(cache.capacity, block_tokens, n_splits, _backend(impl, spec))
-    return _decode_jit(q, cache, params, spec=spec, impl=impl, interpret=interpret, block_tokens=block_tokens,
-                       n_splits=n_splits, num_warps=check_int(num_warps, "num_warps", low=1, high=32))
+    # the fingerprint was checked above; the compiled program never reads it
+    return _decode_jit(q, cache._replace(fingerprint=None), params, spec=spec, impl=impl, interpret=interpret,
+                       block_tokens=block_tokens, n_splits=n_splits,
+                       num_warps=check_int(num_warps, "num_warps", low=1, high=32))
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "impl", "interpret", "block_tokens", "n_splits", "num_warps"))

@@ -27,7 +27,7 @@ def _cache_specs(head_axis, seq_axis) -> QuantizedKVCache:
     planes = P(head_axis, None, seq_axis, None)
     tok = P(head_axis, seq_axis)
     signs = P(head_axis, seq_axis, None)
-    return QuantizedKVCache(planes, tok, signs, tok, planes, tok, signs, tok, P())
+    return QuantizedKVCache(planes, tok, signs, tok, planes, tok, signs, tok, P(), P())
 
 
 def _check_mesh(mesh: Mesh, head_axis: str, seq_axis: str | None) -> None:
@@ -96,7 +96,7 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
     """
     _check_mesh(mesh, head_axis, seq_axis)
     params = check_params(spec, params)
-    check_cache(cache, spec)
+    check_cache(cache, spec, params)
     if not isinstance(cache.length, jax.core.Tracer) and int(cache.length) < 1:
         # as decode_attention: every shard would have l = 0 and the output be 0/0
         raise ValueError(f"cache.length must be >= 1 to attend; received {int(cache.length)}")
