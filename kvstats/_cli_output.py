@@ -47,22 +47,32 @@ def error_text(exc: BaseException) -> str:
 
 
 def computing_error(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while a cell's trials were computed, not while the input
-    was checked: the runner names the cell or case (``[cell: ...]``, ``[case: ...]``) in
-    the message of a ``ValueError``/``TypeError`` or in a note (kvstats.sweep.work), and
-    the config was checked whole before any compute. Such an error is a bug in the code
-    that computed (a plugin's, or kvstats'), whose traceback says where; except a norm
-    overflow, an error of the seeded data whose message says what to change in the config.
+    """Whether ``exc`` was raised while kvstats computed, not while it checked the input:
+    a sweep's runner names the cell or case (``[cell: ...]``, ``[case: ...]``) in the
+    message of a ``ValueError``/``TypeError`` or in a note (kvstats.sweep.work), the
+    config checked whole before any compute; a report notes ``[report: computing ...]``
+    on an error raised after its input (options, pairs, frame, family) was checked
+    (:func:`kvstats.hypothesis_report`, in ``kvstats report`` and in a sweep's report
+    phase). Such an error is a bug in the code that computed (a plugin's, or kvstats'),
+    whose traceback says where; except a norm overflow, an error of the seeded data whose
+    message says what to change in the config.
 
     Examples
     --------
+    >>> from kvstats._cli_output import computing_error
     >>> computing_error(TypeError("object of type 'int' has no len() [cell: 'boom' at n=3]"))
     True
     >>> computing_error(ValueError("scheme 'boom' at n=3, d=64: rank must be >= 1"))
     False
+    >>> exc = ValueError("zero-size array to reduction operation maximum which has no identity")
+    >>> exc.add_note("[report: computing the tables, its input checked]")
+    >>> computing_error(exc)
+    True
+    >>> computing_error(ValueError("--alpha must be a float in (0, 1) (the [report] option alpha); received 2.0"))
+    False
     """
     overflow = raised("kvstats.quant.coder", "NormOverflowError")
-    return (re.search(r"\[(cell|case): ", error_text(exc)) is not None
+    return (re.search(r"\[(cell|case|report): ", error_text(exc)) is not None
             and not isinstance(exc, overflow))
 
 

@@ -10,11 +10,12 @@ Usage::
     kvstats schemes --plugins my_schemes.py          # what a config may name, a plugin's too
 
 Exit status 2, with one line and no traceback, for bad input (the config is checked
-whole before any compute), a package to install, OS errors, an output folder another
-sweep holds and a non-empty output folder that holds no kvstats sweep. 1, with the
-traceback, for an error raised while a cell was computed (a bug in a plugin's code or
-kvstats', a ``ValueError`` too: the config was checked before; but a norm overflow, an
-error of the seeded data, is one line and 2), as for any other unexpected error; 1, with
+whole before any compute; a report's options, pairs and data before its compute), a
+package to install, OS errors, an output folder another sweep holds and a non-empty
+output folder that holds no kvstats sweep. 1, with the traceback, for an error raised
+while a cell or a report was computed (a bug in a plugin's code or kvstats', a
+``ValueError`` too: the input was checked before; but a norm overflow, an error of the
+seeded data, is one line and 2), as for any other unexpected error; 1, with
 one line, when a worker process died. 130 on Ctrl-C, 143 on SIGTERM (``kill``,
 ``timeout``, a scheduler's limit), after the same clean-up: a sweep's pool shut down and
 its finished cells kept and counted. 141 (128 + SIGPIPE, what a shell reports for
@@ -134,7 +135,12 @@ def _say_report(rep, tic: float, say: Stdout) -> None:
 
     say(f"report: {rep.files['markdown']}, {rep.files['html']} ({len(rep.figures)} figures) "
         f"in {time.perf_counter() - tic:.1f} s")
-    for line in crossover_sentences(rep.crossovers, rep.summary):
+    try:
+        lines = crossover_sentences(rep.crossovers, rep.summary)
+    except (ValueError, TypeError) as exc:   # of the report's own tables: a bug, as in its compute
+        exc.add_note("[report: computing its crossover lines, its input checked]")
+        raise
+    for line in lines:
         say("  " + line)
 
 
@@ -547,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = handlers[args.command](args, say)
     except (ValueError, TypeError, *raised("kvstats.sweep.store", "SweepLockedError")) as exc:
         if computing_error(exc):
-            raise   # a bug where a cell was computed (`len(5)` in a plugin): the traceback, exit 1
+            raise   # a bug where a cell or a report was computed (`len(5)` in a plugin): the traceback, exit 1
         # bad input, or a folder another sweep writes into: a one-line message, not a traceback
         return print_error(args.command, exc, error_text(exc), 2)
     except OSError as exc:  # missing, unreadable or unwritable files and folders; closed pipes

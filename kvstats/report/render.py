@@ -20,11 +20,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from kvstats.analysis import (CASE_COLUMNS, aggregate_clusters, check_comparisons, compare_schemes,
-                              find_crossovers, summary_table, theory_table)
+from kvstats.analysis import (CASE_COLUMNS, PROFILE_METRICS, aggregate_clusters, check_comparisons,
+                              check_frame, compare_schemes, find_crossovers, summary_table,
+                              theory_table)
 from kvstats.analysis.clustered import N_IN_CLUSTER, TrialsAsUnitsWarning
-from kvstats.analysis.compare import LOCATION_TESTS
+from kvstats.analysis.compare import LOCATION_TESTS, MAX_FAMILY_PERMUTATIONS, default_metrics
 from kvstats.analysis.frame import _in_trial_order
+from kvstats.analysis.pairing import _check_design, _matched, _pair_positions
+from kvstats.analysis.tested_metrics import _check_metrics
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
@@ -165,6 +168,17 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     -------
     Report
 
+    Raises
+    ------
+    ValueError, TypeError
+        Bad input, before any compute and before any file is written: an option, a pair,
+        the frame (a NaN metric, a real trial without its text, trials two schemes do not
+        share under ``pairing="trial"``), a tested metric it lacks, a family whose energy
+        tests would each need more than
+        :data:`~kvstats.analysis.compare.MAX_FAMILY_PERMUTATIONS` permutations. One raised
+        later carries the note ``[report: computing ...]``: a bug, whose traceback says
+        where (``kvstats report`` prints it and exits 1).
+
     Examples
     --------
     >>> import kvstats, tempfile
@@ -219,6 +233,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     check_out_folder(out, "report", report_of=result)   # no one else's files, no other sweep
     out.mkdir(parents=True, exist_ok=True)   # early: an unusable path fails before the compute
     tic = time.perf_counter()
+    check_frame(result.frame)   # a defect of the data (a NaN metric): one line, before any compute
     # the sweep's order (grid, then trial), whatever order the frame's rows come in: the
     # report is a function of the data (a mean's last bits follow its summation order)
     trials = _in_trial_order(result.frame, [c["id"] for c in result.manifest.get("cells") or ()])
@@ -226,81 +241,156 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     use_clusters = opts["unit"] == "cluster" or (opts["unit"] == "auto" and clustered)
     frame = aggregate_clusters(trials) if use_clusters else trials
 
-    def compare(f: pd.DataFrame) -> pd.DataFrame:
-        if opts["pairing"] == "trial" and N_IN_CLUSTER not in f.columns and "cluster" in f.columns:
-            # trial-level tests pair the trials (those of one text share its cluster, not a pair)
-            f = f.drop(columns="cluster")
-        return compare_schemes(f, present, alpha=opts["alpha"], correction=opts["correction"],
-                               energy_resamples=opts["energy_resamples"],
-                               energy_resolution=opts["energy_resolution"],
-                               energy_stop=opts["energy_stop"], seed=opts["seed"],
-                               equivalence=opts["equivalence"],
-                               equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
-                               metrics=opts["metrics"], energy=opts["energy"], progress=progress)
+    def compare(f: pd.DataFrame, **changed: Any) -> pd.DataFrame:
+        kw = dict(alpha=opts["alpha"], correction=opts["correction"],
+                  energy_resamples=opts["energy_resamples"],
+                  energy_resolution=opts["energy_resolution"], energy_stop=opts["energy_stop"],
+                  seed=opts["seed"], equivalence=opts["equivalence"],
+                  equivalence_test=opts["equivalence_test"], pairing=opts["pairing"],
+                  metrics=opts["metrics"], energy=opts["energy"], progress=progress)
+        return compare_schemes(_as_tested(f, opts["pairing"]), present, **{**kw, **changed})
 
+    # what compare_schemes would find wrong in its input only while it computes, found now
+    for f in (frame, trials) if use_clusters and clustered else (frame,):
+        _check_family(f, present, opts, compare)
     # the rate–distortion limit: analytic spectra for synthetic cases, the capture's
     # covariance per (layer, head) for real ones
     spectra = real_case_spectra(result.config)
     n_queries = result.config.n_queries
-    with warnings.catch_warnings():
-        # trials of one text as units only on purpose, and labelled: the trial-level tests
-        # of clustered data, unit = "trial" by request, or real trials that record no text
-        # (an old sweep); the header says what that costs (_unit_text)
-        warnings.simplefilter("ignore", TrialsAsUnitsWarning)
-        summary = summary_table(frame, confidence=opts["confidence"],
-                                n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
-        comp = compare(frame)
-        comp_trials = compare(trials) if use_clusters and clustered else None
-        theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
-                              spectra=spectra, n_queries=n_queries)
-    cross = find_crossovers(comp)
-    paired = opts["pairing"] == "trial"
-    # the two-sample tests' measured pairing (of trials, or of the cluster means: their
-    # "trial" is each cluster's first trial, the same in every cell of a case)
-    unit_text = _unit_text(trials, use_clusters, clustered,
-                           None if paired else _pairing_correlations(frame, comp), paired)
+    # the input is checked: a ValueError or TypeError from here on is a bug (the note says so)
+    with _Computing() as computing:
+        with warnings.catch_warnings():
+            # trials of one text as units only on purpose, and labelled: the trial-level tests
+            # of clustered data, unit = "trial" by request, or real trials that record no text
+            # (an old sweep); the header says what that costs (_unit_text)
+            warnings.simplefilter("ignore", TrialsAsUnitsWarning)
+            summary = summary_table(frame, confidence=opts["confidence"],
+                                    n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+            comp = compare(frame)
+            comp_trials = compare(trials) if use_clusters and clustered else None
+            theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
+                                  spectra=spectra, n_queries=n_queries)
+        cross = find_crossovers(comp)
+        paired = opts["pairing"] == "trial"
+        # the two-sample tests' measured pairing (of trials, or of the cluster means: their
+        # "trial" is each cluster's first trial, the same in every cell of a case)
+        unit_text = _unit_text(trials, use_clusters, clustered,
+                               None if paired else _pairing_correlations(frame, comp), paired)
 
-    # the folder is changed only now, after the compute, and in two steps, so that however
-    # the writing ends (KeyboardInterrupt, a crash, a full disk) a retry is never refused by
-    # check_out_folder and a part of a report never reads as a whole one: every file is
-    # written into a hidden staging folder (which check_out_folder does not count), then
-    # moved into place under a record marked in progress (_commit)
-    stage = _staging_folder(out)
-    try:
-        (stage / "tables").mkdir()
-        tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
-        if comp_trials is not None:
-            tables.append(("comparisons_trial_level", comp_trials))
-        for name, df in tables:
-            # "NaN" for a missing value, as the sweep's own tables: read_table (which keeps an
-            # empty cell as text) and pandas.read_csv both read the float columns as floats
-            df.to_csv(stage / "tables" / f"{name}.csv", index=False, na_rep="NaN")
-        figs: dict[str, Path] = {}
-        if opts["figures"]:
-            figs = _figures(frame, comp, comparisons, stage / "figures",
-                            nominal_bounds(trials, spectra=spectra, n_queries=n_queries), progress)
-        doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
-                             comparisons=comparisons)
-        (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
-        (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
-        figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
-        # the options that differ from the config's [report] table: chosen after the sweep
-        payload = {"options": opts, "options_set_after_sweep": _set_after_sweep(result, opts, comparisons),
-                   "manifest": result.manifest, "unit": unit_text,
-                   "resolution": _resolution(comp), "summary": records(summary),
-                   "comparisons": records(comp), "crossovers": records(cross),
-                   "theory": records(theory),
-                   **({"comparisons_trial_level": records(comp_trials)} if comp_trials is not None else {}),
-                   "figures": {k: str(v) for k, v in figs.items()},
-                   "seconds": round(time.perf_counter() - tic, 3)}
-        (stage / "report.json").write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False,
-                                                      default=str))
-        _commit(stage, out)
-    finally:
-        _release_staging(stage)
-    files = {name: out / "tables" / f"{name}.csv" for name, _ in tables}
-    files.update(markdown=out / "report.md", html=out / "report.html", json=out / "report.json")
-    return Report(summary, comp, cross, theory, files, figs)
+        # the folder is changed only now, after the compute, and in two steps, so that however
+        # the writing ends (KeyboardInterrupt, a crash, a full disk) a retry is never refused by
+        # check_out_folder and a part of a report never reads as a whole one: every file is
+        # written into a hidden staging folder (which check_out_folder does not count), then
+        # moved into place under a record marked in progress (_commit)
+        stage = _staging_folder(out)
+        try:
+            (stage / "tables").mkdir()
+            tables = [("summary", summary), ("comparisons", comp), ("crossovers", cross), ("theory", theory)]
+            if comp_trials is not None:
+                tables.append(("comparisons_trial_level", comp_trials))
+            for name, df in tables:
+                # "NaN" for a missing value, as the sweep's own tables: read_table (which keeps an
+                # empty cell as text) and pandas.read_csv both read the float columns as floats
+                df.to_csv(stage / "tables" / f"{name}.csv", index=False, na_rep="NaN")
+            figs: dict[str, Path] = {}
+            computing.what = "the figures"
+            if opts["figures"]:
+                figs = _figures(frame, comp, comparisons, stage / "figures",
+                                nominal_bounds(trials, spectra=spectra, n_queries=n_queries), progress)
+            computing.what = "the document"
+            doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
+                                 comparisons=comparisons)
+            (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
+            (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
+            figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
+            # the options that differ from the config's [report] table: chosen after the sweep
+            payload = {"options": opts, "options_set_after_sweep": _set_after_sweep(result, opts, comparisons),
+                       "manifest": result.manifest, "unit": unit_text,
+                       "resolution": _resolution(comp), "summary": records(summary),
+                       "comparisons": records(comp), "crossovers": records(cross),
+                       "theory": records(theory),
+                       **({"comparisons_trial_level": records(comp_trials)} if comp_trials is not None else {}),
+                       "figures": {k: str(v) for k, v in figs.items()},
+                       "seconds": round(time.perf_counter() - tic, 3)}
+            (stage / "report.json").write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False,
+                                                          default=str))
+            _commit(stage, out)
+        finally:
+            _release_staging(stage)
+        files = {name: out / "tables" / f"{name}.csv" for name, _ in tables}
+        files.update(markdown=out / "report.md", html=out / "report.html", json=out / "report.json")
+        return Report(summary, comp, cross, theory, files, figs)
+
+
+class _Computing:
+    """Notes on a ``ValueError`` or ``TypeError`` raised inside it that the report was
+    computing ``what``, its input checked: a bug, whose traceback the command prints
+    (:func:`kvstats._cli_output.computing_error`); the exception is otherwise unchanged."""
+
+    what = "the tables"
+
+    def __enter__(self) -> "_Computing":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if isinstance(exc, (ValueError, TypeError)):
+            exc.add_note(f"[report: computing {self.what}, its input checked]")
+        return False
+
+
+def _as_tested(f: pd.DataFrame, pairing: str) -> pd.DataFrame:
+    """``f`` as the report's tests take it."""
+    if pairing == "trial" and N_IN_CLUSTER not in f.columns and "cluster" in f.columns:
+        # trial-level tests pair the trials (those of one text share its cluster, not a pair)
+        return f.drop(columns="cluster")
+    return f
+
+
+def _check_family(f: pd.DataFrame, comparisons: Sequence[tuple[str, str]], opts: Mapping[str, Any],
+                  compare) -> tuple[int, int]:
+    """Raise before any compute, in compare_schemes' words, the errors of its input that it
+    finds only while it computes: a tested metric ``f`` lacks, two schemes' units that do not
+    pair, a family whose energy tests need more permutations than a test may run.
+
+    Returns the least and the most tests the family can hold (``compare(f).attrs["n_tests"]``;
+    equal unless a TOST may be undefined, which is no test). ``compare(f, **changed)`` runs
+    the report's compare_schemes; here only where the count of defined TOSTs decides, and to
+    raise the family's error (its rows, but no energy test, computed).
+    """
+    from kvstats.stats.sequential import required_resolution
+
+    with warnings.catch_warnings():   # a pooled SNR left out: compare_schemes says it
+        warnings.simplefilter("ignore")
+        metrics = default_metrics(f) if opts["metrics"] is None else _check_metrics(opts["metrics"], f)
+    tested, unit, ks = _check_design(_as_tested(f, opts["pairing"]), opts["pairing"], None)
+    tested = _in_trial_order(tested)
+    finite = np.isfinite(tested[list(PROFILE_METRICS)].to_numpy(np.float64)).all(axis=1)
+    units = None if unit is None else tested[unit].to_numpy()
+    n_pairs = n_energy = 0
+    for case, bud_a, bud_b, a, b, ia, ib in _pair_positions(tested, comparisons):
+        if unit is not None:
+            _matched(ia, ib, units, unit, case, bud_a, bud_b, a, b)
+        n_pairs += 1
+        # a 6D point that is not finite (an exact reconstruction): no energy test
+        n_energy += bool(opts["energy"] and finite[ia].all() and finite[ib].all())
+    low = n_pairs * len(metrics) * (1 + ks) + n_energy
+    high = low + n_pairs * len(opts["equivalence"])
+
+    def too_many(n: int) -> bool:
+        b = required_resolution(n, opts["alpha"], opts["correction"]).n_permutations
+        return max(opts["energy_resamples"], b) > MAX_FAMILY_PERMUTATIONS
+
+    if opts["energy_resolution"] != "family" or not n_energy or not too_many(high):
+        return low, high
+    if not too_many(low):   # which TOSTs are defined decides: count them
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tost = compare(f, metrics=list(opts["equivalence"]), energy=False, progress=False)
+        low = high = low + int(((tost["test"] == "equivalence") & tost["pvalue"].notna()).sum())
+    if too_many(low):
+        # raises before its first energy test (energy_stop=1 only bounds a miscount's cost)
+        compare(f, energy_stop=1, progress=False)
+    return low, high
 
 
 def _clustered(frame: pd.DataFrame) -> bool:
