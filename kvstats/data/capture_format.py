@@ -19,6 +19,14 @@ some layers were captured (``capture(..., layers=...)``). A file without it hold
 layer in order (slot ``i`` is model layer ``i``), as every capture did before.
 Selections name model layers; :func:`layer_slots` turns them into stored slots.
 
+``meta["format"]`` is the format's version, :data:`FORMAT_VERSION` (1: the layout above).
+:func:`kvstats.models.capture` records it; a file without it (every capture before it was
+recorded, or a hand-written one) is version 1. Readers refuse another version, and a
+``meta["post_rope"]`` other than true: the format holds keys and queries *after* RoPE
+(what the cache stores; the trials' attention ``softmax(q·k/√d)`` needs the rotated
+ones). ``K``, ``V`` and ``q`` are float16, float32 or float64 (:func:`kvstats.models.capture`
+writes float32); any other dtype is refused.
+
 The writer is :meth:`kvstats.models.capture.Capture.save`, the readers
 :func:`kvstats.data.real.load_trials` (the arrays, memory-mapped: it reads only the
 layers, heads and query position it selects) and the sweep's real data source
@@ -41,14 +49,21 @@ from jaxtyping import Float
 
 from kvstats._checks import _describe
 
-__all__ = ["ARRAYS", "LAYERS", "CaptureHeader", "write_capture", "read_capture", "read_header",
-           "read_layers", "held_layers", "layer_slots", "check_shapes"]
+__all__ = ["ARRAYS", "LAYERS", "FORMAT", "FORMAT_VERSION", "CaptureHeader", "write_capture",
+           "read_capture", "read_header", "read_layers", "held_layers", "layer_slots", "check_shapes",
+           "check_meta"]
 
 #: The arrays of a capture file, in the order they are written.
 ARRAYS = ("K", "V", "q", "meta")
 _DATA = ("K", "V", "q")
 #: The meta key listing the model layer of each stored slot (absent: every layer, in order).
 LAYERS = "layers"
+#: The meta key holding the format's version (absent: version 1, every file before it was recorded).
+FORMAT = "format"
+#: The version this module writes and reads.
+FORMAT_VERSION = 1
+#: The array dtypes a capture may hold (numpy promotes anything else to float64 or refuses it).
+_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,8 @@ def write_capture(path: str | os.PathLike,
     if not isinstance(meta, dict):
         raise TypeError(f"meta must be a dict (stored as a JSON object); received {_describe(meta)}")
     check_shapes(np.shape(K), np.shape(V), np.shape(q), "capture", "the capture being written")
+    _check_dtypes(K, V, q, "the capture being written")
+    check_meta(meta, "meta", "the capture being written")
     held_layers(meta, np.shape(K)[1], "meta", "K")
     try:
         text = json.dumps(meta)
@@ -127,6 +144,44 @@ def check_shapes(K: tuple[int, ...], V: tuple[int, ...], q: tuple[int, ...], nam
                          f"a multiple of n_kv_heads={K[2]}; {where} holds q {q}, K {K}")
 
 
+def _check_dtypes(K: Any, V: Any, q: Any, where: str) -> None:
+    """Refuse arrays whose dtype is not float16, float32 or float64 (an int8 or complex capture
+    would have become float64 trials, twice a float32 selection's memory, or worse)."""
+    bad = {n: str(np.asarray(a).dtype) for n, a in (("K", K), ("V", V), ("q", q))
+           if np.asarray(a).dtype.newbyteorder("=") not in _DTYPES}
+    if bad:
+        raise ValueError(f"capture arrays must be float16, float32 or float64; {where} holds {bad}")
+
+
+def check_meta(meta: dict[str, Any], name: str, where: str) -> None:
+    """Refuse a capture ``meta`` of another format version or with ``post_rope`` not true.
+
+    ``meta["format"]`` absent is version 1 (files written before it was recorded); so is
+    ``meta["post_rope"]`` absent (post-RoPE, the only layout the format has). ``name`` and
+    ``where`` say in errors which argument and file.
+
+    Examples
+    --------
+    >>> from kvstats.data.capture_format import check_meta
+    >>> check_meta({"format": 1, "post_rope": True}, "meta", "'c.npz'")
+    >>> check_meta({"model": "toy"}, "meta", "'c.npz'")         # an older file: version 1
+    >>> check_meta({"post_rope": False}, "meta", "'c.npz'")
+    Traceback (most recent call last):
+    ...
+    ValueError: meta 'post_rope' must be true (a capture holds keys and queries after RoPE, as the cache stores them and the trials' attention needs them); 'c.npz' records False
+    """
+    version = meta.get(FORMAT, FORMAT_VERSION)
+    if isinstance(version, bool) or version != FORMAT_VERSION:
+        raise ValueError(f"{name} {FORMAT!r} must be {FORMAT_VERSION} (the capture format this kvstats "
+                         f"reads; absent means {FORMAT_VERSION}); {where} records {version!r}: written "
+                         f"by another kvstats version, upgrade kvstats to read it")
+    post_rope = meta.get("post_rope", True)
+    if post_rope is not True:
+        raise ValueError(f"{name} 'post_rope' must be true (a capture holds keys and queries after "
+                         f"RoPE, as the cache stores them and the trials' attention needs them); "
+                         f"{where} records {post_rope!r}")
+
+
 def _missing(stored: set[str], name: str, path: str | os.PathLike) -> None:
     missing = sorted(set(ARRAYS) - stored)
     if missing:
@@ -135,7 +190,8 @@ def _missing(stored: set[str], name: str, path: str | os.PathLike) -> None:
 
 
 def _parse_meta(text: str, name: str, path: str | os.PathLike) -> dict[str, Any]:
-    """A capture's meta string as the JSON object it must be."""
+    """A capture's meta string as the JSON object it must be, of this format version
+    (:func:`check_meta`)."""
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -145,6 +201,7 @@ def _parse_meta(text: str, name: str, path: str | os.PathLike) -> dict[str, Any]
                          f"{os.fspath(path)!r} holds " + (f"no valid JSON ({meta})"
                                                           if isinstance(meta, Exception)
                                                           else f"a JSON {type(meta).__name__}"))
+    check_meta(meta, f"{name}'s meta", repr(os.fspath(path)))
     return meta
 
 
@@ -265,13 +322,24 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
     >>> type(read_capture(p, mapped=True)[0]).__name__
     'memmap'
     """
-    try:   # not an .npz, a pickled (object) array, a truncated file: numpy's error, named
-        with np.load(path, allow_pickle=False) as data:
+    # not an .npz, a pickled (object) array, a truncated or empty file (EOFError): numpy's
+    # error, named; a plain .npy loads as an array, not an archive: refused the same way
+    try:
+        data = np.load(path, mmap_mode="r", allow_pickle=False)  # a large .npy: mapped, not read
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
+                         f"{os.fspath(path)!r} could not be read: {exc}") from exc
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
+                         f"{os.fspath(path)!r} could not be read: it is a single .npy array "
+                         f"({_describe(data)}), not an .npz archive")
+    try:
+        with data:
             arrays = {}
             for array in (a for a in ARRAYS if a in data.files):
                 view = _map_member(data.zip, array, path) if mapped and array in _DATA else None
                 arrays[array] = data[array] if view is None else view
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: {exc}") from exc
     _missing(set(arrays), name, path)
@@ -282,6 +350,7 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
                for a in (arrays["K"], arrays["V"], arrays["q"]))
     meta = _parse_meta(str(arrays["meta"]), name, path)
     check_shapes(K.shape, V.shape, q.shape, "capture", repr(os.fspath(path)))
+    _check_dtypes(K, V, q, repr(os.fspath(path)))
     held_layers(meta, K.shape[1], f"{name}'s meta", repr(os.fspath(path)))
     return K, V, q, meta
 

@@ -59,7 +59,10 @@ def _capture_path(path: Any) -> str | os.PathLike:
 
 
 def _native(a: np.ndarray) -> np.ndarray:
-    """``a`` in native byte order (a selection of a big-endian file's map)."""
+    """``a`` in native byte order (a selection of a big-endian file's map), float16 widened
+    to float32 (exactly; Trials would have made it float64, twice the memory)."""
+    if a.dtype.newbyteorder("=") == np.float16:
+        return a.astype(np.float32)
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
@@ -113,8 +116,11 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     Returns
     -------
     Trials
-        ``K``, ``V`` of shape ``(n_texts * n_layers_sel * n_heads_sel, N, d)``, float32 as
-        captured; ``q`` of shape ``(…, G, d)``: the ``G`` query heads of the KV head's
+        ``K``, ``V`` of shape ``(n_texts * n_layers_sel * n_heads_sel, N, d)``, float32 for
+        a float32 capture (what :func:`kvstats.models.capture` writes) or a float16 one
+        (widened exactly), float64 for a float64 one (the widest of ``K``, ``V``, ``q``
+        when they differ; other dtypes are refused:
+        :mod:`~kvstats.data.capture_format`); ``q`` of shape ``(…, G, d)``: the ``G`` query heads of the KV head's
         group at the last position (see the module docstring for why). Trial ``t`` is
         the C-order index over (text, layer, head); ``meta["text"]``, ``meta["layer"]``,
         ``meta["head"]`` give each trial's origin, plus the capture's own metadata except
