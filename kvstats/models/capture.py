@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from kvstats._checks import check_int
-from kvstats.data.capture_format import LAYERS, write_capture
+from kvstats.data.capture_format import FORMAT, FORMAT_VERSION, LAYERS, write_capture
+from kvstats.models.texts import check_context, check_distinct
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,10 @@ class Capture:
         Post-RoPE queries; query head ``h`` reads KV head ``h // group``
         (``group = n_q_heads // n_kv_heads``, as in transformers' ``repeat_kv``).
     meta : dict
-        model, texts, token ids, N, group size, versions; ``layers`` (the model layer
-        of each slot) when ``capture`` kept only some.
+        model (a name, never a local path), source, texts, token ids, N, group size,
+        versions, the capture format's version (``format``); ``weights`` (the weights
+        file's package, version and SHA-256) for :func:`~kvstats.models.load_model`'s
+        model; ``layers`` (the model layer of each slot) when ``capture`` kept only some.
     attn_out : ndarray or None, ``(n_texts, n_layers, n_q_heads, N, d)``
         The attention module's output before ``o_proj`` (only with
         ``attention_output=True``; used to verify the capture).
@@ -93,6 +96,33 @@ class Capture:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_capture(path, self.K, self.V, self.q, self.meta)
         return path
+
+
+def model_name_of(model) -> str:
+    """The model's name as a capture records it (``meta["model"]``): never a local path.
+
+    :func:`~kvstats.models.load_model`'s model gives its name (``"SmolLM2-135M-Instruct"``;
+    its weights file and hash are ``meta["weights"]``); another gives its hub id
+    (``config._name_or_path``), or the last part of that path where it names a local
+    folder, else its class name. A path would make two captures of one model differ
+    (and so their content fingerprints) by where the weights were cached.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from kvstats.models.capture import model_name_of
+    >>> model_name_of(SimpleNamespace(config=SimpleNamespace(_name_or_path="HuggingFaceTB/SmolLM2-135M")))
+    'HuggingFaceTB/SmolLM2-135M'
+    >>> model_name_of(SimpleNamespace(config=SimpleNamespace(_name_or_path="/home/me/models/tiny-llama/")))
+    'tiny-llama'
+    """
+    name = getattr(model, "_kvstats_name", None)
+    if name:
+        return str(name)
+    path = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
+    if path and (os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)):
+        path = os.path.basename(os.path.normpath(os.path.expanduser(path)))  # a local folder: its name
+    return path or type(model).__name__
 
 
 def _rotate_half(x):
@@ -179,16 +209,19 @@ def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[lis
     """Tokenize ``texts`` and choose the common length ``N``.
 
     ``N = max_tokens`` if given (every text must have at least that many tokens), else the
-    length of the shortest text. ``N`` above ``context`` is an error.
+    length of the shortest text. ``N`` above ``context`` is an error
+    (:func:`~kvstats.models.texts.check_context`), and so are two texts equal in their
+    first ``N`` tokens (:func:`~kvstats.models.texts.check_distinct`: each text is one
+    independent unit of the tests).
 
     Examples
     --------
-    >>> class Tok:                       # a whitespace tokenizer, for illustration
+    >>> class Tok:                       # a word-length tokenizer, for illustration
     ...     def __call__(self, t, add_special_tokens=True):
-    ...         return {"input_ids": list(range(len(t.split())))}
+    ...         return {"input_ids": [len(w) for w in t.split()]}
     >>> from kvstats.models.capture import tokenize_texts
-    >>> tokenize_texts(Tok(), ["a b c", "a b"])[1]
-    2
+    >>> tokenize_texts(Tok(), ["one two three", "four five"])
+    ([[3, 3], [4, 4]], 2)
     """
     if isinstance(texts, str) or not hasattr(texts, "__len__"):
         raise TypeError(f"texts must be a list of strings; received {type(texts).__name__}")
@@ -210,10 +243,11 @@ def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[lis
                              "max_tokens tokens (choose longer texts or a smaller max_tokens)")
     if n < 2:
         raise ValueError(f"texts must have at least 2 tokens each; the shortest has {n}")
-    if context is not None and n > context:
-        raise ValueError(f"texts are longer than the model's context: N={n} tokens but "
-                         f"max_position_embeddings={context}; pass max_tokens <= {context}")
-    return [x[:n] for x in ids], n
+    check_context([n] * len(ids), context, f"texts (each truncated to N={n} tokens)",
+                  f"pass max_tokens <= {context}")
+    out = [x[:n] for x in ids]
+    check_distinct(out, f"texts (each truncated to N={n} tokens)")
+    return out, n
 
 
 def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None, batch_size=4,
@@ -253,7 +287,8 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
     Raises
     ------
     ValueError
-        Too-short texts, ``N`` beyond the model's context, bad ``batch_size``, ``layers``
+        Too-short texts, ``N`` beyond the model's context, texts repeated (equal in
+        their first ``N`` tokens), bad ``batch_size``, ``layers``
         empty, repeated or outside ``[0, n_layers - 1]``; a model
         whose attention is not Llama's (query/key norms, another logit scale, partial
         RoPE, sliding windows): the first text's arrays are checked to reproduce every
@@ -359,7 +394,8 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
     import transformers
 
     meta = {
-        "model": getattr(cfg, "_name_or_path", "") or type(model).__name__,
+        FORMAT: FORMAT_VERSION,
+        "model": model_name_of(model),
         # load_model's tag (while the model is its float32 one); another model is
         # described by its class, type and dtype
         "source": (model._kvstats_source if getattr(model, "_kvstats_source", None)
@@ -371,6 +407,8 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
         "python": sys.version.split()[0], "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
+    if getattr(model, "_kvstats_weights", None):
+        meta["weights"] = dict(model._kvstats_weights)  # load_model's: package, version, file, sha256
     if kept != list(range(len(blocks))):
         # which model layer each slot holds (a capture of every layer needs no record:
         # slot i is layer i, as in every capture before layer selection)

@@ -17,8 +17,11 @@ A *peer* is named like a scheme, with the prefix ``hf:``, and is accepted wherev
 Two things make them differ from kvstats' cache, and both matter for a fair comparison:
 their first ``update`` (the prefill) quantizes the states but returns the raw ones, so a
 one-pass prefill attends full-precision states (KL exactly 0): they must be run token by
-token (``mode="decode"``); and a decode step attends the current token's raw key and
-value (kvstats' cache codes them first).
+token (``mode="decode"``) after a one-token prefill (a longer prefill chunk is exact,
+which :func:`~kvstats.models.kl_quality` refuses beside kvstats schemes); and quanto's
+decode step attends the current token's raw key and value (transformers 5.x returns the
+new states unquantized beside the dequantized cache), while fp8's codes it first (with
+the frozen scale), as kvstats' cache does.
 
 Memory is measured the same way for every cache: :func:`held_bytes` walks the object
 generically and sums the bytes of every tensor (and numpy array) it holds, each storage

@@ -21,7 +21,10 @@ Two ways to run the quantized model, both teacher-forced:
 
 The caches transformers users run today are accepted by name beside the kvstats schemes
 (``"hf:quanto-int4"``, ``"hf:quanto-int2"``, ``"hf:fp8"``; :mod:`kvstats.models.peers`).
-Their prefill attends the raw states, so they run with ``mode="decode"`` only; the
+Their prefill attends the raw states, so they run with ``mode="decode"`` only, and the
+positions of their prefill chunk are exact (KL 0) where kvstats' cache codes them: the
+default prefill is then one token, and a list mixing peers with kvstats schemes refuses
+a longer one (one call, one set of positions coded for every configuration). The
 ``window`` is their residual length. Every cache's memory is also measured by one generic
 walk (:func:`kvstats.models.peers.held_bytes`: every tensor the cache object holds).
 
@@ -47,6 +50,7 @@ import pandas as pd
 
 from kvstats._checks import check_choice, check_int
 from kvstats.models.peers import is_peer, make_peer_cache, memory_held
+from kvstats.models.texts import check_context, check_distinct
 
 MODES = ("prefill", "decode")
 
@@ -97,12 +101,12 @@ def _token_ids(tokenizer, texts, max_tokens, context):
         ids = list(tokenizer(text, add_special_tokens=True)["input_ids"])
         if max_tokens is not None:
             ids = ids[:max_tokens]
-        if context is not None and len(ids) > context:
-            raise ValueError(f"texts must fit the model's context: text {i} has {len(ids)} tokens "
-                             f"but max_position_embeddings={context}; pass max_tokens <= {context}")
         if len(ids) < 2:
             raise ValueError(f"texts must have at least 2 tokens; text {i} has {len(ids)}")
         out.append(ids)
+    check_context([len(ids) for ids in out], context, "texts", f"pass max_tokens <= {context}")
+    what = "texts" if max_tokens is None else f"texts (each truncated to max_tokens={max_tokens})"
+    check_distinct(out, what)
     return out
 
 
@@ -123,7 +127,7 @@ def _log_probs(model, ids, cache, mode, prefill_tokens):
 
 
 def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, mode="prefill",
-               prefill_tokens=16, max_tokens=None, threads: int | None = 1,
+               prefill_tokens=None, max_tokens=None, threads: int | None = 1,
                progress: bool = True, **scheme_params) -> pd.DataFrame:
     """Per-position comparison of the quantized-cache model with the full-precision one.
 
@@ -148,8 +152,16 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         quanto options (:func:`kvstats.models.peers.make_peer_cache`).
     mode : {"prefill", "decode"}
         See the module docstring.
-    prefill_tokens : int
-        Prompt tokens processed at once before decoding (``mode="decode"``).
+    prefill_tokens : int, optional
+        Prompt tokens processed at once before decoding (``mode="decode"``). Default: 16,
+        or 1 when a configuration is a transformers peer. A peer's prefill chunk attends
+        its raw states, so its first ``prefill_tokens`` positions are exact (KL 0) while
+        kvstats' cache codes them: beside kvstats schemes in one list a peer needs
+        ``prefill_tokens=1`` (a larger value is refused); a list of peers alone may take
+        more (e.g. to calibrate fp8's scale on a longer prompt), and its first
+        ``prefill_tokens`` positions are then exact for every row. With one token,
+        position 0 reads its own raw key and value: quanto's decode steps read the
+        current token raw too, fp8's code it (one exact position per text for fp8).
     max_tokens : int, optional
         Truncate every text to this many tokens.
     threads : int or None
@@ -181,9 +193,11 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     Raises
     ------
     ValueError
-        Unknown scheme or mode, texts longer than the model's context, ``threads`` < 1, a
-        ``(scheme, bits)`` pair listed twice; a peer with ``mode="prefill"``, with ``bits``,
-        or without optimum-quanto installed.
+        Unknown scheme or mode, texts longer than the model's context, texts repeated
+        (after truncation: each is an independent unit of ``se_kl_text``), ``threads`` <
+        1, a ``(scheme, bits)`` pair listed twice; a peer with ``mode="prefill"``, with
+        ``bits``, beside a kvstats scheme with ``prefill_tokens`` > 1, or without
+        optimum-quanto installed.
 
     Examples
     --------
@@ -193,7 +207,8 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     >>> summarize_quality(df)[["mean_kl", "top1_agreement"]]               # doctest: +SKIP
     """
     mode = check_choice(mode, "mode", MODES)
-    prefill_tokens = check_int(prefill_tokens, "prefill_tokens", low=1)
+    if prefill_tokens is not None:
+        prefill_tokens = check_int(prefill_tokens, "prefill_tokens", low=1)
     seed = check_int(seed, "seed", low=0)
     if threads is not None:
         threads = check_int(threads, "threads", low=1)
@@ -221,6 +236,15 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
             raise ValueError(f"mode must be 'decode' for the transformers peer {name!r}: its one-pass "
                              f"prefill attends the raw states (KL exactly 0); received mode={mode!r}")
         _make_cache(model.config, name, b, seed, window, scheme_params)
+    peers = [name for name, _ in configs if is_peer(name)]
+    if prefill_tokens is None:
+        prefill_tokens = 1 if peers else 16
+    elif peers and len(peers) < len(configs) and prefill_tokens > 1:
+        raise ValueError(f"prefill_tokens must be 1 when transformers peers {peers} run beside kvstats "
+                         f"schemes: a peer's prefill chunk attends its raw states, so its first "
+                         f"{prefill_tokens} positions would be exact (KL 0) where kvstats' cache codes "
+                         f"them; received prefill_tokens={prefill_tokens} (run the peers in a call of "
+                         f"their own to prefill more)")
     context = getattr(model.config, "max_position_embeddings", None)
     streams = _token_ids(tokenizer, texts, max_tokens, context)
     with pinned_threads(threads):

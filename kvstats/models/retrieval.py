@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from kvstats._checks import check_choice, check_int, check_real
+from kvstats.models.texts import check_context
 from kvstats.stats.proportion import binom_test_half, wilson_interval  # noqa: F401 (wilson_interval: public here too)
 
 INSTRUCTION = "There is a pass key hidden in the text below. Find it and memorize it."
@@ -412,6 +413,14 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
         identical, bytes_per_token``. ``agree_tokens``: greedy tokens until the first
         divergence from the float32 answer (``ref_tokens`` long).
 
+    Raises
+    ------
+    ValueError
+        A prompt and its answer beyond the model's context (``len(prompt ids) +
+        max_new_tokens - 1`` positions above ``max_position_embeddings``: RoPE past the
+        trained range, an extrapolating model's answers), checked for every prompt
+        before the first runs; unknown schemes, bad bits, repeated configs.
+
     Examples
     --------
     >>> from kvstats.models import load_model
@@ -442,9 +451,15 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
         raise TypeError("prompts must be a non-empty sequence of PasskeyPrompt (make_prompts)")
     stop = {t for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
             if isinstance(t, int) and t >= 0}
+    prompt_ids = [list(tokenizer(p.text, add_special_tokens=False)["input_ids"]) for p in prompts]
+    # the last answer token is never fed back: a prompt and its answer take
+    # len(ids) + max_new_tokens - 1 positions; every prompt is checked before the first runs
+    context = getattr(model.config, "max_position_embeddings", None)
+    check_context([len(ids) + max_new_tokens - 1 for ids in prompt_ids], context,
+                  f"prompts (with max_new_tokens={max_new_tokens} answer tokens)",
+                  "choose shorter lengths in make_prompts or fewer max_new_tokens")
     rows = []
-    for i, p in enumerate(prompts):
-        ids = list(tokenizer(p.text, add_special_tokens=False)["input_ids"])
+    for i, (p, ids) in enumerate(zip(prompts, prompt_ids)):
         head = torch.tensor([ids[:-1]])
         base = dict(trial=i, length=p.length, depth=p.depth, realized_depth=p.realized_depth,
                     prompt_tokens=len(ids), passkey=p.passkey)

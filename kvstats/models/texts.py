@@ -108,3 +108,87 @@ def prompt_token_ids(tokenizer, n_tokens: int, names=None) -> list[int]:
         if len(ids) >= n:
             return ids[:n]
     raise ValueError(f"n_tokens must be at most {len(ids)} (all the texts' tokens); received {n}")
+
+
+def check_context(lengths, context: int | None, name: str, fix: str) -> None:
+    """Refuse token streams that need more positions than the model's context.
+
+    The one check of capture (:func:`kvstats.models.tokenize_texts`), ``kl_quality`` and
+    ``run_retrieval``: beyond ``max_position_embeddings`` RoPE runs past the trained range
+    and the model extrapolates, so its numbers would read as results of the model they
+    are not.
+
+    Parameters
+    ----------
+    lengths : sequence of int
+        Token positions each item needs (a prompt and its answer: both).
+    context : int or None
+        The model's ``config.max_position_embeddings`` (None: no limit known, no check).
+    name : str
+        What the items are, for the message (``"texts"``, ``"prompts"``).
+    fix : str
+        What to do instead, ending the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the first items beyond the context, their lengths and the context.
+
+    Examples
+    --------
+    >>> from kvstats.models.texts import check_context
+    >>> check_context([100, 64], 128, "texts", "pass max_tokens <= 128")
+    >>> check_context([100, 200], 128, "texts", "pass max_tokens <= 128")
+    Traceback (most recent call last):
+    ...
+    ValueError: texts must fit the model's context of max_position_embeddings=128 token positions: item 1 needs 200; pass max_tokens <= 128
+    """
+    if context is None:
+        return
+    lengths = [int(n) for n in lengths]
+    over = [(i, n) for i, n in enumerate(lengths) if n > context]
+    if over:
+        items = ", ".join(f"item {i} needs {n}" for i, n in over[:5]) + (" ..." if len(over) > 5 else "")
+        raise ValueError(f"{name} must fit the model's context of max_position_embeddings={context} "
+                         f"token positions: {items}; {fix}")
+
+
+def check_distinct(streams, name: str) -> None:
+    """Refuse repeated token streams: each text is an independent unit of the tests.
+
+    ``kl_quality``'s per-text standard error and sign tests, and a capture's
+    ``meta["cluster"]``, take each text as one independent draw; a text given twice (or
+    two texts equal once truncated) would count one unit twice, with a standard error of
+    zero between its copies.
+
+    Parameters
+    ----------
+    streams : sequence of sequence of int
+        The token ids each text contributes (after truncation).
+    name : str
+        What the items are, for the message.
+
+    Raises
+    ------
+    ValueError
+        Listing each repeated item and the earlier one it repeats.
+
+    Examples
+    --------
+    >>> from kvstats.models.texts import check_distinct
+    >>> check_distinct([[1, 2], [1, 3]], "texts")
+    >>> check_distinct([[1, 2], [1, 3], [1, 2]], "texts")
+    Traceback (most recent call last):
+    ...
+    ValueError: texts must be distinct token streams (each text is one independent unit of the tests; a repeat counts one text twice): item 2 repeats item 0
+    """
+    first: dict[tuple, int] = {}
+    repeats = []
+    for i, ids in enumerate(streams):
+        j = first.setdefault(tuple(ids), i)
+        if j != i:
+            repeats.append(f"item {i} repeats item {j}")
+    if repeats:
+        raise ValueError(f"{name} must be distinct token streams (each text is one independent unit of "
+                         f"the tests; a repeat counts one text twice): " + ", ".join(repeats[:5])
+                         + (" ..." if len(repeats) > 5 else ""))
