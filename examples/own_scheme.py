@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import kvstats
-from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
+from kvstats.quant.packing import pack_codes, unpack_codes
 
 
 # --------------------------------------------------------------------------- the coder
@@ -52,7 +52,7 @@ from kvstats.quant.packing import pack_codes, packed_size, unpack_codes
 class MinMaxCodes:
     """What a cache stores: packed codes and each vector's float32 minimum and maximum."""
 
-    packed: np.ndarray   # uint8 (*batch, n, ceil(d·bits/8))
+    packed: np.ndarray   # uint8 (*batch, n, ceil(d·bits/8)): up to 7 bits of padding per vector
     low: np.ndarray      # float32 (*batch, n)
     high: np.ndarray     # float32 (*batch, n)
     dtype: np.dtype
@@ -96,8 +96,9 @@ class MinMaxCoder:
         return self.decode(self.encode(x))
 
     def stored_bits(self, n_tokens: int) -> dict[str, float]:
-        # from the arrays: whole bytes of packed codes per vector, two float32 numbers
-        return {"codes": 8.0 * packed_size(self.dim, self.bits) * n_tokens, "min_max": 64.0 * n_tokens}
+        # n·d code bits per vector (not the padding of packing them into whole bytes, as
+        # every kvstats coder counts) and two float32 numbers
+        return {"codes": float(self.bits * self.dim * n_tokens), "min_max": 64.0 * n_tokens}
 
     def describe(self) -> dict:
         return {"coder": "minmax", "bits": self.bits, "dim": self.dim}

@@ -2,9 +2,12 @@
 
 Which schemes have a prediction, and what it is, comes from the scheme registry
 (:attr:`SchemeDef.key_theory <kvstats.quant.registry.SchemeDef>`,
-:meth:`~kvstats.quant.registry.SchemeDef.key_rel_mse`); the constants of the variance
-ratios from :mod:`kvstats.theory`. Schemes are matched by their label in the frame, so
-a scheme run with non-default settings should carry another label.
+:meth:`~kvstats.quant.registry.SchemeDef.key_rel_mse`; where it holds, from the key side's
+:meth:`~kvstats.quant.registry.SchemeDef.key_rotated` and
+:meth:`~kvstats.quant.registry.SchemeDef.coded_dim`, asked only of the schemes a frame
+holds, at their ``example_params``); the constants of the variance ratios from
+:mod:`kvstats.theory`. Schemes are matched by their label in the frame, so a scheme run
+with non-default settings should carry another label.
 
 The limit: every scheme, at the bits per coordinate it stores, beside Shannon's
 distortion–rate bound of its source (:mod:`kvstats.rate_distortion`) computed from the
@@ -31,7 +34,6 @@ from kvstats.analysis.intervals import ci_reliable, mean_ci, ratio_ci
 from kvstats.data.spectrum import Spectrum, capture_spectra, synthetic_spectrum
 from kvstats.data.synthetic import DISTRIBUTIONS
 from kvstats.quant.registry import REGISTRY, SchemeDef
-from kvstats.quant.rotation import next_pow2
 from kvstats.results import REAL
 
 if TYPE_CHECKING:
@@ -60,17 +62,28 @@ _CaseKey = tuple[str, str, int, int]
 _FAMILIES = ("mse", "prod")
 
 
-def _predicted_defs() -> list[SchemeDef]:
-    """Budget-named registry schemes whose key side has a closed form, MSE family first."""
-    defs = [d for d in REGISTRY.values() if d.key_theory is not None and not d.fixed_budget]
+def _predicted_defs(present: Any = None) -> list[SchemeDef]:
+    """Budget-named registry schemes whose key side has a closed form, MSE family first;
+    with ``present``, only those it names (a frame's schemes: an entry the frame does not
+    hold is never asked a fact)."""
+    defs = [d for d in REGISTRY.values() if d.key_theory is not None and not d.fixed_budget
+            and (present is None or d.name in present)]
     return sorted(defs, key=lambda d: _FAMILIES.index(d.key_theory))
 
 
-def _rotated(sdef: SchemeDef) -> bool:
-    # The key side of an "mse"/"prod" scheme is random only through its rotation (and a
-    # prod sketch, always beside the default Hadamard rotation): with default settings,
-    # randomized means rotated, coding d_pad coordinates.
-    return sdef.randomized({})
+def _key_facts(sdef: SchemeDef, dim: int) -> tuple[bool, int]:
+    # The entry's key-side facts for the settings a label stands for, its example
+    # parameters with the defaults filled in (a user scheme's required ones among them):
+    # whether its keys are rotated (the sphere law then holds for any keys, as a
+    # yardstick) and how many coordinates it codes (d_pad after a padded Hadamard).
+    return sdef.key_rotated(sdef.example_params), sdef.coded_dim(dim, sdef.example_params)
+
+
+def _pairs(defs: list[SchemeDef]) -> tuple[tuple[str, str], ...]:
+    # both key sides rotated: the ratio's constants are those of the sphere law
+    rotated = [d for d in defs if d.key_rotated(d.example_params)]
+    return tuple((m.name, p.name) for m in rotated if m.key_theory == "mse"
+                 for p in rotated if p.key_theory == "prod")
 
 
 def theory_schemes() -> tuple[str, ...]:
@@ -88,18 +101,16 @@ def ratio_pairs() -> tuple[tuple[str, str], ...]:
     """``(mse, prod)`` scheme pairs whose q·k-error variance ratio has a prediction.
 
     The first scheme codes rotated keys with an n-bit Lloyd–Max quantizer, the second
-    with an (n−1)-bit one plus a 1-bit QJL residual (key theories "mse" and "prod").
-    The ratio rows of :func:`theory_table` divide the second's ``ip_var`` by the first's.
+    with an (n−1)-bit one plus a 1-bit QJL residual (key theories "mse" and "prod", both
+    ``SchemeDef.key_rotated``). The ratio rows of :func:`theory_table` divide the second's
+    ``ip_var`` by the first's.
 
     Examples
     --------
     >>> ratio_pairs()[0]
     ('KQV', 'QKQV')
     """
-    defs = _predicted_defs()
-    mse = [d.name for d in defs if d.key_theory == "mse" and _rotated(d)]
-    prod = [d.name for d in defs if d.key_theory == "prod"]
-    return tuple((m, p) for m in mse for p in prod)
+    return _pairs(_predicted_defs())
 
 
 def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
@@ -115,9 +126,10 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
       quantizer on the rotated unit vector the relative MSE is d_pad·D_n, with D_n the
       Lloyd–Max distortion of the sphere-coordinate (Beta) density of dimension d_pad,
       exact for isotropic Gaussian keys (distribution ``"gaussian"``: a direction uniform
-      on the sphere, rotated or not). Rows: rotated schemes (KQV, turboquant_mse, QKQV,
-      turboquant_prod) on every case whose d is a power of two (no padding; see the
-      comment in the code), a yardstick for keys other than isotropic Gaussian (one
+      on the sphere, rotated or not). Rows: schemes whose key side is rotated
+      (``key_rotated``: KQV, turboquant_mse, QKQV, turboquant_prod) on every case where
+      they code d coordinates (``coded_dim``: no padding; see the comment in the code),
+      a yardstick for keys other than isotropic Gaussian (one
       randomized Hadamard rotation brings their coordinates close to the sphere law, not
       onto it: +0.5 to +0.9 dB above the prediction on outlier_channels keys at d = 64);
       the unrotated KV on ``"gaussian"`` cases only (its codebook fits no other key's
@@ -239,12 +251,12 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     from kvstats import theory
 
     pooled = reported_pooled_snrs(frame)      # the summary's and the comparisons' rule
-    defs = _predicted_defs()
-    pairs = ratio_pairs()
+    defs = _predicted_defs(set(frame["scheme"]))
+    pairs = _pairs(defs)
     rows = []
     for case, grp in frame.groupby(list(CASE_COLUMNS), sort=False):
         base = dict(zip(CASE_COLUMNS, case))
-        d_pad = next_pow2(base["dim"])
+        coded_by = {d.name: _key_facts(d, base["dim"])[1] for d in defs}
         for n in sorted(grp["budget"].unique()):
             if float(n) != int(n):
                 continue
@@ -254,16 +266,16 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 sub = at[at["scheme"] == sdef.name]
                 if sub.empty:
                     continue
-                # An unrotated key side codes the d coordinates of the unit vector, no
-                # padding. A padded Hadamard rotation (d < d_pad) codes d_pad coordinates of
-                # which the decode keeps a d-dimensional projection; d_pad·D_n overstates
-                # that error, and no closed form is offered, so no prediction is made.
-                coded = d_pad if _rotated(sdef) else base["dim"]
+                # The entry says how many coordinates its key side codes. A padded
+                # Hadamard rotation (d < d_pad) codes d_pad of which the decode keeps a
+                # d-dimensional projection; d_pad·D_n overstates that error, and no closed
+                # form is offered, so no prediction is made.
+                rotated, coded = _key_facts(sdef, base["dim"])
                 if coded != base["dim"]:
                     continue
                 # Unrotated, the coordinates are the key's own: the sphere law holds only
                 # for a direction uniform on the sphere, i.e. isotropic Gaussian keys.
-                if not _rotated(sdef) and base["distribution"] != "gaussian":
+                if not rotated and base["distribution"] != "gaussian":
                     continue
                 rel = sdef.key_rel_mse(n, coded)
                 if rel is None:  # e.g. a prod key side at n = 1 (no (n−1)-bit part)
@@ -274,14 +286,16 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
                              "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
                              "ci_reliable": ci_reliable(x, metrics=["snr_k"]), "n_units": len(x), "paired": False})
-            # Both schemes of a pair are rotated (d_pad coded coordinates); the residual r is
+            # Both schemes of a pair are rotated, coding d_pad coordinates each (their
+            # coded_dim; a pair coding two numbers has no closed form); the residual r is
             # sketched in R^d with m = d_pad rows, so its QJL error is (π/2 − 1/d)·d/d_pad times
             # its own projection, which with padding (d < d_pad) is not π/2 − 1/d_pad.
-            padded = d_pad != base["dim"]
             for m_name, p_name in pairs:
                 q_cell = at[at["scheme"] == p_name]
-                if q_cell.empty or n < 2 or "ip_var" not in at:   # n−1 ≥ 1 bits of MSE
-                    continue
+                d_pad = coded_by[p_name]
+                padded = d_pad != base["dim"]
+                if q_cell.empty or n < 2 or "ip_var" not in at or coded_by[m_name] != d_pad:
+                    continue   # (n−1 ≥ 1 bits of MSE)
                 k_cell = at[at["scheme"] == m_name]
                 prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
                 # a prediction only where both cells of the ratio are present (so n is a

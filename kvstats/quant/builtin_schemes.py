@@ -147,9 +147,8 @@ def _build_mixed(bits, dim, params, key_rng, value_rng, draws):
 def _build_identity(bits, dim, params, key_rng, value_rng, draws):
     from kvstats.quant.coder import IdentityCoder
 
-    # it stores float32: a budget asked of it would be silently ignored (a cache's rows
-    # labelled "identity:4" holding 32 bits)
-    _fixed_bits("identity", _IDENTITY_BITS, bits)
+    # it records no budget; make_scheme refuses one other than its coders' 32 bits (a
+    # cache's rows labelled "identity:4" holding 32 bits), as for any such scheme
     return None, IdentityCoder(dim), IdentityCoder(dim)
 
 
@@ -302,9 +301,19 @@ def _never(params: Mapping[str, Any]) -> bool:
     return False
 
 
-def _tensor_scale(params: Mapping[str, Any]) -> str:
+def _tensor_scale(instead: str, params: Mapping[str, Any]) -> str:
     """One scale per call couples the trials coded together: what to use instead, or ""."""
-    return "scale='head' (the default) or a static scale=<float>" if params["scale"] == "tensor" else ""
+    return instead if params["scale"] == "tensor" else ""
+
+
+# the settings each format takes instead of scale="tensor" (nvfp4 takes no static scale)
+_FP8_PER_TRIAL = partial(_tensor_scale, "scale='head' (the default) or a static scale=<float>")
+_NVFP4_PER_TRIAL = partial(_tensor_scale, "scale='head' (the default)")
+
+
+def _scale_over_tokens(params: Mapping[str, Any]) -> bool:
+    # "head" and "tensor" take their scale from every token a call codes; a float is static
+    return isinstance(params["scale"], str)
 
 
 def _rotated(params: Mapping[str, Any]) -> bool:
@@ -361,15 +370,15 @@ ENTRIES = (
            _bits=_kv_bits, _coded=_all_coords, _codes_as=_kv_codes_as),
     _entry("KQV", params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8, fixed_budget=False,
            token_group_param=None, gpu=True, key_theory="mse", build=_build_kqv, _randomized=_always,
-           _bits=_kqv_bits, _coded=_rotated_coords),
+           _bits=_kqv_bits, _coded=_rotated_coords, _key_rotated=_rotated),
     *(_entry(name, params=_VECTOR, defaults=_VECTOR_DEFAULTS, min_bits=2, max_bits=8,
              fixed_budget=False, token_group_param=None, gpu=True, key_theory="prod", build=_build_prod,
-             _randomized=_always, _bits=_prod_scheme_bits, _coded=_rotated_coords)
+             _randomized=_always, _bits=_prod_scheme_bits, _coded=_rotated_coords, _key_rotated=_rotated)
       for name in ("QKQV", "turboquant_prod")),
     _entry("turboquant_mse", params=frozenset(_ROTATED), defaults=_ROTATED, min_bits=1, max_bits=8,
            fixed_budget=False, token_group_param=None, gpu=True, key_theory="mse",
            build=_build_turboquant_mse, _randomized=_rotated, _bits=_turboquant_mse_bits,
-           _coded=_rotated_coords),
+           _coded=_rotated_coords, _key_rotated=_rotated),
     _entry("qjl", params=frozenset({"sketch", "m", "n_outliers", "outlier_m", "group_size", "value_bits",
                                     "value_group_size", "norm_dtype"}),
            defaults={"sketch": "gaussian", "n_outliers": 0, "group_size": _GROUP_SIZE, **_NORM},
@@ -384,7 +393,7 @@ ENTRIES = (
            min_bits=1, max_bits=8, fixed_budget=True, token_group_param=None, gpu=True,
            key_theory=None, build=_build_mixed, _randomized=_rotated, _bits=_mixed_bits,
            _coded=_rotated_coords, example_params=MappingProxyType({"key_bits": 4, "value_bits": 2}),
-           _codes_as=_mixed_codes_as),
+           _codes_as=_mixed_codes_as, _key_rotated=_rotated),
     _entry("identity", params=frozenset(), min_bits=1, max_bits=8, fixed_budget=True,
            token_group_param=None, gpu=False, key_theory=None, build=_build_identity,
            _randomized=_never, _bits=_identity_bits, _coded=_all_coords),
@@ -395,7 +404,7 @@ ENTRIES = (
     *(_entry(fmt, params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=8, max_bits=8,
              fixed_budget=True, token_group_param=None, gpu=False, key_theory=None,
              build=partial(_build_fp8, fmt), _randomized=_never, _bits=_fp8_bits,
-             _coded=_all_coords, _couples=_tensor_scale)
+             _coded=_all_coords, _couples=_FP8_PER_TRIAL, _couples_tokens=_scale_over_tokens)
       for fmt in FP8_FORMATS),
     _entry("mxfp4", params=frozenset(), min_bits=4, max_bits=4, fixed_budget=True,
            token_group_param=None, gpu=False, key_theory=None, build=partial(_build_mx, "mxfp4"),
@@ -403,7 +412,7 @@ ENTRIES = (
     _entry("nvfp4", params=frozenset(_HEAD_SCALE), defaults=_HEAD_SCALE, min_bits=4, max_bits=4,
            fixed_budget=True, token_group_param=None, gpu=False, key_theory=None,
            build=partial(_build_mx, "nvfp4"), _randomized=_never, _bits=partial(_mx_bits, "nvfp4"),
-           _coded=_all_coords, _couples=_tensor_scale),
+           _coded=_all_coords, _couples=_NVFP4_PER_TRIAL, _couples_tokens=_scale_over_tokens),
     _entry("klt", params=frozenset({"rank", "group_size"}), defaults={"group_size": _KLT_GROUP},
            min_bits=1, max_bits=8, fixed_budget=False, token_group_param="group_size", gpu=False,
            key_theory=None, build=_build_klt, _randomized=_never, _bits=_klt_bits, _coded=_klt_coords),

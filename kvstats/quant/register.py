@@ -70,7 +70,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
                   example_params: Mapping[str, Any] | None = None,
                   key_theory: str | None = None, defaults: Mapping[str, Any] | None = None,
                   codes_as: Callable[[Mapping[str, Any]], tuple[str, dict[str, Any], int | None] | None]
-                  | None = None) -> SchemeDef:
+                  | None = None, key_rotated: bool | Callable[[Mapping[str, Any]], bool] = False
+                  ) -> SchemeDef:
     """A :class:`SchemeDef` for a scheme of your own (then :func:`register_scheme` it).
 
     Parameters
@@ -81,7 +82,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
     build : callable
         ``build(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder,
         value_coder)``: two :class:`~kvstats.quant.coder.Coder` objects (one per side) and
-        the budget to record (``bits`` itself, or None for a fixed-budget scheme).
+        the budget to record: ``bits`` itself (another is a ValueError from
+        ``make_scheme``), or for a fixed-budget scheme its own budget or None.
         ``bits`` is already checked against ``min_bits..max_bits``; ``params`` holds the
         keyword settings given (a subset of ``params``) with ``defaults`` filled in for
         those left out (a parameter without a declared default may be missing: use your
@@ -95,21 +97,23 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         :func:`kvstats.quant.contract.check_scheme` holds the coders' ``stored_bits``
         against it.
     summary : str
-        One line (``kvstats schemes`` and reports show it).
+        One line (``kvstats schemes`` and reports show it; a line break is refused).
     params : iterable of str
         The keyword settings :func:`kvstats.make_scheme` accepts for it.
     min_bits, max_bits : int
         Allowed budgets n (integers in 1..8; unused when ``fixed_budget``).
     fixed_budget : bool
         The budget is fixed by the scheme itself: ``make_scheme`` takes ``bits=None`` or
-        the budget ``build`` returns (another is a ValueError).
+        the budget ``build`` returns (another is a ValueError); where it returns None,
+        ``bits=None`` or the coders' common ``nominal_bits``.
     randomized : bool or callable
         Whether it has random components (a callable ``params -> bool`` if that depends
         on its settings); the contract checks that another seed gives other codes
         exactly when it is.
     token_group_param, token_group_default : str or None, int
         The parameter giving the number of tokens that share stored statistics, and
-        its default where ``defaults`` declares none (per-vector schemes: None).
+        its default where ``defaults`` declares none (per-vector schemes: None; the
+        contract then holds each token of a call to decode as when coded alone).
     coded_dim : callable, optional
         ``coded_dim(dim, params) -> int``, the coordinates the codes spend their bits on
         (default: ``dim``).
@@ -117,6 +121,12 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         Settings of a minimal instance (required for parameters without a default).
     key_theory : {None, "mse", "prod"}
         Only for keys coded as TurboQuant-mse/-prod are: the closed form of the key error.
+    key_rotated : bool or callable
+        Whether the key side codes randomly rotated keys (a callable ``params -> bool`` if
+        that depends on its settings). With a ``key_theory``, the theory table then
+        predicts the key error on every distribution, not only isotropic Gaussian keys,
+        and pairs an "mse" scheme with the "prod" ones for the variance ratios; the
+        contract checks that the rotation spreads channel outliers. Default False.
     defaults : mapping, optional
         The constant value a parameter left out takes (keys among ``params``). Declared, it makes a sweep config's ``{name = "mine"}`` and
         ``{name = "mine", params = {p = <its default>}}`` one scheme (refused as a
@@ -188,6 +198,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
         params = frozenset(params)
     if isinstance(randomized, bool):
         randomized = _constant(randomized)
+    if isinstance(key_rotated, bool):
+        key_rotated = _constant(key_rotated)
     if defaults is None or isinstance(defaults, Mapping):   # else register_scheme says what is wrong
         defaults = dict(defaults or {})   # a copy (a dict: a script's registration is pickled)
     return SchemeDef(name=name, summary=summary, params=params, min_bits=min_bits, max_bits=max_bits,
@@ -197,7 +209,8 @@ def define_scheme(name: str, build: Builder, expected_bits: Callable[..., tuple[
                      _coded=_all_coords if coded_dim is None else coded_dim,
                      example_params=dict(example_params or {}),
                      token_group_default=token_group_default, defaults=defaults,
-                     _codes_as=_codes_as_no_other if codes_as is None else codes_as)
+                     _codes_as=_codes_as_no_other if codes_as is None else codes_as,
+                     _key_rotated=key_rotated)
 
 
 def _check_def(sdef: SchemeDef) -> None:
@@ -227,6 +240,9 @@ def _check_def(sdef: SchemeDef) -> None:
     if not isinstance(sdef.summary, str) or not sdef.summary.strip():
         raise TypeError(f"SchemeDef field 'summary' must be a non-empty str (one line); "
                         f"received {sdef.summary!r}")
+    if len(sdef.summary.strip().splitlines()) > 1:
+        raise ValueError(f"SchemeDef field 'summary' must be one line (tables and reports show "
+                         f"it on one); received {sdef.summary!r}")
     if not isinstance(sdef.params, frozenset) or not all(isinstance(p, str) for p in sdef.params):
         raise TypeError(f"SchemeDef field 'params' must be a frozenset of str; received {sdef.params!r}")
     reserved = sorted(sdef.params & _RESERVED_PARAMS)
@@ -263,7 +279,8 @@ def _check_def(sdef: SchemeDef) -> None:
             ("_randomized", "randomized", "(params) -> bool", 1),
             ("_bits", "expected_bits", "(bits, dim, n_tokens, params)", 4),
             ("_coded", "coded_dim", "(dim, params) -> int", 2),
-            ("_codes_as", "codes_as", "(params) -> (name, params, budget) or None", 1)):
+            ("_codes_as", "codes_as", "(params) -> (name, params, budget) or None", 1),
+            ("_key_rotated", "key_rotated", "(params) -> bool", 1)):
         field = repr(arg) if arg == fname else f"{arg!r} ({fname!r})"
         if not callable(getattr(sdef, fname)):
             raise TypeError(f"SchemeDef field {field} must be a callable {arg}{what}; "
@@ -288,6 +305,27 @@ def _check_def(sdef: SchemeDef) -> None:
     tgd = sdef.token_group_default
     if isinstance(tgd, bool) or not isinstance(tgd, int) or tgd < 1:
         raise ValueError(f"SchemeDef field 'token_group_default' must be an int >= 1; received {tgd!r}")
+    _check_facts(sdef)
+
+
+def _check_facts(sdef: SchemeDef) -> None:
+    """The facts other modules ask of the entry (the theory table, the cache), asked once
+    of a minimal instance, ``example_params`` with ``defaults`` filled in: a fact that
+    fails there fails now, naming the field, not in a later report."""
+    for arg, ask in (("randomized", lambda p: sdef.randomized(p)),
+                     ("key_rotated", lambda p: sdef.key_rotated(p)),
+                     ("token_group_param", lambda p: sdef.token_group(p)),
+                     ("coded_dim", lambda p: sdef.coded_dim(64, p))):
+        try:
+            value = ask(dict(sdef.example_params))
+        except Exception as exc:  # noqa: BLE001 - the scheme's own code: say which field
+            raise ValueError(f"SchemeDef field {arg!r} fails for example_params "
+                             f"{dict(sdef.example_params)} (with defaults {dict(sdef.defaults)}): "
+                             f"{type(exc).__name__}: {exc}; give every parameter without a "
+                             f"default in example_params") from exc
+        if arg == "coded_dim" and value < 1:
+            raise ValueError(f"SchemeDef field 'coded_dim' must return a positive int; "
+                             f"received {value} for d = 64 and example_params")
 
 
 def register_scheme(scheme: SchemeDef) -> SchemeDef:

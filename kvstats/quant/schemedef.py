@@ -34,6 +34,10 @@ def _per_trial(params: Mapping[str, Any]) -> str:
     return ""
 
 
+def _no(params: Mapping[str, Any]) -> bool:
+    return False
+
+
 def _codes_as_no_other(params: Mapping[str, Any]) -> None:
     return None
 
@@ -52,14 +56,16 @@ class SchemeDef:
     name : str
         Registry name (``"K{a}V{b}"`` names resolve to ``mixed``).
     summary : str
-        One line.
+        One line (a multi-line one is refused at registration).
     params : frozenset of str
         Keyword parameters :func:`kvstats.make_scheme` accepts for it.
     min_bits, max_bits : int
         Allowed budget n (bits per coordinate); unused when ``fixed_budget``.
     fixed_budget : bool
-        The budget is fixed by the scheme's own parameters (``mixed``, ``identity``):
-        ``make_scheme`` takes ``bits=None`` (or, for mixed, their mean).
+        The budget is fixed by the scheme itself: its parameters (``mixed``), its storage
+        (``identity``) or its format (q8_0, fp8_e4m3, nvfp4, ...). ``make_scheme`` takes
+        ``bits=None`` or the budget the build records (mixed: the mean of its sides; for
+        one recording None, as identity, the coders' common nominal bits).
     token_group_param : str or None
         Parameter giving the number of tokens that share stored statistics (kivi, qjl);
         None for per-vector schemes.
@@ -67,6 +73,9 @@ class SchemeDef:
         ``Scheme.export()`` is supported (kvstats_gpu can run it).
     key_theory : {"mse", "prod"} or None
         Closed-form family of the key side (see :meth:`key_rel_mse`).
+    _key_rotated : callable
+        ``params -> bool``: the key side codes randomly rotated keys (see
+        :meth:`key_rotated`; default: never).
     build : callable
         ``(bits, dim, params, key_rng, value_rng, draws) -> (bits, key_coder, value_coder)``;
         ``bits`` already checked against ``min_bits..max_bits`` unless ``fixed_budget``;
@@ -82,6 +91,9 @@ class SchemeDef:
     _couples : callable
         ``params -> str``: the per-trial setting to use instead where ``params`` couple the
         trials of one call, else "" (see :meth:`couples_trials`; default: never).
+    _couples_tokens : callable
+        ``params -> bool``: the tokens of one call share a statistic though no token group
+        is declared (see :meth:`couples_tokens`; default: never).
     _codes_as : callable
         ``params -> (name, params, bits) or None``: another entry that codes as this one
         (see :meth:`codes_as`; default: none).
@@ -112,6 +124,8 @@ class SchemeDef:
     defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _codes_as: Callable[[Mapping[str, Any]], tuple[str, dict[str, Any], int | None] | None] = field(
         default=_codes_as_no_other, repr=False, compare=False)
+    _key_rotated: Callable[[Mapping[str, Any]], bool] = field(default=_no, repr=False, compare=False)
+    _couples_tokens: Callable[[Mapping[str, Any]], bool] = field(default=_no, repr=False, compare=False)
 
     def filled(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` with :attr:`defaults` filled in for those left out.
@@ -155,10 +169,43 @@ class SchemeDef:
         Examples
         --------
         >>> from kvstats.quant.registry import scheme_def
-        >>> scheme_def("nvfp4").per_trial_setting({"scale": "tensor"})
+        >>> scheme_def("fp8_e4m3").per_trial_setting({"scale": "tensor"})
         "scale='head' (the default) or a static scale=<float>"
+        >>> scheme_def("nvfp4").per_trial_setting({"scale": "tensor"})   # it takes no float scale
+        "scale='head' (the default)"
         """
         return self._couples(self.filled(params))
+
+    def couples_tokens(self, params: Mapping[str, Any]) -> bool:
+        """Whether the tokens of one encode call share a statistic under ``params`` though
+        the entry declares no token group (``token_group`` 1): fp8/nvfp4 ``scale="head"``
+        or ``"tensor"``, one scale over every token a call codes. A token's codes then depend
+        on the tokens coded with it, so a cache coding tokens as they arrive codes them
+        otherwise than a sweep coding N at once (a static ``scale=<float>`` does not).
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("fp8_e5m2").couples_tokens({}), scheme_def("fp8_e5m2").couples_tokens({"scale": 2.0})
+        (True, False)
+        """
+        return bool(self._couples_tokens(self.filled(params)))
+
+    def key_rotated(self, params: Mapping[str, Any]) -> bool:
+        """Whether the key side codes randomly rotated keys under ``params``: a
+        ``key_theory`` then holds as a yardstick for keys other than isotropic Gaussian
+        (their rotated coordinates are close to the sphere law), which the theory table
+        reads, with :meth:`coded_dim`, to place its predictions.
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("KQV").key_rotated({}), scheme_def("KV").key_rotated({})
+        (True, False)
+        >>> scheme_def("turboquant_mse").key_rotated({"rotation": "identity"})
+        False
+        """
+        return bool(self._key_rotated(self.filled(params)))
 
     def codes_as(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int | None] | None:
         """Another registry entry that codes as this one under ``params``, as ``(name,
@@ -237,8 +284,9 @@ class SchemeDef:
 
         ``d_pad`` (the next power of two) for a Hadamard rotation, the ``rank`` principal
         axes for klt, ``dim`` otherwise (the block formats code every coordinate; the QJL
-        keys code a sketch of the ``dim`` coordinates). What the theory layer needs to
-        put a scheme's bits per coded coordinate beside a bound.
+        keys code a sketch of the ``dim`` coordinates). The theory table reads it for the
+        key side of a ``key_theory`` scheme: where it differs from ``dim`` (padding), the
+        closed form does not hold and no prediction is made.
 
         Examples
         --------

@@ -287,9 +287,10 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     bits : int or None
         The budget n in bits per coordinate (2..8 for schemes with a 1-bit QJL residual,
         1..8 otherwise). For mixed precision it is the mean (a+b)/2 and may be None.
-        A fixed-budget scheme (``SchemeDef.fixed_budget``: the formats, ``mixed``) takes
-        None or its own budget, another is a ValueError; ignored (may be None) for
-        ``identity``, whose budget is None.
+        A fixed-budget scheme (``SchemeDef.fixed_budget``: the formats, ``mixed``,
+        ``identity``) takes None or its own budget (for ``identity``, which records None:
+        its coders' 32 bits); another is a ValueError. A scheme run at budgets whose build
+        records another budget than ``bits`` is a ValueError too.
     dim : int
         Head dimension d.
     seed : int, SeedSequence or Generator
@@ -333,12 +334,28 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
         bits = check_int(bits, "bits", low=sdef.min_bits, high=sdef.max_bits)
     given = bits
     bits, key, value = _built(name, sdef.build(bits, dim, full, key_rng, value_rng, draws))
-    if sdef.fixed_budget and given is not None and bits is not None and given != bits:
-        # a fixed budget is the scheme's own: another one asked for is refused here, for
-        # every scheme alike, whether or not its build checks it
+    _check_recorded(name, sdef.fixed_budget, given, bits, key, value)
+    return Scheme(name, bits, dim, key, value, seed, draws, params)
+
+
+def _check_recorded(name: str, fixed: bool, given: Any, bits: Any, key: Coder, value: Coder) -> None:
+    """The budget a build records against the one asked for, for every scheme alike,
+    whether or not its build checks it: rows labelled with one budget must hold it."""
+    if not fixed:
+        if bits != given:   # it would sit in the rows of `given`, coding at `bits`
+            raise ValueError(f"the build function of scheme {name!r} must record the budget it was "
+                             f"given (bits={given}); it returned bits={bits!r}")
+    elif given is not None and bits is not None and given != bits:
         raise ValueError(f"bits for {name} must be None or {bits:g} (its budget is fixed); "
                          f"received {given!r}")
-    return Scheme(name, bits, dim, key, value, seed, draws, params)
+    elif given is not None and bits is None:
+        # it records no budget: the one its coders store (identity's 32), if they agree
+        nominal = sorted({float(key.nominal_bits), float(value.nominal_bits)})
+        real = isinstance(given, numbers.Real) and not isinstance(given, bool)
+        if not (len(nominal) == 1 and real and given == nominal[0]):
+            allowed = f"None or {nominal[0]:g}" if len(nominal) == 1 else "None"
+            raise ValueError(f"bits for {name} must be {allowed} (fixed by the format); "
+                             f"received {given!r}")
 
 
 def _built(name: str, built: Any) -> tuple[float | None, Coder, Coder]:

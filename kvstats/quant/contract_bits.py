@@ -1,0 +1,132 @@
+"""The contract's bit-accounting clauses (:mod:`kvstats.quant.contract` runs them): the
+accounted bits against ``SchemeDef.expected_bits``, and the stored bytes against both.
+
+Bits per coordinate count the code bits, not the padding of packing them into whole
+bytes: a per-vector coder packs n·d bits into ceil(n·d/8) bytes, KIVI's keys pack each
+channel's n·N codes along the tokens. Every coder accounts so, and ``expected_bits`` is
+written so; the bytes a cache holds are then exact at byte-aligned shapes and at most a
+few per cent more elsewhere (:func:`check_stored_bytes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from kvstats.quant.contract_harness import _REL, _build, _fail, _parse, _quiet, _where, awkward_kv, budgets
+
+__all__ = ["check_expected_bits", "check_stored_bytes"]
+
+
+@_quiet
+def check_expected_bits(name: str, params: Mapping[str, Any] | None = None,
+                        dims: tuple[int, ...] = (64, 96, 128),
+                        n_tokens: tuple[int, ...] = (1, 31, 100, 1000), nominal: bool = True,
+                        odd_dims: tuple[int, ...] = (36,)) -> None:
+    """The coders' accounted bits equal ``SchemeDef.expected_bits`` at every budget of the
+    range, d and N; the breakdown sums to the total; with ``nominal``, the nominal bits
+    are the budget asked for (not for settings that move one side's bits, e.g. qjl's
+    ``value_bits``). ``odd_dims``: d where n·d is not a whole number of bytes (both count
+    code bits, not the padding of packing), skipped for a scheme refusing that d.
+
+    Examples
+    --------
+    >>> check_expected_bits("KQV", dims=(96,), n_tokens=(10,))
+    """
+    params = dict(params or {})
+    sdef, full = _parse(name, params)
+    for bits in ([None] if sdef.fixed_budget else range(sdef.min_bits, sdef.max_bits + 1)):
+        for dim in (*dims, *odd_dims):
+            try:
+                scheme = _build(name, bits, dim, params)
+            except ValueError:
+                if dim in odd_dims:   # e.g. a block format's d must be a multiple of 32
+                    continue
+                raise
+            for n in n_tokens:
+                where = _where(bits, dim, params, N=n)
+                budget = scheme.bits_per_coord(n)
+                expected = sdef.expected_bits(bits, dim, n, **full)
+                if not math.isclose(budget.total, expected, rel_tol=_REL):
+                    _fail(name, where, f"the coders store {budget.total!r} bits per coordinate "
+                          f"(stored_bits), expected_bits says {expected!r} (its totals per side for "
+                          "N vectors, per coordinate)")
+                if not math.isclose(sum(budget.breakdown.values()), 2 * budget.total, rel_tol=_REL):
+                    _fail(name, where, "the stored_bits parts do not sum to the total")
+                asked = scheme.bits if bits is None else bits   # what the rows are labelled
+                if nominal and asked is not None and budget.nominal != asked:
+                    _fail(name, where, f"nominal bits {budget.nominal} (the coders' nominal_bits) "
+                          f"differ from the budget {asked}")
+
+
+@_quiet
+def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact: bool = True) -> None:
+    """The codes' ``nbytes`` hold exactly the accounted bits at d = 128, N = 96 (float32
+    input; only with ``exact``: settings with sub-byte fields may not), and at least them
+    (at most 10 % more) at d = 96, N = 101.
+
+    Examples
+    --------
+    >>> check_stored_bytes("q4_0")
+    """
+    params = dict(params or {})
+    K, V = awkward_kv((96, 128), np.float32, seed=2)
+    for bits in budgets(name) if exact else ():
+        scheme = _build(name, bits, 128, params)
+        stored = scheme.quantize(K, V).nbytes * 8
+        counted = 2 * scheme.bits_per_coord(96).total * 96 * 128
+        if stored != counted:
+            _fail(name, _where(bits, 128, params, N=96), f"the codes hold {stored} bits, the "
+                  f"accounting says {counted:g} (nbytes must count exactly what is stored)")
+    K, V = awkward_kv((101, 96), np.float32, seed=3)
+    bits = budgets(name)[0]
+    scheme = _build(name, bits, 96, params)
+    counted = round(2 * scheme.bits_per_coord(101).total * 101 * 96, 6)
+    codes = scheme.quantize(K, V)
+    for side, side_codes in (("key", codes.key), ("value", codes.value)):
+        held = _held_nbytes(side_codes)
+        if side_codes.nbytes != held:
+            _fail(name, _where(bits, 96, params, N=101), f"the {side} codes hold arrays of {held} "
+                  f"bytes, their nbytes says {side_codes.nbytes}: nbytes must count every array the "
+                  "codes hold (and the codes hold only what a cache stores)")
+    stored = codes.nbytes * 8
+    if not counted <= stored <= 1.1 * counted:
+        _fail(name, _where(bits, 96, params, N=101), f"the codes hold {stored} bits for "
+              f"{counted:g} accounted (must be at least those, at most 10 % more)")
+
+
+def _held_nbytes(obj: Any, _depth: int = 0) -> int:
+    """Bytes of the arrays a codes object holds: its fields (a dataclass's, else its
+    attributes), through nested codes (objects with an ``nbytes``), tuples, lists and
+    dicts; numpy arrays, ``bytes``/``bytearray``/``memoryview`` and other array types
+    (torch, jax) count; another object it refers to (its coder, say) is not what it stores.
+
+    Examples
+    --------
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> codes = MSEQuantizer(64, 3).encode(np.ones((10, 64)))   # 24 bytes of codes, an fp16 norm
+    >>> _held_nbytes(codes), codes.nbytes
+    (260, 260)
+    """
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return int(obj.nbytes)
+    if isinstance(obj, (bytes, bytearray)):   # packed bits kept as bytes are stored too
+        return len(obj)
+    if isinstance(obj, memoryview) or hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"):
+        # a memoryview, a torch or jax array
+        return int(obj.nbytes) if hasattr(obj, "nbytes") else int(np.asarray(obj).nbytes)
+    if _depth > 8:
+        return 0
+    if isinstance(obj, Mapping):
+        obj = list(obj.values())
+    if isinstance(obj, (tuple, list)):
+        return sum(_held_nbytes(x, _depth + 1) for x in obj)
+    if not hasattr(obj, "nbytes") or isinstance(obj, type):
+        return 0
+    if dataclasses.is_dataclass(obj):
+        return sum(_held_nbytes(getattr(obj, f.name), _depth + 1) for f in dataclasses.fields(obj))
+    return sum(_held_nbytes(x, _depth + 1) for x in getattr(obj, "__dict__", {}).values())
