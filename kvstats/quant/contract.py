@@ -31,7 +31,7 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
 - where the entry declares another that codes as it (``SchemeDef.codes_as``), one seed
   codes the same K, V through both to the same bits and the same stored bits.
 """
-# ~660 lines as one idea: the contract. Every clause has one shape, (name, params) -> None
+# ~680 lines as one idea: the contract. Every clause has one shape, (name, params) -> None
 # or a SchemeContractError, over one harness (contract_harness.py: awkward_kv, budgets,
 # _build, _where, _fail); CHECKS lists them in the order check_scheme runs them, and the
 # built-ins' test suite calls the same functions. The bit-accounting clauses live in
