@@ -169,8 +169,10 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
         One row per (case, budget, scheme, cluster), in order of first appearance. Every
         metric column of :data:`kvstats.metrics.table.METRIC_TABLE` (and descriptor of ``DESCRIPTORS``) in ``frame``
         is the cluster's mean, computed as ``Σ (x / n)`` over its values in sorted order
-        (it cannot overflow where the values do not, a cluster of one trial keeps its value
-        bit for bit, and the frame's row order changes no bit). The other columns keep the
+        and clipped to their [min, max] (it cannot overflow where the values do not, a
+        cluster of one trial, or of equal values, keeps its value bit for bit: nine trials of
+        1.0 give 1.0, not the sum's 1.0000000000000002, and the frame's row order changes no
+        bit). The other columns keep the
         row of the cluster's smallest ``trial`` (the cell columns are constant within a
         cell). ``n_trials_in_cluster`` is added.
 
@@ -226,6 +228,11 @@ def aggregate_clusters(frame: pd.DataFrame, name: str = "frame") -> pd.DataFrame
         o = np.lexsort((x, codes))
         mean = np.bincount(codes[o], weights=(np.where(np.isnan(x), 0.0, x) * weight)[o],
                            minlength=len(sizes))
+        # within the cluster's [min, max] (its sorted run's ends), which rounding can leave:
+        # nine trials of recall 1.0 sum to 1.0000000000000002, out of a fraction's [0, 1]
+        end = np.cumsum(sizes)
+        with np.errstate(invalid="ignore"):   # NaN ends: a lacking cluster, NaN below anyway
+            mean = np.clip(mean, x[o][end - sizes], x[o][end - 1])
         mean[lacking] = np.nan
         bad = np.isnan(mean) & ~lacking
         if bad.any():

@@ -4,8 +4,10 @@ Shared by the summary and theory tables (and the figures' markers): a mean's int
 only trusted when the sample's tails are light enough for a variance to exist
 (the 95% upper bound of Hill's tail index α ≥ 2, :func:`tail_alpha`: the right tail of a
 nonnegative sample, both tails of a signed one) and, for a nonnegative sample with zeros,
-when at least :data:`MIN_NONZERO` values are positive (:func:`few_nonzero`); otherwise the
-tables flag the row (``ci_reliable`` False) instead of warning once per row.
+when at least :data:`MIN_NONZERO` values are positive (:func:`few_nonzero`; a fraction's
+1 − x as well); otherwise the tables flag the row (``ci_reliable`` False) instead of warning
+once per row. A sample whose values are equal up to rounding (:data:`ROUNDING_RTOL`: cluster
+means of ones summed as Σ x/n) counts as constant here, as in the tests.
 
 The resampling is seeded by the caller's seed and the sample itself (:func:`mean_ci`,
 :func:`ratio_ci`), not by the row's place in a table: one mean shown in two tables of a
@@ -23,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from jaxtyping import Float
+
+from kvstats.analysis.resolution import ROUNDING_RTOL
 
 __all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable", "few_nonzero", "MIN_NONZERO",
            "SIGNED_TAIL_CONFIDENCE", "unit_interval_bound"]
@@ -110,21 +114,33 @@ def _screen(x: np.ndarray, two_tailed: bool) -> float | None:
     return min(bounds, default=None)
 
 
-def few_nonzero(x: Float[np.ndarray, "n"]) -> bool:
+def few_nonzero(x: Float[np.ndarray, "n"], metric: str | None = None) -> bool:
     """Whether a mean's bootstrap interval rests on too few nonzero values to be trusted.
 
     True for a finite nonnegative sample with zeros and 1 to :data:`MIN_NONZERO` − 1 positive
-    values that are not all equal: a rarely-nonzero metric (an argmax shift or KL that
-    is 0 on most trials). Its mean is carried by those few values, and the bootstrap's
-    coverage falls short: 95% BCa intervals (``mean_ci``, B = 999) of n = 100 values,
-    Bernoulli(p) times Exp(1), covered the mean 0.906 (p = 0.01, given an interval), 0.886
-    (p = 0.05) and 0.897 (p = 0.1) where this flags them, 1,000 samples each (2026-12-02;
-    docs/statistics.md, "Sparse means"). The
-    tail screen (:func:`tail_alpha`) is not computed below :data:`MIN_NONZERO` positive
-    values, so it cannot flag these. Not flagged: samples without zeros, all-zero samples
-    (:func:`mean_ci` gives none, or for a [0, 1] metric an exact one), and 0/1 samples (a
-    proportion: its bootstrap interval covered 0.992 and 0.988 at p = 0.01 and 0.03,
-    n = 100, given an interval).
+    values that are not all equal (up to rounding, :data:`ROUNDING_RTOL`): a rarely-nonzero
+    metric (an argmax shift or KL that is 0 on most trials). Its mean is carried by those
+    few values, and the bootstrap's coverage falls short: 95% BCa intervals (``mean_ci``,
+    B = 999) of n = 100 values, Bernoulli(p) times Exp(1), covered the mean 0.903 (p = 0.01,
+    given an interval), 0.889 (p = 0.05) and 0.893 (p = 0.1) where this flags them, 1,000
+    samples each (2026-12-03; docs/statistics.md, "Sparse means"). The tail screen
+    (:func:`tail_alpha`) is not computed below :data:`MIN_NONZERO` positive values, so it
+    cannot flag these. Not flagged: samples without zeros, all-zero samples (:func:`mean_ci`
+    gives none, or for a [0, 1] metric an exact one), and two-point samples {0, c} shown by
+    two or more equal positive values (a proportion up to its unit: a 0/1 sample's bootstrap
+    interval covered 0.992 and 0.987 at p = 0.01 and 0.03, n = 100, given an interval, and
+    BCa is scale-equivariant, so 0/0.5 and 0/0.25 samples cover alike). A lone positive
+    value is flagged whatever it is, 1.0 included: it cannot show that the positive values
+    are all equal, and the Bernoulli(0.01) · Exp(1) samples with one nonzero value covered
+    0.853 of 368 (a proportion's one success covers: the price of not telling them apart).
+
+    ``metric``: the sample's metric name. ``"kl"`` is screened from its positive values (a
+    KL is ≥ 0 up to rounding). A fraction (unit ``"fraction"`` in
+    :data:`kvstats.metrics.table.METRIC_TABLE`: ``recall_at_5``, ``argmax_shift``) whose
+    values lie in [0, 1] is screened as 1 − x as well (values within :data:`ROUNDING_RTOL` of
+    1 as 1): recall@5 that is 1 on most trials and lower on a few is the mirror of a sparse
+    sample, with the same interval in law (BCa respects x → 1 − x), and it undercovers alike.
+    None: the sample alone.
 
     Examples
     --------
@@ -133,15 +149,55 @@ def few_nonzero(x: Float[np.ndarray, "n"]) -> bool:
     True
     >>> few_nonzero(np.r_[np.zeros(97), 1.0, 1.0, 1.0]), few_nonzero(np.zeros(100))
     (False, False)
-    >>> few_nonzero(np.r_[np.zeros(99), 2.5])          # one value carries the mean
-    True
+    >>> few_nonzero(np.r_[np.zeros(97), 0.5, 0.5, 0.5])     # {0, c}: a proportion in any unit
+    False
+    >>> few_nonzero(np.r_[np.zeros(99), 2.5]), few_nonzero(np.r_[np.zeros(99), 1.0])  # one value
+    (True, True)
+    >>> recall = 1.0 - np.r_[np.zeros(97), 0.2, 0.4, 0.2]      # 1 on most trials
+    >>> few_nonzero(recall), few_nonzero(recall, "recall_at_5")
+    (False, True)
     """
     x = np.asarray(x, np.float64).ravel()
+    if metric == "kl":
+        x = np.maximum(x, 0.0)
+    if _sparse(x):
+        return True
+    if not (_is_fraction(metric) and _in_unit_interval(x)):
+        return False
+    mirror = 1.0 - np.clip(x, 0.0, 1.0)
+    # a cluster mean of ones may read 1 − 1e-16: that is 1, not a value below it
+    return _sparse(np.where(mirror <= ROUNDING_RTOL, 0.0, mirror))
+
+
+def _sparse(x: np.ndarray) -> bool:
+    """:func:`few_nonzero` of the sample itself."""
     if not (np.isfinite(x).all() and (x >= 0).all()):
         return False
     positive = x[x > 0]
-    # below min(MIN_NONZERO, n) positive values the sample has zeros
-    return 0 < positive.size < min(MIN_NONZERO, x.size) and not (positive == 1.0).all()
+    # below min(MIN_NONZERO, n) positive values the sample has zeros. {0, c} shown by two or
+    # more equal positive values is a proportion in c's unit; one value cannot show that
+    return (0 < positive.size < min(MIN_NONZERO, x.size)
+            and (positive.size == 1 or not _constant(positive)))
+
+
+def _constant(x: np.ndarray) -> bool:
+    """Every value of a finite, nonempty sample equal up to rounding (:data:`ROUNDING_RTOL`).
+
+    Nine trials of 1.0 averaged as Σ x/n give 1.0000000000000002, ten 0.9999999999999999;
+    a bootstrap of such means is degenerate (BCa undefined) although they differ.
+    """
+    return bool(np.ptp(x) <= ROUNDING_RTOL * np.max(np.abs(x)))
+
+
+def _in_unit_interval(x: np.ndarray) -> bool:
+    """Every value in [0, 1] up to rounding (:data:`ROUNDING_RTOL`): a fraction's sample."""
+    return bool(((x >= -ROUNDING_RTOL) & (x <= 1.0 + ROUNDING_RTOL)).all())
+
+
+def _is_fraction(metric: str | None) -> bool:
+    from kvstats.metrics.table import METRIC_TABLE
+
+    return metric in METRIC_TABLE and METRIC_TABLE[metric].unit == "fraction"
 
 
 def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None = None) -> bool:
@@ -149,7 +205,8 @@ def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None 
     :func:`tail_alpha`) or has :func:`few_nonzero` values.
 
     ``metrics``: the samples' metric names, one per sample, screened as :func:`tail_alpha`
-    screens that metric (a metric in dB on both tails, ``kl`` from its positive values).
+    and :func:`few_nonzero` screen that metric (a metric in dB on both tails, ``kl`` from its
+    positive values, a fraction as x and as 1 − x).
     Without them a sample is screened on both tails when it has a negative value, else on
     its right tail from 0.
 
@@ -170,8 +227,7 @@ def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None 
         raise ValueError(f"metrics must name each of the {len(samples)} samples; received "
                          f"{len(metrics)} names")
     xs = [np.asarray(x, np.float64) for x in samples]
-    xs = [np.maximum(x, 0.0) if m == "kl" else x for x, m in zip(xs, metrics)]
-    return not any(tail_alpha(x, m) < 2 or few_nonzero(x) for x, m in zip(xs, metrics))
+    return not any(tail_alpha(x, m) < 2 or few_nonzero(x, m or None) for x, m in zip(xs, metrics))
 
 
 def unit_interval_bound(n: int, confidence: float) -> float:
@@ -219,8 +275,13 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     tables flag those rows instead (``ci_reliable``), and a sweep report would otherwise
     warn once per row.
 
+    "Constant" is up to rounding (:data:`ROUNDING_RTOL` of the largest |value|): cluster
+    means of ones summed as Σ x/n read 1.0 for some sizes and 1.0000000000000002 for others,
+    and a bootstrap of them is degenerate, not an interval.
+
     ``unit_interval``: the metric lies in [0, 1] by definition (a fraction: recall@5, an
-    argmax shift). Its samples of all 0s or all 1s (whatever n) then get the exact
+    argmax shift), up to rounding (else ValueError), and its mean is clipped to [0, 1].
+    Its samples of all 0s or all 1s (whatever n, up to rounding) then get the exact
     interval [0, 1 − u] or [u, 1] of :func:`unit_interval_bound` instead of none: at
     p = 0.01, n = 100, 37% of Bernoulli samples are all 0 and their mean alone never
     covered p. Other constant samples still get none (no valid bound exists for them).
@@ -238,6 +299,9 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     (1.5, 1.5, 1.5)
     >>> [round(v, 4) for v in mean_ci(np.zeros(100), 0.95, 99, 0, unit_interval=True)]
     [0.0, 0.0, 0.0362]
+    >>> ones = np.r_[1.0, 1.0, 1.0000000000000002]          # text means of ones, rounded
+    >>> [round(v, 4) for v in mean_ci(ones, 0.95, 99, 0, unit_interval=True)]
+    [1.0, 0.2924, 1.0]
     >>> x = np.random.default_rng(0).normal(size=30)
     >>> mean_ci(x, 0.95, 99, 0)[1:] == mean_ci(x[::-1], 0.95, 99, 0)[1:]   # the order is not data
     True
@@ -250,15 +314,19 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
         # e.g. SNR = +inf for an exact reconstruction: the mean is inf, no interval exists.
         return mean, mean, mean
     if unit_interval:
-        if not ((x >= 0) & (x <= 1)).all():
-            raise ValueError(f"x must lie in [0, 1] with unit_interval=True; received values in "
+        if not _in_unit_interval(x):
+            raise ValueError(f"x must lie in [0, 1] with unit_interval=True (up to rounding, "
+                             f"relative {ROUNDING_RTOL:g}); received values in "
                              f"[{float(x.min())!r}, {float(x.max())!r}]")
-        # all 0 or all 1 (a text mean of ones may round to 1 − 1e-16)
-        if (x == 0).all():
-            return 0.0, 0.0, 1.0 - unit_interval_bound(x.size, confidence)
-        if (np.abs(x - 1.0) <= 1e-12).all():
+        # a mean of values in [0, 1] is in [0, 1]: 1.0000000000000002 is a text mean of ones
+        mean = min(max(mean, 0.0), 1.0)
+        # all 0 or all 1 up to rounding (a text mean of ones may read 1 ± 1e-16)
+        if (np.abs(x) <= ROUNDING_RTOL).all():
+            return mean, 0.0, 1.0 - unit_interval_bound(x.size, confidence)
+        if (np.abs(x - 1.0) <= ROUNDING_RTOL).all():
             return mean, unit_interval_bound(x.size, confidence), 1.0
-    if np.ptp(x) == 0 or len(x) < 3:
+    # constant up to rounding: every resample gives the mean (BCa is undefined there)
+    if len(x) < 3 or _constant(x):
         return mean, mean, mean
     x = np.sort(x)
     with warnings.catch_warnings():
@@ -281,7 +349,8 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     :func:`mean_ci`, no interval (the ratio as both ends) where a sample has fewer than 3
     values (a real capture of one or two texts: the bootstrap would fail at one and give
     [min, max]-like ends at two), a non-finite value, or where the ratio is exact: both
-    samples constant, or (paired) every pair in the same ratio. ``seed`` as in
+    samples constant, or (paired) every pair in the same ratio, each up to rounding
+    (:data:`ROUNDING_RTOL`: text means of ones read 1.0 and 1.0000000000000002). ``seed`` as in
     :func:`mean_ci`: with the values (the pairs sorted, or each sample sorted).
 
     Examples
@@ -309,8 +378,8 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     if min(x.size, y.size) < 3 or not (np.isfinite(x).all() and np.isfinite(y).all()):
         return out
     # an exact ratio: every resample gives it (BCa is undefined there)
-    if (np.ptp(x) == 0 and np.ptp(y) == 0) or (paired and np.allclose(x, measured * y, rtol=1e-12,
-                                                                      atol=0.0)):
+    if (_constant(x) and _constant(y)) or (paired and np.allclose(x, measured * y, rtol=ROUNDING_RTOL,
+                                                                    atol=0.0)):
         return out
     if paired:
         order = np.lexsort((y, x))

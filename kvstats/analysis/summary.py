@@ -9,7 +9,7 @@ from kvstats._checks import check_int, check_real
 from kvstats.analysis.frame import (CASE_COLUMNS, METRICS, POOLED_SNRS, _in_trial_order,
                                     check_frame, reported_pooled_snrs)
 from kvstats.analysis.clustered import warn_if_trials_share_clusters
-from kvstats.analysis.intervals import few_nonzero, mean_ci, tail_alpha
+from kvstats.analysis.intervals import _in_unit_interval, few_nonzero, mean_ci, tail_alpha
 from kvstats.metrics.table import METRIC_TABLE
 
 __all__ = ["summary_table", "POOLED_SNRS"]
@@ -49,12 +49,18 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         with non-finite values (SNR = +inf for exact reconstructions) has its mean as both
         CI ends and counts them in ``n_nonfinite``; so has a cell of fewer than 3 trials
         (or texts), where a bootstrap interval would be [min, max], a 50% interval at 2,
-        and a constant sample. Except: a fraction metric (unit "fraction" in the metric
-        table: ``recall_at_5``, ``argmax_shift``, values in [0, 1]) whose n values are all
+        and a constant sample (constant up to rounding, relative 1e-12: cluster means of
+        ones read 1.0 and 1.0000000000000002). Except: a fraction metric (unit "fraction" in
+        the metric table: ``recall_at_5``, ``argmax_shift``, values in [0, 1] up to rounding,
+        the mean clipped to [0, 1]) whose n values are all
         0 gets the exact interval [0, 1 − ((1 − c)/2)^(1/n)], all 1 its mirror
         (:func:`kvstats.analysis.intervals.unit_interval_bound`: 0 of 100 trials bound
         the mean below 0.0362 at c = 0.95); an all-zero KL or ip_var gets none, as no
-        bound exists for an unbounded metric.
+        bound exists for an unbounded metric. ``median`` and ``p99`` interpolate linearly
+        (the median is :func:`numpy.median`'s, as :func:`~kvstats.analysis.compare_schemes`'
+        ``median_a``), also past +inf values ([1, 2, 3, inf] has median 2.5); only where
+        interpolation is undefined (between +inf and +inf, or -inf and +inf) the next value
+        up is taken.
 
         ``tail_index`` is the one-sided 95% upper confidence bound of Hill's tail index α
         of the metric's per-trial values (:func:`kvstats.analysis.intervals.tail_alpha`:
@@ -68,9 +74,15 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         index below 2 fits at 95% confidence (for an unbounded metric such as KL an infinite
         variance; a bounded one such as φ has a finite variance but a tail too heavy at this
         n), and the bootstrap CI of the mean is not reliable (Athreya 1987); read ``median``,
-        ``p99``, ``max`` and the rank tests instead. It is True otherwise, including where
-        ``tail_index`` is not computed. Using the bound, not the point estimate α̂, keeps
-        light-tailed metrics from being flagged at small n (docs/statistics.md).
+        ``p99``, ``max`` and the rank tests instead. It is also False where the mean is
+        carried by too few nonzero values (:func:`kvstats.analysis.intervals.few_nonzero`:
+        a nonnegative sample with zeros and 1–9 positive values, unless two or more, all
+        equal: a proportion in any unit; for a fraction, the same of 1 − x, e.g. recall@5
+        of 1 on all but a few trials), which the tail screen, needing 10 positive values,
+        cannot see: the bootstrap undercovers there (docs/statistics.md, "Sparse means"). It is True otherwise, including where
+        ``tail_index`` is not computed and the sample is not sparse. Using the bound, not the
+        point estimate α̂, keeps light-tailed metrics from being flagged at small n
+        (docs/statistics.md).
 
     Examples
     --------
@@ -99,21 +111,38 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         for metric in metrics:
             x = grp[metric].to_numpy(dtype=np.float64)
             finite = np.isfinite(x)
-            # the exact all-0/all-1 bound holds for values in [0, 1] only (a hand-made
-            # frame may hold anything in these columns: then no bound)
-            unit = METRIC_TABLE[metric].unit == "fraction" and bool(((x >= 0) & (x <= 1)).all())
+            # the exact all-0/all-1 bound holds for values in [0, 1] only, up to rounding (a
+            # text mean of ones reads 1.0000000000000002; a hand-made frame may hold
+            # anything in these columns: then no bound)
+            unit = METRIC_TABLE[metric].unit == "fraction" and _in_unit_interval(x)
             mean, low, high = mean_ci(x, confidence, n_resamples, seed,
                                       unit_interval=unit)
             alpha = tail_alpha(x, metric)
-            # with +inf present, interpolating quantiles would compute inf - inf
-            method = "linear" if finite.all() else "higher"
             rows.append({**base, "metric": metric, "mean": mean, "ci_low": low, "ci_high": high,
-                         "median": float(np.quantile(x, 0.5, method=method)),
-                         "p99": float(np.quantile(x, 0.99, method=method)),
+                         "median": _quantile(x, 0.5), "p99": _quantile(x, 0.99),
                          "max": float(np.max(x)), "n_trials": int(len(x)),
                          "n_nonfinite": int((~finite).sum()), "tail_index": alpha,
                          # a heavy tail, or a mean carried by a few nonzero values (the
-                         # screen needs 10 positive values; intervals.few_nonzero)
-                         "ci_reliable": not alpha < 2 and not few_nonzero(
-                             np.maximum(x, 0.0) if metric == "kl" else x)})
+                         # screen needs 10 positive values; intervals.few_nonzero, a
+                         # fraction's 1 − x too)
+                         "ci_reliable": not alpha < 2 and not few_nonzero(x, metric)})
     return pd.DataFrame(rows)
+
+
+def _quantile(x: np.ndarray, q: float) -> float:
+    """The q-quantile, interpolated linearly (q = 0.5: :func:`numpy.median`, as
+    :func:`~kvstats.analysis.compare_schemes`' medians), with non-finite values too.
+
+    Interpolation is NaN only between +inf and +inf (or -inf and +inf); there, and only
+    there, the next value up (``method="higher"``) is taken: [1, 2, 3, inf] has median 2.5
+    and p99 inf, [1, inf, inf] p99 inf.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _quantile(np.array([1.0, 2.0, 3.0, np.inf]), 0.5), _quantile(np.array([1.0, np.inf, np.inf]), 0.99)
+    (2.5, inf)
+    """
+    with np.errstate(invalid="ignore"):      # inf - inf: NaN, replaced below
+        value = float(np.median(x) if q == 0.5 else np.quantile(x, q))
+    return value if not np.isnan(value) else float(np.quantile(x, q, method="higher"))
