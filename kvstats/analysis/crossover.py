@@ -52,8 +52,10 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
                          f"received columns {list(comparisons.columns)}")
     # the location test's rows (Mann–Whitney, or the sign test under pairing): the only ones with a winner
+    # positions as the index: a table concatenated without ignore_index repeats labels, and
+    # .loc of one case's labels would return other cases' rows too
     mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
-                     & (comparisons["budget"] == comparisons["budget_b"])]
+                     & (comparisons["budget"] == comparisons["budget_b"])].reset_index(drop=True)
     text = mw["winner"].map(lambda w: isinstance(w, str))
     if not text.all():
         raise TypeError("comparisons' winner column must hold compare_schemes' text (a scheme, "
@@ -138,7 +140,10 @@ def crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list
     against TurboQuant-mse's 2.1), and a sentence saying it wins at n = 3 must say so.
     ``summary``: the table of :func:`~kvstats.analysis.summary_table` (its ``bits_total``
     per case, budget and scheme); a scheme it lacks leaves the bits out. The report's
-    crossover bullets and ``kvstats report``'s terminal lines.
+    crossover bullets and ``kvstats report``'s terminal lines. A frame lacking a column
+    it reads is a ValueError naming the argument (``crossovers``: the case columns,
+    ``scheme_a``, ``scheme_b``, ``crossover``, ``description``; ``summary``: the case
+    columns, ``scheme``, ``bits_total``); an empty ``crossovers`` gives no sentence.
 
     Examples
     --------
@@ -150,7 +155,22 @@ def crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list
     ...                                         ("B", 2, 4.625), ("B", 3, 5.5)]])
     >>> crossover_sentences(cross, summary)
     ['CROSSOVER in kl for gaussian: A wins at n = 2; B wins at n = 3. Bits stored per coordinate: A 2.125–3.125, B 4.625–5.5.']
+    >>> crossover_sentences(cross, pd.DataFrame({"x": [1]}))
+    Traceback (most recent call last):
+    ...
+    ValueError: summary must be the table of summary_table (columns ['distribution', 'params', 'dim', 'n_keys', 'scheme', 'bits_total']); it lacks ['distribution', 'params', 'dim', 'n_keys', 'scheme', 'bits_total']; received columns ['x']
     """
+    for arg, frame, need in (("crossovers", crossovers, (*CASE_COLUMNS, "scheme_a", "scheme_b",
+                                                         "crossover", "description")),
+                             ("summary", summary, (*CASE_COLUMNS, "scheme", "bits_total"))):
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"{arg} must be a DataFrame; received {type(frame).__name__}")
+        missing = [c for c in need if c not in frame.columns]
+        # an empty crossover table (no pair at two budgets) may come without columns
+        if missing and not (arg == "crossovers" and frame.empty):
+            source = "find_crossovers" if arg == "crossovers" else "summary_table"
+            raise ValueError(f"{arg} must be the table of {source} (columns {list(need)}); it lacks "
+                             f"{missing}; received columns {list(frame.columns)}")
     if crossovers.empty:
         return []
     bits = summary.groupby([*CASE_COLUMNS, "scheme"], sort=False)["bits_total"].agg(["min", "max"])

@@ -19,6 +19,7 @@ import pandas as pd
 
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS
+from kvstats.results import check_comparisons
 from kvstats.stats.catalog import PAIRINGS   # the designs of compare_schemes
 
 __all__ = ["PAIRINGS", "LOCATION_TESTS", "scheme_pairs"]
@@ -27,7 +28,7 @@ __all__ = ["PAIRINGS", "LOCATION_TESTS", "scheme_pairs"]
 LOCATION_TESTS = {"none": "mann_whitney", "trial": "sign"}
 
 
-def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
+def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | None
                  ) -> Iterator[tuple[tuple, float, float, str, str, pd.DataFrame, pd.DataFrame]]:
     """Every comparable (case, budget) of each scheme pair, in frame and ``comparisons`` order.
 
@@ -36,6 +37,11 @@ def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
     schemes such as ``K4V2`` vs ``K4V4``) are compared directly; otherwise the pair is
     compared at every budget both ran. Each side's rows keep the frame's order.
 
+    ``frame`` needs the case columns, ``scheme`` and ``budget`` (else ValueError naming
+    them); ``comparisons`` is checked when called, as
+    :func:`~kvstats.results.check_comparisons` checks it without labels (a pair of two
+    distinct strings each, given once; None: the default pairs).
+
     Examples
     --------
     >>> import pandas as pd
@@ -43,9 +49,22 @@ def scheme_pairs(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
     ...     "scheme": ["K4V2", "K4V4"], "budget": [3.0, 4.0]})
     >>> [(p[1], p[2], p[3], p[4]) for p in scheme_pairs(f, [("K4V2", "K4V4")])]
     [(3.0, 4.0, 'K4V2', 'K4V4')]
+    >>> scheme_pairs(f, [("K4V2", "K4V4", "KV")])
+    Traceback (most recent call last):
+    ...
+    TypeError: comparisons must be a list of (scheme_a, scheme_b) pairs, e.g. [('KQV', 'QKQV')] (in a TOML config: comparisons = [["KQV", "QKQV"]]); received the item ('K4V2', 'K4V4', 'KV') of [('K4V2', 'K4V4', 'KV')]
     """
-    for case, bud_a, bud_b, a, b, ia, ib in _pair_positions(frame, comparisons):
-        yield case, bud_a, bud_b, a, b, frame.iloc[ia], frame.iloc[ib]
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a per-trial DataFrame; received {type(frame).__name__}")
+    need = (*CASE_COLUMNS, "scheme", "budget")
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame must have the columns {list(need)} (a per-trial frame); it lacks "
+                         f"{missing}; received columns {list(frame.columns)}")
+    pairs = check_comparisons(comparisons)
+    # checked above, at the call; the pairs are then yielded lazily
+    return ((case, bud_a, bud_b, a, b, frame.iloc[ia], frame.iloc[ib])
+            for case, bud_a, bud_b, a, b, ia, ib in _pair_positions(frame, pairs))
 
 
 def _pair_positions(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
