@@ -141,7 +141,7 @@ def check_context(lengths, context: int | None, name: str, fix: str) -> None:
     >>> check_context([100, 200], 128, "texts", "pass max_tokens <= 128")
     Traceback (most recent call last):
     ...
-    ValueError: texts must fit the model's context of max_position_embeddings=128 token positions: item 1 needs 200; pass max_tokens <= 128
+    ValueError: texts must fit the model's context of max_position_embeddings=128 token positions: item 1 needs 200, longer than the model's context; pass max_tokens <= 128
     """
     if context is None:
         return
@@ -150,7 +150,7 @@ def check_context(lengths, context: int | None, name: str, fix: str) -> None:
     if over:
         items = ", ".join(f"item {i} needs {n}" for i, n in over[:5]) + (" ..." if len(over) > 5 else "")
         raise ValueError(f"{name} must fit the model's context of max_position_embeddings={context} "
-                         f"token positions: {items}; {fix}")
+                         f"token positions: {items}, longer than the model's context; {fix}")
 
 
 def check_distinct(streams, name: str) -> None:

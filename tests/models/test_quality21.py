@@ -68,7 +68,8 @@ def test_texts_beyond_the_context_are_refused(tiny):
     model, tok = tiny
     long = "x" * 120                           # 121 tokens with the BOS, context 96
     with pytest.raises(ValueError, match=r"texts must fit the model's context of max_position_embeddings=96 "
-                                         r"token positions: item 1 needs 121; pass max_tokens <= 96"):
+                                         r"token positions: item 1 needs 121, longer than the model's context; "
+                                         r"pass max_tokens <= 96"):
         kl_quality(model, tok, [TEXTS[1], long], "KV", 4, progress=False)
     df = kl_quality(model, tok, [TEXTS[1], long], "KV", 4, max_tokens=96, progress=False)
     assert df.position.max() == 94             # 96 tokens, 95 predicted positions
