@@ -181,7 +181,7 @@ def _style() -> None:
 def _marked(x: np.ndarray, metric: str) -> bool:
     """The tables' ‡ (:func:`kvstats.analysis.summary_table`'s ``ci_reliable`` False): a Hill
     tail index below 2 at 95%, or a mean carried by too few nonzero values."""
-    return bool(tail_alpha(x, metric) < 2 or few_nonzero(np.maximum(x, 0.0) if metric == "kl" else x))
+    return bool(tail_alpha(x, metric) < 2 or few_nonzero(x, metric))
 
 
 def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95) -> pd.DataFrame:

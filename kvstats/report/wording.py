@@ -48,8 +48,9 @@ HEAVY_NOTE = (f"{HEAVY_MARK} heavy tail (the one-sided 95% upper confidence boun
               "pair), so a few trials of very low SNR mark its mean as a few very large KLs do "
               "(NaN, not screened, where a value is non-finite or a tail has fewer than 10 "
               "values). The mark also flags a mean of a "
-              "nonnegative metric carried by fewer than 10 nonzero values, the rest 0 (a 0/1 "
-              "proportion excepted), too few for the tail screen: such bootstrap intervals "
+              "nonnegative metric carried by fewer than 10 nonzero values, the rest 0 (a "
+              "proportion in any unit, two or more equal nonzero values, excepted; a fraction's "
+              "1 − x is screened too), too few for the tail screen: such bootstrap intervals "
               "covered about 0.89 at nominal 0.95 (docs/statistics.md, \"Sparse means\").")
 
 
