@@ -99,7 +99,8 @@ def _layer_slots(meta: dict, layer: int | Sequence[int] | np.ndarray | None, n_l
 
 
 def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = None,
-                head: int | Sequence[int] | None = None) -> Trials:
+                head: int | Sequence[int] | None = None,
+                texts: int | Sequence[int] | None = None) -> Trials:
     """Trials from a captured real cache: one per (text, layer, KV head).
 
     Parameters
@@ -112,6 +113,9 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
         at most once.
     head : int or sequence of int, optional
         KV heads to keep (default all), each at most once.
+    texts : int or sequence of int, optional
+        Texts to keep (default all), each at most once: a sweep that needs the first few
+        texts' trials reads only those.
 
     Returns
     -------
@@ -156,6 +160,8 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     ((12, 16, 8), (12, 3, 8), [0, 0, 0, 3])
     >>> t.meta["cluster"][::3], t.meta["cluster_by"]
     ([0, 0, 1, 1], 'text')
+    >>> load_trials(p, texts=1).meta["text"][:3]
+    [1, 1, 1]
     """
     # memory maps of the file: only the selection below is read (its size, not the file's)
     K, V, q, meta = read_capture(_capture_path(path), mapped=True)
@@ -164,13 +170,13 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     slots, layers = _layer_slots(meta, layer, n_layers, path)
     heads = _select(head, "head", n_kv)
     q_heads = [h * g + j for h in heads for j in range(g)]  # query head h reads KV head h // g
-    texts = np.arange(n_texts)
+    texts = np.asarray(_select(texts, "texts", n_texts))
     Ks = _native(K[np.ix_(texts, slots, heads)])
     Vs = _native(V[np.ix_(texts, slots, heads)])
     # last position only (it sees all N keys), taken before the selection: no other is read
     qs = _native(q[:, :, :, -1][np.ix_(texts, slots, q_heads)])[:, :, :, None]
     del K, V, q   # the maps close
-    tt, ll, hh = np.meshgrid(np.arange(n_texts), layers, heads, indexing="ij")
+    tt, ll, hh = np.meshgrid(texts, layers, heads, indexing="ij")
     # the capture's shape counts describe the file, not this selection: left out
     info = {k: v for k, v in meta.items()
             if k not in ("token_ids", "n_texts", "n_layers", "n_q_heads", LAYERS)}

@@ -164,8 +164,13 @@ def _load_real(cell: Cell, n_trials: int) -> Trials:
         # the file changed between building the grid and running this task
         raise ValueError(f"distribution 'real' params 'path' {path!r} changed while the sweep ran "
                          f"(content fingerprint {_capture_info(path).fingerprint}, expected {cell.source})")
-    # model layers (load_trials reads their stored slots and labels trials with them)
-    trials = load_trials(path, layer=cell.params.get("layer"), head=cell.params.get("head"))
+    # model layers (load_trials reads their stored slots and labels trials with them); trials
+    # come text by text, so the first n_trials need only the first texts: only those are read
+    info = _capture_info(path)
+    layers, heads = _real_selection(cell.params, info)
+    per_text = len(layers) * len(heads)
+    trials = load_trials(path, layer=cell.params.get("layer"), head=cell.params.get("head"),
+                         texts=range(min(-(-n_trials // per_text), info.n_texts)))
     if trials.K.shape[1:] != (cell.n_keys, cell.dim):
         raise ValueError(f"distribution 'real' capture {path!r} holds trials of shape {trials.K.shape[1:]}; "
                          f"the grid expected (N, d) = ({cell.n_keys}, {cell.dim})")
