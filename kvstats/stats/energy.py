@@ -345,6 +345,22 @@ def _relabelling_group(method: str, X: np.ndarray, Y: np.ndarray, paired: bool,
     return _exact_classes(method, n_x, n_y, None), _unpaired_min_p(n_x, n_y)
 
 
+def _scaled_group(method: str, X: np.ndarray, Y: np.ndarray, paired: bool,
+                  ) -> tuple[bool, np.ndarray, int, int | None, float]:
+    """(paired, Z, e, classes, floor): what energy_test and energy_test_sequential start from.
+
+    ``paired`` checked; the pooled Z = [X; Y] scaled by 2**-e (exact; e = 0 for ordinary
+    magnitudes: the p-value is scale invariant, the statistics are rescaled at the end);
+    and :func:`_relabelling_group` of the scaled data, the ones the relabellings move (a
+    difference the scaling underflows to 0 is no difference to them).
+    """
+    n_x = len(X)
+    paired = _check_paired(paired, n_x, len(Y))
+    Z, e = _unit_scale(np.concatenate([X, Y]))
+    classes, floor = _relabelling_group(method, Z[:n_x], Z[n_x:], paired)
+    return paired, Z, e, classes, floor
+
+
 def _exact_statistics(Z: np.ndarray, n_x: int, kind: str, paired: bool):
     """(statistic of every relabelling class, the observed one first; pooled distance total)."""
     if paired:
@@ -448,13 +464,7 @@ def energy_test(X: XSample, Y: YSample, n_resamples: int = 999, seed: SeedLike =
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
-    paired = _check_paired(paired, n_x, n_y)
-    # the test runs on the data scaled by 2**-e (e = 0 for ordinary magnitudes): the
-    # p-value is scale invariant, the statistics are rescaled at the end
-    Z, e = _unit_scale(np.concatenate([X, Y]))
-    # the group (which pairs differ) of the scaled data, the ones the relabellings move: a
-    # difference the scaling underflows to 0 is no difference to them
-    classes, floor = _relabelling_group(method, Z[:n_x], Z[n_x:], paired)
+    paired, Z, e, classes, floor = _scaled_group(method, X, Y, paired)
     n = n_x + n_y
     if classes is not None:
         with np.errstate(over="ignore", invalid="ignore"):   # refused just below

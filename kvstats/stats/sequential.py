@@ -419,22 +419,17 @@ def energy_test_sequential(X: Float[np.ndarray, "n_x *dim"], Y: Float[np.ndarray
     (0.0078125, False)
     """
     from ._energy_core import (_exact_floor, _exact_pvalue, _permutation_statistics,
-                               _prepare, _random_subsets, _tie_tolerance, _unit_scale, _unscale)
-    from ._energy_swap import _check_paired, _random_keeps, _swap_statistics, _SwapForms
-    from .energy import _exact_statistics, _relabelling_group
+                               _prepare, _random_subsets, _tie_tolerance, _unscale)
+    from ._energy_swap import _random_keeps, _swap_statistics, _SwapForms
+    from .energy import _exact_statistics, _scaled_group
 
     X, Y, standardize = _prepare(X, Y, standardize, kind)
     b_max = _max_permutations(max_permutations, alpha_needed)
     h, batch = _check_common(h, batch)
     rng = as_generator(seed)
     n_x, n_y, dim = len(X), len(Y), X.shape[1]
-    paired = _check_paired(paired, n_x, n_y)
-    # as energy_test: run on the data scaled by 2**-e (exact; e = 0 for ordinary
-    # magnitudes), the p-value is scale invariant, the statistic is rescaled at the end
-    Z, e = _unit_scale(np.concatenate([X, Y]))
-    # the relabelling group's floor on the scaled data the relabellings move: 2**(1 - m)
-    # over the m pairs that differ (paired), 1/C(n, n_x) or 2/C(2n, n) (free relabellings)
-    classes, floor = _relabelling_group(method, Z[:n_x], Z[n_x:], paired)
+    # as energy_test: the data scaled by 2**-e, the relabelling group's floor on them
+    paired, Z, e, classes, floor = _scaled_group(method, X, Y, paired)
     n = n_x + n_y
     fields = dict(max_permutations=b_max, h=h, kind=kind, standardize=standardize, n_x=n_x,
                   n_y=n_y, dim=dim, paired=paired)
