@@ -246,6 +246,26 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1])
 
 
+def _per_vector(x: Any, x_hat: Any, which: int) -> np.ndarray:
+    """snr_db (``which`` = 0) or norm_ratio (2) of checked input, alone: its formula from the
+    row reductions, and the slow path (`_robust_rows`) only for the rows whose squared
+    norms it reads are suspect (the error's, for the SNR; not for the ratio)."""
+    a, b = _pair(x, x_hat)
+    shape = a.shape[:-1]
+    a, b = _rows(a), _rows(b)
+    e = _error(a, b)
+    nx2, nh2, ne2, _ = _reductions(a, b, e)
+    if which == 0:
+        out = _snr_from(nx2, ne2)
+        bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), a.dtype)
+    else:
+        out = _ratio_from(nx2, nh2)
+        bad = _suspect_rows((a, b), (nx2, nh2), a.dtype)
+    if bad.any():
+        out[bad] = _robust_rows(a[bad], b[bad])[which]
+    return out.reshape(shape)
+
+
 def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     """Signal-to-noise ratio ``10·log10(‖x‖² / ‖x − x̂‖²)`` in dB, per vector.
 
@@ -267,16 +287,7 @@ def snr_db(x: Any, x_hat: Any) -> np.ndarray:
     >>> snr_db([[3.0, 4.0], [1.0, 0.0]], [[3.0, 4.5], [1.0, 0.0]]).round(3).tolist()
     [20.0, inf]
     """
-    a, b = _pair(x, x_hat)
-    shape = a.shape[:-1]
-    a, b = _rows(a), _rows(b)
-    e = _error(a, b)
-    nx2, nh2, ne2, _ = _reductions(a, b, e)
-    snr = _snr_from(nx2, ne2)
-    bad = _suspect_rows((a, b, e), (nx2, nh2, ne2), a.dtype)
-    if bad.any():
-        snr[bad] = _robust_rows(a[bad], b[bad])[0]
-    return snr.reshape(shape)
+    return _per_vector(x, x_hat, 0)
 
 
 def _check_vector_axes(axis: Any, n_vector_axes: int) -> None:
@@ -385,13 +396,4 @@ def norm_ratio(x: Any, x_hat: Any) -> np.ndarray:
     >>> norm_ratio([[3.0, 4.0]], [[6.0, 8.0]]).tolist()
     [2.0]
     """
-    a, b = _pair(x, x_hat)
-    shape = a.shape[:-1]
-    a, b = _rows(a), _rows(b)
-    e = _error(a, b)
-    nx2, nh2, ne2, _ = _reductions(a, b, e)
-    ratio = _ratio_from(nx2, nh2)
-    bad = _suspect_rows((a, b), (nx2, nh2), a.dtype)
-    if bad.any():
-        ratio[bad] = _robust_rows(a[bad], b[bad])[2]
-    return ratio.reshape(shape)
+    return _per_vector(x, x_hat, 2)
