@@ -182,17 +182,27 @@ def softmax(x: Any, axis: int = -1) -> np.ndarray:
     return np.moveaxis(z / np.sum(z, axis=-1, keepdims=True), -1, axis)
 
 
+def _check_product(a: tuple[int, ...], b: tuple[int, ...], axes: tuple[int, int],
+                   size_message: str, batch_message: str) -> None:
+    """ValueError unless shapes ``a`` and ``b`` are the operands of one batched matrix
+    product: ``size_message`` unless they agree along the contracted ``axes`` (a's, b's),
+    then ``batch_message`` unless their batch axes (all but the last two) broadcast
+    (numpy's own error names neither operand)."""
+    if a[axes[0]] != b[axes[1]]:
+        raise ValueError(size_message)
+    try:
+        np.broadcast_shapes(a[:-2], b[:-2])
+    except ValueError:
+        raise ValueError(batch_message) from None
+
+
 def _q_k(q: Any, K: Any) -> tuple[np.ndarray, np.ndarray]:
     qa = _c_ordered(as_float_array(q, "q", min_ndim=2))
     Ka = _c_ordered(as_float_array(K, "K", min_ndim=2))
-    if qa.shape[-1] != Ka.shape[-1]:
-        raise ValueError(f"q and K must share the feature axis d; received q of shape "
-                         f"{qa.shape} and K of shape {Ka.shape}")
-    try:
-        np.broadcast_shapes(qa.shape[:-2], Ka.shape[:-2])
-    except ValueError:
-        raise ValueError(f"the batch axes of q {qa.shape[:-2]} and K {Ka.shape[:-2]} must "
-                         "broadcast") from None
+    _check_product(qa.shape, Ka.shape, (-1, -1),
+                   f"q and K must share the feature axis d; received q of shape {qa.shape} and "
+                   f"K of shape {Ka.shape}",
+                   f"the batch axes of q {qa.shape[:-2]} and K {Ka.shape[:-2]} must broadcast")
     return qa, Ka
 
 
@@ -355,14 +365,11 @@ def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
     """
     p = attention_weights(q, K, mask)
     Va = _c_ordered(as_float_array(V, "V", min_ndim=2))
-    if Va.shape[-2] != p.shape[-1]:
-        raise ValueError(f"V must have one row per key (N = {p.shape[-1]}); received V of "
-                         f"shape {Va.shape}")
-    try:
-        np.broadcast_shapes(p.shape[:-2], Va.shape[:-2])
-    except ValueError:
-        raise ValueError(f"the batch axes of V {Va.shape[:-2]} must broadcast against those of "
-                         f"the attention weights {p.shape[:-2]} (of q and K)") from None
+    _check_product(p.shape, Va.shape, (-1, -2),
+                   f"V must have one row per key (N = {p.shape[-1]}); received V of shape "
+                   f"{Va.shape}",
+                   f"the batch axes of V {Va.shape[:-2]} must broadcast against those of the "
+                   f"attention weights {p.shape[:-2]} (of q and K)")
     return p.astype(np.result_type(p, Va), copy=False) @ Va
 
 
