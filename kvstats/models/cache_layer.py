@@ -6,7 +6,8 @@ modes share the tail, the grouping, the sliding-window drop, crop and the batch-
 selection of beam search: torch buffers of per-vector codes written by
 :class:`~kvstats.models.code_attention.SideCoder`, torch buffers of the token groups that
 kivi's/qjl's numpy coders store (:mod:`kvstats.models.group_codes`), and the numpy
-``SchemeCodes`` of the numpy-only schemes (one per coded chunk). The adapter to
+``SchemeCodes`` of the numpy-only schemes (one per coded chunk, held in growing buffers:
+:class:`~kvstats.models.growing_buffer.CodeChunks`). The adapter to
 transformers' ``Cache`` is :mod:`kvstats.models.cache`, the byte accounting
 :mod:`kvstats.models.cache_memory`.
 """
@@ -23,7 +24,7 @@ from kvstats._checks import check_int
 from kvstats.models.attention_hook import CodedKV
 from kvstats.models.cache_memory import _LayerMemory
 from kvstats.models.code_attention import SideCoder
-from kvstats.models.growing_buffer import GrowingBuffer
+from kvstats.models.growing_buffer import CodeChunks, GrowingBuffer
 from kvstats.models.group_codes import make_sides
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         self.is_sliding = self.sliding_window is not None
         self.n_dropped = 0
         self.scheme = None                      # numpy Scheme (numpy-coded schemes)
-        self.codes: list = []                   # their SchemeCodes, one per coded chunk
-        self.chunk_sizes: list[int] = []        # and its tokens
+        self.chunks = CodeChunks()              # their SchemeCodes, one per coded chunk
         self.key_coder: SideCoder | None = None  # torch coders (code-reading schemes)
         self.value_coder: SideCoder | None = None
         self.key_side = self.value_side = None   # kivi/qjl code-reading sides (group_codes)
@@ -60,16 +60,24 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         self._sides: dict[str, dict[str, GrowingBuffer]] = {}
 
     def _check_states(self, key_states, value_states) -> None:
-        """Refuse states the layer cannot hold: not 4-D float, no sequence or head, values
-        shaped or typed unlike the keys, or (after the first update) another dtype, batch,
-        head count or head dimension — which the growing code buffers would otherwise take
-        in place (and the compiled encoder write past their rows)."""
+        """Refuse states the layer cannot hold: not 4-D float, not finite, no sequence or
+        head, values shaped or typed unlike the keys, or (after the first update) another
+        dtype, batch, head count or head dimension — which the growing code buffers would
+        otherwise take in place (and the compiled encoder write past their rows)."""
         for name, t in (("key_states", key_states), ("value_states", value_states)):
             if not isinstance(t, torch.Tensor) or t.ndim != 4 or not t.is_floating_point():
                 got = (f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor)
                        else type(t).__name__)
                 raise ValueError(f"{name} must be a floating-point tensor (batch, heads, tokens, dim); "
                                  f"received {got}")
+        for name, t in (("key_states", key_states), ("value_states", value_states)):
+            # now, not steps later: a window (or kivi's/qjl's open group) held the token in
+            # full precision, attention read NaN silently, and a later valid update was
+            # refused naming the coder's argument (a meta tensor has no values to check)
+            if t.device.type != "meta" and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).sum())
+                raise ValueError(f"{name} must be finite; received {bad} NaN/inf value(s) in a tensor of "
+                                 f"shape {tuple(t.shape)} and dtype {t.dtype}")
         if not (key_states.shape[0] and key_states.shape[1]):
             # no sequence or no head to code: batch 0 was held as an empty cache, heads 0
             # failed inside the coders' construction with a TypeError about their exports
@@ -234,7 +242,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         """Code a block of tokens (all heads at once) and keep what the mode keeps: all of
         it or, when coding fails (a norm beyond float16 on one side), nothing."""
         buffers = (*self.store.values(), *self.decoded.values())
-        marks, chunks = [b.n for b in buffers], len(self.codes)
+        marks, chunks = [b.n for b in buffers], len(self.chunks)
         try:
             self._code_block(k, v)
         except BaseException:
@@ -242,7 +250,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
             # buffers would stay out of step (misaligned tokens, miscounted bytes)
             for b, n in zip(buffers, marks):
                 b.n = n
-            del self.codes[chunks:], self.chunk_sizes[chunks:]
+            self.chunks.truncate(chunks)
             raise
         self.n_coded += k.shape[-2]
 
@@ -281,8 +289,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         else:
             codes = self.scheme.quantize(k.detach().to("cpu", torch.float32).numpy(),
                                          v.detach().to("cpu", torch.float32).numpy())
-            self.codes.append(codes)
-            self.chunk_sizes.append(k.shape[-2])
+            self.chunks.append(codes, tuple(k.shape))
             if self.decoded:
                 k_hat, v_hat = self._decode_numpy(codes)
                 self.decoded["k"].append(k_hat)
@@ -336,7 +343,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                 parts_k = [self.key_coder.decode(kp).to(self.tail_keys.dtype)]
                 parts_v = [self.value_coder.decode(vp).to(self.tail_values.dtype)]
         else:
-            decoded = [self._decode_numpy(c) for c in self.codes]
+            decoded = [self._decode_numpy(c) for c in self.chunks]
             parts_k, parts_v = [k for k, _ in decoded], [v for _, v in decoded]
         if not parts_k:
             return self.tail_keys, self.tail_values
@@ -376,8 +383,8 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         if excess < max(16, window // 32):
             return 0
         n = min(excess, self.n_coded)
-        if self.codes:  # numpy codes: whole chunks (a chunk's codes are one SchemeCodes)
-            ends = np.cumsum(self.chunk_sizes)
+        if len(self.chunks):  # numpy codes: whole chunks (a chunk's codes are one SchemeCodes)
+            ends = np.cumsum(self.chunks.sizes())
             return int(ends[ends <= n][-1]) if (ends <= n).any() else 0
         return n // self.owner.token_group * self.owner.token_group
 
@@ -388,9 +395,8 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         if self.key_side is not None:
             self.key_side.drop(n, self.owner.token_group)
             self.value_side.drop(n, self.owner.token_group)
-        elif self.codes:
-            j = int(np.searchsorted(np.cumsum(self.chunk_sizes), n)) + 1
-            del self.codes[:j], self.chunk_sizes[:j]
+        elif len(self.chunks):
+            self.chunks.drop(int(np.searchsorted(np.cumsum(self.chunks.sizes()), n)) + 1)
         else:
             for buf in self.store.values():
                 buf.drop(n)
@@ -403,7 +409,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         super().reset()
         self._half, self._sides = None, {}
         self.scheme = self.key_coder = self.value_coder = self.key_side = self.value_side = None
-        self.codes, self.chunk_sizes, self.n_coded, self.n_dropped, self.store, self.decoded = [], [], 0, 0, {}, {}
+        self.chunks, self.n_coded, self.n_dropped, self.store, self.decoded = CodeChunks(), 0, 0, {}, {}
 
     @property
     def is_croppable(self) -> bool:
@@ -446,7 +452,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
     def _select_rows(self, index: torch.Tensor, what: str) -> None:
         if not self.is_initialized:
             return
-        if self.codes or (self.scheme is not None and self.key_side is None):
+        if len(self.chunks) or (self.scheme is not None and self.key_side is None):
             raise NotImplementedError(f"QuantizedCache does not support {what} for {self.owner.scheme_name!r}, "
                                       f"whose codes are numpy arrays (schemes without a code-reading path); "
                                       f"the code-reading schemes (KV, KQV, QKQV, turboquant, K{{a}}V{{b}}, kivi, "

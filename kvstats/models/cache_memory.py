@@ -7,12 +7,15 @@ look-up tables). ``held_bytes + fixed_bytes`` is the storage of every tensor and
 the layers reference, each memory block once: a numpy array and a torch tensor over
 the same memory (``torch.from_numpy``, ``Tensor.numpy()``) count once, keyed by the
 address of the storage that owns it, as :func:`kvstats.models.peers.held_bytes` does.
-The mixins here give the layer and the cache these methods.
+Python objects that grow with the sequence are counted too: numpy-coded chunks are held
+in buffers, adding none per decode step, and those held as objects (klt's) add their
+``sys.getsizeof`` to ``held``. The mixins here give the layer and the cache these methods.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 from typing import TYPE_CHECKING
 
@@ -70,6 +73,33 @@ def _array_bytes(obj, seen: set) -> int:
     return 0
 
 
+# constants a chunk's objects share with its scheme, not its own (small ints are cached)
+_SHARED = (type(None), bool, str, type, np.dtype)
+
+
+def _object_bytes(obj, seen: set) -> int:
+    """Python object overhead (``sys.getsizeof``) of ``obj`` and what it reaches:
+    dataclasses and kvstats objects with their ``__dict__``, containers, numbers, numpy
+    array headers (the data is :func:`_array_bytes`'s); not the constants they share with
+    the scheme (None, bools, strings, dtypes, classes, small ints), each object once."""
+    if id(obj) in seen or isinstance(obj, _SHARED) or (type(obj) is int and -5 <= obj <= 256):
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, np.ndarray):
+        size -= obj.nbytes if obj.flags.owndata else 0
+        return size + (0 if obj.base is None else _object_bytes(obj.base, seen))
+    if isinstance(obj, torch.Tensor):
+        return size
+    if isinstance(obj, dict):
+        return size + sum(_object_bytes(k, seen) + _object_bytes(v, seen) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return size + sum(_object_bytes(v, seen) for v in obj)
+    if dataclasses.is_dataclass(obj) or type(obj).__module__.startswith("kvstats."):
+        return size + _object_bytes(getattr(obj, "__dict__", None), seen)
+    return size
+
+
 class _LayerMemory:
     """The byte counts of one :class:`~kvstats.models.cache_layer._CodesLayer`."""
 
@@ -77,7 +107,7 @@ class _LayerMemory:
         """Bytes of the stored codes of the coded tokens (no slack, no tail)."""
         if self.reads_codes:
             return sum(b.nbytes(held=False) for b in self.store.values())
-        return sum(int(c.nbytes) for c in self.codes)
+        return self.chunks.nbytes(held=False)
 
     def tail_nbytes(self) -> int:
         return _tensor_bytes(self.tail_keys) + _tensor_bytes(self.tail_values) if self.is_initialized else 0
@@ -90,11 +120,12 @@ class _LayerMemory:
 
     def held_nbytes(self) -> int:
         """Every byte that grows with the sequence: code buffers (with their slack), numpy
-        codes, the tail, the decoded copy."""
+        codes (their buffers, or chunks held as objects with their Python objects), the
+        tail, the decoded copy."""
         if self.reads_codes:
             codes = sum(b.nbytes() for b in self.store.values())
         else:
-            codes = _array_bytes(self.codes, set())
+            codes = self.chunks.nbytes()
         return codes + self.tail_nbytes() + self.decoded_nbytes()
 
     def fixed_nbytes(self, seen: set) -> int:
@@ -225,7 +256,9 @@ class _CacheMemory:
         twice what the same tokens cost the reference) and
         ``held_to_stored``; ``dropped_tokens`` (of the sliding-window layers, summed over
         them: held nowhere). Every byte is one the cache holds: ``held_bytes +
-        fixed_bytes`` is the storage of every tensor and array its layers reference.
+        fixed_bytes`` is the storage of every tensor and array its layers reference, plus
+        the Python objects of numpy-coded chunks held as objects (klt's; the others add no
+        object per decode step).
 
         Examples
         --------

@@ -1,8 +1,8 @@
 """Attention read from the codes of a per-vector kvstats scheme, in torch.
 
-(Over ~550 lines as one idea: the coder that writes the codes and the attention that
-reads them share one layout — packing, byte tables, rotation — and are checked against
-each other; the buffers that hold them are :mod:`kvstats.models.growing_buffer`'s.)
+(~600 lines as one idea: the coder that writes the codes and the attention that reads
+them share one layout — packing, byte tables, rotation — and are checked against each
+other; the buffers that hold them are :mod:`kvstats.models.growing_buffer`'s.)
 
 The torch mirror of ``kvstats_gpu.decode`` (same math, docs/design.md's GPU path), for
 :class:`kvstats.models.QuantizedCache`. A scheme side (keys or values) exported by
@@ -32,6 +32,7 @@ schemes (kivi, qjl) score and accumulate through the sides of
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -67,9 +68,19 @@ def hadamard(n: int) -> torch.Tensor:
 
 @lru_cache(maxsize=16)
 def _hadamard_rows(d: int, n: int) -> torch.Tensor:
-    """The first ``d`` rows of ``H_n``, one tensor of its own shared by every coder (a slice
-    of ``hadamard(n)`` would keep the whole n × n matrix alive, uncounted by the cache)."""
-    return hadamard(n)[:d].clone()
+    """The first ``d`` rows of ``H_n``, one tensor shared by every coder, cut from an uncached
+    ``H_n`` (``hadamard(n)``'s lru_cache would keep the n × n matrix alive, uncounted)."""
+    return hadamard.__wrapped__(n)[:d].clone()
+
+
+def _norm_error(x: torch.Tensor, name: str, norm_dtype: torch.dtype) -> str:
+    """Why norms of ``x`` cannot be stored: NaN/inf in it, else norms beyond ``norm_dtype``
+    (float32 advised only from float16: beyond float32 it would not help)."""
+    if bad := int((~torch.isfinite(x)).sum()):
+        return f"{name} must be finite; received {bad} NaN/inf value(s) in a tensor of shape {tuple(x.shape)}"
+    return (f"{name} has vector norms beyond the range of norm_dtype={str(norm_dtype)[6:]} (max "
+            f"{torch.finfo(norm_dtype).max:.6g}; largest norm {float(x.float().square().sum(-1).sqrt().max()):.6g})"
+            + ("; use norm_dtype=np.float32" if norm_dtype == torch.float16 else ""))
 
 
 @lru_cache(maxsize=16)
@@ -307,11 +318,8 @@ class SideCoder:
     def _norms(self, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         norms = torch.sqrt((x * x).sum(-1))
         stored = norms.to(self.norm_dtype)
-        limit = torch.finfo(self.norm_dtype).max
-        if norms.numel() and not float(norms.max()) <= limit:  # also catches NaN/inf input
-            raise ValueError(f"{name} has non-finite vector norms or norms beyond the range of "
-                             f"norm_dtype={self.norm_dtype} "
-                             f"(max {float(norms.max()):.6g}); use norm_dtype=np.float32")
+        if norms.numel() and not float(norms.max()) <= torch.finfo(self.norm_dtype).max:  # NaN/inf too
+            raise ValueError(_norm_error(x, name, self.norm_dtype))
         return norms, stored
 
     def encode(self, x: Float[torch.Tensor, "*b H n d"], fused: bool | None = None) -> dict[str, torch.Tensor]:
@@ -410,7 +418,7 @@ class SideCoder:
 
 
 def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask: torch.Tensor | None,
-                   scaling: float, n_rep: int, *, fused: bool | None = None, weights: bool = False
+                   scaling: float | None, n_rep: int, *, fused: bool | None = None, weights: bool = False
                    ) -> Float[torch.Tensor, "B Q Hq d"] | tuple[torch.Tensor, torch.Tensor]:
     """Attention of ``query`` over a code-reading cache layer (coded tokens + fp tail).
 
@@ -429,8 +437,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         attend) or additive float, or None (causal: query i is at position ``L − Q + i``;
         a layer with a ``sliding_window`` W also hides keys W or more positions back).
         Leading axes of size 1 broadcast; a last axis longer than ``L`` is read from its end.
-    scaling : float
-        Score scale (``1/√d``).
+    scaling : float or None
+        Score scale > 0; None: ``1/√d``, as transformers' sdpa (torch's ``scale=None``).
     n_rep : int
         Query heads per KV head.
     fused : bool, optional
@@ -474,9 +482,16 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
         raise ValueError("layer must hold at least one token to attend to; it holds none (no update, "
                          "or one of 0 tokens)")
     d_layer, H = layer.tail_keys.shape[-1], layer.n_heads
-    if query.ndim != 4 or query.shape[-1] != d_layer:
-        raise ValueError(f"query must be (B, Hq, Q, {d_layer}) (the layer's head dimension); received "
-                         f"shape {tuple(query.shape)}")
+    # a complex query was cast to its real part (a warning only), an integer 0/1 mask added
+    if query.ndim != 4 or query.shape[-1] != d_layer or not query.is_floating_point():
+        raise ValueError(f"query must be a real floating-point tensor (B, Hq, Q, {d_layer}) (the layer's head "
+                         f"dimension); received {query.dtype} of shape {tuple(query.shape)}")
+    if attention_mask is not None and not (attention_mask.dtype == torch.bool or attention_mask.is_floating_point()):
+        raise ValueError(f"attention_mask must be bool (True = attend) or an additive float mask, or None; "
+                         f"received dtype {attention_mask.dtype}")
+    scaling = d_layer ** -0.5 if scaling is None else scaling  # as transformers' sdpa (torch's scale=None)
+    if isinstance(scaling, bool) or not isinstance(scaling, numbers.Real) or not 0 < scaling < float("inf"):
+        raise ValueError(f"scaling must be None (1/sqrt(d)) or a positive finite real number; received {scaling!r}")
     if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1 or query.shape[1] != n_rep * H:
         raise ValueError(f"n_rep must be the query heads per KV head (the layer has {H} KV heads); "
                          f"received n_rep={n_rep!r} with {query.shape[1]} query heads")

@@ -4,14 +4,21 @@
 :mod:`kvstats.models.group_codes`), their decoded copies and the compiled encoder's
 outputs (:mod:`kvstats.models.lut_kernel`) are each one :class:`GrowingBuffer`: a tensor
 ``(batch, heads, tokens, *shape)`` with a little unused capacity along its tokens, so a
-decode step writes in place instead of concatenating the whole layer.
+decode step writes in place instead of concatenating the whole layer. The numpy codes of
+the schemes without a code-reading path are held so too (:class:`CodeChunks`), so that a
+decode step adds no Python object.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import torch
 
-__all__ = ["GrowingBuffer"]
+from kvstats._checks import check_int
+
+__all__ = ["GrowingBuffer", "CodeChunks"]
 
 
 class GrowingBuffer:
@@ -143,3 +150,251 @@ class GrowingBuffer:
             return 0
         t = self.buf if held else self.view()
         return t.numel() * t.element_size()
+
+
+class _Varies(Exception):
+    """A chunk's codes do not fit the buffers' layout (held as an object instead)."""
+
+
+def _layout(obj, shape: tuple[int, ...], arrays: list) -> tuple:
+    """The layout of a codes tree (compared with ``==`` across chunks), its arrays appended
+    to ``arrays`` in order: each array runs along the tokens (``(B, H, n, ...)`` of a block
+    of ``shape = (B, H, n, d)``) or is one per chunk; a tuple equal to ``shape``
+    (SchemeCodes' own) is rebuilt for each chunk; any other value is the same in every
+    chunk of a layout."""
+    if isinstance(obj, np.ndarray):
+        tokens = obj.ndim >= 3 and obj.shape[:3] == shape[:3]
+        arrays.append(obj)
+        return ("array", tokens, obj.dtype, obj.shape[3:] if tokens else obj.shape)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = dataclasses.fields(obj)
+        if not all(f.init for f in fields):  # its constructor could not rebuild it
+            raise _Varies
+        return ("tree", type(obj), tuple((f.name, _layout(getattr(obj, f.name), shape, arrays)) for f in fields))
+    if isinstance(obj, tuple) and obj == shape:
+        return ("shape",)
+    return ("value", obj)
+
+
+def _array_nodes(layout: tuple):
+    """The ``("array", ...)`` nodes of a layout, in the order of its arrays."""
+    if layout[0] == "array":
+        yield layout
+    elif layout[0] == "tree":
+        for _, sub in layout[2]:
+            yield from _array_nodes(sub)
+
+
+def _rebuild(layout: tuple, arrays, shape: tuple[int, ...]):
+    kind = layout[0]
+    if kind == "array":
+        return next(arrays)
+    if kind == "tree":
+        return layout[1](**{name: _rebuild(sub, arrays, shape) for name, sub in layout[2]})
+    return shape if kind == "shape" else layout[1]
+
+
+class CodeChunks:
+    """The numpy codes of a cache layer's coded chunks, held in :class:`GrowingBuffer` s.
+
+    A numpy-coded scheme (identity, a Haar rotation, the deployed formats) codes each
+    block the cache hands it (a prefill, then one token per decode step) into a
+    ``SchemeCodes``: a tree of small dataclasses whose arrays run along the block's tokens
+    ``(B, H, n, ...)`` or are one per call (fp8's and nvfp4's per-head scale). Kept as
+    objects, each decode step added a dozen Python objects per layer (1.2–5 KB, more than
+    its codes), uncounted. Here each array of the tree is one buffer instead, grown along
+    the tokens or, one entry per chunk, along a chunk axis, beside the tokens of each
+    chunk (int32): a decode step writes bytes and adds no object. Iterating rebuilds each
+    chunk's ``SchemeCodes`` (transient, read-only arrays) from exactly the arrays the
+    scheme returned, so a decode chunk by chunk gives the same numbers as before. Chunks
+    whose layout varies (klt: side information per block half, bounds per call) or whose
+    arrays torch cannot hold are kept as objects from then on (``objects``), their Python
+    objects counted by :meth:`nbytes`.
+
+    Examples
+    --------
+    >>> import numpy as np, kvstats
+    >>> from kvstats.models.growing_buffer import CodeChunks
+    >>> scheme = kvstats.make_scheme("q4_0", None, 32)
+    >>> x = np.random.default_rng(0).standard_normal((1, 2, 5, 32)).astype(np.float32)
+    >>> chunks = CodeChunks()
+    >>> for a, b in ((0, 4), (4, 5)):                    # a prefill, then one token
+    ...     chunks.append(scheme.quantize(x[:, :, a:b], x[:, :, a:b]), (1, 2, b - a, 32))
+    >>> len(chunks), chunks.sizes().tolist(), chunks.objects is None
+    (2, [4, 1], True)
+    >>> last = list(chunks)[-1]                        # rebuilt from the buffers
+    >>> bool(np.array_equal(scheme.dequantize(last)[0], scheme.roundtrip(x[:, :, 4:], x[:, :, 4:])[0]))
+    True
+    >>> chunks.nbytes(held=False) == 2 * 5 * 2 * 18    # K and V, 2 heads: 18 bytes per 32 values
+    True
+    """
+
+    def __init__(self):
+        self.layout: tuple | None = None        # of every chunk's SchemeCodes
+        self.buffers: list[GrowingBuffer] = []  # one per array of the layout, in its order
+        self.tokens: list[bool] = []            # whether each array runs along the tokens
+        self.batch: tuple[int, ...] = ()        # the blocks' (B, H) and last axis: SchemeCodes.shape
+        self.dim: tuple[int, ...] = ()          # is (*batch, n, *dim)
+        self.sizes_buf = GrowingBuffer()        # tokens of each chunk, int32 (1, 1, chunks)
+        self.objects: list | None = None        # the chunks as objects, once a layout varied
+
+    def __len__(self) -> int:
+        return self.sizes_buf.n
+
+    def sizes(self) -> np.ndarray:
+        """Tokens of each chunk, oldest first (int64).
+
+        Examples
+        --------
+        >>> from kvstats.models.growing_buffer import CodeChunks
+        >>> CodeChunks().sizes().tolist()
+        []
+        """
+        if not self.sizes_buf.n:
+            return np.zeros(0, np.int64)
+        return self.sizes_buf.view()[0, 0].numpy().astype(np.int64)
+
+    def append(self, codes, shape: tuple[int, ...]) -> None:
+        """Hold the ``SchemeCodes`` of a block of ``shape = (B, H, n, d)`` as the newest chunk.
+
+        Examples
+        --------
+        >>> import numpy as np, kvstats
+        >>> from kvstats.models.growing_buffer import CodeChunks
+        >>> scheme = kvstats.make_scheme("identity", None, 4)
+        >>> chunks = CodeChunks(); x = np.ones((1, 1, 3, 4), np.float32)
+        >>> chunks.append(scheme.quantize(x, x), x.shape); chunks.sizes().tolist()
+        [3]
+        """
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != 4 or min(shape) < 0 or shape[2] >= 2 ** 31:
+            raise ValueError(f"shape must be the block's (B, H, n, d), n < 2**31; received {shape}")
+        if self.objects is None:
+            parts = self._parts(codes, shape)
+            if parts is None:  # from now on, objects (their Python overhead counted)
+                self.objects = list(self._chunks(copy=True)) if self.layout is not None else []
+                self.layout, self.buffers, self.tokens = None, [], []
+            else:
+                for buf, part in zip(self.buffers, parts):
+                    buf.append(part)
+        if self.objects is not None:
+            self.objects.append(codes)
+        self.sizes_buf.append(torch.full((1, 1, 1), shape[2], dtype=torch.int32))
+
+    def _parts(self, codes, shape: tuple[int, ...]) -> list[torch.Tensor] | None:
+        """The tensors to append of a chunk of the held layout (the first chunk sets it),
+        or None when it does not fit (buffers unchanged)."""
+        arrays: list = []
+        try:
+            layout = _layout(codes, shape, arrays)
+            if self.layout is not None and not (layout == self.layout and shape[:2] == self.batch
+                                                and shape[3:] == self.dim):
+                return None
+            nodes = list(_array_nodes(layout))
+            # per-chunk arrays get a chunk axis; torch copies first (an array torch cannot hold)
+            parts = [torch.from_numpy(np.ascontiguousarray(a if node[1] else a.reshape(1, 1, 1, *a.shape)))
+                     for a, node in zip(arrays, nodes)]
+        except (_Varies, TypeError, ValueError):  # also a comparison that is not a bool
+            return None
+        if self.layout is None:
+            self.layout, self.batch, self.dim = layout, shape[:2], shape[3:]
+            self.tokens = [node[1] for node in nodes]
+            # one entry per chunk: grown a chunk at a time (klt's per-half bases are large)
+            self.buffers = [GrowingBuffer() if t else GrowingBuffer(step=1) for t in self.tokens]
+        return parts
+
+    def __iter__(self):
+        """Each chunk's ``SchemeCodes``, oldest first (rebuilt from the buffers: read-only
+        views, valid until the next change)."""
+        return self._chunks(copy=False)
+
+    def _chunks(self, copy: bool):
+        if self.objects is not None:
+            yield from list(self.objects)
+            return
+        views = [b.view() for b in self.buffers]
+        sizes = self.sizes()
+        ends = np.cumsum(sizes)
+        for i, (start, end) in enumerate(zip((ends - sizes).tolist(), ends.tolist())):
+            arrays = []
+            for v, tokens in zip(views, self.tokens):
+                a = (v[:, :, start:end] if tokens else v[0, 0, i]).numpy()
+                if copy:  # arrays of their own (the buffers are let go)
+                    a = a.copy()
+                else:     # a view of the buffer, if contiguous: a decoder must not write it
+                    a = a if a.flags.c_contiguous else a.copy()   # (ascontiguousarray makes 0-d 1-d)
+                    a.flags.writeable = False
+                arrays.append(a)
+            yield _rebuild(self.layout, iter(arrays), (*self.batch, end - start, *self.dim))
+
+    def _cut(self, first: int, stop: int) -> None:
+        """Keep chunks ``first`` to ``stop − 1``: the oldest ``first`` dropped (moved down),
+        those from ``stop`` on forgotten."""
+        sizes = self.sizes()
+        a, b = int(sizes[:first].sum()), int(sizes[:stop].sum())
+        for buf, tokens in zip(self.buffers, self.tokens):
+            buf.n = b if tokens else stop
+            buf.drop(a if tokens else first)
+        if self.objects is not None:
+            del self.objects[stop:], self.objects[:first]
+        self.sizes_buf.n = stop
+        self.sizes_buf.drop(first)
+
+    def drop(self, n_chunks: int) -> None:
+        """Forget the oldest ``n_chunks`` chunks.
+
+        Examples
+        --------
+        >>> import numpy as np, kvstats
+        >>> from kvstats.models.growing_buffer import CodeChunks
+        >>> scheme = kvstats.make_scheme("identity", None, 4)
+        >>> chunks = CodeChunks(); x = np.ones((1, 1, 3, 4), np.float32)
+        >>> for n in (3, 1, 1):
+        ...     chunks.append(scheme.quantize(x[:, :, :n], x[:, :, :n]), (1, 1, n, 4))
+        >>> chunks.drop(2); chunks.sizes().tolist(), chunks.buffers[0].n
+        ([1], 1)
+        """
+        self._cut(check_int(n_chunks, "n_chunks", low=0, high=len(self)), len(self))
+
+    def truncate(self, n_chunks: int) -> None:
+        """Keep the oldest ``n_chunks`` chunks only (a failed coding step's rollback; it also
+        undoes a partial append).
+
+        Examples
+        --------
+        >>> import numpy as np, kvstats
+        >>> from kvstats.models.growing_buffer import CodeChunks
+        >>> scheme = kvstats.make_scheme("identity", None, 4)
+        >>> chunks = CodeChunks(); x = np.ones((1, 1, 3, 4), np.float32)
+        >>> chunks.append(scheme.quantize(x, x), x.shape); chunks.append(scheme.quantize(x, x), x.shape)
+        >>> chunks.truncate(1); len(chunks), chunks.buffers[0].n
+        (1, 3)
+        """
+        self._cut(0, check_int(n_chunks, "n_chunks", low=0, high=len(self)))
+
+    def nbytes(self, held: bool = True) -> int:
+        """Bytes of the chunks' arrays (``held=False``: exactly what their ``SchemeCodes``
+        store), or all the chunks hold (``held``): with the buffers' unused capacity and the
+        chunk sizes, and for chunks held as objects their Python objects (``sys.getsizeof``
+        of each dataclass, its ``__dict__``, array header, tuple and list).
+
+        Examples
+        --------
+        >>> import numpy as np, kvstats
+        >>> from kvstats.models.growing_buffer import CodeChunks
+        >>> scheme = kvstats.make_scheme("identity", None, 4)
+        >>> chunks = CodeChunks(); x = np.ones((1, 1, 3, 4), np.float32)
+        >>> chunks.append(scheme.quantize(x, x), x.shape)
+        >>> chunks.nbytes(held=False), chunks.nbytes()     # K and V, float32; + one int32 size
+        (96, 100)
+        """
+        from kvstats.models.cache_memory import _array_bytes, _object_bytes
+
+        if self.objects is not None:
+            if not held:
+                return sum(int(c.nbytes) for c in self.objects)
+            seen: set = set()
+            return (_array_bytes(self.objects, seen) + _object_bytes(self.objects, set())
+                    + self.sizes_buf.nbytes())
+        return (sum(b.nbytes(held) for b in self.buffers)
+                + (self.sizes_buf.nbytes() if held else 0))

@@ -492,9 +492,10 @@ class LUTKernel:
             ptrs += [None, None]
         err = self._lib.encode(x.data_ptr(), *st["maps"], B * H, H, st["Hs"], n, d, coder.dim_padded, coder.bits,
                                coder.m, *ptrs, os0)
-        if err == 1:
-            raise ValueError("x has non-finite vector norms or norms beyond the range of norm_dtype=float16 "
-                             "(max 65504); use norm_dtype=np.float32")
+        if err == 1:  # NaN/inf input, or a norm beyond float16 (the loop's norm dtype)
+            from kvstats.models.code_attention import _norm_error
+
+            raise ValueError(_norm_error(x, "x", torch.float16))
         if err:
             raise ValueError(f"dimensions must be <= 4096; received d={d}, d_pad={coder.dim_padded}, m={coder.m}")
         if into is not None:
