@@ -169,7 +169,8 @@ def _check_resamples(n_resamples: int, confidence: float) -> int:
 
 
 def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=None,
-         paired=False):
+         paired=False, undefined=""):
+    # ``undefined``: why a resample's statistic can be non-finite, for the error messages
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
                             high_open=True)
     n_resamples = _check_resamples(n_resamples, confidence)
@@ -224,13 +225,23 @@ def _run(data, statistic, confidence, n_resamples, method, seed, names, pivot=No
                                   confidence_level=confidence, method=method, rng=rng,
                                   vectorized=True, axis=-1, batch=batch, paired=paired)
         except stats.DegenerateDataWarning as exc:
+            # (every value equal is answered above: here most resamples repeat one value,
+            # as for the minimum, or some resample's statistic is not finite)
             raise ValueError(f"{' and '.join(names)}: the bootstrap distribution is degenerate "
-                             f"(e.g. all values equal), so the {method} interval is undefined; "
-                             f"scipy said: {exc}") from exc
+                             f"or not finite (a statistic most resamples repeat, such as the "
+                             f"minimum, or a non-finite statistic on some resample{undefined}), "
+                             f"so the {method} interval is undefined; scipy said: {exc}") from exc
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (np.isfinite(low) and np.isfinite(high)):
+        bad = int(np.sum(~np.isfinite(res.bootstrap_distribution)))
+        # the cause: non-finite resamples (no other method helps: every one reads them),
+        # else the method's own arithmetic, where the percentile interval may still exist
+        why = (f"{bad} of {n_resamples} resamples have a non-finite statistic{undefined}"
+               if bad else
+               "every resample's statistic is finite, but the method's limits are not"
+               + ("; try method='percentile'" if method != "percentile" else ""))
         raise ValueError(f"the {method} interval for {' and '.join(names)} is not finite "
-                         f"({low}, {high}); try method='percentile'")
+                         f"({low}, {high}): {why}")
     return BootstrapResult(estimate=float(statistic(*data, axis=-1)), low=low, high=high,
                            standard_error=float(res.standard_error), confidence=confidence,
                            method=method, n_resamples=n_resamples)
@@ -382,4 +393,6 @@ def bootstrap_ratio_ci(x, y, confidence: float = 0.95, n_resamples: int = 9999,
     e = _scale_exponent(x, y)          # a common scale leaves the ratio as it is (exact)
     x, y = np.ldexp(x, -e), np.ldexp(y, -e)
     return _run((x, y), _ratio_of_means, confidence, n_resamples, method, seed, ["x", "y"],
-                pivot=_t_ratio_paired if paired else _t_ratio, paired=paired)
+                pivot=_t_ratio_paired if paired else _t_ratio, paired=paired,
+                undefined=" (a resample of y with mean 0: y's values straddle 0 or include "
+                          "0, and the ratio of means needs mean(y) away from 0)")

@@ -172,7 +172,9 @@ def add_adjusted_pvalues(frame, method: str = "holm", alpha: float = 0.05,
                              f"{by!r} ({missing} not found)")
     out = frame.copy()
     if len(out) == 0:
+        # the checks adjust_pvalues makes on a family: an empty frame is no excuse for bad input
         check_choice(method, "method", ADJUST_METHODS)
+        check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
         return out.assign(pvalue_adjusted=np.nan, reject=False, adjust_method=method)
     # Families by position, never by index label: a frame from pd.concat repeats labels,
     # and .loc on a repeated label would put every row of that label into each family.
