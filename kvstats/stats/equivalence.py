@@ -115,8 +115,12 @@ class EquivalenceResult(_FrameMixin):
         One-sided p-values for H0: parameter <= margin_low and H0: parameter >=
         margin_high (NaN for the side a one-sided test does not use).
     pvalue_difference : float
-        Two-sided p-value of the point null (ratio = 1, θ = 0.5) with the same standard
-        error and df: Welch-type for the ratio, exactly the Brunner–Munzel test for θ.
+        Two-sided p-value of the point null (ratio = 1, θ = 0.5): exactly the
+        Brunner–Munzel test for θ; for the Fieller ratio test twice the smaller one-sided
+        p-value at ratio 1, each the larger of Welch's (paired: the paired t-test's) and
+        the score-type one, so never below scipy's t-test and <= 2α iff 1 lies outside
+        [low, high] (:func:`tost_ratio`, Notes); "delta" / "bootstrap-t": the test of
+        log ratio = 0 with their standard error and reference.
     within_margin : bool
         pvalue <= alpha, equivalently the interval lies inside the region
         (non-inferiority shown, for a one-sided alternative).
