@@ -82,7 +82,10 @@ Rows of a batch are coded as they come, pad tokens included: per-vector schemes 
 token alone, so a left-padded row's real tokens get the codes they get alone; kivi's and
 qjl's token groups take pad tokens into their first group's statistics (and shift the
 group boundaries by the pad count), and fp8/nvfp4's per-head scale spans the whole
-prefill block, pads too. Compare those schemes one sequence at a time (as
+prefill block, pads too, while each later update (a decoding step) codes its tokens with
+a scale of their own: such a cache codes otherwise than a sweep coding N tokens at once
+(``SchemeDef.couples_tokens``; a static ``scale=<float>`` codes alike in both). Compare
+those schemes one sequence at a time (as
 ``kvstats.models.quality`` and ``retrieval`` do). A scale per encode call
 (``scale="tensor"``) would couple the rows themselves: a batch of more than one row is
 refused for it.
