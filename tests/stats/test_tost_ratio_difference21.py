@@ -5,7 +5,7 @@ reported interval and holds its size on skewed paired trials where the plain pai
 t-test does not. References: scipy's t-tests for the plug-in half; the empirical-likelihood
 weights solved here by scipy root finders (Owen 2001, ch. 3), not by kvstats' solver, for
 the score half; size by simulation (docs/statistics.md, "Ratio of means";
-tests/stats/calibrate_ratio_difference.py gives the full tables).
+experiments/calibrate_ratio_difference.py gives the full tables).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from scipy import optimize, stats
 from kvstats.stats._equivalence_ratio import _FiellerT
 from kvstats.stats.equivalence import equivalence_verdict, tost_ratio
 
-# the R5 referee's reproducer: paired, skewed; ttest_rel gives p = 0.0364
+# a paired, skewed sample; ttest_rel gives p = 0.0364
 PX = np.array([2.5, 1.52, 0.29, 0.04, 1.56, 0.24, 0.7, 0.08, 0.4, 0.48, 0.23, 3.65])
 PY = np.array([0.01, 3.49, 0.45, 1.44, 1.27, 3.96, 1.87, 3.89, 1.47, 1.69, 0.68, 5.47])
 # unpaired, skewed (default_rng(342), rounded): Welch p = 0.062 <= 2α = 0.1, yet 1 lies

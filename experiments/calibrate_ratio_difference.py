@@ -1,8 +1,8 @@
 """Size and power of tost_ratio's difference test (``pvalue_difference``, method "fieller")
 next to the plain Welch / paired t-test it bounds from above (docs/statistics.md, "Ratio
-of means"). Not collected by pytest; run
+of means"). Run
 
-    nice .venv/bin/python tests/stats/calibrate_ratio_difference.py --reps 40000 --agree 1500
+    nice .venv/bin/python experiments/calibrate_ratio_difference.py --reps 40000 --agree 1500
 
 ``shipped`` is the p-value tost_ratio reports: twice the smaller one-sided p-value at
 ratio 1, each the larger of the plug-in (Welch / paired t) and the score-type one
@@ -10,7 +10,7 @@ ratio 1, each the larger of the plug-in (Welch / paired t) and the score-type on
 ``scipy.stats.ttest_ind(equal_var=False)`` / ``ttest_rel`` (the same t and df, computed
 here from ``_FiellerT.t_df(1)`` for whole batches). Size at ratio 1, power at ratio 1.25
 (x scaled), rejection rates at α = 0.05, 0.01, 0.001. ``--agree N``: on N random inputs
-(the R5 referee's mix plus heavy-tailed pairs), how often "p <= 2α" disagrees with "1
+(random normal, skewed and sparse inputs, paired and not), how often "p <= 2α" disagrees with "1
 outside tost_ratio's (1 − 2α) interval", for either p-value.
 """
 
