@@ -93,13 +93,15 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
             same = [_fmt_budget(b) for (b, _), eq in zip(winners, equal_here) if eq]
             blind = [_fmt_budget(b) for (b, w), eq in zip(winners, equal_here)
                      if w.startswith(NOT_RESOLVABLE) and not eq]
-            equal = f"no pair differs at n = {', '.join(same)}" if same else ""
+            # paired, no pair differs; two samples, all their values are one: equal alike
+            none = "no pair differs" if (grp["test"] == LOCATION_TESTS["trial"]).all() else "no value differs"
+            equal = f"{none} at n = {', '.join(same)}" if same else ""
             if len(blind) == len(winners):
                 rec["description"] = (f"no crossover can be seen in {rec['metric']} for {case}: "
                                       "no budget's test could have rejected.")
             elif len(same) == len(winners):
-                rec["description"] = (f"no crossover in {rec['metric']} for {case}: no pair differs "
-                                      "at any budget (the values were equal on every unit).")
+                rec["description"] = (f"no crossover in {rec['metric']} for {case}: {none} at any "
+                                      "budget (the values were equal on every unit).")
             else:
                 rec["description"] = (f"no crossover in {rec['metric']} for {case}: "
                                       + (f"only {next(iter(won))} wins significantly" if won
@@ -113,23 +115,30 @@ def find_crossovers(comparisons: pd.DataFrame) -> pd.DataFrame:
 
 
 def agreed_rows(comparisons: pd.DataFrame) -> pd.Series:
-    """Per row: a sign test that could not have rejected because no pair differs at all
-    (``n_informative`` 0; "none of the n pairs differs"). Its verdict reads "not resolvable",
-    but no design is to blame: the two schemes' values were equal on every unit, a finding
-    with no direction to test. False where the table has no ``n_informative`` column.
+    """Per row: a test that could not have rejected because no unit tells the two schemes
+    apart (``n_informative`` 0): a sign test where none of the n pairs differs, a
+    Mann–Whitney, KS or energy test whose pooled values (profiles) are all one, a paired
+    energy test where no pair's profile differs. Its verdict reads "not resolvable", but no
+    design is to blame: the two schemes' values were equal on every unit, a finding with no
+    direction to test, which both designs state alike. False where the table has no
+    ``n_informative`` column.
 
     Examples
     --------
     >>> import pandas as pd
-    >>> t = pd.DataFrame({"test": ["sign", "sign", "mann_whitney"], "n_informative": [0, 3, float("nan")],
-    ...                   "winner": ["not resolvable at n = 9 pairs (…)"] * 2 + ["KV"]})
+    >>> t = pd.DataFrame({"test": ["sign", "sign", "mann_whitney", "mann_whitney"],
+    ...                   "n_informative": [0, 3, float("nan"), 0],
+    ...                   "winner": ["not resolvable at n = 9 pairs (…)"] * 2 + ["KV",
+    ...                              "not resolvable at n = 3 vs 3 (…)"]})
     >>> agreed_rows(t).tolist()
-    [True, False, False]
+    [True, False, False, True]
     """
     if "n_informative" not in comparisons:
         return pd.Series(False, index=comparisons.index)
-    return ((comparisons["test"] == "sign") & (comparisons["n_informative"] == 0)
-            & comparisons["winner"].map(lambda w: isinstance(w, str) and w.startswith(NOT_RESOLVABLE)))
+    # a location row's winner is its verdict when not significant; the others have a verdict only
+    said = comparisons["verdict"] if "verdict" in comparisons else comparisons["winner"]
+    return ((comparisons["n_informative"] == 0)
+            & said.map(lambda w: isinstance(w, str) and w.startswith(NOT_RESOLVABLE)).astype(bool))
 
 
 def crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
@@ -185,6 +194,30 @@ def crossover_sentences(crossovers: pd.DataFrame, summary: pd.DataFrame) -> list
         tail = f" Bits stored per coordinate: {', '.join(ranges)}." if len(ranges) == 2 else ""
         lines.append(row.description + tail)
     return lines
+
+
+def _winners_by_budget(rows: pd.DataFrame) -> dict[tuple, list[tuple[float, str]]]:
+    """(case..., scheme_a, scheme_b, metric) → [(budget, winner), ...] in budget order: the
+    location-test rows of pairs compared at one budget (those a crossover is read from)."""
+    loc = rows[rows["test"].isin(list(LOCATION_TESTS.values())) & (rows["budget"] == rows["budget_b"])]
+    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
+    return {k: list(zip(g["budget"], g["winner"]))
+            for k, g in loc.sort_values("budget").groupby(keys, sort=False)}
+
+
+def _crossover_counts(comp: pd.DataFrame, cross: pd.DataFrame) -> tuple[pd.DataFrame, list, int, int]:
+    """The crossovers found; the winners by budget of each (case, pair, metric) without one;
+    how many of those have a budget whose test could not have rejected, and at how many no
+    budget's test could (the crossover section and the summary read the same counts)."""
+    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
+    winners = _winners_by_budget(comp)
+    rest = [winners.get(tuple(k), []) for k in cross.loc[~cross["crossover"], keys].itertuples(index=False)]
+    # a budget where no unit tells them apart hides no win (equal on every unit): not blind
+    equal = _winners_by_budget(comp[agreed_rows(comp)])
+    blind = [sum(w.startswith(NOT_RESOLVABLE) and (b, w) not in equal.get(tuple(k), []) for b, w in r)
+             for k, r in zip(cross.loc[~cross["crossover"], keys].itertuples(index=False), rest)]
+    some, every = sum(b > 0 for b in blind), sum(b > 0 and b == len(r) for b, r in zip(blind, rest))
+    return cross[cross["crossover"]], rest, some, every
 
 
 def _winners_text(winners: list[tuple[float, str]]) -> str:

@@ -29,8 +29,16 @@ _NO_RESOLUTION = {"n_permutations": 0, "max_permutations": 0, "margin_low": math
                   "margin_high": math.nan}
 # ``n_informative``: the units that carry the test's information, where that is a count
 # other than n_a and n_b (the sign test's nonzero differences, the paired energy test's pairs
-# whose profiles differ, 0 for two samples of one pooled profile); NaN otherwise
+# whose profiles differ, 0 for two samples of one pooled value or profile); NaN otherwise
 _NOT_COUNTED = {"n_informative": math.nan}
+
+
+def _pooled_count(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> dict[str, float]:
+    """A two-sample row's ``n_informative``: 0 where the pooled values are all one (after
+    rounding_canonical: no value tells the samples apart, p = 1; the two schemes' values
+    were equal on every unit, as a sign row's "none of the n pairs differs"), else NaN."""
+    pooled = np.concatenate([x, y])
+    return {"n_informative": 0.0 if pooled.size and (pooled == pooled[0]).all() else math.nan}
 
 
 def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
@@ -40,7 +48,7 @@ def _mw_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"]) -> Row:
     return {"test": "mann_whitney", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.rank_biserial), "effect_low": float(res.rank_biserial_low),
             "effect_high": float(res.rank_biserial_high), "note": "", **_NO_RESOLUTION,
-            **_NOT_COUNTED, "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
+            **_pooled_count(x, y), "min_attainable_p": extreme_pvalue("mann_whitney", x, y)}
 
 
 def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
@@ -87,7 +95,7 @@ def _ks_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], seed: int) -> 
         min_p = max(min_p, 1.0 / (1 + resolution["max_permutations"]))
     return {"test": "ks", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
             "effect": float(res.statistic), "effect_low": math.nan, "effect_high": math.nan,
-            "note": note, **resolution, **_NOT_COUNTED, "min_attainable_p": min_p}
+            "note": note, **resolution, **_pooled_count(x, y), "min_attainable_p": min_p}
 
 
 def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_permutations: int,
@@ -194,6 +202,11 @@ def _equivalence_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], margi
                      labels: tuple[str, str] = ("a", "b")) -> Row:
     from kvstats.stats.equivalence import tost_rank, tost_ratio
 
+    if not 0 < alpha < 0.5:
+        # an option's error, raised, not turned into an "inconclusive" row below: no TOST has
+        # a (1 − 2α) interval from α = 0.5 on, whatever the data
+        raise ValueError(f"alpha must be in (0, 0.5) with equivalence margins (a TOST's interval "
+                         f"is at 1 − 2α); received {alpha!r}")
     base = {"test": "equivalence", "n_permutations": 0, "max_permutations": 0, **_NOT_COUNTED}
     if test == "rank":
         # θ counts ties as ½: values equal up to rounding are ties, as the sign test and

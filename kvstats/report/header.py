@@ -113,8 +113,9 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
            "test rejects)")
         + ", or \"not resolvable at …\" when even the most extreme data could not have reached "
         "an adjusted p ≤ α, the other tests as observed (a statement about the design, not about "
-        "the schemes" + ("; except where it adds \"none of the n pairs differs\": there the two "
-                         "schemes' values were equal on every unit observed" if paired else "")
+        "the schemes; except where it adds " + ("\"none of the n pairs differs\"" if paired else
+                                                 "\"all … pooled points are identical\"")
+        + ": there the two schemes' values were equal on every unit observed"
         + "). Neither is a claim that two schemes are equal: that is what the "
         "equivalence tests (declared margins) are for.",
         *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]))]
@@ -129,10 +130,28 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
 
 #: What each correction bounds over the report's family (kvstats.report.options' choices).
 _FAMILY_WISE = ("holm", "bonferroni", "hommel", "sidak", "holm-sidak")
+#: What the family-wise bound of each correction assumes of the tests' dependence: Holm
+#: (1979) and Bonferroni rest on Boole's inequality, any dependence; Šidák's 1 − (1 − α)^(1/m)
+#: on the product inequality P(no true null rejected) ≥ Π P(each not rejected), exact under
+#: independence and holding under positive orthant dependence (Šidák 1967: two-sided tests
+#: of jointly normal statistics, any correlation), liable to fail under negative dependence;
+#: Holm–Šidák (Holland & Copenhaver 1987) on that inequality for the true nulls' tests;
+#: Hommel (1988), the closure of Simes' test, on the Simes inequality for the true nulls'
+#: tests, proved under independence (Simes 1986) and positive dependence (MTP2: Sarkar 1998;
+#: PRDS: Benjamini & Yekutieli 2001, Sarkar 2008).
+_FWER_CONDITIONS = {
+    "sidak": "under independence or positive orthant dependence of the tests (Šidák's product "
+             "inequality)",
+    "holm-sidak": "under independence or positive orthant dependence of the tests (Šidák's "
+                  "product inequality, for the tests of the true nulls)",
+    "hommel": "when the Simes inequality holds for the tests of the true nulls: under "
+              "independence or positive dependence (MTP2, PRDS)",
+}
 
 
 def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
-    """What a significant row is worth: the error rate the family's correction bounds.
+    """What a significant row is worth: the error rate the family's correction bounds, and
+    under which dependence of the tests (:data:`_FWER_CONDITIONS`; BH's PRDS).
 
     Examples
     --------
@@ -140,15 +159,21 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
     'Error rate: with holm over the family of 600 p-values, the p'
     >>> "false discovery rate" in _error_rate_text("fdr_bh", 0.05, 600)
     True
+    >>> "positive orthant dependence" in _error_rate_text("sidak", 0.05, 600)
+    True
     """
     head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
     if correction in _FAMILY_WISE:
+        dep = (f"{_FWER_CONDITIONS[correction]}, which is not known to hold for two-sided tests "
+               "on shared trials (holm and bonferroni hold under any)"
+               if correction in _FWER_CONDITIONS else "under any dependence")
         return (head + f"the probability that any significant row (a winner, \"different\", "
                 f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
-                f"most {alpha:g} (family-wise error rate; a winner's direction is read from the "
-                "sign of its effect: that a wrong direction is bounded by it too is proved for "
-                "bonferroni under any dependence, for holm with independent tests (Shaffer 1980), "
-                "not in general for tests on shared trials); a crossover rests on two such rows.")
+                f"most {alpha:g} (family-wise error rate, {dep}; a winner's direction is read "
+                "from the sign of its effect: that a wrong direction is bounded by it too is "
+                "proved for bonferroni under any dependence, for holm with independent tests "
+                "(Shaffer 1980), not in general for tests on shared trials); a crossover rests on "
+                "two such rows.")
     # BH needs positive regression dependence (PRDS), not known for two-sided tests on
     # shared trials; BY holds under any dependence
     dep = ("under independence or positive regression dependence of the tests, which is not "

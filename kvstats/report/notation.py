@@ -2,15 +2,17 @@
 
 The cell and label formats shared by :mod:`kvstats.report.wording` (the sentences),
 :mod:`kvstats.report.tables` (the formatted tables), :mod:`kvstats.report.sections` (the
-document) and :mod:`kvstats.report.render` (the figures' file names), so that one number
-reads the same everywhere in a report.
+document) and :mod:`kvstats.report.render` (the figures' file names, :func:`figure_names`),
+so that one number reads the same everywhere in a report.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from typing import Any
+from collections import Counter
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -92,3 +94,70 @@ def _case_title(case: dict[str, Any], digits: int | None = None) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+def _case_key(case: Mapping[str, Any]) -> tuple[str, str, int, int]:
+    """A case's exact key (distribution, params, dim, n_keys), as plain Python values."""
+    return (str(case["distribution"]), str(case["params"]), int(case["dim"]), int(case["n_keys"]))
+
+
+def figure_names(cases: Iterable[Mapping[str, Any]],
+                 pairs: Iterable[tuple[str, str]]) -> dict[tuple, str]:
+    """Each per-case and per-pair figure's file name (without suffix), chosen once and unique.
+
+    A name is the readable slug of the case's title or of the pair's labels; a slug lowercases
+    and turns every run of other characters into "_", so cases or pairs can share one (the
+    params ``offset=-2.0`` and ``offset=2.0``; the labels "K+V" and "K-V"). Those that do
+    get a short stable hash of their exact key appended, longer until every name differs;
+    the others keep the plain slug. :func:`kvstats.hypothesis_report` draws the figures and
+    :func:`kvstats.report.sections.build_document` links them by this one map.
+
+    Parameters
+    ----------
+    cases : iterable of mapping
+        Each case's ``distribution``, ``params``, ``dim`` and ``n_keys``.
+    pairs : iterable of (str, str)
+        The compared scheme labels, as given.
+
+    Returns
+    -------
+    dict
+        ``("shannon_phi", place, case_key)`` → name for each place "k", "v", "t", where
+        ``case_key`` is (distribution, params, dim, n_keys) as str, str, int, int; and
+        ``("crossover", a, b)`` → name.
+
+    Examples
+    --------
+    >>> from kvstats.report.notation import figure_names
+    >>> case = {"distribution": "gaussian", "params": "-", "dim": 32, "n_keys": 64}
+    >>> names = figure_names([case], [("KQV", "KV")])
+    >>> names[("shannon_phi", "k", ("gaussian", "-", 32, 64))], names[("crossover", "KQV", "KV")]
+    ('shannon_phi_k_gaussian_d_32_n_64', 'crossover_kqv_vs_kv')
+    >>> names = figure_names([], [("K+V", "KV"), ("K-V", "KV")])
+    >>> sorted(names.values())
+    ['crossover_k_v_vs_kv_7d3781', 'crossover_k_v_vs_kv_eee2da']
+    """
+    keys = list(dict.fromkeys(_case_key(c) for c in cases))
+    slugs: dict[tuple, str] = {("case", *k): _slug(_case_title(dict(zip(
+        ("distribution", "params", "dim", "n_keys"), k)))) for k in keys}
+    slugs.update({("pair", str(a), str(b)): f"{_slug(str(a))}_vs_{_slug(str(b))}" for a, b in pairs})
+    stems = _unique(slugs)
+    out: dict[tuple, str] = {("shannon_phi", place, k): f"shannon_phi_{place}_{stems[('case', *k)]}"
+                             for k in keys for place in ("k", "v", "t")}
+    out.update({("crossover", k[1], k[2]): f"crossover_{stem}" for k, stem in stems.items()
+                if k[0] == "pair"})
+    return out
+
+
+def _unique(slugs: Mapping[tuple, str]) -> dict[tuple, str]:
+    """``slugs`` with a hash of the key appended to each slug that several keys of one kind
+    (``key[0]``: the kinds' names get different prefixes) share; a longer hash where a short
+    one still leaves two names alike."""
+    shared = Counter((k[0], s) for k, s in slugs.items())
+    for width in (6, 10, 16, 40):
+        names = {k: s if shared[k[0], s] == 1 else
+                 f"{s}_{hashlib.sha1(repr(k[1:]).encode()).hexdigest()[:width]}"
+                 for k, s in slugs.items()}
+        if len({(k[0], n) for k, n in names.items()}) == len(names):
+            return names
+    raise ValueError(f"figure names must be unique; two keys share {sorted(names.values())}")

@@ -294,6 +294,10 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
     Traceback (most recent call last):
     ...
     ValueError: unknown report option 'corection' (did you mean 'correction'?); allowed: ...
+    >>> validate_report_options({"alpha": 0.6, "equivalence": {"kl": 0.1}})
+    Traceback (most recent call last):
+    ...
+    ValueError: report option 'alpha' must be in (0, 0.5) with equivalence margins (a TOST's interval is at 1 − 2α); received alpha 0.6 with equivalence {'kl': 0.1}: lower alpha or drop the margins
     >>> validate_report_options({"equivalence": {"snr_k": 0.1}})
     Traceback (most recent call last):
     ...
@@ -327,6 +331,12 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
                          f"{out['confidence']:g} (the report's intervals are at max(confidence, 0.95): "
                          f"2/(1 − that) puts one resample beyond each limit); received "
                          f"{out['bootstrap_resamples']}")
+    if out["equivalence"] and not out["alpha"] < 0.5:
+        # a TOST's interval is the (1 − 2α) one: none exists from α = 0.5 on, and each TOST
+        # would read "inconclusive", a bad option shown as a verdict after the whole compute
+        raise ValueError(f"report option 'alpha' must be in (0, 0.5) with equivalence margins (a "
+                         f"TOST's interval is at 1 − 2α); received alpha {out['alpha']:g} with "
+                         f"equivalence {out['equivalence']}: lower alpha or drop the margins")
     for metric, margin in out["equivalence"].items():
         if out["equivalence_test"] == "rank" and not margin < 0.5:
             raise ValueError(f"report option 'equivalence.{metric}' must be a margin in (0, 0.5) "

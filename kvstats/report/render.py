@@ -33,7 +33,7 @@ from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
 from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
 from kvstats.report.header import _set_after_sweep
-from kvstats.report.notation import _case_title, _slug
+from kvstats.report.notation import _case_key, figure_names
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import build_document
 from kvstats.report.wording import _resolution
@@ -294,12 +294,16 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                 df.to_csv(stage / "tables" / f"{name}.csv", index=False, na_rep="NaN")
             figs: dict[str, Path] = {}
             computing.what = "the figures"
+            # each case's and pair's figure name, chosen once here: the document links by it
+            names = figure_names(frame[list(CASE_COLUMNS)].drop_duplicates().to_dict("records"),
+                                 comparisons)
             if opts["figures"]:
                 figs = _figures(frame, comp, comparisons, stage / "figures",
-                                nominal_bounds(trials, spectra=spectra, n_queries=n_queries), progress)
+                                nominal_bounds(trials, spectra=spectra, n_queries=n_queries), names,
+                                progress)
             computing.what = "the document"
             doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
-                                 comparisons=comparisons)
+                                 comparisons=comparisons, figure_names=names)
             (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
             (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
             figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
@@ -507,7 +511,10 @@ def _span(values: pd.Series) -> str:
 
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
-             fig_dir: Path, bounds: pd.DataFrame, progress: bool = False) -> dict[str, Path]:
+             fig_dir: Path, bounds: pd.DataFrame, names: dict[tuple, str],
+             progress: bool = False) -> dict[str, Path]:
+    """Draw and save the figures; ``names``: :func:`~kvstats.report.notation.figure_names`'
+    map, each case's and pair's file name."""
     from tqdm.auto import tqdm
 
     from kvstats.report.plots import (CROSSOVER_METRICS, plot_crossover, plot_kl_vs_bits,
@@ -528,7 +535,7 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
 
     with bar:
         for _, case in cases.iterrows():
-            slug = _slug(_case_title(case.to_dict()))
+            key = _case_key(case)
             sel = dict(distribution=case["distribution"], params=case["params"], dim=int(case["dim"]),
                        n_keys=int(case["n_keys"]))
             at = bounds
@@ -545,7 +552,7 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
                 except ValueError:  # e.g. only exact reconstructions: nothing finite to draw
                     bar.update()
                     continue
-                save(f"shannon_phi_{place}_{slug}", fig)
+                save(names["shannon_phi", place, key], fig)
         save("kl_vs_bits", plot_kl_vs_bits(frame, palette=palette))
         save("recall_vs_bits", plot_recall_vs_bits(frame, palette=palette))
         # panels only for metrics of the family ([report] metrics): no test rows, no panel
@@ -555,8 +562,7 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
                         & comp["test"].isin(list(LOCATION_TESTS.values()))
                         & (comp["budget"] == comp["budget_b"])]
             if rows["budget"].nunique() >= 2 and tested:
-                save(f"crossover_{_slug(a)}_vs_{_slug(b)}",
-                     plot_crossover(comp, tested, pair=(a, b)))
+                save(names["crossover", a, b], plot_crossover(comp, tested, pair=(a, b)))
             else:
                 bar.update()
         if both_tails:

@@ -22,12 +22,14 @@ import pandas as pd
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.verdicts import DIFFERENT
-from kvstats.analysis.crossover import agreed_rows, crossover_sentences, _winners_text
+from kvstats.analysis.crossover import (_crossover_counts, _winners_by_budget, _winners_text,
+                                       agreed_rows, crossover_sentences)
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.document import Document
 from kvstats.report.header import _FAMILY_WISE, _set_after_sweep, header_lines
-from kvstats.report.notation import _case_title, _num, _p, _pct, _slug
+from kvstats.report.notation import _case_key, _case_title, _num, _p, _pct
+from kvstats.report.notation import figure_names as _figure_names
 from kvstats.report.tables import (RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
                                    _comparison_table, _heavy_keys, _interval_and_region,
                                    _mean_heavy, _ratio_near_alpha, _scheme_table, _theory_fmt,
@@ -206,30 +208,6 @@ def _sharpness_texts(frame: pd.DataFrame) -> dict[tuple, str]:
     return out
 
 
-def _winners_by_budget(rows: pd.DataFrame) -> dict[tuple, list[tuple[float, str]]]:
-    """(case..., scheme_a, scheme_b, metric) → [(budget, winner), ...] in budget order: the
-    location-test rows of pairs compared at one budget (those a crossover is read from)."""
-    loc = rows[rows["test"].isin(list(LOCATION_TESTS.values())) & (rows["budget"] == rows["budget_b"])]
-    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
-    return {k: list(zip(g["budget"], g["winner"]))
-            for k, g in loc.sort_values("budget").groupby(keys, sort=False)}
-
-
-def _crossover_counts(comp: pd.DataFrame, cross: pd.DataFrame) -> tuple[pd.DataFrame, list, int, int]:
-    """The crossovers found; the winners by budget of each (case, pair, metric) without one;
-    how many of those have a budget whose test could not have rejected, and at how many no
-    budget's test could (the crossover section and the summary read the same counts)."""
-    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
-    winners = _winners_by_budget(comp)
-    rest = [winners.get(tuple(k), []) for k in cross.loc[~cross["crossover"], keys].itertuples(index=False)]
-    # a budget where no pair differs hides no win (equal values on every unit): not blind
-    equal = _winners_by_budget(comp[agreed_rows(comp)])
-    blind = [sum(w.startswith(NOT_RESOLVABLE) and (b, w) not in equal.get(tuple(k), []) for b, w in r)
-             for k, r in zip(cross.loc[~cross["crossover"], keys].itertuples(index=False), rest)]
-    some, every = sum(b > 0 for b in blind), sum(b > 0 and b == len(r) for b, r in zip(blind, rest))
-    return cross[cross["crossover"]], rest, some, every
-
-
 def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, summary: pd.DataFrame,
                        no_pair: str, digits: int | None = None) -> None:
     """The crossovers (each with the bits its two schemes store), what the budgets whose
@@ -267,29 +245,37 @@ def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, s
     if not kl.empty:
         lists = [winners.get(tuple(getattr(r, k) for k in keys), []) for r in kl.itertuples(index=False)]
         # as tables/crossovers.csv: "can be seen" only where some budget's test could reject
-        blind = all(w.startswith(NOT_RESOLVABLE) for won in lists for _, w in won)
+        # or no unit tells the two schemes apart (agreed_rows: equal, a finding)
+        equal = _winners_by_budget(comp[agreed_rows(comp)])
+        blind = all(w.startswith(NOT_RESOLVABLE) and (b, w) not in equal.get(tuple(getattr(r, k) for k in keys), [])
+                    for r, won in zip(kl.itertuples(index=False), lists) for b, w in won)
         doc.p(f"Attention KL, winners by budget ({'none could be seen' if blind else 'no crossover seen'}):")
         doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: " + _winners_text(won)
                 for r, won in zip(kl.itertuples(index=False), lists)])
 
 
-def _not_resolvable_count(count: int, agreed: int) -> str:
-    """The summary's count of "not resolvable" rows, those where no pair differs at all
-    (``agreed``, :func:`kvstats.analysis.crossover.agreed_rows`) apart: there the two
-    schemes' values were equal on every unit, which is a finding, not a limit of the design.
+def _not_resolvable_count(count: int, agreed: int, paired: bool = True, test: str = "sign") -> str:
+    """The summary's count of "not resolvable" rows, those where no unit tells the schemes
+    apart (``agreed``, :func:`kvstats.analysis.crossover.agreed_rows`: no pair differs, or
+    two samples' values all one) apart: there the two schemes' values were equal on every
+    unit, which is a finding, not a limit of the design.
 
     Examples
     --------
     >>> print(_not_resolvable_count(22, 13))  # doctest: +ELLIPSIS
     22 not resolvable (could not have rejected): 9 because too few pairs differ (...), 13 because no pair differs at all (...)
+    >>> print(_not_resolvable_count(19, 3, paired=False))  # doctest: +ELLIPSIS
+    19 not resolvable (could not have rejected): 16 because the samples' sizes and ties could not reach α (...), 3 because no value differs at all (...)
     """
     if not agreed:
         return f"{count} {_VERDICT_WORDS[NOT_RESOLVABLE]}"
-    limited = (f"{count - agreed} because too few pairs differ (a limit of the design, not a "
-               "finding about the schemes), " if count > agreed else "")
-    return (f"{count} {NOT_RESOLVABLE} (could not have rejected): {limited}{agreed} because no pair "
-            "differs at all (the two schemes' values were equal on every unit: a finding, with no "
-            "direction to test)")
+    why = ("its units or permutations could not reach α" if test == "energy" else
+           "too few pairs differ" if paired else "the samples' sizes and ties could not reach α")
+    limited = (f"{count - agreed} because {why} (a limit of the design, not a finding about the "
+               "schemes), " if count > agreed else "")
+    return (f"{count} {NOT_RESOLVABLE} (could not have rejected): {limited}{agreed} because no "
+            f"{'pair' if paired else 'value'} differs at all (the two schemes' values were equal on "
+            "every unit: a finding, with no direction to test)")
 
 
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
@@ -302,9 +288,9 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
     one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
     lines = []
     n = int(comp.attrs.get("n_tests", 0))
+    paired = opts.get("pairing", "none") == "trial"
     design = ("paired (pairing = \"trial\": each scheme's value on a "
-              f"{one} matched with the other's on the same {one})"
-              if opts.get("pairing", "none") == "trial" else
+              f"{one} matched with the other's on the same {one})" if paired else
               "two independent samples per pair (pairing = \"none\")")
     sizes = sorted(set(summary["n_trials"].astype(int))) if "n_trials" in summary and len(summary) else []
     of_unit = (f"the {one}" + (", its trials averaged first" if clustered else "")
@@ -342,7 +328,7 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
             drawn = test == "energy" and not rows["note"].map(_exact).all()
             words = {**_VERDICT_WORDS, **_DRAWN_WORDS} if drawn else _VERDICT_WORDS
             agreed = int(agreed_rows(rows).sum())
-            text += ", ".join(_not_resolvable_count(c, agreed) if v == NOT_RESOLVABLE else
+            text += ", ".join(_not_resolvable_count(c, agreed, paired, test) if v == NOT_RESOLVABLE else
                               f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
                               for v, c in counts.items())
         lines.append(text + ".")
@@ -381,8 +367,8 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
 
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
-              comp_trials: pd.DataFrame | None, *,
-              comparisons: Sequence[tuple[str, str]] | None = None) -> Document:
+              comp_trials: pd.DataFrame | None, *, comparisons: Sequence[tuple[str, str]] | None = None,
+              figure_names: dict[tuple, str] | None = None) -> Document:
     """The report's document: summary, methods, equivalence, crossovers, figures, per-case
     tables, theory.
 
@@ -411,6 +397,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     comparisons : sequence of (str, str), optional
         The scheme pairs asked for (None: the options' or else the config's), named when
         none of them was present.
+    figure_names : dict, optional
+        Each case's and pair's figure name, as the figures were saved
+        (:func:`~kvstats.report.notation.figure_names`; None: that function's names of the
+        summary's cases and ``comparisons``).
 
     Returns
     -------
@@ -450,6 +440,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     unit = ("texts" if real_only else "clusters") if clustered else "trials"
     if comparisons is None:      # as hypothesis_report chooses them
         comparisons = opts.get("comparisons") or result.config.comparisons
+    names = figure_names if figure_names is not None else _figure_names(
+        summary[list(CASE_COLUMNS)].drop_duplicates().to_dict("records"), comparisons)
     after = _set_after_sweep(result, opts, comparisons)   # options not declared by the config
     doc.h(1, "kvstats hypothesis report")
     # what the report found first, from the tables below; then how (the header's bullets)
@@ -486,14 +478,12 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                             + " per scheme, budget and d (one box per case).")):
         if fname in figs:
             doc.fig(figs[fname], caption)
-    # the pairs by their figure's name (render's file name is the slug; the caption the labels)
-    pair_of = {f"crossover_{_slug(a)}_vs_{_slug(b)}": f"{a} vs {b}"
-               for a, b in comp[["scheme_a", "scheme_b"]].drop_duplicates().itertuples(index=False)}
-    for name, path in figs.items():
-        if name.startswith("crossover_"):
+    # each pair's own figure, by the name render saved it under (the caption: the labels)
+    for (kind, *pair), name in names.items():
+        if kind == "crossover" and name in figs:
             from kvstats.report.plots import CROSSOVER_METRICS   # figures only: matplotlib's module
-            doc.fig(path, f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
-                    f"({pair_of.get(name, name[10:].replace('_vs_', ' vs '))}) for "
+            doc.fig(figs[name], f"{'Paired dominance' if paired else 'Rank-biserial r'} across budgets "
+                    f"({pair[0]} vs {pair[1]}) for "
                     f"{', '.join(m for m in CROSSOVER_METRICS if m in set(comp['metric']))} (the "
                     f"crossover section above covers every tested metric); {'dominance' if paired else 'r'} > 0: the first scheme's values "
                     "are larger (better for SNR and recall@5, "
@@ -519,9 +509,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.h(2, title)
         if case_key in sharpness:
             doc.p(sharpness[case_key])
-        slug = _slug(_case_title(case))          # exact: figure file names stay unique
         for place in ("k", "v", "t"):
-            name = f"shannon_phi_{place}_{slug}"
+            name = names.get(("shannon_phi", place, _case_key(case)))   # the case's own figure
             if name in figs:
                 pooled = place != "t" and f"snr_{place}_pooled" in set(case_sum["metric"])
                 doc.fig(figs[name], f"Shannon–φ plane ({place.upper()}), {title}: mean "

@@ -42,10 +42,38 @@ def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
                 g.loc[m, "ci_reliable"] if "ci_reliable" in g else True)
         row["kl p99"] = _num(g.loc["kl", "p99"])
         row["kl max"] = _num(g.loc["kl", "max"])
-        row["kl tail α (95% upper)"] = _num(g.loc["kl", "tail_index"], 3) if "tail_index" in g else "–"
+        row["kl tail α (95% upper)"] = _tail(g.loc["kl", "tail_index"]) if "tail_index" in g else "–"
         row[unit] = int(g.loc["kl", "n_trials"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: The tail index below which a mean's interval is not reliable (summary_table's ci_reliable).
+_TAIL_LIMIT = 2.0
+
+
+def _tail(alpha: float) -> str:
+    """The KL tail index's 95% upper bound, 3 significant digits or more: as many as keep the
+    printed value on its side of :data:`_TAIL_LIMIT` (below it the mean is marked ‡), and
+    apart from it unless equal (1.996 is not "2" beside a ‡, 2.004 not "2" beside none).
+
+    Examples
+    --------
+    >>> _tail(3.14159), _tail(1.996), _tail(2.004), _tail(2.0), _tail(float("nan"))
+    ('3.14', '1.996', '2.004', '2', '–')
+    """
+    digits, text = 3, _num(alpha, 3)
+    if alpha is None or not math.isfinite(alpha):
+        return text
+
+    def astray(t: str) -> bool:
+        shown = float(t)
+        return (shown < _TAIL_LIMIT) != (alpha < _TAIL_LIMIT) or (shown == _TAIL_LIMIT != alpha)
+
+    while astray(text) and digits < 17:
+        digits += 1
+        text = _num(alpha, digits)
+    return text
 
 
 def _pvalue_cell(row: Any, alpha: float | None = None) -> str:
@@ -198,7 +226,9 @@ def _bound_fmt(bounds: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
                      "bits/coord (total)": _num(r.rate), "limit SNR (dB)": f"{r.predicted:.2f}",
                      "pooled SNR (dB) [95% CI]": _flag(_db(r.measured, r.ci_low, r.ci_high),
                                                       getattr(r, "ci_reliable", True)),
-                     "gap (dB) [95% CI]": _db(r.gap_db, r.gap_low, r.gap_high)})
+                     # the gap's interval resamples the same means: as unreliable as theirs
+                     "gap (dB) [95% CI]": _flag(_db(r.gap_db, r.gap_low, r.gap_high),
+                                                getattr(r, "ci_reliable", True))})
     return pd.DataFrame(rows)
 
 
