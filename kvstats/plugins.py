@@ -21,9 +21,9 @@ manifest recorded: :mod:`kvstats.plugin_relocation`, whose ``relocate_plugins`` 
 
 A plugin that is missing or fails to import is a :class:`PluginError` (a ValueError)
 naming the config key and the file; whatever it registered before failing is removed.
-A process runs the code it imported: a sweep whose plugin, or the file of a registered
-scheme's functions, changed since is refused (``_check_unchanged``), as its cell ids
-would hash the edited file.
+A process runs the code it imported: a sweep whose plugin, a registered scheme's file or
+a user module either imports changed since is refused (``_check_unchanged``), as its
+cell ids would hash the edited file; so is a worker importing other files (spawn).
 
 The runner (:mod:`kvstats.sweep.run`) sends its workers :func:`worker_payload` (the
 plugins, and the schemes and distributions a script registered itself, pickled by
@@ -50,6 +50,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# the pins: the user files each registration runs, as registered (quant/data register them)
+from kvstats.user_imports import _PINS, _code_file, _pin, _pinned, _pins_now  # noqa: F401
 from kvstats.user_imports import file_sha256 as _sha256
 from kvstats.user_imports import user_imports
 
@@ -65,13 +67,11 @@ _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 # plugin (_key: a file's real path) -> its manifest record (plugin, file, sha256: the file as
 # imported), for the plugins this process imported
 _LOADED: dict[str, dict[str, Any]] = {}
-# id(registration) -> (the registration, {source file: its SHA-256 when registered}): the
-# user code this process runs, which a sweep checks against the files (_check_unchanged)
-_PINS: dict[int, tuple[Any, dict[str, str]]] = {}
 _CURRENT: list[str] = []   # the plugin being imported (registrations remember it)
 #: What a sweep's worker process needs to know the grid's user code (:func:`worker_payload`):
-#: the plugins, and the script's own registrations pickled by reference (None: none).
-WorkerPayload = tuple[tuple[str, ...], bytes | None]
+#: the plugins, the script's own registrations pickled by reference (None: none), and the
+#: manifest's record of it (:func:`user_code`), which the worker's imports must match.
+WorkerPayload = tuple[tuple[str, ...], bytes | None, dict[str, Any]]
 
 
 #: The names a user scheme or distribution may have: a letter, then letters, digits, ``_ . + -``.
@@ -223,8 +223,7 @@ def _import(ref: str) -> dict[str, Any]:
         # names a second time (an earlier import of ours that was forgotten runs again)
         if done is not None and done.__name__ != name:
             _adopt(ref, done.__name__)
-            return {"plugin": ref, "kind": "file", "module": done.__name__, "file": ref,
-                    "sha256": _sha256(ref)}
+            return _record(ref, "file", done.__name__, ref)
         # its own folder goes on the module search path, as a script's does, so that the
         # plugin can import helper modules beside it (``import my_helpers``); appended, not
         # prepended: a file there named like an installed module must not replace that
@@ -242,11 +241,31 @@ def _import(ref: str) -> dict[str, Any]:
         except BaseException:
             sys.modules.pop(name, None)
             raise
-        return {"plugin": ref, "kind": "file", "module": name, "file": ref, "sha256": _sha256(ref)}
+        return _record(ref, "file", name, ref)
     module = importlib.import_module(ref)
     _adopt(ref, ref)   # a module the script imported before: its registrations are the plugin's
-    path = getattr(module, "__file__", None)
-    return {"plugin": ref, "kind": "module", "module": ref, "file": path, "sha256": _sha256(path)}
+    return _record(ref, "module", ref, getattr(module, "__file__", None))
+
+
+def _record(ref: str, kind: str, module: str, file: str | None) -> dict[str, Any]:
+    """A plugin's record as it is imported: its file's and its user imports' SHA-256 (what
+    this process runs: a sweep checks the files, and its workers' imports, against them);
+    its registrations, pinned while it ran, get a helper's digest where they lack one."""
+    imports = user_imports([module])
+    for pinned in (_PINS[id(r)][1] for r in _registrations(current_plugin() or ref) if id(r) in _PINS):
+        for dep in imports:
+            pinned.setdefault(dep["file"], dep["sha256"])
+    return {"plugin": ref, "kind": kind, "module": module, "file": file, "sha256": _sha256(file),
+            "imports": imports}
+
+
+def _registrations(ref: str) -> list[Any]:
+    """The schemes and distributions the plugin ``ref`` registered."""
+    from kvstats.data import register as data_register
+    from kvstats.quant import registry
+
+    return ([registry._TABLE[n] for n, o in registry._ORIGIN.items() if o == ref]
+            + [data_register._USER[n] for n, o in data_register._DIST_ORIGIN.items() if o == ref])
 
 
 def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = None) -> tuple[str, ...]:
@@ -320,12 +339,10 @@ def plugin_records(plugins: Iterable[str]) -> list[dict[str, Any]]:
         if _key(ref) not in _LOADED:
             continue
         record = {**_LOADED[_key(ref)], "plugin": ref}
-        # the user modules the plugin imports (helpers beside it): their files and hashes,
-        # as the cell ids hash them (kvstats.sweep.plan.user_code_digest)
-        imports = user_imports([record["module"]])
-        if imports:
-            record["imports"] = imports
-        records.append(record)
+        # the user modules the plugin imports (helpers beside it) as this process imported
+        # them (_record): the cell ids hash them (user_code_digest); none: no key, as before
+        imports = [dict(i) for i in record.pop("imports", None) or []]
+        records.append({**record, "imports": imports} if imports else record)
     return records
 
 
@@ -371,30 +388,6 @@ def plugin_summary(plugins: Iterable[str]) -> list[str]:
 
 
 # ------------------------------------------------------------ the code this process runs
-def _code_file(fn: Any) -> str | None:
-    """The real path of the user file that defines ``fn`` (a partial's function, a callable
-    object's class), else None (typed code, a built-in, an installed package)."""
-    from kvstats.user_imports import _function_of, is_user_file
-
-    try:
-        path = inspect.getsourcefile(_function_of(fn))
-    except (TypeError, OSError):
-        return None
-    return os.path.realpath(path) if is_user_file(path) else None
-
-
-def _pin(registration: Any, functions: Iterable[Any]) -> None:
-    """Remember the files of a registration's functions as they are now: what it runs
-    (register_scheme and register_distribution call it)."""
-    files = sorted({f for f in map(_code_file, functions) if f})
-    _PINS[id(registration)] = (registration, {f: _sha256(f) or "" for f in files})
-
-
-def _pinned(registration: Any) -> dict[str, str]:
-    entry = _PINS.get(id(registration))
-    return entry[1] if entry is not None and entry[0] is registration else {}
-
-
 def _rerun(old: Any, new: Any, fields: Iterable[str]) -> bool:
     """Whether ``new`` is the registration ``old`` made again by the same, unchanged file
     run as another module: its functions (``fields``) have the qualified names and the
@@ -420,15 +413,18 @@ def _check_unchanged(config: SweepConfig) -> None:
     now (:func:`kvstats.sweep.plan.user_code_digest`): after an edit it would store the old
     code's numbers under the new code's ids, which a later ``resume`` reuses. Checked: the
     config's plugins (their files as imported) and the files of its registered schemes'
-    and distributions' functions (as registered)."""
+    and distributions' functions (as registered) and the user modules those files import
+    (the set the cell ids hash, as imported), and the plugins' own imports (as recorded)."""
     from kvstats.data import register as data_register
     from kvstats.quant import registry
 
-    files = {(r["file"], r["sha256"]) for r in map(_LOADED.get, map(_key, config.plugins))
-             if r and r.get("file") and r.get("sha256")}
-    defs = ([registry.scheme_def(s.name) for s in config.schemes]
+    records = [r for r in map(_LOADED.get, map(_key, config.plugins)) if r]
+    files = {(r["file"], r["sha256"]) for r in records if r.get("file") and r.get("sha256")}
+    files |= {(i["file"], i["sha256"]) for r in records for i in r.get("imports") or []}
+    schemes = {registry.scheme_def(s.name) for s in config.schemes}
+    defs = ([d for d in schemes if d.name not in registry.BUILTIN]
             + [data_register._USER[d.name] for d in config.distributions if d.name in data_register._USER])
-    files |= {pair for d in defs for pair in _pinned(d).items()}
+    files |= {pair for d in defs for pair in _pins_now(d).items()}
     changed = [f"{file!r} (SHA-256 {sha[:12]}, now {(_sha256(file) or 'missing')[:12]})"
                for file, sha in sorted(files) if _sha256(file) != sha]
     if changed:
@@ -484,7 +480,9 @@ def _script_files(config: SweepConfig) -> list[dict[str, str]]:
         if is_user_file(file):
             real = os.path.realpath(file)
             found.setdefault(real, {"module": module.__name__, "file": real, "sha256": _sha256(real) or ""})
-    return [found[f] for f in sorted(found)]
+    # each file as registered (pinned), which the sweep checked: what this process runs
+    pins = {f: sha for d in [*sdefs, *ddefs] for f, sha in _pinned(d).items()}
+    return [{**found[f], "sha256": pins.get(f, found[f]["sha256"])} for f in sorted(found)]
 
 
 def _unwrap(fn: Any) -> Any:
@@ -514,8 +512,9 @@ def _script_defs(config: SweepConfig) -> tuple[list[Any], list[Any]]:
 
 
 def worker_payload(config: SweepConfig) -> WorkerPayload:
-    """What a worker needs to know the grid's user code: the plugins, and the script's own
-    registrations pickled by reference.
+    """What a worker needs to know the grid's user code: the plugins, the script's own
+    registrations pickled by reference, and :func:`user_code` (the files as this process
+    imported them, which :func:`install_worker_payload` checks the worker's against).
 
     Raises TypeError/AttributeError/``pickle.PicklingError`` when a function cannot be
     pickled by reference (a lambda, a local function): the runner then keeps the work in
@@ -525,35 +524,68 @@ def worker_payload(config: SweepConfig) -> WorkerPayload:
     --------
     >>> from kvstats.sweep import load_config
     >>> worker_payload(load_config({"schemes": ["KQV"], "distributions": ["gaussian"]}))
-    ((), None)
+    ((), None, {})
     """
     sdefs, ddefs = _script_defs(config)
     blob = pickle.dumps((sdefs, ddefs)) if (sdefs or ddefs) else None
-    return config.plugins, blob
+    return config.plugins, blob, user_code(config)
 
 
 def install_worker_payload(payload: WorkerPayload) -> None:
     """In a worker: import the plugins, register the script's schemes and distributions
-    that this process does not know yet (a fork worker inherits them).
+    that this process does not know yet (a fork worker inherits them), and check that the
+    user files it runs are those the sweep's process recorded.
+
+    A spawn or forkserver worker imports the plugins (and the script's functions' modules)
+    from disk: a file edited after the sweep's process checked it would compute new code's
+    numbers under the old code's ids. It raises a :class:`PluginError` naming the file and
+    both SHA-256s (the sweep fails); a fork worker runs the code it inherited, the sweep's.
 
     Examples
     --------
-    >>> install_worker_payload((("json",), None))   # imports the plugins once per process
+    >>> install_worker_payload((("json",), None, {}))   # imports the plugins once per process
     """
     from kvstats.data import register as data_register
     from kvstats.quant import register, registry
 
-    plugins, blob = payload
+    if not isinstance(payload, tuple) or len(payload) != 3:
+        raise ValueError("payload must be worker_payload(config), a tuple (plugins, registrations, "
+                         f"user_code); received {payload!r:.200}")
+    plugins, blob, recorded = payload
     load_plugins(plugins)
-    if blob is None:
-        return
-    sdefs, ddefs = pickle.loads(blob)
+    sdefs, ddefs = pickle.loads(blob) if blob is not None else ([], [])
     for sdef in sdefs:
         if sdef.name not in registry.REGISTRY:
             register.register_scheme(sdef)
     for ddef in ddefs:
         if ddef.name not in data_register._USER:
             data_register.register_distribution(ddef.name, ddef.sampler, ddef.defaults, summary=ddef.summary)
+    defs = ([registry._TABLE[d.name] for d in sdefs if d.name in registry._TABLE]
+            + [data_register._USER[d.name] for d in ddefs if d.name in data_register._USER])
+    _check_as_recorded(plugins, defs, recorded or {})
+
+
+def _check_as_recorded(plugins: Iterable[str], defs: list[Any], recorded: dict[str, Any]) -> None:
+    """Refuse, in a worker, user files imported with other contents than the sweep's process
+    ``recorded`` (:func:`user_code`): the plugins' records, the registrations' pins (by
+    file, else module: an installed one may lie elsewhere), else the file now."""
+    here: dict[str, str] = {}
+    for record in (r for r in map(_LOADED.get, map(_key, plugins)) if r):
+        for r in [record, *(record.get("imports") or [])]:
+            here.update({k: r.get("sha256") for k in (r.get("file"), r.get("module")) if k and k not in here})
+    here.update({f: sha for d in defs for f, sha in _pinned(d).items() if f not in here})
+    there = [r for p in recorded.get("plugins") or [] for r in [p, *(p.get("imports") or [])]]
+    # the script's files: only where its registrations came with the payload (else inherited)
+    for r in [*there, *((recorded.get("script") or []) if defs else [])]:
+        file, sha, module = r.get("file"), r.get("sha256"), r.get("module")
+        mine = (here.get(file) or here.get(module) or _sha256(file)
+                or _sha256(getattr(sys.modules.get(module or ""), "__file__", None)) or "missing")
+        if file and sha and mine != sha:
+            raise PluginError(
+                f"this worker process (pid {os.getpid()}) of the sweep imported user code other than "
+                f"the sweep's process checked: {file!r} has SHA-256 {sha} there and {mine} here (edited "
+                "after the sweep started); its numbers would be stored under the cell ids of the "
+                "code checked. Undo the edit, or run the sweep again to compute with the edited code")
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,10 @@ user's modules only, so every process finds the same files whatever it imported 
 typed where there is no file to read (a notebook, ``python -c``): their modules are the
 ones their global names refer to. :func:`is_user_file` is the rule (a ``.py`` file outside the standard library,
 site-packages/dist-packages and kvstats), :func:`file_sha256` the hash recorded beside it.
+
+A registered scheme or distribution is pinned when registered (``_pin``): the files the
+cell ids hash for its functions (``_code_files``), with their SHA-256 then, which a sweep
+checks the files against (``kvstats.plugins._check_unchanged``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import site
 import sys
@@ -295,3 +300,55 @@ def function_imports(functions: Iterable[Any]) -> list[dict[str, str]]:
             real = os.path.realpath(file)
             found.setdefault(real, {"module": name, "file": real, "sha256": file_sha256(real) or ""})
     return [found[f] for f in sorted(found) if f not in own]
+
+
+# ------------------------------------------------------------ the code a registration runs
+# id(registration) -> (the registration, {user file: its SHA-256 when registered}): the user
+# code this process runs, which a sweep checks the files against (plugins._check_unchanged)
+_PINS: dict[int, tuple[Any, dict[str, str]]] = {}
+
+
+def _code_file(fn: Any) -> str | None:
+    """The real path of the user file that defines ``fn`` (a partial's function, a callable
+    object's class), else None (typed code, a built-in, an installed package)."""
+    try:
+        path = inspect.getsourcefile(_function_of(fn))
+    except (TypeError, OSError):
+        return None
+    return os.path.realpath(path) if is_user_file(path) else None
+
+
+def _code_files(functions: Iterable[Any]) -> dict[str, str]:
+    """The user files a cell id hashes for ``functions`` (``kvstats.sweep.plan.user_code_digest``):
+    the files that define them and what those import (:func:`function_imports`), each with
+    its SHA-256 now."""
+    functions = list(functions)
+    files = {f: file_sha256(f) or "" for f in sorted({f for f in map(_code_file, functions) if f})}
+    for dep in function_imports(functions):
+        files.setdefault(dep["file"], dep["sha256"])
+    return files
+
+
+def _pin(registration: Any, functions: Iterable[Any]) -> None:
+    """Remember the user files a registration's code runs as they are now, the helpers its
+    files import included (register_scheme and register_distribution call it)."""
+    _PINS[id(registration)] = (registration, _code_files(functions))
+
+
+def _pinned(registration: Any) -> dict[str, str]:
+    entry = _PINS.get(id(registration))
+    return entry[1] if entry is not None and entry[0] is registration else {}
+
+
+def _pins_now(registration: Any) -> dict[str, str]:
+    """The registration's pins, with the files of the set a cell id hashes now that they
+    lack (a helper found only since: a name its module gained) pinned from now on, the
+    first digest seen being the best record there is of what this process runs."""
+    entry = _PINS.get(id(registration))
+    if entry is None or entry[0] is not registration:
+        entry = _PINS[id(registration)] = (registration, {})
+    functions = ((registration.sampler,) if hasattr(registration, "sampler")   # a distribution
+                 else (registration.build, registration._bits))
+    for file, sha in _code_files(functions).items():
+        entry[1].setdefault(file, sha)
+    return entry[1]

@@ -159,7 +159,17 @@ def test_resume_recomputes_the_plugin_cells_after_a_helper_edit(folder, capsys):
     assert {c["status"] for c in again.manifest["cells"]} == {"resumed"}
     inner = folder / "h1dep_inner.py"   # two imports away from the plugin
     inner.write_text("OFFSET = 0.0  # edited, same numbers\n")
-    edited = kvstats.run_sweep(path, out, executor="serial", progress=False)
+    # this process runs the helper it imported: refused, its ids would hash the edited one
+    with pytest.raises(plugins.PluginError, match=r"changed since this process imported it: .*h1dep_inner.py"):
+        kvstats.run_sweep(path, out, executor="serial", progress=False)
+    # a new process, which imports the edited helper, resumes
+    root = Path(kvstats.__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", "import sys, kvstats; kvstats.run_sweep(sys.argv[1], "
+                           "sys.argv[2], executor='serial', progress=False)", str(path), str(out)],
+                          env={**os.environ, "PYTHONPATH": str(root), "OPENBLAS_NUM_THREADS": "1"},
+                          capture_output=True, text=True, cwd=str(root), check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    edited = kvstats.load_result(out)
     status = {(c["key"]["scheme"], c["key"]["case"]["distribution"]): c["status"]
               for c in edited.manifest["cells"]}
     assert status[("KQV", "gaussian")] == "resumed"

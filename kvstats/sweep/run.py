@@ -16,7 +16,8 @@ payload (:func:`kvstats.plugins.worker_payload`) names the config's plugins (imp
 once per worker process) and carries, pickled, the user schemes and distributions of
 the grid that a script registered itself (by reference to their functions, registered
 in the worker if missing: :func:`kvstats.plugins.install_worker_payload`). Fork workers
-inherit both; spawn and forkserver workers get them from the payload. The manifest records
+inherit both; spawn and forkserver workers get them from the payload, with the record of
+the user files this process checked, and refuse to compute with other ones. The manifest records
 :func:`kvstats.plugins.user_code`: the plugins (file, SHA-256) and the user schemes and
 distributions the sweep used.
 
@@ -463,8 +464,9 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         payload = worker_payload(config)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         # the script's registrations stay behind (a fork pool inherits them, a default one
-        # runs serially); the plugins still go: a worker imports them itself
-        payload = (config.plugins, None)
+        # runs serially); the plugins still go: a worker imports them itself, and checks
+        # them against the record of the code this process checked
+        payload = (config.plugins, None, user_code(config))
         unpicklable = f"{type(exc).__name__}: {exc}"
     own_pool = None
     alive: tuple[Any, ...] = ()   # the default pool's workers' pipe (below)
