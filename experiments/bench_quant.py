@@ -6,7 +6,12 @@ with a fixed budget at their own) has two rows: ``dequantize(quantize(K, V))`` a
 checks that both give the same K_hat, V_hat bit for bit (``identity``: K and V).
 
 Baselines: a plain numpy copy of the same data (this machine's memory bandwidth limit)
-and a dense d×d matrix rotation (what the fast Walsh–Hadamard transform replaces).
+and a dense d×d matrix rotation (what the fast Walsh–Hadamard transform replaces). The
+llama.cpp and MX block formats (``PEER_TYPES``) also have a peer: ``gguf.quants``'
+numpy ``quantize`` + ``dequantize`` of K and V (gguf is optional: pyproject extra
+"models"; without it, or without a format's type, the peer table says so). It takes the
+same turns, and its K_hat, V_hat must equal kvstats' bit for bit (the script stops
+otherwise); a second table gives its time against kvstats' two paths.
 
     python experiments/bench_quant.py [--vectors 16384] [--dim 128] [--bits 4] [--repeats 5]
 
@@ -32,6 +37,31 @@ import kvstats
 from kvstats.quant.registry import REGISTRY
 
 DEFAULT_BUDGET = 4
+
+#: The block formats with a gguf.quants peer: kvstats name -> GGMLQuantizationType name.
+PEER_TYPES = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1",
+              "mxfp4": "MXFP4"}
+
+
+def gguf_peer(name: str):
+    """(function, note): ``gguf.quants``' quantize + dequantize of K and V for the block
+    format ``name`` as a function of (K, V), or None and why not (not a block format,
+    gguf not installed, a gguf without this type)."""
+    if name not in PEER_TYPES:
+        return None, "no gguf type"
+    try:
+        import gguf.quants
+        from gguf import GGMLQuantizationType
+    except ImportError as exc:
+        return None, f"gguf not installed ({exc}; pip install gguf, pyproject extra 'models')"
+    kind = getattr(GGMLQuantizationType, PEER_TYPES[name], None)
+    if kind is None:
+        return None, f"this gguf has no {PEER_TYPES[name]}"
+
+    def peer(K, V):
+        return tuple(gguf.quants.dequantize(gguf.quants.quantize(x, kind), kind).reshape(x.shape)
+                     for x in (K, V))
+    return peer, ""
 
 
 def best_in_turns(fns, repeats: int, clock=time.process_time) -> list[float]:
@@ -82,7 +112,7 @@ def main(argv=None) -> None:
 
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     # (name, seconds, copy seconds and dense seconds in the same turns)
-    rows = []
+    rows, peers = [], []
     for name, sdef in REGISTRY.items():
         if name == "mixed":
             name = "K4V2"     # mixed by name: K 4-bit, V 2-bit
@@ -99,12 +129,22 @@ def main(argv=None) -> None:
         for a, b, c in zip(decoded, direct, want):
             if not (np.array_equal(a, b) and np.array_equal(a, c) and a.dtype == K.dtype):
                 raise SystemExit(f"{name}: dequantize(quantize(K, V)) and roundtrip(K, V) differ")
+        peer, why = gguf_peer(name)
+        if peer is not None:  # the peer's K_hat, V_hat are kvstats' bit for bit
+            for a, b in zip(direct, peer(K, V)):
+                if not (np.array_equal(a, b) and a.dtype == b.dtype):
+                    raise SystemExit(f"{name}: gguf.quants' quantize+dequantize differs from kvstats'")
+        elif name in PEER_TYPES:
+            peers.append(f"| {name} | — ({why}) | | | |")
         del decoded, direct, want
         # roundtrip is what the sweep runs: the same K_hat, V_hat without the storage work
-        c, d, t_store, t_round = best_in_turns(
-            [copy, dense, lambda: scheme.dequantize(scheme.quantize(K, V)),
-             lambda: scheme.roundtrip(K, V)], args.repeats, clock)
+        fns = [copy, dense, lambda: scheme.dequantize(scheme.quantize(K, V)), lambda: scheme.roundtrip(K, V)]
+        c, d, t_store, t_round, *t_peer = best_in_turns(
+            fns + ([lambda: peer(K, V)] if peer is not None else []), args.repeats, clock)
         rows += [(name, t_store, c, d), (f"{name} roundtrip", t_round, c, d)]
+        if t_peer:
+            peers.append(f"| {name} | {t_peer[0]:.4f} | {t_store:.4f} | {t_round:.4f} | "
+                         f"**{t_peer[0] / t_round:.2f}** ({t_peer[0] / t_store:.2f}) |")
 
     if not rows:
         raise SystemExit(f"--bits {args.bits}: no scheme takes this budget (1..8)")
@@ -124,6 +164,13 @@ def main(argv=None) -> None:
     for name, seconds, c, d in rows:
         print(f"| {name} | {seconds:.4f} | {gbytes / seconds:.2f} | {seconds / c:.1f} | "
               f"{seconds / d:.2f} |")
+    if peers:
+        print(f"\n# block formats against their peer, gguf.quants quantize + dequantize (numpy), "
+              f"same turns, values bit-equal to kvstats'; {args.clock} seconds")
+        print("| format | gguf.quants | kvstats storage path | kvstats roundtrip "
+              "| gguf / kvstats roundtrip (/ storage) |")
+        print("|---|---:|---:|---:|---:|")
+        print("\n".join(peers))
 
 if __name__ == "__main__":
     main()

@@ -7,9 +7,10 @@ p-value; kept verbatim below as ``old_core``); now it is
 ``kvstats.stats.rank._mwu_asymptotic``; for tie-free samples with min(n_x, n_y) <= 8 the
 power simulation then replaces the p-values by exact ones, as ``mann_whitney``'s default
 does). Both run here on the same data in the same process; the script checks that the
-U statistics and p-values are identical (bit for bit) and prints the CPU times (least of
-``--repeats`` turns, old and new alternating) and their ratio. Also timed: one pair at
-a time, the way the report calls ``mann_whitney``.
+U statistics and p-values are identical (bit for bit) and prints the CPU times (one
+untimed call of each, then the least of ``--repeats`` turns, old and new alternating)
+and their ratio. Also timed: one pair at a time, the way the report calls
+``mann_whitney``.
 
     .venv/bin/python experiments/bench_stats.py                    # 20,000 x (30 vs 30)
     .venv/bin/python experiments/bench_stats.py --batch 5000 --nx 100 --ny 80
@@ -59,7 +60,10 @@ def old_core(x: np.ndarray, y: np.ndarray, alternative: str, continuity: bool = 
 def best_times(fns, repeats: int) -> list[float]:
     """Least CPU seconds of each function over ``repeats`` turns (A B A B ...): turns put
     both under the same load of a shared machine, and CPU time moves less with it than
-    wall time (one thread: run with OPENBLAS_NUM_THREADS=1)."""
+    wall time (one thread: run with OPENBLAS_NUM_THREADS=1). Each runs once untimed first
+    (first-call imports and set-up are no turn's)."""
+    for fn in fns:
+        fn()
     times = np.full((repeats, len(fns)), np.inf)
     for r in range(repeats):
         for i, fn in enumerate(fns):

@@ -1,17 +1,26 @@
-"""Benchmark: the sweep runner vs the fair per-trial loop and the true floor, one core.
+"""Benchmark: the sweep runner vs a batched loop, a per-trial loop and the floor, one core.
 
-All paths compute the same table (KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t
-nu = 1.5}, d = 128, float32, 18 cells) in one process with one BLAS thread, repeated
+Every path computes the same table (KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t
+nu = 1.5}, d = 128, float32, 18 cells) from the same data, drawn chunk by chunk at the
+runner's seeds (``kvstats.sweep.data_seed``), in one process with one BLAS thread. Each
+path runs once untimed on a 4-trial grid (imports, codebooks, first touch), then
 ``--repeats`` times in turns (each figure the minimum over its repeats):
 
 - runner: ``kvstats.run_sweep(..., executor="serial")``. A chunk of trials is drawn
   once for every budget and scheme of its case; each cell codes it with one scheme of
   ``draws=T`` independent rotations/sketches (``Scheme.roundtrip``'s numbers, written
   into output arrays reused across cells) and one ``error_profile`` call.
-- fair loop: what a careful user writes without the runner, doing what the runner
-  does trial by trial: each case's trials drawn once and shared by its cells (the
-  same ``kvstats.sample`` call as the runner), then per cell and trial
-  ``make_scheme(..., draws=())``, ``Scheme.roundtrip`` and ``error_profile``.
+- batched loop (the baseline): what a user writes with the public batch calls, one
+  call of each per cell: ``make_scheme(..., draws=T, seed=kvstats.sweep.scheme_seed(...))``,
+  ``Scheme.roundtrip`` on the case's (T, N, d) trials and ``error_profile`` on them, the
+  cell's frame labelled and the frames concatenated. It draws the runner's scheme seeds,
+  so its table must equal the runner's bit for bit: the script checks every
+  ``error_profile`` column, its dtype and the row labels, and stops otherwise.
+- per-trial loop (issue #15's "fair loop", kept for reference): the same, trial by
+  trial: ``make_scheme(..., draws=())`` per trial (its seed spawned from the cell's
+  scheme seed), ``Scheme.roundtrip`` and ``error_profile`` on one trial. Its rotations
+  are other draws than the runner's (a ``draws=T`` scheme draws them together), so only
+  its rows, columns, dtypes and the data-only column ``attn_entropy`` are checked equal.
 - floor: the work no runner of these schemes can skip, each step timed alone on
   inputs prepared outside the clock, in three ways -- the whole batch, trial by trial,
   and on one cache-sized piece of rows (``--piece`` values, repeated; the in-cache rate
@@ -21,9 +30,9 @@ nu = 1.5}, d = 128, float32, 18 cells) in one process with one BLAS thread, repe
   and its inverse, the Lloyd-Max coding and the centroid lookup; per QJL residual its
   norm and the two sketch products (S r, S^T signs; the fast transform for srht);
   ``error_profile``. No checks, no allocation of outputs, no packing, no Python between
-  steps. loop / floor bounds what any runner doing this arithmetic could gain over the
-  fair loop on one core (a runner with other arithmetic -- another order of the sums,
-  float32 sketches -- would change the numbers).
+  steps. batched / floor bounds what any numpy runner computing these numbers bit for
+  bit could gain over the batched loop on one core (a runner with other arithmetic --
+  another order of the sums, float32 sketches -- would change the numbers).
 
 Times are the process's CPU seconds by default (``--clock cpu``): on a shared machine
 they move far less with the load than wall-clock seconds (``--clock wall``).
@@ -38,7 +47,7 @@ drawing all six cases), and, with ``--d1024-pool T``, the real grid at T trials 
 through a pool of 2 workers like ``run_sweep``'s default (both started before the clock;
 the CPU seconds of each, the busiest and their mean, and wall seconds, x 1,000 / T).
 
-    python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 16] [--repeats 3]
+    python experiments/bench_sweep.py [--trials 64] [--n-keys 1024 256 16] [--repeats 3] [--no-per-trial]
                                       [--generator 1] [--clock cpu] [--d1024]
                                       [--d1024-trials 4] [--d1024-pool 16]
                                       [--sketches gaussian srht]
@@ -54,13 +63,14 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
 import kvstats
 from kvstats.data.trials import Trials
 from kvstats.quant.mse import MSEQuantizer
 from kvstats.quant.prod import ProdQuantizer
 from kvstats.quant.sketch import SKETCHES
-from kvstats.sweep import SweepConfig, load_config, run_sweep
+from kvstats.sweep import SweepConfig, chunk_span, data_seed, load_config, run_sweep, scheme_seed
 
 # The floor's steps use private helpers; imported where used, so that the runner-only
 # timing (``--d1024-runner-only``) also runs against an older checkout (PYTHONPATH).
@@ -82,37 +92,136 @@ def reduced_config(trials: int, n_keys: int, generator: int) -> SweepConfig:
         "comparisons": []})
 
 
+def _chunks(cfg: SweepConfig) -> dict[str, list[tuple[int, Trials]]]:
+    """Each case's trials as the runner draws them: per chunk ``b`` (``cfg.chunk_for``
+    trials, the last what is left), ``kvstats.sample`` at ``data_seed(cfg.seed, cell, b)``;
+    {case key: [(chunk index, trials), ...]}."""
+    out = {}
+    for c in {c.case_key(): c for c in cfg.cells()}.values():
+        size = cfg.chunk_for(c.n_keys, c.dim)
+        out[c.case_key()] = [
+            (b, kvstats.sample(c.distribution, chunk_span(cfg.n_trials, size, b)[1], c.n_keys, c.dim,
+                               seed=data_seed(cfg.seed, c, b), n_queries=cfg.n_queries,
+                               dtype=np.dtype(cfg.dtype), generator=cfg.generator, **c.params))
+            for b in range(-(-cfg.n_trials // size))]
+    return out
+
+
 def _cases(cfg: SweepConfig) -> dict[str, Trials]:
-    """Each case's trials, drawn once (as the runner draws a chunk)."""
-    rng = np.random.default_rng(cfg.seed)
-    return {c.case_key(): kvstats.sample(c.distribution, cfg.n_trials, c.n_keys, c.dim,
-                                         seed=int(rng.integers(2**63)), dtype=np.dtype(cfg.dtype),
-                                         generator=cfg.generator, **c.params)
-            for c in {c.case_key(): c for c in cfg.cells()}.values()}
+    """Each case's trials as one batch (the runner's data; the floor's input)."""
+    def whole(parts: list[tuple[int, Trials]]) -> Trials:
+        if len(parts) == 1:
+            return parts[0][1]
+        return Trials(*(np.concatenate([getattr(t, a) for _, t in parts]) for a in ("K", "V", "q")))
+    return {key: whole(parts) for key, parts in _chunks(cfg).items()}
 
 
-def fair_loop(cfg: SweepConfig) -> float:
-    """Seconds of the fair loop (shared data, per trial: make_scheme, roundtrip, error_profile)."""
-    tic = CLOCK()
-    cases = _cases(cfg)
-    rng = np.random.default_rng(cfg.seed + 1)
+#: The columns a loop labels its rows with (the runner's names and values).
+LABELS = ("scheme", "budget", "distribution", "params", "trial")
+
+
+def _labelled(parts: list[pd.DataFrame], cell) -> pd.DataFrame:
+    """One cell's ``error_profile`` frames, in trial order, labelled as the runner's rows."""
+    frame = pd.concat(parts, ignore_index=True)
+    return frame.assign(scheme=cell.scheme.display(), budget=float(cell.budget),
+                        distribution=cell.distribution, params=cell.params_label(),
+                        trial=np.arange(len(frame)))
+
+
+def batched_loop(cfg: SweepConfig) -> pd.DataFrame:
+    """The table by the public batch calls, one of each per cell and chunk: make_scheme
+    (``draws`` = the chunk's trials, the runner's scheme seed), roundtrip, error_profile."""
+    chunks, frames = _chunks(cfg), []
     for cell in cfg.cells():
-        trials = cases[cell.case_key()]
-        for t in range(cfg.n_trials):
-            one = Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1])
-            scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim,
-                                         seed=int(rng.integers(2**63)), **cell.scheme.params)
-            kvstats.error_profile(one, *scheme.roundtrip(one.K, one.V))
-    return CLOCK() - tic
+        parts = []
+        for b, trials in chunks[cell.case_key()]:
+            scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim, draws=trials.n_trials,
+                                         seed=scheme_seed(cfg.seed, cell, b), **cell.scheme.params)
+            parts.append(kvstats.error_profile(trials, *scheme.roundtrip(trials.K, trials.V)))
+        frames.append(_labelled(parts, cell))
+    return pd.concat(frames, ignore_index=True)
 
 
-def _best(fn: Callable[[], object], repeats: int = 3) -> float:
-    out = []
-    for _ in range(repeats):
-        tic = CLOCK()
+def per_trial_loop(cfg: SweepConfig) -> pd.DataFrame:
+    """The table trial by trial (issue #15's fair loop): per cell and trial make_scheme
+    (one draw, seeded from the cell's scheme seed), roundtrip and error_profile."""
+    chunks, frames = _chunks(cfg), []
+    for cell in cfg.cells():
+        parts = []
+        for b, trials in chunks[cell.case_key()]:
+            seeds = np.random.SeedSequence(scheme_seed(cfg.seed, cell, b)).spawn(trials.n_trials)
+            for t, seed in enumerate(seeds):
+                one = Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1])
+                scheme = kvstats.make_scheme(cell.scheme.name, cell.budget, cell.dim, seed=seed,
+                                             **cell.scheme.params)
+                parts.append(kvstats.error_profile(one, *scheme.roundtrip(one.K, one.V)))
+        frames.append(_labelled(parts, cell))
+    return pd.concat(frames, ignore_index=True)
+
+
+def runner_table(cfg: SweepConfig) -> pd.DataFrame:
+    return run_sweep(cfg, executor="serial", progress=False).frame
+
+
+def check_same_table(runner: pd.DataFrame, table: pd.DataFrame, path: str, exact: bool) -> None:
+    """Stop (SystemExit) unless ``table`` holds the runner's rows (``LABELS``) and every
+    other column of it is one of the runner's with its dtype; with ``exact``, every value
+    equal bit for bit, else only ``attn_entropy`` (a function of the data alone)."""
+    cols = list(table.columns)
+    missing = [c for c in cols if c not in runner.columns]
+    if missing:
+        raise SystemExit(f"{path}: the runner's table lacks the columns {missing}")
+    wrong = {c: (str(runner[c].dtype), str(table[c].dtype))
+             for c in cols if runner[c].dtype != table[c].dtype}
+    if wrong:
+        raise SystemExit(f"{path}: dtypes differ from the runner's (runner, {path}): {wrong}")
+    keys = list(LABELS)
+    a = runner[cols].sort_values(keys, kind="stable").reset_index(drop=True)
+    b = table.sort_values(keys, kind="stable").reset_index(drop=True)
+    compare = cols if exact else keys + ["attn_entropy"]
+    try:
+        pd.testing.assert_frame_equal(a[compare], b[compare], check_exact=True)
+    except AssertionError as exc:
+        raise SystemExit(f"{path}: not the runner's table ({'every value' if exact else 'rows and data'} "
+                         f"compared):\n{exc}") from None
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    tic = CLOCK()
+    out = fn()
+    return CLOCK() - tic, out
+
+
+def _best(fn: Callable[[], object], repeats: int = 3, warm: bool = True) -> float:
+    """Least seconds of ``repeats`` calls, after one untimed call (``warm``)."""
+    if warm:
         fn()
-        out.append(CLOCK() - tic)
-    return min(out)
+    return min(_timed(fn)[0] for _ in range(repeats))
+
+
+def compare_paths(cfg: SweepConfig, repeats: int, per_trial: bool = True,
+                  warm_cfg: SweepConfig | None = None) -> dict[str, float]:
+    """Least seconds of each path (runner, batched loop, per-trial loop) over ``repeats``
+    runs in turns, each path run once untimed on ``warm_cfg`` first; the first run's
+    tables are checked against the runner's (:func:`check_same_table`), stopping on a
+    difference."""
+    paths = {"runner": runner_table, "batched": batched_loop}
+    if per_trial:
+        paths["per-trial"] = per_trial_loop
+    for fn in paths.values():  # imports, codebooks, first touch: not in any timed run
+        fn(warm_cfg or cfg)
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for r in range(repeats):  # in turns, so a load change hits every path
+        tables = {}
+        for name, fn in paths.items():
+            seconds, tables[name] = _timed(lambda fn=fn: fn(cfg))
+            times[name].append(seconds)
+        if r == 0:
+            check_same_table(tables["runner"], tables["batched"], "batched loop", exact=True)
+            if per_trial:
+                check_same_table(tables["runner"], tables["per-trial"], "per-trial loop", exact=False)
+        del tables
+    return {name: min(ts) for name, ts in times.items()}
 
 
 def _side_steps(coder: object, x: np.ndarray) -> list[tuple[str, Callable[[], object]]]:
@@ -241,7 +350,7 @@ def d1024_runner(sketch: str, trials: int, repeats: int) -> float:
     """Runner seconds per trial of the whole seed grid (90 cells) in this process."""
     cfg = d1024_config(sketch, trials)
     run_sweep(d1024_config(sketch, 2), executor="serial", progress=False)  # warm caches
-    return _best(lambda: run_sweep(cfg, executor="serial", progress=False), repeats) / trials
+    return _best(lambda: run_sweep(cfg, executor="serial", progress=False), repeats, warm=False) / trials
 
 
 def _cpu_of(pid: int) -> float:
@@ -320,6 +429,8 @@ def main() -> None:
                         help="data-generator version of the runner and the loop (config key generator)")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="process CPU seconds (default; steadier on a shared machine) or wall seconds")
+    parser.add_argument("--no-per-trial", action="store_true",
+                        help="leave the per-trial loop out (issue #15's reference; slow at small N)")
     parser.add_argument("--piece", type=int, default=1 << 16,
                         help="values per in-cache piece of the floor's third timing")
     parser.add_argument("--d1024", action="store_true",
@@ -345,24 +456,23 @@ def main() -> None:
           f"1 BLAS thread, generator {args.generator}, {args.clock} seconds, "
           f"load average {os.getloadavg()[0]:.1f}")
     if args.n_keys:
-        print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells, float32")
-        print("| N | trials/cell | runner (s) | fair loop (s) | loop / runner | floor (s) | loop / floor "
-              "| runner / floor | load |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("d = 128; KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Student-t nu = 1.5} = 18 cells, float32; "
+              f"{args.clock} seconds, minimum of {args.repeats} runs in turns; tables checked equal")
+        print("| N | trials/cell | runner (s) | batched loop (s) | **batched / runner** | per-trial loop (s) "
+              "| per-trial / runner | floor (s) | batched / floor | runner / floor | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
     floor_notes: list[str] = []
     for n_keys in args.n_keys:
         cfg = reduced_config(args.trials, n_keys, args.generator)
-        run_sweep(reduced_config(4, n_keys, args.generator), executor="serial", progress=False)  # warm caches
-        t_run, t_loop = [], []
-        for _ in range(args.repeats):  # in turns, so a load change hits both
-            t_run.append(_best(lambda: run_sweep(cfg, executor="serial", progress=False), 1))
-            t_loop.append(fair_loop(cfg))
+        t = compare_paths(cfg, args.repeats, per_trial=not args.no_per_trial,
+                          warm_cfg=reduced_config(4, n_keys, args.generator))
         parts: dict[str, float] = {}
         t_floor = floor_seconds(cfg, args.repeats, args.piece, parts)
         floor_notes.append(f"floor at N = {n_keys}, s: {_breakdown(parts)}")
-        r, lo = min(t_run), min(t_loop)
-        print(f"| {n_keys} | {cfg.n_trials} | {r:.2f} | {lo:.2f} | **{lo / r:.2f}x** | {t_floor:.2f} | "
-              f"{lo / t_floor:.2f}x | {r / t_floor:.2f}x | {os.getloadavg()[0]:.1f} |", flush=True)
+        r, b = t["runner"], t["batched"]
+        pt = (f"{t['per-trial']:.2f} | {t['per-trial'] / r:.2f}x" if "per-trial" in t else "— | —")
+        print(f"| {n_keys} | {cfg.n_trials} | {r:.2f} | {b:.2f} | **{b / r:.2f}x** | {pt} | {t_floor:.2f} | "
+              f"{b / t_floor:.2f}x | {r / t_floor:.2f}x | {os.getloadavg()[0]:.1f} |", flush=True)
     if floor_notes:
         print("\n".join([""] + floor_notes))
 
