@@ -419,7 +419,8 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
         A prompt and its answer beyond the model's context (``len(prompt ids) +
         max_new_tokens - 1`` positions above ``max_position_embeddings``: RoPE past the
         trained range, an extrapolating model's answers), checked for every prompt
-        before the first runs; unknown schemes, bad bits, repeated configs.
+        before the first runs; unknown schemes, bad bits, repeated configs; repeated prompts
+        (the same text twice: one unit counted twice).
 
     Examples
     --------
@@ -449,6 +450,14 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
         QuantizedCache(scheme, bits, seed=seed, window=window, config=model.config, **params)
     if not prompts or not all(isinstance(p, PasskeyPrompt) for p in prompts):
         raise TypeError("prompts must be a non-empty sequence of PasskeyPrompt (make_prompts)")
+    # a prompt is summarize_retrieval's unit: the same text twice (e.g. make_prompts called twice
+    # with one seed) is one draw counted twice, inflating n and the tests' power
+    seen: dict[str, int] = {}
+    repeats = [f"prompts[{i}] = prompts[{seen[p.text]}] (passkey {p.passkey}, length {p.length}, depth {p.depth})"
+               for i, p in enumerate(prompts) if seen.setdefault(p.text, i) != i]
+    if repeats:
+        raise ValueError(f"prompts must be distinct (one unit each); received {len(repeats)} repeated: "
+                         f"{'; '.join(repeats[:5])}{'; ...' if len(repeats) > 5 else ''}")
     stop = {t for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
             if isinstance(t, int) and t >= 0}
     prompt_ids = [list(tokenizer(p.text, add_special_tokens=False)["input_ids"]) for p in prompts]
