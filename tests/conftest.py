@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -48,4 +50,31 @@ def user_registries():
         table.update(before)
     for name in set(sys.modules) - modules:
         if name.startswith("kvstats_plugin_") or name == "my_plugin_mod":
+            del sys.modules[name]
+
+
+@pytest.fixture
+def import_folder(tmp_path, monkeypatch) -> Callable[..., Path]:
+    """``import_folder(prefix, on_path=False)``: ``tmp_path``, a folder for the test's
+    importable files (plugins, their helpers). ``sys.path`` is restored after the test, and
+    the modules imported during it whose names start with ``prefix`` are removed from
+    ``sys.modules`` (one of that prefix already imported is set aside for the test), so a
+    later test imports its own files afresh. ``on_path=True`` puts the folder first on
+    ``sys.path`` at once (import caches invalidated: the files are new)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    prefixes: list[str] = []
+
+    def use(prefix: str, on_path: bool = False) -> Path:
+        prefixes.append(prefix)
+        for name in [m for m in sys.modules if m.startswith(prefix)]:
+            monkeypatch.delitem(sys.modules, name)
+        if on_path:
+            sys.path.insert(0, str(tmp_path))
+            importlib.invalidate_caches()
+        return tmp_path
+
+    yield use
+    for name in set(sys.modules) - before:
+        if prefixes and name.startswith(tuple(prefixes)):
             del sys.modules[name]

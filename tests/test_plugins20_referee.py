@@ -50,14 +50,10 @@ _GRID = {"budgets": [3], "dims": [16], "n_keys": [8], "n_trials": 4, "comparison
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
-    """A folder for plugin files; sys.path and the modules imported from it restored after."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
-    yield tmp_path
-    for name in set(sys.modules) - before:
-        if name.startswith("pf20_"):
-            del sys.modules[name]
+def folder(import_folder):
+    """A folder for plugin files; sys.path and the modules imported from it
+    restored after (tests/conftest.py's ``import_folder``)."""
+    return import_folder("pf20_")
 
 
 def _plugin(folder, stem="pf20_plug", name="pf20"):

@@ -67,14 +67,10 @@ _GRID = {"budgets": [3], "dims": [16], "n_keys": [8], "n_trials": 6, "chunk_size
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
-    """A folder for the files; sys.path and the modules imported from it restored after."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
-    yield tmp_path
-    for name in set(sys.modules) - before:
-        if name.startswith("p21"):
-            del sys.modules[name]
+def folder(import_folder):
+    """A folder for the files; sys.path and the modules imported from it
+    restored after (tests/conftest.py's ``import_folder``)."""
+    return import_folder("p21")
 
 
 def _files(folder, stem: str, name: str) -> dict[str, object]:

@@ -216,7 +216,7 @@ def test_a_schemes_declared_defaults_enter_the_digest():
     assert digests[3] == without
 
 
-def test_typed_code_hashes_and_records_the_user_modules_it_refers_to(tmp_path, monkeypatch):
+def test_typed_code_hashes_and_records_the_user_modules_it_refers_to(import_folder):
     """A scheme typed where there is no file to read (a notebook, ``python -c``) that calls
     a helper module of the user's: an edit of the helper changes the cell ids (else a
     resume reuses the cells the old helper computed) and the manifest names the helper."""
@@ -224,10 +224,8 @@ def test_typed_code_hashes_and_records_the_user_modules_it_refers_to(tmp_path, m
     from kvstats.sweep import SchemeSpec, load_config
     from kvstats.sweep.plan import Cell, user_code_digest
 
-    helper = tmp_path / "kvstats_test_typed_helper.py"
+    helper = import_folder("kvstats_test_typed_helper", on_path=True) / "kvstats_test_typed_helper.py"
     helper.write_text("OFFSET = 0\ndef shift(x):\n    return x + OFFSET\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, helper.stem, raising=False)
     src = f"""
     import {helper.stem} as aid
     def _coders(bits, dim):   # typed code calling typed code that uses the helper
