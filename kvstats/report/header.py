@@ -149,6 +149,47 @@ _FWER_CONDITIONS = {
 }
 
 
+def _error_rate_condition(correction: str) -> tuple[str, str]:
+    """The error rate a correction bounds over the report's family, and under which dependence
+    of the tests it does: the one wording of the Methods' error-rate line and the Summary's
+    family line (:data:`_FWER_CONDITIONS`; BH's PRDS).
+
+    Parameters
+    ----------
+    correction : str
+        A correction of :data:`kvstats.stats.catalog.CORRECTIONS`.
+
+    Returns
+    -------
+    tuple of str
+        ("family-wise error rate" or "false discovery rate", the condition).
+
+    Examples
+    --------
+    >>> from kvstats.report.header import _error_rate_condition
+    >>> _error_rate_condition("holm")
+    ('family-wise error rate', 'under any dependence')
+    >>> _error_rate_condition("fdr_bh")[1][:60]
+    'under independence or positive regression dependence of the '
+    """
+    from kvstats.stats.catalog import CORRECTIONS
+
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(map(repr, CORRECTIONS))}; "
+                         f"received {correction!r}")
+    if correction in _FAMILY_WISE:
+        return "family-wise error rate", (
+            f"{_FWER_CONDITIONS[correction]}, which is not known to hold for two-sided tests "
+            "on shared trials (holm and bonferroni hold under any)"
+            if correction in _FWER_CONDITIONS else "under any dependence")
+    # BH needs positive regression dependence (PRDS), not known for two-sided tests on
+    # shared trials; BY holds under any dependence
+    return "false discovery rate", (
+        "under independence or positive regression dependence of the tests, which is not "
+        "known to hold for two-sided tests on shared trials (fdr_by holds under any)"
+        if correction == "fdr_bh" else "under any dependence")
+
+
 def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
     """What a significant row is worth: the error rate the family's correction bounds, and
     under which dependence of the tests (:data:`_FWER_CONDITIONS`; BH's PRDS).
@@ -163,24 +204,17 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
     True
     """
     head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
+    rate, dep = _error_rate_condition(correction)
     if correction in _FAMILY_WISE:
-        dep = (f"{_FWER_CONDITIONS[correction]}, which is not known to hold for two-sided tests "
-               "on shared trials (holm and bonferroni hold under any)"
-               if correction in _FWER_CONDITIONS else "under any dependence")
         return (head + f"the probability that any significant row (a winner, \"different\", "
                 f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
-                f"most {alpha:g} (family-wise error rate, {dep}; a winner's direction is read "
+                f"most {alpha:g} ({rate}, {dep}; a winner's direction is read "
                 "from the sign of its effect: that a wrong direction is bounded by it too is "
                 "proved for bonferroni under any dependence, for holm with independent tests "
                 "(Shaffer 1980), not in general for tests on shared trials); a crossover rests on "
                 "two such rows.")
-    # BH needs positive regression dependence (PRDS), not known for two-sided tests on
-    # shared trials; BY holds under any dependence
-    dep = ("under independence or positive regression dependence of the tests, which is not "
-           "known to hold for two-sided tests on shared trials (fdr_by holds under any)"
-           if correction == "fdr_bh" else "under any dependence")
     return (head + f"the expected share of false rejections among the significant rows is at "
-            f"most {alpha:g} (false discovery rate, {dep}); no single row, and no crossover "
+            f"most {alpha:g} ({rate}, {dep}); no single row, and no crossover "
             "(two significant rows), carries a family-wise guarantee.")
 
 

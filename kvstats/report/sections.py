@@ -27,7 +27,7 @@ from kvstats.analysis.crossover import (_crossover_counts, _winners_by_budget, _
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.document import Document
-from kvstats.report.header import _FAMILY_WISE, _set_after_sweep, header_lines
+from kvstats.report.header import _error_rate_condition, _set_after_sweep, header_lines
 from kvstats.report.notation import _case_key, _case_title, _num, _p, _pct
 from kvstats.report.notation import figure_names as _figure_names
 from kvstats.report.tables import (RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
@@ -296,13 +296,14 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
     of_unit = (f"the {one}" + (", its trials averaged first" if clustered else "")
                + (f" ({sizes[0]}{'' if len(sizes) == 1 else f'–{sizes[-1]}'} per mean)" if sizes else ""))
     if n:
-        rate = "family-wise error rate" if opts["correction"] in _FAMILY_WISE else "false discovery rate"
+        # the bound's condition on the tests' dependence, worded once (the Methods' error-rate line)
+        rate, dep = _error_rate_condition(opts["correction"])
         how = ("option energy = false, set after the sweep" if "energy" in (after or {})
                else "[report] option energy = false")
         left_out = "" if opts.get("energy", True) else f", no 6D energy test (left out by the {how})"
         late = f"; set after the sweep, not declared in its config: {', '.join(after)} (see Methods)" if after else ""
         lines.append(f"Family: {n} p-value{'' if n == 1 else 's'} adjusted together by {opts['correction']} at "
-                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}){left_out}{late}; design: {design}; "
+                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}, {dep}){left_out}{late}; design: {design}; "
                      f"unit: {of_unit}"
                      + ("; the trial-level tests (not independent) are a family of their own, "
                         "not counted here." if clustered else "."))

@@ -51,7 +51,13 @@ SHANNON_PHI_NOTE = (
     "scales, the tables' \"bits total\"), so its point may lie above its line; \"Distance to "
     "the rate–distortion limit\" compares each scheme with the limit at the bits it stores. The "
     "attention output T has no such line: it is not coded, its error mixes the key and "
-    "value errors through the softmax.")
+    "value errors through the softmax. A trial reconstructed exactly (SNR = +inf, φ = 0) "
+    "enters both means as it enters the tables': φ's mean counts its 0, and the SNR's mean "
+    "is +inf; such a mean is an upward triangle on a row above the others "
+    "(\"mean SNR = +inf\"), at its mean φ, with its n and how many trials were exact, "
+    "and no cross (no interval of an infinite mean exists); a budget whose mean φ is 0 "
+    "(exact on every trial) has no place on the log axis and is named in the title, not "
+    "drawn. The faint dots are the finite trials.")
 
 
 def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[float, float], str | None]:
@@ -223,6 +229,60 @@ def _place_n_labels(fig: Any, ax: Any, labels: list[tuple[float, float, str, Any
         placed.append(box)
 
 
+def _cell_means(sel: pd.DataFrame, phi: str, snr: str) -> pd.DataFrame:
+    """Per (scheme, budget): the means of ``phi`` and ``snr`` over every trial, as
+    :func:`~kvstats.analysis.summary_table` takes them (an exact trial's SNR of +inf makes
+    the mean +inf, its φ of 0 counts), their standard deviations and count, how many trials
+    were exact (SNR = +inf) and the tables' ‡ (``marked``, :func:`ci_reliable` of all trials)."""
+    def cell(d: pd.DataFrame) -> pd.Series:
+        x, y = d[phi].to_numpy(np.float64), d[snr].to_numpy(np.float64)
+        with np.errstate(invalid="ignore"):      # inf − inf in the std of an infinite SNR: NaN
+            sd = [float(np.std(v, ddof=1)) if v.size > 1 else np.nan for v in (x, y)]
+        return pd.Series({"x": float(np.mean(x)), "y": float(np.mean(y)), "sx": sd[0], "sy": sd[1],
+                          "n": y.size,
+                          "exact": int(np.isposinf(y).sum()),
+                          "marked": not ci_reliable(x, y, metrics=[phi, snr])})
+    return sel.groupby(["scheme", "budget"], sort=False)[[phi, snr]].apply(cell)
+
+
+def _unplaced_text(cells: pd.DataFrame) -> str:
+    """The title's line naming the (scheme, budget) cells whose mean φ is 0 (exact on every
+    trial, or φ = 0 on every trial): the log axis has no place for them ("" for none)."""
+    if cells.empty:
+        return ""
+    parts = [f"{scheme} at n = {', '.join(f'{b:g}' for b in grp.index.get_level_values('budget'))}"
+             for scheme, grp in cells.groupby(level="scheme", sort=False)]
+    what = ("exact on every trial (SNR = +inf, φ = 0)" if (cells["exact"] == cells["n"]).all()
+            else "mean φ = 0")
+    return f"not drawn (no place on the log axis), {what}: {'; '.join(parts)}"
+
+
+def _draw_infinite_means(ax: Any, infinite: list[tuple[int, str, pd.DataFrame]],
+                         palette: dict[str, Any], size: float, n_labels: list, k: int) -> list:
+    """Draw the means of SNR +inf (some trial exact) as upward triangles at their mean φ on a
+    row above every other point and limit line, labelled "mean SNR = +inf", the y axis held
+    there; each one's n label says how many trials were exact ("n: k/N exact"). Returns the
+    entries for :func:`_nest` (so nested triangles shrink like disks)."""
+    lo, hi = ax.get_ylim()
+    span = hi - lo
+    row = hi + 0.08 * span
+    ticks = [t for t in ax.get_yticks() if lo <= t <= hi]   # no dB tick on the +inf row
+    ax.set_yticks(ticks)
+    ax.set_ylim(lo, hi + 0.14 * span)
+    ax.axhline(hi + 0.03 * span, color="0.6", lw=0.6, ls=":", zorder=2)
+    ax.annotate("mean SNR = +inf", (1.0, row), xycoords=("axes fraction", "data"), xytext=(-3, 0),
+                textcoords="offset points", ha="right", va="center", fontsize=6.5, color="0.3")
+    out = []
+    for i, scheme, m in infinite:
+        tri = ax.scatter(m["x"], np.full(len(m), row), s=size, marker="^", color=palette[scheme],
+                         edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i,
+                         label=f"_{scheme}: mean SNR = +inf")
+        out.append((tri, None, np.zeros(len(m), bool)))
+        n_labels += [(r["x"], row, f"{b:g}: {int(r['exact'])}/{int(r['n'])} exact", palette[scheme],
+                      _label_angle(i, k)) for b, r in m.iterrows()]
+    return out
+
+
 def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str | None = None,
                      params: str | None = None, dim: int | None = None, n_keys: int | None = None,
                      budgets: Sequence[float] | None = None, schemes: Sequence[str] | None = None,
@@ -246,7 +306,12 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     :func:`_place_n_labels`); 95% normal-approximation intervals of both means are drawn as crosses
     (a mean whose φ or SNR values fail :func:`~kvstats.analysis.intervals.ci_reliable`, the
     tables' ‡, is a hollow disk: its cross is not a valid interval); the
-    trials show as faint dots under them. ``bounds`` (budget → SNR dB, e.g. from
+    trials show as faint dots under them. The means are the tables' (those of
+    :func:`~kvstats.analysis.summary_table`), over every trial: an exact trial (SNR = +inf,
+    φ = 0) counts its 0 in φ's mean and makes the SNR's mean +inf, drawn as an upward
+    triangle on a row "mean SNR = +inf" above the others, labelled with its n and its count
+    of exact trials; a budget whose mean φ is 0 (exact on every trial) is named in the title,
+    as the log axis has no place for it. ``bounds`` (budget → SNR dB, e.g. from
     :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
     each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
 
@@ -331,11 +396,16 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     # a column some rows lack would drop those schemes from the plane without a word
     if f"{snr}_pooled" in reported_pooled_snrs(frame, stacklevel=3):
         snr = f"{snr}_pooled"
-    # exact reconstructions sit at SNR = +inf, φ = 0: nothing to place on a log axis
-    sel = sel[np.isfinite(sel[snr]) & np.isfinite(sel[phi]) & (sel[phi] > 0)]
-    if sel.empty:
-        raise ValueError(f"every trial has SNR = +inf at place {place!r} (exact reconstruction); "
-                         "nothing to draw")
+    # the means are the tables' (summary_table), over every trial: an exact trial (SNR = +inf,
+    # φ = 0) makes the SNR's mean +inf and counts its 0 in φ's; dropping it would plot
+    # another quantity than the tables print
+    stats_ = _cell_means(sel, phi, snr)
+    placed = stats_["x"] > 0            # a mean φ of 0 (exact on every trial): not on a log axis
+    if not placed.any():
+        raise ValueError(f"no budget has a mean φ > 0 at place {place!r} (every trial an exact "
+                         "reconstruction, SNR = +inf): nothing to place on the log axis")
+    unplaced = _unplaced_text(stats_[~placed])
+    sel = sel[sel.set_index(["scheme", "budget"]).index.isin(stats_[placed].index)]
     palette = palette or scheme_palette(sel["scheme"])
     if isinstance(bounds, str):
         check_choice(bounds, "bounds", ["auto"])
@@ -351,28 +421,33 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     sizes, _ = _nested_markers(k)
     any_marked = False
     n_labels, means = [], []    # the n labels written last, where they cover no other label or disk
+    infinite = []               # (scheme index, scheme, its budgets whose mean SNR is +inf)
     for i, (scheme, grp) in enumerate(sel.groupby("scheme", sort=False)):
         color = palette[scheme]
-        if clouds:
-            pts = grp.groupby("budget", sort=False, group_keys=False).apply(
+        if clouds:   # the finite trials: an exact one has no point on the plane
+            pts = grp[np.isfinite(grp[snr]) & np.isfinite(grp[phi]) & (grp[phi] > 0)]
+            pts = pts.groupby("budget", sort=False, group_keys=False).apply(
                 lambda g: g if len(g) <= max_points else
                 g.iloc[np.sort(rng.choice(len(g), max_points, replace=False))])
             ax.scatter(pts[phi], pts[snr], s=4, alpha=0.15, color=color, linewidths=0, zorder=1,
                        rasterized=True)
-        g = grp.groupby("budget", sort=True)
-        m = g.agg(x=(phi, "mean"), y=(snr, "mean"), sx=(phi, "std"), sy=(snr, "std"), n=(snr, "size"))
+        m = stats_.loc[scheme].loc[sorted(grp["budget"].unique())]
         hx = z * m["sx"].fillna(0.0) / np.sqrt(m["n"])
         hy = z * m["sy"].fillna(0.0) / np.sqrt(m["n"])
-        # the scheme's line style of every figure (by its place in the palette), for greyscale
+        # the scheme's line style of every figure (by its place in the palette), for greyscale;
+        # an infinite mean breaks the line (matplotlib leaves non-finite points out)
         ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=_scheme_style(palette, scheme)["ls"],
                 zorder=3 + 0.01 * i)
+        inf = np.isposinf(m["y"].to_numpy())
+        if inf.any():
+            infinite.append((i, scheme, m[inf]))
+        m, hx, hy = m[~inf], hx[~inf], hy[~inf]
         ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
                     capsize=2, zorder=4)
         dots = ax.scatter(m["x"], m["y"], s=sizes[0], marker="o", color=color,
                           edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
         # the tables' ‡ (heavy tail, few nonzero values): no interval of the mean is valid
-        marked = g.apply(lambda d: not ci_reliable(d[phi].to_numpy(), d[snr].to_numpy(),
-                                                 metrics=[phi, snr])).to_numpy(bool)
+        marked = m["marked"].to_numpy(bool)
         hollow = None
         if marked.any():
             hollow = ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[0], marker="o",
@@ -400,10 +475,16 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     if any_marked:
         extra.append((Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5),
                       "‡ (heavy tail or few\nnonzero values):\nno valid interval"))
+    if infinite:
+        means += _draw_infinite_means(ax, infinite, palette, sizes[0], n_labels, k)
+        extra.append((Line2D([], [], ls="none", marker="^", ms=6, color="0.3"),
+                      "mean SNR = +inf\n(some trials exact:\nk/N labelled)"))
+    import textwrap
     subtitle = ""
     if place in ("k", "v") and not bounds and bound_note:
-        import textwrap
         subtitle = "\n" + textwrap.fill(f"no rate–distortion limit drawn: {bound_note}", 110)
+    if unplaced:
+        subtitle += "\n" + textwrap.fill(unplaced, 110)
     ax.annotate("better", xy=(0.03, 0.2), xytext=(0.13, 0.05), xycoords="axes fraction",
                 textcoords="axes fraction", fontsize=8, color="0.25", ha="center",
                 arrowprops={"arrowstyle": "->", "color": "0.25", "lw": 1.0})
