@@ -71,7 +71,10 @@ Looped models (transformers' Dory: its recurrent layers run several times): with
 "per_loop"``, cache layers after the model's) are layers of the types they copy, so a
 copy of a sliding-window layer drops as that layer does; ``"last_loop"``, whose earlier
 loops read a layer's past cut to its window, is refused with sliding-window layers in
-the recurrent section (tests/models/test_cache_looped.py).
+the recurrent section, and under transformers 5.25 and later altogether: there the earlier
+loops read through the model's ``DoryPastReader``, which wraps transformers' own layer
+types only (tests/models/test_cache_looped.py). Without ``config=`` the cache cannot see
+the model's loop mode: pass it for a looped model.
 
 For per-vector schemes and ``window=0`` a single forward pass over a sequence is the same
 procedure as teacher-forced token-by-token decoding (every key is coded before attention
@@ -417,13 +420,21 @@ def _with_loop_copies(text, types: list, kwargs: list) -> tuple[list, list]:
     mask the model sizes from the first holds for both). ``"last_loop"``: the earlier loops
     read each recurrent layer's held states cut to the last ``W − 1`` under that mask,
     which a sliding-window layer here (holding up to ``max(16, W/32)`` tokens more before a
-    drop) does not fit: refused when the recurrent section has sliding-window layers."""
+    drop) does not fit: refused when the recurrent section has sliding-window layers, and
+    always where the model reads that past through its own wrapper (transformers ≥ 5.25)."""
     mode, loops = getattr(text, "recurrent_kv_cache_mode", None), getattr(text, "n_recurrent_loops", 1)
     if mode is None or loops < 2:
         return types, kwargs
     start, stop = text.n_input_layers, text.n_input_layers + text.n_recurrent_layers
     if mode == "per_loop":
         return types + types[start:stop] * (loops - 1), kwargs + kwargs[start:stop] * (loops - 1)
+    if _reads_past_through_wrapper():
+        import transformers
+
+        raise ValueError(f"config must not use recurrent_kv_cache_mode={mode!r} with transformers "
+                         f"{transformers.__version__}: the model's earlier loops read the recurrent layers' "
+                         f"past through its DoryPastReader, which wraps transformers' own cache layers only; "
+                         f"use recurrent_kv_cache_mode='per_loop' (or transformers' DynamicCache(config=...))")
     sliding = [i for i in range(start, stop) if types[i] in ("sliding_attention", "chunked_attention")]
     if sliding:
         raise ValueError(f"config must not combine recurrent_kv_cache_mode={mode!r} with sliding-window layers "
@@ -432,6 +443,17 @@ def _with_loop_copies(text, types: list, kwargs: list) -> tuple[list, list]:
                          f"QuantizedCache holds a few tokens more before each drop; use "
                          f"recurrent_kv_cache_mode='per_loop' (or transformers' DynamicCache(config=...))")
     return types, kwargs
+
+
+def _reads_past_through_wrapper() -> bool:
+    """Whether transformers' Dory reads a ``"last_loop"`` model's past through its
+    ``DoryPastReader`` (transformers 5.25 on), which accepts transformers' own layer
+    types only; before, it read each cache layer's ``keys`` and ``values``."""
+    try:
+        from transformers.models.dory import modeling_dory
+    except ImportError:
+        return False
+    return hasattr(modeling_dory, "DoryPastReader")
 
 
 def _exports(scheme) -> bool:
