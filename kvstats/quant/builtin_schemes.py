@@ -350,10 +350,17 @@ def _mixed_codes_as(params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int
     return "turboquant_mse", sides, params["key_bits"]
 
 
+# the type a number given for each numeric parameter is written as (SchemeDef.canonical:
+# scale = 1 and scale = 1.0 are one setting, one cell id); the others are strings
+_PARAM_TYPES = {"scale": float, **dict.fromkeys(("m", "n_outliers", "outlier_m", "group_size", "value_bits",
+                                                 "value_group_size", "residual", "key_bits", "rank"), int)}
+
+
 def _entry(name: str, defaults: Mapping[str, Any] = MappingProxyType({}), **fields: Any) -> SchemeDef:
-    """A built-in entry, its summary the catalog's."""
+    """A built-in entry, its summary the catalog's, its numeric parameters' types declared."""
+    types = {key: kind for key, kind in _PARAM_TYPES.items() if key in fields["params"]}
     return SchemeDef(name=name, summary=SUMMARIES[name], defaults=MappingProxyType(dict(defaults)),
-                     **fields)
+                     param_types=MappingProxyType(types), **fields)
 
 
 # the constant defaults, each written here once (norm_dtype by name: the key a sweep's

@@ -95,16 +95,21 @@ def unknown_scheme(received: Any) -> str:
 
 
 def parse_scheme_name(name: str, params: Mapping[str, Any]) -> tuple[SchemeDef, dict[str, Any]]:
-    """``(SchemeDef, params)`` for a name; ``"K{a}V{b}"`` adds ``key_bits=a, value_bits=b``.
+    """``(SchemeDef, params)`` for a name; ``"K{a}V{b}"`` adds ``key_bits=a, value_bits=b``;
+    each number is written as its parameter's declared type (:meth:`SchemeDef.canonical`:
+    ``scale=1`` is ``scale=1.0``; a fractional number for an integer parameter is a
+    ValueError naming it).
 
     Examples
     --------
     >>> d, p = parse_scheme_name("K4V2", {"rotation": "haar"})
     >>> d.name, p
     ('mixed', {'rotation': 'haar', 'key_bits': 4, 'value_bits': 2})
+    >>> parse_scheme_name("fp8_e4m3", {"scale": 1})[1]
+    {'scale': 1.0}
     """
     sdef = scheme_def(name)
-    params = dict(params)
+    params = sdef.canonical(params)
     mixed = _MIXED_NAME.match(name)
     if mixed:
         key_bits, value_bits = int(mixed[1]), int(mixed[2])
@@ -135,7 +140,7 @@ def resolved_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str
     ('mixed', {'key_bits': 4, 'norm_dtype': 'float16', 'rotation': 'hadamard', 'value_bits': 2})
     """
     sdef, params = parse_scheme_name(name, params)
-    return sdef.name, _written_one_way(sdef.filled(params))
+    return sdef.name, _written_one_way(sdef, sdef.filled(params))
 
 
 def coded_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any], int | None]:
@@ -161,15 +166,17 @@ def coded_scheme(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, A
     sdef, params = parse_scheme_name(name, params)
     other = sdef.codes_as(params)
     if other is None:
-        return sdef.name, _written_one_way(sdef.filled(params)), None
+        return sdef.name, _written_one_way(sdef, sdef.filled(params)), None
     other_name, other_params, bits = other
     odef = REGISTRY[other_name]
-    return odef.name, _written_one_way(odef.filled(other_params)), (None if bits is None
-                                                                   else _same_value("", bits))
+    return odef.name, _written_one_way(odef, odef.filled(other_params)), (None if bits is None
+                                                                         else _same_value("", bits))
 
 
-def _written_one_way(full: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _same_value(k, full[k]) for k in sorted(full)}
+def _written_one_way(sdef: SchemeDef, full: Mapping[str, Any]) -> dict[str, Any]:
+    # numbers as their declared types (scale 1.0), those of no declared type as _same_value's
+    full = sdef.canonical(full)
+    return {k: full[k] if sdef._declared(k) else _same_value(k, full[k]) for k in sorted(full)}
 
 
 def _same_value(key: str, value: Any) -> Any:

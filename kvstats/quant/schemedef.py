@@ -14,6 +14,7 @@ from :func:`kvstats.quant.register.define_scheme`.
 from __future__ import annotations
 
 import numbers
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -25,7 +26,7 @@ from kvstats._checks import _describe, check_int
 if TYPE_CHECKING:
     from kvstats.quant.coder import Coder
 
-__all__ = ["SchemeDef", "Builder"]
+__all__ = ["SchemeDef", "Builder", "as_declared_type"]
 
 _GROUP_SIZE = 32      # default tokens per group (kivi, qjl outliers) and kivi's window
 
@@ -40,6 +41,59 @@ def _no(params: Mapping[str, Any]) -> bool:
 
 def _codes_as_no_other(params: Mapping[str, Any]) -> None:
     return None
+
+
+def as_declared_type(value: Any, kind: type | None, name: str) -> Any:
+    """``value`` as a number of the parameter's declared type ``kind`` (``int``, ``float``;
+    None: as given), so that ``3`` and ``3.0`` are one setting in every cell id, label and
+    manifest: an integer given for a float parameter is that float, a whole float given
+    for an integer parameter that integer. Anything else is returned as given (a bool
+    stays a bool, a string a string; an integer beyond the float range stays an integer:
+    the builder or sampler that reads it says what is wrong with it). The one rule of
+    scheme parameters (:meth:`SchemeDef.canonical`) and of distribution parameters (whose
+    declared type is their default's: ``kvstats.sweep.specs``).
+
+    Parameters
+    ----------
+    value : object
+        The parameter as given.
+    kind : {int, float, None}
+        Its declared type.
+    name : str
+        The parameter's name, for the message.
+
+    Returns
+    -------
+    object
+        ``value``, a number written as ``kind``.
+
+    Raises
+    ------
+    ValueError
+        A number with a fractional part (or NaN, ±inf) given for an ``int`` parameter.
+
+    Examples
+    --------
+    >>> from kvstats.quant.schemedef import as_declared_type
+    >>> as_declared_type(1, float, "scale"), as_declared_type(64.0, int, "group_size")
+    (1.0, 64)
+    >>> as_declared_type(True, int, "n_outliers"), as_declared_type("head", float, "scale")
+    (True, 'head')
+    >>> as_declared_type(32.5, int, "group_size")
+    Traceback (most recent call last):
+    ...
+    ValueError: group_size must be an integer (a whole number: its declared type is int); received 32.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return value
+    if kind is float and isinstance(value, numbers.Integral) and abs(value) <= sys.float_info.max:
+        return float(value)
+    if kind is int and not isinstance(value, numbers.Integral):
+        if not float(value).is_integer():
+            raise ValueError(f"{name} must be an integer (a whole number: its declared type is int); "
+                             f"received {value!r}")
+        return int(value)
+    return value
 
 
 # (bits, dim, params, key_rng, value_rng, draws) -> (recorded bits, key coder, value coder)
@@ -103,6 +157,10 @@ class SchemeDef:
         methods below, the expected-bits formula and the identity of a sweep's scheme
         (:func:`kvstats.quant.registry.resolved_scheme`) read the parameters with these
         filled in.
+    param_types : mapping
+        Parameter -> ``int`` or ``float``: the type a number given for it is written as
+        (:meth:`canonical`; fp8's ``scale``, a float or a string, is ``float``). Where it
+        declares none, a float default declares ``float``.
     """
 
     name: str
@@ -126,6 +184,28 @@ class SchemeDef:
         default=_codes_as_no_other, repr=False, compare=False)
     _key_rotated: Callable[[Mapping[str, Any]], bool] = field(default=_no, repr=False, compare=False)
     _couples_tokens: Callable[[Mapping[str, Any]], bool] = field(default=_no, repr=False, compare=False)
+    param_types: Mapping[str, type] = field(default_factory=dict, repr=False, compare=False)
+
+    def canonical(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with each number written as its declared type
+        (:func:`as_declared_type`): ``scale=1`` and ``scale=1.0`` are one setting, with
+        one cell id, label and manifest entry. The type is :attr:`param_types`', else
+        ``float`` for a parameter whose default is a float (a user's scheme declares it
+        so), else none (the value as given).
+
+        Examples
+        --------
+        >>> from kvstats.quant.registry import scheme_def
+        >>> scheme_def("fp8_e4m3").canonical({"scale": 1}), scheme_def("kivi").canonical({"group_size": 64.0})
+        ({'scale': 1.0}, {'group_size': 64})
+        """
+        return {key: as_declared_type(value, self._declared(key), key) for key, value in params.items()}
+
+    def _declared(self, key: str) -> type | None:
+        kind = self.param_types.get(key)
+        if kind is None and isinstance(self.defaults.get(key), float):
+            return float   # an int default declares nothing: a user's int may stand for any number
+        return kind
 
     def filled(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` with :attr:`defaults` filled in for those left out.

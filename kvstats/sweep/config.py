@@ -26,7 +26,8 @@ from kvstats.sweep.plan import Cell, _canonical, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _resolve_real
 from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeSpec, _as_list,
                                  _check_distinct_cases, _check_distinct_schemes, _check_sweep_budgets,
-                                 _floats_as_defaults, _int, _int_tuple, parse_distributions, parse_scheme)
+                                 _declared_types, _floats_as_defaults, _int, _int_tuple, parse_distributions,
+                                 parse_scheme)
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 
@@ -162,6 +163,8 @@ class SweepConfig:
         object.__setattr__(self, "budgets", _int_tuple(self.budgets, "budgets", 1, 8))
         _check_sweep_budgets(schemes, self.budgets)
         _check_distinct_schemes(schemes, self.budgets)   # cells: an entry at the sweep's budgets too
+        # after the checks, whose messages show the params as written (as the distributions')
+        object.__setattr__(self, "schemes", tuple(_declared_types(s) for s in schemes))
         object.__setattr__(self, "dims", _int_tuple(self.dims, "dims", 2, None))
         object.__setattr__(self, "n_keys", _int_tuple(self.n_keys, "n_keys", MIN_KEYS, None,
                                                       why=" (recall@5 needs at least 5 keys)"))

@@ -9,7 +9,6 @@ the config's lists share are here too.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -19,6 +18,7 @@ from kvstats._checks import check_int, did_you_mean
 from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _resolve
 from kvstats.quant.registry import coded_scheme, resolved_scheme, scheme_def, unknown_scheme
+from kvstats.quant.schemedef import as_declared_type
 from kvstats.results import REAL
 from kvstats.sweep.plan import _canonical, _fmt_params
 from kvstats.sweep.sources import _real_params
@@ -163,6 +163,10 @@ def parse_scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
         # the scheme's own range (QKQV from 2); a fixed-budget scheme's budgets are refused below
         low, high = (1, 8) if sdef.fixed_budget else (sdef.min_bits, sdef.max_bits)
         params = _check_params(entry.get("params"), f"scheme {entry['name']!r} params")
+        try:   # here, not at the first cell: a fractional group_size (the config's types later)
+            sdef.canonical(params)
+        except ValueError as exc:
+            raise ValueError(f"scheme {entry['name']!r} param {exc}") from None
         spec = SchemeSpec(entry["name"], params, label,
                           None if budgets is None else _int_tuple(budgets, f"scheme {entry['name']!r} budgets",
                                                                   low, high))
@@ -277,6 +281,20 @@ def _number_key(value: Any) -> Any:
     return value
 
 
+def _declared_types(spec: SchemeSpec) -> SchemeSpec:
+    """``spec`` with each number written as its parameter's declared type
+    (:meth:`SchemeDef.canonical`): ``scale = 1`` and ``scale = 1.0`` (TOML or Python may
+    write either) code alike, so they get the same cell ids, seeds and label in every
+    sweep (within one sweep, the two are refused: :func:`_check_distinct_schemes`).
+
+    Examples
+    --------
+    >>> _declared_types(SchemeSpec("fp8_e4m3", {"scale": 1})).display()
+    'fp8_e4m3[scale=1.0]'
+    """
+    return dataclasses.replace(spec, params=scheme_def(spec.name).canonical(spec.params))
+
+
 def _floats_as_defaults(spec: DistributionSpec) -> DistributionSpec:
     """``spec`` with an int given for a parameter whose default is a float made that float:
     ``nu = 3`` and ``nu = 3.0`` (TOML or Python may write either) draw alike, so they get
@@ -293,9 +311,10 @@ def _floats_as_defaults(spec: DistributionSpec) -> DistributionSpec:
     if spec.name == REAL:
         return spec
     defaults = default_params(spec.name)
-    params = {key: float(value) if (isinstance(defaults.get(key), float) and isinstance(value, int)
-                                    and not isinstance(value, bool) and abs(value) <= sys.float_info.max)
-              else value for key, value in spec.params.items()}
+    # the schemes' rule (as_declared_type), float direction only: an int default does not
+    # make rank = 2.0 an int here (the sampler refuses it, naming rank)
+    params = {key: as_declared_type(value, float if isinstance(defaults.get(key), float) else None, key)
+              for key, value in spec.params.items()}
     return DistributionSpec(spec.name, params)
 
 
