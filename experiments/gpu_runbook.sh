@@ -14,13 +14,18 @@
 #    fail to import (one missing is reported and the run goes on with the other);
 # 2. tests B, for B in mosaic triton: `pytest -m gpu -k B tests/gpu` with
 #    KVSTATS_REQUIRE_GPU=1 (no silent skips): every compiled kernel of backend B against its
-#    jnp reference, decode attention at 32k tokens; one pytest process per backend, so a
-#    fatal compile error (an LLVM or ptxas abort is no Python exception) loses only its own;
+#    jnp reference, decode attention at 32k tokens, and tests/gpu/test_gpu_device_h4.py's
+#    compiled cases: decode over a partly filled cache (length < capacity), d = 64 (Triton)
+#    and d = 256, a jitted append_kv step, vmap over a ragged batch; one pytest process per
+#    backend, so a fatal compile error (an LLVM or ptxas abort is no Python exception) loses
+#    only its own;
 # 3. bench B, for B in BENCH_IMPLS (default "mosaic triton"): `python -m kvstats_gpu.bench
 #    --require-gpu --impl B`, one process per backend: its own correctness check, then one
 #    decode step over a KQV@4 cache at 32k and 128k tokens (8 KV heads, 32 query heads,
-#    d = 128) against dense bf16 attention and the device's peak HBM bandwidth, each timed
-#    output checked against the jnp reference.
+#    d = 128) against the fastest of three dense bf16 decode steps (XLA's generic
+#    jax.nn.dot_product_attention, its cuDNN implementation, JAX's Pallas flash-decoding GQA
+#    kernel; one that fails is reported "unavailable: <reason>", and the fastest is named)
+#    and the device's peak HBM bandwidth, each timed output checked against the jnp reference.
 # Files in OUT_DIR (default $OUT, else ./gpu_runbook_out): env.txt, pytest_gpu.txt (both
 # backends' runs, one after the other), bench_B.txt and bench_B.json per backend, and
 # summary.txt: one line per step as it ends (exit status, seconds, cap; pytest's result line;
@@ -28,13 +33,13 @@
 # the default backends (the device tool returns at most eight). Exit status 0 only if every
 # step ran and passed.
 #
-# Time: each step has a cap against a hang (T_TESTS=75 s per backend's tests, T_BENCH=90 s
+# Time: each step has a cap against a hang (T_TESTS=90 s per backend's tests, T_BENCH=90 s
 # per bench process, T_ENV=60 s per environment command; `timeout -k 10`), and the whole
-# script a deadline, RUNBOOK_DEADLINE=320 s from its start: a step gets the lesser of its cap
+# script a deadline, RUNBOOK_DEADLINE=330 s from its start: a step gets the lesser of its cap
 # and the time left (less 15 s for the summary), and a step with under 20 s left is skipped
 # and reported, so the summary is written before a device call of timeout_s=360 ends. The
 # caps add up to more than the deadline: if every step ran to its cap, the last bench
-# process would get what is left (about 45 s). STEPS
+# process would get what is left (about 25 s). STEPS
 # (default "tests bench") chooses the steps, e.g. STEPS=bench for a shorter rerun of the
 # throughput step; TEST_IMPLS and BENCH_IMPLS the backends (BENCH_IMPLS=reference times the
 # jnp path compiled by XLA); BENCH_ARGS replaces the bench's arguments other than --impl and
@@ -71,7 +76,7 @@ if [[ "$DRY" == "1" ]]; then
     DEADLINE=${RUNBOOK_DEADLINE:-3600}
     T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 else
-    DEADLINE=${RUNBOOK_DEADLINE:-320}
+    DEADLINE=${RUNBOOK_DEADLINE:-330}
 fi
 RESERVE=15    # seconds kept for the summary after the last step
 MIN_STEP=20   # a step with less time than this left is skipped, not started
@@ -203,7 +208,7 @@ if [[ "$steps" == *" tests "* ]]; then
     for impl in ${TEST_IMPLS:-mosaic triton}; do
         echo "=== tests $impl: pytest -m gpu -k $impl tests/gpu ===" >> "$OUT_DIR/pytest_gpu.txt"
         first=$(($(wc -l < "$OUT_DIR/pytest_gpu.txt") + 1))
-        run_step "tests $impl" "${T_TESTS:-75}" "$OUT_DIR/pytest_gpu.txt" \
+        run_step "tests $impl" "${T_TESTS:-90}" "$OUT_DIR/pytest_gpu.txt" \
             "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu -k "$impl" tests/gpu -rs
         # this run's closing line (how many passed, failed, skipped), or what it reached
         closing=$(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
