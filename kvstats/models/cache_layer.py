@@ -26,55 +26,10 @@ from kvstats.models.cache_memory import _LayerMemory
 from kvstats.models.code_attention import SideCoder
 from kvstats.models.growing_buffer import CodeChunks, GrowingBuffer
 from kvstats.models.group_codes import make_sides
+from kvstats.quant.coder import float32_limits, storable_limits
 
 if TYPE_CHECKING:
     from kvstats.models.cache import QuantizedCache
-
-
-_F32_MAX = float(torch.finfo(torch.float32).max)
-_F16_MAX = float(torch.finfo(torch.float16).max)
-
-
-def _range_rules(coder, x: torch.Tensor):
-    """``(what, limit, value)`` of each range the coder stores ``x`` (one side's states) in:
-    every coder reads float32 (a float64 state beyond it is inf there); norms in
-    ``norm_dtype`` (MSE, prod, QJL keys; computed in float32 as the torch coders do);
-    float16 zero/scale of kivi and the uniform values (at 1 bit a group's max − min is
-    the scale: |x| ≤ 32752 bounds it); llama.cpp blocks' float16 scale and minimum (per
-    32-value block); klt's float16 mean and scales (a block's scale is at most its largest
-    centred norm, ≤ twice the largest token norm: a sufficient bound). A prod residual's
-    norm is left to the coder (its refusal still leaves the layer as it was)."""
-    from kvstats.quant.blockfmt import BLOCK, BlockTypeCoder
-    from kvstats.quant.klt import KLTCoder
-    from kvstats.quant.uniform import KIVIKeyCoder, KIVIValueCoder, UniformTokenCoder
-
-    top = float(x.abs().amax())
-    yield "values of magnitude", _F32_MAX, top        # float64 states beyond float32
-    x32 = x.to(torch.float32)
-    norm_dtype = getattr(coder, "norm_dtype", None)
-    if norm_dtype is not None or isinstance(coder, KLTCoder):
-        norm = float(torch.sqrt((x32 * x32).sum(-1)).amax())   # as SideCoder._norms
-        if isinstance(coder, KLTCoder):
-            yield "vector norms (klt's float16 mean and scales)", _F16_MAX / 2, norm
-        else:
-            dtype = norm_dtype if isinstance(norm_dtype, torch.dtype) else np.dtype(norm_dtype)
-            big = float(torch.finfo(dtype).max if isinstance(dtype, torch.dtype) else np.finfo(dtype).max)
-            yield f"vector norms (stored as {str(dtype).replace('torch.', '')})", big, norm
-    if isinstance(coder, (UniformTokenCoder, KIVIKeyCoder, KIVIValueCoder)):
-        one_bit = coder.bits == 1
-        yield ("values of magnitude (float16 zero and scale" + (", 1 bit" if one_bit else "") + ")",
-               _F16_MAX / 2 if one_bit else _F16_MAX, top)
-    if isinstance(coder, BlockTypeCoder):
-        b = x32.reshape(*x32.shape[:-1], -1, BLOCK)
-        spec = coder.spec
-        if spec.has_min:
-            lo, hi = b.amin(-1), b.amax(-1)
-            scale = float(((hi - lo) / spec.levels).amax())
-            yield f"block minima of magnitude ({coder.fmt}'s float16 minimum)", _F16_MAX, float(lo.abs().amax())
-        else:
-            scale = float((b.abs().amax(-1) / spec.levels).amax())
-        # float16 rounds up to inf from halfway past its largest value
-        yield f"block scales ({coder.fmt}'s float16 scale)", _F16_MAX, float(torch.tensor(scale).to(torch.float16))
 
 
 class _CodesLayer(_LayerMemory, DynamicLayer):
@@ -155,24 +110,25 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         """Refuse finite states the scheme's format cannot store, at the update that brings
         them (beside the finiteness check of :meth:`_check_states`, after the coders exist):
         in a window or an open token group they were held, then refused steps later by a
-        valid update, naming the coder's argument. One reduction per rule and side."""
-        for name, t, coder in (("key_states", key_states, self._coders()[0]),
-                               ("value_states", value_states, self._coders()[1])):
+        valid update, naming the coder's argument. Each coder states its own ranges
+        (``storable_limits``, kvstats/quant/coder.py) of what it codes: the torch coders
+        the tensor, the numpy ones the float32 array the cache hands them (a float64 value
+        beyond float32 is named first, as it is)."""
+        torch_side = self.key_coder is not None
+        coders = (self.key_coder, self.value_coder) if torch_side else (self.scheme.key_coder,
+                                                                          self.scheme.value_coder)
+        for name, t, coder in (("key_states", key_states, coders[0]), ("value_states", value_states, coders[1])):
             if t.device.type == "meta" or not t.numel():
                 continue
             x = t.detach()
-            for what, limit, value in _range_rules(coder, x):
+            limits = (storable_limits(coder, x) if torch_side else
+                      float32_limits(x) + storable_limits(coder, x.to("cpu", torch.float32).numpy()))
+            for what, limit, value in limits:
                 if not value <= limit:
                     raise ValueError(
                         f"{name} must have {what} at most {limit:.6g} for layer {self.layer_idx}'s "
                         f"{self.owner.scheme_name!r} codes; received {value:.6g} (nothing was cached: "
                         f"rescale the states, or choose a wider format)")
-
-    def _coders(self) -> tuple:
-        """The (key, value) coders: the torch ones, else the numpy scheme's."""
-        if self.key_coder is not None:
-            return self.key_coder, self.value_coder
-        return self.scheme.key_coder, self.scheme.value_coder
 
     # transformers' generic code reads a layer's ``keys``/``values`` as all the cached
     # states: an encoder-decoder model's cross-attention reuses them that way after its

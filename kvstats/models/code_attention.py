@@ -41,6 +41,7 @@ import torch
 from jaxtyping import Float, UInt8
 
 from kvstats.models.growing_buffer import GrowingBuffer  # noqa: F401 (re-exported: its former home)
+from kvstats.quant.coder import float32_limits, norm_limits
 from kvstats.quant.export import SideExport
 
 __all__ = ["SideCoder", "GrowingBuffer", "code_attention", "hadamard"]
@@ -168,8 +169,7 @@ class SideCoder:
         e0 = exports[0]
         key = (e0.coder, e0.bits, e0.dim, e0.dim_padded, e0.m, e0.signs is None, e0.norm_dtype)
         for e in exports[1:]:
-            other = (e.coder, e.bits, e.dim, e.dim_padded, e.m, e.signs is None, e.norm_dtype)
-            if other != key:
+            if (other := (e.coder, e.bits, e.dim, e.dim_padded, e.m, e.signs is None, e.norm_dtype)) != key:
                 raise ValueError(f"exports must share coder, bits, dims, sketch rows and norm dtype; "
                                  f"received {key} and {other}")
         if e0.coder not in ("mse", "prod"):
@@ -183,9 +183,8 @@ class SideCoder:
                 raise ValueError(f"an unrotated side must have dim_padded == dim; received {dp} != {d}")
             self.signs = self.hd = None
         else:
-            # numpy folds 1/sqrt(d_pad) into the signs (float64, then cast to float32) and
-            # applies the Hadamard product to the zero-padded input: only the first d rows
-            # of H_dpad meet non-zero coordinates.
+            # numpy folds 1/sqrt(d_pad) into the signs (float64, then cast to float32) and applies
+            # the Hadamard product to the zero-padded input: only H_dpad's first d rows meet x.
             s = np.stack([e.signs for e in exports]) / np.sqrt(dp)
             self.signs = torch.from_numpy(s[:, None, :d].astype(np.float32))  # (H or 1, 1, d)
             self.hd = _hadamard_rows(d, dp)                                    # (d, d_pad)
@@ -193,21 +192,16 @@ class SideCoder:
         self.centroids, self.boundaries, self.table, self.lut_table = _codebook(
             e0.centroids.astype(np.float32).tobytes(), e0.boundaries.astype(np.float32).tobytes(), self.bits)
         self.code_bytes = -(-dp // 8) * self.bits
-        self.sketch = None
-        self.scale, self.sign_bytes = 0.0, 0
+        self.sketch, self.scale, self.sign_bytes = None, 0.0, 0
         if self.coder == "prod":
-            sk = np.stack([e.sketch for e in exports]).astype(np.float32)      # (H or 1, m, d)
-            self.sketch = torch.from_numpy(sk)
-            self.scale = float(e0.sketch_scale)
-            self.sign_bytes = -(-self.m // 8)
+            self.sketch = torch.from_numpy(np.stack([e.sketch for e in exports]).astype(np.float32))  # (H|1, m, d)
+            self.scale, self.sign_bytes = float(e0.sketch_scale), -(-self.m // 8)
             self.sign_values, self.sign_table = _sign_tables()
 
     def __getstate__(self) -> dict:
         # the compiled encoder's raw pointers (lut_kernel) address this object's tensors,
         # not a copy's: a deep copy or a pickle starts without them
-        state = dict(self.__dict__)
-        state.pop("_lut_static", None)
-        return state
+        return {k: v for k, v in self.__dict__.items() if k != "_lut_static"}
 
     def check_fixed(self) -> None:
         """Refuse a rotation, codebook or sketch no longer as built: float32 CPU tensors of
@@ -226,8 +220,7 @@ class SideCoder:
         ...
         ValueError: the coder's centroids must be a float32 CPU tensor of shape (16,) ...
         """
-        d, hs = self.dim, (self.signs if self.signs is not None else self.sketch)
-        hs = 1 if hs is None else hs.shape[0]
+        d, hs = self.dim, next((t.shape[0] for t in (self.signs, self.sketch) if t is not None), 1)
         expected = {"signs": (hs, 1, d), "hd": (d, self.dim_padded), "centroids": (2 ** self.bits,),
                     "boundaries": (2 ** self.bits - 1,), "sketch": (hs, self.m, d)}
         for name, shape in expected.items():
@@ -317,10 +310,20 @@ class SideCoder:
     # ------------------------------------------------------------------ coding
     def _norms(self, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         norms = torch.sqrt((x * x).sum(-1))
-        stored = norms.to(self.norm_dtype)
         if norms.numel() and not float(norms.max()) <= torch.finfo(self.norm_dtype).max:  # NaN/inf too
             raise ValueError(_norm_error(x, name, self.norm_dtype))
-        return norms, stored
+        return norms, norms.to(self.norm_dtype)
+
+    def storable_limits(self, x: Float[torch.Tensor, "*b H n d"]) -> list[tuple[str, float, float]]:
+        """float32 and ``norm_dtype``, norms as `encode` computes them (:mod:`kvstats.quant.coder`).
+
+        Examples
+        --------
+        >>> import kvstats
+        >>> SideCoder([kvstats.make_scheme("KQV", 4, 64, seed=0).export().key]).storable_limits(torch.ones(1, 64))[1]
+        ('vector norms (stored as float16)', 65504.0, 8.0)
+        """
+        return float32_limits(x) + norm_limits(torch.sqrt(x.float().square().sum(-1)), str(self.norm_dtype)[6:])
 
     def encode(self, x: Float[torch.Tensor, "*b H n d"], fused: bool | None = None) -> dict[str, torch.Tensor]:
         """Codes of float32 vectors: ``codes`` (packed uint8), ``norms``; prod adds
@@ -348,8 +351,7 @@ class SideCoder:
         if fused:
             from kvstats.models.lut_kernel import kernel
 
-            kern = kernel()
-            if kern is not None:
+            if (kern := kernel()) is not None:
                 return kern.encode(self, x)
         self.check_fixed()
         norms, stored = self._norms(x, "x")
@@ -408,8 +410,7 @@ class SideCoder:
         >>> [tuple(t.shape) for t in kc.fixed_tensors()]    # centroids, boundaries, signs, H rows, byte table
         [(16,), (15,), (1, 1, 64), (64, 64), (256, 2)]
         """
-        out = [self.centroids, self.boundaries]
-        out += [t for t in (self.signs, self.hd, self.table, self.sketch) if t is not None]
+        out = [t for t in (self.centroids, self.boundaries, self.signs, self.hd, self.table, self.sketch) if t is not None]
         if self.lut_table is not None and self.lut_table is not self.table:
             out.append(self.lut_table)
         if self.coder == "prod":

@@ -56,6 +56,7 @@ import numpy as np
 from jaxtyping import Float
 
 from kvstats._checks import _describe, as_float_array, check_choice, check_int
+from kvstats.quant.coder import float32_limits
 
 __all__ = ["BLOCK_TYPES", "BLOCK", "BlockCodes", "BlockTypeCoder", "block_encode", "block_decode",
            "check_block_dim"]
@@ -63,6 +64,7 @@ __all__ = ["BLOCK_TYPES", "BLOCK", "BlockCodes", "BlockTypeCoder", "block_encode
 BLOCK = 32
 _FP16_BITS = 16
 _F16INFO = np.finfo(np.float16)
+_F16_MAX = float(_F16INFO.max)
 _FP16_NORMAL = float(_F16INFO.smallest_normal)     # 2^-14
 _FP16_STEP = float(_F16INFO.smallest_subnormal)    # 2^-24: float16's resolution below 2^-14
 _FP16_HALF_ULP = float(_F16INFO.eps) / 2           # 2^-11: a normal fp16's relative rounding
@@ -178,6 +180,21 @@ def _unpack_nibbles(b: np.ndarray) -> np.ndarray:
     return np.concatenate([b & np.uint8(0x0F), b >> np.uint8(4)], axis=-1)
 
 
+def _side_values(b: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Each float32 block's scale δ, minimum m (None for the ``_0`` types) and max |x|, as
+    llama.cpp computes them (before the fp16 rounding), for ``b (..., blocks, 32)``."""
+    spec = BLOCK_TYPES[fmt]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if spec.has_min:
+            lo, hi = b.min(axis=-1, keepdims=True), b.max(axis=-1, keepdims=True)
+            return (hi - lo) / np.float32(spec.levels), lo, np.maximum(np.abs(lo), np.abs(hi))
+        if fmt == "q8_0":
+            top = np.abs(b).max(axis=-1, keepdims=True)
+            return top / np.float32(spec.levels), None, top
+        xm = np.take_along_axis(b, np.abs(b).argmax(axis=-1)[..., None], axis=-1)
+        return xm / np.float32(-spec.levels), None, np.abs(xm)
+
+
 def block_encode(x: Float[np.ndarray, "*batch d"], fmt: str) -> np.ndarray:
     """The bytes llama.cpp stores for ``x`` in block type ``fmt``: ``(*batch, d/32·bytes)`` uint8.
 
@@ -208,35 +225,19 @@ def block_encode(x: Float[np.ndarray, "*batch d"], fmt: str) -> np.ndarray:
     x = as_float_array(x, "x", min_ndim=1)
     check_block_dim(x.shape[-1], BLOCK, fmt)
     b = _as_blocks(x, BLOCK)
-    parts = []
-    lo = lo16 = None
-    if spec.has_min:
-        lo, hi = b.min(axis=-1, keepdims=True), b.max(axis=-1, keepdims=True)
-        with np.errstate(over="ignore", invalid="ignore"):
-            scale = (hi - lo) / np.float32(spec.levels)
-        inv = _inverse(scale)
-        with np.errstate(over="ignore", invalid="ignore"):
+    scale, lo, top = _side_values(b, fmt)
+    inv = _inverse(scale)
+    # x beyond float32 is inf here (inf * 0 = NaN): the scale check below refuses it
+    with np.errstate(over="ignore", invalid="ignore"):
+        if spec.has_min:
             q = np.trunc((b - lo) * inv + np.float32(0.5))
-        scale16, lo16 = _fp16(scale, "scale", fmt), _fp16(lo, "minimum", fmt)
-        parts += [scale16.view(np.uint8), lo16.view(np.uint8)]
-        top = np.maximum(np.abs(lo), np.abs(hi))
-    else:
-        # x beyond float32 is inf here (inf * 0 = NaN): the scale check below refuses it
-        with np.errstate(over="ignore", invalid="ignore"):
-            if fmt == "q8_0":
-                top = np.abs(b).max(axis=-1, keepdims=True)
-                scale = top / np.float32(spec.levels)
-                inv = _inverse(scale)
-                q = _round_away(b * inv)
-            else:
-                imax = np.abs(b).argmax(axis=-1)[..., None]
-                xm = np.take_along_axis(b, imax, axis=-1)
-                top = np.abs(xm)
-                scale = xm / np.float32(-spec.levels)
-                inv = _inverse(scale)
-                q = np.trunc(b * inv + np.float32(spec.levels + 0.5))
-        scale16 = _fp16(scale, "scale", fmt)
-        parts.append(scale16.view(np.uint8))
+        elif fmt == "q8_0":
+            q = _round_away(b * inv)
+        else:
+            q = np.trunc(b * inv + np.float32(spec.levels + 0.5))
+    scale16 = _fp16(scale, "scale", fmt)
+    lo16 = None if lo is None else _fp16(lo, "minimum", fmt)
+    parts = [scale16.view(np.uint8)] + ([] if lo16 is None else [lo16.view(np.uint8)])
     _warn_tiny_blocks(fmt, top, scale, scale16, lo, lo16)   # after the overflow refusals
     if fmt == "q8_0":
         parts.append(q.astype(np.int8).view(np.uint8))
@@ -335,6 +336,29 @@ class BlockTypeCoder:
         """The block bytes of every vector."""
         x = self._check(x)
         return BlockCodes(block_encode(x, self.fmt), self.fmt, x.dtype)
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32, the blocks' fp16 minimum (``_1`` types) and fp16 scale as `encode`
+        computes them (the scale rounded to fp16: it overflows from halfway past 65504).
+
+        Examples
+        --------
+        >>> x = np.zeros((1, 32))
+        >>> x[0, 0] = 1e7
+        >>> BlockTypeCoder("q8_0", 32).storable_limits(x)[1]      # δ = max |x| / 127
+        ("block scales (q8_0's float16 scale)", 65504.0, inf)
+        """
+        x = self._check(x)
+        if not x.size:
+            return []
+        scale, lo, _ = _side_values(_as_blocks(x, BLOCK), self.fmt)
+        with np.errstate(over="ignore"):
+            scale16 = float(np.abs(scale).max().astype(np.float16))
+        out = float32_limits(x)
+        if lo is not None:
+            out.append((f"block minima of magnitude ({self.fmt}'s float16 minimum)", _F16_MAX,
+                        float(np.abs(lo).max())))
+        return out + [(f"block scales ({self.fmt}'s float16 scale)", _F16_MAX, scale16)]
 
     def decode(self, codes: BlockCodes) -> Float[np.ndarray, "*batch n d"]:
         """Decoded vectors in the dtype that was encoded."""

@@ -26,6 +26,17 @@ The contract:
 ``nominal_bits``
     the bits per coordinate the coder is named for (its budget without overheads).
 
+``storable_limits(x)`` (optional; the default is :func:`float32_limits`)
+    ``[(what, limit, value), ...]``: each range the coder's format stores ``x`` in, the
+    largest value it holds and ``x``'s value there (``what`` words it for a message: "values
+    of magnitude", "vector norms (stored as float16)"). ``value <= limit`` for all of them
+    means ``encode`` stores ``x`` (as float32, as a cache codes it) without overflow; a
+    value beyond is refused by ``encode`` (or would be stored as inf). A limit may be a
+    sufficient bound on a per-vector quantity for formats whose stored value depends on
+    other vectors too (a group's or block's). Computed by the code that computes the stored
+    quantity; a cache asks it through :func:`storable_limits` before holding a state, so a
+    state it could never code is refused at the update that brings it.
+
 Optional: a coder whose ``roundtrip(x, out=arr)`` writes its result into ``arr`` says so
 with the class attribute ``roundtrip_writes_out = True`` (MSE, Prod); the sweep then reuses
 one array per shape across cells.
@@ -54,8 +65,9 @@ if TYPE_CHECKING:
     from kvstats.quant.export import SideExport
 
 __all__ = ["Codes", "Coder", "ExportableCoder", "IdentityCodes", "IdentityCoder", "NormOverflowError",
-           "as_norm_dtype", "check_norm_range"]
+           "as_norm_dtype", "check_norm_range", "float32_limits", "norm_limits", "storable_limits"]
 
+_F32_MAX = float(np.finfo(np.float32).max)
 _NORM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -262,6 +274,85 @@ def check_norm_range(norms: Float[np.ndarray, "*batch"], norm_dtype: DTypeLike, 
             UserWarning, stacklevel=2)
 
 
+# --------------------------------------------------------------------------- storable range
+def float32_limits(x: Any) -> list[tuple[str, float, float]]:
+    """The range every coder stores ``x`` in, float32 (a cache codes float32 states: a
+    float64 value beyond it is inf there): the default ``storable_limits`` of a coder whose
+    format holds nothing narrower (identity, fp8, microscaling).
+
+    Parameters
+    ----------
+    x : numpy array or torch tensor ``(*batch, n, d)``
+        The vectors (empty: no limit applies).
+
+    Returns
+    -------
+    list of (str, float, float)
+        ``[("values of magnitude", FLT_MAX, max |x|)]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.quant.coder import float32_limits
+    >>> float32_limits(np.array([[1.0, -1e39]]))
+    [('values of magnitude', 3.4028234663852886e+38, 1e+39)]
+    """
+    if 0 in tuple(x.shape):
+        return []
+    return [("values of magnitude", _F32_MAX, float(abs(x).max()))]
+
+
+def norm_limits(norms: Any, norm_dtype: DTypeLike) -> list[tuple[str, float, float]]:
+    """The range of vector norms stored in ``norm_dtype`` (what :func:`check_norm_range`
+    refuses beyond): for the ``storable_limits`` of coders that store norms.
+
+    Parameters
+    ----------
+    norms : numpy array or torch tensor
+        The norms as the coder computes them (empty: no limit applies).
+    norm_dtype : {"float16", "float32", "float64"}
+        Checked by :func:`as_norm_dtype`.
+
+    Returns
+    -------
+    list of (str, float, float)
+        ``[("vector norms (stored as <dtype>)", finfo(dtype).max, max norm)]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.quant.coder import norm_limits
+    >>> norm_limits(np.array([3.0, 7e4]), np.float16)
+    [('vector norms (stored as float16)', 65504.0, 70000.0)]
+    """
+    dtype = as_norm_dtype(norm_dtype)
+    if 0 in tuple(norms.shape):
+        return []
+    return [(f"vector norms (stored as {dtype.name})", float(np.finfo(dtype).max), float(norms.max()))]
+
+
+def storable_limits(coder: Any, x: Any) -> list[tuple[str, float, float]]:
+    """``coder.storable_limits(x)``, or :func:`float32_limits` for a coder without the
+    method (a user's coder written before it): each ``(what, limit, value)`` that storing
+    ``x`` needs (the module docstring). ``x`` is what the coder encodes: a numpy array for
+    the numpy coders, a torch tensor for :class:`kvstats.models.code_attention.SideCoder`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.quant.coder import IdentityCoder, storable_limits
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> x = np.zeros((1, 64), dtype=np.float32)
+    >>> x[0, 0] = 7e4
+    >>> [(what, limit) for what, limit, value in storable_limits(MSEQuantizer(64, 2), x) if value > limit]
+    [('vector norms (stored as float16)', 65504.0)]
+    >>> storable_limits(IdentityCoder(64), x)
+    [('values of magnitude', 3.4028234663852886e+38, 70000.0)]
+    """
+    method = getattr(coder, "storable_limits", None)
+    return list(method(x)) if method is not None else float32_limits(x)
+
+
 # --------------------------------------------------------------------------- identity
 @dataclass(frozen=True, eq=False)
 class IdentityCodes:
@@ -322,6 +413,16 @@ class IdentityCoder:
         """``{"values": 32·d·n_tokens}``."""
         n_tokens = check_int(n_tokens, "n_tokens", low=1)
         return {"values": self.nominal_bits * self.dim * n_tokens}
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 only (:func:`float32_limits`).
+
+        Examples
+        --------
+        >>> IdentityCoder(2).storable_limits(np.array([[1.0, -3.0]]))
+        [('values of magnitude', 3.4028234663852886e+38, 3.0)]
+        """
+        return float32_limits(x)
 
     def describe(self) -> dict[str, Any]:
         """``{"coder": "identity"}``."""

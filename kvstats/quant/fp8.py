@@ -44,6 +44,7 @@ import numpy as np
 from jaxtyping import Float
 
 from kvstats._checks import _describe, as_float_array, check_choice, check_int, check_real
+from kvstats.quant.coder import float32_limits
 
 __all__ = ["FP8_FORMATS", "SCALES", "FP8Codes", "FP8Coder", "amax_scale"]
 
@@ -173,6 +174,17 @@ class FP8Coder:
         y = np.clip(_divide(x32, s), -self.fmax, self.fmax)
         scale = s.reshape(x.shape[:-2] if self.scale == "head" else ())
         return FP8Codes(y.astype(self.dtype).view(np.uint8), scale, self.fmt, x.dtype)
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 only: the scale is float32 and values beyond the format's range are
+        clamped (:func:`kvstats.quant.coder.float32_limits`).
+
+        Examples
+        --------
+        >>> FP8Coder("fp8_e4m3", 2).storable_limits(np.array([[1.0, -1e6]]))
+        [('values of magnitude', 3.4028234663852886e+38, 1000000.0)]
+        """
+        return float32_limits(x)
 
     def decode(self, codes: FP8Codes) -> Float[np.ndarray, "*batch n d"]:
         """``fp8 · s`` in float32, returned in the dtype that was encoded."""

@@ -48,6 +48,7 @@ from jaxtyping import Float
 
 from kvstats._checks import _describe, as_float_array, check_int
 from kvstats.quant.codebook import lloyd_max_codebook
+from kvstats.quant.coder import float32_limits
 
 __all__ = ["KLTCodes", "KLTCoder", "water_fill_bits", "MAX_AXIS_BITS"]
 
@@ -240,6 +241,26 @@ class KLTCoder:
         spread = float(np.max(np.abs(c), initial=0.0)) / math.sqrt(m * d)
         if not spread <= _FP16_MAX:
             _raise_beyond_fp16(self.name, "scale of at least", spread)
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 and the float16 mean and scales `_fit` checks: a group's mean and scales
+        are at most its largest centred norm, at most twice its largest token norm (a
+        bound per token: the group's other tokens are not known yet in a cache).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.quant.klt import KLTCoder
+        >>> KLTCoder(2, 4).storable_limits(np.array([[3.0, 4.0, 0.0, 0.0]]))[1]
+        ("vector norms (klt's float16 mean and scales)", 32752.0, 5.0)
+        """
+        x = np.asarray(x)
+        if not x.size:
+            return []
+        with np.errstate(over="ignore"):   # beyond float32 (or its squares): inf, refused
+            x32 = x.astype(np.float32)
+            norms = np.sqrt(np.einsum("...i,...i->...", x32, x32))
+        return float32_limits(x) + [("vector norms (klt's float16 mean and scales)", _FP16_MAX / 2, float(norms.max()))]
 
     def _check(self, x: np.ndarray) -> np.ndarray:
         x = as_float_array(x, self.name, min_ndim=2)

@@ -47,6 +47,7 @@ from jaxtyping import Float
 
 from kvstats._checks import _describe, as_float_array, check_choice, check_int
 from kvstats.quant.blockfmt import check_block_dim
+from kvstats.quant.coder import float32_limits
 from kvstats.quant.fp8 import SCALES, amax_scale
 
 __all__ = ["MX_FORMATS", "E2M1_VALUES", "MXCodes", "MXCoder", "e2m1_encode", "e2m1_decode"]
@@ -241,6 +242,17 @@ class MXCoder:
         data = np.concatenate([head, _pack(q)], axis=-1).reshape(*x.shape[:-1], -1)
         scale = None if g is None else g.reshape(x.shape[:-2] if self.scale == "head" else ())
         return MXCodes(data, scale, self.fmt, x.dtype)
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 only: the block scales cover every float32 magnitude
+        (:func:`kvstats.quant.coder.float32_limits`).
+
+        Examples
+        --------
+        >>> MXCoder("mxfp4", 32).storable_limits(np.full((1, 32), -2.0))
+        [('values of magnitude', 3.4028234663852886e+38, 2.0)]
+        """
+        return float32_limits(x)
 
     def decode(self, codes: MXCodes) -> Float[np.ndarray, "*batch n d"]:
         """Decoded vectors in the dtype that was encoded."""

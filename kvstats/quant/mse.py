@@ -34,7 +34,7 @@ from jaxtyping import Float
 from numpy.typing import ArrayLike, DTypeLike
 
 from kvstats._checks import SeedLike, _describe, as_float_array, check_int
-from kvstats.quant.coder import NormOverflowError, as_norm_dtype, check_norm_range
+from kvstats.quant.coder import NormOverflowError, as_norm_dtype, check_norm_range, float32_limits, norm_limits
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.mse_kernels import _centroids_of, _centroids_of_packed, _roundtrip_pieces
 from kvstats.quant.packing import pack_codes, packed_size
@@ -96,6 +96,24 @@ def _check_out(out: object, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray
         raise ValueError("out must not overlap x (x is read while out is written); received "
                          "an out that may share memory with x")
     return out
+
+
+def _row_norms(x: np.ndarray) -> np.ndarray:
+    """float64 norms of the rows of ``x`` as the coder stores them: squares that overflowed
+    or underflowed ``x``'s dtype are recomputed from the row scaled by its largest magnitude
+    (NaN or inf where ``x`` is not finite)."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
+    bad = ~np.isfinite(norms)
+    tiny = norms == 0  # a zero vector, or squares that underflowed (e.g. float32 below 1e-23)
+    if tiny.any():
+        bad[tiny] = np.any(x[tiny] != 0, axis=-1)
+    if bad.any():  # squares overflowed or underflowed (rescale those rows), or x is not finite
+        big = x[bad].astype(np.float64)
+        scale = np.max(np.abs(big), axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
+    return norms
 
 
 class MSEQuantizer:
@@ -234,19 +252,9 @@ class MSEQuantizer:
         A row of norm below ``2 / finfo(x.dtype).max`` (subnormal entries) has an inverse
         that may overflow ``x.dtype``: that row comes back times ``2**64`` and its inverse
         over ``2**64`` (powers of two: exact), in a copy of ``x``."""
-        with np.errstate(over="ignore"):
-            norms = np.sqrt(np.einsum("...i,...i->...", x, x)).astype(np.float64)
-        bad = ~np.isfinite(norms)
-        tiny = norms == 0  # a zero vector, or squares that underflowed (e.g. float32 below 1e-23)
-        if tiny.any():
-            bad[tiny] = np.any(x[tiny] != 0, axis=-1)
-        if bad.any():  # squares overflowed or underflowed (rescale those rows), or x is not finite
-            big = x[bad].astype(np.float64)
-            scale = np.max(np.abs(big), axis=-1)
-            with np.errstate(invalid="ignore"):
-                norms[bad] = scale * np.sqrt(np.sum((big / scale[:, None]) ** 2, axis=-1))
-            if not np.isfinite(norms).all():
-                as_float_array(whole, "x")  # raises its "x must be finite" error
+        norms = _row_norms(x)
+        if not np.isfinite(norms).all():
+            as_float_array(whole, "x")  # raises its "x must be finite" error
         top = float(np.finfo(x.dtype).max)
         if norms.size and norms.max() > top:
             raise NormOverflowError(f"{self.name} has a vector norm of {norms.max():.4g}, above the largest "
@@ -262,6 +270,25 @@ class MSEQuantizer:
             x[tiny] = np.ldexp(x[tiny], 64)
             inv[tiny] = np.ldexp(1.0, -64) / norms[tiny]
         return norms, inv.astype(x.dtype), x
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch d"]) -> list[tuple[str, float, float]]:
+        """float32, the norms' ``norm_dtype`` and ``x``'s dtype, which decoding multiplies
+        the norms in (the coder protocol's ranges, :mod:`kvstats.quant.coder`; the norms
+        as `encode` computes them).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.quant.mse import MSEQuantizer
+        >>> MSEQuantizer(4, 2).storable_limits(np.array([[3.0, 4.0, 0.0, 0.0]], dtype=np.float32))[1:]
+        [('vector norms (stored as float16)', 65504.0, 5.0), ('vector norms (decoded in float32)', 3.4028234663852886e+38, 5.0)]
+        """
+        x = self._check_x(x)
+        if not x.size:
+            return []
+        norms = _row_norms(x)
+        return (float32_limits(x) + norm_limits(norms, self.norm_dtype)
+                + [(f"vector norms (decoded in {x.dtype})", float(np.finfo(x.dtype).max), float(norms.max()))])
 
     def _shape(self, lead: tuple[int, ...]) -> tuple[int, ...]:
         """Batch shape of the output (feature axis excluded) for inputs ``(*lead, dim)``."""

@@ -356,6 +356,19 @@ class ProdQuantizer:
         return dataclasses.replace(self.mse.export(), coder="prod", sketch=self.sketch.matrix,
                                    sketch_scale=self.sketch.scale)
 
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """Its MSE stage's (float32, the norms' ``norm_dtype``, ``x``'s dtype); the residual's
+        norm, at most the vector's plus its (n−1)-bit reconstruction's, is left to `encode`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.quant.prod import ProdQuantizer
+        >>> ProdQuantizer(4, 2).storable_limits(np.array([[3.0, 4.0, 0.0, 0.0]]))[1]
+        ('vector norms (stored as float16)', 65504.0, 5.0)
+        """
+        return self.mse.storable_limits(x)
+
     def describe(self) -> dict[str, Any]:
         """Every setting: coder kind, bits, rotation, sketch kind and rows, norm dtype, draws."""
         return {"coder": "prod", "quantizer": "turboquant_prod", "dim": self.dim, "bits": self.bits,

@@ -16,9 +16,9 @@ from jaxtyping import Float, UInt
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.coder import as_norm_dtype
+from kvstats.quant.coder import as_norm_dtype, float32_limits, norm_limits
 from kvstats.quant.qjl import (QJLCodes, _broadcast_batch, _in_dtype, _pm_from_bits,
-                               _pm_signs, _reconstruct, _sign_bits, _store_norms, qjl_encode,
+                               _pm_signs, _reconstruct, _row_norms, _sign_bits, _store_norms, qjl_encode,
                                qjl_reconstruct, qjl_scores)
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
@@ -221,6 +221,20 @@ class QJLKeyQuantizer:
                    qjl_encode(self.outlier_sketch, k_out, self.norm_dtype, f"{self.name} (outliers)"))
         return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype, self.name), outlier, idx,
                            K.shape[-2], self.group_size, K.dtype)
+
+    def storable_limits(self, K: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 and the norms' ``norm_dtype``: a key's norm bounds its inlier and outlier
+        parts' norms, which `encode` stores (computed as it computes them).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kvstats.quant.qjl_keys import QJLKeyQuantizer
+        >>> QJLKeyQuantizer(4, 8).storable_limits(np.array([[3.0, 4.0, 0.0, 0.0]]))[1]
+        ('vector norms (stored as float16)', 65504.0, 5.0)
+        """
+        K = as_float_array(K, "K", min_ndim=2)
+        return float32_limits(K) + (norm_limits(_row_norms(K), self.norm_dtype) if K.size else [])
 
     def roundtrip(self, K: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
         """``decode(encode(K))`` bit for bit, without packing the sign bits.

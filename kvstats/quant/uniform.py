@@ -45,7 +45,7 @@ Coders (the :class:`kvstats.quant.coder.Coder` protocol, one side of a scheme):
 (values per token, groups of channels), each keeping the most recent ``residual`` tokens
 in float16. :class:`KIVIQuantizer` runs both sides together.
 """
-# ~470 lines: the uniform codec and the three coders built on it belong together.
+# ~600 lines: the uniform codec and the three coders built on it belong together.
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ import numpy as np
 from jaxtyping import Float
 
 from kvstats._checks import as_float_array, check_int
+from kvstats.quant.coder import float32_limits
 from kvstats.quant.packing import pack_codes, unpack_codes
 
 __all__ = ["UniformCodes", "uniform_quantize", "uniform_dequantize", "UniformTokenCoder",
@@ -218,6 +219,14 @@ def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
                         axis=axis, group_size=group_size, shape=x.shape, dtype=x.dtype)
 
 
+def _zero_scale_limits(x: np.ndarray, bits: int) -> list[tuple[str, float, float]]:
+    """float32 and :func:`uniform_quantize`'s float16 zero and scale, per value (a group's other values may come later):
+    |x| ≤ 65504 (its check), at 1 bit (scale = max − min) |x| ≤ 32752; from 2 bits (max − min)/3 fits."""
+    x, one_bit = np.asarray(x), bits == 1
+    return float32_limits(x) + [("values of magnitude (float16 zero and scale" + (", 1 bit" if one_bit else "") + ")",
+                                 _FP16_MAX / 2 if one_bit else _FP16_MAX, float(np.max(np.abs(x), initial=0.0)))]
+
+
 def _warn_subnormal_groups(magnitude: np.ndarray, scale16: np.ndarray, name: str) -> None:
     """Warn when nonzero groups lie entirely below float16's smallest normal (precision lost)."""
     low = (magnitude > 0) & (magnitude < _FP16_NORMAL)
@@ -293,6 +302,17 @@ class UniformTokenCoder:
                              f"received shape {shape}")
         return uniform_quantize(x, self.bits, axis=-1, group_size=self.group_size, name=self.name)
 
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 and the float16 zero and scale (the coder protocol's ranges).
+
+        Examples
+        --------
+        >>> from kvstats.quant.uniform import UniformTokenCoder
+        >>> UniformTokenCoder(1, 4, 4).storable_limits([[1.0, -4e4, 0.0, 0.0]])[1]
+        ('values of magnitude (float16 zero and scale, 1 bit)', 32752.0, 40000.0)
+        """
+        return _zero_scale_limits(x, self.bits)
+
     def decode(self, codes: UniformCodes) -> Float[np.ndarray, "*batch n d"]:
         """:func:`uniform_dequantize`."""
         return uniform_dequantize(codes)
@@ -364,6 +384,17 @@ class _KIVICoder:
             quantized = uniform_quantize(x[..., :n_q, :], self.bits, axis=self._axis,
                                          group_size=self.group_size, name=self._name)
         return KIVISideCodes(quantized, self._window(x[..., n_q:, :]), n_tokens, x.dtype)
+
+    def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
+        """float32 and the float16 zero, scale and window (the coder protocol's ranges).
+
+        Examples
+        --------
+        >>> from kvstats.quant.uniform import KIVIKeyCoder
+        >>> KIVIKeyCoder(2, 4).storable_limits([[1.0, -4e4, 0.0, 0.0]])[1]
+        ('values of magnitude (float16 zero and scale)', 65504.0, 40000.0)
+        """
+        return _zero_scale_limits(x, self.bits)
 
     def decode(self, codes: KIVISideCodes) -> Float[np.ndarray, "*batch n d"]:
         """Decoded tokens, then the window, in the encoded dtype."""
