@@ -15,6 +15,7 @@ that finishes (:mod:`kvstats.sweep.run` writes their cells); a worker that died 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import os
 import pickle
 import sys
@@ -102,8 +103,8 @@ def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
     calling process's, and its cells must say so. In the default pool each chunk's trials (all cells) go to the
     progress queue as ``(tag, trials)``, written before the task returns.
 
-    Warnings are recorded (the worker's filters still apply) and returned, for the
-    calling process to show (:func:`_show_warnings`, as a serial run's): a worker's stderr
+    Warnings are recorded, this thread's only (:func:`_recording`: a task may run on a
+    thread; the worker's filters still apply), and returned, for the calling process to show (:func:`_show_warnings`, as a serial run's): a worker's stderr
     is not the caller's, nor are its ``warnings`` settings (``kvstats sweep`` prints each
     warning as one ``kvstats sweep: warning:`` line).
     """
@@ -116,10 +117,79 @@ def _user_task(payload: WorkerPayload, task: Any, tag: int = 0
         if _PROGRESS is not None:
             _PROGRESS.put((tag, _n_rows(done)))
 
-    with warnings.catch_warnings(record=True) as caught:
+    with _recording() as caught:
         install_worker_payload(payload)
         _compute_task(task, emit=emit)
     return plan.code_version(), out, [_portable(w) for w in caught], numeric_env()
+
+
+# Task warnings are recorded per thread. ``warnings.catch_warnings(record=True)`` swaps the
+# module-global ``showwarning`` and filters and restores them on exit, so tasks that overlap
+# on threads (a ThreadPoolExecutor, a dask worker's threads) restore each other's state in
+# the wrong order and leave the process's warnings going to a dead task's list. Instead one
+# hook on ``warnings._showwarnmsg`` (which the C ``warn`` calls, after the filters, before
+# ``showwarning``) is installed while any thread records, and sends each warning to the
+# list of the thread that raised it, or on as before.
+_THREAD = threading.local()        # .log: the list this thread's warnings go to, or absent
+_HOOK_LOCK = threading.Lock()
+_hook_users = 0                    # threads recording now
+_hook: Any = None                  # the installed hook
+_replaced: Any = None              # the ``_showwarnmsg`` it replaced
+
+
+def _hook_for(show: Any, impl: Any) -> Any:
+    """The ``_showwarnmsg`` hook: a recording thread's warning goes to its list, any other
+    to ``show`` (the one replaced). ``impl`` is ``_showwarnmsg_impl`` when it was installed:
+    if it has changed, a ``catch_warnings(record=True)`` entered since (say, by the task's
+    own code) is recording, and gets the warning, as it would without this hook."""
+    def _showwarnmsg(msg: warnings.WarningMessage) -> None:
+        log = getattr(_THREAD, "log", None)
+        if log is not None and warnings._showwarnmsg_impl is impl:   # type: ignore[attr-defined]
+            log.append(msg)
+        else:
+            show(msg)
+    return _showwarnmsg
+
+
+@contextlib.contextmanager
+def _recording() -> Any:
+    """Record the warnings this thread raises (under the process's filters), as a list of
+    :class:`warnings.WarningMessage`; other threads' warnings, and the process's
+    ``warnings`` state, are left alone.
+
+    Like ``catch_warnings``, it starts with the filters' once-per-place records cleared, so
+    that a warning shown before (an earlier sweep's) is recorded again.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from kvstats.sweep.pool import _recording
+    >>> before = warnings._showwarnmsg
+    >>> with _recording() as caught:
+    ...     warnings.warn("mine", UserWarning)
+    >>> [str(w.message) for w in caught], warnings._showwarnmsg is before
+    (['mine'], True)
+    """
+    global _hook_users, _hook, _replaced
+    with _HOOK_LOCK:
+        if _hook_users == 0:
+            _replaced = warnings._showwarnmsg   # type: ignore[attr-defined]
+            _hook = _hook_for(_replaced, warnings._showwarnmsg_impl)  # type: ignore[attr-defined]
+            warnings._showwarnmsg = _hook   # type: ignore[attr-defined]
+        _hook_users += 1
+        getattr(warnings, "_filters_mutated", lambda: None)()   # catch_warnings' reset of the records
+    outer = getattr(_THREAD, "log", None)
+    _THREAD.log = caught = []
+    try:
+        yield caught
+    finally:
+        _THREAD.log = outer
+        with _HOOK_LOCK:
+            _hook_users -= 1
+            # the one replaced, unless other code has replaced the hook since (theirs stays;
+            # the hook then passes every warning on)
+            if _hook_users == 0 and warnings._showwarnmsg is _hook:   # type: ignore[attr-defined]
+                warnings._showwarnmsg = _replaced   # type: ignore[attr-defined]
 
 
 def _portable(w: warnings.WarningMessage) -> tuple[type[Warning], str, str, int, str | None]:

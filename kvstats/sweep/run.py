@@ -52,7 +52,7 @@ from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
-                                _portable, _say, _show_warnings, _user_task)
+                                _portable, _recording, _say, _show_warnings, _user_task)
 from kvstats.sweep.store import (_git_revision, _now, check_cell_slots, check_out_folder,
                                  check_writable, clear_outputs, load_cell, lock_dir, make_manifest,
                                  write_cell, write_result)
@@ -73,11 +73,16 @@ def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException 
     "[4 of 8 cells finished, kept in out/cells: rerun with resume (kvstats sweep --resume; run_sweep's default) to compute only the other 4]"
     >>> print(_kept(Path("out/cells"), 4, 8, NormOverflowError("K has a vector norm of 9.6e+04")))
     [4 of 8 cells finished, kept in out/cells; the same sweep fails the same way (its data are seeded): change the config as said, then rerun with resume (kvstats sweep --resume; run_sweep's default) to reuse the cells it leaves unchanged]
+    >>> _kept(Path("out/cells"), 8, 8, OSError(28, "No space left on device"))
+    "[all 8 cells finished, kept in out/cells: rerun with resume (kvstats sweep --resume; run_sweep's default) to write the results from them, computing nothing]"
     >>> _kept(None, 4, 8) is None
     True
     """
     if cells_dir is None:
         return None   # nothing is kept
+    if n_done == n_cells:   # failed after the last cell (writing the results): nothing to compute
+        return (f"[all {n_cells} cells finished, kept in {cells_dir}: rerun with resume (kvstats sweep "
+                "--resume; run_sweep's default) to write the results from them, computing nothing]")
     if isinstance(exc, NormOverflowError):
         return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}; the same sweep fails "
                 "the same way (its data are seeded): change the config as said, then rerun with resume "
@@ -513,7 +518,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 bar.update(_n_rows(done))   # chunk by chunk: the bar moves within a task
 
             for task in tasks:
-                with warnings.catch_warnings(record=True) as caught:
+                with _recording() as caught:   # this thread's: run_sweep may run on one
                     _compute_task(task, emit=chunk_done)
                 _show_warnings([_portable(w) for w in caught], seen_warnings)
         else:
@@ -544,5 +549,11 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     if own:
         manifest["user_code"] = own   # the results came from user code: which, and its hash
     if out_dir is not None:
-        write_result(out_dir, frame, manifest)
+        try:
+            write_result(out_dir, frame, manifest)
+        except (Exception, KeyboardInterrupt) as exc:   # a full disk: every cell is kept, say so
+            kept = _kept(cells_dir, len(frames), len(cells), exc)
+            if kept is not None:
+                exc.add_note(kept)
+            raise
     return SweepResult(frame, manifest, config, out_dir)
