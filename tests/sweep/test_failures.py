@@ -117,11 +117,12 @@ def test_a_full_disk_is_one_line_and_the_sweep_resumes(tmp_path, monkeypatch, ca
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("kvstats sweep: error: cannot use '") and err.count("\n") == 1, err
-    # a cell's write: what is kept and how to resume; the results' (every cell kept): no note
+    # what is kept and how to resume: after a cell's write, or the results' (every cell kept)
     note = (f" [2 of 4 cells finished, kept in {out / 'cells'}: rerun with resume (kvstats sweep "
-            "--resume; run_sweep's default) to compute only the other 2]")
-    assert err.rstrip().endswith(": No space left on device" + (note if full_at == "the third cell"
-                                                               else "")), err
+            "--resume; run_sweep's default) to compute only the other 2]" if full_at == "the third cell"
+            else f" [all 4 cells finished, kept in {out / 'cells'}: rerun with resume (kvstats sweep "
+            "--resume; run_sweep's default) to write the results from them, computing nothing]")
+    assert err.rstrip().endswith(": No space left on device" + note), err
     left = sorted(p.name for p in out.rglob("*") if p.is_file())
     assert not [n for n in left if n.endswith(".tmp")], left
     cells = [n for n in left if n.endswith(".parquet") and not n.startswith("results")]
