@@ -92,7 +92,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     tests are the paired ones: per metric the sign test (``test`` = "sign",
     ``statistic`` = the pairs with a > b, ``effect`` = the dominance P(a > b) − P(a < b)
     over the pairs that differ, **positive when a's values tend to be larger**, with its
-    Clopper–Pearson-based CI; :func:`kvstats.stats.sign_test`), on the standardised 6D profile an
+    Clopper–Pearson-based CI; :func:`kvstats.stats.sign_test`; NaN with its CI where no pair
+    differs, ``n_informative`` 0: the dominance is 0/0), on the standardised 6D profile an
     energy permutation test with labels swapped within pairs, per metric listed in
     ``equivalence`` a TOST with ``paired=True`` (``test`` = "equivalence"), and no KS
     test (the two-sample KS test has no valid null for paired samples: its permutations

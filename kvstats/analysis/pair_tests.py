@@ -59,9 +59,12 @@ def _sign_row(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "n"]) -> Row:
     tie = rounding_ties(x, y)
     rounded = int(np.count_nonzero(tie & (x != y)))
     res = sign_test(x, np.where(tie, x, y))     # a metric may be +inf (SNR of an exact reconstruction)
+    # no pair differs: the dominance is 0/0, undefined (the report's "—"), so NaN, not
+    # sign_test's 0 with the placeholder [-1, 1], which a pooled or averaged CSV reads as measured
+    effect = ((res.dominance, res.dominance_low, res.dominance_high) if res.n_nonzero
+              else (math.nan,) * 3)
     return {"test": "sign", "statistic": float(res.statistic), "pvalue": float(res.pvalue),
-            "effect": float(res.dominance), "effect_low": float(res.dominance_low),
-            "effect_high": float(res.dominance_high),
+            **dict(zip(("effect", "effect_low", "effect_high"), map(float, effect))),
             "note": (f"sign test, {res.n_nonzero} nonzero of {res.n_pairs} paired differences "
                      f"({res.n_positive} a > b, {res.n_negative} a < b"
                      + (f"; {rounded} equal up to rounding, counted as zero" if rounded else "")

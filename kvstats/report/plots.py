@@ -184,26 +184,36 @@ def _marked(x: np.ndarray, metric: str) -> bool:
     return bool(tail_alpha(x, metric) < 2 or few_nonzero(x, metric))
 
 
-def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Mean ± normal-approximation CI per case, scheme and budget (for drawing only), and
-    ``heavy``: the tables mark the mean ‡ (:func:`_marked`), so no CI of it is valid."""
-    from scipy import stats
+def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95,
+                   n_resamples: int = 999, seed: int = 0) -> pd.DataFrame:
+    """Mean and the tables' interval per case, scheme and budget: ``low``/``high`` are
+    :func:`~kvstats.analysis.summary_table`'s ``ci_low``/``ci_high`` for the same arguments
+    (BCa bootstrap, :func:`~kvstats.analysis.intervals.mean_ci`, seeded by the values, so
+    the same numbers), and ``heavy``: the tables mark the mean ‡ (:func:`_marked`)."""
+    from kvstats.analysis.intervals import _in_unit_interval, _is_fraction, mean_ci
 
-    z = stats.norm.ppf(0.5 + confidence / 2)
-    g = frame.groupby(list(CASE_COLUMNS) + ["scheme", "budget"], sort=False)
-    out = g.agg(mean=(metric, "mean"), sd=(metric, "std"), n=(metric, "size"),
-                bits_total=("bits_total", "first"),
-                heavy=(metric, lambda x: _marked(x.to_numpy(np.float64), metric))).reset_index()
-    half = z * out["sd"].fillna(0.0) / np.sqrt(out["n"])
-    out["low"], out["high"] = out["mean"] - half, out["mean"] + half
-    return out
+    rows = []
+    for key, grp in frame.groupby(list(CASE_COLUMNS) + ["scheme", "budget"], sort=False):
+        x = grp[metric].to_numpy(np.float64)
+        unit = _is_fraction(metric) and _in_unit_interval(x)   # as summary_table asks
+        mean, low, high = mean_ci(x, confidence, n_resamples, seed, unit_interval=unit)
+        rows.append((*key, mean, low, high, x.size, float(grp["bits_total"].iloc[0]), _marked(x, metric)))
+    return pd.DataFrame(rows, columns=[*CASE_COLUMNS, "scheme", "budget", "mean", "low", "high", "n",
+                                       "bits_total", "heavy"])
 
 
 def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: bool,
-               palette: dict[str, Any] | None) -> "matplotlib.figure.Figure":
+               palette: dict[str, Any] | None, confidence: float, n_resamples: int,
+               seed: int) -> "matplotlib.figure.Figure":
+    from kvstats._checks import check_int, check_real
+    from kvstats.analysis.clustered import N_IN_CLUSTER
+    from kvstats.results import REAL
+
     frame = check_frame(frame)
+    confidence = check_real(confidence, "confidence", low=0, high=1, low_open=True, high_open=True)
+    n_resamples, seed = check_int(n_resamples, "n_resamples", low=1), check_int(seed, "seed", low=0)
     palette = palette or scheme_palette(frame["scheme"])
-    stats_ = _mean_ci_frame(frame, metric)
+    stats_ = _mean_ci_frame(frame, metric, confidence, n_resamples, seed)
     cases = stats_[list(CASE_COLUMNS)].drop_duplicates()
     digits = label_digits(cases["params"])
     _style()
@@ -215,21 +225,29 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     any_heavy = False
     for ax, (_, case) in zip(axes.flat, cases.iterrows()):
         sub = stats_.merge(case.to_frame().T.astype(stats_[list(CASE_COLUMNS)].dtypes))
+        floor = None
         if log:   # every panel on the log axis: a mean of 0 (an exact scheme's) is left off, and said
-            _note_zero_means(ax, sub[sub["mean"] <= 0], sub)
+            _note_zero_means(ax, sub[sub["mean"] <= 0], sub, sub[(sub["mean"] > 0) & (sub["low"] <= 0)])
             sub = sub[sub["mean"] > 0]
-            # a lower CI end ≤ 0 (heavy tails) is clipped at the axis floor
-            ax.set_yscale("log", nonpositive="clip")
+            ax.set_yscale("log")
+            # an interval reaching 0 (a mean of few nonzero values) has no lower end on the
+            # axis: its bar runs to the panel's floor, marked ▼ there, and the note says so
+            ends = np.r_[sub["mean"], sub["low"][sub["low"] > 0]]
+            floor = float(ends.min()) / 3 if ends.size else None
         for scheme, grp in sub.groupby("scheme", sort=False):
             grp = grp.sort_values("bits_total")
             style = _scheme_style(palette, scheme)
-            ax.errorbar(grp["bits_total"], grp["mean"],
-                        yerr=[grp["mean"] - grp["low"], grp["high"] - grp["mean"]],
+            zero = (grp["low"] <= 0).to_numpy() if floor is not None else np.zeros(len(grp), bool)
+            low = np.where(zero, floor or 0.0, grp["low"])
+            ax.errorbar(grp["bits_total"], grp["mean"], yerr=[grp["mean"] - low, grp["high"] - grp["mean"]],
                         ms=4.5, capsize=3, lw=1.2, label=scheme, **style)
+            ax.plot(grp["bits_total"][zero], low[zero], ls="none", marker="v", ms=4, color=palette[scheme])
             heavy = grp[grp["heavy"]]
             ax.plot(heavy["bits_total"], heavy["mean"], ls="none", marker=style["marker"], ms=6.5,
                     mfc="white", mec=palette[scheme], mew=1.5, zorder=5)
             any_heavy = any_heavy or len(heavy) > 0
+        if floor is not None:
+            ax.set_ylim(bottom=floor / 1.5)
         ax.set_title(_case_label(case, digits), fontsize=9)
         ax.set_xlabel("bits per coordinate, with overhead")
         ax.set_ylabel(ylabel)
@@ -247,31 +265,40 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5))
         labels.append("hollow, ‡: heavy tail (Hill α < 2 at 95%)\nor few nonzero values: the CI is not valid")
     _legend_below(fig, handles, labels, "scheme", min(ncol, 4) + any_heavy)
-    fig.suptitle(title)
+    # the interval and its unit named, as the report's: the tables' bootstrap CI of a mean over
+    # trials, or over texts (clusters) where the frame holds cluster means (aggregate_clusters)
+    unit = ("trials" if N_IN_CLUSTER not in frame.columns else "texts"
+            if (frame["distribution"] == REAL).all() else "clusters")
+    fig.suptitle(f"{title} (mean, {100 * confidence:g}% BCa bootstrap CI over {unit}, as the tables)")
     return fig
 
 
-def _note_zero_means(ax: Any, zero: pd.DataFrame, sub: pd.DataFrame) -> None:
+def _note_zero_means(ax: Any, zero: pd.DataFrame, sub: pd.DataFrame, to_zero: pd.DataFrame) -> None:
     """Name, in the panel's lower left corner (low KL at few bits: empty), the schemes whose
     mean is 0 and so not on the log axis: "identity: KL = 0, not drawn", with the budgets
-    where only some of a scheme's are."""
-    if zero.empty:
-        return
-    parts = []
-    for scheme, grp in zero.groupby("scheme", sort=False):
-        every = len(grp) == int((sub["scheme"] == scheme).sum())
-        parts.append(scheme if every else f"{scheme} at n = {', '.join(f'{b:g}' for b in grp['budget'])}")
-    ax.text(0.02, 0.03, f"{'; '.join(parts)}: KL = 0, not drawn", transform=ax.transAxes,
-            fontsize=7, ha="left", va="bottom", color="0.25")
+    where only some of a scheme's are; and those whose interval reaches 0 (``to_zero``),
+    whose bar is cut at the axis floor (▼)."""
+    def named(rows: pd.DataFrame, whole: bool) -> str:
+        return "; ".join(s if whole and len(g) == int((sub["scheme"] == s).sum())
+                         else f"{s} at n = {', '.join(f'{b:g}' for b in g['budget'])}"
+                         for s, g in rows.groupby("scheme", sort=False))
+    lines = ([f"{named(zero, True)}: KL = 0, not drawn"] if len(zero) else []) + (
+        [f"▼ {named(to_zero, False)}: CI reaches 0, bar cut at the axis"] if len(to_zero) else [])
+    if lines:
+        ax.text(0.02, 0.03, "\n".join(lines), transform=ax.transAxes, fontsize=7, ha="left",
+                va="bottom", color="0.25")
 
 
-def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None) -> "matplotlib.figure.Figure":
-    """Mean attention KL(p_ref ‖ p_quant) (nats) against bits per coordinate, 95% CIs, per case.
+def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None, confidence: float = 0.95,
+                    n_resamples: int = 999, seed: int = 0) -> "matplotlib.figure.Figure":
+    """Mean attention KL(p_ref ‖ p_quant) (nats) against bits per coordinate, with CIs, per case.
 
     A log y axis in every panel: a mean of 0 (an exact scheme, such as identity) has no
     place on it and is left off, named in its panel ("identity: KL = 0, not drawn").
-    Error bars are normal-approximation intervals of the mean (the report's tables give
-    the bootstrap intervals); hollow markers flag the means the tables mark ‡: per-trial
+    Error bars are the tables' intervals of the mean (:func:`~kvstats.analysis.summary_table`'s
+    ``ci_low``/``ci_high`` for the same ``confidence``, ``n_resamples`` and ``seed``: BCa
+    bootstrap over the frame's rows, trials or texts), so never below 0; one that reaches 0
+    is cut at the axis floor, marked ▼ and named in its panel. Hollow markers flag the means the tables mark ‡: per-trial
     values with a Hill tail index below 2 at 95% (infinite variance: no interval of the mean
     is valid there) or a mean carried by fewer than 10 nonzero values (its bootstrap interval
     undercovers). The x axis counts every stored overhead.
@@ -282,6 +309,9 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
         Per-trial results (a sweep's ``SweepResult.frame``): one panel per case.
     palette : dict, optional
         Scheme label → colour (default :func:`scheme_palette` of the frame's schemes).
+    confidence, n_resamples, seed : float, int, int
+        The intervals' level, bootstrap resamples and seed, as the report's tables
+        (``[report]`` confidence, bootstrap_resamples, seed).
 
     Returns
     -------
@@ -297,14 +327,16 @@ def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = Non
     >>> plot_kl_vs_bits(res.frame).axes[0].get_ylabel()
     'mean KL (nats)'
     """
-    return _bits_plot(frame, "kl", f"mean {metric_def('kl').axis_label}", "Attention KL vs bit budget (mean, 95% CI)",
-                      True, palette)
+    return _bits_plot(frame, "kl", f"mean {metric_def('kl').axis_label}", "Attention KL vs bit budget",
+                      True, palette, confidence, n_resamples, seed)
 
 
-def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None) -> "matplotlib.figure.Figure":
-    """Mean top-5 routing recall (fraction) against bits per coordinate, 95% CIs, per case.
+def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None, confidence: float = 0.95,
+                        n_resamples: int = 999, seed: int = 0) -> "matplotlib.figure.Figure":
+    """Mean top-5 routing recall (fraction) against bits per coordinate, with CIs, per case.
 
-    Hollow markers as in :func:`plot_kl_vs_bits`; the x axis counts every stored overhead.
+    Error bars (the tables' bootstrap intervals, within [0, 1]), hollow markers and the
+    arguments as in :func:`plot_kl_vs_bits`; the x axis counts every stored overhead.
 
     Parameters
     ----------
@@ -312,6 +344,8 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
         Per-trial results (a sweep's ``SweepResult.frame``): one panel per case.
     palette : dict, optional
         Scheme label → colour (default :func:`scheme_palette` of the frame's schemes).
+    confidence, n_resamples, seed : float, int, int
+        As :func:`plot_kl_vs_bits`.
 
     Returns
     -------
@@ -328,7 +362,7 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
     'bits per coordinate, with overhead'
     """
     return _bits_plot(frame, "recall_at_5", f"mean {metric_def('recall_at_5').axis_label}",
-                      "Top-5 routing recall vs bit budget (mean, 95% CI)", False, palette)
+                      "Top-5 routing recall vs bit budget", False, palette, confidence, n_resamples, seed)
 
 
 #: The metrics of the crossover figure's panels (the report's crossover list names every metric).

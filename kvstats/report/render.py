@@ -300,7 +300,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
             if opts["figures"]:
                 figs = _figures(frame, comp, comparisons, stage / "figures",
                                 nominal_bounds(trials, spectra=spectra, n_queries=n_queries), names,
-                                progress)
+                                progress, {"confidence": opts["confidence"], "seed": opts["seed"],
+                                           "n_resamples": opts["bootstrap_resamples"]})
             computing.what = "the document"
             doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
                                  comparisons=comparisons, figure_names=names)
@@ -512,9 +513,10 @@ def _span(values: pd.Series) -> str:
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
              fig_dir: Path, bounds: pd.DataFrame, names: dict[tuple, str],
-             progress: bool = False) -> dict[str, Path]:
+             progress: bool = False, intervals: dict[str, Any] | None = None) -> dict[str, Path]:
     """Draw and save the figures; ``names``: :func:`~kvstats.report.notation.figure_names`'
-    map, each case's and pair's file name."""
+    map, each case's and pair's file name; ``intervals``: the summary table's bootstrap
+    arguments, so the bits figures' bars are its intervals."""
     from tqdm.auto import tqdm
 
     from kvstats.report.plots import (CROSSOVER_METRICS, plot_crossover, plot_kl_vs_bits,
@@ -553,8 +555,8 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
                     bar.update()
                     continue
                 save(names["shannon_phi", place, key], fig)
-        save("kl_vs_bits", plot_kl_vs_bits(frame, palette=palette))
-        save("recall_vs_bits", plot_recall_vs_bits(frame, palette=palette))
+        save("kl_vs_bits", plot_kl_vs_bits(frame, palette=palette, **(intervals or {})))
+        save("recall_vs_bits", plot_recall_vs_bits(frame, palette=palette, **(intervals or {})))
         # panels only for metrics of the family ([report] metrics): no test rows, no panel
         tested = [m for m in CROSSOVER_METRICS if m in set(comp["metric"])]
         for a, b in comparisons:

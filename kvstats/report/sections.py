@@ -466,12 +466,15 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     hollow = (" Hollow markers, where drawn: a heavy right tail (Hill α < 2 at 95%) or a mean "
               "carried by fewer than 10 nonzero values (the tables' ‡), where no "
               "interval of the mean, error bar included, is valid.")
+    # the bars are the tables' intervals (plots._bits_plot: summary_table's arguments)
+    bars = (f"error bars: the tables' {_pct(opts['confidence'])} bootstrap (BCa) intervals of the "
+            f"mean over {unit}")
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
                             "(log axis: a mean of 0, an exact scheme's, is left off and named in its "
-                            "panel; normal-approximation 95% error bars; the tables carry bootstrap "
-                            "intervals)." + hollow),
+                            f"panel; {bars}; one reaching 0 is cut at the axis, ▼, and named in its "
+                            "panel)." + hollow),
                            ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate with "
-                            "overhead (normal-approximation 95% error bars)." + hollow),
+                            f"overhead ({bars})." + hollow),
                            ("lowrank_vs_heavytail", "Per-trial KL (box plots; log axis, values "
                             "below 1e-6 nats drawn at 1e-6) on low-rank and heavy-tailed keys"
                             + (", and Gaussian ones," if "distribution" in summary
