@@ -87,6 +87,14 @@ def rotate_reference(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d
         float32 for float32 input, else the input dtype; shape ``(..., d_pad)`` forward,
         ``(..., dim)`` inverse.
 
+    Raises
+    ------
+    ValueError
+        For a concrete ``x`` with a row whose norm exceeds the input dtype's max (float16:
+        65504; float32: its max / √d_pad, the float32 accumulation of the unscaled
+        product): a rotated coordinate can reach the row's norm, so the output could
+        overflow to inf. Under ``jit`` the check cannot run and such a row gives inf.
+
     Examples
     --------
     >>> import numpy as np
@@ -112,6 +120,7 @@ def _check(x, signs, inverse, dim):
     check_finite_concrete(x, "x")
     s = check_signs(signs)
     d_pad = s.shape[0]
+    _check_range(x, d_pad)
     if not isinstance(inverse, bool):
         raise TypeError(f"inverse must be a bool; received {inverse!r}")
     if not inverse:
@@ -125,6 +134,28 @@ def _check(x, signs, inverse, dim):
                              f"received {x.shape[-1]}")
         dim = d_pad if dim is None else check_int(dim, "dim", low=1, high=d_pad)
     return x, s, d_pad, dim
+
+
+def _check_range(x: jax.Array, d_pad: int) -> None:
+    """Refuse a concrete ``x`` whose rotation may not be representable (skipped under tracing).
+
+    A rotated coordinate can reach its row's norm (a row whose mass the rotation moves to one
+    axis), so a row norm above the dtype's max could turn finite float16 into inf; every
+    path accumulates the unscaled ``x H`` in float32, up to √d_pad times the norm.
+    """
+    if isinstance(x, jax.core.Tracer):
+        return
+    dt_max = float(jnp.finfo(x.dtype).max)
+    limit = min(dt_max, float(np.finfo(np.float32).max) / math.sqrt(d_pad))
+    xf = np.asarray(x, dtype=np.float32)
+    # cheap bound first (norm <= max|x|·√d): the float64 norms only for rows near the limit
+    if float(np.abs(xf).max()) * math.sqrt(x.shape[-1]) <= limit:
+        return
+    top = float(np.sqrt(np.square(xf, dtype=np.float64).sum(-1)).max())
+    if top > limit:
+        why = "" if limit == dt_max else f", / √{d_pad} for the float32 accumulation"
+        raise ValueError(f"x's rows must have norm <= {limit:.6g} ({x.dtype} max {dt_max:.6g}{why}: a rotated "
+                         f"coordinate can reach its row's norm); received a row of norm {top:.6g}")
 
 
 def _rotate_kernel(x_ref, s_ref, h_ref, o_ref, *, inverse: bool, b: int, a: int, scale: float):
@@ -200,6 +231,8 @@ def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *,
     (see :mod:`kvstats_gpu`): ``impl`` in ``("auto", "pallas", "mosaic", "triton",
     "reference")``, ``interpret``, and ``block_rows`` (power of two, >= 16 for Triton,
     >= 64 for Mosaic; rows per program).
+
+    Rows whose rotation could overflow the input dtype are refused as there (a ValueError).
 
     Agreement with the reference: float32 to ~1e-6 relative (both float32 accumulation
     with IEEE products); bf16 inputs to bf16 output rounding (2^-8 relative).

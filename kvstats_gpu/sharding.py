@@ -11,6 +11,7 @@ valid tokens contributes ``l = 0`` and is ignored by the combine.
 
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jax.typing import ArrayLike
 from jaxtyping import Float
 
+from kvstats_gpu._common import resolve_impl
 from kvstats_gpu.cache import CacheParams, CacheSpec, QuantizedKVCache, check_cache, check_params
 from kvstats._checks import check_int
 from kvstats_gpu.decode import Partials, _queries, decode_partials, finalize_partials, _nan_unless_attendable
@@ -111,7 +113,27 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
     if cache.capacity % (n_seq_dev * block_tokens):
         raise ValueError(f"the cache capacity {cache.capacity} must be divisible by "
                          f"{n_seq_dev} sequence shards x block_tokens {block_tokens}")
+    # validated here, as they key the cache of compiled steps (an unhashable one would fail there)
+    impl, interpret = resolve_impl(impl, interpret)
+    if n_splits is not None:
+        n_splits = check_int(n_splits, "n_splits", low=1)
     q = jnp.asarray(q)
+    fn = _sharded_step(spec, mesh, head_axis, seq_axis, impl, interpret, block_tokens, n_splits,
+                       tuple(a is None for a in cache), tuple(a is None for a in params))
+    return fn(q, cache, params)
+
+
+@functools.lru_cache(maxsize=64)
+def _sharded_step(spec: CacheSpec, mesh: Mesh, head_axis: str, seq_axis: str | None, impl: str,
+                  interpret: bool | None, block_tokens: int, n_splits: int | None,
+                  cache_none: tuple[bool, ...], params_none: tuple[bool, ...]):
+    """The jitted shard_map of one decode step, built once per static configuration.
+
+    jit caches compilations per function object: a fresh closure on every call (as before)
+    recompiled the whole step, Pallas kernels included, on each decode step. Keyed on every
+    static the body closes over (the mesh and spec are hashable; which cache/params fields
+    are None fixes the pytree), so a later call with the same shapes reuses the executable.
+    """
 
     def local(q_l, cache_l, params_l):
         length = cache_l.length
@@ -130,9 +152,10 @@ def sharded_decode_attention(q: Float[ArrayLike, "HG dim"], cache: QuantizedKVCa
         # under jit: NaN for an empty or overflowed cache, as decode_attention (the global capacity)
         return _nan_unless_attendable(out, cache_l.length, cache_l.capacity * n_seq_dev)
 
-    param_specs = CacheParams(*[None if a is None else P() for a in params])
-    cache_specs = QuantizedKVCache(*[None if a is None else s
-                                     for a, s in zip(cache, _cache_specs(head_axis, seq_axis))])
+    n_seq_dev = 1 if seq_axis is None else mesh.shape[seq_axis]
+    param_specs = CacheParams(*[None if none else P() for none in params_none])
+    cache_specs = QuantizedKVCache(*[None if none else s
+                                     for none, s in zip(cache_none, _cache_specs(head_axis, seq_axis))])
     fn = jax.shard_map(local, mesh=mesh, in_specs=(P(head_axis, None), cache_specs, param_specs),
                        out_specs=P(head_axis, None), check_vma=False)
-    return jax.jit(fn)(q, cache, params)
+    return jax.jit(fn)
