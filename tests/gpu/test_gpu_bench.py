@@ -200,12 +200,14 @@ def test_runbook_dry_run_end_to_end_and_backends_in_their_own_processes(tmp_path
     assert saved["complete"] is True and len(saved["rows"]) == 1 and saved["failed"] == {}
     assert "measured 2048 tokens, KQV@4" in (out / "bench_reference.txt").read_text()
     assert "    measured 2048 tokens, KQV@4" in summary  # the bench's lines reach the summary
-    # the tests step: one pytest process per backend, each collecting its three gpu tests
-    # (skipped off a GPU), both in one log
+    # the tests step: one pytest process per backend, each collecting its eight gpu tests
+    # (test_gpu_device's three, test_gpu_device_h4's five compiled cases; skipped off a GPU),
+    # both in one log
     for impl in ("mosaic", "triton"):
         assert f"tests {impl}: exit 0," in summary
-    assert summary.count("3 skipped") == 2 and "test_compiled_decode_attention_at_32k_tokens[triton-KQV-4]" \
-        in (out / "pytest_gpu.txt").read_text()
+    log = (out / "pytest_gpu.txt").read_text()
+    assert summary.count("8 skipped") == 2 and "test_compiled_decode_attention_at_32k_tokens[triton-KQV-4]" in log
+    assert "test_decode_over_a_partly_filled_cache[triton-compiled-KQV4-d64]" in log
     assert summary.rstrip().splitlines()[-1].startswith("runbook: steps tests bench: NOT all passed")
     assert res.stdout.endswith(summary)  # printed whole once more, last: the tail of a cut-off log has it
     assert sorted(p.name for p in out.iterdir()) == ["bench_mosaic.txt", "bench_reference.json",
