@@ -7,8 +7,10 @@ save the figures). One script, in this order:
    Triton by default; compiled on a GPU, interpreted on a CPU) against the dense
    reference on the dequantized cache; stops with exit status 1 on a mismatch;
 2. throughput: for each context length (32k and 128k tokens, 8 KV heads, 4 query heads
-   per KV head, d = 128), the time of one decode step over the quantized cache and of
-   ``jax.nn.dot_product_attention`` on the same shape in bf16, the bytes each reads, the
+   per KV head, d = 128), the time of one decode step over the quantized cache and of the
+   fastest dense bf16 decode step at the same shape among :data:`DENSE_BASELINES` (XLA's
+   ``jax.nn.dot_product_attention``, its cuDNN implementation, JAX's Pallas flash-decoding
+   GQA kernel; each named, a failing one reported unavailable), the bytes each reads, the
    achieved memory bandwidth and its fraction of the device's peak, and the cache bytes
    per token against fp16, one row per (length, scheme, backend). Beside the time ratio,
    the quantized time against the dense step's byte floor at peak bandwidth (what dense
@@ -74,6 +76,11 @@ PEAK_BANDWIDTH = {
 # tests/gpu/test_gpu_device.py uses the same bound.
 AGREE_RTOL = 1e-4
 
+# Largest ||dense baseline - float32 dense reference|| / ||reference|| accepted before a dense
+# baseline's time counts: bf16 output rounding alone is up to 2^-9 per element (~2e-3 of the
+# norm); a wrong scale or head mapping gives O(1). A baseline beyond it is "unavailable".
+DENSE_RTOL = 2e-2
+
 # The inputs of a timed step are cycled through copies totalling at least this many bytes,
 # several times the L2 cache (H100 and H200: 50 MB enabled), so each step reads them from HBM.
 L2_FLUSH_BYTES = 256 * 2 ** 20
@@ -100,6 +107,24 @@ def peak_bandwidth(device_kind: str) -> float | None:
     padded = f" {' '.join(device_kind.lower().split())} "  # spaces at both ends: whole words only
     hits = [k for k in PEAK_BANDWIDTH if f" {' '.join(k.lower().split())} " in padded]
     return PEAK_BANDWIDTH[max(hits, key=len)] if hits else None
+
+
+def _gqa_pallas(q: jax.Array, K: jax.Array, V: jax.Array) -> jax.Array:
+    # JAX's own Pallas flash-decoding kernel (split-K, Triton backend): (B, 1, Hq, d) layout
+    from jax.experimental.pallas.ops.gpu import decode_attention as pallas_decode
+    return pallas_decode.gqa(q[:, 0], K, V)[:, None]
+
+
+# The dense bf16 decode steps timed as baselines, ``fn(q, K, V)`` on (B, T, heads, d) arrays:
+# XLA's generic path (``implementation=None``: two matmuls, f32 logits in between), cuDNN's
+# fused attention, and JAX's Pallas flash-decoding GQA kernel. Each is tried; one that fails
+# to compile, run or agree is recorded as "unavailable: <reason>" (cuDNN needs a GPU with
+# cuDNN; the Pallas kernel, Triton, which jax >= 0.11 deprecates). The fastest is the baseline.
+DENSE_BASELINES: dict[str, Callable] = {
+    "xla": jax.nn.dot_product_attention,
+    "cudnn": lambda q, K, V: jax.nn.dot_product_attention(q, K, V, implementation="cudnn"),
+    "pallas_gqa": _gqa_pallas,
+}
 
 
 def rel_err(got: Any, want: Any) -> float:
@@ -204,6 +229,52 @@ def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int,
             "burst": burst}
 
 
+def time_dense_baselines(q: jax.Array, K: jax.Array, V: jax.Array, *, reps: int, burst: int,
+                         gpu: bool = True) -> dict[str, Any]:
+    """Time each of :data:`DENSE_BASELINES` on ``q (HG, d)``, ``K, V (H, N, d)`` (bf16).
+
+    Returns ``{"baselines": {name: ms or "unavailable: <reason>"}, "fastest": name or None,
+    "time": time_step's dict of the fastest, "xla_bytes": XLA's bytes accessed by the
+    "xla" step}``. Each baseline's first output and its timed outputs must be within
+    :data:`DENSE_RTOL` of :func:`~kvstats_gpu.decode.dense_decode_attention` (float32), else
+    it is unavailable: a baseline that fails never aborts the bench.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> K = jnp.ones((1, 256, 64), jnp.bfloat16)
+    >>> out = time_dense_baselines(jnp.ones((2, 64), jnp.bfloat16), K, K, reps=1, burst=1, gpu=False)
+    >>> out["fastest"], out["baselines"]["cudnn"].startswith("unavailable: ")  # on a CPU
+    ('xla', True)
+    """
+    # (B, T, heads, d) layout prepared once, outside the timed step (B = 1, one query position)
+    Kd, Vd, qd = jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None], q[None, None]
+    nbytes = 2 * K.size * K.dtype.itemsize + q.size * q.dtype.itemsize
+    want = np.asarray(dense_decode_attention(q, K, V))
+    sets = input_copies((qd, Kd, Vd), nbytes, gpu)
+    out: dict[str, Any] = {"baselines": {}, "fastest": None, "time": None, "xla_bytes": None}
+
+    def check(outs: list) -> None:
+        err = max(rel_err(np.asarray(o, np.float32).reshape(want.shape), want) for o in outs)
+        if not err <= DENSE_RTOL:  # a NaN fails too
+            raise ValueError(f"output differs from the float32 dense reference by {err:.3g} > {DENSE_RTOL:g}")
+
+    for name, fn in DENSE_BASELINES.items():
+        try:
+            step, xla_bytes = _compile_step(fn, sets[0])
+            check([step(*sets[0])])
+            t = time_step(step, sets, reps=reps, burst=burst, check=check)
+        except Exception as exc:  # any failure leaves this baseline out, never the bench
+            out["baselines"][name] = f"unavailable: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            continue
+        out["baselines"][name] = 1e3 * t["step"]
+        if name == "xla":
+            out["xla_bytes"] = xla_bytes
+        if out["time"] is None or t["step"] < out["time"]["step"]:
+            out["fastest"], out["time"] = name, t
+    return out
+
+
 def correctness_check(impl_note: str, impl: str = "pallas") -> dict[str, float]:
     """Kernels vs references on a small cache; raises AssertionError on a mismatch.
 
@@ -241,11 +312,13 @@ def correctness_check(impl_note: str, impl: str = "pallas") -> dict[str, float]:
 def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: int, group: int, dim: int,
         reps: int, impls: tuple[str, ...] = ("pallas",),
         on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Time one decode step per (length, scheme, impl) against dense bf16 attention.
+    """Time one decode step per (length, scheme, impl) against the fastest dense bf16 step.
 
     Times are per step in a stream of steps over copies of the inputs (:func:`time_step`,
     :func:`n_copies`); GB/s = the bytes a step must read / that time.
-    ``speedup_vs_dense`` is the measured dense time over the quantized one;
+    ``speedup_vs_dense`` is the fastest dense baseline's time (:func:`time_dense_baselines`,
+    named in ``dense_baseline``, every baseline's time in ``dense_baselines_ms``) over the
+    quantized one, ``speedup_vs_xla_dense`` the same against XLA's generic dense path;
     ``speedup_vs_dense_floor`` is ``dense_bytes / peak / quant time``, the quantized step
     against the least time dense attention could take (reading K, V and q once at peak
     bandwidth; on a GPU with a known peak), so a dense path slower than its floor does not
@@ -260,8 +333,8 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
     Examples
     --------
     >>> (row,) = run([256], [("KQV", 4)], n_kv_heads=1, group=2, dim=64, reps=1)
-    >>> row["scheme"], row["tokens"], row["cache_bytes_per_token"], row["ratio_to_fp16"]
-    ('KQV@4', 256, 70, 0.2734375)
+    >>> row["scheme"], row["tokens"], row["cache_bytes_per_token"], row["ratio_to_fp16"], row["dense_baseline"]
+    ('KQV@4', 256, 70, 0.2734375, 'xla')
     """
     gpu = on_gpu()
     impls = tuple(impls) if gpu else ("reference",)
@@ -275,14 +348,13 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
         K = jax.random.normal(k1, (n_kv_heads, n, dim), jnp.bfloat16)
         V = jax.random.normal(k2, (n_kv_heads, n, dim), jnp.bfloat16)
         q = jax.random.normal(k3, (n_kv_heads * group, dim), jnp.bfloat16)
-        # dense bf16 baseline at the same shape (B=1, one query position, GQA)
-        # (B, T, heads, d) layout prepared once, outside the timed step
-        Kd, Vd, qd = jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None], q[None, None]
+        # dense bf16 baselines at the same shape (B=1, one query position, GQA)
         dense_bytes = 2 * K.size * 2 + q.size * 2
-        dense_sets = input_copies((qd, Kd, Vd), dense_bytes, gpu)
-        dense_step, dense_xla_bytes = _compile_step(jax.nn.dot_product_attention, dense_sets[0])
-        t_dense = time_step(dense_step, dense_sets, reps=reps, burst=burst)
-        del Kd, Vd, dense_sets
+        dense = time_dense_baselines(q, K, V, reps=reps, burst=burst, gpu=gpu)
+        t_dense = dense["time"] or dict.fromkeys(("step", "latency", "enqueue", "burst"))
+        t_xla = dense["baselines"].get("xla")
+        d_ms = None if t_dense["step"] is None else 1e3 * t_dense["step"]
+        ms = lambda v: None if v is None else 1e3 * v  # noqa: E731
         for (name, bits), impl in ((sb, i) for sb in schemes for i in impls):
             spec, params = make_cache_spec(name, bits, dim, seed=0)
             cache = quantize_kv(K, V, spec, params, impl=impl)
@@ -305,16 +377,19 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
             row = {"device": device.device_kind, "platform": device.platform, "tokens": n,
                    "kv_heads": n_kv_heads, "q_heads": n_kv_heads * group, "dim": dim,
                    "scheme": name if bits is None else f"{name}@{bits}", "path": impl if gpu else "jnp reference (CPU)",
-                   "quant_ms": 1e3 * t_q, "dense_bf16_ms": 1e3 * t_dense["step"],
-                   "speedup_vs_dense": t_dense["step"] / t_q,
+                   "quant_ms": 1e3 * t_q, "dense_bf16_ms": d_ms, "dense_baseline": dense["fastest"],
+                   "dense_baselines_ms": dense["baselines"],
+                   "speedup_vs_dense": None if d_ms is None else d_ms / (1e3 * t_q),
+                   "speedup_vs_xla_dense": t_xla / (1e3 * t_q) if isinstance(t_xla, float) else None,
                    "speedup_vs_dense_floor": None if peak is None else dense_bytes / peak / t_q,
                    "quant_bytes": q_bytes, "dense_bytes": dense_bytes,
-                   "quant_xla_bytes": quant_xla_bytes, "dense_xla_bytes": dense_xla_bytes,
-                   "quant_GBps": q_bytes / t_q / 1e9, "dense_GBps": dense_bytes / t_dense["step"] / 1e9,
+                   "quant_xla_bytes": quant_xla_bytes, "dense_xla_bytes": dense["xla_bytes"],
+                   "quant_GBps": q_bytes / t_q / 1e9,
+                   "dense_GBps": None if d_ms is None else dense_bytes / d_ms / 1e6,
                    "quant_frac_peak": None if peak is None else q_bytes / t_q / peak,
-                   "dense_frac_peak": None if peak is None else dense_bytes / t_dense["step"] / peak,
-                   "quant_latency_ms": 1e3 * t["latency"], "dense_latency_ms": 1e3 * t_dense["latency"],
-                   "quant_enqueue_ms": 1e3 * t["enqueue"], "dense_enqueue_ms": 1e3 * t_dense["enqueue"],
+                   "dense_frac_peak": None if peak is None or d_ms is None else dense_bytes / d_ms / 1e-3 / peak,
+                   "quant_latency_ms": 1e3 * t["latency"], "dense_latency_ms": ms(t_dense["latency"]),
+                   "quant_enqueue_ms": 1e3 * t["enqueue"], "dense_enqueue_ms": ms(t_dense["enqueue"]),
                    "quant_copies": n_copies(q_bytes, gpu), "dense_copies": n_copies(dense_bytes, gpu),
                    "quant_burst": t["burst"], "dense_burst": t_dense["burst"],
                    "cache_bytes_per_token": acc["bytes"], "fp16_bytes_per_token": acc["fp16_bytes"],
@@ -353,7 +428,8 @@ def _mb(v: float | None) -> str:
 
 
 def _fmt(rows: list[dict[str, Any]]) -> str:
-    cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "speedup_vs_dense", "speedup_vs_dense_floor",
+    cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "dense_baseline", "speedup_vs_dense",
+            "speedup_vs_xla_dense", "speedup_vs_dense_floor",
             "quant_GBps", "quant_frac_peak", "dense_GBps", "dense_frac_peak", "dense_bytes", "dense_xla_bytes",
             "quant_bytes", "quant_xla_bytes", "quant_latency_ms", "quant_enqueue_ms",
             "cache_bytes_per_token", "ratio_to_fp16", "rel_err_vs_reference"]
@@ -466,22 +542,29 @@ def main(argv: list[str] | None = None) -> int:
                           indent=2)
 
     def on_row(row: dict[str, Any]) -> None:
+        first = not any(r["tokens"] == row["tokens"] for r in rows)
         rows.append(row)
+        g = lambda v, f=".4g": "n/a" if v is None else format(v, f)  # noqa: E731
         print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms, "
-              f"{row['quant_GBps']:.4g} GB/s ({_frac(row['quant_frac_peak'])} of peak); dense bf16 "
-              f"{row['dense_bf16_ms']:.4g} ms, {row['dense_GBps']:.4g} GB/s ({_frac(row['dense_frac_peak'])}); "
-              f"dense/quantized time {row['speedup_vs_dense']:.3g}"
+              f"{row['quant_GBps']:.4g} GB/s ({_frac(row['quant_frac_peak'])} of peak); fastest dense bf16 "
+              f"({row['dense_baseline']}) {g(row['dense_bf16_ms'])} ms, {g(row['dense_GBps'])} GB/s "
+              f"({_frac(row['dense_frac_peak'])}); dense/quantized time {g(row['speedup_vs_dense'], '.3g')} "
+              f"(XLA dense {g(row['speedup_vs_xla_dense'], '.3g')})"
               + ("" if row["speedup_vs_dense_floor"] is None else
                  f", dense byte floor at peak/quantized time {row['speedup_vs_dense_floor']:.3g}")
-              + f"; XLA's bytes accessed: dense {_mb(row['dense_xla_bytes'])} (floor {_mb(row['dense_bytes'])}), "
+              + f"; XLA's bytes accessed: dense (XLA's path) {_mb(row['dense_xla_bytes'])} (floor {_mb(row['dense_bytes'])}), "
               f"quantized {_mb(row['quant_xla_bytes'])} (cache {_mb(row['quant_bytes'])})"
               f"; one step waited for {row['quant_latency_ms']:.4g} "
-              f"ms (dense {row['dense_latency_ms']:.4g}), host enqueue {row['quant_enqueue_ms']:.4g} ms/step"
+              f"ms (dense {g(row['dense_latency_ms'])}), host enqueue {row['quant_enqueue_ms']:.4g} ms/step"
               + (" HOST-BOUND (enqueueing a step takes about as long as a step)"
                  if gpu and row["quant_enqueue_ms"] >= 0.8 * row["quant_ms"] else "")
               + ("" if row["rel_err_vs_reference"] is None else
                  f"; ||out - reference|| / ||reference|| {row['rel_err_vs_reference']:.2e}"
                  + ("" if row["agrees_with_reference"] else f" MISMATCH (> {AGREE_RTOL:g})")), flush=True)
+        if first:  # once per length, after its first row
+            print(f"measured dense baselines at {row['tokens']} tokens: " + "; ".join(
+                f"{k} {v:.4g} ms" if isinstance(v, float) else f"{k} {v[:160]}"
+                for k, v in row["dense_baselines_ms"].items()) + f"; fastest: {row['dense_baseline']}", flush=True)
         if row["agrees_with_reference"] is False:
             failed[f"{row['path']}@{row['tokens']}"] = (f"output differs from the jnp reference by "
                                                         f"{row['rel_err_vs_reference']:.3g} (relative) > "
