@@ -128,10 +128,10 @@ def test_the_compiled_encoder_refuses_buffers_of_another_batch():
 @pytest.mark.parametrize("n", [1, 20], ids=["decode-step", "block"])
 @pytest.mark.parametrize("keep", [False, True])
 def test_a_refused_block_leaves_the_layer_as_it_was(n, keep):
-    # Values whose norm is beyond float16 are refused after the keys were coded: the keys'
+    # Values whose norm is beyond float16 were refused after the keys were coded: the keys'
     # buffers used to keep the refused tokens (keys and values then out of step by n
-    # tokens, the bytes miscounted). Now the layer is as before, and reads as a cache that
-    # never saw the refused block.
+    # tokens, the bytes miscounted). Now the coders' storable limits refuse them before
+    # anything is coded, and the layer reads as a cache that never saw the refused block.
     k, v = _kv(1, 2, 10)
     ok = QuantizedCache("KQV", 4, seed=0, keep_decoded=keep)
     hit = QuantizedCache("KQV", 4, seed=0, keep_decoded=keep)
@@ -140,7 +140,7 @@ def test_a_refused_block_leaves_the_layer_as_it_was(n, keep):
     before = hit.memory_report()
     bad_v = torch.randn(1, 2, n, 64)
     bad_v[0, 1, -1] = 1e5
-    with pytest.raises(ValueError, match="norms beyond the range of norm_dtype"):
+    with pytest.raises(ValueError, match="value_states must have vector norms .* at most 65504.*nothing was cached"):
         hit.update(torch.randn(1, 2, n, 64), bad_v, layer_idx=0)
     layer = hit.layers[0]
     assert {b.n for b in (*layer.store.values(), *layer.decoded.values())} == {8}
