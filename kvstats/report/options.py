@@ -137,17 +137,18 @@ def _pairs(value: object) -> object:
 
 
 def _margins(value: object) -> dict[str, float]:
-    """Per-metric margins; their range depends on ``equivalence_test`` (checked later)."""
-    allowed = ("a table {metric = margin > 0} over the report's metrics "
-               f"({', '.join(REPORT_METRICS)})")
+    """Per-metric margins over :data:`FAMILY_METRICS` (a TOST is a test of the family, so
+    its metric is one ``metrics`` may name, the pooled SNRs included: one value per trial,
+    paired as the others); their range depends on ``equivalence_test`` (checked later)."""
+    allowed = f"a table {{metric = margin > 0}} over {', '.join(FAMILY_METRICS)}"
     if not isinstance(value, Mapping):
         raise _bad("equivalence", allowed, value, TypeError)
     out: dict[str, float] = {}
     for metric, margin in value.items():
-        if metric not in REPORT_METRICS:
-            hint = did_you_mean(metric, REPORT_METRICS)
+        if metric not in FAMILY_METRICS:
+            hint = did_you_mean(metric, FAMILY_METRICS)
             raise ValueError(f"report option 'equivalence' has unknown metric {metric!r}{hint}; "
-                             f"allowed: {', '.join(REPORT_METRICS)}")
+                             f"allowed: {', '.join(FAMILY_METRICS)}")
         # finite: the tests refuse an infinite margin, which would fail after the sweep ran
         if (isinstance(margin, bool) or not isinstance(margin, Real) or not float(margin) > 0
                 or not math.isfinite(margin)):
@@ -219,7 +220,9 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
     ReportOption("equivalence", "table", "a table {metric = margin > 0}", {},
                  "Equivalence margins per metric, e.g. {kl = 0.10, recall_at_5 = 0.02}: "
                  "each compared pair gets a TOST per listed metric and the verdict "
-                 "'equivalent within δ', 'different' or 'inconclusive'.",
+                 "'equivalent within δ', 'different' or 'inconclusive'. A metric is one "
+                 "'metrics' may name, the pooled SNRs too (snr_k_pooled, for windowed "
+                 "schemes such as kivi); one in dB needs equivalence_test = 'rank'.",
                  _margins),
     ReportOption("equivalence_test", "str", "one of 'ratio', 'rank'", "ratio",
                  "'ratio': a margin δ is the region [1/(1+δ), 1+δ] of mean(a)/mean(b) "
@@ -302,6 +305,9 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
     Traceback (most recent call last):
     ...
     ValueError: report option 'equivalence.snr_k': snr_k is in dB (can be negative), a ratio of means is meaningless; set equivalence_test = 'rank' or drop it
+    >>> validate_report_options({"equivalence": {"snr_k_pooled": 0.1},
+    ...                          "equivalence_test": "rank"})["equivalence"]
+    {'snr_k_pooled': 0.1}
     """
     if options is None:
         options = {}

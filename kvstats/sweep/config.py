@@ -280,8 +280,14 @@ class SweepConfig:
             where = "" if path.is_absolute() else f" (relative to the working directory {os.getcwd()!r})"
             raise FileNotFoundError(f"config file {str(path)!r} does not exist{where}")
         try:
-            with path.open("rb") as fh:
-                data = tomllib.load(fh)
+            raw = path.read_bytes()
+            if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+                # Notepad's 'Unicode' (UTF-32-LE's mark starts alike): named, not "can't decode byte 0xff"
+                raise ValueError(f"config file {str(path)!r} is UTF-16 or UTF-32 text (it starts "
+                                 "with that byte-order mark); save it as UTF-8")
+            # utf-8-sig: a leading UTF-8 byte-order mark (Windows editors write one) is not
+            # TOML, and tomllib read it as 'Invalid statement (at line 1, column 1)'
+            data = tomllib.loads(raw.decode("utf-8-sig"))
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
         except UnicodeDecodeError as exc:
