@@ -338,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="an equivalence margin, e.g. --equivalence kl=0.2 (repeat for several): "
                          "each compared pair gets a TOST for the metric, in the family; given, "
                          "these replace the config's margins, and --equivalence none drops them "
-                         "(the [report] option equivalence; default: config's, else none)")
+                         "(the [report] option equivalence; default: config's, else none; "
+                         "METRIC: any --metrics name, those in dB with --equivalence-test rank)")
     rp.add_argument("--comparison", action="append", default=None, metavar="A:B",
                     help="a scheme pair to test, by its labels, e.g. --comparison KV:q4_0 (repeat "
                          "for several): given, these replace the config's comparisons and the "

@@ -209,8 +209,8 @@ REPORT_OPTIONS: tuple[ReportOption, ...] = (
                  _int("bootstrap_resamples", "an int >= 40 (2/(1 − confidence) above 0.95)", 40)),
     ReportOption("confidence", "float", "a float in (0, 1)", 0.95,
                  "Level of the bootstrap confidence intervals of the summary tables' means (the "
-                 "theory and rate–distortion tables, r's intervals and the figures' error bars "
-                 "stay at 95%).",
+                 "theory and rate–distortion tables, r's intervals and the Shannon–φ planes' "
+                 "crosses stay at 95%; the KL and recall figures' bars follow it).",
                  _real("confidence", "a float in (0, 1)", 0.0, 1.0)),
     ReportOption("seed", "int", "an int >= 0", 0,
                  "Seed of the permutations and bootstrap resamples.",
@@ -328,7 +328,7 @@ def validate_report_options(options: Mapping[str, object] | None = None) -> dict
         raise ValueError(f"report option 'equivalence' has margins for {outside}, which "
                          f"'metrics' leaves out of the family ({', '.join(out['metrics'])}); "
                          "add them to metrics or drop their margins")
-    # the summary tables' intervals are at `confidence`, the theory tables' and figures' at 95%
+    # the summary tables' and the KL/recall figures' intervals are at `confidence`, the theory tables' at 95%
     from kvstats.stats.bootstrap import min_resamples   # scipy: not at the command's start
 
     least = min_resamples(max(out["confidence"], 0.95))

@@ -221,7 +221,7 @@ def _unguarded_main() -> str | None:
     if line is None:
         return None
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        tree = ast.parse(Path(path).read_text(encoding="utf-8-sig"))   # an editor's byte-order mark
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
     for stmt in tree.body:

@@ -441,20 +441,23 @@ def test_a_script_without_main_guard_still_runs(tmp_path):
     assert "outside `if __name__ ==" in proc.stderr and "runs serially" in proc.stderr
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"], ids=["plain", "byte-order-mark"])
 @pytest.mark.parametrize("source, unguarded", [
     ("probe()\n", True),
     ("def main():\n    probe()\n\nmain()\n", True),
     ("if __name__ == '__main__':\n    probe()\n", False),
     ("def main():\n    probe()\n\nif __name__ == '__main__':\n    main()\n", False),
 ])
-def test_the_main_guard_is_found_on_the_stack(tmp_path, monkeypatch, source, unguarded):
-    """The detection, in process: the script runs as __main__ from its own file."""
+def test_the_main_guard_is_found_on_the_stack(tmp_path, monkeypatch, source, unguarded, encoding):
+    """The detection, in process: the script runs as __main__ from its own file (one an
+    editor saved with a byte-order mark too: Python runs it, and the check read it as
+    invalid syntax and passed it)."""
     import types
 
     from kvstats.sweep.run import _unguarded_main
 
     path = tmp_path / "script.py"
-    path.write_text(source)
+    path.write_text(source, encoding=encoding)
     main_module = types.ModuleType("__main__")
     main_module.__file__ = str(path)
     monkeypatch.setitem(sys.modules, "__main__", main_module)
