@@ -15,9 +15,14 @@ and bound the mismatches on Gaussian inputs to those near-zero projections.
 
 Two kernel bodies per op (see :mod:`kvstats_gpu._common`). Triton: tensor-core ``dot``.
 Mosaic GPU (no ``dot``, no ``sqrt`` in its Pallas lowering): the sketch accumulates the
-``(T, m)`` projections as ``sum_k k[:, k] ⊗ Sᵀ[k, :]`` with float32 FMAs (the whole
-class-major ``Sᵀ`` sits in SMEM: ``d·m·4`` bytes, 128 KiB at d = 128, m = 256) and
-returns squared norms whose square root XLA takes; the scores are row reductions
+``(T, m)`` projections as ``sum_k k[:, k] ⊗ Sᵀ[k, :]`` with float32 FMAs and returns
+squared norms whose square root XLA takes. ``Sᵀ`` sits in SMEM next to the key tile
+(``d·(m + T)·4`` bytes): whole while that is at most ``_SKETCH_SMEM`` (d = 128,
+m <= 256), else in blocks of ``m_b`` columns (a multiple of 128; at d = 256, m = 256:
+two of 128, 128 KiB each, where the whole 256 KiB ``Sᵀ`` was over sm_90's 227 KiB), each
+block class-major within itself so a block's projections make whole bytes (bytes
+``i0 … i0 + m_b/8``), one program per (row block, column block); every projection is
+the same sum in the same order, so the bits do not change. The scores are row reductions
 ``sum(signs_j * (S q)_j, axis=1)`` per query head (no padding of the group to 16).
 """
 
@@ -41,6 +46,10 @@ from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded,
 from kvstats_gpu.codebook import to_class_major
 from kvstats_gpu.mosaic_call import grid_call
 
+
+# SMEM bytes the Mosaic sketch gives its key tile and its block of Sᵀ (float32): under
+# sm_90's 227 KiB with room for the sign/norm blocks and Mosaic's barriers
+_SKETCH_SMEM = 200 * 1024
 
 _SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of a multiple of 16 bytes)"
 _SIGN_ROWS_TRITON = "sign rows of m/8 = {m8} bytes (Triton takes only power-of-two block sizes)"
@@ -99,6 +108,22 @@ def qjl_sketch_reference(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLik
     bits = (proj >= 0).astype(jnp.uint32).reshape(*proj.shape[:-1], -1, 8)
     packed = jnp.sum(bits << jnp.arange(8, dtype=jnp.uint32), axis=-1).astype(jnp.uint8)
     return packed, jnp.sqrt(jnp.sum(kf * kf, axis=-1))
+
+
+def _sketch_col_block(m: int, d: int, rows: int) -> int:
+    """Columns of ``Sᵀ`` per Mosaic sketch program: all ``m`` while the key tile ``(rows, d)``
+    and ``Sᵀ`` fit ``_SKETCH_SMEM`` in float32, else the largest multiple of 128 that
+    divides ``m`` and fits (128 at least: sign rows of 16 bytes, Mosaic's block copies).
+
+    Examples
+    --------
+    >>> _sketch_col_block(128, 128, 64), _sketch_col_block(256, 128, 64), _sketch_col_block(256, 256, 64)
+    (128, 256, 128)
+    >>> _sketch_col_block(384, 256, 64)
+    128
+    """
+    fits = [b for b in range(128, m + 1, 128) if m % b == 0 and 4 * d * (b + rows) <= _SKETCH_SMEM]
+    return m if 4 * d * (m + rows) <= _SKETCH_SMEM else max(fits, default=min(m, 128))
 
 
 def _sketch_kernel(k_ref, s_ref, bits_ref, norm_ref, *, m8: int):
@@ -163,20 +188,28 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
     T = row_block(math.prod(lead), block_rows, impl)
     k2, n = pad_rows(k, T)
     if impl == "mosaic":
+        mb = _sketch_col_block(m, d, T)
+        nb = m // mb
+
         def call(kk, st):  # shapes from the arguments: under vmap the rows are B·rows
+            # each column block writes its own copy of the squared norms (row c of sq):
+            # no two programs write one block; the first copy is kept
             return grid_call(
-                functools.partial(_sketch_kernel_mosaic, m8=m // 8, ops=KernelOps(not interpret)), "mosaic",
+                functools.partial(_sketch_kernel_mosaic, m8=mb // 8, ops=KernelOps(not interpret)), "mosaic",
                 out_shape=(jax.ShapeDtypeStruct((kk.shape[0], m // 8), jnp.uint8),
-                           jax.ShapeDtypeStruct((kk.shape[0],), jnp.float32)),
-                grid=(kk.shape[0] // T,),
-                in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0)), pl.BlockSpec((d, m), lambda i: (0, 0))],
-                out_specs=(pl.BlockSpec((T, m // 8), lambda i: (i, 0)), pl.BlockSpec((T,), lambda i: (i,))),
+                           jax.ShapeDtypeStruct((nb, kk.shape[0]), jnp.float32)),
+                grid=(kk.shape[0] // T, nb),
+                in_specs=[pl.BlockSpec((T, d), lambda i, c: (i, 0)), pl.BlockSpec((d, mb), lambda i, c: (0, c))],
+                out_specs=(pl.BlockSpec((T, mb // 8), lambda i, c: (i, c)),
+                           pl.BlockSpec((None, T), lambda i, c: (c, i))),
                 interpret=interpret,
                 name="kvstats_qjl_sketch",
             )(kk, st)
 
-        bits, sqn = batch_folded(call, (0, None), (0, 0))(k2, to_class_major(s.T))
-        return bits[:n].reshape(*lead, m // 8), jnp.sqrt(sqn[:n]).reshape(lead)
+        # class-major within each block of mb columns: block c's projections are bytes c·mb/8 …
+        st = to_class_major(s.T.reshape(d, nb, mb)).reshape(d, m)
+        bits, sqn = batch_folded(call, (0, None), (0, 1))(k2, st)
+        return bits[:n].reshape(*lead, m // 8), jnp.sqrt(sqn[0, :n]).reshape(lead)
     s_cm = to_class_major(s.T).T  # float32: the encode path is not bandwidth-bound
     bits, norms = pl.pallas_call(
         functools.partial(_sketch_kernel, m8=m // 8),
