@@ -147,11 +147,15 @@ def _check_range(x: jax.Array, d_pad: int) -> None:
         return
     dt_max = float(jnp.finfo(x.dtype).max)
     limit = min(dt_max, float(np.finfo(np.float32).max) / math.sqrt(d_pad))
-    xf = np.asarray(x, dtype=np.float32)
-    # cheap bound first (norm <= max|x|·√d): the float64 norms only for rows near the limit
-    if float(np.abs(xf).max()) * math.sqrt(x.shape[-1]) <= limit:
+    if not x.size:
         return
-    top = float(np.sqrt(np.square(xf, dtype=np.float64).sum(-1)).max())
+    # reduced where x lives (a scalar to the host, not the array); the cheap bound first
+    # (norm <= max|x|·√d), the norms only for rows near the limit, scaled by that max
+    # (the float32 square of a large row would overflow)
+    big = float(jnp.max(jnp.abs(x.astype(jnp.float32))))
+    if big * math.sqrt(x.shape[-1]) <= limit:
+        return
+    top = big * float(jnp.max(jnp.sqrt(jnp.sum(jnp.square(x.astype(jnp.float32) / big), -1))))
     if top > limit:
         why = "" if limit == dt_max else f", / √{d_pad} for the float32 accumulation"
         raise ValueError(f"x's rows must have norm <= {limit:.6g} ({x.dtype} max {dt_max:.6g}{why}: a rotated "

@@ -14,6 +14,8 @@ transformers' ``Cache`` is :mod:`kvstats.models.cache`, the byte accounting
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +49,7 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         self.sliding_window = owner.sliding_windows.get(layer_idx)
         self.is_sliding = self.sliding_window is not None
         self.n_dropped = 0
+        self._least_limits: dict[int, float] = {}   # coder id -> its smallest storable limit
         self.scheme = None                      # numpy Scheme (numpy-coded schemes)
         self.chunks = CodeChunks()              # their SchemeCodes, one per coded chunk
         self.key_coder: SideCoder | None = None  # torch coders (code-reading schemes)
@@ -60,22 +63,28 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         self._half: bool | None = None          # float16 norms on both sides (the C loops' format)
         self._sides: dict[str, dict[str, GrowingBuffer]] = {}
 
-    def _check_states(self, key_states, value_states) -> None:
+    def _check_states(self, key_states, value_states) -> tuple[float, float]:
         """Refuse states the layer cannot hold: not 4-D float, not finite, no sequence or
         head, values shaped or typed unlike the keys, or (after the first update) another
         dtype, batch, head count or head dimension — which the growing code buffers would
-        otherwise take in place (and the compiled encoder write past their rows)."""
+        otherwise take in place (and the compiled encoder write past their rows).
+
+        Returns each side's largest magnitude (0 for a meta or empty tensor): the one
+        reduction that finds a NaN/inf also bounds every stored quantity (:meth:`_check_range`)."""
         for name, t in (("key_states", key_states), ("value_states", value_states)):
             if not isinstance(t, torch.Tensor) or t.ndim != 4 or not t.is_floating_point():
                 got = (f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor)
                        else type(t).__name__)
                 raise ValueError(f"{name} must be a floating-point tensor (batch, heads, tokens, dim); "
                                  f"received {got}")
+        tops = []
         for name, t in (("key_states", key_states), ("value_states", value_states)):
             # now, not steps later: a window (or kivi's/qjl's open group) held the token in
             # full precision, attention read NaN silently, and a later valid update was
             # refused naming the coder's argument (a meta tensor has no values to check)
-            if t.device.type != "meta" and not bool(torch.isfinite(t).all()):
+            top = 0.0 if t.device.type == "meta" or not t.numel() else float(t.detach().abs().amax())
+            tops.append(top)
+            if not math.isfinite(top):   # amax passes a NaN on, as it does an inf
                 bad = int((~torch.isfinite(t)).sum())
                 raise ValueError(f"{name} must be finite; received {bad} NaN/inf value(s) in a tensor of "
                                  f"shape {tuple(t.shape)} and dtype {t.dtype}")
@@ -105,8 +114,9 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                 raise ValueError(f"key_states must have this layer's (batch, heads, dim) = {held}; received "
                                  f"{got} (shape {tuple(key_states.shape)}): a cache holds one batch of "
                                  f"sequences (reset() it, or use a new cache, for another batch)")
+        return tops[0], tops[1]
 
-    def _check_range(self, key_states, value_states) -> None:
+    def _check_range(self, key_states, value_states, tops: tuple[float, float]) -> None:
         """Refuse finite states the scheme's format cannot store, at the update that brings
         them (beside the finiteness check of :meth:`_check_states`, after the coders exist):
         in a window or an open token group they were held, then refused steps later by a
@@ -117,8 +127,14 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         torch_side = self.key_coder is not None
         coders = (self.key_coder, self.value_coder) if torch_side else (self.scheme.key_coder,
                                                                           self.scheme.value_coder)
-        for name, t, coder in (("key_states", key_states, coders[0]), ("value_states", value_states, coders[1])):
+        for name, t, coder, top in (("key_states", key_states, coders[0], tops[0]),
+                                    ("value_states", value_states, coders[1], tops[1])):
             if t.device.type == "meta" or not t.numel():
+                continue
+            # every value a coder states is at most max|x|·√d (coder.py): below its smallest
+            # limit (a constant of the coder; a 0.1% margin for float32 rounding of the norms)
+            # nothing can fail, and the rules (tens of µs a side) are skipped
+            if top * math.sqrt(t.shape[-1]) <= 0.999 * self._least_limit(coder, t, torch_side):
                 continue
             x = t.detach()
             limits = (storable_limits(coder, x) if torch_side else
@@ -129,6 +145,17 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                         f"{name} must have {what} at most {limit:.6g} for layer {self.layer_idx}'s "
                         f"{self.owner.scheme_name!r} codes; received {value:.6g} (nothing was cached: "
                         f"rescale the states, or choose a wider format)")
+
+    def _least_limit(self, coder, t, torch_side: bool) -> float:
+        """The smallest limit of ``coder``'s storable ranges (read once per coder, on a zero
+        state of ``t``'s head dimension)."""
+        least = self._least_limits.get(id(coder))
+        if least is None:
+            probe = torch.zeros(1, 1, 1, t.shape[-1], dtype=torch.float32)
+            limits = storable_limits(coder, probe if torch_side else probe.numpy())
+            least = self._least_limits[id(coder)] = min((limit for _, limit, _ in limits),
+                                                         default=float(torch.finfo(torch.float32).max))
+        return least
 
     # transformers' generic code reads a layer's ``keys``/``values`` as all the cached
     # states: an encoder-decoder model's cross-attention reuses them that way after its
@@ -321,16 +348,16 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                 self.decoded["v"].append(v_hat)
 
     def update(self, key_states, value_states, *args, **kwargs):
-        self._check_states(key_states, value_states)
+        tops = self._check_states(key_states, value_states)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
             try:
-                self._check_range(key_states, value_states)
+                self._check_range(key_states, value_states, tops)
             except ValueError:
                 self.__init__(self.owner, self.layer_idx)  # refused: the layer as it was, empty
                 raise
         else:
-            self._check_range(key_states, value_states)
+            self._check_range(key_states, value_states, tops)
         self._drop(self._to_drop())  # what get_mask_sizes told the model's mask
         if self.tail_keys.shape[-2]:
             tail_k = torch.cat([self.tail_keys, key_states], dim=-2)

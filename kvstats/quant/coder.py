@@ -33,7 +33,10 @@ The contract:
     means ``encode`` stores ``x`` (as float32, as a cache codes it) without overflow; a
     value beyond is refused by ``encode`` (or would be stored as inf). A limit may be a
     sufficient bound on a per-vector quantity for formats whose stored value depends on
-    other vectors too (a group's or block's). Computed by the code that computes the stored
+    other vectors too (a group's or block's). Each limit is a constant of the coder, and
+    each value at most ``max|x|·√d`` (a norm, a block's scale or minimum, a group's zero
+    or scale): a cache skips the rules when that bound is below the smallest limit (one
+    reduction per update; the rules cost tens of µs). Computed by the code that computes the stored
     quantity; a cache asks it through :func:`storable_limits` before holding a state, so a
     state it could never code is refused at the update that brings it.
 

@@ -155,7 +155,10 @@ def _hook_for(show: Any, impl: Any) -> Any:
 def _recording() -> Any:
     """Record the warnings this thread raises (under the process's filters), as a list of
     :class:`warnings.WarningMessage`; other threads' warnings, and the process's
-    ``warnings`` state, are left alone.
+    ``warnings`` state, are left alone. One limit: while any thread is inside a
+    ``catch_warnings(record=True)`` of its own (process-wide state in the standard
+    library), a recording thread's warnings go to that block's list instead, as they
+    would without this hook.
 
     Like ``catch_warnings``, it starts with the filters' once-per-place records cleared, so
     that a warning shown before (an earlier sweep's) is recorded again.

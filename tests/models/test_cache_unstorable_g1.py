@@ -96,3 +96,30 @@ def test_values_at_the_limit_are_stored(scheme, bits, limit):
     for _ in range(40):
         cache.update(k, torch.randn(1, 1, 1, 64), layer_idx=0)
     assert cache.get_seq_length() == 40 and cache.layers[0].n_coded > 0
+
+
+@pytest.mark.parametrize("name,bits", [("KQV", 4), ("kivi", 2), ("q4_0", 4)])
+def test_ordinary_states_skip_the_rules_after_one_probe(monkeypatch, name, bits):
+    # One reduction per side (shared with the finiteness check) bounds every stored
+    # quantity by max|x|·√d; below a coder's smallest limit its rules are not run (they
+    # cost tens of µs a layer and token, as much as a decode step's coding): each coder is
+    # asked once, on a zero probe, for its limits. States near a limit still get the rules.
+    import kvstats.models.cache_layer as cl
+
+    calls = []
+    real = cl.storable_limits
+
+    def counting(coder, x):
+        calls.append(float(abs(x).max()))
+        return real(coder, x)
+
+    monkeypatch.setattr(cl, "storable_limits", counting)
+    cache = QuantizedCache(name, bits, seed=0)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        cache.update(torch.randn(1, 2, 1, 64, generator=g), torch.randn(1, 2, 1, 64, generator=g), layer_idx=0)
+    assert calls == [0.0, 0.0]                 # the two probes, nothing else
+    big = torch.randn(1, 2, 1, 64, generator=g)
+    big[0, 0, 0, 0] = 9000.0                   # 9000·√64 is beyond every coder's smallest limit here
+    cache.update(big, big.clone(), layer_idx=0)
+    assert len(calls) == 4 and calls[2:] == [9000.0, 9000.0]
