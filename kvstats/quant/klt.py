@@ -252,7 +252,7 @@ class KLTCoder:
         >>> import numpy as np
         >>> from kvstats.quant.klt import KLTCoder
         >>> KLTCoder(2, 4).storable_limits(np.array([[3.0, 4.0, 0.0, 0.0]]))[1]
-        ("vector norms (klt's float16 mean and scales)", 32752.0, 5.0)
+        ("vector norms (klt's float16 mean and scales: a bound sufficient for any block)", 32752.0, 5.0)
         """
         x = np.asarray(x)
         if not x.size:
@@ -260,7 +260,8 @@ class KLTCoder:
         with np.errstate(over="ignore"):   # beyond float32 (or its squares): inf, refused
             x32 = x.astype(np.float32)
             norms = np.sqrt(np.einsum("...i,...i->...", x32, x32))
-        return float32_limits(x) + [("vector norms (klt's float16 mean and scales)", _FP16_MAX / 2, float(norms.max()))]
+        return float32_limits(x) + [("vector norms (klt's float16 mean and scales: a bound sufficient for any "
+                                     "block)", _FP16_MAX / 2, float(norms.max()))]
 
     def _check(self, x: np.ndarray) -> np.ndarray:
         x = as_float_array(x, self.name, min_ndim=2)

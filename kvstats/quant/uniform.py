@@ -222,9 +222,9 @@ def uniform_quantize(x: Float[np.ndarray, "..."], bits: int, axis: int = -1,
 def _zero_scale_limits(x: np.ndarray, bits: int) -> list[tuple[str, float, float]]:
     """float32 and :func:`uniform_quantize`'s float16 zero and scale, per value (a group's other values may come later):
     |x| ≤ 65504 (its check), at 1 bit (scale = max − min) |x| ≤ 32752; from 2 bits (max − min)/3 fits."""
-    x, one_bit = np.asarray(x), bits == 1
-    return float32_limits(x) + [("values of magnitude (float16 zero and scale" + (", 1 bit" if one_bit else "") + ")",
-                                 _FP16_MAX / 2 if one_bit else _FP16_MAX, float(np.max(np.abs(x), initial=0.0)))]
+    x, tag = np.asarray(x), ", 1 bit: a bound sufficient for any group" if bits == 1 else ""
+    return float32_limits(x) + [(f"values of magnitude (float16 zero and scale{tag})", _FP16_MAX / (2 if tag else 1),
+                                 float(np.max(np.abs(x), initial=0.0)))]
 
 
 def _warn_subnormal_groups(magnitude: np.ndarray, scale16: np.ndarray, name: str) -> None:
@@ -309,7 +309,7 @@ class UniformTokenCoder:
         --------
         >>> from kvstats.quant.uniform import UniformTokenCoder
         >>> UniformTokenCoder(1, 4, 4).storable_limits([[1.0, -4e4, 0.0, 0.0]])[1]
-        ('values of magnitude (float16 zero and scale, 1 bit)', 32752.0, 40000.0)
+        ('values of magnitude (float16 zero and scale, 1 bit: a bound sufficient for any group)', 32752.0, 40000.0)
         """
         return _zero_scale_limits(x, self.bits)
 

@@ -95,7 +95,7 @@ def test_limits_name_the_format_and_the_value():
     kivi = make_scheme("kivi", 1, 64)
     assert storable_limits(kivi.key_coder, x) == [
         ("values of magnitude", float(np.finfo(np.float32).max), 7e4),
-        ("values of magnitude (float16 zero and scale, 1 bit)", 65504.0 / 2, 7e4)]
+        ("values of magnitude (float16 zero and scale, 1 bit: a bound sufficient for any group)", 65504.0 / 2, 7e4)]
     q41 = make_scheme("q4_1", None, 64).key_coder.storable_limits(-x)
     assert [w for w, _, _ in q41][1:] == ["block minima of magnitude (q4_1's float16 minimum)",
                                           "block scales (q4_1's float16 scale)"]
