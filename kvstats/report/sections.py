@@ -278,12 +278,20 @@ def _not_resolvable_count(count: int, agreed: int, paired: bool = True, test: st
             "every unit: a finding, with no direction to test)")
 
 
+def _trials_per_cluster(trials: pd.DataFrame) -> list[int]:
+    """Fewest and most trials in one (cell, cluster); no cluster: its own (aggregate_clusters)."""
+    n = trials.assign(cluster=trials["cluster"].fillna(trials["trial"])).groupby(
+        [*CASE_COLUMNS, "budget", "scheme", "cluster"], sort=False, dropna=False).size()
+    return sorted({int(n.min()), int(n.max())})
+
+
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                      comp: pd.DataFrame, cross: pd.DataFrame, opts: dict[str, Any], unit: str,
-                     clustered: bool, heavy: bool, after: dict[str, Any] | None = None) -> None:
+                     clustered: bool, heavy: bool, after: dict[str, Any] | None = None,
+                     per_cluster: list[int] | None = None) -> None:
     """What the report found, counted from its own tables (comparisons.csv's verdicts,
     crossovers.csv, the summary's ‡ marks): no test and no number of its own (``after``:
-    header._set_after_sweep's options, named in the family's line)."""
+    header._set_after_sweep's options, named in the family's line; ``per_cluster``: :func:`_trials_per_cluster`)."""
     doc.h(2, "Summary")
     one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
     lines = []
@@ -293,8 +301,11 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
               f"{one} matched with the other's on the same {one})" if paired else
               "two independent samples per pair (pairing = \"none\")")
     sizes = sorted(set(summary["n_trials"].astype(int))) if "n_trials" in summary and len(summary) else []
+    # a mean's count is of units (texts when clustered: not trials); each unit's trials said apart
+    span = lambda s, u: f"{s[0]}{'' if len(s) == 1 else f'–{s[-1]}'} {u if s[-1] > 1 else u[:-1]}"
+    per = f", {span(per_cluster, 'trials')} per {one}" if clustered and per_cluster else ""
     of_unit = (f"the {one}" + (", its trials averaged first" if clustered else "")
-               + (f" ({sizes[0]}{'' if len(sizes) == 1 else f'–{sizes[-1]}'} per mean)" if sizes else ""))
+               + (f" ({span(sizes, unit)} per mean{per})" if sizes else ""))
     if n:
         # the bound's condition on the tests' dependence, worded once (the Methods' error-rate line)
         rate, dep = _error_rate_condition(opts["correction"])
@@ -446,7 +457,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     after = _set_after_sweep(result, opts, comparisons)   # options not declared by the config
     doc.h(1, "kvstats hypothesis report")
     # what the report found first, from the tables below; then how (the header's bullets)
-    _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy, after)
+    _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy, after,
+                     _trials_per_cluster(result.frame) if clustered else None)
     doc.h(2, "Methods")
     doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy, after=after))
     doc.h(2, "Metrics and units")

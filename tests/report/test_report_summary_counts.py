@@ -207,15 +207,16 @@ def test_summary_says_the_family_design_and_unit(tmp_path, name):
     family = _summary_items(md)[0]
     if name.startswith("texts"):
         assert ("design: two independent samples per pair (pairing = \"none\"); unit: the text, "
-                "its trials averaged first (12 per mean); the trial-level tests (not "
-                "independent) are a family of their own, not counted here.") in family
+                "its trials averaged first (12 texts per mean, 10 trials per text); the "
+                "trial-level tests (not independent) are a family of their own, not counted "
+                "here.") in family
     else:
         # the bound's condition as the Methods' error-rate line words it (test_report_g2.py)
         assert ("(false discovery rate ≤ 0.05, under independence or positive regression "
                 "dependence of the tests, which is not known to hold for two-sided tests on "
                 "shared trials (fdr_by holds under any)); design: paired (pairing = \"trial\": each "
                 "scheme's value on a trial matched with the other's on the same trial); unit: "
-                "the trial (60 per mean).") in family
+                "the trial (60 trials per mean).") in family
 
 
 def test_summary_comes_first_then_methods(tmp_path):
