@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from kvstats._checks import as_float_array, check_int
+from kvstats._checks import check_int
 from kvstats._scaling import max_exponent, scale_rows
+from kvstats.metrics.attention import _data_array
 
 __all__ = ["snr_db", "angle", "norm_ratio", "pooled_snr_db"]
 
@@ -121,9 +122,13 @@ def _robust_rows(x: np.ndarray, xh: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     with np.errstate(over="ignore"):         # a ratio beyond the float range is inf
         ratio = np.ldexp(_ratio_from(nx2, nh2), np.where((nx2 > 0) & (nh2 > 0), eh - ex, 0))
     # the angle from x, x̂ scaled alike (its accurate formula needs e in the same units);
-    # the direct formula on unit vectors where their magnitudes are too far apart for that
+    # the direct formula on unit vectors where their magnitudes are too far apart for that.
+    # The common exponent is over the non-zero vectors only (a zero one has _NO_EXPONENT):
+    # max_exponent's 0 for a zero row left a tiny partner unscaled, its ‖x̂‖² underflowed
+    # to 0 and zero-vs-tiny read as "both zero" (angle 0, not π/2).
     x64, xh64 = x.astype(np.float64), xh.astype(np.float64)
-    ec = np.maximum(max_exponent(x64, axis=-1), max_exponent(xh64, axis=-1))
+    ec = np.maximum(ex, eh)
+    ec = np.where(ec == _NO_EXPONENT, 0, ec)            # both zero: nothing to scale
     xs, hs = scale_rows(x64, ec), scale_rows(xh64, ec)
     es = hs - xs
     phi = _angle(xs, hs, *(o.astype(np.float64) for o in
@@ -151,8 +156,11 @@ def _angle_direct(x: np.ndarray, xh: np.ndarray) -> np.ndarray:
     # φ = 2·atan2(‖u − v‖, ‖u + v‖) with u, v the unit vectors: accurate to rounding,
     # unlike arccos(cos φ), whose error is ~√eps near 0 and π. A zero vector gets
     # u = 0, which yields π/2 against a non-zero vector and 0 against a zero one.
-    # Only the few rows the fast path rejects come here: float64 costs little.
+    # Only the few rows the fast path rejects come here: float64 costs little. Each row is
+    # first scaled by its own power of two (exact; the same bits where nothing under- or
+    # overflows), so no squared norm of a finite non-zero vector comes out 0 or inf.
     x, xh = x.astype(np.float64), xh.astype(np.float64)
+    x, xh = scale_rows(x, max_exponent(x, axis=-1)), scale_rows(xh, max_exponent(xh, axis=-1))
     nx2, nh2 = _sumsq(x), _sumsq(xh)
     with np.errstate(divide="ignore"):
         ix = np.where(nx2 > 0, 1.0 / np.sqrt(nx2), 0.0)
@@ -230,8 +238,8 @@ def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
 
 
 def _pair(x: Any, x_hat: Any) -> tuple[np.ndarray, np.ndarray]:
-    a = as_float_array(x, "x", min_ndim=1)
-    b = as_float_array(x_hat, "x_hat", min_ndim=1)
+    a = _data_array(x, "x", min_ndim=1)
+    b = _data_array(x_hat, "x_hat", min_ndim=1)
     if a.shape != b.shape:
         raise ValueError(f"x_hat must have the shape of x {a.shape}; received x_hat of "
                          f"shape {b.shape}")

@@ -14,8 +14,8 @@ import pandas as pd
 
 from kvstats._checks import _describe, as_float_array
 from kvstats.data.trials import Trials
-from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k, _inner, _kl,
-                                       _log_softmax, _topk_hits)
+from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k, _data_array,
+                                       _inner, _kl, _log_softmax, _topk_hits)
 from kvstats._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
 from kvstats.metrics.table import DESCRIPTORS, METRIC_DIRECTIONS, METRIC_TABLE
@@ -91,7 +91,7 @@ def _all_finite(a: np.ndarray) -> bool:
 
 
 def _check_hat(x: Any, name: str, like: np.ndarray, like_name: str) -> np.ndarray:
-    arr = as_float_array(x, name, allow_nonfinite=True)
+    arr = _data_array(x, name, allow_nonfinite=True)
     if not _all_finite(arr):
         as_float_array(arr, name)  # raises its "must be finite" error (or passes: overflow only)
     if arr.shape != like.shape:
@@ -145,7 +145,8 @@ def error_profile(trials: Trials, K_hat: Any, V_hat: Any, k: int = _DEFAULT_K) -
     K_hat, V_hat : array_like
         Reconstructions with exactly the shapes of ``trials.K`` and ``trials.V``
         (finite; float32 or float64 kept, any other real dtype, float16 and bfloat16
-        included, read as float64).
+        included, read as float64; a boolean array, a mask passed by mistake, is a
+        TypeError).
     k : int
         Routing-set size for the recall, ``1 ≤ k ≤ N``; the default 5 needs ``N ≥ 5``
         (with fewer keys the ValueError says k was the default: pass ``k ≤ N``).
