@@ -7,6 +7,8 @@
   estimate and relative MSE of its reconstruction for Gaussian and orthogonal sketches.
 - `residual_inflation`: the pi/2 cost of a 1-bit QJL residual (TurboQuant-prod;
   docs/theory.md section 6), for each sketch kind and padded shapes (m != dim).
+- `SRHTApproximationWarning`: emitted with every ``kind="srht"`` value at m > d, which
+  omits a between-block term (+6% at d = 8; docs/qjl.md, "SRHT").
 
 Needs only numpy: `kvstats.quant.sketch` takes its constant from here,
 and the scalar-code side of :mod:`kvstats.theory` (Lloyd--Max, which imports the
@@ -16,6 +18,7 @@ codebooks) builds on `residual_inflation`.
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -26,12 +29,15 @@ from kvstats._checks import as_float_array, check_choice, check_int
 from kvstats._scaling import max_exponent, scale_rows
 
 __all__ = ["qjl_inner_product_variance", "sphere_abs_moment", "qjl_variance",
-           "qjl_reconstruction_mse", "residual_inflation"]
+           "qjl_reconstruction_mse", "residual_inflation", "SRHTApproximationWarning"]
 
 # The sketch kinds of kvstats.quant.sketch.SKETCHES, each with a closed form below (not
 # imported from there: sketch.py takes sphere_abs_moment from here, via kvstats.theory).
 _SKETCH_KINDS = ("gaussian", "orthogonal", "srht")
 _COS_ROUNDING = 1e-12   # how far past +-1 a computed cosine may lie and still be read as +-1
+# Largest m of `qjl_reconstruction_mse` and `residual_inflation`: every count up to it is a
+# float64 (far past any sketch; 10**400 rows overflowed float(m) with an OverflowError).
+_MAX_ROWS = 2 ** 53
 
 # ln Γ(x + ½) − ln Γ(x) = ½·ln x + Σ_k (2^(1−2k) − 2)·B_2k / (2k(2k−1)·x^(2k−1)) as x → ∞
 # (Stirling's series of ln Γ(x + a) with the Bernoulli polynomials B_n(½) = (2^(1−n) − 1)·B_n;
@@ -67,6 +73,37 @@ def _check_srht_dim(kind: str, d: int) -> None:
                          f"(the rows of a truncated Hadamard matrix are correlated; docs/qjl.md, "
                          f"'SRHT'); kind='orthogonal' gives the orthogonal sketch's value, which "
                          f"is what 'srht' returned before and is not the srht variance here")
+
+
+class SRHTApproximationWarning(UserWarning):
+    """A ``kind="srht"`` closed form at m > d rows: the orthogonal value, approximate.
+
+    The blocks of an SRHT sketch share one orientation, which adds a between-block term
+    the orthogonal closed form lacks: measured +6.0% to +6.3% at m = 2d, d = 8, +0.7% at
+    d = 16, +0.1% at d = 32, not detected at d = 64 (docs/qjl.md, "SRHT"). `qjl_variance`,
+    `qjl_reconstruction_mse`, `residual_inflation` and `kvstats.theory.bit_trade_inflation`
+    return the value with this warning; at m <= d it is exact and none is emitted. Filter
+    it with ``warnings.simplefilter("ignore", SRHTApproximationWarning)``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from kvstats.qjl_theory import SRHTApproximationWarning, residual_inflation
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     value = residual_inflation(8, 16, "srht")
+    >>> w[0].category is SRHTApproximationWarning, round(value, 4)
+    (True, 0.2379)
+    """
+
+
+def _warn_srht_blocks(kind: str, m: int, d: int, stacklevel: int = 3) -> None:
+    """`SRHTApproximationWarning` when ``kind="srht"`` and the m rows span several blocks."""
+    if kind == "srht" and m > d:
+        warnings.warn(f"kind='srht' at m={m} > d={d}: the orthogonal closed form, approximate "
+                      f"(the blocks share one orientation; measured +6% at d = 8, +0.7% at "
+                      f"d = 16, +0.1% at d = 32 for m = 2d; docs/qjl.md, 'SRHT')",
+                      SRHTApproximationWarning, stacklevel=stacklevel)
 
 
 def qjl_inner_product_variance(q_norm: ArrayLike, k_norm: ArrayLike, cos_qk: ArrayLike,
@@ -204,6 +241,7 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     m ≤ d (then S·R is √d times m rows of a Haar matrix for a Haar R); for m > d the
     blocks share the orientation, which adds a between-block term (docs/qjl.md, "SRHT":
     at m = 2d +6% at d = 8, +0.7% at d = 16, +0.1% at d = 32, not detected at d = 64).
+    Those values come with an `SRHTApproximationWarning`.
     For a fixed pair the SRHT estimate is not exactly unbiased, so this is not its
     conditional variance. For d not a power of two there is no closed form (a
     ValueError): the truncated Hadamard rows are correlated and the orthogonal value is
@@ -229,6 +267,11 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
     ValueError
         Bad input, or ``kind="srht"`` with d not a power of two (no closed form).
 
+    Warns
+    -----
+    SRHTApproximationWarning
+        ``kind="srht"`` and m > d: the value is approximate.
+
     Examples
     --------
     >>> q, k = np.eye(4)[0], np.eye(4)[1]
@@ -247,6 +290,7 @@ def qjl_variance(kind: str, m: int, q: Float[np.ndarray, "*batch d"],
         raise ValueError(f"q and k's batch shapes must broadcast; received {q.shape} and {k.shape}") from None
     d = q.shape[-1]
     _check_srht_dim(kind, d)
+    _warn_srht_blocks(kind, m, d)
     eq, ek = _unsafe_exponent(q, axis=-1), _unsafe_exponent(k, axis=-1)
     q, k = scale_rows(q, eq), scale_rows(k, ek)
     qq, kk, qk = (q * q).sum(-1), (k * k).sum(-1), (q * k).sum(-1)
@@ -278,22 +322,32 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
     Gaussian: π·d/(2m) − 1/m (the same quantity as `residual_inflation(d, m)`: the QJL
     error of a vector of uniform direction relative to its own projection). Orthogonal: 1/(m·μ²) + P/m² − 1 with μ = E|u₁| and P the
     number of ordered row pairs in different orthogonal blocks (rows of one block are
-    orthogonal, so only those pairs add a cross term). At m = d this is π/2 − 1/d
+    orthogonal, so only those pairs add a cross term): with m = n·d + r,
+    P = m² − n·d² − r², so the value is 1/(m·μ²) − (n·d² + r²)/m², computed so (two
+    terms of one sign ratio, ≈ π/2 : 1; no cancellation), in constant time; it equals
+    `residual_inflation(dim, m, kind)` to 1e-12 relative (tests/test_theory_j2.py).
+    At m = d this is π/2 − 1/d
     (Gaussian) against 1/(d μ²) − 1 ≈ π/2 − 1 (orthogonal). docs/qjl.md derives both.
 
     Parameters
     ----------
     kind : {"gaussian", "orthogonal", "srht"}
         ``"srht"``: the orthogonal value (its average over the vector's orientation, exact
-        for dim a power of two and m ≤ dim; see `qjl_variance`); a ValueError for dim
-        not a power of two (no closed form).
+        for dim a power of two and m ≤ dim, approximate with an `SRHTApproximationWarning`
+        at m > dim; see `qjl_variance`); a ValueError for dim not a power of two (no
+        closed form).
     m, dim : int
-        Sketch rows and vector dimension, each >= 1.
+        Sketch rows (1 ≤ m ≤ 2**53) and vector dimension (>= 1).
 
     Returns
     -------
     float
         Unitless: the error energy relative to ``‖x‖²`` (above 1 when it exceeds x's).
+
+    Warns
+    -----
+    SRHTApproximationWarning
+        ``kind="srht"`` and m > dim: the value is approximate.
 
     Examples
     --------
@@ -303,15 +357,17 @@ def qjl_reconstruction_mse(kind: str, m: int, dim: int) -> float:
     0.5647
     """
     kind = check_choice(kind, "kind", _SKETCH_KINDS)
-    m = check_int(m, "m", low=1)
+    m = check_int(m, "m", low=1, high=_MAX_ROWS)
     d = check_int(dim, "dim", low=1)
     _check_srht_dim(kind, d)
+    _warn_srht_blocks(kind, m, d)
     if kind == "gaussian":
         return math.pi * d / (2 * m) - 1 / m
     mu = sphere_abs_moment(d)
-    sizes = [d] * (m // d) + ([m % d] if m % d else [])
-    pairs = m * m - sum(s * s for s in sizes)
-    return 1 / (m * mu ** 2) + pairs / m ** 2 - 1
+    # same-block ordered pairs n·d² + r² (exact ints; m² − that is P), over m²: P/m² − 1
+    # without the cancellation of forming P/m² ≈ 1 first
+    n, r = divmod(m, d)
+    return 1 / (m * mu ** 2) - (n * d * d + r * r) / (m * m)
 
 
 def residual_inflation(dim: int | None = None, m: int | None = None,
@@ -326,7 +382,9 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
 
     for a Gaussian sketch; for ``"orthogonal"`` and ``"srht"`` the orthogonal closed form
     of `qjl_variance` with a² = ‖q‖²/dim (the isotropic average), ≈ π/2 − 1 at m = dim
-    (0.5647 at dim = 128) and about half that at m = 2·dim.
+    (0.5647 at dim = 128) and about half that at m = 2·dim. The same quantity as
+    `qjl_reconstruction_mse(kind, m, dim)` (equal to 1e-12 relative). ``"srht"`` at
+    m > dim is approximate (+6% at dim = 8, m = 16; `SRHTApproximationWarning`).
 
     Parameters
     ----------
@@ -334,7 +392,7 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
         Dimension of r (``d_pad``), >= 2; None gives the Gaussian limit pi/2 (then ``m``
         must be None and ``kind`` "gaussian").
     m : int or None
-        Sketch rows, >= 1 (default ``dim``).
+        Sketch rows, 1 ≤ m ≤ 2**53 (default ``dim``).
     kind : {"gaussian", "orthogonal", "srht"}
         Sketch family (``"srht"``: its orientation-averaged variance, see `qjl_variance`;
         a ValueError for dim not a power of two, where it has no closed form).
@@ -343,12 +401,22 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
     -------
     float
 
+    Warns
+    -----
+    SRHTApproximationWarning
+        ``kind="srht"`` and m > dim: the value is approximate (the example's 0.2823 too).
+
     Examples
     --------
     >>> round(residual_inflation(), 4), round(residual_inflation(128), 4)
     (1.5708, 1.563)
-    >>> round(residual_inflation(128, kind="orthogonal"), 4), round(residual_inflation(128, 256, "srht"), 4)
-    (0.5647, 0.2823)
+    >>> import warnings
+    >>> round(residual_inflation(128, kind="orthogonal"), 4)
+    0.5647
+    >>> with warnings.catch_warnings():  # srht at m > dim: approximate, with a warning
+    ...     warnings.simplefilter("ignore", SRHTApproximationWarning)
+    ...     round(residual_inflation(128, 256, "srht"), 4)  # ≈
+    0.2823
     """
     kind = check_choice(kind, "kind", _SKETCH_KINDS)
     if dim is None:
@@ -357,8 +425,9 @@ def residual_inflation(dim: int | None = None, m: int | None = None,
                              f"dim=None, m={m!r}, kind={kind!r}")
         return math.pi / 2
     dim = check_int(dim, "dim", low=2)
-    m = dim if m is None else check_int(m, "m", low=1)
+    m = dim if m is None else check_int(m, "m", low=1, high=_MAX_ROWS)
     _check_srht_dim(kind, dim)
+    _warn_srht_blocks(kind, m, dim)
     if kind == "gaussian":
         return (math.pi / 2 - 1 / dim) * dim / m
     # ‖q‖ = ‖r‖ = 1, isotropic direction: E a² = 1/dim; divide by E⟨q, r⟩² = 1/dim
