@@ -291,7 +291,8 @@ def bit_trade_inflation(bits: int, dim: int | None = None, m: int | None = None,
     m : int or None
         Rows of the residual sketch (default ``dim``: m = 2·dim spends 2 bits on it).
     kind : {"gaussian", "orthogonal", "srht"}
-        Sketch family (`residual_inflation`).
+        Sketch family (`residual_inflation`; ``"srht"`` with m > dim is approximate and
+        warns ``SRHTApproximationWarning``, from `residual_inflation`).
 
     Returns
     -------

@@ -19,6 +19,22 @@ class CharTokenizer:
         return {"input_ids": [1] + [(ord(c) * self.multiplier) % self.vocab for c in text]}
 
 
+class PasskeyTokenizer:
+    """What ``run_retrieval`` asks of a tokenizer: ids from characters (no BOS), digits
+    back from ids, an EOS id (the retrieval tests' tiny model answers in digits)."""
+
+    eos_token_id = 2
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + ord(c) % 90 for c in text]}
+
+    def decode(self, ids):
+        return "".join(chr(48 + i % 10) for i in ids)
+
+    def convert_tokens_to_ids(self, token):
+        return 2
+
+
 def tiny_llama(*, vocab: int, hidden: int, layers: int, heads: int, kv_heads: int,
                max_positions: int, head_dim: int | None = None, attn: str = "eager", seed: int = 0,
                **config):

@@ -13,21 +13,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from _tiny_llama import tiny_llama  # noqa: E402
+from _tiny_llama import PasskeyTokenizer, tiny_llama  # noqa: E402
 from kvstats.models.retrieval import PasskeyPrompt, make_prompts, run_retrieval  # noqa: E402
 
 
-class Tok:
-    eos_token_id = 2
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [3 + ord(c) % 90 for c in text]}
-
-    def decode(self, ids):
-        return "".join(chr(48 + i % 10) for i in ids)
-
-    def convert_tokens_to_ids(self, token):
-        return 2
+Tok = PasskeyTokenizer
 
 
 HAY = Tok()("one\ntwo\nthree\nfour\n" * 4)["input_ids"]
