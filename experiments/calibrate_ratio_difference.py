@@ -11,7 +11,9 @@ ratio 1, each the larger of the plug-in (Welch / paired t) and the score-type on
 here from ``_FiellerT.t_df(1)`` for whole batches). Size at ratio 1, power at ratio 1.25
 (x scaled), rejection rates at α = 0.05, 0.01, 0.001. ``--agree N``: on N random inputs
 (random normal, skewed and sparse inputs, paired and not), how often "p <= 2α" disagrees with "1
-outside tost_ratio's (1 − 2α) interval", for either p-value.
+outside tost_ratio's (1 − 2α) interval", for either p-value. ``warned``: the share of
+paired samples on which tost_ratio emits SkewedPairsWarning (sd of log(x_i/y_i) >=
+SKEWED_PAIRS_LOG_SD; the liberal rows, noise σ 1, should be warned, the others not).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from kvstats.stats._equivalence_ratio import _FiellerT, _no_spread, tost_ratio
+from kvstats.stats._equivalence_ratio import (SKEWED_PAIRS_LOG_SD, _FiellerT, _no_spread,
+                                              tost_ratio)
 
 ALPHAS = (0.05, 0.01, 0.001)
 
@@ -67,6 +70,15 @@ def designs(rng, reps, ratio):
                rng.binomial(1, 0.05, (reps, 100)) + 0.0, rng.binomial(1, 0.05, (reps, 100)) + 0.0)
 
 
+def warned(x, y):
+    """Share of rows tost_ratio(paired=True) warns on (SkewedPairsWarning), vectorised."""
+    keep = (x > 0) & (y > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lr = np.where(keep, np.log(x) - np.log(y), np.nan)
+        s = np.nanstd(lr, axis=-1, ddof=1)
+    return float(np.mean((keep.sum(-1) >= 3) & (s >= SKEWED_PAIRS_LOG_SD)))
+
+
 def table(rng, reps, ratio):
     print(f"\nratio {ratio}, {reps} samples per row: rejection rate shipped / plain")
     print(f"{'design':40s} " + " ".join(f"{'α = ' + str(a):>15s}" for a in ALPHAS))
@@ -75,6 +87,8 @@ def table(rng, reps, ratio):
         shipped, plain = pvalues(x[keep], y[keep], paired)
         cells = [f"{np.mean(shipped <= a):.4f}/{np.mean(plain <= a):.4f}" for a in ALPHAS]
         label += "" if keep.sum() == reps else f" ({keep.sum()})"
+        if paired:
+            cells.append(f"warned {warned(x[keep], y[keep]):.3f}")
         print(f"{label:40s} " + " ".join(f"{c:>15s}" for c in cells), flush=True)
 
 

@@ -57,7 +57,8 @@ from kvstats._checks import _describe, check_choice, check_real
 from ._base import _FrameMixin, check_bool
 
 __all__ = ["EquivalenceResult", "tost_ratio", "tost_rank", "equivalence_verdict",
-           "EQUIVALENCE_ALTERNATIVES", "RATIO_METHODS", "VERDICTS"]
+           "EQUIVALENCE_ALTERNATIVES", "RATIO_METHODS", "VERDICTS", "SkewedPairsWarning",
+           "SKEWED_PAIRS_LOG_SD"]
 
 EQUIVALENCE_ALTERNATIVES = ("equivalence", "less", "greater")
 VERDICTS = ("equivalent within δ", "different", "inconclusive")
@@ -70,7 +71,8 @@ _NULL_RESTRICTED = True
 # Each test's names, defined in its own module and imported on first access (PEP 562):
 # the test modules import this one, so an eager import here would be circular.
 _MOVED = {
-    "_equivalence_ratio": ("tost_ratio", "RATIO_METHODS", "_FiellerT", "_tost_ratio_pvalues"),
+    "_equivalence_ratio": ("tost_ratio", "RATIO_METHODS", "_FiellerT", "_tost_ratio_pvalues",
+                           "SkewedPairsWarning", "SKEWED_PAIRS_LOG_SD"),
     "_equivalence_rank": ("tost_rank", "_tost_rank_pvalues"),
 }
 _HOME = {name: module for module, names in _MOVED.items() for name in names}
