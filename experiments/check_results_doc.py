@@ -1,26 +1,40 @@
-"""Numbers of docs/results.md's seed-grid sections, read back from the files they cite.
+"""Numbers of docs/results.md's seed-grid sections, read back from the folders they cite.
 
     python experiments/check_results_doc.py pairs results/dalberto_d128 \\
-        --paired results/dalberto_d128_paired --two-sample results/dalberto_d128 \\
+        --paired results/dalberto_d128 --two-sample results/dalberto_d128_none \\
         --pair KQV QKQV --metric kl
     python experiments/check_results_doc.py means results/dalberto_d128 --metric kl phi_k --budget 4
-    python experiments/check_results_doc.py crossovers results/dalberto_d128_paired
+    python experiments/check_results_doc.py crossovers results/dalberto_d128
     python experiments/check_results_doc.py replay results/dalberto_d128 --cells 5
+
+(results/dalberto_d128 is a sweep folder, which holds the paired report since
+2026-12-01; results/dalberto_d128_none the two-sample report of ``kvstats report
+results/dalberto_d128 --pairing none --out results/dalberto_d128_none``.)
 
 ``pairs`` prints, per case and budget of one scheme pair and metric, what the page quotes
 of a comparison: both means, the ratio mean(b)/mean(a) with the BCa 95% interval of
 experiments/dalberto_claims.py (1,999 resamples, seed = n, each scheme resampled on its
 own), the paired report's sign test (trials where a > b and a < b, dominance [95% CI],
 Holm-adjusted p, winner) and the two-sample report's Mann–Whitney r [95% CI], adjusted p
-and winner, side by side. A report folder is one written by ``kvstats report`` (its
-``tables/comparisons.csv``); the design of each is checked (``sign`` rows in the paired
-one, ``mann_whitney`` in the two-sample one). ``means`` prints per-scheme means, medians,
-p99 and max from the per-trial table; ``crossovers`` the report's crossover rows;
-``replay`` recomputes the trials of a sweep's cells with today's code
-(:func:`kvstats.sweep.replay.replay_trials`) and counts the stored rows that differ in
-any float column (NaN equal to NaN): do the page's numbers still come out of the code?
+and winner, side by side. The report's row is found in either order (a report testing
+b vs a has its effect negated and its counts swapped, so every column reads "a vs b");
+where the two schemes were run at no common budget (K4V2 at 3 bits against K4V4 at 4),
+the budget pairs the reports test are shown (``n`` column "3 vs 4"). A report folder is
+one written by ``kvstats report`` or ``kvstats sweep`` (its ``tables/comparisons.csv``);
+the design of each is checked (``sign`` rows in the paired one, ``mann_whitney`` in the
+two-sample one). ``means`` prints per-scheme means, medians, p99 and max from the
+per-trial table; ``crossovers`` the report's crossover rows; ``replay`` recomputes the
+trials of a sweep's cells with today's code (:func:`kvstats.sweep.replay.replay_trials`)
+and counts the stored rows that differ in any float column (NaN equal to NaN): do the
+page's numbers still come out of the code?
 
-Reads only; writes nothing. A reviewer compares its output with the page's tables.
+What it checks and what it does not. It reads only the result folders; it does **not**
+read docs/results.md, so a wrong number on the page cannot make it fail: a reviewer
+compares its output with the page's tables by eye. It exits non-zero with a message
+(never an empty or "?" table) when a named scheme or metric is not in the sweep, when a
+report has no row for the pair (in either order) at a case and budget shown, or when a
+table would come out empty. ``replay`` is the one check of the numbers themselves: it
+recomputes them. Writes nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
@@ -38,15 +53,6 @@ from kvstats.results import load_result
 from kvstats.stats import bootstrap_ratio_ci
 
 KEY = ["distribution", "params", "dim", "n_keys", "budget"]
-
-
-def _comparisons(folder: str, test: str) -> pd.DataFrame:
-    path = Path(folder) / "tables" / "comparisons.csv"
-    table = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan", ""])
-    if test not in set(table["test"]):
-        raise SystemExit(f"{path} has no '{test}' rows (tests: {sorted(set(table['test']))}): "
-                         f"is it the {'paired' if test == 'sign' else 'two-sample'} report?")
-    return table[table["test"] == test]
 
 
 def _p(x: float) -> str:
@@ -61,11 +67,79 @@ def _counts(note: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
 
 
+def _fail(message: str) -> NoReturn:
+    raise SystemExit(f"check_results_doc.py: {message}")
+
+
+def _comparisons(folder: str, test: str) -> pd.DataFrame:
+    path = Path(folder) / "tables" / "comparisons.csv"
+    if not path.is_file():
+        _fail(f"{path} not found: is {folder} a folder written by `kvstats report` or `kvstats sweep`?")
+    table = pd.read_csv(path, keep_default_na=False, na_values=["NaN", "nan", ""])
+    if test not in set(table["test"]):
+        _fail(f"{path} has no '{test}' rows (tests: {sorted(set(table['test']))}): "
+              f"is it the {'paired' if test == 'sign' else 'two-sample'} report?")
+    table = table[table["test"] == test].copy()
+    if "budget_b" not in table.columns:  # reports before cross-budget pairs: one budget per row
+        table["budget_b"] = table["budget"]
+    return table
+
+
+def _report_row(table: pd.DataFrame, case: dict, a: str, b: str, n_a: float, n_b: float):
+    """The report's one row of a vs b at budgets (n_a, n_b), in either orientation.
+
+    Returns ``(row, flipped)``; ``flipped`` when the report stores it as b vs a, whose
+    effect and counts then change sign and side. ``(None, False)`` when absent.
+    """
+    in_case = np.logical_and.reduce([table[k] == v for k, v in case.items()])
+    for sa, sb, ba, bb, flipped in ((a, b, n_a, n_b, False), (b, a, n_b, n_a, True)):
+        t = table.loc[in_case & (table.scheme_a == sa) & (table.scheme_b == sb)
+                      & (table.budget == ba) & (table.budget_b == bb)]
+        if len(t) > 1:
+            _fail(f"{len(t)} report rows for {sa} vs {sb} at budgets {ba:g}/{bb:g}, {case}: expected one")
+        if len(t) == 1:
+            return t.iloc[0], flipped
+    return None, False
+
+
+def _budget_pairs(grp: pd.DataFrame, a: str, b: str, tables: list[pd.DataFrame], case: dict):
+    """(budget of a, budget of b) to compare in one case: the budgets both schemes were run
+    at; else (mixed-precision pairs such as K4V2 at 3 vs K4V4 at 4) the budget pairs a
+    report tests; else the single budget of each."""
+    n_a = sorted(grp.loc[grp.scheme == a, "budget"].unique())
+    n_b = sorted(grp.loc[grp.scheme == b, "budget"].unique())
+    common = [n for n in n_a if n in n_b]
+    if common:
+        return [(n, n) for n in common]
+    found: set[tuple[float, float]] = set()
+    for table in tables:
+        in_case = np.logical_and.reduce([table[k] == v for k, v in case.items()])
+        for _, r in table.loc[in_case].iterrows():
+            if (r.scheme_a, r.scheme_b) == (a, b):
+                found.add((r.budget, r.budget_b))
+            elif (r.scheme_a, r.scheme_b) == (b, a):
+                found.add((r.budget_b, r.budget))
+    found = {(x, y) for x, y in found if x in n_a and y in n_b}
+    if found:
+        return sorted(found)
+    return [(n_a[0], n_b[0])] if len(n_a) == 1 and len(n_b) == 1 else []
+
+
 def pairs(args: argparse.Namespace) -> None:
     frame = load_result(args.sweep).frame
     a_name, b_name = args.pair
+    schemes = sorted(frame.scheme.unique())
+    for name in (a_name, b_name):
+        if name not in schemes:
+            _fail(f"--pair: scheme {name!r} is not in {args.sweep} (schemes there: {schemes})")
+    if a_name == b_name:
+        _fail(f"--pair: two different schemes expected, got {a_name!r} twice")
+    for metric in args.metric:
+        if metric not in frame.columns or not pd.api.types.is_numeric_dtype(frame[metric]):
+            _fail(f"--metric: {metric!r} is not a metric column of {args.sweep}")
     sign = _comparisons(args.paired, "sign") if args.paired else None
     mw = _comparisons(args.two_sample, "mann_whitney") if args.two_sample else None
+    tables = [t for t in (sign, mw) if t is not None]
     for metric in args.metric:
         print(f"\n{a_name} vs {b_name}, {metric} (ratio = mean {b_name} / mean {a_name})\n")
         head = ["case", "n", f"mean {a_name}", f"mean {b_name}", "ratio [95% CI]"]
@@ -73,46 +147,60 @@ def pairs(args: argparse.Namespace) -> None:
             head += [f"{a_name}>{b_name}", f"{a_name}<{b_name}", "dominance [95% CI]", "p adj (paired)", "winner (paired)"]
         if mw is not None:
             head += ["r [95% CI]", "p adj (two-sample)", "winner (two-sample)"]
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
+        lines = []
         for (dist, params, dim, n_keys), grp in frame.groupby(KEY[:4], sort=False):
-            for n in sorted(grp.budget.unique()):
+            case = dict(distribution=dist, params=params, dim=dim, n_keys=n_keys)
+            sel_tables = [t.loc[t.metric == metric] for t in tables]
+            for n, n_b in _budget_pairs(grp, a_name, b_name, sel_tables, case):
                 if args.budget and n not in args.budget:
                     continue
                 x = grp[(grp.scheme == a_name) & (grp.budget == n)][metric].to_numpy(float)
-                y = grp[(grp.scheme == b_name) & (grp.budget == n)][metric].to_numpy(float)
-                if not len(x) or not len(y):
-                    continue
+                y = grp[(grp.scheme == b_name) & (grp.budget == n_b)][metric].to_numpy(float)
                 ratio = "–"
                 if args.ratio and x.mean() != 0:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         ci = bootstrap_ratio_ci(y, x, n_resamples=1999, seed=int(n))
                     ratio = f"{ci.estimate:.4g} [{ci.low:.4g}, {ci.high:.4g}]"
-                row = [f"{dist} {params}", f"{n:g}", f"{x.mean():.4g}", f"{y.mean():.4g}", ratio]
-                sel = dict(distribution=dist, params=params, dim=dim, n_keys=n_keys, budget=n,
-                           scheme_a=a_name, scheme_b=b_name, metric=metric)
-                for table, kind in ((sign, "sign"), (mw, "mw")):
+                label = f"{n:g}" if n == n_b else f"{n:g} vs {n_b:g}"
+                row = [f"{dist} {params}", label, f"{x.mean():.4g}", f"{y.mean():.4g}", ratio]
+                for table, kind, folder in ((sign, "sign", args.paired), (mw, "mw", args.two_sample)):
                     if table is None:
                         continue
-                    t = table.loc[np.logical_and.reduce([table[k] == v for k, v in sel.items()])]
-                    if len(t) != 1:
-                        row += ["?"] * (5 if kind == "sign" else 3)
-                        continue
-                    t = t.iloc[0]
-                    eff = f"{t.effect:+.3f} [{t.effect_low:+.3f}, {t.effect_high:+.3f}]"
+                    t, flipped = _report_row(table.loc[table.metric == metric], case, a_name, b_name, n, n_b)
+                    if t is None:
+                        _fail(f"{folder} has no {'sign' if kind == 'sign' else 'mann_whitney'} row for "
+                              f"{a_name} vs {b_name} (either order), {metric}, {dist} {params}, d = {dim}, "
+                              f"N = {n_keys}, budget {label}: is the pair in that report's comparisons?")
+                    s = -1.0 if flipped else 1.0
+                    lo, hi = sorted((s * t.effect_low, s * t.effect_high))
+                    eff = f"{s * t.effect:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                     if kind == "sign":
                         up, down = _counts(t.note)
+                        if flipped:
+                            up, down = down, up
                         row += [str(up), str(down), eff, _p(t.pvalue_adjusted), str(t.winner)]
                     else:
                         row += [eff, _p(t.pvalue_adjusted), str(t.winner)]
-                print("| " + " | ".join(row) + " |")
+                lines.append("| " + " | ".join(row) + " |")
+        if not lines:
+            _fail(f"no rows for {a_name} vs {b_name}, {metric}"
+                  + (f" at budget {args.budget}" if args.budget else "")
+                  + f": the two schemes share no case and budget in {args.sweep}")
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        print("\n".join(lines))
 
 
 def means(args: argparse.Namespace) -> None:
     frame = load_result(args.sweep).frame
+    for metric in args.metric:
+        if metric not in frame.columns or not pd.api.types.is_numeric_dtype(frame[metric]):
+            _fail(f"--metric: {metric!r} is not a metric column of {args.sweep}")
     if args.budget:
         frame = frame[frame.budget.isin(args.budget)]
+    if frame.empty:
+        _fail(f"--budget: no trials of {args.sweep} at budget {args.budget}")
     stats = frame.groupby(KEY + ["scheme"], sort=False)[args.metric].agg(
         ["mean", "median", lambda s: s.quantile(0.99), "max"])
     with pd.option_context("display.width", 250, "display.max_rows", None, "display.max_columns", None,
