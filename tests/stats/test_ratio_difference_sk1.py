@@ -71,3 +71,16 @@ def test_spread_ignores_zero_pairs_and_needs_three():
     assert np.isnan(_log_ratio_spread(x[:3], y[:3]))
     # identical pairs: no spread, no warning
     assert not _warns(y * np.arange(1, 5), y * np.arange(1, 5), paired=True)[1]
+
+
+def test_a_reports_equivalence_row_does_not_warn_about_a_p_value_it_never_reads():
+    # the report's paired ratio TOSTs take their difference test from the row's own location
+    # test (analysis/verdicts.py), never from pvalue_difference: the warning would mislead there
+    from kvstats.analysis.pair_tests import _equivalence_row
+
+    x, y = _pairs(np.random.default_rng(11), 1, 100, 1.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        row = _equivalence_row(x[0], y[0], 0.2, "ratio", 0.05, paired=True)
+    assert np.isfinite(row["pvalue"])
+    assert not [w for w in caught if issubclass(w.category, SkewedPairsWarning)]
