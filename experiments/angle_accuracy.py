@@ -15,6 +15,8 @@ Run: ``python experiments/angle_accuracy.py`` (about a minute on one core).
 
 from __future__ import annotations
 
+import argparse
+
 import mpmath as mp
 import numpy as np
 
@@ -55,11 +57,16 @@ def worst(dtype: type, d: int, rng: np.random.Generator) -> tuple[float, float, 
     return rel, at, ab
 
 
-def main() -> None:
-    rng = np.random.default_rng(0)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dims", type=int, nargs="+", default=list(DIMS), metavar="D",
+                    help=f"head dimensions to measure (default: {' '.join(map(str, DIMS))})")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random rows (default 0)")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
     print("dtype        d  rel, phi>=1e-6 (at phi)  abs, phi<1e-6")
     for dtype in (np.float64, np.float32):
-        for d in DIMS:
+        for d in args.dims:
             rel, at, ab = worst(dtype, d, rng)
             print(f"{np.dtype(dtype).name:8s} {d:5d} {rel:14.2e}  ({at:8.2e})  {ab:12.2e}")
 
