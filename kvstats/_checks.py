@@ -54,6 +54,32 @@ def as_float_array(x: Any, name: str, *, min_ndim: int = 0, allow_nonfinite: boo
     return arr
 
 
+def as_data_array(x: Any, name: str, **kwargs: Any) -> np.ndarray:
+    """:func:`as_float_array` for vector data (keys, values, queries, their reconstructions),
+    refusing booleans: a mask passed by mistake reads as 0/1 and gives plausible numbers.
+
+    Integers stay accepted (read as float64), as everywhere.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> as_data_array([1, 2], "x").dtype
+    dtype('float64')
+    >>> as_data_array(np.ones(2, dtype=bool), "x")
+    Traceback (most recent call last):
+    ...
+    TypeError: x must be a real numeric array (float, integer or an ml_dtypes float), not a boolean mask; received array of shape (2,) and dtype bool
+    """
+    try:
+        kind = np.asarray(x).dtype.kind
+    except Exception:          # ragged lists and the like: as_float_array names them
+        kind = None
+    if kind == "b":
+        raise TypeError(f"{name} must be a real numeric array (float, integer or an ml_dtypes "
+                        f"float), not a boolean mask; received {_describe(np.asarray(x))}")
+    return as_float_array(x, name, **kwargs)
+
+
 def _is_ml_dtypes_number(dtype: np.dtype) -> bool:
     # ml_dtypes' types are numpy "void"-kind extension dtypes; their module names them
     return dtype.kind == "V" and dtype.type.__module__.startswith("ml_dtypes")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kvstats._checks import _describe, as_float_array, check_int
+from kvstats._checks import _describe, as_data_array, check_int
 
 __all__ = ["Trials", "group_query_heads", "PER_TRIAL_META"]
 
@@ -68,7 +68,8 @@ class Trials:
 
     Notes
     -----
-    Arrays are float32 or float64 (other numeric dtypes become float64); if the three
+    Arrays are float32 or float64 (other numeric dtypes become float64; booleans, a mask
+    passed by mistake, are refused); if the three
     dtypes differ, all are promoted to the wider one. Non-finite values are rejected.
     Equality is identity (``eq=False``): comparing arrays element-wise belongs to tests.
 
@@ -89,9 +90,9 @@ class Trials:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        K = as_float_array(self.K, "K")
-        V = as_float_array(self.V, "V")
-        q = as_float_array(self.q, "q")
+        K = as_data_array(self.K, "K")
+        V = as_data_array(self.V, "V")
+        q = as_data_array(self.q, "q")
         for name, arr, axes in (("K", K, "(T, N, d)"), ("V", V, "(T, N, d_v)"),
                                 ("q", q, "(T, n_q, d)")):
             if arr.ndim != 3:
@@ -276,9 +277,9 @@ def group_query_heads(K: Any, V: Any, q: Any, meta: dict[str, Any] | None = None
     """
     if meta is not None and not isinstance(meta, dict):   # before dict(meta) reads a str's letters
         raise TypeError(f"meta must be a dict or None; received {_describe(meta)}")
-    K = as_float_array(K, "K", min_ndim=3)
-    V = as_float_array(V, "V", min_ndim=3)
-    q = as_float_array(q, "q", min_ndim=3)
+    K = as_data_array(K, "K", min_ndim=3)
+    V = as_data_array(V, "V", min_ndim=3)
+    q = as_data_array(q, "q", min_ndim=3)
     if V.shape[:-1] != K.shape[:-1]:
         raise ValueError(f"V must have shape (..., H_kv, N, d_v) matching K {K.shape} except "
                          f"the last axis; received V of shape {V.shape}")

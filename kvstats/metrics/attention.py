@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kvstats._checks import _describe, as_float_array, check_int
+from kvstats._checks import _describe, as_data_array, as_float_array, check_int
 from kvstats._scaling import scale_rows
 
 __all__ = ["softmax", "log_softmax", "attention_logits", "attention_weights",
@@ -84,20 +84,6 @@ def _check_k(k: Any, n: int, keys: str) -> int:
         raise ValueError(f"k must be an integer in [1, {n}] ({keys}): the default k={k} is too "
                          f"large; pass k <= {n}")
     return check_int(k, "k", low=1, high=n)
-
-
-def _data_array(x: Any, name: str, **kwargs: Any) -> np.ndarray:
-    """``as_float_array(x, name, **kwargs)`` for the metrics' vector data (x, x̂, q, K, V,
-    K̂, V̂), refusing booleans: a mask passed by mistake read as 0/1 and gave
-    plausible numbers. Integers stay accepted (read as float64), as everywhere."""
-    try:
-        kind = np.asarray(x).dtype.kind
-    except Exception:          # ragged lists and the like: as_float_array names them
-        kind = None
-    if kind == "b":
-        raise TypeError(f"{name} must be a real numeric array (float, integer or an ml_dtypes "
-                        f"float), not a boolean mask; received {_describe(np.asarray(x))}")
-    return as_float_array(x, name, **kwargs)
 
 
 def _c_ordered(arr: np.ndarray) -> np.ndarray:
@@ -211,8 +197,8 @@ def _check_product(a: tuple[int, ...], b: tuple[int, ...], axes: tuple[int, int]
 
 
 def _q_k(q: Any, K: Any) -> tuple[np.ndarray, np.ndarray]:
-    qa = _c_ordered(_data_array(q, "q", min_ndim=2))
-    Ka = _c_ordered(_data_array(K, "K", min_ndim=2))
+    qa = _c_ordered(as_data_array(q, "q", min_ndim=2))
+    Ka = _c_ordered(as_data_array(K, "K", min_ndim=2))
     _check_product(qa.shape, Ka.shape, (-1, -1),
                    f"q and K must share the feature axis d; received q of shape {qa.shape} and "
                    f"K of shape {Ka.shape}",
@@ -378,7 +364,7 @@ def attention_output(q: Any, K: Any, V: Any, mask: Any = None) -> np.ndarray:
     array([[2., 3.]])
     """
     p = attention_weights(q, K, mask)
-    Va = _c_ordered(_data_array(V, "V", min_ndim=2))
+    Va = _c_ordered(as_data_array(V, "V", min_ndim=2))
     _check_product(p.shape, Va.shape, (-1, -2),
                    f"V must have one row per key (N = {p.shape[-1]}); received V of shape "
                    f"{Va.shape}",

@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from kvstats._checks import check_int
+from kvstats._checks import as_data_array, check_int
 from kvstats._scaling import max_exponent, scale_rows
-from kvstats.metrics.attention import _data_array
 
 __all__ = ["snr_db", "angle", "norm_ratio", "pooled_snr_db"]
 
@@ -238,8 +237,8 @@ def _geometry_pooled(x: np.ndarray, xh: np.ndarray, e: np.ndarray | None = None,
 
 
 def _pair(x: Any, x_hat: Any) -> tuple[np.ndarray, np.ndarray]:
-    a = _data_array(x, "x", min_ndim=1)
-    b = _data_array(x_hat, "x_hat", min_ndim=1)
+    a = as_data_array(x, "x", min_ndim=1)
+    b = as_data_array(x_hat, "x_hat", min_ndim=1)
     if a.shape != b.shape:
         raise ValueError(f"x_hat must have the shape of x {a.shape}; received x_hat of "
                          f"shape {b.shape}")

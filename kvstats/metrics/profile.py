@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvstats._checks import _describe, as_float_array
+from kvstats._checks import _describe, as_data_array, as_float_array
 from kvstats.data.trials import Trials
-from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k, _data_array,
+from kvstats.metrics.attention import (_DEFAULT_K, _argmax_shift, _check_k,
                                        _inner, _kl, _log_softmax, _topk_hits)
 from kvstats._scaling import max_exponent, scale_rows
 from kvstats.metrics.geometry import _geometry, _geometry_pooled, _sumsq
@@ -91,7 +91,7 @@ def _all_finite(a: np.ndarray) -> bool:
 
 
 def _check_hat(x: Any, name: str, like: np.ndarray, like_name: str) -> np.ndarray:
-    arr = _data_array(x, name, allow_nonfinite=True)
+    arr = as_data_array(x, name, allow_nonfinite=True)
     if not _all_finite(arr):
         as_float_array(arr, name)  # raises its "must be finite" error (or passes: overflow only)
     if arr.shape != like.shape:

@@ -214,3 +214,14 @@ def test_meta_that_cannot_be_copied_is_refused_by_name():
 
     with pytest.raises(TypeError, match="meta must hold values that can be copied"):
         Trials(*_arrays(), {"lock": threading.Lock()})
+
+
+@pytest.mark.parametrize("field", ["K", "V", "q"])
+def test_boolean_arrays_are_refused_as_the_metrics_refuse_them(field):
+    """A mask passed for K, V or q would read as 0/1 and give plausible metrics."""
+    arrays = {"K": np.ones((2, 4, 3)), "V": np.ones((2, 4, 3)), "q": np.ones((2, 1, 3))}
+    arrays[field] = arrays[field].astype(bool)
+    with pytest.raises(TypeError, match=f"{field} must be a real numeric array.*boolean"):
+        Trials(**arrays)
+    with pytest.raises(TypeError, match=f"{field} must be a real numeric array.*boolean"):
+        group_query_heads(arrays["K"][None], arrays["V"][None], arrays["q"][None])

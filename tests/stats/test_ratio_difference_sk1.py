@@ -84,3 +84,11 @@ def test_a_reports_equivalence_row_does_not_warn_about_a_p_value_it_never_reads(
         row = _equivalence_row(x[0], y[0], 0.2, "ratio", 0.05, paired=True)
     assert np.isfinite(row["pvalue"])
     assert not [w for w in caught if issubclass(w.category, SkewedPairsWarning)]
+
+
+def test_warning_importable_from_the_package():
+    """The warning is filtered by class, so it is reachable where tost_ratio is: kvstats.stats."""
+    import kvstats.stats
+
+    assert kvstats.stats.SkewedPairsWarning is SkewedPairsWarning
+    assert "SkewedPairsWarning" in kvstats.stats.__all__
