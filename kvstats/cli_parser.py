@@ -263,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output folder (created if missing). One folder holds one sweep: it is "
                          "locked while the sweep runs (a second sweep into it refuses), and what an "
                          "earlier sweep left there (manifest, results, report, figures, cells of "
-                         "another grid) is removed before the new one computes. A folder that holds "
+                         "another grid; files of yours beside them stay) is removed before the new one "
+                         "computes. A folder that holds "
                          "files but no kvstats sweep is refused, so that nothing of yours is "
                          "overwritten")
     sw.add_argument("--workers", type=int, default=None, metavar="N",

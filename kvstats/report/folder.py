@@ -19,17 +19,19 @@ the whole report of the one that committed last.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+# the record's reading and removal sit with the sweep's folder rules, which use them too (a
+# sweep taking a folder removes the report's recorded files): the store sits below the report
+from kvstats.sweep.folder import _recorded, _remove_recorded, _sha256
 from kvstats.sweep.locks import NoFileLocksError, try_lock
 
 try:
@@ -49,56 +51,6 @@ REPORT_RECORD = "report_files.json"
 #: before moving them into place (hidden: :func:`kvstats.sweep.store.check_out_folder`
 #: does not count it; removed however the write ends, or by the next report).
 STAGING_PREFIX = ".report-staging-"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _recorded(out: Path) -> dict[str, set[str]]:
-    """Relative path → the SHA-256 digests the folder's record gives it (empty: no record).
-
-    A complete record maps each path to one digest; an in-progress one (an interrupted
-    :func:`_commit`) also lists, under ``"pending"``, the files it was moving in, and its
-    ``"files"`` may give a path several digests. An unreadable record gives nothing.
-    """
-    try:
-        record = json.loads((out / REPORT_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(record, dict):
-        return {}
-    out_files: dict[str, set[str]] = {}
-    for key in ("files", "pending"):
-        part = record.get(key, {})
-        for rel, digests in (part.items() if isinstance(part, dict) else ()):
-            digests = [digests] if isinstance(digests, str) else digests
-            for d in (digests if isinstance(digests, list) else ()):
-                if isinstance(d, str):
-                    out_files.setdefault(str(rel), set()).add(d)
-    return out_files
-
-
-def _remove_recorded(out: Path, recorded: Mapping[str, set[str]]) -> list[str]:
-    """Remove the recorded files of ``out`` that are unchanged (their digest is recorded).
-
-    A file the user edited (its hash differs), a path outside ``out``, a link and anything
-    not in the record stay. Returns the removed paths.
-    """
-    removed = []
-    root = out.resolve()
-    for rel, digests in recorded.items():
-        path = (out / rel).resolve()
-        if root not in path.parents or not path.is_file() or (out / rel).is_symlink():
-            continue
-        if _sha256(path) in digests:
-            path.unlink()
-            removed.append(rel)
-    return removed
 
 
 def _write_record(out: Path, record: dict[str, Any]) -> Path:

@@ -11,9 +11,11 @@ to one sweep:
   an OSError saying so (no sweep runs unlocked);
 - **one sweep per folder**: :func:`clear_outputs` removes, before any compute, what a
   previous sweep left that the new one does not own: its manifest (first), results,
-  report, tables, figures, temporary files and the cells of other grids (documented
-  choice: the folder then always describes one sweep; cells of this grid are kept for
-  ``--resume``). Files kvstats does not write are never touched;
+  report (the tables and figures its record :data:`_REPORT_RECORD` names, where
+  unchanged), temporary files and the cells of other grids (documented choice: the folder
+  then always describes one sweep; cells of this grid are kept for ``--resume``). It
+  removes only kvstats' fixed names and the files a report recorded as its own: a file of
+  yours in ``figures/`` or ``tables/``, or a recorded one you edited, stays;
 - **never a folder of someone else's files**: :func:`check_out_folder` refuses, before
   the lock file is created, a folder that holds files but neither the lock file, a
   kvstats manifest nor a report's record of its files (``--out docs`` by mistake), since
@@ -26,12 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
+import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +50,12 @@ __all__ = ["SweepLockedError", "lock_dir", "check_out_folder", "clear_outputs", 
 LOCK_NAME = ".kvstats.lock"
 # What a sweep or its report writes into DIR (removed when another sweep takes the folder).
 _REPORT_FILES = ("report.md", "report.html", "report.json")
-_OWNED_DIRS = {"tables": (".csv",), "figures": (".png", ".svg")}
+# where a report's other files go: removed when the report's record names them (unchanged)
+_REPORT_DIRS = ("tables", "figures")
 _TABLE_SUFFIXES = (".parquet", ".csv")
+# the name of a stored cell (kvstats.sweep.plan.cell_id: 20 hex digits): no other file in
+# cells/ is a sweep's
+_CELL_STEM = re.compile(r"[0-9a-f]{20}")
 # kvstats.report.render.REPORT_RECORD (not imported: the store sits below the report;
 # tests/sweep/test_out_folder.py holds the two equal)
 _REPORT_RECORD = "report_files.json"
@@ -283,31 +291,86 @@ def _check_not_another_sweep(out: Path, result: Any) -> None:
             "folder of its own")
 
 
+def _sha256(path: Path) -> str:
+    """The SHA-256 of the file ``path`` (hex), read in blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _recorded(out: Path) -> dict[str, set[str]]:
+    """Relative path → the SHA-256 digests the folder's report record gives it (empty: no
+    record; :data:`kvstats.report.folder.REPORT_RECORD`).
+
+    A complete record maps each path to one digest; an in-progress one (an interrupted
+    :func:`kvstats.report.folder._commit`) also lists, under ``"pending"``, the files it was moving in, and its
+    ``"files"`` may give a path several digests. An unreadable record gives nothing.
+    """
+    try:
+        record = json.loads((out / _REPORT_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    out_files: dict[str, set[str]] = {}
+    for key in ("files", "pending"):
+        part = record.get(key, {})
+        for rel, digests in (part.items() if isinstance(part, dict) else ()):
+            digests = [digests] if isinstance(digests, str) else digests
+            for d in (digests if isinstance(digests, list) else ()):
+                if isinstance(d, str):
+                    out_files.setdefault(str(rel), set()).add(d)
+    return out_files
+
+
+def _remove_recorded(out: Path, recorded: Mapping[str, set[str]]) -> list[str]:
+    """Remove the recorded files of ``out`` that are unchanged (their digest is recorded).
+
+    A file the user edited (its hash differs), a path outside ``out``, a link and anything
+    not in the record stay. Returns the removed paths.
+    """
+    removed = []
+    root = out.resolve()
+    for rel, digests in sorted(recorded.items()):
+        path = (out / rel).resolve()
+        if root not in path.parents or not path.is_file() or (out / rel).is_symlink():
+            continue
+        if _sha256(path) in digests:
+            path.unlink()
+            removed.append(rel)
+    return removed
+
+
 def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     """Remove what a previous sweep left in ``out_dir`` that this one does not own.
 
     In this order: ``manifest.json`` (first, so that nothing left pairs with anything),
-    ``results.*``, the report (``report.md/.html/.json``, ``tables/*.csv``,
-    ``figures/*.png|svg``), temporary files of interrupted writes, and cells whose id is
-    not in ``keep_cells``. Call it while holding :func:`lock_dir`. Returns the removed
-    paths, relative to ``out_dir``. A folder that holds no sweep (neither
-    ``manifest.json`` nor ``cells/``) is left alone, so figures kvstats did not write
-    are never removed (:func:`run_sweep` refuses such a folder before, with
-    :func:`check_out_folder`, when it is not empty).
+    ``results.*``, the report (``report.md/.html/.json``, then the other files its record
+    ``report_files.json`` names and that are unchanged, its ``tables/*.csv`` and
+    ``figures/*``, then the record), temporary files of interrupted writes, and cells
+    (``cells/<20 hex digits>.parquet|csv``) whose id is not in ``keep_cells``. Only those
+    names are removed: a file of yours beside them (``figures/mine.png``,
+    ``tables/mine.csv``, a recorded figure you edited since) stays. Call it while holding
+    :func:`lock_dir`. Returns the removed paths, relative to ``out_dir``. A folder that
+    holds no sweep (neither ``manifest.json`` nor ``cells/``) is left alone
+    (:func:`run_sweep` refuses such a folder before, with :func:`check_out_folder`, when it
+    is not empty).
 
     Examples
     --------
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
-    >>> (d / "figures").mkdir(); (d / "figures" / "old.png").write_bytes(b"")
+    >>> (d / "figures").mkdir(); (d / "figures" / "mine.png").write_bytes(b"")
     0
-    >>> (d / "notes.txt").write_text("mine")
-    4
+    >>> (d / "report.md").write_text("old")
+    3
     >>> clear_outputs(d, set())  # no sweep here: nothing removed
     []
     >>> (d / "cells").mkdir()
     >>> clear_outputs(d, set()), sorted(p.name for p in d.iterdir())
-    (['figures/old.png'], ['cells', 'notes.txt'])
+    (['report.md'], ['cells', 'figures'])
     """
     removed: list[str] = []
     if not ((out_dir / MANIFEST).is_file() or (out_dir / "cells").is_dir()):
@@ -316,28 +379,28 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     def rm(path: Path) -> None:
         if path.is_file() or path.is_symlink():
             path.unlink()
-            removed.append(str(path.relative_to(out_dir)))
+            removed.append(path.relative_to(out_dir).as_posix())
 
     rm(out_dir / MANIFEST)
     for ext in _TABLE_SUFFIXES:
         rm(out_dir / f"{RESULTS}{ext}")
     for name in _REPORT_FILES:
         rm(out_dir / name)
-    for sub, exts in _OWNED_DIRS.items():
-        folder = out_dir / sub
-        if folder.is_dir():
-            for path in sorted(folder.iterdir()):
-                if path.suffix in exts:
-                    rm(path)
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only when empty
+    # the report's tables and figures: only those it recorded, unchanged (as the next report
+    # into the folder would remove them); then the record, which names nothing left here
+    removed += _remove_recorded(out_dir, _recorded(out_dir))
+    rm(out_dir / _REPORT_RECORD)
+    for sub in _REPORT_DIRS:
+        with contextlib.suppress(OSError):
+            (out_dir / sub).rmdir()  # only when empty
     for path in sorted(out_dir.glob(".*.tmp")):
         rm(path)
     cells = out_dir / "cells"
     if cells.is_dir():
         for path in sorted(cells.iterdir()):
             stale_tmp = path.name.startswith(".") and path.suffix == ".tmp"
-            foreign = path.suffix in _TABLE_SUFFIXES and path.stem not in keep_cells
+            foreign = (path.suffix in _TABLE_SUFFIXES and _CELL_STEM.fullmatch(path.stem) is not None
+                       and path.stem not in keep_cells)
             if stale_tmp or foreign:
                 rm(path)
     return removed

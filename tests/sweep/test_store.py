@@ -7,6 +7,7 @@ check from ``check_cell`` fails the "edited" cases, dropping the ``run`` compari
 ``load_result`` fails the pairing test, taking no lock fails the lock test.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -264,6 +265,11 @@ def test_stale_outputs_of_another_sweep_are_removed(tmp_path, capfd):
                  "cells/.x.parquet.0123.tmp", ".manifest.json.99.tmp"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("old")
+    # the earlier report's tables and figures are removed as its record names them (a figure
+    # of yours beside them stays: tests/sweep/test_folder_ownership_rm.py)
+    old = hashlib.sha256(b"old").hexdigest()
+    (tmp_path / "report_files.json").write_text(json.dumps({"kvstats_report_files": 1, "files": {
+        rel: old for rel in ("figures/old.png", "figures/old.svg", "tables/summary.csv")}}))
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "figures" / "mine.pdf").write_text("mine")
     old_cells = {p.name for p in (tmp_path / "cells").iterdir() if not p.name.startswith(".")}
