@@ -314,3 +314,14 @@ def test_attainable_adjusted_gives_no_warning_for_a_pvalue_of_one(method):
         with np.errstate(divide="ignore"):
             ref.append(multipletests(work, alpha=0.05, method=method)[1][i])
     assert got.tolist() == ref
+
+
+def test_equivalence_verdict_reads_the_family_adjusted_tost_pvalue():
+    """A TOST whose raw p is below α but whose Holm-adjusted p (a family of three: MW, KS,
+    TOST) is above it is not "equivalent" (mutation run RJ: the raw p survived the suite)."""
+    f = _equivalence_frame(0.0, 800, seed=0)
+    t = compare_schemes(f, [("K4V2", "K4V4")], metrics=["kl"], energy=False,
+                        equivalence={"kl": 0.1}, pairing="none")
+    eq = t[t.test == "equivalence"].iloc[0]
+    assert eq.pvalue <= 0.05 < eq.pvalue_adjusted      # else this data tests nothing
+    assert eq.verdict == "inconclusive"
