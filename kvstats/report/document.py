@@ -17,11 +17,50 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["Document", "md_table", "inline_html", "to_jsonable", "records"]
+__all__ = ["Document", "md_table", "md_escape", "inline_html", "to_jsonable", "records"]
+
+# What Markdown reads as markup in plain text: backslash, code, emphasis, links and images,
+# HTML, table cells, strikethrough; an underscore only at a word's edge (snr_v stays as it
+# is: GFM takes no emphasis inside a word); an ampersand only where it starts an entity
+_MD_SPECIAL = re.compile(r"[\\`*<>|~]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
+# brackets: left as they are where they pair, unnested, and start no link or image ("5.46
+# [5.39, 5.52]", a CI: harmless, and as every table showed it); else each escaped
+_MD_BRACKETS_SAFE = re.compile(r"(?:[^][]*(?<!!)\[[^][]*\](?![(\[:]))*[^][]*")
+# in paragraphs and list items, which carry the report's own `code` and **bold**: only an
+# HTML tag's opening (a label "<script>"), which inline_html escapes in the HTML
+_MD_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+# a line break inside a block would end it (a table row, a heading); the sweep's config
+# refuses them in labels, and a Document of other text shows them as a space
+_MD_BREAK = re.compile(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def md_escape(text: Any) -> str:
+    """``text`` as Markdown shows it verbatim: its specials backslash-escaped, its line
+    breaks as spaces (for table cells, headings, figure captions and alt text, which the
+    HTML report shows as plain text too).
+
+    Examples
+    --------
+    >>> print(md_escape("x]y *w* <b>|_a_ snr_v"))
+    x\\]y \\*w\\* \\<b\\>\\|\\_a\\_ snr_v
+    >>> print(md_escape("5.46 [5.39, 5.52]"))  # brackets that pair and link nothing: as they are
+    5.46 [5.39, 5.52]
+    """
+    text = _MD_BREAK.sub(" ", str(text))
+    brackets = _MD_BRACKETS_SAFE.fullmatch(text) is None
+    text = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
+    return re.sub(r"[][]", r"\\\g<0>", text) if brackets else text
+
+
+def _md_inline(text: str) -> str:
+    """A paragraph's or list item's text with HTML tag openings escaped (its `code` and
+    **bold** spans kept as markup) and line breaks as spaces."""
+    return _MD_TAG.sub(r"\\<", _MD_BREAK.sub(" ", text))
 
 
 def md_table(df: pd.DataFrame) -> str:
-    """A pipe table of ``df`` (its cells as ``str``; ``|`` escaped), without the index.
+    """A pipe table of ``df`` (its cells as ``str``, :func:`md_escape`-d; the header's ``|``
+    escaped), without the index.
 
     Examples
     --------
@@ -31,10 +70,11 @@ def md_table(df: pd.DataFrame) -> str:
     |---|---|
     | 1 | x\\|y |
     """
-    cols = [str(c) for c in df.columns]
+    # the header is kvstats' own words ("gap (dB) [95% CI]"): only what would break the row
+    cols = [_MD_BREAK.sub(" ", str(c)).replace("|", "\\|") for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+        lines.append("| " + " | ".join(md_escape(v) for v in row) + " |")
     return "\n".join(lines)
 
 
@@ -80,15 +120,16 @@ class Document:
         out = []
         for kind, value in self.blocks:
             if kind.startswith("h"):
-                out.append("#" * int(kind[1]) + " " + value)
+                out.append("#" * int(kind[1]) + " " + md_escape(value))
             elif kind == "p":
-                out.append(value)
+                out.append(_md_inline(value))
             elif kind == "ul":
-                out.append("\n".join(f"- {v}" for v in value))
+                out.append("\n".join(f"- {_md_inline(v)}" for v in value))
             elif kind == "table":
                 out.append(md_table(value))
             else:
                 path, caption = value
+                caption = md_escape(caption)
                 out.append(f"![{caption}]({os.path.relpath(path, root)})\n\n*{caption}*")
         return "\n\n".join(out) + "\n"
 

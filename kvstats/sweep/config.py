@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from kvstats._checks import _describe, check_choice, did_you_mean
 from kvstats.data.synthetic import GENERATORS
 from kvstats.plugins import load_plugins, resolve_plugin
 from kvstats.results import DEFAULT_COMPARISONS, check_comparisons
-from kvstats.sweep.plan import Cell, _canonical, cell_id, chunk_for, grid
+from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for, grid
 from kvstats.sweep.sources import _resolve_real
 from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeSpec, _as_list,
                                  _check_distinct_cases, _check_distinct_schemes, _check_sweep_budgets,
@@ -34,6 +35,40 @@ __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 # frame_digest hashes every numeric column, the trial numbers too, as float64: beyond
 # 2**53 two trials would hash alike (and the task split's float bounds lose the count)
 _MAX_TRIALS = 2 ** 53
+
+# a label's characters the report cannot show: line and other control characters (a
+# Markdown table row, heading or list item would break: referee RM) ...
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# ... and, in a scheme's label, what tables/crossovers.csv's winners column is split at
+_WINNERS_SEP = "; "
+
+
+def _check_labels(schemes: list[str], dists: Iterable[DistributionSpec]) -> None:
+    """Refuse a scheme or distribution label holding a control character (newline, tab,
+    …), or a scheme label holding ``"; "`` (crossovers.csv's ``winners`` splits there); no
+    built-in scheme's default label holds either (tests/sweep/test_label_rule_rm.py).
+
+    Examples
+    --------
+    >>> _check_labels(["KV:fp16", "a|b"], [])
+    >>> _check_labels(["x\\ny"], [])
+    Traceback (most recent call last):
+    ...
+    ValueError: [[schemes]] label 'x\\ny' must hold no control character (newline, tab, ...: the report's tables, headings and lists show a label on one line); received 'x\\ny'
+    """
+    named = [("[[schemes]]", lab) for lab in schemes] + [
+        ("[[distributions]]", f"{d.name}({_fmt_params(d.params)})") for d in dists]
+    for table, label in named:
+        if _CONTROL.search(label):
+            raise ValueError(f"{table} label {label!r} must hold no control character (newline, "
+                             "tab, ...: the report's tables, headings and lists show a label on one "
+                             f"line); received {label!r}")
+    for label in schemes:
+        if _WINNERS_SEP in label:
+            raise ValueError(f"[[schemes]] label {label!r} must not hold {_WINNERS_SEP!r} "
+                             "(tables/crossovers.csv lists the winners by budget split at it); give "
+                             f"the scheme a 'label' without it; received {label!r}")
+
 
 # what an incomplete config is shown, and where TOML puts a key written below a table header
 _MINIMAL = 'schemes = ["KQV"] and distributions = ["gaussian"] (TOML: two lines above any [table])'
@@ -147,6 +182,7 @@ class SweepConfig:
         if not dists:
             raise ValueError("distributions must name at least one distribution; received none")
         labels = [s.display() for s in schemes]
+        _check_labels(labels, dists)
         dup = sorted({lab for lab in labels if labels.count(lab) > 1})
         if dup:
             raise ValueError(f"schemes must have distinct labels; received duplicates {dup} "
