@@ -83,10 +83,12 @@ def _schemes_text(width: int = 100, params: bool = False) -> str:
 def _cmd_sweep(args: argparse.Namespace, say: Stdout) -> int:
     from kvstats._checks import check_int
 
-    if args.no_report and args.no_figures:   # a no-op flag accepted silently says it did something
-        raise ValueError("--no-figures with --no-report: no report is written, so there are no "
-                         "figures to skip; give --no-report alone (or --no-figures alone for a "
-                         "report without figures)")
+    if args.no_report and args.figures is not None:   # a no-op flag accepted silently says it did something
+        flag = "--figures" if args.figures else "--no-figures"
+        raise ValueError(f"{flag} with --no-report: no report is written, so there are no "
+                         f"figures to {'draw' if args.figures else 'skip'}; give --no-report alone "
+                         f"(or {flag} alone for a report {'with' if args.figures else 'without'} "
+                         "figures)")
 
     if args.workers is not None:   # before the sweep's imports (pandas, scipy)
         check_int(args.workers, "--workers", low=1)
@@ -116,12 +118,12 @@ def _sweep_locked(args: argparse.Namespace, config, cells, run, hypothesis_repor
     if not args.no_report:
         tic = time.perf_counter()
         try:
-            # None: the config's [report] figures (default true); True here overrode its false
-            rep = hypothesis_report(result, args.out, figures=False if args.no_figures else None,
+            # None: the config's [report] figures (default true); --figures overrides its false
+            rep = hypothesis_report(result, args.out, figures=args.figures,
                                     progress=_progress(args))
         except KeyboardInterrupt as exc:   # the sweep's results are written: no --resume to say
             again = " ".join(["kvstats report", shlex.quote(str(args.out)),
-                              *(["--no-figures"] if args.no_figures else [])])
+                              *({True: ["--figures"], False: ["--no-figures"]}.get(args.figures, []))])
             exc.add_note(f"[the sweep finished (its results are in {args.out}); only its report "
                          f"was interrupted: `{again}` writes it]")
             raise
@@ -189,15 +191,19 @@ def _cell_counts(manifest: dict) -> str:
     return text + ")"
 
 
-def _pairs_flag(words: list[str] | None) -> list[tuple[str, str]] | None:
-    """The ``--comparison`` words as scheme pairs: ``["KV:q4_0"]`` -> ``[("KV", "q4_0")]``
-    (labels hold no ':'), ``["none"]`` -> ``[]`` (no pair), not given -> None (the config's).
-    The labels are checked against the sweep's by the report (its comparisons check).
+def _pairs_flag(words: list[str] | None, labels: Sequence[str] = ()) -> list[tuple[str, str]] | None:
+    """The ``--comparison`` words as scheme pairs: ``["KV:q4_0"]`` -> ``[("KV", "q4_0")]``,
+    ``["none"]`` -> ``[]`` (no pair), not given -> None (the config's).
+
+    A label may hold ':': a word is split at the one ':' whose two sides are ``labels`` (the
+    sweep's; two such: refused), else at its first (the report then names the unknown label).
 
     Examples
     --------
     >>> _pairs_flag(["KV:q4_0", "KQV:QKQV"]), _pairs_flag(["none"]), _pairs_flag(None)
     ([('KV', 'q4_0'), ('KQV', 'QKQV')], [], None)
+    >>> _pairs_flag(["KV:fp16:KQV"], ["KV:fp16", "KQV"])
+    [('KV:fp16', 'KQV')]
     >>> _pairs_flag(["KV"])
     Traceback (most recent call last):
     ...
@@ -207,19 +213,27 @@ def _pairs_flag(words: list[str] | None) -> list[tuple[str, str]] | None:
         return None
     if words == ["none"]:
         return []
-    pairs = [tuple(word.split(":")) for word in words]
-    for word, pair in zip(words, pairs):
+    pairs = []
+    for word in words:
+        splits = [(word[:i], word[i + 1:]) for i, ch in enumerate(word) if ch == ":"]
+        fits = [pair for pair in splits if set(pair) <= set(labels)]
+        if len(fits) > 1:
+            raise ValueError(f"--comparison {word!r} splits into two pairs of the sweep's labels, "
+                             f"{fits[0]} and {fits[1]}: give the pair in the config's [report] "
+                             "comparisons instead")
+        pair = fits[0] if fits else (splits[0] if splits else (word,))
         if len(pair) != 2 or not all(label.strip() for label in pair):
             also = " (none tests no pair: give it alone)" if word == "none" else ""
             raise ValueError("--comparison takes A:B, two scheme labels, e.g. --comparison KV:q4_0 "
                              "(repeat the flag for several), or --comparison none to test no pair; "
                              f"received {word!r}{also}")
+        pairs.append(pair)
     return pairs
 
 
 def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     args.equivalence = _margins_flag(args.equivalence)
-    args.comparison = _pairs_flag(args.comparison)
+    words, args.comparison = args.comparison, _pairs_flag(args.comparison)   # form; labels below
     _check_report_flags(args)   # before loading (and importing pandas): fails at once, named
     from kvstats.plugins import relocate_plugins
     from kvstats.report import hypothesis_report
@@ -235,6 +249,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
         if _NOT_REGISTERED not in str(exc):
             raise
         raise ValueError(f"{exc}{_SCRIPT_SWEEP.format(dir=str(args.dir))}") from None
+    args.comparison = _pairs_flag(words, [spec.display() for spec in result.config.schemes])
     _check_metrics_keep_margins(args.metrics, result.config.report, args.dir / "manifest.json",
                                 args.equivalence)
     _check_margin_flags(args, result.config.report)
@@ -251,7 +266,7 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
                                 equivalence=args.equivalence,
                                 equivalence_test=args.equivalence_test,
                                 energy=False if args.no_energy else None,
-                                figures=False if args.no_figures else None,
+                                figures=args.figures,   # None: the config's
                                 progress=_progress(args))
     _say_report(rep, tic, say)
     return 0
@@ -521,7 +536,8 @@ def _cmd_theory(args: argparse.Namespace, say: Stdout) -> int:
 
 #: What an interrupted command leaves, and what to do (``--resume`` is the sweep's alone).
 _INTERRUPTED = {
-    "sweep": "finished cells are kept; rerun the same command with --resume to reuse them",
+    # a sweep's note counts its finished cells from the grid's start; without it, none ran
+    "sweep": "stopped before any cell was computed; rerun the same command",
     "report": "the output folder keeps its earlier report or none; rerun the same command",
     "schemes": "nothing was written",
     "theory": "nothing was written",

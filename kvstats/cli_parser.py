@@ -136,8 +136,8 @@ def _unrecognized(parser: argparse.ArgumentParser, words: list[str]) -> str:
     >>> print(_unrecognized(report, ["-m", "kl"]))  # doctest: +NORMALIZE_WHITESPACE
     unrecognized arguments: -m kl (kvstats report's options: --help, --out, --alpha,
     --correction, --energy-resamples, --bootstrap-resamples, --pairing, --metrics,
-    --no-energy, --equivalence, --comparison, --equivalence-test, --no-figures, --no-progress,
-    --plugins)
+    --no-energy, --equivalence, --comparison, --equivalence-test, --figures, --no-figures,
+    --no-progress, --plugins)
     """
     options = [s for action in parser._actions for s in action.option_strings]
     listed = ", ".join(s for s in options if s.startswith("--"))
@@ -278,8 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "checked first (a wrong, short, truncated or edited cell is recomputed, "
                          "with a line saying so); without it every cell is recomputed")
     sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
-    sw.add_argument("--no-figures", action="store_true",
-                    help="write the report without figures (refused with --no-report)")
+    sw.add_argument("--figures", action=argparse.BooleanOptionalAction, default=None,
+                    help="write the report with figures (--figures) or without figures (refused "
+                         "with --no-report) (default: the config's [report] figures, else drawn)")
     sw.usage = _usage_requiring(sw, "--config FILE", "--out DIR")
 
     rp = sub.add_parser("report", help="(re)write the report of a finished sweep directory",
@@ -350,9 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how a margin is read: 'ratio', mean(a)/mean(b) within [1/(1+δ), 1+δ] "
                          "(not for metrics in dB); 'rank', P(a > b) within 0.5 ± δ, δ < 0.5 "
                          "(the [report] option equivalence_test; default: config's, else ratio)")
-    rp.add_argument("--no-figures", action="store_true",
-                    help="skip the figures; the report's folder loses its earlier figures (one "
-                         "folder holds one report: --out OTHER keeps DIR's)")
+    rp.add_argument("--figures", action=argparse.BooleanOptionalAction, default=None,
+                    help="draw the figures (--figures), or skip the figures; the report's folder "
+                         "loses its earlier figures (one folder holds one report: --out OTHER "
+                         "keeps DIR's) (default: config's [report] figures, else drawn)")
     rp.add_argument("--no-progress", action="store_true",
                     help="do not show the progress bars (energy tests, figures; shown only when "
                          "stderr is a terminal)")

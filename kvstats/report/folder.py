@@ -185,7 +185,7 @@ def _commit_lock(out: Path) -> Iterator[None]:
             os.close(fd)
 
 
-def _commit(stage: Path, out: Path) -> dict[str, str]:
+def _commit(stage: Path, out: Path, seconds: float | None = None) -> dict[str, str]:
     """Move the report written into ``stage`` into ``out``, the record kept valid throughout.
 
     1. The record is rewritten, ``"in_progress": true``, naming the earlier report's files
@@ -196,7 +196,9 @@ def _commit(stage: Path, out: Path) -> dict[str, str]:
        of this one; then the earlier report's unchanged files (no stale figure stays).
     3. The staged files are renamed into place (one file system: each rename is atomic),
        ``report.json`` last: a folder holding ``report.json`` holds the whole report.
-    4. The record is rewritten complete: this report's files and digests.
+    4. The record is rewritten complete: this report's files and digests (and ``seconds``,
+       the report's run time when given: kept out of ``report.json``, which a rerun of the
+       same report then writes byte-identical).
 
     The four steps hold the folder's report lock (:func:`_commit_lock`): of two reports
     written into one folder at once, the second to commit replaces the first whole.
@@ -208,10 +210,11 @@ def _commit(stage: Path, out: Path) -> dict[str, str]:
                   key=lambda rel: (rel == "report.json", rel))   # report.json last
     new = {rel: _sha256(stage / rel) for rel in rels}
     with _commit_lock(out):   # another report into this folder commits before or after
-        return _move_in(stage, out, rels, new)
+        return _move_in(stage, out, rels, new, seconds)
 
 
-def _move_in(stage: Path, out: Path, rels: list[str], new: dict[str, str]) -> dict[str, str]:
+def _move_in(stage: Path, out: Path, rels: list[str], new: dict[str, str],
+             seconds: float | None = None) -> dict[str, str]:
     """Steps 1-4 of :func:`_commit`, under the folder's report lock."""
     earlier = _recorded(out)
     _write_record(out, {"in_progress": True, "files": {k: sorted(v) for k, v in earlier.items()},
@@ -223,5 +226,5 @@ def _move_in(stage: Path, out: Path, rels: list[str], new: dict[str, str]) -> di
     for rel in rels:
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         os.replace(stage / rel, out / rel)
-    _write_record(out, {"files": new})
+    _write_record(out, {"files": new, **({"seconds": seconds} if seconds is not None else {})})
     return new

@@ -315,11 +315,14 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                        "comparisons": records(comp), "crossovers": records(cross),
                        "theory": records(theory),
                        **({"comparisons_trial_level": records(comp_trials)} if comp_trials is not None else {}),
-                       "figures": {k: str(v) for k, v in figs.items()},
-                       "seconds": round(time.perf_counter() - tic, 3)}
+                       # relative to report.json's own folder, as report.md links them: the
+                       # file reads the same wherever the folder is, and from any cwd
+                       "figures": {k: v.relative_to(out).as_posix() for k, v in figs.items()}}
             (stage / "report.json").write_text(json.dumps(to_jsonable(payload), indent=1, allow_nan=False,
                                                           default=str))
-            _commit(stage, out)
+            # the run time goes into the folder's record, not report.json: a rerun of the same
+            # report writes a byte-identical report.json
+            _commit(stage, out, seconds=round(time.perf_counter() - tic, 3))
         finally:
             _release_staging(stage)
         files = {name: out / "tables" / f"{name}.csv" for name, _ in tables}

@@ -59,7 +59,6 @@ def _snapshot(folder: Path) -> dict[str, object]:
             continue
         if rel == "report.json":
             payload = json.loads(p.read_text())
-            payload.pop("seconds")
             payload["figures"] = sorted(payload["figures"])
             out[rel] = payload
         elif rel == REPORT_RECORD:
