@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
+from kvstats.analysis._tied_floor import MAX_COUNT_VECTORS, tied_energy_floor
 from kvstats.analysis.resolution import (_rank_tost_witness, extreme_pvalue, permutation_floor,
                                          rounding_canonical, rounding_ties, sign_extreme_pvalue,
                                          tied_permutation_floor)
@@ -114,30 +115,38 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # paired design existed
     res = energy_test_sequential(X, Y, max_permutations=max_permutations, h=stop, seed=seed,
                                  standardize=True, **({"paired": True} if paired else {}))
-    # what the test can resolve: its relabelling group's floor, the share of relabellings
-    # that tie with the observed one on the most extreme data (2/C(8, 4) for 4 units
-    # against 4), which an exact test returns on such data; a drawn one returns 1/(1 + B_max)
-    # there only while (1 − floor)^B_max ≥ ½, so its resolution is the p-value they get at
-    # least half the time (monte_carlo_resolution). Paired: 2^(1−m) over the m pairs whose
-    # profiles differ (beyond rounding, as the sign test counts them): a pair of equal
-    # profiles swaps into itself, so with none differing every relabelling is the observed
-    # one and p = 1 is all there is (the count goes to ``n_informative``: the verdict says
-    # how many pairs differ). Two samples: relabellings that move copies of one tied point
-    # give one statistic, so the floor counts them (tied_permutation_floor); pooled profiles
-    # all one point give every relabelling the observed statistic, p = 1 (``n_informative``
-    # 0: none tells them apart). These floors are lower bounds with ties (other splits can
-    # tie the most extreme one too): an exact test's own min_attainable_p is the least p of
-    # every relabelling of these data, which the max below keeps; a drawn row has the bound
+    # what the test can resolve: the least p-value any relabelling of these data gets (the
+    # share of relabellings that tie with the most extreme one: 2/C(8, 4) for 4 distinct units
+    # against 4), which an exact test returns on such data and computes itself (the max below
+    # keeps it); a drawn one returns 1/(1 + B_max) there only while (1 − floor)^B_max ≥ ½, so
+    # its resolution is the p-value they get at least half the time (monte_carlo_resolution).
+    # Untied: the group's floor, 2^(1−m) over the m pairs whose profiles differ (beyond
+    # rounding, as the sign test counts them; none: p = 1, n_informative 0), 2/C(2n, n) or
+    # 1/C(N, n_a) for two samples. Tied profiles (copies of one point, or of one pair): other
+    # splits can tie the most extreme one, so tied_permutation_floor is only a lower bound
+    # (925 times too low on 6, 12, 6 copies of three collinear points): the floor is
+    # enumerated over count vectors (_tied_floor), or, beyond 10^6 of them, not known: NaN,
+    # never resolvable ("smallest attainable adjusted p –"), never on a bound
+    unknown = False
     if paired:
         m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
         units, informative = (permutation_floor(m, m, True) if m else 1.0), float(m)
+        # a pair of profiles as an unordered pair of distinct-point indices: two pairs tie when equal
+        point = np.unique(np.concatenate([X, Y]), axis=0, return_inverse=True)[1].ravel()
+        pair = np.sort(point.reshape(2, -1).T, axis=1)
+        tied = bool(m) and np.unique(pair[pair[:, 0] != pair[:, 1]], axis=0).shape[0] < m
     else:
         counts = np.unique(np.concatenate([X, Y]), axis=0, return_counts=True)[1]
         units = tied_permutation_floor(counts, len(X))
         informative = 0.0 if counts.size == 1 else math.nan
+        tied = counts.size > 1 and counts.max() > 1
     exact = res.method == "exact"
-    floor = max(float(res.min_attainable_p), units if exact else
-                monte_carlo_resolution(units, int(res.max_permutations), int(res.h)))
+    if tied and not exact:
+        units = tied_energy_floor(X, Y, paired=paired)
+        unknown = units is None
+    floor = (math.nan if unknown else
+             max(float(res.min_attainable_p), units if exact else
+                 monte_carlo_resolution(units, int(res.max_permutations), int(res.h))))
     # an exact row's permutations are the relabelling classes it enumerated, all it could use
     # (so the verdict names the units, not a B, as what limits it)
     used = int(res.n_permutations)
@@ -149,7 +158,9 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
             "margin_high": math.nan, "n_informative": informative,
             "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
                     + (f", exact ({used} relabellings)" if exact
-                       else ", stopped early" if res.stopped_early else "")}
+                       else ", stopped early" if res.stopped_early else "")
+                    + ("; resolution not known: tied profiles (more than "
+                       f"{MAX_COUNT_VECTORS:,} count vectors to enumerate)" if unknown else "")}
 
 
 def _rounding_merged(X: Float[np.ndarray, "n d"], Y: Float[np.ndarray, "m d"], paired: bool

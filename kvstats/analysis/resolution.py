@@ -18,7 +18,9 @@ row of :func:`kvstats.analysis.compare_schemes` carries its resolution:
   relabellings that give the observed statistic either: 2/C(8, 4) for an energy test of
   4 units against 4, 2^(1−m) for m pairs swapped within pairs (:func:`permutation_floor`;
   with tied points :func:`tied_permutation_floor`, a lower bound; an exact test reports
-  the least p-value of every relabelling of its data, at least this);
+  the least p-value of every relabelling of its data, at least this, a drawn one on tied
+  profiles the same by count vectors (:mod:`._tied_floor`), or NaN where there are too many:
+  not known, never resolvable);
 - ``min_attainable_p_adjusted``: the adjusted p-value the test would have had with
   that p-value, every other p-value of the family as observed;
 - ``resolvable``: ``min_attainable_p_adjusted <= alpha``.
@@ -40,7 +42,7 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-from kvstats._checks import check_int
+from kvstats._checks import _describe, check_choice, check_int
 from kvstats.stats.paired import sign_test_floor
 
 __all__ = ["extreme_pvalue", "sign_extreme_pvalue", "attainable_adjusted", "not_resolvable_text",
@@ -193,7 +195,11 @@ def tied_permutation_floor(counts: np.ndarray, n_a: int) -> float:
     """
     from scipy.special import gammaln
 
-    counts = np.asarray(counts, np.int64)
+    arr = np.asarray(counts)
+    if arr.ndim != 1 or not arr.size or arr.dtype.kind not in "iu" or (arr < 1).any():
+        raise ValueError(f"counts must be 1-D integers >= 1 (the multiplicities of the distinct "
+                         f"pooled points); received {_describe(arr)}: {arr.tolist()!r:.80}")
+    counts = arr.astype(np.int64)
     n = int(counts.sum())
     n_a = check_int(n_a, "n_a", low=1, high=n - 1)
     tied = counts[counts > 1]
@@ -304,6 +310,13 @@ def extreme_pvalue(test: str, x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, 
     >>> extreme_pvalue("sign", [1, 2, 3, 4, 5, 6], [2, 0, 6, 0, 0, 6])  # 5 nonzero: 2 / 2**5
     0.0625
     """
+    for v, name in ((x, "x"), (y, "y")):   # before pooling, which would move a NaN of x into y
+        v = np.asarray(v, np.float64)
+        if not v.size:
+            raise ValueError(f"{name} must not be empty; received {_describe(v)}")
+        if np.isnan(v).any():
+            raise ValueError(f"{name} must not contain NaN; received {int(np.isnan(v).sum())} "
+                             f"NaN of {v.size} values")
     if test == "sign":
         # the count of untied pairs (equal infinities are a tie, as in the sign test)
         x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
@@ -360,7 +373,8 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
         The family's p-values.
     min_p : array of shape (m,)
         Each test's smallest attainable p-value (values above the observed p-value are
-        taken as the observed one).
+        taken as the observed one); NaN: not known (a drawn energy row on too many tied
+        profiles), whose result is NaN, never resolvable.
     method : str
         A correction of :data:`kvstats.stats.ADJUST_METHODS`.
     alpha : float
@@ -387,8 +401,22 @@ def attainable_adjusted(pvalues: Float[np.ndarray, "m"], min_p: Float[np.ndarray
     >>> attainable_adjusted(p, np.array([0, 0, 0.1, 0.1]), "holm", 0.05).round(3).tolist()
     [0.0, 0.0, 0.2, 0.2]
     """
-    pvalues = np.asarray(pvalues, np.float64)
-    q = np.minimum(np.asarray(min_p, np.float64), pvalues)
+    from kvstats.stats import ADJUST_METHODS
+
+    check_choice(method, "method", ADJUST_METHODS)
+    pvalues, min_p = np.asarray(pvalues, np.float64), np.asarray(min_p, np.float64)
+    if pvalues.ndim != 1 or min_p.shape != pvalues.shape:
+        raise ValueError(f"pvalues and min_p must be 1-D of the same shape; received shapes "
+                         f"{pvalues.shape} and {min_p.shape}")
+    if np.isnan(pvalues).any():
+        raise ValueError(f"pvalues must not contain NaN (drop the untested rows); received "
+                         f"{int(np.isnan(pvalues).sum())} NaN of {pvalues.size}")
+    unknown = np.isnan(min_p)
+    if unknown.any():   # each test's value takes the others as observed: the rest are unchanged
+        out = attainable_adjusted(pvalues, np.where(unknown, pvalues, min_p), method, alpha)
+        out[unknown] = np.nan
+        return out
+    q = np.minimum(min_p, pvalues)
     m = pvalues.size
     if method in ("holm", "bonferroni"):
         if method == "bonferroni":
