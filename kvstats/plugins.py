@@ -2,38 +2,27 @@
 
 A sweep config's ``[sweep] plugins = ["my_schemes.py", "mypackage.schemes"]`` names
 modules that register schemes (:func:`kvstats.quant.register.register_scheme`) or
-distributions (:func:`kvstats.data.register.register_distribution`) when imported. An
-entry ending in ``.py`` or holding a path separator is a file (a relative path is
-resolved against the config file's folder, or the working directory for a dict); any
-other entry is an importable module name. :func:`load_plugins` imports each once per
-process (a second call is a no-op), before the config's schemes and distributions are
-checked; the sweep's workers call it again before their first task, whatever the start
-method (fork inherits the import; spawn and forkserver import afresh). The manifest
-records :func:`plugin_records`: each plugin with its file and the file's SHA-256, and the
-user modules it imports (:func:`kvstats.user_imports.user_imports`, which the cell ids hash too), so a reader
-knows the results came from user code, and which. A file plugin's folder is appended to
-``sys.path``, so it can import helper modules beside it.
+distributions (:func:`kvstats.data.register.register_distribution`) when imported: a
+``.py`` entry or one with a path separator is a file (relative: to the config's folder,
+or the working directory for a dict), any other a module name. :func:`load_plugins`
+imports each once per process, before the config's names are checked, and each worker
+again before its first task (fork inherits the import). The manifest records
+:func:`plugin_records`: each plugin's file, its SHA-256 and the user modules it imports
+(:mod:`kvstats.user_imports`; the cell ids hash them too). A file plugin's folder is
+appended to ``sys.path``, so it can import helper modules beside it. A moved plugin of a
+finished sweep is loaded by :func:`relocate_plugins` (:mod:`kvstats.plugin_relocation`).
 
-A finished sweep's plugin that moved is loaded from where it is now by
-:func:`relocate_plugins` (``kvstats report --plugins PATH``), in place of the path the
-manifest recorded: :mod:`kvstats.plugin_relocation`, whose ``relocate_plugins`` and
-``relocated`` this module also gives.
-
-A plugin that is missing or fails to import is a :class:`PluginError` (a ValueError)
-naming the config key and the file; whatever it registered before failing is removed.
+A plugin that is missing, fails to import or exits (``sys.exit``, argparse) while imported
+is a :class:`PluginError` (a ValueError) naming the config key, the file and the user
+line; what it registered before is removed (also before a KeyboardInterrupt propagates).
 A process runs the code it imported: a sweep whose plugin, a registered scheme's file or
 a user module either imports changed since is refused (``_check_unchanged``), as its
 cell ids would hash the edited file; so is a worker importing other files (spawn).
 
 The runner (:mod:`kvstats.sweep.run`) sends its workers :func:`worker_payload` (the
-plugins, and the schemes and distributions a script registered itself, pickled by
-reference), which :func:`install_worker_payload` loads there, and records :func:`user_code` in the
-manifest. :data:`USER_NAME` and :func:`similar_name` are the name rules of user schemes
-and distributions.
-
-Loading and reaching the workers share the one record per plugin (``_LOADED``) and the
-import machinery here; finding a finished sweep's plugins again after a move is
-:mod:`kvstats.plugin_relocation`, what a plugin imports :mod:`kvstats.user_imports`.
+plugins, and a script's own registrations pickled by reference), which
+:func:`install_worker_payload` loads there, and records :func:`user_code` in the manifest.
+:data:`USER_NAME` and :func:`similar_name` are the name rules of user names.
 """
 
 from __future__ import annotations
@@ -102,9 +91,8 @@ def _fold(name: str) -> str:
 
 
 def _misfit_call(fn: Any, n_args: int) -> str | None:
-    """Why ``fn`` cannot be called with ``n_args`` positional arguments (its signature),
-    else None (also when Python cannot tell): registration names a user's function that
-    would fail only when a sweep calls it, with Python's bare arity error."""
+    """Why ``fn`` cannot take ``n_args`` positional arguments (its signature), else None
+    (also when Python cannot tell): registration names it, not a sweep's arity error."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):   # a builtin or C callable without a signature
@@ -182,6 +170,17 @@ def _forget(ref: str) -> None:
     for name, origin in list(data_register._DIST_ORIGIN.items()):
         if origin == ref:
             data_register.unregister_distribution(name)
+
+
+def _user_frame(exc: BaseException) -> str:
+    """`` (at FILE:LINE)``: the innermost frame of ``exc`` in a user file (plugin, helper; a
+    SyntaxError's own text names its file and line)."""
+    import traceback
+
+    from kvstats.user_imports import is_user_file
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def _imported_from(path: str) -> Any:
@@ -286,8 +285,8 @@ def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = No
     Raises
     ------
     PluginError
-        A missing file, a module that is not found, or any exception while importing
-        (its type and message quoted); what the plugin registered before is removed.
+        A missing file, a module not found, any exception or a SystemExit while importing
+        (type, message and user line quoted); what the plugin registered is removed.
 
     Examples
     --------
@@ -311,16 +310,24 @@ def load_plugins(plugins: Iterable[str], base_dir: str | os.PathLike | None = No
         if _key(ref) in _LOADED:
             continue
         _CURRENT.append(ref)
+        what = f"{'file' if _is_file(ref) else 'module'} {ref!r}"
         try:
             _LOADED[_key(ref)] = _import(ref)
         except PluginError:
             _forget(ref)
             raise
+        except SystemExit as exc:   # sys.exit or argparse at import: would end the sweep, rc 0
+            _forget(ref)
+            raise PluginError(f"{_KEY}: importing {what} exited (SystemExit {exc.code!r}) while being "
+                              f"imported{_user_frame(exc)}; a plugin must not parse arguments or exit "
+                              "at import: put that under `if __name__ == \"__main__\":`") from exc
         except Exception as exc:  # noqa: BLE001 - any failure of user code, quoted
             _forget(ref)
-            what = "module" if not _is_file(ref) else "file"
-            raise PluginError(f"{_KEY}: importing {what} {ref!r} failed: {type(exc).__name__}: "
-                              f"{exc}") from exc
+            raise PluginError(f"{_KEY}: importing {what} failed: {type(exc).__name__}: {exc}"
+                              f"{_user_frame(exc)}") from exc
+        except BaseException:   # Ctrl-C: no half-registered plugin left to clash with a rerun
+            _forget(ref)
+            raise
         finally:
             _CURRENT.pop()
     return resolved
@@ -389,12 +396,9 @@ def plugin_summary(plugins: Iterable[str]) -> list[str]:
 
 # ------------------------------------------------------------ the code this process runs
 def _rerun(old: Any, new: Any, fields: Iterable[str]) -> bool:
-    """Whether ``new`` is the registration ``old`` made again by the same, unchanged file
-    run as another module: its functions (``fields``) have the qualified names and the
-    file of ``old``'s but another module, and that file is as ``old`` was registered from.
-    A plugin that the script also imports by its module name runs twice (kvstats imports a
-    file plugin under a name of its own); its second registration is then the first. One
-    module registering a name twice is still refused."""
+    """Whether ``new`` is ``old`` registered again by the same unchanged file run as another
+    module (a plugin the script also imports by name): its functions (``fields``) have
+    ``old``'s qualified names and file, another module. One module registering twice is refused."""
     pins = _pinned(old)
     if not pins or any(_sha256(f) != sha for f, sha in pins.items()):
         return False
@@ -407,14 +411,11 @@ def _rerun(old: Any, new: Any, fields: Iterable[str]) -> bool:
 
 
 def _check_unchanged(config: SweepConfig) -> None:
-    """Refuse a sweep whose user code changed on disk since this process imported it.
-
-    A process runs the code it imported, while the cell ids hash the files as they are
-    now (:func:`kvstats.sweep.plan.user_code_digest`): after an edit it would store the old
-    code's numbers under the new code's ids, which a later ``resume`` reuses. Checked: the
-    config's plugins (their files as imported) and the files of its registered schemes'
-    and distributions' functions (as registered) and the user modules those files import
-    (the set the cell ids hash, as imported), and the plugins' own imports (as recorded)."""
+    """Refuse a sweep whose user code changed on disk since this process imported it: the
+    cell ids hash the files as they are now (:func:`kvstats.sweep.plan.user_code_digest`),
+    and a later ``resume`` would reuse the old code's numbers under them. Checked: the
+    plugins and their imports (as imported), the files of the grid's registered functions
+    and the user modules they import (as registered)."""
     from kvstats.data import register as data_register
     from kvstats.quant import registry
 
