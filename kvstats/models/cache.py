@@ -7,10 +7,15 @@ the attention arithmetic :mod:`kvstats.models.code_attention` and
 
 Each layer keeps the scheme's codes (packed bits, small-integer codes, norms, scales) and
 a full-precision *tail*: the most recent ``window`` tokens, plus, for schemes whose
-statistics are per group of tokens (``kivi``, ``qjl``), the incomplete last group (as KIVI
+statistics are per group of tokens (``kivi`` and ``qjl``: ``group_size``, 32 by default;
+``klt``: its block, ``group_size`` 1024 by default), the incomplete last group (as KIVI
 keeps its residual). When the tail grows beyond that, its oldest tokens are coded, in
 whole groups, with the layer's scheme, built once with a per-layer seed, so keys arriving
-in later chunks are coded with the same rotation and sketch as earlier ones.
+in later chunks are coded with the same rotation and sketch as earlier ones. A sequence
+shorter than ``window`` plus one group is therefore not quantized at all (klt below
+1,024 tokens by default): ``memory_report()["uncoded_tokens"]`` counts the tokens held
+uncoded beyond the window, and the first read for attention while there are any issues
+an :class:`~kvstats.models.cache_layer.UncodedTokensWarning` (once per cache).
 
 Two attention paths (``attention=``):
 
@@ -42,7 +47,10 @@ Two attention paths (``attention=``):
 - **Model** (``"model"``; the only path of schemes without a code-reading one:
   identity, a Haar rotation, deployed formats): ``update`` returns decoded keys and values to the model's
   own attention, any implementation, from a kept decoded copy (the default here) or
-  decoded on every read (``keep_decoded=False``). For exportable schemes the codes are
+  decoded on every read (``keep_decoded=False``: one decode call over all the held codes
+  of a scheme whose arrays share one layout; per coded chunk, one per decode step, for
+  Haar-rotated codes, klt's, and fp8/nvfp4 with a per-call scale, so a read's cost grows
+  with the steps there). For exportable schemes the codes are
   coded as on the codes path; attention differs from it by float32 rounding only, which
   a quantized cache can amplify (a new key on a code boundary gets another code), so
   greedy outputs may part after many steps. The numpy-coded schemes use
@@ -109,12 +117,12 @@ from transformers.cache_utils import Cache
 from kvstats._checks import check_int, did_you_mean
 from kvstats.models.attention_hook import install
 # _CodesLayer, _array_bytes and _tensor_bytes were defined here before the split (import path kept)
-from kvstats.models.cache_layer import _CodesLayer
+from kvstats.models.cache_layer import UncodedTokensWarning, _CodesLayer
 from kvstats.models.cache_memory import _array_bytes, _CacheMemory, _tensor_bytes  # noqa: F401
 from kvstats.models.group_codes import grouped_kind
 from kvstats.quant.registry import REGISTRY, parse_scheme_name
 
-__all__ = ["QuantizedCache"]
+__all__ = ["QuantizedCache", "UncodedTokensWarning"]
 
 
 class QuantizedCache(_CacheMemory, Cache):
@@ -131,6 +139,11 @@ class QuantizedCache(_CacheMemory, Cache):
         ``SeedSequence([seed, layer])`` (one draw per head) for numpy-coded schemes.
     window : int
         Most recent tokens kept in full precision (the model's dtype), as KIVI's residual.
+        Token-grouped schemes keep their newest, incomplete group in full precision too,
+        beyond the window: kivi and qjl (``group_size``, 32 by default) and klt (its
+        block, ``group_size`` 1024 by default: nothing is coded below 1,024 tokens). Those
+        tokens are ``memory_report()["uncoded_tokens"]``, announced once per cache by an
+        :class:`~kvstats.models.cache_layer.UncodedTokensWarning`.
     per_head : bool
         Independent rotation/sketch per KV head (default) or one shared by the heads of
         a layer.
@@ -142,7 +155,8 @@ class QuantizedCache(_CacheMemory, Cache):
         identical: the speed comparison of looking codes up against reading floats. With
         ``attention="model"`` it holds the decoded keys and values given to the model's
         attention. None (default): False with ``attention="codes"``, True with "model"
-        (False there decodes every chunk on every read instead). kivi/qjl with
+        (False there decodes the held codes on every read instead: one decode call, or
+        one per decode step for Haar rotations, klt and fp8/nvfp4's per-call scale). kivi/qjl with
         ``attention="codes"`` have no looked-up values to copy: True is refused there.
     config : transformers PretrainedConfig, optional
         The model's config, as ``DynamicCache(config=...)`` takes it: its sliding-window
@@ -261,6 +275,7 @@ class QuantizedCache(_CacheMemory, Cache):
                              f"Hadamard or no rotation) or kivi's or qjl's coders; received "
                              f"{scheme_name!r} with {params}: use attention='model'")
         self.attention = attention
+        self.warned_uncoded = False  # UncodedTokensWarning issued (once per cache)
         self.keep_decoded = (attention == "model") if keep_decoded is None else keep_decoded
         if self.grouped and attention == "codes" and self.keep_decoded:
             raise ValueError(f"keep_decoded=True with attention='codes' keeps the looked-up values of "
@@ -360,8 +375,12 @@ class QuantizedCache(_CacheMemory, Cache):
         return _CodesLayer(self, len(self.layers))
 
     def _make(self, dim, seed, draws):
-        return self._make_scheme(self.scheme_name, self.bits, dim, seed=seed, draws=draws,
-                                 **self.scheme_params)
+        scheme = self._make_scheme(self.scheme_name, self.bits, dim, seed=seed, draws=draws,
+                                   **self.scheme_params)
+        # its draws are made at construction: the SeedSequence (a C object whose pool is a
+        # 16-byte array no walk of __dict__ sees) is not needed after, so not held
+        scheme.seed = None
+        return scheme
 
     def __repr__(self) -> str:
         return (f"QuantizedCache({self.scheme_name!r}, bits={self.bits}, window={self.window}, "

@@ -1,7 +1,8 @@
 """One layer of :class:`~kvstats.models.QuantizedCache`: the codes store and its tail.
 
 A layer holds the scheme's codes of its oldest tokens and a full-precision tail of the
-newest (the cache's ``window``, plus an incomplete token group of kivi/qjl). Three storage
+newest (the cache's ``window``, plus an incomplete token group of kivi/qjl/klt, counted
+by ``uncoded_tokens`` and announced once per cache by :class:`UncodedTokensWarning`). Three storage
 modes share the tail, the grouping, the sliding-window drop, crop and the batch-row
 selection of beam search: torch buffers of per-vector codes written by
 :class:`~kvstats.models.code_attention.SideCoder`, torch buffers of the token groups that
@@ -15,6 +16,7 @@ transformers' ``Cache`` is :mod:`kvstats.models.cache`, the byte accounting
 from __future__ import annotations
 
 import math
+import warnings
 
 from typing import TYPE_CHECKING
 
@@ -32,6 +34,27 @@ from kvstats.quant.coder import float32_limits, storable_limits
 
 if TYPE_CHECKING:
     from kvstats.models.cache import QuantizedCache
+
+
+class UncodedTokensWarning(UserWarning):
+    """A :class:`~kvstats.models.QuantizedCache` was read for attention while a layer held
+    tokens in full precision beyond its ``window``: the scheme codes whole groups of
+    tokens (kivi, qjl: ``group_size``, 32 by default; klt: its block, 1024 by default)
+    and the newest, incomplete group stays uncoded until it fills. A prompt shorter than
+    ``window`` plus one group is not quantized at all. Issued once per cache;
+    ``memory_report()["uncoded_tokens"]`` counts those tokens.
+
+    Examples
+    --------
+    >>> import warnings, torch
+    >>> from kvstats.models.cache import QuantizedCache, UncodedTokensWarning
+    >>> cache = QuantizedCache("kivi", 2)                 # groups of 32 tokens
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = cache.update(torch.randn(1, 2, 40, 64), torch.randn(1, 2, 40, 64), layer_idx=0)
+    >>> [w.category.__name__ for w in caught], cache.memory_report()["uncoded_tokens"]
+    (['UncodedTokensWarning'], 8)
+    """
 
 
 class _CodesLayer(_LayerMemory, DynamicLayer):
@@ -371,10 +394,29 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         # clone: the tail is a few tokens; a view would keep the whole chunk's storage alive
         self.tail_keys = tail_k[..., n_code:, :].clone()
         self.tail_values = tail_v[..., n_code:, :].clone()
+        if self.uncoded_tokens() and not self.owner.warned_uncoded:
+            self._warn_uncoded()
         if self.owner.attention == "codes":
             handle = CodedKV(self)
             return handle, handle
         return self.dequantized()
+
+    def uncoded_tokens(self) -> int:
+        """Tokens held in full precision beyond the ``window`` asked for: the newest,
+        incomplete token group of a token-grouped scheme (0 for per-vector schemes)."""
+        return max(0, self.tail_keys.shape[-2] - self.owner.window) if self.is_initialized else 0
+
+    def _warn_uncoded(self) -> None:
+        # no counts in the text: the default filter then shows it once, not per fresh cache
+        owner = self.owner
+        owner.warned_uncoded = True
+        warnings.warn(
+            f"QuantizedCache({owner.scheme_name!r}, {owner.bits}) is read for attention while layers hold "
+            f"tokens uncoded beyond window={owner.window}: the scheme codes whole groups of "
+            f"{owner.token_group} tokens and the newest, incomplete group stays in full precision "
+            f"(a sequence shorter than {owner.window + owner.token_group} tokens is not quantized at "
+            f"all); memory_report()['uncoded_tokens'] counts them (a smaller group_size codes more)",
+            UncodedTokensWarning, stacklevel=3)
 
     def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer's keys and values as a decoded cache would hold them: decoded codes,
@@ -402,7 +444,12 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
                 parts_k = [self.key_coder.decode(kp).to(self.tail_keys.dtype)]
                 parts_v = [self.value_coder.decode(vp).to(self.tail_values.dtype)]
         else:
-            decoded = [self._decode_numpy(c) for c in self.chunks]
+            # one decode call per run of chunks (not per decode step: that was quadratic in
+            # the steps), bit for bit the per-chunk decode; a rotation's matrix product rounds
+            # by its row count (BLAS blocking), so Haar-rotated codes decode chunk by chunk
+            coders = (self.scheme.key_coder, self.scheme.value_coder)
+            merged = not any(hasattr(c, "hold_matrices_as") for c in coders)
+            decoded = [self._decode_numpy(c) for c in (self.chunks.runs() if merged else self.chunks)]
             parts_k, parts_v = [k for k, _ in decoded], [v for _, v in decoded]
         if not parts_k:
             return self.tail_keys, self.tail_values

@@ -4,7 +4,8 @@ Every byte a cache holds falls in one of two kinds: what grows with the sequence
 (``held``: code buffers with their unused capacity, numpy codes, the full-precision
 tail, a decoded copy) and what does not (``fixed``: rotations, codebooks, sketches,
 look-up tables). ``held_bytes + fixed_bytes`` is the storage of every tensor and array
-the layers reference, each memory block once: a numpy array and a torch tensor over
+the layers reference (through kvstats objects, dataclasses, containers and a numpy
+``SeedSequence``'s pool; the cache's schemes drop theirs once drawn), each memory block once: a numpy array and a torch tensor over
 the same memory (``torch.from_numpy``, ``Tensor.numpy()``) count once, keyed by the
 address of the storage that owns it, as :func:`kvstats.models.peers.held_bytes` does.
 Python objects that grow with the sequence are counted too: numpy-coded chunks are held
@@ -70,6 +71,10 @@ def _array_bytes(obj, seen: set) -> int:
         return sum(_array_bytes(v, seen) for v in obj)
     if dataclasses.is_dataclass(obj) or type(obj).__module__.startswith("kvstats."):
         return sum(_array_bytes(v, seen) for v in getattr(obj, "__dict__", {}).values())
+    if isinstance(obj, np.random.SeedSequence):
+        # a built scheme keeps its seed (Scheme.seed): a C object without a __dict__ whose
+        # pool is an array (16 bytes), missed before
+        return _array_bytes(obj.pool, seen) + _array_bytes(obj.entropy, seen)
     return 0
 
 
@@ -255,7 +260,11 @@ class _CacheMemory:
         (stored / fp16: the tail at its held dtype, so a float32 model's window counts
         twice what the same tokens cost the reference) and
         ``held_to_stored``; ``dropped_tokens`` (of the sliding-window layers, summed over
-        them: held nowhere). Every byte is one the cache holds: ``held_bytes +
+        them: held nowhere); ``uncoded_tokens`` (summed over the layers: tokens held in
+        full precision beyond ``window`` because a token-grouped scheme's newest group —
+        kivi's, qjl's, klt's block of 1,024 by default — has not filled; 0 for per-vector
+        schemes) and ``uncoded_share`` (their share of the tokens the layers hold: 1.0
+        when nothing beyond the window has been coded). Every byte is one the cache holds: ``held_bytes +
         fixed_bytes`` is the storage of every tensor and array its layers reference, plus
         the Python objects of numpy-coded chunks held as objects (klt's; the others add no
         object per decode step).
@@ -271,6 +280,8 @@ class _CacheMemory:
         (1260, 6144, 7404, 'codes')
         >>> rep["tail_dtype"], rep["tail_bytes"] == 4 * 3 * 64 * 2 * 4   # float32: 4 bytes a value
         ('float32', True)
+        >>> rep["uncoded_tokens"], rep["uncoded_share"]     # per-vector: only the window is uncoded
+        (0, 0.0)
         """
         n = self._tokens()
         if n == 0:
@@ -278,6 +289,8 @@ class _CacheMemory:
         layers = self._live()
         stored, held = self.nbytes(), self.held_nbytes()
         fp16 = self.fp16_bytes_per_token()
+        uncoded = sum(lay.uncoded_tokens() for lay in layers)
+        held_tokens = sum(lay.n_coded + lay.tail_keys.shape[-2] for lay in layers)
         mode = ("decoded copy" if self.keep_decoded else "codes" if self.attention == "codes" else "decoded on read")
         return {"scheme": self.scheme_name, "bits": self.bits, "window": self.window,
                 "seq_length": self.get_seq_length(), "attention": mode, "attention_fn": self.attention,
@@ -291,4 +304,5 @@ class _CacheMemory:
                 "held_bytes": held, "fixed_bytes": self.fixed_nbytes(),
                 "bytes_per_token": stored / n, "held_bytes_per_token": held / n,
                 "fp16_bytes_per_token": fp16, "ratio_to_fp16": stored / n / fp16,
-                "held_to_stored": held / stored, "dropped_tokens": sum(lay.n_dropped for lay in layers)}
+                "held_to_stored": held / stored, "dropped_tokens": sum(lay.n_dropped for lay in layers),
+                "uncoded_tokens": uncoded, "uncoded_share": uncoded / held_tokens}

@@ -327,6 +327,53 @@ class CodeChunks:
                 arrays.append(a)
             yield _rebuild(self.layout, iter(arrays), (*self.batch, end - start, *self.dim))
 
+    def runs(self):
+        """The held codes in as few ``SchemeCodes`` as decode alike: each run of consecutive
+        chunks whose one-per-chunk arrays (fp8's and nvfp4's per-call scale) hold the same
+        bytes as one ``SchemeCodes`` over all their tokens (every chunk, for a scheme with
+        none: one decode call instead of one per decode step); chunks held as objects (klt's)
+        one by one. Read-only arrays, valid until the next change.
+
+        Examples
+        --------
+        >>> import numpy as np, kvstats
+        >>> from kvstats.models.growing_buffer import CodeChunks
+        >>> scheme = kvstats.make_scheme("q4_0", None, 32)
+        >>> x = np.random.default_rng(0).standard_normal((1, 2, 6, 32)).astype(np.float32)
+        >>> chunks = CodeChunks()
+        >>> for a in range(6):                             # six one-token chunks
+        ...     chunks.append(scheme.quantize(x[:, :, a:a + 1], x[:, :, a:a + 1]), (1, 2, 1, 32))
+        >>> [c.shape for c in chunks.runs()]                # one SchemeCodes of all six tokens
+        [(1, 2, 6, 32)]
+        >>> whole = scheme.dequantize(next(chunks.runs()))[0]
+        >>> bool(np.array_equal(whole, np.concatenate([scheme.dequantize(c)[0] for c in chunks], axis=2)))
+        True
+        """
+        if self.objects is not None or not len(self):
+            yield from self._chunks(copy=False)
+            return
+        views = [b.view() for b in self.buffers]
+        sizes = self.sizes()
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        # a run ends where any per-chunk array's bytes change (bytes: -0.0 and 0.0 differ)
+        new = np.zeros(len(sizes), bool)
+        new[0] = True
+        for v, tokens in zip(views, self.tokens):
+            if not tokens:
+                per = np.ascontiguousarray(v[0, 0].numpy()).view(np.uint8).reshape(len(sizes), -1)
+                new[1:] |= (per[1:] != per[:-1]).any(axis=1)
+        firsts = np.flatnonzero(new)
+        for i, j in zip(firsts.tolist(), [*firsts[1:].tolist(), len(sizes)]):
+            start, end = int(starts[i]), int(ends[j - 1])
+            arrays = []
+            for v, tokens in zip(views, self.tokens):
+                a = (v[:, :, start:end] if tokens else v[0, 0, i]).numpy()
+                a = a if a.flags.c_contiguous else a.copy()   # a decoder must not write the buffer
+                a.flags.writeable = False
+                arrays.append(a)
+            yield _rebuild(self.layout, iter(arrays), (*self.batch, end - start, *self.dim))
+
     def _cut(self, first: int, stop: int) -> None:
         """Keep chunks ``first`` to ``stop − 1``: the oldest ``first`` dropped (moved down),
         those from ``stop`` on forgotten."""

@@ -145,7 +145,8 @@ def held_bytes(obj: object) -> int:
     """Bytes of every tensor and numpy array reachable from ``obj``, each storage once.
 
     A generic walk: containers (dict, list, tuple, set), objects' ``__dict__`` and
-    ``__slots__``; a torch tensor counts its whole untyped storage (a view keeps it alive),
+    ``__slots__``, a numpy ``SeedSequence``'s pool (a built scheme's seed); a torch
+    tensor counts its whole untyped storage (a view keeps it alive),
     a tensor subclass that wraps others (``__tensor_flatten__``: quanto's ``QTensor``, its
     ``PackedTensor``) counts the tensors it wraps, a numpy array its owning base (a tensor
     and an array on the same memory count once). Modules,
@@ -204,6 +205,8 @@ def _walk(obj: object, seen: set) -> int:
         return sum(_walk(k, seen) + _walk(v, seen) for k, v in obj.items())
     if isinstance(obj, (list, tuple, set, frozenset)):
         return sum(_walk(v, seen) for v in obj)
+    if isinstance(obj, np.random.SeedSequence):  # a C object: no __dict__, its pool an array
+        return _walk(obj.pool, seen) + _walk(obj.entropy, seen)
     total = sum(_walk(v, seen) for v in getattr(obj, "__dict__", {}).values())
     for cls in type(obj).__mro__:
         for slot in getattr(cls, "__slots__", ()):
