@@ -14,8 +14,9 @@ whole groups, with the layer's scheme, built once with a per-layer seed, so keys
 in later chunks are coded with the same rotation and sketch as earlier ones. A sequence
 shorter than ``window`` plus one group is therefore not quantized at all (klt below
 1,024 tokens by default): ``memory_report()["uncoded_tokens"]`` counts the tokens held
-uncoded beyond the window, and the first read for attention while there are any issues
-an :class:`~kvstats.models.cache_layer.UncodedTokensWarning` (once per cache).
+uncoded beyond the window, and the first read for attention while a layer holds more of
+them than coded ones issues an :class:`~kvstats.models.cache_layer.UncodedTokensWarning`
+(once per cache).
 
 Two attention paths (``attention=``):
 
@@ -142,8 +143,9 @@ class QuantizedCache(_CacheMemory, Cache):
         Token-grouped schemes keep their newest, incomplete group in full precision too,
         beyond the window: kivi and qjl (``group_size``, 32 by default) and klt (its
         block, ``group_size`` 1024 by default: nothing is coded below 1,024 tokens). Those
-        tokens are ``memory_report()["uncoded_tokens"]``, announced once per cache by an
-        :class:`~kvstats.models.cache_layer.UncodedTokensWarning`.
+        tokens are ``memory_report()["uncoded_tokens"]``; where they outnumber a layer's
+        coded tokens an :class:`~kvstats.models.cache_layer.UncodedTokensWarning` says so
+        (once per cache).
     per_head : bool
         Independent rotation/sketch per KV head (default) or one shared by the heads of
         a layer.

@@ -38,11 +38,11 @@ if TYPE_CHECKING:
 
 class UncodedTokensWarning(UserWarning):
     """A :class:`~kvstats.models.QuantizedCache` was read for attention while a layer held
-    tokens in full precision beyond its ``window``: the scheme codes whole groups of
-    tokens (kivi, qjl: ``group_size``, 32 by default; klt: its block, 1024 by default)
-    and the newest, incomplete group stays uncoded until it fills. A prompt shorter than
-    ``window`` plus one group is not quantized at all. Issued once per cache;
-    ``memory_report()["uncoded_tokens"]`` counts those tokens.
+    more tokens in full precision beyond its ``window`` than coded: the scheme codes whole
+    groups of tokens (kivi, qjl: ``group_size``, 32 by default; klt: its block, 1024 by
+    default) and the newest, incomplete group stays uncoded until it fills. A prompt
+    shorter than ``window`` plus one group is not quantized at all. Issued once per cache;
+    ``memory_report()["uncoded_tokens"]`` counts those tokens whether or not it warns.
 
     Examples
     --------
@@ -51,9 +51,9 @@ class UncodedTokensWarning(UserWarning):
     >>> cache = QuantizedCache("kivi", 2)                 # groups of 32 tokens
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     _ = cache.update(torch.randn(1, 2, 40, 64), torch.randn(1, 2, 40, 64), layer_idx=0)
+    ...     _ = cache.update(torch.randn(1, 2, 20, 64), torch.randn(1, 2, 20, 64), layer_idx=0)
     >>> [w.category.__name__ for w in caught], cache.memory_report()["uncoded_tokens"]
-    (['UncodedTokensWarning'], 8)
+    (['UncodedTokensWarning'], 20)
     """
 
 
@@ -392,9 +392,9 @@ class _CodesLayer(_LayerMemory, DynamicLayer):
         if n_code:
             self._code(tail_k[..., :n_code, :], tail_v[..., :n_code, :])
         # clone: the tail is a few tokens; a view would keep the whole chunk's storage alive
-        self.tail_keys = tail_k[..., n_code:, :].clone()
-        self.tail_values = tail_v[..., n_code:, :].clone()
-        if self.uncoded_tokens() and not self.owner.warned_uncoded:
+        self.tail_keys, self.tail_values = tail_k[..., n_code:, :].clone(), tail_v[..., n_code:, :].clone()
+        # warn where the open group outweighs the coded tokens (klt below its block), not per kivi group
+        if not self.owner.warned_uncoded and self.uncoded_tokens() > self.n_coded:
             self._warn_uncoded()
         if self.owner.attention == "codes":
             handle = CodedKV(self)

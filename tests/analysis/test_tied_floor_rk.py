@@ -3,7 +3,7 @@
 F1: a drawn two-sample row took tied_permutation_floor, a lower bound, as its floor: on 6,
 12, 6 copies of three collinear points split 12 vs 12 at the most extreme labelling it gave
 min_attainable_p 4.4e-05 (B_max 22799, resolvable in a family of 1140), while the test's p
-there was 6.6e-04 or more; the floor is 6.8e-04 (/tmp/RK/tiedfloor.py). References: brute
+there was 6.6e-04 or more; the floor is 6.8e-04 (the referee's enumeration of count vectors). References: brute
 force over every labelling (itertools), and the exact energy test's own least p-value.
 """
 
@@ -74,7 +74,7 @@ def test_paired_floor_equals_the_exact_tests_on_random_tied_pairs():
 def test_rk_reproducer_row_takes_the_enumerated_floor():
     X, Y = _extreme((6, 12, 6), 12)
     floor = tied_energy_floor(X, Y)
-    # the reference: count vectors weighted by Π C(m_j, k_j), as /tmp/RK/tiedfloor.py
+    # the reference: count vectors weighted by Π C(m_j, k_j), the referee's own enumeration
     assert floor == pytest.approx(0.000684, abs=5e-7)
     assert floor > 900 * tied_permutation_floor([6, 12, 6], 12)
     B = 22799

@@ -11,7 +11,7 @@ Reference values: the counts in the warnings are held to counts made here from t
 decoded output (blocks that decode to all zeros) and, for q8_0, from the stored bytes
 (int8 codes q and fp16 δ: the decoded values move by max |q·(δ16 − δ)| from the fp16
 rounding of δ, relative to the block's max |x|); the before/after error ratios are the
-referee's reproducer (/tmp/brief/scratch_R3/tiny_blk.py: 2000 standard-normal blocks).
+referee's reproducer (2000 standard-normal blocks).
 """
 
 from __future__ import annotations

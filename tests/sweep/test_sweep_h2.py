@@ -22,7 +22,7 @@ from kvstats.quant.uniform import UniformTokenCoder
 from kvstats.sweep import run_sweep
 from kvstats.sweep import store
 
-# RA's reproducer (/tmp/RA/p9.py): 12 cells of 60 trials in chunks of 2, on 4 threads;
+# The referee's (RA) reproducer: 12 cells of 60 trials in chunks of 2, on 4 threads;
 # on the old code the warnings hook was left wrong after 5 of 6 runs.
 RA_CONFIG = {"schemes": ["KQV", "QKQV"], "budgets": [2, 3],
              "distributions": ["gaussian", {"name": "heavy_tailed", "params": {"nu": 3.0}}, "low_rank"],
