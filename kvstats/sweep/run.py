@@ -1,27 +1,23 @@
 """Running a sweep: check everything, resume finished cells, run tasks on an executor, collect.
 
 Before any compute the whole grid is checked (:func:`_preflight`: every distribution's
-parameters at every (d, N), every scheme at every budget and d), the output folder is
-refused if it holds files but no kvstats sweep, locked, cleared of another sweep's outputs and checked writable
-(:mod:`kvstats.sweep.store`). A cell is computed in chunks, possibly by several tasks;
-the calling process collects the frames the workers return and writes a cell once all
-its trials have arrived, so an interrupted sweep (even by ``kill -9``) resumes cleanly
-and remote workers need no shared file system. The frame and the files do not depend on
-the executor or on the order tasks finish in.
+parameters at every (d, N), every scheme at every budget and d, user code's bits and
+seeds), the output folder is refused if it holds files but no kvstats sweep, locked,
+cleared of another sweep's outputs and checked writable (:mod:`kvstats.sweep.store`). A
+cell is computed in chunks, possibly by several tasks; the calling process collects the
+frames the workers return and writes a cell once all its trials have arrived, so an
+interrupted sweep (even by ``kill -9``) resumes cleanly and remote workers need no shared
+file system. The frame and the files do not depend on the executor or on task order.
 
 The tasks run on an executor through :mod:`kvstats.sweep.pool` (its workers, their
 progress, warnings and failures). User code reaches every worker: a task is sent as
-``_user_task(payload, task)``, whose
-payload (:func:`kvstats.plugins.worker_payload`) names the config's plugins (imported
-once per worker process) and carries, pickled, the user schemes and distributions of
-the grid that a script registered itself (by reference to their functions, registered
-in the worker if missing: :func:`kvstats.plugins.install_worker_payload`). Fork workers
-inherit both; spawn and forkserver workers get them from the payload, with the record of
-the user files this process checked, and refuse to compute with other ones. The manifest records
-:func:`kvstats.plugins.user_code`: the plugins (file, SHA-256) and the user schemes and
-distributions the sweep used.
+``_user_task(payload, task)``, whose payload (:func:`kvstats.plugins.worker_payload`)
+names the config's plugins and carries a script's own registrations by reference
+(:func:`kvstats.plugins.install_worker_payload`), with the record of the user files this
+process checked: a worker refuses other ones. The manifest records
+:func:`kvstats.plugins.user_code`.
 
-Kept whole at about 500 lines, one idea: a sweep's run from the checked grid to the
+Kept whole at about 600 lines, one idea: a sweep's run from the checked grid to the
 written result, whose steps share the run's state (cells to do, their parts, status,
 executor); the pieces with an idea of their own have modules (plan, pool, store, work).
 """
@@ -141,7 +137,9 @@ def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> l
     Loads the config (validated whole, ``[report]`` included), builds the grid (reading
     real captures' headers), then every distribution at every (d, N) on one tiny draw
     and every scheme at every budget and d, so that a bad parameter fails now with a
-    message naming the entry, not after hours of other cells. :func:`run_sweep` calls it.
+    message naming the entry, not after hours of other cells; a user scheme whose stored
+    bits are not its declared ones, and user code whose same seed gives other keys or
+    codes, are refused too (:func:`_preflight`). :func:`run_sweep` calls it.
 
     Examples
     --------
@@ -159,7 +157,9 @@ def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> l
 
 def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
     """Build every distribution at every (d, N) and every scheme at every budget and d
-    once, on one tiny draw."""
+    once, on one tiny draw; hold user code to what the sweep trusts it for
+    (:func:`_check_user_schemes`; a user distribution drawn twice must give the same keys)."""
+    from kvstats.data.register import _USER
     from kvstats.data.synthetic import sample
     from kvstats.quant.schemes import make_scheme
 
@@ -170,42 +170,83 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
             seen_cases.add(case)
             where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
                      f"at d={cell.dim}, N={cell.n_keys}")
-            try:
-                sample(cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
-                       dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1),
-                       **cell.params)
-            except MemoryError as exc:
-                raise _too_large(where, exc) from None
-            except Exception as exc:   # a user sampler may raise anything: name the entry
-                raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
+            # a user sampler is drawn twice (one extra tiny draw): it must draw from its rng
+            draws = [_entry(where, lambda: sample(
+                cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
+                dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1), **cell.params))
+                for _ in range(2 if cell.distribution in _USER else 1)]
+            if not all(np.array_equal(getattr(draws[0], x), getattr(d, x), equal_nan=True)
+                       for d in draws[1:] for x in "KVq"):
+                raise ValueError(f"{where}: the same seed gives other keys (two draws with seed 0 "
+                                 "differ): its sampler must draw from the rng it is given, not "
+                                 "np.random or a generator of its own")
         spec = cell.scheme
         key = (spec.display(), cell.budget, cell.dim)
         if key not in seen_schemes:
             seen_schemes.add(key)
-            where = f"scheme {cell.scheme_at()}, d={cell.dim}"
+            _entry(f"scheme {cell.scheme_at()}, d={cell.dim}", lambda: make_scheme(
+                spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params))
+    _check_user_schemes(config, cells)
+
+
+def _entry(where: str, make: Any) -> Any:
+    """``make()``; its failure names the grid's entry ``where`` (user code may raise anything);
+    out of memory, the sizes are the config's to change (a sweep holds one trial at least)."""
+    try:
+        return make()
+    except MemoryError as exc:
+        raise ValueError(f"{where}: one trial does not fit in memory ({exc}); lower dims, n_keys or "
+                         "n_queries") from None
+    except Exception as exc:
+        raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
+
+
+def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
+    """Refuse a user scheme (built-ins: the test suite holds them) whose stored bits are
+    not what it declares (the sweep records them), by the contract's clauses
+    (:mod:`kvstats.quant.contract_bits`: its smallest d, every N and budget of its range;
+    the codes' bytes at their one small size; its code failing there, outside the grid, is
+    left to the sweep), or whose same seed gives other codes (two builds, one tiny draw)."""
+    from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
+    from kvstats.quant.contract_harness import SchemeContractError
+    from kvstats.quant.registry import BUILTIN, scheme_def
+    from kvstats.quant.schemes import make_scheme
+
+    specs: dict[str, list[Cell]] = {}
+    for cell in (c for c, _ in cells if scheme_def(c.scheme.name).name not in BUILTIN):
+        specs.setdefault(cell.scheme.display(), []).append(cell)
+    for group in specs.values():
+        spec, dim, sizes = group[0].scheme, min(c.dim for c in group), sorted({c.n_keys for c in group})
+        for clause in (lambda: check_expected_bits(spec.name, spec.params, dims=(dim,), n_tokens=sizes,
+                                                   nominal=False, odd_dims=()),
+                       lambda: check_stored_bytes(spec.name, spec.params, exact=False)):
             try:
-                make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
-            except MemoryError as exc:
-                raise _too_large(where, exc) from None
-            except Exception as exc:   # a user scheme's build may raise anything: name the entry
-                raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
-
-
-def _too_large(where: str, exc: MemoryError) -> ValueError:
-    """The grid's one-trial check ran out of memory: the sizes are the config's to change
-    (a sweep holds at least one trial, and one scheme draw, at once)."""
-    return ValueError(f"{where}: one trial does not fit in memory ({exc}); lower dims, n_keys or "
-                      "n_queries")
+                clause()
+            except SchemeContractError as exc:
+                raise SchemeContractError(f"{exc}; a sweep would record the declared bits for codes "
+                                          f"storing others (kvstats.check_scheme({spec.name!r}) runs "
+                                          "the whole contract)") from None
+            except Exception:   # noqa: BLE001, S110 - at a size the grid lacks (see above)
+                pass
+        for cell in {(c.budget, c.dim): c for c in sorted(group, key=lambda c: -c.n_keys)}.values():
+            K, V = np.random.default_rng(0).standard_normal((2, 1, cell.n_keys, cell.dim)).astype(config.dtype)
+            try:   # each (budget, d) at its smallest N; a failure of its code is the sweep's to name
+                coded = [make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
+                         .roundtrip(K, V) for _ in range(2)]
+            except Exception:   # noqa: BLE001, S112
+                continue
+            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*coded)):
+                raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other codes (two builds with seed 0 code "
+                                 "one draw differently): draw its randomness from the key_rng/value_rng "
+                                 "its build gets, not np.random or a generator of its own")
 
 
 def _unguarded_main() -> str | None:
     """Where the main script calls the sweep outside ``if __name__ == "__main__":``, or None.
 
-    A process pool's workers import the main script again (forkserver and spawn do); an
-    unguarded call would then start a sweep inside every worker, which dies while it
-    starts, and the pool breaks (``BrokenProcessPool``). The call site is found on the
-    stack (the main script's module-level frame) and its top-level statement in the
-    script's syntax tree.
+    A pool's forkserver or spawn workers import the main script again: an unguarded call
+    would start a sweep in every worker, and the pool breaks (``BrokenProcessPool``). The
+    call site is found on the stack and its top-level statement in the script's syntax tree.
     """
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
