@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -363,7 +364,8 @@ def user_code_digest(cell: Cell) -> str | None:
     are hashed too (they fill the parameters a cell leaves out). A function with no source
     file (typed at an interactive prompt, ``python -c``) is hashed by its bytecode, names
     and constants, its inner functions and comprehensions included, alike in every
-    process; a ``functools.partial`` adds its arguments.
+    process, and by the values of the globals it names and of its closure cells
+    (:func:`_typed_values`); a ``functools.partial`` adds its arguments, by content.
 
     Examples
     --------
@@ -400,29 +402,37 @@ def user_code_digest(cell: Cell) -> str | None:
     return digest.hexdigest()
 
 
-def _source_bytes(fn: Any) -> bytes:
+def _source_bytes(fn: Any, _seen: frozenset[int] = frozenset()) -> bytes:
     """The bytes of the file that defines ``fn`` (a partial's function, a callable
-    object's class), else its code (:func:`_code_text`, with a partial's arguments)."""
-    import functools
-    import inspect
-
+    object's class), else its code (:func:`_code_text`) and the values it reads
+    (:func:`_typed_values`); a partial's arguments by content (:func:`_value_text`)."""
     bound = b""
     while isinstance(fn, functools.partial):
-        bound += _const_text((fn.args, tuple(sorted(fn.keywords.items())))).encode()
+        bound += _value_text((fn.args, tuple(sorted(fn.keywords.items()))), _seen).encode()
         fn = fn.func
-    for owner in (fn, type(fn)):   # a function or class; else the class of a callable object
+    path = _source_file(fn)
+    if path is not None:
+        with open(path, "rb") as fh:
+            return bound + fh.read()
+    if getattr(fn, "__code__", None) is None and hasattr(getattr(fn, "__call__", None), "__code__"):
+        # a callable object of a typed class: its method's code, and its own state
+        state = getattr(fn, "__dict__", None)
+        return bound + _source_bytes(fn.__call__, _seen) + (_value_text(state, _seen).encode() if state else b"")
+    code = getattr(fn, "__code__", None)
+    return bound + (b"" if code is None else _code_text(code) + _typed_values(fn, _seen | {id(fn)}))
+
+
+def _source_file(fn: Any) -> str | None:
+    """The existing source file of a function or class (else of a callable object's class)."""
+    import inspect
+
+    for owner in (fn, type(fn)):
         try:
             path = inspect.getsourcefile(owner)
         except TypeError:   # a builtin, or an object that is not a function or class
             continue
-        if path is not None and os.path.isfile(path):
-            with open(path, "rb") as fh:
-                return bound + fh.read()
-        break
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        code = getattr(getattr(fn, "__call__", None), "__code__", None)
-    return bound + (b"" if code is None else _code_text(code))
+        return path if path is not None and os.path.isfile(path) else None
+    return None
 
 
 def _code_text(code: Any) -> bytes:
@@ -444,6 +454,88 @@ def _const_text(value: Any) -> str:
     if value is None or value is Ellipsis or isinstance(value, (str, bytes, int, float, complex)):
         return repr(value)
     return type(value).__qualname__   # an object's repr may hold its address
+
+
+def _typed_values(fn: Any, seen: frozenset[int]) -> bytes:
+    """What typed code reads beyond its bytecode, by content: the values of the globals
+    its names (its inner code's too) find in its namespace, and its closure cells. Modules,
+    builtins and functions or classes of files are left out (their files are hashed, or an
+    installed package's version pins them), so code naming only those (``np``, ``math``)
+    keeps its digest."""
+    names, stack = set(), [fn.__code__]
+    while stack:
+        code = stack.pop()
+        names |= set(code.co_names)
+        stack += [c for c in code.co_consts if hasattr(c, "co_code")]
+    space = getattr(fn, "__globals__", None) or {}
+    found = [(n, space[n]) for n in sorted(names) if n in space and not _is_reference(space[n])]
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:   # a cell not filled yet
+            cells.append(Ellipsis)
+    if not found and not cells:
+        return b""
+    where = f"typed function {getattr(fn, '__qualname__', fn)!r}"
+    text = [f"{n}={_value_text(v, seen, f'{n!r} of {where}')}" for n, v in found]
+    text += [f"cell={_value_text(v, seen, f'a closure cell of {where}')}" for v in cells]
+    return b"\x00values\x00" + "\x00".join(text).encode()
+
+
+def _is_reference(value: Any) -> bool:
+    """A module, a builtin, or a function or class that is not typed code (it has a file,
+    or is compiled): what a name refers to as code, which :func:`_typed_values` leaves out."""
+    import types
+
+    if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ufunc)):
+        return True
+    if isinstance(value, types.FunctionType):
+        return _source_file(value) is not None
+    if not isinstance(value, type) or value.__module__ in sys.builtin_module_names:
+        return isinstance(value, type)
+    return isinstance(getattr(sys.modules.get(value.__module__), "__file__", None), str)
+
+
+def _value_text(value: Any, seen: frozenset[int] = frozenset(), where: str = "a partial's argument") -> str:
+    """A value's text by content, the same in every process: :func:`_const_text`'s where
+    that is exact (so partials of those keep their ids); dicts item by item; arrays by
+    dtype, shape and bytes; typed functions and classes by code; code of files by name;
+    another object by its pickle. One that cannot be pickled is its type's name, with a
+    warning: the cell ids do not see its changes (docs/usage.md, "Not seen")."""
+    import pickle
+    import types
+    import warnings
+
+    if isinstance(value, (frozenset, set)):
+        return "{" + ",".join(sorted(_value_text(v, seen, where) for v in value)) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_value_text(v, seen, where) for v in value) + ")"
+    if value is None or value is Ellipsis or isinstance(value, (str, bytes, int, float, complex)):
+        return repr(value)
+    if isinstance(value, dict):
+        items = sorted(f"{_value_text(k, seen, where)}:{_value_text(v, seen, where)}" for k, v in value.items())
+        return "dict{" + ",".join(items) + "}"
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        digest = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
+        return f"ndarray({value.dtype.str},{value.shape},{digest})"
+    if isinstance(value, np.ndarray):
+        return f"ndarray(O,{value.shape},{_value_text(value.tolist(), seen, where)})"
+    if isinstance(value, np.generic):
+        return f"{value.dtype.str}:{value.item()!r}"
+    if _is_reference(value) or id(value) in seen:
+        return f"{getattr(value, '__module__', None)}.{getattr(value, '__qualname__', getattr(value, '__name__', ''))}"
+    if isinstance(value, (types.FunctionType, type)) or hasattr(value, "__code__"):   # typed code
+        parts = [_source_bytes(value, seen | {id(value)})] if not isinstance(value, type) else [
+            _source_bytes(v, seen | {id(value)}) for _, v in sorted(vars(value).items()) if callable(v)]
+        return "code:" + hashlib.sha256(b"\x00".join(parts)).hexdigest()
+    try:
+        return "pickle:" + hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()
+    except Exception as exc:   # noqa: BLE001 - a lock, a generator, a lambda inside: any error
+        warnings.warn(f"the cell ids cannot see the value of {where} (a {type(value).__qualname__}, not "
+                      f"picklable: {type(exc).__name__}): a resumed sweep reuses its cells after it "
+                      "changes; rerun without resume after changing it", UserWarning, stacklevel=2)
+        return type(value).__qualname__
 
 
 @dataclass(frozen=True)
