@@ -17,7 +17,8 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
   each token of a call too, except where it says so (``couples_tokens``: a scale per head);
 - the accounted bits (the coders' ``stored_bits``) equal ``SchemeDef.expected_bits``,
   written from the scheme's definition, also where n·d is not byte-aligned (code bits are
-  counted, not the padding of packing); the nominal bits are the budget asked for; the
+  counted, not the padding of packing); the nominal bits (code bits per coded coordinate)
+  are the budget asked for (settings such as sketch rows m move them: a failure there); the
   stored bytes hold exactly the accounted bits
   at a byte-aligned shape and never fewer elsewhere, and ``nbytes`` counts every array
   the codes hold;
@@ -453,7 +454,8 @@ def check_export(name: str, params: Mapping[str, Any] | None = None) -> None:
               and (side.signs is None or (side.signs.shape == (side.dim_padded,)
                                           and bool(np.all(np.abs(side.signs) == 1))))
               and (side.sketch is None) == (side.coder == "mse") == (side.sketch_scale == 0.0)
-              and side.bits + (side.coder == "prod") == coder.nominal_bits)
+              # nominal: code bits per coded coordinate, prod's m sign bits included (m = 0: mse)
+              and (side.bits * side.dim_padded + side.m) / side.dim_padded == coder.nominal_bits)
         if not ok:
             _fail(name, where, f"export() side {side.coder!r} has inconsistent arrays")
     _expect(name, where, lambda: _build(name, bits, 96, params, draws=2).export(), ValueError, "draws",

@@ -61,16 +61,17 @@ class ProdQuantizer:
     dim : int
         Vector dimension d.
     bits : int
-        Total bits per coordinate, 2..9: ``bits − 1`` for the MSE codes and one for the
-        sketch (with m = d_pad). 1 bit would be the sketch alone: use
-        :class:`QJLKeyQuantizer`.
+        Budget, 2..9: ``bits − 1`` bits per coded coordinate for the MSE codes, and the
+        sketch's ``m`` sign bits per vector (one per coded coordinate at the default
+        ``m = d_pad``). 1 bit would be the sketch alone: use :class:`QJLKeyQuantizer`.
     rotation : {"hadamard", "haar", "identity"}
         Rotation of the MSE quantizer.
     sketch : {"gaussian", "orthogonal", "srht"}
         Kind of the residual's sketch (`kvstats.quant.sketch.make_sketch`); ``"srht"``
         is applied by the fast Walsh–Hadamard transform.
     m : int, optional
-        Sketch rows (default: the rotation's ``out_dim``).
+        Sketch rows, i.e. residual sign bits per vector (default: the rotation's
+        ``out_dim``, d_pad); another ``m`` moves :attr:`nominal_bits` off ``bits``.
     seed, draws
         Randomness and batch of independent draws (MSE rotation and sketch are drawn
         from independent child streams).
@@ -80,8 +81,11 @@ class ProdQuantizer:
     Attributes
     ----------
     nominal_bits : float
-        ``bits``, the budget per coordinate the coder is named for (the Coder protocol of
-        :mod:`kvstats.quant.coder`).
+        Code bits per coded coordinate actually stored (the Coder protocol of
+        :mod:`kvstats.quant.coder`): ``((bits − 1)·d_pad + m)/d_pad``, the MSE codes of the
+        ``d_pad`` rotated coordinates plus the ``m`` sign bits, per rotated coordinate as
+        :class:`MSEQuantizer`'s ``bits`` (norms are overheads). ``bits`` exactly at the
+        default ``m = d_pad``, for every d; e.g. 2.25 for bits 3, m = 32 at d = 128.
 
     Examples
     --------
@@ -91,6 +95,8 @@ class ProdQuantizer:
     >>> x = np.random.default_rng(1).standard_normal((10, 64))
     >>> pq.decode(pq.encode(x)).shape, pq.stored_bits(1)["residual_signs"]
     ((10, 64), 64)
+    >>> pq.nominal_bits, ProdQuantizer(64, 3, m=32).nominal_bits   # 2·64 + 32 code bits over 64
+    (3.0, 2.5)
     """
 
     #: ``roundtrip(x, out=...)`` writes into ``out`` (the sweep reuses its arrays; an
@@ -107,7 +113,6 @@ class ProdQuantizer:
                              "received 1 — a 1-bit code is the QJL sketch alone: use "
                              "QJLKeyQuantizer(dim, m=dim)")
         self.bits = bits
-        self.nominal_bits = float(bits)
         check_choice(sketch, "sketch", SKETCHES)
         self.draws = _as_draws(draws)
         self.norm_dtype = as_norm_dtype(norm_dtype)
@@ -118,6 +123,9 @@ class ProdQuantizer:
         self.rotation = rotation
         out_dim = self.mse.rotation.out_dim
         self.m = out_dim if m is None else check_int(m, "m", low=1)
+        # per coded (rotated) coordinate, the unit of MSEQuantizer's bits: a Hadamard
+        # rotation codes d_pad coordinates, so the default m = d_pad gives exactly `bits`
+        self.nominal_bits = ((bits - 1) * out_dim + self.m) / out_dim
         self.sketch = make_sketch(sketch, self.m, self.dim, seed=sketch_rng, draws=self.draws)
 
     def hold_matrices_as(self, dtype: DTypeLike) -> None:

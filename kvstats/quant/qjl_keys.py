@@ -98,8 +98,11 @@ class QJLKeyQuantizer:
     Attributes
     ----------
     nominal_bits : float
-        ``m / dim``, the inlier sign bits per coordinate the coder is named for (the
-        Coder protocol of :mod:`kvstats.quant.coder`; outliers and norms are overheads).
+        Sign bits per coordinate actually stored (the Coder protocol of
+        :mod:`kvstats.quant.coder`): ``m / dim``, plus ``outlier_m / dim`` when
+        ``n_outliers > 0`` (every token's outlier part holds its own signs); norms and
+        outlier indices are overheads. The ``qjl`` scheme's default ``m = n·d`` without
+        outliers gives its budget n; outliers at the default ``outlier_m = m`` double it.
 
     Examples
     --------
@@ -112,6 +115,8 @@ class QJLKeyQuantizer:
     ((3, 4), True)
     >>> qk.scores(K[:2], codes).shape
     (2, 40)
+    >>> qk.nominal_bits, QJLKeyQuantizer(64, 128).nominal_bits   # 128 + 128 signs over 64
+    (4.0, 2.0)
     """
 
     def __init__(self, dim: int, m: int, sketch: str = "gaussian", n_outliers: int = 0,
@@ -121,10 +126,11 @@ class QJLKeyQuantizer:
         self.dim = check_int(dim, "dim", low=1)
         self.name = name  # named in norm warnings and errors
         self.m = check_int(m, "m", low=1)
-        self.nominal_bits = self.m / self.dim
         self.sketch_kind = check_choice(sketch, "sketch", SKETCHES)
         self.n_outliers = check_int(n_outliers, "n_outliers", low=0, high=self.dim)
         self.outlier_m = self.m if outlier_m is None else check_int(outlier_m, "outlier_m", low=1)
+        # the outlier sketch's signs are code bits of every token, as the inliers'
+        self.nominal_bits = (self.m + (self.outlier_m if self.n_outliers else 0)) / self.dim
         self.group_size = check_int(group_size, "group_size", low=1)
         self.draws = _as_draws(draws)
         self.norm_dtype = as_norm_dtype(norm_dtype)

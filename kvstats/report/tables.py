@@ -278,8 +278,10 @@ POOLED_REMARK = ("; tested beside the mean of per-vector dB (snr_k, snr_v), show
 
 #: The scheme table's other columns, defined beside the metrics.
 COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
-    "bits nominal": ("bits per coordinate", "n, the code bits per coordinate the scheme is "
-                     "named for (the budget), mean of the key and value sides"),
+    "bits nominal": ("bits per coordinate", "n, the code bits per coded coordinate the scheme "
+                     "stores (a Hadamard rotation codes d rounded up to a power of two), mean of "
+                     "the key and value sides: the budget at default settings; non-default "
+                     "sketch rows m or an outlier sketch move it"),
     "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
                    "norms, scales, zero-points, outlier indices and padding, mean of the key "
                    "and value sides"),

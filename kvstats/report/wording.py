@@ -101,12 +101,19 @@ def _budget_text(summary: pd.DataFrame, unit: str = "trials") -> str:
     each = "" if unit == "trials" else " (each the mean of its trials)"
     text = (f"Each metric is one value per trial (averaged over its vectors or queries); a "
             f"table's mean and interval are over the {unit}{each}. **Equal budget** means the "
-            "same nominal n (code bits per coordinate); the total stored bits per coordinate, "
-            "with norms and scales (the \"bits total\" column), can differ between schemes")
+            "same nominal n (code bits per coordinate), the \"bits nominal\" column: over the "
+            "coordinates a rotation codes (d padded to a power of two for a Hadamard one), and "
+            "moved off the budget by sketch rows m or an outlier sketch other than the defaults; "
+            "the total stored bits per coordinate, with norms and scales (the \"bits total\" "
+            "column), can differ between schemes")
     need = {"bits_nominal", "bits_total", "budget", "scheme", *CASE_COLUMNS}
     if summary.empty or not need <= set(summary.columns):
         return text + "."
     cells = summary.drop_duplicates([*CASE_COLUMNS, "budget", "scheme"])
+    off = cells[cells["bits_nominal"] != cells["budget"]].drop_duplicates(["scheme", "budget"])
+    # rows labelled with a budget whose codes hold another nominal n: not equal-budget there
+    tail = "" if off.empty else (" Not at their budget n, so not equal-budget to the others there: " + ", ".join(
+        f"{r.scheme} at n = {r.budget:g} (nominal {r.bits_nominal:.6g})" for r in off.itertuples()) + ".")
     cells = cells[cells["bits_nominal"] == cells["budget"]]     # the schemes at the budget n
     for key, g in cells.groupby([*CASE_COLUMNS, "budget"], sort=False):
         if g["scheme"].nunique() < 2:
@@ -115,8 +122,8 @@ def _budget_text(summary: pd.DataFrame, unit: str = "trials") -> str:
         totals = ", ".join(f"{r.scheme} {r.bits_total:.6g}" for r in g.itertuples(index=False))
         same = " (here equal)" if g["bits_total"].nunique() == 1 else ""
         return (text + f": e.g. n = {case['budget']:g} ({case['distribution']}, d = "
-                f"{case['dim']}, N = {case['n_keys']}): {totals} bits per coordinate{same}.")
-    return text + "."
+                f"{case['dim']}, N = {case['n_keys']}): {totals} bits per coordinate{same}." + tail)
+    return text + "." + tail
 
 
 # ---------------------------------------------------------------------- the effect's sign

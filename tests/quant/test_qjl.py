@@ -432,7 +432,7 @@ def test_qjl_keys_errors_and_describe():
     with pytest.raises(ValueError, match="group_size"):
         qk.scores(np.ones((1, 16)), other.encode(np.ones((8, 16))))
     d = qk.describe()
-    assert next(iter(d)) == "coder" and d["coder"] == "qjl" and qk.nominal_bits == 0.5
+    assert next(iter(d)) == "coder" and d["coder"] == "qjl" and qk.nominal_bits == 1.0  # 8 + 8 outlier signs over 16
     assert d["sketch"] == "gaussian" and d["n_outliers"] == 2 and d["outlier_m"] == 8
     assert d["group_size"] == 4 and d["m"] == 8
     a = QJLKeyQuantizer(16, 8, n_outliers=2, seed=3).encode(np.eye(16))
