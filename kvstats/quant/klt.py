@@ -68,6 +68,35 @@ def _lm_distortion() -> np.ndarray:
     return np.array([1.0] + [lloyd_max_codebook(b).mse for b in range(1, MAX_AXIS_BITS + 1)])
 
 
+def _per_half(a: np.ndarray, core: int) -> np.ndarray:
+    """``max |a|`` per half ``(H,)`` of ``a (*batch, H, *core axes)`` (0 for an empty batch)."""
+    axes = tuple(i for i in range(a.ndim) if i != a.ndim - 1 - core)
+    return np.max(np.abs(a), axis=axes, initial=0.0)
+
+
+def _as_held(basis: np.ndarray) -> np.ndarray:
+    """``basis (..., rank, d)`` in float64, each matrix laid out as the covariance route
+    fits it and as `KLTCoder._sides` holds it (the rank axis contiguous): the products
+    round by layout, so one layout for every route, call and slice of the codes keeps
+    ``roundtrip`` equal to ``decode(encode())`` bit for bit."""
+    return np.swapaxes(np.swapaxes(basis, -1, -2).astype(np.float64, order="C"), -1, -2)
+
+
+def _merge(parts: list[tuple[np.ndarray, tuple[np.ndarray, ...]]], ok: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The two routes' ``(mu, frob, lam, basis)`` of `KLTCoder._fit`, each on its halves
+    (boolean ``sel`` over the halves axis: -1 of mu and frob, -2 of lam, -3 of basis)."""
+    out = []
+    for i, axis in enumerate((-1, -1, -2, -3)):
+        ref = parts[0][1][i]
+        shape = list(ref.shape)
+        shape[axis] = ok.size
+        a = np.empty(shape, ref.dtype)
+        for sel, arrays in parts:
+            np.moveaxis(a, axis, 0)[sel] = np.moveaxis(arrays[i], axis, 0)
+        out.append(a)
+    return tuple(out)
+
+
 def water_fill_bits(variances: Float[np.ndarray, "*batch r"], total: int) -> np.ndarray:
     """Integer bits per axis (uint8, ``(*batch, r)``): ``total`` bits by greedy reverse
     water-filling over Lloyd–Max distortions, at most 8 per axis.
@@ -176,17 +205,42 @@ class KLTCoder:
             out += [a + (b - a) // 2, b]
         return tuple(out)
 
+    @staticmethod
+    def _half_groups(bounds: tuple[int, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The halves by length, to code each length's halves as one stack: ``[(hs,
+        tokens)]``, ``hs`` the halves' indices and ``tokens (len(hs), length)`` their token
+        positions; at most four lengths (a block's two halves, the last block's two)."""
+        starts, sizes = np.asarray(bounds[:-1]), np.diff(bounds)
+        return [(hs, starts[hs, None] + np.arange(size))
+                for size in np.unique(sizes) for hs in [np.flatnonzero(sizes == size)]]
+
+    @staticmethod
+    def _take(side: tuple[np.ndarray, ...], hs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The side information ``(basis, mean, sigma, alloc)`` of halves ``hs``."""
+        basis, mean, sigma, alloc = side
+        return basis[..., hs, :, :], mean[..., hs, :], sigma[..., hs, :], alloc[..., hs, :]
+
     def _side_bits(self) -> int:
         return _FP16_BITS * (self.rank * self.dim + self.dim + self.rank) + 8 * self.rank
 
     # ------------------------------------------------------------------ fit
     def _fit(self, y: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Side information fitted on tokens ``y (*batch, m, d)`` (float64)."""
+        """Side information fitted on one half's tokens ``y (*batch, m, d)`` (float64)."""
+        basis, mean, sigma, alloc = self._fit_halves(y[..., None, :, :], np.zeros(1, np.intp))
+        return basis[..., 0, :, :], mean[..., 0, :], sigma[..., 0, :], alloc[..., 0, :]
+
+    def _fit_halves(self, y: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Side information fitted on a stack of halves' tokens ``y (*batch, H, m, d)``
+        (float64), each half ``y[..., h, :, :]`` fitted as if alone: every step is per
+        matrix (batched BLAS and LAPACK), and the choice between the Gram and the
+        covariance route is made per half (over the batch, as a call of that half alone).
+        ``steps (H,)``: the order in which a fit one half at a time reaches them; a range
+        error names the first half out of range in that order."""
         mean = y.mean(axis=-2)
         c = y - mean[..., None, :]
         m, d = y.shape[-2], y.shape[-1]
-        self._check_side_range(mean, c)
-        gram = None
+        self._check_side_range(mean, c, steps)
+        ok = np.zeros(y.shape[-3], dtype=bool)          # halves taking the Gram route
         if self.rank < m < d:
             # fewer tokens than dimensions: the m × m Gram matrix c cᵀ has the covariance's
             # nonzero eigenvalues (times m), and uᵢ ↦ cᵀuᵢ/sᵢ maps its eigenvectors onto the
@@ -197,21 +251,24 @@ class KLTCoder:
             g = c @ np.swapaxes(c, -1, -2)
             ev, u = np.linalg.eigh(g)                                # ascending
             ev, u = ev[..., ::-1][..., :self.rank], u[..., ::-1][..., :self.rank]
-            if np.all(ev[..., -1] > ev[..., 0] * 1e-8):
-                gram = g, ev, u
-        if gram is not None:
-            g, ev, u = gram
-            mu = np.trace(g, axis1=-2, axis2=-1) / (m * d)          # tr(cᵀc) = tr(ccᵀ)
-            frob = np.sum(g ** 2, axis=(-2, -1)) / m ** 2           # ‖cᵀc‖² = ‖ccᵀ‖²
-            lam = ev / m
-            basis = (np.swapaxes(u, -1, -2) @ c) / np.sqrt(ev)[..., None]   # (*batch, rank, d)
-        else:
-            cov = np.swapaxes(c, -1, -2) @ c / m
+            ok = np.all(ev[..., -1] > ev[..., 0] * 1e-8, axis=tuple(range(ev.ndim - 2)))
+        parts = []          # (halves, (mu, frob, lam, basis)) of each route
+        if ok.any():
+            sel = slice(None) if ok.all() else ok
+            g, ev, u, cg = g[..., sel, :, :], ev[..., sel, :], u[..., sel, :, :], c[..., sel, :, :]
+            parts.append((sel, (np.trace(g, axis1=-2, axis2=-1) / (m * d),   # tr(cᵀc) = tr(ccᵀ)
+                                np.sum(g ** 2, axis=(-2, -1)) / m ** 2,      # ‖cᵀc‖² = ‖ccᵀ‖²
+                                ev / m,
+                                (np.swapaxes(u, -1, -2) @ cg) / np.sqrt(ev)[..., None])))
+        if not ok.all():
+            sel = slice(None) if not ok.any() else ~ok
+            cc = c[..., sel, :, :]
+            cov = np.swapaxes(cc, -1, -2) @ cc / m
             lam, vec = np.linalg.eigh(cov)                          # ascending
-            mu = np.trace(cov, axis1=-2, axis2=-1) / d
-            frob = np.sum(cov ** 2, axis=(-2, -1))
-            lam = lam[..., ::-1][..., :self.rank]
-            basis = np.swapaxes(vec[..., ::-1][..., :self.rank], -1, -2)   # (*batch, rank, d)
+            parts.append((sel, (np.trace(cov, axis1=-2, axis2=-1) / d, np.sum(cov ** 2, axis=(-2, -1)),
+                                lam[..., ::-1][..., :self.rank],
+                                np.swapaxes(vec[..., ::-1][..., :self.rank], -1, -2))))
+        mu, frob, lam, basis = parts[0][1] if len(parts) == 1 else _merge(parts, ok)
         # Ledoit–Wolf shrinkage toward (tr S/d)·I (J. Multivariate Anal. 88, 2004, Lemma
         # 3.2-3.4, norm ‖A‖² = tr(AAᵀ)/d): the sample's spread of eigenvalues overstates the
         # axes' variances on other tokens (for white keys at m = 4d: 0.25..2.25 instead of 1)
@@ -221,26 +278,30 @@ class KLTCoder:
             rho = np.where(delta > 0, np.clip(beta / delta, 0.0, 1.0), 1.0)[..., None]
         lam = (1 - rho) * np.clip(lam, 0.0, None) + rho * mu[..., None]
         sigma = np.sqrt(lam)
-        for what, v in (("mean", mean), ("scale", sigma)):
-            if np.max(np.abs(v), initial=0.0) > _FP16_MAX:
-                _raise_beyond_fp16(self.name, f"{what} of", float(np.max(np.abs(v))))
+        self._check_halves(steps, ("mean of", _per_half(mean, 1)), ("scale of", _per_half(sigma, 1)))
         sigma16 = sigma.astype(np.float16)
         alloc = water_fill_bits(sigma16.astype(np.float64) ** 2, self.code_bits)
         return basis.astype(np.float16), mean.astype(np.float16), sigma16, alloc
 
-    def _check_side_range(self, mean: np.ndarray, c: np.ndarray) -> None:
-        """The float16 range checks of `_fit`, made before any product of the tokens ``c``
-        (centred, ``(*batch, m, d)``) can overflow: the shrunk largest scale is at least
-        ``max|c| / sqrt(m·d)`` (a token's ``c cᵀ/m`` is below the covariance, whose largest
-        eigenvalue and trace/d both bound it), so beyond that bound the fit would be
-        refused anyway."""
-        top = float(np.max(np.abs(mean), initial=0.0))
-        if not top <= _FP16_MAX:  # also a mean that overflowed to inf
-            _raise_beyond_fp16(self.name, "mean of", top)
+    def _check_side_range(self, mean: np.ndarray, c: np.ndarray, steps: np.ndarray) -> None:
+        """The float16 range checks of `_fit_halves`, made before any product of the tokens
+        ``c`` (centred, ``(*batch, H, m, d)``) can overflow: the shrunk largest scale is at
+        least ``max|c| / sqrt(m·d)`` (a token's ``c cᵀ/m`` is below the covariance, whose
+        largest eigenvalue and trace/d both bound it), so beyond that bound the fit would
+        be refused anyway."""
         m, d = c.shape[-2], c.shape[-1]
-        spread = float(np.max(np.abs(c), initial=0.0)) / math.sqrt(m * d)
-        if not spread <= _FP16_MAX:
-            _raise_beyond_fp16(self.name, "scale of at least", spread)
+        self._check_halves(steps, ("mean of", _per_half(mean, 1)),
+                           ("scale of at least", _per_half(c, 2) / math.sqrt(m * d)))
+
+    def _check_halves(self, steps: np.ndarray, *checks: tuple[str, np.ndarray]) -> None:
+        """Raise for the first half (by ``steps``) whose value of a check is beyond float16
+        (or not finite: a mean that overflowed to inf), the first check it fails."""
+        bad = np.stack([~(v <= _FP16_MAX) for _, v in checks])       # (checks, H)
+        if bad.any():
+            h = np.flatnonzero(bad.any(axis=0))
+            h = h[np.argmin(steps[h])]
+            what, v = checks[int(np.argmax(bad[:, h]))]
+            _raise_beyond_fp16(self.name, what, float(v[h]))
 
     def storable_limits(self, x: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
         """float32 and the float16 mean and scales `_fit` checks: a group's mean and scales
@@ -277,7 +338,8 @@ class KLTCoder:
 
     def _code_half(self, x: np.ndarray, side: tuple[np.ndarray, ...]) -> np.ndarray:
         """Codes ``(*batch, m, rank)`` (uint8) of tokens ``x`` with one half's side information."""
-        basis, mean, sigma, alloc = (s.astype(np.float64) if s.dtype == np.float16 else s for s in side)
+        basis, alloc = _as_held(side[0]), side[3]
+        mean, sigma = (s.astype(np.float64) for s in side[1:3])
         y = (x - mean[..., None, :]) @ np.swapaxes(basis, -1, -2)          # (*batch, m, rank)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(sigma[..., None, :] > 0, y / np.where(sigma > 0, sigma, 1.0)[..., None, :], 0.0)
@@ -298,7 +360,7 @@ class KLTCoder:
             if sel.any():
                 y[sel] = lloyd_max_codebook(bits).centroids[codes[sel]]
         y *= sigma.astype(np.float64)[..., None, :]
-        return mean.astype(np.float64)[..., None, :] + y @ basis.astype(np.float64)
+        return mean.astype(np.float64)[..., None, :] + y @ _as_held(basis)
 
     # ------------------------------------------------------------------ packing
     def _positions(self, alloc: np.ndarray) -> np.ndarray:
@@ -322,32 +384,42 @@ class KLTCoder:
         return np.sum(slots << np.arange(MAX_AXIS_BITS, dtype=np.uint8), axis=-1, dtype=np.uint8)
 
     # ------------------------------------------------------------------ protocol
-    def _sides(self, x: np.ndarray) -> tuple[tuple[int, ...], list[tuple[np.ndarray, ...]]]:
+    def _sides(self, x: np.ndarray) -> tuple[tuple[int, ...], tuple[np.ndarray, ...]]:
+        """Halves' bounds and side information ``(basis, mean, sigma, alloc)``, stacked over
+        the halves (axis -3 of the basis, -2 of the others): half h's fitted on half h ^ 1.
+        The halves of one length are fitted as one stack, not in a loop over blocks."""
         bounds = self.halves(x.shape[-2])
-        parts = [x[..., a:b, :] for a, b in zip(bounds[:-1], bounds[1:])]
-        sides = [self._fit(parts[h ^ 1]) for h in range(len(parts))]
-        # calibration tokens that vary, yet every float16 scale fitted on them is subnormal
-        tiny = np.stack([(side[2].max(axis=-1) < _FP16_NORMAL)
-                         & np.any(np.ptp(parts[h ^ 1], axis=-2) > 0, axis=-1)
-                         for h, side in enumerate(sides)])
+        batch, n_halves = x.shape[:-2], len(bounds) - 1
+        basis = np.swapaxes(np.empty((*batch, n_halves, self.dim, self.rank), np.float16), -1, -2)
+        mean = np.empty((*batch, n_halves, self.dim), np.float16)
+        sigma = np.empty((*batch, n_halves, self.rank), np.float16)
+        alloc = np.empty((*batch, n_halves, self.rank), np.uint8)
+        tiny = np.empty((*batch, n_halves), bool)
+        for hs, tokens in self._half_groups(bounds):
+            calib = x[..., tokens, :]                 # (*batch, len(hs), length, d)
+            b, mu, sg, al = self._fit_halves(calib, hs ^ 1)
+            to = hs ^ 1                               # the halves these tokens calibrate
+            basis[..., to, :, :], mean[..., to, :], sigma[..., to, :], alloc[..., to, :] = b, mu, sg, al
+            # calibration tokens that vary, yet every float16 scale fitted on them is subnormal
+            tiny[..., to] = (sg.max(axis=-1) < _FP16_NORMAL) & np.any(np.ptp(calib, axis=-2) > 0, axis=-1)
         if tiny.any():
             warnings.warn(
                 f"x: {int(tiny.sum())} of {tiny.size} calibration halves have every scale below "
                 f"float16's smallest normal ({_FP16_NORMAL:.3g}): klt stores its scales in "
                 "float16, so those axes lose their precision (below ~3e-8 they decode to the "
                 "mean); rescale x if these values matter", UserWarning, stacklevel=3)
-        return bounds, sides
+        return bounds, (basis, mean, sigma, alloc)
 
     def encode(self, x: Float[np.ndarray, "*batch n d"]) -> KLTCodes:
         """Codes of every token, each half with the statistics of its partner half."""
         x = self._check(x)
         x64 = x.astype(np.float64)
-        bounds, sides = self._sides(x64)
-        packed = [self._pack(self._code_half(x64[..., a:b, :], s), s[3])
-                  for a, b, s in zip(bounds[:-1], bounds[1:], sides)]
-        basis, mean, sigma, alloc = (np.stack([s[i] for s in sides], axis=-3 + (i > 0))
-                                     for i in range(4))
-        return KLTCodes(np.concatenate(packed, axis=-2), basis, mean, sigma, alloc, bounds, x.dtype)
+        bounds, side = self._sides(x64)
+        packed = np.empty((*x.shape[:-1], -(-self.code_bits // 8)), np.uint8)
+        for hs, tokens in self._half_groups(bounds):
+            s = self._take(side, hs)
+            packed[..., tokens, :] = self._pack(self._code_half(x64[..., tokens, :], s), s[3])
+        return KLTCodes(packed, *side, bounds, x.dtype)
 
     def decode(self, codes: KLTCodes) -> Float[np.ndarray, "*batch n d"]:
         """``μ + Σ uᵢ σᵢ c(codeᵢ)`` per half, in the dtype that was encoded."""
@@ -357,21 +429,23 @@ class KLTCoder:
             raise ValueError(f"codes must come from a KLTCoder with rank={self.rank}, dim={self.dim} "
                              f"and {self.code_bits} code bits per vector (this coder); received a "
                              f"basis {codes.basis.shape[-2:]} and {codes.packed.shape[-1]} bytes per vector")
-        out = []
-        for h, (a, b) in enumerate(zip(codes.bounds[:-1], codes.bounds[1:])):
-            side = (codes.basis[..., h, :, :], codes.mean[..., h, :], codes.sigma[..., h, :],
-                    codes.alloc[..., h, :])
-            out.append(self._decode_half(self._unpack(codes.packed[..., a:b, :], side[3]), side))
-        return np.concatenate(out, axis=-2).astype(codes.dtype)
+        side = (codes.basis, codes.mean, codes.sigma, codes.alloc)
+        out = np.empty((*codes.packed.shape[:-1], self.dim))
+        for hs, tokens in self._half_groups(codes.bounds):
+            s = self._take(side, hs)
+            out[..., tokens, :] = self._decode_half(self._unpack(codes.packed[..., tokens, :], s[3]), s)
+        return out.astype(codes.dtype)
 
     def roundtrip(self, x: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
         """``decode(encode(x))`` bit for bit, without the packing."""
         x = self._check(x)
         x64 = x.astype(np.float64)
-        bounds, sides = self._sides(x64)
-        out = [self._decode_half(self._code_half(x64[..., a:b, :], s), s)
-               for a, b, s in zip(bounds[:-1], bounds[1:], sides)]
-        return np.concatenate(out, axis=-2).astype(x.dtype)
+        bounds, side = self._sides(x64)
+        out = np.empty(x64.shape)
+        for hs, tokens in self._half_groups(bounds):
+            s = self._take(side, hs)
+            out[..., tokens, :] = self._decode_half(self._code_half(x64[..., tokens, :], s), s)
+        return out.astype(x.dtype)
 
     def stored_bits(self, n_tokens: int) -> dict[str, float]:
         """Code bits, and two halves' side information per block (module docstring)."""
