@@ -27,7 +27,7 @@ recorded, or a hand-written one) is version 1. Readers refuse another version, a
 ones). ``K``, ``V`` and ``q`` are float16, float32 or float64 (:func:`kvstats.models.capture`
 writes float32); any other dtype is refused.
 
-The writer is :meth:`kvstats.models.capture.Capture.save`, the readers
+The writer is :meth:`kvstats.models.kv_capture.Capture.save`, the readers
 :func:`kvstats.data.real.load_trials` (the arrays, memory-mapped: it reads only the
 layers, heads and query position it selects) and the sweep's real data source
 (:func:`read_header`: shapes and a content fingerprint from the zip directory and the

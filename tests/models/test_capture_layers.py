@@ -96,7 +96,7 @@ def test_bad_layers_are_refused_before_the_model_runs(tiny, layers, exc, match):
 
 def test_recheck_names_model_layers(files):
     # the recomputation check of a capture of some layers names the model's layers
-    from kvstats.models.capture import _recheck
+    from kvstats.models.kv_capture import _recheck
 
     some = files[1]
     q = some.q[0].copy()

@@ -129,7 +129,7 @@ def test_llama_like_architectures_still_capture():
 def test_the_recomputation_check_sees_a_wrong_query(cap):
     # the numeric check alone (what catches an interleaved RoPE): the captured arrays pass,
     # a query rotated by one position's RoPE too many does not
-    from kvstats.models.capture import _recheck
+    from kvstats.models.kv_capture import _recheck
 
     _recheck(cap.q[0], cap.K[0], cap.V[0], cap.attn_out[0], 3, 1e-3, "tiny")
     q = cap.q[0].copy()

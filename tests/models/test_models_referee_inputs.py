@@ -10,7 +10,7 @@ import torch
 
 from _tiny_llama import CharTokenizer, tiny_llama
 from kvstats.models import QuantizedCache, capture, ensure_gguf, kl_quality
-from kvstats.models.capture import Capture
+from kvstats.models.kv_capture import Capture
 from kvstats.models.code_attention import code_attention
 from kvstats.models.retrieval import make_prompts, run_retrieval
 

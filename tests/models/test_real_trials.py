@@ -87,7 +87,7 @@ def test_format_round_trip_and_header(capture_file, tmp_path):
 
 def test_capture_save_writes_the_format(capture_file, tmp_path):
     from kvstats.data.capture_format import write_capture
-    from kvstats.models.capture import Capture
+    from kvstats.models.kv_capture import Capture
 
     _, K, V, q = capture_file
     saved = Capture(K, V, q, {"model": "toy"}).save(tmp_path / "a.npz")

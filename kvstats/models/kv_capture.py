@@ -76,7 +76,7 @@ class Capture:
         Examples
         --------
         >>> import numpy as np
-        >>> from kvstats.models.capture import Capture
+        >>> from kvstats.models.kv_capture import Capture
         >>> z = np.zeros((1, 1, 1, 2, 4), np.float32)
         >>> c = Capture(z, z, z, {"group_size": 1})
         >>> import tempfile, os
@@ -110,7 +110,7 @@ def model_name_of(model) -> str:
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> from kvstats.models.capture import model_name_of
+    >>> from kvstats.models.kv_capture import model_name_of
     >>> model_name_of(SimpleNamespace(config=SimpleNamespace(_name_or_path="HuggingFaceTB/SmolLM2-135M")))
     'HuggingFaceTB/SmolLM2-135M'
     >>> model_name_of(SimpleNamespace(config=SimpleNamespace(_name_or_path="/home/me/models/tiny-llama/")))
@@ -219,7 +219,7 @@ def tokenize_texts(tokenizer, texts, max_tokens=None, context=None) -> tuple[lis
     >>> class Tok:                       # a word-length tokenizer, for illustration
     ...     def __call__(self, t, add_special_tokens=True):
     ...         return {"input_ids": [len(w) for w in t.split()]}
-    >>> from kvstats.models.capture import tokenize_texts
+    >>> from kvstats.models.kv_capture import tokenize_texts
     >>> tokenize_texts(Tok(), ["one two three", "four five"])
     ([[3, 3], [4, 4]], 2)
     """
