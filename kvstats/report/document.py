@@ -20,9 +20,10 @@ import pandas as pd
 __all__ = ["Document", "md_table", "md_escape", "inline_html", "to_jsonable", "records"]
 
 # What Markdown reads as markup in plain text: backslash, code, emphasis, links and images,
-# HTML, table cells, strikethrough; an underscore only at a word's edge (snr_v stays as it
-# is: GFM takes no emphasis inside a word); an ampersand only where it starts an entity
-_MD_SPECIAL = re.compile(r"[\\`*<>|~]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
+# HTML (a "<" only where it opens a tag: "r > 0", "α < 2" stay as written), table cells,
+# strikethrough; an underscore only at a word's edge (snr_v stays as it is: GFM takes no
+# emphasis inside a word); an ampersand only where it starts an entity
+_MD_SPECIAL = re.compile(r"[\\`*|~]|<(?=[A-Za-z/!?])|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
 # brackets: left as they are where they pair, unnested, and start no link or image ("5.46
 # [5.39, 5.52]", a CI: harmless, and as every table showed it); else each escaped
 _MD_BRACKETS_SAFE = re.compile(r"(?:[^][]*(?<!!)\[[^][]*\](?![(\[:]))*[^][]*")
@@ -41,8 +42,8 @@ def md_escape(text: Any) -> str:
 
     Examples
     --------
-    >>> print(md_escape("x]y *w* <b>|_a_ snr_v"))
-    x\\]y \\*w\\* \\<b\\>\\|\\_a\\_ snr_v
+    >>> print(md_escape("x]y *w* <b>|_a_ snr_v, r > 0, α < 2"))
+    x\\]y \\*w\\* \\<b>\\|\\_a\\_ snr_v, r > 0, α < 2
     >>> print(md_escape("5.46 [5.39, 5.52]"))  # brackets that pair and link nothing: as they are
     5.46 [5.39, 5.52]
     """

@@ -67,10 +67,10 @@ def _overlapping(monkeypatch, parties, barrier_type):
         staged.wait(timeout=120)
         return stage
 
-    def commit(stage, out):
+    def commit(stage, out, **kwargs):
         assert stage.is_dir()   # the other call's start left it alone
         committing.wait(timeout=120)
-        return commit_fn(stage, out)
+        return commit_fn(stage, out, **kwargs)
 
     import kvstats.report.render as render
     monkeypatch.setattr(render, "_staging_folder", staging)
@@ -145,9 +145,9 @@ def _process_report(out, shift, seed, staged, committing, queue):
         staged.wait(timeout=120)
         return stage
 
-    def commit(stage, o):
+    def commit(stage, o, **kwargs):
         committing.wait(timeout=120)
-        return commit_fn(stage, o)
+        return commit_fn(stage, o, **kwargs)
 
     render._staging_folder, render._commit = staging, commit
     try:

@@ -18,8 +18,8 @@ from kvstats.sweep import SweepConfig
 LABEL = "x]y *w* <script>a|b</script> _e_ `c` \\ [l](u) ~s~"
 # what Markdown reads in a text: a backslash escapes the next character (CommonMark, "Backslash
 # escapes": any ASCII punctuation), so an unescaped special is one not preceded by an odd
-# number of backslashes
-UNESCAPED = re.compile(r"(?<!\\)(?:\\\\)*[][*<>|`~]")
+# number of backslashes; a "<" is markup only where it opens a tag, a ">" never in a cell
+UNESCAPED = re.compile(r"(?<!\\)(?:\\\\)*(?:[][*|`~]|<(?=[A-Za-z/!?]))")
 
 
 def _unescape(text: str) -> str:
