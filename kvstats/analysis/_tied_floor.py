@@ -22,7 +22,8 @@ from scipy.special import gammaln
 
 from kvstats._checks import check_int
 
-#: Count vectors enumerated at most (beyond: the floor is not known, None).
+#: Count vectors enumerated at most (beyond: None, and a report row keeps the floor of
+#: distinct profiles in general position, ``tied_permutation_floor``).
 MAX_COUNT_VECTORS = 10**6
 _CHUNK = 2**15
 
@@ -44,16 +45,18 @@ def _n_vectors(m: np.ndarray, total: int | None) -> float:
 
 def _count_vectors(m: np.ndarray, total: int | None) -> np.ndarray:
     """(V, J) int: every k with 0 <= k_j <= m_j (and Σ k_j = ``total`` if given), built one
-    coordinate at a time and pruned to the prefixes that can still reach ``total``."""
-    k = np.zeros((1, 0), dtype=np.int64)
+    coordinate at a time, each prefix extended only by the values that can still reach
+    ``total`` (so no intermediate array outgrows the result)."""
+    k = np.zeros((1, 0), dtype=np.int32)
     rest = np.concatenate([np.cumsum(m[::-1])[::-1][1:], [0]])   # capacity after point j
     for j, mj in enumerate(m):
-        s = k.sum(axis=1)
-        new = np.arange(mj + 1)
-        k = np.concatenate([np.repeat(k, mj + 1, axis=0), np.tile(new, len(k))[:, None]], axis=1)
-        if total is not None:
-            s = np.repeat(s, mj + 1) + k[:, -1]
-            k = k[(s <= total) & (s + rest[j] >= total)]
+        s = k.sum(axis=1, dtype=np.int64)
+        lo = np.zeros_like(s) if total is None else np.maximum(0, total - s - rest[j])
+        hi = np.full_like(s, mj) if total is None else np.minimum(mj, total - s)
+        n_new = hi - lo + 1                                   # >= 1: every prefix reaches total
+        row = np.repeat(np.arange(len(k)), n_new)
+        new = lo[row] + np.arange(len(row)) - np.repeat(np.cumsum(n_new) - n_new, n_new)
+        k = np.concatenate([k[row], new[:, None].astype(np.int32)], axis=1)
     return k
 
 
@@ -86,7 +89,9 @@ def tied_energy_floor(X: Float[np.ndarray, "n_x d"], Y: Float[np.ndarray, "n_y d
     Returns
     -------
     float or None
-        None: too many distinct points to enumerate; the floor is not known.
+        None: too many count vectors to enumerate (many distinct points; a report row then
+        keeps :func:`~kvstats.analysis.resolution.tied_permutation_floor`, which is exact
+        unless distinct profiles tie by coincidence, as the untied floor assumes).
 
     Examples
     --------

@@ -125,9 +125,10 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
     # 1/C(N, n_a) for two samples. Tied profiles (copies of one point, or of one pair): other
     # splits can tie the most extreme one, so tied_permutation_floor is only a lower bound
     # (925 times too low on 6, 12, 6 copies of three collinear points): the floor is
-    # enumerated over count vectors (_tied_floor), or, beyond 10^6 of them, not known: NaN,
-    # never resolvable ("smallest attainable adjusted p –"), never on a bound
-    unknown = False
+    # enumerated over count vectors (_tied_floor). Beyond 10^6 of them (many distinct
+    # profiles: the coincidences that bound misses need few) the bound stays, exact for
+    # distinct profiles in general position, the assumption of the untied floor too
+    general = False
     if paired:
         m = int((~rounding_ties(X.ravel(), Y.ravel()).reshape(X.shape).all(axis=1)).sum())
         units, informative = (permutation_floor(m, m, True) if m else 1.0), float(m)
@@ -142,11 +143,11 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
         tied = counts.size > 1 and counts.max() > 1
     exact = res.method == "exact"
     if tied and not exact:
-        units = tied_energy_floor(X, Y, paired=paired)
-        unknown = units is None
-    floor = (math.nan if unknown else
-             max(float(res.min_attainable_p), units if exact else
-                 monte_carlo_resolution(units, int(res.max_permutations), int(res.h))))
+        enumerated = tied_energy_floor(X, Y, paired=paired)
+        general = enumerated is None
+        units = units if general else enumerated
+    floor = max(float(res.min_attainable_p), units if exact else
+                monte_carlo_resolution(units, int(res.max_permutations), int(res.h)))
     # an exact row's permutations are the relabelling classes it enumerated, all it could use
     # (so the verdict names the units, not a B, as what limits it)
     used = int(res.n_permutations)
@@ -159,8 +160,8 @@ def _energy_row(X: Float[np.ndarray, "n 6"], Y: Float[np.ndarray, "m 6"], max_pe
             "note": "standardised 6D profile" + (", within-pair swaps" if paired else "")
                     + (f", exact ({used} relabellings)" if exact
                        else ", stopped early" if res.stopped_early else "")
-                    + ("; resolution not known: tied profiles (more than "
-                       f"{MAX_COUNT_VECTORS:,} count vectors to enumerate)" if unknown else "")}
+                    + ("; floor of tied profiles counting copies only (more than "
+                       f"{MAX_COUNT_VECTORS} count vectors to enumerate)" if general else "")}
 
 
 def _rounding_merged(X: Float[np.ndarray, "n d"], Y: Float[np.ndarray, "m d"], paired: bool

@@ -100,15 +100,40 @@ def test_drawn_p_at_the_extreme_meets_the_row_resolution_half_the_time():
     assert np.mean(p <= res) >= 0.36 and np.mean(p >= res) >= 0.36
 
 
-def test_too_many_tied_count_vectors_leave_the_resolution_unknown():
+def test_beyond_the_enumeration_a_row_keeps_the_floor_of_copies():
     """30 points twice each, 30 vs 30: about 1e13 count vectors, beyond the enumeration. The
-    row is never resolvable (NaN, "–"), not resolvable on the lower bound."""
+    row keeps tied_permutation_floor (copies counted; distinct profiles assumed in general
+    position, as the untied floor assumes) and says so in its note."""
     v = np.repeat(np.arange(30.0), 2)[:, None] * np.ones(6)
     X, Y = v[::2], v[1::2]
     assert tied_energy_floor(X, Y) is None
     row = _energy_row(X, Y, 999, 10, 0)
-    assert math.isnan(row["min_attainable_p"])
-    assert "resolution not known: tied profiles" in row["note"]
+    counts = np.unique(np.concatenate([X, Y]), axis=0, return_counts=True)[1]
+    assert row["min_attainable_p"] == monte_carlo_resolution(tied_permutation_floor(counts, 30), 999, 10)
+    assert "floor of tied profiles counting copies only" in row["note"]
+
+
+def test_one_copied_trial_among_many_distinct_keeps_its_resolution():
+    """One duplicated profile among 40 distinct (a drawn row): the row stays resolvable at
+    its B, as without the copy (an earlier version left it 'not known', never resolvable)."""
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(40, 6)), rng.normal(size=(40, 6)) + 0.1
+    Y[0] = X[0]
+    row = _energy_row(X, Y, 499, 10, 0)
+    assert row["min_attainable_p"] == pytest.approx(monte_carlo_resolution(
+        tied_permutation_floor(np.r_[2, np.ones(78, int)], 40), 499, 10))
+    assert row["min_attainable_p"] < 0.01
+
+
+def test_the_enumeration_stays_within_the_size_of_its_result():
+    """Three points, 1000 copies each, 1500 vs 1500: ~750k count vectors, enumerated without
+    an intermediate array larger than the result (one that was took 11 GiB)."""
+    pts = np.repeat([0.0, 1.0, 2.0], 1000)[:, None]
+    floor = tied_energy_floor(pts[:1500], pts[1500:])
+    assert floor is not None and 0.0 <= floor < 1e-6
+
+
+def test_attainable_adjusted_keeps_an_unknown_floor_unknown():
     adj = attainable_adjusted(np.array([0.5, 1e-4]), np.array([math.nan, 1e-4]), "holm", 0.05)
     assert math.isnan(adj[0]) and adj[1] == pytest.approx(2e-4)
     assert "(smallest attainable adjusted p –)" in not_resolvable_text("energy", 999, 30, 30, adj[0])
