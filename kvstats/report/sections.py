@@ -535,8 +535,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                         "scheme's budgets n joined in order; "
                         # the second scheme's trajectory is dashed too: name the limit's look
                         + ("grey dashed horizontal lines labelled \"limit, n = …\" (where one "
-                           "exists): the rate–distortion limit at the nominal n bits per coordinate "
-                           "(a scheme stores more, so its point may lie above its line). "
+                           "exists): the rate–distortion limit at the budget's n bits per coordinate "
+                           "(norms and scales add to what is stored: a point may lie above it). "
                            if place != "t" else "no limit line (T is not coded). ")
                         + "See \"Reading the Shannon–φ planes\".")
         case_comp = comp

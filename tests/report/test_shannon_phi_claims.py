@@ -80,7 +80,7 @@ def test_the_limit_lines_are_at_the_nominal_budget_and_the_note_says_what_that_a
     assert (f["bits_total"] > f["bits_nominal"]).all()
     assert 20 * np.log10(2) * f["bits_total"].iloc[0] > levels[0] + 1.0
     assert "no code's expected energy-pooled SNR lies above it" not in SHANNON_PHI_NOTE
-    assert "n is the nominal budget" in SHANNON_PHI_NOTE
+    assert "n is the budget: a scheme's stored bits differ" in SHANNON_PHI_NOTE
     assert "so its point may lie above its line" in SHANNON_PHI_NOTE
     assert "\"Distance to the rate–distortion limit\" compares each scheme with the limit at the bits it stores" \
         in SHANNON_PHI_NOTE
