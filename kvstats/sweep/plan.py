@@ -28,6 +28,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
@@ -501,7 +502,7 @@ def _value_text(value: Any, seen: frozenset[int] = frozenset(), where: str = "a 
     """A value's text by content, the same in every process: :func:`_const_text`'s where
     that is exact (so partials of those keep their ids); dicts item by item; arrays by
     dtype, shape and bytes; typed functions and classes by code; code of files by name;
-    another object by its pickle. One that cannot be pickled is its type's name, with a
+    another object by the parts its pickle holds. One that cannot be pickled is its type's name, with a
     warning: the cell ids do not see its changes (docs/usage.md, "Not seen")."""
     import pickle
     import types
@@ -530,7 +531,14 @@ def _value_text(value: Any, seen: frozenset[int] = frozenset(), where: str = "a 
             _source_bytes(v, seen | {id(value)}) for _, v in sorted(vars(value).items()) if callable(v)]
         return "code:" + hashlib.sha256(b"\x00".join(parts)).hexdigest()
     try:
-        return "pickle:" + hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()
+        pickle.dumps(value, protocol=4)   # what cannot be pickled cannot reach a worker either
+        # its pickle's parts by content, not its bytes: a set inside pickles in the order of
+        # the per-process string hash (PYTHONHASHSEED)
+        reduced = value.__reduce_ex__(4)
+        if isinstance(reduced, str):   # a global pickled by name
+            return f"global:{getattr(value, '__module__', None)}.{reduced}"
+        parts = [list(p) if isinstance(p, Iterator) else p for p in reduced[1:]]
+        return "reduce:" + _value_text((reduced[0], *parts), seen | {id(value)}, where)
     except Exception as exc:   # noqa: BLE001 - a lock, a generator, a lambda inside: any error
         warnings.warn(f"the cell ids cannot see the value of {where} (a {type(value).__qualname__}, not "
                       f"picklable: {type(exc).__name__}): a resumed sweep reuses its cells after it "

@@ -84,3 +84,40 @@ def test_typed_code_naming_only_modules_and_code_of_files_keeps_its_digest():
     assert _source_bytes(f) == _code_text(f.__code__)
     g = _typed("def f(x):\n    return Cell(x) if textwrap else np.exp(x)\n", Cell=Cell, np=np, textwrap=textwrap)
     assert _source_bytes(g) == _code_text(g.__code__)
+
+
+_HOLDER = """
+import hashlib, sys
+from kvstats.sweep.plan import _source_bytes
+
+class Holder:
+    def __init__(self, w):
+        self.names = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+        self.w = w
+
+space = {"H": Holder(float(sys.argv[1]))}
+exec(compile("def f(x):\\n    return H.w * x\\n", "<string>", "exec"), space)
+print(hashlib.sha256(_source_bytes(space["f"])).hexdigest())
+"""
+
+
+def test_an_object_holding_a_set_has_one_digest_under_every_string_hash(tmp_path):
+    # its pickle's bytes follow PYTHONHASHSEED (the set's order): a notebook's resumed
+    # sweep recomputed every cell after a restart, and pool workers disagreed
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "holder.py"
+    script.write_text(_HOLDER)
+
+    def digest(seed, w):
+        # the kvstats this test imported (not whichever the script's folder would find)
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(Path(kvstats.__file__).parents[1])}
+        return subprocess.run([sys.executable, str(script), str(w)], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    same = {digest(seed, 2.0) for seed in (1, 2, 3)}
+    assert len(same) == 1
+    assert digest(1, 3.0) not in same   # its content still counts
