@@ -43,15 +43,15 @@ import pandas as pd
 from kvstats._checks import check_int
 from kvstats.plugins import _check_unchanged, user_code, worker_payload
 from kvstats.quant.coder import NormOverflowError
-from kvstats.results import MANIFEST, REAL, SweepResult, _user_stacklevel, config_fingerprint
+from kvstats.results import REAL, SweepResult, _digest, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
 from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
                                 _portable, _recording, _say, _show_warnings, _user_task)
 from kvstats.sweep.store import (_git_revision, _now, check_cell_slots, check_out_folder,
-                                 check_writable, clear_outputs, load_cell, lock_dir, make_manifest,
-                                 write_cell, write_result)
+                                 check_writable, clear_outputs, config_settings, load_cell, lock_dir,
+                                 make_manifest, previous_config, write_cell, write_result)
 from kvstats.sweep.work import _compute_task, _naming
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
@@ -273,12 +273,6 @@ def _unguarded_main() -> str | None:
     return None
 
 
-def _previous_fingerprint(out_dir: Path) -> str | None:
-    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-        return json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("config_fingerprint")
-    return None
-
-
 def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: str | os.PathLike | None = None,
               executor: cf.Executor | str | None = None, progress: bool = True, *,
               resume: bool = True, workers: int | None = None) -> SweepResult:
@@ -414,12 +408,12 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         # results as they were
         check_cell_slots(cells_dir, [cid for _, cid in cells])   # also without resume
         check_writable(cells_dir)   # creates it
-        previous = _previous_fingerprint(out_dir)
+        previous = previous_config(out_dir)
+        other = previous is not None and _digest(previous) != _digest(config_settings(config.to_dict()))
         removed = clear_outputs(out_dir, {cid for _, cid in cells})
         foreign = [r for r in removed if r.startswith("cells/") and not r.endswith(".tmp")]
-        if (previous is not None and previous != fingerprint) or foreign:
-            who = ("a sweep of another config" if previous is not None and previous != fingerprint
-                   else "an earlier sweep")
+        if other or foreign:
+            who = "a sweep of another config" if other else "an earlier sweep"
             why = ("cells not in this grid, or computed by other versions of its user code"
                    if user_code(config) else "cells not in this grid")
             _say(f"{out_dir}: removed {len(removed)} file(s) {who} left there "

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -381,6 +381,38 @@ def make_manifest(config: SweepConfig, cells: list[tuple[Cell, str]], status: di
         "n_rows": int(n_rows),
         "cells": [{"id": cid, "key": json.loads(cell.key()), **status[cid]} for cell, cid in cells],
     }
+
+
+def config_settings(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A config dict (``SweepConfig.to_dict``) with its plugins by file name: a folder
+    moved with its plugins holds the same settings (the cell ids see the plugins' content).
+
+    Examples
+    --------
+    >>> from kvstats.sweep.store import config_settings
+    >>> config_settings({"seed": 1, "plugins": ["/a/b/plug.py"]})
+    {'seed': 1, 'plugins': ['plug.py']}
+    """
+    if not isinstance(config, Mapping) or not isinstance(config.get("plugins"), list):
+        return config
+    return {**config, "plugins": [Path(str(p)).name for p in config["plugins"]]}
+
+
+def previous_config(out_dir: Path) -> Mapping[str, Any] | None:
+    """The :func:`config_settings` of the sweep the manifest in ``out_dir`` records (None
+    without a readable one).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from kvstats.sweep.store import previous_config
+    >>> previous_config(Path(tempfile.mkdtemp())) is None
+    True
+    """
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        return config_settings(json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("config"))
+    return None
 
 
 def write_result(out_dir: Path, frame: pd.DataFrame, manifest: dict[str, Any]) -> None:
