@@ -181,13 +181,16 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         ``scheme, bits, window, mode, text, position, kl, top1_ref, top1_quant,
         top1_agree, nll_ref, nll_quant``; ``attrs["memory"]`` maps ``"scheme:bits"`` to
         (stored bytes per token, fp16 bytes per token, held bytes per token, fixed
-        bytes), means over texts (and, for a single scheme, ``attrs["bytes_per_token"]``,
+        bytes, uncoded share), means over texts (and, for a single scheme, ``attrs["bytes_per_token"]``,
         ``attrs["fp16_bytes_per_token"]``). Stored: kvstats' accounting (codes + tail;
         for a peer, what it holds); held: :func:`kvstats.models.peers.held_bytes` of the
         cache after the text, divided by its tokens (every tensor it holds, with unused
         buffer capacity and fixed rotations/codebooks: the same walk for every cache);
         fixed: the part of held that does not grow with the sequence (rotations,
-        codebooks, sketches; 0 for a peer).
+        codebooks, sketches; 0 for a peer); uncoded share: ``memory_report``'s share of the held
+        tokens kept in full precision beyond ``window`` after the text (a token-grouped
+        scheme's open group: klt's tokens short of its block; a share near 1 measures the
+        unquantized model; NaN for a peer).
         Summarize with :func:`summarize_quality`.
 
     Raises
@@ -273,17 +276,21 @@ def _make_cache(config, name, bits, seed, window, scheme_params):
     return QuantizedCache(name, bits, seed=seed, window=window, config=config, **scheme_params)
 
 
-def _memory(cache, config, peer: bool) -> tuple[float, float, float, float]:
-    """(stored, fp16, held) bytes per token and the fixed bytes. Held: the generic walk, the
-    same for every cache. Stored: kvstats' own accounting (codes + tail), or for a peer
-    what it holds. Fixed (rotations, codebooks, sketches: not growing with the sequence):
-    kvstats' ``memory_report``; a peer holds none besides fp8's two float32 scales per
-    layer, counted as held."""
+def _memory(cache, config, peer: bool) -> tuple[float, float, float, float, float]:
+    """(stored, fp16, held) bytes per token, the fixed bytes and the uncoded share. Held:
+    the generic walk, the same for every cache. Stored: kvstats' own accounting (codes +
+    tail), or for a peer what it holds. Fixed (rotations, codebooks, sketches: not growing
+    with the sequence): kvstats' ``memory_report``; a peer holds none besides fp8's two
+    float32 scales per layer, counted as held. Uncoded: ``memory_report``'s
+    ``uncoded_share`` (full precision beyond the window; NaN for a peer, whose residual is
+    its own)."""
     held = memory_held(cache, config)
     if peer:
-        return held["held_bytes_per_token"], held["fp16_bytes_per_token"], held["held_bytes_per_token"], 0.0
+        return (held["held_bytes_per_token"], held["fp16_bytes_per_token"], held["held_bytes_per_token"],
+                0.0, float("nan"))
+    report = cache.memory_report()
     return (cache.bytes_per_token(), cache.fp16_bytes_per_token(), held["held_bytes_per_token"],
-            float(cache.memory_report()["fixed_bytes"]))
+            float(report["fixed_bytes"]), float(report["uncoded_share"]))
 
 
 def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme_params,
@@ -330,7 +337,9 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     sd(per-text means)/√n_texts), ``median_kl, p99_kl, max_kl,
     top1_agreement, ppl_ref, ppl_quant, ppl_ratio`` (perplexity = exp(mean NLL)), and,
     when ``df.attrs["memory"]`` has them, ``bytes_per_token, ratio_to_fp16`` and (when it
-    has the held figures) ``held_bytes_per_token`` and ``fixed_bytes``.
+    has the held figures) ``held_bytes_per_token`` and ``fixed_bytes``, and (kvstats
+    caches) ``uncoded_share``, the mean share of held tokens left in full precision
+    beyond the window.
 
     Examples
     --------
@@ -372,5 +381,7 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
             row["ratio_to_fp16"] = mem[0] / mem[1]
             if len(mem) > 3:
                 row["held_bytes_per_token"], row["fixed_bytes"] = mem[2], mem[3]
+            if len(mem) > 4:
+                row["uncoded_share"] = mem[4]
         rows.append(row)
     return pd.DataFrame(rows)

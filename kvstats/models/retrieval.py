@@ -410,8 +410,11 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
     pandas.DataFrame
         One row per prompt and configuration: ``trial, config, length, depth,
         realized_depth, prompt_tokens, passkey, answer, correct, agree_tokens, ref_tokens,
-        identical, bytes_per_token``. ``agree_tokens``: greedy tokens until the first
-        divergence from the float32 answer (``ref_tokens`` long).
+        identical, bytes_per_token, uncoded_share``. ``agree_tokens``: greedy tokens until
+        the first divergence from the float32 answer (``ref_tokens`` long);
+        ``uncoded_share``: ``memory_report``'s share of the cache's tokens held in full
+        precision beyond the window after the answer (1 for the float32 reference; near 1,
+        the configuration measured the unquantized model: klt below its block).
 
     Raises
     ------
@@ -478,7 +481,7 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
             kv = [(layer.keys.clone(), layer.values.clone()) for layer in ref_cache.layers]
             ref = _greedy(model, tokenizer, ref_cache, ids[-1], max_new_tokens, stop)
             del ref_cache
-            runs = [("fp32", ref, float("nan"))]
+            runs = [("fp32", ref, float("nan"), 1.0)]
             for scheme, bits, window, params in configs:
                 cache = QuantizedCache(scheme, bits, seed=seed + i, window=window, config=model.config,
                                        **params)
@@ -488,13 +491,15 @@ def run_retrieval(model, tokenizer, prompts: Sequence[PasskeyPrompt], configs: S
                 else:
                     model(input_ids=head, cache=cache, use_cache=True)
                 out = _greedy(model, tokenizer, cache, ids[-1], max_new_tokens, stop)
-                bpt = float(cache.memory_report().get("bytes_per_token", float("nan")))
-                runs.append((config_label((scheme, bits, window, params)), out, bpt))
-        for label, out, bpt in runs:
+                report = cache.memory_report()
+                runs.append((config_label((scheme, bits, window, params)), out,
+                             float(report["bytes_per_token"]), float(report["uncoded_share"])))
+        for label, out, bpt, uncoded in runs:
             answer = tokenizer.decode(out)
             rows.append(dict(base, config=label, answer=answer, correct=extract_answer(answer) == p.passkey,
                              agree_tokens=common_prefix(ref, out), ref_tokens=len(ref),
-                             identical=list(out) == list(ref), bytes_per_token=bpt))
+                             identical=list(out) == list(ref), bytes_per_token=bpt,
+                             uncoded_share=uncoded))
         if progress is not None:
             progress(i, len(prompts))
     return pd.DataFrame(rows)
@@ -506,7 +511,8 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     over the configurations), the loss bound, and greedy agreement, per configuration.
 
     Columns: ``config, n, correct, accuracy, acc_low, acc_high, ref_only, only, p_mcnemar,
-    p_holm, min_p, min_p_holm, verdict, loss_upper, agree_tokens, identical, bytes_per_token``.
+    p_holm, min_p, min_p_holm, verdict, loss_upper, agree_tokens, identical, bytes_per_token``
+    and, when ``df`` has it, ``uncoded_share`` (its mean over prompts).
     ``min_p`` is the smallest p-value McNemar's test could give with the row's discordant
     prompts (all of them one way) and ``min_p_holm`` its Holm-adjusted value, the other
     configurations' p-values as observed (:func:`kvstats.analysis.resolution.attainable_adjusted`).
@@ -547,6 +553,8 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
         row = dict(config=config, n=n, correct=k, accuracy=k / n, acc_low=float(lo), acc_high=float(hi),
                    agree_tokens=float(g.agree_tokens.mean()), identical=float(g.identical.mean()),
                    bytes_per_token=float(g.bytes_per_token.mean()))
+        if "uncoded_share" in g:   # frames written before it was recorded lack it
+            row["uncoded_share"] = float(g.uncoded_share.mean())
         # the reference's row has no test (NaN); every row has the columns, also a run of
         # the reference alone (was a KeyError on "p_mcnemar")
         row.update(ref_only=np.nan, only=np.nan, p_mcnemar=np.nan, min_p=np.nan, loss_upper=np.nan)
@@ -572,4 +580,4 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
         out[col] = out[col].fillna(0).astype(int)
     cols = ["config", "n", "correct", "accuracy", "acc_low", "acc_high", "ref_only", "only", "p_mcnemar",
             "p_holm", "min_p", "min_p_holm", "verdict", "loss_upper", "agree_tokens", "identical", "bytes_per_token"]
-    return out[cols]
+    return out[cols + [c for c in ("uncoded_share",) if c in out]]
