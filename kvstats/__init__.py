@@ -24,7 +24,7 @@ Examples
 >>> profile = kvstats.error_profile(trials, K_hat, V_hat)
 >>> summary = kvstats.summarize_profile(profile).set_index("metric")
 >>> int(summary.loc["snr_k", "n"]), round(float(summary.loc["snr_k", "mean"]), 1)
-(20, 20.7)
+(20, 20.8)
 """
 
 from __future__ import annotations
