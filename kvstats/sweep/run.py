@@ -163,30 +163,34 @@ def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
     from kvstats.data.synthetic import sample
     from kvstats.quant.schemes import make_scheme
 
-    seen_cases, seen_schemes = set(), set()
+    seen_cases, built = set(), {}
     for cell, _ in cells:
         case = (cell.case_key(),)
         if cell.distribution != REAL and case not in seen_cases:
             seen_cases.add(case)
             where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
                      f"at d={cell.dim}, N={cell.n_keys}")
-            # a user sampler is drawn twice (one extra tiny draw): it must draw from its rng
+            # a user sampler is drawn twice, two trials each: it must draw from its rng, each trial anew
+            user = cell.distribution in _USER
             draws = [_entry(where, lambda: sample(
-                cell.distribution, 1, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
+                cell.distribution, 1 + user, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
                 dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1), **cell.params))
-                for _ in range(2 if cell.distribution in _USER else 1)]
+                for _ in range(1 + user)]
             if not all(np.array_equal(getattr(draws[0], x), getattr(d, x), equal_nan=True)
                        for d in draws[1:] for x in "KVq"):
                 raise ValueError(f"{where}: the same seed gives other keys (two draws with seed 0 "
                                  "differ): its sampler must draw from the rng it is given, not "
                                  "np.random or a generator of its own")
+            if user and np.array_equal(draws[0].K[0], draws[0].K[1], equal_nan=True):
+                raise ValueError(f"{where}: trials 0 and 1 of one draw have the same keys: its sampler "
+                                 "must draw each of its n_trials anew, not repeat or broadcast one "
+                                 "draw (the trial is the tests' independent unit)")
         spec = cell.scheme
         key = (spec.display(), cell.budget, cell.dim)
-        if key not in seen_schemes:
-            seen_schemes.add(key)
-            _entry(f"scheme {cell.scheme_at()}, d={cell.dim}", lambda: make_scheme(
+        if key not in built:
+            built[key] = _entry(f"scheme {cell.scheme_at()}, d={cell.dim}", lambda: make_scheme(
                 spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params))
-    _check_user_schemes(config, cells)
+    _check_user_schemes(config, cells, built)
 
 
 def _entry(where: str, make: Any) -> Any:
@@ -201,12 +205,13 @@ def _entry(where: str, make: Any) -> Any:
         raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
 
 
-def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
+def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], built: dict) -> None:
     """Refuse a user scheme (built-ins: the test suite holds them) whose stored bits are
     not what it declares (the sweep records them), by the contract's clauses
     (:mod:`kvstats.quant.contract_bits`: its smallest d, every N and budget of its range;
     the codes' bytes at their one small size; its code failing there, outside the grid, is
-    left to the sweep), or whose same seed gives other codes (two builds, one tiny draw)."""
+    left to the sweep), or whose same seed gives other codes (``built``'s seed-0 build of
+    each (scheme, budget, d) and one more, on one tiny draw)."""
     from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
     from kvstats.quant.contract_harness import SchemeContractError
     from kvstats.quant.registry import BUILTIN, scheme_def
@@ -231,14 +236,15 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]]) -> N
         for cell in {(c.budget, c.dim): c for c in sorted(group, key=lambda c: -c.n_keys)}.values():
             K, V = np.random.default_rng(0).standard_normal((2, 1, cell.n_keys, cell.dim)).astype(config.dtype)
             try:   # each (budget, d) at its smallest N; a failure of its code is the sweep's to name
-                coded = [make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
-                         .roundtrip(K, V) for _ in range(2)]
+                again = make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
+                coded = [s.roundtrip(K, V) for s in (built[(spec.display(), cell.budget, cell.dim)], again)]
             except Exception:   # noqa: BLE001, S112
                 continue
             if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*coded)):
-                raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other codes (two builds with seed 0 code "
-                                 "one draw differently): draw its randomness from the key_rng/value_rng "
-                                 "its build gets, not np.random or a generator of its own")
+                raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other "
+                                 "codes (two builds with seed 0 code one draw differently): draw its "
+                                 "randomness from the key_rng/value_rng its build gets, not np.random "
+                                 "or a generator of its own")
 
 
 def _unguarded_main() -> str | None:

@@ -109,3 +109,20 @@ def test_a_sampler_not_drawing_from_its_rng_is_refused_naming_the_distribution()
                                          r"seed gives other keys"):
         check_grid(_grid("KQV", "d-global"))
     assert len(check_grid(_grid("KQV", "d-own"))) == 1
+
+
+def _broadcast_sampler(n_trials, n_keys, dim, rng, params):
+    return np.broadcast_to(rng.standard_normal((1, n_keys, dim)), (n_trials, n_keys, dim))
+
+
+def _repeat_sampler(n_trials, n_keys, dim, rng, params):
+    return np.repeat(rng.standard_normal((1, n_keys, dim)), n_trials, axis=0)
+
+
+@pytest.mark.parametrize("sampler", [_broadcast_sampler, _repeat_sampler])
+def test_a_sampler_giving_every_trial_one_draw_is_refused(sampler):
+    # the trial is the tests' unit: n copies of one draw made every sign test "significant"
+    kvstats.register_distribution("d-one", sampler, {}, summary="one draw")
+    with pytest.raises(ValueError, match=r"distribution 'd-one' params - at d=64, N=128: trials 0 and 1 "
+                                         r"of one draw have the same keys"):
+        check_grid(_grid("KQV", "d-one"))
