@@ -15,14 +15,12 @@ spawned from the seed, and every stream is consumed in trial order. Consequently
 ``t`` is the same whatever ``n_trials`` is: ``sample(..., n_trials=10, seed=s)`` is the
 first ten trials of ``sample(..., n_trials=1000, seed=s)`` (same other arguments).
 
-Generator versions (``generator=``; stored results name theirs, so they stay
-reproducible). ``1`` (the default): every quantity is drawn in float64 and float32
-output is the float64 sample rounded. ``2``: the keys and values are drawn in the
-output dtype (float32 natively): ``standard_normal(dtype=...)`` for every Gaussian
-component. Same laws, other numbers (for float64 output the same numbers: only the
-float32 draws change). Student-t coordinates, queries, low-rank bases
-and channel choices are drawn as in version 1 (numpy has no float32 t, and its float32
-gamma rounds small values to 0, which would cut the t's tail).
+Generator versions (``generator=``; stored results name theirs, so they stay reproducible).
+``1`` (the default) draws every quantity in float64 (float32 output is the float64 sample
+rounded); ``2`` draws the Gaussian components of keys and values in the output dtype
+(``standard_normal(dtype=...)``): same laws, other float32 numbers, the same float64 ones.
+Student-t coordinates, queries, low-rank bases and channel choices are drawn as in version 1
+(numpy has no float32 t, and its float32 gamma rounds small values to 0: it would cut the tail).
 
 Distributions of your own: :func:`kvstats.data.register.register_distribution` adds a
 key sampler ``sampler(n_trials, n_keys, dim, rng, params) -> K`` under a name;
@@ -32,6 +30,7 @@ stays the built-in names).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,8 +48,8 @@ __all__ = ["DISTRIBUTIONS", "GENERATORS", "VALUE_DISTRIBUTIONS", "LOW_RANK_ENERG
 
 # Random streams per component (keys and values each get their own block).
 _N_STREAMS = 4
-# Bound on the float64 elements generated at once (32 MiB): the output is filled in
-# chunks of trials so that 1000 x 1024 x 128 float32 samples need no float64 copy.
+# Bound on the float64 elements of one array generated at once (32 MiB): the output is
+# filled in chunks of trials so that 1000 x 1024 x 128 float32 samples need no float64 copy.
 _CHUNK_ELEMENTS = 1 << 22
 
 _DEFAULTS: dict[str, dict[str, Any]] = {
@@ -258,26 +257,59 @@ _GENERATORS: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+def _chunk_trials(distribution: str, N: int, d: int, p: dict) -> int:
+    """Trials per chunk: ``_CHUNK_ELEMENTS`` over a trial's largest array (low_rank: (d, rank))."""
+    return max(1, _CHUNK_ELEMENTS // (d * max(N, p["rank"] if distribution == "low_rank" else N)))
+
+
+def _check_normal(distribution: str, p: dict, d: int, dt: np.dtype, what: str) -> None:
+    """Refuse parameters that put a component's typical |x| below ``dt``'s smallest normal
+    (all-zero or subnormal draws: chance puts a few there, these put all)."""
+    s, name = p["scale"], (lambda k: f"value_params[{k!r}]") if what == "value_params" else str
+    parts = {"scale": s}     # heavy_tailed: the t's scale parameter is 1; focused: its background
+    if distribution == "low_rank":   # a signal coordinate's SD is √(v·rank/d), v as documented
+        parts = {"scale rank energy": s * math.sqrt(1.0 if p["energy"] == "total" else p["rank"] / d),
+                 "scale noise": s * p["noise"] if p["noise"] > 0 else np.inf}
+    elif distribution == "outlier_channels":
+        parts["scale magnitude offset"] = s * p["magnitude"] * math.hypot(1.0, p["offset"])
+    for names, typical in parts.items():     # Python floats: no overflow warning, no cast
+        if typical < float(np.finfo(dt).tiny):
+            given = ", ".join(f"{name(k)}={p[k]!r}" for k in names.split())
+            fix = ("them" if " " in names else "it") + (", or draw float64" if dt == np.float32 else "")
+            raise ValueError(f"{what} of {distribution!r} must give normal {dt} draws (typical "
+                             f"|x| >= {np.finfo(dt).tiny:.3g}, the smallest normal); received "
+                             f"{given}, typical |x| {typical:.3g}: all zero or subnormal (raise {fix})")
+
+
 def _fill(out: np.ndarray, distribution: str, gens: list[np.random.Generator], p: dict,
           q: np.ndarray | None, generator: int, what: str) -> None:
     T, N, d = out.shape
-    chunk = max(1, _CHUNK_ELEMENTS // (N * d))
+    chunk = _chunk_trials(distribution, N, d, p)
+    if distribution not in _USER:                # the user's sampler checks its own parameters
+        _check_normal(distribution, p, d, out.dtype, what)
     fn = _GENERATORS[distribution] if distribution in _GENERATORS else _USER[distribution]._fill
     dt = out.dtype if generator == 2 else np.dtype(np.float64)
+    f64 = ", or draw float64" if out.dtype == np.float32 else ""
     for a in range(0, T, chunk):                 # chunks of trials, not vectors
         b = min(T, a + chunk)
         try:
             # parameters that scale a draw beyond the float range: refused below, naming them
             with np.errstate(over="ignore", invalid="ignore"):
-                out[a:b] = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt)
+                out[a:b] = x = fn(gens, b - a, N, d, p, None if q is None else q[a:b], dt)
             finite = bool(np.isfinite(out[a:b]).all())
         except OverflowError:                    # a Python float (e.g. scale**2) overflowed
+            if distribution in _USER:            # the sampler's own error: not relabelled
+                raise
             finite = False
+        if not finite and distribution in _USER:   # no scale of ours to lower: its values
+            raise ValueError(f"distribution {distribution!r}: its sampler returned values beyond "
+                             f"the {out.dtype} range (max |x| = {float(np.max(np.abs(x))):.3g}, "
+                             f"largest {out.dtype} {np.finfo(out.dtype).max:.3g}"
+                             + ("): draw float64" if out.dtype == np.float32 else ")"))
         if not finite:
-            raise ValueError(f"{what} of {distribution!r} must give finite {out.dtype} draws; "
-                             f"received parameters {p} that take them beyond the {out.dtype} "
-                             "range (lower scale, magnitude, offset or noise"
-                             + (", or draw float64)" if out.dtype == np.float32 else ")"))
+            raise ValueError(f"{what} of {distribution!r} must give finite {out.dtype} draws; received "
+                             f"parameters {p} that take them beyond the {out.dtype} range (lower "
+                             f"scale, magnitude, offset or noise{f64})")
 
 
 def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 0,
@@ -419,17 +451,9 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
     V = np.empty((T, N, d), dtype=dt)
     _fill(K, distribution, k_gens, kp, q64, generator, "parameter(s)")
     _fill(V, vdist, v_gens, vp, None, generator, "value_params")
-    meta = {
-        "source": "synthetic",
-        "distribution": distribution,
-        "params": kp,
-        "value_distribution": vdist,
-        "value_params": vp,
-        "n_queries": n_q,
-        "seed": seed_record,
-        "dtype": dt.name,
-        "generator": generator,
-    }
+    meta = {"source": "synthetic", "distribution": distribution, "params": kp,
+            "value_distribution": vdist, "value_params": vp, "n_queries": n_q,
+            "seed": seed_record, "dtype": dt.name, "generator": generator}
     return Trials(K, V, q64.astype(dt), meta)
 
 
