@@ -109,15 +109,18 @@ def peak_bandwidth(device_kind: str) -> float | None:
     return PEAK_BANDWIDTH[max(hits, key=len)] if hits else None
 
 
-def _gqa_pallas(q: jax.Array, K: jax.Array, V: jax.Array) -> jax.Array:
-    # JAX's own Pallas flash-decoding kernel (split-K, Triton backend): (B, 1, Hq, d) layout
+def _gqa_pallas(q: jax.Array, K: jax.Array, V: jax.Array, interpret: bool = False) -> jax.Array:
+    # JAX's Pallas flash-decoding kernel (split-K, Triton) on q (H, G, d), K, V (H, N, d): ``mqa``, a
+    # KV head per batch entry. Its ``gqa`` swaps (B, N, H, d) K, V to head-major in the timed step
+    # (two transposes of the cache; referee RR, F1). block_k, k_splits: gqa's defaults, as before.
     from jax.experimental.pallas.ops.gpu import decode_attention as pallas_decode
-    return pallas_decode.gqa(q[:, 0], K, V)[:, None]
+    return pallas_decode.mqa(q, K, V, block_k=128, k_splits=16, interpret=interpret)
 
 
-# The dense bf16 decode steps timed as baselines, ``fn(q, K, V)`` on (B, T, heads, d) arrays:
-# XLA's generic path (``implementation=None``: two matmuls, f32 logits in between), cuDNN's
-# fused attention, and JAX's Pallas flash-decoding GQA kernel. Each is tried; one that fails
+# The dense bf16 decode steps timed as baselines, ``fn(q, K, V)``, each on inputs in its own layout
+# made outside the timed step: XLA's generic path (``implementation=None``: two matmuls, f32 logits
+# in between) and cuDNN's fused attention on (B, T, heads, d) arrays, JAX's Pallas flash-decoding
+# kernel on head-major ones (those in :data:`_HEAD_MAJOR_BASELINES`). Each is tried; one that fails
 # to compile, run or agree is recorded as "unavailable: <reason>" (cuDNN needs a GPU with
 # cuDNN; the Pallas kernel, Triton, which jax >= 0.11 deprecates). The fastest is the baseline.
 DENSE_BASELINES: dict[str, Callable] = {
@@ -125,6 +128,8 @@ DENSE_BASELINES: dict[str, Callable] = {
     "cudnn": lambda q, K, V: jax.nn.dot_product_attention(q, K, V, implementation="cudnn"),
     "pallas_gqa": _gqa_pallas,
 }
+# called on q (H, G, d), K, V (H, N, d) (the cache's layout); the others on (1, 1, HG, d), (1, N, H, d)
+_HEAD_MAJOR_BASELINES = frozenset({"pallas_gqa"})
 
 
 def rel_err(got: Any, want: Any) -> float:
@@ -235,7 +240,8 @@ def time_dense_baselines(q: jax.Array, K: jax.Array, V: jax.Array, *, reps: int,
 
     Returns ``{"baselines": {name: ms or "unavailable: <reason>"}, "fastest": name or None,
     "time": time_step's dict of the fastest, "xla_bytes": XLA's bytes accessed by the
-    "xla" step}``. Each baseline's first output and its timed outputs must be within
+    "xla" step, "bytes": {name: XLA's bytes accessed by its step, None where it did not
+    compile}}``. Each baseline's first output and its timed outputs must be within
     :data:`DENSE_RTOL` of :func:`~kvstats_gpu.decode.dense_decode_attention` (float32), else
     it is unavailable: a baseline that fails never aborts the bench.
 
@@ -246,13 +252,17 @@ def time_dense_baselines(q: jax.Array, K: jax.Array, V: jax.Array, *, reps: int,
     >>> out = time_dense_baselines(jnp.ones((2, 64), jnp.bfloat16), K, K, reps=1, burst=1, gpu=False)
     >>> out["fastest"], out["baselines"]["cudnn"].startswith("unavailable: ")  # on a CPU
     ('xla', True)
+    >>> out["bytes"]["xla"] >= 2 * K.nbytes, sorted(out["bytes"]) == sorted(DENSE_BASELINES)
+    (True, True)
     """
-    # (B, T, heads, d) layout prepared once, outside the timed step (B = 1, one query position)
-    Kd, Vd, qd = jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None], q[None, None]
-    nbytes = 2 * K.size * K.dtype.itemsize + q.size * q.dtype.itemsize
+    H, N, d, nbytes = *K.shape, 2 * K.size * K.dtype.itemsize + q.size * q.dtype.itemsize
     want = np.asarray(dense_decode_attention(q, K, V))
-    sets = input_copies((qd, Kd, Vd), nbytes, gpu)
-    out: dict[str, Any] = {"baselines": {}, "fastest": None, "time": None, "xla_bytes": None}
+    # a layout's inputs made outside the timed steps (B = 1, one query position), when first asked for
+    layouts = {True: lambda: (q.reshape(H, -1, d), K, V),
+               False: lambda: (q[None, None], jnp.swapaxes(K, 0, 1)[None], jnp.swapaxes(V, 0, 1)[None])}
+    sets, sets_head_major = [], None
+    out: dict[str, Any] = {"baselines": {}, "fastest": None, "time": None, "xla_bytes": None,
+                           "bytes": dict.fromkeys(DENSE_BASELINES)}
 
     def check(outs: list) -> None:
         err = max(rel_err(np.asarray(o, np.float32).reshape(want.shape), want) for o in outs)
@@ -260,8 +270,10 @@ def time_dense_baselines(q: jax.Array, K: jax.Array, V: jax.Array, *, reps: int,
             raise ValueError(f"output differs from the float32 dense reference by {err:.3g} > {DENSE_RTOL:g}")
 
     for name, fn in DENSE_BASELINES.items():
+        if (head_major := name in _HEAD_MAJOR_BASELINES) is not sets_head_major:
+            sets, sets_head_major = input_copies(layouts[head_major](), nbytes, gpu), head_major
         try:
-            step, xla_bytes = _compile_step(fn, sets[0])
+            step, out["bytes"][name] = _compile_step(fn, sets[0])
             check([step(*sets[0])])
             t = time_step(step, sets, reps=reps, burst=burst, check=check)
         except Exception as exc:  # any failure leaves this baseline out, never the bench
@@ -269,7 +281,7 @@ def time_dense_baselines(q: jax.Array, K: jax.Array, V: jax.Array, *, reps: int,
             continue
         out["baselines"][name] = 1e3 * t["step"]
         if name == "xla":
-            out["xla_bytes"] = xla_bytes
+            out["xla_bytes"] = out["bytes"][name]
         if out["time"] is None or t["step"] < out["time"]["step"]:
             out["fastest"], out["time"] = name, t
     return out
@@ -324,7 +336,8 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
     bandwidth; on a GPU with a known peak), so a dense path slower than its floor does not
     flatter the ratio. ``dense_xla_bytes`` and ``quant_xla_bytes`` are XLA's count of the
     bytes each compiled step accesses (:func:`_compile_step`): a dense count far above
-    ``dense_bytes`` says XLA's dense path copies or re-reads K and V.
+    ``dense_bytes`` says XLA's dense path copies or re-reads K and V (``dense_baselines_bytes``:
+    every dense baseline's count, so one that copies K, V around its kernel shows too).
     ``impls``: Pallas backends to time on a GPU (``"pallas"``, ``"mosaic"``, ``"triton"``);
     off a GPU one row per scheme of the jnp reference path. ``on_row(row)`` is called as
     each row is measured (the command line prints and saves it at once, so a run cut short
@@ -378,7 +391,7 @@ def run(tokens: list[int], schemes: list[tuple[str, int | None]], n_kv_heads: in
                    "kv_heads": n_kv_heads, "q_heads": n_kv_heads * group, "dim": dim,
                    "scheme": name if bits is None else f"{name}@{bits}", "path": impl if gpu else "jnp reference (CPU)",
                    "quant_ms": 1e3 * t_q, "dense_bf16_ms": d_ms, "dense_baseline": dense["fastest"],
-                   "dense_baselines_ms": dense["baselines"],
+                   "dense_baselines_ms": dense["baselines"], "dense_baselines_bytes": dense["bytes"],
                    "speedup_vs_dense": None if d_ms is None else d_ms / (1e3 * t_q),
                    "speedup_vs_xla_dense": t_xla / (1e3 * t_q) if isinstance(t_xla, float) else None,
                    "speedup_vs_dense_floor": None if peak is None else dense_bytes / peak / t_q,
@@ -562,9 +575,10 @@ def main(argv: list[str] | None = None) -> int:
                  f"; ||out - reference|| / ||reference|| {row['rel_err_vs_reference']:.2e}"
                  + ("" if row["agrees_with_reference"] else f" MISMATCH (> {AGREE_RTOL:g})")), flush=True)
         if first:  # once per length, after its first row
-            print(f"measured dense baselines at {row['tokens']} tokens: " + "; ".join(
-                f"{k} {v:.4g} ms" if isinstance(v, float) else f"{k} {v[:160]}"
-                for k, v in row["dense_baselines_ms"].items()) + f"; fastest: {row['dense_baseline']}", flush=True)
+            print(f"measured dense baselines at {row['tokens']} tokens (XLA's bytes accessed; floor "
+                  f"{_mb(row['dense_bytes'])}): " + "; ".join(f"{k} {_mb(row['dense_baselines_bytes'][k])} " + (
+                      f"{v:.4g} ms" if isinstance(v, float) else v[:160]) for k, v in row["dense_baselines_ms"].items())
+                  + f"; fastest: {row['dense_baseline']}", flush=True)
         if row["agrees_with_reference"] is False:
             failed[f"{row['path']}@{row['tokens']}"] = (f"output differs from the jnp reference by "
                                                         f"{row['rel_err_vs_reference']:.3g} (relative) > "
