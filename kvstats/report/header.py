@@ -76,6 +76,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
     host = man.get("host") or {}
     # the fewest units of a mean (the all-0 fraction's exact interval is shown at it)
     fewest = int(summary["n_trials"].min()) if "n_trials" in summary and len(summary) else None
+    # only a TOST row can back "equal within δ": without one the header must not imply it can
+    has_tost = bool("test" in comp and (comp["test"] == "equivalence").any())
     return [
         f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
         + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
@@ -116,9 +118,13 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         "the schemes; except where it adds " + ("\"none of the n pairs differs\"" if paired else
                                                  "\"all … pooled points are identical\"")
         + ": there the two schemes' values were equal on every unit observed"
-        + "). Neither is a claim that two schemes are equal: that is what the "
-        "equivalence tests (declared margins) are for.",
-        *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]))]
+        + "). Neither is a claim that two schemes are equal: "
+        + ("that is what the equivalence tests (declared margins) are for." if has_tost else
+           "no equivalence margins were declared, so nothing in this report supports \"≈\" "
+           "(a TOST needs a margin per metric, declared before the results: [report] "
+           "equivalence)."),
+        *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]),
+                            equivalence=has_tost)]
           if comp.attrs.get("n_tests") else []),
         *([_energy_skipped_text(comp)] if comp.attrs.get("energy_skipped") else []),
         R_CONVENTION_PAIRED if paired else R_CONVENTION,
@@ -190,14 +196,19 @@ def _error_rate_condition(correction: str) -> tuple[str, str]:
         if correction == "fdr_bh" else "under any dependence")
 
 
-def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
+def _error_rate_text(correction: str, alpha: float, n_tests: int, *,
+                     equivalence: bool = True) -> str:
     """What a significant row is worth: the error rate the family's correction bounds, and
     under which dependence of the tests (:data:`_FWER_CONDITIONS`; BH's PRDS).
+    ``equivalence``: whether the family holds TOST rows (False: "equivalent within δ" is
+    left out of the significant rows, as no such row can occur).
 
     Examples
     --------
     >>> _error_rate_text("holm", 0.05, 600)[:60]
     'Error rate: with holm over the family of 600 p-values, the p'
+    >>> "equivalent within δ" in _error_rate_text("holm", 0.05, 600, equivalence=False)
+    False
     >>> "false discovery rate" in _error_rate_text("fdr_bh", 0.05, 600)
     True
     >>> "positive orthant dependence" in _error_rate_text("sidak", 0.05, 600)
@@ -207,7 +218,8 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int) -> str:
     rate, dep = _error_rate_condition(correction)
     if correction in _FAMILY_WISE:
         return (head + f"the probability that any significant row (a winner, \"different\", "
-                f"\"distributions differ\", \"equivalent within δ\") rejects a true null is at "
+                "\"distributions differ\"" + (", \"equivalent within δ\"" if equivalence else "")
+                + f") rejects a true null is at "
                 f"most {alpha:g} ({rate}, {dep}; a winner's direction is read "
                 "from the sign of its effect: that a wrong direction is bounded by it too is "
                 "proved for bonferroni under any dependence, for holm with independent tests "

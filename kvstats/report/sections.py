@@ -22,10 +22,10 @@ import pandas as pd
 from kvstats.analysis import CASE_COLUMNS
 from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.verdicts import DIFFERENT
-from kvstats.analysis.crossover import (_crossover_counts, _winners_by_budget, _winners_text,
-                                       agreed_rows, crossover_sentences)
+from kvstats.analysis.crossover import agreed_rows
 from kvstats.analysis.frame import label_digits
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
+from kvstats.report.crossover_text import _crossover_section, crossover_summary_line
 from kvstats.report.document import Document
 from kvstats.report.header import _error_rate_condition, _set_after_sweep, header_lines
 from kvstats.report.notation import _case_key, _case_title, _num, _p, _pct
@@ -208,52 +208,6 @@ def _sharpness_texts(frame: pd.DataFrame) -> dict[tuple, str]:
     return out
 
 
-def _crossover_section(doc: Document, comp: pd.DataFrame, cross: pd.DataFrame, summary: pd.DataFrame,
-                       no_pair: str, digits: int | None = None) -> None:
-    """The crossovers (each with the bits its two schemes store), what the budgets whose
-    test could not have rejected leave unseen, and the KL winners by budget ("n = 2: KQV;
-    n = 3: not resolvable at …": a semicolon between budgets, since a "not resolvable"
-    verdict holds commas)."""
-    doc.h(2, "Crossovers of the winner across budgets")
-    if comp.empty:
-        doc.p(no_pair)
-        return
-    if cross.empty:
-        doc.p("No metric was tested at two or more budgets.")
-        return
-    keys = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric"]
-    winners = _winners_by_budget(comp)
-    found, rest, some, every = _crossover_counts(comp, cross)
-    if found.empty and every == len(rest):
-        doc.p("**No crossover can be seen**: for no case, pair and metric could a budget's test "
-              "have rejected (every one \"not resolvable\"), so a crossover, had there been one, "
-              "could not have been seen.")
-    elif found.empty:
-        doc.p("**No crossover**: for every case, pair and metric, no two budgets have opposite "
-              "significant winners.")
-    else:
-        doc.p(f"**{len(found)} crossover(s)** (the winner of a metric changes with the budget):")
-        doc.ul(crossover_sentences(found, summary))
-    if some and not (found.empty and every == len(rest)):
-        doc.p(f"Of the {len(rest)} (case, pair, metric)s without a crossover, {some} have a budget "
-              "whose test could not have rejected (\"not resolvable\"), where a win, and so a "
-              "crossover, could not have been seen"
-              + (f"; at {every} of them no budget's test could" if every else "")
-              + ": the absence of a crossover there is a limit of the design, not a finding "
-              "(tables/crossovers.csv names the budgets).")
-    kl = cross[(cross["metric"] == "kl") & ~cross["crossover"]]
-    if not kl.empty:
-        lists = [winners.get(tuple(getattr(r, k) for k in keys), []) for r in kl.itertuples(index=False)]
-        # as tables/crossovers.csv: "can be seen" only where some budget's test could reject
-        # or no unit tells the two schemes apart (agreed_rows: equal, a finding)
-        equal = _winners_by_budget(comp[agreed_rows(comp)])
-        blind = all(w.startswith(NOT_RESOLVABLE) and (b, w) not in equal.get(tuple(getattr(r, k) for k in keys), [])
-                    for r, won in zip(kl.itertuples(index=False), lists) for b, w in won)
-        doc.p(f"Attention KL, winners by budget ({'none could be seen' if blind else 'no crossover seen'}):")
-        doc.ul([f"{_case_title(r._asdict(), digits)}, {r.scheme_a} vs {r.scheme_b}: " + _winners_text(won)
-                for r, won in zip(kl.itertuples(index=False), lists)])
-
-
 def _not_resolvable_count(count: int, agreed: int, paired: bool = True, test: str = "sign") -> str:
     """The summary's count of "not resolvable" rows, those where no unit tells the schemes
     apart (``agreed``, :func:`kvstats.analysis.crossover.agreed_rows`: no pair differs, or
@@ -345,24 +299,7 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                               for v, c in counts.items())
         lines.append(text + ".")
     if not comp.empty:
-        found, rest, some, every = _crossover_counts(comp, cross)
-        blind = (f"; {some} of {'them' if found.empty else f'the {len(rest)} without one'} "
-                 f"{'has' if some == 1 else 'have'} a budget whose test could not have rejected "
-                 "(\"not resolvable\"), where a crossover could not have been seen: there its "
-                 "absence is a limit of the design, not a finding" if some else "")
-        if cross.empty:
-            lines.append("Crossovers: none can be read, no metric being tested at two or more budgets.")
-        elif found.empty and every == len(rest):
-            lines.append("Crossovers: none can be seen, since no budget's test could have "
-                         "rejected (every one \"not resolvable\").")
-        elif found.empty:
-            lines.append(f"Crossovers: none in the {len(rest)} (case, pair, metric)s tested at two "
-                         f"or more budgets (no two budgets with opposite significant winners){blind}.")
-        else:
-            lines.append(f"Crossovers: {len(found)} of the {len(cross)} (case, pair, metric)s tested "
-                         "at two or more budgets (the winner changes with the budget), listed "
-                         "with their bits under "
-                         f"\"Crossovers of the winner across budgets\"{blind}.")
+        lines.append(crossover_summary_line(comp, cross))
     # no mark at all where no mean is marked (the report has no ‡ then, and no footnote)
     lines.append(f"Heavy tails and few nonzero values ({HEAVY_MARK}: the mean's bootstrap interval "
                  f"is not reliable): {_heavy_summary(summary, theory)}" if heavy else

@@ -143,7 +143,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
     rows = []
     key = ["scheme_a", "scheme_b", "metric"]
     paired = bool((comp["test"] == LOCATION_TESTS["trial"]).any())
-    stat, p_col = ("n(a > b)", "p adj (sign)") if paired else (U_HEADER, "p adj (MW)")
+    stat, p_col = (SIGN_N_HEADER, "p adj (sign)") if paired else (U_HEADER, "p adj (MW)")
     effect_col = DOMINANCE_HEADER if paired else R_HEADER
     mw = comp[comp["test"] == LOCATION_TESTS["trial" if paired else "none"]]
     ks = comp[comp["test"] == "ks"].set_index(key)
@@ -152,7 +152,8 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
         row = {"pair": _pair_label(r), "metric": r.metric,
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
                effect_col: _effect_cell(r),
-               stat: f"{r.statistic:.7g}", p_col: _p(r.pvalue_adjusted, alpha)}
+               stat: _sign_n_cell(r) if paired else f"{r.statistic:.7g}",
+               p_col: _p(r.pvalue_adjusted, alpha)}
         k = (r.scheme_a, r.scheme_b, r.metric)
         if k in ks.index:
             row["KS D"] = _num(ks.loc[k, "statistic"], 3)
@@ -188,6 +189,24 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                      "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": r.verdict,
                      **({"equivalence": ""} if not eq.empty else {})})
     return pd.DataFrame(rows)
+
+
+#: Column header of the sign test's statistic: n(a > b) of the k pairs that differ, the n the
+#: test has (a pair with equal values tells neither way), beside the unadjusted dominance.
+SIGN_N_HEADER = "n(a > b) of k (pairs that differ)"
+
+
+def _sign_n_cell(r: Any) -> str:
+    """A sign row's n(a > b) "of" its informative pairs, k = n(a > b) + n(a < b).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> _sign_n_cell(SimpleNamespace(statistic=1.0, n_informative=15))
+    '1 of 15'
+    """
+    k = getattr(r, "n_informative", math.nan)
+    return f"{r.statistic:.7g}" + ("" if k is None or math.isnan(k) else f" of {k:.7g}")
 
 
 def _effect_cell(r: Any) -> str:

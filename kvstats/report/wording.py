@@ -50,8 +50,11 @@ HEAVY_NOTE = (f"{HEAVY_MARK} heavy tail (the one-sided 95% upper confidence boun
               "values). The mark also flags a mean of a "
               "nonnegative metric carried by fewer than 10 nonzero values, the rest 0 (a "
               "proportion in any unit, two or more equal nonzero values, excepted; a fraction's "
-              "1 − x is screened too), too few for the tail screen: such bootstrap intervals "
-              "covered about 0.89 at nominal 0.95 (docs/statistics.md, \"Sparse means\").")
+              "1 − x is screened too), too few for the tail screen. By kind (docs/statistics.md, "
+              "\"Sparse means\", 95% BCa at n = 100): sparse continuous values (a few KLs, the "
+              "rest 0) covered about 0.89 at nominal 0.95; a proportion's lone success (one 1 "
+              "among 0s, e.g. one argmax shift) is marked though its interval overcovers (1.000), "
+              "its lower end reading 0 where a success was seen.")
 
 
 def heavy_note(opts: dict[str, Any] | None = None) -> str:
@@ -147,7 +150,7 @@ U_HEADER = "U of a: #(a > b) + ½ ties"
 #: The dominance cell of a pair whose units all have equal values (0/0: no dominance).
 UNDEFINED_EFFECT = "—"
 #: Column header of the paired design's effect (the sign test's dominance), in place of :data:`R_HEADER`.
-DOMINANCE_HEADER = "dominance [95% CI] (> 0: a larger)"
+DOMINANCE_HEADER = "dominance [95% CI, unadjusted] (> 0: a larger)"
 #: What the effect is under the paired design (the sign-test rows), in place of :data:`R_CONVENTION`.
 R_CONVENTION_PAIRED = (
     "The effect is the sign test's dominance of scheme a (the pair's first) over b on the same "

@@ -11,7 +11,7 @@ from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report import hypothesis_report
 from kvstats.report.options import PAIRINGS as OPTION_PAIRINGS, validate_report_options
 from kvstats.report.render import PAIRED_TEXT
-from kvstats.report.tables import _comparison_table
+from kvstats.report.tables import SIGN_N_HEADER, _comparison_table
 from kvstats.report.wording import (DOMINANCE_HEADER, PAIRED_DESIGN, R_CONVENTION, R_CONVENTION_PAIRED,
                                     R_HEADER, TIES_NOTE, UNPAIRED_DESIGN)
 
@@ -104,7 +104,7 @@ def test_paired_header_names_the_design_and_why_there_is_no_ks(reports):
     assert "\"different\": it does not but the sign test does" in md
     # the comparison table: the dominance, n(a > b) and the sign test's p, the energy rows there
     head = _header_line(md, "| pair |")
-    assert f"| {DOMINANCE_HEADER} | n(a > b) | p adj (sign) | winner |" in head
+    assert f"| {DOMINANCE_HEADER} | {SIGN_N_HEADER} | p adj (sign) | winner |" in head
     assert "U" not in head.split("|") and R_HEADER not in head
     energy = [line for line in md.splitlines() if "6D energy (standardised, paired)" in line]
     assert len(energy) == 2 and all("E = " in line and "p adj = " in line for line in energy)
@@ -185,5 +185,5 @@ def test_comparison_table_of_a_paired_table_without_energy():
     comp = compare_schemes(f, [("KQV", "QKQV")], metrics=["kl", "phi_k"], energy=False,
                            pairing="trial")
     table = _comparison_table(comp)
-    assert list(table.columns)[-4:] == [DOMINANCE_HEADER, "n(a > b)", "p adj (sign)", "winner"]
+    assert list(table.columns)[-4:] == [DOMINANCE_HEADER, SIGN_N_HEADER, "p adj (sign)", "winner"]
     assert table.metric.tolist() == ["kl", "phi_k"]
