@@ -44,8 +44,9 @@ class WorkerDiedError(RuntimeError):
     """A worker process of the default pool died abruptly (finished cells are kept)."""
 
 
-def _one_blas_thread() -> None:
-    """Worker initializer: one BLAS thread per worker process.
+def _one_blas_thread() -> Any:
+    """Worker initializer: one BLAS thread per worker process; also the serial path's
+    context manager (the limits it returns restore the earlier ones on exit).
 
     The pool already puts one process on every core; a multi-threaded BLAS inside each
     then oversubscribes the cores, and its spin-waiting threads make a small batched
@@ -55,7 +56,7 @@ def _one_blas_thread() -> None:
     """
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(limits=1, user_api="blas")
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 # In a worker of the default pool: where it reports each chunk's trials as they are coded

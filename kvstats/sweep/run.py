@@ -1,6 +1,6 @@
 """Running a sweep: check everything, resume finished cells, run tasks on an executor, collect.
 
-Before any compute the whole grid is checked (:func:`_preflight`: every distribution's
+Before any compute the whole grid is checked (:mod:`kvstats.sweep.preflight`: every distribution's
 parameters at every (d, N), every scheme at every budget and d, user code's bits and
 seeds), the output folder is refused if it holds files but no kvstats sweep, locked,
 cleared of another sweep's outputs and checked writable (:mod:`kvstats.sweep.store`). A
@@ -37,22 +37,22 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_int
 from kvstats.plugins import _check_unchanged, user_code, worker_payload
 from kvstats.quant.coder import NormOverflowError
-from kvstats.results import REAL, SweepResult, _digest, _user_stacklevel, config_fingerprint
+from kvstats.results import SweepResult, _digest, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _tasks, code_version
-from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _pool_worker,
-                                _portable, _recording, _say, _show_warnings, _user_task)
+from kvstats.sweep.preflight import preflight as _preflight
+from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _one_blas_thread,
+                                _pool_worker, _portable, _recording, _say, _show_warnings, _user_task)
 from kvstats.sweep.store import (_git_revision, _now, check_cell_slots, check_out_folder,
                                  check_writable, clear_outputs, config_settings, load_cell, lock_dir,
                                  make_manifest, previous_config, write_cell, write_result)
-from kvstats.sweep.work import _compute_task, _naming
+from kvstats.sweep.work import _compute_task
 
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
 
@@ -139,7 +139,7 @@ def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> l
     and every scheme at every budget and d, so that a bad parameter fails now with a
     message naming the entry, not after hours of other cells; a user scheme whose stored
     bits are not its declared ones, and user code whose same seed gives other keys or
-    codes, are refused too (:func:`_preflight`). :func:`run_sweep` calls it.
+    codes, are refused too (:func:`kvstats.sweep.preflight.preflight`). :func:`run_sweep` calls it.
 
     Examples
     --------
@@ -153,98 +153,6 @@ def check_grid(config: SweepConfig | Mapping[str, Any] | str | os.PathLike) -> l
     cells = [(c, config.cell_id(c)) for c in config.cells()]
     _preflight(config, cells)
     return cells
-
-
-def _preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
-    """Build every distribution at every (d, N) and every scheme at every budget and d
-    once, on one tiny draw; hold user code to what the sweep trusts it for
-    (:func:`_check_user_schemes`; a user distribution drawn twice must give the same keys)."""
-    from kvstats.data.register import _USER
-    from kvstats.data.synthetic import sample
-    from kvstats.quant.schemes import make_scheme
-
-    seen_cases, built = set(), {}
-    for cell, _ in cells:
-        case = (cell.case_key(),)
-        if cell.distribution != REAL and case not in seen_cases:
-            seen_cases.add(case)
-            where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
-                     f"at d={cell.dim}, N={cell.n_keys}")
-            # a user sampler is drawn twice, two trials each: it must draw from its rng, each trial anew
-            user = cell.distribution in _USER
-            draws = [_entry(where, lambda: sample(
-                cell.distribution, 1 + user, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
-                dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1), **cell.params))
-                for _ in range(1 + user)]
-            if not all(np.array_equal(getattr(draws[0], x), getattr(d, x), equal_nan=True)
-                       for d in draws[1:] for x in "KVq"):
-                raise ValueError(f"{where}: the same seed gives other keys (two draws with seed 0 "
-                                 "differ): its sampler must draw from the rng it is given, not "
-                                 "np.random or a generator of its own")
-            if user and np.array_equal(draws[0].K[0], draws[0].K[1], equal_nan=True):
-                raise ValueError(f"{where}: trials 0 and 1 of one draw have the same keys: its sampler "
-                                 "must draw each of its n_trials anew, not repeat or broadcast one "
-                                 "draw (the trial is the tests' independent unit)")
-        spec = cell.scheme
-        key = (spec.display(), cell.budget, cell.dim)
-        if key not in built:
-            built[key] = _entry(f"scheme {cell.scheme_at()}, d={cell.dim}", lambda: make_scheme(
-                spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params))
-    _check_user_schemes(config, cells, built)
-
-
-def _entry(where: str, make: Any) -> Any:
-    """``make()``; its failure names the grid's entry ``where`` (user code may raise anything);
-    out of memory, the sizes are the config's to change (a sweep holds one trial at least)."""
-    try:
-        return make()
-    except MemoryError as exc:
-        raise ValueError(f"{where}: one trial does not fit in memory ({exc}); lower dims, n_keys or "
-                         "n_queries") from None
-    except Exception as exc:
-        raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
-
-
-def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], built: dict) -> None:
-    """Refuse a user scheme (built-ins: the test suite holds them) whose stored bits are
-    not what it declares (the sweep records them), by the contract's clauses
-    (:mod:`kvstats.quant.contract_bits`: its smallest d, every N and budget of its range;
-    the codes' bytes at their one small size; its code failing there, outside the grid, is
-    left to the sweep), or whose same seed gives other codes (``built``'s seed-0 build of
-    each (scheme, budget, d) and one more, on one tiny draw)."""
-    from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
-    from kvstats.quant.contract_harness import SchemeContractError
-    from kvstats.quant.registry import BUILTIN, scheme_def
-    from kvstats.quant.schemes import make_scheme
-
-    specs: dict[str, list[Cell]] = {}
-    for cell in (c for c, _ in cells if scheme_def(c.scheme.name).name not in BUILTIN):
-        specs.setdefault(cell.scheme.display(), []).append(cell)
-    for group in specs.values():
-        spec, dim, sizes = group[0].scheme, min(c.dim for c in group), sorted({c.n_keys for c in group})
-        for clause in (lambda: check_expected_bits(spec.name, spec.params, dims=(dim,), n_tokens=sizes,
-                                                   nominal=False, odd_dims=()),
-                       lambda: check_stored_bytes(spec.name, spec.params, exact=False)):
-            try:
-                clause()
-            except SchemeContractError as exc:
-                raise SchemeContractError(f"{exc}; a sweep would record the declared bits for codes "
-                                          f"storing others (kvstats.check_scheme({spec.name!r}) runs "
-                                          "the whole contract)") from None
-            except Exception:   # noqa: BLE001, S110 - at a size the grid lacks (see above)
-                pass
-        for cell in {(c.budget, c.dim): c for c in sorted(group, key=lambda c: -c.n_keys)}.values():
-            K, V = np.random.default_rng(0).standard_normal((2, 1, cell.n_keys, cell.dim)).astype(config.dtype)
-            try:   # each (budget, d) at its smallest N; a failure of its code is the sweep's to name
-                again = make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
-                coded = [s.roundtrip(K, V) for s in (built[(spec.display(), cell.budget, cell.dim)], again)]
-            except Exception:   # noqa: BLE001, S112
-                continue
-            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*coded)):
-                raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other "
-                                 "codes (two builds with seed 0 code one draw differently): draw its "
-                                 "randomness from the key_rng/value_rng its build gets, not np.random "
-                                 "or a generator of its own")
 
 
 def _unguarded_main() -> str | None:
@@ -558,10 +466,11 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 collect(done)
                 bar.update(_n_rows(done))   # chunk by chunk: the bar moves within a task
 
-            for task in tasks:
-                with _recording() as caught:   # this thread's: run_sweep may run on one
-                    _compute_task(task, emit=chunk_done)
-                _show_warnings([_portable(w) for w in caught], seen_warnings)
+            with _one_blas_thread():   # as a pool's worker (its spin-waits: pool.py), restored after
+                for task in tasks:
+                    with _recording() as caught:   # this thread's: run_sweep may run on one
+                        _compute_task(task, emit=chunk_done)
+                    _show_warnings([_portable(w) for w in caught], seen_warnings)
         else:
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
             _gather(futures, collect, bar, progress_queue, tasks, seen_warnings)

@@ -1,0 +1,132 @@
+"""The sweep's check before any compute: every cell of the grid can run, and user code does
+what the sweep trusts it for.
+
+Every distribution is drawn at every (d, N) and every scheme built at every budget and d
+on one tiny draw, so a bad parameter fails at once with a message naming the grid's
+entry, not after hours of other cells. User code is held to more, as the sweep records
+what it claims: a scheme of one's own must store the bits it declares (the contract's
+clauses, :mod:`kvstats.quant.contract_bits`) and code alike under one seed; a
+distribution of one's own must give the same keys under one seed and other keys to each
+trial (the trial is the tests' independent unit). :func:`kvstats.sweep.check_grid` and
+:func:`kvstats.sweep.run_sweep` call :func:`preflight`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kvstats.results import REAL
+from kvstats.sweep.work import _naming
+
+if TYPE_CHECKING:
+    from kvstats.sweep.config import SweepConfig
+    from kvstats.sweep.plan import Cell
+
+__all__ = ["preflight"]
+
+
+def preflight(config: SweepConfig, cells: list[tuple[Cell, str]]) -> None:
+    """Build every distribution at every (d, N) and every scheme at every budget and d
+    once, on one tiny draw; hold user code to what the sweep trusts it for
+    (:func:`_check_user_schemes`; a user distribution drawn twice must give the same keys,
+    and two trials of one draw other keys). Raises the first failure, naming its entry.
+
+    Examples
+    --------
+    >>> from kvstats.sweep import SweepConfig
+    >>> from kvstats.sweep.preflight import preflight
+    >>> cfg = SweepConfig.from_dict({"schemes": ["KQV"], "budgets": [3], "dims": [16], "n_keys": [8],
+    ...                              "distributions": [{"name": "low_rank", "params": {"rank": 40}}]})
+    >>> preflight(cfg, [(c, cfg.cell_id(c)) for c in cfg.cells()])
+    Traceback (most recent call last):
+    ...
+    ValueError: distribution 'low_rank' params rank=40 at d=16, N=8: rank must be ...
+    """
+    from kvstats.data.register import _USER
+    from kvstats.data.synthetic import sample
+    from kvstats.quant.schemes import make_scheme
+
+    seen_cases, built = set(), {}
+    for cell, _ in cells:
+        case = (cell.case_key(),)
+        if cell.distribution != REAL and case not in seen_cases:
+            seen_cases.add(case)
+            where = (f"distribution {cell.distribution!r} params {cell.params_label()} "
+                     f"at d={cell.dim}, N={cell.n_keys}")
+            # a user sampler is drawn twice, two trials each: it must draw from its rng, each trial anew
+            user = cell.distribution in _USER
+            draws = [_entry(where, lambda: sample(
+                cell.distribution, 1 + user, cell.n_keys, cell.dim, seed=0, n_queries=config.n_queries,
+                dtype=np.dtype(config.dtype), generator=getattr(config, "generator", 1), **cell.params))
+                for _ in range(1 + user)]
+            if not all(np.array_equal(getattr(draws[0], x), getattr(d, x), equal_nan=True)
+                       for d in draws[1:] for x in "KVq"):
+                raise ValueError(f"{where}: the same seed gives other keys (two draws with seed 0 "
+                                 "differ): its sampler must draw from the rng it is given, not "
+                                 "np.random or a generator of its own")
+            if user and np.array_equal(draws[0].K[0], draws[0].K[1], equal_nan=True):
+                raise ValueError(f"{where}: trials 0 and 1 of one draw have the same keys: its sampler "
+                                 "must draw each of its n_trials anew, not repeat or broadcast one "
+                                 "draw (the trial is the tests' independent unit)")
+        spec = cell.scheme
+        key = (spec.display(), cell.budget, cell.dim)
+        if key not in built:
+            built[key] = _entry(f"scheme {cell.scheme_at()}, d={cell.dim}", lambda: make_scheme(
+                spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params))
+    _check_user_schemes(config, cells, built)
+
+
+def _entry(where: str, make: Any) -> Any:
+    """``make()``; its failure names the grid's entry ``where`` (user code may raise anything);
+    out of memory, the sizes are the config's to change (a sweep holds one trial at least)."""
+    try:
+        return make()
+    except MemoryError as exc:
+        raise ValueError(f"{where}: one trial does not fit in memory ({exc}); lower dims, n_keys or "
+                         "n_queries") from None
+    except Exception as exc:
+        raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
+
+
+def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], built: dict) -> None:
+    """Refuse a user scheme (built-ins: the test suite holds them) whose stored bits are
+    not what it declares (the sweep records them), by the contract's clauses
+    (:mod:`kvstats.quant.contract_bits`: its smallest d, every N and budget of its range;
+    the codes' bytes at their one small size; its code failing there, outside the grid, is
+    left to the sweep), or whose same seed gives other codes (``built``'s seed-0 build of
+    each (scheme, budget, d) and one more, on one tiny draw)."""
+    from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
+    from kvstats.quant.contract_harness import SchemeContractError
+    from kvstats.quant.registry import BUILTIN, scheme_def
+    from kvstats.quant.schemes import make_scheme
+
+    specs: dict[str, list[Cell]] = {}
+    for cell in (c for c, _ in cells if scheme_def(c.scheme.name).name not in BUILTIN):
+        specs.setdefault(cell.scheme.display(), []).append(cell)
+    for group in specs.values():
+        spec, dim, sizes = group[0].scheme, min(c.dim for c in group), sorted({c.n_keys for c in group})
+        for clause in (lambda: check_expected_bits(spec.name, spec.params, dims=(dim,), n_tokens=sizes,
+                                                   nominal=False, odd_dims=()),
+                       lambda: check_stored_bytes(spec.name, spec.params, exact=False)):
+            try:
+                clause()
+            except SchemeContractError as exc:
+                raise SchemeContractError(f"{exc}; a sweep would record the declared bits for codes "
+                                          f"storing others (kvstats.check_scheme({spec.name!r}) runs "
+                                          "the whole contract)") from None
+            except Exception:   # noqa: BLE001, S110 - at a size the grid lacks (see above)
+                pass
+        for cell in {(c.budget, c.dim): c for c in sorted(group, key=lambda c: -c.n_keys)}.values():
+            K, V = np.random.default_rng(0).standard_normal((2, 1, cell.n_keys, cell.dim)).astype(config.dtype)
+            try:   # each (budget, d) at its smallest N; a failure of its code is the sweep's to name
+                again = make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
+                coded = [s.roundtrip(K, V) for s in (built[(spec.display(), cell.budget, cell.dim)], again)]
+            except Exception:   # noqa: BLE001, S112
+                continue
+            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*coded)):
+                raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other "
+                                 "codes (two builds with seed 0 code one draw differently): draw its "
+                                 "randomness from the key_rng/value_rng its build gets, not np.random "
+                                 "or a generator of its own")
