@@ -84,7 +84,7 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
            if synthetic else "")
         + (", a real trial's queries: its KV head's query heads at the last position"
            if has_real else "")
-        + f", root seed {man.get('seed')}; "
+        + f", root seed {cfg.seed}; "   # the config's: checked by its fingerprint
         f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
         f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
         f"Host: {host.get('platform')}, {host.get('cpus')} CPUs"

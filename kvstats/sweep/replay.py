@@ -44,7 +44,7 @@ import pandas as pd
 from kvstats._checks import _describe, check_int, did_you_mean
 from kvstats.data.trials import PER_TRIAL_META, Trials
 from kvstats.quant.schemes import Scheme, make_scheme
-from kvstats.results import MANIFEST, REAL, SweepResult, read_table, results_file
+from kvstats.results import MANIFEST, REAL, SweepResult, load_result, results_file
 from kvstats.sweep.config import SweepConfig
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
 from kvstats.sweep.plan import Cell, _fmt_params, chunk_span, code_version, user_code_digest
@@ -269,7 +269,7 @@ class Replay:
                          else f"the folder {str(self.out)!r}, which holds no results table")
                 raise ValueError(f"source must be a sweep folder with results (or a SweepResult) to "
                                  f"read stored rows; received {where}")
-            frame = self._frame = read_table(table)
+            frame = self._frame = load_result(self.out).frame   # checked: an edited file is refused
         rows = frame[frame["cell_id"] == self.cell_id]
         missing = sorted(set(self.trials) - set(rows["trial"]))
         if missing:
