@@ -133,6 +133,8 @@ def few_nonzero(x: Float[np.ndarray, "n"], metric: str | None = None) -> bool:
     value is flagged whatever it is, 1.0 included: it cannot show that the positive values
     are all equal, and the Bernoulli(0.01) · Exp(1) samples with one nonzero value covered
     0.853 of 368 (a proportion's one success covers: the price of not telling them apart).
+    A fraction's sample of 0s and 1s (``metric`` a fraction) is not flagged: it is a
+    proportion, whose interval (:func:`mean_ci`) is the exact Clopper–Pearson one.
 
     ``metric``: the sample's metric name. ``"kl"`` is screened from its positive values (a
     KL is ≥ 0 up to rounding). A fraction (unit ``"fraction"`` in
@@ -156,10 +158,14 @@ def few_nonzero(x: Float[np.ndarray, "n"], metric: str | None = None) -> bool:
     >>> recall = 1.0 - np.r_[np.zeros(97), 0.2, 0.4, 0.2]      # 1 on most trials
     >>> few_nonzero(recall), few_nonzero(recall, "recall_at_5")
     (False, True)
+    >>> few_nonzero(np.r_[np.zeros(99), 1.0], "argmax_shift")    # a proportion: exact interval
+    False
     """
     x = np.asarray(x, np.float64).ravel()
     if metric == "kl":
         x = np.maximum(x, 0.0)
+    if _is_fraction(metric) and _zero_one(x) is not None:   # a proportion: its interval is exact
+        return False
     if _sparse(x):
         return True
     if not (_is_fraction(metric) and _in_unit_interval(x)):
@@ -187,6 +193,13 @@ def _constant(x: np.ndarray) -> bool:
     a bootstrap of such means is degenerate (BCa undefined) although they differ.
     """
     return bool(np.ptp(x) <= ROUNDING_RTOL * np.max(np.abs(x)))
+
+
+def _zero_one(x: np.ndarray) -> np.ndarray | None:
+    """Where a sample of 0s and 1s (up to rounding: a text mean of ones may read 1 ± 1e-16)
+    is 1, or None for a sample holding another value."""
+    ones = np.abs(x - 1.0) <= ROUNDING_RTOL
+    return ones if (ones | (np.abs(x) <= ROUNDING_RTOL)).all() else None
 
 
 def _in_unit_interval(x: np.ndarray) -> bool:
@@ -285,6 +298,10 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     interval [0, 1 − u] or [u, 1] of :func:`unit_interval_bound` instead of none: at
     p = 0.01, n = 100, 37% of Bernoulli samples are all 0 and their mean alone never
     covered p. Other constant samples still get none (no valid bound exists for them).
+    A sample of 0s and 1s (an argmax shift with one query per trial) is a proportion: it
+    gets the exact Clopper–Pearson interval of its count (its bootstrap interval had
+    read [0, 0.05] for one shift in 100 trials, a lower end the data rule out), which
+    :func:`few_nonzero` then does not flag.
 
     ``seed``: the resamples are drawn from ``seed`` and the sample's values, taken sorted,
     so that the same values, in any order, give the same interval whichever table asks
@@ -302,6 +319,8 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     >>> ones = np.r_[1.0, 1.0, 1.0000000000000002]          # text means of ones, rounded
     >>> [round(v, 4) for v in mean_ci(ones, 0.95, 99, 0, unit_interval=True)]
     [1.0, 0.2924, 1.0]
+    >>> [round(v, 5) for v in mean_ci(np.r_[np.zeros(99), 1.0], 0.95, 99, 0, unit_interval=True)]
+    [0.01, 0.00025, 0.05446]
     >>> x = np.random.default_rng(0).normal(size=30)
     >>> mean_ci(x, 0.95, 99, 0)[1:] == mean_ci(x[::-1], 0.95, 99, 0)[1:]   # the order is not data
     True
@@ -320,11 +339,18 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
                              f"[{float(x.min())!r}, {float(x.max())!r}]")
         # a mean of values in [0, 1] is in [0, 1]: 1.0000000000000002 is a text mean of ones
         mean = min(max(mean, 0.0), 1.0)
-        # all 0 or all 1 up to rounding (a text mean of ones may read 1 ± 1e-16)
+        # all 0 or all 1 up to rounding (a text mean of ones may read 1 ± 1e-16): exact for
+        # any [0, 1] metric; a sample of 0s and 1s is a proportion: Clopper-Pearson's
         if (np.abs(x) <= ROUNDING_RTOL).all():
             return mean, 0.0, 1.0 - unit_interval_bound(x.size, confidence)
         if (np.abs(x - 1.0) <= ROUNDING_RTOL).all():
             return mean, unit_interval_bound(x.size, confidence), 1.0
+        ones = _zero_one(x)
+        if ones is not None:
+            from kvstats.stats.proportion import clopper_pearson_interval
+
+            low, high = clopper_pearson_interval(int(ones.sum()), x.size, confidence)
+            return mean, float(low), float(high)
     # constant up to rounding: every resample gives the mean (BCa is undefined there)
     if len(x) < 3 or _constant(x):
         return mean, mean, mean

@@ -52,9 +52,9 @@ HEAVY_NOTE = (f"{HEAVY_MARK} heavy tail (the one-sided 95% upper confidence boun
               "proportion in any unit, two or more equal nonzero values, excepted; a fraction's "
               "1 − x is screened too), too few for the tail screen. By kind (docs/statistics.md, "
               "\"Sparse means\", 95% BCa at n = 100): sparse continuous values (a few KLs, the "
-              "rest 0) covered about 0.89 at nominal 0.95; a proportion's lone success (one 1 "
-              "among 0s, e.g. one argmax shift) is marked though its interval overcovers (1.000), "
-              "its lower end reading 0 where a success was seen.")
+              "rest 0) covered about 0.89 at nominal 0.95. A fraction's sample of 0s and 1s (an "
+              "argmax shift with one query per trial) is a proportion: its interval is the exact "
+              "Clopper–Pearson one of its count, never marked.")
 
 
 def heavy_note(opts: dict[str, Any] | None = None) -> str:

@@ -69,4 +69,6 @@ def test_another_seed_draws_other_resamples(frame):
     """The seed still matters: the intervals are the seed's and the data's, not the data's alone."""
     a, b = (summary_table(frame, n_resamples=199, seed=s).set_index(["budget", "scheme", "metric"])
             for s in (7, 8))
-    assert (a["ci_low"] != b["ci_low"]).mean() > 0.9
+    # a fraction's 0/1 sample has the exact Clopper-Pearson interval, seed-free
+    drawn = a.index.get_level_values("metric") != "argmax_shift"
+    assert (a["ci_low"] != b["ci_low"])[drawn].mean() > 0.9

@@ -92,12 +92,14 @@ def test_f5_pair_table_says_unadjusted_and_shows_the_sign_tests_n(report):
 
 
 def test_f6_sparse_note_is_worded_by_kind(report):
+    from kvstats.report.wording import HEAVY_NOTE
+
     rep, md = report
-    note = _line(md, "- Heavy tails and sparse means:")
+    note = " ".join(HEAVY_NOTE.split())   # in a report only where a mean is marked
     assert "sparse continuous values (a few KLs, the rest 0) covered about 0.89" in note
-    assert "a proportion's lone success (one 1 among 0s" in note and "overcovers (1.000)" in note
-    # a lone success is what marks this report's mean (QKQV n = 3, argmax_shift: 1 of 40)
-    assert "‡" in md
+    assert "is a proportion: its interval is the exact Clopper–Pearson one of its count" in note
+    # this report's lone success (QKQV n = 3, argmax_shift: 1 of 40) is not marked: exact
+    assert "‡" not in md
 
 
 def test_f1_usage_names_no_winner_the_paired_test_does_not_support():
