@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice, check_int, check_real
-from kvstats.analysis.clustered import warn_if_trials_share_clusters
+from kvstats.analysis.clustered import N_IN_CLUSTER, warn_if_trials_share_clusters
 from kvstats.analysis.frame import CASE_COLUMNS, PROFILE_METRICS, _in_trial_order, check_frame
 from kvstats.analysis.pair_tests import (Row, _energy_row, _equivalence_row, _ks_row, _mw_row,
                                          _sign_row)
@@ -322,6 +322,8 @@ def _pair_rows(frame: pd.DataFrame, comparisons: list, metrics: Sequence[str],
     values = {m: frame[m].to_numpy(np.float64) for m in metrics}
     profile_t = frame[list(PROFILE_METRICS)].to_numpy(np.float64).T.copy() if energy else None
     units = frame[unit].to_numpy() if paired else None
+    # a cluster mean's trial count: two means of one text pair only over as many trials
+    sizes = frame[N_IN_CLUSTER].to_numpy() if paired and N_IN_CLUSTER in frame.columns else None
     rows, energy_jobs, energy_skipped = [], [], 0
     pairs = list(_pair_positions(frame, comparisons))
     # the table is a function of the data, not of the frame's row order: a pair's permutations
@@ -332,7 +334,7 @@ def _pair_rows(frame: pd.DataFrame, comparisons: list, metrics: Sequence[str],
     for k, (case, bud_a, bud_b, a, b, ia, ib) in enumerate(pairs):
         i = place[k]
         if paired:
-            ia, ib = _matched(ia, ib, units, unit, case, bud_a, bud_b, a, b)
+            ia, ib = _matched(ia, ib, units, unit, case, bud_a, bud_b, a, b, sizes)
         base = {**dict(zip(CASE_COLUMNS, case)), "budget": float(bud_a), "budget_b": float(bud_b),
                 "scheme_a": a, "scheme_b": b, "n_a": len(ia), "n_b": len(ib)}
         for metric in metrics:

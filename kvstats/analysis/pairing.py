@@ -130,8 +130,12 @@ def _check_design(frame: pd.DataFrame, pairing: str, ks: bool | None
 
 
 def _matched(ia: np.ndarray, ib: np.ndarray, units: np.ndarray, unit: str, case: tuple,
-             bud_a: float, bud_b: float, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-    """The two schemes' row positions in the same unit order, or a ValueError saying what does not pair."""
+             bud_a: float, bud_b: float, a: str, b: str, sizes: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The two schemes' row positions in the same unit order, or a ValueError saying what
+    does not pair. ``sizes``: each row's trials in its cluster mean (``n_trials_in_cluster``
+    of :func:`~kvstats.analysis.aggregate_clusters`), equal in a pair or it is no pair (a
+    frame joined from two sweeps of other ``n_trials``)."""
     ua, ub = units[ia], units[ib]
     problems = []
     for name, u in ((a, ua), (b, ub)):
@@ -142,6 +146,13 @@ def _matched(ia: np.ndarray, ib: np.ndarray, units: np.ndarray, unit: str, case:
         alone = np.setdiff1d(u, other)
         if alone.size:
             problems.append(f"{unit} {_some(alone)} only in {name}'s rows")
+    if not problems and sizes is not None:
+        sa, sb = (sizes[i[np.argsort(units[i], kind="stable")]] for i in (ia, ib))
+        off = np.flatnonzero(sa != sb)
+        if off.size:
+            problems.append(f"{unit} {_some(np.sort(ua)[off])} the mean of other trial counts "
+                            f"({sa[off[0]]} trials in {a}'s rows, {sb[off[0]]} in {b}'s for the "
+                            "first): its two means cover other trials")
     if problems:
         where = ", ".join(f"{c} = {v}" for c, v in zip(CASE_COLUMNS, case))
         budget = f"budget {bud_a:g}" + ("" if bud_b == bud_a else f" vs {bud_b:g}")

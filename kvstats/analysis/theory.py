@@ -457,7 +457,7 @@ def _paired_units(a: pd.DataFrame, b: pd.DataFrame, column: str
     depends on the case and chunk only, :func:`kvstats.sweep.plan.data_seed`), so two
     cells' values on one trial, or on a clustered capture one text's means, are a pair.
     Pairs when both cells hold the same units once each (trials, or texts when both
-    are clustered): returns the aligned values and True. Otherwise (a frame of
+    are clustered, each text over as many trials): returns the aligned values and True. Otherwise (a frame of
     unmatched trials) each cell's unit values and False, to be resampled apart.
     """
     ca, cb = _cell_clusters(a), _cell_clusters(b)
@@ -465,9 +465,11 @@ def _paired_units(a: pd.DataFrame, b: pd.DataFrame, column: str
         if ca is None:      # trials are the units
             sa = pd.Series(a[column].to_numpy(np.float64), index=a["trial"].to_numpy())
             sb = pd.Series(b[column].to_numpy(np.float64), index=b["trial"].to_numpy())
-        else:               # texts are the units: their trials' means
+        else:               # texts are the units: their trials' means, over as many trials
             sa, sb = (_cluster_means(cell[column].to_numpy(np.float64), c)
                       for cell, c in ((a, ca), (b, cb)))
+            if not pd.Series(ca).value_counts().sort_index().equals(pd.Series(cb).value_counts().sort_index()):
+                return _unit_values(a, column), _unit_values(b, column), False
         if (sa.index.is_unique and sb.index.is_unique and len(sa) == len(sb)
                 and sa.index.isin(sb.index).all()):
             sa = sa.sort_index()     # the unit's order, not the rows': one interval per frame
