@@ -174,12 +174,14 @@ def _fake_capture(path: Path, texts: int = 18) -> Path:
 # --layers all --draws 4 --replicates 60 --seed 3: the paired columns must not move them.
 # The last column (argmax shift, tied) since 2026-12-02: mann_whitney's default runs the
 # exact test conditional on the ties there (5, 9, 4, 6 -> 3, 5, 2, 4; recall's ties were
-# already decided alike).
+# already decided alike). Re-pinned 2026-12-03 when a scheme's streams became a branch of
+# its seed of their own (quant/schemes.py): the codes of every replicate changed, as a new
+# seed would change them; the paired columns' rule (they must not move these) holds.
 _MW_REJECTIONS = {
-    "split: trials": [1, 4, 0, 1, 6, 5, 13, 1, 3],
-    "split: texts": [0, 0, 0, 1, 5, 3, 4, 2, 5],
-    "shared: trials": [2, 2, 2, 2, 1, 1, 0, 1, 2],
-    "shared: texts": [2, 2, 1, 2, 2, 3, 0, 1, 4],
+    "split: trials": [2, 2, 1, 0, 2, 3, 5, 1, 0],
+    "split: texts": [2, 4, 0, 0, 3, 2, 2, 2, 2],
+    "shared: trials": [5, 4, 1, 1, 0, 0, 0, 0, 1],
+    "shared: texts": [6, 5, 2, 1, 0, 0, 0, 0, 1],
 }
 
 

@@ -53,8 +53,10 @@ def test_a_shared_trial_effect_cancels_in_the_paired_ratio(sweep_frame):
     real data; on these Gaussian trials the two schemes' ip_var hardly correlate, 0.08)
     moves both means together: the paired row's interval stays within 1.5 times its
     width without the effect (the effect reweights the trials, so not exactly), while
-    resampling the two samples apart (the rows before 2026-12-02) is more than twice
-    as wide (2.6 to 3.9 times over bootstrap seeds 0 to 7; 2.5 allows for the draw)."""
+    resampling the two samples apart (the rows before 2026-12-02) is about twice as wide
+    (1.95 to 2.5 times over bootstrap seeds 0 to 7 since the schemes' streams became a
+    branch of their own, 2026-12-03; 2.6 to 3.9 on the codes before; 1.75 allows for the
+    draw)."""
     scaled = sweep_frame.copy()
     scaled["ip_var"] *= np.exp(np.random.default_rng(2).normal(0, 1, 40))[scaled["trial"]]
     rows = [t[(t["quantity"] == "ip_var_ratio_same_budget") & (t["budget"] == 3)].iloc[0]
@@ -64,7 +66,7 @@ def test_a_shared_trial_effect_cancels_in_the_paired_ratio(sweep_frame):
     assert width[1] < 1.5 * width[0]
     q = _cell(scaled, "QKQV", 3)["ip_var"].to_numpy()
     apart = ratio_ci(q, _cell(scaled, "KQV", 3)["ip_var"].to_numpy(), 199, 5)
-    assert apart["ci_high"] - apart["ci_low"] > 2.5 * width[1]
+    assert apart["ci_high"] - apart["ci_low"] > 1.75 * width[1]
 
 
 def test_unmatched_trials_are_resampled_apart_and_say_so(sweep_frame):
