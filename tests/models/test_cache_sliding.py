@@ -28,7 +28,8 @@ def _model(attn, arch="Mistral", **extra):
 def _generate(model, cache, new=30):
     ids = torch.randint(2, 97, (1, 9), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
-        out = model.generate(ids, cache=cache, max_new_tokens=new, do_sample=False, pad_token_id=0,
+        # min_new_tokens: a random model may emit its end token on some codes, not others
+        out = model.generate(ids, cache=cache, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
                              output_scores=True, return_dict_in_generate=True)
     return out.sequences, torch.stack(out.scores)
 

@@ -26,8 +26,12 @@ from kvstats.sweep.config import SweepConfig
 from kvstats.sweep.run import run_sweep
 
 POOLED = ("snr_k_pooled", "snr_v_pooled")
-# two key coders with the same Lloyd–Max codes after different rotations: close pooled SNRs
-TINY = ('[sweep]\nbudgets = [3]\ndims = [16]\nn_keys = [64]\nn_trials = 24\nseed = 5\n'
+# two key coders with the same Lloyd–Max codes after different rotations: close pooled SNRs.
+# Seed 6 (5 before 2026-12-03): with the schemes' new streams seed 5 gave one trial both
+# rotations code alike (a randomized Hadamard rotation at d = 16 has 2^16 / 32 = 2,048
+# distinct effects: sign patterns that differ by a Walsh character permute the coordinates),
+# an exact tie where this test needs none
+TINY = ('[sweep]\nbudgets = [3]\ndims = [16]\nn_keys = [64]\nn_trials = 24\nseed = 6\n'
         'comparisons = [["KQV", "turboquant_mse"]]\n'
         '[[schemes]]\nname = "KQV"\n[[schemes]]\nname = "turboquant_mse"\n'
         '[[distributions]]\nname = "gaussian"\n')
@@ -104,7 +108,7 @@ def test_a_rank_tost_on_snr_k_pooled_runs_and_matches_a_direct_tost_rank(sweep, 
     p = np.array([row["pvalue"], sign["pvalue"]])
     holm = np.minimum(1.0, np.maximum.accumulate(np.sort(p) * np.array([2, 1])))[np.argsort(np.argsort(p))]
     np.testing.assert_allclose(row["pvalue_adjusted"], holm[0], rtol=1e-12)
-    # this sweep's numbers (24 trials, d = 16): θ = 0.561, adjusted p = 0.025
+    # this sweep's numbers (24 trials, d = 16, seed 6): θ = 0.450, adjusted p = 0.016
     assert row["pvalue_adjusted"] <= 0.05 and row["verdict"] == "equivalent within δ"
     # the report says it was set after the sweep
     said = json.loads((out / "report.json").read_text())["options_set_after_sweep"]
