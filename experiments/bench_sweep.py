@@ -4,7 +4,9 @@ Every path computes the same table (KV, KQV, QKQV x n = 2, 4, 6 x {Gaussian, Stu
 nu = 1.5}, d = 128, float32, 18 cells) from the same data, drawn chunk by chunk at the
 runner's seeds (``kvstats.sweep.data_seed``), in one process with one BLAS thread. Each
 path runs once untimed on a 4-trial grid (imports, codebooks, first touch), then
-``--repeats`` times in turns (each figure the minimum over its repeats):
+``--repeats`` times in turns (each figure of the table the minimum over its repeats; a
+line below the table gives every turn's seconds and each loop's ratio to the runner per
+turn, with its median and range):
 
 - runner: ``kvstats.run_sweep(..., executor="serial")``. A chunk of trials is drawn
   once for every budget and scheme of its case; each cell codes it with one scheme of
@@ -29,7 +31,12 @@ path runs once untimed on a 4-trial grid (imports, codebooks, first touch), then
   (``make_scheme(..., draws=T)``); per coded side the unit-vector scaling, the rotation
   and its inverse, the Lloyd-Max coding and the centroid lookup; per QJL residual its
   norm and the two sketch products (S r, S^T signs; the fast transform for srht);
-  ``error_profile``. No checks, no allocation of outputs, no packing, no Python between
+  ``error_profile`` as the runner calls it. What depends on the data alone is counted
+  once per case, as the runner computes it: the data's norms (the "norms" step) in the
+  case's first cell, and the profile's reference (q.k, log-softmax, p V, norms,
+  entropy) in one full ``error_profile`` per case, the case's other cells timed with
+  that reference shared (``_profile(..., reference=...)``, kvstats/sweep/work.py).
+  No checks, no allocation of outputs, no packing, no Python between
   steps. batched / floor bounds what any numpy runner computing these numbers bit for
   bit could gain over the batched loop on one core (a runner with other arithmetic --
   another order of the sums, float32 sketches -- would change the numbers).
@@ -200,11 +207,12 @@ def _best(fn: Callable[[], object], repeats: int = 3, warm: bool = True) -> floa
 
 
 def compare_paths(cfg: SweepConfig, repeats: int, per_trial: bool = True,
-                  warm_cfg: SweepConfig | None = None) -> dict[str, float]:
+                  warm_cfg: SweepConfig | None = None,
+                  runs: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Least seconds of each path (runner, batched loop, per-trial loop) over ``repeats``
     runs in turns, each path run once untimed on ``warm_cfg`` first; the first run's
     tables are checked against the runner's (:func:`check_same_table`), stopping on a
-    difference."""
+    difference. ``runs`` (if given) receives every run's seconds, by path, in turn order."""
     paths = {"runner": runner_table, "batched": batched_loop}
     if per_trial:
         paths["per-trial"] = per_trial_loop
@@ -221,7 +229,21 @@ def compare_paths(cfg: SweepConfig, repeats: int, per_trial: bool = True,
             if per_trial:
                 check_same_table(tables["runner"], tables["per-trial"], "per-trial loop", exact=False)
         del tables
+    if runs is not None:
+        runs.update(times)
     return {name: min(ts) for name, ts in times.items()}
+
+
+def _turns(runs: dict[str, list[float]]) -> str:
+    """Each path's seconds turn by turn and each loop's ratio to the runner per turn, with
+    its median and range (the spread the minimum of the table hides)."""
+    r = np.array(runs["runner"])
+    out = [f"{name} {' '.join(f'{t:.2f}' for t in ts)}" for name, ts in runs.items()]
+    for name in (n for n in runs if n != "runner"):
+        ratio = np.array(runs[name]) / r
+        out.append(f"{name} / runner per turn {' '.join(f'{x:.3f}' for x in ratio)} (median "
+                   f"{np.median(ratio):.3f}, range {ratio.min():.3f}-{ratio.max():.3f})")
+    return "; ".join(out)
 
 
 def _side_steps(coder: object, x: np.ndarray) -> list[tuple[str, Callable[[], object]]]:
@@ -240,7 +262,7 @@ def _side_steps(coder: object, x: np.ndarray) -> list[tuple[str, Callable[[], ob
     codes = cb._encode(y)
     cent = mse._lookup(codes, x.dtype)
     steps: list[tuple[str, Callable[[], object]]] = [
-        ("norms", lambda: np.einsum("...i,...i->...", x, x)),
+        ("norms", lambda: _data_norms(x)),
         ("scaling", lambda: x * inv[..., None]),
         ("Lloyd-Max coding", lambda: cb._encode(y)),
         ("centroid lookup", lambda: mse._lookup(codes, x.dtype)),
@@ -259,14 +281,21 @@ def _side_steps(coder: object, x: np.ndarray) -> list[tuple[str, Callable[[], ob
     return steps
 
 
-def _piece_seconds(coder_1: object, x: np.ndarray, piece: int, repeats: int) -> list[float]:
+def _data_norms(x: np.ndarray) -> np.ndarray:
+    """The squared norms of the data's rows: the floor's "norms" step (data only, so
+    timed once per case)."""
+    return np.einsum("...i,...i->...", x, x)
+
+
+def _piece_seconds(coder_1: object, x: np.ndarray, piece: int, repeats: int,
+                   skip: frozenset[str] = frozenset()) -> list[float | None]:
     """Per step, the seconds for all of ``x`` (T, N, d) at the in-cache rate: the step
     timed on one piece of ``piece // d`` rows (repeated, minimum kept), times the
-    number of such pieces in ``x``."""
+    number of such pieces in ``x``; None for the steps named in ``skip`` (not timed)."""
     rows = max(1, piece // x.shape[-1])
     steps = _side_steps(coder_1, x[0, :rows])
     scale = x.shape[0] * x.shape[1] / rows
-    return [_best(step, max(repeats, 5)) * scale for _, step in steps]
+    return [None if name in skip else _best(step, max(repeats, 5)) * scale for name, step in steps]
 
 
 def draw_seconds(cfg: SweepConfig, repeats: int) -> float:
@@ -281,15 +310,29 @@ def code_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16,
                  cells: list | None = None, parts: dict[str, float] | None = None) -> float:
     """Seconds of the unavoidable coding and profiling of the cells ``cells`` of ``cfg``
     (default: all): drawing their rotations and sketches, each side's steps, the profile;
-    ``parts`` (if given) accumulates the seconds by step."""
+    ``parts`` (if given) accumulates the seconds by step.
+
+    What depends on the data alone is timed once per case, as the runner computes it:
+    the data's norms (each side's "norms" step) in the case's first cell only, and the
+    profile as the runner calls it -- one full ``error_profile`` in the case's first
+    cell, which computes the trials' reference (q.k, log-softmax, p V, norms, entropy),
+    then ``_profile(..., reference=...)`` with that reference for the case's other cells
+    (kvstats/sweep/work.py). The reference is filled outside the clock."""
+    from kvstats.metrics.profile import _profile
+
     parts = {} if parts is None else parts
     rng = np.random.default_rng(cfg.seed)
     cells = cfg.cells() if cells is None else cells
     cases = _cases(cfg) if cells else {}
     T = cfg.n_trials
     total = 0.0
+    # per case: the reference of the whole batch and of each trial (for the per-trial timing)
+    shared: dict[str, tuple[dict, list[dict]]] = {}
     for cell in cells:
-        trials = cases[cell.case_key()]
+        case = cell.case_key()
+        trials = cases[case]
+        first = case not in shared
+        skip = frozenset() if first else frozenset({"norms"})
         args = (cell.scheme.name, cell.budget, cell.dim)
         t = _best(lambda: kvstats.make_scheme(*args, draws=T, seed=int(rng.integers(2**63)),
                                               **cell.scheme.params), repeats)
@@ -302,16 +345,30 @@ def code_seconds(cfg: SweepConfig, repeats: int, piece: int = 1 << 16,
                                     (batched.value_quantizer, single.value_quantizer, trials.V)):
             whole = _side_steps(coder_b, x)
             one = [_side_steps(coder_1, x[t]) for t in range(T)]
-            pieces = _piece_seconds(coder_1, x, piece, repeats)
+            pieces = _piece_seconds(coder_1, x, piece, repeats, skip)
             for i, (name, step) in enumerate(whole):
+                if name in skip:   # data only: timed in the case's first cell
+                    continue
                 per_step.append(min(_best(step, repeats),
                                     _best(lambda i=i: [s[i][1]() for s in one], repeats), pieces[i]))
                 parts[name] = parts.get(name, 0.0) + per_step[-1]
         K_hat, V_hat = batched.roundtrip(trials.K, trials.V)
-        prof_whole = _best(lambda: kvstats.error_profile(trials, K_hat, V_hat), repeats)
         ones = [Trials(trials.K[t:t + 1], trials.V[t:t + 1], trials.q[t:t + 1]) for t in range(T)]
-        prof_one = _best(lambda: [kvstats.error_profile(o, K_hat[t:t + 1], V_hat[t:t + 1])
-                                  for t, o in enumerate(ones)], repeats)
+        if first:   # the runner's first cell of a case: a full call, the reference included
+            prof_whole = _best(lambda: kvstats.error_profile(trials, K_hat, V_hat), repeats)
+            prof_one = _best(lambda: [kvstats.error_profile(o, K_hat[t:t + 1], V_hat[t:t + 1])
+                                      for t, o in enumerate(ones)], repeats)
+            ref: dict = {}
+            refs_one: list[dict] = [{} for _ in ones]
+            _profile(trials, K_hat, V_hat, reference=ref)
+            for t, (o, r) in enumerate(zip(ones, refs_one)):
+                _profile(o, K_hat[t:t + 1], V_hat[t:t + 1], reference=r)
+            shared[case] = (ref, refs_one)
+        else:       # its other cells: the case's reference reused
+            ref, refs_one = shared[case]
+            prof_whole = _best(lambda: _profile(trials, K_hat, V_hat, reference=ref), repeats)
+            prof_one = _best(lambda: [_profile(o, K_hat[t:t + 1], V_hat[t:t + 1], reference=r)
+                                      for t, (o, r) in enumerate(zip(ones, refs_one))], repeats)
         total += sum(per_step) + min(prof_whole, prof_one)
         parts["error_profile"] = parts.get("error_profile", 0.0) + min(prof_whole, prof_one)
     return total
@@ -464,10 +521,12 @@ def main() -> None:
     floor_notes: list[str] = []
     for n_keys in args.n_keys:
         cfg = reduced_config(args.trials, n_keys, args.generator)
+        runs: dict[str, list[float]] = {}
         t = compare_paths(cfg, args.repeats, per_trial=not args.no_per_trial,
-                          warm_cfg=reduced_config(4, n_keys, args.generator))
+                          warm_cfg=reduced_config(4, n_keys, args.generator), runs=runs)
         parts: dict[str, float] = {}
         t_floor = floor_seconds(cfg, args.repeats, args.piece, parts)
+        floor_notes.append(f"turns at N = {n_keys}, s: {_turns(runs)}")
         floor_notes.append(f"floor at N = {n_keys}, s: {_breakdown(parts)}")
         r, b = t["runner"], t["batched"]
         pt = (f"{t['per-trial']:.2f} | {t['per-trial'] / r:.2f}x" if "per-trial" in t else "— | —")
