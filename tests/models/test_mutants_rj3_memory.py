@@ -23,9 +23,9 @@ _NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunction
                types.CodeType, type(None), bool, str, np.dtype)
 
 
-def _reachable(root) -> int:
-    """Bytes reachable from ``root``: each array/tensor memory block once (by address) plus
-    ``sys.getsizeof`` of every object, an array's own data excluded (counted as memory)."""
+def _reachable(root) -> tuple[int, int]:
+    """(bytes of every array/tensor memory block reachable from ``root``, once each by its
+    address; ``sys.getsizeof`` of every reachable object, an array's own data excluded)."""
     seen, stack, objects, memory = set(), [root], 0, {}
     while stack:
         o = stack.pop()
@@ -51,7 +51,7 @@ def _reachable(root) -> int:
             continue
         objects += sys.getsizeof(o)
         stack.extend(gc.get_referents(o))
-    return sum(memory.values()) + objects
+    return sum(memory.values()), objects
 
 
 def _kqv(batch):
@@ -79,6 +79,39 @@ def test_held_to_stored_is_held_over_stored(sliding_kivi):
     assert rep["held_bytes"] > rep["stored_bytes"]       # slack: the ratio is not 1 either way
     assert rep["held_to_stored"] == pytest.approx(rep["held_bytes"] / rep["stored_bytes"], rel=1e-12)
     assert rep["held_to_stored"] > 1
+
+
+def _two_layers(name, bits, **params):
+    torch.manual_seed(0)
+    cache = QuantizedCache(name, bits, **params)
+    for layer in (0, 1):
+        cache.update(torch.randn(1, 3, 16, 64), torch.randn(1, 3, 16, 64), layer_idx=layer)
+    for _ in range(5):
+        for layer in (0, 1):
+            cache.update(torch.randn(1, 3, 1, 64), torch.randn(1, 3, 1, 64), layer_idx=layer)
+    return cache
+
+
+@pytest.mark.parametrize("name,bits,params", [
+    ("KQV", 4, {}), ("KQV", 4, {"keep_decoded": True}), ("QKQV", 3, {"rotation": "haar"}),
+    ("q4_0", None, {}), ("kivi", 2, {"group_size": 4}), ("qjl", 3, {"group_size": 4})])
+def test_held_and_fixed_bytes_are_the_memory_the_layers_reach(name, bits, params):
+    """m-arr-dedup, m-storage-view, m-seedseq: held_bytes + fixed_bytes is the memory of
+    every array and tensor the layers reference, each block once (two layers share the
+    Hadamard matrix and codebooks), as an independent gc walk finds it."""
+    cache = _two_layers(name, bits, **params)
+    _reachable(cache.layers)      # once first: reading vars() creates an object's __dict__ once
+    rep = cache.memory_report()
+    assert rep["held_bytes"] + rep["fixed_bytes"] == _reachable(cache.layers)[0]
+
+
+def test_decoded_copy_bytes_are_what_keeping_it_adds():
+    """m-decoded: the same cache (seed, states) with and without a decoded copy differs in
+    held bytes by exactly the copy."""
+    kept, not_kept = _two_layers("KQV", 4, keep_decoded=True), _two_layers("KQV", 4)
+    a, b = kept.memory_report(), not_kept.memory_report()
+    assert a["decoded_copy_bytes"] > 0 and b["decoded_copy_bytes"] == 0
+    assert a["decoded_copy_bytes"] == a["held_bytes"] - b["held_bytes"]
 
 
 @pytest.fixture
@@ -118,7 +151,7 @@ def test_chunks_held_as_objects_count_their_arrays_once():
     chunks = cache.layers[0].chunks
     assert chunks.objects is not None
     _reachable(chunks.objects)   # once first: reading vars() creates an object's __dict__ once
-    assert chunks.nbytes() == _reachable(chunks.objects) + chunks.sizes_buf.nbytes()
+    assert chunks.nbytes() == sum(_reachable(chunks.objects)) + chunks.sizes_buf.nbytes()
 
 
 def test_values_must_have_the_keys_shape():
