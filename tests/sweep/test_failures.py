@@ -22,13 +22,13 @@ pytestmark = pytest.mark.usefixtures("user_registries")
 GRID = {"schemes": ["KV", "KQV"], "budgets": [2, 3], "dims": [16], "n_keys": [8], "n_trials": 6,
         "chunk_size": 4, "seed": 7, "comparisons": []}
 
-# A distribution that passes the sweep's one-trial check before any compute and fails on
-# its chunks: a failure only the compute meets.
+# A distribution that passes the sweep's two-trial check before any compute and fails on
+# its chunks of 4: a failure only the compute meets.
 PLUGIN = textwrap.dedent('''
     import kvstats
 
     def sampler(n_trials, n_keys, dim, rng, params):
-        if n_trials > 1:
+        if n_trials > 2:
             raise ValueError("sampler broke")
         return rng.standard_normal((n_trials, n_keys, dim))
 
@@ -63,10 +63,10 @@ def test_a_cell_that_raises_names_its_case_and_the_finished_cells_resume(tmp_pat
     same_bits(res.frame, run_sweep(good, executor="serial", progress=False).frame)
 
 
-@pytest.mark.parametrize("fails_at", [1, 4])
+@pytest.mark.parametrize("fails_at", [2, 4])
 def test_an_error_type_built_otherwise_keeps_its_type_and_names_the_entry_in_a_note(fails_at):
     """A ValueError subclass whose constructor takes other arguments (json.JSONDecodeError),
-    raised in the check before any compute (a one-trial draw) or in a chunk, is raised as
+    raised in the check before any compute (a two-trial draw) or in a chunk, is raised as
     it is with the entry as a note, not replaced by a TypeError about its constructor."""
     def sampler(n_trials, n_keys, dim, rng, params):
         if n_trials == fails_at:
@@ -76,7 +76,7 @@ def test_an_error_type_built_otherwise_keeps_its_type_and_names_the_entry_in_a_n
     with registered_distribution("bad_json", sampler):
         with pytest.raises(json.JSONDecodeError) as info:
             run_sweep({**GRID, "distributions": ["bad_json"]}, executor="serial", progress=False)
-    assert info.value.__notes__ == [{1: "[distribution 'bad_json' params - at d=16, N=8]",
+    assert info.value.__notes__ == [{2: "[distribution 'bad_json' params - at d=16, N=8]",
                                      4: "[case: bad_json(-), d=16, N=8, trials 0..3]"}[fails_at]]
 
 
