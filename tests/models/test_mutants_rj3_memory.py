@@ -8,50 +8,14 @@ values whose heads or head dimension differ from the keys' (checked below), so K
 shapes are always equal and the mutant is equivalent.
 """
 
-import gc
-import sys
-import types
-
-import numpy as np
 import pytest
 import torch
 import transformers
 
 from kvstats.models import QuantizedCache
 
-_NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-               types.CodeType, type(None), bool, str, np.dtype)
-
-
-def _reachable(root) -> tuple[int, int]:
-    """(bytes of every array/tensor memory block reachable from ``root``, once each by its
-    address; ``sys.getsizeof`` of every reachable object, an array's own data excluded)."""
-    seen, stack, objects, memory = set(), [root], 0, {}
-    while stack:
-        o = stack.pop()
-        if id(o) in seen or isinstance(o, _NOT_WALKED) or (type(o) is int and -5 <= o <= 256):
-            continue
-        seen.add(id(o))
-        if isinstance(o, torch.Tensor):
-            st = o.untyped_storage()
-            memory[st.data_ptr()] = max(memory.get(st.data_ptr(), 0), st.nbytes())
-            objects += sys.getsizeof(o)
-            continue
-        if isinstance(o, np.ndarray):
-            base = o
-            while isinstance(base.base, np.ndarray):
-                base = base.base
-            if isinstance(base.base, torch.Tensor):
-                stack.append(base.base)
-            else:
-                memory[base.ctypes.data] = max(memory.get(base.ctypes.data, 0), base.nbytes)
-            objects += sys.getsizeof(o) - (o.nbytes if o.flags.owndata else 0)
-            if o.base is not None:
-                stack.append(o.base)
-            continue
-        objects += sys.getsizeof(o)
-        stack.extend(gc.get_referents(o))
-    return sum(memory.values()), objects
+# the independent object-graph walk of the cache memory tests (gc.get_referents)
+from test_cache_memory21 import _reachable  # noqa: E402
 
 
 def _kqv(batch):
