@@ -457,8 +457,9 @@ def _paired_units(a: pd.DataFrame, b: pd.DataFrame, column: str
     depends on the case and chunk only, :func:`kvstats.sweep.plan.data_seed`), so two
     cells' values on one trial, or on a clustered capture one text's means, are a pair.
     Pairs when both cells hold the same units once each (trials, or texts when both
-    are clustered, each text over as many trials): returns the aligned values and True. Otherwise (a frame of
-    unmatched trials) each cell's unit values and False, to be resampled apart.
+    are clustered, each text over as many trials): returns the aligned values and True.
+    Otherwise (a frame of unmatched trials) each cell's unit values and False, to be
+    resampled apart.
     """
     ca, cb = _cell_clusters(a), _cell_clusters(b)
     if (ca is None) == (cb is None):
@@ -468,7 +469,8 @@ def _paired_units(a: pd.DataFrame, b: pd.DataFrame, column: str
         else:               # texts are the units: their trials' means, over as many trials
             sa, sb = (_cluster_means(cell[column].to_numpy(np.float64), c)
                       for cell, c in ((a, ca), (b, cb)))
-            if not pd.Series(ca).value_counts().sort_index().equals(pd.Series(cb).value_counts().sort_index()):
+            sizes_a, sizes_b = (pd.Series(c).value_counts().sort_index() for c in (ca, cb))
+            if not sizes_a.equals(sizes_b):
                 return _unit_values(a, column), _unit_values(b, column), False
         if (sa.index.is_unique and sb.index.is_unique and len(sa) == len(sb)
                 and sa.index.isin(sb.index).all()):

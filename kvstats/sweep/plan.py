@@ -26,9 +26,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
@@ -502,8 +502,8 @@ def _value_text(value: Any, seen: frozenset[int] = frozenset(), where: str = "a 
     """A value's text by content, the same in every process: :func:`_const_text`'s where
     that is exact (so partials of those keep their ids); dicts item by item; arrays by
     dtype, shape and bytes; typed functions and classes by code; code of files by name;
-    another object by the parts its pickle holds. One that cannot be pickled is its type's name, with a
-    warning: the cell ids do not see its changes (docs/usage.md, "Not seen")."""
+    another object by the parts its pickle holds. One that cannot be pickled is its type's
+    name, with a warning: the cell ids do not see its changes (docs/usage.md, "Not seen")."""
     import pickle
     import types
     import warnings
