@@ -256,10 +256,10 @@ class MSEQuantizer:
         if not np.isfinite(norms).all():
             as_float_array(whole, "x")  # raises its "x must be finite" error
         top = float(np.finfo(x.dtype).max)
-        if norms.size and norms.max() > top:
+        if norms.size and norms.max() > top:  # float64 has no wider dtype to suggest
+            fix = f"rescale {self.name}" if x.dtype == np.float64 else f"pass {self.name} as float64 or rescale it"
             raise NormOverflowError(f"{self.name} has a vector norm of {norms.max():.4g}, above the largest "
-                             f"{x.dtype} ({top:g}), the dtype it decodes in (norm times direction); "
-                             f"pass {self.name} as float64 or rescale it")
+                                    f"{x.dtype} ({top:g}), the dtype it decodes in (norm times direction); {fix}")
         if self.norm_dtype != np.float64:  # overflow: an error; underflow: a warning
             check_norm_range(norms, self.norm_dtype, self.name)
         tiny = (norms > 0) & (norms < 2.0 / top)  # 1 / norm may overflow x.dtype

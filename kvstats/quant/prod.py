@@ -25,6 +25,7 @@ from kvstats.quant.packing import packed_size
 from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _add_residual_reconstruction,
                                _check_codes, _in_dtype, _pm_signs, _reconstruct, _sign_bits, _store_norms,
                                qjl_scores)
+from kvstats.quant.qjl_keys import _finite_decode
 from kvstats.quant.rotation import _BLAS_ROWS, Rotation
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
@@ -238,7 +239,10 @@ class ProdQuantizer:
         return codes
 
     def decode(self, codes: ProdCodes) -> Float[np.ndarray, "*batch n d"]:
-        """``x̂_mse + c·‖r‖·Sᵀ sign(S r)`` in the dtype that was encoded."""
+        """``x̂_mse + c·‖r‖·Sᵀ sign(S r)`` in the dtype that was encoded.
+
+        The sketch term can reach a few times ``‖r‖``: a result past that dtype's range
+        (float32 or float64 norms only) raises NormOverflowError, never an inf."""
         codes = self._check(codes)
         mse, dtype = self.mse, np.dtype(codes.dtype)
         shape = mse._shape(codes.mse.codes.shape[:-1])
@@ -253,7 +257,8 @@ class ProdQuantizer:
             for sub, rot in parts:
                 mse._unrotate(mse._centroids(mcr[sub], dtype), mnr[sub], out=base[sub], rotation=rot)
             base += _reconstruct(sketch, _pm_signs(sg[rows], self.m, dtype), rn[rows], dtype)
-        return out.reshape(shape + (self.dim,))
+        return _finite_decode(out.reshape(shape + (self.dim,)), f"codes of {self.name}", self.name,
+                              f"encode {self.name} as float64")
 
     def roundtrip(self, x: Float[np.ndarray, "*batch n d"],
                   out: Float[np.ndarray, "*batch n d"] | None = None) -> Float[np.ndarray, "*batch n d"]:
@@ -263,7 +268,8 @@ class ProdQuantizer:
         `MSEQuantizer.roundtrip`) and the residual's signs go to ±1 without packing, in
         cache-sized chunks. Same sign convention, norm storage and casts as
         encode/decode, so the result equals ``decode(encode(x))`` bit for bit; same
-        validation and errors.
+        validation and errors (a result past x's dtype raises NormOverflowError, as
+        `decode`; ``out`` then holds it).
 
         Parameters
         ----------
@@ -303,7 +309,7 @@ class ProdQuantizer:
             residual = xs - base
             norms = _store_norms(residual, self.norm_dtype, f"{self.name} (residual)")
             _add_reconstruction(sketch, residual, norms, base)  # base is ours: add in place
-        return result
+        return _finite_decode(result, self.name, self.name)
 
     def scores(self, q: Float[np.ndarray, "*batch n_q d"],
                codes: ProdCodes) -> Float[np.ndarray, "*batch n_q n"]:

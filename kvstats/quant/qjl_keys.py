@@ -16,13 +16,70 @@ from jaxtyping import Float, UInt
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.coder import as_norm_dtype, float32_limits, norm_limits
+from kvstats.quant.coder import NormOverflowError, as_norm_dtype, float32_limits, norm_limits
 from kvstats.quant.qjl import (QJLCodes, _broadcast_batch, _in_dtype, _pm_from_bits,
                                _pm_signs, _reconstruct, _row_norms, _sign_bits, _store_norms, qjl_encode,
                                qjl_reconstruct, qjl_scores)
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
 __all__ = ["QJLKeyCodes", "QJLKeyQuantizer"]
+
+
+def _finite_decode(out: np.ndarray, what: str, name: str, widen: str | None = None) -> np.ndarray:
+    """``out``, a decoded array, if finite, else a NormOverflowError naming ``what`` (the
+    argument: the vectors ``name`` or their codes) and the fix: rescale ``name``, or for a
+    float32 ``out`` first ``widen`` (default: pass ``name`` as float64).
+
+    A sketch's reconstruction ``c·‖r‖·Sᵀ sign(S r)`` can have coordinates a few times
+    ``‖r‖``, so vectors whose norms ``out.dtype`` holds may still decode past its range
+    (only with float32/float64 norms: float16 norms stop at 65504). The inputs were
+    finite, so a non-finite value is such an overflow; min and max find it without a
+    temporary the size of ``out``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.quant.qjl_keys import _finite_decode
+    >>> _finite_decode(np.ones((2, 3), np.float32), "K", "K").shape
+    (2, 3)
+    >>> try:
+    ...     _finite_decode(np.array([[1.0, np.inf]], np.float32), "K", "K")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:44])
+    K: decoded values beyond the largest float32
+    """
+    if out.size and not (np.isfinite(out.min()) and np.isfinite(out.max())):
+        top = float(np.finfo(out.dtype).max)
+        widen = f"pass {name} as float64" if widen is None else widen
+        fix = f"rescale {name}" if out.dtype == np.float64 else f"{widen} or rescale {name}"
+        raise NormOverflowError(f"{what}: decoded values beyond the largest {out.dtype} ({top:.4g}), the "
+                                f"dtype of the decode: a sketch's reconstruction c·‖r‖·Sᵀ sign(S r) can "
+                                f"have coordinates a few times the norm it scales; {fix}")
+    return out
+
+
+def _check_norms_fit(norms: np.ndarray, dtype: np.dtype, name: str) -> None:
+    """Raise NormOverflowError (as `MSEQuantizer` does) for a stored norm above the largest
+    ``dtype``, the dtype the vectors decode in (norm times sketch direction); one norm
+    per vector, so this is cheap.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.quant.qjl_keys import _check_norms_fit
+    >>> _check_norms_fit(np.array([1e38]), np.dtype(np.float32), "K")   # fits: nothing
+    >>> try:
+    ...     _check_norms_fit(np.array([1e39]), np.dtype(np.float32), "K")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:47])
+    K has a vector norm of 1e+39, above the largest
+    """
+    top = float(np.finfo(dtype).max)
+    if norms.size and float(norms.max()) > top:
+        fix = f"rescale {name}" if dtype == np.float64 else f"pass {name} as float64 or rescale it"
+        raise NormOverflowError(f"{name} has a vector norm of {float(norms.max()):.4g}, above the largest "
+                                f"{dtype} ({top:g}), the dtype it decodes in (norm times sketch "
+                                f"direction); {fix}")
 
 
 def _lead(a: np.ndarray, ndim: int) -> np.ndarray:
@@ -225,12 +282,17 @@ class QJLKeyQuantizer:
         K, k_in, k_out, idx = self._split(K)
         outlier = (None if k_out is None else
                    qjl_encode(self.outlier_sketch, k_out, self.norm_dtype, f"{self.name} (outliers)"))
-        return QJLKeyCodes(qjl_encode(self.sketch, k_in, self.norm_dtype, self.name), outlier, idx,
-                           K.shape[-2], self.group_size, K.dtype)
+        inlier = qjl_encode(self.sketch, k_in, self.norm_dtype, self.name)
+        for part in (inlier, outlier):  # what decode multiplies in K's dtype (as MSEQuantizer)
+            if part is not None:
+                _check_norms_fit(part.norms, K.dtype, self.name)
+        return QJLKeyCodes(inlier, outlier, idx, K.shape[-2], self.group_size, K.dtype)
 
     def storable_limits(self, K: Float[np.ndarray, "*batch n d"]) -> list[tuple[str, float, float]]:
-        """float32 and the norms' ``norm_dtype``: a key's norm bounds its inlier and outlier
-        parts' norms, which `encode` stores (computed as it computes them).
+        """float32, the norms' ``norm_dtype`` and ``K``'s dtype, which decoding multiplies
+        them in: a key's norm bounds its inlier and outlier parts' norms, which `encode`
+        stores (computed as it computes them). A sketch's reconstruction can still reach
+        a few times the norm: `decode` and `roundtrip` check their output's range.
 
         Examples
         --------
@@ -240,7 +302,11 @@ class QJLKeyQuantizer:
         ('vector norms (stored as float16)', 65504.0, 5.0)
         """
         K = as_float_array(K, "K", min_ndim=2)
-        return float32_limits(K) + (norm_limits(_row_norms(K), self.norm_dtype) if K.size else [])
+        if not K.size:
+            return float32_limits(K)
+        norms = _row_norms(K)
+        return (float32_limits(K) + norm_limits(norms, self.norm_dtype)
+                + [(f"vector norms (decoded in {K.dtype})", float(np.finfo(K.dtype).max), float(norms.max()))])
 
     def roundtrip(self, K: Float[np.ndarray, "*batch n d"]) -> Float[np.ndarray, "*batch n d"]:
         """``decode(encode(K))`` bit for bit, without packing the sign bits.
@@ -264,14 +330,14 @@ class QJLKeyQuantizer:
             _broadcast_batch(x.shape[:-2], sketch.draws, "x")
             sketch = _in_dtype(sketch, K.dtype)  # one cast for both products
             norms = _store_norms(x, self.norm_dtype, self.name)
+            _check_norms_fit(norms, K.dtype, self.name)
             return _reconstruct(sketch, _pm_from_bits(_sign_bits(sketch, x), K.dtype), norms,
                                 K.dtype)
 
         rec = part(self.sketch, k_in)
-        if k_out is None:
-            return rec
-        out = part(self.outlier_sketch, k_out)
-        return np.where(self._token_mask(idx, K.shape[-2]), out, rec)
+        if k_out is not None:
+            rec = np.where(self._token_mask(idx, K.shape[-2]), part(self.outlier_sketch, k_out), rec)
+        return _finite_decode(rec, self.name, self.name)
 
     def _check(self, codes: object) -> QJLKeyCodes:
         if not isinstance(codes, QJLKeyCodes):
@@ -351,16 +417,18 @@ class QJLKeyQuantizer:
                dtype: DTypeLike | None = None) -> Float[np.ndarray, "*batch n d"]:
         """Unbiased reconstruction ``(*batch, N, d)``: each part's ``c‖k‖Sᵀsign(Sk)`` on its channels.
 
-        In the dtype that was encoded unless ``dtype`` is given.
+        In the dtype that was encoded unless ``dtype`` is given. A sketch's reconstruction
+        can reach a few times the norm: a result past that dtype's range raises
+        NormOverflowError (as `roundtrip`), never an inf.
         """
         codes = self._check(codes)
         dtype = codes.dtype if dtype is None else dtype
         rec = qjl_reconstruct(self.sketch, codes.inlier, dtype)
-        if self.n_outliers == 0:
-            return rec
-        mask = self._token_mask(codes.outlier_idx, codes.n_tokens)
-        out = qjl_reconstruct(self.outlier_sketch, codes.outlier, dtype)
-        return np.where(mask, out, rec)
+        if self.n_outliers:
+            mask = self._token_mask(codes.outlier_idx, codes.n_tokens)
+            rec = np.where(mask, qjl_reconstruct(self.outlier_sketch, codes.outlier, dtype), rec)
+        return _finite_decode(rec, f"codes of {self.name}", self.name,
+                              f"decode in float64 ({self.name} encoded as float64, or dtype=np.float64)")
 
     def stored_bits(self, n_tokens: int) -> dict[str, int]:
         """Total bits stored for ``n_tokens`` keys, by part.
