@@ -3,7 +3,8 @@
 Little bit order throughout, as in the QJL CUDA kernels: bit ``j`` of byte ``i`` is
 stream bit ``8 i + j``. A ``bits``-bit code ``i`` occupies stream bits
 ``[i*bits, (i+1)*bits)`` with its least significant bit first, so the packed size of
-``n`` codes is ``ceil(n * bits / 8)`` bytes -- exactly what bit accounting counts.
+``n`` codes is ``ceil(n * bits / 8)`` bytes. Bit accounting counts ``n * bits`` per
+vector (docs/usage.md): the stored bytes add up to 7 padding bits per vector to that.
 All functions are vectorised over leading axes (no Python loop over codes).
 """
 
