@@ -15,9 +15,9 @@ heavy-tailed keys, print the paired comparison and write the hypothesis-test rep
     .venv/bin/python examples/own_scheme.py       # 42-52 s wall, 7-9 s CPU (2 cores, load average 4-5)
     .venv/bin/python examples/own_scheme.py --fast --out /tmp/own   # seconds (what the tests run)
 
-The full run finds (seed 0, d = 64, N = 512, 300 trials; 2026-12-02): mean KL of minmax
-vs KQV 0.0190 vs 0.0176 at n = 3 and 0.0041 vs 0.0048 at n = 4 on Gaussian keys; 0.29
-vs 0.086 and 0.072 vs 0.021 on Student-t (nu = 3) keys, where a vector's own min and max
+The full run finds (seed 0, d = 64, N = 512, 300 trials; measured at e780426, 2026-12-04):
+mean KL of minmax vs KQV 0.0190 vs 0.0172 at n = 3 and 0.0041 vs 0.0048 at n = 4 on
+Gaussian keys; 0.29 vs 0.090 and 0.072 vs 0.022 on Student-t (nu = 3) keys, where a vector's own min and max
 are set by its largest coordinates and a rotation (KQV) spreads them out. At the same n,
 minmax stores n + 1 bits per coordinate (its two float32 numbers over d = 64), KQV
 n + 0.375: minmax's one win (Gaussian keys, n = 4) is at 5 bits against KQV's 4.375.
