@@ -6,6 +6,8 @@
     python experiments/check_results_doc.py means results/dalberto_d128 --metric kl phi_k --budget 4
     python experiments/check_results_doc.py crossovers results/dalberto_d128
     python experiments/check_results_doc.py replay results/dalberto_d128 --cells 5
+    python experiments/check_results_doc.py floor results/dalberto_d128 --pair KQV QKQV --budget 2 \\
+        --floor 0 1e-12 1e-7 1e-2
 
 (results/dalberto_d128 is a sweep folder, which holds the paired report since
 2026-12-01; results/dalberto_d128_none the two-sample report of ``kvstats report
@@ -28,6 +30,17 @@ trials of a sweep's cells with today's code (:func:`kvstats.sweep.replay.replay_
 and counts the stored rows that differ in any float column (NaN equal to NaN): do the
 page's numbers still come out of the code?
 
+``floor`` recounts the sign test of one pair on the trials whose larger value exceeds a
+floor (:func:`floor_counts`; the report's own test is floor 0): per case, budget and
+floor, the trials kept, how many have a < b and a > b (equal up to rounding, relative
+1e-12 as the report's rule, counts for neither), the exact two-sided sign-test p
+(unadjusted), and the differing trials set aside (both values <= floor) with how many of
+them have a < b; then each case's exact-attention entropy (``attn_entropy``, mean over
+trials in nats, and exp of it, the "effective number of keys"). ``--budgets NA NB``
+compares a at NA with b at NB (one scheme at two budgets: ``--pair QKQV QKQV --budgets 2
+3``). Docs/results.md's Claim 1 sensitivity bullet quotes it; the floor was chosen after
+the fact, so its p-values are exploratory.
+
 What it checks and what it does not. It reads only the result folders; it does **not**
 read docs/results.md, so a wrong number on the page cannot make it fail: a reviewer
 compares its output with the page's tables by eye. It exits non-zero with a message
@@ -49,8 +62,9 @@ from typing import NoReturn
 import numpy as np
 import pandas as pd
 
+from kvstats.analysis.resolution import rounding_ties
 from kvstats.results import load_result
-from kvstats.stats import bootstrap_ratio_ci
+from kvstats.stats import bootstrap_ratio_ci, sign_test
 
 KEY = ["distribution", "params", "dim", "n_keys", "budget"]
 
@@ -237,6 +251,140 @@ def replay(args: argparse.Namespace) -> None:
     print(f"{len(ids)} cells replayed, {differing} with differing rows, {time.perf_counter() - tic:.0f} s")
 
 
+def floor_counts(a, b, floor: float) -> dict:
+    """Sign-test counts of paired values a, b on the pairs whose larger value exceeds ``floor``.
+
+    Pairs with ``max(a, b) <= floor`` are set aside (values below any resolution: a KL of
+    1e-300 against one of 1e-310 is no material difference); ``floor = 0`` sets aside only
+    pairs of two zeros (ties), so on non-negative values its counts and p are the report's
+    own test's. Within the kept pairs, values equal up
+    to rounding (:func:`kvstats.analysis.resolution.rounding_ties`, relative 1e-12) count
+    for neither side, as in the report's sign test.
+
+    Parameters
+    ----------
+    a, b : array_like, 1-D, same length >= 1
+        Paired values (a[i] and b[i] on the same trial), no NaN.
+    floor : float >= 0
+        A pair is kept when its larger value is above it.
+
+    Returns
+    -------
+    dict
+        ``kept`` (pairs kept), ``a_lower``, ``b_lower`` (kept pairs with a < b, b < a),
+        ``p`` (exact two-sided sign-test p on the kept pairs, unadjusted; 1 when none
+        differ), ``aside`` (differing pairs set aside), ``aside_a_lower`` (of them, a < b),
+        ``aside_max`` and ``aside_min`` (largest and smallest positive value among the
+        set-aside differing pairs; NaN when there are none).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import sys; sys.path.insert(0, "experiments")
+    >>> from check_results_doc import floor_counts
+    >>> a = np.array([1e-300, 2e-300, 0.5, 0.1, 0.3])
+    >>> b = np.array([1e-310, 3e-300, 0.4, 0.2, 0.3])
+    >>> c = floor_counts(a, b, 1e-12)
+    >>> c["kept"], c["a_lower"], c["b_lower"], c["aside"], c["aside_a_lower"]
+    (3, 1, 1, 2, 1)
+    >>> floor_counts(a, b, 0.0)["a_lower"], round(floor_counts(a, b, 0.0)["p"], 3)
+    (2, 1.0)
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise ValueError(f"a and b must be 1-D, non-empty and of one length; received shapes "
+                         f"{a.shape} and {b.shape}")
+    if np.isnan(a).any() or np.isnan(b).any():
+        raise ValueError("a and b must hold no NaN; received "
+                         f"{int(np.isnan(a).sum())} NaN in a, {int(np.isnan(b).sum())} in b")
+    if not (np.isfinite(floor) and floor >= 0):
+        raise ValueError(f"floor must be a finite number >= 0; received {floor!r}")
+    tie = rounding_ties(a, b)
+    keep = np.maximum(a, b) > floor
+    differ = ~tie & (a != b)
+    a_low = differ & (a < b)
+    # the report's test (pair_tests._sign_row) on the kept pairs: rounding ties made exact
+    res = sign_test(a[keep], np.where(tie, a, b)[keep]) if keep.any() else None
+    aside = differ & ~keep
+    vals = np.r_[a[aside], b[aside]]
+    pos = vals[vals > 0]
+    return {"kept": int(keep.sum()), "a_lower": res.n_negative if res else 0,
+            "b_lower": res.n_positive if res else 0, "p": float(res.pvalue) if res else 1.0,
+            "aside": int(aside.sum()), "aside_a_lower": int((a_low & ~keep).sum()),
+            "aside_max": float(vals.max()) if vals.size else float("nan"),
+            "aside_min": float(pos.min()) if pos.size else float("nan")}
+
+
+def _paired_values(grp: pd.DataFrame, a: str, n_a: float, b: str, n_b: float, metric: str):
+    """a's and b's values on the trials both were run on (matched by ``trial``)."""
+    x = grp[(grp.scheme == a) & (grp.budget == n_a)].set_index("trial")[metric]
+    y = grp[(grp.scheme == b) & (grp.budget == n_b)].set_index("trial")[metric]
+    both = x.index.intersection(y.index).sort_values()
+    return x.loc[both].to_numpy(float), y.loc[both].to_numpy(float)
+
+
+def floor(args: argparse.Namespace) -> None:
+    frame = load_result(args.sweep).frame
+    a_name, b_name = args.pair
+    schemes = sorted(frame.scheme.unique())
+    for name in (a_name, b_name):
+        if name not in schemes:
+            _fail(f"--pair: scheme {name!r} is not in {args.sweep} (schemes there: {schemes})")
+    if args.metric not in frame.columns or not pd.api.types.is_numeric_dtype(frame[args.metric]):
+        _fail(f"--metric: {args.metric!r} is not a metric column of {args.sweep}")
+    for f in args.floor:
+        if not (np.isfinite(f) and f >= 0):
+            _fail(f"--floor: each floor must be a finite number >= 0; received {f!r}")
+    if args.budgets and a_name == b_name and args.budgets[0] == args.budgets[1]:
+        _fail(f"--budgets: {a_name} against itself needs two different budgets; received {args.budgets}")
+    if not args.budgets and a_name == b_name:
+        _fail(f"--pair: {a_name} against itself needs --budgets NA NB")
+    # one scheme at two budgets: name each side by its budget
+    a_lab, b_lab = ((f"{a_name}@{args.budgets[0]:g}", f"{b_name}@{args.budgets[1]:g}") if a_name == b_name
+                    else (a_name, b_name))
+    head = ["case", "n", "floor", "kept (larger > floor)", f"{a_lab}<{b_lab}", f"{a_lab}>{b_lab}",
+            "p (exact, unadjusted)", "set aside (differing)", f"of them {a_lab}<{b_lab}",
+            "set-aside positive values in"]
+    lines = []
+    for (dist, params, dim, n_keys), grp in frame.groupby(KEY[:4], sort=False):
+        budgets = ([tuple(args.budgets)] if args.budgets else
+                   [(n, n) for n in sorted(set(grp.loc[grp.scheme == a_name, "budget"])
+                                           & set(grp.loc[grp.scheme == b_name, "budget"]))])
+        for n_a, n_b in budgets:
+            if args.budget and n_a not in args.budget:
+                continue
+            x, y = _paired_values(grp, a_name, n_a, b_name, n_b, args.metric)
+            if x.size == 0:
+                continue
+            label = f"{n_a:g}" if n_a == n_b else f"{n_a:g} vs {n_b:g}"
+            for f in args.floor:
+                c = floor_counts(x, y, f)
+                span = f"[{c['aside_min']:.2g}, {c['aside_max']:.2g}]" if c["aside"] else "–"
+                lines.append("| " + " | ".join([
+                    f"{dist} {params}", label, f"{f:g}", str(c["kept"]), str(c["a_lower"]),
+                    str(c["b_lower"]), _p(c["p"]), str(c["aside"]), str(c["aside_a_lower"]), span]) + " |")
+    if not lines:
+        _fail(f"no rows for {a_name} vs {b_name}, {args.metric}"
+              + (f" at budget {args.budget}" if args.budget else "")
+              + (f" at budgets {args.budgets}" if args.budgets else "")
+              + f": the two schemes share no case, budget and trial in {args.sweep}")
+    print(f"\n{a_lab} vs {b_lab}, {args.metric}: sign counts on the trials whose larger value is above "
+          f"the floor (floor 0: every trial)\n")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    print("\n".join(lines))
+    if "attn_entropy" in frame.columns:
+        # one value per trial (every scheme of a case sees the same exact attention)
+        h = frame.groupby(KEY[:4] + ["trial"], sort=False)["attn_entropy"].min().dropna()
+        if len(h):
+            print("\nExact attention entropy per case (nats; mean over trials, exp(mean) = effective keys)\n")
+            print("| case | trials | mean H | exp(mean H) | min | max |\n|---|---|---|---|---|---|")
+            for (dist, params, dim, n_keys), v in h.groupby(level=list(range(4)), sort=False):
+                print(f"| {dist} {params} | {len(v)} | {v.mean():.3g} | {np.exp(v.mean()):.3g} | "
+                      f"{v.min():.3g} | {v.max():.3g} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="examples:\n" + __doc__.split("\n\n", 1)[1].split("\n\n")[0],
@@ -263,6 +411,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("sweep")
     p.add_argument("--cells", type=int, default=0, help="only the first N cells (default: all)")
     p.set_defaults(func=replay)
+    p = sub.add_parser("floor", help="one pair's sign counts on the trials whose larger value exceeds a floor; "
+                                     "attention entropies")
+    p.add_argument("sweep")
+    p.add_argument("--pair", nargs=2, default=["KQV", "QKQV"], metavar=("A", "B"))
+    p.add_argument("--metric", default="kl")
+    p.add_argument("--floor", nargs="+", type=float, default=[0.0, 1e-12])
+    p.add_argument("--budget", nargs="*", type=float, default=[], help="only these budgets (of A)")
+    p.add_argument("--budgets", nargs=2, type=float, metavar=("NA", "NB"),
+                   help="A at NA against B at NB (e.g. one scheme at two budgets)")
+    p.set_defaults(func=floor)
     args = ap.parse_args(argv)
     args.func(args)
 

@@ -124,7 +124,7 @@ def test_docstring_examples_run(folders, capsys):
     sweep, none = folders
     doc = _script().__doc__.split("\n\n")[1]
     commands = [" ".join(c.split()) for c in doc.replace("\\\n", " ").splitlines() if c.strip()]
-    assert [c.split()[2] for c in commands] == ["pairs", "means", "crossovers", "replay"]
+    assert [c.split()[2] for c in commands] == ["pairs", "means", "crossovers", "replay", "floor"]
     for command in commands:
         argv = shlex.split(command)[2:]
         argv = [str(none) if a == "results/dalberto_d128_none" else str(sweep) if a == "results/dalberto_d128"
