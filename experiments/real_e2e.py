@@ -65,7 +65,8 @@ Every run records what it ran on in ``e2e_runs.json`` in ``--out`` (a full run s
 list, an ``--only`` run appends to it): the CPU, :func:`kvstats.sweep.numeric_env.numeric_env`
 (BLAS and the kernels it chose), the thread count, the versions of Python, numpy, torch,
 transformers and gguf, the git revision and the UTC start and end; experiments/real_report.py
-states them under the end-to-end table.
+states them under the end-to-end table. The record also holds the weights file
+(``weights``: package, version, file name and SHA-256, as load_model read it).
 
 Reruns are bit-identical on the same machine and installs: seeds are fixed and
 kl_quality runs on ``--threads`` threads for torch and numpy's BLAS (default 1; the
@@ -398,8 +399,10 @@ def git_revision() -> str:
     return rev + ("+edits" if dirty else "")
 
 
-def run_record(what: str, threads: int, started: float) -> dict:
-    """What a run of this script ran on and when (one entry of ``e2e_runs.json``)."""
+def run_record(what: str, threads: int, started: float, weights: dict | None = None) -> dict:
+    """What a run of this script ran on and when (one entry of ``e2e_runs.json``), with the
+    weights file it ran (``weights``: load_model's ``model._kvstats_weights``, its package,
+    version, file and SHA-256; None for a model loaded otherwise)."""
     import gguf
     import torch
     import transformers
@@ -411,7 +414,8 @@ def run_record(what: str, threads: int, started: float) -> dict:
     return {"run": what, "started": utc(started), "finished": utc(time.time()), "revision": git_revision(),
             "cpu": cpu_name(), **numeric_env(), "threads": threads, "python": platform.python_version(),
             "numpy": np.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "gguf": getattr(gguf, "__version__", "unknown")}
+            "gguf": getattr(gguf, "__version__", "unknown"),
+            "weights": None if weights is None else dict(weights)}
 
 
 def record_run(out: str, record: dict, append: bool) -> None:
@@ -460,6 +464,8 @@ def main() -> None:
     t0 = time.time()
     what = "full" if args.only is None else f"--only {args.only}"
     model, tok = load_model()
+    # load_model warns only when the file's hash differs from the pinned one: record it
+    weights = getattr(model, "_kvstats_weights", None)
     texts = stdlib_texts()
     os.makedirs(args.out, exist_ok=True)
     if args.only is not None:
@@ -472,7 +478,7 @@ def main() -> None:
         if len(tests):
             print(tests.dropna(axis=1, how="all").to_string())
         print("difference tests: python experiments/real_report.py (from e2e_positions.csv.gz)")
-        record_run(args.out, run_record(what, args.threads, t0), append=True)
+        record_run(args.out, run_record(what, args.threads, t0, weights), append=True)
         print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
         return
     df = run_all(model, tok, texts, args)
@@ -494,7 +500,7 @@ def main() -> None:
                    "fixed_bytes"]].to_string())
     print(tests.dropna(axis=1, how="all").to_string())
     print("difference tests: python experiments/real_report.py (from e2e_positions.csv.gz)")
-    record_run(args.out, run_record(what, args.threads, t0), append=False)
+    record_run(args.out, run_record(what, args.threads, t0, weights), append=False)
     print(f"done in {time.time() - t0:.0f} s (load average {os.getloadavg()[0]:.2f})")
 
 

@@ -22,10 +22,15 @@ is below it. Protocol: full-precision prefill stored in the quantized cache
 passkey and filler start (independent draws: the prompt is the unit of the tests). One
 torch thread; run it niced. Writes <out>/retrieval_<prefill>_trials.csv (every answer) and
 <out>/retrieval_<prefill>_summary_L<length>.csv (the table, per filler length); ``--scan``
-writes <out>/scan_trials.csv.
+writes <out>/scan_trials.csv. Beside them <out>/<stem>_run.json (``stem``: scan or
+retrieval_<prefill>) records the run: the weights file the answers came from (package,
+version, file name and SHA-256, as load_model read it), the model, the settings and the
+UTC start and end.
 """
 
 import argparse
+import datetime
+import json
 import os
 import time
 
@@ -39,6 +44,19 @@ EXTRA = [("qjl", 3, 0, {"n_outliers": 4}), ("qjl", 3, 0, {"n_outliers": 8})]
 # K4V2 vs K4V4: an accuracy drop below 5 points counts as "keeps K4V4's accuracy"
 # (declared 2026-12-03, before the 200-prompt run of docs/results.md).
 NONINFERIORITY_MARGIN = 0.05
+
+
+def run_record(model, args, started: float) -> dict:
+    """What a run answered with and how (``<stem>_run.json``): the weights (load_model's
+    ``model._kvstats_weights``: package, version, file, SHA-256; None for a model loaded
+    otherwise), the model's name and the command-line settings, with UTC start and end."""
+    def utc(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    weights = getattr(model, "_kvstats_weights", None)
+    return {"weights": None if weights is None else dict(weights),
+            "model": getattr(model, "_kvstats_name", None), "settings": dict(vars(args)),
+            "started": utc(started), "finished": utc(time.time())}
 
 
 def main() -> None:
@@ -83,6 +101,9 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     stem = "scan" if args.scan else f"retrieval_{args.prefill}"
     df.to_csv(os.path.join(args.out, f"{stem}_trials.csv"), index=False)
+    with open(os.path.join(args.out, f"{stem}_run.json"), "w") as f:
+        json.dump(run_record(model, args, t0), f, indent=1)
+        f.write("\n")
     pd.set_option("display.width", 200)
     ref = df[df.config == "fp32"]
     print("\nfloat32 accuracy by length and depth:")

@@ -18,6 +18,18 @@ Two ways to run the quantized model, both teacher-forced:
   ``tests/models/test_quantized_model.py``). Compare schemes within one mode.
 - ``mode="decode"``: a prefill of ``prefill_tokens`` tokens, then one token at a time, so
   a full-precision window and token-grouped schemes (KIVI) behave as in generation.
+  Only positions from ``prefill_tokens`` on are predicted by a decode step: texts with
+  no such position (at most ``prefill_tokens + 1`` tokens) are refused when all are,
+  and named in a warning when some are.
+
+A full-precision ``window`` is relative to the position being predicted, which only a
+token-by-token pass has: one prefill pass keeps the text's *last* ``window`` tokens in
+full precision for every position (its first positions read coded keys that generation
+reads in full precision), so ``window > 0`` needs ``mode="decode"`` (a ValueError
+otherwise). Token-grouped schemes (kivi, qjl, klt) with ``window=0`` stay allowed in
+prefill: a one-pass prefill of a prompt codes its whole groups, each group's statistics
+from all of its tokens (experiments/real_e2e.py's ``qjl@3`` rows); compare them with
+decode-mode rows only as two protocols.
 
 The caches transformers users run today are accepted by name beside the kvstats schemes
 (``"hf:quanto-int4"``, ``"hf:quanto-int2"``, ``"hf:fp8"``; :mod:`kvstats.models.peers`).
@@ -42,6 +54,7 @@ installs is listed in docs/real_model.md ("Reproducibility").
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -149,12 +162,18 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         Passed to :class:`~kvstats.models.QuantizedCache` (a fresh cache per text, seeded
         ``seed + text index`` so texts are independent draws of the scheme's randomness);
         for a peer, ``window`` is its ``residual_length`` and ``scheme_params`` its
-        quanto options (:func:`kvstats.models.peers.make_peer_cache`).
+        quanto options (:func:`kvstats.models.peers.make_peer_cache`). ``window > 0``
+        needs ``mode="decode"`` (module docstring); with ``prefill_tokens`` > ``window``
+        the prefill chunk's own positions read it as one pass does, so
+        ``prefill_tokens=1`` gives generation's window at every position.
     mode : {"prefill", "decode"}
         See the module docstring.
     prefill_tokens : int, optional
         Prompt tokens processed at once before decoding (``mode="decode"``). Default: 16,
-        or 1 when a configuration is a transformers peer. A peer's prefill chunk attends
+        or 1 when a configuration is a transformers peer. Rows of positions below it come
+        from the prefill chunk: a text of at most ``prefill_tokens + 1`` tokens has no row
+        from a decode step (refused when every text is so short, a warning naming them
+        when some are). A peer's prefill chunk attends
         its raw states, so its first ``prefill_tokens`` positions are exact (KL 0) while
         kvstats' cache codes them: beside kvstats schemes in one list a peer needs
         ``prefill_tokens=1`` (a larger value is refused); a list of peers alone may take
@@ -196,7 +215,9 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     Raises
     ------
     ValueError
-        Unknown scheme or mode, texts longer than the model's context, texts repeated
+        Unknown scheme or mode, ``window > 0`` with ``mode="prefill"``, ``mode="decode"``
+        with every text at most ``prefill_tokens + 1`` tokens (no decode step would make
+        a row), texts longer than the model's context, texts repeated
         (after truncation: each is an independent unit of ``se_kl_text``), ``threads`` <
         1, a ``(scheme, bits)`` pair listed twice; a peer with ``mode="prefill"``, with
         ``bits``, beside a kvstats scheme with ``prefill_tokens`` > 1, or without
@@ -210,6 +231,15 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
     >>> summarize_quality(df)[["mean_kl", "top1_agreement"]]               # doctest: +SKIP
     """
     mode = check_choice(mode, "mode", MODES)
+    window = check_int(window, "window", low=0)
+    if window > 0 and mode == "prefill":
+        # one pass keeps the text's last tokens in full precision for every position,
+        # not the last tokens before each position: rows labelled with a window they did not have
+        raise ValueError(f"window must be 0 with mode='prefill' (a full-precision window follows the "
+                         f"predicted position only token by token: one pass keeps the text's last "
+                         f"{window} tokens in full precision for every position); received "
+                         f"window={window}, mode='prefill': use mode='decode' (prefill_tokens=1 for "
+                         f"the window at every position)")
     if prefill_tokens is not None:
         prefill_tokens = check_int(prefill_tokens, "prefill_tokens", low=1)
     seed = check_int(seed, "seed", low=0)
@@ -250,6 +280,8 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
                          f"their own to prefill more)")
     context = getattr(model.config, "max_position_embeddings", None)
     streams = _token_ids(tokenizer, texts, max_tokens, context)
+    if mode == "decode":
+        _check_decoded(streams, prefill_tokens)
     with pinned_threads(threads):
         frames, memory = _compare(model, streams, configs, seed, window, mode, prefill_tokens,
                                   scheme_params, progress)
@@ -260,6 +292,25 @@ def kl_quality(model, tokenizer, texts, scheme, bits=None, *, seed=0, window=0, 
         df.attrs.update(bytes_per_token=next(iter(mem.values()))[0],
                         fp16_bytes_per_token=next(iter(mem.values()))[1])
     return df
+
+
+def _check_decoded(streams, prefill_tokens):
+    """Refuse decode mode when no row would come from a decode step; warn when some texts'
+    rows would not. A text of n tokens has rows for positions 0..n-2, and position t is
+    predicted by a decode step only when t >= prefill_tokens."""
+    lengths = np.array([len(ids) for ids in streams])
+    short = np.flatnonzero(lengths <= prefill_tokens + 1)
+    if short.size == lengths.size:
+        raise ValueError(f"mode='decode' needs a text longer than prefill_tokens + 1 = {prefill_tokens + 1} "
+                         f"tokens (rows stop at the second-to-last token); received texts of "
+                         f"{sorted(set(lengths.tolist()))} tokens, so every row would come from the "
+                         f"prefill chunk (a prefill labelled decode): pass a smaller prefill_tokens, "
+                         f"longer texts or mode='prefill'")
+    if short.size:
+        warnings.warn(f"{short.size} of {lengths.size} texts (indices {short.tolist()[:10]}"
+                      f"{', ...' if short.size > 10 else ''}) have at most prefill_tokens + 1 = "
+                      f"{prefill_tokens + 1} tokens: their rows in mode='decode' all come from the "
+                      f"prefill chunk, no decode step", UserWarning, stacklevel=3)
 
 
 def _make_cache(config, name, bits, seed, window, scheme_params):
@@ -330,6 +381,10 @@ def _compare(model, streams, configs, seed, window, mode, prefill_tokens, scheme
 def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     """llama.cpp-style summary of :func:`kl_quality` rows, one row per (scheme, bits, window, mode).
 
+    ``df`` must hold each (scheme, bits, window, mode, text, position) once (a ValueError
+    otherwise: frames of separate calls each number their texts from 0, so concatenated
+    they need renumbering).
+
     Columns: ``n_texts, n_positions, mean_kl`` (over all positions), ``se_kl`` (its
     standard error with positions as units, as llama.cpp reports it), ``se_kl_text`` (its
     standard error with texts as units, the cluster-robust CR1 one: positions of one text
@@ -352,10 +407,20 @@ def summarize_quality(df: pd.DataFrame) -> pd.DataFrame:
     >>> round(float(summarize_quality(df)["mean_kl"].iloc[0]), 3)
     0.1
     """
-    need = {"scheme", "bits", "window", "mode", "text", "kl", "top1_agree", "nll_ref", "nll_quant"}
+    need = {"scheme", "bits", "window", "mode", "text", "position", "kl", "top1_agree", "nll_ref", "nll_quant"}
     if not isinstance(df, pd.DataFrame) or need - set(df.columns):
         missing = sorted(need - set(df.columns)) if isinstance(df, pd.DataFrame) else sorted(need)
         raise ValueError(f"df must be the DataFrame returned by kl_quality; missing columns {missing}")
+    key = ["scheme", "bits", "window", "mode", "text", "position"]
+    dup = df.duplicated(key, keep=False)
+    if dup.any():
+        # frames of separate calls each number their texts from 0: concatenated, their texts
+        # were pooled as one (n_texts and se_kl_text wrong) or counted twice
+        first = df.loc[dup, key].drop_duplicates().head(3).to_dict("records")
+        raise ValueError(f"df must hold each ({', '.join(key)}) once; received {int(dup.sum())} rows "
+                         f"sharing a key, e.g. {first}. Frames of separate kl_quality calls each number "
+                         f"their texts from 0: renumber them before concatenating (e.g. "
+                         f"df['text'] = i for the i-th single-text call), and run each configuration once")
     rows = []
     for key, g in df.groupby(["scheme", "bits", "window", "mode"], dropna=False, sort=False):
         kl = g["kl"].to_numpy(float)

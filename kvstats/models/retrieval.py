@@ -510,6 +510,9 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     """Accuracy with Wilson intervals, McNemar's exact test against the reference (Holm
     over the configurations), the loss bound, and greedy agreement, per configuration.
 
+    ``df`` must hold each (config, trial) once (a ValueError otherwise: batches of
+    separate runs each number their trials from 0, so concatenated they need renumbering).
+
     Columns: ``config, n, correct, accuracy, acc_low, acc_high, ref_only, only, p_mcnemar,
     p_holm, min_p, min_p_holm, verdict, loss_upper, agree_tokens, identical, bytes_per_token``
     and, when ``df`` has it, ``uncoded_share`` (its mean over prompts).
@@ -540,6 +543,15 @@ def summarize_retrieval(df: pd.DataFrame, *, reference: str = "fp32", alpha: flo
     need = {"trial", "config", "correct", "agree_tokens", "identical", "bytes_per_token"}
     if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
         raise ValueError(f"df must be run_retrieval's frame with columns {sorted(need)}")
+    dup = df.duplicated(["config", "trial"], keep=False)
+    if dup.any():
+        # batches of run_retrieval each number their trials from 0: concatenated, a trial
+        # number named two prompts, paired and counted as one unit twice
+        first = df.loc[dup, ["config", "trial"]].drop_duplicates().head(3).to_dict("records")
+        raise ValueError(f"df must hold each (config, trial) once; received {int(dup.sum())} rows sharing "
+                         f"a key, e.g. {first}. Frames of separate run_retrieval calls each number their "
+                         f"trials from 0: renumber them before concatenating (e.g. add the earlier "
+                         f"frames' prompt count to a later frame's trial)")
     if reference not in set(df.config):
         raise ValueError(f"reference must be one of the configs {sorted(set(df.config))}; received {reference!r}")
     ref = df[df.config == reference].set_index("trial").correct.sort_index()

@@ -69,13 +69,13 @@ def test_every_column_is_the_hand_computed_number(tiny, mode, window, prefill):
 def test_memory_is_the_mean_over_texts(tiny):
     # attrs["memory"]: (stored, fp16, held bytes per token, fixed bytes), means over texts of
     # different lengths (with a full-precision window of 3 tokens, the per-token figures
-    # differ from text to text).
+    # differ from text to text; a window needs mode="decode").
     model, tok = tiny
-    df = kl_quality(model, tok, TEXTS + ["ab"], "KQV", 4, seed=0, window=3)
+    df = kl_quality(model, tok, TEXTS + ["ab"], "KQV", 4, seed=0, window=3, mode="decode", prefill_tokens=1)
     per_text = []
     for i, text in enumerate(TEXTS + ["ab"]):
         cache = QuantizedCache("KQV", 4, seed=i, window=3)
-        _log_probs(model, tok(text)["input_ids"], cache)
+        _log_probs(model, tok(text)["input_ids"], cache, prefill=1)
         rep = cache.memory_report()
         per_text.append((rep["bytes_per_token"], rep["fp16_bytes_per_token"], rep["fixed_bytes"]))
     stored, fp16, fixed = np.mean(per_text, axis=0)

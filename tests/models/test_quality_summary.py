@@ -61,7 +61,7 @@ def test_text_level_error_bar_belongs_to_mean_kl_for_texts_of_unequal_length():
     text = np.repeat(np.arange(5), lengths)
     kl = rng.exponential(0.1 * (1 + text), size=text.size)
     df = pd.DataFrame({"scheme": "KV", "bits": 2.0, "window": 0, "mode": "prefill", "text": text,
-                       "position": 0, "kl": kl, "top1_agree": True, "nll_ref": 1.0, "nll_quant": 1.0})
+                       "position": np.concatenate([np.arange(n) for n in lengths]), "kl": kl, "top1_agree": True, "nll_ref": 1.0, "nll_quant": 1.0})
     s = summarize_quality(df).iloc[0]
     fit = sm.OLS(kl, np.ones(kl.size)).fit(cov_type="cluster", cov_kwds={"groups": text})
     assert s.mean_kl == pytest.approx(fit.params[0], rel=1e-12)

@@ -25,13 +25,16 @@ def tiny():
 
 def test_kl_quality_records_the_uncoded_share(tiny):
     model, tok = tiny
-    df = kl_quality(model, tok, TEXTS, [("KQV", 3), ("kivi", 2)], window=4, progress=False)
+    # a window needs mode="decode": token by token after a one-token prefill
+    df = kl_quality(model, tok, TEXTS, [("KQV", 3), ("kivi", 2)], window=4, mode="decode", prefill_tokens=1,
+                    progress=False)
     for name, bits in (("KQV", 3), ("kivi", 2)):
         shares = []
         for i, text in enumerate(TEXTS):
             cache = QuantizedCache(name, bits, seed=i, window=4)
             with torch.inference_mode():
-                model(input_ids=torch.tensor([tok(text)["input_ids"]]), cache=cache, use_cache=True)
+                for token in tok(text)["input_ids"]:
+                    model(input_ids=torch.tensor([[token]]), cache=cache, use_cache=True)
             shares.append(cache.memory_report()["uncoded_share"])
         assert df.attrs["memory"][f"{name}:{bits}"][4] == pytest.approx(np.mean(shares))
     summary = summarize_quality(df).set_index("scheme")
