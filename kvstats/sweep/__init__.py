@@ -17,8 +17,9 @@ scheme)``; its result is one row per trial with the 6D error profile
   on ``chunk_size``: it is part of the configuration and of every cell's id); a chunk
   is drawn once and coded by every scheme and budget of its case (``Scheme.roundtrip``);
 - **resumable**: each finished cell is written to ``out/cells/<cell-id>.parquet`` (CSV
-  without pyarrow); a rerun with the same configuration loads finished cells instead of
-  recomputing them;
+  without pyarrow), and the chunks of a cell not finished yet to
+  ``out/cells/parts/<cell-id>-<chunk>.parquet`` as they arrive; a rerun with the same
+  configuration loads finished cells and chunks instead of recomputing them;
 - **parallel** through any :class:`concurrent.futures.Executor` (local processes by
   default, ``"serial"`` in-process, or ``dask.distributed.Client.get_executor()``).
   A task is a run of chunks of one case; workers return frames, and only the calling
@@ -40,7 +41,8 @@ its validation), :mod:`~kvstats.sweep.specs` (one ``[[schemes]]`` or ``[[distrib
 entry read and checked), :mod:`~kvstats.sweep.plan` (cells, keys, seeds, chunks, tasks),
 :mod:`~kvstats.sweep.sources` (the real data source), :mod:`~kvstats.sweep.work` (a
 task -> per-trial frames, in a worker), :mod:`~kvstats.sweep.store` (cell files,
-manifest), :mod:`~kvstats.sweep.numeric_env` (the CPU and BLAS a cell was computed in:
+manifest), :mod:`~kvstats.sweep.parts` (the chunks of unfinished cells, kept for a
+resume), :mod:`~kvstats.sweep.numeric_env` (the CPU and BLAS a cell was computed in:
 recorded, and a resume of cells from elsewhere warns), :mod:`~kvstats.sweep.folder` (a folder kept to one sweep: its lock, which
 folders a sweep may take, what a new sweep clears), :mod:`~kvstats.sweep.locks` (the
 exclusive file lock, taken without waiting, of a sweep's folder and of a report's staging
@@ -76,6 +78,6 @@ _EXPORTS = {
     "CELL_COLUMNS": "kvstats.results",
     "REAL": "kvstats.results",
 }
-_SUBMODULES = {"config", "plan", "sources", "work", "store", "run", "replay"}
+_SUBMODULES = {"config", "plan", "sources", "work", "store", "parts", "run", "replay"}
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)

@@ -56,6 +56,9 @@ _TABLE_SUFFIXES = (".parquet", ".csv")
 # the name of a stored cell (kvstats.sweep.plan.cell_id: 20 hex digits): no other file in
 # cells/ is a sweep's
 _CELL_STEM = re.compile(r"[0-9a-f]{20}")
+# the chunks of unfinished cells (kvstats.sweep.parts): cells/parts/<cell id>-<chunk>.parquet|csv
+PARTS = "parts"
+_PART_STEM = re.compile(r"([0-9a-f]{20})-([0-9]+)")
 # kvstats.report.render.REPORT_RECORD (not imported: the store sits below the report;
 # tests/sweep/test_out_folder.py holds the two equal)
 _REPORT_RECORD = "report_files.json"
@@ -350,7 +353,8 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
     ``results.*``, the report (``report.md/.html/.json``, then the other files its record
     ``report_files.json`` names and that are unchanged, its ``tables/*.csv`` and
     ``figures/*``, then the record), temporary files of interrupted writes, and cells
-    (``cells/<20 hex digits>.parquet|csv``) whose id is not in ``keep_cells``. Only those
+    (``cells/<20 hex digits>.parquet|csv``) and the chunks of unfinished cells
+    (``cells/parts/<20 hex digits>-<chunk>.parquet|csv``) whose id is not in ``keep_cells``. Only those
     names are removed: a file of yours beside them (``figures/mine.png``,
     ``tables/mine.csv``, a recorded figure you edited since) stays. Call it while holding
     :func:`lock_dir`. Returns the removed paths, relative to ``out_dir``. A folder that
@@ -403,6 +407,14 @@ def clear_outputs(out_dir: Path, keep_cells: set[str]) -> list[str]:
                        and path.stem not in keep_cells)
             if stale_tmp or foreign:
                 rm(path)
+        parts = cells / PARTS
+        for path in sorted(parts.iterdir()) if parts.is_dir() else ():
+            match = _PART_STEM.fullmatch(path.stem)
+            if ((path.name.startswith(".") and path.suffix == ".tmp")
+                    or (path.suffix in _TABLE_SUFFIXES and match is not None and match[1] not in keep_cells)):
+                rm(path)
+        with contextlib.suppress(OSError):
+            parts.rmdir()   # only when empty
     return removed
 
 

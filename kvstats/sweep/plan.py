@@ -569,19 +569,32 @@ class _Task:
         return f"{self.cells[0][0].describe_case()}, trials {first}..{start + count - 1}"
 
 
-def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]]) -> list[_Task]:
-    """The tasks computing the cells ``todo``: each case's chunks split over a few tasks."""
+def _tasks(config: SweepConfig, todo: list[tuple[Cell, str]],
+           done: Mapping[str, set[int]] | None = None) -> list[_Task]:
+    """The tasks computing the cells ``todo``: each case's chunks split over a few tasks;
+    ``done`` (case key -> chunks a resume has: :mod:`kvstats.sweep.parts`) leaves those out,
+    each run of missing chunks split in proportion to its length."""
     groups: dict[str, list[tuple[Cell, str]]] = {}
     for cell, cid in todo:
         groups.setdefault(cell.case_key(), []).append((cell, cid))
     tasks = []
-    for cells in groups.values():
+    for case, cells in groups.items():
         chunk = chunk_for(config, cells[0][0].n_keys, cells[0][0].dim)
-        n_chunks = -(-config.n_trials // chunk)
+        have = (done or {}).get(case, set())
+        missing = [b for b in range(-(-config.n_trials // chunk)) if b not in have]
+        runs: list[list[int]] = []   # the contiguous runs [a, b) of missing chunks
+        for b in missing:
+            if runs and runs[-1][1] == b:
+                runs[-1][1] = b + 1
+            else:
+                runs.append([b, b + 1])
         # a real case is not split: every task of it would load the case's whole selection
         real = cells[0][0].distribution == REAL
-        splits = 1 if real else min(n_chunks, -(-_TARGET_TASKS // len(groups)))
-        bounds = np.linspace(0, n_chunks, splits + 1).round().astype(int)
-        tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
-                        int(a), int(b), config.dtype, config.generator) for a, b in zip(bounds[:-1], bounds[1:])]
+        splits = 1 if real else min(len(missing), -(-_TARGET_TASKS // len(groups)))
+        for a, b in runs:
+            k = 1 if real else max(1, round(splits * (b - a) / len(missing)))
+            bounds = np.linspace(a, b, k + 1).round().astype(int)
+            tasks += [_Task(tuple(cells), config.n_trials, config.n_queries, chunk, config.seed,
+                            int(lo), int(hi), config.dtype, config.generator)
+                      for lo, hi in zip(bounds[:-1], bounds[1:])]
     return tasks

@@ -5,9 +5,11 @@ parameters at every (d, N), every scheme at every budget and d, user code's bits
 seeds), the output folder is refused if it holds files but no kvstats sweep, locked,
 cleared of another sweep's outputs and checked writable (:mod:`kvstats.sweep.store`). A
 cell is computed in chunks, possibly by several tasks; the calling process collects the
-frames the workers return and writes a cell once all its trials have arrived, so an
-interrupted sweep (even by ``kill -9``) resumes cleanly and remote workers need no shared
-file system. The frame and the files do not depend on the executor or on task order.
+frames the workers return and writes a cell once all its trials have arrived, keeping the
+chunks of cells not complete yet as part files (:mod:`kvstats.sweep.parts`), so an
+interrupted sweep (even by ``kill -9``) resumes cleanly, computing only the chunks it lacks,
+and remote workers need no shared file system. The frame and the files do not depend on
+the executor or on task order.
 
 The tasks run on an executor through :mod:`kvstats.sweep.pool` (its workers, their
 progress, warnings and failures). User code reaches every worker: a task is sent as
@@ -45,7 +47,8 @@ from kvstats.quant.coder import NormOverflowError
 from kvstats.results import SweepResult, _digest, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
-from kvstats.sweep.plan import Cell, _tasks, code_version
+from kvstats.sweep.parts import check_parts_slot, drop_parts, resume_parts, write_part
+from kvstats.sweep.plan import Cell, _tasks, chunk_for, code_version
 from kvstats.sweep.preflight import preflight as _preflight
 from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _one_blas_thread,
                                 _pool_worker, _portable, _recording, _say, _show_warnings, _user_task)
@@ -88,7 +91,7 @@ def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException 
             f"{n_cells - n_done}]")
 
 
-def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
+def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool, n_parts: int = 0) -> Any:
     """The sweep's progress bar: it moves per chunk, counting the cells' coded trials (its
     percentage is of those, as the count beside it), and shows the whole finished cells
     after them: ``sweep:  27%|██▋   | 648/2400 trials, 6/24 cells [...]`` (a cell is
@@ -96,7 +99,8 @@ def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
 
     The cells' count is the attribute ``cells_done`` (``n_done`` resumed cells at the
     start), which the caller raises as each cell is complete
-    (tests/sweep/test_progress_bar.py holds its text).
+    (tests/sweep/test_progress_bar.py holds its text); ``n_parts`` trials of unfinished
+    cells resumed from their parts count from the start too.
     """
     from tqdm.auto import tqdm
 
@@ -107,7 +111,7 @@ def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool) -> Any:
         def format_dict(self) -> dict[str, Any]:   # tqdm fills bar_format from this
             return {**super().format_dict, "cells_done": self.cells_done, "cells": n_cells}
 
-    return CellBar(total=n_cells * n_trials, initial=n_done * n_trials, desc="sweep", disable=not show,
+    return CellBar(total=n_cells * n_trials, initial=n_done * n_trials + n_parts, desc="sweep", disable=not show,
                    file=sys.stderr,
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} trials, "
                               "{cells_done}/{cells} cells [{elapsed}<{remaining}]")
@@ -221,8 +225,10 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
     resume : bool
         Reuse finished cells found in ``out/cells`` (default) after checking each (its
         id, key, rows, schema and content hash); a cell that fails is recomputed, with a
-        line on stderr and ``"recomputed"`` and the reason in the manifest. With False
-        every cell is recomputed and overwritten.
+        line on stderr and ``"recomputed"`` and the reason in the manifest. The chunks of
+        unfinished cells (``out/cells/parts``, :mod:`kvstats.sweep.parts`) are checked
+        alike and reused: only the chunks a case lacks are computed. With False every
+        cell is recomputed and overwritten, and the parts are removed.
     workers : int, optional
         Processes of the default executor; more than 1 with another executor is a
         ValueError (it would be ignored).
@@ -244,7 +250,7 @@ def run_sweep(config: SweepConfig | Mapping[str, Any] | str | os.PathLike, out: 
         A cell's code failed (the message names the cell or case; a user scheme or
         distribution may raise anything): the sweep stops, tasks not started are
         cancelled, and every cell that finished (those of running tasks too) is written
-        to ``out/cells``; a note on the error says how many, and that the same sweep
+        to ``out/cells``, the chunks of the others to ``out/cells/parts``; a note on the error says how many, and that the same sweep
         with ``resume`` computes only the rest.
     KeyboardInterrupt
         Ctrl-C: finished cells are kept as above, and the note says how many.
@@ -321,6 +327,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         # name taken by a folder, or for cells/ it cannot write, leaves an earlier sweep's
         # results as they were
         check_cell_slots(cells_dir, [cid for _, cid in cells])   # also without resume
+        check_parts_slot(cells_dir)
         check_writable(cells_dir)   # creates it
         previous = previous_config(out_dir)
         other = previous is not None and _digest(previous) != _digest(config_settings(config.to_dict()))
@@ -368,49 +375,85 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             "their last bits may differ from cells computed here. They are kept (the manifest lists "
             "them, with n_other_env); resume=False (kvstats sweep without --resume) recomputes "
             "every cell here", NumericEnvWarning, stacklevel=_user_stacklevel())
-    tasks = _tasks(config, todo)
-
-    bar = _cell_bar(len(cells), len(cells) - len(todo), config.n_trials, progress)
-
     # A cell is computed in chunks, possibly by several tasks; it is written (and counts
-    # as done for a resume) once all its trials have arrived.
+    # as done for a resume) once all its trials have arrived. Until then its chunks are
+    # kept in cells/parts (kvstats.sweep.parts), and a resume computes only the chunks
+    # its case lacks.
     pending: dict[str, dict[int, pd.DataFrame]] = {cid: {} for _, cid in todo}
     seconds = dict.fromkeys(pending, 0.0)
     keys = {cid: cell.key() for cell, cid in todo}
+    chunks = {cid: chunk_for(config, cell.n_keys, cell.dim) for cell, cid in todo}
 
     # the code and the numerical environment of each part
     used: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}
     used_env: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}
     others: list[str] = []
+    done: dict[str, set[int]] = {}   # case key -> the chunks resumed from parts
+    if cells_dir is not None:
+        # the parts of resumed cells are left over (a cell written, its parts not yet
+        # removed); without resume every part goes
+        drop_parts(cells_dir, None if not resume else {cid for _, cid in cells if cid not in pending})
+        stored = resume_parts(cells_dir, todo, n_trials=config.n_trials, code=code, say=_say,
+                              chunk_of=lambda c: chunk_for(config, c.n_keys, c.dim)) if resume else {}
+        for cell, cid in todo:
+            for start, (part, meta) in stored.get(cid, {}).items():
+                pending[cid][start] = part
+                used[cid][json.dumps(code, sort_keys=True)] = code
+                part_env = meta.get("numeric_env")
+                used_env[cid][json.dumps(part_env, sort_keys=True)] = part_env
+                seconds[cid] += float(meta.get("seconds") or 0.0)
+                done.setdefault(cell.case_key(), set()).add(start // chunks[cid])
+        n_parts = sum(len(s) for s in stored.values())
+        if n_parts:
+            _say(f"resuming {n_parts} chunk(s) of {sum(map(bool, stored.values()))} unfinished cell(s) "
+                 f"from {cells_dir / 'parts'}")
+    tasks = _tasks(config, todo, done)
+
+    bar = _cell_bar(len(cells), len(cells) - len(todo), config.n_trials, progress,
+                    sum(len(p) for ps in pending.values() for p in ps.values()))
 
     def collect(results: list[tuple[str, int, pd.DataFrame, float]], by: dict[str, str] = code,
                 by_env: dict[str, str] = env) -> None:
+        new: dict[str, list[tuple[int, pd.DataFrame, float]]] = {}
         for cid, start, part, secs in results:
             pending[cid][start] = part
             used[cid][json.dumps(by, sort_keys=True)] = by
             used_env[cid][json.dumps(by_env, sort_keys=True)] = by_env
             seconds[cid] += secs
-            if sum(map(len, pending[cid].values())) == config.n_trials:
-                parts = pending.pop(cid)
-                frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
-                # the code that computed the cell: this process's, else the worker's (a
-                # resume recomputes such a cell), or a mark no code equals (parts by two);
-                # its numerical environment likewise (recorded, not checked)
-                cell_code = _one_or_mixed(used.pop(cid))
-                cell_env = _one_or_mixed(used_env.pop(cid))
-                if cells_dir is not None:
-                    write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=cell_code,
-                               env=cell_env)
-                frames[cid] = frame
-                bar.cells_done += 1
-                status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
-                               else {"status": "computed"})
-                status[cid]["seconds"] = round(seconds[cid], 3)
-                if cell_env != env:
-                    status[cid]["numeric_env"] = cell_env
-                if cell_code != code:
-                    status[cid]["code"] = cell_code
-                    others.append(cid)
+            new.setdefault(cid, []).append((start, part, secs))
+        for cid, arrived in new.items():
+            if sum(map(len, pending[cid].values())) < config.n_trials:
+                for start, part, secs in arrived if cells_dir is not None else ():
+                    write_part(cells_dir, cid, start // chunks[cid], part, key=keys[cid],
+                               config=fingerprint, code=by, env=by_env, seconds=secs)
+            else:
+                finish(cid)
+
+    def finish(cid: str) -> None:
+        parts = pending.pop(cid)
+        frame = pd.concat([parts[s] for s in sorted(parts)], ignore_index=True)
+        # the code that computed the cell: this process's, else the worker's (a
+        # resume recomputes such a cell), or a mark no code equals (parts by two);
+        # its numerical environment likewise (recorded, not checked)
+        cell_code = _one_or_mixed(used.pop(cid))
+        cell_env = _one_or_mixed(used_env.pop(cid))
+        if cells_dir is not None:
+            write_cell(cells_dir, cid, frame, key=keys[cid], config=fingerprint, code=cell_code,
+                       env=cell_env)
+            drop_parts(cells_dir, {cid})
+        frames[cid] = frame
+        bar.cells_done += 1
+        status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
+                       else {"status": "computed"})
+        status[cid]["seconds"] = round(seconds[cid], 3)
+        if cell_env != env:
+            status[cid]["numeric_env"] = cell_env
+        if cell_code != code:
+            status[cid]["code"] = cell_code
+            others.append(cid)
+
+    for cid in [cid for cid, ps in pending.items() if sum(map(len, ps.values())) == config.n_trials]:
+        finish(cid)   # every chunk was in its parts (written, not yet put together)
 
     unpicklable = None
     progress_queue = None

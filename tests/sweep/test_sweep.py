@@ -244,7 +244,9 @@ def test_cells_split_over_tasks_are_written_only_when_complete(same_bits, tmp_pa
     monkeypatch.setattr(run, "_compute_task", fail_on_second_task)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
-    assert not list((tmp_path / "cells").iterdir())  # every cell still misses its second chunk
+    # every cell still misses its second chunk: no cell file, the first chunks kept as parts
+    assert [p.name for p in (tmp_path / "cells").iterdir()] == ["parts"]
+    assert len(list((tmp_path / "cells" / "parts").iterdir())) == 6
     monkeypatch.setattr(run, "_compute_task", real)
     resumed = run_sweep(TINY, out=tmp_path, executor="serial", progress=False)
     assert resumed.manifest["n_computed"] == 6
