@@ -396,7 +396,10 @@ def test_usage_python_section_example_runs(tmp_path, monkeypatch, capsys):
     header = "distribution  budget scheme_a scheme_b    effect  pvalue_adjusted"
     assert header in out and "..." not in out.split(header)[1], out
     assert (tmp_path / "results" / "api" / "report.md").is_file()
-    assert (tmp_path / "shannon_phi_t.png").is_file() and (tmp_path / "shannon_phi_k.png").is_file()
+    # the planes go under results/ (git-ignored), not into the folder it runs from (RB2 F2)
+    assert (tmp_path / "results" / "api" / "shannon_phi_t.png").is_file()
+    assert (tmp_path / "results" / "api" / "shannon_phi_k.png").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 
 def test_usage_equal_storage_bits_snippet_prints_what_the_text_says(capsys):
@@ -508,6 +511,9 @@ def test_usage_another_models_cache_example_prints_its_comment(tmp_path, monkeyp
     exec(compile(code, "usage.md", "exec"), {})
     assert capsys.readouterr().out.strip() == re.search(r"# (\{.*\} \d+):", code).group(1)
     assert (tmp_path / "results" / "my_cache" / "manifest.json").is_file()
+    # the capture too goes under results/, not into the folder it runs from (RB2 F2)
+    assert (tmp_path / "results" / "my_cache.npz").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 
 def test_usage_anchor_links_name_its_headings():
