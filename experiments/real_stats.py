@@ -4,7 +4,10 @@ Usage: .venv/bin/python experiments/real_stats.py [--capture results/real/captur
 
 Writes results/real/stats_layer_head.csv (one row per layer and KV head) and
 results/real/weights.csv (one row per layer and KV head, and per layer: ``head`` "all"; only
-for a capture of load_model()'s model, whose weights these are). Definitions (also in docs/real_model.md):
+for a capture of load_model()'s model, whose weights these are). ``layer`` is the model
+layer: a capture of some layers only (real_capture.py --layers 0 15 29) records which
+(``meta["layers"]``), and the weights are those of these layers alone. The capture is read
+and checked by kvstats.data.capture_format.read_capture. Definitions (also in docs/real_model.md):
 
 - outlier channel (keys): a channel whose RMS over all tokens of all texts exceeds
   OUTLIER_RATIO times the median channel RMS of that (layer, head);
@@ -20,7 +23,6 @@ for a capture of load_model()'s model, whose weights these are). Definitions (al
 """
 
 import argparse
-import json
 import os
 
 import numpy as np
@@ -58,11 +60,15 @@ def main() -> None:
     ap.add_argument("--capture", default="results/real/capture.npz")
     ap.add_argument("--out", default="results/real")
     args = ap.parse_args()
-    with np.load(args.capture) as data:
-        K = data["K"].astype(np.float64)  # (T, L, H, N, d)
-        V = data["V"].astype(np.float64)
-        source = json.loads(str(data["meta"])).get("source")
+    from kvstats.data.capture_format import held_layers, read_capture
+
+    # the format's checks (version, post_rope, dtypes, shapes, meta["layers"]), not a bare np.load
+    K, V, _, meta = read_capture(args.capture, "--capture")
+    K, V = K.astype(np.float64), V.astype(np.float64)  # (T, L, H, N, d)
+    source = meta.get("source")
     T, L, H, N, d = K.shape
+    # slot l of a partial capture holds model layer layers[l]: the rows name model layers
+    layers = held_layers(meta, L, "--capture's meta", repr(args.capture))
     # pool texts and positions: (L, H, T*N, d)
     Kp = K.transpose(1, 2, 0, 3, 4).reshape(L, H, T * N, d)
     Vp = V.transpose(1, 2, 0, 3, 4).reshape(L, H, T * N, d)
@@ -80,7 +86,7 @@ def main() -> None:
         sq_first = (first ** 2).sum(-1).mean(0)  # (L, H)
         for l in range(L):
             for h in range(H):
-                rows.append(dict(tensor=name, layer=l, head=h, n_outlier_channels=int(n_out[l, h]),
+                rows.append(dict(tensor=name, layer=layers[l], head=h, n_outlier_channels=int(n_out[l, h]),
                                  outlier_channels=" ".join(map(str, np.flatnonzero(ratio[l, h] > OUTLIER_RATIO))),
                                  max_channel_ratio=float(ratio[l, h].max()),
                                  kurt_pooled=float(k_pool[l, h]), kurt_channel=float(k_chan[l, h]),
@@ -106,9 +112,13 @@ def main() -> None:
         print(f"{weights} not written: the capture's model is {source!r}, not load_model()'s "
               f"{model._kvstats_source!r}")
         return
+    n_model = len(model.model.layers)
+    if max(layers) >= n_model:
+        raise ValueError(f"--capture's meta 'layers' must name layers of load_model()'s model (0 .. "
+                         f"{n_model - 1}); {args.capture!r} records {list(layers)}")
     wrows = []
-    for l, layer in enumerate(model.model.layers):
-        a = layer.self_attn
+    for l in layers:   # the captured layers only: the report sets them beside their E|k|^2
+        a = model.model.layers[l].self_attn
         for name, w in (("K", a.k_proj.weight), ("V", a.v_proj.weight)):
             w = w.detach().double().numpy()
             for h in range(-1, H):
