@@ -296,8 +296,35 @@ def _map_member(zf: zipfile.ZipFile, array: str, path: str | os.PathLike) -> np.
                      offset=info.header_offset + 30 + name_len + extra_len + header)
 
 
-def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = False
-                 ) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
+#: Captures whose mapped members passed their CRC-32 in this process: (real path, size,
+#: mtime, inode, the zip directory's CRC-32s) -> True. A file rewritten in place changes
+#: its stat, so it is checked again; only passes are kept (a corrupted file fails each time).
+_VERIFIED: dict[tuple, bool] = {}
+_VERIFY_CHUNK = 1 << 16   # bytes per read: the check's memory, whatever the file's size
+
+
+def _verify_members(zf: zipfile.ZipFile, members: list[str], path: str | os.PathLike) -> None:
+    """Check the zip CRC-32 of ``members`` (mapped arrays, whose bytes numpy never reads
+    through the zip) by streaming each once, in chunks of bounded size; a pass is cached per
+    file version (:data:`_VERIFIED`). A mismatch raises :class:`zipfile.BadZipFile`
+    ("Bad CRC-32 for file 'K.npy'"), as zipfile does when it reads a member to its end."""
+    st = os.stat(path)
+    infos = [zf.getinfo(m) for m in members]
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino,
+           tuple((i.filename, i.CRC, i.file_size) for i in infos))
+    if key in _VERIFIED:
+        return
+    for info in infos:
+        with zf.open(info) as fh:
+            while fh.read(_VERIFY_CHUNK):   # zipfile compares the CRC-32 at the member's end
+                pass
+    if len(_VERIFIED) >= 1024:              # a long-lived process reading many files: bounded
+        _VERIFIED.clear()
+    _VERIFIED[key] = True
+
+
+def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = False,
+                 verify: bool = True) -> tuple[Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers kv_heads n d"],
                             Float[np.ndarray, "texts layers q_heads n d"], dict[str, Any]]:
     """Read and check a capture file; return ``(K, V, q, meta)`` as stored, in native
@@ -307,9 +334,16 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
     ``K``, ``V``, ``q`` as read-only memory maps of the file (:class:`numpy.memmap`)
     where it stores them uncompressed (as :func:`write_capture` does), so that only what
     is indexed is read: a selection of layers and heads reads those alone
-    (:func:`kvstats.data.real.load_trials`). Mapped arrays keep the file's byte order, and
-    their zip CRC-32 is not checked (that would read them all); a compressed array is
-    read whole, as without ``mapped``.
+    (:func:`kvstats.data.real.load_trials`). Mapped arrays keep the file's byte order; a
+    compressed array is read whole, as without ``mapped``.
+
+    ``verify`` (mapped reads only; an unmapped read always checks it): check the zip
+    CRC-32 of the mapped arrays, so that a corrupted file is refused as an unmapped read
+    refuses it, rather than giving finite garbage. It reads the whole file once, streamed
+    in 64 KiB chunks (memory bounded, time that of reading the file: about a second per
+    GB from a warm page cache), and once per process for each version of the file (its
+    path, size, modification time and stored CRC-32s): a sweep that reads a capture cell by
+    cell pays it once. ``verify=False`` skips it (only the selection is read).
 
     Examples
     --------
@@ -333,12 +367,17 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: it is a single .npy array "
                          f"({_describe(data)}), not an .npz archive")
+    if not isinstance(verify, bool):
+        raise TypeError(f"verify must be True or False; received {_describe(verify)}")
     try:
         with data:
             arrays = {}
             for array in (a for a in ARRAYS if a in data.files):
                 view = _map_member(data.zip, array, path) if mapped and array in _DATA else None
                 arrays[array] = data[array] if view is None else view
+            if verify:   # the mapped members: np.load read the others whole, checking them
+                _verify_members(data.zip, [f"{a}.npy" for a, v in arrays.items()
+                                           if isinstance(v, np.memmap)], path)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: {exc}") from exc

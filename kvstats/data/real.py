@@ -100,7 +100,7 @@ def _layer_slots(meta: dict, layer: int | Sequence[int] | np.ndarray | None, n_l
 
 def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = None,
                 head: int | Sequence[int] | None = None,
-                texts: int | Sequence[int] | None = None) -> Trials:
+                texts: int | Sequence[int] | None = None, *, verify: bool = True) -> Trials:
     """Trials from a captured real cache: one per (text, layer, KV head).
 
     Parameters
@@ -116,6 +116,9 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     texts : int or sequence of int, optional
         Texts to keep (default all), each at most once: a sweep that needs the first few
         texts' trials reads only those.
+    verify : bool
+        Check the file's zip CRC-32s (default), so that a corrupted capture is refused
+        rather than loaded as finite garbage; see Notes for its cost. False skips it.
 
     Returns
     -------
@@ -146,6 +149,11 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     ``V`` of the selected layers and heads and ``q`` at the last position, so the memory
     it takes is the selection's, not the capture's.
 
+    ``verify`` reads the whole file once more, streamed in 64 KiB chunks (bounded memory;
+    the time of reading the file, about a second per GB from a warm page cache), once per
+    process for each version of the file: a sweep that loads a capture cell by cell checks
+    it at its first cell only (:func:`~kvstats.data.capture_format.read_capture`).
+
     Examples
     --------
     >>> import numpy as np, json, tempfile, os
@@ -164,7 +172,7 @@ def load_trials(path: str | os.PathLike, layer: int | Sequence[int] | None = Non
     [1, 1, 1]
     """
     # memory maps of the file: only the selection below is read (its size, not the file's)
-    K, V, q, meta = read_capture(_capture_path(path), mapped=True)
+    K, V, q, meta = read_capture(_capture_path(path), mapped=True, verify=verify)
     n_texts, n_layers, n_kv = K.shape[:3]
     g = q.shape[2] // n_kv
     slots, layers = _layer_slots(meta, layer, n_layers, path)
