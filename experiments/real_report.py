@@ -128,6 +128,12 @@ def section_norms(res: str) -> str | None:
     w = pd.read_csv(path_w, dtype={"head": str})
     w = w[w["head"] == "all"].pivot(index="layer", columns="tensor", values=["frobenius", "spectral"])
     s = pd.read_csv(path_s).groupby(["layer", "tensor"]).mean_sq_norm.mean().unstack()
+    if not w.index.equals(s.index):
+        # a capture's layers beside another one's weights (or a partial capture's slots numbered
+        # 0.. beside every model layer, as real_stats.py wrote them before): no row would match
+        raise ValueError(f"{path_w} and {path_s} must hold the same model layers (write both with "
+                         f"experiments/real_stats.py from one capture); received weights of layers "
+                         f"{w.index.tolist()}, statistics of layers {s.index.tolist()}")
     t = pd.DataFrame({"layer": w.index, "fro_WK": w[("frobenius", "K")].to_numpy(),
                       "fro_WV": w[("frobenius", "V")].to_numpy(), "spec_WK": w[("spectral", "K")].to_numpy(),
                       "spec_WV": w[("spectral", "V")].to_numpy(), "E|k|^2": s["K"].to_numpy(),
@@ -465,15 +471,17 @@ def figures(res: str, out_dir: str, capture: str) -> str | None:
         bounds = {p: dict(zip(g.budget, g.bound_snr_db)) for p, g in nb.groupby("place")}
     os.makedirs(out_dir, exist_ok=True)
     lines = ["## Shannon–φ planes of the real trials\n",
-             f"Budgets n = 2, 4, 6; means over the {int(np.prod(counts))} trials with 95% intervals, the trials "
-             "as dots. "
+             f"Budgets n = 2, 4, 6; means over the {int(np.prod(counts))} trials with 95% intervals whose unit "
+             f"is the text (the trials of one text share its tokens: cluster-robust standard errors over the "
+             f"{counts[0]} texts, t with {counts[0] - 1} degrees of freedom), the trials as dots. "
              + ("Dashed on the keys' plane: the rate–distortion limit at the nominal n bits per coordinate, the "
                 "bound of a Gaussian with the covariance of each trial's (layer, KV head) measured on all "
                 f"{cap.n_texts} texts, averaged over the trials (`kvstats.analysis.theory.nominal_bounds`, spectra "
                 "from `kvstats.data.spectrum.capture_spectra`); none exists for the attention output.\n"
                 if bounds else "No rate–distortion limit drawn: the capture of these trials was not at hand.\n")]
     for place in ("k", "t"):
-        fig = kvstats.plot_shannon_phi(frame, place=place, budgets=budgets,
+        # the text is the unit: intervals over trials as if independent were ~2.5x too narrow
+        fig = kvstats.plot_shannon_phi(frame, place=place, budgets=budgets, cluster="text",
                                        bounds=(bounds or {}).get(place), bound_note=None if bounds else note)
         name = f"real_shannon_phi_{place}.png"
         fig.savefig(os.path.join(out_dir, name), dpi=110)

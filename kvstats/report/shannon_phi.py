@@ -21,6 +21,7 @@ from kvstats.analysis.intervals import ci_reliable
 from kvstats.metrics.table import metric as metric_def
 from kvstats.report.plots import (_PLACES, _case_label, _scheme_style, _style, plt, scheme_palette,
                                   select_case)
+from kvstats.stats.cluster import _cluster_sums
 
 __all__ = ["SHANNON_PHI_NOTE", "plot_shannon_phi"]
 
@@ -39,8 +40,10 @@ SHANNON_PHI_NOTE = (
     "the keys alike, show as nested disks, the first scheme of the legend largest, each "
     "with its n labels on its own side, or the nearest side that covers no other label or "
     "point); crosses are 95% intervals of the two means "
-    "(normal approximation; the tables carry bootstrap intervals), the faint dots the "
-    "individual trials. A hollow disk is a mean the tables mark ‡ (a heavy tail, either "
+    "(Student t over the independent units: the trials, or, where the figure says so, "
+    "clusters of trials such as a real capture's texts; the tables carry bootstrap "
+    "intervals), the faint dots the individual trials. A hollow disk is a mean the tables "
+    "mark ‡ (a heavy tail, either "
     "tail for an SNR in dB, or too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
     "valid. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
     "values): Shannon's rate–distortion limit "
@@ -230,20 +233,38 @@ def _place_n_labels(fig: Any, ax: Any, labels: list[tuple[float, float, str, Any
         placed.append(box)
 
 
-def _cell_means(sel: pd.DataFrame, phi: str, snr: str) -> pd.DataFrame:
+def _mean_se(x: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+    """The standard error of the mean of ``x`` over all its values, with the clusters of
+    ``labels`` as the independent units (cluster-robust CR1: each cluster's deviation is
+    its sum minus its share of the mean, ``√(G/(G−1) Σ_g (S_g − x̄ n_g)²) / n``, as
+    :func:`kvstats.models.summarize_quality`'s ``se_kl_text``), and the number G of
+    clusters. One value per cluster: ``sd/√n``. NaN for G < 2 or an infinite mean."""
+    _, sums, sizes = _cluster_sums(x, labels, "cluster")
+    g = sums.size
+    if g < 2:
+        return np.nan, g
+    with np.errstate(invalid="ignore"):      # inf − inf for an infinite SNR: NaN, no cross
+        dev = sums - x.mean() * sizes
+        return float(np.sqrt(g / (g - 1) * np.sum(dev ** 2)) / x.size), g
+
+
+def _cell_means(sel: pd.DataFrame, phi: str, snr: str, cluster: str | None = None) -> pd.DataFrame:
     """Per (scheme, budget): the means of ``phi`` and ``snr`` over every trial, as
     :func:`~kvstats.analysis.summary_table` takes them (an exact trial's SNR of +inf makes
-    the mean +inf, its φ of 0 counts), their standard deviations and count, how many trials
+    the mean +inf, its φ of 0 counts), their standard errors (``sx``, ``sy``) with the
+    values of column ``cluster`` as the independent units (None: each trial;
+    :func:`_mean_se`) and the number of units (``units``), the count of trials, how many
     were exact (SNR = +inf) and the tables' ‡ (``marked``, :func:`ci_reliable` of all trials)."""
     def cell(d: pd.DataFrame) -> pd.Series:
         x, y = d[phi].to_numpy(np.float64), d[snr].to_numpy(np.float64)
-        with np.errstate(invalid="ignore"):      # inf − inf in the std of an infinite SNR: NaN
-            sd = [float(np.std(v, ddof=1)) if v.size > 1 else np.nan for v in (x, y)]
-        return pd.Series({"x": float(np.mean(x)), "y": float(np.mean(y)), "sx": sd[0], "sy": sd[1],
-                          "n": y.size,
+        labels = np.arange(len(d)) if cluster is None else d[cluster].to_numpy()
+        (sx, units), (sy, _) = _mean_se(x, labels), _mean_se(y, labels)
+        return pd.Series({"x": float(np.mean(x)), "y": float(np.mean(y)), "sx": sx, "sy": sy,
+                          "units": units, "n": y.size,
                           "exact": int(np.isposinf(y).sum()),
                           "marked": not ci_reliable(x, y, metrics=[phi, snr])})
-    return sel.groupby(["scheme", "budget"], sort=False)[[phi, snr]].apply(cell)
+    cols = [phi, snr] if cluster is None else [phi, snr, cluster]
+    return sel.groupby(["scheme", "budget"], sort=False)[cols].apply(cell)
 
 
 def _unplaced_text(cells: pd.DataFrame) -> str:
@@ -290,7 +311,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
                      palette: dict[str, Any] | None = None, max_points: int = 400,
                      seed: int = 0, bounds: Mapping[float, float] | str | None = "auto",
                      bound_note: str | None = None, clouds: bool = True,
-                     scheme: str | None = None, budget: float | None = None) -> "matplotlib.figure.Figure":
+                     scheme: str | None = None, budget: float | None = None,
+                     cluster: str | None = None) -> "matplotlib.figure.Figure":
     """The Shannon–φ plane of one case: each scheme a trajectory over budgets, the limit beside it.
 
     One axes for a single case (select it with ``distribution``, ``params``, ``dim``,
@@ -304,7 +326,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     better. Each scheme's means at its budgets are joined in budget order and labelled
     with n (coinciding means stay visible: each scheme's disk is smaller than the one
     drawn before it, its labels on a side of their own, or the nearest free one:
-    :func:`_place_n_labels`); 95% normal-approximation intervals of both means are drawn as crosses
+    :func:`_place_n_labels`); 95% Student t intervals of both means are drawn as crosses,
+    the trials as the independent units or the clusters of ``cluster``
     (a mean whose φ or SNR values fail :func:`~kvstats.analysis.intervals.ci_reliable`, the
     tables' ‡, is a hollow disk: its cross is not a valid interval); the
     trials show as faint dots under them. The means are the tables' (those of
@@ -357,6 +380,15 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     budget : float, optional
         The budget n of a frame without a ``budget`` column (a profile at one n); a
         ValueError for a frame with one (select with ``budgets``).
+    cluster : str, optional
+        A column of ``frame`` naming each trial's independent unit (integer or string
+        labels), e.g. ``"text"`` for trials of a real capture, whose layers and heads read
+        one text's tokens and are correlated. The crosses then take the clusters as units:
+        the cluster-robust (CR1) standard error of each mean over all trials and a t
+        quantile with G − 1 degrees of freedom for G clusters (with one trial per cluster,
+        the trial interval). None (the default): every trial is a unit, as a synthetic
+        sweep's independent draws are; for correlated trials that interval is too narrow.
+        The means and dots are the trials' either way.
 
     Returns
     -------
@@ -381,8 +413,18 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     ...     distribution="gaussian", dim=32, n_keys=64)
     >>> fig.axes[0].get_title()
     'Shannon–φ plane, keys K: gaussian, d=32, N=64'
+
+    Trials in clusters (here pairs sharing a made-up text): the crosses take the texts as units.
+
+    >>> fig = kvstats.plot_shannon_phi(profile.assign(text=profile["trial"] // 2), "k", scheme="KQV",
+    ...     budget=3, cluster="text")
     """
     place = check_choice(place, "place", list(_PLACES))
+    if cluster is not None and not (isinstance(cluster, str) and isinstance(frame, pd.DataFrame)
+                                    and cluster in frame.columns and frame[cluster].notna().all()):
+        columns = f" (columns: {list(frame.columns)})" if isinstance(frame, pd.DataFrame) else ""
+        raise ValueError(f"cluster must be None or the name of a column of frame without missing "
+                         f"values (each trial's independent unit, e.g. 'text'); received {cluster!r}{columns}")
     frame, unknown_case = _as_sweep_frame(frame, dict(distribution=distribution, params=params,
                                                       dim=dim, n_keys=n_keys), scheme, budget)
     sel = select_case(frame, distribution, params, dim, n_keys)
@@ -400,7 +442,7 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     # the means are the tables' (summary_table), over every trial: an exact trial (SNR = +inf,
     # φ = 0) makes the SNR's mean +inf and counts its 0 in φ's; dropping it would plot
     # another quantity than the tables print
-    stats_ = _cell_means(sel, phi, snr)
+    stats_ = _cell_means(sel, phi, snr, cluster)
     placed = stats_["x"] > 0            # a mean φ of 0 (exact on every trial): not on a log axis
     if not placed.any():
         raise ValueError(f"no budget has a mean φ > 0 at place {place!r} (every trial an exact "
@@ -412,7 +454,6 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         check_choice(bounds, "bounds", ["auto"])
         bounds, bound_note = _auto_bounds(sel, place, bound_note)
     from scipy import stats as sps
-    z = sps.norm.ppf(0.975)
     _style()
     fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
@@ -433,8 +474,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
             ax.scatter(pts[phi], pts[snr], s=4, alpha=0.15, color=color, linewidths=0, zorder=1,
                        rasterized=True)
         m = stats_.loc[scheme].loc[sorted(grp["budget"].unique())]
-        hx = z * m["sx"].fillna(0.0) / np.sqrt(m["n"])
-        hy = z * m["sy"].fillna(0.0) / np.sqrt(m["n"])
+        # t over the units (the trials, or the clusters): no cross for fewer than two
+        q = sps.t.ppf(0.975, np.maximum(m["units"].to_numpy(np.float64) - 1, 1))
+        hx, hy = q * m["sx"].fillna(0.0), q * m["sy"].fillna(0.0)
         # the scheme's line style of every figure (by its place in the palette), for greyscale;
         # an infinite mean breaks the line (matplotlib leaves non-finite points out)
         ax.plot(m["x"], m["y"], color=color, lw=1.4, ls=_scheme_style(palette, scheme)["ls"],
