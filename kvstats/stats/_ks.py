@@ -38,7 +38,10 @@ class KSResult(_FrameMixin):
     statistic_location : float
         The pooled observation at which the statistic is attained.
     statistic_sign : int
-        +1 if F_x > F_y there (x tends to be *smaller*), -1 otherwise.
+        +1 if F_x > F_y there (x tends to be *smaller*), -1 if F_x < F_y; 0 (two-sided
+        only) when max(F_x - F_y) = max(F_y - F_x) exactly, compared as integer counts
+        (scipy picks a side by float rounding there): the gap has no direction, and the
+        location is the first pooled value where |F_x - F_y| = D.
     alternative, method : str
         The alternative and the requested method.
     n_x, n_y : int
@@ -69,8 +72,23 @@ def _ks_gap(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"], location
     """
     gap = (np.searchsorted(xs, location, side="right") / xs.size
            - np.searchsorted(ys, location, side="right") / ys.size)
+    if sign == 0:   # a balanced gap: D is |F_x - F_y| at the location, either side
+        return float(abs(gap) + 0.0)
     # + 0.0: a zero gap read from the other side is 0, not −0 (−0.0 printed as such)
     return float(gap) if sign > 0 else float(np.clip(-gap, 0.0, 1.0) + 0.0)
+
+
+def _balanced_location(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"],
+                       pooled: Float[np.ndarray, "n"]) -> float | None:
+    """The first pooled value where |F_x - F_y| = D when max(F_x - F_y) = max(F_y - F_x)
+    exactly, else None. Compared as integer gaps i n_y - j n_x (i, j the counts <= t):
+    scipy compares the float gaps, whose rounding picks a side where there is none."""
+    gaps = (np.searchsorted(xs, pooled, side="right").astype(np.int64) * ys.size
+            - np.searchsorted(ys, pooled, side="right").astype(np.int64) * xs.size)
+    up, down = max(int(gaps.max()), 0), max(-int(gaps.min()), 0)
+    if up != down:
+        return None
+    return float(pooled[int(np.argmax(np.abs(gaps) == up))])
 
 
 def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
@@ -91,7 +109,8 @@ def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     -------
     KSResult
         ``statistic``, ``pvalue``, ``statistic_location`` (pooled value where the ECDF
-        gap is attained) and ``statistic_sign`` (+1 if F_x > F_y there).
+        gap is attained) and ``statistic_sign`` (+1 if F_x > F_y there, -1 if F_x < F_y,
+        0 if the two one-sided gaps are exactly equal).
 
     Warns
     -----
@@ -125,6 +144,9 @@ def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
         warnings.simplefilter("ignore", RuntimeWarning)  # exact -> asymp fallback notice
         res = stats.ks_2samp(x, y, alternative=alternative, method=method)
     loc, sign = float(res.statistic_location), int(res.statistic_sign)
+    balanced = _balanced_location(xs, ys, pooled) if alternative == "two-sided" else None
+    if balanced is not None:
+        loc, sign = balanced, 0
     return KSResult(statistic=_ks_gap(xs, ys, loc, sign), pvalue=float(res.pvalue),
                     statistic_location=loc, statistic_sign=sign, alternative=alternative,
                     method=method, n_x=int(x.size), n_y=int(y.size), has_ties=has_ties)

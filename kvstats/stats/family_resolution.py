@@ -19,6 +19,7 @@ from kvstats._checks import check_choice, check_int, check_real
 
 from ._base import _FrameMixin
 from .catalog import CORRECTIONS  # each one's first (most demanding) step in closed form
+from .multitest import adjust_pvalues
 
 __all__ = ["Resolution", "required_resolution", "monte_carlo_resolution"]
 
@@ -33,7 +34,9 @@ class Resolution(_FrameMixin):
         Smallest per-test p-value the correction can reject at ``alpha`` in the worst
         case (the test is the family's most significant one and every other p is large).
     n_permutations : int
-        Smallest B with 1/(1 + B) <= ``p_needed`` (and adjusted p <= alpha in float).
+        Smallest B whose most extreme p-value 1/(1 + B) the correction rejects in the worst
+        case, as :func:`kvstats.stats.adjust_pvalues` computes it (adjusted p <= alpha): the
+        smallest B with 1/(1 + B) <= ``p_needed`` up to float rounding (one B either way).
     min_attainable_p : float
         1/(1 + ``n_permutations``).
     n_tests, alpha, correction :
@@ -57,13 +60,31 @@ def _first_step_level(n_tests: int, alpha: float, correction: str) -> float:
     return alpha / n_tests
 
 
-def _adjusted_first(p: float, n_tests: int, correction: str) -> float:
-    """The adjusted p-value statsmodels gives the smallest of m p-values (others large)."""
-    if correction in ("sidak", "holm-sidak"):
-        return float(-np.expm1(n_tests * np.log1p(-p)))
-    if correction == "fdr_by":
-        return p * n_tests * float(np.sum(1.0 / np.arange(1, n_tests + 1)))
-    return p * n_tests
+def _rejects_first(b: int, n_tests: int, alpha: float, correction: str) -> bool:
+    """Whether the family's correction rejects p = 1/(1 + b) when the other m - 1 p-values
+    are 1 (the worst case), by :func:`adjust_pvalues` itself: the float path the report
+    decides with (a closed form such as p m rounds differently from statsmodels' p/(1/m))."""
+    if b < 1:
+        return False   # p = 1 (b = 0) is never below alpha < 1
+    p = np.ones(n_tests)
+    p[0] = 1.0 / (1 + b)
+    res = adjust_pvalues(p, method=correction, alpha=alpha)
+    return bool(res.reject[0]) and bool(res.pvalues_adjusted[0] <= alpha)
+
+
+def _smallest_rejecting(b0: int, rejects) -> int:
+    """Smallest b with ``rejects(b)``, monotone in b, starting near b0 (the closed form's
+    answer, at most a few float roundings off): bracket by doubling steps, then bisect."""
+    lo, hi, step = b0 - 1, b0, 1
+    while not rejects(hi):
+        lo, hi, step = hi, hi + step, 2 * step
+    step = 1
+    while lo >= 1 and rejects(lo):
+        hi, lo, step = lo, max(lo - step, 0), 2 * step
+    while hi - lo > 1:   # rejects(hi); not rejects(lo) (or lo < 1: never)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rejects(mid) else (mid, hi)
+    return hi
 
 
 def _permutations_for(p_needed: float) -> int:
@@ -100,9 +121,12 @@ def required_resolution(n_tests: int, alpha: float = 0.05, correction: str = "ho
     Returns
     -------
     Resolution
-        ``p_needed`` and the smallest ``n_permutations`` B with 1/(1 + B) <= p_needed. B
-        is raised (by one, rarely) until the float comparisons of statsmodels'
-        ``multipletests`` also reject: 1/(1 + B) <= p_needed and its adjusted value <= alpha.
+        ``p_needed`` and ``n_permutations``: the smallest B for which
+        ``adjust_pvalues([1/(1 + B), 1, ..., 1], correction, alpha)`` rejects the first
+        p-value (adjusted <= alpha), the float path the report decides with. It starts
+        from the smallest B with 1/(1 + B) <= p_needed and moves (by one, rarely) where
+        rounding differs: e.g. BH at m = 49 needs B = 980, not 979 (1/980 adjusts to
+        0.05000000000000001).
 
     Examples
     --------
@@ -115,9 +139,8 @@ def required_resolution(n_tests: int, alpha: float = 0.05, correction: str = "ho
     alpha = check_real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
     check_choice(correction, "correction", CORRECTIONS)
     p_needed = _first_step_level(n_tests, alpha, correction)
-    b = _permutations_for(p_needed)
-    while _adjusted_first(1.0 / (1 + b), n_tests, correction) > alpha:
-        b += 1
+    b = _smallest_rejecting(_permutations_for(p_needed),
+                            lambda b: _rejects_first(b, n_tests, alpha, correction))
     return Resolution(p_needed=p_needed, n_permutations=b, min_attainable_p=1.0 / (1 + b),
                       n_tests=n_tests, alpha=alpha, correction=correction)
 

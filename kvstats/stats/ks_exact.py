@@ -59,7 +59,9 @@ class KSExactResult(_FrameMixin):
     statistic_location : float
         The pooled value at which the statistic is attained (the first one).
     statistic_sign : int
-        +1 if F_x > F_y there (x tends to be smaller), -1 otherwise.
+        +1 if F_x > F_y there (x tends to be smaller), -1 if F_x < F_y; 0 (two-sided only)
+        when max(F_x - F_y) = max(F_y - F_x) exactly (integer counts): the gap has no
+        direction, and the location is the first pooled value where |F_x - F_y| = D.
     alternative, method : str
         The alternative and the method actually used ("exact" or "permutation").
     n_x, n_y : int
@@ -277,10 +279,13 @@ def ks_2samp_exact(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     is_x = order < n_x
     gaps = _gaps(is_x, ends, n_x, n_y)
     d_int = int(_stat_int(gaps, alternative))
-    # location and sign as in kvstats.stats.ks_2samp (first maximiser of the chosen gap)
+    # location and sign as in kvstats.stats.ks_2samp (first maximiser of the chosen gap);
+    # two-sided with equal integer gaps both ways: no direction (sign 0), first |gap| = D
     up_at, down_at = int(np.argmax(gaps)), int(np.argmin(gaps))
     up, down = max(int(gaps[up_at]), 0), max(-int(gaps[down_at]), 0)
-    if alternative == "less" or (alternative == "two-sided" and down > up):
+    if alternative == "two-sided" and up == down:
+        at, sign = min(up_at, down_at), 0
+    elif alternative == "less" or (alternative == "two-sided" and down > up):
         at, sign = down_at, -1
     else:
         at, sign = up_at, 1

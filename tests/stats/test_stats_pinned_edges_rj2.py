@@ -113,13 +113,15 @@ def test_sequential_resolution_uses_h():
 
 def _first_maximiser(x, y, alternative):
     """Location of the KS statistic by exact rational arithmetic: F_x - F_y at each
-    distinct pooled value as a Fraction; the side is D+ unless D- is strictly larger
-    (two-sided; scipy's and kvstats' convention), and the location is the smallest
-    pooled value where that side's difference reaches its maximum."""
+    distinct pooled value as a Fraction; the side is D+ if it is larger, D- if that is
+    (two-sided), none (sign 0, at the first |F_x - F_y| = D) when they are equal, and the
+    location is the smallest pooled value where that side's difference reaches its maximum."""
     vals = sorted(set(x) | set(y))
     diff = [Fraction(sum(v <= t for v in x), len(x)) - Fraction(sum(v <= t for v in y), len(y))
             for t in vals]
     up, down = max(diff), max(-d for d in diff)
+    if alternative == "two-sided" and up == down:
+        return vals[[abs(d) for d in diff].index(up)], 0
     if alternative == "less" or (alternative == "two-sided" and down > up):
         return vals[[-d for d in diff].index(down)], -1
     return vals[diff.index(up)], 1
@@ -153,7 +155,7 @@ def test_ks_location_matches_exact_first_maximiser(alternative):
         vals = sorted(set(x) | set(y))
         d = [Fraction(sum(v <= t for v in x), len(x)) - Fraction(sum(v <= t for v in y), len(y))
              for t in vals]
-        target = max(d) if sign == 1 else min(d)
+        target = max(d) if sign >= 0 else min(d)
         n_tied += d.count(target) > 1
     assert n_tied > 20                                 # the draws do exercise tied maxima
 
