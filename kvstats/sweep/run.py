@@ -47,7 +47,8 @@ from kvstats.quant.coder import NormOverflowError
 from kvstats.results import SweepResult, _digest, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
-from kvstats.sweep.parts import check_parts_slot, drop_parts, resume_parts, write_part
+from kvstats.sweep.parts import (PARTS, _part_files, check_parts_slot, drop_parts, resume_parts,
+                                 write_part)
 from kvstats.sweep.plan import Cell, _tasks, chunk_for, code_version
 from kvstats.sweep.preflight import preflight as _preflight
 from kvstats.sweep.pool import (WorkerDiedError, _default_workers, _gather, _n_rows, _one_blas_thread,
@@ -60,11 +61,14 @@ from kvstats.sweep.work import _compute_task
 __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
 
 
-def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException | None = None) -> str | None:
+def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException | None = None,
+          unfinished: set[str] = frozenset()) -> str | None:
     """The note a failed sweep's error ``exc`` gets: what is kept, and how to resume.
 
     A norm overflow is the data's (the sweep is seeded): the same sweep would fail the same
-    way, so the note says to change the config first, not to rerun.
+    way, so the note says to change the config first, not to rerun. The chunks of cells still
+    unfinished (``unfinished``, their ids) that are on disk in ``cells/parts`` are counted too:
+    a resume does not compute them again.
 
     Examples
     --------
@@ -79,16 +83,23 @@ def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException 
     """
     if cells_dir is None:
         return None   # nothing is kept
+    where = str(cells_dir)
+    # what is on disk, not what was meant to be written (a full disk stops a part's write)
+    parts = [cid for _, cid, _ in _part_files(cells_dir) if cid in unfinished]
+    if parts:
+        where += (f" (and {len(parts)} finished chunk(s) of {len(set(parts))} unfinished cell(s) "
+                  f"in {cells_dir / PARTS})")
     if n_done == n_cells:   # failed after the last cell (writing the results): nothing to compute
-        return (f"[all {n_cells} cells finished, kept in {cells_dir}: rerun with resume (kvstats sweep "
+        return (f"[all {n_cells} cells finished, kept in {where}: rerun with resume (kvstats sweep "
                 "--resume; run_sweep's default) to write the results from them, computing nothing]")
     if isinstance(exc, NormOverflowError):
-        return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}; the same sweep fails "
+        return (f"[{n_done} of {n_cells} cells finished, kept in {where}; the same sweep fails "
                 "the same way (its data are seeded): change the config as said, then rerun with resume "
                 "(kvstats sweep --resume; run_sweep's default) to reuse the cells it leaves unchanged]")
-    return (f"[{n_done} of {n_cells} cells finished, kept in {cells_dir}: rerun with resume "
+    rest = " (their missing chunks)" if parts else ""
+    return (f"[{n_done} of {n_cells} cells finished, kept in {where}: rerun with resume "
             f"(kvstats sweep --resume; run_sweep's default) to compute only the other "
-            f"{n_cells - n_done}]")
+            f"{n_cells - n_done}{rest}]")
 
 
 def _cell_bar(n_cells: int, n_done: int, n_trials: int, show: bool, n_parts: int = 0) -> Any:
@@ -518,7 +529,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
             _gather(futures, collect, bar, progress_queue, tasks, seen_warnings)
     except (Exception, KeyboardInterrupt) as exc:   # Ctrl-C too: say what it keeps
-        kept = _kept(cells_dir, len(frames), len(cells), exc)
+        kept = _kept(cells_dir, len(frames), len(cells), exc, {c for _, c in cells} - set(frames))
         if kept is not None:
             exc.add_note(kept)
         raise
@@ -545,7 +556,7 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         try:
             write_result(out_dir, frame, manifest)
         except (Exception, KeyboardInterrupt) as exc:   # a full disk: every cell is kept, say so
-            kept = _kept(cells_dir, len(frames), len(cells), exc)
+            kept = _kept(cells_dir, len(frames), len(cells), exc, {c for _, c in cells} - set(frames))
             if kept is not None:
                 exc.add_note(kept)
             raise

@@ -36,6 +36,17 @@ PLUGIN = textwrap.dedent('''
 ''')
 
 
+def _kept_parts(out) -> tuple[str, str]:
+    """Where the note says the sweep's work is kept, and its tail: the finished chunks of
+    unfinished cells in cells/parts are counted when there are any (kvstats.sweep.run._kept)."""
+    folder = out / "cells" / "parts"
+    parts = [p.name.split("-")[0] for p in folder.iterdir()] if folder.is_dir() else []
+    if not parts:
+        return str(out / "cells"), ""
+    return (f"{out / 'cells'} (and {len(parts)} finished chunk(s) of {len(set(parts))} unfinished "
+            f"cell(s) in {folder})", " (their missing chunks)")
+
+
 @pytest.mark.parametrize("executor, workers", [("serial", None), ("process", 2)])
 def test_a_cell_that_raises_names_its_case_and_the_finished_cells_resume(tmp_path, same_bits,
                                                                          executor, workers):
@@ -51,9 +62,10 @@ def test_a_cell_that_raises_names_its_case_and_the_finished_cells_resume(tmp_pat
                         str(info.value)), str(info.value)
     # the cell files (cells/parts holds the chunks of the unfinished ones: kvstats.sweep.parts)
     kept = sorted(p.stem for p in (out / "cells").iterdir() if p.is_file())
-    assert info.value.__notes__ == [f"[{len(kept)} of 8 cells finished, kept in {out / 'cells'}: rerun "
+    where, rest = _kept_parts(out)
+    assert info.value.__notes__ == [f"[{len(kept)} of 8 cells finished, kept in {where}: rerun "
                                     "with resume (kvstats sweep --resume; run_sweep's default) to "
-                                    f"compute only the other {8 - len(kept)}]"]
+                                    f"compute only the other {8 - len(kept)}{rest}]"]
     assert not [p for p in (out / "cells").iterdir() if p.suffix == ".tmp"]
     if executor == "serial":   # the gaussian case runs first: its 4 cells are written
         assert len(kept) == 4
@@ -121,8 +133,9 @@ def test_a_full_disk_is_one_line_and_the_sweep_resumes(tmp_path, monkeypatch, ca
     err = capsys.readouterr().err
     assert err.startswith("kvstats sweep: error: cannot use '") and err.count("\n") == 1, err
     # what is kept and how to resume: after a cell's write, or the results' (every cell kept)
-    note = (f" [2 of 4 cells finished, kept in {out / 'cells'}: rerun with resume (kvstats sweep "
-            "--resume; run_sweep's default) to compute only the other 2]" if full_at == "the third cell"
+    where, rest = _kept_parts(out)
+    note = (f" [2 of 4 cells finished, kept in {where}: rerun with resume (kvstats sweep "
+            f"--resume; run_sweep's default) to compute only the other 2{rest}]" if full_at == "the third cell"
             else f" [all 4 cells finished, kept in {out / 'cells'}: rerun with resume (kvstats sweep "
             "--resume; run_sweep's default) to write the results from them, computing nothing]")
     assert err.rstrip().endswith(": No space left on device" + note), err
