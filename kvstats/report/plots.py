@@ -2,14 +2,13 @@
 
 Every function takes the per-trial frame of :func:`kvstats.run_sweep`, returns a
 :class:`matplotlib.figure.Figure`, and never shows it; :func:`save_figure` writes PNG and
-SVG. Colours come from seaborn's colour-blind-safe palette, one fixed colour per scheme
-(a built-in scheme's set by its place in the catalog, the same in every report; pass
-``palette`` to keep a user scheme's equal between calls), with a marker and line style per
-scheme by the same place (apart in greyscale); cases (distribution settings) take
-magma, never a scheme's colour. Figures are sized for a
-paper's text width (7 in), so their text prints at 6 points or more.
-The Shannon–φ plane, with its limit lines, nested markers and trial clouds, is
-:mod:`kvstats.report.shannon_phi` (its names are importable from here too).
+SVG. A scheme has a colour of seaborn's colour-blind palette of 10, a marker and a line style
+by its place (:func:`_scheme_slots`: apart in greyscale, no two schemes of a figure alike);
+pass ``palette`` to keep a user scheme's equal between calls. A case (distribution setting)
+has one magma colour in every figure, never a scheme's. Figures are sized for a paper's text
+width (7 in), so their text prints at 6 points or more. The Shannon–φ plane, with its limit
+lines, nested markers and trial clouds, is :mod:`kvstats.report.shannon_phi` (its names are
+importable from here too).
 """
 
 from __future__ import annotations
@@ -23,14 +22,14 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)  # no display needed; a user's interactive backend is kept
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from kvstats._checks import check_choice  # noqa: E402
 from kvstats.analysis.compare import LOCATION_TESTS  # noqa: E402
-from kvstats.analysis.frame import (CASE_COLUMNS, check_frame, label_digits,  # noqa: E402
-                                    short_params)
-from kvstats.analysis.intervals import few_nonzero, tail_alpha  # noqa: E402
+from kvstats.analysis.frame import CASE_COLUMNS, check_frame, label_digits, short_params  # noqa: E402
+from kvstats.analysis.intervals import MIN_NONZERO, _is_fraction, few_nonzero, tail_alpha  # noqa: E402
 from kvstats.metrics.table import HIGHER_IS_BETTER, metric as metric_def  # noqa: E402
 from kvstats.results import DEFAULT_COMPARISONS  # noqa: E402
 
@@ -43,8 +42,7 @@ _SHANNON_PHI = ("SHANNON_PHI_NOTE", "plot_shannon_phi")
 
 
 def __getattr__(name: str) -> Any:
-    """The Shannon–φ plane's names, from its own module (imported on first use: it reads
-    this module's case selection and palette, so it cannot be imported at its top)."""
+    """The Shannon–φ plane's names, from its module (imported on first use: it reads this one's)."""
     if name in _SHANNON_PHI:
         from kvstats.report import shannon_phi
         return getattr(shannon_phi, name)
@@ -53,22 +51,18 @@ _KL_FLOOR = 1e-6
 #: The width (inches) a paper prints a figure at, its full text width: figures are sized to
 #: about this, so that their text prints near its nominal size (6 points or more).
 _PRINT_WIDTH_IN = 7.0
-#: Marker and line style per scheme, by its place in the palette (as its colour), so the
-#: schemes stay apart in greyscale and each has the same look in every figure.
+#: Marker and line style per scheme by its place (as its colour): apart in greyscale (_scheme_style).
 _MARKERS = "osD^vP*Xph"
 _LINESTYLES = ("-", "--", ":", "-.")
-
-
 #: The colour-blind palette's size: a built-in scheme's colour is its catalog place modulo it.
 _N_COLORS = 10
 
 
 def _scheme_slots(schemes: Sequence[str]) -> dict[str, int]:
-    """Each scheme's place in the palette (its colour, marker and line style), in order of
-    first appearance: a built-in scheme's is fixed, its place in the catalog
-    (:data:`kvstats.quant.catalog.NAMES`) modulo the palette's size, so it has one look in
-    every report; a scheme of one's own, or a built-in whose colour an earlier built-in of
-    the catalog holds, takes the lowest place no other scheme here holds.
+    """Each scheme's place in the palette (its colour, marker and line style), in order of first
+    appearance: a built-in scheme's is its place in the catalog (:data:`kvstats.quant.catalog.NAMES`)
+    modulo the palette's size, one look in every report where no built-in 10 places earlier in
+    the catalog runs with it; such a one, and a scheme of one's own, takes the lowest free place.
 
     Examples
     --------
@@ -90,9 +84,9 @@ def _scheme_slots(schemes: Sequence[str]) -> dict[str, int]:
 
 
 def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
-    """A colour per scheme from seaborn's colour-blind palette (in order of first appearance):
-    a built-in scheme's is fixed by its place in the catalog, so a scheme has one colour in
-    every report (:func:`_scheme_slots`); a scheme of one's own takes the next free one.
+    """A colour per scheme from seaborn's colour-blind palette (in order of first appearance): a
+    built-in scheme's is its catalog place modulo 10, the same in every report where no built-in 10
+    places earlier runs with it (:func:`_scheme_slots`); such a one, or a user's, takes a free one.
 
     Examples
     --------
@@ -110,21 +104,22 @@ def scheme_palette(schemes: Sequence[str]) -> dict[str, Any]:
 
 
 def _scheme_style(palette: dict[str, Any], scheme: str) -> dict[str, Any]:
-    """Colour, marker and line style of ``scheme``: by its place (:func:`_scheme_slots` of
-    the palette's schemes), like its colour, so each scheme has the same look in every figure."""
+    """Colour, marker and line style of ``scheme`` by its place (:func:`_scheme_slots` of the
+    palette's schemes). Places 10 apart share a colour: the marker moves on one per round of
+    the palette, so no two schemes of a figure share both (up to 100 schemes)."""
     i = _scheme_slots(list(palette))[scheme]
-    return {"color": palette[scheme], "marker": _MARKERS[i % len(_MARKERS)],
+    return {"color": palette[scheme], "marker": _MARKERS[(i + i // _N_COLORS) % len(_MARKERS)],
             "ls": _LINESTYLES[i % len(_LINESTYLES)]}
 
 
-def _case_colors(n: int) -> list[Any]:
-    """Colours of ``n`` cases (distribution settings): magma, colour-blind safe and of
-    increasing lightness (apart in greyscale), none of the schemes' palette, so a case is
-    never read as the scheme of the same colour in another figure. Its hues turn from
-    black-purple through red to peach, so adjacent cases differ in hue as well as lightness
-    (cividis's dark end gave two navies, CIELAB ΔE 25 apart at four cases; here 43)."""
-    cmap = plt.get_cmap("magma")
-    return [cmap(v) for v in np.linspace(0.1, 0.85, max(int(n), 1))]
+def _case_palette(table: pd.DataFrame) -> dict[tuple, Any]:
+    """A colour per setting (distribution, params, N) of ``table``'s full case list (a frame or
+    compare_schemes' table), sorted: a case has one colour in every figure, whichever cases each
+    draws (cases that differ only in d share it; marker or panel tells them apart). Magma:
+    colour-blind safe, of increasing lightness (apart in greyscale), none of the schemes'; its hues
+    turn from black-purple through red to peach (cividis's dark end gave two navies, ΔE 25; 43 here)."""
+    keys = sorted(set(zip(table["distribution"], table["params"], table["n_keys"].astype(int))))
+    return dict(zip(keys, plt.get_cmap("magma")(np.linspace(0.1, 0.85, max(len(keys), 1)))))
 
 
 def _legend_below(fig: Any, handles: list, labels: list, title: str, ncol: int) -> Any:
@@ -187,9 +182,9 @@ def _marked(x: np.ndarray, metric: str) -> bool:
 def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95,
                    n_resamples: int = 999, seed: int = 0) -> pd.DataFrame:
     """Mean and the tables' interval per case, scheme and budget: ``low``/``high`` are
-    :func:`~kvstats.analysis.summary_table`'s ``ci_low``/``ci_high`` for the same arguments
-    (BCa bootstrap, :func:`~kvstats.analysis.intervals.mean_ci`, seeded by the values, so
-    the same numbers), and ``heavy``: the tables mark the mean ‡ (:func:`_marked`)."""
+    :func:`~kvstats.analysis.summary_table`'s ``ci_low``/``ci_high`` for the same arguments (BCa
+    bootstrap, :func:`~kvstats.analysis.intervals.mean_ci`, seeded by the values, so the same
+    numbers), ``heavy``: the tables' ‡ (:func:`_marked`), ``exact``: KL 0 on every trial."""
     from kvstats.analysis.intervals import _in_unit_interval, _is_fraction, mean_ci
 
     rows = []
@@ -197,9 +192,10 @@ def _mean_ci_frame(frame: pd.DataFrame, metric: str, confidence: float = 0.95,
         x = grp[metric].to_numpy(np.float64)
         unit = _is_fraction(metric) and _in_unit_interval(x)   # as summary_table asks
         mean, low, high = mean_ci(x, confidence, n_resamples, seed, unit_interval=unit)
-        rows.append((*key, mean, low, high, x.size, float(grp["bits_total"].iloc[0]), _marked(x, metric)))
+        rows.append((*key, mean, low, high, x.size, float(grp["bits_total"].iloc[0]), _marked(x, metric),
+                     bool((grp["kl"] == 0).all())))
     return pd.DataFrame(rows, columns=[*CASE_COLUMNS, "scheme", "budget", "mean", "low", "high", "n",
-                                       "bits_total", "heavy"])
+                                       "bits_total", "heavy", "exact"])
 
 
 def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: bool,
@@ -218,14 +214,17 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     digits = label_digits(cases["params"])
     _style()
     # two panels a row, the legend below: about the print width (_PRINT_WIDTH_IN)
-    ncol = min(len(cases), 2)
-    nrow = math.ceil(len(cases) / ncol)
+    ncol, nrow = min(len(cases), 2), math.ceil(len(cases) / min(len(cases), 2))
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 0.2, 2.5 * nrow + 1.0),
                              squeeze=False, constrained_layout=True)
     any_heavy = False
     for ax, (_, case) in zip(axes.flat, cases.iterrows()):
         sub = stats_.merge(case.to_frame().T.astype(stats_[list(CASE_COLUMNS)].dtypes))
         floor = None
+        if not log:   # an exact scheme (identity, 32 bits) would squeeze the others: a dotted line
+            ax.hlines(sub.loc[sub["exact"], "mean"].unique(), 0, 1, transform=ax.get_yaxis_transform(), colors="0.4", lw=0.8, ls=":")
+            _note_zero_means(ax, sub[sub["exact"]], sub, sub.iloc[:0], "exact, at the dotted line")
+            sub = sub[~sub["exact"]]
         if log:   # every panel on the log axis: a mean of 0 (an exact scheme's) is left off, and said
             _note_zero_means(ax, sub[sub["mean"] <= 0], sub, sub[(sub["mean"] > 0) & (sub["low"] <= 0)])
             sub = sub[sub["mean"] > 0]
@@ -253,18 +252,17 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
         ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[len(cases):]:
         ax.set_visible(False)
-    handles, labels = [], []
+    first = {}   # each scheme's handle, in order of first appearance
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    ncol = len(handles)
+            first.setdefault(lab, h)
+    handles, labels = list(first.values()), list(first)
     if any_heavy:
-        from matplotlib.lines import Line2D
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5))
-        labels.append("hollow, ‡: heavy tail (Hill α < 2 at 95%)\nor few nonzero values: the CI is not valid")
-    _legend_below(fig, handles, labels, "scheme", min(ncol, 4) + any_heavy)
+        few, also = ("values below 1", "; or above 0") if _is_fraction(metric) else ("nonzero values", "")
+        labels.append(f"hollow, ‡: heavy tail (Hill α < 2 at 95%) or few {few}\n(fewer than {MIN_NONZERO}{also}): "
+                      "the CI is not valid")
+    _legend_below(fig, handles, labels, "scheme", min(len(first), 4) + any_heavy)
     # the interval and its unit named, as the report's: the tables' bootstrap CI of a mean over
     # trials, or over texts (clusters) where the frame holds cluster means (aggregate_clusters)
     unit = ("trials" if N_IN_CLUSTER not in frame.columns else "texts"
@@ -273,35 +271,37 @@ def _bits_plot(frame: pd.DataFrame, metric: str, ylabel: str, title: str, log: b
     return fig
 
 
-def _note_zero_means(ax: Any, zero: pd.DataFrame, sub: pd.DataFrame, to_zero: pd.DataFrame) -> None:
-    """Name, in the panel's lower left corner (low KL at few bits: empty), the schemes whose
-    mean is 0 and so not on the log axis: "identity: KL = 0, not drawn", with the budgets
-    where only some of a scheme's are; and those whose interval reaches 0 (``to_zero``),
-    whose bar is cut at the axis floor (▼)."""
+def _note_zero_means(ax: Any, zero: pd.DataFrame, sub: pd.DataFrame, to_zero: pd.DataFrame,
+                     what: str = "KL = 0, not drawn") -> None:
+    """Name, in the panel's lower left corner (low KL at few bits: empty), the schemes whose mean
+    is 0 and so not on the log axis: "identity: KL = 0, not drawn", with the budgets where only
+    some of a scheme's are; and those whose interval reaches 0 (``to_zero``), whose bar is cut at
+    the axis floor (▼). ``what``: why ``zero`` is left off (not KL's: lower right, as recall's)."""
     def named(rows: pd.DataFrame, whole: bool) -> str:
         return "; ".join(s if whole and len(g) == int((sub["scheme"] == s).sum())
                          else f"{s} at n = {', '.join(f'{b:g}' for b in g['budget'])}"
                          for s, g in rows.groupby("scheme", sort=False))
-    lines = ([f"{named(zero, True)}: KL = 0, not drawn"] if len(zero) else []) + (
+    lines = ([f"{named(zero, True)}: {what}"] if len(zero) else []) + (
         [f"▼ {named(to_zero, False)}: CI reaches 0, bar cut at the axis"] if len(to_zero) else [])
     if lines:
-        ax.text(0.02, 0.03, "\n".join(lines), transform=ax.transAxes, fontsize=7, ha="left",
-                va="bottom", color="0.25")
+        left = what.startswith("KL")
+        ax.text(0.02 if left else 0.98, 0.03, "\n".join(lines), transform=ax.transAxes, fontsize=7,
+                ha="left" if left else "right", va="bottom", color="0.25")
 
 
 def plot_kl_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None = None, confidence: float = 0.95,
                     n_resamples: int = 999, seed: int = 0) -> "matplotlib.figure.Figure":
     """Mean attention KL(p_ref ‖ p_quant) (nats) against bits per coordinate, with CIs, per case.
 
-    A log y axis in every panel: a mean of 0 (an exact scheme, such as identity) has no
-    place on it and is left off, named in its panel ("identity: KL = 0, not drawn").
-    Error bars are the tables' intervals of the mean (:func:`~kvstats.analysis.summary_table`'s
-    ``ci_low``/``ci_high`` for the same ``confidence``, ``n_resamples`` and ``seed``: BCa
-    bootstrap over the frame's rows, trials or texts), so never below 0; one that reaches 0
-    is cut at the axis floor, marked ▼ and named in its panel. Hollow markers flag the means the tables mark ‡: per-trial
-    values with a Hill tail index below 2 at 95% (infinite variance: no interval of the mean
-    is valid there) or a mean carried by fewer than 10 nonzero values (its bootstrap interval
-    undercovers). The x axis counts every stored overhead.
+    A log y axis in every panel: a mean of 0 (an exact scheme, such as identity) has no place on
+    it and is left off, named in its panel ("identity: KL = 0, not drawn"). Error bars are the
+    tables' intervals of the mean (:func:`~kvstats.analysis.summary_table`'s ``ci_low``/``ci_high``
+    for the same ``confidence``, ``n_resamples`` and ``seed``: BCa bootstrap over the frame's rows,
+    trials or texts), so never below 0; one that reaches 0 is cut at the axis floor, marked ▼ and
+    named in its panel. Hollow markers flag the means the tables mark ‡: per-trial values with a
+    Hill tail index below 2 at 95% (infinite variance: no interval of the mean is valid there) or a
+    mean carried by fewer than 10 nonzero values (its bootstrap interval undercovers). The x axis
+    counts every stored overhead.
 
     Parameters
     ----------
@@ -336,15 +336,13 @@ def plot_recall_vs_bits(frame: pd.DataFrame, *, palette: dict[str, Any] | None =
     """Mean top-5 routing recall (fraction) against bits per coordinate, with CIs, per case.
 
     Error bars (the tables' bootstrap intervals, within [0, 1]), hollow markers and the
-    arguments as in :func:`plot_kl_vs_bits`; the x axis counts every stored overhead.
+    arguments as in :func:`plot_kl_vs_bits` (but hollow for fewer than 10 values below 1, or
+    above 0); the x axis counts every stored overhead. An exact scheme (KL 0 on every trial:
+    identity, 32 bits) is a dotted line at its mean, named in its panel, not a point there.
 
     Parameters
     ----------
-    frame : pandas.DataFrame
-        Per-trial results (a sweep's ``SweepResult.frame``): one panel per case.
-    palette : dict, optional
-        Scheme label → colour (default :func:`scheme_palette` of the frame's schemes).
-    confidence, n_resamples, seed : float, int, int
+    frame, palette, confidence, n_resamples, seed
         As :func:`plot_kl_vs_bits`.
 
     Returns
@@ -375,19 +373,18 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
     """Rank-biserial r (or paired dominance) of a scheme pair against the budget, per metric and case.
 
     The effect of the location-test rows: Mann–Whitney's r, or under the paired design
-    (``compare_schemes(..., pairing="trial")``) the sign test's dominance
-    P(a > b) − P(a < b) over the pairs that differ, with the same sign.
+    (``compare_schemes(..., pairing="trial")``) the sign test's dominance P(a > b) − P(a < b)
+    over the pairs that differ, with the same sign. A case has its colour of the other figures.
 
-    The report's one sign convention (its tables use the same): **r > 0 when the first
-    scheme's values tend to be larger** (better for SNR and recall@5, worse for φ, KL and
-    argmax shift; each panel's title says which). Filled markers: significant after the
-    report's adjustment; a crossover (the report's rule,
-    :func:`kvstats.analysis.find_crossovers`) is a line with filled markers on both sides
-    of zero. The error bars are the unadjusted 95% intervals of r (Newcombe's for
-    Mann–Whitney, the sign test's Clopper–Pearson-based one under pairing): one that
-    excludes 0 need not be significant after the adjustment, so they do not show a
-    crossover by themselves. A sign row whose pairs all have equal values (``n_informative``
-    0: the dominance is 0/0) has no point.
+    The report's one sign convention (its tables use the same): **r > 0 when the first scheme's
+    values tend to be larger** (better for SNR and recall@5, worse for φ, KL and argmax shift;
+    each panel's title says which). Filled markers: significant after the report's adjustment; a
+    crossover (the report's rule, :func:`kvstats.analysis.find_crossovers`) is a line with filled
+    markers on both sides of zero. The error bars are the unadjusted 95% intervals of r
+    (Newcombe's for Mann–Whitney, the sign test's Clopper–Pearson-based one under pairing): one
+    that excludes 0 need not be significant after the adjustment, so they do not show a crossover
+    by themselves. A sign row whose pairs all have equal values (``n_informative`` 0: the
+    dominance is 0/0) has no point.
 
     Parameters
     ----------
@@ -414,18 +411,13 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
                         f"{type(comparisons).__name__}")
     numeric = ["budget", "budget_b", "effect", "effect_low", "effect_high"]
     need = [*CASE_COLUMNS, "scheme_a", "scheme_b", "metric", "test", "significant", *numeric]
-    missing = [c for c in need if c not in comparisons.columns]
-    if missing:
+    if missing := [c for c in need if c not in comparisons.columns]:
         raise ValueError(f"comparisons lacks the column(s) {missing} of compare_schemes' table; "
                          f"received columns {list(comparisons.columns)}")
-    for col in numeric:
-        # a report before session 7 wrote missing values as empty cells, which
-        # kvstats.results.read_table keeps as text (reports now write "NaN")
+    for col in numeric:   # a report before session 7 wrote missing values as empty cells (read_table: text)
         if not pd.api.types.is_numeric_dtype(comparisons[col]):
-            raise TypeError(f"comparisons column {col!r} must be numeric; received dtype "
-                            f"{comparisons[col].dtype} (an older report's "
-                            "tables/comparisons.csv, with empty cells: read it with "
-                            "pandas.read_csv)")
+            raise TypeError(f"comparisons column {col!r} must be numeric; received dtype {comparisons[col].dtype} "
+                            "(an older report's tables/comparisons.csv, with empty cells: read it with pandas.read_csv)")
     metrics = [check_choice(m, "metrics", list(HIGHER_IS_BETTER)) for m in metrics]
     # the location test's rows: Mann–Whitney, or the sign test under the paired design
     mw = comparisons[comparisons["test"].isin(list(LOCATION_TESTS.values()))
@@ -437,18 +429,16 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
     cases = mw[list(CASE_COLUMNS)].drop_duplicates()
     digits = label_digits(cases["params"])     # short labels that keep the cases apart
     labels_all = [_case_label(r, digits) for _, r in cases.iterrows()]
-    # a colour (the cases', never a scheme's), a marker and a small horizontal offset per
-    # case: cases that share a value (r = ±1 when every trial separates) stay visible side
-    # by side, not stacked, and apart in greyscale
-    colors = dict(zip(labels_all, _case_colors(len(cases))))
+    # a colour (the whole table's cases', as in the other figures), a marker and a small offset per case:
+    # cases that share a value (r = ±1 when every trial separates) stay side by side, apart in greyscale
+    pal = _case_palette(comparisons)
+    colors = dict(zip(labels_all, (pal[r["distribution"], r["params"], int(r["n_keys"])] for _, r in cases.iterrows())))
     markers = dict(zip(labels_all, "osD^vP*Xph" * (len(cases) // 10 + 1)))
     width = 0.5  # of the gap between budgets taken by the spread of the cases
-    offsets = dict(zip(labels_all, (np.arange(len(cases)) - (len(cases) - 1) / 2)
-                       * (width / max(len(cases), 1))))
+    offsets = dict(zip(labels_all, (np.arange(len(cases)) - (len(cases) - 1) / 2) * (width / max(len(cases), 1))))
     _style()
     # two panels a row on one y scale, the legend below: about the print width (_PRINT_WIDTH_IN)
-    ncol = min(len(metrics), 2)
-    nrow = math.ceil(len(metrics) / ncol)
+    ncol, nrow = min(len(metrics), 2), math.ceil(len(metrics) / min(len(metrics), 2))
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 0.2, 2.5 * nrow + 1.2), squeeze=False,
                              sharey=True, constrained_layout=True)
     for ax in list(axes.flat)[len(metrics):]:
@@ -485,7 +475,6 @@ def plot_crossover(comparisons: pd.DataFrame, metrics: Sequence[str] = CROSSOVER
         # two lines: one is taller than a panel once the case legend takes its room
         ax.set_ylabel(f"paired dominance\n(> 0: {pair[0]} larger)" if paired else
                       f"rank-biserial r\n(> 0: {pair[0]} larger)")
-    from matplotlib.lines import Line2D
     drawn = {lab for ax in axes.flat for lab in ax.get_legend_handles_labels()[1]}
     # the legend shows each case's marker with its colour (the bars' own handles have none)
     handles = [Line2D([], [], color=colors[lab], marker=markers[lab], ms=5, lw=1.2)
@@ -499,10 +488,11 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
                               palette: dict[str, Any] | None = None) -> "matplotlib.figure.Figure":
     """Damage on low-rank vs heavy-tailed (and Gaussian) keys, per scheme, budget and d.
 
-    Box plots (per trial) of ``metric`` by distribution; one panel per head dimension,
-    budgets on the x axis, one colour per distribution setting (and N, where the sweep has
-    several: a box never pools two cases), one row per scheme. KL is drawn on a log axis,
-    floored at 1e-6 nats for display (exact zeros exist).
+    Box plots (per trial) of ``metric`` by distribution; one panel per head dimension, budgets on
+    the x axis, one colour per distribution setting (and N, where the sweep has several: a box
+    never pools two cases; a case's colour of the other figures), one row per scheme. KL is on a
+    log axis, floored at 1e-6 nats for display (exact zeros exist), with the share of a box's
+    trials below the floor printed under it.
 
     Examples
     --------
@@ -527,22 +517,22 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
     setting = sel["distribution"] + np.where(sel["params"] == "-", "", " (" + short + ")")
     if sel["n_keys"].nunique() > 1:   # one box per case: trials of another N are another population
         setting = setting + ", N = " + sel["n_keys"].astype(str)
-    sel = sel.assign(setting=setting)
-    sel = sel[np.isfinite(sel[metric])]
+    sel = sel.assign(setting=setting)[np.isfinite(sel[metric])]
     dims = sorted(sel["dim"].unique())
     schemes = list(dict.fromkeys(sel["scheme"]))
     _style()
     fig, axes = plt.subplots(len(schemes), len(dims), figsize=(4.6 * len(dims) + 2.4, 2.6 * len(schemes) + 0.6),
                              squeeze=False, constrained_layout=True, sharey=True)
     settings = list(dict.fromkeys(sel.sort_values("distribution")["setting"]))
-    # the cases' colours, never the schemes' (blue is KV elsewhere, not Gaussian keys), filled
+    # the cases' colours of every figure (the frame's full case list), never the schemes', filled
     # a third of the way to white so that the median line shows on the darkest box
-    pal = {k: tuple(0.7 * np.asarray(c[:3]) + 0.3) for k, c in zip(settings, _case_colors(len(settings)))}
+    case_pal = _case_palette(frame)
+    rgb = {k: case_pal[c, p, int(n)] for k, c, p, n in zip(*(sel[c] for c in ("setting", *CASE_COLUMNS[:2], "n_keys")))}
+    pal = {k: tuple(0.7 * np.asarray(rgb[k][:3]) + 0.3) for k in settings}
     log = metric == "kl"
     label = metric_def(metric).axis_label   # with its unit
-    if log:
-        # KL spans many decades (and can be exactly 0): log axis, floored for display only
-        sel = sel.assign(**{metric: sel[metric].clip(lower=_KL_FLOOR)})
+    if log:   # KL spans many decades (and can be exactly 0): log axis, floored for display only
+        sel = sel.assign(below=sel[metric] < _KL_FLOOR, **{metric: sel[metric].clip(lower=_KL_FLOOR)})
     sel = sel.assign(n=sel["budget"].map(lambda b: f"{b:g}"))
     order = [f"{b:g}" for b in sorted(sel["budget"].unique())]
     for i, scheme in enumerate(schemes):
@@ -558,15 +548,25 @@ def plot_lowrank_vs_heavytail(frame: pd.DataFrame, metric: str = "kl", *,
                 sns.boxplot(data=sub, x="n", y=metric, order=order, hue="setting", hue_order=settings,
                             palette=pal, saturation=1.0, ax=ax, fliersize=1, linewidth=0.6, linecolor="0.15", log_scale=log,
                             legend=(i == 0 and j == 0))
+            # a box's quartiles may sit on the floor, unseen: under it, the share of its trials below
+            # it (seaborn's dodged places: a width of 0.8 shared by the settings)
+            for (n, setting), share in (sub.groupby(["n", "setting"])["below"].mean().items() if log else ()):
+                if share > 0:
+                    pct = "<1%" if share < 0.01 else ">99%" if 0.99 < share < 1 else f"{100 * share:.0f}%"
+                    ax.text(order.index(n) - 0.4 + (settings.index(setting) + 0.5) * 0.8 / len(settings),
+                            _KL_FLOOR / 1.5, pct, ha="center", va="top", fontsize=6, color="0.2")
             ax.set_title(f"{scheme}, d = {d}", fontsize=9)
             ax.set_xlabel("budget n (bits/coord)")
             ax.set_ylabel(f"{label}, floored at 1e{round(math.log10(_KL_FLOOR))}" if log else label)
+    if log:   # room under the floor for the shares
+        axes[0, 0].set_ylim(bottom=_KL_FLOOR / 12)
     first = axes[0, 0]
     if first.get_legend() is not None:
         handles, labels = first.get_legend_handles_labels()
         first.get_legend().remove()
         fig.legend(handles, labels, loc="outside right center", title="keys", fontsize=7)
-    fig.suptitle(f"Low-rank vs heavy-tailed keys: {metric_def(metric).label} per trial")
+    fig.suptitle(f"Low-rank vs heavy-tailed keys: {metric_def(metric).label} per trial"
+                 + (" (under a box: the % of its trials below the floor)" if log else ""))
     return fig
 
 

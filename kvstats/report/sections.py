@@ -411,9 +411,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     if any(name in figs for name in ("kl_vs_bits", "recall_vs_bits", "lowrank_vs_heavytail")) or \
             any(name.startswith("crossover_") for name in figs):
         doc.h(2, "Figures across cases")
-    # the figures mark heavy-tailed means hollow (plots._bits_plot): their error bars are not valid
+    # the figures mark heavy-tailed means hollow (plots._bits_plot): their error bars are not valid;
+    # few_nonzero screens a fraction (recall) by its values below 1 as well as its nonzero ones
     hollow = (" Hollow markers, where drawn: a heavy right tail (Hill α < 2 at 95%) or a mean "
-              "carried by fewer than 10 nonzero values (the tables' ‡), where no "
+              "carried by fewer than 10 {} (the tables' ‡), where no "
               "interval of the mean, error bar included, is valid.")
     # the bars are the tables' intervals (plots._bits_plot: summary_table's arguments)
     bars = (f"error bars: the tables' {_pct(opts['confidence'])} bootstrap (BCa) intervals of the "
@@ -421,14 +422,17 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     for fname, caption in (("kl_vs_bits", "Mean attention KL vs bits per coordinate with overhead "
                             "(log axis: a mean of 0, an exact scheme's, is left off and named in its "
                             f"panel; {bars}; one reaching 0 is cut at the axis, ▼, and named in its "
-                            "panel)." + hollow),
+                            "panel)." + hollow.format("nonzero values")),
                            ("recall_vs_bits", "Mean top-5 recall vs bits per coordinate with "
-                            f"overhead ({bars})." + hollow),
+                            f"overhead ({bars}; an exact scheme, KL 0 on every trial, is a dotted line "
+                            "at its mean, named in its panel, not a point at its bits)."
+                            + hollow.format("values below 1 (or above 0)")),
                            ("lowrank_vs_heavytail", "Per-trial KL (box plots; log axis, values "
                             "below 1e-6 nats drawn at 1e-6) on low-rank and heavy-tailed keys"
                             + (", and Gaussian ones," if "distribution" in summary
                                and (summary["distribution"] == "gaussian").any() else "")
-                            + " per scheme, budget and d (one box per case).")):
+                            + " per scheme, budget and d (one box per case; under a box, the share "
+                            "of its trials below 1e-6, where any).")):
         if fname in figs:
             doc.fig(figs[fname], caption)
     # each pair's own figure, by the name render saved it under (the caption: the labels)
