@@ -25,7 +25,7 @@ from kvstats.analysis import (CASE_COLUMNS, PROFILE_METRICS, aggregate_clusters,
                               theory_table)
 from kvstats.analysis.clustered import N_IN_CLUSTER, TrialsAsUnitsWarning
 from kvstats.analysis.compare import LOCATION_TESTS, MAX_FAMILY_PERMUTATIONS, default_metrics
-from kvstats.analysis.frame import _in_trial_order
+from kvstats.analysis.frame import _in_trial_order, label_digits
 from kvstats.analysis.pairing import _check_design, _matched, _pair_positions
 from kvstats.analysis.tested_metrics import _check_metrics
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
@@ -33,7 +33,7 @@ from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
 from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
 from kvstats.report.header import _set_after_sweep
-from kvstats.report.notation import _case_key, figure_names
+from kvstats.report.notation import _case_key, _case_title, figure_names
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import build_document
 from kvstats.report.wording import _resolution
@@ -293,18 +293,22 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                 # empty cell as text) and pandas.read_csv both read the float columns as floats
                 df.to_csv(stage / "tables" / f"{name}.csv", index=False, na_rep="NaN")
             figs: dict[str, Path] = {}
+            unplotted: dict[tuple, list[str]] = {}   # case → the planes with nothing to draw, and why
             computing.what = "the figures"
             # each case's and pair's figure name, chosen once here: the document links by it
             names = figure_names(frame[list(CASE_COLUMNS)].drop_duplicates().to_dict("records"),
                                  comparisons)
             if opts["figures"]:
-                figs = _figures(frame, comp, comparisons, stage / "figures",
-                                nominal_bounds(trials, spectra=spectra, n_queries=n_queries), names,
+                from kvstats.report.shannon_phi import _with_side_budgets   # matplotlib's module
+                figs = _figures(frame, comp, comparisons, stage / "figures",   # limits at K4V2's 4 and 2 too
+                                nominal_bounds(_with_side_budgets(trials), spectra=spectra,
+                                               n_queries=n_queries), names,
                                 progress, {"confidence": opts["confidence"], "seed": opts["seed"],
-                                           "n_resamples": opts["bootstrap_resamples"]})
+                                           "n_resamples": opts["bootstrap_resamples"]}, unplotted)
             computing.what = "the document"
             doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
                                  comparisons=comparisons, figure_names=names)
+            _say_unplotted(doc, unplotted, summary)
             (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
             (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
             figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
@@ -514,17 +518,34 @@ def _span(values: pd.Series) -> str:
     return str(lo) if lo == hi else f"{lo}–{hi}"
 
 
+def _say_unplotted(doc: Any, unplotted: Mapping[tuple, list[str]], summary: pd.DataFrame) -> None:
+    """Say where a case's Shannon–φ planes would be which have nothing to draw, and why."""
+    digits = label_digits(summary["params"]) if "params" in summary else None
+    for key, places in unplotted.items():
+        title = _case_title(dict(zip(CASE_COLUMNS, key)), digits)
+        heads = [i for i, (kind, value) in enumerate(doc.blocks) if kind == "h2" and value == title]
+        at = heads[0] + 1 if heads else len(doc.blocks)
+        while at < len(doc.blocks) and doc.blocks[at][0] == "p":
+            at += 1
+        doc.blocks.insert(at, ("p", f"No Shannon–φ plane of the {' and the '.join(places)}: every "
+                               "scheme's mean φ is 0 at every budget (exact on every trial), and 0 has "
+                               "no place on the plane's log axis."))
+
+
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
              fig_dir: Path, bounds: pd.DataFrame, names: dict[tuple, str],
-             progress: bool = False, intervals: dict[str, Any] | None = None) -> dict[str, Path]:
+             progress: bool = False, intervals: dict[str, Any] | None = None,
+             unplotted: dict[tuple, list[str]] | None = None) -> dict[str, Path]:
     """Draw and save the figures; ``names``: :func:`~kvstats.report.notation.figure_names`'
     map, each case's and pair's file name; ``intervals``: the summary table's bootstrap
-    arguments, so the bits figures' bars are its intervals."""
+    arguments, so the bits figures' bars are its intervals; ``unplotted`` gets each case's
+    planes with nothing to draw."""
     from tqdm.auto import tqdm
 
     from kvstats.report.plots import (CROSSOVER_METRICS, plot_crossover, plot_kl_vs_bits,
                                       plot_lowrank_vs_heavytail, plot_recall_vs_bits,
                                       plot_shannon_phi, save_figure, scheme_palette)
+    from kvstats.report.shannon_phi import _PLACES, _NothingToPlace
 
     palette = scheme_palette(frame["scheme"])
     cases = frame[list(CASE_COLUMNS)].drop_duplicates()
@@ -554,7 +575,9 @@ def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tupl
                     fig = plot_shannon_phi(frame, place, palette=palette, max_points=300, **sel,
                                            bounds=dict(zip(finite["budget"], finite["bound_snr_db"])),
                                            bound_note=note)
-                except ValueError:  # e.g. only exact reconstructions: nothing finite to draw
+                except _NothingToPlace:   # only exact reconstructions: said in the case's section
+                    if unplotted is not None:
+                        unplotted.setdefault(key, []).append(_PLACES[place])
                     bar.update()
                     continue
                 save(names["shannon_phi", place, key], fig)

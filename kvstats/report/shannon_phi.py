@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kvstats._checks import check_choice
-from kvstats.analysis.frame import LABEL_DIGITS, reported_pooled_snrs, short_params
+from kvstats.analysis.frame import CASE_COLUMNS, LABEL_DIGITS, reported_pooled_snrs, short_params
 from kvstats.analysis.intervals import ci_reliable
 from kvstats.metrics.table import metric as metric_def
 from kvstats.report.plots import (_PLACES, _case_label, _scheme_style, _style, plt, scheme_palette,
@@ -37,12 +37,14 @@ SHANNON_PHI_NOTE = (
     "(radians, log scale; lower means the direction is kept: for keys, with the norm, "
     "what sets the attention scores q·k). Up-left is better on both counts. A scheme's points, joined in the "
     "order of n, form its trajectory (schemes whose means coincide, such as two that code "
-    "the keys alike, show as nested disks, the first scheme of the legend largest, each "
+    "the keys alike, show as nested markers, the first scheme of the legend largest, each "
     "with its n labels on its own side, or the nearest side that covers no other label or "
     "point); crosses are 95% intervals of the two means "
     "(Student t over the independent units: the trials, or, where the figure says so, "
     "clusters of trials such as a real capture's texts; the tables carry bootstrap "
-    "intervals), the faint dots the individual trials. A hollow disk is a mean the tables "
+    "intervals; one whose φ interval reaches 0 is cut at the log axis, marked ◄ there), the "
+    "faint dots the individual trials. Each scheme has its marker of the other figures "
+    "(colours repeat past 10 schemes, markers tell them apart). A hollow marker is a mean the tables "
     "mark ‡ (a heavy tail, either "
     "tail for an SNR in dB, or too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
     "valid. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
@@ -52,7 +54,10 @@ SHANNON_PHI_NOTE = (
     "it only by sampling error and, the mean being of per-trial dB, a Jensen term of order "
     "1/(N·d)). n is the budget: a scheme's stored bits differ (norms and "
     "scales add, the tables' \"bits total\"; a sketch of other size than d moves its "
-    "\"bits nominal\"), so its point may lie above its line; \"Distance to "
+    "\"bits nominal\"), so its point may lie above its line. A scheme that codes keys "
+    "and values at different bits (K4V2 at n = 3: keys at 4, values at 2) faces the limit "
+    "of its side's bits: its label says so (\"3 (keys at 4)\") and that line is drawn (the "
+    "side's bits: n plus what that side stores above the mean of both sides). \"Distance to "
     "the rate–distortion limit\" compares each scheme with the limit at the bits it stores. The "
     "attention output T has no such line: it is not coded, its error mixes the key and "
     "value errors through the softmax. A trial reconstructed exactly (SNR = +inf, φ = 0) "
@@ -64,14 +69,42 @@ SHANNON_PHI_NOTE = (
     "drawn. The faint dots are the finite trials.")
 
 
+class _NothingToPlace(ValueError):
+    """No mean φ > 0 at the place (every trial exact): nothing to draw (the report says so)."""
+
+
+def _side_bits(frame: pd.DataFrame, place: str) -> pd.Series:
+    """Per (scheme, budget) of ``frame``: the bits per coordinate its side ``place`` is coded at
+    where they differ from the budget (NaN elsewhere, for T, or without the bits columns): the
+    nominal n plus what that side stores above the mean of both (``key_bits_total`` −
+    ``bits_total``), exact where both sides carry the same overhead, as a K{a}V{b} scheme's;
+    half a bit or more from n (less is overhead: KQV's values store 1/8 bit more)."""
+    col = {"k": "key_bits_total", "v": "value_bits_total"}.get(place)
+    cells = frame.groupby(["scheme", "budget"], sort=False)
+    if col is None or not {col, "bits_total", "bits_nominal"} <= set(frame.columns):
+        return pd.Series(np.nan, index=cells.size().index)
+    first = cells[[col, "bits_total", "bits_nominal"]].first().astype(float)
+    side = (first["bits_nominal"] + first[col] - first["bits_total"]).round(3)
+    return side.where((side - first.index.get_level_values("budget")).abs() >= 0.5)
+
+
+def _with_side_budgets(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each case's trials again at a K{a}V{b} scheme's sides' bits (a and b) as
+    budgets (:func:`_side_bits`), for :func:`~kvstats.analysis.theory.nominal_bounds`."""
+    extra = sorted({b for place in ("k", "v") for b in _side_bits(frame, place).dropna()})
+    cols = [*CASE_COLUMNS, "budget", "trial"]
+    base = frame[cols].drop_duplicates([*CASE_COLUMNS, "trial"]) if extra else frame
+    return pd.concat([frame, *(base.assign(budget=float(b)) for b in extra)], ignore_index=True)
+
+
 def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[float, float], str | None]:
-    """The limit at each budget of the (one) case in ``sel`` from its analytic spectrum."""
+    """The limit at each budget (and side's bits) of the (one) case in ``sel`` from its analytic spectrum."""
     from kvstats.analysis.theory import nominal_bounds
 
     if place not in ("k", "v"):
         return {}, note
     try:
-        nb = nominal_bounds(sel)
+        nb = nominal_bounds(_with_side_budgets(sel))
     except (ValueError, TypeError):  # not a synthetic case of kvstats.sample (e.g. a relabelled real one)
         return {}, note
     nb = nb[nb["place"] == place]
@@ -337,7 +370,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     of exact trials; a budget whose mean φ is 0 (exact on every trial) is named in the title,
     as the log axis has no place for it. ``bounds`` (budget → SNR dB, e.g. from
     :func:`kvstats.analysis.theory.nominal_bounds`) draws the rate–distortion limit at
-    each n as a dashed horizontal line. :data:`SHANNON_PHI_NOTE` explains the plane.
+    each n a drawn point faces (a K{a}V{b} side: its own bits, in its label) as a dashed horizontal
+    line. :data:`SHANNON_PHI_NOTE` explains the plane.
 
     A frame of :func:`kvstats.error_profile` (one scheme's trials, without the sweep's
     columns) is drawn as it is with ``scheme=`` and ``budget=`` naming its point (or its
@@ -445,15 +479,24 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     stats_ = _cell_means(sel, phi, snr, cluster)
     placed = stats_["x"] > 0            # a mean φ of 0 (exact on every trial): not on a log axis
     if not placed.any():
-        raise ValueError(f"no budget has a mean φ > 0 at place {place!r} (every trial an exact "
+        raise _NothingToPlace(f"no budget has a mean φ > 0 at place {place!r} (every trial an exact "
                          "reconstruction, SNR = +inf): nothing to place on the log axis")
     unplaced = _unplaced_text(stats_[~placed])
     sel = sel[sel.set_index(["scheme", "budget"]).index.isin(stats_[placed].index)]
     palette = palette or scheme_palette(sel["scheme"])
+    sides = _side_bits(sel, place).reindex(stats_.index)   # K4V2's keys face the limit at 4, not n
+    faced = sides.fillna(pd.Series(stats_.index.get_level_values("budget"), index=stats_.index))
     if isinstance(bounds, str):
         check_choice(bounds, "bounds", ["auto"])
         bounds, bound_note = _auto_bounds(sel, place, bound_note)
+    # only limits a drawn point faces, whoever passes them (identity's n = 32 squeezed the rest)
+    bounds = {b: v for b, v in (bounds or {}).items() if float(b) in set(faced[placed])}
     from scipy import stats as sps
+    q_all = sps.t.ppf(0.975, np.maximum(stats_["units"].to_numpy(np.float64) - 1, 1))
+    low_all = (stats_["x"] - q_all * stats_["sx"].fillna(0.0))[placed & np.isfinite(stats_["y"])]
+    # a φ interval reaching 0 is cut at the axis's left end, marked ◄ (as the bits figures' ▼)
+    ends = [stats_["x"][placed], low_all[low_all > 0], sel[phi][sel[phi] > 0] if clouds else []]
+    floor = float(np.min(np.concatenate(ends))) / 2.0 if (low_all <= 0).any() else None
     _style()
     fig, ax = plt.subplots(figsize=(7.4, 5.0), constrained_layout=True)
     rng = np.random.default_rng(seed)
@@ -474,6 +517,8 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
             ax.scatter(pts[phi], pts[snr], s=4, alpha=0.15, color=color, linewidths=0, zorder=1,
                        rasterized=True)
         m = stats_.loc[scheme].loc[sorted(grp["budget"].unique())]
+        side = sides.loc[scheme].reindex(m.index)
+        marker = _scheme_style(palette, scheme)["marker"]   # colours repeat past 10 schemes
         # t over the units (the trials, or the clusters): no cross for fewer than two
         q = sps.t.ppf(0.975, np.maximum(m["units"].to_numpy(np.float64) - 1, 1))
         hx, hy = q * m["sx"].fillna(0.0), q * m["sy"].fillna(0.0)
@@ -484,20 +529,25 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
         inf = np.isposinf(m["y"].to_numpy())
         if inf.any():
             infinite.append((i, scheme, m[inf]))
-        m, hx, hy = m[~inf], hx[~inf], hy[~inf]
-        ax.errorbar(m["x"], m["y"], xerr=hx, yerr=hy, ls="none", color=color, elinewidth=1.0,
-                    capsize=2, zorder=4)
-        dots = ax.scatter(m["x"], m["y"], s=sizes[0], marker="o", color=color,
+        m, hx, hy, side = m[~inf], hx[~inf].to_numpy(), hy[~inf], side[~inf]
+        cut = (m["x"] - hx <= 0).to_numpy() if floor is not None else np.zeros(len(m), bool)
+        ax.errorbar(m["x"], m["y"], xerr=[np.where(cut, m["x"] - (floor or 0.0), hx), hx], yerr=hy,
+                    ls="none", color=color, elinewidth=1.0, capsize=2, zorder=4)
+        if cut.any():
+            ax.plot(np.full(cut.sum(), floor), m["y"][cut], ls="none", marker="<", ms=4, color=color,
+                    zorder=4, label=f"_{scheme}: φ interval cut at the axis")
+        dots = ax.scatter(m["x"], m["y"], s=sizes[0], marker=marker, color=color,
                           edgecolors="white", linewidths=_EDGE, zorder=5 + 0.01 * i, label=scheme)
         # the tables' ‡ (heavy tail, few nonzero values): no interval of the mean is valid
         marked = m["marked"].to_numpy(bool)
         hollow = None
         if marked.any():
-            hollow = ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[0], marker="o",
+            hollow = ax.scatter(m.loc[marked, "x"], m.loc[marked, "y"], s=sizes[0], marker=marker,
                                 facecolors="white", edgecolors=color, linewidths=1.5, zorder=5 + 0.01 * i)
             any_marked = True
         means.append((dots, hollow, marked))
-        n_labels += [(r["x"], r["y"], f"{b:g}", color, _label_angle(i, k)) for b, r in m.iterrows()]
+        n_labels += [(r["x"], r["y"], f"{b:g}" + ("" if np.isnan(at) else f" ({_PLACES[place].split()[0]} at {at:g})"),
+                      color, _label_angle(i, k)) for (b, r), at in zip(m.iterrows(), side)]
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -518,6 +568,9 @@ def plot_shannon_phi(frame: pd.DataFrame, place: str = "k", *, distribution: str
     if any_marked:
         extra.append((Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="0.3", mew=1.5),
                       "‡ (heavy tail or few\nnonzero values):\nno valid interval"))
+    if floor is not None and any(line.get_marker() == "<" for line in ax.get_lines()):
+        extra.append((Line2D([], [], ls="none", marker="<", ms=4, color="0.3"),
+                      "φ interval reaches 0:\ncut at the axis"))
     if infinite:
         means += _draw_infinite_means(ax, infinite, palette, sizes[0], n_labels, k)
         extra.append((Line2D([], [], ls="none", marker="^", ms=6, color="0.3"),
