@@ -273,7 +273,7 @@ def _npy_header(fh: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
     return read(fh)
 
 
-def _map_member(zf: zipfile.ZipFile, array: str, path: str | os.PathLike) -> np.memmap | None:
+def _map_member(zf: zipfile.ZipFile, array: str) -> np.memmap | None:
     """Array ``array`` of the ``.npz`` as a read-only memory map of the file, or None where
     it is not stored plainly (compressed: ``numpy.savez_compressed``; an object array;
     an empty one): a stored member's bytes are the ``.npy`` file itself, after the zip's
@@ -286,31 +286,32 @@ def _map_member(zf: zipfile.ZipFile, array: str, path: str | os.PathLike) -> np.
         header = fh.tell()
     if dtype.hasobject or 0 in shape:
         return None   # np.load refuses the first, and maps nothing for the second
-    with open(path, "rb") as raw:
-        raw.seek(info.header_offset)
-        local = raw.read(30)
+    # the open handle, not the path: the maps show the file that was opened and CRC-checked
+    # even if another is put at the path meanwhile (pread leaves zipfile's position alone)
+    local = os.pread(zf.fp.fileno(), 30, info.header_offset)
     if local[:4] != b"PK\x03\x04":
         return None
     name_len, extra_len = struct.unpack("<HH", local[26:30])
-    return np.memmap(path, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C",
+    return np.memmap(zf.fp, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C",
                      offset=info.header_offset + 30 + name_len + extra_len + header)
 
 
-#: Captures whose mapped members passed their CRC-32 in this process: (real path, size,
-#: mtime, inode, the zip directory's CRC-32s) -> True. A file rewritten in place changes
-#: its stat, so it is checked again; only passes are kept (a corrupted file fails each time).
+#: Captures whose mapped members passed their CRC-32 in this process: (device, inode, size,
+#: mtime, ctime, the zip directory's CRC-32s) of the open file -> True. Any write changes
+#: the ctime, which no utime (cp -p, rsync -t, shutil.copy2) can set back, so a file
+#: rewritten in place is checked again; only passes are kept (a corrupted file fails each time).
 _VERIFIED: dict[tuple, bool] = {}
 _VERIFY_CHUNK = 1 << 16   # bytes per read: the check's memory, whatever the file's size
 
 
-def _verify_members(zf: zipfile.ZipFile, members: list[str], path: str | os.PathLike) -> None:
+def _verify_members(zf: zipfile.ZipFile, members: list[str]) -> None:
     """Check the zip CRC-32 of ``members`` (mapped arrays, whose bytes numpy never reads
     through the zip) by streaming each once, in chunks of bounded size; a pass is cached per
     file version (:data:`_VERIFIED`). A mismatch raises :class:`zipfile.BadZipFile`
     ("Bad CRC-32 for file 'K.npy'"), as zipfile does when it reads a member to its end."""
-    st = os.stat(path)
+    st = os.fstat(zf.fp.fileno())   # the file read below, whatever is at ``path`` now
     infos = [zf.getinfo(m) for m in members]
-    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino,
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
            tuple((i.filename, i.CRC, i.file_size) for i in infos))
     if key in _VERIFIED:
         return
@@ -342,8 +343,10 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
     refuses it, rather than giving finite garbage. It reads the whole file once, streamed
     in 64 KiB chunks (memory bounded, time that of reading the file: about a second per
     GB from a warm page cache), and once per process for each version of the file (its
-    path, size, modification time and stored CRC-32s): a sweep that reads a capture cell by
-    cell pays it once. ``verify=False`` skips it (only the selection is read).
+    device, inode, size, modification and change times and stored CRC-32s, from the open
+    file): a sweep that reads a capture cell by cell pays it once. ``verify=False`` skips
+    it (only the selection is read); ``verify`` must be a bool (numpy's too), else
+    ``ValueError``.
 
     Examples
     --------
@@ -367,17 +370,17 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: it is a single .npy array "
                          f"({_describe(data)}), not an .npz archive")
-    if not isinstance(verify, bool):
-        raise TypeError(f"verify must be True or False; received {_describe(verify)}")
+    if not isinstance(verify, (bool, np.bool_)):   # a flag read from an array or config
+        raise ValueError(f"verify must be True or False; received {_describe(verify)}")
     try:
         with data:
             arrays = {}
             for array in (a for a in ARRAYS if a in data.files):
-                view = _map_member(data.zip, array, path) if mapped and array in _DATA else None
+                view = _map_member(data.zip, array) if mapped and array in _DATA else None
                 arrays[array] = data[array] if view is None else view
             if verify:   # the mapped members: np.load read the others whole, checking them
                 _verify_members(data.zip, [f"{a}.npy" for a, v in arrays.items()
-                                           if isinstance(v, np.memmap)], path)
+                                           if isinstance(v, np.memmap)])
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{name} must be a capture .npz written by kvstats.models.capture; "
                          f"{os.fspath(path)!r} could not be read: {exc}") from exc

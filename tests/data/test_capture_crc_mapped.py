@@ -97,7 +97,7 @@ def test_intact_capture_loads_the_same_and_is_checked_once(tmp_path, monkeypatch
 def test_bad_verify_argument(tmp_path):
     p = tmp_path / "cap.npz"
     _capture(p)
-    with pytest.raises(TypeError, match="verify must be True or False"):
+    with pytest.raises(ValueError, match="verify must be True or False; received"):
         read_capture(p, mapped=True, verify="yes")
 
 
