@@ -38,13 +38,15 @@ floor, the trials kept, how many have a < b and a > b (equal up to rounding, rel
 them have a < b; then each case's exact-attention entropy (``attn_entropy``, mean over
 trials in nats, and exp of it, the "effective number of keys"). ``--budgets NA NB``
 compares a at NA with b at NB (one scheme at two budgets: ``--pair QKQV QKQV --budgets 2
-3``). Docs/results.md's Claim 1 sensitivity bullet quotes it; the floor was chosen after
-the fact, so its p-values are exploratory.
+3``). The metric must be non-negative (KL, Claim 1's; a metric with a negative value,
+such as ``snr_t``, is refused). Docs/results.md's Claim 1 sensitivity bullet quotes it;
+the floor was chosen after the fact, so its p-values are exploratory.
 
 What it checks and what it does not. It reads only the result folders; it does **not**
 read docs/results.md, so a wrong number on the page cannot make it fail: a reviewer
 compares its output with the page's tables by eye. It exits non-zero with a message
-(never an empty or "?" table) when a named scheme or metric is not in the sweep, when a
+(never an empty or "?" table) when a named scheme or metric is not in the sweep (or
+``floor``'s metric has negative values), when a
 report has no row for the pair (in either order) at a case and budget shown, or when a
 table would come out empty. ``replay`` is the one check of the numbers themselves: it
 recomputes them. Writes nothing.
@@ -256,15 +258,17 @@ def floor_counts(a, b, floor: float) -> dict:
 
     Pairs with ``max(a, b) <= floor`` are set aside (values below any resolution: a KL of
     1e-300 against one of 1e-310 is no material difference); ``floor = 0`` sets aside only
-    pairs of two zeros (ties), so on non-negative values its counts and p are the report's
-    own test's. Within the kept pairs, values equal up
+    pairs of two zeros (ties), so its counts and p are the report's own test's. The floor
+    is a floor on a non-negative metric (Claim 1's KL): on a metric that can be negative
+    (``snr_t``, ``ip_bias``) a pair of two negatives would be set aside at any floor, so
+    negative values are refused. Within the kept pairs, values equal up
     to rounding (:func:`kvstats.analysis.resolution.rounding_ties`, relative 1e-12) count
     for neither side, as in the report's sign test.
 
     Parameters
     ----------
     a, b : array_like, 1-D, same length >= 1
-        Paired values (a[i] and b[i] on the same trial), no NaN.
+        Paired values (a[i] and b[i] on the same trial), no NaN, none negative.
     floor : float >= 0
         A pair is kept when its larger value is above it.
 
@@ -298,6 +302,11 @@ def floor_counts(a, b, floor: float) -> dict:
     if np.isnan(a).any() or np.isnan(b).any():
         raise ValueError("a and b must hold no NaN; received "
                          f"{int(np.isnan(a).sum())} NaN in a, {int(np.isnan(b).sum())} in b")
+    if (a < 0).any() or (b < 0).any():
+        raise ValueError("a and b must be values of a non-negative metric (such as kl): the "
+                         "floor sets aside pairs whose larger value is <= it; received "
+                         f"{int((a < 0).sum())} negative values in a, {int((b < 0).sum())} "
+                         f"in b (smallest {float(min(a.min(), b.min())):.3g})")
     if not (np.isfinite(floor) and floor >= 0):
         raise ValueError(f"floor must be a finite number >= 0; received {floor!r}")
     tie = rounding_ties(a, b)
@@ -333,6 +342,10 @@ def floor(args: argparse.Namespace) -> None:
             _fail(f"--pair: scheme {name!r} is not in {args.sweep} (schemes there: {schemes})")
     if args.metric not in frame.columns or not pd.api.types.is_numeric_dtype(frame[args.metric]):
         _fail(f"--metric: {args.metric!r} is not a metric column of {args.sweep}")
+    if (frame[args.metric] < 0).any():   # a floor on |value| would be another test: refused
+        _fail(f"--metric: the floor applies to non-negative metrics such as kl; {args.metric!r} "
+              f"has negative values in {args.sweep} (smallest {frame[args.metric].min():.3g}), "
+              f"and pairs of two negatives would be set aside at any floor")
     for f in args.floor:
         if not (np.isfinite(f) and f >= 0):
             _fail(f"--floor: each floor must be a finite number >= 0; received {f!r}")
