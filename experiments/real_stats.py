@@ -62,9 +62,10 @@ def main() -> None:
     args = ap.parse_args()
     from kvstats.data.capture_format import held_layers, read_capture
 
-    # the format's checks (version, post_rope, dtypes, shapes, meta["layers"]), not a bare np.load
-    K, V, _, meta = read_capture(args.capture, "--capture")
-    K, V = K.astype(np.float64), V.astype(np.float64)  # (T, L, H, N, d)
+    # the format's checks (version, post_rope, dtypes, shapes, meta["layers"], CRC-32), not a
+    # bare np.load; mapped, so that q (most of the file: more query than KV heads) is never read
+    K, V, _, meta = read_capture(args.capture, "--capture", mapped=True)
+    K, V = np.asarray(K, np.float64), np.asarray(V, np.float64)  # (T, L, H, N, d)
     source = meta.get("source")
     T, L, H, N, d = K.shape
     # slot l of a partial capture holds model layer layers[l]: the rows name model layers
