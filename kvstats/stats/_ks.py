@@ -36,7 +36,10 @@ class KSResult(_FrameMixin):
     pvalue : float
         p-value (scipy.stats.ks_2samp's distribution for ``method``).
     statistic_location : float
-        The pooled observation at which the statistic is attained.
+        The first pooled observation at which the statistic is attained on the side of
+        ``statistic_sign`` (gaps compared as integer counts, as in
+        :func:`kvstats.stats.ks_exact.ks_2samp_exact`; scipy's float gaps can pick a later
+        one among equal gaps).
     statistic_sign : int
         +1 if F_x > F_y there (x tends to be *smaller*), -1 if F_x < F_y; 0 (two-sided
         only) when max(F_x - F_y) = max(F_y - F_x) exactly, compared as integer counts
@@ -64,11 +67,12 @@ class KSResult(_FrameMixin):
 
 def _ks_gap(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"], location: float,
             sign: int) -> float:
-    """D at scipy's ``statistic_location`` and ``statistic_sign``, from the ECDFs of sorted x, y.
+    """D at ``statistic_location`` and ``statistic_sign``, from the ECDFs of sorted x, y.
 
-    The same float operations as scipy's ECDF difference at that pooled point (so D, D+, D-
-    equal scipy's except in its exact mode, which rounds D to h / lcm(n_x, n_y): that
-    differs in the last bit in about a third of cases, and D is kept as it always was).
+    The float operations of scipy's ECDF difference at that pooled point, and of
+    :func:`kvstats.stats.ks_exact.ks_2samp_exact` (so the two functions give the same D;
+    scipy's own D can differ in the last bit where it rounds D to h / lcm(n_x, n_y) in its
+    exact mode, or attains the same rational gap at another point).
     """
     gap = (np.searchsorted(xs, location, side="right") / xs.size
            - np.searchsorted(ys, location, side="right") / ys.size)
@@ -78,17 +82,24 @@ def _ks_gap(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"], location
     return float(gap) if sign > 0 else float(np.clip(-gap, 0.0, 1.0) + 0.0)
 
 
-def _balanced_location(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"],
-                       pooled: Float[np.ndarray, "n"]) -> float | None:
-    """The first pooled value where |F_x - F_y| = D when max(F_x - F_y) = max(F_y - F_x)
-    exactly, else None. Compared as integer gaps i n_y - j n_x (i, j the counts <= t):
-    scipy compares the float gaps, whose rounding picks a side where there is none."""
+def _gap_location(xs: Float[np.ndarray, "n_x"], ys: Float[np.ndarray, "n_y"],
+                  pooled: Float[np.ndarray, "n"], alternative: str) -> tuple[float, int]:
+    """``(location, sign)`` of the KS gap from the integer gaps i n_y - j n_x (i, j the
+    counts <= t): the first pooled value where the chosen side reaches D. Two-sided, the
+    side of the larger one-sided gap, sign 0 and the first |gap| = D when they are equal.
+
+    scipy compares the float gaps, whose rounding can pick a side where there is none or a
+    later point among equal gaps; the integers give :func:`kvstats.stats.ks_exact.ks_2samp_exact`'s
+    choice exactly (the same rule there)."""
     gaps = (np.searchsorted(xs, pooled, side="right").astype(np.int64) * ys.size
             - np.searchsorted(ys, pooled, side="right").astype(np.int64) * xs.size)
-    up, down = max(int(gaps.max()), 0), max(-int(gaps.min()), 0)
-    if up != down:
-        return None
-    return float(pooled[int(np.argmax(np.abs(gaps) == up))])
+    up_at, down_at = int(np.argmax(gaps)), int(np.argmin(gaps))
+    up, down = max(int(gaps[up_at]), 0), max(-int(gaps[down_at]), 0)
+    if alternative == "two-sided" and up == down:
+        return float(pooled[min(up_at, down_at)]), 0
+    if alternative == "less" or (alternative == "two-sided" and down > up):
+        return float(pooled[down_at]), -1
+    return float(pooled[up_at]), 1
 
 
 def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
@@ -108,8 +119,8 @@ def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     Returns
     -------
     KSResult
-        ``statistic``, ``pvalue``, ``statistic_location`` (pooled value where the ECDF
-        gap is attained) and ``statistic_sign`` (+1 if F_x > F_y there, -1 if F_x < F_y,
+        ``statistic``, ``pvalue``, ``statistic_location`` (first pooled value where the
+        ECDF gap is attained) and ``statistic_sign`` (+1 if F_x > F_y there, -1 if F_x < F_y,
         0 if the two one-sided gaps are exactly equal).
 
     Warns
@@ -143,10 +154,7 @@ def ks_2samp(x: Float[np.ndarray, "n_x"], y: Float[np.ndarray, "n_y"],
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # exact -> asymp fallback notice
         res = stats.ks_2samp(x, y, alternative=alternative, method=method)
-    loc, sign = float(res.statistic_location), int(res.statistic_sign)
-    balanced = _balanced_location(xs, ys, pooled) if alternative == "two-sided" else None
-    if balanced is not None:
-        loc, sign = balanced, 0
+    loc, sign = _gap_location(xs, ys, pooled, alternative)
     return KSResult(statistic=_ks_gap(xs, ys, loc, sign), pvalue=float(res.pvalue),
                     statistic_location=loc, statistic_sign=sign, alternative=alternative,
                     method=method, n_x=int(x.size), n_y=int(y.size), has_ties=has_ties)
