@@ -65,7 +65,9 @@ def main() -> None:
     # the format's checks (version, post_rope, dtypes, shapes, meta["layers"], CRC-32), not a
     # bare np.load; mapped, so that q (most of the file: more query than KV heads) is never read
     K, V, _, meta = read_capture(args.capture, "--capture", mapped=True)
-    K, V = np.asarray(K, np.float64), np.asarray(V, np.float64)  # (T, L, H, N, d)
+    # one at a time, so that K's mapped pages are let go before V's are read
+    K = np.asarray(K, np.float64)  # (T, L, H, N, d)
+    V = np.asarray(V, np.float64)
     source = meta.get("source")
     T, L, H, N, d = K.shape
     # slot l of a partial capture holds model layer layers[l]: the rows name model layers
