@@ -25,7 +25,7 @@ from kvstats.analysis import (CASE_COLUMNS, PROFILE_METRICS, aggregate_clusters,
                               theory_table)
 from kvstats.analysis.clustered import N_IN_CLUSTER, TrialsAsUnitsWarning
 from kvstats.analysis.compare import LOCATION_TESTS, MAX_FAMILY_PERMUTATIONS, default_metrics
-from kvstats.analysis.frame import _in_trial_order, label_digits
+from kvstats.analysis.frame import _in_trial_order
 from kvstats.analysis.pairing import _check_design, _matched, _pair_positions
 from kvstats.analysis.tested_metrics import _check_metrics
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
@@ -33,7 +33,7 @@ from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
 from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
 from kvstats.report.header import _set_after_sweep
-from kvstats.report.notation import _case_key, _case_title, figure_names
+from kvstats.report.notation import _case_key, figure_names
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import build_document
 from kvstats.report.wording import _resolution
@@ -307,8 +307,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                            "n_resamples": opts["bootstrap_resamples"]}, unplotted)
             computing.what = "the document"
             doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
-                                 comparisons=comparisons, figure_names=names)
-            _say_unplotted(doc, unplotted, summary)
+                                 comparisons=comparisons, figure_names=names, unplotted=unplotted)
             (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
             (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
             figs = {name: out / path.relative_to(stage) for name, path in figs.items()}   # in place
@@ -516,20 +515,6 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
 def _span(values: pd.Series) -> str:
     lo, hi = int(values.min()), int(values.max())
     return str(lo) if lo == hi else f"{lo}–{hi}"
-
-
-def _say_unplotted(doc: Any, unplotted: Mapping[tuple, list[str]], summary: pd.DataFrame) -> None:
-    """Say where a case's Shannon–φ planes would be which have nothing to draw, and why."""
-    digits = label_digits(summary["params"]) if "params" in summary else None
-    for key, places in unplotted.items():
-        title = _case_title(dict(zip(CASE_COLUMNS, key)), digits)
-        heads = [i for i, (kind, value) in enumerate(doc.blocks) if kind == "h2" and value == title]
-        at = heads[0] + 1 if heads else len(doc.blocks)
-        while at < len(doc.blocks) and doc.blocks[at][0] == "p":
-            at += 1
-        doc.blocks.insert(at, ("p", f"No Shannon–φ plane of the {' and the '.join(places)}: every "
-                               "scheme's mean φ is 0 at every budget (exact on every trial), and 0 has "
-                               "no place on the plane's log axis."))
 
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],

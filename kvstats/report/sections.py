@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -317,7 +317,8 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
 def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFrame, cross: pd.DataFrame,
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None, *, comparisons: Sequence[tuple[str, str]] | None = None,
-              figure_names: dict[tuple, str] | None = None) -> Document:
+              figure_names: dict[tuple, str] | None = None,
+              unplotted: Mapping[tuple, Sequence[str]] | None = None) -> Document:
     """The report's document: summary, methods, equivalence, crossovers, figures, per-case
     tables, theory.
 
@@ -350,6 +351,9 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         Each case's and pair's figure name, as the figures were saved
         (:func:`~kvstats.report.notation.figure_names`; None: that function's names of the
         summary's cases and ``comparisons``).
+    unplotted : mapping, optional
+        Case key (:func:`~kvstats.report.notation._case_key`) → the Shannon–φ planes of the
+        case with nothing to place (every mean φ 0), said in the case's section.
 
     Returns
     -------
@@ -476,10 +480,16 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
                         "scheme's budgets n joined in order; "
                         # the second scheme's trajectory is dashed too: name the limit's look
                         + ("grey dashed horizontal lines labelled \"limit, n = …\" (where one "
-                           "exists): the rate–distortion limit at the budget's n bits per coordinate "
-                           "(norms and scales add to what is stored: a point may lie above it). "
+                           "exists): the rate–distortion limit at the bits per coordinate of the "
+                           "point's side (the budget's n; a K{a}V{b} scheme's keys at a, values at b, "
+                           "labelled so; norms and scales add to what is stored: a point may lie "
+                           "above it). "
                            if place != "t" else "no limit line (T is not coded). ")
                         + "See \"Reading the Shannon–φ planes\".")
+        places = (unplotted or {}).get(_case_key(case))
+        if places:   # render._figures found nothing to place: say so where the planes would be
+            doc.p(f"No Shannon–φ plane of the {' and the '.join(places)}: every scheme's mean φ is 0 "
+                  "at every budget (exact on every trial), and 0 has no place on the plane's log axis.")
         case_comp = comp
         for col in CASE_COLUMNS:
             case_comp = case_comp[case_comp[col] == case[col]]
