@@ -141,13 +141,18 @@ def _budget_pairs(grp: pd.DataFrame, a: str, b: str, tables: list[pd.DataFrame],
     return [(n_a[0], n_b[0])] if len(n_a) == 1 and len(n_b) == 1 else []
 
 
-def pairs(args: argparse.Namespace) -> None:
-    frame = load_result(args.sweep).frame
-    a_name, b_name = args.pair
+def _pair_in(args: argparse.Namespace, frame: pd.DataFrame) -> tuple[str, str]:
+    """``--pair``'s two scheme names, each checked to be in the sweep."""
     schemes = sorted(frame.scheme.unique())
-    for name in (a_name, b_name):
+    for name in args.pair:
         if name not in schemes:
             _fail(f"--pair: scheme {name!r} is not in {args.sweep} (schemes there: {schemes})")
+    return tuple(args.pair)
+
+
+def pairs(args: argparse.Namespace) -> None:
+    frame = load_result(args.sweep).frame
+    a_name, b_name = _pair_in(args, frame)
     if a_name == b_name:
         _fail(f"--pair: two different schemes expected, got {a_name!r} twice")
     for metric in args.metric:
@@ -335,11 +340,7 @@ def _paired_values(grp: pd.DataFrame, a: str, n_a: float, b: str, n_b: float, me
 
 def floor(args: argparse.Namespace) -> None:
     frame = load_result(args.sweep).frame
-    a_name, b_name = args.pair
-    schemes = sorted(frame.scheme.unique())
-    for name in (a_name, b_name):
-        if name not in schemes:
-            _fail(f"--pair: scheme {name!r} is not in {args.sweep} (schemes there: {schemes})")
+    a_name, b_name = _pair_in(args, frame)
     if args.metric not in frame.columns or not pd.api.types.is_numeric_dtype(frame[args.metric]):
         _fail(f"--metric: {args.metric!r} is not a metric column of {args.sweep}")
     if (frame[args.metric] < 0).any():   # a floor on |value| would be another test: refused
