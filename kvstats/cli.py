@@ -165,12 +165,12 @@ def _cell_counts(manifest: dict) -> str:
     Examples
     --------
     >>> _cell_counts({"n_cells": 4, "cells": [
-    ...     {"status": "resumed"}, {"status": "computed"},
+    ...     {"status": "resumed"}, {"status": "computed", "resumed_chunks": 2},
     ...     {"status": "recomputed", "reason": "content differs from its recorded hash"},
     ...     {"status": "recomputed", "reason": "was computed by other code: kvstats a (now b)"}]})
-    '4 cells (3 computed, 2 of them in place of stored cells: 1 computed by other code, 1 that failed their check; 1 resumed, checked)'
+    '4 cells (3 computed, 2 of them in place of stored cells: 1 computed by other code, 1 that failed their check; 1 resumed, checked; 2 chunk(s) of 1 computed cell(s) resumed from cells/parts)'
     """
-    from kvstats.sweep.store import OTHER_CODE
+    from kvstats.sweep.store import OTHER_CODE, _resumed_chunks
 
     cells = manifest["cells"]
     status = [c["status"] for c in cells]
@@ -188,7 +188,7 @@ def _cell_counts(manifest: dict) -> str:
                  + ", ".join(f"{n} {why}" for n, why in kinds))
     if resumed:
         text += f"{';' if kinds else ','} {resumed} resumed, checked"
-    return text + ")"
+    return text + _resumed_chunks(cells) + ")"
 
 
 def _pairs_flag(words: list[str] | None, labels: Sequence[str] = ()) -> list[tuple[str, str]] | None:

@@ -443,8 +443,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
         raise FileNotFoundError(f"{str(out)!r} does not exist or is not a folder (give the folder "
                                 "a sweep wrote; run `kvstats sweep` first)")
     if not manifest_path.is_file():
-        raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
-                                "results.parquet or results.csv; run `kvstats sweep` first)")
+        raise FileNotFoundError(_no_finished_sweep(out))
     manifest = _read_manifest(manifest_path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise ValueError(f"manifest {str(manifest_path)!r} holds no sweep config ('config' table)")
@@ -472,6 +471,29 @@ def load_result(out: str | os.PathLike) -> SweepResult:
         _check_pair(frame, meta, record, (config_fingerprint(config), _digest(manifest["config"])),
                     table, manifest_path)
     return SweepResult(frame, manifest, config, out)
+
+
+def _no_finished_sweep(out: Path) -> str:
+    """Why ``out`` holds no finished sweep, and what to run. An interrupted sweep leaves
+    cells and chunks (``cells/``, ``cells/parts/``: :mod:`kvstats.sweep.parts`) that only
+    a rerun with resume reuses: a rerun without it would compute them all again.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> _no_finished_sweep(Path(tempfile.mkdtemp())).split(" (")[1]
+    'needs manifest.json and results.parquet or results.csv; run `kvstats sweep` first)'
+    """
+    cells = [p for ext in _TABLE_SUFFIXES for p in (out / "cells").glob(f"*{ext}")]
+    parts = [p for ext in _TABLE_SUFFIXES for p in (out / "cells" / "parts").glob(f"*-*{ext}")]
+    if not (cells or parts):
+        return (f"{str(out)!r} holds no finished sweep (needs manifest.json and results.parquet or "
+                "results.csv; run `kvstats sweep` first)")
+    return (f"{str(out)!r} holds an interrupted sweep, not a finished one ({len(cells)} finished "
+            f"cell(s) and {len(parts)} chunk(s) of unfinished cells kept in {str(out / 'cells')!r}, no "
+            "results yet): rerun the same sweep with --resume (kvstats sweep --config FILE --out "
+            f"{str(out)} --resume; run_sweep(..., resume=True)) to finish it from them; without "
+            "--resume it computes every cell again")
 
 
 def _read_manifest(path: Path) -> Any:
@@ -522,16 +544,14 @@ def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = No
     manifest_path = out / MANIFEST
     if manifest is None:
         if not manifest_path.is_file():
-            raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (no {MANIFEST}; run "
-                                    "`kvstats sweep` first)")
+            raise FileNotFoundError(_no_finished_sweep(out))
         manifest = _read_manifest(manifest_path)
     record = manifest.get("results") if isinstance(manifest, Mapping) else None
     name = record.get("file") if isinstance(record, dict) else None
     if name is None:
         table = table_path(out, RESULTS)
         if table is None:
-            raise FileNotFoundError(f"{str(out)!r} holds no finished sweep (needs manifest.json and "
-                                    "results.parquet or results.csv; run `kvstats sweep` first)")
+            raise FileNotFoundError(_no_finished_sweep(out))
         return table
     allowed = [f"{RESULTS}{ext}" for ext in _TABLE_SUFFIXES]
     if name not in allowed:

@@ -14,6 +14,7 @@ recompute a whole sweep moved to another node; ``resume=False`` recomputes it al
 from __future__ import annotations
 
 import functools
+import json
 import platform
 
 import numpy as np
@@ -69,6 +70,10 @@ def _numeric_env() -> tuple[tuple[str, str], ...]:
 def env_differences(stored: object, now: dict[str, str]) -> str | None:
     """What differs between a recorded environment and ``now``, in words; None if nothing.
 
+    A cell whose chunks were computed in several environments (a sweep resumed elsewhere)
+    records them as ``{"mixed": <JSON list of them>}`` (:mod:`kvstats.sweep.run`): each
+    that differs is described.
+
     Examples
     --------
     >>> now = {"machine": "x86_64", "blas_core": "SkylakeX"}
@@ -76,9 +81,21 @@ def env_differences(stored: object, now: dict[str, str]) -> str | None:
     'blas_core Haswell (now SkylakeX)'
     >>> env_differences(now, now) is None, env_differences(None, now)
     (True, 'none recorded')
+    >>> import json
+    >>> env_differences({"mixed": json.dumps([now, {**now, "blas_core": "Zen"}])}, now)
+    'chunks of 2 environments, 1 other: blas_core Zen (now SkylakeX)'
     """
     if not isinstance(stored, dict):
         return "none recorded"
+    if set(stored) == {"mixed"}:
+        try:
+            each = json.loads(stored["mixed"])
+        except (TypeError, ValueError):
+            each = None
+        if isinstance(each, list):   # else an unreadable mark: compared as a record below
+            diff = [d for d in (env_differences(e, now) for e in each) if d]
+            return (f"chunks of {len(each)} environments, {len(diff)} other: " + "; ".join(diff)
+                    if diff else None)
     diff = [f"{k} {stored.get(k, _UNKNOWN)} (now {now.get(k, _UNKNOWN)})"
             for k in sorted(set(stored) | set(now)) if stored.get(k) != now.get(k)]
     return ", ".join(diff) or None

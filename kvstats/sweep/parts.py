@@ -48,7 +48,8 @@ PART_VERSION = 1
 def write_part(cells_dir: Path, cid: str, chunk: int, frame: pd.DataFrame, *, key: str, config: str,
                code: dict[str, str] | None = None, env: dict[str, Any] | None = None,
                seconds: float = 0.0) -> Path:
-    """Store chunk ``chunk`` of the unfinished cell ``cid`` atomically, with its record.
+    """Store chunk ``chunk`` of the unfinished cell ``cid`` atomically (renamed into place,
+    not flushed to disk: a torn part fails its checks on resume), with its record.
 
     ``key``, ``config``, ``code`` and ``env`` are as :func:`~kvstats.sweep.store.write_cell`'s;
     ``seconds`` is the chunk's compute time (the cell's manifest entry adds it up).
@@ -73,6 +74,7 @@ def write_part(cells_dir: Path, cid: str, chunk: int, frame: pd.DataFrame, *, ke
             "schema": store._schema(frame), "sha256": frame_digest(frame), "seconds": float(seconds),
             **({"code": code} if code is not None else {}),
             **({"numeric_env": env} if env is not None else {})}
+    # not flushed to disk (fsync), unlike a cell: store._write_table says why
     return store._write_table(frame, folder / f"{cid}-{int(chunk)}", meta)
 
 

@@ -346,10 +346,13 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         foreign = [r for r in removed if r.startswith("cells/") and not r.endswith(".tmp")]
         if other or foreign:
             who = "a sweep of another config" if other else "an earlier sweep"
-            why = ("cells not in this grid, or computed by other versions of its user code"
-                   if user_code(config) else "cells not in this grid")
+            n_parts = sum(r.startswith(f"cells/{PARTS}/") for r in foreign)   # chunks, not cells
+            what = " and ".join(f"{n} {noun}" for n, noun in ((len(foreign) - n_parts, "cell(s)"),
+                                                            (n_parts, "unfinished cells' chunk(s)")) if n)
+            why = ("not in this grid, or computed by other versions of its user code"
+                   if user_code(config) else "not in this grid")
             _say(f"{out_dir}: removed {len(removed)} file(s) {who} left there "
-                 f"({len(foreign)} of them {why}); one folder holds one sweep")
+                 f"({what or '0 of them cells'} {why}); one folder holds one sweep")
     frames: dict[str, pd.DataFrame] = {}
     status: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
@@ -377,15 +380,6 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 reasons[cid] = reason
                 _say(f"cell {cid} ({cell.describe()}): the stored file {reason}; recomputing it")
             todo.append((cell, cid))
-    if other_env:
-        first = next(iter(other_env))
-        diff = env_differences(other_env[first], env)
-        warnings.warn(
-            f"{len(other_env)} of {len(cells) - len(todo)} resumed cell(s) were computed in another "
-            f"numerical environment (CPU or BLAS; e.g. cell {first}: {diff}); "
-            "their last bits may differ from cells computed here. They are kept (the manifest lists "
-            "them, with n_other_env); resume=False (kvstats sweep without --resume) recomputes "
-            "every cell here", NumericEnvWarning, stacklevel=_user_stacklevel())
     # A cell is computed in chunks, possibly by several tasks; it is written (and counts
     # as done for a resume) once all its trials have arrived. Until then its chunks are
     # kept in cells/parts (kvstats.sweep.parts), and a resume computes only the chunks
@@ -400,6 +394,8 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
     used_env: dict[str, dict[str, dict[str, str]]] = {cid: {} for cid in pending}
     others: list[str] = []
     done: dict[str, set[int]] = {}   # case key -> the chunks resumed from parts
+    n_resumed: dict[str, int] = {}   # cell id -> its chunks resumed from parts (the manifest's)
+    parts_env: dict[str, Any] = {}   # cell id -> the environment of a resumed chunk not this one
     if cells_dir is not None:
         # the parts of resumed cells are left over (a cell written, its parts not yet
         # removed); without resume every part goes
@@ -412,12 +408,25 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
                 used[cid][json.dumps(code, sort_keys=True)] = code
                 part_env = meta.get("numeric_env")
                 used_env[cid][json.dumps(part_env, sort_keys=True)] = part_env
+                if env_differences(part_env, env):
+                    parts_env.setdefault(cid, part_env)
                 seconds[cid] += float(meta.get("seconds") or 0.0)
                 done.setdefault(cell.case_key(), set()).add(start // chunks[cid])
+            n_resumed[cid] = len(stored.get(cid, {}))
         n_parts = sum(len(s) for s in stored.values())
         if n_parts:
             _say(f"resuming {n_parts} chunk(s) of {sum(map(bool, stored.values()))} unfinished cell(s) "
                  f"from {cells_dir / 'parts'}")
+    if other_env or parts_env:   # one warning for the cells and the chunks resumed
+        what = [f"{len(other_env)} of {len(cells) - len(todo)} resumed cell(s)"] if other_env else []
+        what += [f"the resumed chunks of {len(parts_env)} cell(s)"] if parts_env else []
+        first, stored_env = next(iter({**other_env, **parts_env}.items()))
+        warnings.warn(
+            f"{' and '.join(what)} were computed in another numerical environment (CPU or BLAS; "
+            f"e.g. cell {first}: {env_differences(stored_env, env)}); "
+            "their last bits may differ from cells computed here. They are kept (the manifest lists "
+            "them, with n_other_env); resume=False (kvstats sweep without --resume) recomputes "
+            "every cell here", NumericEnvWarning, stacklevel=_user_stacklevel())
     tasks = _tasks(config, todo, done)
 
     bar = _cell_bar(len(cells), len(cells) - len(todo), config.n_trials, progress,
@@ -457,6 +466,8 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         status[cid] = ({"status": "recomputed", "reason": reasons[cid]} if cid in reasons
                        else {"status": "computed"})
         status[cid]["seconds"] = round(seconds[cid], 3)
+        if n_resumed.get(cid):   # built partly (or wholly) from chunks an earlier run kept
+            status[cid]["resumed_chunks"] = n_resumed[cid]
         if cell_env != env:
             status[cid]["numeric_env"] = cell_env
         if cell_code != code:
