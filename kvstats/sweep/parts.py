@@ -26,11 +26,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
-from kvstats.metrics.profile import PROFILE_COLUMNS
-from kvstats.results import CELL_COLUMNS, frame_digest, read_table_meta
+from kvstats.results import frame_digest, read_table_meta
 from kvstats.sweep import store
 from kvstats.sweep.folder import _PART_STEM, _TABLE_SUFFIXES, PARTS
 from kvstats.sweep.plan import chunk_span
@@ -106,18 +104,7 @@ def check_part(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
         return store.OTHER_CODE
     if meta.get("n_rows") != count or len(frame) != count:
         return f"holds {len(frame)} rows (records {meta.get('n_rows')!r}), the chunk has {count} trials"
-    if meta.get("schema") != store._schema(frame):
-        return "has columns or dtypes other than those it records"
-    if frame_digest(frame) != meta.get("sha256"):
-        return "content differs from its recorded hash (edited or damaged)"
-    missing = [c for c in dict.fromkeys(CELL_COLUMNS + PROFILE_COLUMNS) if c not in frame.columns]
-    if missing:
-        return f"lacks the column(s) {missing} of this version's schema"
-    if not (frame["cell_id"].astype(str) == cid).all():
-        return "holds rows of another cell"
-    if not np.array_equal(frame["trial"].to_numpy(), np.arange(start, start + count)):
-        return f"does not hold trials {start}..{start + count - 1} in order"
-    return None
+    return store._check_rows(frame, meta, cid=cid, start=start, count=count)
 
 
 def _part_files(cells_dir: Path, cid: str | None = None) -> list[tuple[Path, str, int]]:

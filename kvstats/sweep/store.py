@@ -215,6 +215,13 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
         return f"records {meta.get('n_rows')} rows, the cell has {n_trials} trials"
     if len(frame) != n_trials:
         return f"holds {len(frame)} rows of {n_trials} (short or truncated)"
+    return _check_rows(frame, meta, cid=cid, start=0, count=n_trials)
+
+
+def _check_rows(frame: pd.DataFrame, meta: dict[str, Any], *, cid: str, start: int,
+                count: int) -> str | None:
+    """Why the rows of a stored cell or chunk (kvstats.sweep.parts) disagree with their
+    record or with trials ``start .. start + count - 1`` of the cell ``cid``, or None."""
     if meta.get("schema") != _schema(frame):
         return "has columns or dtypes other than those it records"
     if frame_digest(frame) != meta.get("sha256"):
@@ -226,8 +233,8 @@ def check_cell(frame: pd.DataFrame, meta: dict[str, Any] | None, *, cid: str, ke
         return f"lacks the column(s) {missing} of this version's schema"
     if not (frame["cell_id"].astype(str) == cid).all():
         return "holds rows of another cell"
-    if not np.array_equal(frame["trial"].to_numpy(), np.arange(n_trials)):
-        return f"does not hold trials 0..{n_trials - 1} in order"
+    if not np.array_equal(frame["trial"].to_numpy(), np.arange(start, start + count)):
+        return f"does not hold trials {start}..{start + count - 1} in order"
     return None
 
 
