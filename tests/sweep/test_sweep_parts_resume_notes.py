@@ -33,9 +33,10 @@ GRID = {"seed": 5, "schemes": ["KQV", "QKQV"], "budgets": [3], "distributions": 
         "dims": [16], "n_keys": [8, 12], "n_trials": 10, "chunk_size": 3, "comparisons": []}
 
 
-def _interrupt(out: Path, monkeypatch, n: int, grid=GRID) -> None:
-    """Run the sweep into ``out`` and stop it (KeyboardInterrupt) after ``n`` chunks: after 2
-    only parts of case N = 8 are kept (4 of them); after 6 its 2 cells and 4 parts of N = 12."""
+def _interrupt(out: Path, monkeypatch, n: int, grid=GRID) -> KeyboardInterrupt:
+    """Run the sweep into ``out`` and stop it (KeyboardInterrupt, returned) after ``n`` chunks:
+    after 2 only parts of case N = 8 are kept (4 of them); after 6 its 2 cells and 4 parts of
+    N = 12."""
     real, seen = run_mod._compute_task, []
 
     def task(t, emit=None):
@@ -48,8 +49,9 @@ def _interrupt(out: Path, monkeypatch, n: int, grid=GRID) -> None:
 
     with monkeypatch.context() as m:
         m.setattr(run_mod, "_compute_task", task)
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt) as info:
             kvstats.run_sweep(grid, out=out, executor="serial", progress=False)
+    return info.value
 
 
 def _resume_elsewhere(out: Path, monkeypatch) -> tuple:
