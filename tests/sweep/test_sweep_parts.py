@@ -146,7 +146,7 @@ kvstats.register_distribution("fc_short_last", short_last)
 '''
 
 
-def test_a_pool_keeps_the_parts_of_the_tasks_that_finished(tmp_path):
+def test_a_pool_keeps_the_parts_of_the_tasks_that_finished(tmp_path, user_registries):
     (tmp_path / "fc_plugin.py").write_text(_FAILING_PLUGIN)
     cfg = {"seed": 1, "schemes": ["KQV", "QKQV"], "budgets": [3], "dims": [16], "n_keys": [8],
            "n_trials": 7, "chunk_size": 2, "comparisons": [], "plugins": [str(tmp_path / "fc_plugin.py")],
