@@ -257,17 +257,31 @@ def kept_note(note: str) -> str:
     'no cell of 6 had finished: rerun the same command'
     >>> kept_note("[the sweep finished]")
     'the sweep finished'
+
+    Finished chunks of unfinished cells (``cells/parts``) are kept too: with none of the
+    cells finished, a rerun without ``--resume`` would delete them.
+
+    >>> kept_note("[0 of 6 cells finished, kept in out/cells (and 4 finished chunk(s) of 2 "
+    ...           "unfinished cell(s) in out/cells/parts): rerun with resume (kvstats sweep "
+    ...           "--resume; run_sweep's default) to compute only the other 6 (their missing chunks)]")
+    'no cell of 6 had finished; 4 finished chunk(s) of 2 unfinished cell(s) are kept in out/cells/parts: rerun the same command with --resume to compute only the missing chunks'
     """
-    kept = re.fullmatch(r"\[(\d+) of (\d+) cells finished, kept in (.+): rerun with resume "
+    kept = re.fullmatch(r"\[(\d+) of (\d+) cells finished, kept in (.+?)"
+                        r"(?: \(and (.+) in (.+)\))?: rerun with resume "
                         r"\(kvstats sweep --resume; run_sweep's default\) to compute only the "
-                        r"other \d+\]", note)
+                        r"other \d+( \(their missing chunks\))?\]", note)
     if kept is None:
         return note.strip("[]")
-    done, total, where = int(kept[1]), int(kept[2]), kept[3]
-    if done == 0:
+    done, total, where, chunks, parts = int(kept[1]), int(kept[2]), kept[3], kept[4], kept[5]
+    if done == 0 and chunks is None:
         return f"no cell of {total} had finished: rerun the same command"
-    return (f"{done} of {total} cells finished, kept in {where}: rerun the same command with "
-            f"--resume to compute only the other {total - done}")
+    if done == 0:
+        return (f"no cell of {total} had finished; {chunks} are kept in {parts}: rerun the same "
+                "command with --resume to compute only the missing chunks")
+    also = f" (and {chunks} in {parts})" if chunks is not None else ""
+    rest = " (their missing chunks)" if chunks is not None else ""
+    return (f"{done} of {total} cells finished, kept in {where}{also}: rerun the same command with "
+            f"--resume to compute only the other {total - done}{rest}")
 
 
 class Terminated(KeyboardInterrupt):

@@ -274,9 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not show the progress bars (the sweep's cells, the report's energy "
                          "tests and figures; shown only when stderr is a terminal)")
     sw.add_argument("--resume", action="store_true",
-                    help="reuse cells already finished in DIR/cells (same config and seed), each "
-                         "checked first (a wrong, short, truncated or edited cell is recomputed, "
-                         "with a line saying so); without it every cell is recomputed")
+                    help="reuse cells already finished in DIR/cells and the finished chunks of "
+                         "unfinished cells in DIR/cells/parts (same config and seed), each checked "
+                         "first (a wrong, short, truncated or edited one is recomputed, with a line "
+                         "saying so); without it every cell is recomputed and the chunks removed")
     sw.add_argument("--no-report", action="store_true", help="only run the sweep; skip the report")
     sw.add_argument("--figures", action=argparse.BooleanOptionalAction, default=None,
                     help="write the report with figures (--figures) or without figures (refused "
