@@ -28,8 +28,9 @@ ones). ``K``, ``V`` and ``q`` are float16, float32 or float64 (:func:`kvstats.mo
 writes float32); any other dtype is refused.
 
 The writer is :meth:`kvstats.models.kv_capture.Capture.save`, the readers
-:func:`kvstats.data.real.load_trials` (the arrays, memory-mapped: it reads only the
-layers, heads and query position it selects) and the sweep's real data source
+:func:`kvstats.data.real.load_trials` (the arrays, memory-mapped: it maps only the
+layers, heads and query position it selects, after one streamed CRC-32 check of the
+file per process, ``verify=True``) and the sweep's real data source
 (:func:`read_header`: shapes and a content fingerprint from the zip directory and the
 array headers, without reading the data; :func:`read_layers`: the model layers held).
 """
