@@ -34,7 +34,8 @@ from jaxtyping import Float
 from numpy.typing import ArrayLike, DTypeLike
 
 from kvstats._checks import SeedLike, _describe, as_float_array, check_int
-from kvstats.quant.coder import NormOverflowError, as_norm_dtype, check_norm_range, float32_limits, norm_limits
+from kvstats.quant.coder import (_check_norms_fit, as_norm_dtype, check_norm_range, float32_limits,
+                                 norm_limits)
 from kvstats.quant.codebook import Codebook, lloyd_max_codebook
 from kvstats.quant.mse_kernels import _centroids_of, _centroids_of_packed, _roundtrip_pieces
 from kvstats.quant.packing import pack_codes, packed_size
@@ -255,11 +256,8 @@ class MSEQuantizer:
         norms = _row_norms(x)
         if not np.isfinite(norms).all():
             as_float_array(whole, "x")  # raises its "x must be finite" error
+        _check_norms_fit(norms, x.dtype, self.name, "norm times direction")
         top = float(np.finfo(x.dtype).max)
-        if norms.size and norms.max() > top:  # float64 has no wider dtype to suggest
-            fix = f"rescale {self.name}" if x.dtype == np.float64 else f"pass {self.name} as float64 or rescale it"
-            raise NormOverflowError(f"{self.name} has a vector norm of {norms.max():.4g}, above the largest "
-                                    f"{x.dtype} ({top:g}), the dtype it decodes in (norm times direction); {fix}")
         if self.norm_dtype != np.float64:  # overflow: an error; underflow: a warning
             check_norm_range(norms, self.norm_dtype, self.name)
         tiny = (norms > 0) & (norms < 2.0 / top)  # 1 / norm may overflow x.dtype

@@ -18,14 +18,13 @@ from jaxtyping import Float
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.coder import as_norm_dtype
+from kvstats.quant.coder import _finite_decode, as_norm_dtype
 from kvstats.quant.export import SideExport
 from kvstats.quant.mse import MSECodes, MSEQuantizer, _check_out
 from kvstats.quant.packing import packed_size
 from kvstats.quant.qjl import (QJLCodes, _add_reconstruction, _add_residual_reconstruction,
                                _check_codes, _in_dtype, _pm_signs, _reconstruct, _sign_bits, _store_norms,
                                qjl_scores)
-from kvstats.quant.qjl_keys import _finite_decode
 from kvstats.quant.rotation import _BLAS_ROWS, Rotation
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 

@@ -16,70 +16,13 @@ from jaxtyping import Float, UInt
 from numpy.typing import DTypeLike
 
 from kvstats._checks import SeedLike, as_float_array, as_generator, check_choice, check_int
-from kvstats.quant.coder import NormOverflowError, as_norm_dtype, float32_limits, norm_limits
+from kvstats.quant.coder import _check_norms_fit, _finite_decode, as_norm_dtype, float32_limits, norm_limits
 from kvstats.quant.qjl import (QJLCodes, _broadcast_batch, _in_dtype, _pm_from_bits,
                                _pm_signs, _reconstruct, _row_norms, _sign_bits, _store_norms, qjl_encode,
                                qjl_reconstruct, qjl_scores)
 from kvstats.quant.sketch import SKETCHES, Sketch, _as_draws, make_sketch
 
 __all__ = ["QJLKeyCodes", "QJLKeyQuantizer"]
-
-
-def _finite_decode(out: np.ndarray, what: str, name: str, widen: str | None = None) -> np.ndarray:
-    """``out``, a decoded array, if finite, else a NormOverflowError naming ``what`` (the
-    argument: the vectors ``name`` or their codes) and the fix: rescale ``name``, or for a
-    float32 ``out`` first ``widen`` (default: pass ``name`` as float64).
-
-    A sketch's reconstruction ``c·‖r‖·Sᵀ sign(S r)`` can have coordinates a few times
-    ``‖r‖``, so vectors whose norms ``out.dtype`` holds may still decode past its range
-    (only with float32/float64 norms: float16 norms stop at 65504). The inputs were
-    finite, so a non-finite value is such an overflow; min and max find it without a
-    temporary the size of ``out``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kvstats.quant.qjl_keys import _finite_decode
-    >>> _finite_decode(np.ones((2, 3), np.float32), "K", "K").shape
-    (2, 3)
-    >>> try:
-    ...     _finite_decode(np.array([[1.0, np.inf]], np.float32), "K", "K")
-    ... except ValueError as exc:
-    ...     print(str(exc)[:44])
-    K: decoded values beyond the largest float32
-    """
-    if out.size and not (np.isfinite(out.min()) and np.isfinite(out.max())):
-        top = float(np.finfo(out.dtype).max)
-        widen = f"pass {name} as float64" if widen is None else widen
-        fix = f"rescale {name}" if out.dtype == np.float64 else f"{widen} or rescale {name}"
-        raise NormOverflowError(f"{what}: decoded values beyond the largest {out.dtype} ({top:.4g}), the "
-                                f"dtype of the decode: a sketch's reconstruction c·‖r‖·Sᵀ sign(S r) can "
-                                f"have coordinates a few times the norm it scales; {fix}")
-    return out
-
-
-def _check_norms_fit(norms: np.ndarray, dtype: np.dtype, name: str) -> None:
-    """Raise NormOverflowError (as `MSEQuantizer` does) for a stored norm above the largest
-    ``dtype``, the dtype the vectors decode in (norm times sketch direction); one norm
-    per vector, so this is cheap.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kvstats.quant.qjl_keys import _check_norms_fit
-    >>> _check_norms_fit(np.array([1e38]), np.dtype(np.float32), "K")   # fits: nothing
-    >>> try:
-    ...     _check_norms_fit(np.array([1e39]), np.dtype(np.float32), "K")
-    ... except ValueError as exc:
-    ...     print(str(exc)[:47])
-    K has a vector norm of 1e+39, above the largest
-    """
-    top = float(np.finfo(dtype).max)
-    if norms.size and float(norms.max()) > top:
-        fix = f"rescale {name}" if dtype == np.float64 else f"pass {name} as float64 or rescale it"
-        raise NormOverflowError(f"{name} has a vector norm of {float(norms.max()):.4g}, above the largest "
-                                f"{dtype} ({top:g}), the dtype it decodes in (norm times sketch "
-                                f"direction); {fix}")
 
 
 def _lead(a: np.ndarray, ndim: int) -> np.ndarray:
