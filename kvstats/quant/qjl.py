@@ -24,7 +24,9 @@ docs/qjl.md derives the constants and variances (closed forms in :mod:`kvstats.t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from jaxtyping import Float, UInt8
@@ -79,10 +81,33 @@ def _broadcast_batch(x_batch: tuple[int, ...], draws: tuple[int, ...], name: str
                          f"draws {draws} of the sketch") from exc
 
 
+def _for_signs(x: np.ndarray) -> np.ndarray:
+    """``x`` with every row whose largest entry exceeds 2^(max exponent − 32) scaled by a
+    power of two to a largest entry in [0.5, 1); other rows untouched, bit for bit. Signs
+    are scale-free and a power-of-two scale is exact, so ``sign(S x)`` is unchanged while
+    its sums (d products, a Hadamard transform's partial sums) no longer overflow."""
+    info = np.finfo(x.dtype)
+    peak = np.max(np.abs(x), axis=-1, keepdims=True)
+    huge = peak > np.ldexp(1.0, info.maxexp - 32)
+    exponent = np.frexp(np.where(huge, peak, 1.0))[1]
+    return np.where(huge, np.ldexp(x, -exponent), x).astype(x.dtype, copy=False)
+
+
+def _nonnegative(project: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """``project(x) >= 0``, the stored sign bits. An overflow in the projection (inf, or
+    ``inf − inf``: a NaN that would be stored as bit 0) is redone on `_for_signs` rows;
+    one sum over the result detects it, so data of ordinary size pay no extra pass."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = project(x)
+        if not np.isfinite(y.sum()):
+            y = project(_for_signs(x))
+    return y >= 0
+
+
 def _sign_bits(sketch: Sketch, x: np.ndarray) -> np.ndarray:
     """The stored bits of ``sign(S x)``, bool ``(..., m)``: True where ``S x >= 0``
     (``S x`` by the fast transform for an srht sketch, `Sketch.project`)."""
-    return sketch._project(x) >= 0
+    return _nonnegative(sketch._project, x)
 
 
 def _in_dtype(sketch: Sketch, dtype: DTypeLike) -> Sketch:
@@ -133,12 +158,17 @@ def _add_reconstruction(sketch: Sketch, x: np.ndarray, norms: np.ndarray, out: n
         j = i[len(i) - nd:]  # the draw of this batch entry
         signs, rows = sketch.signs[j], None if sketch.rows is None else sketch.rows[j]
         xi, oi, si = x[i], out[i], scale[i]
+        project = partial(_srht_project, signs, rows, sketch.m, sketch.dim)
         for a in range(0, xi.shape[0], step):
-            pm = _pm_from_bits(_srht_project(signs, rows, sketch.m, sketch.dim, xi[a:a + step]) >= 0,
-                               out.dtype)
+            pm = _pm_from_bits(_nonnegative(project, xi[a:a + step]), out.dtype)
             rec = _srht_project_t(signs, rows, sketch.m, sketch.dim, pm)
             rec *= si[a:a + step, None]
             oi[a:a + step] += rec
+
+
+def _block_project(s1: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``S x`` for the srht sketch of one block of ``m = d_pad = dim`` rows and signs ``s1``."""
+    return _fwht(x * s1, _SRHT_BLOCK)
 
 
 #: Values per piece of `_add_reconstruction` (256 KB of float32).
@@ -171,6 +201,8 @@ def _add_residual_reconstruction(sketch: Sketch, x: np.ndarray, out: np.ndarray,
         j = i[len(i) - nd:]  # the draw of this batch entry
         signs, rows = sketch.signs[j], None if sketch.rows is None else sketch.rows[j]
         s1 = signs.astype(dtype, copy=False)[0] if one_block else None
+        project = (partial(_block_project, s1) if one_block
+                   else partial(_srht_project, signs, rows, sketch.m, dim))
         xi, oi = x[i], out[i]
         for a in range(0, xi.shape[0], step):
             r = xi[a:a + step] - oi[a:a + step]
@@ -184,11 +216,11 @@ def _add_residual_reconstruction(sketch: Sketch, x: np.ndarray, out: np.ndarray,
             if one_block:
                 # _srht_project / _srht_project_t of one block: the same products, fwht
                 # calls and sign steps
-                pm = _pm_from_bits(_fwht(r * s1, _SRHT_BLOCK) >= 0, dtype)
+                pm = _pm_from_bits(_nonnegative(project, r), dtype)
                 rec = _fwht(pm, _SRHT_BLOCK)
                 rec *= s1
             else:
-                pm = _pm_from_bits(_srht_project(signs, rows, sketch.m, dim, r) >= 0, dtype)
+                pm = _pm_from_bits(_nonnegative(project, r), dtype)
                 rec = _srht_project_t(signs, rows, sketch.m, dim, pm)
             rec *= si[:, None]
             oi[a:a + step] += rec
