@@ -191,9 +191,11 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
 #: Columns the sweep adds to :func:`kvstats.error_profile`'s per-trial columns.
 #: ``cluster`` is the trial's statistical unit: its text for a real case (trials of one
 #: text are correlated), the trial itself for a synthetic case (independent draws).
+#: ``key_bits_nominal``/``value_bits_nominal`` (each side's coder's code bits) are newer than
+#: the rest: results written before lack them, and load and report all the same.
 CELL_COLUMNS = ("distribution", "params", "dim", "n_keys", "budget", "scheme",
                 "bits_nominal", "bits_total", "key_bits_total", "value_bits_total",
-                "trial", "cell_id", "cluster")
+                "key_bits_nominal", "value_bits_nominal", "trial", "cell_id", "cluster")
 
 #: Columns identifying a case: the trials all schemes of a case share.
 CASE_COLUMNS = ("distribution", "params", "dim", "n_keys")

@@ -28,45 +28,38 @@ __all__ = ["SHANNON_PHI_NOTE", "plot_shannon_phi"]
 
 #: What the Shannon–φ plane shows, said once (figure captions, docs/report.md).
 SHANNON_PHI_NOTE = (
-    "Each point is a scheme at one budget n: y is the mean over trials of the SNR of the "
-    "reconstruction (dB; higher means a smaller error relative to the signal, the scale "
-    "of the error): for keys and values the trial's energy-pooled SNR, what the limit "
-    "below bounds (a scheme that keeps some vectors nearly exact, such as a full-precision "
-    "window, has a mean of per-vector dB far above its coded vectors' SNR; the pooled one "
-    "is not lifted so), for the attention output the mean of per-vector dB; x the mean angle φ between each vector and its reconstruction "
-    "(radians, log scale; lower means the direction is kept: for keys, with the norm, "
-    "what sets the attention scores q·k). Up-left is better on both counts. A scheme's points, joined in the "
-    "order of n, form its trajectory (schemes whose means coincide, such as two that code "
-    "the keys alike, show as nested markers, the first scheme of the legend largest, each "
-    "with its n labels on its own side, or the nearest side that covers no other label or "
-    "point); crosses are 95% intervals of the two means "
-    "(Student t over the independent units: the trials, or, where the figure says so, "
-    "clusters of trials such as a real capture's texts; the tables carry bootstrap "
-    "intervals; one whose φ interval reaches 0 is cut at the log axis, marked ◄ there), the "
-    "faint dots the individual trials. Each scheme has its marker of the other figures "
-    "(colours repeat past 10 schemes, markers tell them apart). A hollow marker is a mean the tables "
-    "mark ‡ (a heavy tail, either "
-    "tail for an SNR in dB, or too few nonzero values in its φ or SNR): no interval of it, its cross included, is "
-    "valid. Grey dashed horizontal lines labelled \"limit, n = …\" (keys and "
-    "values): Shannon's rate–distortion limit "
-    "at n bits per coordinate, the highest pooled SNR any code of that rate reaches on a "
-    "Gaussian source of the case's covariance (on Gaussian data a code of rate n lies above "
-    "it only by sampling error and, the mean being of per-trial dB, a Jensen term of order "
-    "1/(N·d)). n is the budget: a scheme's stored bits differ (norms and "
-    "scales add, the tables' \"bits total\"; a sketch of other size than d moves its "
-    "\"bits nominal\"), so its point may lie above its line. A scheme that codes keys "
-    "and values at different bits (K4V2 at n = 3: keys at 4, values at 2) faces the limit "
-    "of its side's bits: its label says so (\"3 (keys at 4)\") and that line is drawn (the "
-    "side's bits: n plus what that side stores above the mean of both sides). \"Distance to "
-    "the rate–distortion limit\" compares each scheme with the limit at the bits it stores. The "
-    "attention output T has no such line: it is not coded, its error mixes the key and "
-    "value errors through the softmax. A trial reconstructed exactly (SNR = +inf, φ = 0) "
-    "enters both means as it enters the tables': φ's mean counts its 0, and the SNR's mean "
-    "is +inf; such a mean is an upward triangle on a row above the others "
-    "(\"mean SNR = +inf\"), at its mean φ, with its n and how many trials were exact, "
-    "and no cross (no interval of an infinite mean exists); a budget whose mean φ is 0 "
-    "(exact on every trial) has no place on the log axis and is named in the title, not "
-    "drawn. The faint dots are the finite trials.")
+    "Each point is a scheme at one budget n: y is the mean over trials of the SNR of the reconstruction "
+    "(dB; higher means a smaller error relative to the signal, the scale of the error): for keys and "
+    "values the trial's energy-pooled SNR, what the limit below bounds (a scheme that keeps some vectors "
+    "nearly exact, such as a full-precision window, has a mean of per-vector dB far above its coded "
+    "vectors' SNR; the pooled one is not lifted so), for the attention output the mean of per-vector dB; x "
+    "the mean angle φ between each vector and its reconstruction (radians, log scale; lower means the "
+    "direction is kept: for keys, with the norm, what sets the attention scores q·k). Up-left is better on "
+    "both counts. A scheme's points, joined in the order of n, form its trajectory (schemes whose means "
+    "coincide, such as two that code the keys alike, show as nested markers, the first scheme of the "
+    "legend largest, each with its n labels on its own side, or the nearest side that covers no other "
+    "label or point); crosses are 95% intervals of the two means (Student t over the independent units: "
+    "the trials, or, where the figure says so, clusters of trials such as a real capture's texts; the "
+    "tables carry bootstrap intervals; one whose φ interval reaches 0 is cut at the log axis, marked ◄ "
+    "there), the faint dots the individual trials. Each scheme has its marker of the other figures "
+    "(colours repeat past 10 schemes, markers tell them apart). A hollow marker is a mean the tables mark "
+    "‡ (a heavy tail, either tail for an SNR in dB, or too few nonzero values in its φ or SNR): no "
+    "interval of it, its cross included, is valid. Grey dashed horizontal lines labelled \"limit, n = …\" "
+    "(keys and values): Shannon's rate–distortion limit at n bits per coordinate, the highest pooled SNR "
+    "any code of that rate reaches on a Gaussian source of the case's covariance (on Gaussian data a code "
+    "of rate n lies above it only by sampling error and, the mean being of per-trial dB, a Jensen term of "
+    "order 1/(N·d)). n is the budget: a scheme's stored bits differ (norms and scales add, the tables' "
+    "\"bits total\"; a sketch of other size than d moves its \"bits nominal\"), so its point may lie above its "
+    "line. A scheme that codes keys and values at different bits (K4V2 at n = 3: keys at 4, values at 2) "
+    "faces the limit of its side's bits: its label says so (\"3 (keys at 4)\") and that line is drawn (the "
+    "side's bits: those its coder codes each coordinate at). \"Distance to the rate–distortion limit\" "
+    "compares each scheme with the limit at the bits it stores. The attention output T has no such line: "
+    "it is not coded, its error mixes the key and value errors through the softmax. A trial reconstructed "
+    "exactly (SNR = +inf, φ = 0) enters both means as it enters the tables': φ's mean counts its 0, and "
+    "the SNR's mean is +inf; such a mean is an upward triangle on a row above the others (\"mean SNR = "
+    "+inf\"), at its mean φ, with its n and how many trials were exact, and no cross (no interval of an "
+    "infinite mean exists); a budget whose mean φ is 0 (exact on every trial) has no place on the log axis "
+    "and is named in the title, not drawn. The faint dots are the finite trials.")
 
 
 class _NothingToPlace(ValueError):
@@ -75,17 +68,24 @@ class _NothingToPlace(ValueError):
 
 def _side_bits(frame: pd.DataFrame, place: str) -> pd.Series:
     """Per (scheme, budget) of ``frame``: the bits per coordinate its side ``place`` is coded at
-    where they differ from the budget (NaN elsewhere, for T, or without the bits columns): the
-    nominal n plus what that side stores above the mean of both (``key_bits_total`` −
-    ``bits_total``), exact where both sides carry the same overhead, as a K{a}V{b} scheme's;
-    half a bit or more from n (less is overhead: KQV's values store 1/8 bit more)."""
-    col = {"k": "key_bits_total", "v": "value_bits_total"}.get(place)
+    where they differ from the budget (NaN elsewhere and for T): its coder's, as the sweep
+    records them (``key_bits_nominal``/``value_bits_nominal``). A cell without them (results
+    of an earlier version) infers them: n plus what the side stores above the mean of both
+    (``key_bits_total`` − ``bits_total``), half a bit or more from n (less is overhead: KQV's
+    values store 1/8 bit more), exact only where both sides carry the same overhead (K{a}V{b})."""
+    side = {"k": "key", "v": "value"}.get(place)
     cells = frame.groupby(["scheme", "budget"], sort=False)
-    if col is None or not {col, "bits_total", "bits_nominal"} <= set(frame.columns):
-        return pd.Series(np.nan, index=cells.size().index)
-    first = cells[[col, "bits_total", "bits_nominal"]].first().astype(float)
-    side = (first["bits_nominal"] + first[col] - first["bits_total"]).round(3)
-    return side.where((side - first.index.get_level_values("budget")).abs() >= 0.5)
+    out = pd.Series(np.nan, index=cells.size().index)
+    n = out.index.get_level_values("budget")
+    used = [f"{side}_bits_total", "bits_total", "bits_nominal"]
+    if side is not None and set(used) <= set(frame.columns):
+        first = cells[used].first().astype(float)
+        guess = (first["bits_nominal"] + first[used[0]] - first["bits_total"]).round(3)
+        out = guess.where((guess - n).abs() >= 0.5)
+    if side is not None and f"{side}_bits_nominal" in frame.columns:   # first(): skips NaN
+        known = cells[f"{side}_bits_nominal"].first().astype(float)
+        out = known.where((known - n).abs() > 1e-9).where(known.notna(), out)
+    return out
 
 
 def _with_side_budgets(frame: pd.DataFrame) -> pd.DataFrame:

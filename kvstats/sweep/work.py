@@ -74,7 +74,10 @@ def _cell_rows(cell: Cell, cid: str, scheme: Scheme, trials: Trials, K_hat: np.n
                V_hat: np.ndarray, start: int, reference: dict,
                captured: Trials | None) -> pd.DataFrame:
     """The rows of the results table for ``trials`` (trials ``start ..`` of ``cell``) coded
-    as ``(K_hat, V_hat)`` by ``scheme``: ``error_profile`` and the cell's columns."""
+    as ``(K_hat, V_hat)`` by ``scheme``: ``error_profile`` and the cell's columns. Each
+    side's nominal bits are its coder's own (``key_bits_nominal``/``value_bits_nominal``):
+    the Shannon–φ plane reads a side's limit there, which the totals cannot tell (a side
+    may store more overhead than the other at the same code bits)."""
     n, t = cell.n_keys, trials.n_trials
     bb = scheme.bits_per_coord(n)
     budget = float(bb.nominal) if cell.budget is None else float(cell.budget)
@@ -84,7 +87,8 @@ def _cell_rows(cell: Cell, cid: str, scheme: Scheme, trials: Trials, K_hat: np.n
         params=cell.params_label(), dim=cell.dim, n_keys=n, budget=budget,
         scheme=cell.scheme.display(), bits_nominal=float(bb.nominal),
         bits_total=float(bb.total), key_bits_total=float(bb.key_total),
-        value_bits_total=float(bb.value_total), cell_id=cid,
+        value_bits_total=float(bb.value_total), key_bits_nominal=float(bb.key_nominal),
+        value_bits_nominal=float(bb.value_nominal), cell_id=cid,
         cluster=_trial_clusters(captured, start, t)))
 
 
