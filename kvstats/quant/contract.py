@@ -203,8 +203,8 @@ def check_broadcast(name: str, params: Mapping[str, Any] | None = None) -> None:
 
 
 @_quiet
-def check_independent_trials(name: str, params: Mapping[str, Any] | None = None) -> None:
-    """Each slice of a batch ``(3, N, d)`` decodes as it does when coded alone (one shared
+def check_independent_trials(name: str, params: Mapping[str, Any] | None = None, dim: int = 64) -> None:
+    """Each slice of a batch ``(3, 40, dim)`` decodes as it does when coded alone (one shared
     draw), unless the entry says its settings couple them (``SchemeDef.couples_trials``;
     a scheme of your own never does): a sweep codes its trials in chunks of any size, so
     a statistic taken across the leading axis (a scale over the whole call) would make a
@@ -218,9 +218,9 @@ def check_independent_trials(name: str, params: Mapping[str, Any] | None = None)
     params = dict(params or {})
     sdef, full = _parse(name, params)
     bits = budgets(name)[0]
-    scheme = _build(name, bits, 64, params)
-    where = _where(bits, 64, params)
-    K, V = awkward_kv((3, 40, 64), np.float64, seed=10)
+    scheme = _build(name, bits, dim, params)
+    where = _where(bits, dim, params)
+    K, V = awkward_kv((3, 40, dim), np.float64, seed=10)
     K[1:] *= 100.0     # trials of other scales: a statistic shared between them shows
     K[1:, 8] /= 100.0  # (the row of tiny norms stays as tiny as in the other clauses)
     batch = scheme.roundtrip(K, V)
@@ -242,9 +242,9 @@ def check_independent_trials(name: str, params: Mapping[str, Any] | None = None)
 
 
 @_quiet
-def check_independent_tokens(name: str, params: Mapping[str, Any] | None = None) -> None:
+def check_independent_tokens(name: str, params: Mapping[str, Any] | None = None, dim: int = 64) -> None:
     """For a per-vector entry (``token_group`` 1), each token of a call decodes bit for bit
-    the same whatever the other tokens hold (24 awkward tokens; half of them replaced by
+    the same whatever the other tokens hold (24 awkward tokens of ``dim``; half of them replaced by
     others 100 times larger, each half in turn): a cache codes tokens as they arrive, so
     a statistic over a call's tokens (a per-channel scale) would make it another scheme
     than the one a sweep measures. Where the entry declares one (``couples_tokens``:
@@ -262,9 +262,9 @@ def check_independent_tokens(name: str, params: Mapping[str, Any] | None = None)
     if sdef.token_group(full) != 1:
         return
     bits = budgets(name)[0]
-    scheme, where = _build(name, bits, 64, params), _where(bits, 64, params, N=24)
-    K, V = awkward_kv((24, 64), np.float64, seed=11)
-    others = 100.0 * np.random.default_rng(12).standard_normal((2, 24, 64))
+    scheme, where = _build(name, bits, dim, params), _where(bits, dim, params, N=24)
+    K, V = awkward_kv((24, dim), np.float64, seed=11)
+    others = 100.0 * np.random.default_rng(12).standard_normal((2, 24, dim))
     ref, differ = scheme.roundtrip(K, V), []
     for keep in (slice(0, 12), slice(12, 24)):
         mixed = [o.copy() for o in others]
@@ -313,8 +313,9 @@ def check_zero_vectors(name: str, params: Mapping[str, Any] | None = None) -> No
 
 
 @_quiet
-def check_seeds(name: str, params: Mapping[str, Any] | None = None) -> None:
-    """Same seed, same codes; another seed, other codes exactly when ``randomized``.
+def check_seeds(name: str, params: Mapping[str, Any] | None = None, dim: int = 64) -> None:
+    """Same seed, same codes; another seed, other codes exactly when ``randomized`` (64
+    awkward vectors of ``dim``).
 
     Examples
     --------
@@ -323,9 +324,9 @@ def check_seeds(name: str, params: Mapping[str, Any] | None = None) -> None:
     params = dict(params or {})
     sdef, full = _parse(name, params)
     bits = budgets(name)[0]
-    K, V = awkward_kv((64, 64), np.float64, seed=5)
-    out = [s.dequantize(s.quantize(K, V)) for s in (_build(name, bits, 64, params, seed=s) for s in (5, 5, 6))]
-    where = _where(bits, 64, params)
+    K, V = awkward_kv((64, dim), np.float64, seed=5)
+    out = [s.dequantize(s.quantize(K, V)) for s in (_build(name, bits, dim, params, seed=s) for s in (5, 5, 6))]
+    where = _where(bits, dim, params)
     if not all(np.array_equal(x, y, equal_nan=True) for x, y in zip(out[0], out[1])):
         _fail(name, where, "the same seed gives other codes (randomness not drawn from the given "
               "key_rng/value_rng?)")

@@ -67,7 +67,10 @@ def check_expected_bits(name: str, params: Mapping[str, Any] | None = None,
 def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact: bool = True) -> None:
     """The codes' ``nbytes`` hold exactly the accounted bits at d = 128, N = 96 (float32
     input; only with ``exact``: settings with sub-byte fields may not), and at least them
-    (at most 10 % more) at d = 96, N = 101.
+    (at most 10 % more) at d = 96, N = 101; ``nbytes`` counts every array the codes hold;
+    no field holds Python numbers that change with the values coded (two inputs of one
+    shape: a per-vector scale kept as ``.tolist()`` is stored but invisible to ``nbytes``;
+    numbers the shape and settings set, a shape, a bit width, group bounds, are metadata).
 
     Examples
     --------
@@ -97,6 +100,57 @@ def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact
     if not counted <= stored <= 1.1 * counted:
         _fail(name, _where(bits, 96, params, N=101), f"the codes hold {stored} bits for "
               f"{counted:g} accounted (must be at least those, at most 10 % more)")
+    # Python numbers are invisible to nbytes: those set by the shape and settings are
+    # metadata (a shape, a bit width, klt's group bounds), those set by the values coded
+    # are stored data (a per-vector scale kept as ``.tolist()``)
+    K, V = awkward_kv((2, 40, 96), np.float32, seed=4)
+    first, other = (scheme.quantize(K * s, V[::-1] * s) for s in (1.0, 3.0))
+    for side in ("key", "value"):
+        one, two = (_python_numbers(getattr(c, side)) for c in (first, other))
+        moved = [f for f in {**one, **two} if list(map(repr, one.get(f, []))) != list(map(repr, two.get(f, [])))]
+        if moved:
+            field = moved[0]
+            _fail(name, _where(bits, 96, params), f"the {side} codes hold {len(one.get(field, []))} "
+                  f"Python numbers in field {field!r} that change with the values coded (two inputs "
+                  "of shape (2, 40, 96)): stored data, which nbytes cannot count; keep it in numpy "
+                  "arrays (Python numbers in codes are metadata only when the shape and settings "
+                  "set them)")
+
+
+def _python_numbers(obj: Any, _path: str = "", _depth: int = 0) -> dict[str, list]:
+    """The Python numbers (``int``, ``float``, ``complex``, ``bool``) a codes object holds,
+    per field (dotted from the codes; list, tuple and dict entries under their field),
+    walked as :func:`_held_nbytes` walks the arrays. ``nbytes`` cannot see them:
+    :func:`check_stored_bytes` refuses a field whose numbers change with the values coded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> _python_numbers(MSEQuantizer(64, 3).encode(np.ones((10, 64))))   # its bit width and d
+    {'bits': [3], 'n_coords': [64]}
+    """
+    if isinstance(obj, (bool, int, float, complex)):
+        return {_path or "(the codes)": [obj]}
+    if (isinstance(obj, (np.ndarray, np.generic, bytes, bytearray, memoryview)) or _depth > 8
+            or hasattr(obj, "__array__") or hasattr(obj, "__dlpack__")):   # arrays: nbytes sees them
+        return {}
+    if isinstance(obj, Mapping):
+        obj = list(obj.values())
+    if isinstance(obj, (tuple, list)):
+        items = [(_path, x) for x in obj]
+    elif not hasattr(obj, "nbytes") or isinstance(obj, type):
+        return {}
+    elif dataclasses.is_dataclass(obj):
+        items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    else:
+        items = list(getattr(obj, "__dict__", {}).items())
+    numbers: dict[str, list] = {}
+    for key, value in items:
+        path = key if isinstance(obj, (tuple, list)) else f"{_path}.{key}".lstrip(".")
+        for field, found in _python_numbers(value, path, _depth + 1).items():
+            numbers.setdefault(field, []).extend(found)
+    return numbers
 
 
 def _held_nbytes(obj: Any, _depth: int = 0) -> int:

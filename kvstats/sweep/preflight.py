@@ -5,7 +5,9 @@ Every distribution is drawn at every (d, N) and every scheme built at every budg
 on one tiny draw, so a bad parameter fails at once with a message naming the grid's
 entry, not after hours of other cells. User code is held to more, as the sweep records
 what it claims: a scheme of one's own must store the bits it declares (the contract's
-clauses, :mod:`kvstats.quant.contract_bits`) and code alike under one seed; a
+clauses, :mod:`kvstats.quant.contract_bits`), code alike under one seed, code each trial
+and (per-vector) each token on its own, and change its codes with the seed exactly when
+it declares ``randomized`` (the contract's clauses of those names, on small inputs); a
 distribution of one's own must give the same keys under one seed and other keys to each
 trial (the trial is the tests' independent unit). :func:`kvstats.sweep.check_grid` and
 :func:`kvstats.sweep.run_sweep` call :func:`preflight`.
@@ -90,34 +92,54 @@ def _entry(where: str, make: Any) -> Any:
         raise _naming(exc, f"[{where}]", f"{where}: {exc}") from None
 
 
+# what to change when a clause fails: a sweep relies on each of these declarations
+_DECLARED = {
+    "independent_trials": "its trials in a sweep would not be independent and their numbers would "
+                          "depend on chunk_size; a scheme of your own cannot declare couples_trials: "
+                          "compute each statistic within one trial (the last two axes)",
+    "independent_tokens": "a sweep would measure another scheme than a cache runs: declare "
+                          "define_scheme's token_group_param, or code each token on its own",
+    "seeds": "a cache gives every head one draw where randomized=False: declare define_scheme's "
+             "randomized as the coders behave",
+}
+
+
 def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], built: dict) -> None:
     """Refuse a user scheme (built-ins: the test suite holds them) whose stored bits are
     not what it declares (the sweep records them), by the contract's clauses
     (:mod:`kvstats.quant.contract_bits`: its smallest d, every N and budget of its range;
-    the codes' bytes at their one small size; its code failing there, outside the grid, is
-    left to the sweep), or whose same seed gives other codes (``built``'s seed-0 build of
-    each (scheme, budget, d) and one more, on one tiny draw)."""
+    the codes' bytes at their small sizes; its code failing there, outside the grid, is
+    left to the sweep); whose same seed gives other codes (``built``'s seed-0 build of
+    each (scheme, budget, d) and one more, on one tiny draw); or whose trials or tokens
+    depend on each other, or whose other seed changes the codes where it declares
+    ``randomized=False`` or not where True (the contract's ``independent_trials``,
+    ``independent_tokens`` and ``seeds`` clauses at its smallest d: five builds and ten
+    codings of at most 120 vectors each per user scheme). The message names the
+    declaration to fix."""
+    from kvstats.quant.contract import check_independent_tokens, check_independent_trials, check_seeds
     from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
     from kvstats.quant.contract_harness import SchemeContractError
     from kvstats.quant.registry import BUILTIN, scheme_def
     from kvstats.quant.schemes import make_scheme
+
+    def run(clause: Any, then: str) -> None:
+        try:
+            clause()
+        except SchemeContractError as exc:
+            raise SchemeContractError(f"{exc}; {then} (kvstats.check_scheme({spec.name!r}) runs the "
+                                      "whole contract)") from None
+        except Exception:   # noqa: BLE001, S110 - at a size the grid lacks (see above)
+            pass
 
     specs: dict[str, list[Cell]] = {}
     for cell in (c for c, _ in cells if scheme_def(c.scheme.name).name not in BUILTIN):
         specs.setdefault(cell.scheme.display(), []).append(cell)
     for group in specs.values():
         spec, dim, sizes = group[0].scheme, min(c.dim for c in group), sorted({c.n_keys for c in group})
-        for clause in (lambda: check_expected_bits(spec.name, spec.params, dims=(dim,), n_tokens=sizes,
-                                                   nominal=False, odd_dims=()),
-                       lambda: check_stored_bytes(spec.name, spec.params, exact=False)):
-            try:
-                clause()
-            except SchemeContractError as exc:
-                raise SchemeContractError(f"{exc}; a sweep would record the declared bits for codes "
-                                          f"storing others (kvstats.check_scheme({spec.name!r}) runs "
-                                          "the whole contract)") from None
-            except Exception:   # noqa: BLE001, S110 - at a size the grid lacks (see above)
-                pass
+        bits_then = "a sweep would record the declared bits for codes storing others"
+        run(lambda: check_expected_bits(spec.name, spec.params, dims=(dim,), n_tokens=sizes,
+                                        nominal=False, odd_dims=()), bits_then)
+        run(lambda: check_stored_bytes(spec.name, spec.params, exact=False), bits_then)
         for cell in {(c.budget, c.dim): c for c in sorted(group, key=lambda c: -c.n_keys)}.values():
             K, V = np.random.default_rng(0).standard_normal((2, 1, cell.n_keys, cell.dim)).astype(config.dtype)
             try:   # each (budget, d) at its smallest N; a failure of its code is the sweep's to name
@@ -130,3 +152,6 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], buil
                                  "codes (two builds with seed 0 code one draw differently): draw its "
                                  "randomness from the key_rng/value_rng its build gets, not np.random "
                                  "or a generator of its own")
+        for clause, check in (("independent_trials", check_independent_trials),
+                              ("independent_tokens", check_independent_tokens), ("seeds", check_seeds)):
+            run(lambda: check(spec.name, spec.params, dim=dim), _DECLARED[clause])
