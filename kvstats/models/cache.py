@@ -194,6 +194,8 @@ class QuantizedCache(_CacheMemory, Cache):
         Whether the scheme has a code-reading path (per-vector and exportable, or kivi/qjl).
     grouped : bool
         Coded by kivi's or qjl's coders (token-grouped codes read by :mod:`kvstats.models.group_codes`).
+        Such a scheme's declared token group must be a multiple of its key coder's
+        ``group_size`` (a ValueError otherwise, naming both).
     attention : str
         ``"codes"`` or ``"model"`` (resolved).
 
@@ -265,6 +267,8 @@ class QuantizedCache(_CacheMemory, Cache):
         # kivi's and qjl's coders (by type, whatever the scheme's name): numpy-coded whole
         # groups, read from torch buffers (group_codes)
         self.grouped = grouped_kind(probe) is not None
+        if self.grouped:
+            _check_token_group(scheme_name, sdef, self.token_group, probe.key_coder)
         self.reads_codes = self.grouped or (sdef.gpu and self.token_group == 1 and _exports(probe))
         if attention is None:
             attention = "codes" if self.reads_codes else "model"
@@ -475,6 +479,44 @@ def _reads_past_through_wrapper() -> bool:
     except ImportError:
         return False
     return hasattr(modeling_dory, "DoryPastReader")
+
+
+def _check_token_group(scheme_name: str, sdef, token_group: int, key_coder) -> None:
+    """Refuse a scheme coded by kivi's or qjl's coders whose declared token group is not a
+    whole number of its key coder's groups (``group_size`` tokens share the keys' stored
+    statistics).
+
+    The declaration (``define_scheme``'s ``token_group_param``/``token_group_default``) is
+    the one the contract and a sweep read, so it is checked here, not replaced by the
+    coder's: the cache codes, and drops, whole declared groups, and the grouped reads
+    (:mod:`kvstats.models.group_codes`) view the codes as whole key groups. A group of 1
+    with coders grouping 8 tokens passed ``update`` and failed every later read with a
+    RuntimeError about a view's shape; on ``attention="model"`` it coded each token with
+    statistics of its own, another scheme than the coders give a sweep. A multiple (16 for
+    8) codes the same whole key groups, two at a time.
+
+    Examples
+    --------
+    >>> import kvstats
+    >>> from kvstats.quant.registry import scheme_def
+    >>> coder = kvstats.make_scheme("kivi", 2, 64, residual=0, group_size=8).key_coder
+    >>> _check_token_group("kivi", scheme_def("kivi"), 16, coder)    # two key groups of 8: accepted
+    >>> _check_token_group("kivi", scheme_def("kivi"), 4, coder)
+    Traceback (most recent call last):
+    ...
+    ValueError: scheme 'kivi' declares a token group of 4 (its parameter 'group_size'), but ... multiple of 8; ...
+    """
+    group = key_coder.group_size
+    if token_group % group == 0:
+        return
+    where = (f"its parameter {sdef.token_group_param!r}" if sdef.token_group_param is not None
+             else "no token_group_param: tokens coded one by one")
+    raise ValueError(
+        f"scheme {scheme_name!r} declares a token group of {token_group} ({where}), but its key coder "
+        f"{type(key_coder).__name__} shares statistics over group_size={group} tokens: a cache codes "
+        f"whole declared groups and reads the codes as whole key groups, so the token group must be a "
+        f"multiple of {group}; declare define_scheme's token_group_param (or token_group_default) as "
+        f"the coder's group_size, or build the coders with a group_size dividing {token_group}")
 
 
 def _exports(scheme) -> bool:
