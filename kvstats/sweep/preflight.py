@@ -147,7 +147,15 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], buil
                 coded = [s.roundtrip(K, V) for s in (built[(spec.display(), cell.budget, cell.dim)], again)]
             except Exception:   # noqa: BLE001, S112
                 continue
-            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*coded)):
+            for side, x, x_hat in zip(("keys", "values"), (K, V), coded[0]):
+                bad = (f"shape {np.shape(x_hat)}" if np.shape(x_hat) != x.shape else
+                       f"{np.size(x_hat) - np.isfinite(x_hat).sum()} non-finite values"
+                       if not np.isfinite(x_hat).all() else None)
+                if bad:   # the sweep would stop on it mid-compute, after clearing the folder
+                    raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: its roundtrip of {x.shape} "
+                                     f"finite {side} returns {bad}; a scheme's decode must return finite "
+                                     "vectors of the input's shape")
+            if not all(np.array_equal(a, b) for a, b in zip(*coded)):
                 raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other "
                                  "codes (two builds with seed 0 code one draw differently): draw its "
                                  "randomness from the key_rng/value_rng its build gets, not np.random "
