@@ -177,6 +177,27 @@ class Stdout:
             discard("stdout")
 
 
+def _replace_unencodable() -> None:
+    """Let stdout and stderr replace what their encoding cannot write (a cp1252 or cp437
+    console, ``PYTHONIOENCODING=ascii``) instead of raising: the help, ``schemes`` and
+    ``theory`` print π, − and ≥ ("?" there), not a UnicodeEncodeError half-way.
+
+    Examples
+    --------
+    >>> from kvstats._cli_output import _replace_unencodable
+    >>> _replace_unencodable()   # a UTF-8 stream (or one without reconfigure) is left as it is
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "π−≥–".encode(encoding)
+        except UnicodeEncodeError:
+            if getattr(stream, "errors", "strict") in ("strict", "surrogateescape") and hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="replace")
+        except LookupError:   # an encoding Python does not know: nothing can be written anyway
+            pass
+
+
 def discard(name: str) -> None:
     """Point ``sys.stdout`` or ``sys.stderr`` at /dev/null after its reader went away, so
     that later writes and the interpreter's final flush neither fail nor print

@@ -43,10 +43,10 @@ import time
 import warnings
 from typing import Sequence
 
-from kvstats._cli_output import (PIPE_CLOSED, Stdout, Terminated, close_bars, computing_error,
-                                discard, error_text, import_error_text, kept_note, missing_package,
-                                os_error_text, print_error, raised, sigterm_as_interrupt,
-                                warning_printer)
+from kvstats._cli_output import (PIPE_CLOSED, Stdout, Terminated, _replace_unencodable, close_bars,
+                                computing_error, discard, error_text, import_error_text, kept_note,
+                                missing_package, os_error_text, print_error, raised,
+                                sigterm_as_interrupt, warning_printer)
 from kvstats.cli_parser import build_parser
 from kvstats.data.catalog import REAL, REAL_ABOUT
 
@@ -554,8 +554,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     d = 128 ...
     0
     """
-    say = Stdout()
-    parser = build_parser()
+    _replace_unencodable()   # a cp1252 console prints "?" for π, not a traceback
+    say, parser = Stdout(), build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit:  # --help or a usage error: argparse wrote; flush before the exit does

@@ -24,13 +24,16 @@ from kvstats.plugins import _CURRENT, _LOADED, PluginError, _forget, _import, _i
 
 __all__ = ["relocate_plugins", "relocated"]
 
-# recorded plugin entry -> {"file", "sha256"} of the copy this process loaded in its place
-_RELOCATED: dict[str, dict[str, str]] = {}
+# recorded plugin entry -> {"file", "sha256"} of the copy this process loaded in its place,
+# and "imports": {recorded helper file: its SHA-256 now} for its helpers edited since
+_RELOCATED: dict[str, dict[str, Any]] = {}
 
 
-def relocated(plugin: str) -> dict[str, str] | None:
+def relocated(plugin: str) -> dict[str, Any] | None:
     """The copy loaded in place of the recorded plugin ``plugin`` (:func:`relocate_plugins`):
-    ``{"file", "sha256"}``, else None.
+    ``{"file", "sha256"}``, else None. A plugin whose helper modules (the user modules it
+    imports, recorded beside it) were edited since the sweep also has ``"imports"``:
+    ``{recorded helper file: its SHA-256 now}``, for those helpers only.
 
     Examples
     --------
@@ -38,7 +41,9 @@ def relocated(plugin: str) -> dict[str, str] | None:
     True
     """
     found = _RELOCATED.get(plugin)
-    return dict(found) if found is not None else None
+    if found is None:
+        return None
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in found.items()}
 
 
 def _manifest_of(source: str | os.PathLike | Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
@@ -93,6 +98,9 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
         import; or a recorded plugin file is missing and no file given replaces it (the
         message names the recorded path and hash and the option that fixes it); or a
         recorded module plugin cannot be found.
+    FileNotFoundError, ValueError
+        ``paths`` are given but ``source`` holds no sweep (:func:`kvstats.results.load_result`'s
+        error: a missing folder is named as such, not as a plugin matching nothing).
 
     Examples
     --------
@@ -101,13 +109,16 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
     """
     from kvstats.results import _user_stacklevel   # the warning points at the user's call
 
+    given = [os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(p)))) for p in paths]
     manifest, where = _manifest_of(source)
+    if given and not isinstance(manifest.get("config"), Mapping) and not isinstance(source, Mapping):
+        from kvstats.results import load_result
+        load_result(source)   # no sweep there (a typo in DIR?): its error, not --plugins'
     config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
     refs = [r for r in (config.get("plugins") or []) if isinstance(r, str)]
     code = manifest.get("user_code") if isinstance(manifest.get("user_code"), Mapping) else {}
     records = {r.get("plugin"): r for r in (code.get("plugins") or []) if isinstance(r, Mapping)}
     files = [ref for ref in refs if _is_file(ref)]
-    given = [os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(p)))) for p in paths]
     done = []
     for path in given:
         if not os.path.isfile(path):
@@ -140,17 +151,20 @@ def relocate_plugins(source: str | os.PathLike | Mapping[str, Any],
     given_for = {d["plugin"] for d in done}
     for ref in refs:
         if ref not in given_for and ref not in _RELOCATED:
-            _check_version(ref, (records.get(ref) or {}).get("sha256"), where)
+            _check_version(ref, records.get(ref) or {}, where)
     return done
 
 
-def _check_version(ref: str, want: str | None, where: str) -> None:
+def _check_version(ref: str, record: Mapping[str, Any], where: str) -> None:
     """The recorded plugin ``ref`` as this process will import it (from its recorded path, a
     module by name): a module that cannot be found is a PluginError saying how a module
-    plugin is found; another version than the recorded one a warning, and the report's
-    header says so (:func:`relocated`), as for a copy given with ``--plugins``."""
+    plugin is found; another version than the recorded one (``record``'s SHA-256), of its
+    file or of a helper module it imports (``record``'s ``imports``), a warning, and the
+    report's header says so (:func:`relocated`), as for a copy given with ``--plugins``."""
     from kvstats.results import _user_stacklevel
 
+    want = record.get("sha256")
+    helpers = _edited_imports(ref, record)
     if _key(ref) in _LOADED:   # imported already: the version this process runs is the one it read
         file, sha = _LOADED[_key(ref)].get("file"), _LOADED[_key(ref)].get("sha256")
     elif _is_file(ref):
@@ -168,13 +182,37 @@ def _check_version(ref: str, want: str | None, where: str) -> None:
                               "it as a .py file in the config")
         file = spec.origin if spec.has_location else None
         sha = _sha256(file)
-    if not want or sha is None or sha == want:
-        return
-    warnings.warn(f"plugin {ref!r} is not the version {where} ran: {file!r} has SHA-256 {sha[:12]}, the "
-                  f"sweep ran SHA-256 {want[:12]}; the report shows the stored numbers, which that "
-                  "version computed, with the names and facts of this one",
-                  UserWarning, stacklevel=_user_stacklevel())
-    _RELOCATED[ref] = {"file": str(file), "sha256": sha}
+    stored = ("the report shows the stored numbers, which that version computed, with the names "
+              "and facts of this one")
+    for helper, now in helpers.items():
+        old = next(str(i.get("sha256")) for i in record["imports"] if i.get("file") == helper)
+        warnings.warn(f"helper module {helper!r} of plugin {ref!r} is not the version {where} ran: "
+                      f"it has SHA-256 {now[:12]}, the sweep ran SHA-256 {old[:12]}; {stored}",
+                      UserWarning, stacklevel=_user_stacklevel())
+    edited = bool(want) and sha is not None and sha != want
+    if edited:
+        warnings.warn(f"plugin {ref!r} is not the version {where} ran: {file!r} has SHA-256 {sha[:12]}, "
+                      f"the sweep ran SHA-256 {want[:12]}; {stored}",
+                      UserWarning, stacklevel=_user_stacklevel())
+    if edited or helpers:
+        _RELOCATED[ref] = {"file": str(file), "sha256": sha if edited else want,
+                           **({"imports": helpers} if helpers else {})}
+
+
+def _edited_imports(ref: str, record: Mapping[str, Any]) -> dict[str, str]:
+    """The helper modules recorded for the plugin ``ref`` (``record``'s ``imports``) whose
+    SHA-256 differs now: as this process imported them, else as their files are now (a
+    helper that is gone is the import's error to report): ``{recorded file: SHA-256 now}``."""
+    loaded = {i.get("file"): i.get("sha256") for i in (_LOADED.get(_key(ref)) or {}).get("imports") or []}
+    edited = {}
+    for entry in record.get("imports") or []:
+        file, want = (entry.get("file"), entry.get("sha256")) if isinstance(entry, Mapping) else (None, None)
+        if not isinstance(file, str) or not want:
+            continue
+        now = loaded.get(file) if _key(ref) in _LOADED else _sha256(file) if os.path.isfile(file) else None
+        if now and now != want:
+            edited[file] = now
+    return edited
 
 
 def _match(path: str, sha: str, files: list[str], records: Mapping[str, Any], taken: list[str],

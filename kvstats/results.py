@@ -434,7 +434,7 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     >>> len(res.frame), res.config.n_trials, res.manifest["n_cells"]
     (4, 4, 1)
     """
-    from kvstats.plugins import relocate_plugins
+    from kvstats.plugins import PluginError, relocate_plugins
     from kvstats.sweep.config import SweepConfig
 
     if not isinstance(out, (str, os.PathLike)):
@@ -462,6 +462,11 @@ def load_result(out: str | os.PathLike) -> SweepResult:
     relocate_plugins(out)
     try:
         config = SweepConfig.from_dict(manifest["config"])
+    except PluginError as exc:
+        if exc.__cause__ is None:   # not the plugin's code failing: the config's plugins entry
+            raise PluginError(f"manifest {str(manifest_path)!r}: its config is not valid: {exc}") from exc
+        raise PluginError(f"the sweep in {str(out)!r}: its plugin fails to import now (the manifest "
+                          f"is intact): {str(exc).removeprefix('config [sweep] plugins: ')}") from exc
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"manifest {str(manifest_path)!r}: its config is not valid: {exc}") from exc
     frame, meta = read_table_meta(table)
