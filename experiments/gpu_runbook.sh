@@ -12,6 +12,7 @@
 #    jax sees no GPU (a CUDA plugin that failed to load leaves jax on the CPU, where the tests
 #    would only skip and the bench would time CPU code), 4 if kvstats_gpu or both backends
 #    fail to import (one missing is reported and the run goes on with the other);
+# Steps 2 and 3 run backend by backend: tests mosaic, bench mosaic, tests triton, bench triton.
 # 2. tests B, for B in mosaic triton: `pytest -m gpu -k B tests/gpu` with
 #    KVSTATS_REQUIRE_GPU=1 (no silent skips): every compiled kernel of backend B against its
 #    jnp reference, decode attention at 32k tokens, and tests/gpu/test_gpu_device_h4.py's
@@ -39,7 +40,8 @@
 # and the time left (less 15 s for the summary), and a step with under 20 s left is skipped
 # and reported, so the summary is written before a device call of timeout_s=360 ends. The
 # caps add up to more than the deadline: if every step ran to its cap, the last bench
-# process would get what is left (about 25 s). STEPS
+# process (Triton's) would get what is left (about 25 s); Mosaic's bench waits only on
+# Mosaic's tests. STEPS
 # (default "tests bench") chooses the steps, e.g. STEPS=bench for a shorter rerun of the
 # throughput step; TEST_IMPLS and BENCH_IMPLS the backends (BENCH_IMPLS=reference times the
 # jnp path compiled by XLA); BENCH_ARGS replaces the bench's arguments other than --impl and
@@ -203,9 +205,14 @@ fi
 summary "env: done at $SECONDS s; deadline ${DEADLINE} s; jax backend '$backend'"
 
 steps=" ${STEPS:-tests bench} "
-if [[ "$steps" == *" tests "* ]]; then
-    : > "$OUT_DIR/pytest_gpu.txt"
-    for impl in ${TEST_IMPLS:-mosaic triton}; do
+test_impls=" ${TEST_IMPLS:-mosaic triton} " bench_impls=" ${BENCH_IMPLS:-mosaic triton} "
+[[ "$steps" == *" tests "* ]] && : > "$OUT_DIR/pytest_gpu.txt"
+# backend by backend (tests B, then bench B): a backend's throughput figures never wait on
+# the other backend's tests, so a hung compile there costs only the steps after it
+impls=""
+for impl in $test_impls $bench_impls; do [[ " $impls " == *" $impl "* ]] || impls="$impls $impl"; done
+for impl in $impls; do
+    if [[ "$steps" == *" tests "* && "$test_impls" == *" $impl "* ]]; then
         echo "=== tests $impl: pytest -m gpu -k $impl tests/gpu ===" >> "$OUT_DIR/pytest_gpu.txt"
         first=$(($(wc -l < "$OUT_DIR/pytest_gpu.txt") + 1))
         run_step "tests $impl" "${T_TESTS:-90}" "$OUT_DIR/pytest_gpu.txt" \
@@ -216,19 +223,17 @@ if [[ "$steps" == *" tests "* ]]; then
         summary "    ${closing:-no closing line: $(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
                  | grep -cE ' PASSED ') passed, $(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
                  | grep -cE ' (FAILED|ERROR) ') failed before it stopped}"
-    done
-fi
-
-if [[ "$steps" == *" bench "* ]]; then
-    for impl in ${BENCH_IMPLS:-mosaic triton}; do
+    fi
+    if [[ "$steps" == *" bench "* && "$bench_impls" == *" $impl "* ]]; then
         rm -f "$OUT_DIR/bench_$impl.txt" "$OUT_DIR/bench_$impl.json"  # a skipped step leaves none
         # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
         run_step "bench $impl" "${T_BENCH:-90}" "$OUT_DIR/bench_$impl.txt" \
             "$PY" -m kvstats_gpu.bench --impl "$impl" --json "$OUT_DIR/bench_$impl.json" ${BENCH_ARGS:-$bench_default}
+        # a row's verdicts (MISMATCH, HOST-BOUND) come first in its line: the cut keeps them
         [[ -f "$OUT_DIR/bench_$impl.txt" ]] && grep -E '^(correctness|measured|CORRECTNESS FAILURE)' \
             "$OUT_DIR/bench_$impl.txt" | cut -c1-400 | sed 's/^/    /' | tee -a "$OUT_DIR/summary.txt"
-    done
-fi
+    fi
+done
 
 note=""
 [[ "$backend" != "gpu" ]] && note=" -- CPU dry run: says nothing about the GPU"

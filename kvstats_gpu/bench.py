@@ -549,16 +549,20 @@ def main(argv: list[str] | None = None) -> int:
         # rewritten after every step: a run killed by a time limit leaves what it measured
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"date": stamp, "jax": jax.__version__, "device": device.device_kind,
-                           "gpu": gpu, "load_average": os.getloadavg()[0], "impls": args.impl,
-                           "correctness": check, "failed": failed, "rows": rows, "complete": complete}, fh,
-                          indent=2)
+                json.dump({"date": stamp, "jax": jax.__version__, "device": device.device_kind, "gpu": gpu,
+                           "load_average": os.getloadavg()[0], "impls": args.impl, "correctness": check,
+                           "failed": failed, "rows": rows, "complete": complete}, fh, indent=2)
 
     def on_row(row: dict[str, Any]) -> None:
         first = not any(r["tokens"] == row["tokens"] for r in rows)
         rows.append(row)
         g = lambda v, f=".4g": "n/a" if v is None else format(v, f)  # noqa: E731
-        print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}: {row['quant_ms']:.4g} ms, "
+        err, ok = row["rel_err_vs_reference"], row["agrees_with_reference"]  # verdicts first: the
+        verdict = ("" if err is None else  # runbook's summary keeps a row's first 400 characters
+                   f" [{'agrees' if ok else 'MISMATCH'}: ||out - reference|| / ||reference|| {err:.2e}"
+                   f"{']' if ok else f' > {AGREE_RTOL:g}]'}") + (" HOST-BOUND (enqueueing a step takes "
+                   "about as long as a step)" if gpu and row["quant_enqueue_ms"] >= 0.8 * row["quant_ms"] else "")
+        print(f"measured {row['tokens']} tokens, {row['scheme']}, {row['path']}{verdict}: {row['quant_ms']:.4g} ms, "
               f"{row['quant_GBps']:.4g} GB/s ({_frac(row['quant_frac_peak'])} of peak); fastest dense bf16 "
               f"({row['dense_baseline']}) {g(row['dense_bf16_ms'])} ms, {g(row['dense_GBps'])} GB/s "
               f"({_frac(row['dense_frac_peak'])}); dense/quantized time {g(row['speedup_vs_dense'], '.3g')} "
@@ -568,12 +572,8 @@ def main(argv: list[str] | None = None) -> int:
               + f"; XLA's bytes accessed: dense (XLA's path) {_mb(row['dense_xla_bytes'])} (floor {_mb(row['dense_bytes'])}), "
               f"quantized {_mb(row['quant_xla_bytes'])} (cache {_mb(row['quant_bytes'])})"
               f"; one step waited for {row['quant_latency_ms']:.4g} "
-              f"ms (dense {g(row['dense_latency_ms'])}), host enqueue {row['quant_enqueue_ms']:.4g} ms/step"
-              + (" HOST-BOUND (enqueueing a step takes about as long as a step)"
-                 if gpu and row["quant_enqueue_ms"] >= 0.8 * row["quant_ms"] else "")
-              + ("" if row["rel_err_vs_reference"] is None else
-                 f"; ||out - reference|| / ||reference|| {row['rel_err_vs_reference']:.2e}"
-                 + ("" if row["agrees_with_reference"] else f" MISMATCH (> {AGREE_RTOL:g})")), flush=True)
+              f"ms (dense {g(row['dense_latency_ms'])}), host enqueue {row['quant_enqueue_ms']:.4g} ms/step",
+              flush=True)
         if first:  # once per length, after its first row
             print(f"measured dense baselines at {row['tokens']} tokens (XLA's bytes accessed; floor "
                   f"{_mb(row['dense_bytes'])}): " + "; ".join(f"{k} {_mb(row['dense_baselines_bytes'][k])} " + (
