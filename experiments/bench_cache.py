@@ -18,11 +18,15 @@ the minimum time over ``--repeats`` runs, after one untimed short run of every
 configuration; the configurations take turns at every decode
 step — A B C, C B A, … with all caches alive at once — so a change of load on a shared
 machine reaches all of them within one token's time; ``--interleave run`` takes turns per
-whole run instead), its ratio to DynamicCache and to
-quanto int4 by wall time and by the process's CPU time, the bytes the cache holds per
+whole run instead), its ratio to DynamicCache and to quanto int4 by wall time and by the
+process's CPU time — computed within each run (the two decode times of one lockstep run,
+which shared its load) and printed as the median [min, max] over the runs (a ratio of
+minima would pair times from different runs) — the bytes the cache holds per
 cached token (every tensor it references, views counted by their whole storage) against
-the stored code bytes per token, and the quality of its next-token predictions against
-DynamicCache's and the scheme's code path's. Prints the load average before and after.
+the stored code bytes per *coded* token (kivi/qjl hold their newest, open group uncoded:
+those tokens, per layer, are printed beside it), and the quality of its next-token
+predictions against DynamicCache's and the scheme's code path's. Prints the load average
+before and after.
 
 Quality is measured teacher-forced: after the timing, every configuration is fed the
 same continuation (DynamicCache's greedy tokens) one token at a time, as in generation,
@@ -96,6 +100,59 @@ def equal_prefix(a, b) -> int:
     return int(differ[0]) if differ.size else len(a)
 
 
+def run_ratios(base, config) -> np.ndarray:
+    """Per-run speed ratios ``base[r] / config[r]``: the two decode times of one run ``r``
+    (one lockstep run shares its load), not the ratio of their minima, which may come
+    from different runs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> run_ratios([10.0, 14.0, 9.0], [11.0, 14.0, 10.0]).round(3).tolist()
+    [0.909, 1.0, 0.9]
+    """
+    base, config = np.asarray(base, dtype=float), np.asarray(config, dtype=float)
+    if base.shape != config.shape or base.ndim != 1 or base.size == 0:
+        raise ValueError(f"base and config must be 1-D times of the same runs; received shapes "
+                         f"{base.shape} and {config.shape}")
+    if np.any(config <= 0) or np.any(base <= 0):
+        raise ValueError(f"decode times must be > 0; received base {base.tolist()}, config {config.tolist()}")
+    return base / config
+
+
+def spread(ratios) -> str:
+    """``"median [min, max]"`` of per-run ratios (two decimals; one run: its value alone).
+
+    Examples
+    --------
+    >>> spread([0.88, 0.93, 0.90]), spread([1.05])
+    ('0.90 [0.88, 0.93]', '1.05')
+    """
+    r = np.asarray(ratios, dtype=float)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError(f"ratios must be a non-empty 1-D sequence; received shape {r.shape}")
+    if r.size == 1:
+        return f"{r[0]:.2f}"
+    return f"{np.median(r):.2f} [{r.min():.2f}, {r.max():.2f}]"
+
+
+def code_bytes_per_coded_token(code_bytes: float, n_coded) -> float:
+    """Code bytes (summed over the layers) per coded token: ``code_bytes`` over the layers'
+    mean ``n_coded`` (NaN before a first group is coded). Tokens held uncoded (kivi's and
+    qjl's open group, a window) cost no code bytes, so dividing by every cached token
+    understated the codes' cost per token.
+
+    Examples
+    --------
+    >>> code_bytes_per_coded_token(7200 * 32, [32, 32]), code_bytes_per_coded_token(0, [0, 0])
+    (7200.0, nan)
+    """
+    coded = float(np.mean(n_coded))
+    if coded < 0 or code_bytes < 0:
+        raise ValueError(f"code_bytes and n_coded must be >= 0; received {code_bytes}, {list(n_coded)}")
+    return code_bytes / coded if coded > 0 else float("nan")
+
+
 def lockstep(model, prompt: torch.Tensor, makers: dict, new: int) -> dict[str, list]:
     """Every configuration's prefill, then their decode steps in turns, token by token
     (A B C, C B A, …), so a change of load on a shared machine reaches all of them within
@@ -127,8 +184,10 @@ def timed_runs(model, prompt: torch.Tensor, makers: dict, new: int, repeats: int
     :func:`lockstep`, or per whole run), after one untimed warm-up of every configuration
     (a prefill of the prompt's first 40 tokens, a whole kivi/qjl group, and 2 decode
     steps: imports, the compiled look-up loops, tables built on first use). Returns
-    {name: [tokens, prefill s, decode wall s, cache, decode CPU s]}, the times each the
-    minimum over the runs."""
+    {name: [tokens, prefill s, decode wall s, cache, decode CPU s, decode wall s of each
+    run, decode CPU s of each run]}: the first three times each the minimum over the runs,
+    the last two lists in run order (index r: run r of every configuration, for
+    :func:`run_ratios`)."""
     lockstep(model, prompt[:, :40], makers, 3)  # warm-up, untimed
     best: dict[str, list] = {}
     for rep in range(repeats):
@@ -142,11 +201,13 @@ def timed_runs(model, prompt: torch.Tensor, makers: dict, new: int, repeats: int
                 runs[name] = [tokens, pre, dec, cache, cpu]
         for name, run in runs.items():
             if name not in best:
-                best[name] = run
+                best[name] = run[:5] + [[run[2]], [run[4]]]
             else:  # minimum over runs, wall and CPU separately
                 best[name][1] = min(best[name][1], run[1])
                 best[name][2] = min(best[name][2], run[2])
                 best[name][4] = min(best[name][4], run[4])
+                best[name][5].append(run[2])
+                best[name][6].append(run[4])
     return best
 
 
@@ -157,7 +218,9 @@ def main(argv=None) -> None:
     parser.add_argument("--scheme", nargs="+", default=["KQV", "turboquant_mse"],
                         help="kvstats schemes of the QuantizedCache rows")
     parser.add_argument("--bits", type=int, default=4, help="their budget per coordinate")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (min time)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs per configuration (decode tok/s: the fastest; ratios: median [min, max] "
+                             "of the per-run ratios)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--model-attn", action="store_true",
                         help="add rows with attention='model' (the model's attention over a decoded copy)")
@@ -206,8 +269,8 @@ def main(argv=None) -> None:
 
     best = timed_runs(model, prompt, configs, args.new, args.repeats, args.interleave)
     names = list(configs)
-    base_tokens, _, base_dec, base_cache, base_cpu = best[base_name]
-    q_dec, q_cpu = (best[quanto_name][2], best[quanto_name][4]) if quanto_name in best else (None, None)
+    base_tokens, _, _, base_cache, _, base_dec, base_cpu = best[base_name]
+    q_dec, q_cpu = (best[quanto_name][5], best[quanto_name][6]) if quanto_name in best else (None, None)
     n_cached = args.prompt + args.new - 1
     fp32 = held_bytes(base_cache.layers) / n_cached
     quality = teacher_forced(model, prompt, configs, base_tokens, base_name)
@@ -217,7 +280,9 @@ def main(argv=None) -> None:
           f"after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
     turns = "per decode step (A B C, C B A, …)" if args.interleave == "step" else "per run"
     print(f"# prompt {args.prompt} tokens + {args.new} greedy; decode time summed over the steps, "
-          f"configurations taking turns {turns}; min of {args.repeats} runs; quality teacher-forced on "
+          f"configurations taking turns {turns}; decode tok/s the fastest of {args.repeats} runs, each ratio "
+          f"the median [min, max] of the per-run ratios (same run's times); stored code bytes per coded "
+          f"token (uncoded: tokens per layer held in full precision, no codes); quality teacher-forced on "
           f"DynamicCache's {args.new} greedy tokens (top-1 agreement, mean KL in nats per token)")
     from kvstats.models.lut_kernel import kernel
 
@@ -228,11 +293,14 @@ def main(argv=None) -> None:
           "| greedy prefix = DynamicCache | greedy prefix = code path |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        tokens, pre, dec, cache, cpu = best[name]
+        tokens, pre, dec, cache, cpu, decs, cpus = best[name]
         held = held_bytes(cache.layers) / n_cached
+        uncoded = ""
         if isinstance(cache, QuantizedCache):
             rep = cache.memory_report()
-            stored = rep["code_bytes"] / n_cached
+            stored = code_bytes_per_coded_token(rep["code_bytes"], [lay.n_coded for lay in cache.layers])
+            if rep["uncoded_tokens"]:  # kivi/qjl's open group: held in full precision, no codes
+                uncoded = f" ({rep['uncoded_tokens'] / len(cache.layers):.0f} uncoded)"
             if abs(rep["held_bytes"] + rep["fixed_bytes"] - held * n_cached) > 0.001 * held * n_cached:
                 print(f"  (memory_report {rep['held_bytes'] + rep['fixed_bytes']} vs walked {held * n_cached})")
             fixed = rep["fixed_bytes"]
@@ -246,11 +314,12 @@ def main(argv=None) -> None:
         top1_code = "—" if own else f"{np.mean(top1 == quality[ref][0]):.3f}"
         prefix_code = "—" if own else equal_prefix(tokens, best[ref][0])
         known = stored == stored  # NaN: the cache's code bytes are not separable (quanto)
-        stored_txt = f"{stored:,.0f}" if known else "—"
+        stored_txt = (f"{stored:,.0f}" if known else "—") + uncoded
         # no ratio before a first whole group is coded (qjl/kivi prompts under 32 tokens)
         ratio_txt = f"{held / stored:.3f}" if known and stored > 0 else "—"
-        vs_q = (f"{q_dec / dec:.2f} | {q_cpu / cpu:.2f}") if q_dec else "— | —"
-        print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {base_dec / dec:.2f} | {base_cpu / cpu:.2f} | "
+        vs_q = (f"{spread(run_ratios(q_dec, decs))} | {spread(run_ratios(q_cpu, cpus))}") if q_dec else "— | —"
+        print(f"| {name} | {pre:.2f} | {(args.new - 1) / dec:.1f} | {spread(run_ratios(base_dec, decs))} | "
+              f"{spread(run_ratios(base_cpu, cpus))} | "
               f"{vs_q} | {held:,.0f}{note} | {stored_txt} | {ratio_txt} | {np.mean(top1 == base_tokens):.3f} | "
               f"{kl:.4f} | {top1_code} | {equal_prefix(tokens, base_tokens)} | {prefix_code} |")
     if quanto_note:
