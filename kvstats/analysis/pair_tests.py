@@ -207,8 +207,11 @@ def _no_tost_reason(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], test: 
         if (v < 0).any():
             return (f"{name} has {int((v < 0).sum())} negative value(s) of {v.size}; a ratio "
                     "of means is tested on values ≥ 0")
-        if not v.any():
-            return f"{name}'s {v.size} values are all 0; a ratio to a mean of 0 is undefined"
+    zero = [f"{name}'s {v.size}" for v, name in zip((x, y), labels) if not v.any()]
+    if len(zero) == 2:   # every all-zero side named: both, 0/0
+        return f"{zero[0]} values and {zero[1]} values are all 0; a ratio of means 0/0 is undefined"
+    if zero:
+        return f"{zero[0]} values are all 0; a ratio to a mean of 0 is undefined"
     return None
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from kvstats._checks import check_int, check_real
 from kvstats.analysis.frame import (CASE_COLUMNS, METRICS, POOLED_SNRS, _in_trial_order,
                                     check_frame, reported_pooled_snrs)
-from kvstats.analysis.clustered import warn_if_trials_share_clusters
+from kvstats.analysis.clustered import N_IN_CLUSTER, warn_if_trials_share_clusters
 from kvstats.analysis.intervals import _in_unit_interval, few_nonzero, mean_ci, tail_alpha
 from kvstats.metrics.table import METRIC_TABLE
 
@@ -16,7 +16,7 @@ __all__ = ["summary_table", "POOLED_SNRS"]
 
 
 def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples: int = 999,
-                  seed: int = 0) -> pd.DataFrame:
+                  seed: int = 0, trials: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean and bootstrap CI of every metric per case, budget and scheme, plus worst cases.
 
     Parameters
@@ -35,6 +35,17 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
         Seed of the bootstrap; each row's resamples are drawn from it and the row's values
         (:func:`kvstats.analysis.intervals.mean_ci`), so equal values get equal intervals,
         here and in :func:`~kvstats.analysis.theory_table`.
+    trials : DataFrame, optional
+        With ``frame`` the cluster means (:func:`~kvstats.analysis.aggregate_clusters`), the
+        per-trial frame they are the means of: then ``p99``, ``max`` and ``tail_index`` are
+        of the trials (a cluster mean averages a catastrophic trial away: the worst trial of
+        a text reads 2–3× smaller in its text's mean), ``n_trials`` counts the trials and
+        ``n_clusters`` the clusters (the units of the mean, its interval and ``median``),
+        and ``ci_reliable`` is also False where the trials' tail bound is below 2 (a mean of
+        a fixed number of trials keeps their tail index, so the means' bootstrap is as
+        unreliable, and the trials have enough values for the screen where a few texts do
+        not). A cell of one but not the other, or whose cluster sizes do not add up to its
+        trials, is a ValueError.
 
     Returns
     -------
@@ -94,6 +105,14 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     ...     bits_total=4.25, trial=np.arange(50))
     >>> int(summary_table(f, n_resamples=199).set_index("metric").loc["kl", "n_trials"])
     50
+
+    Over cluster means, with the trials' tails (10 clusters of 5 trials):
+
+    >>> from kvstats.analysis import aggregate_clusters
+    >>> t = f.assign(distribution="real", cluster=np.arange(50) // 5)
+    >>> s = summary_table(aggregate_clusters(t), n_resamples=199, trials=t).set_index("metric")
+    >>> s.loc["kl", ["n_trials", "n_clusters"]].tolist(), bool(s.loc["kl", "max"] == t["kl"].max())
+    ([50, 10], True)
     """
     # each cell's values in trial order: the means' last bits do not follow the row order
     frame = _in_trial_order(check_frame(frame))
@@ -104,8 +123,10 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
     rows = []
     metrics = METRICS + reported_pooled_snrs(frame)
     keys = list(CASE_COLUMNS) + ["budget", "scheme"]
+    cells = _trial_cells(frame, trials, keys)
     for key, grp in frame.groupby(keys, sort=False):
         base = dict(zip(keys, key))
+        tails = grp if cells is None else cells[key]   # the tails' values: the trials
         base["bits_nominal"] = float(grp["bits_nominal"].iloc[0])
         base["bits_total"] = float(grp["bits_total"].iloc[0])
         for metric in metrics:
@@ -117,16 +138,39 @@ def summary_table(frame: pd.DataFrame, *, confidence: float = 0.95, n_resamples:
             unit = METRIC_TABLE[metric].unit == "fraction" and _in_unit_interval(x)
             mean, low, high = mean_ci(x, confidence, n_resamples, seed,
                                       unit_interval=unit)
-            alpha = tail_alpha(x, metric)
+            xt = tails[metric].to_numpy(dtype=np.float64)
+            alpha = tail_alpha(xt, metric)
+            # over cluster means, their own tail too (the means are what is resampled)
+            heavy = alpha < 2 or (cells is not None and tail_alpha(x, metric) < 2)
             rows.append({**base, "metric": metric, "mean": mean, "ci_low": low, "ci_high": high,
-                         "median": _quantile(x, 0.5), "p99": _quantile(x, 0.99),
-                         "max": float(np.max(x)), "n_trials": int(len(x)),
+                         "median": _quantile(x, 0.5), "p99": _quantile(xt, 0.99),
+                         "max": float(np.max(xt)), "n_trials": int(len(xt)),
+                         **({} if cells is None else {"n_clusters": int(len(x))}),
                          "n_nonfinite": int((~finite).sum()), "tail_index": alpha,
                          # a heavy tail, or a mean carried by a few nonzero values (the
                          # screen needs 10 positive values; intervals.few_nonzero, a
                          # fraction's 1 − x too)
-                         "ci_reliable": not alpha < 2 and not few_nonzero(x, metric)})
+                         "ci_reliable": not heavy and not few_nonzero(x, metric)})
     return pd.DataFrame(rows)
+
+
+def _trial_cells(frame: pd.DataFrame, trials: pd.DataFrame | None,
+                 keys: list[str]) -> dict[tuple, pd.DataFrame] | None:
+    """Each cell's trials (``trials`` given), checked to be those ``frame``'s cluster means
+    average: the same cells, and cluster sizes that add up to each cell's trials."""
+    if trials is None:
+        return None
+    if N_IN_CLUSTER not in frame.columns:
+        raise ValueError(f"trials is for a frame of cluster means (a column {N_IN_CLUSTER!r}, "
+                         "kvstats.analysis.aggregate_clusters); received a frame without it")
+    cells = dict(iter(_in_trial_order(check_frame(trials)).groupby(keys, sort=False)))
+    sizes = frame.groupby(keys, sort=False)[N_IN_CLUSTER].sum()
+    wrong = [k for k in set(cells) | set(sizes.index)
+             if k not in cells or k not in sizes.index or int(sizes[k]) != len(cells[k])]
+    if wrong:
+        raise ValueError(f"trials must be the trials whose cluster means frame holds; "
+                         f"{len(wrong)} cell(s) differ, e.g. {sorted(map(str, wrong))[0]}")
+    return cells
 
 
 def _quantile(x: np.ndarray, q: float) -> float:

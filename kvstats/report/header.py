@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from kvstats.report.notation import _unit_counts
+from kvstats.report.tables import NO_GUARANTEE, NOT_INDEPENDENT_MARK
 from kvstats.report.options import validate_report_options
 from kvstats.report.wording import (FEW_UNITS, R_CONVENTION, R_CONVENTION_PAIRED, TIES_NOTE,
                                     _heavy_summary, _location_name, _resolution, _scope_text,
@@ -25,7 +27,8 @@ __all__ = ["header_lines"]
 
 def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFrame,
                  comp: pd.DataFrame, opts: dict[str, Any], unit_text: str, *, unit: str,
-                 heavy: bool, after: dict[str, dict[str, Any]] | None = None) -> list[str]:
+                 heavy: bool, after: dict[str, dict[str, Any]] | None = None,
+                 dependent: bool = False) -> list[str]:
     """The header's bullets, in the report's order.
 
     Parameters
@@ -46,6 +49,9 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         Whether some mean's bootstrap interval is flagged as not reliable (``ci_reliable``).
     after : dict, optional
         The options set after the sweep (:func:`_set_after_sweep`; None or {}: none).
+    dependent : bool
+        Whether the tests took trials that share clusters as units (unit = "trial" by
+        request on clustered data): the error-rate line then claims no bound.
 
     Returns
     -------
@@ -75,16 +81,18 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
     git = man.get("git") or {}
     host = man.get("host") or {}
     # the fewest units of a mean (the all-0 fraction's exact interval is shown at it)
-    fewest = int(summary["n_trials"].min()) if "n_trials" in summary and len(summary) else None
+    fewest = int(_unit_counts(summary).min()) if len(_unit_counts(summary)) else None
     # only a TOST row can back "equal within δ": without one the header must not imply it can
-    has_tost = bool("test" in comp and (comp["test"] == "equivalence").any())
+    has_tost = bool("test" in comp and ((comp["test"] == "equivalence") & comp["pvalue"].notna()).any())
     return [
         f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
         + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
            if synthetic else "")
         + (", a real trial's queries: its KV head's query heads at the last position"
            if has_real else "")
-        + f", root seed {cfg.seed}; "   # the config's: checked by its fingerprint
+        # the sweep's seed, the report's (bootstrap, permutations), the config's fingerprint
+        + f", root seed {cfg.seed}; report seed {opts.get('seed')} (bootstrap and permutations); "
+        f"config fingerprint {str(man.get('config_fingerprint') or 'unknown')[:12]}; "
         f"ran {man.get('started')} → {man.get('finished')} ({man.get('seconds')} s, "
         f"{man.get('n_computed')} cells computed, executor {man.get('executor')}).",
         f"Host: {host.get('platform')}, {host.get('cpus')} CPUs"
@@ -120,11 +128,13 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + ": there the two schemes' values were equal on every unit observed"
         + "). Neither is a claim that two schemes are equal: "
         + ("that is what the equivalence tests (declared margins) are for." if has_tost else
+           "no TOST could run at the declared margins (each equivalence row says why), so nothing "
+           "in this report supports \"≈\"." if opts.get("equivalence") else
            "no equivalence margins were declared, so nothing in this report supports \"≈\" "
            "(a TOST needs a margin per metric, declared before the results: [report] "
            "equivalence)."),
         *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]),
-                            equivalence=has_tost)]
+                            equivalence=has_tost, dependent=dependent)]
           if comp.attrs.get("n_tests") else []),
         *([_energy_skipped_text(comp)] if comp.attrs.get("energy_skipped") else []),
         R_CONVENTION_PAIRED if paired else R_CONVENTION,
@@ -197,11 +207,13 @@ def _error_rate_condition(correction: str) -> tuple[str, str]:
 
 
 def _error_rate_text(correction: str, alpha: float, n_tests: int, *,
-                     equivalence: bool = True) -> str:
+                     equivalence: bool = True, dependent: bool = False) -> str:
     """What a significant row is worth: the error rate the family's correction bounds, and
     under which dependence of the tests (:data:`_FWER_CONDITIONS`; BH's PRDS).
     ``equivalence``: whether the family holds TOST rows (False: "equivalent within δ" is
-    left out of the significant rows, as no such row can occur).
+    left out of the significant rows, as no such row can occur). ``dependent``: the tests
+    took trials that share clusters as units (unit = "trial" by request), whose p-values do
+    not hold their level: no bound is claimed.
 
     Examples
     --------
@@ -213,9 +225,16 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int, *,
     True
     >>> "positive orthant dependence" in _error_rate_text("sidak", 0.05, 600)
     True
+    >>> _error_rate_text("holm", 0.05, 6, dependent=True)[53:76]
+    'no error-rate guarantee'
     """
     head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
     rate, dep = _error_rate_condition(correction)
+    if dependent:   # the bound needs valid p-values, whatever their dependence
+        return (head + f"{NO_GUARANTEE}. Its {rate} bound at {alpha:g} assumes p-values that "
+                "hold their level, and these, of trials that share a cluster (text) counted as "
+                f"independent, do not; every verdict of a test is marked \"{NOT_INDEPENDENT_MARK}\" "
+                "(unit = \"auto\" tests the cluster means).")
     if correction in _FAMILY_WISE:
         return (head + f"the probability that any significant row (a winner, \"different\", "
                 "\"distributions differ\"" + (", \"equivalent within δ\"" if equivalence else "")
@@ -397,7 +416,7 @@ def _energy_skipped_text(comp: pd.DataFrame) -> str:
 
 def _fewest_units(summary: pd.DataFrame) -> int:
     """The smallest count of units (trials, or clusters on cluster means) a summary mean rests on."""
-    counts = summary["n_trials"] if "n_trials" in summary else pd.Series(dtype=int)
+    counts = _unit_counts(summary)
     return int(counts.min()) if len(counts) else FEW_UNITS
 
 

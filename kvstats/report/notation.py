@@ -73,6 +73,57 @@ def _apart(a: float, b: float, digits: int = 4) -> int:
     return digits
 
 
+def _unit_counts(summary: Any) -> Any:
+    """Each summary row's count of units, what its mean and interval are over: ``n_clusters``
+    on cluster means (whose ``n_trials`` counts the trials), else ``n_trials``; an empty
+    Series without either."""
+    import pandas as pd
+
+    for col in ("n_clusters", "n_trials"):
+        if col in summary:
+            return summary[col]
+    return pd.Series(dtype=int)
+
+
+def _cluster_spans(trials: pd.DataFrame) -> str:
+    """How the cells' trials come in clusters, said per kind of case: real cases' texts,
+    other shared clusters, and cases whose every trial is its own cluster (synthetic
+    trials, aggregate_clusters' rule for a NaN cluster); each kind named only in a report
+    holding more than one.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"distribution": ["real"] * 4 + ["gaussian"] * 2, "params": "-",
+    ...     "dim": 16, "n_keys": 32, "budget": 3.0, "scheme": "KV",
+    ...     "trial": [0, 1, 2, 3, 0, 1], "cluster": [0, 0, 1, 1, None, None]})
+    >>> _cluster_spans(f)
+    'real cases: 2 texts per mean, 2 trials per text; synthetic cases: 2 trials per mean, each its own cluster'
+    """
+    from kvstats.analysis.frame import CASE_COLUMNS
+    from kvstats.results import REAL
+
+    t = trials.assign(cluster=trials["cluster"].fillna(trials["trial"]))
+    keys = [*CASE_COLUMNS, "budget", "scheme"]
+    cells = t.groupby(keys, sort=False)
+    k, n = cells["cluster"].nunique(), cells.size()
+    per = t.groupby([*keys, "cluster"], sort=False, dropna=False).size().droplevel("cluster")
+    real = cells["distribution"].first() == REAL
+    span = lambda v: f"{int(v.min())}" + ("" if v.min() == v.max() else f"–{int(v.max())}")
+    own = real[k == n]   # cells whose every trial is its own cluster: named by their kind
+    kinds = [("real cases", (k < n) & real, "text"), ("clustered synthetic cases", (k < n) & ~real,
+             "cluster"), ("real cases" if own.all() else "synthetic cases" if not own.any()
+                          else "the other cases", k == n, None)]
+    parts = []
+    for name, sel, one in kinds:
+        if not sel.any():
+            continue
+        cut = sel[sel].index
+        parts.append((name, f"{span(k[cut])} {one}s per mean, {span(per.loc[cut])} trials per {one}"
+                      if one else f"{span(n[cut])} trials per mean, each its own cluster"))
+    return "; ".join(text if len(parts) == 1 else f"{name}: {text}" for name, text in parts)
+
+
 def _pct(level: float) -> str:
     """A confidence level as a percentage, never truncated (0.975 → "97.5%", not "97%")."""
     return f"{100 * float(level):.10g}%"

@@ -33,7 +33,7 @@ from kvstats.report.document import records, to_jsonable
 from kvstats.plugins import relocate_plugins
 from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _staging_folder
 from kvstats.report.header import _set_after_sweep
-from kvstats.report.notation import _case_key, figure_names
+from kvstats.report.notation import _case_key, _cluster_spans, figure_names
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import build_document
 from kvstats.report.wording import _resolution
@@ -264,8 +264,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
             # of clustered data, unit = "trial" by request, or real trials that record no text
             # (an old sweep); the header says what that costs (_unit_text)
             warnings.simplefilter("ignore", TrialsAsUnitsWarning)
+            # p99, max and the tail screen of the trials, as labelled (not of cluster means)
             summary = summary_table(frame, confidence=opts["confidence"],
-                                    n_resamples=opts["bootstrap_resamples"], seed=opts["seed"])
+                                    n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
+                                    trials=trials if use_clusters and clustered else None)
             comp = compare(frame)
             comp_trials = compare(trials) if use_clusters and clustered else None
             theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
@@ -307,6 +309,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                            "n_resamples": opts["bootstrap_resamples"]}, unplotted)
             computing.what = "the document"
             doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
+                                 dependent=clustered and not use_clusters,   # unit = "trial" by request
                                  comparisons=comparisons, figure_names=names, unplotted=unplotted)
             (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
             (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
@@ -481,12 +484,11 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
                    "test conservative where the paired means are positively correlated and "
                    "anti-conservative where they are negatively correlated (pairing = \"trial\" "
                    "uses it)" + _rho_text(rho, "cluster"))
-        cells = trials.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
-        k, n = cells["cluster"].nunique(), cells.size()
-        return (f"Unit of observation: **the cluster** (the text of a real capture): each cell's "
-                f"{_span(n)} trials come from {_span(k)} clusters, whose trials share the text and "
-                "are not independent; every test, interval, count and figure uses the cluster "
-                "means (kvstats.analysis.aggregate_clusters). The trial-level tests are in "
+        return (f"Unit of observation: **the cluster** (the text of a real capture; a trial "
+                f"without one is its own): {_cluster_spans(trials)}; the trials of one text "
+                "(cluster) are not independent; every test, interval, count and figure uses the cluster "
+                "means (kvstats.analysis.aggregate_clusters), except the KL p99, max and tail α, "
+                "of every trial. The trial-level tests are in "
                 "tables/comparisons_trial_level.csv and the section \"Trial-level tests (not "
                 "independent)\", labelled as such." + matched)
     if clustered:
@@ -510,11 +512,6 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
                     "an independent draw of the scheme's randomness)") + ". ") + pairing)
     return ("Unit of observation: the trial (an independent K, V, q and an independent draw of the "
             "scheme's randomness). " + pairing)
-
-
-def _span(values: pd.Series) -> str:
-    lo, hi = int(values.min()), int(values.max())
-    return str(lo) if lo == hi else f"{lo}–{hi}"
 
 
 def _figures(frame: pd.DataFrame, comp: pd.DataFrame, comparisons: Sequence[tuple[str, str]],

@@ -28,12 +28,12 @@ from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.crossover_text import _crossover_section, crossover_summary_line
 from kvstats.report.document import Document
 from kvstats.report.header import _error_rate_condition, _set_after_sweep, header_lines
-from kvstats.report.notation import _case_key, _case_title, _num, _p, _pct
+from kvstats.report.notation import _case_key, _case_title, _cluster_spans, _num, _p, _pct, _unit_counts
 from kvstats.report.notation import figure_names as _figure_names
-from kvstats.report.tables import (RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
+from kvstats.report.tables import (NO_GUARANTEE, NOT_INDEPENDENT_MARK, RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
                                    _comparison_table, _heavy_keys, _interval_and_region,
                                    _mean_heavy, _ratio_near_alpha, _scheme_table, _theory_fmt,
-                                   metrics_table)
+                                   metrics_table, _no_difference_clause)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
                                     INCONCLUSIVE, _budget_text, _exact, _heavy_summary, _location_name,
@@ -83,8 +83,7 @@ def _equivalence_section(doc: Document, comp: pd.DataFrame, opts: dict[str, Any]
     key = ["scheme_a", "scheme_b", "budget", "budget_b", *CASE_COLUMNS, "metric"]
     loc = comp[comp["test"] == LOCATION_TESTS[opts.get("pairing", "none")]]
     blind = set(loc.loc[~loc["resolvable"] & ~loc["significant"], key].itertuples(index=False, name=None))
-    no_difference = (f" ({_location_name(opts)} test not resolvable: no difference could have "
-                     "been shown)")
+    no_difference = _no_difference_clause(_location_name(opts))
     doc.ul([f"{_case_title(r._asdict(), digits)}, n = {r.budget:g}"
             + (f" vs {r.budget_b:g}" if r.budget_b != r.budget else "")
             + f", {r.scheme_a} vs {r.scheme_b}, {r.metric}: "
@@ -242,10 +241,11 @@ def _trials_per_cluster(trials: pd.DataFrame) -> list[int]:
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                      comp: pd.DataFrame, cross: pd.DataFrame, opts: dict[str, Any], unit: str,
                      clustered: bool, heavy: bool, after: dict[str, Any] | None = None,
-                     per_cluster: list[int] | None = None) -> None:
+                     per_cluster: str | None = None, dependent: bool = False) -> None:
     """What the report found, counted from its own tables (comparisons.csv's verdicts,
     crossovers.csv, the summary's ‡ marks): no test and no number of its own (``after``:
-    header._set_after_sweep's options, named in the family's line; ``per_cluster``: :func:`_trials_per_cluster`)."""
+    header._set_after_sweep's options, named in the family's line; ``per_cluster``: :func:`_cluster_spans`; ``dependent``: trials of shared clusters tested as
+    units, by request: no error rate claimed)."""
     doc.h(2, "Summary")
     one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
     lines = []
@@ -254,21 +254,23 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
     design = ("paired (pairing = \"trial\": each scheme's value on a "
               f"{one} matched with the other's on the same {one})" if paired else
               "two independent samples per pair (pairing = \"none\")")
-    sizes = sorted(set(summary["n_trials"].astype(int))) if "n_trials" in summary and len(summary) else []
+    sizes = sorted(set(_unit_counts(summary).astype(int)))
     # a mean's count is of units (texts when clustered: not trials); each unit's trials said apart
     span = lambda s, u: f"{s[0]}{'' if len(s) == 1 else f'–{s[-1]}'} {u if s[-1] > 1 else u[:-1]}"
-    per = f", {span(per_cluster, 'trials')} per {one}" if clustered and per_cluster else ""
-    of_unit = (f"the {one}" + (", its trials averaged first" if clustered else "")
-               + (f" ({span(sizes, unit)} per mean{per})" if sizes else ""))
+    # each kind of case's texts (or clusters) and trials apart (per_cluster: _cluster_spans)
+    of_unit = (f"the {one}" + (f", its trials averaged first ({per_cluster})" if clustered and per_cluster
+                               else f" ({span(sizes, unit)} per mean)" if sizes else ""))
     if n:
         # the bound's condition on the tests' dependence, worded once (the Methods' error-rate line)
         rate, dep = _error_rate_condition(opts["correction"])
+        bound = (NO_GUARANTEE + f"; verdicts marked \"{NOT_INDEPENDENT_MARK}\"" if dependent else
+                 f"{rate} ≤ {opts['alpha']:g}, {dep}")
         how = ("option energy = false, set after the sweep" if "energy" in (after or {})
                else "[report] option energy = false")
         left_out = "" if opts.get("energy", True) else f", no 6D energy test (left out by the {how})"
         late = f"; set after the sweep, not declared in its config: {', '.join(after)} (see Methods)" if after else ""
         lines.append(f"Family: {n} p-value{'' if n == 1 else 's'} adjusted together by {opts['correction']} at "
-                     f"α = {opts['alpha']:g} ({rate} ≤ {opts['alpha']:g}, {dep}){left_out}{late}; design: {design}; "
+                     f"α = {opts['alpha']:g} ({bound}){left_out}{late}; design: {design}; "
                      f"unit: {of_unit}"
                      + ("; the trial-level tests (not independent) are a family of their own, "
                         "not counted here." if clustered else "."))
@@ -282,7 +284,19 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
         counts = _verdict_counts(rows)
         winner = (" (a winner)" if test in LOCATION_TESTS.values() else
                   " (the distributions differ)" if test == "ks" else "")
+        untested = rows[rows["pvalue"].isna()] if test == "equivalence" else rows[:0]
+        rows = rows.drop(untested.index)   # a TOST that could not run is no test of the family
         text = f"{len(rows)} {name if len(rows) != 1 else name.replace('tests', 'test', 1)}, one per {each}: "
+        # after the TOSTs' line, or alone where no TOST ran
+        apart = [f"{len(untested)} equivalence row{'' if len(untested) == 1 else 's'} without a TOST, "
+                 "so not in the family (each row says why: e.g. a mean of 0, to which no ratio is "
+                 "defined): " + ", ".join(f"{c} {v}" for v, c in _verdict_counts(untested).items())
+                 + "."] if len(untested) else []
+        if len(untested):
+            counts = _verdict_counts(rows)
+            if rows.empty:
+                lines += apart
+                continue
         if test == "equivalence":   # a TOST concludes "equivalent" or nothing: "different" is the location test's
             eq = counts.pop("equivalent within δ", 0)
             hidden = int(sum(tost_not_shown_resolvable(r) for r in rows.itertuples(index=False)))
@@ -297,7 +311,7 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
             text += ", ".join(_not_resolvable_count(c, agreed, paired, test) if v == NOT_RESOLVABLE else
                               f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
                               for v, c in counts.items())
-        lines.append(text + ".")
+        lines += [text + ".", *apart]
     if not comp.empty:
         lines.append(crossover_summary_line(comp, cross))
     # no mark at all where no mean is marked (the report has no ‡ then, and no footnote)
@@ -318,7 +332,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               theory: pd.DataFrame, figs: dict[str, Path], opts: dict[str, Any], unit_text: str,
               comp_trials: pd.DataFrame | None, *, comparisons: Sequence[tuple[str, str]] | None = None,
               figure_names: dict[tuple, str] | None = None,
-              unplotted: Mapping[tuple, Sequence[str]] | None = None) -> Document:
+              unplotted: Mapping[tuple, Sequence[str]] | None = None,
+              dependent: bool = False) -> Document:
     """The report's document: summary, methods, equivalence, crossovers, figures, per-case
     tables, theory.
 
@@ -354,6 +369,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     unplotted : mapping, optional
         Case key (:func:`~kvstats.report.notation._case_key`) → the Shannon–φ planes of the
         case with nothing to place (every mean φ 0), said in the case's section.
+    dependent : bool
+        Whether the tests took as units trials that share clusters (unit = "trial" by
+        request on clustered data): then no error rate is claimed and every verdict of a
+        test is marked :data:`~kvstats.report.tables.NOT_INDEPENDENT_MARK`.
 
     Returns
     -------
@@ -399,9 +418,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     doc.h(1, "kvstats hypothesis report")
     # what the report found first, from the tables below; then how (the header's bullets)
     _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy, after,
-                     _trials_per_cluster(result.frame) if clustered else None)
+                     _cluster_spans(result.frame) if clustered else None, dependent)
     doc.h(2, "Methods")
-    doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy, after=after))
+    doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy,
+                        after=after, dependent=dependent))
     doc.h(2, "Metrics and units")
     doc.table(metrics_table())
     doc.p(_budget_text(summary, unit))
@@ -498,7 +518,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.table(_scheme_table(bsum, unit))
             bcomp = case_comp[case_comp["budget"] == budget]
             if not bcomp.empty:
-                doc.table(_comparison_table(bcomp, heavy_keys, ratio, opts["alpha"]))
+                doc.table(_comparison_table(bcomp, heavy_keys, ratio, opts["alpha"], dependent))
     is_bound = theory["quantity"].isin(list(BOUND_QUANTITIES.values()))
     bounds, theory = theory[is_bound], theory[~is_bound]
     doc.h(2, "Distance to the rate–distortion limit")

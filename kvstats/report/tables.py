@@ -13,13 +13,32 @@ from typing import Any
 import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, METRICS, TESTABLE_METRICS
-from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE
+from kvstats.analysis.compare import LOCATION_TESTS, NO_DIFFERENCE, NOT_RESOLVABLE
 from kvstats.analysis.theory import BOUND_QUANTITIES
 from kvstats.metrics.table import METRIC_TABLE
 from kvstats.report.notation import _apart, _case_title, _ci, _num, _p
-from kvstats.report.wording import (DOMINANCE_HEADER, EQUIVALENCE_NOT_SHOWN, HEAVY_MARK, R_HEADER,
+from kvstats.report.wording import (DOMINANCE_HEADER, EQUIVALENCE_NOT_SHOWN, HEAVY_MARK, INCONCLUSIVE, R_HEADER,
                                     U_HEADER, UNDEFINED_EFFECT, _exact, equivalence_verdict_text,
                                     tost_not_shown_resolvable)
+
+
+#: Where the tests took trials that share clusters (texts) as units, by request (unit =
+#: "trial"): what the family's error rate is then, and the mark after each verdict of a test.
+NO_GUARANTEE = ("no error-rate guarantee: trial-level tests of clustered data, unit = \"trial\" "
+                "by request")
+NOT_INDEPENDENT_MARK = "(trials not independent)"
+
+
+def _no_difference_clause(test: str) -> str:
+    """After an "inconclusive" equivalence verdict whose location test (``test``: "sign" or
+    "Mann–Whitney") could not have rejected: its "neither a difference" is the design's.
+
+    Examples
+    --------
+    >>> _no_difference_clause("sign")
+    ' (sign test not resolvable: no difference could have been shown)'
+    """
+    return f" ({test} test not resolvable: no difference could have been shown)"
 
 
 def _flag(text: str, reliable: bool) -> str:
@@ -29,7 +48,8 @@ def _flag(text: str, reliable: bool) -> str:
 
 def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
     """Wide, formatted table: one row per scheme at one case and budget; ``unit`` names the
-    count column (what the means and intervals are over: "trials", or "texts" on cluster means)."""
+    count column (what the means and intervals are over: "trials", or "texts" on cluster means,
+    then beside a "trials" column: what the KL p99, max and tail α are over)."""
     rows = []
     for scheme, grp in summary.groupby("scheme", sort=False):
         g = grp.set_index("metric")
@@ -43,7 +63,11 @@ def _scheme_table(summary: pd.DataFrame, unit: str = "trials") -> pd.DataFrame:
         row["kl p99"] = _num(g.loc["kl", "p99"])
         row["kl max"] = _num(g.loc["kl", "max"])
         row["kl tail α (95% upper)"] = _tail(g.loc["kl", "tail_index"]) if "tail_index" in g else "–"
-        row[unit] = int(g.loc["kl", "n_trials"])
+        if "n_clusters" in g:   # cluster means: the tails' trials beside the means' units
+            row["trials"] = int(g.loc["kl", "n_trials"])
+            row[unit] = int(g.loc["kl", "n_clusters"])
+        else:
+            row[unit] = int(g.loc["kl", "n_trials"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -76,10 +100,34 @@ def _tail(alpha: float) -> str:
     return text
 
 
+def _p_of_row(row: Any, alpha: float | None = None) -> str:
+    """A row's adjusted p (:func:`~kvstats.report.notation._p`), except where its verdict
+    ("not resolvable at … (smallest attainable adjusted p …)") prints the same number: then
+    as the verdict does, 3 significant digits (more where fewer would read ≤ α), so one
+    number reads one way on a row (0.0625, not 0.062 beside it).
+
+    Examples
+    --------
+    >>> v = "not resolvable at n = 8 pairs (smallest attainable adjusted p 0.0625)"
+    >>> row = {"pvalue_adjusted": 0.0625, "min_attainable_p_adjusted": 0.0625, "verdict": v}
+    >>> _p_of_row(row, 0.05), _p_of_row({**row, "pvalue_adjusted": 0.5}, 0.05)
+    ('0.0625', '0.500')
+    """
+    x = row["pvalue_adjusted"]
+    if not (str(row.get("verdict", "")).startswith(NOT_RESOLVABLE)
+            and x == row.get("min_attainable_p_adjusted")):
+        return _p(x, alpha)
+    digits, text = 3, f"{x:.3g}"   # kvstats.analysis.resolution.not_resolvable_text's digits
+    while alpha is not None and float(text) <= alpha < x and digits < 17:
+        digits += 1
+        text = f"{x:.{digits}g}"
+    return text
+
+
 def _pvalue_cell(row: Any, alpha: float | None = None) -> str:
-    """Adjusted p-value (on α's side of it, :func:`~kvstats.report.notation._p`), with the
+    """Adjusted p-value (on α's side of it, :func:`_p_of_row`), with the
     permutations a permutation test drew (of its cap), or enumerated where it is exact."""
-    text = _p(row["pvalue_adjusted"], alpha) if not math.isnan(row["pvalue_adjusted"]) else "–"
+    text = _p_of_row(row, alpha) if not math.isnan(row["pvalue_adjusted"]) else "–"
     if _exact(row["note"]):
         text += f" (exact, {int(row['n_permutations'])} relabellings)"
     elif row["max_permutations"]:
@@ -133,11 +181,16 @@ def _ratio_near_alpha(r: Any, alpha: float, paired: bool) -> bool:
 
 
 def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
-                      ratio: bool = True, alpha: float | None = None) -> pd.DataFrame:
+                      ratio: bool = True, alpha: float | None = None,
+                      dependent: bool = False) -> pd.DataFrame:
     """Formatted pair × metric table (Mann–Whitney beside KS and the equivalence test, or under the
     paired design the sign test beside the equivalence test) plus energy rows;
     ``heavy`` (:func:`_heavy_keys`) marks ratio-of-means (``ratio``) equivalence cells ‡;
-    ``alpha`` (default: ``comp.attrs["alpha"]``) keeps each printed p on its side of α."""
+    ``alpha`` (default: ``comp.attrs["alpha"]``) keeps each printed p on its side of α;
+    ``dependent`` (trials of shared clusters tested as units) marks each verdict of a test
+    :data:`NOT_INDEPENDENT_MARK` (not a "not resolvable" one: the design's, not the p-value's)."""
+    mark = (lambda v: v if not dependent or str(v).startswith(NOT_RESOLVABLE) else
+            f"{v} {NOT_INDEPENDENT_MARK}")
     if alpha is None:
         alpha = comp.attrs.get("alpha")
     rows = []
@@ -153,7 +206,7 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                "mean a": _num(r.mean_a), "mean b": _num(r.mean_b),
                effect_col: _effect_cell(r),
                stat: _sign_n_cell(r) if paired else f"{r.statistic:.7g}",
-               p_col: _p(r.pvalue_adjusted, alpha)}
+               p_col: _p_of_row(r._asdict(), alpha)}
         k = (r.scheme_a, r.scheme_b, r.metric)
         if k in ks.index:
             row["KS D"] = _num(ks.loc[k, "statistic"], 3)
@@ -165,12 +218,17 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
                 and r.verdict == NO_DIFFERENCE):
             # no shift in location, but the distributions differ: say so, not "no difference"
             row["winner"] = "no significant shift (KS: distributions differ)"
+        row["winner"] = mark(row["winner"])
         if not eq.empty:
             row["equivalence"] = ""
             if k in eq.index:
                 row["equivalence"] = _equivalence_cell(eq.loc[k], alpha)
+                if not math.isnan(eq.loc[k, "pvalue"]):
+                    row["equivalence"] = mark(row["equivalence"])
                 if tost_not_shown_resolvable(eq.loc[k]):
                     row["equivalence"] += f" ({EQUIVALENCE_NOT_SHOWN})"
+                if eq.loc[k, "verdict"] == INCONCLUSIVE and not r.resolvable and not r.significant:
+                    row["equivalence"] += _no_difference_clause("sign" if paired else "Mann–Whitney")
                 if ratio and _mean_heavy(r, heavy) and not math.isnan(eq.loc[k, "pvalue"]):
                     row["equivalence"] += f" {HEAVY_MARK}"
                 if ratio and alpha is not None and _ratio_near_alpha(eq.loc[k], alpha, paired):
@@ -180,13 +238,13 @@ def _comparison_table(comp: pd.DataFrame, heavy: frozenset[tuple] = frozenset(),
         if paired:   # no KS columns: the energy test's E and p in the location test's
             rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised, paired)",
                          "mean a": "", "mean b": "", effect_col: "", stat: f"E = {_num(r.statistic, 3)}",
-                         p_col: "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": r.verdict,
+                         p_col: "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": mark(r.verdict),
                          **({"equivalence": ""} if not eq.empty else {})})
             continue
         rows.append({"pair": _pair_label(r), "metric": "6D energy (standardised)",
                      "mean a": "", "mean b": "", R_HEADER: "", U_HEADER: "",
                      "p adj (MW)": "", "KS D": f"E = {_num(r.statistic, 3)}",
-                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": r.verdict,
+                     "p adj (KS)": "p adj = " + _pvalue_cell(r._asdict(), alpha), "winner": mark(r.verdict),
                      **({"equivalence": ""} if not eq.empty else {})})
     return pd.DataFrame(rows)
 
@@ -304,10 +362,12 @@ COLUMN_DEFINITIONS: dict[str, tuple[str, str]] = {
     "bits total": ("bits per coordinate", "every stored bit per coordinate: the codes plus "
                    "norms, scales, zero-points, outlier indices and padding, mean of the key "
                    "and value sides"),
-    "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL"),
+    "kl p99, kl max": ("nats", "99th percentile and maximum of the trials' KL (of every "
+                       "trial, also where the means are over clusters: the \"trials\" column)"),
     # no ‡ here: the mark appears only where a mean carries it
     "kl tail α (95% upper)": ("", "one-sided 95% upper confidence bound of Hill's tail index "
-                              "of the trials' KL (below 2: a heavy right tail, marked)"),
+                              "of the trials' KL (of every trial, also where the means are over "
+                              "clusters; below 2: a heavy right tail, marked)"),
 }
 
 

@@ -349,10 +349,9 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = 
     drawn = energy[~exact]
     paired = opts.get("pairing", "none") == "trial"
     eq = (", a TOST per metric with an equivalence margin" + (" (paired)" if paired else "")
-          if (comp["test"] == "equivalence").any() else "")
-    # what the energy test compares: the units' joint 6D profile, each column scaled alike;
-    # none with the [report] option energy = false (left out of the family, not run)
-    with_energy = opts.get("energy", True)
+          if ((comp["test"] == "equivalence") & comp["pvalue"].notna()).any() else "")
+    # the energy test's joint 6D profile; none with energy = false or no finite profile (no row)
+    with_energy = opts.get("energy", True) and bool(len(energy))
     profile = ((", a 6D energy permutation test per pair on the units' joint profile "
                 f"({', '.join(PROFILE_METRICS)}, each divided by its pooled standard deviation: "
                 "\"standardised\")" + (" with labels swapped within pairs" if paired else ""))
@@ -360,8 +359,9 @@ def _tests_text(comp: pd.DataFrame, opts: dict[str, Any], n_units: int | None = 
     tests = ("the sign test per metric on the paired differences (exact binomial, equal "
              f"values (to rounding, relative {ROUNDING_RTOL:g}) dropped)" if paired else
              "Mann–Whitney and KS per metric") + profile
-    design = (UNPAIRED_DESIGN if not paired else PAIRED_DESIGN if with_energy
-              else PAIRED_DESIGN_NO_ENERGY)
+    design = (UNPAIRED_DESIGN if not paired else PAIRED_DESIGN if with_energy else PAIRED_DESIGN_NO_ENERGY
+              if not opts.get("energy", True) else PAIRED_DESIGN_NO_ENERGY.replace(
+                  "the option energy = false left them out of the family", "no pair's 6D profile is finite"))
     text = (f"Tests: {n} p-value{'' if n == 1 else 's'} ({tests}{eq}), adjusted together by **{opts['correction']}** "
             f"at α = {opts['alpha']}. " + design)
     if n:

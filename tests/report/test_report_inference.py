@@ -68,7 +68,8 @@ def test_clustered_frames_use_the_cluster_as_the_unit(tmp_path):
     f = _clustered_frame()
     rep = hypothesis_report(_result(f), tmp_path, figures=False, energy_resamples=19)
     assert set(rep.comparisons.n_a) == {12}                      # texts, not 120 trials
-    assert set(rep.summary.n_trials) == {12}
+    assert set(rep.summary.n_clusters) == {12}                   # the means' units
+    assert set(rep.summary.n_trials) == {120}                    # their p99/max's trials
     md = rep.files["markdown"].read_text()
     assert "Unit of observation: **the cluster**" in md
     assert "## Trial-level tests (not independent)" in md

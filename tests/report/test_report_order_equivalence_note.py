@@ -29,6 +29,11 @@ def test_which_scheme_and_how_many(pairing):
     # the other reasons name the scheme too
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40).assign(argmax_shift=0.0)
     assert _equivalence(f, pairing, "argmax_shift")["note"] == (
+        "no equivalence test: KQV's 40 values and QKQV's 40 values are all 0; a ratio of means "
+        "0/0 is undefined")   # both arms all 0: both named (referee T4 F7)
+    f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40).assign(argmax_shift=0.0)
+    f.loc[f["scheme"] == "QKQV", "argmax_shift"] = 0.5
+    assert _equivalence(f, pairing, "argmax_shift")["note"] == (
         "no equivalence test: KQV's 40 values are all 0; a ratio to a mean of 0 is undefined")
     f = make_frame({("KQV", 2): 0.0, ("QKQV", 2): 0.0}, n=40)
     f.loc[(f["scheme"] == "KQV") & (f["trial"] == 5), "kl"] = -1.0     # a hand-made frame

@@ -23,8 +23,9 @@ def test_unequal_texts_name_texts_per_mean_and_the_trials_per_text(tmp_path):
     # trials in each cell, so the cluster means still pair
     frame = frame[~frame["trial"].isin([2, 3, 7])].reset_index(drop=True)
     line, rep = _unit_line(frame, tmp_path / "u")
-    # 8 texts behind each scheme mean (the summary's n_trials), 2 to 4 trials behind each text's
-    assert set(rep.summary["n_trials"]) == {8}
+    # 8 texts behind each scheme mean (the summary's n_clusters; its n_trials counts the 29
+    # trials, over which the KL p99 and max are taken), 2 to 4 trials behind each text's
+    assert set(rep.summary["n_clusters"]) == {8} and set(rep.summary["n_trials"]) == {29}
     assert line == "the text, its trials averaged first (8 texts per mean, 2–4 trials per text)"
 
 

@@ -163,9 +163,10 @@ def test_on_cluster_means_counts_theory_and_figures_say_texts(tmp_path):
     rep = hypothesis_report(result, tmp_path, figures=False, energy_resamples=19)
     md = rep.files["markdown"].read_text()
     header = _header(md)
-    assert header.rstrip(" |").endswith("| texts") and "| trials |" not in header
+    # the means' 12 texts, beside the 120 trials the KL p99, max and tail α are of
+    assert header.rstrip(" |").endswith("| kl tail α (95% upper) | trials | texts")
     row = _table_rows(md, "KQV")[0]
-    assert row.rstrip(" |").endswith("| 12")                   # 12 texts, not 120 trials
+    assert row.rstrip(" |").endswith("| 120 | 12")
     assert "every measured mean and interval is over texts (each one's trials averaged first)" in md
     assert "except the measured k_snr_db" not in md
     # the Shannon–φ note, whose words are per trial, is followed by the unit of its points
