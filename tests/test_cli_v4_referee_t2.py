@@ -123,6 +123,10 @@ def test_an_edited_helper_is_a_warning_and_recorded_for_the_header(swept):
     proc = _kvstats("report", str(out), "--no-figures")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("warning: helper module") == 1 and now[:12] in proc.stderr
+    # the header names the helper's version it read beside the recorded one
+    header = (out / "report.md").read_text()
+    assert (f"{helper} (SHA-256 {recorded[:12]}; this report read another version, SHA-256 "
+            f"{now[:12]})") in header, header[:3000]
 
 
 def test_an_unedited_helper_gives_no_warning(swept):

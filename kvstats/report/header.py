@@ -479,10 +479,13 @@ def _user_code_text(code: dict[str, Any]) -> str:
         sha = rec.get("sha256")
         text = f"plugin {rec.get('file') or plugin}" + (f" (SHA-256 {sha[:12]})" if sha else "")
         imports = [i for i in rec.get("imports") or [] if isinstance(i, dict)]
-        if imports:   # the user modules it imports, hashed into the cell ids too
-            text += ", importing " + ", ".join(f"{i.get('file')} (SHA-256 {str(i.get('sha256'))[:12]})"
-                                               for i in imports)
         copy = relocated(plugin) if isinstance(plugin, str) else None
+        now = (copy or {}).get("imports") or {}   # its helpers edited since the sweep
+        if imports:   # the user modules it imports, hashed into the cell ids too
+            text += ", importing " + ", ".join(
+                f"{i.get('file')} (SHA-256 {str(i.get('sha256'))[:12]}"
+                + (f"; this report read another version, SHA-256 {now[i.get('file')][:12]}"
+                   if i.get("file") in now else "") + ")" for i in imports)
         if copy is not None:   # kvstats report --plugins: the names came from a copy
             text += (f"; this report read it from {copy['file']}"
                      + ("" if copy["sha256"] == sha else
