@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from kvstats.report.notation import _unit_counts
+from kvstats.report.notation import _dependent_cases, _unit_counts
 from kvstats.report.tables import NO_GUARANTEE, NOT_INDEPENDENT_MARK
 from kvstats.report.options import validate_report_options
 from kvstats.report.wording import (FEW_UNITS, R_CONVENTION, R_CONVENTION_PAIRED, TIES_NOTE,
@@ -28,7 +28,7 @@ __all__ = ["header_lines"]
 def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFrame,
                  comp: pd.DataFrame, opts: dict[str, Any], unit_text: str, *, unit: str,
                  heavy: bool, after: dict[str, dict[str, Any]] | None = None,
-                 dependent: bool = False) -> list[str]:
+                 dependent: Any = False) -> list[str]:
     """The header's bullets, in the report's order.
 
     Parameters
@@ -49,9 +49,11 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         Whether some mean's bootstrap interval is flagged as not reliable (``ci_reliable``).
     after : dict, optional
         The options set after the sweep (:func:`_set_after_sweep`; None or {}: none).
-    dependent : bool
+    dependent : bool or collection of tuple
         Whether the tests took trials that share clusters as units (unit = "trial" by
-        request on clustered data): the error-rate line then claims no bound.
+        request on clustered data): the error-rate line then claims no bound. A collection:
+        the keys (:func:`~kvstats.report.notation._case_key`) of the cases where they did,
+        named as such when not every case of ``summary`` is one.
 
     Returns
     -------
@@ -84,6 +86,8 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
     fewest = int(_unit_counts(summary).min()) if len(_unit_counts(summary)) else None
     # only a TOST row can back "equal within δ": without one the header must not imply it can
     has_tost = bool("test" in comp and ((comp["test"] == "equivalence") & comp["pvalue"].notna()).any())
+    dep_cases, every = _dependent_cases(dependent, summary)
+    has_eq = bool("test" in comp and (comp["test"] == "equivalence").any())   # rows, run or not
     return [
         f"Sweep: {man.get('n_cells')} cells, {cfg.n_trials} trials per cell"
         + (f", {cfg.n_queries} quer{'y' if cfg.n_queries == 1 else 'ies'} per synthetic trial"
@@ -129,12 +133,16 @@ def header_lines(result: SweepResult, summary: pd.DataFrame, theory: pd.DataFram
         + "). Neither is a claim that two schemes are equal: "
         + ("that is what the equivalence tests (declared margins) are for." if has_tost else
            "no TOST could run at the declared margins (each equivalence row says why), so nothing "
-           "in this report supports \"≈\"." if opts.get("equivalence") else
+           "in this report supports \"≈\"." if opts.get("equivalence") and has_eq else
+           # margins declared, yet no equivalence row to say why: no pair, or none on their metrics
+           ("no pairs were compared" if comp.empty else "no pair was tested on a metric with a "
+            "declared margin") + ", so no TOST ran and nothing in this report supports \"≈\"."
+           if opts.get("equivalence") else
            "no equivalence margins were declared, so nothing in this report supports \"≈\" "
            "(a TOST needs a margin per metric, declared before the results: [report] "
            "equivalence)."),
         *([_error_rate_text(opts["correction"], opts["alpha"], int(comp.attrs["n_tests"]),
-                            equivalence=has_tost, dependent=dependent)]
+                            equivalence=has_tost, dependent=bool(dep_cases), partial=not every)]
           if comp.attrs.get("n_tests") else []),
         *([_energy_skipped_text(comp)] if comp.attrs.get("energy_skipped") else []),
         R_CONVENTION_PAIRED if paired else R_CONVENTION,
@@ -207,13 +215,13 @@ def _error_rate_condition(correction: str) -> tuple[str, str]:
 
 
 def _error_rate_text(correction: str, alpha: float, n_tests: int, *,
-                     equivalence: bool = True, dependent: bool = False) -> str:
+                     equivalence: bool = True, dependent: bool = False, partial: bool = False) -> str:
     """What a significant row is worth: the error rate the family's correction bounds, and
     under which dependence of the tests (:data:`_FWER_CONDITIONS`; BH's PRDS).
     ``equivalence``: whether the family holds TOST rows (False: "equivalent within δ" is
     left out of the significant rows, as no such row can occur). ``dependent``: the tests
     took trials that share clusters as units (unit = "trial" by request), whose p-values do
-    not hold their level: no bound is claimed.
+    not hold their level: no bound is claimed; ``partial``: only in some cases (those marked).
 
     Examples
     --------
@@ -227,14 +235,19 @@ def _error_rate_text(correction: str, alpha: float, n_tests: int, *,
     True
     >>> _error_rate_text("holm", 0.05, 6, dependent=True)[53:76]
     'no error-rate guarantee'
+    >>> "only those cases' verdicts" in _error_rate_text("holm", 0.05, 6, dependent=True, partial=True)
+    True
     """
     head = f"Error rate: with {correction} over the family of {n_tests} p-values, "
     rate, dep = _error_rate_condition(correction)
     if dependent:   # the bound needs valid p-values, whatever their dependence
         return (head + f"{NO_GUARANTEE}. Its {rate} bound at {alpha:g} assumes p-values that "
-                "hold their level, and these, of trials that share a cluster (text) counted as "
-                f"independent, do not; every verdict of a test is marked \"{NOT_INDEPENDENT_MARK}\" "
-                "(unit = \"auto\" tests the cluster means).")
+                "hold their level, and " + ("those of the cases whose trials share a cluster (text), "
+                "counted as independent, do not; only those cases' verdicts are marked "
+                f"\"{NOT_INDEPENDENT_MARK}\" (the other cases' trials are independent, their p-values "
+                "adjusted in the same family; " if partial else "these, of trials that share a cluster "
+                "(text) counted as independent, do not; every verdict of a test is marked "
+                f"\"{NOT_INDEPENDENT_MARK}\" (") + "unit = \"auto\" tests the cluster means).")
     if correction in _FAMILY_WISE:
         return (head + f"the probability that any significant row (a winner, \"different\", "
                 "\"distributions differ\"" + (", \"equivalent within δ\"" if equivalence else "")

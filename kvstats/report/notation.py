@@ -89,7 +89,8 @@ def _cluster_spans(trials: pd.DataFrame) -> str:
     """How the cells' trials come in clusters, said per kind of case: real cases' texts,
     other shared clusters, and cases whose every trial is its own cluster (synthetic
     trials, aggregate_clusters' rule for a NaN cluster); each kind named only in a report
-    holding more than one.
+    holding more than one, the last as "the other real (synthetic) cases" where cases of the
+    same distribution kind also share clusters.
 
     Examples
     --------
@@ -110,10 +111,12 @@ def _cluster_spans(trials: pd.DataFrame) -> str:
     per = t.groupby([*keys, "cluster"], sort=False, dropna=False).size().droplevel("cluster")
     real = cells["distribution"].first() == REAL
     span = lambda v: f"{int(v.min())}" + ("" if v.min() == v.max() else f"–{int(v.max())}")
-    own = real[k == n]   # cells whose every trial is its own cluster: named by their kind
+    own = real[k == n]   # cells whose every trial is its own cluster: named by their kind,
+    # "the other …" where the same kind also has shared clusters (never one name for two kinds)
+    other = "the other " if ((k < n) & (real if own.all() else ~real)).any() else ""
     kinds = [("real cases", (k < n) & real, "text"), ("clustered synthetic cases", (k < n) & ~real,
-             "cluster"), ("real cases" if own.all() else "synthetic cases" if not own.any()
-                          else "the other cases", k == n, None)]
+             "cluster"), (other + "real cases" if own.all() else other + "synthetic cases"
+                          if not own.any() else "the other cases", k == n, None)]
     parts = []
     for name, sel, one in kinds:
         if not sel.any():
@@ -150,6 +153,30 @@ def _slug(text: str) -> str:
 def _case_key(case: Mapping[str, Any]) -> tuple[str, str, int, int]:
     """A case's exact key (distribution, params, dim, n_keys), as plain Python values."""
     return (str(case["distribution"]), str(case["params"]), int(case["dim"]), int(case["n_keys"]))
+
+
+def _dependent_cases(dependent: Any, rows: pd.DataFrame) -> tuple[frozenset, bool]:
+    """The keys (:func:`_case_key`) of the cases whose tests took trials that share clusters
+    as units (unit = "trial" by request), and whether these are all of ``rows``' cases.
+    ``dependent``: True (every case), False (none) or a collection of case keys.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> rows = pd.DataFrame({"distribution": ["real", "gaussian"], "params": "-", "dim": 16,
+    ...                      "n_keys": 32})
+    >>> _dependent_cases({("real", "-", 16, 32)}, rows)
+    (frozenset({('real', '-', 16, 32)}), False)
+    >>> _dependent_cases(True, rows)[1], _dependent_cases(False, rows)
+    (True, (frozenset(), False))
+    """
+    from kvstats.analysis.frame import CASE_COLUMNS
+
+    if not dependent:   # False or no case: ``rows`` not read
+        return frozenset(), False
+    every = frozenset(map(_case_key, rows[list(CASE_COLUMNS)].drop_duplicates().to_dict("records")))
+    keys = every if isinstance(dependent, (bool, np.bool_)) else frozenset(map(tuple, dependent))
+    return keys, every <= keys
 
 
 def figure_names(cases: Iterable[Mapping[str, Any]],

@@ -36,6 +36,7 @@ from kvstats.report.header import _set_after_sweep
 from kvstats.report.notation import _case_key, _cluster_spans, figure_names
 from kvstats.report.options import validate_report_options
 from kvstats.report.sections import build_document
+from kvstats.report.tables import NOT_INDEPENDENT_MARK
 from kvstats.report.wording import _resolution
 from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult, load_result
 
@@ -238,7 +239,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     # report is a function of the data (a mean's last bits follow its summation order)
     trials = _in_trial_order(result.frame, [c["id"] for c in result.manifest.get("cells") or ()])
     clustered = _clustered(trials)
-    use_clusters = opts["unit"] == "cluster" or (opts["unit"] == "auto" and clustered)
+    use_clusters = opts["unit"] == "cluster" or (opts["unit"] == "auto" and bool(clustered))
     frame = aggregate_clusters(trials) if use_clusters else trials
 
     def compare(f: pd.DataFrame, **changed: Any) -> pd.DataFrame:
@@ -309,7 +310,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                                            "n_resamples": opts["bootstrap_resamples"]}, unplotted)
             computing.what = "the document"
             doc = build_document(result, summary, comp, cross, theory, figs, opts, unit_text, comp_trials,
-                                 dependent=clustered and not use_clusters,   # unit = "trial" by request
+                                 # unit = "trial" by request: the clustered cases' verdicts marked
+                                 dependent=frozenset() if use_clusters else clustered,
                                  comparisons=comparisons, figure_names=names, unplotted=unplotted)
             (stage / "report.md").write_text(doc.markdown(stage))   # figure links: figures/…
             (stage / "report.html").write_text(doc.html("kvstats hypothesis report"))
@@ -407,12 +409,14 @@ def _check_family(f: pd.DataFrame, comparisons: Sequence[tuple[str, str]], opts:
     return low, high
 
 
-def _clustered(frame: pd.DataFrame) -> bool:
-    """Whether some cell's trials come in fewer clusters than trials (real caches: texts)."""
+def _clustered(frame: pd.DataFrame) -> frozenset[tuple]:
+    """The keys (:func:`_case_key`) of the cases some of whose cells' trials come in fewer
+    clusters than trials (real caches: texts); empty (false) where none."""
     if "cluster" not in frame.columns or frame["cluster"].isna().all():
-        return False
+        return frozenset()
     cells = frame.groupby([*CASE_COLUMNS, "budget", "scheme"], sort=False)
-    return bool((cells["cluster"].nunique() < cells.size()).any())
+    shared = (cells["cluster"].nunique() < cells.size()).reset_index(name="shared")
+    return frozenset(map(_case_key, shared[shared["shared"]].to_dict("records")))
 
 
 def _pairing_correlations(frame: pd.DataFrame, comp: pd.DataFrame) -> pd.Series:
@@ -474,8 +478,9 @@ def _rho_text(rho: pd.Series | None, unit: str) -> str:
             f"{rho.max():+.2f}], {neg} below −0.1; where ρ < 0 a p-value may be too small.")
 
 
-def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
+def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: Any,
                rho: pd.Series | None = None, paired: bool = False) -> str:
+    """The unit paragraph; ``clustered``: :func:`_clustered`'s case keys (or a bool: all/none)."""
     if use_clusters and clustered:
         matched = (" The tests pair the two schemes' means of each cluster (pairing = \"trial\"); "
                    "the trial-level ones pair their trials." if paired else
@@ -491,12 +496,16 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: bool,
                 "of every trial. The trial-level tests are in "
                 "tables/comparisons_trial_level.csv and the section \"Trial-level tests (not "
                 "independent)\", labelled as such." + matched)
-    if clustered:
+    if clustered:   # per kind of case where only some cases' trials share clusters
+        every = isinstance(clustered, bool) or len(clustered) == len(trials.groupby(list(CASE_COLUMNS)))
         return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
-                "trials come in fewer clusters (texts) than trials: trial-level (not independent) "
+                + ("trials come in fewer clusters (texts) than trials: trial-level" if every else
+                   "trials of some cases come in fewer clusters (texts) than trials "
+                   f"({_cluster_spans(trials)}): there trial-level") + " (not independent) "
                 "p-values, which do not hold their nominal level (optimistic, i.e. too small, where "
-                "a text's trials are positively correlated; too large where negatively)."
-                + (" " + PAIRED_TEXT if paired else ""))
+                "a text's trials are positively correlated; too large where negatively)"
+                + ("." if every else f", verdicts marked \"{NOT_INDEPENDENT_MARK}\"; the other cases' "
+                   "trials are independent.") + (" " + PAIRED_TEXT if paired else ""))
     pairing = _pairing_text(rho, paired)
     real = "distribution" in trials and bool((trials["distribution"] == REAL).any())
     if real and ("cluster" not in trials or trials["cluster"].isna().all()):

@@ -28,7 +28,8 @@ from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.crossover_text import _crossover_section, crossover_summary_line
 from kvstats.report.document import Document
 from kvstats.report.header import _error_rate_condition, _set_after_sweep, header_lines
-from kvstats.report.notation import _case_key, _case_title, _cluster_spans, _num, _p, _pct, _unit_counts
+from kvstats.report.notation import (_case_key, _case_title, _cluster_spans, _dependent_cases, _num, _p, _pct,
+                                     _unit_counts)
 from kvstats.report.notation import figure_names as _figure_names
 from kvstats.report.tables import (NO_GUARANTEE, NOT_INDEPENDENT_MARK, RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
                                    _comparison_table, _heavy_keys, _interval_and_region,
@@ -241,11 +242,11 @@ def _trials_per_cluster(trials: pd.DataFrame) -> list[int]:
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                      comp: pd.DataFrame, cross: pd.DataFrame, opts: dict[str, Any], unit: str,
                      clustered: bool, heavy: bool, after: dict[str, Any] | None = None,
-                     per_cluster: str | None = None, dependent: bool = False) -> None:
+                     per_cluster: str | None = None, dependent: bool = False, partial: bool = False) -> None:
     """What the report found, counted from its own tables (comparisons.csv's verdicts,
     crossovers.csv, the summary's ‡ marks): no test and no number of its own (``after``:
     header._set_after_sweep's options, named in the family's line; ``per_cluster``: :func:`_cluster_spans`; ``dependent``: trials of shared clusters tested as
-    units, by request: no error rate claimed)."""
+    units, by request: no error rate claimed; ``partial``: in some cases only)."""
     doc.h(2, "Summary")
     one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
     lines = []
@@ -263,7 +264,8 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
     if n:
         # the bound's condition on the tests' dependence, worded once (the Methods' error-rate line)
         rate, dep = _error_rate_condition(opts["correction"])
-        bound = (NO_GUARANTEE + f"; verdicts marked \"{NOT_INDEPENDENT_MARK}\"" if dependent else
+        whose = "the clustered cases' " if partial else ""   # only those marked (mixed with synthetic)
+        bound = (NO_GUARANTEE + f"; {whose}verdicts marked \"{NOT_INDEPENDENT_MARK}\"" if dependent else
                  f"{rate} ≤ {opts['alpha']:g}, {dep}")
         how = ("option energy = false, set after the sweep" if "energy" in (after or {})
                else "[report] option energy = false")
@@ -333,7 +335,7 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
               comp_trials: pd.DataFrame | None, *, comparisons: Sequence[tuple[str, str]] | None = None,
               figure_names: dict[tuple, str] | None = None,
               unplotted: Mapping[tuple, Sequence[str]] | None = None,
-              dependent: bool = False) -> Document:
+              dependent: Any = False) -> Document:
     """The report's document: summary, methods, equivalence, crossovers, figures, per-case
     tables, theory.
 
@@ -369,10 +371,12 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     unplotted : mapping, optional
         Case key (:func:`~kvstats.report.notation._case_key`) → the Shannon–φ planes of the
         case with nothing to place (every mean φ 0), said in the case's section.
-    dependent : bool
+    dependent : bool or collection of tuple
         Whether the tests took as units trials that share clusters (unit = "trial" by
         request on clustered data): then no error rate is claimed and every verdict of a
-        test is marked :data:`~kvstats.report.tables.NOT_INDEPENDENT_MARK`.
+        test is marked :data:`~kvstats.report.tables.NOT_INDEPENDENT_MARK`. A collection: the
+        keys (:func:`~kvstats.report.notation._case_key`) of the cases where they did, the
+        only ones whose verdicts are marked (render passes the clustered cases).
 
     Returns
     -------
@@ -415,10 +419,11 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     names = figure_names if figure_names is not None else _figure_names(
         summary[list(CASE_COLUMNS)].drop_duplicates().to_dict("records"), comparisons)
     after = _set_after_sweep(result, opts, comparisons)   # options not declared by the config
+    dep_cases, every = _dependent_cases(dependent, summary)   # whose verdicts get the mark
     doc.h(1, "kvstats hypothesis report")
     # what the report found first, from the tables below; then how (the header's bullets)
     _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy, after,
-                     _cluster_spans(result.frame) if clustered else None, dependent)
+                     _cluster_spans(result.frame) if clustered else None, bool(dep_cases), not every)
     doc.h(2, "Methods")
     doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy,
                         after=after, dependent=dependent))
@@ -518,7 +523,8 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.table(_scheme_table(bsum, unit))
             bcomp = case_comp[case_comp["budget"] == budget]
             if not bcomp.empty:
-                doc.table(_comparison_table(bcomp, heavy_keys, ratio, opts["alpha"], dependent))
+                doc.table(_comparison_table(bcomp, heavy_keys, ratio, opts["alpha"],
+                                            _case_key(case) in dep_cases))
     is_bound = theory["quantity"].isin(list(BOUND_QUANTITIES.values()))
     bounds, theory = theory[is_bound], theory[~is_bound]
     doc.h(2, "Distance to the rate–distortion limit")

@@ -67,12 +67,11 @@ class _NothingToPlace(ValueError):
 
 
 def _side_bits(frame: pd.DataFrame, place: str) -> pd.Series:
-    """Per (scheme, budget) of ``frame``: the bits per coordinate its side ``place`` is coded at
-    where they differ from the budget (NaN elsewhere and for T): its coder's, as the sweep
-    records them (``key_bits_nominal``/``value_bits_nominal``). A cell without them (results
-    of an earlier version) infers them: n plus what the side stores above the mean of both
-    (``key_bits_total`` − ``bits_total``), half a bit or more from n (less is overhead: KQV's
-    values store 1/8 bit more), exact only where both sides carry the same overhead (K{a}V{b})."""
+    """Per (scheme, budget) of ``frame`` (one case's: a side's bits may depend on d): the bits per
+    coordinate its side ``place`` is coded at where they differ from the budget (NaN elsewhere and for T):
+    its coder's, as the sweep records them (``key_bits_nominal``/``value_bits_nominal``); a cell of an
+    earlier version infers them: n plus what the side stores above the mean of both (``key_bits_total`` −
+    ``bits_total``), if half a bit or more from n (less is overhead: KQV's values store 1/8 bit more)."""
     side = {"k": "key", "v": "value"}.get(place)
     cells = frame.groupby(["scheme", "budget"], sort=False)
     out = pd.Series(np.nan, index=cells.size().index)
@@ -89,12 +88,13 @@ def _side_bits(frame: pd.DataFrame, place: str) -> pd.Series:
 
 
 def _with_side_budgets(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each case's trials again at a K{a}V{b} scheme's sides' bits (a and b) as
-    budgets (:func:`_side_bits`), for :func:`~kvstats.analysis.theory.nominal_bounds`."""
-    extra = sorted({b for place in ("k", "v") for b in _side_bits(frame, place).dropna()})
-    cols = [*CASE_COLUMNS, "budget", "trial"]
-    base = frame[cols].drop_duplicates([*CASE_COLUMNS, "trial"]) if extra else frame
-    return pd.concat([frame, *(base.assign(budget=float(b)) for b in extra)], ignore_index=True)
+    """``frame`` with each case's trials again at its K{a}V{b} schemes' sides' bits (a and b) as budgets
+    (:func:`_side_bits` of that case alone: qjl's key bits m/d differ by d), for nominal_bounds."""
+    cols, parts = [*CASE_COLUMNS, "budget", "trial"], [frame]
+    for _, case in frame.groupby(list(CASE_COLUMNS), sort=False):   # nominal_bounds' grouping
+        extra = sorted({b for place in ("k", "v") for b in _side_bits(case, place).dropna()})
+        parts += [case[cols].drop_duplicates("trial").assign(budget=float(b)) for b in extra]
+    return pd.concat(parts, ignore_index=True)
 
 
 def _auto_bounds(sel: pd.DataFrame, place: str, note: str | None) -> tuple[dict[float, float], str | None]:
