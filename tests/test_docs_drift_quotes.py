@@ -197,7 +197,8 @@ def test_quoted_records_list_their_fields(page, index):
 def test_a_record_missing_a_field_is_found(index):
     assert record_mismatches("`CaptureHeader(n_texts, n_layers, n_keys, dim, n_q_heads, fingerprint)`", index) == [
         "CaptureHeader(n_texts, n_layers, n_keys, dim, n_q_heads, fingerprint): the fields are "
-        "['n_texts', 'n_layers', 'n_kv_heads', 'n_keys', 'dim', 'n_q_heads', 'fingerprint']"]
+        "['n_texts', 'n_layers', 'n_kv_heads', 'n_keys', 'dim', 'n_q_heads', 'fingerprint', "
+        "'arrays_fingerprint']"]
     assert record_mismatches("`QJLCodes(signs=<packed uint8 (..., ceil(m/8))>, norms=<float16>, m)`", index) == []
 
 

@@ -27,12 +27,19 @@ recorded, or a hand-written one) is version 1. Readers refuse another version, a
 ones). ``K``, ``V`` and ``q`` are float16, float32 or float64 (:func:`kvstats.models.capture`
 writes float32); any other dtype is refused.
 
+``meta["env"]`` (written by :func:`kvstats.models.capture` since 2026-12-04; absent in
+older files, which read as before) records what shapes the floats' last bits: the CPU,
+torch's CPU kernels and threads, numpy's BLAS, the attention implementation, versions,
+the kvstats revision and the batch size (:func:`kvstats.models.kv_capture.capture_env`).
+No reader needs it. Since it is in ``meta``, it is in the content fingerprint, not in
+the arrays fingerprint (:class:`CaptureHeader`).
+
 The writer is :meth:`kvstats.models.kv_capture.Capture.save`, the readers
 :func:`kvstats.data.real.load_trials` (the arrays, memory-mapped: it maps only the
 layers, heads and query position it selects, after one streamed CRC-32 check of the
 file per process, ``verify=True``) and the sweep's real data source
-(:func:`read_header`: shapes and a content fingerprint from the zip directory and the
-array headers, without reading the data; :func:`read_layers`: the model layers held).
+(:func:`read_header`: shapes, a content fingerprint and an arrays-only one from the zip
+directory and the array headers, without reading the data; :func:`read_layers`: the model layers held).
 """
 
 from __future__ import annotations
@@ -72,8 +79,13 @@ class CaptureHeader:
     """What a capture holds, read from its zip directory and array headers.
 
     ``fingerprint`` identifies the content: 16 hex digits of the SHA-256 of the CRC-32s
-    and sizes the ``.npz`` stores for its arrays (two files with equal arrays and meta
-    have equal fingerprints, whatever their paths).
+    and sizes the ``.npz`` stores for its arrays, ``meta`` included (two files with equal
+    arrays and meta have equal fingerprints, whatever their paths); the sweep's cell keys
+    hold it. ``arrays_fingerprint`` is the same over ``K``, ``V`` and ``q`` alone (their
+    CRC-32s, sizes and shapes): equal for two captures with the same floats whatever their
+    ``meta`` records (another machine, version or revision), so that of two captures whose
+    ``fingerprint`` differs it tells whether the floats differ or only the records. None
+    for a header built by hand.
     """
 
     n_texts: int
@@ -83,6 +95,7 @@ class CaptureHeader:
     dim: int
     n_q_heads: int
     fingerprint: str
+    arrays_fingerprint: str | None = None
 
 
 def write_capture(path: str | os.PathLike,
@@ -399,20 +412,31 @@ def read_capture(path: str | os.PathLike, name: str = "path", *, mapped: bool = 
 
 
 def read_header(path: str | os.PathLike, name: str = "path") -> CaptureHeader:
-    """Shapes and content fingerprint of a capture, from its zip directory and array headers.
+    """Shapes, content fingerprint and arrays fingerprint of a capture (:class:`CaptureHeader`),
+    from its zip directory and array headers.
 
-    Reads no array data, so it is fast on a large file. ``name`` is how error messages
+    Reads no array data, so it is fast on a large file; an old capture (its ``meta``
+    without the records of later versions) has both fingerprints too. ``name`` is how error messages
     call the file argument.
 
     Examples
     --------
     >>> import os, tempfile
+    >>> import numpy as np
+    >>> from kvstats.data.capture_format import read_header, write_capture
     >>> p = os.path.join(tempfile.mkdtemp(), "cap.npz")
     >>> z = np.zeros((2, 3, 1, 4, 8), np.float32)
     >>> write_capture(p, z, z, np.zeros((2, 3, 3, 4, 8), np.float32), {})
     >>> h = read_header(p)
     >>> h.n_texts, h.n_layers, h.n_kv_heads, h.n_keys, h.dim, h.n_q_heads, len(h.fingerprint)
     (2, 3, 1, 4, 8, 3, 16)
+
+    Another ``meta`` changes the content fingerprint, not the arrays':
+
+    >>> write_capture(p, z, z, np.zeros((2, 3, 3, 4, 8), np.float32), {"model": "toy"})
+    >>> h2 = read_header(p)
+    >>> h2.fingerprint == h.fingerprint, h2.arrays_fingerprint == h.arrays_fingerprint
+    (False, True)
     """
     try:
         with zipfile.ZipFile(path) as zf:
@@ -432,8 +456,17 @@ def read_header(path: str | os.PathLike, name: str = "path") -> CaptureHeader:
     # The CRC-32 of every stored array (written by zipfile, read from the central directory
     # without touching the data) identifies the content.
     crcs = sorted((n, m.CRC, m.file_size) for n, m in members.items())
-    text = json.dumps(crcs, sort_keys=True, separators=(",", ":"), default=str)
-    return CaptureHeader(K[0], K[1], K[2], K[3], K[4], q[2], hashlib.sha256(text.encode()).hexdigest()[:16])
+    # K, V, q alone (their .npy bytes hold their headers, so the shapes too; named anyway):
+    # the floats, whatever meta records
+    arrays = [(f"{a}.npy", members[f"{a}.npy"].CRC, members[f"{a}.npy"].file_size, list(shapes[a]))
+              for a in _DATA]
+    return CaptureHeader(K[0], K[1], K[2], K[3], K[4], q[2], _digest(crcs), _digest(arrays))
+
+
+def _digest(rows: list) -> str:
+    """16 hex digits of the SHA-256 of ``rows`` as compact JSON."""
+    text = json.dumps(rows, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def read_layers(path: str | os.PathLike, name: str = "path") -> tuple[int, ...]:

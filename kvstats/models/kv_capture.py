@@ -42,7 +42,8 @@ class Capture:
         (``group = n_q_heads // n_kv_heads``, as in transformers' ``repeat_kv``).
     meta : dict
         model (a name, never a local path), source, texts, token ids, N, group size,
-        versions, the capture format's version (``format``); ``weights`` (the weights
+        versions, the capture format's version (``format``), the environment that shapes
+        the floats' last bits (``env``, :func:`capture_env`); ``weights`` (the weights
         file's package, version and SHA-256) for :func:`~kvstats.models.load_model`'s
         model; ``layers`` (the model layer of each slot) when ``capture`` kept only some.
     attn_out : ndarray or None, ``(n_texts, n_layers, n_q_heads, N, d)``
@@ -123,6 +124,56 @@ def model_name_of(model) -> str:
     if path and (os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)):
         path = os.path.basename(os.path.normpath(os.path.expanduser(path)))  # a local folder: its name
     return path or type(model).__name__
+
+
+def capture_env(model, batch_size: int) -> dict:
+    """What shapes a capture's floats beyond its model and texts (``meta["env"]``).
+
+    A capture is bit-identical across reruns on one machine (and across 1 or 2 threads
+    and batch sizes, measured on 2026-12-04), but another CPU kernel path changes the last
+    bits of K, V and q (forcing ATen's AVX2 kernels on an AVX-512 machine moved them by
+    about 1e-6 of their largest values), and with them every CRC-32 and both fingerprints.
+    Recorded: ``cpu`` (the model name in /proc/cpuinfo, as the look-up kernel reads it;
+    else ``platform.processor()``), ``cpu_capability`` (the kernels torch dispatches to,
+    ``torch.backends.cpu.get_cpu_capability()``), numpy's BLAS and SIMD
+    (:func:`kvstats.sweep.numeric_env.numeric_env`: ``machine``, ``simd``, ``blas``,
+    ``blas_core``), ``torch_threads``, ``attn_implementation`` (the model config's),
+    ``numpy`` and ``gguf`` versions (python, torch and transformers are top-level keys of
+    ``meta``), ``kvstats_revision`` (the checkout's commit and whether it was edited, as the
+    sweep's manifest records it; None for an installed kvstats) and ``batch_size``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from kvstats.models.kv_capture import capture_env
+    >>> env = capture_env(SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager")), 4)
+    >>> env["attn_implementation"], env["batch_size"], isinstance(env["torch_threads"], int)
+    ('eager', 4, True)
+    >>> sorted(env)[:4]
+    ['attn_implementation', 'batch_size', 'blas', 'blas_core']
+    """
+    import platform
+    from importlib import metadata
+
+    import torch
+
+    from kvstats.models.lut_kernel import _cpu_id
+    from kvstats.sweep.numeric_env import numeric_env
+    from kvstats.sweep.store import _git_revision
+
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    cpu = [line.split(":", 1)[1].strip() for line in _cpu_id().splitlines()
+           if line.startswith("model name") and ":" in line]
+    try:
+        gguf = metadata.version("gguf")
+    except metadata.PackageNotFoundError:
+        gguf = None
+    return {"cpu": (cpu[0] if cpu else "") or platform.processor() or "unknown",
+            "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+            **numeric_env(), "torch_threads": torch.get_num_threads(),
+            "attn_implementation": getattr(getattr(model, "config", None), "_attn_implementation", None),
+            "numpy": np.__version__, "gguf": gguf, "kvstats_revision": _git_revision(),
+            "batch_size": batch_size}
 
 
 def _rotate_half(x):
@@ -406,6 +457,10 @@ def capture(model, tokenizer, texts, max_tokens=None, *, layers=None, path=None,
         "post_rope": True, "dtype": "float32",
         "python": sys.version.split()[0], "torch": torch.__version__,
         "transformers": transformers.__version__,
+        # CPU, kernels, threads, BLAS, attention, revision, batch: a later capture whose
+        # fingerprint differs says whether these did (read_header's arrays_fingerprint
+        # says whether the floats did)
+        "env": capture_env(model, batch_size),
     }
     if getattr(model, "_kvstats_weights", None):
         meta["weights"] = dict(model._kvstats_weights)  # load_model's: package, version, file, sha256
