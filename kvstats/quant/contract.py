@@ -10,7 +10,8 @@ budget, randomness, token grouping, GPU export, expected bits, key theory) and r
 - ``roundtrip`` equals ``dequantize(quantize())`` bit for bit, with the input's shape and
   dtype (float32 and float64, shared and independent draws, zero rows and norms that
   round to 0 in float16), finite, leaving its input unchanged; codes decode the same
-  after another ``quantize`` (decoding reads the codes only); each side is a
+  after another ``quantize`` (decoding reads the codes only); one build codes one input
+  one way (randomness drawn per call is named as such: :func:`_per_call`); each side is a
   :class:`~kvstats.quant.coder.Coder`;
 - each trial of a batch decodes as when coded alone, except where the entry says its
   settings couple them (``couples_trials``: a scale per call); for a per-vector entry,
@@ -48,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from kvstats._checks import _describe
-from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
+from kvstats.quant.contract_bits import _PER_CALL, check_expected_bits, check_stored_bytes
 from kvstats.quant.contract_harness import (
     SchemeContractError, _build, _fail, _parse, _quiet, _where, awkward_kv, budgets)
 
@@ -60,6 +61,17 @@ __all__ = ["SchemeContractError", "CHECKS", "check_scheme", "awkward_kv", "budge
 
 
 # ------------------------------------------------------------------ round trip
+def _per_call(name: str, where: str, scheme: Any, K: np.ndarray, V: np.ndarray) -> None:
+    """Fail, naming per-call randomness, where ``scheme`` codes one input twice differently:
+    the clauses comparing two codings (roundtrip and dequantize(quantize()), a trial alone
+    and in its batch, a token among others) would otherwise blame a fitted setting or a
+    statistic across trials or tokens (referee T9 F6)."""
+    for label, a, b in zip("KV", scheme.roundtrip(K, V), scheme.roundtrip(K, V)):
+        if not np.array_equal(a, b, equal_nan=True):
+            _fail(name, where, f"{label} of one input coded twice by one scheme differs "
+                  f"({int(np.sum((a != b) & ~(np.isnan(a) & np.isnan(b))))} values): {_PER_CALL}")
+
+
 @_quiet
 def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int = 96,
                     draws: tuple[int, ...] = ()) -> None:
@@ -105,6 +117,7 @@ def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int
             recoded = fresh.roundtrip(K, V)
             for label, a, r in zip("KV", recoded, ref):
                 if not np.array_equal(a, r, equal_nan=True):
+                    _per_call(name, where, scheme, K, V)
                     _fail(name, where, f"{label} codes differently in a scheme of the same seed that "
                           f"coded other data first ({int(np.sum(a != r))} values): an encode must "
                           "depend on its input only, not on a setting an earlier call fitted and kept "
@@ -119,6 +132,7 @@ def check_roundtrip(name: str, params: Mapping[str, Any] | None = None, dim: int
                 if not (np.isfinite(g).all() and np.isfinite(r).all()):
                     _fail(name, where, f"{label} decoded with NaN/inf values")
                 if not np.array_equal(g, r):
+                    _per_call(name, where, scheme, K, V)
                     _fail(name, where, f"roundtrip's {label} differs from dequantize(quantize()) for "
                           f"{np.dtype(dtype)} input ({int((g != r).sum())} values)")
 
@@ -179,6 +193,7 @@ def check_broadcast(name: str, params: Mapping[str, Any] | None = None) -> None:
         if not (np.isfinite(g).all() and np.isfinite(r).all()):  # before NaN != NaN reads as drift
             _fail(name, where, f"{label} decoded with NaN/inf values")
     if not (np.array_equal(K_hat, ref[0]) and np.array_equal(V_hat, ref[1])):
+        _per_call(name, where, scheme, K, V)
         _fail(name, where, "roundtrip differs from dequantize(quantize()) with draws")
     allowed = ((2, 3, 40, 96), (3, 40, 96))
     if K_hat.shape not in allowed or V_hat.shape not in allowed:
@@ -231,6 +246,8 @@ def check_independent_trials(name: str, params: Mapping[str, Any] | None = None,
         coupled += [(label, i, int(np.sum((b[i] != a) & ~(np.isnan(b[i]) & np.isnan(a)))))
                     for label, b, a in zip("KV", batch, alone)
                     if not np.array_equal(b[i], a, equal_nan=True)]
+    if coupled:   # per-call randomness first: it differs alone and in the batch alike
+        _per_call(name, where, scheme, K, V)
     if coupled and not sdef.couples_trials(full):
         label, i, n = coupled[0]
         _fail(name, where, f"{label} of trial {i} decodes differently when coded with the other "
@@ -272,6 +289,8 @@ def check_independent_tokens(name: str, params: Mapping[str, Any] | None = None,
         for label, a, b in zip("KV", ref, scheme.roundtrip(*mixed)):
             same = (a[keep] == b[keep]) | (np.isnan(a[keep]) & np.isnan(b[keep]))
             differ += [(label, keep.start + int(i)) for i in np.flatnonzero(~same.all(axis=-1))]
+    if differ:
+        _per_call(name, where, scheme, K, V)
     if differ and not sdef.couples_tokens(full):
         label, i = differ[0]
         _fail(name, where, f"{label} of token {i} decodes differently when the other tokens of the "

@@ -110,14 +110,16 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], buil
     (:mod:`kvstats.quant.contract_bits`: its smallest d, every N and budget of its range;
     the codes' bytes at their small sizes; its code failing there, outside the grid, is
     left to the sweep); whose same seed gives other codes (``built``'s seed-0 build of
-    each (scheme, budget, d) and one more, on one tiny draw); or whose trials or tokens
+    each (scheme, budget, d) and one more, on one tiny draw) or whose one build codes that
+    draw twice differently (per-call randomness, named as such before any clause could
+    blame coupling: the contract asks one coding per input and build); or whose trials or tokens
     depend on each other, or whose other seed changes the codes where it declares
     ``randomized=False`` or not where True (the contract's ``independent_trials``,
     ``independent_tokens`` and ``seeds`` clauses at its smallest d: five builds and ten
     codings of at most 120 vectors each per user scheme). The message names the
     declaration to fix."""
     from kvstats.quant.contract import check_independent_tokens, check_independent_trials, check_seeds
-    from kvstats.quant.contract_bits import check_expected_bits, check_stored_bytes
+    from kvstats.quant.contract_bits import _PER_CALL, check_expected_bits, check_stored_bytes
     from kvstats.quant.contract_harness import SchemeContractError
     from kvstats.quant.registry import BUILTIN, scheme_def
     from kvstats.quant.schemes import make_scheme
@@ -125,8 +127,9 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], buil
     def run(clause: Any, then: str) -> None:
         try:
             clause()
-        except SchemeContractError as exc:
-            raise SchemeContractError(f"{exc}; {then} (kvstats.check_scheme({spec.name!r}) runs the "
+        except SchemeContractError as exc:   # per-call randomness: its message says what to do
+            then = "" if _PER_CALL in str(exc) else f"; {then}"
+            raise SchemeContractError(f"{exc}{then} (kvstats.check_scheme({spec.name!r}) runs the "
                                       "whole contract)") from None
         except Exception:   # noqa: BLE001, S110 - at a size the grid lacks (see above)
             pass
@@ -144,7 +147,8 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], buil
             K, V = np.random.default_rng(0).standard_normal((2, 1, cell.n_keys, cell.dim)).astype(config.dtype)
             try:   # each (budget, d) at its smallest N; a failure of its code is the sweep's to name
                 again = make_scheme(spec.name, cell.budget, cell.dim, seed=0, draws=1, **spec.params)
-                coded = [s.roundtrip(K, V) for s in (built[(spec.display(), cell.budget, cell.dim)], again)]
+                first = built[(spec.display(), cell.budget, cell.dim)]
+                coded = [s.roundtrip(K, V) for s in (first, again, again)]   # again twice: per call?
             except Exception:   # noqa: BLE001, S112
                 continue
             for side, x, x_hat in zip(("keys", "values"), (K, V), coded[0]):
@@ -155,11 +159,15 @@ def _check_user_schemes(config: SweepConfig, cells: list[tuple[Cell, str]], buil
                     raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: its roundtrip of {x.shape} "
                                      f"finite {side} returns {bad}; a scheme's decode must return finite "
                                      "vectors of the input's shape")
-            if not all(np.array_equal(a, b) for a, b in zip(*coded)):
+            if not all(np.array_equal(a, b) for a, b in zip(*coded[:2])):
                 raise ValueError(f"scheme {cell.scheme_at()}, d={cell.dim}: the same seed gives other "
                                  "codes (two builds with seed 0 code one draw differently): draw its "
                                  "randomness from the key_rng/value_rng its build gets, not np.random "
                                  "or a generator of its own")
+            if not all(np.array_equal(a, b) for a, b in zip(*coded[1:])):   # before blaming coupling
+                raise SchemeContractError(f"scheme {cell.scheme_at()}, d={cell.dim}: one build codes "
+                                          f"one draw twice differently: {_PER_CALL} (kvstats.check_scheme("
+                                          f"{spec.name!r}) runs the whole contract)")
         for clause, check in (("independent_trials", check_independent_trials),
                               ("independent_tokens", check_independent_tokens), ("seeds", check_seeds)):
             run(lambda: check(spec.name, spec.params, dim=dim), _DECLARED[clause])
