@@ -22,7 +22,7 @@ numbers (the chunk size included): parts of another config are of other cells, w
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -227,7 +227,6 @@ def resume_parts(cells_dir: Path, todo: list[tuple[Cell, str]], *, n_trials: int
     {'00000000000000000000': {}}
     """
     loaded = {}
-    done: dict[str, set[int]] = {}
     for cell, cid in todo:
         good, bad = load_parts(cells_dir, cid, key=cell.key(), n_trials=n_trials,
                                chunk_size=chunk_of(cell), code=code)
@@ -236,8 +235,7 @@ def resume_parts(cells_dir: Path, todo: list[tuple[Cell, str]], *, n_trials: int
                 "its chunk again")
             path.unlink(missing_ok=True)
         loaded[cid] = good
-        case = cell.case_key()
-        done[case] = set(good) if case not in done else done[case] & set(good)
+    done = _shared_chunks((cell.case_key(), loaded[cid]) for cell, cid in todo)
     out: dict[str, dict[int, tuple[pd.DataFrame, dict]]] = {}
     for cell, cid in todo:
         label = cell.params_label()
@@ -248,3 +246,51 @@ def resume_parts(cells_dir: Path, todo: list[tuple[Cell, str]], *, n_trials: int
                 frame = frame.assign(params=label)
             out[cid][int(meta["start"])] = (frame, meta)
     return out
+
+
+def _shared_chunks(have: Iterable[tuple[str, Iterable[int]]]) -> dict[str, set[int]]:
+    """Case key -> the chunks every cell of the case has; ``have`` holds (case key, its
+    chunks) for each cell to compute, those with no chunk too.
+
+    A chunk's trials are drawn once for all the cells of its case, so a resume reuses a
+    chunk only when every cell of the case to compute has it: the one rule of
+    :func:`resume_parts` and of the count an interrupted sweep's note gives
+    (:func:`_kept_chunks`).
+
+    Examples
+    --------
+    >>> _shared_chunks([("a", {0, 1}), ("a", [0, 2]), ("b", {3}), ("c", ()), ("c", {1})])
+    {'a': {0}, 'b': {3}, 'c': set()}
+    """
+    done: dict[str, set[int]] = {}
+    for case, chunks in have:
+        done[case] = set(chunks) if case not in done else done[case] & set(chunks)
+    return done
+
+
+def _kept_chunks(cells_dir: Path, case_of: Mapping[str, str]) -> dict[str, set[int]]:
+    """The chunks a resume will reuse, from the names of the part files on disk: cell id ->
+    chunks, for the unfinished cells ``case_of`` (cell id -> its case key).
+
+    :func:`resume_parts`' rule (:func:`_shared_chunks`) without reading the files: a part
+    of a chunk another unfinished cell of its case lacks (an interrupt in the middle of a
+    chunk's writes) is not counted, as a resume computes it again.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "parts").mkdir()
+    >>> for name in ("a" * 20 + "-0", "a" * 20 + "-1", "b" * 20 + "-0"):
+    ...     _ = (d / "parts" / f"{name}.parquet").write_bytes(b"")
+    >>> _kept_chunks(d, {"a" * 20: "case", "b" * 20: "case"}) == {"a" * 20: {0}, "b" * 20: {0}}
+    True
+    >>> _kept_chunks(d, {"a" * 20: "case", "b" * 20: "case", "c" * 20: "case"})["a" * 20]
+    set()
+    """
+    have: dict[str, set[int]] = {cid: set() for cid in case_of}
+    for _, cid, chunk in _part_files(cells_dir):
+        if cid in have:
+            have[cid].add(chunk)
+    done = _shared_chunks((case_of[cid], chunks) for cid, chunks in have.items())
+    return {cid: done[case_of[cid]] for cid in case_of}

@@ -37,7 +37,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import pandas as pd
 
@@ -47,7 +47,7 @@ from kvstats.quant.coder import NormOverflowError
 from kvstats.results import SweepResult, _digest, _user_stacklevel, config_fingerprint
 from kvstats.sweep.config import SweepConfig, load_config
 from kvstats.sweep.numeric_env import NumericEnvWarning, env_differences, numeric_env
-from kvstats.sweep.parts import (PARTS, _part_files, check_parts_slot, drop_parts, resume_parts,
+from kvstats.sweep.parts import (PARTS, _kept_chunks, check_parts_slot, drop_parts, resume_parts,
                                  write_part)
 from kvstats.sweep.plan import Cell, _tasks, chunk_for, code_version
 from kvstats.sweep.preflight import preflight as _preflight
@@ -62,13 +62,16 @@ __all__ = ["run_sweep", "check_grid", "WorkerDiedError"]
 
 
 def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException | None = None,
-          unfinished: set[str] = frozenset()) -> str | None:
+          unfinished: Collection[str] = frozenset(), case_of: Mapping[str, str] | None = None
+          ) -> str | None:
     """The note a failed sweep's error ``exc`` gets: what is kept, and how to resume.
 
     A norm overflow is the data's (the sweep is seeded): the same sweep would fail the same
     way, so the note says to change the config first, not to rerun. The chunks of cells still
-    unfinished (``unfinished``, their ids) that are on disk in ``cells/parts`` are counted too:
-    a resume does not compute them again.
+    unfinished (``unfinished``, their ids) that a resume reuses are counted too: those on
+    disk in ``cells/parts`` that every unfinished cell of their case has (``case_of``: cell
+    id -> case key; without it each cell counts alone), the rule of
+    :func:`~kvstats.sweep.parts.resume_parts`. The count is the one the resume then says.
 
     Examples
     --------
@@ -84,11 +87,13 @@ def _kept(cells_dir: Path | None, n_done: int, n_cells: int, exc: BaseException 
     if cells_dir is None:
         return None   # nothing is kept
     where = str(cells_dir)
-    # what is on disk, not what was meant to be written (a full disk stops a part's write)
-    parts = [cid for _, cid, _ in _part_files(cells_dir) if cid in unfinished]
+    # what is on disk, not what was meant to be written (a full disk stops a part's write),
+    # and of it what a resume reuses (an interrupt may land between a chunk's cells' writes)
+    kept = _kept_chunks(cells_dir, {cid: (case_of or {}).get(cid, cid) for cid in unfinished})
+    parts = sum(map(len, kept.values()))
     if parts:
-        where += (f" (and {len(parts)} finished chunk(s) of {len(set(parts))} unfinished cell(s) "
-                  f"in {cells_dir / PARTS})")
+        where += (f" (and {parts} finished chunk(s) of {sum(map(bool, kept.values()))} unfinished "
+                  f"cell(s) in {cells_dir / PARTS})")
     if n_done == n_cells:   # failed after the last cell (writing the results): nothing to compute
         return (f"[all {n_cells} cells finished, kept in {where}: rerun with resume (kvstats sweep "
                 "--resume; run_sweep's default) to write the results from them, computing nothing]")
@@ -434,20 +439,23 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
 
     def collect(results: list[tuple[str, int, pd.DataFrame, float]], by: dict[str, str] = code,
                 by_env: dict[str, str] = env) -> None:
-        new: dict[str, list[tuple[int, pd.DataFrame, float]]] = {}
+        arrived: list[tuple[int, str, pd.DataFrame, float]] = []
         for cid, start, part, secs in results:
             pending[cid][start] = part
             used[cid][json.dumps(by, sort_keys=True)] = by
             used_env[cid][json.dumps(by_env, sort_keys=True)] = by_env
             seconds[cid] += secs
-            new.setdefault(cid, []).append((start, part, secs))
-        for cid, arrived in new.items():
-            if sum(map(len, pending[cid].values())) < config.n_trials:
-                for start, part, secs in arrived if cells_dir is not None else ():
-                    write_part(cells_dir, cid, start // chunks[cid], part, key=keys[cid],
-                               config=fingerprint, code=by, env=by_env, seconds=secs)
-            else:
-                finish(cid)
+            arrived.append((start // chunks[cid], cid, part, secs))
+        complete = [c for c in dict.fromkeys(a[1] for a in arrived)
+                    if sum(map(len, pending[c].values())) >= config.n_trials]
+        # chunk by chunk across the cells (every cell of chunk b, then b + 1): a resume reuses
+        # a chunk only when every cell of its case has it, so an interrupt loses at most one
+        for chunk, cid, part, secs in sorted(arrived, key=lambda a: a[0]) if cells_dir is not None else ():
+            if cid not in complete:
+                write_part(cells_dir, cid, chunk, part, key=keys[cid], config=fingerprint, code=by,
+                           env=by_env, seconds=secs)
+        for cid in complete:
+            finish(cid)
 
     def finish(cid: str) -> None:
         parts = pending.pop(cid)
@@ -540,7 +548,8 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
             futures = {pool.submit(_user_task, payload, task, i): i for i, task in enumerate(tasks)}
             _gather(futures, collect, bar, progress_queue, tasks, seen_warnings)
     except (Exception, KeyboardInterrupt) as exc:   # Ctrl-C too: say what it keeps
-        kept = _kept(cells_dir, len(frames), len(cells), exc, {c for _, c in cells} - set(frames))
+        kept = _kept(cells_dir, len(frames), len(cells), exc, {c for _, c in cells} - set(frames),
+                     {cid: cell.case_key() for cell, cid in cells})
         if kept is not None:
             exc.add_note(kept)
         raise
@@ -567,7 +576,8 @@ def _run_locked(config: SweepConfig, cells: list[tuple[Cell, str]], out_dir: Pat
         try:
             write_result(out_dir, frame, manifest)
         except (Exception, KeyboardInterrupt) as exc:   # a full disk: every cell is kept, say so
-            kept = _kept(cells_dir, len(frames), len(cells), exc, {c for _, c in cells} - set(frames))
+            kept = _kept(cells_dir, len(frames), len(cells), exc, {c for _, c in cells} - set(frames),
+                         {cid: cell.case_key() for cell, cid in cells})
             if kept is not None:
                 exc.add_note(kept)
             raise
