@@ -69,7 +69,10 @@ def check_expected_bits(name: str, params: Mapping[str, Any] | None = None,
 def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact: bool = True) -> None:
     """The codes' ``nbytes`` hold exactly the accounted bits at d = 128, N = 96 (float32
     input; only with ``exact``: settings with sub-byte fields may not), and at least them
-    (at most 10 % more) at d = 96, N = 101; ``nbytes`` counts every array the codes hold;
+    (at most 10 % more) at d = 96, N = 101; ``nbytes`` counts every array the codes hold,
+    and those in plain objects below them (:func:`_plain_arrays`) that change with the
+    values coded (two inputs of one shape; a shared codebook the codes refer to is not
+    counted);
     no field holds Python numbers that change with the values coded (two inputs of one
     shape: a per-vector scale kept as ``.tolist()`` is stored but invisible to ``nbytes``;
     numbers the shape and settings set, a shape, a bit width, group bounds, are metadata).
@@ -92,12 +95,30 @@ def check_stored_bytes(name: str, params: Mapping[str, Any] | None = None, exact
     scheme = _build(name, bits, 96, params)
     counted = round(2 * scheme.bits_per_coord(101).total * 101 * 96, 6)
     codes = scheme.quantize(K, V)
+    # arrays in plain objects below the codes (a SimpleNamespace of per-vector ranges) are
+    # stored data when they change with the values coded; those that do not (the coder's
+    # rotation, a shared codebook the codes refer to) are the scheme's, not the cache's
+    other, again = scheme.quantize(K * 3.0, V[::-1] * 3.0), scheme.quantize(K, V)
     for side, side_codes in (("key", codes.key), ("value", codes.value)):
-        held = _held_nbytes(side_codes)
+        counts = []   # what _held_nbytes counts: a view of one of them in a plain object is it
+        one = _plain_arrays(side_codes, _held=counts)
+        two, same = (_plain_arrays(getattr(c, side)) for c in (other, again))
+        moved = [f for f in {**one, **two, **same} if not _same_arrays(one, two, f)]
+        if any(not _same_arrays(one, same, f) for f in moved):   # per-call randomness, not data
+            field = next(f for f in moved if not _same_arrays(one, same, f))
+            _fail(name, _where(bits, 96, params, N=101), f"the {side} codes hold arrays in field "
+                  f"{field!r} (in a plain object below them) that differ when one input of shape "
+                  f"(101, 96) is quantized again: {_PER_CALL}")
+        hidden = {f: sum(_held_nbytes(a) for a in one.get(f, []) if not _aliases(a, counts)) for f in moved}
+        hidden = {f: n for f, n in hidden.items() if n}
+        held = _held_nbytes(side_codes) + sum(hidden.values())
         if side_codes.nbytes != held:
+            fields = ", ".join(f"{f!r} ({n} bytes)" for f, n in hidden.items())
+            note = (f" (with {fields} in plain objects below them: arrays that change with the "
+                    "values coded, two inputs of shape (101, 96), so stored data)") if hidden else ""
             _fail(name, _where(bits, 96, params, N=101), f"the {side} codes hold arrays of {held} "
-                  f"bytes, their nbytes says {side_codes.nbytes}: nbytes must count every array the "
-                  "codes hold (and the codes hold only what a cache stores)")
+                  f"bytes{note}, their nbytes says {side_codes.nbytes}: nbytes must count every "
+                  "array the codes hold (and the codes hold only what a cache stores)")
     stored = codes.nbytes * 8
     if not counted <= stored <= 1.1 * counted:
         _fail(name, _where(bits, 96, params, N=101), f"the codes hold {stored} bits for "
@@ -187,6 +208,76 @@ def _python_numbers(obj: Any, _path: str = "", _depth: int = 0, _seen: set | Non
         for field, found in _python_numbers(value, path, _depth + 1, seen).items():
             numbers.setdefault(field, []).extend(found)
     return numbers
+
+
+def _plain_arrays(obj: Any, _path: str = "", _depth: int = 0, _seen: set | None = None,
+                  _counted: bool = True, _held: list | None = None) -> dict[str, list]:
+    """The arrays a codes object holds where :func:`_held_nbytes` does not look, per field
+    (dotted from the codes, as :func:`_python_numbers` names them): in a plain object below
+    the codes (a ``SimpleNamespace``, a helper without ``nbytes``: its dataclass fields,
+    ``__dict__`` and ``__slots__``), in a set, or in the slots of nested codes.
+    :func:`check_stored_bytes` counts those that change with the values coded as stored.
+    ``_held``: a list the arrays :func:`_held_nbytes` does count are appended to.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> from kvstats.quant.mse import MSEQuantizer
+    >>> _plain_arrays(MSEQuantizer(64, 3).encode(np.ones((10, 64))))   # its arrays: nbytes sees them
+    {}
+    >>> class Codes:
+    ...     nbytes = 8
+    ...     def __init__(self):
+    ...         self.packed = np.zeros(8, np.uint8)
+    ...         self.meta = SimpleNamespace(lo=np.zeros(4, np.float32))
+    >>> {f: [a.nbytes for a in found] for f, found in _plain_arrays(Codes()).items()}
+    {'meta.lo': [16]}
+    """
+    if isinstance(obj, (np.ndarray, np.generic, bytes, bytearray, memoryview)) or (
+            not isinstance(obj, type) and (hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"))):
+        if _counted and _held is not None:
+            _held.append(obj)
+        return {} if _counted else {_path or "(the codes)": [obj]}
+    seen = set() if _seen is None else _seen
+    if isinstance(obj, (bool, int, float, complex, *_LEAVES)) or _depth > 8 or id(obj) in seen:
+        return {}
+    seen.add(id(obj))   # a cycle, or one shared coder referred to twice, is walked once
+    if isinstance(obj, Mapping):
+        obj = list(obj.values())
+    # where _held_nbytes walks: tuples, lists, dicts, and objects with an nbytes (a
+    # dataclass's fields, else __dict__); anything else below the codes is a plain object
+    walked = _counted and (isinstance(obj, (tuple, list))
+                           or (hasattr(obj, "nbytes") and not isinstance(obj, (set, frozenset))))
+    if isinstance(obj, (tuple, list, set, frozenset)):
+        items = [(_path, x, walked) for x in obj]
+    elif dataclasses.is_dataclass(obj):
+        items = [(f.name, getattr(obj, f.name, None), walked) for f in dataclasses.fields(obj)]
+    else:
+        slots = [n for c in type(obj).__mro__ for n in _slot_names(c) if n not in ("__dict__", "__weakref__")]
+        items = [*((k, v, walked) for k, v in getattr(obj, "__dict__", {}).items()),
+                 *((n, getattr(obj, n, None), False) for n in slots)]
+    arrays: dict[str, list] = {}
+    for key, value, counted in items:
+        path = key if isinstance(obj, (tuple, list, set, frozenset)) else f"{_path}.{key}".lstrip(".")
+        for field, found in _plain_arrays(value, path, _depth + 1, seen, counted, _held).items():
+            arrays.setdefault(field, []).extend(found)
+    return arrays
+
+
+def _aliases(array: Any, held: list) -> bool:
+    """Whether ``array`` is, or views memory of, one of the ``held`` arrays (then counted)."""
+    return isinstance(array, np.ndarray) and any(
+        isinstance(h, np.ndarray) and np.may_share_memory(array, h) for h in held)
+
+
+def _same_arrays(one: dict, two: dict, field: str) -> bool:
+    """Whether ``field`` holds equal arrays (shape, dtype and values; NaN alike) in both."""
+    a, b = ([np.asarray(memoryview(x).cast("B") if isinstance(x, (bytes, bytearray, memoryview)) else x)
+             for x in d.get(field, [])] for d in (one, two))
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype
+                                    and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")
+                                    for x, y in zip(a, b))
 
 
 def _slot_names(cls: type) -> tuple[str, ...]:
