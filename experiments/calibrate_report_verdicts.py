@@ -306,7 +306,7 @@ def clustered(pool: pd.DataFrame, reps: int, seed: int, cells: list[tuple[int, i
         scale = np.sqrt(icc / (1 - icc))
         hits = {"cluster": 0, "trial": 0}
         sign = {"cluster": [0, 0], "trial": [0, 0]}
-        family = {}
+        family, units = {}, {}
         for r in range(reps):
             idx = rng.choice(len(a0), n, replace=False)
             a, b = a0.iloc[idx].copy(), b0.iloc[idx].copy()
@@ -322,6 +322,7 @@ def clustered(pool: pd.DataFrame, reps: int, seed: int, cells: list[tuple[int, i
                 g = aggregate_clusters(f) if unit == "cluster" else f.drop(columns="cluster")
                 c = compare_schemes(g, PAIR, alpha=alpha, energy_resamples=energy_resamples, seed=r)
                 family[unit] = int(c.attrs["n_tests"])
+                units[unit] = int(c["n_a"].max())     # pairs each test saw: clusters or trials
                 hits[unit] += bool(c["significant"].astype(bool).any())
                 p = c.loc[c["test"] == "sign", "pvalue"].to_numpy(float)
                 sign[unit][0] += int((p <= alpha).sum())
@@ -329,7 +330,7 @@ def clustered(pool: pd.DataFrame, reps: int, seed: int, cells: list[tuple[int, i
             bar.update()
         for unit in ("cluster", "trial"):
             out.append({"clusters": n_clusters, "per_cluster": size, "icc": icc, "unit": unit,
-                        "family": family[unit], "any": clopper_pearson(hits[unit], reps),
+                        "family": family[unit], "pairs_tested": units[unit], "any": clopper_pearson(hits[unit], reps),
                         "sign_per_test": clopper_pearson(*sign[unit]) if sign[unit][1] else None})
     bar.close()
     return out
