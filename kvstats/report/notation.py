@@ -85,12 +85,13 @@ def _unit_counts(summary: Any) -> Any:
     return pd.Series(dtype=int)
 
 
-def _cluster_spans(trials: pd.DataFrame) -> str:
+def _cluster_spans(trials: pd.DataFrame, trial_means: bool = False) -> str:
     """How the cells' trials come in clusters, said per kind of case: real cases' texts,
     other shared clusters, and cases whose every trial is its own cluster (synthetic
     trials, aggregate_clusters' rule for a NaN cluster); each kind named only in a report
     holding more than one, the last as "the other real (synthetic) cases" where cases of the
-    same distribution kind also share clusters.
+    same distribution kind also share clusters. ``trial_means``: the means are of trials
+    (unit = "trial"), so a clustered kind is said as its trials per mean and their texts.
 
     Examples
     --------
@@ -100,6 +101,8 @@ def _cluster_spans(trials: pd.DataFrame) -> str:
     ...     "trial": [0, 1, 2, 3, 0, 1], "cluster": [0, 0, 1, 1, None, None]})
     >>> _cluster_spans(f)
     'real cases: 2 texts per mean, 2 trials per text; synthetic cases: 2 trials per mean, each its own cluster'
+    >>> _cluster_spans(f, trial_means=True)[:46]
+    'real cases: 4 trials per mean from 2 texts (2 '
     """
     from kvstats.analysis.frame import CASE_COLUMNS
     from kvstats.results import REAL
@@ -122,7 +125,9 @@ def _cluster_spans(trials: pd.DataFrame) -> str:
         if not sel.any():
             continue
         cut = sel[sel].index
-        parts.append((name, f"{span(k[cut])} {one}s per mean, {span(per.loc[cut])} trials per {one}"
+        parts.append((name, (f"{span(n[cut])} trials per mean from {span(k[cut])} {one}s ({span(per.loc[cut])} "
+                             f"per {one})" if trial_means else f"{span(k[cut])} {one}s per mean, "
+                             f"{span(per.loc[cut])} trials per {one}")
                       if one else f"{span(n[cut])} trials per mean, each its own cluster"))
     return "; ".join(text if len(parts) == 1 else f"{name}: {text}" for name, text in parts)
 

@@ -501,7 +501,7 @@ def _unit_text(trials: pd.DataFrame, use_clusters: bool, clustered: Any,
         return ("Unit of observation: **the trial**, by request (unit = \"trial\"), although the "
                 + ("trials come in fewer clusters (texts) than trials: trial-level" if every else
                    "trials of some cases come in fewer clusters (texts) than trials "
-                   f"({_cluster_spans(trials)}): there trial-level") + " (not independent) "
+                   f"({_cluster_spans(trials, trial_means=True)}): there trial-level") + " (not independent) "
                 "p-values, which do not hold their nominal level (optimistic, i.e. too small, where "
                 "a text's trials are positively correlated; too large where negatively)"
                 + ("." if every else f", verdicts marked \"{NOT_INDEPENDENT_MARK}\"; the other cases' "

@@ -5,7 +5,8 @@ Every distribution is drawn at every (d, N) and every scheme built at every budg
 on one tiny draw, so a bad parameter fails at once with a message naming the grid's
 entry, not after hours of other cells. User code is held to more, as the sweep records
 what it claims: a scheme of one's own must store the bits it declares (the contract's
-clauses, :mod:`kvstats.quant.contract_bits`), code alike under one seed, code each trial
+clauses, :mod:`kvstats.quant.contract_bits`), code alike under one seed and one input
+alike twice in one build, decode a tiny draw to finite vectors of its shape, code each trial
 and (per-vector) each token on its own, and change its codes with the seed exactly when
 it declares ``randomized`` (the contract's clauses of those names, on small inputs); a
 distribution of one's own must give the same keys under one seed and other keys to each

@@ -86,7 +86,8 @@ def test_trial_unit_on_a_mixed_report_marks_only_the_clustered_cases(tmp_path):
     methods = md.split("## Methods", 1)[1].split("## Metrics and units", 1)[0]
     unit = next(line for line in methods.splitlines() if line.startswith("- Unit of observation"))
     assert "trials of some cases come in fewer clusters" in unit
-    assert "real cases: 8 texts per mean, 4 trials per text" in unit
+    # the means are of trials here (32), which come from 8 texts (referee T11 F2)
+    assert "real cases: 32 trials per mean from 8 texts (4 per text)" in unit
     assert "the other cases' trials are independent" in unit
     rate = next(line for line in methods.splitlines() if line.startswith("- Error rate"))
     assert "no error-rate guarantee" in rate and "only those cases' verdicts are marked" in rate
