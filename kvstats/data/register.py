@@ -39,6 +39,12 @@ class DistributionDef:
     (``value_distribution``, ``n_queries``, ``dtype``). The sampler is called once per
     chunk of trials, in trial order, on the same ``rng``: a sampler that draws trial by
     trial keeps trial ``t`` the same whatever ``n_trials`` is.
+
+    Each draw is checked: not a real ndarray is a TypeError; another shape, NaN/inf, or
+    trials 0 and 1 equal (one draw broadcast, tiled or repeated over the trials: the trial
+    is the tests' independent unit) a ValueError naming the distribution. A sampler that
+    ignores ``rng`` (``np.random``, a generator of its own) passes these; only a sweep's
+    preflight (:func:`kvstats.sweep.check_grid`) refuses it, as that takes two draws.
     """
 
     name: str
@@ -49,14 +55,22 @@ class DistributionDef:
     def _fill(self, g: list[np.random.Generator], n: int, N: int, d: int, p: dict, q: Any,
               dt: np.dtype) -> np.ndarray:
         x = self.sampler(n, N, d, g[0], dict(p))
-        arr = np.asarray(x) if isinstance(x, np.ndarray) else None
-        if arr is None or arr.dtype.kind not in "fiu" or arr.shape != (n, N, d):
+        if not isinstance(x, np.ndarray) or x.dtype.kind not in "fiu":
             raise TypeError(f"distribution {self.name!r}: its sampler must return a real array of "
                             f"shape (n_trials, n_keys, dim) = {(n, N, d)}; received {_describe(x)}")
-        if not np.isfinite(arr).all():
+        if x.shape != (n, N, d):
+            raise ValueError(f"distribution {self.name!r}: its sampler must return a real array of "
+                             f"shape (n_trials, n_keys, dim) = {(n, N, d)}; received {_describe(x)}")
+        if not np.isfinite(x).all():
             raise ValueError(f"distribution {self.name!r}: its sampler returned "
-                             f"{int(arr.size - np.isfinite(arr).sum())} NaN/inf values")
-        return arr
+                             f"{int(x.size - np.isfinite(x).sum())} NaN/inf values")
+        # the trial is the tests' independent unit: one draw broadcast, tiled or repeated
+        # over the trials would count as n independent ones (two trials: one O(N d) compare)
+        if n >= 2 and (x.strides[0] == 0 or np.array_equal(x[0], x[1])):
+            raise ValueError(f"trials 0 and 1 of one draw have the same keys: the sampler of "
+                             f"distribution {self.name!r} must draw each of its n_trials anew, not "
+                             "repeat or broadcast one draw (the trial is the tests' independent unit)")
+        return x
 
 
 _USER: dict[str, DistributionDef] = {}
@@ -114,7 +128,12 @@ def register_distribution(name: str, sampler: Callable[..., np.ndarray],
     ------
     ValueError, TypeError
         A name already used or malformed, a sampler that is not callable, defaults that
-        are not a mapping of str to scalars; each naming the argument.
+        are not a mapping of str to scalars; each naming the argument. Later, at each
+        draw (:func:`~kvstats.data.synthetic.sample`): a TypeError when the sampler
+        returns no real ndarray, a ValueError when it has another shape than
+        ``(n_trials, n_keys, dim)``, holds NaN/inf, or gives trials 0 and 1 the same keys
+        (see :class:`DistributionDef`; a sampler ignoring ``rng`` is refused by a sweep's
+        preflight only).
 
     Examples
     --------

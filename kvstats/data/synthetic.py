@@ -169,7 +169,8 @@ def _resolve(distribution: str, params: Mapping[str, Any], dim: int, n_queries: 
                              f"received dim={dim}: pass {name('n_channels')} <= {dim} or a larger dim")
         p["n_channels"] = check_int(p["n_channels"], name("n_channels"), low=1, high=dim)
         p["magnitude"] = check_real(p["magnitude"], name("magnitude"), low=0.0, low_open=True)
-        p["offset"] = check_real(p["offset"], name("offset"))
+        # a size: each channel's sign is drawn (-x would be x's law by another name); +0.0: -0.0 as 0.0
+        p["offset"] = check_real(p["offset"], f"{name('offset')} (its sign is random per channel)", low=0.0) + 0.0
     return p
 
 
@@ -352,20 +353,20 @@ def sample(distribution: str, n_trials: int, n_keys: int, dim: int, seed: Any = 
             strength``; their component orthogonal to the query stays Gaussian). Valid
             ``0 < strength < 1/n_focus`` (the default 0.5 needs ``n_focus = 1``: with
             more focus keys pass ``strength``) and ``n_focus · n_queries ≤ N``,
-            ``n_focus < N``; accurate (within 0.01) when ``strength`` is well
-            above the unfocused top weight (``≈ exp(√(2 ln N) − 1/2)/N``, an upper
-            estimate: 0.040 at N = 512, where Gaussian keys give 0.027), for ``N ≳ 100``
-            and ``scale ≤ 1.5``; at larger ``scale`` the lognormal background sum
-            fluctuates more and ``E[max p]`` exceeds small strengths (0.21 for 0.2 at
-            ``scale = 2``, N = 1024); with many queries the other queries' focus keys
-            weigh more in the background than Gaussian keys, and ``E[max p]`` falls
-            below ``strength`` (0.488 for 0.5 at ``n_queries = 64``, N = 512, d = 64;
-            docs/measurement.md).
+            ``n_focus < N``; within 0.01 when ``strength`` is well above the unfocused top
+            weight (``≈ exp(σ√(2 ln N) − σ²/2)/N``, σ = ``scale``: an upper estimate, 0.040
+            at N = 512, σ = 1, where Gaussian keys give 0.027), for N ≳ 200 at σ = 1.5 and
+            N ≳ 100 at σ ≤ 1.25 (0.318 for 0.3 at N = 100, σ = 1.5); at larger σ the
+            lognormal background sum fluctuates more and ``E[max p]`` exceeds small
+            strengths (0.21 for 0.2 at σ = 2, N = 1024); with many queries the other
+            queries' focus keys weigh more in the background than Gaussian keys, and
+            ``E[max p]`` falls below ``strength`` (0.488 for 0.5 at ``n_queries = 64``,
+            N = 512, d = 64; docs/measurement.md).
         ``"outlier_channels"`` (``n_channels=4``, ``magnitude=10``, ``offset=0``, ``scale=1``)
             Gaussian keys except ``n_channels`` channels, chosen at random per trial and
             fixed across its keys (as in real keys of deeper layers), equal to
-            ``magnitude · (z ± offset)`` (sign random per channel): a channel-wise scale
-            and, with ``offset``, a channel-wise bias. ``1 ≤ n_channels ≤ d`` (the
+            ``magnitude · (z ± offset)`` (sign random per channel, so ``offset ≥ 0``): a
+            channel-wise scale and, with ``offset``, a channel-wise bias. ``1 ≤ n_channels ≤ d`` (the
             default 4 needs ``d ≥ 4``: for smaller ``d`` pass ``n_channels``).
 
         A shape too small for a parameter left at its default is a ValueError naming

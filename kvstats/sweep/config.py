@@ -191,7 +191,7 @@ class SweepConfig:
         if len(set(keys)) != len(keys):
             raise ValueError("distributions must not repeat a (name, params) pair; received "
                              f"{[f'{n}({p})' for n, p in keys]}")
-        _check_distinct_cases(dists)
+        _check_distinct_cases(dists, _int_tuple(self.dims, "dims", 2, None))   # resolved per grid d
         # after the checks, whose messages show the params as written
         dists = tuple(_floats_as_defaults(d) for d in dists)
         object.__setattr__(self, "schemes", schemes)

@@ -39,6 +39,9 @@ _OWN_HINT = ("; a distribution of your own must be registered in this process fi
 _TOML_NOTE = (": in TOML a key written below a [[schemes]] or [[distributions]] header belongs to that "
               "entry; put sweep settings above the first header or under [sweep]")
 
+# a parameter whose allowed range is the same at every (d, N): checked as the entry is read
+_ANY_SHAPE = {"heavy_tailed": "nu", "outlier_channels": "offset"}
+
 #: Fewest keys a case may have: the per-trial profile reports recall@5
 #: (:func:`kvstats.error_profile`, ``k = 5``).
 MIN_KEYS = 5
@@ -231,14 +234,15 @@ def parse_distributions(entry: Any, plugins: tuple[str, ...] = ()) -> list[Distr
             raise ValueError(f"distribution name must be one of {list(known)}; received "
                              f"{spec.name!r}{did_you_mean(spec.name, known) or _OWN_HINT}"
                              f"{_plugins_said(plugins)}")
-        if spec.name == "heavy_tailed" and "nu" in spec.params:
-            # nu's range does not depend on (d, N): sample()'s own check, here rather
+        key = _ANY_SHAPE.get(spec.name)
+        if key in spec.params:
+            # a range that does not depend on (d, N): sample()'s own check, here rather
             # than at the grid's first draw (other parameters, e.g. rank <= d, do)
             try:
-                _resolve("heavy_tailed", {"nu": spec.params["nu"]}, MIN_KEYS, 1, MIN_KEYS,
+                _resolve(spec.name, {key: spec.params[key]}, MIN_KEYS, 1, MIN_KEYS,
                          what="parameter(s)")
             except (ValueError, TypeError) as exc:
-                raise type(exc)(f"distribution 'heavy_tailed' param {exc}") from None
+                raise type(exc)(f"distribution {spec.name!r} param {exc}") from None
     return [DistributionSpec(REAL, _real_params(s.params)) if s.name == REAL else s for s in specs]
 
 
@@ -275,9 +279,9 @@ def _unknown_keys(extra: list[Any], allowed: tuple[str, ...]) -> str:
 
 
 def _number_key(value: Any) -> Any:
-    """``value`` with an int and the float it equals made one (3 and 3.0 draw alike)."""
+    """``value`` with an int and the float it equals made one (3 and 3.0 draw alike; -0.0 is 0.0)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return float(value) + 0.0
     return value
 
 
@@ -318,25 +322,54 @@ def _floats_as_defaults(spec: DistributionSpec) -> DistributionSpec:
     return DistributionSpec(spec.name, params)
 
 
-def _check_distinct_cases(dists: Iterable[DistributionSpec]) -> None:
+def _check_distinct_cases(dists: Iterable[DistributionSpec], dims: Iterable[int] | None = None) -> None:
     """Refuse two synthetic entries that draw the same data: the same name and the same
-    parameters once the defaults fill what an entry leaves out (``heavy_tailed`` and
-    ``heavy_tailed`` with ``nu = 3.0``, or ``nu = 3`` and ``nu = 3.0``). Their case keys
-    differ, so they would get other data seeds and stand in the report as two cases of
-    one distribution. (Two ``real`` entries of one capture are refused in the grid.)"""
-    from kvstats.data.synthetic import default_params
+    parameters once resolved at every ``d`` of ``dims`` as :func:`kvstats.sample` resolves
+    them (defaults filled in, ``nu = 3`` as ``3.0``, ``low_rank``'s ``rank`` left out as
+    ``min(8, d)``; ``heavy_tailed`` beside ``heavy_tailed`` with ``nu = 3.0``, ``low_rank``
+    beside ``rank = 8`` where every d is >= 8). Their case keys differ, so they would get
+    other data seeds and stand in the report as two cases of one distribution. (Two
+    ``real`` entries of one capture are refused in the grid.)
 
+    Examples
+    --------
+    >>> _check_distinct_cases([DistributionSpec("low_rank"), DistributionSpec("low_rank", {"rank": 8})],
+    ...                       dims=[4, 64])   # rank 4 and 8 at d = 4: two cases
+    >>> _check_distinct_cases([DistributionSpec("low_rank"), DistributionSpec("low_rank", {"rank": 8})],
+    ...                       dims=[64])
+    Traceback (most recent call last):
+    ...
+    ValueError: distributions: 'low_rank' with params - and with params rank=8 are the same distribution ...
+    """
+    dims = tuple(dims) if dims is not None else (None,)
     seen: dict[str, DistributionSpec] = {}
     for spec in dists:
         if spec.name == REAL:
             continue
-        full = {k: _number_key(v) for k, v in {**default_params(spec.name), **spec.params}.items()}
-        earlier = seen.setdefault(_canonical([spec.name, full]), spec)
+        full = [_resolved_params(spec, d) for d in dims]
+        key = [{k: _number_key(v) for k, v in p.items()} for p in full]
+        earlier = seen.setdefault(_canonical([spec.name, key]), spec)
         if earlier is not spec:
+            at = "" if dims == (None,) else f" at every d of dims {list(dims)}"
             raise ValueError(
                 f"distributions: {spec.name!r} with params {_fmt_params(earlier.params)} and with "
                 f"params {_fmt_params(spec.params)} are the same distribution (defaults filled in: "
-                f"{_fmt_params(full)}); keep one")
+                f"{_fmt_params(full[0])}){at}; keep one")
+
+
+def _resolved_params(spec: DistributionSpec, dim: int | None) -> dict[str, Any]:
+    """``spec``'s parameters as :func:`kvstats.sample` draws them at ``dim``; with no
+    ``dim``, or params the sampler refuses (the grid's preflight names that error), the
+    defaults updated with the params given."""
+    from kvstats.data.synthetic import default_params
+
+    full = {**default_params(spec.name), **spec.params}
+    if dim is not None:
+        try:   # the values drawn do not depend on n_queries, n_keys: those that fit any params
+            full = _resolve(spec.name, spec.params, dim, 1, 2**62, what="parameter(s)")
+        except (ValueError, TypeError):
+            pass
+    return full
 
 
 def _check_sweep_budgets(schemes: Iterable[SchemeSpec], budgets: tuple[int, ...]) -> None:
