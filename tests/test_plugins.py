@@ -243,7 +243,7 @@ def test_a_registered_distribution_is_sampled_and_checked():
 
 def test_a_sampler_returning_the_wrong_shape_or_nan_is_an_error():
     with data_register.registered_distribution("flat", lambda n, N, d, rng, p: np.zeros((n, N))):
-        with pytest.raises(TypeError, match=r"'flat': its sampler must return a real array of shape"):
+        with pytest.raises(ValueError, match=r"'flat': its sampler must return a real array of shape"):
             kvstats.sample("flat", 2, 8, 4)
     with data_register.registered_distribution("nan", lambda n, N, d, rng, p: np.full((n, N, d), np.nan)):
         with pytest.raises(ValueError, match="'nan': its sampler returned 64 NaN/inf"):

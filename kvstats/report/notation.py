@@ -189,8 +189,8 @@ def figure_names(cases: Iterable[Mapping[str, Any]],
     """Each per-case and per-pair figure's file name (without suffix), chosen once and unique.
 
     A name is the readable slug of the case's title or of the pair's labels; a slug lowercases
-    and turns every run of other characters into "_", so cases or pairs can share one (the
-    params ``offset=-2.0`` and ``offset=2.0``; the labels "K+V" and "K-V"). Those that do
+    and turns every run of other characters into "_", so cases or pairs can share one (a
+    distribution's params ``tag='a-b'`` and ``tag='a+b'``; the labels "K+V" and "K-V"). Those that do
     get a short stable hash of their exact key appended, longer until every name differs;
     the others keep the plain slug. :func:`kvstats.hypothesis_report` draws the figures and
     :func:`kvstats.report.sections.build_document` links them by this one map.

@@ -1,8 +1,9 @@
 """Each case's and pair's figure has a file of its own (referee R8, finding 1).
 
 The figure names were the slugs of the case title and of the pair's labels, which drop
-minus signs, "+", "." and case: the cases offset=-2.0 and offset=2.0 wrote one set of
-Shannon–φ files, so the −2.0 section showed the +2.0 figures, and the pairs (K+V, KV) and
+minus signs, "+", "." and case: the cases offset=-2.0 and offset=2.0 (now refused: one law,
+its sign random per channel; tag="a-b" and tag="a+b" of a distribution of one's own collide
+alike) wrote one set of Shannon–φ files, so the −2.0 section showed the +2.0 figures, and the pairs (K+V, KV) and
 (K-V, KV) one crossover file. The names are now chosen once (kvstats.report.notation.
 figure_names: the slug, with a short hash of the exact key where slugs collide) and the
 document links each section's figure by that map.
@@ -56,27 +57,36 @@ def _links(md: str, caption_start: str) -> list[tuple[str, str]]:
     return re.findall(rf"!\[({re.escape(caption_start)}[^\]]*)\]\((figures/[^)]+)\)", md)
 
 
+def _tagged(n, N, d, rng, params):
+    """Gaussian keys shifted by the tag's length: cases that differ in a string parameter."""
+    return rng.standard_normal((n, N, d)) + len(params["tag"])
+
+
 def test_each_case_section_shows_its_own_shannon_phi_figures(tmp_path):
-    """The referee's slug.py: outlier_channels at offset −2.0 and +2.0."""
-    res = _sweep(dict(schemes=["KV", "KQV"], budgets=[3], dims=[32], n_keys=[64], n_trials=12,
-                      distributions=[{"name": "outlier_channels",
-                                      "params": [{"offset": -2.0}, {"offset": 2.0}]}],
-                      comparisons=[["KV", "KQV"]]))
-    rep = kvstats.hypothesis_report(res, tmp_path, energy_resamples=19, bootstrap_resamples=99)
+    """The referee's slug.py, its cases now tag="a-b" and tag="a+b" of a distribution of one's own
+    (its offset=-2.0 and 2.0 of outlier_channels are one law, now refused as one case twice)."""
+    from kvstats.data.register import registered_distribution
+
+    with registered_distribution("tagged", _tagged, {"tag": "a"}):
+        res = _sweep(dict(schemes=["KV", "KQV"], budgets=[3], dims=[32], n_keys=[64], n_trials=12,
+                          distributions=[{"name": "tagged", "params": [{"tag": "a-b"}, {"tag": "a+b"}]}],
+                          comparisons=[["KV", "KQV"]]))
+        rep = kvstats.hypothesis_report(res, tmp_path, energy_resamples=19, bootstrap_resamples=99)
     shannon = {k: v for k, v in rep.figures.items() if k.startswith("shannon_phi_")}
     assert len(shannon) == 6 and len(set(shannon.values())) == 6
     assert len(list((tmp_path / "figures").glob("shannon_phi_*.png"))) == 6
     md = rep.files["markdown"].read_text()
     seen = set()
-    for offset in ("-2.0", "2.0"):
-        title = f"outlier_channels (offset={offset}), d = 32, N = 64"
+    for tag, other in (("a-b", "a+b"), ("a+b", "a-b")):
+        title = f"tagged (tag='{tag}'), d = 32, N = 64"
         for place in "KVT":
             (alt, target), = [(a, t) for a, t in _links(md, f"Shannon–φ plane ({place}), ")
                               if a.startswith(f"Shannon–φ plane ({place}), {title}")]
             seen.add(target)
             # the linked file is drawn for this case: its SVG's title names the case's params
             svg = (tmp_path / target).with_suffix(".svg").read_text()
-            assert f"(offset={offset})" in svg and f"(offset={'2.0' if offset == '-2.0' else '-2.0'})" not in svg
+            assert f"(tag=&#x27;{tag}&#x27;)" in svg or f"(tag='{tag}')" in svg, svg[:2000]
+            assert f"{other}&#x27;)" not in svg and f"{other}')" not in svg
     assert len(seen) == 6
 
 
