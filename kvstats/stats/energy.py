@@ -317,6 +317,7 @@ def energy_distance(X: XSample, Y: YSample, standardize: bool = False,
         raise ValueError(f"X and Y: the energy statistic is not finite ({values[0]}); the "
                          f"mean distances overflow float64")
     stat, mxy, mxx, myy = (float(v) for v in _unscale(np.array(values), e, "energy distance"))
+    stat = max(stat, 0.0) if kind == "V" else stat  # V >= 0; rounding (~eps * mean dist.) can dip below
     return EnergyDistanceResult(statistic=stat, mean_xy=mxy, mean_xx=mxx,
                                 mean_yy=myy, kind=kind, standardize=standardize,
                                 n_x=n_x, n_y=n_y, dim=dim)
