@@ -14,7 +14,7 @@ import dataclasses
 import math
 import random
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -168,13 +168,54 @@ _LEAVES = (np.ndarray, np.generic, np.dtype, bytes, bytearray, memoryview, str, 
            np.random.Generator, np.random.BitGenerator, np.random.RandomState, random.Random)
 
 
-def _python_numbers(obj: Any, _path: str = "", _depth: int = 0, _seen: set | None = None) -> dict[str, list]:
-    """The Python numbers (``int``, ``float``, ``complex``, ``bool``) a codes object holds,
-    per field (dotted from the codes; list, tuple and dict entries under their field),
+def _leaves(obj: Any, path: str = "", depth: int = 0, seen: set | None = None,
+            counted: bool = True) -> Iterator[tuple[str, Any, bool]]:
+    """Every Python number and array a codes object holds, as ``(field, leaf, counted)``:
+    the field dotted from the codes (list, tuple, set and dict entries under the field that
+    holds them),
     through nested codes and any plain object below them (a ``SimpleNamespace``, a helper:
-    its dataclass fields, ``__dict__`` and ``__slots__``), 8 levels deep; arrays, generators
-    and classes are leaves. ``nbytes`` cannot see them: :func:`check_stored_bytes` refuses
-    a field whose numbers change with the values coded.
+    its dataclass fields, ``__dict__`` and ``__slots__``), 8 levels deep; ``counted``: whether
+    :func:`_held_nbytes` counts the leaf (it walks tuples, lists, dicts and the fields of
+    objects with an ``nbytes``, not sets, slots or plain objects). Generators, code, classes
+    and modules are not walked into; an object met again (a cycle, a shared coder) is
+    walked once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> codes = SimpleNamespace(nbytes=16, n=3, meta=SimpleNamespace(lo=np.ones(2)))
+    >>> [(f, type(x).__name__, c) for f, x, c in _leaves(codes)]
+    [('nbytes', 'int', True), ('n', 'int', True), ('meta.lo', 'ndarray', False)]
+    """
+    if isinstance(obj, (bool, int, float, complex, np.ndarray, np.generic, bytes, bytearray, memoryview)) or (
+            not isinstance(obj, type) and (hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"))):
+        yield path or "(the codes)", obj, counted
+        return
+    seen = set() if seen is None else seen
+    if isinstance(obj, _LEAVES) or depth > 8 or id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, Mapping):
+        obj = list(obj.values())
+    walked = counted and (isinstance(obj, (tuple, list))
+                          or (hasattr(obj, "nbytes") and not isinstance(obj, (set, frozenset))))
+    if isinstance(obj, (tuple, list, set, frozenset)):
+        items = [(None, x, walked) for x in obj]
+    elif dataclasses.is_dataclass(obj):
+        items = [(f.name, getattr(obj, f.name, None), walked) for f in dataclasses.fields(obj)]
+    else:   # a plain object: what it holds, as attributes or slots
+        slots = [n for c in type(obj).__mro__ for n in _slot_names(c) if n not in ("__dict__", "__weakref__")]
+        items = [*((k, v, walked) for k, v in getattr(obj, "__dict__", {}).items()),
+                 *((n, getattr(obj, n, None), False) for n in slots)]
+    for key, value, count in items:
+        yield from _leaves(value, path if key is None else f"{path}.{key}".lstrip("."), depth + 1, seen, count)
+
+
+def _python_numbers(obj: Any) -> dict[str, list]:
+    """The Python numbers (``int``, ``float``, ``complex``, ``bool``) a codes object holds,
+    per field (:func:`_leaves`). ``nbytes`` cannot see them: :func:`check_stored_bytes`
+    refuses a field whose numbers change with the values coded.
 
     Examples
     --------
@@ -186,36 +227,17 @@ def _python_numbers(obj: Any, _path: str = "", _depth: int = 0, _seen: set | Non
     >>> _python_numbers({"meta": SimpleNamespace(lo=[0.5, 1.5])})   # one object down
     {'lo': [0.5, 1.5]}
     """
-    if isinstance(obj, (bool, int, float, complex)):
-        return {_path or "(the codes)": [obj]}
-    seen = set() if _seen is None else _seen
-    if (isinstance(obj, _LEAVES) or _depth > 8 or id(obj) in seen
-            or hasattr(obj, "__array__") or hasattr(obj, "__dlpack__")):   # arrays: nbytes sees them
-        return {}
-    seen.add(id(obj))   # an object met again (a cycle, a shared coder) is walked once
-    if isinstance(obj, Mapping):
-        obj = list(obj.values())
-    if isinstance(obj, (tuple, list, set, frozenset)):
-        items = [(_path, x) for x in obj]
-    elif dataclasses.is_dataclass(obj):
-        items = [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
-    else:   # a plain object: what it holds, as attributes or slots
-        slots = [n for c in type(obj).__mro__ for n in _slot_names(c) if n not in ("__dict__", "__weakref__")]
-        items = [*getattr(obj, "__dict__", {}).items(), *((n, getattr(obj, n, None)) for n in slots)]
     numbers: dict[str, list] = {}
-    for key, value in items:
-        path = key if isinstance(obj, (tuple, list, set, frozenset)) else f"{_path}.{key}".lstrip(".")
-        for field, found in _python_numbers(value, path, _depth + 1, seen).items():
-            numbers.setdefault(field, []).extend(found)
+    for field, leaf, _ in _leaves(obj):
+        if isinstance(leaf, (bool, int, float, complex)):
+            numbers.setdefault(field, []).append(leaf)
     return numbers
 
 
-def _plain_arrays(obj: Any, _path: str = "", _depth: int = 0, _seen: set | None = None,
-                  _counted: bool = True, _held: list | None = None) -> dict[str, list]:
+def _plain_arrays(obj: Any, _held: list | None = None) -> dict[str, list]:
     """The arrays a codes object holds where :func:`_held_nbytes` does not look, per field
-    (dotted from the codes, as :func:`_python_numbers` names them): in a plain object below
-    the codes (a ``SimpleNamespace``, a helper without ``nbytes``: its dataclass fields,
-    ``__dict__`` and ``__slots__``), in a set, or in the slots of nested codes.
+    (:func:`_leaves`): in a plain object below the codes (a ``SimpleNamespace``, a helper
+    without ``nbytes``), in a set, or in the slots of nested codes.
     :func:`check_stored_bytes` counts those that change with the values coded as stored.
     ``_held``: a list the arrays :func:`_held_nbytes` does count are appended to.
 
@@ -234,34 +256,14 @@ def _plain_arrays(obj: Any, _path: str = "", _depth: int = 0, _seen: set | None 
     >>> {f: [a.nbytes for a in found] for f, found in _plain_arrays(Codes()).items()}
     {'meta.lo': [16]}
     """
-    if isinstance(obj, (np.ndarray, np.generic, bytes, bytearray, memoryview)) or (
-            not isinstance(obj, type) and (hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"))):
-        if _counted and _held is not None:
-            _held.append(obj)
-        return {} if _counted else {_path or "(the codes)": [obj]}
-    seen = set() if _seen is None else _seen
-    if isinstance(obj, (bool, int, float, complex, *_LEAVES)) or _depth > 8 or id(obj) in seen:
-        return {}
-    seen.add(id(obj))   # a cycle, or one shared coder referred to twice, is walked once
-    if isinstance(obj, Mapping):
-        obj = list(obj.values())
-    # where _held_nbytes walks: tuples, lists, dicts, and objects with an nbytes (a
-    # dataclass's fields, else __dict__); anything else below the codes is a plain object
-    walked = _counted and (isinstance(obj, (tuple, list))
-                           or (hasattr(obj, "nbytes") and not isinstance(obj, (set, frozenset))))
-    if isinstance(obj, (tuple, list, set, frozenset)):
-        items = [(_path, x, walked) for x in obj]
-    elif dataclasses.is_dataclass(obj):
-        items = [(f.name, getattr(obj, f.name, None), walked) for f in dataclasses.fields(obj)]
-    else:
-        slots = [n for c in type(obj).__mro__ for n in _slot_names(c) if n not in ("__dict__", "__weakref__")]
-        items = [*((k, v, walked) for k, v in getattr(obj, "__dict__", {}).items()),
-                 *((n, getattr(obj, n, None), False) for n in slots)]
     arrays: dict[str, list] = {}
-    for key, value, counted in items:
-        path = key if isinstance(obj, (tuple, list, set, frozenset)) else f"{_path}.{key}".lstrip(".")
-        for field, found in _plain_arrays(value, path, _depth + 1, seen, counted, _held).items():
-            arrays.setdefault(field, []).extend(found)
+    for field, leaf, counted in _leaves(obj):
+        if isinstance(leaf, (bool, int, float, complex)) and not isinstance(leaf, np.generic):
+            continue   # a Python number: _python_numbers' business
+        if not counted:
+            arrays.setdefault(field, []).append(leaf)
+        elif _held is not None:
+            _held.append(leaf)
     return arrays
 
 
