@@ -81,7 +81,6 @@ import io
 import json
 import os
 import platform
-import subprocess
 import time
 
 import numpy as np
@@ -372,33 +371,6 @@ def only_memory(args, model, tok, texts):
     return summary, pd.DataFrame()
 
 
-def cpu_name() -> str:
-    """The CPU's model name (Linux's /proc/cpuinfo; else ``platform.processor()``; else
-    ``"unknown"``): BLAS kernels and so the last bits of the KL depend on it."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def git_revision() -> str:
-    """The checkout's commit, ``+edits`` where tracked files differ from it; ``"unknown"``
-    outside a git checkout."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return rev + ("+edits" if dirty else "")
-
-
 def run_record(what: str, threads: int, started: float, weights: dict | None = None) -> dict:
     """What a run of this script ran on and when (one entry of ``e2e_runs.json``), with the
     weights file it ran (``weights``: load_model's ``model._kvstats_weights``, its package,
@@ -406,13 +378,17 @@ def run_record(what: str, threads: int, started: float, weights: dict | None = N
     import gguf
     import torch
     import transformers
+    from kvstats.models.kv_capture import capture_env
     from kvstats.sweep.numeric_env import numeric_env
 
     def utc(t: float) -> str:
         return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
-    return {"run": what, "started": utc(started), "finished": utc(time.time()), "revision": git_revision(),
-            "cpu": cpu_name(), **numeric_env(), "threads": threads, "python": platform.python_version(),
+    env = capture_env(None, 1)   # the CPU and the checkout as a capture records them
+    rev = env["kvstats_revision"]   # None outside a checkout; dirty None: unknown
+    revision = "unknown" if rev is None else rev["revision"] + {True: "+edits", None: "+edits?"}.get(rev["dirty"], "")
+    return {"run": what, "started": utc(started), "finished": utc(time.time()), "revision": revision,
+            "cpu": env["cpu"], **numeric_env(), "threads": threads, "python": platform.python_version(),
             "numpy": np.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "gguf": getattr(gguf, "__version__", "unknown"),
             "weights": None if weights is None else dict(weights)}
