@@ -15,7 +15,8 @@ A zero vector has no direction; it is treated as orthogonal to everything else (
 0), and as parallel to another zero vector.
 
 Magnitudes: the squared norms of vectors beyond ~1e154 overflow and those below ~1e-154
-underflow in float64 (beyond ~1e19 / below ~1e-19 in float32). Rows whose squared norms
+underflow in float64 (beyond ~1e19 / below ~1e-19 in float32; a float32 row whose sums
+overflow is first summed in float64, that row alone). Rows whose squared norms
 came out non-finite, or nonzero-but-tiny, are redone on copies scaled by powers of two
 (exact; :mod:`kvstats._scaling`), the reference, the reconstruction and the error
 each by its own exponent, so every finite input gets the right SNR and ratio and an
@@ -61,9 +62,15 @@ def _reductions(x: np.ndarray, xh: np.ndarray, e: np.ndarray,
     with np.errstate(over="ignore", invalid="ignore"):   # detected and redone below
         out = (_sumsq(x) if nx2 is None else nx2, _sumsq(xh), _sumsq(e), _dot(x, e))
     if x.dtype == np.float32 and not all(np.isfinite(o).all() for o in out):
-        # float32 squares overflow beyond ~1.8e19; redo the sums in float64.
-        x64, xh64, e64 = (a.astype(np.float64) for a in (x, xh, e))
-        out = (_sumsq(x64), _sumsq(xh64), _sumsq(e64), _dot(x64, e64))
+        # float32 squares overflow beyond ~1.8e19: redo those rows' four sums in float64
+        # (nx2 too: it may come from the caller). Only those rows: the others keep their
+        # float32 sums, whatever rows share the call (a profile chunk's other trials).
+        bad = ~np.logical_and.reduce([np.isfinite(o) for o in out])
+        x64, xh64, e64 = (a[bad].astype(np.float64) for a in (x, xh, e))
+        out = tuple(np.array(o, dtype=np.float64) for o in out)
+        for o, r in zip(out, (_sumsq(x64), _sumsq(xh64), _sumsq(e64), _dot(x64, e64))):
+            o[bad] = r
+        return out
     return tuple(o.astype(np.float64, copy=False) for o in out)
 
 

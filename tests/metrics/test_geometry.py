@@ -170,6 +170,23 @@ def test_mixed_magnitudes_in_one_call_and_ordinary_rows_unchanged():
         np.testing.assert_array_equal(g[ordinary], r)
 
 
+
+def test_float32_rows_that_overflow_leave_the_ordinary_rows_bit_for_bit():
+    # float32 squares overflow beyond ~1.8e19: such rows are summed in float64. Before,
+    # one of them sent every row of the call to float64 (ordinary rows moved ~1e-8).
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 128)).astype(np.float32)
+    xh = (x + 0.1 * rng.standard_normal((5, 128))).astype(np.float32)
+    big = np.float32(1e19)
+    X, XH = np.vstack([x, big * x[:2]]), np.vstack([xh, big * xh[:2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for f in (snr_db, angle, norm_ratio):
+            got, plain = f(X, XH), f(x, xh)
+            np.testing.assert_array_equal(got[:5], plain)
+            np.testing.assert_allclose(got[5:], plain[:2], rtol=1e-5)
+    np.testing.assert_array_equal([g[:5] for g in _plain(X, XH)], _plain(x, xh))
+
 def test_error_far_below_the_vector_is_not_called_exact():
     # ‖e‖² = 1e-600 underflows to 0: before, SNR = +inf ("exact"); truly 6000 dB
     x, xh = np.array([[1.0, 1e-300]]), np.array([[1.0, 2e-300]])

@@ -128,7 +128,8 @@ def test_partially_exact_keys_leave_the_snr_mean():
 
 def test_inner_product_error_statistics():
     # K̂ = K + σZ: given q, e_j = q·(σ z_j) ~ N(0, σ²‖q‖²) i.i.d. over keys, so
-    # E[ip_bias] = 0 with SD σ‖q‖/√N, and E[ip_var] = σ²‖q‖²(N−1)/N.
+    # E[ip_bias] = 0 with SD σ‖q‖/√N, and E[ip_var] = σ²‖q‖²(N−1)/N (one query; n_q > 1:
+    # the next test).
     T, N, d, sigma = 300, 128, 32, 0.2
     t = kvstats.sample("gaussian", T, N, d, seed=7)
     Kh = t.K + sigma * np.random.default_rng(8).standard_normal(t.K.shape)
@@ -139,6 +140,36 @@ def test_inner_product_error_statistics():
     ratio = df["ip_var"] / (sigma ** 2 * qn2 * (N - 1) / N)
     # ratio ~ χ²_{N−1}/(N−1): SD sqrt(2/(N−1)) per trial; 5 SE over T trials
     assert abs(ratio.mean() - 1) < 5 * np.sqrt(2 / (N - 1) / T)
+
+
+def test_inner_product_error_variance_with_several_queries():
+    # n_q queries share each z_j: with Q (n_q × d) and Z (N × d), ip_var/σ² = w'Aw for
+    # w = vec(Z) ~ N(0, I), A = (I_N ⊗ QᵀQ)/M − uuᵀ/M², u = 1_N ⊗ Qᵀ1, M = n_q·N (the mean
+    # of squares minus the squared mean ip_bias = σ q̄·z̄). So E[ip_var | Q] = σ² tr A =
+    # σ²(mean_i‖q_i‖² − ‖q̄‖²/N) and Var[ip_var | Q] = 2σ⁴ tr A², in closed form:
+    # tr A² = N tr(G²)/M² − 2N s'Gs/M³ + N²‖s‖⁴/M⁴, G = QᵀQ, s = Qᵀ1.
+    T, N, d, n_q, sigma = 4000, 16, 8, 4, 0.3
+    t = kvstats.sample("gaussian", T, N, d, seed=21, n_queries=n_q)
+    Kh = t.K + sigma * np.random.default_rng(22).standard_normal(t.K.shape)
+    ip_var = error_profile(t, Kh, t.V)["ip_var"].to_numpy()
+    Q = t.q                                                     # (T, n_q, d)
+    M, G, s = n_q * N, np.einsum("tid,tie->tde", Q, Q), Q.sum(1)
+    mean = sigma ** 2 * ((Q ** 2).sum(-1).mean(-1) - (Q.mean(1) ** 2).sum(-1) / N)
+    sGs = np.einsum("td,tde,te->t", s, G, s)
+    trA2 = (N * (G ** 2).sum((1, 2)) / M ** 2 - 2 * N * sGs / M ** 3
+            + N ** 2 * (s ** 2).sum(-1) ** 2 / M ** 4)
+    # the closed forms against the explicit matrix A of trial 0
+    u = np.kron(np.ones(N), s[0])
+    A = np.kron(np.eye(N), G[0]) / M - np.outer(u, u) / M ** 2
+    assert sigma ** 2 * np.trace(A) == pytest.approx(mean[0], rel=1e-12)
+    assert np.trace(A @ A) == pytest.approx(trA2[0], rel=1e-12)
+    # unbiased: the standardised sum over T independent trials is ~N(0, 1) (CLT); 5 SE
+    se = np.sqrt(np.sum(2 * sigma ** 4 * trA2))
+    assert abs(np.sum(ip_var - mean) / se) < 5
+    # power: the one-query form σ² mean_i‖q_i‖²(N−1)/N is rejected here (~5% low)
+    one_query = sigma ** 2 * (Q ** 2).sum(-1).mean(-1) * (N - 1) / N
+    assert np.sum(ip_var - one_query) / se > 10
+    assert 0.93 < one_query.sum() / mean.sum() < 0.97
 
 
 def test_kl_matches_second_order_theory_for_small_key_noise():
@@ -377,6 +408,30 @@ def test_an_extreme_trial_leaves_the_others_of_its_chunk_bit_for_bit():
     assert both.loc[0, "ip_bias"] == pytest.approx(ref.mean(), rel=1e-12)
     assert both.loc[0, "ip_var"] == pytest.approx(ref.var(), rel=1e-12)
 
+
+
+def test_an_overflowing_float32_trial_leaves_the_others_of_its_chunk_bit_for_bit():
+    # float32 twin of the test above. Trial 1's keys (and their codes) ×1e19: their
+    # squared norms overflow float32 (~3.4e38), so its rows are summed in float64. Before,
+    # every row of the chunk was then summed in float64: trial 0's snr_k, phi_k,
+    # norm_ratio_k and snr_k_pooled moved by ~1e-9 relative with the trials that shared
+    # its chunk. Only the overflowing rows are redone now.
+    t = kvstats.sample("gaussian", 2, 64, 128, seed=3).astype(np.float32)
+    Kh = (t.K + 0.1 * np.random.default_rng(4).standard_normal(t.K.shape)).astype(np.float32)
+    K = t.K.copy()
+    K[1] *= np.float32(1e19)
+    Kh[1] *= np.float32(1e19)
+    q = t.q.copy()
+    q[1] *= np.float32(1e-19)                       # trial 1's logits stay ordinary
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = error_profile(Trials(K, t.V, q), Kh, t.V)
+    alone = error_profile(Trials(K[:1], t.V[:1], q[:1]), Kh[:1], t.V[:1])
+    pd.testing.assert_frame_equal(both.iloc[:1], alone, check_exact=True)
+    # and trial 1 is right: the SNR, angle and ratio of its keys are scale-free
+    ref = error_profile(Trials(t.K[1:], t.V[1:], t.q[1:]), Kh[1:] / np.float32(1e19), t.V[1:])
+    for col in ("snr_k", "phi_k", "norm_ratio_k", "snr_k_pooled"):
+        assert both.loc[1, col] == pytest.approx(ref.loc[0, col], rel=1e-5), col
 
 def test_inner_products_whose_terms_overflow_but_sum_does_not():
     # q·k = 1e160·1e150·(1 − 0.99): terms of 1e310 overflow, the sum 1e308 does not.
