@@ -62,6 +62,10 @@ SQRT3_PI_2 = math.sqrt(3.0) * math.pi / 2  # TurboQuant-mse constant, ~2.72 (Gau
 # TurboQuant-prod constant, sqrt(3) pi^2 ~ 17.1: Theorem 2's proof bounds the residual sketch's
 # variance by pi/(2d) ||y||^2 ||r||^2 (Lemma 4) and ||r||^2 by Theorem 1 at b - 1 bits (4 x 4^-b)
 SQRT3_PI2 = 4 * (math.pi / 2) * SQRT3_PI_2
+# Largest bits of the closed forms in 4^-bits: 4^-511 = 2^-1022 is float64's smallest normal
+# number. Beyond, the value loses digits in the subnormals and is 0 from 538 bits on; past
+# 2^1024 ≈ 1.8e308 bits 4.0 ** -bits raised OverflowError, not a ValueError naming bits.
+_MAX_BITS = 511
 
 
 def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]:
@@ -157,7 +161,7 @@ def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | N
     Parameters
     ----------
     bits : int
-        >= 0.
+        0 to 511 (``4^-511`` is float64's smallest normal number).
     distribution : {"gaussian", "beta"}
     dim : int or None
         Sphere dimension for "beta" (>= 2).
@@ -176,7 +180,7 @@ def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | N
     >>> high_rate_distortion(3, "beta", 3) == 4.0 ** -3 / 3   # uniform: exact at every b
     True
     """
-    bits = check_int(bits, "bits", low=0)
+    bits = check_int(bits, "bits", low=0, high=_MAX_BITS)
     distribution = check_choice(distribution, "distribution", ("gaussian", "beta"))
     if distribution == "gaussian":
         if dim is not None:
@@ -325,7 +329,7 @@ def turboquant_mse_bounds(bits: int) -> tuple[float, float]:
     Parameters
     ----------
     bits : int
-        Bits per coordinate, >= 1.
+        Bits per coordinate, 1 to 511 (``4^-511`` is float64's smallest normal number).
 
     Returns
     -------
@@ -338,7 +342,7 @@ def turboquant_mse_bounds(bits: int) -> tuple[float, float]:
     >>> lo, round(hi, 4)
     (0.0625, 0.17)
     """
-    bits = check_int(bits, "bits", low=1)
+    bits = check_int(bits, "bits", low=1, high=_MAX_BITS)
     return 4.0 ** -bits, SQRT3_PI_2 * 4.0 ** -bits
 
 
@@ -355,7 +359,7 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
     Parameters
     ----------
     bits : int
-        Bits per coordinate, >= 1.
+        Bits per coordinate, 1 to 511 (``4^-511`` is float64's smallest normal number).
     dim : int
         Dimension of x, >= 1.
     y_norm : float
@@ -372,7 +376,7 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
     >>> round(lo * 128, 4), round(hi * 128, 3)
     (0.25, 4.274)
     """
-    bits = check_int(bits, "bits", low=1)
+    bits = check_int(bits, "bits", low=1, high=_MAX_BITS)
     dim = check_int(dim, "dim", low=1)
     base = _y_norm_squared(y_norm) / dim * 4.0 ** -bits
     return base, SQRT3_PI2 * base
