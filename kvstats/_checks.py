@@ -20,6 +20,10 @@ SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, Integral) and not isinstance(value, bool) and abs(int(value)) >= 10**80:
+        # Python refuses to print an int of more than 4,300 digits; its size is what matters
+        sign = "a negative" if value < 0 else "an"
+        return f"{sign} integer of about {int(int(value).bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -106,7 +110,7 @@ def check_int(value: Any, name: str, *, low: int | None = None, high: int | None
         raise TypeError(f"{name} must be an integer{bounded}; received {_describe(value)}")
     value = int(value)
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be an integer{bounded}; received {value}")
+        raise ValueError(f"{name} must be an integer{bounded}; received {_describe(value)}")
     return value
 
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from kvstats._checks import check_real
+from kvstats._checks import check_int, check_real
 from kvstats.quant.fp8 import FP8Coder
 
 
@@ -53,3 +53,15 @@ def test_load_result_says_a_missing_folder_does_not_exist(tmp_path):
         load_result(tmp_path / "nodir")
     with pytest.raises(FileNotFoundError, match="holds no finished sweep"):
         load_result(tmp_path)                     # a folder, but no sweep in it
+
+
+
+@pytest.mark.parametrize("exponent, negative", [(400, False), (5000, False), (5000, True)])
+def test_an_integer_too_long_to_print_is_refused_by_name_with_its_size(exponent, negative):
+    # Python refuses str() of an int past 4,300 digits: the message gives its size instead
+    huge = -10**exponent if negative else 10**exponent
+    with pytest.raises(ValueError) as err:
+        check_int(huge, "bits", low=1, high=511)
+    sign = "a negative" if negative else "an"
+    assert str(err.value) == (f"bits must be an integer in [1, 511]; received {sign} integer "
+                              f"of about {exponent + 1} digits")
