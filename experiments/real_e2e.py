@@ -6,9 +6,20 @@ Usage: .venv/bin/python experiments/real_e2e.py [--out results/real] [--texts 16
 
 Teacher-forced over the standard-library docstrings: every position's next-token
 distribution with the quantized cache is compared with the full-precision (float32) one.
-``mode="prefill"`` (one pass through the quantized cache; equal to token-by-token decoding
-for these per-vector schemes, see kvstats.models.quality). Each text gets its own draw of
-the schemes' randomness (seed = text index), shared by all schemes (paired design).
+``mode="prefill"``: one pass through the quantized cache with window 0, every key and value
+coded before attention reads it, with the same seeded randomness, as token-by-token decoding
+codes it. For the per-vector schemes that is the same procedure as decoding but not
+bit-equal to it (kvstats.models.quality): the float32 rounding of one pass over the text
+differs from that of one-token steps (other matmul shapes, other summation orders), so a
+later layer's key or value can land on the other side of a code boundary, and from there
+the two runs are two different quantization noises. Per-position KL differs and the mean
+moves (KQV@4 on 2 texts x 64 tokens: 0.113 in prefill, 0.103 decoded after a one-token
+prefill; 2026-12-04), so a comparison across modes (the peers and KIVI rows, decoded,
+against the prefill rows) carries this difference too. Coders with a statistic of
+what one call codes (the fp8 formats' and nvfp4's per-head scale) and token-grouped ones
+(qjl's 32-token groups; below) differ between the modes by more than rounding. Each text
+gets its own draw of the schemes' randomness (seed = text index), shared by all schemes
+(paired design).
 
 ``qjl@3`` (registry defaults: m = 3d sketch rows, no outlier channels, 3-bit per-token
 values) runs with the others; ``qjl+o4@3`` (the same with 4 outlier channels per 32-token

@@ -7,7 +7,12 @@ results/real/weights.csv (one row per layer and KV head, and per layer: ``head``
 for a capture of load_model()'s model, whose weights these are). ``layer`` is the model
 layer: a capture of some layers only (real_capture.py --layers 0 15 29) records which
 (``meta["layers"]``), and the weights are those of these layers alone. The capture is read
-and checked by kvstats.data.capture_format.read_capture. Definitions (also in docs/real_model.md):
+and checked by kvstats.data.capture_format.read_capture. The keys are post-RoPE keys (what
+the cache stores; a capture holds no others, ``meta["post_rope"]``): every key statistic
+below is of the keys after the position-dependent rotation, which mixes channel pairs
+(i, i + d/2) over positions. Before RoPE the same keys differ (docs/real_model.md,
+"Findings": in layers 0, 15 and 29 about half the effective rank and heavier tails within
+a channel). Definitions (also in docs/real_model.md):
 
 - outlier channel (keys): a channel whose RMS over all tokens of all texts exceeds
   OUTLIER_RATIO times the median channel RMS of that (layer, head);
