@@ -96,7 +96,9 @@ def section_stats(res: str, header=None) -> str | None:
     pooled = (f"{cap.n_texts} texts × {cap.n_keys} positions" if cap
               else "all texts and positions of the capture")
     out = ["## What real keys and values look like\n",
-           f"Pooled over {pooled} per (layer, KV head); {n_layers} layers × {n_heads} KV heads.\n"]
+           f"Pooled over {pooled} per (layer, KV head); {n_layers} layers × {n_heads} KV heads. "
+           "Keys are\npost-RoPE keys (what the cache stores), after the position-dependent rotation; "
+           "before RoPE\nthey differ (\"Findings\").\n"]
     agg = s.groupby("tensor")[["n_outlier_channels", "max_channel_ratio", "kurt_pooled", "kurt_channel",
                                "kurt_wht", "effective_rank", "rank90", "mean_sq_norm",
                                "mean_sq_norm_pos0"]].mean().reset_index()
@@ -111,8 +113,8 @@ def section_stats(res: str, header=None) -> str | None:
     v = s[s.tensor == "V"].groupby("layer").agg(v_effective_rank=("effective_rank", "mean"),
                                                 v_outliers=("n_outlier_channels", "sum")).reset_index()
     per_layer = per_layer.merge(v, on="layer")
-    out.append(f"\nKeys per layer (outlier channels summed over the {n_heads} heads; rank and kurtosis "
-               "averaged), with the values' effective rank:\n")
+    out.append(f"\nKeys per layer (outlier channels summed over the {n_heads} heads; max_ratio the largest "
+               f"over the {n_heads} heads; rank and kurtosis averaged), with the values' effective rank:\n")
     out.append(md(per_layer))
     n_with = int((k.n_outlier_channels > 0).sum())
     out.append(f"\nKey heads with at least one outlier channel: {n_with} of {len(k)}; "

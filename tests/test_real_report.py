@@ -304,6 +304,9 @@ def test_sections_state_the_counts_of_their_results(report, tmp_path):
     stats = report.section_stats(str(tmp_path), header)
     assert "Pooled over 3 texts × 16 positions per (layer, KV head); 2 layers × 1 KV heads." in stats
     assert "Means over the 2 (layer, head) pairs" in stats
+    # the captured keys are post-RoPE: the regenerated section must say so (it said only "keys")
+    assert "Keys are\npost-RoPE keys (what the cache stores)" in stats
+    assert "max_ratio the largest over the 1 heads" in stats
     prof = report.section_profile(str(tmp_path), None, header)
     assert ("Trials: one per (text, layer, KV head) = 3 × 2 × 1 = 6, N = 16 keys, d = 8, the 2 query "
             "heads of the group at the last position") in prof
