@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Float
 from scipy import special, stats
 
-from kvstats._checks import check_choice, check_real
+from kvstats._checks import check_choice, check_int, check_real
 
 from ._base import _FrameMixin, as_sample
 from .proportion import binom_test_half, clopper_pearson_interval
@@ -412,11 +412,30 @@ def sign_test_floor(n_nonzero: int, alternative: str = "two-sided") -> float:
     """Smallest p-value of the exact sign test on ``n_nonzero`` nonzero differences: all of
     one sign, min(1, 2·2⁻ᵏ) two-sided, 2⁻ᵏ one-sided (1 when k = 0).
 
+    Parameters
+    ----------
+    n_nonzero : int >= 0
+        The number k of nonzero differences (a bool is refused, not read as 0 or 1).
+    alternative : {"two-sided", "less", "greater"}
+        As in :func:`sign_test`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        ``n_nonzero`` is not an integer (2.7, NaN, True).
+    ValueError
+        ``n_nonzero`` is negative, or ``alternative`` is not one of the three.
+
     Examples
     --------
     >>> sign_test_floor(5), sign_test_floor(5, "greater"), sign_test_floor(0)
     (0.0625, 0.03125, 1.0)
     """
+    n_nonzero = check_int(n_nonzero, "n_nonzero", low=0)
     check_choice(alternative, "alternative", ALTERNATIVES)
     return min(1.0, math.ldexp(1.0, int(alternative == "two-sided") - n_nonzero))
 
