@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import Float
 
+from kvstats._checks import check_int, check_real
 from kvstats.analysis.resolution import ROUNDING_RTOL
 
 __all__ = ["tail_alpha", "mean_ci", "ratio_ci", "ci_reliable", "few_nonzero", "MIN_NONZERO",
@@ -40,6 +41,23 @@ MIN_NONZERO = 10
 #: 0.975 a tail, so that two tails at once flag a boundary sample at most 5% of the time
 #: (Bonferroni), as the one-tailed screen does at 0.95.
 SIGNED_TAIL_CONFIDENCE = 0.975
+
+
+def _sample(x, name: str) -> np.ndarray:
+    """``x`` as float64, refused (ValueError naming ``name``) when empty or holding a NaN.
+
+    ±inf is kept: an exact reconstruction's SNR is +inf, and the helpers below give such a
+    sample no interval. A NaN is no value at all; passed on, it gave a NaN mean and interval
+    that :func:`ci_reliable` called reliable.
+    """
+    x = np.asarray(x, np.float64)
+    if x.size == 0:
+        raise ValueError(f"{name} must hold at least one value; received an empty sample")
+    nan = int(np.count_nonzero(np.isnan(x)))
+    if nan:
+        raise ValueError(f"{name} must not contain NaN (finite values and ±inf are allowed); "
+                         f"received {nan} NaN of {x.size} values")
+    return x
 
 
 def tail_alpha(x: Float[np.ndarray, "n"], metric: str) -> float:
@@ -222,6 +240,8 @@ def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None 
     positive values, a fraction as x and as 1 − x).
     Without them a sample is screened on both tails when it has a negative value, else on
     its right tail from 0.
+    A sample with a NaN, or with no value, is refused (``ValueError`` naming it, as
+    ``samples[i]``); ±inf is allowed.
 
     Examples
     --------
@@ -239,7 +259,7 @@ def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None 
     elif len(metrics) != len(samples):
         raise ValueError(f"metrics must name each of the {len(samples)} samples; received "
                          f"{len(metrics)} names")
-    xs = [np.asarray(x, np.float64) for x in samples]
+    xs = [_sample(x, f"samples[{i}]") for i, x in enumerate(samples)]
     return not any(tail_alpha(x, m) < 2 or few_nonzero(x, m or None) for x, m in zip(xs, metrics))
 
 
@@ -254,11 +274,17 @@ def unit_interval_bound(n: int, confidence: float) -> float:
     give [u, 1] (the same for 1 − X). No such bound exists for an unbounded metric: an
     all-zero KL is compatible with any mean.
 
+    ``n``: an integer >= 1; ``confidence``: a real number in (0, 1) (else ``TypeError`` /
+    ``ValueError`` naming it; NaN was returned as a bound before).
+
     Examples
     --------
     >>> round(1 - unit_interval_bound(100, 0.95), 4)     # 0 of 100: the mean is below 0.0362
     0.0362
     """
+    n = check_int(n, "n", low=1)
+    confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True,
+                            high_open=True)
     return ((1.0 - confidence) / 2.0) ** (1.0 / n)
 
 
@@ -279,7 +305,7 @@ def _resampling_seed(seed: int, *samples: np.ndarray) -> np.random.SeedSequence:
 
 def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
             seed: int, *, unit_interval: bool = False) -> tuple[float, float, float]:
-    """Mean and bootstrap CI; constant, non-finite or too small samples get none.
+    """Mean and bootstrap CI; constant, infinite or too small samples get none.
 
     "None" is the degenerate interval (mean, mean, mean), which the report prints as the
     mean alone. Below 3 values a bootstrap interval would be [min, max] (two values give
@@ -307,6 +333,9 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     so that the same values, in any order, give the same interval whichever table asks
     for it (the scheme table and the theory table show one interval of one mean).
 
+    ``x`` must hold at least one value and no NaN (``ValueError`` naming ``x``); ±inf is
+    allowed (an exact reconstruction's SNR) and gets no interval.
+
     Examples
     --------
     >>> import numpy as np
@@ -327,7 +356,7 @@ def mean_ci(x: Float[np.ndarray, "n"], confidence: float, n_resamples: int,
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ci
 
-    x = np.asarray(x, np.float64)
+    x = _sample(x, "x")
     mean = float(np.mean(x))
     if not np.isfinite(x).all():
         # e.g. SNR = +inf for an exact reconstruction: the mean is inf, no interval exists.
@@ -377,7 +406,8 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     [min, max]-like ends at two), a non-finite value, or where the ratio is exact: both
     samples constant, or (paired) every pair in the same ratio, each up to rounding
     (:data:`ROUNDING_RTOL`: text means of ones read 1.0 and 1.0000000000000002). ``seed`` as in
-    :func:`mean_ci`: with the values (the pairs sorted, or each sample sorted).
+    :func:`mean_ci`: with the values (the pairs sorted, or each sample sorted). ``x`` and
+    ``y`` must each hold a value and no NaN (``ValueError`` naming it); ±inf gives no interval.
 
     Examples
     --------
@@ -393,7 +423,7 @@ def ratio_ci(x: Float[np.ndarray, "n"], y: Float[np.ndarray, "m"], n_resamples: 
     """
     from kvstats.stats import HeavyTailWarning, bootstrap_ratio_ci
 
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    x, y = _sample(x, "x"), _sample(y, "y")
     if paired and x.shape != y.shape:
         raise ValueError(f"paired=True needs x and y of equal length (one pair per unit); "
                          f"received {x.size} and {y.size}")
