@@ -14,13 +14,16 @@ Prints two tables, measured in a fresh-eyes review on 2026-12-02:
   over few independent units (``--few-units``): the trials of a small sweep;
 * the coverage of Mann-Whitney's 95% interval for r with unequal spreads, normal
   shifts and ties (``--mw``), with and without the Brunner-Munzel variance inflation
-  (``k = 1`` is Newcombe's interval alone, as before 2026-12-02).
+  (``k = 1`` is Newcombe's interval alone, as before 2026-12-02);
+* the same interval with fewer than 10 values in the smaller arm (``--mw-small``), by the
+  smallest arm size from which the inflation applies (10 before 2026-12-04, 5 now).
 
 Not collected by pytest (the assertions live in test_stats_equivalence.py and
 test_stats_cluster.py); run
 
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --reps 4000
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --mw --reps 4000
+    nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --mw-small --reps 10000
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --equivalence --reps 250
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --recall --reps 3000
     nice -n 10 .venv/bin/python tests/stats/calibrate_sparse_and_few_clusters.py --few-units --reps 2000
@@ -246,11 +249,75 @@ def mw_interval_coverage(reps, seed):
               f"{hits[1] / reps:.3f} |", flush=True)
 
 
+def mw_small_arm_coverage(reps, seed, cuts=(10, 6, 5, 4)):
+    """Coverage (mean width) of the 95% interval for r with a small arm, by the arm size
+    from which the Brunner-Munzel factor k applies (below it k = 1).
+
+    k >= 1 only widens, so each replicate needs two intervals: k = 1 and the data's k
+    (:func:`kvstats.stats.rank._variance_inflation` with no size cut). The first 20
+    replicates of each case are checked against ``mann_whitney`` at the current cut.
+    """
+    from scipy import special
+
+    rng = np.random.default_rng(seed)
+    z = float(special.ndtri(0.975))
+
+    def normal(n1, m1, s1, n2, m2, s2):
+        name = lambda n, m, s: f"N({m:g}, {s:g}²) × {n}"      # noqa: E731
+        return (name(n1, m1, s1), name(n2, m2, s2), stats.norm.cdf((m1 - m2) / np.hypot(s1, s2)),
+                lambda: (rng.normal(m1, s1, n1), rng.normal(m2, s2, n2)))
+
+    def binary(n1, p1, n2, p2):
+        theta = p1 * (1 - p2) + 0.5 * (p1 * p2 + (1 - p1) * (1 - p2))
+        return (f"Bern({p1:g}) × {n1}", f"Bern({p2:g}) × {n2}", theta,
+                lambda: ((rng.random(n1) < p1).astype(float), (rng.random(n2) < p2).astype(float)))
+
+    cases = [normal(100, 0, 0.2, 9, 0, 3), normal(9, 0, 3, 100, 0, 0.2), normal(9, 0, 0.2, 9, 0, 3),
+             normal(100, 0, 1, 9, 0, 2), normal(100, 0, 0.2, 7, 0, 3), normal(6, 0, 3, 40, 0, 0.2),
+             normal(6, 0, 0.2, 40, 0, 3), normal(100, 0, 1, 6, 0, 2), normal(100, 0, 0.2, 5, 0, 3),
+             normal(5, 0, 3, 100, 0, 0.2), normal(5, 0, 0.2, 5, 0, 3), normal(100, 0, 1, 5, 0, 2),
+             normal(100, 0, 0.2, 4, 0, 3), normal(9, 0, 1, 9, 0, 1), normal(6, 1, 1, 6, 0, 1),
+             normal(5, 1, 1, 5, 0, 1), normal(5, 0, 1, 100, 0, 1), normal(4, 0, 1, 4, 0, 1),
+             binary(9, 0.2, 9, 0.6), binary(100, 0.1, 9, 0.5), binary(5, 0.3, 5, 0.7)]
+    print(f"\n### Mann-Whitney interval for r, small arm: coverage of 95% (mean width of r's "
+          f"interval) by the arm size from which k applies (band {_band(reps, 0.95)})")
+    print("| x | y | r | " + " | ".join(f"from {c}" for c in cuts) + " |")
+    print("|---|---|---|" + "---|" * len(cuts))
+    real_cut = rank_module._VAR_INFLATION_MIN_N
+    for name_x, name_y, theta, draw in cases:
+        thetas, ks = np.empty(reps), np.empty(reps)
+        for i in range(reps):
+            x, y = draw()
+            thetas[i] = stats.mannwhitneyu(x, y, method="asymptotic").statistic / (x.size * y.size)
+            rank_module._VAR_INFLATION_MIN_N = 2
+            try:
+                ks[i] = rank_module._variance_inflation(x, y, thetas[i])
+            finally:
+                rank_module._VAR_INFLATION_MIN_N = real_cut
+            if i < 20:
+                k = ks[i] if min(x.size, y.size) >= real_cut else 1.0
+                lo, hi = rank_module._newcombe_theta_interval(thetas[i:i + 1], x.size, y.size, z, k)
+                res = mann_whitney(x, y)
+                assert abs(res.rank_biserial_low - (2 * lo[0] - 1)) < 1e-12
+                assert abs(res.rank_biserial_high - (2 * hi[0] - 1)) < 1e-12
+        n_min = min(x.size, y.size)
+        plain = rank_module._newcombe_theta_interval(thetas, x.size, y.size, z, np.ones(reps))
+        raised = rank_module._newcombe_theta_interval(thetas, x.size, y.size, z, ks)
+        cells = []
+        for cut in cuts:
+            lo, hi = raised if n_min >= cut else plain
+            cells.append(f"{np.mean((lo <= theta) & (theta <= hi)):.3f} ({2 * np.mean(hi - lo):.2f})")
+        print(f"| {name_x} | {name_y} | {2 * theta - 1:.3f} | " + " | ".join(cells) + " |",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--mw", action="store_true", help="only the Mann-Whitney interval table")
+    ap.add_argument("--mw-small", action="store_true",
+                    help="only the Mann-Whitney interval with fewer than 10 values in an arm")
     ap.add_argument("--equivalence", action="store_true",
                     help="only the equivalence tables (exact sparse sizes; continuous sizes, power)")
     ap.add_argument("--few-units", action="store_true",
@@ -262,6 +329,8 @@ def main():
     start = time.time()
     if args.mw:
         mw_interval_coverage(args.reps, args.seed + 2)
+    elif args.mw_small:
+        mw_small_arm_coverage(args.reps, args.seed + 7)
     elif args.few_units:
         few_unit_coverage(args.reps, args.seed + 6)
     elif args.recall:

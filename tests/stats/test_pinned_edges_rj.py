@@ -59,9 +59,10 @@ def _unequal_spreads(n, seed=0):
     return rng.normal(0.0, 0.05, n), rng.normal(0.0, 3.0, n)
 
 
-def test_mann_whitney_interval_inflation_starts_at_ten_values(monkeypatch):
-    """Below 10 values in the smaller sample the interval is Newcombe's model interval
-    (documented); from 10 on, unequal spreads widen it (mutant: threshold 2)."""
+def test_mann_whitney_interval_inflation_starts_at_five_values(monkeypatch):
+    """Below 5 values in the smaller sample the interval is Newcombe's model interval
+    (documented); from 5 on, unequal spreads widen it (mutants: threshold 2, or 10 as
+    before 2026-12-04, when N(0, 0.2²) against N(0, 3²), 9 vs 9, covered 0.877)."""
     def plain(x, y):
         with monkeypatch.context() as m:
             m.setattr(rank_module, "_variance_inflation", lambda *a: 1.0)
@@ -72,13 +73,14 @@ def test_mann_whitney_interval_inflation_starts_at_ten_values(monkeypatch):
         res = mann_whitney(x, y)
         return res.rank_biserial_low, res.rank_biserial_high
 
-    x9, y9 = _unequal_spreads(9)
-    assert rank_module._variance_inflation(x9, y9, 0.5) == 1.0
-    assert interval(x9, y9) == plain(x9, y9)
-    x10, y10 = _unequal_spreads(10)
-    lo, hi = interval(x10, y10)
-    plain_lo, plain_hi = plain(x10, y10)
-    assert lo < plain_lo and hi > plain_hi        # this data's inflation is active at n = 10
+    x4, y4 = _unequal_spreads(4)
+    assert rank_module._variance_inflation(x4, y4, 0.5) == 1.0
+    assert interval(x4, y4) == plain(x4, y4)
+    for n in (5, 9):
+        x, y = _unequal_spreads(n)
+        lo, hi = interval(x, y)
+        plain_lo, plain_hi = plain(x, y)
+        assert lo < plain_lo and hi > plain_hi    # this data's inflation is active at n
 
 
 def test_signed_rank_interval_inflation_starts_at_ten_differences(monkeypatch):
