@@ -43,10 +43,9 @@ import time
 import warnings
 from typing import Sequence
 
-from kvstats._cli_output import (PIPE_CLOSED, Stdout, Terminated, _replace_unencodable, close_bars,
-                                computing_error, discard, error_text, import_error_text, kept_note,
-                                missing_package, os_error_text, print_error, raised,
-                                sigterm_as_interrupt, warning_printer)
+from kvstats._cli_output import (PIPE_CLOSED, Stdout, Terminated, _replace_unencodable, close_bars, computing_error,
+                                discard, error_text, import_error_text, kept_note, missing_package, os_error_text,
+                                print_error, raised, sigterm_as_interrupt, warning_printer)
 from kvstats.cli_parser import build_parser
 from kvstats.data.catalog import REAL, REAL_ABOUT
 
@@ -85,10 +84,9 @@ def _cmd_sweep(args: argparse.Namespace, say: Stdout) -> int:
 
     if args.no_report and args.figures is not None:   # a no-op flag accepted silently says it did something
         flag = "--figures" if args.figures else "--no-figures"
-        raise ValueError(f"{flag} with --no-report: no report is written, so there are no "
-                         f"figures to {'draw' if args.figures else 'skip'}; give --no-report alone "
-                         f"(or {flag} alone for a report {'with' if args.figures else 'without'} "
-                         "figures)")
+        raise ValueError(f"{flag} with --no-report: no report is written, so there are no figures to "
+                         f"{'draw' if args.figures else 'skip'}; give --no-report alone (or {flag} alone "
+                         f"for a report {'with' if args.figures else 'without'} figures)")
 
     if args.workers is not None:   # before the sweep's imports (pandas, scipy)
         check_int(args.workers, "--workers", low=1)
@@ -218,9 +216,8 @@ def _pairs_flag(words: list[str] | None, labels: Sequence[str] = ()) -> list[tup
         splits = [(word[:i], word[i + 1:]) for i, ch in enumerate(word) if ch == ":"]
         fits = [pair for pair in splits if set(pair) <= set(labels)]
         if len(fits) > 1:
-            raise ValueError(f"--comparison {word!r} splits into two pairs of the sweep's labels, "
-                             f"{fits[0]} and {fits[1]}: give the pair in the config's [report] "
-                             "comparisons instead")
+            raise ValueError(f"--comparison {word!r} splits into two pairs of the sweep's labels, {fits[0]} "
+                             f"and {fits[1]}: give the pair in the config's [report] comparisons instead")
         pair = fits[0] if fits else (splits[0] if splits else (word,))
         if len(pair) != 2 or not all(label.strip() for label in pair):
             also = " (none tests no pair: give it alone)" if word == "none" else ""
@@ -244,7 +241,10 @@ def _cmd_report(args: argparse.Namespace, say: Stdout) -> int:
     # the sweep's plugins from where they are now; a missing one is named with the fix
     relocate_plugins(args.dir, args.plugins or ())
     try:
-        result = load_result(args.dir)  # checked: the results pair with the manifest
+        with warnings.catch_warnings():
+            if words is not None:   # the config's pairs' warnings: not this report's, of --comparison's
+                warnings.filterwarnings("ignore", "no comparison", UserWarning)
+            result = load_result(args.dir)  # checked: the results pair with the manifest
     except ValueError as exc:
         if _NOT_REGISTERED not in str(exc):
             raise

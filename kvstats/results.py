@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,10 +45,8 @@ if TYPE_CHECKING:  # the config schema lives with the runner; loading imports it
 
     from kvstats.sweep.config import SweepConfig
 
-__all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "SweepResult",
-           "check_comparisons",
-           "load_result", "read_table", "read_table_meta", "results_file", "table_path", "frame_digest",
-           "config_fingerprint"]
+__all__ = ["CELL_COLUMNS", "CASE_COLUMNS", "DEFAULT_COMPARISONS", "REAL", "SweepResult", "check_comparisons",
+           "load_result", "read_table", "read_table_meta", "results_file", "table_path", "frame_digest", "config_fingerprint"]
 
 #: Pairs compared by default in reports: (a, b) means "a vs b".
 DEFAULT_COMPARISONS = (("KQV", "QKQV"), ("KQV", "KV"), ("QKQV", "KV"))
@@ -177,13 +176,17 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
                                  "(a given pair must name two scheme labels of the data; only the "
                                  f"default pairs skip absent schemes){hint}")
     elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):
-        # every default pair would be skipped: 0 tests, which nothing else would say
+        # every default pair would be skipped: 0 tests, which nothing else would say. The
+        # command quoted for a shell (a label name[k='v'] holds quotes and a glob's brackets)
+        (a, b), named = present[:2], {lab for pair in pairs for lab in pair}
+        own = [lab for lab in present if "[" in lab and lab.split("[")[0] in named]
         warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
                       f"two schemes of the data ({present}), so the comparisons table (and the "
                       f"report) holds no tests; name the pairs to test: `kvstats report DIR --comparison "
-                      f"{present[0]}:{present[1]}`, or in the config's [report], comparisons = "
-                      f"[[\"{present[0]}\", \"{present[1]}\"]] (from Python: comparisons="
-                      f"[({present[0]!r}, {present[1]!r})]); comparisons = [] asks for none",
+                      f"{shlex.quote(f'{a}:{b}')}`, or in the config's [report], comparisons = "
+                      f"[[{json.dumps(a)}, {json.dumps(b)}]] (from Python: comparisons=[({a!r}, {b!r})]); "
+                      "comparisons = [] asks for none" + (f"; or give the [[schemes]] entry of {own[0]} "
+                      f"label = {json.dumps(own[0].split('[')[0])}, which the default pairs name" if own else ""),
                       UserWarning, stacklevel=_user_stacklevel())
     return pairs
 
@@ -296,8 +299,7 @@ def read_table_meta(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, An
     except (OSError, ImportError):  # not the file's fault: pyarrow (an extra) not installed
         raise
     except Exception as exc:  # pyarrow, pandas and json each raise their own types
-        raise ValueError(f"table {str(path)!r} cannot be read (truncated or not a table?): "
-                         f"{type(exc).__name__}: {_one_line(exc)}") from exc
+        raise ValueError(f"table {str(path)!r} cannot be read (truncated or not a table?): {type(exc).__name__}: {_one_line(exc)}") from exc
 
 
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
@@ -508,8 +510,7 @@ def _read_manifest(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"manifest {str(path)!r} is not valid JSON (truncated or edited?): "
-                         f"{_one_line(exc)}") from exc
+        raise ValueError(f"manifest {str(path)!r} is not valid JSON (truncated or edited?): {_one_line(exc)}") from exc
 
 
 def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = None) -> Path:
@@ -562,8 +563,7 @@ def results_file(out: str | os.PathLike, manifest: Mapping[str, Any] | None = No
         return table
     allowed = [f"{RESULTS}{ext}" for ext in _TABLE_SUFFIXES]
     if name not in allowed:
-        raise ValueError(f"manifest {str(manifest_path)!r}: its results file must be one of "
-                         f"{allowed}; received {name!r}")
+        raise ValueError(f"manifest {str(manifest_path)!r}: its results file must be one of {allowed}; received {name!r}")
     table = out / name
     if not table.is_file():
         raise FileNotFoundError(f"manifest {str(manifest_path)!r} names the results file {name!r}, "
@@ -577,11 +577,9 @@ def _check_pair(frame: pd.DataFrame, meta: dict[str, Any] | None, record: Any,
     of it and the manifest's config (one of its ``fingerprints``) all describe one sweep."""
     where = f"{str(table)!r} and {str(manifest_path)!r}"
     if not isinstance(record, dict):
-        raise ValueError(f"manifest {str(manifest_path)!r} has no 'results' record; it cannot be "
-                         "paired with a results file (rerun the sweep)")
+        raise ValueError(f"manifest {str(manifest_path)!r} has no 'results' record; it cannot be paired with a results file (rerun the sweep)")
     if meta is None:
-        raise ValueError(f"results {str(table)!r} carry no kvstats metadata; they cannot be paired "
-                         f"with {str(manifest_path)!r} (rerun the sweep)")
+        raise ValueError(f"results {str(table)!r} carry no kvstats metadata; they cannot be paired with {str(manifest_path)!r} (rerun the sweep)")
     problems = []
     if record.get("file") != table.name:
         problems.append(f"the manifest describes {record.get('file')!r}, found {table.name!r}")

@@ -54,7 +54,7 @@ from kvstats.analysis.clustered import N_IN_CLUSTER, warn_if_trials_share_cluste
 from kvstats.analysis.frame import CASE_COLUMNS, PROFILE_METRICS, _in_trial_order, check_frame
 from kvstats.analysis.pair_tests import (Row, _energy_row, _equivalence_row, _ks_row, _mw_row,
                                          _sign_row)
-from kvstats.analysis.pairing import (LOCATION_TESTS, PAIRINGS, _check_design, _matched,
+from kvstats.analysis.pairing import (LOCATION_TESTS, PAIRINGS, _check_design, _drop_not_compared, _matched,
                                       _pair_positions, scheme_pairs)
 from kvstats.analysis.resolution import rounding_canonical
 from kvstats.analysis.tested_metrics import (TESTABLE_METRICS, _check_margins, _check_metrics,
@@ -138,8 +138,12 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
         when none of them names two schemes of a frame of two or more). Pairs absent
         from one case (but present in others) are skipped there; a scheme paired with
         itself, or a pair given twice (either way round: its tests would count twice in
-        the family), is a ValueError. Fixed-budget schemes (``K4V2``) with different
-        budgets are compared directly (``budget`` ≠ ``budget_b``).
+        the family), is a ValueError. A pair is compared at each budget both schemes
+        ran; two schemes that each ran at a single budget, different ones (fixed-budget
+        ``K4V2`` against ``K4V4``, or two entries of one config at ``budgets = [4]`` and
+        ``[2]``), across them (``budget`` ≠ ``budget_b``). A pair that ran in one case
+        but is compared in none (``[3, 4]`` against ``[1, 2]``) gets no row and a
+        UserWarning naming it.
     metrics : sequence of str, optional
         Metrics tested one by one, each once (a subset of :data:`TESTABLE_METRICS`; a
         pooled SNR the frame lacks, or with NaN, is a ValueError). Default
@@ -268,6 +272,8 @@ def compare_schemes(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]] | 
     elif unit == "trial":   # paired on trials: real ones without their text are said to be
         warn_if_trials_share_clusters(frame, "compare_schemes(pairing='trial')")
 
+    # a pair that shares a case but no budget it is compared at: said, not a silent 0 rows
+    comparisons = _drop_not_compared(frame, comparisons)
     rows, energy_jobs, energy_skipped = _pair_rows(frame, comparisons, metrics, margins,
                                                    equivalence_test, alpha, seed, ks, energy, unit)
     # the family: every p-value adjusted together (an undefined equivalence test is none)

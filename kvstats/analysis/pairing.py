@@ -12,15 +12,17 @@ both schemes ran; fixed-budget schemes against each other).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import warnings
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from kvstats.analysis.clustered import _clusters
 from kvstats.analysis.frame import CASE_COLUMNS
-from kvstats.results import check_comparisons
+from kvstats.results import _user_stacklevel, check_comparisons
 from kvstats.stats.catalog import PAIRINGS   # the designs of compare_schemes
+from kvstats.sweep.specs import _compared_budgets, _not_compared_text
 
 __all__ = ["PAIRINGS", "LOCATION_TESTS", "scheme_pairs"]
 
@@ -93,13 +95,48 @@ def _pair_positions(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
             if a not in present or b not in present:
                 continue
             (ra, ba, budgets_a), (rb, bb, budgets_b) = side(a), side(b)
-            if len(budgets_a) == 1 and len(budgets_b) == 1 and budgets_a != budgets_b:
-                # fixed-budget schemes (e.g. K4V2 vs K4V4): compare them directly
-                yield case, budgets_a[0], budgets_b[0], a, b, ra, rb
-                continue
-            for bud in budgets_a:
-                if bud in budgets_b:
-                    yield case, bud, bud, a, b, ra[ba == bud], rb[bb == bud]
+            # each budget both ran; two single-budget schemes (K4V2 vs K4V4) across theirs
+            for bud_a, bud_b in _compared_budgets(budgets_a, budgets_b):
+                yield case, bud_a, bud_b, a, b, ra[ba == bud_a], rb[bb == bud_b]
+
+
+def _not_compared(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
+                  ) -> list[tuple[str, str, list, list]]:
+    """The pairs of ``comparisons`` whose two schemes ran in one case of ``frame`` (its case
+    columns, ``scheme``, ``budget``) but are compared in none (:func:`scheme_pairs`' rule),
+    each as ``(a, b, budgets of a, budgets of b)`` in the first case both ran.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"distribution": "gaussian", "params": "-", "dim": 8, "n_keys": 4,
+    ...     "scheme": ["TQ", "TQ", "kivi", "kivi"], "budget": [3.0, 4.0, 1.0, 2.0]})
+    >>> _not_compared(f, [("TQ", "kivi")])
+    [('TQ', 'kivi', [3.0, 4.0], [1.0, 2.0])]
+    """
+    compared = {(a, b) for _, _, _, a, b, _, _ in _pair_positions(frame, comparisons)}
+    out = []
+    for a, b in (tuple(p) for p in comparisons):
+        for _, g in ([] if (a, b) in compared else frame.groupby(list(CASE_COLUMNS), sort=False)):
+            runs = [sorted(set(g.loc[g["scheme"] == s, "budget"])) for s in (a, b)]
+            if runs[0] and runs[1]:
+                out.append((a, b, *runs))
+                break
+    return out
+
+
+def _drop_not_compared(frame: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
+                       fixed: Collection[str] | None = None) -> list[tuple[str, str]]:
+    """``comparisons`` less the pairs :func:`_not_compared` finds, each said in one
+    UserWarning (at the user's call) rather than left out of the tables without a word;
+    ``fixed``: only those of these (fixed-budget) schemes, the pairs a config's check
+    could not say (:func:`kvstats.sweep.specs._warn_not_compared`)."""
+    apart = _not_compared(frame, comparisons)
+    for a, b, runs_a, runs_b in apart:
+        if fixed is None or a in fixed or b in fixed:
+            warnings.warn(_not_compared_text(a, b, runs_a, runs_b), UserWarning, stacklevel=_user_stacklevel())
+    dropped = {(a, b) for a, b, _, _ in apart}
+    return [tuple(p) for p in comparisons if tuple(p) not in dropped]
 
 
 def _check_design(frame: pd.DataFrame, pairing: str, ks: bool | None

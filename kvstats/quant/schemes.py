@@ -22,7 +22,7 @@ import pandas as pd
 from jaxtyping import Float
 from numpy.typing import ArrayLike
 
-from kvstats._checks import SeedLike, _describe, as_float_array, as_generator, check_choice, check_int
+from kvstats._checks import SeedLike, _describe, as_float_array, as_generator, check_choice, check_int, did_you_mean
 from kvstats.quant.coder import Codes, Coder
 from kvstats.quant.export import SchemeExport
 from kvstats.quant.registry import REGISTRY, SCHEMES, parse_scheme_name, scheme_def
@@ -342,8 +342,8 @@ def make_scheme(name: str, bits: float | None, dim: int, seed: SeedLike = 0,
     draws = _draws(draws)
     unknown = set(params) - sdef.params
     if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for scheme {name!r}; "
-                         f"allowed: {sorted(sdef.params)}")
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for scheme {name!r}"
+                         f"{did_you_mean(sorted(unknown)[0], sdef.params)}; allowed: {sorted(sdef.params)}")
     full = sdef.filled(params)   # what the builder reads; the scheme records params as given
     # the built-ins' shared parameters, checked before any draw; a scheme of one's own
     # may mean something else by them (its builder checks its own)

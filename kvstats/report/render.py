@@ -26,7 +26,7 @@ from kvstats.analysis import (CASE_COLUMNS, PROFILE_METRICS, aggregate_clusters,
 from kvstats.analysis.clustered import N_IN_CLUSTER, TrialsAsUnitsWarning
 from kvstats.analysis.compare import LOCATION_TESTS, MAX_FAMILY_PERMUTATIONS, default_metrics
 from kvstats.analysis.frame import _in_trial_order
-from kvstats.analysis.pairing import _check_design, _matched, _pair_positions
+from kvstats.analysis.pairing import _check_design, _drop_not_compared, _matched, _pair_positions
 from kvstats.analysis.tested_metrics import _check_metrics
 from kvstats.analysis.theory import nominal_bounds, real_case_spectra
 from kvstats.report.document import records, to_jsonable
@@ -207,7 +207,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     """
     if isinstance(result, (str, os.PathLike)):
         relocate_plugins(result, plugins or ())   # before the config imports them
-        result = load_result(result)
+        with warnings.catch_warnings():
+            if comparisons is not None:   # the config's pairs are not this report's: not warned of
+                warnings.filterwarnings("ignore", "no comparison", UserWarning)
+            result = load_result(result)
     elif plugins:
         raise ValueError("plugins applies to a sweep directory (result=path): a SweepResult's "
                          "plugins are already imported")
@@ -218,7 +221,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
                              "energy_resolution": energy_resolution, "equivalence": equivalence,
                              "equivalence_test": equivalence_test, "unit": unit,
                              "pairing": pairing, "metrics": metrics, "energy": energy})
-    if comparisons is None:
+    given = comparisons is not None   # else the config's pairs, which it checked and warned of
+    if not given:
         comparisons = opts["comparisons"] or result.config.comparisons
     else:   # checked before the folder is touched (a typo would give a report of 0 tests)
         comparisons = check_comparisons(comparisons, result.frame["scheme"].unique())
@@ -241,6 +245,10 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     clustered = _clustered(trials)
     use_clusters = opts["unit"] == "cluster" or (opts["unit"] == "auto" and bool(clustered))
     frame = aggregate_clusters(trials) if use_clusters else trials
+    # a pair that no budget compares: warned of (the config did for its pairs of schemes at
+    # budgets it knows, not fixed ones), dropped, and named in the Summary
+    fixed = None if given else {s.display() for s in result.config.schemes if s.fixed_budget}
+    present = _drop_not_compared(trials, present, fixed)
 
     def compare(f: pd.DataFrame, **changed: Any) -> pd.DataFrame:
         kw = dict(alpha=opts["alpha"], correction=opts["correction"],

@@ -24,6 +24,7 @@ from kvstats.analysis.compare import LOCATION_TESTS, NOT_RESOLVABLE
 from kvstats.analysis.verdicts import DIFFERENT
 from kvstats.analysis.crossover import agreed_rows
 from kvstats.analysis.frame import label_digits
+from kvstats.analysis.pairing import _not_compared
 from kvstats.analysis.theory import BOUND_QUANTITIES, ratio_pairs
 from kvstats.report.crossover_text import _crossover_section, crossover_summary_line
 from kvstats.report.document import Document
@@ -32,16 +33,16 @@ from kvstats.report.notation import (_case_key, _case_title, _cluster_spans, _de
                                      _unit_counts)
 from kvstats.report.notation import figure_names as _figure_names
 from kvstats.report.tables import (NO_GUARANTEE, NOT_INDEPENDENT_MARK, RATIO_NEAR_ALPHA_MARK, RATIO_NEAR_ALPHA_NOTE, _bound_fmt,
-                                   _comparison_table, _heavy_keys, _interval_and_region,
+                                   _comparison_table, _floor_line, _heavy_keys, _interval_and_region,
                                    _mean_heavy, _ratio_near_alpha, _scheme_table, _theory_fmt,
                                    metrics_table, _no_difference_clause)
 from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALENCE_NOT_SHOWN,
                                     EQUIVALENCE_REGIONS, HEAVY_MARK, IDENTICAL_PAIRS_NOTE,
-                                    INCONCLUSIVE, _budget_text, _exact, _heavy_summary, _location_name,
+                                    INCONCLUSIVE, _apart_text, _budget_text, _exact, _heavy_summary, _location_name,
                                     _no_pair_text, _no_theory_text, equivalence_verdict_text,
                                     _DRAWN_WORDS, _TEST_NAMES, _VERDICT_WORDS, _verdict_counts,
                                     heavy_note, tost_not_shown_resolvable)
-from kvstats.results import REAL, SweepResult
+from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult
 
 __all__ = ["build_document"]
 
@@ -242,11 +243,14 @@ def _trials_per_cluster(trials: pd.DataFrame) -> list[int]:
 def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
                      comp: pd.DataFrame, cross: pd.DataFrame, opts: dict[str, Any], unit: str,
                      clustered: bool, heavy: bool, after: dict[str, Any] | None = None,
-                     per_cluster: str | None = None, dependent: bool = False, partial: bool = False) -> None:
+                     per_cluster: str | None = None, dependent: bool = False, partial: bool = False,
+                     apart: Sequence[tuple] = (), asked: bool = True) -> None:
     """What the report found, counted from its own tables (comparisons.csv's verdicts,
     crossovers.csv, the summary's ‡ marks): no test and no number of its own (``after``:
     header._set_after_sweep's options, named in the family's line; ``per_cluster``: :func:`_cluster_spans`; ``dependent``: trials of shared clusters tested as
-    units, by request: no error rate claimed; ``partial``: in some cases only)."""
+    units, by request: no error rate claimed; ``partial``: in some cases only; ``apart``:
+    the pairs not compared, :func:`~kvstats.analysis.pairing._not_compared`, ``asked``
+    for or the default pairs)."""
     doc.h(2, "Summary")
     one = {"trials": "trial", "clusters": "cluster", "texts": "text"}[unit]
     lines = []
@@ -279,6 +283,9 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
     else:
         lines.append(f"No test: no comparison pair was compared (\"Crossovers of the winner across "
                      f"budgets\" says why); unit: {of_unit}.")
+    if len(apart):   # a pair asked for and dropped is named here, not left out without a word
+        lines.append(f"**Not compared** ({'asked for' if asked else 'default pairs'}): {_apart_text(apart)}; "
+                     "see docs/usage.md, \"Equal n is not equal storage\".")
     tests = list(_TEST_NAMES)
     for test, rows in sorted(comp.groupby("test", sort=False),
                              key=lambda g: tests.index(g[0]) if g[0] in tests else len(tests)):
@@ -313,7 +320,8 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
             text += ", ".join(_not_resolvable_count(c, agreed, paired, test) if v == NOT_RESOLVABLE else
                               f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
                               for v, c in counts.items())
-        lines += [text + ".", *apart]
+        floor = _floor_line(rows, opts) if test == "energy" else ""   # p-values B bounds, said
+        lines += [text + "." + (f" {floor}" if floor else ""), *apart]
     if not comp.empty:
         lines.append(crossover_summary_line(comp, cross))
     # no mark at all where no mean is marked (the report has no ‡ then, and no footnote)
@@ -323,7 +331,8 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
     if not comp.empty:
         kl = not cross.empty and bool(((cross["metric"] == "kl") & ~cross["crossover"]).any())
         lines.append("Winners per budget: the winner column of each pair table under "
-                     "\"…: n = … bits per coordinate\""
+                     "\"…: n = … bits per coordinate\"" + (" (a pair across budgets: \"…: A at n = … vs B at "
+                                                          "n = …\")" if (comp["budget"] != comp["budget_b"]).any() else "")
                      + (", and for the attention KL the list under \"Crossovers of the winner "
                         "across budgets\"" if kl else "")
                      + "; every test's row is in tables/comparisons.csv.")
@@ -422,8 +431,10 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
     dep_cases, every = _dependent_cases(dependent, summary)   # whose verdicts get the mark
     doc.h(1, "kvstats hypothesis report")
     # what the report found first, from the tables below; then how (the header's bullets)
+    apart = _not_compared(summary, comparisons)   # pairs the rule leaves uncompared
     _summary_section(doc, summary, theory, comp, cross, opts, unit, clustered, heavy, after,
-                     _cluster_spans(result.frame) if clustered else None, bool(dep_cases), not every)
+                     _cluster_spans(result.frame) if clustered else None, bool(dep_cases), not every,
+                     apart, tuple(map(tuple, comparisons)) != DEFAULT_COMPARISONS)
     doc.h(2, "Methods")
     doc.ul(header_lines(result, summary, theory, comp, opts, unit_text, unit=unit, heavy=heavy,
                         after=after, dependent=dependent))
@@ -522,9 +533,16 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
             doc.h(3, f"{title}: n = {budget:g} bits per coordinate")
             doc.table(_scheme_table(bsum, unit))
             bcomp = case_comp[case_comp["budget"] == budget]
-            if not bcomp.empty:
-                doc.table(_comparison_table(bcomp, heavy_keys, ratio, opts["alpha"],
-                                            _case_key(case) in dep_cases))
+            same = bcomp["budget_b"] == budget
+            # a pair across budgets (K4V2 at 3 vs K4V4 at 4) under a heading naming both n
+            tables = [(None, bcomp[same])] + list(bcomp[~same].groupby(["scheme_a", "scheme_b", "budget_b"],
+                                                                      sort=False))
+            for pair, pcomp in tables:
+                if pair is not None:
+                    doc.h(3, f"{title}: {pair[0]} at n = {budget:g} vs {pair[1]} at n = {pair[2]:g}")
+                if not pcomp.empty:
+                    doc.table(_comparison_table(pcomp, heavy_keys, ratio, opts["alpha"],
+                                                _case_key(case) in dep_cases))
     is_bound = theory["quantity"].isin(list(BOUND_QUANTITIES.values()))
     bounds, theory = theory[is_bound], theory[~is_bound]
     doc.h(2, "Distance to the rate–distortion limit")

@@ -131,8 +131,43 @@ def _pvalue_cell(row: Any, alpha: float | None = None) -> str:
     if _exact(row["note"]):
         text += f" (exact, {int(row['n_permutations'])} relabellings)"
     elif row["max_permutations"]:
-        text += f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])})"
+        text += (f" (B = {int(row['n_permutations'])}/{int(row['max_permutations'])}"
+                 + (", at the floor" if _at_floor(row) else "") + ")")
     return text
+
+
+def _at_floor(row: Any) -> bool:
+    """Whether a drawn permutation test's p is 1/(1 + B), its least: no permutation of
+    its B (all it may draw) reached the observed statistic."""
+    n = row["n_permutations"]
+    return (not _exact(row["note"]) and bool(row["max_permutations"]) and n == row["max_permutations"]
+            and math.isclose(row["pvalue"] * (n + 1), 1.0, rel_tol=1e-9))
+
+
+def _floor_line(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
+    """The Summary's line on the drawn permutation tests whose p is at the floor their B
+    sets (:func:`_at_floor`): their adjusted p measures B and the family, not the evidence.
+
+    Examples
+    --------
+    >>> row = {"test": "energy", "note": "", "n_permutations": 99, "max_permutations": 99,
+    ...        "pvalue": 0.01, "pvalue_adjusted": 0.03}
+    >>> _floor_line(pd.DataFrame([row, {**row, "pvalue": 0.5}]), {"correction": "holm"})[:54]
+    '1 of 2 drawn permutation tests at the floor of their p'
+    """
+    drawn = comp[comp["max_permutations"].fillna(0).astype(bool) & ~comp["note"].map(_exact)] if len(comp) else comp
+    floor = drawn[[_at_floor(r) for _, r in drawn.iterrows()]] if len(drawn) else drawn
+    if floor.empty:
+        return ""
+    b = sorted({int(v) for v in floor["n_permutations"]})
+    adj = floor["pvalue_adjusted"]
+    return (f"{len(floor)} of {len(drawn)} drawn permutation tests at the floor of their p: no "
+            f"permutation of the B = {', '.join(map(str, b))} drawn reached the observed statistic, "
+            f"so p = 1/(1 + B), the least B permutations can give, and after {opts['correction']} "
+            f"p adj = {_p(adj.min())}{'' if adj.min() == adj.max() else f'–{_p(adj.max())}'} "
+            "(marked \"at the floor\"): these p-values say the tests resolved at this B, not how "
+            "strong the evidence is; more permutations (energy_resamples) lower the floor, and so "
+            "does a smaller family (fewer metrics or pairs).")
 
 
 def _pair_label(r: Any) -> str:

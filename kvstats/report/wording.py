@@ -19,12 +19,14 @@ import pandas as pd
 
 from kvstats.analysis import CASE_COLUMNS, PROFILE_METRICS, TESTABLE_METRICS
 from kvstats.analysis.compare import NOT_RESOLVABLE
+from kvstats.analysis.pairing import _not_compared
 from kvstats.analysis.theory import BOUND_QUANTITIES, theory_schemes
 from kvstats.analysis.verdicts import DIFFERENT, DISTRIBUTIONS_DIFFER, NO_DIFFERENCE
 from kvstats.analysis.resolution import ROUNDING_RTOL, _sign_pairs_needed
 from kvstats.stats.equivalence import VERDICTS
 from kvstats.report.notation import _pct
 from kvstats.results import DEFAULT_COMPARISONS
+from kvstats.sweep.specs import _PAIR_RULE
 
 __all__ = ["BOUND_NOTE", "HEAVY_MARK", "HEAVY_NOTE", "R_HEADER", "R_CONVENTION", "R_CONVENTION_PAIRED",
            "DOMINANCE_HEADER", "heavy_note",
@@ -495,28 +497,25 @@ def _no_pair_text(comparisons: Sequence[tuple[str, str]] | None, summary: pd.Dat
     # the default pairs were not asked for (the config named none): said as the warning says it
     asked = (f"{'the default pairs' if tuple(pairs) == DEFAULT_COMPARISONS else 'the pairs asked for'} ("
              + ", ".join(f"{a} vs {b}" for a, b in pairs) + ")")
-    # a pair whose schemes share a case but no budget (one of them at a single fixed budget,
-    # the other at several) is not compared: scheme_pairs' rule, said as such
-    apart = []
-    if comparisons and {"scheme", "budget", *CASE_COLUMNS} <= set(summary.columns):
-        for a, b in comparisons:
-            for _, g in summary.groupby(list(CASE_COLUMNS), sort=False):
-                ba, bb = (sorted(set(g.loc[g["scheme"] == s, "budget"])) for s in (a, b))
-                if ba and bb:
-                    apart.append(f"{a} (n = {', '.join(f'{v:g}' for v in ba)}) and {b} (n = "
-                                 f"{', '.join(f'{v:g}' for v in bb)})")
-                    break
+    # a pair whose schemes share a case but no budget it is compared at: scheme_pairs' rule
+    apart = (_not_compared(summary, pairs) if {"scheme", "budget", *CASE_COLUMNS} <= set(summary.columns)
+             else [])
     if apart:
-        return (f"No comparison pair was compared: of {asked}, "
-                + "; ".join(apart) + " ran in one case but at no common budget, and a scheme "
-                "is compared across budgets only when each of the two ran at a single one "
-                "(e.g. K4V2 at 3 against K4V4 at 4), so no test and no crossover. Add a pair "
-                "of schemes that share a budget, or run a fixed-budget scheme against "
-                "another single-budget one.")
+        return (f"No comparison pair was compared: of {asked}, {_apart_text(apart)}, so no test "
+                "and no crossover. Add a pair of schemes that share a budget, or run a "
+                "fixed-budget scheme against another single-budget one.")
     return (f"No comparison pair was present: none of {asked} names two "
             f"schemes of one case of this sweep, so no test and no crossover. The sweep's "
             f"scheme labels: {labels}; pass pairs of them (hypothesis_report(comparisons=...) "
             "or the config's comparisons).")
+
+
+def _apart_text(apart: Sequence[tuple[str, str, Sequence[float], Sequence[float]]]) -> str:
+    """The pairs of :func:`kvstats.analysis.pairing._not_compared` ("TQ vs kivi (TQ at n = 3, 4;
+    kivi at n = 1, 2)"), and why."""
+    ns = lambda values: ", ".join(f"{v:g}" for v in values)   # noqa: E731
+    return ("; ".join(f"{a} vs {b} ({a} at n = {ns(na)}; {b} at n = {ns(nb)})" for a, b, na, nb in apart)
+            + f": no budget in common, and {_PAIR_RULE}")
 
 
 def _no_theory_text(summary: pd.DataFrame) -> str:

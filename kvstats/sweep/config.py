@@ -27,8 +27,8 @@ from kvstats.sweep.plan import Cell, _canonical, _fmt_params, cell_id, chunk_for
 from kvstats.sweep.sources import _resolve_real
 from kvstats.sweep.specs import (_TOML_NOTE, MIN_KEYS, DistributionSpec, SchemeSpec, _as_list,
                                  _check_distinct_cases, _check_distinct_schemes, _check_sweep_budgets,
-                                 _declared_types, _floats_as_defaults, _int, _int_tuple, parse_distributions,
-                                 parse_scheme)
+                                 _declared_types, _floats_as_defaults, _int, _int_tuple, _warn_not_compared,
+                                 parse_distributions, parse_scheme)
 
 __all__ = ["SweepConfig", "SchemeSpec", "DistributionSpec", "load_config"]
 
@@ -225,6 +225,8 @@ class SweepConfig:
         report_pairs = validate_report_options(self.report)["comparisons"]
         if report_pairs is not None and report_pairs != self.comparisons:
             check_comparisons(report_pairs, labels)   # a dict built in Python may keep them here
+        # a pair the budgets leave uncompared would be missing from the report without a word
+        _warn_not_compared(schemes, labels, self.budgets, report_pairs or self.comparisons)
         check_choice(self.dtype, "dtype", ["float64", "float32"])
         if isinstance(self.generator, bool) or not isinstance(self.generator, int):
             raise TypeError(f"generator must be one of {list(GENERATORS)}; received {_describe(self.generator)}")

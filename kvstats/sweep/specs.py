@@ -9,8 +9,9 @@ the config's lists share are here too.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from kvstats.data.register import distribution_names
 from kvstats.data.synthetic import _resolve
 from kvstats.quant.registry import coded_scheme, resolved_scheme, scheme_def, unknown_scheme
 from kvstats.quant.schemedef import as_declared_type
-from kvstats.results import REAL
+from kvstats.results import REAL, _user_stacklevel
 from kvstats.sweep.plan import _canonical, _fmt_params
 from kvstats.sweep.sources import _real_params
 
@@ -166,6 +167,12 @@ def parse_scheme(entry: Any, plugins: tuple[str, ...] = ()) -> SchemeSpec:
         # the scheme's own range (QKQV from 2); a fixed-budget scheme's budgets are refused below
         low, high = (1, 8) if sdef.fixed_budget else (sdef.min_bits, sdef.max_bits)
         params = _check_params(entry.get("params"), f"scheme {entry['name']!r} params")
+        # before the labels (name[params]) and the comparisons are formed from a typo; the
+        # keys the sweep sets itself are refused below, with where they come from
+        unknown = sorted(set(params) - set(sdef.params) - set(_SWEEP_SET))
+        if unknown:
+            raise ValueError(f"scheme {entry['name']!r} params: unknown parameter(s) {unknown}"
+                             f"{did_you_mean(unknown[0], sdef.params)}; allowed: {sorted(sdef.params)}")
         try:   # here, not at the first cell: a fractional group_size (the config's types later)
             sdef.canonical(params)
         except ValueError as exc:
@@ -407,7 +414,9 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, .
     its own ``budgets``, else the sweep's ``budgets`` (None: not known yet, not checked).
     Two builders are two schemes, even where they code alike (each llama.cpp format has a
     builder of its own, its format bound), unless an entry declares that it codes as
-    another."""
+    another. Two entries of one scheme, each with its own ``label``, at disjoint budgets
+    (``TQ3`` at ``[3]``, ``TQ4`` at ``[4]``: two operating points, each compared on its
+    own) share no cell and are kept."""
     seen: dict[tuple[int, str], list[tuple[SchemeSpec, str, int | None]]] = {}
     for spec in schemes:
         name = resolved_scheme(spec.name, spec.params)[0]
@@ -418,10 +427,17 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, .
         for earlier, earlier_name, earlier_fixed in seen.get(key, ()):
             how = _why_same((earlier, earlier_name), (spec, name), coded_name)
             if earlier_fixed is None and fixed is None:
-                raise ValueError(
-                    f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
-                    f"({how} with the defaults filled in: {_fmt_params(coded)}); keep one (with both "
-                    "entries' budgets, if they differ)")
+                # two operating points of one scheme, each labelled (TQ3 at [3], TQ4 at [4]),
+                # share no cell; unlabelled, two names of one scheme are more likely a slip
+                runs = [set(s.budgets or budgets or ()) for s in (earlier, spec)]
+                own = not (earlier.fixed_budget or spec.fixed_budget)   # budgets of their own
+                if not (own and earlier.label and spec.label) or budgets is None or runs[0] & runs[1]:
+                    raise ValueError(
+                        f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
+                        f"({how} with the defaults filled in: {_fmt_params(coded)}); keep one (with both "
+                        "entries' budgets, if they differ)" + (", or give each a label and the two disjoint "
+                                                                "budgets (two operating points)" if own else ""))
+                continue
             shared = _shared_budget((earlier, earlier_fixed), (spec, fixed), budgets)
             if shared is not None:
                 at, advice = shared
@@ -431,6 +447,53 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, .
                     f"{_fmt_params(coded)}): one scheme under two scheme seeds, compared with "
                     f"itself; {advice}")
         seen.setdefault(key, []).append((spec, name, fixed))
+
+
+#: How :func:`kvstats.analysis.scheme_pairs` compares a pair of schemes that ran in one case.
+_PAIR_RULE = ("a pair is compared at each budget both ran, or across budgets only when each of "
+              "the two ran at a single one (as K4V2 at 3 against K4V4 at 4)")
+
+
+def _compared_budgets(budgets_a: Sequence[Any], budgets_b: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """The (budget of a, budget of b) at which two schemes that ran in one case at these
+    budgets are compared (:data:`_PAIR_RULE`), in a's order; [] where none.
+
+    Examples
+    --------
+    >>> _compared_budgets([3], [4]), _compared_budgets([3, 4], [4, 5]), _compared_budgets([3, 4], [1, 2])
+    ([(3, 4)], [(4, 4)], [])
+    """
+    if len(budgets_a) == 1 and len(budgets_b) == 1 and budgets_a[0] != budgets_b[0]:
+        return [(budgets_a[0], budgets_b[0])]
+    return [(n, n) for n in budgets_a if n in budgets_b]
+
+
+def _not_compared_text(a: str, b: str, budgets_a: Sequence[Any], budgets_b: Sequence[Any]) -> str:
+    """The warning for a pair whose two schemes share a case but no compared budget.
+
+    Examples
+    --------
+    >>> _not_compared_text("TQ", "kivi", [3, 4], [1.0, 2.0])[:65]
+    'no comparison of TQ and kivi: TQ runs at n = 3, 4 and kivi at n ='
+    """
+    ns = lambda values: ", ".join(f"{v:g}" for v in values)   # noqa: E731
+    return (f"no comparison of {a} and {b}: {a} runs at n = {ns(budgets_a)} and {b} at n = "
+            f"{ns(budgets_b)}, no budget in common, and {_PAIR_RULE}; so this pair gets no test "
+            "(the report's Summary names it under Not compared). Give the two a budget in common, or split a scheme into "
+            "single-budget entries (one scheme may be given twice, each entry with its own label "
+            "and disjoint budgets, e.g. TQ3 at [3] and TQ4 at [4]) and name each pair; see "
+            "docs/usage.md, \"Equal n is not equal storage\"")
+
+
+def _warn_not_compared(schemes: Sequence[SchemeSpec], labels: Sequence[str],
+                       budgets: tuple[int, ...], pairs: Iterable[Sequence[str]]) -> None:
+    """One warning per pair of ``pairs`` that the sweep's budgets leave uncompared; a pair
+    with a fixed-budget scheme (its budget known only once run) is left to the report."""
+    runs = {lab: list(s.budgets or budgets) for lab, s in zip(labels, schemes) if not s.fixed_budget}
+    for a, b in pairs:
+        if a in runs and b in runs and not _compared_budgets(runs[a], runs[b]):
+            warnings.warn(_not_compared_text(a, b, runs[a], runs[b]), UserWarning,
+                          stacklevel=_user_stacklevel())
 
 
 def _why_same(first: tuple[SchemeSpec, str], second: tuple[SchemeSpec, str], coded_name: str) -> str:

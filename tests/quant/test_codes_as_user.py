@@ -98,7 +98,7 @@ def test_a_user_scheme_coding_as_turboquant_mse_passes_and_is_refused_beside_it_
     assert str(exc.value) == (
         "schemes: 'plain_tq' and \"turboquant_mse[rotation='identity']\" are the same scheme (plain_tq "
         "codes as turboquant_mse with the defaults filled in: norm_dtype='float16',rotation='identity'); "
-        "keep one (with both entries' budgets, if they differ)")
+        "keep one (with both entries' budgets, if they differ), or give each a label and the two disjoint budgets (two operating points)")
 
 
 def test_undeclared_the_same_wrapper_is_a_scheme_of_its_own():

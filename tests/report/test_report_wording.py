@@ -954,7 +954,7 @@ def test_a_pair_that_shares_a_case_but_no_budget_is_not_called_absent(tmp_path):
                         comp, find_crossovers(comp), theory_table(f, n_resamples=49), {},
                         validate_report_options(), "unit", None, comparisons=pairs).markdown(tmp_path)
     assert "names two schemes of one case" not in md
-    assert ("identity (n = 32) and KV (n = 2, 3) ran in one case but at no common budget" in md)
+    assert ("identity vs KV (identity at n = 32; KV at n = 2, 3): no budget in common" in md)
     # a pair absent from every case keeps the old sentence
     md = build_document(_result(f, schemes=("identity", "KV")), summary_table(f, n_resamples=49),
                         comp, find_crossovers(comp), theory_table(f, n_resamples=49), {},

@@ -46,7 +46,7 @@ GRID = {"budgets": [3], "distributions": ["gaussian"], "dims": [32], "n_keys": [
         "report": {"comparisons": []}}
 ALIAS = ("(QKQV and turboquant_prod: one builder, the same parameters with the defaults filled in: "
          "norm_dtype='float16',rotation='hadamard',sketch='gaussian'); keep one (with both "
-         "entries' budgets, if they differ)")
+         "entries' budgets, if they differ), or give each a label and the two disjoint budgets (two operating points)")
 QKQV = BUILTIN["QKQV"]
 
 
@@ -201,7 +201,7 @@ def test_coded_scheme_reads_the_declarations_with_the_defaults_filled_in():
 
 SAME_KV = ("schemes: 'KV' and \"turboquant_mse[rotation='identity']\" are the same scheme (KV codes as "
            "turboquant_mse with the defaults filled in: norm_dtype='float16',rotation='identity'); keep one "
-           "(with both entries' budgets, if they differ)")
+           "(with both entries' budgets, if they differ), or give each a label and the two disjoint budgets (two operating points)")
 
 
 def _cells_said(first, second, budget, rotation="hadamard", who="K4V4 codes"):

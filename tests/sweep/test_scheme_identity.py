@@ -84,13 +84,15 @@ def test_spellings_of_one_scheme_resolve_alike():
     ("K4V2", {"name": "mixed", "params": {"key_bits": 4, "value_bits": 2}},
      "'K4V2' and 'mixed[key_bits=4,value_bits=2]' are the same scheme (mixed with the defaults "
      "filled in: key_bits=4,norm_dtype='float16',rotation='hadamard',value_bits=2)"),
-    ({"name": "kivi", "label": "a", "budgets": [2]}, {"name": "kivi", "label": "b", "params": {"residual": 32}},
+    ({"name": "kivi", "label": "a", "budgets": [2, 3]}, {"name": "kivi", "label": "b", "params": {"residual": 32}},
      "'a' and 'b' are the same scheme (kivi with the defaults filled in: group_size=32,residual=32)"),
 ])
 def test_a_config_naming_one_scheme_twice_is_refused(first, second, said):
     with pytest.raises(ValueError) as exc:
         SweepConfig.from_dict({**GRID, "schemes": [first, second]})
-    assert str(exc.value) == f"schemes: {said}; keep one (with both entries' budgets, if they differ)"
+    fixed = "K4V2" in said   # a fixed-budget scheme has no budgets of its own to set apart
+    assert str(exc.value) == (f"schemes: {said}; keep one (with both entries' budgets, if they differ)"
+                              + ("" if fixed else ", or give each a label and the two disjoint budgets (two operating points)"))
 
 
 def test_distinct_settings_run_and_the_cell_ids_are_those_stores_hold(tmp_path):
