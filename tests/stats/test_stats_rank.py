@@ -198,19 +198,25 @@ def test_rank_biserial_interval_with_unequal_spreads_matches_r(xy, confidence, l
                                rtol=0, atol=1e-12)
 
 
+def _covers_zero(n1, s1, n2, s2, reps, seed):
+    """How often r's interval covers 0 for N(0, s1²) × n1 against N(0, s2²) × n2 (θ = 1/2)."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        res = mann_whitney(rng.normal(0, s1, n1), rng.normal(0, s2, n2))
+        hits += res.rank_biserial_low <= 0.0 <= res.rank_biserial_high
+    return hits / reps
+
+
 @pytest.mark.parametrize("n1,s1,n2,s2", [(100, 0.2, 20, 3.0), (20, 3.0, 100, 0.2), (40, 0.2, 40, 3.0)])
 def test_rank_biserial_interval_coverage_with_unequal_spreads(calib, n1, s1, n2, s2):
     # theta = 1/2 by symmetry (both centred at 0). Newcombe's interval alone (the
     # Hanley-McNeil model variance, right for shifts) covered 0.796 / 0.782 / 0.909 here
     # (3,000 replicates); the true variance of theta_hat is up to 2.3x the model's.
     reps = calib.replicates(600, 4000)
-    rng = np.random.default_rng(17)
-    hits = 0
-    for _ in range(reps):
-        res = mann_whitney(rng.normal(0, s1, n1), rng.normal(0, s2, n2))
-        hits += res.rank_biserial_low <= 0.0 <= res.rank_biserial_high
+    covered = _covers_zero(n1, s1, n2, s2, reps, seed=17)
     lo, hi = calib.binom_interval(reps, 0.95)
-    assert lo - 0.01 <= hits / reps <= hi + 0.02, hits / reps
+    assert lo - 0.01 <= covered <= hi + 0.02, covered
 
 
 @pytest.mark.parametrize("n1,s1,n2,s2", [(100, 0.2, 9, 3.0), (9, 3.0, 100, 0.2), (6, 3.0, 40, 0.2)])
@@ -224,13 +230,9 @@ def test_rank_biserial_interval_coverage_with_a_small_unequal_arm(calib, n1, s1,
     # (+0.02 above: these intervals are a little conservative). A true coverage of 0.95
     # fails below with probability 6e-4; one of 0.87 passes with probability 7e-5.
     reps = calib.replicates(600, 4000)
-    rng = np.random.default_rng(29)
-    hits = 0
-    for _ in range(reps):
-        res = mann_whitney(rng.normal(0, s1, n1), rng.normal(0, s2, n2))
-        hits += res.rank_biserial_low <= 0.0 <= res.rank_biserial_high
+    covered = _covers_zero(n1, s1, n2, s2, reps, seed=29)
     lo, hi = calib.binom_interval(reps, 0.95, level=0.998)
-    assert lo <= hits / reps <= hi + 0.02, hits / reps
+    assert lo <= covered <= hi + 0.02, covered
 
 
 @pytest.mark.slow
