@@ -8,6 +8,7 @@ allowed, and what was received. Never an ``assert``, never a silent NaN.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
@@ -132,9 +133,13 @@ def check_real(value: Any, name: str, *, low: float | None = None, high: float |
     """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a finite real number; received {_describe(value)}")
-    if not np.isfinite(value):
+    try:
+        as_float = float(value)   # np.isfinite refuses Python ints past int64
+    except OverflowError:
+        as_float = math.inf
+    if not math.isfinite(as_float):
         raise ValueError(f"{name} must be a finite real number; received {_describe(value)}")
-    value = float(value)
+    value = as_float
     bad_low = low is not None and (value <= low if low_open else value < low)
     bad_high = high is not None and (value >= high if high_open else value > high)
     if bad_low or bad_high:

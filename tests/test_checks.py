@@ -65,3 +65,13 @@ def test_an_integer_too_long_to_print_is_refused_by_name_with_its_size(exponent,
     sign = "a negative" if negative else "an"
     assert str(err.value) == (f"bits must be an integer in [1, 511]; received {sign} integer "
                               f"of about {exponent + 1} digits")
+
+
+@pytest.mark.parametrize("exponent", [19, 20, 400])
+def test_a_python_int_beyond_int64_is_checked_as_a_real_number(exponent):
+    # np.isfinite refused ints past int64 with a TypeError naming no argument
+    value = 10**exponent
+    with pytest.raises(ValueError, match="^confidence must be "):
+        check_real(value, "confidence", low=0, high=1, low_open=True, high_open=True)
+    if exponent < 300:
+        assert check_real(value, "n") == float(value)
