@@ -94,18 +94,16 @@ def _user_stacklevel() -> int:
     return level
 
 
-def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
-                      labels: Iterable[str] | None = None) -> list[tuple[str, str]]:
+def check_comparisons(comparisons: Iterable[Sequence[str]] | None, labels: Iterable[str] | None = None,
+                      names: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """The scheme pairs to compare, checked (against the scheme labels when given).
 
     The one check of the ``comparisons`` of a sweep config, of the ``[report]`` options, of
-    :func:`kvstats.compare_schemes` and of :func:`kvstats.hypothesis_report`. Given pairs
-    must each name two labels of ``labels``: a label absent from the data is a typo, which
-    would otherwise be skipped like a pair absent from one case, leaving a table of 0 tests
-    without a word. The default pairs (:data:`DEFAULT_COMPARISONS`, also when written out
-    pair for pair) skip the pairs the data lack; when none of them names two of two or
-    more labels, one ``UserWarning`` says so, pointing at the user's call (the first frame
-    outside kvstats). ``[]`` asks for no comparison.
+    :func:`kvstats.compare_schemes` and of :func:`kvstats.hypothesis_report`. Given pairs must each name two
+    labels of ``labels``: a label absent from the data is a typo, which would otherwise be skipped like a pair
+    absent from one case, leaving a table of 0 tests without a word. The default pairs (:data:`DEFAULT_COMPARISONS`, also when written out pair for
+    pair) skip the pairs the data lack; when none of them names two of two or more labels, one ``UserWarning``
+    says so, pointing at the user's call (the first frame outside kvstats). ``[]`` asks for no comparison.
 
     Parameters
     ----------
@@ -116,6 +114,9 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
         The scheme labels the data have (e.g. ``frame["scheme"].unique()``, a sweep's
         scheme labels); None checks only the form (the ``[report]`` options, read before
         the sweep's schemes are known).
+    names : mapping, optional
+        Label → its config entry's scheme name (``{"TQ3": "turboquant_mse"}``): a pair naming
+        a scheme that runs only under labels of its own is told them.
 
     Returns
     -------
@@ -156,8 +157,7 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
         items = list(comparisons)    # a generator is read once
         pairs = []
         for pair in items:
-            p = (() if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable)
-                 else tuple(pair))
+            p = () if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable) else tuple(pair)
             if len(p) != 2 or not all(isinstance(s, str) for s in p):
                 raise TypeError(f"comparisons must be {what}; received the item {pair!r} of {items!r}")
             pairs.append((str(p[0]), str(p[1])))   # np.str_ of array rows: plain labels
@@ -169,24 +169,26 @@ def check_comparisons(comparisons: Iterable[Sequence[str]] | None,
         for label in (lab for pair in pairs for lab in pair):
             if label not in present:
                 renamed = [lab for lab in present if lab.startswith(f"{label}[")]
-                hint = (f"; a scheme with params is labelled name[params] ({renamed[0]}): give its "
-                        f'[[schemes]] entry label = "{label}"' if renamed else "")
-                raise ValueError(f"comparisons label must be one of {present}; received {label!r}"
-                                 f"{did_you_mean(label, present)} "
-                                 "(a given pair must name two scheme labels of the data; only the "
-                                 f"default pairs skip absent schemes){hint}")
+                hint = f'; a scheme with params is labelled name[params] ({renamed[0]}): give its [[schemes]] entry label = "{label}"' if renamed else ""
+                runs_as = [lab for lab, n in (names or {}).items() if n == label and lab in present and lab not in renamed]
+                hint += f"; {label!r} runs here as {', '.join(runs_as)}: name one of them" if runs_as else ""
+                raise ValueError(f"comparisons label must be one of {present}; received {label!r}{did_you_mean(label, present)} "
+                                 f"(a given pair must name two scheme labels of the data; only the default pairs skip absent schemes){hint}")
     elif len(present) > 1 and not any(a in present and b in present for a, b in pairs):
-        # every default pair would be skipped: 0 tests, which nothing else would say. The
-        # command quoted for a shell (a label name[k='v'] holds quotes and a glob's brackets)
-        (a, b), named = present[:2], {lab for pair in pairs for lab in pair}
-        own = [lab for lab in present if "[" in lab and lab.split("[")[0] in named]
+        # every default pair would be skipped: 0 tests, which nothing else would say. The command quoted for a
+        # shell (name[k='v'] holds quotes and a glob's brackets); a relabel (KQV[...] as KQV) only where it keeps
+        # labels distinct and forms a default pair of present schemes, every entry it needs named at once
+        (a, b), base = present[:2], {lab: lab.split("[")[0] for lab in present if "[" in lab}
+        move = {lab: n for lab, n in base.items() if n not in present and list(base.values()).count(n) == 1}
+        formed = [p for p in pairs if set(p) <= {move.get(lab, lab) for lab in present}]
+        own = [f"of {lab} label = {json.dumps(n)}" for lab, n in move.items() if any(n in p for p in formed)]
         warnings.warn(f"no comparison: none of the default pairs {[list(p) for p in pairs]} names "
                       f"two schemes of the data ({present}), so the comparisons table (and the "
                       f"report) holds no tests; name the pairs to test: `kvstats report DIR --comparison "
                       f"{shlex.quote(f'{a}:{b}')}`, or in the config's [report], comparisons = "
                       f"[[{json.dumps(a)}, {json.dumps(b)}]] (from Python: comparisons=[({a!r}, {b!r})]); "
-                      "comparisons = [] asks for none" + (f"; or give the [[schemes]] entry of {own[0]} "
-                      f"label = {json.dumps(own[0].split('[')[0])}, which the default pairs name" if own else ""),
+                      "comparisons = [] asks for none" + (f"; or give the [[schemes]] entr{'ies' if len(own) > 1 else 'y'} {' and '.join(own)}, "
+                      f"which the default pairs name ({', '.join(f'{x} vs {y}' for x, y in formed)})" if own else ""),
                       UserWarning, stacklevel=_user_stacklevel())
     return pairs
 

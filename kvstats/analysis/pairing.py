@@ -126,15 +126,17 @@ def _not_compared(frame: pd.DataFrame, comparisons: Iterable[Sequence[str]]
 
 
 def _drop_not_compared(frame: pd.DataFrame, comparisons: Sequence[tuple[str, str]],
-                       fixed: Collection[str] | None = None) -> list[tuple[str, str]]:
+                       fixed: Collection[str] | None = None, report: bool = False) -> list[tuple[str, str]]:
     """``comparisons`` less the pairs :func:`_not_compared` finds, each said in one
     UserWarning (at the user's call) rather than left out of the tables without a word;
     ``fixed``: only those of these (fixed-budget) schemes, the pairs a config's check
-    could not say (:func:`kvstats.sweep.specs._warn_not_compared`)."""
+    could not say (:func:`kvstats.sweep.specs._warn_not_compared`); ``report``: a report
+    names them under Not compared (so the warning says so; compare_schemes makes none)."""
     apart = _not_compared(frame, comparisons)
     for a, b, runs_a, runs_b in apart:
         if fixed is None or a in fixed or b in fixed:
-            warnings.warn(_not_compared_text(a, b, runs_a, runs_b), UserWarning, stacklevel=_user_stacklevel())
+            warnings.warn(_not_compared_text(a, b, runs_a, runs_b, report=report), UserWarning,
+                          stacklevel=_user_stacklevel())
     dropped = {(a, b) for a, b, _, _ in apart}
     return [tuple(p) for p in comparisons if tuple(p) not in dropped]
 

@@ -6,8 +6,9 @@ Which schemes have a prediction, and what it is, comes from the scheme registry
 :meth:`~kvstats.quant.registry.SchemeDef.key_rotated` and
 :meth:`~kvstats.quant.registry.SchemeDef.coded_dim`, asked only of the schemes a frame
 holds, at their ``example_params``); the constants of the variance ratios from
-:mod:`kvstats.theory`. Schemes are matched by their label in the frame, so a scheme run
-with non-default settings should carry another label.
+:mod:`kvstats.theory`. Schemes are matched by their label in the frame, or by the registry
+name a label stands for (``aliases``: a config entry of default settings under a label of
+its own, ``TQ3``), so a scheme run with non-default settings should carry another label.
 
 The limit: every scheme, at the bits per coordinate it stores, beside Shannon's
 distortion–rate bound of its source (:mod:`kvstats.rate_distortion`) computed from the
@@ -115,7 +116,7 @@ def ratio_pairs() -> tuple[tuple[str, str], ...]:
 
 def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                  spectra: Mapping[_CaseKey, CaseSpectra] | None = None,
-                 n_queries: int = 1) -> pd.DataFrame:
+                 n_queries: int = 1, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Closed-form predictions and the rate–distortion limit beside the sweep's measurements.
 
     Rows (per case and budget n, for schemes present with default settings):
@@ -198,7 +199,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     sample) is nonnegative with a Hill tail index below 2 (as in
     :func:`~kvstats.analysis.summary_table`): the bootstrap of a mean is then not valid.
     Predictions assume the default settings (Hadamard rotation, Gaussian sketch,
-    m = d_pad); schemes are matched by label, so give non-default settings other labels.
+    m = d_pad); schemes are matched by label (or by ``aliases``), so give non-default
+    settings other labels.
 
     Parameters
     ----------
@@ -218,6 +220,10 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
         (:func:`real_case_spectra`).
     n_queries : int
         Queries per trial of the sweep (the ``focused`` spectrum depends on it).
+    aliases : mapping, optional
+        Label → registry name, for labels that stand for a scheme at its default settings
+        (a config's ``label = "TQ3"`` entry of ``turboquant_mse``: the report passes them);
+        such a label's rows are predicted as its scheme's and carry the label.
 
     Returns
     -------
@@ -251,7 +257,11 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
     from kvstats import theory
 
     pooled = reported_pooled_snrs(frame)      # the summary's and the comparisons' rule
-    defs = _predicted_defs(set(frame["scheme"]))
+    if aliases is not None and not isinstance(aliases, Mapping):
+        raise TypeError(f"aliases must be a mapping label -> registry name; received {_describe(aliases)}")
+    # each row's scheme as the registry names it (a label of default settings: its scheme's)
+    frame = frame.assign(_named=frame["scheme"].map(lambda s: dict(aliases or {}).get(s, s)))
+    defs = _predicted_defs(set(frame["_named"]))
     pairs = _pairs(defs)
     rows = []
     for case, grp in frame.groupby(list(CASE_COLUMNS), sort=False):
@@ -262,10 +272,8 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                 continue
             n = int(n)
             at = grp[grp["budget"] == n]
-            for sdef in defs:
-                sub = at[at["scheme"] == sdef.name]
-                if sub.empty:
-                    continue
+            for sdef, (label, sub) in ((d, g) for d in defs
+                                       for g in at[at["_named"] == d.name].groupby("scheme", sort=False)):
                 # The entry says how many coordinates its key side codes. A padded
                 # Hadamard rotation (d < d_pad) codes d_pad of which the decode keeps a
                 # d-dimensional projection; d_pad·D_n overstates that error, and no closed
@@ -282,7 +290,7 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
                     continue
                 x = _unit_values(sub, "snr_k")
                 mean, low, high = mean_ci(x, 0.95, n_resamples, seed)
-                rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": sdef.name,
+                rows.append({**base, "budget": float(n), "quantity": "k_snr_db", "scheme": label,
                              "predicted": -10 * math.log10(rel), "predicted_asymptotic": math.nan,
                              "measured": mean, "ci_low": low, "ci_high": high, "n_trials": len(sub),
                              "ci_reliable": ci_reliable(x, metrics=["snr_k"]), "n_units": len(x), "paired": False})
@@ -291,23 +299,24 @@ def theory_table(frame: pd.DataFrame, *, n_resamples: int = 999, seed: int = 0,
             # sketched in R^d with m = d_pad rows, so its QJL error is (π/2 − 1/d)·d/d_pad times
             # its own projection, which with padding (d < d_pad) is not π/2 − 1/d_pad.
             for m_name, p_name in pairs:
-                q_cell = at[at["scheme"] == p_name]
+                q_cell = at[at["_named"] == p_name]
                 d_pad = coded_by[p_name]
                 padded = d_pad != base["dim"]
                 if q_cell.empty or n < 2 or "ip_var" not in at or coded_by[m_name] != d_pad:
                     continue   # (n−1 ≥ 1 bits of MSE)
-                k_cell = at[at["scheme"] == m_name]
-                prev_cell = grp[(grp["budget"] == n - 1) & (grp["scheme"] == m_name)]
+                k_cell = at[at["_named"] == m_name]
+                prev_cell = grp[(grp["budget"] == n - 1) & (grp["_named"] == m_name)]
+                lab = lambda cell: cell["scheme"].iloc[0]   # noqa: E731  (the label shown)
                 # a prediction only where both cells of the ratio are present (so n is a
                 # budget of the pair's schemes, which the formulas cover; another scheme's
                 # budget, identity's 32, is not); padded: the n-bit MSE error is not
                 # d_pad·D_n (see the k_snr_db rows), so no same-budget prediction
                 ratios = []
                 if not (padded or k_cell.empty):
-                    ratios.append(("ip_var_ratio_same_budget", k_cell, f"{p_name}/{m_name}",
+                    ratios.append(("ip_var_ratio_same_budget", k_cell, f"{lab(q_cell)}/{lab(k_cell)}",
                                    theory.bit_trade_inflation(n, d_pad), 2 * math.pi))
                 if not prev_cell.empty:
-                    ratios.append(("ip_var_ratio_residual", prev_cell, f"{p_name}(n)/{m_name}(n-1)",
+                    ratios.append(("ip_var_ratio_residual", prev_cell, f"{lab(q_cell)}(n)/{lab(prev_cell)}(n-1)",
                                    theory.residual_inflation(base["dim"], d_pad),
                                    math.pi / 2 * base["dim"] / d_pad))
                 for quantity, den_cell, name, predicted, asymptotic in ratios:

@@ -158,7 +158,10 @@ def crossover_summary_line(comp: pd.DataFrame, cross: pd.DataFrame) -> str:
     'Crossovers: none in the 1 (case, pair, m'
     """
     if cross.empty:
-        return "Crossovers: none can be read, no metric being tested at two or more budgets."
+        # tested at several budgets, but by different pairs (TQ3 vs kivi1, TQ4 vs kivi2): said
+        several = "budget" in comp and comp["budget"].nunique() > 1
+        return ("Crossovers: none can be read, no pair having a metric tested at two or more budgets"
+                + (" (operating points given as separate labels are separate pairs)" if several else "") + ".")
     found, rest, some, every = _crossover_counts(comp, cross)
     n_equal = equal_only_count(comp, cross)
     blind = (f"; {some} of {'them' if found.empty else f'the {len(rest)} without one'} "

@@ -35,7 +35,7 @@ from kvstats.report.folder import REPORT_RECORD, _commit, _release_staging, _sta
 from kvstats.report.header import _set_after_sweep
 from kvstats.report.notation import _case_key, _cluster_spans, figure_names
 from kvstats.report.options import validate_report_options
-from kvstats.report.sections import build_document
+from kvstats.report.sections import _theory_aliases, build_document
 from kvstats.report.tables import NOT_INDEPENDENT_MARK
 from kvstats.report.wording import _resolution
 from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult, load_result
@@ -225,7 +225,8 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     if not given:
         comparisons = opts["comparisons"] or result.config.comparisons
     else:   # checked before the folder is touched (a typo would give a report of 0 tests)
-        comparisons = check_comparisons(comparisons, result.frame["scheme"].unique())
+        comparisons = check_comparisons(comparisons, result.frame["scheme"].unique(),
+                                        {s.display(): s.name for s in result.config.schemes})
     # the pairs were checked (and a warning given) once, by the config or just above: of
     # the default pairs the tests get only those present, so compare_schemes does not warn
     # again for each frame it tests
@@ -248,7 +249,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
     # a pair that no budget compares: warned of (the config did for its pairs of schemes at
     # budgets it knows, not fixed ones), dropped, and named in the Summary
     fixed = None if given else {s.display() for s in result.config.schemes if s.fixed_budget}
-    present = _drop_not_compared(trials, present, fixed)
+    present = _drop_not_compared(trials, present, fixed, report=True)
 
     def compare(f: pd.DataFrame, **changed: Any) -> pd.DataFrame:
         kw = dict(alpha=opts["alpha"], correction=opts["correction"],
@@ -280,7 +281,7 @@ def hypothesis_report(result: SweepResult | str | os.PathLike, out_dir: str | os
             comp = compare(frame)
             comp_trials = compare(trials) if use_clusters and clustered else None
             theory = theory_table(trials, n_resamples=opts["bootstrap_resamples"], seed=opts["seed"],
-                                  spectra=spectra, n_queries=n_queries)
+                                  spectra=spectra, n_queries=n_queries, aliases=_theory_aliases(result.config.schemes))
         cross = find_crossovers(comp)
         paired = opts["pairing"] == "trial"
         # the two-sample tests' measured pairing (of trials, or of the cluster means: their

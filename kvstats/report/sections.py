@@ -43,6 +43,7 @@ from kvstats.report.wording import (BOUND_NOTE, EQUIVALENCE_HEAVY_NOTE, EQUIVALE
                                     _DRAWN_WORDS, _TEST_NAMES, _VERDICT_WORDS, _verdict_counts,
                                     heavy_note, tost_not_shown_resolvable)
 from kvstats.results import DEFAULT_COMPARISONS, REAL, SweepResult
+from kvstats.sweep.specs import _theory_aliases
 
 __all__ = ["build_document"]
 
@@ -320,7 +321,7 @@ def _summary_section(doc: Document, summary: pd.DataFrame, theory: pd.DataFrame,
             text += ", ".join(_not_resolvable_count(c, agreed, paired, test) if v == NOT_RESOLVABLE else
                               f"{c} {words.get(v, v)}" + (winner if v == DIFFERENT else "")
                               for v, c in counts.items())
-        floor = _floor_line(rows, opts) if test == "energy" else ""   # p-values B bounds, said
+        floor = _floor_line(rows, opts, comp.attrs.get("n_tests")) if test == "energy" else ""
         lines += [text + "." + (f" {floor}" if floor else ""), *apart]
     if not comp.empty:
         lines.append(crossover_summary_line(comp, cross))
@@ -554,10 +555,11 @@ def build_document(result: SweepResult, summary: pd.DataFrame, comp: pd.DataFram
         doc.p(BOUND_NOTE)
         doc.table(_bound_fmt(bounds, digits))
     doc.h(2, "Theory beside measurement")
+    named = _theory_aliases(result.config.schemes)   # TQ3: turboquant_mse's default settings
     if theory.empty:
-        doc.p(_no_theory_text(summary))
+        doc.p(_no_theory_text(summary.assign(scheme=summary["scheme"].map(lambda s: named.get(s, s)))))
     else:
-        present = set(summary["scheme"])
+        present = {named.get(s, s) for s in summary["scheme"]}
         pairs = [(m, p) for m, p in ratio_pairs() if m in present and p in present]
         doc.p("`k_snr_db`: predicted per-key SNR of the keys from the Lloyd–Max distortion D_n of "
               "the sphere-coordinate density (relative MSE d_pad·D_n; with a 1-bit Gaussian QJL "

@@ -144,15 +144,19 @@ def _at_floor(row: Any) -> bool:
             and math.isclose(row["pvalue"] * (n + 1), 1.0, rel_tol=1e-9))
 
 
-def _floor_line(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
+def _floor_line(comp: pd.DataFrame, opts: dict[str, Any], n_tests: int | None = None) -> str:
     """The Summary's line on the drawn permutation tests whose p is at the floor their B
-    sets (:func:`_at_floor`): their adjusted p measures B and the family, not the evidence.
+    sets (:func:`_at_floor`): p = 1/(1 + B), the smallest p the test can give. Such a row is
+    said to have resolved only where it is ``resolvable`` (its adjusted p, the least the
+    family's ``n_tests`` p-values and the correction give at this B, is at most alpha);
+    else it is at the floor and not resolvable. Only a larger B lowers the floor.
 
     Examples
     --------
     >>> row = {"test": "energy", "note": "", "n_permutations": 99, "max_permutations": 99,
-    ...        "pvalue": 0.01, "pvalue_adjusted": 0.03}
-    >>> _floor_line(pd.DataFrame([row, {**row, "pvalue": 0.5}]), {"correction": "holm"})[:54]
+    ...        "pvalue": 0.01, "pvalue_adjusted": 0.03, "resolvable": True}
+    >>> opts = {"correction": "holm", "alpha": 0.05, "energy_resolution": "fixed", "energy_resamples": 99}
+    >>> _floor_line(pd.DataFrame([row, {**row, "pvalue": 0.5}]), opts, 3)[:54]
     '1 of 2 drawn permutation tests at the floor of their p'
     """
     drawn = comp[comp["max_permutations"].fillna(0).astype(bool) & ~comp["note"].map(_exact)] if len(comp) else comp
@@ -160,14 +164,30 @@ def _floor_line(comp: pd.DataFrame, opts: dict[str, Any]) -> str:
     if floor.empty:
         return ""
     b = sorted({int(v) for v in floor["n_permutations"]})
-    adj = floor["pvalue_adjusted"]
-    return (f"{len(floor)} of {len(drawn)} drawn permutation tests at the floor of their p: no "
-            f"permutation of the B = {', '.join(map(str, b))} drawn reached the observed statistic, "
-            f"so p = 1/(1 + B), the least B permutations can give, and after {opts['correction']} "
-            f"p adj = {_p(adj.min())}{'' if adj.min() == adj.max() else f'–{_p(adj.max())}'} "
-            "(marked \"at the floor\"): these p-values say the tests resolved at this B, not how "
-            "strong the evidence is; more permutations (energy_resamples) lower the floor, and so "
-            "does a smaller family (fewer metrics or pairs).")
+    bs, adj = ", ".join(map(str, b)), floor["pvalue_adjusted"]
+    ok = floor["resolvable"].eq(True) if "resolvable" in floor else pd.Series(False, index=floor.index)
+    family = f" over the family of {n_tests} p-values" if n_tests else ""
+    alpha, fixed = opts.get("alpha", 0.05), opts.get("energy_resolution") == "fixed"
+    text = (f"{len(floor)} of {len(drawn)} drawn permutation tests at the floor of their p (marked \"at "
+            f"the floor\"): no permutation of the B = {bs} drawn reached the observed statistic, so "
+            f"p = 1/(1 + B), the smallest p the test can give, and after {opts['correction']}{family} "
+            f"p adj = {_p(adj.min())}{'' if adj.min() == adj.max() else f'–{_p(adj.max())}'}")
+    parts = []
+    if ok.any():
+        parts.append(f"{int(ok.sum())} resolved (p adj ≤ α = {alpha:g}): their p-values say the test "
+                     "rejected at this B, not how strong the evidence is")
+    if not ok.all():
+        parts.append(f"{int((~ok).sum())} at the floor and not resolvable: B = {bs} cannot reach "
+                     f"α = {alpha:g} in this family, so they could not have rejected; raise "
+                     "energy_resamples" + (" or use energy_resolution = \"family\"" if fixed else ""))
+    # what sets the floor: B alone; the adjusted floor: B, the family's size and the correction
+    how = ("under energy_resolution = \"fixed\", B is energy_resamples" if fixed else
+           "under energy_resolution = \"family\", B is the larger of energy_resamples and the B "
+           "this family needs to reject")
+    return (text + "; " + "; ".join(parts) + f". The floor 1/(1 + B) depends on B alone ({how}): "
+            f"only energy_resamples above {b[-1]} lowers it; the adjusted p depends on B, the "
+            f"family's size and {opts['correction']}, and a smaller family (fewer metrics or pairs) "
+            "lowers it at a given B" + ("" if fixed else ", though its B may then fall and its floor p rise") + ".")
 
 
 def _pair_label(r: Any) -> str:

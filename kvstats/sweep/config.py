@@ -216,7 +216,8 @@ class SweepConfig:
                                                         why=" (or leave it out: chosen from N and d)"))
         # the one pairs check (kvstats.results): form, labels of given pairs, and the
         # warning when no default pair names two schemes of the sweep (at the user's call)
-        object.__setattr__(self, "comparisons", tuple(check_comparisons(self.comparisons, labels)))
+        names = {lab: s.name for lab, s in zip(labels, schemes)}   # TQ3: turboquant_mse, said on a slip
+        object.__setattr__(self, "comparisons", tuple(check_comparisons(self.comparisons, labels, names)))
         if not isinstance(self.report, Mapping):
             raise TypeError(f"report must be a table/dict of report options; received {self.report!r}")
         object.__setattr__(self, "report", dict(self.report))
@@ -224,7 +225,7 @@ class SweepConfig:
 
         report_pairs = validate_report_options(self.report)["comparisons"]
         if report_pairs is not None and report_pairs != self.comparisons:
-            check_comparisons(report_pairs, labels)   # a dict built in Python may keep them here
+            check_comparisons(report_pairs, labels, names)   # a dict built in Python may keep them here
         # a pair the budgets leave uncompared would be missing from the report without a word
         _warn_not_compared(schemes, labels, self.budgets, report_pairs or self.comparisons)
         check_choice(self.dtype, "dtype", ["float64", "float32"])

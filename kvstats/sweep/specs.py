@@ -435,8 +435,10 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, .
                     raise ValueError(
                         f"schemes: {earlier.display()!r} and {spec.display()!r} are the same scheme "
                         f"({how} with the defaults filled in: {_fmt_params(coded)}); keep one (with both "
-                        "entries' budgets, if they differ)" + (", or give each a label and the two disjoint "
-                                                                "budgets (two operating points)" if own else ""))
+                        "entries' budgets, if they differ)" + ("" if not own else ", or give the two disjoint budgets (two "
+                                                               "operating points)" if earlier.label and spec.label else
+                                                               ", or give each a label and the two disjoint "
+                                                               "budgets (two operating points)"))
                 continue
             shared = _shared_budget((earlier, earlier_fixed), (spec, fixed), budgets)
             if shared is not None:
@@ -447,6 +449,29 @@ def _check_distinct_schemes(schemes: Iterable[SchemeSpec], budgets: tuple[int, .
                     f"{_fmt_params(coded)}): one scheme under two scheme seeds, compared with "
                     f"itself; {advice}")
         seen.setdefault(key, []).append((spec, name, fixed))
+
+
+def _theory_aliases(schemes: Iterable[SchemeSpec]) -> dict[str, str]:
+    """Label → registry name of the entries that run a scheme at its default settings
+    under a label of their own (``TQ3``), which the theory table matches as that scheme
+    (:func:`kvstats.analysis.theory_table`'s ``aliases``).
+
+    Examples
+    --------
+    >>> _theory_aliases([SchemeSpec("turboquant_mse", label="TQ3"), SchemeSpec("KQV"),
+    ...                  SchemeSpec("KV", {"norm_dtype": "float32"}, label="KV32")])
+    {'TQ3': 'turboquant_mse'}
+    """
+    out = {}
+    for spec in schemes:
+        sdef = scheme_def(spec.name)
+        try:   # a scheme of one's own may require parameters: it has no default settings
+            default = sdef.filled(spec.params) == sdef.filled({})
+        except (TypeError, ValueError):
+            default = False
+        if spec.label and spec.label != sdef.name and default:
+            out[spec.label] = sdef.name
+    return out
 
 
 #: How :func:`kvstats.analysis.scheme_pairs` compares a pair of schemes that ran in one case.
@@ -468,18 +493,27 @@ def _compared_budgets(budgets_a: Sequence[Any], budgets_b: Sequence[Any]) -> lis
     return [(n, n) for n in budgets_a if n in budgets_b]
 
 
-def _not_compared_text(a: str, b: str, budgets_a: Sequence[Any], budgets_b: Sequence[Any]) -> str:
-    """The warning for a pair whose two schemes share a case but no compared budget.
+def _not_compared_text(a: str, b: str, budgets_a: Sequence[Any], budgets_b: Sequence[Any], *,
+                       same: bool = False, report: bool = True) -> str:
+    """The warning for a pair whose two schemes share a case but no compared budget;
+    ``same``: the two are entries of one scheme (no budget in common may be given them);
+    ``report``: a report will name the pair under Not compared.
 
     Examples
     --------
     >>> _not_compared_text("TQ", "kivi", [3, 4], [1.0, 2.0])[:65]
     'no comparison of TQ and kivi: TQ runs at n = 3, 4 and kivi at n ='
+    >>> _not_compared_text("A", "B", [4], [2, 3], same=True, report=False)[-62:]
+    'give each a single budget (A at [4], B at [3]) to compare them'
     """
     ns = lambda values: ", ".join(f"{v:g}" for v in values)   # noqa: E731
-    return (f"no comparison of {a} and {b}: {a} runs at n = {ns(budgets_a)} and {b} at n = "
-            f"{ns(budgets_b)}, no budget in common, and {_PAIR_RULE}; so this pair gets no test "
-            "(the report's Summary names it under Not compared). Give the two a budget in common, or split a scheme into "
+    head = (f"no comparison of {a} and {b}: {a} runs at n = {ns(budgets_a)} and {b} at n = "
+            f"{ns(budgets_b)}, no budget in common, and {_PAIR_RULE}; so this pair gets no test"
+            + (" (the report's Summary names it under Not compared). " if report else ". "))
+    if same:   # one scheme twice: a budget in common is refused (compared with itself)
+        return (head + f"{a} and {b} are entries of one scheme, which may not share a budget: "
+                f"give each a single budget ({a} at [{max(budgets_a):g}], {b} at [{max(budgets_b):g}]) to compare them")
+    return (head + "Give the two a budget in common, or split a scheme into "
             "single-budget entries (one scheme may be given twice, each entry with its own label "
             "and disjoint budgets, e.g. TQ3 at [3] and TQ4 at [4]) and name each pair; see "
             "docs/usage.md, \"Equal n is not equal storage\"")
@@ -490,9 +524,11 @@ def _warn_not_compared(schemes: Sequence[SchemeSpec], labels: Sequence[str],
     """One warning per pair of ``pairs`` that the sweep's budgets leave uncompared; a pair
     with a fixed-budget scheme (its budget known only once run) is left to the report."""
     runs = {lab: list(s.budgets or budgets) for lab, s in zip(labels, schemes) if not s.fixed_budget}
+    # one scheme twice (the builder and settings _check_distinct_schemes compares)
+    names = {lab: (lambda c: (c[0], _canonical(c[1])))(coded_scheme(s.name, s.params)) for lab, s in zip(labels, schemes)}
     for a, b in pairs:
         if a in runs and b in runs and not _compared_budgets(runs[a], runs[b]):
-            warnings.warn(_not_compared_text(a, b, runs[a], runs[b]), UserWarning,
+            warnings.warn(_not_compared_text(a, b, runs[a], runs[b], same=names[a] == names[b]), UserWarning,
                           stacklevel=_user_stacklevel())
 
 

@@ -113,11 +113,12 @@ def test_two_labelled_entries_of_one_scheme_at_disjoint_budgets_are_two_operatin
     assert "### gaussian, d = 16, N = 8: TQ4 at n = 4 vs kivi2 at n = 2\n" in md
 
 
-@pytest.mark.parametrize("second", [{"label": "TQ4", "budgets": [3, 4]},   # a budget shared
-                                    {"budgets": [4]}])                      # no label of its own
-def test_one_scheme_twice_is_still_refused_at_a_shared_budget_or_unlabelled(second):
+@pytest.mark.parametrize("second, advice", [
+    ({"label": "TQ4", "budgets": [3, 4]}, "give the two"),   # a budget shared (both labelled: referee C, F7)
+    ({"budgets": [4]}, "give each a label and the two")])    # no label of its own
+def test_one_scheme_twice_is_still_refused_at_a_shared_budget_or_unlabelled(second, advice):
     first = {"name": "turboquant_mse", "label": "TQ3", "budgets": [3]}
-    with pytest.raises(ValueError, match="are the same scheme .*or give each a label and the two "
+    with pytest.raises(ValueError, match=f"are the same scheme .*or {advice} "
                                          r"disjoint budgets \(two operating points\)"):
         SweepConfig.from_dict({**GRID, "budgets": [3], "comparisons": [],
                                "schemes": [first, {"name": "turboquant_mse", **second}]})
@@ -172,9 +173,11 @@ def test_energy_p_values_at_their_floor_are_said_to_be_the_floor(tmp_path):
     md = rep.files["markdown"].read_text()
     assert "(B = 19/19, at the floor)" in md
     summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
-    assert ("1 of 1 drawn permutation tests at the floor of their p: no permutation of the B = 19 drawn "
-            "reached the observed statistic, so p = 1/(1 + B)") in summary
-    assert "more permutations (energy_resamples) lower the floor, and so does a smaller family" in summary
+    assert ("1 of 1 drawn permutation tests at the floor of their p (marked \"at the floor\"): no permutation "
+            "of the B = 19 drawn reached the observed statistic, so p = 1/(1 + B)") in summary
+    # B = 19 over this family cannot reach alpha: at the floor, not resolvable (referee C, F1)
+    assert "1 at the floor and not resolvable: B = 19 cannot reach α = 0.05 in this family" in summary
+    assert "only energy_resamples above 19 lowers it" in summary
 
 
 def test_the_usage_recipe_for_two_operating_points_is_a_config_whose_pairs_are_compared():

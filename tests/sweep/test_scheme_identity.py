@@ -91,8 +91,10 @@ def test_a_config_naming_one_scheme_twice_is_refused(first, second, said):
     with pytest.raises(ValueError) as exc:
         SweepConfig.from_dict({**GRID, "schemes": [first, second]})
     fixed = "K4V2" in said   # a fixed-budget scheme has no budgets of its own to set apart
+    labelled = "'a' and 'b'" in said   # both labelled already: only the budgets are to set apart
     assert str(exc.value) == (f"schemes: {said}; keep one (with both entries' budgets, if they differ)"
-                              + ("" if fixed else ", or give each a label and the two disjoint budgets (two operating points)"))
+                              + ("" if fixed else ", or give the two disjoint budgets (two operating points)"
+                                 if labelled else ", or give each a label and the two disjoint budgets (two operating points)"))
 
 
 def test_distinct_settings_run_and_the_cell_ids_are_those_stores_hold(tmp_path):
