@@ -1,4 +1,4 @@
-"""Attention read from the codes of the token-grouped schemes (``kivi``, ``qjl``), in torch.
+"""Attention read from the codes of the token-grouped schemes (``kivi``, ``qjl``), mostly in torch.
 
 The companion of :mod:`kvstats.models.code_attention` (per-vector schemes) for
 :class:`kvstats.models.QuantizedCache`: the numpy coders of :mod:`kvstats.quant.uniform`
@@ -14,7 +14,8 @@ compute a decode step's scores and output from them, batched over batch, heads a
 - QJL keys (:class:`~kvstats.quant.qjl_keys.QJLKeyQuantizer`): the estimator of
   :meth:`~kvstats.quant.qjl_keys.QJLKeyQuantizer.scores` — ``c·‖k_in‖·(S q_in)·σ_in +
   c'·‖k_out‖·(S' q_out)·σ'`` with ``q_out`` the query on the group's outlier channels and
-  ``c`` the sketch's own constant (``Sketch.scale``).
+  ``c`` the sketch's own constant (``Sketch.scale``); without outliers, on the CPU, by
+  the compiled byte-table loop :meth:`~kvstats.models.lut_kernel.LUTKernel.sign_scores`.
 
 Codes are held packed as the numpy coders pack them (:func:`kvstats.quant.packing.
 pack_codes`; KIVI keys repacked along channels so that tokens are the growing axis: the
@@ -24,8 +25,6 @@ uint8/uint16; the per-step unpacking is a transient.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from jaxtyping import Float
@@ -33,6 +32,8 @@ from jaxtyping import Float
 from kvstats._checks import check_int
 from kvstats.models.code_attention import _byte_table, _shifts
 from kvstats.models.growing_buffer import GrowingBuffer
+from kvstats.models.lut_kernel import kernel
+from kvstats.models.qjl_sketch import _sketch_rows, _transposed
 from kvstats.quant.packing import pack_codes, unpack_codes
 
 __all__ = ["KIVIKeySide", "TokenValueSide", "QJLKeySide", "grouped_kind", "make_sides", "unpack_float"]
@@ -350,36 +351,6 @@ class TokenValueSide(_Side):
         return (z[..., None] + s[..., None] * x).reshape(B, H, N, -1)[..., :self.dim]
 
 
-def _sketch_rows(sketch) -> np.ndarray:
-    """``S`` float32, C-contiguous ``(*draws, m, d)``, of a :class:`~kvstats.quant.sketch.Sketch`:
-    the coder's own matrix when it holds one so (the cache's numpy coder, after
-    :meth:`~kvstats.quant.qjl_keys.QJLKeyQuantizer.hold_sketches_as`), else a float32 copy.
-
-    Read in place, the sketch is held once, and the numpy coder's codes and decodes are
-    unchanged. (The attention's ``Sᵀ`` is then a transposed view: a one-query product
-    over it rounds in another order than over a contiguous ``Sᵀ`` of its own; neither is
-    the reference, the numpy estimator is, to rounding.) An srht sketch's matrix is built
-    here and not kept by the coder: reading ``sketch.matrix`` would cache a float64 copy
-    in the numpy coder, which codes by the fast transform and never reads it.
-    """
-    from kvstats.quant.sketch import _srht_matrix
-
-    if sketch.dense is None:
-        return _srht_matrix(sketch.signs, sketch.rows, sketch.m, sketch.dim).astype(np.float32)
-    if sketch.dense.dtype == np.float32 and sketch.dense.flags.c_contiguous:
-        return sketch.dense
-    return np.ascontiguousarray(sketch.dense, dtype=np.float32)
-
-
-def _transposed(rows: np.ndarray) -> torch.Tensor:
-    """``Sᵀ`` ``(H or 1, d, m)``: a view of ``rows`` (``S``, :func:`_sketch_rows`)."""
-    with warnings.catch_warnings():
-        # the coder's sketch is read-only; the reader never writes to it either
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        s = torch.from_numpy(rows)
-    return s.reshape((-1,) + s.shape[-2:]).transpose(-1, -2)
-
-
 class QJLKeySide(_Side):
     """QJL keys (:class:`~kvstats.quant.qjl_keys.QJLKeyQuantizer`): sign bits of the
     inlier sketch and their norm per token; with outliers, the outlier sketch's signs and
@@ -477,8 +448,11 @@ class QJLKeySide(_Side):
         raw = raw.permute(0, 1, 3, 2, 4).reshape(B, H, sq.shape[3], N)
         return raw * (scale * self.view(norms).to(torch.float32))[:, :, None, :]
 
-    def scores(self, q: Float[torch.Tensor, "B H Q d"]) -> Float[torch.Tensor, "B H Q N"]:
-        """The estimator of :meth:`QJLKeyQuantizer.scores` for every coded token.
+    def scores(self, q: Float[torch.Tensor, "B H Q d"], fused: bool | None = None) -> Float[torch.Tensor, "B H Q N"]:
+        """The estimator of :meth:`QJLKeyQuantizer.scores` for every coded token. ``fused``
+        (default: on the CPU, without outliers, when it could be built): the compiled
+        byte-table loop :meth:`~kvstats.models.lut_kernel.LUTKernel.sign_scores`, or the
+        torch unpacking and matmul (False); the same numbers up to float32 rounding.
 
         Examples
         --------
@@ -493,6 +467,20 @@ class QJLKeySide(_Side):
         (torch.Size([1, 2, 3, 16]), True)
         """
         sq = torch.matmul(q, self.st)                                          # (B, H, Q, m)
+        # (with outliers sq differs per group of tokens: byte tables per group would not pay)
+        if fused not in (None, True, False):
+            raise ValueError(f"fused must be None, True or False; received {fused!r}")
+        kern = kernel() if fused is not False and not self.n_out and q.device.type == "cpu" else None
+        if fused and kern is None:
+            raise ValueError("fused must be None or False here: the byte-table loop reads CPU queries of a "
+                             "cache without outliers, and needs a C compiler")
+        if kern is not None:
+            B, H, Q, m = sq.shape
+            signs, norms = self.view("signs"), self.view("norms")
+            N = norms.shape[-1]
+            out = kern.sign_scores(sq.reshape(B * H, Q, m), signs.reshape(B * H, N, -1), N,
+                                   norms.reshape(B * H, N), self.scale)
+            return out.view(B, H, Q, N)
         if not self.n_out:
             return self._part(sq[:, :, None], "signs", "norms", self.m, self.scale)
         q_out = q[:, :, None] * self._mask()[:, :, :, None, :]                 # (B, H, G, Q, d)

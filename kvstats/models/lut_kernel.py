@@ -1,7 +1,7 @@
 """Fused CPU loops for the code-reading attention: look codes up and use them in one pass.
 
-(Over ~450 lines as one idea: a third of it is the C source of the three loops; the rest
-compiles it once and checks every array before the loops read or write it.)
+(The C source of the loops is :mod:`kvstats.models.lut_source`; this module compiles it
+once and checks every array before the loops read or write it.)
 
 Pure torch looks codes up with a gather (``index_select``) that costs ~2 ns per code on a
 CPU core, several times a float multiply-add, and materialises the centroids of every
@@ -16,13 +16,18 @@ Sign bits are 1-bit codes with the table ``[-1, +1]``. Packed codes use the layo
 :func:`kvstats.models.code_attention._pack` (eight codes per little-endian word of
 ``bits`` bytes). Both loops can read a decoded copy of those values instead of the codes
 (``dense``; the cache's ``keep_decoded=True`` mode): the same arithmetic on the same
-numbers, so the two give bit-identical attention. A third loop codes a decode step's tokens (TurboQuant-mse/prod with
-float16 norms, rounded as torch rounds) straight into the cache's buffers. The C source is
-compiled once per machine and CPU with the system C compiler (``cc -O3 -march=native``,
-reassociation allowed so the dot products vectorise; under a second) into the kvstats
-cache directory and loaded with ctypes: no torch headers, no Python build step. Without a
-compiler (or with ``KVSTATS_LUT_KERNEL=0``) :func:`kernel` returns None and the caller uses its torch path (the same numbers up to
-float32 summation order; ``tests/models/test_code_attention.py`` checks both).
+numbers, so the two give bit-identical attention. A third loop codes a decode step's
+tokens (TurboQuant-mse/prod with float16 norms, rounded as torch rounds) straight into the
+cache's buffers. A fourth scores a query against QJL's packed sign bits by byte tables
+(:meth:`LUTKernel.sign_scores`: per query, for each byte position the 256 signed sums of
+its 8 sketched coordinates, then one look-up per byte of a token instead of 8 multiply-adds
+after unpacking). The C source is compiled once per machine and CPU with the system C
+compiler (``cc -O3 -march=native``, reassociation allowed so the dot products vectorise;
+under a second) into the kvstats cache directory and loaded with ctypes: no torch headers,
+no Python build step. Without a compiler (or with ``KVSTATS_LUT_KERNEL=0``) :func:`kernel`
+returns None and the caller uses its torch path (the same numbers up to float32 summation
+order; ``tests/models/test_code_attention.py`` and, for the sign scores,
+``tests/models/test_group_codes.py`` check both).
 """
 
 from __future__ import annotations
@@ -36,257 +41,9 @@ from pathlib import Path
 
 import torch
 
+from kvstats.models.lut_source import SOURCE as _SOURCE
+
 __all__ = ["kernel", "LUTKernel"]
-
-_SOURCE = r"""
-#include <stdint.h>
-#include <string.h>
-
-#define MAXD 4096
-
-/* IEEE binary16 <-> binary32, round to nearest even (as torch's .to(float16)). */
-static inline uint16_t f2h(float f) {
-    uint32_t x; memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-    int32_t exp = (int32_t)((x >> 23) & 0xff);
-    if (exp == 255) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
-    int32_t e = exp - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        mant |= 0x800000u;
-        int shift = 14 - e;
-        uint32_t hm = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (hm & 1u))) hm++;
-        return (uint16_t)(sign | hm);
-    }
-    uint32_t hm = mant >> 13, rem = mant & 0x1fffu;
-    uint32_t h = sign | ((uint32_t)e << 10) | hm;
-    if (rem > 0x1000u || (rem == 0x1000u && (hm & 1u))) h++;
-    return (uint16_t)h;
-}
-
-static inline float h2f(uint16_t h) {
-    uint32_t sign = ((uint32_t)h & 0x8000u) << 16, e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu, x;
-    if (e == 0) {
-        float f = (float)m * (1.0f / 16777216.0f);
-        return sign ? -f : f;
-    }
-    x = (e == 31) ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));
-    float f; memcpy(&f, &x, 4); return f;
-}
-
-static void pack(const uint8_t *codes, int n, int bits, uint8_t *out) {
-    const int groups = (n + 7) / 8;
-    for (int g = 0; g < groups; ++g) {
-        uint64_t w = 0;
-        for (int k = 0; k < 8; ++k) {
-            int j = g * 8 + k;
-            w |= (uint64_t)(j < n ? codes[j] : 0) << (k * bits);
-        }
-        for (int i = 0; i < bits; ++i) out[g * bits + i] = (uint8_t)(w >> (8 * i));
-    }
-}
-
-/* TurboQuant-mse (+ prod residual) codes of x (BH, n, d), float16 norms; output row t of
-   bh at (bh * os0 + t) (os0 = n: contiguous; = capacity: straight into a token buffer).
-   signs (Hs, d) with 1/sqrt(d_pad) folded in, hd (d, dpad): NULL for no rotation
-   (dpad == d). Head of row bh: bh % H when Hs > 1. sketch (Hs, m, d) or NULL.
-   Returns 1 on a norm beyond float16 (or non-finite), 2 on sizes beyond MAXD. */
-int encode(const float *x, const float *signs, const float *hd, const float *bnd, const float *cent,
-           const float *sketch, int BH, int H, int Hs, int n, int d, int dpad, int bits, int m,
-           uint8_t *codes, uint16_t *norms, uint8_t *sbits, uint16_t *rnorms, long os0) {
-    if (dpad > MAXD || m > MAXD || d > MAXD) return 2;
-    float u[MAXD], y[MAXD], r[MAXD];
-    uint8_t c[MAXD];
-    const int nb = (1 << bits) - 1, cbytes = (dpad + 7) / 8 * bits, sbytes = (m + 7) / 8;
-    for (int bh = 0; bh < BH; ++bh) {
-        const int h = Hs > 1 ? bh % H : 0;
-        const float *sg = signs ? signs + (long)h * d : 0;
-        for (int t = 0; t < n; ++t) {
-            const long row = (long)bh * n + t, orow = (long)bh * os0 + t;  /* input, output rows */
-            const float *xv = x + row * d;
-            float ss = 0.0f;
-            for (int j = 0; j < d; ++j) ss += xv[j] * xv[j];
-            float norm = sqrtf(ss);
-            if (!(norm <= 65504.0f)) return 1;
-            float inv = norm > 0 ? (float)(1.0 / (double)norm) : 0.0f;
-            for (int j = 0; j < d; ++j) u[j] = xv[j] * inv;
-            if (hd) {
-                for (int j = 0; j < d; ++j) u[j] *= sg[j];
-                for (int k = 0; k < dpad; ++k) y[k] = 0.0f;
-                for (int j = 0; j < d; ++j) {
-                    const float uj = u[j], *hr = hd + (long)j * dpad;
-                    for (int k = 0; k < dpad; ++k) y[k] += uj * hr[k];
-                }
-            } else {
-                for (int k = 0; k < dpad; ++k) y[k] = u[k];
-            }
-            for (int k = 0; k < dpad; ++k) {  /* codes: boundaries strictly below y */
-                int lo = 0, hi = nb;
-                while (lo < hi) { int mid = (lo + hi) / 2; if (bnd[mid] < y[k]) lo = mid + 1; else hi = mid; }
-                c[k] = (uint8_t)lo;
-            }
-            pack(c, dpad, bits, codes + orow * cbytes);
-            uint16_t hn = f2h(norm);
-            norms[orow] = hn;
-            if (!sketch) continue;
-            const float sn = h2f(hn);
-            /* residual r = x - norm * R^T centroids (as the torch coder: unrotate, signs, norm) */
-            for (int j = 0; j < d; ++j) {
-                float acc = 0.0f;
-                if (hd) {
-                    const float *hr = hd + (long)j * dpad;
-                    for (int k = 0; k < dpad; ++k) acc += cent[c[k]] * hr[k];
-                    acc *= sg[j];
-                } else {
-                    acc = cent[c[j]];
-                }
-                r[j] = xv[j] - acc * sn;
-            }
-            const float *sk = sketch + (long)h * m * d;
-            uint8_t *sb = sbits + orow * sbytes;
-            memset(sb, 0, sbytes);
-            for (int i = 0; i < m; ++i) {
-                float p = 0.0f;
-                for (int j = 0; j < d; ++j) p += r[j] * sk[(long)i * d + j];
-                if (p >= 0.0f) sb[i / 8] |= (uint8_t)(1u << (i % 8));
-            }
-            float rs = 0.0f;
-            for (int j = 0; j < d; ++j) rs += r[j] * r[j];
-            float rn = sqrtf(rs);
-            if (!(rn <= 65504.0f)) return 1;
-            rnorms[orow] = f2h(rn);
-        }
-    }
-    return 0;
-}
-
-/* Values of the n codes of one token. bytetab (or NULL): for bits dividing 8, the values
-   of the codes in each byte (256 x 8/bits floats) -- one copy per byte instead of a shift,
-   mask and load per code; for 3 bits, the values of each pair of codes (64 x 2 floats),
-   four copies per 24-bit word of eight codes. Other widths: shifts with a constant width. */
-static inline __attribute__((always_inline)) void unpack_const(const uint8_t *p, int n, const int bits,
-                                                               const float *table, float *out) {
-    const uint64_t mask = (1ull << bits) - 1;
-    const int groups = (n + 7) / 8;
-    for (int g = 0; g < groups; ++g) {
-        uint64_t w = 0;
-        for (int i = 0; i < bits; ++i) w |= (uint64_t)p[g * bits + i] << (8 * i);
-        for (int k = 0; k < 8; ++k) out[g * 8 + k] = table[(w >> (k * bits)) & mask];
-    }
-}
-
-static inline void unpack(const uint8_t *p, int n, int bits, const float *table,
-                          const float *bytetab, float *out) {
-    if (bytetab && bits == 3) {
-        const int groups = (n + 7) / 8;
-        for (int g = 0; g < groups; ++g) {
-            const uint8_t *q = p + 3 * g;
-            const uint32_t w = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16);
-            memcpy(out + 8 * g, bytetab + 2 * (w & 63u), 8);
-            memcpy(out + 8 * g + 2, bytetab + 2 * ((w >> 6) & 63u), 8);
-            memcpy(out + 8 * g + 4, bytetab + 2 * ((w >> 12) & 63u), 8);
-            memcpy(out + 8 * g + 6, bytetab + 2 * (w >> 18), 8);
-        }
-        return;
-    }
-    if (bytetab) {
-        const int per = 8 / bits, nbytes = (n + per - 1) / per;
-        switch (per) {  /* constant sizes: inlined copies, not a libc call per byte */
-        case 1: for (int b = 0; b < nbytes; ++b) out[b] = bytetab[p[b]]; break;
-        case 2: for (int b = 0; b < nbytes; ++b) memcpy(out + 2 * b, bytetab + 2 * p[b], 8); break;
-        case 4: for (int b = 0; b < nbytes; ++b) memcpy(out + 4 * b, bytetab + 4 * p[b], 16); break;
-        default: for (int b = 0; b < nbytes; ++b) memcpy(out + 8 * b, bytetab + 8 * p[b], 32); break;
-        }
-        return;
-    }
-    switch (bits) {
-    case 1: unpack_const(p, n, 1, table, out); break;
-    case 2: unpack_const(p, n, 2, table, out); break;
-    case 3: unpack_const(p, n, 3, table, out); break;
-    case 4: unpack_const(p, n, 4, table, out); break;
-    case 5: unpack_const(p, n, 5, table, out); break;
-    case 6: unpack_const(p, n, 6, table, out); break;
-    case 7: unpack_const(p, n, 7, table, out); break;
-    default: unpack_const(p, n, 8, table, out); break;
-    }
-}
-
-/* The values of token t of row bh into c: looked up from its packed codes, or (dense, a
-   decoded copy of those values) copied from row bh*ds0 + t*ds1 -- either way the arithmetic
-   that follows is the same code on the same numbers, so both sources give identical sums. */
-static inline void token_values(const uint8_t *codes, const float *dense, int bh, int t, int D, int bits,
-                                const float *table, const float *bytetab, long cs0, long cs1, long ds0,
-                                long ds1, float *c) {
-    if (dense) memcpy(c, dense + bh * ds0 + (long)t * ds1, sizeof(float) * D);
-    else unpack(codes + bh * cs0 + (long)t * cs1, D, bits, table, bytetab, c);
-}
-
-/* q (BH, G, D) contiguous; codes: token t of bh at codes + bh*cs0 + t*cs1 (or dense float
-   values at dense + bh*ds0 + t*ds1 when dense is not NULL); scale: float16 at
-   scale + bh*ss0 + t; out (BH, G, n) contiguous. */
-int lut_scores(const float *q, const uint8_t *codes, const uint16_t *scale, const float *table,
-               const float *bytetab, float *out, int BH, int G, int D, int n, int bits, long cs0, long cs1,
-               long ss0, const float *dense, long ds0, long ds1) {
-    if (D > MAXD) return 1;
-    /* eight tokens at a time, their values transposed (ct[j][tt]): the dot products then
-       vectorise across tokens, with no horizontal sum per token */
-    float c[MAXD + 8], ct[MAXD * 8];
-    for (int bh = 0; bh < BH; ++bh) {
-        const float *qb = q + (long)bh * G * D;
-        float *ob = out + (long)bh * G * n;
-        for (int t0 = 0; t0 < n; t0 += 8) {
-            const int nt = n - t0 < 8 ? n - t0 : 8;
-            float s[8];
-            for (int tt = 0; tt < 8; ++tt) {
-                if (tt < nt) {
-                    token_values(codes, dense, bh, t0 + tt, D, bits, table, bytetab, cs0, cs1, ds0, ds1, c);
-                    s[tt] = h2f(scale[(long)bh * ss0 + t0 + tt]);
-                } else {
-                    memset(c, 0, sizeof(float) * D);
-                    s[tt] = 0.0f;
-                }
-                for (int j = 0; j < D; ++j) ct[j * 8 + tt] = c[j];
-            }
-            for (int g = 0; g < G; ++g) {
-                const float *qg = qb + (long)g * D;
-                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                for (int j = 0; j < D; ++j) {
-                    const float qj = qg[j];
-                    for (int tt = 0; tt < 8; ++tt) acc[tt] += qj * ct[j * 8 + tt];
-                }
-                for (int tt = 0; tt < nt; ++tt) ob[(long)g * n + t0 + tt] = acc[tt] * s[tt];
-            }
-        }
-    }
-    return 0;
-}
-
-/* w (BH, G, n) contiguous, weighted by mult * scale (float16, as in lut_scores);
-   acc (BH, G, D) contiguous, overwritten; codes or dense as in lut_scores. */
-int lut_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, float mult, const float *table,
-                   const float *bytetab, float *acc, int BH, int G, int D, int n, int bits, long cs0,
-                   long cs1, long ss0, const float *dense, long ds0, long ds1) {
-    if (D > MAXD) return 1;
-    float c[MAXD + 8];
-    memset(acc, 0, sizeof(float) * (size_t)BH * G * D);
-    for (int bh = 0; bh < BH; ++bh) {
-        const float *wb = w + (long)bh * G * n;
-        float *ab = acc + (long)bh * G * D;
-        for (int t = 0; t < n; ++t) {
-            token_values(codes, dense, bh, t, D, bits, table, bytetab, cs0, cs1, ds0, ds1, c);
-            const float s = mult * h2f(scale[(long)bh * ss0 + t]);
-            for (int g = 0; g < G; ++g) {
-                const float wt = wb[(long)g * n + t] * s;
-                float *ag = ab + (long)g * D;
-                for (int j = 0; j < D; ++j) ag[j] += wt * c[j];
-            }
-        }
-    }
-    return 0;
-}
-"""
 
 
 # Reassociation only (the dot products' sums vectorise); no other fast-math licence.
@@ -312,7 +69,9 @@ class LUTKernel:
         lib.lut_scores.argtypes = [p, p, p, p, p, p, i, i, i, i, i, l, l, l, p, l, l]
         lib.lut_accumulate.argtypes = [p, p, p, ctypes.c_float, p, p, p, i, i, i, i, i, l, l, l, p, l, l]
         lib.encode.argtypes = [p, p, p, p, p, p, i, i, i, i, i, i, i, i, p, p, p, p, l]
+        lib.sign_scores.argtypes = [p, p, p, ctypes.c_float, p, p, i, i, i, i, l, l, l]
         lib.lut_scores.restype = lib.lut_accumulate.restype = lib.encode.restype = ctypes.c_int
+        lib.sign_scores.restype = ctypes.c_int
         self._tables: dict = {}
 
     def _byte_table(self, table: torch.Tensor, bits: int, given: torch.Tensor | None = None) -> int | None:
@@ -355,20 +114,21 @@ class LUTKernel:
     # The C loops index rows bh < BH and tokens t < n of these arrays: every shape they
     # read is checked here, so a mismatch is a ValueError, never a read past the end.
     @staticmethod
-    def _codes(codes: torch.Tensor, BH: int, n: int, n_codes: int, bits: int) -> tuple[torch.Tensor, int, int]:
+    def _codes(codes: torch.Tensor, BH: int, n: int, n_codes: int, bits: int,
+               name: str = "codes") -> tuple[torch.Tensor, int, int]:
         """(BH, >= n tokens, nbytes) uint8 with a contiguous last axis → (tensor, stride0, stride1)."""
         nbytes = -(-n_codes // 8) * bits
         if (codes.dtype != torch.uint8 or codes.ndim != 3 or codes.stride(-1) != 1 or codes.shape[0] != BH
                 or codes.shape[1] < n or codes.shape[-1] != nbytes):
-            raise ValueError(f"codes must be uint8 ({BH}, >= {n}, {nbytes}) with a contiguous last axis; "
+            raise ValueError(f"{name} must be uint8 ({BH}, >= {n}, {nbytes}) with a contiguous last axis; "
                              f"received {codes.dtype} {tuple(codes.shape)}")
         return codes, codes.stride(0), codes.stride(1)
 
     @staticmethod
-    def _half(scale: torch.Tensor, BH: int, n: int) -> tuple[torch.Tensor, int]:
+    def _half(scale: torch.Tensor, BH: int, n: int, name: str = "scale") -> tuple[torch.Tensor, int]:
         if (scale.dtype != torch.float16 or scale.ndim != 2 or scale.stride(-1) != 1 or scale.shape[0] != BH
                 or scale.shape[-1] < n):
-            raise ValueError(f"scale must be float16 ({BH}, >= {n}) with a contiguous last axis; received "
+            raise ValueError(f"{name} must be float16 ({BH}, >= {n}) with a contiguous last axis; received "
                              f"{scale.dtype} {tuple(scale.shape)}")
         return scale, scale.stride(0)
 
@@ -447,6 +207,43 @@ class LUTKernel:
         if err:
             raise ValueError(f"codes per token must be <= 4096; received {n_codes}")
         return acc
+
+    def sign_scores(self, sq: torch.Tensor, signs: torch.Tensor, n: int, norms: torch.Tensor,
+                    scale: float) -> torch.Tensor:
+        """``(BH, G, n)``: ``scale · norms[bh, t] · Σ_i sq[bh, g, i] · σ_i`` with ``σ_i = ±1``
+        the sign bits of token ``t`` (bit ``i`` in byte ``i // 8`` at bit ``i % 8``, 1 ↦ +1)
+        for the first ``n`` tokens of ``signs`` ``(BH, capacity, ceil(m/8))`` and float16
+        ``norms`` ``(BH, capacity)``, from sketched queries ``sq`` ``(BH, G, m)``: QJL's key
+        estimator by byte tables (one look-up per byte of a token).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> sq, k = torch.randn(2, 3, 20), kernel()                     # None without a C compiler
+        >>> bits = np.random.default_rng(0).integers(0, 2, (2, 5, 20)).astype(np.uint8)
+        >>> signs = torch.from_numpy(np.packbits(bits, axis=-1, bitorder="little"))    # (2, 5, 3)
+        >>> norms = torch.rand(2, 5).half()
+        >>> ref = sq @ (2.0 * torch.from_numpy(bits).float() - 1).mT * 0.5 * norms.float()[:, None]
+        >>> k is None or torch.allclose(k.sign_scores(sq, signs, 5, norms, 0.5), ref, atol=1e-5)
+        True
+        """
+        self._on_cpu(sq=sq, signs=signs, norms=norms)
+        if sq.ndim != 3 or not sq.is_floating_point() or sq.shape[-1] < 1:
+            raise ValueError(f"sq must be a real floating-point (BH, G, m) tensor with m >= 1; received "
+                             f"{sq.dtype} {tuple(sq.shape)}")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not abs(scale) < float("inf"):
+            raise ValueError(f"scale must be a finite real number; received {scale!r}")
+        BH, G, m = sq.shape
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an integer >= 0 (tokens to score); received {n!r}")
+        sq = sq.contiguous().to(torch.float32)
+        signs, s0, s1 = self._codes(signs, BH, n, m, 1, "signs")
+        norms, ns0 = self._half(norms, BH, n, "norms")
+        tab = torch.empty(G * -(-m // 8) * 256, dtype=torch.float32)  # the loop's byte tables
+        out = torch.empty(BH, G, n, dtype=torch.float32)
+        self._lib.sign_scores(sq.data_ptr(), signs.data_ptr(), norms.data_ptr(), float(scale), tab.data_ptr(),
+                              out.data_ptr(), BH, G, m, n, s0, s1, ns0)
+        return out
 
     def encode(self, coder, x: torch.Tensor, into: dict | None = None) -> dict[str, torch.Tensor] | None:
         """:meth:`SideCoder.encode` of float32 ``x`` ``(B, H, n, d)`` in one C call (float16

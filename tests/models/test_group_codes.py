@@ -204,3 +204,93 @@ def test_a_scheme_registered_with_kivis_coders_under_another_name_reads_its_code
     ref, _ = same.update(k, v, layer_idx=0)
     for a, b in zip(handle.layer.dequantized(), ref.layer.dequantized()):
         assert torch.equal(a, b)
+
+
+# --- qjl key scores by the compiled byte-table loop (LUTKernel.sign_scores) ----------------
+
+def _loop():
+    from kvstats.models.lut_kernel import kernel
+
+    k = kernel()
+    if k is None:
+        pytest.skip("no C compiler: the torch path is the only one")
+    return k
+
+
+@pytest.mark.parametrize("params", [
+    pytest.param({}, id="m192"),
+    pytest.param({"m": 44, "sketch": "srht"}, id="m44-srht"),   # 5.5 bytes per token: a partial last byte
+    pytest.param({"m": 256, "group_size": 8}, id="m256"),       # the benchmark's m: 32 bytes, 4 chains of loads
+])
+def test_qjl_byte_table_scores_are_the_numpy_estimator(params):
+    # The loop and the torch path against QJLKeyQuantizer.scores on the same codes, queries
+    # with distinct coordinates: a bit or byte read in another order, or another scale
+    # (sketch.scale, the float16 norm), moves the scores by far more than the tolerance.
+    import kvstats
+    from kvstats.models.group_codes import make_sides
+
+    _loop()
+    scheme = kvstats.make_scheme("qjl", 3, 64, seed=2, **{"group_size": 8, **params})
+    keys, _ = make_sides(scheme)
+    K, V = np.random.default_rng(3).standard_normal((2, 2, 3, 40, 64), dtype=np.float32)
+    codes = scheme.quantize(K, V)
+    keys.append(codes.key)
+    q = torch.randn(2, 3, 4, 64, generator=torch.Generator().manual_seed(4))
+    want = scheme.key_coder.scores(q.numpy(), codes.key)
+    tol = 1e-5 * np.abs(want).max()
+    fused, torch_path = keys.scores(q, fused=True), keys.scores(q, fused=False)
+    assert fused.shape == (2, 3, 4, 40)
+    np.testing.assert_allclose(fused.numpy(), want, rtol=0, atol=tol)
+    np.testing.assert_allclose(torch_path.numpy(), want, rtol=0, atol=tol)
+    assert torch.equal(keys.scores(q), fused)  # the default on the CPU without outliers
+
+
+def test_sign_scores_reads_little_endian_bits_of_strided_tokens():
+    # A direct reference: σ = 2·bit − 1 with bit i at byte i // 8, bit i % 8 (numpy's
+    # bitorder="little"), token rows in a larger buffer (capacity 9 > n = 7), m = 21 (a
+    # partial last byte whose padding bits must count 0), float16 norms times the scale.
+    k = _loop()
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2, (4, 9, 21)).astype(np.uint8)
+    bits[..., 21 - 1] = 1
+    packed = np.packbits(bits, axis=-1, bitorder="little")
+    packed[..., -1] |= 0xE0                                   # set padding bits: must not count
+    sq = torch.from_numpy(rng.standard_normal((4, 3, 21)).astype(np.float32))
+    norms = torch.from_numpy(rng.uniform(0.5, 2, (4, 9)).astype(np.float16))
+    got = k.sign_scores(sq, torch.from_numpy(packed), 7, norms, 0.3)
+    sigma = torch.from_numpy(2.0 * bits[:, :7] - 1).float()
+    want = 0.3 * (sq @ sigma.mT) * norms[:, None, :7].float()
+    assert got.shape == (4, 3, 7)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert k.sign_scores(sq, torch.from_numpy(packed), 0, norms, 0.3).shape == (4, 3, 0)
+
+
+def test_sign_scores_refuses_arrays_it_would_read_past():
+    k = _loop()
+    sq, signs, norms = torch.randn(2, 3, 16), torch.zeros(2, 5, 2, dtype=torch.uint8), torch.ones(2, 5).half()
+    cases = [
+        ((sq, signs[..., :1], 5, norms, 1.0), r"signs must be uint8 \(2, >= 5, 2\).*received torch.uint8 \(2, 5, 1\)"),
+        ((sq, signs, 6, norms, 1.0), r"signs must be uint8 \(2, >= 6, 2\).*received torch.uint8 \(2, 5, 2\)"),
+        ((sq, signs, 5, norms.float(), 1.0), r"norms must be float16 \(2, >= 5\).*received torch.float32"),
+        ((sq, signs[:1], 5, norms, 1.0), r"signs must be uint8 \(2, >= 5, 2\).*received torch.uint8 \(1, 5, 2\)"),
+        ((sq[0], signs, 5, norms, 1.0), r"sq must be a real floating-point \(BH, G, m\).*received torch.float32 \(3, 16\)"),
+        ((sq, signs, -1, norms, 1.0), r"n must be an integer >= 0.*received -1"),
+        ((sq, signs, 5, norms, float("nan")), r"scale must be a finite real number; received nan"),
+    ]
+    for args, match in cases:
+        with pytest.raises(ValueError, match=match):
+            k.sign_scores(*args)
+
+
+def test_qjl_fused_scores_are_refused_where_the_loop_does_not_apply():
+    import kvstats
+    from kvstats.models.group_codes import make_sides
+
+    _loop()
+    scheme = kvstats.make_scheme("qjl", 3, 64, group_size=8, n_outliers=2)
+    keys, _ = make_sides(scheme)
+    keys.append(scheme.quantize(*np.random.default_rng(0).standard_normal((2, 1, 2, 8, 64), dtype=np.float32)).key)
+    with pytest.raises(ValueError, match="fused must be None or False here"):
+        keys.scores(torch.randn(1, 2, 1, 64), fused=True)
+    with pytest.raises(ValueError, match="fused must be None, True or False; received 'yes'"):
+        keys.scores(torch.randn(1, 2, 1, 64), fused="yes")
