@@ -445,7 +445,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     fused : bool, optional
         Use the compiled look-up loops of :mod:`kvstats.models.lut_kernel` (default: when
         they could be built) or the torch gathers (False). Same numbers up to float32
-        summation order.
+        summation order. kivi/qjl caches: qjl's key scores have a loop, kivi's none (True
+        refused).
     weights : bool
         Also return the attention probabilities ``(B, Hq, Q, L)`` in ``query``'s dtype (what
         transformers' eager attention returns beside its output).
@@ -502,8 +503,6 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     sides = getattr(layer, "key_side", None) is not None  # a token-grouped scheme (kivi, qjl)
     half = not sides and (layer.key_coder.norm_dtype == torch.float16
                           and layer.value_coder.norm_dtype == torch.float16)
-    if sides and fused:
-        raise ValueError("fused must be None or False for kivi/qjl caches (torch matmuls only)")
     if not half:  # the loops read float16 norms (the schemes' default)
         if fused and not sides:
             raise ValueError("fused must be None or False for norm dtypes other than float16")
@@ -549,7 +548,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
 
     parts = []
     if N and sides:
-        parts.append(layer.key_side.scores(qf))
+        parts.append(layer.key_side.scores(qf, fused=fused))   # qjl's keys have a loop, kivi's not
     elif N:
         kc = layer.key_coder
         s = lookup_scores(kc.rotate(qf), kc, "k_codes", st["k_norms"], False)

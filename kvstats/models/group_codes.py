@@ -214,8 +214,9 @@ class KIVIKeySide(_Side):
         return (x.view(B, H, N // self.group, self.group, d), self.view("scale").to(torch.float32),
                 self.view("zero").to(torch.float32))
 
-    def scores(self, q: Float[torch.Tensor, "B H Q d"]) -> Float[torch.Tensor, "B H Q N"]:
-        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group.
+    def scores(self, q: Float[torch.Tensor, "B H Q d"], fused: bool | None = None) -> Float[torch.Tensor, "B H Q N"]:
+        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group, by torch
+        matmuls (``fused``: None or False; there is no compiled loop for these keys).
 
         Examples
         --------
@@ -228,6 +229,8 @@ class KIVIKeySide(_Side):
         >>> torch.allclose(keys.scores(q), q @ keys.decode().transpose(-1, -2), atol=1e-4)
         True
         """
+        if fused not in (None, False):
+            raise ValueError(f"fused must be None or False for kivi's keys (torch matmuls only); received {fused!r}")
         x, s, z = self._grouped()
         B, H, G, _, _ = x.shape
         raw = torch.matmul(q[:, :, None] * s[:, :, :, None, :], x.transpose(-1, -2))  # (B, H, G, Q, g)

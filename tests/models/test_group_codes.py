@@ -294,3 +294,33 @@ def test_qjl_fused_scores_are_refused_where_the_loop_does_not_apply():
         keys.scores(torch.randn(1, 2, 1, 64), fused=True)
     with pytest.raises(ValueError, match="fused must be None, True or False; received 'yes'"):
         keys.scores(torch.randn(1, 2, 1, 64), fused="yes")
+
+
+
+def _filled(name, k, v):
+    cache = QuantizedCache(name, 3, seed=0, group_size=8)
+    cache.update(k, v, layer_idx=0)
+    return cache.layers[0]
+
+
+def test_code_attention_passes_fused_to_the_grouped_key_scores(monkeypatch):
+    # fused=False reached neither side (qjl's keys used the byte-table loop regardless);
+    # kivi's keys have no loop, so fused=True is refused by name.
+    from kvstats.models.lut_kernel import LUTKernel
+
+    _loop()
+    k, v, q = _kv(1, 3, 40, 64, seed=4)
+    qjl, kivi = _filled("qjl", k, v), _filled("kivi", k, v)
+    torch.testing.assert_close(code_attention(q[:, :, -1:], qjl, None, 0.125, 2, fused=True),
+                               code_attention(q[:, :, -1:], qjl, None, 0.125, 2, fused=False),
+                               atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="fused must be None or False for kivi's keys"):
+        code_attention(q[:, :, -1:], kivi, None, 0.125, 2, fused=True)
+
+    def loop_called(*args, **kwargs):
+        raise AssertionError("the byte-table loop ran")
+
+    monkeypatch.setattr(LUTKernel, "sign_scores", loop_called)
+    code_attention(q[:, :, -1:], qjl, None, 0.125, 2, fused=False)
+    with pytest.raises(AssertionError, match="byte-table loop ran"):
+        code_attention(q[:, :, -1:], qjl, None, 0.125, 2)
