@@ -14,7 +14,6 @@ F10: "no metric being tested at two or more budgets" where two pairs test it at 
 """
 
 import re
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -26,22 +25,9 @@ from kvstats.report.crossover_text import crossover_summary_line
 from kvstats.report.tables import _floor_line
 from kvstats.sweep import SweepConfig
 
-GRID = {"dims": [16], "n_keys": [8], "n_trials": 6, "distributions": ["gaussian"],
-        "report": {"figures": False, "energy_resamples": 19, "bootstrap_resamples": 99}}
-TWO_POINTS = {**GRID, "budgets": [3, 4],
-              "schemes": [{"name": "turboquant_mse", "label": "TQ3", "budgets": [3]},
-                          {"name": "turboquant_mse", "label": "TQ4", "budgets": [4]},
-                          {"name": "kivi", "label": "kivi1", "budgets": [1]},
-                          {"name": "kivi", "label": "kivi2", "budgets": [2]}],
-              "comparisons": [["TQ3", "kivi1"], ["TQ4", "kivi2"]]}
+from _pair_configs import GRID, TWO_POINTS, _warned
+
 USAGE = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
-
-
-def _warned(call):
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        value = call()
-    return value, [str(w.message) for w in rec if issubclass(w.category, UserWarning)]
 
 
 def _floor_rows(resolvable, b=19, adjusted=1.0):
