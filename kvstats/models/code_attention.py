@@ -445,8 +445,8 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     fused : bool, optional
         Use the compiled look-up loops of :mod:`kvstats.models.lut_kernel` (default: when
         they could be built) or the torch gathers (False). Same numbers up to float32
-        summation order. kivi/qjl caches: qjl's key scores have a loop, kivi's none (True
-        refused).
+        summation order. kivi/qjl caches: their key scores and value sums have loops too
+        (qjl's keys: without outliers).
     weights : bool
         Also return the attention probabilities ``(B, Hq, Q, L)`` in ``query``'s dtype (what
         transformers' eager attention returns beside its output).
@@ -548,7 +548,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
 
     parts = []
     if N and sides:
-        parts.append(layer.key_side.scores(qf, fused=fused))   # qjl's keys have a loop, kivi's not
+        parts.append(layer.key_side.scores(qf, fused=fused))   # both grouped key sides have a loop
     elif N:
         kc = layer.key_coder
         s = lookup_scores(kc.rotate(qf), kc, "k_codes", st["k_norms"], False)
@@ -582,7 +582,7 @@ def code_attention(query: Float[torch.Tensor, "B Hq Q d"], layer, attention_mask
     p = torch.softmax(s, dim=-1).view(B, H, GQ, L)
     out = None
     if N and sides:
-        out = layer.value_side.accumulate(p[..., :N] if T else p)
+        out = layer.value_side.accumulate(p[..., :N] if T else p, fused=fused)
     elif N:
         vc = layer.value_coder
         pc = p[..., :N] if T else p

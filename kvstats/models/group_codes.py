@@ -32,7 +32,7 @@ from jaxtyping import Float
 from kvstats._checks import check_int
 from kvstats.models.code_attention import _byte_table, _shifts
 from kvstats.models.growing_buffer import GrowingBuffer
-from kvstats.models.lut_kernel import kernel
+from kvstats.models.lut_kernel import _kernel_for, kernel
 from kvstats.models.qjl_sketch import _sketch_rows, _transposed
 from kvstats.quant.packing import pack_codes, unpack_codes
 
@@ -215,8 +215,9 @@ class KIVIKeySide(_Side):
                 self.view("zero").to(torch.float32))
 
     def scores(self, q: Float[torch.Tensor, "B H Q d"], fused: bool | None = None) -> Float[torch.Tensor, "B H Q N"]:
-        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group, by torch
-        matmuls (``fused``: None or False; there is no compiled loop for these keys).
+        """``q·k̂`` for every coded token: ``(q ⊙ s_g)·x_t + q·z_g`` per group. ``fused``
+        (None: when built, CPU queries) reads the packed codes by :meth:`LUTKernel.group_scores`;
+        False: torch matmuls over the unpacked codes (same numbers up to float32 summation order).
 
         Examples
         --------
@@ -229,8 +230,10 @@ class KIVIKeySide(_Side):
         >>> torch.allclose(keys.scores(q), q @ keys.decode().transpose(-1, -2), atol=1e-4)
         True
         """
-        if fused not in (None, False):
-            raise ValueError(f"fused must be None or False for kivi's keys (torch matmuls only); received {fused!r}")
+        kern = _kernel_for(q, fused)
+        if kern is not None:
+            (B, H, Q, d), (c, s, z) = q.shape, (self.view(k).flatten(0, 1) for k in self.names)
+            return kern.group_scores(q.reshape(B * H, Q, d), c, c.shape[1], s, z, self.bits, self.group).view(B, H, Q, -1)
         x, s, z = self._grouped()
         B, H, G, _, _ = x.shape
         raw = torch.matmul(q[:, :, None] * s[:, :, :, None, :], x.transpose(-1, -2))  # (B, H, G, Q, g)
@@ -311,8 +314,9 @@ class TokenValueSide(_Side):
         return (x.view(B, H, N, self.n_groups, self.group), self.view("scale").to(torch.float32),
                 self.view("zero").to(torch.float32))
 
-    def accumulate(self, p: Float[torch.Tensor, "B H Q N"]) -> Float[torch.Tensor, "B H Q d"]:
-        """``Σ_t p_t v̂_t`` = ``Σ_t (p_t s_tj) x_t + Σ_t p_t z_tj`` on each channel group j.
+    def accumulate(self, p: Float[torch.Tensor, "B H Q N"], fused: bool | None = None) -> Float[torch.Tensor, "B H Q d"]:
+        """``Σ_t p_t v̂_t`` = ``Σ_t (p_t s_tj) x_t + Σ_t p_t z_tj`` on each channel group j
+        (``fused``: as :meth:`KIVIKeySide.scores`, by :meth:`LUTKernel.token_accumulate`).
 
         Examples
         --------
@@ -325,6 +329,10 @@ class TokenValueSide(_Side):
         >>> torch.allclose(values.accumulate(p), p @ values.decode(), atol=1e-5)
         True
         """
+        kern = _kernel_for(p, fused)
+        if kern is not None:
+            (B, H, Q, N), (c, s, z) = p.shape, (self.view(k).flatten(0, 1) for k in self.names)
+            return kern.token_accumulate(p.reshape(B * H, Q, N), c, s, z, self.bits, self.group, self.dim).view(B, H, Q, -1)
         x, s, z = self._grouped()
         B, H, N, J, g = x.shape
         Q = p.shape[2]

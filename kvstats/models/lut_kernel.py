@@ -21,12 +21,17 @@ tokens (TurboQuant-mse/prod with float16 norms, rounded as torch rounds) straigh
 cache's buffers. A fourth scores a query against QJL's packed sign bits by byte tables
 (:meth:`LUTKernel.sign_scores`: per query, for each byte position the 256 signed sums of
 its 8 sketched coordinates, then one look-up per byte of a token instead of 8 multiply-adds
-after unpacking). The C source is compiled once per machine and CPU with the system C
-compiler (``cc -O3 -march=native``, reassociation allowed so the dot products vectorise;
+after unpacking). Two more read KIVI's uniform codes (``code · scale + zero``, float16
+scale/zero per group) from their packed bytes, eight tokens' codes at a time into L1
+instead of a float copy of the whole cache: :meth:`LUTKernel.group_scores` (keys, scale
+and zero per channel over groups of tokens; ``q ⊙ s`` and ``q·z`` once per group) and
+:meth:`LUTKernel.token_accumulate` (values, per token over groups of channels). The C
+source is compiled once per machine and CPU with the system C compiler (``cc -O3
+-march=native``, reassociation allowed so the dot products vectorise;
 under a second) into the kvstats cache directory and loaded with ctypes: no torch headers,
 no Python build step. Without a compiler (or with ``KVSTATS_LUT_KERNEL=0``) :func:`kernel`
 returns None and the caller uses its torch path (the same numbers up to float32 summation
-order; ``tests/models/test_code_attention.py`` and, for the sign scores,
+order; ``tests/models/test_code_attention.py`` and, for the sign scores and KIVI's codes,
 ``tests/models/test_group_codes.py`` check both).
 """
 
@@ -72,6 +77,9 @@ class LUTKernel:
         lib.sign_scores.argtypes = [p, p, p, ctypes.c_float, p, p, i, i, i, i, l, l, l]
         lib.lut_scores.restype = lib.lut_accumulate.restype = lib.encode.restype = ctypes.c_int
         lib.sign_scores.restype = ctypes.c_int
+        lib.group_scores.argtypes = [p, p, p, p, p, p, i, i, i, i, i, i, l, l, l, l, l, l]
+        lib.token_accumulate.argtypes = [p, p, p, p, p, i, i, i, i, i, i, l, l, l, l, l, l]
+        lib.group_scores.restype = lib.token_accumulate.restype = ctypes.c_int
         self._tables: dict = {}
 
     def _byte_table(self, table: torch.Tensor, bits: int, given: torch.Tensor | None = None) -> int | None:
@@ -245,6 +253,94 @@ class LUTKernel:
                               out.data_ptr(), BH, G, m, n, s0, s1, ns0)
         return out
 
+    @staticmethod
+    def _uniform(codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, BH: int, n: int, n_codes: int,
+                 bits: int, group: int, per_token: bool) -> tuple[int, ...]:
+        """Check :meth:`group_scores`' / :meth:`token_accumulate`'s codes and float16
+        ``scale``/``zero`` (``(BH, >= groups of n tokens, n_codes)``, or per token ``(BH, >= n,
+        groups of n_codes channels)``) → the strides of codes, scale and zero."""
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 8:
+            raise ValueError(f"bits must be an integer in [1, 8]; received {bits!r}")
+        if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+            raise ValueError(f"group must be an integer >= 1; received {group!r}")
+        rows, width = (n, -(-n_codes // group)) if per_token else (-(-n // group), n_codes)
+        nbytes = -(-n_codes * bits // 8)  # pack_codes' rows (not whole words of eight codes)
+        if (codes.dtype != torch.uint8 or codes.ndim != 3 or codes.stride(-1) != 1 or codes.shape[0] != BH
+                or codes.shape[1] < n or codes.shape[-1] != nbytes):
+            raise ValueError(f"codes must be uint8 ({BH}, >= {n}, {nbytes}) with a contiguous last axis; "
+                             f"received {codes.dtype} {tuple(codes.shape)}")
+        for name, t in (("scale", scale), ("zero", zero)):
+            if (t.dtype != torch.float16 or t.ndim != 3 or t.stride(-1) != 1 or t.shape[0] != BH
+                    or t.shape[1] < rows or t.shape[2] != width):
+                raise ValueError(f"{name} must be float16 ({BH}, >= {rows}, {width}) with a contiguous last axis; "
+                                 f"received {t.dtype} {tuple(t.shape)}")
+        return *codes.stride()[:2], *scale.stride()[:2], *zero.stride()[:2]
+
+    def group_scores(self, q: torch.Tensor, codes: torch.Tensor, n: int, scale: torch.Tensor,
+                     zero: torch.Tensor, bits: int, group: int) -> torch.Tensor:
+        """``(BH, G, n)``: ``q[bh, g] · (codes[bh, t] ⊙ s + z)`` for the first ``n`` tokens of
+        packed integer ``codes`` ``(BH, capacity, nbytes)`` (:func:`kvstats.quant.packing.pack_codes`
+        along the ``D`` channels), with float16 ``scale`` and ``zero`` ``(BH, groups, D)`` of
+        token ``t``'s group ``t // group`` (KIVI's keys; the last group may be partial).
+
+        Examples
+        --------
+        >>> import numpy as np; from kvstats.quant.packing import pack_codes
+        >>> x = np.random.default_rng(0).integers(0, 16, (2, 40, 64), dtype=np.uint8)   # 4-bit codes
+        >>> s, z = torch.rand(2, 2, 64).half(), torch.randn(2, 2, 64).half()           # 2 groups of 32 tokens
+        >>> S, Z = (t.float().repeat_interleave(32, 1)[:, :40] for t in (s, z))      # per token
+        >>> k_hat = torch.from_numpy(x).float() * S + Z                                # (2, 40, 64)
+        >>> q, k = torch.randn(2, 3, 64), kernel()                   # k: None without a C compiler
+        >>> codes = torch.from_numpy(pack_codes(x, 4))
+        >>> k is None or torch.allclose(k.group_scores(q, codes, 40, s, z, 4, 32), q @ k_hat.mT, atol=1e-4)
+        True
+        """
+        self._on_cpu(q=q, codes=codes, scale=scale, zero=zero)
+        if q.ndim != 3 or not q.is_floating_point():
+            raise ValueError(f"q must be a real floating-point (BH, G, D) tensor; received {q.dtype} {tuple(q.shape)}")
+        BH, G, D = q.shape
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an integer >= 0 (tokens to score); received {n!r}")
+        strides = self._uniform(codes, scale, zero, BH, n, D, bits, group, per_token=False)
+        q = q.contiguous().to(torch.float32)
+        qs, out = torch.empty(G, D, dtype=torch.float32), torch.empty(BH, G, n, dtype=torch.float32)
+        if self._lib.group_scores(q.data_ptr(), codes.data_ptr(), scale.data_ptr(), zero.data_ptr(), qs.data_ptr(),
+                                  out.data_ptr(), BH, G, D, n, bits, group, *strides):
+            raise ValueError(f"q's channels and queries must be <= 4096; received {tuple(q.shape)}")
+        return out
+
+    def token_accumulate(self, w: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
+                         bits: int, group: int, dim: int) -> torch.Tensor:
+        """``(BH, G, dim)``: ``Σ_t w[bh, g, t] · (codes[bh, t] ⊙ s_t + z_t)`` over the ``n =
+        w.shape[-1]`` first tokens of packed integer ``codes`` ``(BH, capacity, nbytes)``,
+        with float16 ``scale``/``zero`` ``(BH, capacity, ceil(dim / group))`` per token and
+        group of ``group`` channels (KIVI's values; the last group may be partial).
+
+        Examples
+        --------
+        >>> import numpy as np; from kvstats.quant.packing import pack_codes
+        >>> x = np.random.default_rng(0).integers(0, 4, (2, 5, 40), dtype=np.uint8)    # 2-bit codes
+        >>> s, z = torch.rand(2, 5, 2).half(), torch.randn(2, 5, 2).half()             # channels 0-31, 32-39
+        >>> S, Z = (t.float().repeat_interleave(32, -1)[..., :40] for t in (s, z))   # per channel
+        >>> v_hat = torch.from_numpy(x).float() * S + Z                                # (2, 5, 40)
+        >>> w, k = torch.softmax(torch.randn(2, 3, 5), -1), kernel()    # k: None without a C compiler
+        >>> codes = torch.from_numpy(pack_codes(x, 2))
+        >>> k is None or torch.allclose(k.token_accumulate(w, codes, s, z, 2, 32, 40), w @ v_hat, atol=1e-5)
+        True
+        """
+        self._on_cpu(w=w, codes=codes, scale=scale, zero=zero)
+        if w.ndim != 3 or not w.is_floating_point():
+            raise ValueError(f"w must be a real floating-point (BH, G, n) tensor; received {w.dtype} {tuple(w.shape)}")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 4096:
+            raise ValueError(f"dim must be an integer in [1, 4096]; received {dim!r}")
+        BH, G, n = w.shape
+        strides = self._uniform(codes, scale, zero, BH, n, dim, bits, group, per_token=True)
+        w = w.contiguous().to(torch.float32)
+        acc = torch.empty(BH, G, dim, dtype=torch.float32)
+        self._lib.token_accumulate(w.data_ptr(), codes.data_ptr(), scale.data_ptr(), zero.data_ptr(), acc.data_ptr(),
+                                   BH, G, dim, n, bits, group, *strides)
+        return acc
+
     def encode(self, coder, x: torch.Tensor, into: dict | None = None) -> dict[str, torch.Tensor] | None:
         """:meth:`SideCoder.encode` of float32 ``x`` ``(B, H, n, d)`` in one C call (float16
         norms only). Same codes as the torch coder except where float32 summation order
@@ -355,6 +451,17 @@ def _cache_dir() -> Path:
     from kvstats.models.loader import default_cache_dir
 
     return Path(default_cache_dir()) / "kernels"
+
+
+def _kernel_for(x: torch.Tensor, fused: bool | None) -> LUTKernel | None:
+    """:func:`kernel` for CPU ``x`` unless ``fused`` is False (None there: the caller's torch
+    path); ``fused=True`` without it is a ValueError."""
+    if fused not in (None, True, False):
+        raise ValueError(f"fused must be None, True or False; received {fused!r}")
+    kern = kernel() if fused is not False and x.device.type == "cpu" else None
+    if fused and kern is None:
+        raise ValueError("fused must be None or False here: the compiled loops read CPU tensors and were not built")
+    return kern
 
 
 def kernel() -> LUTKernel | None:

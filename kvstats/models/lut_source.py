@@ -1,11 +1,14 @@
 """The C source of :mod:`kvstats.models.lut_kernel`'s loops (compiled and loaded there).
 
-Four loops, each checked by its caller before it reads or writes anything: ``lut_scores``
+Six loops, each checked by its caller before it reads or writes anything: ``lut_scores``
 and ``lut_accumulate`` (a query against, and weights over, tokens whose packed codes are
 looked up in a small table), ``encode`` (TurboQuant-mse/prod codes of a decode step's
-tokens, straight into the cache's buffers) and ``sign_scores`` (QJL key scores from
+tokens, straight into the cache's buffers), ``sign_scores`` (QJL key scores from
 packed sign bits by per-byte tables of sketched-query sums, for
-:class:`~kvstats.models.group_codes.QJLKeySide`). Held apart from the Python that compiles
+:class:`~kvstats.models.group_codes.QJLKeySide`) and ``group_scores`` /
+``token_accumulate`` (KIVI's uniform key and value codes, ``code · scale + zero``, read
+from their packed bytes, for :class:`~kvstats.models.group_codes.KIVIKeySide` and
+:class:`~kvstats.models.group_codes.TokenValueSide`). Held apart from the Python that compiles
 and checks them so that each module stays one idea under the line limit.
 """
 
@@ -301,6 +304,108 @@ int sign_scores(const float *sq, const uint8_t *signs, const uint16_t *norms, fl
                 }
                 for (; p < nb; ++p) a0 += T[p * 256 + by[p]];
                 out[((long)bh * G + g) * n + t] = ((a0 + a1) + (a2 + a3)) * c;
+            }
+        }
+    }
+    return 0;
+}
+/* KIVI-style uniform codes (value = code * scale + zero, float16 scale/zero) read straight
+   from their packed bytes: one token's codes into registers/L1, no float copy of the cache. */
+static inline __attribute__((always_inline)) void ints_const(const uint8_t *p, int n, const int bits, float *out,
+                                                             const int os) {
+    const uint64_t mask = (1ull << bits) - 1;
+    const int nbytes = (n * bits + 7) / 8;  /* pack_codes' row: the last word may be cut short */
+    for (int g = 0; g < (n + 7) / 8; ++g) {
+        uint64_t w = 0;
+        if ((g + 1) * bits <= nbytes)
+            for (int i = 0; i < bits; ++i) w |= (uint64_t)p[g * bits + i] << (8 * i);
+        else
+            for (int i = 0; g * bits + i < nbytes; ++i) w |= (uint64_t)p[g * bits + i] << (8 * i);
+        for (int k = 0; k < 8; ++k) out[(g * 8 + k) * os] = (float)((w >> (k * bits)) & mask);
+    }
+}
+
+/* The n codes at p as floats into out[j * os] (os = 1, or 8: a column of eight tokens). */
+#define INTS(OS) switch (bits) { \
+    case 1: ints_const(p, n, 1, out, OS); break; case 2: ints_const(p, n, 2, out, OS); break; \
+    case 3: ints_const(p, n, 3, out, OS); break; case 4: ints_const(p, n, 4, out, OS); break; \
+    case 5: ints_const(p, n, 5, out, OS); break; case 6: ints_const(p, n, 6, out, OS); break; \
+    case 7: ints_const(p, n, 7, out, OS); break; default: ints_const(p, n, 8, out, OS); break; }
+static inline void ints_row(const uint8_t *p, int n, int bits, float *out) { INTS(1) }
+static inline void ints_col(const uint8_t *p, int n, int bits, float *out) { INTS(8) }
+
+/* KIVI keys (per-channel scale/zero over groups of `group` tokens):
+   out[bh, g, t] = sum_j (q_j s_j) x_tj + sum_j q_j z_j with s, z of token t's group, q·s and
+   q·z once per group (into qs, room for G * D floats). q (BH, G, D) contiguous; codes: token
+   t of bh at codes + bh*cs0 + t*cs1; float16 scale (zero): group i of bh at + bh*ss0 + i*ss1
+   (bh*zs0 + i*zs1);
+   out (BH, G, n) contiguous. Eight tokens at a time, unpacked straight into columns. */
+int group_scores(const float *q, const uint8_t *codes, const uint16_t *scale, const uint16_t *zero, float *qs,
+                 float *out, int BH, int G, int D, int n, int bits, int group, long cs0, long cs1, long ss0,
+                 long ss1, long zs0, long zs1) {
+    if (D > MAXD || G > MAXD) return 1;
+    float ct[MAXD * 8], qz[MAXD];
+    for (int bh = 0; bh < BH; ++bh) {
+        const float *qb = q + (long)bh * G * D;
+        float *ob = out + (long)bh * G * n;
+        for (int gs = 0; gs < n; gs += group) {
+            const int ge = n - gs < group ? n : gs + group;
+            const uint16_t *sg = scale + bh * ss0 + (long)(gs / group) * ss1;
+            const uint16_t *zg = zero + bh * zs0 + (long)(gs / group) * zs1;
+            for (int g = 0; g < G; ++g) {
+                const float *qg = qb + (long)g * D;
+                float a = 0.0f;
+                for (int j = 0; j < D; ++j) {
+                    qs[(long)g * D + j] = qg[j] * h2f(sg[j]);
+                    a += qg[j] * h2f(zg[j]);
+                }
+                qz[g] = a;
+            }
+            for (int t0 = gs; t0 < ge; t0 += 8) {
+                const int nt = ge - t0 < 8 ? ge - t0 : 8;
+                for (int tt = 0; tt < 8; ++tt) {
+                    if (tt < nt) ints_col(codes + bh * cs0 + (long)(t0 + tt) * cs1, D, bits, ct + tt);
+                    else for (int j = 0; j < D; ++j) ct[j * 8 + tt] = 0.0f;
+                }
+                for (int g = 0; g < G; ++g) {
+                    const float *qg = qs + (long)g * D;
+                    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    for (int j = 0; j < D; ++j) {
+                        const float qj = qg[j];
+                        for (int tt = 0; tt < 8; ++tt) acc[tt] += qj * ct[j * 8 + tt];
+                    }
+                    for (int tt = 0; tt < nt; ++tt) ob[(long)g * n + t0 + tt] = acc[tt] + qz[g];
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Per-token values (scale/zero per group of `group` channels: token t of bh at + bh*ss0 +
+   t*ss1 (zero: zs0, zs1), channel j's at [j / group]): acc[bh, g] = sum_t w[bh, g, t] (x_t s + z), each
+   token decoded once into L1. w (BH, G, n), acc (BH, G, D) contiguous; codes as above. */
+int token_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, const uint16_t *zero,
+                     float *acc, int BH, int G, int D, int n, int bits, int group, long cs0, long cs1, long ss0,
+                     long ss1, long zs0, long zs1) {
+    if (D > MAXD) return 1;
+    float c[MAXD + 8];
+    memset(acc, 0, sizeof(float) * (size_t)BH * G * D);
+    for (int bh = 0; bh < BH; ++bh) {
+        const float *wb = w + (long)bh * G * n;
+        float *ab = acc + (long)bh * G * D;
+        for (int t = 0; t < n; ++t) {
+            const uint16_t *sg = scale + bh * ss0 + (long)t * ss1, *zg = zero + bh * zs0 + (long)t * zs1;
+            ints_row(codes + bh * cs0 + (long)t * cs1, D, bits, c);
+            for (int j0 = 0; j0 < D; j0 += group) {
+                const int je = D - j0 < group ? D : j0 + group;
+                const float s = h2f(sg[j0 / group]), z = h2f(zg[j0 / group]);
+                for (int j = j0; j < je; ++j) c[j] = c[j] * s + z;
+            }
+            for (int g = 0; g < G; ++g) {
+                const float wt = wb[(long)g * n + t];
+                float *ag = ab + (long)g * D;
+                for (int j = 0; j < D; ++j) ag[j] += wt * c[j];
             }
         }
     }

@@ -303,24 +303,130 @@ def _filled(name, k, v):
     return cache.layers[0]
 
 
-def test_code_attention_passes_fused_to_the_grouped_key_scores(monkeypatch):
+def test_code_attention_passes_fused_to_the_grouped_sides(monkeypatch):
     # fused=False reached neither side (qjl's keys used the byte-table loop regardless);
-    # kivi's keys have no loop, so fused=True is refused by name.
+    # kivi's keys and both schemes' values now have loops too: True gives the torch path's
+    # numbers, False runs none of the loops.
     from kvstats.models.lut_kernel import LUTKernel
 
     _loop()
     k, v, q = _kv(1, 3, 40, 64, seed=4)
     qjl, kivi = _filled("qjl", k, v), _filled("kivi", k, v)
-    torch.testing.assert_close(code_attention(q[:, :, -1:], qjl, None, 0.125, 2, fused=True),
-                               code_attention(q[:, :, -1:], qjl, None, 0.125, 2, fused=False),
-                               atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="fused must be None or False for kivi's keys"):
-        code_attention(q[:, :, -1:], kivi, None, 0.125, 2, fused=True)
+    for layer in (qjl, kivi):
+        torch.testing.assert_close(code_attention(q[:, :, -1:], layer, None, 0.125, 2, fused=True),
+                                   code_attention(q[:, :, -1:], layer, None, 0.125, 2, fused=False),
+                                   atol=1e-5, rtol=1e-5)
 
     def loop_called(*args, **kwargs):
-        raise AssertionError("the byte-table loop ran")
+        raise AssertionError("a compiled loop ran")
 
-    monkeypatch.setattr(LUTKernel, "sign_scores", loop_called)
-    code_attention(q[:, :, -1:], qjl, None, 0.125, 2, fused=False)
-    with pytest.raises(AssertionError, match="byte-table loop ran"):
-        code_attention(q[:, :, -1:], qjl, None, 0.125, 2)
+    for name in ("sign_scores", "group_scores", "token_accumulate"):
+        monkeypatch.setattr(LUTKernel, name, loop_called)
+    for layer in (qjl, kivi):
+        code_attention(q[:, :, -1:], layer, None, 0.125, 2, fused=False)
+        with pytest.raises(AssertionError, match="compiled loop ran"):
+            code_attention(q[:, :, -1:], layer, None, 0.125, 2)
+
+
+# --- kivi's keys and the per-token values by compiled loops (group_scores, token_accumulate) --
+
+def _uniform_case(bits, BH, cap, D, rows, width, seed):
+    """Integer codes (BH, cap, D) with every code value present, their pack_codes bytes, and
+    float16 scale/zero (BH, rows, width) distinct per row and column (a group read from
+    the wrong row or column moves the result)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2 ** bits, (BH, cap, D), dtype=np.uint8)
+    x[0, 0, :min(D, 2 ** bits)] = np.arange(min(D, 2 ** bits))
+    s = torch.from_numpy(rng.uniform(0.5, 2.0, (BH, rows, width)).astype(np.float16))
+    z = torch.from_numpy(rng.uniform(-3, 3, (BH, rows, width)).astype(np.float16))
+    return x, torch.from_numpy(pack_codes(x, bits)), s, z
+
+
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_group_scores_read_packed_codes_per_token_group(bits):
+    # Direct reference: q · (x ⊙ s[t // group] + z[t // group]) in float64, D = 21 channels
+    # (a partial last word of codes), n = 13 of 16 rows (strided tokens) in groups of 4 (a
+    # partial last group), 3 queries (not the loop's 8 tokens at a time).
+    k = _loop()
+    x, packed, s, z = _uniform_case(bits, 2, 16, 21, 4, 21, seed=bits)
+    q = torch.randn(2, 3, 21, generator=torch.Generator().manual_seed(bits))
+    got = k.group_scores(q, packed, 13, s, z, bits, 4)
+    rows = torch.arange(13) // 4
+    k_hat = torch.from_numpy(x[:, :13]).double() * s.double()[:, rows] + z.double()[:, rows]
+    want = q.double() @ k_hat.mT
+    assert got.shape == (2, 3, 13)
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-5 * float(want.abs().max()))
+    assert k.group_scores(q, packed, 0, s, z, bits, 4).shape == (2, 3, 0)
+
+
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_token_accumulate_reads_packed_codes_per_channel_group(bits):
+    # Direct reference: Σ_t w_t (x_t ⊙ s_t[j // 8] + z_t[j // 8]) in float64, D = 21 in
+    # channel groups 8, 8, 5, n = 7 of 9 rows.
+    k = _loop()
+    x, packed, s, z = _uniform_case(bits, 2, 9, 21, 9, 3, seed=10 + bits)
+    w = torch.rand(2, 3, 7, generator=torch.Generator().manual_seed(bits))
+    got = k.token_accumulate(w, packed, s, z, bits, 8, 21)
+    cols = torch.arange(21) // 8
+    v_hat = torch.from_numpy(x[:, :7]).double() * s.double()[:, :7, cols] + z.double()[:, :7, cols]
+    want = w.double() @ v_hat
+    assert got.shape == (2, 3, 21)
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-5 * float(want.abs().max()))
+
+
+@pytest.mark.parametrize("bits,group,dim", [(2, 8, 64), (3, 8, 40), (4, 32, 64), (4, 12, 64), (5, 16, 24)])
+def test_kivi_loops_equal_the_torch_path_and_the_numpy_decode(bits, group, dim):
+    # The sides' default (the loops on the CPU) against fused=False (unpack_float and
+    # matmuls) and against the numpy scheme's own decode.
+    import kvstats
+    from kvstats.models.group_codes import make_sides
+
+    _loop()
+    scheme = kvstats.make_scheme("kivi", bits, dim, residual=0, group_size=group)
+    keys, values = make_sides(scheme)
+    codes = scheme.quantize(*np.random.default_rng(bits).standard_normal((2, 2, 3, 3 * group, dim),
+                                                                         dtype=np.float32))
+    keys.append(codes.key)
+    values.append(codes.value)
+    K_hat, V_hat = (torch.from_numpy(a).double() for a in scheme.dequantize(codes))
+    g = torch.Generator().manual_seed(bits)
+    q, p = torch.randn(2, 3, 4, dim, generator=g), torch.softmax(torch.randn(2, 3, 4, 3 * group, generator=g), -1)
+    want_s, want_v = q.double() @ K_hat.mT, p.double() @ V_hat
+    for fused in (None, True, False):
+        torch.testing.assert_close(keys.scores(q, fused=fused).double(), want_s, rtol=0,
+                                   atol=1e-5 * float(want_s.abs().max()))
+        torch.testing.assert_close(values.accumulate(p, fused=fused).double(), want_v, rtol=0,
+                                   atol=1e-5 * float(want_v.abs().max()))
+
+
+def test_uniform_loops_refuse_arrays_they_would_read_past():
+    k = _loop()
+    q, w = torch.randn(2, 3, 16), torch.rand(2, 3, 5)
+    c, s, z = torch.zeros(2, 5, 8, dtype=torch.uint8), torch.ones(2, 2, 16).half(), torch.zeros(2, 2, 16).half()
+    sv, zv = torch.ones(2, 5, 2).half(), torch.zeros(2, 5, 2).half()
+    key_cases = [
+        ((q, c[..., :7], 5, s, z, 4, 4), r"codes must be uint8 \(2, >= 5, 8\).*received torch.uint8 \(2, 5, 7\)"),
+        ((q, c, 6, s, z, 4, 4), r"codes must be uint8 \(2, >= 6, 8\)"),
+        ((q, c, 5, s[:, :1], z, 4, 4), r"scale must be float16 \(2, >= 2, 16\).*received torch.float16 \(2, 1, 16\)"),
+        ((q, c, 5, s, z.float(), 4, 4), r"zero must be float16 \(2, >= 2, 16\).*received torch.float32"),
+        ((q, c, 5, s, z, 4, 0), r"group must be an integer >= 1; received 0"),
+        ((q, c, 5, s, z, 9, 4), r"bits must be an integer in \[1, 8\]; received 9"),
+        ((q[0], c, 5, s, z, 4, 4), r"q must be a real floating-point \(BH, G, D\)"),
+        ((q, c, -1, s, z, 4, 4), r"n must be an integer >= 0.*received -1"),
+    ]
+    for args, match in key_cases:
+        with pytest.raises(ValueError, match=match):
+            k.group_scores(*args)
+    value_cases = [
+        ((w, c, sv[:, :4], zv, 4, 8, 16), r"scale must be float16 \(2, >= 5, 2\).*received torch.float16 \(2, 4, 2\)"),
+        ((w, c, sv, zv[..., :1], 4, 8, 16), r"zero must be float16 \(2, >= 5, 2\)"),
+        ((w, c, sv, zv, 4, 8, 17), r"codes must be uint8 \(2, >= 5, 9\)"),
+        ((w, c, sv, zv, 4, 8, 0), r"dim must be an integer in \[1, 4096\]; received 0"),
+        ((w[:1], c, sv, zv, 4, 8, 16), r"codes must be uint8 \(1, >= 5, 8\)"),
+    ]
+    for args, match in value_cases:
+        with pytest.raises(ValueError, match=match):
+            k.token_accumulate(*args)
+    # zero with strides of its own (another buffer's capacity) is read at those strides
+    z2 = torch.randn(2, 4, 16).half()[:, ::2]
+    torch.testing.assert_close(k.group_scores(q, c, 5, s, z2, 4, 4), k.group_scores(q, c, 5, s, z2.contiguous(), 4, 4))
