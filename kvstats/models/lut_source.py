@@ -239,6 +239,16 @@ int lut_scores(const float *q, const uint8_t *codes, const uint16_t *scale, cons
     return 0;
 }
 
+/* acc[g] += (w[g, t] * s) * c[j] for the G queries of one (batch, head): a decoded token
+   added to every query's sum (the two accumulate loops). */
+static inline void add_token(const float *wb, float *ab, int G, int D, int n, int t, float s, const float *c) {
+    for (int g = 0; g < G; ++g) {
+        const float wt = wb[(long)g * n + t] * s;
+        float *ag = ab + (long)g * D;
+        for (int j = 0; j < D; ++j) ag[j] += wt * c[j];
+    }
+}
+
 /* w (BH, G, n) contiguous, weighted by mult * scale (float16, as in lut_scores);
    acc (BH, G, D) contiguous, overwritten; codes or dense as in lut_scores. */
 int lut_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, float mult, const float *table,
@@ -252,12 +262,7 @@ int lut_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale, 
         float *ab = acc + (long)bh * G * D;
         for (int t = 0; t < n; ++t) {
             token_values(codes, dense, bh, t, D, bits, table, bytetab, cs0, cs1, ds0, ds1, c);
-            const float s = mult * h2f(scale[(long)bh * ss0 + t]);
-            for (int g = 0; g < G; ++g) {
-                const float wt = wb[(long)g * n + t] * s;
-                float *ag = ab + (long)g * D;
-                for (int j = 0; j < D; ++j) ag[j] += wt * c[j];
-            }
+            add_token(wb, ab, G, D, n, t, mult * h2f(scale[(long)bh * ss0 + t]), c);
         }
     }
     return 0;
@@ -402,11 +407,7 @@ int token_accumulate(const float *w, const uint8_t *codes, const uint16_t *scale
                 const float s = h2f(sg[j0 / group]), z = h2f(zg[j0 / group]);
                 for (int j = j0; j < je; ++j) c[j] = c[j] * s + z;
             }
-            for (int g = 0; g < G; ++g) {
-                const float wt = wb[(long)g * n + t];
-                float *ag = ab + (long)g * D;
-                for (int j = 0; j < D; ++j) ag[j] += wt * c[j];
-            }
+            add_token(wb, ab, G, D, n, t, 1.0f, c);   /* w * 1 is w exactly */
         }
     }
     return 0;
