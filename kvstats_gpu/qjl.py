@@ -16,14 +16,16 @@ and bound the mismatches on Gaussian inputs to those near-zero projections.
 Two kernel bodies per op (see :mod:`kvstats_gpu._common`). Triton: tensor-core ``dot``.
 Mosaic GPU (no ``dot``, no ``sqrt`` in its Pallas lowering): the sketch accumulates the
 ``(T, m)`` projections as ``sum_k k[:, k] ⊗ Sᵀ[k, :]`` with float32 FMAs and returns
-squared norms whose square root XLA takes. ``Sᵀ`` sits in SMEM next to the key tile
-(``d·(m + T)·4`` bytes): whole while that is at most ``_SKETCH_SMEM`` (d = 128,
-m <= 256), else in blocks of ``m_b`` columns (a multiple of 128; at d = 256, m = 256:
-two of 128, 128 KiB each, where the whole 256 KiB ``Sᵀ`` was over sm_90's 227 KiB), each
-block class-major within itself so a block's projections make whole bytes (bytes
-``i0 … i0 + m_b/8``), one program per (row block, column block); every projection is
-the same sum in the same order, so the bits do not change. The scores are row reductions
-``sum(signs_j * (S q)_j, axis=1)`` per query head (no padding of the group to 16).
+squared norms whose square root XLA takes. Both keep the sketch block next to the key tile
+in SMEM (``d·(m + T)·4`` bytes): the whole sketch while that is at most ``_SKETCH_SMEM``
+(d = 128, m <= 256), else blocks of ``m_b`` of its rows (a multiple of 128; at d = 256,
+m = 256: two of 128, 128 KiB each, where the whole 256 KiB sketch was over sm_90's
+227 KiB: Mosaic's lowering refused it, Triton's compile on an H200 asked for 327,680
+bytes), each block class-major within itself so a block's projections make whole bytes
+(bytes ``i0 … i0 + m_b/8``), one program per (row block, column block); every projection
+is the same sum in the same order, so the bits do not change. The scores are row
+reductions ``sum(signs_j * (S q)_j, axis=1)`` per query head (no padding of the group to
+16).
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ from kvstats_gpu.codebook import to_class_major
 from kvstats_gpu.mosaic_call import grid_call
 
 
-# SMEM bytes the Mosaic sketch gives its key tile and its block of Sᵀ (float32): under
-# sm_90's 227 KiB with room for the sign/norm blocks and Mosaic's barriers
+# SMEM bytes the sketch kernels (both backends) give their key tile and their block of the
+# sketch (float32): under sm_90's 227 KiB with room for the sign/norm blocks and barriers
 _SKETCH_SMEM = 200 * 1024
 
 _SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of a multiple of 16 bytes)"
@@ -111,7 +113,7 @@ def qjl_sketch_reference(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLik
 
 
 def _sketch_col_block(m: int, d: int, rows: int) -> int:
-    """Columns of ``Sᵀ`` per Mosaic sketch program: all ``m`` while the key tile ``(rows, d)``
+    """Columns of ``Sᵀ`` (rows of S) per sketch program: all ``m`` while the key tile ``(rows, d)``
     and ``Sᵀ`` fit ``_SKETCH_SMEM`` in float32, else the largest multiple of 128 that
     divides ``m`` and fits (128 at least: sign rows of 16 bytes, Mosaic's block copies).
 
@@ -187,42 +189,40 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
     lead = k.shape[:-1]
     T = row_block(math.prod(lead), block_rows, impl)
     k2, n = pad_rows(k, T)
-    if impl == "mosaic":
-        mb = _sketch_col_block(m, d, T)
-        nb = m // mb
+    mb = _sketch_col_block(m, d, T)
+    if 4 * d * (mb + T) > _SKETCH_SMEM:  # a launch no sm_90 block takes: refused here, not at compile
+        raise ValueError(f"qjl_sketch with impl={impl!r} keeps a ({T}, {d}) key tile and {mb} sketch rows in "
+                         f"float32 in SMEM, {4 * d * (mb + T)} bytes, over its budget of {_SKETCH_SMEM} (an sm_90 "
+                         f"block has 232,448); use a smaller block_rows (>= 16 for Triton, >= 64 for Mosaic) "
+                         f"if that fits, else impl='reference'")
+    nb = m // mb
+    # class-major within each block of mb columns: block c's projections are bytes c·mb/8 …
+    st = to_class_major(s.T.reshape(d, nb, mb)).reshape(d, m)
+    # each column block writes its own copy of the row norms (row c of the norm output): no
+    # two programs write one block; the first copy is kept
+    def out_shape(rows):
+        return jax.ShapeDtypeStruct((rows, m // 8), jnp.uint8), jax.ShapeDtypeStruct((nb, rows), jnp.float32)
 
+    out_specs = (pl.BlockSpec((T, mb // 8), lambda i, c: (i, c)), pl.BlockSpec((None, T), lambda i, c: (c, i)))
+    if impl == "mosaic":
         def call(kk, st):  # shapes from the arguments: under vmap the rows are B·rows
-            # each column block writes its own copy of the squared norms (row c of sq):
-            # no two programs write one block; the first copy is kept
             return grid_call(
                 functools.partial(_sketch_kernel_mosaic, m8=mb // 8, ops=KernelOps(not interpret)), "mosaic",
-                out_shape=(jax.ShapeDtypeStruct((kk.shape[0], m // 8), jnp.uint8),
-                           jax.ShapeDtypeStruct((nb, kk.shape[0]), jnp.float32)),
-                grid=(kk.shape[0] // T, nb),
+                out_shape=out_shape(kk.shape[0]), grid=(kk.shape[0] // T, nb),
                 in_specs=[pl.BlockSpec((T, d), lambda i, c: (i, 0)), pl.BlockSpec((d, mb), lambda i, c: (0, c))],
-                out_specs=(pl.BlockSpec((T, mb // 8), lambda i, c: (i, c)),
-                           pl.BlockSpec((None, T), lambda i, c: (c, i))),
-                interpret=interpret,
-                name="kvstats_qjl_sketch",
+                out_specs=out_specs, interpret=interpret, name="kvstats_qjl_sketch",
             )(kk, st)
 
-        # class-major within each block of mb columns: block c's projections are bytes c·mb/8 …
-        st = to_class_major(s.T.reshape(d, nb, mb)).reshape(d, m)
         bits, sqn = batch_folded(call, (0, None), (0, 1))(k2, st)
         return bits[:n].reshape(*lead, m // 8), jnp.sqrt(sqn[0, :n]).reshape(lead)
-    s_cm = to_class_major(s.T).T  # float32: the encode path is not bandwidth-bound
-    bits, norms = pl.pallas_call(
-        functools.partial(_sketch_kernel, m8=m // 8),
-        out_shape=(jax.ShapeDtypeStruct((k2.shape[0], m // 8), jnp.uint8),
-                   jax.ShapeDtypeStruct((k2.shape[0],), jnp.float32)),
-        grid=(k2.shape[0] // T,),
-        in_specs=[pl.BlockSpec((T, d), lambda i: (i, 0)), pl.BlockSpec((m, d), lambda i: (0, 0))],
-        out_specs=(pl.BlockSpec((T, m // 8), lambda i: (i, 0)), pl.BlockSpec((T,), lambda i: (i,))),
-        compiler_params=compiler_params("triton"),
-        interpret=interpret,
+    bits, norms = pl.pallas_call(  # float32 sketch: the encode path is not bandwidth-bound
+        functools.partial(_sketch_kernel, m8=mb // 8),
+        out_shape=out_shape(k2.shape[0]), grid=(k2.shape[0] // T, nb),
+        in_specs=[pl.BlockSpec((T, d), lambda i, c: (i, 0)), pl.BlockSpec((mb, d), lambda i, c: (c, 0))],
+        out_specs=out_specs, compiler_params=compiler_params("triton"), interpret=interpret,
         name="kvstats_qjl_sketch",
-    )(k2, s_cm)
-    return bits[:n].reshape(*lead, m // 8), norms[:n].reshape(lead)
+    )(k2, st.T)
+    return bits[:n].reshape(*lead, m // 8), norms[0, :n].reshape(lead)
 
 
 def unpack_signs_reference(bits: jax.Array, m: int) -> jax.Array:

@@ -2,8 +2,10 @@
 
 The numpy core computes this with an O(d log d) butterfly; on a GPU the butterfly's
 strided shuffles are slower than a tensor-core matmul against the dense ±1 matrix for the
-head dimensions that matter (d ≤ 256: a (rows × d) @ (d × d) product). For larger d the
-kernel uses the Sylvester factorisation ``H_d = H_a ⊗ H_b`` (b = 256): ``a`` dense
+head dimensions that matter (d ≤ 256: a (rows × d) @ (d × d) product). For larger d, and
+wherever the x tile and a dense ``H_d`` would overrun the SMEM of a block (float32 at
+d = 256: 327,680 bytes, over sm_90's 232,448, seen on an H200), the kernel uses the
+Sylvester factorisation ``H_d = H_a ⊗ H_b`` (b = 256, or less to fit): ``a`` dense
 products with ``H_b`` on contiguous column blocks, then ±1 combinations of the blocks, so
 the work is O(d·(b + a)) instead of O(d²). Row vectors are rotated: ``y = (x ⊙ s) H / √d``
 (H is symmetric), and the inverse is ``x = (y H / √d) ⊙ s``, truncated to ``dim``.
@@ -34,12 +36,16 @@ from jax.typing import ArrayLike
 from jaxtyping import Float
 
 from kvstats._checks import check_int
-from kvstats_gpu._common import (KernelOps, as_jax_float, batch_folded, check_finite_concrete, compiler_params, dot_nn,
-                                 hadamard_np, is_pow2, kernel_backend, pad_rows, resolve_impl, row_block)
+from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete,
+                                 compiler_params, dot_nn, hadamard_np, is_pow2, kernel_backend, pad_rows, resolve_impl,
+                                 row_block)
 from kvstats_gpu.mosaic_call import grid_call
 
 # Above this the kernel uses the two-level Kronecker factorisation (Triton body).
 DENSE_MAX = 256
+# SMEM bytes the Triton body gives its x tile and its H block (sm_90 has 227 KiB a block;
+# seen on an H200: a float32 (64, 256) tile with H_256 asked for 327,680 bytes and failed)
+TRITON_SMEM = 200 * 1024
 # Column block of the Mosaic body (its H block and the x block of a program fit in SMEM).
 MOSAIC_COLS = 128
 
@@ -162,6 +168,33 @@ def _check_range(x: jax.Array, d_pad: int) -> None:
                          f"coordinate can reach its row's norm); received a row of norm {top:.6g}")
 
 
+def _triton_blocks(d_pad: int, T: int, itemsize: int, shrink_rows: bool) -> tuple[int, int]:
+    """Row block ``T`` and Hadamard order ``b`` of the Triton body: ``b = min(d_pad,
+    DENSE_MAX)`` and the given ``T``, while the x tile ``(T, d_pad)`` and ``H_b`` fit
+    ``TRITON_SMEM``; else ``b`` is halved to 128, then ``T`` (only when ``shrink_rows``: the
+    caller left ``block_rows`` to its default) to 16, then ``b`` to 16.
+
+    Examples
+    --------
+    >>> _triton_blocks(128, 64, 4, True), _triton_blocks(256, 64, 2, True), _triton_blocks(256, 64, 4, True)
+    ((64, 128), (64, 256), (64, 128))
+    >>> _triton_blocks(1024, 64, 4, True), _triton_blocks(1024, 64, 4, False)
+    ((32, 128), (64, 16))
+    """
+    b = min(d_pad, DENSE_MAX)
+
+    def over() -> bool:
+        return (T * d_pad + b * b) * itemsize > TRITON_SMEM
+
+    while over() and b > 128:
+        b //= 2
+    while over() and shrink_rows and T > MIN_DOT:
+        T //= 2
+    while over() and b > 16:
+        b //= 2
+    return T, b
+
+
 def _rotate_kernel(x_ref, s_ref, h_ref, o_ref, *, inverse: bool, b: int, a: int, scale: float):
     # x_ref (T, d_pad); s_ref (1, d_pad) float32; h_ref (b, b) ±1 in the compute dtype.
     h = h_ref[...]
@@ -260,14 +293,15 @@ def rotate(x: Float[ArrayLike, "*batch d"], signs: Float[ArrayLike, "d_pad"], *,
     impl = kernel_backend(impl, d_pad >= 32, f"d_pad = {d_pad} < 32 (signs block under 128 bytes)")
     lead = x.shape[:-1]
     T = row_block(math.prod(lead), block_rows, impl)
+    cdt = jnp.float32 if x.dtype == jnp.float32 else x.dtype
+    if impl == "triton":
+        T, b = _triton_blocks(d_pad, T, jnp.dtype(cdt).itemsize, shrink_rows=block_rows is None)
     x2, n = pad_rows(x, T)
     if impl == "mosaic":
         y = _rotate_mosaic(x2, s, d_pad, T, inverse, interpret)
         y = y[:n].reshape(*lead, d_pad)
         return y[..., :dim] if inverse else y
-    b = min(d_pad, DENSE_MAX)
     a = d_pad // b
-    cdt = jnp.float32 if x.dtype == jnp.float32 else x.dtype
     h = jnp.asarray(hadamard_np(b), cdt)
     kernel = functools.partial(_rotate_kernel, inverse=inverse, b=b, a=a, scale=1.0 / math.sqrt(d_pad))
     y = pl.pallas_call(

@@ -1,13 +1,40 @@
 """Shared helpers of the tests/gpu attention tests."""
 
+import math
+
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import ClosedJaxpr, Jaxpr
 
 import kvstats
 from kvstats.quant.sketch import make_sketch
 from kvstats.quant.rotation import make_rotation
 from kvstats_gpu.cache import CacheParams, CacheSpec
 from kvstats_gpu.codebook import StaticCodebook
+
+# Shared memory of one sm_90 block (H100/H200), in bytes: what a compile there refuses past
+SM90_SMEM = 232_448
+
+
+def pallas_input_block_bytes(fn, *args):
+    """The bytes of the input blocks of every ``pallas_call`` in ``fn``'s trace (nested
+    jaxprs included): what one program keeps in SMEM for its dots, as Triton does."""
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                gm = eqn.params["grid_mapping"]
+                blocks = gm.block_mappings[:gm.num_inputs]
+                found.append(sum(math.prod(b.block_aval.shape) * b.block_aval.dtype.itemsize for b in blocks))
+            for v in eqn.params.values():
+                for sub in v if isinstance(v, (tuple, list)) else (v,):
+                    if isinstance(sub, (ClosedJaxpr, Jaxpr)):
+                        walk(getattr(sub, "jaxpr", sub))
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
 
 
 def manual_spec(d, k_bits, v_bits, k_m, v_m, seed=0):

@@ -9,12 +9,14 @@ import pytest
 from kvstats.quant.qjl import qjl_encode
 from kvstats.quant.sketch import make_sketch
 from kvstats.quant.qjl import qjl_scores as np_qjl_scores
+from _gpu_helpers import SM90_SMEM, pallas_input_block_bytes
 from kvstats_gpu.qjl import qjl_scores, qjl_scores_reference, qjl_sketch, qjl_sketch_reference
 
 
 # m = 64 sign rows are 8 bytes: Triton only (Mosaic block copies need 16-byte rows)
+# (256, 256): two column blocks of the sketch per row block (an SMEM budget, below)
 @pytest.mark.parametrize("m,d,backend", [(64, 64, "triton"), (128, 64, "mosaic"), (256, 128, "mosaic"),
-                                         (256, 128, "triton")])
+                                         (256, 128, "triton"), (256, 256, "mosaic"), (256, 256, "triton")])
 def test_bits_equal_numpy_core_exactly_on_dyadic_inputs(m, d, backend):
     # Small integers: every product and sum is exact in float32 and float64, so the bits
     # must agree exactly, including exact zero projections (sign(0) = +1 -> bit 1).
@@ -97,6 +99,26 @@ def test_lowers_for_cuda(backend, lower_cuda, lowers_through):
     S256 = make_sketch("gaussian", 256, 64, seed=0).matrix  # d = 64 keys, m = 256
     assert lowers_through(lower_cuda(lambda z: qjl_sketch(z, S256, impl=backend, interpret=False),
                                      jnp.zeros((8192, 64), jnp.float32)), backend)
+
+
+# Seen on an H200 (2026-12-04, jax 0.11.2): Triton's sketch at d = 256, m = 256 held the
+# whole sketch (256 KiB) and a 64-row key tile and asked for 327,680 bytes of SMEM, over
+# the 232,448 an sm_90 block has (the CPU lowering does not check Triton's SMEM; its input
+# blocks add up to exactly that request). Both backends now take the sketch in column blocks.
+@pytest.mark.parametrize("m,d", [(128, 128), (256, 128), (256, 256), (512, 256)])
+def test_triton_sketch_blocks_fit_sm90_shared_memory(m, d):
+    S = make_sketch("gaussian", m, d, seed=0).matrix
+    sizes = pallas_input_block_bytes(lambda z: qjl_sketch(z, S, impl="triton", interpret=False),
+                                      jax.ShapeDtypeStruct((4096, d), jnp.float32))
+    assert sizes and max(sizes) <= SM90_SMEM, sizes
+
+
+def test_sketch_no_block_fits_is_refused():
+    # d = 512: a 16-row tile and 128 sketch rows are 294,912 bytes, for either backend
+    S = make_sketch("gaussian", 128, 512, seed=0).matrix
+    for backend in ("triton", "mosaic"):
+        with pytest.raises(ValueError, match=r"keeps a \((16|64), 512\) key tile .* impl='reference'"):
+            qjl_sketch(np.ones((3, 512), np.float32), S, impl=backend, interpret=True)
 
 
 def test_small_sketch_lowers_through_triton_only(lower_cuda, lowers_through):

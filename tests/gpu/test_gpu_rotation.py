@@ -1,9 +1,11 @@
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _gpu_helpers import SM90_SMEM, pallas_input_block_bytes
 from kvstats.quant.rotation import make_rotation
 from kvstats_gpu.rotation import rotate, rotate_reference
 
@@ -84,3 +86,27 @@ def test_bad_input_messages():
     with pytest.raises(ValueError, match="block_rows"):
         rotate(np.ones((2, 64)), s, impl="pallas", block_rows=24)
     assert math.isclose(float(rotate(np.ones((1, 64)), s)[0, 0]), 8.0, rel_tol=1e-6)  # H·1/√64 = 64/8
+
+
+# Seen on an H200 (2026-12-04, jax 0.11.2): Triton's rotation of float32 rows at d = 256 held
+# a (64, 256) tile and the dense H_256 and asked for 327,680 bytes of SMEM, over an sm_90
+# block's 232,448 (the CPU lowering does not check Triton's SMEM; these input blocks add up to
+# that request). It now factors H_d = H_a ⊗ H_b with b and the row block sized to fit.
+@pytest.mark.parametrize("d", [128, 256, 512, 1024])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_triton_rotation_blocks_fit_sm90_shared_memory(d, dtype):
+    s = np.where(np.arange(d) % 3 == 0, -1.0, 1.0)
+    for inverse in (False, True):
+        sizes = pallas_input_block_bytes(lambda x: rotate(x, s, inverse=inverse, impl="triton", interpret=False),
+                                         jax.ShapeDtypeStruct((4096, d), dtype))
+        assert sizes and max(sizes) <= SM90_SMEM, (inverse, sizes)
+
+
+@pytest.mark.parametrize("d", [256, 1024])
+def test_triton_rotation_with_smaller_blocks_equals_reference(d):
+    # the blocks chosen to fit (b = 128; at d = 1024 also 32 rows) compute the same rotation
+    s = make_rotation("hadamard", d, seed=3).signs
+    x = np.random.default_rng(d).normal(size=(70, d)).astype(np.float32)
+    for inverse in (False, True):
+        got = np.asarray(rotate(x, s, inverse=inverse, impl="triton", interpret=True))
+        np.testing.assert_allclose(got, np.asarray(rotate_reference(x, s, inverse=inverse)), rtol=0, atol=2e-5)
