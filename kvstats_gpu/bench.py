@@ -17,14 +17,10 @@ save the figures). One script, in this order:
    attention could take at best, whatever XLA's dense path does) and XLA's own count of
    the bytes each compiled step accesses.
 
-How a step is timed on a GPU (:func:`time_step`): steps are enqueued back to back, as in a
-model's decode loop, so the host's dispatch overlaps the device's work instead of being
-added to every step (a 32k-token KQV@4 step streams 35 MB, ~7 µs at 4.8 TB/s, of the order
-of the host's dispatch and synchronisation of one call); and the inputs are cycled through copies totalling at
-least :data:`L2_FLUSH_BYTES`, so that no step finds its cache in the L2 the previous one
-left (the 32k-token KQV@4 cache, 35 MB, fits in an H200's 50 MB L2: timed over one buffer
-it would report L2, not HBM, bandwidth). The waited-for latency and the host's enqueue
-time per call are reported beside it.
+How a step is timed on a GPU (:func:`time_step`): steps enqueued back to back, as in a
+model's decode loop, over copies of the inputs totalling at least :data:`L2_FLUSH_BYTES`
+(so no step finds its cache in L2); the waited-for latency and the host's enqueue time per
+call are reported beside it.
 
 On a CPU the figures are CPU figures of the jnp reference path on a small configuration
 (the Pallas interpreter is a correctness tool, not a fast path), and the script says so.
@@ -70,10 +66,9 @@ PEAK_BANDWIDTH = {
 
 # Largest ||kernel - jnp reference|| / ||reference|| (all query heads' outputs) accepted for a
 # decode step on the same cache. Both are float32 with IEEE products and differ in summation
-# order only: 6.8e-7 in the Pallas interpreter at 300 and 4096 tokens (both backends, KQV@4,
-# 2026-12-02). Relative, not absolute: at 32k-128k tokens the outputs are means of ~1e4
-# values (rms 0.009 to 0.005), where an absolute 5e-5 let a 0.5-1% error pass (docs/gpu.md).
-# tests/gpu/test_gpu_device.py uses the same bound.
+# order only: 6.8e-7 in the interpreter (2026-12-02), 4.2e-7 to 6.1e-7 compiled on an H200
+# (2026-12-04). Relative: at 32k-128k tokens an absolute 5e-5 let a 0.5-1% error pass
+# (docs/gpu.md). tests/gpu/test_gpu_device.py uses the same bound.
 AGREE_RTOL = 1e-4
 
 # Largest ||dense baseline - float32 dense reference|| / ||reference|| accepted before a dense
@@ -181,11 +176,22 @@ def _compile_step(fn: Callable, args: tuple) -> tuple[Callable, float | None]:
     (2.0, 8192.0)
     """
     compiled = jax.jit(fn).lower(*args).compile()
-    cost = compiled.cost_analysis()
+    return compiled, bytes_accessed(compiled.cost_analysis())
+
+
+def bytes_accessed(cost: dict | list | None) -> float | None:
+    """"bytes accessed" of an XLA cost analysis; None where there is none or it is negative
+    (XLA-GPU's -1 for the cuDNN attention step on an H200, 2026-12-04).
+
+    Examples
+    --------
+    >>> bytes_accessed({"bytes accessed": 8192.0}), bytes_accessed([{"bytes accessed": -1.0}]), bytes_accessed(None)
+    (8192.0, None, None)
+    """
     if isinstance(cost, (list, tuple)):  # one dict per program in older jax
         cost = cost[0] if cost else None
     nbytes = (cost or {}).get("bytes accessed")
-    return compiled, None if nbytes is None else float(nbytes)
+    return None if nbytes is None or nbytes < 0 else float(nbytes)
 
 
 def time_step(fn: Callable, arg_sets: list[tuple], *, reps: int, burst: int,
@@ -442,18 +448,12 @@ def _mb(v: float | None) -> str:
 
 def _fmt(rows: list[dict[str, Any]]) -> str:
     cols = ["tokens", "scheme", "path", "quant_ms", "dense_bf16_ms", "dense_baseline", "speedup_vs_dense",
-            "speedup_vs_xla_dense", "speedup_vs_dense_floor",
-            "quant_GBps", "quant_frac_peak", "dense_GBps", "dense_frac_peak", "dense_bytes", "dense_xla_bytes",
-            "quant_bytes", "quant_xla_bytes", "quant_latency_ms", "quant_enqueue_ms",
-            "cache_bytes_per_token", "ratio_to_fp16", "rel_err_vs_reference"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r[c]
-            cells.append("n/a" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            "speedup_vs_xla_dense", "speedup_vs_dense_floor", "quant_GBps", "quant_frac_peak", "dense_GBps",
+            "dense_frac_peak", "dense_bytes", "dense_xla_bytes", "quant_bytes", "quant_xla_bytes",
+            "quant_latency_ms", "quant_enqueue_ms", "cache_bytes_per_token", "ratio_to_fp16", "rel_err_vs_reference"]
+    cell = lambda v: "n/a" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows])
 
 
 def main(argv: list[str] | None = None) -> int:

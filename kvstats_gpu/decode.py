@@ -19,8 +19,9 @@ All G query heads of a KV head (grouped-query attention) share each unpacked blo
 the cache is read once per KV head. The same partials combine across devices
 (:mod:`kvstats_gpu.sharding`).
 
-The kernel has two bodies: the Triton one below (tensor-core dots over a ``(16, T)``
-padded query block, each program walking its split) and the Mosaic GPU one in
+The kernel has two bodies: the Triton one below (``dot`` over a ``(16, T)`` padded query
+block, each program walking its split; float32 at IEEE precision, so Triton runs these on
+the CUDA cores, not the tensor cores) and the Mosaic GPU one in
 :mod:`kvstats_gpu.decode_mosaic` (CUDA-core reductions, the split's blocks pipelined
 through a sequential grid axis). ``impl="pallas"`` uses Mosaic GPU unless the cache's
 per-token rows are under 16 bytes (d = 64 planes, m = 64 sign rows), then Triton.

@@ -9,8 +9,11 @@ form Mosaic GPU's Pallas lowering accepts (jax 0.10.2; see :mod:`kvstats_gpu._co
   reductions ``sum(ĉ_j * q_j, axis=1)`` over each of the 8 coordinate classes and value
   sums are column reductions ``sum(ĉ_j * p, axis=0)``, float32 FMAs on the CUDA cores.
   Nothing is padded to a tensor-core shape (G is exact). Per token this is ``2·G·d``
-  FMAs beside the ``~2^b`` selects of the centroid multiplexer, far below what an H200's
-  CUDA cores do in the time the step's bytes take to stream.
+  FMAs beside the ``~2^b`` selects of the centroid multiplexer: counted from the lowered
+  kernel, ~13k CUDA-core operations per token and KV head at KQV@4, G = 4, d = 128, about
+  12× what an H200 can issue in the time the token's bytes take to stream. On an H200
+  (2026-12-04) the step ran at 2% of HBM bandwidth, ~10× slower than dense bf16 attention
+  (docs/gpu.md, "Why the quantized step is slow").
 - **Blocks are copied, not pointed at.** A Mosaic program receives its blocks in SMEM
   (TMA copies), so one program cannot walk a whole split as the Triton body does. The
   grid is ``(KV head, split, block)`` with the block axis *sequential*: Pallas pipelines
