@@ -12,41 +12,42 @@
 #    jax sees no GPU (a CUDA plugin that failed to load leaves jax on the CPU, where the tests
 #    would only skip and the bench would time CPU code), 4 if kvstats_gpu or both backends
 #    fail to import (one missing is reported and the run goes on with the other);
-# Steps 2 and 3 run backend by backend: tests mosaic, bench mosaic, tests triton, bench triton.
-# 2. tests B, for B in mosaic triton: `pytest -m gpu -k B tests/gpu` with
-#    KVSTATS_REQUIRE_GPU=1 (no silent skips): every compiled kernel of backend B against its
-#    jnp reference, decode attention at 32k tokens, and tests/gpu/test_gpu_device_h4.py's
-#    compiled cases: decode over a partly filled cache (length < capacity), d = 64 (Triton)
-#    and d = 256, a jitted append_kv step, vmap over a ragged batch; one pytest process per
-#    backend, so a fatal compile error (an LLVM or ptxas abort is no Python exception) loses
-#    only its own;
-# 3. bench B, for B in BENCH_IMPLS (default "mosaic triton"): `python -m kvstats_gpu.bench
-#    --require-gpu --impl B`, one process per backend: its own correctness check, then one
-#    decode step over a KQV@4 cache at 32k and 128k tokens (8 KV heads, 32 query heads,
-#    d = 128) against the fastest of three dense bf16 decode steps (XLA's generic
-#    jax.nn.dot_product_attention, its cuDNN implementation, JAX's Pallas flash-decoding GQA
-#    kernel; one that fails is reported "unavailable: <reason>", and the fastest is named)
-#    and the device's peak HBM bandwidth, each timed output checked against the jnp reference.
-# Files in OUT_DIR (default $OUT, else ./gpu_runbook_out): env.txt, pytest_gpu.txt (both
-# backends' runs, one after the other), bench_B.txt and bench_B.json per backend, and
-# summary.txt: one line per step as it ends (exit status, seconds, cap; pytest's result line;
-# the bench's correctness and measured lines), then the overall verdict. Seven files with
-# the default backends (the device tool returns at most eight). Exit status 0 only if every
-# step ran and passed.
+# 2. tests: `pytest -m gpu -k "mosaic or triton" tests/gpu` with KVSTATS_REQUIRE_GPU=1 (no
+#    silent skips), over TEST_WORKERS (default 8) pytest-xdist workers, each test in its own
+#    worker (compiles take 10-80 s a test on the H200: one after another they did not fit):
+#    every compiled kernel of both backends against its jnp reference, decode attention at 32k
+#    tokens, and tests/gpu/test_gpu_device_h4.py's compiled cases: decode over a partly filled
+#    cache (length < capacity), d = 64 (Triton) and d = 256, a jitted append_kv step, vmap over
+#    a ragged batch. Workers share the GPU, so jax's preallocation is off for them
+#    (XLA_PYTHON_CLIENT_PREALLOCATE=false: two preallocating processes ran out of memory on
+#    2026-12-04). A fatal compile error (an LLVM or ptxas abort is no Python exception) kills
+#    only its worker: xdist reports that test as failed and goes on. TEST_WORKERS=0 runs them
+#    in one process. The summary gives pytest's closing line and each backend's counts.
+# 3. bench B, for B in BENCH_IMPLS (default "mosaic triton"), one after another, alone on the
+#    GPU: `python -m kvstats_gpu.bench --require-gpu --impl B`, one process per backend: its
+#    own correctness check, then one decode step over a KQV@4 cache at 32k and 128k tokens
+#    (8 KV heads, 32 query heads, d = 128) against the fastest of three dense bf16 decode steps
+#    (XLA's generic jax.nn.dot_product_attention, its cuDNN implementation, JAX's Pallas
+#    flash-decoding GQA kernel; one that fails is reported "unavailable: <reason>", and the
+#    fastest is named) and the device's peak HBM bandwidth, each timed output checked against
+#    the jnp reference.
+# Files in OUT_DIR (default $OUT, else ./gpu_runbook_out): env.txt, pytest_gpu.txt, bench_B.txt
+# and bench_B.json per backend, and summary.txt: one line per step as it ends (exit status,
+# seconds, cap; pytest's result line and per-backend counts; the bench's correctness and
+# measured lines), then the overall verdict. Seven files with the default backends (the
+# device tool returns at most eight). Exit status 0 only if every step ran and passed.
 #
-# Time: each step has a cap against a hang (T_TESTS=90 s per backend's tests, T_BENCH=90 s
-# per bench process, T_ENV=60 s per environment command; `timeout -k 10`), and the whole
-# script a deadline, RUNBOOK_DEADLINE=330 s from its start: a step gets the lesser of its cap
-# and the time left (less 15 s for the summary), and a step with under 20 s left is skipped
-# and reported, so the summary is written before a device call of timeout_s=360 ends. The
-# caps add up to more than the deadline: if every step ran to its cap, the last bench
-# process (Triton's) would get what is left (about 25 s); Mosaic's bench waits only on
-# Mosaic's tests. STEPS
-# (default "tests bench") chooses the steps, e.g. STEPS=bench for a shorter rerun of the
-# throughput step; TEST_IMPLS and BENCH_IMPLS the backends (BENCH_IMPLS=reference times the
-# jnp path compiled by XLA); BENCH_ARGS replaces the bench's arguments other than --impl and
-# --json. PYTHON (default python3: on the lent H200 machine the image's Python with jax[cuda]
-# and absl-py) runs it. The repository is not pip-installed there: PYTHONPATH is set to the
+# Time: each step has a cap against a hang (T_TESTS=240 s for the tests, T_BENCH=150 s per
+# bench process, T_ENV=60 s per environment command; `timeout -k 10`), and the whole script a
+# deadline, RUNBOOK_DEADLINE=450 s from its start: a step gets the lesser of its cap and the
+# time left (less 15 s for the summary), and a step with under 20 s left is skipped and
+# reported, so the summary is written before a device call of timeout_s=480 ends. On the
+# H200 (2026-12-04) one bench process took 70-100 s. STEPS (default "tests bench") chooses the
+# steps, e.g. STEPS=bench for a shorter rerun of the throughput step; TEST_IMPLS and
+# BENCH_IMPLS the backends (BENCH_IMPLS=reference times the jnp path compiled by XLA);
+# BENCH_ARGS replaces the bench's arguments other than --impl and --json. PYTHON (default
+# python3: on the lent H200 machine the image's Python with jax[cuda], absl-py and
+# pytest-xdist) runs it. The repository is not pip-installed there: PYTHONPATH is set to the
 # repository root.
 #
 # Dry run without a GPU: --dry-run (or RUNBOOK_ALLOW_CPU=1) runs the same steps on the CPU to
@@ -78,7 +79,7 @@ if [[ "$DRY" == "1" ]]; then
     DEADLINE=${RUNBOOK_DEADLINE:-3600}
     T_BENCH=${T_BENCH:-900}  # the interpreter's correctness check alone takes minutes on a loaded CPU
 else
-    DEADLINE=${RUNBOOK_DEADLINE:-330}
+    DEADLINE=${RUNBOOK_DEADLINE:-450}
 fi
 RESERVE=15    # seconds kept for the summary after the last step
 MIN_STEP=20   # a step with less time than this left is skipped, not started
@@ -206,28 +207,38 @@ summary "env: done at $SECONDS s; deadline ${DEADLINE} s; jax backend '$backend'
 
 steps=" ${STEPS:-tests bench} "
 test_impls=" ${TEST_IMPLS:-mosaic triton} " bench_impls=" ${BENCH_IMPLS:-mosaic triton} "
-[[ "$steps" == *" tests "* ]] && : > "$OUT_DIR/pytest_gpu.txt"
-# backend by backend (tests B, then bench B): a backend's throughput figures never wait on
-# the other backend's tests, so a hung compile there costs only the steps after it
-impls=""
-for impl in $test_impls $bench_impls; do [[ " $impls " == *" $impl "* ]] || impls="$impls $impl"; done
-for impl in $impls; do
-    if [[ "$steps" == *" tests "* && "$test_impls" == *" $impl "* ]]; then
-        echo "=== tests $impl: pytest -m gpu -k $impl tests/gpu ===" >> "$OUT_DIR/pytest_gpu.txt"
-        first=$(($(wc -l < "$OUT_DIR/pytest_gpu.txt") + 1))
-        run_step "tests $impl" "${T_TESTS:-90}" "$OUT_DIR/pytest_gpu.txt" \
-            "$PY" -m pytest -v --durations=0 -p no:cacheprovider -p no:xdist -m gpu -k "$impl" tests/gpu -rs
-        # this run's closing line (how many passed, failed, skipped), or what it reached
-        closing=$(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
-                  | grep -E '^=+ .*(passed|failed|skipped|error|deselected|no tests ran).* =+$' | tail -n 1)
-        summary "    ${closing:-no closing line: $(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
-                 | grep -cE ' PASSED ') passed, $(tail -n +"$first" "$OUT_DIR/pytest_gpu.txt" \
-                 | grep -cE ' (FAILED|ERROR) ') failed before it stopped}"
+if [[ "$steps" == *" tests "* ]]; then
+    : > "$OUT_DIR/pytest_gpu.txt"
+    k_expr=$(echo $test_impls | sed 's/ / or /g')
+    n_workers=${TEST_WORKERS:-8}
+    [[ "$DRY" == "1" ]] && n_workers=${TEST_WORKERS:-2}  # the tests only skip there
+    workers=(-p no:xdist)
+    if [[ "$n_workers" != "0" ]]; then
+        if "$PY" -c "import xdist" 2>/dev/null; then
+            workers=(-n "$n_workers" --dist load)
+        else
+            summary "tests: pytest-xdist is not installed: the tests run in one process"
+        fi
     fi
-    if [[ "$steps" == *" bench "* && "$bench_impls" == *" $impl "* ]]; then
+    echo "=== tests: pytest -m gpu -k '$k_expr' tests/gpu ${workers[*]} ===" >> "$OUT_DIR/pytest_gpu.txt"
+    run_step "tests" "${T_TESTS:-240}" "$OUT_DIR/pytest_gpu.txt" env XLA_PYTHON_CLIENT_PREALLOCATE=false \
+        "$PY" -m pytest -v --durations=0 -p no:cacheprovider "${workers[@]}" -m gpu -k "$k_expr" tests/gpu -rs
+    # the closing line (how many passed, failed, skipped), or what it reached; then per backend
+    closing=$(grep -E '^=+ .*(passed|failed|skipped|error|deselected|no tests ran).* =+$' \
+              "$OUT_DIR/pytest_gpu.txt" | tail -n 1)
+    summary "    ${closing:-no closing line (cut short)}"
+    # a verbose result line, serial or xdist: "<id> PASSED [ 12%]" or "[gw0] [ 12%] PASSED <id>"
+    count() { grep -E " $1( |$)" "$OUT_DIR/pytest_gpu.txt" | grep -cE "\[$2[]-]"; }
+    for impl in $test_impls; do
+        summary "    $impl: $(count PASSED "$impl") passed, $(count FAILED "$impl") failed, $(count ERROR "$impl")" \
+                "errors, $(count SKIPPED "$impl") skipped"
+    done
+fi
+for impl in $bench_impls; do
+    if [[ "$steps" == *" bench "* ]]; then
         rm -f "$OUT_DIR/bench_$impl.txt" "$OUT_DIR/bench_$impl.json"  # a skipped step leaves none
         # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-        run_step "bench $impl" "${T_BENCH:-90}" "$OUT_DIR/bench_$impl.txt" \
+        run_step "bench $impl" "${T_BENCH:-150}" "$OUT_DIR/bench_$impl.txt" \
             "$PY" -m kvstats_gpu.bench --impl "$impl" --json "$OUT_DIR/bench_$impl.json" ${BENCH_ARGS:-$bench_default}
         # a row's verdicts (MISMATCH, HOST-BOUND) come first in its line: the cut keeps them
         [[ -f "$OUT_DIR/bench_$impl.txt" ]] && grep -E '^(correctness|measured|CORRECTNESS FAILURE)' \
