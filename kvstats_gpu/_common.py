@@ -55,6 +55,10 @@ NEG = -1e30
 
 # Triton's tl.dot needs every matmul dimension >= 16.
 MIN_DOT = 16
+# SMEM bytes a program's blocks may take (encode kernels of both backends): under the
+# 232,448 an sm_90 block has (227 KiB), with room for small blocks and barriers. An H200
+# compile of a float32 (64, 256) tile beside a 256 x 256 matrix asked for 327,680 and failed.
+SMEM_BUDGET = 200 * 1024
 # Mosaic GPU's WGMMA register layout tiles rows by 64.
 MOSAIC_ROWS = 64
 

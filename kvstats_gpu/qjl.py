@@ -13,11 +13,12 @@ within float32 rounding of 0 (relative ~1e-7 of ‖S_i‖‖k‖) may get the ot
 check exact equality on dyadic inputs (exact in both precisions, including exact zeros)
 and bound the mismatches on Gaussian inputs to those near-zero projections.
 
-Two kernel bodies per op (see :mod:`kvstats_gpu._common`). Triton: tensor-core ``dot``.
+Two kernel bodies per op (see :mod:`kvstats_gpu._common`). Triton: ``dot`` (float32 at IEEE
+precision: FMAs on the CUDA cores).
 Mosaic GPU (no ``dot``, no ``sqrt`` in its Pallas lowering): the sketch accumulates the
 ``(T, m)`` projections as ``sum_k k[:, k] ⊗ Sᵀ[k, :]`` with float32 FMAs and returns
 squared norms whose square root XLA takes. Both keep the sketch block next to the key tile
-in SMEM (``d·(m + T)·4`` bytes): the whole sketch while that is at most ``_SKETCH_SMEM``
+in SMEM (``d·(m + T)·4`` bytes): the whole sketch while that is at most ``SMEM_BUDGET``
 (d = 128, m <= 256), else blocks of ``m_b`` of its rows (a multiple of 128; at d = 256,
 m = 256: two of 128, 128 KiB each, where the whole 256 KiB sketch was over sm_90's
 227 KiB: Mosaic's lowering refused it, Triton's compile on an H200 asked for 327,680
@@ -42,16 +43,12 @@ from jaxtyping import Float, UInt8
 
 from kvstats._checks import check_real
 from kvstats.quant.sketch import Sketch
-from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete,
-                                 compiler_params, dot_nt, kernel_backend, mosaic_rows_ok, next_pow2, pad_rows,
-                                 resolve_impl, row_block, triton_sizes_ok)
+from kvstats_gpu._common import (MIN_DOT, SMEM_BUDGET, KernelOps, as_jax_float, batch_folded,
+                                 check_finite_concrete, compiler_params, dot_nt, kernel_backend, mosaic_rows_ok,
+                                 next_pow2, pad_rows, resolve_impl, row_block, triton_sizes_ok)
 from kvstats_gpu.codebook import to_class_major
 from kvstats_gpu.mosaic_call import grid_call
 
-
-# SMEM bytes the sketch kernels (both backends) give their key tile and their block of the
-# sketch (float32): under sm_90's 227 KiB with room for the sign/norm blocks and barriers
-_SKETCH_SMEM = 200 * 1024
 
 _SIGN_ROWS = "sign rows of m/8 = {m8} bytes (Mosaic's block copies need rows of a multiple of 16 bytes)"
 _SIGN_ROWS_TRITON = "sign rows of m/8 = {m8} bytes (Triton takes only power-of-two block sizes)"
@@ -114,7 +111,7 @@ def qjl_sketch_reference(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLik
 
 def _sketch_col_block(m: int, d: int, rows: int) -> int:
     """Columns of ``Sᵀ`` (rows of S) per sketch program: all ``m`` while the key tile ``(rows, d)``
-    and ``Sᵀ`` fit ``_SKETCH_SMEM`` in float32, else the largest multiple of 128 that
+    and ``Sᵀ`` fit ``SMEM_BUDGET`` in float32, else the largest multiple of 128 that
     divides ``m`` and fits (128 at least: sign rows of 16 bytes, Mosaic's block copies).
 
     Examples
@@ -124,8 +121,8 @@ def _sketch_col_block(m: int, d: int, rows: int) -> int:
     >>> _sketch_col_block(384, 256, 64)
     128
     """
-    fits = [b for b in range(128, m + 1, 128) if m % b == 0 and 4 * d * (b + rows) <= _SKETCH_SMEM]
-    return m if 4 * d * (m + rows) <= _SKETCH_SMEM else max(fits, default=min(m, 128))
+    fits = [b for b in range(128, m + 1, 128) if m % b == 0 and 4 * d * (b + rows) <= SMEM_BUDGET]
+    return m if 4 * d * (m + rows) <= SMEM_BUDGET else max(fits, default=min(m, 128))
 
 
 def _sketch_kernel(k_ref, s_ref, bits_ref, norm_ref, *, m8: int):
@@ -190,9 +187,9 @@ def qjl_sketch(k: Float[ArrayLike, "*batch d"], sketch: Float[ArrayLike, "m d"] 
     T = row_block(math.prod(lead), block_rows, impl)
     k2, n = pad_rows(k, T)
     mb = _sketch_col_block(m, d, T)
-    if 4 * d * (mb + T) > _SKETCH_SMEM:  # a launch no sm_90 block takes: refused here, not at compile
+    if 4 * d * (mb + T) > SMEM_BUDGET:  # a launch no sm_90 block takes: refused here, not at compile
         raise ValueError(f"qjl_sketch with impl={impl!r} keeps a ({T}, {d}) key tile and {mb} sketch rows in "
-                         f"float32 in SMEM, {4 * d * (mb + T)} bytes, over its budget of {_SKETCH_SMEM} (an sm_90 "
+                         f"float32 in SMEM, {4 * d * (mb + T)} bytes, over its budget of {SMEM_BUDGET} (an sm_90 "
                          f"block has 232,448); use a smaller block_rows (>= 16 for Triton, >= 64 for Mosaic) "
                          f"if that fits, else impl='reference'")
     nb = m // mb

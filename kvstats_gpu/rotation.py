@@ -36,16 +36,13 @@ from jax.typing import ArrayLike
 from jaxtyping import Float
 
 from kvstats._checks import check_int
-from kvstats_gpu._common import (MIN_DOT, KernelOps, as_jax_float, batch_folded, check_finite_concrete,
-                                 compiler_params, dot_nn, hadamard_np, is_pow2, kernel_backend, pad_rows, resolve_impl,
-                                 row_block)
+from kvstats_gpu._common import (MIN_DOT, SMEM_BUDGET, KernelOps, as_jax_float, batch_folded,
+                                 check_finite_concrete, compiler_params, dot_nn, hadamard_np, is_pow2, kernel_backend,
+                                 pad_rows, resolve_impl, row_block)
 from kvstats_gpu.mosaic_call import grid_call
 
 # Above this the kernel uses the two-level Kronecker factorisation (Triton body).
 DENSE_MAX = 256
-# SMEM bytes the Triton body gives its x tile and its H block (sm_90 has 227 KiB a block;
-# seen on an H200: a float32 (64, 256) tile with H_256 asked for 327,680 bytes and failed)
-TRITON_SMEM = 200 * 1024
 # Column block of the Mosaic body (its H block and the x block of a program fit in SMEM).
 MOSAIC_COLS = 128
 
@@ -171,7 +168,7 @@ def _check_range(x: jax.Array, d_pad: int) -> None:
 def _triton_blocks(d_pad: int, T: int, itemsize: int, shrink_rows: bool) -> tuple[int, int]:
     """Row block ``T`` and Hadamard order ``b`` of the Triton body: ``b = min(d_pad,
     DENSE_MAX)`` and the given ``T``, while the x tile ``(T, d_pad)`` and ``H_b`` fit
-    ``TRITON_SMEM``; else ``b`` is halved to 128, then ``T`` (only when ``shrink_rows``: the
+    ``SMEM_BUDGET``; else ``b`` is halved to 128, then ``T`` (only when ``shrink_rows``: the
     caller left ``block_rows`` to its default) to 16, then ``b`` to 16.
 
     Examples
@@ -184,7 +181,7 @@ def _triton_blocks(d_pad: int, T: int, itemsize: int, shrink_rows: bool) -> tupl
     b = min(d_pad, DENSE_MAX)
 
     def over() -> bool:
-        return (T * d_pad + b * b) * itemsize > TRITON_SMEM
+        return (T * d_pad + b * b) * itemsize > SMEM_BUDGET
 
     while over() and b > 128:
         b //= 2
