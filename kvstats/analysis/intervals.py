@@ -241,7 +241,8 @@ def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None 
     Without them a sample is screened on both tails when it has a negative value, else on
     its right tail from 0.
     A sample with a NaN, or with no value, is refused (``ValueError`` naming it, as
-    ``samples[i]``); ±inf is allowed.
+    ``samples[i]``); ±inf is allowed. So is a call with no sample at all (a ``ValueError``:
+    nothing screened is no evidence of a reliable interval; it returned True before).
 
     Examples
     --------
@@ -254,6 +255,8 @@ def ci_reliable(*samples: Float[np.ndarray, "n"], metrics: Sequence[str] | None 
     >>> ci_reliable(snr), ci_reliable(snr, metrics=["snr_t"])
     (True, False)
     """
+    if not samples:
+        raise ValueError("ci_reliable needs at least one sample to screen; received none")
     if metrics is None:
         metrics = [""] * len(samples)
     elif len(metrics) != len(samples):

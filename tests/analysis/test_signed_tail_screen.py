@@ -70,6 +70,8 @@ def test_reviewer_case_the_same_left_tail_is_marked_in_db_as_in_a_nonnegative_me
     assert ci_reliable(f["snr_k"].to_numpy(), metrics=["snr_k"])
     with pytest.raises(ValueError, match="metrics must name each of the 2 samples"):
         ci_reliable(pareto, pareto, metrics=["snr_t"])
+    with pytest.raises(ValueError, match="at least one sample"):  # nothing screened: returned True before
+        ci_reliable()
 
 
 def _snr_like_db(rng, shape):
