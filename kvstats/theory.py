@@ -66,6 +66,8 @@ SQRT3_PI2 = 4 * (math.pi / 2) * SQRT3_PI_2
 # number. Beyond, the value loses digits in the subnormals and is 0 from 538 bits on; past
 # 2^1024 ≈ 1.8e308 bits 4.0 ** -bits raised OverflowError, not a ValueError naming bits.
 _MAX_BITS = 511
+# Least value a closed form returns: 2^-1050, a subnormal with 24 significant bits (float32's)
+_LEAST_KEPT = 2.0 ** -1050
 
 
 def sphere_coordinate_pdf(x: ArrayLike, dim: int) -> Float[np.ndarray, "*shape"]:
@@ -161,7 +163,9 @@ def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | N
     Parameters
     ----------
     bits : int
-        0 to 511 (``4^-511`` is float64's smallest normal number).
+        0 to 511 (``4^-511`` is float64's smallest normal number); for "beta", a value so
+        far below it that fewer than 24 significant bits are left (bits near 511 with a
+        huge dim) is a ValueError.
     distribution : {"gaussian", "beta"}
     dim : int or None
         Sphere dimension for "beta" (>= 2).
@@ -190,10 +194,11 @@ def high_rate_distortion(bits: int, distribution: str = "gaussian", dim: int | N
         raise ValueError("dim is required for distribution='beta' (the sphere dimension); received None")
     dim = check_int(dim, "dim", low=2)
     if dim == 3:  # f = 1/2 on [-1, 1]: (1/12)·(2^(2/3))³ = 1/3, kept exact
-        return 4.0 ** -bits / 3
+        return _normal(4.0 ** -bits / 3, "high_rate_distortion", bits=bits, dim=dim)
     # (∫ f^{1/3})³ = C·π^{3/2}·(Γ(a+1)/Γ(a+3/2))³, C = Γ(a'+½)/(√π Γ(a')) with a' = (dim−1)/2:
     # gamma ratios, not differences of gammaln (which lose the digits at large dim)
-    return _sphere_constant(dim) * math.pi ** 1.5 / _gamma_half_ratio((dim + 3) / 6) ** 3 / 12 * 4.0 ** -bits
+    value = _sphere_constant(dim) * math.pi ** 1.5 / _gamma_half_ratio((dim + 3) / 6) ** 3 / 12 * 4.0 ** -bits
+    return _normal(value, "high_rate_distortion", bits=bits, dim=dim)
 
 
 def unit_vector_mse(bits: int, dim: int) -> float:
@@ -359,7 +364,9 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
     Parameters
     ----------
     bits : int
-        Bits per coordinate, 1 to 511 (``4^-511`` is float64's smallest normal number).
+        Bits per coordinate, 1 to 511 (``4^-511`` is float64's smallest normal number);
+        where ``4^-bits / dim`` keeps fewer than 24 significant bits (below 2^-1050), a
+        ValueError.
     dim : int
         Dimension of x, >= 1.
     y_norm : float
@@ -378,7 +385,8 @@ def turboquant_prod_bounds(bits: int, dim: int, y_norm: float = 1.0) -> tuple[fl
     """
     bits = check_int(bits, "bits", low=1, high=_MAX_BITS)
     dim = check_int(dim, "dim", low=1)
-    base = _y_norm_squared(y_norm) / dim * 4.0 ** -bits
+    # the part without y checked: a tiny ||y|| scales the bounds down, as it should
+    base = _y_norm_squared(y_norm) * _normal(4.0 ** -bits / dim, "turboquant_prod_bounds", bits=bits, dim=dim)
     return base, SQRT3_PI2 * base
 
 
@@ -425,6 +433,18 @@ def turboquant_prod_distortion(bits: int, dim: int, y_norm: float = 1.0) -> floa
     bits = check_int(bits, "bits", low=1, high=9)
     dim = check_int(dim, "dim", low=2)
     return (math.pi / 2 - 1 / dim) * _y_norm_squared(y_norm) * lloyd_max_distortion(bits - 1, "beta", dim)
+
+
+def _normal(value: float, what: str, **inputs: int) -> float:
+    """``value``, a closed form that is positive for these ``inputs``, or a ValueError naming
+    them when it fell below ``_LEAST_KEPT``: deep in float64's subnormals, with fewer than 24
+    significant bits left, or 0 (returned silently before). Above it a subnormal keeps its
+    digits to float32's precision or better (4^-511/8 keeps 49 bits)."""
+    if value < _LEAST_KEPT:
+        given = ", ".join(f"{k}={v!r}" for k, v in inputs.items())
+        raise ValueError(f"{what} at {given} is {value:.3g}, below 2^-1050 ({_LEAST_KEPT:.3g}), where float64 "
+                         f"keeps fewer than 24 significant bits: not representable; use fewer bits or a smaller dim")
+    return value
 
 
 def _y_norm_squared(y_norm: float) -> float:

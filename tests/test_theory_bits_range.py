@@ -51,3 +51,16 @@ def test_the_mse_bounds_at_511_bits_are_exact():
     lo, hi = turboquant_mse_bounds(511)
     assert lo == SMALLEST_NORMAL
     assert hi == pytest.approx(math.sqrt(3) * math.pi / 2 * SMALLEST_NORMAL, rel=1e-15)
+
+
+@pytest.mark.parametrize("call,where", [
+    (lambda: turboquant_prod_bounds(511, 2 ** 60), "turboquant_prod_bounds at bits=511, dim=1152921504606846976"),
+    (lambda: high_rate_distortion(511, "beta", 2 ** 62), "high_rate_distortion at bits=511, dim=4611686018427387904"),
+    (lambda: turboquant_prod_bounds(500, 2 ** 60), "turboquant_prod_bounds at bits=500"),
+])
+def test_a_value_deep_in_the_subnormals_is_a_value_error_not_a_silent_zero(call, where):
+    # these were 0.0 (or a subnormal of a few bits) before, returned silently
+    with pytest.raises(ValueError, match=rf"^{where}.* below 2\^-1050"):
+        call()
+    # the edge: 4^-511 / 2^28 = 2^-1050 keeps its 24 bits and is returned exactly
+    assert turboquant_prod_bounds(511, 2 ** 28)[0] == 2.0 ** -1050
