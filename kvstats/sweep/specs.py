@@ -509,7 +509,8 @@ def _not_compared_text(a: str, b: str, budgets_a: Sequence[Any], budgets_b: Sequ
     ns = lambda values: ", ".join(f"{v:g}" for v in values)   # noqa: E731
     head = (f"no comparison of {a} and {b}: {a} runs at n = {ns(budgets_a)} and {b} at n = "
             f"{ns(budgets_b)}, no budget in common, and {_PAIR_RULE}; so this pair gets no test"
-            + (" (the report's Summary names it under Not compared). " if report else ". "))
+            # the sweep warns before any report, also under --no-report: a report made later names it too
+            + (" (a report of these results names it under Not compared). " if report else ". "))
     if same:   # one scheme twice: a budget in common is refused (compared with itself)
         return (head + f"{a} and {b} are entries of one scheme, which may not share a budget: "
                 f"give each a single budget ({a} at [{max(budgets_a):g}], {b} at [{max(budgets_b):g}]) to compare them")

@@ -44,6 +44,9 @@ def test_the_config_warns_once_naming_the_pair_and_the_rule():
                                "no budget in common")
     assert "across budgets only when each of the two ran at a single one" in pairs[0]
     assert "TQ3 at [3] and TQ4 at [4]" in pairs[0]   # the way to two operating points
+    # said when the config is read, before any report (also under --no-report): no claim
+    # that a Summary names it now, only that a report of these results will
+    assert "(a report of these results names it under Not compared)" in pairs[0]
     # the comparable pair (TQ and KQV share 3 and 4) is not warned of
     assert not any("TQ and KQV" in m for m in said)
 
