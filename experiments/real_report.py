@@ -179,7 +179,7 @@ def kqv_qkqv_tests(prof: pd.DataFrame, unit: str, metrics: tuple[str, ...] = PRO
         One row per (bits, metric): ``n`` matched units, ``mean_kqv``, ``mean_qkqv`` (means
         over the units), ``ratio``, ``n_kqv_lower``, ``frac_kqv_lower``, the sign test's
         ``dominance`` = P(KQV > QKQV) − P(KQV < QKQV) over the units that differ with its 95%
-        Wilson interval [``dom_low``, ``dom_high``], its exact two-sided ``sign_p`` and
+        Clopper–Pearson (exact) interval [``dom_low``, ``dom_high``], its exact two-sided ``sign_p`` and
         ``sign_p_holm`` (Holm over the rows). Budgets missing one of the two schemes are skipped.
 
     Examples
@@ -235,7 +235,7 @@ def e2e_sign_tests(pos: pd.DataFrame, pairs: list[tuple[str, str]], ratio_interv
         the per-text means, equal to the position means: every text has the same positions),
         ``ratio``, ``n_a_lower`` / ``frac_a_lower`` (texts whose mean KL is lower under a), the
         sign test's ``dominance`` = P(a > b) − P(a < b) over the texts that differ (< 0: a has
-        lower KL) with its 95% Wilson interval [``dom_low``, ``dom_high``], exact two-sided
+        lower KL) with its 95% Clopper–Pearson (exact) interval [``dom_low``, ``dom_high``], exact two-sided
         ``sign_p``, ``sign_p_holm``; with ``ratio_interval``, ``ratio_low`` and ``ratio_high``;
         and, descriptive only (positions of a text are not independent, so no test),
         ``n_positions`` matched by (text, position) and ``frac_pos_a_lower``.
@@ -383,7 +383,8 @@ def section_profile(res: str, old: str | None = None, header=None) -> str | None
                 f"test on the {n_trials} trials matched by (text, layer, KV head) and on the per-text means "
                 f"matched by text ({n_texts} texts: the calibrated unit, as trials of one text share it); "
                 "`dominance` = P(KQV > QKQV) − P(KQV < QKQV) over the matched units that differ, with its "
-                "95% Wilson interval (> 0 when KQV is larger); `frac_kqv_lower`, `texts_kqv_lower`: the "
+                "95% Clopper–Pearson (exact) interval (> 0 when KQV is larger); `frac_kqv_lower`, "
+                "`texts_kqv_lower`: the "
                 f"units where KQV is lower; Holm over the {len(by_trial)} tests of each unit. The trial "
                 "columns count the trials of one text as independent, so their p-values and intervals "
                 "are too small where a text's trials are positively correlated, the usual case "
@@ -619,7 +620,8 @@ def section_e2e(res: str, old: str | None) -> str | None:
         out += ["\nTests: exact sign test on the per-text mean KL of `a` and `b` matched by text (the unit: "
                 "positions of a text are not independent); `n_a_lower` texts with lower mean KL under `a`; "
                 "`dominance` = P(a > b) − P(a < b) over the texts that differ (< 0: `a` has lower KL) with "
-                f"its 95% Wilson interval [`dom_low`, `dom_high`]; Holm over these {len(main_t)} tests; "
+                "its 95% Clopper–Pearson (exact) interval [`dom_low`, `dom_high`]; "
+                f"Holm over these {len(main_t)} tests; "
                 f"with {int(main_t.n.max())} texts the smallest two-sided p is {2 / 2 ** int(main_t.n.max()):.2g}. "
                 "`n_positions` and `frac_pos_a_lower` (positions, matched by text and position, with lower KL "
                 "under `a`) are descriptive only, not independent units and not tested:\n",

@@ -255,6 +255,24 @@ def test_section_e2e_reads_tests_from_positions(report, tmp_path):
     assert "Not tested (a family is tested whole): main" in page and "1e-09" not in page
 
 
+def test_main_family_caption_names_the_interval_sign_test_computes(report, tmp_path):
+    """The sign test's dominance interval is Clopper–Pearson's (kvstats.stats.sign_test, since
+    2026-12-03); the caption called it Wilson's (the tables of older pages were Wilson's: 16 of
+    16 texts give -0.613 there, -0.588 here)."""
+    configs = sorted({c for pair in report.E2E_FAMILIES["main"] for c in pair})
+    idx = pd.MultiIndex.from_product([range(16), range(3)], names=["text", "position"]).to_frame(index=False)
+    pos = pd.concat([idx.assign(config=c, kl=np.exp(0.1 * i + 0.3 * idx.text)) for i, c in enumerate(configs)])
+    pos.to_csv(tmp_path / "e2e_positions.csv.gz", index=False)
+    pd.DataFrame({"scheme": configs, "bits": np.nan, "n_texts": 16, "n_positions": 48, "mean_kl": 0.1,
+                  "bytes_per_token": 6480.0}).to_csv(tmp_path / "e2e_summary.csv", index=False)
+    pd.DataFrame({"a": [], "b": [], "unit": [], "test": []}).to_csv(tmp_path / "e2e_tests.csv", index=False)
+    page = report.section_e2e(str(tmp_path), None)
+    assert "its 95% Clopper–Pearson (exact) interval [`dom_low`, `dom_high`]" in page and "Wilson" not in page
+    t = report.e2e_sign_tests(pos, report.E2E_FAMILIES["main"])
+    all_lower = t[t.n_a_lower == 16]
+    assert len(all_lower) and np.allclose(all_lower.dom_high, 1 - 2 * 0.025 ** (1 / 16))
+
+
 def test_families_name_configurations_real_e2e_runs(report, load_experiment):
     """Every configuration a family compares is one experiments/real_e2e.py writes."""
     e2e = load_experiment("real_e2e")
